@@ -1,0 +1,194 @@
+//! Flags shared by every command that runs a workload: where it runs (testbed flags or --dir)
+//! and how runs are repeated, conditioned and reported.
+
+use std::path::PathBuf;
+
+use anyhow::Result;
+use clap::Args;
+
+use crate::error::bad_input;
+use crate::measure::Progress;
+use crate::results::RunResult;
+use crate::runner::{Outcome, Place, RunOptions};
+use crate::testbed::{default_workdir, split_words, Backing, FsKind, JournalSpec, TestbedSpec};
+use crate::units::Size;
+use crate::workload::ColdMode;
+
+/// Where the workload runs: a fresh testbed (`--fs`) or an existing directory (`--dir`).
+#[derive(Debug, Clone, Args)]
+#[command(next_help_heading = "Testbed (where it runs)")]
+pub struct TestbedArgs {
+    /// Build a fresh filesystem of this kind for every run: ext2, ext3, ext4, xfs or btrfs.
+    #[arg(long, value_name = "KIND", conflicts_with = "dir")]
+    pub fs: Option<FsKind>,
+    /// Size of the filesystem (image size), e.g. 2G.
+    #[arg(long, value_name = "SIZE", default_value = "2G")]
+    pub fs_size: Size,
+    /// Extra mkfs arguments, e.g. "-O ^extent -I 256".
+    #[arg(
+        long,
+        value_name = "OPTS",
+        allow_hyphen_values = true,
+        default_value = ""
+    )]
+    pub mkfs_opts: String,
+    /// Mount options, e.g. "data=writeback,nodelalloc".
+    #[arg(long, value_name = "OPTS", default_value = "")]
+    pub mount_opts: String,
+    /// External journal (ext3/ext4 journal device, xfs log device): ram:SIZE on a RAM disk or
+    /// file:SIZE on an image file, e.g. ram:64M.
+    #[arg(long, value_name = "ram:SIZE|file:SIZE")]
+    pub journal: Option<JournalSpec>,
+    /// Put the image in a file on disk or on a RAM disk (tmpfs).
+    #[arg(long, value_name = "file|ram", default_value = "file")]
+    pub backing: Backing,
+    /// Directory for images and mount points [default: /var/tmp/fsgauge, /dev/shm/fsgauge for ram].
+    #[arg(long, value_name = "DIR")]
+    pub workdir: Option<PathBuf>,
+    /// Direct I/O from the loop device to its image, so the host's page cache stays out of the
+    /// figures.
+    #[arg(long, value_name = "on|off", default_value = "on", value_parser = on_off)]
+    pub loop_direct_io: bool,
+    /// Format this block device instead of an image (destroys its data; needs --destroy-data).
+    #[arg(long, value_name = "DEV", requires = "destroy_data")]
+    pub device: Option<PathBuf>,
+    /// Confirms that --device may be formatted.
+    #[arg(long)]
+    pub destroy_data: bool,
+    /// Label for tables and result files [default: the filesystem kind].
+    #[arg(long)]
+    pub label: Option<String>,
+    /// Run on this existing directory instead of a fresh testbed.
+    #[arg(long, value_name = "PATH")]
+    pub dir: Option<PathBuf>,
+}
+
+fn on_off(s: &str) -> Result<bool, String> {
+    match s {
+        "on" | "true" | "yes" => Ok(true),
+        "off" | "false" | "no" => Ok(false),
+        _ => Err(format!("{s:?} is not on or off")),
+    }
+}
+
+impl TestbedArgs {
+    /// The testbed spec, when `--fs` was given.
+    pub fn spec(&self) -> Result<Option<TestbedSpec>> {
+        let Some(fs) = self.fs else { return Ok(None) };
+        let mkfs_opts =
+            split_words(&self.mkfs_opts).map_err(|e| bad_input(format!("--mkfs-opts: {e}")))?;
+        let spec = TestbedSpec {
+            label: self.label.clone().unwrap_or_else(|| fs.name().to_string()),
+            fs,
+            size: self.fs_size.bytes(),
+            mkfs_opts,
+            mount_opts: self.mount_opts.clone(),
+            journal: self.journal,
+            backing: self.backing,
+            workdir: self
+                .workdir
+                .clone()
+                .unwrap_or_else(|| default_workdir(self.backing)),
+            loop_direct_io: self.loop_direct_io,
+            device: self.device.clone(),
+        };
+        spec.validate()?;
+        Ok(Some(spec))
+    }
+
+    /// Where to run: the testbed or the directory; one of the two is required.
+    pub fn place(&self) -> Result<Place> {
+        if let Some(spec) = self.spec()? {
+            return Ok(Place::Testbed(spec));
+        }
+        match &self.dir {
+            Some(d) => Ok(Place::Dir(d.clone())),
+            None => Err(bad_input(
+                "say where to run: --fs KIND (a fresh testbed, e.g. --fs ext4 --fs-size 2G) or --dir PATH (an existing directory)",
+            )),
+        }
+    }
+}
+
+/// How runs are repeated, conditioned and reported.
+#[derive(Debug, Clone, Args)]
+#[command(next_help_heading = "Runs and results")]
+pub struct RunArgs {
+    /// Repetitions; with --fs each gets a fresh filesystem.
+    #[arg(long, default_value_t = 1)]
+    pub reps: u32,
+    /// Seed for every random choice (recorded in results) [default: from the clock].
+    #[arg(long)]
+    pub seed: Option<u64>,
+    /// Make the cache cold between phases: drop (sync + drop_caches), remount (unmount and
+    /// mount again, testbeds only) or none.
+    #[arg(long, value_name = "drop|remount|none", default_value = "none")]
+    pub cold: ColdMode,
+    /// Run inside a memory cgroup limited to SIZE, page cache included (cgroup2 memory.max,
+    /// else cgroup v1 memory.limit_in_bytes).
+    #[arg(long, value_name = "SIZE", conflicts_with = "mem_charge")]
+    pub mem_limit: Option<Size>,
+    /// The low-memory study's memory charger: lock memory until only SIZE is available
+    /// (MemAvailable), and give it back at the end.
+    #[arg(long, value_name = "SIZE")]
+    pub mem_charge: Option<Size>,
+    /// Directory for result files (one JSON per run).
+    #[arg(long, value_name = "DIR", default_value = "fsgauge-results")]
+    pub out: PathBuf,
+    /// Print the result document(s) as JSON on stdout instead of the table (a list when there
+    /// are several runs).
+    #[arg(long)]
+    pub json: bool,
+    /// No progress and no notes on stderr.
+    #[arg(long, short)]
+    pub quiet: bool,
+}
+
+impl RunArgs {
+    pub fn options(&self) -> RunOptions {
+        RunOptions {
+            reps: self.reps,
+            seed: self.seed,
+            cold: self.cold,
+            mem_limit: self.mem_limit.map(Size::bytes),
+            mem_charge: self.mem_charge.map(Size::bytes),
+            out: Some(self.out.clone()),
+            progress: Progress::new(self.quiet || self.json),
+        }
+    }
+
+    /// Prints outcomes as the table or as JSON, and where the results went.
+    pub fn print(
+        &self,
+        outcomes: &[Outcome],
+        table: impl Fn(&[RunResult]) -> String,
+    ) -> Result<()> {
+        let results: Vec<RunResult> = outcomes.iter().map(|o| o.result.clone()).collect();
+        if self.json {
+            let doc = if results.len() == 1 {
+                serde_json::to_string_pretty(&results[0])?
+            } else {
+                serde_json::to_string_pretty(&results)?
+            };
+            println!("{doc}");
+        } else {
+            print!("{}", table(&results));
+            for r in &results {
+                for w in &r.errors {
+                    eprintln!("warning: {w}");
+                }
+            }
+        }
+        if !self.quiet {
+            if let Some(p) = outcomes.first().and_then(|o| o.path.as_ref()) {
+                eprintln!(
+                    "{} result file(s) in {}",
+                    outcomes.len(),
+                    p.parent()
+                        .map_or_else(|| ".".into(), |d| d.display().to_string())
+                );
+            }
+        }
+        Ok(())
+    }
+}

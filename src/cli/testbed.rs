@@ -1,0 +1,199 @@
+//! `fsgauge testbed create|list|destroy|cleanup`.
+
+use std::process::ExitCode;
+
+use anyhow::Result;
+use clap::{Args, Subcommand};
+
+use super::common::TestbedArgs;
+use crate::error::bad_input;
+use crate::testbed::{cleanup, destroy_by_name, ledger, Testbed};
+use crate::units::format_size;
+
+#[derive(Debug, Subcommand)]
+pub enum TestbedCmd {
+    /// Build a testbed and leave it mounted; prints its mount point and device.
+    ///
+    /// Example: fsgauge testbed create --fs ext4 --fs-size 2G --mkfs-opts "-O ^extent"
+    /// --mount-opts data=writeback,nodelalloc --journal ram:64M
+    Create(CreateArgs),
+    /// List the testbeds and leftovers recorded in the ledger.
+    List {
+        /// As JSON.
+        #[arg(long)]
+        json: bool,
+    },
+    /// Unmount, detach and delete a testbed made by `testbed create`.
+    Destroy {
+        /// Name shown by `testbed create` and `testbed list`.
+        name: String,
+    },
+    /// Remove everything a killed run left behind (mounts, loop devices, images, cgroups).
+    Cleanup {
+        /// Also destroy persistent testbeds (from `testbed create`) and those of live runs.
+        #[arg(long)]
+        all: bool,
+    },
+}
+
+#[derive(Debug, Args)]
+pub struct CreateArgs {
+    #[command(flatten)]
+    pub testbed: TestbedArgs,
+    /// Name of the testbed [default: LABEL-N].
+    #[arg(long)]
+    pub name: Option<String>,
+    /// Print the testbed as JSON.
+    #[arg(long)]
+    pub json: bool,
+}
+
+pub fn run(cmd: TestbedCmd) -> Result<ExitCode> {
+    match cmd {
+        TestbedCmd::Create(a) => create(a),
+        TestbedCmd::List { json } => list(json),
+        TestbedCmd::Destroy { name } => {
+            destroy_by_name(&name)?;
+            println!("destroyed {name}");
+            Ok(ExitCode::SUCCESS)
+        }
+        TestbedCmd::Cleanup { all } => {
+            let r = cleanup(all)?;
+            for n in &r.removed {
+                println!("removed {n}");
+            }
+            for n in &r.skipped_live {
+                println!("kept {n} (persistent or its run is alive; --all removes it)");
+            }
+            for (n, e) in &r.failed {
+                eprintln!("failed to remove {n}: {e:#}");
+            }
+            if r.removed.is_empty() && r.failed.is_empty() {
+                println!("nothing to clean up");
+            }
+            Ok(if r.failed.is_empty() {
+                ExitCode::SUCCESS
+            } else {
+                ExitCode::from(2)
+            })
+        }
+    }
+}
+
+fn create(a: CreateArgs) -> Result<ExitCode> {
+    if a.testbed.dir.is_some() {
+        return Err(bad_input(
+            "testbed create builds a filesystem; --dir does not apply",
+        ));
+    }
+    let spec = a.testbed.spec()?.ok_or_else(|| {
+        bad_input("testbed create needs --fs KIND (ext2, ext3, ext4, xfs, btrfs)")
+    })?;
+    let name = match a.name {
+        Some(n) => n,
+        None => {
+            let taken: Vec<String> = ledger::entries()?.into_iter().map(|e| e.name).collect();
+            (1..)
+                .map(|i| format!("{}-{i}", spec.label))
+                .find(|n| !taken.contains(n))
+                .expect("an unbounded range has a free name")
+        }
+    };
+    if name.is_empty()
+        || !name
+            .chars()
+            .all(|c| c.is_ascii_alphanumeric() || "-_.".contains(c))
+    {
+        return Err(bad_input(format!(
+            "--name {name:?} must be letters, digits, '-', '_' or '.'"
+        )));
+    }
+    crate::signals::install();
+    let tb = Testbed::create_named(&spec, &name, false)?;
+    let info = tb.info();
+    if a.json {
+        println!(
+            "{}",
+            serde_json::to_string_pretty(&serde_json::json!({
+                "name": name,
+                "mountpoint": tb.mountpoint(),
+                "device": tb.device(),
+                "journal_device": tb.journal_device(),
+                "testbed": info,
+            }))?
+        );
+    } else {
+        println!("name:        {name}");
+        println!("mountpoint:  {}", tb.mountpoint().display());
+        println!("device:      {}", tb.device().display());
+        if let Some(j) = tb.journal_device() {
+            println!("journal:     {}", j.display());
+        }
+        println!("filesystem:  {}", spec.describe());
+        println!("mkfs:        {}", info.mkfs_args.join(" "));
+        println!("destroy with: fsgauge testbed destroy {name}");
+    }
+    for w in tb.warnings() {
+        eprintln!("warning: {w}");
+    }
+    tb.keep()?;
+    Ok(ExitCode::SUCCESS)
+}
+
+fn list(json: bool) -> Result<ExitCode> {
+    let entries = ledger::entries()?;
+    if json {
+        println!(
+            "{}",
+            serde_json::to_string_pretty(&serde_json::to_value(&entries_json(&entries))?)?
+        );
+        return Ok(ExitCode::SUCCESS);
+    }
+    if entries.is_empty() {
+        println!("no testbeds");
+        return Ok(ExitCode::SUCCESS);
+    }
+    println!(
+        "{:<24} {:<18} {:<6} {:>6} {:<12} mountpoint",
+        "name", "owner", "fs", "size", "device"
+    );
+    for e in &entries {
+        let d = &e.details;
+        let owner = if e.persistent() {
+            "persistent".to_string()
+        } else if e.owner_alive() {
+            format!("pid {}", e.owner_pid)
+        } else {
+            format!("dead pid {} (cleanup)", e.owner_pid)
+        };
+        println!(
+            "{:<24} {:<18} {:<6} {:>6} {:<12} {}",
+            e.name,
+            owner,
+            d.get("fs").and_then(|v| v.as_str()).unwrap_or("-"),
+            d.get("size")
+                .and_then(|v| v.as_u64())
+                .map_or("-".into(), format_size),
+            d.get("device").and_then(|v| v.as_str()).unwrap_or("-"),
+            d.get("mountpoint").and_then(|v| v.as_str()).unwrap_or("-"),
+        );
+    }
+    Ok(ExitCode::SUCCESS)
+}
+
+fn entries_json(entries: &[ledger::LedgerEntry]) -> Vec<serde_json::Value> {
+    entries
+        .iter()
+        .map(|e| {
+            serde_json::json!({
+                "name": e.name,
+                "persistent": e.persistent(),
+                "owner_pid": e.owner_pid,
+                "owner_alive": e.owner_alive(),
+                "created_at": e.created_at,
+                "details": e.details,
+                "resources": e.resources,
+            })
+        })
+        .collect()
+}

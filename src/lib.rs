@@ -1,0 +1,17 @@
+//! fsgauge: a filesystem benchmarking laboratory.
+//!
+//! The data flow (DESIGN.md): a plan or command line is expanded into run specs; the [`runner`]
+//! builds a [`testbed`] for each, runs a [`workload`] whose phases are measured by [`measure`],
+//! and writes one [`results`] document per run; [`report`] turns results into tables.
+
+pub mod atomic;
+pub mod cli;
+pub mod error;
+pub mod measure;
+pub mod report;
+pub mod results;
+pub mod runner;
+pub mod signals;
+pub mod testbed;
+pub mod units;
+pub mod workload;

@@ -1,0 +1,22 @@
+//! Measurement: what a phase cost, exactly. Per phase: wall time on the monotonic clock, user
+//! and system CPU time, operation counts and bytes, a per-operation latency histogram (HDR,
+//! nanoseconds, 1 ns to 1 h at 3 significant digits), the block device's I/O deltas and a
+//! per-second time series.
+//!
+//! The per-operation path is two clock reads, one histogram increment and two additions, all in
+//! the worker's own [`Recorder`] (no sharing, no locks); recorders are merged exactly when the
+//! phase ends.
+
+mod diskstats;
+mod latency;
+mod phase;
+pub mod progress;
+mod recorder;
+mod rusage;
+
+pub use diskstats::{Devices, DiskStat};
+pub use latency::{decode, new_histogram, summarize, LatencyHistogram};
+pub use phase::{run_workers, PhaseMeter};
+pub use progress::Progress;
+pub use recorder::{OpDef, OpId, Recorder};
+pub use rusage::CpuTimes;

@@ -1,0 +1,250 @@
+//! A measured phase: probes taken at its start and end (clock, CPU, device counters), the
+//! recorders of its workers merged exactly into one [`PhaseResult`].
+
+use std::collections::BTreeMap;
+use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
+use std::sync::{Arc, Barrier, Mutex};
+use std::time::Instant;
+
+use anyhow::Result;
+
+use super::diskstats::{Devices, DiskStat};
+use super::latency::{new_histogram, summarize};
+use super::progress::{PhaseBar, Progress};
+use super::recorder::{OpDef, Recorder};
+use super::rusage::CpuTimes;
+use crate::results::{OpStats, PhaseResult, SeriesPoint, WorkerSummary};
+
+/// A phase in progress.
+pub struct PhaseMeter {
+    name: String,
+    defs: Vec<OpDef>,
+    start: Instant,
+    cpu0: CpuTimes,
+    devices: Devices,
+    dev0: Option<DiskStat>,
+    jdev0: Option<DiskStat>,
+    progress: Arc<AtomicU64>,
+    stop: Arc<AtomicBool>,
+    bar: Option<PhaseBar>,
+}
+
+impl PhaseMeter {
+    /// Starts the clock. `expected` primary operations drive the progress bar's ETA.
+    pub fn start(
+        name: &str,
+        defs: &[OpDef],
+        devices: &Devices,
+        expected: Option<u64>,
+        ui: &Progress,
+    ) -> Self {
+        let progress = Arc::new(AtomicU64::new(0));
+        let bar = ui.phase_bar(name, expected, Arc::clone(&progress));
+        let dev0 = devices.main.as_deref().and_then(DiskStat::read);
+        let jdev0 = devices.journal.as_deref().and_then(DiskStat::read);
+        let cpu0 = CpuTimes::now();
+        Self {
+            name: name.to_string(),
+            defs: defs.to_vec(),
+            start: Instant::now(),
+            cpu0,
+            devices: devices.clone(),
+            dev0,
+            jdev0,
+            progress,
+            stop: Arc::new(AtomicBool::new(false)),
+            bar,
+        }
+    }
+
+    /// A recorder for worker `worker`, sharing this phase's clock origin.
+    pub fn recorder(&self, worker: u32) -> Recorder {
+        Recorder::new(
+            worker,
+            self.start,
+            &self.defs,
+            Arc::clone(&self.progress),
+            Arc::clone(&self.stop),
+        )
+    }
+
+    /// Asks every worker to stop at its next check.
+    pub fn stop_all(&self) {
+        self.stop.store(true, Ordering::Relaxed);
+    }
+
+    /// Stops the clock and merges the workers' recorders.
+    pub fn finish(self, mut recorders: Vec<Recorder>) -> PhaseResult {
+        let wall = self.start.elapsed();
+        let cpu = CpuTimes::now().since(self.cpu0);
+        let device = match (
+            self.dev0,
+            self.devices.main.as_deref().and_then(DiskStat::read),
+        ) {
+            (Some(a), Some(b)) => Some(b.delta(a)),
+            _ => None,
+        };
+        let journal_device = match (
+            self.jdev0,
+            self.devices.journal.as_deref().and_then(DiskStat::read),
+        ) {
+            (Some(a), Some(b)) => Some(b.delta(a)),
+            _ => None,
+        };
+        drop(self.bar);
+        for r in &mut recorders {
+            r.finish();
+        }
+
+        let mut op_stats = BTreeMap::new();
+        let mut primary_hist = new_histogram();
+        let (mut p_over2, mut p_over10, mut ops, mut bytes) = (0, 0, 0, 0);
+        for (i, def) in self.defs.iter().enumerate() {
+            let mut h = new_histogram();
+            let (mut count, mut b, mut o2, mut o10) = (0, 0, 0, 0);
+            for r in &recorders {
+                let s = &r.ops[i];
+                h.add(&s.hist)
+                    .expect("histograms of one phase share their bounds");
+                count += s.count;
+                b += s.bytes;
+                o2 += s.over_2s;
+                o10 += s.over_10s;
+            }
+            bytes += b;
+            if def.primary {
+                ops += count;
+                primary_hist
+                    .add(&h)
+                    .expect("histograms of one phase share their bounds");
+                p_over2 += o2;
+                p_over10 += o10;
+            }
+            op_stats.insert(
+                def.name.to_string(),
+                OpStats {
+                    count,
+                    bytes: b,
+                    primary: def.primary,
+                    latency: summarize(&h, o2, o10),
+                },
+            );
+        }
+
+        let secs = recorders.iter().map(|r| r.series.len()).max().unwrap_or(0);
+        let series = (0..secs)
+            .map(|t| {
+                let (o, b) = recorders
+                    .iter()
+                    .filter_map(|r| r.series.get(t))
+                    .fold((0, 0), |acc, c| (acc.0 + c.0, acc.1 + c.1));
+                SeriesPoint {
+                    t: t as u32,
+                    ops: o,
+                    bytes: b,
+                }
+            })
+            .collect();
+
+        let workers = if recorders.len() > 1 {
+            recorders
+                .iter()
+                .map(|r| {
+                    let mut h = new_histogram();
+                    let (mut o, mut b, mut o2, mut o10) = (0, 0, 0, 0);
+                    for s in &r.ops {
+                        b += s.bytes;
+                        if s.def.primary {
+                            h.add(&s.hist).expect("same bounds");
+                            o += s.count;
+                            o2 += s.over_2s;
+                            o10 += s.over_10s;
+                        }
+                    }
+                    let mut lat = summarize(&h, o2, o10);
+                    lat.hdr.clear();
+                    WorkerSummary {
+                        worker: r.worker,
+                        ops: o,
+                        bytes: b,
+                        wall_s: r.finished.map_or(wall.as_secs_f64(), |d| d.as_secs_f64()),
+                        latency: lat,
+                    }
+                })
+                .collect()
+        } else {
+            Vec::new()
+        };
+
+        let wall_s = wall.as_secs_f64();
+        PhaseResult {
+            name: self.name,
+            wall_s,
+            user_s: cpu.user_s,
+            sys_s: cpu.sys_s,
+            ops,
+            bytes,
+            ops_per_s: if wall_s > 0.0 {
+                ops as f64 / wall_s
+            } else {
+                0.0
+            },
+            bytes_per_s: if wall_s > 0.0 {
+                bytes as f64 / wall_s
+            } else {
+                0.0
+            },
+            latency: summarize(&primary_hist, p_over2, p_over10),
+            op_stats,
+            device,
+            journal_device,
+            series,
+            workers,
+            extra: BTreeMap::new(),
+        }
+    }
+}
+
+/// Runs `n` workers on their own threads, started together behind a barrier, each with its
+/// own recorder. The first failure stops the others and is returned naming its worker.
+pub fn run_workers<F>(meter: &PhaseMeter, n: usize, work: F) -> Result<Vec<Recorder>>
+where
+    F: Fn(usize, &mut Recorder) -> Result<()> + Sync,
+{
+    if n == 1 {
+        let mut r = meter.recorder(0);
+        work(0, &mut r)?;
+        r.finish();
+        return Ok(vec![r]);
+    }
+    let barrier = Barrier::new(n);
+    let failure: Mutex<Option<anyhow::Error>> = Mutex::new(None);
+    let recorders: Vec<Recorder> = std::thread::scope(|s| {
+        let handles: Vec<_> = (0..n)
+            .map(|i| {
+                let mut r = meter.recorder(i as u32);
+                let (barrier, failure, work) = (&barrier, &failure, &work);
+                s.spawn(move || {
+                    barrier.wait();
+                    if let Err(e) = work(i, &mut r) {
+                        meter.stop_all();
+                        let mut f = failure.lock().unwrap_or_else(|p| p.into_inner());
+                        if f.is_none() {
+                            *f = Some(e.context(format!("worker {i}")));
+                        }
+                    }
+                    r.finish();
+                    r
+                })
+            })
+            .collect();
+        handles.into_iter().filter_map(|h| h.join().ok()).collect()
+    });
+    if let Some(e) = failure.into_inner().unwrap_or_else(|p| p.into_inner()) {
+        return Err(e);
+    }
+    if recorders.len() != n {
+        anyhow::bail!("{} of {n} workers panicked", n - recorders.len());
+    }
+    Ok(recorders)
+}

@@ -1,0 +1,205 @@
+//! A worker's private tally of a phase: per operation kind a count, bytes and a latency
+//! histogram, and a per-second series. Nothing here is shared, so the hot path has no atomics
+//! but one relaxed add every 256 operations for the progress bar.
+
+use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
+use std::sync::Arc;
+use std::time::{Duration, Instant};
+
+use super::latency::{new_histogram, LatencyHistogram};
+
+/// An operation kind a phase records, declared up front.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct OpDef {
+    pub name: &'static str,
+    /// Counts toward the phase's `ops` and its headline latency (e.g. `create`, `mkdir`);
+    /// secondary kinds (e.g. each `write` inside a create) are reported on their own only.
+    pub primary: bool,
+}
+
+impl OpDef {
+    pub const fn primary(name: &'static str) -> Self {
+        Self {
+            name,
+            primary: true,
+        }
+    }
+    pub const fn secondary(name: &'static str) -> Self {
+        Self {
+            name,
+            primary: false,
+        }
+    }
+}
+
+/// Index of an operation kind in the phase's [`OpDef`] list.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct OpId(pub usize);
+
+pub(crate) struct OpSlot {
+    pub def: OpDef,
+    pub count: u64,
+    pub bytes: u64,
+    pub over_2s: u64,
+    pub over_10s: u64,
+    pub hist: LatencyHistogram,
+}
+
+const PROGRESS_EVERY: u64 = 256;
+
+/// One worker's measurements for one phase.
+pub struct Recorder {
+    pub(crate) worker: u32,
+    origin: Instant,
+    pub(crate) ops: Vec<OpSlot>,
+    /// (primary ops, bytes) per second since the phase start.
+    pub(crate) series: Vec<(u64, u64)>,
+    progress: Arc<AtomicU64>,
+    stop: Arc<AtomicBool>,
+    unflushed: u64,
+    pub(crate) finished: Option<Duration>,
+}
+
+impl Recorder {
+    pub(crate) fn new(
+        worker: u32,
+        origin: Instant,
+        defs: &[OpDef],
+        progress: Arc<AtomicU64>,
+        stop: Arc<AtomicBool>,
+    ) -> Self {
+        Self {
+            worker,
+            origin,
+            ops: defs
+                .iter()
+                .map(|&def| OpSlot {
+                    def,
+                    count: 0,
+                    bytes: 0,
+                    over_2s: 0,
+                    over_10s: 0,
+                    hist: new_histogram(),
+                })
+                .collect(),
+            series: Vec::new(),
+            progress,
+            stop,
+            unflushed: 0,
+            finished: None,
+        }
+    }
+
+    /// The operation kind called `name` (declared when the phase started).
+    pub fn op(&self, name: &str) -> OpId {
+        OpId(
+            self.ops
+                .iter()
+                .position(|s| s.def.name == name)
+                .unwrap_or_else(|| panic!("operation {name:?} was not declared for this phase")),
+        )
+    }
+
+    /// Which worker this is (0-based).
+    pub fn worker(&self) -> u32 {
+        self.worker
+    }
+
+    /// Records one operation that began at `started` and ends now; returns now, so that
+    /// back-to-back operations need one clock read each.
+    #[inline]
+    pub fn record(&mut self, op: OpId, started: Instant, bytes: u64) -> Instant {
+        let now = Instant::now();
+        self.add(
+            op,
+            now.saturating_duration_since(started).as_nanos() as u64,
+            bytes,
+            now,
+        );
+        now
+    }
+
+    /// Times `f` as one operation of kind `op` moving `bytes`.
+    #[inline]
+    pub fn time<T>(&mut self, op: OpId, bytes: u64, f: impl FnOnce() -> T) -> T {
+        let t0 = Instant::now();
+        let out = f();
+        self.record(op, t0, bytes);
+        out
+    }
+
+    /// Adds an operation of `ns` nanoseconds that ended at `at`.
+    #[inline]
+    pub fn add(&mut self, op: OpId, ns: u64, bytes: u64, at: Instant) {
+        let slot = &mut self.ops[op.0];
+        slot.count += 1;
+        slot.bytes += bytes;
+        slot.hist.saturating_record(ns.max(1));
+        if ns > 2_000_000_000 {
+            slot.over_2s += 1;
+            if ns > 10_000_000_000 {
+                slot.over_10s += 1;
+            }
+        }
+        let primary = slot.def.primary;
+        let sec = at.saturating_duration_since(self.origin).as_secs() as usize;
+        if sec >= self.series.len() {
+            self.series.resize(sec + 1, (0, 0));
+        }
+        let cell = &mut self.series[sec];
+        cell.1 += bytes;
+        if primary {
+            cell.0 += 1;
+            self.unflushed += 1;
+            if self.unflushed >= PROGRESS_EVERY {
+                self.progress.fetch_add(self.unflushed, Ordering::Relaxed);
+                self.unflushed = 0;
+            }
+        }
+    }
+
+    /// Adds bytes moved outside any timed operation (e.g. setup done in a phase).
+    pub fn add_bytes(&mut self, op: OpId, bytes: u64) {
+        self.ops[op.0].bytes += bytes;
+    }
+
+    /// True when the phase should end early: a signal arrived or another worker failed.
+    #[inline]
+    pub fn should_stop(&self) -> bool {
+        self.stop.load(Ordering::Relaxed) || crate::signals::interrupted()
+    }
+
+    /// `Err(Interrupted)` once a signal arrived; call between operations.
+    pub fn check(&self) -> Result<(), crate::error::Interrupted> {
+        crate::signals::check()
+    }
+
+    /// Marks this worker as done now (its own wall time); called by the phase runner.
+    pub fn finish(&mut self) {
+        if self.finished.is_none() {
+            self.finished = Some(self.origin.elapsed());
+        }
+        self.flush_progress();
+    }
+
+    fn flush_progress(&mut self) {
+        if self.unflushed > 0 {
+            self.progress.fetch_add(self.unflushed, Ordering::Relaxed);
+            self.unflushed = 0;
+        }
+    }
+
+    /// Count of primary operations so far.
+    pub fn primary_ops(&self) -> u64 {
+        self.ops
+            .iter()
+            .filter(|s| s.def.primary)
+            .map(|s| s.count)
+            .sum()
+    }
+
+    /// Count of operations of one kind so far.
+    pub fn count(&self, op: OpId) -> u64 {
+        self.ops[op.0].count
+    }
+}

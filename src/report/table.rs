@@ -1,0 +1,166 @@
+//! Plain-text tables for the terminal: one row per phase, and side by side across testbeds, in
+//! the seed studies' "elapsed (sys)" form.
+
+use std::collections::BTreeMap;
+use std::fmt::Write;
+
+use crate::results::RunResult;
+
+/// A latency in the most readable unit: `850ns`, `12.3us`, `4.56ms`, `1.20s`.
+pub fn format_ns(ns: u64) -> String {
+    let n = ns as f64;
+    if ns < 1_000 {
+        format!("{ns}ns")
+    } else if ns < 1_000_000 {
+        format!("{:.1}us", n / 1e3)
+    } else if ns < 1_000_000_000 {
+        format!("{:.2}ms", n / 1e6)
+    } else {
+        format!("{:.2}s", n / 1e9)
+    }
+}
+
+/// A rate with a thousands-friendly precision.
+pub fn format_rate(v: f64) -> String {
+    if v >= 100.0 {
+        format!("{v:.0}")
+    } else if v >= 10.0 {
+        format!("{v:.1}")
+    } else {
+        format!("{v:.2}")
+    }
+}
+
+fn render(headers: &[&str], rows: &[Vec<String>]) -> String {
+    let mut widths: Vec<usize> = headers.iter().map(|h| h.len()).collect();
+    for r in rows {
+        for (i, c) in r.iter().enumerate() {
+            widths[i] = widths[i].max(c.chars().count());
+        }
+    }
+    let mut out = String::new();
+    let line = |cells: Vec<String>, out: &mut String| {
+        let parts: Vec<String> = cells
+            .iter()
+            .enumerate()
+            .map(|(i, c)| {
+                if i == 0 {
+                    format!("{c:<w$}", w = widths[i])
+                } else {
+                    format!("{c:>w$}", w = widths[i])
+                }
+            })
+            .collect();
+        let _ = writeln!(out, "{}", parts.join("  ").trim_end());
+    };
+    line(headers.iter().map(|s| s.to_string()).collect(), &mut out);
+    line(widths.iter().map(|w| "-".repeat(*w)).collect(), &mut out);
+    for r in rows {
+        line(r.clone(), &mut out);
+    }
+    out
+}
+
+/// One row per run and phase: elapsed (sys), ops, ops/s, MB/s, p99 latency, device MB written.
+pub fn phase_table(results: &[RunResult]) -> String {
+    let headers = [
+        "testbed",
+        "rep",
+        "phase",
+        "elapsed (sys) s",
+        "ops",
+        "ops/s",
+        "MB/s",
+        "p99",
+        "dev MB written",
+    ];
+    let mut rows = Vec::new();
+    for r in results {
+        for p in &r.phases {
+            rows.push(vec![
+                r.testbed.label.clone(),
+                r.rep.to_string(),
+                p.name.clone(),
+                format!("{:.2} ({:.2})", p.wall_s, p.sys_s),
+                p.ops.to_string(),
+                format_rate(p.ops_per_s),
+                format!("{:.1}", p.bytes_per_s / 1e6),
+                format_ns(p.latency.p99_ns),
+                p.device
+                    .map_or("-".into(), |d| format!("{:.1}", d.write_bytes as f64 / 1e6)),
+            ]);
+        }
+    }
+    render(&headers, &rows)
+}
+
+/// Phases down, testbeds across; each cell the mean "elapsed (sys)" over repetitions, and the
+/// mean ops/s beneath, as the low-memory study tabulated its configurations.
+pub fn side_by_side(results: &[RunResult]) -> String {
+    let mut labels: Vec<String> = Vec::new();
+    let mut phases: Vec<String> = Vec::new();
+    // (phase, label) -> (wall sum, sys sum, ops/s sum, n)
+    let mut cells: BTreeMap<(String, String), (f64, f64, f64, u32)> = BTreeMap::new();
+    for r in results {
+        if !labels.contains(&r.testbed.label) {
+            labels.push(r.testbed.label.clone());
+        }
+        for p in &r.phases {
+            if !phases.contains(&p.name) {
+                phases.push(p.name.clone());
+            }
+            let c = cells
+                .entry((p.name.clone(), r.testbed.label.clone()))
+                .or_default();
+            c.0 += p.wall_s;
+            c.1 += p.sys_s;
+            c.2 += p.ops_per_s;
+            c.3 += 1;
+        }
+    }
+    let mut headers = vec!["phase".to_string()];
+    headers.extend(labels.iter().cloned());
+    let mut rows = Vec::new();
+    for ph in &phases {
+        let mut elapsed = vec![format!("{ph} elapsed (sys) s")];
+        let mut rate = vec![format!("{ph} ops/s")];
+        for l in &labels {
+            match cells.get(&(ph.clone(), l.clone())) {
+                Some(&(w, s, o, n)) if n > 0 => {
+                    let n = n as f64;
+                    elapsed.push(format!("{:.2} ({:.2})", w / n, s / n));
+                    rate.push(format_rate(o / n));
+                }
+                _ => {
+                    elapsed.push("-".into());
+                    rate.push("-".into());
+                }
+            }
+        }
+        rows.push(elapsed);
+        rows.push(rate);
+    }
+    let h: Vec<&str> = headers.iter().map(String::as_str).collect();
+    render(&h, &rows)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn latencies_pick_a_readable_unit() {
+        assert_eq!(format_ns(850), "850ns");
+        assert_eq!(format_ns(12_345), "12.3us");
+        assert_eq!(format_ns(4_560_000), "4.56ms");
+        assert_eq!(format_ns(1_200_000_000), "1.20s");
+    }
+
+    #[test]
+    fn tables_align_columns() {
+        let t = render(&["a", "bb"], &[vec!["xyz".into(), "1".into()]]);
+        let lines: Vec<&str> = t.lines().collect();
+        assert_eq!(lines[0], "a     bb");
+        assert_eq!(lines[2], "xyz    1");
+    }
+}

@@ -1,0 +1,219 @@
+//! The result schema, version 1 (`fsgauge.run/1`): one JSON document per run, the source of
+//! truth for every table, plot and comparison made later. Fields are only ever added within a
+//! schema version, never renamed; readers ignore fields they do not know.
+
+mod host;
+mod store;
+
+use std::collections::BTreeMap;
+
+use serde::{Deserialize, Serialize};
+
+pub use host::HostInfo;
+pub use store::{load, load_dir, write_result, ResultFile};
+
+/// The schema tag every run document carries.
+pub const SCHEMA: &str = "fsgauge.run/1";
+
+/// One run: a testbed, a workload, a repetition.
+#[derive(Debug, Clone, Serialize, Deserialize, PartialEq)]
+pub struct RunResult {
+    /// Always [`SCHEMA`].
+    pub schema: String,
+    pub tool: ToolInfo,
+    pub host: HostInfo,
+    pub testbed: TestbedInfo,
+    /// The workload's kind and every parameter, defaults filled in.
+    pub workload: WorkloadInfo,
+    /// Repetition number, from 0.
+    pub rep: u32,
+    /// Seed of every random choice the run made.
+    pub seed: u64,
+    /// RFC 3339 UTC time the run started.
+    pub started_at: String,
+    /// Hash of the run's full specification (testbed, workload, conditions, seed rule, rep):
+    /// equal hashes mean the same experiment.
+    pub spec_hash: String,
+    /// Conditioning applied to the run: cold-cache mode, memory limit, memory charger.
+    pub conditions: Conditions,
+    pub phases: Vec<PhaseResult>,
+    /// Block layout and free-space snapshot, when `--layout` was asked for.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub layout: Option<serde_json::Value>,
+    /// Anything that went wrong without stopping the run, and warnings about the setup.
+    #[serde(default)]
+    pub errors: Vec<String>,
+    /// Peak resident memory of fsgauge itself during the run, bytes.
+    #[serde(default)]
+    pub tool_peak_rss: u64,
+}
+
+/// Name and version of the tool that made a result.
+#[derive(Debug, Clone, Serialize, Deserialize, PartialEq)]
+pub struct ToolInfo {
+    pub name: String,
+    pub version: String,
+}
+
+impl ToolInfo {
+    pub fn current() -> Self {
+        Self {
+            name: env!("CARGO_PKG_NAME").to_string(),
+            version: env!("CARGO_PKG_VERSION").to_string(),
+        }
+    }
+}
+
+/// Where a run ran: a testbed fsgauge built, or an existing directory.
+#[derive(Debug, Clone, Serialize, Deserialize, PartialEq, Default)]
+pub struct TestbedInfo {
+    /// Label used in tables (`ext4`, `ext4-nodelalloc`, `dir`).
+    pub label: String,
+    /// Filesystem kind (ext2/ext3/ext4/xfs/btrfs, or what statfs reported for `--dir`).
+    pub fs: String,
+    /// Filesystem size in bytes.
+    pub size: u64,
+    /// The exact mkfs command line, as run (empty for `--dir`).
+    pub mkfs_args: Vec<String>,
+    /// Mount options as passed to mount(2), including ones fsgauge added (logdev, journal_path).
+    pub mount_options: String,
+    /// External journal, `ram:64M` / `file:64M`.
+    pub journal: Option<String>,
+    /// Memory limit in bytes, when one applied.
+    pub memory_limit: Option<u64>,
+    /// `file`, `ram`, `device` or `dir`.
+    pub backing: String,
+    /// The block device the filesystem lives on, when known.
+    pub device: Option<String>,
+    /// Whether the loop device really did direct I/O on its backing file.
+    pub loop_direct_io: Option<bool>,
+    /// Where the filesystem was mounted (or the `--dir` path).
+    pub path: String,
+}
+
+/// A workload's identity and parameters.
+#[derive(Debug, Clone, Serialize, Deserialize, PartialEq)]
+pub struct WorkloadInfo {
+    pub kind: String,
+    /// Every parameter under its plan-file name, defaults filled in.
+    pub params: serde_json::Value,
+}
+
+/// Conditioning applied around the workload.
+#[derive(Debug, Clone, Serialize, Deserialize, PartialEq, Default)]
+pub struct Conditions {
+    /// `none`, `drop` or `remount`: what happened between phases.
+    pub cold: String,
+    /// Memory cgroup limit in bytes.
+    pub mem_limit: Option<u64>,
+    /// cgroup interface used for the limit (`v1`, `v2`).
+    pub mem_limit_cgroup: Option<String>,
+    /// Peak memory of the cgroup (page cache included), bytes.
+    pub mem_limit_peak: Option<u64>,
+    /// Memory charger target: free memory left, bytes.
+    pub mem_charge: Option<u64>,
+    /// Bytes the charger locked.
+    pub mem_charge_locked: Option<u64>,
+}
+
+/// One measured phase.
+#[derive(Debug, Clone, Serialize, Deserialize, PartialEq)]
+pub struct PhaseResult {
+    pub name: String,
+    /// Wall time, monotonic clock, seconds.
+    pub wall_s: f64,
+    /// User CPU time of the fsgauge process over the phase, seconds.
+    pub user_s: f64,
+    /// System (kernel) CPU time of the fsgauge process over the phase, seconds.
+    pub sys_s: f64,
+    /// Count of the phase's primary operations (e.g. files created plus directories made).
+    pub ops: u64,
+    /// Bytes read or written by the phase's operations.
+    pub bytes: u64,
+    pub ops_per_s: f64,
+    pub bytes_per_s: f64,
+    /// Latency of the primary operations, merged.
+    pub latency: LatencySummary,
+    /// Every operation kind of the phase, primary or not, by name.
+    #[serde(default)]
+    pub op_stats: BTreeMap<String, OpStats>,
+    /// I/O on the testbed's device over the phase (from /sys/block/DEV/stat).
+    pub device: Option<DeviceDelta>,
+    /// I/O on the external journal device, when there is one.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub journal_device: Option<DeviceDelta>,
+    /// Per-second time series from the phase start.
+    pub series: Vec<SeriesPoint>,
+    /// Each worker's own figures, when the phase ran several.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub workers: Vec<WorkerSummary>,
+    /// Workload-specific figures (e.g. KiB/s of a file-create phase), by name.
+    #[serde(default, skip_serializing_if = "BTreeMap::is_empty")]
+    pub extra: BTreeMap<String, f64>,
+}
+
+/// Latency percentiles of a set of operations, from an HDR histogram (1 ns to 1 h, 3
+/// significant digits). `hdr` keeps the histogram itself (V2 serialization, base64) so that
+/// histograms can be merged or re-cut later.
+#[derive(Debug, Clone, Serialize, Deserialize, PartialEq, Default)]
+pub struct LatencySummary {
+    pub count: u64,
+    pub min_ns: u64,
+    pub mean_ns: f64,
+    pub p50_ns: u64,
+    pub p90_ns: u64,
+    pub p99_ns: u64,
+    pub p999_ns: u64,
+    pub max_ns: u64,
+    /// Operations slower than 2 s (tiobench's column).
+    pub over_2s: u64,
+    /// Operations slower than 10 s.
+    pub over_10s: u64,
+    #[serde(default, skip_serializing_if = "String::is_empty")]
+    pub hdr: String,
+}
+
+/// Count, bytes and latency of one kind of operation.
+#[derive(Debug, Clone, Serialize, Deserialize, PartialEq, Default)]
+pub struct OpStats {
+    pub count: u64,
+    pub bytes: u64,
+    /// Whether this kind counts toward the phase's `ops`.
+    pub primary: bool,
+    pub latency: LatencySummary,
+}
+
+/// Block-device counter deltas over a phase.
+#[derive(Debug, Clone, Copy, Serialize, Deserialize, PartialEq, Default)]
+pub struct DeviceDelta {
+    pub read_bytes: u64,
+    pub write_bytes: u64,
+    pub read_ios: u64,
+    pub write_ios: u64,
+    /// Discard bytes (where the kernel reports them).
+    #[serde(default)]
+    pub discard_bytes: u64,
+    /// Flush requests (where the kernel reports them).
+    #[serde(default)]
+    pub flush_ios: u64,
+}
+
+/// One second of a phase.
+#[derive(Debug, Clone, Copy, Serialize, Deserialize, PartialEq, Default)]
+pub struct SeriesPoint {
+    /// Seconds from the phase start (the bucket [t, t+1)).
+    pub t: u32,
+    pub ops: u64,
+    pub bytes: u64,
+}
+
+/// One worker's share of a multi-worker phase.
+#[derive(Debug, Clone, Serialize, Deserialize, PartialEq, Default)]
+pub struct WorkerSummary {
+    pub worker: u32,
+    pub ops: u64,
+    pub bytes: u64,
+    /// Seconds from the phase start until this worker finished.
+    pub wall_s: f64,
+    pub latency: LatencySummary,
+}

@@ -1,0 +1,78 @@
+//! The results directory: one JSON file per run, written atomically (temporary file, fsync,
+//! rename), named so that a listing sorts by time.
+
+use std::path::{Path, PathBuf};
+
+use anyhow::{bail, Context, Result};
+
+use super::{RunResult, SCHEMA};
+use crate::atomic::write_atomic;
+
+/// A result and where it was read from.
+#[derive(Debug, Clone)]
+pub struct ResultFile {
+    pub path: PathBuf,
+    pub result: RunResult,
+}
+
+/// Writes a result into `dir` (created if needed) and returns its path.
+pub fn write_result(dir: &Path, r: &RunResult) -> Result<PathBuf> {
+    std::fs::create_dir_all(dir)
+        .with_context(|| format!("creating results directory {}", dir.display()))?;
+    let stamp: String = r
+        .started_at
+        .chars()
+        .filter(|c| c.is_ascii_digit())
+        .take(14)
+        .collect();
+    let name = format!(
+        "{stamp}-{}-{}-rep{}-{}.json",
+        r.testbed.label,
+        r.workload.kind,
+        r.rep,
+        &r.spec_hash[..r.spec_hash.len().min(10)]
+    );
+    let path = dir.join(name);
+    let mut bytes = serde_json::to_vec_pretty(r)?;
+    bytes.push(b'\n');
+    write_atomic(&path, &bytes)?;
+    Ok(path)
+}
+
+/// Reads one result file, checking the schema tag.
+pub fn load(path: &Path) -> Result<RunResult> {
+    let bytes = std::fs::read(path).with_context(|| format!("reading {}", path.display()))?;
+    let v: serde_json::Value = serde_json::from_slice(&bytes)
+        .with_context(|| format!("{} is not JSON", path.display()))?;
+    match v.get("schema").and_then(|s| s.as_str()) {
+        Some(SCHEMA) => {}
+        Some(other) => bail!(
+            "{} has schema {other:?}; this fsgauge reads {SCHEMA}",
+            path.display()
+        ),
+        None => bail!(
+            "{} is not an fsgauge result (no \"schema\" field)",
+            path.display()
+        ),
+    }
+    serde_json::from_value(v)
+        .with_context(|| format!("{} does not match schema {SCHEMA}", path.display()))
+}
+
+/// Reads every `*.json` result in a directory (not recursive), sorted by file name.
+pub fn load_dir(dir: &Path) -> Result<Vec<ResultFile>> {
+    let mut paths: Vec<PathBuf> = std::fs::read_dir(dir)
+        .with_context(|| format!("reading results directory {}", dir.display()))?
+        .filter_map(|e| e.ok().map(|e| e.path()))
+        .filter(|p| p.extension().is_some_and(|e| e == "json"))
+        .filter(|p| {
+            !p.file_name()
+                .is_some_and(|n| n.to_string_lossy().starts_with('.'))
+        })
+        .collect();
+    paths.sort();
+    paths
+        .into_iter()
+        .map(|path| load(&path).map(|result| ResultFile { path, result }))
+        .collect()
+}

@@ -1,0 +1,321 @@
+//! The runner: for each repetition, build the target (a fresh testbed, or the `--dir`),
+//! condition it (memory limit, memory charger), run the workload, tear everything down, and
+//! write one result per run. Everything that can be checked is checked before anything is made.
+
+use std::path::{Path, PathBuf};
+use std::time::SystemTime;
+
+use anyhow::{Context, Result};
+use sha2::{Digest, Sha256};
+
+use crate::error::bad_input;
+use crate::measure::Progress;
+use crate::results::{
+    write_result, Conditions, HostInfo, RunResult, ToolInfo, WorkloadInfo, SCHEMA,
+};
+use crate::testbed::{
+    own_peak_rss, own_rss, preflight, MemCharger, MemLimit, Testbed, TestbedSpec,
+};
+use crate::units::format_size;
+use crate::workload::{ColdMode, RunContext, Target, Workload};
+
+/// Where runs happen.
+#[derive(Debug, Clone)]
+pub enum Place {
+    /// A fresh testbed per repetition.
+    Testbed(TestbedSpec),
+    /// An existing directory.
+    Dir(PathBuf),
+}
+
+/// How runs are repeated and conditioned, and where results go.
+#[derive(Debug, Clone)]
+pub struct RunOptions {
+    pub reps: u32,
+    /// Seed of every random choice; chosen from the clock (and recorded) when absent.
+    pub seed: Option<u64>,
+    pub cold: ColdMode,
+    pub mem_limit: Option<u64>,
+    pub mem_charge: Option<u64>,
+    /// Results directory; `None` keeps results in memory only.
+    pub out: Option<PathBuf>,
+    pub progress: Progress,
+}
+
+impl Default for RunOptions {
+    fn default() -> Self {
+        Self {
+            reps: 1,
+            seed: None,
+            cold: ColdMode::None,
+            mem_limit: None,
+            mem_charge: None,
+            out: None,
+            progress: Progress::hidden(),
+        }
+    }
+}
+
+/// One finished run.
+#[derive(Debug, Clone)]
+pub struct Outcome {
+    pub result: RunResult,
+    /// Where the result was written.
+    pub path: Option<PathBuf>,
+}
+
+/// Checks a run request without making anything.
+pub fn check(place: &Place, wl: &dyn Workload, opts: &RunOptions) -> Result<()> {
+    wl.validate()?;
+    if opts.reps == 0 {
+        return Err(bad_input("--reps must be 1 or more"));
+    }
+    let root_needed =
+        opts.cold != ColdMode::None || opts.mem_limit.is_some() || opts.mem_charge.is_some();
+    if root_needed && !nix::unistd::geteuid().is_root() {
+        let what = if opts.cold != ColdMode::None {
+            "--cold drop/remount"
+        } else {
+            "--mem-limit/--mem-charge"
+        };
+        return Err(bad_input(format!(
+            "{what} needs root; run as root or leave it out"
+        )));
+    }
+    match place {
+        Place::Testbed(spec) => {
+            preflight(spec)?;
+            // Filesystems keep some space for metadata and journal; 90% is a safe ceiling.
+            let usable = spec.size / 10 * 9;
+            if wl.space_needed() > usable {
+                return Err(bad_input(format!(
+                    "the {} workload needs about {} but a {} {} testbed holds at most about {}; make --fs-size larger or the workload smaller",
+                    wl.kind(),
+                    format_size_round(wl.space_needed()),
+                    format_size(spec.size),
+                    spec.fs,
+                    format_size_round(usable)
+                )));
+            }
+        }
+        Place::Dir(dir) => {
+            check_dir(dir)?;
+            if opts.cold == ColdMode::Remount {
+                return Err(bad_input("--cold remount needs a testbed fsgauge builds (--fs KIND); with --dir use --cold drop"));
+            }
+            let st = nix::sys::statvfs::statvfs(dir)
+                .with_context(|| format!("statvfs {}", dir.display()))?;
+            let avail = st.blocks_available() as u64 * st.fragment_size() as u64;
+            if wl.space_needed() > avail {
+                return Err(bad_input(format!(
+                    "the {} workload needs about {} but {} has {} free",
+                    wl.kind(),
+                    format_size_round(wl.space_needed()),
+                    dir.display(),
+                    format_size_round(avail)
+                )));
+            }
+        }
+    }
+    if let Some(limit) = opts.mem_limit {
+        let needs = memory_needs(wl);
+        if limit < needs {
+            return Err(bad_input(format!(
+                "--mem-limit {} is below what the workload itself needs ({}: fsgauge's own memory plus its buffers); give at least {}",
+                format_size(limit),
+                format_size_round(needs),
+                format_size_round(needs.next_multiple_of(1 << 20))
+            )));
+        }
+    }
+    Ok(())
+}
+
+fn memory_needs(wl: &dyn Workload) -> u64 {
+    own_rss() + wl.memory_needed() + (8 << 20)
+}
+
+fn format_size_round(b: u64) -> String {
+    crate::units::format_bytes_human(b as f64)
+}
+
+/// `--dir` must exist, be a directory, and be writable.
+pub fn check_dir(dir: &Path) -> Result<()> {
+    let md =
+        std::fs::metadata(dir).map_err(|e| bad_input(format!("--dir {}: {e}", dir.display())))?;
+    if !md.is_dir() {
+        return Err(bad_input(format!(
+            "--dir {} is not a directory",
+            dir.display()
+        )));
+    }
+    nix::unistd::access(
+        dir,
+        nix::unistd::AccessFlags::W_OK | nix::unistd::AccessFlags::X_OK,
+    )
+    .map_err(|e| bad_input(format!("--dir {} is not writable: {e}", dir.display())))?;
+    Ok(())
+}
+
+/// Runs a workload `opts.reps` times and returns the results (also written to `opts.out`).
+pub fn run(place: &Place, wl: &dyn Workload, opts: &RunOptions) -> Result<Vec<Outcome>> {
+    check(place, wl, opts)?;
+    let seed = opts.seed.unwrap_or_else(clock_seed);
+    let mut out = Vec::new();
+    for rep in 0..opts.reps {
+        crate::signals::check()?;
+        let outcome = run_once(place, wl, opts, seed, rep)?;
+        out.push(outcome);
+    }
+    Ok(out)
+}
+
+fn clock_seed() -> u64 {
+    SystemTime::now()
+        .duration_since(SystemTime::UNIX_EPOCH)
+        .map(|d| d.as_nanos() as u64)
+        .unwrap_or(0x5eed)
+}
+
+/// A stable hash of everything that defines a run.
+pub fn spec_hash(
+    place: &Place,
+    wl: &dyn Workload,
+    opts: &RunOptions,
+    seed: u64,
+    rep: u32,
+) -> String {
+    let place_v = match place {
+        Place::Testbed(s) => serde_json::to_value(s).unwrap_or_default(),
+        Place::Dir(p) => serde_json::json!({ "dir": p }),
+    };
+    let v = serde_json::json!({
+        "place": place_v,
+        "workload": { "kind": wl.kind(), "params": wl.params() },
+        "cold": opts.cold.name(),
+        "mem_limit": opts.mem_limit,
+        "mem_charge": opts.mem_charge,
+        "seed": seed,
+        "rep": rep,
+    });
+    let digest = Sha256::digest(v.to_string().as_bytes());
+    digest.iter().map(|b| format!("{b:02x}")).collect()
+}
+
+fn run_once(
+    place: &Place,
+    wl: &dyn Workload,
+    opts: &RunOptions,
+    seed: u64,
+    rep: u32,
+) -> Result<Outcome> {
+    let started = SystemTime::now();
+    let mut target = match place {
+        Place::Testbed(spec) => {
+            opts.progress.note(&format!(
+                "building {} testbed ({})",
+                spec.label,
+                spec.describe()
+            ));
+            Target::Testbed(Testbed::create(spec)?)
+        }
+        Place::Dir(p) => Target::Dir(
+            p.canonicalize()
+                .with_context(|| format!("resolving {}", p.display()))?,
+        ),
+    };
+    let mut warnings = match &target {
+        Target::Testbed(t) => t.warnings(),
+        Target::Dir(_) => Vec::new(),
+    };
+    let (_, avail) = target.space()?;
+    if wl.space_needed() > avail {
+        return Err(bad_input(format!(
+            "the {} workload needs about {} but the filesystem has only {} free after mkfs; make --fs-size larger",
+            wl.kind(),
+            format_size_round(wl.space_needed()),
+            format_size_round(avail)
+        )));
+    }
+    let root = match &target {
+        Target::Testbed(_) => target.path().join(format!("fsgauge-{}", wl.kind())),
+        Target::Dir(p) => p.join(format!(
+            "fsgauge-{}-{}-{rep}",
+            wl.kind(),
+            std::process::id()
+        )),
+    };
+    std::fs::create_dir(&root)
+        .with_context(|| format!("creating workload directory {}", root.display()))?;
+    let cleanup_root = RootGuard(root.clone());
+
+    let mem_limit = match opts.mem_limit {
+        Some(limit) => Some(MemLimit::apply(limit, memory_needs(wl))?),
+        None => None,
+    };
+    let charger = match opts.mem_charge {
+        Some(target_free) => Some(MemCharger::charge(target_free)?),
+        None => None,
+    };
+
+    let mut ctx = RunContext::new(&mut target, root, seed, opts.cold, opts.progress);
+    let ran = wl.run(&mut ctx);
+    let (phases, more_warnings) = ctx.into_parts();
+    let conditions = Conditions {
+        cold: opts.cold.name().into(),
+        mem_limit: opts.mem_limit,
+        mem_limit_cgroup: mem_limit
+            .as_ref()
+            .map(|m| format!("{:?}", m.version()).to_lowercase()),
+        mem_limit_peak: mem_limit.as_ref().and_then(|m| m.peak()),
+        mem_charge: opts.mem_charge,
+        mem_charge_locked: charger.as_ref().map(|c| c.locked()),
+    };
+    drop(charger);
+    drop(mem_limit);
+    drop(cleanup_root);
+    ran?;
+    warnings.extend(more_warnings);
+
+    let mut testbed = target.info();
+    testbed.memory_limit = opts.mem_limit;
+    if let Target::Testbed(t) = target {
+        t.destroy()?;
+    }
+    let result = RunResult {
+        schema: SCHEMA.into(),
+        tool: ToolInfo::current(),
+        host: HostInfo::current(),
+        testbed,
+        workload: WorkloadInfo {
+            kind: wl.kind().into(),
+            params: wl.params(),
+        },
+        rep,
+        seed,
+        started_at: humantime::format_rfc3339_seconds(started).to_string(),
+        spec_hash: spec_hash(place, wl, opts, seed, rep),
+        conditions,
+        phases,
+        layout: None,
+        errors: warnings,
+        tool_peak_rss: own_peak_rss(),
+    };
+    let path = match &opts.out {
+        Some(dir) => Some(write_result(dir, &result)?),
+        None => None,
+    };
+    Ok(Outcome { result, path })
+}
+
+/// Removes the workload directory whatever happened (on a testbed it goes with the testbed;
+/// in a `--dir` it must not be left behind).
+struct RootGuard(PathBuf);
+
+impl Drop for RootGuard {
+    fn drop(&mut self) {
+        if self.0.exists() {
+            let _ = std::fs::remove_dir_all(&self.0);
+        }
+    }
+}

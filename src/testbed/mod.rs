@@ -1,0 +1,481 @@
+//! Testbeds: the filesystem under test, built by fsgauge itself (image → loop device → mkfs →
+//! mount, with the options asked for) and torn down again, on success, on error and on signals.
+//!
+//! A testbed is owned: fsgauge only formats images it created, or a block device named with
+//! `--device` together with `--destroy-data`, and never one that is in use. Every step that
+//! changes the machine is written to the [`ledger`] first.
+
+mod cache;
+pub mod ledger;
+mod loopdev;
+mod memlimit;
+mod mkfs;
+pub mod mount;
+mod spec;
+
+use std::fs;
+use std::os::unix::fs::OpenOptionsExt;
+use std::path::{Path, PathBuf};
+
+use anyhow::{Context, Result};
+
+pub use cache::{drop_caches, syncfs};
+pub use ledger::{Ledger, LedgerEntry, Resource};
+pub use loopdev::LoopDevice;
+pub use memlimit::{meminfo, own_peak_rss, own_rss, CgroupVersion, MemCharger, MemLimit};
+pub use mkfs::{mkfs_command, MkfsCommand};
+pub use spec::{
+    default_workdir, find_program, split_words, Backing, FsKind, JournalSpec, TestbedSpec,
+};
+
+use crate::error::bad_input;
+use crate::results::TestbedInfo;
+use crate::units::format_size;
+
+/// A built and mounted filesystem. Torn down on drop unless made persistent.
+#[derive(Debug)]
+pub struct Testbed {
+    name: String,
+    spec: TestbedSpec,
+    mountpoint: PathBuf,
+    device: PathBuf,
+    journal_device: Option<PathBuf>,
+    loopdev: Option<LoopDevice>,
+    journal_loop: Option<LoopDevice>,
+    mkfs_args: Vec<String>,
+    mount_opts: String,
+    ledger: Option<Ledger>,
+    persistent: bool,
+    mounted: bool,
+}
+
+/// Checks that everything the spec needs is installed and possible here, before anything is made.
+pub fn preflight(spec: &TestbedSpec) -> Result<()> {
+    spec.validate()?;
+    if !nix::unistd::geteuid().is_root() {
+        return Err(bad_input(format!(
+            "building a {} testbed needs root (loop devices, mkfs, mount); run as root, or use --dir PATH to measure an existing directory",
+            spec.fs
+        )));
+    }
+    if spec.fs.find_mkfs().is_none() {
+        return Err(bad_input(format!(
+            "{} is not installed; install the package {} (apt-get install {}) to build {} testbeds",
+            spec.fs.mkfs_program(),
+            spec.fs.package(),
+            spec.fs.package(),
+            spec.fs
+        )));
+    }
+    if spec.journal.is_some() && spec.fs.is_ext() && find_program("mke2fs").is_none() {
+        return Err(bad_input("mke2fs is not installed; install e2fsprogs"));
+    }
+    if let Some(dev) = &spec.device {
+        check_device_free(dev)?;
+    } else {
+        let need = spec.size + spec.journal.map_or(0, |j| j.size);
+        let base = nearest_existing(&spec.workdir);
+        let st = nix::sys::statvfs::statvfs(&base)
+            .with_context(|| format!("statvfs {}", base.display()))?;
+        let avail = st.blocks_available() as u64 * st.fragment_size() as u64;
+        if avail < need {
+            return Err(bad_input(format!(
+                "the testbed needs {} for its image(s) but {} has only {} free; make --fs-size smaller or pass --workdir on a bigger filesystem",
+                format_size(need),
+                base.display(),
+                crate::units::format_bytes_human(avail as f64)
+            )));
+        }
+    }
+    Ok(())
+}
+
+fn nearest_existing(p: &Path) -> PathBuf {
+    let mut cur = p.to_path_buf();
+    while !cur.exists() {
+        match cur.parent() {
+            Some(parent) => cur = parent.to_path_buf(),
+            None => return PathBuf::from("/"),
+        }
+    }
+    cur
+}
+
+/// A block device given with `--device` must exist, be a block device, and be unused: the
+/// kernel's exclusive open fails while it or one of its partitions is mounted or held.
+fn check_device_free(dev: &Path) -> Result<()> {
+    use std::os::unix::fs::FileTypeExt;
+    let md =
+        fs::metadata(dev).map_err(|e| bad_input(format!("--device {}: {e}", dev.display())))?;
+    if !md.file_type().is_block_device() {
+        return Err(bad_input(format!(
+            "--device {} is not a block device",
+            dev.display()
+        )));
+    }
+    match fs::OpenOptions::new().read(true).custom_flags(libc::O_EXCL).open(dev) {
+        Ok(_) => Ok(()),
+        Err(e) if e.raw_os_error() == Some(libc::EBUSY) => Err(bad_input(format!(
+            "--device {} is in use (it or a partition of it is mounted, or held by another user such as LVM, RAID or swap); fsgauge never formats a device in use",
+            dev.display()
+        ))),
+        Err(e) => Err(bad_input(format!("--device {}: {e}", dev.display()))),
+    }
+}
+
+fn unique_suffix() -> String {
+    use std::sync::atomic::{AtomicU32, Ordering};
+    static N: AtomicU32 = AtomicU32::new(0);
+    format!(
+        "{}-{}",
+        std::process::id(),
+        N.fetch_add(1, Ordering::Relaxed)
+    )
+}
+
+impl Testbed {
+    /// Builds a testbed for one run; torn down on drop. The name is made unique.
+    pub fn create(spec: &TestbedSpec) -> Result<Self> {
+        let name = format!("{}-{}", spec.label, unique_suffix());
+        Self::create_named(spec, &name, false)
+    }
+
+    /// Builds a testbed under a chosen name. A persistent one outlives the process (it is torn
+    /// down by `testbed destroy NAME`).
+    pub fn create_named(spec: &TestbedSpec, name: &str, persistent: bool) -> Result<Self> {
+        preflight(spec)?;
+        crate::signals::check()?;
+        let ledger = Ledger::begin(name, false)?;
+        let mut tb = Testbed {
+            name: name.to_string(),
+            spec: spec.clone(),
+            mountpoint: PathBuf::new(),
+            device: PathBuf::new(),
+            journal_device: None,
+            loopdev: None,
+            journal_loop: None,
+            mkfs_args: Vec::new(),
+            mount_opts: String::new(),
+            ledger: Some(ledger),
+            persistent: false,
+            mounted: false,
+        };
+        // On any error below, dropping `tb` releases what was made so far.
+        tb.build()?;
+        if persistent {
+            tb.persistent = true;
+            if let Some(l) = tb.ledger.as_mut() {
+                l.set_persistent(true)?;
+            }
+        }
+        Ok(tb)
+    }
+
+    fn ledger(&mut self) -> &mut Ledger {
+        self.ledger
+            .as_mut()
+            .expect("the ledger lives as long as the testbed")
+    }
+
+    fn build(&mut self) -> Result<()> {
+        let spec = self.spec.clone();
+        let home = spec.workdir.join(&self.name);
+        if !spec.workdir.exists() {
+            self.ledger().record(Resource::Dir {
+                path: spec.workdir.clone(),
+            })?;
+            fs::create_dir_all(&spec.workdir)
+                .with_context(|| format!("creating work directory {}", spec.workdir.display()))?;
+        }
+        self.ledger().record(Resource::Dir { path: home.clone() })?;
+        fs::create_dir(&home).with_context(|| format!("creating {}", home.display()))?;
+
+        if let Some(dev) = &spec.device {
+            self.device = dev.clone();
+        } else {
+            let image = home.join("fs.img");
+            let lo = self.make_loop(&image, spec.size, spec.backing, spec.loop_direct_io)?;
+            self.device = lo.path().to_path_buf();
+            self.loopdev = Some(lo);
+        }
+        if let Some(j) = spec.journal {
+            let jimage = match j.backing {
+                Backing::Ram => {
+                    let dir = default_workdir(Backing::Ram);
+                    if !dir.exists() {
+                        self.ledger().record(Resource::Dir { path: dir.clone() })?;
+                        fs::create_dir_all(&dir)
+                            .with_context(|| format!("creating {}", dir.display()))?;
+                    }
+                    dir.join(format!("{}-journal.img", self.name))
+                }
+                Backing::File => home.join("journal.img"),
+            };
+            // A RAM journal gains nothing from direct I/O on tmpfs.
+            let dio = spec.loop_direct_io && j.backing == Backing::File;
+            let lo = self.make_loop(&jimage, j.size, j.backing, dio)?;
+            self.journal_device = Some(lo.path().to_path_buf());
+            self.journal_loop = Some(lo);
+        }
+
+        crate::signals::check()?;
+        let cmd = mkfs_command(&spec, &self.device, self.journal_device.as_deref())?;
+        cmd.run()?;
+        self.mkfs_args = cmd.main_args();
+
+        let mnt = home.join("mnt");
+        self.ledger().record(Resource::Dir { path: mnt.clone() })?;
+        fs::create_dir(&mnt).with_context(|| format!("creating {}", mnt.display()))?;
+        self.mountpoint = mnt.clone();
+        self.mount_opts = mkfs::mount_options(&spec, self.journal_device.as_deref());
+        crate::signals::check()?;
+        self.mount()?;
+        let details = serde_json::json!({
+            "fs": spec.fs.name(),
+            "size": spec.size,
+            "device": self.device,
+            "journal_device": self.journal_device,
+            "mountpoint": self.mountpoint,
+            "mkfs_args": self.mkfs_args,
+            "mount_options": self.mount_opts,
+            "backing": spec.backing,
+            "label": spec.label,
+        });
+        self.ledger().set_details(details)?;
+        Ok(())
+    }
+
+    fn make_loop(
+        &mut self,
+        image: &Path,
+        size: u64,
+        backing: Backing,
+        dio: bool,
+    ) -> Result<LoopDevice> {
+        let dir = image.parent().unwrap_or(Path::new("/"));
+        if backing == Backing::Ram && !dir.exists() {
+            self.ledger().record(Resource::Dir {
+                path: dir.to_path_buf(),
+            })?;
+            fs::create_dir_all(dir)?;
+        }
+        self.ledger().record(Resource::Image {
+            path: image.to_path_buf(),
+        })?;
+        let f = fs::OpenOptions::new()
+            .write(true)
+            .create_new(true)
+            .open(image)
+            .with_context(|| format!("creating image {}", image.display()))?;
+        f.set_len(size).with_context(|| {
+            format!("sizing image {} to {}", image.display(), format_size(size))
+        })?;
+        if backing == Backing::File {
+            // Allocate the image's blocks up front so the host filesystem's allocator does not
+            // run inside measured phases. Where fallocate is unsupported the image stays sparse.
+            let _ = nix::fcntl::fallocate(
+                std::os::fd::AsRawFd::as_raw_fd(&f),
+                nix::fcntl::FallocateFlags::empty(),
+                0,
+                size as i64,
+            );
+        }
+        drop(f);
+        self.ledger().record(Resource::Loop {
+            image: image.to_path_buf(),
+        })?;
+        LoopDevice::attach(image, dio)
+    }
+
+    fn mount(&mut self) -> Result<()> {
+        let target = self.mountpoint.clone();
+        self.ledger().record(Resource::Mount { target })?;
+        mount::mount(
+            &self.device,
+            &self.mountpoint,
+            self.spec.fs.name(),
+            &self.mount_opts,
+        )?;
+        self.mounted = true;
+        Ok(())
+    }
+
+    /// Unmounts and mounts again with the same options: the coldest cache short of a reboot.
+    pub fn remount(&mut self) -> Result<()> {
+        if self.mounted {
+            mount::unmount(&self.mountpoint)?;
+            self.mounted = false;
+        }
+        // Dropping caches too makes the block device's own cache cold.
+        drop_caches()?;
+        mount::mount(
+            &self.device,
+            &self.mountpoint,
+            self.spec.fs.name(),
+            &self.mount_opts,
+        )?;
+        self.mounted = true;
+        Ok(())
+    }
+
+    pub fn name(&self) -> &str {
+        &self.name
+    }
+
+    pub fn spec(&self) -> &TestbedSpec {
+        &self.spec
+    }
+
+    pub fn mountpoint(&self) -> &Path {
+        &self.mountpoint
+    }
+
+    /// The block device the filesystem is on.
+    pub fn device(&self) -> &Path {
+        &self.device
+    }
+
+    pub fn journal_device(&self) -> Option<&Path> {
+        self.journal_device.as_deref()
+    }
+
+    /// What goes into results.
+    pub fn info(&self) -> TestbedInfo {
+        TestbedInfo {
+            label: self.spec.label.clone(),
+            fs: self.spec.fs.name().to_string(),
+            size: self.spec.size,
+            mkfs_args: self.mkfs_args.clone(),
+            mount_options: self.mount_opts.clone(),
+            journal: self.spec.journal.map(|j| j.to_string()),
+            memory_limit: None,
+            backing: if self.spec.device.is_some() {
+                "device".into()
+            } else {
+                self.spec.backing.to_string()
+            },
+            device: Some(self.device.display().to_string()),
+            loop_direct_io: self.loopdev.as_ref().map(|l| l.direct_io()),
+            path: self.mountpoint.display().to_string(),
+        }
+    }
+
+    /// Warnings about the setup that make results less trustworthy.
+    pub fn warnings(&self) -> Vec<String> {
+        let mut w = Vec::new();
+        if let Some(lo) = &self.loopdev {
+            if self.spec.loop_direct_io && !lo.direct_io() {
+                w.push(format!(
+                    "{} does not do direct I/O on its backing file (the filesystem of {} refused it), so the host's page cache may inflate results; put --workdir on ext4 or xfs",
+                    lo.path().display(),
+                    self.spec.workdir.display()
+                ));
+            }
+        }
+        w
+    }
+
+    /// Leaves the testbed in place after this process exits (`testbed create`).
+    pub fn keep(mut self) -> Result<()> {
+        self.persistent = true;
+        if let Some(l) = self.ledger.as_mut() {
+            l.set_persistent(true)?;
+        }
+        // Leave the loop devices attached: their autoclear flag detaches them at unmount.
+        if let Some(lo) = self.loopdev.take() {
+            std::mem::forget(lo);
+        }
+        if let Some(lo) = self.journal_loop.take() {
+            std::mem::forget(lo);
+        }
+        Ok(())
+    }
+
+    /// Unmounts, detaches and deletes everything, reporting every failure.
+    pub fn destroy(mut self) -> Result<()> {
+        let errors = self.teardown();
+        match errors.into_iter().next() {
+            None => Ok(()),
+            Some(e) => Err(e),
+        }
+    }
+
+    fn teardown(&mut self) -> Vec<anyhow::Error> {
+        let mut errors = Vec::new();
+        if self.mounted {
+            match mount::unmount(&self.mountpoint) {
+                Ok(()) => self.mounted = false,
+                Err(e) => errors.push(e),
+            }
+        }
+        if !self.mounted {
+            for lo in [self.loopdev.take(), self.journal_loop.take()]
+                .into_iter()
+                .flatten()
+            {
+                if let Err(e) = lo.detach() {
+                    errors.push(e);
+                }
+            }
+        }
+        if let Some(mut ledger) = self.ledger.take() {
+            errors.extend(ledger.release_all());
+        }
+        errors
+    }
+}
+
+impl Drop for Testbed {
+    fn drop(&mut self) {
+        if self.persistent {
+            return;
+        }
+        for e in self.teardown() {
+            eprintln!(
+                "fsgauge: warning: tearing down testbed {}: {e:#}",
+                self.name
+            );
+        }
+    }
+}
+
+/// Tears down a testbed recorded in the ledger by name (`testbed destroy NAME`).
+pub fn destroy_by_name(name: &str) -> Result<()> {
+    let mut ledger = Ledger::open(name).map_err(|e| {
+        bad_input(format!(
+            "no testbed named {name:?} ({e:#}); `fsgauge testbed list` shows the existing ones"
+        ))
+    })?;
+    let errors = ledger.release_all();
+    match errors.into_iter().next() {
+        None => Ok(()),
+        Some(e) => Err(e.context(format!("destroying testbed {name}"))),
+    }
+}
+
+/// What `testbed cleanup` did.
+#[derive(Debug, Default)]
+pub struct CleanupReport {
+    pub removed: Vec<String>,
+    pub skipped_live: Vec<String>,
+    pub failed: Vec<(String, anyhow::Error)>,
+}
+
+/// Releases everything left by runs whose process is gone; with `all`, also persistent
+/// testbeds and those of live processes.
+pub fn cleanup(all: bool) -> Result<CleanupReport> {
+    let mut report = CleanupReport::default();
+    for entry in ledger::entries()? {
+        if !all && (entry.persistent() || entry.owner_alive()) {
+            report.skipped_live.push(entry.name.clone());
+            continue;
+        }
+        let mut l = Ledger::open(&entry.name)?;
+        let errs = l.release_all();
+        match errs.into_iter().next() {
+            None => report.removed.push(entry.name.clone()),
+            Some(e) => report.failed.push((entry.name.clone(), e)),
+        }
+    }
+    Ok(report)
+}

@@ -1,0 +1,200 @@
+//! mount(2) and umount(2), with `mount -o` option strings split into the kernel's flags and the
+//! filesystem's own data string, and the kernel's log lines attached when a mount fails (the
+//! kernel says *why* in dmesg, not in errno).
+
+use std::fs;
+use std::io::{Read, Seek, SeekFrom};
+use std::path::Path;
+use std::time::Duration;
+
+use anyhow::{Context, Result};
+use nix::errno::Errno;
+use nix::mount::{MntFlags, MsFlags};
+
+/// Splits `noatime,data=writeback` into `MS_NOATIME` and the data string `data=writeback`.
+pub fn split_options(opts: &str) -> (MsFlags, String) {
+    let mut flags = MsFlags::empty();
+    let mut data = Vec::new();
+    for o in opts.split(',').map(str::trim).filter(|o| !o.is_empty()) {
+        let f = match o {
+            "ro" => Some(MsFlags::MS_RDONLY),
+            "rw" | "defaults" | "async" | "atime" | "suid" | "dev" | "exec" => {
+                Some(MsFlags::empty())
+            }
+            "noatime" => Some(MsFlags::MS_NOATIME),
+            "nodiratime" => Some(MsFlags::MS_NODIRATIME),
+            "relatime" => Some(MsFlags::MS_RELATIME),
+            "strictatime" => Some(MsFlags::MS_STRICTATIME),
+            "lazytime" => Some(MsFlags::MS_LAZYTIME),
+            "sync" => Some(MsFlags::MS_SYNCHRONOUS),
+            "dirsync" => Some(MsFlags::MS_DIRSYNC),
+            "nosuid" => Some(MsFlags::MS_NOSUID),
+            "nodev" => Some(MsFlags::MS_NODEV),
+            "noexec" => Some(MsFlags::MS_NOEXEC),
+            _ => None,
+        };
+        match f {
+            Some(f) => flags |= f,
+            None => data.push(o),
+        }
+    }
+    (flags, data.join(","))
+}
+
+/// Mounts `dev` on `target`. On failure the error carries the kernel's log lines.
+pub fn mount(dev: &Path, target: &Path, fstype: &str, opts: &str) -> Result<()> {
+    let (flags, data) = split_options(opts);
+    let mut kmsg = KmsgTail::open();
+    let res = nix::mount::mount(
+        Some(dev),
+        target,
+        Some(fstype),
+        flags,
+        if data.is_empty() {
+            None
+        } else {
+            Some(data.as_str())
+        },
+    );
+    match res {
+        Ok(()) => Ok(()),
+        Err(errno) => {
+            let said = kmsg.as_mut().map(|k| k.read_new()).unwrap_or_default();
+            let hint = if said.is_empty() {
+                String::new()
+            } else {
+                format!("; the kernel said: {}", said.join(" | "))
+            };
+            Err(anyhow::anyhow!(
+                "mount -t {fstype} -o {:?} {} {} failed: {errno}{hint}",
+                opts,
+                dev.display(),
+                target.display()
+            ))
+        }
+    }
+}
+
+/// Unmounts `target`, retrying while it is busy and detaching lazily as a last resort.
+/// Not being mounted is not an error.
+pub fn unmount(target: &Path) -> Result<()> {
+    for attempt in 0..10 {
+        match nix::mount::umount2(target, MntFlags::empty()) {
+            Ok(()) => return Ok(()),
+            Err(Errno::EINVAL) | Err(Errno::ENOENT) => return Ok(()),
+            Err(Errno::EBUSY) if attempt < 9 => std::thread::sleep(Duration::from_millis(100)),
+            Err(Errno::EBUSY) => {
+                nix::mount::umount2(target, MntFlags::MNT_DETACH)
+                    .with_context(|| format!("lazy unmount of {}", target.display()))?;
+                return Ok(());
+            }
+            Err(e) => return Err(e).with_context(|| format!("unmounting {}", target.display())),
+        }
+    }
+    Ok(())
+}
+
+/// Whether `path` is a mount point (listed as a target in /proc/self/mountinfo).
+pub fn is_mount_point(path: &Path) -> bool {
+    let Ok(canon) = path.canonicalize() else {
+        return false;
+    };
+    fs::read_to_string("/proc/self/mountinfo")
+        .map(|s| {
+            s.lines()
+                .filter_map(|l| l.split(' ').nth(4))
+                .any(|t| unescape_mount_field(t) == canon.to_string_lossy())
+        })
+        .unwrap_or(false)
+}
+
+/// /proc/mounts escapes spaces and friends as octal (`\040`).
+pub fn unescape_mount_field(s: &str) -> String {
+    let mut out = String::with_capacity(s.len());
+    let b = s.as_bytes();
+    let mut i = 0;
+    while i < b.len() {
+        if b[i] == b'\\' && i + 4 <= b.len() {
+            if let Ok(v) = u8::from_str_radix(&s[i + 1..i + 4], 8) {
+                out.push(v as char);
+                i += 4;
+                continue;
+            }
+        }
+        out.push(b[i] as char);
+        i += 1;
+    }
+    out
+}
+
+/// Reads what the kernel logs after a point in time, from /dev/kmsg.
+struct KmsgTail {
+    file: fs::File,
+}
+
+impl KmsgTail {
+    fn open() -> Option<Self> {
+        let mut file = fs::OpenOptions::new()
+            .read(true)
+            .custom_flags_nonblock()
+            .open("/dev/kmsg")
+            .ok()?;
+        file.seek(SeekFrom::End(0)).ok()?;
+        Some(Self { file })
+    }
+
+    fn read_new(&mut self) -> Vec<String> {
+        let mut lines = Vec::new();
+        let mut buf = vec![0u8; 8192];
+        // Each read returns one record; EAGAIN when none is left.
+        for _ in 0..64 {
+            match self.file.read(&mut buf) {
+                Ok(n) if n > 0 => {
+                    let rec = String::from_utf8_lossy(&buf[..n]);
+                    if let Some((_, msg)) = rec.split_once(';') {
+                        let msg = msg.lines().next().unwrap_or("").trim().to_string();
+                        if !msg.is_empty() {
+                            lines.push(msg);
+                        }
+                    }
+                }
+                _ => break,
+            }
+        }
+        lines
+    }
+}
+
+trait NonBlock {
+    fn custom_flags_nonblock(&mut self) -> &mut Self;
+}
+
+impl NonBlock for fs::OpenOptions {
+    fn custom_flags_nonblock(&mut self) -> &mut Self {
+        use std::os::unix::fs::OpenOptionsExt;
+        self.custom_flags(libc::O_NONBLOCK)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn options_split_into_flags_and_data() {
+        let (f, d) = split_options("noatime,data=writeback,nodelalloc");
+        assert_eq!(f, MsFlags::MS_NOATIME);
+        assert_eq!(d, "data=writeback,nodelalloc");
+        let (f, d) = split_options("");
+        assert!(f.is_empty() && d.is_empty());
+        let (f, d) = split_options("ro,sync");
+        assert_eq!(f, MsFlags::MS_RDONLY | MsFlags::MS_SYNCHRONOUS);
+        assert_eq!(d, "");
+    }
+
+    #[test]
+    fn mount_fields_unescape() {
+        assert_eq!(unescape_mount_field("/mnt/a\\040b"), "/mnt/a b");
+        assert_eq!(unescape_mount_field("/plain"), "/plain");
+    }
+}

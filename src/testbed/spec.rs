@@ -1,0 +1,408 @@
+//! What a testbed is made of, validated: the filesystem kind and its tools, the size, mkfs and
+//! mount options, an optional external journal, the backing (image file or RAM) or a real device.
+
+use std::fmt;
+use std::path::PathBuf;
+use std::str::FromStr;
+
+use serde::{Deserialize, Serialize};
+
+use crate::error::bad_input;
+use crate::units::{format_size, parse_size};
+
+/// A filesystem fsgauge can build. One place knows each kind's tools and limits.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Serialize, Deserialize)]
+#[serde(rename_all = "lowercase")]
+pub enum FsKind {
+    Ext2,
+    Ext3,
+    Ext4,
+    Xfs,
+    Btrfs,
+}
+
+impl FsKind {
+    pub const ALL: [FsKind; 5] = [Self::Ext2, Self::Ext3, Self::Ext4, Self::Xfs, Self::Btrfs];
+
+    pub fn name(self) -> &'static str {
+        match self {
+            Self::Ext2 => "ext2",
+            Self::Ext3 => "ext3",
+            Self::Ext4 => "ext4",
+            Self::Xfs => "xfs",
+            Self::Btrfs => "btrfs",
+        }
+    }
+
+    /// The mkfs program, as installed by the package [`FsKind::package`].
+    pub fn mkfs_program(self) -> &'static str {
+        match self {
+            Self::Ext2 => "mkfs.ext2",
+            Self::Ext3 => "mkfs.ext3",
+            Self::Ext4 => "mkfs.ext4",
+            Self::Xfs => "mkfs.xfs",
+            Self::Btrfs => "mkfs.btrfs",
+        }
+    }
+
+    /// The Debian package that installs the mkfs program.
+    pub fn package(self) -> &'static str {
+        match self {
+            Self::Ext2 | Self::Ext3 | Self::Ext4 => "e2fsprogs",
+            Self::Xfs => "xfsprogs",
+            Self::Btrfs => "btrfs-progs",
+        }
+    }
+
+    /// The smallest size the mkfs of this kind accepts with its default options.
+    pub fn min_size(self) -> u64 {
+        match self {
+            Self::Ext2 | Self::Ext3 | Self::Ext4 => 2 << 20,
+            Self::Xfs => 300 << 20,
+            Self::Btrfs => 128 << 20,
+        }
+    }
+
+    pub fn is_ext(self) -> bool {
+        matches!(self, Self::Ext2 | Self::Ext3 | Self::Ext4)
+    }
+
+    /// Whether the journal can live on its own device (ext3/ext4 journal_dev, xfs logdev).
+    pub fn supports_external_journal(self) -> bool {
+        matches!(self, Self::Ext3 | Self::Ext4 | Self::Xfs)
+    }
+
+    /// Full path of the mkfs program if it is installed.
+    pub fn find_mkfs(self) -> Option<PathBuf> {
+        find_program(self.mkfs_program())
+    }
+}
+
+/// Looks a program up on PATH and in the sbin directories (which a non-root PATH may lack).
+pub fn find_program(name: &str) -> Option<PathBuf> {
+    let path = std::env::var_os("PATH").unwrap_or_default();
+    std::env::split_paths(&path)
+        .chain(["/usr/sbin", "/sbin", "/usr/local/sbin"].map(PathBuf::from))
+        .map(|dir| dir.join(name))
+        .find(|p| p.is_file())
+}
+
+impl fmt::Display for FsKind {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str(self.name())
+    }
+}
+
+impl FromStr for FsKind {
+    type Err = String;
+    fn from_str(s: &str) -> Result<Self, Self::Err> {
+        Self::ALL
+            .into_iter()
+            .find(|k| k.name() == s.trim().to_ascii_lowercase())
+            .ok_or_else(|| {
+                format!("unknown filesystem {s:?}; fsgauge builds ext2, ext3, ext4, xfs and btrfs")
+            })
+    }
+}
+
+/// Where the image of a testbed lives.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize, Default)]
+#[serde(rename_all = "lowercase")]
+pub enum Backing {
+    /// An image file in the work directory, on the machine's disk.
+    #[default]
+    File,
+    /// An image on tmpfs (/dev/shm): a RAM disk.
+    Ram,
+}
+
+impl FromStr for Backing {
+    type Err = String;
+    fn from_str(s: &str) -> Result<Self, Self::Err> {
+        match s.trim().to_ascii_lowercase().as_str() {
+            "file" => Ok(Self::File),
+            "ram" => Ok(Self::Ram),
+            _ => Err(format!("unknown backing {s:?}; use file or ram")),
+        }
+    }
+}
+
+impl fmt::Display for Backing {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str(match self {
+            Self::File => "file",
+            Self::Ram => "ram",
+        })
+    }
+}
+
+/// An external journal (ext3/ext4 journal device, xfs log device) and where it lives.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+pub struct JournalSpec {
+    pub backing: Backing,
+    pub size: u64,
+}
+
+impl FromStr for JournalSpec {
+    type Err = String;
+    fn from_str(s: &str) -> Result<Self, Self::Err> {
+        let (kind, size) = s.split_once(':').ok_or_else(|| {
+            format!("journal {s:?} is not of the form ram:SIZE or file:SIZE (e.g. ram:64M)")
+        })?;
+        let backing = match kind.trim() {
+            "ram" => Backing::Ram,
+            "file" => Backing::File,
+            other => {
+                return Err(format!(
+                    "journal {s:?}: unknown place {other:?}; use ram:SIZE or file:SIZE"
+                ))
+            }
+        };
+        let size = parse_size(size).map_err(|e| format!("journal {s:?}: {e}"))?;
+        if size < (1 << 20) {
+            return Err(format!(
+                "journal {s:?} is smaller than 1M; ext4 and xfs need more (ext4: 1M and up, xfs: 4M and up)"
+            ));
+        }
+        Ok(Self { backing, size })
+    }
+}
+
+impl fmt::Display for JournalSpec {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        write!(f, "{}:{}", self.backing, format_size(self.size))
+    }
+}
+
+/// Everything needed to build one testbed. Validated by [`TestbedSpec::validate`] before
+/// anything is created.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct TestbedSpec {
+    /// Short name used in tables and result file names.
+    pub label: String,
+    pub fs: FsKind,
+    /// Size of the filesystem in bytes (the image size).
+    pub size: u64,
+    /// Extra mkfs arguments, split as a shell would split them.
+    pub mkfs_opts: Vec<String>,
+    /// Mount options, comma separated, as `mount -o` takes them.
+    pub mount_opts: String,
+    pub journal: Option<JournalSpec>,
+    pub backing: Backing,
+    /// Directory for images and mount points.
+    pub workdir: PathBuf,
+    /// Loop devices do direct I/O on their backing file (the default).
+    pub loop_direct_io: bool,
+    /// Format this block device instead of an image (needs `destroy_data`).
+    pub device: Option<PathBuf>,
+}
+
+/// Where images go when `--workdir` is not given.
+pub fn default_workdir(backing: Backing) -> PathBuf {
+    match backing {
+        Backing::Ram => PathBuf::from("/dev/shm/fsgauge"),
+        Backing::File => PathBuf::from("/var/tmp/fsgauge"),
+    }
+}
+
+impl TestbedSpec {
+    /// A spec with defaults for everything but the kind and size.
+    pub fn new(fs: FsKind, size: u64) -> Self {
+        Self {
+            label: fs.name().to_string(),
+            fs,
+            size,
+            mkfs_opts: Vec::new(),
+            mount_opts: String::new(),
+            journal: None,
+            backing: Backing::File,
+            workdir: default_workdir(Backing::File),
+            loop_direct_io: true,
+            device: None,
+        }
+    }
+
+    /// Checks what can be checked without touching the machine's devices: sizes, combinations,
+    /// option syntax. Errors are [`crate::error::BadInput`].
+    pub fn validate(&self) -> anyhow::Result<()> {
+        if self.device.is_none() && self.size < self.fs.min_size() {
+            return Err(bad_input(format!(
+                "--fs-size {} is too small for {}: {} needs at least {} (mkfs refuses smaller)",
+                format_size(self.size),
+                self.fs,
+                self.fs.mkfs_program(),
+                format_size(self.fs.min_size())
+            )));
+        }
+        if let Some(j) = &self.journal {
+            if !self.fs.supports_external_journal() {
+                return Err(bad_input(format!(
+                    "--journal {j}: {} has no external journal; use ext3, ext4 or xfs",
+                    self.fs
+                )));
+            }
+            if self.fs == FsKind::Xfs && j.size < (4 << 20) {
+                return Err(bad_input(format!(
+                    "--journal {j}: an xfs external log must be at least 4M"
+                )));
+            }
+        }
+        if self
+            .mkfs_opts
+            .iter()
+            .any(|o| o == "-J" || o.starts_with("-Jdevice"))
+            && self.journal.is_some()
+        {
+            return Err(bad_input(
+                "--mkfs-opts has -J and --journal is given too; pass the journal size with --journal ram:SIZE|file:SIZE only",
+            ));
+        }
+        if self.label.is_empty()
+            || !self
+                .label
+                .chars()
+                .all(|c| c.is_ascii_alphanumeric() || "-_.".contains(c))
+        {
+            return Err(bad_input(format!(
+                "testbed label {:?} must be letters, digits, '-', '_' or '.'",
+                self.label
+            )));
+        }
+        Ok(())
+    }
+
+    /// `ext4 2G -O ^extent data=writeback` — one line for tables and listings.
+    pub fn describe(&self) -> String {
+        let mut s = format!("{} {}", self.fs, format_size(self.size));
+        if !self.mkfs_opts.is_empty() {
+            s.push_str(&format!(" mkfs[{}]", self.mkfs_opts.join(" ")));
+        }
+        if !self.mount_opts.is_empty() {
+            s.push_str(&format!(" -o {}", self.mount_opts));
+        }
+        if let Some(j) = &self.journal {
+            s.push_str(&format!(" journal={j}"));
+        }
+        if self.backing == Backing::Ram {
+            s.push_str(" on ram");
+        }
+        s
+    }
+}
+
+/// Splits an option string the way a POSIX shell splits words (quotes and backslashes).
+pub fn split_words(text: &str) -> Result<Vec<String>, String> {
+    let mut words = Vec::new();
+    let mut cur = String::new();
+    let mut in_word = false;
+    let mut chars = text.chars();
+    while let Some(c) = chars.next() {
+        match c {
+            '\'' => {
+                in_word = true;
+                loop {
+                    match chars.next() {
+                        Some('\'') => break,
+                        Some(c) => cur.push(c),
+                        None => return Err(format!("unclosed ' in {text:?}")),
+                    }
+                }
+            }
+            '"' => {
+                in_word = true;
+                loop {
+                    match chars.next() {
+                        Some('"') => break,
+                        Some('\\') => match chars.next() {
+                            Some(c) => cur.push(c),
+                            None => return Err(format!("trailing \\ in {text:?}")),
+                        },
+                        Some(c) => cur.push(c),
+                        None => return Err(format!("unclosed \" in {text:?}")),
+                    }
+                }
+            }
+            '\\' => {
+                in_word = true;
+                match chars.next() {
+                    Some(c) => cur.push(c),
+                    None => return Err(format!("trailing \\ in {text:?}")),
+                }
+            }
+            c if c.is_whitespace() => {
+                if in_word {
+                    words.push(std::mem::take(&mut cur));
+                    in_word = false;
+                }
+            }
+            c => {
+                in_word = true;
+                cur.push(c);
+            }
+        }
+    }
+    if in_word {
+        words.push(cur);
+    }
+    Ok(words)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn kinds_parse_and_name_their_package() {
+        assert_eq!("ext4".parse::<FsKind>().unwrap(), FsKind::Ext4);
+        assert_eq!("XFS".parse::<FsKind>().unwrap(), FsKind::Xfs);
+        let err = "zfs".parse::<FsKind>().unwrap_err();
+        assert!(err.contains("zfs") && err.contains("btrfs"), "{err}");
+        assert_eq!(FsKind::Xfs.package(), "xfsprogs");
+    }
+
+    #[test]
+    fn journal_specs() {
+        let j: JournalSpec = "ram:64M".parse().unwrap();
+        assert_eq!(
+            j,
+            JournalSpec {
+                backing: Backing::Ram,
+                size: 64 << 20
+            }
+        );
+        assert_eq!(j.to_string(), "ram:64M");
+        assert!("disk:64M".parse::<JournalSpec>().is_err());
+        assert!("ram".parse::<JournalSpec>().is_err());
+        assert!("ram:10QB".parse::<JournalSpec>().is_err());
+    }
+
+    #[test]
+    fn validation_names_the_problem() {
+        let mut s = TestbedSpec::new(FsKind::Xfs, 100 << 20);
+        let e = s.validate().unwrap_err().to_string();
+        assert!(e.contains("too small") && e.contains("300M"), "{e}");
+        s.size = 1 << 30;
+        s.validate().unwrap();
+        let mut b = TestbedSpec::new(FsKind::Btrfs, 1 << 30);
+        b.journal = Some("ram:64M".parse().unwrap());
+        let e = b.validate().unwrap_err().to_string();
+        assert!(e.contains("no external journal"), "{e}");
+        let mut l = TestbedSpec::new(FsKind::Ext4, 1 << 30);
+        l.label = "a b".into();
+        assert!(l.validate().is_err());
+    }
+
+    #[test]
+    fn words_split_like_a_shell() {
+        assert_eq!(
+            split_words("-O ^extent  -J size=16").unwrap(),
+            vec!["-O", "^extent", "-J", "size=16"]
+        );
+        assert_eq!(
+            split_words("-L 'my label' x\\ y").unwrap(),
+            vec!["-L", "my label", "x y"]
+        );
+        assert!(split_words("'open").is_err());
+        assert!(split_words("").unwrap().is_empty());
+    }
+}

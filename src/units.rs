@@ -1,0 +1,294 @@
+//! Parsing and printing of the units every command shares: sizes (`4K`, `64M`, `1.5G`, binary
+//! multiples, optional `B`/`iB`, any case), durations (`30s`, `5m`) and comma lists (`1,4,8`).
+//!
+//! One parser for every flag and plan field, so that `--fs-size 2G` and `size = "2G"` mean the
+//! same thing and fail with the same message.
+
+use std::fmt;
+use std::str::FromStr;
+use std::time::Duration;
+
+/// Why a size, duration or list did not parse. The message names the text and says what is
+/// accepted, so it can be shown to the user as it is.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+pub enum UnitError {
+    #[error("size {0:?} is empty; give a number with an optional K/M/G/T suffix, e.g. 64M")]
+    EmptySize(String),
+    #[error("size {0:?} is negative; sizes are byte counts of 0 or more, e.g. 1G")]
+    NegativeSize(String),
+    #[error("size {text:?} has an unknown unit {unit:?}; use B, K, M, G, T or P (binary multiples, e.g. 4K = 4096 bytes)")]
+    BadSizeUnit { text: String, unit: String },
+    #[error("size {0:?} is not a number with a unit; write it like 4K, 64M, 1.5G or 100M")]
+    BadSizeNumber(String),
+    #[error("size {0:?} is too large (over 16 EiB)")]
+    SizeOverflow(String),
+    #[error(
+        "size {0:?} is not a whole number of bytes; e.g. 1.5K is fine, 1.1K (1126.4 bytes) is not"
+    )]
+    FractionalBytes(String),
+    #[error("duration {0:?} is not valid; write it like 500ms, 30s, 5m, 2h or 1h30m")]
+    BadDuration(String),
+    #[error("list {text:?}: item {item:?} is not valid: {why}")]
+    BadListItem {
+        text: String,
+        item: String,
+        why: String,
+    },
+}
+
+const UNITS: [(&str, u64); 7] = [
+    ("", 1),
+    ("k", 1 << 10),
+    ("m", 1 << 20),
+    ("g", 1 << 30),
+    ("t", 1 << 40),
+    ("p", 1 << 50),
+    ("e", 1 << 60),
+];
+
+/// Parses a size in bytes: `4096`, `4K`, `64M`, `1.5G`, `100MiB`, `2gb`. Multiples are binary.
+pub fn parse_size(text: &str) -> Result<u64, UnitError> {
+    let t = text.trim();
+    if t.is_empty() {
+        return Err(UnitError::EmptySize(text.to_string()));
+    }
+    if t.starts_with('-') {
+        return Err(UnitError::NegativeSize(text.to_string()));
+    }
+    let split = t
+        .find(|c: char| !(c.is_ascii_digit() || c == '.'))
+        .unwrap_or(t.len());
+    let (num, unit) = t.split_at(split);
+    if num.is_empty() || num.chars().filter(|&c| c == '.').count() > 1 || num.ends_with('.') {
+        return Err(UnitError::BadSizeNumber(text.to_string()));
+    }
+    let unit_l = unit.trim().to_ascii_lowercase();
+    let stem = unit_l
+        .strip_suffix("ib")
+        .or_else(|| unit_l.strip_suffix('b'))
+        .unwrap_or(&unit_l);
+    let mult = UNITS
+        .iter()
+        .find(|(u, _)| *u == stem)
+        .map(|(_, m)| *m)
+        .ok_or_else(|| UnitError::BadSizeUnit {
+            text: text.to_string(),
+            unit: unit.to_string(),
+        })?;
+    let (int_part, frac_part) = num.split_once('.').unwrap_or((num, ""));
+    let int: u64 = int_part
+        .parse()
+        .map_err(|_| UnitError::BadSizeNumber(text.to_string()))?;
+    let whole = int
+        .checked_mul(mult)
+        .ok_or_else(|| UnitError::SizeOverflow(text.to_string()))?;
+    if frac_part.is_empty() {
+        return Ok(whole);
+    }
+    // Exact decimal fraction: frac / 10^digits * mult must be a whole number of bytes.
+    let digits = frac_part.len() as u32;
+    if digits > 18 {
+        return Err(UnitError::BadSizeNumber(text.to_string()));
+    }
+    let frac: u128 = frac_part
+        .parse()
+        .map_err(|_| UnitError::BadSizeNumber(text.to_string()))?;
+    let scaled = frac * mult as u128;
+    let denom = 10u128.pow(digits);
+    if scaled % denom != 0 {
+        return Err(UnitError::FractionalBytes(text.to_string()));
+    }
+    let extra =
+        u64::try_from(scaled / denom).map_err(|_| UnitError::SizeOverflow(text.to_string()))?;
+    whole
+        .checked_add(extra)
+        .ok_or_else(|| UnitError::SizeOverflow(text.to_string()))
+}
+
+/// Prints a byte count the way a user would write it: the largest binary unit that divides it
+/// exactly (`64M`, `1536K`), or bytes.
+pub fn format_size(bytes: u64) -> String {
+    for (unit, mult) in UNITS.iter().rev() {
+        if *mult > 1 && bytes >= *mult && bytes % mult == 0 {
+            return format!("{}{}", bytes / mult, unit.to_ascii_uppercase());
+        }
+    }
+    format!("{bytes}")
+}
+
+/// Prints a byte count for humans, rounded: `1.50 GiB`.
+pub fn format_bytes_human(bytes: f64) -> String {
+    let names = ["B", "KiB", "MiB", "GiB", "TiB", "PiB"];
+    let mut v = bytes;
+    let mut i = 0;
+    while v.abs() >= 1024.0 && i + 1 < names.len() {
+        v /= 1024.0;
+        i += 1;
+    }
+    if i == 0 {
+        format!("{v:.0} {}", names[i])
+    } else {
+        format!("{v:.2} {}", names[i])
+    }
+}
+
+/// A byte count that parses from and prints to the size syntax, and serializes as a number.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Hash, Default)]
+pub struct Size(pub u64);
+
+impl Size {
+    pub fn bytes(self) -> u64 {
+        self.0
+    }
+}
+
+impl FromStr for Size {
+    type Err = UnitError;
+    fn from_str(s: &str) -> Result<Self, Self::Err> {
+        parse_size(s).map(Size)
+    }
+}
+
+impl fmt::Display for Size {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str(&format_size(self.0))
+    }
+}
+
+impl serde::Serialize for Size {
+    fn serialize<S: serde::Serializer>(&self, s: S) -> Result<S::Ok, S::Error> {
+        s.serialize_u64(self.0)
+    }
+}
+
+impl<'de> serde::Deserialize<'de> for Size {
+    fn deserialize<D: serde::Deserializer<'de>>(d: D) -> Result<Self, D::Error> {
+        #[derive(serde::Deserialize)]
+        #[serde(untagged)]
+        enum Raw {
+            N(u64),
+            S(String),
+        }
+        match Raw::deserialize(d)? {
+            Raw::N(n) => Ok(Size(n)),
+            Raw::S(s) => parse_size(&s).map(Size).map_err(serde::de::Error::custom),
+        }
+    }
+}
+
+/// Parses a duration: `30s`, `5m`, `500ms`, `1h30m`, or a bare number of seconds.
+pub fn parse_duration(text: &str) -> Result<Duration, UnitError> {
+    let t = text.trim();
+    if let Ok(secs) = t.parse::<f64>() {
+        if secs.is_finite() && secs >= 0.0 {
+            return Ok(Duration::from_secs_f64(secs));
+        }
+        return Err(UnitError::BadDuration(text.to_string()));
+    }
+    humantime::parse_duration(t).map_err(|_| UnitError::BadDuration(text.to_string()))
+}
+
+/// Parses a comma list where each item parses with `FromStr`: `1,4,8` or `4K,128K`.
+pub fn parse_list<T: FromStr>(text: &str) -> Result<Vec<T>, UnitError>
+where
+    T::Err: fmt::Display,
+{
+    let items: Vec<&str> = text.split(',').map(str::trim).collect();
+    if items.iter().all(|s| s.is_empty()) {
+        return Err(UnitError::BadListItem {
+            text: text.to_string(),
+            item: String::new(),
+            why: "the list is empty".into(),
+        });
+    }
+    items
+        .into_iter()
+        .map(|item| {
+            item.parse::<T>().map_err(|e| UnitError::BadListItem {
+                text: text.to_string(),
+                item: item.to_string(),
+                why: e.to_string(),
+            })
+        })
+        .collect()
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn sizes_parse_as_binary_multiples() {
+        assert_eq!(parse_size("4096").unwrap(), 4096);
+        assert_eq!(parse_size("4K").unwrap(), 4096);
+        assert_eq!(parse_size("4k").unwrap(), 4096);
+        assert_eq!(parse_size("4KB").unwrap(), 4096);
+        assert_eq!(parse_size("4KiB").unwrap(), 4096);
+        assert_eq!(parse_size("64M").unwrap(), 64 << 20);
+        assert_eq!(parse_size("100mb").unwrap(), 100 << 20);
+        assert_eq!(parse_size("1.5G").unwrap(), 3 << 29);
+        assert_eq!(parse_size("2T").unwrap(), 2 << 40);
+        assert_eq!(parse_size("0").unwrap(), 0);
+        assert_eq!(parse_size("12B").unwrap(), 12);
+        assert_eq!(parse_size(" 1300K ").unwrap(), 1300 * 1024);
+    }
+
+    #[test]
+    fn bad_sizes_say_what_is_wrong() {
+        assert!(matches!(
+            parse_size("10QB"),
+            Err(UnitError::BadSizeUnit { .. })
+        ));
+        assert!(matches!(parse_size("-1G"), Err(UnitError::NegativeSize(_))));
+        assert!(matches!(parse_size(""), Err(UnitError::EmptySize(_))));
+        assert!(matches!(parse_size("G"), Err(UnitError::BadSizeNumber(_))));
+        assert!(matches!(
+            parse_size("1.2.3M"),
+            Err(UnitError::BadSizeNumber(_))
+        ));
+        assert!(matches!(
+            parse_size("1.1K"),
+            Err(UnitError::FractionalBytes(_))
+        ));
+        assert!(matches!(
+            parse_size("99999999E"),
+            Err(UnitError::SizeOverflow(_))
+        ));
+        let msg = parse_size("10QB").unwrap_err().to_string();
+        assert!(msg.contains("10QB") && msg.contains("K, M, G"), "{msg}");
+    }
+
+    #[test]
+    fn sizes_print_in_the_largest_exact_unit() {
+        assert_eq!(format_size(4096), "4K");
+        assert_eq!(format_size(64 << 20), "64M");
+        assert_eq!(format_size(1536 << 10), "1536K");
+        assert_eq!(format_size(1000), "1000");
+        assert_eq!(format_size(0), "0");
+        for text in ["4K", "64M", "3G", "123"] {
+            assert_eq!(format_size(parse_size(text).unwrap()), text);
+        }
+    }
+
+    #[test]
+    fn size_deserializes_from_number_or_text() {
+        let s: Size = serde_json::from_str("\"64M\"").unwrap();
+        assert_eq!(s, Size(64 << 20));
+        let n: Size = serde_json::from_str("4096").unwrap();
+        assert_eq!(n, Size(4096));
+        assert!(serde_json::from_str::<Size>("\"10QB\"").is_err());
+    }
+
+    #[test]
+    fn durations_and_lists() {
+        assert_eq!(parse_duration("30s").unwrap(), Duration::from_secs(30));
+        assert_eq!(parse_duration("5m").unwrap(), Duration::from_secs(300));
+        assert_eq!(parse_duration("1.5").unwrap(), Duration::from_millis(1500));
+        assert!(parse_duration("soon").is_err());
+        assert_eq!(parse_list::<u32>("1,4,8").unwrap(), vec![1, 4, 8]);
+        let sizes: Vec<Size> = parse_list("4K, 128K").unwrap();
+        assert_eq!(sizes, vec![Size(4096), Size(128 << 10)]);
+        let err = parse_list::<u32>("1,x,8").unwrap_err().to_string();
+        assert!(err.contains("\"x\""), "{err}");
+    }
+}

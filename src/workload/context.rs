@@ -1,0 +1,263 @@
+//! The run context a workload sees: where to work, the seed, cold-cache control, and measured
+//! phases.
+
+use std::path::{Path, PathBuf};
+use std::str::FromStr;
+
+use anyhow::{Context, Result};
+use serde::{Deserialize, Serialize};
+
+use crate::error::bad_input;
+use crate::measure::{run_workers, Devices, OpDef, PhaseMeter, Progress, Recorder};
+use crate::results::{PhaseResult, TestbedInfo};
+use crate::testbed::{drop_caches, Testbed};
+
+/// How the cache is made cold between phases.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize, Default)]
+#[serde(rename_all = "lowercase")]
+pub enum ColdMode {
+    /// Nothing: the next phase may hit cached data.
+    #[default]
+    None,
+    /// sync + drop_caches.
+    Drop,
+    /// Unmount and mount the testbed again (and drop caches): as close to a reboot as it gets.
+    Remount,
+}
+
+impl FromStr for ColdMode {
+    type Err = String;
+    fn from_str(s: &str) -> Result<Self, Self::Err> {
+        match s.trim().to_ascii_lowercase().as_str() {
+            "none" => Ok(Self::None),
+            "drop" => Ok(Self::Drop),
+            "remount" => Ok(Self::Remount),
+            _ => Err(format!(
+                "unknown cold-cache mode {s:?}; use none, drop or remount"
+            )),
+        }
+    }
+}
+
+impl ColdMode {
+    pub fn name(self) -> &'static str {
+        match self {
+            Self::None => "none",
+            Self::Drop => "drop",
+            Self::Remount => "remount",
+        }
+    }
+}
+
+/// Where a run happens.
+#[derive(Debug)]
+pub enum Target {
+    /// A testbed fsgauge built for this run.
+    Testbed(Testbed),
+    /// An existing directory (`--dir`).
+    Dir(PathBuf),
+}
+
+impl Target {
+    /// The directory the target offers (mount point, or the `--dir` path).
+    pub fn path(&self) -> &Path {
+        match self {
+            Target::Testbed(t) => t.mountpoint(),
+            Target::Dir(p) => p,
+        }
+    }
+
+    pub fn devices(&self) -> Devices {
+        match self {
+            Target::Testbed(t) => Devices {
+                main: Devices::stat_file_of_device(t.device()),
+                journal: t.journal_device().and_then(Devices::stat_file_of_device),
+            },
+            Target::Dir(p) => Devices {
+                main: Devices::stat_file_of_path(p),
+                journal: None,
+            },
+        }
+    }
+
+    pub fn info(&self) -> TestbedInfo {
+        match self {
+            Target::Testbed(t) => t.info(),
+            Target::Dir(p) => {
+                let st = nix::sys::statvfs::statvfs(p).ok();
+                TestbedInfo {
+                    label: "dir".into(),
+                    fs: fs_type_name(p),
+                    size: st.map_or(0, |s| s.blocks() as u64 * s.fragment_size() as u64),
+                    backing: "dir".into(),
+                    device: mount_source(p),
+                    path: p.display().to_string(),
+                    ..Default::default()
+                }
+            }
+        }
+    }
+
+    /// Total and available bytes of the filesystem.
+    pub fn space(&self) -> Result<(u64, u64)> {
+        let st = nix::sys::statvfs::statvfs(self.path())
+            .with_context(|| format!("statvfs {}", self.path().display()))?;
+        let f = st.fragment_size() as u64;
+        Ok((st.blocks() as u64 * f, st.blocks_available() as u64 * f))
+    }
+
+    /// Makes the cache cold.
+    pub fn cold(&mut self, mode: ColdMode) -> Result<()> {
+        match (mode, self) {
+            (ColdMode::None, _) => Ok(()),
+            (ColdMode::Drop, _) => drop_caches(),
+            (ColdMode::Remount, Target::Testbed(t)) => t.remount(),
+            (ColdMode::Remount, Target::Dir(p)) => Err(bad_input(format!(
+                "--cold remount needs a testbed fsgauge built (--fs ...); {} is an existing directory, use --cold drop",
+                p.display()
+            ))),
+        }
+    }
+}
+
+/// The filesystem type of a path, from /proc/self/mountinfo (longest matching mount point).
+pub fn fs_type_name(p: &Path) -> String {
+    mount_entry(p)
+        .map(|(t, _)| t)
+        .unwrap_or_else(|| "unknown".into())
+}
+
+fn mount_source(p: &Path) -> Option<String> {
+    mount_entry(p).map(|(_, s)| s)
+}
+
+fn mount_entry(p: &Path) -> Option<(String, String)> {
+    let canon = p.canonicalize().ok()?;
+    let text = std::fs::read_to_string("/proc/self/mountinfo").ok()?;
+    let mut best: Option<(usize, String, String)> = None;
+    for line in text.lines() {
+        let fields: Vec<&str> = line.split(' ').collect();
+        let Some(mp) = fields.get(4) else { continue };
+        let mp = crate::testbed::mount::unescape_mount_field(mp);
+        let Some(dash) = fields.iter().position(|f| *f == "-") else {
+            continue;
+        };
+        let (Some(fstype), Some(src)) = (fields.get(dash + 1), fields.get(dash + 2)) else {
+            continue;
+        };
+        if canon.starts_with(&mp) && best.as_ref().is_none_or(|b| mp.len() >= b.0) {
+            best = Some((mp.len(), fstype.to_string(), src.to_string()));
+        }
+    }
+    best.map(|(_, t, s)| (t, s))
+}
+
+/// What a workload sees while it runs.
+pub struct RunContext<'a> {
+    target: &'a mut Target,
+    root: PathBuf,
+    seed: u64,
+    cold: ColdMode,
+    progress: Progress,
+    devices: Devices,
+    phases: Vec<PhaseResult>,
+    warnings: Vec<String>,
+}
+
+impl<'a> RunContext<'a> {
+    pub fn new(
+        target: &'a mut Target,
+        root: PathBuf,
+        seed: u64,
+        cold: ColdMode,
+        progress: Progress,
+    ) -> Self {
+        let devices = target.devices();
+        Self {
+            target,
+            root,
+            seed,
+            cold,
+            progress,
+            devices,
+            phases: Vec::new(),
+            warnings: Vec::new(),
+        }
+    }
+
+    /// The workload's own directory (made empty before the run, removed after).
+    pub fn root(&self) -> &Path {
+        &self.root
+    }
+
+    pub fn seed(&self) -> u64 {
+        self.seed
+    }
+
+    pub fn cold_mode(&self) -> ColdMode {
+        self.cold
+    }
+
+    pub fn progress(&self) -> Progress {
+        self.progress
+    }
+
+    pub fn target(&self) -> &Target {
+        self.target
+    }
+
+    /// Makes the cache cold the way the run asked (`--cold`); between phases.
+    pub fn make_cold(&mut self) -> Result<()> {
+        let mode = self.cold;
+        self.make_cold_with(mode)
+    }
+
+    /// Makes the cache cold in a given way (a workload with its own rule, e.g. remove-cold).
+    pub fn make_cold_with(&mut self, mode: ColdMode) -> Result<()> {
+        crate::signals::check()?;
+        self.target.cold(mode)
+    }
+
+    /// Starts a phase meter for workloads that drive their workers themselves.
+    pub fn meter(&self, name: &str, defs: &[OpDef], expected: Option<u64>) -> PhaseMeter {
+        PhaseMeter::start(name, defs, &self.devices, expected, &self.progress)
+    }
+
+    /// Runs one measured phase on `workers` threads (1: on this thread) and keeps its result.
+    /// `expected` primary ops drive the progress bar.
+    pub fn phase<F>(
+        &mut self,
+        name: &str,
+        defs: &[OpDef],
+        expected: Option<u64>,
+        workers: usize,
+        work: F,
+    ) -> Result<&mut PhaseResult>
+    where
+        F: Fn(usize, &mut Recorder) -> Result<()> + Sync,
+    {
+        crate::signals::check()?;
+        let meter = self.meter(name, defs, expected);
+        let recorders =
+            run_workers(&meter, workers.max(1), work).with_context(|| format!("phase {name}"))?;
+        let result = meter.finish(recorders);
+        self.phases.push(result);
+        Ok(self.phases.last_mut().expect("just pushed"))
+    }
+
+    /// Keeps a phase measured by hand with [`RunContext::meter`].
+    pub fn push_phase(&mut self, p: PhaseResult) -> &mut PhaseResult {
+        self.phases.push(p);
+        self.phases.last_mut().expect("just pushed")
+    }
+
+    /// Records a warning in the result (and shows it).
+    pub fn warn(&mut self, msg: impl Into<String>) {
+        self.warnings.push(msg.into());
+    }
+
+    /// The phases measured so far and the warnings.
+    pub fn into_parts(self) -> (Vec<PhaseResult>, Vec<String>) {
+        (self.phases, self.warnings)
+    }
+}

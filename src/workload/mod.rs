@@ -1,0 +1,40 @@
+//! Workloads: what is done to the filesystem, in measured phases. One file per workload; each
+//! implements [`Workload`] and is registered in [`crate::cli`] by one line.
+//!
+//! A workload gets a [`RunContext`]: its own directory on the target, the seed, the cold-cache
+//! rule, and [`RunContext::phase`] to run a measured phase on one or more workers.
+
+mod context;
+pub mod tree;
+
+use anyhow::Result;
+
+pub use context::{ColdMode, RunContext, Target};
+
+/// A workload: a named sequence of measured phases with its parameters.
+pub trait Workload: Send + Sync {
+    /// The kind, as in `fsgauge bench KIND` and plan files.
+    fn kind(&self) -> &'static str;
+
+    /// Every parameter under its plan-file name (flags with `_` for `-`), defaults filled in.
+    fn params(&self) -> serde_json::Value;
+
+    /// Bytes of filesystem space the workload will occupy at most (used to refuse runs that
+    /// cannot fit before anything is made).
+    fn space_needed(&self) -> u64 {
+        0
+    }
+
+    /// Memory the workload needs for itself (buffers), beyond fsgauge's baseline.
+    fn memory_needed(&self) -> u64 {
+        0
+    }
+
+    /// Checks parameters that depend on nothing else. Errors are bad input.
+    fn validate(&self) -> Result<()> {
+        Ok(())
+    }
+
+    /// Runs the phases.
+    fn run(&self, ctx: &mut RunContext) -> Result<()>;
+}
