@@ -260,6 +260,7 @@ fn run_once(
 
     let mut ctx = RunContext::new(&mut target, root, seed, opts.cold, opts.progress);
     let ran = wl.run(&mut ctx);
+    let layout = ctx.take_layout();
     let (phases, more_warnings) = ctx.into_parts();
     let conditions = Conditions {
         cold: opts.cold.name().into(),
@@ -297,7 +298,7 @@ fn run_once(
         spec_hash: spec_hash(place, wl, opts, seed, rep),
         conditions,
         phases,
-        layout: None,
+        layout,
         errors: warnings,
         tool_peak_rss: own_peak_rss(),
     };

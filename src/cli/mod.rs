@@ -2,7 +2,7 @@
 //! validated library types and calls the library.
 
 mod bench;
-mod common;
+pub mod common;
 mod run;
 mod testbed;
 

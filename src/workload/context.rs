@@ -162,7 +162,13 @@ pub struct RunContext<'a> {
     devices: Devices,
     phases: Vec<PhaseResult>,
     warnings: Vec<String>,
+    layout_hook: Option<LayoutHook>,
+    layout: Option<serde_json::Value>,
 }
+
+/// Takes the block-layout snapshot of a workload's tree (set by the runner under `--layout`):
+/// called with the workload root and the target.
+pub type LayoutHook = Box<dyn FnMut(&Path, &Target) -> Result<serde_json::Value> + Send>;
 
 impl<'a> RunContext<'a> {
     pub fn new(
@@ -182,7 +188,29 @@ impl<'a> RunContext<'a> {
             devices,
             phases: Vec::new(),
             warnings: Vec::new(),
+            layout_hook: None,
+            layout: None,
         }
+    }
+
+    /// Asks for a layout snapshot at the workload's [`RunContext::layout_point`].
+    pub fn set_layout_hook(&mut self, hook: LayoutHook) {
+        self.layout_hook = Some(hook);
+    }
+
+    /// Workloads call this right after their last phase that writes data (before any removal):
+    /// under `--layout` the block layout of the tree is recorded then. Without it, nothing happens.
+    pub fn layout_point(&mut self) -> Result<()> {
+        if let Some(hook) = self.layout_hook.as_mut() {
+            let snap = hook(&self.root, self.target)?;
+            self.layout = Some(snap);
+        }
+        Ok(())
+    }
+
+    /// The layout snapshot taken at the layout point, if any.
+    pub fn take_layout(&mut self) -> Option<serde_json::Value> {
+        self.layout.take()
     }
 
     /// The workload's own directory (made empty before the run, removed after).

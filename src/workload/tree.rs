@@ -391,6 +391,7 @@ impl Workload for Tree {
 
     fn run(&self, ctx: &mut RunContext) -> Result<()> {
         self.create_phase(ctx)?;
+        ctx.layout_point()?;
         ctx.make_cold()?;
         self.delete_phase(ctx)
     }

@@ -1,25 +1,10 @@
-//! `fsgauge bench WORKLOAD`: one workload, measured, on a fresh testbed or a directory.
+//! Flags of `fsgauge bench tree`.
 
-use std::process::ExitCode;
+use clap::Args;
 
-use anyhow::Result;
-use clap::{Args, Subcommand};
-
-use super::common::{RunArgs, TestbedArgs};
-use crate::report::table::phase_table;
+use crate::cli::common::{RunArgs, TestbedArgs};
 use crate::units::Size;
 use crate::workload::tree::{FsyncMode, Tree};
-use crate::workload::Workload;
-
-#[derive(Debug, Subcommand)]
-pub enum BenchCmd {
-    /// The low-memory study's tree: mkdir per directory, one open/write.../close per file
-    /// (phase `create`), then remove everything as rm -rf does (phase `delete`).
-    ///
-    /// The study's two sequences: --dirs 14 --files 10 --file-size 100M, and
-    /// --dirs 14 --files 1000 --file-size 10M.
-    Tree(TreeArgs),
-}
 
 #[derive(Debug, Args)]
 pub struct TreeArgs {
@@ -69,19 +54,5 @@ impl TreeArgs {
             block: self.block.bytes(),
             fsync: self.fsync,
         }
-    }
-}
-
-/// Runs a workload with the shared flags and prints it.
-pub fn bench(testbed: &TestbedArgs, run: &RunArgs, wl: &dyn Workload) -> Result<ExitCode> {
-    let place = testbed.place()?;
-    let outcomes = crate::runner::run(&place, wl, &run.options())?;
-    run.print(&outcomes, phase_table)?;
-    Ok(ExitCode::SUCCESS)
-}
-
-pub fn run(cmd: BenchCmd) -> Result<ExitCode> {
-    match cmd {
-        BenchCmd::Tree(a) => bench(&a.testbed, &a.run, &a.workload()),
     }
 }
