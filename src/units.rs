@@ -176,6 +176,12 @@ impl<'de> serde::Deserialize<'de> for Size {
     }
 }
 
+/// serde `deserialize_with` for byte counts written as a number or as size text (`"64M"`),
+/// so that plan files and JSON parameters take the same sizes as the flags.
+pub fn de_size<'de, D: serde::Deserializer<'de>>(d: D) -> Result<u64, D::Error> {
+    <Size as serde::Deserialize>::deserialize(d).map(Size::bytes)
+}
+
 /// Parses a duration: `30s`, `5m`, `500ms`, `1h30m`, or a bare number of seconds.
 pub fn parse_duration(text: &str) -> Result<Duration, UnitError> {
     let t = text.trim();

@@ -5,11 +5,12 @@
 //! rule, and [`RunContext::phase`] to run a measured phase on one or more workers.
 
 mod context;
+pub mod registry;
 pub mod tree;
 
 use anyhow::Result;
 
-pub use context::{ColdMode, RunContext, Target};
+pub use context::{ColdMode, LayoutHook, RunContext, Target};
 
 /// A workload: a named sequence of measured phases with its parameters.
 pub trait Workload: Send + Sync {

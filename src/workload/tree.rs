@@ -49,14 +49,17 @@ impl FromStr for FsyncMode {
 
 /// Parameters of the tree workload.
 #[derive(Debug, Clone, Serialize, Deserialize, PartialEq)]
+#[serde(default, deny_unknown_fields)]
 pub struct Tree {
     /// Directories under the workload root.
     pub dirs: u64,
     /// Files in each directory.
     pub files: u64,
     /// Size of each file, bytes.
+    #[serde(deserialize_with = "crate::units::de_size")]
     pub file_size: u64,
     /// Size of each write call, bytes.
+    #[serde(deserialize_with = "crate::units::de_size")]
     pub block: u64,
     pub fsync: FsyncMode,
 }

@@ -154,13 +154,7 @@ pub fn have_program(name: &str) -> bool {
 }
 
 fn nix_is_root() -> bool {
-    // SAFETY: geteuid has no preconditions.
-    unsafe { libc_geteuid() == 0 }
-}
-
-extern "C" {
-    #[link_name = "geteuid"]
-    fn libc_geteuid() -> u32;
+    nix::unistd::geteuid().is_root()
 }
 
 /// Parses stdout as JSON.
