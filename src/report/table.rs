@@ -160,7 +160,7 @@ mod tests {
     fn tables_align_columns() {
         let t = render(&["a", "bb"], &[vec!["xyz".into(), "1".into()]]);
         let lines: Vec<&str> = t.lines().collect();
-        assert_eq!(lines[0], "a     bb");
-        assert_eq!(lines[2], "xyz    1");
+        assert_eq!(lines[0], "a    bb");
+        assert_eq!(lines[2], "xyz   1");
     }
 }
