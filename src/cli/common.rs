@@ -22,7 +22,12 @@ pub struct TestbedArgs {
     #[arg(long, value_name = "KIND", conflicts_with = "dir")]
     pub fs: Option<FsKind>,
     /// Size of the filesystem (image size), e.g. 2G.
-    #[arg(long, value_name = "SIZE", default_value = "2G")]
+    #[arg(
+        long,
+        value_name = "SIZE",
+        default_value = "2G",
+        allow_hyphen_values = true
+    )]
     pub fs_size: Size,
     /// Extra mkfs arguments, e.g. "-O ^extent -I 256".
     #[arg(
@@ -126,11 +131,16 @@ pub struct RunArgs {
     pub cold: ColdMode,
     /// Run inside a memory cgroup limited to SIZE, page cache included (cgroup2 memory.max,
     /// else cgroup v1 memory.limit_in_bytes).
-    #[arg(long, value_name = "SIZE", conflicts_with = "mem_charge")]
+    #[arg(
+        long,
+        value_name = "SIZE",
+        conflicts_with = "mem_charge",
+        allow_hyphen_values = true
+    )]
     pub mem_limit: Option<Size>,
     /// The low-memory study's memory charger: lock memory until only SIZE is available
     /// (MemAvailable), and give it back at the end.
-    #[arg(long, value_name = "SIZE")]
+    #[arg(long, value_name = "SIZE", allow_hyphen_values = true)]
     pub mem_charge: Option<Size>,
     /// Directory for result files (one JSON per run).
     #[arg(long, value_name = "DIR", default_value = "fsgauge-results")]

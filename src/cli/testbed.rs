@@ -154,7 +154,7 @@ fn list(json: bool) -> Result<ExitCode> {
         return Ok(ExitCode::SUCCESS);
     }
     println!(
-        "{:<24} {:<18} {:<6} {:>6} {:<12} mountpoint",
+        "{:<24} {:<26} {:<6} {:>6} {:<12} mountpoint",
         "name", "owner", "fs", "size", "device"
     );
     for e in &entries {
@@ -167,7 +167,7 @@ fn list(json: bool) -> Result<ExitCode> {
             format!("dead pid {} (cleanup)", e.owner_pid)
         };
         println!(
-            "{:<24} {:<18} {:<6} {:>6} {:<12} {}",
+            "{:<24} {:<26} {:<6} {:>6} {:<12} {}",
             e.name,
             owner,
             d.get("fs").and_then(|v| v.as_str()).unwrap_or("-"),

@@ -292,14 +292,15 @@ impl MemCharger {
             if avail <= target + (256 << 10) {
                 break;
             }
-            let want = ((avail - target) / 2).clamp(256 << 10, 256 << 20) as usize & !4095;
-            // SAFETY: anonymous private mapping; checked for MAP_FAILED below.
+            let want = ((avail - target) / 2).clamp(256 << 10, 1 << 30) as usize & !4095;
+            // SAFETY: anonymous private mapping, locked and populated in one pass; checked for
+            // MAP_FAILED below.
             let p = unsafe {
                 libc::mmap(
                     std::ptr::null_mut(),
                     want,
                     libc::PROT_READ | libc::PROT_WRITE,
-                    libc::MAP_PRIVATE | libc::MAP_ANONYMOUS | libc::MAP_POPULATE,
+                    libc::MAP_PRIVATE | libc::MAP_ANONYMOUS | libc::MAP_POPULATE | libc::MAP_LOCKED,
                     -1,
                     0,
                 )
@@ -310,12 +311,6 @@ impl MemCharger {
             let Some(ptr) = std::ptr::NonNull::new(p) else {
                 break;
             };
-            // SAFETY: p..p+want is the mapping just made.
-            if unsafe { libc::mlock(p, want) } != 0 {
-                // SAFETY: unmapping the mapping just made.
-                unsafe { libc::munmap(p, want) };
-                break;
-            }
             me.chunks.push((ptr, want));
             me.locked += want as u64;
         }

@@ -61,7 +61,12 @@ fn run_one(args: &[String]) -> Result<()> {
         "`{}` failed ({}):\n{}",
         args.join(" "),
         out.status,
-        said.lines().take(12).collect::<Vec<_>>().join("\n")
+        // The usage text mkfs prints after its complaint only buries the reason.
+        said.lines()
+            .take_while(|l| !l.trim_start().starts_with("Usage:"))
+            .take(12)
+            .collect::<Vec<_>>()
+            .join("\n")
     )))
 }
 

@@ -104,12 +104,18 @@ fn nearest_existing(p: &Path) -> PathBuf {
 /// A block device given with `--device` must exist, be a block device, and be unused: the
 /// kernel's exclusive open fails while it or one of its partitions is mounted or held.
 fn check_device_free(dev: &Path) -> Result<()> {
-    use std::os::unix::fs::FileTypeExt;
+    use std::os::unix::fs::{FileTypeExt, MetadataExt};
     let md =
         fs::metadata(dev).map_err(|e| bad_input(format!("--device {}: {e}", dev.display())))?;
     if !md.file_type().is_block_device() {
         return Err(bad_input(format!(
             "--device {} is not a block device",
+            dev.display()
+        )));
+    }
+    if let Some(mp) = mounted_at(md.rdev()) {
+        return Err(bad_input(format!(
+            "--device {} is mounted ({mp}); fsgauge never formats a mounted device or one whose partition is mounted",
             dev.display()
         )));
     }
@@ -121,6 +127,44 @@ fn check_device_free(dev: &Path) -> Result<()> {
         ))),
         Err(e) => Err(bad_input(format!("--device {}: {e}", dev.display()))),
     }
+}
+
+/// Where the device `devnum` or one of its partitions is mounted, if anywhere.
+fn mounted_at(devnum: u64) -> Option<String> {
+    use std::os::unix::fs::MetadataExt;
+    let (maj, min) = (libc::major(devnum), libc::minor(devnum));
+    let mut nums = vec![format!("{maj}:{min}")];
+    // Partitions are the subdirectories of the disk's sysfs directory that have a `partition` file.
+    if let Ok(rd) = fs::read_dir(format!("/sys/dev/block/{maj}:{min}")) {
+        for e in rd.filter_map(|e| e.ok()) {
+            if e.path().join("partition").exists() {
+                if let Ok(n) = fs::read_to_string(e.path().join("dev")) {
+                    nums.push(n.trim().to_string());
+                }
+            }
+        }
+    }
+    let info = fs::read_to_string("/proc/self/mountinfo").ok()?;
+    let hit = info.lines().find_map(|l| {
+        let f: Vec<&str> = l.split(' ').collect();
+        (f.len() > 4 && nums.iter().any(|n| n == f[2]))
+            .then(|| format!("at {}", mount::unescape_mount_field(f[4])))
+    });
+    if hit.is_some() {
+        return hit;
+    }
+    // Swap on the device counts as in use too.
+    let swaps = fs::read_to_string("/proc/swaps").ok()?;
+    swaps.lines().skip(1).find_map(|l| {
+        let dev = l.split_whitespace().next()?;
+        let md = fs::metadata(dev).ok()?;
+        nums.contains(&format!(
+            "{}:{}",
+            libc::major(md.rdev()),
+            libc::minor(md.rdev())
+        ))
+        .then(|| format!("as swap {dev}"))
+    })
 }
 
 fn unique_suffix() -> String {

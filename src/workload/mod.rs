@@ -5,6 +5,7 @@
 //! rule, and [`RunContext::phase`] to run a measured phase on one or more workers.
 
 mod context;
+pub mod dirstream;
 pub mod registry;
 pub mod tree;
 

@@ -19,6 +19,7 @@ use nix::unistd::{unlinkat, UnlinkatFlags};
 use rand::{RngCore, SeedableRng};
 use serde::{Deserialize, Serialize};
 
+use super::dirstream::{DirStream, EntryType};
 use super::{RunContext, Workload};
 use crate::error::{bad_input, SystemFailure};
 use crate::measure::{OpDef, Recorder};
@@ -286,43 +287,30 @@ fn write_one(
 pub fn remove_tree_contents(rec: &mut Recorder, dir: &OwnedFd, display: &str) -> Result<()> {
     let (unlink, rmdir) = (rec.op("unlink"), rec.op("rmdir"));
     let dup = nix::unistd::dup(dir.as_raw_fd()).map_err(|e| fs_error("dup", display, e))?;
-    let mut d = nix::dir::Dir::from_fd(dup).map_err(|e| fs_error("opendir", display, e))?;
-    loop {
-        // Read one entry at a time: the iterator borrows `d`, so re-create it after removals.
-        let next = {
-            let mut it = d.iter();
-            let mut found = None;
-            for ent in it.by_ref() {
-                let ent = ent.map_err(|e| fs_error("readdir", display, e))?;
-                let name = ent.file_name().to_bytes();
-                if name == b"." || name == b".." {
-                    continue;
-                }
-                found = Some((ent.file_name().to_owned(), ent.file_type()));
-                break;
-            }
-            found
-        };
-        let Some((name, ftype)) = next else { break };
+    // SAFETY: dup returned a fresh descriptor that nothing else owns.
+    let mut stream = DirStream::new(unsafe { OwnedFd::from_raw_fd(dup) })
+        .map_err(|e| fs_error("opendir", display, e))?;
+    while let Some(ent) = stream.next_entry() {
+        let (name, ftype) = ent.map_err(|e| fs_error("readdir", display, e))?;
         if rec.should_stop() {
             rec.check()?;
         }
-        let shown = format!("{display}/{}", name.to_string_lossy());
         let is_dir = match ftype {
-            Some(nix::dir::Type::Directory) => true,
-            Some(_) => false,
-            None => nix::sys::stat::fstatat(
+            EntryType::Dir => true,
+            EntryType::Other => false,
+            EntryType::Unknown => nix::sys::stat::fstatat(
                 Some(dir.as_raw_fd()),
-                name.as_c_str(),
+                name,
                 nix::fcntl::AtFlags::AT_SYMLINK_NOFOLLOW,
             )
             .map(|st| st.st_mode & libc::S_IFMT == libc::S_IFDIR)
-            .map_err(|e| fs_error("stat", &shown, e))?,
+            .map_err(|e| fs_error("stat", &format!("{display}/{}", name.to_string_lossy()), e))?,
         };
         if is_dir {
+            let shown = format!("{display}/{}", name.to_string_lossy());
             let sub = openat(
                 Some(dir.as_raw_fd()),
-                name.as_c_str(),
+                name,
                 OFlag::O_RDONLY | OFlag::O_DIRECTORY | OFlag::O_CLOEXEC | OFlag::O_NOFOLLOW,
                 Mode::empty(),
             )
@@ -332,21 +320,18 @@ pub fn remove_tree_contents(rec: &mut Recorder, dir: &OwnedFd, display: &str) ->
             remove_tree_contents(rec, &sub, &shown)?;
             drop(sub);
             let t0 = Instant::now();
-            unlinkat(
-                Some(dir.as_raw_fd()),
-                name.as_c_str(),
-                UnlinkatFlags::RemoveDir,
-            )
-            .map_err(|e| fs_error("rmdir", &shown, e))?;
+            unlinkat(Some(dir.as_raw_fd()), name, UnlinkatFlags::RemoveDir)
+                .map_err(|e| fs_error("rmdir", &shown, e))?;
             rec.record(rmdir, t0, 0);
         } else {
             let t0 = Instant::now();
-            unlinkat(
-                Some(dir.as_raw_fd()),
-                name.as_c_str(),
-                UnlinkatFlags::NoRemoveDir,
-            )
-            .map_err(|e| fs_error("unlink", &shown, e))?;
+            if let Err(e) = unlinkat(Some(dir.as_raw_fd()), name, UnlinkatFlags::NoRemoveDir) {
+                return Err(fs_error(
+                    "unlink",
+                    &format!("{display}/{}", name.to_string_lossy()),
+                    e,
+                ));
+            }
             rec.record(unlink, t0, 0);
         }
     }

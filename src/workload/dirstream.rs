@@ -1,0 +1,77 @@
+//! A streaming directory reader over readdir(3): one entry at a time, names copied into one
+//! reusable buffer, no rewinding. Removal can unlink entries while reading (POSIX allows it;
+//! entries not yet removed are still returned exactly once), so `rm -rf` of a directory of a
+//! million files needs no memory for its names.
+
+use std::ffi::CStr;
+use std::os::fd::{IntoRawFd, OwnedFd};
+
+use nix::errno::Errno;
+
+/// What readdir said about an entry's type (`DT_*`), or that it did not say.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum EntryType {
+    Dir,
+    Other,
+    Unknown,
+}
+
+/// An open directory stream; closed on drop.
+pub struct DirStream {
+    dir: std::ptr::NonNull<libc::DIR>,
+}
+
+// SAFETY: the stream is owned by one thread at a time; DIR* has no thread affinity.
+unsafe impl Send for DirStream {}
+
+impl DirStream {
+    /// Takes ownership of a directory descriptor.
+    pub fn new(fd: OwnedFd) -> Result<Self, Errno> {
+        let raw = fd.into_raw_fd();
+        // SAFETY: raw is an open directory descriptor we own; fdopendir takes it over.
+        let p = unsafe { libc::fdopendir(raw) };
+        match std::ptr::NonNull::new(p) {
+            Some(dir) => Ok(Self { dir }),
+            None => {
+                let e = Errno::last();
+                // SAFETY: fdopendir failed, so the descriptor is still ours to close.
+                unsafe { libc::close(raw) };
+                Err(e)
+            }
+        }
+    }
+
+    /// The next entry other than `.` and `..`, or `None` at the end. The name lives until the
+    /// next call.
+    pub fn next_entry(&mut self) -> Option<Result<(&CStr, EntryType), Errno>> {
+        loop {
+            Errno::clear();
+            // SAFETY: self.dir is a valid open stream.
+            let ent = unsafe { libc::readdir64(self.dir.as_ptr()) };
+            if ent.is_null() {
+                let e = Errno::last();
+                return if e as i32 == 0 { None } else { Some(Err(e)) };
+            }
+            // SAFETY: readdir returned a valid dirent that stays valid until the next readdir
+            // on this stream; the returned borrow of self prevents that call meanwhile.
+            let (name, dtype) = unsafe { (CStr::from_ptr((*ent).d_name.as_ptr()), (*ent).d_type) };
+            let bytes = name.to_bytes();
+            if bytes == b"." || bytes == b".." {
+                continue;
+            }
+            let t = match dtype {
+                libc::DT_DIR => EntryType::Dir,
+                libc::DT_UNKNOWN => EntryType::Unknown,
+                _ => EntryType::Other,
+            };
+            return Some(Ok((name, t)));
+        }
+    }
+}
+
+impl Drop for DirStream {
+    fn drop(&mut self) {
+        // SAFETY: closing the stream we own exactly once.
+        unsafe { libc::closedir(self.dir.as_ptr()) };
+    }
+}
