@@ -44,16 +44,14 @@ impl Progress {
         let bar = match total {
             Some(t) => ProgressBar::new(t).with_style(
                 ProgressStyle::with_template(
-                    "{prefix:>12} [{bar:30}] {pos}/{len} ops {per_sec} ETA {eta}",
+                    "{prefix:>12} [{bar:30}] {pos}/{len} ops, {elapsed} elapsed, ETA {eta}",
                 )
                 .expect("static template")
                 .progress_chars("=> "),
             ),
             None => ProgressBar::new_spinner().with_style(
-                ProgressStyle::with_template(
-                    "{prefix:>12} {spinner} {pos} ops {per_sec} {elapsed}",
-                )
-                .expect("static template"),
+                ProgressStyle::with_template("{prefix:>12} {spinner} {pos} ops, {elapsed} elapsed")
+                    .expect("static template"),
             ),
         };
         bar.set_prefix(name.to_string());

@@ -46,6 +46,7 @@ pub(crate) struct OpSlot {
 }
 
 const PROGRESS_EVERY: u64 = 256;
+const PROGRESS_PERIOD: Duration = Duration::from_millis(100);
 
 /// One worker's measurements for one phase.
 pub struct Recorder {
@@ -57,6 +58,7 @@ pub struct Recorder {
     progress: Arc<AtomicU64>,
     stop: Arc<AtomicBool>,
     unflushed: u64,
+    last_flush: Instant,
     pub(crate) finished: Option<Duration>,
 }
 
@@ -86,6 +88,7 @@ impl Recorder {
             progress,
             stop,
             unflushed: 0,
+            last_flush: origin,
             finished: None,
         }
     }
@@ -151,9 +154,13 @@ impl Recorder {
         if primary {
             cell.0 += 1;
             self.unflushed += 1;
-            if self.unflushed >= PROGRESS_EVERY {
+            // Publish every 256 operations, or every 100 ms when operations are slow.
+            if self.unflushed >= PROGRESS_EVERY
+                || at.saturating_duration_since(self.last_flush) > PROGRESS_PERIOD
+            {
                 self.progress.fetch_add(self.unflushed, Ordering::Relaxed);
                 self.unflushed = 0;
+                self.last_flush = at;
             }
         }
     }
