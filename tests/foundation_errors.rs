@@ -1,5 +1,6 @@
 //! Bad input gets a clear error naming what was wrong and exit code 2, and nothing is created:
 //! no image, loop device, mount, ledger entry or result file.
+#![allow(clippy::unwrap_used)] // tests fail loudly by design
 
 mod support;
 

@@ -1,5 +1,6 @@
 //! fsgauge's own memory does not grow with the number of files: peak RSS stays under 32 MiB
 //! for a tree of 1,000,000 empty files (on tmpfs, so the test takes seconds, not minutes).
+#![allow(clippy::unwrap_used)] // tests fail loudly by design
 
 mod support;
 

@@ -1,6 +1,7 @@
 //! Killing a run at any moment leaves nothing behind: SIGINT and SIGTERM tear down before exit
 //! (exit code 130), and what a SIGKILL leaves is removed by `testbed cleanup`. Needs root, loop
 //! devices and mkfs.ext4 (skips with a reason otherwise, fails under CI).
+#![allow(clippy::unwrap_used)] // tests fail loudly by design
 
 mod support;
 

@@ -1,5 +1,6 @@
 //! `fsgauge testbed create|list|destroy|cleanup` on real filesystems (needs root, loop devices
 //! and each mkfs; skips with a reason otherwise, fails under CI).
+#![allow(clippy::unwrap_used)] // tests fail loudly by design
 
 mod support;
 

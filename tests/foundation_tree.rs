@@ -1,6 +1,7 @@
 //! The tree workload on real testbeds (needs root, loop devices, and each mkfs; skips with a
 //! reason otherwise, fails under CI): exact counts and bytes, the result document against the
 //! schema, the result file equal to what --json printed, nothing left behind.
+#![allow(clippy::unwrap_used)] // tests fail loudly by design
 
 mod support;
 

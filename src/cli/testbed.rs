@@ -145,7 +145,7 @@ fn list(json: bool) -> Result<ExitCode> {
     if json {
         println!(
             "{}",
-            serde_json::to_string_pretty(&serde_json::to_value(&entries_json(&entries))?)?
+            serde_json::to_string_pretty(&serde_json::to_value(entries_json(&entries))?)?
         );
         return Ok(ExitCode::SUCCESS);
     }

@@ -51,6 +51,8 @@ impl ColdMode {
 
 /// Where a run happens.
 #[derive(Debug)]
+// One target exists per run; boxing the testbed would buy nothing.
+#[allow(clippy::large_enum_variant)]
 pub enum Target {
     /// A testbed fsgauge built for this run.
     Testbed(Testbed),
@@ -88,7 +90,7 @@ impl Target {
                 TestbedInfo {
                     label: "dir".into(),
                     fs: fs_type_name(p),
-                    size: st.map_or(0, |s| s.blocks() as u64 * s.fragment_size() as u64),
+                    size: st.map_or(0, |s| s.blocks() * s.fragment_size()),
                     backing: "dir".into(),
                     device: mount_source(p),
                     path: p.display().to_string(),

@@ -1,7 +1,7 @@
 //! Shared helpers for command-line tests: running the binary with a private ledger and work
 //! directory, skipping (with a printed reason) when the machine lacks root, loop devices or a
 //! mkfs — except under CI (`CI` set), where a missing requirement fails the test instead.
-#![allow(dead_code)]
+#![allow(clippy::unwrap_used, dead_code)] // tests fail loudly by design; helpers are shared
 
 use std::path::{Path, PathBuf};
 use std::process::Command;
