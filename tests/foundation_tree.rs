@@ -428,7 +428,7 @@ fn memory_charger_locks_memory_and_gives_it_back() {
     );
     let after = meminfo_available();
     assert!(
-        after + (256 << 20) > avail,
+        after + (400 << 20) > avail, // other processes move MemAvailable too; 512 MiB kept would show
         "memory came back: {after} vs {avail} before"
     );
     sb.assert_clean();
