@@ -225,7 +225,7 @@ pub fn getfsmap(fd: BorrowedFd<'_>, mut each: impl FnMut(&FsmapRecord)) -> io::R
     buf[hi + 1] = u64::MAX;
     buf[hi + 2] = u64::MAX;
     buf[hi + 3] = u64::MAX;
-    buf[hi + 4] = u64::MAX;
+    // fmr_length of the high key stays 0: xfs refuses anything else.
     loop {
         ioctl_ptr(fd, FS_IOC_GETFSMAP, buf.as_mut_ptr() as *mut libc::c_void)?;
         let entries = get_u32(&buf, 1, 1) as usize;
