@@ -145,7 +145,8 @@ fn table_row(f: &FileLayout) -> String {
     )
 }
 
-const TABLE_HEADER: &str = " extents  ideal         size    allocated     LS holes  flags            path";
+const TABLE_HEADER: &str =
+    " extents  ideal         size    allocated     LS holes  flags            path";
 
 fn pct(v: Option<f64>) -> String {
     v.map_or("-".into(), |v| format!("{:.1}%", v * 100.0))
@@ -177,14 +178,22 @@ pub fn summary_table(s: &LayoutSummary, paths: &[PathBuf]) -> String {
                 "{} (ideal {}); per file mean {}, max {}",
                 s.extents,
                 s.ideal_extents,
-                s.extents_per_file_mean.map_or("-".into(), |m| format!("{m:.2}")),
+                s.extents_per_file_mean
+                    .map_or("-".into(), |m| format!("{m:.2}")),
                 s.extents_per_file_max
             ),
         ),
-        ("fragmentation factor", format!("{}  (sum(E - I) / sum(E))", num(s.fragmentation_factor))),
+        (
+            "fragmentation factor",
+            format!("{}  (sum(E - I) / sum(E))", num(s.fragmentation_factor)),
+        ),
         (
             "layout score",
-            format!("{}  (over {} files of 2+ blocks)", num(s.layout_score), s.layout_score_files),
+            format!(
+                "{}  (over {} files of 2+ blocks)",
+                num(s.layout_score),
+                s.layout_score_files
+            ),
         ),
         (
             "fragmented files",
@@ -214,7 +223,11 @@ pub fn summary_table(s: &LayoutSummary, paths: &[PathBuf]) -> String {
         let _ = write!(methods, ", FIBMAP {}", s.fibmap_files);
     }
     if s.block_mapped_files > 0 {
-        let _ = write!(methods, "; {} block-mapped (indirect) files", s.block_mapped_files);
+        let _ = write!(
+            methods,
+            "; {} block-mapped (indirect) files",
+            s.block_mapped_files
+        );
     }
     let _ = writeln!(o, "  {:<24}{methods}", "maps read with");
     let f = &s.flags;
@@ -274,7 +287,11 @@ pub fn summary_table(s: &LayoutSummary, paths: &[PathBuf]) -> String {
 /// The free-space report as a table, in e2freefrag's layout.
 pub fn free_table(f: &FreeSpace) -> String {
     let mut o = String::new();
-    let _ = writeln!(o, "free space of {} ({}, read with {})", f.path, f.fs, f.method);
+    let _ = writeln!(
+        o,
+        "free space of {} ({}, read with {})",
+        f.path, f.fs, f.method
+    );
     let _ = writeln!(o, "  block size               {} bytes", f.block_size);
     let _ = writeln!(
         o,
@@ -282,14 +299,21 @@ pub fn free_table(f: &FreeSpace) -> String {
         f.free_blocks,
         f.total_blocks,
         if f.total_blocks > 0 {
-            format!("{:.1}%", f.free_blocks as f64 * 100.0 / f.total_blocks as f64)
+            format!(
+                "{:.1}%",
+                f.free_blocks as f64 * 100.0 / f.total_blocks as f64
+            )
         } else {
             "-".into()
         },
         format_bytes_human(f.free_bytes as f64)
     );
     if let Some(u) = f.unallocated_bytes {
-        let _ = writeln!(o, "  not allocated to chunks  {}", format_bytes_human(u as f64));
+        let _ = writeln!(
+            o,
+            "  not allocated to chunks  {}",
+            format_bytes_human(u as f64)
+        );
     }
     let _ = writeln!(o, "  free extents             {}", f.free_extents);
     let _ = writeln!(
@@ -306,9 +330,13 @@ pub fn free_table(f: &FreeSpace) -> String {
     let _ = writeln!(
         o,
         "  free extents per GiB     {}",
-        f.free_extents_per_gib.map_or("-".into(), |v| format!("{v:.1}"))
+        f.free_extents_per_gib
+            .map_or("-".into(), |v| format!("{v:.1}"))
     );
-    let _ = writeln!(o, "\n  Extent Size Range :  Free extents   Free Blocks  Percent");
+    let _ = writeln!(
+        o,
+        "\n  Extent Size Range :  Free extents   Free Blocks  Percent"
+    );
     for b in &f.histogram {
         let _ = writeln!(
             o,
@@ -361,7 +389,9 @@ fn summary_csv(s: &LayoutSummary) -> String {
 
 fn sort_files(files: &mut [FileLayout], key: SortKey) {
     match key {
-        SortKey::Extents => files.sort_by(|a, b| b.extents.cmp(&a.extents).then(a.path.cmp(&b.path))),
+        SortKey::Extents => {
+            files.sort_by(|a, b| b.extents.cmp(&a.extents).then(a.path.cmp(&b.path)))
+        }
         SortKey::Size => files.sort_by(|a, b| b.size.cmp(&a.size).then(a.path.cmp(&b.path))),
         SortKey::Path => files.sort_by(|a, b| a.path.cmp(&b.path)),
     }
@@ -374,12 +404,18 @@ pub fn run(c: FragCmd) -> Result<ExitCode> {
     }
     for p in &c.paths {
         if std::fs::symlink_metadata(p).is_err() {
-            return Err(bad_input(format!("{}: no such file or directory", p.display())));
+            return Err(bad_input(format!(
+                "{}: no such file or directory",
+                p.display()
+            )));
         }
     }
     if let Some(m) = &c.free {
         if !m.is_dir() {
-            return Err(bad_input(format!("--free {}: not a directory", m.display())));
+            return Err(bad_input(format!(
+                "--free {}: not a directory",
+                m.display()
+            )));
         }
     }
     let mut opts = WalkOptions::default();
@@ -453,13 +489,19 @@ pub fn run(c: FragCmd) -> Result<ExitCode> {
         None => None,
     };
     let mut w = out.into_inner().expect("stdout lock");
-    let streamed_json = c.per_file && c.sort.is_none() && c.format == Format::Json && !c.paths.is_empty();
+    let streamed_json =
+        c.per_file && c.sort.is_none() && c.format == Format::Json && !c.paths.is_empty();
     match c.format {
         Format::Json => {
             let mut doc = serde_json::Map::new();
             doc.insert(
                 "paths".into(),
-                serde_json::to_value(c.paths.iter().map(|p| p.display().to_string()).collect::<Vec<_>>())?,
+                serde_json::to_value(
+                    c.paths
+                        .iter()
+                        .map(|p| p.display().to_string())
+                        .collect::<Vec<_>>(),
+                )?,
             );
             if let Some(s) = &summary {
                 doc.insert("summary".into(), serde_json::to_value(s)?);

@@ -43,13 +43,19 @@ struct BlockGroup {
 fn block_groups(fd: BorrowedFd<'_>) -> std::io::Result<Vec<BlockGroup>> {
     let mut out = Vec::new();
     for tree in [EXTENT_TREE, BLOCK_GROUP_TREE] {
-        let r = sys::btrfs_tree_search(fd, tree, (0, u64::MAX), (BLOCK_GROUP_ITEM, BLOCK_GROUP_ITEM), |it| {
-            out.push(BlockGroup {
-                start: it.objectid,
-                length: it.offset,
-                flags: le64(&it.data, 16),
-            })
-        });
+        let r = sys::btrfs_tree_search(
+            fd,
+            tree,
+            (0, u64::MAX),
+            (BLOCK_GROUP_ITEM, BLOCK_GROUP_ITEM),
+            |it| {
+                out.push(BlockGroup {
+                    start: it.objectid,
+                    length: it.offset,
+                    flags: le64(&it.data, 16),
+                })
+            },
+        );
         match r {
             Ok(()) if !out.is_empty() => return Ok(out),
             // The block-group tree does not exist without that feature.
@@ -79,17 +85,23 @@ pub fn free_space(path: &Path, fd: BorrowedFd<'_>, fs_type: &str) -> Result<Free
         let end = bg.start + bg.length;
         let mut cursor = bg.start;
         let mut gaps = Vec::new();
-        sys::btrfs_tree_search(fd, EXTENT_TREE, (bg.start, end - 1), (EXTENT_ITEM, METADATA_ITEM), |it| {
-            let len = if it.item_type == METADATA_ITEM {
-                nodesize as u64
-            } else {
-                it.offset
-            };
-            if it.objectid > cursor {
-                gaps.push(it.objectid - cursor);
-            }
-            cursor = cursor.max(it.objectid + len);
-        })
+        sys::btrfs_tree_search(
+            fd,
+            EXTENT_TREE,
+            (bg.start, end - 1),
+            (EXTENT_ITEM, METADATA_ITEM),
+            |it| {
+                let len = if it.item_type == METADATA_ITEM {
+                    nodesize as u64
+                } else {
+                    it.offset
+                };
+                if it.objectid > cursor {
+                    gaps.push(it.objectid - cursor);
+                }
+                cursor = cursor.max(it.objectid + len);
+            },
+        )
         .with_context(ctx)?;
         if end > cursor {
             gaps.push(end - cursor);
@@ -100,9 +112,15 @@ pub fn free_space(path: &Path, fd: BorrowedFd<'_>, fs_type: &str) -> Result<Free
     }
     // Unallocated device space.
     let mut devices: Vec<(u64, u64)> = Vec::new();
-    sys::btrfs_tree_search(fd, CHUNK_TREE, (DEV_ITEMS_OBJECTID, DEV_ITEMS_OBJECTID), (DEV_ITEM, DEV_ITEM), |it| {
-        devices.push((le64(&it.data, 0), le64(&it.data, 8)));
-    })
+    sys::btrfs_tree_search(
+        fd,
+        CHUNK_TREE,
+        (DEV_ITEMS_OBJECTID, DEV_ITEMS_OBJECTID),
+        (DEV_ITEM, DEV_ITEM),
+        |it| {
+            devices.push((le64(&it.data, 0), le64(&it.data, 8)));
+        },
+    )
     .with_context(ctx)?;
     let mut unallocated = 0u64;
     let mut total_bytes = 0u64;
@@ -110,13 +128,19 @@ pub fn free_space(path: &Path, fd: BorrowedFd<'_>, fs_type: &str) -> Result<Free
         total_bytes += size;
         let mut cursor = DEVICE_RESERVED;
         let mut gaps = Vec::new();
-        sys::btrfs_tree_search(fd, DEV_TREE, (*devid, *devid), (DEV_EXTENT, DEV_EXTENT), |it| {
-            let len = le64(&it.data, 24);
-            if it.offset > cursor {
-                gaps.push(it.offset - cursor);
-            }
-            cursor = cursor.max(it.offset + len);
-        })
+        sys::btrfs_tree_search(
+            fd,
+            DEV_TREE,
+            (*devid, *devid),
+            (DEV_EXTENT, DEV_EXTENT),
+            |it| {
+                let len = le64(&it.data, 24);
+                if it.offset > cursor {
+                    gaps.push(it.offset - cursor);
+                }
+                cursor = cursor.max(it.offset + len);
+            },
+        )
         .with_context(ctx)?;
         if *size > cursor {
             gaps.push(size - cursor);

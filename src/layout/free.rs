@@ -136,7 +136,14 @@ impl FreeHistogram {
     }
 
     /// The report, given where it came from.
-    pub fn report(&self, path: &Path, fs: &str, method: &str, total_blocks: u64, free_blocks: u64) -> FreeSpace {
+    pub fn report(
+        &self,
+        path: &Path,
+        fs: &str,
+        method: &str,
+        total_blocks: u64,
+        free_blocks: u64,
+    ) -> FreeSpace {
         let bs = self.block_size;
         let free_bytes = free_blocks * bs;
         let mut histogram = Vec::new();
@@ -176,7 +183,8 @@ impl FreeHistogram {
             } else {
                 0.0
             },
-            largest_free_share: (free_bytes > 0).then(|| (self.max * bs) as f64 / free_bytes as f64),
+            largest_free_share: (free_bytes > 0)
+                .then(|| (self.max * bs) as f64 / free_bytes as f64),
             free_extents_per_gib: (free_bytes > 0).then(|| self.count as f64 / gib),
             histogram,
             unallocated_bytes: None,
@@ -233,7 +241,11 @@ pub fn mount_of(path: &Path) -> Option<(PathBuf, String, String)> {
                 .as_ref()
                 .is_none_or(|b| mp.as_os_str().len() >= b.0.as_os_str().len())
         {
-            best = Some((mp, fstype.to_string(), crate::testbed::mount::unescape_mount_field(src)));
+            best = Some((
+                mp,
+                fstype.to_string(),
+                crate::testbed::mount::unescape_mount_field(src),
+            ));
         }
     }
     best
@@ -277,7 +289,10 @@ pub fn free_space(path: &Path) -> Result<FreeSpace> {
     }
     if fs_magic == magic::EXT {
         let Some((_, _, dev)) = mount else {
-            anyhow::bail!("{}: no mount entry, so no device for e2freefrag", path.display());
+            anyhow::bail!(
+                "{}: no mount entry, so no device for e2freefrag",
+                path.display()
+            );
         };
         return e2freefrag(path, &fs_type, Path::new(&dev));
     }
@@ -288,7 +303,10 @@ pub fn free_space(path: &Path) -> Result<FreeSpace> {
     }))
 }
 
-fn getfsmap_free(fd: std::os::fd::BorrowedFd<'_>, block_size: u64) -> std::io::Result<(FreeHistogram, u64, u64)> {
+fn getfsmap_free(
+    fd: std::os::fd::BorrowedFd<'_>,
+    block_size: u64,
+) -> std::io::Result<(FreeHistogram, u64, u64)> {
     let mut hist = FreeHistogram::new(block_size);
     let mut free = 0u64;
     let mut end = 0u64;
@@ -316,7 +334,8 @@ pub fn e2freefrag(path: &Path, fs_type: &str, device: &Path) -> Result<FreeSpace
         anyhow::Error::new(Unsupported {
             fs: fs_type.into(),
             path: path.display().to_string(),
-            why: "GETFSMAP is refused and e2freefrag is not installed (apt-get install e2fsprogs)".into(),
+            why: "GETFSMAP is refused and e2freefrag is not installed (apt-get install e2fsprogs)"
+                .into(),
         })
     })?;
     let out = Command::new(&prog)
@@ -446,7 +465,10 @@ pub fn parse_e2freefrag(text: &str) -> Result<E2freefragReport> {
             }
             let n: u64 = nums[0].parse().with_context(|| format!("in {t:?}"))?;
             let b: u64 = nums[1].parse().with_context(|| format!("in {t:?}"))?;
-            let p: f64 = nums[2].trim_end_matches('%').parse().with_context(|| format!("in {t:?}"))?;
+            let p: f64 = nums[2]
+                .trim_end_matches('%')
+                .parse()
+                .with_context(|| format!("in {t:?}"))?;
             r.rows.push((label, n, b, p));
         }
     }
@@ -454,4 +476,54 @@ pub fn parse_e2freefrag(text: &str) -> Result<E2freefragReport> {
         anyhow::bail!("no \"Blocksize:\" line");
     }
     Ok(r)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn buckets_follow_e2freefrag() {
+        let mut h = FreeHistogram::new(4096);
+        for b in [1, 2, 3, 4, 1000, 70000] {
+            h.add(b);
+        }
+        let r = h.report(Path::new("/x"), "ext4", "getfsmap", 100_000, 71_010);
+        let rows: Vec<_> = r
+            .histogram
+            .iter()
+            .map(|b| (b.range.as_str(), b.extents, b.blocks))
+            .collect();
+        assert_eq!(
+            rows,
+            vec![
+                ("4K...8K-", 1, 1),
+                ("8K...16K-", 2, 5),
+                ("16K...32K-", 1, 4),
+                ("2M...4M-", 1, 1000),
+                ("256M...512M-", 1, 70000)
+            ]
+        );
+        assert_eq!(r.largest_free_extent, 70000 * 4096);
+        assert_eq!(r.min_free_extent, 4096);
+        assert_eq!(r.free_extents, 6);
+        assert_eq!(freefrag_label(1, 1024), "1K...2K-");
+        assert_eq!(freefrag_label(BUCKETS - 1, 4096), "4T...max");
+    }
+
+    #[test]
+    fn parses_e2freefrag_output() {
+        let text = "Device: /dev/loop0\nBlocksize: 1024 bytes\nTotal blocks: 262144\nFree blocks: 228672 (87.2%)\n\nMin. free extent: 13 KB \nMax. free extent: 57343 KB\nAvg. free extent: 5317 KB\nNum. free extent: 43\n\nHISTOGRAM OF FREE EXTENT SIZES:\nExtent Size Range :  Free extents   Free Blocks  Percent\n    8K...   16K-  :             1            13    0.01%\n   32M...   64M-  :             3        138744   60.67%\n";
+        let r = parse_e2freefrag(text).expect("parses");
+        assert_eq!(r.block_size, 1024);
+        assert_eq!(r.free_blocks, 228672);
+        assert_eq!(r.free_extents, 43);
+        assert_eq!(r.max_kb, 57343);
+        assert_eq!(r.rows[0], ("8K...16K-".to_string(), 1, 13, 0.01));
+        assert_eq!(r.rows[1].2, 138744);
+        let f = r.report(Path::new("/m"), "ext2");
+        assert_eq!(f.histogram[1].from_bytes, 32 << 20);
+        assert_eq!(f.histogram[1].to_bytes, 64 << 20);
+        assert!(parse_e2freefrag("nonsense").is_err());
+    }
 }

@@ -7,12 +7,12 @@
 //!   blocks were skipped on disk too is not a new extent).
 //! * Ideal extents (I): the fewest extents the file could have on this filesystem — one per
 //!   logically contiguous run of data (a hole is not a fragment), plus, for block-mapped ext2/3/4
-//!   files, one per indirect block the format puts between data blocks, and at least
-//!   size / largest extent; never more than E.
+//!   files, one per indirect block found right between two data blocks (ext2/3 put them there;
+//!   ext4 usually elsewhere), and at least size / largest extent; never more than E.
 //! * Fragmentation factor FF = Σ(E − I) / ΣE (Loizides' "fibmap" external fragmentation).
 //! * Layout score LS (Smith & Seltzer, "File System Aging", 1997): the share of a file's blocks,
-//!   after the first block of each data run, that sit right after the previous block; 1.0 is
-//!   perfectly contiguous. Blocks right after a hole are not judged. Over a set of files the
+//!   after the first block of each data run, that sit right after the previous block (or right
+//!   after the indirect blocks of a block-mapped file); 1.0 is perfectly contiguous. Blocks right after a hole are not judged. Over a set of files the
 //!   score is block-weighted (Σ contiguous / Σ judged) over files of 2+ blocks.
 //! * Internal fragmentation IF = 1 − Σ data bytes / Σ allocated bytes, where data bytes are the
 //!   file bytes that have blocks (holes excluded, so sparse files do not make it negative).
@@ -257,42 +257,40 @@ pub fn file_layout(extents: &[RawExtent], size: u64, rules: &FormatRules) -> Fil
                 fl.first_block = Some(e.physical / bs);
             }
             fl.last_block = Some((e.physical / bs) + nblocks.saturating_sub(1));
-            // Blocks inside one extent follow each other, except where a block-mapped file's
-            // format puts an indirect block in between (FIEMAP shows those as separate extents,
-            // so inside one extent there are none).
+            // Blocks inside one extent follow each other.
             fl.judged_blocks += nblocks.saturating_sub(1);
             fl.contiguous_blocks += nblocks.saturating_sub(1);
-            if rules.block_mapped {
-                for lb in first_lb + 1..first_lb + nblocks {
-                    if indirect_blocks_before(lb, bpib) > 0 {
-                        breaks += 1;
-                    }
-                }
-            }
             if let Some(p) = prev.filter(|p| placed(p)) {
                 if adjacent {
                     fl.judged_blocks += 1;
+                    let dense = p.physical + p.length.div_ceil(bs) * bs;
+                    // A block-mapped file may have its indirect block(s) right here, between
+                    // two data blocks: placed as well as the format allows, so not a fragment.
                     let skip = if rules.block_mapped {
                         indirect_blocks_before(first_lb, bpib) * bs
                     } else {
                         0
                     };
-                    if rules.block_mapped && skip > 0 {
-                        breaks += 1;
-                    }
-                    if e.physical == p.physical + p.length.div_ceil(bs) * bs + skip {
+                    if e.physical == dense {
                         fl.contiguous_blocks += 1;
+                    } else if skip > 0 && e.physical == dense + skip {
+                        fl.contiguous_blocks += 1;
+                        breaks += 1;
                     }
                 }
             }
         }
         prev = Some(e);
     }
-    if let Some(p) = prev {
-        let end = p.logical + p.length;
-        if end < size && size.div_ceil(bs) * bs > end {
-            fl.holes += 1;
+    match prev {
+        Some(p) => {
+            let end = p.logical + p.length;
+            if end < size && size.div_ceil(bs) * bs > end {
+                fl.holes += 1;
+            }
         }
+        None if size > 0 => fl.holes += 1,
+        None => {}
     }
     if fl.judged_blocks > 0 {
         fl.layout_score = Some(fl.contiguous_blocks as f64 / fl.judged_blocks as f64);
@@ -685,10 +683,248 @@ impl SummaryBuilder {
 }
 
 /// Summarizes files given in directory order (one directory), keeping the `top_k` worst.
-pub fn summarize<'a>(files: impl IntoIterator<Item = &'a FileLayout>, top_k: usize) -> LayoutSummary {
+pub fn summarize<'a>(
+    files: impl IntoIterator<Item = &'a FileLayout>,
+    top_k: usize,
+) -> LayoutSummary {
     let mut b = SummaryBuilder::new(top_k);
     for f in files {
         b.add(f);
     }
     b.finish()
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    const BS: u64 = 4096;
+
+    fn ext(lblk: u64, pblk: u64, blocks: u64) -> RawExtent {
+        RawExtent {
+            logical: lblk * BS,
+            physical: pblk * BS,
+            length: blocks * BS,
+            flags: 0,
+        }
+    }
+
+    fn ext4() -> FormatRules {
+        FormatRules {
+            block_size: BS,
+            max_extent: 32768 * BS,
+            max_encoded_extent: 32768 * BS,
+            block_mapped: false,
+        }
+    }
+
+    #[test]
+    fn contiguous_file_scores_one() {
+        let f = file_layout(&[ext(0, 1000, 10)], 10 * BS, &ext4());
+        assert_eq!(f.extents, 1);
+        assert_eq!(f.ideal_extents, 1);
+        assert_eq!(f.layout_score, Some(1.0));
+        assert_eq!((f.contiguous_blocks, f.judged_blocks), (9, 9));
+        assert!(!f.fragmented());
+        assert_eq!(f.holes, 0);
+        assert_eq!(f.first_block, Some(1000));
+        assert_eq!(f.last_block, Some(1009));
+    }
+
+    #[test]
+    fn every_block_elsewhere_scores_zero() {
+        let e: Vec<_> = (0..5).map(|i| ext(i, 5000 - i * 100, 1)).collect();
+        let f = file_layout(&e, 5 * BS, &ext4());
+        assert_eq!(f.extents, 5);
+        assert_eq!(f.ideal_extents, 1);
+        assert_eq!(f.layout_score, Some(0.0));
+        assert!(f.fragmented());
+        let s = summarize([&f], 1);
+        assert_eq!(s.fragmentation_factor, Some(0.8));
+        assert_eq!(s.fragmented_files_share, Some(1.0));
+    }
+
+    #[test]
+    fn a_hole_is_not_a_fragment() {
+        // Two contiguous runs with a hole between, the second placed far away.
+        let f = file_layout(&[ext(0, 100, 4), ext(10, 9000, 4)], 14 * BS, &ext4());
+        assert_eq!(f.extents, 2);
+        assert_eq!(f.ideal_extents, 2);
+        assert!(!f.fragmented());
+        assert_eq!(f.holes, 1);
+        assert_eq!(f.layout_score, Some(1.0));
+        assert_eq!(f.data_bytes, 8 * BS);
+        let s = summarize([&f], 0);
+        assert_eq!(s.fragmentation_factor, Some(0.0));
+        assert_eq!(s.internal_fragmentation, Some(0.0));
+    }
+
+    #[test]
+    fn filefrag_merges_physically_adjacent_extents() {
+        // Logically and physically adjacent: one extent.
+        assert_eq!(filefrag_count(&[ext(0, 100, 4), ext(4, 104, 4)]), 1);
+        // Across a hole, placed where the hole's blocks would have gone: one extent.
+        assert_eq!(filefrag_count(&[ext(0, 100, 4), ext(10, 110, 4)]), 1);
+        // Across a hole, placed right after the previous extent on disk: one extent.
+        assert_eq!(filefrag_count(&[ext(0, 100, 4), ext(10, 104, 4)]), 1);
+        // Elsewhere: two.
+        assert_eq!(filefrag_count(&[ext(0, 100, 4), ext(4, 200, 4)]), 2);
+        // Nothing: zero; a file starting with a hole: one.
+        assert_eq!(filefrag_count(&[]), 0);
+        assert_eq!(filefrag_count(&[ext(7, 300, 1)]), 1);
+        // Sparse file laid out at logical distances: one extent, and ideal clamps to it.
+        let f = file_layout(
+            &[ext(0, 100, 1), ext(16, 116, 1), ext(32, 132, 1)],
+            33 * BS,
+            &ext4(),
+        );
+        assert_eq!((f.extents, f.raw_extents, f.ideal_extents), (1, 3, 1));
+        assert_eq!(f.holes, 2);
+        assert_eq!(f.layout_score, None, "blocks after holes are not judged");
+    }
+
+    #[test]
+    fn empty_and_tail_files() {
+        let f = file_layout(&[], 0, &ext4());
+        assert_eq!((f.extents, f.ideal_extents, f.blocks), (0, 0, 0));
+        assert_eq!(f.layout_score, None);
+        // Truncated up: a trailing hole.
+        let f = file_layout(&[], 3 * BS, &ext4());
+        assert_eq!(f.holes, 1);
+        // A 10-byte file in one block: internal fragmentation.
+        let f = file_layout(&[ext(0, 50, 1)], 10, &ext4());
+        assert_eq!(f.extents, 1);
+        assert_eq!(f.layout_score, None);
+        let s = summarize([&f], 0);
+        let want = 1.0 - 10.0 / BS as f64;
+        assert!((s.internal_fragmentation.expect("allocated") - want).abs() < 1e-12);
+    }
+
+    #[test]
+    fn block_mapped_indirect_blocks_are_not_fragments() {
+        assert_eq!(indirect_blocks_before(11, 1024), 0);
+        assert_eq!(indirect_blocks_before(12, 1024), 1);
+        assert_eq!(indirect_blocks_before(13, 1024), 0);
+        assert_eq!(indirect_blocks_before(12 + 1024, 1024), 2);
+        assert_eq!(indirect_blocks_before(12 + 2048, 1024), 1);
+        assert_eq!(indirect_blocks_before(12 + 1024 + 1024 * 1024, 1024), 3);
+        // Blocks 0..11 at 100.., indirect block at 112, blocks 12..19 at 113..
+        let rules = FormatRules {
+            block_mapped: true,
+            ..ext4()
+        };
+        let f = file_layout(&[ext(0, 100, 12), ext(12, 113, 8)], 20 * BS, &rules);
+        assert_eq!(f.extents, 2);
+        assert_eq!(f.ideal_extents, 2);
+        assert!(!f.fragmented());
+        assert_eq!(f.layout_score, Some(1.0));
+        // The same file on an extent-mapped inode is fragmented.
+        let g = file_layout(&[ext(0, 100, 12), ext(12, 113, 8)], 20 * BS, &ext4());
+        assert!(g.fragmented());
+        assert_eq!(g.contiguous_blocks, 18);
+    }
+
+    #[test]
+    fn largest_extent_bounds_the_ideal() {
+        let max = 32768;
+        let f = file_layout(
+            &[ext(0, 0, max), ext(max, max + 10, max)],
+            2 * max * BS,
+            &ext4(),
+        );
+        assert_eq!((f.extents, f.ideal_extents), (2, 2));
+        // Compressed extents hold 128 KiB each.
+        let rules = FormatRules {
+            max_encoded_extent: 128 << 10,
+            ..ext4()
+        };
+        let e: Vec<_> = (0..4)
+            .map(|i| RawExtent {
+                flags: fe::ENCODED,
+                ..ext(i * 32, 1000 + i * 10, 32)
+            })
+            .collect();
+        let f = file_layout(&e, 128 * BS, &rules);
+        assert_eq!((f.extents, f.ideal_extents), (4, 4));
+        assert!(f.flags.encoded);
+    }
+
+    #[test]
+    fn flags_are_collected() {
+        let e = [
+            RawExtent {
+                flags: fe::UNWRITTEN,
+                ..ext(0, 10, 2)
+            },
+            RawExtent {
+                flags: fe::SHARED | fe::LAST,
+                ..ext(2, 12, 2)
+            },
+        ];
+        let f = file_layout(&e, 4 * BS, &ext4());
+        assert_eq!(f.flags.names(), vec!["unwritten", "shared"]);
+        let s = summarize([&f], 0);
+        assert_eq!(
+            (s.flags.unwritten, s.flags.shared, s.flags.inline),
+            (1, 1, 0)
+        );
+    }
+
+    #[test]
+    fn inter_file_locality_in_directory_order() {
+        let a = file_layout(&[ext(0, 100, 10)], 10 * BS, &ext4());
+        let b = file_layout(&[ext(0, 110, 10)], 10 * BS, &ext4());
+        let c = file_layout(&[ext(0, 300, 1)], BS, &ext4());
+        let empty = file_layout(&[], 0, &ext4());
+        let d = file_layout(&[ext(0, 100_000, 1)], BS, &ext4());
+        let s = summarize([&a, &b, &c, &empty, &d], 0);
+        assert_eq!(s.locality.pairs, 3);
+        assert_eq!(s.locality.within_0, 1);
+        assert_eq!(s.locality.within_256, 2);
+        // Pairs never span directories.
+        let mut bld = SummaryBuilder::new(0);
+        bld.add(&a);
+        bld.new_directory();
+        bld.add(&b);
+        assert_eq!(bld.finish().locality.pairs, 0);
+    }
+
+    #[test]
+    fn summary_histogram_worst_and_merge() {
+        assert_eq!(
+            (0..10).map(extent_bucket).collect::<Vec<_>>(),
+            vec![0, 1, 2, 3, 3, 4, 4, 4, 4, 5]
+        );
+        assert_eq!(extent_bucket_label(3), "3-4");
+        assert_eq!(extent_bucket_label(5), "9-16");
+        let mk = |n: u64, path: &str| {
+            let e: Vec<_> = (0..n).map(|i| ext(i, 10_000 - i * 10, 1)).collect();
+            let mut f = file_layout(&e, n * BS, &ext4());
+            f.path = path.into();
+            f
+        };
+        let files = [mk(1, "a"), mk(7, "b"), mk(3, "c"), mk(12, "d")];
+        let mut x = SummaryBuilder::new(2);
+        x.add(&files[0]);
+        x.add(&files[1]);
+        let mut y = SummaryBuilder::new(2);
+        y.add(&files[2]);
+        y.add(&files[3]);
+        x.merge(y);
+        let s = x.finish();
+        assert_eq!(s.files, 4);
+        assert_eq!(s.extents, 23);
+        assert_eq!(s.ideal_extents, 4);
+        assert_eq!(s.extents_per_file_max, 12);
+        let w: Vec<_> = s.worst.iter().map(|f| f.path.as_str()).collect();
+        assert_eq!(w, vec!["d", "b"]);
+        let h: Vec<_> = s
+            .extents_histogram
+            .iter()
+            .map(|b| (b.extents.as_str(), b.files))
+            .collect();
+        assert_eq!(h, vec![("1", 1), ("3-4", 1), ("5-8", 1), ("9-16", 1)]);
+        assert_eq!(s.fragmented_files, 3);
+        assert_eq!(s.fragmented_bytes_share, Some(22.0 / 23.0));
+    }
 }

@@ -31,18 +31,25 @@ use std::path::{Path, PathBuf};
 use anyhow::Result;
 
 pub use free::{
-    freefrag_label, parse_e2freefrag, E2freefragReport, FreeBucket, FreeHistogram, FreeSpace, Unsupported,
+    freefrag_label, parse_e2freefrag, E2freefragReport, FreeBucket, FreeHistogram, FreeSpace,
+    Unsupported,
 };
 pub use metrics::{
-    file_layout, filefrag_count, summarize, FileLayout, FlagsMet, FormatRules, LayoutSummary, MapMethod,
-    SummaryBuilder,
+    file_layout, filefrag_count, summarize, FileLayout, FlagsMet, FormatRules, LayoutSummary,
+    MapMethod, SummaryBuilder,
 };
 pub use scan::{fs_name, FsRules};
 pub use walk::{scan_tree, FileSink, WalkOptions};
 
 /// The layout of one regular file (see [`FileLayout`]).
 pub fn scan_file(path: &Path) -> Result<FileLayout> {
-    scan::scan_path(path)
+    scan::scan_path(path, MapMethod::Fiemap)
+}
+
+/// As [`scan_file`], choosing the method: `MapMethod::Fibmap` reads the map block by block with
+/// FIBMAP, as `filefrag -B` does (needs root).
+pub fn scan_file_with(path: &Path, method: MapMethod) -> Result<FileLayout> {
+    scan::scan_path(path, method)
 }
 
 /// The free space of the filesystem mounted at (or holding) `mountpoint`.

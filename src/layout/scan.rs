@@ -91,11 +91,26 @@ pub fn fs_name(m: i64) -> &'static str {
 
 /// Reads the extent map of an open regular file of `size` bytes and computes its layout.
 pub fn map_file(fd: BorrowedFd<'_>, size: u64, rules: &FsRules) -> io::Result<FileLayout> {
-    let block_mapped = rules.magic == magic::EXT
-        && sys::getflags(fd).is_ok_and(|f| f & sys::EXT4_EXTENTS_FL == 0);
+    map_file_with(fd, size, rules, MapMethod::Fiemap)
+}
+
+/// As [`map_file`], but `MapMethod::Fibmap` forces the FIBMAP scan (as `filefrag -B`).
+pub fn map_file_with(
+    fd: BorrowedFd<'_>,
+    size: u64,
+    rules: &FsRules,
+    method: MapMethod,
+) -> io::Result<FileLayout> {
+    let block_mapped =
+        rules.magic == magic::EXT && sys::getflags(fd).is_ok_and(|f| f & sys::EXT4_EXTENTS_FL == 0);
     let format = rules.format(block_mapped);
     let mut extents: Vec<RawExtent> = Vec::new();
-    let got = match sys::fiemap(fd, sys::FIEMAP_FLAG_SYNC, |e| extents.push(e)) {
+    let first = if method == MapMethod::Fibmap {
+        Err(io::Error::from_raw_os_error(libc::EOPNOTSUPP))
+    } else {
+        sys::fiemap(fd, sys::FIEMAP_FLAG_SYNC, |e| extents.push(e))
+    };
+    let got = match first {
         Err(e) if e.raw_os_error() == Some(libc::EBADR) => {
             // The filesystem does not take the sync flag: sync by hand, map without it.
             extents.clear();
@@ -132,7 +147,11 @@ pub fn map_file(fd: BorrowedFd<'_>, size: u64, rules: &FsRules) -> io::Result<Fi
 /// Builds extents from FIBMAP, block by block, as filefrag's `filefrag_fibmap` does: a new
 /// extent starts where a block does not follow the previous one on disk (allowing for the
 /// indirect blocks of block-mapped ext2/3 files) or in the file.
-pub fn fibmap_extents(fd: BorrowedFd<'_>, size: u64, format: &FormatRules) -> io::Result<Vec<RawExtent>> {
+pub fn fibmap_extents(
+    fd: BorrowedFd<'_>,
+    size: u64,
+    format: &FormatRules,
+) -> io::Result<Vec<RawExtent>> {
     // SAFETY: fsync on a valid descriptor; delayed allocations must be placed first.
     unsafe { libc::fsync(std::os::fd::AsRawFd::as_raw_fd(&fd)) };
     let bs = format.block_size.max(1);
@@ -170,7 +189,7 @@ pub fn fibmap_extents(fd: BorrowedFd<'_>, size: u64, format: &FormatRules) -> io
 }
 
 /// Opens and maps one file by path (the public one-file entry point).
-pub fn scan_path(path: &std::path::Path) -> anyhow::Result<FileLayout> {
+pub fn scan_path(path: &std::path::Path, method: MapMethod) -> anyhow::Result<FileLayout> {
     use anyhow::Context;
     use std::os::unix::fs::OpenOptionsExt;
     let f = std::fs::OpenOptions::new()
@@ -186,7 +205,7 @@ pub fn scan_path(path: &std::path::Path) -> anyhow::Result<FileLayout> {
     }
     let rules = FsRules::probe(f.as_fd())
         .with_context(|| format!("reading the filesystem of {}", path.display()))?;
-    let mut fl = map_file(f.as_fd(), md.len(), &rules)
+    let mut fl = map_file_with(f.as_fd(), md.len(), &rules, method)
         .with_context(|| format!("reading the block map of {}", path.display()))?;
     fl.path = path.display().to_string();
     Ok(fl)

@@ -132,8 +132,8 @@ pub fn fiemap(fd: BorrowedFd<'_>, flags: u32, mut each: impl FnMut(RawExtent)) -
 
 /// The physical block of logical block `block` (FIBMAP; 0 = a hole). Needs CAP_SYS_RAWIO.
 pub fn fibmap(fd: BorrowedFd<'_>, block: u64) -> io::Result<u64> {
-    let mut b: libc::c_int = libc::c_int::try_from(block)
-        .map_err(|_| io::Error::from_raw_os_error(libc::EFBIG))?;
+    let mut b: libc::c_int =
+        libc::c_int::try_from(block).map_err(|_| io::Error::from_raw_os_error(libc::EFBIG))?;
     ioctl_ptr(fd, FIBMAP, &mut b as *mut libc::c_int as *mut libc::c_void)?;
     Ok(b as u32 as u64)
 }
@@ -141,14 +141,22 @@ pub fn fibmap(fd: BorrowedFd<'_>, block: u64) -> io::Result<u64> {
 /// The block size the filesystem maps files in (FIGETBSZ).
 pub fn figetbsz(fd: BorrowedFd<'_>) -> io::Result<u32> {
     let mut b: libc::c_int = 0;
-    ioctl_ptr(fd, FIGETBSZ, &mut b as *mut libc::c_int as *mut libc::c_void)?;
+    ioctl_ptr(
+        fd,
+        FIGETBSZ,
+        &mut b as *mut libc::c_int as *mut libc::c_void,
+    )?;
     Ok(b as u32)
 }
 
 /// The inode flags (`FS_IOC_GETFLAGS`).
 pub fn getflags(fd: BorrowedFd<'_>) -> io::Result<u32> {
     let mut f: libc::c_long = 0;
-    ioctl_ptr(fd, FS_IOC_GETFLAGS, &mut f as *mut libc::c_long as *mut libc::c_void)?;
+    ioctl_ptr(
+        fd,
+        FS_IOC_GETFLAGS,
+        &mut f as *mut libc::c_long as *mut libc::c_void,
+    )?;
     Ok(f as u32)
 }
 
@@ -175,7 +183,11 @@ pub fn fstatfs(fd: BorrowedFd<'_>) -> io::Result<(i64, u64, u64)> {
 /// XFS allocation-group size in blocks (`XFS_IOC_FSGEOMETRY_V1`).
 pub fn xfs_agblocks(fd: BorrowedFd<'_>) -> io::Result<u32> {
     let mut geo = [0u32; 28];
-    ioctl_ptr(fd, XFS_IOC_FSGEOMETRY_V1, geo.as_mut_ptr() as *mut libc::c_void)?;
+    ioctl_ptr(
+        fd,
+        XFS_IOC_FSGEOMETRY_V1,
+        geo.as_mut_ptr() as *mut libc::c_void,
+    )?;
     Ok(geo[2])
 }
 
@@ -284,8 +296,10 @@ pub fn btrfs_tree_search(
     let (mut obj, mut typ, mut off) = (min_objectid, min_type, 0u64);
     loop {
         args.fill(0);
-        let put64 = |a: &mut [u8], at: usize, v: u64| a[at..at + 8].copy_from_slice(&v.to_ne_bytes());
-        let put32 = |a: &mut [u8], at: usize, v: u32| a[at..at + 4].copy_from_slice(&v.to_ne_bytes());
+        let put64 =
+            |a: &mut [u8], at: usize, v: u64| a[at..at + 8].copy_from_slice(&v.to_ne_bytes());
+        let put32 =
+            |a: &mut [u8], at: usize, v: u32| a[at..at + 4].copy_from_slice(&v.to_ne_bytes());
         put64(&mut args, 0, tree_id);
         put64(&mut args, 8, obj);
         put64(&mut args, 16, max_objectid);
@@ -296,7 +310,11 @@ pub fn btrfs_tree_search(
         put32(&mut args, 56, typ);
         put32(&mut args, 60, max_type);
         put32(&mut args, 64, 4096);
-        ioctl_ptr(fd, BTRFS_IOC_TREE_SEARCH, args.as_mut_ptr() as *mut libc::c_void)?;
+        ioctl_ptr(
+            fd,
+            BTRFS_IOC_TREE_SEARCH,
+            args.as_mut_ptr() as *mut libc::c_void,
+        )?;
         let nr = u32::from_ne_bytes(args[64..68].try_into().expect("4 bytes"));
         if nr == 0 {
             return Ok(());

@@ -38,7 +38,9 @@ pub struct WalkOptions {
 impl Default for WalkOptions {
     fn default() -> Self {
         Self {
-            threads: std::thread::available_parallelism().map_or(2, |n| n.get()).min(8),
+            threads: std::thread::available_parallelism()
+                .map_or(2, |n| n.get())
+                .min(8),
             cross_mounts: false,
             top: 10,
             paths: false,
@@ -104,7 +106,11 @@ fn kind_of(mode: u32) -> u32 {
 
 /// Walks `paths` (directories or regular files) and summarizes every regular file below them.
 /// `sink`, when given, sees every file as it is mapped.
-pub fn scan_tree(paths: &[PathBuf], opts: &WalkOptions, sink: Option<FileSink<'_>>) -> Result<LayoutSummary> {
+pub fn scan_tree(
+    paths: &[PathBuf],
+    opts: &WalkOptions,
+    sink: Option<FileSink<'_>>,
+) -> Result<LayoutSummary> {
     let shared = Shared {
         queue: Mutex::new(Queue {
             jobs: Vec::new(),
@@ -121,7 +127,8 @@ pub fn scan_tree(paths: &[PathBuf], opts: &WalkOptions, sink: Option<FileSink<'_
     for p in paths {
         let c = std::ffi::CString::new(p.as_os_str().as_bytes())
             .map_err(|_| bad_input(format!("{}: path contains a NUL byte", p.display())))?;
-        let st = statx_nofollow(libc::AT_FDCWD, &c).map_err(|e| bad_input(format!("{}: {e}", p.display())))?;
+        let st = statx_nofollow(libc::AT_FDCWD, &c)
+            .map_err(|e| bad_input(format!("{}: {e}", p.display())))?;
         match kind_of(st.stx_mode as u32) {
             libc::S_IFDIR => {
                 let key = (dev_of(&st), st.stx_ino);
@@ -338,7 +345,13 @@ impl<'s, 'a> Worker<'s, 'a> {
         subdirs
     }
 
-    fn subdir(&mut self, dirfd: libc::c_int, name: &CStr, path: PathBuf, root_dev: u64) -> Option<Job> {
+    fn subdir(
+        &mut self,
+        dirfd: libc::c_int,
+        name: &CStr,
+        path: PathBuf,
+        root_dev: u64,
+    ) -> Option<Job> {
         let st = match statx_nofollow(dirfd, name) {
             Ok(st) => st,
             Err(e) => {
@@ -356,21 +369,38 @@ impl<'s, 'a> Worker<'s, 'a> {
             self.b.skipped.other_mounts += 1;
             return None;
         }
-        if !self.shared.seen.lock().expect("seen set lock").insert((dev, st.stx_ino)) {
+        if !self
+            .shared
+            .seen
+            .lock()
+            .expect("seen set lock")
+            .insert((dev, st.stx_ino))
+        {
             self.b.skipped.loops += 1;
             return None;
         }
         Some(Job { path, root_dev })
     }
 
-    fn file(&mut self, dirfd: libc::c_int, name: &CStr, path: &Path, root_dev: u64, top_level: bool) {
+    fn file(
+        &mut self,
+        dirfd: libc::c_int,
+        name: &CStr,
+        path: &Path,
+        root_dev: u64,
+        top_level: bool,
+    ) {
         // O_NONBLOCK: if the entry was replaced by a FIFO since readdir, open must not hang.
         // SAFETY: valid dirfd and C string.
         let fd = unsafe {
             libc::openat(
                 dirfd,
                 name.as_ptr(),
-                libc::O_RDONLY | libc::O_NOFOLLOW | libc::O_NONBLOCK | libc::O_CLOEXEC | libc::O_NOCTTY,
+                libc::O_RDONLY
+                    | libc::O_NOFOLLOW
+                    | libc::O_NONBLOCK
+                    | libc::O_CLOEXEC
+                    | libc::O_NOCTTY,
             )
         };
         if fd < 0 {
