@@ -239,7 +239,7 @@ pub fn mount_of(path: &Path) -> Option<(PathBuf, String, String)> {
         if canon.starts_with(&mp)
             && best
                 .as_ref()
-                .is_none_or(|b| mp.as_os_str().len() >= b.0.as_os_str().len())
+                .map_or(true, |b| mp.as_os_str().len() >= b.0.as_os_str().len())
         {
             best = Some((
                 mp,
