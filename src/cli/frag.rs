@@ -270,6 +270,10 @@ pub fn summary_table(s: &LayoutSummary, paths: &[PathBuf]) -> String {
             (sk.symlinks, "symlinks (not followed)"),
             (sk.other_mounts, "mount points not crossed (--cross-mounts)"),
             (sk.loops, "directories seen twice (bind-mount loops)"),
+            (
+                sk.unsupported,
+                "files without a block map (no FIEMAP/FIBMAP on their filesystem)",
+            ),
             (sk.errors, "errors"),
         ] {
             if n > 0 {

@@ -177,7 +177,16 @@ pub fn map_file_with(
             ) =>
         {
             let format = rules.format(ext_block_mapped(2));
-            let extents = fibmap_extents(fd, size, &format)?;
+            let extents = fibmap_extents(fd, size, &format).map_err(|e| {
+                if matches!(e.raw_os_error(), Some(libc::EINVAL) | Some(libc::ENOTTY)) {
+                    io::Error::new(
+                        io::ErrorKind::Unsupported,
+                        format!("{} has neither FIEMAP nor FIBMAP", rules.name()),
+                    )
+                } else {
+                    e
+                }
+            })?;
             let mut fl = file_layout(&extents, size, &format);
             // filefrag's FIBMAP count: every extent it builds is one (no merging across holes).
             fl.extents = extents.len() as u32;

@@ -238,6 +238,13 @@ impl<'s, 'a> Worker<'s, 'a> {
 
     fn count_error(&mut self, path: &Path, what: &str, e: &io::Error) {
         let sk = &mut self.b.skipped;
+        if e.kind() == io::ErrorKind::Unsupported {
+            if sk.unsupported == 0 {
+                sk.note(format!("{}: {what}: {e}", path.display()));
+            }
+            sk.unsupported += 1;
+            return;
+        }
         match e.raw_os_error() {
             Some(libc::ENOENT) | Some(libc::ESTALE) => sk.vanished += 1,
             Some(libc::EACCES) | Some(libc::EPERM) => {
