@@ -76,7 +76,7 @@ pub struct FragCmd {
     /// Output format.
     #[arg(long, value_name = "table|json|csv", default_value = "table")]
     pub format: Format,
-    /// Scanning threads [default: the number of CPUs, at most 8].
+    /// Scanning threads [default: twice the number of CPUs, 4 to 16].
     #[arg(long, value_name = "N")]
     pub threads: Option<usize>,
     /// Sort the per-file list (holds the whole list in memory; without it files stream out in
