@@ -210,6 +210,23 @@ fn formats_and_sorting() {
         })
         .collect();
     assert_eq!(names, vec!["a", "b"]);
+    // Streamed per-file JSON together with a free-space report stays one valid document.
+    if support::have_root() {
+        let doc = frag_json(
+            &sb,
+            &[
+                "--per-file",
+                "--format",
+                "json",
+                "--free",
+                sb.path().to_str().expect("utf8"),
+            ],
+            &root,
+        );
+        assert_eq!(doc["files"].as_array().expect("files").len(), 3);
+        assert_eq!(doc["summary"]["files"].as_u64(), Some(3));
+        assert!(doc["free_space"].is_object(), "{doc}");
+    }
     // Table output names the metrics.
     let out = sb.cmd().args(["frag"]).arg(&root).output().expect("frag");
     let text = String::from_utf8_lossy(&out.stdout);
