@@ -281,6 +281,12 @@ pub fn free_space(path: &Path) -> Result<FreeSpace> {
                 e.raw_os_error(),
                 Some(libc::ENOTTY) | Some(libc::EOPNOTSUPP) | Some(libc::EINVAL)
             );
+            if matches!(e.raw_os_error(), Some(libc::EPERM) | Some(libc::EACCES)) {
+                return Err(crate::error::bad_input(format!(
+                    "reading the free space of {} needs root (GETFSMAP requires CAP_SYS_ADMIN)",
+                    path.display()
+                )));
+            }
             if !refused {
                 return Err(anyhow::Error::new(e))
                     .with_context(|| format!("GETFSMAP on {}", path.display()));
