@@ -1,6 +1,12 @@
 use std::process::ExitCode;
 
 fn main() -> ExitCode {
+    // `fsgauge ... | head` should end quietly, as Unix tools do, not panic on a closed pipe.
+    // Output is printed only after testbeds are torn down, so dying here leaves nothing behind.
+    // SAFETY: setting a signal disposition before any thread starts.
+    unsafe {
+        libc::signal(libc::SIGPIPE, libc::SIG_DFL);
+    }
     match fsgauge::cli::main() {
         Ok(code) => code,
         Err(err) => {

@@ -111,32 +111,37 @@ fn create(a: CreateArgs) -> Result<ExitCode> {
     crate::signals::install();
     let tb = Testbed::create_named(&spec, &name, false)?;
     let info = tb.info();
+    let (mountpoint, device) = (tb.mountpoint().to_path_buf(), tb.device().to_path_buf());
+    let journal_device = tb.journal_device().map(|p| p.to_path_buf());
+    let warnings = tb.warnings();
+    // Hand the testbed over to the ledger before printing, so that a reader closing the pipe
+    // early cannot take it down with this process.
+    tb.keep()?;
     if a.json {
         println!(
             "{}",
             serde_json::to_string_pretty(&serde_json::json!({
                 "name": name,
-                "mountpoint": tb.mountpoint(),
-                "device": tb.device(),
-                "journal_device": tb.journal_device(),
+                "mountpoint": mountpoint,
+                "device": device,
+                "journal_device": journal_device,
                 "testbed": info,
             }))?
         );
     } else {
         println!("name:        {name}");
-        println!("mountpoint:  {}", tb.mountpoint().display());
-        println!("device:      {}", tb.device().display());
-        if let Some(j) = tb.journal_device() {
+        println!("mountpoint:  {}", mountpoint.display());
+        println!("device:      {}", device.display());
+        if let Some(j) = &journal_device {
             println!("journal:     {}", j.display());
         }
         println!("filesystem:  {}", spec.describe());
         println!("mkfs:        {}", info.mkfs_args.join(" "));
         println!("destroy with: fsgauge testbed destroy {name}");
     }
-    for w in tb.warnings() {
+    for w in warnings {
         eprintln!("warning: {w}");
     }
-    tb.keep()?;
     Ok(ExitCode::SUCCESS)
 }
 

@@ -13,7 +13,7 @@
 //! Anything else is an [`Unsupported`] error naming the filesystem, never a made-up number.
 
 use std::os::fd::AsFd;
-use std::path::{Path, PathBuf};
+use std::path::Path;
 use std::process::Command;
 
 use anyhow::{Context, Result};
@@ -221,35 +221,7 @@ pub fn freefrag_label(i: usize, block_size: u64) -> String {
     String::new()
 }
 
-/// Finds the mount holding `path`: (mount point, fs type, source).
-pub fn mount_of(path: &Path) -> Option<(PathBuf, String, String)> {
-    let canon = path.canonicalize().ok()?;
-    let text = std::fs::read_to_string("/proc/self/mountinfo").ok()?;
-    let mut best: Option<(PathBuf, String, String)> = None;
-    for line in text.lines() {
-        let fields: Vec<&str> = line.split(' ').collect();
-        let Some(mp) = fields.get(4) else { continue };
-        let mp = PathBuf::from(crate::testbed::mount::unescape_mount_field(mp));
-        let Some(dash) = fields.iter().position(|f| *f == "-") else {
-            continue;
-        };
-        let (Some(fstype), Some(src)) = (fields.get(dash + 1), fields.get(dash + 2)) else {
-            continue;
-        };
-        if canon.starts_with(&mp)
-            && best
-                .as_ref()
-                .map_or(true, |b| mp.as_os_str().len() >= b.0.as_os_str().len())
-        {
-            best = Some((
-                mp,
-                fstype.to_string(),
-                crate::testbed::mount::unescape_mount_field(src),
-            ));
-        }
-    }
-    best
-}
+pub use crate::testbed::mount::mount_of;
 
 /// Scans the free space of the filesystem mounted at (or holding) `path`.
 pub fn free_space(path: &Path) -> Result<FreeSpace> {

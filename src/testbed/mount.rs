@@ -4,7 +4,7 @@
 
 use std::fs;
 use std::io::{Read, Seek, SeekFrom};
-use std::path::Path;
+use std::path::{Path, PathBuf};
 use std::time::Duration;
 
 use anyhow::{Context, Result};
@@ -106,6 +106,32 @@ pub fn is_mount_point(path: &Path) -> bool {
                 .any(|t| unescape_mount_field(t) == canon.to_string_lossy())
         })
         .unwrap_or(false)
+}
+
+/// Finds the mount holding `path`: (mount point, fs type, source).
+pub fn mount_of(path: &Path) -> Option<(PathBuf, String, String)> {
+    let canon = path.canonicalize().ok()?;
+    let text = std::fs::read_to_string("/proc/self/mountinfo").ok()?;
+    let mut best: Option<(PathBuf, String, String)> = None;
+    for line in text.lines() {
+        let fields: Vec<&str> = line.split(' ').collect();
+        let Some(mp) = fields.get(4) else { continue };
+        let mp = PathBuf::from(unescape_mount_field(mp));
+        let Some(dash) = fields.iter().position(|f| *f == "-") else {
+            continue;
+        };
+        let (Some(fstype), Some(src)) = (fields.get(dash + 1), fields.get(dash + 2)) else {
+            continue;
+        };
+        if canon.starts_with(&mp)
+            && best
+                .as_ref()
+                .is_none_or(|b| mp.as_os_str().len() >= b.0.as_os_str().len())
+        {
+            best = Some((mp, fstype.to_string(), unescape_mount_field(src)));
+        }
+    }
+    best
 }
 
 /// /proc/mounts escapes spaces and friends as octal (`\040`).

@@ -124,34 +124,13 @@ impl Target {
 
 /// The filesystem type of a path, from /proc/self/mountinfo (longest matching mount point).
 pub fn fs_type_name(p: &Path) -> String {
-    mount_entry(p)
-        .map(|(t, _)| t)
+    crate::testbed::mount::mount_of(p)
+        .map(|(_, t, _)| t)
         .unwrap_or_else(|| "unknown".into())
 }
 
 fn mount_source(p: &Path) -> Option<String> {
-    mount_entry(p).map(|(_, s)| s)
-}
-
-fn mount_entry(p: &Path) -> Option<(String, String)> {
-    let canon = p.canonicalize().ok()?;
-    let text = std::fs::read_to_string("/proc/self/mountinfo").ok()?;
-    let mut best: Option<(usize, String, String)> = None;
-    for line in text.lines() {
-        let fields: Vec<&str> = line.split(' ').collect();
-        let Some(mp) = fields.get(4) else { continue };
-        let mp = crate::testbed::mount::unescape_mount_field(mp);
-        let Some(dash) = fields.iter().position(|f| *f == "-") else {
-            continue;
-        };
-        let (Some(fstype), Some(src)) = (fields.get(dash + 1), fields.get(dash + 2)) else {
-            continue;
-        };
-        if canon.starts_with(&mp) && best.as_ref().is_none_or(|b| mp.len() >= b.0) {
-            best = Some((mp.len(), fstype.to_string(), src.to_string()));
-        }
-    }
-    best.map(|(_, t, s)| (t, s))
+    crate::testbed::mount::mount_of(p).map(|(_, _, s)| s)
 }
 
 /// What a workload sees while it runs.
