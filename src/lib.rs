@@ -12,6 +12,7 @@ pub mod report;
 pub mod results;
 pub mod runner;
 pub mod signals;
+pub mod stats;
 pub mod testbed;
 pub mod units;
 pub mod workload;
