@@ -8,6 +8,7 @@ pub mod atomic;
 pub mod cli;
 pub mod error;
 pub mod measure;
+pub mod plan;
 pub mod report;
 pub mod results;
 pub mod runner;

@@ -31,11 +31,14 @@ pub fn format_rate(v: f64) -> String {
     }
 }
 
-fn render(headers: &[&str], rows: &[Vec<String>]) -> String {
-    let mut widths: Vec<usize> = headers.iter().map(|h| h.len()).collect();
+/// Renders rows under headers, first column left-aligned, the others right-aligned.
+pub fn render(headers: &[&str], rows: &[Vec<String>]) -> String {
+    let mut widths: Vec<usize> = headers.iter().map(|h| h.chars().count()).collect();
     for r in rows {
         for (i, c) in r.iter().enumerate() {
-            widths[i] = widths[i].max(c.chars().count());
+            if let Some(w) = widths.get_mut(i) {
+                *w = (*w).max(c.chars().count());
+            }
         }
     }
     let mut out = String::new();
@@ -44,10 +47,11 @@ fn render(headers: &[&str], rows: &[Vec<String>]) -> String {
             .iter()
             .enumerate()
             .map(|(i, c)| {
+                let w = widths.get(i).copied().unwrap_or(0);
                 if i == 0 {
-                    format!("{c:<w$}", w = widths[i])
+                    format!("{c:<w$}")
                 } else {
-                    format!("{c:>w$}", w = widths[i])
+                    format!("{c:>w$}")
                 }
             })
             .collect();
@@ -59,6 +63,12 @@ fn render(headers: &[&str], rows: &[Vec<String>]) -> String {
         line(r.clone(), &mut out);
     }
     out
+}
+
+/// A report table as terminal text: title, table, note.
+pub fn text(t: &super::model::Table) -> String {
+    let h: Vec<&str> = t.headers.iter().map(String::as_str).collect();
+    format!("{}\n{}({})\n", t.title, render(&h, &t.rows), t.note)
 }
 
 /// One row per run and phase: elapsed (sys), ops, ops/s, MB/s, p99 latency, device MB written.
