@@ -538,6 +538,14 @@ fn parse_workload(src: &Src, w: &RawWorkload, scale_f: f64) -> Result<PlanWorklo
         String::new()
     };
     let field_label = |k: &str| format!("[[workload]] {} field `{k}`", kind.name);
+    // serde's message for a size that is neither a number nor size text says nothing useful.
+    let humanize = |msg: String| {
+        if msg.contains("untagged enum") {
+            "expected a size: a byte count or size text like \"64M\"".to_string()
+        } else {
+            msg
+        }
+    };
 
     // Which field a failure belongs to: build with that field alone (the others at their
     // defaults); the first one that fails on its own is the culprit.
@@ -545,7 +553,7 @@ fn parse_workload(src: &Src, w: &RawWorkload, scale_f: f64) -> Result<PlanWorklo
         for (k, v) in &fields {
             let single = serde_json::json!({ k.get_ref().clone(): scaled[k.get_ref()].clone() });
             if let Some(msg) = check(&single) {
-                return Some((k.get_ref().clone(), v.span(), msg));
+                return Some((k.get_ref().clone(), v.span(), humanize(msg)));
             }
         }
         None
@@ -569,7 +577,7 @@ fn parse_workload(src: &Src, w: &RawWorkload, scale_f: f64) -> Result<PlanWorklo
                     None => src.err(
                         w.span(),
                         &format!("[[workload]] {}", kind.name),
-                        format!("{e}{scaled_note}"),
+                        format!("{}{scaled_note}", humanize(e)),
                     ),
                 },
             );
@@ -781,6 +789,8 @@ file_size = "64K"
         let e = err(&OK.replace("files = 3", "files = \"three\""));
         assert!(e.starts_with("t.toml:21:9:"), "{e}");
         assert!(e.contains("`files`"), "{e}");
+        let e = err(&OK.replace("file_size = \"64K\"", "file_size = 3.5"));
+        assert!(e.starts_with("t.toml:22:13:") && e.contains("size text"), "{e}");
         let e = err(&OK.replace("file_size = \"64K\"", "file_size = \"64Q\""));
         assert!(e.starts_with("t.toml:22:13:"), "{e}");
         assert!(e.contains("file_size"), "{e}");
