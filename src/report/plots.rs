@@ -140,7 +140,9 @@ fn bars(workload: &str, phase: &str, cells: &[&Cell]) -> Option<Plot> {
             .margin(12)
             .x_label_area_size(50)
             .y_label_area_size(70)
-            .build_cartesian_2d((0..n).into_segmented(), 0.0..top)
+            // Integer ranges are inclusive here: 0..=last gives one segment per bar (at least
+            // two, so the axis has a length).
+            .build_cartesian_2d((0..(n.max(2) - 1) as i32).into_segmented(), 0.0..top)
             .map_err(err)?;
         let labels: Vec<String> = data.iter().map(|d| clean(&d.0)).collect();
         chart
@@ -148,7 +150,7 @@ fn bars(workload: &str, phase: &str, cells: &[&Cell]) -> Option<Plot> {
             .disable_x_mesh()
             .x_labels(n)
             .x_label_formatter(&|v| match v {
-                SegmentValue::CenterOf(i) => labels.get(*i).cloned().unwrap_or_default(),
+                SegmentValue::CenterOf(i) => labels.get(*i as usize).cloned().unwrap_or_default(),
                 _ => String::new(),
             })
             .y_desc(clean(&unit))
@@ -159,8 +161,8 @@ fn bars(workload: &str, phase: &str, cells: &[&Cell]) -> Option<Plot> {
             .draw_series(data.iter().enumerate().map(|(i, (_, mean, _))| {
                 let mut r = Rectangle::new(
                     [
-                        (SegmentValue::Exact(i), 0.0),
-                        (SegmentValue::Exact(i + 1), *mean),
+                        (SegmentValue::Exact(i as i32), 0.0),
+                        (SegmentValue::Exact(i as i32 + 1), *mean),
                     ],
                     color(i).mix(0.85).filled(),
                 );
@@ -171,7 +173,7 @@ fn bars(workload: &str, phase: &str, cells: &[&Cell]) -> Option<Plot> {
         chart
             .draw_series(data.iter().enumerate().map(|(i, (_, mean, sd))| {
                 ErrorBar::new_vertical(
-                    SegmentValue::CenterOf(i),
+                    SegmentValue::CenterOf(i as i32),
                     (mean - sd).max(0.0),
                     *mean,
                     mean + sd,
@@ -240,6 +242,13 @@ fn thread_lines(report: &Report) -> Vec<Plot> {
             chart
                 .configure_mesh()
                 .x_desc("threads / clients")
+                .x_label_formatter(&|x| {
+                    if x.fract() == 0.0 {
+                        format!("{x:.0}")
+                    } else {
+                        String::new()
+                    }
+                })
                 .y_desc(clean(&unit))
                 .y_label_formatter(&|y| super::model::fmt_num(*y))
                 .draw()
