@@ -1,5 +1,6 @@
 //! Plans from the command line without root: dry runs, presets, and bad input refused with
 //! its location before anything is made.
+#![allow(clippy::unwrap_used)] // tests fail loudly by design
 
 mod support;
 
@@ -48,9 +49,16 @@ fn nothing_made(sb: &Sandbox) {
 fn dry_run_prints_the_matrix_and_an_estimate() {
     let sb = Sandbox::new();
     let plan = write_plan(&sb, PLAN);
-    let out = sb.bench(&["run", plan.to_str().unwrap(), "--dry-run"]).output().unwrap();
+    let out = sb
+        .bench(&["run", plan.to_str().unwrap(), "--dry-run"])
+        .output()
+        .unwrap();
     let text = String::from_utf8_lossy(&out.stdout);
-    assert!(out.status.success(), "{text}{}", String::from_utf8_lossy(&out.stderr));
+    assert!(
+        out.status.success(),
+        "{text}{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
     let runs: Vec<&str> = text
         .lines()
         .skip_while(|l| !l.starts_with("runs (in order)"))
@@ -59,8 +67,14 @@ fn dry_run_prints_the_matrix_and_an_estimate() {
         .collect();
     assert_eq!(runs.len(), 2 * 2, "{text}");
     // Repetitions are interleaved: rep 0 of both testbeds before rep 1.
-    assert!(runs[0].contains("plain") && runs[0].contains("rep 0"), "{text}");
-    assert!(runs[1].contains("noext") && runs[1].contains("rep 0"), "{text}");
+    assert!(
+        runs[0].contains("plain") && runs[0].contains("rep 0"),
+        "{text}"
+    );
+    assert!(
+        runs[1].contains("noext") && runs[1].contains("rep 0"),
+        "{text}"
+    );
     assert!(runs[2].contains("rep 1"), "{text}");
     assert!(text.contains("disk at the peak 256.00 MiB"), "{text}");
     assert!(text.contains("data written 2.03 MiB"), "{text}");
@@ -71,9 +85,22 @@ fn dry_run_prints_the_matrix_and_an_estimate() {
 fn scale_multiplies_the_declared_fields() {
     let sb = Sandbox::new();
     let plan = write_plan(&sb, PLAN);
-    let out = sb.bench(&["run", plan.to_str().unwrap(), "--dry-run", "--scale", "1000"]).output().unwrap();
+    let out = sb
+        .bench(&[
+            "run",
+            plan.to_str().unwrap(),
+            "--dry-run",
+            "--scale",
+            "1000",
+        ])
+        .output()
+        .unwrap();
     let text = String::from_utf8_lossy(&out.stdout);
-    assert!(out.status.success(), "{text}{}", String::from_utf8_lossy(&out.stderr));
+    assert!(
+        out.status.success(),
+        "{text}{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
     // file_size 64K x 1000 = 64000K; tree keeps 2 dirs x 4 files; testbeds grow to fit 500M.
     assert!(text.contains("\"file_size\":65536000"), "{text}");
     assert!(text.contains("\"files\":4"), "{text}");
@@ -88,42 +115,84 @@ fn refused(text: &str, expect_at: &str, expect_msg: &str) {
     assert_eq!(out.status.code(), Some(2), "{err}");
     let at = format!("{}:{expect_at}:", plan.display());
     assert!(err.contains(&at), "expected location {at} in: {err}");
-    assert!(err.contains(expect_msg), "expected {expect_msg:?} in: {err}");
+    assert!(
+        err.contains(expect_msg),
+        "expected {expect_msg:?} in: {err}"
+    );
     nothing_made(&sb);
 }
 
 #[test]
 fn malformed_toml_is_refused_with_its_line() {
-    refused(&PLAN.replace("[[testbed]]\nlabel = \"noext\"", "[[testbed]\nlabel = \"noext\""), "9", "");
+    refused(
+        &PLAN.replace(
+            "[[testbed]]\nlabel = \"noext\"",
+            "[[testbed]\nlabel = \"noext\"",
+        ),
+        "9",
+        "",
+    );
 }
 
 #[test]
 fn unknown_kinds_are_refused_listing_the_kinds() {
-    refused(&PLAN.replace("kind = \"tree\"", "kind = \"mdtest\""), "16:8", "allowed: \"tree\"");
+    refused(
+        &PLAN.replace("kind = \"tree\"", "kind = \"mdtest\""),
+        "16:8",
+        "allowed: \"tree\"",
+    );
 }
 
 #[test]
 fn wrong_types_are_refused_inside_the_workload() {
-    refused(&PLAN.replace("files = 4", "files = \"four\""), "18:9", "field `files`: invalid type");
+    refused(
+        &PLAN.replace("files = 4", "files = \"four\""),
+        "18:9",
+        "field `files`: invalid type",
+    );
     refused(&PLAN.replace("reps = 2", "reps = true"), "2:8", "\"auto\"");
-    refused(&PLAN.replace("files = 4", "files = 4\nfsync = \"always\""), "19:9", "none");
+    refused(
+        &PLAN.replace("files = 4", "files = 4\nfsync = \"always\""),
+        "19:9",
+        "none",
+    );
 }
 
 #[test]
 fn unknown_fields_are_refused() {
-    refused(&PLAN.replace("mkfs = ", "mkfs_opts = "), "13:1", "mkfs_opts");
-    refused(&PLAN.replace("dirs = 2", "dir = 2"), "17:1", "expected one of");
+    refused(
+        &PLAN.replace("mkfs = ", "mkfs_opts = "),
+        "13:1",
+        "mkfs_opts",
+    );
+    refused(
+        &PLAN.replace("dirs = 2", "dir = 2"),
+        "17:1",
+        "expected one of",
+    );
 }
 
 #[test]
 fn a_matrix_that_does_not_fit_on_the_disk_is_refused() {
-    refused(&PLAN.replace("size = \"256M\"\nmkfs", "size = \"900T\"\nmkfs"), "12:8", "free");
-    refused(&PLAN.replace("file_size = \"64K\"", "file_size = \"64M\""), "7:8", "needs about");
+    refused(
+        &PLAN.replace("size = \"256M\"\nmkfs", "size = \"900T\"\nmkfs"),
+        "12:8",
+        "free",
+    );
+    refused(
+        &PLAN.replace("file_size = \"64K\"", "file_size = \"64M\""),
+        "7:8",
+        "needs about",
+    );
 }
 
 #[test]
 fn age_tables_are_refused_until_aging_lands() {
-    refused(&format!("{PLAN}\n[age]\nusage = 75\n"), "21:1", "aging lands with issue 6");
+    refused(
+        &format!("{PLAN}\n[age]\nusage = 75\n"),
+        "21:1",
+        "aging lands with issue 6",
+    );
 }
 
 #[test]
@@ -134,16 +203,34 @@ fn presets_list_only_runnable_ones_and_show_prints_the_plan() {
     assert!(out.status.success());
     let (runnable, waiting) = text.split_once("not runnable").unwrap_or((&text, ""));
     for p in PRESETS {
-        let missing: Vec<_> = p.kinds().into_iter().filter(|k| registry::find(k).is_none()).collect();
-        let listed = runnable.lines().any(|l| l.split_whitespace().next() == Some(p.name));
-        assert_eq!(listed, missing.is_empty(), "{} listed as runnable: {listed}, missing kinds {missing:?}\n{text}", p.name);
+        let missing: Vec<_> = p
+            .kinds()
+            .into_iter()
+            .filter(|k| registry::find(k).is_none())
+            .collect();
+        let listed = runnable
+            .lines()
+            .any(|l| l.split_whitespace().next() == Some(p.name));
+        assert_eq!(
+            listed,
+            missing.is_empty(),
+            "{} listed as runnable: {listed}, missing kinds {missing:?}\n{text}",
+            p.name
+        );
         if !missing.is_empty() {
             assert!(waiting.contains(p.name), "{text}");
         }
     }
     assert!(runnable.contains("quick") && runnable.contains("lowmem"));
-    let show = sb.cmd().args(["presets", "show", "lowmem"]).output().unwrap();
-    assert_eq!(String::from_utf8_lossy(&show.stdout), PRESETS.iter().find(|p| p.name == "lowmem").unwrap().toml);
+    let show = sb
+        .cmd()
+        .args(["presets", "show", "lowmem"])
+        .output()
+        .unwrap();
+    assert_eq!(
+        String::from_utf8_lossy(&show.stdout),
+        PRESETS.iter().find(|p| p.name == "lowmem").unwrap().toml
+    );
     let bad = sb.cmd().args(["presets", "show", "nope"]).output().unwrap();
     assert_eq!(bad.status.code(), Some(2));
     // A preset whose kinds are missing is refused by run, naming them.
@@ -159,9 +246,15 @@ fn presets_list_only_runnable_ones_and_show_prints_the_plan() {
 /// workloads left out.
 #[test]
 fn every_shipped_preset_is_a_valid_plan_for_the_registered_kinds() {
-    let opts = ParseOptions { scale: None, workdir: Some(std::env::temp_dir()) };
+    let opts = ParseOptions {
+        scale: None,
+        workdir: Some(std::env::temp_dir()),
+    };
     for p in PRESETS {
-        let mut table: toml::Table = p.toml.parse().unwrap_or_else(|e| panic!("preset {}: {e}", p.name));
+        let mut table: toml::Table = p
+            .toml
+            .parse()
+            .unwrap_or_else(|e| panic!("preset {}: {e}", p.name));
         let workloads = table["workload"].as_array().unwrap().clone();
         assert!(!workloads.is_empty(), "preset {} has no workload", p.name);
         let mut kept = Vec::new();
@@ -171,16 +264,18 @@ fn every_shipped_preset_is_a_valid_plan_for_the_registered_kinds() {
                 let mut params = w.as_table().unwrap().clone();
                 params.remove("kind");
                 let json = serde_json::to_value(&params).unwrap();
-                let wl = (k.build)(json).unwrap_or_else(|e| panic!("preset {} workload {kind}: {e}", p.name));
-                wl.validate().unwrap_or_else(|e| panic!("preset {} workload {kind}: {e}", p.name));
+                let wl = (k.build)(json)
+                    .unwrap_or_else(|e| panic!("preset {} workload {kind}: {e}", p.name));
+                wl.validate()
+                    .unwrap_or_else(|e| panic!("preset {} workload {kind}: {e}", p.name));
                 kept.push(w);
             }
         }
         if kept.is_empty() {
             kept.push(toml::Value::Table(toml::toml! { kind = "tree"
-                dirs = 1
-                files = 1
-                file_size = "4K" }));
+            dirs = 1
+            files = 1
+            file_size = "4K" }));
         }
         table.insert("workload".into(), toml::Value::Array(kept));
         let text = toml::to_string(&table).unwrap();
@@ -198,6 +293,15 @@ fn the_quick_preset_is_what_run_runs_by_default() {
     let text = String::from_utf8_lossy(&out.stdout);
     assert!(out.status.success(), "{text}");
     assert!(text.contains("plan quick (preset quick)"), "{text}");
-    assert!(text.contains("\"dirs\":8") && text.contains("\"files\":32") && text.contains("\"block\":262144"), "{text}");
-    assert!(Path::new(&sb.workdir()).read_dir().unwrap().next().is_none());
+    assert!(
+        text.contains("\"dirs\":8")
+            && text.contains("\"files\":32")
+            && text.contains("\"block\":262144"),
+        "{text}"
+    );
+    assert!(Path::new(&sb.workdir())
+        .read_dir()
+        .unwrap()
+        .next()
+        .is_none());
 }

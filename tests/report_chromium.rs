@@ -1,6 +1,7 @@
 //! The HTML report renders in headless Chromium with no console errors and with its plots
 //! visible. Needs `chromium` (Debian package `chromium`); skipped with a reason when it is
 //! missing, failed under CI.
+#![allow(clippy::unwrap_used)] // tests fail loudly by design
 
 mod report_fixtures;
 mod support;
@@ -13,7 +14,8 @@ fn chromium() -> Option<&'static str> {
     ["chromium", "chromium-browser", "google-chrome"]
         .into_iter()
         .find(|c| {
-            std::env::var_os("PATH").is_some_and(|p| std::env::split_paths(&p).any(|d| d.join(c).is_file()))
+            std::env::var_os("PATH")
+                .is_some_and(|p| std::env::split_paths(&p).any(|d| d.join(c).is_file()))
         })
 }
 
@@ -50,7 +52,11 @@ fn html_report_renders_in_headless_chromium_with_visible_plots() {
         .arg(&html)
         .output()
         .unwrap();
-    assert!(out.status.success(), "{}", String::from_utf8_lossy(&out.stderr));
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
     let shot = dir.path().join("shot.png");
     let profile = dir.path().join("profile");
     let run = Command::new(browser)
@@ -74,8 +80,16 @@ fn html_report_renders_in_headless_chromium_with_visible_plots() {
         .unwrap();
     let log = String::from_utf8_lossy(&run.stderr);
     assert!(shot.exists(), "no screenshot; chromium said:\n{log}");
-    for bad in ["Uncaught", ":CONSOLE(", "Failed to load resource", "Refused to"] {
-        assert!(!log.contains(bad), "console error ({bad}) while rendering:\n{log}");
+    for bad in [
+        "Uncaught",
+        ":CONSOLE(",
+        "Failed to load resource",
+        "Refused to",
+    ] {
+        assert!(
+            !log.contains(bad),
+            "console error ({bad}) while rendering:\n{log}"
+        );
     }
     let img = image::open(&shot).unwrap().to_rgb8();
     if let Some(keep) = std::env::var_os("FSGAUGE_KEEP_SCREENSHOT") {
@@ -84,9 +98,17 @@ fn html_report_renders_in_headless_chromium_with_visible_plots() {
     // Plots come after the tables; the coloured bars and lines must be there in quantity
     // (a page of tables and text alone has almost none).
     let total = colored(&img, 0, img.height());
-    assert!(total > 40_000, "only {total} coloured pixels: plots not drawn?");
+    assert!(
+        total > 40_000,
+        "only {total} coloured pixels: plots not drawn?"
+    );
     // Each plot is 720 x 360: find the rows where the plots are and check every band of
     // plots has colour, so no plot is blank.
-    let rows_with_colour = (0..img.height()).filter(|&y| colored(&img, y, y + 1) > 0).count();
-    assert!(rows_with_colour > 360 * 3, "coloured rows: {rows_with_colour}");
+    let rows_with_colour = (0..img.height())
+        .filter(|&y| colored(&img, y, y + 1) > 0)
+        .count();
+    assert!(
+        rows_with_colour > 360 * 3,
+        "coloured rows: {rows_with_colour}"
+    );
 }

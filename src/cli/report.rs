@@ -24,9 +24,12 @@ pub struct ReportCmd {
     /// The testbed label that percentages are against [default: the first testbed].
     #[arg(long, value_name = "LABEL")]
     pub baseline: Option<String>,
-    /// Also write every plot as an SVG file next to the report (FILE-plots/NAME.svg).
+    /// Also write every plot as an SVG file next to the report (FILE.plots/NAME.svg).
     #[arg(long, requires = "output")]
     pub svg: bool,
+    /// Also write every plot as a PNG file next to the report (FILE.plots/NAME.png).
+    #[arg(long, requires = "output")]
+    pub png: bool,
 }
 
 pub fn run(c: ReportCmd) -> Result<ExitCode> {
@@ -46,13 +49,24 @@ pub fn run(c: ReportCmd) -> Result<ExitCode> {
         Some(path) => {
             crate::atomic::write_atomic(path, &bytes)
                 .with_context(|| format!("writing {}", path.display()))?;
-            if c.svg {
+            if c.svg || c.png {
                 let dir = path.with_extension("plots");
                 std::fs::create_dir_all(&dir)
                     .map_err(|e| bad_input(format!("creating {}: {e}", dir.display())))?;
+                let raster = c.png.then(crate::report::png::Rasterizer::new);
                 for p in crate::report::plots::all(&report) {
-                    crate::atomic::write_atomic(&dir.join(format!("{}.svg", p.id)), p.svg.as_bytes())?;
+                    if c.svg {
+                        crate::atomic::write_atomic(
+                            &dir.join(format!("{}.svg", p.id)),
+                            p.svg.as_bytes(),
+                        )?;
+                    }
+                    if let Some(r) = &raster {
+                        let png = r.png(&p.svg).with_context(|| format!("plot {}", p.id))?;
+                        crate::atomic::write_atomic(&dir.join(format!("{}.png", p.id)), &png)?;
+                    }
                 }
+                eprintln!("plots written to {}", dir.display());
             }
             for w in &report.warnings {
                 eprintln!("warning: {w}");

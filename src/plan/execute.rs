@@ -39,7 +39,12 @@ pub struct Matrix {
 }
 
 /// The run options of every run on a testbed (one repetition at a time).
-pub fn run_options(plan: &Plan, testbed: usize, out: Option<PathBuf>, progress: Progress) -> RunOptions {
+pub fn run_options(
+    plan: &Plan,
+    testbed: usize,
+    out: Option<PathBuf>,
+    progress: Progress,
+) -> RunOptions {
     RunOptions {
         reps: 1,
         seed: Some(plan.seed),
@@ -289,7 +294,10 @@ pub fn execute(plan: &Plan, m: &Matrix, opts: &ExecOptions) -> Result<Executed> 
     let mut ex = Executed::default();
     let mut by_cell: BTreeMap<(usize, usize), Vec<RunResult>> = BTreeMap::new();
     let mut counter = 0usize;
-    let mut one = |run: &PlannedRun, target: Option<&mut Target>, ex: &mut Executed| -> Result<RunResult> {
+    let mut one = |run: &PlannedRun,
+                   target: Option<&mut Target>,
+                   ex: &mut Executed|
+     -> Result<RunResult> {
         counter += 1;
         let tb = &plan.testbeds[run.testbed];
         let wl = &plan.workloads[run.workload];
@@ -323,7 +331,10 @@ pub fn execute(plan: &Plan, m: &Matrix, opts: &ExecOptions) -> Result<Executed> 
         Fresh::PerRun => {
             for run in &m.runs {
                 let r = one(run, None, &mut ex)?;
-                by_cell.entry((run.testbed, run.workload)).or_default().push(r);
+                by_cell
+                    .entry((run.testbed, run.workload))
+                    .or_default()
+                    .push(r);
             }
             // reps = "auto": rounds of one more repetition for every cell that still varies.
             loop {
@@ -337,7 +348,10 @@ pub fn execute(plan: &Plan, m: &Matrix, opts: &ExecOptions) -> Result<Executed> 
                 }
                 for run in &more {
                     let r = one(run, None, &mut ex)?;
-                    by_cell.entry((run.testbed, run.workload)).or_default().push(r);
+                    by_cell
+                        .entry((run.testbed, run.workload))
+                        .or_default()
+                        .push(r);
                 }
             }
         }

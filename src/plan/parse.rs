@@ -221,11 +221,7 @@ pub fn parse(text: &str, source: &str, opts: &ParseOptions) -> Result<Plan> {
     for t in &raw.testbed {
         let (tb, size_span) = parse_testbed(&src, t, opts)?;
         if let Some(prev) = testbeds.iter().find(|p| p.spec.label == tb.spec.label) {
-            let span = t
-                .get_ref()
-                .label
-                .as_ref()
-                .map_or(t.span(), |l| l.span());
+            let span = t.get_ref().label.as_ref().map_or(t.span(), |l| l.span());
             return Err(src.err(
                 span,
                 "label",
@@ -443,7 +439,7 @@ fn parse_testbed(
         journal,
         backing,
         workdir,
-        loop_direct_io: r.loop_direct_io.as_ref().is_none_or(|b| *b.get_ref()),
+        loop_direct_io: r.loop_direct_io.as_ref().map_or(true, |b| *b.get_ref()),
         device: None,
     };
     if let Err(e) = spec.validate() {
@@ -500,7 +496,10 @@ fn parse_workload(src: &Src, w: &RawWorkload, scale_f: f64) -> Result<PlanWorklo
         return Err(src.err(
             w.span(),
             "kind",
-            format!("this [[workload]] has no kind; add kind = \"...\" (kinds: {})", kind_names()),
+            format!(
+                "this [[workload]] has no kind; add kind = \"...\" (kinds: {})",
+                kind_names()
+            ),
         ));
     };
     let toml::Value::String(kind_name) = kind_v.get_ref() else {
@@ -524,8 +523,10 @@ fn parse_workload(src: &Src, w: &RawWorkload, scale_f: f64) -> Result<PlanWorklo
             ),
         ));
     };
-    let fields: Vec<(&Spanned<String>, &Spanned<toml::Value>)> =
-        table.iter().filter(|(k, _)| k.get_ref() != "kind").collect();
+    let fields: Vec<(&Spanned<String>, &Spanned<toml::Value>)> = table
+        .iter()
+        .filter(|(k, _)| k.get_ref() != "kind")
+        .collect();
     let mut given = serde_json::Map::new();
     for (k, v) in &fields {
         given.insert(k.get_ref().clone(), toml_to_json(v.get_ref()));
@@ -569,18 +570,16 @@ fn parse_workload(src: &Src, w: &RawWorkload, scale_f: f64) -> Result<PlanWorklo
                     return Err(src.err(k.span(), &field_label(name), e));
                 }
             }
-            return Err(
-                match blame(&|single| (kind.build)(single.clone()).err()) {
-                    Some((k, span, msg)) => {
-                        src.err(span, &field_label(&k), format!("{msg}{scaled_note}"))
-                    }
-                    None => src.err(
-                        w.span(),
-                        &format!("[[workload]] {}", kind.name),
-                        format!("{}{scaled_note}", humanize(e)),
-                    ),
-                },
-            );
+            return Err(match blame(&|single| (kind.build)(single.clone()).err()) {
+                Some((k, span, msg)) => {
+                    src.err(span, &field_label(&k), format!("{msg}{scaled_note}"))
+                }
+                None => src.err(
+                    w.span(),
+                    &format!("[[workload]] {}", kind.name),
+                    format!("{}{scaled_note}", humanize(e)),
+                ),
+            });
         }
     };
     if let Err(e) = workload.validate() {
@@ -590,9 +589,7 @@ fn parse_workload(src: &Src, w: &RawWorkload, scale_f: f64) -> Result<PlanWorklo
                 .and_then(|w| w.validate().err().map(|e| e.to_string()))
         });
         return Err(match found {
-            Some((k, span, msg)) => {
-                src.err(span, &field_label(&k), format!("{msg}{scaled_note}"))
-            }
+            Some((k, span, msg)) => src.err(span, &field_label(&k), format!("{msg}{scaled_note}")),
             None => src.err(
                 w.span(),
                 &format!("[[workload]] {}", kind.name),
@@ -688,6 +685,7 @@ fn check_disk(
     let Ok(st) = nix::sys::statvfs::statvfs(&base) else {
         return Ok(());
     };
+    #[allow(clippy::unnecessary_cast)] // the field types differ between platforms
     let avail = st.blocks_available() as u64 * st.fragment_size() as u64;
     if need > avail {
         return Err(src.err(
@@ -790,7 +788,10 @@ file_size = "64K"
         assert!(e.starts_with("t.toml:21:9:"), "{e}");
         assert!(e.contains("`files`"), "{e}");
         let e = err(&OK.replace("file_size = \"64K\"", "file_size = 3.5"));
-        assert!(e.starts_with("t.toml:22:13:") && e.contains("size text"), "{e}");
+        assert!(
+            e.starts_with("t.toml:22:13:") && e.contains("size text"),
+            "{e}"
+        );
         let e = err(&OK.replace("file_size = \"64K\"", "file_size = \"64Q\""));
         assert!(e.starts_with("t.toml:22:13:"), "{e}");
         assert!(e.contains("file_size"), "{e}");
@@ -804,9 +805,18 @@ file_size = "64K"
     #[test]
     fn wrong_values_list_the_allowed_ones() {
         let e = err(&OK.replace("cold = \"drop\"", "cold = \"icy\""));
-        assert!(e.starts_with("t.toml:4:8:") && e.contains("\"remount\""), "{e}");
-        let e = err(&OK.replace("fs = \"ext4\"\nsize = \"256M\"", "fs = \"zfs\"\nsize = \"256M\""));
-        assert!(e.starts_with("t.toml:8:6:") && e.contains("\"btrfs\""), "{e}");
+        assert!(
+            e.starts_with("t.toml:4:8:") && e.contains("\"remount\""),
+            "{e}"
+        );
+        let e = err(&OK.replace(
+            "fs = \"ext4\"\nsize = \"256M\"",
+            "fs = \"zfs\"\nsize = \"256M\"",
+        ));
+        assert!(
+            e.starts_with("t.toml:8:6:") && e.contains("\"btrfs\""),
+            "{e}"
+        );
         let e = err(&OK.replace("reps = 2", "reps = \"many\""));
         assert!(e.starts_with("t.toml:3:8:") && e.contains("auto"), "{e}");
         let e = err(&OK.replace("reps = 2", "reps = 2.5"));
@@ -818,19 +828,25 @@ file_size = "64K"
     #[test]
     fn testbed_problems_point_at_the_field() {
         let e = err(&OK.replace("size = \"256M\"", "size = \"1M\""));
-        assert!(e.starts_with("t.toml:9:8:") && e.contains("too small"), "{e}");
+        assert!(
+            e.starts_with("t.toml:9:8:") && e.contains("too small"),
+            "{e}"
+        );
         let e = err(&OK.replace("label = \"a\"", "label = \"ext4\""));
         assert!(e.contains("two testbeds"), "{e}");
         let e = err(&OK.replace("file_size = \"64K\"", "file_size = \"100M\""));
-        assert!(e.starts_with("t.toml:9:8:") && e.contains("needs about"), "{e}");
+        assert!(
+            e.starts_with("t.toml:9:8:") && e.contains("needs about"),
+            "{e}"
+        );
         let e = err(&OK.replace("size = \"256M\"", "size = \"64P\""));
         assert!(e.contains("free"), "{e}");
     }
 
     #[test]
     fn auto_reps_and_its_settings() {
-        let plan = p(&OK.replace("reps = 2", "reps = \"auto\"\ncv_target = 0.1\nmax_reps = 6"))
-            .unwrap();
+        let plan =
+            p(&OK.replace("reps = 2", "reps = \"auto\"\ncv_target = 0.1\nmax_reps = 6")).unwrap();
         assert_eq!(plan.reps, Reps::Auto { cv: 0.1, max: 6 });
         assert_eq!(plan.reps.initial(), 3);
         let e = err(&OK.replace("reps = 2", "reps = 2\ncv_target = 0.1"));

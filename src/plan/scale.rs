@@ -88,9 +88,23 @@ mod tests {
         assert_eq!(s["file_size"], 10 << 20);
         assert_eq!(s["dirs"], 14);
         assert_eq!(s["block"], "1M");
-        let i = apply("interleave", &serde_json::json!({"dirs": 100, "files": 14}), 0.5);
-        assert_eq!((i["dirs"].as_u64(), i["files"].as_u64()), (Some(50), Some(14)));
-        let tiny = apply("fdtree", &serde_json::json!({"files": 1, "file_size": 4096}), 0.01);
-        assert_eq!((tiny["files"].as_u64(), tiny["file_size"].as_u64()), (Some(1), Some(4096)));
+        let i = apply(
+            "interleave",
+            &serde_json::json!({"dirs": 100, "files": 14}),
+            0.5,
+        );
+        assert_eq!(
+            (i["dirs"].as_u64(), i["files"].as_u64()),
+            (Some(50), Some(14))
+        );
+        let tiny = apply(
+            "fdtree",
+            &serde_json::json!({"files": 1, "file_size": 4096}),
+            0.01,
+        );
+        assert_eq!(
+            (tiny["files"].as_u64(), tiny["file_size"].as_u64()),
+            (Some(1), Some(4096))
+        );
     }
 }

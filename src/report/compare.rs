@@ -73,7 +73,9 @@ pub fn compare(mut base: Vec<RunResult>, mut new: Vec<RunResult>) -> anyhow::Res
             continue;
         };
         for bm in &b.metrics {
-            let Some(nm) = n.metric(&bm.key) else { continue };
+            let Some(nm) = n.metric(&bm.key) else {
+                continue;
+            };
             let w = welch(&bm.values, &nm.values);
             let p = w.map(|w| w.p);
             let change = pct_change(bm.summary.mean, nm.summary.mean);
@@ -145,8 +147,18 @@ impl Comparison {
                     r.workload.clone(),
                     r.phase.clone(),
                     metric,
-                    format!("{} ± {} (n={})", fmt_num(r.base_mean), fmt_num(r.base_sd), r.base_n),
-                    format!("{} ± {} (n={})", fmt_num(r.new_mean), fmt_num(r.new_sd), r.new_n),
+                    format!(
+                        "{} ± {} (n={})",
+                        fmt_num(r.base_mean),
+                        fmt_num(r.base_sd),
+                        r.base_n
+                    ),
+                    format!(
+                        "{} ± {} (n={})",
+                        fmt_num(r.new_mean),
+                        fmt_num(r.new_sd),
+                        r.new_n
+                    ),
                     r.change_pct.map_or("-".into(), |c| format!("{c:+.1}%")),
                     r.p_value.map_or("-".into(), |p| format!("{p:.4}")),
                     r.significance.clone(),

@@ -108,8 +108,7 @@ pub const METRICS: &[MetricDef] = &[
         better: Better::Lower,
         rate: false,
         get: |p| {
-            (p.latency.count > 0)
-                .then(|| p.latency.over_2s as f64 * 100.0 / p.latency.count as f64)
+            (p.latency.count > 0).then(|| p.latency.over_2s as f64 * 100.0 / p.latency.count as f64)
         },
     },
     MetricDef {
@@ -258,7 +257,10 @@ mod tests {
         assert_eq!(keys.len(), METRICS.len());
         assert_eq!(Metric::by_key("elapsed").unwrap().better(), Better::Lower);
         assert_eq!(Metric::by_key("mb_per_s").unwrap().better(), Better::Higher);
-        assert_eq!(Metric::Extra("create_kib_per_s".into()).better(), Better::Higher);
+        assert_eq!(
+            Metric::Extra("create_kib_per_s".into()).better(),
+            Better::Higher
+        );
         assert_eq!(Metric::Extra("files".into()).better(), Better::Neither);
         assert_eq!(
             Metric::by_key("extra.files"),

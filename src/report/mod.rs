@@ -8,6 +8,7 @@ pub mod export;
 pub mod metrics;
 pub mod model;
 pub mod plots;
+pub mod png;
 pub mod table;
 
 use std::path::{Path, PathBuf};
@@ -22,8 +23,7 @@ use crate::results::RunResult;
 pub fn load_results(paths: &[PathBuf]) -> Result<Vec<RunResult>> {
     let mut out = Vec::new();
     for p in paths {
-        let md = std::fs::metadata(p)
-            .map_err(|e| bad_input(format!("{}: {e}", p.display())))?;
+        let md = std::fs::metadata(p).map_err(|e| bad_input(format!("{}: {e}", p.display())))?;
         if md.is_dir() {
             let mut files: Vec<PathBuf> = std::fs::read_dir(p)
                 .map_err(|e| bad_input(format!("{}: {e}", p.display())))?
@@ -39,8 +39,8 @@ pub fn load_results(paths: &[PathBuf]) -> Result<Vec<RunResult>> {
             for f in files {
                 // A results directory may also hold other JSON (a report exported next to
                 // the results): only documents with a schema tag are results.
-                let bytes = std::fs::read(&f)
-                    .map_err(|e| bad_input(format!("{}: {e}", f.display())))?;
+                let bytes =
+                    std::fs::read(&f).map_err(|e| bad_input(format!("{}: {e}", f.display())))?;
                 let is_result = serde_json::from_slice::<serde_json::Value>(&bytes)
                     .ok()
                     .is_some_and(|v| v.get("schema").is_some());

@@ -162,13 +162,20 @@ pub fn threads_of(r: &RunResult, p: &PhaseResult) -> u64 {
 /// Puts results in the stable report order.
 pub fn sort_results(results: &mut [RunResult]) {
     results.sort_by(|a, b| {
-        (&a.started_at, &a.testbed.label, &a.workload.kind, a.rep, &a.spec_hash).cmp(&(
-            &b.started_at,
-            &b.testbed.label,
-            &b.workload.kind,
-            b.rep,
-            &b.spec_hash,
-        ))
+        (
+            &a.started_at,
+            &a.testbed.label,
+            &a.workload.kind,
+            a.rep,
+            &a.spec_hash,
+        )
+            .cmp(&(
+                &b.started_at,
+                &b.testbed.label,
+                &b.workload.kind,
+                b.rep,
+                &b.spec_hash,
+            ))
     });
 }
 
@@ -186,8 +193,9 @@ pub fn cells(results: &[RunResult]) -> (Vec<String>, Vec<String>, Vec<Cell>) {
     let mut workloads = Vec::new();
     // (testbed, workload, phase) in first-appearance order -> phases.
     let mut order: Vec<(String, String, String)> = Vec::new();
-    let mut groups: BTreeMap<(String, String, String), (Vec<&PhaseResult>, u64, String)> =
-        BTreeMap::new();
+    // (testbed, workload, phase) -> (phases, threads, series label)
+    type Group<'a> = (Vec<&'a PhaseResult>, u64, String);
+    let mut groups: BTreeMap<(String, String, String), Group> = BTreeMap::new();
     for (i, r) in results.iter().enumerate() {
         push_unique(&mut testbeds, &r.testbed.label);
         push_unique(&mut workloads, &labels[i]);
@@ -413,11 +421,7 @@ fn main_table(testbeds: &[String], _w: &[String], cells: &[Cell], baseline: &str
             for t in testbeds {
                 let m = find(cells, t, &w, &p).and_then(|c| c.metric(&main));
                 row.push(m.map_or("-".into(), |m| {
-                    format!(
-                        "{} ± {}",
-                        fmt_num(m.summary.mean),
-                        fmt_num(m.summary.sd)
-                    )
+                    format!("{} ± {}", fmt_num(m.summary.mean), fmt_num(m.summary.sd))
                 }));
                 if t != baseline {
                     row.push(fmt_pct(
@@ -502,8 +506,19 @@ fn threads_table(testbeds: &[String], cells: &[Cell], baseline: &str) -> Option<
 
 fn stats_table(cells: &[Cell]) -> Table {
     let headers = [
-        "testbed", "workload", "phase", "metric", "n", "mean", "sd", "cv", "95% CI", "min",
-        "median", "max", "harmonic mean",
+        "testbed",
+        "workload",
+        "phase",
+        "metric",
+        "n",
+        "mean",
+        "sd",
+        "cv",
+        "95% CI",
+        "min",
+        "median",
+        "max",
+        "harmonic mean",
     ]
     .map(String::from)
     .to_vec();
@@ -650,8 +665,24 @@ fn environment(r: &RunResult, workload: &str) -> Environment {
 /// The environment as a table.
 pub fn environment_table(env: &[Environment]) -> Table {
     let headers = [
-        "testbed", "workload", "rep", "fs", "size", "mkfs", "mount", "journal", "mem limit",
-        "backing", "device", "loop dio", "cold", "kernel", "host", "tool", "started", "seed",
+        "testbed",
+        "workload",
+        "rep",
+        "fs",
+        "size",
+        "mkfs",
+        "mount",
+        "journal",
+        "mem limit",
+        "backing",
+        "device",
+        "loop dio",
+        "cold",
+        "kernel",
+        "host",
+        "tool",
+        "started",
+        "seed",
         "spec",
     ]
     .map(String::from)

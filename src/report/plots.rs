@@ -54,7 +54,13 @@ fn ident(parts: &[&str]) -> String {
     let s: String = parts
         .join("-")
         .chars()
-        .map(|c| if c.is_ascii_alphanumeric() { c.to_ascii_lowercase() } else { '-' })
+        .map(|c| {
+            if c.is_ascii_alphanumeric() {
+                c.to_ascii_lowercase()
+            } else {
+                '-'
+            }
+        })
         .collect();
     let mut out = String::new();
     for c in s.chars() {
@@ -195,7 +201,8 @@ fn bars(workload: &str, phase: &str, cells: &[&Cell]) -> Option<Plot> {
 fn thread_lines(report: &Report) -> Vec<Plot> {
     // (series, phase) -> testbed -> [(threads, mean)]
     let mut groups: Vec<(String, String)> = Vec::new();
-    let mut data: BTreeMap<(String, String), BTreeMap<String, Vec<(u64, f64)>>> = BTreeMap::new();
+    type PerTestbed = BTreeMap<String, Vec<(u64, f64)>>;
+    let mut data: BTreeMap<(String, String), PerTestbed> = BTreeMap::new();
     let mut units: BTreeMap<(String, String), String> = BTreeMap::new();
     for c in &report.cells {
         let Some(m) = c.main_metric() else { continue };
@@ -259,8 +266,7 @@ fn thread_lines(report: &Report) -> Vec<Plot> {
                 .filter_map(|t| per_tb.get(t).map(|p| (t, p)))
                 .enumerate()
             {
-                let mut pts: Vec<(f64, f64)> =
-                    pts.iter().map(|(t, v)| (*t as f64, *v)).collect();
+                let mut pts: Vec<(f64, f64)> = pts.iter().map(|(t, v)| (*t as f64, *v)).collect();
                 pts.sort_by(|a, b| a.0.total_cmp(&b.0));
                 let c = color(i);
                 chart
@@ -323,7 +329,9 @@ fn latency(report: &Report, workload: &str, phase: &str) -> Option<Plot> {
     let (lo, hi) = (lo * 0.9, hi * 1.1);
     const BUCKETS: usize = 40;
     let step = (hi / lo).ln() / BUCKETS as f64;
-    let edges: Vec<f64> = (0..=BUCKETS).map(|i| lo * (step * i as f64).exp()).collect();
+    let edges: Vec<f64> = (0..=BUCKETS)
+        .map(|i| lo * (step * i as f64).exp())
+        .collect();
     let lines: Vec<(String, Vec<(f64, f64)>)> = per_tb
         .iter()
         .map(|(t, h)| {
@@ -369,7 +377,9 @@ fn latency(report: &Report, workload: &str, phase: &str) -> Option<Plot> {
                 .draw_series(LineSeries::new(pts.clone(), c.stroke_width(2)))
                 .map_err(err)?
                 .label(clean(t))
-                .legend(move |(x, y)| PathElement::new(vec![(x, y), (x + 18, y)], c.stroke_width(2)));
+                .legend(move |(x, y)| {
+                    PathElement::new(vec![(x, y), (x + 18, y)], c.stroke_width(2))
+                });
         }
         chart
             .configure_series_labels()
@@ -401,7 +411,11 @@ fn series(report: &Report, workload: &str, phase: &str) -> Option<Plot> {
             .and_then(|(r, _)| r.phases.iter().find(|p| p.name == phase));
         if let Some(p) = first {
             if p.series.len() >= 2 {
-                let pts = p.series.iter().map(|s| (s.t as f64, s.ops as f64)).collect();
+                let pts = p
+                    .series
+                    .iter()
+                    .map(|s| (s.t as f64, s.ops as f64))
+                    .collect();
                 lines.push((t.clone(), pts));
             }
         }
@@ -445,7 +459,9 @@ fn series(report: &Report, workload: &str, phase: &str) -> Option<Plot> {
                 .draw_series(LineSeries::new(pts.clone(), c.stroke_width(2)))
                 .map_err(err)?
                 .label(clean(t))
-                .legend(move |(x, y)| PathElement::new(vec![(x, y), (x + 18, y)], c.stroke_width(2)));
+                .legend(move |(x, y)| {
+                    PathElement::new(vec![(x, y), (x + 18, y)], c.stroke_width(2))
+                });
         }
         chart
             .configure_series_labels()

@@ -122,8 +122,7 @@ pub fn welch(a: &[f64], b: &[f64]) -> Option<Welch> {
         });
     }
     let t = diff / se2.sqrt();
-    let df = se2.powi(2)
-        / (va.powi(2) / (sa.n - 1) as f64 + vb.powi(2) / (sb.n - 1) as f64);
+    let df = se2.powi(2) / (va.powi(2) / (sa.n - 1) as f64 + vb.powi(2) / (sb.n - 1) as f64);
     let dist = StudentsT::new(0.0, 1.0, df).ok()?;
     let p = (2.0 * (1.0 - dist.cdf(t.abs()))).clamp(0.0, 1.0);
     Some(Welch { t, df, p })

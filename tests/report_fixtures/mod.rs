@@ -1,16 +1,26 @@
 //! Synthetic result files with known figures, for report tests that need no root: the
 //! figures below are chosen so that means, standard deviations, confidence intervals and
 //! Welch p-values can be computed by hand.
-#![allow(dead_code)]
+#![allow(dead_code, clippy::unwrap_used)]
 
 use std::path::Path;
 
 use fsgauge::measure::{new_histogram, summarize};
 use fsgauge::results::*;
 
+#[allow(clippy::too_many_arguments)]
 /// A phase with the given wall and sys time, ops, bytes, latencies (ns), per-second ops and
 /// worker count.
-pub fn phase(name: &str, wall: f64, sys: f64, ops: u64, bytes: u64, lat: &[u64], series: &[u64], workers: usize) -> PhaseResult {
+pub fn phase(
+    name: &str,
+    wall: f64,
+    sys: f64,
+    ops: u64,
+    bytes: u64,
+    lat: &[u64],
+    series: &[u64],
+    workers: usize,
+) -> PhaseResult {
     let mut h = new_histogram();
     for &v in lat {
         h.record(v).unwrap();
@@ -26,21 +36,58 @@ pub fn phase(name: &str, wall: f64, sys: f64, ops: u64, bytes: u64, lat: &[u64],
         bytes_per_s: bytes as f64 / wall,
         latency: summarize(&h, 0, 0),
         op_stats: Default::default(),
-        device: Some(DeviceDelta { read_bytes: 0, write_bytes: bytes + 4096, read_ios: 0, write_ios: 10, discard_bytes: 0, flush_ios: 1 }),
+        device: Some(DeviceDelta {
+            read_bytes: 0,
+            write_bytes: bytes + 4096,
+            read_ios: 0,
+            write_ios: 10,
+            discard_bytes: 0,
+            flush_ios: 1,
+        }),
         journal_device: None,
-        series: series.iter().enumerate().map(|(t, &o)| SeriesPoint { t: t as u32, ops: o, bytes: o * 4096 }).collect(),
-        workers: (0..workers).map(|w| WorkerSummary { worker: w as u32, ops: ops / workers as u64, bytes: 0, wall_s: wall, latency: Default::default() }).collect(),
+        series: series
+            .iter()
+            .enumerate()
+            .map(|(t, &o)| SeriesPoint {
+                t: t as u32,
+                ops: o,
+                bytes: o * 4096,
+            })
+            .collect(),
+        workers: (0..workers)
+            .map(|w| WorkerSummary {
+                worker: w as u32,
+                ops: ops / workers as u64,
+                bytes: 0,
+                wall_s: wall,
+                latency: Default::default(),
+            })
+            .collect(),
         extra: Default::default(),
     }
 }
 
 /// A run result.
-pub fn result(label: &str, kind: &str, params: serde_json::Value, rep: u32, phases: Vec<PhaseResult>) -> RunResult {
+pub fn result(
+    label: &str,
+    kind: &str,
+    params: serde_json::Value,
+    rep: u32,
+    phases: Vec<PhaseResult>,
+) -> RunResult {
     let params_text = params.to_string();
     RunResult {
         schema: SCHEMA.into(),
-        tool: ToolInfo { name: "fsgauge".into(), version: "0.1.0".into() },
-        host: HostInfo { hostname: "testhost".into(), kernel: "6.1.0-test".into(), cpus: 2, memory: 24 << 30 },
+        tool: ToolInfo {
+            name: "fsgauge".into(),
+            version: "0.1.0".into(),
+        },
+        host: HostInfo {
+            hostname: "testhost".into(),
+            kernel: "6.1.0-test".into(),
+            cpus: 2,
+            memory: 24 << 30,
+        },
         testbed: TestbedInfo {
             label: label.into(),
             fs: "ext4".into(),
@@ -54,12 +101,18 @@ pub fn result(label: &str, kind: &str, params: serde_json::Value, rep: u32, phas
             loop_direct_io: Some(true),
             path: "/var/tmp/x".into(),
         },
-        workload: WorkloadInfo { kind: kind.into(), params },
+        workload: WorkloadInfo {
+            kind: kind.into(),
+            params,
+        },
         rep,
         seed: 1,
         started_at: format!("2026-01-01T00:{:02}:{:02}Z", rep, label.len()),
         spec_hash: fnv(&format!("{label}-{kind}-{params_text}-{rep}")),
-        conditions: Conditions { cold: "drop".into(), ..Default::default() },
+        conditions: Conditions {
+            cold: "drop".into(),
+            ..Default::default()
+        },
         phases,
         layout: None,
         errors: vec![],
@@ -74,7 +127,9 @@ pub fn tree_study() -> Vec<RunResult> {
     for (label, base, sys) in [("a", 10.0, 1.0), ("b", 20.0, 2.0)] {
         for rep in 0..3u32 {
             let wall = base + 2.0 * rep as f64;
-            let lat: Vec<u64> = (1..=200u64).map(|i| i * 1000 * if label == "a" { 1 } else { 3 }).collect();
+            let lat: Vec<u64> = (1..=200u64)
+                .map(|i| i * 1000 * if label == "a" { 1 } else { 3 })
+                .collect();
             out.push(result(
                 label,
                 "tree",
@@ -104,7 +159,16 @@ pub fn threads_study() -> Vec<RunResult> {
                     "tio",
                     serde_json::json!({"threads": threads, "mode": "seq-write", "block": 4096}),
                     rep,
-                    vec![phase("seq-write", 2.0, 0.3, bytes / 4096, bytes, &lat, &[100, 120], threads as usize)],
+                    vec![phase(
+                        "seq-write",
+                        2.0,
+                        0.3,
+                        bytes / 4096,
+                        bytes,
+                        &lat,
+                        &[100, 120],
+                        threads as usize,
+                    )],
                 ));
             }
         }

@@ -92,10 +92,7 @@ impl Exporter for Html {
         }
         out.push_str("<h2>Plots</h2>\n");
         for p in plots::all(report) {
-            let svg = p
-                .svg
-                .find("<svg")
-                .map_or(p.svg.as_str(), |i| &p.svg[i..]);
+            let svg = p.svg.find("<svg").map_or(p.svg.as_str(), |i| &p.svg[i..]);
             let _ = write!(
                 out,
                 "<figure class=\"plot\" id=\"{}\">\n{}\n<figcaption>{}</figcaption>\n</figure>\n",

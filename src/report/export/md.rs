@@ -22,7 +22,11 @@ pub fn table(t: &Table) -> String {
     let _ = writeln!(
         out,
         "| {} |",
-        t.headers.iter().map(|h| cell(h)).collect::<Vec<_>>().join(" | ")
+        t.headers
+            .iter()
+            .map(|h| cell(h))
+            .collect::<Vec<_>>()
+            .join(" | ")
     );
     let _ = writeln!(
         out,
