@@ -169,6 +169,7 @@ fn html_is_one_self_contained_page_with_every_plot() {
         .arg("-o")
         .arg(&out)
         .arg("--svg")
+        .arg("--png")
         .output()
         .unwrap());
     let html = std::fs::read_to_string(&out).unwrap();
@@ -192,10 +193,30 @@ fn html_is_one_self_contained_page_with_every_plot() {
             &fig[..200.min(fig.len())]
         );
     }
-    let svgs = std::fs::read_dir(dir.path().join("report.plots"))
+    let files: Vec<_> = std::fs::read_dir(dir.path().join("report.plots"))
         .unwrap()
-        .count();
-    assert_eq!(svgs, figures);
+        .map(|e| e.unwrap().path())
+        .collect();
+    let svgs = files.iter().filter(|p| p.extension().unwrap() == "svg");
+    assert_eq!(svgs.count(), figures);
+    let pngs: Vec<_> = files
+        .iter()
+        .filter(|p| p.extension().unwrap() == "png")
+        .collect();
+    assert_eq!(pngs.len(), figures);
+    for p in pngs {
+        let img = image::open(p).unwrap().to_rgb8();
+        assert!(img.width() >= 720 && img.height() == 360, "{}", p.display());
+        let coloured = img
+            .pixels()
+            .filter(|px| px.0.iter().max().unwrap() - px.0.iter().min().unwrap() > 60)
+            .count();
+        assert!(
+            coloured > 200,
+            "{}: {coloured} coloured pixels",
+            p.display()
+        );
+    }
 }
 
 #[test]

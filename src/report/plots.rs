@@ -137,9 +137,12 @@ fn bars(workload: &str, phase: &str, cells: &[&Cell]) -> Option<Plot> {
         .max(1e-9)
         * 1.15;
     let n = data.len();
+    // Wide enough that every testbed's label fits under its bar.
+    let longest = data.iter().map(|d| d.0.chars().count()).max().unwrap_or(0) as u32;
+    let width = W.max(n as u32 * (longest * 7 + 30).max(60) + 100);
     let mut svg = String::new();
     let drawn: Draw = (|| {
-        let root = SVGBackend::with_string(&mut svg, (W, H)).into_drawing_area();
+        let root = SVGBackend::with_string(&mut svg, (width, H)).into_drawing_area();
         root.fill(&WHITE).map_err(err)?;
         let mut chart = ChartBuilder::on(&root)
             .caption(clean(&title), ("sans-serif", 15))
