@@ -242,7 +242,10 @@ fn warnings_say_what_to_do() {
         .args(["--format", "md"])
         .output()
         .unwrap());
-    assert!(md.contains("only 2 repetition(s)"), "{md}");
+    assert!(
+        md.contains("have fewer than 3 repetitions") && md.contains("a · tree · create: 2"),
+        "{md}"
+    );
     assert!(md.contains("did not use direct I/O"), "{md}");
     assert!(
         md.contains("smaller than the memory available for the page cache"),

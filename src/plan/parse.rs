@@ -238,7 +238,7 @@ pub fn parse(text: &str, source: &str, opts: &ParseOptions) -> Result<Plan> {
     let mut notes = Vec::new();
     for (tb, size_span) in testbeds.iter_mut().zip(spans) {
         fit_testbed(&src, tb, &size_span, &workloads, scale_f, &mut notes)?;
-        check_disk(&src, tb, &size_span, fresh, &raw_testbed_count(&raw))?;
+        check_disk(&src, tb, &size_span)?;
     }
 
     let name = raw.name.as_ref().map_or_else(
@@ -268,10 +268,6 @@ pub fn parse(text: &str, source: &str, opts: &ParseOptions) -> Result<Plan> {
     })
 }
 
-fn raw_testbed_count(raw: &RawPlan) -> usize {
-    raw.testbed.len()
-}
-
 fn kind_names() -> String {
     registry::kinds()
         .iter()
@@ -281,7 +277,6 @@ fn kind_names() -> String {
 }
 
 fn parse_reps(src: &Src, raw: &RawPlan) -> Result<Reps> {
-    let auto = matches!(raw.reps.as_ref().map(|r| r.get_ref()), Some(toml::Value::String(s)) if s == "auto");
     let reps = match &raw.reps {
         None => Reps::Fixed(1),
         Some(r) => match r.get_ref() {
@@ -316,7 +311,6 @@ fn parse_reps(src: &Src, raw: &RawPlan) -> Result<Reps> {
         }
         return Ok(reps);
     };
-    debug_assert!(auto);
     if let Some(c) = &raw.cv_target {
         cv = *c.get_ref();
         if !(cv > 0.0 && cv < 1.0) {
@@ -668,13 +662,7 @@ fn nearest_existing(p: &Path) -> PathBuf {
 
 /// Runs are made one at a time, so the disk must hold the largest testbed's image (and its
 /// journal image) at once.
-fn check_disk(
-    src: &Src,
-    tb: &PlanTestbed,
-    size_span: &Range<usize>,
-    _fresh: Fresh,
-    _count: &usize,
-) -> Result<()> {
+fn check_disk(src: &Src, tb: &PlanTestbed, size_span: &Range<usize>) -> Result<()> {
     let mut need = tb.spec.size;
     if let Some(j) = tb.spec.journal {
         if j.backing == tb.spec.backing {

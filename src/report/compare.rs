@@ -168,6 +168,7 @@ impl Comparison {
             .collect();
         Table {
             title: "Comparison".into(),
+            label_columns: 4,
             note: "mean ± sample standard deviation; p: two-sided Welch's t-test; *** p<0.001, ** p<0.01, * p<0.05; better/worse by each metric's direction, \"same\" when not significant at 5%".into(),
             headers,
             rows,

@@ -63,7 +63,7 @@ pub const METRICS: &[MetricDef] = &[
     },
     MetricDef {
         key: "ops_per_s",
-        name: "ops/s",
+        name: "op rate",
         unit: "ops/s",
         better: Better::Higher,
         rate: true,

@@ -82,6 +82,8 @@ pub struct Environment {
 #[derive(Debug, Clone, Serialize)]
 pub struct Table {
     pub title: String,
+    /// How many leading columns hold names rather than figures (aligned left).
+    pub label_columns: usize,
     /// What the figures are, how they were made.
     pub note: String,
     pub headers: Vec<String>,
@@ -387,6 +389,7 @@ fn elapsed_table(testbeds: &[String], _workloads: &[String], cells: &[Cell]) -> 
         .collect();
     Table {
         title: "Elapsed (sys) per phase".into(),
+        label_columns: 2,
         note: "seconds, mean over repetitions: wall time, and in brackets kernel CPU time, as the low-memory study tabulated its configurations".into(),
         headers,
         rows,
@@ -402,7 +405,7 @@ fn main_table(testbeds: &[String], _w: &[String], cells: &[Cell], baseline: &str
     for t in testbeds {
         headers.push(t.clone());
         if t != baseline {
-            headers.push(format!("{t} vs {baseline}"));
+            headers.push(format!("{t} vs base"));
         }
     }
     let rows = rows_of(cells)
@@ -434,6 +437,7 @@ fn main_table(testbeds: &[String], _w: &[String], cells: &[Cell], baseline: &str
         .collect();
     Table {
         title: "Mean ± standard deviation per configuration".into(),
+        label_columns: 3,
         note: format!("the phase's main figure (throughput when it moved data, else operations per second), mean ± sample standard deviation over repetitions, and the change against the baseline {baseline}"),
         headers,
         rows,
@@ -466,7 +470,7 @@ fn threads_table(testbeds: &[String], cells: &[Cell], baseline: &str) -> Option<
     for t in testbeds {
         headers.push(t.clone());
         if t != baseline {
-            headers.push(format!("{t} vs {baseline}"));
+            headers.push(format!("{t} vs base"));
         }
     }
     let mut rows = Vec::new();
@@ -498,6 +502,7 @@ fn threads_table(testbeds: &[String], cells: &[Cell], baseline: &str) -> Option<
     }
     Some(Table {
         title: "Throughput by threads".into(),
+        label_columns: 2,
         note: format!("mean of the phase's main figure at each thread (or client) count, and the change against the baseline {baseline}, as the block-reservation study tabulated tiobench"),
         headers,
         rows,
@@ -550,6 +555,7 @@ fn stats_table(cells: &[Cell]) -> Table {
     }
     Table {
         title: "Statistics per cell".into(),
+        label_columns: 4,
         note: "testbed × workload × phase × metric over repetitions: sample standard deviation, coefficient of variation, 95% confidence interval of the mean from Student's t; harmonic mean for rates".into(),
         headers,
         rows,
@@ -561,14 +567,24 @@ pub const HIGH_CV: f64 = 0.10;
 
 fn warnings(results: &[RunResult], cells: &[Cell]) -> Vec<String> {
     let mut w = Vec::new();
+    let few: Vec<String> = cells
+        .iter()
+        .filter_map(|c| c.main_metric().map(|m| (c, m.summary.n)))
+        .filter(|(_, n)| *n < 3)
+        .map(|(c, n)| format!("{} · {} · {}: {n}", c.testbed, c.workload, c.phase))
+        .collect();
+    if !few.is_empty() {
+        let shown = few.iter().take(3).cloned().collect::<Vec<_>>().join("; ");
+        w.push(format!(
+            "{} of {} cell(s) have fewer than 3 repetitions ({shown}{}), so their spread and confidence interval mean little; run with reps = 3 or more (or reps = \"auto\")",
+            few.len(),
+            cells.len(),
+            if few.len() > 3 { "; ..." } else { "" }
+        ));
+    }
     for c in cells {
         let Some(m) = c.main_metric() else { continue };
-        if m.summary.n < 3 {
-            w.push(format!(
-                "{} · {} · {}: only {} repetition(s); with fewer than 3 there is no useful spread or confidence interval — run with reps = 3 or more",
-                c.testbed, c.workload, c.phase, m.summary.n
-            ));
-        } else if m.summary.cv > HIGH_CV {
+        if m.summary.n >= 3 && m.summary.cv > HIGH_CV {
             w.push(format!(
                 "{} · {} · {}: {} varies by {:.0}% between repetitions (CV over {:.0}%); use more repetitions (reps = \"auto\"), a quieter machine, or cold = \"drop\"",
                 c.testbed,
@@ -715,6 +731,7 @@ pub fn environment_table(env: &[Environment]) -> Table {
         .collect();
     Table {
         title: "Environment of every run".into(),
+        label_columns: 19,
         note: "as recorded in each result file".into(),
         headers,
         rows,

@@ -32,7 +32,7 @@ h1{font-size:1.5em}h2{font-size:1.25em;margin-top:2em;border-bottom:1px solid #c
 h3{font-size:1.05em}p.note{color:#555;font-size:.9em}\
 table{border-collapse:collapse;margin:.5em 0 1.5em;font-size:.85em}\
 th,td{border:1px solid #ccc;padding:.25em .5em;text-align:right;white-space:nowrap}\
-th:first-child,td:first-child{text-align:left}th{background:#f0f0f0}\
+th:first-child,td:first-child,td.l{text-align:left}th{background:#f0f0f0}\
 tr:nth-child(even) td{background:#fafafa}\
 ul.warnings li{color:#8a4b00;margin:.2em 0}\
 figure{display:inline-block;margin:.5em;border:1px solid #ddd;padding:.3em;vertical-align:top}\
@@ -52,8 +52,12 @@ fn table(out: &mut String, t: &Table) {
     out.push_str("</tr>\n");
     for r in &t.rows {
         out.push_str("<tr>");
-        for c in r {
-            let _ = write!(out, "<td>{}</td>", esc(c));
+        for (i, c) in r.iter().enumerate() {
+            if i < t.label_columns {
+                let _ = write!(out, "<td class=\"l\">{}</td>", esc(c));
+            } else {
+                let _ = write!(out, "<td>{}</td>", esc(c));
+            }
         }
         out.push_str("</tr>\n");
     }
