@@ -393,3 +393,84 @@ pub fn execute(plan: &Plan, m: &Matrix, opts: &ExecOptions) -> Result<Executed> 
     ex.results = by_cell.into_values().flatten().collect();
     Ok(ex)
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::plan::{parse, ParseOptions};
+
+    fn plan(extra: &str) -> Plan {
+        let text = format!(
+            "reps = 2\n{extra}\n[[testbed]]\nlabel = \"a\"\nfs = \"ext4\"\nsize = \"256M\"\n\n[[testbed]]\nlabel = \"b\"\nfs = \"ext4\"\nsize = \"512M\"\njournal = \"file:16M\"\n\n[[workload]]\nkind = \"tree\"\ndirs = 1\nfiles = 2\nfile_size = \"1M\"\n\n[[workload]]\nkind = \"tree\"\ndirs = 1\nfiles = 3\nfile_size = \"4K\"\n"
+        );
+        parse(
+            &text,
+            "t.toml",
+            &ParseOptions {
+                scale: None,
+                workdir: Some(std::env::temp_dir()),
+            },
+        )
+        .unwrap()
+    }
+
+    #[test]
+    fn per_run_matrices_interleave_repetitions() {
+        let p = plan("");
+        let m = matrix(&p);
+        let order: Vec<(usize, usize, u32)> = m
+            .runs
+            .iter()
+            .map(|r| (r.testbed, r.workload, r.rep))
+            .collect();
+        assert_eq!(
+            order,
+            vec![
+                (0, 0, 0),
+                (0, 1, 0),
+                (1, 0, 0),
+                (1, 1, 0),
+                (0, 0, 1),
+                (0, 1, 1),
+                (1, 0, 1),
+                (1, 1, 1)
+            ]
+        );
+        let hashes: std::collections::BTreeSet<_> = m.runs.iter().map(|r| &r.hash).collect();
+        assert_eq!(hashes.len(), 8, "every run has its own spec hash");
+        assert_eq!(m.runs[0].hash, run_hash(&p, 0, 0, 0), "hashes are stable");
+    }
+
+    #[test]
+    fn per_testbed_matrices_keep_a_testbed_together() {
+        let p = plan("fresh = \"per-testbed\"");
+        let order: Vec<usize> = matrix(&p).runs.iter().map(|r| r.testbed).collect();
+        assert_eq!(order, vec![0, 0, 0, 0, 1, 1, 1, 1]);
+    }
+
+    #[test]
+    fn estimates_count_the_peak_disk_and_the_data() {
+        let p = plan("");
+        let m = matrix(&p);
+        let e = estimate(&p, &m, &HashMap::new());
+        assert_eq!(e.runs, 8);
+        assert_eq!(e.max_runs, 8);
+        assert_eq!(
+            e.peak_disk,
+            (512 << 20) + (16 << 20),
+            "largest image plus its journal file"
+        );
+        assert_eq!(e.peak_ram, 0);
+        // 4 runs of 2 x 1M files and 4 runs of 3 x 4K files, plus a block per directory.
+        assert_eq!(
+            e.data_written,
+            4 * ((2 << 20) + 4096) + 4 * (3 * 4096 + 4096)
+        );
+        assert!(e.seconds >= 8.0 * SETUP_S);
+        let mut auto = plan("");
+        auto.reps = Reps::Auto { cv: 0.05, max: 7 };
+        let m = matrix(&auto);
+        let e = estimate(&auto, &m, &HashMap::new());
+        assert_eq!((e.runs, e.max_runs), (12, 28));
+    }
+}
