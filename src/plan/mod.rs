@@ -10,25 +10,35 @@
 //! with `_` for `-`, so a new workload is usable from plans by its one registry line.
 //!
 //! ```toml
-//! name = "lowmem"
-//! reps = 3                  # or "auto": repeat until the CV of the run time is under cv_target
+//! name = "lowmem"           # optional; default: the file name
+//! description = "..."       # optional
+//! reps = 3                  # or "auto": repeat until the CV of the run time is at most
+//! # cv_target = 0.05        #   cv_target, at least 3 and at most max_reps runs per cell
+//! # max_reps = 10
 //! fresh = "per-run"         # or "per-testbed": one filesystem for all runs on a testbed
 //! cold = "drop"             # between phases: none | drop | remount
+//! seed = 1                  # default 1: plans are reproducible, and --resume relies on it
 //!
-//! [[testbed]]
-//! label = "ext4-noextent"
-//! fs = "ext4"
-//! size = "2G"
-//! mkfs = "-O ^extent"
+//! [[testbed]]               # one per configuration
+//! label = "ext4-noextent"   # default: the fs name; labels are unique
+//! fs = "ext4"               # ext2 | ext3 | ext4 | xfs | btrfs
+//! size = "2G"               # default 2G
+//! mkfs = "-O ^extent,^64bit"
 //! mount = "data=ordered"
-//! mem_limit = "128M"
+//! journal = "ram:64M"       # external journal: ram:SIZE | file:SIZE
+//! mem_limit = "128M"        # memory cgroup limit of the runs, page cache included
+//! backing = "file"          # file | ram
+//! # workdir, loop_direct_io = false, optional = true (skip when its mkfs is missing)
 //!
-//! [[workload]]
+//! [[workload]]              # kind plus the workload's flags, `_` for `-`
 //! kind = "tree"
 //! dirs = 14
 //! files = 10
 //! file_size = "8M"
 //! ```
+//!
+//! `[age]` (aging, issue 6) and `layout = true` (layout scans, issue 5) are recognised and
+//! refused with a message until those modules land.
 
 mod execute;
 mod parse;
