@@ -12,7 +12,7 @@ use clap::Args;
 use crate::error::bad_input;
 use crate::measure::Progress;
 use crate::plan::{self, presets, ExecOptions, ParseOptions, Plan, Reps};
-use crate::report::table::side_by_side;
+use crate::report::table::{side_by_side, side_by_side_per_workload};
 use crate::results::RunResult;
 use crate::runner::{Place, RunOptions};
 use crate::units::{format_bytes_human, format_size};
@@ -172,7 +172,7 @@ pub fn run(c: RunCmd) -> Result<ExitCode> {
     if c.json {
         println!("{}", serde_json::to_string_pretty(&ex.results)?);
     } else {
-        print!("{}", side_by_side(&ex.results));
+        print!("{}", side_by_side_per_workload(&ex.results));
         for r in &ex.results {
             for w in &r.errors {
                 eprintln!("warning: {} rep {}: {w}", r.testbed.label, r.rep);

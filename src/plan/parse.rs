@@ -127,7 +127,9 @@ pub fn parse(text: &str, source: &str, opts: &ParseOptions) -> Result<Plan> {
         let span = e.span().unwrap_or(0..0);
         let mut msg = e.message().trim().replace('\n', " ");
         if msg.contains("missing field `fs`") {
-            msg.push_str(" in this [[testbed]]; add fs = \"ext4\" (allowed: ext2, ext3, ext4, xfs, btrfs)");
+            msg.push_str(
+                " in this [[testbed]]; add fs = \"ext4\" (allowed: ext2, ext3, ext4, xfs, btrfs)",
+            );
         }
         let field = src.key_at(span.start).unwrap_or_default();
         src.err(span, &field, msg)

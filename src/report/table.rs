@@ -65,6 +65,34 @@ pub fn render(headers: &[&str], rows: &[Vec<String>]) -> String {
     out
 }
 
+/// [`side_by_side`] once per workload when the results hold several (each under its label,
+/// e.g. `tree file_size=8M files=10`), as it is when they hold one.
+pub fn side_by_side_per_workload(results: &[RunResult]) -> String {
+    let labels = super::model::workload_labels(results, &[]);
+    let mut order: Vec<&String> = Vec::new();
+    for l in &labels {
+        if !order.contains(&l) {
+            order.push(l);
+        }
+    }
+    if order.len() <= 1 {
+        return side_by_side(results);
+    }
+    let mut out = String::new();
+    for l in order {
+        let subset: Vec<RunResult> = results
+            .iter()
+            .zip(&labels)
+            .filter(|(_, w)| *w == l)
+            .map(|(r, _)| r.clone())
+            .collect();
+        let _ = writeln!(out, "{l}:");
+        out.push_str(&side_by_side(&subset));
+        out.push('\n');
+    }
+    out
+}
+
 /// A report table as terminal text: title, table, note.
 pub fn text(t: &super::model::Table) -> String {
     let h: Vec<&str> = t.headers.iter().map(String::as_str).collect();
