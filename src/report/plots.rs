@@ -414,12 +414,19 @@ fn series(report: &Report, workload: &str, phase: &str) -> Option<Plot> {
             .and_then(|(r, _)| r.phases.iter().find(|p| p.name == phase));
         if let Some(p) = first {
             if p.series.len() >= 2 {
-                let pts = p
+                // The last second is usually partial: scale it by its real length, and leave
+                // it out when it is too short to say anything.
+                let pts: Vec<(f64, f64)> = p
                     .series
                     .iter()
-                    .map(|s| (s.t as f64, s.ops as f64))
+                    .filter_map(|s| {
+                        let len = (p.wall_s - s.t as f64).clamp(0.0, 1.0);
+                        (len >= 0.2).then(|| (s.t as f64, s.ops as f64 / len))
+                    })
                     .collect();
-                lines.push((t.clone(), pts));
+                if pts.len() >= 2 {
+                    lines.push((t.clone(), pts));
+                }
             }
         }
     }
