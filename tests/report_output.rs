@@ -370,3 +370,29 @@ fn bad_report_input_is_refused() {
         .unwrap();
     assert_eq!(e.status.code(), Some(2));
 }
+
+#[test]
+fn compare_picks_testbeds_out_of_one_results_directory() {
+    let dir = tempfile::tempdir().unwrap();
+    write_all(dir.path(), &tree_study());
+    let table = ok(&fsgauge()
+        .arg("compare")
+        .arg(dir.path())
+        .arg(dir.path())
+        .args(["--base-testbed", "a", "--new-testbed", "b"])
+        .output()
+        .unwrap());
+    assert!(
+        table.contains("a → b") && table.contains("+83.3%"),
+        "{table}"
+    );
+    let e = fsgauge()
+        .arg("compare")
+        .arg(dir.path())
+        .arg(dir.path())
+        .args(["--base-testbed", "zz"])
+        .output()
+        .unwrap();
+    assert_eq!(e.status.code(), Some(2));
+    assert!(String::from_utf8_lossy(&e.stderr).contains("testbeds: a, b"));
+}

@@ -7,7 +7,9 @@ use std::str::FromStr;
 use anyhow::Result;
 use clap::Args;
 
+use crate::error::bad_input;
 use crate::report::compare::compare;
+use crate::results::RunResult;
 
 #[derive(Debug, Args)]
 pub struct CompareCmd {
@@ -15,6 +17,13 @@ pub struct CompareCmd {
     pub base: PathBuf,
     /// The new results: a result file or a directory of them.
     pub new: PathBuf,
+    /// Use only the base results of this testbed label (so both sides can be one study's
+    /// results directory).
+    #[arg(long, value_name = "LABEL")]
+    pub base_testbed: Option<String>,
+    /// Use only the new results of this testbed label.
+    #[arg(long, value_name = "LABEL")]
+    pub new_testbed: Option<String>,
     /// table (terminal), md or json.
     #[arg(long, value_name = "table|md|json", default_value = "table")]
     pub format: CompareFormat,
@@ -40,9 +49,38 @@ impl FromStr for CompareFormat {
     }
 }
 
+/// The results of one testbed label, when one is asked for.
+fn only(results: Vec<RunResult>, label: Option<&str>, flag: &str) -> Result<Vec<RunResult>> {
+    let Some(label) = label else {
+        return Ok(results);
+    };
+    let mut labels: Vec<String> = results.iter().map(|r| r.testbed.label.clone()).collect();
+    labels.sort();
+    labels.dedup();
+    let kept: Vec<RunResult> = results
+        .into_iter()
+        .filter(|r| r.testbed.label == label)
+        .collect();
+    if kept.is_empty() {
+        return Err(bad_input(format!(
+            "{flag} {label:?}: no results of that testbed; testbeds: {}",
+            labels.join(", ")
+        )));
+    }
+    Ok(kept)
+}
+
 pub fn run(c: CompareCmd) -> Result<ExitCode> {
-    let base = crate::report::load_results(std::slice::from_ref(&c.base))?;
-    let new = crate::report::load_results(std::slice::from_ref(&c.new))?;
+    let base = only(
+        crate::report::load_results(std::slice::from_ref(&c.base))?,
+        c.base_testbed.as_deref(),
+        "--base-testbed",
+    )?;
+    let new = only(
+        crate::report::load_results(std::slice::from_ref(&c.new))?,
+        c.new_testbed.as_deref(),
+        "--new-testbed",
+    )?;
     let cmp = compare(base, new)?;
     match c.format {
         CompareFormat::Table => print!("{}", crate::report::table::text(&cmp.table())),
