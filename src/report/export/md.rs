@@ -34,7 +34,11 @@ pub fn table(t: &Table) -> String {
         t.headers
             .iter()
             .enumerate()
-            .map(|(i, _)| if i == 0 { " --- " } else { " ---: " })
+            .map(|(i, _)| if i < t.label_columns.max(1) {
+                " --- "
+            } else {
+                " ---: "
+            })
             .collect::<Vec<_>>()
             .join("|")
     );
