@@ -438,7 +438,10 @@ fn parse_testbed(
         journal,
         backing,
         workdir,
-        loop_direct_io: r.loop_direct_io.as_ref().map_or(true, |b| *b.get_ref()),
+        loop_direct_io: match &r.loop_direct_io {
+            Some(b) => *b.get_ref(),
+            None => true,
+        },
         device: None,
     };
     if let Err(e) = spec.validate() {
