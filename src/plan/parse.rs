@@ -242,8 +242,8 @@ pub fn parse(text: &str, source: &str, opts: &ParseOptions) -> Result<Plan> {
 
     let mut notes = Vec::new();
     for (tb, size_span) in testbeds.iter_mut().zip(spans) {
-        fit_testbed(&src, tb, &size_span, &workloads, scale_f, &mut notes)?;
-        check_disk(&src, tb, &size_span)?;
+        fit_testbed(&src, tb, &size_span.0, &workloads, scale_f, &mut notes)?;
+        check_disk(&src, tb, &size_span.0, &size_span.1)?;
     }
 
     let name = raw.name.as_ref().map_or_else(
@@ -357,7 +357,7 @@ fn parse_testbed(
     src: &Src,
     t: &Spanned<RawTestbed>,
     opts: &ParseOptions,
-) -> Result<(PlanTestbed, Range<usize>)> {
+) -> Result<(PlanTestbed, (Range<usize>, Range<usize>))> {
     let r = t.get_ref();
     let fs: FsKind = r.fs.get_ref().parse().map_err(|_| {
         src.err(
@@ -470,7 +470,7 @@ fn parse_testbed(
             optional: r.optional.as_ref().is_some_and(|o| *o.get_ref()),
             at: src.loc(t.span().start),
         },
-        size_span,
+        (size_span, r.journal.as_ref().map_or(t.span(), |j| j.span())),
     ))
 }
 
@@ -668,21 +668,49 @@ fn nearest_existing(p: &Path) -> PathBuf {
     }
 }
 
+/// Free bytes of the filesystem holding `p`.
+fn free_bytes(p: &Path) -> Option<u64> {
+    let st = nix::sys::statvfs::statvfs(p).ok()?;
+    #[allow(clippy::unnecessary_cast)] // the field types differ between platforms
+    Some(st.blocks_available() as u64 * st.fragment_size() as u64)
+}
+
 /// Runs are made one at a time, so the disk must hold the largest testbed's image (and its
 /// journal image) at once.
-fn check_disk(src: &Src, tb: &PlanTestbed, size_span: &Range<usize>) -> Result<()> {
+fn check_disk(
+    src: &Src,
+    tb: &PlanTestbed,
+    size_span: &Range<usize>,
+    journal_span: &Range<usize>,
+) -> Result<()> {
     let mut need = tb.spec.size;
     if let Some(j) = tb.spec.journal {
         if j.backing == tb.spec.backing {
             need += j.size;
+        } else if j.backing == Backing::Ram {
+            // A RAM journal of a disk-backed testbed lives on tmpfs.
+            let shm = nearest_existing(&default_workdir(Backing::Ram));
+            if let Some(avail) = free_bytes(&shm) {
+                if j.size > avail {
+                    return Err(src.err(
+                        journal_span.clone(),
+                        "journal",
+                        format!(
+                            "testbed {:?} needs {} of RAM disk for its journal but {} has only {} free",
+                            tb.spec.label,
+                            crate::units::format_bytes_human(j.size as f64),
+                            shm.display(),
+                            crate::units::format_bytes_human(avail as f64)
+                        ),
+                    ));
+                }
+            }
         }
     }
     let base = nearest_existing(&tb.spec.workdir);
-    let Ok(st) = nix::sys::statvfs::statvfs(&base) else {
+    let Some(avail) = free_bytes(&base) else {
         return Ok(());
     };
-    #[allow(clippy::unnecessary_cast)] // the field types differ between platforms
-    let avail = st.blocks_available() as u64 * st.fragment_size() as u64;
     if need > avail {
         return Err(src.err(
             size_span.clone(),
@@ -837,6 +865,11 @@ file_size = "64K"
         );
         let e = err(&OK.replace("size = \"256M\"", "size = \"64P\""));
         assert!(e.contains("free"), "{e}");
+        let e = err(&OK.replace("mount = \"data=writeback\"", "journal = \"ram:900T\""));
+        assert!(
+            e.starts_with("t.toml:11:11:") && e.contains("RAM disk"),
+            "{e}"
+        );
     }
 
     #[test]
