@@ -353,11 +353,14 @@ fn size_value(src: &Src, v: &Spanned<toml::Value>, field: &str) -> Result<u64> {
     }
 }
 
+/// Where a testbed's `size` and `journal` are written (the table when absent).
+type FieldSpans = (Range<usize>, Range<usize>);
+
 fn parse_testbed(
     src: &Src,
     t: &Spanned<RawTestbed>,
     opts: &ParseOptions,
-) -> Result<(PlanTestbed, (Range<usize>, Range<usize>))> {
+) -> Result<(PlanTestbed, FieldSpans)> {
     let r = t.get_ref();
     let fs: FsKind = r.fs.get_ref().parse().map_err(|_| {
         src.err(
