@@ -206,15 +206,22 @@ pub fn spec_hash(
     digest.iter().map(|b| format!("{b:02x}")).collect()
 }
 
-fn run_once(
+/// Runs repetition `rep` alone on a fresh target (checks first): for plans, which order runs
+/// themselves.
+pub fn run_rep(
     place: &Place,
     wl: &dyn Workload,
     opts: &RunOptions,
     seed: u64,
     rep: u32,
 ) -> Result<Outcome> {
-    let started = SystemTime::now();
-    let mut target = match place {
+    check(place, wl, opts)?;
+    run_once(place, wl, opts, seed, rep)
+}
+
+/// Builds the target of a place: a fresh testbed, or the `--dir`.
+pub fn build_target(place: &Place, opts: &RunOptions) -> Result<Target> {
+    Ok(match place {
         Place::Testbed(spec) => {
             opts.progress.note(&format!(
                 "building {} testbed ({})",
@@ -227,8 +234,62 @@ fn run_once(
             p.canonicalize()
                 .with_context(|| format!("resolving {}", p.display()))?,
         ),
+    })
+}
+
+fn run_once(
+    place: &Place,
+    wl: &dyn Workload,
+    opts: &RunOptions,
+    seed: u64,
+    rep: u32,
+) -> Result<Outcome> {
+    let started = SystemTime::now();
+    let mut target = build_target(place, opts)?;
+    // On error the target is dropped here, which tears the testbed down.
+    let result = run_in(&mut target, place, wl, opts, seed, rep, started)?;
+    if let Target::Testbed(t) = target {
+        t.destroy()?;
+    }
+    write_outcome(result, opts)
+}
+
+/// Runs one repetition on a target the caller built and keeps (a plan with
+/// `fresh = "per-testbed"` runs several workloads and repetitions on one filesystem). The
+/// workload's directory is removed afterwards; the target stays.
+pub fn run_on(
+    target: &mut Target,
+    place: &Place,
+    wl: &dyn Workload,
+    opts: &RunOptions,
+    seed: u64,
+    rep: u32,
+) -> Result<Outcome> {
+    check(place, wl, opts)?;
+    let started = SystemTime::now();
+    let result = run_in(target, place, wl, opts, seed, rep, started)?;
+    write_outcome(result, opts)
+}
+
+fn write_outcome(result: RunResult, opts: &RunOptions) -> Result<Outcome> {
+    let path = match &opts.out {
+        Some(dir) => Some(write_result(dir, &result)?),
+        None => None,
     };
-    let mut warnings = match &target {
+    Ok(Outcome { result, path })
+}
+
+#[allow(clippy::too_many_arguments)]
+fn run_in(
+    target: &mut Target,
+    place: &Place,
+    wl: &dyn Workload,
+    opts: &RunOptions,
+    seed: u64,
+    rep: u32,
+    started: SystemTime,
+) -> Result<RunResult> {
+    let mut warnings = match &*target {
         Target::Testbed(t) => t.warnings(),
         Target::Dir(_) => Vec::new(),
     };
@@ -241,7 +302,7 @@ fn run_once(
             format_size_round(avail)
         )));
     }
-    let root = match &target {
+    let root = match &*target {
         Target::Testbed(_) => target.path().join(format!("fsgauge-{}", wl.kind())),
         Target::Dir(p) => p.join(format!(
             "fsgauge-{}-{}-{rep}",
@@ -262,7 +323,7 @@ fn run_once(
         None => None,
     };
 
-    let mut ctx = RunContext::new(&mut target, root, seed, opts.cold, opts.progress);
+    let mut ctx = RunContext::new(target, root, seed, opts.cold, opts.progress);
     if opts.layout {
         ctx.set_layout_hook(Box::new(|root, target| {
             crate::layout::snapshot(root, target.path())
@@ -289,10 +350,7 @@ fn run_once(
 
     let mut testbed = target.info();
     testbed.memory_limit = opts.mem_limit;
-    if let Target::Testbed(t) = target {
-        t.destroy()?;
-    }
-    let result = RunResult {
+    Ok(RunResult {
         schema: SCHEMA.into(),
         tool: ToolInfo::current(),
         host: HostInfo::current(),
@@ -310,12 +368,7 @@ fn run_once(
         layout,
         errors: warnings,
         tool_peak_rss: own_peak_rss(),
-    };
-    let path = match &opts.out {
-        Some(dir) => Some(write_result(dir, &result)?),
-        None => None,
-    };
-    Ok(Outcome { result, path })
+    })
 }
 
 /// Removes the workload directory whatever happened (on a testbed it goes with the testbed;

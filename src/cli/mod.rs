@@ -3,7 +3,10 @@
 
 mod bench;
 pub mod common;
+mod compare;
 mod frag;
+mod presets;
+mod report;
 mod run;
 mod testbed;
 
@@ -28,9 +31,15 @@ pub struct Cli {
 
 #[derive(Debug, Subcommand)]
 pub enum Command {
-    /// Run a study: with no arguments, the built-in `quick` study (tree workload on ext4, plus
-    /// xfs and btrfs where their mkfs is installed), printed side by side.
+    /// Run a study from a plan file or preset: with no arguments, the built-in `quick` study
+    /// (tree workload on ext4, plus xfs and btrfs where their mkfs is installed), side by side.
     Run(run::RunCmd),
+    /// List the built-in studies (presets), or print one's plan.
+    Presets(presets::PresetsCmd),
+    /// Turn result files into a report: statistics, tables, plots (HTML, Markdown, CSV, JSON).
+    Report(report::ReportCmd),
+    /// Compare two sets of results metric by metric, with Welch's t-test.
+    Compare(compare::CompareCmd),
     /// Run one workload on a fresh testbed (--fs) or an existing directory (--dir).
     #[command(subcommand)]
     Bench(bench::BenchCmd),
@@ -48,6 +57,9 @@ pub fn main() -> Result<ExitCode> {
     crate::signals::install();
     match cli.command {
         Command::Run(c) => run::run(c),
+        Command::Presets(c) => presets::run(c),
+        Command::Report(c) => report::run(c),
+        Command::Compare(c) => compare::run(c),
         Command::Bench(c) => bench::run(c),
         Command::Testbed(c) => testbed::run(c),
         Command::Frag(c) => frag::run(c),

@@ -1,28 +1,49 @@
-//! `fsgauge run`: the built-in `quick` study — the tree workload on a small loop-mounted ext4
-//! image, plus xfs and btrfs where their mkfs is installed, repeated, side by side.
+//! `fsgauge run [PLAN]`: run a study from a plan file or a built-in preset. With no plan, the
+//! built-in `quick` preset — the tree workload on small loop-mounted ext4, xfs and btrfs images
+//! (those whose mkfs is installed), repeated, side by side; without root, on a temporary
+//! directory instead.
 
-use std::path::PathBuf;
+use std::path::{Path, PathBuf};
 use std::process::ExitCode;
 
-use anyhow::Result;
+use anyhow::{Context, Result};
 use clap::Args;
 
+use crate::error::bad_input;
 use crate::measure::Progress;
-use crate::report::table::side_by_side;
+use crate::plan::{self, presets, ExecOptions, ParseOptions, Plan, Reps};
+use crate::report::table::{side_by_side, side_by_side_per_workload};
 use crate::results::RunResult;
 use crate::runner::{Place, RunOptions};
-use crate::testbed::{FsKind, TestbedSpec};
-use crate::workload::tree::{FsyncMode, Tree};
+use crate::units::{format_bytes_human, format_size};
 use crate::workload::ColdMode;
 
 #[derive(Debug, Args)]
 pub struct RunCmd {
-    /// Repetitions per filesystem.
-    #[arg(long, default_value_t = 3)]
-    pub reps: u32,
-    /// Seed for every random choice.
+    /// A plan file (TOML), or the name of a built-in preset (see `fsgauge presets`)
+    /// [default: the quick preset].
+    #[arg(value_name = "PLAN")]
+    pub plan: Option<String>,
+    /// Print the expanded matrix (testbed × workload × repetition) with an estimate of disk
+    /// space and time, and run nothing.
+    #[arg(long)]
+    pub dry_run: bool,
+    /// Skip runs whose result already exists in --out for the identical run spec, so a study
+    /// that was stopped continues where it was.
+    #[arg(long)]
+    pub resume: bool,
+    /// Multiply the plan's counts and file sizes by F (testbeds grow to fit).
+    #[arg(long, value_name = "F")]
+    pub scale: Option<f64>,
+    /// Repetitions per testbed × workload [default: the plan's reps; 3 for the quick study].
+    #[arg(long)]
+    pub reps: Option<u32>,
+    /// Seed for every random choice [default: the plan's seed, 1 when it names none].
     #[arg(long)]
     pub seed: Option<u64>,
+    /// Directory for images and mount points, for every testbed of the plan.
+    #[arg(long, value_name = "DIR")]
+    pub workdir: Option<PathBuf>,
     /// Directory for result files.
     #[arg(long, value_name = "DIR", default_value = "fsgauge-results")]
     pub out: PathBuf,
@@ -37,75 +58,250 @@ pub struct RunCmd {
     pub layout: bool,
 }
 
-/// The quick study's workload: 8 directories × 32 files × 1 MiB, 256 KiB writes.
-pub fn quick_workload() -> Tree {
-    Tree {
-        dirs: 8,
-        files: 32,
-        file_size: 1 << 20,
-        block: 256 << 10,
-        fsync: FsyncMode::End,
+/// Reads a plan from a file, or a preset by name.
+pub fn load_plan(arg: &str, opts: &ParseOptions) -> Result<Plan> {
+    let path = Path::new(arg);
+    if path.exists() {
+        let text = std::fs::read_to_string(path)
+            .map_err(|e| bad_input(format!("reading plan {}: {e}", path.display())))?;
+        return plan::parse(&text, &path.display().to_string(), opts);
     }
+    if let Some(p) = presets::find(arg) {
+        let missing = p.missing_kinds();
+        if !missing.is_empty() {
+            return Err(bad_input(format!(
+                "preset {} needs the workload kind(s) {} which this build does not have; runnable presets: {}",
+                p.name,
+                missing.join(", "),
+                presets::runnable()
+                    .iter()
+                    .map(|p| p.name)
+                    .collect::<Vec<_>>()
+                    .join(", ")
+            )));
+        }
+        return plan::parse(p.toml, &p.source(), opts);
+    }
+    Err(bad_input(format!(
+        "{arg}: no such plan file, and no preset of that name (presets: {})",
+        presets::PRESETS
+            .iter()
+            .map(|p| p.name)
+            .collect::<Vec<_>>()
+            .join(", ")
+    )))
 }
 
 pub fn run(c: RunCmd) -> Result<ExitCode> {
-    let wl = quick_workload();
     let root = nix::unistd::geteuid().is_root();
-    let progress = Progress::new(c.quiet || c.json);
-    let mut places = Vec::new();
-    let mut temp = None;
-    if root {
-        for fs in [FsKind::Ext4, FsKind::Xfs, FsKind::Btrfs] {
-            if fs.find_mkfs().is_some() {
-                places.push(Place::Testbed(TestbedSpec::new(fs, 1 << 30)));
-            } else if !c.quiet {
-                eprintln!(
-                    "note: {} not installed, skipping {fs} (apt-get install {})",
-                    fs.mkfs_program(),
-                    fs.package()
-                );
+    if c.plan.is_none() && !root && !c.dry_run {
+        return quick_on_temp_dir(&c);
+    }
+    let opts = ParseOptions {
+        scale: c.scale,
+        workdir: c.workdir.clone(),
+    };
+    let mut plan = load_plan(c.plan.as_deref().unwrap_or("quick"), &opts)?;
+    if let Some(n) = c.reps {
+        if n == 0 {
+            return Err(bad_input("--reps must be 1 or more"));
+        }
+        plan.reps = Reps::Fixed(n);
+    }
+    if let Some(s) = c.seed {
+        plan.seed = s;
+    }
+    let m = plan::matrix(&plan);
+    if c.dry_run {
+        print_dry_run(&plan, &m, &c.out)?;
+        return Ok(ExitCode::SUCCESS);
+    }
+    if !c.quiet {
+        for s in &m.skipped {
+            eprintln!("note: {s}");
+        }
+        for n in &plan.notes {
+            eprintln!("note: {n}");
+        }
+    }
+    if m.runs.is_empty() {
+        return Err(bad_input(format!(
+            "{}: no testbed of the plan can be built here (every optional testbed's mkfs is missing)",
+            plan.source
+        )));
+    }
+    if c.plan.is_none() {
+        let w = &plan.workloads[0].workload.params();
+        let fss: Vec<&str> = plan
+            .testbeds
+            .iter()
+            .enumerate()
+            .filter(|(i, _)| m.runs.iter().any(|r| r.testbed == *i))
+            .map(|(_, t)| t.spec.fs.name())
+            .collect();
+        println!(
+            "quick study: tree workload ({} dirs x {} files x {}, fsync at end) on {} (fresh 1G loop images, {} reps, cold caches between phases)",
+            w["dirs"],
+            w["files"],
+            format_size(w["file_size"].as_u64().unwrap_or(0)),
+            fss.join(", "),
+            plan.reps.initial()
+        );
+    } else if !c.quiet {
+        eprintln!(
+            "plan {} ({}): {} run(s){}",
+            plan.name,
+            plan.source,
+            m.runs.len(),
+            match plan.reps {
+                Reps::Auto { cv, max } => format!(
+                    " in the first round; more, up to {max} per cell, until the run time varies by less than {:.0}%",
+                    cv * 100.0
+                ),
+                Reps::Fixed(_) => String::new(),
+            }
+        );
+    }
+    let ex = plan::execute(
+        &plan,
+        &m,
+        &ExecOptions {
+            out: c.out.clone(),
+            resume: c.resume,
+            progress: Progress::new(c.quiet || c.json),
+            quiet: c.quiet || c.json,
+        },
+    )?;
+    if c.json {
+        println!("{}", serde_json::to_string_pretty(&ex.results)?);
+    } else {
+        print!("{}", side_by_side_per_workload(&ex.results));
+        for r in &ex.results {
+            for w in &r.errors {
+                eprintln!("warning: {} rep {}: {w}", r.testbed.label, r.rep);
             }
         }
-        println!(
-            "quick study: tree workload ({} dirs x {} files x 1M, fsync at end) on {} (fresh 1G loop images, {} reps, cold caches between phases)",
-            wl.dirs,
-            wl.files,
-            places
-                .iter()
-                .filter_map(|p| match p {
-                    Place::Testbed(s) => Some(s.fs.name()),
-                    Place::Dir(_) => None,
-                })
-                .collect::<Vec<_>>()
-                .join(", "),
-            c.reps
-        );
-    } else {
-        let dir = std::env::temp_dir().join(format!("fsgauge-quick-{}", std::process::id()));
-        std::fs::create_dir_all(&dir)?;
-        println!(
-            "not root: running the quick study on the temporary directory {} instead of fresh testbeds (run as root to build ext4/xfs/btrfs testbeds)",
-            dir.display()
-        );
-        places.push(Place::Dir(dir.clone()));
-        temp = Some(TempDir(dir));
+        if !c.quiet {
+            eprintln!(
+                "{} result file(s) in {} ({} run now, {} found from before); make a report with: fsgauge report {} -o report.html",
+                ex.results.len(),
+                c.out.display(),
+                ex.ran,
+                ex.reused,
+                c.out.display()
+            );
+        }
     }
+    Ok(ExitCode::SUCCESS)
+}
+
+fn print_dry_run(plan: &Plan, m: &plan::Matrix, out: &Path) -> Result<()> {
+    let existing = plan::existing_results(out)?;
+    let e = plan::estimate(plan, m, &existing);
+    println!(
+        "plan {} ({}): {} testbed(s) x {} workload(s), reps {}, fresh {}, cold {}, seed {}, scale {}",
+        plan.name,
+        plan.source,
+        plan.testbeds.len(),
+        plan.workloads.len(),
+        match plan.reps {
+            Reps::Fixed(n) => n.to_string(),
+            Reps::Auto { cv, max } => format!("auto (3 to {max}, until CV <= {cv})"),
+        },
+        plan.fresh.name(),
+        plan.cold.name(),
+        plan.seed,
+        plan.scale
+    );
+    for s in &m.skipped {
+        println!("skipped testbed {s}");
+    }
+    for n in &plan.notes {
+        println!("note: {n}");
+    }
+    println!("testbeds:");
+    for t in &plan.testbeds {
+        println!(
+            "  {:<22} {}{}",
+            t.spec.label,
+            t.spec.describe(),
+            t.mem_limit
+                .map_or(String::new(), |m| format!(" mem_limit={}", format_size(m)))
+        );
+    }
+    println!("workloads:");
+    for w in &plan.workloads {
+        println!(
+            "  line {:<4} {} -> {}",
+            w.at.line,
+            w.describe(),
+            w.workload.params()
+        );
+    }
+    println!("runs (in order):");
+    for (i, r) in m.runs.iter().enumerate() {
+        let done = if existing.contains_key(&r.hash) {
+            "  (result exists: --resume skips it)"
+        } else {
+            ""
+        };
+        println!(
+            "  {:>4}  {:<22} {:<40} rep {:<3} {}{done}",
+            i + 1,
+            plan.testbeds[r.testbed].spec.label,
+            plan.workloads[r.workload].describe(),
+            r.rep,
+            &r.hash[..12]
+        );
+    }
+    println!(
+        "estimate: {} run(s){}, {} already done; disk at the peak {} (one testbed at a time){}; data written {}; time about {} (rough: set-up plus data at 150 MB/s where no earlier run is known)",
+        e.runs,
+        if e.max_runs > e.runs {
+            format!(" (up to {} with reps = \"auto\")", e.max_runs)
+        } else {
+            String::new()
+        },
+        e.done,
+        format_bytes_human(e.peak_disk as f64),
+        if e.peak_ram > 0 {
+            format!(", RAM disk {}", format_bytes_human(e.peak_ram as f64))
+        } else {
+            String::new()
+        },
+        format_bytes_human(e.data_written as f64),
+        humantime::format_duration(std::time::Duration::from_secs(e.seconds.ceil() as u64))
+    );
+    Ok(())
+}
+
+/// Without root there are no testbeds: the quick study's workload on a temporary directory.
+fn quick_on_temp_dir(c: &RunCmd) -> Result<ExitCode> {
+    let preset = presets::find("quick").context("the quick preset is built in")?;
+    let plan = plan::parse(preset.toml, &preset.source(), &ParseOptions::default())?;
+    let wl = plan.workloads[0].workload.clone();
+    let reps = c.reps.unwrap_or(plan.reps.initial());
+    let dir = std::env::temp_dir().join(format!("fsgauge-quick-{}", std::process::id()));
+    std::fs::create_dir_all(&dir)?;
+    println!(
+        "not root: running the quick study on the temporary directory {} instead of fresh testbeds (run as root to build ext4/xfs/btrfs testbeds)",
+        dir.display()
+    );
+    let temp = TempDir(dir.clone());
     let opts = RunOptions {
-        reps: c.reps,
+        reps,
         seed: c.seed,
-        cold: if root { ColdMode::Drop } else { ColdMode::None },
+        cold: ColdMode::None,
         mem_limit: None,
         mem_charge: None,
         out: Some(c.out.clone()),
-        progress,
+        progress: Progress::new(c.quiet || c.json),
         layout: c.layout,
     };
-    let mut results: Vec<RunResult> = Vec::new();
-    for place in &places {
-        for o in crate::runner::run(place, &wl, &opts)? {
-            results.push(o.result);
-        }
-    }
+    let results: Vec<RunResult> = crate::runner::run(&Place::Dir(dir), wl.as_ref(), &opts)?
+        .into_iter()
+        .map(|o| o.result)
+        .collect();
     drop(temp);
     if c.json {
         println!("{}", serde_json::to_string_pretty(&results)?);

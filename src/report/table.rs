@@ -31,11 +31,14 @@ pub fn format_rate(v: f64) -> String {
     }
 }
 
-fn render(headers: &[&str], rows: &[Vec<String>]) -> String {
-    let mut widths: Vec<usize> = headers.iter().map(|h| h.len()).collect();
+/// Renders rows under headers, first column left-aligned, the others right-aligned.
+pub fn render(headers: &[&str], rows: &[Vec<String>]) -> String {
+    let mut widths: Vec<usize> = headers.iter().map(|h| h.chars().count()).collect();
     for r in rows {
         for (i, c) in r.iter().enumerate() {
-            widths[i] = widths[i].max(c.chars().count());
+            if let Some(w) = widths.get_mut(i) {
+                *w = (*w).max(c.chars().count());
+            }
         }
     }
     let mut out = String::new();
@@ -44,10 +47,11 @@ fn render(headers: &[&str], rows: &[Vec<String>]) -> String {
             .iter()
             .enumerate()
             .map(|(i, c)| {
+                let w = widths.get(i).copied().unwrap_or(0);
                 if i == 0 {
-                    format!("{c:<w$}", w = widths[i])
+                    format!("{c:<w$}")
                 } else {
-                    format!("{c:>w$}", w = widths[i])
+                    format!("{c:>w$}")
                 }
             })
             .collect();
@@ -59,6 +63,40 @@ fn render(headers: &[&str], rows: &[Vec<String>]) -> String {
         line(r.clone(), &mut out);
     }
     out
+}
+
+/// [`side_by_side`] once per workload when the results hold several (each under its label,
+/// e.g. `tree file_size=8M files=10`), as it is when they hold one.
+pub fn side_by_side_per_workload(results: &[RunResult]) -> String {
+    let labels = super::model::workload_labels(results, &[]);
+    let mut order: Vec<&String> = Vec::new();
+    for l in &labels {
+        if !order.contains(&l) {
+            order.push(l);
+        }
+    }
+    if order.len() <= 1 {
+        return side_by_side(results);
+    }
+    let mut out = String::new();
+    for l in order {
+        let subset: Vec<RunResult> = results
+            .iter()
+            .zip(&labels)
+            .filter(|(_, w)| *w == l)
+            .map(|(r, _)| r.clone())
+            .collect();
+        let _ = writeln!(out, "{l}:");
+        out.push_str(&side_by_side(&subset));
+        out.push('\n');
+    }
+    out
+}
+
+/// A report table as terminal text: title, table, note.
+pub fn text(t: &super::model::Table) -> String {
+    let h: Vec<&str> = t.headers.iter().map(String::as_str).collect();
+    format!("{}\n{}({})\n", t.title, render(&h, &t.rows), t.note)
 }
 
 /// One row per run and phase: elapsed (sys), ops, ops/s, MB/s, p99 latency, device MB written.

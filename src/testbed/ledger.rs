@@ -260,6 +260,15 @@ fn read_entry(path: &Path) -> Result<LedgerEntry> {
         .with_context(|| format!("ledger {} is not valid", path.display()))
 }
 
+/// The writer's pid of an atomic-write temporary file (`.NAME.tmp-PID`).
+fn stale_temp_pid(p: &Path) -> Option<u32> {
+    let name = p.file_name()?.to_str()?;
+    if !name.starts_with('.') {
+        return None;
+    }
+    name.rsplit_once(".tmp-")?.1.parse().ok()
+}
+
 /// Every ledger entry on this machine, sorted by name.
 pub fn entries() -> Result<Vec<LedgerEntry>> {
     let dir = state_dir();
@@ -273,6 +282,12 @@ pub fn entries() -> Result<Vec<LedgerEntry>> {
         let p = de?.path();
         if p.extension().is_some_and(|e| e == "json") {
             out.push(read_entry(&p)?);
+        } else if let Some(pid) = stale_temp_pid(&p) {
+            // A process killed (SIGKILL) inside write_atomic leaves its temporary file: the
+            // entry it was writing never existed, so the file is only litter.
+            if !Path::new(&format!("/proc/{pid}")).exists() {
+                let _ = fs::remove_file(&p);
+            }
         }
     }
     out.sort_by(|a, b| a.name.cmp(&b.name));

@@ -1,0 +1,91 @@
+//! `fsgauge compare BASE NEW`: two sets of results, metric by metric, with Welch's t-test.
+
+use std::path::PathBuf;
+use std::process::ExitCode;
+use std::str::FromStr;
+
+use anyhow::Result;
+use clap::Args;
+
+use crate::error::bad_input;
+use crate::report::compare::compare;
+use crate::results::RunResult;
+
+#[derive(Debug, Args)]
+pub struct CompareCmd {
+    /// The base results: a result file or a directory of them.
+    pub base: PathBuf,
+    /// The new results: a result file or a directory of them.
+    pub new: PathBuf,
+    /// Use only the base results of this testbed label (so both sides can be one study's
+    /// results directory).
+    #[arg(long, value_name = "LABEL")]
+    pub base_testbed: Option<String>,
+    /// Use only the new results of this testbed label.
+    #[arg(long, value_name = "LABEL")]
+    pub new_testbed: Option<String>,
+    /// table (terminal), md or json.
+    #[arg(long, value_name = "table|md|json", default_value = "table")]
+    pub format: CompareFormat,
+}
+
+/// Output of `compare`.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum CompareFormat {
+    Table,
+    Md,
+    Json,
+}
+
+impl FromStr for CompareFormat {
+    type Err = String;
+    fn from_str(s: &str) -> Result<Self, Self::Err> {
+        match s {
+            "table" => Ok(Self::Table),
+            "md" | "markdown" => Ok(Self::Md),
+            "json" => Ok(Self::Json),
+            _ => Err(format!("unknown format {s:?}; use table, md or json")),
+        }
+    }
+}
+
+/// The results of one testbed label, when one is asked for.
+fn only(results: Vec<RunResult>, label: Option<&str>, flag: &str) -> Result<Vec<RunResult>> {
+    let Some(label) = label else {
+        return Ok(results);
+    };
+    let mut labels: Vec<String> = results.iter().map(|r| r.testbed.label.clone()).collect();
+    labels.sort();
+    labels.dedup();
+    let kept: Vec<RunResult> = results
+        .into_iter()
+        .filter(|r| r.testbed.label == label)
+        .collect();
+    if kept.is_empty() {
+        return Err(bad_input(format!(
+            "{flag} {label:?}: no results of that testbed; testbeds: {}",
+            labels.join(", ")
+        )));
+    }
+    Ok(kept)
+}
+
+pub fn run(c: CompareCmd) -> Result<ExitCode> {
+    let base = only(
+        crate::report::load_results(std::slice::from_ref(&c.base))?,
+        c.base_testbed.as_deref(),
+        "--base-testbed",
+    )?;
+    let new = only(
+        crate::report::load_results(std::slice::from_ref(&c.new))?,
+        c.new_testbed.as_deref(),
+        "--new-testbed",
+    )?;
+    let cmp = compare(base, new)?;
+    match c.format {
+        CompareFormat::Table => print!("{}", crate::report::table::text(&cmp.table())),
+        CompareFormat::Md => print!("{}", crate::report::export::md_table(&cmp.table())),
+        CompareFormat::Json => println!("{}", serde_json::to_string_pretty(&cmp)?),
+    }
+    Ok(ExitCode::SUCCESS)
+}

@@ -1,0 +1,63 @@
+//! `fsgauge presets`: the built-in studies, one line each; `presets show NAME` prints one's plan.
+
+use std::process::ExitCode;
+
+use anyhow::Result;
+use clap::{Args, Subcommand};
+
+use crate::error::bad_input;
+use crate::plan::presets::{self, PRESETS};
+
+#[derive(Debug, Args)]
+pub struct PresetsCmd {
+    #[command(subcommand)]
+    pub command: Option<PresetsSub>,
+}
+
+#[derive(Debug, Subcommand)]
+pub enum PresetsSub {
+    /// Print a preset's plan (TOML) to copy and edit; run it with `fsgauge run NAME`.
+    Show {
+        /// The preset's name.
+        name: String,
+    },
+}
+
+pub fn run(c: PresetsCmd) -> Result<ExitCode> {
+    match c.command {
+        None => {
+            let width = PRESETS.iter().map(|p| p.name.len()).max().unwrap_or(0);
+            for p in presets::runnable() {
+                println!("{:<width$}  {}", p.name, p.about);
+            }
+            let waiting: Vec<_> = PRESETS.iter().filter(|p| !p.runnable()).collect();
+            if !waiting.is_empty() {
+                println!();
+                println!("not runnable in this build (their workload kinds are missing):");
+                for p in waiting {
+                    println!(
+                        "{:<width$}  needs {}: {}",
+                        p.name,
+                        p.missing_kinds().join(", "),
+                        p.about
+                    );
+                }
+            }
+            Ok(ExitCode::SUCCESS)
+        }
+        Some(PresetsSub::Show { name }) => match presets::find(&name) {
+            Some(p) => {
+                print!("{}", p.toml);
+                Ok(ExitCode::SUCCESS)
+            }
+            None => Err(bad_input(format!(
+                "no preset {name:?}; presets: {}",
+                PRESETS
+                    .iter()
+                    .map(|p| p.name)
+                    .collect::<Vec<_>>()
+                    .join(", ")
+            ))),
+        },
+    }
+}

@@ -1,0 +1,82 @@
+//! `fsgauge report RESULTS...`: statistics, tables and plots from result files.
+
+use std::path::PathBuf;
+use std::process::ExitCode;
+
+use anyhow::{Context, Result};
+use clap::Args;
+
+use crate::error::bad_input;
+use crate::report::export::Format;
+
+#[derive(Debug, Args)]
+pub struct ReportCmd {
+    /// Result files, or directories of them.
+    #[arg(value_name = "RESULTS", required = true)]
+    pub results: Vec<PathBuf>,
+    /// Write the report here [default: stdout].
+    #[arg(short = 'o', long = "output", value_name = "FILE")]
+    pub output: Option<PathBuf>,
+    /// html (one self-contained page with plots), md, csv (statistics per cell) or json
+    /// [default: from the -o file's extension, else html].
+    #[arg(long, value_name = "html|md|csv|json")]
+    pub format: Option<Format>,
+    /// The testbed label that percentages are against [default: the first testbed].
+    #[arg(long, value_name = "LABEL")]
+    pub baseline: Option<String>,
+    /// Also write every plot as an SVG file next to the report (FILE.plots/NAME.svg).
+    #[arg(long, requires = "output")]
+    pub svg: bool,
+    /// Also write every plot as a PNG file next to the report (FILE.plots/NAME.png).
+    #[arg(long, requires = "output")]
+    pub png: bool,
+}
+
+pub fn run(c: ReportCmd) -> Result<ExitCode> {
+    let format = match (c.format, &c.output) {
+        (Some(f), _) => f,
+        (None, Some(o)) => o
+            .extension()
+            .and_then(|e| e.to_str())
+            .and_then(|e| e.parse().ok())
+            .unwrap_or(Format::Html),
+        (None, None) => Format::Html,
+    };
+    let results = crate::report::load_results(&c.results)?;
+    let report = crate::report::model::build(results, c.baseline.as_deref())?;
+    let bytes = format.exporter().render(&report)?;
+    match &c.output {
+        Some(path) => {
+            crate::atomic::write_atomic(path, &bytes)
+                .with_context(|| format!("writing {}", path.display()))?;
+            if c.svg || c.png {
+                let dir = path.with_extension("plots");
+                std::fs::create_dir_all(&dir)
+                    .map_err(|e| bad_input(format!("creating {}: {e}", dir.display())))?;
+                let raster = c.png.then(crate::report::png::Rasterizer::new);
+                for p in crate::report::plots::all(&report) {
+                    if c.svg {
+                        crate::atomic::write_atomic(
+                            &dir.join(format!("{}.svg", p.id)),
+                            p.svg.as_bytes(),
+                        )?;
+                    }
+                    if let Some(r) = &raster {
+                        let png = r.png(&p.svg).with_context(|| format!("plot {}", p.id))?;
+                        crate::atomic::write_atomic(&dir.join(format!("{}.png", p.id)), &png)?;
+                    }
+                }
+                eprintln!("plots written to {}", dir.display());
+            }
+            for w in &report.warnings {
+                eprintln!("warning: {w}");
+            }
+            eprintln!("report written to {}", path.display());
+        }
+        None => {
+            use std::io::Write;
+            std::io::stdout().write_all(&bytes)?;
+        }
+    }
+    Ok(ExitCode::SUCCESS)
+}

@@ -1,0 +1,477 @@
+//! Expanding a plan into its matrix of runs and running it: testbed × workload × repetition,
+//! interleaved (repetition 1 of every cell before repetition 2 of any) so that slow drift of
+//! the machine spreads over all configurations instead of biasing one; with `--resume`, runs
+//! whose result already exists for the identical run spec (same [`runner::spec_hash`]) are not
+//! made again, so a study killed halfway (even by SIGKILL: results are written atomically, one
+//! file per finished run) completes without repeating work and loses nothing.
+
+use std::collections::{BTreeMap, HashMap};
+use std::path::{Path, PathBuf};
+
+use anyhow::{Context, Result};
+
+use super::{Fresh, Plan, Reps};
+use crate::error::bad_input;
+use crate::measure::Progress;
+use crate::results::RunResult;
+use crate::runner::{self, RunOptions};
+use crate::workload::Target;
+
+/// One run of the matrix.
+#[derive(Debug, Clone, PartialEq)]
+pub struct PlannedRun {
+    /// Index into [`Plan::testbeds`].
+    pub testbed: usize,
+    /// Index into [`Plan::workloads`].
+    pub workload: usize,
+    pub rep: u32,
+    /// [`runner::spec_hash`] of the run: equal hashes are the same experiment.
+    pub hash: String,
+}
+
+/// The expanded plan.
+#[derive(Debug, Clone)]
+pub struct Matrix {
+    /// The runs of the first round, in the order they will be made.
+    pub runs: Vec<PlannedRun>,
+    /// Testbeds left out, with why (optional ones whose mkfs is missing).
+    pub skipped: Vec<String>,
+}
+
+/// The run options of every run on a testbed (one repetition at a time).
+pub fn run_options(
+    plan: &Plan,
+    testbed: usize,
+    out: Option<PathBuf>,
+    progress: Progress,
+) -> RunOptions {
+    RunOptions {
+        reps: 1,
+        seed: Some(plan.seed),
+        cold: plan.cold,
+        mem_limit: plan.testbeds[testbed].mem_limit,
+        mem_charge: None,
+        out,
+        progress,
+        layout: plan.layout,
+    }
+}
+
+/// The hash of one run, as the runner records it.
+pub fn run_hash(plan: &Plan, testbed: usize, workload: usize, rep: u32) -> String {
+    let opts = run_options(plan, testbed, None, Progress::hidden());
+    runner::spec_hash(
+        &plan.place(testbed),
+        plan.workloads[workload].workload.as_ref(),
+        &opts,
+        plan.seed,
+        rep,
+    )
+}
+
+fn planned(plan: &Plan, t: usize, w: usize, rep: u32) -> PlannedRun {
+    PlannedRun {
+        testbed: t,
+        workload: w,
+        rep,
+        hash: run_hash(plan, t, w, rep),
+    }
+}
+
+/// Expands the plan: the testbeds that can be built here (optional ones whose mkfs is missing
+/// are left out), × workloads × the first round of repetitions.
+pub fn matrix(plan: &Plan) -> Matrix {
+    let mut skipped = Vec::new();
+    let usable: Vec<usize> = (0..plan.testbeds.len())
+        .filter(|&t| {
+            let tb = &plan.testbeds[t];
+            if tb.optional && tb.spec.fs.find_mkfs().is_none() {
+                skipped.push(format!(
+                    "{}: {} not installed, skipping (apt-get install {})",
+                    tb.spec.label,
+                    tb.spec.fs.mkfs_program(),
+                    tb.spec.fs.package()
+                ));
+                false
+            } else {
+                true
+            }
+        })
+        .collect();
+    let reps = plan.reps.initial();
+    let mut runs = Vec::new();
+    match plan.fresh {
+        Fresh::PerRun => {
+            for rep in 0..reps {
+                for &t in &usable {
+                    for w in 0..plan.workloads.len() {
+                        runs.push(planned(plan, t, w, rep));
+                    }
+                }
+            }
+        }
+        Fresh::PerTestbed => {
+            for &t in &usable {
+                for w in 0..plan.workloads.len() {
+                    for rep in 0..reps {
+                        runs.push(planned(plan, t, w, rep));
+                    }
+                }
+            }
+        }
+    }
+    Matrix { runs, skipped }
+}
+
+/// What a plan will cost: runs, disk space at the peak, data written, time.
+#[derive(Debug, Clone, PartialEq)]
+pub struct Estimate {
+    /// Runs of the first round.
+    pub runs: usize,
+    /// Most runs the plan can make (`reps = "auto"` may add repetitions).
+    pub max_runs: usize,
+    /// Runs whose result already exists in the results directory (skipped by `--resume`).
+    pub done: usize,
+    /// Disk (and RAM disk) space needed at once: the largest testbed with its journal.
+    pub peak_disk: u64,
+    pub peak_ram: u64,
+    /// Bytes the workloads write over the first round.
+    pub data_written: u64,
+    /// Seconds for the first round, roughly (measured time of earlier identical runs where
+    /// known, otherwise set-up time plus data at 150 MB/s).
+    pub seconds: f64,
+}
+
+/// Seconds to build and tear down one testbed, roughly (mkfs, mount, unmount, loop device).
+const SETUP_S: f64 = 2.0;
+/// Rate assumed for unknown runs: data written once and removed or read once.
+const ASSUMED_BYTES_PER_S: f64 = 150e6;
+
+/// Estimates the cost of a plan; `existing` are results already in the results directory.
+pub fn estimate(plan: &Plan, m: &Matrix, existing: &HashMap<String, RunResult>) -> Estimate {
+    let mut e = Estimate {
+        runs: m.runs.len(),
+        max_runs: 0,
+        done: 0,
+        peak_disk: 0,
+        peak_ram: 0,
+        data_written: 0,
+        seconds: 0.0,
+    };
+    let cells: std::collections::BTreeSet<(usize, usize)> =
+        m.runs.iter().map(|r| (r.testbed, r.workload)).collect();
+    e.max_runs = cells.len() * plan.reps.max() as usize;
+    for r in &m.runs {
+        let tb = &plan.testbeds[r.testbed].spec;
+        let mut disk = 0;
+        let mut ram = 0;
+        let image = tb.size;
+        match tb.backing {
+            crate::testbed::Backing::File => disk += image,
+            crate::testbed::Backing::Ram => ram += image,
+        }
+        if let Some(j) = tb.journal {
+            match j.backing {
+                crate::testbed::Backing::File => disk += j.size,
+                crate::testbed::Backing::Ram => ram += j.size,
+            }
+        }
+        e.peak_disk = e.peak_disk.max(disk);
+        e.peak_ram = e.peak_ram.max(ram);
+        let wl = &plan.workloads[r.workload].workload;
+        e.data_written += wl.space_needed();
+        if let Some(done) = existing.get(&r.hash) {
+            e.done += 1;
+            e.seconds += done.phases.iter().map(|p| p.wall_s).sum::<f64>() + SETUP_S;
+        } else {
+            e.seconds += SETUP_S + 2.0 * wl.space_needed() as f64 / ASSUMED_BYTES_PER_S;
+        }
+    }
+    e
+}
+
+/// How a plan is run.
+#[derive(Debug, Clone)]
+pub struct ExecOptions {
+    /// Results directory.
+    pub out: PathBuf,
+    /// Skip runs whose result exists in `out` with the identical spec hash.
+    pub resume: bool,
+    pub progress: Progress,
+    /// No per-run lines on stderr.
+    pub quiet: bool,
+}
+
+/// What a plan run produced.
+#[derive(Debug, Clone, Default)]
+pub struct Executed {
+    /// Every result of the plan, in matrix order: made now or found (with `--resume`).
+    pub results: Vec<RunResult>,
+    /// Runs made now.
+    pub ran: usize,
+    /// Runs skipped because their result existed.
+    pub reused: usize,
+}
+
+/// Results in a directory by spec hash; files that do not read as results are skipped (a
+/// results directory may hold other things).
+pub fn existing_results(dir: &Path) -> Result<HashMap<String, RunResult>> {
+    let mut out = HashMap::new();
+    let Ok(rd) = std::fs::read_dir(dir) else {
+        return Ok(out);
+    };
+    let mut paths: Vec<PathBuf> = rd
+        .filter_map(|e| e.ok().map(|e| e.path()))
+        .filter(|p| p.extension().is_some_and(|e| e == "json"))
+        .filter(|p| {
+            !p.file_name()
+                .is_some_and(|n| n.to_string_lossy().starts_with('.'))
+        })
+        .collect();
+    paths.sort();
+    for p in paths {
+        if let Ok(r) = crate::results::load(&p) {
+            out.insert(r.spec_hash.clone(), r);
+        }
+    }
+    Ok(out)
+}
+
+/// Checks every testbed × workload pair as the runner will (root, mkfs installed, space,
+/// memory limit) before anything is made; errors name the plan entries.
+pub fn check(plan: &Plan, m: &Matrix) -> Result<()> {
+    let mut seen = std::collections::BTreeSet::new();
+    for r in &m.runs {
+        if !seen.insert((r.testbed, r.workload)) {
+            continue;
+        }
+        let tb = &plan.testbeds[r.testbed];
+        let wl = &plan.workloads[r.workload];
+        let opts = run_options(plan, r.testbed, None, Progress::hidden());
+        runner::check(&plan.place(r.testbed), wl.workload.as_ref(), &opts).map_err(|e| {
+            let msg = format!(
+                "{}:{}: testbed {:?} with the {} workload at line {}: {e:#}",
+                plan.source, tb.at, tb.spec.label, wl.kind, wl.at.line
+            );
+            if crate::error::exit_code(&e) == 2 {
+                bad_input(msg)
+            } else {
+                e.context(msg)
+            }
+        })?;
+    }
+    Ok(())
+}
+
+/// The figure `reps = "auto"` watches: a run's elapsed time, all phases together.
+pub fn main_metric(r: &RunResult) -> f64 {
+    r.phases.iter().map(|p| p.wall_s).sum()
+}
+
+fn needs_more(plan: &Plan, done: &[&RunResult]) -> bool {
+    let Reps::Auto { cv, max } = plan.reps else {
+        return false;
+    };
+    if done.len() as u32 >= max {
+        return false;
+    }
+    let xs: Vec<f64> = done.iter().map(|r| main_metric(r)).collect();
+    match crate::stats::summarize(&xs) {
+        Some(s) => s.n < super::AUTO_MIN_REPS as usize || s.cv > cv,
+        None => true,
+    }
+}
+
+/// Runs the plan: checks first, then every run of the matrix in order (skipping finished ones
+/// under `--resume`), then, for `reps = "auto"`, more repetitions of the cells that still vary.
+pub fn execute(plan: &Plan, m: &Matrix, opts: &ExecOptions) -> Result<Executed> {
+    check(plan, m)?;
+    let existing = if opts.resume {
+        existing_results(&opts.out)?
+    } else {
+        HashMap::new()
+    };
+    let total_hint = m.runs.len();
+    let mut ex = Executed::default();
+    let mut by_cell: BTreeMap<(usize, usize), Vec<RunResult>> = BTreeMap::new();
+    let mut counter = 0usize;
+    let mut one = |run: &PlannedRun,
+                   target: Option<&mut Target>,
+                   ex: &mut Executed|
+     -> Result<RunResult> {
+        counter += 1;
+        let tb = &plan.testbeds[run.testbed];
+        let wl = &plan.workloads[run.workload];
+        let what = format!(
+            "[{counter}/{total_hint}] {} · {} · rep {}",
+            tb.spec.label,
+            wl.describe(),
+            run.rep
+        );
+        if let Some(r) = existing.get(&run.hash) {
+            if !opts.quiet {
+                eprintln!("{what}: done before (result {}), skipped", &run.hash[..10]);
+            }
+            ex.reused += 1;
+            return Ok(r.clone());
+        }
+        if !opts.quiet {
+            eprintln!("{what}");
+        }
+        let ropts = run_options(plan, run.testbed, Some(opts.out.clone()), opts.progress);
+        let place = plan.place(run.testbed);
+        let outcome = match target {
+            Some(t) => runner::run_on(t, &place, wl.workload.as_ref(), &ropts, plan.seed, run.rep),
+            None => runner::run_rep(&place, wl.workload.as_ref(), &ropts, plan.seed, run.rep),
+        }
+        .with_context(|| format!("run {what}"))?;
+        ex.ran += 1;
+        Ok(outcome.result)
+    };
+    match plan.fresh {
+        Fresh::PerRun => {
+            for run in &m.runs {
+                let r = one(run, None, &mut ex)?;
+                by_cell
+                    .entry((run.testbed, run.workload))
+                    .or_default()
+                    .push(r);
+            }
+            // reps = "auto": rounds of one more repetition for every cell that still varies.
+            loop {
+                let more: Vec<PlannedRun> = by_cell
+                    .iter()
+                    .filter(|(_, rs)| needs_more(plan, &rs.iter().collect::<Vec<_>>()))
+                    .map(|(&(t, w), rs)| planned(plan, t, w, rs.len() as u32))
+                    .collect();
+                if more.is_empty() {
+                    break;
+                }
+                for run in &more {
+                    let r = one(run, None, &mut ex)?;
+                    by_cell
+                        .entry((run.testbed, run.workload))
+                        .or_default()
+                        .push(r);
+                }
+            }
+        }
+        Fresh::PerTestbed => {
+            let mut groups: Vec<usize> = m.runs.iter().map(|r| r.testbed).collect();
+            groups.dedup();
+            for t in groups {
+                let place = plan.place(t);
+                let mut target: Option<Target> = None;
+                for w in 0..plan.workloads.len() {
+                    let mut rep = 0;
+                    loop {
+                        let cell = by_cell.entry((t, w)).or_default();
+                        let want_more = rep < plan.reps.initial()
+                            || needs_more(plan, &cell.iter().collect::<Vec<_>>());
+                        if !want_more {
+                            break;
+                        }
+                        let run = planned(plan, t, w, rep);
+                        let r = if existing.contains_key(&run.hash) {
+                            one(&run, None, &mut ex)?
+                        } else {
+                            if target.is_none() {
+                                let ropts = run_options(plan, t, None, opts.progress);
+                                target = Some(runner::build_target(&place, &ropts)?);
+                            }
+                            one(&run, target.as_mut(), &mut ex)?
+                        };
+                        by_cell.entry((t, w)).or_default().push(r);
+                        rep += 1;
+                    }
+                }
+                if let Some(Target::Testbed(tb)) = target {
+                    tb.destroy()?;
+                }
+            }
+        }
+    }
+    ex.results = by_cell.into_values().flatten().collect();
+    Ok(ex)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::plan::{parse, ParseOptions};
+
+    fn plan(extra: &str) -> Plan {
+        let text = format!(
+            "reps = 2\n{extra}\n[[testbed]]\nlabel = \"a\"\nfs = \"ext4\"\nsize = \"256M\"\n\n[[testbed]]\nlabel = \"b\"\nfs = \"ext4\"\nsize = \"512M\"\njournal = \"file:16M\"\n\n[[workload]]\nkind = \"tree\"\ndirs = 1\nfiles = 2\nfile_size = \"1M\"\n\n[[workload]]\nkind = \"tree\"\ndirs = 1\nfiles = 3\nfile_size = \"4K\"\n"
+        );
+        parse(
+            &text,
+            "t.toml",
+            &ParseOptions {
+                scale: None,
+                workdir: Some(std::env::temp_dir()),
+            },
+        )
+        .unwrap()
+    }
+
+    #[test]
+    fn per_run_matrices_interleave_repetitions() {
+        let p = plan("");
+        let m = matrix(&p);
+        let order: Vec<(usize, usize, u32)> = m
+            .runs
+            .iter()
+            .map(|r| (r.testbed, r.workload, r.rep))
+            .collect();
+        assert_eq!(
+            order,
+            vec![
+                (0, 0, 0),
+                (0, 1, 0),
+                (1, 0, 0),
+                (1, 1, 0),
+                (0, 0, 1),
+                (0, 1, 1),
+                (1, 0, 1),
+                (1, 1, 1)
+            ]
+        );
+        let hashes: std::collections::BTreeSet<_> = m.runs.iter().map(|r| &r.hash).collect();
+        assert_eq!(hashes.len(), 8, "every run has its own spec hash");
+        assert_eq!(m.runs[0].hash, run_hash(&p, 0, 0, 0), "hashes are stable");
+    }
+
+    #[test]
+    fn per_testbed_matrices_keep_a_testbed_together() {
+        let p = plan("fresh = \"per-testbed\"");
+        let order: Vec<usize> = matrix(&p).runs.iter().map(|r| r.testbed).collect();
+        assert_eq!(order, vec![0, 0, 0, 0, 1, 1, 1, 1]);
+    }
+
+    #[test]
+    fn estimates_count_the_peak_disk_and_the_data() {
+        let p = plan("");
+        let m = matrix(&p);
+        let e = estimate(&p, &m, &HashMap::new());
+        assert_eq!(e.runs, 8);
+        assert_eq!(e.max_runs, 8);
+        assert_eq!(
+            e.peak_disk,
+            (512 << 20) + (16 << 20),
+            "largest image plus its journal file"
+        );
+        assert_eq!(e.peak_ram, 0);
+        // 4 runs of 2 x 1M files and 4 runs of 3 x 4K files, plus a block per directory.
+        assert_eq!(
+            e.data_written,
+            4 * ((2 << 20) + 4096) + 4 * (3 * 4096 + 4096)
+        );
+        assert!(e.seconds >= 8.0 * SETUP_S);
+        let mut auto = plan("");
+        auto.reps = Reps::Auto { cv: 0.05, max: 7 };
+        let m = matrix(&auto);
+        let e = estimate(&auto, &m, &HashMap::new());
+        assert_eq!((e.runs, e.max_runs), (12, 28));
+    }
+}

@@ -1,0 +1,194 @@
+//! Plans: a whole study in one TOML file — the testbeds to build, the workloads to run on each,
+//! how often, and how the filesystem is conditioned — expanded into the matrix of runs
+//! (testbed × workload × repetition) that the runner executes one by one.
+//!
+//! A plan is checked completely before anything is made: malformed TOML, unknown fields, a
+//! workload kind that is not registered, a parameter of the wrong type, a testbed that cannot be
+//! built or a matrix that does not fit on the disk are all errors that name the file, line and
+//! column and the field, and list the allowed values. Workload parameters are each workload's own
+//! serde struct (see [`crate::workload::registry`]), under the names of its command-line flags
+//! with `_` for `-`, so a new workload is usable from plans by its one registry line.
+//!
+//! ```toml
+//! name = "lowmem"           # optional; default: the file name
+//! description = "..."       # optional
+//! reps = 3                  # or "auto": repeat until the CV of the run time is at most
+//! # cv_target = 0.05        #   cv_target, at least 3 and at most max_reps runs per cell
+//! # max_reps = 10
+//! fresh = "per-run"         # or "per-testbed": one filesystem for all runs on a testbed
+//! cold = "drop"             # between phases: none | drop | remount
+//! seed = 1                  # default 1: plans are reproducible, and --resume relies on it
+//!
+//! [[testbed]]               # one per configuration
+//! label = "ext4-noextent"   # default: the fs name; labels are unique
+//! fs = "ext4"               # ext2 | ext3 | ext4 | xfs | btrfs
+//! size = "2G"               # default 2G
+//! mkfs = "-O ^extent,^64bit"
+//! mount = "data=ordered"
+//! journal = "ram:64M"       # external journal: ram:SIZE | file:SIZE
+//! mem_limit = "128M"        # memory cgroup limit of the runs, page cache included
+//! backing = "file"          # file | ram
+//! # workdir, loop_direct_io = false, optional = true (skip when its mkfs is missing)
+//!
+//! [[workload]]              # kind plus the workload's flags, `_` for `-`
+//! kind = "tree"
+//! dirs = 14
+//! files = 10
+//! file_size = "8M"
+//! ```
+//!
+//! `layout = true` records block layout and free space at each run's layout point. `[age]`
+//! (aging, issue 6) is recognised and
+//! refused with a message until that module lands.
+
+mod execute;
+mod parse;
+pub mod presets;
+mod scale;
+
+use std::sync::Arc;
+
+use crate::runner::Place;
+use crate::testbed::TestbedSpec;
+use crate::workload::{ColdMode, Workload};
+
+pub use execute::{
+    check, estimate, execute, existing_results, main_metric, matrix, run_hash, Estimate,
+    ExecOptions, Executed, Matrix, PlannedRun,
+};
+pub use parse::{parse, Location, ParseOptions};
+pub use scale::{scale_class, ScaleClass, FIELD_SCALES};
+
+/// Default target of `reps = "auto"`: stop when the run time varies by less than 5%.
+pub const AUTO_CV_TARGET: f64 = 0.05;
+/// Default cap of `reps = "auto"`.
+pub const AUTO_MAX_REPS: u32 = 10;
+/// `reps = "auto"` always makes at least this many runs (a CV of two values means little).
+pub const AUTO_MIN_REPS: u32 = 3;
+/// The seed of a plan that names none: plans are reproducible by default, and `--resume`
+/// recognises finished runs by a hash that includes the seed.
+pub const DEFAULT_SEED: u64 = 1;
+
+/// How often each testbed × workload cell runs.
+#[derive(Debug, Clone, Copy, PartialEq)]
+pub enum Reps {
+    /// Exactly this many repetitions.
+    Fixed(u32),
+    /// Repeat until the coefficient of variation of the run's elapsed time (the sum of its
+    /// phases' wall times) is at most `cv`, with at least [`AUTO_MIN_REPS`] and at most `max`
+    /// runs (as the Phoronix Test Suite does).
+    Auto { cv: f64, max: u32 },
+}
+
+impl Reps {
+    /// Repetitions made in the first round.
+    pub fn initial(self) -> u32 {
+        match self {
+            Reps::Fixed(n) => n,
+            Reps::Auto { max, .. } => AUTO_MIN_REPS.min(max),
+        }
+    }
+
+    /// The most repetitions a cell can get.
+    pub fn max(self) -> u32 {
+        match self {
+            Reps::Fixed(n) => n,
+            Reps::Auto { max, .. } => max,
+        }
+    }
+}
+
+/// When testbeds are rebuilt.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Fresh {
+    /// A fresh filesystem for every run (the default, as the block-reservation study did).
+    PerRun,
+    /// One filesystem per testbed entry, used by all its runs in turn.
+    PerTestbed,
+}
+
+impl Fresh {
+    pub fn name(self) -> &'static str {
+        match self {
+            Fresh::PerRun => "per-run",
+            Fresh::PerTestbed => "per-testbed",
+        }
+    }
+}
+
+/// One `[[testbed]]` entry, validated.
+#[derive(Debug, Clone)]
+pub struct PlanTestbed {
+    pub spec: TestbedSpec,
+    /// Memory limit for runs on this testbed (cgroup, page cache included).
+    pub mem_limit: Option<u64>,
+    /// Skip this testbed (with a note) when its mkfs is not installed, instead of failing.
+    pub optional: bool,
+    /// Where the entry is in the plan.
+    pub at: Location,
+}
+
+/// One `[[workload]]` entry, validated: its kind and parameters (as written, sizes as bytes
+/// once scaled), and the built workload.
+#[derive(Clone)]
+pub struct PlanWorkload {
+    pub kind: &'static str,
+    /// The parameters as the plan gave them (without `kind`).
+    pub given: serde_json::Value,
+    pub workload: Arc<dyn Workload>,
+    pub at: Location,
+}
+
+impl std::fmt::Debug for PlanWorkload {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("PlanWorkload")
+            .field("kind", &self.kind)
+            .field("params", &self.workload.params())
+            .finish()
+    }
+}
+
+impl PlanWorkload {
+    /// `tree dirs=14 files=10 file_size=8M`: the kind and the parameters the plan set.
+    pub fn describe(&self) -> String {
+        let mut s = self.kind.to_string();
+        if let Some(map) = self.given.as_object() {
+            for (k, v) in map {
+                let shown = match v {
+                    serde_json::Value::String(t) => t.clone(),
+                    other => other.to_string(),
+                };
+                s.push_str(&format!(" {k}={shown}"));
+            }
+        }
+        s
+    }
+}
+
+/// A validated plan.
+#[derive(Debug, Clone)]
+pub struct Plan {
+    /// Where the plan came from (a path, or `preset NAME`), for messages.
+    pub source: String,
+    pub name: String,
+    pub description: String,
+    pub testbeds: Vec<PlanTestbed>,
+    pub workloads: Vec<PlanWorkload>,
+    pub reps: Reps,
+    pub fresh: Fresh,
+    pub cold: ColdMode,
+    pub seed: u64,
+    /// The scale applied (1 as written).
+    pub scale: f64,
+    /// Notes made while scaling (testbeds grown to fit).
+    pub notes: Vec<String>,
+    /// Record block layout and free space at each run's layout point (`layout = true`).
+    pub layout: bool,
+}
+
+impl Plan {
+    /// Where a testbed runs.
+    pub fn place(&self, testbed: usize) -> Place {
+        Place::Testbed(self.testbeds[testbed].spec.clone())
+    }
+}

@@ -1,0 +1,911 @@
+//! Reading a plan: TOML with spans, so that every error — malformed TOML, an unknown field, a
+//! wrong type, a value out of range, even inside a workload's own parameters — names the file,
+//! line and column and the field, and lists what is allowed.
+
+use std::collections::BTreeMap;
+use std::ops::Range;
+use std::path::{Path, PathBuf};
+use std::sync::Arc;
+
+use anyhow::Result;
+use serde::Deserialize;
+use toml::Spanned;
+
+use super::{
+    scale, Fresh, Plan, PlanTestbed, PlanWorkload, Reps, AUTO_CV_TARGET, AUTO_MAX_REPS,
+    AUTO_MIN_REPS, DEFAULT_SEED,
+};
+use crate::error::bad_input;
+use crate::testbed::{default_workdir, split_words, Backing, FsKind, JournalSpec, TestbedSpec};
+use crate::units::{format_size, parse_size};
+use crate::workload::{registry, ColdMode, Workload};
+
+/// A line and column in a plan file, both from 1.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
+pub struct Location {
+    pub line: usize,
+    pub column: usize,
+}
+
+impl std::fmt::Display for Location {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        write!(f, "{}:{}", self.line, self.column)
+    }
+}
+
+#[derive(Deserialize)]
+#[serde(deny_unknown_fields)]
+struct RawPlan {
+    name: Option<Spanned<String>>,
+    description: Option<Spanned<String>>,
+    reps: Option<Spanned<toml::Value>>,
+    cv_target: Option<Spanned<f64>>,
+    max_reps: Option<Spanned<i64>>,
+    fresh: Option<Spanned<String>>,
+    cold: Option<Spanned<String>>,
+    layout: Option<Spanned<bool>>,
+    seed: Option<Spanned<i64>>,
+    #[serde(default)]
+    testbed: Vec<Spanned<RawTestbed>>,
+    #[serde(default)]
+    workload: Vec<Spanned<BTreeMap<Spanned<String>, Spanned<toml::Value>>>>,
+    age: Option<Spanned<toml::Value>>,
+}
+
+#[derive(Deserialize)]
+#[serde(deny_unknown_fields)]
+struct RawTestbed {
+    label: Option<Spanned<String>>,
+    fs: Spanned<String>,
+    size: Option<Spanned<toml::Value>>,
+    mkfs: Option<Spanned<String>>,
+    mount: Option<Spanned<String>>,
+    journal: Option<Spanned<String>>,
+    mem_limit: Option<Spanned<toml::Value>>,
+    backing: Option<Spanned<String>>,
+    workdir: Option<Spanned<String>>,
+    loop_direct_io: Option<Spanned<bool>>,
+    optional: Option<Spanned<bool>>,
+}
+
+/// The plan text and its name, for locating errors.
+struct Src<'a> {
+    name: &'a str,
+    text: &'a str,
+}
+
+impl Src<'_> {
+    fn loc(&self, offset: usize) -> Location {
+        let offset = offset.min(self.text.len());
+        let before = &self.text[..offset];
+        let line = before.matches('\n').count() + 1;
+        let line_start = before.rfind('\n').map_or(0, |i| i + 1);
+        Location {
+            line,
+            column: before[line_start..].chars().count() + 1,
+        }
+    }
+
+    /// `file:line:col: field: message`, as bad input.
+    fn err(&self, span: Range<usize>, field: &str, msg: impl std::fmt::Display) -> anyhow::Error {
+        let at = self.loc(span.start);
+        if field.is_empty() {
+            bad_input(format!("{}:{at}: {msg}", self.name))
+        } else {
+            bad_input(format!("{}:{at}: {field}: {msg}", self.name))
+        }
+    }
+
+    /// The key written at the start of the line holding `offset` (`size = ...` → `size`).
+    fn key_at(&self, offset: usize) -> Option<String> {
+        let offset = offset.min(self.text.len());
+        let start = self.text[..offset].rfind('\n').map_or(0, |i| i + 1);
+        let line = self.text[start..].lines().next()?;
+        let (key, _) = line.split_once('=')?;
+        let key = key.trim().trim_matches('"');
+        (!key.is_empty()
+            && key
+                .chars()
+                .all(|c| c.is_ascii_alphanumeric() || "_-.".contains(c)))
+        .then(|| key.to_string())
+    }
+}
+
+/// What the command line adds to a plan.
+#[derive(Debug, Clone, Default)]
+pub struct ParseOptions {
+    /// `--scale F` (1 when absent).
+    pub scale: Option<f64>,
+    /// `--workdir DIR`: where images go, for every testbed.
+    pub workdir: Option<PathBuf>,
+}
+
+/// Parses and validates a plan. `source` names it in errors (a path, or `preset NAME`).
+pub fn parse(text: &str, source: &str, opts: &ParseOptions) -> Result<Plan> {
+    let src = Src { name: source, text };
+    let raw: RawPlan = toml::from_str(text).map_err(|e| {
+        let span = e.span().unwrap_or(0..0);
+        let mut msg = e.message().trim().replace('\n', " ");
+        if msg.contains("missing field `fs`") {
+            msg.push_str(
+                " in this [[testbed]]; add fs = \"ext4\" (allowed: ext2, ext3, ext4, xfs, btrfs)",
+            );
+        }
+        let field = src.key_at(span.start).unwrap_or_default();
+        src.err(span, &field, msg)
+    })?;
+    let scale_f = opts.scale.unwrap_or(1.0);
+    if !(scale_f.is_finite() && scale_f > 0.0) {
+        return Err(bad_input(format!(
+            "--scale {scale_f} must be a number above 0 (e.g. 0.5, 2, 10)"
+        )));
+    }
+
+    if let Some(age) = &raw.age {
+        if !age.get_ref().is_table() {
+            return Err(src.err(
+                age.span(),
+                "age",
+                "must be a table: write it as [age] with its settings below",
+            ));
+        }
+        return Err(src.err(
+            age.span(),
+            "age",
+            "aging lands with issue 6: this build cannot precondition a filesystem yet; remove the [age] table to run the plan on fresh filesystems",
+        ));
+    }
+    let layout = raw.layout.as_ref().is_some_and(|l| *l.get_ref());
+
+    let reps = parse_reps(&src, &raw)?;
+    let fresh = match &raw.fresh {
+        None => Fresh::PerRun,
+        Some(s) => match s.get_ref().as_str() {
+            "per-run" => Fresh::PerRun,
+            "per-testbed" => Fresh::PerTestbed,
+            other => {
+                return Err(src.err(
+                    s.span(),
+                    "fresh",
+                    format!("unknown value {other:?}; allowed: \"per-run\", \"per-testbed\""),
+                ))
+            }
+        },
+    };
+    let cold = match &raw.cold {
+        None => ColdMode::None,
+        Some(s) => s.get_ref().parse::<ColdMode>().map_err(|_| {
+            src.err(
+                s.span(),
+                "cold",
+                format!(
+                    "unknown value {:?}; allowed: \"none\", \"drop\", \"remount\"",
+                    s.get_ref()
+                ),
+            )
+        })?,
+    };
+    let seed = match &raw.seed {
+        None => DEFAULT_SEED,
+        Some(s) if *s.get_ref() >= 0 => *s.get_ref() as u64,
+        Some(s) => return Err(src.err(s.span(), "seed", "must be 0 or more")),
+    };
+
+    if raw.workload.is_empty() {
+        return Err(src.err(
+            0..0,
+            "workload",
+            format!(
+                "the plan has no [[workload]]; add one, e.g. [[workload]] kind = \"tree\" (kinds: {})",
+                kind_names()
+            ),
+        ));
+    }
+    if raw.testbed.is_empty() {
+        return Err(src.err(
+            0..0,
+            "testbed",
+            "the plan has no [[testbed]]; add one, e.g. [[testbed]] fs = \"ext4\" size = \"1G\"",
+        ));
+    }
+
+    let mut workloads = Vec::new();
+    for w in &raw.workload {
+        workloads.push(parse_workload(&src, w, scale_f)?);
+    }
+    let mut testbeds: Vec<PlanTestbed> = Vec::new();
+    let mut spans = Vec::new();
+    for t in &raw.testbed {
+        let (tb, size_span) = parse_testbed(&src, t, opts)?;
+        if let Some(prev) = testbeds.iter().find(|p| p.spec.label == tb.spec.label) {
+            let span = t.get_ref().label.as_ref().map_or(t.span(), |l| l.span());
+            return Err(src.err(
+                span,
+                "label",
+                format!(
+                    "two testbeds are labelled {:?} (the other at line {}); give each [[testbed]] its own label",
+                    tb.spec.label, prev.at.line
+                ),
+            ));
+        }
+        spans.push(size_span);
+        testbeds.push(tb);
+    }
+
+    let mut notes = Vec::new();
+    for (tb, size_span) in testbeds.iter_mut().zip(spans) {
+        fit_testbed(&src, tb, &size_span.0, &workloads, scale_f, &mut notes)?;
+        check_disk(&src, tb, &size_span.0, &size_span.1)?;
+    }
+
+    let name = raw.name.as_ref().map_or_else(
+        || {
+            Path::new(source)
+                .file_stem()
+                .map_or_else(|| "plan".into(), |s| s.to_string_lossy().into_owned())
+        },
+        |n| n.get_ref().clone(),
+    );
+    Ok(Plan {
+        source: source.to_string(),
+        name,
+        description: raw
+            .description
+            .as_ref()
+            .map(|d| d.get_ref().clone())
+            .unwrap_or_default(),
+        testbeds,
+        workloads,
+        reps,
+        fresh,
+        cold,
+        seed,
+        scale: scale_f,
+        notes,
+        layout,
+    })
+}
+
+fn kind_names() -> String {
+    registry::kinds()
+        .iter()
+        .map(|k| k.name)
+        .collect::<Vec<_>>()
+        .join(", ")
+}
+
+fn parse_reps(src: &Src, raw: &RawPlan) -> Result<Reps> {
+    let reps = match &raw.reps {
+        None => Reps::Fixed(1),
+        Some(r) => match r.get_ref() {
+            toml::Value::Integer(n) if (1..=10_000).contains(n) => Reps::Fixed(*n as u32),
+            toml::Value::String(s) if s == "auto" => Reps::Auto {
+                cv: AUTO_CV_TARGET,
+                max: AUTO_MAX_REPS,
+            },
+            other => {
+                return Err(src.err(
+                    r.span(),
+                    "reps",
+                    format!(
+                        "{other} is not allowed; give a number of repetitions from 1 to 10000, or \"auto\" (repeat until the run time varies by less than cv_target)"
+                    ),
+                ))
+            }
+        },
+    };
+    let Reps::Auto { mut cv, mut max } = reps else {
+        for (what, span) in [
+            ("cv_target", raw.cv_target.as_ref().map(|c| c.span())),
+            ("max_reps", raw.max_reps.as_ref().map(|c| c.span())),
+        ] {
+            if let Some(span) = span {
+                return Err(src.err(
+                    span,
+                    what,
+                    "only applies with reps = \"auto\"; remove it or set reps = \"auto\"",
+                ));
+            }
+        }
+        return Ok(reps);
+    };
+    if let Some(c) = &raw.cv_target {
+        cv = *c.get_ref();
+        if !(cv > 0.0 && cv < 1.0) {
+            return Err(src.err(
+                c.span(),
+                "cv_target",
+                format!("{cv} is out of range; give a fraction between 0 and 1, e.g. 0.05 for 5%"),
+            ));
+        }
+    }
+    if let Some(m) = &raw.max_reps {
+        let v = *m.get_ref();
+        if !(i64::from(AUTO_MIN_REPS)..=10_000).contains(&v) {
+            return Err(src.err(
+                m.span(),
+                "max_reps",
+                format!("{v} is out of range; give {AUTO_MIN_REPS} to 10000"),
+            ));
+        }
+        max = v as u32;
+    }
+    Ok(Reps::Auto { cv, max })
+}
+
+/// A size written as a number of bytes or as size text (`"64M"`).
+fn size_value(src: &Src, v: &Spanned<toml::Value>, field: &str) -> Result<u64> {
+    match v.get_ref() {
+        toml::Value::Integer(n) if *n >= 0 => Ok(*n as u64),
+        toml::Value::String(s) => parse_size(s).map_err(|e| src.err(v.span(), field, e)),
+        other => Err(src.err(
+            v.span(),
+            field,
+            format!("{other} is not a size; write a byte count or size text like \"64M\""),
+        )),
+    }
+}
+
+/// Where a testbed's `size` and `journal` are written (the table when absent).
+type FieldSpans = (Range<usize>, Range<usize>);
+
+fn parse_testbed(
+    src: &Src,
+    t: &Spanned<RawTestbed>,
+    opts: &ParseOptions,
+) -> Result<(PlanTestbed, FieldSpans)> {
+    let r = t.get_ref();
+    let fs: FsKind = r.fs.get_ref().parse().map_err(|_| {
+        src.err(
+            r.fs.span(),
+            "fs",
+            format!(
+                "unknown filesystem {:?}; allowed: {}",
+                r.fs.get_ref(),
+                FsKind::ALL.map(|k| format!("\"{}\"", k.name())).join(", ")
+            ),
+        )
+    })?;
+    let size = match &r.size {
+        Some(s) => size_value(src, s, "size")?,
+        None => 2 << 30,
+    };
+    let size_span = r.size.as_ref().map_or(t.span(), |s| s.span());
+    let mkfs_opts = match &r.mkfs {
+        Some(m) => split_words(m.get_ref()).map_err(|e| src.err(m.span(), "mkfs", e))?,
+        None => Vec::new(),
+    };
+    let journal = match &r.journal {
+        Some(j) => Some(
+            j.get_ref()
+                .parse::<JournalSpec>()
+                .map_err(|e| src.err(j.span(), "journal", e))?,
+        ),
+        None => None,
+    };
+    let backing = match &r.backing {
+        Some(b) => b.get_ref().parse::<Backing>().map_err(|_| {
+            src.err(
+                b.span(),
+                "backing",
+                format!(
+                    "unknown value {:?}; allowed: \"file\", \"ram\"",
+                    b.get_ref()
+                ),
+            )
+        })?,
+        None => Backing::File,
+    };
+    let mem_limit = match &r.mem_limit {
+        Some(m) => {
+            let v = size_value(src, m, "mem_limit")?;
+            if v < (16 << 20) {
+                return Err(src.err(
+                    m.span(),
+                    "mem_limit",
+                    format!(
+                        "{} is too small to run anything in; give 16M or more",
+                        format_size(v)
+                    ),
+                ));
+            }
+            Some(v)
+        }
+        None => None,
+    };
+    let workdir = opts
+        .workdir
+        .clone()
+        .or_else(|| r.workdir.as_ref().map(|w| PathBuf::from(w.get_ref())))
+        .unwrap_or_else(|| default_workdir(backing));
+    let spec = TestbedSpec {
+        label: r
+            .label
+            .as_ref()
+            .map_or_else(|| fs.name().to_string(), |l| l.get_ref().clone()),
+        fs,
+        size,
+        mkfs_opts,
+        mount_opts: r
+            .mount
+            .as_ref()
+            .map(|m| m.get_ref().clone())
+            .unwrap_or_default(),
+        journal,
+        backing,
+        workdir,
+        loop_direct_io: match &r.loop_direct_io {
+            Some(b) => *b.get_ref(),
+            None => true,
+        },
+        device: None,
+    };
+    if let Err(e) = spec.validate() {
+        let msg = e.to_string();
+        let (field, span) = if msg.contains("--fs-size") {
+            ("size", size_span.clone())
+        } else if msg.contains("--journal") {
+            ("journal", r.journal.as_ref().map_or(t.span(), |j| j.span()))
+        } else if msg.contains("label") {
+            ("label", r.label.as_ref().map_or(t.span(), |l| l.span()))
+        } else if msg.contains("--mkfs-opts") {
+            ("mkfs", r.mkfs.as_ref().map_or(t.span(), |m| m.span()))
+        } else {
+            ("testbed", t.span())
+        };
+        let msg = msg
+            .replace("--fs-size", "size")
+            .replace("--journal", "journal")
+            .replace("--mkfs-opts", "mkfs");
+        return Err(src.err(span, field, msg));
+    }
+    Ok((
+        PlanTestbed {
+            spec,
+            mem_limit,
+            optional: r.optional.as_ref().is_some_and(|o| *o.get_ref()),
+            at: src.loc(t.span().start),
+        },
+        (size_span, r.journal.as_ref().map_or(t.span(), |j| j.span())),
+    ))
+}
+
+fn toml_to_json(v: &toml::Value) -> serde_json::Value {
+    match v {
+        toml::Value::String(s) => serde_json::Value::String(s.clone()),
+        toml::Value::Integer(i) => serde_json::Value::from(*i),
+        toml::Value::Float(f) => serde_json::Value::from(*f),
+        toml::Value::Boolean(b) => serde_json::Value::Bool(*b),
+        toml::Value::Datetime(d) => serde_json::Value::String(d.to_string()),
+        toml::Value::Array(a) => serde_json::Value::Array(a.iter().map(toml_to_json).collect()),
+        toml::Value::Table(t) => serde_json::Value::Object(
+            t.iter()
+                .map(|(k, v)| (k.clone(), toml_to_json(v)))
+                .collect(),
+        ),
+    }
+}
+
+type RawWorkload = Spanned<BTreeMap<Spanned<String>, Spanned<toml::Value>>>;
+
+fn parse_workload(src: &Src, w: &RawWorkload, scale_f: f64) -> Result<PlanWorkload> {
+    let table = w.get_ref();
+    let Some((_, kind_v)) = table.iter().find(|(k, _)| k.get_ref() == "kind") else {
+        return Err(src.err(
+            w.span(),
+            "kind",
+            format!(
+                "this [[workload]] has no kind; add kind = \"...\" (kinds: {})",
+                kind_names()
+            ),
+        ));
+    };
+    let toml::Value::String(kind_name) = kind_v.get_ref() else {
+        return Err(src.err(
+            kind_v.span(),
+            "kind",
+            format!("must be a string naming a workload kind: {}", kind_names()),
+        ));
+    };
+    let Some(kind) = registry::find(kind_name) else {
+        return Err(src.err(
+            kind_v.span(),
+            "kind",
+            format!(
+                "unknown workload kind {kind_name:?}; allowed: {}",
+                registry::kinds()
+                    .iter()
+                    .map(|k| format!("\"{}\"", k.name))
+                    .collect::<Vec<_>>()
+                    .join(", ")
+            ),
+        ));
+    };
+    let fields: Vec<(&Spanned<String>, &Spanned<toml::Value>)> = table
+        .iter()
+        .filter(|(k, _)| k.get_ref() != "kind")
+        .collect();
+    let mut given = serde_json::Map::new();
+    for (k, v) in &fields {
+        given.insert(k.get_ref().clone(), toml_to_json(v.get_ref()));
+    }
+    let given = serde_json::Value::Object(given);
+    let scaled = scale::apply(kind.name, &given, scale_f);
+    let scaled_note = if scale_f != 1.0 {
+        format!(" (after --scale {scale_f})")
+    } else {
+        String::new()
+    };
+    let field_label = |k: &str| format!("[[workload]] {} field `{k}`", kind.name);
+    // serde's message for a size that is neither a number nor size text says nothing useful.
+    let humanize = |msg: String| {
+        if msg.contains("untagged enum") {
+            "expected a size: a byte count or size text like \"64M\"".to_string()
+        } else {
+            msg
+        }
+    };
+
+    // Which field a failure belongs to: build with that field alone (the others at their
+    // defaults); the first one that fails on its own is the culprit.
+    let blame = |check: &dyn Fn(&serde_json::Value) -> Option<String>| {
+        for (k, v) in &fields {
+            let single = serde_json::json!({ k.get_ref().clone(): scaled[k.get_ref()].clone() });
+            if let Some(msg) = check(&single) {
+                return Some((k.get_ref().clone(), v.span(), humanize(msg)));
+            }
+        }
+        None
+    };
+    let workload: Box<dyn Workload> = match (kind.build)(scaled.clone()) {
+        Ok(w) => w,
+        Err(e) => {
+            if let Some(name) = e
+                .strip_prefix("unknown field `")
+                .and_then(|rest| rest.split('`').next())
+            {
+                if let Some((k, _)) = fields.iter().find(|(k, _)| k.get_ref() == name) {
+                    return Err(src.err(k.span(), &field_label(name), e));
+                }
+            }
+            return Err(match blame(&|single| (kind.build)(single.clone()).err()) {
+                Some((k, span, msg)) => {
+                    src.err(span, &field_label(&k), format!("{msg}{scaled_note}"))
+                }
+                None => src.err(
+                    w.span(),
+                    &format!("[[workload]] {}", kind.name),
+                    format!("{}{scaled_note}", humanize(e)),
+                ),
+            });
+        }
+    };
+    if let Err(e) = workload.validate() {
+        let found = blame(&|single| {
+            (kind.build)(single.clone())
+                .ok()
+                .and_then(|w| w.validate().err().map(|e| e.to_string()))
+        });
+        return Err(match found {
+            Some((k, span, msg)) => src.err(span, &field_label(&k), format!("{msg}{scaled_note}")),
+            None => src.err(
+                w.span(),
+                &format!("[[workload]] {}", kind.name),
+                format!("{e}{scaled_note}"),
+            ),
+        });
+    }
+    Ok(PlanWorkload {
+        kind: kind.name,
+        given,
+        workload: Arc::from(workload),
+        at: src.loc(w.span().start),
+    })
+}
+
+/// Filesystems keep space for metadata and the journal: 90% of the size is usable.
+fn usable(size: u64) -> u64 {
+    size / 10 * 9
+}
+
+/// Checks that every workload fits on the testbed. As written (scale 1) a testbed too small is
+/// an error at its `size`; under `--scale` testbeds grow to fit (rounded up to 64M), with a note.
+fn fit_testbed(
+    src: &Src,
+    tb: &mut PlanTestbed,
+    size_span: &Range<usize>,
+    workloads: &[PlanWorkload],
+    scale_f: f64,
+    notes: &mut Vec<String>,
+) -> Result<()> {
+    let Some(big) = workloads.iter().max_by_key(|w| w.workload.space_needed()) else {
+        return Ok(());
+    };
+    let need = big.workload.space_needed();
+    if need <= usable(tb.spec.size) {
+        return Ok(());
+    }
+    if scale_f == 1.0 {
+        return Err(src.err(
+            size_span.clone(),
+            "size",
+            format!(
+                "testbed {:?} is {} but the workload at line {} ({}) needs about {} (90% of the size is usable); make size at least {}",
+                tb.spec.label,
+                format_size(tb.spec.size),
+                big.at.line,
+                big.kind,
+                crate::units::format_bytes_human(need as f64),
+                format_size((need / 9 * 10).next_multiple_of(64 << 20))
+            ),
+        ));
+    }
+    let grown = (need / 9 * 10 + 1).next_multiple_of(64 << 20);
+    notes.push(format!(
+        "testbed {} grown from {} to {} to fit the scaled {} workload",
+        tb.spec.label,
+        format_size(tb.spec.size),
+        format_size(grown),
+        big.kind
+    ));
+    tb.spec.size = grown;
+    Ok(())
+}
+
+fn nearest_existing(p: &Path) -> PathBuf {
+    let mut cur = p.to_path_buf();
+    loop {
+        if cur.exists() {
+            return cur;
+        }
+        if !cur.pop() {
+            return PathBuf::from("/");
+        }
+    }
+}
+
+/// Free bytes of the filesystem holding `p`.
+fn free_bytes(p: &Path) -> Option<u64> {
+    let st = nix::sys::statvfs::statvfs(p).ok()?;
+    #[allow(clippy::unnecessary_cast)] // the field types differ between platforms
+    Some(st.blocks_available() as u64 * st.fragment_size() as u64)
+}
+
+/// Runs are made one at a time, so the disk must hold the largest testbed's image (and its
+/// journal image) at once.
+fn check_disk(
+    src: &Src,
+    tb: &PlanTestbed,
+    size_span: &Range<usize>,
+    journal_span: &Range<usize>,
+) -> Result<()> {
+    let mut need = tb.spec.size;
+    if let Some(j) = tb.spec.journal {
+        if j.backing == tb.spec.backing {
+            need += j.size;
+        } else if j.backing == Backing::Ram {
+            // A RAM journal of a disk-backed testbed lives on tmpfs.
+            let shm = nearest_existing(&default_workdir(Backing::Ram));
+            if let Some(avail) = free_bytes(&shm) {
+                if j.size > avail {
+                    return Err(src.err(
+                        journal_span.clone(),
+                        "journal",
+                        format!(
+                            "testbed {:?} needs {} of RAM disk for its journal but {} has only {} free",
+                            tb.spec.label,
+                            crate::units::format_bytes_human(j.size as f64),
+                            shm.display(),
+                            crate::units::format_bytes_human(avail as f64)
+                        ),
+                    ));
+                }
+            }
+        }
+    }
+    let base = nearest_existing(&tb.spec.workdir);
+    let Some(avail) = free_bytes(&base) else {
+        return Ok(());
+    };
+    if need > avail {
+        return Err(src.err(
+            size_span.clone(),
+            "size",
+            format!(
+                "testbed {:?} needs {} for its image(s) but {} has only {} free; make size smaller, use a smaller --scale, or pass --workdir on a bigger filesystem",
+                tb.spec.label,
+                crate::units::format_bytes_human(need as f64),
+                base.display(),
+                crate::units::format_bytes_human(avail as f64)
+            ),
+        ));
+    }
+    Ok(())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn p(text: &str) -> Result<Plan> {
+        parse(
+            text,
+            "t.toml",
+            &ParseOptions {
+                scale: None,
+                workdir: Some(std::env::temp_dir()),
+            },
+        )
+    }
+
+    fn err(text: &str) -> String {
+        format!("{:#}", p(text).expect_err("must fail"))
+    }
+
+    const OK: &str = r#"
+name = "x"
+reps = 2
+cold = "drop"
+
+[[testbed]]
+label = "a"
+fs = "ext4"
+size = "256M"
+mkfs = "-O ^extent"
+mount = "data=writeback"
+mem_limit = "64M"
+
+[[testbed]]
+fs = "ext4"
+size = 268435456
+
+[[workload]]
+kind = "tree"
+dirs = 2
+files = 3
+file_size = "64K"
+"#;
+
+    #[test]
+    fn a_good_plan_parses_with_defaults() {
+        let plan = p(OK).unwrap();
+        assert_eq!(plan.name, "x");
+        assert_eq!(plan.reps, Reps::Fixed(2));
+        assert_eq!(plan.cold, ColdMode::Drop);
+        assert_eq!(plan.fresh, Fresh::PerRun);
+        assert_eq!(plan.seed, DEFAULT_SEED);
+        assert_eq!(plan.testbeds.len(), 2);
+        assert_eq!(plan.testbeds[0].spec.mkfs_opts, vec!["-O", "^extent"]);
+        assert_eq!(plan.testbeds[0].mem_limit, Some(64 << 20));
+        assert_eq!(plan.testbeds[1].spec.label, "ext4");
+        assert_eq!(plan.testbeds[1].at.line, 14);
+        let params = plan.workloads[0].workload.params();
+        assert_eq!(params["file_size"], 65536);
+        assert_eq!(params["block"], 1 << 20, "defaults filled in");
+    }
+
+    #[test]
+    fn malformed_toml_points_at_the_line() {
+        let e = err("reps = 3\n[[testbed]\nfs = \"ext4\"\n");
+        assert!(e.starts_with("t.toml:2:"), "{e}");
+    }
+
+    #[test]
+    fn unknown_fields_are_errors_with_their_line() {
+        let e = err(&OK.replace("cold = \"drop\"", "colde = \"drop\""));
+        assert!(e.starts_with("t.toml:4:1:"), "{e}");
+        assert!(e.contains("colde"), "{e}");
+        let e = err(&OK.replace("mount = ", "mounts = "));
+        assert!(e.starts_with("t.toml:11:1:"), "{e}");
+    }
+
+    #[test]
+    fn workload_parameter_errors_point_inside_the_workload() {
+        let e = err(&OK.replace("files = 3", "filez = 3"));
+        assert!(e.starts_with("t.toml:21:1:"), "{e}");
+        assert!(e.contains("filez") && e.contains("dirs"), "{e}");
+        let e = err(&OK.replace("files = 3", "files = \"three\""));
+        assert!(e.starts_with("t.toml:21:9:"), "{e}");
+        assert!(e.contains("`files`"), "{e}");
+        let e = err(&OK.replace("file_size = \"64K\"", "file_size = 3.5"));
+        assert!(
+            e.starts_with("t.toml:22:13:") && e.contains("size text"),
+            "{e}"
+        );
+        let e = err(&OK.replace("file_size = \"64K\"", "file_size = \"64Q\""));
+        assert!(e.starts_with("t.toml:22:13:"), "{e}");
+        assert!(e.contains("file_size"), "{e}");
+        let e = err(&OK.replace("dirs = 2", "dirs = 0"));
+        assert!(e.starts_with("t.toml:20:8:"), "{e}");
+        let e = err(&OK.replace("kind = \"tree\"", "kind = \"trees\""));
+        assert!(e.starts_with("t.toml:19:8:"), "{e}");
+        assert!(e.contains("\"tree\""), "{e}");
+    }
+
+    #[test]
+    fn wrong_values_list_the_allowed_ones() {
+        let e = err(&OK.replace("cold = \"drop\"", "cold = \"icy\""));
+        assert!(
+            e.starts_with("t.toml:4:8:") && e.contains("\"remount\""),
+            "{e}"
+        );
+        let e = err(&OK.replace(
+            "fs = \"ext4\"\nsize = \"256M\"",
+            "fs = \"zfs\"\nsize = \"256M\"",
+        ));
+        assert!(
+            e.starts_with("t.toml:8:6:") && e.contains("\"btrfs\""),
+            "{e}"
+        );
+        let e = err(&OK.replace("reps = 2", "reps = \"many\""));
+        assert!(e.starts_with("t.toml:3:8:") && e.contains("auto"), "{e}");
+        let e = err(&OK.replace("reps = 2", "reps = 2.5"));
+        assert!(e.starts_with("t.toml:3:8:"), "{e}");
+        let e = err(&OK.replace("reps = 2", "reps = 2\nfresh = \"never\""));
+        assert!(e.contains("per-testbed"), "{e}");
+    }
+
+    #[test]
+    fn testbed_problems_point_at_the_field() {
+        let e = err(&OK.replace("size = \"256M\"", "size = \"1M\""));
+        assert!(
+            e.starts_with("t.toml:9:8:") && e.contains("too small"),
+            "{e}"
+        );
+        let e = err(&OK.replace("label = \"a\"", "label = \"ext4\""));
+        assert!(e.contains("two testbeds"), "{e}");
+        let e = err(&OK.replace("file_size = \"64K\"", "file_size = \"100M\""));
+        assert!(
+            e.starts_with("t.toml:9:8:") && e.contains("needs about"),
+            "{e}"
+        );
+        let e = err(&OK.replace("size = \"256M\"", "size = \"64P\""));
+        assert!(e.contains("free"), "{e}");
+        let e = err(&OK.replace("mount = \"data=writeback\"", "journal = \"ram:900T\""));
+        assert!(
+            e.starts_with("t.toml:11:11:") && e.contains("RAM disk"),
+            "{e}"
+        );
+    }
+
+    #[test]
+    fn auto_reps_and_its_settings() {
+        let plan =
+            p(&OK.replace("reps = 2", "reps = \"auto\"\ncv_target = 0.1\nmax_reps = 6")).unwrap();
+        assert_eq!(plan.reps, Reps::Auto { cv: 0.1, max: 6 });
+        assert_eq!(plan.reps.initial(), 3);
+        let e = err(&OK.replace("reps = 2", "reps = 2\ncv_target = 0.1"));
+        assert!(e.contains("only applies"), "{e}");
+    }
+
+    #[test]
+    fn age_is_refused_clearly_and_layout_is_taken() {
+        let e = err(&format!("{OK}\n[age]\nusage = 50\n"));
+        assert!(e.contains("issue 6") && e.contains("t.toml:24:1"), "{e}");
+        let plan = p(&OK.replace("reps = 2", "reps = 2\nlayout = true")).unwrap();
+        assert!(plan.layout);
+        let e = err(&OK.replace("reps = 2", "reps = 2\nlayout = 3"));
+        assert!(e.contains("layout"), "{e}");
+        let e = err(&OK.replace("reps = 2", "reps = 2\nage = 3"));
+        assert!(e.contains("must be a table"), "{e}");
+    }
+
+    #[test]
+    fn scaling_multiplies_declared_fields_and_grows_testbeds() {
+        let plan = parse(
+            OK,
+            "t.toml",
+            &ParseOptions {
+                scale: Some(1000.0),
+                workdir: Some(std::env::temp_dir()),
+            },
+        )
+        .unwrap();
+        let params = plan.workloads[0].workload.params();
+        assert_eq!(params["files"], 3, "tree keeps its shape");
+        assert_eq!(params["dirs"], 2, "dirs keep their value");
+        assert_eq!(params["file_size"], 64000 << 10);
+        assert!(plan.testbeds[0].spec.size > 256 << 20);
+        assert!(!plan.notes.is_empty());
+    }
+}

@@ -1,0 +1,117 @@
+//! Built-in presets: one plan per seed study (DESIGN.md, studies 1–5), scaled down to run in
+//! minutes on a 2-core machine and grown to the original sizes with `--scale`. Each is a TOML
+//! plan embedded in the binary, so `fsgauge presets show NAME` prints exactly what runs and a
+//! user can copy and edit it.
+//!
+//! A preset is runnable only when every workload kind it uses is registered in this build
+//! ([`crate::workload::registry`]); the others are listed with the kinds they wait for.
+
+use crate::workload::registry;
+
+/// One built-in plan.
+#[derive(Debug, Clone, Copy)]
+pub struct Preset {
+    pub name: &'static str,
+    /// Which seed study it is, one line.
+    pub about: &'static str,
+    /// The plan.
+    pub toml: &'static str,
+}
+
+/// Every preset, in the order of the seed studies.
+pub const PRESETS: &[Preset] = &[
+    Preset {
+        name: "quick",
+        about: "tree workload on fresh ext4, xfs and btrfs side by side, in about a minute (what `fsgauge run` runs)",
+        toml: include_str!("quick.toml"),
+    },
+    Preset {
+        name: "lowmem",
+        about: "study 1, low-memory create/delete: ext4 data=ordered/writeback x extents x delalloc under a memory limit",
+        toml: include_str!("lowmem.toml"),
+    },
+    Preset {
+        name: "reservation",
+        about: "study 2, block reservation: threaded I/O sweep and client load on two ext4 configurations",
+        toml: include_str!("reservation.toml"),
+    },
+    Preset {
+        name: "fragmentation",
+        about: "study 3, fragmentation: interleaved appends on ext4, xfs, btrfs, layout and read-back",
+        toml: include_str!("fragmentation.toml"),
+    },
+    Preset {
+        name: "inode-interleave",
+        about: "study 4, inode reservation: interleaved directory creation, cold rm -rf, ext4 data modes, ext2, ext3",
+        toml: include_str!("inode-interleave.toml"),
+    },
+    Preset {
+        name: "journal-size",
+        about: "study 5, journal size: fdtree's four scenarios with an external RAM journal of 16M to 1G, 10 reps",
+        toml: include_str!("journal-size.toml"),
+    },
+];
+
+/// Looks a preset up by name.
+pub fn find(name: &str) -> Option<&'static Preset> {
+    PRESETS.iter().find(|p| p.name == name)
+}
+
+impl Preset {
+    /// The workload kinds the preset uses, in order of first use.
+    pub fn kinds(&self) -> Vec<String> {
+        let mut out: Vec<String> = Vec::new();
+        let Ok(table) = self.toml.parse::<toml::Table>() else {
+            return out;
+        };
+        if let Some(toml::Value::Array(ws)) = table.get("workload") {
+            for w in ws {
+                if let Some(k) = w.get("kind").and_then(|k| k.as_str()) {
+                    if !out.iter().any(|o| o == k) {
+                        out.push(k.to_string());
+                    }
+                }
+            }
+        }
+        out
+    }
+
+    /// Kinds the preset needs that this build does not have.
+    pub fn missing_kinds(&self) -> Vec<String> {
+        self.kinds()
+            .into_iter()
+            .filter(|k| registry::find(k).is_none())
+            .collect()
+    }
+
+    /// Whether every workload kind of the preset is registered here.
+    pub fn runnable(&self) -> bool {
+        self.missing_kinds().is_empty()
+    }
+
+    /// The source name used in error messages.
+    pub fn source(&self) -> String {
+        format!("preset {}", self.name)
+    }
+}
+
+/// Presets that can run in this build.
+pub fn runnable() -> Vec<&'static Preset> {
+    PRESETS.iter().filter(|p| p.runnable()).collect()
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn names_are_unique_and_kinds_are_read() {
+        let mut names: Vec<&str> = PRESETS.iter().map(|p| p.name).collect();
+        names.sort();
+        names.dedup();
+        assert_eq!(names.len(), PRESETS.len());
+        assert_eq!(find("lowmem").unwrap().kinds(), vec!["tree"]);
+        assert!(find("quick").unwrap().runnable());
+        assert!(find("nope").is_none());
+    }
+}

@@ -1,0 +1,177 @@
+//! Comparing two sets of results (a base and a new one): per cell and metric, base mean ± sd,
+//! new mean ± sd, the change in %, the two-sided p-value of Welch's t-test, a significance
+//! mark, and whether the change is better or worse by the metric's declared direction.
+//!
+//! Cells are matched by testbed × workload × phase; when the two sets have one testbed each
+//! under different labels (the usual "before and after a patch"), they are matched by workload
+//! × phase alone.
+
+use serde::Serialize;
+
+use super::metrics::Better;
+use super::model::{cells, fmt_num, pct_change, sort_results, Cell, Table};
+use crate::results::RunResult;
+use crate::stats::{significance_mark, welch};
+
+/// One metric of one matched cell.
+#[derive(Debug, Clone, Serialize)]
+pub struct Row {
+    pub testbed: String,
+    pub workload: String,
+    pub phase: String,
+    pub metric: String,
+    pub unit: String,
+    pub better: Better,
+    pub base_n: usize,
+    pub base_mean: f64,
+    pub base_sd: f64,
+    pub new_n: usize,
+    pub new_mean: f64,
+    pub new_sd: f64,
+    /// Change of the mean, %.
+    pub change_pct: Option<f64>,
+    /// Welch's two-sided p-value (needs two values on each side).
+    pub p_value: Option<f64>,
+    /// `***`, `**`, `*` or empty.
+    pub significance: String,
+    /// `better`, `worse`, `same` (not significant at 5%) or `-` (no direction).
+    pub verdict: String,
+}
+
+/// The comparison.
+#[derive(Debug, Clone, Serialize)]
+pub struct Comparison {
+    pub base: Vec<String>,
+    pub new: Vec<String>,
+    pub rows: Vec<Row>,
+}
+
+/// Compares two sets of results.
+pub fn compare(mut base: Vec<RunResult>, mut new: Vec<RunResult>) -> anyhow::Result<Comparison> {
+    if base.is_empty() || new.is_empty() {
+        return Err(crate::error::bad_input(
+            "compare needs results on both sides",
+        ));
+    }
+    sort_results(&mut base);
+    sort_results(&mut new);
+    let (bt, _, bc) = cells(&base);
+    let (nt, _, nc) = cells(&new);
+    let by_label = |a: &Cell, b: &Cell| {
+        a.testbed == b.testbed && a.workload == b.workload && a.phase == b.phase
+    };
+    let loose = bt.len() == 1 && nt.len() == 1 && bt != nt;
+    let mut rows = Vec::new();
+    for b in &bc {
+        let Some(n) = nc.iter().find(|n| {
+            if loose {
+                n.workload == b.workload && n.phase == b.phase
+            } else {
+                by_label(b, n)
+            }
+        }) else {
+            continue;
+        };
+        for bm in &b.metrics {
+            let Some(nm) = n.metric(&bm.key) else {
+                continue;
+            };
+            let w = welch(&bm.values, &nm.values);
+            let p = w.map(|w| w.p);
+            let change = pct_change(bm.summary.mean, nm.summary.mean);
+            let significant = p.is_some_and(|p| p < 0.05);
+            let verdict = match (bm.better, change) {
+                (Better::Neither, _) | (_, None) => "-".to_string(),
+                _ if !significant => "same".to_string(),
+                (Better::Higher, Some(c)) => if c > 0.0 { "better" } else { "worse" }.to_string(),
+                (Better::Lower, Some(c)) => if c < 0.0 { "better" } else { "worse" }.to_string(),
+            };
+            rows.push(Row {
+                testbed: if loose {
+                    format!("{} → {}", b.testbed, n.testbed)
+                } else {
+                    b.testbed.clone()
+                },
+                workload: b.workload.clone(),
+                phase: b.phase.clone(),
+                metric: bm.name.clone(),
+                unit: bm.unit.clone(),
+                better: bm.better,
+                base_n: bm.summary.n,
+                base_mean: bm.summary.mean,
+                base_sd: bm.summary.sd,
+                new_n: nm.summary.n,
+                new_mean: nm.summary.mean,
+                new_sd: nm.summary.sd,
+                change_pct: change,
+                p_value: p,
+                significance: p.map_or(String::new(), |p| significance_mark(p).to_string()),
+                verdict,
+            });
+        }
+    }
+    if rows.is_empty() {
+        return Err(crate::error::bad_input(format!(
+            "the two sets have no testbed × workload × phase in common (base testbeds: {}; new testbeds: {})",
+            bt.join(", "),
+            nt.join(", ")
+        )));
+    }
+    Ok(Comparison {
+        base: bt,
+        new: nt,
+        rows,
+    })
+}
+
+impl Comparison {
+    /// The comparison as a table.
+    pub fn table(&self) -> Table {
+        let headers = [
+            "testbed", "workload", "phase", "metric", "base", "new", "change", "p", "sig",
+            "verdict",
+        ]
+        .map(String::from)
+        .to_vec();
+        let rows = self
+            .rows
+            .iter()
+            .map(|r| {
+                let metric = if r.unit.is_empty() {
+                    r.metric.clone()
+                } else {
+                    format!("{} ({})", r.metric, r.unit)
+                };
+                vec![
+                    r.testbed.clone(),
+                    r.workload.clone(),
+                    r.phase.clone(),
+                    metric,
+                    format!(
+                        "{} ± {} (n={})",
+                        fmt_num(r.base_mean),
+                        fmt_num(r.base_sd),
+                        r.base_n
+                    ),
+                    format!(
+                        "{} ± {} (n={})",
+                        fmt_num(r.new_mean),
+                        fmt_num(r.new_sd),
+                        r.new_n
+                    ),
+                    r.change_pct.map_or("-".into(), |c| format!("{c:+.1}%")),
+                    r.p_value.map_or("-".into(), |p| format!("{p:.4}")),
+                    r.significance.clone(),
+                    r.verdict.clone(),
+                ]
+            })
+            .collect();
+        Table {
+            title: "Comparison".into(),
+            label_columns: 4,
+            note: "mean ± sample standard deviation; p: two-sided Welch's t-test; *** p<0.001, ** p<0.01, * p<0.05; better/worse by each metric's direction, \"same\" when not significant at 5%".into(),
+            headers,
+            rows,
+        }
+    }
+}

@@ -1,0 +1,62 @@
+//! CSV export: one row per testbed × workload × phase × metric with its statistics — the long
+//! form that spreadsheets and R read directly.
+
+use anyhow::Result;
+
+use super::Exporter;
+use crate::report::model::Report;
+
+/// The CSV exporter.
+pub struct Csv;
+
+/// Quotes a field when it needs it (RFC 4180).
+pub fn field(s: &str) -> String {
+    if s.contains([',', '"', '\n', '\r']) {
+        format!("\"{}\"", s.replace('"', "\"\""))
+    } else {
+        s.to_string()
+    }
+}
+
+impl Exporter for Csv {
+    fn extension(&self) -> &'static str {
+        "csv"
+    }
+
+    fn render(&self, report: &Report) -> Result<Vec<u8>> {
+        let mut out = String::from(
+            "testbed,workload,phase,threads,metric,unit,better,n,mean,sd,cv,ci95_low,ci95_high,min,median,max,harmonic_mean\n",
+        );
+        for c in &report.cells {
+            for m in &c.metrics {
+                let s = &m.summary;
+                let better = serde_json::to_value(m.better)?
+                    .as_str()
+                    .unwrap_or_default()
+                    .to_string();
+                let row = [
+                    field(&c.testbed),
+                    field(&c.workload),
+                    field(&c.phase),
+                    c.threads.to_string(),
+                    field(&m.key),
+                    field(&m.unit),
+                    better,
+                    s.n.to_string(),
+                    s.mean.to_string(),
+                    s.sd.to_string(),
+                    s.cv.to_string(),
+                    s.ci_low.to_string(),
+                    s.ci_high.to_string(),
+                    s.min.to_string(),
+                    s.median.to_string(),
+                    s.max.to_string(),
+                    m.harmonic_mean.map_or(String::new(), |h| h.to_string()),
+                ];
+                out.push_str(&row.join(","));
+                out.push('\n');
+            }
+        }
+        Ok(out.into_bytes())
+    }
+}

@@ -1,0 +1,85 @@
+//! Markdown export: the warnings, every table, and the environment, for pasting into an issue
+//! or a mailing-list post (plots are in the HTML report).
+
+use std::fmt::Write;
+
+use anyhow::Result;
+
+use super::Exporter;
+use crate::report::model::{environment_table, Report, Table};
+
+/// The Markdown exporter.
+pub struct Markdown;
+
+fn cell(s: &str) -> String {
+    s.replace('|', "\\|").replace('\n', " ")
+}
+
+/// One table in Markdown.
+pub fn table(t: &Table) -> String {
+    let mut out = String::new();
+    let _ = writeln!(out, "### {}\n\n{}\n", t.title, t.note);
+    let _ = writeln!(
+        out,
+        "| {} |",
+        t.headers
+            .iter()
+            .map(|h| cell(h))
+            .collect::<Vec<_>>()
+            .join(" | ")
+    );
+    let _ = writeln!(
+        out,
+        "|{}|",
+        t.headers
+            .iter()
+            .enumerate()
+            .map(|(i, _)| if i < t.label_columns.max(1) {
+                " --- "
+            } else {
+                " ---: "
+            })
+            .collect::<Vec<_>>()
+            .join("|")
+    );
+    for r in &t.rows {
+        let _ = writeln!(
+            out,
+            "| {} |",
+            r.iter().map(|c| cell(c)).collect::<Vec<_>>().join(" | ")
+        );
+    }
+    out.push('\n');
+    out
+}
+
+impl Exporter for Markdown {
+    fn extension(&self) -> &'static str {
+        "md"
+    }
+
+    fn render(&self, report: &Report) -> Result<Vec<u8>> {
+        let mut out = String::new();
+        let _ = writeln!(out, "# {}\n", report.title);
+        let _ = writeln!(
+            out,
+            "Testbeds: {}. Baseline: {}.\n",
+            report.testbeds.join(", "),
+            report.baseline
+        );
+        if !report.warnings.is_empty() {
+            let _ = writeln!(out, "## Warnings\n");
+            for w in &report.warnings {
+                let _ = writeln!(out, "- {}", cell(w));
+            }
+            out.push('\n');
+        }
+        let _ = writeln!(out, "## Tables\n");
+        for t in &report.tables {
+            out.push_str(&table(t));
+        }
+        let _ = writeln!(out, "## Environment\n");
+        out.push_str(&table(&environment_table(&report.environment)));
+        Ok(out.into_bytes())
+    }
+}

@@ -1,0 +1,739 @@
+//! The report model: a pure function of result documents. Results are grouped into cells
+//! (testbed × workload × phase), every metric of a cell is summarised over its repetitions,
+//! and the study-style tables and the warnings are derived from the cells. Ordering is stable
+//! (results sorted by start time, testbed, workload, repetition, spec hash; labels in order of
+//! first appearance), so the same result files always give the same report, byte for byte.
+
+use std::collections::BTreeMap;
+
+use serde::Serialize;
+
+use super::metrics::{self, Better, Metric};
+use crate::results::{PhaseResult, RunResult};
+use crate::stats::{self, Summary};
+use crate::units::{format_bytes_human, format_size};
+
+/// One metric of one cell, over the cell's repetitions.
+#[derive(Debug, Clone, Serialize)]
+pub struct CellMetric {
+    pub key: String,
+    pub name: String,
+    pub unit: String,
+    pub better: Better,
+    /// The value of each repetition, in repetition order.
+    pub values: Vec<f64>,
+    pub summary: Summary,
+    /// Harmonic mean, for rates.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub harmonic_mean: Option<f64>,
+}
+
+/// Testbed × workload × phase.
+#[derive(Debug, Clone, Serialize)]
+pub struct Cell {
+    pub testbed: String,
+    pub workload: String,
+    pub phase: String,
+    /// Thread or client count of the runs (from the workload's `threads`/`clients`
+    /// parameter, else the phase's worker count).
+    pub threads: u64,
+    /// The workload label without its thread/client count (lines against threads join on it).
+    pub series: String,
+    /// The key of the metric that stands for the phase.
+    pub main: String,
+    pub metrics: Vec<CellMetric>,
+}
+
+impl Cell {
+    pub fn metric(&self, key: &str) -> Option<&CellMetric> {
+        self.metrics.iter().find(|m| m.key == key)
+    }
+
+    pub fn main_metric(&self) -> Option<&CellMetric> {
+        self.metric(&self.main)
+    }
+}
+
+/// One run's environment, for the report's environment table.
+#[derive(Debug, Clone, Serialize)]
+pub struct Environment {
+    pub testbed: String,
+    pub workload: String,
+    pub rep: u32,
+    pub fs: String,
+    pub size: String,
+    pub mkfs: String,
+    pub mount: String,
+    pub journal: String,
+    pub memory_limit: String,
+    pub backing: String,
+    pub device: String,
+    pub loop_direct_io: String,
+    pub cold: String,
+    pub kernel: String,
+    pub host: String,
+    pub tool: String,
+    pub started_at: String,
+    pub seed: u64,
+    pub spec_hash: String,
+}
+
+/// A table as rows of text: rendered by every exporter.
+#[derive(Debug, Clone, Serialize)]
+pub struct Table {
+    pub title: String,
+    /// How many leading columns hold names rather than figures (aligned left).
+    pub label_columns: usize,
+    /// What the figures are, how they were made.
+    pub note: String,
+    pub headers: Vec<String>,
+    pub rows: Vec<Vec<String>>,
+}
+
+/// Everything a report shows.
+#[derive(Debug, Clone, Serialize)]
+pub struct Report {
+    pub title: String,
+    pub testbeds: Vec<String>,
+    pub workloads: Vec<String>,
+    /// The testbed that percentages are against.
+    pub baseline: String,
+    pub cells: Vec<Cell>,
+    pub tables: Vec<Table>,
+    pub warnings: Vec<String>,
+    pub environment: Vec<Environment>,
+    #[serde(skip)]
+    pub results: Vec<RunResult>,
+}
+
+/// The label of each result's workload: its kind, plus the parameters that differ between the
+/// results of that kind (`tree files=10 file_size=8M`), so that two workloads of one kind in a
+/// study stay apart and one alone stays short. `strip` leaves those parameters out.
+pub fn workload_labels(results: &[RunResult], strip: &[&str]) -> Vec<String> {
+    let mut by_kind: BTreeMap<&str, Vec<&serde_json::Value>> = BTreeMap::new();
+    for r in results {
+        by_kind
+            .entry(r.workload.kind.as_str())
+            .or_default()
+            .push(&r.workload.params);
+    }
+    results
+        .iter()
+        .map(|r| {
+            let kind = r.workload.kind.as_str();
+            let all = &by_kind[kind];
+            let mut label = kind.to_string();
+            if let Some(map) = r.workload.params.as_object() {
+                for (k, v) in map {
+                    if strip.contains(&k.as_str()) {
+                        continue;
+                    }
+                    if all.iter().any(|o| o.get(k) != Some(v)) {
+                        label.push_str(&format!(" {k}={}", show_param(k, v)));
+                    }
+                }
+            }
+            label
+        })
+        .collect()
+}
+
+fn show_param(k: &str, v: &serde_json::Value) -> String {
+    match v {
+        serde_json::Value::Number(n)
+            if (k.contains("size") || k == "block" || k.ends_with("_bytes"))
+                && n.as_u64().is_some() =>
+        {
+            format_size(n.as_u64().unwrap_or(0))
+        }
+        serde_json::Value::String(s) => s.clone(),
+        other => other.to_string(),
+    }
+}
+
+/// Thread (or client) count of a run's phase.
+pub fn threads_of(r: &RunResult, p: &PhaseResult) -> u64 {
+    for k in ["threads", "clients"] {
+        if let Some(n) = r.workload.params.get(k).and_then(|v| v.as_u64()) {
+            return n;
+        }
+    }
+    (p.workers.len() as u64).max(1)
+}
+
+/// Puts results in the stable report order.
+pub fn sort_results(results: &mut [RunResult]) {
+    results.sort_by(|a, b| {
+        (
+            &a.started_at,
+            &a.testbed.label,
+            &a.workload.kind,
+            a.rep,
+            &a.spec_hash,
+        )
+            .cmp(&(
+                &b.started_at,
+                &b.testbed.label,
+                &b.workload.kind,
+                b.rep,
+                &b.spec_hash,
+            ))
+    });
+}
+
+fn push_unique(v: &mut Vec<String>, s: &str) {
+    if !v.iter().any(|x| x == s) {
+        v.push(s.to_string());
+    }
+}
+
+/// Groups results into cells and summarises every metric.
+pub fn cells(results: &[RunResult]) -> (Vec<String>, Vec<String>, Vec<Cell>) {
+    let labels = workload_labels(results, &[]);
+    let series = workload_labels(results, &["threads", "clients"]);
+    let mut testbeds = Vec::new();
+    let mut workloads = Vec::new();
+    // (testbed, workload, phase) in first-appearance order -> phases.
+    let mut order: Vec<(String, String, String)> = Vec::new();
+    // (testbed, workload, phase) -> (phases, threads, series label)
+    type Group<'a> = (Vec<&'a PhaseResult>, u64, String);
+    let mut groups: BTreeMap<(String, String, String), Group> = BTreeMap::new();
+    for (i, r) in results.iter().enumerate() {
+        push_unique(&mut testbeds, &r.testbed.label);
+        push_unique(&mut workloads, &labels[i]);
+        for p in &r.phases {
+            let key = (r.testbed.label.clone(), labels[i].clone(), p.name.clone());
+            if !groups.contains_key(&key) {
+                order.push(key.clone());
+            }
+            let g = groups
+                .entry(key)
+                .or_insert_with(|| (Vec::new(), threads_of(r, p), series[i].clone()));
+            g.0.push(p);
+        }
+    }
+    // Cells ordered by workload, then phase (first appearance), then testbed.
+    let mut phase_order: Vec<(String, String)> = Vec::new();
+    for (_, w, p) in &order {
+        let k = (w.clone(), p.clone());
+        if !phase_order.contains(&k) {
+            phase_order.push(k);
+        }
+    }
+    let mut out = Vec::new();
+    for w in &workloads {
+        for (pw, ph) in &phase_order {
+            if pw != w {
+                continue;
+            }
+            for t in &testbeds {
+                let key = (t.clone(), w.clone(), ph.clone());
+                let Some((phases, threads, series)) = groups.get(&key) else {
+                    continue;
+                };
+                let main = metrics::main_metric(phases.iter().copied()).key();
+                let ms = metrics::present(phases.iter().copied())
+                    .into_iter()
+                    .filter_map(|m| cell_metric(&m, phases))
+                    .collect();
+                out.push(Cell {
+                    testbed: t.clone(),
+                    workload: w.clone(),
+                    phase: ph.clone(),
+                    threads: *threads,
+                    series: series.clone(),
+                    main,
+                    metrics: ms,
+                });
+            }
+        }
+    }
+    (testbeds, workloads, out)
+}
+
+fn cell_metric(m: &Metric, phases: &[&PhaseResult]) -> Option<CellMetric> {
+    let values: Vec<f64> = phases.iter().filter_map(|p| m.value(p)).collect();
+    let summary = stats::summarize(&values)?;
+    Some(CellMetric {
+        key: m.key(),
+        name: m.name(),
+        unit: m.unit().to_string(),
+        better: m.better(),
+        harmonic_mean: if m.is_rate() {
+            stats::harmonic_mean(&values)
+        } else {
+            None
+        },
+        values,
+        summary,
+    })
+}
+
+/// A figure with a sensible number of digits.
+pub fn fmt_num(v: f64) -> String {
+    let a = v.abs();
+    if a == 0.0 {
+        "0".into()
+    } else if a >= 1000.0 {
+        format!("{v:.0}")
+    } else if a >= 100.0 {
+        format!("{v:.1}")
+    } else if a >= 1.0 {
+        format!("{v:.2}")
+    } else if a >= 0.01 {
+        format!("{v:.3}")
+    } else {
+        format!("{v:.2e}")
+    }
+}
+
+/// `+12.3%` from base to new.
+pub fn pct_change(base: f64, new: f64) -> Option<f64> {
+    (base != 0.0).then(|| (new - base) / base.abs() * 100.0)
+}
+
+fn fmt_pct(p: Option<f64>) -> String {
+    p.map_or("-".into(), |p| format!("{p:+.1}%"))
+}
+
+/// Builds the report from results (any order; they are sorted here).
+pub fn build(mut results: Vec<RunResult>, baseline: Option<&str>) -> anyhow::Result<Report> {
+    if results.is_empty() {
+        return Err(crate::error::bad_input(
+            "no results to report on; give result files or directories holding them",
+        ));
+    }
+    sort_results(&mut results);
+    let (testbeds, workloads, cells) = cells(&results);
+    let baseline = match baseline {
+        Some(b) if testbeds.iter().any(|t| t == b) => b.to_string(),
+        Some(b) => {
+            return Err(crate::error::bad_input(format!(
+                "--baseline {b:?} is not a testbed of these results; testbeds: {}",
+                testbeds.join(", ")
+            )))
+        }
+        None => testbeds[0].clone(),
+    };
+    let mut tables = vec![
+        elapsed_table(&testbeds, &workloads, &cells),
+        main_table(&testbeds, &workloads, &cells, &baseline),
+    ];
+    if let Some(t) = threads_table(&testbeds, &cells, &baseline) {
+        tables.push(t);
+    }
+    tables.push(stats_table(&cells));
+    let warnings = warnings(&results, &cells);
+    let labels = workload_labels(&results, &[]);
+    let environment = results
+        .iter()
+        .zip(&labels)
+        .map(|(r, w)| environment(r, w))
+        .collect();
+    Ok(Report {
+        title: format!(
+            "fsgauge report: {} run(s), {} testbed(s), {} workload(s)",
+            results.len(),
+            testbeds.len(),
+            workloads.len()
+        ),
+        testbeds,
+        workloads,
+        baseline,
+        cells,
+        tables,
+        warnings,
+        environment,
+        results,
+    })
+}
+
+fn find<'a>(cells: &'a [Cell], t: &str, w: &str, p: &str) -> Option<&'a Cell> {
+    cells
+        .iter()
+        .find(|c| c.testbed == t && c.workload == w && c.phase == p)
+}
+
+/// Workload × phase rows in cell order.
+fn rows_of(cells: &[Cell]) -> Vec<(String, String)> {
+    let mut rows: Vec<(String, String)> = Vec::new();
+    for c in cells {
+        let k = (c.workload.clone(), c.phase.clone());
+        if !rows.contains(&k) {
+            rows.push(k);
+        }
+    }
+    rows
+}
+
+fn elapsed_table(testbeds: &[String], _workloads: &[String], cells: &[Cell]) -> Table {
+    let mut headers = vec!["workload".to_string(), "phase".to_string()];
+    headers.extend(testbeds.iter().cloned());
+    let rows = rows_of(cells)
+        .into_iter()
+        .map(|(w, p)| {
+            let mut row = vec![w.clone(), p.clone()];
+            for t in testbeds {
+                row.push(match find(cells, t, &w, &p) {
+                    Some(c) => match (c.metric("elapsed"), c.metric("sys")) {
+                        (Some(e), Some(s)) => {
+                            format!("{:.2} ({:.2})", e.summary.mean, s.summary.mean)
+                        }
+                        _ => "-".into(),
+                    },
+                    None => "-".into(),
+                });
+            }
+            row
+        })
+        .collect();
+    Table {
+        title: "Elapsed (sys) per phase".into(),
+        label_columns: 2,
+        note: "seconds, mean over repetitions: wall time, and in brackets kernel CPU time, as the low-memory study tabulated its configurations".into(),
+        headers,
+        rows,
+    }
+}
+
+fn main_table(testbeds: &[String], _w: &[String], cells: &[Cell], baseline: &str) -> Table {
+    let mut headers = vec![
+        "workload".to_string(),
+        "phase".to_string(),
+        "metric".to_string(),
+    ];
+    for t in testbeds {
+        headers.push(t.clone());
+        if t != baseline {
+            headers.push(format!("{t} vs base"));
+        }
+    }
+    let rows = rows_of(cells)
+        .into_iter()
+        .map(|(w, p)| {
+            let main = testbeds
+                .iter()
+                .find_map(|t| find(cells, t, &w, &p))
+                .map(|c| c.main.clone())
+                .unwrap_or_default();
+            let metric = Metric::by_key(&main).map(|m| m.label()).unwrap_or_default();
+            let base = find(cells, baseline, &w, &p)
+                .and_then(|c| c.metric(&main))
+                .map(|m| m.summary.mean);
+            let mut row = vec![w.clone(), p.clone(), metric];
+            for t in testbeds {
+                let m = find(cells, t, &w, &p).and_then(|c| c.metric(&main));
+                row.push(m.map_or("-".into(), |m| {
+                    format!("{} ± {}", fmt_num(m.summary.mean), fmt_num(m.summary.sd))
+                }));
+                if t != baseline {
+                    row.push(fmt_pct(
+                        base.zip(m).and_then(|(b, m)| pct_change(b, m.summary.mean)),
+                    ));
+                }
+            }
+            row
+        })
+        .collect();
+    Table {
+        title: "Mean ± standard deviation per configuration".into(),
+        label_columns: 3,
+        note: format!("the phase's main figure (throughput when it moved data, else operations per second), mean ± sample standard deviation over repetitions, and the change against the baseline {baseline}"),
+        headers,
+        rows,
+    }
+}
+
+fn threads_table(testbeds: &[String], cells: &[Cell], baseline: &str) -> Option<Table> {
+    // (series, phase) -> thread counts seen
+    let mut lines: Vec<(String, String)> = Vec::new();
+    let mut counts: BTreeMap<(String, String), Vec<u64>> = BTreeMap::new();
+    for c in cells {
+        let k = (c.series.clone(), c.phase.clone());
+        if !lines.contains(&k) {
+            lines.push(k.clone());
+        }
+        let v = counts.entry(k).or_default();
+        if !v.contains(&c.threads) {
+            v.push(c.threads);
+        }
+    }
+    lines.retain(|k| counts[k].len() >= 2);
+    if lines.is_empty() {
+        return None;
+    }
+    let mut headers = vec![
+        "workload".to_string(),
+        "phase".to_string(),
+        "threads".to_string(),
+    ];
+    for t in testbeds {
+        headers.push(t.clone());
+        if t != baseline {
+            headers.push(format!("{t} vs base"));
+        }
+    }
+    let mut rows = Vec::new();
+    for (s, p) in &lines {
+        let mut ts = counts[&(s.clone(), p.clone())].clone();
+        ts.sort();
+        for n in ts {
+            let pick = |t: &str| {
+                cells
+                    .iter()
+                    .find(|c| c.testbed == t && &c.series == s && &c.phase == p && c.threads == n)
+                    .and_then(|c| c.main_metric())
+            };
+            let mut row = vec![s.clone(), p.clone(), n.to_string()];
+            let base = pick(baseline).map(|m| m.summary.mean);
+            for t in testbeds {
+                let m = pick(t);
+                row.push(m.map_or("-".into(), |m| {
+                    format!("{} {}", fmt_num(m.summary.mean), m.unit)
+                }));
+                if t != baseline {
+                    row.push(fmt_pct(
+                        base.zip(m).and_then(|(b, m)| pct_change(b, m.summary.mean)),
+                    ));
+                }
+            }
+            rows.push(row);
+        }
+    }
+    Some(Table {
+        title: "Throughput by threads".into(),
+        label_columns: 2,
+        note: format!("mean of the phase's main figure at each thread (or client) count, and the change against the baseline {baseline}, as the block-reservation study tabulated tiobench"),
+        headers,
+        rows,
+    })
+}
+
+fn stats_table(cells: &[Cell]) -> Table {
+    let headers = [
+        "testbed",
+        "workload",
+        "phase",
+        "metric",
+        "n",
+        "mean",
+        "sd",
+        "cv",
+        "95% CI",
+        "min",
+        "median",
+        "max",
+        "harmonic mean",
+    ]
+    .map(String::from)
+    .to_vec();
+    let mut rows = Vec::new();
+    for c in cells {
+        for m in &c.metrics {
+            let s = &m.summary;
+            let name = if m.unit.is_empty() {
+                m.name.clone()
+            } else {
+                format!("{} ({})", m.name, m.unit)
+            };
+            rows.push(vec![
+                c.testbed.clone(),
+                c.workload.clone(),
+                c.phase.clone(),
+                name,
+                s.n.to_string(),
+                fmt_num(s.mean),
+                fmt_num(s.sd),
+                format!("{:.1}%", s.cv * 100.0),
+                format!("{} .. {}", fmt_num(s.ci_low), fmt_num(s.ci_high)),
+                fmt_num(s.min),
+                fmt_num(s.median),
+                fmt_num(s.max),
+                m.harmonic_mean.map_or(String::new(), fmt_num),
+            ]);
+        }
+    }
+    Table {
+        title: "Statistics per cell".into(),
+        label_columns: 4,
+        note: "testbed × workload × phase × metric over repetitions: sample standard deviation, coefficient of variation, 95% confidence interval of the mean from Student's t; harmonic mean for rates".into(),
+        headers,
+        rows,
+    }
+}
+
+/// Coefficient of variation above which a cell is flagged.
+pub const HIGH_CV: f64 = 0.10;
+
+fn warnings(results: &[RunResult], cells: &[Cell]) -> Vec<String> {
+    let mut w = Vec::new();
+    let few: Vec<String> = cells
+        .iter()
+        .filter_map(|c| c.main_metric().map(|m| (c, m.summary.n)))
+        .filter(|(_, n)| *n < 3)
+        .map(|(c, n)| format!("{} · {} · {}: {n}", c.testbed, c.workload, c.phase))
+        .collect();
+    if !few.is_empty() {
+        let shown = few.iter().take(3).cloned().collect::<Vec<_>>().join("; ");
+        w.push(format!(
+            "{} of {} cell(s) have fewer than 3 repetitions ({shown}{}), so their spread and confidence interval mean little; run with reps = 3 or more (or reps = \"auto\")",
+            few.len(),
+            cells.len(),
+            if few.len() > 3 { "; ..." } else { "" }
+        ));
+    }
+    for c in cells {
+        let Some(m) = c.main_metric() else { continue };
+        if m.summary.n >= 3 && m.summary.cv > HIGH_CV {
+            w.push(format!(
+                "{} · {} · {}: {} varies by {:.0}% between repetitions (CV over {:.0}%); use more repetitions (reps = \"auto\"), a quieter machine, or cold = \"drop\"",
+                c.testbed,
+                c.workload,
+                c.phase,
+                m.name,
+                m.summary.cv * 100.0,
+                HIGH_CV * 100.0
+            ));
+        }
+    }
+    let mut seen_loop = Vec::new();
+    for r in results {
+        if r.testbed.loop_direct_io == Some(false) && !seen_loop.contains(&r.testbed.label) {
+            seen_loop.push(r.testbed.label.clone());
+            w.push(format!(
+                "{}: the loop device did not use direct I/O on its image, so the host's page cache sits under the filesystem and flatters its figures; use a backing filesystem that supports O_DIRECT (or --loop-direct-io on)",
+                r.testbed.label
+            ));
+        }
+    }
+    let mut seen_cache = Vec::new();
+    for r in results {
+        let cache = r
+            .conditions
+            .mem_limit
+            .or(r.testbed.memory_limit)
+            .unwrap_or(r.host.memory);
+        for p in &r.phases {
+            let read_phase = p.name.contains("read");
+            let working_set = p.bytes;
+            if read_phase
+                && r.conditions.cold == "none"
+                && working_set > 0
+                && working_set < cache
+                && !seen_cache.contains(&(r.testbed.label.clone(), p.name.clone()))
+            {
+                seen_cache.push((r.testbed.label.clone(), p.name.clone()));
+                w.push(format!(
+                    "{} · {}: the working set ({}) is smaller than the memory available for the page cache ({}) and caches were not dropped, so reads may come from memory; use cold = \"drop\", a memory limit, or a larger working set",
+                    r.testbed.label,
+                    p.name,
+                    format_bytes_human(working_set as f64),
+                    format_bytes_human(cache as f64)
+                ));
+            }
+        }
+    }
+    for r in results {
+        for e in &r.errors {
+            w.push(format!("{} rep {}: {e}", r.testbed.label, r.rep));
+        }
+    }
+    w
+}
+
+fn environment(r: &RunResult, workload: &str) -> Environment {
+    let t = &r.testbed;
+    Environment {
+        testbed: t.label.clone(),
+        workload: workload.to_string(),
+        rep: r.rep,
+        fs: t.fs.clone(),
+        size: format_size(t.size),
+        mkfs: t.mkfs_args.join(" "),
+        mount: t.mount_options.clone(),
+        journal: t.journal.clone().unwrap_or_default(),
+        memory_limit: r
+            .conditions
+            .mem_limit
+            .or(t.memory_limit)
+            .map(format_size)
+            .unwrap_or_default(),
+        backing: t.backing.clone(),
+        device: t.device.clone().unwrap_or_default(),
+        loop_direct_io: t
+            .loop_direct_io
+            .map_or(String::new(), |b| if b { "on" } else { "off" }.into()),
+        cold: r.conditions.cold.clone(),
+        kernel: r.host.kernel.clone(),
+        host: format!(
+            "{} ({} CPUs, {})",
+            r.host.hostname,
+            r.host.cpus,
+            format_bytes_human(r.host.memory as f64)
+        ),
+        tool: format!("{} {}", r.tool.name, r.tool.version),
+        started_at: r.started_at.clone(),
+        seed: r.seed,
+        spec_hash: r.spec_hash.chars().take(12).collect(),
+    }
+}
+
+/// The environment as a table.
+pub fn environment_table(env: &[Environment]) -> Table {
+    let headers = [
+        "testbed",
+        "workload",
+        "rep",
+        "fs",
+        "size",
+        "mkfs",
+        "mount",
+        "journal",
+        "mem limit",
+        "backing",
+        "device",
+        "loop dio",
+        "cold",
+        "kernel",
+        "host",
+        "tool",
+        "started",
+        "seed",
+        "spec",
+    ]
+    .map(String::from)
+    .to_vec();
+    let rows = env
+        .iter()
+        .map(|e| {
+            vec![
+                e.testbed.clone(),
+                e.workload.clone(),
+                e.rep.to_string(),
+                e.fs.clone(),
+                e.size.clone(),
+                e.mkfs.clone(),
+                e.mount.clone(),
+                e.journal.clone(),
+                e.memory_limit.clone(),
+                e.backing.clone(),
+                e.device.clone(),
+                e.loop_direct_io.clone(),
+                e.cold.clone(),
+                e.kernel.clone(),
+                e.host.clone(),
+                e.tool.clone(),
+                e.started_at.clone(),
+                e.seed.to_string(),
+                e.spec_hash.clone(),
+            ]
+        })
+        .collect();
+    Table {
+        title: "Environment of every run".into(),
+        label_columns: 19,
+        note: "as recorded in each result file".into(),
+        headers,
+        rows,
+    }
+}

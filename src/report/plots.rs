@@ -1,0 +1,490 @@
+//! Plots as SVG text (plotters' SVG backend; text is drawn as SVG `<text>`, so no font files
+//! are needed): bars with standard-deviation error bars per phase across testbeds (the
+//! journal-size study's figures), lines of the main figure against threads or clients per
+//! testbed (the block-reservation study's plots), latency histograms from the stored HDR
+//! histograms, and per-second time series.
+
+use std::collections::BTreeMap;
+
+use plotters::prelude::*;
+use serde::Serialize;
+
+use super::model::{Cell, Report};
+use crate::measure::{decode, new_histogram};
+
+/// One figure.
+#[derive(Debug, Clone, Serialize)]
+pub struct Plot {
+    pub title: String,
+    /// A file-name-safe identifier.
+    pub id: String,
+    pub svg: String,
+}
+
+const W: u32 = 720;
+const H: u32 = 360;
+
+/// Qualitative colours (Okabe–Ito), distinguishable for colour-blind readers.
+const PALETTE: [RGBColor; 8] = [
+    RGBColor(0, 114, 178),
+    RGBColor(230, 159, 0),
+    RGBColor(0, 158, 115),
+    RGBColor(213, 94, 0),
+    RGBColor(204, 121, 167),
+    RGBColor(86, 180, 233),
+    RGBColor(120, 120, 120),
+    RGBColor(240, 228, 66),
+];
+
+fn color(i: usize) -> RGBColor {
+    PALETTE[i % PALETTE.len()]
+}
+
+/// Text safe to put in SVG without escaping questions.
+fn clean(s: &str) -> String {
+    s.chars()
+        .map(|c| match c {
+            '<' | '>' | '&' | '"' => '_',
+            c => c,
+        })
+        .collect()
+}
+
+fn ident(parts: &[&str]) -> String {
+    let s: String = parts
+        .join("-")
+        .chars()
+        .map(|c| {
+            if c.is_ascii_alphanumeric() {
+                c.to_ascii_lowercase()
+            } else {
+                '-'
+            }
+        })
+        .collect();
+    let mut out = String::new();
+    for c in s.chars() {
+        if !(c == '-' && out.ends_with('-')) {
+            out.push(c);
+        }
+    }
+    out.trim_matches('-').to_string()
+}
+
+type Draw = Result<(), String>;
+
+fn err<E: std::fmt::Display>(e: E) -> String {
+    e.to_string()
+}
+
+/// Every plot of the report, in a stable order.
+pub fn all(report: &Report) -> Vec<Plot> {
+    let mut out = Vec::new();
+    let mut keys: Vec<(String, String)> = Vec::new();
+    for c in &report.cells {
+        let k = (c.workload.clone(), c.phase.clone());
+        if !keys.contains(&k) {
+            keys.push(k);
+        }
+    }
+    for (w, p) in &keys {
+        let cells: Vec<&Cell> = report
+            .cells
+            .iter()
+            .filter(|c| &c.workload == w && &c.phase == p)
+            .collect();
+        if let Some(plot) = bars(w, p, &cells) {
+            out.push(plot);
+        }
+    }
+    out.extend(thread_lines(report));
+    for (w, p) in &keys {
+        if let Some(plot) = latency(report, w, p) {
+            out.push(plot);
+        }
+    }
+    for (w, p) in &keys {
+        if let Some(plot) = series(report, w, p) {
+            out.push(plot);
+        }
+    }
+    out
+}
+
+fn bars(workload: &str, phase: &str, cells: &[&Cell]) -> Option<Plot> {
+    let main = &cells.first()?.main;
+    let data: Vec<(String, f64, f64)> = cells
+        .iter()
+        .filter_map(|c| {
+            c.metric(main)
+                .map(|m| (c.testbed.clone(), m.summary.mean, m.summary.sd))
+        })
+        .collect();
+    if data.is_empty() {
+        return None;
+    }
+    let m = cells[0].metric(main)?;
+    let unit = if m.unit.is_empty() {
+        m.name.clone()
+    } else {
+        format!("{} ({})", m.name, m.unit)
+    };
+    let title = format!("{workload} · {phase}: {unit}, mean ± sd");
+    let top = data
+        .iter()
+        .map(|(_, mean, sd)| mean + sd)
+        .fold(0.0f64, f64::max)
+        .max(1e-9)
+        * 1.15;
+    let n = data.len();
+    // Wide enough that every testbed's label fits under its bar.
+    let longest = data.iter().map(|d| d.0.chars().count()).max().unwrap_or(0) as u32;
+    let width = W.max(n as u32 * (longest * 7 + 30).max(60) + 100);
+    let mut svg = String::new();
+    let drawn: Draw = (|| {
+        let root = SVGBackend::with_string(&mut svg, (width, H)).into_drawing_area();
+        root.fill(&WHITE).map_err(err)?;
+        let mut chart = ChartBuilder::on(&root)
+            .caption(clean(&title), ("sans-serif", 15))
+            .margin(12)
+            .x_label_area_size(50)
+            .y_label_area_size(70)
+            // Integer ranges are inclusive here: 0..=last gives one segment per bar (at least
+            // two, so the axis has a length).
+            .build_cartesian_2d((0..(n.max(2) - 1) as i32).into_segmented(), 0.0..top)
+            .map_err(err)?;
+        let labels: Vec<String> = data.iter().map(|d| clean(&d.0)).collect();
+        chart
+            .configure_mesh()
+            .disable_x_mesh()
+            .x_labels(n)
+            .x_label_formatter(&|v| match v {
+                SegmentValue::CenterOf(i) => labels.get(*i as usize).cloned().unwrap_or_default(),
+                _ => String::new(),
+            })
+            .y_desc(clean(&unit))
+            .y_label_formatter(&|y| super::model::fmt_num(*y))
+            .draw()
+            .map_err(err)?;
+        chart
+            .draw_series(data.iter().enumerate().map(|(i, (_, mean, _))| {
+                let mut r = Rectangle::new(
+                    [
+                        (SegmentValue::Exact(i as i32), 0.0),
+                        (SegmentValue::Exact(i as i32 + 1), *mean),
+                    ],
+                    color(i).mix(0.85).filled(),
+                );
+                r.set_margin(0, 0, 12, 12);
+                r
+            }))
+            .map_err(err)?;
+        chart
+            .draw_series(data.iter().enumerate().map(|(i, (_, mean, sd))| {
+                ErrorBar::new_vertical(
+                    SegmentValue::CenterOf(i as i32),
+                    (mean - sd).max(0.0),
+                    *mean,
+                    mean + sd,
+                    BLACK.stroke_width(2),
+                    12,
+                )
+            }))
+            .map_err(err)?;
+        root.present().map_err(err)
+    })();
+    drawn.ok()?;
+    Some(Plot {
+        id: ident(&["bars", workload, phase]),
+        title,
+        svg,
+    })
+}
+
+fn thread_lines(report: &Report) -> Vec<Plot> {
+    // (series, phase) -> testbed -> [(threads, mean)]
+    let mut groups: Vec<(String, String)> = Vec::new();
+    type PerTestbed = BTreeMap<String, Vec<(u64, f64)>>;
+    let mut data: BTreeMap<(String, String), PerTestbed> = BTreeMap::new();
+    let mut units: BTreeMap<(String, String), String> = BTreeMap::new();
+    for c in &report.cells {
+        let Some(m) = c.main_metric() else { continue };
+        let k = (c.series.clone(), c.phase.clone());
+        if !groups.contains(&k) {
+            groups.push(k.clone());
+        }
+        units.insert(k.clone(), format!("{} ({})", m.name, m.unit));
+        data.entry(k)
+            .or_default()
+            .entry(c.testbed.clone())
+            .or_default()
+            .push((c.threads, m.summary.mean));
+    }
+    let mut out = Vec::new();
+    for k in groups {
+        let per_tb = &data[&k];
+        let xs: std::collections::BTreeSet<u64> =
+            per_tb.values().flatten().map(|(t, _)| *t).collect();
+        if xs.len() < 2 {
+            continue;
+        }
+        let unit = units[&k].clone();
+        let title = format!("{} · {}: {unit} by threads", k.0, k.1);
+        let xmax = *xs.iter().max().unwrap_or(&1) as f64;
+        let ymax = per_tb
+            .values()
+            .flatten()
+            .map(|(_, v)| *v)
+            .fold(0.0f64, f64::max)
+            .max(1e-9)
+            * 1.15;
+        let mut svg = String::new();
+        let drawn: Draw = (|| {
+            let root = SVGBackend::with_string(&mut svg, (W, H)).into_drawing_area();
+            root.fill(&WHITE).map_err(err)?;
+            let mut chart = ChartBuilder::on(&root)
+                .caption(clean(&title), ("sans-serif", 15))
+                .margin(12)
+                .x_label_area_size(40)
+                .y_label_area_size(70)
+                .build_cartesian_2d(0.0..xmax * 1.05, 0.0..ymax)
+                .map_err(err)?;
+            chart
+                .configure_mesh()
+                .x_desc("threads / clients")
+                .x_label_formatter(&|x| {
+                    if x.fract() == 0.0 {
+                        format!("{x:.0}")
+                    } else {
+                        String::new()
+                    }
+                })
+                .y_desc(clean(&unit))
+                .y_label_formatter(&|y| super::model::fmt_num(*y))
+                .draw()
+                .map_err(err)?;
+            for (i, (tb, pts)) in report
+                .testbeds
+                .iter()
+                .filter_map(|t| per_tb.get(t).map(|p| (t, p)))
+                .enumerate()
+            {
+                let mut pts: Vec<(f64, f64)> = pts.iter().map(|(t, v)| (*t as f64, *v)).collect();
+                pts.sort_by(|a, b| a.0.total_cmp(&b.0));
+                let c = color(i);
+                chart
+                    .draw_series(LineSeries::new(pts.clone(), c.stroke_width(2)))
+                    .map_err(err)?
+                    .label(clean(tb))
+                    .legend(move |(x, y)| {
+                        PathElement::new(vec![(x, y), (x + 18, y)], c.stroke_width(2))
+                    });
+                chart
+                    .draw_series(pts.iter().map(|p| Circle::new(*p, 3, c.filled())))
+                    .map_err(err)?;
+            }
+            chart
+                .configure_series_labels()
+                .background_style(WHITE.mix(0.85))
+                .border_style(BLACK)
+                .position(SeriesLabelPosition::UpperLeft)
+                .draw()
+                .map_err(err)?;
+            root.present().map_err(err)
+        })();
+        if drawn.is_ok() {
+            out.push(Plot {
+                id: ident(&["threads", &k.0, &k.1]),
+                title,
+                svg,
+            });
+        }
+    }
+    out
+}
+
+/// Log-spaced buckets from the merged HDR histogram of every repetition, per testbed: the
+/// share of operations (in %) whose latency falls in each bucket.
+fn latency(report: &Report, workload: &str, phase: &str) -> Option<Plot> {
+    let labels = super::model::workload_labels(&report.results, &[]);
+    let mut per_tb: Vec<(String, crate::measure::LatencyHistogram)> = Vec::new();
+    for t in &report.testbeds {
+        let mut h = new_histogram();
+        for (r, w) in report.results.iter().zip(&labels) {
+            if &r.testbed.label != t || w != workload {
+                continue;
+            }
+            for p in r.phases.iter().filter(|p| p.name == phase) {
+                if let Some(d) = decode(&p.latency) {
+                    let _ = h.add(&d);
+                }
+            }
+        }
+        if !h.is_empty() {
+            per_tb.push((t.clone(), h));
+        }
+    }
+    if per_tb.is_empty() {
+        return None;
+    }
+    let lo = per_tb.iter().map(|(_, h)| h.min_nz()).min()?.max(1) as f64;
+    let hi = per_tb.iter().map(|(_, h)| h.max()).max()?.max(2) as f64;
+    let (lo, hi) = (lo * 0.9, hi * 1.1);
+    const BUCKETS: usize = 40;
+    let step = (hi / lo).ln() / BUCKETS as f64;
+    let edges: Vec<f64> = (0..=BUCKETS)
+        .map(|i| lo * (step * i as f64).exp())
+        .collect();
+    let lines: Vec<(String, Vec<(f64, f64)>)> = per_tb
+        .iter()
+        .map(|(t, h)| {
+            let total = h.len() as f64;
+            let pts = edges
+                .windows(2)
+                .map(|e| {
+                    let n = h.count_between(e[0].ceil() as u64, e[1].floor() as u64);
+                    ((e[0] * e[1]).sqrt() / 1e3, n as f64 * 100.0 / total)
+                })
+                .collect();
+            (t.clone(), pts)
+        })
+        .collect();
+    let ymax = lines
+        .iter()
+        .flat_map(|(_, p)| p.iter().map(|x| x.1))
+        .fold(0.0f64, f64::max)
+        .max(1e-9)
+        * 1.15;
+    let title = format!("{workload} · {phase}: latency distribution");
+    let mut svg = String::new();
+    let drawn: Draw = (|| {
+        let root = SVGBackend::with_string(&mut svg, (W, H)).into_drawing_area();
+        root.fill(&WHITE).map_err(err)?;
+        let mut chart = ChartBuilder::on(&root)
+            .caption(clean(&title), ("sans-serif", 15))
+            .margin(12)
+            .x_label_area_size(40)
+            .y_label_area_size(60)
+            .build_cartesian_2d((lo / 1e3..hi / 1e3).log_scale(), 0.0..ymax)
+            .map_err(err)?;
+        chart
+            .configure_mesh()
+            .x_desc("latency (µs, log scale)")
+            .y_desc("% of operations")
+            .x_label_formatter(&|x| super::model::fmt_num(*x))
+            .draw()
+            .map_err(err)?;
+        for (i, (t, pts)) in lines.iter().enumerate() {
+            let c = color(i);
+            chart
+                .draw_series(LineSeries::new(pts.clone(), c.stroke_width(2)))
+                .map_err(err)?
+                .label(clean(t))
+                .legend(move |(x, y)| {
+                    PathElement::new(vec![(x, y), (x + 18, y)], c.stroke_width(2))
+                });
+        }
+        chart
+            .configure_series_labels()
+            .background_style(WHITE.mix(0.85))
+            .border_style(BLACK)
+            .draw()
+            .map_err(err)?;
+        root.present().map_err(err)
+    })();
+    drawn.ok()?;
+    Some(Plot {
+        id: ident(&["latency", workload, phase]),
+        title,
+        svg,
+    })
+}
+
+/// Operations per second over the phase, first repetition of each testbed.
+fn series(report: &Report, workload: &str, phase: &str) -> Option<Plot> {
+    let labels = super::model::workload_labels(&report.results, &[]);
+    let mut lines: Vec<(String, Vec<(f64, f64)>)> = Vec::new();
+    for t in &report.testbeds {
+        let first = report
+            .results
+            .iter()
+            .zip(&labels)
+            .filter(|(r, w)| &r.testbed.label == t && *w == workload)
+            .min_by_key(|(r, _)| r.rep)
+            .and_then(|(r, _)| r.phases.iter().find(|p| p.name == phase));
+        if let Some(p) = first {
+            if p.series.len() >= 2 {
+                // The last second is usually partial: scale it by its real length, and leave
+                // it out when it is too short to say anything.
+                let pts: Vec<(f64, f64)> = p
+                    .series
+                    .iter()
+                    .filter_map(|s| {
+                        let len = (p.wall_s - s.t as f64).clamp(0.0, 1.0);
+                        (len >= 0.2).then(|| (s.t as f64, s.ops as f64 / len))
+                    })
+                    .collect();
+                if pts.len() >= 2 {
+                    lines.push((t.clone(), pts));
+                }
+            }
+        }
+    }
+    if lines.is_empty() {
+        return None;
+    }
+    let xmax = lines
+        .iter()
+        .flat_map(|(_, p)| p.iter().map(|x| x.0))
+        .fold(1.0f64, f64::max)
+        + 1.0;
+    let ymax = lines
+        .iter()
+        .flat_map(|(_, p)| p.iter().map(|x| x.1))
+        .fold(0.0f64, f64::max)
+        .max(1.0)
+        * 1.15;
+    let title = format!("{workload} · {phase}: operations per second over time (first repetition)");
+    let mut svg = String::new();
+    let drawn: Draw = (|| {
+        let root = SVGBackend::with_string(&mut svg, (W, H)).into_drawing_area();
+        root.fill(&WHITE).map_err(err)?;
+        let mut chart = ChartBuilder::on(&root)
+            .caption(clean(&title), ("sans-serif", 15))
+            .margin(12)
+            .x_label_area_size(40)
+            .y_label_area_size(70)
+            .build_cartesian_2d(0.0..xmax, 0.0..ymax)
+            .map_err(err)?;
+        chart
+            .configure_mesh()
+            .x_desc("seconds from phase start")
+            .y_desc("ops/s")
+            .y_label_formatter(&|y| super::model::fmt_num(*y))
+            .draw()
+            .map_err(err)?;
+        for (i, (t, pts)) in lines.iter().enumerate() {
+            let c = color(i);
+            chart
+                .draw_series(LineSeries::new(pts.clone(), c.stroke_width(2)))
+                .map_err(err)?
+                .label(clean(t))
+                .legend(move |(x, y)| {
+                    PathElement::new(vec![(x, y), (x + 18, y)], c.stroke_width(2))
+                });
+        }
+        chart
+            .configure_series_labels()
+            .background_style(WHITE.mix(0.85))
+            .border_style(BLACK)
+            .draw()
+            .map_err(err)?;
+        root.present().map_err(err)
+    })();
+    drawn.ok()?;
+    Some(Plot {
+        id: ident(&["series", workload, phase]),
+        title,
+        svg,
+    })
+}
