@@ -5,6 +5,10 @@
 //! rule, and [`RunContext::phase`] to run a measured phase on one or more workers.
 
 mod context;
+pub mod create;
+pub mod fdtree;
+pub mod interleave;
+pub mod names;
 pub mod registry;
 pub mod tree;
 
