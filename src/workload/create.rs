@@ -152,13 +152,12 @@ impl Create {
                 let wfd = open_dir(&wdir)?;
                 let mut sub: Option<OwnedFd> = None;
                 let mut name = NameBuf::new();
-                let shown = |name: &NameBuf, i: u64| {
-                    if k == 0 {
-                        format!("{}/{}", wdir.display(), name.as_str())
-                    } else {
-                        let mut s = NameBuf::new();
-                        s.push_str("s").push_num(i / k, sw);
-                        format!("{}/{}/{}", wdir.display(), s.as_str(), name.as_str())
+                let shown = |name: &NameBuf, i: u64| match i.checked_div(k) {
+                    None => format!("{}/{}", wdir.display(), name.as_str()),
+                    Some(s) => {
+                        let mut sub = NameBuf::new();
+                        sub.push_str("s").push_num(s, sw);
+                        format!("{}/{}/{}", wdir.display(), sub.as_str(), name.as_str())
                     }
                 };
                 for i in 0..files {
@@ -255,7 +254,11 @@ impl Create {
                     name.clear().push_str("f").push_num(i, fw);
                     let t0 = Instant::now();
                     unlink_at(dir, name.as_cstr(), false).map_err(|e| {
-                        fs_error("unlink", &format!("{} entry {}", wdir.display(), name.as_str()), e)
+                        fs_error(
+                            "unlink",
+                            &format!("{} entry {}", wdir.display(), name.as_str()),
+                            e,
+                        )
                     })?;
                     rec.record(unlink, t0, 0);
                 }
@@ -330,6 +333,7 @@ impl Workload for Create {
 }
 
 #[cfg(test)]
+#[allow(clippy::unwrap_used)]
 mod tests {
     use super::*;
 

@@ -31,8 +31,8 @@ use nix::errno::Errno;
 use serde::{Deserialize, Serialize};
 
 use super::names::{
-    check_inodes, close, create_at, digits, ensure_fds, fs_error, mkdir_at, open_dir,
-    open_dir_at, unlink_at, write_all, NameBuf, PATH_MAX,
+    check_inodes, close, create_at, digits, ensure_fds, fs_error, mkdir_at, open_dir, open_dir_at,
+    unlink_at, write_all, NameBuf, PATH_MAX,
 };
 use super::tree::FsyncMode;
 use super::{RunContext, Workload};
@@ -235,6 +235,7 @@ const STOP: &str = "stop";
 /// Walks one worker's tree in fdtree's order: `pre` on a directory before its children, `post`
 /// after them; children from the highest index down. Leaf directories (level 0) are opened and
 /// visited only when `leaves` is true.
+#[allow(clippy::too_many_arguments)]
 fn walk(
     rec: &mut Recorder,
     base: OwnedFd,
@@ -399,7 +400,16 @@ impl Fdtree {
                     }
                     Ok(())
                 };
-                walk(rec, base, &bases[w], levels, d, false, &mut pre, &mut nothing)
+                walk(
+                    rec,
+                    base,
+                    &bases[w],
+                    levels,
+                    d,
+                    false,
+                    &mut pre,
+                    &mut nothing,
+                )
             },
         )?;
         phase.extra.insert("dirs".into(), self.total_dirs() as f64);
@@ -469,7 +479,16 @@ impl Fdtree {
                     }
                     Ok(())
                 };
-                walk(rec, base, &bases[w], levels, d, true, &mut pre, &mut nothing)?;
+                walk(
+                    rec,
+                    base,
+                    &bases[w],
+                    levels,
+                    d,
+                    true,
+                    &mut pre,
+                    &mut nothing,
+                )?;
                 if fsync == FsyncMode::End {
                     let t0 = Instant::now();
                     nix::unistd::syncfs(syncfs_fd).map_err(|e| fs_error("syncfs", &bases[w], e))?;
@@ -536,7 +555,16 @@ impl Fdtree {
                     }
                     Ok(())
                 };
-                walk(rec, base, &bases[w], levels, d, true, &mut pre, &mut nothing)?;
+                walk(
+                    rec,
+                    base,
+                    &bases[w],
+                    levels,
+                    d,
+                    true,
+                    &mut pre,
+                    &mut nothing,
+                )?;
                 if let Some((name, got)) = wrong {
                     return Err(anyhow::Error::new(SystemFailure(format!(
                         "stat: a file named {name} below {} has {got} bytes, expected {size}",
@@ -617,7 +645,16 @@ impl Fdtree {
                     }
                     Ok(())
                 };
-                walk(rec, base, &bases[w], levels, d, true, &mut pre, &mut nothing)?;
+                walk(
+                    rec,
+                    base,
+                    &bases[w],
+                    levels,
+                    d,
+                    true,
+                    &mut pre,
+                    &mut nothing,
+                )?;
                 if let Some((name, got)) = wrong {
                     return Err(anyhow::Error::new(SystemFailure(format!(
                         "read: a file named {name} below {} gave {got} bytes, expected {size}",
@@ -661,7 +698,16 @@ impl Fdtree {
                     }
                     Ok(())
                 };
-                walk(rec, base, &bases[w], levels, d, true, &mut pre, &mut nothing)?;
+                walk(
+                    rec,
+                    base,
+                    &bases[w],
+                    levels,
+                    d,
+                    true,
+                    &mut pre,
+                    &mut nothing,
+                )?;
                 if sync_end {
                     let t0 = Instant::now();
                     nix::unistd::syncfs(syncfs_fd).map_err(|e| fs_error("syncfs", &bases[w], e))?;
@@ -706,7 +752,16 @@ impl Fdtree {
                     }
                     Ok(())
                 };
-                walk(rec, base, &bases[w], levels, d, false, &mut nothing, &mut post)?;
+                walk(
+                    rec,
+                    base,
+                    &bases[w],
+                    levels,
+                    d,
+                    false,
+                    &mut nothing,
+                    &mut post,
+                )?;
                 let mut name = NameBuf::new();
                 name.push_str(&base_name(w as u64));
                 let t0 = Instant::now();
@@ -824,7 +879,7 @@ impl Workload for Fdtree {
         if per_tree
             .checked_mul(self.threads as u64)
             .and_then(|n| n.checked_mul(self.files_per_dir + 1))
-            .is_none_or(|n| n > 1 << 40)
+            .map_or(true, |n| n > 1 << 40)
         {
             return Err(bad_input(format!(
                 "fdtree {s}: {per_tree} directories per tree, more entries than any filesystem holds"
@@ -877,6 +932,7 @@ impl Workload for Fdtree {
 }
 
 #[cfg(test)]
+#[allow(clippy::unwrap_used)]
 mod tests {
     use super::*;
 

@@ -18,7 +18,9 @@ use std::time::Instant;
 use anyhow::Result;
 use serde::{Deserialize, Serialize};
 
-use super::names::{check_inodes, close, create_at, digits, fs_error, mkdir_at, open_dir, write_all, NameBuf};
+use super::names::{
+    check_inodes, close, create_at, digits, fs_error, mkdir_at, open_dir, write_all, NameBuf,
+};
 use super::tree::remove_tree_contents;
 use super::{ColdMode, RunContext, Workload};
 use crate::error::bad_input;
@@ -266,6 +268,7 @@ impl Workload for Interleave {
 }
 
 #[cfg(test)]
+#[allow(clippy::unwrap_used)]
 mod tests {
     use super::*;
 

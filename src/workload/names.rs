@@ -286,6 +286,7 @@ pub fn raw(fd: &OwnedFd) -> RawFd {
 }
 
 #[cfg(test)]
+#[allow(clippy::unwrap_used)]
 mod tests {
     use super::*;
 
@@ -299,7 +300,11 @@ mod tests {
         assert_eq!(n.as_cstr().to_str().unwrap(), "d00042/f07");
         n.truncate(keep).push_str("/f").push_num(123, 2);
         assert_eq!(n.as_str(), "d00042/f123");
-        n.clear().push_str("L").push_num(10, 0).push_str("D").push_num(0, 0);
+        n.clear()
+            .push_str("L")
+            .push_num(10, 0)
+            .push_str("D")
+            .push_num(0, 0);
         assert_eq!(n.as_str(), "L10D0");
         n.clear().push_num(u64::MAX, 0);
         assert_eq!(n.as_str(), u64::MAX.to_string());

@@ -17,10 +17,20 @@ pub struct CreateArgs {
     #[arg(long, default_value_t = 10_000, help_heading = "Workload")]
     pub files: u64,
     /// Size of every file (fs_mark -s).
-    #[arg(long, value_name = "SIZE", default_value = "4K", help_heading = "Workload")]
+    #[arg(
+        long,
+        value_name = "SIZE",
+        default_value = "4K",
+        help_heading = "Workload"
+    )]
     pub file_size: Size,
     /// Size of each write(2) (fs_mark -w).
-    #[arg(long, value_name = "SIZE", default_value = "1M", help_heading = "Workload")]
+    #[arg(
+        long,
+        value_name = "SIZE",
+        default_value = "1M",
+        help_heading = "Workload"
+    )]
     pub block: Size,
     /// Workers started together, each in its own directory w<N> (fs_mark -t); files/s is the
     /// aggregate and each worker's own figures are kept.

@@ -20,7 +20,12 @@ pub struct InterleaveArgs {
     #[arg(long, default_value_t = 14, help_heading = "Workload")]
     pub files: u64,
     /// Size of every file (the study did not say; empty by default).
-    #[arg(long, value_name = "SIZE", default_value = "0", help_heading = "Workload")]
+    #[arg(
+        long,
+        value_name = "SIZE",
+        default_value = "0",
+        help_heading = "Workload"
+    )]
     pub file_size: Size,
     /// interleaved: file 1 in every directory, then file 2 in every directory, … (the study);
     /// grouped: all files of one directory before the next.
