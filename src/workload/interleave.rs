@@ -62,6 +62,9 @@ pub struct Interleave {
     pub order: Order,
     /// How the cache is made cold before the removal (the study rebooted).
     pub remove_cold: ColdMode,
+    /// Write the tree as found on disk after file_create (before removal) to this file.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub tree_list: Option<std::path::PathBuf>,
 }
 
 impl Default for Interleave {
@@ -72,6 +75,7 @@ impl Default for Interleave {
             file_size: 0,
             order: Order::Interleaved,
             remove_cold: ColdMode::Remount,
+            tree_list: None,
         }
     }
 }
@@ -262,6 +266,9 @@ impl Workload for Interleave {
         ctx.make_cold()?;
         self.file_create(ctx)?;
         ctx.layout_point()?;
+        if let Some(out) = &self.tree_list {
+            super::fdtree::write_tree_list(ctx.root(), out)?;
+        }
         ctx.make_cold_with(self.remove_cold)?;
         self.remove(ctx)
     }

@@ -15,15 +15,25 @@ pub struct FdtreeArgs {
     pub testbed: TestbedArgs,
     #[command(flatten)]
     pub run: RunArgs,
-    /// A scenario of the journal-size study (fdtree's own flags in brackets):
-    /// small-shallow L=3 D=20 F=40 S=4K [-l 3 -d 20 -f 40 -s 1] (8421 dirs, 336840 files, 1.3 GiB);
-    /// small-deep L=10 D=3 F=4 S=4K [-l 10 -d 3 -f 4 -s 1] (88573 dirs, 354292 files, 1.4 GiB);
-    /// medium-shallow L=2 D=17 F=10 S=4000K [-l 2 -d 17 -f 10 -s 1000] (307 dirs, 3070 files, 11.7 GiB);
-    /// medium-deep L=9 D=2 F=4 S=4000K [-l 9 -d 2 -f 4 -s 1000] (1023 dirs, 4092 files, 15.6 GiB).
-    /// These are the study's full sizes; any of --levels, --dirs-per-level, --files-per-dir,
-    /// --file-size given as well overrides the scenario's value (e.g. --file-size 400K to
-    /// scale a medium scenario down to a small testbed).
-    #[arg(long, value_name = "NAME", help_heading = "Workload")]
+    /// A scenario of the journal-size study (4 KiB or 4 MiB files, shallow or deep tree):
+    ///
+    ///   small-shallow   L=3  D=20 F=40 S=4K      8421 dirs  336840 files   1.3 GiB
+    ///   small-deep      L=10 D=3  F=4  S=4K     88573 dirs  354292 files   1.4 GiB
+    ///   medium-shallow  L=2  D=17 F=10 S=4000K    307 dirs    3070 files  11.7 GiB
+    ///   medium-deep     L=9  D=2  F=4  S=4000K   1023 dirs    4092 files  15.6 GiB
+    ///
+    /// (fdtree -l L -d D -f F -s S/4K; the "4 MiB" files are fdtree's -s 1000.)
+    ///
+    /// These are the study's full sizes.
+    /// Any of --levels, --dirs-per-level, --files-per-dir, --file-size given as well overrides
+    /// the scenario's value, e.g. --file-size 400K scales a medium scenario down to fit a
+    /// smaller testbed (the result records the values used).
+    #[arg(
+        long,
+        value_name = "NAME",
+        help_heading = "Workload",
+        verbatim_doc_comment
+    )]
     pub scenario: Option<Scenario>,
     /// Directory levels below the base (fdtree -l) [default: 4].
     #[arg(long, value_name = "L", help_heading = "Workload")]

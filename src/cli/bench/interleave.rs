@@ -45,6 +45,10 @@ pub struct InterleaveArgs {
         help_heading = "Workload"
     )]
     pub remove_cold: ColdMode,
+    /// Write the tree as found on disk after file_create (one line per entry:
+    /// `d<TAB>path` or `f<TAB>size<TAB>path`, relative to the workload directory) to FILE.
+    #[arg(long, value_name = "FILE", help_heading = "Workload")]
+    pub tree_list: Option<std::path::PathBuf>,
 }
 
 impl InterleaveArgs {
@@ -55,6 +59,7 @@ impl InterleaveArgs {
             file_size: self.file_size.bytes(),
             order: self.order,
             remove_cold: self.remove_cold,
+            tree_list: self.tree_list.clone(),
         }
     }
 }
