@@ -130,7 +130,7 @@ pub fn digits(n: u64) -> usize {
 /// An error of the filesystem under test, naming the operation, the path and the errno.
 pub fn fs_error(op: &str, path: &str, e: Errno) -> anyhow::Error {
     anyhow::Error::new(SystemFailure(format!(
-        "{op} {path} failed: {e} ({})",
+        "{op} {path} failed: {e:?} ({})",
         e.desc()
     )))
 }
