@@ -34,10 +34,12 @@ pub enum BenchCmd {
     /// round-robin (file 1 everywhere, then file 2, …), make the cache cold, and time removing
     /// the tree as rm -rf does. Phases dir_create, file_create, remove.
     ///
-    /// The study's sizes are the defaults: 9890 directories × 14 files = 138460 files.
+    /// The study's sizes are the defaults: 9890 directories × 14 files = 138460 files. The
+    /// study rebooted after each operation: --cold applies between dir_create and
+    /// file_create, --remove-cold before the removal.
     Interleave(interleave::InterleaveArgs),
     /// fs_mark-style small-file creation rate: per file open(O_CREAT), writes, optional fsync,
-    /// close, each syscall timed on its own; then a remove phase.
+    /// close, each syscall timed on its own; then a remove phase (after --cold).
     Create(create::CreateArgs),
 }
 
