@@ -341,3 +341,66 @@ fn a_failing_worker_stops_the_phase_naming_worker_path_and_errno() {
     let (phases, _) = ctx.into_parts();
     assert_eq!(phases.len(), 1, "only dir_create finished");
 }
+
+#[test]
+fn a_failing_worker_on_a_testbed_exits_1_and_tears_down() {
+    if !support::have_fs("ext4") {
+        return;
+    }
+    // Without dir_nlink ext4 allows 64998 subdirectories: two workers that each want 65000
+    // under their base fail mid-phase with EMLINK. A RAM-backed image keeps it quick.
+    let sb = Sandbox::new();
+    let work = Path::new("/dev/shm").join(format!(
+        "fsgauge-meta-test-{}",
+        sb.path().file_name().unwrap().to_string_lossy()
+    ));
+    let out = sb
+        .cmd()
+        .args([
+            "bench",
+            "fdtree",
+            "--fs",
+            "ext4",
+            "--fs-size",
+            "1G",
+            "--backing",
+            "ram",
+            "--mkfs-opts",
+            "-O ^dir_nlink -N 270000",
+            "--levels",
+            "1",
+            "--dirs-per-level",
+            "65000",
+            "--files-per-dir",
+            "1",
+            "--file-size",
+            "0",
+            "--threads",
+            "2",
+            "--quiet",
+            "--workdir",
+        ])
+        .arg(&work)
+        .arg("--out")
+        .arg(sb.out())
+        .output()
+        .unwrap();
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert_eq!(out.status.code(), Some(1), "{err}");
+    assert!(err.contains("phase dir_create: worker "), "{err}");
+    assert!(
+        err.contains("/LEVEL0.") && err.contains("/L1D2 failed: EMLINK"),
+        "{err}"
+    );
+    let left: Vec<_> = std::fs::read_dir(&work)
+        .map(|d| d.filter_map(|e| e.ok()).map(|e| e.path()).collect())
+        .unwrap_or_default();
+    assert!(left.is_empty(), "left in {}: {left:?}", work.display());
+    let _ = std::fs::remove_dir(&work);
+    assert!(
+        support::leaks_under(&work).is_empty(),
+        "{:?}",
+        support::leaks_under(&work)
+    );
+    sb.assert_clean();
+}
