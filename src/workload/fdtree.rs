@@ -974,6 +974,22 @@ mod tests {
     }
 
     #[test]
+    fn plans_name_the_metadata_workloads_like_the_flags() {
+        let find = |k| crate::workload::registry::find(k).unwrap();
+        let w =
+            (find("fdtree").build)(serde_json::json!({"scenario": "medium-deep", "threads": 2}))
+                .unwrap();
+        assert_eq!(w.params()["levels"], 9);
+        assert_eq!(w.params()["file_size"], 4_096_000);
+        assert_eq!(w.params()["threads"], 2);
+        assert!((find("fdtree").build)(serde_json::json!({"level": 2})).is_err());
+        let w = (find("interleave").build)(serde_json::json!({"order": "grouped"})).unwrap();
+        assert_eq!(w.params()["dirs"], 9890);
+        let w = (find("create").build)(serde_json::json!({"files": 5, "fsync": "file"})).unwrap();
+        assert_eq!(w.params()["fsync"], "file");
+    }
+
+    #[test]
     fn refuses_zero_counts_overflow_and_long_paths() {
         for bad in [
             serde_json::json!({"levels": 0}),
