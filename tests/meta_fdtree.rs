@@ -404,3 +404,33 @@ fn a_failing_worker_on_a_testbed_exits_1_and_tears_down() {
     );
     sb.assert_clean();
 }
+
+#[test]
+fn help_prints_each_scenarios_exact_shape() {
+    let out = std::process::Command::new(env!("CARGO_BIN_EXE_fsgauge"))
+        .args(["bench", "fdtree", "--help"])
+        .output()
+        .unwrap();
+    let help = String::from_utf8_lossy(&out.stdout);
+    for line in [
+        "small-shallow   L=3  D=20 F=40 S=4K      8421 dirs  336840 files",
+        "small-deep      L=10 D=3  F=4  S=4K     88573 dirs  354292 files",
+        "medium-shallow  L=2  D=17 F=10 S=4000K    307 dirs    3070 files",
+        "medium-deep     L=9  D=2  F=4  S=4000K   1023 dirs    4092 files",
+    ] {
+        assert!(help.contains(line), "help lacks {line:?}:\n{help}");
+    }
+    // The counts printed are the ones the workload makes.
+    for (name, dirs, files) in [
+        ("small-shallow", 8421, 336840),
+        ("small-deep", 88573, 354292),
+        ("medium-shallow", 307, 3070),
+        ("medium-deep", 1023, 4092),
+    ] {
+        let f = Fdtree::from(FdtreeSpec {
+            scenario: Some(name.parse().unwrap()),
+            ..Default::default()
+        });
+        assert_eq!((f.total_dirs(), f.total_files()), (dirs, files), "{name}");
+    }
+}

@@ -329,21 +329,13 @@ pub fn remove_tree_contents(rec: &mut Recorder, dir: &OwnedFd, display: &str) ->
                 remove_tree_contents(rec, &sub, &shown)?;
                 drop(sub);
                 let t0 = Instant::now();
-                unlinkat(
-                    Some(dir.as_raw_fd()),
-                    name,
-                    UnlinkatFlags::RemoveDir,
-                )
-                .map_err(|e| fs_error("rmdir", &shown, e))?;
+                unlinkat(Some(dir.as_raw_fd()), name, UnlinkatFlags::RemoveDir)
+                    .map_err(|e| fs_error("rmdir", &shown, e))?;
                 rec.record(rmdir, t0, 0);
             } else {
                 let t0 = Instant::now();
-                unlinkat(
-                    Some(dir.as_raw_fd()),
-                    name,
-                    UnlinkatFlags::NoRemoveDir,
-                )
-                .map_err(|e| fs_error("unlink", &shown, e))?;
+                unlinkat(Some(dir.as_raw_fd()), name, UnlinkatFlags::NoRemoveDir)
+                    .map_err(|e| fs_error("unlink", &shown, e))?;
                 rec.record(unlink, t0, 0);
             }
         }
