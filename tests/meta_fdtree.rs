@@ -44,7 +44,7 @@ fn phase<'a>(run: &'a Value, name: &str) -> &'a Value {
         .unwrap_or_else(|| panic!("no phase {name} in {run}"))
 }
 
-fn tree_on(fs: &str, size: &str) {
+fn tree_on(fs: &str, size: &str, fsync: &str) {
     if !support::have_fs(fs) {
         return;
     }
@@ -74,6 +74,8 @@ fn tree_on(fs: &str, size: &str) {
             "drop",
             "--json",
             "--quiet",
+            "--fsync",
+            fsync,
         ])
         .arg("--tree-list")
         .arg(&list)
@@ -140,23 +142,29 @@ fn tree_on(fs: &str, size: &str) {
     assert!((kib - expect).abs() < expect * 1e-6, "{kib} vs {expect}");
     assert_eq!(fc["extra"]["files"], 104.0);
     assert_eq!(phase(&run, "dir_create")["extra"]["dirs"], 26.0);
+    for name in ["dir_create", "file_create", "file_remove", "dir_remove"] {
+        let syncfs = &phase(&run, name)["op_stats"]["syncfs"]["count"];
+        assert_eq!(*syncfs, if fsync == "end" { 2 } else { 0 }, "{name} syncfs");
+    }
+    let fsyncs = &fc["op_stats"]["fsync"]["count"];
+    assert_eq!(*fsyncs, if fsync == "file" { 104 } else { 0 });
     assert_eq!(run["workload"]["params"]["levels"], 2);
     assert_eq!(run["testbed"]["fs"], fs);
 }
 
 #[test]
 fn fdtree_tree_and_phases_on_ext4() {
-    tree_on("ext4", "256M");
+    tree_on("ext4", "256M", "none");
 }
 
 #[test]
 fn fdtree_tree_and_phases_on_xfs() {
-    tree_on("xfs", "300M");
+    tree_on("xfs", "300M", "end");
 }
 
 #[test]
 fn fdtree_tree_and_phases_on_btrfs() {
-    tree_on("btrfs", "256M");
+    tree_on("btrfs", "256M", "file");
 }
 
 #[test]

@@ -172,7 +172,7 @@ impl Default for Fdtree {
     }
 }
 
-const DIR_CREATE_OPS: [OpDef; 1] = [OpDef::primary("mkdir")];
+const DIR_CREATE_OPS: [OpDef; 2] = [OpDef::primary("mkdir"), OpDef::secondary("syncfs")];
 const FILE_CREATE_OPS: [OpDef; 4] = [
     OpDef::primary("create"),
     OpDef::secondary("write"),
@@ -373,6 +373,7 @@ impl Fdtree {
         let root = ctx.root().to_path_buf();
         let bases = self.bases(&root);
         let (levels, d) = (self.levels, self.dirs_per_level);
+        let sync_end = self.fsync == FsyncMode::End;
         let phase = ctx.phase(
             "dir_create",
             &DIR_CREATE_OPS,
@@ -409,7 +410,14 @@ impl Fdtree {
                     false,
                     &mut pre,
                     &mut nothing,
-                )
+                )?;
+                if sync_end {
+                    let t0 = Instant::now();
+                    nix::unistd::syncfs(root_fd.as_raw_fd())
+                        .map_err(|e| fs_error("syncfs", &bases[w], e))?;
+                    rec.record(rec.op("syncfs"), t0, 0);
+                }
+                Ok(())
             },
         )?;
         phase.extra.insert("dirs".into(), self.total_dirs() as f64);
