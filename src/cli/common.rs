@@ -52,7 +52,7 @@ pub struct TestbedArgs {
     pub workdir: Option<PathBuf>,
     /// Direct I/O from the loop device to its image, so the host's page cache stays out of the
     /// figures.
-    #[arg(long, value_name = "on|off", default_value = "on", value_parser = on_off)]
+    #[arg(long, value_name = "on|off", default_value = "on", value_parser = on_off, action = clap::ArgAction::Set)]
     pub loop_direct_io: bool,
     /// Format this block device instead of an image (destroys its data; needs --destroy-data).
     #[arg(long, value_name = "DEV", requires = "destroy_data")]

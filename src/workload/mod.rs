@@ -5,7 +5,11 @@
 //! rule, and [`RunContext::phase`] to run a measured phase on one or more workers.
 
 mod context;
+pub mod create;
 pub mod dirstream;
+pub mod fdtree;
+pub mod interleave;
+pub mod names;
 pub mod registry;
 pub mod tree;
 

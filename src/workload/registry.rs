@@ -27,11 +27,28 @@ fn build<T: Workload + DeserializeOwned + 'static>(
 
 /// All kinds, one line each.
 pub fn kinds() -> &'static [WorkloadKind] {
-    &[WorkloadKind {
-        name: "tree",
-        about: "low-memory study: mkdir + one open/write/close per file, then rm -rf",
-        build: build::<super::tree::Tree>,
-    }]
+    &[
+        WorkloadKind {
+            name: "tree",
+            about: "low-memory study: mkdir + one open/write/close per file, then rm -rf",
+            build: build::<super::tree::Tree>,
+        },
+        WorkloadKind {
+            name: "fdtree",
+            about: "journal-size study: fdtree's dir create, file create, file remove, dir remove",
+            build: build::<super::fdtree::Fdtree>,
+        },
+        WorkloadKind {
+            name: "interleave",
+            about: "inode-reservation study: files created round-robin across dirs, cold rm -rf",
+            build: build::<super::interleave::Interleave>,
+        },
+        WorkloadKind {
+            name: "create",
+            about: "fs_mark-style small-file creation rate, latency per syscall",
+            build: build::<super::create::Create>,
+        },
+    ]
 }
 
 /// Looks a kind up by name.

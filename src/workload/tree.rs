@@ -286,10 +286,31 @@ fn write_one(
 /// collected, so memory does not grow with directory size.
 pub fn remove_tree_contents(rec: &mut Recorder, dir: &OwnedFd, display: &str) -> Result<()> {
     let (unlink, rmdir) = (rec.op("unlink"), rec.op("rmdir"));
+    // POSIX leaves it open whether readdir returns entries after others were removed; a pass
+    // that removed anything is followed by another until one finds the directory empty.
+    loop {
+        if remove_pass(rec, dir, display, unlink, rmdir)? == 0 {
+            return Ok(());
+        }
+    }
+}
+
+/// One readdir pass over `dir`, removing what it returns; how many entries it removed.
+fn remove_pass(
+    rec: &mut Recorder,
+    dir: &OwnedFd,
+    display: &str,
+    unlink: crate::measure::OpId,
+    rmdir: crate::measure::OpId,
+) -> Result<u64> {
+    let mut removed = 0;
     let dup = nix::unistd::dup(dir.as_raw_fd()).map_err(|e| fs_error("dup", display, e))?;
     // SAFETY: dup returned a fresh descriptor that nothing else owns.
     let mut stream = DirStream::new(unsafe { OwnedFd::from_raw_fd(dup) })
         .map_err(|e| fs_error("opendir", display, e))?;
+    // A dup shares the file offset: start from the beginning for every pass.
+    nix::unistd::lseek(dir.as_raw_fd(), 0, nix::unistd::Whence::SeekSet)
+        .map_err(|e| fs_error("rewind", display, e))?;
     while let Some(ent) = stream.next_entry() {
         let (name, ftype) = ent.map_err(|e| fs_error("readdir", display, e))?;
         if rec.should_stop() {
@@ -323,6 +344,7 @@ pub fn remove_tree_contents(rec: &mut Recorder, dir: &OwnedFd, display: &str) ->
             unlinkat(Some(dir.as_raw_fd()), name, UnlinkatFlags::RemoveDir)
                 .map_err(|e| fs_error("rmdir", &shown, e))?;
             rec.record(rmdir, t0, 0);
+            removed += 1;
         } else {
             let t0 = Instant::now();
             if let Err(e) = unlinkat(Some(dir.as_raw_fd()), name, UnlinkatFlags::NoRemoveDir) {
@@ -333,9 +355,10 @@ pub fn remove_tree_contents(rec: &mut Recorder, dir: &OwnedFd, display: &str) ->
                 ));
             }
             rec.record(unlink, t0, 0);
+            removed += 1;
         }
     }
-    Ok(())
+    Ok(removed)
 }
 
 impl Workload for Tree {

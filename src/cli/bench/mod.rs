@@ -6,6 +6,9 @@ use std::process::ExitCode;
 use anyhow::Result;
 use clap::Subcommand;
 
+mod create;
+mod fdtree;
+mod interleave;
 mod tree;
 
 use super::common::{RunArgs, TestbedArgs};
@@ -20,6 +23,24 @@ pub enum BenchCmd {
     /// The study's two sequences: --dirs 14 --files 10 --file-size 100M, and
     /// --dirs 14 --files 1000 --file-size 10M.
     Tree(tree::TreeArgs),
+    /// The fdtree metadata benchmark (journal-size study): a tree of 1 + D + … + D^L
+    /// directories with F files of S bytes in each; phases dir_create (dirs/s), file_create
+    /// (files/s, KiB/s), file_remove, dir_remove, plus optional stat and read.
+    ///
+    /// Defaults are fdtree's: L=4 D=10 F=10 S=40K (11111 directories, 111110 files).
+    /// --scenario picks one of the study's four (see below).
+    Fdtree(fdtree::FdtreeArgs),
+    /// The inode-reservation study: make --dirs directories, create --files files in each
+    /// round-robin (file 1 everywhere, then file 2, …), make the cache cold, and time removing
+    /// the tree as rm -rf does. Phases dir_create, file_create, remove.
+    ///
+    /// The study's sizes are the defaults: 9890 directories × 14 files = 138460 files. The
+    /// study rebooted after each operation: --cold applies between dir_create and
+    /// file_create, --remove-cold before the removal.
+    Interleave(interleave::InterleaveArgs),
+    /// fs_mark-style small-file creation rate: per file open(O_CREAT), writes, optional fsync,
+    /// close, each syscall timed on its own; then a remove phase (after --cold).
+    Create(create::CreateArgs),
 }
 
 /// Runs a workload with the shared flags and prints it.
@@ -33,5 +54,8 @@ pub fn bench(testbed: &TestbedArgs, run: &RunArgs, wl: &dyn Workload) -> Result<
 pub fn run(cmd: BenchCmd) -> Result<ExitCode> {
     match cmd {
         BenchCmd::Tree(a) => bench(&a.testbed, &a.run, &a.workload()),
+        BenchCmd::Fdtree(a) => bench(&a.testbed, &a.run, &a.workload()),
+        BenchCmd::Interleave(a) => bench(&a.testbed, &a.run, &a.workload()),
+        BenchCmd::Create(a) => bench(&a.testbed, &a.run, &a.workload()),
     }
 }

@@ -1,0 +1,1025 @@
+//! `fdtree`: the LLNL fdtree metadata benchmark (seed study 5, the ext4 journal-size study),
+//! done exactly and without forking a `dd` per file.
+//!
+//! The tree is fdtree's: a base directory and, in every directory above the leaves, `D`
+//! subdirectories named `L<level>D<n>` (level counting down from `L` at the base to 1), so
+//! 1 + D + … + D^L directories; in every directory `F` files named `L<level>F<n>` of `S` bytes
+//! (written in 4 KiB `write(2)` calls, as `dd bs=4096` does). The four phases run in fdtree's
+//! order and visit entries in its order (highest index first, parents before children):
+//! `dir_create` (mkdir), `file_create` (open + writes + close; files/s and KiB/s),
+//! `file_remove` (unlink), `dir_remove` (rmdir, children before parents). Optional `stat`
+//! (stat every file, as mdtest does) and `read` (read every file back) phases come after
+//! `file_create`; the cache is made cold (`--cold`) before each of them and before
+//! `file_remove`.
+//!
+//! `--threads T` runs T workers at once behind a barrier, each on its own tree
+//! `LEVEL0.<worker>` (as parallel fdtree instances or `mdtest -u` do): the trees are disjoint,
+//! every count is T times one tree, and each worker's own figures are kept.
+//!
+//! Entry names are generated from counters in a stack buffer and the tree is walked with one
+//! open directory descriptor per level, so memory does not grow with the number of entries.
+
+use std::fmt::Write as _;
+use std::io::Write as _;
+use std::os::fd::{AsRawFd, OwnedFd, RawFd};
+use std::path::{Path, PathBuf};
+use std::str::FromStr;
+use std::time::Instant;
+
+use anyhow::{Context, Result};
+use nix::errno::Errno;
+use serde::{Deserialize, Serialize};
+
+use super::names::{
+    check_inodes, close, create_at, digits, ensure_fds, fs_error, mkdir_at, open_dir, open_dir_at,
+    unlink_at, write_all, NameBuf, PATH_MAX,
+};
+use super::tree::FsyncMode;
+use super::{RunContext, Workload};
+use crate::error::{bad_input, SystemFailure};
+use crate::measure::{OpDef, Recorder};
+use crate::units::Size;
+
+/// The four scenarios of the journal-size study (Linux Magazine, 2009), with fdtree's own
+/// parameters: `-s 1` (4 KiB) and `-s 1000` (4,096,000 bytes, the study's "4 MiB") files.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "kebab-case")]
+pub enum Scenario {
+    /// 4 KiB files, shallow tree: L=3 D=20 F=40 (8421 dirs, 336840 files).
+    SmallShallow,
+    /// 4 KiB files, deep tree: L=10 D=3 F=4 (88573 dirs, 354292 files).
+    SmallDeep,
+    /// 4 MiB files, shallow tree: L=2 D=17 F=10 (307 dirs, 3070 files, 12.3 GB).
+    MediumShallow,
+    /// 4 MiB files, deep tree: L=9 D=2 F=4 (1023 dirs, 4092 files, 16.8 GB).
+    MediumDeep,
+}
+
+impl Scenario {
+    /// Every scenario.
+    pub const ALL: [Scenario; 4] = [
+        Self::SmallShallow,
+        Self::SmallDeep,
+        Self::MediumShallow,
+        Self::MediumDeep,
+    ];
+
+    /// Levels, directories per level, files per directory, file size in bytes.
+    pub fn shape(self) -> (u32, u64, u64, u64) {
+        match self {
+            Self::SmallShallow => (3, 20, 40, 4096),
+            Self::SmallDeep => (10, 3, 4, 4096),
+            Self::MediumShallow => (2, 17, 10, 1000 * 4096),
+            Self::MediumDeep => (9, 2, 4, 1000 * 4096),
+        }
+    }
+
+    /// The name used on the command line and in plans.
+    pub fn name(self) -> &'static str {
+        match self {
+            Self::SmallShallow => "small-shallow",
+            Self::SmallDeep => "small-deep",
+            Self::MediumShallow => "medium-shallow",
+            Self::MediumDeep => "medium-deep",
+        }
+    }
+}
+
+impl FromStr for Scenario {
+    type Err = String;
+    fn from_str(s: &str) -> Result<Self, Self::Err> {
+        Self::ALL
+            .into_iter()
+            .find(|sc| sc.name() == s.trim())
+            .ok_or_else(|| {
+                format!(
+                    "unknown scenario {s:?}; use small-shallow, small-deep, medium-shallow or medium-deep"
+                )
+            })
+    }
+}
+
+/// Parameters of the fdtree workload, resolved (a scenario's values filled in).
+#[derive(Debug, Clone, Serialize, Deserialize, PartialEq)]
+#[serde(from = "FdtreeSpec")]
+pub struct Fdtree {
+    /// The study scenario the shape came from, if any (explicit values override it).
+    pub scenario: Option<Scenario>,
+    /// Directory levels below the base (`-l`).
+    pub levels: u32,
+    /// Subdirectories in every non-leaf directory (`-d`).
+    pub dirs_per_level: u64,
+    /// Files in every directory (`-f`).
+    pub files_per_dir: u64,
+    /// Size of every file, bytes (`-s` × 4096).
+    pub file_size: u64,
+    /// Size of each write(2) (fdtree's dd uses 4096).
+    pub block: u64,
+    /// Workers, each on its own tree.
+    pub threads: u32,
+    /// When written data is forced out (fdtree never syncs: none).
+    pub fsync: FsyncMode,
+    /// Add a `stat` phase (stat every file) after file_create.
+    pub stat: bool,
+    /// Add a `read` phase (read every file back) after file_create (and stat).
+    pub read: bool,
+    /// Write the on-disk tree (walked after file_create, before removal) to this file.
+    pub tree_list: Option<PathBuf>,
+}
+
+/// Plan-file / flag form of [`Fdtree`]: everything optional, a scenario fills in the shape.
+#[derive(Debug, Clone, Default, Deserialize)]
+#[serde(default, deny_unknown_fields)]
+pub struct FdtreeSpec {
+    pub scenario: Option<Scenario>,
+    pub levels: Option<u32>,
+    pub dirs_per_level: Option<u64>,
+    pub files_per_dir: Option<u64>,
+    pub file_size: Option<Size>,
+    pub block: Option<Size>,
+    pub threads: Option<u32>,
+    pub fsync: Option<FsyncMode>,
+    pub stat: bool,
+    pub read: bool,
+    pub tree_list: Option<PathBuf>,
+}
+
+/// fdtree's defaults: L=4 D=10 F=10, files of 10 blocks of 4 KiB.
+pub const DEFAULT_SHAPE: (u32, u64, u64, u64) = (4, 10, 10, 40 * 1024);
+
+impl From<FdtreeSpec> for Fdtree {
+    fn from(s: FdtreeSpec) -> Self {
+        let (l, d, f, size) = s.scenario.map_or(DEFAULT_SHAPE, Scenario::shape);
+        Self {
+            scenario: s.scenario,
+            levels: s.levels.unwrap_or(l),
+            dirs_per_level: s.dirs_per_level.unwrap_or(d),
+            files_per_dir: s.files_per_dir.unwrap_or(f),
+            file_size: s.file_size.map_or(size, Size::bytes),
+            block: s.block.map_or(4096, Size::bytes),
+            threads: s.threads.unwrap_or(1),
+            fsync: s.fsync.unwrap_or(FsyncMode::None),
+            stat: s.stat,
+            read: s.read,
+            tree_list: s.tree_list,
+        }
+    }
+}
+
+impl Default for Fdtree {
+    fn default() -> Self {
+        FdtreeSpec::default().into()
+    }
+}
+
+const DIR_CREATE_OPS: [OpDef; 2] = [OpDef::primary("mkdir"), OpDef::secondary("syncfs")];
+const FILE_CREATE_OPS: [OpDef; 4] = [
+    OpDef::primary("create"),
+    OpDef::secondary("write"),
+    OpDef::secondary("fsync"),
+    OpDef::secondary("syncfs"),
+];
+const STAT_OPS: [OpDef; 1] = [OpDef::primary("stat")];
+const READ_OPS: [OpDef; 2] = [OpDef::primary("read_file"), OpDef::secondary("read")];
+const FILE_REMOVE_OPS: [OpDef; 2] = [OpDef::primary("unlink"), OpDef::secondary("syncfs")];
+const DIR_REMOVE_OPS: [OpDef; 2] = [OpDef::primary("rmdir"), OpDef::secondary("syncfs")];
+
+/// Name of worker `w`'s base directory.
+pub fn base_name(w: u64) -> String {
+    format!("LEVEL0.{w}")
+}
+
+/// One open directory on the walk: its level, the next child to visit (counting down), and
+/// the index it has in its parent (to rebuild its path for messages).
+struct Frame {
+    fd: OwnedFd,
+    level: u32,
+    next: u64,
+    via: u64,
+}
+
+/// What a callback failed at: the operation and the errno (the entry is in the name buffer).
+type OpFail = (&'static str, Errno);
+
+/// A callback on one directory: recorder, its descriptor, its level, a name buffer to build
+/// entry names in (left holding the failing entry's name on error).
+type Visit<'a> = dyn FnMut(&mut Recorder, RawFd, u32, &mut NameBuf) -> Result<(), OpFail> + 'a;
+
+fn frame_path(base: &str, stack: &[Frame], name: Option<&NameBuf>) -> String {
+    let mut s = base.to_string();
+    for f in stack.iter().skip(1) {
+        let _ = write!(s, "/L{}D{}", f.level + 1, f.via);
+    }
+    if let Some(n) = name.filter(|n| !n.is_empty()) {
+        s.push('/');
+        s.push_str(n.as_str());
+    }
+    s
+}
+
+/// The error of a failed callback: the stop flag seen (a signal, or another worker's failure,
+/// which the phase reports instead) or a filesystem error on `path`.
+fn fail(rec: &Recorder, (op, e): OpFail, path: &str) -> anyhow::Error {
+    if op == STOP {
+        return match rec.check() {
+            Err(i) => i.into(),
+            Ok(()) => anyhow::anyhow!("stopped because another worker failed"),
+        };
+    }
+    fs_error(op, path, e)
+}
+
+/// The pseudo-operation a callback returns when it saw the stop flag.
+const STOP: &str = "stop";
+
+/// Walks one worker's tree in fdtree's order: `pre` on a directory before its children, `post`
+/// after them; children from the highest index down. Leaf directories (level 0) are opened and
+/// visited only when `leaves` is true.
+#[allow(clippy::too_many_arguments)]
+fn walk(
+    rec: &mut Recorder,
+    base: OwnedFd,
+    base_shown: &str,
+    levels: u32,
+    dirs: u64,
+    leaves: bool,
+    pre: &mut Visit<'_>,
+    post: &mut Visit<'_>,
+) -> Result<()> {
+    let mut name = NameBuf::new();
+    let mut stack: Vec<Frame> = Vec::with_capacity(levels as usize + 1);
+    stack.push(Frame {
+        fd: base,
+        level: levels,
+        next: dirs,
+        via: 0,
+    });
+    if levels > 0 || leaves {
+        name.clear();
+        if let Err(f) = pre(rec, stack[0].fd.as_raw_fd(), levels, &mut name) {
+            return Err(fail(rec, f, &frame_path(base_shown, &stack, Some(&name))));
+        }
+    }
+    while let Some(i) = stack.len().checked_sub(1) {
+        let (level, next) = (stack[i].level, stack[i].next);
+        let descend = level > 0 && next > 0 && (leaves || level > 1);
+        if !descend {
+            name.clear();
+            if let Err(f) = post(rec, stack[i].fd.as_raw_fd(), level, &mut name) {
+                return Err(fail(rec, f, &frame_path(base_shown, &stack, Some(&name))));
+            }
+            stack.pop();
+            continue;
+        }
+        if rec.should_stop() {
+            return Err(fail(rec, (STOP, Errno::EINTR), ""));
+        }
+        stack[i].next -= 1;
+        name.clear()
+            .push_str("L")
+            .push_num(level as u64, 0)
+            .push_str("D")
+            .push_num(next, 0);
+        let fd = open_dir_at(stack[i].fd.as_raw_fd(), name.as_cstr())
+            .map_err(|e| fs_error("open", &frame_path(base_shown, &stack, Some(&name)), e))?;
+        stack.push(Frame {
+            fd,
+            level: level - 1,
+            next: dirs,
+            via: next,
+        });
+        name.clear();
+        if let Err(f) = pre(rec, stack[i + 1].fd.as_raw_fd(), level - 1, &mut name) {
+            return Err(fail(rec, f, &frame_path(base_shown, &stack, Some(&name))));
+        }
+    }
+    Ok(())
+}
+
+fn nothing(_: &mut Recorder, _: RawFd, _: u32, _: &mut NameBuf) -> Result<(), OpFail> {
+    Ok(())
+}
+
+#[inline]
+fn file_name(name: &mut NameBuf, level: u32, f: u64) {
+    name.clear()
+        .push_str("L")
+        .push_num(level as u64, 0)
+        .push_str("F")
+        .push_num(f, 0);
+}
+
+#[inline]
+fn dir_name(name: &mut NameBuf, level: u32, d: u64) {
+    name.clear()
+        .push_str("L")
+        .push_num(level as u64, 0)
+        .push_str("D")
+        .push_num(d, 0);
+}
+
+impl Fdtree {
+    /// Directories in one tree: 1 + D + … + D^L (None when it overflows).
+    pub fn dirs_per_tree(&self) -> Option<u64> {
+        let mut total: u64 = 0;
+        for _ in 0..=self.levels {
+            total = total.checked_mul(self.dirs_per_level)?.checked_add(1)?;
+        }
+        Some(total)
+    }
+
+    /// Directories over all workers.
+    pub fn total_dirs(&self) -> u64 {
+        self.dirs_per_tree()
+            .unwrap_or(u64::MAX)
+            .saturating_mul(self.threads as u64)
+    }
+
+    /// Files over all workers.
+    pub fn total_files(&self) -> u64 {
+        self.total_dirs().saturating_mul(self.files_per_dir)
+    }
+
+    /// Length of the longest path below the workload root (a file in a leaf directory).
+    pub fn deepest_relative_path(&self) -> usize {
+        let mut len = base_name(self.threads.saturating_sub(1) as u64).len();
+        for level in 1..=self.levels as u64 {
+            len += 3 + digits(level) + digits(self.dirs_per_level);
+        }
+        len + 4 + digits(self.files_per_dir)
+    }
+
+    fn shown(&self) -> String {
+        format!(
+            "L={} D={} F={} S={}",
+            self.levels,
+            self.dirs_per_level,
+            self.files_per_dir,
+            crate::units::format_size(self.file_size)
+        )
+    }
+
+    fn bases(&self, root: &Path) -> Vec<String> {
+        (0..self.threads as u64)
+            .map(|w| root.join(base_name(w)).display().to_string())
+            .collect()
+    }
+
+    fn open_base(root: &Path, w: usize) -> Result<OwnedFd> {
+        open_dir(&root.join(base_name(w as u64)))
+    }
+
+    fn dir_create(&self, ctx: &mut RunContext) -> Result<()> {
+        let root = ctx.root().to_path_buf();
+        let bases = self.bases(&root);
+        let (levels, d) = (self.levels, self.dirs_per_level);
+        let sync_end = self.fsync == FsyncMode::End;
+        let phase = ctx.phase(
+            "dir_create",
+            &DIR_CREATE_OPS,
+            Some(self.total_dirs()),
+            self.threads as usize,
+            |w, rec| {
+                let mkdir = rec.op("mkdir");
+                let root_fd = open_dir(&root)?;
+                let mut name = NameBuf::new();
+                name.push_str(&base_name(w as u64));
+                let t0 = Instant::now();
+                mkdir_at(root_fd.as_raw_fd(), name.as_cstr())
+                    .map_err(|e| fs_error("mkdir", &bases[w], e))?;
+                rec.record(mkdir, t0, 0);
+                let base = Self::open_base(&root, w)?;
+                let mut pre = |rec: &mut Recorder, fd: RawFd, level: u32, name: &mut NameBuf| {
+                    if level == 0 {
+                        return Ok(());
+                    }
+                    for nd in (1..=d).rev() {
+                        dir_name(name, level, nd);
+                        let t0 = Instant::now();
+                        mkdir_at(fd, name.as_cstr()).map_err(|e| ("mkdir", e))?;
+                        rec.record(mkdir, t0, 0);
+                    }
+                    Ok(())
+                };
+                walk(
+                    rec,
+                    base,
+                    &bases[w],
+                    levels,
+                    d,
+                    false,
+                    &mut pre,
+                    &mut nothing,
+                )?;
+                if sync_end {
+                    let t0 = Instant::now();
+                    nix::unistd::syncfs(root_fd.as_raw_fd())
+                        .map_err(|e| fs_error("syncfs", &bases[w], e))?;
+                    rec.record(rec.op("syncfs"), t0, 0);
+                }
+                Ok(())
+            },
+        )?;
+        phase.extra.insert("dirs".into(), self.total_dirs() as f64);
+        Ok(())
+    }
+
+    fn file_create(&self, ctx: &mut RunContext) -> Result<()> {
+        let root = ctx.root().to_path_buf();
+        let bases = self.bases(&root);
+        let (levels, d, nf, size) = (
+            self.levels,
+            self.dirs_per_level,
+            self.files_per_dir,
+            self.file_size,
+        );
+        let block = self.block.min(size).max(1) as usize;
+        let fsync = self.fsync;
+        let phase = ctx.phase(
+            "file_create",
+            &FILE_CREATE_OPS,
+            Some(self.total_files()),
+            self.threads as usize,
+            |w, rec| {
+                let (create, write, fsync_op, syncfs_op) = (
+                    rec.op("create"),
+                    rec.op("write"),
+                    rec.op("fsync"),
+                    rec.op("syncfs"),
+                );
+                let buf = vec![0u8; block];
+                let base = Self::open_base(&root, w)?;
+                let syncfs_fd = nix::unistd::dup(base.as_raw_fd())
+                    .map_err(|e| fs_error("dup", &bases[w], e))?;
+                let mut pre = |rec: &mut Recorder, fd: RawFd, level: u32, name: &mut NameBuf| {
+                    for f in (1..=nf).rev() {
+                        if rec.should_stop() {
+                            return Err((STOP, Errno::EINTR));
+                        }
+                        file_name(name, level, f);
+                        let t0 = Instant::now();
+                        let file = create_at(fd, name.as_cstr()).map_err(|e| ("create", e))?;
+                        let mut left = size;
+                        let mut t = t0;
+                        while left > 0 {
+                            let n = left.min(buf.len() as u64) as usize;
+                            write_all(file, &buf[..n], |b| {
+                                t = rec.record(write, t, b as u64);
+                            })
+                            .map_err(|e| {
+                                let _ = close(file);
+                                ("write", e)
+                            })?;
+                            left -= n as u64;
+                        }
+                        if fsync == FsyncMode::File {
+                            let t1 = Instant::now();
+                            // SAFETY: fsync on a descriptor we own.
+                            if unsafe { libc::fsync(file) } != 0 {
+                                let e = Errno::last();
+                                let _ = close(file);
+                                return Err(("fsync", e));
+                            }
+                            rec.record(fsync_op, t1, 0);
+                        }
+                        close(file).map_err(|e| ("close", e))?;
+                        rec.record(create, t0, 0);
+                    }
+                    Ok(())
+                };
+                walk(
+                    rec,
+                    base,
+                    &bases[w],
+                    levels,
+                    d,
+                    true,
+                    &mut pre,
+                    &mut nothing,
+                )?;
+                if fsync == FsyncMode::End {
+                    let t0 = Instant::now();
+                    nix::unistd::syncfs(syncfs_fd).map_err(|e| fs_error("syncfs", &bases[w], e))?;
+                    rec.record(syncfs_op, t0, 0);
+                }
+                let _ = nix::unistd::close(syncfs_fd);
+                Ok(())
+            },
+        )?;
+        let files = self.total_files() as f64;
+        let kib_per_s = phase.bytes as f64 / 1024.0 / phase.wall_s.max(1e-9);
+        phase.extra.insert("files".into(), files);
+        phase
+            .extra
+            .insert("files_per_s".into(), files / phase.wall_s.max(1e-9));
+        phase.extra.insert("kib_per_s".into(), kib_per_s);
+        Ok(())
+    }
+
+    fn stat_phase(&self, ctx: &mut RunContext) -> Result<()> {
+        let root = ctx.root().to_path_buf();
+        let bases = self.bases(&root);
+        let (levels, d, nf, size) = (
+            self.levels,
+            self.dirs_per_level,
+            self.files_per_dir,
+            self.file_size,
+        );
+        let phase = ctx.phase(
+            "stat",
+            &STAT_OPS,
+            Some(self.total_files()),
+            self.threads as usize,
+            |w, rec| {
+                let stat = rec.op("stat");
+                let base = Self::open_base(&root, w)?;
+                let mut wrong: Option<(String, u64)> = None;
+                let mut pre = |rec: &mut Recorder, fd: RawFd, level: u32, name: &mut NameBuf| {
+                    for f in (1..=nf).rev() {
+                        if rec.should_stop() {
+                            return Err((STOP, Errno::EINTR));
+                        }
+                        file_name(name, level, f);
+                        let mut st = std::mem::MaybeUninit::<libc::stat>::uninit();
+                        let t0 = Instant::now();
+                        // SAFETY: fstatat fills the stat buffer on success.
+                        let r = unsafe {
+                            libc::fstatat(
+                                fd,
+                                name.as_cstr().as_ptr(),
+                                st.as_mut_ptr(),
+                                libc::AT_SYMLINK_NOFOLLOW,
+                            )
+                        };
+                        if r != 0 {
+                            return Err(("stat", Errno::last()));
+                        }
+                        rec.record(stat, t0, 0);
+                        // SAFETY: fstatat succeeded, so the buffer is initialized.
+                        let got = unsafe { st.assume_init() }.st_size as u64;
+                        if got != size && wrong.is_none() {
+                            wrong = Some((name.as_str().to_string(), got));
+                        }
+                    }
+                    Ok(())
+                };
+                walk(
+                    rec,
+                    base,
+                    &bases[w],
+                    levels,
+                    d,
+                    true,
+                    &mut pre,
+                    &mut nothing,
+                )?;
+                if let Some((name, got)) = wrong {
+                    return Err(anyhow::Error::new(SystemFailure(format!(
+                        "stat: a file named {name} below {} has {got} bytes, expected {size}",
+                        bases[w]
+                    ))));
+                }
+                Ok(())
+            },
+        )?;
+        phase
+            .extra
+            .insert("files".into(), self.total_files() as f64);
+        Ok(())
+    }
+
+    fn read_phase(&self, ctx: &mut RunContext) -> Result<()> {
+        let root = ctx.root().to_path_buf();
+        let bases = self.bases(&root);
+        let (levels, d, nf, size) = (
+            self.levels,
+            self.dirs_per_level,
+            self.files_per_dir,
+            self.file_size,
+        );
+        let block = self.block.max(4096) as usize;
+        let phase = ctx.phase(
+            "read",
+            &READ_OPS,
+            Some(self.total_files()),
+            self.threads as usize,
+            |w, rec| {
+                let (file_op, read_op) = (rec.op("read_file"), rec.op("read"));
+                let base = Self::open_base(&root, w)?;
+                let mut buf = vec![0u8; block];
+                let mut wrong: Option<(String, u64)> = None;
+                let mut pre = |rec: &mut Recorder, fd: RawFd, level: u32, name: &mut NameBuf| {
+                    for f in (1..=nf).rev() {
+                        if rec.should_stop() {
+                            return Err((STOP, Errno::EINTR));
+                        }
+                        file_name(name, level, f);
+                        let t0 = Instant::now();
+                        // SAFETY: plain openat(2) with a NUL-terminated name.
+                        let file = unsafe {
+                            libc::openat(
+                                fd,
+                                name.as_cstr().as_ptr(),
+                                libc::O_RDONLY | libc::O_CLOEXEC,
+                            )
+                        };
+                        if file < 0 {
+                            return Err(("open", Errno::last()));
+                        }
+                        let mut total = 0u64;
+                        let mut t = t0;
+                        loop {
+                            // SAFETY: reading into a live buffer of buf.len() bytes.
+                            let r = unsafe { libc::read(file, buf.as_mut_ptr().cast(), buf.len()) };
+                            if r < 0 {
+                                let e = Errno::last();
+                                if e == Errno::EINTR {
+                                    continue;
+                                }
+                                let _ = close(file);
+                                return Err(("read", e));
+                            }
+                            t = rec.record(read_op, t, r as u64);
+                            if r == 0 {
+                                break;
+                            }
+                            total += r as u64;
+                        }
+                        close(file).map_err(|e| ("close", e))?;
+                        rec.record(file_op, t0, 0);
+                        if total != size && wrong.is_none() {
+                            wrong = Some((name.as_str().to_string(), total));
+                        }
+                    }
+                    Ok(())
+                };
+                walk(
+                    rec,
+                    base,
+                    &bases[w],
+                    levels,
+                    d,
+                    true,
+                    &mut pre,
+                    &mut nothing,
+                )?;
+                if let Some((name, got)) = wrong {
+                    return Err(anyhow::Error::new(SystemFailure(format!(
+                        "read: a file named {name} below {} gave {got} bytes, expected {size}",
+                        bases[w]
+                    ))));
+                }
+                Ok(())
+            },
+        )?;
+        let files = self.total_files() as f64;
+        let kib_per_s = phase.bytes as f64 / 1024.0 / phase.wall_s.max(1e-9);
+        phase.extra.insert("files".into(), files);
+        phase.extra.insert("kib_per_s".into(), kib_per_s);
+        Ok(())
+    }
+
+    fn file_remove(&self, ctx: &mut RunContext) -> Result<()> {
+        let root = ctx.root().to_path_buf();
+        let bases = self.bases(&root);
+        let (levels, d, nf) = (self.levels, self.dirs_per_level, self.files_per_dir);
+        let sync_end = self.fsync == FsyncMode::End;
+        let phase = ctx.phase(
+            "file_remove",
+            &FILE_REMOVE_OPS,
+            Some(self.total_files()),
+            self.threads as usize,
+            |w, rec| {
+                let (unlink, syncfs_op) = (rec.op("unlink"), rec.op("syncfs"));
+                let base = Self::open_base(&root, w)?;
+                let syncfs_fd = nix::unistd::dup(base.as_raw_fd())
+                    .map_err(|e| fs_error("dup", &bases[w], e))?;
+                let mut pre = |rec: &mut Recorder, fd: RawFd, level: u32, name: &mut NameBuf| {
+                    for f in (1..=nf).rev() {
+                        if rec.should_stop() {
+                            return Err((STOP, Errno::EINTR));
+                        }
+                        file_name(name, level, f);
+                        let t0 = Instant::now();
+                        unlink_at(fd, name.as_cstr(), false).map_err(|e| ("unlink", e))?;
+                        rec.record(unlink, t0, 0);
+                    }
+                    Ok(())
+                };
+                walk(
+                    rec,
+                    base,
+                    &bases[w],
+                    levels,
+                    d,
+                    true,
+                    &mut pre,
+                    &mut nothing,
+                )?;
+                if sync_end {
+                    let t0 = Instant::now();
+                    nix::unistd::syncfs(syncfs_fd).map_err(|e| fs_error("syncfs", &bases[w], e))?;
+                    rec.record(syncfs_op, t0, 0);
+                }
+                let _ = nix::unistd::close(syncfs_fd);
+                Ok(())
+            },
+        )?;
+        phase
+            .extra
+            .insert("files".into(), self.total_files() as f64);
+        Ok(())
+    }
+
+    fn dir_remove(&self, ctx: &mut RunContext) -> Result<()> {
+        let root = ctx.root().to_path_buf();
+        let bases = self.bases(&root);
+        let (levels, d) = (self.levels, self.dirs_per_level);
+        let sync_end = self.fsync == FsyncMode::End;
+        let phase = ctx.phase(
+            "dir_remove",
+            &DIR_REMOVE_OPS,
+            Some(self.total_dirs()),
+            self.threads as usize,
+            |w, rec| {
+                let (rmdir, syncfs_op) = (rec.op("rmdir"), rec.op("syncfs"));
+                let root_fd = open_dir(&root)?;
+                let base = Self::open_base(&root, w)?;
+                let mut post = |rec: &mut Recorder, fd: RawFd, level: u32, name: &mut NameBuf| {
+                    if level == 0 {
+                        return Ok(());
+                    }
+                    for nd in (1..=d).rev() {
+                        if rec.should_stop() {
+                            return Err((STOP, Errno::EINTR));
+                        }
+                        dir_name(name, level, nd);
+                        let t0 = Instant::now();
+                        unlink_at(fd, name.as_cstr(), true).map_err(|e| ("rmdir", e))?;
+                        rec.record(rmdir, t0, 0);
+                    }
+                    Ok(())
+                };
+                walk(
+                    rec,
+                    base,
+                    &bases[w],
+                    levels,
+                    d,
+                    false,
+                    &mut nothing,
+                    &mut post,
+                )?;
+                let mut name = NameBuf::new();
+                name.push_str(&base_name(w as u64));
+                let t0 = Instant::now();
+                unlink_at(root_fd.as_raw_fd(), name.as_cstr(), true)
+                    .map_err(|e| fs_error("rmdir", &bases[w], e))?;
+                rec.record(rmdir, t0, 0);
+                if sync_end {
+                    let t0 = Instant::now();
+                    nix::unistd::syncfs(root_fd.as_raw_fd())
+                        .map_err(|e| fs_error("syncfs", &root.display().to_string(), e))?;
+                    rec.record(syncfs_op, t0, 0);
+                }
+                Ok(())
+            },
+        )?;
+        phase.extra.insert("dirs".into(), self.total_dirs() as f64);
+        Ok(())
+    }
+
+    /// Checks that need the workload root: full path length, inodes, open-file limit.
+    fn check_place(&self, root: &Path) -> Result<()> {
+        let deepest = root.as_os_str().len() + 1 + self.deepest_relative_path();
+        if deepest >= PATH_MAX {
+            return Err(bad_input(format!(
+                "fdtree {}: the deepest path would be {deepest} bytes long under {}, over PATH_MAX ({}); use fewer --levels",
+                self.shown(),
+                root.display(),
+                PATH_MAX - 1
+            )));
+        }
+        check_inodes(root, self.total_dirs() + self.total_files(), "fdtree")?;
+        ensure_fds(
+            (self.levels as u64 + 3) * self.threads as u64 + 64,
+            "fdtree",
+        )
+    }
+}
+
+/// Writes every entry below `root` as `d<TAB>path` or `f<TAB>size<TAB>path` lines (paths
+/// relative to `root`, in directory order), walking the disk, not the generated names.
+pub fn write_tree_list(root: &Path, out: &Path) -> Result<()> {
+    let file = std::fs::File::create(out)
+        .with_context(|| format!("creating tree list {}", out.display()))?;
+    let mut w = std::io::BufWriter::new(file);
+    fn walk_dir(dir: &Path, rel: &Path, w: &mut impl std::io::Write) -> Result<()> {
+        for ent in std::fs::read_dir(dir).with_context(|| format!("reading {}", dir.display()))? {
+            let ent = ent.with_context(|| format!("reading {}", dir.display()))?;
+            let md = ent
+                .metadata()
+                .with_context(|| format!("stat {}", ent.path().display()))?;
+            let r = rel.join(ent.file_name());
+            if md.is_dir() {
+                writeln!(w, "d\t{}", r.display())?;
+                walk_dir(&ent.path(), &r, w)?;
+            } else {
+                writeln!(w, "f\t{}\t{}", md.len(), r.display())?;
+            }
+        }
+        Ok(())
+    }
+    walk_dir(root, Path::new(""), &mut w)?;
+    w.flush()
+        .with_context(|| format!("writing tree list {}", out.display()))?;
+    Ok(())
+}
+
+impl Workload for Fdtree {
+    fn kind(&self) -> &'static str {
+        "fdtree"
+    }
+
+    fn params(&self) -> serde_json::Value {
+        let mut v = serde_json::json!({
+            "scenario": self.scenario.map(Scenario::name),
+            "levels": self.levels,
+            "dirs_per_level": self.dirs_per_level,
+            "files_per_dir": self.files_per_dir,
+            "file_size": self.file_size,
+            "block": self.block,
+            "threads": self.threads,
+            "fsync": self.fsync,
+            "stat": self.stat,
+            "read": self.read,
+        });
+        if let Some(p) = &self.tree_list {
+            v["tree_list"] = serde_json::json!(p);
+        }
+        v
+    }
+
+    fn validate(&self) -> Result<()> {
+        let s = self.shown();
+        if self.levels == 0 || self.dirs_per_level == 0 || self.files_per_dir == 0 {
+            return Err(bad_input(format!(
+                "fdtree {s}: --levels, --dirs-per-level and --files-per-dir must all be 1 or more"
+            )));
+        }
+        if self.threads == 0 {
+            return Err(bad_input("--threads must be 1 or more"));
+        }
+        if self.threads > 1024 {
+            return Err(bad_input(format!(
+                "--threads {} is more than 1024 workers; each is a thread with its own tree",
+                self.threads
+            )));
+        }
+        if self.block == 0 || self.block > (1 << 30) {
+            return Err(bad_input("--block must be between 1 byte and 1G"));
+        }
+        let Some(per_tree) = self.dirs_per_tree() else {
+            return Err(bad_input(format!(
+                "fdtree {s}: the tree would have more than 2^64 directories"
+            )));
+        };
+        if per_tree
+            .checked_mul(self.threads as u64)
+            .and_then(|n| n.checked_mul(self.files_per_dir + 1))
+            .map_or(true, |n| n > 1 << 40)
+        {
+            return Err(bad_input(format!(
+                "fdtree {s}: {per_tree} directories per tree, more entries than any filesystem holds"
+            )));
+        }
+        // The root's own path is added when the run starts; 64 bytes is the least it takes.
+        let rel = self.deepest_relative_path();
+        if rel + 64 >= PATH_MAX {
+            return Err(bad_input(format!(
+                "fdtree {s}: the deepest path below the workload directory alone would be {rel} bytes, near or over PATH_MAX ({}); use fewer --levels",
+                PATH_MAX - 1
+            )));
+        }
+        Ok(())
+    }
+
+    fn space_needed(&self) -> u64 {
+        // A block per directory, file data in 4 KiB blocks, and an inode's worth (512 bytes,
+        // xfs's size) per entry for filesystems that allocate inodes from free space.
+        let per_file = self.file_size.div_ceil(4096) * 4096 + 512;
+        self.total_dirs()
+            .saturating_mul(4096 + 512)
+            .saturating_add(self.total_files().saturating_mul(per_file))
+    }
+
+    fn memory_needed(&self) -> u64 {
+        (self.threads as u64) * (self.block.max(4096) + (2 << 20)) + (1 << 20)
+    }
+
+    fn run(&self, ctx: &mut RunContext) -> Result<()> {
+        self.check_place(ctx.root())?;
+        self.dir_create(ctx)?;
+        self.file_create(ctx)?;
+        ctx.layout_point()?;
+        if let Some(out) = &self.tree_list {
+            write_tree_list(ctx.root(), out)?;
+        }
+        if self.stat {
+            ctx.make_cold()?;
+            self.stat_phase(ctx)?;
+        }
+        if self.read {
+            ctx.make_cold()?;
+            self.read_phase(ctx)?;
+        }
+        ctx.make_cold()?;
+        self.file_remove(ctx)?;
+        self.dir_remove(ctx)
+    }
+}
+
+#[cfg(test)]
+#[allow(clippy::unwrap_used)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn default_counts_are_fdtrees() {
+        let f = Fdtree::default();
+        assert_eq!(f.dirs_per_tree(), Some(11111));
+        assert_eq!(f.total_files(), 111110);
+        assert_eq!(f.file_size, 40960);
+        let f = Fdtree {
+            threads: 3,
+            ..Fdtree::default()
+        };
+        assert_eq!(f.total_dirs(), 33333);
+    }
+
+    #[test]
+    fn scenarios_have_the_studys_counts_and_flags_override_them() {
+        let n = |sc: Scenario| {
+            let f = Fdtree::from(FdtreeSpec {
+                scenario: Some(sc),
+                ..Default::default()
+            });
+            (f.total_dirs(), f.total_files(), f.file_size)
+        };
+        assert_eq!(n(Scenario::SmallShallow), (8421, 336840, 4096));
+        assert_eq!(n(Scenario::SmallDeep), (88573, 354292, 4096));
+        assert_eq!(n(Scenario::MediumShallow), (307, 3070, 4_096_000));
+        assert_eq!(n(Scenario::MediumDeep), (1023, 4092, 4_096_000));
+        let f: Fdtree = serde_json::from_value(
+            serde_json::json!({"scenario": "small-deep", "levels": 2, "file_size": "8K"}),
+        )
+        .unwrap();
+        assert_eq!((f.levels, f.dirs_per_level, f.file_size), (2, 3, 8192));
+        assert_eq!(f.params()["scenario"], "small-deep");
+        let again: Fdtree = serde_json::from_value(f.params()).unwrap();
+        assert_eq!(again, f);
+        assert!("medium-wide".parse::<Scenario>().is_err());
+    }
+
+    #[test]
+    fn plans_name_the_metadata_workloads_like_the_flags() {
+        let find = |k| crate::workload::registry::find(k).unwrap();
+        let w =
+            (find("fdtree").build)(serde_json::json!({"scenario": "medium-deep", "threads": 2}))
+                .unwrap();
+        assert_eq!(w.params()["levels"], 9);
+        assert_eq!(w.params()["file_size"], 4_096_000);
+        assert_eq!(w.params()["threads"], 2);
+        assert!((find("fdtree").build)(serde_json::json!({"level": 2})).is_err());
+        let w = (find("interleave").build)(serde_json::json!({"order": "grouped"})).unwrap();
+        assert_eq!(w.params()["dirs"], 9890);
+        let w = (find("create").build)(serde_json::json!({"files": 5, "fsync": "file"})).unwrap();
+        assert_eq!(w.params()["fsync"], "file");
+    }
+
+    #[test]
+    fn refuses_zero_counts_overflow_and_long_paths() {
+        for bad in [
+            serde_json::json!({"levels": 0}),
+            serde_json::json!({"dirs_per_level": 0}),
+            serde_json::json!({"files_per_dir": 0}),
+            serde_json::json!({"threads": 0}),
+            serde_json::json!({"levels": 100, "dirs_per_level": 1000}),
+            serde_json::json!({"levels": 900, "dirs_per_level": 1}),
+        ] {
+            let f: Fdtree = serde_json::from_value(bad.clone()).unwrap();
+            let e = f.validate().expect_err(&bad.to_string());
+            assert!(
+                e.downcast_ref::<crate::error::BadInput>().is_some(),
+                "{bad}: {e}"
+            );
+        }
+        let deep: Fdtree =
+            serde_json::from_value(serde_json::json!({"levels": 300, "dirs_per_level": 1}))
+                .unwrap();
+        deep.validate().unwrap();
+        // LEVEL0.0 + 300 × "/L<n>D1" + "/L0F10"
+        let expect = 8 + (1..=300u64).map(|l| 4 + digits(l)).sum::<usize>() + 6;
+        assert_eq!(deep.deepest_relative_path(), expect);
+    }
+}

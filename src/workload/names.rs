@@ -1,0 +1,321 @@
+//! Shared pieces of the metadata workloads (`fdtree`, `interleave`, `create`): entry names built
+//! in a stack buffer (no allocation per operation, so fsgauge measures the filesystem and not
+//! its allocator), raw `*at` syscalls on directory descriptors, and errors that name the
+//! operation, the path and the errno.
+//!
+//! Names are generated from counters, never stored: memory stays flat however many entries a
+//! tree has.
+
+use std::ffi::CStr;
+use std::os::fd::{AsRawFd, FromRawFd, OwnedFd, RawFd};
+use std::path::Path;
+
+use anyhow::Result;
+use nix::errno::Errno;
+
+use crate::error::{bad_input, SystemFailure};
+
+/// Longest name a [`NameBuf`] holds (NAME_MAX is 255; the workloads' names are far shorter).
+const CAP: usize = 255;
+
+/// Linux PATH_MAX, counting the terminating NUL.
+pub const PATH_MAX: usize = libc::PATH_MAX as usize;
+
+/// An entry name (or a short relative path) assembled in place and handed to syscalls as a
+/// NUL-terminated string.
+#[derive(Clone)]
+pub struct NameBuf {
+    buf: [u8; CAP + 1],
+    len: usize,
+}
+
+impl Default for NameBuf {
+    fn default() -> Self {
+        Self::new()
+    }
+}
+
+impl NameBuf {
+    /// An empty name.
+    pub fn new() -> Self {
+        Self {
+            buf: [0; CAP + 1],
+            len: 0,
+        }
+    }
+
+    /// Empties the name.
+    #[inline]
+    pub fn clear(&mut self) -> &mut Self {
+        self.len = 0;
+        self
+    }
+
+    /// Cuts the name back to `len` bytes (to reuse a prefix).
+    #[inline]
+    pub fn truncate(&mut self, len: usize) -> &mut Self {
+        self.len = self.len.min(len);
+        self
+    }
+
+    /// Length in bytes.
+    #[inline]
+    pub fn len(&self) -> usize {
+        self.len
+    }
+
+    /// True when empty.
+    #[inline]
+    pub fn is_empty(&self) -> bool {
+        self.len == 0
+    }
+
+    /// Appends text (cut at the capacity; the workloads validate their name lengths up front).
+    #[inline]
+    pub fn push_str(&mut self, s: &str) -> &mut Self {
+        let n = s.len().min(CAP - self.len);
+        self.buf[self.len..self.len + n].copy_from_slice(&s.as_bytes()[..n]);
+        self.len += n;
+        self
+    }
+
+    /// Appends `n` in decimal, zero-padded to at least `width` digits.
+    #[inline]
+    pub fn push_num(&mut self, mut n: u64, width: usize) -> &mut Self {
+        let mut digits = [0u8; 20];
+        let mut i = digits.len();
+        loop {
+            i -= 1;
+            digits[i] = b'0' + (n % 10) as u8;
+            n /= 10;
+            if n == 0 {
+                break;
+            }
+        }
+        let used = digits.len() - i;
+        for _ in used..width.min(20) {
+            if self.len < CAP {
+                self.buf[self.len] = b'0';
+                self.len += 1;
+            }
+        }
+        for &d in &digits[i..] {
+            if self.len < CAP {
+                self.buf[self.len] = d;
+                self.len += 1;
+            }
+        }
+        self
+    }
+
+    /// The name as a C string (writes the terminating NUL).
+    #[inline]
+    pub fn as_cstr(&mut self) -> &CStr {
+        self.buf[self.len] = 0;
+        CStr::from_bytes_until_nul(&self.buf[..=self.len])
+            .expect("names are built from text and digits, so the only NUL is the last byte")
+    }
+
+    /// The name as text (for messages).
+    pub fn as_str(&self) -> &str {
+        std::str::from_utf8(&self.buf[..self.len]).unwrap_or("?")
+    }
+}
+
+/// Decimal digits of `n` (1 for 0).
+pub fn digits(n: u64) -> usize {
+    n.checked_ilog10().map_or(1, |d| d as usize + 1)
+}
+
+/// An error of the filesystem under test, naming the operation, the path and the errno.
+pub fn fs_error(op: &str, path: &str, e: Errno) -> anyhow::Error {
+    anyhow::Error::new(SystemFailure(format!(
+        "{op} {path} failed: {e:?} ({})",
+        e.desc()
+    )))
+}
+
+/// Opens a directory by path.
+pub fn open_dir(path: &Path) -> Result<OwnedFd> {
+    let fd = nix::fcntl::open(
+        path,
+        nix::fcntl::OFlag::O_RDONLY | nix::fcntl::OFlag::O_DIRECTORY | nix::fcntl::OFlag::O_CLOEXEC,
+        nix::sys::stat::Mode::empty(),
+    )
+    .map_err(|e| fs_error("open", &path.display().to_string(), e))?;
+    // SAFETY: open returned a fresh descriptor that nothing else owns.
+    Ok(unsafe { OwnedFd::from_raw_fd(fd) })
+}
+
+/// `openat(dir, name, O_DIRECTORY)`.
+#[inline]
+pub fn open_dir_at(dir: RawFd, name: &CStr) -> Result<OwnedFd, Errno> {
+    // SAFETY: plain openat(2) with a NUL-terminated name.
+    let fd = unsafe {
+        libc::openat(
+            dir,
+            name.as_ptr(),
+            libc::O_RDONLY | libc::O_DIRECTORY | libc::O_CLOEXEC | libc::O_NOFOLLOW,
+        )
+    };
+    if fd < 0 {
+        return Err(Errno::last());
+    }
+    // SAFETY: fresh descriptor from openat.
+    Ok(unsafe { OwnedFd::from_raw_fd(fd) })
+}
+
+/// `mkdirat(dir, name, 0755)`.
+#[inline]
+pub fn mkdir_at(dir: RawFd, name: &CStr) -> Result<(), Errno> {
+    // SAFETY: plain mkdirat(2) with a NUL-terminated name.
+    if unsafe { libc::mkdirat(dir, name.as_ptr(), 0o755) } != 0 {
+        return Err(Errno::last());
+    }
+    Ok(())
+}
+
+/// `unlinkat(dir, name, flags)`.
+#[inline]
+pub fn unlink_at(dir: RawFd, name: &CStr, rmdir: bool) -> Result<(), Errno> {
+    let flags = if rmdir { libc::AT_REMOVEDIR } else { 0 };
+    // SAFETY: plain unlinkat(2) with a NUL-terminated name.
+    if unsafe { libc::unlinkat(dir, name.as_ptr(), flags) } != 0 {
+        return Err(Errno::last());
+    }
+    Ok(())
+}
+
+/// `openat(dir, name, O_WRONLY|O_CREAT|O_TRUNC, 0644)`: the raw descriptor, owned by the
+/// caller (closed with [`close`] so that a failing close is seen).
+#[inline]
+pub fn create_at(dir: RawFd, name: &CStr) -> Result<RawFd, Errno> {
+    // SAFETY: plain openat(2) with a NUL-terminated name.
+    let fd = unsafe {
+        libc::openat(
+            dir,
+            name.as_ptr(),
+            libc::O_WRONLY | libc::O_CREAT | libc::O_TRUNC | libc::O_CLOEXEC,
+            0o644,
+        )
+    };
+    if fd < 0 {
+        return Err(Errno::last());
+    }
+    Ok(fd)
+}
+
+/// `write(2)` of the whole slice, retrying on EINTR and short writes; returns after each call
+/// through `each` (bytes of that call) so callers can time every syscall.
+#[inline]
+pub fn write_all(fd: RawFd, mut buf: &[u8], mut each: impl FnMut(usize)) -> Result<(), Errno> {
+    while !buf.is_empty() {
+        // SAFETY: writing from a live buffer of buf.len() bytes.
+        let w = unsafe { libc::write(fd, buf.as_ptr().cast(), buf.len()) };
+        if w < 0 {
+            let e = Errno::last();
+            if e == Errno::EINTR {
+                continue;
+            }
+            return Err(e);
+        }
+        if w == 0 {
+            return Err(Errno::EIO);
+        }
+        each(w as usize);
+        buf = &buf[w as usize..];
+    }
+    Ok(())
+}
+
+/// `close(2)` of a descriptor the caller owns, reporting its error (a deferred ENOSPC or EIO
+/// shows up here on some filesystems).
+#[inline]
+pub fn close(fd: RawFd) -> Result<(), Errno> {
+    // SAFETY: the caller owns fd and closes it exactly once.
+    if unsafe { libc::close(fd) } != 0 {
+        return Err(Errno::last());
+    }
+    Ok(())
+}
+
+/// Makes sure the process may hold `needed` descriptors, raising the soft limit up to the hard
+/// one if needed; refuses (bad input) when even the hard limit is too low.
+pub fn ensure_fds(needed: u64, what: &str) -> Result<()> {
+    use nix::sys::resource::{getrlimit, setrlimit, Resource};
+    let (soft, hard) = getrlimit(Resource::RLIMIT_NOFILE)
+        .map_err(|e| anyhow::anyhow!("getrlimit(RLIMIT_NOFILE): {e}"))?;
+    if needed <= soft {
+        return Ok(());
+    }
+    if needed > hard {
+        return Err(bad_input(format!(
+            "{what} keeps {needed} directories open at once, but the open-file limit is {hard}; raise it (ulimit -Hn) or make the tree shallower / use fewer threads"
+        )));
+    }
+    setrlimit(Resource::RLIMIT_NOFILE, needed, hard)
+        .map_err(|e| anyhow::anyhow!("setrlimit(RLIMIT_NOFILE, {needed}): {e}"))?;
+    Ok(())
+}
+
+/// Free inodes of the filesystem holding `dir`, when the filesystem counts them (btrfs and
+/// some others report none).
+pub fn free_inodes(dir: &Path) -> Option<u64> {
+    let st = nix::sys::statvfs::statvfs(dir).ok()?;
+    (st.files() > 0).then_some(st.files_free() as u64)
+}
+
+/// Refuses (bad input, before anything is created) when `needed` inodes do not fit.
+pub fn check_inodes(dir: &Path, needed: u64, kind: &str) -> Result<()> {
+    if let Some(free) = free_inodes(dir) {
+        if needed > free {
+            return Err(bad_input(format!(
+                "the {kind} workload needs {needed} inodes but the filesystem at {} has only {free} free; give mkfs more inodes (ext4: --mkfs-opts \"-N {}\") or make the workload smaller",
+                dir.display(),
+                needed + needed / 10 + 1024
+            )));
+        }
+    }
+    Ok(())
+}
+
+/// A raw descriptor of a borrowed owned one (shorthand).
+#[inline]
+pub fn raw(fd: &OwnedFd) -> RawFd {
+    fd.as_raw_fd()
+}
+
+#[cfg(test)]
+#[allow(clippy::unwrap_used)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn builds_padded_names_without_allocating() {
+        let mut n = NameBuf::new();
+        n.push_str("d").push_num(42, 5);
+        assert_eq!(n.as_str(), "d00042");
+        let keep = n.len();
+        n.push_str("/f").push_num(7, 2);
+        assert_eq!(n.as_cstr().to_str().unwrap(), "d00042/f07");
+        n.truncate(keep).push_str("/f").push_num(123, 2);
+        assert_eq!(n.as_str(), "d00042/f123");
+        n.clear()
+            .push_str("L")
+            .push_num(10, 0)
+            .push_str("D")
+            .push_num(0, 0);
+        assert_eq!(n.as_str(), "L10D0");
+        n.clear().push_num(u64::MAX, 0);
+        assert_eq!(n.as_str(), u64::MAX.to_string());
+    }
+
+    #[test]
+    fn counts_digits() {
+        assert_eq!(digits(0), 1);
+        assert_eq!(digits(9), 1);
+        assert_eq!(digits(10), 2);
+        assert_eq!(digits(9889), 4);
+        assert_eq!(digits(u64::MAX), 20);
+    }
+}
