@@ -283,7 +283,8 @@ struct TmpfsMount(std::path::PathBuf);
 
 impl Drop for TmpfsMount {
     fn drop(&mut self) {
-        let _ = nix::mount::umount(&self.0);
+        // Lazy: even if something still holds the mount, it leaves the namespace now.
+        let _ = nix::mount::umount2(&self.0, nix::mount::MntFlags::MNT_DETACH);
     }
 }
 

@@ -887,7 +887,7 @@ impl Workload for Fdtree {
         if per_tree
             .checked_mul(self.threads as u64)
             .and_then(|n| n.checked_mul(self.files_per_dir + 1))
-            .map_or(true, |n| n > 1 << 40)
+            .is_none_or(|n| n > 1 << 40)
         {
             return Err(bad_input(format!(
                 "fdtree {s}: {per_tree} directories per tree, more entries than any filesystem holds"
