@@ -158,6 +158,17 @@ impl Recorder {
         }
     }
 
+    /// Counts `count` operations moving `bytes` without timing them (no histogram entry, no
+    /// series point): for measuring what per-operation latency recording itself costs.
+    pub fn count_untimed(&mut self, op: OpId, count: u64, bytes: u64) {
+        let slot = &mut self.ops[op.0];
+        slot.count += count;
+        slot.bytes += bytes;
+        if slot.def.primary {
+            self.unflushed += count;
+        }
+    }
+
     /// Adds bytes moved outside any timed operation (e.g. setup done in a phase).
     pub fn add_bytes(&mut self, op: OpId, bytes: u64) {
         self.ops[op.0].bytes += bytes;

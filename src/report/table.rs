@@ -31,7 +31,8 @@ pub fn format_rate(v: f64) -> String {
     }
 }
 
-fn render(headers: &[&str], rows: &[Vec<String>]) -> String {
+/// Renders a table: first column left-aligned, the others right-aligned, a rule under the header.
+pub fn render(headers: &[&str], rows: &[Vec<String>]) -> String {
     let mut widths: Vec<usize> = headers.iter().map(|h| h.len()).collect();
     for r in rows {
         for (i, c) in r.iter().enumerate() {

@@ -6,6 +6,7 @@
 
 mod context;
 pub mod registry;
+pub mod tio;
 pub mod tree;
 
 use anyhow::Result;

@@ -6,6 +6,7 @@ use std::process::ExitCode;
 use anyhow::Result;
 use clap::Subcommand;
 
+mod tio;
 mod tree;
 
 use super::common::{RunArgs, TestbedArgs};
@@ -20,6 +21,14 @@ pub enum BenchCmd {
     /// The study's two sequences: --dirs 14 --files 10 --file-size 100M, and
     /// --dirs 14 --files 1000 --file-size 10M.
     Tree(tree::TreeArgs),
+    /// The block-reservation study's threaded I/O (tiobench): threads × mode × block size,
+    /// each combination one measured phase (a fresh filesystem per cell with --fs), with
+    /// MB/s, IOPS, latency percentiles, requests over 2 s and 10 s, CPU efficiency and the
+    /// block layout of every written file.
+    ///
+    /// The study's sweep: --threads 1,4,8,16,32,64 --mode seqwrite,randwrite,seqread,randread
+    /// --block 4K,128K.
+    Tio(tio::TioArgs),
 }
 
 /// Runs a workload with the shared flags and prints it.
@@ -33,5 +42,6 @@ pub fn bench(testbed: &TestbedArgs, run: &RunArgs, wl: &dyn Workload) -> Result<
 pub fn run(cmd: BenchCmd) -> Result<ExitCode> {
     match cmd {
         BenchCmd::Tree(a) => bench(&a.testbed, &a.run, &a.workload()),
+        BenchCmd::Tio(a) => tio::run(a),
     }
 }
