@@ -38,6 +38,11 @@ pub fn kinds() -> &'static [WorkloadKind] {
             about: "block-reservation study: threaded I/O (tiobench), threads x mode x block",
             build: build::<super::tio::Tio>,
         },
+        WorkloadKind {
+            name: "clients",
+            about: "block-reservation study: N clients replaying a dbench loadfile or a file-server mix",
+            build: build::<super::clients::Clients>,
+        },
     ]
 }
 

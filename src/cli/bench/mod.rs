@@ -6,6 +6,7 @@ use std::process::ExitCode;
 use anyhow::Result;
 use clap::Subcommand;
 
+mod clients;
 mod tio;
 mod tree;
 
@@ -29,6 +30,10 @@ pub enum BenchCmd {
     /// The study's sweep: --threads 1,4,8,16,32,64 --mode seqwrite,randwrite,seqread,randread
     /// --block 4K,128K.
     Tio(tio::TioArgs),
+    /// The block-reservation study's client load (dbench): N clients, each in its own
+    /// directory, replay a dbench loadfile (--loadfile) or the built-in file-server-like mix;
+    /// MB/s, and per operation kind count, mean and max latency and percentiles.
+    Clients(clients::ClientsArgs),
 }
 
 /// Runs a workload with the shared flags and prints it.
@@ -43,5 +48,6 @@ pub fn run(cmd: BenchCmd) -> Result<ExitCode> {
     match cmd {
         BenchCmd::Tree(a) => bench(&a.testbed, &a.run, &a.workload()),
         BenchCmd::Tio(a) => tio::run(a),
+        BenchCmd::Clients(a) => clients::run(a),
     }
 }
