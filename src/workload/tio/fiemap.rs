@@ -187,4 +187,31 @@ mod tests {
         let l = score(&[e(0, 4096, 8192), e(8192, 1 << 20, 8192)], 4096);
         assert_eq!((l.extents, l.blocks, l.contiguous), (2, 4, 2));
     }
+
+    #[test]
+    fn extent_counts_agree_with_filefrag() {
+        use std::os::unix::fs::FileExt;
+        let dir = tempfile::tempdir_in("/var/tmp").unwrap();
+        let p = dir.path().join("holes");
+        let f = std::fs::File::create(&p).unwrap();
+        for k in 0..3u64 {
+            f.write_all_at(&[7u8; 8192], k << 20).unwrap();
+        }
+        f.sync_all().unwrap();
+        let ours = score(&extents(&p).unwrap(), 4096);
+        assert_eq!(ours.blocks, 6);
+        let Ok(out) = std::process::Command::new("filefrag").arg(&p).output() else {
+            eprintln!("skipped the filefrag comparison: filefrag is not installed");
+            return;
+        };
+        let text = String::from_utf8_lossy(&out.stdout);
+        let theirs: u64 = text
+            .rsplit(": ")
+            .next()
+            .and_then(|t| t.split_whitespace().next())
+            .and_then(|n| n.parse().ok())
+            .unwrap_or_else(|| panic!("filefrag said {text:?}"));
+        assert_eq!(ours.extents, theirs, "filefrag: {text}");
+        assert_eq!(ours.extents, 3);
+    }
 }
