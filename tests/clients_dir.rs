@@ -74,7 +74,9 @@ fn same_operation_counts_as_dbench_on_the_same_loadfile() {
         return;
     }
     let sb = Sandbox::new();
-    let Some(lf) = small_loadfile(&sb, 3000) else { return };
+    let Some(lf) = small_loadfile(&sb, 3000) else {
+        return;
+    };
 
     // dbench loops over its loadfile until the time is up; a long Sleep at the end (not an
     // operation) holds every client in its first pass past the 1 s limit, so each client
@@ -148,7 +150,16 @@ fn built_in_mix_reports_every_kind_with_latencies() {
         .cmd()
         .args(["bench", "clients", "--dir"])
         .arg(&d)
-        .args(["--clients", "1,4", "--loops", "2", "--mix-files", "20", "--mix-ops", "400"])
+        .args([
+            "--clients",
+            "1,4",
+            "--loops",
+            "2",
+            "--mix-files",
+            "20",
+            "--mix-ops",
+            "400",
+        ])
         .args(["--seed", "4", "--json", "--out"])
         .arg(sb.out())
         .output()
@@ -160,14 +171,35 @@ fn built_in_mix_reports_every_kind_with_latencies() {
     let one = &ph[1];
     let four = &ph[3];
     // Exactly two passes per client: four clients do four times the operations of one.
-    assert_eq!(four["ops"].as_u64().unwrap(), 4 * one["ops"].as_u64().unwrap());
-    assert_eq!(four["bytes"].as_u64().unwrap(), 4 * one["bytes"].as_u64().unwrap());
-    for k in ["NTCreateX", "Close", "ReadX", "WriteX", "Unlink", "Qpathinfo", "Find", "Flush", "Rename"] {
+    assert_eq!(
+        four["ops"].as_u64().unwrap(),
+        4 * one["ops"].as_u64().unwrap()
+    );
+    assert_eq!(
+        four["bytes"].as_u64().unwrap(),
+        4 * one["bytes"].as_u64().unwrap()
+    );
+    for k in [
+        "NTCreateX",
+        "Close",
+        "ReadX",
+        "WriteX",
+        "Unlink",
+        "Qpathinfo",
+        "Find",
+        "Flush",
+        "Rename",
+    ] {
         let s = &one["op_stats"][k];
         assert!(s["count"].as_u64().unwrap() > 0, "{k}");
-        assert!(s["latency"]["max_ns"].as_u64().unwrap() >= s["latency"]["p50_ns"].as_u64().unwrap());
+        assert!(
+            s["latency"]["max_ns"].as_u64().unwrap() >= s["latency"]["p50_ns"].as_u64().unwrap()
+        );
     }
-    assert_eq!(one["op_stats"]["NTCreateX"]["count"], one["op_stats"]["Close"]["count"]);
+    assert_eq!(
+        one["op_stats"]["NTCreateX"]["count"],
+        one["op_stats"]["Close"]["count"]
+    );
     assert_eq!(one["extra"]["unexpected_status"], 0.0);
 }
 
@@ -193,6 +225,9 @@ fn malformed_loadfiles_are_refused_with_the_line_number() {
         .unwrap();
     let err = String::from_utf8_lossy(&out.stderr);
     assert_eq!(out.status.code(), Some(2), "{err}");
-    assert!(err.contains("line 4") && err.contains("WriteX needs"), "{err}");
+    assert!(
+        err.contains("line 4") && err.contains("WriteX needs"),
+        "{err}"
+    );
     assert_eq!(std::fs::read_dir(&d).unwrap().count(), 0);
 }

@@ -21,7 +21,16 @@ fn clients(fs: &str) {
     let sb = Sandbox::new();
     let out = sb
         .bench(&["bench", "clients", "--fs", fs, "--fs-size", size_of(fs)])
-        .args(["--clients", "1,3", "--loops", "1", "--mix-files", "30", "--mix-ops", "300"])
+        .args([
+            "--clients",
+            "1,3",
+            "--loops",
+            "1",
+            "--mix-files",
+            "30",
+            "--mix-ops",
+            "300",
+        ])
         .args(["--seed", "8", "--json"])
         .output()
         .unwrap();
@@ -34,12 +43,19 @@ fn clients(fs: &str) {
             assert_eq!(r["testbed"]["fs"], fs);
             let p = &r["phases"][1];
             assert!(p["name"].as_str().unwrap().starts_with("clients-"));
-            assert_eq!(p["extra"]["unexpected_status"], 0.0, "{fs}: {}", r["errors"]);
+            assert_eq!(
+                p["extra"]["unexpected_status"], 0.0,
+                "{fs}: {}",
+                r["errors"]
+            );
             assert!(p["bytes_per_s"].as_f64().unwrap() > 0.0);
             p
         })
         .collect();
-    assert_eq!(measured[1]["ops"].as_u64().unwrap(), 3 * measured[0]["ops"].as_u64().unwrap());
+    assert_eq!(
+        measured[1]["ops"].as_u64().unwrap(),
+        3 * measured[0]["ops"].as_u64().unwrap()
+    );
     sb.assert_clean();
 
     let text = match std::fs::read_to_string("/usr/share/dbench/client.txt") {

@@ -14,7 +14,10 @@ fn dir(sb: &Sandbox) -> std::path::PathBuf {
 
 fn phases(v: &Value) -> Vec<Value> {
     match v {
-        Value::Array(a) => a.iter().flat_map(|r| r["phases"].as_array().unwrap().clone()).collect(),
+        Value::Array(a) => a
+            .iter()
+            .flat_map(|r| r["phases"].as_array().unwrap().clone())
+            .collect(),
         r => r["phases"].as_array().unwrap().clone(),
     }
 }
@@ -27,8 +30,24 @@ fn sixty_four_threads_write_exactly_their_share() {
         .cmd()
         .args(["bench", "tio", "--dir"])
         .arg(&d)
-        .args(["--threads", "64", "--mode", "seqwrite,randwrite", "--block", "4K"])
-        .args(["--file-size", "256K", "--fsync", "none", "--seed", "9", "--json", "--out"])
+        .args([
+            "--threads",
+            "64",
+            "--mode",
+            "seqwrite,randwrite",
+            "--block",
+            "4K",
+        ])
+        .args([
+            "--file-size",
+            "256K",
+            "--fsync",
+            "none",
+            "--seed",
+            "9",
+            "--json",
+            "--out",
+        ])
         .arg(sb.out())
         .output()
         .unwrap();
@@ -41,7 +60,9 @@ fn sixty_four_threads_write_exactly_their_share() {
         assert_eq!(p["latency"]["count"], 64 * 64);
         let workers = p["workers"].as_array().unwrap();
         assert_eq!(workers.len(), 64);
-        assert!(workers.iter().all(|w| w["bytes"] == 256 * 1024 && w["ops"] == 64));
+        assert!(workers
+            .iter()
+            .all(|w| w["bytes"] == 256 * 1024 && w["ops"] == 64));
         assert_eq!(p["extra"]["files"], 64.0);
         assert_eq!(p["extra"]["threads"], 64.0);
     }
@@ -59,9 +80,29 @@ fn io_uring_moves_the_same_bytes_and_verifies() {
         .cmd()
         .args(["bench", "tio", "--dir"])
         .arg(&d)
-        .args(["--threads", "2", "--mode", "seqwrite,randwrite,seqread,randread"])
-        .args(["--block", "4K,64K", "--file-size", "1M", "--engine", "io_uring"])
-        .args(["--iodepth", "8", "--verify", "--fsync", "every:16", "--json", "--out"])
+        .args([
+            "--threads",
+            "2",
+            "--mode",
+            "seqwrite,randwrite,seqread,randread",
+        ])
+        .args([
+            "--block",
+            "4K,64K",
+            "--file-size",
+            "1M",
+            "--engine",
+            "io_uring",
+        ])
+        .args([
+            "--iodepth",
+            "8",
+            "--verify",
+            "--fsync",
+            "every:16",
+            "--json",
+            "--out",
+        ])
         .arg(sb.out())
         .output()
         .unwrap();
@@ -89,20 +130,52 @@ fn a_corrupted_block_is_reported_with_file_offset_expected_and_found() {
             .cmd()
             .args(["bench", "tio", "--dir"])
             .arg(&d)
-            .args(["--threads", "2", "--mode", "seqread", "--block", "4K", "--file-size", "256K"])
-            .args(["--verify", "--inject-corruption", "7", "--seed", "5", "-q", "--out"])
+            .args([
+                "--threads",
+                "2",
+                "--mode",
+                "seqread",
+                "--block",
+                "4K",
+                "--file-size",
+                "256K",
+            ])
+            .args([
+                "--verify",
+                "--inject-corruption",
+                "7",
+                "--seed",
+                "5",
+                "-q",
+                "--out",
+            ])
             .arg(sb.out())
-            .args(["--engine", engine, "--iodepth", if engine == "psync" { "1" } else { "4" }])
+            .args([
+                "--engine",
+                engine,
+                "--iodepth",
+                if engine == "psync" { "1" } else { "4" },
+            ])
             .output()
             .unwrap();
         let err = String::from_utf8_lossy(&out.stderr);
         assert_eq!(out.status.code(), Some(1), "{engine}: {err}");
         assert!(err.contains("verify failed"), "{err}");
         assert!(err.contains("/t000 at offset 28672"), "{err}");
-        assert!(err.contains("expected fsgauge block of file 0 at offset 28672 (seed 5)"), "{err}");
-        assert!(err.contains("found the fsgauge block of file 0 at offset 32768"), "{err}");
+        assert!(
+            err.contains("expected fsgauge block of file 0 at offset 28672 (seed 5)"),
+            "{err}"
+        );
+        assert!(
+            err.contains("found the fsgauge block of file 0 at offset 32768"),
+            "{err}"
+        );
     }
-    assert_eq!(std::fs::read_dir(&d).unwrap().count(), 0, "nothing left behind");
+    assert_eq!(
+        std::fs::read_dir(&d).unwrap().count(),
+        0,
+        "nothing left behind"
+    );
 }
 
 #[test]
@@ -110,7 +183,10 @@ fn bad_input_is_refused_before_anything_is_made() {
     let sb = Sandbox::new();
     let d = dir(&sb);
     let cases: &[(&[&str], &str)] = &[
-        (&["--block", "1M", "--file-size", "512K"], "larger than --file-size"),
+        (
+            &["--block", "1M", "--file-size", "512K"],
+            "larger than --file-size",
+        ),
         (&["--block", "1000"], "multiple of 512"),
         (&["--iodepth", "8"], "needs --engine io_uring"),
         (&["--mode", "append"], "unknown mode"),
@@ -143,7 +219,16 @@ fn latency_recording_can_be_turned_off_without_losing_counts() {
         .cmd()
         .args(["bench", "tio", "--dir"])
         .arg(&d)
-        .args(["--threads", "1", "--mode", "seqwrite", "--block", "4K", "--file-size", "512K"])
+        .args([
+            "--threads",
+            "1",
+            "--mode",
+            "seqwrite",
+            "--block",
+            "4K",
+            "--file-size",
+            "512K",
+        ])
         .args(["--no-latency", "--json", "--out"])
         .arg(sb.out())
         .output()

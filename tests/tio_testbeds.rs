@@ -22,8 +22,24 @@ fn sweep(fs: &str) {
     let sb = Sandbox::new();
     let out = sb
         .bench(&["bench", "tio", "--fs", fs, "--fs-size", size_of(fs)])
-        .args(["--threads", "1,2", "--mode", "seqwrite,randwrite,randread", "--block", "4K"])
-        .args(["--file-size", "2M", "--verify", "--cold", "drop", "--seed", "3", "--json"])
+        .args([
+            "--threads",
+            "1,2",
+            "--mode",
+            "seqwrite,randwrite,randread",
+            "--block",
+            "4K",
+        ])
+        .args([
+            "--file-size",
+            "2M",
+            "--verify",
+            "--cold",
+            "drop",
+            "--seed",
+            "3",
+            "--json",
+        ])
         .output()
         .unwrap();
     let v = json_of(&out);
@@ -39,7 +55,14 @@ fn sweep(fs: &str) {
         assert!(name.ends_with(&format!("-t{threads}")), "{name}");
         assert_eq!(p["bytes"].as_u64().unwrap(), threads * (2 << 20), "{name}");
         assert_eq!(p["ops"].as_u64().unwrap(), threads * 512, "{name}");
-        for k in ["mb_per_s", "iops", "cpu_s", "mb_per_cpu_s", "over_2s_share", "over_10s_share"] {
+        for k in [
+            "mb_per_s",
+            "iops",
+            "cpu_s",
+            "mb_per_cpu_s",
+            "over_2s_share",
+            "over_10s_share",
+        ] {
             assert!(p["extra"][k].is_number(), "{name}: {k}");
         }
         assert!(p["latency"]["p99_ns"].as_u64().unwrap() > 0);
@@ -54,7 +77,10 @@ fn sweep(fs: &str) {
                 // A 2M file written front to back on an empty filesystem is (nearly) contiguous.
                 assert!(score > 0.9, "{fs} {name}: layout score {score}");
             }
-            assert_eq!(p["device"]["write_bytes"].as_u64().map(|b| b > 0), Some(true));
+            assert_eq!(
+                p["device"]["write_bytes"].as_u64().map(|b| b > 0),
+                Some(true)
+            );
         } else {
             assert!(p["extra"].get("layout_score").is_none());
         }
@@ -78,8 +104,26 @@ fn corruption(fs: &str) {
     let sb = Sandbox::new();
     let out = sb
         .bench(&["bench", "tio", "--fs", fs, "--fs-size", size_of(fs)])
-        .args(["--threads", "1", "--mode", "randread", "--block", "4K", "--file-size", "1M"])
-        .args(["--verify", "--inject-corruption", "100", "--seed", "11", "--cold", "drop", "-q"])
+        .args([
+            "--threads",
+            "1",
+            "--mode",
+            "randread",
+            "--block",
+            "4K",
+            "--file-size",
+            "1M",
+        ])
+        .args([
+            "--verify",
+            "--inject-corruption",
+            "100",
+            "--seed",
+            "11",
+            "--cold",
+            "drop",
+            "-q",
+        ])
         .output()
         .unwrap();
     let err = String::from_utf8_lossy(&out.stderr);
@@ -97,13 +141,35 @@ fn table(fs: &str) {
     }
     let sb = Sandbox::new();
     let out = sb
-        .bench(&["bench", "tio", "--fs", fs, "--fs-size", size_of(fs), "--label", "mine"])
-        .args(["--threads", "1,2", "--mode", "seqwrite", "--block", "4K,64K", "--file-size", "1M"])
+        .bench(&[
+            "bench",
+            "tio",
+            "--fs",
+            fs,
+            "--fs-size",
+            size_of(fs),
+            "--label",
+            "mine",
+        ])
+        .args([
+            "--threads",
+            "1,2",
+            "--mode",
+            "seqwrite",
+            "--block",
+            "4K,64K",
+            "--file-size",
+            "1M",
+        ])
         .args(["--fresh-fs", "off", "-q"])
         .output()
         .unwrap();
     let text = String::from_utf8_lossy(&out.stdout);
-    assert!(out.status.success(), "{}", String::from_utf8_lossy(&out.stderr));
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
     assert!(text.contains("seqwrite 4K: MB/s"), "{text}");
     assert!(text.contains("seqwrite 64K: MB/s"), "{text}");
     assert!(text.contains("threads  mine"), "{text}");
@@ -111,7 +177,13 @@ fn table(fs: &str) {
     // One run (fresh-fs off): one result file.
     let n = std::fs::read_dir(sb.out())
         .unwrap()
-        .filter(|e| e.as_ref().unwrap().path().extension().is_some_and(|x| x == "json"))
+        .filter(|e| {
+            e.as_ref()
+                .unwrap()
+                .path()
+                .extension()
+                .is_some_and(|x| x == "json")
+        })
         .count();
     assert_eq!(n, 1);
     sb.assert_clean();
@@ -160,7 +232,16 @@ fn a_sweep_larger_than_the_testbed_is_refused_before_anything_is_made() {
     let sb = Sandbox::new();
     let out = sb
         .bench(&["bench", "tio", "--fs", "ext4", "--fs-size", "256M"])
-        .args(["--threads", "8", "--mode", "seqwrite", "--block", "4K", "--file-size", "64M"])
+        .args([
+            "--threads",
+            "8",
+            "--mode",
+            "seqwrite",
+            "--block",
+            "4K",
+            "--file-size",
+            "64M",
+        ])
         .output()
         .unwrap();
     let err = String::from_utf8_lossy(&out.stderr);

@@ -56,7 +56,7 @@ pub struct ClientsArgs {
     )]
     pub mix_ops: u32,
     /// With --fs: a new filesystem for every client count (each its own run).
-    #[arg(long, value_name = "on|off", default_value = "on", value_parser = on_off, help_heading = "Workload")]
+    #[arg(long, value_name = "on|off", default_value = "on", value_parser = on_off, action = clap::ArgAction::Set, help_heading = "Workload")]
     pub fresh_fs: bool,
 }
 

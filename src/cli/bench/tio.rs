@@ -131,7 +131,7 @@ pub struct TioArgs {
     pub verify: bool,
     /// With --fs: a new filesystem for every cell of the sweep (each cell its own run and
     /// result file). Off: all cells run on one filesystem per repetition.
-    #[arg(long, value_name = "on|off", default_value = "on", value_parser = on_off, help_heading = "Workload")]
+    #[arg(long, value_name = "on|off", default_value = "on", value_parser = on_off, action = clap::ArgAction::Set, help_heading = "Workload")]
     pub fresh_fs: bool,
     /// Do not record per-request latency (only counts and bytes): for measuring what latency
     /// recording costs. Latency columns are then empty.

@@ -310,6 +310,7 @@ pub fn load(path: &Path) -> Result<Vec<Op>> {
 }
 
 #[cfg(test)]
+#[allow(clippy::unwrap_used)]
 mod tests {
     use super::*;
 

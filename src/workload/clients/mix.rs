@@ -181,6 +181,7 @@ pub fn program(seed: u64, shape: MixShape) -> (Vec<Op>, Vec<Op>) {
 }
 
 #[cfg(test)]
+#[allow(clippy::unwrap_used)]
 mod tests {
     use super::*;
 

@@ -35,6 +35,9 @@ use crate::error::{bad_input, SystemFailure};
 use crate::measure::{OpDef, OpId, Recorder};
 use loadfile::{Kind, Op};
 
+/// An operation stream shared by every client.
+type Stream = Arc<Vec<Op>>;
+
 /// Parameters of the clients workload.
 #[derive(Debug, Clone, Serialize, Deserialize, PartialEq)]
 #[serde(default, deny_unknown_fields)]
@@ -559,7 +562,7 @@ impl Clients {
         }
     }
 
-    fn program(&self, seed: u64) -> Result<(Arc<Vec<Op>>, Arc<Vec<Op>>)> {
+    fn program(&self, seed: u64) -> Result<(Stream, Stream)> {
         match &self.loadfile {
             Some(p) => Ok((Arc::new(Vec::new()), cached_load(p)?)),
             None => {
@@ -644,7 +647,7 @@ impl Workload for Clients {
             ));
         }
         if let Some(t) = self.time {
-            if !(t > 0.0) {
+            if t.is_nan() || t <= 0.0 {
                 return Err(bad_input("--time must be more than 0s"));
             }
         }
@@ -689,6 +692,7 @@ impl Workload for Clients {
 }
 
 #[cfg(test)]
+#[allow(clippy::unwrap_used)]
 mod tests {
     use super::*;
 

@@ -167,6 +167,7 @@ pub fn record(paths: &[std::path::PathBuf], block: u64) -> Result<LayoutRecord> 
 }
 
 #[cfg(test)]
+#[allow(clippy::unwrap_used)]
 mod tests {
     use super::*;
 

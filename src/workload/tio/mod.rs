@@ -504,7 +504,7 @@ pub(crate) fn fill_blocks(
 /// Seeded noise for writes without verification (compressing or deduplicating filesystems
 /// must not get an easy ride from zeros).
 pub(crate) fn noise(buf: &mut [u8], seed: u64) {
-    let mut s = seed ^ 0x4E4F_4953_45;
+    let mut s = seed ^ 0x004E_4F49_5345;
     for c in buf.chunks_exact_mut(8) {
         c.copy_from_slice(&pattern::splitmix(&mut s).to_le_bytes());
     }
@@ -786,7 +786,7 @@ fn create_empty(path: &Path) -> Result<()> {
 
 fn fs_block_size(dir: &Path) -> u64 {
     nix::sys::statvfs::statvfs(dir)
-        .map(|s| s.block_size() as u64)
+        .map(|s| s.block_size())
         .unwrap_or(4096)
         .max(512)
 }
@@ -851,7 +851,7 @@ impl Workload for Tio {
             )));
         }
         if let Some(t) = self.time {
-            if !(t > 0.0) {
+            if t.is_nan() || t <= 0.0 {
                 return Err(bad_input("--time must be more than 0s"));
             }
         }
@@ -907,6 +907,7 @@ impl Workload for Tio {
 }
 
 #[cfg(test)]
+#[allow(clippy::unwrap_used)]
 mod tests {
     use super::*;
 

@@ -257,6 +257,7 @@ pub fn sweep_csv(results: &[RunResult]) -> String {
 }
 
 #[cfg(test)]
+#[allow(clippy::unwrap_used)]
 mod tests {
     use super::*;
 
