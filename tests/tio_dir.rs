@@ -239,3 +239,47 @@ fn latency_recording_can_be_turned_off_without_losing_counts() {
     assert_eq!(p["bytes"], 512 * 1024);
     assert_eq!(p["latency"]["count"], 0, "no latency recorded");
 }
+
+#[test]
+fn threads_share_one_file_each_on_its_region() {
+    let sb = Sandbox::new();
+    let d = dir(&sb);
+    let out = sb
+        .cmd()
+        .args(["bench", "tio", "--dir"])
+        .arg(&d)
+        .args(["--threads", "4", "--mode", "seqwrite,randwrite,randread", "--block", "8K"])
+        .args(["--file-size", "512K", "--shared-file", "--verify", "--json", "--out"])
+        .arg(sb.out())
+        .output()
+        .unwrap();
+    let v = json_of(&out);
+    for p in phases(&v) {
+        assert_eq!(p["bytes"], 4 * 512 * 1024, "{}", p["name"]);
+        if p["name"].as_str().unwrap().contains("write") {
+            assert_eq!(p["extra"]["files"], 1.0, "one shared file");
+        }
+    }
+}
+
+#[test]
+fn a_time_cap_ends_a_cell_early_with_consistent_counts() {
+    let sb = Sandbox::new();
+    let d = dir(&sb);
+    let out = sb
+        .cmd()
+        .args(["bench", "tio", "--dir"])
+        .arg(&d)
+        .args(["--threads", "1", "--mode", "seqwrite", "--block", "4K", "--file-size", "1G"])
+        .args(["--time", "0.2s", "--fsync", "none", "--json", "--out"])
+        .arg(sb.out())
+        .output()
+        .unwrap();
+    let v = json_of(&out);
+    let p = &phases(&v)[0];
+    let ops = p["ops"].as_u64().unwrap();
+    assert!(ops > 0 && ops < 262_144, "{ops}");
+    assert_eq!(p["bytes"].as_u64().unwrap(), ops * 4096);
+    assert_eq!(p["extra"]["complete"], 0.0);
+    assert!(p["wall_s"].as_f64().unwrap() < 5.0);
+}
