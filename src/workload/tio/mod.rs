@@ -20,6 +20,7 @@
 //! ([`pattern`]) and checks every block read; a mismatch fails the run (exit 1) naming the
 //! file, the offset, what was expected and what was found.
 
+mod clock;
 mod fiemap;
 pub mod pattern;
 mod psync;

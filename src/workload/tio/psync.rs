@@ -9,6 +9,7 @@ use std::time::Instant;
 use anyhow::Result;
 use nix::errno::Errno;
 
+use super::clock::{self, Stamp};
 use super::{fill_blocks, io_failure, noise, pattern, verify_failure, FsyncPolicy, Job, Ops};
 use crate::measure::Recorder;
 
@@ -91,6 +92,19 @@ pub(crate) fn run(job: &Job, rec: &mut Recorder, ops: Ops) -> Result<()> {
     let t_open = Instant::now();
     let fd = job.open()?;
     rec.record(ops.open, t_open, 0);
+    match (job.latency, clock::tsc()) {
+        (false, _) => io_loop(job, rec, ops, &fd, &clock::Off)?,
+        (true, Some(tsc)) => io_loop(job, rec, ops, &fd, tsc)?,
+        (true, None) => io_loop(job, rec, ops, &fd, &clock::Std)?,
+    }
+    if job.mode.writes() && job.fsync != FsyncPolicy::None {
+        fsync(&fd, rec, ops, &job.path)?;
+    }
+    Ok(())
+}
+
+/// The request loop, one request at a time, timed by `clk`.
+fn io_loop<C: Stamp>(job: &Job, rec: &mut Recorder, ops: Ops, fd: &OwnedFd, clk: &C) -> Result<()> {
     let mut buf = job.buffer(1);
     let writes = job.mode.writes();
     if writes && !job.verify {
@@ -103,55 +117,55 @@ pub(crate) fn run(job: &Job, rec: &mut Recorder, ops: Ops) -> Result<()> {
         FsyncPolicy::Every(k) if writes => k,
         _ => 0,
     };
+    // Checks (deadline, stop) every `mask + 1` requests, or after any slow request.
+    let mask = if C::ON { 255 } else { 63 };
     let mut untimed = 0u64;
-    let mut t = Instant::now();
+    let mut at = Instant::now();
+    let mut t = clk.now();
     for i in 0..n {
         let off = job.offset(perm.as_ref(), i);
         if writes {
             if job.verify {
                 fill_blocks(&mut buf, block, true, job.seed, job.file_id, off);
-                t = Instant::now();
+                t = clk.now();
             }
-            pwrite_all(&fd, &buf, off, &job.path)?;
+            pwrite_all(fd, &buf, off, &job.path)?;
         } else {
-            pread_exact(&fd, &mut buf, off, &job.path)?;
+            pread_exact(fd, &mut buf, off, &job.path)?;
         }
-        if job.latency {
-            t = rec.record(ops.io, t, job.block);
+        let mut slow = false;
+        if C::ON {
+            let e = clk.now();
+            let ns = clk.ns(t, e);
+            rec.add(ops.io, ns, job.block, at);
+            slow = ns > 1_000_000;
+            t = e;
         } else {
             untimed += 1;
         }
         if job.verify && !writes {
             pattern::check_block(&buf, job.seed, job.file_id, off)
                 .map_err(|m| verify_failure(&job.path, &m))?;
-            t = Instant::now();
+            t = clk.now();
         }
         if every > 0 && (i + 1) % every == 0 && i + 1 < n {
-            fsync(&fd, rec, ops, &job.path)?;
-            t = Instant::now();
+            fsync(fd, rec, ops, &job.path)?;
+            slow = true;
+            t = clk.now();
         }
-        if let Some(d) = job.deadline {
-            let now = if job.latency {
-                t
-            } else if i & 63 == 63 {
-                Instant::now()
-            } else {
-                continue;
-            };
-            if now >= d {
+        if slow || i & mask == mask {
+            at = Instant::now();
+            if job.deadline.is_some_and(|d| at >= d) {
                 break;
             }
-        }
-        if i & 1023 == 1023 && rec.should_stop() {
-            rec.check()?;
-            break;
+            if rec.should_stop() {
+                rec.check()?;
+                break;
+            }
         }
     }
     if untimed > 0 {
         rec.count_untimed(ops.io, untimed, untimed * job.block);
-    }
-    if writes && job.fsync != FsyncPolicy::None {
-        fsync(&fd, rec, ops, &job.path)?;
     }
     Ok(())
 }

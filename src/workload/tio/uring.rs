@@ -11,6 +11,7 @@ use anyhow::Result;
 use io_uring::{opcode, types, IoUring};
 use nix::errno::Errno;
 
+use super::clock::{self, Stamp};
 use super::{
     fill_blocks, io_failure, noise, pattern, psync, verify_failure, FsyncPolicy, Job, Ops,
 };
@@ -73,6 +74,25 @@ pub(crate) fn run(job: &Job, rec: &mut Recorder, ops: Ops) -> Result<()> {
     let t_open = Instant::now();
     let fd = job.open()?;
     rec.record(ops.open, t_open, 0);
+    match (job.latency, clock::tsc()) {
+        (false, _) => io_loop(job, rec, ops, &fd, &clock::Off)?,
+        (true, Some(tsc)) => io_loop(job, rec, ops, &fd, tsc)?,
+        (true, None) => io_loop(job, rec, ops, &fd, &clock::Std)?,
+    }
+    if job.mode.writes() && job.fsync != FsyncPolicy::None {
+        psync::fsync(&fd, rec, ops, &job.path)?;
+    }
+    Ok(())
+}
+
+/// The request loop with `iodepth` requests in flight, timed by `clk`.
+fn io_loop<C: Stamp>(
+    job: &Job,
+    rec: &mut Recorder,
+    ops: Ops,
+    fd: &std::os::fd::OwnedFd,
+    clk: &C,
+) -> Result<()> {
     let depth = job.iodepth.max(1) as usize;
     let mut ring = IoUring::new((depth as u32).next_power_of_two()).map_err(|e| {
         anyhow::Error::new(SystemFailure(format!(
@@ -93,7 +113,7 @@ pub(crate) fn run(job: &Job, rec: &mut Recorder, ops: Ops) -> Result<()> {
         _ => 0,
     };
     // Per slot: the offset and submission time of the request using that buffer.
-    let mut slots: Vec<Option<(u64, Instant)>> = vec![None; depth];
+    let mut slots: Vec<Option<(u64, C::T)>> = vec![None; depth];
     let mut free: Vec<usize> = (0..depth).rev().collect();
     let (mut next, mut inflight, mut untimed) = (0u64, 0usize, 0u64);
     let mut stopped = false;
@@ -101,6 +121,9 @@ pub(crate) fn run(job: &Job, rec: &mut Recorder, ops: Ops) -> Result<()> {
     // Requests are issued up to `batch_end`; with fsync every N writes, each batch of N is
     // drained and fsynced before the next begins.
     let mut batch_end = if every > 0 { every.min(n) } else { n };
+    // The wall clock for the per-second series and the deadline, refreshed every 64 batches.
+    // (Also after a millisecond: slow devices must not overrun --time by much.)
+    let (mut now, mut batches, mut refreshed) = (Instant::now(), 0u64, clk.now());
     let result = (|| -> Result<()> {
         loop {
             while !stopped && next < batch_end && !free.is_empty() {
@@ -126,7 +149,7 @@ pub(crate) fn run(job: &Job, rec: &mut Recorder, ops: Ops) -> Result<()> {
                     free.push(s);
                     break;
                 }
-                slots[s] = Some((off, Instant::now()));
+                slots[s] = Some((off, clk.now()));
                 next += 1;
                 inflight += 1;
             }
@@ -135,7 +158,7 @@ pub(crate) fn run(job: &Job, rec: &mut Recorder, ops: Ops) -> Result<()> {
                     break;
                 }
                 // A batch boundary, drained: fsync, then open the next batch.
-                psync::fsync(&fd, rec, ops, &job.path)?;
+                psync::fsync(fd, rec, ops, &job.path)?;
                 batch_end = (batch_end + every.max(1)).min(n);
                 continue;
             }
@@ -149,7 +172,12 @@ pub(crate) fn run(job: &Job, rec: &mut Recorder, ops: Ops) -> Result<()> {
             for cqe in ring.completion() {
                 reaped.push((cqe.user_data(), cqe.result()));
             }
-            let now = Instant::now();
+            let stamp = clk.now();
+            batches += 1;
+            if batches & 63 == 0 || (C::ON && clk.ns(refreshed, stamp) > 1_000_000) {
+                now = Instant::now();
+                refreshed = stamp;
+            }
             for (ud, res) in reaped {
                 let s = ud as usize;
                 let (off, t0) = slots[s].take().expect("a completion for a submitted slot");
@@ -169,13 +197,8 @@ pub(crate) fn run(job: &Job, rec: &mut Recorder, ops: Ops) -> Result<()> {
                         psync::pread_exact(&fd, &mut b[done..], off + done as u64, &job.path)?;
                     }
                 }
-                if job.latency {
-                    rec.add(
-                        ops.io,
-                        now.saturating_duration_since(t0).as_nanos() as u64,
-                        job.block,
-                        now,
-                    );
+                if C::ON {
+                    rec.add(ops.io, clk.ns(t0, stamp), job.block, now);
                 } else {
                     untimed += 1;
                 }
@@ -208,9 +231,6 @@ pub(crate) fn run(job: &Job, rec: &mut Recorder, ops: Ops) -> Result<()> {
     rec.check()?;
     if untimed > 0 {
         rec.count_untimed(ops.io, untimed, untimed * job.block);
-    }
-    if writes && job.fsync != FsyncPolicy::None {
-        psync::fsync(&fd, rec, ops, &job.path)?;
     }
     Ok(())
 }
