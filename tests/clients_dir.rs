@@ -2,6 +2,8 @@
 //! counts per kind as the real dbench on the same loadfile, the built-in mix, and malformed
 //! loadfiles refused with their line number.
 
+#![allow(clippy::unwrap_used)]
+
 mod support;
 
 use std::collections::BTreeMap;

@@ -2,6 +2,8 @@
 //! each mkfs; skips with a printed reason otherwise, fails under CI): the built-in mix and a
 //! small dbench loadfile, each on a fresh filesystem.
 
+#![allow(clippy::unwrap_used)]
+
 mod support;
 
 use support::{have_fs, json_of, Sandbox};

@@ -1,6 +1,8 @@
 //! `fsgauge bench tio` in an existing directory (`--dir`): needs no root. Exact counts with
 //! many threads, the io_uring engine, verification with a corrupted block, and bad input.
 
+#![allow(clippy::unwrap_used)]
+
 mod support;
 
 use serde_json::Value;

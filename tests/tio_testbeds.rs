@@ -3,6 +3,8 @@
 //! with a fresh filesystem per cell and the layout record, and verification catching a
 //! corrupted block.
 
+#![allow(clippy::unwrap_used)]
+
 mod support;
 
 use support::{have_fs, json_of, Sandbox};

@@ -192,9 +192,9 @@ fn io_loop<C: Stamp>(
                     // Short transfer: finish the block synchronously, as fio requeues the rest.
                     let done = res as usize;
                     if writes {
-                        psync::pwrite_all(&fd, &b[done..], off + done as u64, &job.path)?;
+                        psync::pwrite_all(fd, &b[done..], off + done as u64, &job.path)?;
                     } else {
-                        psync::pread_exact(&fd, &mut b[done..], off + done as u64, &job.path)?;
+                        psync::pread_exact(fd, &mut b[done..], off + done as u64, &job.path)?;
                     }
                 }
                 if C::ON {
