@@ -145,3 +145,65 @@ mod tests {
         );
     }
 }
+
+#[cfg(test)]
+#[allow(clippy::unwrap_used)]
+mod cost {
+    use super::*;
+    use crate::measure::{Devices, OpDef, PhaseMeter, Progress};
+
+    /// What timing and recording one request costs, in nanoseconds (run with
+    /// `cargo test --release -- --ignored --nocapture recording_cost`).
+    #[test]
+    #[ignore]
+    fn recording_cost() {
+        let meter = PhaseMeter::start(
+            "x",
+            &[OpDef::primary("read")],
+            &Devices::default(),
+            None,
+            &Progress::hidden(),
+        );
+        let mut rec = meter.recorder(0);
+        let op = rec.op("read");
+        let n = 20_000_000u64;
+        let at = Instant::now();
+        let t = Instant::now();
+        for i in 0..n {
+            rec.add(op, 900 + (i & 255), 4096, at);
+        }
+        let add = t.elapsed().as_nanos() as f64 / n as f64;
+        let mut h = crate::measure::new_histogram();
+        let t = Instant::now();
+        for i in 0..n {
+            h.saturating_record(std::hint::black_box(900 + (i & 255)));
+        }
+        let hist = t.elapsed().as_nanos() as f64 / n as f64;
+        let t = Instant::now();
+        for i in 0..n {
+            let s = std::hint::black_box(at)
+                .saturating_duration_since(t)
+                .as_secs();
+            std::hint::black_box(s + i);
+        }
+        let series = t.elapsed().as_nanos() as f64 / n as f64;
+        eprintln!("histogram record {hist:.1} ns, series second {series:.1} ns");
+        let t = Instant::now();
+        let mut x = 0u64;
+        for _ in 0..n {
+            x = x.wrapping_add(std::hint::black_box(Instant::now()).elapsed().as_nanos() as u64);
+        }
+        let std_pair = t.elapsed().as_nanos() as f64 / n as f64 / 2.0;
+        let tsc_ns = tsc().map(|c| {
+            let t = Instant::now();
+            for _ in 0..n {
+                x = x.wrapping_add(std::hint::black_box(c.now()));
+            }
+            t.elapsed().as_nanos() as f64 / n as f64
+        });
+        eprintln!(
+            "Recorder::add {add:.1} ns, Instant::now {std_pair:.1} ns, TSC read {tsc_ns:?} ns ({})",
+            x & 1
+        );
+    }
+}

@@ -234,3 +234,26 @@ fn io_loop<C: Stamp>(
     }
     Ok(())
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_probe_that_cannot_run_says_why() {
+        let e = probe(Path::new("/nonexistent-dir/probe"), false, 4)
+            .expect_err("there is no such directory");
+        assert!(e.contains("probe file"), "{e}");
+    }
+
+    #[test]
+    fn the_probe_passes_where_io_uring_works() {
+        if let Err(e) = kernel_check(4) {
+            eprintln!("skipped: {e}");
+            return;
+        }
+        let dir = tempfile::tempdir_in("/var/tmp").expect("a temporary directory");
+        let r = probe(&dir.path().join("probe"), false, 4);
+        assert_eq!(r, Ok(()));
+    }
+}
