@@ -900,7 +900,16 @@ impl Workload for Tio {
                 }
             }
         }
-        for cell in self.cell_list() {
+        let cells = self.cell_list();
+        if !self.direct
+            && ctx.cold_mode() == super::ColdMode::None
+            && cells.iter().any(|c| !c.mode.writes())
+        {
+            ctx.warn(
+                "read cells ran with --cold none: the files were just written, so reads may come from the page cache; use --cold drop (or --direct) to measure the filesystem",
+            );
+        }
+        for cell in cells {
             self.run_cell(ctx, cell, engine)?;
         }
         Ok(())
