@@ -4,6 +4,7 @@
 //! A workload gets a [`RunContext`]: its own directory on the target, the seed, the cold-cache
 //! rule, and [`RunContext::phase`] to run a measured phase on one or more workers.
 
+pub mod clients;
 mod context;
 pub mod create;
 pub mod dirstream;
@@ -11,6 +12,7 @@ pub mod fdtree;
 pub mod interleave;
 pub mod names;
 pub mod registry;
+pub mod tio;
 pub mod tree;
 
 use anyhow::Result;

@@ -48,6 +48,16 @@ pub fn kinds() -> &'static [WorkloadKind] {
             about: "fs_mark-style small-file creation rate, latency per syscall",
             build: build::<super::create::Create>,
         },
+        WorkloadKind {
+            name: "tio",
+            about: "block-reservation study: threaded I/O (tiobench), threads x mode x block",
+            build: build::<super::tio::Tio>,
+        },
+        WorkloadKind {
+            name: "clients",
+            about: "block-reservation study: N clients replaying a dbench loadfile or a file-server mix",
+            build: build::<super::clients::Clients>,
+        },
     ]
 }
 

@@ -6,9 +6,11 @@ use std::process::ExitCode;
 use anyhow::Result;
 use clap::Subcommand;
 
+mod clients;
 mod create;
 mod fdtree;
 mod interleave;
+mod tio;
 mod tree;
 
 use super::common::{RunArgs, TestbedArgs};
@@ -41,6 +43,18 @@ pub enum BenchCmd {
     /// fs_mark-style small-file creation rate: per file open(O_CREAT), writes, optional fsync,
     /// close, each syscall timed on its own; then a remove phase (after --cold).
     Create(create::CreateArgs),
+    /// The block-reservation study's threaded I/O (tiobench): threads × mode × block size,
+    /// each combination one measured phase (a fresh filesystem per cell with --fs), with
+    /// MB/s, IOPS, latency percentiles, requests over 2 s and 10 s, CPU efficiency and the
+    /// block layout of every written file.
+    ///
+    /// The study's sweep: --threads 1,4,8,16,32,64 --mode seqwrite,randwrite,seqread,randread
+    /// --block 4K,128K.
+    Tio(tio::TioArgs),
+    /// The block-reservation study's client load (dbench): N clients, each in its own
+    /// directory, replay a dbench loadfile (--loadfile) or the built-in file-server-like mix;
+    /// MB/s, and per operation kind count, mean and max latency and percentiles.
+    Clients(clients::ClientsArgs),
 }
 
 /// Runs a workload with the shared flags and prints it.
@@ -57,5 +71,7 @@ pub fn run(cmd: BenchCmd) -> Result<ExitCode> {
         BenchCmd::Fdtree(a) => bench(&a.testbed, &a.run, &a.workload()),
         BenchCmd::Interleave(a) => bench(&a.testbed, &a.run, &a.workload()),
         BenchCmd::Create(a) => bench(&a.testbed, &a.run, &a.workload()),
+        BenchCmd::Tio(a) => tio::run(a),
+        BenchCmd::Clients(a) => clients::run(a),
     }
 }

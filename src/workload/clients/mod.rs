@@ -1,0 +1,726 @@
+//! `clients`: concurrent client load in the manner of dbench, the second benchmark of the
+//! block-reservation study (seed study 2: dbench throughput at 1–64 clients, "4 clients from
+//! 144 to 286 MB/s").
+//!
+//! N clients, each a thread working in its own directory (`clients/clientN`), replay a stream
+//! of file operations: a dbench loadfile ([`loadfile`], the format of the `client.txt` the
+//! Debian dbench package installs) or the built-in file-server-like [`mix`]. Each operation is
+//! done the way dbench's own file backend (`fileio.c`) does it — the same system calls, the
+//! same name resolution, the same treatment of expected failures — so that on the same
+//! loadfile and client count fsgauge and dbench perform the same operations, kind for kind.
+//! Results: MB/s (bytes read and written over wall time, as dbench reports) and, per operation
+//! kind, count, mean and max latency (dbench's table) plus percentiles.
+//!
+//! Each client count is one phase (`clients-4`). A pass ends at the loadfile's end and the next
+//! begins at its start, until `--time` runs out or `--loops` passes are done.
+
+pub mod loadfile;
+pub mod mix;
+pub mod table;
+
+use std::collections::HashMap;
+use std::ffi::CString;
+use std::os::fd::{AsRawFd, FromRawFd, OwnedFd};
+use std::os::unix::ffi::OsStrExt;
+use std::path::{Path, PathBuf};
+use std::sync::{Arc, Mutex, OnceLock};
+use std::time::{Duration, Instant};
+
+use anyhow::{Context, Result};
+use nix::errno::Errno;
+use serde::{Deserialize, Serialize};
+
+use super::{RunContext, Workload};
+use crate::error::{bad_input, SystemFailure};
+use crate::measure::{OpDef, OpId, Recorder};
+use loadfile::{Kind, Op};
+
+/// An operation stream shared by every client.
+type Stream = Arc<Vec<Op>>;
+
+/// Parameters of the clients workload.
+#[derive(Debug, Clone, Serialize, Deserialize, PartialEq)]
+#[serde(default, deny_unknown_fields)]
+pub struct Clients {
+    /// Client counts of the sweep.
+    pub clients: Vec<u32>,
+    /// A dbench loadfile; the built-in mix when absent.
+    pub loadfile: Option<PathBuf>,
+    /// Each phase's duration, seconds (a pass in progress stops when it runs out).
+    #[serde(deserialize_with = "de_opt_seconds")]
+    pub time: Option<f64>,
+    /// Passes over the operation stream per client (exactly; ends the phase before `time`).
+    pub loops: Option<u64>,
+    /// Built-in mix: directories per client.
+    pub mix_dirs: u32,
+    /// Built-in mix: files per client.
+    pub mix_files: u32,
+    /// Built-in mix: transactions per pass.
+    pub mix_ops: u32,
+    /// With a testbed, a new filesystem for every client count (each its own run).
+    pub fresh_fs: bool,
+}
+
+impl Default for Clients {
+    fn default() -> Self {
+        Self {
+            clients: vec![1, 4],
+            loadfile: None,
+            time: Some(60.0),
+            loops: None,
+            mix_dirs: 8,
+            mix_files: 100,
+            mix_ops: 2000,
+            fresh_fs: true,
+        }
+    }
+}
+
+fn de_opt_seconds<'de, D: serde::Deserializer<'de>>(d: D) -> Result<Option<f64>, D::Error> {
+    #[derive(Deserialize)]
+    #[serde(untagged)]
+    enum Raw {
+        N(f64),
+        S(String),
+    }
+    match Option::<Raw>::deserialize(d)? {
+        None => Ok(None),
+        Some(Raw::N(n)) => Ok(Some(n)),
+        Some(Raw::S(s)) => crate::units::parse_duration(&s)
+            .map(|d| Some(d.as_secs_f64()))
+            .map_err(serde::de::Error::custom),
+    }
+}
+
+const DEFS: [OpDef; 17] = [
+    OpDef::primary("NTCreateX"),
+    OpDef::primary("Close"),
+    OpDef::primary("Rename"),
+    OpDef::primary("Unlink"),
+    OpDef::primary("Deltree"),
+    OpDef::primary("Mkdir"),
+    OpDef::primary("Rmdir"),
+    OpDef::primary("Qpathinfo"),
+    OpDef::primary("Qfileinfo"),
+    OpDef::primary("Qfsinfo"),
+    OpDef::primary("Sfileinfo"),
+    OpDef::primary("Find"),
+    OpDef::primary("WriteX"),
+    OpDef::primary("ReadX"),
+    OpDef::primary("LockX"),
+    OpDef::primary("UnlockX"),
+    OpDef::primary("Flush"),
+];
+
+/// Parsed loadfiles, by path: a sweep checks and runs the same file many times.
+fn cached_load(path: &Path) -> Result<Arc<Vec<Op>>> {
+    static CACHE: OnceLock<Mutex<HashMap<PathBuf, Arc<Vec<Op>>>>> = OnceLock::new();
+    let cache = CACHE.get_or_init(Default::default);
+    if let Some(v) = cache.lock().unwrap_or_else(|p| p.into_inner()).get(path) {
+        return Ok(Arc::clone(v));
+    }
+    let ops = Arc::new(loadfile::load(path)?);
+    cache
+        .lock()
+        .unwrap_or_else(|p| p.into_inner())
+        .insert(path.to_path_buf(), Arc::clone(&ops));
+    Ok(ops)
+}
+
+/// A failure of the filesystem under test during replay (exit 1).
+fn failure(client: usize, op: &Op, what: String) -> anyhow::Error {
+    anyhow::Error::new(SystemFailure(format!(
+        "client {client}, operation {} (line {}): {what}",
+        op.kind.name(),
+        op.line
+    )))
+}
+
+fn cstr(p: &Path) -> CString {
+    CString::new(p.as_os_str().as_bytes()).unwrap_or_else(|_| CString::from(c"/nonexistent"))
+}
+
+fn last() -> Errno {
+    Errno::last()
+}
+
+const FILE_CREATE: i64 = 2;
+const FILE_OVERWRITE: i64 = 4;
+const FILE_OVERWRITE_IF: i64 = 5;
+const FILE_DIRECTORY_FILE: i64 = 0x1;
+/// dbench's file table size per client.
+const MAX_FILES: usize = 200;
+
+/// One client's replay state: its name, open handles and buffers.
+struct Client<'a> {
+    id: usize,
+    root: &'a Path,
+    name: String,
+    handles: Vec<(i64, OwnedFd, PathBuf)>,
+    zeros: Vec<u8>,
+    rbuf: Vec<u8>,
+    ids: [OpId; 17],
+    /// Operations that ended otherwise than the stream expected, and the first few of them.
+    unexpected: u64,
+    notes: Vec<String>,
+}
+
+impl<'a> Client<'a> {
+    fn new(id: usize, root: &'a Path, rec: &Recorder) -> Self {
+        let ids = DEFS.map(|d| rec.op(d.name));
+        Self {
+            id,
+            root,
+            name: format!("client{id}"),
+            handles: Vec::new(),
+            zeros: Vec::new(),
+            rbuf: Vec::new(),
+            ids,
+            unexpected: 0,
+            notes: Vec::new(),
+        }
+    }
+
+    /// The stream's path for this client: under the run directory, `client1` renamed.
+    fn path(&self, rel: &str) -> PathBuf {
+        let mut s = self.root.as_os_str().to_owned();
+        s.push(rel.replace("client1", &self.name));
+        PathBuf::from(s)
+    }
+
+    fn note(&mut self, op: &Op, what: String) {
+        self.unexpected += 1;
+        if self.notes.len() < 5 {
+            self.notes
+                .push(format!("client {} line {}: {what}", self.id, op.line));
+        }
+    }
+
+    fn handle(&self, op: &Op) -> Result<usize> {
+        let h = op.params[0];
+        self.handles
+            .iter()
+            .position(|(x, _, _)| *x == h)
+            .ok_or_else(|| {
+                failure(
+                    self.id,
+                    op,
+                    format!("handle {h} is not open (its NTCreateX failed or never happened)"),
+                )
+            })
+    }
+
+    fn kind_id(&self, k: Kind) -> OpId {
+        let i = Kind::COUNTED
+            .iter()
+            .position(|c| *c == k)
+            .expect("only counted kinds are recorded");
+        self.ids[i]
+    }
+
+    /// Runs one operation and records it; returns bytes moved.
+    fn exec(&mut self, op: &Op, rec: &mut Recorder) -> Result<()> {
+        if op.kind == Kind::Sleep {
+            std::thread::sleep(Duration::from_micros(op.params[0].max(0) as u64));
+            return Ok(());
+        }
+        let t0 = Instant::now();
+        let bytes = self.run(op)?;
+        let id = self.kind_id(op.kind);
+        rec.record(id, t0, bytes);
+        Ok(())
+    }
+
+    fn run(&mut self, op: &Op) -> Result<u64> {
+        let p = op.path.as_deref().map(|r| self.path(r));
+        let path = || p.clone().unwrap_or_default();
+        match op.kind {
+            Kind::NtCreateX => self.create(op, &path())?,
+            Kind::Close => {
+                let i = self.handle(op)?;
+                let (_, fd, _) = self.handles.swap_remove(i);
+                drop(fd);
+            }
+            Kind::Rename => {
+                let (a, b) = (path(), self.path(op.path2.as_deref().unwrap_or_default()));
+                resolve_name(&a);
+                resolve_name(&b);
+                let ok = std::fs::rename(&a, &b);
+                self.expect_outcome(op, ok.is_ok(), || {
+                    format!("rename {} {}: {}", a.display(), b.display(), err_text(&ok))
+                })?;
+            }
+            Kind::Unlink => {
+                let a = path();
+                resolve_name(&a);
+                let ok = std::fs::remove_file(&a);
+                self.expect_outcome(op, ok.is_ok(), || {
+                    format!("unlink {}: {}", a.display(), err_text(&ok))
+                })?;
+            }
+            Kind::Rmdir => {
+                let a = path();
+                resolve_name(&a);
+                let ok = std::fs::remove_dir(&a);
+                self.expect_outcome(op, ok.is_ok(), || {
+                    format!("rmdir {}: {}", a.display(), err_text(&ok))
+                })?;
+            }
+            Kind::Mkdir => {
+                let a = path();
+                resolve_name(&a);
+                let c = cstr(&a);
+                // SAFETY: mkdir(2) on a NUL-terminated path; the result is ignored as dbench does.
+                unsafe { libc::mkdir(c.as_ptr(), 0o777) };
+            }
+            Kind::Deltree => deltree(&path()),
+            Kind::Qpathinfo => resolve_name(&path()),
+            Kind::Qfileinfo => {
+                let i = self.handle(op)?;
+                let _ = nix::sys::stat::fstat(self.handles[i].1.as_raw_fd());
+            }
+            Kind::Qfsinfo => {
+                let _ = nix::sys::statvfs::statvfs(self.root);
+            }
+            Kind::Sfileinfo => {
+                let i = self.handle(op)?;
+                let (_, fd, name) = &self.handles[i];
+                if let Ok(st) = nix::sys::stat::fstat(fd.as_raw_fd()) {
+                    let c = cstr(name);
+                    let tm = libc::utimbuf {
+                        actime: st.st_atime - 10,
+                        modtime: st.st_mtime - 12,
+                    };
+                    // SAFETY: utime(2) on a NUL-terminated path with a valid utimbuf.
+                    unsafe { libc::utime(c.as_ptr(), &tm) };
+                }
+            }
+            Kind::Find => {
+                let a = path();
+                resolve_name(&a);
+                let s = op.path.as_deref().unwrap_or_default();
+                if s.contains(['<', '>', '*', '?', '"']) {
+                    if let Some(parent) = a.parent() {
+                        if let Ok(rd) = std::fs::read_dir(parent) {
+                            let max = op.params[1].max(0) as usize;
+                            // dbench reads up to maxcnt entries, `.` and `..` included.
+                            let _ = rd.take(max.saturating_sub(2)).count();
+                        }
+                    }
+                }
+            }
+            Kind::WriteX => {
+                let i = self.handle(op)?;
+                let (off, size, want) = (op.params[1], op.params[2].max(0) as usize, op.params[3]);
+                if self.zeros.len() < size {
+                    self.zeros.resize(size, 0);
+                }
+                let fd = self.handles[i].1.as_raw_fd();
+                // SAFETY: pwrite(2) from a live buffer of at least `size` bytes.
+                let r = unsafe {
+                    libc::pwrite(fd, self.zeros.as_ptr().cast(), size, off as libc::off_t)
+                };
+                if r < 0 {
+                    let e = last();
+                    return Err(failure(
+                        self.id,
+                        op,
+                        format!(
+                            "write {} at offset {off}: {e} ({})",
+                            self.handles[i].2.display(),
+                            e.desc()
+                        ),
+                    ));
+                }
+                if r as i64 != want {
+                    return Err(failure(
+                        self.id,
+                        op,
+                        format!(
+                            "wrote {r} bytes to {}, the loadfile expects {want}",
+                            self.handles[i].2.display()
+                        ),
+                    ));
+                }
+                return Ok(size as u64);
+            }
+            Kind::ReadX => {
+                let i = self.handle(op)?;
+                let (off, size, want) = (op.params[1], op.params[2].max(0) as usize, op.params[3]);
+                if self.rbuf.len() < size {
+                    self.rbuf.resize(size, 0);
+                }
+                let fd = self.handles[i].1.as_raw_fd();
+                // SAFETY: pread(2) into a live buffer of at least `size` bytes.
+                let r = unsafe {
+                    libc::pread(fd, self.rbuf.as_mut_ptr().cast(), size, off as libc::off_t)
+                };
+                if r as i64 != want {
+                    let name = self.handles[i].2.display().to_string();
+                    self.note(
+                        op,
+                        format!("read {name} at {off}: got {r} bytes, expected {want}"),
+                    );
+                }
+                // dbench counts the requested size whatever the read returned.
+                return Ok(size as u64);
+            }
+            Kind::LockX | Kind::UnlockX => {
+                let i = self.handle(op)?;
+                let lock = libc::flock {
+                    l_type: if op.kind == Kind::LockX {
+                        libc::F_WRLCK as i16
+                    } else {
+                        libc::F_UNLCK as i16
+                    },
+                    l_whence: libc::SEEK_SET as i16,
+                    l_start: (op.params[1] as u32) as libc::off_t,
+                    l_len: op.params[2] as libc::off_t,
+                    l_pid: 0,
+                };
+                // SAFETY: fcntl(2) F_SETLKW with a valid struct flock.
+                unsafe { libc::fcntl(self.handles[i].1.as_raw_fd(), libc::F_SETLKW, &lock) };
+            }
+            Kind::Flush => {
+                let i = self.handle(op)?;
+                let _ = nix::unistd::fsync(self.handles[i].1.as_raw_fd());
+            }
+            Kind::Sleep => {}
+        }
+        Ok(0)
+    }
+
+    fn expect_outcome(&mut self, op: &Op, ok: bool, what: impl FnOnce() -> String) -> Result<()> {
+        if ok != op.expect_ok {
+            let expected = if op.expect_ok { "success" } else { "a failure" };
+            return Err(failure(
+                self.id,
+                op,
+                format!("{} (the loadfile expects {expected})", what()),
+            ));
+        }
+        Ok(())
+    }
+
+    /// NTCreateX: open or create as dbench's file backend maps the SMB dispositions.
+    fn create(&mut self, op: &Op, path: &Path) -> Result<()> {
+        let (options, disposition, fnum) = (op.params[0], op.params[1], op.params[2]);
+        resolve_name(path);
+        let mut flags = libc::O_RDWR | libc::O_CLOEXEC;
+        if disposition == FILE_CREATE {
+            flags |= libc::O_CREAT;
+        }
+        if disposition == FILE_OVERWRITE || disposition == FILE_OVERWRITE_IF {
+            flags |= libc::O_CREAT | libc::O_TRUNC;
+        }
+        let c = cstr(path);
+        if options & FILE_DIRECTORY_FILE != 0 {
+            // SAFETY: mkdir(2) on a NUL-terminated path; an existing directory is fine.
+            unsafe { libc::mkdir(c.as_ptr(), 0o700) };
+            flags = libc::O_RDONLY | libc::O_DIRECTORY | libc::O_CLOEXEC;
+        }
+        // SAFETY: open(2) on a NUL-terminated path.
+        let mut fd = unsafe { libc::open(c.as_ptr(), flags, 0o600) };
+        if fd < 0 && last() == Errno::EISDIR {
+            // SAFETY: as above.
+            fd = unsafe {
+                libc::open(
+                    c.as_ptr(),
+                    libc::O_RDONLY | libc::O_DIRECTORY | libc::O_CLOEXEC,
+                    0o600,
+                )
+            };
+        }
+        if fd < 0 {
+            let e = last();
+            if op.expect_ok {
+                self.note(op, format!("open {} failed: {e}", path.display()));
+            }
+            return Ok(());
+        }
+        // SAFETY: a fresh descriptor nothing else owns.
+        let fd = unsafe { OwnedFd::from_raw_fd(fd) };
+        if !op.expect_ok {
+            self.note(
+                op,
+                format!(
+                    "open {} succeeded, the loadfile expects a failure",
+                    path.display()
+                ),
+            );
+            return Ok(());
+        }
+        if self.handles.len() >= MAX_FILES {
+            return Err(failure(self.id, op, format!(
+                "more than {MAX_FILES} files open at once (dbench's file table is full); the loadfile does not close its files"
+            )));
+        }
+        self.handles.push((fnum, fd, path.to_path_buf()));
+        Ok(())
+    }
+}
+
+fn err_text(r: &std::io::Result<()>) -> String {
+    match r {
+        Ok(()) => "succeeded".into(),
+        Err(e) => e.to_string(),
+    }
+}
+
+/// dbench's simulation of an SMB server's name resolution: stat the name, and when it does
+/// not exist, scan its directory for a case-insensitive match.
+fn resolve_name(path: &Path) {
+    if std::fs::metadata(path).is_ok() {
+        return;
+    }
+    let (Some(dir), Some(name)) = (path.parent(), path.file_name()) else {
+        return;
+    };
+    let want = name.to_string_lossy().to_lowercase();
+    if let Ok(rd) = std::fs::read_dir(dir) {
+        for e in rd.flatten() {
+            if e.file_name().to_string_lossy().to_lowercase() == want {
+                break;
+            }
+        }
+    }
+}
+
+/// Removes everything below `path` (errors ignored, as dbench's Deltree does).
+fn deltree(path: &Path) {
+    let Ok(rd) = std::fs::read_dir(path) else {
+        return;
+    };
+    for e in rd.flatten() {
+        let p = e.path();
+        match std::fs::symlink_metadata(&p) {
+            Ok(md) if md.is_dir() => {
+                deltree(&p);
+                let _ = std::fs::remove_dir(&p);
+            }
+            Ok(_) => {
+                let _ = std::fs::remove_file(&p);
+            }
+            Err(_) => {}
+        }
+    }
+}
+
+/// Replays `ops` as client `id` until `loops` passes are done or `deadline` passes; returns
+/// completed passes.
+fn replay(
+    client: &mut Client,
+    ops: &[Op],
+    rec: &mut Recorder,
+    loops: Option<u64>,
+    deadline: Option<Instant>,
+) -> Result<u64> {
+    let mut passes = 0u64;
+    'outer: loop {
+        if loops.is_some_and(|l| passes >= l) {
+            break;
+        }
+        for (i, op) in ops.iter().enumerate() {
+            if i & 255 == 0 && rec.should_stop() {
+                rec.check()?;
+                break 'outer;
+            }
+            if deadline.is_some_and(|d| Instant::now() >= d) {
+                break 'outer;
+            }
+            client.exec(op, rec)?;
+        }
+        passes += 1;
+    }
+    // Handles left open at the end are closed as the process exit would close them.
+    client.handles.clear();
+    Ok(passes)
+}
+
+impl Clients {
+    /// One workload per client count, for running each on a fresh filesystem.
+    pub fn cells(&self) -> Vec<Clients> {
+        self.clients
+            .iter()
+            .map(|&c| Clients {
+                clients: vec![c],
+                ..self.clone()
+            })
+            .collect()
+    }
+
+    /// True when callers should run each client count on its own fresh testbed.
+    pub fn split_per_cell(&self) -> bool {
+        self.fresh_fs && self.clients.len() > 1
+    }
+
+    fn shape(&self) -> mix::MixShape {
+        mix::MixShape {
+            dirs: self.mix_dirs,
+            files: self.mix_files,
+            ops: self.mix_ops,
+        }
+    }
+
+    fn program(&self, seed: u64) -> Result<(Stream, Stream)> {
+        match &self.loadfile {
+            Some(p) => Ok((Arc::new(Vec::new()), cached_load(p)?)),
+            None => {
+                let (s, b) = mix::program(seed, self.shape());
+                Ok((Arc::new(s), Arc::new(b)))
+            }
+        }
+    }
+
+    fn run_count(&self, ctx: &mut RunContext, n: u32) -> Result<()> {
+        let (setup, body) = self.program(ctx.seed())?;
+        let root = ctx.root().to_path_buf();
+        if !setup.is_empty() {
+            ctx.phase(&format!("setup-c{n}"), &DEFS, None, n as usize, |i, rec| {
+                let mut c = Client::new(i, &root, rec);
+                replay(&mut c, &setup, rec, Some(1), None).map(drop)
+            })?;
+            ctx.make_cold()?;
+        }
+        let notes: Mutex<(u64, Vec<String>, u64)> = Mutex::new((0, Vec::new(), 0));
+        let (time, loops) = (self.time, self.loops);
+        let phase = ctx.phase(
+            &format!("clients-{n}"),
+            &DEFS,
+            None,
+            n as usize,
+            |i, rec| {
+                let deadline = time.map(|t| Instant::now() + Duration::from_secs_f64(t));
+                let mut c = Client::new(i, &root, rec);
+                let passes = replay(&mut c, &body, rec, loops, deadline)?;
+                let mut g = notes.lock().unwrap_or_else(|p| p.into_inner());
+                g.0 += c.unexpected;
+                g.2 += passes;
+                let room = 5usize.saturating_sub(g.1.len());
+                g.1.extend(c.notes.into_iter().take(room));
+                Ok(())
+            },
+        )?;
+        let (unexpected, first, passes) = notes.into_inner().unwrap_or_else(|p| p.into_inner());
+        phase.extra.insert("clients".into(), n as f64);
+        phase
+            .extra
+            .insert("mb_per_s".into(), phase.bytes_per_s / 1e6);
+        phase.extra.insert("passes".into(), passes as f64);
+        phase
+            .extra
+            .insert("unexpected_status".into(), unexpected as f64);
+        if unexpected > 0 {
+            ctx.warn(format!(
+                "clients-{n}: {unexpected} operation(s) ended otherwise than the loadfile expects (as dbench, the replay went on); first: {}",
+                first.join("; ")
+            ));
+        }
+        // dbench's cleanup: every client's directory goes (not measured).
+        let dir = root.join("clients");
+        if dir.exists() {
+            std::fs::remove_dir_all(&dir).with_context(|| format!("removing {}", dir.display()))?;
+        }
+        Ok(())
+    }
+}
+
+impl Workload for Clients {
+    fn kind(&self) -> &'static str {
+        "clients"
+    }
+
+    fn params(&self) -> serde_json::Value {
+        serde_json::to_value(self).expect("plain struct serializes")
+    }
+
+    fn validate(&self) -> Result<()> {
+        if self.clients.is_empty() {
+            return Err(bad_input("--clients needs at least one count"));
+        }
+        if let Some(&c) = self.clients.iter().find(|&&c| c == 0 || c > 4096) {
+            return Err(bad_input(format!("--clients {c}: use 1 to 4096 clients")));
+        }
+        if self.time.is_none() && self.loops.is_none() {
+            return Err(bad_input(
+                "give --time or --loops (or both), or the run would never end",
+            ));
+        }
+        if let Some(t) = self.time {
+            if t.is_nan() || t <= 0.0 {
+                return Err(bad_input("--time must be more than 0s"));
+            }
+        }
+        if self.loops == Some(0) {
+            return Err(bad_input("--loops must be 1 or more"));
+        }
+        if let Some(p) = &self.loadfile {
+            cached_load(p)?;
+        } else if self.mix_files == 0 || self.mix_ops == 0 || self.mix_dirs == 0 {
+            return Err(bad_input(
+                "--mix-dirs, --mix-files and --mix-ops must be 1 or more",
+            ));
+        }
+        Ok(())
+    }
+
+    fn space_needed(&self) -> u64 {
+        if self.loadfile.is_some() {
+            return 0;
+        }
+        let max = self.clients.iter().copied().max().unwrap_or(1) as u64;
+        // Sizes depend on the seed; bound them by the largest a file can be.
+        let per = self.mix_files as u64 * (128 << 10) + (1 << 20);
+        max.saturating_mul(per)
+    }
+
+    fn memory_needed(&self) -> u64 {
+        let max = self.clients.iter().copied().max().unwrap_or(1) as u64;
+        let stream = match &self.loadfile {
+            Some(p) => std::fs::metadata(p).map_or(0, |m| m.len() * 3),
+            None => self.mix_ops as u64 * 2048,
+        };
+        stream + max * (256 << 10)
+    }
+
+    fn run(&self, ctx: &mut RunContext) -> Result<()> {
+        for &n in &self.clients {
+            self.run_count(ctx, n)?;
+        }
+        Ok(())
+    }
+}
+
+#[cfg(test)]
+#[allow(clippy::unwrap_used)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn defaults_and_validation() {
+        let c = Clients::default();
+        assert!(c.validate().is_ok());
+        let e = Clients {
+            time: None,
+            loops: None,
+            ..Clients::default()
+        }
+        .validate()
+        .unwrap_err()
+        .to_string();
+        assert!(e.contains("--loops"), "{e}");
+        assert_eq!(
+            Clients {
+                clients: vec![1, 4, 8],
+                ..Clients::default()
+            }
+            .cells()
+            .len(),
+            3
+        );
+        assert_eq!(DEFS.len(), Kind::COUNTED.len());
+        for (d, k) in DEFS.iter().zip(Kind::COUNTED) {
+            assert_eq!(d.name, k.name());
+        }
+    }
+}

@@ -1,0 +1,74 @@
+//! Tables of the clients workload: MB/s by client count (rows) and testbed (columns), as the
+//! block-reservation study tabulated dbench, and per phase dbench's own table — operation,
+//! count, mean and max latency — with percentiles added.
+
+use crate::report::table::{format_ns, render};
+use crate::results::RunResult;
+use crate::workload::tio::table::{sweep_table, SweepPoint};
+
+fn client_count(name: &str) -> Option<u64> {
+    name.strip_prefix("clients-")?.parse().ok()
+}
+
+/// Throughput points: one per `clients-N` phase.
+pub fn points(results: &[RunResult]) -> Vec<SweepPoint> {
+    results
+        .iter()
+        .flat_map(|r| {
+            r.phases.iter().filter_map(move |p| {
+                client_count(&p.name).map(|n| SweepPoint {
+                    group: "clients".into(),
+                    x: n,
+                    label: r.testbed.label.clone(),
+                    value: p.bytes_per_s / 1e6,
+                })
+            })
+        })
+        .collect()
+}
+
+/// The sweep table, then dbench's operation table for every measured phase.
+pub fn tables(results: &[RunResult]) -> String {
+    let mut out = sweep_table(&points(results), "clients", "MB/s (10^6 bytes/s)");
+    for r in results {
+        for p in r.phases.iter().filter(|p| client_count(&p.name).is_some()) {
+            out.push_str(&format!(
+                "\n{} rep {} {}: {:.2} MB/s, {} operations in {:.2} s\n",
+                r.testbed.label,
+                r.rep,
+                p.name,
+                p.bytes_per_s / 1e6,
+                p.ops,
+                p.wall_s
+            ));
+            let headers = [
+                "Operation",
+                "Count",
+                "AvgLat",
+                "MaxLat",
+                "p50",
+                "p99",
+                "p99.9",
+            ];
+            let rows: Vec<Vec<String>> = p
+                .op_stats
+                .iter()
+                .filter(|(_, s)| s.count > 0)
+                .map(|(name, s)| {
+                    let l = &s.latency;
+                    vec![
+                        name.clone(),
+                        s.count.to_string(),
+                        format_ns(l.mean_ns as u64),
+                        format_ns(l.max_ns),
+                        format_ns(l.p50_ns),
+                        format_ns(l.p99_ns),
+                        format_ns(l.p999_ns),
+                    ]
+                })
+                .collect();
+            out.push_str(&render(&headers, &rows));
+        }
+    }
+    out
+}

@@ -1,0 +1,980 @@
+//! `tio`: threaded I/O in the manner of tiobench, the benchmark of the block-reservation study
+//! (seed study 2: ext3 reservation on 1–64 threads × sequential/random write/read × 4 KiB and
+//! 128 KiB blocks; throughput, average and maximum latency, and the share of requests slower
+//! than 2 s and 10 s).
+//!
+//! Every combination of `--threads`, `--mode` and `--block` is a *cell* and one measured phase,
+//! named like `seqwrite-4K-t4`. Each thread works on its own file (the default) or on its own
+//! region of one shared file; every block of a region is visited exactly once (random modes
+//! in a seeded order), so bytes moved are exactly threads × file size. Read modes read files
+//! written in an untimed setup step, after the cache is made cold (`--cold`). After each write
+//! phase the layout of every written file is recorded (extents per file, layout score).
+//!
+//! The study made a fresh filesystem for every run. With a testbed and `fresh_fs` (the default),
+//! callers run each cell as its own run (see [`Tio::cells`]), so every cell gets a new
+//! filesystem and its own result file; in a `--dir`, all cells run in one run, one after another,
+//! each in a directory of its own that is removed afterwards.
+//!
+//! Two engines move the data: `psync` (pread/pwrite, one request in flight per thread) and
+//! `io_uring` (Q requests in flight per thread). `--verify` writes self-identifying blocks
+//! ([`pattern`]) and checks every block read; a mismatch fails the run (exit 1) naming the
+//! file, the offset, what was expected and what was found.
+
+mod clock;
+mod fiemap;
+pub mod pattern;
+mod psync;
+pub mod table;
+mod uring;
+
+use std::fmt;
+use std::os::fd::{AsRawFd, FromRawFd, OwnedFd};
+use std::os::unix::ffi::OsStrExt;
+use std::path::{Path, PathBuf};
+use std::str::FromStr;
+use std::time::{Duration, Instant};
+
+use anyhow::{Context, Result};
+use serde::{Deserialize, Serialize};
+
+use super::{RunContext, Workload};
+use crate::error::{bad_input, SystemFailure};
+use crate::measure::{OpDef, OpId, Recorder};
+use crate::units::{format_size, Size};
+
+pub use fiemap::{record as layout_record, LayoutRecord};
+
+/// What each thread does with its region.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Serialize, Deserialize)]
+#[serde(rename_all = "lowercase")]
+pub enum Mode {
+    /// Create and fill the region front to back.
+    Seqwrite,
+    /// Create the file and write every block of the region once, in random order.
+    Randwrite,
+    /// Read the region front to back (written beforehand, untimed).
+    Seqread,
+    /// Read every block of the region once, in random order.
+    Randread,
+}
+
+impl Mode {
+    pub fn name(self) -> &'static str {
+        match self {
+            Self::Seqwrite => "seqwrite",
+            Self::Randwrite => "randwrite",
+            Self::Seqread => "seqread",
+            Self::Randread => "randread",
+        }
+    }
+
+    pub fn writes(self) -> bool {
+        matches!(self, Self::Seqwrite | Self::Randwrite)
+    }
+
+    pub fn random(self) -> bool {
+        matches!(self, Self::Randwrite | Self::Randread)
+    }
+
+    /// All modes in tiobench's order.
+    pub const ALL: [Mode; 4] = [
+        Self::Seqwrite,
+        Self::Randwrite,
+        Self::Seqread,
+        Self::Randread,
+    ];
+}
+
+impl FromStr for Mode {
+    type Err = String;
+    fn from_str(s: &str) -> Result<Self, Self::Err> {
+        Mode::ALL
+            .into_iter()
+            .find(|m| m.name() == s.trim().to_ascii_lowercase())
+            .ok_or_else(|| {
+                format!("unknown mode {s:?}; use seqwrite, randwrite, seqread or randread")
+            })
+    }
+}
+
+impl fmt::Display for Mode {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str(self.name())
+    }
+}
+
+/// How requests are issued.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize, Default)]
+pub enum Engine {
+    /// pread(2)/pwrite(2): one request in flight per thread.
+    #[default]
+    #[serde(rename = "psync")]
+    Psync,
+    /// io_uring with `iodepth` requests in flight per thread.
+    #[serde(rename = "io_uring")]
+    IoUring,
+}
+
+impl FromStr for Engine {
+    type Err = String;
+    fn from_str(s: &str) -> Result<Self, Self::Err> {
+        match s.trim() {
+            "psync" => Ok(Self::Psync),
+            "io_uring" | "io-uring" | "uring" => Ok(Self::IoUring),
+            _ => Err(format!("unknown engine {s:?}; use psync or io_uring")),
+        }
+    }
+}
+
+impl Engine {
+    pub fn name(self) -> &'static str {
+        match self {
+            Self::Psync => "psync",
+            Self::IoUring => "io_uring",
+        }
+    }
+}
+
+/// When written data is forced out (write modes only).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
+pub enum FsyncPolicy {
+    /// Never: the phase ends when the last write returns.
+    None,
+    /// fsync each file once when its thread has written it, inside the phase (the default).
+    #[default]
+    End,
+    /// fsync after every N writes of a thread, and at the end.
+    Every(u64),
+}
+
+impl FromStr for FsyncPolicy {
+    type Err = String;
+    fn from_str(s: &str) -> Result<Self, Self::Err> {
+        let t = s.trim();
+        match t {
+            "none" => Ok(Self::None),
+            "end" => Ok(Self::End),
+            _ => match t.strip_prefix("every:").map(|n| n.trim().parse::<u64>()) {
+                Some(Ok(n)) if n > 0 => Ok(Self::Every(n)),
+                _ => Err(format!(
+                    "unknown fsync policy {s:?}; use none, end or every:N (N ≥ 1 writes)"
+                )),
+            },
+        }
+    }
+}
+
+impl fmt::Display for FsyncPolicy {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        match self {
+            Self::None => f.write_str("none"),
+            Self::End => f.write_str("end"),
+            Self::Every(n) => write!(f, "every:{n}"),
+        }
+    }
+}
+
+impl Serialize for FsyncPolicy {
+    fn serialize<S: serde::Serializer>(&self, s: S) -> Result<S::Ok, S::Error> {
+        s.collect_str(self)
+    }
+}
+
+impl<'de> Deserialize<'de> for FsyncPolicy {
+    fn deserialize<D: serde::Deserializer<'de>>(d: D) -> Result<Self, D::Error> {
+        let s = String::deserialize(d)?;
+        s.parse().map_err(serde::de::Error::custom)
+    }
+}
+
+fn de_opt_seconds<'de, D: serde::Deserializer<'de>>(d: D) -> Result<Option<f64>, D::Error> {
+    #[derive(Deserialize)]
+    #[serde(untagged)]
+    enum Raw {
+        N(f64),
+        S(String),
+    }
+    match Option::<Raw>::deserialize(d)? {
+        None => Ok(None),
+        Some(Raw::N(n)) => Ok(Some(n)),
+        Some(Raw::S(s)) => crate::units::parse_duration(&s)
+            .map(|d| Some(d.as_secs_f64()))
+            .map_err(serde::de::Error::custom),
+    }
+}
+
+fn default_true() -> bool {
+    true
+}
+
+/// Parameters of the tio workload (plan-file names; flags with `-` for `_`).
+#[derive(Debug, Clone, Serialize, Deserialize, PartialEq)]
+#[serde(default, deny_unknown_fields)]
+pub struct Tio {
+    /// Thread counts of the sweep.
+    pub threads: Vec<u32>,
+    /// Modes of the sweep.
+    pub mode: Vec<Mode>,
+    /// Block (request) sizes of the sweep, bytes.
+    pub block: Vec<Size>,
+    /// Bytes each thread writes or reads (its file, or its region of the shared file).
+    #[serde(deserialize_with = "crate::units::de_size")]
+    pub file_size: u64,
+    /// All threads share one file, each on its own region.
+    pub shared_file: bool,
+    /// O_DIRECT with aligned buffers.
+    pub direct: bool,
+    pub fsync: FsyncPolicy,
+    pub engine: Engine,
+    /// Requests in flight per thread (io_uring).
+    pub iodepth: u32,
+    /// Cap on each cell's duration, seconds (the cell stops early when reached).
+    #[serde(deserialize_with = "de_opt_seconds")]
+    pub time: Option<f64>,
+    /// Write self-identifying blocks and check every block read.
+    pub verify: bool,
+    /// With a testbed, a new filesystem for every cell (each cell its own run).
+    #[serde(default = "default_true")]
+    pub fresh_fs: bool,
+    /// Use psync when io_uring is refused, instead of failing.
+    pub engine_fallback: bool,
+    /// Record each request's latency (off only to measure what recording costs).
+    #[serde(default = "default_true")]
+    pub latency: bool,
+    /// Self-test of the verifier: after a read cell's setup, overwrite block N of the first
+    /// file with another block's data, so that the read must report it.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub inject_corruption: Option<u64>,
+}
+
+impl Default for Tio {
+    fn default() -> Self {
+        Self {
+            threads: vec![1, 4],
+            mode: Mode::ALL.to_vec(),
+            block: vec![Size(4096), Size(128 << 10)],
+            file_size: 64 << 20,
+            shared_file: false,
+            direct: false,
+            fsync: FsyncPolicy::End,
+            engine: Engine::Psync,
+            iodepth: 1,
+            time: None,
+            verify: false,
+            fresh_fs: true,
+            engine_fallback: false,
+            latency: true,
+            inject_corruption: None,
+        }
+    }
+}
+
+/// One cell of the sweep.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Cell {
+    pub mode: Mode,
+    pub block: u64,
+    pub threads: u32,
+}
+
+impl Cell {
+    /// The phase name: `seqwrite-4K-t4`.
+    pub fn name(&self) -> String {
+        format!(
+            "{}-{}-t{}",
+            self.mode.name(),
+            format_size(self.block),
+            self.threads
+        )
+    }
+
+    /// Parses a phase name back (for tables).
+    pub fn parse(name: &str) -> Option<Cell> {
+        let mut it = name.rsplitn(3, '-');
+        let t = it.next()?.strip_prefix('t')?.parse().ok()?;
+        let block = crate::units::parse_size(it.next()?).ok()?;
+        let mode = it.next()?.parse().ok()?;
+        Some(Cell {
+            mode,
+            block,
+            threads: t,
+        })
+    }
+}
+
+/// Operation kinds of a tio phase.
+const WRITE_OPS: [OpDef; 3] = [
+    OpDef::primary("write"),
+    OpDef::secondary("open"),
+    OpDef::secondary("fsync"),
+];
+const READ_OPS: [OpDef; 3] = [
+    OpDef::primary("read"),
+    OpDef::secondary("open"),
+    OpDef::secondary("fsync"),
+];
+
+/// The operation ids a worker records into.
+#[derive(Debug, Clone, Copy)]
+pub(crate) struct Ops {
+    pub io: OpId,
+    pub open: OpId,
+    pub fsync: OpId,
+}
+
+/// What one thread does in one cell.
+#[derive(Debug, Clone)]
+pub(crate) struct Job {
+    pub path: PathBuf,
+    /// File id in verification headers (thread index, or 0 for the shared file).
+    pub file_id: u64,
+    /// Start of the thread's region in the file.
+    pub base: u64,
+    pub len: u64,
+    pub block: u64,
+    pub mode: Mode,
+    /// Create (and truncate) the file when opening it.
+    pub create: bool,
+    pub direct: bool,
+    pub verify: bool,
+    pub latency: bool,
+    pub fsync: FsyncPolicy,
+    pub seed: u64,
+    /// Seed of the random order of this thread's blocks.
+    pub order_seed: u64,
+    pub iodepth: u32,
+    pub deadline: Option<Instant>,
+}
+
+impl Job {
+    pub fn blocks(&self) -> u64 {
+        self.len / self.block
+    }
+
+    /// The byte offset of the `i`-th request.
+    #[inline]
+    pub fn offset(&self, perm: Option<&pattern::Permutation>, i: u64) -> u64 {
+        let b = match perm {
+            Some(p) => p.at(i),
+            None => i,
+        };
+        self.base + b * self.block
+    }
+
+    pub fn permutation(&self) -> Option<pattern::Permutation> {
+        self.mode
+            .random()
+            .then(|| pattern::Permutation::new(self.blocks(), self.order_seed))
+    }
+
+    /// Opens the file as the job needs it.
+    pub fn open(&self) -> Result<OwnedFd> {
+        let mut flags = libc::O_CLOEXEC;
+        if self.mode.writes() {
+            flags |= libc::O_WRONLY;
+            if self.create {
+                flags |= libc::O_CREAT | libc::O_TRUNC;
+            }
+        } else {
+            flags |= libc::O_RDONLY;
+        }
+        if self.direct {
+            flags |= libc::O_DIRECT;
+        }
+        open_path(&self.path, flags).map_err(|e| {
+            let hint = if self.direct && e == nix::errno::Errno::EINVAL {
+                " (the filesystem refuses O_DIRECT; leave out --direct)"
+            } else {
+                ""
+            };
+            io_failure("open", &self.path, None, e, hint)
+        })
+    }
+
+    /// A buffer for `n` blocks, aligned for O_DIRECT.
+    pub fn buffer(&self, n: usize) -> AlignedBuf {
+        AlignedBuf::new(self.block as usize * n)
+    }
+}
+
+pub(crate) fn open_path(path: &Path, flags: libc::c_int) -> Result<OwnedFd, nix::errno::Errno> {
+    let c = std::ffi::CString::new(path.as_os_str().as_bytes())
+        .map_err(|_| nix::errno::Errno::EINVAL)?;
+    // SAFETY: open(2) on a NUL-terminated path.
+    let fd = unsafe { libc::open(c.as_ptr(), flags, 0o644) };
+    if fd < 0 {
+        return Err(nix::errno::Errno::last());
+    }
+    // SAFETY: a fresh descriptor nothing else owns.
+    Ok(unsafe { OwnedFd::from_raw_fd(fd) })
+}
+
+/// An I/O error of the filesystem under test (exit 1), naming the call, file and offset.
+pub(crate) fn io_failure(
+    op: &str,
+    path: &Path,
+    offset: Option<u64>,
+    e: nix::errno::Errno,
+    hint: &str,
+) -> anyhow::Error {
+    let at = offset.map_or(String::new(), |o| format!(" at offset {o}"));
+    anyhow::Error::new(SystemFailure(format!(
+        "{op} {}{at} failed: {e} ({}){hint}",
+        path.display(),
+        e.desc()
+    )))
+}
+
+/// A verification mismatch (exit 1).
+pub(crate) fn verify_failure(path: &Path, m: &pattern::Mismatch) -> anyhow::Error {
+    anyhow::Error::new(SystemFailure(format!(
+        "verify failed: {} at offset {}: expected {}, found {}",
+        path.display(),
+        m.offset,
+        m.expected,
+        m.found
+    )))
+}
+
+/// A zeroed heap buffer aligned to 4 KiB (O_DIRECT needs the logical block size; 4 KiB covers
+/// every common device).
+pub struct AlignedBuf {
+    ptr: *mut u8,
+    len: usize,
+}
+
+// SAFETY: the buffer is plain owned memory.
+unsafe impl Send for AlignedBuf {}
+
+const ALIGN: usize = 4096;
+
+impl AlignedBuf {
+    pub fn new(len: usize) -> Self {
+        let layout = std::alloc::Layout::from_size_align(len.max(1), ALIGN)
+            .expect("buffer sizes are validated");
+        // SAFETY: the layout has a non-zero size.
+        let ptr = unsafe { std::alloc::alloc_zeroed(layout) };
+        if ptr.is_null() {
+            std::alloc::handle_alloc_error(layout);
+        }
+        Self { ptr, len }
+    }
+}
+
+impl std::ops::Deref for AlignedBuf {
+    type Target = [u8];
+    fn deref(&self) -> &[u8] {
+        // SAFETY: ptr points to len initialized bytes owned by self.
+        unsafe { std::slice::from_raw_parts(self.ptr, self.len) }
+    }
+}
+
+impl std::ops::DerefMut for AlignedBuf {
+    fn deref_mut(&mut self) -> &mut [u8] {
+        // SAFETY: as above, and &mut self gives exclusive access.
+        unsafe { std::slice::from_raw_parts_mut(self.ptr, self.len) }
+    }
+}
+
+impl Drop for AlignedBuf {
+    fn drop(&mut self) {
+        let layout = std::alloc::Layout::from_size_align(self.len.max(1), ALIGN)
+            .expect("same layout as at allocation");
+        // SAFETY: allocated in `new` with this layout.
+        unsafe { std::alloc::dealloc(self.ptr, layout) };
+    }
+}
+
+/// Fills a buffer of whole blocks with data for the blocks at `offset`, `offset + block`, ...
+/// (verification blocks, or the same seeded noise for every write without `--verify`).
+pub(crate) fn fill_blocks(
+    buf: &mut [u8],
+    block: usize,
+    verify: bool,
+    seed: u64,
+    file: u64,
+    offset: u64,
+) {
+    if verify {
+        for (k, b) in buf.chunks_exact_mut(block).enumerate() {
+            pattern::fill_block(b, seed, file, offset + (k * block) as u64);
+        }
+    }
+}
+
+/// Seeded noise for writes without verification (compressing or deduplicating filesystems
+/// must not get an easy ride from zeros).
+pub(crate) fn noise(buf: &mut [u8], seed: u64) {
+    let mut s = seed ^ 0x004E_4F49_5345;
+    for c in buf.chunks_exact_mut(8) {
+        c.copy_from_slice(&pattern::splitmix(&mut s).to_le_bytes());
+    }
+}
+
+impl Tio {
+    /// Every cell of the sweep, in run order: per block size, per thread count, each mode.
+    pub fn cell_list(&self) -> Vec<Cell> {
+        let mut out = Vec::new();
+        for b in &self.block {
+            for &t in &self.threads {
+                for &m in &self.mode {
+                    out.push(Cell {
+                        mode: m,
+                        block: b.bytes(),
+                        threads: t,
+                    });
+                }
+            }
+        }
+        out
+    }
+
+    /// The sweep split into one workload per cell, for running each on a fresh filesystem.
+    pub fn cells(&self) -> Vec<Tio> {
+        self.cell_list()
+            .into_iter()
+            .map(|c| Tio {
+                threads: vec![c.threads],
+                mode: vec![c.mode],
+                block: vec![Size(c.block)],
+                ..self.clone()
+            })
+            .collect()
+    }
+
+    /// True when callers should run each cell on its own fresh testbed.
+    pub fn split_per_cell(&self) -> bool {
+        self.fresh_fs && self.cell_list().len() > 1
+    }
+
+    fn max_threads(&self) -> u64 {
+        self.threads.iter().copied().max().unwrap_or(1) as u64
+    }
+
+    fn max_block(&self) -> u64 {
+        self.block.iter().map(|b| b.bytes()).max().unwrap_or(4096)
+    }
+
+    fn ops(rec: &Recorder, mode: Mode) -> Ops {
+        Ops {
+            io: rec.op(if mode.writes() { "write" } else { "read" }),
+            open: rec.op("open"),
+            fsync: rec.op("fsync"),
+        }
+    }
+
+    fn jobs(&self, cell: Cell, dir: &Path, seed: u64, create: bool) -> Vec<Job> {
+        let deadline = self
+            .time
+            .map(|s| Instant::now() + Duration::from_secs_f64(s));
+        (0..cell.threads as u64)
+            .map(|i| {
+                let (path, file_id, base) = if self.shared_file {
+                    (dir.join("shared"), 0, i * self.file_size)
+                } else {
+                    (dir.join(format!("t{i:03}")), i, 0)
+                };
+                Job {
+                    path,
+                    file_id,
+                    base,
+                    len: self.file_size,
+                    block: cell.block,
+                    mode: cell.mode,
+                    create: create && !self.shared_file,
+                    direct: self.direct,
+                    verify: self.verify,
+                    latency: self.latency,
+                    fsync: self.fsync,
+                    seed,
+                    order_seed: seed ^ (i.wrapping_mul(0x9E37_79B9)) ^ cell.block,
+                    iodepth: self.iodepth,
+                    deadline,
+                }
+            })
+            .collect()
+    }
+
+    fn files(&self, cell: Cell, dir: &Path) -> Vec<PathBuf> {
+        if self.shared_file {
+            vec![dir.join("shared")]
+        } else {
+            (0..cell.threads)
+                .map(|i| dir.join(format!("t{i:03}")))
+                .collect()
+        }
+    }
+
+    /// Writes the files a read cell reads (untimed), in 1 MiB requests of whole blocks.
+    fn setup_files(&self, cell: Cell, dir: &Path, seed: u64) -> Result<()> {
+        let jobs = self.jobs(cell, dir, seed, true);
+        if self.shared_file {
+            create_empty(&dir.join("shared"))?;
+        }
+        let chunk_blocks = ((1u64 << 20) / cell.block).max(1);
+        let mut buf = AlignedBuf::new((chunk_blocks * cell.block) as usize);
+        noise(&mut buf, seed);
+        for j in &jobs {
+            let flags = libc::O_WRONLY | libc::O_CLOEXEC | libc::O_CREAT;
+            let fd =
+                open_path(&j.path, flags).map_err(|e| io_failure("open", &j.path, None, e, ""))?;
+            let mut off = j.base;
+            let end = j.base + j.len;
+            while off < end {
+                let n = (end - off).min(buf.len() as u64) as usize;
+                fill_blocks(
+                    &mut buf[..n],
+                    cell.block as usize,
+                    self.verify,
+                    seed,
+                    j.file_id,
+                    off,
+                );
+                psync::pwrite_all(&fd, &buf[..n], off, &j.path)?;
+                off += n as u64;
+            }
+            nix::unistd::fsync(fd.as_raw_fd())
+                .map_err(|e| io_failure("fsync", &j.path, None, e, ""))?;
+        }
+        if let Some(k) = self.inject_corruption {
+            self.corrupt(&jobs[0], k)?;
+        }
+        Ok(())
+    }
+
+    /// Overwrites block `k` of the first job's region with the block that belongs one block
+    /// further on (or zeros at the end): a misdirected write the verifier must catch.
+    fn corrupt(&self, job: &Job, k: u64) -> Result<()> {
+        let blocks = job.blocks();
+        if k >= blocks {
+            return Err(bad_input(format!(
+                "--inject-corruption {k}: the region has only {blocks} blocks"
+            )));
+        }
+        let mut buf = AlignedBuf::new(job.block as usize);
+        let at = job.base + k * job.block;
+        if k + 1 < blocks {
+            pattern::fill_block(&mut buf, job.seed, job.file_id, at + job.block);
+        }
+        let fd = open_path(&job.path, libc::O_WRONLY | libc::O_CLOEXEC)
+            .map_err(|e| io_failure("open", &job.path, None, e, ""))?;
+        psync::pwrite_all(&fd, &buf, at, &job.path)?;
+        nix::unistd::fsync(fd.as_raw_fd())
+            .map_err(|e| io_failure("fsync", &job.path, None, e, ""))?;
+        Ok(())
+    }
+
+    /// Reads every written block back (untimed) and checks it.
+    fn verify_written(&self, cell: Cell, dir: &Path, seed: u64) -> Result<()> {
+        for mut j in self.jobs(cell, dir, seed, false) {
+            j.mode = Mode::Seqread;
+            let fd = open_path(&j.path, libc::O_RDONLY | libc::O_CLOEXEC)
+                .map_err(|e| io_failure("open", &j.path, None, e, ""))?;
+            let mut buf = AlignedBuf::new(j.block as usize);
+            for i in 0..j.blocks() {
+                let off = j.base + i * j.block;
+                psync::pread_exact(&fd, &mut buf, off, &j.path)?;
+                pattern::check_block(&buf, seed, j.file_id, off)
+                    .map_err(|m| verify_failure(&j.path, &m))?;
+            }
+        }
+        Ok(())
+    }
+
+    fn run_cell(&self, ctx: &mut RunContext, cell: Cell, engine: Engine) -> Result<()> {
+        let dir = ctx.root().join(cell.name());
+        std::fs::create_dir(&dir).with_context(|| format!("creating {}", dir.display()))?;
+        let seed = ctx.seed();
+        if !cell.mode.writes() {
+            ctx.progress()
+                .note(&format!("{}: writing the files to read", cell.name()));
+            self.setup_files(cell, &dir, seed)?;
+            ctx.make_cold()?;
+        } else if self.shared_file {
+            create_empty(&dir.join("shared"))?;
+        }
+        let jobs = self.jobs(cell, &dir, seed, true);
+        let defs: &[OpDef] = if cell.mode.writes() {
+            &WRITE_OPS
+        } else {
+            &READ_OPS
+        };
+        let expected = cell.threads as u64 * (self.file_size / cell.block);
+        let phase = ctx.phase(
+            &cell.name(),
+            defs,
+            Some(expected),
+            cell.threads as usize,
+            |i, rec| {
+                let ops = Self::ops(rec, cell.mode);
+                let mut job = jobs[i].clone();
+                if let Some(t) = self.time {
+                    // The cap counts from when the workers start, not from when jobs were made.
+                    job.deadline = Some(Instant::now() + Duration::from_secs_f64(t));
+                }
+                match engine {
+                    Engine::Psync => psync::run(&job, rec, ops),
+                    Engine::IoUring => uring::run(&job, rec, ops),
+                }
+            },
+        )?;
+        let x = &mut phase.extra;
+        let cpu = phase.user_s + phase.sys_s;
+        let mb = phase.bytes as f64 / 1e6;
+        x.insert("threads".into(), cell.threads as f64);
+        x.insert("block".into(), cell.block as f64);
+        x.insert("file_size".into(), self.file_size as f64);
+        x.insert("iodepth".into(), self.iodepth.max(1) as f64);
+        x.insert("mb_per_s".into(), phase.bytes_per_s / 1e6);
+        x.insert("iops".into(), phase.ops_per_s);
+        x.insert("cpu_s".into(), cpu);
+        x.insert(
+            "mb_per_cpu_s".into(),
+            if cpu > 0.0 { mb / cpu } else { 0.0 },
+        );
+        let n = phase.latency.count.max(1) as f64;
+        x.insert("over_2s_share".into(), phase.latency.over_2s as f64 / n);
+        x.insert("over_10s_share".into(), phase.latency.over_10s as f64 / n);
+        let complete = phase.ops == expected;
+        x.insert("complete".into(), if complete { 1.0 } else { 0.0 });
+        if self.time.is_none() && !complete {
+            return Err(anyhow::Error::new(SystemFailure(format!(
+                "{}: {} of {expected} requests done; the phase lost requests",
+                cell.name(),
+                phase.ops
+            ))));
+        }
+        if cell.mode.writes() {
+            let files = self.files(cell, &dir);
+            match layout_record(&files, fs_block_size(&dir)) {
+                Ok(l) => {
+                    let x = &mut phase.extra;
+                    x.insert("files".into(), l.files as f64);
+                    x.insert("extents_per_file_mean".into(), l.extents_mean);
+                    x.insert("extents_per_file_max".into(), l.extents_max as f64);
+                    x.insert("layout_score".into(), l.score);
+                }
+                Err(e) => ctx.warn(format!("{}: no layout record: {e:#}", cell.name())),
+            }
+            ctx.layout_point()?;
+            if self.verify {
+                ctx.make_cold()?;
+                self.verify_written(cell, &dir, seed)?;
+            }
+        }
+        std::fs::remove_dir_all(&dir).with_context(|| format!("removing {}", dir.display()))?;
+        Ok(())
+    }
+
+    /// Checks that io_uring works here: the kernel lets us set up a ring, and the filesystem
+    /// takes a write and a read through it (with O_DIRECT when asked).
+    fn probe_uring(&self, dir: &Path) -> Result<(), String> {
+        let path = dir.join(".fsgauge-uring-probe");
+        let r = uring::probe(&path, self.direct, self.iodepth.max(1));
+        let _ = std::fs::remove_file(&path);
+        r
+    }
+}
+
+fn create_empty(path: &Path) -> Result<()> {
+    open_path(
+        path,
+        libc::O_WRONLY | libc::O_CREAT | libc::O_TRUNC | libc::O_CLOEXEC,
+    )
+    .map(drop)
+    .map_err(|e| io_failure("create", path, None, e, ""))
+}
+
+fn fs_block_size(dir: &Path) -> u64 {
+    nix::sys::statvfs::statvfs(dir)
+        .map(|s| s.block_size())
+        .unwrap_or(4096)
+        .max(512)
+}
+
+impl Workload for Tio {
+    fn kind(&self) -> &'static str {
+        "tio"
+    }
+
+    fn params(&self) -> serde_json::Value {
+        serde_json::to_value(self).expect("plain struct serializes")
+    }
+
+    fn validate(&self) -> Result<()> {
+        if self.threads.is_empty() || self.mode.is_empty() || self.block.is_empty() {
+            return Err(bad_input(
+                "--threads, --mode and --block need at least one value each",
+            ));
+        }
+        if let Some(&t) = self.threads.iter().find(|&&t| t == 0 || t > 4096) {
+            return Err(bad_input(format!("--threads {t}: use 1 to 4096 threads")));
+        }
+        for b in &self.block {
+            let b = b.bytes();
+            if b < 512 || b % 512 != 0 {
+                return Err(bad_input(format!(
+                    "--block {}: a block must be a multiple of 512 bytes (e.g. 4K, 128K)",
+                    format_size(b)
+                )));
+            }
+            if b > (64 << 20) {
+                return Err(bad_input(format!(
+                    "--block {}: at most 64M per request",
+                    format_size(b)
+                )));
+            }
+            if b > self.file_size {
+                return Err(bad_input(format!(
+                    "--block {} is larger than --file-size {}; each thread needs at least one block",
+                    format_size(b),
+                    format_size(self.file_size)
+                )));
+            }
+            if self.file_size % b != 0 {
+                return Err(bad_input(format!(
+                    "--file-size {} is not a whole number of {} blocks",
+                    format_size(self.file_size),
+                    format_size(b)
+                )));
+            }
+        }
+        if self.iodepth == 0 || self.iodepth > 4096 {
+            return Err(bad_input(format!(
+                "--iodepth {}: use 1 to 4096",
+                self.iodepth
+            )));
+        }
+        if self.engine == Engine::Psync && self.iodepth > 1 {
+            return Err(bad_input(format!(
+                "--iodepth {} needs --engine io_uring (psync has one request in flight per thread)",
+                self.iodepth
+            )));
+        }
+        if let Some(t) = self.time {
+            if t.is_nan() || t <= 0.0 {
+                return Err(bad_input("--time must be more than 0s"));
+            }
+        }
+        if self.engine == Engine::IoUring && !self.engine_fallback {
+            if let Err(e) = uring::kernel_check(self.iodepth) {
+                return Err(bad_input(format!(
+                    "--engine io_uring: {e}; use --engine psync, or add --engine-fallback to use psync when io_uring is refused"
+                )));
+            }
+        }
+        Ok(())
+    }
+
+    fn space_needed(&self) -> u64 {
+        // One cell's files at a time, rounded to 4 KiB, plus a little for metadata.
+        let per = self.file_size.div_ceil(4096) * 4096;
+        self.max_threads()
+            .saturating_mul(per)
+            .saturating_add(1 << 20)
+    }
+
+    fn memory_needed(&self) -> u64 {
+        let per_thread = self.max_block() * self.iodepth.max(1) as u64 + (256 << 10);
+        self.max_threads() * per_thread + (1 << 20)
+    }
+
+    fn run(&self, ctx: &mut RunContext) -> Result<()> {
+        let mut engine = self.engine;
+        if engine == Engine::IoUring {
+            let refusal = match uring::kernel_check(self.iodepth) {
+                Err(e) => Some(e),
+                Ok(()) => self.probe_uring(ctx.root()).err(),
+            };
+            if let Some(why) = refusal {
+                if self.engine_fallback {
+                    ctx.warn(format!(
+                        "io_uring refused ({why}); ran with psync as --engine-fallback allows"
+                    ));
+                    engine = Engine::Psync;
+                } else {
+                    return Err(bad_input(format!(
+                        "--engine io_uring refused on {}: {why}; use --engine psync, or add --engine-fallback",
+                        ctx.root().display()
+                    )));
+                }
+            }
+        }
+        let cells = self.cell_list();
+        if !self.direct
+            && ctx.cold_mode() == super::ColdMode::None
+            && cells.iter().any(|c| !c.mode.writes())
+        {
+            ctx.warn(
+                "read cells ran with --cold none: the files were just written, so reads may come from the page cache; use --cold drop (or --direct) to measure the filesystem",
+            );
+        }
+        for cell in cells {
+            self.run_cell(ctx, cell, engine)?;
+        }
+        Ok(())
+    }
+}
+
+#[cfg(test)]
+#[allow(clippy::unwrap_used)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn cells_are_named_and_parsed_back() {
+        let c = Cell {
+            mode: Mode::Seqwrite,
+            block: 4096,
+            threads: 4,
+        };
+        assert_eq!(c.name(), "seqwrite-4K-t4");
+        assert_eq!(Cell::parse("seqwrite-4K-t4"), Some(c));
+        assert_eq!(Cell::parse("randread-128K-t64").unwrap().block, 128 << 10);
+        assert!(Cell::parse("create").is_none());
+    }
+
+    #[test]
+    fn sweep_expands_to_one_workload_per_cell() {
+        let t = Tio {
+            threads: vec![1, 4, 8],
+            mode: vec![Mode::Seqwrite, Mode::Randread],
+            block: vec![Size(4096), Size(128 << 10)],
+            ..Tio::default()
+        };
+        let cells = t.cells();
+        assert_eq!(cells.len(), 12);
+        assert!(cells.iter().all(|c| c.cell_list().len() == 1));
+        assert!(t.split_per_cell());
+    }
+
+    #[test]
+    fn parameters_parse_from_plan_values_and_bad_ones_are_refused() {
+        let t: Tio = serde_json::from_value(serde_json::json!({
+            "threads": [1, 2], "mode": ["randread"], "block": ["4K"], "file_size": "1M",
+            "fsync": "every:16", "time": "2s", "engine": "io_uring", "iodepth": 8
+        }))
+        .unwrap();
+        assert_eq!(t.fsync, FsyncPolicy::Every(16));
+        assert_eq!(t.time, Some(2.0));
+        assert_eq!(t.engine, Engine::IoUring);
+        assert!(t.latency && t.fresh_fs);
+        let big = Tio {
+            block: vec![Size(1 << 20)],
+            file_size: 512 << 10,
+            ..Tio::default()
+        };
+        let e = big.validate().unwrap_err().to_string();
+        assert!(e.contains("larger than --file-size"), "{e}");
+        let deep = Tio {
+            iodepth: 8,
+            ..Tio::default()
+        };
+        assert!(deep
+            .validate()
+            .unwrap_err()
+            .to_string()
+            .contains("io_uring"));
+        assert!("every:0".parse::<FsyncPolicy>().is_err());
+    }
+}

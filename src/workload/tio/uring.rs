@@ -1,0 +1,259 @@
+//! The `io_uring` engine: each thread keeps `iodepth` requests in flight on its own ring, as
+//! fio's `io_uring` engine does with its defaults (no registered files or buffers, no
+//! submission-queue polling). A request's latency runs from just before its submission to
+//! the reaping of its completion.
+
+use std::os::fd::AsRawFd;
+use std::path::Path;
+use std::time::Instant;
+
+use anyhow::Result;
+use io_uring::{opcode, types, IoUring};
+use nix::errno::Errno;
+
+use super::clock::{self, Stamp};
+use super::{
+    fill_blocks, io_failure, noise, pattern, psync, verify_failure, FsyncPolicy, Job, Ops,
+};
+use crate::error::SystemFailure;
+use crate::measure::Recorder;
+
+/// Whether the kernel lets this process set up a ring of `depth` entries.
+pub(crate) fn kernel_check(depth: u32) -> Result<(), String> {
+    IoUring::new(depth.max(1).next_power_of_two())
+        .map(drop)
+        .map_err(|e| format!("the kernel refuses io_uring_setup ({e})"))
+}
+
+/// Writes and reads one 4 KiB block of `path` through a ring: the filesystem's answer.
+pub(crate) fn probe(path: &Path, direct: bool, depth: u32) -> Result<(), String> {
+    let mut flags = libc::O_RDWR | libc::O_CREAT | libc::O_TRUNC | libc::O_CLOEXEC;
+    if direct {
+        flags |= libc::O_DIRECT;
+    }
+    let fd = super::open_path(path, flags).map_err(|e| format!("opening a probe file: {e}"))?;
+    let mut ring = IoUring::new(depth.max(1).next_power_of_two())
+        .map_err(|e| format!("the kernel refuses io_uring_setup ({e})"))?;
+    let mut buf = super::AlignedBuf::new(4096);
+    noise(&mut buf, 1);
+    let w = opcode::Write::new(types::Fd(fd.as_raw_fd()), buf.as_ptr(), 4096)
+        .offset(0)
+        .build()
+        .user_data(1);
+    let r = opcode::Read::new(types::Fd(fd.as_raw_fd()), buf.as_mut_ptr(), 4096)
+        .offset(0)
+        .build()
+        .user_data(2);
+    for sqe in [w, r] {
+        // SAFETY: the buffer and descriptor outlive the request, which completes below.
+        unsafe { ring.submission().push(&sqe) }.map_err(|_| "submission queue full".to_string())?;
+        ring.submit_and_wait(1)
+            .map_err(|e| format!("io_uring_enter failed ({e})"))?;
+        let cqe = ring
+            .completion()
+            .next()
+            .ok_or_else(|| "no completion".to_string())?;
+        if cqe.result() < 0 {
+            let e = Errno::from_raw(-cqe.result());
+            return Err(format!(
+                "the filesystem refuses io_uring {} ({e}: {})",
+                if cqe.user_data() == 1 {
+                    "writes"
+                } else {
+                    "reads"
+                },
+                e.desc()
+            ));
+        }
+    }
+    Ok(())
+}
+
+/// Runs one thread's job with `iodepth` requests in flight.
+pub(crate) fn run(job: &Job, rec: &mut Recorder, ops: Ops) -> Result<()> {
+    let t_open = Instant::now();
+    let fd = job.open()?;
+    rec.record(ops.open, t_open, 0);
+    match (job.latency, clock::tsc()) {
+        (false, _) => io_loop(job, rec, ops, &fd, &clock::Off)?,
+        (true, Some(tsc)) => io_loop(job, rec, ops, &fd, tsc)?,
+        (true, None) => io_loop(job, rec, ops, &fd, &clock::Std)?,
+    }
+    if job.mode.writes() && job.fsync != FsyncPolicy::None {
+        psync::fsync(&fd, rec, ops, &job.path)?;
+    }
+    Ok(())
+}
+
+/// The request loop with `iodepth` requests in flight, timed by `clk`.
+fn io_loop<C: Stamp>(
+    job: &Job,
+    rec: &mut Recorder,
+    ops: Ops,
+    fd: &std::os::fd::OwnedFd,
+    clk: &C,
+) -> Result<()> {
+    let depth = job.iodepth.max(1) as usize;
+    let mut ring = IoUring::new((depth as u32).next_power_of_two()).map_err(|e| {
+        anyhow::Error::new(SystemFailure(format!(
+            "io_uring_setup for {}: {e}",
+            job.path.display()
+        )))
+    })?;
+    let block = job.block as usize;
+    let mut bufs = job.buffer(depth);
+    let writes = job.mode.writes();
+    if writes && !job.verify {
+        noise(&mut bufs, job.seed ^ job.file_id);
+    }
+    let perm = job.permutation();
+    let n = job.blocks();
+    let every = match job.fsync {
+        FsyncPolicy::Every(k) if writes => k,
+        _ => 0,
+    };
+    // Per slot: the offset and submission time of the request using that buffer.
+    let mut slots: Vec<Option<(u64, C::T)>> = vec![None; depth];
+    let mut free: Vec<usize> = (0..depth).rev().collect();
+    let (mut next, mut inflight, mut untimed) = (0u64, 0usize, 0u64);
+    let mut stopped = false;
+    let raw = types::Fd(fd.as_raw_fd());
+    // Requests are issued up to `batch_end`; with fsync every N writes, each batch of N is
+    // drained and fsynced before the next begins.
+    let mut batch_end = if every > 0 { every.min(n) } else { n };
+    // The wall clock for the per-second series and the deadline, refreshed every 64 batches.
+    // (Also after a millisecond: slow devices must not overrun --time by much.)
+    let (mut now, mut batches, mut refreshed) = (Instant::now(), 0u64, clk.now());
+    let result = (|| -> Result<()> {
+        loop {
+            while !stopped && next < batch_end && !free.is_empty() {
+                let s = free.pop().expect("checked non-empty");
+                let off = job.offset(perm.as_ref(), next);
+                let b = &mut bufs[s * block..(s + 1) * block];
+                if writes && job.verify {
+                    fill_blocks(b, block, true, job.seed, job.file_id, off);
+                }
+                let sqe = if writes {
+                    opcode::Write::new(raw, b.as_ptr(), block as u32)
+                        .offset(off)
+                        .build()
+                } else {
+                    opcode::Read::new(raw, b.as_mut_ptr(), block as u32)
+                        .offset(off)
+                        .build()
+                }
+                .user_data(s as u64);
+                // SAFETY: buffer s stays untouched until its completion is reaped, and the ring
+                // is drained before the buffers and the descriptor are dropped.
+                if unsafe { ring.submission().push(&sqe) }.is_err() {
+                    free.push(s);
+                    break;
+                }
+                slots[s] = Some((off, clk.now()));
+                next += 1;
+                inflight += 1;
+            }
+            if inflight == 0 {
+                if stopped || next >= n {
+                    break;
+                }
+                // A batch boundary, drained: fsync, then open the next batch.
+                psync::fsync(fd, rec, ops, &job.path)?;
+                batch_end = (batch_end + every.max(1)).min(n);
+                continue;
+            }
+            ring.submit_and_wait(1).map_err(|e| {
+                anyhow::Error::new(SystemFailure(format!(
+                    "io_uring_enter on {}: {e}",
+                    job.path.display()
+                )))
+            })?;
+            let mut reaped: Vec<(u64, i32)> = Vec::with_capacity(depth);
+            for cqe in ring.completion() {
+                reaped.push((cqe.user_data(), cqe.result()));
+            }
+            let stamp = clk.now();
+            batches += 1;
+            if batches & 63 == 0 || (C::ON && clk.ns(refreshed, stamp) > 1_000_000) {
+                now = Instant::now();
+                refreshed = stamp;
+            }
+            for (ud, res) in reaped {
+                let s = ud as usize;
+                let (off, t0) = slots[s].take().expect("a completion for a submitted slot");
+                inflight -= 1;
+                if res < 0 {
+                    let e = Errno::from_raw(-res);
+                    let op = if writes { "write" } else { "read" };
+                    return Err(io_failure(op, &job.path, Some(off), e, " (io_uring)"));
+                }
+                let b = &mut bufs[s * block..(s + 1) * block];
+                if res as usize != block {
+                    // Short transfer: finish the block synchronously, as fio requeues the rest.
+                    let done = res as usize;
+                    if writes {
+                        psync::pwrite_all(fd, &b[done..], off + done as u64, &job.path)?;
+                    } else {
+                        psync::pread_exact(fd, &mut b[done..], off + done as u64, &job.path)?;
+                    }
+                }
+                if C::ON {
+                    rec.add(ops.io, clk.ns(t0, stamp), job.block, now);
+                } else {
+                    untimed += 1;
+                }
+                if job.verify && !writes {
+                    pattern::check_block(b, job.seed, job.file_id, off)
+                        .map_err(|m| verify_failure(&job.path, &m))?;
+                }
+                free.push(s);
+            }
+            if let Some(d) = job.deadline {
+                if now >= d {
+                    stopped = true;
+                }
+            }
+            if rec.should_stop() {
+                stopped = true;
+            }
+        }
+        Ok(())
+    })();
+    // Never drop buffers the kernel may still write into.
+    while inflight > 0 {
+        if ring.submit_and_wait(1).is_err() {
+            break;
+        }
+        let c = ring.completion().count();
+        inflight = inflight.saturating_sub(c);
+    }
+    result?;
+    rec.check()?;
+    if untimed > 0 {
+        rec.count_untimed(ops.io, untimed, untimed * job.block);
+    }
+    Ok(())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_probe_that_cannot_run_says_why() {
+        let e = probe(Path::new("/nonexistent-dir/probe"), false, 4)
+            .expect_err("there is no such directory");
+        assert!(e.contains("probe file"), "{e}");
+    }
+
+    #[test]
+    fn the_probe_passes_where_io_uring_works() {
+        if let Err(e) = kernel_check(4) {
+            eprintln!("skipped: {e}");
+            return;
+        }
+        let dir = tempfile::tempdir_in("/var/tmp").expect("a temporary directory");
+        let r = probe(&dir.path().join("probe"), false, 4);
+        assert_eq!(r, Ok(()));
+    }
+}
