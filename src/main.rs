@@ -7,6 +7,8 @@ fn main() -> ExitCode {
     unsafe {
         libc::signal(libc::SIGPIPE, libc::SIG_DFL);
     }
+    // Before anything else: a Ctrl-C from here on unwinds through the testbed guards.
+    fsgauge::signals::install();
     match fsgauge::cli::main() {
         Ok(code) => code,
         Err(err) => {

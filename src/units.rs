@@ -182,6 +182,25 @@ pub fn de_size<'de, D: serde::Deserializer<'de>>(d: D) -> Result<u64, D::Error> 
     <Size as serde::Deserialize>::deserialize(d).map(Size::bytes)
 }
 
+/// serde `deserialize_with` for sweep parameters: one value (`threads = 4`) or a list
+/// (`threads = [1, 4, 8]`), so that a plan can name one cell or a whole sweep.
+pub fn de_one_or_many<'de, D, T>(d: D) -> Result<Vec<T>, D::Error>
+where
+    D: serde::Deserializer<'de>,
+    T: serde::Deserialize<'de>,
+{
+    #[derive(serde::Deserialize)]
+    #[serde(untagged)]
+    enum OneOrMany<T> {
+        Many(Vec<T>),
+        One(T),
+    }
+    match <OneOrMany<T> as serde::Deserialize>::deserialize(d)? {
+        OneOrMany::Many(v) => Ok(v),
+        OneOrMany::One(x) => Ok(vec![x]),
+    }
+}
+
 /// Parses a duration: `30s`, `5m`, `500ms`, `1h30m`, or a bare number of seconds.
 pub fn parse_duration(text: &str) -> Result<Duration, UnitError> {
     let t = text.trim();

@@ -42,7 +42,8 @@ type Stream = Arc<Vec<Op>>;
 #[derive(Debug, Clone, Serialize, Deserialize, PartialEq)]
 #[serde(default, deny_unknown_fields)]
 pub struct Clients {
-    /// Client counts of the sweep.
+    /// Client counts of the sweep (one value or a list).
+    #[serde(deserialize_with = "crate::units::de_one_or_many")]
     pub clients: Vec<u32>,
     /// A dbench loadfile; the built-in mix when absent.
     pub loadfile: Option<PathBuf>,

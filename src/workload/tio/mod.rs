@@ -211,11 +211,14 @@ fn default_true() -> bool {
 #[derive(Debug, Clone, Serialize, Deserialize, PartialEq)]
 #[serde(default, deny_unknown_fields)]
 pub struct Tio {
-    /// Thread counts of the sweep.
+    /// Thread counts of the sweep (one value or a list).
+    #[serde(deserialize_with = "crate::units::de_one_or_many")]
     pub threads: Vec<u32>,
-    /// Modes of the sweep.
+    /// Modes of the sweep (one value or a list).
+    #[serde(deserialize_with = "crate::units::de_one_or_many")]
     pub mode: Vec<Mode>,
-    /// Block (request) sizes of the sweep, bytes.
+    /// Block (request) sizes of the sweep, bytes (one value or a list).
+    #[serde(deserialize_with = "crate::units::de_one_or_many")]
     pub block: Vec<Size>,
     /// Bytes each thread writes or reads (its file, or its region of the shared file).
     #[serde(deserialize_with = "crate::units::de_size")]
