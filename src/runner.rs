@@ -40,6 +40,9 @@ pub struct RunOptions {
     /// Results directory; `None` keeps results in memory only.
     pub out: Option<PathBuf>,
     pub progress: Progress,
+    /// Record the block layout of the workload's tree and the free space of the target at the
+    /// workload's layout point (`--layout`), in the result's `layout` field.
+    pub layout: bool,
 }
 
 impl Default for RunOptions {
@@ -52,6 +55,7 @@ impl Default for RunOptions {
             mem_charge: None,
             out: None,
             progress: Progress::hidden(),
+            layout: false,
         }
     }
 }
@@ -259,6 +263,11 @@ fn run_once(
     };
 
     let mut ctx = RunContext::new(&mut target, root, seed, opts.cold, opts.progress);
+    if opts.layout {
+        ctx.set_layout_hook(Box::new(|root, target| {
+            crate::layout::snapshot(root, target.path())
+        }));
+    }
     let ran = wl.run(&mut ctx);
     let layout = ctx.take_layout();
     let (phases, more_warnings) = ctx.into_parts();

@@ -152,6 +152,11 @@ pub struct RunArgs {
     /// No progress and no notes on stderr.
     #[arg(long, short)]
     pub quiet: bool,
+    /// After the workload's last write phase, record the block layout of its tree (extents as
+    /// filefrag counts them, fragmentation factor, layout score, ...) and the free-space
+    /// fragmentation of the target in the result, under `layout`.
+    #[arg(long)]
+    pub layout: bool,
 }
 
 impl RunArgs {
@@ -164,6 +169,7 @@ impl RunArgs {
             mem_charge: self.mem_charge.map(Size::bytes),
             out: Some(self.out.clone()),
             progress: Progress::new(self.quiet || self.json),
+            layout: self.layout,
         }
     }
 

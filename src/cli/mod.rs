@@ -3,6 +3,7 @@
 
 mod bench;
 pub mod common;
+mod frag;
 mod run;
 mod testbed;
 
@@ -36,6 +37,9 @@ pub enum Command {
     /// Build, list and tear down testbeds (image → loop device → mkfs → mount).
     #[command(subcommand)]
     Testbed(testbed::TestbedCmd),
+    /// Block layout and fragmentation of trees (FIEMAP, as filefrag counts), and free-space
+    /// fragmentation of a filesystem (as e2freefrag).
+    Frag(frag::FragCmd),
 }
 
 /// Parses the command line and runs the command.
@@ -46,5 +50,6 @@ pub fn main() -> Result<ExitCode> {
         Command::Run(c) => run::run(c),
         Command::Bench(c) => bench::run(c),
         Command::Testbed(c) => testbed::run(c),
+        Command::Frag(c) => frag::run(c),
     }
 }

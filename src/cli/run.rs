@@ -32,6 +32,9 @@ pub struct RunCmd {
     /// No progress and no notes on stderr.
     #[arg(long, short)]
     pub quiet: bool,
+    /// Record the block layout of each run's tree and the free space in its result (`layout`).
+    #[arg(long)]
+    pub layout: bool,
 }
 
 /// The quick study's workload: 8 directories × 32 files × 1 MiB, 256 KiB writes.
@@ -95,6 +98,7 @@ pub fn run(c: RunCmd) -> Result<ExitCode> {
         mem_charge: None,
         out: Some(c.out.clone()),
         progress,
+        layout: c.layout,
     };
     let mut results: Vec<RunResult> = Vec::new();
     for place in &places {

@@ -1,0 +1,574 @@
+//! `fsgauge frag`: block layout and fragmentation of trees, and free-space fragmentation of a
+//! filesystem. Parsing and printing only; the work is in [`crate::layout`].
+
+use std::fmt::Write as _;
+use std::io::{BufWriter, Write};
+use std::path::PathBuf;
+use std::process::ExitCode;
+use std::str::FromStr;
+use std::sync::Mutex;
+
+use anyhow::Result;
+use clap::Args;
+
+use crate::error::bad_input;
+use crate::layout::{self, FileLayout, FreeSpace, LayoutSummary, WalkOptions};
+use crate::units::format_bytes_human;
+
+/// Output formats.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Format {
+    Table,
+    Json,
+    Csv,
+}
+
+impl FromStr for Format {
+    type Err = String;
+    fn from_str(s: &str) -> Result<Self, Self::Err> {
+        match s {
+            "table" => Ok(Self::Table),
+            "json" => Ok(Self::Json),
+            "csv" => Ok(Self::Csv),
+            _ => Err(format!("unknown format {s:?}; use table, json or csv")),
+        }
+    }
+}
+
+/// Orders of the per-file list.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum SortKey {
+    /// Most extents first.
+    Extents,
+    /// Largest first.
+    Size,
+    /// By path.
+    Path,
+}
+
+impl FromStr for SortKey {
+    type Err = String;
+    fn from_str(s: &str) -> Result<Self, Self::Err> {
+        match s {
+            "extents" => Ok(Self::Extents),
+            "size" => Ok(Self::Size),
+            "path" => Ok(Self::Path),
+            _ => Err(format!("unknown sort key {s:?}; use extents, size or path")),
+        }
+    }
+}
+
+/// Reads the extent map of every regular file below PATH... (FIEMAP with FIEMAP_FLAG_SYNC,
+/// FIBMAP where FIEMAP is missing), counts extents as filefrag does, and reports the
+/// fragmentation metrics: extents per file, fragmentation factor, layout score, fragmented
+/// files, internal fragmentation, inter-file locality, and the worst files.
+///
+/// With --free MOUNTPOINT, also (or only) the free-space fragmentation of that filesystem, as
+/// e2freefrag reports it.
+#[derive(Debug, Args)]
+pub struct FragCmd {
+    /// Directories or files to scan.
+    #[arg(value_name = "PATH", required_unless_present = "free")]
+    pub paths: Vec<PathBuf>,
+    /// List every file: size, allocated, extents, ideal extents, layout score, holes, flags.
+    #[arg(long)]
+    pub per_file: bool,
+    /// Output format.
+    #[arg(long, value_name = "table|json|csv", default_value = "table")]
+    pub format: Format,
+    /// Scanning threads [default: the number of CPUs, at most 8].
+    #[arg(long, value_name = "N")]
+    pub threads: Option<usize>,
+    /// Sort the per-file list (holds the whole list in memory; without it files stream out in
+    /// scan order).
+    #[arg(long, value_name = "extents|size|path", requires = "per_file")]
+    pub sort: Option<SortKey>,
+    /// Worst files to show (by extents) [default: 10]; with --per-file --sort, also the number
+    /// of files listed.
+    #[arg(long, value_name = "K")]
+    pub top: Option<usize>,
+    /// Report the free-space fragmentation of the filesystem at MOUNTPOINT.
+    #[arg(long, value_name = "MOUNTPOINT")]
+    pub free: Option<PathBuf>,
+    /// Enter mount points and other filesystems below PATH.
+    #[arg(long)]
+    pub cross_mounts: bool,
+}
+
+const CSV_HEADER: &str =
+    "path,size,allocated,extents,ideal_extents,layout_score,holes,flags,method";
+
+fn csv_field(s: &str) -> String {
+    if s.contains([',', '"', '\n', '\r']) {
+        format!("\"{}\"", s.replace('"', "\"\""))
+    } else {
+        s.to_string()
+    }
+}
+
+fn csv_row(f: &FileLayout) -> String {
+    format!(
+        "{},{},{},{},{},{},{},{},{}",
+        csv_field(&f.path),
+        f.size,
+        f.allocated,
+        f.extents,
+        f.ideal_extents,
+        f.layout_score.map_or(String::new(), |v| format!("{v:.4}")),
+        f.holes,
+        f.flags.names().join("|"),
+        match f.method {
+            layout::MapMethod::Fiemap => "fiemap",
+            layout::MapMethod::Fibmap => "fibmap",
+        }
+    )
+}
+
+fn table_row(f: &FileLayout) -> String {
+    format!(
+        "{:>8} {:>6} {:>12} {:>12} {:>6} {:>5}  {:<16} {}",
+        f.extents,
+        f.ideal_extents,
+        f.size,
+        f.allocated,
+        f.layout_score.map_or("-".into(), |v| format!("{v:.3}")),
+        f.holes,
+        {
+            let n = f.flags.names().join(",");
+            if n.is_empty() {
+                "-".into()
+            } else {
+                n
+            }
+        },
+        f.path
+    )
+}
+
+const TABLE_HEADER: &str =
+    " extents  ideal         size    allocated     LS holes  flags            path";
+
+fn pct(v: Option<f64>) -> String {
+    v.map_or("-".into(), |v| format!("{:.1}%", v * 100.0))
+}
+
+fn num(v: Option<f64>) -> String {
+    v.map_or("-".into(), |v| format!("{v:.3}"))
+}
+
+/// The summary as a table.
+pub fn summary_table(s: &LayoutSummary, paths: &[PathBuf]) -> String {
+    let mut o = String::new();
+    let names: Vec<String> = paths.iter().map(|p| p.display().to_string()).collect();
+    let _ = writeln!(o, "layout of {}", names.join(", "));
+    let rows: Vec<(&str, String)> = vec![
+        ("files", s.files.to_string()),
+        (
+            "bytes",
+            format!(
+                "{} (with blocks {}, allocated {})",
+                format_bytes_human(s.bytes as f64),
+                format_bytes_human(s.data_bytes as f64),
+                format_bytes_human(s.allocated_bytes as f64)
+            ),
+        ),
+        (
+            "extents",
+            format!(
+                "{} (ideal {}); per file mean {}, max {}",
+                s.extents,
+                s.ideal_extents,
+                s.extents_per_file_mean
+                    .map_or("-".into(), |m| format!("{m:.2}")),
+                s.extents_per_file_max
+            ),
+        ),
+        (
+            "fragmentation factor",
+            format!("{}  (sum(E - I) / sum(E))", num(s.fragmentation_factor)),
+        ),
+        (
+            "layout score",
+            format!(
+                "{}  (over {} files of 2+ blocks)",
+                num(s.layout_score),
+                s.layout_score_files
+            ),
+        ),
+        (
+            "fragmented files",
+            format!(
+                "{} = {} of files, {} of bytes",
+                s.fragmented_files,
+                pct(s.fragmented_files_share),
+                pct(s.fragmented_bytes_share)
+            ),
+        ),
+        ("internal fragmentation", pct(s.internal_fragmentation)),
+        (
+            "inter-file locality",
+            format!(
+                "{} within 0 blocks, {} within 256 blocks ({} pairs in directory order)",
+                pct(s.locality.share_within_0),
+                pct(s.locality.share_within_256),
+                s.locality.pairs
+            ),
+        ),
+    ];
+    for (k, v) in rows {
+        let _ = writeln!(o, "  {k:<24}{v}");
+    }
+    let mut methods = format!("FIEMAP {}", s.fiemap_files);
+    if s.fibmap_files > 0 {
+        let _ = write!(methods, ", FIBMAP {}", s.fibmap_files);
+    }
+    if s.block_mapped_files > 0 {
+        let _ = write!(
+            methods,
+            "; {} block-mapped (indirect) files",
+            s.block_mapped_files
+        );
+    }
+    let _ = writeln!(o, "  {:<24}{methods}", "maps read with");
+    let f = &s.flags;
+    let flags: Vec<String> = [
+        ("inline", f.inline),
+        ("unwritten", f.unwritten),
+        ("shared", f.shared),
+        ("encoded", f.encoded),
+        ("encrypted", f.encrypted),
+        ("delalloc", f.delalloc),
+        ("unknown", f.unknown),
+    ]
+    .iter()
+    .filter(|(_, n)| *n > 0)
+    .map(|(k, n)| format!("{k} {n}"))
+    .collect();
+    if !flags.is_empty() {
+        let _ = writeln!(o, "  {:<24}{}", "files with flags", flags.join(", "));
+    }
+    if !s.extents_histogram.is_empty() {
+        let _ = writeln!(o, "\nextents per file   files");
+        for b in &s.extents_histogram {
+            let _ = writeln!(o, "  {:>10}  {:>9}", b.extents, b.files);
+        }
+    }
+    if !s.worst.is_empty() {
+        let _ = writeln!(o, "\nworst {} files by extents", s.worst.len());
+        let _ = writeln!(o, "{TABLE_HEADER}");
+        for w in &s.worst {
+            let _ = writeln!(o, "{}", table_row(w));
+        }
+    }
+    let sk = &s.skipped;
+    if sk.total() > 0 {
+        let mut parts = Vec::new();
+        for (n, what) in [
+            (sk.vanished, "vanished during the scan"),
+            (sk.permission_denied, "permission denied"),
+            (sk.special_files, "special files"),
+            (sk.symlinks, "symlinks (not followed)"),
+            (sk.other_mounts, "mount points not crossed (--cross-mounts)"),
+            (sk.loops, "directories seen twice (bind-mount loops)"),
+            (sk.errors, "errors"),
+        ] {
+            if n > 0 {
+                parts.push(format!("{n} {what}"));
+            }
+        }
+        let _ = writeln!(o, "\nskipped: {}", parts.join(", "));
+        for m in &sk.messages {
+            let _ = writeln!(o, "  {m}");
+        }
+    }
+    o
+}
+
+/// The free-space report as a table, in e2freefrag's layout.
+pub fn free_table(f: &FreeSpace) -> String {
+    let mut o = String::new();
+    let _ = writeln!(
+        o,
+        "free space of {} ({}, read with {})",
+        f.path, f.fs, f.method
+    );
+    let _ = writeln!(o, "  block size               {} bytes", f.block_size);
+    let _ = writeln!(
+        o,
+        "  free                     {} of {} blocks ({}), {}",
+        f.free_blocks,
+        f.total_blocks,
+        if f.total_blocks > 0 {
+            format!(
+                "{:.1}%",
+                f.free_blocks as f64 * 100.0 / f.total_blocks as f64
+            )
+        } else {
+            "-".into()
+        },
+        format_bytes_human(f.free_bytes as f64)
+    );
+    if let Some(u) = f.unallocated_bytes {
+        let _ = writeln!(
+            o,
+            "  not allocated to chunks  {}",
+            format_bytes_human(u as f64)
+        );
+    }
+    let _ = writeln!(o, "  free extents             {}", f.free_extents);
+    let _ = writeln!(
+        o,
+        "  largest free extent      {} ({} of free space)",
+        format_bytes_human(f.largest_free_extent as f64),
+        pct(f.largest_free_share)
+    );
+    let _ = writeln!(
+        o,
+        "  mean free extent         {}",
+        format_bytes_human(f.mean_free_extent)
+    );
+    let _ = writeln!(
+        o,
+        "  free extents per GiB     {}",
+        f.free_extents_per_gib
+            .map_or("-".into(), |v| format!("{v:.1}"))
+    );
+    let _ = writeln!(
+        o,
+        "\n  Extent Size Range :  Free extents   Free Blocks  Percent"
+    );
+    for b in &f.histogram {
+        let _ = writeln!(
+            o,
+            "  {:>17} :  {:>12}  {:>12}  {:>6.2}%",
+            b.range, b.extents, b.blocks, b.percent
+        );
+    }
+    o
+}
+
+fn free_csv(f: &FreeSpace) -> String {
+    let mut o = String::from("range,from_bytes,to_bytes,free_extents,free_blocks,percent\n");
+    for b in &f.histogram {
+        let _ = writeln!(
+            o,
+            "{},{},{},{},{},{:.2}",
+            b.range, b.from_bytes, b.to_bytes, b.extents, b.blocks, b.percent
+        );
+    }
+    o
+}
+
+fn summary_csv(s: &LayoutSummary) -> String {
+    let mut o = String::from("metric,value\n");
+    let opt = |v: Option<f64>| v.map_or(String::new(), |v| format!("{v:.6}"));
+    for (k, v) in [
+        ("files", s.files.to_string()),
+        ("bytes", s.bytes.to_string()),
+        ("data_bytes", s.data_bytes.to_string()),
+        ("allocated_bytes", s.allocated_bytes.to_string()),
+        ("extents", s.extents.to_string()),
+        ("ideal_extents", s.ideal_extents.to_string()),
+        ("extents_per_file_mean", opt(s.extents_per_file_mean)),
+        ("extents_per_file_max", s.extents_per_file_max.to_string()),
+        ("fragmentation_factor", opt(s.fragmentation_factor)),
+        ("layout_score", opt(s.layout_score)),
+        ("fragmented_files", s.fragmented_files.to_string()),
+        ("fragmented_files_share", opt(s.fragmented_files_share)),
+        ("fragmented_bytes_share", opt(s.fragmented_bytes_share)),
+        ("internal_fragmentation", opt(s.internal_fragmentation)),
+        ("locality_pairs", s.locality.pairs.to_string()),
+        ("locality_within_0", opt(s.locality.share_within_0)),
+        ("locality_within_256", opt(s.locality.share_within_256)),
+        ("skipped", s.skipped.total().to_string()),
+    ] {
+        let _ = writeln!(o, "{k},{v}");
+    }
+    o
+}
+
+fn sort_files(files: &mut [FileLayout], key: SortKey) {
+    match key {
+        SortKey::Extents => {
+            files.sort_by(|a, b| b.extents.cmp(&a.extents).then(a.path.cmp(&b.path)))
+        }
+        SortKey::Size => files.sort_by(|a, b| b.size.cmp(&a.size).then(a.path.cmp(&b.path))),
+        SortKey::Path => files.sort_by(|a, b| a.path.cmp(&b.path)),
+    }
+}
+
+/// Runs `fsgauge frag`.
+pub fn run(c: FragCmd) -> Result<ExitCode> {
+    if c.threads == Some(0) {
+        return Err(bad_input("--threads must be 1 or more"));
+    }
+    for p in &c.paths {
+        if std::fs::symlink_metadata(p).is_err() {
+            return Err(bad_input(format!(
+                "{}: no such file or directory",
+                p.display()
+            )));
+        }
+    }
+    if let Some(m) = &c.free {
+        if !m.is_dir() {
+            return Err(bad_input(format!(
+                "--free {}: not a directory",
+                m.display()
+            )));
+        }
+    }
+    let mut opts = WalkOptions::default();
+    if let Some(t) = c.threads {
+        opts.threads = t;
+    }
+    opts.cross_mounts = c.cross_mounts;
+    opts.top = c.top.unwrap_or(10);
+    opts.paths = c.per_file;
+
+    let stdout = std::io::stdout();
+    let out = Mutex::new(BufWriter::with_capacity(1 << 16, stdout));
+    let mut summary = None;
+    let mut collected: Vec<FileLayout> = Vec::new();
+    if !c.paths.is_empty() {
+        let sorted = c.per_file && c.sort.is_some();
+        let stream = c.per_file && !sorted;
+        let first = Mutex::new(true);
+        if stream {
+            let mut w = out.lock().expect("stdout lock");
+            match c.format {
+                Format::Table => writeln!(w, "{TABLE_HEADER}")?,
+                Format::Csv => writeln!(w, "{CSV_HEADER}")?,
+                Format::Json => write!(w, "{{\"files\": [")?,
+            }
+        }
+        let keep = Mutex::new(&mut collected);
+        let sink = |f: &FileLayout| {
+            if sorted {
+                keep.lock().expect("list lock").push(f.clone());
+                return;
+            }
+            let mut w = out.lock().expect("stdout lock");
+            let _ = match c.format {
+                Format::Table => writeln!(w, "{}", table_row(f)),
+                Format::Csv => writeln!(w, "{}", csv_row(f)),
+                Format::Json => {
+                    let mut fst = first.lock().expect("flag lock");
+                    let sep = if *fst { "\n" } else { ",\n" };
+                    *fst = false;
+                    write!(w, "{sep}{}", serde_json::to_string(f).unwrap_or_default())
+                }
+            };
+        };
+        let s = if c.per_file {
+            layout::scan_tree(&c.paths, &opts, Some(&sink))?
+        } else {
+            layout::scan_tree(&c.paths, &opts, None)?
+        };
+        summary = Some(s);
+        if stream {
+            let mut w = out.lock().expect("stdout lock");
+            match c.format {
+                Format::Json => write!(w, "\n],")?,
+                _ => writeln!(w)?,
+            }
+        }
+    }
+    if let Some(key) = c.sort {
+        sort_files(&mut collected, key);
+        if let Some(k) = c.top {
+            collected.truncate(k);
+        }
+    }
+    let free = match &c.free {
+        Some(m) => match layout::free_space(m) {
+            Ok(f) => Some(Ok(f)),
+            Err(e) if e.is::<layout::Unsupported>() => Some(Err(format!("{e:#}"))),
+            Err(e) => return Err(e),
+        },
+        None => None,
+    };
+    let mut w = out.into_inner().expect("stdout lock");
+    let streamed_json =
+        c.per_file && c.sort.is_none() && c.format == Format::Json && !c.paths.is_empty();
+    match c.format {
+        Format::Json => {
+            let mut doc = serde_json::Map::new();
+            doc.insert(
+                "paths".into(),
+                serde_json::to_value(
+                    c.paths
+                        .iter()
+                        .map(|p| p.display().to_string())
+                        .collect::<Vec<_>>(),
+                )?,
+            );
+            if let Some(s) = &summary {
+                doc.insert("summary".into(), serde_json::to_value(s)?);
+            }
+            if c.sort.is_some() {
+                doc.insert("files".into(), serde_json::to_value(&collected)?);
+            }
+            match &free {
+                Some(Ok(f)) => {
+                    doc.insert("free_space".into(), serde_json::to_value(f)?);
+                }
+                Some(Err(e)) => {
+                    doc.insert("free_space".into(), serde_json::json!({ "error": e }));
+                }
+                None => {}
+            }
+            let body = serde_json::to_string_pretty(&serde_json::Value::Object(doc))?;
+            if streamed_json {
+                // The files array is already out: continue the same object.
+                writeln!(w, "{}", body.trim_start_matches('{'))?;
+            } else {
+                writeln!(w, "{body}")?;
+            }
+        }
+        Format::Csv => {
+            if c.sort.is_some() {
+                writeln!(w, "{CSV_HEADER}")?;
+                for f in &collected {
+                    writeln!(w, "{}", csv_row(f))?;
+                }
+                writeln!(w)?;
+            }
+            if let Some(s) = &summary {
+                write!(w, "{}", summary_csv(s))?;
+            }
+            match &free {
+                Some(Ok(f)) => write!(w, "\n{}", free_csv(f))?,
+                Some(Err(e)) => writeln!(w, "\nfree space: {e}")?,
+                None => {}
+            }
+        }
+        Format::Table => {
+            if c.sort.is_some() {
+                writeln!(w, "{TABLE_HEADER}")?;
+                for f in &collected {
+                    writeln!(w, "{}", table_row(f))?;
+                }
+                writeln!(w)?;
+            }
+            if let Some(s) = &summary {
+                write!(w, "{}", summary_table(s, &c.paths))?;
+            }
+            match &free {
+                Some(Ok(f)) => {
+                    if summary.is_some() {
+                        writeln!(w)?;
+                    }
+                    write!(w, "{}", free_table(f))?;
+                }
+                Some(Err(e)) => writeln!(w, "free space: {e}")?,
+                None => {}
+            }
+        }
+    }
+    w.flush()?;
+    if matches!(free, Some(Err(_))) {
+        return Ok(ExitCode::from(2));
+    }
+    Ok(ExitCode::SUCCESS)
+}

@@ -1,0 +1,212 @@
+//! Reading one file's block map: FIEMAP with FIEMAP_FLAG_SYNC (so delayed allocations are placed
+//! first), FIBMAP block by block where FIEMAP is not supported, and the per-filesystem rules
+//! that the ideal-extent count needs.
+
+use std::io;
+use std::os::fd::{AsFd, BorrowedFd};
+
+use super::metrics::{file_layout, FileLayout, FormatRules, MapMethod};
+use super::sys::{self, magic, RawExtent};
+
+/// What the scanner knows about one filesystem (one `st_dev`).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct FsRules {
+    /// `statfs` magic.
+    pub magic: i64,
+    /// Block size files are mapped in (FIGETBSZ).
+    pub block_size: u64,
+    /// Longest contiguous extent of ordinary data, bytes.
+    pub max_extent: u64,
+    /// Longest extent of compressed data, bytes.
+    pub max_encoded_extent: u64,
+}
+
+impl FsRules {
+    /// Learns the rules from any open file of the filesystem.
+    pub fn probe(fd: BorrowedFd<'_>) -> io::Result<Self> {
+        let (magic, _, f_bsize) = sys::fstatfs(fd)?;
+        let block_size = match sys::figetbsz(fd) {
+            Ok(b) if b > 0 => b as u64,
+            _ => f_bsize.max(512),
+        };
+        let (max_extent, max_encoded_extent) = match magic {
+            // ext4 extents hold at most 32768 blocks; block-mapped files are bounded by the
+            // block group (blocks per group = 8 × block size).
+            magic::EXT => (32768 * block_size, 32768 * block_size),
+            // xfs: an extent never leaves its allocation group, and holds at most 2^21 blocks.
+            magic::XFS => {
+                let ag = sys::xfs_agblocks(fd).map(|a| a as u64).unwrap_or(u64::MAX);
+                let cap = (1u64 << 21).min(ag).max(1);
+                (cap * block_size, cap * block_size)
+            }
+            // btrfs: BTRFS_MAX_EXTENT_SIZE 128 MiB; compressed extents hold 128 KiB.
+            magic::BTRFS => (128 << 20, 128 << 10),
+            _ => (u64::MAX, u64::MAX),
+        };
+        Ok(Self {
+            magic,
+            block_size,
+            max_extent,
+            max_encoded_extent,
+        })
+    }
+
+    /// The format rules for one file.
+    pub fn format(&self, block_mapped: bool) -> FormatRules {
+        FormatRules {
+            block_size: self.block_size,
+            max_extent: if block_mapped {
+                8 * self.block_size * self.block_size
+            } else {
+                self.max_extent
+            },
+            max_encoded_extent: self.max_encoded_extent,
+            block_mapped,
+        }
+    }
+
+    /// The filesystem's short name, for messages.
+    pub fn name(&self) -> &'static str {
+        fs_name(self.magic)
+    }
+}
+
+/// A filesystem name for a `statfs` magic.
+pub fn fs_name(m: i64) -> &'static str {
+    match m {
+        magic::EXT => "ext2/3/4",
+        magic::XFS => "xfs",
+        magic::BTRFS => "btrfs",
+        0x0102_1994 => "tmpfs",
+        0x6969 => "nfs",
+        0x794C_7630 => "overlayfs",
+        0x6573_5546 => "fuse",
+        0x5346_544E => "ntfs",
+        0x4d44 => "vfat",
+        0x2FC1_2FC1 => "zfs",
+        0xF2F5_2010 => "f2fs",
+        _ => "unknown",
+    }
+}
+
+/// Reads the extent map of an open regular file of `size` bytes and computes its layout.
+pub fn map_file(fd: BorrowedFd<'_>, size: u64, rules: &FsRules) -> io::Result<FileLayout> {
+    map_file_with(fd, size, rules, MapMethod::Fiemap)
+}
+
+/// As [`map_file`], but `MapMethod::Fibmap` forces the FIBMAP scan (as `filefrag -B`).
+pub fn map_file_with(
+    fd: BorrowedFd<'_>,
+    size: u64,
+    rules: &FsRules,
+    method: MapMethod,
+) -> io::Result<FileLayout> {
+    let block_mapped =
+        rules.magic == magic::EXT && sys::getflags(fd).is_ok_and(|f| f & sys::EXT4_EXTENTS_FL == 0);
+    let format = rules.format(block_mapped);
+    let mut extents: Vec<RawExtent> = Vec::new();
+    let first = if method == MapMethod::Fibmap {
+        Err(io::Error::from_raw_os_error(libc::EOPNOTSUPP))
+    } else {
+        sys::fiemap(fd, sys::FIEMAP_FLAG_SYNC, |e| extents.push(e))
+    };
+    let got = match first {
+        Err(e) if e.raw_os_error() == Some(libc::EBADR) => {
+            // The filesystem does not take the sync flag: sync by hand, map without it.
+            extents.clear();
+            // SAFETY: fsync on a valid descriptor.
+            unsafe { libc::fsync(std::os::fd::AsRawFd::as_raw_fd(&fd)) };
+            sys::fiemap(fd, 0, |e| extents.push(e))
+        }
+        other => other,
+    };
+    match got {
+        Ok(()) => {
+            let mut fl = file_layout(&extents, size, &format);
+            fl.method = MapMethod::Fiemap;
+            Ok(fl)
+        }
+        Err(e)
+            if matches!(
+                e.raw_os_error(),
+                Some(libc::EOPNOTSUPP) | Some(libc::ENOTTY) | Some(libc::EINVAL)
+            ) =>
+        {
+            let extents = fibmap_extents(fd, size, &format)?;
+            let mut fl = file_layout(&extents, size, &format);
+            // filefrag's FIBMAP count: every extent it builds is one (no merging across holes).
+            fl.extents = extents.len() as u32;
+            fl.ideal_extents = fl.ideal_extents.min(fl.extents);
+            fl.method = MapMethod::Fibmap;
+            Ok(fl)
+        }
+        Err(e) => Err(e),
+    }
+}
+
+/// Builds extents from FIBMAP, block by block, as filefrag's `filefrag_fibmap` does: a new
+/// extent starts where a block does not follow the previous one on disk (allowing for the
+/// indirect blocks of block-mapped ext2/3 files) or in the file.
+pub fn fibmap_extents(
+    fd: BorrowedFd<'_>,
+    size: u64,
+    format: &FormatRules,
+) -> io::Result<Vec<RawExtent>> {
+    // SAFETY: fsync on a valid descriptor; delayed allocations must be placed first.
+    unsafe { libc::fsync(std::os::fd::AsRawFd::as_raw_fd(&fd)) };
+    let bs = format.block_size.max(1);
+    let bpib = bs / 4;
+    let nblocks = size.div_ceil(bs);
+    let mut out: Vec<RawExtent> = Vec::new();
+    let mut last_block = 0u64;
+    for i in 0..nblocks {
+        if format.block_mapped && last_block != 0 {
+            last_block += super::metrics::indirect_blocks_before(i, bpib);
+        }
+        let block = sys::fibmap(fd, i)?;
+        if block == 0 {
+            continue;
+        }
+        let logical = i * bs;
+        let extend = out
+            .last()
+            .is_some_and(|e| block == last_block + 1 && e.logical + e.length == logical);
+        if extend {
+            if let Some(e) = out.last_mut() {
+                e.length += bs;
+            }
+        } else {
+            out.push(RawExtent {
+                logical,
+                physical: block * bs,
+                length: bs,
+                flags: 0,
+            });
+        }
+        last_block = block;
+    }
+    Ok(out)
+}
+
+/// Opens and maps one file by path (the public one-file entry point).
+pub fn scan_path(path: &std::path::Path, method: MapMethod) -> anyhow::Result<FileLayout> {
+    use anyhow::Context;
+    use std::os::unix::fs::OpenOptionsExt;
+    let f = std::fs::OpenOptions::new()
+        .read(true)
+        .custom_flags(libc::O_NOFOLLOW | libc::O_NONBLOCK)
+        .open(path)
+        .with_context(|| format!("opening {}", path.display()))?;
+    let md = f
+        .metadata()
+        .with_context(|| format!("stat {}", path.display()))?;
+    if !md.is_file() {
+        anyhow::bail!("{} is not a regular file", path.display());
+    }
+    let rules = FsRules::probe(f.as_fd())
+        .with_context(|| format!("reading the filesystem of {}", path.display()))?;
+    let mut fl = map_file_with(f.as_fd(), md.len(), &rules, method)
+        .with_context(|| format!("reading the block map of {}", path.display()))?;
+    fl.path = path.display().to_string();
+    Ok(fl)
+}

@@ -1,0 +1,458 @@
+//! The parallel tree walk behind `fsgauge frag`: worker threads take directories from a shared
+//! stack, read each directory in readdir order (so inter-file locality is judged in directory
+//! order), and map every regular file with [`super::scan::map_file`].
+//!
+//! It is built to survive real trees: entries that vanish, permission errors, special files and
+//! symlinks are counted, never fatal; directories are remembered by (device, inode) so a bind
+//! mount that loops back is visited once; mount points and other filesystems are not entered
+//! unless asked. Memory stays flat: per thread one summary builder and one top-K list, plus the
+//! stack of directories still to read and the set of directories seen.
+
+use std::collections::{HashMap, HashSet};
+use std::ffi::{CStr, OsStr};
+use std::io;
+use std::os::fd::{AsFd, AsRawFd, FromRawFd, OwnedFd};
+use std::os::unix::ffi::OsStrExt;
+use std::path::{Path, PathBuf};
+use std::sync::{Condvar, Mutex};
+
+use anyhow::Result;
+
+use super::metrics::{FileLayout, LayoutSummary, SummaryBuilder};
+use super::scan::{map_file, FsRules};
+use crate::error::bad_input;
+
+/// How a tree is walked.
+#[derive(Debug, Clone)]
+pub struct WalkOptions {
+    /// Worker threads (at least 1).
+    pub threads: usize,
+    /// Enter mount points and other filesystems below the starting paths.
+    pub cross_mounts: bool,
+    /// Worst files kept in the summary.
+    pub top: usize,
+    /// Build each file's path (needed for per-file output).
+    pub paths: bool,
+}
+
+impl Default for WalkOptions {
+    fn default() -> Self {
+        Self {
+            threads: std::thread::available_parallelism()
+                .map_or(2, |n| n.get())
+                .min(8),
+            cross_mounts: false,
+            top: 10,
+            paths: false,
+        }
+    }
+}
+
+/// Receives every file as it is mapped (from any worker thread).
+pub type FileSink<'a> = &'a (dyn Fn(&FileLayout) + Sync);
+
+struct Job {
+    path: PathBuf,
+    /// The device of the starting path this directory was reached from.
+    root_dev: u64,
+}
+
+struct Queue {
+    jobs: Vec<Job>,
+    busy: usize,
+    failed: bool,
+}
+
+struct Shared<'a> {
+    queue: Mutex<Queue>,
+    ready: Condvar,
+    seen: Mutex<HashSet<(u64, u64)>>,
+    opts: &'a WalkOptions,
+    sink: Option<FileSink<'a>>,
+}
+
+fn statx_nofollow(dirfd: libc::c_int, name: &CStr) -> io::Result<libc::statx> {
+    // SAFETY: zeroed plain struct filled by the kernel.
+    let mut st: libc::statx = unsafe { std::mem::zeroed() };
+    // SAFETY: valid pointers; dirfd is open or AT_FDCWD.
+    let rc = unsafe {
+        libc::statx(
+            dirfd,
+            name.as_ptr(),
+            libc::AT_SYMLINK_NOFOLLOW | libc::AT_NO_AUTOMOUNT,
+            libc::STATX_TYPE | libc::STATX_INO | libc::STATX_SIZE,
+            &mut st,
+        )
+    };
+    if rc < 0 {
+        Err(io::Error::last_os_error())
+    } else {
+        Ok(st)
+    }
+}
+
+fn dev_of(st: &libc::statx) -> u64 {
+    libc::makedev(st.stx_dev_major, st.stx_dev_minor)
+}
+
+fn is_mount_root(st: &libc::statx) -> bool {
+    st.stx_attributes_mask & libc::STATX_ATTR_MOUNT_ROOT as u64 != 0
+        && st.stx_attributes & libc::STATX_ATTR_MOUNT_ROOT as u64 != 0
+}
+
+fn kind_of(mode: u32) -> u32 {
+    mode & libc::S_IFMT
+}
+
+/// Walks `paths` (directories or regular files) and summarizes every regular file below them.
+/// `sink`, when given, sees every file as it is mapped.
+pub fn scan_tree(
+    paths: &[PathBuf],
+    opts: &WalkOptions,
+    sink: Option<FileSink<'_>>,
+) -> Result<LayoutSummary> {
+    let shared = Shared {
+        queue: Mutex::new(Queue {
+            jobs: Vec::new(),
+            busy: 0,
+            failed: false,
+        }),
+        ready: Condvar::new(),
+        seen: Mutex::new(HashSet::new()),
+        opts,
+        sink,
+    };
+    let mut total = SummaryBuilder::new(opts.top);
+    let mut worker0 = Worker::new(&shared);
+    for p in paths {
+        let c = std::ffi::CString::new(p.as_os_str().as_bytes())
+            .map_err(|_| bad_input(format!("{}: path contains a NUL byte", p.display())))?;
+        let st = statx_nofollow(libc::AT_FDCWD, &c)
+            .map_err(|e| bad_input(format!("{}: {e}", p.display())))?;
+        match kind_of(st.stx_mode as u32) {
+            libc::S_IFDIR => {
+                let key = (dev_of(&st), st.stx_ino);
+                if shared.seen.lock().expect("seen set lock").insert(key) {
+                    shared.queue.lock().expect("queue lock").jobs.push(Job {
+                        path: p.clone(),
+                        root_dev: dev_of(&st),
+                    });
+                }
+            }
+            libc::S_IFREG => {
+                worker0.b.new_directory();
+                worker0.file(libc::AT_FDCWD, &c, p, dev_of(&st), true);
+            }
+            libc::S_IFLNK => {
+                return Err(bad_input(format!(
+                    "{} is a symbolic link; give the path it points to",
+                    p.display()
+                )))
+            }
+            _ => {
+                return Err(bad_input(format!(
+                    "{} is neither a directory nor a regular file",
+                    p.display()
+                )))
+            }
+        }
+    }
+    let threads = opts.threads.max(1);
+    let results: Vec<SummaryBuilder> = std::thread::scope(|s| {
+        let handles: Vec<_> = (1..threads)
+            .map(|_| {
+                s.spawn(|| {
+                    let mut w = Worker::new(&shared);
+                    w.run();
+                    w.b
+                })
+            })
+            .collect();
+        worker0.run();
+        let mut out = vec![std::mem::take(&mut worker0.b)];
+        for h in handles {
+            match h.join() {
+                Ok(b) => out.push(b),
+                Err(_) => {
+                    shared.queue.lock().expect("queue lock").failed = true;
+                }
+            }
+        }
+        out
+    });
+    if shared.queue.lock().expect("queue lock").failed {
+        anyhow::bail!("a scanning thread panicked");
+    }
+    for b in results {
+        total.merge(b);
+    }
+    Ok(total.finish())
+}
+
+struct Worker<'s, 'a> {
+    shared: &'s Shared<'a>,
+    b: SummaryBuilder,
+    rules: HashMap<u64, FsRules>,
+}
+
+impl<'s, 'a> Worker<'s, 'a> {
+    fn new(shared: &'s Shared<'a>) -> Self {
+        Self {
+            shared,
+            b: SummaryBuilder::new(shared.opts.top),
+            rules: HashMap::new(),
+        }
+    }
+
+    fn run(&mut self) {
+        loop {
+            let job = {
+                let mut q = self.shared.queue.lock().expect("queue lock");
+                loop {
+                    if let Some(j) = q.jobs.pop() {
+                        q.busy += 1;
+                        break Some(j);
+                    }
+                    if q.busy == 0 || q.failed {
+                        break None;
+                    }
+                    q = self.shared.ready.wait(q).expect("queue lock");
+                }
+            };
+            let Some(job) = job else {
+                self.shared.ready.notify_all();
+                return;
+            };
+            let found = self.directory(&job);
+            let mut q = self.shared.queue.lock().expect("queue lock");
+            q.busy -= 1;
+            let more = !found.is_empty();
+            q.jobs.extend(found);
+            let done = q.busy == 0 && q.jobs.is_empty();
+            drop(q);
+            if more || done {
+                self.shared.ready.notify_all();
+            }
+        }
+    }
+
+    fn count_error(&mut self, path: &Path, what: &str, e: &io::Error) {
+        let sk = &mut self.b.skipped;
+        match e.raw_os_error() {
+            Some(libc::ENOENT) | Some(libc::ESTALE) => sk.vanished += 1,
+            Some(libc::EACCES) | Some(libc::EPERM) => {
+                sk.permission_denied += 1;
+                sk.note(format!("{}: {what}: {e}", path.display()));
+            }
+            Some(libc::ELOOP) => sk.symlinks += 1,
+            Some(libc::ENXIO) | Some(libc::ENODEV) => sk.special_files += 1,
+            _ => {
+                sk.errors += 1;
+                sk.note(format!("{}: {what}: {e}", path.display()));
+            }
+        }
+    }
+
+    /// Reads one directory; returns the subdirectories to walk.
+    fn directory(&mut self, job: &Job) -> Vec<Job> {
+        let mut subdirs = Vec::new();
+        let c = match std::ffi::CString::new(job.path.as_os_str().as_bytes()) {
+            Ok(c) => c,
+            Err(_) => return subdirs,
+        };
+        // SAFETY: valid C string.
+        let fd = unsafe {
+            libc::open(
+                c.as_ptr(),
+                libc::O_RDONLY | libc::O_DIRECTORY | libc::O_NOFOLLOW | libc::O_CLOEXEC,
+            )
+        };
+        if fd < 0 {
+            let e = io::Error::last_os_error();
+            self.count_error(&job.path, "opening directory", &e);
+            return subdirs;
+        }
+        // SAFETY: fresh descriptor.
+        let fd = unsafe { OwnedFd::from_raw_fd(fd) };
+        let dirfd = fd.as_raw_fd();
+        // A second descriptor for the stream, so `fd` stays usable for *at() calls.
+        let dup = match fd.try_clone() {
+            Ok(d) => d,
+            Err(e) => {
+                self.count_error(&job.path, "reading directory", &e);
+                return subdirs;
+            }
+        };
+        let mut dir = match nix::dir::Dir::from_fd(dup.as_raw_fd()) {
+            Ok(d) => {
+                std::mem::forget(dup);
+                d
+            }
+            Err(e) => {
+                self.count_error(&job.path, "reading directory", &io::Error::from(e));
+                return subdirs;
+            }
+        };
+        self.b.new_directory();
+        for ent in dir.iter() {
+            let ent = match ent {
+                Ok(e) => e,
+                Err(e) => {
+                    self.count_error(&job.path, "reading directory", &io::Error::from(e));
+                    break;
+                }
+            };
+            let name = ent.file_name();
+            let nb = name.to_bytes();
+            if nb == b"." || nb == b".." {
+                continue;
+            }
+            use nix::dir::Type;
+            match ent.file_type() {
+                Some(Type::File) => {
+                    let child = job.path.join(OsStr::from_bytes(nb));
+                    self.file(dirfd, name, &child, job.root_dev, false);
+                }
+                Some(Type::Directory) => {
+                    let child = job.path.join(OsStr::from_bytes(nb));
+                    if let Some(j) = self.subdir(dirfd, name, child, job.root_dev) {
+                        subdirs.push(j);
+                    }
+                }
+                Some(Type::Symlink) => self.b.skipped.symlinks += 1,
+                Some(_) => self.b.skipped.special_files += 1,
+                None => {
+                    let child = job.path.join(OsStr::from_bytes(nb));
+                    match statx_nofollow(dirfd, name) {
+                        Ok(st) => match kind_of(st.stx_mode as u32) {
+                            libc::S_IFREG => self.file(dirfd, name, &child, job.root_dev, false),
+                            libc::S_IFDIR => {
+                                if let Some(j) = self.subdir(dirfd, name, child, job.root_dev) {
+                                    subdirs.push(j);
+                                }
+                            }
+                            libc::S_IFLNK => self.b.skipped.symlinks += 1,
+                            _ => self.b.skipped.special_files += 1,
+                        },
+                        Err(e) => self.count_error(&child, "stat", &e),
+                    }
+                }
+            }
+        }
+        drop(fd);
+        // Depth-first keeps the stack short; reversed so directories are taken in readdir order.
+        subdirs.reverse();
+        subdirs
+    }
+
+    fn subdir(
+        &mut self,
+        dirfd: libc::c_int,
+        name: &CStr,
+        path: PathBuf,
+        root_dev: u64,
+    ) -> Option<Job> {
+        let st = match statx_nofollow(dirfd, name) {
+            Ok(st) => st,
+            Err(e) => {
+                self.count_error(&path, "stat", &e);
+                return None;
+            }
+        };
+        if kind_of(st.stx_mode as u32) != libc::S_IFDIR {
+            // Replaced since the directory was read.
+            self.b.skipped.vanished += 1;
+            return None;
+        }
+        let dev = dev_of(&st);
+        if !self.shared.opts.cross_mounts && (dev != root_dev || is_mount_root(&st)) {
+            self.b.skipped.other_mounts += 1;
+            return None;
+        }
+        if !self
+            .shared
+            .seen
+            .lock()
+            .expect("seen set lock")
+            .insert((dev, st.stx_ino))
+        {
+            self.b.skipped.loops += 1;
+            return None;
+        }
+        Some(Job { path, root_dev })
+    }
+
+    fn file(
+        &mut self,
+        dirfd: libc::c_int,
+        name: &CStr,
+        path: &Path,
+        root_dev: u64,
+        top_level: bool,
+    ) {
+        // O_NONBLOCK: if the entry was replaced by a FIFO since readdir, open must not hang.
+        // SAFETY: valid dirfd and C string.
+        let fd = unsafe {
+            libc::openat(
+                dirfd,
+                name.as_ptr(),
+                libc::O_RDONLY
+                    | libc::O_NOFOLLOW
+                    | libc::O_NONBLOCK
+                    | libc::O_CLOEXEC
+                    | libc::O_NOCTTY,
+            )
+        };
+        if fd < 0 {
+            let e = io::Error::last_os_error();
+            self.count_error(path, "open", &e);
+            return;
+        }
+        // SAFETY: fresh descriptor.
+        let fd = unsafe { OwnedFd::from_raw_fd(fd) };
+        // SAFETY: zeroed plain struct filled by the kernel.
+        let mut st: libc::stat = unsafe { std::mem::zeroed() };
+        // SAFETY: valid fd and pointer.
+        if unsafe { libc::fstat(fd.as_raw_fd(), &mut st) } < 0 {
+            let e = io::Error::last_os_error();
+            self.count_error(path, "stat", &e);
+            return;
+        }
+        if st.st_mode & libc::S_IFMT != libc::S_IFREG {
+            self.b.skipped.special_files += 1;
+            return;
+        }
+        #[allow(clippy::unnecessary_cast)]
+        let dev = st.st_dev as u64;
+        if !top_level && !self.shared.opts.cross_mounts && dev != root_dev {
+            // A file bind-mounted from elsewhere.
+            self.b.skipped.other_mounts += 1;
+            return;
+        }
+        let rules = match self.rules.get(&dev) {
+            Some(r) => *r,
+            None => match FsRules::probe(fd.as_fd()) {
+                Ok(r) => {
+                    self.rules.insert(dev, r);
+                    r
+                }
+                Err(e) => {
+                    self.count_error(path, "statfs", &e);
+                    return;
+                }
+            },
+        };
+        match map_file(fd.as_fd(), st.st_size as u64, &rules) {
+            Ok(mut fl) => {
+                if self.shared.opts.paths || self.b.wants_worst(&fl) {
+                    fl.path = path.display().to_string();
+                }
+                if let Some(sink) = self.shared.sink {
+                    sink(&fl);
+                }
+                self.b.add(&fl);
+            }
+            Err(e) => self.count_error(path, "reading the block map", &e),
+        }
+    }
+}

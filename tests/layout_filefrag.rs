@@ -1,0 +1,335 @@
+//! `fsgauge frag` against `filefrag` on real testbeds: ext4, ext4 without extents
+//! (block-mapped), xfs and btrfs, with trees fragmented on purpose (round-robin appends with
+//! fsync, sparse files, preallocated files, 0-byte and one-block files). Every file's extent count
+//! must equal filefrag's.
+//!
+//! Needs root, loop devices, mkfs.ext4/xfs/btrfs and filefrag; skips with a reason otherwise.
+
+mod support;
+
+use std::collections::BTreeMap;
+use std::io::Write;
+use std::os::fd::AsRawFd;
+use std::os::unix::fs::FileExt;
+use std::path::{Path, PathBuf};
+use std::process::Command;
+
+use support::Sandbox;
+
+/// A testbed made with `fsgauge testbed create`, destroyed on drop.
+struct Bed<'a> {
+    sb: &'a Sandbox,
+    name: String,
+    mnt: PathBuf,
+    device: PathBuf,
+}
+
+impl<'a> Bed<'a> {
+    fn create(sb: &'a Sandbox, fs: &str, size: &str, mkfs_opts: &str) -> Self {
+        let out = sb
+            .cmd()
+            .args([
+                "testbed",
+                "create",
+                "--fs",
+                fs,
+                "--fs-size",
+                size,
+                "--mkfs-opts",
+                mkfs_opts,
+            ])
+            .arg("--workdir")
+            .arg(sb.workdir())
+            .output()
+            .expect("run fsgauge");
+        let text = String::from_utf8_lossy(&out.stdout).to_string();
+        assert!(
+            out.status.success(),
+            "testbed create failed: {text}\n{}",
+            String::from_utf8_lossy(&out.stderr)
+        );
+        let field = |k: &str| {
+            text.lines()
+                .find_map(|l| l.strip_prefix(k).map(|v| v.trim().to_string()))
+                .unwrap_or_else(|| panic!("no {k} in {text}"))
+        };
+        Bed {
+            sb,
+            name: field("name:"),
+            mnt: PathBuf::from(field("mountpoint:")),
+            device: PathBuf::from(field("device:")),
+        }
+    }
+}
+
+impl Drop for Bed<'_> {
+    fn drop(&mut self) {
+        let _ = self
+            .sb
+            .cmd()
+            .args(["testbed", "destroy", &self.name])
+            .output();
+    }
+}
+
+fn write_all(path: &Path, data: &[u8]) {
+    let mut f = std::fs::File::create(path).expect("create");
+    f.write_all(data).expect("write");
+}
+
+/// fallocate worked, or the file cannot have it (block-mapped ext4 files: EOPNOTSUPP).
+fn fallocate_ok(rc: i32) {
+    if rc != 0 {
+        let e = std::io::Error::last_os_error();
+        assert_eq!(e.raw_os_error(), Some(libc::EOPNOTSUPP), "fallocate: {e}");
+    }
+}
+
+/// Builds a tree fragmented on purpose below `root`.
+pub fn fragmented_tree(root: &Path, block: usize) {
+    let rr = root.join("roundrobin");
+    std::fs::create_dir_all(&rr).expect("mkdir");
+    let mut files: Vec<std::fs::File> = (0..6)
+        .map(|i| {
+            std::fs::OpenOptions::new()
+                .create(true)
+                .append(true)
+                .open(rr.join(format!("f{i}")))
+                .expect("open")
+        })
+        .collect();
+    let piece = vec![b'r'; 2 * block];
+    for _round in 0..30 {
+        for f in &mut files {
+            f.write_all(&piece).expect("append");
+            f.sync_all().expect("fsync");
+        }
+    }
+    // Sparse files: data islands with holes, and one truncated up to leave a trailing hole.
+    let sp = root.join("sparse");
+    std::fs::create_dir_all(&sp).expect("mkdir");
+    for i in 1..=3u64 {
+        let f = std::fs::File::create(sp.join(format!("s{i}"))).expect("create");
+        for k in 0..6u64 {
+            f.write_all_at(&vec![b's'; block * i as usize], k * 16 * block as u64 * i)
+                .expect("pwrite");
+        }
+        f.set_len(100 * block as u64 * i).expect("truncate up");
+    }
+    // Preallocated files: fallocate, partly written; and one with KEEP_SIZE past EOF.
+    let pa = root.join("prealloc");
+    std::fs::create_dir_all(&pa).expect("mkdir");
+    for i in 0..3u64 {
+        let f = std::fs::File::create(pa.join(format!("p{i}"))).expect("create");
+        // SAFETY: valid descriptor.
+        let rc =
+            unsafe { libc::fallocate(f.as_raw_fd(), 0, 0, (64 * block as u64 * (i + 1)) as i64) };
+        fallocate_ok(rc);
+        f.write_all_at(&vec![b'p'; block], block as u64 * 3 * i)
+            .expect("pwrite");
+    }
+    let f = std::fs::File::create(pa.join("keep-size")).expect("create");
+    f.write_all_at(&vec![b'k'; block], 0).expect("pwrite");
+    // SAFETY: valid descriptor.
+    let rc = unsafe {
+        libc::fallocate(
+            f.as_raw_fd(),
+            libc::FALLOC_FL_KEEP_SIZE,
+            0,
+            (32 * block) as i64,
+        )
+    };
+    fallocate_ok(rc);
+    // 0-byte, one-block and tiny files.
+    let sm = root.join("small");
+    std::fs::create_dir_all(&sm).expect("mkdir");
+    for i in 0..4 {
+        write_all(&sm.join(format!("empty{i}")), b"");
+        write_all(&sm.join(format!("one{i}")), &vec![b'o'; block]);
+        write_all(&sm.join(format!("tiny{i}")), b"hello");
+    }
+    // A larger file written in interleaved pieces with another (crosses indirect-block
+    // boundaries on block-mapped files).
+    let big = root.join("big");
+    std::fs::create_dir_all(&big).expect("mkdir");
+    let mut a = std::fs::File::create(big.join("a")).expect("create");
+    let mut b = std::fs::File::create(big.join("b")).expect("create");
+    let chunk = vec![b'b'; 64 * block];
+    for _ in 0..8 {
+        a.write_all(&chunk).expect("write");
+        a.sync_all().expect("fsync");
+        b.write_all(&chunk).expect("write");
+        b.sync_all().expect("fsync");
+    }
+}
+
+/// filefrag's extent count for every regular file below `root` (`extra` e.g. `-B`).
+pub fn filefrag_counts(root: &Path, extra: &[&str]) -> BTreeMap<String, u64> {
+    let mut files = Vec::new();
+    let mut stack = vec![root.to_path_buf()];
+    while let Some(d) = stack.pop() {
+        for e in std::fs::read_dir(&d).expect("read_dir") {
+            let e = e.expect("entry");
+            let t = e.file_type().expect("type");
+            if t.is_dir() {
+                stack.push(e.path());
+            } else if t.is_file() {
+                files.push(e.path());
+            }
+        }
+    }
+    let out = Command::new("filefrag")
+        .args(extra)
+        .args(&files)
+        .output()
+        .expect("run filefrag");
+    assert!(
+        out.status.success(),
+        "filefrag failed: {}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    let mut m = BTreeMap::new();
+    for line in String::from_utf8_lossy(&out.stdout).lines() {
+        let (path, rest) = line.rsplit_once(": ").expect("filefrag line");
+        let n: u64 = rest
+            .split_whitespace()
+            .next()
+            .expect("count")
+            .parse()
+            .expect("number");
+        m.insert(path.to_string(), n);
+    }
+    assert_eq!(m.len(), files.len(), "filefrag reported every file");
+    m
+}
+
+/// `fsgauge frag --per-file --format json` (streamed) → path → extents, plus the summary.
+pub fn frag_counts(sb: &Sandbox, root: &Path) -> (BTreeMap<String, u64>, serde_json::Value) {
+    let out = sb
+        .cmd()
+        .args(["frag", "--per-file", "--format", "json", "--threads", "2"])
+        .arg(root)
+        .output()
+        .expect("run fsgauge frag");
+    let doc = support::json_of(&out);
+    let mut m = BTreeMap::new();
+    for f in doc["files"].as_array().expect("files array") {
+        m.insert(
+            f["path"].as_str().expect("path").to_string(),
+            f["extents"].as_u64().expect("extents"),
+        );
+    }
+    (m, doc["summary"].clone())
+}
+
+fn check(fs: &str, size: &str, mkfs_opts: &str, block: usize) {
+    if !support::have_fs(fs) || !support::have_program("filefrag") {
+        return;
+    }
+    let sb = Sandbox::new();
+    {
+        let bed = Bed::create(&sb, fs, size, mkfs_opts);
+        let root = bed.mnt.join("tree");
+        fragmented_tree(&root, block);
+        // filefrag without -s: make sure everything is placed first.
+        nix::unistd::sync();
+        let ours_before_theirs = frag_counts(&sb, &root);
+        let theirs = filefrag_counts(&root, &[]);
+        let (ours, summary) = ours_before_theirs;
+        assert_eq!(
+            ours, theirs,
+            "{fs} {mkfs_opts}: extent counts differ from filefrag"
+        );
+        assert_eq!(summary["files"].as_u64(), Some(theirs.len() as u64));
+        assert_eq!(
+            summary["extents"].as_u64(),
+            Some(theirs.values().sum::<u64>())
+        );
+        let max = theirs.values().max().copied().unwrap_or(0);
+        assert!(
+            max > 1,
+            "{fs}: the tree should have fragmented files (max extents {max})"
+        );
+        assert!(
+            theirs.values().any(|&n| n == 0),
+            "{fs}: 0-byte files have no extents"
+        );
+        let _ = &bed.device;
+    }
+    sb.assert_clean();
+}
+
+#[test]
+fn ext4_matches_filefrag() {
+    check("ext4", "256M", "", 4096);
+}
+
+#[test]
+fn ext4_block_mapped_matches_filefrag_fiemap_and_fibmap() {
+    if !support::have_fs("ext4") || !support::have_program("filefrag") {
+        return;
+    }
+    let sb = Sandbox::new();
+    {
+        let bed = Bed::create(&sb, "ext4", "256M", "-O ^extent,^64bit -b 1024");
+        let root = bed.mnt.join("tree");
+        fragmented_tree(&root, 1024);
+        nix::unistd::sync();
+        let (ours, summary) = frag_counts(&sb, &root);
+        let theirs = filefrag_counts(&root, &[]);
+        assert_eq!(
+            ours, theirs,
+            "block-mapped ext4: counts differ from filefrag"
+        );
+        assert_eq!(
+            summary["block_mapped_files"].as_u64(),
+            Some(theirs.len() as u64)
+        );
+        // The FIBMAP path against `filefrag -B`.
+        let fib = filefrag_counts(&root, &["-B"]);
+        for (path, want) in &fib {
+            let fl = fsgauge::layout::scan_file_with(
+                Path::new(path),
+                fsgauge::layout::MapMethod::Fibmap,
+            )
+            .expect("FIBMAP scan");
+            assert_eq!(
+                fl.extents as u64, *want,
+                "{path}: FIBMAP extents differ from filefrag -B"
+            );
+        }
+        // A file written in one go crosses indirect-block boundaries but is not fragmented,
+        // wherever ext4 put the indirect blocks.
+        let one = root.join("oneshot");
+        write_all(&one, &vec![b'x'; 600 * 1024]);
+        nix::unistd::sync();
+        let fl = fsgauge::layout::scan_file(&one).expect("scan");
+        assert!(fl.block_mapped);
+        let ff = Command::new("filefrag")
+            .arg(&one)
+            .output()
+            .expect("filefrag");
+        let ff = String::from_utf8_lossy(&ff.stdout).to_string();
+        assert!(
+            ff.contains(&format!(": {} extent", fl.extents)),
+            "filefrag says {ff}, we {}",
+            fl.extents
+        );
+        assert_eq!(
+            fl.ideal_extents, fl.extents,
+            "a file written at once is not fragmented"
+        );
+        assert_eq!(fl.layout_score, Some(1.0));
+    }
+    sb.assert_clean();
+}
+
+#[test]
+fn xfs_matches_filefrag() {
+    check("xfs", "300M", "", 4096);
+}
+
+#[test]
+fn btrfs_matches_filefrag() {
+    check("btrfs", "256M", "", 4096);
+}

@@ -1,0 +1,197 @@
+//! `fsgauge frag --free` against e2freefrag on ext4 (histogram equal bucket by bucket), a btrfs
+//! sanity check against `btrfs filesystem usage`, and the "not supported" line elsewhere.
+//!
+//! Needs root, loop devices, mkfs.ext4 / mkfs.btrfs and e2freefrag; skips with a reason otherwise.
+
+mod support;
+
+use std::io::Write;
+use std::path::{Path, PathBuf};
+use std::process::Command;
+
+use support::Sandbox;
+
+fn create(sb: &Sandbox, fs: &str, size: &str) -> (String, PathBuf, PathBuf) {
+    let out = sb
+        .cmd()
+        .args(["testbed", "create", "--fs", fs, "--fs-size", size])
+        .arg("--workdir")
+        .arg(sb.workdir())
+        .output()
+        .expect("run fsgauge");
+    let text = String::from_utf8_lossy(&out.stdout).to_string();
+    assert!(
+        out.status.success(),
+        "testbed create: {text} {}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    let field = |k: &str| {
+        text.lines()
+            .find_map(|l| l.strip_prefix(k).map(|v| v.trim().to_string()))
+            .unwrap_or_else(|| panic!("no {k} in {text}"))
+    };
+    (
+        field("name:"),
+        PathBuf::from(field("mountpoint:")),
+        PathBuf::from(field("device:")),
+    )
+}
+
+/// Fragments the free space: many files, every other one deleted.
+fn punch_free_space(root: &Path) {
+    std::fs::create_dir_all(root).expect("mkdir");
+    for i in 0..400u64 {
+        let mut f = std::fs::File::create(root.join(format!("f{i}"))).expect("create");
+        f.write_all(&vec![b'f'; (4096 * (1 + i % 7)) as usize])
+            .expect("write");
+    }
+    nix::unistd::sync();
+    for i in (0..400u64).step_by(2) {
+        std::fs::remove_file(root.join(format!("f{i}"))).expect("rm");
+    }
+    nix::unistd::sync();
+}
+
+#[test]
+fn ext4_free_space_equals_e2freefrag() {
+    if !support::have_fs("ext4") || !support::have_program("e2freefrag") {
+        return;
+    }
+    let sb = Sandbox::new();
+    let (name, mnt, dev) = create(&sb, "ext4", "256M");
+    punch_free_space(&mnt.join("holes"));
+    let ours = support::json_of(
+        &sb.cmd()
+            .args(["frag", "--format", "json", "--free"])
+            .arg(&mnt)
+            .output()
+            .expect("frag"),
+    );
+    let theirs = Command::new("e2freefrag")
+        .arg(&dev)
+        .output()
+        .expect("e2freefrag");
+    let text = String::from_utf8_lossy(&theirs.stdout).to_string();
+    let _ = sb.cmd().args(["testbed", "destroy", &name]).output();
+    assert!(theirs.status.success(), "e2freefrag failed");
+    let want = fsgauge::layout::parse_e2freefrag(&text).expect("parse e2freefrag");
+    let fs = &ours["free_space"];
+    assert_eq!(fs["method"], "getfsmap");
+    assert_eq!(fs["block_size"].as_u64(), Some(want.block_size));
+    assert_eq!(
+        fs["free_blocks"].as_u64(),
+        Some(want.free_blocks),
+        "free blocks"
+    );
+    assert_eq!(
+        fs["total_blocks"].as_u64(),
+        Some(want.total_blocks),
+        "total blocks"
+    );
+    assert_eq!(
+        fs["free_extents"].as_u64(),
+        Some(want.free_extents),
+        "free extents"
+    );
+    assert_eq!(
+        fs["largest_free_extent"].as_u64(),
+        Some(want.max_kb * 1024),
+        "largest"
+    );
+    let got: Vec<(String, u64, u64)> = fs["histogram"]
+        .as_array()
+        .expect("histogram")
+        .iter()
+        .map(|b| {
+            (
+                b["range"].as_str().expect("range").to_string(),
+                b["extents"].as_u64().expect("extents"),
+                b["blocks"].as_u64().expect("blocks"),
+            )
+        })
+        .collect();
+    let want_rows: Vec<(String, u64, u64)> =
+        want.rows.iter().map(|r| (r.0.clone(), r.1, r.2)).collect();
+    assert_eq!(got, want_rows, "histogram differs from e2freefrag:\n{text}");
+    assert!(
+        want.free_extents > 10,
+        "the free space should be fragmented:\n{text}"
+    );
+    sb.assert_clean();
+}
+
+#[test]
+fn btrfs_free_space_matches_its_usage() {
+    if !support::have_fs("btrfs") || !support::have_program("btrfs") {
+        return;
+    }
+    let sb = Sandbox::new();
+    let (name, mnt, _dev) = create(&sb, "btrfs", "256M");
+    punch_free_space(&mnt.join("holes"));
+    let ours = support::json_of(
+        &sb.cmd()
+            .args(["frag", "--format", "json", "--free"])
+            .arg(&mnt)
+            .output()
+            .expect("frag"),
+    );
+    let usage = Command::new("btrfs")
+        .args(["filesystem", "usage", "-b"])
+        .arg(&mnt)
+        .output()
+        .expect("btrfs usage");
+    let _ = sb.cmd().args(["testbed", "destroy", &name]).output();
+    let text = String::from_utf8_lossy(&usage.stdout).to_string();
+    let fs = &ours["free_space"];
+    assert_eq!(fs["method"], "btrfs-tree-search");
+    // "Data,single: Size:41943040, Used:5992448 (14.29%)" and "Device unallocated: N".
+    let data = text
+        .lines()
+        .find(|l| l.starts_with("Data,"))
+        .expect("data line");
+    let num_after = |s: &str, key: &str| -> u64 {
+        let rest = &s[s.find(key).expect(key) + key.len()..];
+        rest.trim_start()
+            .split(|c: char| !c.is_ascii_digit())
+            .next()
+            .expect("digits")
+            .parse()
+            .expect("number")
+    };
+    let data_free = num_after(data, "Size:") - num_after(data, "Used:");
+    let unalloc_line = text
+        .lines()
+        .find(|l| l.contains("Device unallocated:"))
+        .expect("unallocated");
+    let unalloc = num_after(unalloc_line, "Device unallocated:");
+    // btrfs counts the first MiB of the device as unallocated; it is never allocatable.
+    assert_eq!(
+        fs["unallocated_bytes"].as_u64(),
+        Some(unalloc - (1 << 20)),
+        "{text}"
+    );
+    assert_eq!(
+        fs["free_bytes"].as_u64(),
+        Some(data_free + unalloc - (1 << 20)),
+        "{text}"
+    );
+    sb.assert_clean();
+}
+
+#[test]
+fn tmpfs_is_not_supported_and_says_so() {
+    if !support::have_root() {
+        return;
+    }
+    let out = Command::new(env!("CARGO_BIN_EXE_fsgauge"))
+        .args(["frag", "--free", "/dev/shm"])
+        .output()
+        .expect("frag");
+    let text = String::from_utf8_lossy(&out.stdout);
+    assert_eq!(out.status.code(), Some(2));
+    assert!(text.contains("not supported on tmpfs"), "{text}");
+    assert!(
+        !text.contains("free extents"),
+        "no numbers for an unsupported filesystem: {text}"
+    );
+}
