@@ -1,6 +1,7 @@
 //! The command line: clap types and printing only. Each command converts its arguments into
 //! validated library types and calls the library.
 
+mod age;
 mod bench;
 pub mod common;
 mod frag;
@@ -40,6 +41,9 @@ pub enum Command {
     /// Block layout and fragmentation of trees (FIEMAP, as filefrag counts), and free-space
     /// fragmentation of a filesystem (as e2freefrag).
     Frag(frag::FragCmd),
+    /// Age a filesystem to usage checkpoints (fill, round-robin append, churn), recording
+    /// throughput, layout and free-space fragmentation at each (the study's agesystem).
+    Age(Box<age::AgeCmd>),
 }
 
 /// Parses the command line and runs the command.
@@ -51,5 +55,6 @@ pub fn main() -> Result<ExitCode> {
         Command::Bench(c) => bench::run(c),
         Command::Testbed(c) => testbed::run(c),
         Command::Frag(c) => frag::run(c),
+        Command::Age(c) => age::run(*c),
     }
 }

@@ -6,6 +6,7 @@
 
 mod context;
 pub mod dirstream;
+pub mod readtest;
 pub mod registry;
 pub mod tree;
 

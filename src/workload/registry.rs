@@ -27,11 +27,24 @@ fn build<T: Workload + DeserializeOwned + 'static>(
 
 /// All kinds, one line each.
 pub fn kinds() -> &'static [WorkloadKind] {
-    &[WorkloadKind {
-        name: "tree",
-        about: "low-memory study: mkdir + one open/write/close per file, then rm -rf",
-        build: build::<super::tree::Tree>,
-    }]
+    &[
+        WorkloadKind {
+            name: "tree",
+            about: "low-memory study: mkdir + one open/write/close per file, then rm -rf",
+            build: build::<super::tree::Tree>,
+        },
+        WorkloadKind {
+            name: "age",
+            about:
+                "fragmentation study: age to usage checkpoints (fill, round-robin append, churn)",
+            build: build::<crate::age::Age>,
+        },
+        WorkloadKind {
+            name: "read",
+            about: "fragmentation study: read the tree in walk, random and block order; stat rate",
+            build: build::<super::readtest::ReadTest>,
+        },
+    ]
 }
 
 /// Looks a kind up by name.
