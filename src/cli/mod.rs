@@ -5,7 +5,9 @@ mod age;
 mod bench;
 pub mod common;
 mod frag;
+mod read;
 mod run;
+mod study;
 mod testbed;
 
 use std::process::ExitCode;
@@ -44,6 +46,12 @@ pub enum Command {
     /// Age a filesystem to usage checkpoints (fill, round-robin append, churn), recording
     /// throughput, layout and free-space fragmentation at each (the study's agesystem).
     Age(Box<age::AgeCmd>),
+    /// Read a tree back as the study's read tool did: walk order, random order, physical-block
+    /// order (KiB/s of read time and of the whole pass), and files stat'ed per second.
+    Read(read::ReadCmd),
+    /// Multi-testbed studies: `append` (aged by round-robin appends vs a fresh copy).
+    #[command(subcommand)]
+    Study(study::StudyCmd),
 }
 
 /// Parses the command line and runs the command.
@@ -56,5 +64,7 @@ pub fn main() -> Result<ExitCode> {
         Command::Testbed(c) => testbed::run(c),
         Command::Frag(c) => frag::run(c),
         Command::Age(c) => age::run(*c),
+        Command::Read(c) => read::run(c),
+        Command::Study(c) => study::run(c),
     }
 }
