@@ -451,7 +451,7 @@ impl Ager {
     pub fn check_targets(&self) -> Result<()> {
         let used = self.used()?;
         let pct = used as f64 * 100.0 / self.total as f64;
-        if self.p.usage[0] + 0.5 < pct {
+        if self.p.usage[0] < pct {
             return Err(bad_input(format!(
                 "--usage {}: the filesystem at {} already uses {pct:.1}% ({} of {}); give checkpoints above that",
                 pct_label(self.p.usage[0]),
