@@ -10,7 +10,10 @@ fn fails(sb: &Sandbox, args: &[&str], expect: &str) {
     let out = sb.bench(args).output().unwrap();
     let err = String::from_utf8_lossy(&out.stderr);
     assert_eq!(out.status.code(), Some(2), "{args:?}: {err}");
-    assert!(err.contains(expect), "{args:?}: expected {expect:?} in: {err}");
+    assert!(
+        err.contains(expect),
+        "{args:?}: expected {expect:?} in: {err}"
+    );
     assert!(!sb.out().exists(), "a result was written for bad input");
     sb.assert_clean();
 }
@@ -19,9 +22,8 @@ fn fails(sb: &Sandbox, args: &[&str], expect: &str) {
 fn bad_usage_and_distributions_fail_before_anything_is_made() {
     let sb = Sandbox::new();
     let base = ["age", "--fs", "ext4", "--fs-size", "256M"];
-    let with = |more: &[&str]| -> Vec<String> {
-        base.iter().chain(more).map(|s| s.to_string()).collect()
-    };
+    let with =
+        |more: &[&str]| -> Vec<String> { base.iter().chain(more).map(|s| s.to_string()).collect() };
     let run = |more: &[&str], expect: &str| {
         let a = with(more);
         let a: Vec<&str> = a.iter().map(String::as_str).collect();
@@ -41,7 +43,10 @@ fn bad_usage_and_distributions_fail_before_anything_is_made() {
     let bad2 = sb.path().join("bad2.csv");
     std::fs::write(&bad2, "4K,10\n16Q,1\n").unwrap();
     run(&["--dist", bad2.to_str().unwrap()], "line 2");
-    run(&["--mode", "append", "--tree", "1000x1000", "--usage", "25"], "tree 1000x1000");
+    run(
+        &["--mode", "append", "--tree", "1000x1000", "--usage", "25"],
+        "tree 1000x1000",
+    );
     run(&["--prealloc"], "--prealloc applies to --mode append");
     run(&["--tree", "0x5"], "N and C must both be 1 or more");
 }
@@ -62,8 +67,19 @@ fn usage_below_what_is_used_is_refused_and_torn_down() {
     fails(
         &sb,
         &[
-            "age", "--fs", "ext4", "--fs-size", "256M", "--mkfs-opts", "-N 64", "--mode", "append",
-            "--tree", "2x5000", "--usage", "30",
+            "age",
+            "--fs",
+            "ext4",
+            "--fs-size",
+            "256M",
+            "--mkfs-opts",
+            "-N 64",
+            "--mode",
+            "append",
+            "--tree",
+            "2x5000",
+            "--usage",
+            "30",
         ],
         "inodes",
     );
@@ -74,14 +90,28 @@ fn study_bad_input() {
     let sb = Sandbox::new();
     let out = sb
         .cmd()
-        .args(["study", "append", "--fs", "ext4", "--fs-size", "256M", "--files", "7", "--dirs", "2"])
+        .args([
+            "study",
+            "append",
+            "--fs",
+            "ext4",
+            "--fs-size",
+            "256M",
+            "--files",
+            "7",
+            "--dirs",
+            "2",
+        ])
         .arg("--out")
         .arg(sb.out())
         .output()
         .unwrap();
     let err = String::from_utf8_lossy(&out.stderr);
     assert_eq!(out.status.code(), Some(2), "{err}");
-    assert!(err.contains("multiple of --dirs") || err.contains("root"), "{err}");
+    assert!(
+        err.contains("multiple of --dirs") || err.contains("root"),
+        "{err}"
+    );
     assert!(!sb.out().exists());
     sb.assert_clean();
 }

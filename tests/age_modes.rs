@@ -18,7 +18,15 @@ fn size_of(fs: &str) -> &'static str {
 }
 
 fn age(sb: &Sandbox, fs: &str, args: &[&str]) -> Value {
-    let mut a = vec!["age", "--fs", fs, "--fs-size", size_of(fs), "--json", "--quiet"];
+    let mut a = vec![
+        "age",
+        "--fs",
+        fs,
+        "--fs-size",
+        size_of(fs),
+        "--json",
+        "--quiet",
+    ];
     a.extend_from_slice(args);
     let out = sb.bench(&a).output().unwrap();
     json_of(&out)
@@ -61,7 +69,11 @@ fn fill_hits_each_checkpoint_on_ext4_xfs_btrfs() {
             continue;
         }
         let sb = Sandbox::new();
-        let doc = age(&sb, fs, &["--usage", "30,60", "--seed", "5", "--tree", "4x100"]);
+        let doc = age(
+            &sb,
+            fs,
+            &["--usage", "30,60", "--seed", "5", "--tree", "4x100"],
+        );
         assert_checkpoints(&doc, &[30.0, 60.0]);
         // Files and bytes grow from one checkpoint to the next.
         let p = doc["phases"].as_array().unwrap();
@@ -80,7 +92,10 @@ fn append_round_robin_on_ext4_xfs_btrfs() {
         let doc = age(
             &sb,
             fs,
-            &["--mode", "append", "--tree", "2x50", "--append", "16K", "--usage", "20,40", "--seed", "1"],
+            &[
+                "--mode", "append", "--tree", "2x50", "--append", "16K", "--usage", "20,40",
+                "--seed", "1",
+            ],
         );
         assert_checkpoints(&doc, &[20.0, 40.0]);
         // Append mode keeps exactly the N×C files and only grows them.
@@ -101,7 +116,17 @@ fn append_with_preallocation_on_ext4() {
     let doc = age(
         &sb,
         "ext4",
-        &["--mode", "append", "--prealloc", "--tree", "1x40", "--usage", "30", "--seed", "2"],
+        &[
+            "--mode",
+            "append",
+            "--prealloc",
+            "--tree",
+            "1x40",
+            "--usage",
+            "30",
+            "--seed",
+            "2",
+        ],
     );
     assert_checkpoints(&doc, &[30.0]);
     let p = &doc["phases"][0]["op_stats"];
@@ -120,7 +145,18 @@ fn churn_keeps_fullness_steady_on_ext4_xfs_btrfs() {
         let doc = age(
             &sb,
             fs,
-            &["--mode", "churn", "--usage", "50", "--churn", "0.6x", "--dist", "uniform:4K..256K", "--seed", "3"],
+            &[
+                "--mode",
+                "churn",
+                "--usage",
+                "50",
+                "--churn",
+                "0.6x",
+                "--dist",
+                "uniform:4K..256K",
+                "--seed",
+                "3",
+            ],
         );
         assert_checkpoints(&doc, &[50.0]);
         let churn = doc["phases"]
@@ -153,20 +189,31 @@ fn same_seed_same_manifest_and_fallocate_only() {
         a.extend_from_slice(extra);
         let d = age(&sb, "ext4", &a);
         (
-            d["layout"]["manifest"]["sha256"].as_str().unwrap().to_string(),
+            d["layout"]["manifest"]["sha256"]
+                .as_str()
+                .unwrap()
+                .to_string(),
             d,
         )
     };
     let (a, da) = run("11", &[]);
     let (b, _) = run("11", &[]);
     let (c, _) = run("12", &[]);
-    assert_eq!(a, b, "same seed, same filesystem: the operation streams differ");
+    assert_eq!(
+        a, b,
+        "same seed, same filesystem: the operation streams differ"
+    );
     assert_ne!(a, c, "a different seed gave the same operation stream");
     assert_checkpoints(&da, &[40.0]);
     let (f, df) = run("11", &["--fallocate-only"]);
     assert_checkpoints(&df, &[40.0]);
     assert_eq!(df["phases"][0]["op_stats"]["write"]["count"], 0);
-    assert!(df["phases"][0]["op_stats"]["fallocate"]["count"].as_u64().unwrap() > 0);
+    assert!(
+        df["phases"][0]["op_stats"]["fallocate"]["count"]
+            .as_u64()
+            .unwrap()
+            > 0
+    );
     assert_eq!(f.len(), 64);
     sb.assert_clean();
 }
@@ -180,21 +227,77 @@ fn enospc_before_the_target_stops_cleanly() {
     // Few inodes: creating 4K files runs out of inodes (ENOSPC) long before 60%.
     let out = sb
         .bench(&[
-            "age", "--fs", "ext4", "--fs-size", "256M", "--mkfs-opts", "-N 64", "--usage", "30,60",
-            "--dist", "fixed:4K", "--seed", "1", "--json", "--quiet",
+            "age",
+            "--fs",
+            "ext4",
+            "--fs-size",
+            "256M",
+            "--mkfs-opts",
+            "-N 64",
+            "--usage",
+            "30,60",
+            "--dist",
+            "fixed:4K",
+            "--seed",
+            "1",
+            "--json",
+            "--quiet",
         ])
         .output()
         .unwrap();
     let doc = json_of(&out);
     let phases = doc["phases"].as_array().unwrap();
-    assert_eq!(phases.len(), 1, "stops at the first checkpoint it cannot reach");
+    assert_eq!(
+        phases.len(),
+        1,
+        "stops at the first checkpoint it cannot reach"
+    );
     let x = &phases[0]["extra"];
     assert_eq!(x["enospc"], 1.0);
     assert!(x["usage_pct"].as_f64().unwrap() < 29.0);
     assert!(x["files"].as_f64().unwrap() > 0.0);
     let errors = doc["errors"].as_array().unwrap();
     assert!(
-        errors.iter().any(|e| e.as_str().unwrap().contains("ENOSPC")),
+        errors
+            .iter()
+            .any(|e| e.as_str().unwrap().contains("ENOSPC")),
+        "{errors:?}"
+    );
+    sb.assert_clean();
+}
+
+#[test]
+fn btrfs_keeps_truncated_preallocation_and_says_so() {
+    if !have_fs("btrfs") {
+        return;
+    }
+    let sb = Sandbox::new();
+    // btrfs frees an extent only when no part of it is referenced: truncating a preallocated
+    // file to its first block keeps the whole extent, so usage is at 40% before appending.
+    let doc = age(
+        &sb,
+        "btrfs",
+        &[
+            "--mode",
+            "append",
+            "--prealloc",
+            "--tree",
+            "3x20",
+            "--append",
+            "8K",
+            "--usage",
+            "20,40",
+            "--seed",
+            "1",
+        ],
+    );
+    let first = &doc["phases"][0]["extra"];
+    assert!(first["usage_pct"].as_f64().unwrap() > 21.0, "{first}");
+    let errors = doc["errors"].as_array().unwrap();
+    assert!(
+        errors
+            .iter()
+            .any(|e| e.as_str().unwrap().contains("age-20: usage")),
         "{errors:?}"
     );
     sb.assert_clean();

@@ -265,6 +265,21 @@ pub struct Checkpoint {
 }
 
 impl Checkpoint {
+    /// A warning when the usage is more than 1% of the filesystem size past the target: the
+    /// filesystem used more than asked before or while the checkpoint was approached (e.g.
+    /// btrfs keeps a preallocated extent whole after truncation).
+    pub fn overshoot(&self) -> Option<String> {
+        (self.usage_pct > self.target_pct + 1.0).then(|| {
+            format!(
+                "{}: usage {:.1}% is past the {}% target by more than 1% of the filesystem size (the filesystem used that much before or while aging approached it{})",
+                self.name,
+                self.usage_pct,
+                pct_label(self.target_pct),
+                if self.written == 0 { "; nothing was written for it" } else { "" }
+            )
+        })
+    }
+
     /// Write throughput so far, KiB/s.
     pub fn write_kbps(&self) -> f64 {
         if self.seconds > 0.0 {

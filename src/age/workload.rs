@@ -91,6 +91,9 @@ impl Age {
             phase.extra.extend(checkpoint_extra(&cp, &record));
             ctx.push_phase(phase);
             records.push(record);
+            if let Some(w) = cp.overshoot() {
+                ctx.warn(w);
+            }
             let enospc = cp.enospc;
             cps.push(cp);
             if enospc {

@@ -223,6 +223,9 @@ impl AppendStudy {
             phase.extra.extend(checkpoint_extra(&cp, &aged_rec));
             let age_wall = phase.wall_s;
             phases.push(phase);
+            if let Some(w) = cp.overshoot() {
+                warnings.push(w);
+            }
 
             // The fresh copy.
             let mut fresh = Target::Testbed(Testbed::create(spec)?);
