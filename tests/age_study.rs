@@ -51,13 +51,13 @@ fn aged_tree_is_more_fragmented_than_its_fresh_copy_on_ext4_and_ext2() {
             "--fs",
             "ext4,ext2",
             "--fs-size",
-            "256M",
+            "128M",
             "--usage",
             "75",
             "--append",
             "4K",
             "--files",
-            "200",
+            "100",
             "--seed",
             "7",
         ],
@@ -103,7 +103,7 @@ fn aged_tree_is_more_fragmented_than_its_fresh_copy_on_ext4_and_ext2() {
             .iter()
             .find(|p| p["name"] == "copy-75")
             .unwrap();
-        assert_eq!(copy["extra"]["files"], 200.0);
+        assert_eq!(copy["extra"]["files"], 100.0);
         assert_eq!(copy["extra"]["bytes"].as_f64(), r["bytes"].as_f64());
         let cp = &doc["layout"]["checkpoints"][0];
         assert_eq!(cp["aged"]["tree"]["files"], cp["fresh"]["tree"]["files"]);

@@ -407,6 +407,8 @@ impl Ager {
     }
 
     /// Used bytes of the filesystem now (statvfs).
+    // statvfs field types differ between platforms; the casts are needed on 32-bit ones.
+    #[allow(clippy::unnecessary_cast)]
     pub fn used(&self) -> Result<u64> {
         let st = self.statvfs()?;
         Ok((st.blocks() as u64 - st.blocks_free() as u64) * st.fragment_size() as u64)
@@ -463,6 +465,7 @@ impl Ager {
 
     /// Checks the checkpoints against the filesystem as it is now: none below what is already
     /// used, and the tree fits. Errors are bad input.
+    #[allow(clippy::unnecessary_cast)] // statvfs field types differ between platforms
     pub fn check_targets(&self) -> Result<()> {
         let used = self.used()?;
         let pct = used as f64 * 100.0 / self.total as f64;
