@@ -169,3 +169,35 @@ impl Workload for Age {
         self.age(ctx).map(|_| ())
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use crate::workload::registry::find;
+
+    #[test]
+    fn age_and_read_build_from_plan_parameters() {
+        let age = find("age").unwrap();
+        let w = (age.build)(serde_json::json!({
+            "usage": [25, 50.5], "mode": "append", "tree": "2x30", "append": "8K", "prealloc": true
+        }))
+        .unwrap();
+        let p = w.params();
+        assert_eq!(p["tree"], "2x30");
+        assert_eq!(p["append"], 8192);
+        assert_eq!(p["dist"], "agrawal");
+        assert_eq!(p["usage"][1], 50.5);
+        w.validate().unwrap();
+        let e = (age.build)(serde_json::json!({"usage": [25], "tre": "2x3"}))
+            .err()
+            .unwrap();
+        assert!(e.contains("tre"), "{e}");
+        let bad = (age.build)(serde_json::json!({"usage": [120]})).unwrap();
+        assert!(bad.validate().unwrap_err().to_string().contains("120"));
+        let read = find("read").unwrap();
+        let r =
+            (read.build)(serde_json::json!({"phases": ["walk", "stat"], "block": "64K"})).unwrap();
+        assert_eq!(r.params()["phases"][1], "stat");
+        assert_eq!(r.params()["block"], 65536);
+        assert!((read.build)(serde_json::json!({"phases": ["sideways"]})).is_err());
+    }
+}
