@@ -45,6 +45,10 @@ pub enum Command {
     Frag(frag::FragCmd),
     /// Age a filesystem to usage checkpoints (fill, round-robin append, churn), recording
     /// throughput, layout and free-space fragmentation at each (the study's agesystem).
+    ///
+    /// Usage is the whole filesystem's (statvfs used blocks); each checkpoint lands within 1% of
+    /// the filesystem size. With --dir the aged tree is made in a new directory below PATH and
+    /// removed after the run, like every workload's directory.
     Age(Box<age::AgeCmd>),
     /// Read a tree back as the study's read tool did: walk order, random order, physical-block
     /// order (KiB/s of read time and of the whole pass), and files stat'ed per second.
