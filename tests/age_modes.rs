@@ -302,3 +302,46 @@ fn btrfs_keeps_truncated_preallocation_and_says_so() {
     );
     sb.assert_clean();
 }
+
+#[test]
+fn ext2_preallocates_by_writing_and_refuses_fallocate_only() {
+    if !have_fs("ext2") {
+        return;
+    }
+    let sb = Sandbox::new();
+    // ext2 has no fallocate(2): preallocation writes the expected length, as in 2001.
+    let doc = age(
+        &sb,
+        "ext2",
+        &[
+            "--mode",
+            "append",
+            "--prealloc",
+            "--tree",
+            "1x20",
+            "--usage",
+            "20",
+            "--seed",
+            "1",
+        ],
+    );
+    assert_checkpoints(&doc, &[20.0]);
+    assert_eq!(doc["phases"][0]["op_stats"]["truncate"]["count"], 20);
+    let out = sb
+        .bench(&[
+            "age",
+            "--fs",
+            "ext2",
+            "--fs-size",
+            "256M",
+            "--usage",
+            "20",
+            "--fallocate-only",
+        ])
+        .output()
+        .unwrap();
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert_eq!(out.status.code(), Some(2), "{err}");
+    assert!(err.contains("does not support fallocate"), "{err}");
+    sb.assert_clean();
+}

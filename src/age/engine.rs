@@ -579,20 +579,35 @@ impl Ager {
         let share = target.saturating_sub(used) / n.max(1) / self.bsize * self.bsize;
         let share = share.max(self.bsize);
         let mut done = 0;
+        let mut written_prealloc = false;
         for id in 0..n {
             let path = self.file_path(id);
             let fd = self
                 .open(&path, libc::O_WRONLY)
                 .map_err(|e| errno_fail("open", &self.show(&path), e))?;
             let t0 = Instant::now();
-            // SAFETY: fallocate on a descriptor we own.
-            let r = unsafe { libc::fallocate(fd.as_raw_fd(), 0, 0, share as i64) };
-            if r != 0 {
-                let e = Errno::last();
-                if e == Errno::ENOSPC {
-                    break;
+            let r = if written_prealloc {
+                Err(Errno::EOPNOTSUPP)
+            } else {
+                // SAFETY: fallocate on a descriptor we own.
+                match unsafe { libc::fallocate(fd.as_raw_fd(), 0, 0, share as i64) } {
+                    0 => Ok(()),
+                    _ => Err(Errno::last()),
                 }
-                return Err(errno_fail("fallocate", &self.show(&path), e));
+            };
+            match r {
+                Ok(()) => {}
+                Err(Errno::ENOSPC) => break,
+                // No fallocate (ext2): write the expected length as the 2001 study had to.
+                Err(Errno::EOPNOTSUPP) => {
+                    written_prealloc = true;
+                    if !write_zeros(&fd, share)
+                        .map_err(|e| errno_fail("write", &self.show(&path), e))?
+                    {
+                        break;
+                    }
+                }
+                Err(e) => return Err(errno_fail("fallocate", &self.show(&path), e)),
             }
             rec.record(fall, t0, 0);
             self.note(b'P', id, 0, share);
@@ -655,7 +670,14 @@ impl Ager {
             // SAFETY: fallocate on a descriptor we own.
             let r = unsafe { libc::fallocate(fd.as_raw_fd(), 0, off as i64, len as i64) };
             if r != 0 {
-                return Ok((0, Some(Errno::last())));
+                let e = Errno::last();
+                if e == Errno::EOPNOTSUPP {
+                    return Err(bad_input(format!(
+                        "--fallocate-only: the filesystem at {} does not support fallocate(2) (ext2 does not); age it with real data instead",
+                        self.root.display()
+                    )));
+                }
+                return Ok((0, Some(e)));
             }
             rec.record(rec.op("fallocate"), t0, len);
             return Ok((len, None));
@@ -935,6 +957,26 @@ impl Ager {
         self.finish_bar();
         self.checkpoint(name, pct, enospc)
     }
+}
+
+/// Writes `len` zero bytes from offset 0; false on ENOSPC.
+fn write_zeros(fd: &OwnedFd, len: u64) -> Result<bool, Errno> {
+    let zeros = vec![0u8; 1 << 20];
+    let mut off = 0u64;
+    while off < len {
+        let n = (len - off).min(zeros.len() as u64) as usize;
+        // SAFETY: writing from a live buffer of at least n bytes.
+        let w = unsafe { libc::pwrite(fd.as_raw_fd(), zeros.as_ptr().cast(), n, off as i64) };
+        if w < 0 {
+            match Errno::last() {
+                Errno::EINTR => continue,
+                Errno::ENOSPC => return Ok(false),
+                e => return Err(e),
+            }
+        }
+        off += w as u64;
+    }
+    Ok(true)
 }
 
 /// Closes a descriptor, reporting the close's error (a deferred write error shows there).
