@@ -72,7 +72,38 @@ fn ext4_free_space_equals_e2freefrag() {
         .output()
         .expect("e2freefrag");
     let text = String::from_utf8_lossy(&theirs.stdout).to_string();
+    // The fallback used where GETFSMAP is refused (the ext2 driver) reads the same numbers.
+    let fallback = fsgauge::layout::e2freefrag(&mnt, "ext4", &dev).expect("e2freefrag fallback");
     let _ = sb.cmd().args(["testbed", "destroy", &name]).output();
+    assert_eq!(fallback.method, "e2freefrag");
+    let fs = &ours["free_space"];
+    assert_eq!(Some(fallback.free_blocks), fs["free_blocks"].as_u64());
+    assert_eq!(Some(fallback.free_extents), fs["free_extents"].as_u64());
+    assert_eq!(
+        Some(fallback.largest_free_extent),
+        fs["largest_free_extent"].as_u64()
+    );
+    for (a, b) in fallback
+        .histogram
+        .iter()
+        .zip(fs["histogram"].as_array().expect("histogram"))
+    {
+        assert_eq!(Some(a.extents), b["extents"].as_u64(), "{}", a.range);
+        assert_eq!(Some(a.blocks), b["blocks"].as_u64(), "{}", a.range);
+        assert_eq!(Some(a.from_bytes), b["from_bytes"].as_u64(), "{}", a.range);
+        // e2freefrag prints the percentage with two decimals.
+        let p = b["percent"].as_f64().expect("percent");
+        assert!(
+            (a.percent - p).abs() <= 0.005 + 1e-9,
+            "{}: {} vs {p}",
+            a.range,
+            a.percent
+        );
+    }
+    assert_eq!(
+        fallback.histogram.len(),
+        fs["histogram"].as_array().expect("histogram").len()
+    );
     assert!(theirs.status.success(), "e2freefrag failed");
     let want = fsgauge::layout::parse_e2freefrag(&text).expect("parse e2freefrag");
     let fs = &ours["free_space"];

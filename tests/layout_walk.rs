@@ -103,10 +103,11 @@ fn loops_mounts_and_special_files_are_counted_not_followed() {
     assert_eq!(sk["loops"].as_u64(), Some(1), "{sk}");
     assert_eq!(sk["other_mounts"].as_u64(), Some(0), "{sk}");
     assert_eq!(
-        s["files"].as_u64().expect("files") + sk["errors"].as_u64().expect("errors"),
+        s["files"].as_u64().expect("files") + sk["unsupported"].as_u64().expect("unsupported"),
         7,
-        "the tmpfs file is scanned or counted as an error: {s}"
+        "the tmpfs file is scanned or counted as having no block map: {s}"
     );
+    assert_eq!(sk["errors"].as_u64(), Some(0), "{sk}");
 
     // Permission errors, as an unprivileged user.
     std::fs::create_dir_all(root.join("a/closed")).expect("mkdir");
@@ -209,6 +210,23 @@ fn formats_and_sorting() {
         })
         .collect();
     assert_eq!(names, vec!["a", "b"]);
+    // Streamed per-file JSON together with a free-space report stays one valid document.
+    if support::have_root() {
+        let doc = frag_json(
+            &sb,
+            &[
+                "--per-file",
+                "--format",
+                "json",
+                "--free",
+                sb.path().to_str().expect("utf8"),
+            ],
+            &root,
+        );
+        assert_eq!(doc["files"].as_array().expect("files").len(), 3);
+        assert_eq!(doc["summary"]["files"].as_u64(), Some(3));
+        assert!(doc["free_space"].is_object(), "{doc}");
+    }
     // Table output names the metrics.
     let out = sb.cmd().args(["frag"]).arg(&root).output().expect("frag");
     let text = String::from_utf8_lossy(&out.stdout);
@@ -235,4 +253,49 @@ fn formats_and_sorting() {
         .output()
         .expect("frag");
     assert_eq!(out.status.code(), Some(2));
+}
+
+#[test]
+fn files_vanishing_during_the_scan_are_counted_not_fatal() {
+    let sb = Sandbox::new();
+    let root = sb.path().join("churn");
+    for d in 0..4 {
+        std::fs::create_dir_all(root.join(format!("d{d}"))).expect("mkdir");
+    }
+    let stop = std::sync::Arc::new(std::sync::atomic::AtomicBool::new(false));
+    let churn = {
+        let root = root.clone();
+        let stop = stop.clone();
+        std::thread::spawn(move || {
+            let mut i = 0u64;
+            while !stop.load(std::sync::atomic::Ordering::Relaxed) {
+                let d = root.join(format!("d{}", i % 4));
+                let p = d.join(format!("f{}", i % 500));
+                if i % 3 == 0 {
+                    let _ = std::fs::remove_file(&p);
+                } else {
+                    let _ = std::fs::write(&p, b"churn");
+                }
+                if i % 97 == 0 {
+                    let sub = d.join("sub");
+                    let _ = std::fs::create_dir(&sub);
+                    let _ = std::fs::write(sub.join("x"), b"x");
+                    let _ = std::fs::remove_file(sub.join("x"));
+                    let _ = std::fs::remove_dir(&sub);
+                }
+                i += 1;
+            }
+        })
+    };
+    for _ in 0..15 {
+        let doc = frag_json(&sb, &["--format", "json", "--threads", "2"], &root);
+        let sk = &doc["summary"]["skipped"];
+        assert_eq!(
+            sk["errors"].as_u64(),
+            Some(0),
+            "vanishing files are not errors: {sk}"
+        );
+    }
+    stop.store(true, std::sync::atomic::Ordering::Relaxed);
+    churn.join().expect("churn thread");
 }

@@ -76,7 +76,7 @@ pub struct FragCmd {
     /// Output format.
     #[arg(long, value_name = "table|json|csv", default_value = "table")]
     pub format: Format,
-    /// Scanning threads [default: the number of CPUs, at most 8].
+    /// Scanning threads [default: twice the number of CPUs, 4 to 16].
     #[arg(long, value_name = "N")]
     pub threads: Option<usize>,
     /// Sort the per-file list (holds the whole list in memory; without it files stream out in
@@ -270,6 +270,10 @@ pub fn summary_table(s: &LayoutSummary, paths: &[PathBuf]) -> String {
             (sk.symlinks, "symlinks (not followed)"),
             (sk.other_mounts, "mount points not crossed (--cross-mounts)"),
             (sk.loops, "directories seen twice (bind-mount loops)"),
+            (
+                sk.unsupported,
+                "files without a block map (no FIEMAP/FIBMAP on their filesystem)",
+            ),
             (sk.errors, "errors"),
         ] {
             if n > 0 {

@@ -239,7 +239,7 @@ pub fn mount_of(path: &Path) -> Option<(PathBuf, String, String)> {
         if canon.starts_with(&mp)
             && best
                 .as_ref()
-                .is_none_or(|b| mp.as_os_str().len() >= b.0.as_os_str().len())
+                .map_or(true, |b| mp.as_os_str().len() >= b.0.as_os_str().len())
         {
             best = Some((
                 mp,
@@ -281,6 +281,12 @@ pub fn free_space(path: &Path) -> Result<FreeSpace> {
                 e.raw_os_error(),
                 Some(libc::ENOTTY) | Some(libc::EOPNOTSUPP) | Some(libc::EINVAL)
             );
+            if matches!(e.raw_os_error(), Some(libc::EPERM) | Some(libc::EACCES)) {
+                return Err(crate::error::bad_input(format!(
+                    "reading the free space of {} needs root (GETFSMAP requires CAP_SYS_ADMIN)",
+                    path.display()
+                )));
+            }
             if !refused {
                 return Err(anyhow::Error::new(e))
                     .with_context(|| format!("GETFSMAP on {}", path.display()));

@@ -339,6 +339,9 @@ pub struct Skipped {
     pub other_mounts: u64,
     /// Directories met a second time (bind-mount loops).
     pub loops: u64,
+    /// Files on a filesystem with no block map to read (neither FIEMAP nor FIBMAP).
+    #[serde(default)]
+    pub unsupported: u64,
     /// Other errors (I/O errors, maps that could not be read).
     pub errors: u64,
     /// The first few error messages, naming the path.
@@ -363,6 +366,7 @@ impl Skipped {
         self.symlinks += o.symlinks;
         self.other_mounts += o.other_mounts;
         self.loops += o.loops;
+        self.unsupported += o.unsupported;
         self.errors += o.errors;
         for m in o.messages {
             self.note(m);
@@ -377,6 +381,7 @@ impl Skipped {
             + self.symlinks
             + self.other_mounts
             + self.loops
+            + self.unsupported
             + self.errors
     }
 }

@@ -31,8 +31,8 @@ use std::path::{Path, PathBuf};
 use anyhow::Result;
 
 pub use free::{
-    freefrag_label, parse_e2freefrag, E2freefragReport, FreeBucket, FreeHistogram, FreeSpace,
-    Unsupported,
+    e2freefrag, freefrag_label, parse_e2freefrag, E2freefragReport, FreeBucket, FreeHistogram,
+    FreeSpace, Unsupported,
 };
 pub use metrics::{
     file_layout, filefrag_count, summarize, FileLayout, FlagsMet, FormatRules, LayoutSummary,

@@ -19,6 +19,26 @@ pub struct FsRules {
     pub max_extent: u64,
     /// Longest extent of compressed data, bytes.
     pub max_encoded_extent: u64,
+    /// ext2/3/4: whether the superblock has the `extent` feature (`None`: not ext, or the
+    /// device could not be read). Without it every file is block-mapped.
+    pub ext_extents: Option<bool>,
+}
+
+/// Reads the `extent` feature bit of the ext2/3/4 superblock of device `dev` (needs read access
+/// to the device node).
+fn ext_extent_feature(dev: u64) -> Option<bool> {
+    use std::os::unix::fs::FileExt;
+    let (maj, min) = (libc::major(dev), libc::minor(dev));
+    let uevent = std::fs::read_to_string(format!("/sys/dev/block/{maj}:{min}/uevent")).ok()?;
+    let name = uevent.lines().find_map(|l| l.strip_prefix("DEVNAME="))?;
+    let f = std::fs::File::open(format!("/dev/{name}")).ok()?;
+    let mut sb = [0u8; 1024];
+    f.read_exact_at(&mut sb, 1024).ok()?;
+    if u16::from_le_bytes([sb[56], sb[57]]) != 0xEF53 {
+        return None;
+    }
+    let incompat = u32::from_le_bytes([sb[96], sb[97], sb[98], sb[99]]);
+    Some(incompat & 0x40 != 0)
 }
 
 impl FsRules {
@@ -43,11 +63,22 @@ impl FsRules {
             magic::BTRFS => (128 << 20, 128 << 10),
             _ => (u64::MAX, u64::MAX),
         };
+        let ext_extents = if magic == magic::EXT {
+            // SAFETY: zeroed plain struct filled by the kernel.
+            let mut st: libc::stat = unsafe { std::mem::zeroed() };
+            // SAFETY: valid fd and pointer.
+            let ok = unsafe { libc::fstat(std::os::fd::AsRawFd::as_raw_fd(&fd), &mut st) } == 0;
+            #[allow(clippy::unnecessary_cast)]
+            ok.then(|| ext_extent_feature(st.st_dev as u64)).flatten()
+        } else {
+            None
+        };
         Ok(Self {
             magic,
             block_size,
             max_extent,
             max_encoded_extent,
+            ext_extents,
         })
     }
 
@@ -101,9 +132,21 @@ pub fn map_file_with(
     rules: &FsRules,
     method: MapMethod,
 ) -> io::Result<FileLayout> {
-    let block_mapped =
-        rules.magic == magic::EXT && sys::getflags(fd).is_ok_and(|f| f & sys::EXT4_EXTENTS_FL == 0);
-    let format = rules.format(block_mapped);
+    // Whether an ext2/3/4 file is block-mapped matters only for files of 2+ extents (where
+    // indirect blocks can sit between data blocks), so the inode flags are read only then —
+    // unless the filesystem has no extent feature at all, where every file is block-mapped.
+    let ext_block_mapped = |n: usize| -> bool {
+        if rules.magic != magic::EXT {
+            return false;
+        }
+        match rules.ext_extents {
+            Some(false) => true,
+            _ if n >= 2 || rules.ext_extents.is_none() => {
+                sys::getflags(fd).is_ok_and(|f| f & sys::EXT4_EXTENTS_FL == 0)
+            }
+            _ => false,
+        }
+    };
     let mut extents: Vec<RawExtent> = Vec::new();
     let first = if method == MapMethod::Fibmap {
         Err(io::Error::from_raw_os_error(libc::EOPNOTSUPP))
@@ -122,6 +165,7 @@ pub fn map_file_with(
     };
     match got {
         Ok(()) => {
+            let format = rules.format(ext_block_mapped(extents.len()));
             let mut fl = file_layout(&extents, size, &format);
             fl.method = MapMethod::Fiemap;
             Ok(fl)
@@ -132,7 +176,17 @@ pub fn map_file_with(
                 Some(libc::EOPNOTSUPP) | Some(libc::ENOTTY) | Some(libc::EINVAL)
             ) =>
         {
-            let extents = fibmap_extents(fd, size, &format)?;
+            let format = rules.format(ext_block_mapped(2));
+            let extents = fibmap_extents(fd, size, &format).map_err(|e| {
+                if matches!(e.raw_os_error(), Some(libc::EINVAL) | Some(libc::ENOTTY)) {
+                    io::Error::new(
+                        io::ErrorKind::Unsupported,
+                        format!("{} has neither FIEMAP nor FIBMAP", rules.name()),
+                    )
+                } else {
+                    e
+                }
+            })?;
             let mut fl = file_layout(&extents, size, &format);
             // filefrag's FIBMAP count: every extent it builds is one (no merging across holes).
             fl.extents = extents.len() as u32;

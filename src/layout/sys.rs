@@ -80,7 +80,20 @@ pub fn fiemap(fd: BorrowedFd<'_>, flags: u32, mut each: impl FnMut(RawExtent)) -
     // struct fiemap: fm_start u64, fm_length u64, fm_flags u32, fm_mapped_extents u32,
     // fm_extent_count u32, fm_reserved u32; then struct fiemap_extent[] of 56 bytes each:
     // fe_logical, fe_physical, fe_length, fe_reserved64[2], fe_flags u32, fe_reserved[3] u32.
-    let mut buf = [0u64; FIEMAP_HEAD_U64 + FIEMAP_BATCH * FIEMAP_EXTENT_U64];
+    thread_local! {
+        // One buffer per thread, reused: zeroing 16 KiB per file showed in profiles.
+        static BUF: std::cell::RefCell<Vec<u64>> =
+            std::cell::RefCell::new(vec![0u64; FIEMAP_HEAD_U64 + FIEMAP_BATCH * FIEMAP_EXTENT_U64]);
+    }
+    BUF.with(|b| fiemap_into(fd, flags, &mut b.borrow_mut(), &mut each))
+}
+
+fn fiemap_into(
+    fd: BorrowedFd<'_>,
+    flags: u32,
+    buf: &mut [u64],
+    each: &mut impl FnMut(RawExtent),
+) -> io::Result<()> {
     let mut start = 0u64;
     loop {
         buf[..FIEMAP_HEAD_U64].fill(0);
