@@ -396,6 +396,8 @@ impl Ager {
                 .expect("static template")
                 .progress_chars("=> "),
             );
+            // Drawn only while a checkpoint is being approached.
+            bar.set_draw_target(indicatif::ProgressDrawTarget::hidden());
             me.bar = Some(bar);
         }
         Ok(me)
@@ -805,10 +807,12 @@ impl Ager {
 
     fn progress(&self, name: &str, start: u64, target: u64) {
         if let Some(b) = &self.bar {
+            b.reset();
             b.set_prefix(name.to_string());
             b.set_length(target.saturating_sub(start));
             b.set_position(0);
             b.reset_eta();
+            b.set_draw_target(indicatif::ProgressDrawTarget::stderr());
         }
     }
 
@@ -876,6 +880,7 @@ impl Ager {
     fn finish_bar(&self) {
         if let Some(b) = &self.bar {
             b.finish_and_clear();
+            b.set_draw_target(indicatif::ProgressDrawTarget::hidden());
         }
     }
 
@@ -908,10 +913,12 @@ impl Ager {
         let base = *self.churn_base.get_or_insert(self.written);
         let mut enospc = false;
         if let Some(b) = &self.bar {
+            b.reset();
             b.set_prefix(name.clone());
             b.set_length(goal);
             b.set_position(self.written - base);
             b.reset_eta();
+            b.set_draw_target(indicatif::ProgressDrawTarget::stderr());
         }
         while self.written - base < goal {
             if rec.should_stop() {
