@@ -4,6 +4,7 @@
 //! builds a [`testbed`] for each, runs a [`workload`] whose phases are measured by [`measure`],
 //! and writes one [`results`] document per run; [`report`] turns results into tables.
 
+pub mod age;
 pub mod atomic;
 pub mod cli;
 pub mod error;
@@ -15,6 +16,7 @@ pub mod results;
 pub mod runner;
 pub mod signals;
 pub mod stats;
+pub mod study;
 pub mod testbed;
 pub mod units;
 pub mod workload;

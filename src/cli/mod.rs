@@ -1,13 +1,16 @@
 //! The command line: clap types and printing only. Each command converts its arguments into
 //! validated library types and calls the library.
 
+mod age;
 mod bench;
 pub mod common;
 mod compare;
 mod frag;
 mod presets;
+mod read;
 mod report;
 mod run;
+mod study;
 mod testbed;
 
 use std::process::ExitCode;
@@ -49,6 +52,19 @@ pub enum Command {
     /// Block layout and fragmentation of trees (FIEMAP, as filefrag counts), and free-space
     /// fragmentation of a filesystem (as e2freefrag).
     Frag(frag::FragCmd),
+    /// Age a filesystem to usage checkpoints (fill, round-robin append, churn), recording
+    /// throughput, layout and free-space fragmentation at each (the study's agesystem).
+    ///
+    /// Usage is the whole filesystem's (statvfs used blocks); each checkpoint lands within 1% of
+    /// the filesystem size. With --dir the aged tree is made in a new directory below PATH and
+    /// removed after the run, like every workload's directory.
+    Age(Box<age::AgeCmd>),
+    /// Read a tree back as the study's read tool did: walk order, random order, physical-block
+    /// order (KiB/s of read time and of the whole pass), and files stat'ed per second.
+    Read(read::ReadCmd),
+    /// Multi-testbed studies: `append` (aged by round-robin appends vs a fresh copy).
+    #[command(subcommand)]
+    Study(study::StudyCmd),
 }
 
 /// Parses the command line and runs the command.
@@ -63,5 +79,8 @@ pub fn main() -> Result<ExitCode> {
         Command::Bench(c) => bench::run(c),
         Command::Testbed(c) => testbed::run(c),
         Command::Frag(c) => frag::run(c),
+        Command::Age(c) => age::run(*c),
+        Command::Read(c) => read::run(c),
+        Command::Study(c) => study::run(c),
     }
 }

@@ -152,7 +152,7 @@ pub fn parse(text: &str, source: &str, opts: &ParseOptions) -> Result<Plan> {
         return Err(src.err(
             age.span(),
             "age",
-            "aging lands with issue 6: this build cannot precondition a filesystem yet; remove the [age] table to run the plan on fresh filesystems",
+            "[age] preconditioning is not supported in plans yet: age with a `[[workload]] kind = \"age\"` entry (it records layout at each usage checkpoint), or with `fsgauge age` / `fsgauge study append`; remove the [age] table",
         ));
     }
     let layout = raw.layout.as_ref().is_some_and(|l| *l.get_ref());
@@ -881,7 +881,10 @@ file_size = "64K"
     #[test]
     fn age_is_refused_clearly_and_layout_is_taken() {
         let e = err(&format!("{OK}\n[age]\nusage = 50\n"));
-        assert!(e.contains("issue 6") && e.contains("t.toml:24:1"), "{e}");
+        assert!(
+            e.contains("kind = \"age\"") && e.contains("t.toml:24:1"),
+            "{e}"
+        );
         let plan = p(&OK.replace("reps = 2", "reps = 2\nlayout = true")).unwrap();
         assert!(plan.layout);
         let e = err(&OK.replace("reps = 2", "reps = 2\nlayout = 3"));

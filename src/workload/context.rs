@@ -189,6 +189,12 @@ impl<'a> RunContext<'a> {
         Ok(())
     }
 
+    /// Stores a layout record the workload made itself (e.g. aging's summary per checkpoint);
+    /// it goes into the result's `layout` field, replacing a snapshot from the layout point.
+    pub fn set_layout(&mut self, layout: serde_json::Value) {
+        self.layout = Some(layout);
+    }
+
     /// The layout snapshot taken at the layout point, if any.
     pub fn take_layout(&mut self) -> Option<serde_json::Value> {
         self.layout.take()

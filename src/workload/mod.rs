@@ -11,6 +11,7 @@ pub mod dirstream;
 pub mod fdtree;
 pub mod interleave;
 pub mod names;
+pub mod readtest;
 pub mod registry;
 pub mod tio;
 pub mod tree;

@@ -58,6 +58,17 @@ pub fn kinds() -> &'static [WorkloadKind] {
             about: "block-reservation study: N clients replaying a dbench loadfile or a file-server mix",
             build: build::<super::clients::Clients>,
         },
+        WorkloadKind {
+            name: "age",
+            about:
+                "fragmentation study: age to usage checkpoints (fill, round-robin append, churn)",
+            build: build::<crate::age::Age>,
+        },
+        WorkloadKind {
+            name: "read",
+            about: "fragmentation study: read the tree in walk, random and block order; stat rate",
+            build: build::<super::readtest::ReadTest>,
+        },
     ]
 }
 

@@ -37,7 +37,7 @@ pub const PRESETS: &[Preset] = &[
     },
     Preset {
         name: "fragmentation",
-        about: "study 3, fragmentation: interleaved appends on ext4, xfs, btrfs, layout and read-back",
+        about: "study 3, fragmentation: round-robin appends to 25/50/75% usage on ext2, ext4, xfs, btrfs; layout per checkpoint",
         toml: include_str!("fragmentation.toml"),
     },
     Preset {

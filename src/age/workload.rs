@@ -1,0 +1,203 @@
+//! The `age` workload kind: ages the workload root to each usage checkpoint, one measured
+//! phase per checkpoint (`age-25`, `age-50`, … and `churn-1x`, … in churn mode). Each phase's
+//! `extra` holds the checkpoint's figures (usage reached, files, bytes, write KiB/s so far,
+//! extents per file, layout score, free extents); the result's `layout` holds the full layout
+//! and free-space summary of every checkpoint, and the manifest digest of the operations.
+
+use std::collections::BTreeMap;
+use std::path::Path;
+
+use anyhow::Result;
+use serde::{Deserialize, Serialize};
+
+use super::engine::{pct_label, AgeMode, AgeParams, Ager, Checkpoint, AGE_OPS};
+use crate::measure::{PhaseMeter, Progress};
+use crate::workload::{RunContext, Workload};
+
+/// The aging workload (plan kind `age`); its parameters are [`AgeParams`].
+#[derive(Debug, Clone, Serialize, Deserialize, PartialEq, Default)]
+#[serde(transparent)]
+pub struct Age(pub AgeParams);
+
+/// The layout record of a checkpoint: the checkpoint, the tree's layout summary and the
+/// filesystem's free space (`{"error": …}` where it cannot be read).
+pub fn layout_record(cp: &Checkpoint, root: &Path, mountpoint: &Path) -> Result<serde_json::Value> {
+    let mut snap = crate::layout::snapshot(root, mountpoint)?;
+    snap["checkpoint"] = serde_json::to_value(cp)?;
+    Ok(snap)
+}
+
+fn num(v: &serde_json::Value, path: &[&str]) -> Option<f64> {
+    let mut cur = v;
+    for p in path {
+        cur = cur.get(p)?;
+    }
+    cur.as_f64()
+}
+
+/// The figures of a checkpoint as phase extras (with the layout record's headline metrics).
+pub fn checkpoint_extra(cp: &Checkpoint, record: &serde_json::Value) -> BTreeMap<String, f64> {
+    let mut m = BTreeMap::new();
+    m.insert("usage_target_pct".into(), cp.target_pct);
+    m.insert("usage_pct".into(), cp.usage_pct);
+    m.insert("usage_error_pct".into(), cp.usage_pct - cp.target_pct);
+    m.insert("files".into(), cp.files as f64);
+    m.insert("bytes".into(), cp.bytes as f64);
+    m.insert("written_bytes".into(), cp.written as f64);
+    m.insert("write_kbps".into(), cp.write_kbps());
+    m.insert("aging_s".into(), cp.seconds);
+    m.insert("age_ops".into(), cp.ops as f64);
+    m.insert("enospc".into(), if cp.enospc { 1.0 } else { 0.0 });
+    for (k, path) in [
+        ("extents_per_file", &["tree", "extents_per_file_mean"][..]),
+        ("layout_score", &["tree", "layout_score"][..]),
+        (
+            "fragmentation_factor",
+            &["tree", "fragmentation_factor"][..],
+        ),
+        ("free_extents", &["free_space", "free_extents"][..]),
+        (
+            "largest_free_share",
+            &["free_space", "largest_free_share"][..],
+        ),
+    ] {
+        if let Some(x) = num(record, path) {
+            m.insert(k.into(), x);
+        }
+    }
+    m
+}
+
+impl Age {
+    /// Ages with measured phases in `ctx`; returns the checkpoints (the study reuses it).
+    fn age(&self, ctx: &mut RunContext) -> Result<Vec<Checkpoint>> {
+        let p = &self.0;
+        let root = ctx.root().to_path_buf();
+        let mount = ctx.target().path().to_path_buf();
+        let mut ager = Ager::new(p, &root, ctx.seed(), ctx.progress().enabled())?;
+        ager.check_targets()?;
+        let devices = ctx.target().devices();
+        let mut records = Vec::new();
+        let mut cps = Vec::new();
+        let mut stopped = false;
+        for &pct in &p.usage {
+            let name = format!("age-{}", pct_label(pct));
+            let meter = PhaseMeter::start(&name, &AGE_OPS, &devices, None, &Progress::hidden());
+            let mut rec = meter.recorder(0);
+            let cp = ager.run_to(pct, &mut rec)?;
+            rec.finish();
+            let mut phase = meter.finish(vec![rec]);
+            let record = layout_record(&cp, &root, &mount)?;
+            phase.extra.extend(checkpoint_extra(&cp, &record));
+            ctx.push_phase(phase);
+            records.push(record);
+            if let Some(w) = cp.overshoot() {
+                ctx.warn(w);
+            }
+            let enospc = cp.enospc;
+            cps.push(cp);
+            if enospc {
+                let last = cps.last().expect("just pushed");
+                ctx.warn(format!(
+                    "ENOSPC at {:.1}% used, before the {}% checkpoint: aging stopped there ({} files, {} bytes); later checkpoints were not reached",
+                    last.usage_pct,
+                    pct_label(pct),
+                    last.files,
+                    last.bytes
+                ));
+                stopped = true;
+                break;
+            }
+        }
+        if p.mode == AgeMode::Churn && !stopped {
+            let pct = *p.usage.last().expect("validated");
+            let steps = p.churn.ceil() as u64;
+            for i in 1..=steps {
+                let until = (i as f64).min(p.churn);
+                let name = format!("churn-{}x", pct_label((until * 100.0).round() / 100.0));
+                let meter = PhaseMeter::start(&name, &AGE_OPS, &devices, None, &Progress::hidden());
+                let mut rec = meter.recorder(0);
+                let cp = ager.churn_step(pct, until, &mut rec)?;
+                rec.finish();
+                let mut phase = meter.finish(vec![rec]);
+                let record = layout_record(&cp, &root, &mount)?;
+                phase.extra.extend(checkpoint_extra(&cp, &record));
+                phase.extra.insert("churn_multiple".into(), until);
+                ctx.push_phase(phase);
+                records.push(record);
+                let enospc = cp.enospc;
+                cps.push(cp);
+                if enospc {
+                    ctx.warn(format!(
+                        "ENOSPC during churn before {until}x of the filesystem size was written; churn stopped there"
+                    ));
+                    break;
+                }
+            }
+        }
+        let last = records.last().cloned().unwrap_or_default();
+        ctx.set_layout(serde_json::json!({
+            "root": root.display().to_string(),
+            "tree": last.get("tree"),
+            "free_space": last.get("free_space"),
+            "fs_size": ager.fs_size(),
+            "checkpoints": records,
+            "manifest": { "sha256": ager.digest(), "ops": ager.ops() },
+        }));
+        Ok(cps)
+    }
+}
+
+impl Workload for Age {
+    fn kind(&self) -> &'static str {
+        "age"
+    }
+
+    fn params(&self) -> serde_json::Value {
+        serde_json::to_value(&self.0).expect("plain struct serializes")
+    }
+
+    fn validate(&self) -> Result<()> {
+        self.0.validate()
+    }
+
+    fn memory_needed(&self) -> u64 {
+        self.0.block + self.0.tree.total_files() * 16 + (4 << 20)
+    }
+
+    fn run(&self, ctx: &mut RunContext) -> Result<()> {
+        self.age(ctx).map(|_| ())
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use crate::workload::registry::find;
+
+    #[test]
+    fn age_and_read_build_from_plan_parameters() {
+        let age = find("age").unwrap();
+        let w = (age.build)(serde_json::json!({
+            "usage": [25, 50.5], "mode": "append", "tree": "2x30", "append": "8K", "prealloc": true
+        }))
+        .unwrap();
+        let p = w.params();
+        assert_eq!(p["tree"], "2x30");
+        assert_eq!(p["append"], 8192);
+        assert_eq!(p["dist"], "agrawal");
+        assert_eq!(p["usage"][1], 50.5);
+        w.validate().unwrap();
+        let e = (age.build)(serde_json::json!({"usage": [25], "tre": "2x3"}))
+            .err()
+            .unwrap();
+        assert!(e.contains("tre"), "{e}");
+        let bad = (age.build)(serde_json::json!({"usage": [120]})).unwrap();
+        assert!(bad.validate().unwrap_err().to_string().contains("120"));
+        let read = find("read").unwrap();
+        let r =
+            (read.build)(serde_json::json!({"phases": ["walk", "stat"], "block": "64K"})).unwrap();
+        assert_eq!(r.params()["phases"][1], "stat");
+        assert_eq!(r.params()["block"], 65536);
+        assert!((read.build)(serde_json::json!({"phases": ["sideways"]})).is_err());
+    }
+}

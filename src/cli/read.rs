@@ -1,0 +1,116 @@
+//! `fsgauge read PATH`: the fragmentation study's read test on an existing tree. Parsing and
+//! printing only; the work is in [`crate::workload::readtest`].
+
+use std::path::PathBuf;
+use std::process::ExitCode;
+
+use anyhow::Result;
+use clap::Args;
+
+use crate::error::bad_input;
+use crate::measure::Progress;
+use crate::report::table::format_rate;
+use crate::results::{write_result, RunResult};
+use crate::units::{format_bytes_human, parse_list, Size};
+use crate::workload::readtest::{read_tree, ReadPhase, ReadTest};
+use crate::workload::ColdMode;
+
+#[derive(Debug, Args)]
+pub struct ReadCmd {
+    /// The tree to read.
+    pub path: PathBuf,
+    /// Phases in order: walk (directory order; KiB/s of read time and of the whole walk),
+    /// random (shuffled, paths in memory), blockorder (by first physical block), stat (files
+    /// stat'ed per second).
+    #[arg(
+        long,
+        value_name = "LIST",
+        default_value = "walk,random,blockorder,stat"
+    )]
+    pub phases: String,
+    /// How the cache is made cold before each phase: drop (sync + drop_caches) or none.
+    #[arg(long, value_name = "drop|remount|none", default_value = "drop")]
+    pub cold: ColdMode,
+    /// Size of each read(2).
+    #[arg(long, value_name = "SIZE", default_value = "1M")]
+    pub block: Size,
+    /// Seed of the random order [default: from the clock].
+    #[arg(long)]
+    pub seed: Option<u64>,
+    /// Directory for the result file.
+    #[arg(long, value_name = "DIR", default_value = "fsgauge-results")]
+    pub out: PathBuf,
+    /// Print the result document as JSON instead of the table.
+    #[arg(long)]
+    pub json: bool,
+    /// No progress and no notes on stderr.
+    #[arg(long, short)]
+    pub quiet: bool,
+}
+
+/// The read table: one row per phase.
+pub fn read_table(r: &RunResult) -> String {
+    let headers = [
+        "phase",
+        "files",
+        "bytes",
+        "wall",
+        "read KiB/s",
+        "total KiB/s",
+        "stat/s",
+    ];
+    let rows: Vec<Vec<String>> = r
+        .phases
+        .iter()
+        .map(|ph| {
+            let x = |k: &str| ph.extra.get(k).copied();
+            let rate = |v: Option<f64>| v.map_or("-".into(), format_rate);
+            vec![
+                ph.name.clone(),
+                x("files").map_or("-".into(), |v| format!("{v:.0}")),
+                x("bytes").map_or("-".into(), format_bytes_human),
+                format!("{:.3}s", ph.wall_s),
+                rate(x("read_kbps")),
+                rate(x("total_kbps")),
+                rate(x("meta_files_per_s").or(x("files_per_s"))),
+            ]
+        })
+        .collect();
+    super::age::render(&headers, &rows)
+}
+
+pub fn run(cmd: ReadCmd) -> Result<ExitCode> {
+    let phases: Vec<ReadPhase> =
+        parse_list(&cmd.phases).map_err(|e| bad_input(format!("--phases: {e}")))?;
+    let test = ReadTest {
+        path: Some(cmd.path.clone()),
+        phases,
+        block: cmd.block.bytes(),
+        prefix: String::new(),
+    };
+    let seed = cmd.seed.unwrap_or_else(|| {
+        std::time::SystemTime::now()
+            .duration_since(std::time::UNIX_EPOCH)
+            .map_or(1, |d| d.as_nanos() as u64)
+    });
+    let result = read_tree(
+        &cmd.path,
+        &test,
+        seed,
+        cmd.cold,
+        Progress::new(cmd.quiet || cmd.json),
+    )?;
+    let file = write_result(&cmd.out, &result)?;
+    if cmd.json {
+        println!("{}", serde_json::to_string_pretty(&result)?);
+    } else {
+        print!("{}", read_table(&result));
+        for w in &result.errors {
+            eprintln!("warning: {w}");
+        }
+    }
+    if !cmd.quiet {
+        eprintln!("result file: {}", file.display());
+    }
+    Ok(ExitCode::SUCCESS)
+}

@@ -1,0 +1,231 @@
+//! `fsgauge study NAME`: multi-testbed studies. `append` is the fragmentation project's append
+//! test. Parsing and printing only; the work is in [`crate::study`].
+
+use std::path::PathBuf;
+use std::process::ExitCode;
+
+use anyhow::Result;
+use clap::{Args, Subcommand};
+
+use crate::error::bad_input;
+use crate::measure::Progress;
+use crate::report::table::format_rate;
+use crate::results::RunResult;
+use crate::study::append::{rows_of, AppendStudy};
+use crate::testbed::{default_workdir, split_words, Backing, FsKind, TestbedSpec};
+use crate::units::{format_size, parse_list, Size};
+use crate::workload::readtest::ReadPhase;
+
+#[derive(Debug, Subcommand)]
+pub enum StudyCmd {
+    /// The append test: per filesystem, append round-robin to N files until each usage
+    /// checkpoint, copy the tree onto a fresh filesystem of the same size and options, and
+    /// compare layout and read speed of the aged tree and its fresh copy.
+    Append(AppendArgs),
+}
+
+#[derive(Debug, Args)]
+pub struct AppendArgs {
+    /// Filesystems to compare.
+    #[arg(long, value_name = "LIST", default_value = "ext2,ext4,xfs,btrfs")]
+    pub fs: String,
+    /// Size of each filesystem.
+    #[arg(long, value_name = "SIZE", default_value = "1G")]
+    pub fs_size: Size,
+    /// Extra mkfs arguments for every filesystem.
+    #[arg(
+        long,
+        value_name = "OPTS",
+        allow_hyphen_values = true,
+        default_value = ""
+    )]
+    pub mkfs_opts: String,
+    /// Mount options for every filesystem.
+    #[arg(long, value_name = "OPTS", default_value = "")]
+    pub mount_opts: String,
+    /// Usage checkpoints, percent, ascending.
+    #[arg(long, value_name = "PCT,...", default_value = "25,50,75,99")]
+    pub usage: String,
+    /// Append sizes; the study runs once per size.
+    #[arg(long, value_name = "SIZE,...", default_value = "4K")]
+    pub append: String,
+    /// Files in total.
+    #[arg(long, default_value_t = 5000)]
+    pub files: u64,
+    /// Directories the files are spread over (the study's 1x1 is one directory).
+    #[arg(long, default_value_t = 1)]
+    pub dirs: u64,
+    /// Preallocate each file to its expected final length and truncate it back to its first
+    /// block before appending.
+    #[arg(long)]
+    pub prealloc: bool,
+    /// Read phases on both trees.
+    #[arg(
+        long,
+        value_name = "LIST",
+        default_value = "walk,random,blockorder,stat"
+    )]
+    pub read_phases: String,
+    /// Seed [default: from the clock].
+    #[arg(long)]
+    pub seed: Option<u64>,
+    /// Image backing: file or ram.
+    #[arg(long, value_name = "file|ram", default_value = "file")]
+    pub backing: Backing,
+    /// Directory for images and mount points.
+    #[arg(long, value_name = "DIR")]
+    pub workdir: Option<PathBuf>,
+    /// Directory for result files.
+    #[arg(long, value_name = "DIR", default_value = "fsgauge-results")]
+    pub out: PathBuf,
+    /// Print the result documents as JSON instead of the tables.
+    #[arg(long)]
+    pub json: bool,
+    /// No progress and no notes on stderr.
+    #[arg(long, short)]
+    pub quiet: bool,
+}
+
+impl AppendArgs {
+    pub fn study(&self) -> Result<AppendStudy> {
+        let kinds: Vec<FsKind> =
+            parse_list(&self.fs).map_err(|e| bad_input(format!("--fs: {e}")))?;
+        let mkfs_opts =
+            split_words(&self.mkfs_opts).map_err(|e| bad_input(format!("--mkfs-opts: {e}")))?;
+        let workdir = self
+            .workdir
+            .clone()
+            .unwrap_or_else(|| default_workdir(self.backing));
+        let testbeds = kinds
+            .iter()
+            .map(|&fs| TestbedSpec {
+                mkfs_opts: mkfs_opts.clone(),
+                mount_opts: self.mount_opts.clone(),
+                backing: self.backing,
+                workdir: workdir.clone(),
+                ..TestbedSpec::new(fs, self.fs_size.bytes())
+            })
+            .collect();
+        let usage: Vec<f64> =
+            parse_list(&self.usage).map_err(|e| bad_input(format!("--usage: {e}")))?;
+        let append: Vec<u64> = parse_list::<Size>(&self.append)
+            .map_err(|e| bad_input(format!("--append: {e}")))?
+            .into_iter()
+            .map(Size::bytes)
+            .collect();
+        let read_phases: Vec<ReadPhase> =
+            parse_list(&self.read_phases).map_err(|e| bad_input(format!("--read-phases: {e}")))?;
+        let seed = self.seed.unwrap_or_else(|| {
+            std::time::SystemTime::now()
+                .duration_since(std::time::UNIX_EPOCH)
+                .map_or(1, |d| d.as_nanos() as u64)
+        });
+        Ok(AppendStudy {
+            testbeds,
+            usage,
+            append,
+            files: self.files,
+            dirs: self.dirs,
+            prealloc: self.prealloc,
+            seed,
+            read_phases,
+        })
+    }
+}
+
+fn f(v: Option<f64>) -> String {
+    v.map_or("-".into(), format_rate)
+}
+
+fn pair(a: Option<f64>, b: Option<f64>, digits: usize) -> String {
+    let one = |v: Option<f64>| v.map_or("-".into(), |x| format!("{x:.digits$}"));
+    format!("{}/{}", one(a), one(b))
+}
+
+/// One table per filesystem and append size: the six parts of the study's graphs.
+pub fn study_table(results: &[RunResult]) -> String {
+    let mut out = String::new();
+    for r in results {
+        let append = r
+            .workload
+            .params
+            .get("append")
+            .and_then(|v| v.as_u64())
+            .unwrap_or(0);
+        out.push_str(&format!(
+            "{} {} ({} files, {} appends{}), aged/fresh:\n",
+            r.testbed.label,
+            format_size(r.testbed.size),
+            r.workload
+                .params
+                .get("files")
+                .and_then(|v| v.as_u64())
+                .unwrap_or(0),
+            format_size(append),
+            if r.workload.params.get("prealloc").and_then(|v| v.as_bool()) == Some(true) {
+                ", preallocated"
+            } else {
+                ""
+            }
+        ));
+        let headers = [
+            "usage %",
+            "write KiB/s age/copy",
+            "read KiB/s",
+            "read %",
+            "random KiB/s",
+            "random %",
+            "stat/s",
+            "ext/file",
+            "layout score",
+            "runtime s",
+        ];
+        let rows: Vec<Vec<String>> = rows_of(r)
+            .iter()
+            .map(|x| {
+                vec![
+                    format!("{:.1}", x.usage_pct),
+                    format!(
+                        "{}/{}",
+                        format_rate(x.write_kbps_aging),
+                        format_rate(x.write_kbps_copy)
+                    ),
+                    format!("{}/{}", f(x.read_kbps_aged), f(x.read_kbps_fresh)),
+                    x.read_pct.map_or("-".into(), |v| format!("{v:.0}%")),
+                    format!("{}/{}", f(x.random_kbps_aged), f(x.random_kbps_fresh)),
+                    x.random_pct.map_or("-".into(), |v| format!("{v:.0}%")),
+                    format!("{}/{}", f(x.stat_per_s_aged), f(x.stat_per_s_fresh)),
+                    pair(x.extents_per_file_aged, x.extents_per_file_fresh, 2),
+                    pair(x.layout_score_aged, x.layout_score_fresh, 3),
+                    format!("{:.1}/{:.1}", x.runtime_aged_s, x.runtime_fresh_s),
+                ]
+            })
+            .collect();
+        out.push_str(&super::age::render(&headers, &rows));
+        out.push('\n');
+    }
+    out
+}
+
+pub fn run(cmd: StudyCmd) -> Result<ExitCode> {
+    match cmd {
+        StudyCmd::Append(a) => {
+            let study = a.study()?;
+            let results = study.run(Some(&a.out), Progress::new(a.quiet || a.json))?;
+            if a.json {
+                println!("{}", serde_json::to_string_pretty(&results)?);
+            } else {
+                print!("{}", study_table(&results));
+                for r in &results {
+                    for w in &r.errors {
+                        eprintln!("warning: {}: {w}", r.testbed.label);
+                    }
+                }
+            }
+            if !a.quiet {
+                eprintln!("{} result file(s) in {}", results.len(), a.out.display());
+            }
+            Ok(ExitCode::SUCCESS)
+        }
+    }
+}

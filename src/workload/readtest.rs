@@ -1,0 +1,472 @@
+//! `read`: the fragmentation project's read tool (seed study 3) — how fast a tree reads back,
+//! in four measured phases, each after making the cache cold:
+//!
+//! * `walk` reads every file in directory-walk order (readdir order, depth first, each entry
+//!   stat'ed as the walk goes). Two figures, as the study's two bars: KiB/s counting only the
+//!   time inside read(2) (`read_kbps`) and KiB/s over the whole walk (`walk_kbps`), plus the
+//!   metadata rate: files stat'ed per second of walk time outside read(2) (`meta_files_per_s`).
+//! * `random` reads the files in a shuffled order (seeded) from paths held in memory — no stat
+//!   or readdir cost — again both figures.
+//! * `blockorder` reads the files in the order of their first physical block (FIEMAP, before
+//!   the cache is made cold); files without one (empty, inline data) are listed and skipped.
+//! * `stat` walks the tree stat'ing every entry without reading: files stat'ed per second.
+
+use std::fs;
+use std::os::fd::{AsRawFd, FromRawFd, OwnedFd};
+use std::os::unix::ffi::OsStrExt;
+use std::path::{Path, PathBuf};
+use std::str::FromStr;
+use std::sync::Mutex;
+use std::time::{Duration, Instant};
+
+use anyhow::{Context, Result};
+use nix::errno::Errno;
+use rand::seq::SliceRandom;
+use rand::SeedableRng;
+use serde::{Deserialize, Serialize};
+
+use super::{RunContext, Workload};
+use crate::error::{bad_input, SystemFailure};
+use crate::measure::{OpDef, Recorder};
+
+/// One phase of the read test.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "lowercase")]
+pub enum ReadPhase {
+    Walk,
+    Random,
+    Blockorder,
+    Stat,
+}
+
+impl ReadPhase {
+    pub fn name(self) -> &'static str {
+        match self {
+            Self::Walk => "walk",
+            Self::Random => "random",
+            Self::Blockorder => "blockorder",
+            Self::Stat => "stat",
+        }
+    }
+}
+
+impl FromStr for ReadPhase {
+    type Err = String;
+    fn from_str(s: &str) -> Result<Self, Self::Err> {
+        match s.trim() {
+            "walk" => Ok(Self::Walk),
+            "random" => Ok(Self::Random),
+            "blockorder" => Ok(Self::Blockorder),
+            "stat" => Ok(Self::Stat),
+            _ => Err(format!(
+                "unknown read phase {s:?}; use walk, random, blockorder or stat"
+            )),
+        }
+    }
+}
+
+/// Parameters of the read test (plan kind `read`).
+#[derive(Debug, Clone, Serialize, Deserialize, PartialEq)]
+#[serde(default, deny_unknown_fields)]
+pub struct ReadTest {
+    /// The tree to read; none: the workload's own directory (e.g. after an `age` step).
+    pub path: Option<PathBuf>,
+    pub phases: Vec<ReadPhase>,
+    /// Size of each read(2).
+    #[serde(deserialize_with = "crate::units::de_size")]
+    pub block: u64,
+    /// Prefix for the phase names (the append study uses `aged-25-`).
+    #[serde(skip)]
+    pub prefix: String,
+}
+
+impl Default for ReadTest {
+    fn default() -> Self {
+        Self {
+            path: None,
+            phases: vec![
+                ReadPhase::Walk,
+                ReadPhase::Random,
+                ReadPhase::Blockorder,
+                ReadPhase::Stat,
+            ],
+            block: 1 << 20,
+            prefix: String::new(),
+        }
+    }
+}
+
+const READ_OPS: [OpDef; 3] = [
+    OpDef::primary("file"),
+    OpDef::secondary("read"),
+    OpDef::secondary("stat"),
+];
+const STAT_OPS: [OpDef; 1] = [OpDef::primary("stat")];
+
+fn fail(op: &str, path: &Path, e: impl std::fmt::Display) -> anyhow::Error {
+    anyhow::Error::new(SystemFailure(format!(
+        "{op} {} failed: {e}",
+        path.display()
+    )))
+}
+
+/// Reads one file whole; returns (bytes, time inside read(2)).
+fn read_file(path: &Path, buf: &mut [u8], rec: &mut Recorder) -> Result<(u64, Duration)> {
+    let c = std::ffi::CString::new(path.as_os_str().as_bytes())
+        .map_err(|_| fail("open", path, "NUL in path"))?;
+    let open = |flags| {
+        // SAFETY: open(2) with a NUL-terminated path.
+        unsafe { libc::open(c.as_ptr(), flags | libc::O_RDONLY | libc::O_CLOEXEC) }
+    };
+    let mut fd = open(libc::O_NOATIME);
+    if fd < 0 && Errno::last() == Errno::EPERM {
+        fd = open(0);
+    }
+    if fd < 0 {
+        return Err(fail("open", path, Errno::last()));
+    }
+    // SAFETY: a fresh descriptor we own.
+    let fd = unsafe { OwnedFd::from_raw_fd(fd) };
+    let read_op = rec.op("read");
+    let mut total = 0u64;
+    let mut in_read = Duration::ZERO;
+    loop {
+        let t0 = Instant::now();
+        // SAFETY: reading into a live buffer of buf.len() bytes.
+        let n = unsafe { libc::read(fd.as_raw_fd(), buf.as_mut_ptr().cast(), buf.len()) };
+        let now = rec.record(read_op, t0, n.max(0) as u64);
+        in_read += now - t0;
+        if n < 0 {
+            let e = Errno::last();
+            if e == Errno::EINTR {
+                continue;
+            }
+            return Err(fail("read", path, e));
+        }
+        if n == 0 {
+            break;
+        }
+        total += n as u64;
+    }
+    Ok((total, in_read))
+}
+
+#[derive(Default)]
+struct Tally {
+    files: u64,
+    bytes: u64,
+    read_time: Duration,
+    entries: u64,
+    paths: Vec<PathBuf>,
+}
+
+/// Walks `dir` depth first in readdir order; `lstat`s every entry; reads regular files when
+/// `read` is set (into `tally`).
+fn walk(
+    dir: &Path,
+    read: bool,
+    keep_paths: bool,
+    buf: &mut [u8],
+    rec: &mut Recorder,
+    tally: &mut Tally,
+) -> Result<()> {
+    let rd = fs::read_dir(dir).map_err(|e| fail("opendir", dir, e))?;
+    let stat_op = rec.op("stat");
+    for ent in rd {
+        if rec.should_stop() {
+            rec.check()?;
+        }
+        let ent = ent.map_err(|e| fail("readdir", dir, e))?;
+        let p = ent.path();
+        let t0 = Instant::now();
+        let md = fs::symlink_metadata(&p).map_err(|e| fail("stat", &p, e))?;
+        rec.record(stat_op, t0, 0);
+        tally.entries += 1;
+        if md.is_dir() {
+            walk(&p, read, keep_paths, buf, rec, tally)?;
+        } else if md.is_file() {
+            tally.files += 1;
+            if read {
+                let t0 = Instant::now();
+                let (n, t) = read_file(&p, buf, rec)?;
+                rec.record(rec.op("file"), t0, n);
+                tally.bytes += n;
+                tally.read_time += t;
+            }
+            if keep_paths {
+                tally.paths.push(p);
+            }
+        }
+    }
+    Ok(())
+}
+
+fn kbps(bytes: u64, secs: f64) -> f64 {
+    if secs > 0.0 {
+        bytes as f64 / 1024.0 / secs
+    } else {
+        0.0
+    }
+}
+
+impl ReadTest {
+    fn tree(&self, ctx: &RunContext) -> PathBuf {
+        self.path
+            .clone()
+            .unwrap_or_else(|| ctx.root().to_path_buf())
+    }
+
+    fn list(&self, root: &Path) -> Result<Vec<PathBuf>> {
+        let meter = crate::measure::PhaseMeter::start(
+            "list",
+            &READ_OPS,
+            &crate::measure::Devices::default(),
+            None,
+            &crate::measure::Progress::hidden(),
+        );
+        let mut rec = meter.recorder(0);
+        let mut t = Tally::default();
+        walk(root, false, true, &mut [], &mut rec, &mut t)?;
+        Ok(t.paths)
+    }
+
+    fn read_list(
+        &self,
+        ctx: &mut RunContext,
+        name: &str,
+        paths: &[PathBuf],
+        skipped: Option<usize>,
+    ) -> Result<()> {
+        let block = self.block as usize;
+        let out: Mutex<(u64, Duration)> = Mutex::new((0, Duration::ZERO));
+        let phase = ctx.phase(name, &READ_OPS, Some(paths.len() as u64), 1, |_, rec| {
+            let mut buf = vec![0u8; block];
+            let mut bytes = 0;
+            let mut rt = Duration::ZERO;
+            let file_op = rec.op("file");
+            for p in paths {
+                if rec.should_stop() {
+                    rec.check()?;
+                }
+                let t0 = Instant::now();
+                let (n, t) = read_file(p, &mut buf, rec)?;
+                rec.record(file_op, t0, n);
+                bytes += n;
+                rt += t;
+            }
+            *out.lock().unwrap_or_else(|e| e.into_inner()) = (bytes, rt);
+            Ok(())
+        })?;
+        let (bytes, rt) = *out.lock().unwrap_or_else(|e| e.into_inner());
+        let wall = phase.wall_s;
+        phase.extra.insert("files".into(), paths.len() as f64);
+        phase.extra.insert("bytes".into(), bytes as f64);
+        phase.extra.insert("read_s".into(), rt.as_secs_f64());
+        phase
+            .extra
+            .insert("read_kbps".into(), kbps(bytes, rt.as_secs_f64()));
+        phase.extra.insert("total_kbps".into(), kbps(bytes, wall));
+        if let Some(n) = skipped {
+            phase.extra.insert("skipped_files".into(), n as f64);
+        }
+        Ok(())
+    }
+}
+
+impl Workload for ReadTest {
+    fn kind(&self) -> &'static str {
+        "read"
+    }
+
+    fn params(&self) -> serde_json::Value {
+        serde_json::to_value(self).expect("plain struct serializes")
+    }
+
+    fn validate(&self) -> Result<()> {
+        if self.phases.is_empty() {
+            return Err(bad_input(
+                "--phases needs at least one of walk,random,blockorder,stat",
+            ));
+        }
+        if self.block == 0 || self.block > (1 << 30) {
+            return Err(bad_input("--block must be between 1 byte and 1G"));
+        }
+        if let Some(p) = &self.path {
+            let md = fs::metadata(p).map_err(|e| bad_input(format!("{}: {e}", p.display())))?;
+            if !md.is_dir() {
+                return Err(bad_input(format!("{} is not a directory", p.display())));
+            }
+        }
+        Ok(())
+    }
+
+    fn memory_needed(&self) -> u64 {
+        self.block + (16 << 20)
+    }
+
+    fn run(&self, ctx: &mut RunContext) -> Result<()> {
+        let root = self.tree(ctx);
+        let mut paths: Option<Vec<PathBuf>> = None;
+        for ph in &self.phases {
+            let name = format!("{}{}", self.prefix, ph.name());
+            match ph {
+                ReadPhase::Walk | ReadPhase::Stat => {
+                    let read = *ph == ReadPhase::Walk;
+                    let keep = read && paths.is_none();
+                    ctx.make_cold()?;
+                    let block = if read { self.block as usize } else { 0 };
+                    let out: Mutex<Tally> = Mutex::new(Tally::default());
+                    let defs: &[OpDef] = if read { &READ_OPS } else { &STAT_OPS };
+                    let phase = ctx.phase(&name, defs, None, 1, |_, rec| {
+                        let mut buf = vec![0u8; block];
+                        let mut t = Tally::default();
+                        walk(&root, read, keep, &mut buf, rec, &mut t)?;
+                        *out.lock().unwrap_or_else(|e| e.into_inner()) = t;
+                        Ok(())
+                    })?;
+                    let t = std::mem::take(&mut *out.lock().unwrap_or_else(|e| e.into_inner()));
+                    let wall = phase.wall_s;
+                    phase.extra.insert("files".into(), t.files as f64);
+                    phase.extra.insert("entries".into(), t.entries as f64);
+                    if read {
+                        let rt = t.read_time.as_secs_f64();
+                        phase.extra.insert("bytes".into(), t.bytes as f64);
+                        phase.extra.insert("read_s".into(), rt);
+                        phase.extra.insert("read_kbps".into(), kbps(t.bytes, rt));
+                        phase.extra.insert("total_kbps".into(), kbps(t.bytes, wall));
+                        let meta = (wall - rt).max(1e-9);
+                        phase
+                            .extra
+                            .insert("meta_files_per_s".into(), t.entries as f64 / meta);
+                        if keep {
+                            paths = Some(t.paths);
+                        }
+                    } else {
+                        phase
+                            .extra
+                            .insert("files_per_s".into(), t.entries as f64 / wall.max(1e-9));
+                    }
+                }
+                ReadPhase::Random => {
+                    let mut list = match &paths {
+                        Some(p) => p.clone(),
+                        None => {
+                            let l = self.list(&root)?;
+                            paths = Some(l.clone());
+                            l
+                        }
+                    };
+                    let mut rng = rand_chacha::ChaCha8Rng::seed_from_u64(ctx.seed());
+                    list.shuffle(&mut rng);
+                    ctx.make_cold()?;
+                    self.read_list(ctx, &name, &list, None)?;
+                }
+                ReadPhase::Blockorder => {
+                    let list = match &paths {
+                        Some(p) => p.clone(),
+                        None => {
+                            let l = self.list(&root)?;
+                            paths = Some(l.clone());
+                            l
+                        }
+                    };
+                    let mut placed = Vec::with_capacity(list.len());
+                    let mut skipped = Vec::new();
+                    for p in list {
+                        let fl = crate::layout::scan_file(&p)
+                            .with_context(|| format!("mapping {}", p.display()))?;
+                        match fl.first_block {
+                            Some(b) => placed.push((b, p)),
+                            None => skipped.push(p),
+                        }
+                    }
+                    placed.sort();
+                    let ordered: Vec<PathBuf> = placed.into_iter().map(|(_, p)| p).collect();
+                    let n = skipped.len();
+                    ctx.make_cold()?;
+                    self.read_list(ctx, &name, &ordered, Some(n))?;
+                    if n > 0 {
+                        let shown: Vec<String> = skipped
+                            .iter()
+                            .take(10)
+                            .map(|p| p.display().to_string())
+                            .collect();
+                        ctx.warn(format!(
+                            "{name}: {n} file(s) without a first physical block (empty or inline) were skipped: {}{}",
+                            shown.join(", "),
+                            if n > 10 { ", …" } else { "" }
+                        ));
+                    }
+                }
+            }
+        }
+        Ok(())
+    }
+}
+
+/// Runs the read test on an existing tree (`fsgauge read PATH`): the tree itself is read (no
+/// workload directory is made or removed) and one result document is returned.
+pub fn read_tree(
+    path: &Path,
+    test: &ReadTest,
+    seed: u64,
+    cold: super::ColdMode,
+    progress: crate::measure::Progress,
+) -> Result<crate::results::RunResult> {
+    use crate::results::{Conditions, HostInfo, RunResult, ToolInfo, WorkloadInfo, SCHEMA};
+    test.validate()?;
+    let md = fs::metadata(path).map_err(|e| bad_input(format!("{}: {e}", path.display())))?;
+    if !md.is_dir() {
+        return Err(bad_input(format!("{} is not a directory", path.display())));
+    }
+    if cold != super::ColdMode::None && !nix::unistd::geteuid().is_root() {
+        return Err(bad_input(
+            "--cold drop/remount needs root (drop_caches); run as root or pass --cold none",
+        ));
+    }
+    if cold == super::ColdMode::Remount {
+        return Err(bad_input(
+            "--cold remount needs a testbed fsgauge built; on an existing tree use --cold drop",
+        ));
+    }
+    let path = path
+        .canonicalize()
+        .with_context(|| format!("resolving {}", path.display()))?;
+    let test = ReadTest {
+        path: Some(path.clone()),
+        ..test.clone()
+    };
+    let started = std::time::SystemTime::now();
+    let mut target = super::Target::Dir(path.clone());
+    let mut ctx = RunContext::new(&mut target, path.clone(), seed, cold, progress);
+    test.run(&mut ctx)?;
+    let (phases, errors) = ctx.into_parts();
+    let place = crate::runner::Place::Dir(path.clone());
+    let opts = crate::runner::RunOptions {
+        cold,
+        seed: Some(seed),
+        ..Default::default()
+    };
+    Ok(RunResult {
+        schema: SCHEMA.into(),
+        tool: ToolInfo::current(),
+        host: HostInfo::current(),
+        testbed: target.info(),
+        workload: WorkloadInfo {
+            kind: test.kind().into(),
+            params: test.params(),
+        },
+        rep: 0,
+        seed,
+        started_at: humantime::format_rfc3339_seconds(started).to_string(),
+        spec_hash: crate::runner::spec_hash(&place, &test, &opts, seed, 0),
+        conditions: Conditions {
+            cold: cold.name().into(),
+            ..Default::default()
+        },
+        phases,
+        layout: None,
+        errors,
+        tool_peak_rss: crate::testbed::own_peak_rss(),
+    })
+}
