@@ -341,6 +341,7 @@ fn run_in(
         mem_limit_peak: mem_limit.as_ref().and_then(|m| m.peak()),
         mem_charge: opts.mem_charge,
         mem_charge_locked: charger.as_ref().map(|c| c.locked()),
+        mem_charge_available: charger.as_ref().map(|c| c.available_after()),
     };
     drop(charger);
     drop(mem_limit);

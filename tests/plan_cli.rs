@@ -187,11 +187,11 @@ fn a_matrix_that_does_not_fit_on_the_disk_is_refused() {
 }
 
 #[test]
-fn age_tables_are_refused_until_aging_lands() {
+fn age_tables_are_refused_and_point_to_the_age_workload() {
     refused(
         &format!("{PLAN}\n[age]\nusage = 75\n"),
         "21:1",
-        "aging lands with issue 6",
+        "[age] preconditioning is not supported in plans yet",
     );
 }
 

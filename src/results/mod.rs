@@ -114,6 +114,9 @@ pub struct Conditions {
     pub mem_charge: Option<u64>,
     /// Bytes the charger locked.
     pub mem_charge_locked: Option<u64>,
+    /// MemAvailable right after the charger finished locking, bytes.
+    #[serde(default)]
+    pub mem_charge_available: Option<u64>,
 }
 
 /// One measured phase.

@@ -259,6 +259,7 @@ pub struct MemCharger {
     chunks: Vec<(std::ptr::NonNull<libc::c_void>, usize)>,
     locked: u64,
     target: u64,
+    available_after: u64,
 }
 
 // SAFETY: the mappings are owned by the charger and only unmapped by it.
@@ -282,6 +283,7 @@ impl MemCharger {
             chunks: Vec::new(),
             locked: 0,
             target,
+            available_after: 0,
         };
         // Reclaimable cache must go first, or the charger measures how much cache there was.
         super::cache::drop_caches()?;
@@ -314,6 +316,7 @@ impl MemCharger {
             me.chunks.push((ptr, want));
             me.locked += want as u64;
         }
+        me.available_after = meminfo("MemAvailable").unwrap_or(0);
         Ok(me)
     }
 
@@ -323,6 +326,11 @@ impl MemCharger {
 
     pub fn target(&self) -> u64 {
         self.target
+    }
+
+    /// MemAvailable when charging was done.
+    pub fn available_after(&self) -> u64 {
+        self.available_after
     }
 }
 
