@@ -7,6 +7,7 @@
 pub mod atomic;
 pub mod cli;
 pub mod error;
+pub mod exercise;
 pub mod measure;
 pub mod report;
 pub mod results;

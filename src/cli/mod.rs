@@ -3,6 +3,7 @@
 
 mod bench;
 pub mod common;
+mod exercise;
 mod run;
 mod testbed;
 
@@ -33,6 +34,10 @@ pub enum Command {
     /// Run one workload on a fresh testbed (--fs) or an existing directory (--dir).
     #[command(subcommand)]
     Bench(bench::BenchCmd),
+    /// The integrity exerciser: random operations on a file (fsx's set: reads, writes past
+    /// EOF, mmap, truncate, fallocate modes, copy_file_range, reflink), each verified against
+    /// an in-memory model; replayable, and with --remount-every across remounts.
+    Exercise(Box<exercise::ExerciseArgs>),
     /// Build, list and tear down testbeds (image → loop device → mkfs → mount).
     #[command(subcommand)]
     Testbed(testbed::TestbedCmd),
@@ -45,6 +50,7 @@ pub fn main() -> Result<ExitCode> {
     match cli.command {
         Command::Run(c) => run::run(c),
         Command::Bench(c) => bench::run(c),
+        Command::Exercise(c) => exercise::run(*c),
         Command::Testbed(c) => testbed::run(c),
     }
 }

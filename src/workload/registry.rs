@@ -27,11 +27,18 @@ fn build<T: Workload + DeserializeOwned + 'static>(
 
 /// All kinds, one line each.
 pub fn kinds() -> &'static [WorkloadKind] {
-    &[WorkloadKind {
-        name: "tree",
-        about: "low-memory study: mkdir + one open/write/close per file, then rm -rf",
-        build: build::<super::tree::Tree>,
-    }]
+    &[
+        WorkloadKind {
+            name: "tree",
+            about: "low-memory study: mkdir + one open/write/close per file, then rm -rf",
+            build: build::<super::tree::Tree>,
+        },
+        WorkloadKind {
+            name: "exercise",
+            about: "integrity exerciser (fsx-like): random operations verified against a model",
+            build: build::<crate::exercise::Exercise>,
+        },
+    ]
 }
 
 /// Looks a kind up by name.
