@@ -10,7 +10,7 @@ use clap::Args;
 use super::common::{RunArgs, TestbedArgs};
 use crate::error::bad_input;
 use crate::exercise::{Exercise, OpKind, ReplayLog};
-use crate::units::{parse_duration, parse_list, Size};
+use crate::units::{parse_duration, Size};
 
 /// Random operations on a file, each verified against an in-memory model of the file (fsx
 /// from xfstests, done fast, replayable, and across remounts).
@@ -67,8 +67,17 @@ pub struct ExerciseArgs {
     /// Leave these operations out, e.g. --no fsync,fdatasync,clone. Operations: read, write,
     /// mapread, mapwrite, truncate, falloc, punch, zero, collapse, insert, fsync, fdatasync,
     /// copy, clone.
-    #[arg(long, value_name = "OPS", value_parser = parse_ops, help_heading = "Exerciser")]
-    pub no: Option<Vec<OpKind>>,
+    #[arg(
+        long,
+        value_name = "OPS",
+        value_delimiter = ',',
+        help_heading = "Exerciser"
+    )]
+    pub no: Vec<OpKind>,
+    /// Weights of operation kinds in the mix, e.g. --weights read=2,write=2 (fsx's default
+    /// mix has two read and two write slots); kinds not named weigh 1, 0 leaves a kind out.
+    #[arg(long, value_name = "KIND=N,...", value_parser = parse_weight, value_delimiter = ',', help_heading = "Exerciser")]
+    pub weights: Vec<(OpKind, u32)>,
     /// Every K operations (per exerciser), unmount and mount the testbed, drop caches, and
     /// verify every file whole against its model (needs --fs).
     #[arg(long, value_name = "K", help_heading = "Exerciser")]
@@ -93,8 +102,19 @@ fn parse_time(s: &str) -> Result<f64, String> {
         .map_err(|e| e.to_string())
 }
 
-fn parse_ops(s: &str) -> Result<Vec<OpKind>, String> {
-    parse_list::<OpKind>(s).map_err(|e| e.to_string())
+fn parse_weight(item: &str) -> Result<(OpKind, u32), String> {
+    let (k, n) = item
+        .split_once('=')
+        .ok_or_else(|| format!("{item:?} is not KIND=N, e.g. read=2"))?;
+    let k: OpKind = k.parse()?;
+    let n: u32 = n
+        .trim()
+        .parse()
+        .map_err(|_| format!("weight {n:?} of {k} is not a whole number"))?;
+    if n > 1000 {
+        return Err(format!("weight {n} of {k} is over 1000"));
+    }
+    Ok((k, n))
 }
 
 fn parse_inject(s: &str) -> Result<(u64, u64), String> {
@@ -119,7 +139,8 @@ impl ExerciseArgs {
             max_op_len: self.max_op_len.bytes(),
             procs: self.procs,
             direct: self.direct,
-            no: self.no.clone().unwrap_or_default(),
+            no: self.no.clone(),
+            weights: self.weights.iter().copied().collect(),
             remount_every: self.remount_every.unwrap_or(0),
             log: self.log.clone(),
             replay: self.replay.clone(),

@@ -31,8 +31,9 @@ pub struct Config {
     pub max_op_len: u64,
     /// O_DIRECT: every offset and length a multiple of the block size; no mmap operations.
     pub direct: bool,
-    /// Kinds the user allows (before probing).
-    pub kinds: Vec<OpKind>,
+    /// Kinds the user allows (before probing), each with its weight: a kind of weight 2 is
+    /// picked twice as often as one of weight 1.
+    pub kinds: Vec<(OpKind, u32)>,
     /// Seed of this exerciser's operation stream and data.
     pub seed: u64,
 }
@@ -108,6 +109,13 @@ pub struct Exerciser {
 
 fn last_errno() -> Errno {
     Errno::last()
+}
+
+/// `EOPNOTSUPP (Operation not supported)`.
+pub fn errno_text(e: Errno) -> String {
+    let msg = std::io::Error::from_raw_os_error(e as i32).to_string();
+    let msg = msg.split(" (os error").next().unwrap_or(&msg).to_string();
+    format!("{e:?} ({msg})")
 }
 
 fn open_file(path: &Path, direct: bool, create: bool) -> Result<OwnedFd, Errno> {
@@ -197,9 +205,9 @@ impl Exerciser {
                 path.display()
             )),
             e => anyhow::anyhow!(
-                "opening {} for the exerciser: {e} ({})",
+                "opening {} for the exerciser: {}",
                 path.display(),
-                e.desc()
+                errno_text(e)
             ),
         })?;
         // SAFETY: fstat on an open descriptor into a zeroed struct.
@@ -253,7 +261,23 @@ impl Exerciser {
             cfg,
         };
         ex.probe()?;
-        ex.gen = OpGen::new(ex.cfg.seed, &ex.enabled, lim);
+        let slots: Vec<OpKind> = ex
+            .cfg
+            .kinds
+            .iter()
+            .filter(|(k, _)| ex.enabled.contains(k))
+            .flat_map(|&(k, w)| std::iter::repeat(k).take(w as usize))
+            .chain(
+                // Writes stay on even when asked out of the mix by weight: the generator's
+                // fallback needs them, and without them nothing is verified.
+                (!ex.cfg
+                    .kinds
+                    .iter()
+                    .any(|(k, w)| *k == OpKind::Write && *w > 0))
+                .then_some(OpKind::Write),
+            )
+            .collect();
+        ex.gen = OpGen::new(ex.cfg.seed, &slots, lim);
         Ok(ex)
     }
 
@@ -270,9 +294,15 @@ impl Exerciser {
         let fd = self.raw();
         let b = self.lim.block.max(self.lim.align);
         let setup = |what: &str, r: Result<(), Errno>| -> Result<()> {
-            r.map_err(|e| anyhow::anyhow!("{what} while probing {}: {e}", self.path.display()))
+            r.map_err(|e| {
+                anyhow::anyhow!(
+                    "{what} while probing {}: {}",
+                    self.path.display(),
+                    errno_text(e)
+                )
+            })
         };
-        for kind in self.cfg.kinds.clone() {
+        for (kind, _) in self.cfg.kinds.clone() {
             let outcome: Result<(), Errno> = match kind {
                 OpKind::MapRead | OpKind::MapWrite if self.cfg.direct => {
                     self.disabled.push((
@@ -316,9 +346,7 @@ impl Exerciser {
             };
             match outcome {
                 Ok(()) => self.enabled.push(kind),
-                Err(e) if unsupported(e) => {
-                    self.disabled.push((kind, format!("{} ({})", e, e.desc())))
-                }
+                Err(e) if unsupported(e) => self.disabled.push((kind, errno_text(e))),
                 Err(e) => setup(kind.name(), Err(e))?,
             }
             setup("ftruncate", ftruncate(fd, 0))?;
@@ -399,7 +427,7 @@ impl Exerciser {
             op,
             FailureKind::Io {
                 call: call.to_string(),
-                detail: format!("{e} ({})", e.desc()),
+                detail: errno_text(e),
             },
         )
     }
@@ -855,7 +883,7 @@ mod tests {
             max_len: 256 << 10,
             max_op_len: 64 << 10,
             direct: false,
-            kinds: OpKind::ALL.to_vec(),
+            kinds: OpKind::ALL.map(|k| (k, 1)).to_vec(),
             seed,
         }
     }

@@ -154,7 +154,7 @@ pub fn run_replay(wl: &Exercise, log: &ReplayLog, ctx: &mut RunContext) -> Resul
         max_len: log.params.max_len,
         max_op_len: log.params.max_op_len,
         direct: log.params.direct,
-        kinds: OpKind::ALL.to_vec(),
+        kinds: OpKind::ALL.map(|k| (k, 1)).to_vec(),
         seed: log.seed,
     };
     let out_log = match &wl.log {

@@ -218,9 +218,6 @@ pub fn summary_table(results: &[RunResult]) -> String {
             &["operation", "count", "share", "mean", "p99", "max"],
             &rows,
         ));
-        for w in r.errors.iter().filter(|w| w.starts_with("turned off")) {
-            let _ = writeln!(out, "{w}");
-        }
     }
     out
 }

@@ -49,6 +49,8 @@ pub struct Exercise {
     pub direct: bool,
     /// Operation kinds left out.
     pub no: Vec<OpKind>,
+    /// Weights of operation kinds in the mix (1 when not named; 0 leaves a kind out).
+    pub weights: std::collections::BTreeMap<OpKind, u32>,
     /// Unmount and mount the testbed every this many operations per exerciser (0: never).
     pub remount_every: u64,
     /// Directory for replay logs, and on a mismatch the report and the expected image.
@@ -72,6 +74,7 @@ impl Default for Exercise {
             procs: 1,
             direct: false,
             no: Vec::new(),
+            weights: Default::default(),
             remount_every: 0,
             log: None,
             replay: None,
@@ -128,6 +131,8 @@ impl Exercise {
             kinds: OpKind::ALL
                 .into_iter()
                 .filter(|k| !self.no.contains(k))
+                .map(|k| (k, self.weights.get(&k).copied().unwrap_or(1)))
+                .filter(|&(_, w)| w > 0)
                 .collect(),
             seed: worker_seed(seed, w),
         }
@@ -191,7 +196,7 @@ impl Workload for Exercise {
                 }
             }
         }
-        if self.no.contains(&OpKind::Write) {
+        if self.no.contains(&OpKind::Write) || self.weights.get(&OpKind::Write) == Some(&0) {
             return Err(bad_input(
                 "--no write: writes cannot be turned off (without them there is nothing to verify)",
             ));

@@ -49,7 +49,10 @@ impl Sandbox {
     pub fn bench(&self, args: &[&str]) -> Command {
         let mut c = self.cmd();
         c.args(args);
-        c.arg("--workdir").arg(self.workdir()).arg("--out").arg(self.out());
+        c.arg("--workdir")
+            .arg(self.workdir())
+            .arg("--out")
+            .arg(self.out());
         c
     }
 
@@ -59,13 +62,24 @@ impl Sandbox {
         assert!(leaks.is_empty(), "left behind: {leaks:#?}");
         let ledger = self.state().join("ledger");
         if ledger.exists() {
-            let left: Vec<_> = std::fs::read_dir(&ledger).unwrap().filter_map(|e| e.ok()).map(|e| e.path()).collect();
+            let left: Vec<_> = std::fs::read_dir(&ledger)
+                .unwrap()
+                .filter_map(|e| e.ok())
+                .map(|e| e.path())
+                .collect();
             assert!(left.is_empty(), "ledger entries left: {left:?}");
         }
         let work = self.workdir();
         if work.exists() {
-            let left: Vec<_> = std::fs::read_dir(&work).unwrap().filter_map(|e| e.ok()).map(|e| e.path()).collect();
-            assert!(left.is_empty(), "files left in the work directory: {left:?}");
+            let left: Vec<_> = std::fs::read_dir(&work)
+                .unwrap()
+                .filter_map(|e| e.ok())
+                .map(|e| e.path())
+                .collect();
+            assert!(
+                left.is_empty(),
+                "files left in the work directory: {left:?}"
+            );
         }
     }
 }
@@ -95,8 +109,15 @@ pub fn leaks_under(dir: &Path) -> Vec<String> {
     if let Ok(rd) = std::fs::read_dir("/sys/block") {
         for e in rd.filter_map(|e| e.ok()) {
             if let Ok(b) = std::fs::read_to_string(e.path().join("loop/backing_file")) {
-                if b.trim().starts_with(&d) || (b.contains("/dev/shm/fsgauge") && b.contains(&std::process::id().to_string())) {
-                    out.push(format!("{} -> {}", e.file_name().to_string_lossy(), b.trim()));
+                if b.trim().starts_with(&d)
+                    || (b.contains("/dev/shm/fsgauge")
+                        && b.contains(&std::process::id().to_string()))
+                {
+                    out.push(format!(
+                        "{} -> {}",
+                        e.file_name().to_string_lossy(),
+                        b.trim()
+                    ));
                 }
             }
         }
@@ -145,7 +166,11 @@ pub fn have_fs(kind: &str) -> bool {
 /// True when a program is on PATH; otherwise skips (or fails under CI).
 pub fn have_program(name: &str) -> bool {
     let found = std::env::var_os("PATH")
-        .map(|p| std::env::split_paths(&p).chain(["/usr/sbin".into(), "/sbin".into()]).any(|d| d.join(name).is_file()))
+        .map(|p| {
+            std::env::split_paths(&p)
+                .chain(["/usr/sbin".into(), "/sbin".into()])
+                .any(|d| d.join(name).is_file())
+        })
         .unwrap_or(false);
     if !found {
         return skip(&format!("needs {name}"));
@@ -166,5 +191,10 @@ pub fn json_of(out: &std::process::Output) -> serde_json::Value {
         String::from_utf8_lossy(&out.stdout),
         String::from_utf8_lossy(&out.stderr)
     );
-    serde_json::from_slice(&out.stdout).unwrap_or_else(|e| panic!("stdout is not JSON ({e}): {}", String::from_utf8_lossy(&out.stdout)))
+    serde_json::from_slice(&out.stdout).unwrap_or_else(|e| {
+        panic!(
+            "stdout is not JSON ({e}): {}",
+            String::from_utf8_lossy(&out.stdout)
+        )
+    })
 }
