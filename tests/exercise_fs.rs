@@ -104,6 +104,7 @@ fn direct_io_runs_clean_and_aligned() {
             "ext4",
             "--fs-size",
             "256M",
+            "--mkfs-opts=-b 4096",
             "--ops",
             "4000",
             "--direct",

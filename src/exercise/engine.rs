@@ -304,6 +304,19 @@ impl Exerciser {
         };
         for (kind, _) in self.cfg.kinds.clone() {
             let outcome: Result<(), Errno> = match kind {
+                OpKind::ReadDontcache | OpKind::WriteDontcache if self.cfg.direct => {
+                    self.disabled.push((
+                        kind,
+                        "off with --direct (O_DIRECT does not use the page cache; as fsx -Z)"
+                            .into(),
+                    ));
+                    continue;
+                }
+                OpKind::ReadDontcache => {
+                    let mut buf = [0u8; 4096];
+                    pread_all(fd, &mut buf, 0, RWF_DONTCACHE).map(|_| ())
+                }
+                OpKind::WriteDontcache => pwrite_all(fd, &[0u8; 4096], 0, RWF_DONTCACHE),
                 OpKind::MapRead | OpKind::MapWrite if self.cfg.direct => {
                     self.disabled.push((
                         kind,
@@ -438,10 +451,16 @@ impl Exerciser {
         self.remember(Step::Op(self.n, op));
         let fd = self.raw();
         let r: Result<(), Box<Failure>> = match op.kind {
-            OpKind::Read => self.do_read(op),
+            OpKind::Read => self.do_read(op, 0),
+            OpKind::ReadDontcache => self.do_read(op, RWF_DONTCACHE),
             OpKind::Write => {
                 let data = self.model.write(self.n, op.off, op.len);
-                pwrite_all(fd, data, op.off).map_err(|e| self.io_fail(Some(op), "pwrite", e))
+                pwrite_all(fd, data, op.off, 0).map_err(|e| self.io_fail(Some(op), "pwrite", e))
+            }
+            OpKind::WriteDontcache => {
+                let data = self.model.write(self.n, op.off, op.len);
+                pwrite_all(fd, data, op.off, RWF_DONTCACHE)
+                    .map_err(|e| self.io_fail(Some(op), "pwritev2(RWF_DONTCACHE)", e))
             }
             OpKind::MapRead => self.do_mapread(op),
             OpKind::MapWrite => self.do_mapwrite(op),
@@ -597,16 +616,21 @@ impl Exerciser {
         }
     }
 
-    fn do_read(&mut self, op: Op) -> Result<(), Box<Failure>> {
+    fn do_read(&mut self, op: Op, flags: i32) -> Result<(), Box<Failure>> {
         let fd = self.raw();
         let len = op.len as usize;
-        let got = pread_all(fd, &mut self.scratch[..len], op.off)
-            .map_err(|e| self.io_fail(Some(op), "pread", e))?;
+        let call = if flags == 0 {
+            "pread"
+        } else {
+            "preadv2(RWF_DONTCACHE)"
+        };
+        let got = pread_all(fd, &mut self.scratch[..len], op.off, flags)
+            .map_err(|e| self.io_fail(Some(op), call, e))?;
         if got < len {
             return Err(self.fail(
                 Some(op),
                 FailureKind::Short {
-                    call: "pread".into(),
+                    call: call.into(),
                     done: got as u64,
                     wanted: op.len,
                 },
@@ -687,7 +711,7 @@ impl Exerciser {
         self.check_size(None)?;
         let fd = self.raw();
         let size = self.model.size() as usize;
-        let got = pread_all(fd, &mut self.scratch[..size], 0)
+        let got = pread_all(fd, &mut self.scratch[..size], 0, 0)
             .map_err(|e| self.io_fail(None, "pread (full verification)", e))?;
         if got < size {
             return Err(self.fail(
@@ -741,10 +765,23 @@ pub fn corrupt_byte(path: &Path, off: u64, expected: Option<u8>) -> Result<()> {
     Ok(())
 }
 
-fn pwrite_all(fd: RawFd, mut data: &[u8], mut off: u64) -> Result<(), Errno> {
+/// RWF_DONTCACHE (Linux 6.14): drop the pages once the I/O is done.
+const RWF_DONTCACHE: i32 = 0x80;
+
+fn pwrite_all(fd: RawFd, mut data: &[u8], mut off: u64, flags: i32) -> Result<(), Errno> {
     while !data.is_empty() {
         // SAFETY: writing from a live slice.
-        let r = unsafe { libc::pwrite(fd, data.as_ptr().cast(), data.len(), off as i64) };
+        let r = unsafe {
+            if flags == 0 {
+                libc::pwrite(fd, data.as_ptr().cast(), data.len(), off as i64)
+            } else {
+                let iov = libc::iovec {
+                    iov_base: data.as_ptr() as *mut libc::c_void,
+                    iov_len: data.len(),
+                };
+                libc::pwritev2(fd, &iov, 1, off as i64, flags)
+            }
+        };
         if r < 0 {
             let e = last_errno();
             if e == Errno::EINTR {
@@ -762,18 +799,22 @@ fn pwrite_all(fd: RawFd, mut data: &[u8], mut off: u64) -> Result<(), Errno> {
 }
 
 /// Reads until `buf` is full or EOF; returns the bytes read.
-fn pread_all(fd: RawFd, buf: &mut [u8], off: u64) -> Result<usize, Errno> {
+fn pread_all(fd: RawFd, buf: &mut [u8], off: u64, flags: i32) -> Result<usize, Errno> {
     let mut done = 0;
     while done < buf.len() {
         let rest = &mut buf[done..];
+        let at = (off + done as u64) as i64;
         // SAFETY: reading into a live mutable slice.
         let r = unsafe {
-            libc::pread(
-                fd,
-                rest.as_mut_ptr().cast(),
-                rest.len(),
-                (off + done as u64) as i64,
-            )
+            if flags == 0 {
+                libc::pread(fd, rest.as_mut_ptr().cast(), rest.len(), at)
+            } else {
+                let iov = libc::iovec {
+                    iov_base: rest.as_mut_ptr().cast(),
+                    iov_len: rest.len(),
+                };
+                libc::preadv2(fd, &iov, 1, at, flags)
+            }
         };
         if r < 0 {
             let e = last_errno();

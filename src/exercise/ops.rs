@@ -22,6 +22,10 @@ pub enum OpKind {
     Read,
     /// pwrite(2) anywhere below `--max-len` (past EOF extends the file, leaving a zero gap).
     Write,
+    /// preadv2(2) with RWF_DONTCACHE (pages dropped after the read; Linux 6.14+), compared.
+    ReadDontcache,
+    /// pwritev2(2) with RWF_DONTCACHE (written back and dropped), like `write`.
+    WriteDontcache,
     /// mmap(2) of a range inside the file, compared in place; the tail of the last page past
     /// EOF must read as zeros.
     MapRead,
@@ -51,9 +55,11 @@ pub enum OpKind {
 
 impl OpKind {
     /// Every kind, in report order.
-    pub const ALL: [OpKind; 14] = [
+    pub const ALL: [OpKind; 16] = [
         OpKind::Read,
         OpKind::Write,
+        OpKind::ReadDontcache,
+        OpKind::WriteDontcache,
         OpKind::MapRead,
         OpKind::MapWrite,
         OpKind::Truncate,
@@ -73,6 +79,8 @@ impl OpKind {
         match self {
             OpKind::Read => "read",
             OpKind::Write => "write",
+            OpKind::ReadDontcache => "read-dontcache",
+            OpKind::WriteDontcache => "write-dontcache",
             OpKind::MapRead => "mapread",
             OpKind::MapWrite => "mapwrite",
             OpKind::Truncate => "truncate",
@@ -95,7 +103,7 @@ impl OpKind {
 
     /// Whether the kind compares file data with the model.
     pub fn reads(self) -> bool {
-        matches!(self, OpKind::Read | OpKind::MapRead)
+        matches!(self, OpKind::Read | OpKind::MapRead | OpKind::ReadDontcache)
     }
 
     /// Whether the kind has a destination offset.
@@ -129,6 +137,8 @@ impl FromStr for OpKind {
             "reflink" | "ficlonerange" => "clone",
             "mmap-read" => "mapread",
             "mmap-write" => "mapwrite",
+            "read_dontcache" | "readdc" => "read-dontcache",
+            "write_dontcache" | "writedc" => "write-dontcache",
             other => other,
         };
         OpKind::ALL
@@ -291,10 +301,10 @@ impl OpGen {
         let kind = self.enabled[pick];
         let lim = self.lim;
         let op = match kind {
-            OpKind::Read | OpKind::MapRead | OpKind::Punch => {
+            OpKind::Read | OpKind::ReadDontcache | OpKind::MapRead | OpKind::Punch => {
                 self.range_below(size).map(|(o, l)| Op::new(kind, o, l))
             }
-            OpKind::Write | OpKind::MapWrite => self
+            OpKind::Write | OpKind::WriteDontcache | OpKind::MapWrite => self
                 .range_below(lim.max_len)
                 .map(|(o, l)| Op::new(kind, o, l)),
             OpKind::Falloc | OpKind::Zero => self.range_below(lim.max_len).map(|(o, l)| {
@@ -420,10 +430,14 @@ mod tests {
             assert_eq!(x, y);
             differs |= x != z;
             match x.kind {
-                OpKind::Read | OpKind::MapRead | OpKind::Punch => {
+                OpKind::Read | OpKind::ReadDontcache | OpKind::MapRead | OpKind::Punch => {
                     assert!(x.len > 0 && x.off + x.len <= size, "{x} size {size}")
                 }
-                OpKind::Write | OpKind::MapWrite | OpKind::Falloc | OpKind::Zero => {
+                OpKind::Write
+                | OpKind::WriteDontcache
+                | OpKind::MapWrite
+                | OpKind::Falloc
+                | OpKind::Zero => {
                     assert!(x.len > 0 && x.off + x.len <= 256 << 10, "{x}")
                 }
                 OpKind::Collapse => {
@@ -462,7 +476,10 @@ mod tests {
             assert_eq!(op.off % 4096, 0, "{op}");
             assert_eq!(op.len % 4096, 0, "{op}");
             assert_eq!(op.dst % 4096, 0, "{op}");
-            if matches!(op.kind, OpKind::Write | OpKind::Truncate) {
+            if matches!(
+                op.kind,
+                OpKind::Write | OpKind::WriteDontcache | OpKind::Truncate
+            ) {
                 size = if op.kind == OpKind::Truncate {
                     op.len
                 } else {

@@ -252,7 +252,7 @@ fn open_log(dir: &Path, w: u32, header: &str) -> Result<File> {
 
 /// Shared live counts for the progress line.
 struct Live {
-    by_kind: [AtomicU64; 14],
+    by_kind: [AtomicU64; OpKind::ALL.len()],
 }
 
 /// Round decision made by the main thread between the two barriers.
@@ -540,6 +540,8 @@ fn worker(
             let bytes = match op.kind {
                 OpKind::Read
                 | OpKind::Write
+                | OpKind::ReadDontcache
+                | OpKind::WriteDontcache
                 | OpKind::MapRead
                 | OpKind::MapWrite
                 | OpKind::Copy
