@@ -3,6 +3,7 @@
 //! stream; a corrupted byte is reported with its offset, the log directory holds the replay
 //! log, report and expected image, and the replay reproduces the failure; bad input is refused
 //! with exit code 2 and a message naming the problem.
+#![allow(clippy::unwrap_used)]
 
 mod support;
 

@@ -7,6 +7,7 @@
 //! - Corruption written straight into the image while the testbed is unmounted (at the file's
 //!   physical block, found with FIEMAP) is reported by the verification after the remount,
 //!   at the right offset.
+#![allow(clippy::unwrap_used)]
 
 mod support;
 

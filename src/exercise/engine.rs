@@ -916,6 +916,7 @@ impl Drop for Mapping {
 }
 
 #[cfg(test)]
+#[allow(clippy::unwrap_used)]
 mod tests {
     use super::*;
 

@@ -165,6 +165,7 @@ pub fn first_difference(expected: &[u8], found: &[u8]) -> Option<(usize, usize)>
 }
 
 #[cfg(test)]
+#[allow(clippy::unwrap_used)]
 mod tests {
     use super::*;
 

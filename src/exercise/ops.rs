@@ -386,6 +386,7 @@ impl OpGen {
 }
 
 #[cfg(test)]
+#[allow(clippy::unwrap_used)]
 mod tests {
     use super::*;
 

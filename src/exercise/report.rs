@@ -255,6 +255,7 @@ fn render(headers: &[&str], rows: &[Vec<String>]) -> String {
 }
 
 #[cfg(test)]
+#[allow(clippy::unwrap_used)]
 mod tests {
     use super::*;
 

@@ -211,7 +211,7 @@ impl Workload for Exercise {
             return Err(bad_input("--ops must be 1 or more"));
         }
         if let Some(t) = self.time_s {
-            if !(t > 0.0) {
+            if t.is_nan() || t <= 0.0 {
                 return Err(bad_input("--time must be longer than zero"));
             }
         }
