@@ -134,7 +134,7 @@ impl ExerciseArgs {
         Exercise {
             file: self.file.clone(),
             ops: self.ops,
-            time_s: self.time,
+            time: self.time,
             max_len: self.max_len.bytes(),
             max_op_len: self.max_op_len.bytes(),
             procs: self.procs,

@@ -35,8 +35,10 @@ pub struct Exercise {
     pub file: String,
     /// Operations per exerciser (`None` with `time`: until the time is up).
     pub ops: Option<u64>,
-    /// Run for this many seconds (per exerciser, all at once).
-    pub time_s: Option<f64>,
+    /// Run for this many seconds (per exerciser, all at once); plan files also take
+    /// durations like "10m".
+    #[serde(deserialize_with = "de_opt_duration")]
+    pub time: Option<f64>,
     /// The file never grows past this.
     #[serde(deserialize_with = "crate::units::de_size")]
     pub max_len: u64,
@@ -68,7 +70,7 @@ impl Default for Exercise {
         Self {
             file: "exercise.dat".into(),
             ops: None,
-            time_s: None,
+            time: None,
             max_len: 256 << 10,
             max_op_len: 64 << 10,
             procs: 1,
@@ -80,6 +82,23 @@ impl Default for Exercise {
             replay: None,
             inject: Vec::new(),
         }
+    }
+}
+
+/// Seconds as a number, or a duration text (`"90s"`, `"1h"`).
+fn de_opt_duration<'de, D: serde::Deserializer<'de>>(d: D) -> Result<Option<f64>, D::Error> {
+    #[derive(Deserialize)]
+    #[serde(untagged)]
+    enum Raw {
+        N(f64),
+        S(String),
+    }
+    match Option::<Raw>::deserialize(d)? {
+        None => Ok(None),
+        Some(Raw::N(n)) => Ok(Some(n)),
+        Some(Raw::S(s)) => crate::units::parse_duration(&s)
+            .map(|t| Some(t.as_secs_f64()))
+            .map_err(serde::de::Error::custom),
     }
 }
 
@@ -100,7 +119,7 @@ pub(super) fn op_defs() -> Vec<OpDef> {
 impl Exercise {
     /// Operations per exerciser (`u64::MAX` when only a time limit applies).
     pub fn op_limit(&self) -> u64 {
-        match (self.ops, self.time_s) {
+        match (self.ops, self.time) {
             (Some(n), _) => n,
             (None, Some(_)) => u64::MAX,
             (None, None) => DEFAULT_OPS,
@@ -210,7 +229,7 @@ impl Workload for Exercise {
         if self.ops == Some(0) {
             return Err(bad_input("--ops must be 1 or more"));
         }
-        if let Some(t) = self.time_s {
+        if let Some(t) = self.time {
             if t.is_nan() || t <= 0.0 {
                 return Err(bad_input("--time must be longer than zero"));
             }
@@ -306,7 +325,7 @@ impl Runner {
             exercisers,
             seed: ctx.seed(),
             limit: wl.op_limit(),
-            deadline: wl.time_s.map(Duration::from_secs_f64),
+            deadline: wl.time.map(Duration::from_secs_f64),
             every: if wl.remount_every > 0 {
                 wl.remount_every
             } else {
@@ -677,5 +696,85 @@ impl Drop for ProgressGuard {
             let _ = t.join();
         }
         self.bar.finish_and_clear();
+    }
+}
+
+#[cfg(test)]
+#[allow(clippy::unwrap_used)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn plan_parameters_use_the_flag_names_and_sizes() {
+        let kind = crate::workload::registry::find("exercise").unwrap();
+        let w = (kind.build)(serde_json::json!({
+            "max_len": "1M",
+            "max_op_len": "16K",
+            "time": "2m",
+            "no": ["clone", "fsync"],
+            "weights": {"read": 2},
+            "remount_every": 1000
+        }))
+        .unwrap();
+        let p = w.params();
+        assert_eq!(p["max_len"], 1 << 20);
+        assert_eq!(p["max_op_len"], 16 << 10);
+        assert_eq!(p["time"], 120.0);
+        assert_eq!(p["no"], serde_json::json!(["clone", "fsync"]));
+        assert_eq!(p["weights"]["read"], 2);
+        assert_eq!(p["procs"], 1);
+        assert_eq!(w.kind(), "exercise");
+        let e = (kind.build)(serde_json::json!({"max_lenn": 1}))
+            .err()
+            .unwrap();
+        assert!(e.contains("max_lenn"), "{e}");
+        let e = (kind.build)(serde_json::json!({"no": ["frob"]}))
+            .err()
+            .unwrap();
+        assert!(e.contains("unknown operation"), "{e}");
+    }
+
+    #[test]
+    fn validation_names_the_bad_flag() {
+        let bad = |w: Exercise| format!("{:#}", w.validate().unwrap_err());
+        let e = bad(Exercise {
+            direct: true,
+            max_len: 1000,
+            max_op_len: 512,
+            ..Default::default()
+        });
+        assert!(
+            e.contains("--max-len 1000 is not a multiple of the block size"),
+            "{e}"
+        );
+        let e = bad(Exercise {
+            procs: 0,
+            ..Default::default()
+        });
+        assert!(e.contains("--procs"), "{e}");
+        let e = bad(Exercise {
+            no: vec![OpKind::Write],
+            ..Default::default()
+        });
+        assert!(e.contains("writes cannot be turned off"), "{e}");
+        Exercise::default().validate().unwrap();
+        assert_eq!(Exercise::default().op_limit(), DEFAULT_OPS);
+    }
+
+    #[test]
+    fn files_and_seeds_per_exerciser() {
+        let w = Exercise {
+            procs: 2,
+            ..Default::default()
+        };
+        let root = Path::new("/r");
+        assert_eq!(w.file_path(root, 1), Path::new("/r/exercise.dat.1"));
+        let abs = Exercise {
+            file: "/x/y".into(),
+            ..Default::default()
+        };
+        assert_eq!(abs.file_path(root, 0), Path::new("/x/y"));
+        assert_eq!(worker_seed(5, 0), 5);
+        assert_ne!(worker_seed(5, 1), worker_seed(5, 2));
     }
 }
