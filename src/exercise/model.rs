@@ -61,15 +61,16 @@ impl Drop for AlignedBuf {
 pub struct Model {
     buf: AlignedBuf,
     size: u64,
-    /// Random bytes that writes take their data from (twice the longest write, so that the
-    /// start can vary and different writes leave different bytes).
+    /// Random bytes that writes take their data from (at least twice the longest write, so
+    /// that the start can vary and different writes leave different bytes).
     pool: Vec<u8>,
 }
 
 impl Model {
     /// An empty file that may grow to `max_len`; write data is drawn from `seed`.
     pub fn new(max_len: u64, max_op_len: u64, seed: u64) -> Self {
-        let mut pool = vec![0u8; (2 * max_op_len + 4096) as usize];
+        // Long enough for a write of the whole file (a replay log edited by hand may ask).
+        let mut pool = vec![0u8; (max_len.max(2 * max_op_len) + 4096) as usize];
         rand_chacha::ChaCha8Rng::seed_from_u64(seed ^ 0xda7a_da7a_da7a_da7a).fill_bytes(&mut pool);
         Self {
             buf: AlignedBuf::zeroed(max_len as usize),
