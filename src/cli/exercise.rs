@@ -60,13 +60,13 @@ pub struct ExerciseArgs {
         help_heading = "Exerciser"
     )]
     pub procs: u32,
-    /// O_DIRECT, with every offset and length a multiple of the block size (mmap operations
-    /// are turned off).
+    /// O_DIRECT, with every offset and length a multiple of the block size (the mmap and
+    /// dontcache operations are turned off, as with fsx -Z -R -W).
     #[arg(long, help_heading = "Exerciser")]
     pub direct: bool,
     /// Leave these operations out, e.g. --no fsync,fdatasync,clone. Operations: read, write,
-    /// mapread, mapwrite, truncate, falloc, punch, zero, collapse, insert, fsync, fdatasync,
-    /// copy, clone.
+    /// read-dontcache, write-dontcache, mapread, mapwrite, truncate, falloc, punch, zero,
+    /// collapse, insert, fsync, fdatasync, copy, clone.
     #[arg(
         long,
         value_name = "OPS",
@@ -74,8 +74,8 @@ pub struct ExerciseArgs {
         help_heading = "Exerciser"
     )]
     pub no: Vec<OpKind>,
-    /// Weights of operation kinds in the mix, e.g. --weights read=2,write=2 (fsx's default
-    /// mix has two read and two write slots); kinds not named weigh 1, 0 leaves a kind out.
+    /// Weights of operation kinds in the mix, e.g. --weights read=4,fsync=0 (each kind is
+    /// picked in proportion to its weight); kinds not named weigh 1, 0 leaves a kind out.
     #[arg(long, value_name = "KIND=N,...", value_parser = parse_weight, value_delimiter = ',', help_heading = "Exerciser")]
     pub weights: Vec<(OpKind, u32)>,
     /// Every K operations (per exerciser), unmount and mount the testbed, drop caches, and
@@ -229,6 +229,8 @@ pub fn run(mut args: ExerciseArgs) -> Result<ExitCode> {
     check_place(&args)?;
     if let Some(r) = &args.replay {
         let log = ReplayLog::load(r)?;
+        // The result records the seed the steps were made from.
+        args.run.seed.get_or_insert(log.seed);
         // Without a place, replay on a testbed like the recorded one.
         if args.testbed.fs.is_none() && args.testbed.dir.is_none() {
             let fs = log.testbed.fs.parse().map_err(|_| {
