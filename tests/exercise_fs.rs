@@ -225,6 +225,7 @@ fn corruption_while_unmounted(fs: &str, size: u64) {
         max_len: 256 << 10,
         max_op_len: 64 << 10,
         direct: false,
+        pollute_eof: false,
         kinds: OpKind::ALL.map(|k| (k, 1)).to_vec(),
         seed: 99,
     };

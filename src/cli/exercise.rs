@@ -64,6 +64,10 @@ pub struct ExerciseArgs {
     /// dontcache operations are turned off, as with fsx -Z -R -W).
     #[arg(long, help_heading = "Exerciser")]
     pub direct: bool,
+    /// Before every operation that moves EOF, write garbage past EOF into the EOF page
+    /// through a mapping; the filesystem must zero it when the file grows (fsx -e 1).
+    #[arg(long, help_heading = "Exerciser")]
+    pub pollute_eof: bool,
     /// Leave these operations out, e.g. --no fsync,fdatasync,clone. Operations: read, write,
     /// read-dontcache, write-dontcache, mapread, mapwrite, truncate, falloc, punch, zero,
     /// collapse, insert, fsync, fdatasync, copy, clone.
@@ -139,6 +143,7 @@ impl ExerciseArgs {
             max_op_len: self.max_op_len.bytes(),
             procs: self.procs,
             direct: self.direct,
+            pollute_eof: self.pollute_eof,
             no: self.no.clone(),
             weights: self.weights.iter().copied().collect(),
             remount_every: self.remount_every.unwrap_or(0),

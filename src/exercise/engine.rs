@@ -31,6 +31,9 @@ pub struct Config {
     pub max_op_len: u64,
     /// O_DIRECT: every offset and length a multiple of the block size; no mmap operations.
     pub direct: bool,
+    /// Before every operation that moves EOF, fill the tail of the EOF page past EOF with
+    /// garbage through a mapping (fsx -e 1): the filesystem must zero it when the file grows.
+    pub pollute_eof: bool,
     /// Kinds the user allows (before probing), each with its weight: a kind of weight 2 is
     /// picked twice as often as one of weight 1.
     pub kinds: Vec<(OpKind, u32)>,
@@ -459,6 +462,11 @@ impl Exerciser {
             ));
         }
         let fd = self.raw();
+        if self.cfg.pollute_eof {
+            if let Some(limit) = self.pollute_limit(op) {
+                self.pollute_eof_page(op, limit)?;
+            }
+        }
         let r: Result<(), Box<Failure>> = match op.kind {
             OpKind::Read => self.do_read(op, 0),
             OpKind::ReadDontcache => self.do_read(op, RWF_DONTCACHE),
@@ -576,6 +584,42 @@ impl Exerciser {
         };
         r?;
         self.check_size(Some(op))
+    }
+
+    /// How far garbage may be put past EOF before `op` (exclusive file offset), where fsx -e
+    /// pollutes: before truncates, collapses, inserts, and operations that extend the file
+    /// past a gap. Only bytes the operation brings inside the file (or that a shrink must
+    /// zero) are polluted, never bytes that stay past the new EOF.
+    fn pollute_limit(&self, op: Op) -> Option<u64> {
+        let (size, max) = (self.model.size(), self.cfg.max_len);
+        match op.kind {
+            OpKind::Truncate if op.len < size => Some(max),
+            OpKind::Truncate if op.len > size => Some(op.len),
+            OpKind::Collapse | OpKind::Insert => Some(max),
+            OpKind::Write | OpKind::WriteDontcache | OpKind::MapWrite if op.off > size => {
+                Some(op.off + op.len)
+            }
+            OpKind::Falloc | OpKind::Zero if !op.keep && op.off > size => Some(op.off + op.len),
+            OpKind::Copy | OpKind::Clone if op.dst > size => Some(op.dst + op.len),
+            _ => None,
+        }
+    }
+
+    /// Writes 0xa5 past EOF in the EOF page, up to `limit`, through a shared mapping (not
+    /// part of the file; the model keeps zeros there).
+    fn pollute_eof_page(&self, op: Op, limit: u64) -> Result<(), Box<Failure>> {
+        let size = self.model.size();
+        let tail = size % self.page;
+        if tail == 0 {
+            return Ok(());
+        }
+        let base = size - tail;
+        let end = (limit - base).min(self.page) as usize;
+        let mut map = Mapping::new(self.raw(), base, tail, self.page, true)
+            .map_err(|e| self.io_fail(Some(op), "mmap (pollute EOF page)", e))?;
+        let page = map.page_mut();
+        page[tail as usize..end].fill(0xa5);
+        Ok(())
     }
 
     /// Why an operation cannot be modelled (only a hand-edited replay log has such steps;
@@ -905,6 +949,13 @@ impl Mapping {
         unsafe { std::slice::from_raw_parts(self.ptr.add(self.inner), self.len) }
     }
 
+    /// The whole last mapped page, including the bytes past the mapped length.
+    fn page_mut(&mut self) -> &mut [u8] {
+        let end = (self.map_len as u64).next_multiple_of(self.page) as usize;
+        // SAFETY: the kernel maps whole pages; 0..end is the mapping rounded up to a page.
+        unsafe { std::slice::from_raw_parts_mut(self.ptr, end) }
+    }
+
     fn range_mut(&mut self) -> &mut [u8] {
         // SAFETY: as in range; the mapping is writable when made with write = true.
         unsafe { std::slice::from_raw_parts_mut(self.ptr.add(self.inner), self.len) }
@@ -948,6 +999,7 @@ mod tests {
             max_len: 256 << 10,
             max_op_len: 64 << 10,
             direct: false,
+            pollute_eof: true,
             kinds: OpKind::ALL.map(|k| (k, 1)).to_vec(),
             seed,
         }

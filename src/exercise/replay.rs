@@ -154,6 +154,7 @@ pub fn run_replay(wl: &Exercise, log: &ReplayLog, ctx: &mut RunContext) -> Resul
         max_len: log.params.max_len,
         max_op_len: log.params.max_op_len,
         direct: log.params.direct,
+        pollute_eof: log.params.pollute_eof,
         kinds: OpKind::ALL.map(|k| (k, 1)).to_vec(),
         seed: log.seed,
     };

@@ -49,6 +49,8 @@ pub struct Exercise {
     pub procs: u32,
     /// O_DIRECT with block-aligned offsets and lengths.
     pub direct: bool,
+    /// Garbage past EOF in the EOF page before every operation that moves EOF (fsx -e 1).
+    pub pollute_eof: bool,
     /// Operation kinds left out.
     pub no: Vec<OpKind>,
     /// Weights of operation kinds in the mix (1 when not named; 0 leaves a kind out).
@@ -75,6 +77,7 @@ impl Default for Exercise {
             max_op_len: 64 << 10,
             procs: 1,
             direct: false,
+            pollute_eof: false,
             no: Vec::new(),
             weights: Default::default(),
             remount_every: 0,
@@ -147,6 +150,7 @@ impl Exercise {
             max_len: self.max_len,
             max_op_len: self.max_op_len,
             direct: self.direct,
+            pollute_eof: self.pollute_eof,
             kinds: OpKind::ALL
                 .into_iter()
                 .filter(|k| !self.no.contains(k))
@@ -214,6 +218,11 @@ impl Workload for Exercise {
                     )));
                 }
             }
+        }
+        if self.direct && self.pollute_eof {
+            return Err(bad_input(
+                "--pollute-eof writes through mmap and does not go with --direct",
+            ));
         }
         if self.no.contains(&OpKind::Write) || self.weights.get(&OpKind::Write) == Some(&0) {
             return Err(bad_input(
