@@ -673,7 +673,8 @@ impl Exerciser {
         match first_difference(expected, found) {
             None => Ok(()),
             Some((at, run)) => {
-                let show = run.min(64);
+                // The differing run, and at least 16 bytes so the neighbourhood shows too.
+                let show = run.max(16).min(64).min(found.len() - at);
                 Err(self.fail(
                     op,
                     FailureKind::Data {

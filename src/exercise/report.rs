@@ -15,7 +15,7 @@ use crate::results::RunResult;
 pub enum FailureKind {
     /// Bytes read differ from the model. `offset` is the first differing byte (absolute file
     /// offset) and `run` the length of the differing run from there; `expected`/`found` hold
-    /// up to 64 bytes of it.
+    /// the bytes from `offset` on: the run, at least 16 bytes, at most 64.
     Data {
         read_off: u64,
         read_len: u64,
@@ -140,6 +140,8 @@ impl Failure {
                 offset + run,
                 if *run as usize > expected.len() {
                     format!(", first {} shown", expected.len())
+                } else if expected.len() > *run as usize {
+                    format!(", {} shown", expected.len())
                 } else {
                     String::new()
                 }
