@@ -674,7 +674,7 @@ impl Exerciser {
             None => Ok(()),
             Some((at, run)) => {
                 // The differing run, and at least 16 bytes so the neighbourhood shows too.
-                let show = run.max(16).min(64).min(found.len() - at);
+                let show = run.clamp(16, 64).min(found.len() - at);
                 Err(self.fail(
                     op,
                     FailureKind::Data {
