@@ -173,6 +173,16 @@ fn clone_range(fd: RawFd, src: u64, len: u64, dst: u64) -> Result<(), Errno> {
     }
 }
 
+/// The plain kind a mapped or dontcache kind falls back to when it cannot run (fsx turns
+/// mapped reads and writes into plain ones under -R/-W, and dontcache I/O when unsupported).
+fn plain_variant(k: OpKind) -> Option<OpKind> {
+    match k {
+        OpKind::MapRead | OpKind::ReadDontcache => Some(OpKind::Read),
+        OpKind::MapWrite | OpKind::WriteDontcache => Some(OpKind::Write),
+        _ => None,
+    }
+}
+
 /// Errors that mean "this filesystem does not do that" (fsx's list, plus EINVAL for probes
 /// made with well-formed arguments).
 fn unsupported(e: Errno) -> bool {
@@ -268,8 +278,18 @@ impl Exerciser {
             .cfg
             .kinds
             .iter()
-            .filter(|(k, _)| ex.enabled.contains(k))
-            .flat_map(|&(k, w)| std::iter::repeat(k).take(w as usize))
+            .filter_map(|&(k, w)| {
+                // As fsx does, the mapped and dontcache variants that cannot run here become
+                // plain reads and writes, so the mix keeps its proportions.
+                if ex.enabled.contains(&k) {
+                    Some((k, w))
+                } else {
+                    plain_variant(k)
+                        .filter(|p| ex.enabled.contains(p))
+                        .map(|p| (p, w))
+                }
+            })
+            .flat_map(|(k, w)| std::iter::repeat(k).take(w as usize))
             .chain(
                 // Writes stay on even when asked out of the mix by weight: the generator's
                 // fallback needs them, and without them nothing is verified.
@@ -310,7 +330,7 @@ impl Exerciser {
                 OpKind::ReadDontcache | OpKind::WriteDontcache if self.cfg.direct => {
                     self.disabled.push((
                         kind,
-                        "off with --direct (O_DIRECT does not use the page cache; as fsx -Z)"
+                        "off with --direct, plain I/O instead (O_DIRECT does not use the page cache; as fsx -Z)"
                             .into(),
                     ));
                     continue;
@@ -323,7 +343,7 @@ impl Exerciser {
                 OpKind::MapRead | OpKind::MapWrite if self.cfg.direct => {
                     self.disabled.push((
                         kind,
-                        "off with --direct (page-cache mappings and O_DIRECT do not mix; fsx -Z asks for -R -W too)".into(),
+                        "off with --direct, plain I/O instead (page-cache mappings and O_DIRECT do not mix; as fsx -Z -R -W)".into(),
                     ));
                     continue;
                 }
@@ -362,7 +382,13 @@ impl Exerciser {
             };
             match outcome {
                 Ok(()) => self.enabled.push(kind),
-                Err(e) if unsupported(e) => self.disabled.push((kind, errno_text(e))),
+                Err(e) if unsupported(e) => {
+                    let mut why = errno_text(e);
+                    if let Some(p) = plain_variant(kind) {
+                        why.push_str(&format!(", plain {p} instead"));
+                    }
+                    self.disabled.push((kind, why))
+                }
                 Err(e) => setup(kind.name(), Err(e))?,
             }
             setup("ftruncate", ftruncate(fd, 0))?;
