@@ -8,6 +8,7 @@ pub mod age;
 pub mod atomic;
 pub mod cli;
 pub mod error;
+pub mod exercise;
 pub mod layout;
 pub mod measure;
 pub mod plan;

@@ -5,6 +5,7 @@ mod age;
 mod bench;
 pub mod common;
 mod compare;
+mod exercise;
 mod frag;
 mod presets;
 mod read;
@@ -46,6 +47,10 @@ pub enum Command {
     /// Run one workload on a fresh testbed (--fs) or an existing directory (--dir).
     #[command(subcommand)]
     Bench(bench::BenchCmd),
+    /// The integrity exerciser: random operations on a file (fsx's set: reads, writes past
+    /// EOF, mmap, truncate, fallocate modes, copy_file_range, reflink), each verified against
+    /// an in-memory model; replayable, and with --remount-every across remounts.
+    Exercise(Box<exercise::ExerciseArgs>),
     /// Build, list and tear down testbeds (image → loop device → mkfs → mount).
     #[command(subcommand)]
     Testbed(testbed::TestbedCmd),
@@ -77,6 +82,7 @@ pub fn main() -> Result<ExitCode> {
         Command::Report(c) => report::run(c),
         Command::Compare(c) => compare::run(c),
         Command::Bench(c) => bench::run(c),
+        Command::Exercise(c) => exercise::run(*c),
         Command::Testbed(c) => testbed::run(c),
         Command::Frag(c) => frag::run(c),
         Command::Age(c) => age::run(*c),

@@ -69,6 +69,11 @@ pub fn kinds() -> &'static [WorkloadKind] {
             about: "fragmentation study: read the tree in walk, random and block order; stat rate",
             build: build::<super::readtest::ReadTest>,
         },
+        WorkloadKind {
+            name: "exercise",
+            about: "integrity exerciser (fsx-like): random operations verified against a model",
+            build: build::<crate::exercise::Exercise>,
+        },
     ]
 }
 

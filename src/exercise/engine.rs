@@ -1,0 +1,1096 @@
+//! One exerciser: a file, its model, and the loop of operation → check.
+//!
+//! Every operation goes to the kernel as one system call where it can (pread, pwrite,
+//! fallocate, ftruncate, copy_file_range, FICLONERANGE; mmap ops map exactly the range), data
+//! is compared in place (the read buffer against the model's range, the mapping against the
+//! model), and after every operation the size is checked twice, with fstat and with
+//! lseek(SEEK_END), as fsx does. Only the affected range is read, so an operation costs its
+//! own I/O and two cheap calls; the whole file is read only after a remount.
+
+use std::fs::File;
+use std::io::{BufWriter, Write};
+use std::os::fd::{AsRawFd, FromRawFd, OwnedFd, RawFd};
+use std::os::unix::ffi::OsStrExt;
+use std::path::{Path, PathBuf};
+
+use anyhow::{Context, Result};
+use nix::errno::Errno;
+
+use super::model::{first_difference, AlignedBuf, Model};
+use super::ops::{Limits, Op, OpGen, OpKind};
+use super::report::{Failure, FailureKind};
+use crate::error::bad_input;
+
+/// How many operations a failure report lists.
+pub const HISTORY: usize = 100;
+
+/// What an exerciser is asked to do (validated by the caller).
+#[derive(Debug, Clone)]
+pub struct Config {
+    pub max_len: u64,
+    pub max_op_len: u64,
+    /// O_DIRECT: every offset and length a multiple of the block size; no mmap operations.
+    pub direct: bool,
+    /// Before every operation that moves EOF, fill the tail of the EOF page past EOF with
+    /// garbage through a mapping (fsx -e 1): the filesystem must zero it when the file grows.
+    pub pollute_eof: bool,
+    /// Kinds the user allows (before probing), each with its weight: a kind of weight 2 is
+    /// picked twice as often as one of weight 1.
+    pub kinds: Vec<(OpKind, u32)>,
+    /// Seed of this exerciser's operation stream and data.
+    pub seed: u64,
+}
+
+/// A step of a run as recorded in logs and histories: an operation with its number, or an
+/// event between operations.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Step {
+    /// Operation number `n` (from 1).
+    Op(u64, Op),
+    /// Unmount, drop caches, mount, reopen and verify the whole file, after operation `n`.
+    Remount(u64),
+    /// Close, reopen and verify the whole file after operation `n` (a replay in a directory,
+    /// where there is nothing to remount).
+    Reopen(u64),
+    /// A byte flipped behind the exerciser's back after operation `n` (fault injection for
+    /// tests of the exerciser itself).
+    Corrupt(u64, u64),
+}
+
+impl std::fmt::Display for Step {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        match self {
+            Step::Op(n, op) => write!(f, "{n} {op}"),
+            Step::Remount(n) => write!(f, "remount after {n}"),
+            Step::Reopen(n) => write!(f, "reopen after {n}"),
+            Step::Corrupt(n, off) => write!(f, "corrupt after {n} {off:#x}"),
+        }
+    }
+}
+
+impl std::str::FromStr for Step {
+    type Err = String;
+    fn from_str(s: &str) -> Result<Self, Self::Err> {
+        let s = s.trim();
+        let num = |t: &str| -> Result<u64, String> {
+            match t.strip_prefix("0x") {
+                Some(h) => u64::from_str_radix(h, 16),
+                None => t.parse(),
+            }
+            .map_err(|_| format!("{t:?} is not a number"))
+        };
+        let w: Vec<&str> = s.split_whitespace().collect();
+        match w.as_slice() {
+            ["remount", "after", n] => Ok(Step::Remount(num(n)?)),
+            ["reopen", "after", n] => Ok(Step::Reopen(num(n)?)),
+            ["corrupt", "after", n, off] => Ok(Step::Corrupt(num(n)?, num(off)?)),
+            [n, rest @ ..] if !rest.is_empty() => {
+                let op: Op = s[n.len()..].trim().parse()?;
+                Ok(Step::Op(num(n)?, op))
+            }
+            _ => Err(format!("cannot read step {s:?}")),
+        }
+    }
+}
+
+/// A running exerciser on one file.
+pub struct Exerciser {
+    path: PathBuf,
+    fd: Option<OwnedFd>,
+    cfg: Config,
+    model: Model,
+    scratch: AlignedBuf,
+    gen: OpGen,
+    lim: Limits,
+    page: u64,
+    n: u64,
+    history: std::collections::VecDeque<Step>,
+    log: Option<BufWriter<File>>,
+    enabled: Vec<OpKind>,
+    disabled: Vec<(OpKind, String)>,
+}
+
+fn last_errno() -> Errno {
+    Errno::last()
+}
+
+/// `EOPNOTSUPP (Operation not supported)`.
+pub fn errno_text(e: Errno) -> String {
+    let msg = std::io::Error::from_raw_os_error(e as i32).to_string();
+    let msg = msg.split(" (os error").next().unwrap_or(&msg).to_string();
+    format!("{e:?} ({msg})")
+}
+
+fn open_file(path: &Path, direct: bool, create: bool) -> Result<OwnedFd, Errno> {
+    let c = std::ffi::CString::new(path.as_os_str().as_bytes()).map_err(|_| Errno::EINVAL)?;
+    let mut flags = libc::O_RDWR | libc::O_CLOEXEC;
+    if create {
+        flags |= libc::O_CREAT | libc::O_TRUNC;
+    }
+    if direct {
+        flags |= libc::O_DIRECT;
+    }
+    // SAFETY: plain open(2) with a NUL-terminated path.
+    let fd = unsafe { libc::open(c.as_ptr(), flags, 0o644) };
+    if fd < 0 {
+        return Err(last_errno());
+    }
+    // SAFETY: a fresh descriptor owned from here on.
+    Ok(unsafe { OwnedFd::from_raw_fd(fd) })
+}
+
+fn fallocate(fd: RawFd, mode: i32, off: u64, len: u64) -> Result<(), Errno> {
+    // SAFETY: fallocate(2) on an open descriptor.
+    let r = unsafe { libc::fallocate(fd, mode, off as i64, len as i64) };
+    if r == 0 {
+        Ok(())
+    } else {
+        Err(last_errno())
+    }
+}
+
+fn ftruncate(fd: RawFd, size: u64) -> Result<(), Errno> {
+    // SAFETY: ftruncate(2) on an open descriptor.
+    if unsafe { libc::ftruncate(fd, size as i64) } == 0 {
+        Ok(())
+    } else {
+        Err(last_errno())
+    }
+}
+
+fn clone_range(fd: RawFd, src: u64, len: u64, dst: u64) -> Result<(), Errno> {
+    let arg = libc::file_clone_range {
+        src_fd: fd as i64,
+        src_offset: src,
+        src_length: len,
+        dest_offset: dst,
+    };
+    // SAFETY: FICLONERANGE takes a pointer to a file_clone_range that lives across the call.
+    if unsafe { libc::ioctl(fd, libc::FICLONERANGE, &arg) } == 0 {
+        Ok(())
+    } else {
+        Err(last_errno())
+    }
+}
+
+/// The plain kind a mapped or dontcache kind falls back to when it cannot run (fsx turns
+/// mapped reads and writes into plain ones under -R/-W, and dontcache I/O when unsupported).
+fn plain_variant(k: OpKind) -> Option<OpKind> {
+    match k {
+        OpKind::MapRead | OpKind::ReadDontcache => Some(OpKind::Read),
+        OpKind::MapWrite | OpKind::WriteDontcache => Some(OpKind::Write),
+        _ => None,
+    }
+}
+
+/// Errors that mean "this filesystem does not do that" (fsx's list, plus EINVAL for probes
+/// made with well-formed arguments).
+fn unsupported(e: Errno) -> bool {
+    matches!(
+        e,
+        Errno::EOPNOTSUPP | Errno::ENOTTY | Errno::ENOSYS | Errno::EXDEV | Errno::EINVAL
+    )
+}
+
+impl Exerciser {
+    /// Creates (or truncates) the file, probes which operations the filesystem supports and
+    /// turns the others off. `log` receives every step as a line (the replay log).
+    pub fn create(path: &Path, cfg: Config, log: Option<File>) -> Result<Self> {
+        if let Ok(md) = std::fs::symlink_metadata(path) {
+            if !md.file_type().is_file() {
+                return Err(bad_input(format!(
+                    "{} exists and is not a regular file; the exerciser needs a regular file it may overwrite",
+                    path.display()
+                )));
+            }
+        }
+        let fd = open_file(path, cfg.direct, true).map_err(|e| match e {
+            Errno::EROFS => bad_input(format!(
+                "{} is on a read-only filesystem; the exerciser writes, so it needs a writable one",
+                path.display()
+            )),
+            Errno::EINVAL if cfg.direct => bad_input(format!(
+                "the filesystem of {} does not support O_DIRECT; leave out --direct",
+                path.display()
+            )),
+            Errno::EISDIR => bad_input(format!(
+                "{} is a directory, not a regular file",
+                path.display()
+            )),
+            e => anyhow::anyhow!(
+                "opening {} for the exerciser: {}",
+                path.display(),
+                errno_text(e)
+            ),
+        })?;
+        // SAFETY: fstat on an open descriptor into a zeroed struct.
+        let mut st: libc::stat = unsafe { std::mem::zeroed() };
+        if unsafe { libc::fstat(fd.as_raw_fd(), &mut st) } != 0 {
+            return Err(anyhow::anyhow!(
+                "fstat {}: {}",
+                path.display(),
+                last_errno()
+            ));
+        }
+        if st.st_mode & libc::S_IFMT != libc::S_IFREG {
+            return Err(bad_input(format!(
+                "{} is not a regular file",
+                path.display()
+            )));
+        }
+        let block = (st.st_blksize as u64).max(512);
+        if cfg.direct {
+            for (flag, v) in [("--max-len", cfg.max_len), ("--max-op-len", cfg.max_op_len)] {
+                if v % block != 0 {
+                    return Err(bad_input(format!(
+                        "{flag} {v} is not a multiple of the block size of {} ({block} bytes); with --direct every offset and length must be, e.g. {flag} {}",
+                        path.display(),
+                        (v / block).max(1) * block
+                    )));
+                }
+            }
+        }
+        let lim = Limits {
+            max_len: cfg.max_len,
+            max_op_len: cfg.max_op_len,
+            align: if cfg.direct { block } else { 1 },
+            block,
+        };
+        // SAFETY: sysconf has no preconditions.
+        let page = unsafe { libc::sysconf(libc::_SC_PAGESIZE) }.max(4096) as u64;
+        let mut ex = Self {
+            path: path.to_path_buf(),
+            fd: Some(fd),
+            model: Model::new(cfg.max_len, cfg.max_op_len, cfg.seed),
+            scratch: AlignedBuf::zeroed(cfg.max_len.max(cfg.max_op_len) as usize),
+            gen: OpGen::new(cfg.seed, &[OpKind::Write], lim),
+            lim,
+            page,
+            n: 0,
+            history: std::collections::VecDeque::with_capacity(HISTORY),
+            log: log.map(|f| BufWriter::with_capacity(1 << 16, f)),
+            enabled: Vec::new(),
+            disabled: Vec::new(),
+            cfg,
+        };
+        ex.probe()?;
+        let slots: Vec<OpKind> = ex
+            .cfg
+            .kinds
+            .iter()
+            .filter_map(|&(k, w)| {
+                // As fsx does, the mapped and dontcache variants that cannot run here become
+                // plain reads and writes, so the mix keeps its proportions.
+                if ex.enabled.contains(&k) {
+                    Some((k, w))
+                } else {
+                    plain_variant(k)
+                        .filter(|p| ex.enabled.contains(p))
+                        .map(|p| (p, w))
+                }
+            })
+            .flat_map(|(k, w)| std::iter::repeat_n(k, w as usize))
+            .chain(
+                // Writes stay on even when asked out of the mix by weight: the generator's
+                // fallback needs them, and without them nothing is verified.
+                (!ex.cfg
+                    .kinds
+                    .iter()
+                    .any(|(k, w)| *k == OpKind::Write && *w > 0))
+                .then_some(OpKind::Write),
+            )
+            .collect();
+        ex.gen = OpGen::new(ex.cfg.seed, &slots, lim);
+        Ok(ex)
+    }
+
+    fn raw(&self) -> RawFd {
+        self.fd
+            .as_ref()
+            .expect("operations run only while the file is open")
+            .as_raw_fd()
+    }
+
+    /// Tries each kind once with well-formed arguments on the empty file and keeps those the
+    /// filesystem accepts; the file is empty again afterwards.
+    fn probe(&mut self) -> Result<()> {
+        let fd = self.raw();
+        let b = self.lim.block.max(self.lim.align);
+        let setup = |what: &str, r: Result<(), Errno>| -> Result<()> {
+            r.map_err(|e| {
+                anyhow::anyhow!(
+                    "{what} while probing {}: {}",
+                    self.path.display(),
+                    errno_text(e)
+                )
+            })
+        };
+        for (kind, _) in self.cfg.kinds.clone() {
+            let outcome: Result<(), Errno> = match kind {
+                OpKind::ReadDontcache | OpKind::WriteDontcache if self.cfg.direct => {
+                    self.disabled.push((
+                        kind,
+                        "off with --direct, plain I/O instead (O_DIRECT does not use the page cache; as fsx -Z)"
+                            .into(),
+                    ));
+                    continue;
+                }
+                OpKind::ReadDontcache => {
+                    let mut buf = [0u8; 4096];
+                    pread_all(fd, &mut buf, 0, RWF_DONTCACHE).map(|_| ())
+                }
+                OpKind::WriteDontcache => pwrite_all(fd, &[0u8; 4096], 0, RWF_DONTCACHE),
+                OpKind::MapRead | OpKind::MapWrite if self.cfg.direct => {
+                    self.disabled.push((
+                        kind,
+                        "off with --direct, plain I/O instead (page-cache mappings and O_DIRECT do not mix; as fsx -Z -R -W)".into(),
+                    ));
+                    continue;
+                }
+                OpKind::Falloc => fallocate(fd, 0, 0, b)
+                    .and_then(|_| fallocate(fd, libc::FALLOC_FL_KEEP_SIZE, b, b)),
+                OpKind::Punch => fallocate(
+                    fd,
+                    libc::FALLOC_FL_PUNCH_HOLE | libc::FALLOC_FL_KEEP_SIZE,
+                    0,
+                    b,
+                ),
+                OpKind::Zero => fallocate(fd, libc::FALLOC_FL_ZERO_RANGE, 0, b).and_then(|_| {
+                    fallocate(
+                        fd,
+                        libc::FALLOC_FL_ZERO_RANGE | libc::FALLOC_FL_KEEP_SIZE,
+                        b,
+                        b,
+                    )
+                }),
+                OpKind::Collapse => ftruncate(fd, 3 * b)
+                    .and_then(|_| fallocate(fd, libc::FALLOC_FL_COLLAPSE_RANGE, b, b)),
+                OpKind::Insert => ftruncate(fd, 3 * b)
+                    .and_then(|_| fallocate(fd, libc::FALLOC_FL_INSERT_RANGE, b, b)),
+                OpKind::Copy => ftruncate(fd, 2 * b).and_then(|_| {
+                    let (mut i, mut o) = (0i64, b as i64);
+                    // SAFETY: copy_file_range within one open file, offsets passed by pointer.
+                    let r = unsafe { libc::copy_file_range(fd, &mut i, fd, &mut o, b as usize, 0) };
+                    if r < 0 {
+                        Err(last_errno())
+                    } else {
+                        Ok(())
+                    }
+                }),
+                OpKind::Clone => ftruncate(fd, 2 * b).and_then(|_| clone_range(fd, 0, b, b)),
+                _ => Ok(()),
+            };
+            match outcome {
+                Ok(()) => self.enabled.push(kind),
+                Err(e) if unsupported(e) => {
+                    let mut why = errno_text(e);
+                    if let Some(p) = plain_variant(kind) {
+                        why.push_str(&format!(", plain {p} instead"));
+                    }
+                    self.disabled.push((kind, why))
+                }
+                Err(e) => setup(kind.name(), Err(e))?,
+            }
+            setup("ftruncate", ftruncate(fd, 0))?;
+        }
+        if !self.enabled.contains(&OpKind::Write) {
+            self.enabled.insert(0, OpKind::Write);
+        }
+        Ok(())
+    }
+
+    /// Kinds in use, and kinds turned off with the reason.
+    pub fn kinds(&self) -> (&[OpKind], &[(OpKind, String)]) {
+        (&self.enabled, &self.disabled)
+    }
+
+    /// Operations done so far.
+    pub fn ops_done(&self) -> u64 {
+        self.n
+    }
+
+    /// The model of the file.
+    pub fn model(&self) -> &Model {
+        &self.model
+    }
+
+    /// The file.
+    pub fn path(&self) -> &Path {
+        &self.path
+    }
+
+    /// The configuration.
+    pub fn config(&self) -> &Config {
+        &self.cfg
+    }
+
+    /// The next operation of the seeded stream (not yet done).
+    pub fn next_op(&mut self) -> Op {
+        self.gen.next(self.model.size())
+    }
+
+    /// Generates and performs the next operation.
+    pub fn step(&mut self) -> Result<Op, Box<Failure>> {
+        let op = self.next_op();
+        self.apply(op)?;
+        Ok(op)
+    }
+
+    fn remember(&mut self, s: Step) {
+        if self.history.len() == HISTORY {
+            self.history.pop_front();
+        }
+        self.history.push_back(s);
+        if let Some(l) = self.log.as_mut() {
+            // A failing log write must not hide the filesystem's result; it is reported at
+            // flush time.
+            let _ = writeln!(l, "{s}");
+        }
+    }
+
+    /// The last steps, oldest first.
+    pub fn history(&self) -> Vec<Step> {
+        self.history.iter().copied().collect()
+    }
+
+    fn fail(&self, op: Option<Op>, kind: FailureKind) -> Box<Failure> {
+        Box::new(Failure {
+            file: self.path.clone(),
+            op_number: self.n,
+            op,
+            kind,
+            size: self.model.size(),
+            history: self.history(),
+        })
+    }
+
+    fn io_fail(&self, op: Option<Op>, call: &str, e: Errno) -> Box<Failure> {
+        self.fail(
+            op,
+            FailureKind::Io {
+                call: call.to_string(),
+                detail: errno_text(e),
+            },
+        )
+    }
+
+    /// Performs one operation, updates the model, compares what it read and checks the size.
+    pub fn apply(&mut self, op: Op) -> Result<(), Box<Failure>> {
+        self.n += 1;
+        self.remember(Step::Op(self.n, op));
+        if let Some(why) = self.misfit(op) {
+            return Err(self.fail(
+                Some(op),
+                FailureKind::Io {
+                    call: "(the operation itself)".into(),
+                    detail: why,
+                },
+            ));
+        }
+        let fd = self.raw();
+        if self.cfg.pollute_eof {
+            if let Some(limit) = self.pollute_limit(op) {
+                self.pollute_eof_page(op, limit)?;
+            }
+        }
+        let r: Result<(), Box<Failure>> = match op.kind {
+            OpKind::Read => self.do_read(op, 0),
+            OpKind::ReadDontcache => self.do_read(op, RWF_DONTCACHE),
+            OpKind::Write => {
+                let data = self.model.write(self.n, op.off, op.len);
+                pwrite_all(fd, data, op.off, 0).map_err(|e| self.io_fail(Some(op), "pwrite", e))
+            }
+            OpKind::WriteDontcache => {
+                let data = self.model.write(self.n, op.off, op.len);
+                pwrite_all(fd, data, op.off, RWF_DONTCACHE)
+                    .map_err(|e| self.io_fail(Some(op), "pwritev2(RWF_DONTCACHE)", e))
+            }
+            OpKind::MapRead => self.do_mapread(op),
+            OpKind::MapWrite => self.do_mapwrite(op),
+            OpKind::Truncate => {
+                self.model.truncate(op.len);
+                ftruncate(fd, op.len).map_err(|e| self.io_fail(Some(op), "ftruncate", e))
+            }
+            OpKind::Falloc => {
+                let mode = if op.keep {
+                    libc::FALLOC_FL_KEEP_SIZE
+                } else {
+                    0
+                };
+                if !op.keep {
+                    self.model.extend(op.off + op.len);
+                }
+                fallocate(fd, mode, op.off, op.len)
+                    .map_err(|e| self.io_fail(Some(op), "fallocate", e))
+            }
+            OpKind::Punch => {
+                self.model.zero(op.off, op.len);
+                fallocate(
+                    fd,
+                    libc::FALLOC_FL_PUNCH_HOLE | libc::FALLOC_FL_KEEP_SIZE,
+                    op.off,
+                    op.len,
+                )
+                .map_err(|e| self.io_fail(Some(op), "fallocate(PUNCH_HOLE)", e))
+            }
+            OpKind::Zero => {
+                let mut mode = libc::FALLOC_FL_ZERO_RANGE;
+                if op.keep {
+                    mode |= libc::FALLOC_FL_KEEP_SIZE;
+                } else {
+                    self.model.extend(op.off + op.len);
+                }
+                self.model.zero(op.off, op.len);
+                fallocate(fd, mode, op.off, op.len)
+                    .map_err(|e| self.io_fail(Some(op), "fallocate(ZERO_RANGE)", e))
+            }
+            OpKind::Collapse => {
+                self.model.collapse(op.off, op.len);
+                fallocate(fd, libc::FALLOC_FL_COLLAPSE_RANGE, op.off, op.len)
+                    .map_err(|e| self.io_fail(Some(op), "fallocate(COLLAPSE_RANGE)", e))
+            }
+            OpKind::Insert => {
+                self.model.insert(op.off, op.len);
+                fallocate(fd, libc::FALLOC_FL_INSERT_RANGE, op.off, op.len)
+                    .map_err(|e| self.io_fail(Some(op), "fallocate(INSERT_RANGE)", e))
+            }
+            OpKind::Fsync => {
+                // SAFETY: fsync(2) on an open descriptor.
+                if unsafe { libc::fsync(fd) } == 0 {
+                    Ok(())
+                } else {
+                    Err(self.io_fail(Some(op), "fsync", last_errno()))
+                }
+            }
+            OpKind::Fdatasync => {
+                // SAFETY: fdatasync(2) on an open descriptor.
+                if unsafe { libc::fdatasync(fd) } == 0 {
+                    Ok(())
+                } else {
+                    Err(self.io_fail(Some(op), "fdatasync", last_errno()))
+                }
+            }
+            OpKind::Copy => {
+                self.model.copy(op.off, op.len, op.dst);
+                let (mut i, mut o) = (op.off as i64, op.dst as i64);
+                let mut left = op.len;
+                let mut res = Ok(());
+                while left > 0 {
+                    // SAFETY: copy_file_range within one open file; offsets by pointer.
+                    let r =
+                        unsafe { libc::copy_file_range(fd, &mut i, fd, &mut o, left as usize, 0) };
+                    if r < 0 {
+                        let e = last_errno();
+                        if e == Errno::EINTR {
+                            continue;
+                        }
+                        res = Err(self.io_fail(Some(op), "copy_file_range", e));
+                        break;
+                    }
+                    if r == 0 {
+                        res = Err(self.fail(
+                            Some(op),
+                            FailureKind::Short {
+                                call: "copy_file_range".into(),
+                                done: op.len - left,
+                                wanted: op.len,
+                            },
+                        ));
+                        break;
+                    }
+                    left -= r as u64;
+                }
+                res
+            }
+            OpKind::Clone => {
+                self.model.copy(op.off, op.len, op.dst);
+                clone_range(fd, op.off, op.len, op.dst)
+                    .map_err(|e| self.io_fail(Some(op), "ioctl(FICLONERANGE)", e))
+            }
+        };
+        r?;
+        self.check_size(Some(op))
+    }
+
+    /// How far garbage may be put past EOF before `op` (exclusive file offset), where fsx -e
+    /// pollutes: before truncates, collapses, inserts, and operations that extend the file
+    /// past a gap. Only bytes the operation brings inside the file (or that a shrink must
+    /// zero) are polluted, never bytes that stay past the new EOF.
+    fn pollute_limit(&self, op: Op) -> Option<u64> {
+        let (size, max) = (self.model.size(), self.cfg.max_len);
+        match op.kind {
+            OpKind::Truncate if op.len < size => Some(max),
+            OpKind::Truncate if op.len > size => Some(op.len),
+            OpKind::Collapse | OpKind::Insert => Some(max),
+            OpKind::Write | OpKind::WriteDontcache | OpKind::MapWrite if op.off > size => {
+                Some(op.off + op.len)
+            }
+            OpKind::Falloc | OpKind::Zero if !op.keep && op.off > size => Some(op.off + op.len),
+            OpKind::Copy | OpKind::Clone if op.dst > size => Some(op.dst + op.len),
+            _ => None,
+        }
+    }
+
+    /// Writes 0xa5 past EOF in the EOF page, up to `limit`, through a shared mapping (not
+    /// part of the file; the model keeps zeros there).
+    fn pollute_eof_page(&self, op: Op, limit: u64) -> Result<(), Box<Failure>> {
+        let size = self.model.size();
+        let tail = size % self.page;
+        if tail == 0 {
+            return Ok(());
+        }
+        let base = size - tail;
+        let end = (limit - base).min(self.page) as usize;
+        let mut map = Mapping::new(self.raw(), base, tail, self.page, true)
+            .map_err(|e| self.io_fail(Some(op), "mmap (pollute EOF page)", e))?;
+        let page = map.page_mut();
+        page[tail as usize..end].fill(0xa5);
+        Ok(())
+    }
+
+    /// Why an operation cannot be modelled (only a hand-edited replay log has such steps;
+    /// the generator never makes them).
+    fn misfit(&self, op: Op) -> Option<String> {
+        let (max, size) = (self.cfg.max_len, self.model.size());
+        let end = |a: u64| a.checked_add(op.len).filter(|&e| e <= max);
+        let ok = match op.kind {
+            OpKind::Truncate => op.len <= max,
+            OpKind::Fsync | OpKind::Fdatasync => true,
+            OpKind::Collapse => end(op.off).is_some_and(|e| e <= size),
+            OpKind::Insert => op.off <= size && size + op.len <= max,
+            OpKind::Copy | OpKind::Clone => end(op.off).is_some() && end(op.dst).is_some(),
+            _ => end(op.off).is_some(),
+        };
+        (!ok).then(|| {
+            format!(
+                "{op} does not fit a file of {size:#x} bytes that may grow to --max-len {max:#x}"
+            )
+        })
+    }
+
+    fn check_size(&self, op: Option<Op>) -> Result<(), Box<Failure>> {
+        let fd = self.raw();
+        // SAFETY: fstat into a zeroed struct; lseek on an open descriptor.
+        let mut st: libc::stat = unsafe { std::mem::zeroed() };
+        if unsafe { libc::fstat(fd, &mut st) } != 0 {
+            return Err(self.io_fail(op, "fstat", last_errno()));
+        }
+        // SAFETY: as above.
+        let end = unsafe { libc::lseek(fd, 0, libc::SEEK_END) };
+        if end < 0 {
+            return Err(self.io_fail(op, "lseek(SEEK_END)", last_errno()));
+        }
+        let want = self.model.size();
+        if st.st_size as u64 != want || end as u64 != want {
+            return Err(self.fail(
+                op,
+                FailureKind::Size {
+                    expected: want,
+                    stat: st.st_size as u64,
+                    seek: end as u64,
+                },
+            ));
+        }
+        Ok(())
+    }
+
+    fn compare(&self, op: Option<Op>, off: u64, found: &[u8]) -> Result<(), Box<Failure>> {
+        let expected = self.model.range(off, found.len() as u64);
+        match first_difference(expected, found) {
+            None => Ok(()),
+            Some((at, run)) => {
+                // The differing run, and at least 16 bytes so the neighbourhood shows too.
+                let show = run.clamp(16, 64).min(found.len() - at);
+                Err(self.fail(
+                    op,
+                    FailureKind::Data {
+                        read_off: off,
+                        read_len: found.len() as u64,
+                        offset: off + at as u64,
+                        run: run as u64,
+                        expected: expected[at..at + show].to_vec(),
+                        found: found[at..at + show].to_vec(),
+                    },
+                ))
+            }
+        }
+    }
+
+    fn do_read(&mut self, op: Op, flags: i32) -> Result<(), Box<Failure>> {
+        let fd = self.raw();
+        let len = op.len as usize;
+        let call = if flags == 0 {
+            "pread"
+        } else {
+            "preadv2(RWF_DONTCACHE)"
+        };
+        let got = pread_all(fd, &mut self.scratch[..len], op.off, flags)
+            .map_err(|e| self.io_fail(Some(op), call, e))?;
+        if got < len {
+            return Err(self.fail(
+                Some(op),
+                FailureKind::Short {
+                    call: call.into(),
+                    done: got as u64,
+                    wanted: op.len,
+                },
+            ));
+        }
+        self.compare(Some(op), op.off, &self.scratch[..len])
+    }
+
+    fn do_mapread(&mut self, op: Op) -> Result<(), Box<Failure>> {
+        let map = Mapping::new(self.raw(), op.off, op.len, self.page, false)
+            .map_err(|e| self.io_fail(Some(op), "mmap", e))?;
+        let res = self.compare(Some(op), op.off, map.range());
+        res.and_then(|_| self.check_eof_page(op, &map))
+    }
+
+    /// The tail of the file's last page, past EOF, must read as zeros in a mapping (POSIX).
+    fn check_eof_page(&self, op: Op, map: &Mapping) -> Result<(), Box<Failure>> {
+        let size = self.model.size();
+        let tail = size % self.page;
+        if tail == 0 || (op.off + op.len - 1) / self.page != (size - 1) / self.page {
+            return Ok(());
+        }
+        let page_bytes = map.last_page_after(size);
+        if let Some(i) = page_bytes.iter().position(|&b| b != 0) {
+            return Err(self.fail(
+                Some(op),
+                FailureKind::EofPage {
+                    offset: size + i as u64,
+                    byte: page_bytes[i],
+                },
+            ));
+        }
+        Ok(())
+    }
+
+    fn do_mapwrite(&mut self, op: Op) -> Result<(), Box<Failure>> {
+        let fd = self.raw();
+        let end = op.off + op.len;
+        if end > self.model.size() {
+            ftruncate(fd, end).map_err(|e| self.io_fail(Some(op), "ftruncate", e))?;
+        }
+        let mut map = Mapping::new(fd, op.off, op.len, self.page, true)
+            .map_err(|e| self.io_fail(Some(op), "mmap", e))?;
+        map.range_mut()
+            .copy_from_slice(self.model.write(self.n, op.off, op.len));
+        map.sync().map_err(|e| self.io_fail(Some(op), "msync", e))?;
+        self.check_eof_page(op, &map)
+    }
+
+    /// Closes the file (before an unmount).
+    pub fn close(&mut self) -> Result<()> {
+        self.flush_log()?;
+        if let Some(fd) = self.fd.take() {
+            let raw = std::os::fd::IntoRawFd::into_raw_fd(fd);
+            // SAFETY: closing the descriptor we owned, once.
+            if unsafe { libc::close(raw) } != 0 {
+                return Err(anyhow::Error::new(crate::error::SystemFailure(format!(
+                    "close {} failed: {}",
+                    self.path.display(),
+                    last_errno()
+                ))));
+            }
+        }
+        Ok(())
+    }
+
+    /// Opens the file again after a remount (or a close) and records the step.
+    pub fn reopen(&mut self, step: Step) -> Result<()> {
+        self.remember(step);
+        let fd = open_file(&self.path, self.cfg.direct, false)
+            .with_context(|| format!("reopening {}", self.path.display()))?;
+        self.fd = Some(fd);
+        Ok(())
+    }
+
+    /// Reads the whole file and compares it with the model, and checks the size.
+    pub fn verify_all(&mut self) -> Result<(), Box<Failure>> {
+        self.check_size(None)?;
+        let fd = self.raw();
+        let size = self.model.size() as usize;
+        let got = pread_all(fd, &mut self.scratch[..size], 0, 0)
+            .map_err(|e| self.io_fail(None, "pread (full verification)", e))?;
+        if got < size {
+            return Err(self.fail(
+                None,
+                FailureKind::Short {
+                    call: "pread (full verification)".into(),
+                    done: got as u64,
+                    wanted: size as u64,
+                },
+            ));
+        }
+        self.compare(None, 0, &self.scratch[..size])
+    }
+
+    /// Flips the byte at `off` through a second descriptor, behind the exerciser's back (fault
+    /// injection, to prove that corruption is found). Recorded in the log so that a replay
+    /// does the same.
+    pub fn corrupt(&mut self, off: u64) -> Result<()> {
+        self.remember(Step::Corrupt(self.n, off));
+        corrupt_byte(
+            &self.path,
+            off,
+            self.model.content().get(off as usize).copied(),
+        )
+    }
+
+    /// Writes buffered log lines out.
+    pub fn flush_log(&mut self) -> Result<()> {
+        if let Some(l) = self.log.as_mut() {
+            l.flush().context("writing the replay log")?;
+        }
+        Ok(())
+    }
+
+    /// Lengths the generator uses.
+    pub fn limits(&self) -> Limits {
+        self.lim
+    }
+}
+
+/// Writes the complement of `expected` (or 0xff) at `off` through a fresh descriptor.
+pub fn corrupt_byte(path: &Path, off: u64, expected: Option<u8>) -> Result<()> {
+    use std::os::unix::fs::FileExt;
+    let f = std::fs::OpenOptions::new()
+        .write(true)
+        .open(path)
+        .with_context(|| format!("opening {} a second time", path.display()))?;
+    let b = !expected.unwrap_or(0);
+    f.write_all_at(&[b], off)
+        .with_context(|| format!("corrupting {} at {off:#x}", path.display()))?;
+    Ok(())
+}
+
+/// RWF_DONTCACHE (Linux 6.14): drop the pages once the I/O is done.
+const RWF_DONTCACHE: i32 = 0x80;
+
+fn pwrite_all(fd: RawFd, mut data: &[u8], mut off: u64, flags: i32) -> Result<(), Errno> {
+    while !data.is_empty() {
+        // SAFETY: writing from a live slice.
+        let r = unsafe {
+            if flags == 0 {
+                libc::pwrite(fd, data.as_ptr().cast(), data.len(), off as i64)
+            } else {
+                let iov = libc::iovec {
+                    iov_base: data.as_ptr() as *mut libc::c_void,
+                    iov_len: data.len(),
+                };
+                libc::pwritev2(fd, &iov, 1, off as i64, flags)
+            }
+        };
+        if r < 0 {
+            let e = last_errno();
+            if e == Errno::EINTR {
+                continue;
+            }
+            return Err(e);
+        }
+        if r == 0 {
+            return Err(Errno::EIO);
+        }
+        data = &data[r as usize..];
+        off += r as u64;
+    }
+    Ok(())
+}
+
+/// Reads until `buf` is full or EOF; returns the bytes read.
+fn pread_all(fd: RawFd, buf: &mut [u8], off: u64, flags: i32) -> Result<usize, Errno> {
+    let mut done = 0;
+    while done < buf.len() {
+        let rest = &mut buf[done..];
+        let at = (off + done as u64) as i64;
+        // SAFETY: reading into a live mutable slice.
+        let r = unsafe {
+            if flags == 0 {
+                libc::pread(fd, rest.as_mut_ptr().cast(), rest.len(), at)
+            } else {
+                let iov = libc::iovec {
+                    iov_base: rest.as_mut_ptr().cast(),
+                    iov_len: rest.len(),
+                };
+                libc::preadv2(fd, &iov, 1, at, flags)
+            }
+        };
+        if r < 0 {
+            let e = last_errno();
+            if e == Errno::EINTR {
+                continue;
+            }
+            return Err(e);
+        }
+        if r == 0 {
+            break;
+        }
+        done += r as usize;
+    }
+    Ok(done)
+}
+
+/// A shared mapping of the pages that hold `off..off+len`, unmapped on drop.
+struct Mapping {
+    ptr: *mut u8,
+    map_len: usize,
+    /// Offset of `off` inside the mapping.
+    inner: usize,
+    len: usize,
+    /// File offset of the mapping's start.
+    base: u64,
+    page: u64,
+}
+
+impl Mapping {
+    fn new(fd: RawFd, off: u64, len: u64, page: u64, write: bool) -> Result<Self, Errno> {
+        let base = off - off % page;
+        let inner = (off - base) as usize;
+        let map_len = inner + len as usize;
+        // A read mapping is populated in one call (the same fault path, page by page in the
+        // kernel instead of one trap per page); a write mapping faults as the copy goes, so
+        // that every page takes the filesystem's page_mkwrite.
+        let (prot, flags) = if write {
+            (libc::PROT_READ | libc::PROT_WRITE, libc::MAP_SHARED)
+        } else {
+            (libc::PROT_READ, libc::MAP_SHARED | libc::MAP_POPULATE)
+        };
+        // SAFETY: mapping a range of an open file; the result is checked.
+        let p = unsafe { libc::mmap(std::ptr::null_mut(), map_len, prot, flags, fd, base as i64) };
+        if p == libc::MAP_FAILED {
+            return Err(last_errno());
+        }
+        Ok(Self {
+            ptr: p.cast(),
+            map_len,
+            inner,
+            len: len as usize,
+            base,
+            page,
+        })
+    }
+
+    fn range(&self) -> &[u8] {
+        // SAFETY: the mapping covers inner..inner+len and lives as long as self.
+        unsafe { std::slice::from_raw_parts(self.ptr.add(self.inner), self.len) }
+    }
+
+    /// The whole last mapped page, including the bytes past the mapped length.
+    fn page_mut(&mut self) -> &mut [u8] {
+        let end = (self.map_len as u64).next_multiple_of(self.page) as usize;
+        // SAFETY: the kernel maps whole pages; 0..end is the mapping rounded up to a page.
+        unsafe { std::slice::from_raw_parts_mut(self.ptr, end) }
+    }
+
+    fn range_mut(&mut self) -> &mut [u8] {
+        // SAFETY: as in range; the mapping is writable when made with write = true.
+        unsafe { std::slice::from_raw_parts_mut(self.ptr.add(self.inner), self.len) }
+    }
+
+    /// Bytes of the mapping's last page from file offset `eof` to the page's end (the kernel
+    /// maps whole pages, so these are addressable).
+    fn last_page_after(&self, eof: u64) -> &[u8] {
+        let start = (eof - self.base) as usize;
+        let end = (self.map_len as u64).next_multiple_of(self.page) as usize;
+        // SAFETY: start..end lies within the last mapped page.
+        unsafe { std::slice::from_raw_parts(self.ptr.add(start), end - start) }
+    }
+
+    fn sync(&self) -> Result<(), Errno> {
+        // SAFETY: msync on the live mapping.
+        if unsafe { libc::msync(self.ptr.cast(), self.map_len, libc::MS_SYNC) } == 0 {
+            Ok(())
+        } else {
+            Err(last_errno())
+        }
+    }
+}
+
+impl Drop for Mapping {
+    fn drop(&mut self) {
+        // SAFETY: unmapping exactly what mmap returned.
+        unsafe {
+            libc::munmap(self.ptr.cast(), self.map_len);
+        }
+    }
+}
+
+#[cfg(test)]
+#[allow(clippy::unwrap_used)]
+mod tests {
+    use super::*;
+
+    fn cfg(seed: u64) -> Config {
+        Config {
+            max_len: 256 << 10,
+            max_op_len: 64 << 10,
+            direct: false,
+            pollute_eof: true,
+            kinds: OpKind::ALL.map(|k| (k, 1)).to_vec(),
+            seed,
+        }
+    }
+
+    #[test]
+    fn steps_round_trip_through_text() {
+        for s in [
+            Step::Op(12, Op::new(OpKind::Read, 5, 9)),
+            Step::Remount(40),
+            Step::Reopen(41),
+            Step::Corrupt(7, 0x123),
+        ] {
+            assert_eq!(s.to_string().parse::<Step>().unwrap(), s);
+        }
+    }
+
+    #[test]
+    fn runs_clean_on_the_host_filesystem_and_catches_a_flipped_byte() {
+        let dir = tempfile::tempdir().unwrap();
+        let path = dir.path().join("f");
+        let mut ex = Exerciser::create(&path, cfg(42), None).unwrap();
+        for _ in 0..3000 {
+            if let Err(f) = ex.step() {
+                panic!("false alarm:\n{}", f.render());
+            }
+        }
+        assert_eq!(ex.ops_done(), 3000);
+        ex.verify_all().unwrap();
+        // Make sure there is data, then flip one byte and read it back with a read op.
+        ex.apply(Op::new(OpKind::Write, 0, 8192)).unwrap();
+        ex.corrupt(1000).unwrap();
+        let f = ex.apply(Op::new(OpKind::Read, 512, 4096)).unwrap_err();
+        match &f.kind {
+            FailureKind::Data { offset, run, .. } => {
+                assert_eq!(*offset, 1000);
+                assert_eq!(*run, 1);
+            }
+            k => panic!("unexpected {k:?}"),
+        }
+        assert_eq!(f.op_number, 3002);
+        assert_eq!(f.history.len(), HISTORY);
+        assert_eq!(
+            f.history.last(),
+            Some(&Step::Op(3002, Op::new(OpKind::Read, 512, 4096)))
+        );
+    }
+
+    #[test]
+    fn history_is_in_order_once_the_ring_wraps() {
+        let dir = tempfile::tempdir().unwrap();
+        let mut ex = Exerciser::create(&dir.path().join("f"), cfg(1), None).unwrap();
+        for _ in 0..250 {
+            ex.step().unwrap();
+        }
+        let h = ex.history();
+        assert_eq!(h.len(), HISTORY);
+        let nums: Vec<u64> = h
+            .iter()
+            .map(|s| match s {
+                Step::Op(n, _) => *n,
+                _ => 0,
+            })
+            .collect();
+        assert_eq!(nums, (151..=250).collect::<Vec<_>>());
+    }
+}

@@ -1,0 +1,220 @@
+//! The in-memory image of the file: what every byte must read as, and the file's size.
+//!
+//! The model is one buffer of `--max-len` bytes, allocated once and aligned to a page so that
+//! writes can go to the kernel straight from it (also with O_DIRECT): a write fills the model's
+//! range with the operation's data and `pwrite`s that very range, so there is no copy and no
+//! allocation per operation. Bytes past the size are kept at zero, which is what a grown file
+//! (truncate, fallocate, a write past EOF, an insert) must read as.
+
+use std::alloc::{alloc_zeroed, dealloc, Layout};
+use std::ops::{Deref, DerefMut};
+
+use rand::{RngCore, SeedableRng};
+
+/// A zeroed byte buffer aligned to 4096 bytes (what O_DIRECT asks of memory).
+pub struct AlignedBuf {
+    ptr: *mut u8,
+    len: usize,
+    layout: Layout,
+}
+
+// SAFETY: the buffer is plain owned memory; moving it between threads is fine.
+unsafe impl Send for AlignedBuf {}
+
+impl AlignedBuf {
+    /// `len` zero bytes (at least one page is allocated).
+    pub fn zeroed(len: usize) -> Self {
+        let layout = Layout::from_size_align(len.max(4096).next_multiple_of(4096), 4096)
+            .expect("4096 is a power of two and the size is sane");
+        // SAFETY: the layout has a non-zero size.
+        let ptr = unsafe { alloc_zeroed(layout) };
+        if ptr.is_null() {
+            std::alloc::handle_alloc_error(layout);
+        }
+        Self { ptr, len, layout }
+    }
+}
+
+impl Deref for AlignedBuf {
+    type Target = [u8];
+    fn deref(&self) -> &[u8] {
+        // SAFETY: ptr points to at least len initialized (zeroed) bytes owned by self.
+        unsafe { std::slice::from_raw_parts(self.ptr, self.len) }
+    }
+}
+
+impl DerefMut for AlignedBuf {
+    fn deref_mut(&mut self) -> &mut [u8] {
+        // SAFETY: as in deref, and &mut self gives exclusive access.
+        unsafe { std::slice::from_raw_parts_mut(self.ptr, self.len) }
+    }
+}
+
+impl Drop for AlignedBuf {
+    fn drop(&mut self) {
+        // SAFETY: allocated in `zeroed` with this layout.
+        unsafe { dealloc(self.ptr, self.layout) }
+    }
+}
+
+/// The expected content and size of the file.
+pub struct Model {
+    buf: AlignedBuf,
+    size: u64,
+    /// Random bytes that writes take their data from (at least twice the longest write, so
+    /// that the start can vary and different writes leave different bytes).
+    pool: Vec<u8>,
+}
+
+impl Model {
+    /// An empty file that may grow to `max_len`; write data is drawn from `seed`.
+    pub fn new(max_len: u64, max_op_len: u64, seed: u64) -> Self {
+        // Long enough for a write of the whole file (a replay log edited by hand may ask).
+        let mut pool = vec![0u8; (max_len.max(2 * max_op_len) + 4096) as usize];
+        rand_chacha::ChaCha8Rng::seed_from_u64(seed ^ 0xda7a_da7a_da7a_da7a).fill_bytes(&mut pool);
+        Self {
+            buf: AlignedBuf::zeroed(max_len as usize),
+            size: 0,
+            pool,
+        }
+    }
+
+    /// The file's expected size.
+    pub fn size(&self) -> u64 {
+        self.size
+    }
+
+    /// The whole expected content (`size` bytes).
+    pub fn content(&self) -> &[u8] {
+        &self.buf[..self.size as usize]
+    }
+
+    /// Expected bytes of `off..off+len`.
+    pub fn range(&self, off: u64, len: u64) -> &[u8] {
+        &self.buf[off as usize..(off + len) as usize]
+    }
+
+    /// Fills `off..off+len` with write number `n`'s data and returns the range, ready to be
+    /// written to the file; extends the size.
+    pub fn write(&mut self, n: u64, off: u64, len: u64) -> &[u8] {
+        let (o, l) = (off as usize, len as usize);
+        let start =
+            (n.wrapping_mul(0x9e37_79b9_7f4a_7c15) >> 20) as usize % (self.pool.len() - l + 1);
+        self.buf[o..o + l].copy_from_slice(&self.pool[start..start + l]);
+        self.size = self.size.max(off + len);
+        &self.buf[o..o + l]
+    }
+
+    /// Sets the size: shrinking forgets (zeroes) the bytes past it, growing exposes zeros.
+    pub fn truncate(&mut self, size: u64) {
+        if size < self.size {
+            self.buf[size as usize..self.size as usize].fill(0);
+        }
+        self.size = size;
+    }
+
+    /// Grows the size to at least `end` (fallocate without keep-size).
+    pub fn extend(&mut self, end: u64) {
+        self.size = self.size.max(end);
+    }
+
+    /// Zeroes `off..off+len` (a punched hole or zeroed range); bytes past EOF are zero already.
+    pub fn zero(&mut self, off: u64, len: u64) {
+        let end = (off + len).min(self.size);
+        if off < end {
+            self.buf[off as usize..end as usize].fill(0);
+        }
+    }
+
+    /// Removes `off..off+len`; what follows moves down.
+    pub fn collapse(&mut self, off: u64, len: u64) {
+        let (o, l, s) = (off as usize, len as usize, self.size as usize);
+        self.buf.copy_within(o + l..s, o);
+        self.buf[s - l..s].fill(0);
+        self.size -= len;
+    }
+
+    /// Inserts `len` zero bytes at `off`; what follows moves up.
+    pub fn insert(&mut self, off: u64, len: u64) {
+        let (o, l, s) = (off as usize, len as usize, self.size as usize);
+        self.buf.copy_within(o..s, o + l);
+        self.buf[o..o + l].fill(0);
+        self.size += len;
+    }
+
+    /// Copies `src..src+len` to `dst` (copy_file_range, clone); may extend the size.
+    pub fn copy(&mut self, src: u64, len: u64, dst: u64) {
+        let (s, l, d) = (src as usize, len as usize, dst as usize);
+        self.buf.copy_within(s..s + l, d);
+        self.size = self.size.max(dst + len);
+    }
+}
+
+/// Where two byte ranges first differ: the offset (relative to the ranges) of the first byte
+/// that differs and the length of the run of differing bytes that starts there.
+pub fn first_difference(expected: &[u8], found: &[u8]) -> Option<(usize, usize)> {
+    if expected == found {
+        return None;
+    }
+    let n = expected.len().min(found.len());
+    let start = (0..n).find(|&i| expected[i] != found[i]).unwrap_or(n);
+    let run = (start..n)
+        .take_while(|&i| expected[i] != found[i])
+        .count()
+        .max(1);
+    Some((start, run))
+}
+
+#[cfg(test)]
+#[allow(clippy::unwrap_used)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn model_follows_the_semantics_of_each_operation() {
+        let mut m = Model::new(64, 16, 1);
+        let w = m.write(1, 4, 8).to_vec();
+        assert_eq!(m.size(), 12);
+        assert_eq!(&m.content()[..4], &[0; 4]);
+        assert_eq!(&m.content()[4..12], &w[..]);
+        m.truncate(6);
+        assert_eq!(m.size(), 6);
+        m.truncate(20);
+        assert_eq!(&m.content()[6..20], &[0; 14], "grown part reads as zeros");
+        m.copy(4, 2, 30);
+        assert_eq!(m.size(), 32);
+        assert_eq!(&m.content()[30..32], &w[..2]);
+        m.collapse(0, 4);
+        assert_eq!(m.size(), 28);
+        assert_eq!(&m.content()[..2], &w[..2]);
+        m.insert(0, 8);
+        assert_eq!(m.size(), 36);
+        assert_eq!(&m.content()[8..10], &w[..2]);
+        m.zero(8, 1);
+        assert_eq!(m.content()[8], 0);
+        m.truncate(0);
+        assert!(m.buf.iter().all(|&b| b == 0), "nothing left past EOF");
+    }
+
+    #[test]
+    fn different_writes_leave_different_bytes() {
+        let mut m = Model::new(4096, 1024, 5);
+        let a = m.write(1, 0, 512).to_vec();
+        let b = m.write(2, 0, 512).to_vec();
+        assert_ne!(a, b);
+    }
+
+    #[test]
+    fn first_difference_finds_the_run() {
+        assert_eq!(first_difference(b"abcdef", b"abcdef"), None);
+        assert_eq!(first_difference(b"abcdef", b"abXYef"), Some((2, 2)));
+        assert_eq!(first_difference(b"abc", b"abd"), Some((2, 1)));
+    }
+
+    #[test]
+    fn aligned_buffer_is_page_aligned() {
+        let b = AlignedBuf::zeroed(10);
+        assert_eq!(b.as_ptr() as usize % 4096, 0);
+        assert_eq!(b.len(), 10);
+    }
+}

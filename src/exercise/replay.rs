@@ -1,0 +1,240 @@
+//! Replay logs: every step of one exerciser as a line of text (`17 write 0x1000 0x200`,
+//! `remount after 5000`), after a header with the seed (which fixes the data every write puts
+//! down) and the parameters. `fsgauge exercise --replay LOG` runs exactly those steps again,
+//! with the same data, remounts where the run remounted, and the same checks, so a failure
+//! can be reproduced, shrunk by hand (delete lines) and shown to a filesystem developer.
+
+use std::path::{Path, PathBuf};
+use std::time::Instant;
+
+use anyhow::{Context, Result};
+
+use super::engine::{Config, Exerciser, Step};
+use super::ops::OpKind;
+use super::run::Exercise;
+use crate::error::bad_input;
+use crate::measure::PhaseMeter;
+use crate::results::TestbedInfo;
+use crate::workload::{ColdMode, RunContext, Target};
+
+/// First line of every replay log.
+pub const MAGIC: &str = "# fsgauge exercise replay log v1";
+
+/// A loaded replay log.
+#[derive(Debug, Clone)]
+pub struct ReplayLog {
+    pub path: PathBuf,
+    /// The exerciser's seed (data of every write).
+    pub seed: u64,
+    /// Parameters of the recorded run.
+    pub params: Exercise,
+    /// Where it ran (filesystem, size, mount options), for replaying on the same kind.
+    pub testbed: TestbedInfo,
+    pub steps: Vec<Step>,
+}
+
+impl ReplayLog {
+    /// The header for exerciser `w` of a run.
+    pub fn header(
+        wl: &Exercise,
+        cfg: &Config,
+        w: u32,
+        file: &Path,
+        testbed: &TestbedInfo,
+    ) -> String {
+        let mut params = wl.clone();
+        params.log = None;
+        params.replay = None;
+        params.inject.clear();
+        format!(
+            "{MAGIC}\n# seed {}\n# worker {w}\n# file {}\n# params {}\n# testbed {}\n",
+            cfg.seed,
+            file.display(),
+            serde_json::to_string(&params).expect("plain struct serializes"),
+            serde_json::to_string(testbed).expect("plain struct serializes"),
+        )
+    }
+
+    /// Reads and checks a log; errors name the line.
+    pub fn load(path: &Path) -> Result<Self> {
+        let text = std::fs::read_to_string(path)
+            .map_err(|e| bad_input(format!("--replay {}: {e}", path.display())))?;
+        let bad = |line: usize, why: String| {
+            bad_input(format!("--replay {} line {line}: {why}", path.display()))
+        };
+        let mut lines = text.lines().enumerate();
+        match lines.next() {
+            Some((_, l)) if l.trim() == MAGIC => {}
+            _ => {
+                return Err(bad_input(format!(
+                    "--replay {} is not an fsgauge exercise replay log (it must start with {MAGIC:?}); logs are written by fsgauge exercise --log DIR",
+                    path.display()
+                )))
+            }
+        }
+        let (mut seed, mut params, mut testbed) = (None, None, TestbedInfo::default());
+        let mut steps = Vec::new();
+        let mut expect_n = 0u64;
+        for (i, line) in lines {
+            let ln = i + 1;
+            let line = line.trim();
+            if line.is_empty() {
+                continue;
+            }
+            if let Some(h) = line.strip_prefix("# ") {
+                let (key, val) = h.split_once(' ').unwrap_or((h, ""));
+                match key {
+                    "seed" => {
+                        seed = Some(
+                            val.parse::<u64>()
+                                .map_err(|e| bad(ln, format!("seed: {e}")))?,
+                        )
+                    }
+                    "params" => {
+                        params = Some(
+                            serde_json::from_str::<Exercise>(val)
+                                .map_err(|e| bad(ln, format!("params: {e}")))?,
+                        )
+                    }
+                    "testbed" => {
+                        testbed = serde_json::from_str(val)
+                            .map_err(|e| bad(ln, format!("testbed: {e}")))?
+                    }
+                    _ => {}
+                }
+                continue;
+            }
+            if line.starts_with('#') {
+                continue;
+            }
+            let step: Step = line.parse().map_err(|e: String| bad(ln, e))?;
+            if let Step::Op(n, op) = step {
+                if n != expect_n + 1 {
+                    return Err(bad(
+                        ln,
+                        format!("operation number {n} follows {expect_n}; numbers must count up by one (renumber after deleting lines)"),
+                    ));
+                }
+                expect_n = n;
+                let p = params
+                    .as_ref()
+                    .ok_or_else(|| bad(ln, "operations before the params header".into()))?;
+                let end = if op.kind.has_dst() {
+                    op.dst + op.len
+                } else if op.kind == OpKind::Truncate {
+                    op.len
+                } else {
+                    op.off + op.len
+                };
+                if end > p.max_len || op.len > p.max_len {
+                    return Err(bad(
+                        ln,
+                        format!("{op} reaches past --max-len {:#x}", p.max_len),
+                    ));
+                }
+            }
+            steps.push(step);
+        }
+        let seed = seed.ok_or_else(|| bad(1, "no `# seed` header".into()))?;
+        let params = params.ok_or_else(|| bad(1, "no `# params` header".into()))?;
+        Ok(Self {
+            path: path.to_path_buf(),
+            seed,
+            params,
+            testbed,
+            steps,
+        })
+    }
+}
+
+/// Runs a log's steps on a fresh file at the workload's place.
+pub fn run_replay(wl: &Exercise, log: &ReplayLog, ctx: &mut RunContext) -> Result<()> {
+    let path = wl.file_path(ctx.root(), 0);
+    let cfg = Config {
+        max_len: log.params.max_len,
+        max_op_len: log.params.max_op_len,
+        direct: log.params.direct,
+        pollute_eof: log.params.pollute_eof,
+        kinds: OpKind::ALL.map(|k| (k, 1)).to_vec(),
+        seed: log.seed,
+    };
+    let out_log = match &wl.log {
+        Some(dir) => {
+            std::fs::create_dir_all(dir)
+                .with_context(|| format!("creating --log {}", dir.display()))?;
+            let p = dir.join("exercise-0.log");
+            let mut f =
+                std::fs::File::create(&p).with_context(|| format!("creating {}", p.display()))?;
+            std::io::Write::write_all(
+                &mut f,
+                ReplayLog::header(&log.params, &cfg, 0, &path, &ctx.target().info()).as_bytes(),
+            )?;
+            Some(f)
+        }
+        None => None,
+    };
+    let mut ex = Exerciser::create(&path, cfg, out_log)?;
+    ctx.progress().note(&format!(
+        "replaying {} steps from {}",
+        log.steps.len(),
+        log.path.display()
+    ));
+    let defs = super::run::op_defs();
+    let meter = PhaseMeter::start(
+        "exercise",
+        &defs,
+        &ctx.target().devices(),
+        None,
+        &crate::measure::Progress::hidden(),
+    );
+    let mut rec = meter.recorder(0);
+    let is_testbed = matches!(ctx.target(), Target::Testbed(_));
+    let mut t = Instant::now();
+    for step in &log.steps {
+        crate::signals::check()?;
+        let outcome = match *step {
+            Step::Op(_, op) => {
+                let r = ex.apply(op);
+                if r.is_ok() {
+                    t = rec.record(rec.op(op.kind.name()), t, op.len);
+                }
+                r
+            }
+            Step::Remount(_) | Step::Reopen(_) => {
+                ex.close()?;
+                let t0 = Instant::now();
+                let again = if is_testbed {
+                    ctx.make_cold_with(ColdMode::Remount)?;
+                    rec.record(rec.op("remount"), t0, 0);
+                    Step::Remount(ex.ops_done())
+                } else {
+                    // Nothing to remount in a directory: drop caches where allowed.
+                    let _ = crate::testbed::drop_caches();
+                    Step::Reopen(ex.ops_done())
+                };
+                ex.reopen(again)?;
+                let tv = Instant::now();
+                let r = ex.verify_all();
+                rec.record(rec.op("verify"), tv, ex.model().size());
+                t = Instant::now();
+                r
+            }
+            Step::Corrupt(_, off) => {
+                ex.corrupt(off)?;
+                Ok(())
+            }
+        };
+        if let Err(f) = outcome {
+            ex.flush_log()?;
+            return Err(super::run::report_failure(&f, 0, &ex, wl.log.as_deref(), 1));
+        }
+    }
+    ex.close()?;
+    rec.finish();
+    let mut phase = meter.finish(vec![rec]);
+    phase
+        .extra
+        .insert("replayed_steps".into(), log.steps.len() as f64);
+    ctx.push_phase(phase);
+    Ok(())
+}

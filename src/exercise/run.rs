@@ -1,0 +1,789 @@
+//! The exerciser as a workload: P exercisers on P files in one measured phase `exercise`,
+//! remounts every K operations (all exercisers close their files, the testbed is unmounted,
+//! caches dropped, mounted again, and every file is verified whole), progress by kind on a
+//! terminal, and on a mismatch the report, the replay log and the expected image.
+//!
+//! Remounts need the run context (it owns the testbed) while the exercisers run on their own
+//! threads, so the threads meet at two barriers per round: at the first every file is closed
+//! and the main thread decides whether to remount or stop; after the second the exercisers
+//! reopen and verify.
+
+use std::fs::File;
+use std::io::Write as _;
+use std::path::{Path, PathBuf};
+use std::sync::atomic::{AtomicBool, AtomicU64, AtomicU8, Ordering};
+use std::sync::{Barrier, Mutex};
+use std::time::{Duration, Instant};
+
+use anyhow::{Context, Result};
+use serde::{Deserialize, Serialize};
+
+use super::engine::{Config, Exerciser, Step};
+use super::ops::OpKind;
+use super::replay::ReplayLog;
+use super::report::Failure;
+use crate::error::{bad_input, SystemFailure};
+use crate::measure::{OpDef, OpId, PhaseMeter, Recorder};
+use crate::workload::{ColdMode, RunContext, Target, Workload};
+
+/// The exerciser's parameters (flags of `fsgauge exercise`, plan fields of kind `exercise`).
+#[derive(Debug, Clone, Serialize, Deserialize, PartialEq)]
+#[serde(default, deny_unknown_fields)]
+pub struct Exercise {
+    /// File name inside the workload directory, or a path (with a `/`) used as it is. With
+    /// several exercisers, `.0`, `.1`, ... are appended.
+    pub file: String,
+    /// Operations per exerciser (`None` with `time`: until the time is up).
+    pub ops: Option<u64>,
+    /// Run for this many seconds (per exerciser, all at once); plan files also take
+    /// durations like "10m".
+    #[serde(deserialize_with = "de_opt_duration")]
+    pub time: Option<f64>,
+    /// The file never grows past this.
+    #[serde(deserialize_with = "crate::units::de_size")]
+    pub max_len: u64,
+    /// Longest single operation.
+    #[serde(deserialize_with = "crate::units::de_size")]
+    pub max_op_len: u64,
+    /// Exercisers running at once, each on its own file (threads).
+    pub procs: u32,
+    /// O_DIRECT with block-aligned offsets and lengths.
+    pub direct: bool,
+    /// Garbage past EOF in the EOF page before every operation that moves EOF (fsx -e 1).
+    pub pollute_eof: bool,
+    /// Operation kinds left out.
+    pub no: Vec<OpKind>,
+    /// Weights of operation kinds in the mix (1 when not named; 0 leaves a kind out).
+    pub weights: std::collections::BTreeMap<OpKind, u32>,
+    /// Unmount and mount the testbed every this many operations per exerciser (0: never).
+    pub remount_every: u64,
+    /// Directory for replay logs, and on a mismatch the report and the expected image.
+    pub log: Option<PathBuf>,
+    /// Re-run the steps of this replay log instead of a generated stream.
+    pub replay: Option<PathBuf>,
+    /// Fault injection for tests of the exerciser: after operation N (of exerciser 0), flip
+    /// the byte at OFFSET through a second descriptor.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub inject: Vec<(u64, u64)>,
+}
+
+impl Default for Exercise {
+    fn default() -> Self {
+        Self {
+            file: "exercise.dat".into(),
+            ops: None,
+            time: None,
+            max_len: 256 << 10,
+            max_op_len: 64 << 10,
+            procs: 1,
+            direct: false,
+            pollute_eof: false,
+            no: Vec::new(),
+            weights: Default::default(),
+            remount_every: 0,
+            log: None,
+            replay: None,
+            inject: Vec::new(),
+        }
+    }
+}
+
+/// Seconds as a number, or a duration text (`"90s"`, `"1h"`).
+fn de_opt_duration<'de, D: serde::Deserializer<'de>>(d: D) -> Result<Option<f64>, D::Error> {
+    #[derive(Deserialize)]
+    #[serde(untagged)]
+    enum Raw {
+        N(f64),
+        S(String),
+    }
+    match Option::<Raw>::deserialize(d)? {
+        None => Ok(None),
+        Some(Raw::N(n)) => Ok(Some(n)),
+        Some(Raw::S(s)) => crate::units::parse_duration(&s)
+            .map(|t| Some(t.as_secs_f64()))
+            .map_err(serde::de::Error::custom),
+    }
+}
+
+/// Operations per exerciser when neither `ops` nor `time` is given.
+pub const DEFAULT_OPS: u64 = 100_000;
+
+const EXTRA_OPS: [OpDef; 2] = [OpDef::secondary("remount"), OpDef::secondary("verify")];
+
+pub(super) fn op_defs() -> Vec<OpDef> {
+    let mut v: Vec<OpDef> = OpKind::ALL
+        .iter()
+        .map(|k| OpDef::primary(k.name()))
+        .collect();
+    v.extend(EXTRA_OPS);
+    v
+}
+
+impl Exercise {
+    /// Operations per exerciser (`u64::MAX` when only a time limit applies).
+    pub fn op_limit(&self) -> u64 {
+        match (self.ops, self.time) {
+            (Some(n), _) => n,
+            (None, Some(_)) => u64::MAX,
+            (None, None) => DEFAULT_OPS,
+        }
+    }
+
+    /// The file of exerciser `w`.
+    pub fn file_path(&self, root: &Path, w: u32) -> PathBuf {
+        let base = if self.file.contains('/') {
+            PathBuf::from(&self.file)
+        } else {
+            root.join(&self.file)
+        };
+        if self.procs > 1 {
+            let mut s = base.into_os_string();
+            s.push(format!(".{w}"));
+            PathBuf::from(s)
+        } else {
+            base
+        }
+    }
+
+    fn config(&self, seed: u64, w: u32) -> Config {
+        Config {
+            max_len: self.max_len,
+            max_op_len: self.max_op_len,
+            direct: self.direct,
+            pollute_eof: self.pollute_eof,
+            kinds: OpKind::ALL
+                .into_iter()
+                .filter(|k| !self.no.contains(k))
+                .map(|k| (k, self.weights.get(&k).copied().unwrap_or(1)))
+                .filter(|&(_, w)| w > 0)
+                .collect(),
+            seed: worker_seed(seed, w),
+        }
+    }
+}
+
+/// Exerciser `w`'s seed: the run's seed for the first, a fixed derivation for the others.
+pub fn worker_seed(seed: u64, w: u32) -> u64 {
+    seed.wrapping_add(u64::from(w).wrapping_mul(0x9e37_79b9_7f4a_7c15))
+}
+
+impl Workload for Exercise {
+    fn kind(&self) -> &'static str {
+        "exercise"
+    }
+
+    fn params(&self) -> serde_json::Value {
+        serde_json::to_value(self).expect("plain struct serializes")
+    }
+
+    fn space_needed(&self) -> u64 {
+        // The file plus room for preallocation past EOF (keep-size) of one op.
+        u64::from(self.procs.max(1)) * (self.max_len + self.max_op_len + (1 << 20))
+    }
+
+    fn memory_needed(&self) -> u64 {
+        u64::from(self.procs.max(1)) * (2 * self.max_len + 3 * self.max_op_len + (1 << 20))
+    }
+
+    fn validate(&self) -> Result<()> {
+        if self.procs == 0 {
+            return Err(bad_input("--procs must be 1 or more"));
+        }
+        if self.max_len == 0 || self.max_op_len == 0 {
+            return Err(bad_input(
+                "--max-len and --max-op-len must be at least 1 byte",
+            ));
+        }
+        if self.max_len > (1 << 34) {
+            return Err(bad_input(format!(
+                "--max-len {} is over 16G; the model keeps the whole file in memory",
+                crate::units::format_size(self.max_len)
+            )));
+        }
+        if self.max_op_len > self.max_len {
+            return Err(bad_input(format!(
+                "--max-op-len {} is larger than --max-len {}; an operation cannot be longer than the file may grow",
+                self.max_op_len, self.max_len
+            )));
+        }
+        if self.direct {
+            for (flag, v) in [
+                ("--max-len", self.max_len),
+                ("--max-op-len", self.max_op_len),
+            ] {
+                if v % 512 != 0 {
+                    return Err(bad_input(format!(
+                        "{flag} {v} is not a multiple of the block size; with --direct (O_DIRECT) every offset and length must be, e.g. {flag} {}",
+                        (v / 4096).max(1) * 4096
+                    )));
+                }
+            }
+        }
+        if self.direct && self.pollute_eof {
+            return Err(bad_input(
+                "--pollute-eof writes through mmap and does not go with --direct",
+            ));
+        }
+        if self.no.contains(&OpKind::Write) || self.weights.get(&OpKind::Write) == Some(&0) {
+            return Err(bad_input(
+                "--no write: writes cannot be turned off (without them there is nothing to verify)",
+            ));
+        }
+        if self.file.is_empty() || self.file.ends_with('/') {
+            return Err(bad_input(format!(
+                "--file {:?} is not a file name",
+                self.file
+            )));
+        }
+        if self.ops == Some(0) {
+            return Err(bad_input("--ops must be 1 or more"));
+        }
+        if let Some(t) = self.time {
+            if t.is_nan() || t <= 0.0 {
+                return Err(bad_input("--time must be longer than zero"));
+            }
+        }
+        if let Some(r) = &self.replay {
+            ReplayLog::load(r)?;
+            if self.procs > 1 {
+                return Err(bad_input(
+                    "--replay re-runs one exerciser's log; leave out --procs",
+                ));
+            }
+        }
+        Ok(())
+    }
+
+    fn run(&self, ctx: &mut RunContext) -> Result<()> {
+        if self.remount_every > 0 && matches!(ctx.target(), Target::Dir(_)) {
+            return Err(bad_input(
+                "--remount-every needs a testbed fsgauge builds (--fs KIND); an existing directory cannot be remounted",
+            ));
+        }
+        if let Some(r) = &self.replay {
+            let log = ReplayLog::load(r)?;
+            return super::replay::run_replay(self, &log, ctx);
+        }
+        Runner::new(self, ctx)?.run(ctx)
+    }
+}
+
+/// Opens a replay log in `dir` for exerciser `w` and writes its header.
+fn open_log(dir: &Path, w: u32, header: &str) -> Result<File> {
+    std::fs::create_dir_all(dir).with_context(|| format!("creating --log {}", dir.display()))?;
+    let p = dir.join(format!("exercise-{w}.log"));
+    let mut f = File::create(&p).with_context(|| format!("creating {}", p.display()))?;
+    f.write_all(header.as_bytes())
+        .with_context(|| format!("writing {}", p.display()))?;
+    Ok(f)
+}
+
+/// Shared live counts for the progress line.
+struct Live {
+    by_kind: [AtomicU64; OpKind::ALL.len()],
+}
+
+/// Round decision made by the main thread between the two barriers.
+const CONTINUE: u8 = 0;
+const LAST: u8 = 1;
+const STOP: u8 = 2;
+
+struct Runner {
+    exercisers: Vec<Exerciser>,
+    seed: u64,
+    limit: u64,
+    deadline: Option<Duration>,
+    every: u64,
+    inject: Vec<(u64, u64)>,
+    log_dir: Option<PathBuf>,
+}
+
+impl Runner {
+    fn new(wl: &Exercise, ctx: &mut RunContext) -> Result<Self> {
+        let root = ctx.root().to_path_buf();
+        let mut exercisers = Vec::new();
+        let mut turned_off: Vec<String> = Vec::new();
+        for w in 0..wl.procs {
+            let path = wl.file_path(&root, w);
+            let cfg = wl.config(ctx.seed(), w);
+            let log = match &wl.log {
+                Some(dir) => Some(open_log(
+                    dir,
+                    w,
+                    &ReplayLog::header(wl, &cfg, w, &path, &ctx.target().info()),
+                )?),
+                None => None,
+            };
+            let ex = Exerciser::create(&path, cfg, log)?;
+            if w == 0 {
+                turned_off = ex
+                    .kinds()
+                    .1
+                    .iter()
+                    .map(|(k, why)| format!("{k}: {why}"))
+                    .collect();
+            }
+            exercisers.push(ex);
+        }
+        if !turned_off.is_empty() {
+            let msg = format!("turned off (not supported here): {}", turned_off.join("; "));
+            ctx.progress().note(&msg);
+            ctx.warn(msg);
+        }
+        Ok(Self {
+            exercisers,
+            seed: ctx.seed(),
+            limit: wl.op_limit(),
+            deadline: wl.time.map(Duration::from_secs_f64),
+            every: if wl.remount_every > 0 {
+                wl.remount_every
+            } else {
+                u64::MAX
+            },
+            inject: wl.inject.clone(),
+            log_dir: wl.log.clone(),
+        })
+    }
+
+    fn run(self, ctx: &mut RunContext) -> Result<()> {
+        let Runner {
+            mut exercisers,
+            seed,
+            limit,
+            deadline,
+            every,
+            inject,
+            log_dir,
+        } = self;
+        let procs = exercisers.len();
+        let remounting = every != u64::MAX;
+        let defs = op_defs();
+        let meter = PhaseMeter::start(
+            "exercise",
+            &defs,
+            &ctx.target().devices(),
+            None,
+            &crate::measure::Progress::hidden(),
+        );
+        let live = std::sync::Arc::new(Live {
+            by_kind: Default::default(),
+        });
+        let show = ctx.progress().enabled();
+        let bar = show.then(|| progress_line(std::sync::Arc::clone(&live), procs));
+        let started = Instant::now();
+        let end_at = deadline.map(|d| started + d);
+        let failure: Mutex<Option<(usize, Box<Failure>)>> = Mutex::new(None);
+        let other_error: Mutex<Option<anyhow::Error>> = Mutex::new(None);
+        let failed = AtomicBool::new(false);
+        let finished = AtomicBool::new(false);
+        let decision = AtomicU8::new(CONTINUE);
+        let barrier = Barrier::new(procs + 1);
+        let remounts = AtomicU64::new(0);
+        let verifies = AtomicU64::new(0);
+
+        let recorders: Vec<Recorder> = std::thread::scope(|s| {
+            let handles: Vec<_> = exercisers
+                .iter_mut()
+                .enumerate()
+                .map(|(w, ex)| {
+                    let mut rec = meter.recorder(w as u32);
+                    let shared = Shared {
+                        live: show.then_some(&*live),
+                        failed: &failed,
+                        finished: &finished,
+                        decision: &decision,
+                        barrier: &barrier,
+                        failure: &failure,
+                        other_error: &other_error,
+                        verifies: &verifies,
+                    };
+                    let inject: Vec<(u64, u64)> = if w == 0 { inject.clone() } else { Vec::new() };
+                    s.spawn(move || {
+                        worker(
+                            w, ex, &mut rec, &shared, limit, end_at, every, remounting, &inject,
+                        );
+                        rec.finish();
+                        rec
+                    })
+                })
+                .collect();
+            if remounting {
+                loop {
+                    barrier.wait();
+                    let d = if failed.load(Ordering::SeqCst) {
+                        STOP
+                    } else {
+                        match ctx.make_cold_with(ColdMode::Remount) {
+                            Ok(()) => {
+                                remounts.fetch_add(1, Ordering::Relaxed);
+                                if finished.load(Ordering::SeqCst) {
+                                    LAST
+                                } else {
+                                    CONTINUE
+                                }
+                            }
+                            Err(e) => {
+                                failed.store(true, Ordering::SeqCst);
+                                let mut g = other_error.lock().unwrap_or_else(|p| p.into_inner());
+                                g.get_or_insert(e.context("remounting the testbed"));
+                                STOP
+                            }
+                        }
+                    };
+                    decision.store(d, Ordering::SeqCst);
+                    barrier.wait();
+                    if d != CONTINUE {
+                        break;
+                    }
+                }
+            }
+            handles
+                .into_iter()
+                .map(|h| h.join().expect("exerciser threads do not panic"))
+                .collect()
+        });
+        drop(bar);
+        let mut phase = meter.finish(recorders);
+        phase
+            .extra
+            .insert("remounts".into(), remounts.load(Ordering::Relaxed) as f64);
+        phase.extra.insert(
+            "full_verifications".into(),
+            verifies.load(Ordering::Relaxed) as f64,
+        );
+        phase.extra.insert("procs".into(), procs as f64);
+        phase.extra.insert(
+            "kinds_turned_off".into(),
+            exercisers[0].kinds().1.len() as f64,
+        );
+        phase.extra.insert("seed".into(), seed as f64);
+        for ex in &mut exercisers {
+            // Files are closed already after a remount round; closing twice is a no-op.
+            if let Err(e) = ex.close() {
+                let mut g = other_error.lock().unwrap_or_else(|p| p.into_inner());
+                g.get_or_insert(e);
+            }
+        }
+        if let Some((w, f)) = failure.into_inner().unwrap_or_else(|p| p.into_inner()) {
+            return Err(report_failure(
+                &f,
+                w,
+                &exercisers[w],
+                log_dir.as_deref(),
+                procs,
+            ));
+        }
+        if let Some(e) = other_error.into_inner().unwrap_or_else(|p| p.into_inner()) {
+            return Err(e);
+        }
+        ctx.push_phase(phase);
+        Ok(())
+    }
+}
+
+/// Prints the report, saves it with the expected image under `--log`, and makes the error.
+pub(super) fn report_failure(
+    f: &Failure,
+    w: usize,
+    ex: &Exerciser,
+    log_dir: Option<&Path>,
+    procs: usize,
+) -> anyhow::Error {
+    let who = if procs > 1 {
+        format!(" (exerciser {w})")
+    } else {
+        String::new()
+    };
+    eprint!("{}", f.render());
+    let saved = match log_dir {
+        Some(dir) => {
+            let stem = format!("exercise-{w}");
+            match f.save(dir, &stem, ex.model().content()) {
+                Ok(()) => format!(
+                    "; report, replay log and expected image in {} ({stem}.report.txt, {stem}.log, {stem}.expected.img); re-run with: fsgauge exercise --replay {}",
+                    dir.display(),
+                    dir.join(format!("{stem}.log")).display()
+                ),
+                Err(e) => format!("; saving the report failed: {e:#}"),
+            }
+        }
+        None => "; run with --log DIR to keep a replay log and the expected image".into(),
+    };
+    anyhow::Error::new(SystemFailure(format!("{}{who}{saved}", f.headline())))
+}
+
+struct Shared<'a> {
+    live: Option<&'a Live>,
+    failed: &'a AtomicBool,
+    finished: &'a AtomicBool,
+    decision: &'a AtomicU8,
+    barrier: &'a Barrier,
+    failure: &'a Mutex<Option<(usize, Box<Failure>)>>,
+    other_error: &'a Mutex<Option<anyhow::Error>>,
+    verifies: &'a AtomicU64,
+}
+
+impl Shared<'_> {
+    fn fail(&self, w: usize, f: Box<Failure>) {
+        self.failed.store(true, Ordering::SeqCst);
+        let mut g = self.failure.lock().unwrap_or_else(|p| p.into_inner());
+        if g.is_none() {
+            *g = Some((w, f));
+        }
+    }
+
+    fn error(&self, e: anyhow::Error) {
+        self.failed.store(true, Ordering::SeqCst);
+        let mut g = self.other_error.lock().unwrap_or_else(|p| p.into_inner());
+        g.get_or_insert(e);
+    }
+}
+
+/// One exerciser's thread: chunks of operations, and between chunks (when remounting) the
+/// two barriers, reopen and full verification.
+#[allow(clippy::too_many_arguments)]
+fn worker(
+    w: usize,
+    ex: &mut Exerciser,
+    rec: &mut Recorder,
+    sh: &Shared,
+    limit: u64,
+    end_at: Option<Instant>,
+    every: u64,
+    remounting: bool,
+    inject: &[(u64, u64)],
+) {
+    let ids: Vec<OpId> = OpKind::ALL.iter().map(|k| rec.op(k.name())).collect();
+    let (remount_id, verify_id) = (rec.op("remount"), rec.op("verify"));
+    let mut t = Instant::now();
+    loop {
+        let chunk_end = ex.ops_done().saturating_add(every).min(limit);
+        // The operations.
+        while ex.ops_done() < chunk_end && !sh.failed.load(Ordering::Relaxed) {
+            let op = ex.next_op();
+            if let Err(f) = ex.apply(op) {
+                sh.fail(w, f);
+                break;
+            }
+            let bytes = match op.kind {
+                OpKind::Read
+                | OpKind::Write
+                | OpKind::ReadDontcache
+                | OpKind::WriteDontcache
+                | OpKind::MapRead
+                | OpKind::MapWrite
+                | OpKind::Copy
+                | OpKind::Clone => op.len,
+                _ => 0,
+            };
+            t = rec.record(ids[op.kind.index()], t, bytes);
+            if let Some(live) = sh.live {
+                live.by_kind[op.kind.index()].fetch_add(1, Ordering::Relaxed);
+            }
+            if let Some(&(_, off)) = inject.iter().find(|(n, _)| *n == ex.ops_done()) {
+                let size = ex.model().size();
+                if size > 0 {
+                    if let Err(e) = ex.corrupt(off.min(size - 1)) {
+                        sh.error(e);
+                        break;
+                    }
+                }
+            }
+            if ex.ops_done() % 256 == 0 {
+                if rec.should_stop() {
+                    // A signal (an error to report) or another worker's failure (reported
+                    // by that worker).
+                    if let Err(e) = rec.check() {
+                        sh.error(e.into());
+                    }
+                    break;
+                }
+                if end_at.is_some_and(|e| Instant::now() >= e) {
+                    break;
+                }
+            }
+        }
+        let done = ex.ops_done() >= limit || end_at.is_some_and(|e| Instant::now() >= e);
+        if !remounting {
+            break;
+        }
+        if done {
+            sh.finished.store(true, Ordering::SeqCst);
+        }
+        if let Err(e) = ex.close() {
+            sh.error(e);
+        }
+        let t0 = Instant::now();
+        sh.barrier.wait();
+        sh.barrier.wait();
+        let d = sh.decision.load(Ordering::SeqCst);
+        if w == 0 && d != STOP {
+            rec.record(remount_id, t0, 0);
+        }
+        if d == STOP {
+            break;
+        }
+        if let Err(e) = ex.reopen(Step::Remount(ex.ops_done())) {
+            sh.error(e);
+        } else {
+            let tv = Instant::now();
+            match ex.verify_all() {
+                Ok(()) => {
+                    rec.record(verify_id, tv, ex.model().size());
+                    sh.verifies.fetch_add(1, Ordering::Relaxed);
+                }
+                Err(f) => sh.fail(w, f),
+            }
+        }
+        t = Instant::now();
+        if d == LAST {
+            break;
+        }
+    }
+    if let Err(e) = ex.flush_log() {
+        sh.error(e);
+    }
+}
+
+/// The live progress line: operations, rate over the last tick, and counts by kind.
+fn progress_line(counts: std::sync::Arc<Live>, procs: usize) -> ProgressGuard {
+    let bar = indicatif::ProgressBar::new_spinner().with_style(
+        indicatif::ProgressStyle::with_template("{prefix:>9} {spinner} {elapsed} {msg}")
+            .expect("static template"),
+    );
+    bar.set_prefix("exercise");
+    let done = std::sync::Arc::new(AtomicBool::new(false));
+    let ticker = {
+        let (bar, done) = (bar.clone(), std::sync::Arc::clone(&done));
+        std::thread::spawn(move || {
+            let mut last = 0u64;
+            let mut last_t = Instant::now();
+            while !done.load(Ordering::Relaxed) {
+                std::thread::sleep(Duration::from_millis(250));
+                let by: Vec<u64> = counts
+                    .by_kind
+                    .iter()
+                    .map(|c| c.load(Ordering::Relaxed))
+                    .collect();
+                let total: u64 = by.iter().sum();
+                let now = Instant::now();
+                let rate = (total - last) as f64 / now.duration_since(last_t).as_secs_f64();
+                last = total;
+                last_t = now;
+                let kinds: Vec<String> = OpKind::ALL
+                    .iter()
+                    .zip(&by)
+                    .filter(|(_, &n)| n > 0)
+                    .map(|(k, n)| format!("{k} {n}"))
+                    .collect();
+                bar.set_message(format!(
+                    "{total} ops ({procs} file{}), {rate:.0} ops/s | {}",
+                    if procs == 1 { "" } else { "s" },
+                    kinds.join(" ")
+                ));
+                bar.tick();
+            }
+        })
+    };
+    ProgressGuard {
+        bar,
+        done,
+        ticker: Some(ticker),
+    }
+}
+
+struct ProgressGuard {
+    bar: indicatif::ProgressBar,
+    done: std::sync::Arc<AtomicBool>,
+    ticker: Option<std::thread::JoinHandle<()>>,
+}
+
+impl Drop for ProgressGuard {
+    fn drop(&mut self) {
+        self.done.store(true, Ordering::Relaxed);
+        if let Some(t) = self.ticker.take() {
+            let _ = t.join();
+        }
+        self.bar.finish_and_clear();
+    }
+}
+
+#[cfg(test)]
+#[allow(clippy::unwrap_used)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn plan_parameters_use_the_flag_names_and_sizes() {
+        let kind = crate::workload::registry::find("exercise").unwrap();
+        let w = (kind.build)(serde_json::json!({
+            "max_len": "1M",
+            "max_op_len": "16K",
+            "time": "2m",
+            "no": ["clone", "fsync"],
+            "weights": {"read": 2},
+            "remount_every": 1000
+        }))
+        .unwrap();
+        let p = w.params();
+        assert_eq!(p["max_len"], 1 << 20);
+        assert_eq!(p["max_op_len"], 16 << 10);
+        assert_eq!(p["time"], 120.0);
+        assert_eq!(p["no"], serde_json::json!(["clone", "fsync"]));
+        assert_eq!(p["weights"]["read"], 2);
+        assert_eq!(p["procs"], 1);
+        assert_eq!(w.kind(), "exercise");
+        let e = (kind.build)(serde_json::json!({"max_lenn": 1}))
+            .err()
+            .unwrap();
+        assert!(e.contains("max_lenn"), "{e}");
+        let e = (kind.build)(serde_json::json!({"no": ["frob"]}))
+            .err()
+            .unwrap();
+        assert!(e.contains("unknown operation"), "{e}");
+    }
+
+    #[test]
+    fn validation_names_the_bad_flag() {
+        let bad = |w: Exercise| format!("{:#}", w.validate().unwrap_err());
+        let e = bad(Exercise {
+            direct: true,
+            max_len: 1000,
+            max_op_len: 512,
+            ..Default::default()
+        });
+        assert!(
+            e.contains("--max-len 1000 is not a multiple of the block size"),
+            "{e}"
+        );
+        let e = bad(Exercise {
+            procs: 0,
+            ..Default::default()
+        });
+        assert!(e.contains("--procs"), "{e}");
+        let e = bad(Exercise {
+            no: vec![OpKind::Write],
+            ..Default::default()
+        });
+        assert!(e.contains("writes cannot be turned off"), "{e}");
+        Exercise::default().validate().unwrap();
+        assert_eq!(Exercise::default().op_limit(), DEFAULT_OPS);
+    }
+
+    #[test]
+    fn files_and_seeds_per_exerciser() {
+        let w = Exercise {
+            procs: 2,
+            ..Default::default()
+        };
+        let root = Path::new("/r");
+        assert_eq!(w.file_path(root, 1), Path::new("/r/exercise.dat.1"));
+        let abs = Exercise {
+            file: "/x/y".into(),
+            ..Default::default()
+        };
+        assert_eq!(abs.file_path(root, 0), Path::new("/x/y"));
+        assert_eq!(worker_seed(5, 0), 5);
+        assert_ne!(worker_seed(5, 1), worker_seed(5, 2));
+    }
+}
