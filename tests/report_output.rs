@@ -396,3 +396,83 @@ fn compare_picks_testbeds_out_of_one_results_directory() {
     assert_eq!(e.status.code(), Some(2));
     assert!(String::from_utf8_lossy(&e.stderr).contains("testbeds: a, b"));
 }
+
+/// Aging results (one phase per usage checkpoint with its layout figures in `extra`) get the
+/// fragmentation study's table: a row per checkpoint with usage, extents per file and layout
+/// score, means over the repetitions.
+#[test]
+fn aging_checkpoints_get_a_block_layout_table() {
+    let dir = tempfile::tempdir().unwrap();
+    let res = dir.path().join("results");
+    let mut results = Vec::new();
+    for rep in 0..2u32 {
+        let mut phases = Vec::new();
+        for (usage, extents, score) in [(25.0, 2.0, 0.9), (75.0, 8.0 + rep as f64 * 2.0, 0.5)] {
+            let mut p = phase(
+                &format!("age-{usage}"),
+                1.0,
+                0.1,
+                100,
+                1 << 20,
+                &[1000],
+                &[100],
+                1,
+            );
+            p.extra.insert("usage_pct".into(), usage);
+            p.extra.insert("extents_per_file".into(), extents);
+            p.extra.insert("layout_score".into(), score);
+            phases.push(p);
+        }
+        results.push(result(
+            "ext2",
+            "age",
+            serde_json::json!({"mode": "append"}),
+            rep,
+            phases,
+        ));
+    }
+    write_all(&res, &results);
+    let md = dir.path().join("report.md");
+    ok(&fsgauge()
+        .arg("report")
+        .arg(&res)
+        .arg("-o")
+        .arg(&md)
+        .output()
+        .unwrap());
+    let text = std::fs::read_to_string(&md).unwrap();
+    let at = text
+        .find("### Block layout per phase")
+        .expect("a block layout table");
+    let table: Vec<&str> = text[at..]
+        .lines()
+        .filter(|l| l.starts_with("| ext2"))
+        .take(2)
+        .collect();
+    assert_eq!(table.len(), 2, "{text}");
+    assert!(
+        table[0].contains("| 25.00 | 2.00 | 0.900 |"),
+        "{}",
+        table[0]
+    );
+    // Mean of 8 and 10 extents per file at 75%.
+    assert!(
+        table[1].contains("| 75.00 | 9.00 | 0.500 |"),
+        "{}",
+        table[1]
+    );
+    // Workloads without layout figures get no such table.
+    let plain = dir.path().join("plain");
+    write_all(&plain, &tree_study());
+    let md2 = dir.path().join("plain.md");
+    ok(&fsgauge()
+        .arg("report")
+        .arg(&plain)
+        .arg("-o")
+        .arg(&md2)
+        .output()
+        .unwrap());
+    assert!(!std::fs::read_to_string(&md2)
+        .unwrap()
+        .contains("Block layout per phase"));
+}

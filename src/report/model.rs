@@ -322,6 +322,9 @@ pub fn build(mut results: Vec<RunResult>, baseline: Option<&str>) -> anyhow::Res
     if let Some(t) = threads_table(&testbeds, &cells, &baseline) {
         tables.push(t);
     }
+    if let Some(t) = layout_table(&cells) {
+        tables.push(t);
+    }
     tables.push(stats_table(&cells));
     let warnings = warnings(&results, &cells);
     let labels = workload_labels(&results, &[]);
@@ -504,6 +507,57 @@ fn threads_table(testbeds: &[String], cells: &[Cell], baseline: &str) -> Option<
         title: "Throughput by threads".into(),
         label_columns: 2,
         note: format!("mean of the phase's main figure at each thread (or client) count, and the change against the baseline {baseline}, as the block-reservation study tabulated tiobench"),
+        headers,
+        rows,
+    })
+}
+
+/// The block-layout figures phases recorded (aging checkpoints, tio write cells): one row per
+/// testbed × workload × phase, as the fragmentation study tabulated fragmentation against usage.
+fn layout_table(cells: &[Cell]) -> Option<Table> {
+    // (column header, metric keys in order of preference)
+    const COLUMNS: [(&str, &[&str]); 6] = [
+        ("usage %", &["extra.usage_pct"]),
+        (
+            "extents per file",
+            &["extra.extents_per_file", "extra.extents_per_file_mean"],
+        ),
+        ("layout score", &["extra.layout_score"]),
+        ("fragmentation factor", &["extra.fragmentation_factor"]),
+        ("free extents", &["extra.free_extents"]),
+        ("largest free share", &["extra.largest_free_share"]),
+    ];
+    let pick = |c: &Cell, keys: &[&str]| {
+        keys.iter()
+            .find_map(|k| c.metric(k))
+            .map(|m| m.summary.mean)
+    };
+    let rows: Vec<Vec<String>> = cells
+        .iter()
+        .filter(|c| pick(c, COLUMNS[1].1).is_some() || pick(c, COLUMNS[2].1).is_some())
+        .map(|c| {
+            let mut row = vec![c.testbed.clone(), c.workload.clone(), c.phase.clone()];
+            row.extend(
+                COLUMNS
+                    .iter()
+                    .map(|(_, keys)| pick(c, keys).map_or("-".into(), fmt_num)),
+            );
+            row
+        })
+        .collect();
+    if rows.is_empty() {
+        return None;
+    }
+    let mut headers = vec![
+        "testbed".to_string(),
+        "workload".to_string(),
+        "phase".to_string(),
+    ];
+    headers.extend(COLUMNS.iter().map(|(h, _)| h.to_string()));
+    Some(Table {
+        title: "Block layout per phase".into(),
+        label_columns: 3,
+        note: "mean over repetitions of the layout recorded after the phase's writes: extents per file (physically adjacent extents merged, as filefrag counts), layout score (1 = every block follows the previous one), fragmentation factor sum(E - I) / sum(E), free-space extents; for aging, one row per usage checkpoint, as the fragmentation study tabulated them".into(),
         headers,
         rows,
     })
