@@ -476,3 +476,47 @@ fn aging_checkpoints_get_a_block_layout_table() {
         .unwrap()
         .contains("Block layout per phase"));
 }
+
+/// `fsgauge study append` results (rows per checkpoint under `layout.rows`) get the append
+/// study's aged-vs-fresh table, with read speed of the aged tree as a share of the fresh copy's.
+#[test]
+fn append_study_results_get_the_aged_vs_fresh_table() {
+    let dir = tempfile::tempdir().unwrap();
+    let res = dir.path().join("results");
+    let mut results = Vec::new();
+    for (rep, aged) in [(0u32, 200.0), (1, 400.0)] {
+        let mut r = result(
+            "ext2",
+            "study-append",
+            serde_json::json!({"append": 4096}),
+            rep,
+            vec![phase("age-75", 1.0, 0.1, 10, 1 << 20, &[1000], &[10], 1)],
+        );
+        r.layout = Some(serde_json::json!({"rows": [{
+            "usage_target_pct": 75.0, "usage_pct": 74.5,
+            "read_kbps_aged": aged, "read_kbps_fresh": 1200.0,
+            "extents_per_file_aged": 90.0, "extents_per_file_fresh": 9.0,
+        }]}));
+        results.push(r);
+    }
+    write_all(&res, &results);
+    let md = dir.path().join("report.md");
+    ok(&fsgauge()
+        .arg("report")
+        .arg(&res)
+        .arg("-o")
+        .arg(&md)
+        .output()
+        .unwrap());
+    let text = std::fs::read_to_string(&md).unwrap();
+    let at = text
+        .find("### Aged vs fresh copy")
+        .expect("the aged vs fresh table");
+    let row = text[at..]
+        .lines()
+        .find(|l| l.starts_with("| ext2"))
+        .unwrap();
+    // Mean aged read 300 KiB/s against 1200 fresh: 25%.
+    assert!(row.contains("| 300.0 / 1200 | 25% |"), "{row}");
+    assert!(row.contains("| 90.00 / 9.00 |"), "{row}");
+}
