@@ -461,6 +461,24 @@ fn aging_checkpoints_get_a_block_layout_table() {
         "{}",
         table[1]
     );
+    // And the fragmentation-against-usage plots, one line per testbed.
+    let html = dir.path().join("report.html");
+    ok(&fsgauge()
+        .arg("report")
+        .arg(&res)
+        .arg("-o")
+        .arg(&html)
+        .output()
+        .unwrap());
+    let page = std::fs::read_to_string(&html).unwrap();
+    assert!(
+        page.contains("age: extents per file against usage"),
+        "no usage plot"
+    );
+    assert!(
+        page.contains("age: layout score against usage"),
+        "no usage plot"
+    );
     // Workloads without layout figures get no such table.
     let plain = dir.path().join("plain");
     write_all(&plain, &tree_study());

@@ -98,6 +98,7 @@ pub fn all(report: &Report) -> Vec<Plot> {
         }
     }
     out.extend(thread_lines(report));
+    out.extend(usage_lines(report));
     for (w, p) in &keys {
         if let Some(plot) = latency(report, w, p) {
             out.push(plot);
@@ -204,7 +205,6 @@ fn bars(workload: &str, phase: &str, cells: &[&Cell]) -> Option<Plot> {
 fn thread_lines(report: &Report) -> Vec<Plot> {
     // (series, phase) -> testbed -> [(threads, mean)]
     let mut groups: Vec<(String, String)> = Vec::new();
-    type PerTestbed = BTreeMap<String, Vec<(u64, f64)>>;
     let mut data: BTreeMap<(String, String), PerTestbed> = BTreeMap::new();
     let mut units: BTreeMap<(String, String), String> = BTreeMap::new();
     for c in &report.cells {
@@ -218,89 +218,157 @@ fn thread_lines(report: &Report) -> Vec<Plot> {
             .or_default()
             .entry(c.testbed.clone())
             .or_default()
-            .push((c.threads, m.summary.mean));
+            .push((c.threads as f64, m.summary.mean));
     }
-    let mut out = Vec::new();
-    for k in groups {
-        let per_tb = &data[&k];
-        let xs: std::collections::BTreeSet<u64> =
-            per_tb.values().flatten().map(|(t, _)| *t).collect();
-        if xs.len() < 2 {
-            continue;
-        }
-        let unit = units[&k].clone();
-        let title = format!("{} · {}: {unit} by threads", k.0, k.1);
-        let xmax = *xs.iter().max().unwrap_or(&1) as f64;
-        let ymax = per_tb
-            .values()
-            .flatten()
-            .map(|(_, v)| *v)
-            .fold(0.0f64, f64::max)
-            .max(1e-9)
-            * 1.15;
-        let mut svg = String::new();
-        let drawn: Draw = (|| {
-            let root = SVGBackend::with_string(&mut svg, (W, H)).into_drawing_area();
-            root.fill(&WHITE).map_err(err)?;
-            let mut chart = ChartBuilder::on(&root)
-                .caption(clean(&title), ("sans-serif", 15))
-                .margin(12)
-                .x_label_area_size(40)
-                .y_label_area_size(70)
-                .build_cartesian_2d(0.0..xmax * 1.05, 0.0..ymax)
-                .map_err(err)?;
-            chart
-                .configure_mesh()
-                .x_desc("threads / clients")
-                .x_label_formatter(&|x| {
-                    if x.fract() == 0.0 {
-                        format!("{x:.0}")
-                    } else {
-                        String::new()
-                    }
-                })
-                .y_desc(clean(&unit))
-                .y_label_formatter(&|y| super::model::fmt_num(*y))
-                .draw()
-                .map_err(err)?;
-            for (i, (tb, pts)) in report
-                .testbeds
-                .iter()
-                .filter_map(|t| per_tb.get(t).map(|p| (t, p)))
-                .enumerate()
-            {
-                let mut pts: Vec<(f64, f64)> = pts.iter().map(|(t, v)| (*t as f64, *v)).collect();
-                pts.sort_by(|a, b| a.0.total_cmp(&b.0));
-                let c = color(i);
-                chart
-                    .draw_series(LineSeries::new(pts.clone(), c.stroke_width(2)))
-                    .map_err(err)?
-                    .label(clean(tb))
-                    .legend(move |(x, y)| {
-                        PathElement::new(vec![(x, y), (x + 18, y)], c.stroke_width(2))
-                    });
-                chart
-                    .draw_series(pts.iter().map(|p| Circle::new(*p, 3, c.filled())))
-                    .map_err(err)?;
-            }
-            chart
-                .configure_series_labels()
-                .background_style(WHITE.mix(0.85))
-                .border_style(BLACK)
-                .position(SeriesLabelPosition::UpperLeft)
-                .draw()
-                .map_err(err)?;
-            root.present().map_err(err)
-        })();
-        if drawn.is_ok() {
-            out.push(Plot {
-                id: ident(&["threads", &k.0, &k.1]),
+    groups
+        .into_iter()
+        .filter_map(|k| {
+            let unit = units[&k].clone();
+            let title = format!("{} · {}: {unit} by threads", k.0, k.1);
+            let lines = Lines {
                 title,
-                svg,
-            });
+                id: ident(&["threads", &k.0, &k.1]),
+                x_desc: "threads / clients",
+                y_desc: unit,
+                whole_x: true,
+            };
+            line_plot(report, &lines, &data[&k])
+        })
+        .collect()
+}
+
+/// Fragmentation against usage (the fragmentation study's graphs): for workloads whose phases
+/// record `usage_pct` with layout figures (aging checkpoints), one line per testbed.
+fn usage_lines(report: &Report) -> Vec<Plot> {
+    let mut out = Vec::new();
+    let mut workloads: Vec<String> = Vec::new();
+    for c in &report.cells {
+        if c.metric("extra.usage_pct").is_some() && !workloads.contains(&c.workload) {
+            workloads.push(c.workload.clone());
+        }
+    }
+    for w in &workloads {
+        for (key, name) in [
+            ("extra.extents_per_file", "extents per file"),
+            ("extra.layout_score", "layout score"),
+        ] {
+            let mut data = PerTestbed::new();
+            for c in report.cells.iter().filter(|c| &c.workload == w) {
+                if let (Some(u), Some(m)) = (c.metric("extra.usage_pct"), c.metric(key)) {
+                    data.entry(c.testbed.clone())
+                        .or_default()
+                        .push((u.summary.mean, m.summary.mean));
+                }
+            }
+            let lines = Lines {
+                title: format!("{w}: {name} against usage"),
+                id: ident(&["usage", w, key]),
+                x_desc: "usage %",
+                y_desc: name.to_string(),
+                whole_x: false,
+            };
+            out.extend(line_plot(report, &lines, &data));
         }
     }
     out
+}
+
+/// testbed -> [(x, y)]
+type PerTestbed = BTreeMap<String, Vec<(f64, f64)>>;
+
+/// What a line plot is about.
+struct Lines {
+    title: String,
+    id: String,
+    x_desc: &'static str,
+    y_desc: String,
+    /// X values are whole numbers (threads): label only those.
+    whole_x: bool,
+}
+
+/// One line per testbed (in the report's testbed order), points marked; none with fewer than
+/// two distinct x values.
+fn line_plot(report: &Report, lines: &Lines, per_tb: &PerTestbed) -> Option<Plot> {
+    let xs: Vec<f64> = per_tb.values().flatten().map(|(x, _)| *x).collect();
+    let distinct = {
+        let mut v = xs.clone();
+        v.sort_by(f64::total_cmp);
+        v.dedup();
+        v.len()
+    };
+    if distinct < 2 {
+        return None;
+    }
+    let xmax = xs.iter().copied().fold(1e-9f64, f64::max);
+    let ymax = per_tb
+        .values()
+        .flatten()
+        .map(|(_, v)| *v)
+        .fold(0.0f64, f64::max)
+        .max(1e-9)
+        * 1.15;
+    let mut svg = String::new();
+    let drawn: Draw = (|| {
+        let root = SVGBackend::with_string(&mut svg, (W, H)).into_drawing_area();
+        root.fill(&WHITE).map_err(err)?;
+        let mut chart = ChartBuilder::on(&root)
+            .caption(clean(&lines.title), ("sans-serif", 15))
+            .margin(12)
+            .x_label_area_size(40)
+            .y_label_area_size(70)
+            .build_cartesian_2d(0.0..xmax * 1.05, 0.0..ymax)
+            .map_err(err)?;
+        let whole = lines.whole_x;
+        chart
+            .configure_mesh()
+            .x_desc(lines.x_desc)
+            .x_label_formatter(&|x| {
+                if !whole {
+                    super::model::fmt_num(*x)
+                } else if x.fract() == 0.0 {
+                    format!("{x:.0}")
+                } else {
+                    String::new()
+                }
+            })
+            .y_desc(clean(&lines.y_desc))
+            .y_label_formatter(&|y| super::model::fmt_num(*y))
+            .draw()
+            .map_err(err)?;
+        for (i, (tb, pts)) in report
+            .testbeds
+            .iter()
+            .filter_map(|t| per_tb.get(t).map(|p| (t, p)))
+            .enumerate()
+        {
+            let mut pts = pts.clone();
+            pts.sort_by(|a, b| a.0.total_cmp(&b.0));
+            let c = color(i);
+            chart
+                .draw_series(LineSeries::new(pts.clone(), c.stroke_width(2)))
+                .map_err(err)?
+                .label(clean(tb))
+                .legend(move |(x, y)| {
+                    PathElement::new(vec![(x, y), (x + 18, y)], c.stroke_width(2))
+                });
+            chart
+                .draw_series(pts.iter().map(|p| Circle::new(*p, 3, c.filled())))
+                .map_err(err)?;
+        }
+        chart
+            .configure_series_labels()
+            .background_style(WHITE.mix(0.85))
+            .border_style(BLACK)
+            .position(SeriesLabelPosition::UpperLeft)
+            .draw()
+            .map_err(err)?;
+        root.present().map_err(err)
+    })();
+    drawn.ok().map(|()| Plot {
+        id: lines.id.clone(),
+        title: lines.title.clone(),
+        svg,
+    })
 }
 
 /// Log-spaced buckets from the merged HDR histogram of every repetition, per testbed: the
