@@ -43,6 +43,19 @@ pub struct RunOptions {
     /// Record the block layout of the workload's tree and the free space of the target at the
     /// workload's layout point (`--layout`), in the result's `layout` field.
     pub layout: bool,
+    /// A workload run on the target before the measured one (a plan's `[age]`): its phases come
+    /// first in the result, and its tree stays for the workload to run beside.
+    pub precondition: Option<Precondition>,
+}
+
+/// The conditioning workload of a run (see [`RunOptions::precondition`]).
+#[derive(Clone)]
+pub struct Precondition(pub std::sync::Arc<dyn Workload>);
+
+impl std::fmt::Debug for Precondition {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        write!(f, "Precondition({} {})", self.0.kind(), self.0.params())
+    }
 }
 
 impl Default for RunOptions {
@@ -56,6 +69,7 @@ impl Default for RunOptions {
             out: None,
             progress: Progress::hidden(),
             layout: false,
+            precondition: None,
         }
     }
 }
@@ -193,7 +207,7 @@ pub fn spec_hash(
         Place::Testbed(s) => serde_json::to_value(s).unwrap_or_default(),
         Place::Dir(p) => serde_json::json!({ "dir": p }),
     };
-    let v = serde_json::json!({
+    let mut v = serde_json::json!({
         "place": place_v,
         "workload": { "kind": wl.kind(), "params": wl.params() },
         "cold": opts.cold.name(),
@@ -202,6 +216,10 @@ pub fn spec_hash(
         "seed": seed,
         "rep": rep,
     });
+    // Only present when used, so hashes of runs without one stay as they were.
+    if let Some(Precondition(p)) = &opts.precondition {
+        v["precondition"] = serde_json::json!({ "kind": p.kind(), "params": p.params() });
+    }
     let digest = Sha256::digest(v.to_string().as_bytes());
     digest.iter().map(|b| format!("{b:02x}")).collect()
 }
@@ -302,6 +320,44 @@ fn run_in(
             format_size_round(avail)
         )));
     }
+    let mut pre_phases = Vec::new();
+    let mut pre_layout = None;
+    let _pre_root = match &opts.precondition {
+        Some(Precondition(pre)) => {
+            let pre_root = match &*target {
+                Target::Testbed(_) => target.path().join(format!("fsgauge-pre-{}", pre.kind())),
+                Target::Dir(p) => p.join(format!(
+                    "fsgauge-pre-{}-{}-{rep}",
+                    pre.kind(),
+                    std::process::id()
+                )),
+            };
+            std::fs::create_dir(&pre_root).with_context(|| {
+                format!("creating conditioning directory {}", pre_root.display())
+            })?;
+            let guard = RootGuard(pre_root.clone());
+            let mut ctx = RunContext::new(target, pre_root, seed, opts.cold, opts.progress);
+            pre.run(&mut ctx)
+                .with_context(|| format!("conditioning the filesystem with {}", pre.kind()))?;
+            ctx.make_cold()?;
+            pre_layout = ctx.take_layout();
+            let (phases, more) = ctx.into_parts();
+            pre_phases = phases;
+            warnings.extend(more);
+            let (_, avail) = target.space()?;
+            if wl.space_needed() > avail {
+                return Err(bad_input(format!(
+                    "after conditioning with {}, the filesystem has {} free but the {} workload needs about {}; age to a lower usage or make --fs-size larger",
+                    pre.kind(),
+                    format_size_round(avail),
+                    wl.kind(),
+                    format_size_round(wl.space_needed())
+                )));
+            }
+            Some(guard)
+        }
+        None => None,
+    };
     let root = match &*target {
         Target::Testbed(_) => target.path().join(format!("fsgauge-{}", wl.kind())),
         Target::Dir(p) => p.join(format!(
@@ -331,7 +387,17 @@ fn run_in(
     }
     let ran = wl.run(&mut ctx);
     let layout = ctx.take_layout();
-    let (phases, more_warnings) = ctx.into_parts();
+    let (wl_phases, more_warnings) = ctx.into_parts();
+    let mut phases = pre_phases;
+    phases.extend(wl_phases);
+    let layout = match (layout, pre_layout) {
+        (Some(mut w), Some(p)) if w.is_object() => {
+            w["precondition"] = p;
+            Some(w)
+        }
+        (None, Some(p)) => Some(serde_json::json!({ "precondition": p })),
+        (w, _) => w,
+    };
     let conditions = Conditions {
         cold: opts.cold.name().into(),
         mem_limit: opts.mem_limit,

@@ -187,12 +187,55 @@ fn a_matrix_that_does_not_fit_on_the_disk_is_refused() {
 }
 
 #[test]
-fn age_tables_are_refused_and_point_to_the_age_workload() {
+fn age_table_errors_point_at_the_field() {
     refused(
-        &format!("{PLAN}\n[age]\nusage = 75\n"),
-        "21:1",
-        "[age] preconditioning is not supported in plans yet",
+        &format!("{PLAN}\n[age]\nusage = 75\nmode = \"sideways\"\n"),
+        "23:8",
+        "[age] age field `mode`",
     );
+}
+
+/// `[age]` ages each run's fresh filesystem before its workload: the aging checkpoint comes
+/// first among the run's phases, with the usage it reached, then the workload's own phases.
+#[test]
+fn age_table_conditions_every_run_before_its_workload() {
+    if !support::have_fs("ext4") {
+        return;
+    }
+    let sb = Sandbox::new();
+    let text = format!(
+        "{}\n[age]\nmode = \"fill\"\nusage = [40.0]\ndist = \"fixed:256K\"\n",
+        PLAN.replace("reps = 2", "reps = 1")
+    );
+    let plan = write_plan(&sb, &text);
+    let out = sb
+        .bench(&["run", plan.to_str().unwrap(), "--quiet"])
+        .output()
+        .unwrap();
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    let files: Vec<_> = std::fs::read_dir(sb.out())
+        .unwrap()
+        .map(|e| e.unwrap().path())
+        .collect();
+    assert_eq!(files.len(), 2, "one run per testbed");
+    for f in files {
+        let doc: serde_json::Value = serde_json::from_slice(&std::fs::read(&f).unwrap()).unwrap();
+        let names: Vec<&str> = doc["phases"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .map(|p| p["name"].as_str().unwrap())
+            .collect();
+        assert_eq!(names, ["age-40", "create", "delete"], "{f:?}");
+        let usage = doc["phases"][0]["extra"]["usage_pct"].as_f64().unwrap();
+        assert!((usage - 40.0).abs() <= 1.0, "aged to {usage}%");
+        assert_eq!(doc["workload"]["kind"], "tree");
+    }
+    sb.assert_clean();
 }
 
 #[test]

@@ -170,6 +170,7 @@ impl RunArgs {
             out: Some(self.out.clone()),
             progress: Progress::new(self.quiet || self.json),
             layout: self.layout,
+            precondition: None,
         }
     }
 

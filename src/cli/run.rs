@@ -297,6 +297,7 @@ fn quick_on_temp_dir(c: &RunCmd) -> Result<ExitCode> {
         out: Some(c.out.clone()),
         progress: Progress::new(c.quiet || c.json),
         layout: c.layout,
+        precondition: None,
     };
     let results: Vec<RunResult> = crate::runner::run(&Place::Dir(dir), wl.as_ref(), &opts)?
         .into_iter()

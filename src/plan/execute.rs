@@ -54,6 +54,10 @@ pub fn run_options(
         out,
         progress,
         layout: plan.layout,
+        precondition: plan
+            .age
+            .as_ref()
+            .map(|a| crate::runner::Precondition(a.workload.clone())),
     }
 }
 

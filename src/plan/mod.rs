@@ -38,8 +38,9 @@
 //! ```
 //!
 //! `layout = true` records block layout and free space at each run's layout point. `[age]`
-//! (aging, issue 6) is recognised and
-//! refused with a message until that module lands.
+//! holds the parameters of the `age` workload (e.g. `mode = "append"`, `usage = [75.0]`): every
+//! run's filesystem is aged first, and the workload then runs on the aged filesystem; the aging
+//! checkpoints are phases of the run's result.
 
 mod execute;
 mod parse;
@@ -184,6 +185,8 @@ pub struct Plan {
     pub notes: Vec<String>,
     /// Record block layout and free space at each run's layout point (`layout = true`).
     pub layout: bool,
+    /// `[age]`: aging run on each run's filesystem before its workload.
+    pub age: Option<PlanWorkload>,
 }
 
 impl Plan {

@@ -49,7 +49,7 @@ struct RawPlan {
     testbed: Vec<Spanned<RawTestbed>>,
     #[serde(default)]
     workload: Vec<Spanned<BTreeMap<Spanned<String>, Spanned<toml::Value>>>>,
-    age: Option<Spanned<toml::Value>>,
+    age: Option<RawWorkload>,
 }
 
 #[derive(Deserialize)]
@@ -141,20 +141,15 @@ pub fn parse(text: &str, source: &str, opts: &ParseOptions) -> Result<Plan> {
         )));
     }
 
-    if let Some(age) = &raw.age {
-        if !age.get_ref().is_table() {
-            return Err(src.err(
-                age.span(),
-                "age",
-                "must be a table: write it as [age] with its settings below",
-            ));
+    // [age]: the parameters of the `age` workload, run on each run's filesystem before its
+    // workload (the workload then finds the filesystem aged).
+    let age = match &raw.age {
+        Some(a) => {
+            let kind = registry::find("age").expect("the age workload is registered");
+            Some(build_workload(&src, a, kind, scale_f, "[age]")?)
         }
-        return Err(src.err(
-            age.span(),
-            "age",
-            "[age] preconditioning is not supported in plans yet: age with a `[[workload]] kind = \"age\"` entry (it records layout at each usage checkpoint), or with `fsgauge age` / `fsgauge study append`; remove the [age] table",
-        ));
-    }
+        None => None,
+    };
     let layout = raw.layout.as_ref().is_some_and(|l| *l.get_ref());
 
     let reps = parse_reps(&src, &raw)?;
@@ -263,6 +258,7 @@ pub fn parse(text: &str, source: &str, opts: &ParseOptions) -> Result<Plan> {
         scale: scale_f,
         notes,
         layout,
+        age,
     })
 }
 
@@ -521,6 +517,19 @@ fn parse_workload(src: &Src, w: &RawWorkload, scale_f: f64) -> Result<PlanWorklo
             ),
         ));
     };
+    build_workload(src, w, kind, scale_f, "[[workload]]")
+}
+
+/// Builds a workload of `kind` from a table's fields (`kind` itself skipped), with errors that
+/// point at the field; `what` names the table in messages (`[[workload]]`, `[age]`).
+fn build_workload(
+    src: &Src,
+    w: &RawWorkload,
+    kind: &'static registry::WorkloadKind,
+    scale_f: f64,
+    what: &str,
+) -> Result<PlanWorkload> {
+    let table = w.get_ref();
     let fields: Vec<(&Spanned<String>, &Spanned<toml::Value>)> = table
         .iter()
         .filter(|(k, _)| k.get_ref() != "kind")
@@ -536,7 +545,7 @@ fn parse_workload(src: &Src, w: &RawWorkload, scale_f: f64) -> Result<PlanWorklo
     } else {
         String::new()
     };
-    let field_label = |k: &str| format!("[[workload]] {} field `{k}`", kind.name);
+    let field_label = |k: &str| format!("{what} {} field `{k}`", kind.name);
     // serde's message for a size that is neither a number nor size text says nothing useful.
     let humanize = |msg: String| {
         if msg.contains("untagged enum") {
@@ -574,7 +583,7 @@ fn parse_workload(src: &Src, w: &RawWorkload, scale_f: f64) -> Result<PlanWorklo
                 }
                 None => src.err(
                     w.span(),
-                    &format!("[[workload]] {}", kind.name),
+                    &format!("{what} {}", kind.name),
                     format!("{}{scaled_note}", humanize(e)),
                 ),
             });
@@ -590,7 +599,7 @@ fn parse_workload(src: &Src, w: &RawWorkload, scale_f: f64) -> Result<PlanWorklo
             Some((k, span, msg)) => src.err(span, &field_label(&k), format!("{msg}{scaled_note}")),
             None => src.err(
                 w.span(),
-                &format!("[[workload]] {}", kind.name),
+                &format!("{what} {}", kind.name),
                 format!("{e}{scaled_note}"),
             ),
         });
@@ -879,10 +888,14 @@ file_size = "64K"
     }
 
     #[test]
-    fn age_is_refused_clearly_and_layout_is_taken() {
-        let e = err(&format!("{OK}\n[age]\nusage = 50\n"));
+    fn age_builds_the_age_workload_and_layout_is_taken() {
+        let plan = p(&format!("{OK}\n[age]\nmode = \"fill\"\nusage = [50.0]\n")).unwrap();
+        let age = plan.age.expect("[age] is kept");
+        assert_eq!(age.kind, "age");
+        assert_eq!(age.workload.params()["usage"], serde_json::json!([50.0]));
+        let e = err(&format!("{OK}\n[age]\nusge = 50\n"));
         assert!(
-            e.contains("kind = \"age\"") && e.contains("t.toml:24:1"),
+            e.contains("t.toml:25:1") && e.contains("[age] age field `usge`"),
             "{e}"
         );
         let plan = p(&OK.replace("reps = 2", "reps = 2\nlayout = true")).unwrap();
@@ -890,7 +903,7 @@ file_size = "64K"
         let e = err(&OK.replace("reps = 2", "reps = 2\nlayout = 3"));
         assert!(e.contains("layout"), "{e}");
         let e = err(&OK.replace("reps = 2", "reps = 2\nage = 3"));
-        assert!(e.contains("must be a table"), "{e}");
+        assert!(e.contains("age"), "{e}");
     }
 
     #[test]
