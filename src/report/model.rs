@@ -39,6 +39,8 @@ pub struct Cell {
     pub threads: u64,
     /// The workload label without its thread/client count (lines against threads join on it).
     pub series: String,
+    /// The phase name without a sweep's thread/client suffix (see [`line_phase`]).
+    pub line_phase: String,
     /// The key of the metric that stands for the phase.
     pub main: String,
     pub metrics: Vec<CellMetric>,
@@ -154,11 +156,31 @@ fn show_param(k: &str, v: &serde_json::Value) -> String {
 /// Thread (or client) count of a run's phase.
 pub fn threads_of(r: &RunResult, p: &PhaseResult) -> u64 {
     for k in ["threads", "clients"] {
-        if let Some(n) = r.workload.params.get(k).and_then(|v| v.as_u64()) {
-            return n;
+        match r.workload.params.get(k) {
+            Some(v) if v.as_u64().is_some() => return v.as_u64().unwrap_or(1),
+            // A sweep parameter of one value (`threads = [4]`).
+            Some(serde_json::Value::Array(a)) if a.len() == 1 && a[0].as_u64().is_some() => {
+                return a[0].as_u64().unwrap_or(1)
+            }
+            _ => {}
         }
     }
     (p.workers.len() as u64).max(1)
+}
+
+/// A phase name without the thread or client count a sweep puts at its end (`seqwrite-4K-t4`
+/// → `seqwrite-4K`, `clients-c8` → `clients`), so that cells of one sweep line up by threads.
+pub fn line_phase(phase: &str) -> String {
+    if let Some((head, tail)) = phase.rsplit_once('-') {
+        let mut chars = tail.chars();
+        if matches!(chars.next(), Some('t' | 'c'))
+            && !chars.as_str().is_empty()
+            && chars.all(|c| c.is_ascii_digit())
+        {
+            return head.to_string();
+        }
+    }
+    phase.to_string()
 }
 
 /// Puts results in the stable report order.
@@ -242,6 +264,7 @@ pub fn cells(results: &[RunResult]) -> (Vec<String>, Vec<String>, Vec<Cell>) {
                     phase: ph.clone(),
                     threads: *threads,
                     series: series.clone(),
+                    line_phase: line_phase(ph),
                     main,
                     metrics: ms,
                 });
@@ -455,7 +478,7 @@ fn threads_table(testbeds: &[String], cells: &[Cell], baseline: &str) -> Option<
     let mut lines: Vec<(String, String)> = Vec::new();
     let mut counts: BTreeMap<(String, String), Vec<u64>> = BTreeMap::new();
     for c in cells {
-        let k = (c.series.clone(), c.phase.clone());
+        let k = (c.series.clone(), c.line_phase.clone());
         if !lines.contains(&k) {
             lines.push(k.clone());
         }
@@ -487,7 +510,9 @@ fn threads_table(testbeds: &[String], cells: &[Cell], baseline: &str) -> Option<
             let pick = |t: &str| {
                 cells
                     .iter()
-                    .find(|c| c.testbed == t && &c.series == s && &c.phase == p && c.threads == n)
+                    .find(|c| {
+                        c.testbed == t && &c.series == s && &c.line_phase == p && c.threads == n
+                    })
                     .and_then(|c| c.main_metric())
             };
             let mut row = vec![s.clone(), p.clone(), n.to_string()];
@@ -881,5 +906,21 @@ pub fn environment_table(env: &[Environment]) -> Table {
         note: "as recorded in each result file".into(),
         headers,
         rows,
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn sweep_suffixes_come_off_phase_names_and_nothing_else_does() {
+        assert_eq!(line_phase("seqwrite-4K-t4"), "seqwrite-4K");
+        assert_eq!(line_phase("randread-128K-t64"), "randread-128K");
+        assert_eq!(line_phase("clients-c8"), "clients");
+        assert_eq!(line_phase("create"), "create");
+        assert_eq!(line_phase("age-75"), "age-75");
+        assert_eq!(line_phase("dir-t"), "dir-t");
+        assert_eq!(line_phase("file-create"), "file-create");
     }
 }

@@ -209,7 +209,7 @@ fn thread_lines(report: &Report) -> Vec<Plot> {
     let mut units: BTreeMap<(String, String), String> = BTreeMap::new();
     for c in &report.cells {
         let Some(m) = c.main_metric() else { continue };
-        let k = (c.series.clone(), c.phase.clone());
+        let k = (c.series.clone(), c.line_phase.clone());
         if !groups.contains(&k) {
             groups.push(k.clone());
         }
