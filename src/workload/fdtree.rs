@@ -516,7 +516,22 @@ impl Fdtree {
         Ok(())
     }
 
-    fn stat_phase(&self, ctx: &mut RunContext) -> Result<()> {
+    /// Visits every file of every worker's tree as a measured phase: `make` builds each worker's
+    /// per-file action (given its recorder), which returns the size it saw; a size other than
+    /// `--file-size` fails the phase, naming the file (`what` and `verb` word the message;
+    /// `with_rate` adds the phase's KiB/s to its figures).
+    fn visit_files<M, V>(
+        &self,
+        ctx: &mut RunContext,
+        phase_name: &str,
+        ops: &[OpDef],
+        (what, verb, with_rate): (&str, &str, bool),
+        make: M,
+    ) -> Result<()>
+    where
+        M: Fn(&Recorder) -> V + Sync,
+        V: FnMut(&mut Recorder, RawFd, &mut NameBuf) -> Result<u64, (&'static str, Errno)>,
+    {
         let root = ctx.root().to_path_buf();
         let bases = self.bases(&root);
         let (levels, d, nf, size) = (
@@ -526,13 +541,13 @@ impl Fdtree {
             self.file_size,
         );
         let phase = ctx.phase(
-            "stat",
-            &STAT_OPS,
+            phase_name,
+            ops,
             Some(self.total_files()),
             self.threads as usize,
             |w, rec| {
-                let stat = rec.op("stat");
                 let base = Self::open_base(&root, w)?;
+                let mut visit = make(rec);
                 let mut wrong: Option<(String, u64)> = None;
                 let mut pre = |rec: &mut Recorder, fd: RawFd, level: u32, name: &mut NameBuf| {
                     for f in (1..=nf).rev() {
@@ -540,23 +555,7 @@ impl Fdtree {
                             return Err((STOP, Errno::EINTR));
                         }
                         file_name(name, level, f);
-                        let mut st = std::mem::MaybeUninit::<libc::stat>::uninit();
-                        let t0 = Instant::now();
-                        // SAFETY: fstatat fills the stat buffer on success.
-                        let r = unsafe {
-                            libc::fstatat(
-                                fd,
-                                name.as_cstr().as_ptr(),
-                                st.as_mut_ptr(),
-                                libc::AT_SYMLINK_NOFOLLOW,
-                            )
-                        };
-                        if r != 0 {
-                            return Err(("stat", Errno::last()));
-                        }
-                        rec.record(stat, t0, 0);
-                        // SAFETY: fstatat succeeded, so the buffer is initialized.
-                        let got = unsafe { st.assume_init() }.st_size as u64;
+                        let got = visit(rec, fd, name)?;
                         if got != size && wrong.is_none() {
                             wrong = Some((name.as_str().to_string(), got));
                         }
@@ -575,97 +574,7 @@ impl Fdtree {
                 )?;
                 if let Some((name, got)) = wrong {
                     return Err(anyhow::Error::new(SystemFailure(format!(
-                        "stat: a file named {name} below {} has {got} bytes, expected {size}",
-                        bases[w]
-                    ))));
-                }
-                Ok(())
-            },
-        )?;
-        phase
-            .extra
-            .insert("files".into(), self.total_files() as f64);
-        Ok(())
-    }
-
-    fn read_phase(&self, ctx: &mut RunContext) -> Result<()> {
-        let root = ctx.root().to_path_buf();
-        let bases = self.bases(&root);
-        let (levels, d, nf, size) = (
-            self.levels,
-            self.dirs_per_level,
-            self.files_per_dir,
-            self.file_size,
-        );
-        let block = self.block.max(4096) as usize;
-        let phase = ctx.phase(
-            "read",
-            &READ_OPS,
-            Some(self.total_files()),
-            self.threads as usize,
-            |w, rec| {
-                let (file_op, read_op) = (rec.op("read_file"), rec.op("read"));
-                let base = Self::open_base(&root, w)?;
-                let mut buf = vec![0u8; block];
-                let mut wrong: Option<(String, u64)> = None;
-                let mut pre = |rec: &mut Recorder, fd: RawFd, level: u32, name: &mut NameBuf| {
-                    for f in (1..=nf).rev() {
-                        if rec.should_stop() {
-                            return Err((STOP, Errno::EINTR));
-                        }
-                        file_name(name, level, f);
-                        let t0 = Instant::now();
-                        // SAFETY: plain openat(2) with a NUL-terminated name.
-                        let file = unsafe {
-                            libc::openat(
-                                fd,
-                                name.as_cstr().as_ptr(),
-                                libc::O_RDONLY | libc::O_CLOEXEC,
-                            )
-                        };
-                        if file < 0 {
-                            return Err(("open", Errno::last()));
-                        }
-                        let mut total = 0u64;
-                        let mut t = t0;
-                        loop {
-                            // SAFETY: reading into a live buffer of buf.len() bytes.
-                            let r = unsafe { libc::read(file, buf.as_mut_ptr().cast(), buf.len()) };
-                            if r < 0 {
-                                let e = Errno::last();
-                                if e == Errno::EINTR {
-                                    continue;
-                                }
-                                let _ = close(file);
-                                return Err(("read", e));
-                            }
-                            t = rec.record(read_op, t, r as u64);
-                            if r == 0 {
-                                break;
-                            }
-                            total += r as u64;
-                        }
-                        close(file).map_err(|e| ("close", e))?;
-                        rec.record(file_op, t0, 0);
-                        if total != size && wrong.is_none() {
-                            wrong = Some((name.as_str().to_string(), total));
-                        }
-                    }
-                    Ok(())
-                };
-                walk(
-                    rec,
-                    base,
-                    &bases[w],
-                    levels,
-                    d,
-                    true,
-                    &mut pre,
-                    &mut nothing,
-                )?;
-                if let Some((name, got)) = wrong {
-                    return Err(anyhow::Error::new(SystemFailure(format!(
-                        "read: a file named {name} below {} gave {got} bytes, expected {size}",
+                        "{what}: a file named {name} below {} {verb} {got} bytes, expected {size}",
                         bases[w]
                     ))));
                 }
@@ -673,10 +582,81 @@ impl Fdtree {
             },
         )?;
         let files = self.total_files() as f64;
-        let kib_per_s = phase.bytes as f64 / 1024.0 / phase.wall_s.max(1e-9);
         phase.extra.insert("files".into(), files);
-        phase.extra.insert("kib_per_s".into(), kib_per_s);
+        if with_rate {
+            let kib_per_s = phase.bytes as f64 / 1024.0 / phase.wall_s.max(1e-9);
+            phase.extra.insert("kib_per_s".into(), kib_per_s);
+        }
         Ok(())
+    }
+
+    fn stat_phase(&self, ctx: &mut RunContext) -> Result<()> {
+        self.visit_files(ctx, "stat", &STAT_OPS, ("stat", "has", false), |rec| {
+            let stat = rec.op("stat");
+            move |rec: &mut Recorder, fd: RawFd, name: &mut NameBuf| {
+                let mut st = std::mem::MaybeUninit::<libc::stat>::uninit();
+                let t0 = Instant::now();
+                // SAFETY: fstatat fills the stat buffer on success.
+                let r = unsafe {
+                    libc::fstatat(
+                        fd,
+                        name.as_cstr().as_ptr(),
+                        st.as_mut_ptr(),
+                        libc::AT_SYMLINK_NOFOLLOW,
+                    )
+                };
+                if r != 0 {
+                    return Err(("stat", Errno::last()));
+                }
+                rec.record(stat, t0, 0);
+                // SAFETY: fstatat succeeded, so the buffer is initialized.
+                Ok(unsafe { st.assume_init() }.st_size as u64)
+            }
+        })
+    }
+
+    fn read_phase(&self, ctx: &mut RunContext) -> Result<()> {
+        let block = self.block.max(4096) as usize;
+        self.visit_files(ctx, "read", &READ_OPS, ("read", "gave", true), |rec| {
+            let (file_op, read_op) = (rec.op("read_file"), rec.op("read"));
+            let mut buf = vec![0u8; block];
+            move |rec: &mut Recorder, fd: RawFd, name: &mut NameBuf| {
+                let t0 = Instant::now();
+                // SAFETY: plain openat(2) with a NUL-terminated name.
+                let file = unsafe {
+                    libc::openat(
+                        fd,
+                        name.as_cstr().as_ptr(),
+                        libc::O_RDONLY | libc::O_CLOEXEC,
+                    )
+                };
+                if file < 0 {
+                    return Err(("open", Errno::last()));
+                }
+                let mut total = 0u64;
+                let mut t = t0;
+                loop {
+                    // SAFETY: reading into a live buffer of buf.len() bytes.
+                    let r = unsafe { libc::read(file, buf.as_mut_ptr().cast(), buf.len()) };
+                    if r < 0 {
+                        let e = Errno::last();
+                        if e == Errno::EINTR {
+                            continue;
+                        }
+                        let _ = close(file);
+                        return Err(("read", e));
+                    }
+                    t = rec.record(read_op, t, r as u64);
+                    if r == 0 {
+                        break;
+                    }
+                    total += r as u64;
+                }
+                close(file).map_err(|e| ("close", e))?;
+                rec.record(file_op, t0, 0);
+                Ok(total)
+            }
+        })
     }
 
     fn file_remove(&self, ctx: &mut RunContext) -> Result<()> {
