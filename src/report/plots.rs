@@ -273,6 +273,40 @@ fn usage_lines(report: &Report) -> Vec<Plot> {
     out
 }
 
+/// Draws one coloured line per `(label, points)`, in order, with a legend; `marks` also marks
+/// every point; `corner` places the legend (plotters' default where `None`).
+fn draw_lines<'a, DB, X, Y>(
+    chart: &mut ChartContext<'a, DB, Cartesian2d<X, Y>>,
+    series: &[(&str, Vec<(f64, f64)>)],
+    marks: bool,
+    corner: Option<SeriesLabelPosition>,
+) -> Result<(), String>
+where
+    DB: DrawingBackend + 'a,
+    X: Ranged<ValueType = f64>,
+    Y: Ranged<ValueType = f64>,
+{
+    for (i, (label, pts)) in series.iter().enumerate() {
+        let c = color(i);
+        chart
+            .draw_series(LineSeries::new(pts.clone(), c.stroke_width(2)))
+            .map_err(err)?
+            .label(clean(label))
+            .legend(move |(x, y)| PathElement::new(vec![(x, y), (x + 18, y)], c.stroke_width(2)));
+        if marks {
+            chart
+                .draw_series(pts.iter().map(|p| Circle::new(*p, 3, c.filled())))
+                .map_err(err)?;
+        }
+    }
+    let mut labels = chart.configure_series_labels();
+    labels.background_style(WHITE.mix(0.85)).border_style(BLACK);
+    if let Some(corner) = corner {
+        labels.position(corner);
+    }
+    labels.draw().map_err(err)
+}
+
 /// testbed -> [(x, y)]
 type PerTestbed = BTreeMap<String, Vec<(f64, f64)>>;
 
@@ -335,33 +369,22 @@ fn line_plot(report: &Report, lines: &Lines, per_tb: &PerTestbed) -> Option<Plot
             .y_label_formatter(&|y| super::model::fmt_num(*y))
             .draw()
             .map_err(err)?;
-        for (i, (tb, pts)) in report
+        let series: Vec<(&str, Vec<(f64, f64)>)> = report
             .testbeds
             .iter()
-            .filter_map(|t| per_tb.get(t).map(|p| (t, p)))
-            .enumerate()
-        {
-            let mut pts = pts.clone();
-            pts.sort_by(|a, b| a.0.total_cmp(&b.0));
-            let c = color(i);
-            chart
-                .draw_series(LineSeries::new(pts.clone(), c.stroke_width(2)))
-                .map_err(err)?
-                .label(clean(tb))
-                .legend(move |(x, y)| {
-                    PathElement::new(vec![(x, y), (x + 18, y)], c.stroke_width(2))
-                });
-            chart
-                .draw_series(pts.iter().map(|p| Circle::new(*p, 3, c.filled())))
-                .map_err(err)?;
-        }
-        chart
-            .configure_series_labels()
-            .background_style(WHITE.mix(0.85))
-            .border_style(BLACK)
-            .position(SeriesLabelPosition::UpperLeft)
-            .draw()
-            .map_err(err)?;
+            .filter_map(|t| per_tb.get(t).map(|p| (t.as_str(), p)))
+            .map(|(t, pts)| {
+                let mut pts = pts.clone();
+                pts.sort_by(|a, b| a.0.total_cmp(&b.0));
+                (t, pts)
+            })
+            .collect();
+        draw_lines(
+            &mut chart,
+            &series,
+            true,
+            Some(SeriesLabelPosition::UpperLeft),
+        )?;
         root.present().map_err(err)
     })();
     drawn.ok().map(|()| Plot {
@@ -442,22 +465,11 @@ fn latency(report: &Report, workload: &str, phase: &str) -> Option<Plot> {
             .x_label_formatter(&|x| super::model::fmt_num(*x))
             .draw()
             .map_err(err)?;
-        for (i, (t, pts)) in lines.iter().enumerate() {
-            let c = color(i);
-            chart
-                .draw_series(LineSeries::new(pts.clone(), c.stroke_width(2)))
-                .map_err(err)?
-                .label(clean(t))
-                .legend(move |(x, y)| {
-                    PathElement::new(vec![(x, y), (x + 18, y)], c.stroke_width(2))
-                });
-        }
-        chart
-            .configure_series_labels()
-            .background_style(WHITE.mix(0.85))
-            .border_style(BLACK)
-            .draw()
-            .map_err(err)?;
+        let series: Vec<(&str, Vec<(f64, f64)>)> = lines
+            .iter()
+            .map(|(t, pts)| (t.as_str(), pts.clone()))
+            .collect();
+        draw_lines(&mut chart, &series, false, None)?;
         root.present().map_err(err)
     })();
     drawn.ok()?;
@@ -531,22 +543,11 @@ fn series(report: &Report, workload: &str, phase: &str) -> Option<Plot> {
             .y_label_formatter(&|y| super::model::fmt_num(*y))
             .draw()
             .map_err(err)?;
-        for (i, (t, pts)) in lines.iter().enumerate() {
-            let c = color(i);
-            chart
-                .draw_series(LineSeries::new(pts.clone(), c.stroke_width(2)))
-                .map_err(err)?
-                .label(clean(t))
-                .legend(move |(x, y)| {
-                    PathElement::new(vec![(x, y), (x + 18, y)], c.stroke_width(2))
-                });
-        }
-        chart
-            .configure_series_labels()
-            .background_style(WHITE.mix(0.85))
-            .border_style(BLACK)
-            .draw()
-            .map_err(err)?;
+        let series: Vec<(&str, Vec<(f64, f64)>)> = lines
+            .iter()
+            .map(|(t, pts)| (t.as_str(), pts.clone()))
+            .collect();
+        draw_lines(&mut chart, &series, false, None)?;
         root.present().map_err(err)
     })();
     drawn.ok()?;
