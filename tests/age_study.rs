@@ -146,7 +146,12 @@ fn small_study_on_xfs_and_btrfs() {
         let rows = doc["layout"]["rows"].as_array().unwrap();
         assert_eq!(rows.len(), 2, "{}", doc["testbed"]["fs"]);
         for (r, t) in rows.iter().zip([20.0, 40.0]) {
-            assert!((r["usage_pct"].as_f64().unwrap() - t).abs() <= 1.0);
+            let u = r["usage_pct"].as_f64().unwrap();
+            assert!(
+                (u - t).abs() <= 1.0,
+                "{} usage {u} for target {t}",
+                doc["testbed"]["fs"]
+            );
             assert!(r["extents_per_file_fresh"].as_f64().unwrap() >= 1.0);
         }
         assert_eq!(doc["workload"]["params"]["files"], 60);
