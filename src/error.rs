@@ -1,6 +1,7 @@
 //! The three ways a command can fail, and the exit codes they map to (DESIGN.md, command-line
 //! conventions): 1 when the measured system failed (a verification mismatch, ENOSPC during a
-//! measured phase), 2 for bad input or a set-up failure, 130 after SIGINT/SIGTERM.
+//! measured phase), 2 for bad input or a set-up failure, 128 + the signal's number after SIGINT (130) or
+//! SIGTERM (143), as a shell reports a process the signal killed.
 //!
 //! Library code returns `anyhow::Error`s whose chain contains one of these markers; `main` walks
 //! the chain to pick the exit code. Errors without a marker are set-up failures (exit 2).
@@ -15,10 +16,19 @@ pub struct BadInput(pub String);
 #[error("{0}")]
 pub struct SystemFailure(pub String);
 
-/// The run was stopped by SIGINT or SIGTERM; everything it made has been torn down.
+/// The run was stopped by SIGINT or SIGTERM (the signal's number); everything it made has been
+/// torn down.
 #[derive(Debug, thiserror::Error)]
-#[error("interrupted by {0}; the testbed was torn down")]
-pub struct Interrupted(pub &'static str);
+#[error("interrupted by {}; the testbed was torn down", signal_name(*.0))]
+pub struct Interrupted(pub i32);
+
+fn signal_name(sig: i32) -> String {
+    match sig {
+        libc::SIGINT => "SIGINT".to_string(),
+        libc::SIGTERM => "SIGTERM".to_string(),
+        n => format!("signal {n}"),
+    }
+}
 
 /// Shorthand: an `anyhow::Error` carrying [`BadInput`].
 pub fn bad_input(msg: impl Into<String>) -> anyhow::Error {
@@ -28,8 +38,8 @@ pub fn bad_input(msg: impl Into<String>) -> anyhow::Error {
 /// The documented exit code for an error chain.
 pub fn exit_code(err: &anyhow::Error) -> u8 {
     for cause in err.chain() {
-        if cause.is::<Interrupted>() {
-            return 130;
+        if let Some(Interrupted(sig)) = cause.downcast_ref::<Interrupted>() {
+            return (128 + sig).clamp(0, 255) as u8;
         }
         if cause.is::<SystemFailure>() {
             return 1;

@@ -1,32 +1,38 @@
 //! SIGINT and SIGTERM become a flag that long work polls, so that a stopped run unwinds through
 //! the testbed guards (unmount, detach, delete) instead of dying with mounts left behind.
 
-use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::atomic::{AtomicUsize, Ordering};
 use std::sync::{Arc, OnceLock};
 
 use crate::error::Interrupted;
 
-static FLAG: OnceLock<Arc<AtomicBool>> = OnceLock::new();
+/// The number of the signal that arrived (the last one, if both did); 0 while none has.
+static SIGNAL: OnceLock<Arc<AtomicUsize>> = OnceLock::new();
 
 /// Installs the handlers once. Safe to call more than once.
 pub fn install() {
-    let flag = FLAG.get_or_init(|| Arc::new(AtomicBool::new(false)));
+    let slot = SIGNAL.get_or_init(|| Arc::new(AtomicUsize::new(0)));
     for sig in [signal_hook::consts::SIGINT, signal_hook::consts::SIGTERM] {
         // Registration only fails for signals that may not be caught; these may.
-        let _ = signal_hook::flag::register(sig, Arc::clone(flag));
+        let _ = signal_hook::flag::register_usize(sig, Arc::clone(slot), sig as usize);
     }
+}
+
+/// The signal that arrived, if one has.
+fn arrived() -> Option<i32> {
+    let n = SIGNAL.get()?.load(Ordering::Relaxed);
+    (n != 0).then_some(n as i32)
 }
 
 /// True once SIGINT or SIGTERM has arrived.
 pub fn interrupted() -> bool {
-    FLAG.get().is_some_and(|f| f.load(Ordering::Relaxed))
+    arrived().is_some()
 }
 
 /// `Err(Interrupted)` once a signal has arrived; call it between operations.
 pub fn check() -> Result<(), Interrupted> {
-    if interrupted() {
-        Err(Interrupted("SIGINT/SIGTERM"))
-    } else {
-        Ok(())
+    match arrived() {
+        Some(sig) => Err(Interrupted(sig)),
+        None => Ok(()),
     }
 }
