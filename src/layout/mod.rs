@@ -20,6 +20,7 @@
 //! The metric definitions are in [`metrics`] (DESIGN.md, "Fragmentation metrics").
 
 mod btrfs;
+pub mod ext;
 mod free;
 pub mod metrics;
 mod scan;
@@ -39,7 +40,7 @@ pub use metrics::{
     MapMethod, SummaryBuilder,
 };
 pub use scan::{fs_name, FsRules};
-pub use walk::{scan_tree, FileSink, WalkOptions};
+pub use walk::{scan_tree, FileSink, ScanMethod, WalkOptions};
 
 /// The layout of one regular file (see [`FileLayout`]).
 pub fn scan_file(path: &Path) -> Result<FileLayout> {
