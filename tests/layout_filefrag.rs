@@ -1,7 +1,8 @@
 //! `fsgauge frag` against `filefrag` on real testbeds: ext4, ext4 without extents
-//! (block-mapped), xfs and btrfs, with trees fragmented on purpose (round-robin appends with
-//! fsync, sparse files, preallocated files, 0-byte and one-block files). Every file's extent count
-//! must equal filefrag's.
+//! (block-mapped), ext4 with inline data, ext2, ext3, xfs and btrfs, with trees fragmented on
+//! purpose (round-robin appends with fsync, sparse files, preallocated files, 0-byte and
+//! one-block files). Every file's extent count must equal filefrag's; on ext2/3/4 the on-disk
+//! method (inode tables read from the device) must give every file the same record as FIEMAP.
 //!
 //! Needs root, loop devices, mkfs.ext4/xfs/btrfs and filefrag; skips with a reason otherwise.
 
@@ -222,6 +223,87 @@ pub fn frag_counts(sb: &Sandbox, root: &Path) -> (BTreeMap<String, u64>, serde_j
     (m, doc["summary"].clone())
 }
 
+/// Every file's record from `fsgauge frag --per-file --format json --method METHOD`, by path,
+/// and the summary.
+fn records(
+    sb: &Sandbox,
+    root: &Path,
+    method: &str,
+) -> (BTreeMap<String, serde_json::Value>, serde_json::Value) {
+    let out = sb
+        .cmd()
+        .args(["frag", "--per-file", "--format", "json", "--method", method])
+        .arg(root)
+        .output()
+        .expect("run fsgauge frag");
+    let doc = support::json_of(&out);
+    let mut m = BTreeMap::new();
+    for f in doc["files"].as_array().expect("files array") {
+        m.insert(f["path"].as_str().expect("path").to_string(), f.clone());
+    }
+    (m, doc["summary"].clone())
+}
+
+/// The on-disk method reads every file below `root` from the device and gives each the same
+/// record as FIEMAP (size, allocated, extents, ideal, layout score, holes, flags, first and last
+/// block, block-mapped) — all but the raw extent count, which the on-disk reader gives in the
+/// merged form of a warm extent-status cache (never more than FIEMAP's). The summaries agree
+/// too. Returns the on-disk records.
+fn assert_methods_agree(
+    sb: &Sandbox,
+    root: &Path,
+    what: &str,
+) -> BTreeMap<String, serde_json::Value> {
+    let (fiemap, fs) = records(sb, root, "fiemap");
+    let (ondisk, os) = records(sb, root, "ondisk");
+    assert_eq!(fs["method"], "fiemap");
+    assert_eq!(os["method"], "ondisk");
+    assert_eq!(fs["ondisk_files"].as_u64(), Some(0), "{what}: {fs}");
+    assert_eq!(
+        os["ondisk_files"], os["files"],
+        "{what}: every file read on disk: {os}"
+    );
+    assert_eq!(os["fiemap_files"].as_u64(), Some(0), "{what}: {os}");
+    assert_eq!(
+        fiemap.keys().collect::<Vec<_>>(),
+        ondisk.keys().collect::<Vec<_>>()
+    );
+    let strip = |v: &serde_json::Value| {
+        let mut v = v.clone();
+        let o = v.as_object_mut().expect("record");
+        assert!(o.remove("method").is_some());
+        o.remove("raw_extents");
+        v
+    };
+    for (path, f) in &fiemap {
+        let o = &ondisk[path];
+        assert_eq!(o["method"], "ondisk", "{path}");
+        assert_eq!(strip(f), strip(o), "{what}: {path}: FIEMAP vs on-disk");
+        assert!(
+            o["raw_extents"].as_u64() <= f["raw_extents"].as_u64(),
+            "{what}: {path}: raw extents {} on disk, {} FIEMAP",
+            o["raw_extents"],
+            f["raw_extents"]
+        );
+    }
+    let summary = |s: &serde_json::Value| {
+        let mut s = s.clone();
+        let o = s.as_object_mut().expect("summary");
+        for k in [
+            "method",
+            "ondisk_files",
+            "fiemap_files",
+            "method_notes",
+            "worst",
+        ] {
+            o.remove(k);
+        }
+        s
+    };
+    assert_eq!(summary(&fs), summary(&os), "{what}: summaries differ");
+    ondisk
+}
+
 fn check(fs: &str, size: &str, mkfs_opts: &str, block: usize) {
     if !support::have_fs(fs) || !support::have_program("filefrag") {
         return;
@@ -231,6 +313,27 @@ fn check(fs: &str, size: &str, mkfs_opts: &str, block: usize) {
         let bed = Bed::create(&sb, fs, size, mkfs_opts);
         let root = bed.mnt.join("tree");
         fragmented_tree(&root, block);
+        if fs.starts_with("ext") {
+            let recs = assert_methods_agree(&sb, &root, &format!("{fs} {mkfs_opts}"));
+            let prealloc = &recs[root.join("prealloc/p0").to_str().expect("utf8")];
+            if fs == "ext4" {
+                assert_eq!(prealloc["flags"]["unwritten"], true, "{prealloc}");
+            }
+        } else {
+            // Asked for on-disk reading where it cannot be done: refused, nothing scanned.
+            let out = sb
+                .cmd()
+                .args(["frag", "--method", "ondisk"])
+                .arg(&root)
+                .output()
+                .expect("run fsgauge frag");
+            assert_eq!(out.status.code(), Some(2), "{fs}: --method ondisk");
+            let err = String::from_utf8_lossy(&out.stderr);
+            assert!(err.contains("ext2/3/4 only"), "{fs}: {err}");
+            let (_, auto) = records(&sb, &root, "auto");
+            assert_eq!(auto["ondisk_files"].as_u64(), Some(0), "{fs}: {auto}");
+            assert_eq!(auto["fiemap_files"], auto["files"], "{fs}: {auto}");
+        }
         // filefrag without -s: make sure everything is placed first.
         nix::unistd::sync();
         let ours_before_theirs = frag_counts(&sb, &root);
@@ -265,6 +368,48 @@ fn ext4_matches_filefrag() {
 }
 
 #[test]
+fn ext3_matches_filefrag() {
+    check("ext3", "256M", "-b 4096", 4096);
+}
+
+#[test]
+fn ext2_matches_filefrag() {
+    check("ext2", "256M", "-b 1024", 1024);
+}
+
+#[test]
+fn ext4_inline_data_matches_filefrag() {
+    if !support::have_fs("ext4") || !support::have_program("filefrag") {
+        return;
+    }
+    let sb = Sandbox::new();
+    {
+        let bed = Bed::create(&sb, "ext4", "256M", "-O inline_data -I 256");
+        let root = bed.mnt.join("tree");
+        fragmented_tree(&root, 4096);
+        let inl = root.join("inline");
+        std::fs::create_dir_all(&inl).expect("mkdir");
+        for n in [1usize, 40, 60, 100, 150] {
+            write_all(&inl.join(format!("i{n}")), &vec![b'i'; n]);
+        }
+        write_all(&inl.join("empty"), b"");
+        nix::unistd::sync();
+        let recs = assert_methods_agree(&sb, &root, "ext4 inline_data");
+        let small = &recs[inl.join("i40").to_str().expect("utf8")];
+        assert_eq!(small["flags"]["inline"], true, "{small}");
+        assert_eq!(small["extents"].as_u64(), Some(1), "{small}");
+        assert_eq!(small["allocated"].as_u64(), Some(40), "{small}");
+        let theirs = filefrag_counts(&root, &[]);
+        let (ours, _) = frag_counts(&sb, &root);
+        assert_eq!(
+            ours, theirs,
+            "ext4 inline_data: counts differ from filefrag"
+        );
+    }
+    sb.assert_clean();
+}
+
+#[test]
 fn ext4_block_mapped_matches_filefrag_fiemap_and_fibmap() {
     if !support::have_fs("ext4") || !support::have_program("filefrag") {
         return;
@@ -275,6 +420,8 @@ fn ext4_block_mapped_matches_filefrag_fiemap_and_fibmap() {
         let root = bed.mnt.join("tree");
         fragmented_tree(&root, 1024);
         nix::unistd::sync();
+        let recs = assert_methods_agree(&sb, &root, "ext4 ^extent");
+        assert!(recs.values().all(|r| r["block_mapped"] == true));
         let (ours, summary) = frag_counts(&sb, &root);
         let theirs = filefrag_counts(&root, &[]);
         assert_eq!(
