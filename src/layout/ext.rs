@@ -46,6 +46,16 @@ pub const INCOMPAT_EXTENTS: u32 = 0x40;
 pub const INCOMPAT_64BIT: u32 = 0x80;
 /// `INCOMPAT_INLINE_DATA`.
 pub const INCOMPAT_INLINE_DATA: u32 = 0x8000;
+/// `COMPAT_RESIZE_INODE`: reserved GDT blocks follow each group descriptor table copy.
+pub const COMPAT_RESIZE_INODE: u32 = 0x10;
+/// `COMPAT_SPARSE_SUPER2`: backups in two named groups only (not modelled for free space).
+pub const COMPAT_SPARSE_SUPER2: u32 = 0x200;
+/// `RO_COMPAT_SPARSE_SUPER`: superblock backups in groups 0, 1 and powers of 3, 5, 7.
+pub const RO_COMPAT_SPARSE_SUPER: u32 = 0x1;
+/// `RO_COMPAT_GDT_CSUM`: group descriptors are checksummed, so `bg_flags` are trusted.
+pub const RO_COMPAT_GDT_CSUM: u32 = 0x10;
+/// `RO_COMPAT_METADATA_CSUM`: as GDT_CSUM, with crc32c.
+pub const RO_COMPAT_METADATA_CSUM: u32 = 0x400;
 /// `RO_COMPAT_HUGE_FILE`: `i_blocks` is 48 bits, in filesystem blocks for HUGE_FILE_FL inodes.
 pub const RO_COMPAT_HUGE_FILE: u32 = 0x8;
 /// `RO_COMPAT_BIGALLOC`: allocation in clusters (not modelled).
@@ -110,12 +120,16 @@ pub struct Superblock {
     pub inode_size: u32,
     /// Group descriptor size, bytes (32, or `s_desc_size` with 64bit).
     pub desc_size: u32,
+    /// `s_feature_compat`.
+    pub compat: u32,
     /// `s_feature_incompat`.
     pub incompat: u32,
     /// `s_feature_ro_compat`.
     pub ro_compat: u32,
     /// `s_uuid`.
     pub uuid: [u8; 16],
+    /// `s_reserved_gdt_blocks`.
+    pub reserved_gdt_blocks: u16,
 }
 
 impl Superblock {
@@ -161,9 +175,11 @@ impl Superblock {
             inodes_per_group: le32(b, 40),
             inode_size,
             desc_size,
+            compat: le32(b, 92),
             incompat,
             ro_compat,
             uuid: b[104..120].try_into().expect("16 bytes"),
+            reserved_gdt_blocks: le16(b, 0xCE),
         };
         if sb.blocks_per_group == 0 || sb.inodes_per_group == 0 || sb.blocks_count == 0 {
             return odd("superblock with zero blocks or inodes per group");
@@ -189,6 +205,35 @@ impl Superblock {
     pub fn has_extents(&self) -> bool {
         self.incompat & INCOMPAT_EXTENTS != 0
     }
+
+    /// Whether group `g` holds a superblock backup (`ext2fs_bg_has_super`, sparse_super).
+    pub fn group_has_super(&self, g: u64) -> bool {
+        if g <= 1 || self.ro_compat & RO_COMPAT_SPARSE_SUPER == 0 {
+            return true;
+        }
+        if g % 2 == 0 {
+            return false;
+        }
+        [3u64, 5, 7].iter().any(|&b| {
+            let mut p = b;
+            while p < g {
+                p *= b;
+            }
+            p == g
+        })
+    }
+
+    /// Blocks at the start of a group with a superblock backup: the superblock, the group
+    /// descriptor table and its reserved growth blocks (no meta_bg).
+    pub fn super_and_gdt_blocks(&self) -> u64 {
+        let gdt = (self.groups() * self.desc_size as u64).div_ceil(self.block_size);
+        let reserved = if self.compat & COMPAT_RESIZE_INODE != 0 {
+            self.reserved_gdt_blocks as u64
+        } else {
+            0
+        };
+        1 + gdt + reserved
+    }
 }
 
 /// The group descriptor fields the reader needs.
@@ -196,6 +241,8 @@ impl Superblock {
 pub struct GroupDesc {
     /// `bg_block_bitmap`.
     pub block_bitmap: u64,
+    /// `bg_inode_bitmap`.
+    pub inode_bitmap: u64,
     /// `bg_inode_table`.
     pub inode_table: u64,
     /// `bg_flags` (INODE_UNINIT 1, BLOCK_UNINIT 2, ITABLE_ZEROED 4).
@@ -215,6 +262,7 @@ impl GroupDesc {
         let hi16 = |at: usize| if wide { le16(b, at) as u32 } else { 0 };
         Self {
             block_bitmap: le32(b, 0) as u64 | hi32(0x20) << 32,
+            inode_bitmap: le32(b, 4) as u64 | hi32(0x24) << 32,
             inode_table: le32(b, 8) as u64 | hi32(0x28) << 32,
             flags: le16(b, 0x12),
             free_blocks: le16(b, 0x0C) as u32 | hi16(0x2C) << 16,
@@ -665,6 +713,80 @@ impl ExtReader {
         self.dev.read_exact_at(buf, at)
     }
 
+    /// Walks the block bitmaps of every group, in block order, and calls `each(blocks)` for
+    /// every run of free blocks — the runs e2freefrag's `scan_block_bitmap` finds: maximal, so
+    /// a run goes on across group boundaries, from `s_first_data_block` to the last block.
+    /// A group whose bitmap was never written (BLOCK_UNINIT, trusted only with group-descriptor
+    /// checksums, as libext2fs does) is free but for its superblock and descriptor backups and
+    /// its own bitmaps and inode table, as libext2fs computes it. Returns (blocks in the
+    /// filesystem, free blocks). Call after a `syncfs` so freed blocks are committed.
+    pub fn free_extents(&self, mut each: impl FnMut(u64)) -> Result<(u64, u64), String> {
+        let sb = &self.sb;
+        if sb.compat & COMPAT_SPARSE_SUPER2 != 0 {
+            return Err(format!(
+                "{}: sparse_super2 backups are not modelled",
+                self.device.display()
+            ));
+        }
+        let bs = sb.block_size;
+        let bpg = sb.blocks_per_group as u64;
+        let csum = sb.ro_compat & (RO_COMPAT_GDT_CSUM | RO_COMPAT_METADATA_CSUM) != 0;
+        let table_blocks = (sb.inodes_per_group as u64 * sb.inode_size as u64).div_ceil(bs);
+        let mut bitmap = vec![0u8; bs as usize];
+        let (mut run, mut free) = (0u64, 0u64);
+        for (g, d) in self.groups.iter().enumerate() {
+            let g = g as u64;
+            let start = sb.first_data_block as u64 + g * bpg;
+            let len = bpg.min(sb.blocks_count - start);
+            if csum && d.flags & BG_BLOCK_UNINIT != 0 {
+                bitmap.fill(0);
+                let mut mark = |from: u64, n: u64| {
+                    for b in from..from + n {
+                        if b >= start && b < start + len {
+                            let i = (b - start) as usize;
+                            bitmap[i / 8] |= 1 << (i % 8);
+                        }
+                    }
+                };
+                if sb.group_has_super(g) {
+                    mark(start, sb.super_and_gdt_blocks());
+                }
+                mark(d.block_bitmap, 1);
+                mark(d.inode_bitmap, 1);
+                mark(d.inode_table, table_blocks);
+            } else {
+                if d.block_bitmap == 0 || d.block_bitmap >= sb.blocks_count {
+                    return Err(format!(
+                        "{}: group {g} has its block bitmap at block {}, outside the filesystem",
+                        self.device.display(),
+                        d.block_bitmap
+                    ));
+                }
+                self.dev
+                    .read_exact_at(&mut bitmap, d.block_bitmap * bs)
+                    .map_err(|e| {
+                        format!(
+                            "reading the block bitmap of group {g} on {}: {e}",
+                            self.device.display()
+                        )
+                    })?;
+            }
+            for i in 0..len as usize {
+                if bitmap[i / 8] & (1 << (i % 8)) == 0 {
+                    run += 1;
+                    free += 1;
+                } else if run > 0 {
+                    each(run);
+                    run = 0;
+                }
+            }
+        }
+        if run > 0 {
+            each(run);
+        }
+        Ok((sb.blocks_count, free))
+    }
+
     /// The byte address of inode `ino` on the device.
     pub fn inode_addr(&self, ino: u64) -> Result<u64, Odd> {
         if ino == 0 || ino > self.sb.inodes_count as u64 {
@@ -753,9 +875,11 @@ mod tests {
             inodes_per_group: 2048,
             inode_size: 256,
             desc_size: 64,
+            compat: 0,
             incompat: INCOMPAT_EXTENTS | INCOMPAT_64BIT | INCOMPAT_INLINE_DATA,
             ro_compat: RO_COMPAT_HUGE_FILE,
             uuid: [0; 16],
+            reserved_gdt_blocks: 0,
         }
     }
 
@@ -1061,6 +1185,21 @@ mod tests {
         raw[e + 16..e + 20].copy_from_slice(b"dat_");
         put32(&mut raw, 4, 10);
         assert!(map_inode(&s, &raw, 0, &mut no_reads()).is_err());
+    }
+
+    #[test]
+    fn superblock_backup_groups() {
+        let mut s = sb();
+        s.ro_compat = RO_COMPAT_SPARSE_SUPER;
+        let with: Vec<u64> = (0..100).filter(|&g| s.group_has_super(g)).collect();
+        assert_eq!(with, vec![0, 1, 3, 5, 7, 9, 25, 27, 49, 81]);
+        s.ro_compat = 0;
+        assert!((0..10).all(|g| s.group_has_super(g)));
+        // 32 groups of 64-byte descriptors = 2048 bytes = 1 block, plus 15 reserved.
+        s.blocks_count = 32 * 32768;
+        s.compat = COMPAT_RESIZE_INODE;
+        s.reserved_gdt_blocks = 15;
+        assert_eq!(s.super_and_gdt_blocks(), 1 + 1 + 15);
     }
 
     #[test]

@@ -285,7 +285,13 @@ pub fn scan_tree(
                             name: c.clone(),
                             ino: st.stx_ino,
                         });
-                        worker0.flush(&r, libc::AT_FDCWD, Path::new(""), dev_of(&st), true);
+                        worker0.flush(
+                            &r,
+                            libc::AT_FDCWD,
+                            Path::new(""),
+                            (dev_of(&st), dev_of(&st)),
+                            true,
+                        );
                     }
                     None => worker0.file(libc::AT_FDCWD, &c, p, dev_of(&st), true),
                 }
@@ -418,12 +424,14 @@ impl<'s, 'a> Worker<'s, 'a> {
 
     /// Maps the pending files (one directory's, in readdir order) from their on-disk inodes,
     /// falling back to FIEMAP for any inode that does not look right, and adds them in order.
+    /// `dev` is the directory's device, `root_dev` that of the starting path it was reached
+    /// from (they differ only with --cross-mounts).
     fn flush(
         &mut self,
         reader: &ExtReader,
         dirfd: libc::c_int,
         dir: &Path,
-        root_dev: u64,
+        (dev, root_dev): (u64, u64),
         top_level: bool,
     ) {
         if self.pending.is_empty() {
@@ -437,9 +445,9 @@ impl<'s, 'a> Worker<'s, 'a> {
         // SAFETY: dirfd is an open directory or AT_FDCWD for the whole call.
         let rules_fd = unsafe { BorrowedFd::borrow_raw(dirfd) };
         let rules = if dirfd == libc::AT_FDCWD {
-            self.rules.get(&root_dev).copied()
+            self.rules.get(&dev).copied()
         } else {
-            self.rules_for(root_dev, rules_fd).ok()
+            self.rules_for(dev, rules_fd).ok()
         };
         for (p, m) in pending.iter().zip(maps) {
             let child = || dir.join(OsStr::from_bytes(p.name.to_bytes()));
@@ -634,7 +642,7 @@ impl<'s, 'a> Worker<'s, 'a> {
             }
         }
         if let Some(r) = &reader {
-            self.flush(r, dirfd, &job.path, job.root_dev, false);
+            self.flush(r, dirfd, &job.path, (job.key.0, job.root_dev), false);
         }
         drop(fd);
         // Depth-first keeps the stack short; reversed so directories are taken in readdir order.
@@ -656,7 +664,7 @@ impl<'s, 'a> Worker<'s, 'a> {
             ino,
         });
         if self.pending.len() >= CHUNK {
-            self.flush(reader, dirfd, &job.path, job.root_dev, false);
+            self.flush(reader, dirfd, &job.path, (job.key.0, job.root_dev), false);
         }
     }
 
