@@ -304,6 +304,49 @@ fn assert_methods_agree(
     ondisk
 }
 
+/// As a user who cannot read the block device, `auto` maps every file with FIEMAP and says
+/// why; `ondisk` refuses with exit code 2 before scanning.
+fn unprivileged_falls_back_to_fiemap(sb: &Sandbox, root: &Path, files: u64) {
+    use std::os::unix::fs::PermissionsExt;
+    // The path down to the testbed must be walkable for the unprivileged user.
+    std::fs::set_permissions(sb.path(), std::fs::Permissions::from_mode(0o755)).expect("chmod");
+    let nobody = |method: &str| {
+        Command::new("setpriv")
+            .args([
+                "--reuid=65534",
+                "--regid=65534",
+                "--clear-groups",
+                env!("CARGO_BIN_EXE_fsgauge"),
+                "frag",
+                "--format",
+                "json",
+                "--method",
+                method,
+            ])
+            .arg(root)
+            .output()
+            .expect("setpriv")
+    };
+    let doc = support::json_of(&nobody("auto"));
+    let s = &doc["summary"];
+    assert_eq!(s["files"].as_u64(), Some(files), "{s}");
+    assert_eq!(s["ondisk_files"].as_u64(), Some(0), "{s}");
+    assert_eq!(s["fiemap_files"].as_u64(), Some(files), "{s}");
+    let notes = s["method_notes"].to_string();
+    assert!(
+        notes.contains("opening /dev/") && notes.contains("FIEMAP used"),
+        "{notes}"
+    );
+    let out = nobody("ondisk");
+    assert_eq!(out.status.code(), Some(2));
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert!(
+        err.contains("--method ondisk") && err.contains("opening /dev/"),
+        "{err}"
+    );
+    assert!(out.stdout.is_empty(), "nothing scanned");
+}
+
 fn check(fs: &str, size: &str, mkfs_opts: &str, block: usize) {
     if !support::have_fs(fs) || !support::have_program("filefrag") {
         return;
@@ -318,6 +361,7 @@ fn check(fs: &str, size: &str, mkfs_opts: &str, block: usize) {
             let prealloc = &recs[root.join("prealloc/p0").to_str().expect("utf8")];
             if fs == "ext4" {
                 assert_eq!(prealloc["flags"]["unwritten"], true, "{prealloc}");
+                unprivileged_falls_back_to_fiemap(&sb, &root, recs.len() as u64);
             }
         } else {
             // Asked for on-disk reading where it cannot be done: refused, nothing scanned.
