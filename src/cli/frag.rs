@@ -102,7 +102,7 @@ pub struct FragCmd {
     /// that does not look like the regular file the walk found, FIEMAP is used. fiemap: open
     /// every file and ask the kernel (FIEMAP with FIEMAP_FLAG_SYNC), as filefrag does. ondisk:
     /// as auto, but a PATH whose filesystem cannot be read on disk is an error. Both give the
-    /// same extents; the summary says how many files each method mapped.
+    /// same extent counts and metrics; the summary says how many files each method mapped.
     #[arg(long, value_name = "auto|fiemap|ondisk", default_value = "auto", value_parser = parse_method)]
     pub method: ScanMethod,
 }

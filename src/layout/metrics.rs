@@ -139,7 +139,9 @@ pub struct FileLayout {
     pub data_bytes: u64,
     /// Extents, counted as filefrag counts them.
     pub extents: u32,
-    /// Extents as the kernel reported them, before filefrag's merging.
+    /// Extents as the kernel reported them, before filefrag's merging (the on-disk method gives
+    /// them as a warm ext4 extent-status cache does: extents that continue each other in the
+    /// file and on disk, in the same state, as one).
     pub raw_extents: u32,
     /// The fewest extents the file could have (see module docs).
     pub ideal_extents: u32,
