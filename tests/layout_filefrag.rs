@@ -515,6 +515,65 @@ fn ext4_block_mapped_matches_filefrag_fiemap_and_fibmap() {
     sb.assert_clean();
 }
 
+/// Files created and deleted while the on-disk reader scans are counted (or skipped as
+/// vanished), never errors.
+#[test]
+fn ondisk_scan_survives_files_changing() {
+    if !support::have_fs("ext4") {
+        return;
+    }
+    let sb = Sandbox::new();
+    {
+        let bed = Bed::create(&sb, "ext4", "256M", "");
+        let root = bed.mnt.join("churn");
+        for d in 0..4 {
+            std::fs::create_dir_all(root.join(format!("d{d}"))).expect("mkdir");
+        }
+        let stop = std::sync::Arc::new(std::sync::atomic::AtomicBool::new(false));
+        let churn = {
+            let root = root.clone();
+            let stop = stop.clone();
+            std::thread::spawn(move || {
+                let mut i = 0u64;
+                while !stop.load(std::sync::atomic::Ordering::Relaxed) {
+                    let p = root.join(format!("d{}/f{}", i % 4, i % 500));
+                    if i % 3 == 0 {
+                        let _ = std::fs::remove_file(&p);
+                    } else {
+                        let _ = std::fs::write(&p, vec![b'c'; (i % 7) as usize * 1500]);
+                    }
+                    i += 1;
+                }
+            })
+        };
+        let mut scanned = 0;
+        for _ in 0..15 {
+            let out = sb
+                .cmd()
+                .args([
+                    "frag",
+                    "--format",
+                    "json",
+                    "--method",
+                    "ondisk",
+                    "--threads",
+                    "2",
+                ])
+                .arg(&root)
+                .output()
+                .expect("run fsgauge frag");
+            let doc = support::json_of(&out);
+            let s = &doc["summary"];
+            assert_eq!(s["skipped"]["errors"].as_u64(), Some(0), "{s}");
+            scanned += s["ondisk_files"].as_u64().expect("ondisk_files");
+        }
+        stop.store(true, std::sync::atomic::Ordering::Relaxed);
+        churn.join().expect("churn thread");
+        assert!(scanned > 0, "files were read on disk");
+    }
+    sb.assert_clean();
+}
+
 #[test]
 fn xfs_matches_filefrag() {
     check("xfs", "300M", "", 4096);

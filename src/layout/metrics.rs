@@ -555,6 +555,11 @@ impl SummaryBuilder {
                     .is_some_and(|w| worse(f, w) == std::cmp::Ordering::Less))
     }
 
+    /// Files added so far.
+    pub fn mapped_files(&self) -> u64 {
+        self.files
+    }
+
     /// Keeps a note on the map-reading method (the first few, no repeats).
     pub fn note_method(&mut self, note: String) {
         if self.method_notes.len() < 20 && !self.method_notes.contains(&note) {

@@ -458,14 +458,17 @@ impl<'s, 'a> Worker<'s, 'a> {
                 }
                 (m, _) => {
                     let path = child();
-                    if let Some(Err(why)) = m {
+                    let mapped_before = self.b.mapped_files();
+                    self.file(dirfd, &p.name, &path, root_dev, top_level);
+                    // A file that is gone by now was deleted during the scan: counted as
+                    // vanished, not worth a note.
+                    if let (Some(Err(why)), true) = (m, self.b.mapped_files() > mapped_before) {
                         self.b.note_method(format!(
                             "{}: on-disk inode {} not used ({why}); FIEMAP used",
                             path.display(),
                             p.ino
                         ));
                     }
-                    self.file(dirfd, &p.name, &path, root_dev, top_level);
                 }
             }
         }
