@@ -117,6 +117,18 @@ pub fn fragmented_tree(root: &Path, block: usize) {
         }
         f.set_len(100 * block as u64 * i).expect("truncate up");
     }
+    // Far-apart blocks: on block-mapped ext2/3/4 they sit below the double- and triple-indirect
+    // blocks (triple starts at 64.3 MiB with 1 KiB blocks, 4 GiB with 4 KiB blocks).
+    let far = std::fs::File::create(sp.join("far")).expect("create");
+    let triple = if block == 1024 {
+        70 << 20
+    } else {
+        (4u64 << 30) + (200 << 20)
+    };
+    for at in [0u64, 30 << 20, triple] {
+        far.write_all_at(&vec![b'f'; block], at)
+            .expect("pwrite far");
+    }
     // Preallocated files: fallocate, partly written; and one with KEEP_SIZE past EOF.
     let pa = root.join("prealloc");
     std::fs::create_dir_all(&pa).expect("mkdir");
