@@ -1,4 +1,6 @@
-//! `fsgauge frag --free` against e2freefrag on ext4 (histogram equal bucket by bucket), a btrfs
+//! `fsgauge frag --free` against e2freefrag on ext4 (histogram equal bucket by bucket), the
+//! block-bitmap reader against libext2fs's reading of the same bitmaps (dumpe2fs) on ext4
+//! (BLOCK_UNINIT groups, flex_bg, backups) and ext2, a btrfs
 //! sanity check against `btrfs filesystem usage`, and the "not supported" line elsewhere.
 //!
 //! Needs root, loop devices, mkfs.ext4 / mkfs.btrfs and e2freefrag; skips with a reason otherwise.
@@ -6,6 +8,7 @@
 mod support;
 
 use std::io::Write;
+use std::os::unix::fs::MetadataExt;
 use std::path::{Path, PathBuf};
 use std::process::Command;
 
@@ -149,6 +152,97 @@ fn ext4_free_space_equals_e2freefrag() {
         "the free space should be fragmented:\n{text}"
     );
     sb.assert_clean();
+}
+
+/// The free runs of the block bitmaps as libext2fs reads them (through the same device page
+/// cache): `dumpe2fs`'s per-group "Free blocks:" ranges, joined across group boundaries as
+/// e2freefrag's `scan_block_bitmap` joins them. Returns (run lengths in block order, free).
+fn dumpe2fs_free_runs(dev: &Path) -> (Vec<u64>, u64) {
+    let out = Command::new("dumpe2fs")
+        .arg(dev)
+        .output()
+        .expect("dumpe2fs");
+    assert!(out.status.success(), "dumpe2fs failed");
+    let text = String::from_utf8_lossy(&out.stdout);
+    let mut ranges: Vec<(u64, u64)> = Vec::new();
+    for line in text.lines() {
+        let Some(list) = line.trim_start().strip_prefix("Free blocks: ") else {
+            continue;
+        };
+        // Group lines only ("  Free blocks: 10-20, 30"); the header's count has no leading blank.
+        if !line.starts_with("  ") {
+            continue;
+        }
+        for part in list.split(", ").filter(|p| !p.trim().is_empty()) {
+            let (a, b) = match part.trim().split_once('-') {
+                Some((a, b)) => (a.parse().expect("block"), b.parse().expect("block")),
+                None => {
+                    let a: u64 = part.trim().parse().expect("block");
+                    (a, a)
+                }
+            };
+            match ranges.last_mut() {
+                Some(last) if last.1 + 1 == a => last.1 = b,
+                _ => ranges.push((a, b)),
+            }
+        }
+    }
+    let runs: Vec<u64> = ranges.iter().map(|(a, b)| b - a + 1).collect();
+    let free = runs.iter().sum();
+    (runs, free)
+}
+
+/// The block-bitmap reader against libext2fs's reading of the same bitmaps. (e2freefrag reads
+/// these bitmaps where GETFSMAP is missing; on a mounted ext4 it asks GETFSMAP, whose view also
+/// counts the allocator's preallocations as used, so it is not the reference here.)
+fn check_block_bitmaps(fs_kind: &str) {
+    if !support::have_fs(fs_kind) || !support::have_program("dumpe2fs") {
+        return;
+    }
+    let sb = Sandbox::new();
+    let (name, mnt, dev) = create(&sb, fs_kind, "256M");
+    punch_free_space(&mnt.join("holes"));
+    let dir = std::fs::File::open(&mnt).expect("open mountpoint");
+    let bs = std::fs::metadata(&mnt).expect("stat").blksize();
+    let ours = fsgauge::layout::bitmap_free(&mnt, std::os::fd::AsFd::as_fd(&dir), fs_kind, bs);
+    drop(dir);
+    let (runs, free) = dumpe2fs_free_runs(&dev);
+    let _ = sb.cmd().args(["testbed", "destroy", &name]).output();
+    let ours = ours.expect("block bitmaps readable");
+    assert_eq!(ours.method, "block-bitmaps");
+    assert_eq!(ours.free_blocks, free, "{fs_kind}: free blocks");
+    assert_eq!(
+        ours.free_extents,
+        runs.len() as u64,
+        "{fs_kind}: free extents"
+    );
+    assert_eq!(
+        ours.largest_free_extent,
+        runs.iter().max().copied().unwrap_or(0) * bs,
+        "{fs_kind}: largest free extent"
+    );
+    let mut want = fsgauge::layout::FreeHistogram::new(bs);
+    for r in &runs {
+        want.add(*r);
+    }
+    let want = want.report(&mnt, fs_kind, "block-bitmaps", ours.total_blocks, free);
+    assert_eq!(ours.histogram, want.histogram, "{fs_kind}: histogram");
+    assert!(
+        runs.len() > 10,
+        "{fs_kind}: the free space should be fragmented"
+    );
+    sb.assert_clean();
+}
+
+#[test]
+fn ext4_block_bitmaps_equal_libext2fs() {
+    // 256M ext4: 1 KiB blocks, flex_bg, metadata_csum, BLOCK_UNINIT groups with backups.
+    check_block_bitmaps("ext4");
+}
+
+#[test]
+fn ext2_block_bitmaps_equal_libext2fs() {
+    check_block_bitmaps("ext2");
 }
 
 #[test]

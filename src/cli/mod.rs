@@ -54,8 +54,8 @@ pub enum Command {
     /// Build, list and tear down testbeds (image → loop device → mkfs → mount).
     #[command(subcommand)]
     Testbed(testbed::TestbedCmd),
-    /// Block layout and fragmentation of trees (FIEMAP, as filefrag counts), and free-space
-    /// fragmentation of a filesystem (as e2freefrag).
+    /// Block layout and fragmentation of trees (ext2/3/4 inode tables or FIEMAP, counted as
+    /// filefrag counts), and free-space fragmentation of a filesystem (as e2freefrag).
     Frag(frag::FragCmd),
     /// Age a filesystem to usage checkpoints (fill, round-robin append, churn), recording
     /// throughput, layout and free-space fragmentation at each (the study's agesystem).

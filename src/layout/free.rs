@@ -4,8 +4,16 @@
 //! Where the numbers come from, in order of preference (the report says which was used):
 //! * `getfsmap` — the GETFSMAP ioctl (ext4, xfs): the kernel's own space map, the records owned
 //!   by "free space". On a mounted ext4 this is exactly what e2freefrag itself reads.
-//! * `e2freefrag` — for ext2/3/4 where GETFSMAP is refused (e.g. the ext2 driver): e2freefrag is
-//!   run on the device and its histogram parsed.
+//! * `block-bitmaps` — for ext2/3/4 where GETFSMAP is refused (e.g. the ext2 driver): the
+//!   block bitmaps of every group are read from the device (through its page cache, where the
+//!   mounted filesystem keeps them current) by [`super::ext::ExtReader::free_extents`], which
+//!   finds the runs e2freefrag finds when it reads the bitmaps (as it does without GETFSMAP).
+//!   Needs read access to the device (root). Under the ext4 driver, blocks the allocator holds
+//!   in preallocations but has not used are free in the bitmaps (and free again after a
+//!   remount), where GETFSMAP counts them as used — one reason GETFSMAP comes first.
+//! * `e2freefrag` — for ext2/3/4 where neither works (the device cannot be read by us, or a
+//!   layout the bitmap reader does not model): e2freefrag is run on the device and its
+//!   histogram parsed.
 //! * `btrfs-tree-search` — btrfs: the block groups and allocated extents of the extent tree (tree
 //!   search ioctl); free extents are the gaps inside data block groups, plus the device space not
 //!   yet allocated to any chunk (reported on its own as well).
@@ -49,7 +57,8 @@ pub struct FreeSpace {
     pub path: String,
     /// Filesystem name.
     pub fs: String,
-    /// Where the numbers come from: `getfsmap`, `e2freefrag` or `btrfs-tree-search`.
+    /// Where the numbers come from: `getfsmap`, `block-bitmaps`, `e2freefrag` or
+    /// `btrfs-tree-search`.
     pub method: String,
     /// Block size, bytes.
     pub block_size: u64,
@@ -266,6 +275,9 @@ pub fn free_space(path: &Path) -> Result<FreeSpace> {
         }
     }
     if fs_magic == magic::EXT {
+        if let Ok(fs) = bitmap_free(path, fd, &fs_type, block_size) {
+            return Ok(fs);
+        }
         let Some((_, _, dev)) = mount else {
             anyhow::bail!(
                 "{}: no mount entry, so no device for e2freefrag",
@@ -279,6 +291,33 @@ pub fn free_space(path: &Path) -> Result<FreeSpace> {
         path: path.display().to_string(),
         why: "it has no GETFSMAP ioctl, and fsgauge reads free space otherwise only on ext2/3/4 and btrfs".into(),
     }))
+}
+
+/// The free space of a mounted ext2/3/4 from its block bitmaps (`block-bitmaps`).
+pub fn bitmap_free(
+    path: &Path,
+    fd: std::os::fd::BorrowedFd<'_>,
+    fs_type: &str,
+    block_size: u64,
+) -> std::result::Result<FreeSpace, String> {
+    // SAFETY: zeroed plain struct filled by the kernel.
+    let mut st: libc::stat = unsafe { std::mem::zeroed() };
+    // SAFETY: valid fd and pointer.
+    if unsafe { libc::fstat(std::os::fd::AsRawFd::as_raw_fd(&fd), &mut st) } < 0 {
+        return Err(format!("stat: {}", std::io::Error::last_os_error()));
+    }
+    #[allow(clippy::unnecessary_cast)]
+    let reader = super::ext::ExtReader::open(fd, st.st_dev as u64)?;
+    if reader.sb.block_size != block_size {
+        return Err(format!(
+            "{}: block size {} where the mount says {block_size}",
+            reader.device.display(),
+            reader.sb.block_size
+        ));
+    }
+    let mut hist = FreeHistogram::new(block_size);
+    let (total, free) = reader.free_extents(|n| hist.add(n))?;
+    Ok(hist.report(path, fs_type, "block-bitmaps", total, free))
 }
 
 fn getfsmap_free(

@@ -33,6 +33,20 @@ pub enum MapMethod {
     Fiemap,
     /// The FIBMAP ioctl, block by block (filesystems without FIEMAP).
     Fibmap,
+    /// The filesystem's own structures read from its block device (ext2/3/4 inode tables and
+    /// extent trees or block pointers), giving the extents FIEMAP gives.
+    Ondisk,
+}
+
+impl MapMethod {
+    /// The lower-case name used in output (`fiemap`, `fibmap`, `ondisk`).
+    pub fn name(self) -> &'static str {
+        match self {
+            Self::Fiemap => "fiemap",
+            Self::Fibmap => "fibmap",
+            Self::Ondisk => "ondisk",
+        }
+    }
 }
 
 /// What the filesystem's format allows, for ideal-extent counting.
@@ -125,7 +139,9 @@ pub struct FileLayout {
     pub data_bytes: u64,
     /// Extents, counted as filefrag counts them.
     pub extents: u32,
-    /// Extents as the kernel reported them, before filefrag's merging.
+    /// Extents as the kernel reported them, before filefrag's merging (the on-disk method gives
+    /// them as a warm ext4 extent-status cache does: extents that continue each other in the
+    /// file and on disk, in the same state, as one).
     pub raw_extents: u32,
     /// The fewest extents the file could have (see module docs).
     pub ideal_extents: u32,
@@ -465,6 +481,15 @@ pub struct LayoutSummary {
     pub fiemap_files: u64,
     /// Files mapped with FIBMAP (FIEMAP not supported).
     pub fibmap_files: u64,
+    /// Files mapped from the filesystem's on-disk structures (ext2/3/4 inode tables).
+    #[serde(default)]
+    pub ondisk_files: u64,
+    /// The map-reading method asked for: `auto`, `fiemap` or `ondisk`.
+    #[serde(default)]
+    pub method: String,
+    /// Why the on-disk reader was not used for a filesystem, or for a file (the first few).
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub method_notes: Vec<String>,
     /// Block-mapped (indirect) ext2/3/4 files.
     pub block_mapped_files: u64,
     /// The worst files by extents (then size), at most the K asked for.
@@ -493,8 +518,11 @@ pub struct SummaryBuilder {
     flags: FlagCounts,
     fiemap: u64,
     fibmap: u64,
+    ondisk: u64,
     block_mapped: u64,
     top_k: usize,
+    /// Notes on the map-reading method (public so the walker can add to it).
+    pub method_notes: Vec<String>,
     worst: Vec<FileLayout>,
     /// Skip counters (public so the walker can count into it).
     pub skipped: Skipped,
@@ -525,6 +553,18 @@ impl SummaryBuilder {
                     .worst
                     .last()
                     .is_some_and(|w| worse(f, w) == std::cmp::Ordering::Less))
+    }
+
+    /// Files added so far.
+    pub fn mapped_files(&self) -> u64 {
+        self.files
+    }
+
+    /// Keeps a note on the map-reading method (the first few, no repeats).
+    pub fn note_method(&mut self, note: String) {
+        if self.method_notes.len() < 20 && !self.method_notes.contains(&note) {
+            self.method_notes.push(note);
+        }
     }
 
     /// Starts a new directory: inter-file locality pairs never span two directories.
@@ -572,6 +612,7 @@ impl SummaryBuilder {
         match f.method {
             MapMethod::Fiemap => self.fiemap += 1,
             MapMethod::Fibmap => self.fibmap += 1,
+            MapMethod::Ondisk => self.ondisk += 1,
         }
         if f.block_mapped {
             self.block_mapped += 1;
@@ -635,7 +676,11 @@ impl SummaryBuilder {
         self.flags.unknown += o.flags.unknown;
         self.fiemap += o.fiemap;
         self.fibmap += o.fibmap;
+        self.ondisk += o.ondisk;
         self.block_mapped += o.block_mapped;
+        for n in o.method_notes {
+            self.note_method(n);
+        }
         self.skipped.merge(o.skipped);
         for w in o.worst {
             if self.wants_worst(&w) {
@@ -680,6 +725,9 @@ impl SummaryBuilder {
             flags: self.flags,
             fiemap_files: self.fiemap,
             fibmap_files: self.fibmap,
+            ondisk_files: self.ondisk,
+            method: String::new(),
+            method_notes: self.method_notes,
             block_mapped_files: self.block_mapped,
             worst: self.worst,
             skipped: self.skipped,

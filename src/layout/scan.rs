@@ -120,6 +120,20 @@ pub fn fs_name(m: i64) -> &'static str {
     }
 }
 
+/// The layout of a file mapped by the on-disk reader ([`super::ext`]), judged by the same rules
+/// as [`map_file_with`] judges a FIEMAP map — including when it takes a file to be
+/// block-mapped — so that both methods give the same figures.
+pub fn layout_from_ondisk(m: &super::ext::OndiskMap, rules: &FsRules) -> FileLayout {
+    let block_mapped = match rules.ext_extents {
+        Some(false) => true,
+        _ if m.extents.len() >= 2 || rules.ext_extents.is_none() => m.block_mapped,
+        _ => false,
+    };
+    let mut fl = file_layout(&m.extents, m.size, &rules.format(block_mapped));
+    fl.method = MapMethod::Ondisk;
+    fl
+}
+
 /// Reads the extent map of an open regular file of `size` bytes and computes its layout.
 pub fn map_file(fd: BorrowedFd<'_>, size: u64, rules: &FsRules) -> io::Result<FileLayout> {
     map_file_with(fd, size, rules, MapMethod::Fiemap)

@@ -1,6 +1,8 @@
 //! The parallel tree walk behind `fsgauge frag`: worker threads take directories from a shared
 //! stack, read each directory in readdir order (so inter-file locality is judged in directory
-//! order), and map every regular file with [`super::scan::map_file`].
+//! order), and map every regular file: from the filesystem's own structures where it can
+//! ([`super::ext`], ext2/3/4 with a readable device: the files' inodes are read in batches,
+//! without opening the files), else with [`super::scan::map_file`] (FIEMAP).
 //!
 //! It is built to survive real trees: entries that vanish, permission errors, special files and
 //! symlinks are counted, never fatal; directories are remembered by (device, inode) so a bind
@@ -11,15 +13,17 @@
 use std::collections::{HashMap, HashSet};
 use std::ffi::{CStr, OsStr};
 use std::io;
-use std::os::fd::{AsFd, AsRawFd, FromRawFd, OwnedFd};
+use std::os::fd::{AsFd, AsRawFd, BorrowedFd, FromRawFd, OwnedFd};
 use std::os::unix::ffi::OsStrExt;
 use std::path::{Path, PathBuf};
-use std::sync::{Condvar, Mutex};
+use std::sync::{Arc, Condvar, Mutex};
 
 use anyhow::Result;
 
+use super::ext::{ExtReader, Odd, OndiskMap};
 use super::metrics::{FileLayout, LayoutSummary, SummaryBuilder};
-use super::scan::{map_file, FsRules};
+use super::scan::{layout_from_ondisk, map_file, FsRules};
+use super::sys::magic;
 use crate::error::bad_input;
 
 /// How a tree is walked.
@@ -33,6 +37,33 @@ pub struct WalkOptions {
     pub top: usize,
     /// Build each file's path (needed for per-file output).
     pub paths: bool,
+    /// How block maps are read.
+    pub method: ScanMethod,
+}
+
+/// How the walk reads block maps.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
+pub enum ScanMethod {
+    /// From the on-disk structures where the filesystem allows it (ext2/3/4 with a readable
+    /// block device), else FIEMAP.
+    #[default]
+    Auto,
+    /// FIEMAP for every file (FIBMAP where FIEMAP is missing).
+    Fiemap,
+    /// From the on-disk structures; a starting path where that is impossible is an error.
+    /// Single files whose inode looks odd are still mapped with FIEMAP (and noted).
+    Ondisk,
+}
+
+impl ScanMethod {
+    /// `auto`, `fiemap` or `ondisk`.
+    pub fn name(self) -> &'static str {
+        match self {
+            Self::Auto => "auto",
+            Self::Fiemap => "fiemap",
+            Self::Ondisk => "ondisk",
+        }
+    }
 }
 
 impl Default for WalkOptions {
@@ -44,6 +75,7 @@ impl Default for WalkOptions {
             cross_mounts: false,
             top: 10,
             paths: false,
+            method: ScanMethod::Auto,
         }
     }
 }
@@ -55,7 +87,18 @@ struct Job {
     path: PathBuf,
     /// The device of the starting path this directory was reached from.
     root_dev: u64,
+    /// The directory's own (device, inode).
+    key: (u64, u64),
 }
+
+/// A regular file found by readdir, waiting for its inode to be read from disk.
+struct Pending {
+    name: std::ffi::CString,
+    ino: u64,
+}
+
+/// Files whose inodes are read together (bounds memory in huge directories).
+const CHUNK: usize = 4096;
 
 struct Queue {
     jobs: Vec<Job>,
@@ -69,6 +112,75 @@ struct Shared<'a> {
     seen: Mutex<HashSet<(u64, u64)>>,
     opts: &'a WalkOptions,
     sink: Option<FileSink<'a>>,
+    /// On-disk readers by device (or why there is none; noted once).
+    readers: Mutex<HashMap<u64, Result<Arc<ExtReader>, String>>>,
+    /// Directories (device, inode) with a mount point in them: their files are opened (FIEMAP)
+    /// so that a file mounted over an entry is seen as the mount, not the file below it.
+    mount_parents: HashSet<(u64, u64)>,
+}
+
+/// The (device, inode) of the directory holding each mount point of this process.
+fn mount_parents() -> HashSet<(u64, u64)> {
+    let mut out = HashSet::new();
+    let Ok(text) = std::fs::read_to_string("/proc/self/mountinfo") else {
+        return out;
+    };
+    for line in text.lines() {
+        let Some(mp) = line.split(' ').nth(4) else {
+            continue;
+        };
+        let mp = unescape_octal(mp);
+        let Some(parent) = Path::new(OsStr::from_bytes(&mp)).parent() else {
+            continue;
+        };
+        let Ok(c) = std::ffi::CString::new(parent.as_os_str().as_bytes()) else {
+            continue;
+        };
+        if let Ok(st) = statx_follow(&c) {
+            out.insert((dev_of(&st), st.stx_ino));
+        }
+    }
+    out
+}
+
+/// Undoes mountinfo's `\ooo` escapes (space, tab, newline, backslash).
+fn unescape_octal(s: &str) -> Vec<u8> {
+    let b = s.as_bytes();
+    let mut out = Vec::with_capacity(b.len());
+    let mut i = 0;
+    while i < b.len() {
+        if b[i] == b'\\'
+            && i + 3 < b.len()
+            && b[i + 1..i + 4].iter().all(|c| (b'0'..=b'7').contains(c))
+        {
+            out.push((b[i + 1] - b'0') * 64 + (b[i + 2] - b'0') * 8 + (b[i + 3] - b'0'));
+            i += 4;
+        } else {
+            out.push(b[i]);
+            i += 1;
+        }
+    }
+    out
+}
+
+fn statx_follow(path: &CStr) -> io::Result<libc::statx> {
+    // SAFETY: zeroed plain struct filled by the kernel.
+    let mut st: libc::statx = unsafe { std::mem::zeroed() };
+    // SAFETY: valid pointers.
+    let rc = unsafe {
+        libc::statx(
+            libc::AT_FDCWD,
+            path.as_ptr(),
+            libc::AT_NO_AUTOMOUNT,
+            libc::STATX_INO,
+            &mut st,
+        )
+    };
+    if rc < 0 {
+        Err(io::Error::last_os_error())
+    } else {
+        Ok(st)
+    }
 }
 
 fn statx_nofollow(dirfd: libc::c_int, name: &CStr) -> io::Result<libc::statx> {
@@ -121,6 +233,12 @@ pub fn scan_tree(
         seen: Mutex::new(HashSet::new()),
         opts,
         sink,
+        readers: Mutex::new(HashMap::new()),
+        mount_parents: if opts.method == ScanMethod::Fiemap {
+            HashSet::new()
+        } else {
+            mount_parents()
+        },
     };
     let mut total = SummaryBuilder::new(opts.top);
     let mut worker0 = Worker::new(&shared);
@@ -129,19 +247,54 @@ pub fn scan_tree(
             .map_err(|_| bad_input(format!("{}: path contains a NUL byte", p.display())))?;
         let st = statx_nofollow(libc::AT_FDCWD, &c)
             .map_err(|e| bad_input(format!("{}: {e}", p.display())))?;
-        match kind_of(st.stx_mode as u32) {
+        let kind = kind_of(st.stx_mode as u32);
+        let mut root_reader = None;
+        if opts.method != ScanMethod::Fiemap && matches!(kind, libc::S_IFDIR | libc::S_IFREG) {
+            let r = open_quietly(&c)
+                .map_err(|e| format!("opening: {e}"))
+                .and_then(|fd| worker0.reader_for(dev_of(&st), fd.as_fd()));
+            match r {
+                Ok(r) => root_reader = Some(r),
+                // Asked for on-disk reading: say so now, before scanning, if it cannot be done.
+                Err(e) if opts.method == ScanMethod::Ondisk => {
+                    return Err(bad_input(format!(
+                        "--method ondisk: {}: {e} (--method auto falls back to FIEMAP)",
+                        p.display()
+                    )))
+                }
+                Err(_) => {}
+            }
+        }
+        match kind {
             libc::S_IFDIR => {
                 let key = (dev_of(&st), st.stx_ino);
                 if shared.seen.lock().expect("seen set lock").insert(key) {
                     shared.queue.lock().expect("queue lock").jobs.push(Job {
                         path: p.clone(),
                         root_dev: dev_of(&st),
+                        key,
                     });
                 }
             }
             libc::S_IFREG => {
                 worker0.b.new_directory();
-                worker0.file(libc::AT_FDCWD, &c, p, dev_of(&st), true);
+                match root_reader {
+                    // The path was resolved (mounts crossed) by statx: its inode is the file.
+                    Some(r) => {
+                        worker0.pending.push(Pending {
+                            name: c.clone(),
+                            ino: st.stx_ino,
+                        });
+                        worker0.flush(
+                            &r,
+                            libc::AT_FDCWD,
+                            Path::new(""),
+                            (dev_of(&st), dev_of(&st)),
+                            true,
+                        );
+                    }
+                    None => worker0.file(libc::AT_FDCWD, &c, p, dev_of(&st), true),
+                }
             }
             libc::S_IFLNK => {
                 return Err(bad_input(format!(
@@ -186,13 +339,36 @@ pub fn scan_tree(
     for b in results {
         total.merge(b);
     }
-    Ok(total.finish())
+    let mut s = total.finish();
+    s.method = opts.method.name().to_string();
+    Ok(s)
+}
+
+/// Opens a directory or regular file for fstatfs/syncfs (never blocks on a FIFO, never follows
+/// a symlink).
+fn open_quietly(path: &CStr) -> io::Result<OwnedFd> {
+    // SAFETY: valid C string.
+    let fd = unsafe {
+        libc::open(
+            path.as_ptr(),
+            libc::O_RDONLY | libc::O_NOFOLLOW | libc::O_NONBLOCK | libc::O_CLOEXEC | libc::O_NOCTTY,
+        )
+    };
+    if fd < 0 {
+        return Err(io::Error::last_os_error());
+    }
+    // SAFETY: fresh descriptor.
+    Ok(unsafe { OwnedFd::from_raw_fd(fd) })
 }
 
 struct Worker<'s, 'a> {
     shared: &'s Shared<'a>,
     b: SummaryBuilder,
     rules: HashMap<u64, FsRules>,
+    /// Files of the current directory waiting for their inodes to be read.
+    pending: Vec<Pending>,
+    /// Inode-table read buffer, reused.
+    buf: Vec<u8>,
 }
 
 impl<'s, 'a> Worker<'s, 'a> {
@@ -201,7 +377,114 @@ impl<'s, 'a> Worker<'s, 'a> {
             shared,
             b: SummaryBuilder::new(shared.opts.top),
             rules: HashMap::new(),
+            pending: Vec::new(),
+            buf: Vec::new(),
         }
+    }
+
+    /// The filesystem rules of device `dev`, learnt from `fd` the first time.
+    fn rules_for(&mut self, dev: u64, fd: BorrowedFd<'_>) -> io::Result<FsRules> {
+        if let Some(r) = self.rules.get(&dev) {
+            return Ok(*r);
+        }
+        let r = FsRules::probe(fd)?;
+        self.rules.insert(dev, r);
+        Ok(r)
+    }
+
+    /// The on-disk reader of device `dev` (`fd`: any open file or directory on it), opened the
+    /// first time any thread asks (which syncs that filesystem once); the error says why there
+    /// is none. Filesystems other than ext2/3/4 are refused without a note in `auto` mode.
+    fn reader_for(&mut self, dev: u64, fd: BorrowedFd<'_>) -> Result<Arc<ExtReader>, String> {
+        let mut readers = self.shared.readers.lock().expect("readers lock");
+        if let Some(r) = readers.get(&dev) {
+            return r.clone();
+        }
+        let r = match self.rules_for(dev, fd) {
+            Err(e) => Err(format!("statfs: {e}")),
+            Ok(rules) if rules.magic != magic::EXT => Err(format!(
+                "{}: the on-disk reader knows ext2/3/4 only",
+                rules.name()
+            )),
+            Ok(_) => ExtReader::open(fd, dev).map(Arc::new),
+        };
+        if let Err(e) = &r {
+            let ext = self.rules.get(&dev).is_some_and(|r| r.magic == magic::EXT);
+            if ext || self.shared.opts.method == ScanMethod::Ondisk {
+                self.b.note_method(format!(
+                    "device {}:{}: {e}; FIEMAP used",
+                    libc::major(dev),
+                    libc::minor(dev)
+                ));
+            }
+        }
+        readers.insert(dev, r.clone());
+        r
+    }
+
+    /// Maps the pending files (one directory's, in readdir order) from their on-disk inodes,
+    /// falling back to FIEMAP for any inode that does not look right, and adds them in order.
+    /// `dev` is the directory's device, `root_dev` that of the starting path it was reached
+    /// from (they differ only with --cross-mounts).
+    fn flush(
+        &mut self,
+        reader: &ExtReader,
+        dirfd: libc::c_int,
+        dir: &Path,
+        (dev, root_dev): (u64, u64),
+        top_level: bool,
+    ) {
+        if self.pending.is_empty() {
+            return;
+        }
+        let pending = std::mem::take(&mut self.pending);
+        let inos: Vec<u64> = pending.iter().map(|p| p.ino).collect();
+        let mut maps: Vec<Option<Result<OndiskMap, Odd>>> = Vec::new();
+        maps.resize_with(pending.len(), || None);
+        reader.map_inodes(&inos, &mut self.buf, |i, m| maps[i] = Some(m));
+        // SAFETY: dirfd is an open directory or AT_FDCWD for the whole call.
+        let rules_fd = unsafe { BorrowedFd::borrow_raw(dirfd) };
+        let rules = if dirfd == libc::AT_FDCWD {
+            self.rules.get(&dev).copied()
+        } else {
+            self.rules_for(dev, rules_fd).ok()
+        };
+        for (p, m) in pending.iter().zip(maps) {
+            let child = || dir.join(OsStr::from_bytes(p.name.to_bytes()));
+            match (m, rules) {
+                (Some(Ok(m)), Some(rules)) => {
+                    let fl = layout_from_ondisk(&m, &rules);
+                    self.accept(fl, child);
+                }
+                (m, _) => {
+                    let path = child();
+                    let mapped_before = self.b.mapped_files();
+                    self.file(dirfd, &p.name, &path, root_dev, top_level);
+                    // A file that is gone by now was deleted during the scan: counted as
+                    // vanished, not worth a note.
+                    if let (Some(Err(why)), true) = (m, self.b.mapped_files() > mapped_before) {
+                        self.b.note_method(format!(
+                            "{}: on-disk inode {} not used ({why}); FIEMAP used",
+                            path.display(),
+                            p.ino
+                        ));
+                    }
+                }
+            }
+        }
+        self.pending = pending;
+        self.pending.clear();
+    }
+
+    /// Counts one mapped file (building its path only when someone needs it).
+    fn accept(&mut self, mut fl: FileLayout, path: impl FnOnce() -> PathBuf) {
+        if self.shared.opts.paths || self.b.wants_worst(&fl) {
+            fl.path = path().display().to_string();
+        }
+        if let Some(sink) = self.shared.sink {
+            sink(&fl);
+        }
+        self.b.add(&fl);
     }
 
     fn run(&mut self) {
@@ -301,6 +584,13 @@ impl<'s, 'a> Worker<'s, 'a> {
             }
         };
         self.b.new_directory();
+        let reader = if self.shared.opts.method == ScanMethod::Fiemap
+            || self.shared.mount_parents.contains(&job.key)
+        {
+            None
+        } else {
+            self.reader_for(job.key.0, fd.as_fd()).ok()
+        };
         for ent in dir.iter() {
             let ent = match ent {
                 Ok(e) => e,
@@ -316,10 +606,13 @@ impl<'s, 'a> Worker<'s, 'a> {
             }
             use nix::dir::Type;
             match ent.file_type() {
-                Some(Type::File) => {
-                    let child = job.path.join(OsStr::from_bytes(nb));
-                    self.file(dirfd, name, &child, job.root_dev, false);
-                }
+                Some(Type::File) => match &reader {
+                    Some(r) => self.queue_file(r, dirfd, job, name, ent.ino()),
+                    None => {
+                        let child = job.path.join(OsStr::from_bytes(nb));
+                        self.file(dirfd, name, &child, job.root_dev, false);
+                    }
+                },
                 Some(Type::Directory) => {
                     let child = job.path.join(OsStr::from_bytes(nb));
                     if let Some(j) = self.subdir(dirfd, name, child, job.root_dev) {
@@ -332,7 +625,12 @@ impl<'s, 'a> Worker<'s, 'a> {
                     let child = job.path.join(OsStr::from_bytes(nb));
                     match statx_nofollow(dirfd, name) {
                         Ok(st) => match kind_of(st.stx_mode as u32) {
-                            libc::S_IFREG => self.file(dirfd, name, &child, job.root_dev, false),
+                            libc::S_IFREG => match &reader {
+                                Some(r) if dev_of(&st) == job.key.0 && !is_mount_root(&st) => {
+                                    self.queue_file(r, dirfd, job, name, st.stx_ino)
+                                }
+                                _ => self.file(dirfd, name, &child, job.root_dev, false),
+                            },
                             libc::S_IFDIR => {
                                 if let Some(j) = self.subdir(dirfd, name, child, job.root_dev) {
                                     subdirs.push(j);
@@ -346,10 +644,31 @@ impl<'s, 'a> Worker<'s, 'a> {
                 }
             }
         }
+        if let Some(r) = &reader {
+            self.flush(r, dirfd, &job.path, (job.key.0, job.root_dev), false);
+        }
         drop(fd);
         // Depth-first keeps the stack short; reversed so directories are taken in readdir order.
         subdirs.reverse();
         subdirs
+    }
+
+    /// Queues a regular file for the on-disk reader; a full batch is mapped at once.
+    fn queue_file(
+        &mut self,
+        reader: &ExtReader,
+        dirfd: libc::c_int,
+        job: &Job,
+        name: &CStr,
+        ino: u64,
+    ) {
+        self.pending.push(Pending {
+            name: name.to_owned(),
+            ino,
+        });
+        if self.pending.len() >= CHUNK {
+            self.flush(reader, dirfd, &job.path, (job.key.0, job.root_dev), false);
+        }
     }
 
     fn subdir(
@@ -386,7 +705,11 @@ impl<'s, 'a> Worker<'s, 'a> {
             self.b.skipped.loops += 1;
             return None;
         }
-        Some(Job { path, root_dev })
+        Some(Job {
+            path,
+            root_dev,
+            key: (dev, st.stx_ino),
+        })
     }
 
     fn file(
@@ -436,29 +759,15 @@ impl<'s, 'a> Worker<'s, 'a> {
             self.b.skipped.other_mounts += 1;
             return;
         }
-        let rules = match self.rules.get(&dev) {
-            Some(r) => *r,
-            None => match FsRules::probe(fd.as_fd()) {
-                Ok(r) => {
-                    self.rules.insert(dev, r);
-                    r
-                }
-                Err(e) => {
-                    self.count_error(path, "statfs", &e);
-                    return;
-                }
-            },
+        let rules = match self.rules_for(dev, fd.as_fd()) {
+            Ok(r) => r,
+            Err(e) => {
+                self.count_error(path, "statfs", &e);
+                return;
+            }
         };
         match map_file(fd.as_fd(), st.st_size as u64, &rules) {
-            Ok(mut fl) => {
-                if self.shared.opts.paths || self.b.wants_worst(&fl) {
-                    fl.path = path.display().to_string();
-                }
-                if let Some(sink) = self.shared.sink {
-                    sink(&fl);
-                }
-                self.b.add(&fl);
-            }
+            Ok(fl) => self.accept(fl, || path.to_path_buf()),
             Err(e) => self.count_error(path, "reading the block map", &e),
         }
     }
