@@ -18,6 +18,9 @@ pub struct ClientsArgs {
     pub testbed: TestbedArgs,
     #[command(flatten)]
     pub run: RunArgs,
+    #[cfg(feature = "mpi")]
+    #[command(flatten)]
+    pub mpi: super::mpi::MpiArgs,
     /// Client counts to sweep, e.g. 1,4,8,16,32,64.
     #[arg(
         long,

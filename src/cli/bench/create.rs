@@ -13,6 +13,9 @@ pub struct CreateArgs {
     pub testbed: TestbedArgs,
     #[command(flatten)]
     pub run: RunArgs,
+    #[cfg(feature = "mpi")]
+    #[command(flatten)]
+    pub mpi: super::mpi::MpiArgs,
     /// Files each worker creates (fs_mark -n).
     #[arg(long, default_value_t = 10_000, help_heading = "Workload")]
     pub files: u64,

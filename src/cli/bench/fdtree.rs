@@ -15,6 +15,9 @@ pub struct FdtreeArgs {
     pub testbed: TestbedArgs,
     #[command(flatten)]
     pub run: RunArgs,
+    #[cfg(feature = "mpi")]
+    #[command(flatten)]
+    pub mpi: super::mpi::MpiArgs,
     /// A scenario of the journal-size study (4 KiB or 4 MiB files, shallow or deep tree):
     ///
     ///   small-shallow   L=3  D=20 F=40 S=4K      8421 dirs  336840 files   1.3 GiB

@@ -10,6 +10,8 @@ mod clients;
 mod create;
 mod fdtree;
 mod interleave;
+#[cfg(feature = "mpi")]
+mod mpi;
 mod tio;
 mod tree;
 
@@ -68,10 +70,34 @@ pub fn bench(testbed: &TestbedArgs, run: &RunArgs, wl: &dyn Workload) -> Result<
 pub fn run(cmd: BenchCmd) -> Result<ExitCode> {
     match cmd {
         BenchCmd::Tree(a) => bench(&a.testbed, &a.run, &a.workload()),
+        #[cfg(not(feature = "mpi"))]
         BenchCmd::Fdtree(a) => bench(&a.testbed, &a.run, &a.workload()),
+        #[cfg(feature = "mpi")]
+        BenchCmd::Fdtree(a) => mpi::distributed(&a.mpi, &a.testbed, &a.run, &a.workload(), |run| {
+            bench(&a.testbed, run, &a.workload())
+        }),
         BenchCmd::Interleave(a) => bench(&a.testbed, &a.run, &a.workload()),
+        #[cfg(not(feature = "mpi"))]
         BenchCmd::Create(a) => bench(&a.testbed, &a.run, &a.workload()),
+        #[cfg(feature = "mpi")]
+        BenchCmd::Create(a) => mpi::distributed(&a.mpi, &a.testbed, &a.run, &a.workload(), |run| {
+            bench(&a.testbed, run, &a.workload())
+        }),
+        #[cfg(not(feature = "mpi"))]
         BenchCmd::Tio(a) => tio::run(a),
+        #[cfg(feature = "mpi")]
+        BenchCmd::Tio(a) => {
+            let (m, t, r, w) = (a.mpi.clone(), a.testbed.clone(), a.run.clone(), a.workload());
+            mpi::distributed(&m, &t, &r, &w, |run| tio::run(tio::TioArgs { run: run.clone(), ..a }))
+        }
+        #[cfg(not(feature = "mpi"))]
         BenchCmd::Clients(a) => clients::run(a),
+        #[cfg(feature = "mpi")]
+        BenchCmd::Clients(a) => {
+            let (m, t, r, w) = (a.mpi.clone(), a.testbed.clone(), a.run.clone(), a.workload());
+            mpi::distributed(&m, &t, &r, &w, |run| {
+                clients::run(clients::ClientsArgs { run: run.clone(), ..a })
+            })
+        }
     }
 }
