@@ -65,7 +65,11 @@ pub fn launched_by_mpirun() -> bool {
 pub fn library_version() -> String {
     mpi::environment::library_version()
         .ok()
-        .and_then(|s| s.lines().next().map(|l| l.trim().to_string()))
+        .and_then(|s| {
+            s.lines()
+                .next()
+                .map(|l| l.trim_matches(|c: char| c == '\0' || c.is_whitespace()).to_string())
+        })
         .unwrap_or_else(|| "unknown MPI library".into())
 }
 

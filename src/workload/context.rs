@@ -298,6 +298,28 @@ impl<'a> RunContext<'a> {
         (self.root.clone(), 0)
     }
 
+    /// Under MPI with `--shared-dir` and 2 or more ranks, this process's rank: the workload's
+    /// directory is shared with the other ranks, so only rank 0 may remove what they all used,
+    /// after [`RunContext::barrier`]. `None` when the directory is this process's alone.
+    pub fn shared_rank(&self) -> Option<u32> {
+        #[cfg(feature = "mpi")]
+        if let Some(s) = crate::dist::session() {
+            if s.size() > 1 && s.options().dir_mode == crate::dist::DirMode::Shared {
+                return Some(s.rank());
+            }
+        }
+        None
+    }
+
+    /// Waits until every MPI rank is here (nothing without MPI): between steps that touch what
+    /// other ranks use, outside measured phases.
+    pub fn barrier(&self) {
+        #[cfg(feature = "mpi")]
+        if let Some(s) = crate::dist::session() {
+            s.barrier();
+        }
+    }
+
     /// Keeps a phase measured by hand with [`RunContext::meter`].
     pub fn push_phase(&mut self, p: PhaseResult) -> &mut PhaseResult {
         self.phases.push(p);
