@@ -238,7 +238,8 @@ fn merge_one(reports: &[RankReport], i: usize) -> Result<PhaseResult> {
 
 /// How one workload figure combines over ranks (see the module docs).
 fn merge_extra(ps: &[&PhaseResult], merged: &PhaseResult) -> BTreeMap<String, f64> {
-    let keys: std::collections::BTreeSet<&String> = ps.iter().flat_map(|p| p.extra.keys()).collect();
+    let keys: std::collections::BTreeSet<&String> =
+        ps.iter().flat_map(|p| p.extra.keys()).collect();
     let mut out = BTreeMap::new();
     let n_lat = merged.latency.count.max(1) as f64;
     for key in keys {
@@ -256,10 +257,9 @@ fn merge_extra(ps: &[&PhaseResult], merged: &PhaseResult) -> BTreeMap<String, f6
             }
             "block" | "file_size" | "iodepth" => vals.iter().map(|v| v.0).fold(0.0, f64::max),
             "complete" => vals.iter().map(|v| v.0).fold(f64::INFINITY, f64::min),
-            k if k.ends_with("_per_s") || k == "iops" => rate(
-                vals.iter().map(|(v, w)| v * w).sum::<f64>(),
-                merged.wall_s,
-            ),
+            k if k.ends_with("_per_s") || k == "iops" => {
+                rate(vals.iter().map(|(v, w)| v * w).sum::<f64>(), merged.wall_s)
+            }
             k if k.ends_with("_mean") || k.ends_with("_score") => sum / vals.len().max(1) as f64,
             k if k.ends_with("_max") => vals.iter().map(|v| v.0).fold(f64::MIN, f64::max),
             _ => sum,
@@ -367,7 +367,10 @@ mod tests {
         assert!(p.ranks[1].latency.hdr.is_empty());
         let sum: u64 = p.ranks.iter().map(|r| r.latency.count).sum();
         assert_eq!(sum, p.latency.count);
-        assert_eq!(merge_warnings(&reports), vec!["same everywhere".to_string()]);
+        assert_eq!(
+            merge_warnings(&reports),
+            vec!["same everywhere".to_string()]
+        );
     }
 
     #[test]

@@ -60,7 +60,9 @@ impl FromStr for DirMode {
         match s.trim() {
             "unique" | "unique-dir" => Ok(Self::Unique),
             "shared" | "shared-dir" => Ok(Self::Shared),
-            _ => Err(format!("unknown directory mode {s:?}; use unique-dir or shared-dir")),
+            _ => Err(format!(
+                "unknown directory mode {s:?}; use unique-dir or shared-dir"
+            )),
         }
     }
 }

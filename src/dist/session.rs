@@ -66,9 +66,10 @@ pub fn library_version() -> String {
     mpi::environment::library_version()
         .ok()
         .and_then(|s| {
-            s.lines()
-                .next()
-                .map(|l| l.trim_matches(|c: char| c == '\0' || c.is_whitespace()).to_string())
+            s.lines().next().map(|l| {
+                l.trim_matches(|c: char| c == '\0' || c.is_whitespace())
+                    .to_string()
+            })
         })
         .unwrap_or_else(|| "unknown MPI library".into())
 }
@@ -114,8 +115,7 @@ impl Session {
         let host = crate::results::HostInfo::current().hostname;
         let pid = std::process::id();
         let s = if launched_by_mpirun() {
-            let Some((universe, _)) =
-                mpi::initialize_with_threading(mpi::Threading::Funneled)
+            let Some((universe, _)) = mpi::initialize_with_threading(mpi::Threading::Funneled)
             else {
                 anyhow::bail!("MPI was initialized already");
             };
@@ -251,7 +251,9 @@ impl Session {
             if all.iter().any(|s| s[0] != STATUS_OK) {
                 // Stopped by a failure no rank owns: cannot happen, but must not pass as success.
                 self.agreed_failure.set(true);
-                return Err(anyhow::anyhow!("a rank stopped without an error of its own"));
+                return Err(anyhow::anyhow!(
+                    "a rank stopped without an error of its own"
+                ));
             }
             return r;
         };
@@ -334,8 +336,9 @@ impl Session {
             Some(_) => STATUS_FAILED,
         };
         let code = failure.as_ref().map_or(0, |e| exit_code(e) as u64);
-        let all = self.all_gather([status, flags.sent as u64, walled_here as u64, code]);
-        let sent_to_me = all.iter().filter(|s| s[1] == 1).count() - flags.sent as usize;
+        // Every step exchanges [status, exit code, ..]; a phase adds [notice sent, walled].
+        let all = self.all_gather([status, code, flags.sent as u64, walled_here as u64]);
+        let sent_to_me = all.iter().filter(|s| s[2] == 1).count() - flags.sent as usize;
         let missing = sent_to_me.saturating_sub(flags.received);
         self.drain_notices(missing);
         let outcome = match failure {
@@ -343,7 +346,7 @@ impl Session {
             None => Ok(()),
         };
         self.settle(outcome, &all)?;
-        if all.iter().any(|s| s[2] == 1) {
+        if all.iter().any(|s| s[3] == 1) {
             result.stonewall_s = self.opts.stonewall.map(|d| d.as_secs_f64());
         }
         if walled_here {
@@ -494,7 +497,8 @@ impl Session {
         let mut reports = Vec::with_capacity(self.size as usize);
         match &self.world {
             Some(w) if self.rank != 0 => {
-                let bytes = serde_json::to_vec(&report).context("serializing this rank's phases")?;
+                let bytes =
+                    serde_json::to_vec(&report).context("serializing this rank's phases")?;
                 w.process_at_rank(0).send_with_tag(&bytes[..], TAG_REPORT);
                 return Ok((report.phases, report.warnings, None));
             }

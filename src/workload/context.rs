@@ -256,7 +256,12 @@ impl<'a> RunContext<'a> {
         if let Some(s) = crate::dist::session() {
             // Under MPI: all ranks start behind a barrier and end together (see `dist`).
             let result = s
-                .phase(name, || self.meter(name, defs, expected), workers.max(1), work)
+                .phase(
+                    name,
+                    || self.meter(name, defs, expected),
+                    workers.max(1),
+                    work,
+                )
                 .with_context(|| format!("phase {name}"))?;
             self.phases.push(result);
             return Ok(self.phases.last_mut().expect("just pushed"));

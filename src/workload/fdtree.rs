@@ -970,7 +970,12 @@ impl Workload for Fdtree {
         self.dir_create(ctx)?;
         self.file_create(ctx)?;
         ctx.layout_point()?;
-        if let Some(out) = &self.tree_list {
+        // Under MPI, rank 0 alone writes it (of its own tree, or of the shared directory).
+        if let Some(out) = self
+            .tree_list
+            .as_ref()
+            .filter(|_| !crate::dist::secondary_rank())
+        {
             write_tree_list(ctx.root(), out)?;
         }
         if self.stat {

@@ -87,16 +87,34 @@ pub fn run(cmd: BenchCmd) -> Result<ExitCode> {
         BenchCmd::Tio(a) => tio::run(a),
         #[cfg(feature = "mpi")]
         BenchCmd::Tio(a) => {
-            let (m, t, r, w) = (a.mpi.clone(), a.testbed.clone(), a.run.clone(), a.workload());
-            mpi::distributed(&m, &t, &r, &w, |run| tio::run(tio::TioArgs { run: run.clone(), ..a }))
+            let (m, t, r, w) = (
+                a.mpi.clone(),
+                a.testbed.clone(),
+                a.run.clone(),
+                a.workload(),
+            );
+            mpi::distributed(&m, &t, &r, &w, |run| {
+                tio::run(tio::TioArgs {
+                    run: run.clone(),
+                    ..a
+                })
+            })
         }
         #[cfg(not(feature = "mpi"))]
         BenchCmd::Clients(a) => clients::run(a),
         #[cfg(feature = "mpi")]
         BenchCmd::Clients(a) => {
-            let (m, t, r, w) = (a.mpi.clone(), a.testbed.clone(), a.run.clone(), a.workload());
+            let (m, t, r, w) = (
+                a.mpi.clone(),
+                a.testbed.clone(),
+                a.run.clone(),
+                a.workload(),
+            );
             mpi::distributed(&m, &t, &r, &w, |run| {
-                clients::run(clients::ClientsArgs { run: run.clone(), ..a })
+                clients::run(clients::ClientsArgs {
+                    run: run.clone(),
+                    ..a
+                })
             })
         }
     }

@@ -691,7 +691,9 @@ impl Tio {
         let off = ctx.worker_base(cell.threads as u64);
         match std::fs::create_dir(&dir) {
             // Another MPI rank made it (`--shared-dir`).
-            Err(e) if e.kind() == std::io::ErrorKind::AlreadyExists && ctx.shared_rank().is_some() => {}
+            Err(e)
+                if e.kind() == std::io::ErrorKind::AlreadyExists && ctx.shared_rank().is_some() => {
+            }
             r => r.with_context(|| format!("creating {}", dir.display()))?,
         }
         let seed = ctx.seed();
@@ -794,8 +796,7 @@ impl Tio {
             None => true,
         };
         if remove {
-            std::fs::remove_dir_all(&dir)
-                .with_context(|| format!("removing {}", dir.display()))?;
+            std::fs::remove_dir_all(&dir).with_context(|| format!("removing {}", dir.display()))?;
         }
         Ok(())
     }
