@@ -5,6 +5,8 @@
 //! tests are skipped with a printed reason; under CI they fail. The failure tests also need root
 //! (a small tmpfs to run out of space on).
 
+#![allow(clippy::unwrap_used)] // tests fail loudly by design
+
 mod support;
 
 use std::path::{Path, PathBuf};
@@ -55,28 +57,31 @@ fn mpi_binary() -> Option<PathBuf> {
     .clone()
 }
 
+/// libclang itself (libclang.so or libclang-N.so), not libclang-cpp: what bindgen loads.
 fn have_libclang() -> bool {
-    let found = ["/usr/lib", "/usr/lib64", "/usr/lib/x86_64-linux-gnu"]
-        .iter()
-        .flat_map(|d| std::fs::read_dir(d).into_iter().flatten().flatten())
-        .any(|e| {
-            let n = e.file_name().to_string_lossy().to_string();
-            n.starts_with("libclang") && n.contains(".so")
-                || n.starts_with("llvm-")
-                    && e.path().join("lib").read_dir().is_ok_and(|mut r| {
-                        r.any(|f| {
-                            f.is_ok_and(|f| {
-                                let n = f.file_name().to_string_lossy().to_string();
-                                n.starts_with("libclang") && n.contains(".so")
-                            })
-                        })
-                    })
-        });
-    if !found {
-        // Reuses the helper's skip-or-fail rule with a name that is never on PATH.
-        return support::have_program("libclang (bindgen needs it to build the mpi feature)");
+    let is_libclang = |n: &str| {
+        n.starts_with("libclang.so")
+            || n.strip_prefix("libclang-")
+                .is_some_and(|r| r.starts_with(|c: char| c.is_ascii_digit()) && r.contains(".so"))
+    };
+    let in_dir = |d: &Path| {
+        std::fs::read_dir(d)
+            .into_iter()
+            .flatten()
+            .flatten()
+            .any(|e| is_libclang(&e.file_name().to_string_lossy()))
+    };
+    let llvm = std::fs::read_dir("/usr/lib")
+        .into_iter()
+        .flatten()
+        .flatten()
+        .filter(|e| e.file_name().to_string_lossy().starts_with("llvm-"))
+        .any(|e| in_dir(&e.path().join("lib")));
+    if llvm || in_dir(Path::new("/usr/lib/x86_64-linux-gnu")) || in_dir(Path::new("/usr/lib64")) {
+        return true;
     }
-    true
+    // The helper's skip-or-fail rule, with a name that is never on PATH.
+    support::have_program("libclang (bindgen needs it to build the mpi feature)")
 }
 
 fn mpirun(bin: &Path, np: usize, args: &[&str]) -> Command {

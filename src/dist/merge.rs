@@ -203,7 +203,7 @@ fn merge_one(reports: &[RankReport], i: usize) -> Result<PhaseResult> {
                 user_s: p.user_s,
                 sys_s: p.sys_s,
                 latency: lat,
-                stonewalled: r.walled.iter().any(|n| *n == p.name),
+                stonewalled: r.walled.contains(&p.name),
             }
         })
         .collect();
