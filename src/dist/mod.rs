@@ -24,6 +24,7 @@
 //! in a build without MPI.
 
 pub mod merge;
+pub mod report;
 #[cfg(feature = "mpi")]
 mod session;
 

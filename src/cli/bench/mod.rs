@@ -63,7 +63,9 @@ pub enum BenchCmd {
 pub fn bench(testbed: &TestbedArgs, run: &RunArgs, wl: &dyn Workload) -> Result<ExitCode> {
     let place = testbed.place()?;
     let outcomes = crate::runner::run(&place, wl, &run.options())?;
-    run.print(&outcomes, phase_table)?;
+    run.print(&outcomes, |r| {
+        phase_table(r) + &crate::dist::report::rank_text(r)
+    })?;
     Ok(ExitCode::SUCCESS)
 }
 

@@ -236,7 +236,9 @@ pub fn run(a: TioArgs) -> Result<ExitCode> {
             print!("{csv}");
         }
     } else {
-        a.run.print(&outcomes, sweep_tables)?;
+        a.run.print(&outcomes, |r| {
+            sweep_tables(r) + &crate::dist::report::rank_text(r)
+        })?;
     }
     write_csv(&a.run.out, "tio", &csv, a.run.quiet || a.run.json)?;
     Ok(ExitCode::SUCCESS)
