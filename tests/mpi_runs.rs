@@ -98,6 +98,25 @@ fn run_ok(mut c: Command) -> Value {
     support::json_of(&out)
 }
 
+/// The result document matches schema fsgauge.run/1 (with the fields MPI runs add).
+fn assert_schema(doc: &Value) {
+    let text = std::fs::read_to_string(concat!(
+        env!("CARGO_MANIFEST_DIR"),
+        "/schema/fsgauge.run-1.schema.json"
+    ))
+    .unwrap();
+    let schema: Value = serde_json::from_str(&text).unwrap();
+    let v = jsonschema::validator_for(&schema).expect("the schema itself is valid");
+    let errors: Vec<String> = v
+        .iter_errors(doc)
+        .map(|e| format!("{} at {}", e, e.instance_path))
+        .collect();
+    assert!(
+        errors.is_empty(),
+        "result does not match the schema: {errors:#?}"
+    );
+}
+
 fn phase<'a>(r: &'a Value, name: &str) -> &'a Value {
     r["phases"]
         .as_array()
@@ -132,6 +151,8 @@ fn check_totals(bin: &Path, dir: &Path, args: &[&str]) -> (Value, Value) {
     let o4 = out4.to_str().unwrap().to_string();
     args4.extend(["--out", &o4]);
     let multi = run_ok(mpirun(bin, RANKS, &args4));
+    assert_schema(&multi);
+    assert_schema(&single);
     let mpi = &multi["mpi"];
     assert_eq!(mpi["ranks"], RANKS as u64, "{mpi}");
     assert_eq!(mpi["rank_hosts"].as_array().unwrap().len(), RANKS);
@@ -354,6 +375,7 @@ fn stonewall_stops_every_rank_and_counts_what_was_done() {
         ],
     ));
     assert!(t0.elapsed() < Duration::from_secs(60), "{:?}", t0.elapsed());
+    assert_schema(&r);
     let c = phase(&r, "create");
     assert_eq!(c["stonewall_s"].as_f64(), Some(1.0));
     assert_eq!(r["mpi"]["stonewall_s"].as_f64(), Some(1.0));
