@@ -16,7 +16,7 @@
 use std::cell::{Cell, RefCell};
 use std::path::{Path, PathBuf};
 use std::rc::Rc;
-use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
+use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::{Barrier, Mutex};
 use std::time::{Duration, Instant};
 
@@ -371,7 +371,9 @@ impl Session {
         let barrier = Barrier::new(n);
         let failure: Mutex<Option<anyhow::Error>> = Mutex::new(None);
         let failed = AtomicBool::new(false);
-        let done = AtomicUsize::new(0);
+        // Each worker says when it is done, so the phase's clock stops at once, not at the
+        // next poll.
+        let (done_tx, done_rx) = std::sync::mpsc::channel::<()>();
         // A stonewall needs a prompt check; without one only failures are waited for.
         let every = if deadline.is_some() {
             Duration::from_millis(2)
@@ -382,7 +384,8 @@ impl Session {
             let handles: Vec<_> = (0..n)
                 .map(|i| {
                     let mut r = meter.recorder(i as u32);
-                    let (barrier, failure, failed, done) = (&barrier, &failure, &failed, &done);
+                    let (barrier, failure, failed) = (&barrier, &failure, &failed);
+                    let done = done_tx.clone();
                     s.spawn(move || {
                         barrier.wait();
                         if let Err(e) = work(i, &mut r) {
@@ -394,12 +397,20 @@ impl Session {
                             failed.store(true, Ordering::Release);
                         }
                         r.finish();
-                        done.fetch_add(1, Ordering::AcqRel);
+                        let _ = done.send(());
                         r
                     })
                 })
                 .collect();
-            while done.load(Ordering::Acquire) < n {
+            drop(done_tx);
+            let mut finished = 0;
+            while finished < n {
+                match done_rx.recv_timeout(every) {
+                    Ok(()) => finished += 1,
+                    Err(std::sync::mpsc::RecvTimeoutError::Timeout) => {}
+                    // Every worker is gone (a panic ends a worker without a word).
+                    Err(std::sync::mpsc::RecvTimeoutError::Disconnected) => break,
+                }
                 self.take_notices(meter, flags);
                 if !flags.sent {
                     if failed.load(Ordering::Acquire) {
@@ -412,7 +423,6 @@ impl Session {
                         flags.sent = true;
                     }
                 }
-                std::thread::sleep(every);
             }
             handles.into_iter().filter_map(|h| h.join().ok()).collect()
         });
