@@ -291,8 +291,12 @@ fn tio_on_four_ranks_is_four_times_one() {
         "--file-size",
         "256K",
         "--shared-file",
+        "--shared-dir",
+        "--verify",
     ];
     let (_, multi) = check_totals(&bin, dir.path(), &args);
+    // One shared file for all 8 threads of the 4 ranks, each on its own region, verified.
+    assert_eq!(multi["mpi"]["dir_mode"], "shared-dir");
     let w = phase(&multi, "seqwrite-4K-t2");
     assert_eq!(u(&w["bytes"]), 4 * 2 * 256 * 1024);
     assert_eq!(w["extra"]["threads"].as_f64(), Some(8.0));
@@ -669,6 +673,25 @@ fn testbeds_are_refused_for_several_ranks() {
     assert_eq!(o.status.code(), Some(2), "{err}");
     assert!(err.contains("give --dir PATH"), "{err}");
     assert_eq!(err.matches("fsgauge: error:").count(), 1, "{err}");
+    assert_eq!(std::fs::read_dir(dir.path()).unwrap().count(), 0);
+}
+
+#[test]
+fn read_neighbour_without_mpirun_and_tree_under_mpirun_are_refused() {
+    let Some(bin) = mpi_binary() else { return };
+    let dir = tempdir();
+    let d = dir.path().to_str().unwrap();
+    let o = Command::new(&bin)
+        .args(["bench", "fdtree", "--read-neighbour", "--dir", d, "--stat"])
+        .output()
+        .unwrap();
+    assert_eq!(o.status.code(), Some(2));
+    assert!(String::from_utf8_lossy(&o.stderr).contains("mpirun -np N"));
+    let o = mpirun(&bin, 2, &["bench", "tree", "--dir", d])
+        .output()
+        .unwrap();
+    assert!(!o.status.success());
+    assert!(String::from_utf8_lossy(&o.stderr).contains("bench tree has no MPI mode"));
     assert_eq!(std::fs::read_dir(dir.path()).unwrap().count(), 0);
 }
 

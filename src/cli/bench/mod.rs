@@ -71,14 +71,22 @@ pub fn bench(testbed: &TestbedArgs, run: &RunArgs, wl: &dyn Workload) -> Result<
 
 pub fn run(cmd: BenchCmd) -> Result<ExitCode> {
     match cmd {
-        BenchCmd::Tree(a) => bench(&a.testbed, &a.run, &a.workload()),
+        BenchCmd::Tree(a) => {
+            #[cfg(feature = "mpi")]
+            mpi::refuse_under_mpirun("tree")?;
+            bench(&a.testbed, &a.run, &a.workload())
+        }
         #[cfg(not(feature = "mpi"))]
         BenchCmd::Fdtree(a) => bench(&a.testbed, &a.run, &a.workload()),
         #[cfg(feature = "mpi")]
         BenchCmd::Fdtree(a) => mpi::distributed(&a.mpi, &a.testbed, &a.run, &a.workload(), |run| {
             bench(&a.testbed, run, &a.workload())
         }),
-        BenchCmd::Interleave(a) => bench(&a.testbed, &a.run, &a.workload()),
+        BenchCmd::Interleave(a) => {
+            #[cfg(feature = "mpi")]
+            mpi::refuse_under_mpirun("interleave")?;
+            bench(&a.testbed, &a.run, &a.workload())
+        }
         #[cfg(not(feature = "mpi"))]
         BenchCmd::Create(a) => bench(&a.testbed, &a.run, &a.workload()),
         #[cfg(feature = "mpi")]

@@ -66,6 +66,11 @@ pub fn distributed(
     body: impl FnOnce(&RunArgs) -> Result<ExitCode>,
 ) -> Result<ExitCode> {
     let opts = mpi.options()?;
+    if opts.read_neighbour && !crate::dist::launched_by_mpirun() {
+        return Err(bad_input(
+            "--read-neighbour needs 2 or more MPI ranks: run under mpirun -np N (N ≥ 2)",
+        ));
+    }
     let Some(_guard) = Session::start(opts)? else {
         return body(run);
     };
@@ -92,6 +97,16 @@ pub fn distributed(
         }
         Err(e) => s.abort(&e),
     }
+}
+
+/// For workloads without an MPI mode: refuses to run as several uncoordinated copies.
+pub fn refuse_under_mpirun(kind: &str) -> Result<()> {
+    if crate::dist::launched_by_mpirun() {
+        return Err(bad_input(format!(
+            "bench {kind} has no MPI mode; under mpirun use bench fdtree, create, tio or clients (or run {kind} without mpirun)"
+        )));
+    }
+    Ok(())
 }
 
 /// What every rank checks before anything is made.
