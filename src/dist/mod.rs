@@ -32,9 +32,7 @@ use std::str::FromStr;
 use std::time::Duration;
 
 #[cfg(feature = "mpi")]
-pub use session::{
-    current as session, launched_by_mpirun, library_version, DistRoot, RankFailure, Session,
-};
+pub use session::{current as session, library_version, DistRoot, RankFailure, Session};
 
 /// Where the ranks work.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
@@ -76,6 +74,19 @@ pub struct DistOptions {
     pub stonewall: Option<Duration>,
     /// Read and stat phases of rank r use rank r+1's files.
     pub read_neighbour: bool,
+}
+
+/// True when this process was started by an MPI launcher (mpirun, mpiexec, srun with PMI/PMIx).
+pub fn launched_by_mpirun() -> bool {
+    [
+        "OMPI_COMM_WORLD_SIZE",
+        "PMI_SIZE",
+        "PMI_RANK",
+        "PMIX_RANK",
+        "MPI_LOCALNRANKS",
+    ]
+    .iter()
+    .any(|v| std::env::var_os(v).is_some())
 }
 
 /// True in an MPI job on every rank but 0: such ranks write no result and print nothing.

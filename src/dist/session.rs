@@ -25,7 +25,7 @@ use mpi::topology::SimpleCommunicator;
 use mpi::traits::*;
 
 use super::merge::{merge_phases, merge_warnings, RankReport};
-use super::{neighbour, DirMode, DistOptions};
+use super::{launched_by_mpirun, neighbour, DirMode, DistOptions};
 use crate::error::{bad_input, exit_code, Interrupted, SystemFailure};
 use crate::measure::{PhaseMeter, Recorder};
 use crate::results::{MpiInfo, PhaseResult, RankHost};
@@ -46,19 +46,6 @@ thread_local! {
 /// The session of this rank, when one is running (on the thread that started it).
 pub fn current() -> Option<Rc<Session>> {
     CURRENT.with(|c| c.borrow().clone())
-}
-
-/// True when this process was started by an MPI launcher (mpirun, mpiexec, srun with PMI/PMIx).
-pub fn launched_by_mpirun() -> bool {
-    [
-        "OMPI_COMM_WORLD_SIZE",
-        "PMI_SIZE",
-        "PMI_RANK",
-        "PMIX_RANK",
-        "MPI_LOCALNRANKS",
-    ]
-    .iter()
-    .any(|v| std::env::var_os(v).is_some())
 }
 
 /// The MPI library's version string (first line).

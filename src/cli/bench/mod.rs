@@ -70,6 +70,12 @@ pub fn bench(testbed: &TestbedArgs, run: &RunArgs, wl: &dyn Workload) -> Result<
 }
 
 pub fn run(cmd: BenchCmd) -> Result<ExitCode> {
+    #[cfg(not(feature = "mpi"))]
+    if crate::dist::launched_by_mpirun() {
+        eprintln!(
+            "warning: this fsgauge is built without MPI, so under mpirun every process runs alone and writes its own result; build with --features mpi for one run over all ranks"
+        );
+    }
     match cmd {
         BenchCmd::Tree(a) => {
             #[cfg(feature = "mpi")]
