@@ -85,6 +85,8 @@ pub fn distributed(
     })();
     match outcome {
         Ok(code) => Ok(code),
+        // Alone, there is nobody to keep in step: report as any run does.
+        Err(e) if s.size() == 1 => Err(e),
         // Rank 0 reports it and exits with its code. The others end quietly and with success:
         // mpirun kills the whole job as soon as one process exits with an error, which could
         // come before rank 0 has printed.
