@@ -208,7 +208,8 @@ impl Recorder {
         self.ops[op.0].bytes += bytes;
     }
 
-    /// True when the phase should end early: a signal arrived or another worker failed.
+    /// True when the phase should end early: a signal arrived, another worker failed, or the
+    /// phase was cut at a stonewall (then [`Recorder::stonewalled`] is true too).
     #[inline]
     pub fn should_stop(&self) -> bool {
         self.stop.load(Ordering::Relaxed) || crate::signals::interrupted()
