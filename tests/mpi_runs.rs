@@ -334,6 +334,31 @@ fn tio_on_four_ranks_is_four_times_one() {
     assert_eq!(w["extra"]["complete"].as_f64(), Some(1.0));
 }
 
+/// dbench-style clients in one shared directory: client numbers run across the ranks, so the
+/// 8 clients' directories do not collide, and the totals are 4 times one rank's.
+#[test]
+fn clients_on_four_ranks_in_one_directory_are_four_times_one() {
+    let Some(bin) = mpi_binary() else { return };
+    let dir = tempdir();
+    let args = [
+        "bench",
+        "clients",
+        "--clients",
+        "2",
+        "--loops",
+        "1",
+        "--mix-ops",
+        "300",
+        "--shared-dir",
+    ];
+    let (_, multi) = check_totals(&bin, dir.path(), &args);
+    assert_eq!(multi["mpi"]["dir_mode"], "shared-dir");
+    assert_eq!(
+        phase(&multi, "clients-2")["extra"]["clients"].as_f64(),
+        Some(8.0)
+    );
+}
+
 #[test]
 fn shared_dir_puts_every_rank_in_one_directory() {
     let Some(bin) = mpi_binary() else { return };
