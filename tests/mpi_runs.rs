@@ -120,7 +120,10 @@ fn mpirun(bin: &Path, np: usize, args: &[&str]) -> Command {
     c.args(["--allow-run-as-root", "--oversubscribe", "-np"])
         .arg(np.to_string())
         .arg(bin)
-        .args(args);
+        .args(args)
+        // Containers often forbid the cross-memory attach Open MPI uses for larger messages
+        // on one host (the ranks' reports); plain copies work everywhere.
+        .env("OMPI_MCA_btl_vader_single_copy_mechanism", "none");
     c
 }
 
