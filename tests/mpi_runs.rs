@@ -767,3 +767,43 @@ fn version_says_whether_mpi_is_built_in() {
     let v = String::from_utf8_lossy(&o.stdout);
     assert!(v.contains("MPI: built in"), "{v}");
 }
+
+/// Plans take `ranks` as documentation of the MPI job; `--dry-run` shows it (no MPI needed).
+#[test]
+fn plans_show_their_ranks_in_a_dry_run() {
+    let dir = tempdir();
+    let plan = dir.path().join("p.toml");
+    std::fs::write(
+        &plan,
+        "name = \"mpi-doc\"\n[[testbed]]\nlabel = \"ext4\"\nfs = \"ext4\"\nsize = \"256M\"\n\n[[workload]]\nkind = \"create\"\nfiles = 100\nranks = 8\n",
+    )
+    .unwrap();
+    let o = Command::new(env!("CARGO_BIN_EXE_fsgauge"))
+        .args(["run", "--dry-run", "--out"])
+        .arg(dir.path().join("out"))
+        .arg(&plan)
+        .output()
+        .unwrap();
+    let text = String::from_utf8_lossy(&o.stdout);
+    assert!(
+        o.status.success(),
+        "{text}{}",
+        String::from_utf8_lossy(&o.stderr)
+    );
+    assert!(text.contains("create files=100 ranks=8"), "{text}");
+    assert!(text.contains("mpirun -np 8 fsgauge bench create"), "{text}");
+    std::fs::write(
+        &plan,
+        std::fs::read_to_string(&plan)
+            .unwrap()
+            .replace("ranks = 8", "ranks = \"many\""),
+    )
+    .unwrap();
+    let o = Command::new(env!("CARGO_BIN_EXE_fsgauge"))
+        .args(["run", "--dry-run"])
+        .arg(&plan)
+        .output()
+        .unwrap();
+    assert_eq!(o.status.code(), Some(2));
+    assert!(String::from_utf8_lossy(&o.stderr).contains("field `ranks`"));
+}
