@@ -374,6 +374,47 @@ mod tests {
     }
 
     #[test]
+    fn workload_figures_merge_by_what_they_are() {
+        let mut a = phase("seqwrite-4K-t2", 2.0, &[10, 20], 4096);
+        let mut b = phase("seqwrite-4K-t2", 1.0, &[30, 40], 4096);
+        for (p, complete, score, ext_max) in [(&mut a, 1.0, 0.5, 3.0), (&mut b, 0.0, 1.0, 7.0)] {
+            p.extra.insert("complete".into(), complete);
+            p.extra.insert("layout_score".into(), score);
+            p.extra.insert("extents_per_file_max".into(), ext_max);
+            p.extra.insert("threads".into(), 2.0);
+            p.extra.insert("iops".into(), p.ops as f64 / p.wall_s);
+            p.extra.insert("over_2s_share".into(), 0.5);
+            p.extra.insert("mb_per_cpu_s".into(), 123.0);
+            p.workers = (0..2)
+                .map(|w| WorkerSummary {
+                    worker: w,
+                    ops: 1,
+                    ..Default::default()
+                })
+                .collect();
+        }
+        let m = merge_phases(&[report(0, "a", vec![a]), report(1, "b", vec![b])]).unwrap();
+        let x = &m[0].extra;
+        assert_eq!(x["complete"], 0.0, "one rank incomplete: the phase is");
+        assert_eq!(x["layout_score"], 0.75);
+        assert_eq!(x["extents_per_file_max"], 7.0);
+        assert_eq!(x["threads"], 4.0);
+        assert_eq!(x["block"], 4096.0);
+        // 4 requests over the slowest rank's 2 s.
+        assert_eq!(x["iops"], 2.0);
+        assert_eq!(
+            x["over_2s_share"], 0.0,
+            "recomputed from the merged histogram"
+        );
+        let cpu = m[0].user_s + m[0].sys_s;
+        assert!((x["mb_per_cpu_s"] - m[0].bytes as f64 / 1e6 / cpu).abs() < 1e-9);
+        let ids: Vec<u32> = m[0].workers.iter().map(|w| w.worker).collect();
+        assert_eq!(ids, [0, 1, 2, 3], "workers numbered across ranks");
+        // Ranks on two hosts: both hosts' device counters count.
+        assert_eq!(m[0].device.unwrap().write_bytes, 2 * 4096);
+    }
+
+    #[test]
     fn refuses_ranks_that_ran_different_phases() {
         let reports = vec![
             report(0, "a", vec![phase("create", 1.0, &[5], 0)]),
