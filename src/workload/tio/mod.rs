@@ -704,6 +704,8 @@ impl Tio {
             ctx.progress()
                 .note(&format!("{}: writing the files to read", cell.name()));
             self.setup_files(cell, &dir, seed, off)?;
+            // Under MPI, caches are dropped once every rank has written its files.
+            ctx.barrier();
             ctx.make_cold()?;
         } else if self.shared_file {
             create_empty(&dir.join("shared"))?;
