@@ -6,6 +6,9 @@
 //! result has the latency of each kind (open, write, fsync, close) besides the whole-file
 //! `create`. A `remove` phase then unlinks every file.
 //!
+//! Cut at an MPI stonewall, the create phase keeps what it made and the remove phase
+//! removes exactly those files.
+//!
 //! The per-file path is the syscalls, three or four clock reads and histogram increments in the
 //! worker's own recorder: no allocation, no locks, names built in a stack buffer. The
 //! benchmark `scripts/bench-create` checks that this reaches at least 95% of the rate of a

@@ -16,6 +16,10 @@
 //! `LEVEL0.<worker>` (as parallel fdtree instances or `mdtest -u` do): the trees are disjoint,
 //! every count is T times one tree, and each worker's own figures are kept.
 //!
+//! Under MPI (`crate::dist`), worker trees are numbered across ranks in a shared directory, the
+//! stat and read phases may walk the next rank's trees (`--read-neighbour`), and a phase cut at
+//! the stonewall leaves the tree partly made: later phases then pass over missing entries.
+//!
 //! Entry names are generated from counters in a stack buffer and the tree is walked with one
 //! open directory descriptor per level, so memory does not grow with the number of entries.
 
