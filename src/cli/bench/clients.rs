@@ -18,9 +18,6 @@ pub struct ClientsArgs {
     pub testbed: TestbedArgs,
     #[command(flatten)]
     pub run: RunArgs,
-    #[cfg(feature = "mpi")]
-    #[command(flatten)]
-    pub mpi: super::mpi::MpiArgs,
     /// Client counts to sweep, e.g. 1,4,8,16,32,64.
     #[arg(
         long,
@@ -61,6 +58,9 @@ pub struct ClientsArgs {
     /// With --fs: a new filesystem for every client count (each its own run).
     #[arg(long, value_name = "on|off", default_value = "on", value_parser = on_off, action = clap::ArgAction::Set, help_heading = "Workload")]
     pub fresh_fs: bool,
+    #[cfg(feature = "mpi")]
+    #[command(flatten)]
+    pub mpi: super::mpi::MpiArgs,
 }
 
 impl ClientsArgs {

@@ -15,9 +15,6 @@ pub struct FdtreeArgs {
     pub testbed: TestbedArgs,
     #[command(flatten)]
     pub run: RunArgs,
-    #[cfg(feature = "mpi")]
-    #[command(flatten)]
-    pub mpi: super::mpi::MpiArgs,
     /// A scenario of the journal-size study (4 KiB or 4 MiB files, shallow or deep tree):
     ///
     ///   small-shallow   L=3  D=20 F=40 S=4K      8421 dirs  336840 files   1.3 GiB
@@ -78,6 +75,9 @@ pub struct FdtreeArgs {
     /// `d<TAB>path` or `f<TAB>size<TAB>path`, relative to the workload directory) to FILE.
     #[arg(long, value_name = "FILE", help_heading = "Workload")]
     pub tree_list: Option<PathBuf>,
+    #[cfg(feature = "mpi")]
+    #[command(flatten)]
+    pub mpi: super::mpi::MpiArgs,
 }
 
 impl FdtreeArgs {

@@ -60,9 +60,6 @@ pub struct TioArgs {
     pub testbed: TestbedArgs,
     #[command(flatten)]
     pub run: RunArgs,
-    #[cfg(feature = "mpi")]
-    #[command(flatten)]
-    pub mpi: super::mpi::MpiArgs,
     /// Thread counts to sweep, e.g. 1,4,8,16,32,64.
     #[arg(
         long,
@@ -147,6 +144,9 @@ pub struct TioArgs {
     /// Print the sweep as CSV on stdout instead of the tables.
     #[arg(long, help_heading = "Runs and results")]
     pub csv: bool,
+    #[cfg(feature = "mpi")]
+    #[command(flatten)]
+    pub mpi: super::mpi::MpiArgs,
 }
 
 impl TioArgs {
