@@ -221,6 +221,33 @@ impl Session {
             .collect()
     }
 
+    /// As [`Session::all_gather`], but waiting without spinning a core: a rank done early must
+    /// not take CPU from ranks of the same host that are still in the phase (MPI libraries
+    /// busy-poll in blocking calls). Used at a phase's end, after its clock stopped.
+    fn all_gather_idle(&self, mine: [u64; 4]) -> Vec<[u64; 4]> {
+        let Some(w) = &self.world else {
+            return vec![mine];
+        };
+        let mut all = vec![0u64; 4 * self.size as usize];
+        mpi::request::scope(|sc| {
+            let mut req = w.immediate_all_gather_into(sc, &mine[..], &mut all[..]);
+            let mut pause = Duration::from_micros(20);
+            loop {
+                match req.test() {
+                    Ok(_) => break,
+                    Err(pending) => {
+                        req = pending;
+                        std::thread::sleep(pause);
+                        pause = (pause * 2).min(Duration::from_millis(1));
+                    }
+                }
+            }
+        });
+        all.chunks_exact(4)
+            .map(|c| [c[0], c[1], c[2], c[3]])
+            .collect()
+    }
+
     /// Every rank learns whether any rank failed a step; the first failing rank's error becomes
     /// every rank's error (its rank and host named).
     pub fn agree<T>(&self, r: Result<T>) -> Result<T> {
@@ -324,7 +351,7 @@ impl Session {
         };
         let code = failure.as_ref().map_or(0, |e| exit_code(e) as u64);
         // Every step exchanges [status, exit code, ..]; a phase adds [notice sent, walled].
-        let all = self.all_gather([status, code, flags.sent as u64, walled_here as u64]);
+        let all = self.all_gather_idle([status, code, flags.sent as u64, walled_here as u64]);
         let sent_to_me = all.iter().filter(|s| s[2] == 1).count() - flags.sent as usize;
         let missing = sent_to_me.saturating_sub(flags.received);
         self.drain_notices(missing);
