@@ -7,6 +7,7 @@
 pub mod age;
 pub mod atomic;
 pub mod cli;
+pub mod dist;
 pub mod error;
 pub mod exercise;
 pub mod layout;

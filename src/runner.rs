@@ -366,9 +366,23 @@ fn run_in(
             std::process::id()
         )),
     };
-    std::fs::create_dir(&root)
-        .with_context(|| format!("creating workload directory {}", root.display()))?;
-    let cleanup_root = RootGuard(root.clone());
+    // Under MPI the ranks make one directory for the run together (see `dist`).
+    #[cfg(feature = "mpi")]
+    let dist_root = match crate::dist::session() {
+        Some(s) => Some(s.make_root(target.path(), wl.kind(), rep)?),
+        None => None,
+    };
+    #[cfg(feature = "mpi")]
+    let root = dist_root.as_ref().map_or(root, |d| d.root.clone());
+    #[cfg(feature = "mpi")]
+    let made_together = dist_root.is_some();
+    #[cfg(not(feature = "mpi"))]
+    let made_together = false;
+    if !made_together {
+        std::fs::create_dir(&root)
+            .with_context(|| format!("creating workload directory {}", root.display()))?;
+    }
+    let cleanup_root = (!made_together).then(|| RootGuard(root.clone()));
 
     let mem_limit = match opts.mem_limit {
         Some(limit) => Some(MemLimit::apply(limit, memory_needs(wl))?),
@@ -412,8 +426,21 @@ fn run_in(
     drop(charger);
     drop(mem_limit);
     drop(cleanup_root);
+    #[cfg(feature = "mpi")]
+    if let (Some(d), Some(s)) = (dist_root, crate::dist::session()) {
+        d.release(&s);
+    }
     ran?;
     warnings.extend(more_warnings);
+    #[allow(unused_mut)]
+    let mut mpi = None;
+    #[cfg(feature = "mpi")]
+    if let Some(s) = crate::dist::session() {
+        let (all_phases, all_warnings, info) = s.gather_run(phases, warnings)?;
+        phases = all_phases;
+        warnings = all_warnings;
+        mpi = info;
+    }
 
     let mut testbed = target.info();
     testbed.memory_limit = opts.mem_limit;
@@ -435,6 +462,7 @@ fn run_in(
         layout,
         errors: warnings,
         tool_peak_rss: own_peak_rss(),
+        mpi,
     })
 }
 

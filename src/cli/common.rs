@@ -167,8 +167,9 @@ impl RunArgs {
             cold: self.cold,
             mem_limit: self.mem_limit.map(Size::bytes),
             mem_charge: self.mem_charge.map(Size::bytes),
-            out: Some(self.out.clone()),
-            progress: Progress::new(self.quiet || self.json),
+            // Under MPI only rank 0 writes results and shows progress.
+            out: (!crate::dist::secondary_rank()).then(|| self.out.clone()),
+            progress: Progress::new(self.quiet || self.json || crate::dist::secondary_rank()),
             layout: self.layout,
             precondition: None,
         }
@@ -180,6 +181,9 @@ impl RunArgs {
         outcomes: &[Outcome],
         table: impl Fn(&[RunResult]) -> String,
     ) -> Result<()> {
+        if crate::dist::secondary_rank() {
+            return Ok(());
+        }
         let results: Vec<RunResult> = outcomes.iter().map(|o| o.result.clone()).collect();
         if self.json {
             let doc = if results.len() == 1 {

@@ -21,13 +21,22 @@ use clap::{Parser, Subcommand};
 
 pub use common::{RunArgs, TestbedArgs};
 
+/// The version line says whether MPI runs are built in (cargo feature `mpi`).
+#[cfg(feature = "mpi")]
+const VERSION: &str = concat!(env!("CARGO_PKG_VERSION"), " (MPI: built in)");
+#[cfg(not(feature = "mpi"))]
+const VERSION: &str = concat!(
+    env!("CARGO_PKG_VERSION"),
+    " (MPI: not built in; build with --features mpi)"
+);
+
 /// fsgauge: a filesystem benchmarking laboratory.
 ///
 /// Builds the filesystem under test itself (image → loop device → mkfs → mount), conditions it
 /// (memory limit, cold caches), runs workloads with exact per-phase and per-operation
 /// measurement, and writes one JSON result per run.
 #[derive(Debug, Parser)]
-#[command(name = "fsgauge", version, about, long_about = None, propagate_version = true, max_term_width = 100)]
+#[command(name = "fsgauge", version = VERSION, about, long_about = None, propagate_version = true, max_term_width = 100)]
 pub struct Cli {
     #[command(subcommand)]
     pub command: Command,

@@ -237,6 +237,12 @@ fn print_dry_run(plan: &Plan, m: &plan::Matrix, out: &Path) -> Result<()> {
             w.describe(),
             w.workload.params()
         );
+        if let Some(n) = w.ranks {
+            println!(
+                "             ranks = {n}: documentation; this plan runs it in one process; on {n} ranks run `mpirun -np {n} fsgauge bench {} --dir PATH ...` (fsgauge built with --features mpi)",
+                w.kind
+            );
+        }
     }
     println!("runs (in order):");
     for (i, r) in m.runs.iter().enumerate() {

@@ -26,6 +26,8 @@ pub struct PhaseMeter {
     jdev0: Option<DiskStat>,
     progress: Arc<AtomicU64>,
     stop: Arc<AtomicBool>,
+    /// Set when the phase is cut at a stonewall: workers end their work early, without error.
+    wall: Arc<AtomicBool>,
     bar: Option<PhaseBar>,
 }
 
@@ -53,6 +55,7 @@ impl PhaseMeter {
             jdev0,
             progress,
             stop: Arc::new(AtomicBool::new(false)),
+            wall: Arc::new(AtomicBool::new(false)),
             bar,
         }
     }
@@ -65,7 +68,20 @@ impl PhaseMeter {
             &self.defs,
             Arc::clone(&self.progress),
             Arc::clone(&self.stop),
+            Arc::clone(&self.wall),
         )
+    }
+
+    /// Cuts the phase at a stonewall: every worker sees [`Recorder::should_stop`] and
+    /// [`Recorder::stonewalled`], and ends its work without error; what was done counts.
+    pub fn stonewall(&self) {
+        self.wall.store(true, Ordering::Relaxed);
+        self.stop.store(true, Ordering::Relaxed);
+    }
+
+    /// True once [`PhaseMeter::stonewall`] was called.
+    pub fn stonewalled(&self) -> bool {
+        self.wall.load(Ordering::Relaxed)
     }
 
     /// Asks every worker to stop at its next check.
@@ -201,6 +217,9 @@ impl PhaseMeter {
             series,
             workers,
             extra: BTreeMap::new(),
+            first_done_s: None,
+            stonewall_s: None,
+            ranks: Vec::new(),
         }
     }
 }

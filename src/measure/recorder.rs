@@ -62,6 +62,7 @@ pub struct Recorder {
     pub(crate) series: Vec<(u64, u64)>,
     progress: Arc<AtomicU64>,
     stop: Arc<AtomicBool>,
+    wall: Arc<AtomicBool>,
     unflushed: u64,
     last_flush: Instant,
     pub(crate) finished: Option<Duration>,
@@ -74,6 +75,7 @@ impl Recorder {
         defs: &[OpDef],
         progress: Arc<AtomicU64>,
         stop: Arc<AtomicBool>,
+        wall: Arc<AtomicBool>,
     ) -> Self {
         Self {
             worker,
@@ -95,6 +97,7 @@ impl Recorder {
             series: Vec::new(),
             progress,
             stop,
+            wall,
             unflushed: 0,
             last_flush: origin,
             finished: None,
@@ -205,10 +208,19 @@ impl Recorder {
         self.ops[op.0].bytes += bytes;
     }
 
-    /// True when the phase should end early: a signal arrived or another worker failed.
+    /// True when the phase should end early: a signal arrived, another worker failed, or the
+    /// phase was cut at a stonewall (then [`Recorder::stonewalled`] is true too).
     #[inline]
     pub fn should_stop(&self) -> bool {
         self.stop.load(Ordering::Relaxed) || crate::signals::interrupted()
+    }
+
+    /// True when the phase was cut at a stonewall (MPI `--stonewall`): the worker should end its
+    /// work now and return `Ok`, keeping what it did. Check it when [`Recorder::should_stop`]
+    /// says to stop.
+    #[inline]
+    pub fn stonewalled(&self) -> bool {
+        self.wall.load(Ordering::Relaxed)
     }
 
     /// `Err(Interrupted)` once a signal arrived; call between operations.
@@ -259,6 +271,7 @@ mod tests {
             origin,
             &[OpDef::primary("op")],
             Arc::new(AtomicU64::new(0)),
+            Arc::new(AtomicBool::new(false)),
             Arc::new(AtomicBool::new(false)),
         );
         let op = r.op("op");

@@ -134,6 +134,9 @@ pub struct PlanTestbed {
 #[derive(Clone)]
 pub struct PlanWorkload {
     pub kind: &'static str,
+    /// MPI ranks the workload is meant to run on (`ranks = N`): documentation, shown by
+    /// `--dry-run`; `fsgauge run` itself is one process (see the README on MPI runs).
+    pub ranks: Option<u32>,
     /// The parameters as the plan gave them (without `kind`).
     pub given: serde_json::Value,
     pub workload: Arc<dyn Workload>,
@@ -161,6 +164,9 @@ impl PlanWorkload {
                 };
                 s.push_str(&format!(" {k}={shown}"));
             }
+        }
+        if let Some(n) = self.ranks {
+            s.push_str(&format!(" ranks={n}"));
         }
         s
     }

@@ -530,9 +530,23 @@ fn build_workload(
     what: &str,
 ) -> Result<PlanWorkload> {
     let table = w.get_ref();
+    // `ranks` documents the MPI job a workload is meant for; it is not a workload parameter.
+    let ranks = match table.iter().find(|(k, _)| k.get_ref() == "ranks") {
+        Some((k, v)) => match v.get_ref().as_integer() {
+            Some(n) if (1..=1_000_000).contains(&n) => Some(n as u32),
+            _ => {
+                return Err(src.err(
+                    v.span(),
+                    &format!("{what} {} field `{}`", kind.name, k.get_ref()),
+                    "must be a whole number of MPI ranks, 1 or more (e.g. ranks = 16)",
+                ))
+            }
+        },
+        None => None,
+    };
     let fields: Vec<(&Spanned<String>, &Spanned<toml::Value>)> = table
         .iter()
-        .filter(|(k, _)| k.get_ref() != "kind")
+        .filter(|(k, _)| k.get_ref() != "kind" && k.get_ref() != "ranks")
         .collect();
     let mut given = serde_json::Map::new();
     for (k, v) in &fields {
@@ -606,6 +620,7 @@ fn build_workload(
     }
     Ok(PlanWorkload {
         kind: kind.name,
+        ranks,
         given,
         workload: Arc::from(workload),
         at: src.loc(w.span().start),
@@ -873,6 +888,19 @@ file_size = "64K"
         let e = err(&OK.replace("mount = \"data=writeback\"", "journal = \"ram:900T\""));
         assert!(
             e.starts_with("t.toml:11:11:") && e.contains("RAM disk"),
+            "{e}"
+        );
+    }
+
+    #[test]
+    fn ranks_document_the_mpi_job_and_are_checked() {
+        let plan = p(&OK.replace("kind = \"tree\"", "kind = \"tree\"\nranks = 16")).unwrap();
+        assert_eq!(plan.workloads[0].ranks, Some(16));
+        assert!(plan.workloads[0].describe().contains("ranks=16"));
+        assert_eq!(plan.workloads[0].workload.params().get("ranks"), None);
+        let e = err(&OK.replace("kind = \"tree\"", "kind = \"tree\"\nranks = 0"));
+        assert!(
+            e.contains("field `ranks`") && e.contains("whole number"),
             "{e}"
         );
     }

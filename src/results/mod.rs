@@ -46,6 +46,56 @@ pub struct RunResult {
     /// Peak resident memory of fsgauge itself during the run, bytes.
     #[serde(default)]
     pub tool_peak_rss: u64,
+    /// How the run was spread over MPI ranks (runs under `mpirun` only): the phases then hold
+    /// every rank's operations, summed, with histograms merged.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub mpi: Option<MpiInfo>,
+}
+
+/// An MPI run: its ranks, where they ran, and the rules they ran under.
+#[derive(Debug, Clone, Serialize, Deserialize, PartialEq, Default)]
+pub struct MpiInfo {
+    /// Number of ranks (processes), each running the workload's workers.
+    pub ranks: u32,
+    /// `unique-dir` (each rank its own subtree, as mdtest -u) or `shared-dir` (one directory).
+    pub dir_mode: String,
+    /// Stonewall time limit, seconds: every rank stops a phase when the first reaches it.
+    pub stonewall_s: Option<f64>,
+    /// Read and stat phases of rank r used the files rank r+1 wrote (mdtest -N 1).
+    pub read_neighbour: bool,
+    /// The MPI library's own version string.
+    pub library: String,
+    /// Every rank: its number, host and process id.
+    pub rank_hosts: Vec<RankHost>,
+}
+
+/// Where one rank ran.
+#[derive(Debug, Clone, Serialize, Deserialize, PartialEq, Default)]
+pub struct RankHost {
+    pub rank: u32,
+    pub host: String,
+    pub pid: u32,
+}
+
+/// One rank's share of a phase of an MPI run.
+#[derive(Debug, Clone, Serialize, Deserialize, PartialEq, Default)]
+pub struct RankPhase {
+    pub rank: u32,
+    pub host: String,
+    /// Seconds from the common start (after the barrier) until this rank finished.
+    pub wall_s: f64,
+    pub ops: u64,
+    pub bytes: u64,
+    pub ops_per_s: f64,
+    pub bytes_per_s: f64,
+    /// CPU time of this rank's process over the phase, seconds.
+    pub user_s: f64,
+    pub sys_s: f64,
+    /// Latency of this rank's primary operations (its histogram is merged into the phase's).
+    pub latency: LatencySummary,
+    /// This rank stopped at the stonewall, before its work was done.
+    #[serde(default)]
+    pub stonewalled: bool,
 }
 
 /// Name and version of the tool that made a result.
@@ -153,6 +203,17 @@ pub struct PhaseResult {
     /// Workload-specific figures (e.g. KiB/s of a file-create phase), by name.
     #[serde(default, skip_serializing_if = "BTreeMap::is_empty")]
     pub extra: BTreeMap<String, f64>,
+    /// MPI runs: seconds until the fastest rank finished (`wall_s` is the slowest rank's), so
+    /// stragglers show.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub first_done_s: Option<f64>,
+    /// Set when the phase was cut at the stonewall (`--stonewall`): the limit, seconds. The
+    /// counts are what was done by then.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub stonewall_s: Option<f64>,
+    /// MPI runs: each rank's own figures.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub ranks: Vec<RankPhase>,
 }
 
 /// Latency percentiles of a set of operations, from an HDR histogram (1 ns to 1 h, 3

@@ -365,6 +365,7 @@ impl AppendStudy {
             })),
             errors: warnings,
             tool_peak_rss: crate::testbed::own_peak_rss(),
+            mpi: None,
         })
     }
 }

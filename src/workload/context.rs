@@ -252,12 +252,77 @@ impl<'a> RunContext<'a> {
         F: Fn(usize, &mut Recorder) -> Result<()> + Sync,
     {
         crate::signals::check()?;
+        #[cfg(feature = "mpi")]
+        if let Some(s) = crate::dist::session() {
+            // Under MPI: all ranks start behind a barrier and end together (see `dist`).
+            let result = s
+                .phase(
+                    name,
+                    || self.meter(name, defs, expected),
+                    workers.max(1),
+                    work,
+                )
+                .with_context(|| format!("phase {name}"))?;
+            self.phases.push(result);
+            return Ok(self.phases.last_mut().expect("just pushed"));
+        }
         let meter = self.meter(name, defs, expected);
         let recorders =
             run_workers(&meter, workers.max(1), work).with_context(|| format!("phase {name}"))?;
         let result = meter.finish(recorders);
         self.phases.push(result);
         Ok(self.phases.last_mut().expect("just pushed"))
+    }
+
+    /// True when an earlier phase of this run was cut at the stonewall (`--stonewall`): what it
+    /// was to make may be partly missing, and later phases must take the tree as they find it.
+    pub fn partial(&self) -> bool {
+        self.phases.iter().any(|p| p.stonewall_s.is_some())
+    }
+
+    /// The first number of this process's workers in names other processes share: under MPI
+    /// with `--shared-dir`, rank × `per_rank`; otherwise 0.
+    pub fn worker_base(&self, per_rank: u64) -> u64 {
+        #[cfg(feature = "mpi")]
+        if let Some(s) = crate::dist::session() {
+            return s.worker_base(per_rank);
+        }
+        let _ = per_rank;
+        0
+    }
+
+    /// Where read and stat phases find the files to read, and the worker number of the first
+    /// (see [`RunContext::worker_base`]): this run's own, or under MPI with `--read-neighbour`
+    /// those rank r+1 wrote.
+    pub fn read_source(&self, per_rank: u64) -> (PathBuf, u64) {
+        #[cfg(feature = "mpi")]
+        if let Some(s) = crate::dist::session() {
+            return s.read_source(&self.root, per_rank);
+        }
+        let _ = per_rank;
+        (self.root.clone(), 0)
+    }
+
+    /// Under MPI with `--shared-dir` and 2 or more ranks, this process's rank: the workload's
+    /// directory is shared with the other ranks, so only rank 0 may remove what they all used,
+    /// after [`RunContext::barrier`]. `None` when the directory is this process's alone.
+    pub fn shared_rank(&self) -> Option<u32> {
+        #[cfg(feature = "mpi")]
+        if let Some(s) = crate::dist::session() {
+            if s.size() > 1 && s.options().dir_mode == crate::dist::DirMode::Shared {
+                return Some(s.rank());
+            }
+        }
+        None
+    }
+
+    /// Waits until every MPI rank is here (nothing without MPI): between steps that touch what
+    /// other ranks use, outside measured phases.
+    pub fn barrier(&self) {
+        #[cfg(feature = "mpi")]
+        if let Some(s) = crate::dist::session() {
+            s.barrier();
+        }
     }
 
     /// Keeps a phase measured by hand with [`RunContext::meter`].

@@ -6,6 +6,9 @@
 //! result has the latency of each kind (open, write, fsync, close) besides the whole-file
 //! `create`. A `remove` phase then unlinks every file.
 //!
+//! Cut at an MPI stonewall, the create phase keeps what it made and the remove phase
+//! removes exactly those files.
+//!
 //! The per-file path is the syscalls, three or four clock reads and histogram increments in the
 //! worker's own recorder: no allocation, no locks, names built in a stack buffer. The
 //! benchmark `scripts/bench-create` checks that this reaches at least 95% of the rate of a
@@ -105,8 +108,9 @@ impl Create {
         let root = ctx.root();
         let root_fd = open_dir(root)?;
         let (_, sw) = self.widths();
+        let off = ctx.worker_base(self.threads as u64);
         let mut name = NameBuf::new();
-        for w in 0..self.threads as u64 {
+        for w in off..off + self.threads as u64 {
             name.clear().push_str(&Self::worker_dir(w));
             mkdir_at(root_fd.as_raw_fd(), name.as_cstr()).map_err(|e| {
                 fs_error("mkdir", &format!("{}/{}", root.display(), name.as_str()), e)
@@ -128,8 +132,11 @@ impl Create {
         Ok(())
     }
 
-    fn create_phase(&self, ctx: &mut RunContext) -> Result<()> {
+    /// The create phase; returns how many files each worker made (all of them, unless the
+    /// phase was cut at a stonewall).
+    fn create_phase(&self, ctx: &mut RunContext) -> Result<Vec<u64>> {
         let root = ctx.root().to_path_buf();
+        let off = ctx.worker_base(self.threads as u64);
         let (fw, sw) = self.widths();
         let (files, size, k, fsync) = (self.files, self.file_size, self.files_per_dir, self.fsync);
         let mut buf = vec![0u8; self.block.min(size).max(1) as usize];
@@ -148,7 +155,7 @@ impl Create {
                     rec.op("close"),
                     rec.op("syncfs"),
                 );
-                let wdir = root.join(Self::worker_dir(w as u64));
+                let wdir = root.join(Self::worker_dir(off + w as u64));
                 let wfd = open_dir(&wdir)?;
                 let mut sub: Option<OwnedFd> = None;
                 let mut name = NameBuf::new();
@@ -162,6 +169,9 @@ impl Create {
                 };
                 for i in 0..files {
                     if rec.should_stop() {
+                        if rec.stonewalled() {
+                            break;
+                        }
                         rec.check()?;
                         anyhow::bail!("stopped because another worker failed");
                     }
@@ -215,19 +225,26 @@ impl Create {
                 Ok(())
             },
         )?;
-        let total = self.total_files() as f64;
+        // Files made: every one asked for, or those done by the stonewall.
+        let made = phase.ops as f64;
         let wall = phase.wall_s.max(1e-9);
-        phase.extra.insert("files".into(), total);
-        phase.extra.insert("files_per_s".into(), total / wall);
+        phase.extra.insert("files".into(), made);
+        phase.extra.insert("files_per_s".into(), made / wall);
         let kib = phase.bytes as f64 / 1024.0 / wall;
         phase.extra.insert("kib_per_s".into(), kib);
-        Ok(())
+        Ok(if phase.workers.is_empty() {
+            vec![phase.ops]
+        } else {
+            phase.workers.iter().map(|w| w.ops).collect()
+        })
     }
 
-    fn remove_phase(&self, ctx: &mut RunContext) -> Result<()> {
+    /// Unlinks the files each worker made (`made[w]`), then the subdirectories.
+    fn remove_phase(&self, ctx: &mut RunContext, made: &[u64]) -> Result<()> {
         let root = ctx.root().to_path_buf();
+        let off = ctx.worker_base(self.threads as u64);
         let (fw, sw) = self.widths();
-        let (files, k, subdirs) = (self.files, self.files_per_dir, self.subdirs());
+        let (k, subdirs) = (self.files_per_dir, self.subdirs());
         ctx.phase(
             "remove",
             &REMOVE_OPS,
@@ -235,12 +252,17 @@ impl Create {
             self.threads as usize,
             |w, rec| {
                 let (unlink, rmdir) = (rec.op("unlink"), rec.op("rmdir"));
-                let wdir = root.join(Self::worker_dir(w as u64));
+                let wdir = root.join(Self::worker_dir(off + w as u64));
                 let wfd = open_dir(&wdir)?;
                 let mut sub: Option<OwnedFd> = None;
                 let mut name = NameBuf::new();
+                let files = made.get(w).copied().unwrap_or(0);
                 for i in 0..files {
                     if rec.should_stop() {
+                        if rec.stonewalled() {
+                            // What is left goes with the workload's directory.
+                            return Ok(());
+                        }
                         rec.check()?;
                         anyhow::bail!("stopped because another worker failed");
                     }
@@ -325,10 +347,10 @@ impl Workload for Create {
         let dirs = (self.threads as u64) * (1 + self.subdirs());
         check_inodes(ctx.root(), self.total_files() + dirs, "create")?;
         self.prepare(ctx)?;
-        self.create_phase(ctx)?;
+        let made = self.create_phase(ctx)?;
         ctx.layout_point()?;
         ctx.make_cold()?;
-        self.remove_phase(ctx)
+        self.remove_phase(ctx, &made)
     }
 }
 

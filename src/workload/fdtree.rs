@@ -16,6 +16,10 @@
 //! `LEVEL0.<worker>` (as parallel fdtree instances or `mdtest -u` do): the trees are disjoint,
 //! every count is T times one tree, and each worker's own figures are kept.
 //!
+//! Under MPI (`crate::dist`), worker trees are numbered across ranks in a shared directory, the
+//! stat and read phases may walk the next rank's trees (`--read-neighbour`), and a phase cut at
+//! the stonewall leaves the tree partly made: later phases then pass over missing entries.
+//!
 //! Entry names are generated from counters in a stack buffer and the tree is walked with one
 //! open directory descriptor per level, so memory does not grow with the number of entries.
 
@@ -232,9 +236,26 @@ fn fail(rec: &Recorder, (op, e): OpFail, path: &str) -> anyhow::Error {
 /// The pseudo-operation a callback returns when it saw the stop flag.
 const STOP: &str = "stop";
 
+/// How a walk ends when a callback fails: a stop at the stonewall ends it without error (what
+/// was done counts); anything else is the error [`fail`] makes.
+fn end(rec: &Recorder, f: OpFail, path: impl FnOnce() -> String) -> Result<()> {
+    if f.0 == STOP && rec.stonewalled() {
+        return Ok(());
+    }
+    Err(fail(rec, f, &path()))
+}
+
+/// In a tree an earlier phase left partly made (cut at a stonewall), entries that are missing,
+/// or directories still holding entries, are passed over (not counted).
+#[inline]
+fn missing(partial: bool, e: Errno) -> bool {
+    partial && matches!(e, Errno::ENOENT | Errno::ENOTEMPTY)
+}
+
 /// Walks one worker's tree in fdtree's order: `pre` on a directory before its children, `post`
 /// after them; children from the highest index down. Leaf directories (level 0) are opened and
-/// visited only when `leaves` is true.
+/// visited only when `leaves` is true. With `partial` (see [`missing`]), a missing directory's
+/// subtree is passed over. A stop at the stonewall ends the walk without error.
 #[allow(clippy::too_many_arguments)]
 fn walk(
     rec: &mut Recorder,
@@ -243,6 +264,7 @@ fn walk(
     levels: u32,
     dirs: u64,
     leaves: bool,
+    partial: bool,
     pre: &mut Visit<'_>,
     post: &mut Visit<'_>,
 ) -> Result<()> {
@@ -257,7 +279,7 @@ fn walk(
     if levels > 0 || leaves {
         name.clear();
         if let Err(f) = pre(rec, stack[0].fd.as_raw_fd(), levels, &mut name) {
-            return Err(fail(rec, f, &frame_path(base_shown, &stack, Some(&name))));
+            return end(rec, f, || frame_path(base_shown, &stack, Some(&name)));
         }
     }
     while let Some(i) = stack.len().checked_sub(1) {
@@ -266,13 +288,13 @@ fn walk(
         if !descend {
             name.clear();
             if let Err(f) = post(rec, stack[i].fd.as_raw_fd(), level, &mut name) {
-                return Err(fail(rec, f, &frame_path(base_shown, &stack, Some(&name))));
+                return end(rec, f, || frame_path(base_shown, &stack, Some(&name)));
             }
             stack.pop();
             continue;
         }
         if rec.should_stop() {
-            return Err(fail(rec, (STOP, Errno::EINTR), ""));
+            return end(rec, (STOP, Errno::EINTR), String::new);
         }
         stack[i].next -= 1;
         name.clear()
@@ -280,8 +302,17 @@ fn walk(
             .push_num(level as u64, 0)
             .push_str("D")
             .push_num(next, 0);
-        let fd = open_dir_at(stack[i].fd.as_raw_fd(), name.as_cstr())
-            .map_err(|e| fs_error("open", &frame_path(base_shown, &stack, Some(&name)), e))?;
+        let fd = match open_dir_at(stack[i].fd.as_raw_fd(), name.as_cstr()) {
+            Ok(fd) => fd,
+            Err(e) if missing(partial, e) => continue,
+            Err(e) => {
+                return Err(fs_error(
+                    "open",
+                    &frame_path(base_shown, &stack, Some(&name)),
+                    e,
+                ))
+            }
+        };
         stack.push(Frame {
             fd,
             level: level - 1,
@@ -290,7 +321,7 @@ fn walk(
         });
         name.clear();
         if let Err(f) = pre(rec, stack[i + 1].fd.as_raw_fd(), level - 1, &mut name) {
-            return Err(fail(rec, f, &frame_path(base_shown, &stack, Some(&name))));
+            return end(rec, f, || frame_path(base_shown, &stack, Some(&name)));
         }
     }
     Ok(())
@@ -359,19 +390,23 @@ impl Fdtree {
         )
     }
 
-    fn bases(&self, root: &Path) -> Vec<String> {
-        (0..self.threads as u64)
+    /// The shown paths of the workers' trees, numbered from `off` (see
+    /// [`RunContext::worker_base`]).
+    fn bases(&self, root: &Path, off: u64) -> Vec<String> {
+        (off..off + self.threads as u64)
             .map(|w| root.join(base_name(w)).display().to_string())
             .collect()
     }
 
-    fn open_base(root: &Path, w: usize) -> Result<OwnedFd> {
-        open_dir(&root.join(base_name(w as u64)))
+    fn open_base(root: &Path, w: u64) -> Result<OwnedFd> {
+        open_dir(&root.join(base_name(w)))
     }
 
     fn dir_create(&self, ctx: &mut RunContext) -> Result<()> {
         let root = ctx.root().to_path_buf();
-        let bases = self.bases(&root);
+        let off = ctx.worker_base(self.threads as u64);
+        let partial = ctx.partial();
+        let bases = self.bases(&root, off);
         let (levels, d) = (self.levels, self.dirs_per_level);
         let sync_end = self.fsync == FsyncMode::End;
         let phase = ctx.phase(
@@ -383,12 +418,12 @@ impl Fdtree {
                 let mkdir = rec.op("mkdir");
                 let root_fd = open_dir(&root)?;
                 let mut name = NameBuf::new();
-                name.push_str(&base_name(w as u64));
+                name.push_str(&base_name(off + w as u64));
                 let t0 = Instant::now();
                 mkdir_at(root_fd.as_raw_fd(), name.as_cstr())
                     .map_err(|e| fs_error("mkdir", &bases[w], e))?;
                 rec.record(mkdir, t0, 0);
-                let base = Self::open_base(&root, w)?;
+                let base = Self::open_base(&root, off + w as u64)?;
                 let mut pre = |rec: &mut Recorder, fd: RawFd, level: u32, name: &mut NameBuf| {
                     if level == 0 {
                         return Ok(());
@@ -408,6 +443,7 @@ impl Fdtree {
                     levels,
                     d,
                     false,
+                    partial,
                     &mut pre,
                     &mut nothing,
                 )?;
@@ -420,13 +456,15 @@ impl Fdtree {
                 Ok(())
             },
         )?;
-        phase.extra.insert("dirs".into(), self.total_dirs() as f64);
+        phase.extra.insert("dirs".into(), phase.ops as f64);
         Ok(())
     }
 
     fn file_create(&self, ctx: &mut RunContext) -> Result<()> {
         let root = ctx.root().to_path_buf();
-        let bases = self.bases(&root);
+        let off = ctx.worker_base(self.threads as u64);
+        let partial = ctx.partial();
+        let bases = self.bases(&root, off);
         let (levels, d, nf, size) = (
             self.levels,
             self.dirs_per_level,
@@ -448,7 +486,7 @@ impl Fdtree {
                     rec.op("syncfs"),
                 );
                 let buf = vec![0u8; block];
-                let base = Self::open_base(&root, w)?;
+                let base = Self::open_base(&root, off + w as u64)?;
                 let syncfs_fd = nix::unistd::dup(base.as_raw_fd())
                     .map_err(|e| fs_error("dup", &bases[w], e))?;
                 let mut pre = |rec: &mut Recorder, fd: RawFd, level: u32, name: &mut NameBuf| {
@@ -494,6 +532,7 @@ impl Fdtree {
                     levels,
                     d,
                     true,
+                    partial,
                     &mut pre,
                     &mut nothing,
                 )?;
@@ -506,7 +545,7 @@ impl Fdtree {
                 Ok(())
             },
         )?;
-        let files = self.total_files() as f64;
+        let files = phase.ops as f64;
         let kib_per_s = phase.bytes as f64 / 1024.0 / phase.wall_s.max(1e-9);
         phase.extra.insert("files".into(), files);
         phase
@@ -532,8 +571,10 @@ impl Fdtree {
         M: Fn(&Recorder) -> V + Sync,
         V: FnMut(&mut Recorder, RawFd, &mut NameBuf) -> Result<u64, (&'static str, Errno)>,
     {
-        let root = ctx.root().to_path_buf();
-        let bases = self.bases(&root);
+        // Under MPI with --read-neighbour, another rank's tree (see `dist`).
+        let (root, off) = ctx.read_source(self.threads as u64);
+        let partial = ctx.partial();
+        let bases = self.bases(&root, off);
         let (levels, d, nf, size) = (
             self.levels,
             self.dirs_per_level,
@@ -546,7 +587,7 @@ impl Fdtree {
             Some(self.total_files()),
             self.threads as usize,
             |w, rec| {
-                let base = Self::open_base(&root, w)?;
+                let base = Self::open_base(&root, off + w as u64)?;
                 let mut visit = make(rec);
                 let mut wrong: Option<(String, u64)> = None;
                 let mut pre = |rec: &mut Recorder, fd: RawFd, level: u32, name: &mut NameBuf| {
@@ -569,6 +610,7 @@ impl Fdtree {
                     levels,
                     d,
                     true,
+                    partial,
                     &mut pre,
                     &mut nothing,
                 )?;
@@ -581,7 +623,7 @@ impl Fdtree {
                 Ok(())
             },
         )?;
-        let files = self.total_files() as f64;
+        let files = phase.ops as f64;
         phase.extra.insert("files".into(), files);
         if with_rate {
             let kib_per_s = phase.bytes as f64 / 1024.0 / phase.wall_s.max(1e-9);
@@ -591,6 +633,7 @@ impl Fdtree {
     }
 
     fn stat_phase(&self, ctx: &mut RunContext) -> Result<()> {
+        let (partial, size) = (ctx.partial(), self.file_size);
         self.visit_files(ctx, "stat", &STAT_OPS, ("stat", "has", false), |rec| {
             let stat = rec.op("stat");
             move |rec: &mut Recorder, fd: RawFd, name: &mut NameBuf| {
@@ -606,7 +649,11 @@ impl Fdtree {
                     )
                 };
                 if r != 0 {
-                    return Err(("stat", Errno::last()));
+                    let e = Errno::last();
+                    if missing(partial, e) {
+                        return Ok(size);
+                    }
+                    return Err(("stat", e));
                 }
                 rec.record(stat, t0, 0);
                 // SAFETY: fstatat succeeded, so the buffer is initialized.
@@ -617,6 +664,7 @@ impl Fdtree {
 
     fn read_phase(&self, ctx: &mut RunContext) -> Result<()> {
         let block = self.block.max(4096) as usize;
+        let (partial, size) = (ctx.partial(), self.file_size);
         self.visit_files(ctx, "read", &READ_OPS, ("read", "gave", true), |rec| {
             let (file_op, read_op) = (rec.op("read_file"), rec.op("read"));
             let mut buf = vec![0u8; block];
@@ -631,7 +679,11 @@ impl Fdtree {
                     )
                 };
                 if file < 0 {
-                    return Err(("open", Errno::last()));
+                    let e = Errno::last();
+                    if missing(partial, e) {
+                        return Ok(size);
+                    }
+                    return Err(("open", e));
                 }
                 let mut total = 0u64;
                 let mut t = t0;
@@ -661,7 +713,9 @@ impl Fdtree {
 
     fn file_remove(&self, ctx: &mut RunContext) -> Result<()> {
         let root = ctx.root().to_path_buf();
-        let bases = self.bases(&root);
+        let off = ctx.worker_base(self.threads as u64);
+        let partial = ctx.partial();
+        let bases = self.bases(&root, off);
         let (levels, d, nf) = (self.levels, self.dirs_per_level, self.files_per_dir);
         let sync_end = self.fsync == FsyncMode::End;
         let phase = ctx.phase(
@@ -671,7 +725,7 @@ impl Fdtree {
             self.threads as usize,
             |w, rec| {
                 let (unlink, syncfs_op) = (rec.op("unlink"), rec.op("syncfs"));
-                let base = Self::open_base(&root, w)?;
+                let base = Self::open_base(&root, off + w as u64)?;
                 let syncfs_fd = nix::unistd::dup(base.as_raw_fd())
                     .map_err(|e| fs_error("dup", &bases[w], e))?;
                 let mut pre = |rec: &mut Recorder, fd: RawFd, level: u32, name: &mut NameBuf| {
@@ -681,8 +735,13 @@ impl Fdtree {
                         }
                         file_name(name, level, f);
                         let t0 = Instant::now();
-                        unlink_at(fd, name.as_cstr(), false).map_err(|e| ("unlink", e))?;
-                        rec.record(unlink, t0, 0);
+                        match unlink_at(fd, name.as_cstr(), false) {
+                            Ok(()) => {
+                                rec.record(unlink, t0, 0);
+                            }
+                            Err(e) if missing(partial, e) => {}
+                            Err(e) => return Err(("unlink", e)),
+                        }
                     }
                     Ok(())
                 };
@@ -693,6 +752,7 @@ impl Fdtree {
                     levels,
                     d,
                     true,
+                    partial,
                     &mut pre,
                     &mut nothing,
                 )?;
@@ -705,15 +765,16 @@ impl Fdtree {
                 Ok(())
             },
         )?;
-        phase
-            .extra
-            .insert("files".into(), self.total_files() as f64);
+        let files = phase.ops as f64;
+        phase.extra.insert("files".into(), files);
         Ok(())
     }
 
     fn dir_remove(&self, ctx: &mut RunContext) -> Result<()> {
         let root = ctx.root().to_path_buf();
-        let bases = self.bases(&root);
+        let off = ctx.worker_base(self.threads as u64);
+        let partial = ctx.partial();
+        let bases = self.bases(&root, off);
         let (levels, d) = (self.levels, self.dirs_per_level);
         let sync_end = self.fsync == FsyncMode::End;
         let phase = ctx.phase(
@@ -724,7 +785,7 @@ impl Fdtree {
             |w, rec| {
                 let (rmdir, syncfs_op) = (rec.op("rmdir"), rec.op("syncfs"));
                 let root_fd = open_dir(&root)?;
-                let base = Self::open_base(&root, w)?;
+                let base = Self::open_base(&root, off + w as u64)?;
                 let mut post = |rec: &mut Recorder, fd: RawFd, level: u32, name: &mut NameBuf| {
                     if level == 0 {
                         return Ok(());
@@ -735,8 +796,13 @@ impl Fdtree {
                         }
                         dir_name(name, level, nd);
                         let t0 = Instant::now();
-                        unlink_at(fd, name.as_cstr(), true).map_err(|e| ("rmdir", e))?;
-                        rec.record(rmdir, t0, 0);
+                        match unlink_at(fd, name.as_cstr(), true) {
+                            Ok(()) => {
+                                rec.record(rmdir, t0, 0);
+                            }
+                            Err(e) if missing(partial, e) => {}
+                            Err(e) => return Err(("rmdir", e)),
+                        }
                     }
                     Ok(())
                 };
@@ -747,15 +813,21 @@ impl Fdtree {
                     levels,
                     d,
                     false,
+                    partial,
                     &mut nothing,
                     &mut post,
                 )?;
                 let mut name = NameBuf::new();
-                name.push_str(&base_name(w as u64));
+                name.push_str(&base_name(off + w as u64));
                 let t0 = Instant::now();
-                unlink_at(root_fd.as_raw_fd(), name.as_cstr(), true)
-                    .map_err(|e| fs_error("rmdir", &bases[w], e))?;
-                rec.record(rmdir, t0, 0);
+                match unlink_at(root_fd.as_raw_fd(), name.as_cstr(), true) {
+                    Ok(()) => {
+                        rec.record(rmdir, t0, 0);
+                    }
+                    // Left for the workload directory's removal.
+                    Err(e) if missing(partial, e) || rec.stonewalled() => {}
+                    Err(e) => return Err(fs_error("rmdir", &bases[w], e)),
+                }
                 if sync_end {
                     let t0 = Instant::now();
                     nix::unistd::syncfs(root_fd.as_raw_fd())
@@ -765,7 +837,7 @@ impl Fdtree {
                 Ok(())
             },
         )?;
-        phase.extra.insert("dirs".into(), self.total_dirs() as f64);
+        phase.extra.insert("dirs".into(), phase.ops as f64);
         Ok(())
     }
 
@@ -902,7 +974,12 @@ impl Workload for Fdtree {
         self.dir_create(ctx)?;
         self.file_create(ctx)?;
         ctx.layout_point()?;
-        if let Some(out) = &self.tree_list {
+        // Under MPI, rank 0 alone writes it (of its own tree, or of the shared directory).
+        if let Some(out) = self
+            .tree_list
+            .as_ref()
+            .filter(|_| !crate::dist::secondary_rank())
+        {
             write_tree_list(ctx.root(), out)?;
         }
         if self.stat {

@@ -468,5 +468,6 @@ pub fn read_tree(
         layout: None,
         errors,
         tool_peak_rss: crate::testbed::own_peak_rss(),
+        mpi: None,
     })
 }

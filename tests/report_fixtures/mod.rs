@@ -64,6 +64,9 @@ pub fn phase(
             })
             .collect(),
         extra: Default::default(),
+        first_done_s: None,
+        stonewall_s: None,
+        ranks: Vec::new(),
     }
 }
 
@@ -117,6 +120,7 @@ pub fn result(
         layout: None,
         errors: vec![],
         tool_peak_rss: 10 << 20,
+        mpi: None,
     }
 }
 

@@ -58,6 +58,9 @@ pub struct ClientsArgs {
     /// With --fs: a new filesystem for every client count (each its own run).
     #[arg(long, value_name = "on|off", default_value = "on", value_parser = on_off, action = clap::ArgAction::Set, help_heading = "Workload")]
     pub fresh_fs: bool,
+    #[cfg(feature = "mpi")]
+    #[command(flatten)]
+    pub mpi: super::mpi::MpiArgs,
 }
 
 impl ClientsArgs {
@@ -84,7 +87,9 @@ pub fn run(a: ClientsArgs) -> Result<ExitCode> {
     let wl = a.workload();
     let place = a.testbed.place()?;
     let outcomes = run_sweep(&place, &wl, wl.cells(), wl.split_per_cell(), &a.run)?;
-    a.run.print(&outcomes, table::tables)?;
+    a.run.print(&outcomes, |r| {
+        table::tables(r) + &crate::dist::report::rank_text(r)
+    })?;
     let results: Vec<RunResult> = outcomes.iter().map(|o| o.result.clone()).collect();
     let mut csv = String::from("testbed,fs,rep,clients,mb_per_s,ops,wall_s\n");
     for r in &results {

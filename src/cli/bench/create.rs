@@ -48,6 +48,9 @@ pub struct CreateArgs {
     /// Files per subdirectory of each worker's directory (fs_mark -N); 0 puts them all in it.
     #[arg(long, value_name = "K", default_value_t = 0, help_heading = "Workload")]
     pub files_per_dir: u64,
+    #[cfg(feature = "mpi")]
+    #[command(flatten)]
+    pub mpi: super::mpi::MpiArgs,
 }
 
 impl CreateArgs {

@@ -75,6 +75,9 @@ pub struct FdtreeArgs {
     /// `d<TAB>path` or `f<TAB>size<TAB>path`, relative to the workload directory) to FILE.
     #[arg(long, value_name = "FILE", help_heading = "Workload")]
     pub tree_list: Option<PathBuf>,
+    #[cfg(feature = "mpi")]
+    #[command(flatten)]
+    pub mpi: super::mpi::MpiArgs,
 }
 
 impl FdtreeArgs {

@@ -10,6 +10,8 @@ mod clients;
 mod create;
 mod fdtree;
 mod interleave;
+#[cfg(feature = "mpi")]
+mod mpi;
 mod tio;
 mod tree;
 
@@ -61,17 +63,75 @@ pub enum BenchCmd {
 pub fn bench(testbed: &TestbedArgs, run: &RunArgs, wl: &dyn Workload) -> Result<ExitCode> {
     let place = testbed.place()?;
     let outcomes = crate::runner::run(&place, wl, &run.options())?;
-    run.print(&outcomes, phase_table)?;
+    run.print(&outcomes, |r| {
+        phase_table(r) + &crate::dist::report::rank_text(r)
+    })?;
     Ok(ExitCode::SUCCESS)
 }
 
 pub fn run(cmd: BenchCmd) -> Result<ExitCode> {
+    #[cfg(not(feature = "mpi"))]
+    if crate::dist::launched_by_mpirun() {
+        eprintln!(
+            "warning: this fsgauge is built without MPI, so under mpirun every process runs alone and writes its own result; build with --features mpi for one run over all ranks"
+        );
+    }
     match cmd {
-        BenchCmd::Tree(a) => bench(&a.testbed, &a.run, &a.workload()),
+        BenchCmd::Tree(a) => {
+            #[cfg(feature = "mpi")]
+            mpi::refuse_under_mpirun("tree")?;
+            bench(&a.testbed, &a.run, &a.workload())
+        }
+        #[cfg(not(feature = "mpi"))]
         BenchCmd::Fdtree(a) => bench(&a.testbed, &a.run, &a.workload()),
-        BenchCmd::Interleave(a) => bench(&a.testbed, &a.run, &a.workload()),
+        #[cfg(feature = "mpi")]
+        BenchCmd::Fdtree(a) => mpi::distributed(&a.mpi, &a.testbed, &a.run, &a.workload(), |run| {
+            bench(&a.testbed, run, &a.workload())
+        }),
+        BenchCmd::Interleave(a) => {
+            #[cfg(feature = "mpi")]
+            mpi::refuse_under_mpirun("interleave")?;
+            bench(&a.testbed, &a.run, &a.workload())
+        }
+        #[cfg(not(feature = "mpi"))]
         BenchCmd::Create(a) => bench(&a.testbed, &a.run, &a.workload()),
+        #[cfg(feature = "mpi")]
+        BenchCmd::Create(a) => mpi::distributed(&a.mpi, &a.testbed, &a.run, &a.workload(), |run| {
+            bench(&a.testbed, run, &a.workload())
+        }),
+        #[cfg(not(feature = "mpi"))]
         BenchCmd::Tio(a) => tio::run(a),
+        #[cfg(feature = "mpi")]
+        BenchCmd::Tio(a) => {
+            let (m, t, r, w) = (
+                a.mpi.clone(),
+                a.testbed.clone(),
+                a.run.clone(),
+                a.workload(),
+            );
+            mpi::distributed(&m, &t, &r, &w, |run| {
+                tio::run(tio::TioArgs {
+                    run: run.clone(),
+                    ..a
+                })
+            })
+        }
+        #[cfg(not(feature = "mpi"))]
         BenchCmd::Clients(a) => clients::run(a),
+        #[cfg(feature = "mpi")]
+        BenchCmd::Clients(a) => {
+            let (m, t, r, w) = (
+                a.mpi.clone(),
+                a.testbed.clone(),
+                a.run.clone(),
+                a.workload(),
+            );
+            mpi::distributed(&m, &t, &r, &w, |run| {
+                clients::run(clients::ClientsArgs {
+                    run: run.clone(),
+                    ..a
+                })
+            })
+        }
     }
 }

@@ -144,6 +144,9 @@ pub struct TioArgs {
     /// Print the sweep as CSV on stdout instead of the tables.
     #[arg(long, help_heading = "Runs and results")]
     pub csv: bool,
+    #[cfg(feature = "mpi")]
+    #[command(flatten)]
+    pub mpi: super::mpi::MpiArgs,
 }
 
 impl TioArgs {
@@ -203,7 +206,11 @@ pub fn run_sweep<W: Workload>(
 }
 
 /// Writes the sweep's CSV next to the result files and says where.
-pub fn write_csv(out: &Path, kind: &str, csv: &str, quiet: bool) -> Result<PathBuf> {
+/// Writes a sweep's CSV into the results directory (on rank 0 only under MPI); its path.
+pub fn write_csv(out: &Path, kind: &str, csv: &str, quiet: bool) -> Result<Option<PathBuf>> {
+    if crate::dist::secondary_rank() {
+        return Ok(None);
+    }
     std::fs::create_dir_all(out).with_context(|| format!("creating {}", out.display()))?;
     let secs = SystemTime::now()
         .duration_since(SystemTime::UNIX_EPOCH)
@@ -215,7 +222,7 @@ pub fn write_csv(out: &Path, kind: &str, csv: &str, quiet: bool) -> Result<PathB
     if !quiet {
         eprintln!("sweep CSV: {}", path.display());
     }
-    Ok(path)
+    Ok(Some(path))
 }
 
 pub fn run(a: TioArgs) -> Result<ExitCode> {
@@ -225,9 +232,13 @@ pub fn run(a: TioArgs) -> Result<ExitCode> {
     let results: Vec<RunResult> = outcomes.iter().map(|o| o.result.clone()).collect();
     let csv = sweep_csv(&results);
     if a.csv {
-        print!("{csv}");
+        if !crate::dist::secondary_rank() {
+            print!("{csv}");
+        }
     } else {
-        a.run.print(&outcomes, sweep_tables)?;
+        a.run.print(&outcomes, |r| {
+            sweep_tables(r) + &crate::dist::report::rank_text(r)
+        })?;
     }
     write_csv(&a.run.out, "tio", &csv, a.run.quiet || a.run.json)?;
     Ok(ExitCode::SUCCESS)

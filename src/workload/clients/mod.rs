@@ -576,9 +576,11 @@ impl Clients {
     fn run_count(&self, ctx: &mut RunContext, n: u32) -> Result<()> {
         let (setup, body) = self.program(ctx.seed())?;
         let root = ctx.root().to_path_buf();
+        // Client numbers run across MPI ranks that share one directory (`--shared-dir`).
+        let off = ctx.worker_base(n as u64) as usize;
         if !setup.is_empty() {
             ctx.phase(&format!("setup-c{n}"), &DEFS, None, n as usize, |i, rec| {
-                let mut c = Client::new(i, &root, rec);
+                let mut c = Client::new(off + i, &root, rec);
                 replay(&mut c, &setup, rec, Some(1), None).map(drop)
             })?;
             ctx.make_cold()?;
@@ -592,7 +594,7 @@ impl Clients {
             n as usize,
             |i, rec| {
                 let deadline = time.map(|t| Instant::now() + Duration::from_secs_f64(t));
-                let mut c = Client::new(i, &root, rec);
+                let mut c = Client::new(off + i, &root, rec);
                 let passes = replay(&mut c, &body, rec, loops, deadline)?;
                 let mut g = notes.lock().unwrap_or_else(|p| p.into_inner());
                 g.0 += c.unexpected;
@@ -619,7 +621,15 @@ impl Clients {
         }
         // dbench's cleanup: every client's directory goes (not measured).
         let dir = root.join("clients");
-        if dir.exists() {
+        // In a directory shared by MPI ranks, rank 0 removes it once every rank is done.
+        let remove = match ctx.shared_rank() {
+            Some(rank) => {
+                ctx.barrier();
+                rank == 0
+            }
+            None => true,
+        };
+        if remove && dir.exists() {
             std::fs::remove_dir_all(&dir).with_context(|| format!("removing {}", dir.display()))?;
         }
         Ok(())

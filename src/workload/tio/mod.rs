@@ -566,11 +566,13 @@ impl Tio {
         }
     }
 
-    fn jobs(&self, cell: Cell, dir: &Path, seed: u64, create: bool) -> Vec<Job> {
+    /// Each thread's job in `dir`; threads are numbered from `off` (see
+    /// [`RunContext::worker_base`]: under MPI with a shared directory, across ranks).
+    fn jobs(&self, cell: Cell, dir: &Path, seed: u64, create: bool, off: u64) -> Vec<Job> {
         let deadline = self
             .time
             .map(|s| Instant::now() + Duration::from_secs_f64(s));
-        (0..cell.threads as u64)
+        (off..off + cell.threads as u64)
             .map(|i| {
                 let (path, file_id, base) = if self.shared_file {
                     (dir.join("shared"), 0, i * self.file_size)
@@ -598,19 +600,19 @@ impl Tio {
             .collect()
     }
 
-    fn files(&self, cell: Cell, dir: &Path) -> Vec<PathBuf> {
+    fn files(&self, cell: Cell, dir: &Path, off: u64) -> Vec<PathBuf> {
         if self.shared_file {
             vec![dir.join("shared")]
         } else {
-            (0..cell.threads)
+            (off..off + cell.threads as u64)
                 .map(|i| dir.join(format!("t{i:03}")))
                 .collect()
         }
     }
 
     /// Writes the files a read cell reads (untimed), in 1 MiB requests of whole blocks.
-    fn setup_files(&self, cell: Cell, dir: &Path, seed: u64) -> Result<()> {
-        let jobs = self.jobs(cell, dir, seed, true);
+    fn setup_files(&self, cell: Cell, dir: &Path, seed: u64, off: u64) -> Result<()> {
+        let jobs = self.jobs(cell, dir, seed, true, off);
         if self.shared_file {
             create_empty(&dir.join("shared"))?;
         }
@@ -668,8 +670,8 @@ impl Tio {
     }
 
     /// Reads every written block back (untimed) and checks it.
-    fn verify_written(&self, cell: Cell, dir: &Path, seed: u64) -> Result<()> {
-        for mut j in self.jobs(cell, dir, seed, false) {
+    fn verify_written(&self, cell: Cell, dir: &Path, seed: u64, off: u64) -> Result<()> {
+        for mut j in self.jobs(cell, dir, seed, false, off) {
             j.mode = Mode::Seqread;
             let fd = open_path(&j.path, libc::O_RDONLY | libc::O_CLOEXEC)
                 .map_err(|e| io_failure("open", &j.path, None, e, ""))?;
@@ -686,17 +688,33 @@ impl Tio {
 
     fn run_cell(&self, ctx: &mut RunContext, cell: Cell, engine: Engine) -> Result<()> {
         let dir = ctx.root().join(cell.name());
-        std::fs::create_dir(&dir).with_context(|| format!("creating {}", dir.display()))?;
+        let off = ctx.worker_base(cell.threads as u64);
+        match std::fs::create_dir(&dir) {
+            // Another MPI rank made it (`--shared-dir`).
+            Err(e)
+                if e.kind() == std::io::ErrorKind::AlreadyExists && ctx.shared_rank().is_some() => {
+            }
+            r => r.with_context(|| format!("creating {}", dir.display()))?,
+        }
         let seed = ctx.seed();
+        // Read cells read what this run (or under MPI --read-neighbour, rank r+1) set up.
+        let (read_root, read_off) = ctx.read_source(cell.threads as u64);
+        let read_dir = read_root.join(cell.name());
         if !cell.mode.writes() {
             ctx.progress()
                 .note(&format!("{}: writing the files to read", cell.name()));
-            self.setup_files(cell, &dir, seed)?;
+            self.setup_files(cell, &dir, seed, off)?;
+            // Under MPI, caches are dropped once every rank has written its files.
+            ctx.barrier();
             ctx.make_cold()?;
         } else if self.shared_file {
             create_empty(&dir.join("shared"))?;
         }
-        let jobs = self.jobs(cell, &dir, seed, true);
+        let jobs = if cell.mode.writes() {
+            self.jobs(cell, &dir, seed, true, off)
+        } else {
+            self.jobs(cell, &read_dir, seed, true, read_off)
+        };
         let defs: &[OpDef] = if cell.mode.writes() {
             &WRITE_OPS
         } else {
@@ -740,7 +758,8 @@ impl Tio {
         x.insert("over_10s_share".into(), phase.latency.over_10s as f64 / n);
         let complete = phase.ops == expected;
         x.insert("complete".into(), if complete { 1.0 } else { 0.0 });
-        if self.time.is_none() && !complete {
+        let walled = phase.stonewall_s.is_some();
+        if self.time.is_none() && !complete && !walled {
             return Err(anyhow::Error::new(SystemFailure(format!(
                 "{}: {} of {expected} requests done; the phase lost requests",
                 cell.name(),
@@ -748,7 +767,7 @@ impl Tio {
             ))));
         }
         if cell.mode.writes() {
-            let files = self.files(cell, &dir);
+            let files = self.files(cell, &dir, off);
             match layout_record(&files, fs_block_size(&dir)) {
                 Ok(l) => {
                     let x = &mut phase.extra;
@@ -760,12 +779,27 @@ impl Tio {
                 Err(e) => ctx.warn(format!("{}: no layout record: {e:#}", cell.name())),
             }
             ctx.layout_point()?;
-            if self.verify {
+            if self.verify && walled {
+                ctx.warn(format!(
+                    "{}: cut at the stonewall, so the written files were not verified",
+                    cell.name()
+                ));
+            } else if self.verify {
                 ctx.make_cold()?;
-                self.verify_written(cell, &dir, seed)?;
+                self.verify_written(cell, &dir, seed, off)?;
             }
         }
-        std::fs::remove_dir_all(&dir).with_context(|| format!("removing {}", dir.display()))?;
+        // In a directory shared by MPI ranks, rank 0 removes it once every rank is done.
+        let remove = match ctx.shared_rank() {
+            Some(rank) => {
+                ctx.barrier();
+                rank == 0
+            }
+            None => true,
+        };
+        if remove {
+            std::fs::remove_dir_all(&dir).with_context(|| format!("removing {}", dir.display()))?;
+        }
         Ok(())
     }
 
@@ -782,7 +816,8 @@ impl Tio {
 fn create_empty(path: &Path) -> Result<()> {
     open_path(
         path,
-        libc::O_WRONLY | libc::O_CREAT | libc::O_TRUNC | libc::O_CLOEXEC,
+        // No O_TRUNC: under MPI with a shared directory, other ranks may have written theirs.
+        libc::O_WRONLY | libc::O_CREAT | libc::O_CLOEXEC,
     )
     .map(drop)
     .map_err(|e| io_failure("create", path, None, e, ""))

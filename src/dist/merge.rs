@@ -1,0 +1,437 @@
+//! Exact aggregation of the ranks of an MPI run: each rank measured its phases on its own; here
+//! they become one phase list. Operations, bytes and CPU time are summed; latency histograms
+//! (stored with every summary) are decoded and added bucket by bucket, so the merged
+//! percentiles are those of every operation of every rank; the wall time is the slowest rank's
+//! and `first_done_s` the fastest's; device counters are summed once per host (ranks on one
+//! host share its devices); each phase keeps a per-rank table.
+//!
+//! Workload figures (`extra`) merge by what they are: rates (`*_per_s`, `iops`) are recomputed
+//! over the merged wall time from each rank's rate × its own wall time; settings every rank
+//! shares (`block`, `file_size`, `iodepth`) stay as they are; shares of slow requests and CPU
+//! efficiency are recomputed from the merged figures; means and scores are averaged over ranks;
+//! maxima stay maxima; everything else (counts: files, dirs, threads, passes) is summed.
+
+use std::collections::BTreeMap;
+
+use anyhow::{bail, Result};
+use serde::{Deserialize, Serialize};
+
+use crate::measure::{decode, new_histogram, summarize};
+use crate::results::{
+    DeviceDelta, LatencySummary, OpStats, PhaseResult, RankPhase, SeriesPoint, WorkerSummary,
+};
+
+/// What one rank sends to rank 0 at the end of a run.
+#[derive(Debug, Clone, Serialize, Deserialize, PartialEq)]
+pub struct RankReport {
+    pub rank: u32,
+    pub host: String,
+    pub pid: u32,
+    pub phases: Vec<PhaseResult>,
+    /// Names of the phases this rank stopped at the stonewall before its work was done.
+    pub walled: Vec<String>,
+    pub warnings: Vec<String>,
+}
+
+/// Merges the ranks' phases (reports in rank order) into one list, with per-rank tables.
+pub fn merge_phases(reports: &[RankReport]) -> Result<Vec<PhaseResult>> {
+    let Some(first) = reports.first() else {
+        return Ok(Vec::new());
+    };
+    for r in reports {
+        let names = |x: &RankReport| x.phases.iter().map(|p| p.name.clone()).collect::<Vec<_>>();
+        if names(r) != names(first) {
+            bail!(
+                "rank {} ran phases {:?} but rank {} ran {:?}; every rank must run the same workload",
+                r.rank,
+                names(r),
+                first.rank,
+                names(first)
+            );
+        }
+    }
+    (0..first.phases.len())
+        .map(|i| merge_one(reports, i))
+        .collect()
+}
+
+/// Warnings of every rank: rank 0's as they are, the others' once each, naming the ranks.
+pub fn merge_warnings(reports: &[RankReport]) -> Vec<String> {
+    let mut out: Vec<String> = Vec::new();
+    let mut seen: BTreeMap<String, Vec<u32>> = BTreeMap::new();
+    for r in reports {
+        for w in &r.warnings {
+            seen.entry(w.clone()).or_default().push(r.rank);
+        }
+    }
+    for (w, ranks) in seen {
+        if ranks.len() == reports.len() {
+            out.push(w);
+        } else {
+            let list: Vec<String> = ranks.iter().map(u32::to_string).collect();
+            out.push(format!("rank {}: {w}", list.join(",")));
+        }
+    }
+    out
+}
+
+fn add_hist(into: &mut crate::measure::LatencyHistogram, s: &LatencySummary) -> Result<()> {
+    if s.count == 0 {
+        return Ok(());
+    }
+    let Some(h) = decode(s) else {
+        bail!(
+            "a latency summary of {} operations carries no readable histogram",
+            s.count
+        );
+    };
+    into.add(&h)
+        .map_err(|e| anyhow::anyhow!("merging latency histograms: {e:?}"))?;
+    Ok(())
+}
+
+fn merge_latency(parts: &[&LatencySummary]) -> Result<LatencySummary> {
+    let mut h = new_histogram();
+    let (mut o2, mut o10) = (0, 0);
+    for s in parts {
+        add_hist(&mut h, s)?;
+        o2 += s.over_2s;
+        o10 += s.over_10s;
+    }
+    Ok(summarize(&h, o2, o10))
+}
+
+fn add_device(a: Option<DeviceDelta>, b: Option<DeviceDelta>) -> Option<DeviceDelta> {
+    match (a, b) {
+        (None, x) | (x, None) => x,
+        (Some(a), Some(b)) => Some(DeviceDelta {
+            read_bytes: a.read_bytes + b.read_bytes,
+            write_bytes: a.write_bytes + b.write_bytes,
+            read_ios: a.read_ios + b.read_ios,
+            write_ios: a.write_ios + b.write_ios,
+            discard_bytes: a.discard_bytes + b.discard_bytes,
+            flush_ios: a.flush_ios + b.flush_ios,
+        }),
+    }
+}
+
+fn rate(n: f64, secs: f64) -> f64 {
+    if secs > 0.0 {
+        n / secs
+    } else {
+        0.0
+    }
+}
+
+fn merge_one(reports: &[RankReport], i: usize) -> Result<PhaseResult> {
+    let ps: Vec<&PhaseResult> = reports.iter().map(|r| &r.phases[i]).collect();
+    let wall_s = ps.iter().map(|p| p.wall_s).fold(0.0, f64::max);
+    let first_done = ps.iter().map(|p| p.wall_s).fold(f64::INFINITY, f64::min);
+    let ops: u64 = ps.iter().map(|p| p.ops).sum();
+    let bytes: u64 = ps.iter().map(|p| p.bytes).sum();
+    let user_s: f64 = ps.iter().map(|p| p.user_s).sum();
+    let sys_s: f64 = ps.iter().map(|p| p.sys_s).sum();
+    let latency = merge_latency(&ps.iter().map(|p| &p.latency).collect::<Vec<_>>())?;
+
+    let mut op_stats = BTreeMap::new();
+    let names: std::collections::BTreeSet<&String> =
+        ps.iter().flat_map(|p| p.op_stats.keys()).collect();
+    for name in names {
+        let parts: Vec<&OpStats> = ps.iter().filter_map(|p| p.op_stats.get(name)).collect();
+        op_stats.insert(
+            name.clone(),
+            OpStats {
+                count: parts.iter().map(|s| s.count).sum(),
+                bytes: parts.iter().map(|s| s.bytes).sum(),
+                primary: parts.iter().any(|s| s.primary),
+                latency: merge_latency(&parts.iter().map(|s| &s.latency).collect::<Vec<_>>())?,
+            },
+        );
+    }
+
+    // Ranks on one host see the same block devices: count each host's counters once.
+    let (mut device, mut journal_device) = (None, None);
+    let mut hosts_seen = std::collections::BTreeSet::new();
+    for (r, p) in reports.iter().zip(&ps) {
+        if hosts_seen.insert(r.host.as_str()) {
+            device = add_device(device, p.device);
+            journal_device = add_device(journal_device, p.journal_device);
+        }
+    }
+
+    let secs = ps.iter().map(|p| p.series.len()).max().unwrap_or(0);
+    let series = (0..secs)
+        .map(|t| {
+            let (o, b) = ps
+                .iter()
+                .filter_map(|p| p.series.iter().find(|s| s.t as usize == t))
+                .fold((0, 0), |acc, s| (acc.0 + s.ops, acc.1 + s.bytes));
+            SeriesPoint {
+                t: t as u32,
+                ops: o,
+                bytes: b,
+            }
+        })
+        .collect();
+
+    // Workers numbered across ranks, in rank order.
+    let mut workers = Vec::new();
+    let mut next = 0u32;
+    for p in &ps {
+        let n = p.workers.len() as u32;
+        workers.extend(p.workers.iter().map(|w| WorkerSummary {
+            worker: next + w.worker,
+            ..w.clone()
+        }));
+        next += n;
+    }
+
+    let ranks: Vec<RankPhase> = reports
+        .iter()
+        .zip(&ps)
+        .map(|(r, p)| {
+            let mut lat = p.latency.clone();
+            lat.hdr.clear();
+            RankPhase {
+                rank: r.rank,
+                host: r.host.clone(),
+                wall_s: p.wall_s,
+                ops: p.ops,
+                bytes: p.bytes,
+                ops_per_s: rate(p.ops as f64, p.wall_s),
+                bytes_per_s: rate(p.bytes as f64, p.wall_s),
+                user_s: p.user_s,
+                sys_s: p.sys_s,
+                latency: lat,
+                stonewalled: r.walled.contains(&p.name),
+            }
+        })
+        .collect();
+
+    let mut merged = PhaseResult {
+        name: ps[0].name.clone(),
+        wall_s,
+        user_s,
+        sys_s,
+        ops,
+        bytes,
+        ops_per_s: rate(ops as f64, wall_s),
+        bytes_per_s: rate(bytes as f64, wall_s),
+        latency,
+        op_stats,
+        device,
+        journal_device,
+        series,
+        workers,
+        extra: BTreeMap::new(),
+        first_done_s: Some(if first_done.is_finite() {
+            first_done
+        } else {
+            0.0
+        }),
+        stonewall_s: ps.iter().find_map(|p| p.stonewall_s),
+        ranks,
+    };
+    merged.extra = merge_extra(&ps, &merged);
+    Ok(merged)
+}
+
+/// How one workload figure combines over ranks (see the module docs).
+fn merge_extra(ps: &[&PhaseResult], merged: &PhaseResult) -> BTreeMap<String, f64> {
+    let keys: std::collections::BTreeSet<&String> =
+        ps.iter().flat_map(|p| p.extra.keys()).collect();
+    let mut out = BTreeMap::new();
+    let n_lat = merged.latency.count.max(1) as f64;
+    for key in keys {
+        let vals: Vec<(f64, f64)> = ps
+            .iter()
+            .filter_map(|p| p.extra.get(key).map(|&v| (v, p.wall_s)))
+            .collect();
+        let sum: f64 = vals.iter().map(|v| v.0).sum();
+        let v = match key.as_str() {
+            "over_2s_share" => merged.latency.over_2s as f64 / n_lat,
+            "over_10s_share" => merged.latency.over_10s as f64 / n_lat,
+            "mb_per_cpu_s" => {
+                let cpu = merged.user_s + merged.sys_s;
+                rate(merged.bytes as f64 / 1e6, cpu)
+            }
+            "block" | "file_size" | "iodepth" => vals.iter().map(|v| v.0).fold(0.0, f64::max),
+            "complete" => vals.iter().map(|v| v.0).fold(f64::INFINITY, f64::min),
+            k if k.ends_with("_per_s") || k == "iops" => {
+                rate(vals.iter().map(|(v, w)| v * w).sum::<f64>(), merged.wall_s)
+            }
+            k if k.ends_with("_mean") || k.ends_with("_score") => sum / vals.len().max(1) as f64,
+            k if k.ends_with("_max") => vals.iter().map(|v| v.0).fold(f64::MIN, f64::max),
+            _ => sum,
+        };
+        out.insert(key.clone(), v);
+    }
+    out
+}
+
+#[cfg(test)]
+#[allow(clippy::unwrap_used)]
+mod tests {
+    use super::*;
+
+    fn phase(name: &str, wall: f64, lat_ns: &[u64], bytes_per_op: u64) -> PhaseResult {
+        let mut h = new_histogram();
+        for &v in lat_ns {
+            h.record(v).unwrap();
+        }
+        let lat = summarize(&h, 0, 0);
+        let ops = lat_ns.len() as u64;
+        let mut op_stats = BTreeMap::new();
+        op_stats.insert(
+            "create".to_string(),
+            OpStats {
+                count: ops,
+                bytes: ops * bytes_per_op,
+                primary: true,
+                latency: lat.clone(),
+            },
+        );
+        let mut extra = BTreeMap::new();
+        extra.insert("files".to_string(), ops as f64);
+        extra.insert("files_per_s".to_string(), ops as f64 / wall);
+        extra.insert("block".to_string(), 4096.0);
+        PhaseResult {
+            name: name.into(),
+            wall_s: wall,
+            user_s: 0.1,
+            sys_s: 0.2,
+            ops,
+            bytes: ops * bytes_per_op,
+            ops_per_s: ops as f64 / wall,
+            bytes_per_s: 0.0,
+            latency: lat,
+            op_stats,
+            device: Some(DeviceDelta {
+                write_bytes: 4096,
+                ..Default::default()
+            }),
+            journal_device: None,
+            series: vec![SeriesPoint {
+                t: 0,
+                ops,
+                bytes: ops * bytes_per_op,
+            }],
+            workers: Vec::new(),
+            extra,
+            first_done_s: None,
+            stonewall_s: None,
+            ranks: Vec::new(),
+        }
+    }
+
+    fn report(rank: u32, host: &str, phases: Vec<PhaseResult>) -> RankReport {
+        RankReport {
+            rank,
+            host: host.into(),
+            pid: 100 + rank,
+            phases,
+            walled: Vec::new(),
+            warnings: vec!["same everywhere".into()],
+        }
+    }
+
+    #[test]
+    fn sums_counts_merges_histograms_and_keeps_the_slowest_wall() {
+        let fast: Vec<u64> = (1..=100).map(|i| i * 1000).collect();
+        let slow: Vec<u64> = (1..=300).map(|i| i * 1_000_000).collect();
+        let reports = vec![
+            report(0, "a", vec![phase("create", 1.0, &fast, 4096)]),
+            report(1, "a", vec![phase("create", 4.0, &slow, 4096)]),
+            report(2, "b", vec![phase("create", 2.0, &fast, 4096)]),
+        ];
+        let m = merge_phases(&reports).unwrap();
+        let p = &m[0];
+        assert_eq!(p.ops, 500);
+        assert_eq!(p.bytes, 500 * 4096);
+        assert_eq!(p.latency.count, 500);
+        assert_eq!(p.op_stats["create"].latency.count, 500);
+        assert_eq!(p.wall_s, 4.0);
+        assert_eq!(p.first_done_s, Some(1.0));
+        assert!((p.user_s - 0.3).abs() < 1e-9);
+        // The median of all 500 operations lies in the slow rank's range (300 of 500 are slow).
+        assert!(p.latency.p50_ns > 1_000_000, "{}", p.latency.p50_ns);
+        assert_eq!(p.latency.max_ns / 1_000_000, 300);
+        // One device reading per host: hosts a and b.
+        assert_eq!(p.device.unwrap().write_bytes, 2 * 4096);
+        assert_eq!(p.series[0].ops, 500);
+        assert_eq!(p.extra["files"], 500.0);
+        assert_eq!(p.extra["block"], 4096.0);
+        assert!((p.extra["files_per_s"] - 500.0 / 4.0).abs() < 1e-9);
+        assert_eq!(p.ranks.len(), 3);
+        assert_eq!(p.ranks[1].ops, 300);
+        assert!(p.ranks[1].latency.hdr.is_empty());
+        let sum: u64 = p.ranks.iter().map(|r| r.latency.count).sum();
+        assert_eq!(sum, p.latency.count);
+        assert_eq!(
+            merge_warnings(&reports),
+            vec!["same everywhere".to_string()]
+        );
+    }
+
+    #[test]
+    fn workload_figures_merge_by_what_they_are() {
+        let mut a = phase("seqwrite-4K-t2", 2.0, &[10, 20], 4096);
+        let mut b = phase("seqwrite-4K-t2", 1.0, &[30, 40], 4096);
+        for (p, complete, score, ext_max) in [(&mut a, 1.0, 0.5, 3.0), (&mut b, 0.0, 1.0, 7.0)] {
+            p.extra.insert("complete".into(), complete);
+            p.extra.insert("layout_score".into(), score);
+            p.extra.insert("extents_per_file_max".into(), ext_max);
+            p.extra.insert("threads".into(), 2.0);
+            p.extra.insert("iops".into(), p.ops as f64 / p.wall_s);
+            p.extra.insert("over_2s_share".into(), 0.5);
+            p.extra.insert("mb_per_cpu_s".into(), 123.0);
+            p.workers = (0..2)
+                .map(|w| WorkerSummary {
+                    worker: w,
+                    ops: 1,
+                    ..Default::default()
+                })
+                .collect();
+        }
+        let m = merge_phases(&[report(0, "a", vec![a]), report(1, "b", vec![b])]).unwrap();
+        let x = &m[0].extra;
+        assert_eq!(x["complete"], 0.0, "one rank incomplete: the phase is");
+        assert_eq!(x["layout_score"], 0.75);
+        assert_eq!(x["extents_per_file_max"], 7.0);
+        assert_eq!(x["threads"], 4.0);
+        assert_eq!(x["block"], 4096.0);
+        // 4 requests over the slowest rank's 2 s.
+        assert_eq!(x["iops"], 2.0);
+        assert_eq!(
+            x["over_2s_share"], 0.0,
+            "recomputed from the merged histogram"
+        );
+        let cpu = m[0].user_s + m[0].sys_s;
+        assert!((x["mb_per_cpu_s"] - m[0].bytes as f64 / 1e6 / cpu).abs() < 1e-9);
+        let ids: Vec<u32> = m[0].workers.iter().map(|w| w.worker).collect();
+        assert_eq!(ids, [0, 1, 2, 3], "workers numbered across ranks");
+        // Ranks on two hosts: both hosts' device counters count.
+        assert_eq!(m[0].device.unwrap().write_bytes, 2 * 4096);
+    }
+
+    #[test]
+    fn refuses_ranks_that_ran_different_phases() {
+        let reports = vec![
+            report(0, "a", vec![phase("create", 1.0, &[5], 0)]),
+            report(1, "a", vec![phase("remove", 1.0, &[5], 0)]),
+        ];
+        let e = merge_phases(&reports).unwrap_err().to_string();
+        assert!(e.contains("rank 1"), "{e}");
+    }
+
+    #[test]
+    fn warnings_of_some_ranks_name_them() {
+        let mut a = report(0, "a", Vec::new());
+        let mut b = report(1, "a", Vec::new());
+        a.warnings.push("only here".into());
+        b.warnings.clear();
+        let w = merge_warnings(&[a, b]);
+        assert!(w.contains(&"rank 0: only here".to_string()), "{w:?}");
+        assert!(w.contains(&"rank 0: same everywhere".to_string()), "{w:?}");
+    }
+}
