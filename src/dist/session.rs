@@ -281,7 +281,7 @@ impl Session {
         let code = all[bad][1] as u8;
         let inner = match code {
             1 => anyhow::Error::new(SystemFailure(text)),
-            130 => anyhow::Error::new(Interrupted("a signal")).context(text),
+            c @ 129..=159 => anyhow::Error::new(Interrupted(i32::from(c) - 128)).context(text),
             _ => bad_input(text),
         };
         Err(inner.context(RankFailure {
