@@ -8,6 +8,7 @@ use std::time::Instant;
 
 use anyhow::Result;
 
+use super::clock::{Clock, Tick};
 use super::diskstats::{Devices, DiskStat};
 use super::latency::{new_histogram, summarize};
 use super::progress::{PhaseBar, Progress};
@@ -20,6 +21,9 @@ pub struct PhaseMeter {
     name: String,
     defs: Vec<OpDef>,
     start: Instant,
+    /// The operation clock and its reading at `start`.
+    clock: Clock,
+    start_tick: Tick,
     cpu0: CpuTimes,
     devices: Devices,
     dev0: Option<DiskStat>,
@@ -38,15 +42,22 @@ impl PhaseMeter {
         expected: Option<u64>,
         ui: &Progress,
     ) -> Self {
+        // Calibrates the TSC on a process's first phase, before this phase's clock starts.
+        let clock = Clock::new(Instant::now());
         let progress = Arc::new(AtomicU64::new(0));
         let bar = ui.phase_bar(name, expected, Arc::clone(&progress));
         let dev0 = devices.main.as_deref().and_then(DiskStat::read);
         let jdev0 = devices.journal.as_deref().and_then(DiskStat::read);
         let cpu0 = CpuTimes::now();
+        let start = Instant::now();
+        let clock = clock.with_origin(start);
+        let start_tick = clock.now();
         Self {
             name: name.to_string(),
             defs: defs.to_vec(),
-            start: Instant::now(),
+            start,
+            clock,
+            start_tick,
             cpu0,
             devices: devices.clone(),
             dev0,
@@ -62,6 +73,8 @@ impl PhaseMeter {
         Recorder::new(
             worker,
             self.start,
+            self.clock,
+            self.start_tick,
             &self.defs,
             Arc::clone(&self.progress),
             Arc::clone(&self.stop),

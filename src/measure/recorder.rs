@@ -1,11 +1,18 @@
 //! A worker's private tally of a phase: per operation kind a count, bytes and a latency
 //! histogram, and a per-second series. Nothing here is shared, so the hot path has no atomics
 //! but one relaxed add every 256 operations for the progress bar.
+//!
+//! Two ways in: [`Recorder::lap`] / [`Recorder::span`] take [`Tick`]s of the phase's
+//! [`Clock`] (the invariant TSC where there is one) — the cheap path for per-syscall timing,
+//! where recording an operation is a subtraction, a multiply, a histogram increment and a few
+//! compares; [`Recorder::record`] / [`Recorder::add`] take [`Instant`]s, for callers that time
+//! coarser work.
 
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
+use super::clock::{Clock, Tick};
 use super::latency::{new_histogram, LatencyHistogram};
 
 /// An operation kind a phase records, declared up front.
@@ -57,6 +64,14 @@ pub struct Recorder {
     sec_lo: Instant,
     sec_hi: Instant,
     sec_idx: usize,
+    /// The phase's operation clock and the same series second in its ticks.
+    clock: Clock,
+    origin_tick: Tick,
+    tsec_lo: u64,
+    tsec_hi: u64,
+    tsec_idx: usize,
+    /// Tick by which the progress counter is published at the latest.
+    flush_due: u64,
     pub(crate) ops: Vec<OpSlot>,
     /// (primary ops, bytes) per second since the phase start.
     pub(crate) series: Vec<(u64, u64)>,
@@ -71,6 +86,8 @@ impl Recorder {
     pub(crate) fn new(
         worker: u32,
         origin: Instant,
+        clock: Clock,
+        origin_tick: Tick,
         defs: &[OpDef],
         progress: Arc<AtomicU64>,
         stop: Arc<AtomicBool>,
@@ -81,6 +98,12 @@ impl Recorder {
             sec_lo: origin,
             sec_hi: origin + Duration::from_secs(1),
             sec_idx: 0,
+            clock,
+            origin_tick,
+            tsec_lo: origin_tick.0,
+            tsec_hi: origin_tick.0.saturating_add(clock.per_sec()),
+            tsec_idx: 0,
+            flush_due: origin_tick.0.saturating_add(clock.ticks(PROGRESS_PERIOD)),
             ops: defs
                 .iter()
                 .map(|&def| OpSlot {
@@ -116,6 +139,92 @@ impl Recorder {
         self.worker
     }
 
+    /// The phase's operation clock.
+    #[inline]
+    pub fn clock(&self) -> Clock {
+        self.clock
+    }
+
+    /// Now, on the phase's operation clock.
+    #[inline(always)]
+    pub fn tick(&self) -> Tick {
+        self.clock.now()
+    }
+
+    /// Records one operation that began at `start` and ends now (on the operation clock);
+    /// returns now, so that back-to-back operations share one clock read per boundary.
+    #[inline(always)]
+    pub fn lap(&mut self, op: OpId, start: Tick, bytes: u64) -> Tick {
+        let now = self.clock.now();
+        self.span(op, start, now, bytes);
+        now
+    }
+
+    /// Records one operation from `start` to `end` (ticks of the operation clock).
+    #[inline(always)]
+    pub fn span(&mut self, op: OpId, start: Tick, end: Tick, bytes: u64) {
+        self.add_tick(op, self.clock.ns(start, end), bytes, end);
+    }
+
+    /// Adds an operation of `ns` nanoseconds that ended at tick `end`.
+    #[inline(always)]
+    pub fn add_tick(&mut self, op: OpId, ns: u64, bytes: u64, end: Tick) {
+        let primary = self.tally(op, ns, bytes);
+        let sec = if end.0 >= self.tsec_lo && end.0 < self.tsec_hi {
+            self.tsec_idx
+        } else {
+            self.tick_second(end)
+        };
+        self.series_add(sec, bytes, primary);
+        if primary {
+            self.unflushed += 1;
+            if self.unflushed >= PROGRESS_EVERY || end.0 >= self.flush_due {
+                self.flush_due = end.0.saturating_add(self.clock.ticks(PROGRESS_PERIOD));
+                self.flush_progress();
+            }
+        }
+    }
+
+    /// Count, bytes, histogram and the slow-request counters of one operation; whether its
+    /// kind is primary.
+    #[inline(always)]
+    fn tally(&mut self, op: OpId, ns: u64, bytes: u64) -> bool {
+        let slot = &mut self.ops[op.0];
+        slot.count += 1;
+        slot.bytes += bytes;
+        slot.hist.saturating_record(ns.max(1));
+        if ns > 2_000_000_000 {
+            slot.over_2s += 1;
+            if ns > 10_000_000_000 {
+                slot.over_10s += 1;
+            }
+        }
+        slot.def.primary
+    }
+
+    #[inline(always)]
+    fn series_add(&mut self, sec: usize, bytes: u64, primary: bool) {
+        if sec >= self.series.len() {
+            self.series.resize(sec + 1, (0, 0));
+        }
+        let cell = &mut self.series[sec];
+        cell.1 += bytes;
+        cell.0 += primary as u64;
+    }
+
+    /// The series second of tick `at`, remembered with its bounds for the next operations.
+    #[cold]
+    fn tick_second(&mut self, at: Tick) -> usize {
+        let per = self.clock.per_sec().max(1);
+        let sec = at.0.saturating_sub(self.origin_tick.0) / per;
+        if at.0 >= self.origin_tick.0 {
+            self.tsec_lo = self.origin_tick.0.saturating_add(sec * per);
+            self.tsec_hi = self.tsec_lo.saturating_add(per);
+            self.tsec_idx = sec as usize;
+        }
+        sec as usize
+    }
+
     /// Records one operation that began at `started` and ends now; returns now, so that
     /// back-to-back operations need one clock read each.
     #[inline]
@@ -142,29 +251,14 @@ impl Recorder {
     /// Adds an operation of `ns` nanoseconds that ended at `at`.
     #[inline]
     pub fn add(&mut self, op: OpId, ns: u64, bytes: u64, at: Instant) {
-        let slot = &mut self.ops[op.0];
-        slot.count += 1;
-        slot.bytes += bytes;
-        slot.hist.saturating_record(ns.max(1));
-        if ns > 2_000_000_000 {
-            slot.over_2s += 1;
-            if ns > 10_000_000_000 {
-                slot.over_10s += 1;
-            }
-        }
-        let primary = slot.def.primary;
+        let primary = self.tally(op, ns, bytes);
         let sec = if at >= self.sec_lo && at < self.sec_hi {
             self.sec_idx
         } else {
             self.second_of(at)
         };
-        if sec >= self.series.len() {
-            self.series.resize(sec + 1, (0, 0));
-        }
-        let cell = &mut self.series[sec];
-        cell.1 += bytes;
+        self.series_add(sec, bytes, primary);
         if primary {
-            cell.0 += 1;
             self.unflushed += 1;
             // Publish every 256 operations, or every 100 ms when operations are slow.
             if self.unflushed >= PROGRESS_EVERY
@@ -254,9 +348,12 @@ mod tests {
     #[test]
     fn operations_land_in_the_second_they_ended_in() {
         let origin = Instant::now();
+        let clock = Clock::monotonic(origin);
         let mut r = Recorder::new(
             0,
             origin,
+            clock,
+            Tick(0),
             &[OpDef::primary("op")],
             Arc::new(AtomicU64::new(0)),
             Arc::new(AtomicBool::new(false)),
@@ -269,5 +366,43 @@ mod tests {
         let ops: Vec<u64> = r.series.iter().map(|c| c.0).collect();
         assert_eq!(ops, [3, 2, 0, 2]);
         assert_eq!(r.count(op), 7);
+    }
+
+    #[test]
+    fn spans_land_in_the_second_they_ended_in_and_time_exactly() {
+        let origin = Instant::now();
+        // Ticks of the monotonic clock are nanoseconds since the origin.
+        let clock = Clock::monotonic(origin);
+        let progress = Arc::new(AtomicU64::new(0));
+        let mut r = Recorder::new(
+            0,
+            origin,
+            clock,
+            Tick(0),
+            &[OpDef::primary("op"), OpDef::secondary("part")],
+            Arc::clone(&progress),
+            Arc::new(AtomicBool::new(false)),
+        );
+        let (op, part) = (r.op("op"), r.op("part"));
+        let ms = |m: u64| Tick(m * 1_000_000);
+        for at in [500, 1500, 700, 3200, 999, 1000, 3999] {
+            r.span(op, ms(at - 1), ms(at), 7);
+            r.span(part, ms(at - 1), ms(at), 1);
+        }
+        let ops: Vec<u64> = r.series.iter().map(|c| c.0).collect();
+        assert_eq!(ops, [3, 2, 0, 2]);
+        let bytes: Vec<u64> = r.series.iter().map(|c| c.1).collect();
+        assert_eq!(bytes, [24, 16, 0, 16]);
+        assert_eq!((r.count(op), r.count(part)), (7, 7));
+        let h = &r.ops[op.0].hist;
+        assert_eq!((h.min(), h.max()), (999_936, 1_000_447));
+        // A slow operation is published to the progress counter at once.
+        r.span(op, ms(4000), ms(6500), 0);
+        assert_eq!(r.ops[op.0].over_2s, 1);
+        assert_eq!(progress.load(Ordering::Relaxed), 8);
+        let before = r.tick();
+        let after = r.lap(part, before, 0);
+        assert!(after >= before);
+        assert_eq!(r.count(part), 8);
     }
 }

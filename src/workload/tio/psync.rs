@@ -1,6 +1,7 @@
 //! The `psync` engine: pread(2)/pwrite(2), one request in flight per thread — fio's `psync`
-//! and what tiobench did. The per-request path is the system call, one clock read and one
-//! histogram increment (none with latency recording off).
+//! and what tiobench did. The per-request path is the system call, one clock read (the end of
+//! one request is the start of the next) and one histogram increment; none of either with
+//! latency recording off.
 
 use std::os::fd::{AsRawFd, OwnedFd};
 use std::path::Path;
@@ -92,10 +93,11 @@ pub(crate) fn run(job: &Job, rec: &mut Recorder, ops: Ops) -> Result<()> {
     let t_open = Instant::now();
     let fd = job.open()?;
     rec.record(ops.open, t_open, 0);
-    match (job.latency, clock::tsc()) {
-        (false, _) => io_loop(job, rec, ops, &fd, &clock::Off)?,
-        (true, Some(tsc)) => io_loop(job, rec, ops, &fd, tsc)?,
-        (true, None) => io_loop(job, rec, ops, &fd, &clock::Std)?,
+    if job.latency {
+        let clk = clock::On(rec.clock());
+        io_loop(job, rec, ops, &fd, &clk)?;
+    } else {
+        io_loop(job, rec, ops, &fd, &clock::Off)?;
     }
     if job.mode.writes() && job.fsync != FsyncPolicy::None {
         fsync(&fd, rec, ops, &job.path)?;
@@ -120,7 +122,6 @@ fn io_loop<C: Stamp>(job: &Job, rec: &mut Recorder, ops: Ops, fd: &OwnedFd, clk:
     // Checks (deadline, stop) every `mask + 1` requests, or after any slow request.
     let mask = if C::ON { 255 } else { 63 };
     let mut untimed = 0u64;
-    let mut at = Instant::now();
     let mut t = clk.now();
     for i in 0..n {
         let off = job.offset(perm.as_ref(), i);
@@ -135,9 +136,10 @@ fn io_loop<C: Stamp>(job: &Job, rec: &mut Recorder, ops: Ops, fd: &OwnedFd, clk:
         }
         let mut slow = false;
         if C::ON {
+            // One timestamp per request boundary: this request's end starts the next one.
             let e = clk.now();
             let ns = clk.ns(t, e);
-            rec.add(ops.io, ns, job.block, at);
+            clk.record(rec, ops.io, ns, job.block, e);
             slow = ns > 1_000_000;
             t = e;
         } else {
@@ -154,8 +156,7 @@ fn io_loop<C: Stamp>(job: &Job, rec: &mut Recorder, ops: Ops, fd: &OwnedFd, clk:
             t = clk.now();
         }
         if slow || i & mask == mask {
-            at = Instant::now();
-            if job.deadline.is_some_and(|d| at >= d) {
+            if job.deadline.is_some_and(|d| Instant::now() >= d) {
                 break;
             }
             if rec.should_stop() {
