@@ -18,7 +18,7 @@ mod rusage;
 
 pub use clock::{Clock, Tick};
 pub use diskstats::{Devices, DiskStat};
-pub use latency::{decode, new_histogram, summarize, LatencyHistogram};
+pub use latency::{decode, new_histogram, summarize, FastHistogram, LatencyHistogram};
 pub use phase::{run_workers, PhaseMeter};
 pub use progress::Progress;
 pub use recorder::{OpDef, OpId, Recorder};

@@ -13,7 +13,7 @@ use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 use super::clock::{Clock, Tick};
-use super::latency::{new_histogram, LatencyHistogram};
+use super::latency::FastHistogram;
 
 /// An operation kind a phase records, declared up front.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -49,7 +49,7 @@ pub(crate) struct OpSlot {
     pub bytes: u64,
     pub over_2s: u64,
     pub over_10s: u64,
-    pub hist: LatencyHistogram,
+    pub hist: FastHistogram,
 }
 
 const PROGRESS_EVERY: u64 = 256;
@@ -112,7 +112,7 @@ impl Recorder {
                     bytes: 0,
                     over_2s: 0,
                     over_10s: 0,
-                    hist: new_histogram(),
+                    hist: FastHistogram::new(),
                 })
                 .collect(),
             series: Vec::new(),
@@ -192,7 +192,7 @@ impl Recorder {
         let slot = &mut self.ops[op.0];
         slot.count += 1;
         slot.bytes += bytes;
-        slot.hist.saturating_record(ns.max(1));
+        slot.hist.record(ns);
         if ns > 2_000_000_000 {
             slot.over_2s += 1;
             if ns > 10_000_000_000 {
@@ -394,7 +394,7 @@ mod tests {
         let bytes: Vec<u64> = r.series.iter().map(|c| c.1).collect();
         assert_eq!(bytes, [24, 16, 0, 16]);
         assert_eq!((r.count(op), r.count(part)), (7, 7));
-        let h = &r.ops[op.0].hist;
+        let h = r.ops[op.0].hist.to_histogram();
         assert_eq!((h.min(), h.max()), (999_936, 1_000_447));
         // A slow operation is published to the progress counter at once.
         r.span(op, ms(4000), ms(6500), 0);
