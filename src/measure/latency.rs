@@ -81,6 +81,13 @@ impl FastHistogram {
         self.counts.iter().all(|&c| c == 0)
     }
 
+    /// Adds every count of `other`.
+    pub fn add(&mut self, other: &FastHistogram) {
+        for (a, b) in self.counts.iter_mut().zip(other.counts.iter()) {
+            *a += b;
+        }
+    }
+
     /// Adds every count to `h` (a histogram from [`new_histogram`]), bucket for bucket.
     pub fn add_to(&self, h: &mut LatencyHistogram) {
         for (i, &c) in self.counts.iter().enumerate() {

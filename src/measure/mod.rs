@@ -21,5 +21,5 @@ pub use diskstats::{Devices, DiskStat};
 pub use latency::{decode, new_histogram, summarize, FastHistogram, LatencyHistogram};
 pub use phase::{run_workers, PhaseMeter};
 pub use progress::Progress;
-pub use recorder::{OpDef, OpId, Recorder};
+pub use recorder::{Lane, OpDef, OpId, Recorder};
 pub use rusage::CpuTimes;

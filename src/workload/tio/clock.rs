@@ -3,7 +3,7 @@
 //! (`--no-latency`, to measure what latency recording costs). The request loops are generic
 //! over [`Stamp`], so the loop without timestamps carries no trace of them.
 
-use crate::measure::{Clock, OpId, Recorder, Tick};
+use crate::measure::{Clock, Lane, Recorder, Tick};
 
 /// A source of request timestamps.
 pub(crate) trait Stamp {
@@ -14,8 +14,8 @@ pub(crate) trait Stamp {
     fn now(&self) -> Self::T;
     /// Nanoseconds from `a` to `b`.
     fn ns(&self, a: Self::T, b: Self::T) -> u64;
-    /// Records an operation of `ns` nanoseconds that ended at `end`.
-    fn record(&self, rec: &mut Recorder, op: OpId, ns: u64, bytes: u64, end: Self::T);
+    /// Records a request of `ns` nanoseconds that ended at `end` into `lane`.
+    fn record(&self, lane: &mut Lane, rec: &mut Recorder, ns: u64, bytes: u64, end: Self::T);
 }
 
 /// The phase's operation clock.
@@ -33,8 +33,8 @@ impl Stamp for On {
         self.0.ns(a, b)
     }
     #[inline(always)]
-    fn record(&self, rec: &mut Recorder, op: OpId, ns: u64, bytes: u64, end: Tick) {
-        rec.add_tick(op, ns, bytes, end);
+    fn record(&self, lane: &mut Lane, rec: &mut Recorder, ns: u64, bytes: u64, end: Tick) {
+        lane.add(rec, ns, bytes, end);
     }
 }
 
@@ -51,7 +51,7 @@ impl Stamp for Off {
         0
     }
     #[inline(always)]
-    fn record(&self, _: &mut Recorder, _: OpId, _: u64, _: u64, _: ()) {}
+    fn record(&self, _: &mut Lane, _: &mut Recorder, _: u64, _: u64, _: ()) {}
 }
 
 #[cfg(test)]
@@ -82,6 +82,17 @@ mod cost {
             tick = rec.lap(op, tick, 4096);
         }
         let lap = t.elapsed().as_nanos() as f64 / n as f64;
+        let clock = rec.clock();
+        let t = Instant::now();
+        rec.with_lane(op, |rec, lane| {
+            let mut tick = clock.now();
+            for _ in 0..n {
+                let e = clock.now();
+                lane.add(rec, clock.ns(tick, e), 4096, e);
+                tick = e;
+            }
+        });
+        let lane = t.elapsed().as_nanos() as f64 / n as f64;
         let t = Instant::now();
         let mut x = 0u64;
         for _ in 0..n {
@@ -94,7 +105,7 @@ mod cost {
         }
         let std_pair = t.elapsed().as_nanos() as f64 / n as f64 / 2.0;
         eprintln!(
-            "Recorder::lap (clock read + record) {lap:.1} ns, clock read {tick_ns:.1} ns (tsc: {}), Instant::now {std_pair:.1} ns ({})",
+            "Recorder::lap (clock read + record) {lap:.1} ns, with a Lane {lane:.1} ns, clock read {tick_ns:.1} ns (tsc: {}), Instant::now {std_pair:.1} ns ({})",
             rec.clock().is_tsc(),
             x & 1
         );

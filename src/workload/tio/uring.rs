@@ -16,7 +16,7 @@ use super::{
     fill_blocks, io_failure, noise, pattern, psync, verify_failure, FsyncPolicy, Job, Ops,
 };
 use crate::error::SystemFailure;
-use crate::measure::Recorder;
+use crate::measure::{Lane, Recorder};
 
 /// Whether the kernel lets this process set up a ring of `depth` entries.
 pub(crate) fn kernel_check(depth: u32) -> Result<(), String> {
@@ -74,12 +74,14 @@ pub(crate) fn run(job: &Job, rec: &mut Recorder, ops: Ops) -> Result<()> {
     let t_open = Instant::now();
     let fd = job.open()?;
     rec.record(ops.open, t_open, 0);
-    if job.latency {
-        let clk = clock::On(rec.clock());
-        io_loop(job, rec, ops, &fd, &clk)?;
-    } else {
-        io_loop(job, rec, ops, &fd, &clock::Off)?;
-    }
+    rec.with_lane(ops.io, |rec, lane| {
+        if job.latency {
+            let clk = clock::On(rec.clock());
+            io_loop(job, rec, lane, ops, &fd, &clk)
+        } else {
+            io_loop(job, rec, lane, ops, &fd, &clock::Off)
+        }
+    })?;
     if job.mode.writes() && job.fsync != FsyncPolicy::None {
         psync::fsync(&fd, rec, ops, &job.path)?;
     }
@@ -90,6 +92,7 @@ pub(crate) fn run(job: &Job, rec: &mut Recorder, ops: Ops) -> Result<()> {
 fn io_loop<C: Stamp>(
     job: &Job,
     rec: &mut Recorder,
+    lane: &mut Lane,
     ops: Ops,
     fd: &std::os::fd::OwnedFd,
     clk: &C,
@@ -201,7 +204,7 @@ fn io_loop<C: Stamp>(
                     }
                 }
                 if C::ON {
-                    clk.record(rec, ops.io, clk.ns(t0, stamp), job.block, stamp);
+                    clk.record(lane, rec, clk.ns(t0, stamp), job.block, stamp);
                 } else {
                     untimed += 1;
                 }
