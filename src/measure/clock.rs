@@ -1,7 +1,8 @@
 //! The clock of the per-operation path. An operation's latency needs one timestamp per
 //! operation boundary; a file create on tmpfs takes a few microseconds and a page-cache read
 //! about one, so the clock read is a visible share of what is measured. Where the CPU has an
-//! invariant TSC (`constant_tsc` and `nonstop_tsc`), operations are timed with the raw
+//! invariant TSC (`constant_tsc` and `nonstop_tsc`, and the kernel keeps it as its
+//! clocksource, i.e. the CPUs' counters agree), operations are timed with the raw
 //! time-stamp counter (no serialising fence: the syscall between two reads orders them well
 //! enough for nanosecond figures), calibrated once per process against the monotonic clock —
 //! less than half the cost of `clock_gettime` in a virtual machine. Elsewhere the ticks are
@@ -124,7 +125,12 @@ fn invariant_tsc() -> bool {
         .find(|l| l.starts_with("flags"))
         .unwrap_or_default();
     let has = |f: &str| flags.split_whitespace().any(|x| x == f);
-    has("constant_tsc") && has("nonstop_tsc")
+    // The kernel's own verdict too: it keeps the TSC as its clocksource only while the
+    // counters of all CPUs agree (a thread may move between CPUs mid-operation).
+    let kernel_trusts =
+        std::fs::read_to_string("/sys/devices/system/clocksource/clocksource0/current_clocksource")
+            .map_or(true, |c| c.trim() == "tsc");
+    has("constant_tsc") && has("nonstop_tsc") && kernel_trusts
 }
 
 /// One (monotonic, TSC) pair read as close together as this moment allows: of a few tries,
