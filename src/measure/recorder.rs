@@ -363,6 +363,21 @@ pub struct Lane {
 }
 
 impl Lane {
+    /// Records one operation from `start` to `end` (ticks of `rec`'s clock).
+    #[inline(always)]
+    pub fn span(&mut self, rec: &mut Recorder, start: Tick, end: Tick, bytes: u64) {
+        let ns = rec.clock.ns(start, end);
+        self.add(rec, ns, bytes, end);
+    }
+
+    /// Records one operation that began at `start` and ends now; returns now.
+    #[inline(always)]
+    pub fn lap(&mut self, rec: &mut Recorder, start: Tick, bytes: u64) -> Tick {
+        let now = rec.clock.now();
+        self.span(rec, start, now, bytes);
+        now
+    }
+
     /// Records one operation of `ns` nanoseconds moving `bytes` that ended at tick `end`.
     #[inline(always)]
     pub fn add(&mut self, rec: &mut Recorder, ns: u64, bytes: u64, end: Tick) {
@@ -387,7 +402,17 @@ impl Recorder {
     /// Runs `f` with operation kind `op` lent out as a [`Lane`]; its operations are in the
     /// recorder's tallies when `f` returns (also when it fails).
     pub fn with_lane<R>(&mut self, op: OpId, f: impl FnOnce(&mut Recorder, &mut Lane) -> R) -> R {
-        let mut lane = Lane {
+        self.with_lanes([op], |rec, [lane]| f(rec, lane))
+    }
+
+    /// [`Recorder::with_lane`] for several operation kinds at once (e.g. each syscall of a
+    /// file create, and the create itself).
+    pub fn with_lanes<R, const N: usize>(
+        &mut self,
+        ops: [OpId; N],
+        f: impl FnOnce(&mut Recorder, &mut [Lane; N]) -> R,
+    ) -> R {
+        let mut lanes = ops.map(|op| Lane {
             op,
             hist: FastHistogram::new(),
             count: 0,
@@ -398,15 +423,17 @@ impl Recorder {
             pending_bytes: 0,
             sec: 0,
             due: 0,
-        };
-        let out = f(self, &mut lane);
-        self.settle_pending(&lane);
-        let slot = &mut self.ops[lane.op.0];
-        slot.count += lane.count;
-        slot.bytes += lane.bytes;
-        slot.over_2s += lane.over_2s;
-        slot.over_10s += lane.over_10s;
-        slot.hist.add(&lane.hist);
+        });
+        let out = f(self, &mut lanes);
+        for lane in &lanes {
+            self.settle_pending(lane);
+            let slot = &mut self.ops[lane.op.0];
+            slot.count += lane.count;
+            slot.bytes += lane.bytes;
+            slot.over_2s += lane.over_2s;
+            slot.over_10s += lane.over_10s;
+            slot.hist.add(&lane.hist);
+        }
         out
     }
 

@@ -166,50 +166,59 @@ impl Create {
                 };
                 // Files still to go in the current subdirectory (0: open the next one).
                 let mut room = 0u64;
-                for i in 0..files {
-                    if rec.should_stop() {
-                        rec.check()?;
-                        anyhow::bail!("stopped because another worker failed");
-                    }
-                    if k > 0 && room == 0 {
-                        room = k;
-                        dname.clear().push_str("s").push_num(i / k, sw);
-                        sub = Some(open_dir_at(wfd.as_raw_fd(), dname.as_cstr()).map_err(|e| {
-                            fs_error("open", &format!("{}/{}", wdir.display(), dname.as_str()), e)
-                        })?);
-                    }
-                    room = room.saturating_sub(1);
-                    let dir = sub.as_ref().unwrap_or(&wfd).as_raw_fd();
-                    // One clock read per syscall boundary: each syscall's end starts the next.
-                    let t0 = rec.tick();
-                    let fd = create_at(dir, fname.as_cstr())
-                        .map_err(|e| fs_error("open", &shown(&fname, i), e))?;
-                    let mut t = rec.lap(open, t0, 0);
-                    let mut left = size;
-                    while left > 0 {
-                        let n = left.min(buf.len() as u64) as usize;
-                        if let Err(e) = write_all(fd, &buf[..n], |b| {
-                            t = rec.lap(write, t, b as u64);
-                        }) {
-                            let _ = close(fd);
-                            return Err(fs_error("write", &shown(&fname, i), e));
+                let clock = rec.clock();
+                rec.with_lanes([create, open, write, fsync_op, close_op], |rec, lanes| {
+                    let [l_create, l_open, l_write, l_fsync, l_close] = lanes;
+                    for i in 0..files {
+                        if rec.should_stop() {
+                            rec.check()?;
+                            anyhow::bail!("stopped because another worker failed");
                         }
-                        left -= n as u64;
-                    }
-                    if fsync == FsyncMode::File {
-                        // SAFETY: fsync on the descriptor we own.
-                        if unsafe { libc::fsync(fd) } != 0 {
-                            let e = Errno::last();
-                            let _ = close(fd);
-                            return Err(fs_error("fsync", &shown(&fname, i), e));
+                        if k > 0 && room == 0 {
+                            room = k;
+                            dname.clear().push_str("s").push_num(i / k, sw);
+                            sub = Some(open_dir_at(wfd.as_raw_fd(), dname.as_cstr()).map_err(
+                                |e| {
+                                    let at = format!("{}/{}", wdir.display(), dname.as_str());
+                                    fs_error("open", &at, e)
+                                },
+                            )?);
                         }
-                        t = rec.lap(fsync_op, t, 0);
+                        room = room.saturating_sub(1);
+                        let dir = sub.as_ref().unwrap_or(&wfd).as_raw_fd();
+                        // One clock read per syscall boundary: each syscall's end starts the
+                        // next.
+                        let t0 = clock.now();
+                        let fd = create_at(dir, fname.as_cstr())
+                            .map_err(|e| fs_error("open", &shown(&fname, i), e))?;
+                        let mut t = l_open.lap(rec, t0, 0);
+                        let mut left = size;
+                        while left > 0 {
+                            let n = left.min(buf.len() as u64) as usize;
+                            if let Err(e) = write_all(fd, &buf[..n], |b| {
+                                t = l_write.lap(rec, t, b as u64);
+                            }) {
+                                let _ = close(fd);
+                                return Err(fs_error("write", &shown(&fname, i), e));
+                            }
+                            left -= n as u64;
+                        }
+                        if fsync == FsyncMode::File {
+                            // SAFETY: fsync on the descriptor we own.
+                            if unsafe { libc::fsync(fd) } != 0 {
+                                let e = Errno::last();
+                                let _ = close(fd);
+                                return Err(fs_error("fsync", &shown(&fname, i), e));
+                            }
+                            t = l_fsync.lap(rec, t, 0);
+                        }
+                        close(fd).map_err(|e| fs_error("close", &shown(&fname, i), e))?;
+                        let end = l_close.lap(rec, t, 0);
+                        l_create.span(rec, t0, end, 0);
+                        fname.increment();
                     }
-                    close(fd).map_err(|e| fs_error("close", &shown(&fname, i), e))?;
-                    let end = rec.lap(close_op, t, 0);
-                    rec.span(create, t0, end, 0);
-                    fname.increment();
-                }
+                    Ok(())
+                })?;
                 if fsync == FsyncMode::End {
                     let t0 = rec.tick();
                     nix::unistd::syncfs(wfd.as_raw_fd())
