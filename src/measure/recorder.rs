@@ -5,8 +5,10 @@
 //! Two ways in: [`Recorder::lap`] / [`Recorder::span`] take [`Tick`]s of the phase's
 //! [`Clock`] (the invariant TSC where there is one) — the cheap path for per-syscall timing,
 //! where recording an operation is a subtraction, a multiply, a histogram increment and a few
-//! compares; [`Recorder::record`] / [`Recorder::add`] take [`Instant`]s, for callers that time
-//! coarser work.
+//! compares; [`Recorder::with_lane`] lends an operation kind out to a tight loop as a [`Lane`]
+//! that keeps its tallies next to the loop (cheaper still after each system call); and
+//! [`Recorder::record`] / [`Recorder::add`] take [`Instant`]s, for callers that time coarser
+//! work.
 
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::sync::Arc;
