@@ -317,3 +317,46 @@ fn a_time_cap_ends_a_cell_early_with_consistent_counts() {
         "latencies {busy} s in {wall} s"
     );
 }
+
+#[test]
+fn the_latency_probe_alternates_recording_on_and_off_within_one_run() {
+    let sb = Sandbox::new();
+    let d = dir(&sb);
+    // 8 MiB of 4 KiB blocks: 2048 requests, four stretches of 512 (on, off, off, on).
+    let out = sb
+        .cmd()
+        .args(["bench", "tio", "--dir"])
+        .arg(&d)
+        .args(["--threads", "2", "--mode", "randread", "--block", "4K"])
+        .args(["--file-size", "8M", "--seed", "3", "--latency-probe"])
+        .args(["--json", "--out"])
+        .arg(sb.out())
+        .output()
+        .unwrap();
+    let v = json_of(&out);
+    let p = &phases(&v)[0];
+    assert_eq!(p["ops"], 2 * 2048, "every request counted");
+    assert_eq!(p["latency"]["count"], 2 * 1024, "the recorded half timed");
+    let x = &p["extra"];
+    assert_eq!(x["latency_probe_pairs"], 4.0, "two pairs per thread");
+    for k in ["latency_probe_on_ns", "latency_probe_off_ns"] {
+        let ns = x[k].as_f64().unwrap();
+        assert!(ns > 0.0 && ns < 1e9, "{k} = {ns}");
+    }
+    assert!(x["latency_cost"].as_f64().unwrap().is_finite());
+
+    // Not with io_uring, nor with recording off: bad input, nothing run.
+    for extra in [&["--engine", "io_uring"][..], &["--no-latency"][..]] {
+        let out = sb
+            .cmd()
+            .args(["bench", "tio", "--dir"])
+            .arg(&d)
+            .args(["--mode", "randread", "--file-size", "1M", "--latency-probe"])
+            .args(extra)
+            .output()
+            .unwrap();
+        assert_eq!(out.status.code(), Some(2), "{extra:?}");
+        let err = String::from_utf8_lossy(&out.stderr);
+        assert!(err.contains("--latency-probe"), "{err}");
+    }
+}

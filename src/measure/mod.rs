@@ -3,10 +3,12 @@
 //! nanoseconds, 1 ns to 1 h at 3 significant digits), the block device's I/O deltas and a
 //! per-second time series.
 //!
-//! The per-operation path is two clock reads, one histogram increment and two additions, all in
-//! the worker's own [`Recorder`] (no sharing, no locks); recorders are merged exactly when the
+//! The per-operation path is one clock read per operation boundary (the invariant TSC where
+//! there is one, see [`Clock`]), one histogram increment and a few additions, all in the
+//! worker's own [`Recorder`] (no sharing, no locks); recorders are merged exactly when the
 //! phase ends.
 
+mod clock;
 mod diskstats;
 mod latency;
 mod phase;
@@ -14,9 +16,10 @@ pub mod progress;
 mod recorder;
 mod rusage;
 
+pub use clock::{Clock, Tick};
 pub use diskstats::{Devices, DiskStat};
-pub use latency::{decode, new_histogram, summarize, LatencyHistogram};
+pub use latency::{decode, new_histogram, summarize, FastHistogram, LatencyHistogram};
 pub use phase::{run_workers, PhaseMeter};
 pub use progress::Progress;
-pub use recorder::{OpDef, OpId, Recorder};
+pub use recorder::{Lane, OpDef, OpId, Recorder};
 pub use rusage::CpuTimes;

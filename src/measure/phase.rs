@@ -8,10 +8,11 @@ use std::time::Instant;
 
 use anyhow::Result;
 
+use super::clock::{Clock, Tick};
 use super::diskstats::{Devices, DiskStat};
 use super::latency::{new_histogram, summarize};
 use super::progress::{PhaseBar, Progress};
-use super::recorder::{OpDef, Recorder};
+use super::recorder::{OpDef, Recorder, StopFlags};
 use super::rusage::CpuTimes;
 use crate::results::{OpStats, PhaseResult, SeriesPoint, WorkerSummary};
 
@@ -20,6 +21,9 @@ pub struct PhaseMeter {
     name: String,
     defs: Vec<OpDef>,
     start: Instant,
+    /// The operation clock and its reading at `start`.
+    clock: Clock,
+    start_tick: Tick,
     cpu0: CpuTimes,
     devices: Devices,
     dev0: Option<DiskStat>,
@@ -40,15 +44,22 @@ impl PhaseMeter {
         expected: Option<u64>,
         ui: &Progress,
     ) -> Self {
+        // Calibrates the TSC on a process's first phase, before this phase's clock starts.
+        let clock = Clock::new(Instant::now());
         let progress = Arc::new(AtomicU64::new(0));
         let bar = ui.phase_bar(name, expected, Arc::clone(&progress));
         let dev0 = devices.main.as_deref().and_then(DiskStat::read);
         let jdev0 = devices.journal.as_deref().and_then(DiskStat::read);
         let cpu0 = CpuTimes::now();
+        let start = Instant::now();
+        let clock = clock.with_origin(start);
+        let start_tick = clock.now();
         Self {
             name: name.to_string(),
             defs: defs.to_vec(),
-            start: Instant::now(),
+            start,
+            clock,
+            start_tick,
             cpu0,
             devices: devices.clone(),
             dev0,
@@ -65,10 +76,14 @@ impl PhaseMeter {
         Recorder::new(
             worker,
             self.start,
+            self.clock,
+            self.start_tick,
             &self.defs,
             Arc::clone(&self.progress),
-            Arc::clone(&self.stop),
-            Arc::clone(&self.wall),
+            StopFlags {
+                stop: Arc::clone(&self.stop),
+                wall: Arc::clone(&self.wall),
+            },
         )
     }
 
@@ -120,8 +135,7 @@ impl PhaseMeter {
             let (mut count, mut b, mut o2, mut o10) = (0, 0, 0, 0);
             for r in &recorders {
                 let s = &r.ops[i];
-                h.add(&s.hist)
-                    .expect("histograms of one phase share their bounds");
+                s.hist.add_to(&mut h);
                 count += s.count;
                 b += s.bytes;
                 o2 += s.over_2s;
@@ -171,7 +185,7 @@ impl PhaseMeter {
                     for s in &r.ops {
                         b += s.bytes;
                         if s.def.primary {
-                            h.add(&s.hist).expect("same bounds");
+                            s.hist.add_to(&mut h);
                             o += s.count;
                             o2 += s.over_2s;
                             o10 += s.over_10s;

@@ -1,12 +1,21 @@
 //! A worker's private tally of a phase: per operation kind a count, bytes and a latency
 //! histogram, and a per-second series. Nothing here is shared, so the hot path has no atomics
 //! but one relaxed add every 256 operations for the progress bar.
+//!
+//! Two ways in: [`Recorder::lap`] / [`Recorder::span`] take [`Tick`]s of the phase's
+//! [`Clock`] (the invariant TSC where there is one) — the cheap path for per-syscall timing,
+//! where recording an operation is a subtraction, a multiply, a histogram increment and a few
+//! compares; [`Recorder::with_lane`] lends an operation kind out to a tight loop as a [`Lane`]
+//! that keeps its tallies next to the loop (cheaper still after each system call); and
+//! [`Recorder::record`] / [`Recorder::add`] take [`Instant`]s, for callers that time coarser
+//! work.
 
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
-use super::latency::{new_histogram, LatencyHistogram};
+use super::clock::{Clock, Tick};
+use super::latency::FastHistogram;
 
 /// An operation kind a phase records, declared up front.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -42,7 +51,7 @@ pub(crate) struct OpSlot {
     pub bytes: u64,
     pub over_2s: u64,
     pub over_10s: u64,
-    pub hist: LatencyHistogram,
+    pub hist: FastHistogram,
 }
 
 const PROGRESS_EVERY: u64 = 256;
@@ -57,6 +66,14 @@ pub struct Recorder {
     sec_lo: Instant,
     sec_hi: Instant,
     sec_idx: usize,
+    /// The phase's operation clock and the same series second in its ticks.
+    clock: Clock,
+    origin_tick: Tick,
+    tsec_lo: u64,
+    tsec_hi: u64,
+    tsec_idx: usize,
+    /// Tick by which the progress counter is published at the latest.
+    flush_due: u64,
     pub(crate) ops: Vec<OpSlot>,
     /// (primary ops, bytes) per second since the phase start.
     pub(crate) series: Vec<(u64, u64)>,
@@ -68,21 +85,38 @@ pub struct Recorder {
     pub(crate) finished: Option<Duration>,
 }
 
+/// The stop flags a phase shares with its workers' recorders.
+#[derive(Clone, Default)]
+pub(crate) struct StopFlags {
+    /// Set when the phase must end: a worker failed, or a stonewall was reached.
+    pub(crate) stop: Arc<AtomicBool>,
+    /// Set (with `stop`) when the end is a stonewall: work done counts, nothing failed.
+    pub(crate) wall: Arc<AtomicBool>,
+}
+
 impl Recorder {
     pub(crate) fn new(
         worker: u32,
         origin: Instant,
+        clock: Clock,
+        origin_tick: Tick,
         defs: &[OpDef],
         progress: Arc<AtomicU64>,
-        stop: Arc<AtomicBool>,
-        wall: Arc<AtomicBool>,
+        flags: StopFlags,
     ) -> Self {
+        let StopFlags { stop, wall } = flags;
         Self {
             worker,
             origin,
             sec_lo: origin,
             sec_hi: origin + Duration::from_secs(1),
             sec_idx: 0,
+            clock,
+            origin_tick,
+            tsec_lo: origin_tick.0,
+            tsec_hi: origin_tick.0.saturating_add(clock.per_sec()),
+            tsec_idx: 0,
+            flush_due: origin_tick.0.saturating_add(clock.ticks(PROGRESS_PERIOD)),
             ops: defs
                 .iter()
                 .map(|&def| OpSlot {
@@ -91,7 +125,7 @@ impl Recorder {
                     bytes: 0,
                     over_2s: 0,
                     over_10s: 0,
-                    hist: new_histogram(),
+                    hist: FastHistogram::new(),
                 })
                 .collect(),
             series: Vec::new(),
@@ -117,6 +151,92 @@ impl Recorder {
     /// Which worker this is (0-based).
     pub fn worker(&self) -> u32 {
         self.worker
+    }
+
+    /// The phase's operation clock.
+    #[inline]
+    pub fn clock(&self) -> Clock {
+        self.clock
+    }
+
+    /// Now, on the phase's operation clock.
+    #[inline(always)]
+    pub fn tick(&self) -> Tick {
+        self.clock.now()
+    }
+
+    /// Records one operation that began at `start` and ends now (on the operation clock);
+    /// returns now, so that back-to-back operations share one clock read per boundary.
+    #[inline(always)]
+    pub fn lap(&mut self, op: OpId, start: Tick, bytes: u64) -> Tick {
+        let now = self.clock.now();
+        self.span(op, start, now, bytes);
+        now
+    }
+
+    /// Records one operation from `start` to `end` (ticks of the operation clock).
+    #[inline(always)]
+    pub fn span(&mut self, op: OpId, start: Tick, end: Tick, bytes: u64) {
+        self.add_tick(op, self.clock.ns(start, end), bytes, end);
+    }
+
+    /// Adds an operation of `ns` nanoseconds that ended at tick `end`.
+    #[inline(always)]
+    pub fn add_tick(&mut self, op: OpId, ns: u64, bytes: u64, end: Tick) {
+        let primary = self.tally(op, ns, bytes);
+        let sec = if end.0 >= self.tsec_lo && end.0 < self.tsec_hi {
+            self.tsec_idx
+        } else {
+            self.tick_second(end)
+        };
+        self.series_add(sec, bytes, primary);
+        if primary {
+            self.unflushed += 1;
+            if self.unflushed >= PROGRESS_EVERY || end.0 >= self.flush_due {
+                self.flush_due = end.0.saturating_add(self.clock.ticks(PROGRESS_PERIOD));
+                self.flush_progress();
+            }
+        }
+    }
+
+    /// Count, bytes, histogram and the slow-request counters of one operation; whether its
+    /// kind is primary.
+    #[inline(always)]
+    fn tally(&mut self, op: OpId, ns: u64, bytes: u64) -> bool {
+        let slot = &mut self.ops[op.0];
+        slot.count += 1;
+        slot.bytes += bytes;
+        slot.hist.record(ns);
+        if ns > 2_000_000_000 {
+            slot.over_2s += 1;
+            if ns > 10_000_000_000 {
+                slot.over_10s += 1;
+            }
+        }
+        slot.def.primary
+    }
+
+    #[inline(always)]
+    fn series_add(&mut self, sec: usize, bytes: u64, primary: bool) {
+        if sec >= self.series.len() {
+            self.series.resize(sec + 1, (0, 0));
+        }
+        let cell = &mut self.series[sec];
+        cell.1 += bytes;
+        cell.0 += primary as u64;
+    }
+
+    /// The series second of tick `at`, remembered with its bounds for the next operations.
+    #[cold]
+    fn tick_second(&mut self, at: Tick) -> usize {
+        let per = self.clock.per_sec().max(1);
+        let sec = at.0.saturating_sub(self.origin_tick.0) / per;
+        if at.0 >= self.origin_tick.0 {
+            self.tsec_lo = self.origin_tick.0.saturating_add(sec * per);
+            self.tsec_hi = self.tsec_lo.saturating_add(per);
+            self.tsec_idx = sec as usize;
+        }
+        sec as usize
     }
 
     /// Records one operation that began at `started` and ends now; returns now, so that
@@ -145,29 +265,14 @@ impl Recorder {
     /// Adds an operation of `ns` nanoseconds that ended at `at`.
     #[inline]
     pub fn add(&mut self, op: OpId, ns: u64, bytes: u64, at: Instant) {
-        let slot = &mut self.ops[op.0];
-        slot.count += 1;
-        slot.bytes += bytes;
-        slot.hist.saturating_record(ns.max(1));
-        if ns > 2_000_000_000 {
-            slot.over_2s += 1;
-            if ns > 10_000_000_000 {
-                slot.over_10s += 1;
-            }
-        }
-        let primary = slot.def.primary;
+        let primary = self.tally(op, ns, bytes);
         let sec = if at >= self.sec_lo && at < self.sec_hi {
             self.sec_idx
         } else {
             self.second_of(at)
         };
-        if sec >= self.series.len() {
-            self.series.resize(sec + 1, (0, 0));
-        }
-        let cell = &mut self.series[sec];
-        cell.1 += bytes;
+        self.series_add(sec, bytes, primary);
         if primary {
-            cell.0 += 1;
             self.unflushed += 1;
             // Publish every 256 operations, or every 100 ms when operations are slow.
             if self.unflushed >= PROGRESS_EVERY
@@ -258,21 +363,162 @@ impl Recorder {
     }
 }
 
+/// One operation kind lent out of a [`Recorder`] for a tight request loop (see
+/// [`Recorder::with_lane`]): its histogram and tallies live here, next to the loop, so that
+/// recording a request touches the loop's own few cache lines — after a system call has
+/// pushed the recorder out of the L1 cache, a chain of loads through it costs more than the
+/// arithmetic. Every 256 operations, at every second of the series and at least every 100 ms
+/// the lane settles into the recorder (series and progress); when the loop ends, everything
+/// is added to the recorder's own tallies, exactly.
+pub struct Lane {
+    op: OpId,
+    hist: FastHistogram,
+    count: u64,
+    bytes: u64,
+    over_2s: u64,
+    over_10s: u64,
+    /// Operations (and their bytes) since the last settling, all in series second `sec`.
+    pending: u64,
+    pending_bytes: u64,
+    sec: usize,
+    /// Tick at which to settle next (end of second `sec`, or the progress period).
+    due: u64,
+}
+
+impl Lane {
+    /// Records one operation from `start` to `end` (ticks of `rec`'s clock).
+    #[inline(always)]
+    pub fn span(&mut self, rec: &mut Recorder, start: Tick, end: Tick, bytes: u64) {
+        let ns = rec.clock.ns(start, end);
+        self.add(rec, ns, bytes, end);
+    }
+
+    /// Records one operation that began at `start` and ends now; returns now.
+    #[inline(always)]
+    pub fn lap(&mut self, rec: &mut Recorder, start: Tick, bytes: u64) -> Tick {
+        let now = rec.clock.now();
+        self.span(rec, start, now, bytes);
+        now
+    }
+
+    /// Records one operation of `ns` nanoseconds moving `bytes` that ended at tick `end`.
+    #[inline(always)]
+    pub fn add(&mut self, rec: &mut Recorder, ns: u64, bytes: u64, end: Tick) {
+        if end.0 >= self.due || self.pending >= PROGRESS_EVERY {
+            rec.settle(self, end);
+        }
+        self.hist.record(ns);
+        self.count += 1;
+        self.bytes += bytes;
+        self.pending += 1;
+        self.pending_bytes += bytes;
+        if ns > 2_000_000_000 {
+            self.over_2s += 1;
+            if ns > 10_000_000_000 {
+                self.over_10s += 1;
+            }
+        }
+    }
+}
+
+impl Recorder {
+    /// Runs `f` with operation kind `op` lent out as a [`Lane`]; its operations are in the
+    /// recorder's tallies when `f` returns (also when it fails).
+    pub fn with_lane<R>(&mut self, op: OpId, f: impl FnOnce(&mut Recorder, &mut Lane) -> R) -> R {
+        self.with_lanes([op], |rec, [lane]| f(rec, lane))
+    }
+
+    /// [`Recorder::with_lane`] for several operation kinds at once (e.g. each syscall of a
+    /// file create, and the create itself).
+    pub fn with_lanes<R, const N: usize>(
+        &mut self,
+        ops: [OpId; N],
+        f: impl FnOnce(&mut Recorder, &mut [Lane; N]) -> R,
+    ) -> R {
+        let mut lanes = ops.map(|op| Lane {
+            op,
+            hist: FastHistogram::new(),
+            count: 0,
+            bytes: 0,
+            over_2s: 0,
+            over_10s: 0,
+            pending: 0,
+            pending_bytes: 0,
+            sec: 0,
+            due: 0,
+        });
+        let out = f(self, &mut lanes);
+        for lane in &lanes {
+            self.settle_pending(lane);
+            let slot = &mut self.ops[lane.op.0];
+            slot.count += lane.count;
+            slot.bytes += lane.bytes;
+            slot.over_2s += lane.over_2s;
+            slot.over_10s += lane.over_10s;
+            slot.hist.add(&lane.hist);
+        }
+        out
+    }
+
+    /// Moves a lane's pending operations into the series (and the progress counter).
+    fn settle_pending(&mut self, lane: &Lane) {
+        if lane.pending == 0 {
+            return;
+        }
+        let primary = self.ops[lane.op.0].def.primary;
+        if lane.sec >= self.series.len() {
+            self.series.resize(lane.sec + 1, (0, 0));
+        }
+        let cell = &mut self.series[lane.sec];
+        cell.1 += lane.pending_bytes;
+        if primary {
+            cell.0 += lane.pending;
+            self.unflushed += lane.pending;
+            self.flush_progress();
+        }
+    }
+
+    /// Settles a lane whose next operation ends at `end`: its pending operations go to their
+    /// second, and the lane moves to the second of `end`.
+    #[cold]
+    #[inline(never)]
+    fn settle(&mut self, lane: &mut Lane, end: Tick) {
+        self.settle_pending(lane);
+        lane.pending = 0;
+        lane.pending_bytes = 0;
+        lane.sec = if end.0 >= self.tsec_lo && end.0 < self.tsec_hi {
+            self.tsec_idx
+        } else {
+            self.tick_second(end)
+        };
+        let period = end.0.saturating_add(self.clock.ticks(PROGRESS_PERIOD));
+        lane.due = if end.0 >= self.origin_tick.0 {
+            self.tsec_hi.min(period)
+        } else {
+            // Before the phase's origin (a clock read before the phase began): second 0.
+            self.origin_tick.0.min(period)
+        };
+    }
+}
+
 #[cfg(test)]
 #[allow(clippy::unwrap_used)]
 mod tests {
     use super::*;
+    use crate::measure::summarize;
 
     #[test]
     fn operations_land_in_the_second_they_ended_in() {
         let origin = Instant::now();
+        let clock = Clock::monotonic(origin);
         let mut r = Recorder::new(
             0,
             origin,
+            clock,
+            Tick(0),
             &[OpDef::primary("op")],
             Arc::new(AtomicU64::new(0)),
-            Arc::new(AtomicBool::new(false)),
-            Arc::new(AtomicBool::new(false)),
+            StopFlags::default(),
         );
         let op = r.op("op");
         let ms = |m: u64| origin + Duration::from_millis(m);
@@ -282,5 +528,94 @@ mod tests {
         let ops: Vec<u64> = r.series.iter().map(|c| c.0).collect();
         assert_eq!(ops, [3, 2, 0, 2]);
         assert_eq!(r.count(op), 7);
+    }
+
+    #[test]
+    fn spans_land_in_the_second_they_ended_in_and_time_exactly() {
+        let origin = Instant::now();
+        // Ticks of the monotonic clock are nanoseconds since the origin.
+        let clock = Clock::monotonic(origin);
+        let progress = Arc::new(AtomicU64::new(0));
+        let mut r = Recorder::new(
+            0,
+            origin,
+            clock,
+            Tick(0),
+            &[OpDef::primary("op"), OpDef::secondary("part")],
+            Arc::clone(&progress),
+            StopFlags::default(),
+        );
+        let (op, part) = (r.op("op"), r.op("part"));
+        let ms = |m: u64| Tick(m * 1_000_000);
+        for at in [500, 1500, 700, 3200, 999, 1000, 3999] {
+            r.span(op, ms(at - 1), ms(at), 7);
+            r.span(part, ms(at - 1), ms(at), 1);
+        }
+        let ops: Vec<u64> = r.series.iter().map(|c| c.0).collect();
+        assert_eq!(ops, [3, 2, 0, 2]);
+        let bytes: Vec<u64> = r.series.iter().map(|c| c.1).collect();
+        assert_eq!(bytes, [24, 16, 0, 16]);
+        assert_eq!((r.count(op), r.count(part)), (7, 7));
+        let h = r.ops[op.0].hist.to_histogram();
+        assert_eq!((h.min(), h.max()), (999_936, 1_000_447));
+        // A slow operation is published to the progress counter at once.
+        r.span(op, ms(4000), ms(6500), 0);
+        assert_eq!(r.ops[op.0].over_2s, 1);
+        assert_eq!(progress.load(Ordering::Relaxed), 8);
+        let before = r.tick();
+        let after = r.lap(part, before, 0);
+        assert!(after >= before);
+        assert_eq!(r.count(part), 8);
+    }
+
+    #[test]
+    fn a_lane_records_exactly_what_spans_would() {
+        let origin = Instant::now();
+        let clock = Clock::monotonic(origin);
+        let defs = [OpDef::primary("op")];
+        let new = |p: &Arc<AtomicU64>| {
+            Recorder::new(
+                0,
+                origin,
+                clock,
+                Tick(0),
+                &defs,
+                Arc::clone(p),
+                StopFlags::default(),
+            )
+        };
+        let (pa, pb) = (Arc::new(AtomicU64::new(0)), Arc::new(AtomicU64::new(0)));
+        let (mut a, mut b) = (new(&pa), new(&pb));
+        let op = a.op("op");
+        // 3000 operations over 3.5 s, some slow, one a second long.
+        let ends: Vec<u64> = (0..3000u64).map(|i| i * 1_166_666 + 1).collect();
+        let ns = |i: usize| {
+            if i == 1234 {
+                2_500_000_000
+            } else {
+                700 + (i as u64 * 37) % 5000
+            }
+        };
+        for (i, &e) in ends.iter().enumerate() {
+            a.add_tick(op, ns(i), 4096, Tick(e));
+        }
+        b.with_lane(op, |rec, lane| {
+            for (i, &e) in ends.iter().enumerate() {
+                lane.add(rec, ns(i), 4096, Tick(e));
+            }
+        });
+        assert_eq!(a.series, b.series);
+        let (sa, sb) = (&a.ops[0], &b.ops[0]);
+        assert_eq!(
+            (sa.count, sa.bytes, sa.over_2s),
+            (sb.count, sb.bytes, sb.over_2s)
+        );
+        assert_eq!((sb.count, sb.over_2s), (3000, 1));
+        let (ha, hb) = (sa.hist.to_histogram(), sb.hist.to_histogram());
+        assert_eq!(summarize(&ha, 0, 0), summarize(&hb, 0, 0));
+        a.finish();
+        b.finish();
+        assert_eq!(pa.load(Ordering::Relaxed), 3000);
+        assert_eq!(pb.load(Ordering::Relaxed), 3000);
     }
 }

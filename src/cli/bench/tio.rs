@@ -141,6 +141,12 @@ pub struct TioArgs {
     /// with another block's data; the run must then fail naming that block.
     #[arg(long, value_name = "N", hide = true)]
     pub inject_corruption: Option<u64>,
+    /// Measures what latency recording costs within one run: stretches of 2048 requests
+    /// alternate with recording on and off, and the phase reports the time per request of
+    /// each (latency_probe_on_ns, latency_probe_off_ns, latency_cost). psync only; only the
+    /// recorded half of the requests has latencies.
+    #[arg(long, hide = true)]
+    pub latency_probe: bool,
     /// Print the sweep as CSV on stdout instead of the tables.
     #[arg(long, help_heading = "Runs and results")]
     pub csv: bool,
@@ -167,6 +173,7 @@ impl TioArgs {
             engine_fallback: self.engine_fallback,
             latency: !self.no_latency,
             inject_corruption: self.inject_corruption,
+            latency_probe: self.latency_probe,
         }
     }
 }

@@ -248,6 +248,10 @@ pub struct Tio {
     /// file with another block's data, so that the read must report it.
     #[serde(skip_serializing_if = "Option::is_none")]
     pub inject_corruption: Option<u64>,
+    /// Measures what latency recording costs within one run: stretches of requests alternate
+    /// with recording on and off (psync only; only the recorded half has latencies).
+    #[serde(skip_serializing_if = "std::ops::Not::not")]
+    pub latency_probe: bool,
 }
 
 impl Default for Tio {
@@ -268,6 +272,7 @@ impl Default for Tio {
             engine_fallback: false,
             latency: true,
             inject_corruption: None,
+            latency_probe: false,
         }
     }
 }
@@ -341,6 +346,7 @@ pub(crate) struct Job {
     pub direct: bool,
     pub verify: bool,
     pub latency: bool,
+    pub latency_probe: bool,
     pub fsync: FsyncPolicy,
     pub seed: u64,
     /// Seed of the random order of this thread's blocks.
@@ -590,6 +596,7 @@ impl Tio {
                     direct: self.direct,
                     verify: self.verify,
                     latency: self.latency,
+                    latency_probe: self.latency_probe,
                     fsync: self.fsync,
                     seed,
                     order_seed: seed ^ (i.wrapping_mul(0x9E37_79B9)) ^ cell.block,
@@ -721,6 +728,7 @@ impl Tio {
             &READ_OPS
         };
         let expected = cell.threads as u64 * (self.file_size / cell.block);
+        let probes = std::sync::Mutex::new(Vec::new());
         let phase = ctx.phase(
             &cell.name(),
             defs,
@@ -734,11 +742,44 @@ impl Tio {
                     job.deadline = Some(Instant::now() + Duration::from_secs_f64(t));
                 }
                 match engine {
+                    Engine::Psync if job.latency_probe => {
+                        let p = psync::run_probe(&job, rec, ops)?;
+                        probes.lock().unwrap_or_else(|e| e.into_inner()).push(p);
+                        Ok(())
+                    }
                     Engine::Psync => psync::run(&job, rec, ops),
                     Engine::IoUring => uring::run(&job, rec, ops),
                 }
             },
         )?;
+        let probes = probes.into_inner().unwrap_or_else(|e| e.into_inner());
+        if !probes.is_empty() {
+            // Request-weighted means over the threads.
+            let mean = |f: fn(&psync::Probe) -> (f64, u64)| {
+                let (t, n) = probes
+                    .iter()
+                    .map(f)
+                    .fold((0.0, 0u64), |(t, n), (m, k)| (t + m * k as f64, n + k));
+                t / n.max(1) as f64
+            };
+            let on = mean(|p| (p.on_ns, p.on_requests));
+            let off = mean(|p| (p.off_ns, p.off_requests));
+            // The median over adjacent pairs of stretches: a burst of other work on the
+            // machine spoils a pair or two, not the figure.
+            let mut ratios: Vec<f64> = probes.iter().flat_map(|p| p.pair_ratios.clone()).collect();
+            ratios.sort_by(f64::total_cmp);
+            let median = match ratios.len() {
+                0 => None,
+                n if n % 2 == 1 => Some(ratios[n / 2]),
+                n => Some((ratios[n / 2 - 1] + ratios[n / 2]) / 2.0),
+            };
+            let x = &mut phase.extra;
+            x.insert("latency_probe_on_ns".into(), on);
+            x.insert("latency_probe_off_ns".into(), off);
+            x.insert("latency_probe_pairs".into(), ratios.len() as f64);
+            let cost = median.unwrap_or(if off > 0.0 { on / off } else { 1.0 }) - 1.0;
+            x.insert("latency_cost".into(), cost);
+        }
         let x = &mut phase.extra;
         let cpu = phase.user_s + phase.sys_s;
         let mb = phase.bytes as f64 / 1e6;
@@ -840,6 +881,11 @@ impl Workload for Tio {
     }
 
     fn validate(&self) -> Result<()> {
+        if self.latency_probe && (self.engine != Engine::Psync || !self.latency) {
+            return Err(bad_input(
+                "--latency-probe works with --engine psync and latency recording on",
+            ));
+        }
         if self.threads.is_empty() || self.mode.is_empty() || self.block.is_empty() {
             return Err(bad_input(
                 "--threads, --mode and --block need at least one value each",

@@ -1,6 +1,7 @@
 //! The `psync` engine: pread(2)/pwrite(2), one request in flight per thread — fio's `psync`
-//! and what tiobench did. The per-request path is the system call, one clock read and one
-//! histogram increment (none with latency recording off).
+//! and what tiobench did. The per-request path is the system call, one clock read (the end of
+//! one request is the start of the next) and one histogram increment; none of either with
+//! latency recording off.
 
 use std::os::fd::{AsRawFd, OwnedFd};
 use std::path::Path;
@@ -11,7 +12,7 @@ use nix::errno::Errno;
 
 use super::clock::{self, Stamp};
 use super::{fill_blocks, io_failure, noise, pattern, verify_failure, FsyncPolicy, Job, Ops};
-use crate::measure::Recorder;
+use crate::measure::{Lane, Recorder, Tick};
 
 /// Writes all of `buf` at `off`, retrying short writes and EINTR.
 pub(crate) fn pwrite_all(fd: &OwnedFd, buf: &[u8], off: u64, path: &Path) -> Result<()> {
@@ -92,25 +93,68 @@ pub(crate) fn run(job: &Job, rec: &mut Recorder, ops: Ops) -> Result<()> {
     let t_open = Instant::now();
     let fd = job.open()?;
     rec.record(ops.open, t_open, 0);
-    match (job.latency, clock::tsc()) {
-        (false, _) => io_loop(job, rec, ops, &fd, &clock::Off)?,
-        (true, Some(tsc)) => io_loop(job, rec, ops, &fd, tsc)?,
-        (true, None) => io_loop(job, rec, ops, &fd, &clock::Std)?,
-    }
+    rec.with_lane(ops.io, |rec, lane| {
+        if job.latency {
+            let clk = clock::On(rec.clock());
+            io_loop(job, rec, lane, ops, &fd, &clk)
+        } else {
+            io_loop(job, rec, lane, ops, &fd, &clock::Off)
+        }
+    })?;
     if job.mode.writes() && job.fsync != FsyncPolicy::None {
         fsync(&fd, rec, ops, &job.path)?;
     }
     Ok(())
 }
 
-/// The request loop, one request at a time, timed by `clk`.
-fn io_loop<C: Stamp>(job: &Job, rec: &mut Recorder, ops: Ops, fd: &OwnedFd, clk: &C) -> Result<()> {
-    let mut buf = job.buffer(1);
-    let writes = job.mode.writes();
-    if writes && !job.verify {
-        noise(&mut buf, job.seed ^ job.file_id);
+/// What a request loop keeps from one stretch of requests to the next.
+struct Loop {
+    buf: super::AlignedBuf,
+    perm: Option<pattern::Permutation>,
+}
+
+impl Loop {
+    fn new(job: &Job) -> Self {
+        let mut buf = job.buffer(1);
+        if job.mode.writes() && !job.verify {
+            noise(&mut buf, job.seed ^ job.file_id);
+        }
+        Self {
+            buf,
+            perm: job.permutation(),
+        }
     }
-    let perm = job.permutation();
+}
+
+/// The request loop, one request at a time, timed by `clk`.
+fn io_loop<C: Stamp>(
+    job: &Job,
+    rec: &mut Recorder,
+    lane: &mut Lane,
+    ops: Ops,
+    fd: &OwnedFd,
+    clk: &C,
+) -> Result<()> {
+    let mut state = Loop::new(job);
+    io_range(job, rec, lane, ops, fd, clk, &mut state, 0..job.blocks())?;
+    Ok(())
+}
+
+/// Requests `range` of the job's order; false when the phase must stop (deadline, signal,
+/// another worker's failure).
+#[allow(clippy::too_many_arguments)]
+fn io_range<C: Stamp>(
+    job: &Job,
+    rec: &mut Recorder,
+    lane: &mut Lane,
+    ops: Ops,
+    fd: &OwnedFd,
+    clk: &C,
+    state: &mut Loop,
+    range: std::ops::Range<u64>,
+) -> Result<bool> {
+    let Loop { buf, perm } = state;
+    let writes = job.mode.writes();
     let n = job.blocks();
     let block = job.block as usize;
     let every = match job.fsync {
@@ -120,31 +164,32 @@ fn io_loop<C: Stamp>(job: &Job, rec: &mut Recorder, ops: Ops, fd: &OwnedFd, clk:
     // Checks (deadline, stop) every `mask + 1` requests, or after any slow request.
     let mask = if C::ON { 255 } else { 63 };
     let mut untimed = 0u64;
-    let mut at = Instant::now();
+    let mut go_on = true;
     let mut t = clk.now();
-    for i in 0..n {
+    for i in range {
         let off = job.offset(perm.as_ref(), i);
         if writes {
             if job.verify {
-                fill_blocks(&mut buf, block, true, job.seed, job.file_id, off);
+                fill_blocks(buf, block, true, job.seed, job.file_id, off);
                 t = clk.now();
             }
-            pwrite_all(fd, &buf, off, &job.path)?;
+            pwrite_all(fd, buf, off, &job.path)?;
         } else {
-            pread_exact(fd, &mut buf, off, &job.path)?;
+            pread_exact(fd, buf, off, &job.path)?;
         }
         let mut slow = false;
         if C::ON {
+            // One timestamp per request boundary: this request's end starts the next one.
             let e = clk.now();
             let ns = clk.ns(t, e);
-            rec.add(ops.io, ns, job.block, at);
+            clk.record(lane, rec, ns, job.block, e);
             slow = ns > 1_000_000;
             t = e;
         } else {
             untimed += 1;
         }
         if job.verify && !writes {
-            pattern::check_block(&buf, job.seed, job.file_id, off)
+            pattern::check_block(buf, job.seed, job.file_id, off)
                 .map_err(|m| verify_failure(&job.path, &m))?;
             t = clk.now();
         }
@@ -154,12 +199,13 @@ fn io_loop<C: Stamp>(job: &Job, rec: &mut Recorder, ops: Ops, fd: &OwnedFd, clk:
             t = clk.now();
         }
         if slow || i & mask == mask {
-            at = Instant::now();
-            if job.deadline.is_some_and(|d| at >= d) {
+            if job.deadline.is_some_and(|d| Instant::now() >= d) {
+                go_on = false;
                 break;
             }
             if rec.should_stop() {
                 rec.check()?;
+                go_on = false;
                 break;
             }
         }
@@ -167,5 +213,83 @@ fn io_loop<C: Stamp>(job: &Job, rec: &mut Recorder, ops: Ops, fd: &OwnedFd, clk:
     if untimed > 0 {
         rec.count_untimed(ops.io, untimed, untimed * job.block);
     }
-    Ok(())
+    Ok(go_on)
+}
+
+/// Requests per stretch of the latency probe: long enough that the two clock reads around
+/// it vanish, short enough (half a millisecond on a page-cache hit) that the machine's drift
+/// hits both halves of a pair alike.
+const PROBE_STRETCH: u64 = 512;
+
+/// The mean request time with and without latency recording, from one run.
+#[derive(Debug, Clone, Default)]
+pub(crate) struct Probe {
+    pub on_ns: f64,
+    pub on_requests: u64,
+    pub off_ns: f64,
+    pub off_requests: u64,
+    /// Time per request on ÷ off, per adjacent pair of stretches.
+    pub pair_ratios: Vec<f64>,
+}
+
+/// `--latency-probe`: runs the job in stretches of [`PROBE_STRETCH`] requests, alternately
+/// with latency recording on and off (which goes first flips every pair), and returns the
+/// time per request of each. Only the recorded half has latencies.
+pub(crate) fn run_probe(job: &Job, rec: &mut Recorder, ops: Ops) -> Result<Probe> {
+    let t_open = Instant::now();
+    let fd = job.open()?;
+    rec.record(ops.open, t_open, 0);
+    let clock = rec.clock();
+    let on = clock::On(clock);
+    let mut state = Loop::new(job);
+    let n = job.blocks();
+    let (mut on_ticks, mut off_ticks, mut on_n, mut off_n) = (0u64, 0u64, 0u64, 0u64);
+    let mut pair_ratios = Vec::new();
+    // Time per request of the first stretch of the current pair.
+    let mut first = 0.0f64;
+    rec.with_lane(ops.io, |rec, lane| -> Result<()> {
+        let mut from = 0;
+        let mut k = 0u64;
+        while from < n {
+            let to = (from + PROBE_STRETCH).min(n);
+            let timed = (k & 1 == 0) == (k & 2 == 0);
+            let t0 = clock.now();
+            let go_on = if timed {
+                io_range(job, rec, lane, ops, &fd, &on, &mut state, from..to)?
+            } else {
+                io_range(job, rec, lane, ops, &fd, &clock::Off, &mut state, from..to)?
+            };
+            let ticks = clock.now().0.saturating_sub(t0.0);
+            if !go_on {
+                break;
+            }
+            if timed {
+                on_ticks += ticks;
+                on_n += to - from;
+            } else {
+                off_ticks += ticks;
+                off_n += to - from;
+            }
+            let per = ticks as f64 / (to - from) as f64;
+            if k & 1 == 0 {
+                first = per;
+            } else if first > 0.0 && per > 0.0 && to - from == PROBE_STRETCH {
+                pair_ratios.push(if timed { per / first } else { first / per });
+            }
+            from = to;
+            k += 1;
+        }
+        Ok(())
+    })?;
+    if job.mode.writes() && job.fsync != FsyncPolicy::None {
+        fsync(&fd, rec, ops, &job.path)?;
+    }
+    let per = |ticks: u64, n: u64| clock.ns(Tick(0), Tick(ticks)) as f64 / n.max(1) as f64;
+    Ok(Probe {
+        on_ns: per(on_ticks, on_n),
+        on_requests: on_n,
+        off_ns: per(off_ticks, off_n),
+        off_requests: off_n,
+        pair_ratios,
+    })
 }

@@ -16,7 +16,7 @@ use super::{
     fill_blocks, io_failure, noise, pattern, psync, verify_failure, FsyncPolicy, Job, Ops,
 };
 use crate::error::SystemFailure;
-use crate::measure::Recorder;
+use crate::measure::{Lane, Recorder};
 
 /// Whether the kernel lets this process set up a ring of `depth` entries.
 pub(crate) fn kernel_check(depth: u32) -> Result<(), String> {
@@ -74,11 +74,14 @@ pub(crate) fn run(job: &Job, rec: &mut Recorder, ops: Ops) -> Result<()> {
     let t_open = Instant::now();
     let fd = job.open()?;
     rec.record(ops.open, t_open, 0);
-    match (job.latency, clock::tsc()) {
-        (false, _) => io_loop(job, rec, ops, &fd, &clock::Off)?,
-        (true, Some(tsc)) => io_loop(job, rec, ops, &fd, tsc)?,
-        (true, None) => io_loop(job, rec, ops, &fd, &clock::Std)?,
-    }
+    rec.with_lane(ops.io, |rec, lane| {
+        if job.latency {
+            let clk = clock::On(rec.clock());
+            io_loop(job, rec, lane, ops, &fd, &clk)
+        } else {
+            io_loop(job, rec, lane, ops, &fd, &clock::Off)
+        }
+    })?;
     if job.mode.writes() && job.fsync != FsyncPolicy::None {
         psync::fsync(&fd, rec, ops, &job.path)?;
     }
@@ -89,6 +92,7 @@ pub(crate) fn run(job: &Job, rec: &mut Recorder, ops: Ops) -> Result<()> {
 fn io_loop<C: Stamp>(
     job: &Job,
     rec: &mut Recorder,
+    lane: &mut Lane,
     ops: Ops,
     fd: &std::os::fd::OwnedFd,
     clk: &C,
@@ -124,6 +128,8 @@ fn io_loop<C: Stamp>(
     // The wall clock for the per-second series and the deadline, refreshed every 64 batches.
     // (Also after a millisecond: slow devices must not overrun --time by much.)
     let (mut now, mut batches, mut refreshed) = (Instant::now(), 0u64, clk.now());
+    // Completions of one wait, copied out so the ring can be used while they are handled.
+    let mut reaped: Vec<(u64, i32)> = Vec::with_capacity(depth);
     let result = (|| -> Result<()> {
         loop {
             while !stopped && next < batch_end && !free.is_empty() {
@@ -168,7 +174,7 @@ fn io_loop<C: Stamp>(
                     job.path.display()
                 )))
             })?;
-            let mut reaped: Vec<(u64, i32)> = Vec::with_capacity(depth);
+            reaped.clear();
             for cqe in ring.completion() {
                 reaped.push((cqe.user_data(), cqe.result()));
             }
@@ -178,7 +184,7 @@ fn io_loop<C: Stamp>(
                 now = Instant::now();
                 refreshed = stamp;
             }
-            for (ud, res) in reaped {
+            for &(ud, res) in &reaped {
                 let s = ud as usize;
                 let (off, t0) = slots[s].take().expect("a completion for a submitted slot");
                 inflight -= 1;
@@ -198,7 +204,7 @@ fn io_loop<C: Stamp>(
                     }
                 }
                 if C::ON {
-                    rec.add(ops.io, clk.ns(t0, stamp), job.block, now);
+                    clk.record(lane, rec, clk.ns(t0, stamp), job.block, stamp);
                 } else {
                     untimed += 1;
                 }
