@@ -41,7 +41,7 @@ use super::names::{
 use super::tree::FsyncMode;
 use super::{RunContext, Workload};
 use crate::error::{bad_input, SystemFailure};
-use crate::measure::{OpDef, Recorder};
+use crate::measure::{OpDef, OpId, Recorder};
 use crate::units::Size;
 
 /// The four scenarios of the journal-size study (Linux Magazine, 2009), with fdtree's own
@@ -250,6 +250,43 @@ fn end(rec: &Recorder, f: OpFail, path: impl FnOnce() -> String) -> Result<()> {
 #[inline]
 fn missing(partial: bool, e: Errno) -> bool {
     partial && matches!(e, Errno::ENOENT | Errno::ENOTEMPTY)
+}
+
+/// One kind of removal in a directory of the tree: unlink (files) or rmdir (directories).
+struct Removal {
+    op: OpId,
+    dir: bool,
+    partial: bool,
+}
+
+impl Removal {
+    /// Removes the entries `count` down to 1 (named by `name_of`) from the directory `fd`,
+    /// recording each; entries already gone in a partial tree (see [`missing`]) are passed
+    /// over.
+    fn remove_each(
+        &self,
+        rec: &mut Recorder,
+        fd: RawFd,
+        count: u64,
+        name_of: impl Fn(&mut NameBuf, u64),
+        name: &mut NameBuf,
+    ) -> std::result::Result<(), OpFail> {
+        for i in (1..=count).rev() {
+            if rec.should_stop() {
+                return Err((STOP, Errno::EINTR));
+            }
+            name_of(name, i);
+            let t0 = Instant::now();
+            match unlink_at(fd, name.as_cstr(), self.dir) {
+                Ok(()) => {
+                    rec.record(self.op, t0, 0);
+                }
+                Err(e) if missing(self.partial, e) => {}
+                Err(e) => return Err((if self.dir { "rmdir" } else { "unlink" }, e)),
+            }
+        }
+        Ok(())
+    }
 }
 
 /// Walks one worker's tree in fdtree's order: `pre` on a directory before its children, `post`
@@ -729,21 +766,12 @@ impl Fdtree {
                 let syncfs_fd = nix::unistd::dup(base.as_raw_fd())
                     .map_err(|e| fs_error("dup", &bases[w], e))?;
                 let mut pre = |rec: &mut Recorder, fd: RawFd, level: u32, name: &mut NameBuf| {
-                    for f in (1..=nf).rev() {
-                        if rec.should_stop() {
-                            return Err((STOP, Errno::EINTR));
-                        }
-                        file_name(name, level, f);
-                        let t0 = Instant::now();
-                        match unlink_at(fd, name.as_cstr(), false) {
-                            Ok(()) => {
-                                rec.record(unlink, t0, 0);
-                            }
-                            Err(e) if missing(partial, e) => {}
-                            Err(e) => return Err(("unlink", e)),
-                        }
-                    }
-                    Ok(())
+                    let entry = Removal {
+                        op: unlink,
+                        dir: false,
+                        partial,
+                    };
+                    entry.remove_each(rec, fd, nf, |n, f| file_name(n, level, f), name)
                 };
                 walk(
                     rec,
@@ -790,21 +818,12 @@ impl Fdtree {
                     if level == 0 {
                         return Ok(());
                     }
-                    for nd in (1..=d).rev() {
-                        if rec.should_stop() {
-                            return Err((STOP, Errno::EINTR));
-                        }
-                        dir_name(name, level, nd);
-                        let t0 = Instant::now();
-                        match unlink_at(fd, name.as_cstr(), true) {
-                            Ok(()) => {
-                                rec.record(rmdir, t0, 0);
-                            }
-                            Err(e) if missing(partial, e) => {}
-                            Err(e) => return Err(("rmdir", e)),
-                        }
-                    }
-                    Ok(())
+                    let entry = Removal {
+                        op: rmdir,
+                        dir: true,
+                        partial,
+                    };
+                    entry.remove_each(rec, fd, d, |n, nd| dir_name(n, level, nd), name)
                 };
                 walk(
                     rec,
