@@ -252,6 +252,16 @@ fn missing(partial: bool, e: Errno) -> bool {
     partial && matches!(e, Errno::ENOENT | Errno::ENOTEMPTY)
 }
 
+/// Where a phase's workers' trees are: the workload's root, the first worker number of this
+/// process (see [`RunContext::worker_base`]), whether an earlier phase may have left the trees
+/// partly made (see [`missing`]), and each tree's shown path.
+struct Trees {
+    root: PathBuf,
+    off: u64,
+    partial: bool,
+    bases: Vec<String>,
+}
+
 /// One kind of removal in a directory of the tree: unlink (files) or rmdir (directories).
 struct Removal {
     op: OpId,
@@ -435,15 +445,30 @@ impl Fdtree {
             .collect()
     }
 
+    /// Where this process's workers' trees are, for a phase.
+    fn trees(&self, ctx: &RunContext) -> Trees {
+        let root = ctx.root().to_path_buf();
+        let off = ctx.worker_base(self.threads as u64);
+        let bases = self.bases(&root, off);
+        Trees {
+            partial: ctx.partial(),
+            root,
+            off,
+            bases,
+        }
+    }
+
     fn open_base(root: &Path, w: u64) -> Result<OwnedFd> {
         open_dir(&root.join(base_name(w)))
     }
 
     fn dir_create(&self, ctx: &mut RunContext) -> Result<()> {
-        let root = ctx.root().to_path_buf();
-        let off = ctx.worker_base(self.threads as u64);
-        let partial = ctx.partial();
-        let bases = self.bases(&root, off);
+        let Trees {
+            root,
+            off,
+            partial,
+            bases,
+        } = self.trees(ctx);
         let (levels, d) = (self.levels, self.dirs_per_level);
         let sync_end = self.fsync == FsyncMode::End;
         let phase = ctx.phase(
@@ -498,10 +523,12 @@ impl Fdtree {
     }
 
     fn file_create(&self, ctx: &mut RunContext) -> Result<()> {
-        let root = ctx.root().to_path_buf();
-        let off = ctx.worker_base(self.threads as u64);
-        let partial = ctx.partial();
-        let bases = self.bases(&root, off);
+        let Trees {
+            root,
+            off,
+            partial,
+            bases,
+        } = self.trees(ctx);
         let (levels, d, nf, size) = (
             self.levels,
             self.dirs_per_level,
@@ -749,10 +776,12 @@ impl Fdtree {
     }
 
     fn file_remove(&self, ctx: &mut RunContext) -> Result<()> {
-        let root = ctx.root().to_path_buf();
-        let off = ctx.worker_base(self.threads as u64);
-        let partial = ctx.partial();
-        let bases = self.bases(&root, off);
+        let Trees {
+            root,
+            off,
+            partial,
+            bases,
+        } = self.trees(ctx);
         let (levels, d, nf) = (self.levels, self.dirs_per_level, self.files_per_dir);
         let sync_end = self.fsync == FsyncMode::End;
         let phase = ctx.phase(
@@ -799,10 +828,12 @@ impl Fdtree {
     }
 
     fn dir_remove(&self, ctx: &mut RunContext) -> Result<()> {
-        let root = ctx.root().to_path_buf();
-        let off = ctx.worker_base(self.threads as u64);
-        let partial = ctx.partial();
-        let bases = self.bases(&root, off);
+        let Trees {
+            root,
+            off,
+            partial,
+            bases,
+        } = self.trees(ctx);
         let (levels, d) = (self.levels, self.dirs_per_level);
         let sync_end = self.fsync == FsyncMode::End;
         let phase = ctx.phase(
