@@ -32,9 +32,12 @@ pub struct FastHistogram {
     counts: Box<[u64]>,
 }
 
+/// Empty and not yet allocated: the counts are allocated by the first [`FastHistogram::record`].
 impl Default for FastHistogram {
     fn default() -> Self {
-        Self::new()
+        Self {
+            counts: Box::default(),
+        }
     }
 }
 
@@ -66,9 +69,19 @@ impl FastHistogram {
     #[inline(always)]
     pub fn record(&mut self, ns: u64) {
         let i = Self::index(ns);
-        if let Some(c) = self.counts.get_mut(i) {
-            *c += 1;
+        // `i` is always in range once the counts exist (the value is clamped).
+        match self.counts.get_mut(i) {
+            Some(c) => *c += 1,
+            None => self.record_first(ns),
         }
+    }
+
+    /// [`FastHistogram::record`] into a histogram whose counts are not allocated yet.
+    #[cold]
+    #[inline(never)]
+    fn record_first(&mut self, ns: u64) {
+        *self = Self::new();
+        self.record(ns);
     }
 
     /// Operations recorded.
@@ -83,6 +96,10 @@ impl FastHistogram {
 
     /// Adds every count of `other`.
     pub fn add(&mut self, other: &FastHistogram) {
+        if self.counts.is_empty() {
+            self.counts.clone_from(&other.counts);
+            return;
+        }
         for (a, b) in self.counts.iter_mut().zip(other.counts.iter()) {
             *a += b;
         }
@@ -236,5 +253,23 @@ mod tests {
         assert_eq!(m.len(), 1000);
         assert_eq!(m.min_nz(), 100);
         assert!(m.max() >= 1_000_499);
+    }
+
+    #[test]
+    fn a_default_histogram_allocates_on_first_use_and_adds_both_ways() {
+        let mut empty = FastHistogram::default();
+        assert!(empty.is_empty());
+        let mut full = FastHistogram::new();
+        full.record(1_500);
+        full.record(7);
+        // Into an unallocated histogram, and from one.
+        empty.add(&full);
+        full.add(&FastHistogram::default());
+        assert_eq!((empty.len(), full.len()), (2, 2));
+        let mut lazy = FastHistogram::default();
+        lazy.record(1_500);
+        lazy.record(7);
+        assert_eq!(lazy.to_histogram(), full.to_histogram());
+        assert_eq!(empty.to_histogram(), full.to_histogram());
     }
 }

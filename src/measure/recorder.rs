@@ -125,7 +125,7 @@ impl Recorder {
                     bytes: 0,
                     over_2s: 0,
                     over_10s: 0,
-                    hist: FastHistogram::new(),
+                    hist: FastHistogram::default(),
                 })
                 .collect(),
             series: Vec::new(),
@@ -435,9 +435,14 @@ impl Recorder {
         ops: [OpId; N],
         f: impl FnOnce(&mut Recorder, &mut [Lane; N]) -> R,
     ) -> R {
+        // The lanes take the recorder's own histograms (whatever the recorder records of the
+        // same kind meanwhile goes into a new one, added back at the end), so that nothing of
+        // the size of a histogram is copied or merged when the loop ends: on a phase of a few
+        // thousand fast operations, adding five histograms of 33K buckets was 1-2 ms of its
+        // wall time.
         let mut lanes = ops.map(|op| Lane {
             op,
-            hist: FastHistogram::new(),
+            hist: std::mem::take(&mut self.ops[op.0].hist),
             count: 0,
             bytes: 0,
             over_2s: 0,
@@ -455,7 +460,11 @@ impl Recorder {
             slot.bytes += lane.bytes;
             slot.over_2s += lane.over_2s;
             slot.over_10s += lane.over_10s;
-            slot.hist.add(&lane.hist);
+        }
+        for lane in lanes {
+            let slot = &mut self.ops[lane.op.0];
+            let meanwhile = std::mem::replace(&mut slot.hist, lane.hist);
+            slot.hist.add(&meanwhile);
         }
         out
     }
@@ -617,5 +626,38 @@ mod tests {
         b.finish();
         assert_eq!(pa.load(Ordering::Relaxed), 3000);
         assert_eq!(pb.load(Ordering::Relaxed), 3000);
+    }
+
+    #[test]
+    fn nothing_is_lost_while_a_kind_is_lent_out() {
+        let origin = Instant::now();
+        let clock = Clock::monotonic(origin);
+        let mut r = Recorder::new(
+            0,
+            origin,
+            clock,
+            Tick(0),
+            &[OpDef::primary("op")],
+            Arc::new(AtomicU64::new(0)),
+            StopFlags::default(),
+        );
+        let op = r.op("op");
+        // Before the loop, through two lanes of the same kind at once, and through the
+        // recorder itself while the kind is lent out.
+        r.add_tick(op, 100, 0, Tick(1));
+        r.with_lanes([op, op], |rec, [a, b]| {
+            a.add(rec, 200, 0, Tick(2));
+            b.add(rec, 300, 0, Tick(3));
+            rec.add_tick(op, 400, 0, Tick(4));
+            a.add(rec, 500, 0, Tick(5));
+        });
+        r.with_lane(op, |rec, lane| lane.add(rec, 600, 0, Tick(6)));
+        let slot = &r.ops[op.0];
+        assert_eq!(slot.count, 6);
+        let h = slot.hist.to_histogram();
+        assert_eq!(h.len(), 6);
+        for v in [100, 200, 300, 400, 500, 600] {
+            assert_eq!(h.count_at(v), 1, "{v} ns");
+        }
     }
 }
