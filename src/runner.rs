@@ -107,12 +107,13 @@ pub fn check(place: &Place, wl: &dyn Workload, opts: &RunOptions) -> Result<()> 
             let usable = spec.size / 10 * 9;
             if wl.space_needed() > usable {
                 return Err(bad_input(format!(
-                    "the {} workload needs about {} but a {} {} testbed holds at most about {}; make --fs-size larger or the workload smaller",
+                    "the {} workload needs about {} but a {} {} testbed holds at most about {}; make --fs-size larger (at least --fs-size {}) or the workload smaller",
                     wl.kind(),
                     format_size_round(wl.space_needed()),
                     format_size(spec.size),
                     spec.fs,
-                    format_size_round(usable)
+                    format_size_round(usable),
+                    format_size(size_to_hold(wl.space_needed())),
                 )));
             }
         }
@@ -151,6 +152,12 @@ pub fn check(place: &Place, wl: &dyn Workload, opts: &RunOptions) -> Result<()> 
 
 fn memory_needs(wl: &dyn Workload) -> u64 {
     own_rss() + wl.memory_needed() + (8 << 20)
+}
+
+/// The smallest testbed size, in whole GiB, whose 90% holds `needed` bytes.
+fn size_to_hold(needed: u64) -> u64 {
+    const GIB: u64 = 1 << 30;
+    (needed.saturating_mul(10) / 9).div_ceil(GIB).max(1) * GIB
 }
 
 fn format_size_round(b: u64) -> String {

@@ -104,6 +104,12 @@ fn too_small_for_the_filesystem_or_the_workload() {
             &["bench", "tree", "--fs", "ext4", "--fs-size", "64M"],
             &["needs about", "make --fs-size larger"],
         );
+        // fdtree's defaults (111,110 files of 40 KiB, about 4.3 GiB) with the suggested size.
+        refused(
+            &sb,
+            &["bench", "fdtree", "--fs", "ext4"],
+            &["needs about 4.3", "at least --fs-size 5G"],
+        );
     }
     refused(
         &sb,
