@@ -78,7 +78,25 @@ impl Clock {
     /// Nanoseconds from `a` to `b` (0 if `b` is earlier).
     #[inline(always)]
     pub fn ns(&self, a: Tick, b: Tick) -> u64 {
-        ((b.0.saturating_sub(a.0) as u128 * self.mult as u128) >> 32) as u64
+        Self::scale(self.mult, a, b)
+    }
+
+    /// The clock's scale: nanoseconds = ticks × `mult` / 2^32 (see [`Clock::scale`]).
+    pub fn mult(&self) -> u64 {
+        self.mult
+    }
+
+    /// Nanoseconds from `a` to `b` (0 if `b` is earlier) at scale `mult`: what [`Clock::ns`]
+    /// computes, for a loop that keeps the scale in its own cache line.
+    #[inline(always)]
+    pub fn scale(mult: u64, a: Tick, b: Tick) -> u64 {
+        ((b.0.saturating_sub(a.0) as u128 * mult as u128) >> 32) as u64
+    }
+
+    /// Now, from the time-stamp counter: for a clock whose [`Clock::is_tsc`] is true.
+    #[inline(always)]
+    pub fn tsc_now() -> Tick {
+        Tick(rdtsc())
     }
 
     /// Ticks in one second.

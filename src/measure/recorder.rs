@@ -366,37 +366,68 @@ impl Recorder {
 /// One operation kind lent out of a [`Recorder`] for a tight request loop (see
 /// [`Recorder::with_lane`]): its histogram and tallies live here, next to the loop, so that
 /// recording a request touches the loop's own few cache lines — after a system call has
-/// pushed the recorder out of the L1 cache, a chain of loads through it costs more than the
-/// arithmetic. Every 256 operations, at every second of the series and at least every 100 ms
-/// the lane settles into the recorder (series and progress); when the loop ends, everything
-/// is added to the recorder's own tallies, exactly.
+/// pushed the recorder out of the L1 cache, every line an operation's record touches is a
+/// miss. So everything an operation touches (besides its histogram bucket) is in the lane's
+/// first cache line, including the clock's scale, and operations are counted only as
+/// `pending` until the lane settles. Every 256 operations, at every second of the series and
+/// at least every 100 ms the lane settles into the recorder (series and progress); when the
+/// loop ends, everything is added to the recorder's own tallies, exactly.
+#[repr(C, align(64))]
 pub struct Lane {
-    op: OpId,
+    // The first cache line: what every operation touches.
     hist: FastHistogram,
+    /// nanoseconds = ticks × `mult` / 2^32 (the clock's scale).
+    mult: u64,
+    /// Tick at which to settle next (end of second `sec`, or the progress period).
+    due: u64,
+    /// Operations (and their bytes) since the last settling, all in series second `sec`.
+    pending: u64,
+    pending_bytes: u64,
+    /// Ticks are read from the TSC here (else through the recorder's clock).
+    tsc: bool,
+    // Touched when settling, on slow operations and at the end.
+    op: OpId,
+    /// Operations and bytes settled so far.
     count: u64,
     bytes: u64,
     over_2s: u64,
     over_10s: u64,
-    /// Operations (and their bytes) since the last settling, all in series second `sec`.
-    pending: u64,
-    pending_bytes: u64,
     sec: usize,
-    /// Tick at which to settle next (end of second `sec`, or the progress period).
-    due: u64,
 }
 
 impl Lane {
+    fn new(op: OpId, hist: FastHistogram, clock: &Clock) -> Self {
+        Lane {
+            hist,
+            mult: clock.mult(),
+            due: 0,
+            pending: 0,
+            pending_bytes: 0,
+            tsc: clock.is_tsc(),
+            op,
+            count: 0,
+            bytes: 0,
+            over_2s: 0,
+            over_10s: 0,
+            sec: 0,
+        }
+    }
+
     /// Records one operation from `start` to `end` (ticks of `rec`'s clock).
     #[inline(always)]
     pub fn span(&mut self, rec: &mut Recorder, start: Tick, end: Tick, bytes: u64) {
-        let ns = rec.clock.ns(start, end);
+        let ns = Clock::scale(self.mult, start, end);
         self.add(rec, ns, bytes, end);
     }
 
     /// Records one operation that began at `start` and ends now; returns now.
     #[inline(always)]
     pub fn lap(&mut self, rec: &mut Recorder, start: Tick, bytes: u64) -> Tick {
-        let now = rec.clock.now();
+        let now = if self.tsc {
+            Clock::tsc_now()
+        } else {
+            rec.clock.now()
+        };
         self.span(rec, start, now, bytes);
         now
     }
@@ -408,15 +439,19 @@ impl Lane {
             rec.settle(self, end);
         }
         self.hist.record(ns);
-        self.count += 1;
-        self.bytes += bytes;
         self.pending += 1;
         self.pending_bytes += bytes;
         if ns > 2_000_000_000 {
-            self.over_2s += 1;
-            if ns > 10_000_000_000 {
-                self.over_10s += 1;
-            }
+            self.slow(ns);
+        }
+    }
+
+    #[cold]
+    #[inline(never)]
+    fn slow(&mut self, ns: u64) {
+        self.over_2s += 1;
+        if ns > 10_000_000_000 {
+            self.over_10s += 1;
         }
     }
 }
@@ -440,20 +475,11 @@ impl Recorder {
         // the size of a histogram is copied or merged when the loop ends: on a phase of a few
         // thousand fast operations, adding five histograms of 33K buckets was 1-2 ms of its
         // wall time.
-        let mut lanes = ops.map(|op| Lane {
-            op,
-            hist: std::mem::take(&mut self.ops[op.0].hist),
-            count: 0,
-            bytes: 0,
-            over_2s: 0,
-            over_10s: 0,
-            pending: 0,
-            pending_bytes: 0,
-            sec: 0,
-            due: 0,
-        });
+        let clock = self.clock;
+        let mut lanes =
+            ops.map(|op| Lane::new(op, std::mem::take(&mut self.ops[op.0].hist), &clock));
         let out = f(self, &mut lanes);
-        for lane in &lanes {
+        for lane in &mut lanes {
             self.settle_pending(lane);
             let slot = &mut self.ops[lane.op.0];
             slot.count += lane.count;
@@ -470,10 +496,12 @@ impl Recorder {
     }
 
     /// Moves a lane's pending operations into the series (and the progress counter).
-    fn settle_pending(&mut self, lane: &Lane) {
+    fn settle_pending(&mut self, lane: &mut Lane) {
         if lane.pending == 0 {
             return;
         }
+        lane.count += lane.pending;
+        lane.bytes += lane.pending_bytes;
         let primary = self.ops[lane.op.0].def.primary;
         if lane.sec >= self.series.len() {
             self.series.resize(lane.sec + 1, (0, 0));
@@ -659,5 +687,11 @@ mod tests {
         for v in [100, 200, 300, 400, 500, 600] {
             assert_eq!(h.count_at(v), 1, "{v} ns");
         }
+    }
+
+    #[test]
+    fn what_every_operation_touches_is_in_one_cache_line() {
+        assert_eq!(std::mem::align_of::<Lane>(), 64);
+        assert!(std::mem::offset_of!(Lane, tsc) < 64);
     }
 }
