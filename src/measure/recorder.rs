@@ -544,18 +544,26 @@ mod tests {
     use super::*;
     use crate::measure::summarize;
 
+    /// A recorder of worker 0 on the monotonic clock from `origin`.
+    fn recorder(origin: Instant, defs: &[OpDef], progress: &Arc<AtomicU64>) -> Recorder {
+        Recorder::new(
+            0,
+            origin,
+            Clock::monotonic(origin),
+            Tick(0),
+            defs,
+            Arc::clone(progress),
+            StopFlags::default(),
+        )
+    }
+
     #[test]
     fn operations_land_in_the_second_they_ended_in() {
         let origin = Instant::now();
-        let clock = Clock::monotonic(origin);
-        let mut r = Recorder::new(
-            0,
+        let mut r = recorder(
             origin,
-            clock,
-            Tick(0),
             &[OpDef::primary("op")],
-            Arc::new(AtomicU64::new(0)),
-            StopFlags::default(),
+            &Arc::new(AtomicU64::new(0)),
         );
         let op = r.op("op");
         let ms = |m: u64| origin + Duration::from_millis(m);
@@ -571,16 +579,11 @@ mod tests {
     fn spans_land_in_the_second_they_ended_in_and_time_exactly() {
         let origin = Instant::now();
         // Ticks of the monotonic clock are nanoseconds since the origin.
-        let clock = Clock::monotonic(origin);
         let progress = Arc::new(AtomicU64::new(0));
-        let mut r = Recorder::new(
-            0,
+        let mut r = recorder(
             origin,
-            clock,
-            Tick(0),
             &[OpDef::primary("op"), OpDef::secondary("part")],
-            Arc::clone(&progress),
-            StopFlags::default(),
+            &progress,
         );
         let (op, part) = (r.op("op"), r.op("part"));
         let ms = |m: u64| Tick(m * 1_000_000);
@@ -608,19 +611,8 @@ mod tests {
     #[test]
     fn a_lane_records_exactly_what_spans_would() {
         let origin = Instant::now();
-        let clock = Clock::monotonic(origin);
         let defs = [OpDef::primary("op")];
-        let new = |p: &Arc<AtomicU64>| {
-            Recorder::new(
-                0,
-                origin,
-                clock,
-                Tick(0),
-                &defs,
-                Arc::clone(p),
-                StopFlags::default(),
-            )
-        };
+        let new = |p: &Arc<AtomicU64>| recorder(origin, &defs, p);
         let (pa, pb) = (Arc::new(AtomicU64::new(0)), Arc::new(AtomicU64::new(0)));
         let (mut a, mut b) = (new(&pa), new(&pb));
         let op = a.op("op");
@@ -659,15 +651,10 @@ mod tests {
     #[test]
     fn nothing_is_lost_while_a_kind_is_lent_out() {
         let origin = Instant::now();
-        let clock = Clock::monotonic(origin);
-        let mut r = Recorder::new(
-            0,
+        let mut r = recorder(
             origin,
-            clock,
-            Tick(0),
             &[OpDef::primary("op")],
-            Arc::new(AtomicU64::new(0)),
-            StopFlags::default(),
+            &Arc::new(AtomicU64::new(0)),
         );
         let op = r.op("op");
         // Before the loop, through two lanes of the same kind at once, and through the
