@@ -24,8 +24,8 @@ use rand::{RngCore, SeedableRng};
 use serde::{Deserialize, Serialize};
 
 use super::names::{
-    check_inodes, close, create_at, digits, fs_error, mkdir_at, open_dir, open_dir_at, unlink_at,
-    write_all, NameBuf,
+    check_inodes, close, create_at, digits, fs_error, mkdir_at, open_dir, open_dir_at,
+    timed_syncfs, unlink_at, write_all, NameBuf,
 };
 use super::tree::FsyncMode;
 use super::{RunContext, Workload};
@@ -233,10 +233,8 @@ impl Create {
                     Ok(())
                 })?;
                 if fsync == FsyncMode::End {
-                    let t0 = rec.tick();
-                    nix::unistd::syncfs(wfd.as_raw_fd())
-                        .map_err(|e| fs_error("syncfs", &wdir.display().to_string(), e))?;
-                    rec.lap(syncfs_op, t0, 0);
+                    let shown = wdir.display().to_string();
+                    timed_syncfs(rec, syncfs_op, wfd.as_raw_fd(), &shown)?;
                 }
                 Ok(())
             },

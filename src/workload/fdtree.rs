@@ -36,7 +36,7 @@ use serde::{Deserialize, Serialize};
 
 use super::names::{
     check_inodes, close, create_at, digits, ensure_fds, fs_error, mkdir_at, open_dir, open_dir_at,
-    unlink_at, write_all, NameBuf, PATH_MAX,
+    timed_syncfs, unlink_at, write_all, NameBuf, PATH_MAX,
 };
 use super::tree::FsyncMode;
 use super::{RunContext, Workload};
@@ -510,10 +510,7 @@ impl Fdtree {
                     &mut nothing,
                 )?;
                 if sync_end {
-                    let t0 = Instant::now();
-                    nix::unistd::syncfs(root_fd.as_raw_fd())
-                        .map_err(|e| fs_error("syncfs", &bases[w], e))?;
-                    rec.record(rec.op("syncfs"), t0, 0);
+                    timed_syncfs(rec, rec.op("syncfs"), root_fd.as_raw_fd(), &bases[w])?;
                 }
                 Ok(())
             },
@@ -551,8 +548,9 @@ impl Fdtree {
                 );
                 let buf = vec![0u8; block];
                 let base = Self::open_base(&root, off + w as u64)?;
-                let syncfs_fd = nix::unistd::dup(base.as_raw_fd())
-                    .map_err(|e| fs_error("dup", &bases[w], e))?;
+                let syncfs_fd = base
+                    .try_clone()
+                    .map_err(|_| fs_error("dup", &bases[w], Errno::last()))?;
                 let mut pre = |rec: &mut Recorder, fd: RawFd, level: u32, name: &mut NameBuf| {
                     for f in (1..=nf).rev() {
                         if rec.should_stop() {
@@ -601,11 +599,8 @@ impl Fdtree {
                     &mut nothing,
                 )?;
                 if fsync == FsyncMode::End {
-                    let t0 = Instant::now();
-                    nix::unistd::syncfs(syncfs_fd).map_err(|e| fs_error("syncfs", &bases[w], e))?;
-                    rec.record(syncfs_op, t0, 0);
+                    timed_syncfs(rec, syncfs_op, syncfs_fd.as_raw_fd(), &bases[w])?;
                 }
-                let _ = nix::unistd::close(syncfs_fd);
                 Ok(())
             },
         )?;
@@ -792,8 +787,9 @@ impl Fdtree {
             |w, rec| {
                 let (unlink, syncfs_op) = (rec.op("unlink"), rec.op("syncfs"));
                 let base = Self::open_base(&root, off + w as u64)?;
-                let syncfs_fd = nix::unistd::dup(base.as_raw_fd())
-                    .map_err(|e| fs_error("dup", &bases[w], e))?;
+                let syncfs_fd = base
+                    .try_clone()
+                    .map_err(|_| fs_error("dup", &bases[w], Errno::last()))?;
                 let mut pre = |rec: &mut Recorder, fd: RawFd, level: u32, name: &mut NameBuf| {
                     let entry = Removal {
                         op: unlink,
@@ -814,11 +810,8 @@ impl Fdtree {
                     &mut nothing,
                 )?;
                 if sync_end {
-                    let t0 = Instant::now();
-                    nix::unistd::syncfs(syncfs_fd).map_err(|e| fs_error("syncfs", &bases[w], e))?;
-                    rec.record(syncfs_op, t0, 0);
+                    timed_syncfs(rec, syncfs_op, syncfs_fd.as_raw_fd(), &bases[w])?;
                 }
-                let _ = nix::unistd::close(syncfs_fd);
                 Ok(())
             },
         )?;
@@ -879,10 +872,8 @@ impl Fdtree {
                     Err(e) => return Err(fs_error("rmdir", &bases[w], e)),
                 }
                 if sync_end {
-                    let t0 = Instant::now();
-                    nix::unistd::syncfs(root_fd.as_raw_fd())
-                        .map_err(|e| fs_error("syncfs", &root.display().to_string(), e))?;
-                    rec.record(syncfs_op, t0, 0);
+                    let shown = root.display().to_string();
+                    timed_syncfs(rec, syncfs_op, root_fd.as_raw_fd(), &shown)?;
                 }
                 Ok(())
             },

@@ -14,6 +14,7 @@ use anyhow::Result;
 use nix::errno::Errno;
 
 use crate::error::{bad_input, SystemFailure};
+use crate::measure::{OpId, Recorder};
 
 /// Longest name a [`NameBuf`] holds (NAME_MAX is 255; the workloads' names are far shorter).
 const CAP: usize = 255;
@@ -161,6 +162,15 @@ pub fn fs_error(op: &str, path: &str, e: Errno) -> anyhow::Error {
         "{op} {path} failed: {e:?} ({})",
         e.desc()
     )))
+}
+
+/// `syncfs` of the filesystem holding `fd`, timed as one `op` (a phase's `--fsync end`);
+/// an error names `shown`.
+pub fn timed_syncfs(rec: &mut Recorder, op: OpId, fd: RawFd, shown: &str) -> Result<()> {
+    let t0 = rec.tick();
+    nix::unistd::syncfs(fd).map_err(|e| fs_error("syncfs", shown, e))?;
+    rec.lap(op, t0, 0);
+    Ok(())
 }
 
 /// Opens a directory by path.

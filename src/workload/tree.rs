@@ -20,6 +20,7 @@ use rand::{RngCore, SeedableRng};
 use serde::{Deserialize, Serialize};
 
 use super::dirstream::{DirStream, EntryType};
+use super::names::timed_syncfs;
 use super::{RunContext, Workload};
 use crate::error::{bad_input, SystemFailure};
 use crate::measure::{OpDef, Recorder};
@@ -173,10 +174,8 @@ impl Tree {
                 }
             }
             if fsync == FsyncMode::End {
-                let t0 = Instant::now();
-                nix::unistd::syncfs(root_fd.as_raw_fd())
-                    .map_err(|e| fs_error("syncfs", &root.display().to_string(), e))?;
-                rec.record(syncfs_op, t0, 0);
+                let shown = root.display().to_string();
+                timed_syncfs(rec, syncfs_op, root_fd.as_raw_fd(), &shown)?;
             }
             Ok(())
         })?;
@@ -194,10 +193,8 @@ impl Tree {
             let root_fd = open_dir(&root)?;
             remove_tree_contents(rec, &root_fd, &root.display().to_string())?;
             if fsync == FsyncMode::End {
-                let t0 = Instant::now();
-                nix::unistd::syncfs(root_fd.as_raw_fd())
-                    .map_err(|e| fs_error("syncfs", &root.display().to_string(), e))?;
-                rec.record(rec.op("syncfs"), t0, 0);
+                let shown = root.display().to_string();
+                timed_syncfs(rec, rec.op("syncfs"), root_fd.as_raw_fd(), &shown)?;
             }
             Ok(())
         })?;
