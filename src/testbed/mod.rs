@@ -224,7 +224,11 @@ impl Testbed {
     fn build(&mut self) -> Result<()> {
         let spec = self.spec.clone();
         let home = spec.workdir.join(&self.name);
-        if !spec.workdir.exists() {
+        // The work directory goes again at teardown if it is empty then: when this run made
+        // it, and always for fsgauge's own default ones (another run may have made one and
+        // left it to this run while both were using it).
+        let own = [Backing::File, Backing::Ram].map(default_workdir);
+        if !spec.workdir.exists() || own.contains(&spec.workdir) {
             self.ledger().record(Resource::Dir {
                 path: spec.workdir.clone(),
             })?;
@@ -246,11 +250,10 @@ impl Testbed {
             let jimage = match j.backing {
                 Backing::Ram => {
                     let dir = default_workdir(Backing::Ram);
-                    if !dir.exists() {
-                        self.ledger().record(Resource::Dir { path: dir.clone() })?;
-                        fs::create_dir_all(&dir)
-                            .with_context(|| format!("creating {}", dir.display()))?;
-                    }
+                    // fsgauge's own: removed at teardown if empty then (see the work directory).
+                    self.ledger().record(Resource::Dir { path: dir.clone() })?;
+                    fs::create_dir_all(&dir)
+                        .with_context(|| format!("creating {}", dir.display()))?;
                     dir.join(format!("{}-journal.img", self.name))
                 }
                 Backing::File => home.join("journal.img"),
