@@ -14,6 +14,20 @@ fn dir(sb: &Sandbox) -> std::path::PathBuf {
     d
 }
 
+/// `bench tio --dir D ARGS --json --out OUT` in this sandbox: its result document(s).
+fn tio(sb: &Sandbox, d: &std::path::Path, args: &[&str]) -> Value {
+    let out = sb
+        .cmd()
+        .args(["bench", "tio", "--dir"])
+        .arg(d)
+        .args(args)
+        .args(["--json", "--out"])
+        .arg(sb.out())
+        .output()
+        .unwrap();
+    json_of(&out)
+}
+
 fn phases(v: &Value) -> Vec<Value> {
     match v {
         Value::Array(a) => a
@@ -28,32 +42,24 @@ fn phases(v: &Value) -> Vec<Value> {
 fn sixty_four_threads_write_exactly_their_share() {
     let sb = Sandbox::new();
     let d = dir(&sb);
-    let out = sb
-        .cmd()
-        .args(["bench", "tio", "--dir"])
-        .arg(&d)
-        .args([
+    let v = tio(
+        &sb,
+        &d,
+        &[
             "--threads",
             "64",
             "--mode",
             "seqwrite,randwrite",
             "--block",
             "4K",
-        ])
-        .args([
             "--file-size",
             "256K",
             "--fsync",
             "none",
             "--seed",
             "9",
-            "--json",
-            "--out",
-        ])
-        .arg(sb.out())
-        .output()
-        .unwrap();
-    let v = json_of(&out);
+        ],
+    );
     let ph = phases(&v);
     assert_eq!(ph.len(), 2);
     for p in &ph {
@@ -78,37 +84,27 @@ fn sixty_four_threads_write_exactly_their_share() {
 fn io_uring_moves_the_same_bytes_and_verifies() {
     let sb = Sandbox::new();
     let d = dir(&sb);
-    let out = sb
-        .cmd()
-        .args(["bench", "tio", "--dir"])
-        .arg(&d)
-        .args([
+    let v = tio(
+        &sb,
+        &d,
+        &[
             "--threads",
             "2",
             "--mode",
             "seqwrite,randwrite,seqread,randread",
-        ])
-        .args([
             "--block",
             "4K,64K",
             "--file-size",
             "1M",
             "--engine",
             "io_uring",
-        ])
-        .args([
             "--iodepth",
             "8",
             "--verify",
             "--fsync",
             "every:16",
-            "--json",
-            "--out",
-        ])
-        .arg(sb.out())
-        .output()
-        .unwrap();
-    let v = json_of(&out);
+        ],
+    );
     let ph = phases(&v);
     assert_eq!(ph.len(), 8);
     for p in &ph {
@@ -217,11 +213,10 @@ fn bad_input_is_refused_before_anything_is_made() {
 fn latency_recording_can_be_turned_off_without_losing_counts() {
     let sb = Sandbox::new();
     let d = dir(&sb);
-    let out = sb
-        .cmd()
-        .args(["bench", "tio", "--dir"])
-        .arg(&d)
-        .args([
+    let v = tio(
+        &sb,
+        &d,
+        &[
             "--threads",
             "1",
             "--mode",
@@ -230,12 +225,9 @@ fn latency_recording_can_be_turned_off_without_losing_counts() {
             "4K",
             "--file-size",
             "512K",
-        ])
-        .args(["--no-latency", "--json", "--out"])
-        .arg(sb.out())
-        .output()
-        .unwrap();
-    let v = json_of(&out);
+            "--no-latency",
+        ],
+    );
     let p = &phases(&v)[0];
     assert_eq!(p["ops"], 128);
     assert_eq!(p["bytes"], 512 * 1024);
@@ -246,30 +238,22 @@ fn latency_recording_can_be_turned_off_without_losing_counts() {
 fn threads_share_one_file_each_on_its_region() {
     let sb = Sandbox::new();
     let d = dir(&sb);
-    let out = sb
-        .cmd()
-        .args(["bench", "tio", "--dir"])
-        .arg(&d)
-        .args([
+    let v = tio(
+        &sb,
+        &d,
+        &[
             "--threads",
             "4",
             "--mode",
             "seqwrite,randwrite,randread",
             "--block",
             "8K",
-        ])
-        .args([
             "--file-size",
             "512K",
             "--shared-file",
             "--verify",
-            "--json",
-            "--out",
-        ])
-        .arg(sb.out())
-        .output()
-        .unwrap();
-    let v = json_of(&out);
+        ],
+    );
     for p in phases(&v) {
         assert_eq!(p["bytes"], 4 * 512 * 1024, "{}", p["name"]);
         if p["name"].as_str().unwrap().contains("write") {
@@ -282,11 +266,10 @@ fn threads_share_one_file_each_on_its_region() {
 fn a_time_cap_ends_a_cell_early_with_consistent_counts() {
     let sb = Sandbox::new();
     let d = dir(&sb);
-    let out = sb
-        .cmd()
-        .args(["bench", "tio", "--dir"])
-        .arg(&d)
-        .args([
+    let v = tio(
+        &sb,
+        &d,
+        &[
             "--threads",
             "1",
             "--mode",
@@ -295,12 +278,12 @@ fn a_time_cap_ends_a_cell_early_with_consistent_counts() {
             "4K",
             "--file-size",
             "1G",
-        ])
-        .args(["--time", "0.2s", "--fsync", "none", "--json", "--out"])
-        .arg(sb.out())
-        .output()
-        .unwrap();
-    let v = json_of(&out);
+            "--time",
+            "0.2s",
+            "--fsync",
+            "none",
+        ],
+    );
     let p = &phases(&v)[0];
     let ops = p["ops"].as_u64().unwrap();
     assert!(ops > 0 && ops < 262_144, "{ops}");
@@ -323,17 +306,23 @@ fn the_latency_probe_alternates_recording_on_and_off_within_one_run() {
     let sb = Sandbox::new();
     let d = dir(&sb);
     // 8 MiB of 4 KiB blocks: 2048 requests, four stretches of 512 (on, off, off, on).
-    let out = sb
-        .cmd()
-        .args(["bench", "tio", "--dir"])
-        .arg(&d)
-        .args(["--threads", "2", "--mode", "randread", "--block", "4K"])
-        .args(["--file-size", "8M", "--seed", "3", "--latency-probe"])
-        .args(["--json", "--out"])
-        .arg(sb.out())
-        .output()
-        .unwrap();
-    let v = json_of(&out);
+    let v = tio(
+        &sb,
+        &d,
+        &[
+            "--threads",
+            "2",
+            "--mode",
+            "randread",
+            "--block",
+            "4K",
+            "--file-size",
+            "8M",
+            "--seed",
+            "3",
+            "--latency-probe",
+        ],
+    );
     let p = &phases(&v)[0];
     assert_eq!(p["ops"], 2 * 2048, "every request counted");
     assert_eq!(p["latency"]["count"], 2 * 1024, "the recorded half timed");
