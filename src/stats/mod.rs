@@ -9,6 +9,10 @@
 //! mmtests do, because repeated benchmark runs of different configurations rarely share a
 //! variance.
 
+mod ratio;
+
+pub use ratio::{ratio_of_means, ratio_with_level, Decision, Ratio, RatioError};
+
 use serde::Serialize;
 use statrs::distribution::{ContinuousCDF, StudentsT};
 

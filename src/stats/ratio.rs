@@ -1,0 +1,280 @@
+//! The ratio of two configurations' means with a 95% confidence interval that stays positive.
+//!
+//! A finding is "the variant is R× the baseline". Benchmark figures (times, rates, bytes) are
+//! positive, so their ratio is too, and an interval built on the difference of means can reach
+//! below zero ("a 95% interval of −38 .. 2575 ops/s"). The interval here is built on the log
+//! scale instead: ln R = ln m̄_b − ln m̄_a, whose standard error follows from the delta method,
+//! se² = s_a² / (n_a m̄_a²) + s_b² / (n_b m̄_b²), with Welch–Satterthwaite degrees of freedom for
+//! the two unequal variances (Welch 1947). R · exp(± t · se) is positive by construction and is
+//! the usual interval for a ratio of means in the benchmarking literature (e.g. Kalibera &
+//! Jones, "Rigorous benchmarking in reasonable time", 2013). The p-value is that of the same
+//! t statistic, so "the interval excludes 1" and "p < 0.05" always agree.
+
+use serde::{Deserialize, Serialize};
+use statrs::distribution::{ContinuousCDF, StudentsT};
+use thiserror::Error;
+
+use super::{summarize, t_quantile};
+
+/// Why no ratio interval can be given.
+#[derive(Debug, Clone, PartialEq, Error)]
+pub enum RatioError {
+    /// A side has fewer than two values, so its variation is unknown.
+    #[error("{side} has {n} value(s); an interval needs at least 2 per side")]
+    TooFew { side: &'static str, n: usize },
+    /// A value is zero, negative or not finite: a ratio of means needs positive quantities.
+    #[error("{side} holds {value}, but a ratio interval needs positive, finite values")]
+    NotPositive { side: &'static str, value: f64 },
+}
+
+/// The ratio variant / baseline of two samples' means, with its 95% interval.
+#[derive(Debug, Clone, Copy, PartialEq, Serialize, Deserialize)]
+pub struct Ratio {
+    /// mean(variant) / mean(baseline).
+    pub ratio: f64,
+    /// Lower end of the 95% interval (always > 0).
+    pub low: f64,
+    /// Upper end of the 95% interval.
+    pub high: f64,
+    /// Two-sided p-value of "no change" (ratio 1).
+    pub p: f64,
+    /// Welch–Satterthwaite degrees of freedom.
+    pub df: f64,
+    /// Repetitions of the baseline.
+    pub n_base: usize,
+    /// Repetitions of the variant.
+    pub n_variant: usize,
+}
+
+/// The ratio of means variant / baseline with a 95% interval on the log scale.
+pub fn ratio_of_means(base: &[f64], variant: &[f64]) -> Result<Ratio, RatioError> {
+    ratio_with_level(base, variant, 0.95)
+}
+
+/// As [`ratio_of_means`] with another confidence level (0 < level < 1).
+pub fn ratio_with_level(base: &[f64], variant: &[f64], level: f64) -> Result<Ratio, RatioError> {
+    for (side, xs) in [("the baseline", base), ("the variant", variant)] {
+        if xs.len() < 2 {
+            return Err(RatioError::TooFew { side, n: xs.len() });
+        }
+        if let Some(&value) = xs.iter().find(|x| !(x.is_finite() && **x > 0.0)) {
+            return Err(RatioError::NotPositive { side, value });
+        }
+    }
+    let (a, b) = (
+        summarize(base).expect("checked: finite and non-empty"),
+        summarize(variant).expect("checked: finite and non-empty"),
+    );
+    // Relative variance of each mean: Var(m̄) / m̄² = s² / (n m̄²).
+    let ua = (a.sd / a.mean).powi(2) / a.n as f64;
+    let ub = (b.sd / b.mean).powi(2) / b.n as f64;
+    let se2 = ua + ub;
+    let ln_ratio = b.mean.ln() - a.mean.ln();
+    let ratio = b.mean / a.mean;
+    let (n_base, n_variant) = (a.n, b.n);
+    if se2 == 0.0 {
+        // Both sides constant: the ratio is exact.
+        let p = if ln_ratio == 0.0 { 1.0 } else { 0.0 };
+        let df = (a.n + b.n - 2) as f64;
+        return Ok(Ratio {
+            ratio,
+            low: ratio,
+            high: ratio,
+            p,
+            df,
+            n_base,
+            n_variant,
+        });
+    }
+    let df = se2.powi(2) / (ua.powi(2) / (a.n - 1) as f64 + ub.powi(2) / (b.n - 1) as f64);
+    let se = se2.sqrt();
+    let t = t_quantile(0.5 + level / 2.0, df);
+    let p = match StudentsT::new(0.0, 1.0, df) {
+        Ok(dist) => (2.0 * (1.0 - dist.cdf((ln_ratio / se).abs()))).clamp(0.0, 1.0),
+        Err(_) => f64::NAN,
+    };
+    Ok(Ratio {
+        ratio,
+        low: (ln_ratio - t * se).exp(),
+        high: (ln_ratio + t * se).exp(),
+        p,
+        df,
+        n_base,
+        n_variant,
+    })
+}
+
+/// What an interval says about "is there a change?", for `reps = "auto"` and for the sentence
+/// of a finding.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "kebab-case")]
+pub enum Decision {
+    /// The interval lies above 1: the variant is larger.
+    Larger,
+    /// The interval lies below 1: the variant is smaller.
+    Smaller,
+    /// The interval lies within 1 ± ε: no change larger than ε.
+    NoChange,
+    /// The interval holds 1 and reaches beyond ±ε: more repetitions are needed.
+    Undecided,
+}
+
+impl Ratio {
+    /// The decision at tolerance `epsilon` (0.05 for ±5%).
+    pub fn decide(&self, epsilon: f64) -> Decision {
+        if self.low > 1.0 {
+            Decision::Larger
+        } else if self.high < 1.0 {
+            Decision::Smaller
+        } else if self.low >= 1.0 - epsilon && self.high <= 1.0 + epsilon {
+            Decision::NoChange
+        } else {
+            Decision::Undecided
+        }
+    }
+
+    /// The largest relative change the interval still allows, as a fraction (0.06 for "no
+    /// effect larger than 6%").
+    pub fn largest_change(&self) -> f64 {
+        (self.high - 1.0).max(1.0 - self.low).max(0.0)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use rand::{Rng, SeedableRng};
+    use rand_chacha::ChaCha8Rng;
+
+    fn normal(rng: &mut ChaCha8Rng, mean: f64, sd: f64) -> f64 {
+        // Box–Muller.
+        let u1: f64 = rng.gen_range(f64::EPSILON..1.0);
+        let u2: f64 = rng.gen();
+        mean + sd * (-2.0 * u1.ln()).sqrt() * (2.0 * std::f64::consts::PI * u2).cos()
+    }
+
+    #[test]
+    fn hand_computed_case() {
+        // a: mean 10, sd 1; b: mean 20, sd 2; n = 3 each.
+        let r = ratio_of_means(&[9.0, 10.0, 11.0], &[18.0, 20.0, 22.0]).unwrap();
+        assert!((r.ratio - 2.0).abs() < 1e-12);
+        // ua = ub = (0.1)^2 / 3; se = sqrt(2 * 0.01 / 3); df = 4.
+        let se = (2.0 * 0.01f64 / 3.0).sqrt();
+        assert!((r.df - 4.0).abs() < 1e-9, "{}", r.df);
+        let t = 2.776_445_105; // t(0.975, 4)
+        assert!((r.low - 2.0 * (-t * se).exp()).abs() < 1e-6, "{r:?}");
+        assert!((r.high - 2.0 * (t * se).exp()).abs() < 1e-6, "{r:?}");
+        // t = ln 2 / se = 8.49 on 4 degrees of freedom: p = 0.00106.
+        assert!((r.p - 0.00106).abs() < 0.00002, "{}", r.p);
+        assert_eq!(r.decide(0.05), Decision::Larger);
+    }
+
+    #[test]
+    fn interval_stays_positive_where_a_difference_interval_would_not() {
+        // Very noisy, tiny rates: the mean ± t·sd interval goes negative, this one never does.
+        let base = [5.0, 900.0, 40.0];
+        let var = [1.0, 3.0, 1200.0];
+        let r = ratio_of_means(&base, &var).unwrap();
+        assert!(r.low > 0.0 && r.low < r.ratio && r.ratio < r.high, "{r:?}");
+        assert_eq!(r.decide(0.05), Decision::Undecided);
+    }
+
+    #[test]
+    fn constant_sides_give_an_exact_ratio() {
+        let r = ratio_of_means(&[2.0, 2.0], &[3.0, 3.0]).unwrap();
+        assert_eq!((r.low, r.ratio, r.high, r.p), (1.5, 1.5, 1.5, 0.0));
+        let same = ratio_of_means(&[2.0, 2.0], &[2.0, 2.0]).unwrap();
+        assert_eq!(same.p, 1.0);
+        assert_eq!(same.decide(0.05), Decision::NoChange);
+    }
+
+    #[test]
+    fn refuses_too_few_and_non_positive_values() {
+        assert_eq!(
+            ratio_of_means(&[1.0], &[1.0, 2.0]),
+            Err(RatioError::TooFew {
+                side: "the baseline",
+                n: 1
+            })
+        );
+        let e = ratio_of_means(&[1.0, 2.0], &[0.0, 2.0]).unwrap_err();
+        assert!(e.to_string().contains("positive"), "{e}");
+        assert!(ratio_of_means(&[1.0, f64::NAN], &[1.0, 2.0]).is_err());
+    }
+
+    /// Coverage: over many synthetic experiments with a known ratio, the 95% interval holds
+    /// the true ratio about 95% of the time, and the p-value rejects a true "no change" about
+    /// 5% of the time.
+    #[test]
+    fn coverage_is_close_to_95_percent() {
+        let mut rng = ChaCha8Rng::seed_from_u64(20261123);
+        for &(n, cv, true_ratio) in &[(5usize, 0.10, 1.5), (10, 0.05, 0.8), (4, 0.15, 1.0)] {
+            let draws = 4000;
+            let (mut covered, mut rejected) = (0, 0);
+            for _ in 0..draws {
+                let a: Vec<f64> = (0..n)
+                    .map(|_| normal(&mut rng, 100.0, 100.0 * cv))
+                    .collect();
+                let m = 100.0 * true_ratio;
+                let b: Vec<f64> = (0..n).map(|_| normal(&mut rng, m, m * cv)).collect();
+                let r = ratio_of_means(&a, &b).unwrap();
+                if r.low <= true_ratio && true_ratio <= r.high {
+                    covered += 1;
+                }
+                if r.p < 0.05 {
+                    rejected += 1;
+                }
+            }
+            let coverage = covered as f64 / draws as f64;
+            assert!(
+                (0.93..=0.97).contains(&coverage),
+                "n={n} cv={cv} ratio={true_ratio}: coverage {coverage}"
+            );
+            if true_ratio == 1.0 {
+                let alpha = rejected as f64 / draws as f64;
+                assert!((0.03..=0.07).contains(&alpha), "false positives {alpha}");
+            } else {
+                // These effects are large against their noise: nearly every experiment finds them.
+                let power = rejected as f64 / draws as f64;
+                assert!(
+                    power > 0.99,
+                    "n={n} cv={cv} ratio={true_ratio}: power {power}"
+                );
+            }
+        }
+    }
+
+    #[test]
+    fn p_and_interval_agree() {
+        let mut rng = ChaCha8Rng::seed_from_u64(7);
+        for _ in 0..500 {
+            let a: Vec<f64> = (0..4).map(|_| normal(&mut rng, 100.0, 10.0)).collect();
+            let b: Vec<f64> = (0..4).map(|_| normal(&mut rng, 108.0, 10.0)).collect();
+            let r = ratio_of_means(&a, &b).unwrap();
+            let excludes_one = r.low > 1.0 || r.high < 1.0;
+            assert_eq!(excludes_one, r.p < 0.05, "{r:?}");
+        }
+    }
+
+    #[test]
+    fn decisions_and_the_change_ruled_out() {
+        let r = Ratio {
+            ratio: 1.01,
+            low: 0.96,
+            high: 1.06,
+            p: 0.6,
+            df: 8.0,
+            n_base: 5,
+            n_variant: 5,
+        };
+        assert_eq!(r.decide(0.05), Decision::Undecided);
+        assert_eq!(r.decide(0.10), Decision::NoChange);
+        assert!((r.largest_change() - 0.06).abs() < 1e-12);
+        let smaller = Ratio {
+            low: 0.5,
+            high: 0.7,
+            ..r
+        };
+        assert_eq!(smaller.decide(0.05), Decision::Smaller);
+    }
+}
