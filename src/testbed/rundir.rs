@@ -1,0 +1,289 @@
+//! A run's own directory inside a user's `--dir` (`fsgauge-KIND-PID-REP`), recorded in the
+//! ledger so that `fsgauge testbed cleanup` can remove what a SIGKILLed run left there.
+//!
+//! Removing a directory tree named by a ledger entry is the most dangerous thing cleanup does:
+//! a forged entry, or a name reused since, must never make it delete anything else. So the
+//! entry records the parent (canonical at the time), the name and the inode fsgauge's own
+//! `mkdir` made, and the tree is removed only when all of this holds, checked through file
+//! descriptors so that no path is resolved twice:
+//! - the name starts with `fsgauge-` and is one plain path component;
+//! - the parent is an absolute path without `.`/`..` that still resolves to itself (no symlink
+//!   has been put into it since);
+//! - the directory lies directly inside that parent, is a directory (not a symlink), is on the
+//!   parent's filesystem, has nothing mounted at or below it, and is the inode fsgauge made.
+//!
+//! The removal itself never follows a symlink and never leaves the directory's filesystem.
+
+use std::ffi::{CString, OsStr};
+use std::fs;
+use std::os::fd::AsRawFd;
+use std::os::unix::ffi::OsStrExt;
+use std::os::unix::fs::MetadataExt;
+use std::path::{Component, Path, PathBuf};
+
+use anyhow::{bail, Context, Result};
+use nix::dir::Dir;
+use nix::errno::Errno;
+use nix::fcntl::{AtFlags, OFlag};
+use nix::sys::stat::{fstat, fstatat, FileStat, Mode, SFlag};
+use nix::unistd::{unlinkat, UnlinkatFlags};
+
+use super::ledger::{Ledger, Resource};
+
+/// What every run directory's name starts with.
+pub const PREFIX: &str = "fsgauge-";
+
+/// A run directory that exists for as long as this value does, recorded in the ledger.
+#[derive(Debug)]
+pub struct RunDir {
+    path: PathBuf,
+    ledger: Option<Ledger>,
+}
+
+impl RunDir {
+    /// Makes `parent/name` (which must not exist), recorded in a ledger entry of its own.
+    pub fn create(parent: &Path, name: &str) -> Result<Self> {
+        // Recorded canonical: cleanup refuses a parent that no longer resolves to itself.
+        let parent = &parent
+            .canonicalize()
+            .with_context(|| format!("resolving {}", parent.display()))?;
+        check_names(parent, OsStr::new(name))?;
+        let path = parent.join(name);
+        let mut ledger = Ledger::begin(&format!("dir-{}", super::unique_suffix()), false)?;
+        ledger.set_details(serde_json::json!({ "dir": path }))?;
+        let unconfirmed = Resource::RunDir {
+            parent: parent.to_path_buf(),
+            name: name.to_string(),
+            ino: None,
+        };
+        ledger.record(unconfirmed.clone())?;
+        if let Err(e) = fs::create_dir(&path) {
+            // Nothing was made (and a directory already there is not ours to remove).
+            let _ = ledger.forget(&unconfirmed);
+            let _ = ledger.release_all();
+            return Err(e).with_context(|| format!("creating {}", path.display()));
+        }
+        let made = Resource::RunDir {
+            parent: parent.to_path_buf(),
+            name: name.to_string(),
+            ino: Some(
+                fs::symlink_metadata(&path)
+                    .with_context(|| format!("reading back {}", path.display()))?
+                    .ino(),
+            ),
+        };
+        // From here on the entry names the very inode made above.
+        let mut this = Self {
+            path,
+            ledger: Some(ledger),
+        };
+        if let Some(l) = this.ledger.as_mut() {
+            l.replace(&unconfirmed, made)?;
+        }
+        Ok(this)
+    }
+
+    pub fn path(&self) -> &Path {
+        &self.path
+    }
+}
+
+impl Drop for RunDir {
+    fn drop(&mut self) {
+        if let Some(mut l) = self.ledger.take() {
+            for e in l.release_all() {
+                eprintln!(
+                    "fsgauge: warning: removing {}: {e:#}; `fsgauge testbed cleanup` removes it later",
+                    self.path.display()
+                );
+            }
+        }
+    }
+}
+
+/// Refuses a name or parent that cannot be a run directory fsgauge made.
+pub fn check_names(parent: &Path, name: &OsStr) -> Result<()> {
+    let n = name.as_bytes();
+    let plain = Path::new(name).components().count() == 1
+        && matches!(
+            Path::new(name).components().next(),
+            Some(Component::Normal(_))
+        );
+    if !n.starts_with(PREFIX.as_bytes()) || n.len() == PREFIX.len() || n.contains(&b'/') || !plain {
+        bail!(
+            "{:?} is not a run directory name (fsgauge-…, one path component)",
+            name
+        );
+    }
+    if !parent.is_absolute()
+        || parent
+            .components()
+            .any(|c| !matches!(c, Component::RootDir | Component::Normal(_)))
+    {
+        bail!(
+            "{} is not an absolute path without '.' or '..'",
+            parent.display()
+        );
+    }
+    Ok(())
+}
+
+/// Removes the run directory `parent/name` recorded in the ledger (see the module docs for
+/// what is checked first). A directory that is already gone counts as removed. `ino` is the
+/// inode fsgauge made; without it (a run killed right after its `mkdir`) only an empty
+/// directory is removed.
+pub fn remove(parent: &Path, name: &str, ino: Option<u64>) -> Result<()> {
+    let what = parent.join(name);
+    let refuse = |why: String| -> anyhow::Error {
+        anyhow::anyhow!(
+            "refusing to remove {}: {why}; remove it by hand if it is fsgauge's, then drop the ledger entry",
+            what.display()
+        )
+    };
+    check_names(parent, OsStr::new(name)).map_err(|e| refuse(format!("{e:#}")))?;
+    match parent.canonicalize() {
+        Ok(c) if c == parent => {}
+        Ok(c) => {
+            return Err(refuse(format!(
+                "its parent now resolves to {} (a symlink was put into the path)",
+                c.display()
+            )))
+        }
+        Err(e) if gone(e.raw_os_error()) => return Ok(()),
+        Err(e) => return Err(e).with_context(|| format!("resolving {}", parent.display())),
+    }
+    let pdir = match open_dir(None, parent.as_os_str()) {
+        Ok(d) => d,
+        Err(e) if gone(Some(e as i32)) => return Ok(()),
+        Err(e) => return Err(e).with_context(|| format!("opening {}", parent.display())),
+    };
+    let pst = fstat(pdir.as_raw_fd()).with_context(|| format!("fstat {}", parent.display()))?;
+    let st = match fstatat(Some(pdir.as_raw_fd()), name, AtFlags::AT_SYMLINK_NOFOLLOW) {
+        Ok(st) => st,
+        Err(e) if gone(Some(e as i32)) => return Ok(()),
+        Err(e) => return Err(e).with_context(|| format!("lstat {}", what.display())),
+    };
+    if !is_dir(&st) {
+        return Err(refuse("it is not a directory (a symlink or a file)".into()));
+    }
+    if st.st_dev != pst.st_dev {
+        return Err(refuse("it is a mount point".into()));
+    }
+    if let Some(m) = mount_at_or_below(&what) {
+        return Err(refuse(format!("{m} is mounted there")));
+    }
+    let Some(ino) = ino else {
+        return match unlinkat(Some(pdir.as_raw_fd()), name, UnlinkatFlags::RemoveDir) {
+            Ok(()) => Ok(()),
+            Err(e) if gone(Some(e as i32)) => Ok(()),
+            Err(Errno::ENOTEMPTY) | Err(Errno::EEXIST) => Err(refuse(
+                "the ledger never confirmed it as the directory fsgauge made, and it is not empty"
+                    .into(),
+            )),
+            Err(e) => Err(e).with_context(|| format!("removing {}", what.display())),
+        };
+    };
+    if st.st_ino != ino {
+        return Err(refuse(format!(
+            "it is not the directory fsgauge made (inode {} instead of {ino})",
+            st.st_ino
+        )));
+    }
+    let dir = open_dir(Some(pdir.as_raw_fd()), OsStr::new(name))
+        .with_context(|| format!("opening {}", what.display()))?;
+    let dst = fstat(dir.as_raw_fd()).with_context(|| format!("fstat {}", what.display()))?;
+    if (dst.st_dev, dst.st_ino) != (st.st_dev, st.st_ino) {
+        return Err(refuse("it changed while being checked".into()));
+    }
+    let mut kept = Vec::new();
+    remove_contents(dir, st.st_dev, &what, &mut kept)?;
+    if !kept.is_empty() {
+        bail!(
+            "{} was emptied except for mount points on other filesystems, left alone: {}",
+            what.display(),
+            kept.join(", ")
+        );
+    }
+    match unlinkat(Some(pdir.as_raw_fd()), name, UnlinkatFlags::RemoveDir) {
+        Ok(()) => Ok(()),
+        Err(e) if gone(Some(e as i32)) => Ok(()),
+        Err(e) => Err(e).with_context(|| format!("removing {}", what.display())),
+    }
+}
+
+/// An errno that says the thing is not there (or cannot be, below a non-directory).
+fn gone(errno: Option<i32>) -> bool {
+    matches!(errno, Some(libc::ENOENT) | Some(libc::ENOTDIR))
+}
+
+fn is_dir(st: &FileStat) -> bool {
+    SFlag::from_bits_truncate(st.st_mode) & SFlag::S_IFMT == SFlag::S_IFDIR
+}
+
+fn open_dir(at: Option<std::os::fd::RawFd>, path: &OsStr) -> nix::Result<Dir> {
+    Dir::openat(
+        at,
+        path,
+        OFlag::O_RDONLY | OFlag::O_DIRECTORY | OFlag::O_NOFOLLOW | OFlag::O_CLOEXEC,
+        Mode::empty(),
+    )
+}
+
+/// A mount whose target is `dir` or lies below it.
+fn mount_at_or_below(dir: &Path) -> Option<String> {
+    let info = fs::read_to_string("/proc/self/mountinfo").ok()?;
+    info.lines()
+        .filter_map(|l| l.split(' ').nth(4))
+        .map(super::mount::unescape_mount_field)
+        .find(|t| Path::new(t).starts_with(dir))
+}
+
+/// Empties the directory open as `dir`, depth first, through descriptors only: symlinks are
+/// removed, never followed; directories on another filesystem (`dev`) are left and listed in
+/// `kept`.
+fn remove_contents(mut dir: Dir, dev: u64, at: &Path, kept: &mut Vec<String>) -> Result<()> {
+    let names: Vec<CString> = dir
+        .iter()
+        .filter_map(|e| e.ok())
+        .map(|e| e.file_name().to_owned())
+        .filter(|n| n.as_bytes() != b"." && n.as_bytes() != b"..")
+        .collect();
+    let fd = dir.as_raw_fd();
+    for n in names {
+        let path = at.join(OsStr::from_bytes(n.as_bytes()));
+        let st = match fstatat(Some(fd), n.as_c_str(), AtFlags::AT_SYMLINK_NOFOLLOW) {
+            Ok(st) => st,
+            Err(Errno::ENOENT) => continue,
+            Err(e) => return Err(e).with_context(|| format!("lstat {}", path.display())),
+        };
+        if is_dir(&st) {
+            if st.st_dev != dev {
+                kept.push(path.display().to_string());
+                continue;
+            }
+            let sub = open_dir(Some(fd), OsStr::from_bytes(n.as_bytes()))
+                .with_context(|| format!("opening {}", path.display()))?;
+            let sst =
+                fstat(sub.as_raw_fd()).with_context(|| format!("fstat {}", path.display()))?;
+            if sst.st_dev != dev {
+                kept.push(path.display().to_string());
+                continue;
+            }
+            let before = kept.len();
+            remove_contents(sub, dev, &path, kept)?;
+            if kept.len() > before {
+                continue;
+            }
+            match unlinkat(Some(fd), n.as_c_str(), UnlinkatFlags::RemoveDir) {
+                Ok(()) | Err(Errno::ENOENT) => {}
+                Err(e) => return Err(e).with_context(|| format!("removing {}", path.display())),
+            }
+        } else {
+            match unlinkat(Some(fd), n.as_c_str(), UnlinkatFlags::NoRemoveDir) {
+                Ok(()) | Err(Errno::ENOENT) => {}
+                Err(e) => return Err(e).with_context(|| format!("removing {}", path.display())),
+            }
+        }
+    }
+    Ok(())
+}
