@@ -287,3 +287,125 @@ fn remove_contents(mut dir: Dir, dev: u64, at: &Path, kept: &mut Vec<String>) ->
     }
     Ok(())
 }
+
+#[cfg(test)]
+mod tests {
+    use std::os::unix::fs::symlink;
+
+    use super::*;
+
+    fn ino(p: &Path) -> u64 {
+        fs::symlink_metadata(p).unwrap().ino()
+    }
+
+    /// A directory with a file in it that nothing may touch.
+    fn victim(at: &Path) -> PathBuf {
+        fs::create_dir_all(at).unwrap();
+        fs::write(at.join("precious"), b"keep").unwrap();
+        at.to_path_buf()
+    }
+
+    fn intact(v: &Path) {
+        assert_eq!(fs::read(v.join("precious")).unwrap(), b"keep", "{v:?}");
+    }
+
+    #[test]
+    fn removes_its_tree_without_following_symlinks() {
+        let tmp = tempfile::tempdir().unwrap();
+        let parent = tmp.path().canonicalize().unwrap();
+        let outside = victim(&parent.join("outside"));
+        let run = parent.join("fsgauge-tree-7-0");
+        fs::create_dir_all(run.join("a/b/c")).unwrap();
+        fs::write(run.join("a/b/c/f"), b"x").unwrap();
+        fs::write(run.join("g"), b"x").unwrap();
+        symlink(&outside, run.join("a/link-to-outside")).unwrap();
+        symlink(outside.join("precious"), run.join("file-link")).unwrap();
+        remove(&parent, "fsgauge-tree-7-0", Some(ino(&run))).unwrap();
+        assert!(!run.exists());
+        intact(&outside);
+        // Gone already: removed.
+        remove(&parent, "fsgauge-tree-7-0", Some(ino(&outside))).unwrap();
+    }
+
+    #[test]
+    fn forged_entries_are_refused_and_touch_nothing() {
+        let tmp = tempfile::tempdir().unwrap();
+        let parent = tmp.path().canonicalize().unwrap();
+        let plain = victim(&parent.join("data"));
+        // Not named like a run directory, although it is a real directory with its inode.
+        let e = remove(&parent, "data", Some(ino(&plain))).unwrap_err();
+        assert!(format!("{e:#}").contains("not a run directory name"), "{e:#}");
+        // Names that reach elsewhere.
+        for name in ["fsgauge-x/../data", "fsgauge-", "..", "fsgauge-a/b"] {
+            assert!(remove(&parent, name, Some(ino(&plain))).is_err(), "{name}");
+        }
+        // A parent that is relative, or has '..' in it.
+        let sub = parent.join("sub");
+        fs::create_dir(&sub).unwrap();
+        let named = victim(&parent.join("fsgauge-real"));
+        let dotted = sub.join("..");
+        assert!(remove(&dotted, "fsgauge-real", Some(ino(&named))).is_err());
+        assert!(remove(Path::new("relative"), "fsgauge-real", Some(ino(&named))).is_err());
+        // A symlink named like a run directory, pointing at the data.
+        symlink(&plain, parent.join("fsgauge-link")).unwrap();
+        let e = remove(&parent, "fsgauge-link", Some(ino(&plain))).unwrap_err();
+        assert!(format!("{e:#}").contains("not a directory"), "{e:#}");
+        assert!(parent.join("fsgauge-link").exists());
+        // A parent reached through a symlink put into the path since.
+        symlink(&parent, sub.join("up")).unwrap();
+        let e = remove(&sub.join("up"), "fsgauge-real", Some(ino(&named))).unwrap_err();
+        assert!(format!("{e:#}").contains("resolves to"), "{e:#}");
+        // A directory of the right name that is not the inode fsgauge made (a reused name).
+        let e = remove(&parent, "fsgauge-real", Some(ino(&named) + 1)).unwrap_err();
+        assert!(format!("{e:#}").contains("not the directory fsgauge made"), "{e:#}");
+        // Never confirmed (no inode): only an empty one would go.
+        let e = remove(&parent, "fsgauge-real", None).unwrap_err();
+        assert!(format!("{e:#}").contains("not empty"), "{e:#}");
+        intact(&plain);
+        intact(&named);
+        let empty = parent.join("fsgauge-empty");
+        fs::create_dir(&empty).unwrap();
+        remove(&parent, "fsgauge-empty", None).unwrap();
+        assert!(!empty.exists());
+    }
+
+    /// A forged entry naming a system directory is refused by its name before anything is
+    /// opened. Without an inode, the worst a broken check could do here is an rmdir of a
+    /// non-empty directory, which the kernel refuses: the test itself cannot do harm.
+    #[test]
+    fn a_forged_entry_naming_etc_is_refused() {
+        let e = remove(Path::new("/"), "etc", None).unwrap_err();
+        assert!(format!("{e:#}").contains("refusing to remove /etc"), "{e:#}");
+        assert!(check_names(Path::new("/"), OsStr::new("etc")).is_err());
+        assert!(Path::new("/etc").is_dir());
+        // In /etc, a run directory that does not exist is simply gone.
+        remove(Path::new("/etc"), "fsgauge-never-made-1-0", None).unwrap();
+    }
+
+    #[test]
+    fn a_mount_at_or_below_it_is_refused() {
+        if !nix::unistd::geteuid().is_root() {
+            eprintln!("skipped: mounting a tmpfs needs root");
+            return;
+        }
+        use nix::mount::{mount, umount, MsFlags};
+        let tmp = tempfile::tempdir().unwrap();
+        let parent = tmp.path().canonicalize().unwrap();
+        let run = parent.join("fsgauge-m-1-0");
+        let inner = run.join("inner");
+        fs::create_dir_all(&inner).unwrap();
+        for (at, needle) in [(&run, "mount point"), (&inner, "is mounted there")] {
+            mount(Some("tmpfs"), at.as_path(), Some("tmpfs"), MsFlags::empty(), None::<&str>)
+                .unwrap();
+            fs::write(at.join("on-the-mount"), b"keep").unwrap();
+            let r = remove(&parent, "fsgauge-m-1-0", Some(ino(&run)));
+            let on_mount = fs::read(at.join("on-the-mount"));
+            umount(at.as_path()).unwrap();
+            let e = r.unwrap_err();
+            assert!(format!("{e:#}").contains(needle), "{e:#}");
+            assert_eq!(on_mount.unwrap(), b"keep");
+        }
+        remove(&parent, "fsgauge-m-1-0", Some(ino(&run))).unwrap();
+        assert!(!run.exists());
+    }
+}
