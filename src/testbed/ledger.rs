@@ -564,7 +564,10 @@ mod tests {
         // Even a temporary whose own name ends in .json is not an entry.
         fs::write(dir.join(".c.json"), b"").unwrap();
         let scan = scan_in(&dir).unwrap();
-        assert!(scan.entries.is_empty() && scan.damaged.is_empty(), "{scan:?}");
+        assert!(
+            scan.entries.is_empty() && scan.damaged.is_empty(),
+            "{scan:?}"
+        );
         assert!(live.exists());
         assert!(!dead.exists());
     }
@@ -579,7 +582,11 @@ mod tests {
         })
         .unwrap();
         fs::write(dir.join("empty.json"), b"").unwrap();
-        fs::write(dir.join("other.json"), fs::read(dir.join("good.json")).unwrap()).unwrap();
+        fs::write(
+            dir.join("other.json"),
+            fs::read(dir.join("good.json")).unwrap(),
+        )
+        .unwrap();
         let scan = scan_in(&dir).unwrap();
         assert_eq!(
             scan.entries.iter().map(|e| &e.name).collect::<Vec<_>>(),

@@ -334,7 +334,10 @@ mod tests {
         let plain = victim(&parent.join("data"));
         // Not named like a run directory, although it is a real directory with its inode.
         let e = remove(&parent, "data", Some(ino(&plain))).unwrap_err();
-        assert!(format!("{e:#}").contains("not a run directory name"), "{e:#}");
+        assert!(
+            format!("{e:#}").contains("not a run directory name"),
+            "{e:#}"
+        );
         // Names that reach elsewhere.
         for name in ["fsgauge-x/../data", "fsgauge-", "..", "fsgauge-a/b"] {
             assert!(remove(&parent, name, Some(ino(&plain))).is_err(), "{name}");
@@ -357,7 +360,10 @@ mod tests {
         assert!(format!("{e:#}").contains("resolves to"), "{e:#}");
         // A directory of the right name that is not the inode fsgauge made (a reused name).
         let e = remove(&parent, "fsgauge-real", Some(ino(&named) + 1)).unwrap_err();
-        assert!(format!("{e:#}").contains("not the directory fsgauge made"), "{e:#}");
+        assert!(
+            format!("{e:#}").contains("not the directory fsgauge made"),
+            "{e:#}"
+        );
         // Never confirmed (no inode): only an empty one would go.
         let e = remove(&parent, "fsgauge-real", None).unwrap_err();
         assert!(format!("{e:#}").contains("not empty"), "{e:#}");
@@ -375,7 +381,10 @@ mod tests {
     #[test]
     fn a_forged_entry_naming_etc_is_refused() {
         let e = remove(Path::new("/"), "etc", None).unwrap_err();
-        assert!(format!("{e:#}").contains("refusing to remove /etc"), "{e:#}");
+        assert!(
+            format!("{e:#}").contains("refusing to remove /etc"),
+            "{e:#}"
+        );
         assert!(check_names(Path::new("/"), OsStr::new("etc")).is_err());
         assert!(Path::new("/etc").is_dir());
         // In /etc, a run directory that does not exist is simply gone.
@@ -395,8 +404,14 @@ mod tests {
         let inner = run.join("inner");
         fs::create_dir_all(&inner).unwrap();
         for (at, needle) in [(&run, "mount point"), (&inner, "is mounted there")] {
-            mount(Some("tmpfs"), at.as_path(), Some("tmpfs"), MsFlags::empty(), None::<&str>)
-                .unwrap();
+            mount(
+                Some("tmpfs"),
+                at.as_path(),
+                Some("tmpfs"),
+                MsFlags::empty(),
+                None::<&str>,
+            )
+            .unwrap();
             fs::write(at.join("on-the-mount"), b"keep").unwrap();
             let r = remove(&parent, "fsgauge-m-1-0", Some(ino(&run)));
             let on_mount = fs::read(at.join("on-the-mount"));
