@@ -22,7 +22,7 @@ use std::os::unix::fs::MetadataExt;
 use std::path::{Component, Path, PathBuf};
 
 use anyhow::{bail, Context, Result};
-use nix::dir::Dir;
+use nix::dir::{Dir, Type};
 use nix::errno::Errno;
 use nix::fcntl::{AtFlags, OFlag};
 use nix::sys::stat::{fstat, fstatat, FileStat, Mode, SFlag};
@@ -242,27 +242,34 @@ fn mount_at_or_below(dir: &Path) -> Option<String> {
 /// removed, never followed; directories on another filesystem (`dev`) are left and listed in
 /// `kept`.
 fn remove_contents(mut dir: Dir, dev: u64, at: &Path, kept: &mut Vec<String>) -> Result<()> {
-    let names: Vec<CString> = dir
+    // Names first, then removal: a directory is not changed while it is being read.
+    let names: Vec<(CString, Option<Type>)> = dir
         .iter()
         .filter_map(|e| e.ok())
-        .map(|e| e.file_name().to_owned())
-        .filter(|n| n.as_bytes() != b"." && n.as_bytes() != b"..")
+        .map(|e| (e.file_name().to_owned(), e.file_type()))
+        .filter(|(n, _)| n.as_bytes() != b"." && n.as_bytes() != b"..")
         .collect();
     let fd = dir.as_raw_fd();
-    for n in names {
+    for (n, kind) in names {
         let path = at.join(OsStr::from_bytes(n.as_bytes()));
-        let st = match fstatat(Some(fd), n.as_c_str(), AtFlags::AT_SYMLINK_NOFOLLOW) {
-            Ok(st) => st,
-            Err(Errno::ENOENT) => continue,
-            Err(e) => return Err(e).with_context(|| format!("lstat {}", path.display())),
+        // The directory entry's type saves a stat for everything but directories; where the
+        // filesystem does not say, ask.
+        let is_subdir = match kind {
+            Some(t) => t == Type::Directory,
+            None => match fstatat(Some(fd), n.as_c_str(), AtFlags::AT_SYMLINK_NOFOLLOW) {
+                Ok(st) => is_dir(&st),
+                Err(Errno::ENOENT) => continue,
+                Err(e) => return Err(e).with_context(|| format!("lstat {}", path.display())),
+            },
         };
-        if is_dir(&st) {
-            if st.st_dev != dev {
-                kept.push(path.display().to_string());
-                continue;
-            }
-            let sub = open_dir(Some(fd), OsStr::from_bytes(n.as_bytes()))
-                .with_context(|| format!("opening {}", path.display()))?;
+        if is_subdir {
+            // O_NOFOLLOW: a symlink swapped in since is not entered. A mount point opens as
+            // the mounted filesystem's root, whose device differs.
+            let sub = match open_dir(Some(fd), OsStr::from_bytes(n.as_bytes())) {
+                Ok(sub) => sub,
+                Err(Errno::ENOENT) => continue,
+                Err(e) => return Err(e).with_context(|| format!("opening {}", path.display())),
+            };
             let sst =
                 fstat(sub.as_raw_fd()).with_context(|| format!("fstat {}", path.display()))?;
             if sst.st_dev != dev {
