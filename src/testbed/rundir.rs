@@ -109,7 +109,12 @@ pub fn check_names(parent: &Path, name: &OsStr) -> Result<()> {
             Path::new(name).components().next(),
             Some(Component::Normal(_))
         );
-    if !n.starts_with(PREFIX.as_bytes()) || n.len() == PREFIX.len() || n.contains(&b'/') || !plain {
+    if !n.starts_with(PREFIX.as_bytes())
+        || n.len() == PREFIX.len()
+        || n.contains(&b'/')
+        || n.contains(&0)
+        || !plain
+    {
         bail!(
             "{:?} is not a run directory name (fsgauge-…, one path component)",
             name
@@ -136,7 +141,7 @@ pub fn remove(parent: &Path, name: &str, ino: Option<u64>) -> Result<()> {
     let what = parent.join(name);
     let refuse = |why: String| -> anyhow::Error {
         anyhow::anyhow!(
-            "refusing to remove {}: {why}; remove it by hand if it is fsgauge's, then drop the ledger entry",
+            "refusing to remove {}: {why}; if it is a run directory of fsgauge's, remove it by hand, and the next `fsgauge testbed cleanup` drops its ledger entry",
             what.display()
         )
     };
