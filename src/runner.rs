@@ -14,7 +14,7 @@ use crate::results::{
     write_result, Conditions, HostInfo, RunResult, ToolInfo, WorkloadInfo, SCHEMA,
 };
 use crate::testbed::{
-    own_peak_rss, own_rss, preflight, MemCharger, MemLimit, Testbed, TestbedSpec,
+    own_peak_rss, own_rss, preflight, MemCharger, MemLimit, RunDir, Testbed, TestbedSpec,
 };
 use crate::units::format_size;
 use crate::workload::{ColdMode, RunContext, Target, Workload};
@@ -331,18 +331,15 @@ fn run_in(
     let mut pre_layout = None;
     let _pre_root = match &opts.precondition {
         Some(Precondition(pre)) => {
-            let pre_root = match &*target {
-                Target::Testbed(_) => target.path().join(format!("fsgauge-pre-{}", pre.kind())),
-                Target::Dir(p) => p.join(format!(
-                    "fsgauge-pre-{}-{}-{rep}",
-                    pre.kind(),
-                    std::process::id()
-                )),
+            let pre_name = match &*target {
+                Target::Testbed(_) => format!("fsgauge-pre-{}", pre.kind()),
+                Target::Dir(_) => {
+                    format!("fsgauge-pre-{}-{}-{rep}", pre.kind(), std::process::id())
+                }
             };
-            std::fs::create_dir(&pre_root).with_context(|| {
-                format!("creating conditioning directory {}", pre_root.display())
-            })?;
-            let guard = RootGuard(pre_root.clone());
+            let guard = RootGuard::make(target, &pre_name)
+                .context("creating the conditioning directory")?;
+            let pre_root = guard.path.clone();
             let mut ctx = RunContext::new(target, pre_root, seed, opts.cold, opts.progress);
             pre.run(&mut ctx)
                 .with_context(|| format!("conditioning the filesystem with {}", pre.kind()))?;
@@ -365,14 +362,11 @@ fn run_in(
         }
         None => None,
     };
-    let root = match &*target {
-        Target::Testbed(_) => target.path().join(format!("fsgauge-{}", wl.kind())),
-        Target::Dir(p) => p.join(format!(
-            "fsgauge-{}-{}-{rep}",
-            wl.kind(),
-            std::process::id()
-        )),
+    let root_name = match &*target {
+        Target::Testbed(_) => format!("fsgauge-{}", wl.kind()),
+        Target::Dir(_) => format!("fsgauge-{}-{}-{rep}", wl.kind(), std::process::id()),
     };
+    let root = target.path().join(&root_name);
     // Under MPI the ranks make one directory for the run together (see `dist`).
     #[cfg(feature = "mpi")]
     let dist_root = match crate::dist::session() {
@@ -385,11 +379,11 @@ fn run_in(
     let made_together = dist_root.is_some();
     #[cfg(not(feature = "mpi"))]
     let made_together = false;
-    if !made_together {
-        std::fs::create_dir(&root)
-            .with_context(|| format!("creating workload directory {}", root.display()))?;
-    }
-    let cleanup_root = (!made_together).then(|| RootGuard(root.clone()));
+    let cleanup_root = if made_together {
+        None
+    } else {
+        Some(RootGuard::make(target, &root_name).context("creating the workload directory")?)
+    };
 
     let mem_limit = match opts.mem_limit {
         Some(limit) => Some(MemLimit::apply(limit, memory_needs(wl))?),
@@ -473,14 +467,43 @@ fn run_in(
     })
 }
 
-/// Removes the workload directory whatever happened (on a testbed it goes with the testbed;
-/// in a `--dir` it must not be left behind).
-struct RootGuard(PathBuf);
+/// A workload directory, removed whatever happened (on a testbed it goes with the testbed;
+/// in a `--dir` it must not be left behind, so there it is recorded in the ledger, and
+/// `testbed cleanup` removes it after a SIGKILL).
+struct RootGuard {
+    path: PathBuf,
+    recorded: Option<RunDir>,
+}
+
+impl RootGuard {
+    /// Makes directory `name` in the target.
+    fn make(target: &Target, name: &str) -> Result<Self> {
+        match target {
+            Target::Testbed(_) => {
+                let path = target.path().join(name);
+                std::fs::create_dir(&path)
+                    .with_context(|| format!("creating {}", path.display()))?;
+                Ok(Self {
+                    path,
+                    recorded: None,
+                })
+            }
+            Target::Dir(dir) => {
+                let made = RunDir::create(dir, name)?;
+                Ok(Self {
+                    path: made.path().to_path_buf(),
+                    recorded: Some(made),
+                })
+            }
+        }
+    }
+}
 
 impl Drop for RootGuard {
     fn drop(&mut self) {
-        if self.0.exists() {
-            let _ = std::fs::remove_dir_all(&self.0);
+        // A recorded one removes itself (through the ledger's checks) when dropped.
+        if self.recorded.take().is_none() && self.path.exists() {
+            let _ = std::fs::remove_dir_all(&self.path);
         }
     }
 }

@@ -68,7 +68,10 @@ pub fn run(cmd: TestbedCmd) -> Result<ExitCode> {
             for (n, e) in &r.failed {
                 eprintln!("failed to remove {n}: {e:#}");
             }
-            if r.removed.is_empty() && r.failed.is_empty() {
+            for d in &r.damaged {
+                eprintln!("warning: {}", d.warning());
+            }
+            if r.removed.is_empty() && r.failed.is_empty() && r.damaged.is_empty() {
                 println!("nothing to clean up");
             }
             Ok(if r.failed.is_empty() {
@@ -92,22 +95,18 @@ fn create(a: CreateArgs) -> Result<ExitCode> {
     let name = match a.name {
         Some(n) => n,
         None => {
-            let taken: Vec<String> = ledger::entries()?.into_iter().map(|e| e.name).collect();
+            let scan = ledger::scan()?;
+            for d in &scan.damaged {
+                eprintln!("warning: {}", d.warning());
+            }
+            let taken = scan.taken_names();
             (1..)
                 .map(|i| format!("{}-{i}", spec.label))
                 .find(|n| !taken.contains(n))
                 .expect("an unbounded range has a free name")
         }
     };
-    if name.is_empty()
-        || !name
-            .chars()
-            .all(|c| c.is_ascii_alphanumeric() || "-_.".contains(c))
-    {
-        return Err(bad_input(format!(
-            "--name {name:?} must be letters, digits, '-', '_' or '.'"
-        )));
-    }
+    ledger::check_name(&name).map_err(|e| bad_input(format!("--name: {e:#}")))?;
     crate::signals::install();
     let tb = Testbed::create_named(&spec, &name, false)?;
     let info = tb.info();
@@ -146,7 +145,11 @@ fn create(a: CreateArgs) -> Result<ExitCode> {
 }
 
 fn list(json: bool) -> Result<ExitCode> {
-    let entries = ledger::entries()?;
+    let scan = ledger::scan()?;
+    for d in &scan.damaged {
+        eprintln!("warning: {}", d.warning());
+    }
+    let entries = scan.entries;
     if json {
         println!(
             "{}",
@@ -180,7 +183,11 @@ fn list(json: bool) -> Result<ExitCode> {
                 .and_then(|v| v.as_u64())
                 .map_or("-".into(), format_size),
             d.get("device").and_then(|v| v.as_str()).unwrap_or("-"),
-            d.get("mountpoint").and_then(|v| v.as_str()).unwrap_or("-"),
+            // A run's directory in a `--dir` has no mount point; show the directory instead.
+            d.get("mountpoint")
+                .or_else(|| d.get("dir"))
+                .and_then(|v| v.as_str())
+                .unwrap_or("-"),
         );
     }
     Ok(ExitCode::SUCCESS)

@@ -16,6 +16,7 @@ use serde::{Deserialize, Serialize};
 
 use super::loopdev;
 use crate::atomic::write_atomic;
+use crate::error::bad_input;
 
 /// Something fsgauge made that must be released.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
@@ -31,22 +32,34 @@ pub enum Resource {
     Mount { target: PathBuf },
     /// A cgroup directory (v1 or v2).
     Cgroup { path: PathBuf },
+    /// A run's directory `fsgauge-…` directly inside a user's `--dir`, removed with its
+    /// contents, but only after the checks of [`super::rundir::remove`]: `ino` is the inode
+    /// fsgauge's `mkdir` made (absent while not yet confirmed: then only an empty one goes).
+    #[serde(rename = "rundir")]
+    RunDir {
+        parent: PathBuf,
+        name: String,
+        #[serde(default)]
+        ino: Option<u64>,
+    },
 }
 
 impl Resource {
-    /// Releases the resource; releasing something that is already gone is not an error.
+    /// Releases the resource. Something that no longer applies counts as released: a path
+    /// that is gone or cannot exist (ENOENT, ENOTDIR: below a regular file), a loop device
+    /// already detached, a mount already gone.
     pub fn release(&self) -> Result<()> {
         match self {
             Resource::Dir { path } => match fs::remove_dir(path) {
                 Ok(()) => Ok(()),
-                Err(e) if e.kind() == std::io::ErrorKind::NotFound => Ok(()),
+                Err(e) if not_there(&e) => Ok(()),
                 // A shared work directory another run is still using stays.
                 Err(e) if e.raw_os_error() == Some(libc::ENOTEMPTY) => Ok(()),
                 Err(e) => Err(e).with_context(|| format!("removing directory {}", path.display())),
             },
             Resource::Image { path } => match fs::remove_file(path) {
                 Ok(()) => Ok(()),
-                Err(e) if e.kind() == std::io::ErrorKind::NotFound => Ok(()),
+                Err(e) if not_there(&e) => Ok(()),
                 Err(e) => Err(e).with_context(|| format!("removing image {}", path.display())),
             },
             Resource::Loop { image } => {
@@ -63,6 +76,7 @@ impl Resource {
             }
             Resource::Mount { target } => super::mount::unmount(target),
             Resource::Cgroup { path } => super::memlimit::remove_cgroup(path),
+            Resource::RunDir { parent, name, ino } => super::rundir::remove(parent, name, *ino),
         }
     }
 
@@ -73,8 +87,16 @@ impl Resource {
             Resource::Loop { image } => format!("loop device of {}", image.display()),
             Resource::Mount { target } => format!("mount at {}", target.display()),
             Resource::Cgroup { path } => format!("cgroup {}", path.display()),
+            Resource::RunDir { parent, name, .. } => {
+                format!("run directory {}", parent.join(name).display())
+            }
         }
     }
+}
+
+/// The path is not there, or cannot be (a component of it is not a directory).
+fn not_there(e: &std::io::Error) -> bool {
+    e.kind() == std::io::ErrorKind::NotFound || e.raw_os_error() == Some(libc::ENOTDIR)
 }
 
 /// One owner's list of resources, as stored.
@@ -133,13 +155,76 @@ pub struct Ledger {
     entry: LedgerEntry,
 }
 
+/// Checks that `name` can name a ledger entry: letters, digits, '-', '_' and '.', not
+/// starting with '.' (those are the atomic writer's temporary files), so that it can never
+/// reach outside the ledger directory. Every way from a name to a ledger file goes through
+/// here.
+pub fn check_name(name: &str) -> Result<()> {
+    if name.is_empty()
+        || name.len() > MAX_NAME
+        || name.starts_with('.')
+        || !name
+            .chars()
+            .all(|c| c.is_ascii_alphanumeric() || "-_.".contains(c))
+    {
+        return Err(bad_input(format!(
+            "{name:?} is not a testbed name: names are 1 to {MAX_NAME} letters, digits, '-', '_' or '.', not starting with '.'"
+        )));
+    }
+    Ok(())
+}
+
+/// Longest entry name: the file and its temporary (`.NAME.json.tmp-PID`) stay under NAME_MAX.
+const MAX_NAME: usize = 200;
+
+/// The ledger file of entry `name` in ledger directory `dir`.
+fn entry_path(dir: &Path, name: &str) -> Result<PathBuf> {
+    check_name(name)?;
+    Ok(dir.join(format!("{name}.json")))
+}
+
+/// The temporary file an atomic write of `path` goes through (as [`write_atomic`] names it).
+fn temp_path(path: &Path) -> PathBuf {
+    let dir = path.parent().unwrap_or(Path::new("."));
+    dir.join(format!(
+        ".{}.tmp-{}",
+        path.file_name().and_then(|n| n.to_str()).unwrap_or("file"),
+        std::process::id()
+    ))
+}
+
+/// Creates `path` with `bytes`, atomically and only if it does not exist: a temporary file is
+/// written and synced, then hard-linked to its name (which fails if the name is taken), so a
+/// crash leaves no file or the whole one, never an empty or torn one.
+fn create_new_atomic(path: &Path, bytes: &[u8]) -> std::io::Result<()> {
+    let tmp = temp_path(path);
+    let written = (|| {
+        let mut f = fs::File::create(&tmp)?;
+        f.write_all(bytes)?;
+        f.sync_all()?;
+        fs::hard_link(&tmp, path)
+    })();
+    let _ = fs::remove_file(&tmp);
+    written?;
+    if let Some(dir) = path.parent() {
+        if let Ok(d) = fs::File::open(dir) {
+            let _ = d.sync_all();
+        }
+    }
+    Ok(())
+}
+
 impl Ledger {
     /// Starts an entry. Fails if an entry of that name exists (a testbed name is taken).
     pub fn begin(name: &str, persistent: bool) -> Result<Self> {
-        let dir = state_dir();
-        fs::create_dir_all(&dir)
+        Self::begin_in(&state_dir(), name, persistent)
+    }
+
+    /// [`Ledger::begin`] in the ledger directory `dir`.
+    pub fn begin_in(dir: &Path, name: &str, persistent: bool) -> Result<Self> {
+        let path = entry_path(dir, name)?;
+        fs::create_dir_all(dir)
             .with_context(|| format!("creating ledger directory {}", dir.display()))?;
-        let path = dir.join(format!("{name}.json"));
         let pid = std::process::id();
         let entry = LedgerEntry {
             name: name.to_string(),
@@ -153,15 +238,14 @@ impl Ledger {
             details: serde_json::Value::Null,
             resources: Vec::new(),
         };
-        // create_new: two runs can never share a name.
-        let mut f = fs::OpenOptions::new()
-            .write(true)
-            .create_new(true)
-            .open(&path)
-            .with_context(|| format!("a testbed named {name:?} exists already (ledger {}); pick another name or run `fsgauge testbed destroy {name}`", path.display()))?;
-        f.write_all(&serde_json::to_vec_pretty(&entry)?)?;
-        f.sync_all()?;
-        Ok(Self { path, entry })
+        // No-clobber: two runs can never share a name.
+        match create_new_atomic(&path, &serde_json::to_vec_pretty(&entry)?) {
+            Ok(()) => Ok(Self { path, entry }),
+            Err(e) if e.kind() == std::io::ErrorKind::AlreadyExists => Err(anyhow::Error::new(e)
+                .context(format!("a testbed named {name:?} exists already (ledger {}); pick another name or run `fsgauge testbed destroy {name}`", path.display()))),
+            Err(e) => Err(anyhow::Error::new(e)
+                .context(format!("creating ledger entry {}", path.display()))),
+        }
     }
 
     pub fn name(&self) -> &str {
@@ -176,6 +260,15 @@ impl Ledger {
     pub fn record(&mut self, r: Resource) -> Result<()> {
         if !self.entry.resources.contains(&r) {
             self.entry.resources.push(r);
+        }
+        self.save()
+    }
+
+    /// Replaces a recorded resource by what it turned out to be (e.g. with its inode).
+    pub fn replace(&mut self, old: &Resource, new: Resource) -> Result<()> {
+        match self.entry.resources.iter_mut().find(|x| *x == old) {
+            Some(r) => *r = new,
+            None => self.entry.resources.push(new),
         }
         self.save()
     }
@@ -234,13 +327,27 @@ impl Ledger {
         errors
     }
 
-    /// Opens an existing entry by name for tearing it down.
+    /// Opens an existing entry by name for tearing it down. A name that is not a valid
+    /// entry name is bad input; a missing entry is [`NoSuchEntry`].
     pub fn open(name: &str) -> Result<Self> {
-        let path = state_dir().join(format!("{name}.json"));
+        Self::open_in(&state_dir(), name)
+    }
+
+    /// [`Ledger::open`] in the ledger directory `dir`.
+    pub fn open_in(dir: &Path, name: &str) -> Result<Self> {
+        let path = entry_path(dir, name)?;
+        if !path.exists() {
+            return Err(anyhow::Error::new(NoSuchEntry(path)));
+        }
         let entry = read_entry(&path)?;
         Ok(Self { path, entry })
     }
 }
+
+/// No ledger entry of that name exists.
+#[derive(Debug, thiserror::Error)]
+#[error("no ledger entry {}", .0.display())]
+pub struct NoSuchEntry(pub PathBuf);
 
 fn release_with_retry(r: &Resource) -> Result<()> {
     let mut last = None;
@@ -254,10 +361,35 @@ fn release_with_retry(r: &Resource) -> Result<()> {
     Err(last.unwrap_or_else(|| anyhow::anyhow!("release failed")))
 }
 
+/// Reads and checks one ledger file: it must parse, name itself after its file, and belong to
+/// this user (an entry someone else put here is not trusted to name things to remove).
 fn read_entry(path: &Path) -> Result<LedgerEntry> {
+    use std::os::unix::fs::MetadataExt;
+    let md =
+        fs::symlink_metadata(path).with_context(|| format!("reading ledger {}", path.display()))?;
+    if !md.is_file() {
+        anyhow::bail!("ledger {} is not a regular file", path.display());
+    }
+    let me = nix::unistd::geteuid().as_raw();
+    if md.uid() != me {
+        anyhow::bail!(
+            "ledger {} belongs to uid {}, not to this user (uid {me})",
+            path.display(),
+            md.uid()
+        );
+    }
     let bytes = fs::read(path).with_context(|| format!("reading ledger {}", path.display()))?;
-    serde_json::from_slice(&bytes)
-        .with_context(|| format!("ledger {} is not valid", path.display()))
+    let entry: LedgerEntry = serde_json::from_slice(&bytes)
+        .with_context(|| format!("ledger {} is not valid", path.display()))?;
+    let stem = path.file_stem().and_then(|s| s.to_str());
+    if stem != Some(entry.name.as_str()) || check_name(&entry.name).is_err() {
+        anyhow::bail!(
+            "ledger {} names itself {:?}, not after its file",
+            path.display(),
+            entry.name
+        );
+    }
+    Ok(entry)
 }
 
 /// The writer's pid of an atomic-write temporary file (`.NAME.tmp-PID`).
@@ -269,27 +401,380 @@ fn stale_temp_pid(p: &Path) -> Option<u32> {
     name.rsplit_once(".tmp-")?.1.parse().ok()
 }
 
-/// Every ledger entry on this machine, sorted by name.
-pub fn entries() -> Result<Vec<LedgerEntry>> {
-    let dir = state_dir();
-    let mut out = Vec::new();
-    let rd = match fs::read_dir(&dir) {
+/// A ledger file that could not be read; it is skipped, and left for a person to look at.
+#[derive(Debug)]
+pub struct DamagedEntry {
+    pub path: PathBuf,
+    pub error: anyhow::Error,
+}
+
+impl DamagedEntry {
+    /// The entry name its file stands for (taken: no new entry may use it).
+    pub fn name(&self) -> Option<&str> {
+        self.path.file_stem().and_then(|s| s.to_str())
+    }
+
+    /// A warning that says what was skipped and how to get rid of it.
+    pub fn warning(&self) -> String {
+        format!(
+            "skipped damaged ledger entry {} ({:#}); if nothing it named is left (check `losetup -a`, `findmnt` and the work directory), remove it: rm {}",
+            self.path.display(),
+            self.error,
+            self.path.display()
+        )
+    }
+}
+
+/// What the ledger directory holds: the entries that could be read, and those that could not.
+#[derive(Debug, Default)]
+pub struct Scan {
+    /// Sorted by name.
+    pub entries: Vec<LedgerEntry>,
+    pub damaged: Vec<DamagedEntry>,
+}
+
+impl Scan {
+    /// Every name in use, damaged entries included.
+    pub fn taken_names(&self) -> Vec<String> {
+        self.entries
+            .iter()
+            .map(|e| e.name.clone())
+            .chain(
+                self.damaged
+                    .iter()
+                    .filter_map(|d| d.name().map(String::from)),
+            )
+            .collect()
+    }
+}
+
+/// Every ledger entry on this machine; one that cannot be read is listed as damaged, and
+/// does not keep the others from being used.
+pub fn scan() -> Result<Scan> {
+    scan_in(&state_dir())
+}
+
+/// [`scan`] of the ledger directory `dir`.
+pub fn scan_in(dir: &Path) -> Result<Scan> {
+    let mut out = Scan::default();
+    let rd = match fs::read_dir(dir) {
         Ok(rd) => rd,
         Err(e) if e.kind() == std::io::ErrorKind::NotFound => return Ok(out),
         Err(e) => return Err(e).with_context(|| format!("reading {}", dir.display())),
     };
     for de in rd {
-        let p = de?.path();
-        if p.extension().is_some_and(|e| e == "json") {
-            out.push(read_entry(&p)?);
-        } else if let Some(pid) = stale_temp_pid(&p) {
-            // A process killed (SIGKILL) inside write_atomic leaves its temporary file: the
-            // entry it was writing never existed, so the file is only litter.
-            if !Path::new(&format!("/proc/{pid}")).exists() {
-                let _ = fs::remove_file(&p);
+        let p = de
+            .with_context(|| format!("reading {}", dir.display()))?
+            .path();
+        let hidden = p
+            .file_name()
+            .is_some_and(|n| n.as_encoded_bytes().starts_with(b"."));
+        if hidden {
+            if let Some(pid) = stale_temp_pid(&p) {
+                // A process killed (SIGKILL) inside an atomic write leaves its temporary file:
+                // the entry it was writing is the old one or none, so the file is only litter.
+                if !Path::new(&format!("/proc/{pid}")).exists() {
+                    let _ = fs::remove_file(&p);
+                }
+            }
+        } else if p.extension().is_some_and(|e| e == "json") {
+            match read_entry(&p) {
+                Ok(e) => out.entries.push(e),
+                Err(error) => out.damaged.push(DamagedEntry { path: p, error }),
             }
         }
     }
-    out.sort_by(|a, b| a.name.cmp(&b.name));
+    out.entries.sort_by(|a, b| a.name.cmp(&b.name));
+    out.damaged.sort_by(|a, b| a.path.cmp(&b.path));
     Ok(out)
+}
+
+/// Every ledger entry that can be read, sorted by name ([`scan`] also says which cannot).
+pub fn entries() -> Result<Vec<LedgerEntry>> {
+    Ok(scan()?.entries)
+}
+
+#[cfg(test)]
+mod tests {
+    use std::os::unix::fs::MetadataExt;
+
+    use rand::{Rng, SeedableRng};
+    use rand_chacha::ChaCha8Rng;
+
+    use super::*;
+
+    fn ledger_dir(tmp: &tempfile::TempDir) -> PathBuf {
+        tmp.path().join("ledger")
+    }
+
+    #[test]
+    fn names_that_could_leave_the_ledger_are_refused_everywhere() {
+        let tmp = tempfile::tempdir().unwrap();
+        let dir = ledger_dir(&tmp);
+        fs::create_dir_all(&dir).unwrap();
+        // An entry outside the ledger that a path in a name would reach.
+        let outside = tmp.path().join("evil.json");
+        fs::write(&outside, b"{}").unwrap();
+        for bad in ["../evil", "a/b", "/tmp/x", "", ".hidden", "..", "x\0y"] {
+            assert!(check_name(bad).is_err(), "{bad:?} accepted");
+            let e = Ledger::open_in(&dir, bad).unwrap_err();
+            assert!(
+                e.is::<crate::error::BadInput>(),
+                "{bad:?}: not bad input: {e:#}"
+            );
+            assert!(Ledger::begin_in(&dir, bad, true).is_err(), "{bad:?} begun");
+        }
+        assert_eq!(fs::read(&outside).unwrap(), b"{}");
+        assert_eq!(fs::read_dir(&dir).unwrap().count(), 0);
+        assert!(check_name(&"a".repeat(MAX_NAME + 1)).is_err());
+        for good in ["ext4-1", "plain_ext4.2-77-0", "cgroup-fsgauge-1-0"] {
+            check_name(good).unwrap();
+        }
+    }
+
+    #[test]
+    fn begin_writes_a_whole_entry_and_no_name_twice() {
+        let tmp = tempfile::tempdir().unwrap();
+        let dir = ledger_dir(&tmp);
+        let l = Ledger::begin_in(&dir, "tb", false).unwrap();
+        let on_disk = read_entry(&dir.join("tb.json")).unwrap();
+        assert_eq!(on_disk.name, "tb");
+        assert_eq!(on_disk.owner_pid, std::process::id());
+        let e = Ledger::begin_in(&dir, "tb", false).unwrap_err();
+        assert!(format!("{e:#}").contains("exists already"), "{e:#}");
+        // Neither the first write nor the refused second one leaves a temporary file.
+        let names: Vec<_> = fs::read_dir(&dir)
+            .unwrap()
+            .map(|e| e.unwrap().file_name())
+            .collect();
+        assert_eq!(names, ["tb.json"]);
+        drop(l);
+    }
+
+    #[test]
+    fn temporary_files_are_not_entries() {
+        let tmp = tempfile::tempdir().unwrap();
+        let dir = ledger_dir(&tmp);
+        fs::create_dir_all(&dir).unwrap();
+        // A live writer's temporary stays; a dead writer's (pid beyond pid_max) is litter.
+        let live = dir.join(format!(".a.json.tmp-{}", std::process::id()));
+        let dead = dir.join(".b.json.tmp-4000000000");
+        fs::write(&live, b"").unwrap();
+        fs::write(&dead, b"{\"trunc").unwrap();
+        // Even a temporary whose own name ends in .json is not an entry.
+        fs::write(dir.join(".c.json"), b"").unwrap();
+        let scan = scan_in(&dir).unwrap();
+        assert!(
+            scan.entries.is_empty() && scan.damaged.is_empty(),
+            "{scan:?}"
+        );
+        assert!(live.exists());
+        assert!(!dead.exists());
+    }
+
+    #[test]
+    fn a_damaged_entry_is_skipped_and_named_with_how_to_remove_it() {
+        let tmp = tempfile::tempdir().unwrap();
+        let dir = ledger_dir(&tmp);
+        let mut good = Ledger::begin_in(&dir, "good", true).unwrap();
+        good.record(Resource::Dir {
+            path: tmp.path().join("d"),
+        })
+        .unwrap();
+        fs::write(dir.join("empty.json"), b"").unwrap();
+        fs::write(
+            dir.join("other.json"),
+            fs::read(dir.join("good.json")).unwrap(),
+        )
+        .unwrap();
+        let scan = scan_in(&dir).unwrap();
+        assert_eq!(
+            scan.entries.iter().map(|e| &e.name).collect::<Vec<_>>(),
+            ["good"]
+        );
+        let damaged: Vec<_> = scan.damaged.iter().map(|d| d.path.clone()).collect();
+        assert_eq!(damaged, [dir.join("empty.json"), dir.join("other.json")]);
+        let w = scan.damaged[0].warning();
+        assert!(
+            w.contains(&format!("rm {}", dir.join("empty.json").display())),
+            "{w}"
+        );
+        assert_eq!(scan.taken_names(), ["good", "empty", "other"]);
+    }
+
+    #[test]
+    fn what_no_longer_applies_counts_as_released() {
+        let tmp = tempfile::tempdir().unwrap();
+        let file = tmp.path().join("regular");
+        fs::write(&file, b"x").unwrap();
+        let below = file.join("sub");
+        Resource::Dir {
+            path: below.clone(),
+        }
+        .release()
+        .unwrap();
+        Resource::Image {
+            path: below.clone(),
+        }
+        .release()
+        .unwrap();
+        Resource::Loop {
+            image: below.clone(),
+        }
+        .release()
+        .unwrap();
+        Resource::Dir {
+            path: tmp.path().join("gone"),
+        }
+        .release()
+        .unwrap();
+        if nix::unistd::geteuid().is_root() {
+            Resource::Mount {
+                target: below.clone(),
+            }
+            .release()
+            .unwrap();
+            Resource::Mount {
+                target: tmp.path().to_path_buf(),
+            }
+            .release()
+            .unwrap();
+        } else {
+            eprintln!("skipped the mount cases: umount2 needs root");
+        }
+        assert_eq!(fs::read(&file).unwrap(), b"x");
+    }
+
+    /// One entry's resources, in a directory of their own: the entry's directory, an image
+    /// in it, and a run directory with a small tree in it.
+    fn make_entry(dir: &Path, res: &Path, i: usize) -> (String, PathBuf) {
+        let name = format!("e{i}");
+        let base = res.join(&name);
+        let mut l = Ledger::begin_in(dir, &name, false).unwrap();
+        l.record(Resource::Dir { path: base.clone() }).unwrap();
+        fs::create_dir(&base).unwrap();
+        let img = base.join("fs.img");
+        l.record(Resource::Image { path: img.clone() }).unwrap();
+        fs::write(&img, vec![0u8; 4096]).unwrap();
+        let rd = format!("fsgauge-tree-1-{i}");
+        let tree = base.join(&rd);
+        fs::create_dir_all(tree.join("d0/d1")).unwrap();
+        fs::write(tree.join("d0/f"), b"data").unwrap();
+        fs::write(tree.join("d0/d1/g"), b"data").unwrap();
+        let ino = fs::symlink_metadata(&tree).unwrap().ino();
+        l.record(Resource::RunDir {
+            parent: base.clone(),
+            name: rd,
+            ino: Some(ino),
+        })
+        .unwrap();
+        // The process "dies" (no pid is that large): the entry stays for cleanup.
+        l.entry.owner_pid = 4_000_000_000;
+        l.save().unwrap();
+        (name, base)
+    }
+
+    /// Damages `bytes` one of several ways; the result is never a readable entry of `name`.
+    fn corrupt(rng: &mut ChaCha8Rng, bytes: &[u8], other: &[u8], name: &str) -> Vec<u8> {
+        loop {
+            let mut b = bytes.to_vec();
+            match rng.gen_range(0..6) {
+                0 => b.clear(),
+                1 => b.truncate(rng.gen_range(0..bytes.len())),
+                2 => {
+                    let at = rng.gen_range(0..b.len());
+                    let n = rng.gen_range(1..=16).min(b.len() - at);
+                    rng.fill(&mut b[at..at + n]);
+                }
+                3 => {
+                    let shapes: [&[u8]; 5] = [b"[]", b"{}", b"null", b"{\"name\": 1}", b"\0\0\0"];
+                    b = shapes[rng.gen_range(0..shapes.len())].to_vec();
+                }
+                // Another entry's content: readable, but not this file's entry.
+                4 => b = other.to_vec(),
+                _ => {
+                    let at = rng.gen_range(0..b.len());
+                    b.insert(at, 0xff);
+                }
+            }
+            let readable = serde_json::from_slice::<LedgerEntry>(&b).is_ok_and(|e| e.name == name);
+            if !readable {
+                return b;
+            }
+        }
+    }
+
+    /// What must hold: random truncation and corruption of ledger files never keeps cleanup
+    /// from removing the resources of the intact entries, and never touches what a damaged
+    /// entry names. Seeded; `FSGAUGE_TEST_SEED=N` replays a failure.
+    #[test]
+    fn corrupted_entries_never_stop_cleanup_of_the_intact_ones() {
+        let seed = std::env::var("FSGAUGE_TEST_SEED")
+            .ok()
+            .and_then(|s| s.parse().ok())
+            .unwrap_or_else(|| {
+                std::time::SystemTime::now()
+                    .duration_since(std::time::UNIX_EPOCH)
+                    .map_or(1, |d| d.as_nanos() as u64)
+            });
+        eprintln!("ledger corruption seed {seed} (replay: FSGAUGE_TEST_SEED={seed})");
+        let mut rng = ChaCha8Rng::seed_from_u64(seed);
+        let iterations = 150;
+        for it in 0..iterations {
+            // On tmpfs where there is one: the ledger fsyncs every update.
+            let tmp = tempfile::tempdir_in("/dev/shm")
+                .or_else(|_| tempfile::tempdir())
+                .unwrap();
+            let root = tmp.path().canonicalize().unwrap();
+            let dir = root.join("ledger");
+            let res = root.join("res");
+            fs::create_dir(&res).unwrap();
+            let n = rng.gen_range(1..=8);
+            let made: Vec<_> = (0..n).map(|i| make_entry(&dir, &res, i)).collect();
+            let mut damaged = Vec::new();
+            for (i, (name, _)) in made.iter().enumerate() {
+                if rng.gen_bool(0.4) {
+                    let path = dir.join(format!("{name}.json"));
+                    let other = dir.join(format!("{}.json", made[(i + 1) % n].0));
+                    let bytes = corrupt(
+                        &mut rng,
+                        &fs::read(&path).unwrap(),
+                        &fs::read(&other).unwrap(),
+                        name,
+                    );
+                    fs::write(&path, bytes).unwrap();
+                    damaged.push(i);
+                }
+            }
+            // Litter of writers killed inside an atomic write.
+            fs::write(dir.join(".e0.json.tmp-4000000000"), b"{").unwrap();
+            let ctx = format!("seed {seed}, iteration {it}, damaged {damaged:?} of {n}");
+            let report = crate::testbed::cleanup_in(&dir, false)
+                .unwrap_or_else(|e| panic!("{ctx}: cleanup failed: {e:#}"));
+            assert!(report.failed.is_empty(), "{ctx}: {:?}", report.failed);
+            let reported: Vec<_> = report.damaged.iter().map(|d| d.path.clone()).collect();
+            for (i, (name, base)) in made.iter().enumerate() {
+                let file = dir.join(format!("{name}.json"));
+                if damaged.contains(&i) {
+                    assert!(reported.contains(&file), "{ctx}: {name} not reported");
+                    assert!(file.exists(), "{ctx}: damaged {name} removed");
+                    let tree = base.join(format!("fsgauge-tree-1-{i}"));
+                    assert!(
+                        base.join("fs.img").exists() && tree.join("d0/d1/g").exists(),
+                        "{ctx}: what damaged {name} names was touched"
+                    );
+                } else {
+                    assert!(report.removed.contains(name), "{ctx}: {name} not removed");
+                    assert!(!file.exists(), "{ctx}: {name}'s entry left");
+                    assert!(!base.exists(), "{ctx}: {name}'s resources left");
+                }
+            }
+            assert!(!dir.join(".e0.json.tmp-4000000000").exists(), "{ctx}");
+            // Removing the damaged files by hand, as the warning says, leaves a clean ledger.
+            for d in &report.damaged {
+                fs::remove_file(&d.path).unwrap();
+            }
+            assert!(scan_in(&dir).unwrap().entries.is_empty(), "{ctx}");
+        }
+    }
 }

@@ -11,6 +11,7 @@ mod loopdev;
 mod memlimit;
 mod mkfs;
 pub mod mount;
+mod rundir;
 mod spec;
 
 use std::fs;
@@ -24,6 +25,7 @@ pub use ledger::{Ledger, LedgerEntry, Resource};
 pub use loopdev::LoopDevice;
 pub use memlimit::{meminfo, own_peak_rss, own_rss, CgroupVersion, MemCharger, MemLimit};
 pub use mkfs::{mkfs_command, MkfsCommand};
+pub use rundir::RunDir;
 pub use spec::{
     default_workdir, find_program, split_words, Backing, FsKind, JournalSpec, TestbedSpec,
 };
@@ -52,6 +54,7 @@ pub struct Testbed {
 /// Checks that everything the spec needs is installed and possible here, before anything is made.
 pub fn preflight(spec: &TestbedSpec) -> Result<()> {
     spec.validate()?;
+    check_workdir(&spec.workdir)?;
     if !nix::unistd::geteuid().is_root() {
         return Err(bad_input(format!(
             "building a {} testbed needs root (loop devices, mkfs, mount); run as root, or use --dir PATH to measure an existing directory",
@@ -86,6 +89,20 @@ pub fn preflight(spec: &TestbedSpec) -> Result<()> {
                 crate::units::format_bytes_human(avail as f64)
             )));
         }
+    }
+    Ok(())
+}
+
+/// The work directory must be a directory, or be creatable as one: its nearest existing
+/// ancestor must be a directory (not a regular file or something below one).
+fn check_workdir(workdir: &Path) -> Result<()> {
+    let base = nearest_existing(workdir);
+    if !base.is_dir() {
+        return Err(bad_input(format!(
+            "--workdir {}: {} is not a directory; give a directory for images and mount points (a missing one is created)",
+            workdir.display(),
+            base.display()
+        )));
     }
     Ok(())
 }
@@ -229,14 +246,10 @@ impl Testbed {
         // left it to this run while both were using it).
         let own = [Backing::File, Backing::Ram].map(default_workdir);
         if !spec.workdir.exists() || own.contains(&spec.workdir) {
-            self.ledger().record(Resource::Dir {
-                path: spec.workdir.clone(),
-            })?;
-            fs::create_dir_all(&spec.workdir)
+            self.make_dir(&spec.workdir, true)
                 .with_context(|| format!("creating work directory {}", spec.workdir.display()))?;
         }
-        self.ledger().record(Resource::Dir { path: home.clone() })?;
-        fs::create_dir(&home).with_context(|| format!("creating {}", home.display()))?;
+        self.make_dir(&home, false)?;
 
         if let Some(dev) = &spec.device {
             self.device = dev.clone();
@@ -251,9 +264,7 @@ impl Testbed {
                 Backing::Ram => {
                     let dir = default_workdir(Backing::Ram);
                     // fsgauge's own: removed at teardown if empty then (see the work directory).
-                    self.ledger().record(Resource::Dir { path: dir.clone() })?;
-                    fs::create_dir_all(&dir)
-                        .with_context(|| format!("creating {}", dir.display()))?;
+                    self.make_dir(&dir, true)?;
                     dir.join(format!("{}-journal.img", self.name))
                 }
                 Backing::File => home.join("journal.img"),
@@ -271,8 +282,7 @@ impl Testbed {
         self.mkfs_args = cmd.main_args();
 
         let mnt = home.join("mnt");
-        self.ledger().record(Resource::Dir { path: mnt.clone() })?;
-        fs::create_dir(&mnt).with_context(|| format!("creating {}", mnt.display()))?;
+        self.make_dir(&mnt, false)?;
         self.mountpoint = mnt.clone();
         self.mount_opts = mkfs::mount_options(&spec, self.journal_device.as_deref());
         crate::signals::check()?;
@@ -301,19 +311,24 @@ impl Testbed {
     ) -> Result<LoopDevice> {
         let dir = image.parent().unwrap_or(Path::new("/"));
         if backing == Backing::Ram && !dir.exists() {
-            self.ledger().record(Resource::Dir {
-                path: dir.to_path_buf(),
-            })?;
-            fs::create_dir_all(dir)?;
+            self.make_dir(dir, true)?;
         }
-        self.ledger().record(Resource::Image {
+        let img = Resource::Image {
             path: image.to_path_buf(),
-        })?;
-        let f = fs::OpenOptions::new()
+        };
+        self.ledger().record(img.clone())?;
+        let f = match fs::OpenOptions::new()
             .write(true)
             .create_new(true)
             .open(image)
-            .with_context(|| format!("creating image {}", image.display()))?;
+        {
+            Ok(f) => f,
+            Err(e) => {
+                // Not made (an image already there is not ours): nothing to remove later.
+                let _ = self.ledger().forget(&img);
+                return Err(e).with_context(|| format!("creating image {}", image.display()));
+            }
+        };
         f.set_len(size).with_context(|| {
             format!("sizing image {} to {}", image.display(), format_size(size))
         })?;
@@ -332,6 +347,29 @@ impl Testbed {
             image: image.to_path_buf(),
         })?;
         LoopDevice::attach(image, dio)
+    }
+
+    /// Makes a directory (with its parents when `all`), recorded in the ledger first and
+    /// struck off again when it could not be made, so that nothing is left recorded that was
+    /// never made.
+    fn make_dir(&mut self, path: &Path, all: bool) -> Result<()> {
+        let r = Resource::Dir {
+            path: path.to_path_buf(),
+        };
+        let recorded_before = self.ledger().entry().resources.contains(&r);
+        self.ledger().record(r.clone())?;
+        let made = if all {
+            fs::create_dir_all(path)
+        } else {
+            fs::create_dir(path)
+        };
+        if let Err(e) = made {
+            if !recorded_before {
+                let _ = self.ledger().forget(&r);
+            }
+            return Err(e).with_context(|| format!("creating {}", path.display()));
+        }
+        Ok(())
     }
 
     fn mount(&mut self) -> Result<()> {
@@ -482,6 +520,8 @@ impl Drop for Testbed {
 
 /// Tears down a testbed recorded in the ledger by name (`testbed destroy NAME`).
 pub fn destroy_by_name(name: &str) -> Result<()> {
+    // A name that could reach outside the ledger is refused before any file is read.
+    ledger::check_name(name)?;
     let mut ledger = Ledger::open(name).map_err(|e| {
         bad_input(format!(
             "no testbed named {name:?} ({e:#}); `fsgauge testbed list` shows the existing ones"
@@ -500,18 +540,38 @@ pub struct CleanupReport {
     pub removed: Vec<String>,
     pub skipped_live: Vec<String>,
     pub failed: Vec<(String, anyhow::Error)>,
+    /// Ledger files that could not be read: skipped, left for a person to look at.
+    pub damaged: Vec<ledger::DamagedEntry>,
 }
 
 /// Releases everything left by runs whose process is gone; with `all`, also persistent
-/// testbeds and those of live processes.
+/// testbeds and those of live processes. A damaged ledger file is skipped (and reported), so
+/// it never keeps the other entries from being cleaned up.
 pub fn cleanup(all: bool) -> Result<CleanupReport> {
-    let mut report = CleanupReport::default();
-    for entry in ledger::entries()? {
+    cleanup_in(&ledger::state_dir(), all)
+}
+
+/// [`cleanup`] of the ledger directory `dir`.
+pub fn cleanup_in(dir: &Path, all: bool) -> Result<CleanupReport> {
+    let scan = ledger::scan_in(dir)?;
+    let mut report = CleanupReport {
+        damaged: scan.damaged,
+        ..CleanupReport::default()
+    };
+    for entry in scan.entries {
         if !all && (entry.persistent() || entry.owner_alive()) {
             report.skipped_live.push(entry.name.clone());
             continue;
         }
-        let mut l = Ledger::open(&entry.name)?;
+        let mut l = match Ledger::open_in(dir, &entry.name) {
+            Ok(l) => l,
+            // Gone since the scan: its owner finished in the meantime.
+            Err(e) if e.is::<ledger::NoSuchEntry>() => continue,
+            Err(e) => {
+                report.failed.push((entry.name.clone(), e));
+                continue;
+            }
+        };
         let errs = l.release_all();
         match errs.into_iter().next() {
             None => report.removed.push(entry.name.clone()),

@@ -76,12 +76,12 @@ pub fn mount(dev: &Path, target: &Path, fstype: &str, opts: &str) -> Result<()> 
 }
 
 /// Unmounts `target`, retrying while it is busy and detaching lazily as a last resort.
-/// Not being mounted is not an error.
+/// Not being mounted is not an error, nor is a target that cannot exist (below a file).
 pub fn unmount(target: &Path) -> Result<()> {
     for attempt in 0..10 {
         match nix::mount::umount2(target, MntFlags::empty()) {
             Ok(()) => return Ok(()),
-            Err(Errno::EINVAL) | Err(Errno::ENOENT) => return Ok(()),
+            Err(Errno::EINVAL) | Err(Errno::ENOENT) | Err(Errno::ENOTDIR) => return Ok(()),
             Err(Errno::EBUSY) if attempt < 9 => std::thread::sleep(Duration::from_millis(100)),
             Err(Errno::EBUSY) => {
                 nix::mount::umount2(target, MntFlags::MNT_DETACH)

@@ -257,14 +257,16 @@ impl TestbedSpec {
                 "--mkfs-opts has -J and --journal is given too; pass the journal size with --journal ram:SIZE|file:SIZE only",
             ));
         }
+        // Testbed names begin with the label, and ledger names never begin with '.'.
         if self.label.is_empty()
+            || self.label.starts_with('.')
             || !self
                 .label
                 .chars()
                 .all(|c| c.is_ascii_alphanumeric() || "-_.".contains(c))
         {
             return Err(bad_input(format!(
-                "testbed label {:?} must be letters, digits, '-', '_' or '.'",
+                "testbed label {:?} must be letters, digits, '-', '_' or '.', not starting with '.'",
                 self.label
             )));
         }
@@ -389,6 +391,9 @@ mod tests {
         assert!(e.contains("no external journal"), "{e}");
         let mut l = TestbedSpec::new(FsKind::Ext4, 1 << 30);
         l.label = "a b".into();
+        assert!(l.validate().is_err());
+        // A testbed's ledger name starts with its label, and may not start with '.'.
+        l.label = ".hidden".into();
         assert!(l.validate().is_err());
     }
 
