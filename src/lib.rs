@@ -13,6 +13,7 @@ pub mod exercise;
 pub mod layout;
 pub mod measure;
 pub mod plan;
+pub mod registry;
 pub mod report;
 pub mod results;
 pub mod runner;

@@ -1081,7 +1081,7 @@ mod tests {
 
     #[test]
     fn plans_name_the_metadata_workloads_like_the_flags() {
-        let find = |k| crate::workload::registry::find(k).unwrap();
+        let find = |k| crate::registry::find(k).unwrap();
         let w =
             (find("fdtree").build)(serde_json::json!({"scenario": "medium-deep", "threads": 2}))
                 .unwrap();

@@ -12,7 +12,6 @@ pub mod fdtree;
 pub mod interleave;
 pub mod names;
 pub mod readtest;
-pub mod registry;
 pub mod tio;
 pub mod tree;
 
