@@ -20,6 +20,7 @@ pub mod runner;
 pub mod signals;
 pub mod stats;
 pub mod study;
+pub mod sys;
 pub mod testbed;
 pub mod units;
 pub mod workload;

@@ -22,7 +22,8 @@ use anyhow::{Context, Result};
 pub use cache::{drop_caches, syncfs};
 pub use ledger::{Ledger, LedgerEntry, Resource};
 pub use loopdev::LoopDevice;
-pub use memlimit::{meminfo, own_peak_rss, own_rss, CgroupVersion, MemCharger, MemLimit};
+pub use crate::sys::proc::{meminfo, own_peak_rss, own_rss};
+pub use memlimit::{CgroupVersion, MemCharger, MemLimit};
 pub use mkfs::{mkfs_command, MkfsCommand};
 pub use spec::{
     default_workdir, find_program, split_words, Backing, FsKind, JournalSpec, TestbedSpec,

@@ -7,7 +7,6 @@
 pub mod clients;
 mod context;
 pub mod create;
-pub mod dirstream;
 pub mod fdtree;
 pub mod interleave;
 pub mod names;

@@ -19,7 +19,7 @@ use nix::unistd::{unlinkat, UnlinkatFlags};
 use rand::{RngCore, SeedableRng};
 use serde::{Deserialize, Serialize};
 
-use super::dirstream::{DirStream, EntryType};
+use crate::sys::dirstream::{DirStream, EntryType};
 use super::names::timed_syncfs;
 use super::{RunContext, Workload};
 use crate::error::{bad_input, SystemFailure};

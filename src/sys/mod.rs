@@ -1,0 +1,259 @@
+//! The system calls fsgauge makes on the filesystem under test, on owned descriptors: a [`Dir`]
+//! (open, open a child, mkdir, create, unlink, syncfs) and a [`File`] (write everything, fsync,
+//! a close whose error is seen), and the one way a failed call is told to the user
+//! ([`fs_error`]). What the kernel reports through /proc is in [`proc`].
+//!
+//! These are the hot paths of the metadata workloads, measured against a bare C loop
+//! (`scripts/bench-create`): every method is one syscall on a descriptor the type owns, inlined,
+//! with no allocation; names are NUL-terminated strings the caller builds in place
+//! (`workload::names::NameBuf`). This module and the ioctl modules (`layout::sys`,
+//! `testbed::loopdev`) are where fsgauge's `unsafe` lives, each block with its SAFETY reason.
+
+pub mod dirstream;
+pub mod proc;
+
+use std::ffi::CStr;
+use std::os::fd::{AsFd, AsRawFd, BorrowedFd, FromRawFd, IntoRawFd, OwnedFd, RawFd};
+use std::path::Path;
+
+pub use nix::errno::Errno;
+
+use crate::error::SystemFailure;
+
+/// An error of the filesystem under test: `{op} {path} failed: ENOSPC (No space left on
+/// device)` — the operation, the path as the user knows it, the errno's name and its meaning.
+pub fn fs_error(op: &str, path: &str, e: Errno) -> anyhow::Error {
+    anyhow::Error::new(SystemFailure(format!(
+        "{op} {path} failed: {e:?} ({})",
+        e.desc()
+    )))
+}
+
+/// The descriptor a successful `open*` returned, or its errno.
+#[inline]
+fn owned(fd: RawFd) -> Result<OwnedFd, Errno> {
+    if fd < 0 {
+        return Err(Errno::last());
+    }
+    // SAFETY: `fd` was just returned by the kernel for this call and nothing else holds it.
+    Ok(unsafe { OwnedFd::from_raw_fd(fd) })
+}
+
+/// The errno of a syscall that returns 0 on success.
+#[inline]
+fn check(r: libc::c_int) -> Result<(), Errno> {
+    if r != 0 {
+        return Err(Errno::last());
+    }
+    Ok(())
+}
+
+/// An open directory (`O_RDONLY | O_DIRECTORY | O_CLOEXEC`), closed on drop.
+#[derive(Debug)]
+pub struct Dir(OwnedFd);
+
+impl Dir {
+    /// Opens a directory by path.
+    pub fn open(path: &Path) -> Result<Dir, Errno> {
+        let fd = nix::fcntl::open(
+            path,
+            nix::fcntl::OFlag::O_RDONLY
+                | nix::fcntl::OFlag::O_DIRECTORY
+                | nix::fcntl::OFlag::O_CLOEXEC,
+            nix::sys::stat::Mode::empty(),
+        )?;
+        owned(fd).map(Dir)
+    }
+
+    /// Opens a directory by path; an error names it ([`fs_error`]).
+    pub fn open_path(path: &Path) -> anyhow::Result<Dir> {
+        Dir::open(path).map_err(|e| fs_error("open", &path.display().to_string(), e))
+    }
+
+    /// `openat(self, name, O_DIRECTORY | O_NOFOLLOW)`: a child directory.
+    #[inline]
+    pub fn open_dir(&self, name: &CStr) -> Result<Dir, Errno> {
+        // SAFETY: openat(2) on a live directory descriptor with a NUL-terminated name.
+        let fd = unsafe {
+            libc::openat(
+                self.raw(),
+                name.as_ptr(),
+                libc::O_RDONLY | libc::O_DIRECTORY | libc::O_CLOEXEC | libc::O_NOFOLLOW,
+            )
+        };
+        owned(fd).map(Dir)
+    }
+
+    /// `mkdirat(self, name, 0755)`.
+    #[inline]
+    pub fn mkdir(&self, name: &CStr) -> Result<(), Errno> {
+        // SAFETY: mkdirat(2) on a live directory descriptor with a NUL-terminated name.
+        check(unsafe { libc::mkdirat(self.raw(), name.as_ptr(), 0o755) })
+    }
+
+    /// `unlinkat(self, name)`, with `AT_REMOVEDIR` when `rmdir`.
+    #[inline]
+    pub fn unlink(&self, name: &CStr, rmdir: bool) -> Result<(), Errno> {
+        let flags = if rmdir { libc::AT_REMOVEDIR } else { 0 };
+        // SAFETY: unlinkat(2) on a live directory descriptor with a NUL-terminated name.
+        check(unsafe { libc::unlinkat(self.raw(), name.as_ptr(), flags) })
+    }
+
+    /// `openat(self, name, O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0644)`: the file, to be
+    /// closed with [`File::close`] so that a failing close is seen.
+    #[inline]
+    pub fn create(&self, name: &CStr) -> Result<File, Errno> {
+        // SAFETY: openat(2) on a live directory descriptor with a NUL-terminated name.
+        let fd = unsafe {
+            libc::openat(
+                self.raw(),
+                name.as_ptr(),
+                libc::O_WRONLY | libc::O_CREAT | libc::O_TRUNC | libc::O_CLOEXEC,
+                0o644 as libc::c_uint,
+            )
+        };
+        owned(fd).map(File)
+    }
+
+    /// `syncfs(2)` of the filesystem holding the directory.
+    pub fn syncfs(&self) -> Result<(), Errno> {
+        nix::unistd::syncfs(self.raw())
+    }
+
+    /// A second descriptor of the same directory (`dup`; it shares the file offset).
+    pub fn try_clone(&self) -> Result<Dir, Errno> {
+        self.0
+            .try_clone()
+            .map(Dir)
+            .map_err(|e| e.raw_os_error().map_or(Errno::EIO, Errno::from_raw))
+    }
+
+    /// The raw descriptor, for calls this type does not wrap; still owned by `self`.
+    #[inline]
+    pub fn raw(&self) -> RawFd {
+        self.0.as_raw_fd()
+    }
+}
+
+impl From<OwnedFd> for Dir {
+    fn from(fd: OwnedFd) -> Self {
+        Dir(fd)
+    }
+}
+
+impl From<Dir> for OwnedFd {
+    fn from(d: Dir) -> Self {
+        d.0
+    }
+}
+
+impl AsFd for Dir {
+    fn as_fd(&self) -> BorrowedFd<'_> {
+        self.0.as_fd()
+    }
+}
+
+impl AsRawFd for Dir {
+    fn as_raw_fd(&self) -> RawFd {
+        self.0.as_raw_fd()
+    }
+}
+
+/// A file open for writing, made by [`Dir::create`]. Dropping it closes it and ignores the
+/// error (for paths that already failed); [`File::close`] reports it.
+#[derive(Debug)]
+pub struct File(OwnedFd);
+
+impl File {
+    /// `write(2)` of the whole slice, retrying on EINTR and short writes; after each call,
+    /// `each` gets the bytes that call wrote, so callers can time every syscall.
+    #[inline]
+    pub fn write_all(&self, mut buf: &[u8], mut each: impl FnMut(usize)) -> Result<(), Errno> {
+        while !buf.is_empty() {
+            // SAFETY: write(2) from a live buffer of buf.len() bytes on a descriptor we own.
+            let w = unsafe { libc::write(self.raw(), buf.as_ptr().cast(), buf.len()) };
+            if w < 0 {
+                let e = Errno::last();
+                if e == Errno::EINTR {
+                    continue;
+                }
+                return Err(e);
+            }
+            if w == 0 {
+                return Err(Errno::EIO);
+            }
+            each(w as usize);
+            buf = &buf[w as usize..];
+        }
+        Ok(())
+    }
+
+    /// `fsync(2)`.
+    #[inline]
+    pub fn fsync(&self) -> Result<(), Errno> {
+        // SAFETY: fsync(2) on a descriptor we own.
+        check(unsafe { libc::fsync(self.raw()) })
+    }
+
+    /// `close(2)`, reporting its error (a deferred ENOSPC or EIO shows up here on some
+    /// filesystems). The descriptor is gone either way.
+    #[inline]
+    pub fn close(self) -> Result<(), Errno> {
+        let fd = self.0.into_raw_fd();
+        // SAFETY: `fd` came out of the OwnedFd just above, so it is closed exactly once, here.
+        check(unsafe { libc::close(fd) })
+    }
+
+    /// The raw descriptor, for calls this type does not wrap; still owned by `self`.
+    #[inline]
+    pub fn raw(&self) -> RawFd {
+        self.0.as_raw_fd()
+    }
+}
+
+impl AsFd for File {
+    fn as_fd(&self) -> BorrowedFd<'_> {
+        self.0.as_fd()
+    }
+}
+
+impl AsRawFd for File {
+    fn as_raw_fd(&self) -> RawFd {
+        self.0.as_raw_fd()
+    }
+}
+
+#[cfg(test)]
+#[allow(clippy::unwrap_used)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn makes_writes_closes_and_removes_through_owned_descriptors() {
+        let tmp = tempfile::tempdir().unwrap();
+        let root = Dir::open(tmp.path()).unwrap();
+        root.mkdir(c"d").unwrap();
+        let d = root.open_dir(c"d").unwrap();
+        let f = d.create(c"f").unwrap();
+        let mut calls = Vec::new();
+        f.write_all(&[7u8; 5000], |n| calls.push(n)).unwrap();
+        assert_eq!(calls.iter().sum::<usize>(), 5000);
+        f.fsync().unwrap();
+        f.close().unwrap();
+        assert_eq!(std::fs::read(tmp.path().join("d/f")).unwrap(), vec![7u8; 5000]);
+        assert_eq!(d.mkdir(c"f"), Err(Errno::EEXIST));
+        d.unlink(c"f", false).unwrap();
+        drop(d);
+        root.unlink(c"d", true).unwrap();
+        assert!(!tmp.path().join("d").exists());
+    }
+
+    #[test]
+    fn one_message_names_the_operation_path_and_errno() {
+        let e = Dir::open_path(Path::new("/nonexistent/fsgauge")).unwrap_err();
+        assert_eq!(
+            e.to_string(),
+            "open /nonexistent/fsgauge failed: ENOENT (No such file or directory)"
+        );
+    }
+}
