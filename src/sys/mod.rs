@@ -240,7 +240,10 @@ mod tests {
         assert_eq!(calls.iter().sum::<usize>(), 5000);
         f.fsync().unwrap();
         f.close().unwrap();
-        assert_eq!(std::fs::read(tmp.path().join("d/f")).unwrap(), vec![7u8; 5000]);
+        assert_eq!(
+            std::fs::read(tmp.path().join("d/f")).unwrap(),
+            vec![7u8; 5000]
+        );
         assert_eq!(d.mkdir(c"f"), Err(Errno::EEXIST));
         d.unlink(c"f", false).unwrap();
         drop(d);

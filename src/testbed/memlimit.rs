@@ -258,8 +258,8 @@ impl MemCharger {
         super::cache::drop_caches()?;
         loop {
             crate::signals::check()?;
-            let avail =
-                crate::sys::proc::meminfo("MemAvailable").context("reading MemAvailable from /proc/meminfo")?;
+            let avail = crate::sys::proc::meminfo("MemAvailable")
+                .context("reading MemAvailable from /proc/meminfo")?;
             if avail <= target + (256 << 10) {
                 break;
             }

@@ -404,16 +404,15 @@ impl Workload for ReadTest {
     }
 }
 
-/// Runs the read test on an existing tree (`fsgauge read PATH`): the tree itself is read (no
-/// workload directory is made or removed) and one result document is returned.
-pub fn read_tree(
+/// The read test of an existing tree (`fsgauge read PATH`), checked: the tree itself is read
+/// (no workload directory is made or removed; see [`crate::runner::run_in_place`]), so `path`
+/// must be a directory, and cold caches need root and cannot remount what fsgauge did not
+/// mount. Returns the tree's resolved path and the test set to read it.
+pub fn in_place(
     path: &Path,
     test: &ReadTest,
-    seed: u64,
     cold: super::ColdMode,
-    progress: crate::measure::Progress,
-) -> Result<crate::results::RunResult> {
-    use crate::results::{Conditions, HostInfo, RunResult, ToolInfo, WorkloadInfo, SCHEMA};
+) -> Result<(PathBuf, ReadTest)> {
     test.validate()?;
     let md = fs::metadata(path).map_err(|e| bad_input(format!("{}: {e}", path.display())))?;
     if !md.is_dir() {
@@ -436,38 +435,5 @@ pub fn read_tree(
         path: Some(path.clone()),
         ..test.clone()
     };
-    let started = std::time::SystemTime::now();
-    let mut target = super::Target::Dir(path.clone());
-    let mut ctx = RunContext::new(&mut target, path.clone(), seed, cold, progress);
-    test.run(&mut ctx)?;
-    let (phases, errors) = ctx.into_parts();
-    let place = crate::runner::Place::Dir(path.clone());
-    let opts = crate::runner::RunOptions {
-        cold,
-        seed: Some(seed),
-        ..Default::default()
-    };
-    Ok(RunResult {
-        schema: SCHEMA.into(),
-        tool: ToolInfo::current(),
-        host: HostInfo::current(),
-        testbed: target.info(),
-        workload: WorkloadInfo {
-            kind: test.kind().into(),
-            params: test.params(),
-        },
-        rep: 0,
-        seed,
-        started_at: humantime::format_rfc3339_seconds(started).to_string(),
-        spec_hash: crate::runner::spec_hash(&place, &test, &opts, seed, 0),
-        conditions: Conditions {
-            cold: cold.name().into(),
-            ..Default::default()
-        },
-        phases,
-        layout: None,
-        errors,
-        tool_peak_rss: crate::testbed::own_peak_rss(),
-        mpi: None,
-    })
+    Ok((path, test))
 }

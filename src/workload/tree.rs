@@ -19,11 +19,11 @@ use nix::unistd::{unlinkat, UnlinkatFlags};
 use rand::{RngCore, SeedableRng};
 use serde::{Deserialize, Serialize};
 
-use crate::sys::dirstream::{DirStream, EntryType};
 use super::names::timed_syncfs;
 use super::{RunContext, Workload};
 use crate::error::{bad_input, SystemFailure};
 use crate::measure::{OpDef, Recorder};
+use crate::sys::dirstream::{DirStream, EntryType};
 
 /// When data is forced to disk.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
