@@ -22,5 +22,6 @@ pub mod stats;
 pub mod study;
 pub mod sys;
 pub mod testbed;
+pub mod text;
 pub mod units;
 pub mod workload;

@@ -7,7 +7,7 @@ use std::path::{Path, PathBuf};
 
 use super::engine::Step;
 use super::ops::{Op, OpKind};
-use crate::report::table::{format_ns, format_rate};
+use crate::text::{format_ns, format_rate};
 use crate::results::RunResult;
 
 /// What went wrong.
