@@ -115,6 +115,34 @@ impl Dir {
         owned(fd).map(File)
     }
 
+    /// `openat(self, name, O_RDONLY | O_CLOEXEC)`: a file to read.
+    #[inline]
+    pub fn open_read(&self, name: &CStr) -> Result<File, Errno> {
+        // SAFETY: openat(2) on a live directory descriptor with a NUL-terminated name.
+        let fd =
+            unsafe { libc::openat(self.raw(), name.as_ptr(), libc::O_RDONLY | libc::O_CLOEXEC) };
+        owned(fd).map(File)
+    }
+
+    /// `fstatat(self, name, AT_SYMLINK_NOFOLLOW)`.
+    #[inline]
+    pub fn stat(&self, name: &CStr) -> Result<libc::stat, Errno> {
+        let mut st = std::mem::MaybeUninit::<libc::stat>::uninit();
+        // SAFETY: fstatat(2) on a live directory descriptor with a NUL-terminated name, into a
+        // buffer of the size it fills.
+        let r = unsafe {
+            libc::fstatat(
+                self.raw(),
+                name.as_ptr(),
+                st.as_mut_ptr(),
+                libc::AT_SYMLINK_NOFOLLOW,
+            )
+        };
+        check(r)?;
+        // SAFETY: fstatat succeeded, so it filled the buffer.
+        Ok(unsafe { st.assume_init() })
+    }
+
     /// `syncfs(2)` of the filesystem holding the directory.
     pub fn syncfs(&self) -> Result<(), Errno> {
         nix::unistd::syncfs(self.raw())
@@ -186,6 +214,22 @@ impl File {
             buf = &buf[w as usize..];
         }
         Ok(())
+    }
+
+    /// One `read(2)` into `buf`, retried on EINTR: the bytes read, 0 at the end of the file.
+    #[inline]
+    pub fn read(&self, buf: &mut [u8]) -> Result<usize, Errno> {
+        loop {
+            // SAFETY: read(2) into a live buffer of buf.len() bytes on a descriptor we own.
+            let r = unsafe { libc::read(self.raw(), buf.as_mut_ptr().cast(), buf.len()) };
+            if r >= 0 {
+                return Ok(r as usize);
+            }
+            let e = Errno::last();
+            if e != Errno::EINTR {
+                return Err(e);
+            }
+        }
     }
 
     /// `fsync(2)`.
