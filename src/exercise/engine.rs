@@ -9,17 +9,18 @@
 
 use std::fs::File;
 use std::io::{BufWriter, Write};
-use std::os::fd::{AsRawFd, FromRawFd, OwnedFd, RawFd};
+use std::os::fd::{AsFd, AsRawFd, OwnedFd, RawFd};
 use std::os::unix::ffi::OsStrExt;
 use std::path::{Path, PathBuf};
 
 use anyhow::{Context, Result};
 use nix::errno::Errno;
 
-use super::model::{first_difference, AlignedBuf, Model};
+use super::model::{first_difference, Model};
 use super::ops::{Limits, Op, OpGen, OpKind};
 use super::report::{Failure, FailureKind};
 use crate::error::bad_input;
+use crate::sys::AlignedBuf;
 
 /// How many operations a failure report lists.
 pub const HISTORY: usize = 100;
@@ -130,13 +131,7 @@ fn open_file(path: &Path, direct: bool, create: bool) -> Result<OwnedFd, Errno> 
     if direct {
         flags |= libc::O_DIRECT;
     }
-    // SAFETY: plain open(2) with a NUL-terminated path.
-    let fd = unsafe { libc::open(c.as_ptr(), flags, 0o644) };
-    if fd < 0 {
-        return Err(last_errno());
-    }
-    // SAFETY: a fresh descriptor owned from here on.
-    Ok(unsafe { OwnedFd::from_raw_fd(fd) })
+    crate::sys::open(&c, flags, 0o644)
 }
 
 fn fallocate(fd: RawFd, mode: i32, off: u64, len: u64) -> Result<(), Errno> {
@@ -223,15 +218,8 @@ impl Exerciser {
                 errno_text(e)
             ),
         })?;
-        // SAFETY: fstat on an open descriptor into a zeroed struct.
-        let mut st: libc::stat = unsafe { std::mem::zeroed() };
-        if unsafe { libc::fstat(fd.as_raw_fd(), &mut st) } != 0 {
-            return Err(anyhow::anyhow!(
-                "fstat {}: {}",
-                path.display(),
-                last_errno()
-            ));
-        }
+        let st = crate::sys::fstat(fd.as_fd())
+            .map_err(|e| anyhow::anyhow!("fstat {}: {}", path.display(), e))?;
         if st.st_mode & libc::S_IFMT != libc::S_IFREG {
             return Err(bad_input(format!(
                 "{} is not a regular file",
@@ -256,8 +244,11 @@ impl Exerciser {
             align: if cfg.direct { block } else { 1 },
             block,
         };
-        // SAFETY: sysconf has no preconditions.
-        let page = unsafe { libc::sysconf(libc::_SC_PAGESIZE) }.max(4096) as u64;
+        let page = nix::unistd::sysconf(nix::unistd::SysconfVar::PAGE_SIZE)
+            .ok()
+            .flatten()
+            .unwrap_or(4096)
+            .max(4096) as u64;
         let mut ex = Self {
             path: path.to_path_buf(),
             fd: Some(fd),
@@ -784,15 +775,13 @@ impl Exerciser {
     pub fn close(&mut self) -> Result<()> {
         self.flush_log()?;
         if let Some(fd) = self.fd.take() {
-            let raw = std::os::fd::IntoRawFd::into_raw_fd(fd);
-            // SAFETY: closing the descriptor we owned, once.
-            if unsafe { libc::close(raw) } != 0 {
-                return Err(anyhow::Error::new(crate::error::SystemFailure(format!(
+            crate::sys::close(fd).map_err(|e| {
+                anyhow::Error::new(crate::error::SystemFailure(format!(
                     "close {} failed: {}",
                     self.path.display(),
-                    last_errno()
-                ))));
-            }
+                    e
+                )))
+            })?;
         }
         Ok(())
     }

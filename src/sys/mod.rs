@@ -9,6 +9,7 @@
 //! (`workload::names::NameBuf`). This module and the ioctl modules (`layout::sys`,
 //! `testbed::loopdev`) are where fsgauge's `unsafe` lives, each block with its SAFETY reason.
 
+mod buf;
 pub mod dirstream;
 pub mod proc;
 
@@ -16,6 +17,7 @@ use std::ffi::CStr;
 use std::os::fd::{AsFd, AsRawFd, BorrowedFd, FromRawFd, IntoRawFd, OwnedFd, RawFd};
 use std::path::Path;
 
+pub use buf::AlignedBuf;
 pub use nix::errno::Errno;
 
 use crate::error::SystemFailure;
@@ -23,10 +25,12 @@ use crate::error::SystemFailure;
 /// An error of the filesystem under test: `{op} {path} failed: ENOSPC (No space left on
 /// device)` — the operation, the path as the user knows it, the errno's name and its meaning.
 pub fn fs_error(op: &str, path: &str, e: Errno) -> anyhow::Error {
-    anyhow::Error::new(SystemFailure(format!(
-        "{op} {path} failed: {e:?} ({})",
-        e.desc()
-    )))
+    anyhow::Error::new(SystemFailure(fs_message(op, path, e)))
+}
+
+/// The text of [`fs_error`], for errors that add a hint after it.
+pub fn fs_message(op: &str, path: &str, e: Errno) -> String {
+    format!("{op} {path} failed: {e:?} ({})", e.desc())
 }
 
 /// The descriptor a successful `open*` returned, or its errno.
@@ -46,6 +50,103 @@ fn check(r: libc::c_int) -> Result<(), Errno> {
         return Err(Errno::last());
     }
     Ok(())
+}
+
+/// `open(2)` of a path with the caller's flags (`O_CLOEXEC` is the caller's to add) and the
+/// mode for a file it creates.
+#[inline]
+pub fn open(path: &CStr, flags: libc::c_int, mode: libc::mode_t) -> Result<OwnedFd, Errno> {
+    // SAFETY: open(2) with a NUL-terminated path.
+    owned(unsafe { libc::open(path.as_ptr(), flags, mode as libc::c_uint) })
+}
+
+/// `openat(2)` of `name` in `dir` with the caller's flags and the mode for a file it creates.
+#[inline]
+pub fn open_at(
+    dir: BorrowedFd<'_>,
+    name: &CStr,
+    flags: libc::c_int,
+    mode: libc::mode_t,
+) -> Result<OwnedFd, Errno> {
+    // SAFETY: openat(2) on a live descriptor with a NUL-terminated name.
+    owned(unsafe { libc::openat(dir.as_raw_fd(), name.as_ptr(), flags, mode as libc::c_uint) })
+}
+
+/// The byte count of a read or write syscall, or its errno.
+#[inline]
+fn count(r: isize) -> Result<usize, Errno> {
+    if r < 0 {
+        return Err(Errno::last());
+    }
+    Ok(r as usize)
+}
+
+/// One `read(2)` into `buf`: the bytes read (0 at the end of the file). EINTR is the caller's.
+#[inline]
+pub fn read(fd: BorrowedFd<'_>, buf: &mut [u8]) -> Result<usize, Errno> {
+    // SAFETY: read(2) into a live buffer of buf.len() bytes.
+    count(unsafe { libc::read(fd.as_raw_fd(), buf.as_mut_ptr().cast(), buf.len()) })
+}
+
+/// One `write(2)` of `buf`: the bytes written. EINTR is the caller's.
+#[inline]
+pub fn write(fd: BorrowedFd<'_>, buf: &[u8]) -> Result<usize, Errno> {
+    // SAFETY: write(2) from a live buffer of buf.len() bytes.
+    count(unsafe { libc::write(fd.as_raw_fd(), buf.as_ptr().cast(), buf.len()) })
+}
+
+/// One `pread(2)` into `buf` at `off`: the bytes read (0 at the end of the file).
+#[inline]
+pub fn pread(fd: BorrowedFd<'_>, buf: &mut [u8], off: u64) -> Result<usize, Errno> {
+    // SAFETY: pread(2) into a live buffer of buf.len() bytes.
+    count(unsafe {
+        libc::pread(
+            fd.as_raw_fd(),
+            buf.as_mut_ptr().cast(),
+            buf.len(),
+            off as libc::off_t,
+        )
+    })
+}
+
+/// One `pwrite(2)` of `buf` at `off`: the bytes written.
+#[inline]
+pub fn pwrite(fd: BorrowedFd<'_>, buf: &[u8], off: u64) -> Result<usize, Errno> {
+    // SAFETY: pwrite(2) from a live buffer of buf.len() bytes.
+    count(unsafe {
+        libc::pwrite(
+            fd.as_raw_fd(),
+            buf.as_ptr().cast(),
+            buf.len(),
+            off as libc::off_t,
+        )
+    })
+}
+
+/// `fallocate(2)` of `len` bytes at `off` with `mode` (`0`: allocate and extend the size).
+#[inline]
+pub fn fallocate(fd: BorrowedFd<'_>, mode: libc::c_int, off: u64, len: u64) -> Result<(), Errno> {
+    // SAFETY: fallocate(2) on a descriptor; no memory is passed.
+    check(unsafe { libc::fallocate(fd.as_raw_fd(), mode, off as libc::off_t, len as libc::off_t) })
+}
+
+/// `fstat(2)`.
+#[inline]
+pub fn fstat(fd: BorrowedFd<'_>) -> Result<libc::stat, Errno> {
+    let mut st = std::mem::MaybeUninit::<libc::stat>::uninit();
+    // SAFETY: fstat(2) into a buffer of the size it fills.
+    check(unsafe { libc::fstat(fd.as_raw_fd(), st.as_mut_ptr()) })?;
+    // SAFETY: fstat succeeded, so it filled the buffer.
+    Ok(unsafe { st.assume_init() })
+}
+
+/// `close(2)` of an owned descriptor, reporting its error (a deferred ENOSPC or EIO shows up
+/// here on some filesystems). The descriptor is gone either way.
+#[inline]
+pub fn close(fd: OwnedFd) -> Result<(), Errno> {
+    let fd = fd.into_raw_fd();
+    // SAFETY: `fd` came out of an OwnedFd just above, so it is closed exactly once, here.
+    check(unsafe { libc::close(fd) })
 }
 
 /// An open directory (`O_RDONLY | O_DIRECTORY | O_CLOEXEC`), closed on drop.
@@ -243,9 +344,7 @@ impl File {
     /// filesystems). The descriptor is gone either way.
     #[inline]
     pub fn close(self) -> Result<(), Errno> {
-        let fd = self.0.into_raw_fd();
-        // SAFETY: `fd` came out of the OwnedFd just above, so it is closed exactly once, here.
-        check(unsafe { libc::close(fd) })
+        close(self.0)
     }
 
     /// The raw descriptor, for calls this type does not wrap; still owned by `self`.
