@@ -620,7 +620,7 @@ impl Ager {
     fn open(&self, rel: &str, flags: i32) -> Result<OwnedFd, Errno> {
         let c = CString::new(rel).map_err(|_| Errno::EINVAL)?;
         loop {
-            match sys::open_at(self.root_fd.as_fd(), &c, flags | libc::O_CLOEXEC, 0o644) {
+            match sys::open_at(self.root_fd.raw(), &c, flags | libc::O_CLOEXEC, 0o644) {
                 Err(Errno::EINTR) => continue,
                 r => return r,
             }

@@ -60,16 +60,17 @@ pub fn open(path: &CStr, flags: libc::c_int, mode: libc::mode_t) -> Result<Owned
     owned(unsafe { libc::open(path.as_ptr(), flags, mode as libc::c_uint) })
 }
 
-/// `openat(2)` of `name` in `dir` with the caller's flags and the mode for a file it creates.
+/// `openat(2)` of `name` in the directory `dir` (or `AT_FDCWD`) with the caller's flags and the
+/// mode for a file it creates. `dir` is only read by the kernel, which checks it.
 #[inline]
 pub fn open_at(
-    dir: BorrowedFd<'_>,
+    dir: RawFd,
     name: &CStr,
     flags: libc::c_int,
     mode: libc::mode_t,
 ) -> Result<OwnedFd, Errno> {
-    // SAFETY: openat(2) on a live descriptor with a NUL-terminated name.
-    owned(unsafe { libc::openat(dir.as_raw_fd(), name.as_ptr(), flags, mode as libc::c_uint) })
+    // SAFETY: openat(2) with a NUL-terminated name; the kernel refuses a bad `dir` (EBADF).
+    owned(unsafe { libc::openat(dir, name.as_ptr(), flags, mode as libc::c_uint) })
 }
 
 /// The byte count of a read or write syscall, or its errno.
@@ -137,6 +138,23 @@ pub fn fstat(fd: BorrowedFd<'_>) -> Result<libc::stat, Errno> {
     // SAFETY: fstat(2) into a buffer of the size it fills.
     check(unsafe { libc::fstat(fd.as_raw_fd(), st.as_mut_ptr()) })?;
     // SAFETY: fstat succeeded, so it filled the buffer.
+    Ok(unsafe { st.assume_init() })
+}
+
+/// `statx(2)` of `name` in the directory `dir` (or `AT_FDCWD`) with `flags` (`AT_*`) asking
+/// for the `mask` fields (`STATX_*`).
+#[inline]
+pub fn statx(
+    dir: RawFd,
+    name: &CStr,
+    flags: libc::c_int,
+    mask: libc::c_uint,
+) -> Result<libc::statx, Errno> {
+    let mut st = std::mem::MaybeUninit::<libc::statx>::uninit();
+    // SAFETY: statx(2) with a NUL-terminated name into a buffer of the size it fills; the
+    // kernel refuses a bad `dir` (EBADF).
+    check(unsafe { libc::statx(dir, name.as_ptr(), flags, mask, st.as_mut_ptr()) })?;
+    // SAFETY: statx succeeded, so it filled the buffer.
     Ok(unsafe { st.assume_init() })
 }
 
