@@ -124,6 +124,69 @@ pub fn pwrite(fd: BorrowedFd<'_>, buf: &[u8], off: u64) -> Result<usize, Errno> 
     })
 }
 
+/// `pwritev2(2)` of `buf` at `off` with `RWF_*` flags (plain `pwrite(2)` when `flags` is 0):
+/// the bytes written.
+#[inline]
+pub fn pwrite_flags(
+    fd: BorrowedFd<'_>,
+    buf: &[u8],
+    off: u64,
+    flags: libc::c_int,
+) -> Result<usize, Errno> {
+    if flags == 0 {
+        return pwrite(fd, buf, off);
+    }
+    let iov = libc::iovec {
+        iov_base: buf.as_ptr() as *mut libc::c_void,
+        iov_len: buf.len(),
+    };
+    // SAFETY: pwritev2(2) reads one iovec that points into a live buffer of buf.len() bytes.
+    count(unsafe { libc::pwritev2(fd.as_raw_fd(), &iov, 1, off as libc::off_t, flags) })
+}
+
+/// `preadv2(2)` into `buf` at `off` with `RWF_*` flags (plain `pread(2)` when `flags` is 0):
+/// the bytes read.
+#[inline]
+pub fn pread_flags(
+    fd: BorrowedFd<'_>,
+    buf: &mut [u8],
+    off: u64,
+    flags: libc::c_int,
+) -> Result<usize, Errno> {
+    if flags == 0 {
+        return pread(fd, buf, off);
+    }
+    let iov = libc::iovec {
+        iov_base: buf.as_mut_ptr().cast(),
+        iov_len: buf.len(),
+    };
+    // SAFETY: preadv2(2) fills one iovec that points into a live buffer of buf.len() bytes.
+    count(unsafe { libc::preadv2(fd.as_raw_fd(), &iov, 1, off as libc::off_t, flags) })
+}
+
+/// `copy_file_range(2)` of up to `len` bytes from `src` to `dst` within the one file: the bytes
+/// copied (0 at the end of the file).
+#[inline]
+pub fn copy_range(fd: BorrowedFd<'_>, src: u64, dst: u64, len: usize) -> Result<usize, Errno> {
+    let (mut i, mut o) = (src as libc::loff_t, dst as libc::loff_t);
+    let raw = fd.as_raw_fd();
+    // SAFETY: copy_file_range(2) on one descriptor; the offsets are live locals it updates.
+    count(unsafe { libc::copy_file_range(raw, &mut i, raw, &mut o, len, 0) })
+}
+
+/// `ioctl(FICLONERANGE)`: shares `len` bytes at `src` of the file with `dst` of the same file
+/// (reflink; btrfs, xfs).
+pub fn clone_range(fd: BorrowedFd<'_>, src: u64, len: u64, dst: u64) -> Result<(), Errno> {
+    let arg = libc::file_clone_range {
+        src_fd: fd.as_raw_fd() as i64,
+        src_offset: src,
+        src_length: len,
+        dest_offset: dst,
+    };
+    // SAFETY: FICLONERANGE reads a file_clone_range that lives across the call.
+    check(unsafe { libc::ioctl(fd.as_raw_fd(), libc::FICLONERANGE, &arg) })
+}
+
 /// `fallocate(2)` of `len` bytes at `off` with `mode` (`0`: allocate and extend the size).
 #[inline]
 pub fn fallocate(fd: BorrowedFd<'_>, mode: libc::c_int, off: u64, len: u64) -> Result<(), Errno> {
