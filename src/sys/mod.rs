@@ -6,8 +6,10 @@
 //! These are the hot paths of the metadata workloads, measured against a bare C loop
 //! (`scripts/bench-create`): every method is one syscall on a descriptor the type owns, inlined,
 //! with no allocation; names are NUL-terminated strings the caller builds in place
-//! (`workload::names::NameBuf`). This module and the ioctl modules (`layout::sys`,
-//! `testbed::loopdev`) are where fsgauge's `unsafe` lives, each block with its SAFETY reason.
+//! (`workload::names::NameBuf`). Outside this module, `unsafe` is left only where nothing safe
+//! can do the job: the ioctl modules (`layout::sys`, `testbed::loopdev`), memory mappings (the
+//! exerciser's mmap operations, the memory charger), io_uring submission, RDTSC, and the
+//! SIGPIPE disposition in `main`; each block says why it is sound.
 
 mod buf;
 pub mod dirstream;
