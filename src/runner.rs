@@ -6,16 +6,11 @@ use std::path::{Path, PathBuf};
 use std::time::SystemTime;
 
 use anyhow::{Context, Result};
-use sha2::{Digest, Sha256};
 
 use crate::error::bad_input;
 use crate::measure::Progress;
-use crate::results::{
-    write_result, Conditions, HostInfo, RunResult, ToolInfo, WorkloadInfo, SCHEMA,
-};
-use crate::testbed::{
-    own_peak_rss, own_rss, preflight, MemCharger, MemLimit, RunDir, Testbed, TestbedSpec,
-};
+use crate::results::{write_result, Conditions, RunRecord, RunResult, WorkloadInfo};
+use crate::testbed::{own_rss, preflight, MemCharger, MemLimit, RunDir, Testbed, TestbedSpec};
 use crate::units::format_size;
 use crate::workload::{ColdMode, RunContext, Target, Workload};
 
@@ -202,7 +197,7 @@ fn clock_seed() -> u64 {
         .unwrap_or(0x5eed)
 }
 
-/// A stable hash of everything that defines a run.
+/// A stable hash of everything that defines a run (see [`spec`]).
 pub fn spec_hash(
     place: &Place,
     wl: &dyn Workload,
@@ -210,6 +205,17 @@ pub fn spec_hash(
     seed: u64,
     rep: u32,
 ) -> String {
+    crate::results::spec_hash(&spec(place, wl, opts, seed, rep))
+}
+
+/// Everything that defines a run, as hashed into its result's `spec_hash`.
+fn spec(
+    place: &Place,
+    wl: &dyn Workload,
+    opts: &RunOptions,
+    seed: u64,
+    rep: u32,
+) -> serde_json::Value {
     let place_v = match place {
         Place::Testbed(s) => serde_json::to_value(s).unwrap_or_default(),
         Place::Dir(p) => serde_json::json!({ "dir": p }),
@@ -227,8 +233,48 @@ pub fn spec_hash(
     if let Some(Precondition(p)) = &opts.precondition {
         v["precondition"] = serde_json::json!({ "kind": p.kind(), "params": p.params() });
     }
-    let digest = Sha256::digest(v.to_string().as_bytes());
-    digest.iter().map(|b| format!("{b:02x}")).collect()
+    v
+}
+
+/// Runs a workload once in an existing directory itself (`fsgauge read PATH`): no workload
+/// directory is made or removed, nothing is conditioned; one result is returned.
+pub fn run_in_place(
+    dir: &Path,
+    wl: &dyn Workload,
+    seed: u64,
+    cold: ColdMode,
+    progress: Progress,
+) -> Result<RunResult> {
+    let started = SystemTime::now();
+    let mut target = Target::Dir(dir.to_path_buf());
+    let mut ctx = RunContext::new(&mut target, dir.to_path_buf(), seed, cold, progress);
+    wl.run(&mut ctx)?;
+    let (phases, errors) = ctx.into_parts();
+    let place = Place::Dir(dir.to_path_buf());
+    let opts = RunOptions {
+        cold,
+        seed: Some(seed),
+        ..Default::default()
+    };
+    Ok(RunResult::assemble(RunRecord {
+        testbed: target.info(),
+        workload: WorkloadInfo {
+            kind: wl.kind().into(),
+            params: wl.params(),
+        },
+        rep: 0,
+        seed,
+        started,
+        spec: spec(&place, wl, &opts, seed, 0),
+        conditions: Conditions {
+            cold: cold.name().into(),
+            ..Default::default()
+        },
+        phases,
+        layout: None,
+        errors,
+        mpi: None,
+    }))
 }
 
 /// Runs repetition `rep` alone on a fresh target (checks first): for plans, which order runs
@@ -445,10 +491,7 @@ fn run_in(
 
     let mut testbed = target.info();
     testbed.memory_limit = opts.mem_limit;
-    Ok(RunResult {
-        schema: SCHEMA.into(),
-        tool: ToolInfo::current(),
-        host: HostInfo::current(),
+    Ok(RunResult::assemble(RunRecord {
         testbed,
         workload: WorkloadInfo {
             kind: wl.kind().into(),
@@ -456,15 +499,14 @@ fn run_in(
         },
         rep,
         seed,
-        started_at: humantime::format_rfc3339_seconds(started).to_string(),
-        spec_hash: spec_hash(place, wl, opts, seed, rep),
+        started,
+        spec: spec(place, wl, opts, seed, rep),
         conditions,
         phases,
         layout,
         errors: warnings,
-        tool_peak_rss: own_peak_rss(),
         mpi,
-    })
+    }))
 }
 
 /// A workload directory, removed whatever happened (on a testbed it goes with the testbed;

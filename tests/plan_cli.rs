@@ -8,7 +8,7 @@ use std::path::Path;
 
 use fsgauge::plan::presets::PRESETS;
 use fsgauge::plan::{parse, ParseOptions};
-use fsgauge::workload::registry;
+use fsgauge::registry;
 use support::Sandbox;
 
 const PLAN: &str = r#"name = "small"

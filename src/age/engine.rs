@@ -20,7 +20,7 @@
 
 use std::collections::VecDeque;
 use std::ffi::CString;
-use std::os::fd::{AsRawFd, FromRawFd, OwnedFd};
+use std::os::fd::{AsFd, AsRawFd, OwnedFd};
 use std::path::{Path, PathBuf};
 use std::str::FromStr;
 use std::time::{Duration, Instant};
@@ -34,8 +34,9 @@ use sha2::{Digest, Sha256};
 
 use super::dist::SizeDist;
 use super::shape::{DepthDist, TreeShape};
-use crate::error::{bad_input, SystemFailure};
+use crate::error::bad_input;
 use crate::measure::{OpDef, Recorder};
+use crate::sys::{self, fs_error, Dir};
 use crate::units::format_size;
 
 /// How the filesystem is aged.
@@ -300,7 +301,7 @@ struct Live {
 pub struct Ager {
     p: AgeParams,
     root: PathBuf,
-    root_fd: OwnedFd,
+    root_fd: Dir,
     dist: SizeDist,
     append_dist: Option<SizeDist>,
     rng: ChaCha8Rng,
@@ -325,13 +326,6 @@ pub struct Ager {
     bar: Option<indicatif::ProgressBar>,
 }
 
-fn errno_fail(op: &str, path: &str, e: Errno) -> anyhow::Error {
-    anyhow::Error::new(SystemFailure(format!(
-        "{op} {path} failed: {e} ({})",
-        e.desc()
-    )))
-}
-
 /// Outcome of one aging step.
 enum Step {
     Done(u64),
@@ -344,16 +338,7 @@ impl Ager {
         p.validate()?;
         let dist = SizeDist::parse(&p.dist)?;
         let append_dist = p.append_dist.as_deref().map(SizeDist::parse).transpose()?;
-        let fd = nix::fcntl::open(
-            root,
-            nix::fcntl::OFlag::O_RDONLY
-                | nix::fcntl::OFlag::O_DIRECTORY
-                | nix::fcntl::OFlag::O_CLOEXEC,
-            nix::sys::stat::Mode::empty(),
-        )
-        .map_err(|e| errno_fail("open", &root.display().to_string(), e))?;
-        // SAFETY: open returned a fresh descriptor that nothing else owns.
-        let root_fd = unsafe { OwnedFd::from_raw_fd(fd) };
+        let root_fd = Dir::open_path(root)?;
         let mut rng = ChaCha8Rng::seed_from_u64(seed);
         let mut buf = vec![0u8; p.block as usize];
         rng.fill_bytes(&mut buf);
@@ -533,7 +518,7 @@ impl Ager {
                     Ok(()) => {}
                     Err(Errno::ENOSPC) => return Ok(None),
                     Err(e) => {
-                        return Err(errno_fail(
+                        return Err(fs_error(
                             "mkdir",
                             &format!("{}/{path}", self.root.display()),
                             e,
@@ -554,7 +539,7 @@ impl Ager {
                 match self.open(&path, libc::O_WRONLY | libc::O_CREAT | libc::O_EXCL) {
                     Ok(fd) => drop(fd),
                     Err(Errno::ENOSPC) => return Ok(None),
-                    Err(e) => return Err(errno_fail("create", &self.show(&path), e)),
+                    Err(e) => return Err(fs_error("create", &self.show(&path), e)),
                 }
                 rec.record(create, t0, 0);
                 self.note(b'C', id, 0, 0);
@@ -586,16 +571,12 @@ impl Ager {
             let path = self.file_path(id);
             let fd = self
                 .open(&path, libc::O_WRONLY)
-                .map_err(|e| errno_fail("open", &self.show(&path), e))?;
+                .map_err(|e| fs_error("open", &self.show(&path), e))?;
             let t0 = Instant::now();
             let r = if written_prealloc {
                 Err(Errno::EOPNOTSUPP)
             } else {
-                // SAFETY: fallocate on a descriptor we own.
-                match unsafe { libc::fallocate(fd.as_raw_fd(), 0, 0, share as i64) } {
-                    0 => Ok(()),
-                    _ => Err(Errno::last()),
-                }
+                sys::fallocate(fd.as_fd(), 0, 0, share)
             };
             match r {
                 Ok(()) => {}
@@ -604,12 +585,12 @@ impl Ager {
                 Err(Errno::EOPNOTSUPP) => {
                     written_prealloc = true;
                     if !write_zeros(&fd, share)
-                        .map_err(|e| errno_fail("write", &self.show(&path), e))?
+                        .map_err(|e| fs_error("write", &self.show(&path), e))?
                     {
                         break;
                     }
                 }
-                Err(e) => return Err(errno_fail("fallocate", &self.show(&path), e)),
+                Err(e) => return Err(fs_error("fallocate", &self.show(&path), e)),
             }
             rec.record(fall, t0, 0);
             self.note(b'P', id, 0, share);
@@ -619,11 +600,11 @@ impl Ager {
             let path = self.file_path(id);
             let fd = self
                 .open(&path, libc::O_WRONLY)
-                .map_err(|e| errno_fail("open", &self.show(&path), e))?;
+                .map_err(|e| fs_error("open", &self.show(&path), e))?;
             let t0 = Instant::now();
             let first = self.bsize.min(share);
             nix::unistd::ftruncate(&fd, first as i64)
-                .map_err(|e| errno_fail("truncate", &self.show(&path), e))?;
+                .map_err(|e| fs_error("truncate", &self.show(&path), e))?;
             rec.record(trunc, t0, 0);
             self.note(b'T', id, first, 0);
             self.sizes[id as usize] = first;
@@ -639,22 +620,9 @@ impl Ager {
     fn open(&self, rel: &str, flags: i32) -> Result<OwnedFd, Errno> {
         let c = CString::new(rel).map_err(|_| Errno::EINVAL)?;
         loop {
-            // SAFETY: openat(2) with a valid directory descriptor and a NUL-terminated path.
-            let fd = unsafe {
-                libc::openat(
-                    self.root_fd.as_raw_fd(),
-                    c.as_ptr(),
-                    flags | libc::O_CLOEXEC,
-                    0o644,
-                )
-            };
-            if fd >= 0 {
-                // SAFETY: a fresh descriptor we own.
-                return Ok(unsafe { OwnedFd::from_raw_fd(fd) });
-            }
-            let e = Errno::last();
-            if e != Errno::EINTR {
-                return Err(e);
+            match sys::open_at(self.root_fd.raw(), &c, flags | libc::O_CLOEXEC, 0o644) {
+                Err(Errno::EINTR) => continue,
+                r => return r,
             }
         }
     }
@@ -669,10 +637,7 @@ impl Ager {
     ) -> Result<(u64, Option<Errno>)> {
         if self.p.fallocate_only {
             let t0 = Instant::now();
-            // SAFETY: fallocate on a descriptor we own.
-            let r = unsafe { libc::fallocate(fd.as_raw_fd(), 0, off as i64, len as i64) };
-            if r != 0 {
-                let e = Errno::last();
+            if let Err(e) = sys::fallocate(fd.as_fd(), 0, off, len) {
                 if e == Errno::EOPNOTSUPP {
                     return Err(bad_input(format!(
                         "--fallocate-only: the filesystem at {} does not support fallocate(2) (ext2 does not); age it with real data instead",
@@ -689,15 +654,11 @@ impl Ager {
         let mut t = Instant::now();
         while left > 0 {
             let n = left.min(self.buf.len() as u64) as usize;
-            // SAFETY: writing from a live buffer of at least n bytes.
-            let w = unsafe { libc::write(fd.as_raw_fd(), self.buf.as_ptr().cast(), n) };
-            if w < 0 {
-                let e = Errno::last();
-                if e == Errno::EINTR {
-                    continue;
-                }
-                return Ok((len - left, Some(e)));
-            }
+            let w = match sys::write(fd.as_fd(), &self.buf[..n]) {
+                Ok(w) => w,
+                Err(Errno::EINTR) => continue,
+                Err(e) => return Ok((len - left, Some(e))),
+            };
             if w == 0 {
                 return Ok((len - left, Some(Errno::EIO)));
             }
@@ -714,19 +675,19 @@ impl Ager {
         let fd = match self.open(&path, libc::O_WRONLY | libc::O_CREAT | libc::O_EXCL) {
             Ok(fd) => fd,
             Err(Errno::ENOSPC) => return Ok(Step::NoSpace),
-            Err(e) => return Err(errno_fail("create", &self.show(&path), e)),
+            Err(e) => return Err(fs_error("create", &self.show(&path), e)),
         };
         self.next_id += 1;
         self.note(b'C', id, size, 0);
         let (done, err) = self.put(rec, &fd, 0, size)?;
-        close(fd).map_err(|e| errno_fail("close", &self.show(&path), e))?;
+        sys::close(fd).map_err(|e| fs_error("close", &self.show(&path), e))?;
         self.live.push_back(Live { id, size: done });
         self.written += done;
         rec.record(rec.op("create"), t0, done);
         match err {
             None => Ok(Step::Done(self.blocks_of(done))),
             Some(Errno::ENOSPC) => Ok(Step::NoSpace),
-            Some(e) => Err(errno_fail("write", &self.show(&path), e)),
+            Some(e) => Err(fs_error("write", &self.show(&path), e)),
         }
     }
 
@@ -743,12 +704,12 @@ impl Ager {
         let t0 = Instant::now();
         let fd = match self.open(&path, libc::O_WRONLY | libc::O_APPEND) {
             Ok(fd) => fd,
-            Err(e) => return Err(errno_fail("open", &self.show(&path), e)),
+            Err(e) => return Err(fs_error("open", &self.show(&path), e)),
         };
         let old = self.sizes[id as usize];
         self.note(b'A', id, old, len);
         let (done, err) = self.put(rec, &fd, old, len)?;
-        close(fd).map_err(|e| errno_fail("close", &self.show(&path), e))?;
+        sys::close(fd).map_err(|e| fs_error("close", &self.show(&path), e))?;
         let new = old + done;
         self.sizes[id as usize] = new;
         self.live[id as usize].size = new;
@@ -757,7 +718,7 @@ impl Ager {
         match err {
             None => Ok(Step::Done(self.blocks_of(new) - self.blocks_of(old))),
             Some(Errno::ENOSPC) => Ok(Step::NoSpace),
-            Some(e) => Err(errno_fail("write", &self.show(&path), e)),
+            Some(e) => Err(fs_error("write", &self.show(&path), e)),
         }
     }
 
@@ -773,10 +734,9 @@ impl Ager {
         let path = self.file_path(v.id);
         let c = CString::new(path.as_str()).expect("generated names have no NUL");
         let t0 = Instant::now();
-        // SAFETY: unlinkat(2) with a valid directory descriptor and a NUL-terminated path.
-        if unsafe { libc::unlinkat(self.root_fd.as_raw_fd(), c.as_ptr(), 0) } != 0 {
-            return Err(errno_fail("unlink", &self.show(&path), Errno::last()));
-        }
+        self.root_fd
+            .unlink(&c, false)
+            .map_err(|e| fs_error("unlink", &self.show(&path), e))?;
         rec.record(rec.op("unlink"), t0, 0);
         self.note(b'D', v.id, v.size, 0);
         Ok(self.blocks_of(v.size))
@@ -800,7 +760,7 @@ impl Ager {
     fn sync(&mut self, rec: &mut Recorder) -> Result<()> {
         let t0 = Instant::now();
         nix::unistd::syncfs(self.root_fd.as_raw_fd())
-            .map_err(|e| errno_fail("syncfs", &self.root.display().to_string(), e))?;
+            .map_err(|e| fs_error("syncfs", &self.root.display().to_string(), e))?;
         rec.record(rec.op("syncfs"), t0, 0);
         Ok(())
     }
@@ -898,7 +858,7 @@ impl Ager {
 
     fn checkpoint(&mut self, name: String, pct: f64, enospc: bool) -> Result<Checkpoint> {
         nix::unistd::syncfs(self.root_fd.as_raw_fd())
-            .map_err(|e| errno_fail("syncfs", &self.root.display().to_string(), e))?;
+            .map_err(|e| fs_error("syncfs", &self.root.display().to_string(), e))?;
         Ok(Checkpoint {
             name,
             target_pct: pct,
@@ -984,26 +944,13 @@ fn write_zeros(fd: &OwnedFd, len: u64) -> Result<bool, Errno> {
     let mut off = 0u64;
     while off < len {
         let n = (len - off).min(zeros.len() as u64) as usize;
-        // SAFETY: writing from a live buffer of at least n bytes.
-        let w = unsafe { libc::pwrite(fd.as_raw_fd(), zeros.as_ptr().cast(), n, off as i64) };
-        if w < 0 {
-            match Errno::last() {
-                Errno::EINTR => continue,
-                Errno::ENOSPC => return Ok(false),
-                e => return Err(e),
-            }
-        }
+        let w = match sys::pwrite(fd.as_fd(), &zeros[..n], off) {
+            Ok(w) => w,
+            Err(Errno::EINTR) => continue,
+            Err(Errno::ENOSPC) => return Ok(false),
+            Err(e) => return Err(e),
+        };
         off += w as u64;
     }
     Ok(true)
-}
-
-/// Closes a descriptor, reporting the close's error (a deferred write error shows there).
-fn close(fd: OwnedFd) -> Result<(), Errno> {
-    let raw = std::os::fd::IntoRawFd::into_raw_fd(fd);
-    // SAFETY: closing the descriptor we own exactly once.
-    if unsafe { libc::close(raw) } != 0 {
-        return Err(Errno::last());
-    }
-    Ok(())
 }

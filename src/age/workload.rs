@@ -172,7 +172,7 @@ impl Workload for Age {
 
 #[cfg(test)]
 mod tests {
-    use crate::workload::registry::find;
+    use crate::registry::find;
 
     #[test]
     fn age_and_read_build_from_plan_parameters() {

@@ -12,7 +12,7 @@ use crate::measure::Progress;
 use crate::report::table::format_rate;
 use crate::results::{write_result, RunResult};
 use crate::units::{format_bytes_human, parse_list, Size};
-use crate::workload::readtest::{read_tree, ReadPhase, ReadTest};
+use crate::workload::readtest::{in_place, ReadPhase, ReadTest};
 use crate::workload::ColdMode;
 
 #[derive(Debug, Args)]
@@ -93,8 +93,9 @@ pub fn run(cmd: ReadCmd) -> Result<ExitCode> {
             .duration_since(std::time::UNIX_EPOCH)
             .map_or(1, |d| d.as_nanos() as u64)
     });
-    let result = read_tree(
-        &cmd.path,
+    let (tree, test) = in_place(&cmd.path, &test, cmd.cold)?;
+    let result = crate::runner::run_in_place(
+        &tree,
         &test,
         seed,
         cmd.cold,

@@ -24,7 +24,6 @@
 //! in a build without MPI.
 
 pub mod merge;
-pub mod report;
 #[cfg(feature = "mpi")]
 mod session;
 

@@ -9,17 +9,18 @@
 
 use std::fs::File;
 use std::io::{BufWriter, Write};
-use std::os::fd::{AsRawFd, FromRawFd, OwnedFd, RawFd};
+use std::os::fd::{AsFd, AsRawFd, BorrowedFd, OwnedFd, RawFd};
 use std::os::unix::ffi::OsStrExt;
 use std::path::{Path, PathBuf};
 
 use anyhow::{Context, Result};
 use nix::errno::Errno;
 
-use super::model::{first_difference, AlignedBuf, Model};
+use super::model::{first_difference, Model};
 use super::ops::{Limits, Op, OpGen, OpKind};
 use super::report::{Failure, FailureKind};
 use crate::error::bad_input;
+use crate::sys::{self, AlignedBuf};
 
 /// How many operations a failure report lists.
 pub const HISTORY: usize = 100;
@@ -130,47 +131,19 @@ fn open_file(path: &Path, direct: bool, create: bool) -> Result<OwnedFd, Errno> 
     if direct {
         flags |= libc::O_DIRECT;
     }
-    // SAFETY: plain open(2) with a NUL-terminated path.
-    let fd = unsafe { libc::open(c.as_ptr(), flags, 0o644) };
-    if fd < 0 {
-        return Err(last_errno());
-    }
-    // SAFETY: a fresh descriptor owned from here on.
-    Ok(unsafe { OwnedFd::from_raw_fd(fd) })
+    crate::sys::open(&c, flags, 0o644)
 }
 
-fn fallocate(fd: RawFd, mode: i32, off: u64, len: u64) -> Result<(), Errno> {
-    // SAFETY: fallocate(2) on an open descriptor.
-    let r = unsafe { libc::fallocate(fd, mode, off as i64, len as i64) };
-    if r == 0 {
-        Ok(())
-    } else {
-        Err(last_errno())
-    }
+fn fallocate(fd: BorrowedFd<'_>, mode: i32, off: u64, len: u64) -> Result<(), Errno> {
+    sys::fallocate(fd, mode, off, len)
 }
 
-fn ftruncate(fd: RawFd, size: u64) -> Result<(), Errno> {
-    // SAFETY: ftruncate(2) on an open descriptor.
-    if unsafe { libc::ftruncate(fd, size as i64) } == 0 {
-        Ok(())
-    } else {
-        Err(last_errno())
-    }
+fn ftruncate(fd: BorrowedFd<'_>, size: u64) -> Result<(), Errno> {
+    nix::unistd::ftruncate(fd, size as i64)
 }
 
-fn clone_range(fd: RawFd, src: u64, len: u64, dst: u64) -> Result<(), Errno> {
-    let arg = libc::file_clone_range {
-        src_fd: fd as i64,
-        src_offset: src,
-        src_length: len,
-        dest_offset: dst,
-    };
-    // SAFETY: FICLONERANGE takes a pointer to a file_clone_range that lives across the call.
-    if unsafe { libc::ioctl(fd, libc::FICLONERANGE, &arg) } == 0 {
-        Ok(())
-    } else {
-        Err(last_errno())
-    }
+fn clone_range(fd: BorrowedFd<'_>, src: u64, len: u64, dst: u64) -> Result<(), Errno> {
+    sys::clone_range(fd, src, len, dst)
 }
 
 /// The plain kind a mapped or dontcache kind falls back to when it cannot run (fsx turns
@@ -223,15 +196,8 @@ impl Exerciser {
                 errno_text(e)
             ),
         })?;
-        // SAFETY: fstat on an open descriptor into a zeroed struct.
-        let mut st: libc::stat = unsafe { std::mem::zeroed() };
-        if unsafe { libc::fstat(fd.as_raw_fd(), &mut st) } != 0 {
-            return Err(anyhow::anyhow!(
-                "fstat {}: {}",
-                path.display(),
-                last_errno()
-            ));
-        }
+        let st = crate::sys::fstat(fd.as_fd())
+            .map_err(|e| anyhow::anyhow!("fstat {}: {}", path.display(), e))?;
         if st.st_mode & libc::S_IFMT != libc::S_IFREG {
             return Err(bad_input(format!(
                 "{} is not a regular file",
@@ -256,8 +222,11 @@ impl Exerciser {
             align: if cfg.direct { block } else { 1 },
             block,
         };
-        // SAFETY: sysconf has no preconditions.
-        let page = unsafe { libc::sysconf(libc::_SC_PAGESIZE) }.max(4096) as u64;
+        let page = nix::unistd::sysconf(nix::unistd::SysconfVar::PAGE_SIZE)
+            .ok()
+            .flatten()
+            .unwrap_or(4096)
+            .max(4096) as u64;
         let mut ex = Self {
             path: path.to_path_buf(),
             fd: Some(fd),
@@ -314,7 +283,11 @@ impl Exerciser {
     /// Tries each kind once with well-formed arguments on the empty file and keeps those the
     /// filesystem accepts; the file is empty again afterwards.
     fn probe(&mut self) -> Result<()> {
-        let fd = self.raw();
+        let fd = self
+            .fd
+            .as_ref()
+            .expect("operations run only while the file is open")
+            .as_fd();
         let b = self.lim.block.max(self.lim.align);
         let setup = |what: &str, r: Result<(), Errno>| -> Result<()> {
             r.map_err(|e| {
@@ -367,16 +340,8 @@ impl Exerciser {
                     .and_then(|_| fallocate(fd, libc::FALLOC_FL_COLLAPSE_RANGE, b, b)),
                 OpKind::Insert => ftruncate(fd, 3 * b)
                     .and_then(|_| fallocate(fd, libc::FALLOC_FL_INSERT_RANGE, b, b)),
-                OpKind::Copy => ftruncate(fd, 2 * b).and_then(|_| {
-                    let (mut i, mut o) = (0i64, b as i64);
-                    // SAFETY: copy_file_range within one open file, offsets passed by pointer.
-                    let r = unsafe { libc::copy_file_range(fd, &mut i, fd, &mut o, b as usize, 0) };
-                    if r < 0 {
-                        Err(last_errno())
-                    } else {
-                        Ok(())
-                    }
-                }),
+                OpKind::Copy => ftruncate(fd, 2 * b)
+                    .and_then(|_| sys::copy_range(fd, 0, b, b as usize).map(|_| ())),
                 OpKind::Clone => ftruncate(fd, 2 * b).and_then(|_| clone_range(fd, 0, b, b)),
                 _ => Ok(()),
             };
@@ -487,7 +452,11 @@ impl Exerciser {
                 },
             ));
         }
-        let fd = self.raw();
+        let fd = self
+            .fd
+            .as_ref()
+            .expect("operations run only while the file is open")
+            .as_fd();
         if self.cfg.pollute_eof {
             if let Some(limit) = self.pollute_limit(op) {
                 self.pollute_eof_page(op, limit)?;
@@ -555,38 +524,25 @@ impl Exerciser {
                     .map_err(|e| self.io_fail(Some(op), "fallocate(INSERT_RANGE)", e))
             }
             OpKind::Fsync => {
-                // SAFETY: fsync(2) on an open descriptor.
-                if unsafe { libc::fsync(fd) } == 0 {
-                    Ok(())
-                } else {
-                    Err(self.io_fail(Some(op), "fsync", last_errno()))
-                }
+                nix::unistd::fsync(fd.as_raw_fd()).map_err(|e| self.io_fail(Some(op), "fsync", e))
             }
-            OpKind::Fdatasync => {
-                // SAFETY: fdatasync(2) on an open descriptor.
-                if unsafe { libc::fdatasync(fd) } == 0 {
-                    Ok(())
-                } else {
-                    Err(self.io_fail(Some(op), "fdatasync", last_errno()))
-                }
-            }
+            OpKind::Fdatasync => nix::unistd::fdatasync(fd.as_raw_fd())
+                .map_err(|e| self.io_fail(Some(op), "fdatasync", e)),
             OpKind::Copy => {
                 self.model.copy(op.off, op.len, op.dst);
-                let (mut i, mut o) = (op.off as i64, op.dst as i64);
+                // copy_file_range may copy less than asked: go on from where it stopped.
+                let (mut i, mut o) = (op.off, op.dst);
                 let mut left = op.len;
                 let mut res = Ok(());
                 while left > 0 {
-                    // SAFETY: copy_file_range within one open file; offsets by pointer.
-                    let r =
-                        unsafe { libc::copy_file_range(fd, &mut i, fd, &mut o, left as usize, 0) };
-                    if r < 0 {
-                        let e = last_errno();
-                        if e == Errno::EINTR {
-                            continue;
+                    let r = match sys::copy_range(fd, i, o, left as usize) {
+                        Ok(r) => r,
+                        Err(Errno::EINTR) => continue,
+                        Err(e) => {
+                            res = Err(self.io_fail(Some(op), "copy_file_range", e));
+                            break;
                         }
-                        res = Err(self.io_fail(Some(op), "copy_file_range", e));
-                        break;
-                    }
+                    };
                     if r == 0 {
                         res = Err(self.fail(
                             Some(op),
@@ -599,6 +555,8 @@ impl Exerciser {
                         break;
                     }
                     left -= r as u64;
+                    i += r as u64;
+                    o += r as u64;
                 }
                 res
             }
@@ -669,17 +627,14 @@ impl Exerciser {
     }
 
     fn check_size(&self, op: Option<Op>) -> Result<(), Box<Failure>> {
-        let fd = self.raw();
-        // SAFETY: fstat into a zeroed struct; lseek on an open descriptor.
-        let mut st: libc::stat = unsafe { std::mem::zeroed() };
-        if unsafe { libc::fstat(fd, &mut st) } != 0 {
-            return Err(self.io_fail(op, "fstat", last_errno()));
-        }
-        // SAFETY: as above.
-        let end = unsafe { libc::lseek(fd, 0, libc::SEEK_END) };
-        if end < 0 {
-            return Err(self.io_fail(op, "lseek(SEEK_END)", last_errno()));
-        }
+        let fd = self
+            .fd
+            .as_ref()
+            .expect("operations run only while the file is open")
+            .as_fd();
+        let st = sys::fstat(fd).map_err(|e| self.io_fail(op, "fstat", e))?;
+        let end = nix::unistd::lseek(fd.as_raw_fd(), 0, nix::unistd::Whence::SeekEnd)
+            .map_err(|e| self.io_fail(op, "lseek(SEEK_END)", e))?;
         let want = self.model.size();
         if st.st_size as u64 != want || end as u64 != want {
             return Err(self.fail(
@@ -717,7 +672,11 @@ impl Exerciser {
     }
 
     fn do_read(&mut self, op: Op, flags: i32) -> Result<(), Box<Failure>> {
-        let fd = self.raw();
+        let fd = self
+            .fd
+            .as_ref()
+            .expect("operations run only while the file is open")
+            .as_fd();
         let len = op.len as usize;
         let call = if flags == 0 {
             "pread"
@@ -767,12 +726,16 @@ impl Exerciser {
     }
 
     fn do_mapwrite(&mut self, op: Op) -> Result<(), Box<Failure>> {
-        let fd = self.raw();
+        let fd = self
+            .fd
+            .as_ref()
+            .expect("operations run only while the file is open")
+            .as_fd();
         let end = op.off + op.len;
         if end > self.model.size() {
             ftruncate(fd, end).map_err(|e| self.io_fail(Some(op), "ftruncate", e))?;
         }
-        let mut map = Mapping::new(fd, op.off, op.len, self.page, true)
+        let mut map = Mapping::new(fd.as_raw_fd(), op.off, op.len, self.page, true)
             .map_err(|e| self.io_fail(Some(op), "mmap", e))?;
         map.range_mut()
             .copy_from_slice(self.model.write(self.n, op.off, op.len));
@@ -784,15 +747,13 @@ impl Exerciser {
     pub fn close(&mut self) -> Result<()> {
         self.flush_log()?;
         if let Some(fd) = self.fd.take() {
-            let raw = std::os::fd::IntoRawFd::into_raw_fd(fd);
-            // SAFETY: closing the descriptor we owned, once.
-            if unsafe { libc::close(raw) } != 0 {
-                return Err(anyhow::Error::new(crate::error::SystemFailure(format!(
+            crate::sys::close(fd).map_err(|e| {
+                anyhow::Error::new(crate::error::SystemFailure(format!(
                     "close {} failed: {}",
                     self.path.display(),
-                    last_errno()
-                ))));
-            }
+                    e
+                )))
+            })?;
         }
         Ok(())
     }
@@ -809,7 +770,11 @@ impl Exerciser {
     /// Reads the whole file and compares it with the model, and checks the size.
     pub fn verify_all(&mut self) -> Result<(), Box<Failure>> {
         self.check_size(None)?;
-        let fd = self.raw();
+        let fd = self
+            .fd
+            .as_ref()
+            .expect("operations run only while the file is open")
+            .as_fd();
         let size = self.model.size() as usize;
         let got = pread_all(fd, &mut self.scratch[..size], 0, 0)
             .map_err(|e| self.io_fail(None, "pread (full verification)", e))?;
@@ -868,65 +833,35 @@ pub fn corrupt_byte(path: &Path, off: u64, expected: Option<u8>) -> Result<()> {
 /// RWF_DONTCACHE (Linux 6.14): drop the pages once the I/O is done.
 const RWF_DONTCACHE: i32 = 0x80;
 
-fn pwrite_all(fd: RawFd, mut data: &[u8], mut off: u64, flags: i32) -> Result<(), Errno> {
+fn pwrite_all(fd: BorrowedFd<'_>, mut data: &[u8], mut off: u64, flags: i32) -> Result<(), Errno> {
     while !data.is_empty() {
-        // SAFETY: writing from a live slice.
-        let r = unsafe {
-            if flags == 0 {
-                libc::pwrite(fd, data.as_ptr().cast(), data.len(), off as i64)
-            } else {
-                let iov = libc::iovec {
-                    iov_base: data.as_ptr() as *mut libc::c_void,
-                    iov_len: data.len(),
-                };
-                libc::pwritev2(fd, &iov, 1, off as i64, flags)
-            }
+        let r = match sys::pwrite_flags(fd, data, off, flags) {
+            Ok(r) => r,
+            Err(Errno::EINTR) => continue,
+            Err(e) => return Err(e),
         };
-        if r < 0 {
-            let e = last_errno();
-            if e == Errno::EINTR {
-                continue;
-            }
-            return Err(e);
-        }
         if r == 0 {
             return Err(Errno::EIO);
         }
-        data = &data[r as usize..];
+        data = &data[r..];
         off += r as u64;
     }
     Ok(())
 }
 
 /// Reads until `buf` is full or EOF; returns the bytes read.
-fn pread_all(fd: RawFd, buf: &mut [u8], off: u64, flags: i32) -> Result<usize, Errno> {
+fn pread_all(fd: BorrowedFd<'_>, buf: &mut [u8], off: u64, flags: i32) -> Result<usize, Errno> {
     let mut done = 0;
     while done < buf.len() {
-        let rest = &mut buf[done..];
-        let at = (off + done as u64) as i64;
-        // SAFETY: reading into a live mutable slice.
-        let r = unsafe {
-            if flags == 0 {
-                libc::pread(fd, rest.as_mut_ptr().cast(), rest.len(), at)
-            } else {
-                let iov = libc::iovec {
-                    iov_base: rest.as_mut_ptr().cast(),
-                    iov_len: rest.len(),
-                };
-                libc::preadv2(fd, &iov, 1, at, flags)
-            }
+        let r = match sys::pread_flags(fd, &mut buf[done..], off + done as u64, flags) {
+            Ok(r) => r,
+            Err(Errno::EINTR) => continue,
+            Err(e) => return Err(e),
         };
-        if r < 0 {
-            let e = last_errno();
-            if e == Errno::EINTR {
-                continue;
-            }
-            return Err(e);
-        }
         if r == 0 {
             break;
         }
-        done += r as usize;
+        done += r;
     }
     Ok(done)
 }

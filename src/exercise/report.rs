@@ -7,8 +7,8 @@ use std::path::{Path, PathBuf};
 
 use super::engine::Step;
 use super::ops::{Op, OpKind};
-use crate::report::table::{format_ns, format_rate};
 use crate::results::RunResult;
+use crate::text::{format_ns, format_rate};
 
 /// What went wrong.
 #[derive(Debug, Clone, PartialEq)]

@@ -715,7 +715,7 @@ mod tests {
 
     #[test]
     fn plan_parameters_use_the_flag_names_and_sizes() {
-        let kind = crate::workload::registry::find("exercise").unwrap();
+        let kind = crate::registry::find("exercise").unwrap();
         let w = (kind.build)(serde_json::json!({
             "max_len": "1M",
             "max_op_len": "16K",

@@ -652,10 +652,8 @@ impl ExtReader {
         })?;
         let dev = std::fs::File::open(&device)
             .map_err(|e| format!("opening {}: {e}", device.display()))?;
-        // SAFETY: syncfs on a valid descriptor.
-        if unsafe { libc::syncfs(fd.as_raw_fd()) } < 0 {
-            return Err(format!("syncfs: {}", io::Error::last_os_error()));
-        }
+        nix::unistd::syncfs(fd.as_raw_fd())
+            .map_err(|e| format!("syncfs: {}", io::Error::from_raw_os_error(e as i32)))?;
         let mut raw = vec![0u8; 1024];
         dev.read_exact_at(&mut raw, 1024)
             .map_err(|e| format!("reading the superblock of {}: {e}", device.display()))?;

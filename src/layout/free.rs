@@ -244,8 +244,7 @@ pub fn free_space(path: &Path) -> Result<FreeSpace> {
         .map(|m| m.1.clone())
         .unwrap_or_else(|| fs_name(fs_magic).to_string());
     // Free-space records are only exact once everything pending is on disk.
-    // SAFETY: syncfs on a valid descriptor.
-    unsafe { libc::syncfs(std::os::fd::AsRawFd::as_raw_fd(&fd)) };
+    let _ = nix::unistd::syncfs(std::os::fd::AsRawFd::as_raw_fd(&fd));
     if fs_magic == magic::BTRFS {
         return super::btrfs::free_space(path, fd, &fs_type);
     }
@@ -300,12 +299,8 @@ pub fn bitmap_free(
     fs_type: &str,
     block_size: u64,
 ) -> std::result::Result<FreeSpace, String> {
-    // SAFETY: zeroed plain struct filled by the kernel.
-    let mut st: libc::stat = unsafe { std::mem::zeroed() };
-    // SAFETY: valid fd and pointer.
-    if unsafe { libc::fstat(std::os::fd::AsRawFd::as_raw_fd(&fd), &mut st) } < 0 {
-        return Err(format!("stat: {}", std::io::Error::last_os_error()));
-    }
+    let st = crate::sys::fstat(fd)
+        .map_err(|e| format!("stat: {}", std::io::Error::from_raw_os_error(e as i32)))?;
     #[allow(clippy::unnecessary_cast)]
     let reader = super::ext::ExtReader::open(fd, st.st_dev as u64)?;
     if reader.sb.block_size != block_size {

@@ -64,12 +64,10 @@ impl FsRules {
             _ => (u64::MAX, u64::MAX),
         };
         let ext_extents = if magic == magic::EXT {
-            // SAFETY: zeroed plain struct filled by the kernel.
-            let mut st: libc::stat = unsafe { std::mem::zeroed() };
-            // SAFETY: valid fd and pointer.
-            let ok = unsafe { libc::fstat(std::os::fd::AsRawFd::as_raw_fd(&fd), &mut st) } == 0;
             #[allow(clippy::unnecessary_cast)]
-            ok.then(|| ext_extent_feature(st.st_dev as u64)).flatten()
+            crate::sys::fstat(std::os::fd::AsFd::as_fd(&fd))
+                .ok()
+                .and_then(|st| ext_extent_feature(st.st_dev as u64))
         } else {
             None
         };
@@ -171,8 +169,7 @@ pub fn map_file_with(
         Err(e) if e.raw_os_error() == Some(libc::EBADR) => {
             // The filesystem does not take the sync flag: sync by hand, map without it.
             extents.clear();
-            // SAFETY: fsync on a valid descriptor.
-            unsafe { libc::fsync(std::os::fd::AsRawFd::as_raw_fd(&fd)) };
+            let _ = nix::unistd::fsync(std::os::fd::AsRawFd::as_raw_fd(&fd));
             sys::fiemap(fd, 0, |e| extents.push(e))
         }
         other => other,
@@ -220,8 +217,8 @@ pub fn fibmap_extents(
     size: u64,
     format: &FormatRules,
 ) -> io::Result<Vec<RawExtent>> {
-    // SAFETY: fsync on a valid descriptor; delayed allocations must be placed first.
-    unsafe { libc::fsync(std::os::fd::AsRawFd::as_raw_fd(&fd)) };
+    // Delayed allocations must be placed first.
+    let _ = nix::unistd::fsync(std::os::fd::AsRawFd::as_raw_fd(&fd));
     let bs = format.block_size.max(1);
     let bpib = bs / 4;
     let nblocks = size.div_ceil(bs);

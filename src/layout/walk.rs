@@ -13,7 +13,7 @@
 use std::collections::{HashMap, HashSet};
 use std::ffi::{CStr, OsStr};
 use std::io;
-use std::os::fd::{AsFd, AsRawFd, BorrowedFd, FromRawFd, OwnedFd};
+use std::os::fd::{AsFd, AsRawFd, BorrowedFd, OwnedFd};
 use std::os::unix::ffi::OsStrExt;
 use std::path::{Path, PathBuf};
 use std::sync::{Arc, Condvar, Mutex};
@@ -164,43 +164,18 @@ fn unescape_octal(s: &str) -> Vec<u8> {
 }
 
 fn statx_follow(path: &CStr) -> io::Result<libc::statx> {
-    // SAFETY: zeroed plain struct filled by the kernel.
-    let mut st: libc::statx = unsafe { std::mem::zeroed() };
-    // SAFETY: valid pointers.
-    let rc = unsafe {
-        libc::statx(
-            libc::AT_FDCWD,
-            path.as_ptr(),
-            libc::AT_NO_AUTOMOUNT,
-            libc::STATX_INO,
-            &mut st,
-        )
-    };
-    if rc < 0 {
-        Err(io::Error::last_os_error())
-    } else {
-        Ok(st)
-    }
+    crate::sys::statx(libc::AT_FDCWD, path, libc::AT_NO_AUTOMOUNT, libc::STATX_INO)
+        .map_err(|e| io::Error::from_raw_os_error(e as i32))
 }
 
 fn statx_nofollow(dirfd: libc::c_int, name: &CStr) -> io::Result<libc::statx> {
-    // SAFETY: zeroed plain struct filled by the kernel.
-    let mut st: libc::statx = unsafe { std::mem::zeroed() };
-    // SAFETY: valid pointers; dirfd is open or AT_FDCWD.
-    let rc = unsafe {
-        libc::statx(
-            dirfd,
-            name.as_ptr(),
-            libc::AT_SYMLINK_NOFOLLOW | libc::AT_NO_AUTOMOUNT,
-            libc::STATX_TYPE | libc::STATX_INO | libc::STATX_SIZE,
-            &mut st,
-        )
-    };
-    if rc < 0 {
-        Err(io::Error::last_os_error())
-    } else {
-        Ok(st)
-    }
+    crate::sys::statx(
+        dirfd,
+        name,
+        libc::AT_SYMLINK_NOFOLLOW | libc::AT_NO_AUTOMOUNT,
+        libc::STATX_TYPE | libc::STATX_INO | libc::STATX_SIZE,
+    )
+    .map_err(|e| io::Error::from_raw_os_error(e as i32))
 }
 
 fn dev_of(st: &libc::statx) -> u64 {
@@ -347,18 +322,12 @@ pub fn scan_tree(
 /// Opens a directory or regular file for fstatfs/syncfs (never blocks on a FIFO, never follows
 /// a symlink).
 fn open_quietly(path: &CStr) -> io::Result<OwnedFd> {
-    // SAFETY: valid C string.
-    let fd = unsafe {
-        libc::open(
-            path.as_ptr(),
-            libc::O_RDONLY | libc::O_NOFOLLOW | libc::O_NONBLOCK | libc::O_CLOEXEC | libc::O_NOCTTY,
-        )
-    };
-    if fd < 0 {
-        return Err(io::Error::last_os_error());
-    }
-    // SAFETY: fresh descriptor.
-    Ok(unsafe { OwnedFd::from_raw_fd(fd) })
+    crate::sys::open(
+        path,
+        libc::O_RDONLY | libc::O_NOFOLLOW | libc::O_NONBLOCK | libc::O_CLOEXEC | libc::O_NOCTTY,
+        0,
+    )
+    .map_err(|e| io::Error::from_raw_os_error(e as i32))
 }
 
 struct Worker<'s, 'a> {
@@ -550,20 +519,18 @@ impl<'s, 'a> Worker<'s, 'a> {
             Ok(c) => c,
             Err(_) => return subdirs,
         };
-        // SAFETY: valid C string.
-        let fd = unsafe {
-            libc::open(
-                c.as_ptr(),
-                libc::O_RDONLY | libc::O_DIRECTORY | libc::O_NOFOLLOW | libc::O_CLOEXEC,
-            )
+        let fd = match crate::sys::open(
+            &c,
+            libc::O_RDONLY | libc::O_DIRECTORY | libc::O_NOFOLLOW | libc::O_CLOEXEC,
+            0,
+        ) {
+            Ok(fd) => fd,
+            Err(e) => {
+                let e = io::Error::from_raw_os_error(e as i32);
+                self.count_error(&job.path, "opening directory", &e);
+                return subdirs;
+            }
         };
-        if fd < 0 {
-            let e = io::Error::last_os_error();
-            self.count_error(&job.path, "opening directory", &e);
-            return subdirs;
-        }
-        // SAFETY: fresh descriptor.
-        let fd = unsafe { OwnedFd::from_raw_fd(fd) };
         let dirfd = fd.as_raw_fd();
         // A second descriptor for the stream, so `fd` stays usable for *at() calls.
         let dup = match fd.try_clone() {
@@ -721,33 +688,22 @@ impl<'s, 'a> Worker<'s, 'a> {
         top_level: bool,
     ) {
         // O_NONBLOCK: if the entry was replaced by a FIFO since readdir, open must not hang.
-        // SAFETY: valid dirfd and C string.
-        let fd = unsafe {
-            libc::openat(
-                dirfd,
-                name.as_ptr(),
-                libc::O_RDONLY
-                    | libc::O_NOFOLLOW
-                    | libc::O_NONBLOCK
-                    | libc::O_CLOEXEC
-                    | libc::O_NOCTTY,
-            )
+        let flags =
+            libc::O_RDONLY | libc::O_NOFOLLOW | libc::O_NONBLOCK | libc::O_CLOEXEC | libc::O_NOCTTY;
+        let fd = match crate::sys::open_at(dirfd, name, flags, 0) {
+            Ok(fd) => fd,
+            Err(e) => {
+                self.count_error(path, "open", &io::Error::from_raw_os_error(e as i32));
+                return;
+            }
         };
-        if fd < 0 {
-            let e = io::Error::last_os_error();
-            self.count_error(path, "open", &e);
-            return;
-        }
-        // SAFETY: fresh descriptor.
-        let fd = unsafe { OwnedFd::from_raw_fd(fd) };
-        // SAFETY: zeroed plain struct filled by the kernel.
-        let mut st: libc::stat = unsafe { std::mem::zeroed() };
-        // SAFETY: valid fd and pointer.
-        if unsafe { libc::fstat(fd.as_raw_fd(), &mut st) } < 0 {
-            let e = io::Error::last_os_error();
-            self.count_error(path, "stat", &e);
-            return;
-        }
+        let st = match crate::sys::fstat(fd.as_fd()) {
+            Ok(st) => st,
+            Err(e) => {
+                self.count_error(path, "stat", &io::Error::from_raw_os_error(e as i32));
+                return;
+            }
+        };
         if st.st_mode & libc::S_IFMT != libc::S_IFREG {
             self.b.skipped.special_files += 1;
             return;

@@ -6,7 +6,7 @@
 //! workload kind that is not registered, a parameter of the wrong type, a testbed that cannot be
 //! built or a matrix that does not fit on the disk are all errors that name the file, line and
 //! column and the field, and list the allowed values. Workload parameters are each workload's own
-//! serde struct (see [`crate::workload::registry`]), under the names of its command-line flags
+//! serde struct (see [`crate::registry`]), under the names of its command-line flags
 //! with `_` for `-`, so a new workload is usable from plans by its one registry line.
 //!
 //! ```toml

@@ -16,9 +16,10 @@ use super::{
     AUTO_MIN_REPS, DEFAULT_SEED,
 };
 use crate::error::bad_input;
+use crate::registry;
 use crate::testbed::{default_workdir, split_words, Backing, FsKind, JournalSpec, TestbedSpec};
 use crate::units::{format_size, parse_size};
-use crate::workload::{registry, ColdMode, Workload};
+use crate::workload::{ColdMode, Workload};
 
 /// A line and column in a plan file, both from 1.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]

@@ -9,6 +9,7 @@ pub mod metrics;
 pub mod model;
 pub mod plots;
 pub mod png;
+pub mod ranks;
 pub mod table;
 
 use std::path::{Path, PathBuf};

@@ -351,7 +351,7 @@ pub fn build(mut results: Vec<RunResult>, baseline: Option<&str>) -> anyhow::Res
     if let Some(t) = aged_fresh_table(&results) {
         tables.push(t);
     }
-    if let Some(t) = crate::dist::report::rank_table(&results) {
+    if let Some(t) = crate::report::ranks::rank_table(&results) {
         tables.push(t);
     }
     tables.push(stats_table(&cells));

@@ -52,6 +52,58 @@ pub struct RunResult {
     pub mpi: Option<MpiInfo>,
 }
 
+/// What a run produced and what defined it; [`RunResult::assemble`] adds what every result
+/// carries (schema, tool, host, fsgauge's own peak memory).
+#[derive(Debug, Clone)]
+pub struct RunRecord {
+    pub testbed: TestbedInfo,
+    pub workload: WorkloadInfo,
+    pub rep: u32,
+    pub seed: u64,
+    /// When the run started.
+    pub started: std::time::SystemTime,
+    /// Everything that defines the run, hashed into [`RunResult::spec_hash`] by [`spec_hash`].
+    pub spec: serde_json::Value,
+    pub conditions: Conditions,
+    pub phases: Vec<PhaseResult>,
+    pub layout: Option<serde_json::Value>,
+    pub errors: Vec<String>,
+    pub mpi: Option<MpiInfo>,
+}
+
+impl RunResult {
+    /// The one place a result document is put together.
+    pub fn assemble(r: RunRecord) -> Self {
+        RunResult {
+            schema: SCHEMA.into(),
+            tool: ToolInfo::current(),
+            host: HostInfo::current(),
+            testbed: r.testbed,
+            workload: r.workload,
+            rep: r.rep,
+            seed: r.seed,
+            started_at: humantime::format_rfc3339_seconds(r.started).to_string(),
+            spec_hash: spec_hash(&r.spec),
+            conditions: r.conditions,
+            phases: r.phases,
+            layout: r.layout,
+            errors: r.errors,
+            tool_peak_rss: crate::sys::proc::own_peak_rss(),
+            mpi: r.mpi,
+        }
+    }
+}
+
+/// The spec hash of a run: SHA-256 of the JSON text of everything that defines it, in hex.
+/// Equal hashes are the same experiment (plans skip runs whose hash has a result already).
+pub fn spec_hash(spec: &serde_json::Value) -> String {
+    use sha2::{Digest, Sha256};
+    Sha256::digest(spec.to_string().as_bytes())
+        .iter()
+        .map(|b| format!("{b:02x}"))
+        .collect()
+}
+
 /// An MPI run: its ranks, where they ran, and the rules they ran under.
 #[derive(Debug, Clone, Serialize, Deserialize, PartialEq, Default)]
 pub struct MpiInfo {

@@ -24,9 +24,7 @@ use crate::age::{
 };
 use crate::error::bad_input;
 use crate::measure::{PhaseMeter, Progress};
-use crate::results::{
-    write_result, Conditions, HostInfo, PhaseResult, RunResult, ToolInfo, WorkloadInfo, SCHEMA,
-};
+use crate::results::{write_result, Conditions, PhaseResult, RunRecord, RunResult, WorkloadInfo};
 use crate::testbed::{preflight, Testbed, TestbedSpec};
 use crate::workload::readtest::{ReadPhase, ReadTest};
 use crate::workload::{ColdMode, RunContext, Target, Workload};
@@ -332,27 +330,16 @@ impl AppendStudy {
             "prealloc": self.prealloc,
             "read_phases": self.read_phases,
         });
-        let spec_hash = {
-            use sha2::{Digest, Sha256};
-            let v = serde_json::json!({"study": "append", "spec": spec, "params": params_v, "seed": self.seed});
-            Sha256::digest(v.to_string().as_bytes())
-                .iter()
-                .map(|b| format!("{b:02x}"))
-                .collect()
-        };
-        Ok(RunResult {
-            schema: SCHEMA.into(),
-            tool: ToolInfo::current(),
-            host: HostInfo::current(),
+        Ok(RunResult::assemble(RunRecord {
             testbed,
             workload: WorkloadInfo {
                 kind: "study-append".into(),
-                params: params_v,
+                params: params_v.clone(),
             },
             rep: 0,
             seed: self.seed,
-            started_at: humantime::format_rfc3339_seconds(started).to_string(),
-            spec_hash,
+            started,
+            spec: serde_json::json!({"study": "append", "spec": spec, "params": params_v, "seed": self.seed}),
             conditions: Conditions {
                 cold: ColdMode::Drop.name().into(),
                 ..Default::default()
@@ -364,9 +351,8 @@ impl AppendStudy {
                 "manifest": { "sha256": digest, "ops": ops },
             })),
             errors: warnings,
-            tool_peak_rss: crate::testbed::own_peak_rss(),
             mpi: None,
-        })
+        }))
     }
 }
 

@@ -69,26 +69,6 @@ fn own_cgroup(controller: &str) -> Option<String> {
     })
 }
 
-/// Resident set size of this process, from /proc/self/status.
-pub fn own_rss() -> u64 {
-    status_kib("VmRSS:").unwrap_or(0) * 1024
-}
-
-/// Peak resident set size of this process.
-pub fn own_peak_rss() -> u64 {
-    status_kib("VmHWM:").unwrap_or(0) * 1024
-}
-
-fn status_kib(key: &str) -> Option<u64> {
-    let s = fs::read_to_string("/proc/self/status").ok()?;
-    s.lines()
-        .find(|l| l.starts_with(key))?
-        .split_whitespace()
-        .nth(1)?
-        .parse()
-        .ok()
-}
-
 impl MemLimit {
     /// Creates a cgroup limited to `limit` bytes and moves this process into it. `needs` is what
     /// the workload itself must have (its buffers, plus this process); a smaller limit is refused.
@@ -241,17 +221,6 @@ pub fn remove_cgroup(path: &Path) -> Result<()> {
     .with_context(|| format!("removing cgroup {}", path.display()))
 }
 
-/// Reads a field of /proc/meminfo in bytes.
-pub fn meminfo(key: &str) -> Option<u64> {
-    let s = fs::read_to_string("/proc/meminfo").ok()?;
-    let line = s.lines().find(|l| l.split(':').next() == Some(key))?;
-    line.split_whitespace()
-        .nth(1)?
-        .parse::<u64>()
-        .ok()
-        .map(|k| k * 1024)
-}
-
 /// The seed study's memory charger: locks anonymous memory until `MemAvailable` is down to the
 /// target, and gives it back on drop.
 #[derive(Debug)]
@@ -289,8 +258,8 @@ impl MemCharger {
         super::cache::drop_caches()?;
         loop {
             crate::signals::check()?;
-            let avail =
-                meminfo("MemAvailable").context("reading MemAvailable from /proc/meminfo")?;
+            let avail = crate::sys::proc::meminfo("MemAvailable")
+                .context("reading MemAvailable from /proc/meminfo")?;
             if avail <= target + (256 << 10) {
                 break;
             }
@@ -316,7 +285,7 @@ impl MemCharger {
             me.chunks.push((ptr, want));
             me.locked += want as u64;
         }
-        me.available_after = meminfo("MemAvailable").unwrap_or(0);
+        me.available_after = crate::sys::proc::meminfo("MemAvailable").unwrap_or(0);
         Ok(me)
     }
 

@@ -20,10 +20,11 @@ use std::path::{Path, PathBuf};
 
 use anyhow::{Context, Result};
 
+pub use crate::sys::proc::{meminfo, own_peak_rss, own_rss};
 pub use cache::{drop_caches, syncfs};
 pub use ledger::{Ledger, LedgerEntry, Resource};
 pub use loopdev::LoopDevice;
-pub use memlimit::{meminfo, own_peak_rss, own_rss, CgroupVersion, MemCharger, MemLimit};
+pub use memlimit::{CgroupVersion, MemCharger, MemLimit};
 pub use mkfs::{mkfs_command, MkfsCommand};
 pub use rundir::RunDir;
 pub use spec::{

@@ -16,21 +16,16 @@
 //! minimal C program doing the same syscalls (it measures about 97-98%; the rest is the
 //! recording: the bare syscall loop alone measured 99.4-100%).
 
-use std::os::fd::{AsRawFd, OwnedFd};
-
 use anyhow::Result;
-use nix::errno::Errno;
 use rand::{RngCore, SeedableRng};
 use serde::{Deserialize, Serialize};
 
-use super::names::{
-    check_inodes, close, create_at, digits, fs_error, mkdir_at, open_dir, open_dir_at,
-    timed_syncfs, unlink_at, write_all, NameBuf,
-};
+use super::names::{check_inodes, digits, timed_syncfs, NameBuf};
 use super::tree::FsyncMode;
 use super::{RunContext, Workload};
 use crate::error::bad_input;
 use crate::measure::OpDef;
+use crate::sys::{fs_error, Dir};
 
 /// Parameters of the create workload.
 #[derive(Debug, Clone, Serialize, Deserialize, PartialEq)]
@@ -107,21 +102,21 @@ impl Create {
     /// directories before the timed loop).
     fn prepare(&self, ctx: &RunContext) -> Result<()> {
         let root = ctx.root();
-        let root_fd = open_dir(root)?;
+        let root_fd = Dir::open_path(root)?;
         let (_, sw) = self.widths();
         let off = ctx.worker_base(self.threads as u64);
         let mut name = NameBuf::new();
         for w in off..off + self.threads as u64 {
             name.clear().push_str(&Self::worker_dir(w));
-            mkdir_at(root_fd.as_raw_fd(), name.as_cstr()).map_err(|e| {
+            root_fd.mkdir(name.as_cstr()).map_err(|e| {
                 fs_error("mkdir", &format!("{}/{}", root.display(), name.as_str()), e)
             })?;
-            let wfd = open_dir_at(root_fd.as_raw_fd(), name.as_cstr()).map_err(|e| {
+            let wfd = root_fd.open_dir(name.as_cstr()).map_err(|e| {
                 fs_error("open", &format!("{}/{}", root.display(), name.as_str()), e)
             })?;
             for s in 0..self.subdirs() {
                 name.clear().push_str("s").push_num(s, sw);
-                mkdir_at(wfd.as_raw_fd(), name.as_cstr()).map_err(|e| {
+                wfd.mkdir(name.as_cstr()).map_err(|e| {
                     fs_error(
                         "mkdir",
                         &format!("{}/w{w}/{}", root.display(), name.as_str()),
@@ -157,8 +152,8 @@ impl Create {
                     rec.op("syncfs"),
                 );
                 let wdir = root.join(Self::worker_dir(off + w as u64));
-                let wfd = open_dir(&wdir)?;
-                let mut sub: Option<OwnedFd> = None;
+                let wfd = Dir::open_path(&wdir)?;
+                let mut sub: Option<Dir> = None;
                 // The subdirectory's name, and the file's: "f" and the file number, zero-padded,
                 // counted up in place from one file to the next.
                 let mut dname = NameBuf::new();
@@ -190,42 +185,37 @@ impl Create {
                         if k > 0 && room == 0 {
                             room = k;
                             dname.clear().push_str("s").push_num(i / k, sw);
-                            sub = Some(open_dir_at(wfd.as_raw_fd(), dname.as_cstr()).map_err(
-                                |e| {
-                                    let at = format!("{}/{}", wdir.display(), dname.as_str());
-                                    fs_error("open", &at, e)
-                                },
-                            )?);
+                            sub = Some(wfd.open_dir(dname.as_cstr()).map_err(|e| {
+                                let at = format!("{}/{}", wdir.display(), dname.as_str());
+                                fs_error("open", &at, e)
+                            })?);
                         }
                         room = room.saturating_sub(1);
-                        let dir = sub.as_ref().unwrap_or(&wfd).as_raw_fd();
+                        let dir = sub.as_ref().unwrap_or(&wfd);
                         // One clock read per syscall boundary: each syscall's end starts the
                         // next.
                         let t0 = clock.now();
-                        let fd = create_at(dir, fname.as_cstr())
+                        let fd = dir
+                            .create(fname.as_cstr())
                             .map_err(|e| fs_error("open", &shown(&fname, i), e))?;
                         let mut t = l_open.lap(rec, t0, 0);
                         let mut left = size;
                         while left > 0 {
                             let n = left.min(buf.len() as u64) as usize;
-                            if let Err(e) = write_all(fd, &buf[..n], |b| {
+                            if let Err(e) = fd.write_all(&buf[..n], |b| {
                                 t = l_write.lap(rec, t, b as u64);
                             }) {
-                                let _ = close(fd);
                                 return Err(fs_error("write", &shown(&fname, i), e));
                             }
                             left -= n as u64;
                         }
                         if fsync == FsyncMode::File {
-                            // SAFETY: fsync on the descriptor we own.
-                            if unsafe { libc::fsync(fd) } != 0 {
-                                let e = Errno::last();
-                                let _ = close(fd);
-                                return Err(fs_error("fsync", &shown(&fname, i), e));
-                            }
+                            fd.fsync()
+                                .map_err(|e| fs_error("fsync", &shown(&fname, i), e))?;
                             t = l_fsync.lap(rec, t, 0);
                         }
-                        close(fd).map_err(|e| fs_error("close", &shown(&fname, i), e))?;
+                        fd.close()
+                            .map_err(|e| fs_error("close", &shown(&fname, i), e))?;
                         let end = l_close.lap(rec, t, 0);
                         l_create.span(rec, t0, end, 0);
                         fname.increment();
@@ -234,7 +224,7 @@ impl Create {
                 })?;
                 if fsync == FsyncMode::End {
                     let shown = wdir.display().to_string();
-                    timed_syncfs(rec, syncfs_op, wfd.as_raw_fd(), &shown)?;
+                    timed_syncfs(rec, syncfs_op, &wfd, &shown)?;
                 }
                 Ok(())
             },
@@ -267,8 +257,8 @@ impl Create {
             |w, rec| {
                 let (unlink, rmdir) = (rec.op("unlink"), rec.op("rmdir"));
                 let wdir = root.join(Self::worker_dir(off + w as u64));
-                let wfd = open_dir(&wdir)?;
-                let mut sub: Option<OwnedFd> = None;
+                let wfd = Dir::open_path(&wdir)?;
+                let mut sub: Option<Dir> = None;
                 let mut name = NameBuf::new();
                 let files = made.get(w).copied().unwrap_or(0);
                 let mut fname = NameBuf::new();
@@ -286,14 +276,14 @@ impl Create {
                     if k > 0 && room == 0 {
                         room = k;
                         name.clear().push_str("s").push_num(i / k, sw);
-                        sub = Some(open_dir_at(wfd.as_raw_fd(), name.as_cstr()).map_err(|e| {
+                        sub = Some(wfd.open_dir(name.as_cstr()).map_err(|e| {
                             fs_error("open", &format!("{}/{}", wdir.display(), name.as_str()), e)
                         })?);
                     }
                     room = room.saturating_sub(1);
-                    let dir = sub.as_ref().unwrap_or(&wfd).as_raw_fd();
+                    let dir = sub.as_ref().unwrap_or(&wfd);
                     let t0 = rec.tick();
-                    unlink_at(dir, fname.as_cstr(), false).map_err(|e| {
+                    dir.unlink(fname.as_cstr(), false).map_err(|e| {
                         fs_error(
                             "unlink",
                             &format!("{} entry {}", wdir.display(), fname.as_str()),
@@ -307,7 +297,7 @@ impl Create {
                 for s in 0..subdirs {
                     name.clear().push_str("s").push_num(s, sw);
                     let t0 = rec.tick();
-                    unlink_at(wfd.as_raw_fd(), name.as_cstr(), true).map_err(|e| {
+                    wfd.unlink(name.as_cstr(), true).map_err(|e| {
                         fs_error("rmdir", &format!("{}/{}", wdir.display(), name.as_str()), e)
                     })?;
                     rec.lap(rmdir, t0, 0);

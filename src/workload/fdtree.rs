@@ -25,7 +25,6 @@
 
 use std::fmt::Write as _;
 use std::io::Write as _;
-use std::os::fd::{AsRawFd, OwnedFd, RawFd};
 use std::path::{Path, PathBuf};
 use std::str::FromStr;
 use std::time::Instant;
@@ -34,14 +33,12 @@ use anyhow::{Context, Result};
 use nix::errno::Errno;
 use serde::{Deserialize, Serialize};
 
-use super::names::{
-    check_inodes, close, create_at, digits, ensure_fds, fs_error, mkdir_at, open_dir, open_dir_at,
-    timed_syncfs, unlink_at, write_all, NameBuf, PATH_MAX,
-};
+use super::names::{check_inodes, digits, ensure_fds, timed_syncfs, NameBuf, PATH_MAX};
 use super::tree::FsyncMode;
 use super::{RunContext, Workload};
 use crate::error::{bad_input, SystemFailure};
 use crate::measure::{OpDef, OpId, Recorder};
+use crate::sys::{fs_error, Dir};
 use crate::units::Size;
 
 /// The four scenarios of the journal-size study (Linux Magazine, 2009), with fdtree's own
@@ -196,7 +193,7 @@ pub fn base_name(w: u64) -> String {
 /// One open directory on the walk: its level, the next child to visit (counting down), and
 /// the index it has in its parent (to rebuild its path for messages).
 struct Frame {
-    fd: OwnedFd,
+    fd: Dir,
     level: u32,
     next: u64,
     via: u64,
@@ -207,7 +204,7 @@ type OpFail = (&'static str, Errno);
 
 /// A callback on one directory: recorder, its descriptor, its level, a name buffer to build
 /// entry names in (left holding the failing entry's name on error).
-type Visit<'a> = dyn FnMut(&mut Recorder, RawFd, u32, &mut NameBuf) -> Result<(), OpFail> + 'a;
+type Visit<'a> = dyn FnMut(&mut Recorder, &Dir, u32, &mut NameBuf) -> Result<(), OpFail> + 'a;
 
 fn frame_path(base: &str, stack: &[Frame], name: Option<&NameBuf>) -> String {
     let mut s = base.to_string();
@@ -276,7 +273,7 @@ impl Removal {
     fn remove_each(
         &self,
         rec: &mut Recorder,
-        fd: RawFd,
+        fd: &Dir,
         count: u64,
         name_of: impl Fn(&mut NameBuf, u64),
         name: &mut NameBuf,
@@ -287,7 +284,7 @@ impl Removal {
             }
             name_of(name, i);
             let t0 = Instant::now();
-            match unlink_at(fd, name.as_cstr(), self.dir) {
+            match fd.unlink(name.as_cstr(), self.dir) {
                 Ok(()) => {
                     rec.record(self.op, t0, 0);
                 }
@@ -306,7 +303,7 @@ impl Removal {
 #[allow(clippy::too_many_arguments)]
 fn walk(
     rec: &mut Recorder,
-    base: OwnedFd,
+    base: Dir,
     base_shown: &str,
     levels: u32,
     dirs: u64,
@@ -325,7 +322,7 @@ fn walk(
     });
     if levels > 0 || leaves {
         name.clear();
-        if let Err(f) = pre(rec, stack[0].fd.as_raw_fd(), levels, &mut name) {
+        if let Err(f) = pre(rec, &stack[0].fd, levels, &mut name) {
             return end(rec, f, || frame_path(base_shown, &stack, Some(&name)));
         }
     }
@@ -334,7 +331,7 @@ fn walk(
         let descend = level > 0 && next > 0 && (leaves || level > 1);
         if !descend {
             name.clear();
-            if let Err(f) = post(rec, stack[i].fd.as_raw_fd(), level, &mut name) {
+            if let Err(f) = post(rec, &stack[i].fd, level, &mut name) {
                 return end(rec, f, || frame_path(base_shown, &stack, Some(&name)));
             }
             stack.pop();
@@ -349,7 +346,7 @@ fn walk(
             .push_num(level as u64, 0)
             .push_str("D")
             .push_num(next, 0);
-        let fd = match open_dir_at(stack[i].fd.as_raw_fd(), name.as_cstr()) {
+        let fd = match stack[i].fd.open_dir(name.as_cstr()) {
             Ok(fd) => fd,
             Err(e) if missing(partial, e) => continue,
             Err(e) => {
@@ -367,14 +364,14 @@ fn walk(
             via: next,
         });
         name.clear();
-        if let Err(f) = pre(rec, stack[i + 1].fd.as_raw_fd(), level - 1, &mut name) {
+        if let Err(f) = pre(rec, &stack[i + 1].fd, level - 1, &mut name) {
             return end(rec, f, || frame_path(base_shown, &stack, Some(&name)));
         }
     }
     Ok(())
 }
 
-fn nothing(_: &mut Recorder, _: RawFd, _: u32, _: &mut NameBuf) -> Result<(), OpFail> {
+fn nothing(_: &mut Recorder, _: &Dir, _: u32, _: &mut NameBuf) -> Result<(), OpFail> {
     Ok(())
 }
 
@@ -458,8 +455,8 @@ impl Fdtree {
         }
     }
 
-    fn open_base(root: &Path, w: u64) -> Result<OwnedFd> {
-        open_dir(&root.join(base_name(w)))
+    fn open_base(root: &Path, w: u64) -> Result<Dir> {
+        Dir::open_path(&root.join(base_name(w)))
     }
 
     fn dir_create(&self, ctx: &mut RunContext) -> Result<()> {
@@ -478,22 +475,23 @@ impl Fdtree {
             self.threads as usize,
             |w, rec| {
                 let mkdir = rec.op("mkdir");
-                let root_fd = open_dir(&root)?;
+                let root_fd = Dir::open_path(&root)?;
                 let mut name = NameBuf::new();
                 name.push_str(&base_name(off + w as u64));
                 let t0 = Instant::now();
-                mkdir_at(root_fd.as_raw_fd(), name.as_cstr())
+                root_fd
+                    .mkdir(name.as_cstr())
                     .map_err(|e| fs_error("mkdir", &bases[w], e))?;
                 rec.record(mkdir, t0, 0);
                 let base = Self::open_base(&root, off + w as u64)?;
-                let mut pre = |rec: &mut Recorder, fd: RawFd, level: u32, name: &mut NameBuf| {
+                let mut pre = |rec: &mut Recorder, fd: &Dir, level: u32, name: &mut NameBuf| {
                     if level == 0 {
                         return Ok(());
                     }
                     for nd in (1..=d).rev() {
                         dir_name(name, level, nd);
                         let t0 = Instant::now();
-                        mkdir_at(fd, name.as_cstr()).map_err(|e| ("mkdir", e))?;
+                        fd.mkdir(name.as_cstr()).map_err(|e| ("mkdir", e))?;
                         rec.record(mkdir, t0, 0);
                     }
                     Ok(())
@@ -510,7 +508,7 @@ impl Fdtree {
                     &mut nothing,
                 )?;
                 if sync_end {
-                    timed_syncfs(rec, rec.op("syncfs"), root_fd.as_raw_fd(), &bases[w])?;
+                    timed_syncfs(rec, rec.op("syncfs"), &root_fd, &bases[w])?;
                 }
                 Ok(())
             },
@@ -550,39 +548,31 @@ impl Fdtree {
                 let base = Self::open_base(&root, off + w as u64)?;
                 let syncfs_fd = base
                     .try_clone()
-                    .map_err(|_| fs_error("dup", &bases[w], Errno::last()))?;
-                let mut pre = |rec: &mut Recorder, fd: RawFd, level: u32, name: &mut NameBuf| {
+                    .map_err(|e| fs_error("dup", &bases[w], e))?;
+                let mut pre = |rec: &mut Recorder, fd: &Dir, level: u32, name: &mut NameBuf| {
                     for f in (1..=nf).rev() {
                         if rec.should_stop() {
                             return Err((STOP, Errno::EINTR));
                         }
                         file_name(name, level, f);
                         let t0 = Instant::now();
-                        let file = create_at(fd, name.as_cstr()).map_err(|e| ("create", e))?;
+                        let file = fd.create(name.as_cstr()).map_err(|e| ("create", e))?;
                         let mut left = size;
                         let mut t = t0;
                         while left > 0 {
                             let n = left.min(buf.len() as u64) as usize;
-                            write_all(file, &buf[..n], |b| {
+                            file.write_all(&buf[..n], |b| {
                                 t = rec.record(write, t, b as u64);
                             })
-                            .map_err(|e| {
-                                let _ = close(file);
-                                ("write", e)
-                            })?;
+                            .map_err(|e| ("write", e))?;
                             left -= n as u64;
                         }
                         if fsync == FsyncMode::File {
                             let t1 = Instant::now();
-                            // SAFETY: fsync on a descriptor we own.
-                            if unsafe { libc::fsync(file) } != 0 {
-                                let e = Errno::last();
-                                let _ = close(file);
-                                return Err(("fsync", e));
-                            }
+                            file.fsync().map_err(|e| ("fsync", e))?;
                             rec.record(fsync_op, t1, 0);
                         }
-                        close(file).map_err(|e| ("close", e))?;
+                        file.close().map_err(|e| ("close", e))?;
                         rec.record(create, t0, 0);
                     }
                     Ok(())
@@ -599,7 +589,7 @@ impl Fdtree {
                     &mut nothing,
                 )?;
                 if fsync == FsyncMode::End {
-                    timed_syncfs(rec, syncfs_op, syncfs_fd.as_raw_fd(), &bases[w])?;
+                    timed_syncfs(rec, syncfs_op, &syncfs_fd, &bases[w])?;
                 }
                 Ok(())
             },
@@ -628,7 +618,7 @@ impl Fdtree {
     ) -> Result<()>
     where
         M: Fn(&Recorder) -> V + Sync,
-        V: FnMut(&mut Recorder, RawFd, &mut NameBuf) -> Result<u64, (&'static str, Errno)>,
+        V: FnMut(&mut Recorder, &Dir, &mut NameBuf) -> Result<u64, (&'static str, Errno)>,
     {
         // Under MPI with --read-neighbour, another rank's tree (see `dist`).
         let (root, off) = ctx.read_source(self.threads as u64);
@@ -649,7 +639,7 @@ impl Fdtree {
                 let base = Self::open_base(&root, off + w as u64)?;
                 let mut visit = make(rec);
                 let mut wrong: Option<(String, u64)> = None;
-                let mut pre = |rec: &mut Recorder, fd: RawFd, level: u32, name: &mut NameBuf| {
+                let mut pre = |rec: &mut Recorder, fd: &Dir, level: u32, name: &mut NameBuf| {
                     for f in (1..=nf).rev() {
                         if rec.should_stop() {
                             return Err((STOP, Errno::EINTR));
@@ -695,28 +685,16 @@ impl Fdtree {
         let (partial, size) = (ctx.partial(), self.file_size);
         self.visit_files(ctx, "stat", &STAT_OPS, ("stat", "has", false), |rec| {
             let stat = rec.op("stat");
-            move |rec: &mut Recorder, fd: RawFd, name: &mut NameBuf| {
-                let mut st = std::mem::MaybeUninit::<libc::stat>::uninit();
+            move |rec: &mut Recorder, fd: &Dir, name: &mut NameBuf| {
                 let t0 = Instant::now();
-                // SAFETY: fstatat fills the stat buffer on success.
-                let r = unsafe {
-                    libc::fstatat(
-                        fd,
-                        name.as_cstr().as_ptr(),
-                        st.as_mut_ptr(),
-                        libc::AT_SYMLINK_NOFOLLOW,
-                    )
-                };
-                if r != 0 {
-                    let e = Errno::last();
-                    if missing(partial, e) {
-                        return Ok(size);
+                match fd.stat(name.as_cstr()) {
+                    Ok(st) => {
+                        rec.record(stat, t0, 0);
+                        Ok(st.st_size as u64)
                     }
-                    return Err(("stat", e));
+                    Err(e) if missing(partial, e) => Ok(size),
+                    Err(e) => Err(("stat", e)),
                 }
-                rec.record(stat, t0, 0);
-                // SAFETY: fstatat succeeded, so the buffer is initialized.
-                Ok(unsafe { st.assume_init() }.st_size as u64)
             }
         })
     }
@@ -727,43 +705,24 @@ impl Fdtree {
         self.visit_files(ctx, "read", &READ_OPS, ("read", "gave", true), |rec| {
             let (file_op, read_op) = (rec.op("read_file"), rec.op("read"));
             let mut buf = vec![0u8; block];
-            move |rec: &mut Recorder, fd: RawFd, name: &mut NameBuf| {
+            move |rec: &mut Recorder, fd: &Dir, name: &mut NameBuf| {
                 let t0 = Instant::now();
-                // SAFETY: plain openat(2) with a NUL-terminated name.
-                let file = unsafe {
-                    libc::openat(
-                        fd,
-                        name.as_cstr().as_ptr(),
-                        libc::O_RDONLY | libc::O_CLOEXEC,
-                    )
+                let file = match fd.open_read(name.as_cstr()) {
+                    Ok(file) => file,
+                    Err(e) if missing(partial, e) => return Ok(size),
+                    Err(e) => return Err(("open", e)),
                 };
-                if file < 0 {
-                    let e = Errno::last();
-                    if missing(partial, e) {
-                        return Ok(size);
-                    }
-                    return Err(("open", e));
-                }
                 let mut total = 0u64;
                 let mut t = t0;
                 loop {
-                    // SAFETY: reading into a live buffer of buf.len() bytes.
-                    let r = unsafe { libc::read(file, buf.as_mut_ptr().cast(), buf.len()) };
-                    if r < 0 {
-                        let e = Errno::last();
-                        if e == Errno::EINTR {
-                            continue;
-                        }
-                        let _ = close(file);
-                        return Err(("read", e));
-                    }
+                    let r = file.read(&mut buf).map_err(|e| ("read", e))?;
                     t = rec.record(read_op, t, r as u64);
                     if r == 0 {
                         break;
                     }
                     total += r as u64;
                 }
-                close(file).map_err(|e| ("close", e))?;
+                file.close().map_err(|e| ("close", e))?;
                 rec.record(file_op, t0, 0);
                 Ok(total)
             }
@@ -789,8 +748,8 @@ impl Fdtree {
                 let base = Self::open_base(&root, off + w as u64)?;
                 let syncfs_fd = base
                     .try_clone()
-                    .map_err(|_| fs_error("dup", &bases[w], Errno::last()))?;
-                let mut pre = |rec: &mut Recorder, fd: RawFd, level: u32, name: &mut NameBuf| {
+                    .map_err(|e| fs_error("dup", &bases[w], e))?;
+                let mut pre = |rec: &mut Recorder, fd: &Dir, level: u32, name: &mut NameBuf| {
                     let entry = Removal {
                         op: unlink,
                         dir: false,
@@ -810,7 +769,7 @@ impl Fdtree {
                     &mut nothing,
                 )?;
                 if sync_end {
-                    timed_syncfs(rec, syncfs_op, syncfs_fd.as_raw_fd(), &bases[w])?;
+                    timed_syncfs(rec, syncfs_op, &syncfs_fd, &bases[w])?;
                 }
                 Ok(())
             },
@@ -836,9 +795,9 @@ impl Fdtree {
             self.threads as usize,
             |w, rec| {
                 let (rmdir, syncfs_op) = (rec.op("rmdir"), rec.op("syncfs"));
-                let root_fd = open_dir(&root)?;
+                let root_fd = Dir::open_path(&root)?;
                 let base = Self::open_base(&root, off + w as u64)?;
-                let mut post = |rec: &mut Recorder, fd: RawFd, level: u32, name: &mut NameBuf| {
+                let mut post = |rec: &mut Recorder, fd: &Dir, level: u32, name: &mut NameBuf| {
                     if level == 0 {
                         return Ok(());
                     }
@@ -863,7 +822,7 @@ impl Fdtree {
                 let mut name = NameBuf::new();
                 name.push_str(&base_name(off + w as u64));
                 let t0 = Instant::now();
-                match unlink_at(root_fd.as_raw_fd(), name.as_cstr(), true) {
+                match root_fd.unlink(name.as_cstr(), true) {
                     Ok(()) => {
                         rec.record(rmdir, t0, 0);
                     }
@@ -873,7 +832,7 @@ impl Fdtree {
                 }
                 if sync_end {
                     let shown = root.display().to_string();
-                    timed_syncfs(rec, syncfs_op, root_fd.as_raw_fd(), &shown)?;
+                    timed_syncfs(rec, syncfs_op, &root_fd, &shown)?;
                 }
                 Ok(())
             },
@@ -1081,7 +1040,7 @@ mod tests {
 
     #[test]
     fn plans_name_the_metadata_workloads_like_the_flags() {
-        let find = |k| crate::workload::registry::find(k).unwrap();
+        let find = |k| crate::registry::find(k).unwrap();
         let w =
             (find("fdtree").build)(serde_json::json!({"scenario": "medium-deep", "threads": 2}))
                 .unwrap();

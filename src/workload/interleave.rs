@@ -11,20 +11,18 @@
 //! file is created by path from the root's descriptor (`d0042/f07`), so memory and open
 //! descriptors stay flat however many directories there are.
 
-use std::os::fd::AsRawFd;
 use std::str::FromStr;
 use std::time::Instant;
 
 use anyhow::Result;
 use serde::{Deserialize, Serialize};
 
-use super::names::{
-    check_inodes, close, create_at, digits, fs_error, mkdir_at, open_dir, write_all, NameBuf,
-};
+use super::names::{check_inodes, digits, NameBuf};
 use super::tree::remove_tree_contents;
 use super::{ColdMode, RunContext, Workload};
 use crate::error::bad_input;
 use crate::measure::OpDef;
+use crate::sys::{fs_error, Dir};
 
 /// The order files are created in.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
@@ -110,7 +108,7 @@ impl Interleave {
         let dirs = self.dirs;
         let phase = ctx.phase("dir_create", &DIR_CREATE_OPS, Some(dirs), 1, |_, rec| {
             let mkdir = rec.op("mkdir");
-            let root_fd = open_dir(&root)?;
+            let root_fd = Dir::open_path(&root)?;
             let mut name = NameBuf::new();
             for d in 0..dirs {
                 if rec.should_stop() {
@@ -118,7 +116,7 @@ impl Interleave {
                 }
                 name.clear().push_str("d").push_num(d, dw);
                 let t0 = Instant::now();
-                mkdir_at(root_fd.as_raw_fd(), name.as_cstr()).map_err(|e| {
+                root_fd.mkdir(name.as_cstr()).map_err(|e| {
                     fs_error("mkdir", &format!("{}/{}", root.display(), name.as_str()), e)
                 })?;
                 rec.record(mkdir, t0, 0);
@@ -141,7 +139,7 @@ impl Interleave {
             1,
             |_, rec| {
                 let (create, write) = (rec.op("create"), rec.op("write"));
-                let root_fd = open_dir(&root)?;
+                let root_fd = Dir::open_path(&root)?;
                 let mut name = NameBuf::new();
                 let (outer, inner) = match order {
                     Order::Interleaved => (files, dirs),
@@ -163,22 +161,21 @@ impl Interleave {
                             .push_num(f, fw);
                         let shown = |n: &NameBuf| format!("{}/{}", root.display(), n.as_str());
                         let t0 = Instant::now();
-                        let fd = create_at(root_fd.as_raw_fd(), name.as_cstr())
+                        let fd = root_fd
+                            .create(name.as_cstr())
                             .map_err(|e| fs_error("create", &shown(&name), e))?;
                         let mut left = size;
                         let mut t = t0;
                         while left > 0 {
                             let n = left.min(buf.len() as u64) as usize;
-                            write_all(fd, &buf[..n], |w| {
+                            fd.write_all(&buf[..n], |w| {
                                 t = rec.record(write, t, w as u64);
                             })
-                            .map_err(|e| {
-                                let _ = close(fd);
-                                fs_error("write", &shown(&name), e)
-                            })?;
+                            .map_err(|e| fs_error("write", &shown(&name), e))?;
                             left -= n as u64;
                         }
-                        close(fd).map_err(|e| fs_error("close", &shown(&name), e))?;
+                        fd.close()
+                            .map_err(|e| fs_error("close", &shown(&name), e))?;
                         rec.record(create, t0, 0);
                     }
                 }
@@ -195,7 +192,7 @@ impl Interleave {
         let root = ctx.root().to_path_buf();
         let expected = self.dirs + self.total_files();
         let phase = ctx.phase("remove", &REMOVE_OPS, Some(expected), 1, |_, rec| {
-            let root_fd = open_dir(&root)?;
+            let root_fd = Dir::open_path(&root)?;
             remove_tree_contents(rec, &root_fd, &root.display().to_string())
         })?;
         let (unlinked, removed) = (

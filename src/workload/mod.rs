@@ -7,12 +7,10 @@
 pub mod clients;
 mod context;
 pub mod create;
-pub mod dirstream;
 pub mod fdtree;
 pub mod interleave;
 pub mod names;
 pub mod readtest;
-pub mod registry;
 pub mod tio;
 pub mod tree;
 

@@ -1,20 +1,19 @@
 //! Shared pieces of the metadata workloads (`fdtree`, `interleave`, `create`): entry names built
 //! in a stack buffer (no allocation per operation, so fsgauge measures the filesystem and not
-//! its allocator), raw `*at` syscalls on directory descriptors, and errors that name the
-//! operation, the path and the errno.
+//! its allocator), the checks of descriptors and inodes a tree needs, and a timed `syncfs`.
+//! The syscalls themselves are [`crate::sys::Dir`]'s.
 //!
 //! Names are generated from counters, never stored: memory stays flat however many entries a
 //! tree has.
 
 use std::ffi::CStr;
-use std::os::fd::{AsRawFd, FromRawFd, OwnedFd, RawFd};
 use std::path::Path;
 
 use anyhow::Result;
-use nix::errno::Errno;
 
-use crate::error::{bad_input, SystemFailure};
+use crate::error::bad_input;
 use crate::measure::{OpId, Recorder};
+use crate::sys::{fs_error, Dir};
 
 /// Longest name a [`NameBuf`] holds (NAME_MAX is 255; the workloads' names are far shorter).
 const CAP: usize = 255;
@@ -156,124 +155,12 @@ pub fn digits(n: u64) -> usize {
     n.checked_ilog10().map_or(1, |d| d as usize + 1)
 }
 
-/// An error of the filesystem under test, naming the operation, the path and the errno.
-pub fn fs_error(op: &str, path: &str, e: Errno) -> anyhow::Error {
-    anyhow::Error::new(SystemFailure(format!(
-        "{op} {path} failed: {e:?} ({})",
-        e.desc()
-    )))
-}
-
-/// `syncfs` of the filesystem holding `fd`, timed as one `op` (a phase's `--fsync end`);
+/// `syncfs` of the filesystem holding `dir`, timed as one `op` (a phase's `--fsync end`);
 /// an error names `shown`.
-pub fn timed_syncfs(rec: &mut Recorder, op: OpId, fd: RawFd, shown: &str) -> Result<()> {
+pub fn timed_syncfs(rec: &mut Recorder, op: OpId, dir: &Dir, shown: &str) -> Result<()> {
     let t0 = rec.tick();
-    nix::unistd::syncfs(fd).map_err(|e| fs_error("syncfs", shown, e))?;
+    dir.syncfs().map_err(|e| fs_error("syncfs", shown, e))?;
     rec.lap(op, t0, 0);
-    Ok(())
-}
-
-/// Opens a directory by path.
-pub fn open_dir(path: &Path) -> Result<OwnedFd> {
-    let fd = nix::fcntl::open(
-        path,
-        nix::fcntl::OFlag::O_RDONLY | nix::fcntl::OFlag::O_DIRECTORY | nix::fcntl::OFlag::O_CLOEXEC,
-        nix::sys::stat::Mode::empty(),
-    )
-    .map_err(|e| fs_error("open", &path.display().to_string(), e))?;
-    // SAFETY: open returned a fresh descriptor that nothing else owns.
-    Ok(unsafe { OwnedFd::from_raw_fd(fd) })
-}
-
-/// `openat(dir, name, O_DIRECTORY)`.
-#[inline]
-pub fn open_dir_at(dir: RawFd, name: &CStr) -> Result<OwnedFd, Errno> {
-    // SAFETY: plain openat(2) with a NUL-terminated name.
-    let fd = unsafe {
-        libc::openat(
-            dir,
-            name.as_ptr(),
-            libc::O_RDONLY | libc::O_DIRECTORY | libc::O_CLOEXEC | libc::O_NOFOLLOW,
-        )
-    };
-    if fd < 0 {
-        return Err(Errno::last());
-    }
-    // SAFETY: fresh descriptor from openat.
-    Ok(unsafe { OwnedFd::from_raw_fd(fd) })
-}
-
-/// `mkdirat(dir, name, 0755)`.
-#[inline]
-pub fn mkdir_at(dir: RawFd, name: &CStr) -> Result<(), Errno> {
-    // SAFETY: plain mkdirat(2) with a NUL-terminated name.
-    if unsafe { libc::mkdirat(dir, name.as_ptr(), 0o755) } != 0 {
-        return Err(Errno::last());
-    }
-    Ok(())
-}
-
-/// `unlinkat(dir, name, flags)`.
-#[inline]
-pub fn unlink_at(dir: RawFd, name: &CStr, rmdir: bool) -> Result<(), Errno> {
-    let flags = if rmdir { libc::AT_REMOVEDIR } else { 0 };
-    // SAFETY: plain unlinkat(2) with a NUL-terminated name.
-    if unsafe { libc::unlinkat(dir, name.as_ptr(), flags) } != 0 {
-        return Err(Errno::last());
-    }
-    Ok(())
-}
-
-/// `openat(dir, name, O_WRONLY|O_CREAT|O_TRUNC, 0644)`: the raw descriptor, owned by the
-/// caller (closed with [`close`] so that a failing close is seen).
-#[inline]
-pub fn create_at(dir: RawFd, name: &CStr) -> Result<RawFd, Errno> {
-    // SAFETY: plain openat(2) with a NUL-terminated name.
-    let fd = unsafe {
-        libc::openat(
-            dir,
-            name.as_ptr(),
-            libc::O_WRONLY | libc::O_CREAT | libc::O_TRUNC | libc::O_CLOEXEC,
-            0o644,
-        )
-    };
-    if fd < 0 {
-        return Err(Errno::last());
-    }
-    Ok(fd)
-}
-
-/// `write(2)` of the whole slice, retrying on EINTR and short writes; returns after each call
-/// through `each` (bytes of that call) so callers can time every syscall.
-#[inline]
-pub fn write_all(fd: RawFd, mut buf: &[u8], mut each: impl FnMut(usize)) -> Result<(), Errno> {
-    while !buf.is_empty() {
-        // SAFETY: writing from a live buffer of buf.len() bytes.
-        let w = unsafe { libc::write(fd, buf.as_ptr().cast(), buf.len()) };
-        if w < 0 {
-            let e = Errno::last();
-            if e == Errno::EINTR {
-                continue;
-            }
-            return Err(e);
-        }
-        if w == 0 {
-            return Err(Errno::EIO);
-        }
-        each(w as usize);
-        buf = &buf[w as usize..];
-    }
-    Ok(())
-}
-
-/// `close(2)` of a descriptor the caller owns, reporting its error (a deferred ENOSPC or EIO
-/// shows up here on some filesystems).
-#[inline]
-pub fn close(fd: RawFd) -> Result<(), Errno> {
-    // SAFETY: the caller owns fd and closes it exactly once.
-    if unsafe { libc::close(fd) } != 0 {
-        return Err(Errno::last());
-    }
     Ok(())
 }
 
@@ -315,12 +202,6 @@ pub fn check_inodes(dir: &Path, needed: u64, kind: &str) -> Result<()> {
         }
     }
     Ok(())
-}
-
-/// A raw descriptor of a borrowed owned one (shorthand).
-#[inline]
-pub fn raw(fd: &OwnedFd) -> RawFd {
-    fd.as_raw_fd()
 }
 
 #[cfg(test)]

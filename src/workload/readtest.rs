@@ -12,7 +12,7 @@
 //! * `stat` walks the tree stat'ing every entry without reading: files stat'ed per second.
 
 use std::fs;
-use std::os::fd::{AsRawFd, FromRawFd, OwnedFd};
+use std::os::fd::AsFd;
 use std::os::unix::ffi::OsStrExt;
 use std::path::{Path, PathBuf};
 use std::str::FromStr;
@@ -114,38 +114,26 @@ fn fail(op: &str, path: &Path, e: impl std::fmt::Display) -> anyhow::Error {
 fn read_file(path: &Path, buf: &mut [u8], rec: &mut Recorder) -> Result<(u64, Duration)> {
     let c = std::ffi::CString::new(path.as_os_str().as_bytes())
         .map_err(|_| fail("open", path, "NUL in path"))?;
-    let open = |flags| {
-        // SAFETY: open(2) with a NUL-terminated path.
-        unsafe { libc::open(c.as_ptr(), flags | libc::O_RDONLY | libc::O_CLOEXEC) }
-    };
-    let mut fd = open(libc::O_NOATIME);
-    if fd < 0 && Errno::last() == Errno::EPERM {
-        fd = open(0);
+    let open = |flags| crate::sys::open(&c, flags | libc::O_RDONLY | libc::O_CLOEXEC, 0);
+    let fd = match open(libc::O_NOATIME) {
+        Err(Errno::EPERM) => open(0),
+        other => other,
     }
-    if fd < 0 {
-        return Err(fail("open", path, Errno::last()));
-    }
-    // SAFETY: a fresh descriptor we own.
-    let fd = unsafe { OwnedFd::from_raw_fd(fd) };
+    .map_err(|e| crate::sys::fs_error("open", &path.display().to_string(), e))?;
     let read_op = rec.op("read");
     let mut total = 0u64;
     let mut in_read = Duration::ZERO;
     loop {
         let t0 = Instant::now();
-        // SAFETY: reading into a live buffer of buf.len() bytes.
-        let n = unsafe { libc::read(fd.as_raw_fd(), buf.as_mut_ptr().cast(), buf.len()) };
-        let now = rec.record(read_op, t0, n.max(0) as u64);
+        let n = crate::sys::read(fd.as_fd(), buf);
+        let now = rec.record(read_op, t0, n.map_or(0, |n| n as u64));
         in_read += now - t0;
-        if n < 0 {
-            let e = Errno::last();
-            if e == Errno::EINTR {
-                continue;
-            }
-            return Err(fail("read", path, e));
-        }
-        if n == 0 {
-            break;
-        }
+        let n = match n {
+            Ok(0) => break,
+            Ok(n) => n,
+            Err(Errno::EINTR) => continue,
+            Err(e) => return Err(crate::sys::fs_error("read", &path.display().to_string(), e)),
+        };
         total += n as u64;
     }
     Ok((total, in_read))
@@ -404,16 +392,15 @@ impl Workload for ReadTest {
     }
 }
 
-/// Runs the read test on an existing tree (`fsgauge read PATH`): the tree itself is read (no
-/// workload directory is made or removed) and one result document is returned.
-pub fn read_tree(
+/// The read test of an existing tree (`fsgauge read PATH`), checked: the tree itself is read
+/// (no workload directory is made or removed; see [`crate::runner::run_in_place`]), so `path`
+/// must be a directory, and cold caches need root and cannot remount what fsgauge did not
+/// mount. Returns the tree's resolved path and the test set to read it.
+pub fn in_place(
     path: &Path,
     test: &ReadTest,
-    seed: u64,
     cold: super::ColdMode,
-    progress: crate::measure::Progress,
-) -> Result<crate::results::RunResult> {
-    use crate::results::{Conditions, HostInfo, RunResult, ToolInfo, WorkloadInfo, SCHEMA};
+) -> Result<(PathBuf, ReadTest)> {
     test.validate()?;
     let md = fs::metadata(path).map_err(|e| bad_input(format!("{}: {e}", path.display())))?;
     if !md.is_dir() {
@@ -436,38 +423,5 @@ pub fn read_tree(
         path: Some(path.clone()),
         ..test.clone()
     };
-    let started = std::time::SystemTime::now();
-    let mut target = super::Target::Dir(path.clone());
-    let mut ctx = RunContext::new(&mut target, path.clone(), seed, cold, progress);
-    test.run(&mut ctx)?;
-    let (phases, errors) = ctx.into_parts();
-    let place = crate::runner::Place::Dir(path.clone());
-    let opts = crate::runner::RunOptions {
-        cold,
-        seed: Some(seed),
-        ..Default::default()
-    };
-    Ok(RunResult {
-        schema: SCHEMA.into(),
-        tool: ToolInfo::current(),
-        host: HostInfo::current(),
-        testbed: target.info(),
-        workload: WorkloadInfo {
-            kind: test.kind().into(),
-            params: test.params(),
-        },
-        rep: 0,
-        seed,
-        started_at: humantime::format_rfc3339_seconds(started).to_string(),
-        spec_hash: crate::runner::spec_hash(&place, &test, &opts, seed, 0),
-        conditions: Conditions {
-            cold: cold.name().into(),
-            ..Default::default()
-        },
-        phases,
-        layout: None,
-        errors,
-        tool_peak_rss: crate::testbed::own_peak_rss(),
-        mpi: None,
-    })
+    Ok((path, test))
 }

@@ -7,23 +7,20 @@
 //! memory stays flat whatever the number of files.
 
 use std::ffi::CString;
-use std::os::fd::{AsRawFd, FromRawFd, OwnedFd};
 use std::str::FromStr;
 use std::time::Instant;
 
 use anyhow::Result;
 use nix::errno::Errno;
-use nix::fcntl::{openat, OFlag};
-use nix::sys::stat::{mkdirat, Mode};
-use nix::unistd::{unlinkat, UnlinkatFlags};
 use rand::{RngCore, SeedableRng};
 use serde::{Deserialize, Serialize};
 
-use super::dirstream::{DirStream, EntryType};
 use super::names::timed_syncfs;
 use super::{RunContext, Workload};
-use crate::error::{bad_input, SystemFailure};
+use crate::error::bad_input;
 use crate::measure::{OpDef, Recorder};
+use crate::sys::dirstream::{DirStream, EntryType};
+use crate::sys::{fs_error, Dir};
 
 /// When data is forced to disk.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
@@ -101,14 +98,6 @@ pub fn file_name(f: u64) -> String {
     format!("f{f:07}")
 }
 
-/// An I/O error of the filesystem under test, naming the operation and the path.
-fn fs_error(op: &str, path: &str, e: Errno) -> anyhow::Error {
-    anyhow::Error::new(SystemFailure(format!(
-        "{op} {path} failed: {e} ({})",
-        e.desc()
-    )))
-}
-
 impl Tree {
     pub fn total_files(&self) -> u64 {
         self.dirs * self.files
@@ -133,27 +122,19 @@ impl Tree {
                 rec.op("fsync"),
                 rec.op("syncfs"),
             );
-            let root_fd = open_dir(&root)?;
+            let root_fd = Dir::open_path(&root)?;
             for d in 0..tree.dirs {
                 rec.check()?;
                 let dname = dir_name(d);
+                let cdname = CString::new(dname.as_str()).expect("generated names hold no NUL");
                 let t0 = Instant::now();
-                mkdirat(
-                    Some(root_fd.as_raw_fd()),
-                    dname.as_str(),
-                    Mode::from_bits_truncate(0o755),
-                )
-                .map_err(|e| fs_error("mkdir", &format!("{}/{dname}", root.display()), e))?;
+                root_fd
+                    .mkdir(&cdname)
+                    .map_err(|e| fs_error("mkdir", &format!("{}/{dname}", root.display()), e))?;
                 rec.record(mkdir, t0, 0);
-                let dfd = openat(
-                    Some(root_fd.as_raw_fd()),
-                    dname.as_str(),
-                    OFlag::O_RDONLY | OFlag::O_DIRECTORY | OFlag::O_CLOEXEC,
-                    Mode::empty(),
-                )
-                .map_err(|e| fs_error("open", &dname, e))?;
-                // SAFETY: openat returned a fresh descriptor that nothing else owns.
-                let dfd = unsafe { OwnedFd::from_raw_fd(dfd) };
+                let dfd = root_fd
+                    .open_dir(&cdname)
+                    .map_err(|e| fs_error("open", &dname, e))?;
                 for f in 0..tree.files {
                     if rec.should_stop() {
                         rec.check()?;
@@ -175,7 +156,7 @@ impl Tree {
             }
             if fsync == FsyncMode::End {
                 let shown = root.display().to_string();
-                timed_syncfs(rec, syncfs_op, root_fd.as_raw_fd(), &shown)?;
+                timed_syncfs(rec, syncfs_op, &root_fd, &shown)?;
             }
             Ok(())
         })?;
@@ -190,11 +171,11 @@ impl Tree {
         let expected = self.dirs + self.total_files();
         let fsync = self.fsync;
         ctx.phase("delete", &DELETE_OPS, Some(expected), 1, |_, rec| {
-            let root_fd = open_dir(&root)?;
+            let root_fd = Dir::open_path(&root)?;
             remove_tree_contents(rec, &root_fd, &root.display().to_string())?;
             if fsync == FsyncMode::End {
                 let shown = root.display().to_string();
-                timed_syncfs(rec, rec.op("syncfs"), root_fd.as_raw_fd(), &shown)?;
+                timed_syncfs(rec, rec.op("syncfs"), &root_fd, &shown)?;
             }
             Ok(())
         })?;
@@ -202,22 +183,11 @@ impl Tree {
     }
 }
 
-fn open_dir(path: &std::path::Path) -> Result<OwnedFd> {
-    let fd = nix::fcntl::open(
-        path,
-        OFlag::O_RDONLY | OFlag::O_DIRECTORY | OFlag::O_CLOEXEC,
-        Mode::empty(),
-    )
-    .map_err(|e| fs_error("open", &path.display().to_string(), e))?;
-    // SAFETY: open returned a fresh descriptor that nothing else owns.
-    Ok(unsafe { OwnedFd::from_raw_fd(fd) })
-}
-
 /// Creates one file: open, writes of the buffer's size, optional fsync, close — timed as one
 /// `create`, each write also as a `write`.
 fn write_one(
     rec: &mut Recorder,
-    dir: &OwnedFd,
+    dir: &Dir,
     name: &str,
     buf: &[u8],
     size: u64,
@@ -230,50 +200,22 @@ fn write_one(
 ) -> Result<(), (&'static str, Errno)> {
     let cname = CString::new(name).map_err(|_| ("open", Errno::EINVAL))?;
     let t0 = Instant::now();
-    // SAFETY: plain openat(2) on a valid directory descriptor and a NUL-terminated name.
-    let fd = unsafe {
-        libc::openat(
-            dir.as_raw_fd(),
-            cname.as_ptr(),
-            libc::O_WRONLY | libc::O_CREAT | libc::O_TRUNC | libc::O_CLOEXEC,
-            0o644,
-        )
-    };
-    if fd < 0 {
-        return Err(("open", Errno::last()));
-    }
-    // SAFETY: fd was just returned by openat and is owned here.
-    let file = unsafe { OwnedFd::from_raw_fd(fd) };
+    let file = dir.create(&cname).map_err(|e| ("open", e))?;
     let mut left = size;
     let mut t = Instant::now();
     while left > 0 {
         let n = left.min(buf.len() as u64) as usize;
-        // SAFETY: writing from a live buffer of at least n bytes.
-        let w = unsafe { libc::write(file.as_raw_fd(), buf.as_ptr().cast(), n) };
-        if w < 0 {
-            let e = Errno::last();
-            if e == Errno::EINTR {
-                continue;
-            }
-            return Err(("write", e));
-        }
-        if w == 0 {
-            return Err(("write", Errno::EIO));
-        }
-        left -= w as u64;
-        t = rec.record(write, t, w as u64);
+        file.write_all(&buf[..n], |w| t = rec.record(write, t, w as u64))
+            .map_err(|e| ("write", e))?;
+        left -= n as u64;
     }
     if fsync {
         let t1 = Instant::now();
-        nix::unistd::fsync(file.as_raw_fd()).map_err(|e| ("fsync", e))?;
+        file.fsync().map_err(|e| ("fsync", e))?;
         rec.record(fsync_op, t1, 0);
     }
     // Close explicitly so a failing close (e.g. deferred ENOSPC on NFS) is seen.
-    let fd = std::os::fd::IntoRawFd::into_raw_fd(file);
-    // SAFETY: closing the descriptor we own exactly once.
-    if unsafe { libc::close(fd) } != 0 {
-        return Err(("close", Errno::last()));
-    }
+    file.close().map_err(|e| ("close", e))?;
     rec.record(create, t0, 0);
     Ok(())
 }
@@ -281,7 +223,7 @@ fn write_one(
 /// Removes everything below `dir` as `rm -rf` does: depth first, reading each directory and
 /// unlinking its entries as they are read, then removing the emptied directory. Entries are not
 /// collected, so memory does not grow with directory size.
-pub fn remove_tree_contents(rec: &mut Recorder, dir: &OwnedFd, display: &str) -> Result<()> {
+pub fn remove_tree_contents(rec: &mut Recorder, dir: &Dir, display: &str) -> Result<()> {
     let (unlink, rmdir) = (rec.op("unlink"), rec.op("rmdir"));
     // POSIX leaves it open whether readdir returns entries after others were removed; a pass
     // that removed anything is followed by another until one finds the directory empty.
@@ -295,18 +237,16 @@ pub fn remove_tree_contents(rec: &mut Recorder, dir: &OwnedFd, display: &str) ->
 /// One readdir pass over `dir`, removing what it returns; how many entries it removed.
 fn remove_pass(
     rec: &mut Recorder,
-    dir: &OwnedFd,
+    dir: &Dir,
     display: &str,
     unlink: crate::measure::OpId,
     rmdir: crate::measure::OpId,
 ) -> Result<u64> {
     let mut removed = 0;
-    let dup = nix::unistd::dup(dir.as_raw_fd()).map_err(|e| fs_error("dup", display, e))?;
-    // SAFETY: dup returned a fresh descriptor that nothing else owns.
-    let mut stream = DirStream::new(unsafe { OwnedFd::from_raw_fd(dup) })
-        .map_err(|e| fs_error("opendir", display, e))?;
+    let dup = dir.try_clone().map_err(|e| fs_error("dup", display, e))?;
+    let mut stream = DirStream::new(dup.into()).map_err(|e| fs_error("opendir", display, e))?;
     // A dup shares the file offset: start from the beginning for every pass.
-    nix::unistd::lseek(dir.as_raw_fd(), 0, nix::unistd::Whence::SeekSet)
+    nix::unistd::lseek(dir.raw(), 0, nix::unistd::Whence::SeekSet)
         .map_err(|e| fs_error("rewind", display, e))?;
     while let Some(ent) = stream.next_entry() {
         let (name, ftype) = ent.map_err(|e| fs_error("readdir", display, e))?;
@@ -317,7 +257,7 @@ fn remove_pass(
             EntryType::Dir => true,
             EntryType::Other => false,
             EntryType::Unknown => nix::sys::stat::fstatat(
-                Some(dir.as_raw_fd()),
+                Some(dir.raw()),
                 name,
                 nix::fcntl::AtFlags::AT_SYMLINK_NOFOLLOW,
             )
@@ -326,25 +266,19 @@ fn remove_pass(
         };
         if is_dir {
             let shown = format!("{display}/{}", name.to_string_lossy());
-            let sub = openat(
-                Some(dir.as_raw_fd()),
-                name,
-                OFlag::O_RDONLY | OFlag::O_DIRECTORY | OFlag::O_CLOEXEC | OFlag::O_NOFOLLOW,
-                Mode::empty(),
-            )
-            .map_err(|e| fs_error("open", &shown, e))?;
-            // SAFETY: fresh descriptor from openat.
-            let sub = unsafe { OwnedFd::from_raw_fd(sub) };
+            let sub = dir
+                .open_dir(name)
+                .map_err(|e| fs_error("open", &shown, e))?;
             remove_tree_contents(rec, &sub, &shown)?;
             drop(sub);
             let t0 = Instant::now();
-            unlinkat(Some(dir.as_raw_fd()), name, UnlinkatFlags::RemoveDir)
+            dir.unlink(name, true)
                 .map_err(|e| fs_error("rmdir", &shown, e))?;
             rec.record(rmdir, t0, 0);
             removed += 1;
         } else {
             let t0 = Instant::now();
-            if let Err(e) = unlinkat(Some(dir.as_raw_fd()), name, UnlinkatFlags::NoRemoveDir) {
+            if let Err(e) = dir.unlink(name, false) {
                 return Err(fs_error(
                     "unlink",
                     &format!("{display}/{}", name.to_string_lossy()),

@@ -88,7 +88,7 @@ pub fn run(a: ClientsArgs) -> Result<ExitCode> {
     let place = a.testbed.place()?;
     let outcomes = run_sweep(&place, &wl, wl.cells(), wl.split_per_cell(), &a.run)?;
     a.run.print(&outcomes, |r| {
-        table::tables(r) + &crate::dist::report::rank_text(r)
+        table::tables(r) + &crate::report::ranks::rank_text(r)
     })?;
     let results: Vec<RunResult> = outcomes.iter().map(|o| o.result.clone()).collect();
     let mut csv = String::from("testbed,fs,rep,clients,mb_per_s,ops,wall_s\n");

@@ -64,7 +64,7 @@ pub fn bench(testbed: &TestbedArgs, run: &RunArgs, wl: &dyn Workload) -> Result<
     let place = testbed.place()?;
     let outcomes = crate::runner::run(&place, wl, &run.options())?;
     run.print(&outcomes, |r| {
-        phase_table(r) + &crate::dist::report::rank_text(r)
+        phase_table(r) + &crate::report::ranks::rank_text(r)
     })?;
     Ok(ExitCode::SUCCESS)
 }

@@ -244,7 +244,7 @@ pub fn run(a: TioArgs) -> Result<ExitCode> {
         }
     } else {
         a.run.print(&outcomes, |r| {
-            sweep_tables(r) + &crate::dist::report::rank_text(r)
+            sweep_tables(r) + &crate::report::ranks::rank_text(r)
         })?;
     }
     write_csv(&a.run.out, "tio", &csv, a.run.quiet || a.run.json)?;

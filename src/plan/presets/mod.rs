@@ -4,9 +4,9 @@
 //! user can copy and edit it.
 //!
 //! A preset is runnable only when every workload kind it uses is registered in this build
-//! ([`crate::workload::registry`]); the others are listed with the kinds they wait for.
+//! ([`crate::registry`]); the others are listed with the kinds they wait for.
 
-use crate::workload::registry;
+use crate::registry;
 
 /// One built-in plan.
 #[derive(Debug, Clone, Copy)]

@@ -20,7 +20,7 @@ pub mod table;
 
 use std::collections::HashMap;
 use std::ffi::CString;
-use std::os::fd::{AsRawFd, FromRawFd, OwnedFd};
+use std::os::fd::{AsFd, AsRawFd, OwnedFd};
 use std::os::unix::ffi::OsStrExt;
 use std::path::{Path, PathBuf};
 use std::sync::{Arc, Mutex, OnceLock};
@@ -33,6 +33,7 @@ use serde::{Deserialize, Serialize};
 use super::{RunContext, Workload};
 use crate::error::{bad_input, SystemFailure};
 use crate::measure::{OpDef, OpId, Recorder};
+use crate::sys;
 use loadfile::{Kind, Op};
 
 /// An operation stream shared by every client.
@@ -139,10 +140,6 @@ fn failure(client: usize, op: &Op, what: String) -> anyhow::Error {
 
 fn cstr(p: &Path) -> CString {
     CString::new(p.as_os_str().as_bytes()).unwrap_or_else(|_| CString::from(c"/nonexistent"))
-}
-
-fn last() -> Errno {
-    Errno::last()
 }
 
 const FILE_CREATE: i64 = 2;
@@ -270,9 +267,8 @@ impl<'a> Client<'a> {
             Kind::Mkdir => {
                 let a = path();
                 resolve_name(&a);
-                let c = cstr(&a);
-                // SAFETY: mkdir(2) on a NUL-terminated path; the result is ignored as dbench does.
-                unsafe { libc::mkdir(c.as_ptr(), 0o777) };
+                // The result is ignored, as dbench does.
+                let _ = nix::unistd::mkdir(&a, nix::sys::stat::Mode::from_bits_truncate(0o777));
             }
             Kind::Deltree => deltree(&path()),
             Kind::Qpathinfo => resolve_name(&path()),
@@ -287,13 +283,12 @@ impl<'a> Client<'a> {
                 let i = self.handle(op)?;
                 let (_, fd, name) = &self.handles[i];
                 if let Ok(st) = nix::sys::stat::fstat(fd.as_raw_fd()) {
-                    let c = cstr(name);
-                    let tm = libc::utimbuf {
-                        actime: st.st_atime - 10,
-                        modtime: st.st_mtime - 12,
-                    };
-                    // SAFETY: utime(2) on a NUL-terminated path with a valid utimbuf.
-                    unsafe { libc::utime(c.as_ptr(), &tm) };
+                    use nix::sys::time::TimeVal;
+                    let _ = nix::sys::stat::utimes(
+                        name.as_path(),
+                        &TimeVal::new(st.st_atime - 10, 0),
+                        &TimeVal::new(st.st_mtime - 12, 0),
+                    );
                 }
             }
             Kind::Find => {
@@ -316,23 +311,22 @@ impl<'a> Client<'a> {
                 if self.zeros.len() < size {
                     self.zeros.resize(size, 0);
                 }
-                let fd = self.handles[i].1.as_raw_fd();
-                // SAFETY: pwrite(2) from a live buffer of at least `size` bytes.
-                let r = unsafe {
-                    libc::pwrite(fd, self.zeros.as_ptr().cast(), size, off as libc::off_t)
+                let fd = self.handles[i].1.as_fd();
+                let r = sys::pwrite(fd, &self.zeros[..size], off as u64);
+                let r = match r {
+                    Ok(r) => r,
+                    Err(e) => {
+                        return Err(failure(
+                            self.id,
+                            op,
+                            format!(
+                                "write {} at offset {off}: {e} ({})",
+                                self.handles[i].2.display(),
+                                e.desc()
+                            ),
+                        ))
+                    }
                 };
-                if r < 0 {
-                    let e = last();
-                    return Err(failure(
-                        self.id,
-                        op,
-                        format!(
-                            "write {} at offset {off}: {e} ({})",
-                            self.handles[i].2.display(),
-                            e.desc()
-                        ),
-                    ));
-                }
                 if r as i64 != want {
                     return Err(failure(
                         self.id,
@@ -351,12 +345,9 @@ impl<'a> Client<'a> {
                 if self.rbuf.len() < size {
                     self.rbuf.resize(size, 0);
                 }
-                let fd = self.handles[i].1.as_raw_fd();
-                // SAFETY: pread(2) into a live buffer of at least `size` bytes.
-                let r = unsafe {
-                    libc::pread(fd, self.rbuf.as_mut_ptr().cast(), size, off as libc::off_t)
-                };
-                if r as i64 != want {
+                let fd = self.handles[i].1.as_fd();
+                let r = sys::pread(fd, &mut self.rbuf[..size], off as u64).map_or(-1, |n| n as i64);
+                if r != want {
                     let name = self.handles[i].2.display().to_string();
                     self.note(
                         op,
@@ -379,8 +370,10 @@ impl<'a> Client<'a> {
                     l_len: op.params[2] as libc::off_t,
                     l_pid: 0,
                 };
-                // SAFETY: fcntl(2) F_SETLKW with a valid struct flock.
-                unsafe { libc::fcntl(self.handles[i].1.as_raw_fd(), libc::F_SETLKW, &lock) };
+                let _ = nix::fcntl::fcntl(
+                    self.handles[i].1.as_raw_fd(),
+                    nix::fcntl::FcntlArg::F_SETLKW(&lock),
+                );
             }
             Kind::Flush => {
                 let i = self.handle(op)?;
@@ -416,31 +409,27 @@ impl<'a> Client<'a> {
         }
         let c = cstr(path);
         if options & FILE_DIRECTORY_FILE != 0 {
-            // SAFETY: mkdir(2) on a NUL-terminated path; an existing directory is fine.
-            unsafe { libc::mkdir(c.as_ptr(), 0o700) };
+            // An existing directory is fine.
+            let _ = nix::unistd::mkdir(path, nix::sys::stat::Mode::from_bits_truncate(0o700));
             flags = libc::O_RDONLY | libc::O_DIRECTORY | libc::O_CLOEXEC;
         }
-        // SAFETY: open(2) on a NUL-terminated path.
-        let mut fd = unsafe { libc::open(c.as_ptr(), flags, 0o600) };
-        if fd < 0 && last() == Errno::EISDIR {
-            // SAFETY: as above.
-            fd = unsafe {
-                libc::open(
-                    c.as_ptr(),
-                    libc::O_RDONLY | libc::O_DIRECTORY | libc::O_CLOEXEC,
-                    0o600,
-                )
-            };
+        let mut fd = sys::open(&c, flags, 0o600);
+        if matches!(fd, Err(Errno::EISDIR)) {
+            fd = sys::open(
+                &c,
+                libc::O_RDONLY | libc::O_DIRECTORY | libc::O_CLOEXEC,
+                0o600,
+            );
         }
-        if fd < 0 {
-            let e = last();
-            if op.expect_ok {
-                self.note(op, format!("open {} failed: {e}", path.display()));
+        let fd = match fd {
+            Ok(fd) => fd,
+            Err(e) => {
+                if op.expect_ok {
+                    self.note(op, format!("open {} failed: {e}", path.display()));
+                }
+                return Ok(());
             }
-            return Ok(());
-        }
-        // SAFETY: a fresh descriptor nothing else owns.
-        let fd = unsafe { OwnedFd::from_raw_fd(fd) };
+        };
         if !op.expect_ok {
             self.note(
                 op,

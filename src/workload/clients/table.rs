@@ -2,8 +2,8 @@
 //! block-reservation study tabulated dbench, and per phase dbench's own table — operation,
 //! count, mean and max latency — with percentiles added.
 
-use crate::report::table::{format_ns, render};
 use crate::results::RunResult;
+use crate::text::{format_ns, render};
 use crate::workload::tio::table::{sweep_table, SweepPoint};
 
 fn client_count(name: &str) -> Option<u64> {

@@ -4,40 +4,13 @@
 //! the layout score — the share of a file's blocks, after its first, placed right after the
 //! previous block of the same file (1.0 = perfectly contiguous), over files of 2+ blocks.
 //!
-//! This is a small private reader for the tio record; the `layout` module does the full
-//! fragmentation analysis under `--layout`.
+//! The extents come from the `layout` module's FIEMAP reader; the `layout` module also does the
+//! full fragmentation analysis under `--layout`.
 
-use std::os::fd::AsRawFd;
+use std::os::fd::AsFd;
 use std::path::Path;
 
 use anyhow::{Context, Result};
-
-const FS_IOC_FIEMAP: libc::c_ulong = 0xC020_660B;
-const FIEMAP_FLAG_SYNC: u32 = 0x1;
-const FIEMAP_EXTENT_LAST: u32 = 0x1;
-const BATCH: usize = 256;
-
-#[repr(C)]
-#[derive(Clone, Copy, Default)]
-struct Extent {
-    logical: u64,
-    physical: u64,
-    length: u64,
-    reserved64: [u64; 2],
-    flags: u32,
-    reserved: [u32; 3],
-}
-
-#[repr(C)]
-struct Request {
-    start: u64,
-    length: u64,
-    flags: u32,
-    mapped: u32,
-    count: u32,
-    reserved: u32,
-    extents: [Extent; BATCH],
-}
 
 /// One mapped extent: logical and physical byte offsets and length.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -51,45 +24,19 @@ pub struct MappedExtent {
 pub fn extents(path: &Path) -> Result<Vec<MappedExtent>> {
     let f = std::fs::File::open(path).with_context(|| format!("opening {}", path.display()))?;
     let mut out = Vec::new();
-    let mut start = 0u64;
-    loop {
-        let mut req = Request {
-            start,
-            length: u64::MAX - start,
-            flags: FIEMAP_FLAG_SYNC,
-            mapped: 0,
-            count: BATCH as u32,
-            reserved: 0,
-            extents: [Extent::default(); BATCH],
-        };
-        // SAFETY: FS_IOC_FIEMAP reads and fills a struct fiemap followed by `count` extents,
-        // which is exactly the layout of `Request`.
-        let r = unsafe { libc::ioctl(f.as_raw_fd(), FS_IOC_FIEMAP as _, &mut req) };
-        if r != 0 {
-            let e = std::io::Error::last_os_error();
-            return Err(anyhow::Error::new(e).context(format!(
-                "FIEMAP on {} (the filesystem may not support it)",
-                path.display()
-            )));
-        }
-        if req.mapped == 0 {
-            break;
-        }
-        let mut last = false;
-        for e in &req.extents[..req.mapped as usize] {
-            out.push(MappedExtent {
-                logical: e.logical,
-                physical: e.physical,
-                length: e.length,
-            });
-            last |= e.flags & FIEMAP_EXTENT_LAST != 0;
-        }
-        let tail = req.extents[req.mapped as usize - 1];
-        if last {
-            break;
-        }
-        start = tail.logical + tail.length;
-    }
+    crate::layout::sys::fiemap(f.as_fd(), crate::layout::sys::FIEMAP_FLAG_SYNC, |e| {
+        out.push(MappedExtent {
+            logical: e.logical,
+            physical: e.physical,
+            length: e.length,
+        })
+    })
+    .map_err(|e| {
+        anyhow::Error::new(e).context(format!(
+            "FIEMAP on {} (the filesystem may not support it)",
+            path.display()
+        ))
+    })?;
     Ok(out)
 }
 

@@ -28,7 +28,7 @@ pub mod table;
 mod uring;
 
 use std::fmt;
-use std::os::fd::{AsRawFd, FromRawFd, OwnedFd};
+use std::os::fd::{AsRawFd, OwnedFd};
 use std::os::unix::ffi::OsStrExt;
 use std::path::{Path, PathBuf};
 use std::str::FromStr;
@@ -40,6 +40,7 @@ use serde::{Deserialize, Serialize};
 use super::{RunContext, Workload};
 use crate::error::{bad_input, SystemFailure};
 use crate::measure::{OpDef, OpId, Recorder};
+use crate::sys::AlignedBuf;
 use crate::units::{format_size, Size};
 
 pub use fiemap::{record as layout_record, LayoutRecord};
@@ -402,20 +403,14 @@ impl Job {
 
     /// A buffer for `n` blocks, aligned for O_DIRECT.
     pub fn buffer(&self, n: usize) -> AlignedBuf {
-        AlignedBuf::new(self.block as usize * n)
+        AlignedBuf::zeroed(self.block as usize * n)
     }
 }
 
 pub(crate) fn open_path(path: &Path, flags: libc::c_int) -> Result<OwnedFd, nix::errno::Errno> {
     let c = std::ffi::CString::new(path.as_os_str().as_bytes())
         .map_err(|_| nix::errno::Errno::EINVAL)?;
-    // SAFETY: open(2) on a NUL-terminated path.
-    let fd = unsafe { libc::open(c.as_ptr(), flags, 0o644) };
-    if fd < 0 {
-        return Err(nix::errno::Errno::last());
-    }
-    // SAFETY: a fresh descriptor nothing else owns.
-    Ok(unsafe { OwnedFd::from_raw_fd(fd) })
+    crate::sys::open(&c, flags, 0o644)
 }
 
 /// An I/O error of the filesystem under test (exit 1), naming the call, file and offset.
@@ -427,11 +422,8 @@ pub(crate) fn io_failure(
     hint: &str,
 ) -> anyhow::Error {
     let at = offset.map_or(String::new(), |o| format!(" at offset {o}"));
-    anyhow::Error::new(SystemFailure(format!(
-        "{op} {}{at} failed: {e} ({}){hint}",
-        path.display(),
-        e.desc()
-    )))
+    let what = format!("{}{at}", path.display());
+    anyhow::Error::new(SystemFailure(crate::sys::fs_message(op, &what, e) + hint))
 }
 
 /// A verification mismatch (exit 1).
@@ -443,55 +435,6 @@ pub(crate) fn verify_failure(path: &Path, m: &pattern::Mismatch) -> anyhow::Erro
         m.expected,
         m.found
     )))
-}
-
-/// A zeroed heap buffer aligned to 4 KiB (O_DIRECT needs the logical block size; 4 KiB covers
-/// every common device).
-pub struct AlignedBuf {
-    ptr: *mut u8,
-    len: usize,
-}
-
-// SAFETY: the buffer is plain owned memory.
-unsafe impl Send for AlignedBuf {}
-
-const ALIGN: usize = 4096;
-
-impl AlignedBuf {
-    pub fn new(len: usize) -> Self {
-        let layout = std::alloc::Layout::from_size_align(len.max(1), ALIGN)
-            .expect("buffer sizes are validated");
-        // SAFETY: the layout has a non-zero size.
-        let ptr = unsafe { std::alloc::alloc_zeroed(layout) };
-        if ptr.is_null() {
-            std::alloc::handle_alloc_error(layout);
-        }
-        Self { ptr, len }
-    }
-}
-
-impl std::ops::Deref for AlignedBuf {
-    type Target = [u8];
-    fn deref(&self) -> &[u8] {
-        // SAFETY: ptr points to len initialized bytes owned by self.
-        unsafe { std::slice::from_raw_parts(self.ptr, self.len) }
-    }
-}
-
-impl std::ops::DerefMut for AlignedBuf {
-    fn deref_mut(&mut self) -> &mut [u8] {
-        // SAFETY: as above, and &mut self gives exclusive access.
-        unsafe { std::slice::from_raw_parts_mut(self.ptr, self.len) }
-    }
-}
-
-impl Drop for AlignedBuf {
-    fn drop(&mut self) {
-        let layout = std::alloc::Layout::from_size_align(self.len.max(1), ALIGN)
-            .expect("same layout as at allocation");
-        // SAFETY: allocated in `new` with this layout.
-        unsafe { std::alloc::dealloc(self.ptr, layout) };
-    }
 }
 
 /// Fills a buffer of whole blocks with data for the blocks at `offset`, `offset + block`, ...
@@ -624,7 +567,7 @@ impl Tio {
             create_empty(&dir.join("shared"))?;
         }
         let chunk_blocks = ((1u64 << 20) / cell.block).max(1);
-        let mut buf = AlignedBuf::new((chunk_blocks * cell.block) as usize);
+        let mut buf = AlignedBuf::zeroed((chunk_blocks * cell.block) as usize);
         noise(&mut buf, seed);
         for j in &jobs {
             let flags = libc::O_WRONLY | libc::O_CLOEXEC | libc::O_CREAT;
@@ -663,7 +606,7 @@ impl Tio {
                 "--inject-corruption {k}: the region has only {blocks} blocks"
             )));
         }
-        let mut buf = AlignedBuf::new(job.block as usize);
+        let mut buf = AlignedBuf::zeroed(job.block as usize);
         let at = job.base + k * job.block;
         if k + 1 < blocks {
             pattern::fill_block(&mut buf, job.seed, job.file_id, at + job.block);
@@ -682,7 +625,7 @@ impl Tio {
             j.mode = Mode::Seqread;
             let fd = open_path(&j.path, libc::O_RDONLY | libc::O_CLOEXEC)
                 .map_err(|e| io_failure("open", &j.path, None, e, ""))?;
-            let mut buf = AlignedBuf::new(j.block as usize);
+            let mut buf = AlignedBuf::zeroed(j.block as usize);
             for i in 0..j.blocks() {
                 let off = j.base + i * j.block;
                 psync::pread_exact(&fd, &mut buf, off, &j.path)?;

@@ -3,7 +3,7 @@
 //! one request is the start of the next) and one histogram increment; none of either with
 //! latency recording off.
 
-use std::os::fd::{AsRawFd, OwnedFd};
+use std::os::fd::{AsFd, AsRawFd, OwnedFd};
 use std::path::Path;
 use std::time::Instant;
 
@@ -13,27 +13,17 @@ use nix::errno::Errno;
 use super::clock::{self, Stamp};
 use super::{fill_blocks, io_failure, noise, pattern, verify_failure, FsyncPolicy, Job, Ops};
 use crate::measure::{Lane, Recorder, Tick};
+use crate::sys;
 
 /// Writes all of `buf` at `off`, retrying short writes and EINTR.
 pub(crate) fn pwrite_all(fd: &OwnedFd, buf: &[u8], off: u64, path: &Path) -> Result<()> {
     let mut done = 0usize;
     while done < buf.len() {
-        // SAFETY: writing from a live buffer of the given length.
-        let w = unsafe {
-            libc::pwrite(
-                fd.as_raw_fd(),
-                buf[done..].as_ptr().cast(),
-                buf.len() - done,
-                (off + done as u64) as libc::off_t,
-            )
+        let w = match sys::pwrite(fd.as_fd(), &buf[done..], off + done as u64) {
+            Ok(w) => w,
+            Err(Errno::EINTR) => continue,
+            Err(e) => return Err(io_failure("write", path, Some(off + done as u64), e, "")),
         };
-        if w < 0 {
-            let e = Errno::last();
-            if e == Errno::EINTR {
-                continue;
-            }
-            return Err(io_failure("write", path, Some(off + done as u64), e, ""));
-        }
         if w == 0 {
             return Err(io_failure(
                 "write",
@@ -43,7 +33,7 @@ pub(crate) fn pwrite_all(fd: &OwnedFd, buf: &[u8], off: u64, path: &Path) -> Res
                 "",
             ));
         }
-        done += w as usize;
+        done += w;
     }
     Ok(())
 }
@@ -52,22 +42,11 @@ pub(crate) fn pwrite_all(fd: &OwnedFd, buf: &[u8], off: u64, path: &Path) -> Res
 pub(crate) fn pread_exact(fd: &OwnedFd, buf: &mut [u8], off: u64, path: &Path) -> Result<()> {
     let mut done = 0usize;
     while done < buf.len() {
-        // SAFETY: reading into a live buffer of the given length.
-        let r = unsafe {
-            libc::pread(
-                fd.as_raw_fd(),
-                buf[done..].as_mut_ptr().cast(),
-                buf.len() - done,
-                (off + done as u64) as libc::off_t,
-            )
+        let r = match sys::pread(fd.as_fd(), &mut buf[done..], off + done as u64) {
+            Ok(r) => r,
+            Err(Errno::EINTR) => continue,
+            Err(e) => return Err(io_failure("read", path, Some(off + done as u64), e, "")),
         };
-        if r < 0 {
-            let e = Errno::last();
-            if e == Errno::EINTR {
-                continue;
-            }
-            return Err(io_failure("read", path, Some(off + done as u64), e, ""));
-        }
         if r == 0 {
             return Err(anyhow::Error::new(crate::error::SystemFailure(format!(
                 "read {} at offset {}: the file ends there, {} bytes short of the block",
@@ -76,7 +55,7 @@ pub(crate) fn pread_exact(fd: &OwnedFd, buf: &mut [u8], off: u64, path: &Path) -
                 buf.len() - done
             ))));
         }
-        done += r as usize;
+        done += r;
     }
     Ok(())
 }
@@ -109,7 +88,7 @@ pub(crate) fn run(job: &Job, rec: &mut Recorder, ops: Ops) -> Result<()> {
 
 /// What a request loop keeps from one stretch of requests to the next.
 struct Loop {
-    buf: super::AlignedBuf,
+    buf: crate::sys::AlignedBuf,
     perm: Option<pattern::Permutation>,
 }
 

@@ -8,8 +8,8 @@ use std::collections::BTreeMap;
 use std::fmt::Write as _;
 
 use super::Cell;
-use crate::report::table::{format_ns, format_rate, render};
 use crate::results::RunResult;
+use crate::text::{format_ns, format_rate, render};
 use crate::units::format_size;
 
 /// One measured point of a sweep.

@@ -34,7 +34,7 @@ pub(crate) fn probe(path: &Path, direct: bool, depth: u32) -> Result<(), String>
     let fd = super::open_path(path, flags).map_err(|e| format!("opening a probe file: {e}"))?;
     let mut ring = IoUring::new(depth.max(1).next_power_of_two())
         .map_err(|e| format!("the kernel refuses io_uring_setup ({e})"))?;
-    let mut buf = super::AlignedBuf::new(4096);
+    let mut buf = crate::sys::AlignedBuf::zeroed(4096);
     noise(&mut buf, 1);
     let w = opcode::Write::new(types::Fd(fd.as_raw_fd()), buf.as_ptr(), 4096)
         .offset(0)

@@ -5,7 +5,7 @@
 use anyhow::Result;
 use serde::de::DeserializeOwned;
 
-use super::Workload;
+use crate::workload::Workload;
 
 /// A registered workload kind.
 pub struct WorkloadKind {
@@ -31,32 +31,32 @@ pub fn kinds() -> &'static [WorkloadKind] {
         WorkloadKind {
             name: "tree",
             about: "low-memory study: mkdir + one open/write/close per file, then rm -rf",
-            build: build::<super::tree::Tree>,
+            build: build::<crate::workload::tree::Tree>,
         },
         WorkloadKind {
             name: "fdtree",
             about: "journal-size study: fdtree's dir create, file create, file remove, dir remove",
-            build: build::<super::fdtree::Fdtree>,
+            build: build::<crate::workload::fdtree::Fdtree>,
         },
         WorkloadKind {
             name: "interleave",
             about: "inode-reservation study: files created round-robin across dirs, cold rm -rf",
-            build: build::<super::interleave::Interleave>,
+            build: build::<crate::workload::interleave::Interleave>,
         },
         WorkloadKind {
             name: "create",
             about: "fs_mark-style small-file creation rate, latency per syscall",
-            build: build::<super::create::Create>,
+            build: build::<crate::workload::create::Create>,
         },
         WorkloadKind {
             name: "tio",
             about: "block-reservation study: threaded I/O (tiobench), threads x mode x block",
-            build: build::<super::tio::Tio>,
+            build: build::<crate::workload::tio::Tio>,
         },
         WorkloadKind {
             name: "clients",
             about: "block-reservation study: N clients replaying a dbench loadfile or a file-server mix",
-            build: build::<super::clients::Clients>,
+            build: build::<crate::workload::clients::Clients>,
         },
         WorkloadKind {
             name: "age",
@@ -67,7 +67,7 @@ pub fn kinds() -> &'static [WorkloadKind] {
         WorkloadKind {
             name: "read",
             about: "fragmentation study: read the tree in walk, random and block order; stat rate",
-            build: build::<super::readtest::ReadTest>,
+            build: build::<crate::workload::readtest::ReadTest>,
         },
         WorkloadKind {
             name: "exercise",

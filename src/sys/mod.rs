@@ -1,0 +1,488 @@
+//! The system calls fsgauge makes on the filesystem under test, on owned descriptors: a [`Dir`]
+//! (open, open a child, mkdir, create, unlink, syncfs) and a [`File`] (write everything, fsync,
+//! a close whose error is seen), and the one way a failed call is told to the user
+//! ([`fs_error`]). What the kernel reports through /proc is in [`proc`].
+//!
+//! These are the hot paths of the metadata workloads, measured against a bare C loop
+//! (`scripts/bench-create`): every method is one syscall on a descriptor the type owns, inlined,
+//! with no allocation; names are NUL-terminated strings the caller builds in place
+//! (`workload::names::NameBuf`). Outside this module, `unsafe` is left only where nothing safe
+//! can do the job: the ioctl modules (`layout::sys`, `testbed::loopdev`), memory mappings (the
+//! exerciser's mmap operations, the memory charger), io_uring submission, RDTSC, and the
+//! SIGPIPE disposition in `main`; each block says why it is sound.
+
+mod buf;
+pub mod dirstream;
+pub mod proc;
+
+use std::ffi::CStr;
+use std::os::fd::{AsFd, AsRawFd, BorrowedFd, FromRawFd, IntoRawFd, OwnedFd, RawFd};
+use std::path::Path;
+
+pub use buf::AlignedBuf;
+pub use nix::errno::Errno;
+
+use crate::error::SystemFailure;
+
+/// An error of the filesystem under test: `{op} {path} failed: ENOSPC (No space left on
+/// device)` — the operation, the path as the user knows it, the errno's name and its meaning.
+pub fn fs_error(op: &str, path: &str, e: Errno) -> anyhow::Error {
+    anyhow::Error::new(SystemFailure(fs_message(op, path, e)))
+}
+
+/// The text of [`fs_error`], for errors that add a hint after it.
+pub fn fs_message(op: &str, path: &str, e: Errno) -> String {
+    format!("{op} {path} failed: {e:?} ({})", e.desc())
+}
+
+/// The descriptor a successful `open*` returned, or its errno.
+#[inline]
+fn owned(fd: RawFd) -> Result<OwnedFd, Errno> {
+    if fd < 0 {
+        return Err(Errno::last());
+    }
+    // SAFETY: `fd` was just returned by the kernel for this call and nothing else holds it.
+    Ok(unsafe { OwnedFd::from_raw_fd(fd) })
+}
+
+/// The errno of a syscall that returns 0 on success.
+#[inline]
+fn check(r: libc::c_int) -> Result<(), Errno> {
+    if r != 0 {
+        return Err(Errno::last());
+    }
+    Ok(())
+}
+
+/// `open(2)` of a path with the caller's flags (`O_CLOEXEC` is the caller's to add) and the
+/// mode for a file it creates.
+#[inline]
+pub fn open(path: &CStr, flags: libc::c_int, mode: libc::mode_t) -> Result<OwnedFd, Errno> {
+    // SAFETY: open(2) with a NUL-terminated path.
+    owned(unsafe { libc::open(path.as_ptr(), flags, mode as libc::c_uint) })
+}
+
+/// `openat(2)` of `name` in the directory `dir` (or `AT_FDCWD`) with the caller's flags and the
+/// mode for a file it creates. `dir` is only read by the kernel, which checks it.
+#[inline]
+pub fn open_at(
+    dir: RawFd,
+    name: &CStr,
+    flags: libc::c_int,
+    mode: libc::mode_t,
+) -> Result<OwnedFd, Errno> {
+    // SAFETY: openat(2) with a NUL-terminated name; the kernel refuses a bad `dir` (EBADF).
+    owned(unsafe { libc::openat(dir, name.as_ptr(), flags, mode as libc::c_uint) })
+}
+
+/// The byte count of a read or write syscall, or its errno.
+#[inline]
+fn count(r: isize) -> Result<usize, Errno> {
+    if r < 0 {
+        return Err(Errno::last());
+    }
+    Ok(r as usize)
+}
+
+/// One `read(2)` into `buf`: the bytes read (0 at the end of the file). EINTR is the caller's.
+#[inline]
+pub fn read(fd: BorrowedFd<'_>, buf: &mut [u8]) -> Result<usize, Errno> {
+    // SAFETY: read(2) into a live buffer of buf.len() bytes.
+    count(unsafe { libc::read(fd.as_raw_fd(), buf.as_mut_ptr().cast(), buf.len()) })
+}
+
+/// One `write(2)` of `buf`: the bytes written. EINTR is the caller's.
+#[inline]
+pub fn write(fd: BorrowedFd<'_>, buf: &[u8]) -> Result<usize, Errno> {
+    // SAFETY: write(2) from a live buffer of buf.len() bytes.
+    count(unsafe { libc::write(fd.as_raw_fd(), buf.as_ptr().cast(), buf.len()) })
+}
+
+/// One `pread(2)` into `buf` at `off`: the bytes read (0 at the end of the file).
+#[inline]
+pub fn pread(fd: BorrowedFd<'_>, buf: &mut [u8], off: u64) -> Result<usize, Errno> {
+    // SAFETY: pread(2) into a live buffer of buf.len() bytes.
+    count(unsafe {
+        libc::pread(
+            fd.as_raw_fd(),
+            buf.as_mut_ptr().cast(),
+            buf.len(),
+            off as libc::off_t,
+        )
+    })
+}
+
+/// One `pwrite(2)` of `buf` at `off`: the bytes written.
+#[inline]
+pub fn pwrite(fd: BorrowedFd<'_>, buf: &[u8], off: u64) -> Result<usize, Errno> {
+    // SAFETY: pwrite(2) from a live buffer of buf.len() bytes.
+    count(unsafe {
+        libc::pwrite(
+            fd.as_raw_fd(),
+            buf.as_ptr().cast(),
+            buf.len(),
+            off as libc::off_t,
+        )
+    })
+}
+
+/// `pwritev2(2)` of `buf` at `off` with `RWF_*` flags (plain `pwrite(2)` when `flags` is 0):
+/// the bytes written.
+#[inline]
+pub fn pwrite_flags(
+    fd: BorrowedFd<'_>,
+    buf: &[u8],
+    off: u64,
+    flags: libc::c_int,
+) -> Result<usize, Errno> {
+    if flags == 0 {
+        return pwrite(fd, buf, off);
+    }
+    let iov = libc::iovec {
+        iov_base: buf.as_ptr() as *mut libc::c_void,
+        iov_len: buf.len(),
+    };
+    // SAFETY: pwritev2(2) reads one iovec that points into a live buffer of buf.len() bytes.
+    count(unsafe { libc::pwritev2(fd.as_raw_fd(), &iov, 1, off as libc::off_t, flags) })
+}
+
+/// `preadv2(2)` into `buf` at `off` with `RWF_*` flags (plain `pread(2)` when `flags` is 0):
+/// the bytes read.
+#[inline]
+pub fn pread_flags(
+    fd: BorrowedFd<'_>,
+    buf: &mut [u8],
+    off: u64,
+    flags: libc::c_int,
+) -> Result<usize, Errno> {
+    if flags == 0 {
+        return pread(fd, buf, off);
+    }
+    let iov = libc::iovec {
+        iov_base: buf.as_mut_ptr().cast(),
+        iov_len: buf.len(),
+    };
+    // SAFETY: preadv2(2) fills one iovec that points into a live buffer of buf.len() bytes.
+    count(unsafe { libc::preadv2(fd.as_raw_fd(), &iov, 1, off as libc::off_t, flags) })
+}
+
+/// `copy_file_range(2)` of up to `len` bytes from `src` to `dst` within the one file: the bytes
+/// copied (0 at the end of the file).
+#[inline]
+pub fn copy_range(fd: BorrowedFd<'_>, src: u64, dst: u64, len: usize) -> Result<usize, Errno> {
+    let (mut i, mut o) = (src as libc::loff_t, dst as libc::loff_t);
+    let raw = fd.as_raw_fd();
+    // SAFETY: copy_file_range(2) on one descriptor; the offsets are live locals it updates.
+    count(unsafe { libc::copy_file_range(raw, &mut i, raw, &mut o, len, 0) })
+}
+
+/// `ioctl(FICLONERANGE)`: shares `len` bytes at `src` of the file with `dst` of the same file
+/// (reflink; btrfs, xfs).
+pub fn clone_range(fd: BorrowedFd<'_>, src: u64, len: u64, dst: u64) -> Result<(), Errno> {
+    let arg = libc::file_clone_range {
+        src_fd: fd.as_raw_fd() as i64,
+        src_offset: src,
+        src_length: len,
+        dest_offset: dst,
+    };
+    // SAFETY: FICLONERANGE reads a file_clone_range that lives across the call.
+    check(unsafe { libc::ioctl(fd.as_raw_fd(), libc::FICLONERANGE, &arg) })
+}
+
+/// `fallocate(2)` of `len` bytes at `off` with `mode` (`0`: allocate and extend the size).
+#[inline]
+pub fn fallocate(fd: BorrowedFd<'_>, mode: libc::c_int, off: u64, len: u64) -> Result<(), Errno> {
+    // SAFETY: fallocate(2) on a descriptor; no memory is passed.
+    check(unsafe { libc::fallocate(fd.as_raw_fd(), mode, off as libc::off_t, len as libc::off_t) })
+}
+
+/// `fstat(2)`.
+#[inline]
+pub fn fstat(fd: BorrowedFd<'_>) -> Result<libc::stat, Errno> {
+    let mut st = std::mem::MaybeUninit::<libc::stat>::uninit();
+    // SAFETY: fstat(2) into a buffer of the size it fills.
+    check(unsafe { libc::fstat(fd.as_raw_fd(), st.as_mut_ptr()) })?;
+    // SAFETY: fstat succeeded, so it filled the buffer.
+    Ok(unsafe { st.assume_init() })
+}
+
+/// `statx(2)` of `name` in the directory `dir` (or `AT_FDCWD`) with `flags` (`AT_*`) asking
+/// for the `mask` fields (`STATX_*`).
+#[inline]
+pub fn statx(
+    dir: RawFd,
+    name: &CStr,
+    flags: libc::c_int,
+    mask: libc::c_uint,
+) -> Result<libc::statx, Errno> {
+    let mut st = std::mem::MaybeUninit::<libc::statx>::uninit();
+    // SAFETY: statx(2) with a NUL-terminated name into a buffer of the size it fills; the
+    // kernel refuses a bad `dir` (EBADF).
+    check(unsafe { libc::statx(dir, name.as_ptr(), flags, mask, st.as_mut_ptr()) })?;
+    // SAFETY: statx succeeded, so it filled the buffer.
+    Ok(unsafe { st.assume_init() })
+}
+
+/// `close(2)` of an owned descriptor, reporting its error (a deferred ENOSPC or EIO shows up
+/// here on some filesystems). The descriptor is gone either way.
+#[inline]
+pub fn close(fd: OwnedFd) -> Result<(), Errno> {
+    let fd = fd.into_raw_fd();
+    // SAFETY: `fd` came out of an OwnedFd just above, so it is closed exactly once, here.
+    check(unsafe { libc::close(fd) })
+}
+
+/// An open directory (`O_RDONLY | O_DIRECTORY | O_CLOEXEC`), closed on drop.
+#[derive(Debug)]
+pub struct Dir(OwnedFd);
+
+impl Dir {
+    /// Opens a directory by path.
+    pub fn open(path: &Path) -> Result<Dir, Errno> {
+        let fd = nix::fcntl::open(
+            path,
+            nix::fcntl::OFlag::O_RDONLY
+                | nix::fcntl::OFlag::O_DIRECTORY
+                | nix::fcntl::OFlag::O_CLOEXEC,
+            nix::sys::stat::Mode::empty(),
+        )?;
+        owned(fd).map(Dir)
+    }
+
+    /// Opens a directory by path; an error names it ([`fs_error`]).
+    pub fn open_path(path: &Path) -> anyhow::Result<Dir> {
+        Dir::open(path).map_err(|e| fs_error("open", &path.display().to_string(), e))
+    }
+
+    /// `openat(self, name, O_DIRECTORY | O_NOFOLLOW)`: a child directory.
+    #[inline]
+    pub fn open_dir(&self, name: &CStr) -> Result<Dir, Errno> {
+        // SAFETY: openat(2) on a live directory descriptor with a NUL-terminated name.
+        let fd = unsafe {
+            libc::openat(
+                self.raw(),
+                name.as_ptr(),
+                libc::O_RDONLY | libc::O_DIRECTORY | libc::O_CLOEXEC | libc::O_NOFOLLOW,
+            )
+        };
+        owned(fd).map(Dir)
+    }
+
+    /// `mkdirat(self, name, 0755)`.
+    #[inline]
+    pub fn mkdir(&self, name: &CStr) -> Result<(), Errno> {
+        // SAFETY: mkdirat(2) on a live directory descriptor with a NUL-terminated name.
+        check(unsafe { libc::mkdirat(self.raw(), name.as_ptr(), 0o755) })
+    }
+
+    /// `unlinkat(self, name)`, with `AT_REMOVEDIR` when `rmdir`.
+    #[inline]
+    pub fn unlink(&self, name: &CStr, rmdir: bool) -> Result<(), Errno> {
+        let flags = if rmdir { libc::AT_REMOVEDIR } else { 0 };
+        // SAFETY: unlinkat(2) on a live directory descriptor with a NUL-terminated name.
+        check(unsafe { libc::unlinkat(self.raw(), name.as_ptr(), flags) })
+    }
+
+    /// `openat(self, name, O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0644)`: the file, to be
+    /// closed with [`File::close`] so that a failing close is seen.
+    #[inline]
+    pub fn create(&self, name: &CStr) -> Result<File, Errno> {
+        // SAFETY: openat(2) on a live directory descriptor with a NUL-terminated name.
+        let fd = unsafe {
+            libc::openat(
+                self.raw(),
+                name.as_ptr(),
+                libc::O_WRONLY | libc::O_CREAT | libc::O_TRUNC | libc::O_CLOEXEC,
+                0o644 as libc::c_uint,
+            )
+        };
+        owned(fd).map(File)
+    }
+
+    /// `openat(self, name, O_RDONLY | O_CLOEXEC)`: a file to read.
+    #[inline]
+    pub fn open_read(&self, name: &CStr) -> Result<File, Errno> {
+        // SAFETY: openat(2) on a live directory descriptor with a NUL-terminated name.
+        let fd =
+            unsafe { libc::openat(self.raw(), name.as_ptr(), libc::O_RDONLY | libc::O_CLOEXEC) };
+        owned(fd).map(File)
+    }
+
+    /// `fstatat(self, name, AT_SYMLINK_NOFOLLOW)`.
+    #[inline]
+    pub fn stat(&self, name: &CStr) -> Result<libc::stat, Errno> {
+        let mut st = std::mem::MaybeUninit::<libc::stat>::uninit();
+        // SAFETY: fstatat(2) on a live directory descriptor with a NUL-terminated name, into a
+        // buffer of the size it fills.
+        let r = unsafe {
+            libc::fstatat(
+                self.raw(),
+                name.as_ptr(),
+                st.as_mut_ptr(),
+                libc::AT_SYMLINK_NOFOLLOW,
+            )
+        };
+        check(r)?;
+        // SAFETY: fstatat succeeded, so it filled the buffer.
+        Ok(unsafe { st.assume_init() })
+    }
+
+    /// `syncfs(2)` of the filesystem holding the directory.
+    pub fn syncfs(&self) -> Result<(), Errno> {
+        nix::unistd::syncfs(self.raw())
+    }
+
+    /// A second descriptor of the same directory (`dup`; it shares the file offset).
+    pub fn try_clone(&self) -> Result<Dir, Errno> {
+        self.0
+            .try_clone()
+            .map(Dir)
+            .map_err(|e| e.raw_os_error().map_or(Errno::EIO, Errno::from_raw))
+    }
+
+    /// The raw descriptor, for calls this type does not wrap; still owned by `self`.
+    #[inline]
+    pub fn raw(&self) -> RawFd {
+        self.0.as_raw_fd()
+    }
+}
+
+impl From<OwnedFd> for Dir {
+    fn from(fd: OwnedFd) -> Self {
+        Dir(fd)
+    }
+}
+
+impl From<Dir> for OwnedFd {
+    fn from(d: Dir) -> Self {
+        d.0
+    }
+}
+
+impl AsFd for Dir {
+    fn as_fd(&self) -> BorrowedFd<'_> {
+        self.0.as_fd()
+    }
+}
+
+impl AsRawFd for Dir {
+    fn as_raw_fd(&self) -> RawFd {
+        self.0.as_raw_fd()
+    }
+}
+
+/// A file open for writing, made by [`Dir::create`]. Dropping it closes it and ignores the
+/// error (for paths that already failed); [`File::close`] reports it.
+#[derive(Debug)]
+pub struct File(OwnedFd);
+
+impl File {
+    /// `write(2)` of the whole slice, retrying on EINTR and short writes; after each call,
+    /// `each` gets the bytes that call wrote, so callers can time every syscall.
+    #[inline]
+    pub fn write_all(&self, mut buf: &[u8], mut each: impl FnMut(usize)) -> Result<(), Errno> {
+        while !buf.is_empty() {
+            // SAFETY: write(2) from a live buffer of buf.len() bytes on a descriptor we own.
+            let w = unsafe { libc::write(self.raw(), buf.as_ptr().cast(), buf.len()) };
+            if w < 0 {
+                let e = Errno::last();
+                if e == Errno::EINTR {
+                    continue;
+                }
+                return Err(e);
+            }
+            if w == 0 {
+                return Err(Errno::EIO);
+            }
+            each(w as usize);
+            buf = &buf[w as usize..];
+        }
+        Ok(())
+    }
+
+    /// One `read(2)` into `buf`, retried on EINTR: the bytes read, 0 at the end of the file.
+    #[inline]
+    pub fn read(&self, buf: &mut [u8]) -> Result<usize, Errno> {
+        loop {
+            // SAFETY: read(2) into a live buffer of buf.len() bytes on a descriptor we own.
+            let r = unsafe { libc::read(self.raw(), buf.as_mut_ptr().cast(), buf.len()) };
+            if r >= 0 {
+                return Ok(r as usize);
+            }
+            let e = Errno::last();
+            if e != Errno::EINTR {
+                return Err(e);
+            }
+        }
+    }
+
+    /// `fsync(2)`.
+    #[inline]
+    pub fn fsync(&self) -> Result<(), Errno> {
+        // SAFETY: fsync(2) on a descriptor we own.
+        check(unsafe { libc::fsync(self.raw()) })
+    }
+
+    /// `close(2)`, reporting its error (a deferred ENOSPC or EIO shows up here on some
+    /// filesystems). The descriptor is gone either way.
+    #[inline]
+    pub fn close(self) -> Result<(), Errno> {
+        close(self.0)
+    }
+
+    /// The raw descriptor, for calls this type does not wrap; still owned by `self`.
+    #[inline]
+    pub fn raw(&self) -> RawFd {
+        self.0.as_raw_fd()
+    }
+}
+
+impl AsFd for File {
+    fn as_fd(&self) -> BorrowedFd<'_> {
+        self.0.as_fd()
+    }
+}
+
+impl AsRawFd for File {
+    fn as_raw_fd(&self) -> RawFd {
+        self.0.as_raw_fd()
+    }
+}
+
+#[cfg(test)]
+#[allow(clippy::unwrap_used)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn makes_writes_closes_and_removes_through_owned_descriptors() {
+        let tmp = tempfile::tempdir().unwrap();
+        let root = Dir::open(tmp.path()).unwrap();
+        root.mkdir(c"d").unwrap();
+        let d = root.open_dir(c"d").unwrap();
+        let f = d.create(c"f").unwrap();
+        let mut calls = Vec::new();
+        f.write_all(&[7u8; 5000], |n| calls.push(n)).unwrap();
+        assert_eq!(calls.iter().sum::<usize>(), 5000);
+        f.fsync().unwrap();
+        f.close().unwrap();
+        assert_eq!(
+            std::fs::read(tmp.path().join("d/f")).unwrap(),
+            vec![7u8; 5000]
+        );
+        assert_eq!(d.mkdir(c"f"), Err(Errno::EEXIST));
+        d.unlink(c"f", false).unwrap();
+        drop(d);
+        root.unlink(c"d", true).unwrap();
+        assert!(!tmp.path().join("d").exists());
+    }
+
+    #[test]
+    fn one_message_names_the_operation_path_and_errno() {
+        let e = Dir::open_path(Path::new("/nonexistent/fsgauge")).unwrap_err();
+        assert_eq!(
+            e.to_string(),
+            "open /nonexistent/fsgauge failed: ENOENT (No such file or directory)"
+        );
+    }
+}
