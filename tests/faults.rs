@@ -11,7 +11,7 @@
 //!
 //! Every try prints its seed; `FSGAUGE_FAULT_SEED=S` replays a whole sequence and
 //! `FSGAUGE_FAULT_TRY=N` only its try N. `FSGAUGE_SOAK=N` makes N tries (default: a CI-sized
-//! round of one try per command and signal kind, plus pause-window tries).
+//! round: every command meets every signal twice, at a window or a random moment).
 //!
 //! Needs root, loop devices and mkfs.ext4/ext2/xfs/btrfs (skips with a reason otherwise, fails
 //! under CI).
@@ -63,7 +63,7 @@ fn scenarios(plan: &Path) -> Vec<Scenario> {
     vec![
         sc(
             "bench tree",
-            "bench tree --fs ext4 --fs-size 64M --journal ram:4M --mem-limit 256M --dirs 2 --files 8 --file-size 64K --reps 2 --quiet",
+            "bench tree --fs ext4 --fs-size 64M --journal ram:16M --mem-limit 256M --dirs 2 --files 8 --file-size 64K --reps 2 --quiet",
             TESTBED_POINTS,
             1500,
         ),
@@ -319,7 +319,10 @@ fn run_try(sc: &Scenario, t: &Try, plan: &Path) -> Vec<String> {
     wrong
 }
 
-fn wait_or_kill(child: &mut std::process::Child, limit: Duration) -> Option<std::process::ExitStatus> {
+fn wait_or_kill(
+    child: &mut std::process::Child,
+    limit: Duration,
+) -> Option<std::process::ExitStatus> {
     let t0 = Instant::now();
     loop {
         if let Some(s) = child.try_wait().unwrap() {
@@ -337,7 +340,11 @@ fn wait_or_kill(child: &mut std::process::Child, limit: Duration) -> Option<std:
 fn is_zombie(pid: Pid) -> bool {
     std::fs::read_to_string(format!("/proc/{pid}/stat"))
         .ok()
-        .and_then(|s| s.rsplit(')').next().map(|r| r.trim_start().starts_with('Z')))
+        .and_then(|s| {
+            s.rsplit(')')
+                .next()
+                .map(|r| r.trim_start().starts_with('Z'))
+        })
         .unwrap_or(true)
 }
 
@@ -401,8 +408,15 @@ fn leftovers(sb: &Sandbox, pid: Pid) -> Vec<String> {
             }
         }
     }
-    for root in ["/sys/fs/cgroup/unified", "/sys/fs/cgroup/memory", "/sys/fs/cgroup"] {
-        for d in [Path::new(root).to_path_buf(), Path::new(root).join("fsgauge")] {
+    for root in [
+        "/sys/fs/cgroup/unified",
+        "/sys/fs/cgroup/memory",
+        "/sys/fs/cgroup",
+    ] {
+        for d in [
+            Path::new(root).to_path_buf(),
+            Path::new(root).join("fsgauge"),
+        ] {
             if let Ok(rd) = std::fs::read_dir(&d) {
                 for e in rd.filter_map(|e| e.ok()) {
                     if e.file_name().to_string_lossy().starts_with(&tag) {
@@ -445,8 +459,8 @@ fn signals_at_random_moments_leave_nothing_behind() {
             .map(|d| d.as_nanos() as u64)
             .unwrap_or(1)
     });
-    // By default every command meets every signal once.
-    let tries = env_u64("FSGAUGE_SOAK").unwrap_or((all.len() * SIGNALS.len()) as u64);
+    // By default every command meets every signal twice (about 80 s in a debug build).
+    let tries = env_u64("FSGAUGE_SOAK").unwrap_or((2 * all.len() * SIGNALS.len()) as u64);
     let only = env_u64("FSGAUGE_FAULT_TRY");
     eprintln!("fault seed {seed} ({tries} tries): replay with FSGAUGE_FAULT_SEED={seed}");
     let t0 = Instant::now();
@@ -471,7 +485,9 @@ fn signals_at_random_moments_leave_nothing_behind() {
             if t.to_group { " to the group" } else { "" }
         );
         eprintln!("{label}");
-        *tally.entry(format!("{} {}", sc.name, t.signal)).or_default() += 1;
+        *tally
+            .entry(format!("{} {}", sc.name, t.signal))
+            .or_default() += 1;
         let wrong = run_try(sc, &t, &plan);
         if !wrong.is_empty() {
             eprintln!("FAILED {label}:\n  {}", wrong.join("\n  "));
@@ -484,7 +500,11 @@ fn signals_at_random_moments_leave_nothing_behind() {
         t0.elapsed().as_secs_f64(),
         failures.len()
     );
-    assert!(failures.is_empty(), "failed tries:\n{}", failures.join("\n"));
+    assert!(
+        failures.is_empty(),
+        "failed tries:\n{}",
+        failures.join("\n")
+    );
 }
 
 /// The defect of issue 13 item 5, pinned: a Ctrl-C (to the whole process group, as a terminal
@@ -497,9 +517,14 @@ fn ctrl_c_during_mkfs_is_an_interruption() {
     for (sig, to_group) in [(Signal::SIGINT, true), (Signal::SIGTERM, false)] {
         let sb = Sandbox::new();
         let mut child = sb
-            .bench(&words(
-                "bench tree --fs xfs --fs-size 300M --dirs 1 --files 1 --file-size 4K --quiet",
-            ).iter().map(String::as_str).collect::<Vec<_>>())
+            .bench(
+                &words(
+                    "bench tree --fs xfs --fs-size 300M --dirs 1 --files 1 --file-size 4K --quiet",
+                )
+                .iter()
+                .map(String::as_str)
+                .collect::<Vec<_>>(),
+            )
             .env("FSGAUGE_TEST_PAUSE_AT", "mkfs")
             .env("FSGAUGE_TEST_PAUSE_MS", "2000")
             .stdout(Stdio::null())
@@ -527,7 +552,10 @@ fn ctrl_c_during_mkfs_is_an_interruption() {
         let status = child.wait().unwrap();
         let stderr = rest.join("\n");
         assert_eq!(status.code(), Some(128 + sig as i32), "{sig}: {stderr}");
-        assert!(stderr.contains(&format!("interrupted by {sig}")), "{stderr}");
+        assert!(
+            stderr.contains(&format!("interrupted by {sig}")),
+            "{stderr}"
+        );
         assert!(!stderr.contains("failed"), "{stderr}");
         sb.assert_clean();
     }
@@ -544,8 +572,19 @@ fn a_signal_while_the_result_is_written_is_not_ignored() {
     let sb = Sandbox::new();
     let mut child = sb
         .bench(&[
-            "bench", "tree", "--fs", "ext4", "--fs-size", "64M", "--dirs", "1", "--files", "2",
-            "--file-size", "4K", "--quiet",
+            "bench",
+            "tree",
+            "--fs",
+            "ext4",
+            "--fs-size",
+            "64M",
+            "--dirs",
+            "1",
+            "--files",
+            "2",
+            "--file-size",
+            "4K",
+            "--quiet",
         ])
         .env("FSGAUGE_TEST_PAUSE_AT", "result")
         .env("FSGAUGE_TEST_PAUSE_MS", "500")
