@@ -66,3 +66,21 @@ pub fn exit_code(err: &anyhow::Error) -> u8 {
     }
     2
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn an_interruption_after_kept_results_exits_as_the_signal_and_names_them() {
+        let e = anyhow::Error::new(InterruptedAfter {
+            sig: libc::SIGTERM,
+            kept: vec!["the result of rep 0 was written: r.json is complete".into()],
+        });
+        assert_eq!(exit_code(&e), 143);
+        assert_eq!(
+            format!("{e:#}"),
+            "interrupted by SIGTERM after the result of rep 0 was written: r.json is complete"
+        );
+    }
+}

@@ -231,3 +231,23 @@ mod test_hook {
         Some(sh)
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_child_that_fails_on_its_own_is_its_own_failure() {
+        // No signal has arrived in this process: the child's status is reported as it is.
+        let out =
+            output(Command::new("/bin/sh").args(["-c", "echo said >&2; exit 3"])).expect("sh runs");
+        assert_eq!(out.status.code(), Some(3));
+        assert_eq!(String::from_utf8_lossy(&out.stderr).trim(), "said");
+    }
+
+    #[test]
+    fn a_child_that_cannot_start_is_named() {
+        let err = output(&mut Command::new("/nonexistent/mkfs.none")).expect_err("no such program");
+        assert!(format!("{err:#}").contains("could not run /nonexistent/mkfs.none"));
+    }
+}
