@@ -22,6 +22,19 @@ pub struct SystemFailure(pub String);
 #[error("interrupted by {}; the testbed was torn down", signal_name(*.0))]
 pub struct Interrupted(pub i32);
 
+/// A signal arrived after the command had finished parts of its work and left them in place
+/// (result files, a kept testbed): the process still ends as interrupted (130/143), and what was
+/// finished is named, so that the user knows it is complete.
+#[derive(Debug, thiserror::Error)]
+#[error("interrupted by {} after {}", signal_name(self.sig), self.kept.join("; "))]
+pub struct InterruptedAfter {
+    /// The signal's number.
+    pub sig: i32,
+    /// What was complete before it, as sentences ("the result of rep 2 was written: … is
+    /// complete").
+    pub kept: Vec<String>,
+}
+
 fn signal_name(sig: i32) -> String {
     match sig {
         libc::SIGINT => "SIGINT".to_string(),
@@ -41,6 +54,9 @@ pub fn exit_code(err: &anyhow::Error) -> u8 {
         if let Some(Interrupted(sig)) = cause.downcast_ref::<Interrupted>() {
             return (128 + sig).clamp(0, 255) as u8;
         }
+        if let Some(InterruptedAfter { sig, .. }) = cause.downcast_ref::<InterruptedAfter>() {
+            return (128 + sig).clamp(0, 255) as u8;
+        }
         if cause.is::<SystemFailure>() {
             return 1;
         }
@@ -49,4 +65,22 @@ pub fn exit_code(err: &anyhow::Error) -> u8 {
         }
     }
     2
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn an_interruption_after_kept_results_exits_as_the_signal_and_names_them() {
+        let e = anyhow::Error::new(InterruptedAfter {
+            sig: libc::SIGTERM,
+            kept: vec!["the result of rep 0 was written: r.json is complete".into()],
+        });
+        assert_eq!(exit_code(&e), 143);
+        assert_eq!(
+            format!("{e:#}"),
+            "interrupted by SIGTERM after the result of rep 0 was written: r.json is complete"
+        );
+    }
 }

@@ -85,7 +85,7 @@ pub enum Command {
 pub fn main() -> Result<ExitCode> {
     let cli = Cli::parse();
     crate::signals::install();
-    match cli.command {
+    let res = match cli.command {
         Command::Run(c) => run::run(c),
         Command::Presets(c) => presets::run(c),
         Command::Report(c) => report::run(c),
@@ -97,5 +97,7 @@ pub fn main() -> Result<ExitCode> {
         Command::Age(c) => age::run(*c),
         Command::Read(c) => read::run(c),
         Command::Study(c) => study::run(c),
-    }
+    };
+    // A signal after the command's last check still ends the process as interrupted.
+    crate::signals::conclude(res)
 }

@@ -113,9 +113,14 @@ fn create(a: CreateArgs) -> Result<ExitCode> {
     let (mountpoint, device) = (tb.mountpoint().to_path_buf(), tb.device().to_path_buf());
     let journal_device = tb.journal_device().map(|p| p.to_path_buf());
     let warnings = tb.warnings();
+    // Stopped before it is handed over: it goes, as in any interrupted run.
+    crate::signals::check()?;
     // Hand the testbed over to the ledger before printing, so that a reader closing the pipe
     // early cannot take it down with this process.
     tb.keep()?;
+    crate::signals::note_kept(format!(
+        "testbed {name} was made and kept: `fsgauge testbed destroy {name}` removes it"
+    ));
     if a.json {
         println!(
             "{}",

@@ -350,9 +350,7 @@ pub fn e2freefrag(path: &Path, fs_type: &str, device: &Path) -> Result<FreeSpace
                 .into(),
         })
     })?;
-    let out = Command::new(&prog)
-        .arg(device)
-        .output()
+    let out = crate::signals::output(Command::new(&prog).arg(device))
         .with_context(|| format!("running {} {}", prog.display(), device.display()))?;
     if !out.status.success() {
         anyhow::bail!(

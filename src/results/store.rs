@@ -35,7 +35,13 @@ pub fn write_result(dir: &Path, r: &RunResult) -> Result<PathBuf> {
     let path = dir.join(name);
     let mut bytes = serde_json::to_vec_pretty(r)?;
     bytes.push(b'\n');
+    // A run stopped before its result is written has no result: the file exists only for runs
+    // that finished before the signal, and then it is whole (written atomically).
+    crate::signals::test_pause("result");
+    crate::signals::check()?;
     write_atomic(&path, &bytes)?;
+    crate::signals::note_result_written(&path, r.rep);
+    crate::signals::test_pause("result");
     Ok(path)
 }
 

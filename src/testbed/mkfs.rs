@@ -43,11 +43,7 @@ impl MkfsCommand {
 }
 
 fn run_one(args: &[String]) -> Result<()> {
-    let out = Command::new(&args[0])
-        .args(&args[1..])
-        .stdin(std::process::Stdio::null())
-        .output()
-        .map_err(|e| bad_input(format!("could not run {}: {e}", args[0])))?;
+    let out = crate::signals::output(Command::new(&args[0]).args(&args[1..]))?;
     if out.status.success() {
         return Ok(());
     }

@@ -288,6 +288,7 @@ impl Testbed {
         self.mount_opts = mkfs::mount_options(&spec, self.journal_device.as_deref());
         crate::signals::check()?;
         self.mount()?;
+        crate::signals::test_pause("mount");
         let details = serde_json::json!({
             "fs": spec.fs.name(),
             "size": spec.size,
@@ -481,6 +482,7 @@ impl Testbed {
     }
 
     fn teardown(&mut self) -> Vec<anyhow::Error> {
+        crate::signals::test_pause("teardown");
         let mut errors = Vec::new();
         if self.mounted {
             match mount::unmount(&self.mountpoint) {
