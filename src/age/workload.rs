@@ -161,8 +161,21 @@ impl Workload for Age {
         self.0.validate()
     }
 
-    fn memory_needed(&self) -> u64 {
-        self.0.block + self.0.tree.total_files() * 16 + (4 << 20)
+    fn memory_needed(&self) -> Result<u64, crate::units::Overflow> {
+        // The tree shape is at most 10^9 files and the block at most 1G (validated), so this
+        // fits; checked all the same, as every estimate is.
+        self.0
+            .tree
+            .total_files()
+            .checked_mul(16)
+            .and_then(|m| m.checked_add(self.0.block))
+            .and_then(|m| m.checked_add(4 << 20))
+            .ok_or_else(crate::units::Overflow::of(
+                "age",
+                "memory estimate",
+                format!("--tree {} --block {}", self.0.tree, self.0.block),
+                "--tree or --block",
+            ))
     }
 
     fn run(&self, ctx: &mut RunContext) -> Result<()> {

@@ -197,7 +197,7 @@ pub fn run(c: RunCmd) -> Result<ExitCode> {
 
 fn print_dry_run(plan: &Plan, m: &plan::Matrix, out: &Path) -> Result<()> {
     let existing = plan::existing_results(out)?;
-    let e = plan::estimate(plan, m, &existing);
+    let e = plan::estimate(plan, m, &existing)?;
     println!(
         "plan {} ({}): {} testbed(s) x {} workload(s), reps {}, fresh {}, cold {}, seed {}, scale {}",
         plan.name,

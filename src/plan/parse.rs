@@ -618,6 +618,18 @@ fn build_workload(
             ),
         });
     }
+    // Estimates over 64 bits are refused here, at the workload's table, so nothing later (the
+    // testbed fit, --dry-run's estimate, the runs) sees a wrapped figure.
+    if let Err(e) = workload
+        .space_needed()
+        .and_then(|_| workload.memory_needed())
+    {
+        return Err(src.err(
+            w.span(),
+            &format!("{what} {}", kind.name),
+            format!("{e}{scaled_note}"),
+        ));
+    }
     Ok(PlanWorkload {
         kind: kind.name,
         ranks,
@@ -642,10 +654,12 @@ fn fit_testbed(
     scale_f: f64,
     notes: &mut Vec<String>,
 ) -> Result<()> {
-    let Some(big) = workloads.iter().max_by_key(|w| w.workload.space_needed()) else {
+    // Every workload's estimate was checked when it was parsed (an overflow is refused there).
+    let need_of = |w: &PlanWorkload| w.workload.space_needed().unwrap_or(u64::MAX);
+    let Some(big) = workloads.iter().max_by_key(|w| need_of(w)) else {
         return Ok(());
     };
-    let need = big.workload.space_needed();
+    let need = need_of(big);
     if need <= usable(tb.spec.size) {
         return Ok(());
     }
@@ -660,11 +674,25 @@ fn fit_testbed(
                 big.at.line,
                 big.kind,
                 crate::units::format_bytes_human(need as f64),
-                format_size((need / 9 * 10).next_multiple_of(64 << 20))
+                (need / 9)
+                    .checked_mul(10)
+                    .and_then(|n| n.checked_next_multiple_of(64 << 20))
+                    .map_or_else(|| "over 16 EiB".to_string(), format_size)
             ),
         ));
     }
-    let grown = (need / 9 * 10 + 1).next_multiple_of(64 << 20);
+    let Some(grown) = fitting_size(need) else {
+        return Err(src.err(
+            size_span.clone(),
+            "size",
+            format!(
+                "the scaled workload at line {} ({}) needs about {}, more than any testbed can be; use a smaller --scale",
+                big.at.line,
+                big.kind,
+                crate::units::format_bytes_human(need as f64)
+            ),
+        ));
+    };
     notes.push(format!(
         "testbed {} grown from {} to {} to fit the scaled {} workload",
         tb.spec.label,
@@ -674,6 +702,15 @@ fn fit_testbed(
     ));
     tb.spec.size = grown;
     Ok(())
+}
+
+/// The testbed size (a multiple of 64M) whose usable 90% holds `need` bytes, or `None` past
+/// 2^64 bytes.
+fn fitting_size(need: u64) -> Option<u64> {
+    (need / 9)
+        .checked_mul(10)?
+        .checked_add(1)?
+        .checked_next_multiple_of(64 << 20)
 }
 
 fn nearest_existing(p: &Path) -> PathBuf {

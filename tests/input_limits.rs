@@ -1,0 +1,290 @@
+//! Limits of the input: counts and sizes whose products do not fit in 64 bits are refused
+//! (exit 2, before anything is made) instead of wrapping into a too-small estimate; every
+//! workload's estimates are driven with extreme values by a property test.
+//!
+//! The command-line tests here need nothing special: the refusal comes before any testbed.
+#![allow(clippy::unwrap_used)] // tests fail loudly by design
+
+mod support;
+
+use fsgauge::workload::registry::find;
+use proptest::prelude::*;
+use support::Sandbox;
+
+/// Runs fsgauge with `args` (plus the sandbox's --workdir/--out), expects exit 2 with every
+/// needle in stderr, and checks nothing was made.
+fn refused(sb: &Sandbox, args: &[&str], needles: &[&str]) {
+    let out = sb.bench(args).output().unwrap();
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert_eq!(
+        out.status.code(),
+        Some(2),
+        "args {args:?}\nstderr: {stderr}"
+    );
+    for n in needles {
+        assert!(
+            stderr.contains(n),
+            "args {args:?}: stderr lacks {n:?}:\n{stderr}"
+        );
+    }
+    assert!(
+        !sb.out().exists(),
+        "a result directory was made for bad input {args:?}"
+    );
+    sb.assert_clean();
+}
+
+#[test]
+fn tree_sizes_over_64_bits_are_refused_naming_the_parameters() {
+    let sb = Sandbox::new();
+    refused(
+        &sb,
+        &[
+            "bench",
+            "tree",
+            "--fs",
+            "ext4",
+            "--fs-size",
+            "256M",
+            "--dirs",
+            "1",
+            "--files",
+            "1",
+            "--file-size",
+            "18446744073709551615",
+        ],
+        &[
+            "overflows 64 bits",
+            "--file-size 18446744073709551615",
+            "make --dirs, --files or --file-size smaller",
+        ],
+    );
+    refused(
+        &sb,
+        &[
+            "bench",
+            "tree",
+            "--fs",
+            "ext4",
+            "--fs-size",
+            "256M",
+            "--dirs",
+            "4503599627370496",
+            "--file-size",
+            "0",
+        ],
+        &["overflows 64 bits", "--dirs 4503599627370496"],
+    );
+}
+
+#[test]
+fn plan_sizes_over_64_bits_are_refused_at_the_workload() {
+    let sb = Sandbox::new();
+    for (i, params) in [
+        "dirs = 1\nfiles = 1\nfile_size = \"18446744073709551615\"",
+        "dirs = 4503599627370496\nfile_size = 0",
+    ]
+    .iter()
+    .enumerate()
+    {
+        let plan = sb.path().join(format!("big{i}.toml"));
+        std::fs::write(
+            &plan,
+            format!(
+                "name = \"big\"\n\n[[testbed]]\nfs = \"ext4\"\nsize = \"256M\"\n\n[[workload]]\nkind = \"tree\"\n{params}\n"
+            ),
+        )
+        .unwrap();
+        for extra in [&[][..], &["--dry-run"][..]] {
+            let mut args = vec!["run", plan.to_str().unwrap()];
+            args.extend_from_slice(extra);
+            let out = sb.bench(&args).output().unwrap();
+            let stderr = String::from_utf8_lossy(&out.stderr);
+            assert_eq!(out.status.code(), Some(2), "{params} {extra:?}: {stderr}");
+            assert!(
+                stderr.contains("overflows 64 bits") && stderr.contains(":7:1"),
+                "{params} {extra:?}: the error should point at the workload table: {stderr}"
+            );
+            assert!(!sb.out().join("runs").exists(), "{stderr}");
+        }
+    }
+    sb.assert_clean();
+}
+
+// ---- the property test: every workload's estimates with extreme values ----
+
+/// Numbers that break arithmetic: the edges, powers of two near them, and anything.
+fn extreme() -> impl Strategy<Value = u64> {
+    prop_oneof![
+        Just(0u64),
+        Just(1),
+        Just(4095),
+        Just(4096),
+        Just(1 << 32),
+        Just(1 << 52),
+        Just(1 << 63),
+        Just(u64::MAX - 4095),
+        Just(u64::MAX),
+        0u64..1_000_000,
+        any::<u64>(),
+    ]
+}
+
+fn extreme32() -> impl Strategy<Value = u32> {
+    prop_oneof![
+        Just(0u32),
+        Just(1),
+        Just(1024),
+        Just(u32::MAX),
+        0u32..100_000,
+        any::<u32>(),
+    ]
+}
+
+/// `size` in whole 4 KiB blocks, exactly.
+fn blocks(size: u64) -> u128 {
+    u128::from(size).div_ceil(4096) * 4096
+}
+
+/// Saturating u128 arithmetic: a saturated figure is still a lower bound of the exact value
+/// and far above u64::MAX, so `estimate >= figure` stays the right check.
+fn m(a: u128, b: u128) -> u128 {
+    a.saturating_mul(b)
+}
+fn a(x: u128, y: u128) -> u128 {
+    x.saturating_add(y)
+}
+
+/// Builds `kind` from `params`; when it builds, each estimate must be an error or at least the
+/// exact figure.
+fn check(kind: &str, params: serde_json::Value, space: u128, memory: u128) {
+    let Ok(w) = (find(kind).unwrap().build)(params.clone()) else {
+        return; // refused at parsing (e.g. a count over u32)
+    };
+    if let Ok(s) = w.space_needed() {
+        assert!(
+            u128::from(s) >= space,
+            "{kind} {params}: space estimate {s} < exact {space}"
+        );
+    }
+    if let Ok(mem) = w.memory_needed() {
+        assert!(
+            u128::from(mem) >= memory,
+            "{kind} {params}: memory estimate {mem} < exact {memory}"
+        );
+    }
+}
+
+proptest! {
+    #![proptest_config(ProptestConfig {
+        failure_persistence: None,
+        ..ProptestConfig::with_cases(3000)
+    })]
+
+    #[test]
+    fn tree_estimates_are_exact_or_refused(dirs in extreme(), files in extreme(), size in extreme(), block in extreme()) {
+        let (d, f) = (u128::from(dirs), u128::from(files));
+        check(
+            "tree",
+            serde_json::json!({"dirs": dirs, "files": files, "file_size": size, "block": block}),
+            a(m(m(d, f), blocks(size)), m(d, 4096)),
+            u128::from(block.min(size)) + (1 << 20),
+        );
+        // The file and inode counts must fit too: with file size 0 they are all there is.
+        if let Ok(w) = (find("tree").unwrap().build)(serde_json::json!({"dirs": dirs, "files": files, "file_size": size})) {
+            if w.space_needed().is_ok() {
+                prop_assert!(a(m(d, f), d) <= u128::from(u64::MAX));
+            }
+        }
+    }
+
+    #[test]
+    fn fdtree_estimates_are_exact_or_refused(
+        levels in prop_oneof![0u32..40, Just(64u32), Just(1000)],
+        dpl in extreme(), fpd in extreme(), size in extreme(), block in extreme(), threads in extreme32(),
+    ) {
+        // Long chains of 1s are slow to sum; a level count over 1000 adds nothing here.
+        let mut per_tree: u128 = 0;
+        for _ in 0..=levels {
+            per_tree = a(m(per_tree, u128::from(dpl)), 1);
+        }
+        let dirs = m(per_tree, u128::from(threads));
+        let files = m(dirs, u128::from(fpd));
+        check(
+            "fdtree",
+            serde_json::json!({"levels": levels, "dirs_per_level": dpl, "files_per_dir": fpd,
+                "file_size": size, "block": block, "threads": threads}),
+            a(m(dirs, 4608), m(files, blocks(size) + 512)),
+            m(u128::from(block.max(4096)) + (2 << 20), u128::from(threads)) + (1 << 20),
+        );
+    }
+
+    #[test]
+    fn interleave_estimates_are_exact_or_refused(dirs in extreme(), files in extreme(), size in extreme()) {
+        let d = u128::from(dirs);
+        check(
+            "interleave",
+            serde_json::json!({"dirs": dirs, "files": files, "file_size": size}),
+            a(m(d, 4608), m(m(d, u128::from(files)), blocks(size) + 512)),
+            u128::from(size.min(1 << 20)) + (2 << 20),
+        );
+    }
+
+    #[test]
+    fn create_estimates_are_exact_or_refused(files in extreme(), threads in extreme32(), fpd in extreme(), size in extreme(), block in extreme()) {
+        let t = u128::from(threads);
+        let subdirs = if fpd == 0 { 0 } else { u128::from(files).div_ceil(u128::from(fpd)) };
+        check(
+            "create",
+            serde_json::json!({"files": files, "threads": threads, "files_per_dir": fpd,
+                "file_size": size, "block": block}),
+            a(m(m(u128::from(files), t), blocks(size) + 512), m(m(t, 1 + subdirs), 4608)),
+            a(u128::from(block.min(size)), m(t, 2 << 20)),
+        );
+    }
+
+    #[test]
+    fn tio_estimates_are_exact_or_refused(threads in extreme32(), size in extreme(), block in extreme(), iodepth in extreme32()) {
+        let t = u128::from(threads);
+        check(
+            "tio",
+            serde_json::json!({"threads": [threads], "file_size": size, "block": [block], "iodepth": iodepth}),
+            a(m(t, blocks(size)), 1 << 20),
+            a(m(a(m(u128::from(block), u128::from(iodepth.max(1))), 256 << 10), t), 1 << 20),
+        );
+    }
+
+    #[test]
+    fn clients_estimates_are_exact_or_refused(clients in extreme32(), mix_files in extreme32(), mix_ops in extreme32()) {
+        let c = u128::from(clients);
+        check(
+            "clients",
+            serde_json::json!({"clients": [clients], "mix_files": mix_files, "mix_ops": mix_ops}),
+            m(c, u128::from(mix_files) * (128 << 10) + (1 << 20)),
+            u128::from(mix_ops) * 2048 + m(c, 256 << 10),
+        );
+    }
+
+    #[test]
+    fn exercise_estimates_are_exact_or_refused(procs in extreme32(), max_len in extreme(), max_op_len in extreme()) {
+        let p = u128::from(procs.max(1));
+        let (l, o) = (u128::from(max_len), u128::from(max_op_len));
+        check(
+            "exercise",
+            serde_json::json!({"procs": procs, "max_len": max_len, "max_op_len": max_op_len}),
+            m(p, l + o + (1 << 20)),
+            m(p, 2 * l + 3 * o + (1 << 20)),
+        );
+    }
+
+    #[test]
+    fn age_and_read_estimates_are_exact_or_refused(dirs in extreme(), files in extreme(), block in extreme()) {
+        check(
+            "age",
+            serde_json::json!({"usage": [50], "tree": format!("{dirs}x{files}"), "block": block}),
+            0,
+            a(m(m(u128::from(dirs), u128::from(files)), 16), u128::from(block) + (4 << 20)),
+        );
+        check("read", serde_json::json!({"block": block}), 0, u128::from(block) + (16 << 20));
+    }
+}
