@@ -288,3 +288,124 @@ proptest! {
         check("read", serde_json::json!({"block": block}), 0, u128::from(block) + (16 << 20));
     }
 }
+
+// ---- damaged result files: named, counted, refused under --strict ----
+
+#[path = "report_fixtures/mod.rs"]
+mod report_fixtures;
+
+/// A results directory of the tree study (3 reps on testbeds a and b) where testbed a's rep 2
+/// is truncated, plus an empty and a garbage `*.json`.
+fn damaged_results() -> (tempfile::TempDir, Vec<std::path::PathBuf>) {
+    let dir = tempfile::tempdir().unwrap();
+    report_fixtures::write_all(dir.path(), &report_fixtures::tree_study());
+    let victim = std::fs::read_dir(dir.path())
+        .unwrap()
+        .map(|e| e.unwrap().path())
+        .find(|p| p.to_string_lossy().contains("-a-tree-rep2-"))
+        .unwrap();
+    let bytes = std::fs::read(&victim).unwrap();
+    std::fs::write(&victim, &bytes[..bytes.len() / 2]).unwrap();
+    let empty = dir.path().join("empty.json");
+    std::fs::write(&empty, "").unwrap();
+    let garbage = dir.path().join("garbage.json");
+    std::fs::write(&garbage, "\u{1}\u{2}not json at all").unwrap();
+    (dir, vec![victim, empty, garbage])
+}
+
+fn assert_names_each(stderr: &str, damaged: &[std::path::PathBuf]) {
+    for d in damaged {
+        let line = stderr
+            .lines()
+            .find(|l| l.contains(&*d.to_string_lossy()))
+            .unwrap_or_else(|| panic!("{} is not named:\n{stderr}", d.display()));
+        assert!(
+            line.contains("line ") && line.contains("column "),
+            "no parse position: {line}"
+        );
+    }
+}
+
+#[test]
+fn report_names_damaged_result_files_counts_n_and_refuses_under_strict() {
+    let (dir, damaged) = damaged_results();
+    let sb = Sandbox::new();
+    for format in ["md", "html", "json", "csv"] {
+        let out = sb
+            .cmd()
+            .arg("report")
+            .arg(dir.path())
+            .args(["--format", format])
+            .output()
+            .unwrap();
+        let stderr = String::from_utf8_lossy(&out.stderr);
+        let stdout = String::from_utf8_lossy(&out.stdout);
+        assert_eq!(out.status.code(), Some(0), "{format}: {stderr}");
+        assert_names_each(&stderr, &damaged);
+        match format {
+            // Testbed a has 2 usable create runs, b 3: the n each figure stands on.
+            "md" | "html" => {
+                assert!(
+                    stdout.contains("(n=2)") && stdout.contains("(n=3)"),
+                    "{format}: {stdout}"
+                );
+                assert!(stdout.contains("garbage.json"), "{format}: {stdout}");
+            }
+            "csv" => assert!(
+                stdout
+                    .lines()
+                    .any(|l| l.starts_with("a,tree,create,") && l.contains(",2,")),
+                "{stdout}"
+            ),
+            _ => {
+                let v: serde_json::Value = serde_json::from_str(&stdout).unwrap();
+                let a = v["cells"]
+                    .as_array()
+                    .unwrap()
+                    .iter()
+                    .find(|c| c["testbed"] == "a" && c["phase"] == "create")
+                    .unwrap();
+                assert_eq!(a["metrics"][0]["summary"]["n"], 2, "{a}");
+                assert!(v["warnings"][0].as_str().unwrap().contains("skipped"));
+            }
+        }
+    }
+    let out = sb
+        .cmd()
+        .arg("report")
+        .arg(dir.path())
+        .arg("--strict")
+        .output()
+        .unwrap();
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert_eq!(out.status.code(), Some(2), "{stderr}");
+    assert!(stderr.contains("--strict"), "{stderr}");
+    assert_names_each(&stderr, &damaged);
+}
+
+#[test]
+fn compare_names_damaged_result_files_and_refuses_under_strict() {
+    let (dir, damaged) = damaged_results();
+    let sb = Sandbox::new();
+    let run = |strict: bool| {
+        let mut c = sb.cmd();
+        c.arg("compare").arg(dir.path()).arg(dir.path()).args([
+            "--base-testbed",
+            "a",
+            "--new-testbed",
+            "b",
+        ]);
+        if strict {
+            c.arg("--strict");
+        }
+        c.output().unwrap()
+    };
+    let out = run(false);
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert_eq!(out.status.code(), Some(0), "{stderr}");
+    assert_names_each(&stderr, &damaged);
+    let out = run(true);
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert_eq!(out.status.code(), Some(2), "{stderr}");
+    assert_names_each(&stderr, &damaged);
+}

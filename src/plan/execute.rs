@@ -237,22 +237,12 @@ pub struct Executed {
 /// results directory may hold other things).
 pub fn existing_results(dir: &Path) -> Result<HashMap<String, RunResult>> {
     let mut out = HashMap::new();
-    let Ok(rd) = std::fs::read_dir(dir) else {
+    if !dir.is_dir() {
         return Ok(out);
-    };
-    let mut paths: Vec<PathBuf> = rd
-        .filter_map(|e| e.ok().map(|e| e.path()))
-        .filter(|p| p.extension().is_some_and(|e| e == "json"))
-        .filter(|p| {
-            !p.file_name()
-                .is_some_and(|n| n.to_string_lossy().starts_with('.'))
-        })
-        .collect();
-    paths.sort();
-    for p in paths {
-        if let Ok(r) = crate::results::load(&p) {
-            out.insert(r.spec_hash.clone(), r);
-        }
+    }
+    // A file that is not a usable result is not reused: its run is made again.
+    for f in crate::results::load_dir(dir)?.results {
+        out.insert(f.result.spec_hash.clone(), f.result);
     }
     Ok(out)
 }
