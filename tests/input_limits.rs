@@ -409,3 +409,52 @@ fn compare_names_damaged_result_files_and_refuses_under_strict() {
     assert_eq!(out.status.code(), Some(2), "{stderr}");
     assert_names_each(&stderr, &damaged);
 }
+
+// ---- aging that does not reach its checkpoint ----
+
+#[test]
+fn age_short_of_its_checkpoint_exits_1_and_still_writes_the_result() {
+    if !support::have_root() || !support::have_fs("ext4") {
+        return;
+    }
+    let sb = Sandbox::new();
+    // 64 inodes: creating 4K files runs out of inodes (ENOSPC) long before 30%.
+    let out = sb
+        .bench(&[
+            "age",
+            "--fs",
+            "ext4",
+            "--fs-size",
+            "256M",
+            "--mkfs-opts",
+            "-N 64",
+            "--usage",
+            "30,60",
+            "--dist",
+            "fixed:4K",
+            "--seed",
+            "1",
+            "--quiet",
+        ])
+        .output()
+        .unwrap();
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert_eq!(out.status.code(), Some(1), "{stderr}");
+    assert!(
+        stderr.contains("short of the 30% checkpoint") && stderr.contains("% used"),
+        "{stderr}"
+    );
+    let files: Vec<_> = std::fs::read_dir(sb.out())
+        .unwrap()
+        .map(|e| e.unwrap().path())
+        .collect();
+    assert_eq!(files.len(), 1, "{files:?}");
+    let doc: serde_json::Value =
+        serde_json::from_slice(&std::fs::read(&files[0]).unwrap()).unwrap();
+    let reached = doc["phases"][0]["extra"]["usage_pct"].as_f64().unwrap();
+    assert!(
+        stderr.contains(&format!("{reached:.1}% used")),
+        "the message should quote the usage reached ({reached:.1}%): {stderr}"
+    );
+    sb.assert_clean();
+}

@@ -192,6 +192,7 @@ pub fn run(c: RunCmd) -> Result<ExitCode> {
             );
         }
     }
+    crate::age::check_checkpoints_reached(&ex.results)?;
     Ok(ExitCode::SUCCESS)
 }
 
