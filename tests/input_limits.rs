@@ -458,3 +458,52 @@ fn age_short_of_its_checkpoint_exits_1_and_still_writes_the_result() {
     );
     sb.assert_clean();
 }
+
+// ---- fdtree: the message blames the parameters really at fault, with the values given ----
+
+#[test]
+fn fdtree_too_deep_and_wide_blames_both_parameters_with_their_values() {
+    let sb = Sandbox::new();
+    let plan = sb.path().join("fd.toml");
+    std::fs::write(
+        &plan,
+        "name = \"fd\"\n\n[[testbed]]\nfs = \"ext4\"\nsize = \"256M\"\n\n[[workload]]\nkind = \"fdtree\"\nlevels = 1000\ndirs_per_level = 1000\n",
+    )
+    .unwrap();
+    let out = sb
+        .bench(&["run", plan.to_str().unwrap(), "--dry-run"])
+        .output()
+        .unwrap();
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert_eq!(out.status.code(), Some(2), "{stderr}");
+    assert!(
+        stderr.contains("`levels`") && stderr.contains("`dirs_per_level`"),
+        "both parameters are at fault: {stderr}"
+    );
+    assert!(
+        stderr.contains("L=1000 D=1000") && !stderr.contains("L=4"),
+        "the values given, not the defaults: {stderr}"
+    );
+    let out = sb
+        .bench(&[
+            "bench",
+            "fdtree",
+            "--fs",
+            "ext4",
+            "--fs-size",
+            "256M",
+            "--levels",
+            "1000",
+            "--dirs-per-level",
+            "1000",
+        ])
+        .output()
+        .unwrap();
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert_eq!(out.status.code(), Some(2), "{stderr}");
+    assert!(
+        stderr.contains("--levels 1000") && stderr.contains("--dirs-per-level 1000"),
+        "{stderr}"
+    );
+    sb.assert_clean();
+}

@@ -604,18 +604,41 @@ fn build_workload(
         }
     };
     if let Err(e) = workload.validate() {
-        let found = blame(&|single| {
-            (kind.build)(single.clone())
-                .ok()
-                .and_then(|w| w.validate().err().map(|e| e.to_string()))
-        });
-        return Err(match found {
-            Some((k, span, msg)) => src.err(span, &field_label(&k), format!("{msg}{scaled_note}")),
-            None => src.err(
+        // Every field that fails on its own shares the blame (levels = 1000 with
+        // dirs_per_level = 1000 are both too large), and the message is the one of the values
+        // as given, not of one field beside the others' defaults.
+        let culprits: Vec<_> = fields
+            .iter()
+            .filter(|(k, _)| {
+                let single =
+                    serde_json::json!({ k.get_ref().clone(): scaled[k.get_ref()].clone() });
+                (kind.build)(single)
+                    .ok()
+                    .is_some_and(|w| w.validate().is_err())
+            })
+            .collect();
+        return Err(match culprits.as_slice() {
+            [] => src.err(
                 w.span(),
                 &format!("{what} {}", kind.name),
                 format!("{e}{scaled_note}"),
             ),
+            [(k, v)] => src.err(
+                v.span(),
+                &field_label(k.get_ref()),
+                format!("{e}{scaled_note}"),
+            ),
+            [(_, first), ..] => {
+                let names: Vec<String> = culprits
+                    .iter()
+                    .map(|(k, _)| format!("`{}`", k.get_ref()))
+                    .collect();
+                src.err(
+                    first.span(),
+                    &format!("{what} {} fields {}", kind.name, names.join(" and ")),
+                    format!("{e}{scaled_note}"),
+                )
+            }
         });
     }
     // Estimates over 64 bits are refused here, at the workload's table, so nothing later (the

@@ -974,7 +974,8 @@ impl Workload for Fdtree {
         }
         let Some(per_tree) = self.dirs_per_tree() else {
             return Err(bad_input(format!(
-                "fdtree {s}: the tree would have more than 2^64 directories"
+                "fdtree {s}: --levels {} with --dirs-per-level {} makes more than 2^64 directories per tree (1+D+…+D^L); use fewer levels or fewer directories per level",
+                self.levels, self.dirs_per_level
             )));
         };
         if per_tree
@@ -983,7 +984,8 @@ impl Workload for Fdtree {
             .is_none_or(|n| n > 1 << 40)
         {
             return Err(bad_input(format!(
-                "fdtree {s}: {per_tree} directories per tree, more entries than any filesystem holds"
+                "fdtree {s}: --levels {} with --dirs-per-level {} makes {per_tree} directories per tree (1+D+…+D^L), and with --files-per-dir {} and --threads {} more entries than any filesystem holds; use fewer levels or fewer directories per level",
+                self.levels, self.dirs_per_level, self.files_per_dir, self.threads
             )));
         }
         // The root's own path is added when the run starts; 64 bytes is the least it takes.
