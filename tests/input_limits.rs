@@ -507,3 +507,106 @@ fn fdtree_too_deep_and_wide_blames_both_parameters_with_their_values() {
     );
     sb.assert_clean();
 }
+
+// ---- external journal sizes: the real minimum per filesystem and block size ----
+
+#[test]
+fn journals_below_the_filesystems_minimum_are_refused_with_it() {
+    let sb = Sandbox::new();
+    let tree = ["--dirs", "1", "--files", "1", "--file-size", "4K"];
+    let args = |fs: &str, size: &str, mkfs: Option<&str>, journal: &str| {
+        let mut a: Vec<String> = [
+            "bench",
+            "tree",
+            "--fs",
+            fs,
+            "--fs-size",
+            size,
+            "--journal",
+            journal,
+        ]
+        .map(String::from)
+        .to_vec();
+        if let Some(m) = mkfs {
+            a.extend(["--mkfs-opts".to_string(), m.to_string()]);
+        }
+        a.extend(tree.map(String::from));
+        a
+    };
+    for (fs, size, mkfs, journal, needles) in [
+        // mke2fs takes 1M, but 1024 blocks of 4K are 4M, and JBD2 wants 4K more.
+        (
+            "ext4",
+            "64M",
+            None,
+            "ram:1M",
+            &["ram:4100K", "1024 blocks of 4096 bytes"][..],
+        ),
+        ("ext4", "64M", None, "ram:4M", &["ram:4100K"][..]),
+        (
+            "ext4",
+            "64M",
+            Some("-b 1024"),
+            "ram:1M",
+            &["ram:1028K", "1024 bytes"][..],
+        ),
+        (
+            "ext3",
+            "64M",
+            Some("-b 2048"),
+            "file:2M",
+            &["file:2052K"][..],
+        ),
+        ("xfs", "320M", None, "ram:32M", &["ram:64M", "mkfs.xfs"][..]),
+        (
+            "btrfs",
+            "320M",
+            None,
+            "ram:64M",
+            &["no external journal"][..],
+        ),
+    ] {
+        let a = args(fs, size, mkfs, journal);
+        let a: Vec<&str> = a.iter().map(String::as_str).collect();
+        refused(&sb, &a, needles);
+    }
+}
+
+#[test]
+fn journals_at_the_minimum_mount() {
+    if !support::have_root() || !support::have_fs("ext4") {
+        return;
+    }
+    let sb = Sandbox::new();
+    for (mkfs, journal) in [("-b 4096", "ram:4100K"), ("-b 1024", "ram:1028K")] {
+        let out = sb
+            .bench(&[
+                "bench",
+                "tree",
+                "--fs",
+                "ext4",
+                "--fs-size",
+                "64M",
+                "--mkfs-opts",
+                mkfs,
+                "--journal",
+                journal,
+                "--dirs",
+                "1",
+                "--files",
+                "1",
+                "--file-size",
+                "4K",
+                "--quiet",
+            ])
+            .output()
+            .unwrap();
+        assert_eq!(
+            out.status.code(),
+            Some(0),
+            "{mkfs} {journal}: {}",
+            String::from_utf8_lossy(&out.stderr)
+        );
+    }
+    sb.assert_clean();
+}
