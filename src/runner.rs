@@ -457,7 +457,15 @@ fn run_in(
     if let (Some(d), Some(s)) = (dist_root, crate::dist::session()) {
         d.release(&s);
     }
-    ran?;
+    if let Err(e) = ran {
+        // A write error of the testbed may come from the host: the store under its image full.
+        if let (Target::Testbed(t), true) = (&*target, crate::error::exit_code(&e) < 128) {
+            if let Some(full) = t.backing_full() {
+                return Err(anyhow::anyhow!("{full}; the run failed with: {e:#}"));
+            }
+        }
+        return Err(e);
+    }
     warnings.extend(more_warnings);
     #[allow(unused_mut)]
     let mut mpi = None;

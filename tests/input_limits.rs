@@ -610,3 +610,160 @@ fn journals_at_the_minimum_mount() {
     }
     sb.assert_clean();
 }
+
+// ---- the backing store: images that cannot be preallocated, and a store that fills ----
+
+/// A small ext2 filesystem (no fallocate there) made by fsgauge itself as the backing store of
+/// a nested testbed; returns its mount point. `testbed destroy h2store` removes it.
+fn ext2_store(sb: &Sandbox) -> std::path::PathBuf {
+    let out = sb
+        .cmd()
+        .args(["testbed", "create", "--fs", "ext2", "--fs-size", "96M"])
+        .args(["--name", "store", "--workdir"])
+        .arg(sb.workdir())
+        .output()
+        .unwrap();
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    let stdout = String::from_utf8_lossy(&out.stdout);
+    let mnt = stdout
+        .lines()
+        .find_map(|l| l.strip_prefix("mountpoint:"))
+        .unwrap()
+        .trim()
+        .to_string();
+    std::path::PathBuf::from(mnt)
+}
+
+fn destroy_store(sb: &Sandbox) {
+    let out = sb
+        .cmd()
+        .args(["testbed", "destroy", "store"])
+        .output()
+        .unwrap();
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+}
+
+#[test]
+fn an_image_that_cannot_be_preallocated_is_reported() {
+    if !support::have_root() || !support::have_fs("ext2") || !support::have_fs("ext4") {
+        return;
+    }
+    let sb = Sandbox::new();
+    let store = ext2_store(&sb);
+    let out = sb
+        .cmd()
+        .args(["bench", "tree", "--fs", "ext4", "--fs-size", "32M"])
+        .args([
+            "--dirs",
+            "1",
+            "--files",
+            "2",
+            "--file-size",
+            "1M",
+            "--json",
+            "--quiet",
+        ])
+        .arg("--workdir")
+        .arg(store.join("w"))
+        .arg("--out")
+        .arg(sb.out())
+        .output()
+        .unwrap();
+    destroy_store(&sb);
+    let doc = support::json_of(&out);
+    let errors: Vec<&str> = doc["errors"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|e| e.as_str().unwrap())
+        .collect();
+    assert!(
+        errors
+            .iter()
+            .any(|e| e.contains("could not be preallocated") && e.contains("(ext2)")),
+        "{errors:?}"
+    );
+    sb.assert_clean();
+}
+
+#[test]
+fn a_full_backing_store_is_named_as_the_cause() {
+    if !support::have_root() || !support::have_fs("ext2") || !support::have_fs("ext4") {
+        return;
+    }
+    let sb = Sandbox::new();
+    let store = ext2_store(&sb);
+    let work = store.join("w");
+    let child = sb
+        .cmd()
+        .args(["bench", "tree", "--fs", "ext4", "--fs-size", "64M"])
+        .args([
+            "--dirs",
+            "1",
+            "--files",
+            "40",
+            "--file-size",
+            "1M",
+            "--quiet",
+        ])
+        .arg("--workdir")
+        .arg(&work)
+        .arg("--out")
+        .arg(sb.out())
+        .stderr(std::process::Stdio::piped())
+        .spawn()
+        .unwrap();
+    let pid = nix::unistd::Pid::from_raw(child.id() as i32);
+    // Stop the run as soon as its (sparse) image exists, leave the store only room for mkfs,
+    // and let it go on: the workload's writes then outgrow the store.
+    let started = std::time::Instant::now();
+    let image = loop {
+        let found = std::fs::read_dir(&work).ok().and_then(|rd| {
+            rd.filter_map(|e| e.ok())
+                .map(|e| e.path().join("fs.img"))
+                .find(|p| p.exists())
+        });
+        if let Some(p) = found {
+            nix::sys::signal::kill(pid, nix::sys::signal::Signal::SIGSTOP).unwrap();
+            break p;
+        }
+        assert!(started.elapsed().as_secs() < 30, "no image appeared");
+        std::thread::sleep(std::time::Duration::from_millis(1));
+    };
+    let st = nix::sys::statvfs::statvfs(&store).unwrap();
+    let free = st.blocks_available() as u64 * st.fragment_size() as u64;
+    let filler = store.join("filler");
+    let leave = 12u64 << 20;
+    {
+        use std::io::Write;
+        let mut f = std::fs::File::create(&filler).unwrap();
+        let chunk = vec![0xa5u8; 1 << 20];
+        for _ in 0..free.saturating_sub(leave) >> 20 {
+            f.write_all(&chunk).unwrap();
+        }
+        f.sync_all().unwrap();
+    }
+    nix::sys::signal::kill(pid, nix::sys::signal::Signal::SIGCONT).unwrap();
+    let out = child.wait_with_output().unwrap();
+    std::fs::remove_file(&filler).unwrap();
+    destroy_store(&sb);
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert_ne!(out.status.code(), Some(0), "{stderr}");
+    assert!(
+        stderr.contains("the backing store is full")
+            && stderr.contains(&*store.to_string_lossy())
+            && stderr.contains("(ext2)")
+            && stderr.contains("free of"),
+        "image {}: {stderr}",
+        image.display()
+    );
+    sb.assert_clean();
+}
