@@ -525,6 +525,7 @@ struct BackingStore {
 }
 
 impl BackingStore {
+    #[allow(clippy::unnecessary_cast)] // statvfs field types differ between platforms
     fn of(dir: &Path) -> Self {
         let (free, total) = nix::sys::statvfs::statvfs(dir)
             .map(|st| {
