@@ -80,6 +80,8 @@ pub struct Outcome {
 /// Checks a run request without making anything.
 pub fn check(place: &Place, wl: &dyn Workload, opts: &RunOptions) -> Result<()> {
     wl.validate()?;
+    let need = space_needed(wl)?;
+    memory_needs(wl)?;
     if opts.reps == 0 {
         return Err(bad_input("--reps must be 1 or more"));
     }
@@ -100,15 +102,15 @@ pub fn check(place: &Place, wl: &dyn Workload, opts: &RunOptions) -> Result<()> 
             preflight(spec)?;
             // Filesystems keep some space for metadata and journal; 90% is a safe ceiling.
             let usable = spec.size / 10 * 9;
-            if wl.space_needed() > usable {
+            if need > usable {
                 return Err(bad_input(format!(
                     "the {} workload needs about {} but a {} {} testbed holds at most about {}; make --fs-size larger (at least --fs-size {}) or the workload smaller",
                     wl.kind(),
-                    format_size_round(wl.space_needed()),
+                    format_size_round(need),
                     format_size(spec.size),
                     spec.fs,
                     format_size_round(usable),
-                    format_size(size_to_hold(wl.space_needed())),
+                    size_to_hold(need),
                 )));
             }
         }
@@ -120,11 +122,11 @@ pub fn check(place: &Place, wl: &dyn Workload, opts: &RunOptions) -> Result<()> 
             let st = nix::sys::statvfs::statvfs(dir)
                 .with_context(|| format!("statvfs {}", dir.display()))?;
             let avail = st.blocks_available() as u64 * st.fragment_size() as u64;
-            if wl.space_needed() > avail {
+            if need > avail {
                 return Err(bad_input(format!(
                     "the {} workload needs about {} but {} has {} free",
                     wl.kind(),
-                    format_size_round(wl.space_needed()),
+                    format_size_round(need),
                     dir.display(),
                     format_size_round(avail)
                 )));
@@ -132,7 +134,7 @@ pub fn check(place: &Place, wl: &dyn Workload, opts: &RunOptions) -> Result<()> 
         }
     }
     if let Some(limit) = opts.mem_limit {
-        let needs = memory_needs(wl);
+        let needs = memory_needs(wl)?;
         if limit < needs {
             return Err(bad_input(format!(
                 "--mem-limit {} is below what the workload itself needs ({}: fsgauge's own memory plus its buffers); give at least {}",
@@ -145,14 +147,31 @@ pub fn check(place: &Place, wl: &dyn Workload, opts: &RunOptions) -> Result<()> 
     Ok(())
 }
 
-fn memory_needs(wl: &dyn Workload) -> u64 {
-    own_rss() + wl.memory_needed() + (8 << 20)
+/// The workload's space estimate; parameters whose estimate does not fit in 64 bits are bad
+/// input, refused before anything is made.
+fn space_needed(wl: &dyn Workload) -> Result<u64> {
+    wl.space_needed().map_err(|e| bad_input(e.to_string()))
 }
 
-/// The smallest testbed size, in whole GiB, whose 90% holds `needed` bytes.
-fn size_to_hold(needed: u64) -> u64 {
-    const GIB: u64 = 1 << 30;
-    (needed.saturating_mul(10) / 9).div_ceil(GIB).max(1) * GIB
+fn memory_needs(wl: &dyn Workload) -> Result<u64> {
+    let own = wl.memory_needed().map_err(|e| bad_input(e.to_string()))?;
+    own.checked_add(own_rss() + (8 << 20)).ok_or_else(|| {
+        bad_input(format!(
+            "the {} workload's memory estimate overflows 64 bits; make its counts and sizes smaller",
+            wl.kind()
+        ))
+    })
+}
+
+/// The smallest testbed size, in whole GiB, whose 90% holds `needed` bytes, as a size to give
+/// to --fs-size (computed in 128 bits: `needed` may be close to 2^64).
+fn size_to_hold(needed: u64) -> String {
+    const GIB: u128 = 1 << 30;
+    let bytes = (u128::from(needed) * 10 / 9).div_ceil(GIB).max(1) * GIB;
+    match u64::try_from(bytes) {
+        Ok(b) => format_size(b),
+        Err(_) => format!("{}G", bytes / GIB),
+    }
 }
 
 fn format_size_round(b: u64) -> String {
@@ -365,11 +384,12 @@ fn run_in(
         Target::Dir(_) => Vec::new(),
     };
     let (_, avail) = target.space()?;
-    if wl.space_needed() > avail {
+    let need = space_needed(wl)?;
+    if need > avail {
         return Err(bad_input(format!(
             "the {} workload needs about {} but the filesystem has only {} free after mkfs; make --fs-size larger",
             wl.kind(),
-            format_size_round(wl.space_needed()),
+            format_size_round(need),
             format_size_round(avail)
         )));
     }
@@ -395,13 +415,13 @@ fn run_in(
             pre_phases = phases;
             warnings.extend(more);
             let (_, avail) = target.space()?;
-            if wl.space_needed() > avail {
+            if need > avail {
                 return Err(bad_input(format!(
                     "after conditioning with {}, the filesystem has {} free but the {} workload needs about {}; age to a lower usage or make --fs-size larger",
                     pre.kind(),
                     format_size_round(avail),
                     wl.kind(),
-                    format_size_round(wl.space_needed())
+                    format_size_round(need)
                 )));
             }
             Some(guard)
@@ -432,7 +452,7 @@ fn run_in(
     };
 
     let mem_limit = match opts.mem_limit {
-        Some(limit) => Some(MemLimit::apply(limit, memory_needs(wl))?),
+        Some(limit) => Some(MemLimit::apply(limit, memory_needs(wl)?)?),
         None => None,
     };
     let charger = match opts.mem_charge {
@@ -477,7 +497,15 @@ fn run_in(
     if let (Some(d), Some(s)) = (dist_root, crate::dist::session()) {
         d.release(&s);
     }
-    ran?;
+    if let Err(e) = ran {
+        // A write error of the testbed may come from the host: the store under its image full.
+        if let (Target::Testbed(t), true) = (&*target, crate::error::exit_code(&e) < 128) {
+            if let Some(full) = t.backing_full() {
+                return Err(anyhow::anyhow!("{full}; the run failed with: {e:#}"));
+            }
+        }
+        return Err(e);
+    }
     warnings.extend(more_warnings);
     #[allow(unused_mut)]
     let mut mpi = None;

@@ -36,6 +36,44 @@ pub enum UnitError {
     },
 }
 
+/// An estimate (space, memory, inodes, time) computed from user-given counts and sizes that
+/// does not fit in 64 bits. Estimates use checked arithmetic and return this rather than a
+/// wrapped or saturated figure, which could let a run that cannot fit start anyway.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+#[error("the {workload} workload's {what} overflows 64 bits with {given}; make {fix} smaller")]
+pub struct Overflow {
+    /// The workload (or plan part) whose estimate overflowed.
+    pub workload: &'static str,
+    /// Which estimate: "space estimate", "memory estimate", "file count", ….
+    pub what: &'static str,
+    /// The parameters as given, `name value` pairs.
+    pub given: String,
+    /// The parameters to reduce, as flags.
+    pub fix: &'static str,
+}
+
+impl Overflow {
+    /// A closure building the error, for `checked_*().ok_or_else(..)`.
+    pub fn of(
+        workload: &'static str,
+        what: &'static str,
+        given: String,
+        fix: &'static str,
+    ) -> impl Fn() -> Overflow {
+        move || Overflow {
+            workload,
+            what,
+            given: given.clone(),
+            fix,
+        }
+    }
+}
+
+/// `size` rounded up to whole 4 KiB blocks, or `None` when that does not fit in 64 bits.
+pub fn blocks_4k(size: u64) -> Option<u64> {
+    size.div_ceil(4096).checked_mul(4096)
+}
+
 const UNITS: [(&str, u64); 7] = [
     ("", 1),
     ("k", 1 << 10),

@@ -20,4 +20,6 @@ pub mod workload;
 pub use dist::SizeDist;
 pub use engine::{pct_label, AgeMode, AgeParams, Ager, Checkpoint, DeleteOrder, AGE_OPS};
 pub use shape::{DepthDist, TreeShape};
-pub use workload::{checkpoint_extra, layout_record, Age};
+pub use workload::{
+    check_checkpoints_reached, checkpoint_extra, layout_record, unreached_checkpoints, Age,
+};

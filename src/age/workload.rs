@@ -35,6 +35,45 @@ fn num(v: &serde_json::Value, path: &[&str]) -> Option<f64> {
     cur.as_f64()
 }
 
+/// The aging checkpoints the runs did not reach: one line per run whose aging ENOSPC stopped
+/// short of a checkpoint, with the usage reached (from the phase extras that
+/// [`checkpoint_extra`] writes, so aging as a workload, as a plan's `[age]` and in the append
+/// study are judged alike). Empty when every checkpoint was reached.
+pub fn unreached_checkpoints(results: &[crate::results::RunResult]) -> Vec<String> {
+    let mut out = Vec::new();
+    for r in results {
+        let stopped = r.phases.iter().find(|ph| {
+            ph.extra.contains_key("usage_target_pct")
+                && ph.extra.get("enospc").is_some_and(|&e| e > 0.0)
+        });
+        if let Some(ph) = stopped {
+            let x = |k: &str| ph.extra.get(k).copied().unwrap_or(0.0);
+            out.push(format!(
+                "{} rep {}: ENOSPC stopped aging at {:.1}% used, short of the {}% checkpoint ({}); later checkpoints were not run",
+                r.testbed.label,
+                r.rep,
+                x("usage_pct"),
+                pct_label(x("usage_target_pct")),
+                ph.name
+            ));
+        }
+    }
+    out
+}
+
+/// [`unreached_checkpoints`] as an error of the measured system (exit 1): the filesystem
+/// could not be aged to what was asked. The results themselves are written before this check.
+pub fn check_checkpoints_reached(results: &[crate::results::RunResult]) -> Result<()> {
+    let missed = unreached_checkpoints(results);
+    if missed.is_empty() {
+        return Ok(());
+    }
+    Err(anyhow::Error::new(crate::error::SystemFailure(format!(
+        "aging did not reach its target: {}; the result files are written; use a lower --usage or a larger --fs-size",
+        missed.join("; ")
+    ))))
+}
+
 /// The figures of a checkpoint as phase extras (with the layout record's headline metrics).
 pub fn checkpoint_extra(cp: &Checkpoint, record: &serde_json::Value) -> BTreeMap<String, f64> {
     let mut m = BTreeMap::new();
@@ -161,8 +200,21 @@ impl Workload for Age {
         self.0.validate()
     }
 
-    fn memory_needed(&self) -> u64 {
-        self.0.block + self.0.tree.total_files() * 16 + (4 << 20)
+    fn memory_needed(&self) -> Result<u64, crate::units::Overflow> {
+        // The tree shape is at most 10^9 files and the block at most 1G (validated), so this
+        // fits; checked all the same, as every estimate is.
+        self.0
+            .tree
+            .total_files()
+            .checked_mul(16)
+            .and_then(|m| m.checked_add(self.0.block))
+            .and_then(|m| m.checked_add(4 << 20))
+            .ok_or_else(crate::units::Overflow::of(
+                "age",
+                "memory estimate",
+                format!("--tree {} --block {}", self.0.tree, self.0.block),
+                "--tree or --block",
+            ))
     }
 
     fn run(&self, ctx: &mut RunContext) -> Result<()> {

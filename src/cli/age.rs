@@ -238,5 +238,7 @@ pub fn run(cmd: AgeCmd) -> Result<ExitCode> {
             }
         }
     }
+    let results: Vec<RunResult> = outcomes.into_iter().map(|o| o.result).collect();
+    crate::age::check_checkpoints_reached(&results)?;
     Ok(ExitCode::SUCCESS)
 }

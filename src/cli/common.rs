@@ -41,7 +41,8 @@ pub struct TestbedArgs {
     #[arg(long, value_name = "OPTS", default_value = "")]
     pub mount_opts: String,
     /// External journal (ext3/ext4 journal device, xfs log device): ram:SIZE on a RAM disk or
-    /// file:SIZE on an image file, e.g. ram:64M.
+    /// file:SIZE on an image file, e.g. ram:64M. At least 1024 filesystem blocks for ext3/ext4
+    /// (4M with the default 4K blocks, 1M with -b 1024), 64M for xfs; btrfs has none.
     #[arg(long, value_name = "ram:SIZE|file:SIZE")]
     pub journal: Option<JournalSpec>,
     /// Put the image in a file on disk or on a RAM disk (tmpfs).

@@ -27,6 +27,20 @@ pub struct CompareCmd {
     /// table (terminal), md or json.
     #[arg(long, value_name = "table|md|json", default_value = "table")]
     pub format: CompareFormat,
+    /// Refuse (exit 2) when a result file in a directory is damaged (empty, truncated, not
+    /// JSON) instead of warning and leaving it out.
+    #[arg(long)]
+    pub strict: bool,
+}
+
+/// Reads one side, warning about (or, with --strict, refusing) damaged files.
+fn load_side(path: &std::path::Path, strict: bool) -> Result<Vec<RunResult>> {
+    let loaded = crate::report::load_results(&[path.to_path_buf()])?;
+    loaded.check_strict(strict)?;
+    for w in loaded.warnings() {
+        eprintln!("warning: {w}");
+    }
+    Ok(loaded.results)
 }
 
 /// Output of `compare`.
@@ -72,12 +86,12 @@ fn only(results: Vec<RunResult>, label: Option<&str>, flag: &str) -> Result<Vec<
 
 pub fn run(c: CompareCmd) -> Result<ExitCode> {
     let base = only(
-        crate::report::load_results(std::slice::from_ref(&c.base))?,
+        load_side(&c.base, c.strict)?,
         c.base_testbed.as_deref(),
         "--base-testbed",
     )?;
     let new = only(
-        crate::report::load_results(std::slice::from_ref(&c.new))?,
+        load_side(&c.new, c.strict)?,
         c.new_testbed.as_deref(),
         "--new-testbed",
     )?;

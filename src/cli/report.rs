@@ -30,6 +30,10 @@ pub struct ReportCmd {
     /// Also write every plot as a PNG file next to the report (FILE.plots/NAME.png).
     #[arg(long, requires = "output")]
     pub png: bool,
+    /// Refuse (exit 2) when a result file in a directory is damaged (empty, truncated, not
+    /// JSON) instead of warning and leaving it out.
+    #[arg(long)]
+    pub strict: bool,
 }
 
 pub fn run(c: ReportCmd) -> Result<ExitCode> {
@@ -42,8 +46,15 @@ pub fn run(c: ReportCmd) -> Result<ExitCode> {
             .unwrap_or(Format::Html),
         (None, None) => Format::Html,
     };
-    let results = crate::report::load_results(&c.results)?;
-    let report = crate::report::model::build(results, c.baseline.as_deref())?;
+    let loaded = crate::report::load_results(&c.results)?;
+    loaded.check_strict(c.strict)?;
+    let skipped = loaded.warnings();
+    for w in &skipped {
+        eprintln!("warning: {w}");
+    }
+    let mut report = crate::report::model::build(loaded.results, c.baseline.as_deref())?;
+    // The report says itself which runs it left out, next to the n it counts per cell.
+    report.warnings.splice(0..0, skipped);
     let bytes = format.exporter().render(&report)?;
     match &c.output {
         Some(path) => {

@@ -192,12 +192,13 @@ pub fn run(c: RunCmd) -> Result<ExitCode> {
             );
         }
     }
+    crate::age::check_checkpoints_reached(&ex.results)?;
     Ok(ExitCode::SUCCESS)
 }
 
 fn print_dry_run(plan: &Plan, m: &plan::Matrix, out: &Path) -> Result<()> {
     let existing = plan::existing_results(out)?;
-    let e = plan::estimate(plan, m, &existing);
+    let e = plan::estimate(plan, m, &existing)?;
     println!(
         "plan {} ({}): {} testbed(s) x {} workload(s), reps {}, fresh {}, cold {}, seed {}, scale {}",
         plan.name,

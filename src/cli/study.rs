@@ -225,6 +225,7 @@ pub fn run(cmd: StudyCmd) -> Result<ExitCode> {
             if !a.quiet {
                 eprintln!("{} result file(s) in {}", results.len(), a.out.display());
             }
+            crate::age::check_checkpoints_reached(&results)?;
             Ok(ExitCode::SUCCESS)
         }
     }

@@ -24,6 +24,7 @@ use super::replay::ReplayLog;
 use super::report::Failure;
 use crate::error::{bad_input, SystemFailure};
 use crate::measure::{OpDef, OpId, PhaseMeter, Recorder};
+use crate::units::Overflow;
 use crate::workload::{ColdMode, RunContext, Target, Workload};
 
 /// The exerciser's parameters (flags of `fsgauge exercise`, plan fields of kind `exercise`).
@@ -120,6 +121,19 @@ pub(super) fn op_defs() -> Vec<OpDef> {
 }
 
 impl Exercise {
+    /// The error of an estimate over 64 bits, naming the parameters it is made of.
+    fn overflow(&self, what: &'static str) -> impl Fn() -> Overflow {
+        Overflow::of(
+            "exercise",
+            what,
+            format!(
+                "--procs {} --max-len {} --max-op-len {}",
+                self.procs, self.max_len, self.max_op_len
+            ),
+            "--procs, --max-len or --max-op-len",
+        )
+    }
+
     /// Operations per exerciser (`u64::MAX` when only a time limit applies).
     pub fn op_limit(&self) -> u64 {
         match (self.ops, self.time) {
@@ -176,13 +190,22 @@ impl Workload for Exercise {
         serde_json::to_value(self).expect("plain struct serializes")
     }
 
-    fn space_needed(&self) -> u64 {
+    fn space_needed(&self) -> Result<u64, Overflow> {
         // The file plus room for preallocation past EOF (keep-size) of one op.
-        u64::from(self.procs.max(1)) * (self.max_len + self.max_op_len + (1 << 20))
+        self.max_len
+            .checked_add(self.max_op_len)
+            .and_then(|b| b.checked_add(1 << 20))
+            .and_then(|per| per.checked_mul(u64::from(self.procs.max(1))))
+            .ok_or_else(self.overflow("space estimate"))
     }
 
-    fn memory_needed(&self) -> u64 {
-        u64::from(self.procs.max(1)) * (2 * self.max_len + 3 * self.max_op_len + (1 << 20))
+    fn memory_needed(&self) -> Result<u64, Overflow> {
+        self.max_len
+            .checked_mul(2)
+            .and_then(|b| b.checked_add(self.max_op_len.checked_mul(3)?))
+            .and_then(|b| b.checked_add(1 << 20))
+            .and_then(|per| per.checked_mul(u64::from(self.procs.max(1))))
+            .ok_or_else(self.overflow("memory estimate"))
     }
 
     fn validate(&self) -> Result<()> {

@@ -152,7 +152,18 @@ const SETUP_S: f64 = 2.0;
 const ASSUMED_BYTES_PER_S: f64 = 150e6;
 
 /// Estimates the cost of a plan; `existing` are results already in the results directory.
-pub fn estimate(plan: &Plan, m: &Matrix, existing: &HashMap<String, RunResult>) -> Estimate {
+///
+/// Sums are checked: a plan whose totals do not fit in 64 bits is bad input.
+pub fn estimate(
+    plan: &Plan,
+    m: &Matrix,
+    existing: &HashMap<String, RunResult>,
+) -> Result<Estimate> {
+    let over = |what: &str| {
+        bad_input(format!(
+            "the plan's {what} overflows 64 bits; use smaller sizes or fewer runs"
+        ))
+    };
     let mut e = Estimate {
         runs: m.runs.len(),
         max_runs: 0,
@@ -167,31 +178,36 @@ pub fn estimate(plan: &Plan, m: &Matrix, existing: &HashMap<String, RunResult>) 
     e.max_runs = cells.len() * plan.reps.max() as usize;
     for r in &m.runs {
         let tb = &plan.testbeds[r.testbed].spec;
-        let mut disk = 0;
-        let mut ram = 0;
+        let mut disk: u64 = 0;
+        let mut ram: u64 = 0;
         let image = tb.size;
         match tb.backing {
-            crate::testbed::Backing::File => disk += image,
-            crate::testbed::Backing::Ram => ram += image,
+            crate::testbed::Backing::File => disk = image,
+            crate::testbed::Backing::Ram => ram = image,
         }
         if let Some(j) = tb.journal {
-            match j.backing {
-                crate::testbed::Backing::File => disk += j.size,
-                crate::testbed::Backing::Ram => ram += j.size,
-            }
+            let (on, what) = match j.backing {
+                crate::testbed::Backing::File => (&mut disk, "peak disk use"),
+                crate::testbed::Backing::Ram => (&mut ram, "peak memory use"),
+            };
+            *on = on.checked_add(j.size).ok_or_else(|| over(what))?;
         }
         e.peak_disk = e.peak_disk.max(disk);
         e.peak_ram = e.peak_ram.max(ram);
         let wl = &plan.workloads[r.workload].workload;
-        e.data_written += wl.space_needed();
+        let space = wl.space_needed().map_err(|e| bad_input(e.to_string()))?;
+        e.data_written = e
+            .data_written
+            .checked_add(space)
+            .ok_or_else(|| over("data written"))?;
         if let Some(done) = existing.get(&r.hash) {
             e.done += 1;
             e.seconds += done.phases.iter().map(|p| p.wall_s).sum::<f64>() + SETUP_S;
         } else {
-            e.seconds += SETUP_S + 2.0 * wl.space_needed() as f64 / ASSUMED_BYTES_PER_S;
+            e.seconds += SETUP_S + 2.0 * space as f64 / ASSUMED_BYTES_PER_S;
         }
     }
-    e
+    Ok(e)
 }
 
 /// How a plan is run.
@@ -221,22 +237,12 @@ pub struct Executed {
 /// results directory may hold other things).
 pub fn existing_results(dir: &Path) -> Result<HashMap<String, RunResult>> {
     let mut out = HashMap::new();
-    let Ok(rd) = std::fs::read_dir(dir) else {
+    if !dir.is_dir() {
         return Ok(out);
-    };
-    let mut paths: Vec<PathBuf> = rd
-        .filter_map(|e| e.ok().map(|e| e.path()))
-        .filter(|p| p.extension().is_some_and(|e| e == "json"))
-        .filter(|p| {
-            !p.file_name()
-                .is_some_and(|n| n.to_string_lossy().starts_with('.'))
-        })
-        .collect();
-    paths.sort();
-    for p in paths {
-        if let Ok(r) = crate::results::load(&p) {
-            out.insert(r.spec_hash.clone(), r);
-        }
+    }
+    // A file that is not a usable result is not reused: its run is made again.
+    for f in crate::results::load_dir(dir)?.results {
+        out.insert(f.result.spec_hash.clone(), f.result);
     }
     Ok(out)
 }
@@ -457,7 +463,7 @@ mod tests {
     fn estimates_count_the_peak_disk_and_the_data() {
         let p = plan("");
         let m = matrix(&p);
-        let e = estimate(&p, &m, &HashMap::new());
+        let e = estimate(&p, &m, &HashMap::new()).unwrap();
         assert_eq!(e.runs, 8);
         assert_eq!(e.max_runs, 8);
         assert_eq!(
@@ -475,7 +481,7 @@ mod tests {
         let mut auto = plan("");
         auto.reps = Reps::Auto { cv: 0.05, max: 7 };
         let m = matrix(&auto);
-        let e = estimate(&auto, &m, &HashMap::new());
+        let e = estimate(&auto, &m, &HashMap::new()).unwrap();
         assert_eq!((e.runs, e.max_runs), (12, 28));
     }
 }

@@ -605,19 +605,54 @@ fn build_workload(
         }
     };
     if let Err(e) = workload.validate() {
-        let found = blame(&|single| {
-            (kind.build)(single.clone())
-                .ok()
-                .and_then(|w| w.validate().err().map(|e| e.to_string()))
-        });
-        return Err(match found {
-            Some((k, span, msg)) => src.err(span, &field_label(&k), format!("{msg}{scaled_note}")),
-            None => src.err(
+        // Every field that fails on its own shares the blame (levels = 1000 with
+        // dirs_per_level = 1000 are both too large), and the message is the one of the values
+        // as given, not of one field beside the others' defaults.
+        let culprits: Vec<_> = fields
+            .iter()
+            .filter(|(k, _)| {
+                let single =
+                    serde_json::json!({ k.get_ref().clone(): scaled[k.get_ref()].clone() });
+                (kind.build)(single)
+                    .ok()
+                    .is_some_and(|w| w.validate().is_err())
+            })
+            .collect();
+        return Err(match culprits.as_slice() {
+            [] => src.err(
                 w.span(),
                 &format!("{what} {}", kind.name),
                 format!("{e}{scaled_note}"),
             ),
+            [(k, v)] => src.err(
+                v.span(),
+                &field_label(k.get_ref()),
+                format!("{e}{scaled_note}"),
+            ),
+            [(_, first), ..] => {
+                let names: Vec<String> = culprits
+                    .iter()
+                    .map(|(k, _)| format!("`{}`", k.get_ref()))
+                    .collect();
+                src.err(
+                    first.span(),
+                    &format!("{what} {} fields {}", kind.name, names.join(" and ")),
+                    format!("{e}{scaled_note}"),
+                )
+            }
         });
+    }
+    // Estimates over 64 bits are refused here, at the workload's table, so nothing later (the
+    // testbed fit, --dry-run's estimate, the runs) sees a wrapped figure.
+    if let Err(e) = workload
+        .space_needed()
+        .and_then(|_| workload.memory_needed())
+    {
+        return Err(src.err(
+            w.span(),
+            &format!("{what} {}", kind.name),
+            format!("{e}{scaled_note}"),
+        ));
     }
     Ok(PlanWorkload {
         kind: kind.name,
@@ -643,10 +678,12 @@ fn fit_testbed(
     scale_f: f64,
     notes: &mut Vec<String>,
 ) -> Result<()> {
-    let Some(big) = workloads.iter().max_by_key(|w| w.workload.space_needed()) else {
+    // Every workload's estimate was checked when it was parsed (an overflow is refused there).
+    let need_of = |w: &PlanWorkload| w.workload.space_needed().unwrap_or(u64::MAX);
+    let Some(big) = workloads.iter().max_by_key(|w| need_of(w)) else {
         return Ok(());
     };
-    let need = big.workload.space_needed();
+    let need = need_of(big);
     if need <= usable(tb.spec.size) {
         return Ok(());
     }
@@ -661,11 +698,25 @@ fn fit_testbed(
                 big.at.line,
                 big.kind,
                 crate::units::format_bytes_human(need as f64),
-                format_size((need / 9 * 10).next_multiple_of(64 << 20))
+                (need / 9)
+                    .checked_mul(10)
+                    .and_then(|n| n.checked_next_multiple_of(64 << 20))
+                    .map_or_else(|| "over 16 EiB".to_string(), format_size)
             ),
         ));
     }
-    let grown = (need / 9 * 10 + 1).next_multiple_of(64 << 20);
+    let Some(grown) = fitting_size(need) else {
+        return Err(src.err(
+            size_span.clone(),
+            "size",
+            format!(
+                "the scaled workload at line {} ({}) needs about {}, more than any testbed can be; use a smaller --scale",
+                big.at.line,
+                big.kind,
+                crate::units::format_bytes_human(need as f64)
+            ),
+        ));
+    };
     notes.push(format!(
         "testbed {} grown from {} to {} to fit the scaled {} workload",
         tb.spec.label,
@@ -675,6 +726,15 @@ fn fit_testbed(
     ));
     tb.spec.size = grown;
     Ok(())
+}
+
+/// The testbed size (a multiple of 64M) whose usable 90% holds `need` bytes, or `None` past
+/// 2^64 bytes.
+fn fitting_size(need: u64) -> Option<u64> {
+    (need / 9)
+        .checked_mul(10)?
+        .checked_add(1)?
+        .checked_next_multiple_of(64 << 20)
 }
 
 fn nearest_existing(p: &Path) -> PathBuf {

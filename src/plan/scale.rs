@@ -66,7 +66,10 @@ pub fn apply(kind: &str, params: &serde_json::Value, f: f64) -> serde_json::Valu
                     _ => None,
                 };
                 if let Some(b) = bytes {
-                    let scaled = (b as f64 * f / 4096.0).round().max(1.0) as u64 * 4096;
+                    // Past 16 EiB the float-to-integer cast and the product saturate at
+                    // u64::MAX; the workload's checked estimates refuse such a value.
+                    let blocks = (b as f64 * f / 4096.0).round().max(1.0) as u64;
+                    let scaled = blocks.saturating_mul(4096);
                     *v = serde_json::Value::from(scaled);
                 }
             }

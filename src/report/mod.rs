@@ -17,46 +17,71 @@ use std::path::{Path, PathBuf};
 use anyhow::Result;
 
 use crate::error::bad_input;
-use crate::results::RunResult;
+use crate::results::{RunResult, Skipped};
 
-/// Reads results from files and directories (each directory's `*.json`, not recursive), in a
-/// stable order; each path must exist and hold at least one result.
-pub fn load_results(paths: &[PathBuf]) -> Result<Vec<RunResult>> {
-    let mut out = Vec::new();
+/// Results read for a report or comparison, and the damaged files that were left out.
+#[derive(Debug, Default)]
+pub struct Loaded {
+    pub results: Vec<RunResult>,
+    /// Damaged `*.json` files of the directories read (empty, truncated, not JSON).
+    pub skipped: Vec<Skipped>,
+}
+
+impl Loaded {
+    /// One warning per skipped file, saying what to do about it.
+    pub fn warnings(&self) -> Vec<String> {
+        self.skipped
+            .iter()
+            .map(|s| {
+                format!("skipped {s}; its run is not counted (remove or re-run it; --strict makes this an error)")
+            })
+            .collect()
+    }
+
+    /// With `strict`, a skipped file is bad input (exit 2).
+    pub fn check_strict(&self, strict: bool) -> Result<()> {
+        if strict && !self.skipped.is_empty() {
+            let list: Vec<String> = self.skipped.iter().map(|s| s.to_string()).collect();
+            return Err(bad_input(format!(
+                "--strict: {} damaged result file(s): {}; remove them or re-run those runs",
+                list.len(),
+                list.join("; ")
+            )));
+        }
+        Ok(())
+    }
+}
+
+/// Reads results from files and directories (each directory's `*.json`, not recursive, through
+/// [`crate::results::load_dir`]), in a stable order; each path must exist and hold at least
+/// one result. Damaged files in a directory are returned in [`Loaded::skipped`]; a file that
+/// claims to be a result but is of another schema, or does not match it, is an error.
+pub fn load_results(paths: &[PathBuf]) -> Result<Loaded> {
+    let mut out = Loaded::default();
     for p in paths {
         let md = std::fs::metadata(p).map_err(|e| bad_input(format!("{}: {e}", p.display())))?;
         if md.is_dir() {
-            let mut files: Vec<PathBuf> = std::fs::read_dir(p)
-                .map_err(|e| bad_input(format!("{}: {e}", p.display())))?
-                .filter_map(|e| e.ok().map(|e| e.path()))
-                .filter(|f| f.extension().is_some_and(|e| e == "json"))
-                .filter(|f| {
-                    !f.file_name()
-                        .is_some_and(|n| n.to_string_lossy().starts_with('.'))
-                })
-                .collect();
-            files.sort();
-            let before = out.len();
-            for f in files {
-                // A results directory may also hold other JSON (a report exported next to
-                // the results): only documents with a schema tag are results.
-                let bytes =
-                    std::fs::read(&f).map_err(|e| bad_input(format!("{}: {e}", f.display())))?;
-                let is_result = serde_json::from_slice::<serde_json::Value>(&bytes)
-                    .ok()
-                    .is_some_and(|v| v.get("schema").is_some());
-                if is_result {
-                    out.push(load_one(&f)?);
-                }
+            let dir = crate::results::load_dir(p).map_err(|e| bad_input(format!("{e:#}")))?;
+            if let Some(s) = dir.skipped.iter().find(|s| !s.damaged) {
+                return Err(bad_input(s.to_string()));
             }
-            if out.len() == before {
+            if dir.results.is_empty() {
                 return Err(bad_input(format!(
-                    "{} holds no fsgauge result files (*.json with a schema tag)",
-                    p.display()
+                    "{} holds no fsgauge result files (*.json with a schema tag){}",
+                    p.display(),
+                    if dir.skipped.is_empty() {
+                        String::new()
+                    } else {
+                        let list: Vec<String> = dir.skipped.iter().map(|s| s.to_string()).collect();
+                        format!("; damaged: {}", list.join("; "))
+                    }
                 )));
             }
+            out.results
+                .extend(dir.results.into_iter().map(|f| f.result));
+            out.skipped.extend(dir.skipped);
         } else {
-            out.push(load_one(p)?);
+            out.results.push(load_one(p)?);
         }
     }
     Ok(out)

@@ -456,7 +456,12 @@ fn main_table(testbeds: &[String], _w: &[String], cells: &[Cell], baseline: &str
             for t in testbeds {
                 let m = find(cells, t, &w, &p).and_then(|c| c.metric(&main));
                 row.push(m.map_or("-".into(), |m| {
-                    format!("{} ± {}", fmt_num(m.summary.mean), fmt_num(m.summary.sd))
+                    format!(
+                        "{} ± {} (n={})",
+                        fmt_num(m.summary.mean),
+                        fmt_num(m.summary.sd),
+                        m.summary.n
+                    )
                 }));
                 if t != baseline {
                     row.push(fmt_pct(
@@ -470,7 +475,7 @@ fn main_table(testbeds: &[String], _w: &[String], cells: &[Cell], baseline: &str
     Table {
         title: "Mean ± standard deviation per configuration".into(),
         label_columns: 3,
-        note: format!("the phase's main figure (throughput when it moved data, else operations per second), mean ± sample standard deviation over repetitions, and the change against the baseline {baseline}"),
+        note: format!("the phase's main figure (throughput when it moved data, else operations per second), mean ± sample standard deviation over the n repetitions read, and the change against the baseline {baseline}"),
         headers,
         rows,
     }

@@ -10,7 +10,7 @@ use std::collections::BTreeMap;
 use serde::{Deserialize, Serialize};
 
 pub use host::HostInfo;
-pub use store::{load, load_dir, write_result, ResultFile};
+pub use store::{load, load_dir, write_result, DirResults, ResultFile, Skipped};
 
 /// The schema tag every run document carries.
 pub const SCHEMA: &str = "fsgauge.run/1";

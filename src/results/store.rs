@@ -65,8 +65,37 @@ pub fn load(path: &Path) -> Result<RunResult> {
         .with_context(|| format!("{} does not match schema {SCHEMA}", path.display()))
 }
 
-/// Reads every `*.json` result in a directory (not recursive), sorted by file name.
-pub fn load_dir(dir: &Path) -> Result<Vec<ResultFile>> {
+/// A `*.json` file of a results directory that was not used as a result.
+#[derive(Debug, Clone)]
+pub struct Skipped {
+    pub path: PathBuf,
+    /// Why, with the parse error's line and column where there is one.
+    pub why: String,
+    /// True when the file is damaged (unreadable, empty, truncated, not JSON); false when it is
+    /// a JSON document that claims to be a result but is of another schema or does not match.
+    pub damaged: bool,
+}
+
+impl std::fmt::Display for Skipped {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        write!(f, "{}: {}", self.path.display(), self.why)
+    }
+}
+
+/// What a results directory holds: the results, sorted by file name, and the `*.json` files
+/// that are not usable results. JSON documents without a `schema` tag (a report exported next
+/// to the results) are not results and are in neither list.
+#[derive(Debug, Clone, Default)]
+pub struct DirResults {
+    pub results: Vec<ResultFile>,
+    pub skipped: Vec<Skipped>,
+}
+
+/// Reads every `*.json` result in a directory (not recursive), sorted by file name; the one
+/// place results are read from a directory (reports, comparisons, plan resumption). A file
+/// that is not a result is never dropped without a trace: it is listed in
+/// [`DirResults::skipped`] with the reason, for the caller to warn about or refuse.
+pub fn load_dir(dir: &Path) -> Result<DirResults> {
     let mut paths: Vec<PathBuf> = std::fs::read_dir(dir)
         .with_context(|| format!("reading results directory {}", dir.display()))?
         .filter_map(|e| e.ok().map(|e| e.path()))
@@ -77,8 +106,49 @@ pub fn load_dir(dir: &Path) -> Result<Vec<ResultFile>> {
         })
         .collect();
     paths.sort();
-    paths
-        .into_iter()
-        .map(|path| load(&path).map(|result| ResultFile { path, result }))
-        .collect()
+    let mut out = DirResults::default();
+    for path in paths {
+        let bytes = match std::fs::read(&path) {
+            Ok(b) => b,
+            Err(e) => {
+                out.skipped.push(Skipped {
+                    path,
+                    why: format!("cannot be read: {e}"),
+                    damaged: true,
+                });
+                continue;
+            }
+        };
+        let v: serde_json::Value = match serde_json::from_slice(&bytes) {
+            Ok(v) => v,
+            Err(e) => {
+                // serde_json's message ends "at line L column C".
+                let why = if bytes.iter().all(u8::is_ascii_whitespace) {
+                    format!("is empty ({e})")
+                } else {
+                    format!("is not valid JSON (truncated or damaged): {e}")
+                };
+                out.skipped.push(Skipped {
+                    path,
+                    why,
+                    damaged: true,
+                });
+                continue;
+            }
+        };
+        if v.get("schema").is_none() {
+            continue;
+        }
+        match load(&path) {
+            Ok(result) => out.results.push(ResultFile { path, result }),
+            Err(e) => out.skipped.push(Skipped {
+                why: format!("{e:#}")
+                    .strip_prefix(&format!("{}", path.display()))
+                    .map_or_else(|| format!("{e:#}"), |s| s.trim_start().to_string()),
+                path,
+                damaged: false,
+            }),
+        }
+    }
+    Ok(out)
 }

@@ -14,6 +14,7 @@ pub mod mount;
 mod rundir;
 mod spec;
 
+use std::fmt;
 use std::fs;
 use std::os::unix::fs::OpenOptionsExt;
 use std::path::{Path, PathBuf};
@@ -50,6 +51,8 @@ pub struct Testbed {
     ledger: Option<Ledger>,
     persistent: bool,
     mounted: bool,
+    /// Images that could not be preallocated (they stay sparse), and why: warnings.
+    sparse: Vec<String>,
 }
 
 /// Checks that everything the spec needs is installed and possible here, before anything is made.
@@ -221,6 +224,7 @@ impl Testbed {
             ledger: Some(ledger),
             persistent: false,
             mounted: false,
+            sparse: Vec::new(),
         };
         // On any error below, dropping `tb` releases what was made so far.
         tb.build()?;
@@ -336,13 +340,41 @@ impl Testbed {
         })?;
         if backing == Backing::File {
             // Allocate the image's blocks up front so the host filesystem's allocator does not
-            // run inside measured phases. Where fallocate is unsupported the image stays sparse.
-            let _ = nix::fcntl::fallocate(
+            // run inside measured phases. Where fallocate is unsupported the image stays sparse,
+            // and the run says so; where the store has no room for it, nothing is run.
+            let done = nix::fcntl::fallocate(
                 std::os::fd::AsRawFd::as_raw_fd(&f),
                 nix::fcntl::FallocateFlags::empty(),
                 0,
-                size as i64,
+                i64::try_from(size).unwrap_or(i64::MAX),
             );
+            let store = BackingStore::of(dir);
+            match done {
+                Ok(()) => {}
+                Err(nix::errno::Errno::ENOSPC) => {
+                    return Err(anyhow::anyhow!(
+                        "the backing store is full: {store} cannot hold the {} image {}; free space there, make --fs-size smaller, or put --workdir on a larger filesystem",
+                        format_size(size),
+                        image.display()
+                    ));
+                }
+                Err(e) => {
+                    let room = if store.free < size {
+                        format!(
+                            "; it has room for only {} of the image's {}, so the run fails if the testbed fills that far",
+                            format_size_human(store.free),
+                            format_size(size)
+                        )
+                    } else {
+                        String::new()
+                    };
+                    self.sparse.push(format!(
+                        "the image {} could not be preallocated ({store} refused fallocate: {}), so it is sparse and the host filesystem allocates its blocks during measured phases{room}; put --workdir on ext4, xfs or tmpfs",
+                        image.display(),
+                        e.desc()
+                    ));
+                }
+            }
         }
         drop(f);
         self.ledger().record(Resource::Loop {
@@ -441,9 +473,27 @@ impl Testbed {
         }
     }
 
+    /// When a run fails, whether the cause is the host side: the filesystem holding the
+    /// testbed's image (the backing store) has filled up, so the image could not grow. The
+    /// message names the store, its filesystem and its free space.
+    pub fn backing_full(&self) -> Option<String> {
+        let lo = self.loopdev.as_ref()?;
+        let image = self.mountpoint.parent()?.join("fs.img");
+        let store = BackingStore::of(image.parent()?);
+        // A store with under 1 MiB free (or under 0.1% of itself) can no longer back writes.
+        let full = store.free < (1 << 20) || store.free < store.total / 1000;
+        full.then(|| {
+            format!(
+                "the backing store is full: {store}, so the image {} behind {} could not grow and the testbed's writes failed (not the filesystem under test); free space there or put --workdir on a larger filesystem",
+                image.display(),
+                lo.path().display()
+            )
+        })
+    }
+
     /// Warnings about the setup that make results less trustworthy.
     pub fn warnings(&self) -> Vec<String> {
-        let mut w = Vec::new();
+        let mut w = self.sparse.clone();
         if let Some(lo) = &self.loopdev {
             if self.spec.loop_direct_io && !lo.direct_io() {
                 w.push(format!(
@@ -505,6 +555,49 @@ impl Testbed {
         }
         errors
     }
+}
+
+/// The filesystem an image file lives on, for messages: where, which filesystem, how full.
+struct BackingStore {
+    dir: PathBuf,
+    fs: String,
+    free: u64,
+    total: u64,
+}
+
+impl BackingStore {
+    #[allow(clippy::unnecessary_cast)] // statvfs field types differ between platforms
+    fn of(dir: &Path) -> Self {
+        let (free, total) = nix::sys::statvfs::statvfs(dir)
+            .map(|st| {
+                let f = st.fragment_size() as u64;
+                (st.blocks_available() as u64 * f, st.blocks() as u64 * f)
+            })
+            .unwrap_or((0, 0));
+        Self {
+            dir: dir.to_path_buf(),
+            fs: mount::mount_of(dir).map_or_else(|| "unknown".into(), |(_, t, _)| t),
+            free,
+            total,
+        }
+    }
+}
+
+impl fmt::Display for BackingStore {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        write!(
+            f,
+            "{} ({}) has {} free of {}",
+            self.dir.display(),
+            self.fs,
+            format_size_human(self.free),
+            format_size_human(self.total)
+        )
+    }
+}
+
+fn format_size_human(b: u64) -> String {
+    crate::units::format_bytes_human(b as f64)
 }
 
 impl Drop for Testbed {

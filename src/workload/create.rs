@@ -26,6 +26,7 @@ use super::{RunContext, Workload};
 use crate::error::bad_input;
 use crate::measure::OpDef;
 use crate::sys::{fs_error, Dir};
+use crate::units::{blocks_4k, Overflow};
 
 /// Parameters of the create workload.
 #[derive(Debug, Clone, Serialize, Deserialize, PartialEq)]
@@ -340,16 +341,45 @@ impl Workload for Create {
         Ok(())
     }
 
-    fn space_needed(&self) -> u64 {
-        let per_file = self.file_size.div_ceil(4096) * 4096 + 512;
-        let dirs = (self.threads as u64) * (1 + self.subdirs());
-        self.total_files()
-            .saturating_mul(per_file)
-            .saturating_add(dirs.saturating_mul(4096 + 512))
+    fn space_needed(&self) -> Result<u64, Overflow> {
+        let over = Overflow::of(
+            "create",
+            "space estimate",
+            format!(
+                "--files {} --threads {} --files-per-dir {} --file-size {}",
+                self.files, self.threads, self.files_per_dir, self.file_size
+            ),
+            "--files, --threads or --file-size",
+        );
+        let files = self
+            .files
+            .checked_mul(self.threads as u64)
+            .ok_or_else(&over)?;
+        let per_file = blocks_4k(self.file_size)
+            .and_then(|b| b.checked_add(512))
+            .ok_or_else(&over)?;
+        let dirs = self
+            .subdirs()
+            .checked_add(1)
+            .and_then(|d| d.checked_mul(self.threads as u64))
+            .ok_or_else(&over)?;
+        files.checked_add(dirs).ok_or_else(&over)?;
+        files
+            .checked_mul(per_file)
+            .and_then(|data| data.checked_add(dirs.checked_mul(4096 + 512)?))
+            .ok_or_else(&over)
     }
 
-    fn memory_needed(&self) -> u64 {
-        self.block.min(self.file_size) + (self.threads as u64) * (2 << 20)
+    fn memory_needed(&self) -> Result<u64, Overflow> {
+        (self.threads as u64)
+            .checked_mul(2 << 20)
+            .and_then(|m| m.checked_add(self.block.min(self.file_size)))
+            .ok_or_else(Overflow::of(
+                "create",
+                "memory estimate",
+                format!("--threads {} --block {}", self.threads, self.block),
+                "--threads or --block",
+            ))
     }
 
     fn run(&self, ctx: &mut RunContext) -> Result<()> {

@@ -39,7 +39,7 @@ use super::{RunContext, Workload};
 use crate::error::{bad_input, SystemFailure};
 use crate::measure::{OpDef, OpId, Recorder};
 use crate::sys::{fs_error, Dir};
-use crate::units::Size;
+use crate::units::{blocks_4k, Overflow, Size};
 
 /// The four scenarios of the journal-size study (Linux Magazine, 2009), with fdtree's own
 /// parameters: `-s 1` (4 KiB) and `-s 1000` (4,096,000 bytes, the study's "4 MiB") files.
@@ -933,7 +933,8 @@ impl Workload for Fdtree {
         }
         let Some(per_tree) = self.dirs_per_tree() else {
             return Err(bad_input(format!(
-                "fdtree {s}: the tree would have more than 2^64 directories"
+                "fdtree {s}: --levels {} with --dirs-per-level {} makes more than 2^64 directories per tree (1+D+…+D^L); use fewer levels or fewer directories per level",
+                self.levels, self.dirs_per_level
             )));
         };
         if per_tree
@@ -942,7 +943,8 @@ impl Workload for Fdtree {
             .is_none_or(|n| n > 1 << 40)
         {
             return Err(bad_input(format!(
-                "fdtree {s}: {per_tree} directories per tree, more entries than any filesystem holds"
+                "fdtree {s}: --levels {} with --dirs-per-level {} makes {per_tree} directories per tree (1+D+…+D^L), and with --files-per-dir {} and --threads {} more entries than any filesystem holds; use fewer levels or fewer directories per level",
+                self.levels, self.dirs_per_level, self.files_per_dir, self.threads
             )));
         }
         // The root's own path is added when the run starts; 64 bytes is the least it takes.
@@ -956,17 +958,43 @@ impl Workload for Fdtree {
         Ok(())
     }
 
-    fn space_needed(&self) -> u64 {
+    fn space_needed(&self) -> Result<u64, Overflow> {
+        let over = Overflow::of(
+            "fdtree",
+            "space estimate",
+            format!(
+                "--levels {} --dirs-per-level {} --files-per-dir {} --file-size {} --threads {}",
+                self.levels, self.dirs_per_level, self.files_per_dir, self.file_size, self.threads
+            ),
+            "--levels, --dirs-per-level, --files-per-dir, --file-size or --threads",
+        );
         // A block per directory, file data in 4 KiB blocks, and an inode's worth (512 bytes,
         // xfs's size) per entry for filesystems that allocate inodes from free space.
-        let per_file = self.file_size.div_ceil(4096) * 4096 + 512;
-        self.total_dirs()
-            .saturating_mul(4096 + 512)
-            .saturating_add(self.total_files().saturating_mul(per_file))
+        let dirs = self
+            .dirs_per_tree()
+            .and_then(|d| d.checked_mul(self.threads as u64))
+            .ok_or_else(&over)?;
+        let files = dirs.checked_mul(self.files_per_dir).ok_or_else(&over)?;
+        dirs.checked_add(files).ok_or_else(&over)?;
+        let per_file = blocks_4k(self.file_size)
+            .and_then(|b| b.checked_add(512))
+            .ok_or_else(&over)?;
+        dirs.checked_mul(4096 + 512)
+            .and_then(|d| d.checked_add(files.checked_mul(per_file)?))
+            .ok_or_else(&over)
     }
 
-    fn memory_needed(&self) -> u64 {
-        (self.threads as u64) * (self.block.max(4096) + (2 << 20)) + (1 << 20)
+    fn memory_needed(&self) -> Result<u64, Overflow> {
+        (self.block.max(4096))
+            .checked_add(2 << 20)
+            .and_then(|per| per.checked_mul(self.threads as u64))
+            .and_then(|m| m.checked_add(1 << 20))
+            .ok_or_else(Overflow::of(
+                "fdtree",
+                "memory estimate",
+                format!("--threads {} --block {}", self.threads, self.block),
+                "--threads or --block",
+            ))
     }
 
     fn run(&self, ctx: &mut RunContext) -> Result<()> {

@@ -23,6 +23,7 @@ use super::{ColdMode, RunContext, Workload};
 use crate::error::bad_input;
 use crate::measure::OpDef;
 use crate::sys::{fs_error, Dir};
+use crate::units::{blocks_4k, Overflow};
 
 /// The order files are created in.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
@@ -236,17 +237,31 @@ impl Workload for Interleave {
         Ok(())
     }
 
-    fn space_needed(&self) -> u64 {
+    fn space_needed(&self) -> Result<u64, Overflow> {
+        let over = Overflow::of(
+            "interleave",
+            "space estimate",
+            format!(
+                "--dirs {} --files {} --file-size {}",
+                self.dirs, self.files, self.file_size
+            ),
+            "--dirs, --files or --file-size",
+        );
         // A block and an inode (512 bytes, xfs's size) per directory; data in 4 KiB blocks and
         // an inode per file.
-        let per_file = self.file_size.div_ceil(4096) * 4096 + 512;
+        let files = self.dirs.checked_mul(self.files).ok_or_else(&over)?;
+        files.checked_add(self.dirs).ok_or_else(&over)?;
+        let per_file = blocks_4k(self.file_size)
+            .and_then(|b| b.checked_add(512))
+            .ok_or_else(&over)?;
         self.dirs
-            .saturating_mul(4096 + 512)
-            .saturating_add(self.total_files().saturating_mul(per_file))
+            .checked_mul(4096 + 512)
+            .and_then(|d| d.checked_add(files.checked_mul(per_file)?))
+            .ok_or_else(&over)
     }
 
-    fn memory_needed(&self) -> u64 {
-        self.file_size.min(1 << 20) + (2 << 20)
+    fn memory_needed(&self) -> Result<u64, Overflow> {
+        Ok(self.file_size.min(1 << 20) + (2 << 20))
     }
 
     fn run(&self, ctx: &mut RunContext) -> Result<()> {

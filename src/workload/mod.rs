@@ -16,6 +16,8 @@ pub mod tree;
 
 use anyhow::Result;
 
+use crate::units::Overflow;
+
 pub use context::{ColdMode, LayoutHook, RunContext, Target};
 
 /// A workload: a named sequence of measured phases with its parameters.
@@ -27,14 +29,17 @@ pub trait Workload: Send + Sync {
     fn params(&self) -> serde_json::Value;
 
     /// Bytes of filesystem space the workload will occupy at most (used to refuse runs that
-    /// cannot fit before anything is made).
-    fn space_needed(&self) -> u64 {
-        0
+    /// cannot fit before anything is made). Computed with checked arithmetic: parameters whose
+    /// estimate (or whose file and inode counts) would not fit in 64 bits are an error, never a
+    /// wrapped or saturated figure.
+    fn space_needed(&self) -> Result<u64, Overflow> {
+        Ok(0)
     }
 
-    /// Memory the workload needs for itself (buffers), beyond fsgauge's baseline.
-    fn memory_needed(&self) -> u64 {
-        0
+    /// Memory the workload needs for itself (buffers), beyond fsgauge's baseline; checked as
+    /// [`Workload::space_needed`].
+    fn memory_needed(&self) -> Result<u64, Overflow> {
+        Ok(0)
     }
 
     /// Checks parameters that depend on nothing else. Errors are bad input.

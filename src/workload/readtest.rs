@@ -288,8 +288,15 @@ impl Workload for ReadTest {
         Ok(())
     }
 
-    fn memory_needed(&self) -> u64 {
-        self.block + (16 << 20)
+    fn memory_needed(&self) -> Result<u64, crate::units::Overflow> {
+        self.block
+            .checked_add(16 << 20)
+            .ok_or_else(crate::units::Overflow::of(
+                "read",
+                "memory estimate",
+                format!("--block {}", self.block),
+                "--block",
+            ))
     }
 
     fn run(&self, ctx: &mut RunContext) -> Result<()> {

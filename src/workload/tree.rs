@@ -21,6 +21,7 @@ use crate::error::bad_input;
 use crate::measure::{OpDef, Recorder};
 use crate::sys::dirstream::{DirStream, EntryType};
 use crate::sys::{fs_error, Dir};
+use crate::units::{blocks_4k, Overflow};
 
 /// When data is forced to disk.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
@@ -319,16 +320,37 @@ impl Workload for Tree {
         Ok(())
     }
 
-    fn space_needed(&self) -> u64 {
-        // Data rounded up to 4 KiB blocks, plus a block per directory.
-        let per_file = self.file_size.div_ceil(4096) * 4096;
-        self.total_files()
-            .saturating_mul(per_file)
-            .saturating_add(self.dirs * 4096)
+    fn space_needed(&self) -> Result<u64, Overflow> {
+        let over = Overflow::of(
+            "tree",
+            "space estimate",
+            format!(
+                "--dirs {} --files {} --file-size {}",
+                self.dirs, self.files, self.file_size
+            ),
+            "--dirs, --files or --file-size",
+        );
+        // Data rounded up to 4 KiB blocks, plus a block per directory; the file and inode
+        // counts themselves must fit too (file size 0 makes the data term 0).
+        let files = self.dirs.checked_mul(self.files).ok_or_else(&over)?;
+        files.checked_add(self.dirs).ok_or_else(&over)?;
+        let per_file = blocks_4k(self.file_size).ok_or_else(&over)?;
+        files
+            .checked_mul(per_file)
+            .and_then(|data| data.checked_add(self.dirs.checked_mul(4096)?))
+            .ok_or_else(&over)
     }
 
-    fn memory_needed(&self) -> u64 {
-        self.block.min(self.file_size) + (1 << 20)
+    fn memory_needed(&self) -> Result<u64, Overflow> {
+        self.block
+            .min(self.file_size)
+            .checked_add(1 << 20)
+            .ok_or_else(Overflow::of(
+                "tree",
+                "memory estimate",
+                format!("--block {} --file-size {}", self.block, self.file_size),
+                "--block",
+            ))
     }
 
     fn run(&self, ctx: &mut RunContext) -> Result<()> {

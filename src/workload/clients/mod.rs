@@ -34,6 +34,7 @@ use super::{RunContext, Workload};
 use crate::error::{bad_input, SystemFailure};
 use crate::measure::{OpDef, OpId, Recorder};
 use crate::sys;
+use crate::units::Overflow;
 use loadfile::{Kind, Op};
 
 /// An operation stream shared by every client.
@@ -664,23 +665,40 @@ impl Workload for Clients {
         Ok(())
     }
 
-    fn space_needed(&self) -> u64 {
+    fn space_needed(&self) -> Result<u64, Overflow> {
         if self.loadfile.is_some() {
-            return 0;
+            return Ok(0);
         }
         let max = self.clients.iter().copied().max().unwrap_or(1) as u64;
-        // Sizes depend on the seed; bound them by the largest a file can be.
-        let per = self.mix_files as u64 * (128 << 10) + (1 << 20);
-        max.saturating_mul(per)
+        // Sizes depend on the seed; bound them by the largest a file can be. Every factor is
+        // at most 32 bits, so the product fits; checked all the same.
+        (self.mix_files as u64 * (128 << 10) + (1 << 20))
+            .checked_mul(max)
+            .ok_or_else(Overflow::of(
+                "clients",
+                "space estimate",
+                format!("--clients {max} --mix-files {}", self.mix_files),
+                "--clients or --mix-files",
+            ))
     }
 
-    fn memory_needed(&self) -> u64 {
+    fn memory_needed(&self) -> Result<u64, Overflow> {
         let max = self.clients.iter().copied().max().unwrap_or(1) as u64;
+        let over = Overflow::of(
+            "clients",
+            "memory estimate",
+            format!("--clients {max} --mix-ops {}", self.mix_ops),
+            "--clients, --mix-ops or the loadfile",
+        );
         let stream = match &self.loadfile {
-            Some(p) => std::fs::metadata(p).map_or(0, |m| m.len() * 3),
+            Some(p) => std::fs::metadata(p)
+                .map_or(Some(0), |m| m.len().checked_mul(3))
+                .ok_or_else(&over)?,
             None => self.mix_ops as u64 * 2048,
         };
-        stream + max * (256 << 10)
+        max.checked_mul(256 << 10)
+            .and_then(|m| m.checked_add(stream))
+            .ok_or_else(&over)
     }
 
     fn run(&self, ctx: &mut RunContext) -> Result<()> {

@@ -41,7 +41,7 @@ use super::{RunContext, Workload};
 use crate::error::{bad_input, SystemFailure};
 use crate::measure::{OpDef, OpId, Recorder};
 use crate::sys::AlignedBuf;
-use crate::units::{format_size, Size};
+use crate::units::{blocks_4k, format_size, Overflow, Size};
 
 pub use fiemap::{record as layout_record, LayoutRecord};
 
@@ -893,17 +893,40 @@ impl Workload for Tio {
         Ok(())
     }
 
-    fn space_needed(&self) -> u64 {
+    fn space_needed(&self) -> Result<u64, Overflow> {
         // One cell's files at a time, rounded to 4 KiB, plus a little for metadata.
-        let per = self.file_size.div_ceil(4096) * 4096;
-        self.max_threads()
-            .saturating_mul(per)
-            .saturating_add(1 << 20)
+        blocks_4k(self.file_size)
+            .and_then(|per| per.checked_mul(self.max_threads()))
+            .and_then(|data| data.checked_add(1 << 20))
+            .ok_or_else(Overflow::of(
+                "tio",
+                "space estimate",
+                format!(
+                    "--threads {} --file-size {}",
+                    self.max_threads(),
+                    self.file_size
+                ),
+                "--threads or --file-size",
+            ))
     }
 
-    fn memory_needed(&self) -> u64 {
-        let per_thread = self.max_block() * self.iodepth.max(1) as u64 + (256 << 10);
-        self.max_threads() * per_thread + (1 << 20)
+    fn memory_needed(&self) -> Result<u64, Overflow> {
+        self.max_block()
+            .checked_mul(self.iodepth.max(1) as u64)
+            .and_then(|b| b.checked_add(256 << 10))
+            .and_then(|per_thread| per_thread.checked_mul(self.max_threads()))
+            .and_then(|m| m.checked_add(1 << 20))
+            .ok_or_else(Overflow::of(
+                "tio",
+                "memory estimate",
+                format!(
+                    "--threads {} --block {} --iodepth {}",
+                    self.max_threads(),
+                    self.max_block(),
+                    self.iodepth
+                ),
+                "--threads, --block or --iodepth",
+            ))
     }
 
     fn run(&self, ctx: &mut RunContext) -> Result<()> {
