@@ -11,7 +11,7 @@ use sha2::{Digest, Sha256};
 use crate::error::bad_input;
 use crate::measure::Progress;
 use crate::results::{
-    write_result, Conditions, HostInfo, RunResult, ToolInfo, WorkloadInfo, SCHEMA,
+    write_result, Conditions, Environment, HostInfo, RunResult, ToolInfo, WorkloadInfo, SCHEMA,
 };
 use crate::testbed::{
     own_peak_rss, own_rss, preflight, MemCharger, MemLimit, Testbed, TestbedSpec,
@@ -451,6 +451,8 @@ fn run_in(
 
     let mut testbed = target.info();
     testbed.memory_limit = opts.mem_limit;
+    // Read after the measured phases, while the testbed is still attached.
+    let environment = Some(Environment::collect(&testbed));
     Ok(RunResult {
         schema: SCHEMA.into(),
         tool: ToolInfo::current(),
@@ -470,6 +472,7 @@ fn run_in(
         errors: warnings,
         tool_peak_rss: own_peak_rss(),
         mpi,
+        environment,
     })
 }
 

@@ -2,6 +2,7 @@
 //! truth for every table, plot and comparison made later. Fields are only ever added within a
 //! schema version, never renamed; readers ignore fields they do not know.
 
+mod env;
 mod host;
 mod store;
 
@@ -9,6 +10,7 @@ use std::collections::BTreeMap;
 
 use serde::{Deserialize, Serialize};
 
+pub use env::{env_diff, env_fields, BlockQueue, BuildInfo, Difference, Environment};
 pub use host::HostInfo;
 pub use store::{load, load_dir, write_result, ResultFile};
 
@@ -50,6 +52,10 @@ pub struct RunResult {
     /// every rank's operations, summed, with histograms merged.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub mpi: Option<MpiInfo>,
+    /// Settings that explain differences between runs (sysctls, block queues, CPU, tool and
+    /// mkfs versions); absent in results from before it was recorded.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub environment: Option<Environment>,
 }
 
 /// An MPI run: its ranks, where they ran, and the rules they ran under.

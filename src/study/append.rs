@@ -319,6 +319,7 @@ impl AppendStudy {
         let ops = ager.ops();
         drop(ager);
         let testbed = aged.info();
+        let environment = Some(crate::results::Environment::collect(&testbed));
         if let Target::Testbed(t) = aged {
             t.destroy()?;
         }
@@ -366,6 +367,7 @@ impl AppendStudy {
             errors: warnings,
             tool_peak_rss: crate::testbed::own_peak_rss(),
             mpi: None,
+            environment,
         })
     }
 }

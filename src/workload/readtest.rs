@@ -451,6 +451,7 @@ pub fn read_tree(
         schema: SCHEMA.into(),
         tool: ToolInfo::current(),
         host: HostInfo::current(),
+        environment: Some(crate::results::Environment::collect(&target.info())),
         testbed: target.info(),
         workload: WorkloadInfo {
             kind: test.kind().into(),
