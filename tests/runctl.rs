@@ -223,3 +223,180 @@ fn compare_names_a_differing_sysctl_before_the_numbers() {
         .unwrap();
     assert!(!String::from_utf8_lossy(&out.stdout).contains("differ in"));
 }
+
+#[test]
+fn a_time_based_run_lasts_the_asked_time_wrapping_around_the_file() {
+    let sb = Sandbox::new();
+    for mode in ["randread", "seqwrite"] {
+        let r = tio_dir(
+            &sb,
+            &[
+                "--mode",
+                mode,
+                "--block",
+                "4K",
+                "--file-size",
+                "256K",
+                "--threads",
+                "2",
+                "--fsync",
+                "none",
+                "--time",
+                "2s",
+                "--time-based",
+            ],
+        );
+        let p = &r["phases"][0];
+        let wall = p["wall_s"].as_f64().unwrap();
+        // ± one series interval (1 s).
+        assert!((wall - 2.0).abs() <= 1.0, "{mode}: wall {wall}");
+        assert!(wall >= 2.0, "{mode}: stopped before its time: {wall}");
+        // 2 threads × 64 blocks is done in a few milliseconds: the rest went around again.
+        let ops = p["ops"].as_u64().unwrap();
+        assert!(ops > 2 * 64 * 4, "{mode}: only {ops} requests in {wall} s");
+        assert_eq!(p["bytes"].as_u64().unwrap(), ops * 4096, "{mode}");
+        assert_eq!(p["extra"]["complete"], 1.0, "{mode}");
+        assert_eq!(r["workload"]["params"]["time_based"], true);
+    }
+}
+
+#[test]
+fn a_time_based_io_uring_run_lasts_the_asked_time() {
+    let sb = Sandbox::new();
+    let r = tio_dir(
+        &sb,
+        &[
+            "--mode",
+            "randread",
+            "--block",
+            "4K",
+            "--file-size",
+            "256K",
+            "--threads",
+            "1",
+            "--engine",
+            "io_uring",
+            "--iodepth",
+            "4",
+            "--engine-fallback",
+            "--time",
+            "1500ms",
+            "--time-based",
+        ],
+    );
+    let p = &r["phases"][0];
+    let wall = p["wall_s"].as_f64().unwrap();
+    assert!((1.5..=2.5).contains(&wall), "wall {wall}");
+    assert!(p["ops"].as_u64().unwrap() > 64 * 4);
+}
+
+#[test]
+fn clients_time_based_runs_for_its_time_and_refuses_loops() {
+    let sb = Sandbox::new();
+    let d = dir(&sb);
+    let out = sb
+        .cmd()
+        .args(["bench", "clients", "--dir"])
+        .arg(&d)
+        .args([
+            "--clients",
+            "1",
+            "--time",
+            "1s",
+            "--time-based",
+            "--cpus",
+            "0",
+            "--json",
+            "--out",
+        ])
+        .arg(sb.out())
+        .output()
+        .unwrap();
+    let r = json_of(&out);
+    let wall = r["phases"].as_array().unwrap().last().unwrap()["wall_s"]
+        .as_f64()
+        .unwrap();
+    assert!((1.0..=2.0).contains(&wall), "wall {wall}");
+    assert_eq!(r["workload"]["params"]["cpus"], serde_json::json!([0]));
+    let out = sb
+        .cmd()
+        .args(["bench", "clients", "--dir"])
+        .arg(&d)
+        .args([
+            "--clients",
+            "1",
+            "--time",
+            "1s",
+            "--loops",
+            "2",
+            "--time-based",
+        ])
+        .output()
+        .unwrap();
+    assert_eq!(out.status.code(), Some(2));
+    assert!(String::from_utf8_lossy(&out.stderr).contains("--loops"));
+}
+
+/// `bench tio --dir` with `args`: its exit code and stderr.
+fn tio_fails(sb: &Sandbox, args: &[&str]) -> (Option<i32>, String) {
+    let d = dir(sb);
+    let out = sb
+        .cmd()
+        .args(["bench", "tio", "--dir"])
+        .arg(&d)
+        .args([
+            "--mode",
+            "randread",
+            "--block",
+            "4K",
+            "--file-size",
+            "64K",
+            "--threads",
+            "1",
+        ])
+        .args(args)
+        .output()
+        .unwrap();
+    (
+        out.status.code(),
+        String::from_utf8_lossy(&out.stderr).into_owned(),
+    )
+}
+
+#[test]
+fn bad_run_control_is_refused_with_the_reason() {
+    let sb = Sandbox::new();
+    let (code, err) = tio_fails(&sb, &["--time-based"]);
+    assert_eq!(code, Some(2), "{err}");
+    assert!(err.contains("--time-based needs --time"), "{err}");
+    let (code, err) = tio_fails(&sb, &["--cpus", ""]);
+    assert_eq!(code, Some(2), "{err}");
+    assert!(err.contains("empty"), "{err}");
+    let (code, err) = tio_fails(&sb, &["--cpus", "0,100000"]);
+    assert_eq!(code, Some(2), "{err}");
+    assert!(err.contains("CPU 100000 does not exist"), "{err}");
+    // Nothing was left in the directory.
+    assert_eq!(std::fs::read_dir(dir(&sb)).unwrap().count(), 0);
+}
+
+#[test]
+fn pinned_workers_record_their_cpus() {
+    let sb = Sandbox::new();
+    let r = tio_dir(
+        &sb,
+        &[
+            "--mode",
+            "randread",
+            "--block",
+            "4K",
+            "--file-size",
+            "64K",
+            "--threads",
+            "2",
+            "--cpus",
+            "0",
+        ],
+    );
+    assert_eq!(r["workload"]["params"]["cpus"], serde_json::json!([0]));
+    assert_eq!(r["phases"][0]["ops"], 2 * 16);
+}
