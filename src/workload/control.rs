@@ -25,6 +25,9 @@ pub struct RunControl {
     /// Run every phase for the whole --time, wrapping around the file or the load (fio's
     /// time_based), instead of stopping when the work is done. Needs --time.
     #[arg(long, help_heading = "Run control")]
+    // Left out when off, so that results (and spec hashes) of runs without run control are
+    // what they were before it existed.
+    #[serde(skip_serializing_if = "std::ops::Not::not")]
     pub time_based: bool,
     /// Pin the workers to these CPUs, round-robin (worker i on the i-th CPU of the list,
     /// modulo its length), e.g. 0,2-3.
@@ -244,6 +247,13 @@ mod tests {
         let w: W = toml::from_str("x = 1\ntime_based = true\ncpus = \"0-1\"").expect("parses");
         assert!(w.control.time_based);
         assert_eq!(w.control.cpus, Some(CpuList(vec![0, 1])));
+        // Without run control, a workload's parameters are what they were before.
+        let plain = serde_json::to_value(W {
+            x: 1,
+            control: RunControl::default(),
+        })
+        .expect("serializes");
+        assert_eq!(plain, serde_json::json!({ "x": 1 }));
     }
 
     #[test]
