@@ -9,7 +9,7 @@ use anyhow::{Context, Result};
 
 use crate::error::bad_input;
 use crate::measure::Progress;
-use crate::results::{write_result, Conditions, RunRecord, RunResult, WorkloadInfo};
+use crate::results::{write_result, Conditions, Environment, RunRecord, RunResult, WorkloadInfo};
 use crate::testbed::{own_rss, preflight, MemCharger, MemLimit, RunDir, Testbed, TestbedSpec};
 use crate::units::format_size;
 use crate::workload::{ColdMode, RunContext, Target, Workload};
@@ -275,8 +275,10 @@ pub fn run_in_place(
         seed: Some(seed),
         ..Default::default()
     };
+    let testbed = target.info();
     Ok(RunResult::assemble(RunRecord {
-        testbed: target.info(),
+        environment: Some(Environment::collect(&testbed)),
+        testbed,
         workload: WorkloadInfo {
             kind: wl.kind().into(),
             params: wl.params(),
@@ -519,6 +521,8 @@ fn run_in(
 
     let mut testbed = target.info();
     testbed.memory_limit = opts.mem_limit;
+    // Read after the measured phases, while the testbed is still attached.
+    let environment = Some(Environment::collect(&testbed));
     Ok(RunResult::assemble(RunRecord {
         testbed,
         workload: WorkloadInfo {
@@ -534,6 +538,7 @@ fn run_in(
         layout,
         errors: warnings,
         mpi,
+        environment,
     }))
 }
 

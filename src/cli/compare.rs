@@ -97,6 +97,10 @@ pub fn run(c: CompareCmd) -> Result<ExitCode> {
     )?;
     let cmp = compare(base, new)?;
     match c.format {
+        CompareFormat::Table | CompareFormat::Md => print!("{}", cmp.environment_text()),
+        CompareFormat::Json => {}
+    }
+    match c.format {
         CompareFormat::Table => print!("{}", crate::report::table::text(&cmp.table())),
         CompareFormat::Md => print!("{}", crate::report::export::md_table(&cmp.table())),
         CompareFormat::Json => println!("{}", serde_json::to_string_pretty(&cmp)?),

@@ -10,7 +10,7 @@ use serde::Serialize;
 
 use super::metrics::Better;
 use super::model::{cells, fmt_num, pct_change, sort_results, Cell, Table};
-use crate::results::RunResult;
+use crate::results::{env_diff, Difference, RunResult};
 use crate::stats::{significance_mark, welch};
 
 /// One metric of one matched cell.
@@ -43,6 +43,10 @@ pub struct Row {
 pub struct Comparison {
     pub base: Vec<String>,
     pub new: Vec<String>,
+    /// Environment fields (sysctls, kernel, device queues, versions) that differ between the
+    /// two sets: the likely explanation of a change, shown before the numbers.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub environment: Vec<Difference>,
     pub rows: Vec<Row>,
 }
 
@@ -55,6 +59,7 @@ pub fn compare(mut base: Vec<RunResult>, mut new: Vec<RunResult>) -> anyhow::Res
     }
     sort_results(&mut base);
     sort_results(&mut new);
+    let environment = env_diff(&base, &new);
     let (bt, _, bc) = cells(&base);
     let (nt, _, nc) = cells(&new);
     let by_label = |a: &Cell, b: &Cell| {
@@ -120,11 +125,25 @@ pub fn compare(mut base: Vec<RunResult>, mut new: Vec<RunResult>) -> anyhow::Res
     Ok(Comparison {
         base: bt,
         new: nt,
+        environment,
         rows,
     })
 }
 
 impl Comparison {
+    /// "these runs differ in: …", one field a line; empty when the environments agree.
+    pub fn environment_text(&self) -> String {
+        if self.environment.is_empty() {
+            return String::new();
+        }
+        let mut s = String::from("these runs differ in:\n");
+        for d in &self.environment {
+            s.push_str(&format!("  {d}\n"));
+        }
+        s.push('\n');
+        s
+    }
+
     /// The comparison as a table.
     pub fn table(&self) -> Table {
         let headers = [

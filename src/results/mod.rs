@@ -2,6 +2,7 @@
 //! truth for every table, plot and comparison made later. Fields are only ever added within a
 //! schema version, never renamed; readers ignore fields they do not know.
 
+mod env;
 mod host;
 mod store;
 
@@ -9,6 +10,7 @@ use std::collections::BTreeMap;
 
 use serde::{Deserialize, Serialize};
 
+pub use env::{env_diff, env_fields, BlockQueue, BuildInfo, Difference, Environment};
 pub use host::HostInfo;
 pub use store::{load, load_dir, write_result, DirResults, ResultFile, Skipped};
 
@@ -50,6 +52,10 @@ pub struct RunResult {
     /// every rank's operations, summed, with histograms merged.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub mpi: Option<MpiInfo>,
+    /// Settings that explain differences between runs (sysctls, block queues, CPU, tool and
+    /// mkfs versions); absent in results from before it was recorded.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub environment: Option<Environment>,
 }
 
 /// What a run produced and what defined it; [`RunResult::assemble`] adds what every result
@@ -69,6 +75,8 @@ pub struct RunRecord {
     pub layout: Option<serde_json::Value>,
     pub errors: Vec<String>,
     pub mpi: Option<MpiInfo>,
+    /// The machine settings that explain a figure, read once after the measured phases.
+    pub environment: Option<Environment>,
 }
 
 impl RunResult {
@@ -90,6 +98,7 @@ impl RunResult {
             errors: r.errors,
             tool_peak_rss: crate::sys::proc::own_peak_rss(),
             mpi: r.mpi,
+            environment: r.environment,
         }
     }
 }

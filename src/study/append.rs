@@ -317,6 +317,7 @@ impl AppendStudy {
         let ops = ager.ops();
         drop(ager);
         let testbed = aged.info();
+        let environment = Some(crate::results::Environment::collect(&testbed));
         if let Target::Testbed(t) = aged {
             t.destroy()?;
         }
@@ -352,6 +353,7 @@ impl AppendStudy {
             })),
             errors: warnings,
             mpi: None,
+            environment,
         }))
     }
 }

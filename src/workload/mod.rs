@@ -6,6 +6,7 @@
 
 pub mod clients;
 mod context;
+pub mod control;
 pub mod create;
 pub mod fdtree;
 pub mod interleave;

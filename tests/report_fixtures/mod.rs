@@ -121,6 +121,7 @@ pub fn result(
         errors: vec![],
         tool_peak_rss: 10 << 20,
         mpi: None,
+        environment: None,
     }
 }
 

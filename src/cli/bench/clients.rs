@@ -58,6 +58,8 @@ pub struct ClientsArgs {
     /// With --fs: a new filesystem for every client count (each its own run).
     #[arg(long, value_name = "on|off", default_value = "on", value_parser = on_off, action = clap::ArgAction::Set, help_heading = "Workload")]
     pub fresh_fs: bool,
+    #[command(flatten)]
+    pub control: crate::workload::control::RunControl,
     #[cfg(feature = "mpi")]
     #[command(flatten)]
     pub mpi: super::mpi::MpiArgs,
@@ -79,6 +81,7 @@ impl ClientsArgs {
             mix_files: self.mix_files,
             mix_ops: self.mix_ops,
             fresh_fs: self.fresh_fs,
+            control: self.control.clone(),
         }
     }
 }

@@ -147,6 +147,8 @@ pub struct TioArgs {
     /// recorded half of the requests has latencies.
     #[arg(long, hide = true)]
     pub latency_probe: bool,
+    #[command(flatten)]
+    pub control: crate::workload::control::RunControl,
     /// Print the sweep as CSV on stdout instead of the tables.
     #[arg(long, help_heading = "Runs and results")]
     pub csv: bool,
@@ -174,6 +176,7 @@ impl TioArgs {
             latency: !self.no_latency,
             inject_corruption: self.inject_corruption,
             latency_probe: self.latency_probe,
+            control: self.control.clone(),
         }
     }
 }

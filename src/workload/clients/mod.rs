@@ -62,6 +62,9 @@ pub struct Clients {
     pub mix_ops: u32,
     /// With a testbed, a new filesystem for every client count (each its own run).
     pub fresh_fs: bool,
+    /// Time-based phases and CPU pinning.
+    #[serde(flatten)]
+    pub control: crate::workload::control::RunControl,
 }
 
 impl Default for Clients {
@@ -75,6 +78,7 @@ impl Default for Clients {
             mix_files: 100,
             mix_ops: 2000,
             fresh_fs: true,
+            control: Default::default(),
         }
     }
 }
@@ -583,6 +587,7 @@ impl Clients {
             None,
             n as usize,
             |i, rec| {
+                let _pinned = self.control.pin(i)?;
                 let deadline = time.map(|t| Instant::now() + Duration::from_secs_f64(t));
                 let mut c = Client::new(off + i, &root, rec);
                 let passes = replay(&mut c, &body, rec, loops, deadline)?;
@@ -641,6 +646,12 @@ impl Workload for Clients {
         }
         if let Some(&c) = self.clients.iter().find(|&&c| c == 0 || c > 4096) {
             return Err(bad_input(format!("--clients {c}: use 1 to 4096 clients")));
+        }
+        self.control.validate(self.time)?;
+        if self.control.time_based && self.loops.is_some() {
+            return Err(bad_input(
+                "--time-based runs every phase for --time; leave out --loops",
+            ));
         }
         if self.time.is_none() && self.loops.is_none() {
             return Err(bad_input(

@@ -37,6 +37,7 @@ use std::time::{Duration, Instant};
 use anyhow::{Context, Result};
 use serde::{Deserialize, Serialize};
 
+use super::control::RunControl;
 use super::{RunContext, Workload};
 use crate::error::{bad_input, SystemFailure};
 use crate::measure::{OpDef, OpId, Recorder};
@@ -253,6 +254,9 @@ pub struct Tio {
     /// with recording on and off (psync only; only the recorded half has latencies).
     #[serde(skip_serializing_if = "std::ops::Not::not")]
     pub latency_probe: bool,
+    /// Time-based phases and CPU pinning.
+    #[serde(flatten)]
+    pub control: RunControl,
 }
 
 impl Default for Tio {
@@ -274,6 +278,7 @@ impl Default for Tio {
             latency: true,
             inject_corruption: None,
             latency_probe: false,
+            control: RunControl::default(),
         }
     }
 }
@@ -354,6 +359,8 @@ pub(crate) struct Job {
     pub order_seed: u64,
     pub iodepth: u32,
     pub deadline: Option<Instant>,
+    /// Start over from the first request when the last is done, until the deadline.
+    pub time_based: bool,
 }
 
 impl Job {
@@ -545,6 +552,7 @@ impl Tio {
                     order_seed: seed ^ (i.wrapping_mul(0x9E37_79B9)) ^ cell.block,
                     iodepth: self.iodepth,
                     deadline,
+                    time_based: self.control.time_based,
                 }
             })
             .collect()
@@ -675,9 +683,10 @@ impl Tio {
         let phase = ctx.phase(
             &cell.name(),
             defs,
-            Some(expected),
+            (!self.control.time_based).then_some(expected),
             cell.threads as usize,
             |i, rec| {
+                let _pinned = self.control.pin(i)?;
                 let ops = Self::ops(rec, cell.mode);
                 let mut job = jobs[i].clone();
                 if let Some(t) = self.time {
@@ -740,7 +749,12 @@ impl Tio {
         let n = phase.latency.count.max(1) as f64;
         x.insert("over_2s_share".into(), phase.latency.over_2s as f64 / n);
         x.insert("over_10s_share".into(), phase.latency.over_10s as f64 / n);
-        let complete = phase.ops == expected;
+        // A time-based phase does as much as fits in its time: `complete` is its whole time.
+        let complete = if self.control.time_based {
+            phase.stonewall_s.is_none()
+        } else {
+            phase.ops == expected
+        };
         x.insert("complete".into(), if complete { 1.0 } else { 0.0 });
         let walled = phase.stonewall_s.is_some();
         if self.time.is_none() && !complete && !walled {
@@ -824,6 +838,7 @@ impl Workload for Tio {
     }
 
     fn validate(&self) -> Result<()> {
+        self.control.validate(self.time)?;
         if self.latency_probe && (self.engine != Engine::Psync || !self.latency) {
             return Err(bad_input(
                 "--latency-probe works with --engine psync and latency recording on",

@@ -115,7 +115,12 @@ fn io_loop<C: Stamp>(
     clk: &C,
 ) -> Result<()> {
     let mut state = Loop::new(job);
-    io_range(job, rec, lane, ops, fd, clk, &mut state, 0..job.blocks())?;
+    // Time-based: around the file again (same order) until the deadline stops a pass.
+    while io_range(job, rec, lane, ops, fd, clk, &mut state, 0..job.blocks())? && job.time_based {
+        if job.deadline.is_some_and(|d| Instant::now() >= d) {
+            break;
+        }
+    }
     Ok(())
 }
 

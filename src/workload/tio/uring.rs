@@ -111,7 +111,9 @@ fn io_loop<C: Stamp>(
         noise(&mut bufs, job.seed ^ job.file_id);
     }
     let perm = job.permutation();
-    let n = job.blocks();
+    let blocks = job.blocks();
+    // Time-based: requests go on around the file (same order) until the deadline stops them.
+    let n = if job.time_based { u64::MAX } else { blocks };
     let every = match job.fsync {
         FsyncPolicy::Every(k) if writes => k,
         _ => 0,
@@ -134,7 +136,7 @@ fn io_loop<C: Stamp>(
         loop {
             while !stopped && next < batch_end && !free.is_empty() {
                 let s = free.pop().expect("checked non-empty");
-                let off = job.offset(perm.as_ref(), next);
+                let off = job.offset(perm.as_ref(), next % blocks);
                 let b = &mut bufs[s * block..(s + 1) * block];
                 if writes && job.verify {
                     fill_blocks(b, block, true, job.seed, job.file_id, off);

@@ -1,0 +1,273 @@
+//! Run control shared by the workloads that move data (tio, clients): how long a phase runs and
+//! where its workers run. One struct, both the command-line flags and the plan keys, flattened
+//! into each workload's parameters.
+//!
+//! `time_based` is fio's `time_based`: the phase runs for the whole `--time`, wrapping around its
+//! file or load, instead of stopping when the work is done. `cpus` pins the workers round-robin
+//! (worker i on the i mod n-th CPU of the list), as fio's `cpus_allowed` with
+//! `cpus_allowed_policy=split`; the placement follows from the list and is in the result's
+//! parameters.
+
+use std::fmt;
+use std::str::FromStr;
+
+use anyhow::Result;
+use nix::sched::{sched_getaffinity, sched_setaffinity, CpuSet};
+use nix::unistd::Pid;
+use serde::{Deserialize, Serialize};
+
+use crate::error::bad_input;
+
+/// Run-control parameters (flags `--time-based`, `--cpus`; plan keys `time_based`, `cpus`).
+#[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize, clap::Args)]
+#[serde(default)]
+pub struct RunControl {
+    /// Run every phase for the whole --time, wrapping around the file or the load (fio's
+    /// time_based), instead of stopping when the work is done. Needs --time.
+    #[arg(long, help_heading = "Run control")]
+    // Left out when off, so that results (and spec hashes) of runs without run control are
+    // what they were before it existed.
+    #[serde(skip_serializing_if = "std::ops::Not::not")]
+    pub time_based: bool,
+    /// Pin the workers to these CPUs, round-robin (worker i on the i-th CPU of the list,
+    /// modulo its length), e.g. 0,2-3.
+    #[arg(long, value_name = "LIST", help_heading = "Run control")]
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub cpus: Option<CpuList>,
+}
+
+impl RunControl {
+    /// Checks the parameters against the workload's `time` cap and this machine's CPUs.
+    pub fn validate(&self, time: Option<f64>) -> Result<()> {
+        if self.time_based && time.is_none() {
+            return Err(bad_input(
+                "--time-based needs --time D: how long every phase runs (e.g. --time 30s)",
+            ));
+        }
+        if let Some(c) = &self.cpus {
+            c.check()?;
+        }
+        Ok(())
+    }
+
+    /// Pins the calling thread, worker `i`, to its CPU until the guard is dropped (then the
+    /// thread's earlier CPU set is restored: a single worker runs on the caller's thread).
+    pub fn pin(&self, i: usize) -> Result<Option<Pinned>> {
+        let Some(list) = &self.cpus else {
+            return Ok(None);
+        };
+        let cpu = list.for_worker(i);
+        let before = sched_getaffinity(Pid::from_raw(0))
+            .map_err(|e| anyhow::anyhow!("reading the CPU affinity of worker {i}: {e}"))?;
+        let mut set = CpuSet::new();
+        set.set(cpu)
+            .map_err(|e| bad_input(format!("--cpus: CPU {cpu} is out of range ({e})")))?;
+        sched_setaffinity(Pid::from_raw(0), &set)
+            .map_err(|e| bad_input(format!("--cpus: cannot pin worker {i} to CPU {cpu}: {e}")))?;
+        Ok(Some(Pinned { before }))
+    }
+}
+
+/// A worker pinned to a CPU; restores the thread's earlier CPU set when dropped.
+pub struct Pinned {
+    before: CpuSet,
+}
+
+impl Drop for Pinned {
+    fn drop(&mut self) {
+        let _ = sched_setaffinity(Pid::from_raw(0), &self.before);
+    }
+}
+
+/// A CPU list: `0,2,4-7`. Order is kept (it is the round-robin order).
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct CpuList(pub Vec<usize>);
+
+impl CpuList {
+    /// The CPU of worker `i`.
+    pub fn for_worker(&self, i: usize) -> usize {
+        self.0[i % self.0.len()]
+    }
+
+    /// Every CPU of the list must be one this process may run on.
+    fn check(&self) -> Result<()> {
+        if self.0.is_empty() {
+            return Err(bad_input("--cpus: the CPU list is empty"));
+        }
+        let allowed = sched_getaffinity(Pid::from_raw(0))
+            .map_err(|e| anyhow::anyhow!("reading this process's CPU affinity: {e}"))?;
+        let usable: Vec<usize> = (0..CpuSet::count())
+            .filter(|&c| allowed.is_set(c).unwrap_or(false))
+            .collect();
+        if let Some(bad) = self.0.iter().find(|c| !usable.contains(c)) {
+            return Err(bad_input(format!(
+                "--cpus: CPU {bad} does not exist or is not available to fsgauge; available: {}",
+                CpuList(usable)
+            )));
+        }
+        Ok(())
+    }
+}
+
+impl FromStr for CpuList {
+    type Err = String;
+    fn from_str(s: &str) -> Result<Self, Self::Err> {
+        let mut out = Vec::new();
+        for part in s.split(',').map(str::trim) {
+            if part.is_empty() {
+                continue;
+            }
+            let num = |t: &str| {
+                t.trim()
+                    .parse::<usize>()
+                    .map_err(|_| format!("{t:?} in CPU list {s:?} is not a CPU number"))
+            };
+            match part.split_once('-') {
+                Some((a, b)) => {
+                    let (a, b) = (num(a)?, num(b)?);
+                    if a > b {
+                        return Err(format!("CPU range {part:?} runs backwards"));
+                    }
+                    out.extend(a..=b);
+                }
+                None => out.push(num(part)?),
+            }
+        }
+        if out.is_empty() {
+            return Err(format!("CPU list {s:?} is empty; give CPUs like 0,2-3"));
+        }
+        Ok(Self(out))
+    }
+}
+
+impl fmt::Display for CpuList {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        let parts: Vec<String> = self.0.iter().map(ToString::to_string).collect();
+        f.write_str(&parts.join(","))
+    }
+}
+
+impl Serialize for CpuList {
+    fn serialize<S: serde::Serializer>(&self, s: S) -> Result<S::Ok, S::Error> {
+        self.0.serialize(s)
+    }
+}
+
+impl<'de> Deserialize<'de> for CpuList {
+    fn deserialize<D: serde::Deserializer<'de>>(d: D) -> Result<Self, D::Error> {
+        #[derive(Deserialize)]
+        #[serde(untagged)]
+        enum Raw {
+            List(Vec<usize>),
+            One(usize),
+            Text(String),
+        }
+        let list = match Raw::deserialize(d)? {
+            Raw::List(v) => CpuList(v),
+            Raw::One(c) => CpuList(vec![c]),
+            Raw::Text(t) => t.parse().map_err(serde::de::Error::custom)?,
+        };
+        if list.0.is_empty() {
+            return Err(serde::de::Error::custom("the CPU list is empty"));
+        }
+        Ok(list)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn cpu_lists_take_single_cpus_and_ranges_in_order() {
+        assert_eq!("2,0-1".parse::<CpuList>(), Ok(CpuList(vec![2, 0, 1])));
+        assert_eq!("3".parse::<CpuList>(), Ok(CpuList(vec![3])));
+        assert!("".parse::<CpuList>().is_err());
+        assert!("3-1".parse::<CpuList>().is_err());
+        assert!("x".parse::<CpuList>().is_err());
+    }
+
+    #[test]
+    fn workers_go_round_robin() {
+        let l = CpuList(vec![4, 6]);
+        let got: Vec<usize> = (0..5).map(|i| l.for_worker(i)).collect();
+        assert_eq!(got, [4, 6, 4, 6, 4]);
+    }
+
+    #[test]
+    fn a_cpu_that_does_not_exist_is_bad_input() {
+        let e = CpuList(vec![CpuSet::count() - 1])
+            .check()
+            .expect_err("no such CPU");
+        assert!(e.is::<crate::error::BadInput>(), "{e:#}");
+        assert!(e.to_string().contains("does not exist"), "{e:#}");
+    }
+
+    #[test]
+    fn time_based_needs_a_time() {
+        let c = RunControl {
+            time_based: true,
+            ..Default::default()
+        };
+        assert!(c.validate(None).is_err());
+        assert!(c.validate(Some(1.0)).is_ok());
+    }
+
+    #[test]
+    fn pinning_holds_while_the_guard_lives_and_is_undone_after() {
+        let allowed = sched_getaffinity(Pid::from_raw(0)).expect("affinity");
+        let first = (0..CpuSet::count())
+            .find(|&c| allowed.is_set(c).unwrap_or(false))
+            .expect("some CPU");
+        let c = RunControl {
+            cpus: Some(CpuList(vec![first])),
+            ..Default::default()
+        };
+        let g = c.pin(0).expect("pin").expect("a guard");
+        let now = sched_getaffinity(Pid::from_raw(0)).expect("affinity");
+        let set: Vec<usize> = (0..CpuSet::count())
+            .filter(|&x| now.is_set(x).unwrap_or(false))
+            .collect();
+        assert_eq!(set, [first]);
+        drop(g);
+        assert_eq!(
+            sched_getaffinity(Pid::from_raw(0)).expect("affinity"),
+            allowed
+        );
+    }
+
+    #[test]
+    fn plan_keys_flatten_into_a_workload() {
+        #[derive(Deserialize, Serialize)]
+        struct W {
+            x: u32,
+            #[serde(flatten)]
+            control: RunControl,
+        }
+        let w: W = toml::from_str("x = 1\ntime_based = true\ncpus = \"0-1\"").expect("parses");
+        assert!(w.control.time_based);
+        assert_eq!(w.control.cpus, Some(CpuList(vec![0, 1])));
+        // Without run control, a workload's parameters are what they were before.
+        let plain = serde_json::to_value(W {
+            x: 1,
+            control: RunControl::default(),
+        })
+        .expect("serializes");
+        assert_eq!(plain, serde_json::json!({ "x": 1 }));
+    }
+
+    #[test]
+    fn tio_and_clients_plans_take_the_keys_and_still_refuse_unknown_ones() {
+        use crate::workload::clients::Clients;
+        use crate::workload::tio::Tio;
+        let t: Tio = toml::from_str("time = \"2s\"\ntime_based = true\ncpus = [0]").expect("tio");
+        assert!(t.control.time_based);
+        assert_eq!(t.control.cpus, Some(CpuList(vec![0])));
+        let c: Clients = toml::from_str("time = \"2s\"\ncpus = \"0-1\"").expect("clients");
+        assert_eq!(c.control.cpus, Some(CpuList(vec![0, 1])));
+        let e = toml::from_str::<Tio>("time_base = true").expect_err("a misspelt key");
+        assert!(e.to_string().contains("time_base"), "{e}");
+        let e = toml::from_str::<Clients>("cpu = 1").expect_err("a misspelt key");
+        assert!(e.to_string().contains("cpu"), "{e}");
+    }
+}
