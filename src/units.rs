@@ -182,6 +182,24 @@ pub fn de_size<'de, D: serde::Deserializer<'de>>(d: D) -> Result<u64, D::Error> 
     <Size as serde::Deserialize>::deserialize(d).map(Size::bytes)
 }
 
+/// serde `deserialize_with` for an optional duration: seconds as a number, or duration text
+/// (`"30s"`, `"5m"`).
+pub fn de_opt_seconds<'de, D: serde::Deserializer<'de>>(d: D) -> Result<Option<f64>, D::Error> {
+    #[derive(serde::Deserialize)]
+    #[serde(untagged)]
+    enum Raw {
+        N(f64),
+        S(String),
+    }
+    match <Option<Raw> as serde::Deserialize>::deserialize(d)? {
+        None => Ok(None),
+        Some(Raw::N(n)) => Ok(Some(n)),
+        Some(Raw::S(s)) => parse_duration(&s)
+            .map(|d| Some(d.as_secs_f64()))
+            .map_err(serde::de::Error::custom),
+    }
+}
+
 /// serde `deserialize_with` for sweep parameters: one value (`threads = 4`) or a list
 /// (`threads = [1, 4, 8]`), so that a plan can name one cell or a whole sweep.
 pub fn de_one_or_many<'de, D, T>(d: D) -> Result<Vec<T>, D::Error>

@@ -37,7 +37,7 @@ pub struct Exercise {
     pub ops: Option<u64>,
     /// Run for this many seconds (per exerciser, all at once); plan files also take
     /// durations like "10m".
-    #[serde(deserialize_with = "de_opt_duration")]
+    #[serde(deserialize_with = "crate::units::de_opt_seconds")]
     pub time: Option<f64>,
     /// The file never grows past this.
     #[serde(deserialize_with = "crate::units::de_size")]
@@ -85,23 +85,6 @@ impl Default for Exercise {
             replay: None,
             inject: Vec::new(),
         }
-    }
-}
-
-/// Seconds as a number, or a duration text (`"90s"`, `"1h"`).
-fn de_opt_duration<'de, D: serde::Deserializer<'de>>(d: D) -> Result<Option<f64>, D::Error> {
-    #[derive(Deserialize)]
-    #[serde(untagged)]
-    enum Raw {
-        N(f64),
-        S(String),
-    }
-    match Option::<Raw>::deserialize(d)? {
-        None => Ok(None),
-        Some(Raw::N(n)) => Ok(Some(n)),
-        Some(Raw::S(s)) => crate::units::parse_duration(&s)
-            .map(|t| Some(t.as_secs_f64()))
-            .map_err(serde::de::Error::custom),
     }
 }
 

@@ -47,36 +47,49 @@ impl FromStr for Order {
     }
 }
 
-/// Parameters of the interleave workload.
-#[derive(Debug, Clone, Serialize, Deserialize, PartialEq)]
+/// The inode-reservation study: make --dirs directories, create --files files in each
+/// round-robin (file 1 everywhere, then file 2, …), make the cache cold, and time removing
+/// the tree as rm -rf does. Phases dir_create, file_create, remove.
+///
+/// The study's sizes are the defaults: 9890 directories × 14 files = 138460 files. The
+/// study rebooted after each operation: --cold applies between dir_create and
+/// file_create, --remove-cold before the removal.
+#[derive(Debug, Clone, Serialize, Deserialize, PartialEq, clap::Args)]
 #[serde(default, deny_unknown_fields)]
+#[command(next_help_heading = "Workload")]
 pub struct Interleave {
-    /// Directories under the workload root.
+    /// Directories under the workload directory.
+    #[arg(long, default_value_t = 9890)]
     pub dirs: u64,
     /// Files in each directory.
+    #[arg(long, default_value_t = 14)]
     pub files: u64,
-    /// Size of each file, bytes (the study did not say; empty files by default).
+    /// Size of every file (the study did not say; empty by default).
+    #[arg(long, value_name = "SIZE", default_value = "0", value_parser = super::params::size)]
     #[serde(deserialize_with = "crate::units::de_size")]
     pub file_size: u64,
-    /// Creation order.
+    /// interleaved: file 1 in every directory, then file 2 in every directory, … (the study);
+    /// grouped: all files of one directory before the next.
+    #[arg(
+        long,
+        value_name = "interleaved|grouped",
+        default_value = "interleaved"
+    )]
     pub order: Order,
-    /// How the cache is made cold before the removal (the study rebooted).
+    /// How the cache is made cold before the timed removal (the study rebooted): remount
+    /// (testbeds only), drop (sync + drop_caches) or none.
+    #[arg(long, value_name = "remount|drop|none", default_value = "remount")]
     pub remove_cold: ColdMode,
-    /// Write the tree as found on disk after file_create (before removal) to this file.
+    /// Write the tree as found on disk after file_create (one line per entry:
+    /// `d<TAB>path` or `f<TAB>size<TAB>path`, relative to the workload directory) to FILE.
+    #[arg(long, value_name = "FILE")]
     #[serde(skip_serializing_if = "Option::is_none")]
     pub tree_list: Option<std::path::PathBuf>,
 }
 
 impl Default for Interleave {
     fn default() -> Self {
-        Self {
-            dirs: 9890,
-            files: 14,
-            file_size: 0,
-            order: Order::Interleaved,
-            remove_cold: ColdMode::Remount,
-            tree_list: None,
-        }
+        super::params::defaults()
     }
 }
 

@@ -11,8 +11,10 @@ pub mod dirstream;
 pub mod fdtree;
 pub mod interleave;
 pub mod names;
+pub mod params;
 pub mod readtest;
 pub mod registry;
+pub mod sweep;
 pub mod tio;
 pub mod tree;
 
@@ -42,6 +44,18 @@ pub trait Workload: Send + Sync {
     /// Checks parameters that depend on nothing else. Errors are bad input.
     fn validate(&self) -> Result<()> {
         Ok(())
+    }
+
+    /// The list-valued parameters that are sweep axes (outermost first): every combination of
+    /// their values is one cell (see [`sweep::cells`]), the same from flags and from plans.
+    fn sweep_axes(&self) -> &'static [&'static str] {
+        &[]
+    }
+
+    /// On a testbed, each cell of the sweep is its own run on a fresh filesystem, unless the
+    /// workload's own parameters ask for all cells in one run (tio's `--fresh-fs off`).
+    fn fresh_per_cell(&self) -> bool {
+        true
     }
 
     /// Runs the phases.

@@ -21,6 +21,7 @@ use serde::{Deserialize, Serialize};
 
 use super::dirstream::{DirStream, EntryType};
 use super::names::timed_syncfs;
+use super::params;
 use super::{RunContext, Workload};
 use crate::error::{bad_input, SystemFailure};
 use crate::measure::{OpDef, Recorder};
@@ -49,32 +50,38 @@ impl FromStr for FsyncMode {
     }
 }
 
-/// Parameters of the tree workload.
-#[derive(Debug, Clone, Serialize, Deserialize, PartialEq)]
+/// The low-memory study's tree: mkdir per directory, one open/write.../close per file
+/// (phase `create`), then remove everything as rm -rf does (phase `delete`).
+///
+/// The study's two sequences: --dirs 14 --files 10 --file-size 100M, and
+/// --dirs 14 --files 1000 --file-size 10M.
+#[derive(Debug, Clone, Serialize, Deserialize, PartialEq, clap::Args)]
 #[serde(default, deny_unknown_fields)]
+#[command(next_help_heading = "Workload")]
 pub struct Tree {
-    /// Directories under the workload root.
+    /// Directories in the tree.
+    #[arg(long, default_value_t = 14)]
     pub dirs: u64,
-    /// Files in each directory.
+    /// Files per directory.
+    #[arg(long, default_value_t = 10)]
     pub files: u64,
-    /// Size of each file, bytes.
+    /// Size of every file.
+    #[arg(long, value_name = "SIZE", default_value = "100M", value_parser = params::size)]
     #[serde(deserialize_with = "crate::units::de_size")]
     pub file_size: u64,
-    /// Size of each write call, bytes.
+    /// Size of each write(2).
+    #[arg(long, value_name = "SIZE", default_value = "1M", value_parser = params::size)]
     #[serde(deserialize_with = "crate::units::de_size")]
     pub block: u64,
+    /// When data is forced out: none (phase ends at the last close), file (fsync before each
+    /// close), end (one syncfs inside each phase).
+    #[arg(long, value_name = "none|file|end", default_value = "end")]
     pub fsync: FsyncMode,
 }
 
 impl Default for Tree {
     fn default() -> Self {
-        Self {
-            dirs: 14,
-            files: 10,
-            file_size: 100 << 20,
-            block: 1 << 20,
-            fsync: FsyncMode::End,
-        }
+        params::defaults()
     }
 }
 

@@ -38,58 +38,47 @@ use loadfile::{Kind, Op};
 /// An operation stream shared by every client.
 type Stream = Arc<Vec<Op>>;
 
-/// Parameters of the clients workload.
-#[derive(Debug, Clone, Serialize, Deserialize, PartialEq)]
+/// The block-reservation study's client load (dbench): N clients, each in its own
+/// directory, replay a dbench loadfile (--loadfile) or the built-in file-server-like mix;
+/// MB/s, and per operation kind count, mean and max latency and percentiles.
+#[derive(Debug, Clone, Serialize, Deserialize, PartialEq, clap::Args)]
 #[serde(default, deny_unknown_fields)]
+#[command(next_help_heading = "Workload")]
 pub struct Clients {
-    /// Client counts of the sweep (one value or a list).
+    /// Client counts to sweep, e.g. 1,4,8,16,32,64.
+    #[arg(long, value_name = "LIST", value_delimiter = ',', default_value = "1,4", value_parser = super::params::item::<u32>)]
     #[serde(deserialize_with = "crate::units::de_one_or_many")]
     pub clients: Vec<u32>,
-    /// A dbench loadfile; the built-in mix when absent.
+    /// A dbench loadfile (e.g. /usr/share/dbench/client.txt from the dbench package); without
+    /// it, the built-in file-server-like mix.
+    #[arg(long, value_name = "FILE")]
     pub loadfile: Option<PathBuf>,
-    /// Each phase's duration, seconds (a pass in progress stops when it runs out).
-    #[serde(deserialize_with = "de_opt_seconds")]
+    /// How long each client count runs (a pass in progress stops when it runs out)
+    /// [default: 60s, or no limit with --loops].
+    #[arg(long, value_name = "DURATION", value_parser = super::params::seconds, default_value = "60s",
+          default_value_if("loops", clap::builder::ArgPredicate::IsPresent, None), hide_default_value = true)]
+    #[serde(deserialize_with = "crate::units::de_opt_seconds")]
     pub time: Option<f64>,
-    /// Passes over the operation stream per client (exactly; ends the phase before `time`).
+    /// Exactly N passes over the loadfile (or mix) per client.
+    #[arg(long, value_name = "N")]
     pub loops: Option<u64>,
     /// Built-in mix: directories per client.
+    #[arg(long, value_name = "N", default_value_t = 8)]
     pub mix_dirs: u32,
-    /// Built-in mix: files per client.
+    /// Built-in mix: files per client (4K..128K each).
+    #[arg(long, value_name = "N", default_value_t = 100)]
     pub mix_files: u32,
     /// Built-in mix: transactions per pass.
+    #[arg(long, value_name = "N", default_value_t = 2000)]
     pub mix_ops: u32,
-    /// With a testbed, a new filesystem for every client count (each its own run).
+    /// With --fs: a new filesystem for every client count (each its own run).
+    #[arg(long, value_name = "on|off", default_value = "on", value_parser = super::params::on_off, action = clap::ArgAction::Set)]
     pub fresh_fs: bool,
 }
 
 impl Default for Clients {
     fn default() -> Self {
-        Self {
-            clients: vec![1, 4],
-            loadfile: None,
-            time: Some(60.0),
-            loops: None,
-            mix_dirs: 8,
-            mix_files: 100,
-            mix_ops: 2000,
-            fresh_fs: true,
-        }
-    }
-}
-
-fn de_opt_seconds<'de, D: serde::Deserializer<'de>>(d: D) -> Result<Option<f64>, D::Error> {
-    #[derive(Deserialize)]
-    #[serde(untagged)]
-    enum Raw {
-        N(f64),
-        S(String),
-    }
-    match Option::<Raw>::deserialize(d)? {
-        None => Ok(None),
-        Some(Raw::N(n)) => Ok(Some(n)),
-        Some(Raw::S(s)) => crate::units::parse_duration(&s)
-            .map(|d| Some(d.as_secs_f64()))
-            .map_err(serde::de::Error::custom),
+        super::params::defaults()
     }
 }
 
@@ -539,22 +528,6 @@ fn replay(
 }
 
 impl Clients {
-    /// One workload per client count, for running each on a fresh filesystem.
-    pub fn cells(&self) -> Vec<Clients> {
-        self.clients
-            .iter()
-            .map(|&c| Clients {
-                clients: vec![c],
-                ..self.clone()
-            })
-            .collect()
-    }
-
-    /// True when callers should run each client count on its own fresh testbed.
-    pub fn split_per_cell(&self) -> bool {
-        self.fresh_fs && self.clients.len() > 1
-    }
-
     fn shape(&self) -> mix::MixShape {
         mix::MixShape {
             dirs: self.mix_dirs,
@@ -645,6 +618,14 @@ impl Workload for Clients {
         serde_json::to_value(self).expect("plain struct serializes")
     }
 
+    fn sweep_axes(&self) -> &'static [&'static str] {
+        &["clients"]
+    }
+
+    fn fresh_per_cell(&self) -> bool {
+        self.fresh_fs
+    }
+
     fn validate(&self) -> Result<()> {
         if self.clients.is_empty() {
             return Err(bad_input("--clients needs at least one count"));
@@ -721,11 +702,11 @@ mod tests {
         .to_string();
         assert!(e.contains("--loops"), "{e}");
         assert_eq!(
-            Clients {
+            crate::workload::sweep::cells(&Clients {
                 clients: vec![1, 4, 8],
                 ..Clients::default()
-            }
-            .cells()
+            })
+            .unwrap()
             .len(),
             3
         );

@@ -1,0 +1,74 @@
+//! Sweeps belong to the workload: a workload names its list-valued parameters that are sweep
+//! axes ([`Workload::sweep_axes`]), and every combination of their values is one cell — a
+//! workload of the same kind with one value on each axis. `fsgauge bench KIND --fs` and a
+//! plan with `fresh = "per-run"` run each cell on its own fresh testbed with its own result
+//! (the block-reservation study's "each time on a fresh created filesystem").
+
+use super::{registry, Workload};
+use crate::error::bad_input;
+
+/// One cell of a sweep.
+pub struct Cell {
+    /// The workload with one value on each axis.
+    pub workload: Box<dyn Workload>,
+    /// Per axis (in [`Workload::sweep_axes`] order): its name, and the index of the cell's
+    /// value in the whole sweep's list.
+    pub at: Vec<(&'static str, usize)>,
+}
+
+/// The cells of `wl`'s sweep, in run order (the last axis varies fastest); one cell, the
+/// workload itself rebuilt, when it has no axis with more than one value.
+pub fn cells(wl: &dyn Workload) -> anyhow::Result<Vec<Cell>> {
+    let params = wl.params();
+    let kind = registry::find(wl.kind())
+        .ok_or_else(|| bad_input(format!("workload kind {:?} is not registered", wl.kind())))?;
+    let axes: Vec<(&'static str, Vec<serde_json::Value>)> = wl
+        .sweep_axes()
+        .iter()
+        .map(|&a| {
+            let values = match &params[a] {
+                serde_json::Value::Array(v) => v.clone(),
+                other => vec![other.clone()],
+            };
+            (a, values)
+        })
+        .collect();
+    let mut combos: Vec<Vec<usize>> = vec![Vec::new()];
+    for (_, values) in &axes {
+        combos = combos
+            .into_iter()
+            .flat_map(|c| {
+                (0..values.len()).map(move |i| {
+                    let mut c = c.clone();
+                    c.push(i);
+                    c
+                })
+            })
+            .collect();
+    }
+    combos
+        .into_iter()
+        .map(|combo| {
+            let mut p = params.clone();
+            let mut at = Vec::new();
+            for ((name, values), &i) in axes.iter().zip(&combo) {
+                p[*name] = serde_json::Value::Array(vec![values[i].clone()]);
+                at.push((*name, i));
+            }
+            let workload = (kind.build)(p)
+                .map_err(|e| bad_input(format!("{}: a cell of the sweep: {e}", kind.name)))?;
+            Ok(Cell { workload, at })
+        })
+        .collect()
+}
+
+/// True when `wl` runs as one run per cell on fresh testbeds.
+pub fn splits(wl: &dyn Workload) -> bool {
+    wl.fresh_per_cell()
+        && wl
+            .sweep_axes()
+            .iter()
+            .map(|&a| wl.params()[a].as_array().map_or(1, Vec::len))
+            .product::<usize>()
+            > 1
+}
