@@ -18,7 +18,7 @@ use super::{
 use crate::error::bad_input;
 use crate::testbed::{default_workdir, split_words, Backing, FsKind, JournalSpec, TestbedSpec};
 use crate::units::{format_size, parse_size};
-use crate::workload::{registry, ColdMode, Workload};
+use crate::workload::{registry, sweep, ColdMode, Workload};
 
 /// A line and column in a plan file, both from 1.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
@@ -206,7 +206,12 @@ pub fn parse(text: &str, source: &str, opts: &ParseOptions) -> Result<Plan> {
 
     let mut workloads = Vec::new();
     for w in &raw.workload {
-        workloads.push(parse_workload(&src, w, scale_f)?);
+        let pw = parse_workload(&src, w, scale_f)?;
+        if fresh == Fresh::PerRun {
+            workloads.extend(split_cells(&src, w, pw)?);
+        } else {
+            workloads.push(pw);
+        }
     }
     let mut testbeds: Vec<PlanTestbed> = Vec::new();
     let mut spans = Vec::new();
@@ -627,6 +632,43 @@ fn build_workload(
     })
 }
 
+/// With `fresh = "per-run"`, a workload whose sweep has several cells becomes one entry per
+/// cell, so that each cell runs on its own fresh testbed with its own result, as
+/// `fsgauge bench KIND --fs` runs it. Each cell's `given` shows its own value on every axis.
+fn split_cells(src: &Src, w: &RawWorkload, pw: PlanWorkload) -> Result<Vec<PlanWorkload>> {
+    if !sweep::splits(&*pw.workload) {
+        return Ok(vec![pw]);
+    }
+    let cells = sweep::cells(&*pw.workload)
+        .map_err(|e| src.err(w.span(), &format!("[[workload]] {}", pw.kind), e))?;
+    Ok(cells
+        .into_iter()
+        .map(|cell| {
+            let mut given = pw.given.clone();
+            let params = cell.workload.params();
+            if let Some(map) = given.as_object_mut() {
+                for (axis, i) in &cell.at {
+                    let value = match map.get(*axis) {
+                        Some(serde_json::Value::Array(v)) => v.get(*i).cloned(),
+                        Some(_) => None,
+                        None => params[*axis].get(0).cloned(),
+                    };
+                    if let Some(v) = value {
+                        map.insert((*axis).to_string(), v);
+                    }
+                }
+            }
+            PlanWorkload {
+                kind: pw.kind,
+                ranks: pw.ranks,
+                given,
+                workload: Arc::from(cell.workload),
+                at: pw.at,
+            }
+        })
+        .collect())
+}
+
 /// Filesystems keep space for metadata and the journal: 90% of the size is usable.
 fn usable(size: u64) -> u64 {
     size / 10 * 9
@@ -932,6 +974,39 @@ file_size = "64K"
         assert!(e.contains("layout"), "{e}");
         let e = err(&OK.replace("reps = 2", "reps = 2\nage = 3"));
         assert!(e.contains("age"), "{e}");
+    }
+
+    #[test]
+    fn a_sweep_runs_each_cell_on_its_own_testbed_when_fresh_per_run() {
+        let tio = "[[testbed]]\nfs = \"ext4\"\nsize = \"1G\"\n\n[[workload]]\nkind = \"tio\"\nthreads = [1, 4]\nmode = \"seqwrite\"\nblock = [\"4K\", \"128K\"]\nfile_size = \"1M\"\n";
+        let plan = p(tio).unwrap();
+        let described: Vec<String> = plan.workloads.iter().map(|w| w.describe()).collect();
+        assert_eq!(
+            described,
+            [
+                "tio block=4K file_size=1M mode=seqwrite threads=1",
+                "tio block=4K file_size=1M mode=seqwrite threads=4",
+                "tio block=128K file_size=1M mode=seqwrite threads=1",
+                "tio block=128K file_size=1M mode=seqwrite threads=4",
+            ]
+        );
+        assert_eq!(
+            plan.workloads[3].workload.params()["block"],
+            serde_json::json!([131072])
+        );
+        assert!(plan.workloads.iter().all(|w| w.at.line == 5));
+        let one = p(&format!("fresh = \"per-testbed\"\n{tio}")).unwrap();
+        assert_eq!(
+            one.workloads.len(),
+            1,
+            "one filesystem: the cells are phases of one run"
+        );
+        let off = p(&format!("{tio}fresh_fs = false\n")).unwrap();
+        assert_eq!(
+            off.workloads.len(),
+            1,
+            "fresh_fs = false keeps the cells in one run"
+        );
     }
 
     #[test]
