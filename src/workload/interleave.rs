@@ -93,6 +93,13 @@ impl Default for Interleave {
     }
 }
 
+/// Under `--scale` the inode-interleave study's 9890 directories are its amount of work; the
+/// 14 files per directory stay.
+pub const SCALES: &[(&str, super::params::ScaleClass)] = &[
+    ("dirs", super::params::ScaleClass::Count),
+    ("files", super::params::ScaleClass::Fixed),
+];
+
 const DIR_CREATE_OPS: [OpDef; 1] = [OpDef::primary("mkdir")];
 const FILE_CREATE_OPS: [OpDef; 2] = [OpDef::primary("create"), OpDef::secondary("write")];
 const REMOVE_OPS: [OpDef; 2] = [OpDef::primary("unlink"), OpDef::primary("rmdir")];

@@ -50,3 +50,14 @@ where
     }
     t.parse().map_err(|e: T::Err| e.to_string())
 }
+
+/// How one parameter reacts to a plan's `--scale` (the study's sizes from the preset's).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum ScaleClass {
+    /// Multiplied and rounded to a whole number, at least 1.
+    Count,
+    /// Multiplied and rounded to whole 4 KiB blocks, at least 4 KiB.
+    Size,
+    /// Kept as written.
+    Fixed,
+}

@@ -6,6 +6,7 @@ use anyhow::Result;
 use clap::{ArgMatches, Args, Command, FromArgMatches};
 use serde::de::DeserializeOwned;
 
+use super::params::ScaleClass;
 use super::Workload;
 use crate::results::RunResult;
 
@@ -20,6 +21,9 @@ pub struct WorkloadKind {
     /// `fsgauge bench NAME`, for kinds whose parameter struct derives `clap::Args` (the others
     /// have commands of their own).
     pub bench: Option<Bench>,
+    /// How its parameters react to `--scale` where they differ from every kind's (see
+    /// `plan::scale`).
+    pub scales: &'static [(&'static str, ScaleClass)],
 }
 
 /// How a kind is run by `fsgauge bench NAME`.
@@ -63,6 +67,7 @@ impl WorkloadKind {
             about,
             build: build::<T>,
             bench: None,
+            scales: &[],
         }
     }
 
@@ -102,6 +107,12 @@ impl WorkloadKind {
         self
     }
 
+    /// Its parameters scale so (where they differ from every kind's).
+    const fn scales(mut self, scales: &'static [(&'static str, ScaleClass)]) -> Self {
+        self.scales = scales;
+        self
+    }
+
     /// Its results print as these tables (and CSV).
     const fn tables(
         mut self,
@@ -121,7 +132,8 @@ static KINDS: &[WorkloadKind] = &[
     WorkloadKind::bench::<super::tree::Tree>(
         "tree",
         "low-memory study: mkdir + one open/write/close per file, then rm -rf",
-    ),
+    )
+    .scales(super::tree::SCALES),
     WorkloadKind::bench_as::<super::fdtree::Fdtree, super::fdtree::FdtreeSpec>(
         "fdtree",
         "journal-size study: fdtree's dir create, file create, file remove, dir remove",
@@ -130,7 +142,8 @@ static KINDS: &[WorkloadKind] = &[
     WorkloadKind::bench::<super::interleave::Interleave>(
         "interleave",
         "inode-reservation study: files created round-robin across dirs, cold rm -rf",
-    ),
+    )
+    .scales(super::interleave::SCALES),
     WorkloadKind::bench::<super::create::Create>(
         "create",
         "fs_mark-style small-file creation rate, latency per syscall",
@@ -192,6 +205,36 @@ mod tests {
         let e = (tree.build)(serde_json::json!({"dirz": 2})).err().unwrap();
         assert!(e.contains("dirz"), "{e}");
         assert!(find("nope").is_none());
+    }
+
+    #[test]
+    fn declared_fields_scale_and_others_stay() {
+        use crate::plan::scale::apply;
+        let p = serde_json::json!({"dirs": 14, "files": 10, "file_size": "4M", "block": "1M"});
+        let s = apply("fdtree", &p, 2.5);
+        assert_eq!(s["files"], 25);
+        assert_eq!(apply("tree", &p, 2.5)["files"], 10);
+        assert_eq!(s["file_size"], 10 << 20);
+        assert_eq!(s["dirs"], 14);
+        assert_eq!(s["block"], "1M");
+        let i = apply(
+            "interleave",
+            &serde_json::json!({"dirs": 100, "files": 14}),
+            0.5,
+        );
+        assert_eq!(
+            (i["dirs"].as_u64(), i["files"].as_u64()),
+            (Some(50), Some(14))
+        );
+        let tiny = apply(
+            "fdtree",
+            &serde_json::json!({"files": 1, "file_size": 4096}),
+            0.01,
+        );
+        assert_eq!(
+            (tiny["files"].as_u64(), tiny["file_size"].as_u64()),
+            (Some(1), Some(4096))
+        );
     }
 
     /// The kind's workload from a command line (`fsgauge bench KIND ARGS…`).

@@ -72,3 +72,50 @@ pub fn splits(wl: &dyn Workload) -> bool {
             .product::<usize>()
             > 1
 }
+
+#[cfg(test)]
+#[allow(clippy::unwrap_used)]
+mod tests {
+    #[test]
+    fn a_sweep_runs_each_cell_on_its_own_testbed_when_fresh_per_run() {
+        let tio = "[[testbed]]\nfs = \"ext4\"\nsize = \"1G\"\n\n[[workload]]\nkind = \"tio\"\nthreads = [1, 4]\nmode = \"seqwrite\"\nblock = [\"4K\", \"128K\"]\nfile_size = \"1M\"\n";
+        let p = |text: &str| {
+            crate::plan::parse(
+                text,
+                "t.toml",
+                &crate::plan::ParseOptions {
+                    scale: None,
+                    workdir: Some(std::env::temp_dir()),
+                },
+            )
+        };
+        let plan = p(tio).unwrap();
+        let described: Vec<String> = plan.workloads.iter().map(|w| w.describe()).collect();
+        assert_eq!(
+            described,
+            [
+                "tio block=4K file_size=1M mode=seqwrite threads=1",
+                "tio block=4K file_size=1M mode=seqwrite threads=4",
+                "tio block=128K file_size=1M mode=seqwrite threads=1",
+                "tio block=128K file_size=1M mode=seqwrite threads=4",
+            ]
+        );
+        assert_eq!(
+            plan.workloads[3].workload.params()["block"],
+            serde_json::json!([131072])
+        );
+        assert!(plan.workloads.iter().all(|w| w.at.line == 5));
+        let one = p(&format!("fresh = \"per-testbed\"\n{tio}")).unwrap();
+        assert_eq!(
+            one.workloads.len(),
+            1,
+            "one filesystem: the cells are phases of one run"
+        );
+        let off = p(&format!("{tio}fresh_fs = false\n")).unwrap();
+        assert_eq!(
+            off.workloads.len(),
+            1,
+            "fresh_fs = false keeps the cells in one run"
+        );
+    }
+}

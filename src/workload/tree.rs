@@ -85,6 +85,11 @@ impl Default for Tree {
     }
 }
 
+/// Under `--scale` the low-memory study's trees keep their shape (14 directories × 10 or 1000
+/// files) and grow by file size: 8M files at scale 12.5 are the study's 100M.
+pub const SCALES: &[(&str, super::params::ScaleClass)] =
+    &[("files", super::params::ScaleClass::Fixed)];
+
 const CREATE_OPS: [OpDef; 5] = [
     OpDef::primary("mkdir"),
     OpDef::primary("create"),
