@@ -22,7 +22,7 @@ use super::engine::{Config, Exerciser, Step};
 use super::ops::OpKind;
 use super::replay::ReplayLog;
 use super::report::Failure;
-use crate::error::{bad_input, SystemFailure};
+use crate::error::{bad_input, bad_param, SystemFailure};
 use crate::measure::{OpDef, OpId, PhaseMeter, Recorder};
 use crate::workload::{ColdMode, RunContext, Target, Workload};
 
@@ -170,21 +170,30 @@ impl Workload for Exercise {
 
     fn validate(&self) -> Result<()> {
         if self.procs == 0 {
-            return Err(bad_input("--procs must be 1 or more"));
+            return Err(bad_param("procs", "--procs must be 1 or more"));
         }
         if self.max_len == 0 || self.max_op_len == 0 {
-            return Err(bad_input(
+            let field = if self.max_len == 0 {
+                "max_len"
+            } else {
+                "max_op_len"
+            };
+            return Err(bad_param(
+                field,
                 "--max-len and --max-op-len must be at least 1 byte",
             ));
         }
         if self.max_len > (1 << 34) {
-            return Err(bad_input(format!(
-                "--max-len {} is over 16G; the model keeps the whole file in memory",
-                crate::units::format_size(self.max_len)
-            )));
+            return Err(bad_param(
+                "max_len",
+                format!(
+                    "--max-len {} is over 16G; the model keeps the whole file in memory",
+                    crate::units::format_size(self.max_len)
+                ),
+            ));
         }
         if self.max_op_len > self.max_len {
-            return Err(bad_input(format!(
+            return Err(bad_param("max_op_len", format!(
                 "--max-op-len {} is larger than --max-len {}; an operation cannot be longer than the file may grow",
                 self.max_op_len, self.max_len
             )));
@@ -203,33 +212,36 @@ impl Workload for Exercise {
             }
         }
         if self.direct && self.pollute_eof {
-            return Err(bad_input(
+            return Err(bad_param(
+                "pollute_eof",
                 "--pollute-eof writes through mmap and does not go with --direct",
             ));
         }
         if self.no.contains(&OpKind::Write) || self.weights.get(&OpKind::Write) == Some(&0) {
-            return Err(bad_input(
+            return Err(bad_param(
+                "no",
                 "--no write: writes cannot be turned off (without them there is nothing to verify)",
             ));
         }
         if self.file.is_empty() || self.file.ends_with('/') {
-            return Err(bad_input(format!(
-                "--file {:?} is not a file name",
-                self.file
-            )));
+            return Err(bad_param(
+                "file",
+                format!("--file {:?} is not a file name", self.file),
+            ));
         }
         if self.ops == Some(0) {
-            return Err(bad_input("--ops must be 1 or more"));
+            return Err(bad_param("ops", "--ops must be 1 or more"));
         }
         if let Some(t) = self.time {
             if t.is_nan() || t <= 0.0 {
-                return Err(bad_input("--time must be longer than zero"));
+                return Err(bad_param("time", "--time must be longer than zero"));
             }
         }
         if let Some(r) = &self.replay {
             ReplayLog::load(r)?;
             if self.procs > 1 {
-                return Err(bad_input(
+                return Err(bad_param(
+                    "replay",
                     "--replay re-runs one exerciser's log; leave out --procs",
                 ));
             }
@@ -719,11 +731,11 @@ mod tests {
         let e = (kind.build)(serde_json::json!({"max_lenn": 1}))
             .err()
             .unwrap();
-        assert!(e.contains("max_lenn"), "{e}");
+        assert!(e.to_string().contains("max_lenn"), "{e}");
         let e = (kind.build)(serde_json::json!({"no": ["frob"]}))
             .err()
             .unwrap();
-        assert!(e.contains("unknown operation"), "{e}");
+        assert!(e.to_string().contains("unknown operation"), "{e}");
     }
 
     #[test]

@@ -565,63 +565,32 @@ fn build_workload(
         String::new()
     };
     let field_label = |k: &str| format!("{what} {} field `{k}`", kind.name);
-    // serde's message for a size that is neither a number nor size text says nothing useful.
-    let humanize = |msg: String| {
-        if msg.contains("untagged enum") {
-            "expected a size: a byte count or size text like \"64M\"".to_string()
-        } else {
-            msg
+    // Where a parameter is written (its value, or its key when `key`), from the parse tree;
+    // the whole table when the error names no parameter of it.
+    let at = |field: Option<&str>, key: bool| -> (Range<usize>, String) {
+        match field.and_then(|f| fields.iter().find(|(k, _)| k.get_ref() == f)) {
+            Some((k, v)) => (
+                if key { k.span() } else { v.span() },
+                field_label(k.get_ref()),
+            ),
+            None => (w.span(), format!("{what} {}", kind.name)),
         }
     };
-
-    // Which field a failure belongs to: build with that field alone (the others at their
-    // defaults); the first one that fails on its own is the culprit.
-    let blame = |check: &dyn Fn(&serde_json::Value) -> Option<String>| {
-        for (k, v) in &fields {
-            let single = serde_json::json!({ k.get_ref().clone(): scaled[k.get_ref()].clone() });
-            if let Some(msg) = check(&single) {
-                return Some((k.get_ref().clone(), v.span(), humanize(msg)));
-            }
-        }
-        None
-    };
-    let workload: Box<dyn Workload> = match (kind.build)(scaled.clone()) {
+    let workload: Box<dyn Workload> = match (kind.build)(scaled) {
         Ok(w) => w,
         Err(e) => {
-            if let Some(name) = e
-                .strip_prefix("unknown field `")
-                .and_then(|rest| rest.split('`').next())
-            {
-                if let Some((k, _)) = fields.iter().find(|(k, _)| k.get_ref() == name) {
-                    return Err(src.err(k.span(), &field_label(name), e));
-                }
-            }
-            return Err(match blame(&|single| (kind.build)(single.clone()).err()) {
-                Some((k, span, msg)) => {
-                    src.err(span, &field_label(&k), format!("{msg}{scaled_note}"))
-                }
-                None => src.err(
-                    w.span(),
-                    &format!("{what} {}", kind.name),
-                    format!("{}{scaled_note}", humanize(e)),
-                ),
-            });
+            // An unknown field fails at its key, before its value is read.
+            let key = e
+                .field
+                .as_deref()
+                .is_some_and(|f| !kind_fields(kind).contains(&f.to_string()));
+            let (span, label) = at(e.field.as_deref(), key);
+            return Err(src.err(span, &label, format!("{}{scaled_note}", e.msg)));
         }
     };
     if let Err(e) = workload.validate() {
-        let found = blame(&|single| {
-            (kind.build)(single.clone())
-                .ok()
-                .and_then(|w| w.validate().err().map(|e| e.to_string()))
-        });
-        return Err(match found {
-            Some((k, span, msg)) => src.err(span, &field_label(&k), format!("{msg}{scaled_note}")),
-            None => src.err(
-                w.span(),
-                &format!("{what} {}", kind.name),
-                format!("{e}{scaled_note}"),
-            ),
-        });
+        let (span, label) = at(crate::error::bad_field(&e), false);
+        return Err(src.err(span, &label, format!("{e}{scaled_note}")));
     }
     Ok(PlanWorkload {
         kind: kind.name,
@@ -667,6 +636,14 @@ fn split_cells(src: &Src, w: &RawWorkload, pw: PlanWorkload) -> Result<Vec<PlanW
             }
         })
         .collect())
+}
+
+/// The parameter names of a kind: the keys of its defaults.
+fn kind_fields(kind: &registry::WorkloadKind) -> Vec<String> {
+    (kind.build)(serde_json::json!({}))
+        .ok()
+        .and_then(|w| w.params().as_object().map(|m| m.keys().cloned().collect()))
+        .unwrap_or_default()
 }
 
 /// Filesystems keep space for metadata and the journal: 90% of the size is usable.
@@ -883,6 +860,12 @@ file_size = "64K"
         assert!(e.contains("file_size"), "{e}");
         let e = err(&OK.replace("dirs = 2", "dirs = 0"));
         assert!(e.starts_with("t.toml:20:8:"), "{e}");
+        // A validation error names its parameter (typed), found in the table by that name.
+        let e = err(&OK.replace("file_size = \"64K\"", "file_size = \"64K\"\nblock = \"2G\""));
+        assert!(
+            e.starts_with("t.toml:23:9: [[workload]] tree field `block`: --block over 1G"),
+            "{e}"
+        );
         let e = err(&OK.replace("kind = \"tree\"", "kind = \"trees\""));
         assert!(e.starts_with("t.toml:19:8:"), "{e}");
         assert!(e.contains("\"tree\""), "{e}");

@@ -30,7 +30,7 @@ use super::names::{
 };
 use super::tree::FsyncMode;
 use super::{RunContext, Workload};
-use crate::error::bad_input;
+use crate::error::bad_param;
 use crate::measure::OpDef;
 
 /// fs_mark-style small-file creation rate: per file open(O_CREAT), writes, optional fsync,
@@ -333,22 +333,25 @@ impl Workload for Create {
 
     fn validate(&self) -> Result<()> {
         if self.files == 0 {
-            return Err(bad_input("--files must be 1 or more"));
+            return Err(bad_param("files", "--files must be 1 or more"));
         }
         if self.threads == 0 || self.threads > 1024 {
-            return Err(bad_input(format!(
-                "--threads {}: use 1 to 1024 workers",
-                self.threads
-            )));
+            return Err(bad_param(
+                "threads",
+                format!("--threads {}: use 1 to 1024 workers", self.threads),
+            ));
         }
         if self.block == 0 || self.block > (1 << 30) {
-            return Err(bad_input("--block must be between 1 byte and 1G"));
+            return Err(bad_param("block", "--block must be between 1 byte and 1G"));
         }
         if self.total_files() > 1 << 40 {
-            return Err(bad_input(format!(
-                "--files {} × --threads {} is more files than any filesystem holds",
-                self.files, self.threads
-            )));
+            return Err(bad_param(
+                "files",
+                format!(
+                    "--files {} × --threads {} is more files than any filesystem holds",
+                    self.files, self.threads
+                ),
+            ));
         }
         Ok(())
     }

@@ -40,7 +40,7 @@ use super::names::{
 };
 use super::tree::FsyncMode;
 use super::{RunContext, Workload};
-use crate::error::{bad_input, SystemFailure};
+use crate::error::{bad_input, bad_param, SystemFailure};
 use crate::measure::{OpDef, OpId, Recorder};
 use crate::units::Size;
 
@@ -1006,21 +1006,32 @@ impl Workload for Fdtree {
     fn validate(&self) -> Result<()> {
         let s = self.shown();
         if self.levels == 0 || self.dirs_per_level == 0 || self.files_per_dir == 0 {
-            return Err(bad_input(format!(
+            let field = match (self.levels, self.dirs_per_level) {
+                (0, _) => "levels",
+                (_, 0) => "dirs_per_level",
+                _ => "files_per_dir",
+            };
+            return Err(bad_param(
+                field,
+                format!(
                 "fdtree {s}: --levels, --dirs-per-level and --files-per-dir must all be 1 or more"
-            )));
+            ),
+            ));
         }
         if self.threads == 0 {
-            return Err(bad_input("--threads must be 1 or more"));
+            return Err(bad_param("threads", "--threads must be 1 or more"));
         }
         if self.threads > 1024 {
-            return Err(bad_input(format!(
-                "--threads {} is more than 1024 workers; each is a thread with its own tree",
-                self.threads
-            )));
+            return Err(bad_param(
+                "threads",
+                format!(
+                    "--threads {} is more than 1024 workers; each is a thread with its own tree",
+                    self.threads
+                ),
+            ));
         }
         if self.block == 0 || self.block > (1 << 30) {
-            return Err(bad_input("--block must be between 1 byte and 1G"));
+            return Err(bad_param("block", "--block must be between 1 byte and 1G"));
         }
         let Some(per_tree) = self.dirs_per_tree() else {
             return Err(bad_input(format!(

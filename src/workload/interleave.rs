@@ -23,7 +23,7 @@ use super::names::{
 };
 use super::tree::remove_tree_contents;
 use super::{ColdMode, RunContext, Workload};
-use crate::error::bad_input;
+use crate::error::{bad_input, bad_param};
 use crate::measure::OpDef;
 
 /// The order files are created in.
@@ -239,22 +239,32 @@ impl Workload for Interleave {
 
     fn validate(&self) -> Result<()> {
         if self.dirs == 0 || self.files == 0 {
-            return Err(bad_input(format!(
-                "--dirs {} --files {}: both must be 1 or more",
-                self.dirs, self.files
-            )));
+            let field = if self.dirs == 0 { "dirs" } else { "files" };
+            return Err(bad_param(
+                field,
+                format!(
+                    "--dirs {} --files {}: both must be 1 or more",
+                    self.dirs, self.files
+                ),
+            ));
         }
         if self.total_files() > 1 << 40 {
-            return Err(bad_input(format!(
-                "--dirs {} × --files {} is more files than any filesystem holds",
-                self.dirs, self.files
-            )));
+            return Err(bad_param(
+                "dirs",
+                format!(
+                    "--dirs {} × --files {} is more files than any filesystem holds",
+                    self.dirs, self.files
+                ),
+            ));
         }
         if self.remove_cold != ColdMode::None && !nix::unistd::geteuid().is_root() {
-            return Err(bad_input(format!(
-                "--remove-cold {} needs root; run as root or use --remove-cold none",
-                self.remove_cold.name()
-            )));
+            return Err(bad_param(
+                "remove_cold",
+                format!(
+                    "--remove-cold {} needs root; run as root or use --remove-cold none",
+                    self.remove_cold.name()
+                ),
+            ));
         }
         Ok(())
     }

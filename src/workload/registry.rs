@@ -17,7 +17,7 @@ pub struct WorkloadKind {
     /// One line for listings.
     pub about: &'static str,
     /// Builds the workload from its parameters (without `kind`).
-    pub build: fn(serde_json::Value) -> Result<Box<dyn Workload>, String>,
+    pub build: fn(serde_json::Value) -> Result<Box<dyn Workload>, BuildError>,
     /// `fsgauge bench NAME`, for kinds whose parameter struct derives `clap::Args` (the others
     /// have commands of their own).
     pub bench: Option<Bench>,
@@ -42,12 +42,28 @@ pub struct Bench {
     pub csv: Option<fn(&[RunResult]) -> String>,
 }
 
+/// Parameters that do not make a workload of the kind: what is wrong, and the parameter at
+/// fault (its plan-file name) when the deserializer was inside one.
+#[derive(Debug, thiserror::Error)]
+#[error("{msg}")]
+pub struct BuildError {
+    /// The parameter (top-level key) the error is in.
+    pub field: Option<String>,
+    pub msg: String,
+}
+
 fn build<T: Workload + DeserializeOwned + 'static>(
     v: serde_json::Value,
-) -> Result<Box<dyn Workload>, String> {
-    serde_json::from_value::<T>(v)
+) -> Result<Box<dyn Workload>, BuildError> {
+    serde_path_to_error::deserialize::<_, T>(v)
         .map(|w| Box::new(w) as Box<dyn Workload>)
-        .map_err(|e| e.to_string())
+        .map_err(|e| BuildError {
+            field: e.path().iter().find_map(|seg| match seg {
+                serde_path_to_error::Segment::Map { key } => Some(key.clone()),
+                _ => None,
+            }),
+            msg: e.into_inner().to_string(),
+        })
 }
 
 fn from_args<W: Workload + From<A> + 'static, A: FromArgMatches>(
@@ -203,7 +219,12 @@ mod tests {
         assert_eq!(w.params()["file_size"], 4096);
         assert_eq!(w.params()["files"], 10);
         let e = (tree.build)(serde_json::json!({"dirz": 2})).err().unwrap();
-        assert!(e.contains("dirz"), "{e}");
+        assert!(e.to_string().contains("dirz"), "{e}");
+        assert_eq!(e.field.as_deref(), Some("dirz"));
+        let e = (tree.build)(serde_json::json!({"files": "ten"}))
+            .err()
+            .unwrap();
+        assert_eq!(e.field.as_deref(), Some("files"), "{e}");
         assert!(find("nope").is_none());
     }
 

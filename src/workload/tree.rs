@@ -23,7 +23,7 @@ use super::dirstream::{DirStream, EntryType};
 use super::names::timed_syncfs;
 use super::params;
 use super::{RunContext, Workload};
-use crate::error::{bad_input, SystemFailure};
+use crate::error::{bad_param, SystemFailure};
 use crate::measure::{OpDef, Recorder};
 
 /// When data is forced to disk.
@@ -381,16 +381,21 @@ impl Workload for Tree {
 
     fn validate(&self) -> Result<()> {
         if self.dirs == 0 || self.files == 0 {
-            return Err(bad_input(format!(
-                "--dirs {} --files {}: both must be 1 or more",
-                self.dirs, self.files
-            )));
+            let field = if self.dirs == 0 { "dirs" } else { "files" };
+            return Err(bad_param(
+                field,
+                format!(
+                    "--dirs {} --files {}: both must be 1 or more",
+                    self.dirs, self.files
+                ),
+            ));
         }
         if self.block == 0 {
-            return Err(bad_input("--block must be at least 1 byte"));
+            return Err(bad_param("block", "--block must be at least 1 byte"));
         }
         if self.block > (1 << 30) {
-            return Err(bad_input(
+            return Err(bad_param(
+                "block",
                 "--block over 1G is not useful; each write is one buffer of that size",
             ));
         }

@@ -31,7 +31,7 @@ use nix::errno::Errno;
 use serde::{Deserialize, Serialize};
 
 use super::{RunContext, Workload};
-use crate::error::{bad_input, SystemFailure};
+use crate::error::{bad_param, SystemFailure};
 use crate::measure::{OpDef, OpId, Recorder};
 use loadfile::{Kind, Op};
 
@@ -628,28 +628,38 @@ impl Workload for Clients {
 
     fn validate(&self) -> Result<()> {
         if self.clients.is_empty() {
-            return Err(bad_input("--clients needs at least one count"));
+            return Err(bad_param("clients", "--clients needs at least one count"));
         }
         if let Some(&c) = self.clients.iter().find(|&&c| c == 0 || c > 4096) {
-            return Err(bad_input(format!("--clients {c}: use 1 to 4096 clients")));
+            return Err(bad_param(
+                "clients",
+                format!("--clients {c}: use 1 to 4096 clients"),
+            ));
         }
         if self.time.is_none() && self.loops.is_none() {
-            return Err(bad_input(
+            return Err(bad_param(
+                "time",
                 "give --time or --loops (or both), or the run would never end",
             ));
         }
         if let Some(t) = self.time {
             if t.is_nan() || t <= 0.0 {
-                return Err(bad_input("--time must be more than 0s"));
+                return Err(bad_param("time", "--time must be more than 0s"));
             }
         }
         if self.loops == Some(0) {
-            return Err(bad_input("--loops must be 1 or more"));
+            return Err(bad_param("loops", "--loops must be 1 or more"));
         }
         if let Some(p) = &self.loadfile {
             cached_load(p)?;
         } else if self.mix_files == 0 || self.mix_ops == 0 || self.mix_dirs == 0 {
-            return Err(bad_input(
+            let field = match (self.mix_dirs, self.mix_files) {
+                (0, _) => "mix_dirs",
+                (_, 0) => "mix_files",
+                _ => "mix_ops",
+            };
+            return Err(bad_param(
+                field,
                 "--mix-dirs, --mix-files and --mix-ops must be 1 or more",
             ));
         }

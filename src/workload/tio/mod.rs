@@ -38,7 +38,7 @@ use anyhow::{Context, Result};
 use serde::{Deserialize, Serialize};
 
 use super::{params, RunContext, Workload};
-use crate::error::{bad_input, SystemFailure};
+use crate::error::{bad_input, bad_param, SystemFailure};
 use crate::measure::{OpDef, OpId, Recorder};
 use crate::units::{format_size, Size};
 
@@ -865,67 +865,86 @@ impl Workload for Tio {
 
     fn validate(&self) -> Result<()> {
         if self.latency_probe && (self.engine != Engine::Psync || !self.latency) {
-            return Err(bad_input(
+            return Err(bad_param(
+                "latency_probe",
                 "--latency-probe works with --engine psync and latency recording on",
             ));
         }
         if self.threads.is_empty() || self.mode.is_empty() || self.block.is_empty() {
-            return Err(bad_input(
+            let field = match (self.threads.is_empty(), self.mode.is_empty()) {
+                (true, _) => "threads",
+                (_, true) => "mode",
+                _ => "block",
+            };
+            return Err(bad_param(
+                field,
                 "--threads, --mode and --block need at least one value each",
             ));
         }
         if let Some(&t) = self.threads.iter().find(|&&t| t == 0 || t > 4096) {
-            return Err(bad_input(format!("--threads {t}: use 1 to 4096 threads")));
+            return Err(bad_param(
+                "threads",
+                format!("--threads {t}: use 1 to 4096 threads"),
+            ));
         }
         for b in &self.block {
             let b = b.bytes();
             if b < 512 || b % 512 != 0 {
-                return Err(bad_input(format!(
-                    "--block {}: a block must be a multiple of 512 bytes (e.g. 4K, 128K)",
-                    format_size(b)
-                )));
+                return Err(bad_param(
+                    "block",
+                    format!(
+                        "--block {}: a block must be a multiple of 512 bytes (e.g. 4K, 128K)",
+                        format_size(b)
+                    ),
+                ));
             }
             if b > (64 << 20) {
-                return Err(bad_input(format!(
-                    "--block {}: at most 64M per request",
-                    format_size(b)
-                )));
+                return Err(bad_param(
+                    "block",
+                    format!("--block {}: at most 64M per request", format_size(b)),
+                ));
             }
             if b > self.file_size {
-                return Err(bad_input(format!(
+                return Err(bad_param("block", format!(
                     "--block {} is larger than --file-size {}; each thread needs at least one block",
                     format_size(b),
                     format_size(self.file_size)
                 )));
             }
             if self.file_size % b != 0 {
-                return Err(bad_input(format!(
-                    "--file-size {} is not a whole number of {} blocks",
-                    format_size(self.file_size),
-                    format_size(b)
-                )));
+                return Err(bad_param(
+                    "file_size",
+                    format!(
+                        "--file-size {} is not a whole number of {} blocks",
+                        format_size(self.file_size),
+                        format_size(b)
+                    ),
+                ));
             }
         }
         if self.iodepth == 0 || self.iodepth > 4096 {
-            return Err(bad_input(format!(
-                "--iodepth {}: use 1 to 4096",
-                self.iodepth
-            )));
+            return Err(bad_param(
+                "iodepth",
+                format!("--iodepth {}: use 1 to 4096", self.iodepth),
+            ));
         }
         if self.engine == Engine::Psync && self.iodepth > 1 {
-            return Err(bad_input(format!(
+            return Err(bad_param(
+                "iodepth",
+                format!(
                 "--iodepth {} needs --engine io_uring (psync has one request in flight per thread)",
                 self.iodepth
-            )));
+            ),
+            ));
         }
         if let Some(t) = self.time {
             if t.is_nan() || t <= 0.0 {
-                return Err(bad_input("--time must be more than 0s"));
+                return Err(bad_param("time", "--time must be more than 0s"));
             }
         }
         if self.engine == Engine::IoUring && !self.engine_fallback {
             if let Err(e) = uring::kernel_check(self.iodepth) {
-                return Err(bad_input(format!(
+                return Err(bad_param("engine", format!(
                     "--engine io_uring: {e}; use --engine psync, or add --engine-fallback to use psync when io_uring is refused"
                 )));
             }
