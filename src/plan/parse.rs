@@ -16,7 +16,7 @@ use super::{
     AUTO_MIN_REPS, DEFAULT_SEED,
 };
 use crate::error::bad_input;
-use crate::testbed::{default_workdir, split_words, Backing, FsKind, JournalSpec, TestbedSpec};
+use crate::testbed::{default_workdir, Backing, FsKind, JournalSpec, TestbedInput, TestbedSpec};
 use crate::units::{format_size, parse_size};
 use crate::workload::{registry, sweep, ColdMode, Workload};
 
@@ -372,10 +372,6 @@ fn parse_testbed(
         None => 2 << 30,
     };
     let size_span = r.size.as_ref().map_or(t.span(), |s| s.span());
-    let mkfs_opts = match &r.mkfs {
-        Some(m) => split_words(m.get_ref()).map_err(|e| src.err(m.span(), "mkfs", e))?,
-        None => Vec::new(),
-    };
     let journal = match &r.journal {
         Some(j) => Some(
             j.get_ref()
@@ -414,52 +410,38 @@ fn parse_testbed(
         }
         None => None,
     };
-    let workdir = opts
-        .workdir
-        .clone()
-        .or_else(|| r.workdir.as_ref().map(|w| PathBuf::from(w.get_ref())))
-        .unwrap_or_else(|| default_workdir(backing));
-    let spec = TestbedSpec {
-        label: r
-            .label
-            .as_ref()
-            .map_or_else(|| fs.name().to_string(), |l| l.get_ref().clone()),
+    let text = |v: &Option<Spanned<String>>| v.as_ref().map(|m| m.get_ref().clone());
+    let spec = TestbedSpec::build(TestbedInput {
         fs,
         size,
-        mkfs_opts,
-        mount_opts: r
-            .mount
-            .as_ref()
-            .map(|m| m.get_ref().clone())
-            .unwrap_or_default(),
+        mkfs: text(&r.mkfs).unwrap_or_default(),
+        mount: text(&r.mount).unwrap_or_default(),
         journal,
         backing,
-        workdir,
-        loop_direct_io: match &r.loop_direct_io {
-            Some(b) => *b.get_ref(),
-            None => true,
-        },
+        workdir: opts
+            .workdir
+            .clone()
+            .or_else(|| text(&r.workdir).map(PathBuf::from)),
+        loop_direct_io: r.loop_direct_io.as_ref().is_none_or(|b| *b.get_ref()),
         device: None,
-    };
-    if let Err(e) = spec.validate() {
-        let msg = e.to_string();
-        let (field, span) = if msg.contains("--fs-size") {
-            ("size", size_span.clone())
-        } else if msg.contains("--journal") {
-            ("journal", r.journal.as_ref().map_or(t.span(), |j| j.span()))
-        } else if msg.contains("label") {
-            ("label", r.label.as_ref().map_or(t.span(), |l| l.span()))
-        } else if msg.contains("--mkfs-opts") {
-            ("mkfs", r.mkfs.as_ref().map_or(t.span(), |m| m.span()))
-        } else {
-            ("testbed", t.span())
+        label: text(&r.label),
+    })
+    .map_err(|e| {
+        // The field the error names, where the plan writes it (the table when absent).
+        let field = crate::error::bad_field(&e);
+        let span = match field {
+            Some("size") => Some(size_span.clone()),
+            Some("journal") => r.journal.as_ref().map(|j| j.span()),
+            Some("mkfs") => r.mkfs.as_ref().map(|m| m.span()),
+            Some("label") => r.label.as_ref().map(|l| l.span()),
+            _ => None,
         };
-        let msg = msg
-            .replace("--fs-size", "size")
-            .replace("--journal", "journal")
-            .replace("--mkfs-opts", "mkfs");
-        return Err(src.err(span, field, msg));
-    }
+        src.err(
+            span.unwrap_or(t.span()),
+            field.unwrap_or("testbed"),
+            format!("{e:#}"),
+        )
+    })?;
     Ok((
         PlanTestbed {
             spec,
@@ -903,6 +885,18 @@ file_size = "64K"
         );
         let e = err(&OK.replace("label = \"a\"", "label = \"ext4\""));
         assert!(e.contains("two testbeds"), "{e}");
+        // The spec's own checks name their field; the plan points at where it is written.
+        let e = err(&OK.replace("label = \"a\"", "label = \"a b\""));
+        assert!(e.starts_with("t.toml:7:9: label: testbed label"), "{e}");
+        let e = err(&OK
+            .replace("mount = \"data=writeback\"", "journal = \"ram:1M\"")
+            .replace(
+                "fs = \"ext4\"\nsize = \"256M\"",
+                "fs = \"ext2\"\nsize = \"256M\"",
+            ));
+        assert!(e.starts_with("t.toml:11:11: journal: --journal"), "{e}");
+        let e = err(&OK.replace("mkfs = \"-O ^extent\"", "mkfs = \"-O '^extent\""));
+        assert!(e.starts_with("t.toml:10:8: mkfs:"), "{e}");
         let e = err(&OK.replace("file_size = \"64K\"", "file_size = \"100M\""));
         assert!(
             e.starts_with("t.toml:9:8:") && e.contains("needs about"),

@@ -25,7 +25,8 @@ pub use loopdev::LoopDevice;
 pub use memlimit::{meminfo, own_peak_rss, own_rss, CgroupVersion, MemCharger, MemLimit};
 pub use mkfs::{mkfs_command, MkfsCommand};
 pub use spec::{
-    default_workdir, find_program, split_words, Backing, FsKind, JournalSpec, TestbedSpec,
+    default_workdir, find_program, split_words, Backing, FsKind, JournalSpec, TestbedInput,
+    TestbedSpec,
 };
 
 use crate::error::bad_input;
