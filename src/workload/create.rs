@@ -56,7 +56,7 @@ pub struct Create {
     pub threads: u32,
     /// none: no sync; file: fsync before each close (fs_mark's default -S 1); end: one
     /// syncfs per worker after its last file, inside the phase.
-    #[arg(long, value_name = "none|file|end", default_value = "none")]
+    #[arg(long, value_name = "none|file|end", default_value = "none", value_parser = params::item::<FsyncMode>)]
     pub fsync: FsyncMode,
     /// Files per subdirectory of each worker's directory (fs_mark -N); 0 puts them all in it.
     #[arg(long, value_name = "K", default_value_t = 0)]

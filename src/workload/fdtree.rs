@@ -46,8 +46,9 @@ use crate::units::Size;
 
 /// The four scenarios of the journal-size study (Linux Magazine, 2009), with fdtree's own
 /// parameters: `-s 1` (4 KiB) and `-s 1000` (4,096,000 bytes, the study's "4 MiB") files.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize, clap::ValueEnum)]
 #[serde(rename_all = "kebab-case")]
+#[value(rename_all = "kebab-case")]
 pub enum Scenario {
     /// 4 KiB files, shallow tree: L=3 D=20 F=40 (8421 dirs, 336840 files).
     SmallShallow,
@@ -92,14 +93,7 @@ impl Scenario {
 impl FromStr for Scenario {
     type Err = String;
     fn from_str(s: &str) -> Result<Self, Self::Err> {
-        Self::ALL
-            .into_iter()
-            .find(|sc| sc.name() == s.trim())
-            .ok_or_else(|| {
-                format!(
-                    "unknown scenario {s:?}; use small-shallow, small-deep, medium-shallow or medium-deep"
-                )
-            })
+        super::params::parse_value("scenario", s)
     }
 }
 
@@ -157,7 +151,7 @@ pub struct FdtreeSpec {
     /// Any of --levels, --dirs-per-level, --files-per-dir, --file-size given as well overrides
     /// the scenario's value, e.g. --file-size 400K scales a medium scenario down to fit a
     /// smaller testbed (the result records the values used).
-    #[arg(long, value_name = "NAME", verbatim_doc_comment)]
+    #[arg(long, value_name = "NAME", verbatim_doc_comment, value_parser = super::params::item::<Scenario>)]
     pub scenario: Option<Scenario>,
     /// Directory levels below the base (fdtree -l) [default: 4].
     #[arg(long, value_name = "L")]
@@ -182,7 +176,7 @@ pub struct FdtreeSpec {
     /// When data is forced out: none (fdtree never syncs), file (fsync before each close),
     /// end (one syncfs at the end of each create and remove phase, inside its time)
     /// [default: none].
-    #[arg(long, value_name = "none|file|end")]
+    #[arg(long, value_name = "none|file|end", value_parser = super::params::item::<FsyncMode>)]
     pub fsync: Option<FsyncMode>,
     /// Add a `stat` phase after file_create: stat every file (as mdtest does) and check its
     /// size. --cold applies before it.

@@ -27,8 +27,9 @@ use crate::error::{bad_input, bad_param};
 use crate::measure::OpDef;
 
 /// The order files are created in.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize, clap::ValueEnum)]
 #[serde(rename_all = "lowercase")]
+#[value(rename_all = "lowercase")]
 pub enum Order {
     /// File 1 in every directory, then file 2 in every directory, … (the study's order).
     Interleaved,
@@ -39,11 +40,7 @@ pub enum Order {
 impl FromStr for Order {
     type Err = String;
     fn from_str(s: &str) -> Result<Self, Self::Err> {
-        match s.trim() {
-            "interleaved" => Ok(Self::Interleaved),
-            "grouped" => Ok(Self::Grouped),
-            _ => Err(format!("unknown order {s:?}; use interleaved or grouped")),
-        }
+        super::params::parse_value("order", s)
     }
 }
 
@@ -73,7 +70,8 @@ pub struct Interleave {
     #[arg(
         long,
         value_name = "interleaved|grouped",
-        default_value = "interleaved"
+        default_value = "interleaved",
+        value_parser = super::params::item::<Order>
     )]
     pub order: Order,
     /// How the cache is made cold before the timed removal (the study rebooted): remount

@@ -61,3 +61,56 @@ pub enum ScaleClass {
     /// Kept as written.
     Fixed,
 }
+
+/// `FromStr` of a parameter's enum: its `clap::ValueEnum` names, which are its serde names
+/// (both derived from the variants with the same `rename_all`), with an error listing them.
+pub fn parse_value<T: clap::ValueEnum>(what: &str, s: &str) -> Result<T, String> {
+    T::from_str(s.trim(), true).map_err(|_| {
+        let names: Vec<String> = T::value_variants()
+            .iter()
+            .filter_map(|v| v.to_possible_value())
+            .map(|p| p.get_name().to_string())
+            .collect();
+        let list = match names.split_last() {
+            Some((last, rest)) if !rest.is_empty() => format!("{} or {last}", rest.join(", ")),
+            _ => names.join(""),
+        };
+        format!("unknown {what} {s:?}; use {list}")
+    })
+}
+
+#[cfg(test)]
+#[allow(clippy::unwrap_used)]
+mod tests {
+    use super::*;
+
+    /// A parameter enum's command-line names are its plan (serde) names, and parse back.
+    fn same_names<T>()
+    where
+        T: clap::ValueEnum
+            + serde::Serialize
+            + serde::de::DeserializeOwned
+            + PartialEq
+            + std::fmt::Debug,
+    {
+        for v in T::value_variants() {
+            let name = v.to_possible_value().unwrap().get_name().to_string();
+            assert_eq!(serde_json::to_value(v).unwrap(), serde_json::json!(name));
+            assert_eq!(
+                &serde_json::from_value::<T>(serde_json::json!(name)).unwrap(),
+                v
+            );
+        }
+    }
+
+    #[test]
+    fn parameter_enums_have_one_set_of_names() {
+        same_names::<super::super::tree::FsyncMode>();
+        same_names::<super::super::interleave::Order>();
+        same_names::<super::super::fdtree::Scenario>();
+        same_names::<super::super::tio::Mode>();
+        same_names::<super::super::tio::Engine>();
+        let e = parse_value::<super::super::interleave::Order>("order", "random").unwrap_err();
+        assert_eq!(e, "unknown order \"random\"; use interleaved or grouped");
+    }
+}

@@ -27,8 +27,9 @@ use crate::error::{bad_param, SystemFailure};
 use crate::measure::{OpDef, Recorder};
 
 /// When data is forced to disk.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize, clap::ValueEnum)]
 #[serde(rename_all = "lowercase")]
+#[value(rename_all = "lowercase")]
 pub enum FsyncMode {
     /// Never: the phase ends when the last close returns (data may still be in the page cache).
     None,
@@ -41,12 +42,7 @@ pub enum FsyncMode {
 impl FromStr for FsyncMode {
     type Err = String;
     fn from_str(s: &str) -> Result<Self, Self::Err> {
-        match s.trim() {
-            "none" => Ok(Self::None),
-            "file" => Ok(Self::File),
-            "end" => Ok(Self::End),
-            _ => Err(format!("unknown fsync mode {s:?}; use none, file or end")),
-        }
+        params::parse_value("fsync mode", s)
     }
 }
 
@@ -75,7 +71,7 @@ pub struct Tree {
     pub block: u64,
     /// When data is forced out: none (phase ends at the last close), file (fsync before each
     /// close), end (one syncfs inside each phase).
-    #[arg(long, value_name = "none|file|end", default_value = "end")]
+    #[arg(long, value_name = "none|file|end", default_value = "end", value_parser = params::item::<FsyncMode>)]
     pub fsync: FsyncMode,
 }
 

@@ -45,8 +45,9 @@ use crate::units::{format_size, Size};
 pub use fiemap::{record as layout_record, LayoutRecord};
 
 /// What each thread does with its region.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Serialize, Deserialize)]
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Serialize, Deserialize, clap::ValueEnum)]
 #[serde(rename_all = "lowercase")]
+#[value(rename_all = "lowercase")]
 pub enum Mode {
     /// Create and fill the region front to back.
     Seqwrite,
@@ -88,12 +89,7 @@ impl Mode {
 impl FromStr for Mode {
     type Err = String;
     fn from_str(s: &str) -> Result<Self, Self::Err> {
-        Mode::ALL
-            .into_iter()
-            .find(|m| m.name() == s.trim().to_ascii_lowercase())
-            .ok_or_else(|| {
-                format!("unknown mode {s:?}; use seqwrite, randwrite, seqread or randread")
-            })
+        params::parse_value("mode", s)
     }
 }
 
@@ -104,25 +100,22 @@ impl fmt::Display for Mode {
 }
 
 /// How requests are issued.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize, Default)]
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize, Default, clap::ValueEnum)]
+#[serde(rename_all = "snake_case")]
+#[value(rename_all = "snake_case")]
 pub enum Engine {
     /// pread(2)/pwrite(2): one request in flight per thread.
     #[default]
-    #[serde(rename = "psync")]
     Psync,
     /// io_uring with `iodepth` requests in flight per thread.
-    #[serde(rename = "io_uring")]
+    #[value(alias = "io-uring", alias = "uring")]
     IoUring,
 }
 
 impl FromStr for Engine {
     type Err = String;
     fn from_str(s: &str) -> Result<Self, Self::Err> {
-        match s.trim() {
-            "psync" => Ok(Self::Psync),
-            "io_uring" | "io-uring" | "uring" => Ok(Self::IoUring),
-            _ => Err(format!("unknown engine {s:?}; use psync or io_uring")),
-        }
+        params::parse_value("engine", s)
     }
 }
 
@@ -225,7 +218,7 @@ pub struct Tio {
     #[arg(long, value_name = "none|end|every:N", default_value = "end")]
     pub fsync: FsyncPolicy,
     /// How requests are issued: psync (pread/pwrite) or io_uring.
-    #[arg(long, value_name = "psync|io_uring", default_value = "psync")]
+    #[arg(long, value_name = "psync|io_uring", default_value = "psync", value_parser = params::item::<Engine>)]
     pub engine: Engine,
     /// Requests in flight per thread (io_uring only).
     #[arg(long, value_name = "Q", default_value_t = 1)]
