@@ -1,5 +1,7 @@
 //! Workloads: what is done to the filesystem, in measured phases. One file per workload; each
-//! implements [`Workload`] and is registered in [`crate::cli`] by one line.
+//! implements [`Workload`], its parameters are one struct (`clap::Args` + serde, see
+//! [`params`]), and it is registered by one line in [`registry`], which makes it a plan kind
+//! and a `fsgauge bench` subcommand.
 //!
 //! A workload gets a [`RunContext`]: its own directory on the target, the seed, the cold-cache
 //! rule, and [`RunContext::phase`] to run a measured phase on one or more workers.

@@ -11,7 +11,7 @@
 //! phase the layout of every written file is recorded (extents per file, layout score).
 //!
 //! The study made a fresh filesystem for every run. With a testbed and `fresh_fs` (the default),
-//! callers run each cell as its own run (see [`Tio::cells`]), so every cell gets a new
+//! callers run each cell as its own run (see [`crate::workload::sweep`]), so every cell gets a new
 //! filesystem and its own result file; in a `--dir`, all cells run in one run, one after another,
 //! each in a directory of its own that is removed afterwards.
 //!
