@@ -8,8 +8,17 @@
 
 /// Bad input: a flag, plan field or size that cannot be used. Nothing was created.
 #[derive(Debug, thiserror::Error)]
-#[error("{0}")]
-pub struct BadInput(pub String);
+#[error("{msg}")]
+pub struct BadInput {
+    /// What is wrong and what to do, naming the flag (`--threads 0: use 1 to 4096 threads`).
+    pub msg: String,
+    /// The parameter at fault, under its plan-file name (`threads`), when one is: a plan
+    /// points at where it is written.
+    pub field: Option<&'static str>,
+    /// Further parameters that share the fault with `field` (`levels` with `dirs_per_level`
+    /// when only their combination is too large).
+    pub also: &'static [&'static str],
+}
 
 /// The filesystem under test misbehaved: data did not verify, or an operation failed mid-phase.
 #[derive(Debug, thiserror::Error)]
@@ -45,7 +54,51 @@ fn signal_name(sig: i32) -> String {
 
 /// Shorthand: an `anyhow::Error` carrying [`BadInput`].
 pub fn bad_input(msg: impl Into<String>) -> anyhow::Error {
-    anyhow::Error::new(BadInput(msg.into()))
+    anyhow::Error::new(BadInput {
+        msg: msg.into(),
+        field: None,
+        also: &[],
+    })
+}
+
+/// An `anyhow::Error` carrying [`BadInput`] about one parameter (its plan-file name).
+pub fn bad_param(field: &'static str, msg: impl Into<String>) -> anyhow::Error {
+    anyhow::Error::new(BadInput {
+        msg: msg.into(),
+        field: Some(field),
+        also: &[],
+    })
+}
+
+/// An `anyhow::Error` carrying [`BadInput`] about parameters that are at fault only together
+/// (the first is where a plan points).
+pub fn bad_params(fields: &'static [&'static str], msg: impl Into<String>) -> anyhow::Error {
+    anyhow::Error::new(BadInput {
+        msg: msg.into(),
+        field: fields.first().copied(),
+        also: fields.get(1..).unwrap_or(&[]),
+    })
+}
+
+/// Every parameter an error is about: [`bad_field`]'s, then those that share the fault.
+pub fn bad_fields(err: &anyhow::Error) -> Vec<&'static str> {
+    err.chain()
+        .find_map(|c| c.downcast_ref::<BadInput>())
+        .map(|b| {
+            b.field
+                .iter()
+                .copied()
+                .chain(b.also.iter().copied())
+                .collect()
+        })
+        .unwrap_or_default()
+}
+
+/// The parameter an error is about, when it is a [`BadInput`] that names one.
+pub fn bad_field(err: &anyhow::Error) -> Option<&'static str> {
+    err.chain()
+        .find_map(|c| c.downcast_ref::<BadInput>())
+        .and_then(|b| b.field)
 }
 
 /// The documented exit code for an error chain.

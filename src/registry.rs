@@ -3,8 +3,11 @@
 //! and the command-line flags name the same things.
 
 use anyhow::Result;
+use clap::{ArgMatches, Args, Command, FromArgMatches};
 use serde::de::DeserializeOwned;
 
+use crate::results::RunResult;
+use crate::workload::params::ScaleClass;
 use crate::workload::Workload;
 
 /// A registered workload kind.
@@ -14,67 +17,189 @@ pub struct WorkloadKind {
     /// One line for listings.
     pub about: &'static str,
     /// Builds the workload from its parameters (without `kind`).
-    pub build: fn(serde_json::Value) -> Result<Box<dyn Workload>, String>,
+    pub build: fn(serde_json::Value) -> Result<Box<dyn Workload>, BuildError>,
+    /// `fsgauge bench NAME`, for kinds whose parameter struct derives `clap::Args` (the others
+    /// have commands of their own).
+    pub bench: Option<Bench>,
+    /// How its parameters react to `--scale` where they differ from every kind's (see
+    /// `plan::scale`).
+    pub scales: &'static [(&'static str, ScaleClass)],
+}
+
+/// How a kind is run by `fsgauge bench NAME`.
+#[derive(Clone, Copy)]
+pub struct Bench {
+    /// Adds the kind's flags to its subcommand.
+    pub args: fn(Command) -> Command,
+    /// Reads the kind's parameters back from the parsed flags.
+    pub from_args: fn(&ArgMatches) -> Result<Box<dyn Workload>, clap::Error>,
+    /// Runs as one job over the ranks of `mpirun` (with `--features mpi`); kinds without it
+    /// refuse to run under mpirun.
+    pub distributed: bool,
+    /// The terminal tables of its results; the phase table when absent.
+    pub tables: Option<fn(&[RunResult]) -> String>,
+    /// The sweep as CSV (written next to the results, and `--csv` prints it).
+    pub csv: Option<fn(&[RunResult]) -> String>,
+}
+
+/// Parameters that do not make a workload of the kind: what is wrong, and the parameter at
+/// fault (its plan-file name) when the deserializer was inside one.
+#[derive(Debug, thiserror::Error)]
+#[error("{msg}")]
+pub struct BuildError {
+    /// The parameter (top-level key) the error is in.
+    pub field: Option<String>,
+    pub msg: String,
 }
 
 fn build<T: Workload + DeserializeOwned + 'static>(
     v: serde_json::Value,
-) -> Result<Box<dyn Workload>, String> {
-    serde_json::from_value::<T>(v)
+) -> Result<Box<dyn Workload>, BuildError> {
+    serde_path_to_error::deserialize::<_, T>(v)
         .map(|w| Box::new(w) as Box<dyn Workload>)
-        .map_err(|e| e.to_string())
+        .map_err(|e| BuildError {
+            field: e.path().iter().find_map(|seg| match seg {
+                serde_path_to_error::Segment::Map { key } => Some(key.clone()),
+                _ => None,
+            }),
+            msg: e.into_inner().to_string(),
+        })
 }
+
+fn from_args<W: Workload + From<A> + 'static, A: FromArgMatches>(
+    m: &ArgMatches,
+) -> Result<Box<dyn Workload>, clap::Error> {
+    A::from_arg_matches(m).map(|a| Box::new(W::from(a)) as Box<dyn Workload>)
+}
+
+impl WorkloadKind {
+    /// A kind usable from plans.
+    const fn plan<T: Workload + DeserializeOwned + 'static>(
+        name: &'static str,
+        about: &'static str,
+    ) -> Self {
+        Self {
+            name,
+            about,
+            build: build::<T>,
+            bench: None,
+            scales: &[],
+        }
+    }
+
+    /// A kind usable from plans and as `fsgauge bench NAME`, its flags the struct's own.
+    const fn bench<T: Workload + DeserializeOwned + Args + FromArgMatches + 'static>(
+        name: &'static str,
+        about: &'static str,
+    ) -> Self {
+        Self::bench_as::<T, T>(name, about)
+    }
+
+    /// As [`Self::bench`], for a workload whose flags are the form `A` it is resolved from.
+    const fn bench_as<
+        T: Workload + DeserializeOwned + From<A> + 'static,
+        A: Args + FromArgMatches + 'static,
+    >(
+        name: &'static str,
+        about: &'static str,
+    ) -> Self {
+        Self {
+            bench: Some(Bench {
+                args: A::augment_args,
+                from_args: from_args::<T, A>,
+                distributed: false,
+                tables: None,
+                csv: None,
+            }),
+            ..Self::plan::<T>(name, about)
+        }
+    }
+
+    /// Runs over all ranks of an MPI job.
+    const fn distributed(mut self) -> Self {
+        if let Some(b) = &mut self.bench {
+            b.distributed = true;
+        }
+        self
+    }
+
+    /// Its parameters scale so (where they differ from every kind's).
+    const fn scales(mut self, scales: &'static [(&'static str, ScaleClass)]) -> Self {
+        self.scales = scales;
+        self
+    }
+
+    /// Its results print as these tables (and CSV).
+    const fn tables(
+        mut self,
+        tables: fn(&[RunResult]) -> String,
+        csv: Option<fn(&[RunResult]) -> String>,
+    ) -> Self {
+        if let Some(b) = &mut self.bench {
+            b.tables = Some(tables);
+            b.csv = csv;
+        }
+        self
+    }
+}
+
+/// Every kind, one line each: adding a workload is its file and its line here.
+static KINDS: &[WorkloadKind] = &[
+    WorkloadKind::bench::<crate::workload::tree::Tree>(
+        "tree",
+        "low-memory study: mkdir + one open/write/close per file, then rm -rf",
+    )
+    .scales(crate::workload::tree::SCALES),
+    WorkloadKind::bench_as::<crate::workload::fdtree::Fdtree, crate::workload::fdtree::FdtreeSpec>(
+        "fdtree",
+        "journal-size study: fdtree's dir create, file create, file remove, dir remove",
+    )
+    .distributed(),
+    WorkloadKind::bench::<crate::workload::interleave::Interleave>(
+        "interleave",
+        "inode-reservation study: files created round-robin across dirs, cold rm -rf",
+    )
+    .scales(crate::workload::interleave::SCALES),
+    WorkloadKind::bench::<crate::workload::create::Create>(
+        "create",
+        "fs_mark-style small-file creation rate, latency per syscall",
+    )
+    .distributed(),
+    WorkloadKind::bench::<crate::workload::tio::Tio>(
+        "tio",
+        "block-reservation study: threaded I/O (tiobench), threads x mode x block",
+    )
+    .distributed()
+    .tables(
+        crate::workload::tio::table::sweep_tables,
+        Some(crate::workload::tio::table::sweep_csv),
+    ),
+    WorkloadKind::bench::<crate::workload::clients::Clients>(
+        "clients",
+        "block-reservation study: N clients replaying a dbench loadfile or a file-server mix",
+    )
+    .distributed()
+    .tables(
+        crate::workload::clients::table::tables,
+        Some(crate::workload::clients::table::csv),
+    ),
+    WorkloadKind::plan::<crate::age::Age>(
+        "age",
+        "fragmentation study: age to usage checkpoints (fill, round-robin append, churn)",
+    ),
+    WorkloadKind::plan::<crate::workload::readtest::ReadTest>(
+        "read",
+        "fragmentation study: read the tree in walk, random and block order; stat rate",
+    ),
+    WorkloadKind::plan::<crate::exercise::Exercise>(
+        "exercise",
+        "integrity exerciser (fsx-like): random operations verified against a model",
+    ),
+];
 
 /// All kinds, one line each.
 pub fn kinds() -> &'static [WorkloadKind] {
-    &[
-        WorkloadKind {
-            name: "tree",
-            about: "low-memory study: mkdir + one open/write/close per file, then rm -rf",
-            build: build::<crate::workload::tree::Tree>,
-        },
-        WorkloadKind {
-            name: "fdtree",
-            about: "journal-size study: fdtree's dir create, file create, file remove, dir remove",
-            build: build::<crate::workload::fdtree::Fdtree>,
-        },
-        WorkloadKind {
-            name: "interleave",
-            about: "inode-reservation study: files created round-robin across dirs, cold rm -rf",
-            build: build::<crate::workload::interleave::Interleave>,
-        },
-        WorkloadKind {
-            name: "create",
-            about: "fs_mark-style small-file creation rate, latency per syscall",
-            build: build::<crate::workload::create::Create>,
-        },
-        WorkloadKind {
-            name: "tio",
-            about: "block-reservation study: threaded I/O (tiobench), threads x mode x block",
-            build: build::<crate::workload::tio::Tio>,
-        },
-        WorkloadKind {
-            name: "clients",
-            about: "block-reservation study: N clients replaying a dbench loadfile or a file-server mix",
-            build: build::<crate::workload::clients::Clients>,
-        },
-        WorkloadKind {
-            name: "age",
-            about:
-                "fragmentation study: age to usage checkpoints (fill, round-robin append, churn)",
-            build: build::<crate::age::Age>,
-        },
-        WorkloadKind {
-            name: "read",
-            about: "fragmentation study: read the tree in walk, random and block order; stat rate",
-            build: build::<crate::workload::readtest::ReadTest>,
-        },
-        WorkloadKind {
-            name: "exercise",
-            about: "integrity exerciser (fsx-like): random operations verified against a model",
-            build: build::<crate::exercise::Exercise>,
-        },
-    ]
+    KINDS
 }
 
 /// Looks a kind up by name.
@@ -94,7 +219,114 @@ mod tests {
         assert_eq!(w.params()["file_size"], 4096);
         assert_eq!(w.params()["files"], 10);
         let e = (tree.build)(serde_json::json!({"dirz": 2})).err().unwrap();
-        assert!(e.contains("dirz"), "{e}");
+        assert!(e.to_string().contains("dirz"), "{e}");
+        assert_eq!(e.field.as_deref(), Some("dirz"));
+        let e = (tree.build)(serde_json::json!({"files": "ten"}))
+            .err()
+            .unwrap();
+        assert_eq!(e.field.as_deref(), Some("files"), "{e}");
         assert!(find("nope").is_none());
+    }
+
+    #[test]
+    fn declared_fields_scale_and_others_stay() {
+        use crate::plan::scale::apply;
+        let p = serde_json::json!({"dirs": 14, "files": 10, "file_size": "4M", "block": "1M"});
+        let s = apply("fdtree", &p, 2.5);
+        assert_eq!(s["files"], 25);
+        assert_eq!(apply("tree", &p, 2.5)["files"], 10);
+        assert_eq!(s["file_size"], 10 << 20);
+        assert_eq!(s["dirs"], 14);
+        assert_eq!(s["block"], "1M");
+        let i = apply(
+            "interleave",
+            &serde_json::json!({"dirs": 100, "files": 14}),
+            0.5,
+        );
+        assert_eq!(
+            (i["dirs"].as_u64(), i["files"].as_u64()),
+            (Some(50), Some(14))
+        );
+        let tiny = apply(
+            "fdtree",
+            &serde_json::json!({"files": 1, "file_size": 4096}),
+            0.01,
+        );
+        assert_eq!(
+            (tiny["files"].as_u64(), tiny["file_size"].as_u64()),
+            (Some(1), Some(4096))
+        );
+    }
+
+    /// The kind's workload from a command line (`fsgauge bench KIND ARGS…`).
+    fn from_flags(kind: &WorkloadKind, args: &[&str]) -> Box<dyn Workload> {
+        let b = kind.bench.expect("a bench kind");
+        let m = (b.args)(Command::new(kind.name).no_binary_name(true))
+            .try_get_matches_from(args)
+            .unwrap();
+        (b.from_args)(&m).unwrap()
+    }
+
+    #[test]
+    fn flags_and_plan_tables_give_the_same_parameters() {
+        for k in kinds().iter().filter(|k| k.bench.is_some()) {
+            let flags = from_flags(k, &[]).params();
+            let plan = (k.build)(serde_json::json!({})).unwrap().params();
+            assert_eq!(flags, plan, "{}: defaults", k.name);
+        }
+        let cases: [(&str, &[&str], serde_json::Value); 4] = [
+            (
+                "tio",
+                &[
+                    "--threads",
+                    "1, 8",
+                    "--mode",
+                    "randread",
+                    "--block",
+                    "4K,1M",
+                    "--time",
+                    "30s",
+                    "--no-latency",
+                    "--fresh-fs",
+                    "off",
+                ],
+                serde_json::json!({"threads": [1, 8], "mode": "randread", "block": ["4K", "1M"], "time": "30s", "latency": false, "fresh_fs": false}),
+            ),
+            (
+                "clients",
+                &["--clients", "1,4,8", "--loops", "3"],
+                serde_json::json!({"clients": [1, 4, 8], "loops": 3, "time": null}),
+            ),
+            (
+                "fdtree",
+                &[
+                    "--scenario",
+                    "small-deep",
+                    "--levels",
+                    "2",
+                    "--file-size",
+                    "8K",
+                ],
+                serde_json::json!({"scenario": "small-deep", "levels": 2, "file_size": "8K"}),
+            ),
+            (
+                "tree",
+                &["--dirs", "3", "--file-size", "64K", "--fsync", "file"],
+                serde_json::json!({"dirs": 3, "file_size": "64K", "fsync": "file"}),
+            ),
+        ];
+        for (name, args, table) in cases {
+            let k = find(name).unwrap();
+            assert_eq!(
+                from_flags(k, args).params(),
+                (k.build)(table).unwrap().params(),
+                "{name}"
+            );
+        }
+        // Without --loops, clients run 60 s, from flags as from plans.
+        assert_eq!(
+            from_flags(find("clients").unwrap(), &[]).params()["time"],
+            60.0
+        );
     }
 }

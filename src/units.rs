@@ -201,16 +201,25 @@ impl serde::Serialize for Size {
 
 impl<'de> serde::Deserialize<'de> for Size {
     fn deserialize<D: serde::Deserializer<'de>>(d: D) -> Result<Self, D::Error> {
-        #[derive(serde::Deserialize)]
-        #[serde(untagged)]
-        enum Raw {
-            N(u64),
-            S(String),
+        struct SizeVisitor;
+        impl serde::de::Visitor<'_> for SizeVisitor {
+            type Value = Size;
+            fn expecting(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+                f.write_str("a size: a byte count or size text like \"64M\"")
+            }
+            fn visit_u64<E: serde::de::Error>(self, n: u64) -> Result<Size, E> {
+                Ok(Size(n))
+            }
+            fn visit_i64<E: serde::de::Error>(self, n: i64) -> Result<Size, E> {
+                u64::try_from(n)
+                    .map(Size)
+                    .map_err(|_| E::invalid_value(serde::de::Unexpected::Signed(n), &self))
+            }
+            fn visit_str<E: serde::de::Error>(self, s: &str) -> Result<Size, E> {
+                parse_size(s).map(Size).map_err(E::custom)
+            }
         }
-        match Raw::deserialize(d)? {
-            Raw::N(n) => Ok(Size(n)),
-            Raw::S(s) => parse_size(&s).map(Size).map_err(serde::de::Error::custom),
-        }
+        d.deserialize_any(SizeVisitor)
     }
 }
 
@@ -218,6 +227,24 @@ impl<'de> serde::Deserialize<'de> for Size {
 /// so that plan files and JSON parameters take the same sizes as the flags.
 pub fn de_size<'de, D: serde::Deserializer<'de>>(d: D) -> Result<u64, D::Error> {
     <Size as serde::Deserialize>::deserialize(d).map(Size::bytes)
+}
+
+/// serde `deserialize_with` for an optional duration: seconds as a number, or duration text
+/// (`"30s"`, `"5m"`).
+pub fn de_opt_seconds<'de, D: serde::Deserializer<'de>>(d: D) -> Result<Option<f64>, D::Error> {
+    #[derive(serde::Deserialize)]
+    #[serde(untagged)]
+    enum Raw {
+        N(f64),
+        S(String),
+    }
+    match <Option<Raw> as serde::Deserialize>::deserialize(d)? {
+        None => Ok(None),
+        Some(Raw::N(n)) => Ok(Some(n)),
+        Some(Raw::S(s)) => parse_duration(&s)
+            .map(|d| Some(d.as_secs_f64()))
+            .map_err(serde::de::Error::custom),
+    }
 }
 
 /// serde `deserialize_with` for sweep parameters: one value (`threads = 4`) or a list

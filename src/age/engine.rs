@@ -34,7 +34,7 @@ use sha2::{Digest, Sha256};
 
 use super::dist::SizeDist;
 use super::shape::{DepthDist, TreeShape};
-use crate::error::bad_input;
+use crate::error::{bad_input, bad_param};
 use crate::measure::{OpDef, Recorder};
 use crate::sys::{self, fs_error, Dir};
 use crate::units::format_size;
@@ -161,49 +161,63 @@ impl AgeParams {
     /// Checks everything that does not need the filesystem. Errors are bad input.
     pub fn validate(&self) -> Result<()> {
         if self.usage.is_empty() {
-            return Err(bad_input(
+            return Err(bad_param(
+                "usage",
                 "--usage needs at least one percentage, e.g. 25,50,75",
             ));
         }
         for u in &self.usage {
             if !u.is_finite() || *u <= 0.0 || *u > 100.0 {
-                return Err(bad_input(format!(
-                    "--usage {u}: a usage checkpoint is a percentage above 0 and at most 100"
-                )));
+                return Err(bad_param(
+                    "usage",
+                    format!(
+                        "--usage {u}: a usage checkpoint is a percentage above 0 and at most 100"
+                    ),
+                ));
             }
         }
         for w in self.usage.windows(2) {
             if w[1] <= w[0] {
-                return Err(bad_input(format!(
+                return Err(bad_param(
+                    "usage",
+                    format!(
                     "--usage {}: checkpoints must be ascending (each one continues from the last)",
                     self.usage
                         .iter()
                         .map(|u| pct_label(*u))
                         .collect::<Vec<_>>()
                         .join(",")
-                )));
+                ),
+                ));
             }
         }
         SizeDist::parse(&self.dist)?;
         if let Some(d) = &self.depth_dist {
-            DepthDist::parse(d).map_err(|e| bad_input(format!("--depth-dist: {e}")))?;
+            DepthDist::parse(d)
+                .map_err(|e| bad_param("depth_dist", format!("--depth-dist: {e}")))?;
         }
         if let Some(d) = &self.append_dist {
             SizeDist::parse(d).map_err(|e| e.context("--append-dist"))?;
         } else if self.append == 0 {
-            return Err(bad_input("--append must be at least 1 byte"));
+            return Err(bad_param("append", "--append must be at least 1 byte"));
         }
         if self.block == 0 || self.block > (1 << 30) {
-            return Err(bad_input("--block must be between 1 byte and 1G"));
+            return Err(bad_param("block", "--block must be between 1 byte and 1G"));
         }
         if self.mode == AgeMode::Churn && !(self.churn.is_finite() && self.churn > 0.0) {
-            return Err(bad_input(format!(
-                "--churn {}: give a positive multiple of the filesystem size, e.g. 3x",
-                self.churn
-            )));
+            return Err(bad_param(
+                "churn",
+                format!(
+                    "--churn {}: give a positive multiple of the filesystem size, e.g. 3x",
+                    self.churn
+                ),
+            ));
         }
         if self.prealloc && self.mode != AgeMode::Append {
-            return Err(bad_input("--prealloc applies to --mode append only"));
+            return Err(bad_param(
+                "prealloc",
+                "--prealloc applies to --mode append only",
+            ));
         }
         Ok(())
     }

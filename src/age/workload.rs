@@ -242,7 +242,7 @@ mod tests {
         let e = (age.build)(serde_json::json!({"usage": [25], "tre": "2x3"}))
             .err()
             .unwrap();
-        assert!(e.contains("tre"), "{e}");
+        assert!(e.to_string().contains("tre"), "{e}");
         let bad = (age.build)(serde_json::json!({"usage": [120]})).unwrap();
         assert!(bad.validate().unwrap_err().to_string().contains("120"));
         let read = find("read").unwrap();

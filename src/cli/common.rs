@@ -10,7 +10,7 @@ use crate::error::bad_input;
 use crate::measure::Progress;
 use crate::results::RunResult;
 use crate::runner::{Outcome, Place, RunOptions};
-use crate::testbed::{default_workdir, split_words, Backing, FsKind, JournalSpec, TestbedSpec};
+use crate::testbed::{Backing, FsKind, JournalSpec, TestbedInput, TestbedSpec};
 use crate::units::Size;
 use crate::workload::ColdMode;
 
@@ -53,7 +53,7 @@ pub struct TestbedArgs {
     pub workdir: Option<PathBuf>,
     /// Direct I/O from the loop device to its image, so the host's page cache stays out of the
     /// figures.
-    #[arg(long, value_name = "on|off", default_value = "on", value_parser = on_off, action = clap::ArgAction::Set)]
+    #[arg(long, value_name = "on|off", default_value = "on", value_parser = crate::workload::params::on_off, action = clap::ArgAction::Set)]
     pub loop_direct_io: bool,
     /// Format this block device instead of an image (destroys its data; needs --destroy-data).
     #[arg(long, value_name = "DEV", requires = "destroy_data")]
@@ -69,37 +69,23 @@ pub struct TestbedArgs {
     pub dir: Option<PathBuf>,
 }
 
-fn on_off(s: &str) -> Result<bool, String> {
-    match s {
-        "on" | "true" | "yes" => Ok(true),
-        "off" | "false" | "no" => Ok(false),
-        _ => Err(format!("{s:?} is not on or off")),
-    }
-}
-
 impl TestbedArgs {
     /// The testbed spec, when `--fs` was given.
     pub fn spec(&self) -> Result<Option<TestbedSpec>> {
         let Some(fs) = self.fs else { return Ok(None) };
-        let mkfs_opts =
-            split_words(&self.mkfs_opts).map_err(|e| bad_input(format!("--mkfs-opts: {e}")))?;
-        let spec = TestbedSpec {
-            label: self.label.clone().unwrap_or_else(|| fs.name().to_string()),
+        TestbedSpec::build(TestbedInput {
             fs,
             size: self.fs_size.bytes(),
-            mkfs_opts,
-            mount_opts: self.mount_opts.clone(),
+            mkfs: self.mkfs_opts.clone(),
+            mount: self.mount_opts.clone(),
             journal: self.journal,
             backing: self.backing,
-            workdir: self
-                .workdir
-                .clone()
-                .unwrap_or_else(|| default_workdir(self.backing)),
+            workdir: self.workdir.clone(),
             loop_direct_io: self.loop_direct_io,
             device: self.device.clone(),
-        };
-        spec.validate()?;
-        Ok(Some(spec))
+            label: self.label.clone(),
+        })
+        .map(Some)
     }
 
     /// Where to run: the testbed or the directory; one of the two is required.

@@ -22,7 +22,7 @@ use super::engine::{Config, Exerciser, Step};
 use super::ops::OpKind;
 use super::replay::ReplayLog;
 use super::report::Failure;
-use crate::error::{bad_input, SystemFailure};
+use crate::error::{bad_input, bad_param, SystemFailure};
 use crate::measure::{OpDef, OpId, PhaseMeter, Recorder};
 use crate::units::Overflow;
 use crate::workload::{ColdMode, RunContext, Target, Workload};
@@ -38,7 +38,7 @@ pub struct Exercise {
     pub ops: Option<u64>,
     /// Run for this many seconds (per exerciser, all at once); plan files also take
     /// durations like "10m".
-    #[serde(deserialize_with = "de_opt_duration")]
+    #[serde(deserialize_with = "crate::units::de_opt_seconds")]
     pub time: Option<f64>,
     /// The file never grows past this.
     #[serde(deserialize_with = "crate::units::de_size")]
@@ -86,23 +86,6 @@ impl Default for Exercise {
             replay: None,
             inject: Vec::new(),
         }
-    }
-}
-
-/// Seconds as a number, or a duration text (`"90s"`, `"1h"`).
-fn de_opt_duration<'de, D: serde::Deserializer<'de>>(d: D) -> Result<Option<f64>, D::Error> {
-    #[derive(Deserialize)]
-    #[serde(untagged)]
-    enum Raw {
-        N(f64),
-        S(String),
-    }
-    match Option::<Raw>::deserialize(d)? {
-        None => Ok(None),
-        Some(Raw::N(n)) => Ok(Some(n)),
-        Some(Raw::S(s)) => crate::units::parse_duration(&s)
-            .map(|t| Some(t.as_secs_f64()))
-            .map_err(serde::de::Error::custom),
     }
 }
 
@@ -210,21 +193,30 @@ impl Workload for Exercise {
 
     fn validate(&self) -> Result<()> {
         if self.procs == 0 {
-            return Err(bad_input("--procs must be 1 or more"));
+            return Err(bad_param("procs", "--procs must be 1 or more"));
         }
         if self.max_len == 0 || self.max_op_len == 0 {
-            return Err(bad_input(
+            let field = if self.max_len == 0 {
+                "max_len"
+            } else {
+                "max_op_len"
+            };
+            return Err(bad_param(
+                field,
                 "--max-len and --max-op-len must be at least 1 byte",
             ));
         }
         if self.max_len > (1 << 34) {
-            return Err(bad_input(format!(
-                "--max-len {} is over 16G; the model keeps the whole file in memory",
-                crate::units::format_size(self.max_len)
-            )));
+            return Err(bad_param(
+                "max_len",
+                format!(
+                    "--max-len {} is over 16G; the model keeps the whole file in memory",
+                    crate::units::format_size(self.max_len)
+                ),
+            ));
         }
         if self.max_op_len > self.max_len {
-            return Err(bad_input(format!(
+            return Err(bad_param("max_op_len", format!(
                 "--max-op-len {} is larger than --max-len {}; an operation cannot be longer than the file may grow",
                 self.max_op_len, self.max_len
             )));
@@ -243,33 +235,36 @@ impl Workload for Exercise {
             }
         }
         if self.direct && self.pollute_eof {
-            return Err(bad_input(
+            return Err(bad_param(
+                "pollute_eof",
                 "--pollute-eof writes through mmap and does not go with --direct",
             ));
         }
         if self.no.contains(&OpKind::Write) || self.weights.get(&OpKind::Write) == Some(&0) {
-            return Err(bad_input(
+            return Err(bad_param(
+                "no",
                 "--no write: writes cannot be turned off (without them there is nothing to verify)",
             ));
         }
         if self.file.is_empty() || self.file.ends_with('/') {
-            return Err(bad_input(format!(
-                "--file {:?} is not a file name",
-                self.file
-            )));
+            return Err(bad_param(
+                "file",
+                format!("--file {:?} is not a file name", self.file),
+            ));
         }
         if self.ops == Some(0) {
-            return Err(bad_input("--ops must be 1 or more"));
+            return Err(bad_param("ops", "--ops must be 1 or more"));
         }
         if let Some(t) = self.time {
             if t.is_nan() || t <= 0.0 {
-                return Err(bad_input("--time must be longer than zero"));
+                return Err(bad_param("time", "--time must be longer than zero"));
             }
         }
         if let Some(r) = &self.replay {
             ReplayLog::load(r)?;
             if self.procs > 1 {
-                return Err(bad_input(
+                return Err(bad_param(
+                    "replay",
                     "--replay re-runs one exerciser's log; leave out --procs",
                 ));
             }
@@ -759,11 +754,11 @@ mod tests {
         let e = (kind.build)(serde_json::json!({"max_lenn": 1}))
             .err()
             .unwrap();
-        assert!(e.contains("max_lenn"), "{e}");
+        assert!(e.to_string().contains("max_lenn"), "{e}");
         let e = (kind.build)(serde_json::json!({"no": ["frob"]}))
             .err()
             .unwrap();
-        assert!(e.contains("unknown operation"), "{e}");
+        assert!(e.to_string().contains("unknown operation"), "{e}");
     }
 
     #[test]

@@ -37,6 +37,10 @@
 //! file_size = "8M"
 //! ```
 //!
+//! A list on a workload's sweep axis (`threads = [1, 4, 8]`, `mode = [...]`) is a sweep: with
+//! `fresh = "per-run"` every cell is its own run on a fresh filesystem with its own result (as
+//! `fsgauge bench KIND --fs` runs it); with `"per-testbed"` the cells are phases of one run.
+//!
 //! `layout = true` records block layout and free space at each run's layout point. `[age]`
 //! holds the parameters of the `age` workload (e.g. `mode = "append"`, `usage = [75.0]`): every
 //! run's filesystem is aged first, and the workload then runs on the aged filesystem; the aging
@@ -45,7 +49,7 @@
 mod execute;
 mod parse;
 pub mod presets;
-mod scale;
+pub(crate) mod scale;
 
 use std::sync::Arc;
 

@@ -17,9 +17,9 @@ use super::{
 };
 use crate::error::bad_input;
 use crate::registry;
-use crate::testbed::{default_workdir, split_words, Backing, FsKind, JournalSpec, TestbedSpec};
+use crate::testbed::{default_workdir, Backing, FsKind, JournalSpec, TestbedInput, TestbedSpec};
 use crate::units::{format_size, parse_size};
-use crate::workload::{ColdMode, Workload};
+use crate::workload::{sweep, ColdMode, Workload};
 
 /// A line and column in a plan file, both from 1.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
@@ -207,7 +207,12 @@ pub fn parse(text: &str, source: &str, opts: &ParseOptions) -> Result<Plan> {
 
     let mut workloads = Vec::new();
     for w in &raw.workload {
-        workloads.push(parse_workload(&src, w, scale_f)?);
+        let pw = parse_workload(&src, w, scale_f)?;
+        if fresh == Fresh::PerRun {
+            workloads.extend(split_cells(&src, w, pw)?);
+        } else {
+            workloads.push(pw);
+        }
     }
     let mut testbeds: Vec<PlanTestbed> = Vec::new();
     let mut spans = Vec::new();
@@ -368,10 +373,6 @@ fn parse_testbed(
         None => 2 << 30,
     };
     let size_span = r.size.as_ref().map_or(t.span(), |s| s.span());
-    let mkfs_opts = match &r.mkfs {
-        Some(m) => split_words(m.get_ref()).map_err(|e| src.err(m.span(), "mkfs", e))?,
-        None => Vec::new(),
-    };
     let journal = match &r.journal {
         Some(j) => Some(
             j.get_ref()
@@ -410,52 +411,38 @@ fn parse_testbed(
         }
         None => None,
     };
-    let workdir = opts
-        .workdir
-        .clone()
-        .or_else(|| r.workdir.as_ref().map(|w| PathBuf::from(w.get_ref())))
-        .unwrap_or_else(|| default_workdir(backing));
-    let spec = TestbedSpec {
-        label: r
-            .label
-            .as_ref()
-            .map_or_else(|| fs.name().to_string(), |l| l.get_ref().clone()),
+    let text = |v: &Option<Spanned<String>>| v.as_ref().map(|m| m.get_ref().clone());
+    let spec = TestbedSpec::build(TestbedInput {
         fs,
         size,
-        mkfs_opts,
-        mount_opts: r
-            .mount
-            .as_ref()
-            .map(|m| m.get_ref().clone())
-            .unwrap_or_default(),
+        mkfs: text(&r.mkfs).unwrap_or_default(),
+        mount: text(&r.mount).unwrap_or_default(),
         journal,
         backing,
-        workdir,
-        loop_direct_io: match &r.loop_direct_io {
-            Some(b) => *b.get_ref(),
-            None => true,
-        },
+        workdir: opts
+            .workdir
+            .clone()
+            .or_else(|| text(&r.workdir).map(PathBuf::from)),
+        loop_direct_io: r.loop_direct_io.as_ref().is_none_or(|b| *b.get_ref()),
         device: None,
-    };
-    if let Err(e) = spec.validate() {
-        let msg = e.to_string();
-        let (field, span) = if msg.contains("--fs-size") {
-            ("size", size_span.clone())
-        } else if msg.contains("--journal") {
-            ("journal", r.journal.as_ref().map_or(t.span(), |j| j.span()))
-        } else if msg.contains("label") {
-            ("label", r.label.as_ref().map_or(t.span(), |l| l.span()))
-        } else if msg.contains("--mkfs-opts") {
-            ("mkfs", r.mkfs.as_ref().map_or(t.span(), |m| m.span()))
-        } else {
-            ("testbed", t.span())
+        label: text(&r.label),
+    })
+    .map_err(|e| {
+        // The field the error names, where the plan writes it (the table when absent).
+        let field = crate::error::bad_field(&e);
+        let span = match field {
+            Some("size") => Some(size_span.clone()),
+            Some("journal") => r.journal.as_ref().map(|j| j.span()),
+            Some("mkfs") => r.mkfs.as_ref().map(|m| m.span()),
+            Some("label") => r.label.as_ref().map(|l| l.span()),
+            _ => None,
         };
-        let msg = msg
-            .replace("--fs-size", "size")
-            .replace("--journal", "journal")
-            .replace("--mkfs-opts", "mkfs");
-        return Err(src.err(span, field, msg));
-    }
+        src.err(
+            span.unwrap_or(t.span()),
+            field.unwrap_or("testbed"),
+            format!("{e:#}"),
+        )
+    })?;
     Ok((
         PlanTestbed {
             spec,
@@ -561,86 +548,47 @@ fn build_workload(
         String::new()
     };
     let field_label = |k: &str| format!("{what} {} field `{k}`", kind.name);
-    // serde's message for a size that is neither a number nor size text says nothing useful.
-    let humanize = |msg: String| {
-        if msg.contains("untagged enum") {
-            "expected a size: a byte count or size text like \"64M\"".to_string()
-        } else {
-            msg
+    // Where a parameter is written (its value, or its key when `key`), from the parse tree;
+    // the whole table when the error names no parameter of it.
+    let at = |field: Option<&str>, key: bool| -> (Range<usize>, String) {
+        match field.and_then(|f| fields.iter().find(|(k, _)| k.get_ref() == f)) {
+            Some((k, v)) => (
+                if key { k.span() } else { v.span() },
+                field_label(k.get_ref()),
+            ),
+            None => (w.span(), format!("{what} {}", kind.name)),
         }
     };
-
-    // Which field a failure belongs to: build with that field alone (the others at their
-    // defaults); the first one that fails on its own is the culprit.
-    let blame = |check: &dyn Fn(&serde_json::Value) -> Option<String>| {
-        for (k, v) in &fields {
-            let single = serde_json::json!({ k.get_ref().clone(): scaled[k.get_ref()].clone() });
-            if let Some(msg) = check(&single) {
-                return Some((k.get_ref().clone(), v.span(), humanize(msg)));
-            }
-        }
-        None
-    };
-    let workload: Box<dyn Workload> = match (kind.build)(scaled.clone()) {
+    let workload: Box<dyn Workload> = match (kind.build)(scaled) {
         Ok(w) => w,
         Err(e) => {
-            if let Some(name) = e
-                .strip_prefix("unknown field `")
-                .and_then(|rest| rest.split('`').next())
-            {
-                if let Some((k, _)) = fields.iter().find(|(k, _)| k.get_ref() == name) {
-                    return Err(src.err(k.span(), &field_label(name), e));
-                }
-            }
-            return Err(match blame(&|single| (kind.build)(single.clone()).err()) {
-                Some((k, span, msg)) => {
-                    src.err(span, &field_label(&k), format!("{msg}{scaled_note}"))
-                }
-                None => src.err(
-                    w.span(),
-                    &format!("{what} {}", kind.name),
-                    format!("{}{scaled_note}", humanize(e)),
-                ),
-            });
+            // An unknown field fails at its key, before its value is read.
+            let key = e
+                .field
+                .as_deref()
+                .is_some_and(|f| !kind_fields(kind).contains(&f.to_string()));
+            let (span, label) = at(e.field.as_deref(), key);
+            return Err(src.err(span, &label, format!("{}{scaled_note}", e.msg)));
         }
     };
     if let Err(e) = workload.validate() {
-        // Every field that fails on its own shares the blame (levels = 1000 with
-        // dirs_per_level = 1000 are both too large), and the message is the one of the values
-        // as given, not of one field beside the others' defaults.
-        let culprits: Vec<_> = fields
-            .iter()
-            .filter(|(k, _)| {
-                let single =
-                    serde_json::json!({ k.get_ref().clone(): scaled[k.get_ref()].clone() });
-                (kind.build)(single)
-                    .ok()
-                    .is_some_and(|w| w.validate().is_err())
-            })
-            .collect();
-        return Err(match culprits.as_slice() {
-            [] => src.err(
-                w.span(),
-                &format!("{what} {}", kind.name),
+        let fields_at_fault = crate::error::bad_fields(&e);
+        if let [_, _, ..] = fields_at_fault.as_slice() {
+            // Only the combination is at fault (levels with dirs_per_level): name them all, at
+            // the first that is written in the plan.
+            let names: Vec<String> = fields_at_fault.iter().map(|f| format!("`{f}`")).collect();
+            let span = fields_at_fault
+                .iter()
+                .find_map(|f| fields.iter().find(|(k, _)| k.get_ref() == f))
+                .map_or_else(|| w.span(), |(_, v)| v.span());
+            return Err(src.err(
+                span,
+                &format!("{what} {} fields {}", kind.name, names.join(" and ")),
                 format!("{e}{scaled_note}"),
-            ),
-            [(k, v)] => src.err(
-                v.span(),
-                &field_label(k.get_ref()),
-                format!("{e}{scaled_note}"),
-            ),
-            [(_, first), ..] => {
-                let names: Vec<String> = culprits
-                    .iter()
-                    .map(|(k, _)| format!("`{}`", k.get_ref()))
-                    .collect();
-                src.err(
-                    first.span(),
-                    &format!("{what} {} fields {}", kind.name, names.join(" and ")),
-                    format!("{e}{scaled_note}"),
-                )
-            }
-        });
+            ));
+        }
+        let (span, label) = at(crate::error::bad_field(&e), false);
+        return Err(src.err(span, &label, format!("{e}{scaled_note}")));
     }
     // Estimates over 64 bits are refused here, at the workload's table, so nothing later (the
     // testbed fit, --dry-run's estimate, the runs) sees a wrapped figure.
@@ -661,6 +609,51 @@ fn build_workload(
         workload: Arc::from(workload),
         at: src.loc(w.span().start),
     })
+}
+
+/// With `fresh = "per-run"`, a workload whose sweep has several cells becomes one entry per
+/// cell, so that each cell runs on its own fresh testbed with its own result, as
+/// `fsgauge bench KIND --fs` runs it. Each cell's `given` shows its own value on every axis.
+fn split_cells(src: &Src, w: &RawWorkload, pw: PlanWorkload) -> Result<Vec<PlanWorkload>> {
+    if !sweep::splits(&*pw.workload) {
+        return Ok(vec![pw]);
+    }
+    let cells = sweep::cells(&*pw.workload)
+        .map_err(|e| src.err(w.span(), &format!("[[workload]] {}", pw.kind), e))?;
+    Ok(cells
+        .into_iter()
+        .map(|cell| {
+            let mut given = pw.given.clone();
+            let params = cell.workload.params();
+            if let Some(map) = given.as_object_mut() {
+                for (axis, i) in &cell.at {
+                    let value = match map.get(*axis) {
+                        Some(serde_json::Value::Array(v)) => v.get(*i).cloned(),
+                        Some(_) => None,
+                        None => params[*axis].get(0).cloned(),
+                    };
+                    if let Some(v) = value {
+                        map.insert((*axis).to_string(), v);
+                    }
+                }
+            }
+            PlanWorkload {
+                kind: pw.kind,
+                ranks: pw.ranks,
+                given,
+                workload: Arc::from(cell.workload),
+                at: pw.at,
+            }
+        })
+        .collect())
+}
+
+/// The parameter names of a kind: the keys of its defaults.
+fn kind_fields(kind: &registry::WorkloadKind) -> Vec<String> {
+    (kind.build)(serde_json::json!({}))
+        .ok()
+        .and_then(|w| w.params().as_object().map(|m| m.keys().cloned().collect()))
+        .unwrap_or_default()
 }
 
 /// Filesystems keep space for metadata and the journal: 90% of the size is usable.
@@ -902,6 +895,12 @@ file_size = "64K"
         assert!(e.contains("file_size"), "{e}");
         let e = err(&OK.replace("dirs = 2", "dirs = 0"));
         assert!(e.starts_with("t.toml:20:8:"), "{e}");
+        // A validation error names its parameter (typed), found in the table by that name.
+        let e = err(&OK.replace("file_size = \"64K\"", "file_size = \"64K\"\nblock = \"2G\""));
+        assert!(
+            e.starts_with("t.toml:23:9: [[workload]] tree field `block`: --block over 1G"),
+            "{e}"
+        );
         let e = err(&OK.replace("kind = \"tree\"", "kind = \"trees\""));
         assert!(e.starts_with("t.toml:19:8:"), "{e}");
         assert!(e.contains("\"tree\""), "{e}");
@@ -939,6 +938,18 @@ file_size = "64K"
         );
         let e = err(&OK.replace("label = \"a\"", "label = \"ext4\""));
         assert!(e.contains("two testbeds"), "{e}");
+        // The spec's own checks name their field; the plan points at where it is written.
+        let e = err(&OK.replace("label = \"a\"", "label = \"a b\""));
+        assert!(e.starts_with("t.toml:7:9: label: testbed label"), "{e}");
+        let e = err(&OK
+            .replace("mount = \"data=writeback\"", "journal = \"ram:1M\"")
+            .replace(
+                "fs = \"ext4\"\nsize = \"256M\"",
+                "fs = \"ext2\"\nsize = \"256M\"",
+            ));
+        assert!(e.starts_with("t.toml:11:11: journal: --journal"), "{e}");
+        let e = err(&OK.replace("mkfs = \"-O ^extent\"", "mkfs = \"-O '^extent\""));
+        assert!(e.starts_with("t.toml:10:8: mkfs:"), "{e}");
         let e = err(&OK.replace("file_size = \"64K\"", "file_size = \"100M\""));
         assert!(
             e.starts_with("t.toml:9:8:") && e.contains("needs about"),

@@ -29,7 +29,8 @@ pub use memlimit::{CgroupVersion, MemCharger, MemLimit};
 pub use mkfs::{mkfs_command, MkfsCommand};
 pub use rundir::RunDir;
 pub use spec::{
-    default_workdir, find_program, split_words, Backing, FsKind, JournalSpec, TestbedSpec,
+    default_workdir, find_program, split_words, Backing, FsKind, JournalSpec, TestbedInput,
+    TestbedSpec,
 };
 
 use crate::error::bad_input;

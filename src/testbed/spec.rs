@@ -7,7 +7,7 @@ use std::str::FromStr;
 
 use serde::{Deserialize, Serialize};
 
-use crate::error::bad_input;
+use crate::error::{bad_input, bad_param};
 use crate::units::{format_size, parse_size};
 
 /// A filesystem fsgauge can build. One place knows each kind's tools and limits.
@@ -205,7 +205,47 @@ pub fn default_workdir(backing: Backing) -> PathBuf {
     }
 }
 
+/// A testbed as the flags or a plan's `[[testbed]]` give it, before defaults are filled in.
+#[derive(Debug, Clone)]
+pub struct TestbedInput {
+    pub fs: FsKind,
+    pub size: u64,
+    /// mkfs arguments as one string of words (`"-O ^extent -I 256"`).
+    pub mkfs: String,
+    pub mount: String,
+    pub journal: Option<JournalSpec>,
+    pub backing: Backing,
+    /// Where images go; [`default_workdir`] of the backing when absent.
+    pub workdir: Option<PathBuf>,
+    pub loop_direct_io: bool,
+    pub device: Option<PathBuf>,
+    /// The label; the filesystem kind when absent.
+    pub label: Option<String>,
+}
+
 impl TestbedSpec {
+    /// The one way a spec is made from what a user wrote (flags or a plan): defaults filled in
+    /// and validated. Errors are [`crate::error::BadInput`] naming the field at fault (its plan
+    /// name: `size`, `mkfs`, `journal`, `label`).
+    pub fn build(i: TestbedInput) -> anyhow::Result<Self> {
+        let mkfs_opts =
+            split_words(&i.mkfs).map_err(|e| bad_param("mkfs", format!("--mkfs-opts: {e}")))?;
+        let spec = TestbedSpec {
+            label: i.label.unwrap_or_else(|| i.fs.name().to_string()),
+            fs: i.fs,
+            size: i.size,
+            mkfs_opts,
+            mount_opts: i.mount,
+            journal: i.journal,
+            backing: i.backing,
+            workdir: i.workdir.unwrap_or_else(|| default_workdir(i.backing)),
+            loop_direct_io: i.loop_direct_io,
+            device: i.device,
+        };
+        spec.validate()?;
+        Ok(spec)
+    }
+
     /// A spec with defaults for everything but the kind and size.
     pub fn new(fs: FsKind, size: u64) -> Self {
         Self {
@@ -281,28 +321,37 @@ impl TestbedSpec {
     /// option syntax. Errors are [`crate::error::BadInput`].
     pub fn validate(&self) -> anyhow::Result<()> {
         if self.device.is_none() && self.size < self.fs.min_size() {
-            return Err(bad_input(format!(
-                "--fs-size {} is too small for {}: {} needs at least {} (mkfs refuses smaller)",
-                format_size(self.size),
-                self.fs,
-                self.fs.mkfs_program(),
-                format_size(self.fs.min_size())
-            )));
+            return Err(bad_param(
+                "size",
+                format!(
+                    "--fs-size {} is too small for {}: {} needs at least {} (mkfs refuses smaller)",
+                    format_size(self.size),
+                    self.fs,
+                    self.fs.mkfs_program(),
+                    format_size(self.fs.min_size())
+                ),
+            ));
         }
         if let Some(j) = &self.journal {
             if !self.fs.supports_external_journal() {
-                return Err(bad_input(format!(
-                    "--journal {j}: {} has no external journal; use ext3, ext4 or xfs",
-                    self.fs
-                )));
+                return Err(bad_param(
+                    "journal",
+                    format!(
+                        "--journal {j}: {} has no external journal; use ext3, ext4 or xfs",
+                        self.fs
+                    ),
+                ));
             }
             let (min, why) = self.journal_min()?;
             if j.size < min {
-                return Err(bad_input(format!(
-                    "--journal {j} is too small: {why}; give --journal {}:{} or more",
-                    j.backing,
-                    format_size(min)
-                )));
+                return Err(bad_param(
+                    "journal",
+                    format!(
+                        "--journal {j} is too small: {why}; give --journal {}:{} or more",
+                        j.backing,
+                        format_size(min)
+                    ),
+                ));
             }
         }
         if self
@@ -311,7 +360,8 @@ impl TestbedSpec {
             .any(|o| o == "-J" || o.starts_with("-Jdevice"))
             && self.journal.is_some()
         {
-            return Err(bad_input(
+            return Err(bad_param(
+                "mkfs",
                 "--mkfs-opts has -J and --journal is given too; pass the journal size with --journal ram:SIZE|file:SIZE only",
             ));
         }
@@ -323,10 +373,13 @@ impl TestbedSpec {
                 .chars()
                 .all(|c| c.is_ascii_alphanumeric() || "-_.".contains(c))
         {
-            return Err(bad_input(format!(
-                "testbed label {:?} must be letters, digits, '-', '_' or '.', not starting with '.'",
-                self.label
-            )));
+            return Err(bad_param(
+                "label",
+                format!(
+                    "testbed label {:?} must be letters, digits, '-', '_' or '.', not starting with '.'",
+                    self.label
+                ),
+            ));
         }
         Ok(())
     }

@@ -21,44 +21,47 @@ use rand::{RngCore, SeedableRng};
 use serde::{Deserialize, Serialize};
 
 use super::names::{check_inodes, digits, timed_syncfs, NameBuf};
+use super::params;
 use super::tree::FsyncMode;
 use super::{RunContext, Workload};
-use crate::error::bad_input;
+use crate::error::bad_param;
 use crate::measure::OpDef;
 use crate::sys::{fs_error, Dir};
 use crate::units::{blocks_4k, Overflow};
 
-/// Parameters of the create workload.
-#[derive(Debug, Clone, Serialize, Deserialize, PartialEq)]
+/// fs_mark-style small-file creation rate: per file open(O_CREAT), writes, optional fsync,
+/// close, each syscall timed on its own; then a remove phase (after --cold).
+#[derive(Debug, Clone, Serialize, Deserialize, PartialEq, clap::Args)]
 #[serde(default, deny_unknown_fields)]
+#[command(next_help_heading = "Workload")]
 pub struct Create {
-    /// Files each worker creates (fs_mark `-n`).
+    /// Files each worker creates (fs_mark -n).
+    #[arg(long, default_value_t = 10_000)]
     pub files: u64,
-    /// Size of every file, bytes (fs_mark `-s`).
+    /// Size of every file (fs_mark -s).
+    #[arg(long, value_name = "SIZE", default_value = "4K", value_parser = params::size)]
     #[serde(deserialize_with = "crate::units::de_size")]
     pub file_size: u64,
-    /// Size of each write(2) (fs_mark `-w`).
+    /// Size of each write(2) (fs_mark -w).
+    #[arg(long, value_name = "SIZE", default_value = "1M", value_parser = params::size)]
     #[serde(deserialize_with = "crate::units::de_size")]
     pub block: u64,
-    /// Workers, each in its own directory (fs_mark `-t`).
+    /// Workers started together, each in its own directory w<N> (fs_mark -t); files/s is the
+    /// aggregate and each worker's own figures are kept.
+    #[arg(long, value_name = "T", default_value_t = 1)]
     pub threads: u32,
-    /// none: no sync; file: fsync before each close (fs_mark's default); end: one syncfs per
-    /// worker after its last file.
+    /// none: no sync; file: fsync before each close (fs_mark's default -S 1); end: one
+    /// syncfs per worker after its last file, inside the phase.
+    #[arg(long, value_name = "none|file|end", default_value = "none", value_parser = params::item::<FsyncMode>)]
     pub fsync: FsyncMode,
-    /// Files per subdirectory of the worker's directory; 0 puts all files in it.
+    /// Files per subdirectory of each worker's directory (fs_mark -N); 0 puts them all in it.
+    #[arg(long, value_name = "K", default_value_t = 0)]
     pub files_per_dir: u64,
 }
 
 impl Default for Create {
     fn default() -> Self {
-        Self {
-            files: 10_000,
-            file_size: 4096,
-            block: 1 << 20,
-            threads: 1,
-            fsync: FsyncMode::None,
-            files_per_dir: 0,
-        }
+        super::params::defaults()
     }
 }
 
@@ -321,22 +324,25 @@ impl Workload for Create {
 
     fn validate(&self) -> Result<()> {
         if self.files == 0 {
-            return Err(bad_input("--files must be 1 or more"));
+            return Err(bad_param("files", "--files must be 1 or more"));
         }
         if self.threads == 0 || self.threads > 1024 {
-            return Err(bad_input(format!(
-                "--threads {}: use 1 to 1024 workers",
-                self.threads
-            )));
+            return Err(bad_param(
+                "threads",
+                format!("--threads {}: use 1 to 1024 workers", self.threads),
+            ));
         }
         if self.block == 0 || self.block > (1 << 30) {
-            return Err(bad_input("--block must be between 1 byte and 1G"));
+            return Err(bad_param("block", "--block must be between 1 byte and 1G"));
         }
         if self.total_files() > 1 << 40 {
-            return Err(bad_input(format!(
-                "--files {} × --threads {} is more files than any filesystem holds",
-                self.files, self.threads
-            )));
+            return Err(bad_param(
+                "files",
+                format!(
+                    "--files {} × --threads {} is more files than any filesystem holds",
+                    self.files, self.threads
+                ),
+            ));
         }
         Ok(())
     }

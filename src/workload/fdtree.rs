@@ -36,15 +36,16 @@ use serde::{Deserialize, Serialize};
 use super::names::{check_inodes, digits, ensure_fds, timed_syncfs, NameBuf, PATH_MAX};
 use super::tree::FsyncMode;
 use super::{RunContext, Workload};
-use crate::error::{bad_input, SystemFailure};
+use crate::error::{bad_input, bad_param, bad_params, SystemFailure};
 use crate::measure::{OpDef, OpId, Recorder};
 use crate::sys::{fs_error, Dir};
 use crate::units::{blocks_4k, Overflow, Size};
 
 /// The four scenarios of the journal-size study (Linux Magazine, 2009), with fdtree's own
 /// parameters: `-s 1` (4 KiB) and `-s 1000` (4,096,000 bytes, the study's "4 MiB") files.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize, clap::ValueEnum)]
 #[serde(rename_all = "kebab-case")]
+#[value(rename_all = "kebab-case")]
 pub enum Scenario {
     /// 4 KiB files, shallow tree: L=3 D=20 F=40 (8421 dirs, 336840 files).
     SmallShallow,
@@ -89,14 +90,7 @@ impl Scenario {
 impl FromStr for Scenario {
     type Err = String;
     fn from_str(s: &str) -> Result<Self, Self::Err> {
-        Self::ALL
-            .into_iter()
-            .find(|sc| sc.name() == s.trim())
-            .ok_or_else(|| {
-                format!(
-                    "unknown scenario {s:?}; use small-shallow, small-deep, medium-shallow or medium-deep"
-                )
-            })
+        super::params::parse_value("scenario", s)
     }
 }
 
@@ -128,20 +122,70 @@ pub struct Fdtree {
     pub tree_list: Option<PathBuf>,
 }
 
-/// Plan-file / flag form of [`Fdtree`]: everything optional, a scenario fills in the shape.
-#[derive(Debug, Clone, Default, Deserialize)]
+/// The fdtree metadata benchmark (journal-size study): a tree of 1 + D + … + D^L
+/// directories with F files of S bytes in each; phases dir_create (dirs/s), file_create
+/// (files/s, KiB/s), file_remove, dir_remove, plus optional stat and read.
+///
+/// Defaults are fdtree's: L=4 D=10 F=10 S=40K (11111 directories, 111110 files).
+/// --scenario picks one of the study's four (see below).
+///
+/// This is the plan-file and flag form of [`Fdtree`]: the shape is optional, a scenario fills
+/// it in.
+#[derive(Debug, Clone, Default, Deserialize, clap::Args)]
 #[serde(default, deny_unknown_fields)]
+#[command(next_help_heading = "Workload")]
 pub struct FdtreeSpec {
+    /// A scenario of the journal-size study (4 KiB or 4 MiB files, shallow or deep tree):
+    ///
+    ///   small-shallow   L=3  D=20 F=40 S=4K      8421 dirs  336840 files   1.3 GiB
+    ///   small-deep      L=10 D=3  F=4  S=4K     88573 dirs  354292 files   1.4 GiB
+    ///   medium-shallow  L=2  D=17 F=10 S=4000K    307 dirs    3070 files  11.7 GiB
+    ///   medium-deep     L=9  D=2  F=4  S=4000K   1023 dirs    4092 files  15.6 GiB
+    ///
+    /// (fdtree -l L -d D -f F -s S/4K; the "4 MiB" files are fdtree's -s 1000.)
+    ///
+    /// These are the study's full sizes.
+    /// Any of --levels, --dirs-per-level, --files-per-dir, --file-size given as well overrides
+    /// the scenario's value, e.g. --file-size 400K scales a medium scenario down to fit a
+    /// smaller testbed (the result records the values used).
+    #[arg(long, value_name = "NAME", verbatim_doc_comment, value_parser = super::params::item::<Scenario>)]
     pub scenario: Option<Scenario>,
+    /// Directory levels below the base (fdtree -l) [default: 4].
+    #[arg(long, value_name = "L")]
     pub levels: Option<u32>,
+    /// Subdirectories in every non-leaf directory (fdtree -d) [default: 10].
+    #[arg(long, value_name = "D")]
     pub dirs_per_level: Option<u64>,
+    /// Files in every directory (fdtree -f) [default: 10].
+    #[arg(long, value_name = "F")]
     pub files_per_dir: Option<u64>,
+    /// Size of every file (fdtree -s N means N × 4K) [default: 40K].
+    #[arg(long, value_name = "SIZE")]
     pub file_size: Option<Size>,
+    /// Size of each write(2) (fdtree's dd writes 4K blocks) [default: 4K].
+    #[arg(long, value_name = "SIZE")]
     pub block: Option<Size>,
+    /// Workers started together, each building, timing and removing its own tree
+    /// LEVEL0.<worker> (as parallel fdtree runs or mdtest -u): every count is T × one tree
+    /// [default: 1].
+    #[arg(long, value_name = "T")]
     pub threads: Option<u32>,
+    /// When data is forced out: none (fdtree never syncs), file (fsync before each close),
+    /// end (one syncfs at the end of each create and remove phase, inside its time)
+    /// [default: none].
+    #[arg(long, value_name = "none|file|end", value_parser = super::params::item::<FsyncMode>)]
     pub fsync: Option<FsyncMode>,
+    /// Add a `stat` phase after file_create: stat every file (as mdtest does) and check its
+    /// size. --cold applies before it.
+    #[arg(long)]
     pub stat: bool,
+    /// Add a `read` phase after file_create (and stat): read every file back and check its
+    /// length. --cold applies before it.
+    #[arg(long)]
     pub read: bool,
+    /// Write the tree as found on disk after file_create (one line per entry:
+    /// `d<TAB>path` or `f<TAB>size<TAB>path`, relative to the workload directory) to FILE.
+    #[arg(long, value_name = "FILE")]
     pub tree_list: Option<PathBuf>,
 }
 
@@ -915,24 +959,35 @@ impl Workload for Fdtree {
     fn validate(&self) -> Result<()> {
         let s = self.shown();
         if self.levels == 0 || self.dirs_per_level == 0 || self.files_per_dir == 0 {
-            return Err(bad_input(format!(
+            let field = match (self.levels, self.dirs_per_level) {
+                (0, _) => "levels",
+                (_, 0) => "dirs_per_level",
+                _ => "files_per_dir",
+            };
+            return Err(bad_param(
+                field,
+                format!(
                 "fdtree {s}: --levels, --dirs-per-level and --files-per-dir must all be 1 or more"
-            )));
+            ),
+            ));
         }
         if self.threads == 0 {
-            return Err(bad_input("--threads must be 1 or more"));
+            return Err(bad_param("threads", "--threads must be 1 or more"));
         }
         if self.threads > 1024 {
-            return Err(bad_input(format!(
-                "--threads {} is more than 1024 workers; each is a thread with its own tree",
-                self.threads
-            )));
+            return Err(bad_param(
+                "threads",
+                format!(
+                    "--threads {} is more than 1024 workers; each is a thread with its own tree",
+                    self.threads
+                ),
+            ));
         }
         if self.block == 0 || self.block > (1 << 30) {
-            return Err(bad_input("--block must be between 1 byte and 1G"));
+            return Err(bad_param("block", "--block must be between 1 byte and 1G"));
         }
         let Some(per_tree) = self.dirs_per_tree() else {
-            return Err(bad_input(format!(
+            return Err(bad_params(&["levels", "dirs_per_level"], format!(
                 "fdtree {s}: --levels {} with --dirs-per-level {} makes more than 2^64 directories per tree (1+D+…+D^L); use fewer levels or fewer directories per level",
                 self.levels, self.dirs_per_level
             )));
@@ -942,7 +997,7 @@ impl Workload for Fdtree {
             .and_then(|n| n.checked_mul(self.files_per_dir + 1))
             .is_none_or(|n| n > 1 << 40)
         {
-            return Err(bad_input(format!(
+            return Err(bad_params(&["levels", "dirs_per_level"], format!(
                 "fdtree {s}: --levels {} with --dirs-per-level {} makes {per_tree} directories per tree (1+D+…+D^L), and with --files-per-dir {} and --threads {} more entries than any filesystem holds; use fewer levels or fewer directories per level",
                 self.levels, self.dirs_per_level, self.files_per_dir, self.threads
             )));

@@ -20,14 +20,15 @@ use serde::{Deserialize, Serialize};
 use super::names::{check_inodes, digits, NameBuf};
 use super::tree::remove_tree_contents;
 use super::{ColdMode, RunContext, Workload};
-use crate::error::bad_input;
+use crate::error::{bad_input, bad_param};
 use crate::measure::OpDef;
 use crate::sys::{fs_error, Dir};
 use crate::units::{blocks_4k, Overflow};
 
 /// The order files are created in.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize, clap::ValueEnum)]
 #[serde(rename_all = "lowercase")]
+#[value(rename_all = "lowercase")]
 pub enum Order {
     /// File 1 in every directory, then file 2 in every directory, … (the study's order).
     Interleaved,
@@ -38,46 +39,63 @@ pub enum Order {
 impl FromStr for Order {
     type Err = String;
     fn from_str(s: &str) -> Result<Self, Self::Err> {
-        match s.trim() {
-            "interleaved" => Ok(Self::Interleaved),
-            "grouped" => Ok(Self::Grouped),
-            _ => Err(format!("unknown order {s:?}; use interleaved or grouped")),
-        }
+        super::params::parse_value("order", s)
     }
 }
 
-/// Parameters of the interleave workload.
-#[derive(Debug, Clone, Serialize, Deserialize, PartialEq)]
+/// The inode-reservation study: make --dirs directories, create --files files in each
+/// round-robin (file 1 everywhere, then file 2, …), make the cache cold, and time removing
+/// the tree as rm -rf does. Phases dir_create, file_create, remove.
+///
+/// The study's sizes are the defaults: 9890 directories × 14 files = 138460 files. The
+/// study rebooted after each operation: --cold applies between dir_create and
+/// file_create, --remove-cold before the removal.
+#[derive(Debug, Clone, Serialize, Deserialize, PartialEq, clap::Args)]
 #[serde(default, deny_unknown_fields)]
+#[command(next_help_heading = "Workload")]
 pub struct Interleave {
-    /// Directories under the workload root.
+    /// Directories under the workload directory.
+    #[arg(long, default_value_t = 9890)]
     pub dirs: u64,
     /// Files in each directory.
+    #[arg(long, default_value_t = 14)]
     pub files: u64,
-    /// Size of each file, bytes (the study did not say; empty files by default).
+    /// Size of every file (the study did not say; empty by default).
+    #[arg(long, value_name = "SIZE", default_value = "0", value_parser = super::params::size)]
     #[serde(deserialize_with = "crate::units::de_size")]
     pub file_size: u64,
-    /// Creation order.
+    /// interleaved: file 1 in every directory, then file 2 in every directory, … (the study);
+    /// grouped: all files of one directory before the next.
+    #[arg(
+        long,
+        value_name = "interleaved|grouped",
+        default_value = "interleaved",
+        value_parser = super::params::item::<Order>
+    )]
     pub order: Order,
-    /// How the cache is made cold before the removal (the study rebooted).
+    /// How the cache is made cold before the timed removal (the study rebooted): remount
+    /// (testbeds only), drop (sync + drop_caches) or none.
+    #[arg(long, value_name = "remount|drop|none", default_value = "remount")]
     pub remove_cold: ColdMode,
-    /// Write the tree as found on disk after file_create (before removal) to this file.
+    /// Write the tree as found on disk after file_create (one line per entry:
+    /// `d<TAB>path` or `f<TAB>size<TAB>path`, relative to the workload directory) to FILE.
+    #[arg(long, value_name = "FILE")]
     #[serde(skip_serializing_if = "Option::is_none")]
     pub tree_list: Option<std::path::PathBuf>,
 }
 
 impl Default for Interleave {
     fn default() -> Self {
-        Self {
-            dirs: 9890,
-            files: 14,
-            file_size: 0,
-            order: Order::Interleaved,
-            remove_cold: ColdMode::Remount,
-            tree_list: None,
-        }
+        super::params::defaults()
     }
 }
+
+/// Under `--scale` the inode-interleave study's 9890 directories are its amount of work; the
+/// 14 files per directory stay.
+pub const SCALES: &[(&str, super::params::ScaleClass)] = &[
+    ("dirs", super::params::ScaleClass::Count),
+    ("files", super::params::ScaleClass::Fixed),
+];
 
 const DIR_CREATE_OPS: [OpDef; 1] = [OpDef::primary("mkdir")];
 const FILE_CREATE_OPS: [OpDef; 2] = [OpDef::primary("create"), OpDef::secondary("write")];
@@ -217,22 +235,32 @@ impl Workload for Interleave {
 
     fn validate(&self) -> Result<()> {
         if self.dirs == 0 || self.files == 0 {
-            return Err(bad_input(format!(
-                "--dirs {} --files {}: both must be 1 or more",
-                self.dirs, self.files
-            )));
+            let field = if self.dirs == 0 { "dirs" } else { "files" };
+            return Err(bad_param(
+                field,
+                format!(
+                    "--dirs {} --files {}: both must be 1 or more",
+                    self.dirs, self.files
+                ),
+            ));
         }
         if self.total_files() > 1 << 40 {
-            return Err(bad_input(format!(
-                "--dirs {} × --files {} is more files than any filesystem holds",
-                self.dirs, self.files
-            )));
+            return Err(bad_param(
+                "dirs",
+                format!(
+                    "--dirs {} × --files {} is more files than any filesystem holds",
+                    self.dirs, self.files
+                ),
+            ));
         }
         if self.remove_cold != ColdMode::None && !nix::unistd::geteuid().is_root() {
-            return Err(bad_input(format!(
-                "--remove-cold {} needs root; run as root or use --remove-cold none",
-                self.remove_cold.name()
-            )));
+            return Err(bad_param(
+                "remove_cold",
+                format!(
+                    "--remove-cold {} needs root; run as root or use --remove-cold none",
+                    self.remove_cold.name()
+                ),
+            ));
         }
         Ok(())
     }

@@ -1,5 +1,7 @@
 //! Workloads: what is done to the filesystem, in measured phases. One file per workload; each
-//! implements [`Workload`] and is registered in [`crate::cli`] by one line.
+//! implements [`Workload`], its parameters are one struct (`clap::Args` + serde, see
+//! [`params`]), and it is registered by one line in [`registry`], which makes it a plan kind
+//! and a `fsgauge bench` subcommand.
 //!
 //! A workload gets a [`RunContext`]: its own directory on the target, the seed, the cold-cache
 //! rule, and [`RunContext::phase`] to run a measured phase on one or more workers.
@@ -11,7 +13,9 @@ pub mod create;
 pub mod fdtree;
 pub mod interleave;
 pub mod names;
+pub mod params;
 pub mod readtest;
+pub mod sweep;
 pub mod tio;
 pub mod tree;
 
@@ -46,6 +50,18 @@ pub trait Workload: Send + Sync {
     /// Checks parameters that depend on nothing else. Errors are bad input.
     fn validate(&self) -> Result<()> {
         Ok(())
+    }
+
+    /// The list-valued parameters that are sweep axes (outermost first): every combination of
+    /// their values is one cell (see [`sweep::cells`]), the same from flags and from plans.
+    fn sweep_axes(&self) -> &'static [&'static str] {
+        &[]
+    }
+
+    /// On a testbed, each cell of the sweep is its own run on a fresh filesystem, unless the
+    /// workload's own parameters ask for all cells in one run (tio's `--fresh-fs off`).
+    fn fresh_per_cell(&self) -> bool {
+        true
     }
 
     /// Runs the phases.

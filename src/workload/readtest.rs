@@ -26,7 +26,7 @@ use rand::SeedableRng;
 use serde::{Deserialize, Serialize};
 
 use super::{RunContext, Workload};
-use crate::error::{bad_input, SystemFailure};
+use crate::error::{bad_input, bad_param, SystemFailure};
 use crate::measure::{OpDef, Recorder};
 
 /// One phase of the read test.
@@ -272,12 +272,13 @@ impl Workload for ReadTest {
 
     fn validate(&self) -> Result<()> {
         if self.phases.is_empty() {
-            return Err(bad_input(
+            return Err(bad_param(
+                "phases",
                 "--phases needs at least one of walk,random,blockorder,stat",
             ));
         }
         if self.block == 0 || self.block > (1 << 30) {
-            return Err(bad_input("--block must be between 1 byte and 1G"));
+            return Err(bad_param("block", "--block must be between 1 byte and 1G"));
         }
         if let Some(p) = &self.path {
             let md = fs::metadata(p).map_err(|e| bad_input(format!("{}: {e}", p.display())))?;

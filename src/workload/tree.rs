@@ -16,16 +16,18 @@ use rand::{RngCore, SeedableRng};
 use serde::{Deserialize, Serialize};
 
 use super::names::timed_syncfs;
+use super::params;
 use super::{RunContext, Workload};
-use crate::error::bad_input;
+use crate::error::bad_param;
 use crate::measure::{OpDef, Recorder};
 use crate::sys::dirstream::{DirStream, EntryType};
 use crate::sys::{fs_error, Dir};
 use crate::units::{blocks_4k, Overflow};
 
 /// When data is forced to disk.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize, clap::ValueEnum)]
 #[serde(rename_all = "lowercase")]
+#[value(rename_all = "lowercase")]
 pub enum FsyncMode {
     /// Never: the phase ends when the last close returns (data may still be in the page cache).
     None,
@@ -38,43 +40,49 @@ pub enum FsyncMode {
 impl FromStr for FsyncMode {
     type Err = String;
     fn from_str(s: &str) -> Result<Self, Self::Err> {
-        match s.trim() {
-            "none" => Ok(Self::None),
-            "file" => Ok(Self::File),
-            "end" => Ok(Self::End),
-            _ => Err(format!("unknown fsync mode {s:?}; use none, file or end")),
-        }
+        params::parse_value("fsync mode", s)
     }
 }
 
-/// Parameters of the tree workload.
-#[derive(Debug, Clone, Serialize, Deserialize, PartialEq)]
+/// The low-memory study's tree: mkdir per directory, one open/write.../close per file
+/// (phase `create`), then remove everything as rm -rf does (phase `delete`).
+///
+/// The study's two sequences: --dirs 14 --files 10 --file-size 100M, and
+/// --dirs 14 --files 1000 --file-size 10M.
+#[derive(Debug, Clone, Serialize, Deserialize, PartialEq, clap::Args)]
 #[serde(default, deny_unknown_fields)]
+#[command(next_help_heading = "Workload")]
 pub struct Tree {
-    /// Directories under the workload root.
+    /// Directories in the tree.
+    #[arg(long, default_value_t = 14)]
     pub dirs: u64,
-    /// Files in each directory.
+    /// Files per directory.
+    #[arg(long, default_value_t = 10)]
     pub files: u64,
-    /// Size of each file, bytes.
+    /// Size of every file.
+    #[arg(long, value_name = "SIZE", default_value = "100M", value_parser = params::size)]
     #[serde(deserialize_with = "crate::units::de_size")]
     pub file_size: u64,
-    /// Size of each write call, bytes.
+    /// Size of each write(2).
+    #[arg(long, value_name = "SIZE", default_value = "1M", value_parser = params::size)]
     #[serde(deserialize_with = "crate::units::de_size")]
     pub block: u64,
+    /// When data is forced out: none (phase ends at the last close), file (fsync before each
+    /// close), end (one syncfs inside each phase).
+    #[arg(long, value_name = "none|file|end", default_value = "end", value_parser = params::item::<FsyncMode>)]
     pub fsync: FsyncMode,
 }
 
 impl Default for Tree {
     fn default() -> Self {
-        Self {
-            dirs: 14,
-            files: 10,
-            file_size: 100 << 20,
-            block: 1 << 20,
-            fsync: FsyncMode::End,
-        }
+        params::defaults()
     }
 }
+
+/// Under `--scale` the low-memory study's trees keep their shape (14 directories × 10 or 1000
+/// files) and grow by file size: 8M files at scale 12.5 are the study's 100M.
+pub const SCALES: &[(&str, super::params::ScaleClass)] =
+    &[("files", super::params::ScaleClass::Fixed)];
 
 const CREATE_OPS: [OpDef; 5] = [
     OpDef::primary("mkdir"),
@@ -304,16 +312,21 @@ impl Workload for Tree {
 
     fn validate(&self) -> Result<()> {
         if self.dirs == 0 || self.files == 0 {
-            return Err(bad_input(format!(
-                "--dirs {} --files {}: both must be 1 or more",
-                self.dirs, self.files
-            )));
+            let field = if self.dirs == 0 { "dirs" } else { "files" };
+            return Err(bad_param(
+                field,
+                format!(
+                    "--dirs {} --files {}: both must be 1 or more",
+                    self.dirs, self.files
+                ),
+            ));
         }
         if self.block == 0 {
-            return Err(bad_input("--block must be at least 1 byte"));
+            return Err(bad_param("block", "--block must be at least 1 byte"));
         }
         if self.block > (1 << 30) {
-            return Err(bad_input(
+            return Err(bad_param(
+                "block",
                 "--block over 1G is not useful; each write is one buffer of that size",
             ));
         }

@@ -1,72 +1,121 @@
 //! `fsgauge bench WORKLOAD`: one workload, measured, on a fresh testbed or a directory.
-//! One file per workload holds its flags; adding a workload adds a variant and a match arm here.
+//! The subcommands come from the workload registry: each kind's flags are its parameter
+//! struct (`clap::Args`), so a new workload needs nothing here.
 
+use std::path::{Path, PathBuf};
 use std::process::ExitCode;
+use std::time::SystemTime;
 
-use anyhow::Result;
-use clap::Subcommand;
+use anyhow::{Context, Result};
+use clap::{Arg, ArgAction, ArgMatches, Args, Command, FromArgMatches, Subcommand};
 
-mod clients;
-mod create;
-mod fdtree;
-mod interleave;
 #[cfg(feature = "mpi")]
 mod mpi;
-mod tio;
-mod tree;
 
 use super::common::{RunArgs, TestbedArgs};
+use crate::registry::{self, WorkloadKind};
 use crate::report::table::phase_table;
-use crate::workload::Workload;
+use crate::results::RunResult;
+use crate::runner::{Outcome, Place};
+use crate::workload::{sweep, Workload};
 
-#[derive(Debug, Subcommand)]
-pub enum BenchCmd {
-    /// The low-memory study's tree: mkdir per directory, one open/write.../close per file
-    /// (phase `create`), then remove everything as rm -rf does (phase `delete`).
-    ///
-    /// The study's two sequences: --dirs 14 --files 10 --file-size 100M, and
-    /// --dirs 14 --files 1000 --file-size 10M.
-    Tree(tree::TreeArgs),
-    /// The fdtree metadata benchmark (journal-size study): a tree of 1 + D + … + D^L
-    /// directories with F files of S bytes in each; phases dir_create (dirs/s), file_create
-    /// (files/s, KiB/s), file_remove, dir_remove, plus optional stat and read.
-    ///
-    /// Defaults are fdtree's: L=4 D=10 F=10 S=40K (11111 directories, 111110 files).
-    /// --scenario picks one of the study's four (see below).
-    Fdtree(fdtree::FdtreeArgs),
-    /// The inode-reservation study: make --dirs directories, create --files files in each
-    /// round-robin (file 1 everywhere, then file 2, …), make the cache cold, and time removing
-    /// the tree as rm -rf does. Phases dir_create, file_create, remove.
-    ///
-    /// The study's sizes are the defaults: 9890 directories × 14 files = 138460 files. The
-    /// study rebooted after each operation: --cold applies between dir_create and
-    /// file_create, --remove-cold before the removal.
-    Interleave(interleave::InterleaveArgs),
-    /// fs_mark-style small-file creation rate: per file open(O_CREAT), writes, optional fsync,
-    /// close, each syscall timed on its own; then a remove phase (after --cold).
-    Create(create::CreateArgs),
-    /// The block-reservation study's threaded I/O (tiobench): threads × mode × block size,
-    /// each combination one measured phase (a fresh filesystem per cell with --fs), with
-    /// MB/s, IOPS, latency percentiles, requests over 2 s and 10 s, CPU efficiency and the
-    /// block layout of every written file.
-    ///
-    /// The study's sweep: --threads 1,4,8,16,32,64 --mode seqwrite,randwrite,seqread,randread
-    /// --block 4K,128K.
-    Tio(tio::TioArgs),
-    /// The block-reservation study's client load (dbench): N clients, each in its own
-    /// directory, replay a dbench loadfile (--loadfile) or the built-in file-server-like mix;
-    /// MB/s, and per operation kind count, mean and max latency and percentiles.
-    Clients(clients::ClientsArgs),
+/// `fsgauge bench KIND …`, parsed: the kind, where and how it runs, and its parameters.
+pub struct BenchCmd {
+    kind: &'static WorkloadKind,
+    testbed: TestbedArgs,
+    run: RunArgs,
+    workload: Box<dyn Workload>,
+    /// `--csv`: print the sweep as CSV instead of the tables.
+    csv: bool,
+    #[cfg(feature = "mpi")]
+    mpi: Option<mpi::MpiArgs>,
 }
 
-/// Runs a workload with the shared flags and prints it.
-pub fn bench(testbed: &TestbedArgs, run: &RunArgs, wl: &dyn Workload) -> Result<ExitCode> {
-    let place = testbed.place()?;
-    let outcomes = crate::runner::run(&place, wl, &run.options())?;
-    run.print(&outcomes, |r| {
-        phase_table(r) + &crate::report::ranks::rank_text(r)
-    })?;
-    Ok(ExitCode::SUCCESS)
+impl std::fmt::Debug for BenchCmd {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("BenchCmd")
+            .field("kind", &self.kind.name)
+            .field("testbed", &self.testbed)
+            .field("run", &self.run)
+            .field("workload", &self.workload.params())
+            .finish()
+    }
+}
+
+fn benchable() -> impl Iterator<Item = (&'static WorkloadKind, &'static registry::Bench)> {
+    registry::kinds()
+        .iter()
+        .filter_map(|k| k.bench.as_ref().map(|b| (k, b)))
+}
+
+fn subcommand(kind: &'static WorkloadKind, b: &registry::Bench) -> Command {
+    let cmd = Command::new(kind.name).about(kind.about);
+    let cmd = RunArgs::augment_args(TestbedArgs::augment_args(cmd));
+    let mut cmd = (b.args)(cmd);
+    if b.csv.is_some() {
+        cmd = cmd.arg(
+            Arg::new("csv")
+                .long("csv")
+                .action(ArgAction::SetTrue)
+                .help("Print the sweep as CSV on stdout instead of the tables")
+                .help_heading("Runs and results"),
+        );
+    }
+    #[cfg(feature = "mpi")]
+    if b.distributed {
+        cmd = mpi::MpiArgs::augment_args(cmd);
+    }
+    cmd
+}
+
+impl FromArgMatches for BenchCmd {
+    fn from_arg_matches(m: &ArgMatches) -> Result<Self, clap::Error> {
+        let Some((name, sub)) = m.subcommand() else {
+            return Err(clap::Error::raw(
+                clap::error::ErrorKind::MissingSubcommand,
+                "bench needs a workload kind",
+            ));
+        };
+        let Some((kind, b)) = benchable().find(|(k, _)| k.name == name) else {
+            return Err(clap::Error::raw(
+                clap::error::ErrorKind::InvalidSubcommand,
+                format!("no workload kind {name:?}"),
+            ));
+        };
+        Ok(BenchCmd {
+            kind,
+            testbed: TestbedArgs::from_arg_matches(sub)?,
+            run: RunArgs::from_arg_matches(sub)?,
+            workload: (b.from_args)(sub)?,
+            csv: b.csv.is_some() && sub.get_flag("csv"),
+            #[cfg(feature = "mpi")]
+            mpi: if b.distributed {
+                Some(mpi::MpiArgs::from_arg_matches(sub)?)
+            } else {
+                None
+            },
+        })
+    }
+
+    fn update_from_arg_matches(&mut self, m: &ArgMatches) -> Result<(), clap::Error> {
+        *self = Self::from_arg_matches(m)?;
+        Ok(())
+    }
+}
+
+impl Subcommand for BenchCmd {
+    fn augment_subcommands(cmd: Command) -> Command {
+        cmd.subcommands(benchable().map(|(k, b)| subcommand(k, b)))
+            .subcommand_required(true)
+    }
+
+    fn augment_subcommands_for_update(cmd: Command) -> Command {
+        Self::augment_subcommands(cmd)
+    }
+
+    fn has_subcommand(name: &str) -> bool {
+        benchable().any(|(k, _)| k.name == name)
+    }
 }
 
 pub fn run(cmd: BenchCmd) -> Result<ExitCode> {
@@ -76,62 +125,93 @@ pub fn run(cmd: BenchCmd) -> Result<ExitCode> {
             "warning: this fsgauge is built without MPI, so under mpirun every process runs alone and writes its own result; build with --features mpi for one run over all ranks"
         );
     }
-    match cmd {
-        BenchCmd::Tree(a) => {
-            #[cfg(feature = "mpi")]
-            mpi::refuse_under_mpirun("tree")?;
-            bench(&a.testbed, &a.run, &a.workload())
-        }
-        #[cfg(not(feature = "mpi"))]
-        BenchCmd::Fdtree(a) => bench(&a.testbed, &a.run, &a.workload()),
-        #[cfg(feature = "mpi")]
-        BenchCmd::Fdtree(a) => mpi::distributed(&a.mpi, &a.testbed, &a.run, &a.workload(), |run| {
-            bench(&a.testbed, run, &a.workload())
-        }),
-        BenchCmd::Interleave(a) => {
-            #[cfg(feature = "mpi")]
-            mpi::refuse_under_mpirun("interleave")?;
-            bench(&a.testbed, &a.run, &a.workload())
-        }
-        #[cfg(not(feature = "mpi"))]
-        BenchCmd::Create(a) => bench(&a.testbed, &a.run, &a.workload()),
-        #[cfg(feature = "mpi")]
-        BenchCmd::Create(a) => mpi::distributed(&a.mpi, &a.testbed, &a.run, &a.workload(), |run| {
-            bench(&a.testbed, run, &a.workload())
-        }),
-        #[cfg(not(feature = "mpi"))]
-        BenchCmd::Tio(a) => tio::run(a),
-        #[cfg(feature = "mpi")]
-        BenchCmd::Tio(a) => {
-            let (m, t, r, w) = (
-                a.mpi.clone(),
-                a.testbed.clone(),
-                a.run.clone(),
-                a.workload(),
-            );
-            mpi::distributed(&m, &t, &r, &w, |run| {
-                tio::run(tio::TioArgs {
-                    run: run.clone(),
-                    ..a
-                })
+    #[cfg(feature = "mpi")]
+    match &cmd.mpi {
+        Some(m) => {
+            return mpi::distributed(m, &cmd.testbed, &cmd.run, &*cmd.workload, |run| {
+                bench(&cmd, run)
             })
         }
-        #[cfg(not(feature = "mpi"))]
-        BenchCmd::Clients(a) => clients::run(a),
-        #[cfg(feature = "mpi")]
-        BenchCmd::Clients(a) => {
-            let (m, t, r, w) = (
-                a.mpi.clone(),
-                a.testbed.clone(),
-                a.run.clone(),
-                a.workload(),
-            );
-            mpi::distributed(&m, &t, &r, &w, |run| {
-                clients::run(clients::ClientsArgs {
-                    run: run.clone(),
-                    ..a
-                })
-            })
+        None => mpi::refuse_under_mpirun(cmd.kind.name)?,
+    }
+    bench(&cmd, &cmd.run)
+}
+
+/// Runs the workload (one run per cell of its sweep on fresh testbeds) and prints it.
+fn bench(cmd: &BenchCmd, run: &RunArgs) -> Result<ExitCode> {
+    let b = cmd
+        .kind
+        .bench
+        .as_ref()
+        .expect("bench kinds have bench hooks");
+    let place = cmd.testbed.place()?;
+    let outcomes = run_sweep(&place, &*cmd.workload, run)?;
+    let results: Vec<RunResult> = outcomes.iter().map(|o| o.result.clone()).collect();
+    let csv = b.csv.map(|f| f(&results));
+    match &csv {
+        Some(text) if cmd.csv => {
+            if !crate::dist::secondary_rank() {
+                print!("{text}");
+            }
+        }
+        _ => {
+            let tables = b.tables.unwrap_or(phase_table);
+            run.print(&outcomes, |r| {
+                tables(r) + &crate::report::ranks::rank_text(r)
+            })?;
         }
     }
+    if let Some(text) = csv {
+        write_csv(&run.out, cmd.kind.name, &text, run.quiet || run.json)?;
+    }
+    Ok(ExitCode::SUCCESS)
+}
+
+fn clock_seed() -> u64 {
+    SystemTime::now()
+        .duration_since(SystemTime::UNIX_EPOCH)
+        .map(|d| d.as_nanos() as u64)
+        .unwrap_or(0x5eed)
+}
+
+/// Runs a workload: on a testbed, one run per cell of its sweep, each on a fresh filesystem
+/// (see [`sweep`]); else one run. Every cell is checked before anything is made, and all
+/// cells share one seed.
+fn run_sweep(place: &Place, whole: &dyn Workload, run: &RunArgs) -> Result<Vec<Outcome>> {
+    let mut opts = run.options();
+    opts.seed = Some(opts.seed.unwrap_or_else(clock_seed));
+    if !(sweep::splits(whole) && matches!(place, Place::Testbed(_))) {
+        return crate::runner::run(place, whole, &opts);
+    }
+    let cells = sweep::cells(whole)?;
+    for c in &cells {
+        crate::runner::check(place, &*c.workload, &opts)?;
+    }
+    let mut out = Vec::new();
+    let n = cells.len();
+    for (i, c) in cells.iter().enumerate() {
+        opts.progress
+            .note(&format!("cell {}/{n} on a fresh filesystem", i + 1));
+        out.extend(crate::runner::run(place, &*c.workload, &opts)?);
+    }
+    Ok(out)
+}
+
+/// Writes a sweep's CSV into the results directory (on rank 0 only under MPI); its path.
+fn write_csv(out: &Path, kind: &str, csv: &str, quiet: bool) -> Result<Option<PathBuf>> {
+    if crate::dist::secondary_rank() {
+        return Ok(None);
+    }
+    std::fs::create_dir_all(out).with_context(|| format!("creating {}", out.display()))?;
+    let secs = SystemTime::now()
+        .duration_since(SystemTime::UNIX_EPOCH)
+        .map(|d| d.as_secs())
+        .unwrap_or(0);
+    let path = out.join(format!("{kind}-sweep-{secs}-{}.csv", std::process::id()));
+    crate::atomic::write_atomic(&path, csv.as_bytes())
+        .with_context(|| format!("writing {}", path.display()))?;
+    if !quiet {
+        eprintln!("sweep CSV: {}", path.display());
+    }
+    Ok(Some(path))
 }

@@ -1,4 +1,4 @@
-//! Flags of MPI runs (build with `--features mpi`) shared by `bench fdtree|create|tio|clients`,
+//! Flags of MPI runs (build with `--features mpi`) shared by the distributed `bench` kinds,
 //! and the wrapper that runs a bench command as one rank of an MPI job: it starts the session,
 //! agrees with the other ranks on the checks and the seed, and ends the job in order (rank 0
 //! reports an error every rank agreed on; an error only this rank saw aborts the job).
@@ -8,7 +8,6 @@ use std::process::ExitCode;
 use anyhow::Result;
 use clap::Args;
 
-use super::tio::Secs;
 use crate::cli::common::{RunArgs, TestbedArgs};
 use crate::dist::{DirMode, DistOptions, Session};
 use crate::error::bad_input;
@@ -27,8 +26,8 @@ pub struct MpiArgs {
     pub shared_dir: bool,
     /// Every rank stops a phase when the first rank has run it this long (e.g. 30s); the counts
     /// done by then are reported (IOR/mdtest stonewalling).
-    #[arg(long, value_name = "DURATION")]
-    pub stonewall: Option<Secs>,
+    #[arg(long, value_name = "DURATION", value_parser = crate::workload::params::seconds)]
+    pub stonewall: Option<f64>,
     /// The read and stat phases of rank r use the files rank r+1 wrote (mdtest -N 1), so a
     /// client's own cache cannot help it.
     #[arg(long)]
@@ -39,10 +38,10 @@ impl MpiArgs {
     /// The validated options.
     pub fn options(&self) -> Result<DistOptions> {
         let stonewall = match self.stonewall {
-            Some(Secs(s)) if !(s > 0.0 && s.is_finite()) => {
+            Some(s) if !(s > 0.0 && s.is_finite()) => {
                 return Err(bad_input("--stonewall must be more than 0s"));
             }
-            Some(Secs(s)) => Some(std::time::Duration::from_secs_f64(s)),
+            Some(s) => Some(std::time::Duration::from_secs_f64(s)),
             None => None,
         };
         Ok(DistOptions {
@@ -104,8 +103,14 @@ pub fn distributed(
 /// For workloads without an MPI mode: refuses to run as several uncoordinated copies.
 pub fn refuse_under_mpirun(kind: &str) -> Result<()> {
     if crate::dist::launched_by_mpirun() {
+        let with: Vec<&str> = crate::workload::registry::kinds()
+            .iter()
+            .filter(|k| k.bench.is_some_and(|b| b.distributed))
+            .map(|k| k.name)
+            .collect();
         return Err(bad_input(format!(
-            "bench {kind} has no MPI mode; under mpirun use bench fdtree, create, tio or clients (or run {kind} without mpirun)"
+            "bench {kind} has no MPI mode; under mpirun use bench {} (or run {kind} without mpirun)",
+            with.join(", ")
         )));
     }
     Ok(())

@@ -114,4 +114,51 @@ mod tests {
         assert!(find("quick").unwrap().runnable());
         assert!(find("nope").is_none());
     }
+
+    /// The reservation preset lists one tio and one clients entry; it expands into the same
+    /// runs (the same cells, with the same spec hashes, so `--resume` finds earlier results)
+    /// as when it listed every cell as an entry of its own.
+    #[test]
+    fn reservation_sweeps_expand_to_the_cells_it_used_to_list() {
+        let preset = find("reservation").unwrap();
+        let head = &preset.toml[..preset.toml.find("[[workload]]").unwrap()];
+        let mut listed = head.to_string();
+        for mode in ["seqwrite", "randwrite", "seqread", "randread"] {
+            for threads in [1, 4, 8, 16] {
+                listed.push_str(&format!(
+                    "[[workload]]\nkind = \"tio\"\nthreads = {threads}\nmode = \"{mode}\"\nblock = \"4K\"\nfile_size = \"16M\"\n\n"
+                ));
+            }
+        }
+        for clients in [1, 4, 8] {
+            listed.push_str(&format!(
+                "[[workload]]\nkind = \"clients\"\nclients = {clients}\ntime = \"5s\"\n\n"
+            ));
+        }
+        let opts = crate::plan::ParseOptions {
+            scale: None,
+            workdir: Some(std::env::temp_dir()),
+        };
+        let runs = |text: &str| {
+            let plan = crate::plan::parse(text, "reservation", &opts).unwrap();
+            let mut out: Vec<(String, String, u32, String)> = crate::plan::matrix(&plan)
+                .runs
+                .iter()
+                .map(|r| {
+                    (
+                        plan.testbeds[r.testbed].spec.label.clone(),
+                        plan.workloads[r.workload].describe(),
+                        r.rep,
+                        r.hash.clone(),
+                    )
+                })
+                .collect();
+            out.sort();
+            out
+        };
+        assert_eq!(preset.toml.matches("[[workload]]").count(), 2);
+        let (now, before) = (runs(preset.toml), runs(&listed));
+        assert_eq!(before.len(), 2 * 19 * 3);
+        assert_eq!(now, before);
+    }
 }

@@ -31,7 +31,7 @@ use nix::errno::Errno;
 use serde::{Deserialize, Serialize};
 
 use super::{RunContext, Workload};
-use crate::error::{bad_input, SystemFailure};
+use crate::error::{bad_input, bad_param, SystemFailure};
 use crate::measure::{OpDef, OpId, Recorder};
 use crate::sys;
 use crate::units::Overflow;
@@ -40,62 +40,51 @@ use loadfile::{Kind, Op};
 /// An operation stream shared by every client.
 type Stream = Arc<Vec<Op>>;
 
-/// Parameters of the clients workload.
-#[derive(Debug, Clone, Serialize, Deserialize, PartialEq)]
+/// The block-reservation study's client load (dbench): N clients, each in its own
+/// directory, replay a dbench loadfile (--loadfile) or the built-in file-server-like mix;
+/// MB/s, and per operation kind count, mean and max latency and percentiles.
+#[derive(Debug, Clone, Serialize, Deserialize, PartialEq, clap::Args)]
 #[serde(default, deny_unknown_fields)]
+#[command(next_help_heading = "Workload")]
 pub struct Clients {
-    /// Client counts of the sweep (one value or a list).
+    /// Client counts to sweep, e.g. 1,4,8,16,32,64.
+    #[arg(long, value_name = "LIST", value_delimiter = ',', default_value = "1,4", value_parser = super::params::item::<u32>)]
     #[serde(deserialize_with = "crate::units::de_one_or_many")]
     pub clients: Vec<u32>,
-    /// A dbench loadfile; the built-in mix when absent.
+    /// A dbench loadfile (e.g. /usr/share/dbench/client.txt from the dbench package); without
+    /// it, the built-in file-server-like mix.
+    #[arg(long, value_name = "FILE")]
     pub loadfile: Option<PathBuf>,
-    /// Each phase's duration, seconds (a pass in progress stops when it runs out).
-    #[serde(deserialize_with = "de_opt_seconds")]
+    /// How long each client count runs (a pass in progress stops when it runs out)
+    /// [default: 60s, or no limit with --loops].
+    #[arg(long, value_name = "DURATION", value_parser = super::params::seconds, default_value = "60s",
+          default_value_if("loops", clap::builder::ArgPredicate::IsPresent, None), hide_default_value = true)]
+    #[serde(deserialize_with = "crate::units::de_opt_seconds")]
     pub time: Option<f64>,
-    /// Passes over the operation stream per client (exactly; ends the phase before `time`).
+    /// Exactly N passes over the loadfile (or mix) per client.
+    #[arg(long, value_name = "N")]
     pub loops: Option<u64>,
     /// Built-in mix: directories per client.
+    #[arg(long, value_name = "N", default_value_t = 8)]
     pub mix_dirs: u32,
-    /// Built-in mix: files per client.
+    /// Built-in mix: files per client (4K..128K each).
+    #[arg(long, value_name = "N", default_value_t = 100)]
     pub mix_files: u32,
     /// Built-in mix: transactions per pass.
+    #[arg(long, value_name = "N", default_value_t = 2000)]
     pub mix_ops: u32,
-    /// With a testbed, a new filesystem for every client count (each its own run).
+    /// With --fs: a new filesystem for every client count (each its own run).
+    #[arg(long, value_name = "on|off", default_value = "on", value_parser = super::params::on_off, action = clap::ArgAction::Set)]
     pub fresh_fs: bool,
     /// Time-based phases and CPU pinning.
+    #[command(flatten)]
     #[serde(flatten)]
     pub control: crate::workload::control::RunControl,
 }
 
 impl Default for Clients {
     fn default() -> Self {
-        Self {
-            clients: vec![1, 4],
-            loadfile: None,
-            time: Some(60.0),
-            loops: None,
-            mix_dirs: 8,
-            mix_files: 100,
-            mix_ops: 2000,
-            fresh_fs: true,
-            control: Default::default(),
-        }
-    }
-}
-
-fn de_opt_seconds<'de, D: serde::Deserializer<'de>>(d: D) -> Result<Option<f64>, D::Error> {
-    #[derive(Deserialize)]
-    #[serde(untagged)]
-    enum Raw {
-        N(f64),
-        S(String),
-    }
-    match Option::<Raw>::deserialize(d)? {
-        None => Ok(None),
-        Some(Raw::N(n)) => Ok(Some(n)),
-        Some(Raw::S(s)) => crate::units::parse_duration(&s)
-            .map(|d| Some(d.as_secs_f64()))
-            .map_err(serde::de::Error::custom),
+        super::params::defaults()
     }
 }
 
@@ -533,22 +522,6 @@ fn replay(
 }
 
 impl Clients {
-    /// One workload per client count, for running each on a fresh filesystem.
-    pub fn cells(&self) -> Vec<Clients> {
-        self.clients
-            .iter()
-            .map(|&c| Clients {
-                clients: vec![c],
-                ..self.clone()
-            })
-            .collect()
-    }
-
-    /// True when callers should run each client count on its own fresh testbed.
-    pub fn split_per_cell(&self) -> bool {
-        self.fresh_fs && self.clients.len() > 1
-    }
-
     fn shape(&self) -> mix::MixShape {
         mix::MixShape {
             dirs: self.mix_dirs,
@@ -640,12 +613,23 @@ impl Workload for Clients {
         serde_json::to_value(self).expect("plain struct serializes")
     }
 
+    fn sweep_axes(&self) -> &'static [&'static str] {
+        &["clients"]
+    }
+
+    fn fresh_per_cell(&self) -> bool {
+        self.fresh_fs
+    }
+
     fn validate(&self) -> Result<()> {
         if self.clients.is_empty() {
-            return Err(bad_input("--clients needs at least one count"));
+            return Err(bad_param("clients", "--clients needs at least one count"));
         }
         if let Some(&c) = self.clients.iter().find(|&&c| c == 0 || c > 4096) {
-            return Err(bad_input(format!("--clients {c}: use 1 to 4096 clients")));
+            return Err(bad_param(
+                "clients",
+                format!("--clients {c}: use 1 to 4096 clients"),
+            ));
         }
         self.control.validate(self.time)?;
         if self.control.time_based && self.loops.is_some() {
@@ -654,22 +638,29 @@ impl Workload for Clients {
             ));
         }
         if self.time.is_none() && self.loops.is_none() {
-            return Err(bad_input(
+            return Err(bad_param(
+                "time",
                 "give --time or --loops (or both), or the run would never end",
             ));
         }
         if let Some(t) = self.time {
             if t.is_nan() || t <= 0.0 {
-                return Err(bad_input("--time must be more than 0s"));
+                return Err(bad_param("time", "--time must be more than 0s"));
             }
         }
         if self.loops == Some(0) {
-            return Err(bad_input("--loops must be 1 or more"));
+            return Err(bad_param("loops", "--loops must be 1 or more"));
         }
         if let Some(p) = &self.loadfile {
             cached_load(p)?;
         } else if self.mix_files == 0 || self.mix_ops == 0 || self.mix_dirs == 0 {
-            return Err(bad_input(
+            let field = match (self.mix_dirs, self.mix_files) {
+                (0, _) => "mix_dirs",
+                (_, 0) => "mix_files",
+                _ => "mix_ops",
+            };
+            return Err(bad_param(
+                field,
                 "--mix-dirs, --mix-files and --mix-ops must be 1 or more",
             ));
         }
@@ -739,11 +730,11 @@ mod tests {
         .to_string();
         assert!(e.contains("--loops"), "{e}");
         assert_eq!(
-            Clients {
+            crate::workload::sweep::cells(&Clients {
                 clients: vec![1, 4, 8],
                 ..Clients::default()
-            }
-            .cells()
+            })
+            .unwrap()
             .len(),
             3
         );

@@ -72,3 +72,24 @@ pub fn tables(results: &[RunResult]) -> String {
     }
     out
 }
+
+/// The client-count sweep as CSV: one line per run and client count.
+pub fn csv(results: &[RunResult]) -> String {
+    let mut csv = String::from("testbed,fs,rep,clients,mb_per_s,ops,wall_s\n");
+    for r in results {
+        for p in &r.phases {
+            if let Some(n) = p.name.strip_prefix("clients-") {
+                csv.push_str(&format!(
+                    "{},{},{},{n},{},{},{}\n",
+                    r.testbed.label,
+                    r.testbed.fs,
+                    r.rep,
+                    p.bytes_per_s / 1e6,
+                    p.ops,
+                    p.wall_s
+                ));
+            }
+        }
+    }
+    csv
+}

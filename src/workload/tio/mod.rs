@@ -11,7 +11,7 @@
 //! phase the layout of every written file is recorded (extents per file, layout score).
 //!
 //! The study made a fresh filesystem for every run. With a testbed and `fresh_fs` (the default),
-//! callers run each cell as its own run (see [`Tio::cells`]), so every cell gets a new
+//! callers run each cell as its own run (see [`crate::workload::sweep`]), so every cell gets a new
 //! filesystem and its own result file; in a `--dir`, all cells run in one run, one after another,
 //! each in a directory of its own that is removed afterwards.
 //!
@@ -38,8 +38,8 @@ use anyhow::{Context, Result};
 use serde::{Deserialize, Serialize};
 
 use super::control::RunControl;
-use super::{RunContext, Workload};
-use crate::error::{bad_input, SystemFailure};
+use super::{params, RunContext, Workload};
+use crate::error::{bad_input, bad_param, SystemFailure};
 use crate::measure::{OpDef, OpId, Recorder};
 use crate::sys::AlignedBuf;
 use crate::units::{blocks_4k, format_size, Overflow, Size};
@@ -47,8 +47,9 @@ use crate::units::{blocks_4k, format_size, Overflow, Size};
 pub use fiemap::{record as layout_record, LayoutRecord};
 
 /// What each thread does with its region.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Serialize, Deserialize)]
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Serialize, Deserialize, clap::ValueEnum)]
 #[serde(rename_all = "lowercase")]
+#[value(rename_all = "lowercase")]
 pub enum Mode {
     /// Create and fill the region front to back.
     Seqwrite,
@@ -90,12 +91,7 @@ impl Mode {
 impl FromStr for Mode {
     type Err = String;
     fn from_str(s: &str) -> Result<Self, Self::Err> {
-        Mode::ALL
-            .into_iter()
-            .find(|m| m.name() == s.trim().to_ascii_lowercase())
-            .ok_or_else(|| {
-                format!("unknown mode {s:?}; use seqwrite, randwrite, seqread or randread")
-            })
+        params::parse_value("mode", s)
     }
 }
 
@@ -106,25 +102,22 @@ impl fmt::Display for Mode {
 }
 
 /// How requests are issued.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize, Default)]
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize, Default, clap::ValueEnum)]
+#[serde(rename_all = "snake_case")]
+#[value(rename_all = "snake_case")]
 pub enum Engine {
     /// pread(2)/pwrite(2): one request in flight per thread.
     #[default]
-    #[serde(rename = "psync")]
     Psync,
     /// io_uring with `iodepth` requests in flight per thread.
-    #[serde(rename = "io_uring")]
+    #[value(alias = "io-uring", alias = "uring")]
     IoUring,
 }
 
 impl FromStr for Engine {
     type Err = String;
     fn from_str(s: &str) -> Result<Self, Self::Err> {
-        match s.trim() {
-            "psync" => Ok(Self::Psync),
-            "io_uring" | "io-uring" | "uring" => Ok(Self::IoUring),
-            _ => Err(format!("unknown engine {s:?}; use psync or io_uring")),
-        }
+        params::parse_value("engine", s)
     }
 }
 
@@ -189,97 +182,90 @@ impl<'de> Deserialize<'de> for FsyncPolicy {
     }
 }
 
-fn de_opt_seconds<'de, D: serde::Deserializer<'de>>(d: D) -> Result<Option<f64>, D::Error> {
-    #[derive(Deserialize)]
-    #[serde(untagged)]
-    enum Raw {
-        N(f64),
-        S(String),
-    }
-    match Option::<Raw>::deserialize(d)? {
-        None => Ok(None),
-        Some(Raw::N(n)) => Ok(Some(n)),
-        Some(Raw::S(s)) => crate::units::parse_duration(&s)
-            .map(|d| Some(d.as_secs_f64()))
-            .map_err(serde::de::Error::custom),
-    }
-}
-
-fn default_true() -> bool {
-    true
-}
-
-/// Parameters of the tio workload (plan-file names; flags with `-` for `_`).
-#[derive(Debug, Clone, Serialize, Deserialize, PartialEq)]
+/// The block-reservation study's threaded I/O (tiobench): threads × mode × block size,
+/// each combination one measured phase (a fresh filesystem per cell with --fs), with
+/// MB/s, IOPS, latency percentiles, requests over 2 s and 10 s, CPU efficiency and the
+/// block layout of every written file.
+///
+/// The study's sweep: --threads 1,4,8,16,32,64 --mode seqwrite,randwrite,seqread,randread
+/// --block 4K,128K.
+#[derive(Debug, Clone, Serialize, Deserialize, PartialEq, clap::Args)]
 #[serde(default, deny_unknown_fields)]
+#[command(next_help_heading = "Workload")]
 pub struct Tio {
-    /// Thread counts of the sweep (one value or a list).
+    /// Thread counts to sweep, e.g. 1,4,8,16,32,64.
+    #[arg(long, value_name = "LIST", value_delimiter = ',', default_value = "1,4", value_parser = params::item::<u32>)]
     #[serde(deserialize_with = "crate::units::de_one_or_many")]
     pub threads: Vec<u32>,
-    /// Modes of the sweep (one value or a list).
+    /// Modes to sweep: seqwrite, randwrite, seqread, randread.
+    #[arg(long, value_name = "LIST", value_delimiter = ',', default_value = "seqwrite,randwrite,seqread,randread", value_parser = params::item::<Mode>)]
     #[serde(deserialize_with = "crate::units::de_one_or_many")]
     pub mode: Vec<Mode>,
-    /// Block (request) sizes of the sweep, bytes (one value or a list).
+    /// Block (request) sizes to sweep, e.g. 4K,128K.
+    #[arg(long, value_name = "LIST", value_delimiter = ',', default_value = "4K,128K", value_parser = params::item::<Size>)]
     #[serde(deserialize_with = "crate::units::de_one_or_many")]
     pub block: Vec<Size>,
-    /// Bytes each thread writes or reads (its file, or its region of the shared file).
+    /// Bytes each thread writes or reads (its own file, or its region of the shared file).
+    #[arg(long, value_name = "SIZE", default_value = "64M", value_parser = params::size)]
     #[serde(deserialize_with = "crate::units::de_size")]
     pub file_size: u64,
-    /// All threads share one file, each on its own region.
+    /// All threads share one file, each on its own region, instead of a file per thread.
+    #[arg(long)]
     pub shared_file: bool,
-    /// O_DIRECT with aligned buffers.
+    /// O_DIRECT with aligned buffers (the page cache stays out).
+    #[arg(long)]
     pub direct: bool,
+    /// When writes are forced out: none, end (fsync each file once, inside the phase) or
+    /// every:N (fsync after every N writes of a thread, and at the end).
+    #[arg(long, value_name = "none|end|every:N", default_value = "end")]
     pub fsync: FsyncPolicy,
+    /// How requests are issued: psync (pread/pwrite) or io_uring.
+    #[arg(long, value_name = "psync|io_uring", default_value = "psync", value_parser = params::item::<Engine>)]
     pub engine: Engine,
-    /// Requests in flight per thread (io_uring).
+    /// Requests in flight per thread (io_uring only).
+    #[arg(long, value_name = "Q", default_value_t = 1)]
     pub iodepth: u32,
-    /// Cap on each cell's duration, seconds (the cell stops early when reached).
-    #[serde(deserialize_with = "de_opt_seconds")]
+    /// Cap on each cell's duration, e.g. 30s; a cell stops early when it is reached.
+    #[arg(long, value_name = "DURATION", value_parser = params::seconds)]
+    #[serde(deserialize_with = "crate::units::de_opt_seconds")]
     pub time: Option<f64>,
-    /// Write self-identifying blocks and check every block read.
+    /// Write seeded, self-identifying blocks and check every block read (write cells read
+    /// their files back after the phase); a mismatch fails the run with exit code 1.
+    #[arg(long)]
     pub verify: bool,
-    /// With a testbed, a new filesystem for every cell (each cell its own run).
-    #[serde(default = "default_true")]
+    /// With --fs: a new filesystem for every cell of the sweep (each cell its own run and
+    /// result file). Off: all cells run on one filesystem per repetition.
+    #[arg(long, value_name = "on|off", default_value = "on", value_parser = params::on_off, action = clap::ArgAction::Set)]
     pub fresh_fs: bool,
-    /// Use psync when io_uring is refused, instead of failing.
+    /// Use psync when the kernel or filesystem refuses io_uring (with a warning in the
+    /// result) instead of failing.
+    #[arg(long)]
     pub engine_fallback: bool,
-    /// Record each request's latency (off only to measure what recording costs).
-    #[serde(default = "default_true")]
+    /// Record per-request latency. --no-latency records only counts and bytes: for measuring
+    /// what latency recording costs (latency columns are then empty).
+    #[arg(long = "no-latency", action = clap::ArgAction::SetFalse)]
     pub latency: bool,
-    /// Self-test of the verifier: after a read cell's setup, overwrite block N of the first
-    /// file with another block's data, so that the read must report it.
+    /// Self-test of --verify: after a read cell's setup, overwrite block N of the first file
+    /// with another block's data; the run must then fail naming that block.
+    #[arg(long, value_name = "N", hide = true)]
     #[serde(skip_serializing_if = "Option::is_none")]
     pub inject_corruption: Option<u64>,
-    /// Measures what latency recording costs within one run: stretches of requests alternate
-    /// with recording on and off (psync only; only the recorded half has latencies).
+    /// Measures what latency recording costs within one run: stretches of 2048 requests
+    /// alternate with recording on and off, and the phase reports the time per request of
+    /// each (latency_probe_on_ns, latency_probe_off_ns, latency_cost). psync only; only the
+    /// recorded half of the requests has latencies.
+    #[arg(long, hide = true)]
     #[serde(skip_serializing_if = "std::ops::Not::not")]
     pub latency_probe: bool,
     /// Time-based phases and CPU pinning.
+    #[command(flatten)]
     #[serde(flatten)]
     pub control: RunControl,
 }
 
 impl Default for Tio {
     fn default() -> Self {
-        Self {
-            threads: vec![1, 4],
-            mode: Mode::ALL.to_vec(),
-            block: vec![Size(4096), Size(128 << 10)],
-            file_size: 64 << 20,
-            shared_file: false,
-            direct: false,
-            fsync: FsyncPolicy::End,
-            engine: Engine::Psync,
-            iodepth: 1,
-            time: None,
-            verify: false,
-            fresh_fs: true,
-            engine_fallback: false,
-            latency: true,
-            inject_corruption: None,
-            latency_probe: false,
-            control: RunControl::default(),
-        }
+        params::defaults()
     }
 }
 
@@ -486,24 +472,6 @@ impl Tio {
             }
         }
         out
-    }
-
-    /// The sweep split into one workload per cell, for running each on a fresh filesystem.
-    pub fn cells(&self) -> Vec<Tio> {
-        self.cell_list()
-            .into_iter()
-            .map(|c| Tio {
-                threads: vec![c.threads],
-                mode: vec![c.mode],
-                block: vec![Size(c.block)],
-                ..self.clone()
-            })
-            .collect()
-    }
-
-    /// True when callers should run each cell on its own fresh testbed.
-    pub fn split_per_cell(&self) -> bool {
-        self.fresh_fs && self.cell_list().len() > 1
     }
 
     fn max_threads(&self) -> u64 {
@@ -837,70 +805,97 @@ impl Workload for Tio {
         serde_json::to_value(self).expect("plain struct serializes")
     }
 
+    fn sweep_axes(&self) -> &'static [&'static str] {
+        &["block", "threads", "mode"]
+    }
+
+    fn fresh_per_cell(&self) -> bool {
+        self.fresh_fs
+    }
+
     fn validate(&self) -> Result<()> {
         self.control.validate(self.time)?;
         if self.latency_probe && (self.engine != Engine::Psync || !self.latency) {
-            return Err(bad_input(
+            return Err(bad_param(
+                "latency_probe",
                 "--latency-probe works with --engine psync and latency recording on",
             ));
         }
         if self.threads.is_empty() || self.mode.is_empty() || self.block.is_empty() {
-            return Err(bad_input(
+            let field = match (self.threads.is_empty(), self.mode.is_empty()) {
+                (true, _) => "threads",
+                (_, true) => "mode",
+                _ => "block",
+            };
+            return Err(bad_param(
+                field,
                 "--threads, --mode and --block need at least one value each",
             ));
         }
         if let Some(&t) = self.threads.iter().find(|&&t| t == 0 || t > 4096) {
-            return Err(bad_input(format!("--threads {t}: use 1 to 4096 threads")));
+            return Err(bad_param(
+                "threads",
+                format!("--threads {t}: use 1 to 4096 threads"),
+            ));
         }
         for b in &self.block {
             let b = b.bytes();
             if b < 512 || b % 512 != 0 {
-                return Err(bad_input(format!(
-                    "--block {}: a block must be a multiple of 512 bytes (e.g. 4K, 128K)",
-                    format_size(b)
-                )));
+                return Err(bad_param(
+                    "block",
+                    format!(
+                        "--block {}: a block must be a multiple of 512 bytes (e.g. 4K, 128K)",
+                        format_size(b)
+                    ),
+                ));
             }
             if b > (64 << 20) {
-                return Err(bad_input(format!(
-                    "--block {}: at most 64M per request",
-                    format_size(b)
-                )));
+                return Err(bad_param(
+                    "block",
+                    format!("--block {}: at most 64M per request", format_size(b)),
+                ));
             }
             if b > self.file_size {
-                return Err(bad_input(format!(
+                return Err(bad_param("block", format!(
                     "--block {} is larger than --file-size {}; each thread needs at least one block",
                     format_size(b),
                     format_size(self.file_size)
                 )));
             }
             if self.file_size % b != 0 {
-                return Err(bad_input(format!(
-                    "--file-size {} is not a whole number of {} blocks",
-                    format_size(self.file_size),
-                    format_size(b)
-                )));
+                return Err(bad_param(
+                    "file_size",
+                    format!(
+                        "--file-size {} is not a whole number of {} blocks",
+                        format_size(self.file_size),
+                        format_size(b)
+                    ),
+                ));
             }
         }
         if self.iodepth == 0 || self.iodepth > 4096 {
-            return Err(bad_input(format!(
-                "--iodepth {}: use 1 to 4096",
-                self.iodepth
-            )));
+            return Err(bad_param(
+                "iodepth",
+                format!("--iodepth {}: use 1 to 4096", self.iodepth),
+            ));
         }
         if self.engine == Engine::Psync && self.iodepth > 1 {
-            return Err(bad_input(format!(
+            return Err(bad_param(
+                "iodepth",
+                format!(
                 "--iodepth {} needs --engine io_uring (psync has one request in flight per thread)",
                 self.iodepth
-            )));
+            ),
+            ));
         }
         if let Some(t) = self.time {
             if t.is_nan() || t <= 0.0 {
-                return Err(bad_input("--time must be more than 0s"));
+                return Err(bad_param("time", "--time must be more than 0s"));
             }
         }
         if self.engine == Engine::IoUring && !self.engine_fallback {
             if let Err(e) = uring::kernel_check(self.iodepth) {
-                return Err(bad_input(format!(
+                return Err(bad_param("engine", format!(
                     "--engine io_uring: {e}; use --engine psync, or add --engine-fallback to use psync when io_uring is refused"
                 )));
             }
@@ -1007,10 +1002,15 @@ mod tests {
             block: vec![Size(4096), Size(128 << 10)],
             ..Tio::default()
         };
-        let cells = t.cells();
+        let cells = crate::workload::sweep::cells(&t).unwrap();
         assert_eq!(cells.len(), 12);
-        assert!(cells.iter().all(|c| c.cell_list().len() == 1));
-        assert!(t.split_per_cell());
+        assert!(cells.iter().all(|c| {
+            let p = c.workload.params();
+            ["threads", "mode", "block"]
+                .iter()
+                .all(|a| p[*a].as_array().map(Vec::len) == Some(1))
+        }));
+        assert!(crate::workload::sweep::splits(&t));
     }
 
     #[test]

@@ -1,0 +1,116 @@
+//! A workload's parameters are one struct that derives both `clap::Args` (the flags of
+//! `fsgauge bench KIND`, its doc comments the `--help` text) and serde (a plan's
+//! `[[workload]]` table, and the `workload` object of every result). Its defaults are written
+//! once, in the `#[arg(default_value…)]` attributes: [`defaults`] reads them back, so the
+//! struct's `Default` (which serde fills absent plan keys from) is the command line's.
+//!
+//! The value parsers here are the command line's forms of the units plans accept as text:
+//! sizes (`4K`), durations (`30s`), switches (`on`/`off`).
+
+use clap::{Args, Command, FromArgMatches};
+
+/// The parameters a workload gets when no flag is given: its `#[arg]` defaults.
+pub fn defaults<T: Args + FromArgMatches>() -> T {
+    let cmd = T::augment_args(Command::new("defaults").no_binary_name(true));
+    let m = cmd
+        .try_get_matches_from(std::iter::empty::<String>())
+        .expect("every workload parameter has a default or is optional");
+    T::from_arg_matches(&m).expect("the defaults are values of their own types")
+}
+
+/// `--file-size 64M`: a size in bytes.
+pub fn size(s: &str) -> Result<u64, String> {
+    crate::units::parse_size(s).map_err(|e| e.to_string())
+}
+
+/// `--time 30s`: a duration in seconds.
+pub fn seconds(s: &str) -> Result<f64, String> {
+    crate::units::parse_duration(s)
+        .map(|d| d.as_secs_f64())
+        .map_err(|e| e.to_string())
+}
+
+/// `--fresh-fs on|off`.
+pub fn on_off(s: &str) -> Result<bool, String> {
+    match s {
+        "on" | "true" | "yes" => Ok(true),
+        "off" | "false" | "no" => Ok(false),
+        _ => Err(format!("{s:?} is not on or off")),
+    }
+}
+
+/// One item of a comma list (`--threads 1, 4`), spaces around it ignored.
+pub fn item<T: std::str::FromStr>(s: &str) -> Result<T, String>
+where
+    T::Err: std::fmt::Display,
+{
+    let t = s.trim();
+    if t.is_empty() {
+        return Err("an empty item in the list; write values like 1,4,8".into());
+    }
+    t.parse().map_err(|e: T::Err| e.to_string())
+}
+
+/// How one parameter reacts to a plan's `--scale` (the study's sizes from the preset's).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum ScaleClass {
+    /// Multiplied and rounded to a whole number, at least 1.
+    Count,
+    /// Multiplied and rounded to whole 4 KiB blocks, at least 4 KiB.
+    Size,
+    /// Kept as written.
+    Fixed,
+}
+
+/// `FromStr` of a parameter's enum: its `clap::ValueEnum` names, which are its serde names
+/// (both derived from the variants with the same `rename_all`), with an error listing them.
+pub fn parse_value<T: clap::ValueEnum>(what: &str, s: &str) -> Result<T, String> {
+    T::from_str(s.trim(), true).map_err(|_| {
+        let names: Vec<String> = T::value_variants()
+            .iter()
+            .filter_map(|v| v.to_possible_value())
+            .map(|p| p.get_name().to_string())
+            .collect();
+        let list = match names.split_last() {
+            Some((last, rest)) if !rest.is_empty() => format!("{} or {last}", rest.join(", ")),
+            _ => names.join(""),
+        };
+        format!("unknown {what} {s:?}; use {list}")
+    })
+}
+
+#[cfg(test)]
+#[allow(clippy::unwrap_used)]
+mod tests {
+    use super::*;
+
+    /// A parameter enum's command-line names are its plan (serde) names, and parse back.
+    fn same_names<T>()
+    where
+        T: clap::ValueEnum
+            + serde::Serialize
+            + serde::de::DeserializeOwned
+            + PartialEq
+            + std::fmt::Debug,
+    {
+        for v in T::value_variants() {
+            let name = v.to_possible_value().unwrap().get_name().to_string();
+            assert_eq!(serde_json::to_value(v).unwrap(), serde_json::json!(name));
+            assert_eq!(
+                &serde_json::from_value::<T>(serde_json::json!(name)).unwrap(),
+                v
+            );
+        }
+    }
+
+    #[test]
+    fn parameter_enums_have_one_set_of_names() {
+        same_names::<super::super::tree::FsyncMode>();
+        same_names::<super::super::interleave::Order>();
+        same_names::<super::super::fdtree::Scenario>();
+        same_names::<super::super::tio::Mode>();
+        same_names::<super::super::tio::Engine>();
+        let e = parse_value::<super::super::interleave::Order>("order", "random").unwrap_err();
+        assert_eq!(e, "unknown order \"random\"; use interleaved or grouped");
+    }
+}
