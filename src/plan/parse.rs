@@ -16,10 +16,10 @@ use super::{
     AUTO_MIN_REPS, DEFAULT_SEED,
 };
 use crate::error::bad_input;
-use crate::registry;
+use crate::registry::{self, sweep};
 use crate::testbed::{default_workdir, Backing, FsKind, JournalSpec, TestbedInput, TestbedSpec};
 use crate::units::{format_size, parse_size};
-use crate::workload::{sweep, ColdMode, Workload};
+use crate::workload::{ColdMode, Workload};
 
 /// A line and column in a plan file, both from 1.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]

@@ -15,7 +15,6 @@ pub mod interleave;
 pub mod names;
 pub mod params;
 pub mod readtest;
-pub mod sweep;
 pub mod tio;
 pub mod tree;
 
@@ -53,7 +52,7 @@ pub trait Workload: Send + Sync {
     }
 
     /// The list-valued parameters that are sweep axes (outermost first): every combination of
-    /// their values is one cell (see [`sweep::cells`]), the same from flags and from plans.
+    /// their values is one cell (see `registry::sweep::cells`), the same from flags and from plans.
     fn sweep_axes(&self) -> &'static [&'static str] {
         &[]
     }

@@ -13,11 +13,12 @@ use clap::{Arg, ArgAction, ArgMatches, Args, Command, FromArgMatches, Subcommand
 mod mpi;
 
 use super::common::{RunArgs, TestbedArgs};
+use crate::registry::sweep;
 use crate::registry::{self, WorkloadKind};
 use crate::report::table::phase_table;
 use crate::results::RunResult;
 use crate::runner::{Outcome, Place};
-use crate::workload::{sweep, Workload};
+use crate::workload::Workload;
 
 /// `fsgauge bench KIND …`, parsed: the kind, where and how it runs, and its parameters.
 pub struct BenchCmd {

@@ -103,7 +103,7 @@ pub fn distributed(
 /// For workloads without an MPI mode: refuses to run as several uncoordinated copies.
 pub fn refuse_under_mpirun(kind: &str) -> Result<()> {
     if crate::dist::launched_by_mpirun() {
-        let with: Vec<&str> = crate::workload::registry::kinds()
+        let with: Vec<&str> = crate::registry::kinds()
             .iter()
             .filter(|k| k.bench.is_some_and(|b| b.distributed))
             .map(|k| k.name)

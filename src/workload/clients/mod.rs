@@ -730,7 +730,7 @@ mod tests {
         .to_string();
         assert!(e.contains("--loops"), "{e}");
         assert_eq!(
-            crate::workload::sweep::cells(&Clients {
+            crate::registry::sweep::cells(&Clients {
                 clients: vec![1, 4, 8],
                 ..Clients::default()
             })

@@ -1002,7 +1002,7 @@ mod tests {
             block: vec![Size(4096), Size(128 << 10)],
             ..Tio::default()
         };
-        let cells = crate::workload::sweep::cells(&t).unwrap();
+        let cells = crate::registry::sweep::cells(&t).unwrap();
         assert_eq!(cells.len(), 12);
         assert!(cells.iter().all(|c| {
             let p = c.workload.params();
@@ -1010,7 +1010,7 @@ mod tests {
                 .iter()
                 .all(|a| p[*a].as_array().map(Vec::len) == Some(1))
         }));
-        assert!(crate::workload::sweep::splits(&t));
+        assert!(crate::registry::sweep::splits(&t));
     }
 
     #[test]

@@ -2,6 +2,8 @@
 //! serde struct (defaults filled in, unknown fields refused), so a plan's `[[workload]]` table
 //! and the command-line flags name the same things.
 
+pub mod sweep;
+
 use anyhow::Result;
 use clap::{ArgMatches, Args, Command, FromArgMatches};
 use serde::de::DeserializeOwned;

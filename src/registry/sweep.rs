@@ -4,9 +4,9 @@
 //! plan with `fresh = "per-run"` run each cell on its own fresh testbed with its own result
 //! (the block-reservation study's "each time on a fresh created filesystem").
 
-use super::Workload;
 use crate::error::bad_input;
 use crate::registry;
+use crate::workload::Workload;
 
 /// One cell of a sweep.
 pub struct Cell {
