@@ -451,7 +451,7 @@ fn run_in(
 
     let mut testbed = target.info();
     testbed.memory_limit = opts.mem_limit;
-    Ok(RunResult {
+    let result = RunResult {
         schema: SCHEMA.into(),
         tool: ToolInfo::current(),
         host: HostInfo::current(),
@@ -459,6 +459,7 @@ fn run_in(
         workload: WorkloadInfo {
             kind: wl.kind().into(),
             params: wl.params(),
+            metrics: wl.metrics().to_vec(),
         },
         rep,
         seed,
@@ -470,7 +471,16 @@ fn run_in(
         errors: warnings,
         tool_peak_rss: own_peak_rss(),
         mpi,
-    })
+    };
+    // Every figure a workload records is declared next to its operations (so reports read
+    // its unit and direction); the integration tests run every workload in debug builds.
+    debug_assert!(
+        result.undeclared_metrics().is_empty(),
+        "the {} workload records undeclared figures {:?}; add them to its METRICS",
+        result.workload.kind,
+        result.undeclared_metrics()
+    );
+    Ok(result)
 }
 
 /// Removes the workload directory whatever happened (on a testbed it goes with the testbed;

@@ -81,6 +81,9 @@ pub fn run(c: CompareCmd) -> Result<ExitCode> {
         c.new_testbed.as_deref(),
         "--new-testbed",
     )?;
+    let (mut base, mut new) = (base, new);
+    crate::workload::declare_missing_metrics(&mut base);
+    crate::workload::declare_missing_metrics(&mut new);
     let cmp = compare(base, new)?;
     match c.format {
         CompareFormat::Table => print!("{}", crate::report::table::text(&cmp.table())),

@@ -42,7 +42,8 @@ pub fn run(c: ReportCmd) -> Result<ExitCode> {
             .unwrap_or(Format::Html),
         (None, None) => Format::Html,
     };
-    let results = crate::report::load_results(&c.results)?;
+    let mut results = crate::report::load_results(&c.results)?;
+    crate::workload::declare_missing_metrics(&mut results);
     let report = crate::report::model::build(results, c.baseline.as_deref())?;
     let bytes = format.exporter().render(&report)?;
     match &c.output {

@@ -217,8 +217,8 @@ pub fn cells(results: &[RunResult]) -> (Vec<String>, Vec<String>, Vec<Cell>) {
     let mut workloads = Vec::new();
     // (testbed, workload, phase) in first-appearance order -> phases.
     let mut order: Vec<(String, String, String)> = Vec::new();
-    // (testbed, workload, phase) -> (phases, threads, series label)
-    type Group<'a> = (Vec<&'a PhaseResult>, u64, String);
+    // (testbed, workload, phase) -> (phases with their runs, threads, series label)
+    type Group<'a> = (Vec<(&'a RunResult, &'a PhaseResult)>, u64, String);
     let mut groups: BTreeMap<(String, String, String), Group> = BTreeMap::new();
     for (i, r) in results.iter().enumerate() {
         push_unique(&mut testbeds, &r.testbed.label);
@@ -231,7 +231,7 @@ pub fn cells(results: &[RunResult]) -> (Vec<String>, Vec<String>, Vec<Cell>) {
             let g = groups
                 .entry(key)
                 .or_insert_with(|| (Vec::new(), threads_of(r, p), series[i].clone()));
-            g.0.push(p);
+            g.0.push((r, p));
         }
     }
     // Cells ordered by workload, then phase (first appearance), then testbed.
@@ -253,7 +253,7 @@ pub fn cells(results: &[RunResult]) -> (Vec<String>, Vec<String>, Vec<Cell>) {
                 let Some((phases, threads, series)) = groups.get(&key) else {
                     continue;
                 };
-                let main = metrics::main_metric(phases.iter().copied()).key();
+                let main = metrics::main_metric(phases.iter().map(|(_, p)| *p)).key();
                 let ms = metrics::present(phases.iter().copied())
                     .into_iter()
                     .filter_map(|m| cell_metric(&m, phases))
@@ -274,15 +274,16 @@ pub fn cells(results: &[RunResult]) -> (Vec<String>, Vec<String>, Vec<Cell>) {
     (testbeds, workloads, out)
 }
 
-fn cell_metric(m: &Metric, phases: &[&PhaseResult]) -> Option<CellMetric> {
-    let values: Vec<f64> = phases.iter().filter_map(|p| m.value(p)).collect();
+fn cell_metric(m: &Metric, phases: &[(&RunResult, &PhaseResult)]) -> Option<CellMetric> {
+    let values: Vec<f64> = phases.iter().filter_map(|(_, p)| m.value(p)).collect();
     let summary = stats::summarize(&values)?;
+    let def = m.def();
     Some(CellMetric {
         key: m.key(),
-        name: m.name(),
-        unit: m.unit().to_string(),
-        better: m.better(),
-        harmonic_mean: if m.is_rate() {
+        name: def.name.to_string(),
+        unit: def.unit.to_string(),
+        better: def.better,
+        harmonic_mean: if def.rate {
             stats::harmonic_mean(&values)
         } else {
             None
@@ -448,7 +449,7 @@ fn main_table(testbeds: &[String], _w: &[String], cells: &[Cell], baseline: &str
                 .find_map(|t| find(cells, t, &w, &p))
                 .map(|c| c.main.clone())
                 .unwrap_or_default();
-            let metric = Metric::by_key(&main).map(|m| m.label()).unwrap_or_default();
+            let metric = Metric::core(&main).map(|m| m.label()).unwrap_or_default();
             let base = find(cells, baseline, &w, &p)
                 .and_then(|c| c.metric(&main))
                 .map(|m| m.summary.mean);

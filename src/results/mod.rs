@@ -3,6 +3,7 @@
 //! schema version, never renamed; readers ignore fields they do not know.
 
 mod host;
+pub mod metric;
 mod store;
 
 use std::collections::BTreeMap;
@@ -10,6 +11,7 @@ use std::collections::BTreeMap;
 use serde::{Deserialize, Serialize};
 
 pub use host::HostInfo;
+pub use metric::{Better, MetricDef};
 pub use store::{load, load_dir, write_result, ResultFile};
 
 /// The schema tag every run document carries.
@@ -147,6 +149,32 @@ pub struct WorkloadInfo {
     pub kind: String,
     /// Every parameter under its plan-file name, defaults filled in.
     pub params: serde_json::Value,
+    /// The declarations of the figures the workload records in its phases' `extra` (unit,
+    /// direction, rate), so that reports read them from the result rather than guess them.
+    /// Absent in results written before it was added.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub metrics: Vec<MetricDef>,
+}
+
+impl WorkloadInfo {
+    /// The declaration of an `extra` figure, when the result carries one.
+    pub fn metric(&self, key: &str) -> Option<&MetricDef> {
+        self.metrics.iter().find(|m| m.key == key)
+    }
+}
+
+impl RunResult {
+    /// The `extra` figures of the phases that the workload did not declare, each once: a
+    /// workload must declare every figure it records, so reports never have to guess.
+    pub fn undeclared_metrics(&self) -> Vec<&str> {
+        let mut out: Vec<&str> = Vec::new();
+        for k in self.phases.iter().flat_map(|p| p.extra.keys()) {
+            if self.workload.metric(k).is_none() && !out.contains(&k.as_str()) {
+                out.push(k);
+            }
+        }
+        out
+    }
 }
 
 /// Conditioning applied around the workload.

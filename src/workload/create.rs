@@ -31,6 +31,7 @@ use super::tree::FsyncMode;
 use super::{RunContext, Workload};
 use crate::error::bad_input;
 use crate::measure::OpDef;
+use crate::results::MetricDef;
 
 /// Parameters of the create workload.
 #[derive(Debug, Clone, Serialize, Deserialize, PartialEq)]
@@ -319,7 +320,18 @@ impl Create {
     }
 }
 
+/// The figures this workload records in a phase's `extra`.
+const METRICS: &[MetricDef] = &[
+    MetricDef::count("files", "files", ""),
+    MetricDef::rate("files_per_s", "file rate", "files/s"),
+    MetricDef::rate("kib_per_s", "file data rate", "KiB/s"),
+];
+
 impl Workload for Create {
+    fn metrics(&self) -> &'static [MetricDef] {
+        METRICS
+    }
+
     fn kind(&self) -> &'static str {
         "create"
     }

@@ -42,6 +42,7 @@ use super::tree::FsyncMode;
 use super::{RunContext, Workload};
 use crate::error::{bad_input, SystemFailure};
 use crate::measure::{OpDef, OpId, Recorder};
+use crate::results::MetricDef;
 use crate::units::Size;
 
 /// The four scenarios of the journal-size study (Linux Magazine, 2009), with fdtree's own
@@ -929,7 +930,19 @@ pub fn write_tree_list(root: &Path, out: &Path) -> Result<()> {
     Ok(())
 }
 
+/// The figures this workload records in a phase's `extra`.
+const METRICS: &[MetricDef] = &[
+    MetricDef::count("dirs", "directories", ""),
+    MetricDef::count("files", "files", ""),
+    MetricDef::rate("files_per_s", "file rate", "files/s"),
+    MetricDef::rate("kib_per_s", "file data rate", "KiB/s"),
+];
+
 impl Workload for Fdtree {
+    fn metrics(&self) -> &'static [MetricDef] {
+        METRICS
+    }
+
     fn kind(&self) -> &'static str {
         "fdtree"
     }

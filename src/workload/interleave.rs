@@ -25,6 +25,7 @@ use super::tree::remove_tree_contents;
 use super::{ColdMode, RunContext, Workload};
 use crate::error::bad_input;
 use crate::measure::OpDef;
+use crate::results::MetricDef;
 
 /// The order files are created in.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
@@ -208,7 +209,17 @@ impl Interleave {
     }
 }
 
+/// The figures this workload records in a phase's `extra`.
+const METRICS: &[MetricDef] = &[
+    MetricDef::count("dirs", "directories", ""),
+    MetricDef::count("files", "files", ""),
+];
+
 impl Workload for Interleave {
+    fn metrics(&self) -> &'static [MetricDef] {
+        METRICS
+    }
+
     fn kind(&self) -> &'static str {
         "interleave"
     }

@@ -44,6 +44,33 @@ pub trait Workload: Send + Sync {
         Ok(())
     }
 
+    /// The figures the workload records in its phases' `extra`, declared once: unit,
+    /// direction, rate. The runner copies them into the result (`workload.metrics`).
+    fn metrics(&self) -> &'static [crate::results::MetricDef] {
+        &[]
+    }
+
     /// Runs the phases.
     fn run(&self, ctx: &mut RunContext) -> Result<()>;
+}
+
+/// Gives results written before declarations were recorded (no `workload.metrics`) the
+/// declarations their kind makes today, so that reports of old result files show units and
+/// directions too. A kind that is no longer known, or parameters that no longer build, leave
+/// the result as it is (its figures are then shown with no direction claimed).
+pub fn declare_missing_metrics(results: &mut [crate::results::RunResult]) {
+    for r in results.iter_mut().filter(|r| r.workload.metrics.is_empty()) {
+        let built = registry::find(&r.workload.kind).and_then(|k| {
+            let params = match r.workload.params.as_object() {
+                Some(_) => r.workload.params.clone(),
+                None => serde_json::json!({}),
+            };
+            (k.build)(params)
+                .or_else(|_| (k.build)(serde_json::json!({})))
+                .ok()
+        });
+        if let Some(w) = built {
+            r.workload.metrics = w.metrics().to_vec();
+        }
+    }
 }

@@ -24,6 +24,7 @@ use super::names::timed_syncfs;
 use super::{RunContext, Workload};
 use crate::error::{bad_input, SystemFailure};
 use crate::measure::{OpDef, Recorder};
+use crate::results::MetricDef;
 
 /// When data is forced to disk.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
@@ -358,7 +359,14 @@ fn remove_pass(
     Ok(removed)
 }
 
+/// The figures this workload records in a phase's `extra`.
+const METRICS: &[MetricDef] = &[MetricDef::count("files", "files", "")];
+
 impl Workload for Tree {
+    fn metrics(&self) -> &'static [MetricDef] {
+        METRICS
+    }
+
     fn kind(&self) -> &'static str {
         "tree"
     }

@@ -33,6 +33,7 @@ use serde::{Deserialize, Serialize};
 use super::{RunContext, Workload};
 use crate::error::{bad_input, SystemFailure};
 use crate::measure::{OpDef, OpId, Recorder};
+use crate::results::MetricDef;
 use loadfile::{Kind, Op};
 
 /// An operation stream shared by every client.
@@ -636,7 +637,19 @@ impl Clients {
     }
 }
 
+/// The figures this workload records in a phase's `extra`.
+const METRICS: &[MetricDef] = &[
+    MetricDef::count("clients", "clients", ""),
+    MetricDef::rate("mb_per_s", "client throughput", "MB/s"),
+    MetricDef::count("passes", "loadfile passes", ""),
+    MetricDef::lower("unexpected_status", "unexpected status", ""),
+];
+
 impl Workload for Clients {
+    fn metrics(&self) -> &'static [MetricDef] {
+        METRICS
+    }
+
     fn kind(&self) -> &'static str {
         "clients"
     }
