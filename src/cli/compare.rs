@@ -2,13 +2,13 @@
 
 use std::path::PathBuf;
 use std::process::ExitCode;
-use std::str::FromStr;
 
 use anyhow::Result;
 use clap::Args;
 
 use crate::error::bad_input;
 use crate::report::compare::compare;
+use crate::report::output::{parse_result_format, OutputFormat};
 use crate::results::RunResult;
 
 #[derive(Debug, Args)]
@@ -24,29 +24,15 @@ pub struct CompareCmd {
     /// Use only the new results of this testbed label.
     #[arg(long, value_name = "LABEL")]
     pub new_testbed: Option<String>,
-    /// table (terminal), md or json.
-    #[arg(long, value_name = "table|md|json", default_value = "table")]
-    pub format: CompareFormat,
-}
-
-/// Output of `compare`.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub enum CompareFormat {
-    Table,
-    Md,
-    Json,
-}
-
-impl FromStr for CompareFormat {
-    type Err = String;
-    fn from_str(s: &str) -> Result<Self, Self::Err> {
-        match s {
-            "table" => Ok(Self::Table),
-            "md" | "markdown" => Ok(Self::Md),
-            "json" => Ok(Self::Json),
-            _ => Err(format!("unknown format {s:?}; use table, md or json")),
-        }
-    }
+    /// table (terminal), json (every row with its figures), csv (one line per row, full
+    /// precision) or md.
+    #[arg(
+        long,
+        value_name = "table|json|csv|md",
+        default_value = "table",
+        value_parser = parse_result_format
+    )]
+    pub format: OutputFormat,
 }
 
 /// The results of one testbed label, when one is asked for.
@@ -86,9 +72,12 @@ pub fn run(c: CompareCmd) -> Result<ExitCode> {
     crate::workload::declare_missing_metrics(&mut new);
     let cmp = compare(base, new)?;
     match c.format {
-        CompareFormat::Table => print!("{}", crate::report::table::text(&cmp.table())),
-        CompareFormat::Md => print!("{}", crate::report::export::md_table(&cmp.table())),
-        CompareFormat::Json => println!("{}", serde_json::to_string_pretty(&cmp)?),
+        OutputFormat::Json => println!("{}", serde_json::to_string_pretty(&cmp)?),
+        OutputFormat::Csv => print!("{}", cmp.csv()),
+        OutputFormat::Md => print!("{}", crate::report::export::md_table(&cmp.table())),
+        OutputFormat::Table | OutputFormat::Html => {
+            print!("{}", crate::report::table::text(&cmp.table()))
+        }
     }
     Ok(ExitCode::SUCCESS)
 }

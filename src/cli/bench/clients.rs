@@ -107,6 +107,11 @@ pub fn run(a: ClientsArgs) -> Result<ExitCode> {
             }
         }
     }
-    write_csv(&a.run.out, "clients", &csv, a.run.quiet || a.run.json)?;
+    write_csv(
+        &a.run.out,
+        "clients",
+        &csv,
+        a.run.quiet || a.run.output().is_machine(),
+    )?;
     Ok(ExitCode::SUCCESS)
 }

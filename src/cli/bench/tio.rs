@@ -12,6 +12,7 @@ use anyhow::{Context, Result};
 use clap::Args;
 
 use crate::cli::common::{RunArgs, TestbedArgs};
+use crate::report::output::{OutputFormat, ResultViews};
 use crate::results::RunResult;
 use crate::runner::{Outcome, Place};
 use crate::units::{parse_duration, parse_list, Size};
@@ -232,21 +233,28 @@ pub fn write_csv(out: &Path, kind: &str, csv: &str, quiet: bool) -> Result<Optio
     Ok(Some(path))
 }
 
-pub fn run(a: TioArgs) -> Result<ExitCode> {
+pub fn run(mut a: TioArgs) -> Result<ExitCode> {
+    // --csv is short for --format csv (tio's CSV is the sweep's columns).
+    if a.csv {
+        a.run.output.format = Some(OutputFormat::Csv);
+    }
     let wl = a.workload();
     let place = a.testbed.place()?;
     let outcomes = run_sweep(&place, &wl, wl.cells(), wl.split_per_cell(), &a.run)?;
     let results: Vec<RunResult> = outcomes.iter().map(|o| o.result.clone()).collect();
     let csv = sweep_csv(&results);
-    if a.csv {
-        if !crate::dist::secondary_rank() {
-            print!("{csv}");
-        }
-    } else {
-        a.run.print(&outcomes, |r| {
-            sweep_tables(r) + &crate::dist::report::rank_text(r)
-        })?;
-    }
-    write_csv(&a.run.out, "tio", &csv, a.run.quiet || a.run.json)?;
+    a.run.print_views(
+        &outcomes,
+        &ResultViews {
+            table: &|r| sweep_tables(r) + &crate::dist::report::rank_text(r),
+            csv: Some(&sweep_csv),
+        },
+    )?;
+    write_csv(
+        &a.run.out,
+        "tio",
+        &csv,
+        a.run.quiet || a.run.output().is_machine(),
+    )?;
     Ok(ExitCode::SUCCESS)
 }
