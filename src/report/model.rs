@@ -215,28 +215,23 @@ pub fn cells(results: &[RunResult]) -> (Vec<String>, Vec<String>, Vec<Cell>) {
     let series = workload_labels(results, &["threads", "clients"]);
     let mut testbeds = Vec::new();
     let mut workloads = Vec::new();
-    // (testbed, workload, phase) in first-appearance order -> phases.
-    let mut order: Vec<(String, String, String)> = Vec::new();
-    // (testbed, workload, phase) -> (phases with their runs, threads, series label)
-    type Group<'a> = (Vec<(&'a RunResult, &'a PhaseResult)>, u64, String);
-    let mut groups: BTreeMap<(String, String, String), Group> = BTreeMap::new();
     for (i, r) in results.iter().enumerate() {
         push_unique(&mut testbeds, &r.testbed.label);
         push_unique(&mut workloads, &labels[i]);
-        for p in &r.phases {
-            let key = (r.testbed.label.clone(), labels[i].clone(), p.name.clone());
-            if !groups.contains_key(&key) {
-                order.push(key.clone());
-            }
-            let g = groups
-                .entry(key)
-                .or_insert_with(|| (Vec::new(), threads_of(r, p), series[i].clone()));
-            g.0.push((r, p));
-        }
     }
+    // (testbed, workload, phase) -> its phases with their runs, in first-appearance order.
+    let groups = stats::group(results.iter().enumerate().flat_map(|(i, r)| {
+        let labels = &labels;
+        r.phases.iter().map(move |p| {
+            (
+                (r.testbed.label.clone(), labels[i].clone(), p.name.clone()),
+                (i, r, p),
+            )
+        })
+    }));
     // Cells ordered by workload, then phase (first appearance), then testbed.
     let mut phase_order: Vec<(String, String)> = Vec::new();
-    for (_, w, p) in &order {
+    for ((_, w, p), _) in &groups {
         let k = (w.clone(), p.clone());
         if !phase_order.contains(&k) {
             phase_order.push(k);
@@ -250,19 +245,23 @@ pub fn cells(results: &[RunResult]) -> (Vec<String>, Vec<String>, Vec<Cell>) {
             }
             for t in &testbeds {
                 let key = (t.clone(), w.clone(), ph.clone());
-                let Some((phases, threads, series)) = groups.get(&key) else {
+                let Some((_, members)) = groups.iter().find(|(k, _)| *k == key) else {
                     continue;
                 };
+                let (first, r0, p0) = members[0];
+                let (threads, series) = (threads_of(r0, p0), &series[first]);
+                let phases: Vec<(&RunResult, &PhaseResult)> =
+                    members.iter().map(|&(_, r, p)| (r, p)).collect();
                 let main = metrics::main_metric(phases.iter().map(|(_, p)| *p)).key();
                 let ms = metrics::present(phases.iter().copied())
                     .into_iter()
-                    .filter_map(|m| cell_metric(&m, phases))
+                    .filter_map(|m| cell_metric(&m, &phases))
                     .collect();
                 out.push(Cell {
                     testbed: t.clone(),
                     workload: w.clone(),
                     phase: ph.clone(),
-                    threads: *threads,
+                    threads,
                     series: series.clone(),
                     line_phase: line_phase(ph),
                     main,
