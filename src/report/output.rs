@@ -181,12 +181,15 @@ pub fn results_json(results: &[RunResult]) -> Result<String> {
     })
 }
 
+/// A way of showing a set of results as text.
+pub type View<'a> = &'a dyn Fn(&[RunResult]) -> String;
+
 /// How a command shows its results as a table, and (when it has one) its own CSV.
 pub struct ResultViews<'a> {
     /// The command's terminal table.
-    pub table: &'a dyn Fn(&[RunResult]) -> String,
+    pub table: View<'a>,
     /// The command's own CSV (tio's sweep columns), in place of [`phase_rows`].
-    pub csv: Option<&'a dyn Fn(&[RunResult]) -> String>,
+    pub csv: Option<View<'a>>,
 }
 
 /// A set of results in a format. `json_list` keeps a list even for one run (commands that
