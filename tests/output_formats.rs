@@ -400,3 +400,44 @@ file_size = "16K"
     assert_eq!(assert_md_tables(&md)[0].len(), 2 + phases, "{md}");
     sb.assert_clean();
 }
+
+/// The page-cache warning follows the operations a workload declares as reading file data,
+/// not the phase's name (results without any such declaration fall back to the name).
+#[test]
+fn cache_warning_follows_declared_read_operations() {
+    let dir = tempfile::tempdir().unwrap();
+    let op = |reads: bool| {
+        let mut s: fsgauge::results::OpStats = Default::default();
+        s.count = 10;
+        s.bytes = 1 << 20;
+        s.primary = true;
+        s.reads = reads;
+        s
+    };
+    let mut scan = phase("scan", 1.0, 0.1, 10, 1 << 20, &[1000], &[10], 1);
+    scan.op_stats.insert("file".into(), op(true));
+    let mut named = phase("reader", 1.0, 0.1, 10, 1 << 20, &[1000], &[10], 1);
+    named.op_stats.insert("write".into(), op(false));
+    let mut r = result("c", "x", serde_json::json!({}), 0, vec![scan, named]);
+    r.conditions.cold = "none".into();
+    write_all(dir.path(), &[r]);
+    let md = ok(&fsgauge()
+        .arg("report")
+        .arg(dir.path())
+        .args(["--format", "md"])
+        .output()
+        .unwrap());
+    let warned = |phase: &str| {
+        md.lines().any(|l| {
+            l.contains(&format!("c · {phase}: the working set")) && l.contains("page cache")
+        })
+    };
+    assert!(
+        warned("scan"),
+        "a phase of declared reads is warned about:\n{md}"
+    );
+    assert!(
+        !warned("reader"),
+        "a name alone does not make a read phase:\n{md}"
+    );
+}

@@ -272,6 +272,10 @@ pub struct OpStats {
     pub bytes: u64,
     /// Whether this kind counts toward the phase's `ops`.
     pub primary: bool,
+    /// Whether this kind reads file data (as its workload declared it), so that its speed
+    /// depends on the page cache. Absent (false) in results written before it was added.
+    #[serde(default, skip_serializing_if = "std::ops::Not::not")]
+    pub reads: bool,
     pub latency: LatencySummary,
 }
 

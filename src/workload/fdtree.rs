@@ -185,7 +185,10 @@ const FILE_CREATE_OPS: [OpDef; 4] = [
     OpDef::secondary("syncfs"),
 ];
 const STAT_OPS: [OpDef; 1] = [OpDef::primary("stat")];
-const READ_OPS: [OpDef; 2] = [OpDef::primary("read_file"), OpDef::secondary("read")];
+const READ_OPS: [OpDef; 2] = [
+    OpDef::primary("read_file").reading(),
+    OpDef::secondary("read").reading(),
+];
 const FILE_REMOVE_OPS: [OpDef; 2] = [OpDef::primary("unlink"), OpDef::secondary("syncfs")];
 const DIR_REMOVE_OPS: [OpDef; 2] = [OpDef::primary("rmdir"), OpDef::secondary("syncfs")];
 

@@ -98,8 +98,8 @@ impl Default for ReadTest {
 }
 
 const READ_OPS: [OpDef; 3] = [
-    OpDef::primary("file"),
-    OpDef::secondary("read"),
+    OpDef::primary("file").reading(),
+    OpDef::secondary("read").reading(),
     OpDef::secondary("stat"),
 ];
 const STAT_OPS: [OpDef; 1] = [OpDef::primary("stat")];

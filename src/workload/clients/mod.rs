@@ -108,7 +108,7 @@ const DEFS: [OpDef; 17] = [
     OpDef::primary("Sfileinfo"),
     OpDef::primary("Find"),
     OpDef::primary("WriteX"),
-    OpDef::primary("ReadX"),
+    OpDef::primary("ReadX").reading(),
     OpDef::primary("LockX"),
     OpDef::primary("UnlockX"),
     OpDef::primary("Flush"),

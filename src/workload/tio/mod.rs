@@ -318,7 +318,7 @@ const WRITE_OPS: [OpDef; 3] = [
     OpDef::secondary("fsync"),
 ];
 const READ_OPS: [OpDef; 3] = [
-    OpDef::primary("read"),
+    OpDef::primary("read").reading(),
     OpDef::secondary("open"),
     OpDef::secondary("fsync"),
 ];
