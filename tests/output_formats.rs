@@ -406,13 +406,12 @@ file_size = "16K"
 #[test]
 fn cache_warning_follows_declared_read_operations() {
     let dir = tempfile::tempdir().unwrap();
-    let op = |reads: bool| {
-        let mut s: fsgauge::results::OpStats = Default::default();
-        s.count = 10;
-        s.bytes = 1 << 20;
-        s.primary = true;
-        s.reads = reads;
-        s
+    let op = |reads: bool| fsgauge::results::OpStats {
+        count: 10,
+        bytes: 1 << 20,
+        primary: true,
+        reads,
+        ..Default::default()
     };
     let mut scan = phase("scan", 1.0, 0.1, 10, 1 << 20, &[1000], &[10], 1);
     scan.op_stats.insert("file".into(), op(true));
