@@ -282,6 +282,7 @@ pub fn run_in_place(
         workload: WorkloadInfo {
             kind: wl.kind().into(),
             params: wl.params(),
+            metrics: wl.metrics().to_vec(),
         },
         rep: 0,
         seed,
@@ -528,6 +529,7 @@ fn run_in(
         workload: WorkloadInfo {
             kind: wl.kind().into(),
             params: wl.params(),
+            metrics: wl.metrics().to_vec(),
         },
         rep,
         seed,

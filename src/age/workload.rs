@@ -12,6 +12,7 @@ use serde::{Deserialize, Serialize};
 
 use super::engine::{pct_label, AgeMode, AgeParams, Ager, Checkpoint, AGE_OPS};
 use crate::measure::{PhaseMeter, Progress};
+use crate::results::MetricDef;
 use crate::workload::{RunContext, Workload};
 
 /// The aging workload (plan kind `age`); its parameters are [`AgeParams`].
@@ -187,7 +188,31 @@ impl Age {
     }
 }
 
+/// The figures of an aging checkpoint phase (see [`checkpoint_extra`]).
+pub const METRICS: &[MetricDef] = &[
+    MetricDef::count("usage_target_pct", "usage target", "%"),
+    MetricDef::count("usage_pct", "usage", "%"),
+    MetricDef::count("usage_error_pct", "usage off target", "%"),
+    MetricDef::count("files", "files", ""),
+    MetricDef::count("bytes", "bytes", "B"),
+    MetricDef::count("written_bytes", "bytes written", "B"),
+    MetricDef::rate("write_kbps", "write rate", "KiB/s"),
+    MetricDef::lower("aging_s", "aging time", "s"),
+    MetricDef::count("age_ops", "aging operations", ""),
+    MetricDef::count("enospc", "ran out of space", ""),
+    MetricDef::lower("extents_per_file", "extents per file", ""),
+    MetricDef::higher("layout_score", "layout score", ""),
+    MetricDef::lower("fragmentation_factor", "fragmentation factor", ""),
+    MetricDef::count("free_extents", "free extents", ""),
+    MetricDef::higher("largest_free_share", "largest free extent share", ""),
+    MetricDef::count("churn_multiple", "churn multiple", ""),
+];
+
 impl Workload for Age {
+    fn metrics(&self) -> &'static [MetricDef] {
+        METRICS
+    }
+
     fn kind(&self) -> &'static str {
         "age"
     }

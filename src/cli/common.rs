@@ -8,6 +8,7 @@ use clap::Args;
 
 use crate::error::bad_input;
 use crate::measure::Progress;
+use crate::report::output::{parse_result_format, render_results, OutputFormat, ResultViews};
 use crate::results::RunResult;
 use crate::runner::{Outcome, Place, RunOptions};
 use crate::testbed::{Backing, FsKind, JournalSpec, TestbedInput, TestbedSpec};
@@ -132,10 +133,8 @@ pub struct RunArgs {
     /// Directory for result files (one JSON per run).
     #[arg(long, value_name = "DIR", default_value = "fsgauge-results")]
     pub out: PathBuf,
-    /// Print the result document(s) as JSON on stdout instead of the table (a list when there
-    /// are several runs).
-    #[arg(long)]
-    pub json: bool,
+    #[command(flatten)]
+    pub output: OutputArgs,
     /// No progress and no notes on stderr.
     #[arg(long, short)]
     pub quiet: bool,
@@ -144,6 +143,35 @@ pub struct RunArgs {
     /// fragmentation of the target in the result, under `layout`.
     #[arg(long)]
     pub layout: bool,
+}
+
+/// How a command prints its results: `--format`, with `--json` kept as its short form.
+#[derive(Debug, Args, Clone, Default)]
+pub struct OutputArgs {
+    /// Print the result document(s) as JSON on stdout instead of the table (a list when there
+    /// are several runs); short for --format json.
+    #[arg(long)]
+    pub json: bool,
+    /// How results are printed: table (the command's terminal table), json (the result
+    /// documents), csv or md (one row per run and phase, every declared metric).
+    #[arg(
+        long,
+        value_name = "table|json|csv|md",
+        conflicts_with = "json",
+        value_parser = parse_result_format
+    )]
+    pub format: Option<OutputFormat>,
+}
+
+impl OutputArgs {
+    /// --format, or json for --json, else the table.
+    pub fn format(&self) -> OutputFormat {
+        match (self.format, self.json) {
+            (Some(f), _) => f,
+            (None, true) => OutputFormat::Json,
+            (None, false) => OutputFormat::Table,
+        }
+    }
 }
 
 impl RunArgs {
@@ -156,31 +184,43 @@ impl RunArgs {
             mem_charge: self.mem_charge.map(Size::bytes),
             // Under MPI only rank 0 writes results and shows progress.
             out: (!crate::dist::secondary_rank()).then(|| self.out.clone()),
-            progress: Progress::new(self.quiet || self.json || crate::dist::secondary_rank()),
+            progress: Progress::new(
+                self.quiet || self.output().is_machine() || crate::dist::secondary_rank(),
+            ),
             layout: self.layout,
             precondition: None,
         }
     }
 
-    /// Prints outcomes as the table or as JSON, and where the results went.
+    /// The output format: --format, or json for --json, else the table.
+    pub fn output(&self) -> OutputFormat {
+        self.output.format()
+    }
+
+    /// Prints outcomes in the output format, and where the results went.
     pub fn print(
         &self,
         outcomes: &[Outcome],
         table: impl Fn(&[RunResult]) -> String,
     ) -> Result<()> {
+        self.print_views(
+            outcomes,
+            &ResultViews {
+                table: &table,
+                csv: None,
+            },
+        )
+    }
+
+    /// [`Self::print`] with the command's own views of its results.
+    pub fn print_views(&self, outcomes: &[Outcome], views: &ResultViews) -> Result<()> {
+        let format = self.output();
         if crate::dist::secondary_rank() {
             return Ok(());
         }
         let results: Vec<RunResult> = outcomes.iter().map(|o| o.result.clone()).collect();
-        if self.json {
-            let doc = if results.len() == 1 {
-                serde_json::to_string_pretty(&results[0])?
-            } else {
-                serde_json::to_string_pretty(&results)?
-            };
-            println!("{doc}");
-        } else {
-            print!("{}", table(&results));
+        print!("{}", render_results(&results, format, views, false)?);
+        if !format.is_machine() {
             for r in &results {
                 for w in &r.errors {
                     eprintln!("warning: {w}");

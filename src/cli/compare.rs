@@ -2,13 +2,13 @@
 
 use std::path::PathBuf;
 use std::process::ExitCode;
-use std::str::FromStr;
 
 use anyhow::Result;
 use clap::Args;
 
 use crate::error::bad_input;
 use crate::report::compare::compare;
+use crate::report::output::{parse_result_format, OutputFormat};
 use crate::results::RunResult;
 
 #[derive(Debug, Args)]
@@ -24,9 +24,15 @@ pub struct CompareCmd {
     /// Use only the new results of this testbed label.
     #[arg(long, value_name = "LABEL")]
     pub new_testbed: Option<String>,
-    /// table (terminal), md or json.
-    #[arg(long, value_name = "table|md|json", default_value = "table")]
-    pub format: CompareFormat,
+    /// table (terminal), json (every row with its figures), csv (one line per row, full
+    /// precision) or md.
+    #[arg(
+        long,
+        value_name = "table|json|csv|md",
+        default_value = "table",
+        value_parser = parse_result_format
+    )]
+    pub format: OutputFormat,
     /// Refuse (exit 2) when a result file in a directory is damaged (empty, truncated, not
     /// JSON) instead of warning and leaving it out.
     #[arg(long)]
@@ -41,26 +47,6 @@ fn load_side(path: &std::path::Path, strict: bool) -> Result<Vec<RunResult>> {
         eprintln!("warning: {w}");
     }
     Ok(loaded.results)
-}
-
-/// Output of `compare`.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub enum CompareFormat {
-    Table,
-    Md,
-    Json,
-}
-
-impl FromStr for CompareFormat {
-    type Err = String;
-    fn from_str(s: &str) -> Result<Self, Self::Err> {
-        match s {
-            "table" => Ok(Self::Table),
-            "md" | "markdown" => Ok(Self::Md),
-            "json" => Ok(Self::Json),
-            _ => Err(format!("unknown format {s:?}; use table, md or json")),
-        }
-    }
 }
 
 /// The results of one testbed label, when one is asked for.
@@ -95,15 +81,23 @@ pub fn run(c: CompareCmd) -> Result<ExitCode> {
         c.new_testbed.as_deref(),
         "--new-testbed",
     )?;
+    let (mut base, mut new) = (base, new);
+    crate::registry::declare_missing_metrics(&mut base);
+    crate::registry::declare_missing_metrics(&mut new);
     let cmp = compare(base, new)?;
     match c.format {
-        CompareFormat::Table | CompareFormat::Md => print!("{}", cmp.environment_text()),
-        CompareFormat::Json => {}
+        OutputFormat::Table | OutputFormat::Md | OutputFormat::Html => {
+            print!("{}", cmp.environment_text())
+        }
+        OutputFormat::Json | OutputFormat::Csv => {}
     }
     match c.format {
-        CompareFormat::Table => print!("{}", crate::report::table::text(&cmp.table())),
-        CompareFormat::Md => print!("{}", crate::report::export::md_table(&cmp.table())),
-        CompareFormat::Json => println!("{}", serde_json::to_string_pretty(&cmp)?),
+        OutputFormat::Json => println!("{}", serde_json::to_string_pretty(&cmp)?),
+        OutputFormat::Csv => print!("{}", cmp.csv()),
+        OutputFormat::Md => print!("{}", crate::report::export::md_table(&cmp.table())),
+        OutputFormat::Table | OutputFormat::Html => {
+            print!("{}", crate::report::table::text(&cmp.table()))
+        }
     }
     Ok(ExitCode::SUCCESS)
 }

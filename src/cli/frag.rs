@@ -13,27 +13,10 @@ use clap::Args;
 
 use crate::error::bad_input;
 use crate::layout::{self, FileLayout, FreeSpace, LayoutSummary, ScanMethod, WalkOptions};
+use crate::report::output::{
+    csv_field, md_header, md_row, parse_result_format, OutputFormat as Format,
+};
 use crate::units::format_bytes_human;
-
-/// Output formats.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub enum Format {
-    Table,
-    Json,
-    Csv,
-}
-
-impl FromStr for Format {
-    type Err = String;
-    fn from_str(s: &str) -> Result<Self, Self::Err> {
-        match s {
-            "table" => Ok(Self::Table),
-            "json" => Ok(Self::Json),
-            "csv" => Ok(Self::Csv),
-            _ => Err(format!("unknown format {s:?}; use table, json or csv")),
-        }
-    }
-}
 
 /// Orders of the per-file list.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -74,8 +57,13 @@ pub struct FragCmd {
     /// List every file: size, allocated, extents, ideal extents, layout score, holes, flags.
     #[arg(long)]
     pub per_file: bool,
-    /// Output format.
-    #[arg(long, value_name = "table|json|csv", default_value = "table")]
+    /// Output format: table, json, csv or md.
+    #[arg(
+        long,
+        value_name = "table|json|csv|md",
+        default_value = "table",
+        value_parser = parse_result_format
+    )]
     pub format: Format,
     /// Scanning threads [default: twice the number of CPUs, 4 to 16].
     #[arg(long, value_name = "N")]
@@ -119,27 +107,29 @@ fn parse_method(s: &str) -> Result<ScanMethod, String> {
 const CSV_HEADER: &str =
     "path,size,allocated,extents,ideal_extents,layout_score,holes,flags,method";
 
-fn csv_field(s: &str) -> String {
-    if s.contains([',', '"', '\n', '\r']) {
-        format!("\"{}\"", s.replace('"', "\"\""))
-    } else {
-        s.to_string()
-    }
+/// A file's figures, in [`CSV_HEADER`] order.
+fn file_fields(f: &FileLayout) -> Vec<String> {
+    vec![
+        f.path.clone(),
+        f.size.to_string(),
+        f.allocated.to_string(),
+        f.extents.to_string(),
+        f.ideal_extents.to_string(),
+        f.layout_score.map_or(String::new(), |v| format!("{v:.4}")),
+        f.holes.to_string(),
+        f.flags.names().join("|"),
+        f.method.name().to_string(),
+    ]
 }
 
 fn csv_row(f: &FileLayout) -> String {
-    format!(
-        "{},{},{},{},{},{},{},{},{}",
-        csv_field(&f.path),
-        f.size,
-        f.allocated,
-        f.extents,
-        f.ideal_extents,
-        f.layout_score.map_or(String::new(), |v| format!("{v:.4}")),
-        f.holes,
-        f.flags.names().join("|"),
-        f.method.name()
-    )
+    let fields: Vec<String> = file_fields(f).iter().map(|v| csv_field(v)).collect();
+    fields.join(",")
+}
+
+fn md_file_header() -> String {
+    let headers: Vec<&str> = CSV_HEADER.split(',').collect();
+    md_header(&headers, 1)
 }
 
 fn table_row(f: &FileLayout) -> String {
@@ -379,22 +369,68 @@ pub fn free_table(f: &FreeSpace) -> String {
     o
 }
 
+const FREE_HEADER: [&str; 6] = [
+    "range",
+    "from_bytes",
+    "to_bytes",
+    "free_extents",
+    "free_blocks",
+    "percent",
+];
+
+fn free_rows(f: &FreeSpace) -> Vec<Vec<String>> {
+    f.histogram
+        .iter()
+        .map(|b| {
+            vec![
+                b.range.to_string(),
+                b.from_bytes.to_string(),
+                b.to_bytes.to_string(),
+                b.extents.to_string(),
+                b.blocks.to_string(),
+                format!("{:.2}", b.percent),
+            ]
+        })
+        .collect()
+}
+
 fn free_csv(f: &FreeSpace) -> String {
-    let mut o = String::from("range,from_bytes,to_bytes,free_extents,free_blocks,percent\n");
-    for b in &f.histogram {
-        let _ = writeln!(
-            o,
-            "{},{},{},{},{},{:.2}",
-            b.range, b.from_bytes, b.to_bytes, b.extents, b.blocks, b.percent
-        );
+    let mut o = FREE_HEADER.join(",") + "\n";
+    for row in free_rows(f) {
+        let fields: Vec<String> = row.iter().map(|v| csv_field(v)).collect();
+        let _ = writeln!(o, "{}", fields.join(","));
+    }
+    o
+}
+
+fn free_md(f: &FreeSpace) -> String {
+    let mut o = md_header(&FREE_HEADER, 1);
+    for row in free_rows(f) {
+        o.push_str(&md_row(&row));
     }
     o
 }
 
 fn summary_csv(s: &LayoutSummary) -> String {
     let mut o = String::from("metric,value\n");
+    for (k, v) in summary_pairs(s) {
+        let _ = writeln!(o, "{k},{}", csv_field(&v));
+    }
+    o
+}
+
+fn summary_md(s: &LayoutSummary) -> String {
+    let mut o = md_header(&["metric", "value"], 1);
+    for (k, v) in summary_pairs(s) {
+        o.push_str(&md_row(&[k.to_string(), v]));
+    }
+    o
+}
+
+/// The summary's figures under their CSV names.
+fn summary_pairs(s: &LayoutSummary) -> Vec<(&'static str, String)> {
     let opt = |v: Option<f64>| v.map_or(String::new(), |v| format!("{v:.6}"));
-    for (k, v) in [
+    vec![
         ("files", s.files.to_string()),
         ("bytes", s.bytes.to_string()),
         ("data_bytes", s.data_bytes.to_string()),
@@ -417,10 +453,7 @@ fn summary_csv(s: &LayoutSummary) -> String {
         ("ondisk_files", s.ondisk_files.to_string()),
         ("fiemap_files", s.fiemap_files.to_string()),
         ("fibmap_files", s.fibmap_files.to_string()),
-    ] {
-        let _ = writeln!(o, "{k},{v}");
-    }
-    o
+    ]
 }
 
 fn sort_files(files: &mut [FileLayout], key: SortKey) {
@@ -474,8 +507,9 @@ pub fn run(c: FragCmd) -> Result<ExitCode> {
         if stream {
             let mut w = out.lock().expect("stdout lock");
             match c.format {
-                Format::Table => writeln!(w, "{TABLE_HEADER}")?,
+                Format::Table | Format::Html => writeln!(w, "{TABLE_HEADER}")?,
                 Format::Csv => writeln!(w, "{CSV_HEADER}")?,
+                Format::Md => write!(w, "{}", md_file_header())?,
                 Format::Json => write!(w, "{{\"files\": [")?,
             }
         }
@@ -487,8 +521,9 @@ pub fn run(c: FragCmd) -> Result<ExitCode> {
             }
             let mut w = out.lock().expect("stdout lock");
             let _ = match c.format {
-                Format::Table => writeln!(w, "{}", table_row(f)),
+                Format::Table | Format::Html => writeln!(w, "{}", table_row(f)),
                 Format::Csv => writeln!(w, "{}", csv_row(f)),
+                Format::Md => write!(w, "{}", md_row(&file_fields(f))),
                 Format::Json => {
                     let mut fst = first.lock().expect("flag lock");
                     let sep = if *fst { "\n" } else { ",\n" };
@@ -580,7 +615,24 @@ pub fn run(c: FragCmd) -> Result<ExitCode> {
                 None => {}
             }
         }
-        Format::Table => {
+        Format::Md => {
+            if c.sort.is_some() {
+                write!(w, "{}", md_file_header())?;
+                for f in &collected {
+                    write!(w, "{}", md_row(&file_fields(f)))?;
+                }
+                writeln!(w)?;
+            }
+            if let Some(s) = &summary {
+                write!(w, "{}", summary_md(s))?;
+            }
+            match &free {
+                Some(Ok(f)) => write!(w, "\n{}", free_md(f))?,
+                Some(Err(e)) => writeln!(w, "\nfree space: {e}")?,
+                None => {}
+            }
+        }
+        Format::Table | Format::Html => {
             if c.sort.is_some() {
                 writeln!(w, "{TABLE_HEADER}")?;
                 for f in &collected {

@@ -7,8 +7,10 @@ use std::process::ExitCode;
 use anyhow::Result;
 use clap::Args;
 
+use crate::cli::common::OutputArgs;
 use crate::error::bad_input;
 use crate::measure::Progress;
+use crate::report::output::{render_results, ResultViews};
 use crate::report::table::format_rate;
 use crate::results::{write_result, RunResult};
 use crate::units::{format_bytes_human, parse_list, Size};
@@ -40,9 +42,8 @@ pub struct ReadCmd {
     /// Directory for the result file.
     #[arg(long, value_name = "DIR", default_value = "fsgauge-results")]
     pub out: PathBuf,
-    /// Print the result document as JSON instead of the table.
-    #[arg(long)]
-    pub json: bool,
+    #[command(flatten)]
+    pub output: OutputArgs,
     /// No progress and no notes on stderr.
     #[arg(long, short)]
     pub quiet: bool,
@@ -99,13 +100,19 @@ pub fn run(cmd: ReadCmd) -> Result<ExitCode> {
         &test,
         seed,
         cmd.cold,
-        Progress::new(cmd.quiet || cmd.json),
+        Progress::new(cmd.quiet || cmd.output.format().is_machine()),
     )?;
     let file = write_result(&cmd.out, &result)?;
-    if cmd.json {
-        println!("{}", serde_json::to_string_pretty(&result)?);
-    } else {
-        print!("{}", read_table(&result));
+    let format = cmd.output.format();
+    let views = ResultViews {
+        table: &|r: &[RunResult]| r.iter().map(read_table).collect(),
+        csv: None,
+    };
+    print!(
+        "{}",
+        render_results(std::slice::from_ref(&result), format, &views, false)?
+    );
+    if !format.is_machine() {
         for w in &result.errors {
             eprintln!("warning: {w}");
         }

@@ -17,9 +17,9 @@ pub struct ReportCmd {
     /// Write the report here [default: stdout].
     #[arg(short = 'o', long = "output", value_name = "FILE")]
     pub output: Option<PathBuf>,
-    /// html (one self-contained page with plots), md, csv (statistics per cell) or json
-    /// [default: from the -o file's extension, else html].
-    #[arg(long, value_name = "html|md|csv|json")]
+    /// html (one self-contained page with plots), table (the tables as terminal text), md,
+    /// csv (statistics per cell) or json [default: from the -o file's extension, else html].
+    #[arg(long, value_name = "html|table|json|csv|md")]
     pub format: Option<Format>,
     /// The testbed label that percentages are against [default: the first testbed].
     #[arg(long, value_name = "LABEL")]
@@ -52,7 +52,9 @@ pub fn run(c: ReportCmd) -> Result<ExitCode> {
     for w in &skipped {
         eprintln!("warning: {w}");
     }
-    let mut report = crate::report::model::build(loaded.results, c.baseline.as_deref())?;
+    let mut results = loaded.results;
+    crate::registry::declare_missing_metrics(&mut results);
+    let mut report = crate::report::model::build(results, c.baseline.as_deref())?;
     // The report says itself which runs it left out, next to the n it counts per cell.
     report.warnings.splice(0..0, skipped);
     let bytes = format.exporter().render(&report)?;

@@ -9,9 +9,11 @@ use std::process::ExitCode;
 use anyhow::{Context, Result};
 use clap::Args;
 
+use crate::cli::common::OutputArgs;
 use crate::error::bad_input;
 use crate::measure::Progress;
 use crate::plan::{self, presets, ExecOptions, ParseOptions, Plan, Reps};
+use crate::report::output::{render_results, ResultViews};
 use crate::report::table::{side_by_side, side_by_side_per_workload};
 use crate::results::RunResult;
 use crate::runner::{Place, RunOptions};
@@ -47,9 +49,8 @@ pub struct RunCmd {
     /// Directory for result files.
     #[arg(long, value_name = "DIR", default_value = "fsgauge-results")]
     pub out: PathBuf,
-    /// Print the result documents as JSON instead of the table.
-    #[arg(long)]
-    pub json: bool,
+    #[command(flatten)]
+    pub output: OutputArgs,
     /// No progress and no notes on stderr.
     #[arg(long, short)]
     pub quiet: bool,
@@ -168,14 +169,19 @@ pub fn run(c: RunCmd) -> Result<ExitCode> {
         &ExecOptions {
             out: c.out.clone(),
             resume: c.resume,
-            progress: Progress::new(c.quiet || c.json),
-            quiet: c.quiet || c.json,
+            progress: Progress::new(c.quiet || c.output.format().is_machine()),
+            quiet: c.quiet || c.output.format().is_machine(),
         },
     )?;
-    if c.json {
-        println!("{}", serde_json::to_string_pretty(&ex.results)?);
-    } else {
-        print!("{}", side_by_side_per_workload(&ex.results));
+    let views = ResultViews {
+        table: &side_by_side_per_workload,
+        csv: None,
+    };
+    print!(
+        "{}",
+        render_results(&ex.results, c.output.format(), &views, true)?
+    );
+    if !c.output.format().is_machine() {
         for r in &ex.results {
             for w in &r.errors {
                 eprintln!("warning: {} rep {}: {w}", r.testbed.label, r.rep);
@@ -302,7 +308,7 @@ fn quick_on_temp_dir(c: &RunCmd) -> Result<ExitCode> {
         mem_limit: None,
         mem_charge: None,
         out: Some(c.out.clone()),
-        progress: Progress::new(c.quiet || c.json),
+        progress: Progress::new(c.quiet || c.output.format().is_machine()),
         layout: c.layout,
         precondition: None,
     };
@@ -311,13 +317,16 @@ fn quick_on_temp_dir(c: &RunCmd) -> Result<ExitCode> {
         .map(|o| o.result)
         .collect();
     drop(temp);
-    if c.json {
-        println!("{}", serde_json::to_string_pretty(&results)?);
-    } else {
-        print!("{}", side_by_side(&results));
-        if !c.quiet {
-            eprintln!("{} result file(s) in {}", results.len(), c.out.display());
-        }
+    let views = ResultViews {
+        table: &side_by_side,
+        csv: None,
+    };
+    print!(
+        "{}",
+        render_results(&results, c.output.format(), &views, true)?
+    );
+    if !c.output.format().is_machine() && !c.quiet {
+        eprintln!("{} result file(s) in {}", results.len(), c.out.display());
     }
     Ok(ExitCode::SUCCESS)
 }

@@ -7,8 +7,10 @@ use std::process::ExitCode;
 use anyhow::Result;
 use clap::{Args, Subcommand};
 
+use crate::cli::common::OutputArgs;
 use crate::error::bad_input;
 use crate::measure::Progress;
+use crate::report::output::{render_results, ResultViews};
 use crate::report::table::format_rate;
 use crate::results::RunResult;
 use crate::study::append::{rows_of, AppendStudy};
@@ -78,9 +80,8 @@ pub struct AppendArgs {
     /// Directory for result files.
     #[arg(long, value_name = "DIR", default_value = "fsgauge-results")]
     pub out: PathBuf,
-    /// Print the result documents as JSON instead of the tables.
-    #[arg(long)]
-    pub json: bool,
+    #[command(flatten)]
+    pub output: OutputArgs,
     /// No progress and no notes on stderr.
     #[arg(long, short)]
     pub quiet: bool,
@@ -211,11 +212,14 @@ pub fn run(cmd: StudyCmd) -> Result<ExitCode> {
     match cmd {
         StudyCmd::Append(a) => {
             let study = a.study()?;
-            let results = study.run(Some(&a.out), Progress::new(a.quiet || a.json))?;
-            if a.json {
-                println!("{}", serde_json::to_string_pretty(&results)?);
-            } else {
-                print!("{}", study_table(&results));
+            let format = a.output.format();
+            let results = study.run(Some(&a.out), Progress::new(a.quiet || format.is_machine()))?;
+            let views = ResultViews {
+                table: &study_table,
+                csv: None,
+            };
+            print!("{}", render_results(&results, format, &views, true)?);
+            if !format.is_machine() {
                 for r in &results {
                     for w in &r.errors {
                         eprintln!("warning: {}: {w}", r.testbed.label);

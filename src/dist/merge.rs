@@ -144,6 +144,7 @@ fn merge_one(reports: &[RankReport], i: usize) -> Result<PhaseResult> {
                 count: parts.iter().map(|s| s.count).sum(),
                 bytes: parts.iter().map(|s| s.bytes).sum(),
                 primary: parts.iter().any(|s| s.primary),
+                reads: parts.iter().any(|s| s.reads),
                 latency: merge_latency(&parts.iter().map(|s| &s.latency).collect::<Vec<_>>())?,
             },
         );
@@ -288,6 +289,7 @@ mod tests {
                 count: ops,
                 bytes: ops * bytes_per_op,
                 primary: true,
+                reads: false,
                 latency: lat.clone(),
             },
         );

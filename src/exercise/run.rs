@@ -24,6 +24,7 @@ use super::replay::ReplayLog;
 use super::report::Failure;
 use crate::error::{bad_input, bad_param, SystemFailure};
 use crate::measure::{OpDef, OpId, PhaseMeter, Recorder};
+use crate::results::MetricDef;
 use crate::units::Overflow;
 use crate::workload::{ColdMode, RunContext, Target, Workload};
 
@@ -164,7 +165,21 @@ pub fn worker_seed(seed: u64, w: u32) -> u64 {
     seed.wrapping_add(u64::from(w).wrapping_mul(0x9e37_79b9_7f4a_7c15))
 }
 
+/// The figures this workload records in a phase's `extra`.
+const METRICS: &[MetricDef] = &[
+    MetricDef::count("remounts", "remounts", ""),
+    MetricDef::count("full_verifications", "full verifications", ""),
+    MetricDef::count("procs", "processes", ""),
+    MetricDef::count("kinds_turned_off", "operation kinds turned off", ""),
+    MetricDef::count("seed", "seed", ""),
+    MetricDef::count("replayed_steps", "replayed steps", ""),
+];
+
 impl Workload for Exercise {
+    fn metrics(&self) -> &'static [MetricDef] {
+        METRICS
+    }
+
     fn kind(&self) -> &'static str {
         "exercise"
     }

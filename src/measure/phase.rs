@@ -156,6 +156,7 @@ impl PhaseMeter {
                     count,
                     bytes: b,
                     primary: def.primary,
+                    reads: def.reads,
                     latency: summarize(&h, o2, o10),
                 },
             );

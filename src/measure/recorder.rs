@@ -24,6 +24,9 @@ pub struct OpDef {
     /// Counts toward the phase's `ops` and its headline latency (e.g. `create`, `mkdir`);
     /// secondary kinds (e.g. each `write` inside a create) are reported on their own only.
     pub primary: bool,
+    /// Reads file data, so its speed depends on what the page cache holds (the report warns
+    /// when a phase of such operations ran on a warm cache smaller than memory).
+    pub reads: bool,
 }
 
 impl OpDef {
@@ -31,12 +34,21 @@ impl OpDef {
         Self {
             name,
             primary: true,
+            reads: false,
         }
     }
     pub const fn secondary(name: &'static str) -> Self {
         Self {
             name,
             primary: false,
+            reads: false,
+        }
+    }
+    /// The same kind, declared as reading file data.
+    pub const fn reading(self) -> Self {
+        Self {
+            reads: true,
+            ..self
         }
     }
 }

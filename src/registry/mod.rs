@@ -209,6 +209,27 @@ pub fn find(name: &str) -> Option<&'static WorkloadKind> {
     kinds().iter().find(|k| k.name == name)
 }
 
+/// Gives results written before declarations were recorded (no `workload.metrics`) the
+/// declarations their kind makes today, so that reports of old result files show units and
+/// directions too. A kind that is no longer known, or parameters that no longer build, leave
+/// the result as it is (its figures are then shown with no direction claimed).
+pub fn declare_missing_metrics(results: &mut [crate::results::RunResult]) {
+    for r in results.iter_mut().filter(|r| r.workload.metrics.is_empty()) {
+        let built = find(&r.workload.kind).and_then(|k| {
+            let params = match r.workload.params.as_object() {
+                Some(_) => r.workload.params.clone(),
+                None => serde_json::json!({}),
+            };
+            (k.build)(params)
+                .or_else(|_| (k.build)(serde_json::json!({})))
+                .ok()
+        });
+        if let Some(w) = built {
+            r.workload.metrics = w.metrics().to_vec();
+        }
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;

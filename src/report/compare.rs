@@ -10,6 +10,7 @@ use serde::Serialize;
 
 use super::metrics::Better;
 use super::model::{cells, fmt_num, pct_change, sort_results, Cell, Table};
+use super::output::csv_table;
 use crate::results::{env_diff, Difference, RunResult};
 use crate::stats::{significance_mark, welch};
 
@@ -142,6 +143,67 @@ impl Comparison {
         }
         s.push('\n');
         s
+    }
+
+    /// Every row with its figures at full precision, as CSV.
+    pub fn csv(&self) -> String {
+        let headers = [
+            "testbed",
+            "workload",
+            "phase",
+            "metric",
+            "unit",
+            "better",
+            "base_n",
+            "base_mean",
+            "base_sd",
+            "new_n",
+            "new_mean",
+            "new_sd",
+            "change_pct",
+            "p_value",
+            "significance",
+            "verdict",
+        ]
+        .map(String::from)
+        .to_vec();
+        let opt = |v: Option<f64>| v.map_or(String::new(), |v| v.to_string());
+        let rows = self
+            .rows
+            .iter()
+            .map(|r| {
+                vec![
+                    r.testbed.clone(),
+                    r.workload.clone(),
+                    r.phase.clone(),
+                    r.metric.clone(),
+                    r.unit.clone(),
+                    match r.better {
+                        Better::Higher => "higher",
+                        Better::Lower => "lower",
+                        Better::Neither => "neither",
+                    }
+                    .to_string(),
+                    r.base_n.to_string(),
+                    r.base_mean.to_string(),
+                    r.base_sd.to_string(),
+                    r.new_n.to_string(),
+                    r.new_mean.to_string(),
+                    r.new_sd.to_string(),
+                    opt(r.change_pct),
+                    opt(r.p_value),
+                    r.significance.clone(),
+                    r.verdict.clone(),
+                ]
+            })
+            .collect();
+        csv_table(&Table {
+            title: String::new(),
+            label_columns: 6,
+            note: String::new(),
+            headers,
+            rows,
+        })
     }
 
     /// The comparison as a table.

@@ -7,6 +7,7 @@ pub mod compare;
 pub mod export;
 pub mod metrics;
 pub mod model;
+pub mod output;
 pub mod plots;
 pub mod png;
 pub mod ranks;

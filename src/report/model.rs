@@ -215,28 +215,23 @@ pub fn cells(results: &[RunResult]) -> (Vec<String>, Vec<String>, Vec<Cell>) {
     let series = workload_labels(results, &["threads", "clients"]);
     let mut testbeds = Vec::new();
     let mut workloads = Vec::new();
-    // (testbed, workload, phase) in first-appearance order -> phases.
-    let mut order: Vec<(String, String, String)> = Vec::new();
-    // (testbed, workload, phase) -> (phases, threads, series label)
-    type Group<'a> = (Vec<&'a PhaseResult>, u64, String);
-    let mut groups: BTreeMap<(String, String, String), Group> = BTreeMap::new();
     for (i, r) in results.iter().enumerate() {
         push_unique(&mut testbeds, &r.testbed.label);
         push_unique(&mut workloads, &labels[i]);
-        for p in &r.phases {
-            let key = (r.testbed.label.clone(), labels[i].clone(), p.name.clone());
-            if !groups.contains_key(&key) {
-                order.push(key.clone());
-            }
-            let g = groups
-                .entry(key)
-                .or_insert_with(|| (Vec::new(), threads_of(r, p), series[i].clone()));
-            g.0.push(p);
-        }
     }
+    // (testbed, workload, phase) -> its phases with their runs, in first-appearance order.
+    let groups = stats::group(results.iter().enumerate().flat_map(|(i, r)| {
+        let labels = &labels;
+        r.phases.iter().map(move |p| {
+            (
+                (r.testbed.label.clone(), labels[i].clone(), p.name.clone()),
+                (i, r, p),
+            )
+        })
+    }));
     // Cells ordered by workload, then phase (first appearance), then testbed.
     let mut phase_order: Vec<(String, String)> = Vec::new();
-    for (_, w, p) in &order {
+    for ((_, w, p), _) in &groups {
         let k = (w.clone(), p.clone());
         if !phase_order.contains(&k) {
             phase_order.push(k);
@@ -250,19 +245,23 @@ pub fn cells(results: &[RunResult]) -> (Vec<String>, Vec<String>, Vec<Cell>) {
             }
             for t in &testbeds {
                 let key = (t.clone(), w.clone(), ph.clone());
-                let Some((phases, threads, series)) = groups.get(&key) else {
+                let Some((_, members)) = groups.iter().find(|(k, _)| *k == key) else {
                     continue;
                 };
-                let main = metrics::main_metric(phases.iter().copied()).key();
+                let (first, r0, p0) = members[0];
+                let (threads, series) = (threads_of(r0, p0), &series[first]);
+                let phases: Vec<(&RunResult, &PhaseResult)> =
+                    members.iter().map(|&(_, r, p)| (r, p)).collect();
+                let main = metrics::main_metric(phases.iter().map(|(_, p)| *p)).key();
                 let ms = metrics::present(phases.iter().copied())
                     .into_iter()
-                    .filter_map(|m| cell_metric(&m, phases))
+                    .filter_map(|m| cell_metric(&m, &phases))
                     .collect();
                 out.push(Cell {
                     testbed: t.clone(),
                     workload: w.clone(),
                     phase: ph.clone(),
-                    threads: *threads,
+                    threads,
                     series: series.clone(),
                     line_phase: line_phase(ph),
                     main,
@@ -274,15 +273,16 @@ pub fn cells(results: &[RunResult]) -> (Vec<String>, Vec<String>, Vec<Cell>) {
     (testbeds, workloads, out)
 }
 
-fn cell_metric(m: &Metric, phases: &[&PhaseResult]) -> Option<CellMetric> {
-    let values: Vec<f64> = phases.iter().filter_map(|p| m.value(p)).collect();
+fn cell_metric(m: &Metric, phases: &[(&RunResult, &PhaseResult)]) -> Option<CellMetric> {
+    let values: Vec<f64> = phases.iter().filter_map(|(_, p)| m.value(p)).collect();
     let summary = stats::summarize(&values)?;
+    let def = m.def();
     Some(CellMetric {
         key: m.key(),
-        name: m.name(),
-        unit: m.unit().to_string(),
-        better: m.better(),
-        harmonic_mean: if m.is_rate() {
+        name: def.name.to_string(),
+        unit: def.unit.to_string(),
+        better: def.better,
+        harmonic_mean: if def.rate {
             stats::harmonic_mean(&values)
         } else {
             None
@@ -448,7 +448,7 @@ fn main_table(testbeds: &[String], _w: &[String], cells: &[Cell], baseline: &str
                 .find_map(|t| find(cells, t, &w, &p))
                 .map(|c| c.main.clone())
                 .unwrap_or_default();
-            let metric = Metric::by_key(&main).map(|m| m.label()).unwrap_or_default();
+            let metric = Metric::core(&main).map(|m| m.label()).unwrap_or_default();
             let base = find(cells, baseline, &w, &p)
                 .and_then(|c| c.metric(&main))
                 .map(|m| m.summary.mean);
@@ -792,8 +792,19 @@ fn warnings(results: &[RunResult], cells: &[Cell]) -> Vec<String> {
             .mem_limit
             .or(r.testbed.memory_limit)
             .unwrap_or(r.host.memory);
+        let declares_reads = r
+            .phases
+            .iter()
+            .any(|p| p.op_stats.values().any(|s| s.reads));
         for p in &r.phases {
-            let read_phase = p.name.contains("read");
+            // Read phases: their workload declares the operations that read file data.
+            // Results written before operations carried that declaration have none in the
+            // whole run; for them the phase's name is all there is.
+            let read_phase = if declares_reads {
+                p.op_stats.values().any(|s| s.primary && s.reads)
+            } else {
+                p.name.contains("read")
+            };
             let working_set = p.bytes;
             if read_phase
                 && r.conditions.cold == "none"

@@ -1,7 +1,6 @@
 //! Plain-text tables for the terminal: one row per phase, and side by side across testbeds, in
 //! the seed studies' "elapsed (sys)" form.
 
-use std::collections::BTreeMap;
 use std::fmt::Write;
 
 use crate::results::RunResult;
@@ -76,43 +75,35 @@ pub fn phase_table(results: &[RunResult]) -> String {
 }
 
 /// Phases down, testbeds across; each cell the mean "elapsed (sys)" over repetitions, and the
-/// mean ops/s beneath, as the low-memory study tabulated its configurations.
+/// mean ops/s beneath, as the low-memory study tabulated its configurations. The cells and
+/// their means are the report's ([`super::model::cells`]).
 pub fn side_by_side(results: &[RunResult]) -> String {
-    let mut labels: Vec<String> = Vec::new();
-    let mut phases: Vec<String> = Vec::new();
-    // (phase, label) -> (wall sum, sys sum, ops/s sum, n)
-    let mut cells: BTreeMap<(String, String), (f64, f64, f64, u32)> = BTreeMap::new();
-    for r in results {
-        if !labels.contains(&r.testbed.label) {
-            labels.push(r.testbed.label.clone());
-        }
-        for p in &r.phases {
-            if !phases.contains(&p.name) {
-                phases.push(p.name.clone());
-            }
-            let c = cells
-                .entry((p.name.clone(), r.testbed.label.clone()))
-                .or_default();
-            c.0 += p.wall_s;
-            c.1 += p.sys_s;
-            c.2 += p.ops_per_s;
-            c.3 += 1;
+    let (labels, _, cells) = super::model::cells(results);
+    let mut phases: Vec<&str> = Vec::new();
+    for c in &cells {
+        if !phases.contains(&c.phase.as_str()) {
+            phases.push(&c.phase);
         }
     }
+    let mean = |c: &super::model::Cell, key: &str| c.metric(key).map(|m| m.summary.mean);
     let mut headers = vec!["phase".to_string()];
     headers.extend(labels.iter().cloned());
     let mut rows = Vec::new();
-    for ph in &phases {
+    for ph in phases {
         let mut elapsed = vec![format!("{ph} elapsed (sys) s")];
         let mut rate = vec![format!("{ph} ops/s")];
         for l in &labels {
-            match cells.get(&(ph.clone(), l.clone())) {
-                Some(&(w, s, o, n)) if n > 0 => {
-                    let n = n as f64;
-                    elapsed.push(format!("{:.2} ({:.2})", w / n, s / n));
-                    rate.push(format_rate(o / n));
+            match cells.iter().find(|c| &c.testbed == l && c.phase == ph) {
+                Some(c) => {
+                    elapsed.push(format!(
+                        "{:.2} ({:.2})",
+                        mean(c, "elapsed").unwrap_or(0.0),
+                        mean(c, "sys").unwrap_or(0.0)
+                    ));
+                    // A phase without operations has no op rate: 0, as its phases record.
+                    rate.push(format_rate(mean(c, "ops_per_s").unwrap_or(0.0)));
                 }
-                _ => {
+                None => {
                     elapsed.push("-".into());
                     rate.push("-".into());
                 }

@@ -4,6 +4,7 @@
 
 mod env;
 mod host;
+pub mod metric;
 mod store;
 
 use std::collections::BTreeMap;
@@ -12,6 +13,7 @@ use serde::{Deserialize, Serialize};
 
 pub use env::{env_diff, env_fields, BlockQueue, BuildInfo, Difference, Environment};
 pub use host::HostInfo;
+pub use metric::{Better, MetricDef};
 pub use store::{load, load_dir, write_result, DirResults, ResultFile, Skipped};
 
 /// The schema tag every run document carries.
@@ -82,7 +84,7 @@ pub struct RunRecord {
 impl RunResult {
     /// The one place a result document is put together.
     pub fn assemble(r: RunRecord) -> Self {
-        RunResult {
+        let result = RunResult {
             schema: SCHEMA.into(),
             tool: ToolInfo::current(),
             host: HostInfo::current(),
@@ -99,7 +101,16 @@ impl RunResult {
             tool_peak_rss: crate::sys::proc::own_peak_rss(),
             mpi: r.mpi,
             environment: r.environment,
-        }
+        };
+        // Every figure a workload records is declared next to its operations (so reports read
+        // its unit and direction); the integration tests run every workload in debug builds.
+        debug_assert!(
+            result.undeclared_metrics().is_empty(),
+            "the {} workload records undeclared figures {:?}; add them to its METRICS",
+            result.workload.kind,
+            result.undeclared_metrics()
+        );
+        result
     }
 }
 
@@ -208,6 +219,32 @@ pub struct WorkloadInfo {
     pub kind: String,
     /// Every parameter under its plan-file name, defaults filled in.
     pub params: serde_json::Value,
+    /// The declarations of the figures the workload records in its phases' `extra` (unit,
+    /// direction, rate), so that reports read them from the result rather than guess them.
+    /// Absent in results written before it was added.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub metrics: Vec<MetricDef>,
+}
+
+impl WorkloadInfo {
+    /// The declaration of an `extra` figure, when the result carries one.
+    pub fn metric(&self, key: &str) -> Option<&MetricDef> {
+        self.metrics.iter().find(|m| m.key == key)
+    }
+}
+
+impl RunResult {
+    /// The `extra` figures of the phases that the workload did not declare, each once: a
+    /// workload must declare every figure it records, so reports never have to guess.
+    pub fn undeclared_metrics(&self) -> Vec<&str> {
+        let mut out: Vec<&str> = Vec::new();
+        for k in self.phases.iter().flat_map(|p| p.extra.keys()) {
+            if self.workload.metric(k).is_none() && !out.contains(&k.as_str()) {
+                out.push(k);
+            }
+        }
+        out
+    }
 }
 
 /// Conditioning applied around the workload.
@@ -305,6 +342,10 @@ pub struct OpStats {
     pub bytes: u64,
     /// Whether this kind counts toward the phase's `ops`.
     pub primary: bool,
+    /// Whether this kind reads file data (as its workload declared it), so that its speed
+    /// depends on the page cache. Absent (false) in results written before it was added.
+    #[serde(default, skip_serializing_if = "std::ops::Not::not")]
+    pub reads: bool,
     pub latency: LatencySummary,
 }
 

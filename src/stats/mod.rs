@@ -34,6 +34,30 @@ pub struct Summary {
     pub max: f64,
 }
 
+/// Groups items into cells by key, cells and their items in order of first appearance: the
+/// one grouping behind the report's cells, the terminal tables and the sweep tables.
+pub fn group<K: PartialEq, T>(items: impl IntoIterator<Item = (K, T)>) -> Vec<(K, Vec<T>)> {
+    let mut out: Vec<(K, Vec<T>)> = Vec::new();
+    for (k, t) in items {
+        match out.iter_mut().find(|(g, _)| *g == k) {
+            Some((_, v)) => v.push(t),
+            None => out.push((k, vec![t])),
+        }
+    }
+    out
+}
+
+/// [`group`], then [`summarize`] each cell's values (cells whose values do not summarise are
+/// left out).
+pub fn summarize_groups<K: PartialEq>(
+    items: impl IntoIterator<Item = (K, f64)>,
+) -> Vec<(K, Summary)> {
+    group(items)
+        .into_iter()
+        .filter_map(|(k, xs)| summarize(&xs).map(|s| (k, s)))
+        .collect()
+}
+
 /// Summarises a sample; `None` when it is empty or holds a non-finite value.
 pub fn summarize(xs: &[f64]) -> Option<Summary> {
     if xs.is_empty() || xs.iter().any(|x| !x.is_finite()) {
@@ -148,6 +172,25 @@ pub fn significance_mark(p: f64) -> &'static str {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn groups_keep_first_appearance_order_and_summarise_each_cell() {
+        let g = summarize_groups([
+            ("b", 1.0),
+            ("a", 10.0),
+            ("b", 3.0),
+            ("a", 14.0),
+            ("c", f64::NAN),
+        ]);
+        let keys: Vec<&str> = g.iter().map(|(k, _)| *k).collect();
+        assert_eq!(
+            keys,
+            ["b", "a"],
+            "cells in order of first appearance; NaN left out"
+        );
+        assert_eq!((g[0].1.n, g[0].1.mean), (2, 2.0));
+        assert_eq!(g[1].1.mean, 12.0);
+    }
 
     fn close(a: f64, b: f64, tol: f64) -> bool {
         (a - b).abs() <= tol

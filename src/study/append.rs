@@ -24,6 +24,7 @@ use crate::age::{
 };
 use crate::error::bad_input;
 use crate::measure::{PhaseMeter, Progress};
+use crate::results::MetricDef;
 use crate::results::{write_result, Conditions, PhaseResult, RunRecord, RunResult, WorkloadInfo};
 use crate::testbed::{preflight, Testbed, TestbedSpec};
 use crate::workload::readtest::{ReadPhase, ReadTest};
@@ -87,6 +88,21 @@ pub struct Row {
 
 fn get(v: &serde_json::Value, a: &str, b: &str) -> Option<f64> {
     v.get(a)?.get(b)?.as_f64()
+}
+
+/// The figures of the study's phases: aging checkpoints and the copy (the age workload's
+/// declarations), and the read passes over the aged tree and its copy (the read workload's).
+fn declared_metrics() -> Vec<MetricDef> {
+    let mut out: Vec<MetricDef> = Vec::new();
+    for m in crate::age::workload::METRICS
+        .iter()
+        .chain(crate::workload::readtest::METRICS)
+    {
+        if !out.iter().any(|o| o.key == m.key) {
+            out.push(m.clone());
+        }
+    }
+    out
 }
 
 fn extra(phases: &[PhaseResult], name: &str, key: &str) -> Option<f64> {
@@ -336,6 +352,7 @@ impl AppendStudy {
             workload: WorkloadInfo {
                 kind: "study-append".into(),
                 params: params_v.clone(),
+                metrics: declared_metrics(),
             },
             rep: 0,
             seed: self.seed,

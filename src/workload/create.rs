@@ -26,6 +26,7 @@ use super::tree::FsyncMode;
 use super::{RunContext, Workload};
 use crate::error::bad_param;
 use crate::measure::OpDef;
+use crate::results::MetricDef;
 use crate::sys::{fs_error, Dir};
 use crate::units::{blocks_4k, Overflow};
 
@@ -313,7 +314,18 @@ impl Create {
     }
 }
 
+/// The figures this workload records in a phase's `extra`.
+const METRICS: &[MetricDef] = &[
+    MetricDef::count("files", "files", ""),
+    MetricDef::rate("files_per_s", "file rate", "files/s"),
+    MetricDef::rate("kib_per_s", "file data rate", "KiB/s"),
+];
+
 impl Workload for Create {
+    fn metrics(&self) -> &'static [MetricDef] {
+        METRICS
+    }
+
     fn kind(&self) -> &'static str {
         "create"
     }

@@ -38,6 +38,7 @@ use super::tree::FsyncMode;
 use super::{RunContext, Workload};
 use crate::error::{bad_input, bad_param, bad_params, SystemFailure};
 use crate::measure::{OpDef, OpId, Recorder};
+use crate::results::MetricDef;
 use crate::sys::{fs_error, Dir};
 use crate::units::{blocks_4k, Overflow, Size};
 
@@ -225,7 +226,10 @@ const FILE_CREATE_OPS: [OpDef; 4] = [
     OpDef::secondary("syncfs"),
 ];
 const STAT_OPS: [OpDef; 1] = [OpDef::primary("stat")];
-const READ_OPS: [OpDef; 2] = [OpDef::primary("read_file"), OpDef::secondary("read")];
+const READ_OPS: [OpDef; 2] = [
+    OpDef::primary("read_file").reading(),
+    OpDef::secondary("read").reading(),
+];
 const FILE_REMOVE_OPS: [OpDef; 2] = [OpDef::primary("unlink"), OpDef::secondary("syncfs")];
 const DIR_REMOVE_OPS: [OpDef; 2] = [OpDef::primary("rmdir"), OpDef::secondary("syncfs")];
 
@@ -932,7 +936,19 @@ pub fn write_tree_list(root: &Path, out: &Path) -> Result<()> {
     Ok(())
 }
 
+/// The figures this workload records in a phase's `extra`.
+const METRICS: &[MetricDef] = &[
+    MetricDef::count("dirs", "directories", ""),
+    MetricDef::count("files", "files", ""),
+    MetricDef::rate("files_per_s", "file rate", "files/s"),
+    MetricDef::rate("kib_per_s", "file data rate", "KiB/s"),
+];
+
 impl Workload for Fdtree {
+    fn metrics(&self) -> &'static [MetricDef] {
+        METRICS
+    }
+
     fn kind(&self) -> &'static str {
         "fdtree"
     }

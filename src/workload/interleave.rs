@@ -22,6 +22,7 @@ use super::tree::remove_tree_contents;
 use super::{ColdMode, RunContext, Workload};
 use crate::error::{bad_input, bad_param};
 use crate::measure::OpDef;
+use crate::results::MetricDef;
 use crate::sys::{fs_error, Dir};
 use crate::units::{blocks_4k, Overflow};
 
@@ -224,7 +225,17 @@ impl Interleave {
     }
 }
 
+/// The figures this workload records in a phase's `extra`.
+const METRICS: &[MetricDef] = &[
+    MetricDef::count("dirs", "directories", ""),
+    MetricDef::count("files", "files", ""),
+];
+
 impl Workload for Interleave {
+    fn metrics(&self) -> &'static [MetricDef] {
+        METRICS
+    }
+
     fn kind(&self) -> &'static str {
         "interleave"
     }

@@ -63,6 +63,12 @@ pub trait Workload: Send + Sync {
         true
     }
 
+    /// The figures the workload records in its phases' `extra`, declared once: unit,
+    /// direction, rate. The runner copies them into the result (`workload.metrics`).
+    fn metrics(&self) -> &'static [crate::results::MetricDef] {
+        &[]
+    }
+
     /// Runs the phases.
     fn run(&self, ctx: &mut RunContext) -> Result<()>;
 }

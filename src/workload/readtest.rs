@@ -28,6 +28,7 @@ use serde::{Deserialize, Serialize};
 use super::{RunContext, Workload};
 use crate::error::{bad_input, bad_param, SystemFailure};
 use crate::measure::{OpDef, Recorder};
+use crate::results::MetricDef;
 
 /// One phase of the read test.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
@@ -97,8 +98,8 @@ impl Default for ReadTest {
 }
 
 const READ_OPS: [OpDef; 3] = [
-    OpDef::primary("file"),
-    OpDef::secondary("read"),
+    OpDef::primary("file").reading(),
+    OpDef::secondary("read").reading(),
     OpDef::secondary("stat"),
 ];
 const STAT_OPS: [OpDef; 1] = [OpDef::primary("stat")];
@@ -261,7 +262,24 @@ impl ReadTest {
     }
 }
 
+/// The figures this workload records in a phase's `extra`.
+pub const METRICS: &[MetricDef] = &[
+    MetricDef::count("files", "files", ""),
+    MetricDef::count("entries", "entries", ""),
+    MetricDef::count("bytes", "bytes read", "B"),
+    MetricDef::lower("read_s", "read time", "s"),
+    MetricDef::rate("read_kbps", "read rate (read time only)", "KiB/s"),
+    MetricDef::rate("total_kbps", "read rate (with the walk)", "KiB/s"),
+    MetricDef::rate("meta_files_per_s", "metadata rate", "files/s"),
+    MetricDef::rate("files_per_s", "stat rate", "files/s"),
+    MetricDef::lower("skipped_files", "files skipped", ""),
+];
+
 impl Workload for ReadTest {
+    fn metrics(&self) -> &'static [MetricDef] {
+        METRICS
+    }
+
     fn kind(&self) -> &'static str {
         "read"
     }

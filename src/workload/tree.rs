@@ -20,6 +20,7 @@ use super::params;
 use super::{RunContext, Workload};
 use crate::error::bad_param;
 use crate::measure::{OpDef, Recorder};
+use crate::results::MetricDef;
 use crate::sys::dirstream::{DirStream, EntryType};
 use crate::sys::{fs_error, Dir};
 use crate::units::{blocks_4k, Overflow};
@@ -301,7 +302,14 @@ fn remove_pass(
     Ok(removed)
 }
 
+/// The figures this workload records in a phase's `extra`.
+const METRICS: &[MetricDef] = &[MetricDef::count("files", "files", "")];
+
 impl Workload for Tree {
+    fn metrics(&self) -> &'static [MetricDef] {
+        METRICS
+    }
+
     fn kind(&self) -> &'static str {
         "tree"
     }

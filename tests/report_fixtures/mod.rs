@@ -105,6 +105,7 @@ pub fn result(
             path: "/var/tmp/x".into(),
         },
         workload: WorkloadInfo {
+            metrics: Vec::new(),
             kind: kind.into(),
             params,
         },

@@ -2,6 +2,7 @@
 //! The subcommands come from the workload registry: each kind's flags are its parameter
 //! struct (`clap::Args`), so a new workload needs nothing here.
 
+use crate::report::output::{OutputFormat, ResultViews, View};
 use std::path::{Path, PathBuf};
 use std::process::ExitCode;
 use std::time::SystemTime;
@@ -148,22 +149,28 @@ fn bench(cmd: &BenchCmd, run: &RunArgs) -> Result<ExitCode> {
     let place = cmd.testbed.place()?;
     let outcomes = run_sweep(&place, &*cmd.workload, run)?;
     let results: Vec<RunResult> = outcomes.iter().map(|o| o.result.clone()).collect();
-    let csv = b.csv.map(|f| f(&results));
-    match &csv {
-        Some(text) if cmd.csv => {
-            if !crate::dist::secondary_rank() {
-                print!("{text}");
-            }
-        }
-        _ => {
-            let tables = b.tables.unwrap_or(phase_table);
-            run.print(&outcomes, |r| {
-                tables(r) + &crate::report::ranks::rank_text(r)
-            })?;
-        }
+    // --csv is short for --format csv (a sweep's CSV is its own columns).
+    let mut run = run.clone();
+    if cmd.csv {
+        run.output.format = Some(OutputFormat::Csv);
     }
-    if let Some(text) = csv {
-        write_csv(&run.out, cmd.kind.name, &text, run.quiet || run.json)?;
+    let tables = b.tables.unwrap_or(phase_table);
+    let table = |r: &[RunResult]| tables(r) + &crate::report::ranks::rank_text(r);
+    let csv_view = b.csv.map(|f| move |r: &[RunResult]| f(r));
+    run.print_views(
+        &outcomes,
+        &ResultViews {
+            table: &table,
+            csv: csv_view.as_ref().map(|f| f as View),
+        },
+    )?;
+    if let Some(f) = b.csv {
+        write_csv(
+            &run.out,
+            cmd.kind.name,
+            &f(&results),
+            run.quiet || run.output().is_machine(),
+        )?;
     }
     Ok(ExitCode::SUCCESS)
 }

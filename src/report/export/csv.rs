@@ -5,18 +5,10 @@ use anyhow::Result;
 
 use super::Exporter;
 use crate::report::model::Report;
+use crate::report::output::csv_field as field;
 
 /// The CSV exporter.
 pub struct Csv;
-
-/// Quotes a field when it needs it (RFC 4180).
-pub fn field(s: &str) -> String {
-    if s.contains([',', '"', '\n', '\r']) {
-        format!("\"{}\"", s.replace('"', "\"\""))
-    } else {
-        s.to_string()
-    }
-}
 
 impl Exporter for Csv {
     fn extension(&self) -> &'static str {

@@ -7,47 +7,18 @@ use anyhow::Result;
 
 use super::Exporter;
 use crate::report::model::{environment_table, Report, Table};
+use crate::report::output::{md_cell, md_header, md_row};
 
 /// The Markdown exporter.
 pub struct Markdown;
-
-fn cell(s: &str) -> String {
-    s.replace('|', "\\|").replace('\n', " ")
-}
 
 /// One table in Markdown.
 pub fn table(t: &Table) -> String {
     let mut out = String::new();
     let _ = writeln!(out, "### {}\n\n{}\n", t.title, t.note);
-    let _ = writeln!(
-        out,
-        "| {} |",
-        t.headers
-            .iter()
-            .map(|h| cell(h))
-            .collect::<Vec<_>>()
-            .join(" | ")
-    );
-    let _ = writeln!(
-        out,
-        "|{}|",
-        t.headers
-            .iter()
-            .enumerate()
-            .map(|(i, _)| if i < t.label_columns.max(1) {
-                " --- "
-            } else {
-                " ---: "
-            })
-            .collect::<Vec<_>>()
-            .join("|")
-    );
+    out.push_str(&md_header(&t.headers, t.label_columns));
     for r in &t.rows {
-        let _ = writeln!(
-            out,
-            "| {} |",
-            r.iter().map(|c| cell(c)).collect::<Vec<_>>().join(" | ")
-        );
+        out.push_str(&md_row(r));
     }
     out.push('\n');
     out
@@ -70,7 +41,7 @@ impl Exporter for Markdown {
         if !report.warnings.is_empty() {
             let _ = writeln!(out, "## Warnings\n");
             for w in &report.warnings {
-                let _ = writeln!(out, "- {}", cell(w));
+                let _ = writeln!(out, "- {}", md_cell(w));
             }
             out.push('\n');
         }

@@ -6,8 +6,7 @@ mod csv;
 mod html;
 mod json;
 mod md;
-
-use std::str::FromStr;
+mod text;
 
 use anyhow::Result;
 
@@ -26,36 +25,17 @@ pub trait Exporter {
     fn render(&self, report: &Report) -> Result<Vec<u8>>;
 }
 
-/// The formats `fsgauge report --format` offers.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub enum Format {
-    /// One self-contained HTML page with tables and inline SVG plots; works offline.
-    Html,
-    /// Markdown tables.
-    Md,
-    /// The statistics per cell, one row per testbed × workload × phase × metric.
-    Csv,
-    /// The whole report model.
-    Json,
-}
-
-impl FromStr for Format {
-    type Err = String;
-    fn from_str(s: &str) -> Result<Self, Self::Err> {
-        match s.trim().to_ascii_lowercase().as_str() {
-            "html" | "htm" => Ok(Self::Html),
-            "md" | "markdown" => Ok(Self::Md),
-            "csv" => Ok(Self::Csv),
-            "json" => Ok(Self::Json),
-            _ => Err(format!("unknown format {s:?}; use html, md, csv or json")),
-        }
-    }
-}
+/// The formats `fsgauge report --format` offers: the one output-format enum every command
+/// uses (`table` is the report's tables as terminal text; `html` one self-contained page with
+/// tables and inline SVG plots; `md` Markdown tables; `csv` the statistics per cell, one row
+/// per testbed × workload × phase × metric; `json` the whole report model).
+pub use super::output::OutputFormat as Format;
 
 impl Format {
     /// The exporter of the format.
     pub fn exporter(self) -> Box<dyn Exporter> {
         match self {
+            Self::Table => Box::new(text::Text),
             Self::Html => Box::new(html::Html),
             Self::Md => Box::new(md::Markdown),
             Self::Csv => Box::new(csv::Csv),

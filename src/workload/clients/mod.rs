@@ -33,6 +33,7 @@ use serde::{Deserialize, Serialize};
 use super::{RunContext, Workload};
 use crate::error::{bad_input, bad_param, SystemFailure};
 use crate::measure::{OpDef, OpId, Recorder};
+use crate::results::MetricDef;
 use crate::sys;
 use crate::units::Overflow;
 use loadfile::{Kind, Op};
@@ -102,7 +103,7 @@ const DEFS: [OpDef; 17] = [
     OpDef::primary("Sfileinfo"),
     OpDef::primary("Find"),
     OpDef::primary("WriteX"),
-    OpDef::primary("ReadX"),
+    OpDef::primary("ReadX").reading(),
     OpDef::primary("LockX"),
     OpDef::primary("UnlockX"),
     OpDef::primary("Flush"),
@@ -604,7 +605,19 @@ impl Clients {
     }
 }
 
+/// The figures this workload records in a phase's `extra`.
+const METRICS: &[MetricDef] = &[
+    MetricDef::count("clients", "clients", ""),
+    MetricDef::rate("mb_per_s", "client throughput", "MB/s"),
+    MetricDef::count("passes", "loadfile passes", ""),
+    MetricDef::lower("unexpected_status", "unexpected status", ""),
+];
+
 impl Workload for Clients {
+    fn metrics(&self) -> &'static [MetricDef] {
+        METRICS
+    }
+
     fn kind(&self) -> &'static str {
         "clients"
     }

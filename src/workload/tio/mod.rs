@@ -41,6 +41,7 @@ use super::control::RunControl;
 use super::{params, RunContext, Workload};
 use crate::error::{bad_input, bad_param, SystemFailure};
 use crate::measure::{OpDef, OpId, Recorder};
+use crate::results::MetricDef;
 use crate::sys::AlignedBuf;
 use crate::units::{blocks_4k, format_size, Overflow, Size};
 
@@ -309,7 +310,7 @@ const WRITE_OPS: [OpDef; 3] = [
     OpDef::secondary("fsync"),
 ];
 const READ_OPS: [OpDef; 3] = [
-    OpDef::primary("read"),
+    OpDef::primary("read").reading(),
     OpDef::secondary("open"),
     OpDef::secondary("fsync"),
 ];
@@ -796,7 +797,42 @@ fn fs_block_size(dir: &Path) -> u64 {
         .max(512)
 }
 
+/// The figures this workload records in a phase's `extra`.
+const METRICS: &[MetricDef] = &[
+    MetricDef::count("threads", "threads", ""),
+    MetricDef::count("block", "block size", "B"),
+    MetricDef::count("file_size", "file size", "B"),
+    MetricDef::count("iodepth", "queue depth", ""),
+    MetricDef::rate("mb_per_s", "tio throughput", "MB/s"),
+    MetricDef::rate("iops", "IOPS", "ops/s"),
+    MetricDef::lower("cpu_s", "CPU time", "s"),
+    MetricDef::higher("mb_per_cpu_s", "MB per CPU second", "MB/CPU-s"),
+    MetricDef::lower("over_2s_share", "share of requests over 2 s", ""),
+    MetricDef::lower("over_10s_share", "share of requests over 10 s", ""),
+    MetricDef::higher("complete", "every request done", ""),
+    MetricDef::count("files", "files", ""),
+    MetricDef::lower("extents_per_file_mean", "extents per file", ""),
+    MetricDef::lower("extents_per_file_max", "most extents of a file", ""),
+    MetricDef::higher("layout_score", "layout score", ""),
+    MetricDef::count(
+        "latency_probe_on_ns",
+        "probe time with latency timing",
+        "ns",
+    ),
+    MetricDef::count(
+        "latency_probe_off_ns",
+        "probe time without latency timing",
+        "ns",
+    ),
+    MetricDef::count("latency_probe_pairs", "probe pairs", ""),
+    MetricDef::lower("latency_cost", "latency timing cost", ""),
+];
+
 impl Workload for Tio {
+    fn metrics(&self) -> &'static [MetricDef] {
+        METRICS
+    }
+
     fn kind(&self) -> &'static str {
         "tio"
     }

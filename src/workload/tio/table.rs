@@ -4,7 +4,6 @@
 //! columns; and a CSV of every figure for plotting. All are pure functions of result files, so
 //! reports can re-make them from any set of results (several testbeds, several invocations).
 
-use std::collections::BTreeMap;
 use std::fmt::Write as _;
 
 use super::Cell;
@@ -29,7 +28,6 @@ pub struct SweepPoint {
 pub fn sweep_table(points: &[SweepPoint], x_name: &str, value_name: &str) -> String {
     let mut groups: Vec<String> = Vec::new();
     let mut labels: Vec<String> = Vec::new();
-    let mut cells: BTreeMap<(String, u64, String), (f64, u32)> = BTreeMap::new();
     for p in points {
         if !groups.contains(&p.group) {
             groups.push(p.group.clone());
@@ -37,16 +35,18 @@ pub fn sweep_table(points: &[SweepPoint], x_name: &str, value_name: &str) -> Str
         if !labels.contains(&p.label) {
             labels.push(p.label.clone());
         }
-        let c = cells
-            .entry((p.group.clone(), p.x, p.label.clone()))
-            .or_default();
-        c.0 += p.value;
-        c.1 += 1;
     }
+    // The same grouping and summary as the report's cells.
+    let cells = crate::stats::summarize_groups(
+        points
+            .iter()
+            .map(|p| ((p.group.as_str(), p.x, p.label.as_str()), p.value)),
+    );
     let mean = |g: &str, x: u64, l: &str| {
         cells
-            .get(&(g.to_string(), x, l.to_string()))
-            .map(|&(s, n)| s / n as f64)
+            .iter()
+            .find(|(k, _)| *k == (g, x, l))
+            .map(|(_, s)| s.mean)
     };
     let mut out = String::new();
     for g in &groups {

@@ -1,0 +1,42 @@
+//! Terminal text: the warnings and every table of the report, aligned, as the other commands
+//! print their tables (`fsgauge report --format table`).
+
+use std::fmt::Write;
+
+use anyhow::Result;
+
+use super::Exporter;
+use crate::report::model::{environment_table, Report};
+use crate::report::table::text;
+
+/// The text exporter.
+pub struct Text;
+
+impl Exporter for Text {
+    fn extension(&self) -> &'static str {
+        "txt"
+    }
+
+    fn render(&self, report: &Report) -> Result<Vec<u8>> {
+        let mut out = String::new();
+        let _ = writeln!(out, "{}", report.title);
+        let _ = writeln!(
+            out,
+            "testbeds: {}; baseline: {}\n",
+            report.testbeds.join(", "),
+            report.baseline
+        );
+        for w in &report.warnings {
+            let _ = writeln!(out, "warning: {w}");
+        }
+        if !report.warnings.is_empty() {
+            out.push('\n');
+        }
+        for t in &report.tables {
+            out.push_str(&text(t));
+            out.push('\n');
+        }
+        out.push_str(&text(&environment_table(&report.environment)));
+        Ok(out.into_bytes())
+    }
+}

@@ -1,0 +1,253 @@
+//! How a command prints what it made: one output-format enum for every command
+//! (`--format table|json|csv|md`, and `html` for `fsgauge report`), and one place that
+//! renders a set of results in each format.
+//!
+//! `table` is the command's own terminal table; `json` the result documents themselves (one
+//! document for one run, a list otherwise); `csv` and `md` one row per run × phase with every
+//! core metric and every figure the workloads declared, under the declared keys and units
+//! ([`crate::results::metric`]) — the same declarations the report reads.
+
+use std::fmt::Write as _;
+use std::str::FromStr;
+
+use anyhow::Result;
+
+use super::metrics::{self, Metric};
+use super::model::{fmt_num, workload_labels, Table};
+use crate::results::RunResult;
+
+/// An output format. Every command that prints results takes `--format` with these names.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum OutputFormat {
+    /// Aligned text for the terminal.
+    Table,
+    /// JSON: the result documents (the report model for `fsgauge report`).
+    Json,
+    /// Comma-separated values, RFC 4180, with a header line.
+    Csv,
+    /// Markdown tables.
+    Md,
+    /// One self-contained HTML page with plots (`fsgauge report` only).
+    Html,
+}
+
+impl FromStr for OutputFormat {
+    type Err = String;
+    fn from_str(s: &str) -> Result<Self, Self::Err> {
+        match s.trim().to_ascii_lowercase().as_str() {
+            "table" | "text" => Ok(Self::Table),
+            "json" => Ok(Self::Json),
+            "csv" => Ok(Self::Csv),
+            "md" | "markdown" => Ok(Self::Md),
+            "html" | "htm" => Ok(Self::Html),
+            _ => Err(format!(
+                "unknown format {s:?}; use table, json, csv or md (or html, for fsgauge report)"
+            )),
+        }
+    }
+}
+
+impl OutputFormat {
+    /// The format's name, as `--format` takes it.
+    pub fn name(self) -> &'static str {
+        match self {
+            Self::Table => "table",
+            Self::Json => "json",
+            Self::Csv => "csv",
+            Self::Md => "md",
+            Self::Html => "html",
+        }
+    }
+
+    /// Whether the output is for a program (no progress or notes belong beside it).
+    pub fn is_machine(self) -> bool {
+        self != Self::Table
+    }
+}
+
+/// The formats every results-printing command offers.
+pub const RESULT_FORMATS: &[OutputFormat] = &[
+    OutputFormat::Table,
+    OutputFormat::Json,
+    OutputFormat::Csv,
+    OutputFormat::Md,
+];
+
+/// Parses `--format` of a command that prints results: any [`RESULT_FORMATS`] name (html is
+/// refused with where to find it), for clap's `value_parser`.
+pub fn parse_result_format(s: &str) -> Result<OutputFormat, String> {
+    let f: OutputFormat = s.parse()?;
+    if RESULT_FORMATS.contains(&f) {
+        Ok(f)
+    } else {
+        Err(format!(
+            "{} is not offered here; use table, json, csv or md (for an HTML page of results: fsgauge report --format html RESULTS)",
+            f.name()
+        ))
+    }
+}
+
+/// Quotes a CSV field when it needs it (RFC 4180).
+pub fn csv_field(s: &str) -> String {
+    if s.contains([',', '"', '\n', '\r']) {
+        format!("\"{}\"", s.replace('"', "\"\""))
+    } else {
+        s.to_string()
+    }
+}
+
+/// One Markdown table cell: pipes escaped, on one line.
+pub fn md_cell(s: &str) -> String {
+    s.replace('|', "\\|").replace('\n', " ")
+}
+
+/// One Markdown table row.
+pub fn md_row<S: AsRef<str>>(cells: &[S]) -> String {
+    let cells: Vec<String> = cells.iter().map(|c| md_cell(c.as_ref())).collect();
+    format!("| {} |\n", cells.join(" | "))
+}
+
+/// A Markdown table's header and alignment lines: the first `label_columns` (at least one)
+/// aligned left, the figures right.
+pub fn md_header<S: AsRef<str>>(headers: &[S], label_columns: usize) -> String {
+    let align: Vec<&str> = (0..headers.len())
+        .map(|i| {
+            if i < label_columns.max(1) {
+                " --- "
+            } else {
+                " ---: "
+            }
+        })
+        .collect();
+    format!("{}|{}|\n", md_row(headers), align.join("|"))
+}
+
+/// A table as CSV: the header line, then one line per row.
+pub fn csv_table(t: &Table) -> String {
+    let mut out = String::new();
+    for row in std::iter::once(&t.headers).chain(&t.rows) {
+        let fields: Vec<String> = row.iter().map(|f| csv_field(f)).collect();
+        let _ = writeln!(out, "{}", fields.join(","));
+    }
+    out
+}
+
+/// One row per run × phase: the run's testbed, workload label, repetition and phase, then
+/// every metric that any phase has, core ones first (headers `key (unit)` for Markdown,
+/// `key` for CSV). `exact` keeps full precision (CSV); otherwise figures are rounded for
+/// reading.
+pub fn phase_rows(results: &[RunResult], exact: bool) -> Table {
+    let labels = workload_labels(results, &[]);
+    let pairs: Vec<(&RunResult, &crate::results::PhaseResult)> = results
+        .iter()
+        .flat_map(|r| r.phases.iter().map(move |p| (r, p)))
+        .collect();
+    let ms: Vec<Metric> = metrics::present(pairs.iter().copied());
+    let mut headers: Vec<String> = ["testbed", "workload", "rep", "phase"]
+        .map(String::from)
+        .to_vec();
+    headers.extend(ms.iter().map(|m| if exact { m.key() } else { m.label() }));
+    let mut rows = Vec::new();
+    for (r, label) in results.iter().zip(&labels) {
+        for p in &r.phases {
+            let mut row = vec![
+                r.testbed.label.clone(),
+                label.clone(),
+                r.rep.to_string(),
+                p.name.clone(),
+            ];
+            row.extend(ms.iter().map(|m| match m.value(p) {
+                Some(v) if exact => v.to_string(),
+                Some(v) => fmt_num(v),
+                None => String::new(),
+            }));
+            rows.push(row);
+        }
+    }
+    Table {
+        title: "Results per run and phase".into(),
+        label_columns: 4,
+        note: "every core metric of each phase and every figure its workload declared, one row per run and phase".into(),
+        headers,
+        rows,
+    }
+}
+
+/// The result documents as JSON: the document itself for one run, a list otherwise.
+pub fn results_json(results: &[RunResult]) -> Result<String> {
+    Ok(match results {
+        [one] => serde_json::to_string_pretty(one)?,
+        _ => serde_json::to_string_pretty(results)?,
+    })
+}
+
+/// A way of showing a set of results as text.
+pub type View<'a> = &'a dyn Fn(&[RunResult]) -> String;
+
+/// How a command shows its results as a table, and (when it has one) its own CSV.
+pub struct ResultViews<'a> {
+    /// The command's terminal table.
+    pub table: View<'a>,
+    /// The command's own CSV (tio's sweep columns), in place of [`phase_rows`].
+    pub csv: Option<View<'a>>,
+}
+
+/// A set of results in a format. `json_list` keeps a list even for one run (commands that
+/// always printed a list).
+pub fn render_results(
+    results: &[RunResult],
+    format: OutputFormat,
+    views: &ResultViews,
+    json_list: bool,
+) -> Result<String> {
+    Ok(match format {
+        OutputFormat::Table => (views.table)(results),
+        OutputFormat::Json if json_list => serde_json::to_string_pretty(results)? + "\n",
+        OutputFormat::Json => results_json(results)? + "\n",
+        OutputFormat::Csv => match views.csv {
+            Some(csv) => csv(results),
+            None => csv_table(&phase_rows(results, true)),
+        },
+        OutputFormat::Md => super::export::md_table(&phase_rows(results, false)),
+        OutputFormat::Html => {
+            return Err(crate::error::bad_input(
+                "html is a report format; use `fsgauge report --format html RESULTS`",
+            ))
+        }
+    })
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn names_parse_back_and_aliases_still_work() {
+        for f in [
+            OutputFormat::Table,
+            OutputFormat::Json,
+            OutputFormat::Csv,
+            OutputFormat::Md,
+            OutputFormat::Html,
+        ] {
+            assert_eq!(f.name().parse::<OutputFormat>(), Ok(f));
+        }
+        assert_eq!("markdown".parse(), Ok(OutputFormat::Md));
+        assert_eq!("HTM".parse(), Ok(OutputFormat::Html));
+        assert!("xml".parse::<OutputFormat>().is_err());
+        assert!(parse_result_format("html").is_err());
+        assert_eq!(parse_result_format("md"), Ok(OutputFormat::Md));
+    }
+
+    #[test]
+    fn csv_fields_are_quoted_only_when_needed() {
+        let t = Table {
+            title: String::new(),
+            label_columns: 1,
+            note: String::new(),
+            headers: vec!["a".into(), "b".into()],
+            rows: vec![vec!["x,y".into(), "say \"hi\"".into()]],
+        };
+        assert_eq!(csv_table(&t), "a,b\n\"x,y\",\"say \"\"hi\"\"\"\n");
+    }
+}

@@ -1,0 +1,204 @@
+//! Metrics declared once, as data: a key, a name, a unit, which direction is better and
+//! whether it is a rate (so that a harmonic mean means something). The core figures of every
+//! phase are declared here in [`CORE`]; a workload declares the figures it records in a
+//! phase's `extra` next to its operations (a `const` list of [`MetricDef`]), and the runner
+//! copies that list into the result (`workload.metrics`), so that tables, plots, statistics
+//! and `compare` read a figure's unit and direction from the result file itself — as fio's
+//! option table and mmtests' `preferhigher` do — and never guess it from the name.
+
+use std::borrow::Cow;
+
+use serde::{Deserialize, Serialize};
+
+use super::PhaseResult;
+
+/// Which way is better.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize, Default)]
+#[serde(rename_all = "lowercase")]
+pub enum Better {
+    Higher,
+    Lower,
+    /// No direction is claimed (a count, a setting echoed back).
+    #[default]
+    Neither,
+}
+
+/// One metric's declaration. `const` in the declaring code (borrowed strings), owned after
+/// it has been read back from a result file.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct MetricDef {
+    /// Stable key: for a workload's figure, its name in the phase's `extra`.
+    pub key: Cow<'static, str>,
+    /// Column and axis name.
+    pub name: Cow<'static, str>,
+    /// Unit, empty for a plain count or ratio.
+    #[serde(default)]
+    pub unit: Cow<'static, str>,
+    /// Which way is better.
+    #[serde(default)]
+    pub better: Better,
+    /// A rate (per second): the harmonic mean over repetitions is reported too.
+    #[serde(default)]
+    pub rate: bool,
+}
+
+impl MetricDef {
+    /// A declaration for `const` lists.
+    pub const fn new(
+        key: &'static str,
+        name: &'static str,
+        unit: &'static str,
+        better: Better,
+        rate: bool,
+    ) -> Self {
+        Self {
+            key: Cow::Borrowed(key),
+            name: Cow::Borrowed(name),
+            unit: Cow::Borrowed(unit),
+            better,
+            rate,
+        }
+    }
+
+    /// A rate per second, higher is better.
+    pub const fn rate(key: &'static str, name: &'static str, unit: &'static str) -> Self {
+        Self::new(key, name, unit, Better::Higher, true)
+    }
+
+    /// A figure with no claimed direction (a count, a setting echoed back).
+    pub const fn count(key: &'static str, name: &'static str, unit: &'static str) -> Self {
+        Self::new(key, name, unit, Better::Neither, false)
+    }
+
+    /// A figure where less is better (a time, a share of slow operations).
+    pub const fn lower(key: &'static str, name: &'static str, unit: &'static str) -> Self {
+        Self::new(key, name, unit, Better::Lower, false)
+    }
+
+    /// A figure where more is better that is not a rate (a layout score).
+    pub const fn higher(key: &'static str, name: &'static str, unit: &'static str) -> Self {
+        Self::new(key, name, unit, Better::Higher, false)
+    }
+
+    /// `throughput (MB/s)`.
+    pub fn label(&self) -> String {
+        if self.unit.is_empty() {
+            self.name.to_string()
+        } else {
+            format!("{} ({})", self.name, self.unit)
+        }
+    }
+}
+
+/// A core metric: its declaration and how to read it from any phase.
+pub struct CoreMetric {
+    pub def: MetricDef,
+    /// The value of a phase; `None` when it does not apply (no bytes, no latency, no device).
+    pub get: fn(&PhaseResult) -> Option<f64>,
+}
+
+/// Every core metric of a phase, in report order.
+pub const CORE: &[CoreMetric] = &[
+    CoreMetric {
+        def: MetricDef::lower("elapsed", "elapsed", "s"),
+        get: |p| Some(p.wall_s),
+    },
+    CoreMetric {
+        def: MetricDef::lower("sys", "sys time", "s"),
+        get: |p| Some(p.sys_s),
+    },
+    CoreMetric {
+        def: MetricDef::lower("user", "user time", "s"),
+        get: |p| Some(p.user_s),
+    },
+    CoreMetric {
+        def: MetricDef::rate("ops_per_s", "op rate", "ops/s"),
+        get: |p| (p.ops > 0).then_some(p.ops_per_s),
+    },
+    CoreMetric {
+        def: MetricDef::rate("mb_per_s", "throughput", "MB/s"),
+        get: |p| (p.bytes > 0).then_some(p.bytes_per_s / 1e6),
+    },
+    CoreMetric {
+        def: MetricDef::lower("lat_mean", "mean latency", "ms"),
+        get: |p| (p.latency.count > 0).then_some(p.latency.mean_ns / 1e6),
+    },
+    CoreMetric {
+        def: MetricDef::lower("lat_p99", "p99 latency", "ms"),
+        get: |p| (p.latency.count > 0).then_some(p.latency.p99_ns as f64 / 1e6),
+    },
+    CoreMetric {
+        def: MetricDef::lower("lat_max", "max latency", "ms"),
+        get: |p| (p.latency.count > 0).then_some(p.latency.max_ns as f64 / 1e6),
+    },
+    CoreMetric {
+        def: MetricDef::lower("over_2s", "ops over 2 s", "%"),
+        get: |p| {
+            (p.latency.count > 0).then(|| p.latency.over_2s as f64 * 100.0 / p.latency.count as f64)
+        },
+    },
+    CoreMetric {
+        def: MetricDef::lower("dev_write_mb", "device writes", "MB"),
+        get: |p| p.device.map(|d| d.write_bytes as f64 / 1e6),
+    },
+    CoreMetric {
+        def: MetricDef::lower("dev_read_mb", "device reads", "MB"),
+        get: |p| p.device.map(|d| d.read_bytes as f64 / 1e6),
+    },
+    CoreMetric {
+        def: MetricDef::lower("write_amp", "write amplification", "x"),
+        get: |p| match p.device {
+            Some(d) if p.bytes > 0 && d.write_bytes > 0 => {
+                Some(d.write_bytes as f64 / p.bytes as f64)
+            }
+            _ => None,
+        },
+    },
+];
+
+/// The core metric of that key.
+pub fn core(key: &str) -> Option<&'static CoreMetric> {
+    CORE.iter().find(|m| m.def.key == key)
+}
+
+/// The metric that stands for a phase — in bars, the mean ± sd table, sweep tables and
+/// `reps = "auto"`: throughput when the phase moved data, else operations per second, else
+/// elapsed time.
+pub fn main_metric<'a>(
+    phases: impl IntoIterator<Item = &'a PhaseResult> + Clone,
+) -> &'static CoreMetric {
+    for key in ["mb_per_s", "ops_per_s"] {
+        if let Some(m) = core(key) {
+            if phases.clone().into_iter().any(|p| (m.get)(p).is_some()) {
+                return m;
+            }
+        }
+    }
+    &CORE[0]
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn core_keys_are_unique_and_directions_declared() {
+        let mut keys: Vec<&str> = CORE.iter().map(|m| m.def.key.as_ref()).collect();
+        keys.sort();
+        keys.dedup();
+        assert_eq!(keys.len(), CORE.len());
+        assert_eq!(core("elapsed").map(|m| m.def.better), Some(Better::Lower));
+        assert_eq!(core("mb_per_s").map(|m| m.def.rate), Some(true));
+        assert_eq!(CORE[0].def.key, "elapsed");
+    }
+
+    #[test]
+    fn a_declaration_reads_back_from_json_as_written() {
+        let d = MetricDef::rate("kib_per_s", "file create", "KiB/s");
+        let v = serde_json::to_value(&d).unwrap();
+        assert_eq!(v["better"], "higher");
+        assert_eq!(v["rate"], true);
+        let back: MetricDef = serde_json::from_value(v).unwrap();
+        assert_eq!(back, d);
+    }
+}
