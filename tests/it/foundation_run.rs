@@ -1,0 +1,106 @@
+//! `fsgauge run` with no arguments: the built-in quick study, side by side; as a non-root user
+//! it runs on a temporary directory and says so on its first line.
+
+use crate::support::{have_fs, Sandbox};
+
+#[test]
+fn quick_study_runs_every_installed_filesystem_side_by_side() {
+    if !have_fs("ext4") {
+        return;
+    }
+    let sb = Sandbox::new();
+    let out = sb
+        .cmd()
+        .current_dir(sb.path())
+        .args(["run", "--reps", "1", "--quiet"])
+        .output()
+        .unwrap();
+    let stdout = String::from_utf8_lossy(&out.stdout);
+    assert!(
+        out.status.success(),
+        "{stdout}\n{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    let first = stdout.lines().next().unwrap();
+    assert!(first.starts_with("quick study:"), "{first}");
+    let header = stdout.lines().nth(1).unwrap();
+    assert!(header.contains("ext4"), "{header}");
+    for fs in ["xfs", "btrfs"] {
+        let installed = ["/usr/sbin", "/sbin"]
+            .iter()
+            .any(|d| std::path::Path::new(d).join(format!("mkfs.{fs}")).exists());
+        assert_eq!(
+            header.contains(fs),
+            installed,
+            "{fs} column iff mkfs.{fs} is installed: {header}"
+        );
+    }
+    assert!(
+        stdout.contains("create elapsed (sys) s") && stdout.contains("delete ops/s"),
+        "{stdout}"
+    );
+    let results = std::fs::read_dir(sb.path().join("fsgauge-results"))
+        .unwrap()
+        .count();
+    assert_eq!(
+        results,
+        header.split_whitespace().count() - 1,
+        "one result per filesystem"
+    );
+    sb.assert_clean();
+}
+
+#[test]
+fn quick_study_as_a_normal_user_runs_on_a_temporary_directory() {
+    if !nix::unistd::geteuid().is_root() {
+        eprintln!("skipped: needs root to switch to an unprivileged user");
+        return;
+    }
+    if !crate::support::have_program("setpriv") {
+        return;
+    }
+    let sb = Sandbox::new();
+    let out_dir = sb.path().join("nobody-results");
+    // The sandbox is root's; give the unprivileged user a place to write results.
+    std::fs::create_dir(&out_dir).unwrap();
+    nix::unistd::chown(
+        &out_dir,
+        Some(nix::unistd::Uid::from_raw(65534)),
+        Some(nix::unistd::Gid::from_raw(65534)),
+    )
+    .unwrap();
+    // The checkout may sit below a directory only root can enter: run a copy of the binary.
+    let bin = sb.path().join("fsgauge-copy");
+    std::fs::copy(env!("CARGO_BIN_EXE_fsgauge"), &bin).unwrap();
+    use std::os::unix::fs::PermissionsExt;
+    std::fs::set_permissions(sb.path(), std::fs::Permissions::from_mode(0o755)).unwrap();
+    std::fs::set_permissions(&bin, std::fs::Permissions::from_mode(0o755)).unwrap();
+    let out = std::process::Command::new("setpriv")
+        .args([
+            "--reuid=65534",
+            "--regid=65534",
+            "--clear-groups",
+            "env",
+            "HOME=/tmp",
+        ])
+        .arg(&bin)
+        .args(["run", "--reps", "1", "--out"])
+        .arg(&out_dir)
+        .output()
+        .unwrap();
+    let stdout = String::from_utf8_lossy(&out.stdout);
+    assert!(
+        out.status.success(),
+        "{stdout}\n{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    assert!(
+        stdout
+            .lines()
+            .next()
+            .unwrap()
+            .starts_with("not root: running the quick study on the temporary directory"),
+        "{stdout}"
+    );
+    assert_eq!(std::fs::read_dir(&out_dir).unwrap().count(), 1);
+}

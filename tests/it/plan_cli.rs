@@ -1,0 +1,347 @@
+//! Plans from the command line without root: dry runs, presets, and bad input refused with
+//! its location before anything is made.
+
+use std::path::Path;
+
+use crate::support::Sandbox;
+use fsgauge::plan::presets::PRESETS;
+use fsgauge::plan::{parse, ParseOptions};
+use fsgauge::registry;
+
+const PLAN: &str = r#"name = "small"
+reps = 2
+
+[[testbed]]
+label = "plain"
+fs = "ext4"
+size = "256M"
+
+[[testbed]]
+label = "noext"
+fs = "ext4"
+size = "256M"
+mkfs = "-O ^extent"
+
+[[workload]]
+kind = "tree"
+dirs = 2
+files = 4
+file_size = "64K"
+"#;
+
+fn write_plan(sb: &Sandbox, text: &str) -> std::path::PathBuf {
+    let p = sb.path().join("plan.toml");
+    std::fs::write(&p, text).unwrap();
+    p
+}
+
+fn nothing_made(sb: &Sandbox) {
+    assert!(!sb.out().exists(), "results directory was created");
+    let left: Vec<_> = std::fs::read_dir(sb.workdir()).unwrap().collect();
+    assert!(left.is_empty(), "work directory not empty: {left:?}");
+    sb.assert_clean();
+}
+
+#[test]
+fn dry_run_prints_the_matrix_and_an_estimate() {
+    let sb = Sandbox::new();
+    let plan = write_plan(&sb, PLAN);
+    let out = sb
+        .bench(&["run", plan.to_str().unwrap(), "--dry-run"])
+        .output()
+        .unwrap();
+    let text = String::from_utf8_lossy(&out.stdout);
+    assert!(
+        out.status.success(),
+        "{text}{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    let runs: Vec<&str> = text
+        .lines()
+        .skip_while(|l| !l.starts_with("runs (in order)"))
+        .skip(1)
+        .take_while(|l| !l.starts_with("estimate"))
+        .collect();
+    assert_eq!(runs.len(), 2 * 2, "{text}");
+    // Repetitions are interleaved: rep 0 of both testbeds before rep 1.
+    assert!(
+        runs[0].contains("plain") && runs[0].contains("rep 0"),
+        "{text}"
+    );
+    assert!(
+        runs[1].contains("noext") && runs[1].contains("rep 0"),
+        "{text}"
+    );
+    assert!(runs[2].contains("rep 1"), "{text}");
+    assert!(text.contains("disk at the peak 256.00 MiB"), "{text}");
+    assert!(text.contains("data written 2.03 MiB"), "{text}");
+    nothing_made(&sb);
+}
+
+#[test]
+fn scale_multiplies_the_declared_fields() {
+    let sb = Sandbox::new();
+    let plan = write_plan(&sb, PLAN);
+    let out = sb
+        .bench(&[
+            "run",
+            plan.to_str().unwrap(),
+            "--dry-run",
+            "--scale",
+            "1000",
+        ])
+        .output()
+        .unwrap();
+    let text = String::from_utf8_lossy(&out.stdout);
+    assert!(
+        out.status.success(),
+        "{text}{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    // file_size 64K x 1000 = 64000K; tree keeps 2 dirs x 4 files; testbeds grow to fit 500M.
+    assert!(text.contains("\"file_size\":65536000"), "{text}");
+    assert!(text.contains("\"files\":4"), "{text}");
+    assert!(text.contains("grown from 256M to 576M"), "{text}");
+}
+
+fn refused(text: &str, expect_at: &str, expect_msg: &str) {
+    let sb = Sandbox::new();
+    let plan = write_plan(&sb, text);
+    let out = sb.bench(&["run", plan.to_str().unwrap()]).output().unwrap();
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert_eq!(out.status.code(), Some(2), "{err}");
+    let at = format!("{}:{expect_at}:", plan.display());
+    assert!(err.contains(&at), "expected location {at} in: {err}");
+    assert!(
+        err.contains(expect_msg),
+        "expected {expect_msg:?} in: {err}"
+    );
+    nothing_made(&sb);
+}
+
+#[test]
+fn malformed_toml_is_refused_with_its_line() {
+    refused(
+        &PLAN.replace(
+            "[[testbed]]\nlabel = \"noext\"",
+            "[[testbed]\nlabel = \"noext\"",
+        ),
+        "9",
+        "",
+    );
+}
+
+#[test]
+fn unknown_kinds_are_refused_listing_the_kinds() {
+    refused(
+        &PLAN.replace("kind = \"tree\"", "kind = \"mdtest\""),
+        "16:8",
+        "allowed: \"tree\"",
+    );
+}
+
+#[test]
+fn wrong_types_are_refused_inside_the_workload() {
+    refused(
+        &PLAN.replace("files = 4", "files = \"four\""),
+        "18:9",
+        "field `files`: invalid type",
+    );
+    refused(&PLAN.replace("reps = 2", "reps = true"), "2:8", "\"auto\"");
+    refused(
+        &PLAN.replace("files = 4", "files = 4\nfsync = \"always\""),
+        "19:9",
+        "none",
+    );
+}
+
+#[test]
+fn unknown_fields_are_refused() {
+    refused(
+        &PLAN.replace("mkfs = ", "mkfs_opts = "),
+        "13:1",
+        "mkfs_opts",
+    );
+    refused(
+        &PLAN.replace("dirs = 2", "dir = 2"),
+        "17:1",
+        "expected one of",
+    );
+}
+
+#[test]
+fn a_matrix_that_does_not_fit_on_the_disk_is_refused() {
+    refused(
+        &PLAN.replace("size = \"256M\"\nmkfs", "size = \"900T\"\nmkfs"),
+        "12:8",
+        "free",
+    );
+    refused(
+        &PLAN.replace("file_size = \"64K\"", "file_size = \"64M\""),
+        "7:8",
+        "needs about",
+    );
+}
+
+#[test]
+fn age_table_errors_point_at_the_field() {
+    refused(
+        &format!("{PLAN}\n[age]\nusage = 75\nmode = \"sideways\"\n"),
+        "23:8",
+        "[age] age field `mode`",
+    );
+}
+
+/// `[age]` ages each run's fresh filesystem before its workload: the aging checkpoint comes
+/// first among the run's phases, with the usage it reached, then the workload's own phases.
+#[test]
+fn age_table_conditions_every_run_before_its_workload() {
+    if !crate::support::have_fs("ext4") {
+        return;
+    }
+    let sb = Sandbox::new();
+    let text = format!(
+        "{}\n[age]\nmode = \"fill\"\nusage = [40.0]\ndist = \"fixed:256K\"\n",
+        PLAN.replace("reps = 2", "reps = 1")
+    );
+    let plan = write_plan(&sb, &text);
+    let out = sb
+        .bench(&["run", plan.to_str().unwrap(), "--quiet"])
+        .output()
+        .unwrap();
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    let files: Vec<_> = std::fs::read_dir(sb.out())
+        .unwrap()
+        .map(|e| e.unwrap().path())
+        .collect();
+    assert_eq!(files.len(), 2, "one run per testbed");
+    for f in files {
+        let doc: serde_json::Value = serde_json::from_slice(&std::fs::read(&f).unwrap()).unwrap();
+        let names: Vec<&str> = doc["phases"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .map(|p| p["name"].as_str().unwrap())
+            .collect();
+        assert_eq!(names, ["age-40", "create", "delete"], "{f:?}");
+        let usage = doc["phases"][0]["extra"]["usage_pct"].as_f64().unwrap();
+        assert!((usage - 40.0).abs() <= 1.0, "aged to {usage}%");
+        assert_eq!(doc["workload"]["kind"], "tree");
+    }
+    sb.assert_clean();
+}
+
+#[test]
+fn presets_list_only_runnable_ones_and_show_prints_the_plan() {
+    let sb = Sandbox::new();
+    let out = sb.cmd().arg("presets").output().unwrap();
+    let text = String::from_utf8_lossy(&out.stdout).into_owned();
+    assert!(out.status.success());
+    let (runnable, waiting) = text.split_once("not runnable").unwrap_or((&text, ""));
+    for p in PRESETS {
+        let missing: Vec<_> = p
+            .kinds()
+            .into_iter()
+            .filter(|k| registry::find(k).is_none())
+            .collect();
+        let listed = runnable
+            .lines()
+            .any(|l| l.split_whitespace().next() == Some(p.name));
+        assert_eq!(
+            listed,
+            missing.is_empty(),
+            "{} listed as runnable: {listed}, missing kinds {missing:?}\n{text}",
+            p.name
+        );
+        if !missing.is_empty() {
+            assert!(waiting.contains(p.name), "{text}");
+        }
+    }
+    assert!(runnable.contains("quick") && runnable.contains("lowmem"));
+    let show = sb
+        .cmd()
+        .args(["presets", "show", "lowmem"])
+        .output()
+        .unwrap();
+    assert_eq!(
+        String::from_utf8_lossy(&show.stdout),
+        PRESETS.iter().find(|p| p.name == "lowmem").unwrap().toml
+    );
+    let bad = sb.cmd().args(["presets", "show", "nope"]).output().unwrap();
+    assert_eq!(bad.status.code(), Some(2));
+    // A preset whose kinds are missing is refused by run, naming them.
+    if let Some(p) = PRESETS.iter().find(|p| !p.runnable()) {
+        let out = sb.bench(&["run", p.name, "--dry-run"]).output().unwrap();
+        assert_eq!(out.status.code(), Some(2));
+        assert!(String::from_utf8_lossy(&out.stderr).contains("does not have"));
+    }
+}
+
+/// Every shipped preset parses; its workloads are checked against the registry where their
+/// kind exists, and the rest of the plan (testbeds, reps, cold...) is validated with those
+/// workloads left out.
+#[test]
+fn every_shipped_preset_is_a_valid_plan_for_the_registered_kinds() {
+    let opts = ParseOptions {
+        scale: None,
+        workdir: Some(std::env::temp_dir()),
+    };
+    for p in PRESETS {
+        let mut table: toml::Table = p
+            .toml
+            .parse()
+            .unwrap_or_else(|e| panic!("preset {}: {e}", p.name));
+        let workloads = table["workload"].as_array().unwrap().clone();
+        assert!(!workloads.is_empty(), "preset {} has no workload", p.name);
+        let mut kept = Vec::new();
+        for w in workloads {
+            let kind = w["kind"].as_str().unwrap();
+            if let Some(k) = registry::find(kind) {
+                let mut params = w.as_table().unwrap().clone();
+                params.remove("kind");
+                let json = serde_json::to_value(&params).unwrap();
+                let wl = (k.build)(json)
+                    .unwrap_or_else(|e| panic!("preset {} workload {kind}: {e}", p.name));
+                wl.validate()
+                    .unwrap_or_else(|e| panic!("preset {} workload {kind}: {e}", p.name));
+                kept.push(w);
+            }
+        }
+        if kept.is_empty() {
+            kept.push(toml::Value::Table(toml::toml! { kind = "tree"
+            dirs = 1
+            files = 1
+            file_size = "4K" }));
+        }
+        table.insert("workload".into(), toml::Value::Array(kept));
+        let text = toml::to_string(&table).unwrap();
+        parse(&text, p.name, &opts).unwrap_or_else(|e| panic!("preset {}: {e:#}", p.name));
+        if p.runnable() {
+            parse(p.toml, p.name, &opts).unwrap_or_else(|e| panic!("preset {}: {e:#}", p.name));
+        }
+    }
+}
+
+#[test]
+fn the_quick_preset_is_what_run_runs_by_default() {
+    let sb = Sandbox::new();
+    let out = sb.bench(&["run", "--dry-run"]).output().unwrap();
+    let text = String::from_utf8_lossy(&out.stdout);
+    assert!(out.status.success(), "{text}");
+    assert!(text.contains("plan quick (preset quick)"), "{text}");
+    assert!(
+        text.contains("\"dirs\":8")
+            && text.contains("\"files\":32")
+            && text.contains("\"block\":262144"),
+        "{text}"
+    );
+    assert!(Path::new(&sb.workdir())
+        .read_dir()
+        .unwrap()
+        .next()
+        .is_none());
+}

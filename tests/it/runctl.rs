@@ -1,0 +1,380 @@
+//! Run control and provenance: the environment every result records and `compare` naming what
+//! differs. The testbed tests need root, loop devices and mkfs.ext4 (they skip with a printed
+//! reason otherwise; fail under CI); the `--dir` ones need nothing.
+
+use crate::support::{assert_schema, have_fs, json_of, Sandbox};
+use serde_json::Value;
+
+fn dir(sb: &Sandbox) -> std::path::PathBuf {
+    let d = sb.path().join("target");
+    std::fs::create_dir_all(&d).unwrap();
+    d
+}
+
+/// `bench tio --dir D ARGS --json --out OUT` in this sandbox: its result document.
+fn tio_dir(sb: &Sandbox, args: &[&str]) -> Value {
+    let d = dir(sb);
+    let out = sb
+        .cmd()
+        .args(["bench", "tio", "--dir"])
+        .arg(&d)
+        .args(args)
+        .args(["--json", "--out"])
+        .arg(sb.out())
+        .output()
+        .unwrap();
+    json_of(&out)
+}
+
+fn small_tio(sb: &Sandbox) -> Value {
+    tio_dir(
+        sb,
+        &[
+            "--mode",
+            "seqwrite",
+            "--block",
+            "4K",
+            "--file-size",
+            "64K",
+            "--threads",
+            "1",
+        ],
+    )
+}
+
+fn proc_sys(name: &str) -> String {
+    std::fs::read_to_string(format!("/proc/sys/vm/{name}"))
+        .unwrap()
+        .trim()
+        .to_string()
+}
+
+#[test]
+fn a_result_records_sysctls_cpu_cmdline_and_build() {
+    let sb = Sandbox::new();
+    let r = small_tio(&sb);
+    assert_schema(&r);
+    let env = &r["environment"];
+    for k in [
+        "dirty_ratio",
+        "dirty_background_bytes",
+        "swappiness",
+        "min_free_kbytes",
+    ] {
+        assert_eq!(env["sysctl"][format!("vm.{k}")], proc_sys(k), "vm.{k}");
+    }
+    let cmdline = std::fs::read_to_string("/proc/cmdline").unwrap();
+    assert_eq!(env["kernel_cmdline"], cmdline.trim());
+    assert_eq!(env["build"]["version"], env!("CARGO_PKG_VERSION"));
+    let commit = env["build"]["commit"].as_str().unwrap();
+    assert!(
+        commit == "unknown"
+            || (commit.len() == 40 && commit.chars().all(|c| c.is_ascii_hexdigit())),
+        "{commit}"
+    );
+    let cpuinfo = std::fs::read_to_string("/proc/cpuinfo").unwrap();
+    if let Some(model) = cpuinfo.lines().find_map(|l| {
+        l.strip_prefix("model name")
+            .map(|v| v.trim_start_matches([' ', '\t', ':']))
+    }) {
+        assert_eq!(env["cpu_model"], model.trim());
+    }
+}
+
+#[test]
+fn a_loop_testbed_records_its_queue_backing_device_and_mkfs() {
+    if !have_fs("ext4") {
+        return;
+    }
+    let sb = Sandbox::new();
+    let out = sb
+        .bench(&["bench", "tio", "--fs", "ext4", "--fs-size", "64M"])
+        .args([
+            "--mode",
+            "seqwrite",
+            "--block",
+            "4K",
+            "--file-size",
+            "64K",
+            "--threads",
+            "1",
+        ])
+        .arg("--json")
+        .output()
+        .unwrap();
+    let r = json_of(&out);
+    sb.assert_clean();
+    assert_schema(&r);
+    let env = &r["environment"];
+    let dev = env["device"]["name"].as_str().unwrap();
+    assert!(dev.starts_with("loop"), "{dev}");
+    assert!(env["device"]["scheduler"].is_string(), "{env}");
+    assert!(env["device"]["read_ahead_kb"].is_u64(), "{env}");
+    assert_eq!(env["loop_dio"], r["testbed"]["loop_direct_io"]);
+    let mkfs = env["mkfs_version"].as_str().unwrap();
+    assert!(mkfs.starts_with("mke2fs"), "{mkfs}");
+    // The image lives in the sandbox's work directory: its filesystem's block device, if it has
+    // one, is the backing device.
+    let st = std::os::unix::fs::MetadataExt::dev(&std::fs::metadata(sb.workdir()).unwrap());
+    if libc_major(st) != 0 {
+        let b = env["backing_device"]["name"].as_str().unwrap();
+        assert!(
+            std::path::Path::new("/sys/block")
+                .join(b)
+                .join("queue")
+                .is_dir(),
+            "{b}"
+        );
+        assert!(env["backing_device"]["nr_requests"].is_u64(), "{env}");
+    } else {
+        assert!(env["backing_device"].is_null(), "{env}");
+    }
+}
+
+fn libc_major(dev: u64) -> u64 {
+    // The glibc encoding of dev_t (gnu_dev_major).
+    ((dev >> 32) & 0xffff_f000) | ((dev >> 8) & 0x0000_0fff)
+}
+
+#[test]
+fn compare_names_a_differing_sysctl_before_the_numbers() {
+    let sb = Sandbox::new();
+    let r = small_tio(&sb);
+    let base = sb.path().join("base.json");
+    let new = sb.path().join("new.json");
+    std::fs::write(&base, serde_json::to_string(&r).unwrap()).unwrap();
+    let was = r["environment"]["sysctl"]["vm.dirty_ratio"]
+        .as_str()
+        .unwrap()
+        .to_string();
+    let other = if was == "7" { "13" } else { "7" };
+    let mut changed = r.clone();
+    changed["environment"]["sysctl"]["vm.dirty_ratio"] = other.into();
+    std::fs::write(&new, serde_json::to_string(&changed).unwrap()).unwrap();
+
+    let out = sb
+        .cmd()
+        .arg("compare")
+        .arg(&base)
+        .arg(&new)
+        .output()
+        .unwrap();
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    let text = String::from_utf8_lossy(&out.stdout);
+    let line = format!("vm.dirty_ratio {was} → {other}");
+    let at = text
+        .find(&line)
+        .unwrap_or_else(|| panic!("{line:?} not in:\n{text}"));
+    let table = text.find("Comparison").unwrap_or(text.len());
+    assert!(
+        at < table,
+        "the difference comes before the numbers:\n{text}"
+    );
+    // Only what differs is named.
+    assert!(!text.contains("vm.swappiness"), "{text}");
+
+    let out = sb
+        .cmd()
+        .arg("compare")
+        .arg(&base)
+        .arg(&new)
+        .args(["--format", "json"])
+        .output()
+        .unwrap();
+    let v = json_of(&out);
+    assert_eq!(
+        v["environment"],
+        serde_json::json!([{ "field": "vm.dirty_ratio", "base": [was], "new": [other] }])
+    );
+
+    // Equal environments: nothing is listed.
+    let out = sb
+        .cmd()
+        .arg("compare")
+        .arg(&base)
+        .arg(&base)
+        .output()
+        .unwrap();
+    assert!(!String::from_utf8_lossy(&out.stdout).contains("differ in"));
+}
+
+#[test]
+fn a_time_based_run_lasts_the_asked_time_wrapping_around_the_file() {
+    let sb = Sandbox::new();
+    for mode in ["randread", "seqwrite"] {
+        let r = tio_dir(
+            &sb,
+            &[
+                "--mode",
+                mode,
+                "--block",
+                "4K",
+                "--file-size",
+                "256K",
+                "--threads",
+                "2",
+                "--fsync",
+                "none",
+                "--time",
+                "2s",
+                "--time-based",
+            ],
+        );
+        let p = &r["phases"][0];
+        let wall = p["wall_s"].as_f64().unwrap();
+        // ± one series interval (1 s).
+        assert!((wall - 2.0).abs() <= 1.0, "{mode}: wall {wall}");
+        assert!(wall >= 2.0, "{mode}: stopped before its time: {wall}");
+        // 2 threads × 64 blocks is done in a few milliseconds: the rest went around again.
+        let ops = p["ops"].as_u64().unwrap();
+        assert!(ops > 2 * 64 * 4, "{mode}: only {ops} requests in {wall} s");
+        assert_eq!(p["bytes"].as_u64().unwrap(), ops * 4096, "{mode}");
+        assert_eq!(p["extra"]["complete"], 1.0, "{mode}");
+        assert_eq!(r["workload"]["params"]["time_based"], true);
+    }
+}
+
+#[test]
+fn a_time_based_io_uring_run_lasts_the_asked_time() {
+    let sb = Sandbox::new();
+    let r = tio_dir(
+        &sb,
+        &[
+            "--mode",
+            "randread",
+            "--block",
+            "4K",
+            "--file-size",
+            "256K",
+            "--threads",
+            "1",
+            "--engine",
+            "io_uring",
+            "--iodepth",
+            "4",
+            "--engine-fallback",
+            "--time",
+            "1500ms",
+            "--time-based",
+        ],
+    );
+    let p = &r["phases"][0];
+    let wall = p["wall_s"].as_f64().unwrap();
+    assert!((1.5..=2.5).contains(&wall), "wall {wall}");
+    assert!(p["ops"].as_u64().unwrap() > 64 * 4);
+}
+
+#[test]
+fn clients_time_based_runs_for_its_time_and_refuses_loops() {
+    let sb = Sandbox::new();
+    let d = dir(&sb);
+    let out = sb
+        .cmd()
+        .args(["bench", "clients", "--dir"])
+        .arg(&d)
+        .args([
+            "--clients",
+            "1",
+            "--time",
+            "1s",
+            "--time-based",
+            "--cpus",
+            "0",
+            "--json",
+            "--out",
+        ])
+        .arg(sb.out())
+        .output()
+        .unwrap();
+    let r = json_of(&out);
+    let wall = r["phases"].as_array().unwrap().last().unwrap()["wall_s"]
+        .as_f64()
+        .unwrap();
+    assert!((1.0..=2.0).contains(&wall), "wall {wall}");
+    assert_eq!(r["workload"]["params"]["cpus"], serde_json::json!([0]));
+    let out = sb
+        .cmd()
+        .args(["bench", "clients", "--dir"])
+        .arg(&d)
+        .args([
+            "--clients",
+            "1",
+            "--time",
+            "1s",
+            "--loops",
+            "2",
+            "--time-based",
+        ])
+        .output()
+        .unwrap();
+    assert_eq!(out.status.code(), Some(2));
+    assert!(String::from_utf8_lossy(&out.stderr).contains("--loops"));
+}
+
+/// `bench tio --dir` with `args`: its exit code and stderr.
+fn tio_fails(sb: &Sandbox, args: &[&str]) -> (Option<i32>, String) {
+    let d = dir(sb);
+    let out = sb
+        .cmd()
+        .args(["bench", "tio", "--dir"])
+        .arg(&d)
+        .args([
+            "--mode",
+            "randread",
+            "--block",
+            "4K",
+            "--file-size",
+            "64K",
+            "--threads",
+            "1",
+        ])
+        .args(args)
+        .output()
+        .unwrap();
+    (
+        out.status.code(),
+        String::from_utf8_lossy(&out.stderr).into_owned(),
+    )
+}
+
+#[test]
+fn bad_run_control_is_refused_with_the_reason() {
+    let sb = Sandbox::new();
+    let (code, err) = tio_fails(&sb, &["--time-based"]);
+    assert_eq!(code, Some(2), "{err}");
+    assert!(err.contains("--time-based needs --time"), "{err}");
+    let (code, err) = tio_fails(&sb, &["--cpus", ""]);
+    assert_eq!(code, Some(2), "{err}");
+    assert!(err.contains("empty"), "{err}");
+    let (code, err) = tio_fails(&sb, &["--cpus", "0,100000"]);
+    assert_eq!(code, Some(2), "{err}");
+    assert!(err.contains("CPU 100000 does not exist"), "{err}");
+    // Nothing was left in the directory.
+    assert_eq!(std::fs::read_dir(dir(&sb)).unwrap().count(), 0);
+}
+
+#[test]
+fn pinned_workers_record_their_cpus() {
+    let sb = Sandbox::new();
+    let r = tio_dir(
+        &sb,
+        &[
+            "--mode",
+            "randread",
+            "--block",
+            "4K",
+            "--file-size",
+            "64K",
+            "--threads",
+            "2",
+            "--cpus",
+            "0",
+        ],
+    );
+    assert_eq!(r["workload"]["params"]["cpus"], serde_json::json!([0]));
+    assert_eq!(r["phases"][0]["ops"], 2 * 16);
+}

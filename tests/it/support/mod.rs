@@ -1,0 +1,261 @@
+//! Shared helpers for command-line tests: running the binary with a private ledger and work
+//! directory, skipping (with a printed reason) when the machine lacks root, loop devices or a
+//! mkfs — except under CI (`CI` set), where a missing requirement fails the test instead.
+#![allow(dead_code)] // helpers are shared; not every test uses each
+
+use std::path::{Path, PathBuf};
+use std::process::Command;
+
+/// A private sandbox per test: its own ledger (FSGAUGE_STATE_DIR), work directory and results.
+pub struct Sandbox {
+    pub dir: tempfile::TempDir,
+}
+
+impl Sandbox {
+    pub fn new() -> Self {
+        let dir = tempfile::Builder::new()
+            .prefix("fsgauge-test-")
+            .tempdir_in("/var/tmp")
+            .or_else(|_| tempfile::tempdir())
+            .expect("a temporary directory");
+        std::fs::create_dir_all(dir.path().join("work")).expect("work dir");
+        Self { dir }
+    }
+
+    pub fn path(&self) -> &Path {
+        self.dir.path()
+    }
+
+    pub fn state(&self) -> PathBuf {
+        self.path().join("state")
+    }
+
+    pub fn workdir(&self) -> PathBuf {
+        self.path().join("work")
+    }
+
+    pub fn out(&self) -> PathBuf {
+        self.path().join("results")
+    }
+
+    /// `fsgauge` with this sandbox's ledger.
+    pub fn cmd(&self) -> Command {
+        let mut c = Command::new(env!("CARGO_BIN_EXE_fsgauge"));
+        c.env("FSGAUGE_STATE_DIR", self.state());
+        c
+    }
+
+    /// `fsgauge` with the sandbox's ledger plus `--workdir` and `--out` appended after `args`.
+    pub fn bench(&self, args: &[&str]) -> Command {
+        let mut c = self.cmd();
+        c.args(args);
+        c.arg("--workdir")
+            .arg(self.workdir())
+            .arg("--out")
+            .arg(self.out());
+        c
+    }
+
+    /// Fails the test if anything of this sandbox is still mounted, attached or recorded.
+    pub fn assert_clean(&self) {
+        let leaks = leaks_under(self.path());
+        assert!(leaks.is_empty(), "left behind: {leaks:#?}");
+        let ledger = self.state().join("ledger");
+        if ledger.exists() {
+            let left: Vec<_> = std::fs::read_dir(&ledger)
+                .unwrap()
+                .filter_map(|e| e.ok())
+                .map(|e| e.path())
+                .collect();
+            assert!(left.is_empty(), "ledger entries left: {left:?}");
+        }
+        let work = self.workdir();
+        if work.exists() {
+            let left: Vec<_> = std::fs::read_dir(&work)
+                .unwrap()
+                .filter_map(|e| e.ok())
+                .map(|e| e.path())
+                .collect();
+            assert!(
+                left.is_empty(),
+                "files left in the work directory: {left:?}"
+            );
+        }
+    }
+}
+
+impl Drop for Sandbox {
+    fn drop(&mut self) {
+        // Never let a failed test poison the machine: tear down what the ledger knows.
+        if self.state().join("ledger").exists() {
+            let _ = self.cmd().args(["testbed", "cleanup", "--all"]).output();
+        }
+    }
+}
+
+/// Mounts below `dir` and loop devices whose backing file is below `dir`.
+pub fn leaks_under(dir: &Path) -> Vec<String> {
+    let mut out = Vec::new();
+    let d = dir.to_string_lossy().to_string();
+    if let Ok(m) = std::fs::read_to_string("/proc/self/mountinfo") {
+        for l in m.lines() {
+            if let Some(mp) = l.split(' ').nth(4) {
+                if mp.starts_with(&d) {
+                    out.push(format!("mount {mp}"));
+                }
+            }
+        }
+    }
+    if let Ok(rd) = std::fs::read_dir("/sys/block") {
+        for e in rd.filter_map(|e| e.ok()) {
+            if let Ok(b) = std::fs::read_to_string(e.path().join("loop/backing_file")) {
+                if b.trim().starts_with(&d)
+                    || (b.contains("/dev/shm/fsgauge")
+                        && b.contains(&std::process::id().to_string()))
+                {
+                    out.push(format!(
+                        "{} -> {}",
+                        e.file_name().to_string_lossy(),
+                        b.trim()
+                    ));
+                }
+            }
+        }
+    }
+    out
+}
+
+fn in_ci() -> bool {
+    std::env::var_os("CI").is_some_and(|v| !v.is_empty() && v != "false")
+}
+
+fn skip(reason: &str) -> bool {
+    if in_ci() {
+        panic!("CI must run every test, but: {reason}");
+    }
+    eprintln!("skipped: {reason}");
+    false
+}
+
+/// True when root with loop devices; otherwise prints why the test is skipped.
+pub fn have_root() -> bool {
+    if !nix_is_root() {
+        return skip("needs root (loop devices, mkfs, mount)");
+    }
+    if !Path::new("/dev/loop-control").exists() {
+        return skip("needs /dev/loop-control (loop devices)");
+    }
+    true
+}
+
+/// True when root, loop devices and `mkfs.<kind>` are available.
+pub fn have_fs(kind: &str) -> bool {
+    if !have_root() {
+        return false;
+    }
+    let prog = format!("mkfs.{kind}");
+    let found = ["/usr/sbin", "/sbin", "/usr/bin", "/bin", "/usr/local/sbin"]
+        .iter()
+        .any(|d| Path::new(d).join(&prog).exists());
+    if !found {
+        return skip(&format!("needs {prog}"));
+    }
+    true
+}
+
+/// True when a program is on PATH; otherwise skips (or fails under CI).
+pub fn have_program(name: &str) -> bool {
+    let found = std::env::var_os("PATH")
+        .map(|p| {
+            std::env::split_paths(&p)
+                .chain(["/usr/sbin".into(), "/sbin".into()])
+                .any(|d| d.join(name).is_file())
+        })
+        .unwrap_or(false);
+    if !found {
+        return skip(&format!("needs {name}"));
+    }
+    true
+}
+
+fn nix_is_root() -> bool {
+    nix::unistd::geteuid().is_root()
+}
+
+/// Parses stdout as JSON.
+pub fn json_of(out: &std::process::Output) -> serde_json::Value {
+    assert!(
+        out.status.success(),
+        "command failed ({}):\nstdout: {}\nstderr: {}",
+        out.status,
+        String::from_utf8_lossy(&out.stdout),
+        String::from_utf8_lossy(&out.stderr)
+    );
+    serde_json::from_slice(&out.stdout).unwrap_or_else(|e| {
+        panic!(
+            "stdout is not JSON ({e}): {}",
+            String::from_utf8_lossy(&out.stdout)
+        )
+    })
+}
+
+/// The smallest testbed size the filesystem tests use: xfs needs 300M (its log and allocation
+/// groups), the others 256M.
+pub fn size_of(fs: &str) -> &'static str {
+    if fs == "xfs" {
+        "300M"
+    } else {
+        "256M"
+    }
+}
+
+/// The phase called `name` of a result document (panics naming the phases there are).
+pub fn phase<'a>(run: &'a serde_json::Value, name: &str) -> &'a serde_json::Value {
+    run["phases"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .find(|p| p["name"] == name)
+        .unwrap_or_else(|| panic!("no phase {name} in {}", run["phases"]))
+}
+
+/// Checks a result document against the published schema (schema/fsgauge.run-1.schema.json).
+pub fn assert_schema(doc: &serde_json::Value) {
+    let text = std::fs::read_to_string(concat!(
+        env!("CARGO_MANIFEST_DIR"),
+        "/schema/fsgauge.run-1.schema.json"
+    ))
+    .unwrap();
+    let schema: serde_json::Value = serde_json::from_str(&text).unwrap();
+    let v = jsonschema::validator_for(&schema).expect("the schema itself is valid");
+    let errors: Vec<String> = v
+        .iter_errors(doc)
+        .map(|e| format!("{} at {}", e, e.instance_path))
+        .collect();
+    assert!(
+        errors.is_empty(),
+        "result does not match the schema: {errors:#?}"
+    );
+}
+
+/// Asserts that a command was refused as bad input: exit code 2 and every needle in stderr.
+pub fn assert_refused(out: &std::process::Output, what: &str, needles: &[&str]) {
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert_eq!(out.status.code(), Some(2), "{what}\nstderr: {stderr}");
+    for n in needles {
+        assert!(stderr.contains(n), "{what}: stderr lacks {n:?}:\n{stderr}");
+    }
+}
+
+/// Runs fsgauge with `args` (plus the sandbox's --workdir/--out), expects it refused as bad
+/// input with every needle in stderr, and checks nothing was made: no result directory, no
+/// testbed, ledger entry or work file.
+pub fn refused(sb: &Sandbox, args: &[&str], needles: &[&str]) {
+    let out = sb.bench(args).output().unwrap();
+    assert_refused(&out, &format!("args {args:?}"), needles);
+    assert!(
+        !sb.out().exists(),
+        "a result directory was made for bad input {args:?}"
+    );
+    sb.assert_clean();
+}
