@@ -524,12 +524,21 @@ fn run_in(
     testbed.memory_limit = opts.mem_limit;
     // Read after the measured phases, while the testbed is still attached.
     let environment = Some(Environment::collect(&testbed));
+    // The conditioning phases (aging) are part of the result: their figures are declared too.
+    let mut metrics = wl.metrics().to_vec();
+    if let Some(Precondition(p)) = &opts.precondition {
+        for m in p.metrics() {
+            if !metrics.iter().any(|d| d.key == m.key) {
+                metrics.push(m.clone());
+            }
+        }
+    }
     Ok(RunResult::assemble(RunRecord {
         testbed,
         workload: WorkloadInfo {
             kind: wl.kind().into(),
             params: wl.params(),
-            metrics: wl.metrics().to_vec(),
+            metrics,
         },
         rep,
         seed,
