@@ -514,7 +514,7 @@ fn run_in(
     let mut mpi = None;
     #[cfg(feature = "mpi")]
     if let Some(s) = crate::dist::session() {
-        let (all_phases, all_warnings, info) = s.gather_run(phases, warnings)?;
+        let (all_phases, all_warnings, info) = s.gather_run(phases, warnings, wl.metrics())?;
         phases = all_phases;
         warnings = all_warnings;
         mpi = info;

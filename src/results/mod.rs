@@ -13,7 +13,7 @@ use serde::{Deserialize, Serialize};
 
 pub use env::{env_diff, env_fields, BlockQueue, BuildInfo, Difference, Environment};
 pub use host::HostInfo;
-pub use metric::{Better, MetricDef};
+pub use metric::{Better, Combine, MetricDef};
 pub use store::{load, load_dir, write_result, DirResults, ResultFile, Skipped};
 
 /// The schema tag every run document carries.
