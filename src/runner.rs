@@ -9,7 +9,7 @@ use anyhow::{Context, Result};
 
 use crate::error::bad_input;
 use crate::measure::Progress;
-use crate::results::{write_result, Conditions, Environment, RunRecord, RunResult, WorkloadInfo};
+use crate::results::{write_result, Conditions, Environment, RunRecord, RunResult};
 use crate::testbed::{own_rss, preflight, MemCharger, MemLimit, RunDir, Testbed, TestbedSpec};
 use crate::units::format_size;
 use crate::workload::{ColdMode, RunContext, Target, Workload};
@@ -279,11 +279,7 @@ pub fn run_in_place(
     Ok(RunResult::assemble(RunRecord {
         environment: Some(Environment::collect(&testbed)),
         testbed,
-        workload: WorkloadInfo {
-            kind: wl.kind().into(),
-            params: wl.params(),
-            metrics: wl.metrics().to_vec(),
-        },
+        workload: crate::registry::workload_info(wl),
         rep: 0,
         seed,
         started,
@@ -526,11 +522,7 @@ fn run_in(
     let environment = Some(Environment::collect(&testbed));
     Ok(RunResult::assemble(RunRecord {
         testbed,
-        workload: WorkloadInfo {
-            kind: wl.kind().into(),
-            params: wl.params(),
-            metrics: wl.metrics().to_vec(),
-        },
+        workload: crate::registry::workload_info(wl),
         rep,
         seed,
         started,

@@ -953,6 +953,10 @@ impl Workload for Fdtree {
         "fdtree"
     }
 
+    fn line_axis(&self) -> Option<&'static str> {
+        Some("threads")
+    }
+
     fn params(&self) -> serde_json::Value {
         let mut v = serde_json::json!({
             "scenario": self.scenario.map(Scenario::name),

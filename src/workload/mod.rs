@@ -57,6 +57,12 @@ pub trait Workload: Send + Sync {
         &[]
     }
 
+    /// The parameter that counts the workload's concurrent workers (threads, clients), a sweep
+    /// axis or not: report tables and plots draw a phase's throughput along it.
+    fn line_axis(&self) -> Option<&'static str> {
+        None
+    }
+
     /// On a testbed, each cell of the sweep is its own run on a fresh filesystem, unless the
     /// workload's own parameters ask for all cells in one run (tio's `--fresh-fs off`).
     fn fresh_per_cell(&self) -> bool {

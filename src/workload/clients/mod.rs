@@ -630,6 +630,10 @@ impl Workload for Clients {
         &["clients"]
     }
 
+    fn line_axis(&self) -> Option<&'static str> {
+        Some("clients")
+    }
+
     fn fresh_per_cell(&self) -> bool {
         self.fresh_fs
     }

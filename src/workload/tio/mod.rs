@@ -847,6 +847,10 @@ impl Workload for Tio {
         &["block", "threads", "mode"]
     }
 
+    fn line_axis(&self) -> Option<&'static str> {
+        Some("threads")
+    }
+
     fn fresh_per_cell(&self) -> bool {
         self.fresh_fs
     }
