@@ -248,15 +248,15 @@ fn size_params(kind: &WorkloadKind, params: &serde_json::Value) -> Vec<String> {
 
 /// Gives results written before declarations were recorded the declarations their kind makes
 /// today: without `workload.metrics`, its figures' declarations; without `sweep_axes`, its
-/// sweep axes, the parameter counting its workers and its size parameters. So reports of old
-/// result files show units, directions, sizes and thread lines too. A kind that is no longer
+/// sweep axes, the parameter counting its workers and its size parameters; with no operation
+/// declared as reading file data, the reading operations of its kind. So reports of old
+/// result files show units, directions, sizes, thread lines and cache warnings too. A kind that is no longer
 /// known, or parameters that no longer build, leave the result as it is (its figures are then
 /// shown with no direction claimed, its parameters as plain values, no line drawn along one).
 pub fn declare_missing_metrics(results: &mut [crate::results::RunResult]) {
-    for r in results
-        .iter_mut()
-        .filter(|r| r.workload.metrics.is_empty() || r.workload.sweep_axes.is_none())
-    {
+    for r in results.iter_mut().filter(|r| {
+        r.workload.metrics.is_empty() || r.workload.sweep_axes.is_none() || !declares_reads(r)
+    }) {
         let built = find(&r.workload.kind).and_then(|k| {
             let params = match r.workload.params.as_object() {
                 Some(_) => r.workload.params.clone(),
@@ -276,8 +276,27 @@ pub fn declare_missing_metrics(results: &mut [crate::results::RunResult]) {
                 r.workload.line_axis = today.line_axis;
                 r.workload.size_params = today.size_params;
             }
+            if !declares_reads(r) {
+                let reading: Vec<&str> = w
+                    .op_kinds()
+                    .into_iter()
+                    .filter(|o| o.reads)
+                    .map(|o| o.name)
+                    .collect();
+                for (name, s) in r.phases.iter_mut().flat_map(|p| p.op_stats.iter_mut()) {
+                    s.reads = reading.contains(&name.as_str());
+                }
+            }
         }
     }
+}
+
+/// Whether any operation of the run is declared as reading file data (results written before
+/// operations carried that declaration have none).
+fn declares_reads(r: &RunResult) -> bool {
+    r.phases
+        .iter()
+        .any(|p| p.op_stats.values().any(|s| s.reads))
 }
 
 #[cfg(test)]
@@ -364,10 +383,36 @@ mod tests {
             "phases": [], "errors": []
         }))
         .unwrap();
+        let op = |name: &str| {
+            let mut p: crate::results::PhaseResult = serde_json::from_value(serde_json::json!({
+                "name": format!("p-{name}"), "wall_s": 1.0, "user_s": 0.0, "sys_s": 0.0,
+                "ops": 1, "bytes": 1, "ops_per_s": 1.0, "bytes_per_s": 1.0,
+                "latency": crate::results::LatencySummary::default(), "device": null,
+                "series": []
+            }))
+            .unwrap();
+            let stats = crate::results::OpStats {
+                primary: true,
+                ..Default::default()
+            };
+            p.op_stats.insert(name.into(), stats);
+            p
+        };
+        old.phases = vec![op("write"), op("read")];
         declare_missing_metrics(std::slice::from_mut(&mut old));
         assert_eq!(old.workload.line_axis.as_deref(), Some("threads"));
         assert!(old.workload.is_size("block"));
         assert!(!old.workload.metrics.is_empty());
+        let reads: Vec<bool> = old
+            .phases
+            .iter()
+            .map(|p| p.op_stats.values().any(|s| s.reads))
+            .collect();
+        assert_eq!(
+            reads,
+            [false, true],
+            "tio declares its read operation as reading"
+        );
     }
 
     /// The kind's workload from a command line (`fsgauge bench KIND ARGS…`).

@@ -800,19 +800,11 @@ fn warnings(results: &[RunResult], cells: &[Cell]) -> Vec<String> {
             .mem_limit
             .or(r.testbed.memory_limit)
             .unwrap_or(r.host.memory);
-        let declares_reads = r
-            .phases
-            .iter()
-            .any(|p| p.op_stats.values().any(|s| s.reads));
         for p in &r.phases {
-            // Read phases: their workload declares the operations that read file data.
-            // Results written before operations carried that declaration have none in the
-            // whole run; for them the phase's name is all there is.
-            let read_phase = if declares_reads {
-                p.op_stats.values().any(|s| s.primary && s.reads)
-            } else {
-                p.name.contains("read")
-            };
+            // Read phases: their workload declares the operations that read file data (for
+            // results written before operations carried that declaration, as their kind
+            // declares them today: `registry::declare_missing_metrics`).
+            let read_phase = p.op_stats.values().any(|s| s.primary && s.reads);
             let working_set = p.bytes;
             if read_phase
                 && r.conditions.cold == "none"

@@ -953,6 +953,18 @@ impl Workload for Fdtree {
         "fdtree"
     }
 
+    fn op_kinds(&self) -> Vec<OpDef> {
+        [
+            &DIR_CREATE_OPS[..],
+            &FILE_CREATE_OPS,
+            &STAT_OPS,
+            &READ_OPS,
+            &FILE_REMOVE_OPS,
+            &DIR_REMOVE_OPS,
+        ]
+        .concat()
+    }
+
     fn line_axis(&self) -> Option<&'static str> {
         Some("threads")
     }

@@ -75,6 +75,13 @@ pub trait Workload: Send + Sync {
         &[]
     }
 
+    /// The operation kinds its phases record, as the phases declare them (a workload whose
+    /// phases read file data lists at least those), so that results written before an
+    /// operation carried its declaration can be given it (`registry::declare_missing_metrics`).
+    fn op_kinds(&self) -> Vec<crate::measure::OpDef> {
+        Vec::new()
+    }
+
     /// Runs the phases.
     fn run(&self, ctx: &mut RunContext) -> Result<()>;
 }

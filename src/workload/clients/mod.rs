@@ -634,6 +634,10 @@ impl Workload for Clients {
         Some("clients")
     }
 
+    fn op_kinds(&self) -> Vec<OpDef> {
+        DEFS.to_vec()
+    }
+
     fn fresh_per_cell(&self) -> bool {
         self.fresh_fs
     }

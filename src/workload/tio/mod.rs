@@ -851,6 +851,10 @@ impl Workload for Tio {
         Some("threads")
     }
 
+    fn op_kinds(&self) -> Vec<OpDef> {
+        [WRITE_OPS, READ_OPS].concat()
+    }
+
     fn fresh_per_cell(&self) -> bool {
         self.fresh_fs
     }
