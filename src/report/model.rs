@@ -37,6 +37,9 @@ pub struct Cell {
     /// Thread or client count of the runs (from the parameter the workload declares as its
     /// line axis, else the phase's worker count).
     pub threads: u64,
+    /// What `threads` counts: the parameter the workload declares as its line axis, else
+    /// `workers`.
+    pub axis: String,
     /// The workload label without its line axis (lines against threads join on it).
     pub series: String,
     /// The phase name without a sweep's thread/client suffix (see [`line_phase`]).
@@ -270,6 +273,11 @@ pub fn cells(results: &[RunResult]) -> (Vec<String>, Vec<String>, Vec<Cell>) {
                     workload: w.clone(),
                     phase: ph.clone(),
                     threads,
+                    axis: r0
+                        .workload
+                        .line_axis
+                        .clone()
+                        .unwrap_or_else(|| "workers".into()),
                     series: series.clone(),
                     line_phase: line_phase(ph),
                     main,
@@ -1008,6 +1016,7 @@ mod tests {
         let depths: Vec<u64> = cs.iter().map(|c| c.threads).collect();
         assert_eq!(depths, [1, 4, 8]);
         assert!(cs.iter().all(|c| c.series == "x"), "{cs:?}");
+        assert!(cs.iter().all(|c| c.axis == "depth"), "{cs:?}");
         let report = build(rs.clone(), None).unwrap();
         let t = report
             .tables
@@ -1025,7 +1034,10 @@ mod tests {
             })
             .collect();
         let (_, _, cs) = cells(&plain);
-        assert!(cs.iter().all(|c| c.threads == 3), "{cs:?}");
+        assert!(
+            cs.iter().all(|c| c.threads == 3 && c.axis == "workers"),
+            "{cs:?}"
+        );
     }
 
     #[test]
