@@ -9,7 +9,7 @@ use anyhow::{Context, Result};
 
 use crate::error::bad_input;
 use crate::measure::Progress;
-use crate::results::{write_result, Conditions, Environment, RunRecord, RunResult, WorkloadInfo};
+use crate::results::{write_result, Conditions, Environment, RunRecord, RunResult};
 use crate::testbed::{own_rss, preflight, MemCharger, MemLimit, RunDir, Testbed, TestbedSpec};
 use crate::units::format_size;
 use crate::workload::{ColdMode, RunContext, Target, Workload};
@@ -279,11 +279,7 @@ pub fn run_in_place(
     Ok(RunResult::assemble(RunRecord {
         environment: Some(Environment::collect(&testbed)),
         testbed,
-        workload: WorkloadInfo {
-            kind: wl.kind().into(),
-            params: wl.params(),
-            metrics: wl.metrics().to_vec(),
-        },
+        workload: crate::registry::workload_info(wl),
         rep: 0,
         seed,
         started,
@@ -514,7 +510,7 @@ fn run_in(
     let mut mpi = None;
     #[cfg(feature = "mpi")]
     if let Some(s) = crate::dist::session() {
-        let (all_phases, all_warnings, info) = s.gather_run(phases, warnings)?;
+        let (all_phases, all_warnings, info) = s.gather_run(phases, warnings, wl.metrics())?;
         phases = all_phases;
         warnings = all_warnings;
         mpi = info;
@@ -535,10 +531,10 @@ fn run_in(
     }
     Ok(RunResult::assemble(RunRecord {
         testbed,
-        workload: WorkloadInfo {
-            kind: wl.kind().into(),
-            params: wl.params(),
-            metrics,
+        workload: {
+            let mut w = crate::registry::workload_info(wl);
+            w.metrics = metrics;
+            w
         },
         rep,
         seed,

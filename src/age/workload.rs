@@ -12,7 +12,7 @@ use serde::{Deserialize, Serialize};
 
 use super::engine::{pct_label, AgeMode, AgeParams, Ager, Checkpoint, AGE_OPS};
 use crate::measure::{PhaseMeter, Progress};
-use crate::results::MetricDef;
+use crate::results::{Combine, MetricDef};
 use crate::workload::{RunContext, Workload};
 
 /// The aging workload (plan kind `age`); its parameters are [`AgeParams`].
@@ -200,8 +200,8 @@ pub const METRICS: &[MetricDef] = &[
     MetricDef::lower("aging_s", "aging time", "s"),
     MetricDef::count("age_ops", "aging operations", ""),
     MetricDef::count("enospc", "ran out of space", ""),
-    MetricDef::lower("extents_per_file", "extents per file", ""),
-    MetricDef::higher("layout_score", "layout score", ""),
+    MetricDef::lower("extents_per_file", "extents per file", "").combine(Combine::Mean),
+    MetricDef::higher("layout_score", "layout score", "").combine(Combine::Mean),
     MetricDef::lower("fragmentation_factor", "fragmentation factor", ""),
     MetricDef::count("free_extents", "free extents", ""),
     MetricDef::higher("largest_free_share", "largest free extent share", ""),

@@ -5,11 +5,11 @@
 //! and `first_done_s` the fastest's; device counters are summed once per host (ranks on one
 //! host share its devices); each phase keeps a per-rank table.
 //!
-//! Workload figures (`extra`) merge by what they are: rates (`*_per_s`, `iops`) are recomputed
-//! over the merged wall time from each rank's rate × its own wall time; settings every rank
-//! shares (`block`, `file_size`, `iodepth`) stay as they are; shares of slow requests and CPU
-//! efficiency are recomputed from the merged figures; means and scores are averaged over ranks;
-//! maxima stay maxima; everything else (counts: files, dirs, threads, passes) is summed.
+//! Workload figures (`extra`) merge as their workload declares next to each figure
+//! ([`Combine`] in its [`MetricDef`]): rates are recomputed over the merged wall time from each
+//! rank's rate × its own wall time; settings every rank shares stay as they are; shares of slow
+//! requests and CPU efficiency are recomputed from the merged figures; means are averaged over
+//! ranks; maxima stay maxima, minima minima; counts are summed, as is a figure left undeclared.
 
 use std::collections::BTreeMap;
 
@@ -18,7 +18,8 @@ use serde::{Deserialize, Serialize};
 
 use crate::measure::{decode, new_histogram, summarize};
 use crate::results::{
-    DeviceDelta, LatencySummary, OpStats, PhaseResult, RankPhase, SeriesPoint, WorkerSummary,
+    Combine, DeviceDelta, LatencySummary, MetricDef, OpStats, PhaseResult, RankPhase, SeriesPoint,
+    WorkerSummary,
 };
 
 /// What one rank sends to rank 0 at the end of a run.
@@ -33,8 +34,9 @@ pub struct RankReport {
     pub warnings: Vec<String>,
 }
 
-/// Merges the ranks' phases (reports in rank order) into one list, with per-rank tables.
-pub fn merge_phases(reports: &[RankReport]) -> Result<Vec<PhaseResult>> {
+/// Merges the ranks' phases (reports in rank order) into one list, with per-rank tables;
+/// `metrics` are the workload's declarations of its `extra` figures.
+pub fn merge_phases(reports: &[RankReport], metrics: &[MetricDef]) -> Result<Vec<PhaseResult>> {
     let Some(first) = reports.first() else {
         return Ok(Vec::new());
     };
@@ -51,7 +53,7 @@ pub fn merge_phases(reports: &[RankReport]) -> Result<Vec<PhaseResult>> {
         }
     }
     (0..first.phases.len())
-        .map(|i| merge_one(reports, i))
+        .map(|i| merge_one(reports, i, metrics))
         .collect()
 }
 
@@ -123,7 +125,7 @@ fn rate(n: f64, secs: f64) -> f64 {
     }
 }
 
-fn merge_one(reports: &[RankReport], i: usize) -> Result<PhaseResult> {
+fn merge_one(reports: &[RankReport], i: usize, metrics: &[MetricDef]) -> Result<PhaseResult> {
     let ps: Vec<&PhaseResult> = reports.iter().map(|r| &r.phases[i]).collect();
     let wall_s = ps.iter().map(|p| p.wall_s).fold(0.0, f64::max);
     let first_done = ps.iter().map(|p| p.wall_s).fold(f64::INFINITY, f64::min);
@@ -233,12 +235,16 @@ fn merge_one(reports: &[RankReport], i: usize) -> Result<PhaseResult> {
         stonewall_s: ps.iter().find_map(|p| p.stonewall_s),
         ranks,
     };
-    merged.extra = merge_extra(&ps, &merged);
+    merged.extra = merge_extra(&ps, &merged, metrics);
     Ok(merged)
 }
 
-/// How one workload figure combines over ranks (see the module docs).
-fn merge_extra(ps: &[&PhaseResult], merged: &PhaseResult) -> BTreeMap<String, f64> {
+/// Each workload figure combined over ranks as its declaration says (see the module docs).
+fn merge_extra(
+    ps: &[&PhaseResult],
+    merged: &PhaseResult,
+    metrics: &[MetricDef],
+) -> BTreeMap<String, f64> {
     let keys: std::collections::BTreeSet<&String> =
         ps.iter().flat_map(|p| p.extra.keys()).collect();
     let mut out = BTreeMap::new();
@@ -248,22 +254,20 @@ fn merge_extra(ps: &[&PhaseResult], merged: &PhaseResult) -> BTreeMap<String, f6
             .iter()
             .filter_map(|p| p.extra.get(key).map(|&v| (v, p.wall_s)))
             .collect();
-        let sum: f64 = vals.iter().map(|v| v.0).sum();
-        let v = match key.as_str() {
-            "over_2s_share" => merged.latency.over_2s as f64 / n_lat,
-            "over_10s_share" => merged.latency.over_10s as f64 / n_lat,
-            "mb_per_cpu_s" => {
-                let cpu = merged.user_s + merged.sys_s;
-                rate(merged.bytes as f64 / 1e6, cpu)
-            }
-            "block" | "file_size" | "iodepth" => vals.iter().map(|v| v.0).fold(0.0, f64::max),
-            "complete" => vals.iter().map(|v| v.0).fold(f64::INFINITY, f64::min),
-            k if k.ends_with("_per_s") || k == "iops" => {
-                rate(vals.iter().map(|(v, w)| v * w).sum::<f64>(), merged.wall_s)
-            }
-            k if k.ends_with("_mean") || k.ends_with("_score") => sum / vals.len().max(1) as f64,
-            k if k.ends_with("_max") => vals.iter().map(|v| v.0).fold(f64::MIN, f64::max),
-            _ => sum,
+        let combine = metrics
+            .iter()
+            .find(|m| m.key == key.as_str())
+            .map_or(Combine::Sum, |m| m.combine);
+        let values = vals.iter().map(|v| v.0);
+        let v = match combine {
+            Combine::Sum => values.sum(),
+            Combine::Rate => rate(vals.iter().map(|(v, w)| v * w).sum::<f64>(), merged.wall_s),
+            Combine::Mean => values.sum::<f64>() / vals.len().max(1) as f64,
+            Combine::Max | Combine::Same => values.fold(f64::MIN, f64::max),
+            Combine::Min => values.fold(f64::INFINITY, f64::min),
+            Combine::ShareOver2s => merged.latency.over_2s as f64 / n_lat,
+            Combine::ShareOver10s => merged.latency.over_10s as f64 / n_lat,
+            Combine::MbPerCpuS => rate(merged.bytes as f64 / 1e6, merged.user_s + merged.sys_s),
         };
         out.insert(key.clone(), v);
     }
@@ -326,6 +330,20 @@ mod tests {
         }
     }
 
+    /// The declarations of the figures these tests record, as a workload makes them.
+    const DECLARED: &[MetricDef] = &[
+        MetricDef::count("files", "files", ""),
+        MetricDef::rate("files_per_s", "file rate", "files/s"),
+        MetricDef::count("block", "block size", "B").combine(Combine::Same),
+        MetricDef::higher("complete", "every request done", "").combine(Combine::Min),
+        MetricDef::higher("layout_score", "layout score", "").combine(Combine::Mean),
+        MetricDef::lower("extents_per_file_max", "most extents", "").combine(Combine::Max),
+        MetricDef::count("threads", "threads", ""),
+        MetricDef::rate("iops", "IOPS", "ops/s"),
+        MetricDef::lower("over_2s_share", "share over 2 s", "").combine(Combine::ShareOver2s),
+        MetricDef::higher("mb_per_cpu_s", "MB per CPU second", "").combine(Combine::MbPerCpuS),
+    ];
+
     fn report(rank: u32, host: &str, phases: Vec<PhaseResult>) -> RankReport {
         RankReport {
             rank,
@@ -346,7 +364,7 @@ mod tests {
             report(1, "a", vec![phase("create", 4.0, &slow, 4096)]),
             report(2, "b", vec![phase("create", 2.0, &fast, 4096)]),
         ];
-        let m = merge_phases(&reports).unwrap();
+        let m = merge_phases(&reports, DECLARED).unwrap();
         let p = &m[0];
         assert_eq!(p.ops, 500);
         assert_eq!(p.bytes, 500 * 4096);
@@ -395,7 +413,11 @@ mod tests {
                 })
                 .collect();
         }
-        let m = merge_phases(&[report(0, "a", vec![a]), report(1, "b", vec![b])]).unwrap();
+        let m = merge_phases(
+            &[report(0, "a", vec![a]), report(1, "b", vec![b])],
+            DECLARED,
+        )
+        .unwrap();
         let x = &m[0].extra;
         assert_eq!(x["complete"], 0.0, "one rank incomplete: the phase is");
         assert_eq!(x["layout_score"], 0.75);
@@ -417,12 +439,49 @@ mod tests {
     }
 
     #[test]
+    fn figures_merge_as_declared_whatever_their_names() {
+        let mut a = phase("create", 2.0, &[10, 20], 0);
+        let mut b = phase("create", 1.0, &[30, 40], 0);
+        for (p, v) in [(&mut a, 3.0), (&mut b, 5.0)] {
+            p.extra.insert("foo_per_s".into(), v);
+            p.extra.insert("speed".into(), v);
+            p.extra.insert("depth_max".into(), v);
+            p.extra.insert("lowest".into(), v);
+        }
+        let declared = [
+            MetricDef::count("foo_per_s", "foo", ""),
+            MetricDef::rate("speed", "speed", "MB/s"),
+            MetricDef::count("depth_max", "depth", "").combine(Combine::Mean),
+            MetricDef::count("lowest", "lowest", "").combine(Combine::Min),
+        ];
+        let m = merge_phases(
+            &[report(0, "a", vec![a]), report(1, "a", vec![b])],
+            &declared,
+        )
+        .unwrap();
+        let x = &m[0].extra;
+        assert_eq!(x["foo_per_s"], 8.0, "declared a sum: summed, not a rate");
+        // 3/s for 2 s and 5/s for 1 s over the slowest rank's 2 s.
+        assert_eq!(
+            x["speed"], 5.5,
+            "declared a rate: recomputed over the wall time"
+        );
+        assert_eq!(
+            x["depth_max"], 4.0,
+            "declared a mean: averaged, not a maximum"
+        );
+        assert_eq!(x["lowest"], 3.0);
+        // A figure no declaration names is summed.
+        assert_eq!(x["files"], 4.0);
+    }
+
+    #[test]
     fn refuses_ranks_that_ran_different_phases() {
         let reports = vec![
             report(0, "a", vec![phase("create", 1.0, &[5], 0)]),
             report(1, "a", vec![phase("remove", 1.0, &[5], 0)]),
         ];
-        let e = merge_phases(&reports).unwrap_err().to_string();
+        let e = merge_phases(&reports, DECLARED).unwrap_err().to_string();
         assert!(e.contains("rank 1"), "{e}");
     }
 

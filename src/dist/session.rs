@@ -28,7 +28,7 @@ use super::merge::{merge_phases, merge_warnings, RankReport};
 use super::{launched_by_mpirun, neighbour, DirMode, DistOptions};
 use crate::error::{bad_input, exit_code, Interrupted, SystemFailure};
 use crate::measure::{PhaseMeter, Recorder};
-use crate::results::{MpiInfo, PhaseResult, RankHost};
+use crate::results::{MetricDef, MpiInfo, PhaseResult, RankHost};
 
 const TAG_STOP: i32 = 0x5701;
 const TAG_REPORT: i32 = 0x5702;
@@ -503,12 +503,14 @@ impl Session {
         }
     }
 
-    /// Sends every rank's phases to rank 0 and merges them there. Rank 0 gets the merged
+    /// Sends every rank's phases to rank 0 and merges them there (the workload's `extra`
+    /// figures as `metrics` declare). Rank 0 gets the merged
     /// phases, warnings and the run's MPI record; the other ranks get their own back.
     pub fn gather_run(
         &self,
         phases: Vec<PhaseResult>,
         warnings: Vec<String>,
+        metrics: &[MetricDef],
     ) -> Result<(Vec<PhaseResult>, Vec<String>, Option<MpiInfo>)> {
         let report = RankReport {
             rank: self.rank,
@@ -539,7 +541,7 @@ impl Session {
             }
             None => reports.push(report),
         }
-        let phases = merge_phases(&reports)?;
+        let phases = merge_phases(&reports, metrics)?;
         let warnings = merge_warnings(&reports);
         let info = MpiInfo {
             ranks: self.size,

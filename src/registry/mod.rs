@@ -8,7 +8,7 @@ use anyhow::Result;
 use clap::{ArgMatches, Args, Command, FromArgMatches};
 use serde::de::DeserializeOwned;
 
-use crate::results::RunResult;
+use crate::results::{RunResult, WorkloadInfo};
 use crate::workload::params::ScaleClass;
 use crate::workload::Workload;
 
@@ -209,12 +209,54 @@ pub fn find(name: &str) -> Option<&'static WorkloadKind> {
     kinds().iter().find(|k| k.name == name)
 }
 
-/// Gives results written before declarations were recorded (no `workload.metrics`) the
-/// declarations their kind makes today, so that reports of old result files show units and
-/// directions too. A kind that is no longer known, or parameters that no longer build, leave
-/// the result as it is (its figures are then shown with no direction claimed).
+/// What a result records of its workload: kind, parameters, and what the workload declares —
+/// its figures, sweep axes, the parameter counting its workers, the parameters that are sizes
+/// — so that reports read these from the result and infer nothing from a name. The one place
+/// a run's [`WorkloadInfo`] is made.
+pub fn workload_info(wl: &dyn Workload) -> WorkloadInfo {
+    let params = wl.params();
+    WorkloadInfo {
+        kind: wl.kind().into(),
+        metrics: wl.metrics().to_vec(),
+        sweep_axes: Some(wl.sweep_axes().iter().map(|a| a.to_string()).collect()),
+        line_axis: wl.line_axis().map(str::to_string),
+        size_params: Some(find(wl.kind()).map_or_else(Vec::new, |k| size_params(k, &params))),
+        params,
+    }
+}
+
+/// The parameters of a kind that are sizes in bytes: those its parameter struct reads from
+/// size text (`"1K"` becomes 1024, through `units::Size` or `units::de_size`). Derived from
+/// the struct's own deserializers, so no list of names can drift from its field types.
+fn size_params(kind: &WorkloadKind, params: &serde_json::Value) -> Vec<String> {
+    let Some(map) = params.as_object() else {
+        return Vec::new();
+    };
+    let (one_k, list) = (serde_json::json!(1024), serde_json::json!([1024]));
+    map.keys()
+        .filter(|k| {
+            let mut probe = map.clone();
+            probe.insert(k.to_string(), serde_json::json!("1K"));
+            (kind.build)(serde_json::Value::Object(probe))
+                .ok()
+                .and_then(|w| w.params().get(k.as_str()).cloned())
+                .is_some_and(|v| v == one_k || v == list)
+        })
+        .cloned()
+        .collect()
+}
+
+/// Gives results written before declarations were recorded the declarations their kind makes
+/// today: without `workload.metrics`, its figures' declarations; without `sweep_axes`, its
+/// sweep axes, the parameter counting its workers and its size parameters; with no operation
+/// declared as reading file data, the reading operations of its kind. So reports of old
+/// result files show units, directions, sizes, thread lines and cache warnings too. A kind that is no longer
+/// known, or parameters that no longer build, leave the result as it is (its figures are then
+/// shown with no direction claimed, its parameters as plain values, no line drawn along one).
 pub fn declare_missing_metrics(results: &mut [crate::results::RunResult]) {
-    for r in results.iter_mut().filter(|r| r.workload.metrics.is_empty()) {
+    for r in results.iter_mut().filter(|r| {
+        r.workload.metrics.is_empty() || r.workload.sweep_axes.is_none() || !declares_reads(r)
+    }) {
         let built = find(&r.workload.kind).and_then(|k| {
             let params = match r.workload.params.as_object() {
                 Some(_) => r.workload.params.clone(),
@@ -225,9 +267,36 @@ pub fn declare_missing_metrics(results: &mut [crate::results::RunResult]) {
                 .ok()
         });
         if let Some(w) = built {
-            r.workload.metrics = w.metrics().to_vec();
+            let today = workload_info(w.as_ref());
+            if r.workload.metrics.is_empty() {
+                r.workload.metrics = today.metrics;
+            }
+            if r.workload.sweep_axes.is_none() {
+                r.workload.sweep_axes = today.sweep_axes;
+                r.workload.line_axis = today.line_axis;
+                r.workload.size_params = today.size_params;
+            }
+            if !declares_reads(r) {
+                let reading: Vec<&str> = w
+                    .op_kinds()
+                    .into_iter()
+                    .filter(|o| o.reads)
+                    .map(|o| o.name)
+                    .collect();
+                for (name, s) in r.phases.iter_mut().flat_map(|p| p.op_stats.iter_mut()) {
+                    s.reads = reading.contains(&name.as_str());
+                }
+            }
         }
     }
+}
+
+/// Whether any operation of the run is declared as reading file data (results written before
+/// operations carried that declaration have none).
+fn declares_reads(r: &RunResult) -> bool {
+    r.phases
+        .iter()
+        .any(|p| p.op_stats.values().any(|s| s.reads))
 }
 
 #[cfg(test)]
@@ -278,6 +347,71 @@ mod tests {
         assert_eq!(
             (tiny["files"].as_u64(), tiny["file_size"].as_u64()),
             (Some(1), Some(4096))
+        );
+    }
+
+    #[test]
+    fn sizes_are_the_parameters_read_as_sizes_and_old_results_get_todays_declarations() {
+        let info = |kind: &str, params: serde_json::Value| {
+            workload_info((find(kind).unwrap().build)(params).unwrap().as_ref())
+        };
+        let tio = info("tio", serde_json::json!({"threads": [1, 4]}));
+        let mut sizes = tio.size_params.clone().unwrap();
+        sizes.sort();
+        assert_eq!(sizes, ["block", "file_size"]);
+        assert_eq!(tio.line_axis.as_deref(), Some("threads"));
+        assert_eq!(
+            tio.sweep_axes.as_deref(),
+            Some(&["block".to_string(), "threads".into(), "mode".into()][..])
+        );
+        let tree = info("tree", serde_json::json!({}));
+        assert!(tree.is_size("file_size"), "{tree:?}");
+        assert!(!tree.is_size("files") && !tree.is_size("dirs"), "{tree:?}");
+        assert_eq!(tree.line_axis, None);
+        assert_eq!(
+            info("clients", serde_json::json!({})).line_axis.as_deref(),
+            Some("clients")
+        );
+
+        // A result written before the declarations were recorded.
+        let mut old: RunResult = serde_json::from_value(serde_json::json!({
+            "schema": crate::results::SCHEMA, "tool": {"name": "fsgauge", "version": "0.1.0"},
+            "host": {"hostname": "h", "kernel": "6.1", "cpus": 2, "memory": 1},
+            "testbed": crate::results::TestbedInfo::default(),
+            "workload": {"kind": "tio", "params": {"threads": 4, "block": 4096}},
+            "rep": 0, "seed": 1, "started_at": "", "spec_hash": "", "conditions": {"cold": "none"},
+            "phases": [], "errors": []
+        }))
+        .unwrap();
+        let op = |name: &str| {
+            let mut p: crate::results::PhaseResult = serde_json::from_value(serde_json::json!({
+                "name": format!("p-{name}"), "wall_s": 1.0, "user_s": 0.0, "sys_s": 0.0,
+                "ops": 1, "bytes": 1, "ops_per_s": 1.0, "bytes_per_s": 1.0,
+                "latency": crate::results::LatencySummary::default(), "device": null,
+                "series": []
+            }))
+            .unwrap();
+            let stats = crate::results::OpStats {
+                primary: true,
+                ..Default::default()
+            };
+            p.op_stats.insert(name.into(), stats);
+            p
+        };
+        old.phases = vec![op("write"), op("read")];
+        declare_missing_metrics(std::slice::from_mut(&mut old));
+        assert_eq!(old.workload.line_axis.as_deref(), Some("threads"));
+        assert!(old.workload.is_size("block"));
+        assert!(!old.workload.metrics.is_empty());
+        let reads: Vec<bool> = old
+            .phases
+            .iter()
+            .map(|p| p.op_stats.values().any(|s| s.reads))
+            .collect();
+        assert_eq!(
+            reads,
+            [false, true],
+            "tio declares its read operation as reading"
         );
     }
 

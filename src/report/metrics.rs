@@ -73,6 +73,7 @@ pub fn extra_def(r: &RunResult, key: &str) -> MetricDef {
             unit: "".into(),
             better: Better::Neither,
             rate: false,
+            combine: Default::default(),
         })
 }
 

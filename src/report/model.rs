@@ -34,10 +34,13 @@ pub struct Cell {
     pub testbed: String,
     pub workload: String,
     pub phase: String,
-    /// Thread or client count of the runs (from the workload's `threads`/`clients`
-    /// parameter, else the phase's worker count).
+    /// Thread or client count of the runs (from the parameter the workload declares as its
+    /// line axis, else the phase's worker count).
     pub threads: u64,
-    /// The workload label without its thread/client count (lines against threads join on it).
+    /// What `threads` counts: the parameter the workload declares as its line axis, else
+    /// `workers`.
+    pub axis: String,
+    /// The workload label without its line axis (lines against threads join on it).
     pub series: String,
     /// The phase name without a sweep's thread/client suffix (see [`line_phase`]).
     pub line_phase: String,
@@ -112,6 +115,16 @@ pub struct Report {
 /// results of that kind (`tree files=10 file_size=8M`), so that two workloads of one kind in a
 /// study stay apart and one alone stays short. `strip` leaves those parameters out.
 pub fn workload_labels(results: &[RunResult], strip: &[&str]) -> Vec<String> {
+    labels_without(results, |_, k| strip.contains(&k))
+}
+
+/// The workload labels without each result's line axis (see [`Cell::series`]).
+fn series_labels(results: &[RunResult]) -> Vec<String> {
+    labels_without(results, |r, k| r.workload.line_axis.as_deref() == Some(k))
+}
+
+/// [`workload_labels`], leaving out the parameters `strip` says of a result.
+fn labels_without(results: &[RunResult], strip: impl Fn(&RunResult, &str) -> bool) -> Vec<String> {
     let mut by_kind: BTreeMap<&str, Vec<&serde_json::Value>> = BTreeMap::new();
     for r in results {
         by_kind
@@ -127,11 +140,12 @@ pub fn workload_labels(results: &[RunResult], strip: &[&str]) -> Vec<String> {
             let mut label = kind.to_string();
             if let Some(map) = r.workload.params.as_object() {
                 for (k, v) in map {
-                    if strip.contains(&k.as_str()) {
+                    if strip(r, k) {
                         continue;
                     }
                     if all.iter().any(|o| o.get(k) != Some(v)) {
-                        label.push_str(&format!(" {k}={}", show_param(k, v)));
+                        let shown = show_param(r.workload.is_size(k), v);
+                        label.push_str(&format!(" {k}={shown}"));
                     }
                 }
             }
@@ -140,12 +154,10 @@ pub fn workload_labels(results: &[RunResult], strip: &[&str]) -> Vec<String> {
         .collect()
 }
 
-fn show_param(k: &str, v: &serde_json::Value) -> String {
+/// A parameter's value as a label shows it; `size`: the workload declared it a size in bytes.
+fn show_param(size: bool, v: &serde_json::Value) -> String {
     match v {
-        serde_json::Value::Number(n)
-            if (k.contains("size") || k == "block" || k.ends_with("_bytes"))
-                && n.as_u64().is_some() =>
-        {
+        serde_json::Value::Number(n) if size && n.as_u64().is_some() => {
             format_size(n.as_u64().unwrap_or(0))
         }
         serde_json::Value::String(s) => s.clone(),
@@ -153,19 +165,18 @@ fn show_param(k: &str, v: &serde_json::Value) -> String {
     }
 }
 
-/// Thread (or client) count of a run's phase.
+/// Thread (or client) count of a run's phase: the value of the parameter its workload declares
+/// as its line axis, else the phase's worker count.
 pub fn threads_of(r: &RunResult, p: &PhaseResult) -> u64 {
-    for k in ["threads", "clients"] {
-        match r.workload.params.get(k) {
-            Some(v) if v.as_u64().is_some() => return v.as_u64().unwrap_or(1),
-            // A sweep parameter of one value (`threads = [4]`).
-            Some(serde_json::Value::Array(a)) if a.len() == 1 && a[0].as_u64().is_some() => {
-                return a[0].as_u64().unwrap_or(1)
-            }
-            _ => {}
+    let axis = r.workload.line_axis.as_deref();
+    match axis.and_then(|k| r.workload.params.get(k)) {
+        Some(v) if v.as_u64().is_some() => v.as_u64().unwrap_or(1),
+        // A sweep parameter of one value (`threads = [4]`).
+        Some(serde_json::Value::Array(a)) if a.len() == 1 && a[0].as_u64().is_some() => {
+            a[0].as_u64().unwrap_or(1)
         }
+        _ => (p.workers.len() as u64).max(1),
     }
-    (p.workers.len() as u64).max(1)
 }
 
 /// A phase name without the thread or client count a sweep puts at its end (`seqwrite-4K-t4`
@@ -212,7 +223,7 @@ fn push_unique(v: &mut Vec<String>, s: &str) {
 /// Groups results into cells and summarises every metric.
 pub fn cells(results: &[RunResult]) -> (Vec<String>, Vec<String>, Vec<Cell>) {
     let labels = workload_labels(results, &[]);
-    let series = workload_labels(results, &["threads", "clients"]);
+    let series = series_labels(results);
     let mut testbeds = Vec::new();
     let mut workloads = Vec::new();
     for (i, r) in results.iter().enumerate() {
@@ -262,6 +273,11 @@ pub fn cells(results: &[RunResult]) -> (Vec<String>, Vec<String>, Vec<Cell>) {
                     workload: w.clone(),
                     phase: ph.clone(),
                     threads,
+                    axis: r0
+                        .workload
+                        .line_axis
+                        .clone()
+                        .unwrap_or_else(|| "workers".into()),
                     series: series.clone(),
                     line_phase: line_phase(ph),
                     main,
@@ -792,19 +808,11 @@ fn warnings(results: &[RunResult], cells: &[Cell]) -> Vec<String> {
             .mem_limit
             .or(r.testbed.memory_limit)
             .unwrap_or(r.host.memory);
-        let declares_reads = r
-            .phases
-            .iter()
-            .any(|p| p.op_stats.values().any(|s| s.reads));
         for p in &r.phases {
-            // Read phases: their workload declares the operations that read file data.
-            // Results written before operations carried that declaration have none in the
-            // whole run; for them the phase's name is all there is.
-            let read_phase = if declares_reads {
-                p.op_stats.values().any(|s| s.primary && s.reads)
-            } else {
-                p.name.contains("read")
-            };
+            // Read phases: their workload declares the operations that read file data (for
+            // results written before operations carried that declaration, as their kind
+            // declares them today: `registry::declare_missing_metrics`).
+            let read_phase = p.op_stats.values().any(|s| s.primary && s.reads);
             let working_set = p.bytes;
             if read_phase
                 && r.conditions.cold == "none"
@@ -929,8 +937,108 @@ pub fn environment_table(env: &[Environment]) -> Table {
 }
 
 #[cfg(test)]
+#[allow(clippy::unwrap_used)]
 mod tests {
     use super::*;
+
+    /// A run of a workload of kind `x` with these parameters and declarations, one phase of
+    /// `workers` workers that moved `mb` MB in 1 s.
+    fn run(
+        params: serde_json::Value,
+        declared: serde_json::Value,
+        workers: u32,
+        mb: u64,
+    ) -> RunResult {
+        let mut workload = serde_json::json!({"kind": "x", "params": params});
+        if let (Some(w), Some(d)) = (workload.as_object_mut(), declared.as_object()) {
+            w.extend(d.clone());
+        }
+        let lat = serde_json::to_value(crate::results::LatencySummary::default()).unwrap();
+        let mut r: RunResult = serde_json::from_value(serde_json::json!({
+            "schema": crate::results::SCHEMA, "tool": {"name": "fsgauge", "version": "0.1.0"},
+            "host": {"hostname": "h", "kernel": "6.1", "cpus": 2, "memory": 1},
+            "testbed": crate::results::TestbedInfo::default(), "workload": workload,
+            "rep": 0, "seed": 1, "started_at": "", "spec_hash": "", "conditions": {"cold": "drop"},
+            "phases": [{"name": "write", "wall_s": 1.0, "user_s": 0.0, "sys_s": 0.0, "ops": 1,
+                "bytes": mb * 1_000_000, "ops_per_s": 1.0, "bytes_per_s": (mb * 1_000_000) as f64,
+                "latency": lat, "device": null, "series": []}],
+            "errors": []
+        }))
+        .unwrap();
+        r.phases[0].workers = (0..workers)
+            .map(|w| crate::results::WorkerSummary {
+                worker: w,
+                ..Default::default()
+            })
+            .collect();
+        r.testbed.label = "a".into();
+        r
+    }
+
+    #[test]
+    fn only_parameters_declared_sizes_show_as_sizes() {
+        let declared = serde_json::json!({"size_params": ["chunk"]});
+        let rs = [
+            run(
+                serde_json::json!({"blocksize_x": 4096, "chunk": 8192}),
+                declared.clone(),
+                1,
+                1,
+            ),
+            run(
+                serde_json::json!({"blocksize_x": 8192, "chunk": 4096}),
+                declared,
+                1,
+                1,
+            ),
+        ];
+        assert_eq!(
+            workload_labels(&rs, &[]),
+            ["x blocksize_x=4096 chunk=8K", "x blocksize_x=8192 chunk=4K"]
+        );
+    }
+
+    #[test]
+    fn the_declared_line_axis_is_the_thread_axis_whatever_its_name() {
+        let declared = serde_json::json!({"sweep_axes": ["depth"], "line_axis": "depth"});
+        let rs: Vec<RunResult> = [1, 4, 8]
+            .into_iter()
+            .map(|d| {
+                run(
+                    serde_json::json!({"depth": d, "threads": 2}),
+                    declared.clone(),
+                    3,
+                    d,
+                )
+            })
+            .collect();
+        let (_, _, cs) = cells(&rs);
+        let depths: Vec<u64> = cs.iter().map(|c| c.threads).collect();
+        assert_eq!(depths, [1, 4, 8]);
+        assert!(cs.iter().all(|c| c.series == "x"), "{cs:?}");
+        assert!(cs.iter().all(|c| c.axis == "depth"), "{cs:?}");
+        let report = build(rs.clone(), None).unwrap();
+        let t = report
+            .tables
+            .iter()
+            .find(|t| t.title == "Throughput by threads")
+            .expect("a table along the declared axis");
+        let axis: Vec<&str> = t.rows.iter().map(|r| r[2].as_str()).collect();
+        assert_eq!(axis, ["1", "4", "8"]);
+        // Without a declared axis, a parameter named `threads` is no axis: the workers count.
+        let plain: Vec<RunResult> = rs
+            .into_iter()
+            .map(|mut r| {
+                r.workload.line_axis = None;
+                r
+            })
+            .collect();
+        let (_, _, cs) = cells(&plain);
+        assert!(
+            cs.iter().all(|c| c.threads == 3 && c.axis == "workers"),
+            "{cs:?}"
+        );
+    }
 
     #[test]
     fn sweep_suffixes_come_off_phase_names_and_nothing_else_does() {

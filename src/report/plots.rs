@@ -207,6 +207,7 @@ fn thread_lines(report: &Report) -> Vec<Plot> {
     let mut groups: Vec<(String, String)> = Vec::new();
     let mut data: BTreeMap<(String, String), PerTestbed> = BTreeMap::new();
     let mut units: BTreeMap<(String, String), String> = BTreeMap::new();
+    let mut axes: BTreeMap<(String, String), String> = BTreeMap::new();
     for c in &report.cells {
         let Some(m) = c.main_metric() else { continue };
         let k = (c.series.clone(), c.line_phase.clone());
@@ -214,6 +215,7 @@ fn thread_lines(report: &Report) -> Vec<Plot> {
             groups.push(k.clone());
         }
         units.insert(k.clone(), format!("{} ({})", m.name, m.unit));
+        axes.entry(k.clone()).or_insert_with(|| c.axis.clone());
         data.entry(k)
             .or_default()
             .entry(c.testbed.clone())
@@ -228,7 +230,7 @@ fn thread_lines(report: &Report) -> Vec<Plot> {
             let lines = Lines {
                 title,
                 id: ident(&["threads", &k.0, &k.1]),
-                x_desc: "threads / clients",
+                x_desc: axes[&k].clone(),
                 y_desc: unit,
                 whole_x: true,
             };
@@ -263,7 +265,7 @@ fn usage_lines(report: &Report) -> Vec<Plot> {
             let lines = Lines {
                 title: format!("{w}: {name} against usage"),
                 id: ident(&["usage", w, key]),
-                x_desc: "usage %",
+                x_desc: "usage %".into(),
                 y_desc: name.to_string(),
                 whole_x: false,
             };
@@ -314,7 +316,7 @@ type PerTestbed = BTreeMap<String, Vec<(f64, f64)>>;
 struct Lines {
     title: String,
     id: String,
-    x_desc: &'static str,
+    x_desc: String,
     y_desc: String,
     /// X values are whole numbers (threads): label only those.
     whole_x: bool,
@@ -355,7 +357,7 @@ fn line_plot(report: &Report, lines: &Lines, per_tb: &PerTestbed) -> Option<Plot
         let whole = lines.whole_x;
         chart
             .configure_mesh()
-            .x_desc(lines.x_desc)
+            .x_desc(&lines.x_desc)
             .x_label_formatter(&|x| {
                 if !whole {
                     super::model::fmt_num(*x)

@@ -503,7 +503,7 @@ mod tests {
         let mut r: RunResult = serde_json::from_value(serde_json::json!({
             "schema": super::super::SCHEMA, "tool": {"name": "fsgauge", "version": "0.1.0"},
             "host": {"hostname": "h", "kernel": kernel, "cpus": 2, "memory": 1},
-            "testbed": TestbedInfo::default(), "workload": {"kind": "tio", "params": {}},
+            "testbed": TestbedInfo::default(), "workload": {"kind": "x", "params": {}},
             "rep": 0, "seed": 1, "started_at": "", "spec_hash": "", "conditions": {"cold": "none"},
             "phases": [], "errors": []
         }))

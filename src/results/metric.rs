@@ -23,6 +23,34 @@ pub enum Better {
     Neither,
 }
 
+/// How a figure of one rank (or worker) combines with the others' into the figure of the
+/// whole run (see `dist::merge`). Declared with the figure, never guessed from its name.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize, Default)]
+#[serde(rename_all = "snake_case")]
+pub enum Combine {
+    /// Added up (counts: files, directories, threads, passes, CPU seconds).
+    #[default]
+    Sum,
+    /// A rate per second: each part's rate × its own wall time, over the merged wall time.
+    Rate,
+    /// The mean of the parts (a score, a per-file mean).
+    Mean,
+    /// The largest part (a worst case).
+    Max,
+    /// The smallest part (a flag that holds only if it holds everywhere).
+    Min,
+    /// A setting every part shares, kept as it is (the largest, should parts differ).
+    Same,
+    /// Recomputed from the merged latency histogram: the share of operations over 2 s.
+    #[serde(rename = "share_over_2s")]
+    ShareOver2s,
+    /// Recomputed from the merged latency histogram: the share of operations over 10 s.
+    #[serde(rename = "share_over_10s")]
+    ShareOver10s,
+    /// Recomputed from the merged phase: megabytes moved per CPU second.
+    MbPerCpuS,
+}
+
 /// One metric's declaration. `const` in the declaring code (borrowed strings), owned after
 /// it has been read back from a result file.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
@@ -40,6 +68,10 @@ pub struct MetricDef {
     /// A rate (per second): the harmonic mean over repetitions is reported too.
     #[serde(default)]
     pub rate: bool,
+    /// How the figure combines across MPI ranks. Absent (taken as a sum) in results written
+    /// before it was added; only a run merges ranks, so those never need it.
+    #[serde(default)]
+    pub combine: Combine,
 }
 
 impl MetricDef {
@@ -57,7 +89,15 @@ impl MetricDef {
             unit: Cow::Borrowed(unit),
             better,
             rate,
+            combine: if rate { Combine::Rate } else { Combine::Sum },
         }
+    }
+
+    /// The same figure, combining across ranks as `combine` says (a sum, or a rate for
+    /// rates, unless declared otherwise).
+    pub const fn combine(mut self, combine: Combine) -> Self {
+        self.combine = combine;
+        self
     }
 
     /// A rate per second, higher is better.
@@ -198,6 +238,12 @@ mod tests {
         let v = serde_json::to_value(&d).unwrap();
         assert_eq!(v["better"], "higher");
         assert_eq!(v["rate"], true);
+        assert_eq!(v["combine"], "rate");
+        let share = MetricDef::lower("s", "s", "").combine(Combine::ShareOver2s);
+        assert_eq!(
+            serde_json::to_value(&share).unwrap()["combine"],
+            "share_over_2s"
+        );
         let back: MetricDef = serde_json::from_value(v).unwrap();
         assert_eq!(back, d);
     }

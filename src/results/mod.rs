@@ -13,7 +13,7 @@ use serde::{Deserialize, Serialize};
 
 pub use env::{env_diff, env_fields, BlockQueue, BuildInfo, Difference, Environment};
 pub use host::HostInfo;
-pub use metric::{Better, MetricDef};
+pub use metric::{Better, Combine, MetricDef};
 pub use store::{load, load_dir, write_result, DirResults, ResultFile, Skipped};
 
 /// The schema tag every run document carries.
@@ -224,12 +224,32 @@ pub struct WorkloadInfo {
     /// Absent in results written before it was added.
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     pub metrics: Vec<MetricDef>,
+    /// The list-valued parameters that are sweep axes, outermost first, as the workload
+    /// declares them. Absent in results written before it was added.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub sweep_axes: Option<Vec<String>>,
+    /// The parameter that counts the workload's concurrent workers (threads, clients): report
+    /// tables and plots draw a phase's throughput along it. Absent when the workload declares
+    /// none, and in results written before it was added.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub line_axis: Option<String>,
+    /// The parameters that are sizes in bytes (labels show them as `4K`, `1M`). Absent in
+    /// results written before it was added.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub size_params: Option<Vec<String>>,
 }
 
 impl WorkloadInfo {
     /// The declaration of an `extra` figure, when the result carries one.
     pub fn metric(&self, key: &str) -> Option<&MetricDef> {
         self.metrics.iter().find(|m| m.key == key)
+    }
+
+    /// Whether the workload declared the parameter a size in bytes.
+    pub fn is_size(&self, param: &str) -> bool {
+        self.size_params
+            .as_ref()
+            .is_some_and(|s| s.iter().any(|k| k == param))
     }
 }
 

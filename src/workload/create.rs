@@ -330,6 +330,10 @@ impl Workload for Create {
         "create"
     }
 
+    fn line_axis(&self) -> Option<&'static str> {
+        Some("threads")
+    }
+
     fn params(&self) -> serde_json::Value {
         serde_json::to_value(self).expect("plain struct serializes")
     }

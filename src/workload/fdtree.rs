@@ -953,6 +953,22 @@ impl Workload for Fdtree {
         "fdtree"
     }
 
+    fn op_kinds(&self) -> Vec<OpDef> {
+        [
+            &DIR_CREATE_OPS[..],
+            &FILE_CREATE_OPS,
+            &STAT_OPS,
+            &READ_OPS,
+            &FILE_REMOVE_OPS,
+            &DIR_REMOVE_OPS,
+        ]
+        .concat()
+    }
+
+    fn line_axis(&self) -> Option<&'static str> {
+        Some("threads")
+    }
+
     fn params(&self) -> serde_json::Value {
         let mut v = serde_json::json!({
             "scenario": self.scenario.map(Scenario::name),

@@ -57,6 +57,12 @@ pub trait Workload: Send + Sync {
         &[]
     }
 
+    /// The parameter that counts the workload's concurrent workers (threads, clients), a sweep
+    /// axis or not: report tables and plots draw a phase's throughput along it.
+    fn line_axis(&self) -> Option<&'static str> {
+        None
+    }
+
     /// On a testbed, each cell of the sweep is its own run on a fresh filesystem, unless the
     /// workload's own parameters ask for all cells in one run (tio's `--fresh-fs off`).
     fn fresh_per_cell(&self) -> bool {
@@ -67,6 +73,13 @@ pub trait Workload: Send + Sync {
     /// direction, rate. The runner copies them into the result (`workload.metrics`).
     fn metrics(&self) -> &'static [crate::results::MetricDef] {
         &[]
+    }
+
+    /// The operation kinds its phases record, as the phases declare them (a workload whose
+    /// phases read file data lists at least those), so that results written before an
+    /// operation carried its declaration can be given it (`registry::declare_missing_metrics`).
+    fn op_kinds(&self) -> Vec<crate::measure::OpDef> {
+        Vec::new()
     }
 
     /// Runs the phases.

@@ -284,6 +284,10 @@ impl Workload for ReadTest {
         "read"
     }
 
+    fn op_kinds(&self) -> Vec<OpDef> {
+        [&READ_OPS[..], &STAT_OPS].concat()
+    }
+
     fn params(&self) -> serde_json::Value {
         serde_json::to_value(self).expect("plain struct serializes")
     }

@@ -398,7 +398,7 @@ file_size = "16K"
 }
 
 /// The page-cache warning follows the operations a workload declares as reading file data,
-/// not the phase's name (results without any such declaration fall back to the name).
+/// not the phase's name (results without any such declaration get their kind's declarations).
 #[test]
 fn cache_warning_follows_declared_read_operations() {
     let dir = tempfile::tempdir().unwrap();

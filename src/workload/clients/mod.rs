@@ -630,6 +630,14 @@ impl Workload for Clients {
         &["clients"]
     }
 
+    fn line_axis(&self) -> Option<&'static str> {
+        Some("clients")
+    }
+
+    fn op_kinds(&self) -> Vec<OpDef> {
+        DEFS.to_vec()
+    }
+
     fn fresh_per_cell(&self) -> bool {
         self.fresh_fs
     }

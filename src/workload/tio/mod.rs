@@ -41,7 +41,7 @@ use super::control::RunControl;
 use super::{params, RunContext, Workload};
 use crate::error::{bad_input, bad_param, SystemFailure};
 use crate::measure::{OpDef, OpId, Recorder};
-use crate::results::MetricDef;
+use crate::results::{Combine, MetricDef};
 use crate::sys::AlignedBuf;
 use crate::units::{blocks_4k, format_size, Overflow, Size};
 
@@ -800,20 +800,22 @@ fn fs_block_size(dir: &Path) -> u64 {
 /// The figures this workload records in a phase's `extra`.
 const METRICS: &[MetricDef] = &[
     MetricDef::count("threads", "threads", ""),
-    MetricDef::count("block", "block size", "B"),
-    MetricDef::count("file_size", "file size", "B"),
-    MetricDef::count("iodepth", "queue depth", ""),
+    MetricDef::count("block", "block size", "B").combine(Combine::Same),
+    MetricDef::count("file_size", "file size", "B").combine(Combine::Same),
+    MetricDef::count("iodepth", "queue depth", "").combine(Combine::Same),
     MetricDef::rate("mb_per_s", "tio throughput", "MB/s"),
     MetricDef::rate("iops", "IOPS", "ops/s"),
     MetricDef::lower("cpu_s", "CPU time", "s"),
-    MetricDef::higher("mb_per_cpu_s", "MB per CPU second", "MB/CPU-s"),
-    MetricDef::lower("over_2s_share", "share of requests over 2 s", ""),
-    MetricDef::lower("over_10s_share", "share of requests over 10 s", ""),
-    MetricDef::higher("complete", "every request done", ""),
+    MetricDef::higher("mb_per_cpu_s", "MB per CPU second", "MB/CPU-s").combine(Combine::MbPerCpuS),
+    MetricDef::lower("over_2s_share", "share of requests over 2 s", "")
+        .combine(Combine::ShareOver2s),
+    MetricDef::lower("over_10s_share", "share of requests over 10 s", "")
+        .combine(Combine::ShareOver10s),
+    MetricDef::higher("complete", "every request done", "").combine(Combine::Min),
     MetricDef::count("files", "files", ""),
-    MetricDef::lower("extents_per_file_mean", "extents per file", ""),
-    MetricDef::lower("extents_per_file_max", "most extents of a file", ""),
-    MetricDef::higher("layout_score", "layout score", ""),
+    MetricDef::lower("extents_per_file_mean", "extents per file", "").combine(Combine::Mean),
+    MetricDef::lower("extents_per_file_max", "most extents of a file", "").combine(Combine::Max),
+    MetricDef::higher("layout_score", "layout score", "").combine(Combine::Mean),
     MetricDef::count(
         "latency_probe_on_ns",
         "probe time with latency timing",
@@ -843,6 +845,14 @@ impl Workload for Tio {
 
     fn sweep_axes(&self) -> &'static [&'static str] {
         &["block", "threads", "mode"]
+    }
+
+    fn line_axis(&self) -> Option<&'static str> {
+        Some("threads")
+    }
+
+    fn op_kinds(&self) -> Vec<OpDef> {
+        [WRITE_OPS, READ_OPS].concat()
     }
 
     fn fresh_per_cell(&self) -> bool {

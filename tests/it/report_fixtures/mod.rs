@@ -106,6 +106,9 @@ pub fn result(
         },
         workload: WorkloadInfo {
             metrics: Vec::new(),
+            sweep_axes: None,
+            line_axis: None,
+            size_params: None,
             kind: kind.into(),
             params,
         },
