@@ -98,6 +98,31 @@ pub fn md_header<S: AsRef<str>>(headers: &[S], label_columns: usize) -> String {
     format!("{}|{}|\n", md_row(headers), align.join("|"))
 }
 
+/// A listing (testbeds, presets: not results) as CSV or Markdown; `None` for the formats the
+/// command prints its own way (table, json).
+pub fn listing(format: OutputFormat, headers: &[&str], rows: &[Vec<String>]) -> Option<String> {
+    match format {
+        OutputFormat::Csv => {
+            let mut out = String::new();
+            let head: Vec<String> = headers.iter().map(|h| csv_field(h)).collect();
+            let _ = writeln!(out, "{}", head.join(","));
+            for r in rows {
+                let fields: Vec<String> = r.iter().map(|f| csv_field(f)).collect();
+                let _ = writeln!(out, "{}", fields.join(","));
+            }
+            Some(out)
+        }
+        OutputFormat::Md => {
+            let mut out = md_header(headers, headers.len());
+            for r in rows {
+                out.push_str(&md_row(r));
+            }
+            Some(out)
+        }
+        OutputFormat::Table | OutputFormat::Json | OutputFormat::Html => None,
+    }
+}
+
 /// A table as CSV: the header line, then one line per row.
 pub fn csv_table(t: &Table) -> String {
     let mut out = String::new();
