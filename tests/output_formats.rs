@@ -440,3 +440,150 @@ fn cache_warning_follows_declared_read_operations() {
         "a name alone does not make a read phase:\n{md}"
     );
 }
+
+/// The subcommands listed under "Commands:" in a help text (clap indents them by two spaces;
+/// wrapped descriptions are indented deeper).
+fn subcommands(help: &str) -> Vec<String> {
+    help.lines()
+        .skip_while(|l| !l.starts_with("Commands:"))
+        .skip(1)
+        .take_while(|l| !l.is_empty())
+        .filter(|l| l.starts_with("  ") && !l.starts_with("   "))
+        .filter_map(|l| l.split_whitespace().next().map(String::from))
+        .filter(|c| c != "help")
+        .collect()
+}
+
+#[test]
+fn every_command_that_prints_takes_format_and_json() {
+    // Commands that print no results or listings: they change the machine and say what they
+    // did, or print a plan file to copy.
+    const PRINT_NOTHING_TO_FORMAT: [&str; 4] = [
+        "testbed create",
+        "testbed destroy",
+        "testbed cleanup",
+        "presets show",
+    ];
+    let mut todo = vec![Vec::<String>::new()];
+    let mut checked = Vec::new();
+    while let Some(path) = todo.pop() {
+        let help = ok(&fsgauge().args(&path).arg("--help").output().unwrap());
+        let children = subcommands(&help);
+        todo.extend(children.iter().map(|c| {
+            let mut p = path.clone();
+            p.push(c.clone());
+            p
+        }));
+        let name = path.join(" ");
+        // A group whose subcommand is required (`bench <COMMAND>`) prints nothing itself.
+        let usage = help.lines().find(|l| l.starts_with("Usage:")).unwrap_or("");
+        if path.is_empty()
+            || usage.contains("<COMMAND>")
+            || PRINT_NOTHING_TO_FORMAT.contains(&name.as_str())
+        {
+            continue;
+        }
+        let format = help
+            .lines()
+            .find(|l| l.trim_start().starts_with("--format"))
+            .unwrap_or_else(|| panic!("fsgauge {name} has no --format:\n{help}"));
+        for f in ["table", "json", "csv", "md"] {
+            assert!(
+                format.contains(f),
+                "fsgauge {name} --format lacks {f}: {format}"
+            );
+        }
+        assert!(
+            help.lines().any(|l| l.trim_start().starts_with("--json")),
+            "fsgauge {name} has no --json:\n{help}"
+        );
+        checked.push(name);
+    }
+    // The walk found the commands (a change in clap's help layout would otherwise pass).
+    for c in [
+        "bench tree",
+        "bench tio",
+        "run",
+        "report",
+        "compare",
+        "frag",
+        "study append",
+        "testbed list",
+        "presets",
+    ] {
+        assert!(
+            checked.iter().any(|n| n == c),
+            "{c} not checked: {checked:?}"
+        );
+    }
+}
+
+#[test]
+fn listings_print_every_format() {
+    let sb = Sandbox::new();
+    let json = json_of(&sb.cmd().args(["presets", "--json"]).output().unwrap());
+    let names: Vec<&str> = json
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|p| p["name"].as_str().unwrap())
+        .collect();
+    assert!(
+        names.contains(&"quick") && names.contains(&"reservation"),
+        "{names:?}"
+    );
+    let same = json_of(
+        &sb.cmd()
+            .args(["presets", "--format", "json"])
+            .output()
+            .unwrap(),
+    );
+    assert_eq!(same, json);
+    let csv = parse_csv(&ok(&sb
+        .cmd()
+        .args(["presets", "--format", "csv"])
+        .output()
+        .unwrap()));
+    assert_eq!(csv[0], ["name", "about", "runnable", "needs"]);
+    let csv_names: Vec<&str> = csv[1..].iter().map(|r| r[0].as_str()).collect();
+    assert_eq!(csv_names, names);
+    let md = assert_md_tables(&ok(&sb
+        .cmd()
+        .args(["presets", "--format", "md"])
+        .output()
+        .unwrap()));
+    assert_eq!(md[0].len(), 2 + names.len());
+    let table = ok(&sb.cmd().arg("presets").output().unwrap());
+    assert!(table.lines().any(|l| l.starts_with("quick ")), "{table}");
+    let both = sb
+        .cmd()
+        .args(["presets", "--json", "--format", "csv"])
+        .output()
+        .unwrap();
+    assert_eq!(both.status.code(), Some(2));
+
+    // The sandbox's own ledger is empty: a header and no rows, an empty list.
+    let csv = parse_csv(&ok(&sb
+        .cmd()
+        .args(["testbed", "list", "--format", "csv"])
+        .output()
+        .unwrap()));
+    assert_eq!(
+        csv,
+        [["name", "owner", "fs", "size", "device", "mountpoint"]]
+    );
+    let json = json_of(
+        &sb.cmd()
+            .args(["testbed", "list", "--json"])
+            .output()
+            .unwrap(),
+    );
+    assert_eq!(json, serde_json::json!([]));
+    let json = json_of(
+        &sb.cmd()
+            .args(["testbed", "list", "--format", "json"])
+            .output()
+            .unwrap(),
+    );
+    assert_eq!(json, serde_json::json!([]));
+}

@@ -54,6 +54,9 @@ pub struct FragCmd {
         value_parser = parse_result_format
     )]
     pub format: Format,
+    /// Short for --format json.
+    #[arg(long, conflicts_with = "format")]
+    pub json: bool,
     /// Scanning threads [default: twice the number of CPUs, 4 to 16].
     #[arg(long, value_name = "N")]
     pub threads: Option<usize>,
@@ -447,7 +450,10 @@ fn sort_files(files: &mut [FileLayout], key: SortKey) {
 }
 
 /// Runs `fsgauge frag`.
-pub fn run(c: FragCmd) -> Result<ExitCode> {
+pub fn run(mut c: FragCmd) -> Result<ExitCode> {
+    if c.json {
+        c.format = Format::Json;
+    }
     if c.threads == Some(0) {
         return Err(bad_input("--threads must be 1 or more"));
     }

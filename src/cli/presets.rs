@@ -7,8 +7,8 @@ use clap::{Args, Subcommand};
 
 use super::common::OutputArgs;
 use crate::error::bad_input;
-use crate::report::output::{listing, OutputFormat};
 use crate::plan::presets::{self, PRESETS};
+use crate::report::output::{listing, OutputFormat};
 
 #[derive(Debug, Args)]
 pub struct PresetsCmd {

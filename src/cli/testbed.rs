@@ -196,7 +196,12 @@ fn entry_row(e: &ledger::LedgerEntry) -> Vec<String> {
     } else {
         format!("dead pid {} (cleanup)", e.owner_pid)
     };
-    let text = |key: &str| d.get(key).and_then(|v| v.as_str()).unwrap_or("-").to_string();
+    let text = |key: &str| {
+        d.get(key)
+            .and_then(|v| v.as_str())
+            .unwrap_or("-")
+            .to_string()
+    };
     vec![
         e.name.clone(),
         owner,
