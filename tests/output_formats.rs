@@ -1,4 +1,5 @@
-//! `--format table|json|csv|md` on the commands that print results, and metric declarations
+//! `--format table|json|csv|md` (and `--json`) on every command that prints results or
+//! listings, and metric declarations
 //! read from result files. bench, report, compare and frag need no root; `run` needs root,
 //! loop devices and mkfs.ext4 (it skips with a printed reason without them).
 #![allow(clippy::unwrap_used)] // tests fail loudly by design
@@ -211,6 +212,14 @@ fn report_prints_every_format() {
     assert_md_tables(&report("md"));
     let json: serde_json::Value = serde_json::from_str(&report("json")).unwrap();
     assert!(json["cells"].as_array().is_some_and(|c| !c.is_empty()));
+    let short = ok(&fsgauge()
+        .arg("report")
+        .arg(&res)
+        .arg("--json")
+        .output()
+        .unwrap());
+    let short: serde_json::Value = serde_json::from_str(&short).unwrap();
+    assert_eq!(short["cells"], json["cells"]);
     let table = report("table");
     assert!(
         table.contains("Mean ± standard deviation per configuration"),
@@ -260,6 +269,17 @@ fn compare_prints_every_format() {
     );
     assert_md_tables(&cmp("md"));
     assert!(cmp("table").contains("verdict"));
+    let short = ok(&fsgauge()
+        .arg("compare")
+        .arg(&base)
+        .arg(&new)
+        .arg("--json")
+        .output()
+        .unwrap());
+    assert_eq!(
+        serde_json::from_str::<serde_json::Value>(&short).unwrap(),
+        json
+    );
     let out = fsgauge()
         .arg("compare")
         .arg(&base)
@@ -355,6 +375,8 @@ fn frag_prints_markdown_csv_and_json() {
     );
     let json: serde_json::Value = serde_json::from_str(&frag(&["--format", "json"])).unwrap();
     assert_eq!(json["summary"]["files"], 3);
+    let short: serde_json::Value = serde_json::from_str(&frag(&["--json"])).unwrap();
+    assert_eq!(short["summary"], json["summary"]);
 }
 
 #[test]
