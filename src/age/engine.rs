@@ -22,7 +22,6 @@ use std::collections::VecDeque;
 use std::ffi::CString;
 use std::os::fd::{AsFd, AsRawFd, OwnedFd};
 use std::path::{Path, PathBuf};
-use std::str::FromStr;
 use std::time::{Duration, Instant};
 
 use anyhow::{Context, Result};
@@ -39,57 +38,24 @@ use crate::measure::{OpDef, Recorder};
 use crate::sys::{self, fs_error, Dir};
 use crate::units::format_size;
 
-/// How the filesystem is aged.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
-#[serde(rename_all = "lowercase")]
-pub enum AgeMode {
-    Fill,
-    Append,
-    Churn,
-}
-
-impl FromStr for AgeMode {
-    type Err = String;
-    fn from_str(s: &str) -> Result<Self, Self::Err> {
-        match s.trim() {
-            "fill" => Ok(Self::Fill),
-            "append" => Ok(Self::Append),
-            "churn" => Ok(Self::Churn),
-            _ => Err(format!(
-                "unknown aging mode {s:?}; use fill, append or churn"
-            )),
-        }
+crate::choice! {
+    /// How the filesystem is aged.
+    #[derive(Debug, Clone, Copy, PartialEq, Eq)]
+    pub enum AgeMode("aging mode") {
+        Fill = "fill",
+        Append = "append",
+        Churn = "churn",
     }
 }
 
-impl AgeMode {
-    pub fn name(self) -> &'static str {
-        match self {
-            Self::Fill => "fill",
-            Self::Append => "append",
-            Self::Churn => "churn",
-        }
-    }
-}
-
-/// Which file churn deletes.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
-#[serde(rename_all = "lowercase")]
-pub enum DeleteOrder {
-    /// The oldest live file first.
-    Oldest,
-    /// A live file chosen at random.
-    Random,
-}
-
-impl FromStr for DeleteOrder {
-    type Err = String;
-    fn from_str(s: &str) -> Result<Self, Self::Err> {
-        match s.trim() {
-            "oldest" => Ok(Self::Oldest),
-            "random" => Ok(Self::Random),
-            _ => Err(format!("unknown delete order {s:?}; use oldest or random")),
-        }
+crate::choice! {
+    /// Which file churn deletes.
+    #[derive(Debug, Clone, Copy, PartialEq, Eq)]
+    pub enum DeleteOrder("delete order") {
+        /// The oldest live file first.
+        Oldest = "oldest",
+        /// A live file chosen at random.
+        Random = "random",
     }
 }
 

@@ -148,12 +148,13 @@ pub struct RunArgs {
 /// How a command prints its results: `--format`, with `--json` kept as its short form.
 #[derive(Debug, Args, Clone, Default)]
 pub struct OutputArgs {
-    /// Print the result document(s) as JSON on stdout instead of the table (a list when there
-    /// are several runs); short for --format json.
+    /// Print JSON on stdout instead of the table (for results: the result document, or a list
+    /// when there are several runs); short for --format json.
     #[arg(long)]
     pub json: bool,
     /// How results are printed: table (the command's terminal table), json (the result
-    /// documents), csv or md (one row per run and phase, every declared metric).
+    /// documents), csv or md (one row per run and phase, every declared metric; for a listing,
+    /// one row per entry).
     #[arg(
         long,
         value_name = "table|json|csv|md",

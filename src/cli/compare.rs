@@ -33,6 +33,9 @@ pub struct CompareCmd {
         value_parser = parse_result_format
     )]
     pub format: OutputFormat,
+    /// Short for --format json.
+    #[arg(long, conflicts_with = "format")]
+    pub json: bool,
     /// Refuse (exit 2) when a result file in a directory is damaged (empty, truncated, not
     /// JSON) instead of warning and leaving it out.
     #[arg(long)]
@@ -70,7 +73,10 @@ fn only(results: Vec<RunResult>, label: Option<&str>, flag: &str) -> Result<Vec<
     Ok(kept)
 }
 
-pub fn run(c: CompareCmd) -> Result<ExitCode> {
+pub fn run(mut c: CompareCmd) -> Result<ExitCode> {
+    if c.json {
+        c.format = OutputFormat::Json;
+    }
     let base = only(
         load_side(&c.base, c.strict)?,
         c.base_testbed.as_deref(),

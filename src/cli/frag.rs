@@ -5,7 +5,6 @@ use std::fmt::Write as _;
 use std::io::{BufWriter, Write};
 use std::path::PathBuf;
 use std::process::ExitCode;
-use std::str::FromStr;
 use std::sync::Mutex;
 
 use anyhow::Result;
@@ -18,26 +17,16 @@ use crate::report::output::{
 };
 use crate::units::format_bytes_human;
 
-/// Orders of the per-file list.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub enum SortKey {
-    /// Most extents first.
-    Extents,
-    /// Largest first.
-    Size,
-    /// By path.
-    Path,
-}
-
-impl FromStr for SortKey {
-    type Err = String;
-    fn from_str(s: &str) -> Result<Self, Self::Err> {
-        match s {
-            "extents" => Ok(Self::Extents),
-            "size" => Ok(Self::Size),
-            "path" => Ok(Self::Path),
-            _ => Err(format!("unknown sort key {s:?}; use extents, size or path")),
-        }
+crate::choice! {
+    /// Orders of the per-file list.
+    #[derive(Debug, Clone, Copy, PartialEq, Eq)]
+    pub enum SortKey("sort key") {
+        /// Most extents first.
+        Extents = "extents",
+        /// Largest first.
+        Size = "size",
+        /// By path.
+        Path = "path",
     }
 }
 
@@ -65,6 +54,9 @@ pub struct FragCmd {
         value_parser = parse_result_format
     )]
     pub format: Format,
+    /// Short for --format json.
+    #[arg(long, conflicts_with = "format")]
+    pub json: bool,
     /// Scanning threads [default: twice the number of CPUs, 4 to 16].
     #[arg(long, value_name = "N")]
     pub threads: Option<usize>,
@@ -91,17 +83,8 @@ pub struct FragCmd {
     /// every file and ask the kernel (FIEMAP with FIEMAP_FLAG_SYNC), as filefrag does. ondisk:
     /// as auto, but a PATH whose filesystem cannot be read on disk is an error. Both give the
     /// same extent counts and metrics; the summary says how many files each method mapped.
-    #[arg(long, value_name = "auto|fiemap|ondisk", default_value = "auto", value_parser = parse_method)]
+    #[arg(long, value_name = "auto|fiemap|ondisk", default_value = "auto")]
     pub method: ScanMethod,
-}
-
-fn parse_method(s: &str) -> Result<ScanMethod, String> {
-    match s {
-        "auto" => Ok(ScanMethod::Auto),
-        "fiemap" => Ok(ScanMethod::Fiemap),
-        "ondisk" => Ok(ScanMethod::Ondisk),
-        _ => Err(format!("unknown method {s:?}; use auto, fiemap or ondisk")),
-    }
 }
 
 const CSV_HEADER: &str =
@@ -467,7 +450,10 @@ fn sort_files(files: &mut [FileLayout], key: SortKey) {
 }
 
 /// Runs `fsgauge frag`.
-pub fn run(c: FragCmd) -> Result<ExitCode> {
+pub fn run(mut c: FragCmd) -> Result<ExitCode> {
+    if c.json {
+        c.format = Format::Json;
+    }
     if c.threads == Some(0) {
         return Err(bad_input("--threads must be 1 or more"));
     }

@@ -5,13 +5,18 @@ use std::process::ExitCode;
 use anyhow::Result;
 use clap::{Args, Subcommand};
 
+use super::common::OutputArgs;
 use crate::error::bad_input;
 use crate::plan::presets::{self, PRESETS};
+use crate::report::output::{listing, OutputFormat};
 
 #[derive(Debug, Args)]
 pub struct PresetsCmd {
     #[command(subcommand)]
     pub command: Option<PresetsSub>,
+    /// How the list is printed (json: name, about, runnable, needs; csv and md: one row each).
+    #[command(flatten)]
+    pub out: OutputArgs,
 }
 
 #[derive(Debug, Subcommand)]
@@ -25,6 +30,38 @@ pub enum PresetsSub {
 
 pub fn run(c: PresetsCmd) -> Result<ExitCode> {
     match c.command {
+        None if c.out.format() != OutputFormat::Table => {
+            let format = c.out.format();
+            let rows: Vec<Vec<String>> = PRESETS
+                .iter()
+                .map(|p| {
+                    vec![
+                        p.name.to_string(),
+                        p.about.to_string(),
+                        p.runnable().to_string(),
+                        p.missing_kinds().join(" "),
+                    ]
+                })
+                .collect();
+            match listing(format, &["name", "about", "runnable", "needs"], &rows) {
+                Some(text) => print!("{text}"),
+                None => {
+                    let list: Vec<serde_json::Value> = PRESETS
+                        .iter()
+                        .map(|p| {
+                            serde_json::json!({
+                                "name": p.name,
+                                "about": p.about,
+                                "runnable": p.runnable(),
+                                "needs": p.missing_kinds(),
+                            })
+                        })
+                        .collect();
+                    println!("{}", serde_json::to_string_pretty(&list)?);
+                }
+            }
+            Ok(ExitCode::SUCCESS)
+        }
         None => {
             let width = PRESETS.iter().map(|p| p.name.len()).max().unwrap_or(0);
             for p in presets::runnable() {

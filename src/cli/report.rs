@@ -21,6 +21,9 @@ pub struct ReportCmd {
     /// csv (statistics per cell) or json [default: from the -o file's extension, else html].
     #[arg(long, value_name = "html|table|json|csv|md")]
     pub format: Option<Format>,
+    /// Short for --format json.
+    #[arg(long, conflicts_with = "format")]
+    pub json: bool,
     /// The testbed label that percentages are against [default: the first testbed].
     #[arg(long, value_name = "LABEL")]
     pub baseline: Option<String>,
@@ -37,7 +40,7 @@ pub struct ReportCmd {
 }
 
 pub fn run(c: ReportCmd) -> Result<ExitCode> {
-    let format = match (c.format, &c.output) {
+    let format = match (c.format.or(c.json.then_some(Format::Json)), &c.output) {
         (Some(f), _) => f,
         (None, Some(o)) => o
             .extension()

@@ -5,8 +5,9 @@ use std::process::ExitCode;
 use anyhow::Result;
 use clap::{Args, Subcommand};
 
-use super::common::TestbedArgs;
+use super::common::{OutputArgs, TestbedArgs};
 use crate::error::bad_input;
+use crate::report::output::{listing, OutputFormat};
 use crate::testbed::{cleanup, destroy_by_name, ledger, Testbed};
 use crate::units::format_size;
 
@@ -19,9 +20,8 @@ pub enum TestbedCmd {
     Create(CreateArgs),
     /// List the testbeds and leftovers recorded in the ledger.
     List {
-        /// As JSON.
-        #[arg(long)]
-        json: bool,
+        #[command(flatten)]
+        out: OutputArgs,
     },
     /// Unmount, detach and delete a testbed made by `testbed create`.
     Destroy {
@@ -51,7 +51,7 @@ pub struct CreateArgs {
 pub fn run(cmd: TestbedCmd) -> Result<ExitCode> {
     match cmd {
         TestbedCmd::Create(a) => create(a),
-        TestbedCmd::List { json } => list(json),
+        TestbedCmd::List { out } => list(out.format()),
         TestbedCmd::Destroy { name } => {
             destroy_by_name(&name)?;
             println!("destroyed {name}");
@@ -149,17 +149,22 @@ fn create(a: CreateArgs) -> Result<ExitCode> {
     Ok(ExitCode::SUCCESS)
 }
 
-fn list(json: bool) -> Result<ExitCode> {
+fn list(format: OutputFormat) -> Result<ExitCode> {
     let scan = ledger::scan()?;
     for d in &scan.damaged {
         eprintln!("warning: {}", d.warning());
     }
     let entries = scan.entries;
-    if json {
+    if format == OutputFormat::Json {
         println!(
             "{}",
             serde_json::to_string_pretty(&serde_json::to_value(entries_json(&entries))?)?
         );
+        return Ok(ExitCode::SUCCESS);
+    }
+    let rows: Vec<Vec<String>> = entries.iter().map(entry_row).collect();
+    if let Some(text) = listing(format, &LIST_HEADERS, &rows) {
+        print!("{text}");
         return Ok(ExitCode::SUCCESS);
     }
     if entries.is_empty() {
@@ -170,32 +175,48 @@ fn list(json: bool) -> Result<ExitCode> {
         "{:<24} {:<26} {:<6} {:>6} {:<12} mountpoint",
         "name", "owner", "fs", "size", "device"
     );
-    for e in &entries {
-        let d = &e.details;
-        let owner = if e.persistent() {
-            "persistent".to_string()
-        } else if e.owner_alive() {
-            format!("pid {}", e.owner_pid)
-        } else {
-            format!("dead pid {} (cleanup)", e.owner_pid)
-        };
+    for r in &rows {
         println!(
             "{:<24} {:<26} {:<6} {:>6} {:<12} {}",
-            e.name,
-            owner,
-            d.get("fs").and_then(|v| v.as_str()).unwrap_or("-"),
-            d.get("size")
-                .and_then(|v| v.as_u64())
-                .map_or("-".into(), format_size),
-            d.get("device").and_then(|v| v.as_str()).unwrap_or("-"),
-            // A run's directory in a `--dir` has no mount point; show the directory instead.
-            d.get("mountpoint")
-                .or_else(|| d.get("dir"))
-                .and_then(|v| v.as_str())
-                .unwrap_or("-"),
+            r[0], r[1], r[2], r[3], r[4], r[5]
         );
     }
     Ok(ExitCode::SUCCESS)
+}
+
+const LIST_HEADERS: [&str; 6] = ["name", "owner", "fs", "size", "device", "mountpoint"];
+
+/// One ledger entry in [`LIST_HEADERS`] order.
+fn entry_row(e: &ledger::LedgerEntry) -> Vec<String> {
+    let d = &e.details;
+    let owner = if e.persistent() {
+        "persistent".to_string()
+    } else if e.owner_alive() {
+        format!("pid {}", e.owner_pid)
+    } else {
+        format!("dead pid {} (cleanup)", e.owner_pid)
+    };
+    let text = |key: &str| {
+        d.get(key)
+            .and_then(|v| v.as_str())
+            .unwrap_or("-")
+            .to_string()
+    };
+    vec![
+        e.name.clone(),
+        owner,
+        text("fs"),
+        d.get("size")
+            .and_then(|v| v.as_u64())
+            .map_or("-".into(), format_size),
+        text("device"),
+        // A run's directory in a `--dir` has no mount point; show the directory instead.
+        d.get("mountpoint")
+            .or_else(|| d.get("dir"))
+            .and_then(|v| v.as_str())
+            .unwrap_or("-")
+            .to_string(),
+    ]
 }
 
 fn entries_json(entries: &[ledger::LedgerEntry]) -> Vec<serde_json::Value> {

@@ -27,41 +27,20 @@ pub mod merge;
 #[cfg(feature = "mpi")]
 mod session;
 
-use std::str::FromStr;
 use std::time::Duration;
 
 #[cfg(feature = "mpi")]
 pub use session::{current as session, library_version, DistRoot, RankFailure, Session};
 
-/// Where the ranks work.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
-pub enum DirMode {
-    /// Each rank in its own subtree `rank.<r>` of the run's directory (mdtest -u).
-    #[default]
-    Unique,
-    /// Every rank in the same directory; worker names are numbered across ranks.
-    Shared,
-}
-
-impl DirMode {
-    pub fn name(self) -> &'static str {
-        match self {
-            Self::Unique => "unique-dir",
-            Self::Shared => "shared-dir",
-        }
-    }
-}
-
-impl FromStr for DirMode {
-    type Err = String;
-    fn from_str(s: &str) -> Result<Self, Self::Err> {
-        match s.trim() {
-            "unique" | "unique-dir" => Ok(Self::Unique),
-            "shared" | "shared-dir" => Ok(Self::Shared),
-            _ => Err(format!(
-                "unknown directory mode {s:?}; use unique-dir or shared-dir"
-            )),
-        }
+crate::choice! {
+    /// Where the ranks work.
+    #[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
+    pub enum DirMode("directory mode") {
+        /// Each rank in its own subtree `rank.<r>` of the run's directory (mdtest -u).
+        #[default]
+        Unique = "unique-dir" | "unique",
+        /// Every rank in the same directory; worker names are numbered across ranks.
+        Shared = "shared-dir" | "shared",
     }
 }
 

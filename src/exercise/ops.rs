@@ -15,87 +15,48 @@ use std::str::FromStr;
 use rand::{RngCore, SeedableRng};
 use rand_chacha::ChaCha8Rng;
 
-/// A kind of operation.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, PartialOrd, Ord)]
-pub enum OpKind {
-    /// pread(2) of a range inside the file, compared with the model.
-    Read,
-    /// pwrite(2) anywhere below `--max-len` (past EOF extends the file, leaving a zero gap).
-    Write,
-    /// preadv2(2) with RWF_DONTCACHE (pages dropped after the read; Linux 6.14+), compared.
-    ReadDontcache,
-    /// pwritev2(2) with RWF_DONTCACHE (written back and dropped), like `write`.
-    WriteDontcache,
-    /// mmap(2) of a range inside the file, compared in place; the tail of the last page past
-    /// EOF must read as zeros.
-    MapRead,
-    /// ftruncate up to the end if needed, mmap, memcpy, msync(MS_SYNC), munmap (as fsx).
-    MapWrite,
-    /// ftruncate(2) to a new size (grow or shrink).
-    Truncate,
-    /// fallocate(2) mode 0 or FALLOC_FL_KEEP_SIZE.
-    Falloc,
-    /// FALLOC_FL_PUNCH_HOLE | FALLOC_FL_KEEP_SIZE.
-    Punch,
-    /// FALLOC_FL_ZERO_RANGE, with or without FALLOC_FL_KEEP_SIZE.
-    Zero,
-    /// FALLOC_FL_COLLAPSE_RANGE (block-aligned, ending before EOF).
-    Collapse,
-    /// FALLOC_FL_INSERT_RANGE (block-aligned, starting before EOF).
-    Insert,
-    /// fsync(2).
-    Fsync,
-    /// fdatasync(2).
-    Fdatasync,
-    /// copy_file_range(2) within the file, to a range that does not overlap the source.
-    Copy,
-    /// FICLONERANGE (reflink) within the file, block-aligned, not overlapping.
-    Clone,
+crate::choice! {
+    /// A kind of operation. Its name is the one used in `--no`, logs, reports and result files;
+    /// `ALL` is the report order.
+    #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, PartialOrd, Ord)]
+    pub enum OpKind("operation") {
+        /// pread(2) of a range inside the file, compared with the model.
+        Read = "read",
+        /// pwrite(2) anywhere below `--max-len` (past EOF extends the file, leaving a zero gap).
+        Write = "write",
+        /// preadv2(2) with RWF_DONTCACHE (pages dropped after the read; Linux 6.14+), compared.
+        ReadDontcache = "read-dontcache" | "read_dontcache" | "readdc",
+        /// pwritev2(2) with RWF_DONTCACHE (written back and dropped), like `write`.
+        WriteDontcache = "write-dontcache" | "write_dontcache" | "writedc",
+        /// mmap(2) of a range inside the file, compared in place; the tail of the last page past
+        /// EOF must read as zeros.
+        MapRead = "mapread" | "mmap-read",
+        /// ftruncate up to the end if needed, mmap, memcpy, msync(MS_SYNC), munmap (as fsx).
+        MapWrite = "mapwrite" | "mmap-write",
+        /// ftruncate(2) to a new size (grow or shrink).
+        Truncate = "truncate",
+        /// fallocate(2) mode 0 or FALLOC_FL_KEEP_SIZE.
+        Falloc = "falloc" | "fallocate",
+        /// FALLOC_FL_PUNCH_HOLE | FALLOC_FL_KEEP_SIZE.
+        Punch = "punch" | "punch-hole" | "punch_hole",
+        /// FALLOC_FL_ZERO_RANGE, with or without FALLOC_FL_KEEP_SIZE.
+        Zero = "zero" | "zero-range" | "zero_range",
+        /// FALLOC_FL_COLLAPSE_RANGE (block-aligned, ending before EOF).
+        Collapse = "collapse" | "collapse-range" | "collapse_range",
+        /// FALLOC_FL_INSERT_RANGE (block-aligned, starting before EOF).
+        Insert = "insert" | "insert-range" | "insert_range",
+        /// fsync(2).
+        Fsync = "fsync",
+        /// fdatasync(2).
+        Fdatasync = "fdatasync",
+        /// copy_file_range(2) within the file, to a range that does not overlap the source.
+        Copy = "copy" | "copy_file_range" | "copy-range",
+        /// FICLONERANGE (reflink) within the file, block-aligned, not overlapping.
+        Clone = "clone" | "reflink" | "ficlonerange",
+    }
 }
 
 impl OpKind {
-    /// Every kind, in report order.
-    pub const ALL: [OpKind; 16] = [
-        OpKind::Read,
-        OpKind::Write,
-        OpKind::ReadDontcache,
-        OpKind::WriteDontcache,
-        OpKind::MapRead,
-        OpKind::MapWrite,
-        OpKind::Truncate,
-        OpKind::Falloc,
-        OpKind::Punch,
-        OpKind::Zero,
-        OpKind::Collapse,
-        OpKind::Insert,
-        OpKind::Fsync,
-        OpKind::Fdatasync,
-        OpKind::Copy,
-        OpKind::Clone,
-    ];
-
-    /// The name used in `--no`, logs, reports and result files.
-    pub const fn name(self) -> &'static str {
-        match self {
-            OpKind::Read => "read",
-            OpKind::Write => "write",
-            OpKind::ReadDontcache => "read-dontcache",
-            OpKind::WriteDontcache => "write-dontcache",
-            OpKind::MapRead => "mapread",
-            OpKind::MapWrite => "mapwrite",
-            OpKind::Truncate => "truncate",
-            OpKind::Falloc => "falloc",
-            OpKind::Punch => "punch",
-            OpKind::Zero => "zero",
-            OpKind::Collapse => "collapse",
-            OpKind::Insert => "insert",
-            OpKind::Fsync => "fsync",
-            OpKind::Fdatasync => "fdatasync",
-            OpKind::Copy => "copy",
-            OpKind::Clone => "clone",
-        }
-    }
-
     /// Position in [`OpKind::ALL`].
     pub fn index(self) -> usize {
         self as usize
@@ -114,55 +75,6 @@ impl OpKind {
     /// Whether the kind takes the keep-size flag.
     pub fn has_keep(self) -> bool {
         matches!(self, OpKind::Falloc | OpKind::Zero)
-    }
-}
-
-impl fmt::Display for OpKind {
-    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        f.write_str(self.name())
-    }
-}
-
-impl FromStr for OpKind {
-    type Err = String;
-    fn from_str(s: &str) -> Result<Self, Self::Err> {
-        let s = s.trim().to_ascii_lowercase();
-        let alias = match s.as_str() {
-            "fallocate" => "falloc",
-            "punch-hole" | "punch_hole" => "punch",
-            "zero-range" | "zero_range" => "zero",
-            "collapse-range" | "collapse_range" => "collapse",
-            "insert-range" | "insert_range" => "insert",
-            "copy_file_range" | "copy-range" => "copy",
-            "reflink" | "ficlonerange" => "clone",
-            "mmap-read" => "mapread",
-            "mmap-write" => "mapwrite",
-            "read_dontcache" | "readdc" => "read-dontcache",
-            "write_dontcache" | "writedc" => "write-dontcache",
-            other => other,
-        };
-        OpKind::ALL
-            .into_iter()
-            .find(|k| k.name() == alias)
-            .ok_or_else(|| {
-                format!(
-                    "unknown operation {s:?}; the operations are {}",
-                    OpKind::ALL.map(OpKind::name).join(", ")
-                )
-            })
-    }
-}
-
-impl serde::Serialize for OpKind {
-    fn serialize<S: serde::Serializer>(&self, s: S) -> Result<S::Ok, S::Error> {
-        s.serialize_str(self.name())
-    }
-}
-
-impl<'de> serde::Deserialize<'de> for OpKind {
-    fn deserialize<D: serde::Deserializer<'de>>(d: D) -> Result<Self, D::Error> {
-        let s = String::deserialize(d)?;
-        s.parse().map_err(serde::de::Error::custom)
     }
 }
 

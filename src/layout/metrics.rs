@@ -24,28 +24,18 @@ use serde::{Deserialize, Serialize};
 
 use super::sys::{fe, RawExtent};
 
-/// How a file's map was read.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize, Default)]
-#[serde(rename_all = "lowercase")]
-pub enum MapMethod {
-    /// The FIEMAP ioctl (with FIEMAP_FLAG_SYNC).
-    #[default]
-    Fiemap,
-    /// The FIBMAP ioctl, block by block (filesystems without FIEMAP).
-    Fibmap,
-    /// The filesystem's own structures read from its block device (ext2/3/4 inode tables and
-    /// extent trees or block pointers), giving the extents FIEMAP gives.
-    Ondisk,
-}
-
-impl MapMethod {
-    /// The lower-case name used in output (`fiemap`, `fibmap`, `ondisk`).
-    pub fn name(self) -> &'static str {
-        match self {
-            Self::Fiemap => "fiemap",
-            Self::Fibmap => "fibmap",
-            Self::Ondisk => "ondisk",
-        }
+crate::choice! {
+    /// How a file's map was read (its name is the one used in output).
+    #[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
+    pub enum MapMethod("map method") {
+        /// The FIEMAP ioctl (with FIEMAP_FLAG_SYNC).
+        #[default]
+        Fiemap = "fiemap",
+        /// The FIBMAP ioctl, block by block (filesystems without FIEMAP).
+        Fibmap = "fibmap",
+        /// The filesystem's own structures read from its block device (ext2/3/4 inode tables and
+        /// extent trees or block pointers), giving the extents FIEMAP gives.
+        Ondisk = "ondisk",
     }
 }
 

@@ -41,28 +41,19 @@ pub struct WalkOptions {
     pub method: ScanMethod,
 }
 
-/// How the walk reads block maps.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
-pub enum ScanMethod {
-    /// From the on-disk structures where the filesystem allows it (ext2/3/4 with a readable
-    /// block device), else FIEMAP.
-    #[default]
-    Auto,
-    /// FIEMAP for every file (FIBMAP where FIEMAP is missing).
-    Fiemap,
-    /// From the on-disk structures; a starting path where that is impossible is an error.
-    /// Single files whose inode looks odd are still mapped with FIEMAP (and noted).
-    Ondisk,
-}
-
-impl ScanMethod {
-    /// `auto`, `fiemap` or `ondisk`.
-    pub fn name(self) -> &'static str {
-        match self {
-            Self::Auto => "auto",
-            Self::Fiemap => "fiemap",
-            Self::Ondisk => "ondisk",
-        }
+crate::choice! {
+    /// How the walk reads block maps.
+    #[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
+    pub enum ScanMethod("method") {
+        /// From the on-disk structures where the filesystem allows it (ext2/3/4 with a readable
+        /// block device), else FIEMAP.
+        #[default]
+        Auto = "auto",
+        /// FIEMAP for every file (FIBMAP where FIEMAP is missing).
+        Fiemap = "fiemap",
+        /// From the on-disk structures; a starting path where that is impossible is an error.
+        /// Single files whose inode looks odd are still mapped with FIEMAP (and noted).
+        Ondisk = "ondisk",
     }
 }
 

@@ -103,21 +103,14 @@ impl Reps {
     }
 }
 
-/// When testbeds are rebuilt.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub enum Fresh {
-    /// A fresh filesystem for every run (the default, as the block-reservation study did).
-    PerRun,
-    /// One filesystem per testbed entry, used by all its runs in turn.
-    PerTestbed,
-}
-
-impl Fresh {
-    pub fn name(self) -> &'static str {
-        match self {
-            Fresh::PerRun => "per-run",
-            Fresh::PerTestbed => "per-testbed",
-        }
+crate::choice! {
+    /// When testbeds are rebuilt.
+    #[derive(Debug, Clone, Copy, PartialEq, Eq)]
+    pub enum Fresh("fresh") {
+        /// A fresh filesystem for every run (the default, as the block-reservation study did).
+        PerRun = "per-run",
+        /// One filesystem per testbed entry, used by all its runs in turn.
+        PerTestbed = "per-testbed",
     }
 }
 

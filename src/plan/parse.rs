@@ -156,17 +156,17 @@ pub fn parse(text: &str, source: &str, opts: &ParseOptions) -> Result<Plan> {
     let reps = parse_reps(&src, &raw)?;
     let fresh = match &raw.fresh {
         None => Fresh::PerRun,
-        Some(s) => match s.get_ref().as_str() {
-            "per-run" => Fresh::PerRun,
-            "per-testbed" => Fresh::PerTestbed,
-            other => {
-                return Err(src.err(
-                    s.span(),
-                    "fresh",
-                    format!("unknown value {other:?}; allowed: \"per-run\", \"per-testbed\""),
-                ))
-            }
-        },
+        Some(s) => s.get_ref().parse::<Fresh>().map_err(|_| {
+            src.err(
+                s.span(),
+                "fresh",
+                format!(
+                    "unknown value {:?}; allowed: {}",
+                    s.get_ref(),
+                    Fresh::ALL.map(|f| format!("\"{}\"", f.name())).join(", ")
+                ),
+            )
+        })?,
     };
     let cold = match &raw.cold {
         None => ColdMode::None,

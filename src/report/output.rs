@@ -8,7 +8,6 @@
 //! ([`crate::results::metric`]) — the same declarations the report reads.
 
 use std::fmt::Write as _;
-use std::str::FromStr;
 
 use anyhow::Result;
 
@@ -16,49 +15,24 @@ use super::metrics::{self, Metric};
 use super::model::{fmt_num, workload_labels, Table};
 use crate::results::RunResult;
 
-/// An output format. Every command that prints results takes `--format` with these names.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub enum OutputFormat {
-    /// Aligned text for the terminal.
-    Table,
-    /// JSON: the result documents (the report model for `fsgauge report`).
-    Json,
-    /// Comma-separated values, RFC 4180, with a header line.
-    Csv,
-    /// Markdown tables.
-    Md,
-    /// One self-contained HTML page with plots (`fsgauge report` only).
-    Html,
-}
-
-impl FromStr for OutputFormat {
-    type Err = String;
-    fn from_str(s: &str) -> Result<Self, Self::Err> {
-        match s.trim().to_ascii_lowercase().as_str() {
-            "table" | "text" => Ok(Self::Table),
-            "json" => Ok(Self::Json),
-            "csv" => Ok(Self::Csv),
-            "md" | "markdown" => Ok(Self::Md),
-            "html" | "htm" => Ok(Self::Html),
-            _ => Err(format!(
-                "unknown format {s:?}; use table, json, csv or md (or html, for fsgauge report)"
-            )),
-        }
+crate::choice! {
+    /// An output format. Every command that prints results takes `--format` with these names.
+    #[derive(Debug, Clone, Copy, PartialEq, Eq)]
+    pub enum OutputFormat("format") {
+        /// Aligned text for the terminal.
+        Table = "table" | "text",
+        /// JSON: the result documents (the report model for `fsgauge report`).
+        Json = "json",
+        /// Comma-separated values, RFC 4180, with a header line.
+        Csv = "csv",
+        /// Markdown tables.
+        Md = "md" | "markdown",
+        /// One self-contained HTML page with plots (`fsgauge report` only).
+        Html = "html" | "htm",
     }
 }
 
 impl OutputFormat {
-    /// The format's name, as `--format` takes it.
-    pub fn name(self) -> &'static str {
-        match self {
-            Self::Table => "table",
-            Self::Json => "json",
-            Self::Csv => "csv",
-            Self::Md => "md",
-            Self::Html => "html",
-        }
-    }
-
     /// Whether the output is for a program (no progress or notes belong beside it).
     pub fn is_machine(self) -> bool {
         self != Self::Table
@@ -76,7 +50,9 @@ pub const RESULT_FORMATS: &[OutputFormat] = &[
 /// Parses `--format` of a command that prints results: any [`RESULT_FORMATS`] name (html is
 /// refused with where to find it), for clap's `value_parser`.
 pub fn parse_result_format(s: &str) -> Result<OutputFormat, String> {
-    let f: OutputFormat = s.parse()?;
+    let f: OutputFormat = s
+        .parse()
+        .map_err(|_| format!("unknown format {s:?}; use table, json, csv or md"))?;
     if RESULT_FORMATS.contains(&f) {
         Ok(f)
     } else {
@@ -120,6 +96,31 @@ pub fn md_header<S: AsRef<str>>(headers: &[S], label_columns: usize) -> String {
         })
         .collect();
     format!("{}|{}|\n", md_row(headers), align.join("|"))
+}
+
+/// A listing (testbeds, presets: not results) as CSV or Markdown; `None` for the formats the
+/// command prints its own way (table, json).
+pub fn listing(format: OutputFormat, headers: &[&str], rows: &[Vec<String>]) -> Option<String> {
+    match format {
+        OutputFormat::Csv => {
+            let mut out = String::new();
+            let head: Vec<String> = headers.iter().map(|h| csv_field(h)).collect();
+            let _ = writeln!(out, "{}", head.join(","));
+            for r in rows {
+                let fields: Vec<String> = r.iter().map(|f| csv_field(f)).collect();
+                let _ = writeln!(out, "{}", fields.join(","));
+            }
+            Some(out)
+        }
+        OutputFormat::Md => {
+            let mut out = md_header(headers, headers.len());
+            for r in rows {
+                out.push_str(&md_row(r));
+            }
+            Some(out)
+        }
+        OutputFormat::Table | OutputFormat::Json | OutputFormat::Html => None,
+    }
 }
 
 /// A table as CSV: the header line, then one line per row.

@@ -10,30 +10,19 @@ use serde::{Deserialize, Serialize};
 use crate::error::{bad_input, bad_param};
 use crate::units::{format_size, parse_size};
 
-/// A filesystem fsgauge can build. One place knows each kind's tools and limits.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Serialize, Deserialize)]
-#[serde(rename_all = "lowercase")]
-pub enum FsKind {
-    Ext2,
-    Ext3,
-    Ext4,
-    Xfs,
-    Btrfs,
+crate::choice! {
+    /// A filesystem fsgauge can build. One place knows each kind's tools and limits.
+    #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+    pub enum FsKind("filesystem") {
+        Ext2 = "ext2",
+        Ext3 = "ext3",
+        Ext4 = "ext4",
+        Xfs = "xfs",
+        Btrfs = "btrfs",
+    }
 }
 
 impl FsKind {
-    pub const ALL: [FsKind; 5] = [Self::Ext2, Self::Ext3, Self::Ext4, Self::Xfs, Self::Btrfs];
-
-    pub fn name(self) -> &'static str {
-        match self {
-            Self::Ext2 => "ext2",
-            Self::Ext3 => "ext3",
-            Self::Ext4 => "ext4",
-            Self::Xfs => "xfs",
-            Self::Btrfs => "btrfs",
-        }
-    }
-
     /// The mkfs program, as installed by the package [`FsKind::package`].
     pub fn mkfs_program(self) -> &'static str {
         match self {
@@ -87,52 +76,15 @@ pub fn find_program(name: &str) -> Option<PathBuf> {
         .find(|p| p.is_file())
 }
 
-impl fmt::Display for FsKind {
-    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        f.write_str(self.name())
-    }
-}
-
-impl FromStr for FsKind {
-    type Err = String;
-    fn from_str(s: &str) -> Result<Self, Self::Err> {
-        Self::ALL
-            .into_iter()
-            .find(|k| k.name() == s.trim().to_ascii_lowercase())
-            .ok_or_else(|| {
-                format!("unknown filesystem {s:?}; fsgauge builds ext2, ext3, ext4, xfs and btrfs")
-            })
-    }
-}
-
-/// Where the image of a testbed lives.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize, Default)]
-#[serde(rename_all = "lowercase")]
-pub enum Backing {
-    /// An image file in the work directory, on the machine's disk.
-    #[default]
-    File,
-    /// An image on tmpfs (/dev/shm): a RAM disk.
-    Ram,
-}
-
-impl FromStr for Backing {
-    type Err = String;
-    fn from_str(s: &str) -> Result<Self, Self::Err> {
-        match s.trim().to_ascii_lowercase().as_str() {
-            "file" => Ok(Self::File),
-            "ram" => Ok(Self::Ram),
-            _ => Err(format!("unknown backing {s:?}; use file or ram")),
-        }
-    }
-}
-
-impl fmt::Display for Backing {
-    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        f.write_str(match self {
-            Self::File => "file",
-            Self::Ram => "ram",
-        })
+crate::choice! {
+    /// Where the image of a testbed lives.
+    #[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
+    pub enum Backing("backing") {
+        /// An image file in the work directory, on the machine's disk.
+        #[default]
+        File = "file",
+        /// An image on tmpfs (/dev/shm): a RAM disk.
+        Ram = "ram",
     }
 }
 
@@ -149,15 +101,12 @@ impl FromStr for JournalSpec {
         let (kind, size) = s.split_once(':').ok_or_else(|| {
             format!("journal {s:?} is not of the form ram:SIZE or file:SIZE (e.g. ram:64M)")
         })?;
-        let backing = match kind.trim() {
-            "ram" => Backing::Ram,
-            "file" => Backing::File,
-            other => {
-                return Err(format!(
-                    "journal {s:?}: unknown place {other:?}; use ram:SIZE or file:SIZE"
-                ))
-            }
-        };
+        let backing: Backing = kind.parse().map_err(|_| {
+            format!(
+                "journal {s:?}: unknown place {:?}; use ram:SIZE or file:SIZE",
+                kind.trim()
+            )
+        })?;
         let size = parse_size(size).map_err(|e| format!("journal {s:?}: {e}"))?;
         if size < (1 << 20) {
             return Err(format!(

@@ -2,50 +2,25 @@
 //! phases.
 
 use std::path::{Path, PathBuf};
-use std::str::FromStr;
 
 use anyhow::{Context, Result};
-use serde::{Deserialize, Serialize};
 
 use crate::error::bad_input;
 use crate::measure::{run_workers, Devices, OpDef, PhaseMeter, Progress, Recorder};
 use crate::results::{PhaseResult, TestbedInfo};
 use crate::testbed::{drop_caches, Testbed};
 
-/// How the cache is made cold between phases.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize, Default)]
-#[serde(rename_all = "lowercase")]
-pub enum ColdMode {
-    /// Nothing: the next phase may hit cached data.
-    #[default]
-    None,
-    /// sync + drop_caches.
-    Drop,
-    /// Unmount and mount the testbed again (and drop caches): as close to a reboot as it gets.
-    Remount,
-}
-
-impl FromStr for ColdMode {
-    type Err = String;
-    fn from_str(s: &str) -> Result<Self, Self::Err> {
-        match s.trim().to_ascii_lowercase().as_str() {
-            "none" => Ok(Self::None),
-            "drop" => Ok(Self::Drop),
-            "remount" => Ok(Self::Remount),
-            _ => Err(format!(
-                "unknown cold-cache mode {s:?}; use none, drop or remount"
-            )),
-        }
-    }
-}
-
-impl ColdMode {
-    pub fn name(self) -> &'static str {
-        match self {
-            Self::None => "none",
-            Self::Drop => "drop",
-            Self::Remount => "remount",
-        }
+crate::choice! {
+    /// How the cache is made cold between phases.
+    #[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
+    pub enum ColdMode("cold-cache mode") {
+        /// Nothing: the next phase may hit cached data.
+        #[default]
+        None = "none",
+        /// sync + drop_caches.
+        Drop = "drop",
+        /// Unmount and mount the testbed again (and drop caches): as close to a reboot as it gets.
+        Remount = "remount",
     }
 }
 

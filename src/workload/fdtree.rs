@@ -26,7 +26,6 @@
 use std::fmt::Write as _;
 use std::io::Write as _;
 use std::path::{Path, PathBuf};
-use std::str::FromStr;
 use std::time::Instant;
 
 use anyhow::{Context, Result};
@@ -42,31 +41,23 @@ use crate::results::MetricDef;
 use crate::sys::{fs_error, Dir};
 use crate::units::{blocks_4k, Overflow, Size};
 
-/// The four scenarios of the journal-size study (Linux Magazine, 2009), with fdtree's own
-/// parameters: `-s 1` (4 KiB) and `-s 1000` (4,096,000 bytes, the study's "4 MiB") files.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize, clap::ValueEnum)]
-#[serde(rename_all = "kebab-case")]
-#[value(rename_all = "kebab-case")]
-pub enum Scenario {
-    /// 4 KiB files, shallow tree: L=3 D=20 F=40 (8421 dirs, 336840 files).
-    SmallShallow,
-    /// 4 KiB files, deep tree: L=10 D=3 F=4 (88573 dirs, 354292 files).
-    SmallDeep,
-    /// 4 MiB files, shallow tree: L=2 D=17 F=10 (307 dirs, 3070 files, 12.3 GB).
-    MediumShallow,
-    /// 4 MiB files, deep tree: L=9 D=2 F=4 (1023 dirs, 4092 files, 16.8 GB).
-    MediumDeep,
+crate::choice! {
+    /// The four scenarios of the journal-size study (Linux Magazine, 2009), with fdtree's own
+    /// parameters: `-s 1` (4 KiB) and `-s 1000` (4,096,000 bytes, the study's "4 MiB") files.
+    #[derive(Debug, Clone, Copy, PartialEq, Eq)]
+    pub enum Scenario("scenario") {
+        /// 4 KiB files, shallow tree: L=3 D=20 F=40 (8421 dirs, 336840 files).
+        SmallShallow = "small-shallow",
+        /// 4 KiB files, deep tree: L=10 D=3 F=4 (88573 dirs, 354292 files).
+        SmallDeep = "small-deep",
+        /// 4 MiB files, shallow tree: L=2 D=17 F=10 (307 dirs, 3070 files, 12.3 GB).
+        MediumShallow = "medium-shallow",
+        /// 4 MiB files, deep tree: L=9 D=2 F=4 (1023 dirs, 4092 files, 16.8 GB).
+        MediumDeep = "medium-deep",
+    }
 }
 
 impl Scenario {
-    /// Every scenario.
-    pub const ALL: [Scenario; 4] = [
-        Self::SmallShallow,
-        Self::SmallDeep,
-        Self::MediumShallow,
-        Self::MediumDeep,
-    ];
-
     /// Levels, directories per level, files per directory, file size in bytes.
     pub fn shape(self) -> (u32, u64, u64, u64) {
         match self {
@@ -75,23 +66,6 @@ impl Scenario {
             Self::MediumShallow => (2, 17, 10, 1000 * 4096),
             Self::MediumDeep => (9, 2, 4, 1000 * 4096),
         }
-    }
-
-    /// The name used on the command line and in plans.
-    pub fn name(self) -> &'static str {
-        match self {
-            Self::SmallShallow => "small-shallow",
-            Self::SmallDeep => "small-deep",
-            Self::MediumShallow => "medium-shallow",
-            Self::MediumDeep => "medium-deep",
-        }
-    }
-}
-
-impl FromStr for Scenario {
-    type Err = String;
-    fn from_str(s: &str) -> Result<Self, Self::Err> {
-        super::params::parse_value("scenario", s)
     }
 }
 

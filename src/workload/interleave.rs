@@ -11,7 +11,6 @@
 //! file is created by path from the root's descriptor (`d0042/f07`), so memory and open
 //! descriptors stay flat however many directories there are.
 
-use std::str::FromStr;
 use std::time::Instant;
 
 use anyhow::Result;
@@ -26,21 +25,14 @@ use crate::results::MetricDef;
 use crate::sys::{fs_error, Dir};
 use crate::units::{blocks_4k, Overflow};
 
-/// The order files are created in.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize, clap::ValueEnum)]
-#[serde(rename_all = "lowercase")]
-#[value(rename_all = "lowercase")]
-pub enum Order {
-    /// File 1 in every directory, then file 2 in every directory, … (the study's order).
-    Interleaved,
-    /// All files of directory 1, then all of directory 2, … (for comparison).
-    Grouped,
-}
-
-impl FromStr for Order {
-    type Err = String;
-    fn from_str(s: &str) -> Result<Self, Self::Err> {
-        super::params::parse_value("order", s)
+crate::choice! {
+    /// The order files are created in.
+    #[derive(Debug, Clone, Copy, PartialEq, Eq)]
+    pub enum Order("order") {
+        /// File 1 in every directory, then file 2 in every directory, … (the study's order).
+        Interleaved = "interleaved",
+        /// All files of directory 1, then all of directory 2, … (for comparison).
+        Grouped = "grouped",
     }
 }
 

@@ -15,7 +15,6 @@ use std::fs;
 use std::os::fd::AsFd;
 use std::os::unix::ffi::OsStrExt;
 use std::path::{Path, PathBuf};
-use std::str::FromStr;
 use std::sync::Mutex;
 use std::time::{Duration, Instant};
 
@@ -30,39 +29,14 @@ use crate::error::{bad_input, bad_param, SystemFailure};
 use crate::measure::{OpDef, Recorder};
 use crate::results::MetricDef;
 
-/// One phase of the read test.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
-#[serde(rename_all = "lowercase")]
-pub enum ReadPhase {
-    Walk,
-    Random,
-    Blockorder,
-    Stat,
-}
-
-impl ReadPhase {
-    pub fn name(self) -> &'static str {
-        match self {
-            Self::Walk => "walk",
-            Self::Random => "random",
-            Self::Blockorder => "blockorder",
-            Self::Stat => "stat",
-        }
-    }
-}
-
-impl FromStr for ReadPhase {
-    type Err = String;
-    fn from_str(s: &str) -> Result<Self, Self::Err> {
-        match s.trim() {
-            "walk" => Ok(Self::Walk),
-            "random" => Ok(Self::Random),
-            "blockorder" => Ok(Self::Blockorder),
-            "stat" => Ok(Self::Stat),
-            _ => Err(format!(
-                "unknown read phase {s:?}; use walk, random, blockorder or stat"
-            )),
-        }
+crate::choice! {
+    /// One phase of the read test.
+    #[derive(Debug, Clone, Copy, PartialEq, Eq)]
+    pub enum ReadPhase("read phase") {
+        Walk = "walk",
+        Random = "random",
+        Blockorder = "blockorder",
+        Stat = "stat",
     }
 }
 

@@ -7,7 +7,6 @@
 //! memory stays flat whatever the number of files.
 
 use std::ffi::CString;
-use std::str::FromStr;
 use std::time::Instant;
 
 use anyhow::Result;
@@ -25,23 +24,16 @@ use crate::sys::dirstream::{DirStream, EntryType};
 use crate::sys::{fs_error, Dir};
 use crate::units::{blocks_4k, Overflow};
 
-/// When data is forced to disk.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize, clap::ValueEnum)]
-#[serde(rename_all = "lowercase")]
-#[value(rename_all = "lowercase")]
-pub enum FsyncMode {
-    /// Never: the phase ends when the last close returns (data may still be in the page cache).
-    None,
-    /// fsync each file before its close (counted inside the file's create time).
-    File,
-    /// One syncfs at the end of each phase, inside the phase's time (the default).
-    End,
-}
-
-impl FromStr for FsyncMode {
-    type Err = String;
-    fn from_str(s: &str) -> Result<Self, Self::Err> {
-        params::parse_value("fsync mode", s)
+crate::choice! {
+    /// When data is forced to disk.
+    #[derive(Debug, Clone, Copy, PartialEq, Eq)]
+    pub enum FsyncMode("fsync mode") {
+        /// Never: the phase ends when the last close returns (data may still be in the page cache).
+        None = "none",
+        /// fsync each file before its close (counted inside the file's create time).
+        File = "file",
+        /// One syncfs at the end of each phase, inside the phase's time (the default).
+        End = "end",
     }
 }
 

@@ -1,4 +1,5 @@
-//! `--format table|json|csv|md` on the commands that print results, and metric declarations
+//! `--format table|json|csv|md` (and `--json`) on every command that prints results or
+//! listings, and metric declarations
 //! read from result files. bench, report, compare and frag need no root; `run` needs root,
 //! loop devices and mkfs.ext4 (it skips with a printed reason without them).
 
@@ -207,6 +208,14 @@ fn report_prints_every_format() {
     assert_md_tables(&report("md"));
     let json: serde_json::Value = serde_json::from_str(&report("json")).unwrap();
     assert!(json["cells"].as_array().is_some_and(|c| !c.is_empty()));
+    let short = ok(&fsgauge()
+        .arg("report")
+        .arg(&res)
+        .arg("--json")
+        .output()
+        .unwrap());
+    let short: serde_json::Value = serde_json::from_str(&short).unwrap();
+    assert_eq!(short["cells"], json["cells"]);
     let table = report("table");
     assert!(
         table.contains("Mean ± standard deviation per configuration"),
@@ -256,6 +265,17 @@ fn compare_prints_every_format() {
     );
     assert_md_tables(&cmp("md"));
     assert!(cmp("table").contains("verdict"));
+    let short = ok(&fsgauge()
+        .arg("compare")
+        .arg(&base)
+        .arg(&new)
+        .arg("--json")
+        .output()
+        .unwrap());
+    assert_eq!(
+        serde_json::from_str::<serde_json::Value>(&short).unwrap(),
+        json
+    );
     let out = fsgauge()
         .arg("compare")
         .arg(&base)
@@ -351,6 +371,8 @@ fn frag_prints_markdown_csv_and_json() {
     );
     let json: serde_json::Value = serde_json::from_str(&frag(&["--format", "json"])).unwrap();
     assert_eq!(json["summary"]["files"], 3);
+    let short: serde_json::Value = serde_json::from_str(&frag(&["--json"])).unwrap();
+    assert_eq!(short["summary"], json["summary"]);
 }
 
 #[test]
@@ -435,4 +457,151 @@ fn cache_warning_follows_declared_read_operations() {
         !warned("reader"),
         "a name alone does not make a read phase:\n{md}"
     );
+}
+
+/// The subcommands listed under "Commands:" in a help text (clap indents them by two spaces;
+/// wrapped descriptions are indented deeper).
+fn subcommands(help: &str) -> Vec<String> {
+    help.lines()
+        .skip_while(|l| !l.starts_with("Commands:"))
+        .skip(1)
+        .take_while(|l| !l.is_empty())
+        .filter(|l| l.starts_with("  ") && !l.starts_with("   "))
+        .filter_map(|l| l.split_whitespace().next().map(String::from))
+        .filter(|c| c != "help")
+        .collect()
+}
+
+#[test]
+fn every_command_that_prints_takes_format_and_json() {
+    // Commands that print no results or listings: they change the machine and say what they
+    // did, or print a plan file to copy.
+    const PRINT_NOTHING_TO_FORMAT: [&str; 4] = [
+        "testbed create",
+        "testbed destroy",
+        "testbed cleanup",
+        "presets show",
+    ];
+    let mut todo = vec![Vec::<String>::new()];
+    let mut checked = Vec::new();
+    while let Some(path) = todo.pop() {
+        let help = ok(&fsgauge().args(&path).arg("--help").output().unwrap());
+        let children = subcommands(&help);
+        todo.extend(children.iter().map(|c| {
+            let mut p = path.clone();
+            p.push(c.clone());
+            p
+        }));
+        let name = path.join(" ");
+        // A group whose subcommand is required (`bench <COMMAND>`) prints nothing itself.
+        let usage = help.lines().find(|l| l.starts_with("Usage:")).unwrap_or("");
+        if path.is_empty()
+            || usage.contains("<COMMAND>")
+            || PRINT_NOTHING_TO_FORMAT.contains(&name.as_str())
+        {
+            continue;
+        }
+        let format = help
+            .lines()
+            .find(|l| l.trim_start().starts_with("--format"))
+            .unwrap_or_else(|| panic!("fsgauge {name} has no --format:\n{help}"));
+        for f in ["table", "json", "csv", "md"] {
+            assert!(
+                format.contains(f),
+                "fsgauge {name} --format lacks {f}: {format}"
+            );
+        }
+        assert!(
+            help.lines().any(|l| l.trim_start().starts_with("--json")),
+            "fsgauge {name} has no --json:\n{help}"
+        );
+        checked.push(name);
+    }
+    // The walk found the commands (a change in clap's help layout would otherwise pass).
+    for c in [
+        "bench tree",
+        "bench tio",
+        "run",
+        "report",
+        "compare",
+        "frag",
+        "study append",
+        "testbed list",
+        "presets",
+    ] {
+        assert!(
+            checked.iter().any(|n| n == c),
+            "{c} not checked: {checked:?}"
+        );
+    }
+}
+
+#[test]
+fn listings_print_every_format() {
+    let sb = Sandbox::new();
+    let json = json_of(&sb.cmd().args(["presets", "--json"]).output().unwrap());
+    let names: Vec<&str> = json
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|p| p["name"].as_str().unwrap())
+        .collect();
+    assert!(
+        names.contains(&"quick") && names.contains(&"reservation"),
+        "{names:?}"
+    );
+    let same = json_of(
+        &sb.cmd()
+            .args(["presets", "--format", "json"])
+            .output()
+            .unwrap(),
+    );
+    assert_eq!(same, json);
+    let csv = parse_csv(&ok(&sb
+        .cmd()
+        .args(["presets", "--format", "csv"])
+        .output()
+        .unwrap()));
+    assert_eq!(csv[0], ["name", "about", "runnable", "needs"]);
+    let csv_names: Vec<&str> = csv[1..].iter().map(|r| r[0].as_str()).collect();
+    assert_eq!(csv_names, names);
+    let md = assert_md_tables(&ok(&sb
+        .cmd()
+        .args(["presets", "--format", "md"])
+        .output()
+        .unwrap()));
+    assert_eq!(md[0].len(), 2 + names.len());
+    let table = ok(&sb.cmd().arg("presets").output().unwrap());
+    assert!(table.lines().any(|l| l.starts_with("quick ")), "{table}");
+    let both = sb
+        .cmd()
+        .args(["presets", "--json", "--format", "csv"])
+        .output()
+        .unwrap();
+    assert_eq!(both.status.code(), Some(2));
+
+    // The sandbox's own ledger is empty: a header and no rows, an empty list.
+    let csv = parse_csv(&ok(&sb
+        .cmd()
+        .args(["testbed", "list", "--format", "csv"])
+        .output()
+        .unwrap()));
+    assert_eq!(
+        csv,
+        [["name", "owner", "fs", "size", "device", "mountpoint"]]
+    );
+    let json = json_of(
+        &sb.cmd()
+            .args(["testbed", "list", "--json"])
+            .output()
+            .unwrap(),
+    );
+    assert_eq!(json, serde_json::json!([]));
+    let json = json_of(
+        &sb.cmd()
+            .args(["testbed", "list", "--format", "json"])
+            .output()
+            .unwrap(),
+    );
+    assert_eq!(json, serde_json::json!([]));
 }

@@ -47,31 +47,22 @@ use crate::units::{blocks_4k, format_size, Overflow, Size};
 
 pub use fiemap::{record as layout_record, LayoutRecord};
 
-/// What each thread does with its region.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Serialize, Deserialize, clap::ValueEnum)]
-#[serde(rename_all = "lowercase")]
-#[value(rename_all = "lowercase")]
-pub enum Mode {
-    /// Create and fill the region front to back.
-    Seqwrite,
-    /// Create the file and write every block of the region once, in random order.
-    Randwrite,
-    /// Read the region front to back (written beforehand, untimed).
-    Seqread,
-    /// Read every block of the region once, in random order.
-    Randread,
+crate::choice! {
+    /// What each thread does with its region. `ALL` is tiobench's order.
+    #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+    pub enum Mode("mode") {
+        /// Create and fill the region front to back.
+        Seqwrite = "seqwrite",
+        /// Create the file and write every block of the region once, in random order.
+        Randwrite = "randwrite",
+        /// Read the region front to back (written beforehand, untimed).
+        Seqread = "seqread",
+        /// Read every block of the region once, in random order.
+        Randread = "randread",
+    }
 }
 
 impl Mode {
-    pub fn name(self) -> &'static str {
-        match self {
-            Self::Seqwrite => "seqwrite",
-            Self::Randwrite => "randwrite",
-            Self::Seqread => "seqread",
-            Self::Randread => "randread",
-        }
-    }
-
     pub fn writes(self) -> bool {
         matches!(self, Self::Seqwrite | Self::Randwrite)
     }
@@ -79,55 +70,17 @@ impl Mode {
     pub fn random(self) -> bool {
         matches!(self, Self::Randwrite | Self::Randread)
     }
-
-    /// All modes in tiobench's order.
-    pub const ALL: [Mode; 4] = [
-        Self::Seqwrite,
-        Self::Randwrite,
-        Self::Seqread,
-        Self::Randread,
-    ];
 }
 
-impl FromStr for Mode {
-    type Err = String;
-    fn from_str(s: &str) -> Result<Self, Self::Err> {
-        params::parse_value("mode", s)
-    }
-}
-
-impl fmt::Display for Mode {
-    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        f.write_str(self.name())
-    }
-}
-
-/// How requests are issued.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize, Default, clap::ValueEnum)]
-#[serde(rename_all = "snake_case")]
-#[value(rename_all = "snake_case")]
-pub enum Engine {
-    /// pread(2)/pwrite(2): one request in flight per thread.
-    #[default]
-    Psync,
-    /// io_uring with `iodepth` requests in flight per thread.
-    #[value(alias = "io-uring", alias = "uring")]
-    IoUring,
-}
-
-impl FromStr for Engine {
-    type Err = String;
-    fn from_str(s: &str) -> Result<Self, Self::Err> {
-        params::parse_value("engine", s)
-    }
-}
-
-impl Engine {
-    pub fn name(self) -> &'static str {
-        match self {
-            Self::Psync => "psync",
-            Self::IoUring => "io_uring",
-        }
+crate::choice! {
+    /// How requests are issued.
+    #[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
+    pub enum Engine("engine") {
+        /// pread(2)/pwrite(2): one request in flight per thread.
+        #[default]
+        Psync = "psync",
+        /// io_uring with `iodepth` requests in flight per thread.
+        IoUring = "io_uring" | "io-uring" | "uring",
     }
 }
 
