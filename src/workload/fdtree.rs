@@ -345,6 +345,32 @@ impl Trees {
             post,
         )
     }
+
+    /// Opens and walks worker `w`'s tree (see [`walk`]); with `syncfs`, then syncs its
+    /// filesystem, timed as that operation (`--fsync end`).
+    fn walk_then_sync(
+        &self,
+        rec: &mut Recorder,
+        w: usize,
+        leaves: bool,
+        (pre, post): (&mut Visit<'_>, &mut Visit<'_>),
+        syncfs: Option<OpId>,
+    ) -> Result<()> {
+        let base = self.open(w)?;
+        let sync_fd = match syncfs {
+            Some(op) => Some((
+                op,
+                base.try_clone()
+                    .map_err(|e| fs_error("dup", &self.bases[w], e))?,
+            )),
+            None => None,
+        };
+        self.walk(rec, w, base, leaves, pre, post)?;
+        if let Some((op, fd)) = sync_fd {
+            timed_syncfs(rec, op, &fd, &self.bases[w])?;
+        }
+        Ok(())
+    }
 }
 
 /// Calls `each` on the entries `count` down to 1 of a directory, each named by `name_of` in
@@ -618,11 +644,8 @@ impl Fdtree {
                     }
                     Ok(())
                 };
-                t.walk(rec, w, t.open(w)?, false, &mut pre, &mut nothing)?;
-                if sync_end {
-                    timed_syncfs(rec, rec.op("syncfs"), &root_fd, &t.bases[w])?;
-                }
-                Ok(())
+                let syncfs = sync_end.then(|| rec.op("syncfs"));
+                t.walk_then_sync(rec, w, false, (&mut pre, &mut nothing), syncfs)
             },
         )?;
         phase.extra.insert("dirs".into(), phase.ops as f64);
@@ -641,17 +664,9 @@ impl Fdtree {
             &FILE_CREATE_OPS,
             self.total_files(),
             |t, w, rec| {
-                let (create, write, fsync_op, syncfs_op) = (
-                    rec.op("create"),
-                    rec.op("write"),
-                    rec.op("fsync"),
-                    rec.op("syncfs"),
-                );
+                let (create, write, fsync_op) =
+                    (rec.op("create"), rec.op("write"), rec.op("fsync"));
                 let buf = vec![0u8; block];
-                let base = t.open(w)?;
-                let syncfs_fd = base
-                    .try_clone()
-                    .map_err(|e| fs_error("dup", &t.bases[w], e))?;
                 let mut pre = |rec: &mut Recorder, fd: &Dir, level: u32, name: &mut NameBuf| {
                     let file_name = |n: &mut NameBuf, f| file_name(n, level, f);
                     each_entry(rec, nf, name, file_name, |rec, name| {
@@ -668,11 +683,8 @@ impl Fdtree {
                         Ok(())
                     })
                 };
-                t.walk(rec, w, base, true, &mut pre, &mut nothing)?;
-                if fsync == FsyncMode::End {
-                    timed_syncfs(rec, syncfs_op, &syncfs_fd, &t.bases[w])?;
-                }
-                Ok(())
+                let syncfs = (fsync == FsyncMode::End).then(|| rec.op("syncfs"));
+                t.walk_then_sync(rec, w, true, (&mut pre, &mut nothing), syncfs)
             },
         )?;
         let files = phase.ops as f64;
@@ -711,7 +723,6 @@ impl Fdtree {
             ops,
             self.total_files(),
             |t, w, rec| {
-                let base = t.open(w)?;
                 let mut visit = make(rec);
                 let mut wrong: Option<(String, u64)> = None;
                 let mut pre = |rec: &mut Recorder, fd: &Dir, level: u32, name: &mut NameBuf| {
@@ -724,7 +735,7 @@ impl Fdtree {
                         Ok(())
                     })
                 };
-                t.walk(rec, w, base, true, &mut pre, &mut nothing)?;
+                t.walk_then_sync(rec, w, true, (&mut pre, &mut nothing), None)?;
                 if let Some((name, got)) = wrong {
                     return Err(anyhow::Error::new(SystemFailure(format!(
                         "{what}: a file named {name} below {} {verb} {got} bytes, expected {size}",
@@ -801,24 +812,16 @@ impl Fdtree {
             &FILE_REMOVE_OPS,
             self.total_files(),
             |t, w, rec| {
-                let (unlink, syncfs_op) = (rec.op("unlink"), rec.op("syncfs"));
-                let base = t.open(w)?;
-                let syncfs_fd = base
-                    .try_clone()
-                    .map_err(|e| fs_error("dup", &t.bases[w], e))?;
                 let entry = Removal {
-                    op: unlink,
+                    op: rec.op("unlink"),
                     dir: false,
                     partial: t.partial,
                 };
                 let mut pre = |rec: &mut Recorder, fd: &Dir, level: u32, name: &mut NameBuf| {
                     entry.remove_each(rec, fd, nf, |n, f| file_name(n, level, f), name)
                 };
-                t.walk(rec, w, base, true, &mut pre, &mut nothing)?;
-                if sync_end {
-                    timed_syncfs(rec, syncfs_op, &syncfs_fd, &t.bases[w])?;
-                }
-                Ok(())
+                let syncfs = sync_end.then(|| rec.op("syncfs"));
+                t.walk_then_sync(rec, w, true, (&mut pre, &mut nothing), syncfs)
             },
         )?;
         let files = phase.ops as f64;
