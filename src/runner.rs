@@ -203,7 +203,7 @@ pub fn run(place: &Place, wl: &dyn Workload, opts: &RunOptions) -> Result<Vec<Ou
     let mut out = Vec::new();
     for rep in 0..opts.reps {
         crate::signals::check()?;
-        let outcome = run_once(place, wl, opts, seed, rep)?;
+        let outcome = run_once(Rep::new(place, wl, opts, seed, rep))?;
         out.push(outcome);
     }
     Ok(out)
@@ -224,17 +224,41 @@ pub fn spec_hash(
     seed: u64,
     rep: u32,
 ) -> String {
-    crate::results::spec_hash(&spec(place, wl, opts, seed, rep))
+    crate::results::spec_hash(&spec(Rep::new(place, wl, opts, seed, rep)))
+}
+
+/// One repetition of a run: where, which workload, with which options, its seed and its
+/// number.
+#[derive(Clone, Copy)]
+struct Rep<'a> {
+    place: &'a Place,
+    wl: &'a dyn Workload,
+    opts: &'a RunOptions,
+    seed: u64,
+    rep: u32,
+}
+
+impl<'a> Rep<'a> {
+    fn new(
+        place: &'a Place,
+        wl: &'a dyn Workload,
+        opts: &'a RunOptions,
+        seed: u64,
+        rep: u32,
+    ) -> Self {
+        Self {
+            place,
+            wl,
+            opts,
+            seed,
+            rep,
+        }
+    }
 }
 
 /// Everything that defines a run, as hashed into its result's `spec_hash`.
-fn spec(
-    place: &Place,
-    wl: &dyn Workload,
-    opts: &RunOptions,
-    seed: u64,
-    rep: u32,
-) -> serde_json::Value {
+fn spec(r: Rep<'_>) -> serde_json::Value {
+    let (place, wl, opts) = (r.place, r.wl, r.opts);
     let place_v = match place {
         Place::Testbed(s) => serde_json::to_value(s).unwrap_or_default(),
         Place::Dir(p) => serde_json::json!({ "dir": p }),
@@ -245,8 +269,8 @@ fn spec(
         "cold": opts.cold.name(),
         "mem_limit": opts.mem_limit,
         "mem_charge": opts.mem_charge,
-        "seed": seed,
-        "rep": rep,
+        "seed": r.seed,
+        "rep": r.rep,
     });
     // Only present when used, so hashes of runs without one stay as they were.
     if let Some(Precondition(p)) = &opts.precondition {
@@ -283,7 +307,7 @@ pub fn run_in_place(
         rep: 0,
         seed,
         started,
-        spec: spec(&place, wl, &opts, seed, 0),
+        spec: spec(Rep::new(&place, wl, &opts, seed, 0)),
         conditions: Conditions {
             cold: cold.name().into(),
             ..Default::default()
@@ -305,7 +329,7 @@ pub fn run_rep(
     rep: u32,
 ) -> Result<Outcome> {
     check(place, wl, opts)?;
-    run_once(place, wl, opts, seed, rep)
+    run_once(Rep::new(place, wl, opts, seed, rep))
 }
 
 /// Builds the target of a place: a fresh testbed, or the `--dir`.
@@ -326,21 +350,15 @@ pub fn build_target(place: &Place, opts: &RunOptions) -> Result<Target> {
     })
 }
 
-fn run_once(
-    place: &Place,
-    wl: &dyn Workload,
-    opts: &RunOptions,
-    seed: u64,
-    rep: u32,
-) -> Result<Outcome> {
+fn run_once(r: Rep<'_>) -> Result<Outcome> {
     let started = SystemTime::now();
-    let mut target = build_target(place, opts)?;
+    let mut target = build_target(r.place, r.opts)?;
     // On error the target is dropped here, which tears the testbed down.
-    let result = run_in(&mut target, place, wl, opts, seed, rep, started)?;
+    let result = run_in(&mut target, r, started)?;
     if let Target::Testbed(t) = target {
         t.destroy()?;
     }
-    write_outcome(result, opts)
+    write_outcome(result, r.opts)
 }
 
 /// Runs one repetition on a target the caller built and keeps (a plan with
@@ -356,7 +374,8 @@ pub fn run_on(
 ) -> Result<Outcome> {
     check(place, wl, opts)?;
     let started = SystemTime::now();
-    let result = run_in(target, place, wl, opts, seed, rep, started)?;
+    let r = Rep::new(place, wl, opts, seed, rep);
+    let result = run_in(target, r, started)?;
     write_outcome(result, opts)
 }
 
@@ -368,16 +387,14 @@ fn write_outcome(result: RunResult, opts: &RunOptions) -> Result<Outcome> {
     Ok(Outcome { result, path })
 }
 
-#[allow(clippy::too_many_arguments)]
-fn run_in(
-    target: &mut Target,
-    place: &Place,
-    wl: &dyn Workload,
-    opts: &RunOptions,
-    seed: u64,
-    rep: u32,
-    started: SystemTime,
-) -> Result<RunResult> {
+fn run_in(target: &mut Target, r: Rep<'_>, started: SystemTime) -> Result<RunResult> {
+    let Rep {
+        wl,
+        opts,
+        seed,
+        rep,
+        ..
+    } = r;
     let mut warnings = match &*target {
         Target::Testbed(t) => t.warnings(),
         Target::Dir(_) => Vec::new(),
@@ -539,7 +556,7 @@ fn run_in(
         rep,
         seed,
         started,
-        spec: spec(place, wl, opts, seed, rep),
+        spec: spec(r),
         conditions,
         phases,
         layout,

@@ -224,7 +224,7 @@ pub fn run(cmd: AgeCmd) -> Result<ExitCode> {
     SizeDist::parse(&params.dist)?;
     let outcomes = crate::runner::run(&place, &Age(params.clone()), &cmd.run.options())?;
     cmd.run.print(&outcomes, checkpoint_table)?;
-    if !cmd.run.quiet && !cmd.run.output().is_machine() {
+    if !cmd.run.output.silent() {
         for o in &outcomes {
             if let Some(last) = o.result.phases.last() {
                 if last.extra.get("enospc").copied().unwrap_or(0.0) > 0.0 {

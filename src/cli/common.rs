@@ -135,9 +135,6 @@ pub struct RunArgs {
     pub out: PathBuf,
     #[command(flatten)]
     pub output: OutputArgs,
-    /// No progress and no notes on stderr.
-    #[arg(long, short)]
-    pub quiet: bool,
     /// After the workload's last write phase, record the block layout of its tree (extents as
     /// filefrag counts them, fragmentation factor, layout score, ...) and the free-space
     /// fragmentation of the target in the result, under `layout`.
@@ -145,7 +142,8 @@ pub struct RunArgs {
     pub layout: bool,
 }
 
-/// How a command prints its results: `--format`, with `--json` kept as its short form.
+/// How a command prints its results: `--format`, with `--json` kept as its short form, and
+/// whether it says anything besides them (`--quiet`).
 #[derive(Debug, Args, Clone, Default)]
 pub struct OutputArgs {
     /// Print JSON on stdout instead of the table (for results: the result document, or a list
@@ -162,6 +160,9 @@ pub struct OutputArgs {
         value_parser = parse_result_format
     )]
     pub format: Option<OutputFormat>,
+    /// No progress and no notes on stderr.
+    #[arg(long, short)]
+    pub quiet: bool,
 }
 
 impl OutputArgs {
@@ -172,6 +173,11 @@ impl OutputArgs {
             (None, true) => OutputFormat::Json,
             (None, false) => OutputFormat::Table,
         }
+    }
+
+    /// Nothing but the results goes out: --quiet, or a format made for machines.
+    pub fn silent(&self) -> bool {
+        self.quiet || self.format().is_machine()
     }
 }
 
@@ -185,9 +191,7 @@ impl RunArgs {
             mem_charge: self.mem_charge.map(Size::bytes),
             // Under MPI only rank 0 writes results and shows progress.
             out: (!crate::dist::secondary_rank()).then(|| self.out.clone()),
-            progress: Progress::new(
-                self.quiet || self.output().is_machine() || crate::dist::secondary_rank(),
-            ),
+            progress: Progress::new(self.output.silent() || crate::dist::secondary_rank()),
             layout: self.layout,
             precondition: None,
         }
@@ -228,7 +232,7 @@ impl RunArgs {
                 }
             }
         }
-        if !self.quiet {
+        if !self.output.quiet {
             if let Some(p) = outcomes.first().and_then(|o| o.path.as_ref()) {
                 eprintln!(
                     "{} result file(s) in {}",

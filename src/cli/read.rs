@@ -44,9 +44,6 @@ pub struct ReadCmd {
     pub out: PathBuf,
     #[command(flatten)]
     pub output: OutputArgs,
-    /// No progress and no notes on stderr.
-    #[arg(long, short)]
-    pub quiet: bool,
 }
 
 /// The read table: one row per phase.
@@ -100,7 +97,7 @@ pub fn run(cmd: ReadCmd) -> Result<ExitCode> {
         &test,
         seed,
         cmd.cold,
-        Progress::new(cmd.quiet || cmd.output.format().is_machine()),
+        Progress::new(cmd.output.silent()),
     )?;
     let file = write_result(&cmd.out, &result)?;
     let format = cmd.output.format();
@@ -117,7 +114,7 @@ pub fn run(cmd: ReadCmd) -> Result<ExitCode> {
             eprintln!("warning: {w}");
         }
     }
-    if !cmd.quiet {
+    if !cmd.output.quiet {
         eprintln!("result file: {}", file.display());
     }
     Ok(ExitCode::SUCCESS)

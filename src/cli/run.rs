@@ -51,9 +51,6 @@ pub struct RunCmd {
     pub out: PathBuf,
     #[command(flatten)]
     pub output: OutputArgs,
-    /// No progress and no notes on stderr.
-    #[arg(long, short)]
-    pub quiet: bool,
     /// Record the block layout of each run's tree and the free space in its result (`layout`).
     #[arg(long)]
     pub layout: bool,
@@ -117,7 +114,7 @@ pub fn run(c: RunCmd) -> Result<ExitCode> {
         print_dry_run(&plan, &m, &c.out)?;
         return Ok(ExitCode::SUCCESS);
     }
-    if !c.quiet {
+    if !c.output.quiet {
         for s in &m.skipped {
             eprintln!("note: {s}");
         }
@@ -148,7 +145,7 @@ pub fn run(c: RunCmd) -> Result<ExitCode> {
             fss.join(", "),
             plan.reps.initial()
         );
-    } else if !c.quiet {
+    } else if !c.output.quiet {
         eprintln!(
             "plan {} ({}): {} run(s){}",
             plan.name,
@@ -169,8 +166,8 @@ pub fn run(c: RunCmd) -> Result<ExitCode> {
         &ExecOptions {
             out: c.out.clone(),
             resume: c.resume,
-            progress: Progress::new(c.quiet || c.output.format().is_machine()),
-            quiet: c.quiet || c.output.format().is_machine(),
+            progress: Progress::new(c.output.silent()),
+            quiet: c.output.silent(),
         },
     )?;
     let views = ResultViews {
@@ -187,7 +184,7 @@ pub fn run(c: RunCmd) -> Result<ExitCode> {
                 eprintln!("warning: {} rep {}: {w}", r.testbed.label, r.rep);
             }
         }
-        if !c.quiet {
+        if !c.output.quiet {
             eprintln!(
                 "{} result file(s) in {} ({} run now, {} found from before); make a report with: fsgauge report {} -o report.html",
                 ex.results.len(),
@@ -308,7 +305,7 @@ fn quick_on_temp_dir(c: &RunCmd) -> Result<ExitCode> {
         mem_limit: None,
         mem_charge: None,
         out: Some(c.out.clone()),
-        progress: Progress::new(c.quiet || c.output.format().is_machine()),
+        progress: Progress::new(c.output.silent()),
         layout: c.layout,
         precondition: None,
     };
@@ -325,7 +322,7 @@ fn quick_on_temp_dir(c: &RunCmd) -> Result<ExitCode> {
         "{}",
         render_results(&results, c.output.format(), &views, true)?
     );
-    if !c.output.format().is_machine() && !c.quiet {
+    if !c.output.silent() {
         eprintln!("{} result file(s) in {}", results.len(), c.out.display());
     }
     Ok(ExitCode::SUCCESS)

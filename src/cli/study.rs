@@ -82,9 +82,6 @@ pub struct AppendArgs {
     pub out: PathBuf,
     #[command(flatten)]
     pub output: OutputArgs,
-    /// No progress and no notes on stderr.
-    #[arg(long, short)]
-    pub quiet: bool,
 }
 
 impl AppendArgs {
@@ -213,7 +210,7 @@ pub fn run(cmd: StudyCmd) -> Result<ExitCode> {
         StudyCmd::Append(a) => {
             let study = a.study()?;
             let format = a.output.format();
-            let results = study.run(Some(&a.out), Progress::new(a.quiet || format.is_machine()))?;
+            let results = study.run(Some(&a.out), Progress::new(a.output.silent()))?;
             let views = ResultViews {
                 table: &study_table,
                 csv: None,
@@ -226,7 +223,7 @@ pub fn run(cmd: StudyCmd) -> Result<ExitCode> {
                     }
                 }
             }
-            if !a.quiet {
+            if !a.output.quiet {
                 eprintln!("{} result file(s) in {}", results.len(), a.out.display());
             }
             crate::age::check_checkpoints_reached(&results)?;

@@ -13,7 +13,6 @@ use super::engine::{Config, Exerciser, Step};
 use super::ops::OpKind;
 use super::run::Exercise;
 use crate::error::bad_input;
-use crate::measure::PhaseMeter;
 use crate::results::TestbedInfo;
 use crate::workload::{ColdMode, RunContext, Target};
 
@@ -179,14 +178,7 @@ pub fn run_replay(wl: &Exercise, log: &ReplayLog, ctx: &mut RunContext) -> Resul
         log.steps.len(),
         log.path.display()
     ));
-    let defs = super::run::op_defs();
-    let meter = PhaseMeter::start(
-        "exercise",
-        &defs,
-        &ctx.target().devices(),
-        None,
-        &crate::measure::Progress::hidden(),
-    );
+    let meter = super::run::start_meter(ctx);
     let mut rec = meter.recorder(0);
     let is_testbed = matches!(ctx.target(), Target::Testbed(_));
     let mut t = Instant::now();

@@ -95,13 +95,25 @@ pub const DEFAULT_OPS: u64 = 100_000;
 
 const EXTRA_OPS: [OpDef; 2] = [OpDef::secondary("remount"), OpDef::secondary("verify")];
 
-pub(super) fn op_defs() -> Vec<OpDef> {
+fn op_defs() -> Vec<OpDef> {
     let mut v: Vec<OpDef> = OpKind::ALL
         .iter()
         .map(|k| OpDef::primary(k.name()))
         .collect();
     v.extend(EXTRA_OPS);
     v
+}
+
+/// Starts the `exercise` phase's meter on the target's devices, with no progress line of its
+/// own.
+pub(super) fn start_meter(ctx: &RunContext) -> PhaseMeter {
+    PhaseMeter::start(
+        "exercise",
+        &op_defs(),
+        &ctx.target().devices(),
+        None,
+        &crate::measure::Progress::hidden(),
+    )
 }
 
 impl Exercise {
@@ -390,14 +402,7 @@ impl Runner {
         } = self;
         let procs = exercisers.len();
         let remounting = every != u64::MAX;
-        let defs = op_defs();
-        let meter = PhaseMeter::start(
-            "exercise",
-            &defs,
-            &ctx.target().devices(),
-            None,
-            &crate::measure::Progress::hidden(),
-        );
+        let meter = start_meter(ctx);
         let live = std::sync::Arc::new(Live {
             by_kind: Default::default(),
         });

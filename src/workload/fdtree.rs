@@ -32,14 +32,16 @@ use anyhow::{Context, Result};
 use nix::errno::Errno;
 use serde::{Deserialize, Serialize};
 
-use super::names::{check_inodes, digits, ensure_fds, timed_syncfs, NameBuf, PATH_MAX};
+use super::names::{
+    check_inodes, digits, ensure_fds, timed_syncfs, tree_space, write_size, NameBuf, PATH_MAX,
+};
 use super::tree::FsyncMode;
 use super::{RunContext, Workload};
 use crate::error::{bad_input, bad_param, bad_params, SystemFailure};
 use crate::measure::{OpDef, OpId, Recorder};
-use crate::results::MetricDef;
+use crate::results::{MetricDef, PhaseResult};
 use crate::sys::{fs_error, Dir};
-use crate::units::{blocks_4k, Overflow, Size};
+use crate::units::{Overflow, Size};
 
 crate::choice! {
     /// The four scenarios of the journal-size study (Linux Magazine, 2009), with fdtree's own
@@ -273,12 +275,96 @@ fn missing(partial: bool, e: Errno) -> bool {
 
 /// Where a phase's workers' trees are: the workload's root, the first worker number of this
 /// process (see [`RunContext::worker_base`]), whether an earlier phase may have left the trees
-/// partly made (see [`missing`]), and each tree's shown path.
+/// partly made (see [`missing`]), each tree's shown path, and the trees' shape (levels and
+/// subdirectories per directory).
 struct Trees {
     root: PathBuf,
     off: u64,
     partial: bool,
     bases: Vec<String>,
+    levels: u32,
+    dirs: u64,
+}
+
+impl Trees {
+    /// The name of worker `w`'s base directory in the root.
+    fn base_name(&self, w: usize) -> String {
+        base_name(self.off + w as u64)
+    }
+
+    /// Opens worker `w`'s base directory.
+    fn open(&self, w: usize) -> Result<Dir> {
+        Dir::open_path(&self.root.join(self.base_name(w)))
+    }
+
+    /// Walks worker `w`'s tree from its open base directory (see [`walk`]).
+    fn walk(
+        &self,
+        rec: &mut Recorder,
+        w: usize,
+        base: Dir,
+        leaves: bool,
+        pre: &mut Visit<'_>,
+        post: &mut Visit<'_>,
+    ) -> Result<()> {
+        walk(
+            rec,
+            base,
+            &self.bases[w],
+            self.levels,
+            self.dirs,
+            leaves,
+            self.partial,
+            pre,
+            post,
+        )
+    }
+
+    /// Opens and walks worker `w`'s tree (see [`walk`]); with `syncfs`, then syncs its
+    /// filesystem, timed as that operation (`--fsync end`).
+    fn walk_then_sync(
+        &self,
+        rec: &mut Recorder,
+        w: usize,
+        leaves: bool,
+        (pre, post): (&mut Visit<'_>, &mut Visit<'_>),
+        syncfs: Option<OpId>,
+    ) -> Result<()> {
+        let base = self.open(w)?;
+        let sync_fd = match syncfs {
+            Some(op) => Some((
+                op,
+                base.try_clone()
+                    .map_err(|e| fs_error("dup", &self.bases[w], e))?,
+            )),
+            None => None,
+        };
+        self.walk(rec, w, base, leaves, pre, post)?;
+        if let Some((op, fd)) = sync_fd {
+            timed_syncfs(rec, op, &fd, &self.bases[w])?;
+        }
+        Ok(())
+    }
+}
+
+/// Calls `each` on the entries `count` down to 1 of a directory, each named by `name_of` in
+/// `name` first; the stop flag is checked before each entry.
+#[inline]
+fn each_entry(
+    rec: &mut Recorder,
+    count: u64,
+    name: &mut NameBuf,
+    name_of: impl Fn(&mut NameBuf, u64),
+    mut each: impl FnMut(&mut Recorder, &mut NameBuf) -> Result<(), OpFail>,
+) -> Result<(), OpFail> {
+    for i in (1..=count).rev() {
+        if rec.should_stop() {
+            return Err((STOP, Errno::EINTR));
+        }
+        name_of(name, i);
+        each(rec, name)?;
+    }
+    Ok(())
 }
 
 /// One kind of removal in a directory of the tree: unlink (files) or rmdir (directories).
@@ -300,11 +386,7 @@ impl Removal {
         name_of: impl Fn(&mut NameBuf, u64),
         name: &mut NameBuf,
     ) -> std::result::Result<(), OpFail> {
-        for i in (1..=count).rev() {
-            if rec.should_stop() {
-                return Err((STOP, Errno::EINTR));
-            }
-            name_of(name, i);
+        each_entry(rec, count, name, name_of, |rec, name| {
             let t0 = Instant::now();
             match fd.unlink(name.as_cstr(), self.dir) {
                 Ok(()) => {
@@ -313,8 +395,8 @@ impl Removal {
                 Err(e) if missing(self.partial, e) => {}
                 Err(e) => return Err((if self.dir { "rmdir" } else { "unlink" }, e)),
             }
-        }
-        Ok(())
+            Ok(())
+        })
     }
 }
 
@@ -363,11 +445,7 @@ fn walk(
             return end(rec, (STOP, Errno::EINTR), String::new);
         }
         stack[i].next -= 1;
-        name.clear()
-            .push_str("L")
-            .push_num(level as u64, 0)
-            .push_str("D")
-            .push_num(next, 0);
+        dir_name(&mut name, level, next);
         let fd = match stack[i].fd.open_dir(name.as_cstr()) {
             Ok(fd) => fd,
             Err(e) if missing(partial, e) => continue,
@@ -395,6 +473,12 @@ fn walk(
 
 fn nothing(_: &mut Recorder, _: &Dir, _: u32, _: &mut NameBuf) -> Result<(), OpFail> {
     Ok(())
+}
+
+/// Adds the phase's data rate (KiB/s over its wall time) to its figures.
+fn insert_kib_per_s(phase: &mut PhaseResult) {
+    let kib_per_s = phase.bytes as f64 / 1024.0 / phase.wall_s.max(1e-9);
+    phase.extra.insert("kib_per_s".into(), kib_per_s);
 }
 
 #[inline]
@@ -456,56 +540,72 @@ impl Fdtree {
         )
     }
 
-    /// The shown paths of the workers' trees, numbered from `off` (see
-    /// [`RunContext::worker_base`]).
-    fn bases(&self, root: &Path, off: u64) -> Vec<String> {
-        (off..off + self.threads as u64)
+    /// Where this process's workers' trees are, for a phase: under `root`, numbered from `off`
+    /// (see [`RunContext::worker_base`]).
+    fn trees_at(&self, root: PathBuf, off: u64, partial: bool) -> Trees {
+        let bases = (off..off + self.threads as u64)
             .map(|w| root.join(base_name(w)).display().to_string())
-            .collect()
+            .collect();
+        Trees {
+            root,
+            off,
+            partial,
+            bases,
+            levels: self.levels,
+            dirs: self.dirs_per_level,
+        }
     }
 
     /// Where this process's workers' trees are, for a phase.
     fn trees(&self, ctx: &RunContext) -> Trees {
         let root = ctx.root().to_path_buf();
         let off = ctx.worker_base(self.threads as u64);
-        let bases = self.bases(&root, off);
-        Trees {
-            partial: ctx.partial(),
-            root,
-            off,
-            bases,
-        }
+        self.trees_at(root, off, ctx.partial())
     }
 
-    fn open_base(root: &Path, w: u64) -> Result<Dir> {
-        Dir::open_path(&root.join(base_name(w)))
+    /// Runs a measured phase with one worker per tree of `trees`; `work` gets the trees, the
+    /// worker's number and its recorder.
+    fn tree_phase<'c, F>(
+        &self,
+        ctx: &'c mut RunContext,
+        trees: Trees,
+        name: &str,
+        ops: &[OpDef],
+        expected: u64,
+        work: F,
+    ) -> Result<&'c mut PhaseResult>
+    where
+        F: Fn(&Trees, usize, &mut Recorder) -> Result<()> + Sync,
+    {
+        ctx.phase(
+            name,
+            ops,
+            Some(expected),
+            self.threads as usize,
+            |w, rec| work(&trees, w, rec),
+        )
     }
 
     fn dir_create(&self, ctx: &mut RunContext) -> Result<()> {
-        let Trees {
-            root,
-            off,
-            partial,
-            bases,
-        } = self.trees(ctx);
-        let (levels, d) = (self.levels, self.dirs_per_level);
+        let d = self.dirs_per_level;
         let sync_end = self.fsync == FsyncMode::End;
-        let phase = ctx.phase(
+        let trees = self.trees(ctx);
+        let phase = self.tree_phase(
+            ctx,
+            trees,
             "dir_create",
             &DIR_CREATE_OPS,
-            Some(self.total_dirs()),
-            self.threads as usize,
-            |w, rec| {
+            self.total_dirs(),
+            |t, w, rec| {
                 let mkdir = rec.op("mkdir");
-                let root_fd = Dir::open_path(&root)?;
+                let root_fd = Dir::open_path(&t.root)?;
                 let mut name = NameBuf::new();
-                name.push_str(&base_name(off + w as u64));
+                name.push_str(&t.base_name(w));
                 let t0 = Instant::now();
                 root_fd
                     .mkdir(name.as_cstr())
-                    .map_err(|e| fs_error("mkdir", &bases[w], e))?;
+                    .map_err(|e| fs_error("mkdir", &t.bases[w], e))?;
                 rec.record(mkdir, t0, 0);
-                let base = Self::open_base(&root, off + w as u64)?;
                 let mut pre = |rec: &mut Recorder, fd: &Dir, level: u32, name: &mut NameBuf| {
                     if level == 0 {
                         return Ok(());
@@ -518,21 +618,8 @@ impl Fdtree {
                     }
                     Ok(())
                 };
-                walk(
-                    rec,
-                    base,
-                    &bases[w],
-                    levels,
-                    d,
-                    false,
-                    partial,
-                    &mut pre,
-                    &mut nothing,
-                )?;
-                if sync_end {
-                    timed_syncfs(rec, rec.op("syncfs"), &root_fd, &bases[w])?;
-                }
-                Ok(())
+                let syncfs = sync_end.then(|| rec.op("syncfs"));
+                t.walk_then_sync(rec, w, false, (&mut pre, &mut nothing), syncfs)
             },
         )?;
         phase.extra.insert("dirs".into(), phase.ops as f64);
@@ -540,55 +627,26 @@ impl Fdtree {
     }
 
     fn file_create(&self, ctx: &mut RunContext) -> Result<()> {
-        let Trees {
-            root,
-            off,
-            partial,
-            bases,
-        } = self.trees(ctx);
-        let (levels, d, nf, size) = (
-            self.levels,
-            self.dirs_per_level,
-            self.files_per_dir,
-            self.file_size,
-        );
+        let (nf, size) = (self.files_per_dir, self.file_size);
         let block = self.block.min(size).max(1) as usize;
         let fsync = self.fsync;
-        let phase = ctx.phase(
+        let trees = self.trees(ctx);
+        let phase = self.tree_phase(
+            ctx,
+            trees,
             "file_create",
             &FILE_CREATE_OPS,
-            Some(self.total_files()),
-            self.threads as usize,
-            |w, rec| {
-                let (create, write, fsync_op, syncfs_op) = (
-                    rec.op("create"),
-                    rec.op("write"),
-                    rec.op("fsync"),
-                    rec.op("syncfs"),
-                );
+            self.total_files(),
+            |t, w, rec| {
+                let (create, write, fsync_op) =
+                    (rec.op("create"), rec.op("write"), rec.op("fsync"));
                 let buf = vec![0u8; block];
-                let base = Self::open_base(&root, off + w as u64)?;
-                let syncfs_fd = base
-                    .try_clone()
-                    .map_err(|e| fs_error("dup", &bases[w], e))?;
                 let mut pre = |rec: &mut Recorder, fd: &Dir, level: u32, name: &mut NameBuf| {
-                    for f in (1..=nf).rev() {
-                        if rec.should_stop() {
-                            return Err((STOP, Errno::EINTR));
-                        }
-                        file_name(name, level, f);
+                    let file_name = |n: &mut NameBuf, f| file_name(n, level, f);
+                    each_entry(rec, nf, name, file_name, |rec, name| {
                         let t0 = Instant::now();
                         let file = fd.create(name.as_cstr()).map_err(|e| ("create", e))?;
-                        let mut left = size;
-                        let mut t = t0;
-                        while left > 0 {
-                            let n = left.min(buf.len() as u64) as usize;
-                            file.write_all(&buf[..n], |b| {
-                                t = rec.record(write, t, b as u64);
-                            })
-                            .map_err(|e| ("write", e))?;
-                            left -= n as u64;
-                        }
+                        write_size(rec, write, &file, &buf, size, t0).map_err(|e| ("write", e))?;
                         if fsync == FsyncMode::File {
                             let t1 = Instant::now();
                             file.fsync().map_err(|e| ("fsync", e))?;
@@ -596,33 +654,19 @@ impl Fdtree {
                         }
                         file.close().map_err(|e| ("close", e))?;
                         rec.record(create, t0, 0);
-                    }
-                    Ok(())
+                        Ok(())
+                    })
                 };
-                walk(
-                    rec,
-                    base,
-                    &bases[w],
-                    levels,
-                    d,
-                    true,
-                    partial,
-                    &mut pre,
-                    &mut nothing,
-                )?;
-                if fsync == FsyncMode::End {
-                    timed_syncfs(rec, syncfs_op, &syncfs_fd, &bases[w])?;
-                }
-                Ok(())
+                let syncfs = (fsync == FsyncMode::End).then(|| rec.op("syncfs"));
+                t.walk_then_sync(rec, w, true, (&mut pre, &mut nothing), syncfs)
             },
         )?;
         let files = phase.ops as f64;
-        let kib_per_s = phase.bytes as f64 / 1024.0 / phase.wall_s.max(1e-9);
         phase.extra.insert("files".into(), files);
         phase
             .extra
             .insert("files_per_s".into(), files / phase.wall_s.max(1e-9));
-        phase.extra.insert("kib_per_s".into(), kib_per_s);
+        insert_kib_per_s(phase);
         Ok(())
     }
 
@@ -644,51 +688,32 @@ impl Fdtree {
     {
         // Under MPI with --read-neighbour, another rank's tree (see `dist`).
         let (root, off) = ctx.read_source(self.threads as u64);
-        let partial = ctx.partial();
-        let bases = self.bases(&root, off);
-        let (levels, d, nf, size) = (
-            self.levels,
-            self.dirs_per_level,
-            self.files_per_dir,
-            self.file_size,
-        );
-        let phase = ctx.phase(
+        let trees = self.trees_at(root, off, ctx.partial());
+        let (nf, size) = (self.files_per_dir, self.file_size);
+        let phase = self.tree_phase(
+            ctx,
+            trees,
             phase_name,
             ops,
-            Some(self.total_files()),
-            self.threads as usize,
-            |w, rec| {
-                let base = Self::open_base(&root, off + w as u64)?;
+            self.total_files(),
+            |t, w, rec| {
                 let mut visit = make(rec);
                 let mut wrong: Option<(String, u64)> = None;
                 let mut pre = |rec: &mut Recorder, fd: &Dir, level: u32, name: &mut NameBuf| {
-                    for f in (1..=nf).rev() {
-                        if rec.should_stop() {
-                            return Err((STOP, Errno::EINTR));
-                        }
-                        file_name(name, level, f);
+                    let file_name = |n: &mut NameBuf, f| file_name(n, level, f);
+                    each_entry(rec, nf, name, file_name, |rec, name| {
                         let got = visit(rec, fd, name)?;
                         if got != size && wrong.is_none() {
                             wrong = Some((name.as_str().to_string(), got));
                         }
-                    }
-                    Ok(())
+                        Ok(())
+                    })
                 };
-                walk(
-                    rec,
-                    base,
-                    &bases[w],
-                    levels,
-                    d,
-                    true,
-                    partial,
-                    &mut pre,
-                    &mut nothing,
-                )?;
+                t.walk_then_sync(rec, w, true, (&mut pre, &mut nothing), None)?;
                 if let Some((name, got)) = wrong {
                     return Err(anyhow::Error::new(SystemFailure(format!(
                         "{what}: a file named {name} below {} {verb} {got} bytes, expected {size}",
-                        bases[w]
+                        t.bases[w]
                     ))));
                 }
                 Ok(())
@@ -697,8 +722,7 @@ impl Fdtree {
         let files = phase.ops as f64;
         phase.extra.insert("files".into(), files);
         if with_rate {
-            let kib_per_s = phase.bytes as f64 / 1024.0 / phase.wall_s.max(1e-9);
-            phase.extra.insert("kib_per_s".into(), kib_per_s);
+            insert_kib_per_s(phase);
         }
         Ok(())
     }
@@ -752,48 +776,26 @@ impl Fdtree {
     }
 
     fn file_remove(&self, ctx: &mut RunContext) -> Result<()> {
-        let Trees {
-            root,
-            off,
-            partial,
-            bases,
-        } = self.trees(ctx);
-        let (levels, d, nf) = (self.levels, self.dirs_per_level, self.files_per_dir);
+        let nf = self.files_per_dir;
         let sync_end = self.fsync == FsyncMode::End;
-        let phase = ctx.phase(
+        let trees = self.trees(ctx);
+        let phase = self.tree_phase(
+            ctx,
+            trees,
             "file_remove",
             &FILE_REMOVE_OPS,
-            Some(self.total_files()),
-            self.threads as usize,
-            |w, rec| {
-                let (unlink, syncfs_op) = (rec.op("unlink"), rec.op("syncfs"));
-                let base = Self::open_base(&root, off + w as u64)?;
-                let syncfs_fd = base
-                    .try_clone()
-                    .map_err(|e| fs_error("dup", &bases[w], e))?;
+            self.total_files(),
+            |t, w, rec| {
+                let entry = Removal {
+                    op: rec.op("unlink"),
+                    dir: false,
+                    partial: t.partial,
+                };
                 let mut pre = |rec: &mut Recorder, fd: &Dir, level: u32, name: &mut NameBuf| {
-                    let entry = Removal {
-                        op: unlink,
-                        dir: false,
-                        partial,
-                    };
                     entry.remove_each(rec, fd, nf, |n, f| file_name(n, level, f), name)
                 };
-                walk(
-                    rec,
-                    base,
-                    &bases[w],
-                    levels,
-                    d,
-                    true,
-                    partial,
-                    &mut pre,
-                    &mut nothing,
-                )?;
-                if sync_end {
-                    timed_syncfs(rec, syncfs_op, &syncfs_fd, &bases[w])?;
-                }
-                Ok(())
+                let syncfs = sync_end.then(|| rec.op("syncfs"));
+                t.walk_then_sync(rec, w, true, (&mut pre, &mut nothing), syncfs)
             },
         )?;
         let files = phase.ops as f64;
@@ -802,58 +804,44 @@ impl Fdtree {
     }
 
     fn dir_remove(&self, ctx: &mut RunContext) -> Result<()> {
-        let Trees {
-            root,
-            off,
-            partial,
-            bases,
-        } = self.trees(ctx);
-        let (levels, d) = (self.levels, self.dirs_per_level);
+        let d = self.dirs_per_level;
         let sync_end = self.fsync == FsyncMode::End;
-        let phase = ctx.phase(
+        let trees = self.trees(ctx);
+        let phase = self.tree_phase(
+            ctx,
+            trees,
             "dir_remove",
             &DIR_REMOVE_OPS,
-            Some(self.total_dirs()),
-            self.threads as usize,
-            |w, rec| {
+            self.total_dirs(),
+            |t, w, rec| {
                 let (rmdir, syncfs_op) = (rec.op("rmdir"), rec.op("syncfs"));
-                let root_fd = Dir::open_path(&root)?;
-                let base = Self::open_base(&root, off + w as u64)?;
+                let root_fd = Dir::open_path(&t.root)?;
+                let base = t.open(w)?;
+                let entry = Removal {
+                    op: rmdir,
+                    dir: true,
+                    partial: t.partial,
+                };
                 let mut post = |rec: &mut Recorder, fd: &Dir, level: u32, name: &mut NameBuf| {
                     if level == 0 {
                         return Ok(());
                     }
-                    let entry = Removal {
-                        op: rmdir,
-                        dir: true,
-                        partial,
-                    };
                     entry.remove_each(rec, fd, d, |n, nd| dir_name(n, level, nd), name)
                 };
-                walk(
-                    rec,
-                    base,
-                    &bases[w],
-                    levels,
-                    d,
-                    false,
-                    partial,
-                    &mut nothing,
-                    &mut post,
-                )?;
+                t.walk(rec, w, base, false, &mut nothing, &mut post)?;
                 let mut name = NameBuf::new();
-                name.push_str(&base_name(off + w as u64));
+                name.push_str(&t.base_name(w));
                 let t0 = Instant::now();
                 match root_fd.unlink(name.as_cstr(), true) {
                     Ok(()) => {
                         rec.record(rmdir, t0, 0);
                     }
                     // Left for the workload directory's removal.
-                    Err(e) if missing(partial, e) || rec.stonewalled() => {}
-                    Err(e) => return Err(fs_error("rmdir", &bases[w], e)),
+                    Err(e) if missing(t.partial, e) || rec.stonewalled() => {}
+                    Err(e) => return Err(fs_error("rmdir", &t.bases[w], e)),
                 }
                 if sync_end {
-                    let shown = root.display().to_string();
+                    let shown = t.root.display().to_string();
                     timed_syncfs(rec, syncfs_op, &root_fd, &shown)?;
                 }
                 Ok(())
@@ -1031,18 +1019,10 @@ impl Workload for Fdtree {
         );
         // A block per directory, file data in 4 KiB blocks, and an inode's worth (512 bytes,
         // xfs's size) per entry for filesystems that allocate inodes from free space.
-        let dirs = self
-            .dirs_per_tree()
+        self.dirs_per_tree()
             .and_then(|d| d.checked_mul(self.threads as u64))
-            .ok_or_else(&over)?;
-        let files = dirs.checked_mul(self.files_per_dir).ok_or_else(&over)?;
-        dirs.checked_add(files).ok_or_else(&over)?;
-        let per_file = blocks_4k(self.file_size)
-            .and_then(|b| b.checked_add(512))
-            .ok_or_else(&over)?;
-        dirs.checked_mul(4096 + 512)
-            .and_then(|d| d.checked_add(files.checked_mul(per_file)?))
-            .ok_or_else(&over)
+            .and_then(|dirs| tree_space(dirs, self.files_per_dir, self.file_size, 512))
+            .ok_or_else(over)
     }
 
     fn memory_needed(&self) -> Result<u64, Overflow> {

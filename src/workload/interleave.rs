@@ -16,14 +16,14 @@ use std::time::Instant;
 use anyhow::Result;
 use serde::{Deserialize, Serialize};
 
-use super::names::{check_inodes, digits, NameBuf};
+use super::names::{check_counts, check_inodes, digits, tree_space, write_size, NameBuf};
 use super::tree::remove_tree_contents;
 use super::{ColdMode, RunContext, Workload};
 use crate::error::{bad_input, bad_param};
 use crate::measure::OpDef;
 use crate::results::MetricDef;
 use crate::sys::{fs_error, Dir};
-use crate::units::{blocks_4k, Overflow};
+use crate::units::Overflow;
 
 crate::choice! {
     /// The order files are created in.
@@ -176,16 +176,8 @@ impl Interleave {
                         let fd = root_fd
                             .create(name.as_cstr())
                             .map_err(|e| fs_error("create", &shown(&name), e))?;
-                        let mut left = size;
-                        let mut t = t0;
-                        while left > 0 {
-                            let n = left.min(buf.len() as u64) as usize;
-                            fd.write_all(&buf[..n], |w| {
-                                t = rec.record(write, t, w as u64);
-                            })
+                        write_size(rec, write, &fd, &buf, size, t0)
                             .map_err(|e| fs_error("write", &shown(&name), e))?;
-                            left -= n as u64;
-                        }
                         fd.close()
                             .map_err(|e| fs_error("close", &shown(&name), e))?;
                         rec.record(create, t0, 0);
@@ -237,16 +229,7 @@ impl Workload for Interleave {
     }
 
     fn validate(&self) -> Result<()> {
-        if self.dirs == 0 || self.files == 0 {
-            let field = if self.dirs == 0 { "dirs" } else { "files" };
-            return Err(bad_param(
-                field,
-                format!(
-                    "--dirs {} --files {}: both must be 1 or more",
-                    self.dirs, self.files
-                ),
-            ));
-        }
+        check_counts(self.dirs, self.files)?;
         if self.total_files() > 1 << 40 {
             return Err(bad_param(
                 "dirs",
@@ -280,15 +263,7 @@ impl Workload for Interleave {
         );
         // A block and an inode (512 bytes, xfs's size) per directory; data in 4 KiB blocks and
         // an inode per file.
-        let files = self.dirs.checked_mul(self.files).ok_or_else(&over)?;
-        files.checked_add(self.dirs).ok_or_else(&over)?;
-        let per_file = blocks_4k(self.file_size)
-            .and_then(|b| b.checked_add(512))
-            .ok_or_else(&over)?;
-        self.dirs
-            .checked_mul(4096 + 512)
-            .and_then(|d| d.checked_add(files.checked_mul(per_file)?))
-            .ok_or_else(&over)
+        tree_space(self.dirs, self.files, self.file_size, 512).ok_or_else(over)
     }
 
     fn memory_needed(&self) -> Result<u64, Overflow> {

@@ -8,12 +8,15 @@
 
 use std::ffi::CStr;
 use std::path::Path;
+use std::time::Instant;
 
 use anyhow::Result;
+use nix::errno::Errno;
 
-use crate::error::bad_input;
+use crate::error::{bad_input, bad_param};
 use crate::measure::{OpId, Recorder};
-use crate::sys::{fs_error, Dir};
+use crate::sys::{fs_error, Dir, File};
+use crate::units::blocks_4k;
 
 /// Longest name a [`NameBuf`] holds (NAME_MAX is 255; the workloads' names are far shorter).
 const CAP: usize = 255;
@@ -153,6 +156,53 @@ impl NameBuf {
 /// Decimal digits of `n` (1 for 0).
 pub fn digits(n: u64) -> usize {
     n.checked_ilog10().map_or(1, |d| d as usize + 1)
+}
+
+/// Refuses a tree of no directories or no files per directory (`--dirs`, `--files`).
+pub fn check_counts(dirs: u64, files: u64) -> Result<()> {
+    if dirs == 0 || files == 0 {
+        let field = if dirs == 0 { "dirs" } else { "files" };
+        return Err(bad_param(
+            field,
+            format!("--dirs {dirs} --files {files}: both must be 1 or more"),
+        ));
+    }
+    Ok(())
+}
+
+/// Space a tree of `dirs` directories with `files_per_dir` files of `file_size` bytes in each
+/// takes: a 4 KiB block per directory, file data in 4 KiB blocks, and `inode` bytes per entry
+/// (for filesystems that allocate inodes from free space). None when a count or the total
+/// overflows.
+pub fn tree_space(dirs: u64, files_per_dir: u64, file_size: u64, inode: u64) -> Option<u64> {
+    let files = dirs.checked_mul(files_per_dir)?;
+    files.checked_add(dirs)?;
+    let per_file = blocks_4k(file_size)?.checked_add(inode)?;
+    dirs.checked_mul(4096 + inode)?
+        .checked_add(files.checked_mul(per_file)?)
+}
+
+/// Writes `size` bytes to `file` from `buf`, in writes of at most `buf.len()` bytes (the buffer
+/// over again), recording each write as `op` timed on from `t` (a file's create and its first
+/// write start at the same instant).
+#[inline]
+pub fn write_size(
+    rec: &mut Recorder,
+    op: OpId,
+    file: &File,
+    buf: &[u8],
+    size: u64,
+    mut t: Instant,
+) -> Result<(), Errno> {
+    let mut left = size;
+    while left > 0 {
+        let n = left.min(buf.len() as u64) as usize;
+        file.write_all(&buf[..n], |b| {
+            t = rec.record(op, t, b as u64);
+        })?;
+        left -= n as u64;
+    }
+    Ok(())
 }
 
 /// `syncfs` of the filesystem holding `dir`, timed as one `op` (a phase's `--fsync end`);

@@ -14,7 +14,7 @@ use nix::errno::Errno;
 use rand::{RngCore, SeedableRng};
 use serde::{Deserialize, Serialize};
 
-use super::names::timed_syncfs;
+use super::names::{check_counts, timed_syncfs, tree_space, write_size};
 use super::params;
 use super::{RunContext, Workload};
 use crate::error::bad_param;
@@ -22,7 +22,7 @@ use crate::measure::{OpDef, Recorder};
 use crate::results::MetricDef;
 use crate::sys::dirstream::{DirStream, EntryType};
 use crate::sys::{fs_error, Dir};
-use crate::units::{blocks_4k, Overflow};
+use crate::units::Overflow;
 
 crate::choice! {
     /// When data is forced to disk.
@@ -203,14 +203,7 @@ fn write_one(
     let cname = CString::new(name).map_err(|_| ("open", Errno::EINVAL))?;
     let t0 = Instant::now();
     let file = dir.create(&cname).map_err(|e| ("open", e))?;
-    let mut left = size;
-    let mut t = Instant::now();
-    while left > 0 {
-        let n = left.min(buf.len() as u64) as usize;
-        file.write_all(&buf[..n], |w| t = rec.record(write, t, w as u64))
-            .map_err(|e| ("write", e))?;
-        left -= n as u64;
-    }
+    write_size(rec, write, &file, buf, size, Instant::now()).map_err(|e| ("write", e))?;
     if fsync {
         let t1 = Instant::now();
         file.fsync().map_err(|e| ("fsync", e))?;
@@ -311,16 +304,7 @@ impl Workload for Tree {
     }
 
     fn validate(&self) -> Result<()> {
-        if self.dirs == 0 || self.files == 0 {
-            let field = if self.dirs == 0 { "dirs" } else { "files" };
-            return Err(bad_param(
-                field,
-                format!(
-                    "--dirs {} --files {}: both must be 1 or more",
-                    self.dirs, self.files
-                ),
-            ));
-        }
+        check_counts(self.dirs, self.files)?;
         if self.block == 0 {
             return Err(bad_param("block", "--block must be at least 1 byte"));
         }
@@ -345,13 +329,7 @@ impl Workload for Tree {
         );
         // Data rounded up to 4 KiB blocks, plus a block per directory; the file and inode
         // counts themselves must fit too (file size 0 makes the data term 0).
-        let files = self.dirs.checked_mul(self.files).ok_or_else(&over)?;
-        files.checked_add(self.dirs).ok_or_else(&over)?;
-        let per_file = blocks_4k(self.file_size).ok_or_else(&over)?;
-        files
-            .checked_mul(per_file)
-            .and_then(|data| data.checked_add(self.dirs.checked_mul(4096)?))
-            .ok_or_else(&over)
+        tree_space(self.dirs, self.files, self.file_size, 0).ok_or_else(over)
     }
 
     fn memory_needed(&self) -> Result<u64, Overflow> {

@@ -165,12 +165,7 @@ fn bench(cmd: &BenchCmd, run: &RunArgs) -> Result<ExitCode> {
         },
     )?;
     if let Some(f) = b.csv {
-        write_csv(
-            &run.out,
-            cmd.kind.name,
-            &f(&results),
-            run.quiet || run.output().is_machine(),
-        )?;
+        write_csv(&run.out, cmd.kind.name, &f(&results), run.output.silent())?;
     }
     Ok(ExitCode::SUCCESS)
 }

@@ -67,23 +67,72 @@ pub(crate) fn fsync(fd: &OwnedFd, rec: &mut Recorder, ops: Ops, path: &Path) -> 
     Ok(())
 }
 
-/// Runs one thread's job.
-pub(crate) fn run(job: &Job, rec: &mut Recorder, ops: Ops) -> Result<()> {
+/// What a request loop works with: the job, the thread's recorder and I/O lane, the ids of the
+/// operations and the open file.
+pub(crate) struct Io<'a> {
+    pub job: &'a Job,
+    pub rec: &'a mut Recorder,
+    pub lane: &'a mut Lane,
+    pub ops: Ops,
+    pub fd: &'a OwnedFd,
+}
+
+/// An engine's request loop over an open file, generic over the clock `clk` that times its
+/// requests (so the loop without latency recording carries no clock reads).
+pub(crate) trait IoLoop {
+    fn io_loop<C: Stamp>(io: Io<'_>, clk: &C) -> Result<()>;
+}
+
+/// Runs one thread's job with the request loop `L`: opens the file (timed), runs the loop in
+/// the I/O lane, timed when the job records latencies, and fsyncs a written file at the end
+/// when the job asks for it.
+pub(crate) fn run_job<L: IoLoop>(job: &Job, rec: &mut Recorder, ops: Ops) -> Result<()> {
     let t_open = Instant::now();
     let fd = job.open()?;
     rec.record(ops.open, t_open, 0);
     rec.with_lane(ops.io, |rec, lane| {
-        if job.latency {
-            let clk = clock::On(rec.clock());
-            io_loop(job, rec, lane, ops, &fd, &clk)
-        } else {
-            io_loop(job, rec, lane, ops, &fd, &clock::Off)
+        let on = job.latency.then(|| clock::On(rec.clock()));
+        let fd = &fd;
+        let io = Io {
+            job,
+            rec,
+            lane,
+            ops,
+            fd,
+        };
+        match &on {
+            Some(clk) => L::io_loop(io, clk),
+            None => L::io_loop(io, &clock::Off),
         }
     })?;
     if job.mode.writes() && job.fsync != FsyncPolicy::None {
         fsync(&fd, rec, ops, &job.path)?;
     }
     Ok(())
+}
+
+/// psync's request loop, one request at a time.
+struct Psync;
+
+impl IoLoop for Psync {
+    /// The request loop, one request at a time, timed by `clk`.
+    fn io_loop<C: Stamp>(io: Io<'_>, clk: &C) -> Result<()> {
+        let (job, rec, lane, ops, fd) = (io.job, io.rec, io.lane, io.ops, io.fd);
+        let mut state = Loop::new(job);
+        // Time-based: around the file again (same order) until the deadline stops a pass.
+        while io_range(job, rec, lane, ops, fd, clk, &mut state, 0..job.blocks())? && job.time_based
+        {
+            if job.deadline.is_some_and(|d| Instant::now() >= d) {
+                break;
+            }
+        }
+        Ok(())
+    }
+}
+
+/// Runs one thread's job.
+pub(crate) fn run(job: &Job, rec: &mut Recorder, ops: Ops) -> Result<()> {
+    run_job::<Psync>(job, rec, ops)
 }
 
 /// What a request loop keeps from one stretch of requests to the next.
@@ -103,25 +152,6 @@ impl Loop {
             perm: job.permutation(),
         }
     }
-}
-
-/// The request loop, one request at a time, timed by `clk`.
-fn io_loop<C: Stamp>(
-    job: &Job,
-    rec: &mut Recorder,
-    lane: &mut Lane,
-    ops: Ops,
-    fd: &OwnedFd,
-    clk: &C,
-) -> Result<()> {
-    let mut state = Loop::new(job);
-    // Time-based: around the file again (same order) until the deadline stops a pass.
-    while io_range(job, rec, lane, ops, fd, clk, &mut state, 0..job.blocks())? && job.time_based {
-        if job.deadline.is_some_and(|d| Instant::now() >= d) {
-            break;
-        }
-    }
-    Ok(())
 }
 
 /// Requests `range` of the job's order; false when the phase must stop (deadline, signal,

@@ -11,12 +11,12 @@ use anyhow::Result;
 use io_uring::{opcode, types, IoUring};
 use nix::errno::Errno;
 
-use super::clock::{self, Stamp};
+use super::clock::Stamp;
 use super::{
     fill_blocks, io_failure, noise, pattern, psync, verify_failure, FsyncPolicy, Job, Ops,
 };
 use crate::error::SystemFailure;
-use crate::measure::{Lane, Recorder};
+use crate::measure::Recorder;
 
 /// Whether the kernel lets this process set up a ring of `depth` entries.
 pub(crate) fn kernel_check(depth: u32) -> Result<(), String> {
@@ -69,178 +69,163 @@ pub(crate) fn probe(path: &Path, direct: bool, depth: u32) -> Result<(), String>
     Ok(())
 }
 
-/// Runs one thread's job with `iodepth` requests in flight.
-pub(crate) fn run(job: &Job, rec: &mut Recorder, ops: Ops) -> Result<()> {
-    let t_open = Instant::now();
-    let fd = job.open()?;
-    rec.record(ops.open, t_open, 0);
-    rec.with_lane(ops.io, |rec, lane| {
-        if job.latency {
-            let clk = clock::On(rec.clock());
-            io_loop(job, rec, lane, ops, &fd, &clk)
-        } else {
-            io_loop(job, rec, lane, ops, &fd, &clock::Off)
-        }
-    })?;
-    if job.mode.writes() && job.fsync != FsyncPolicy::None {
-        psync::fsync(&fd, rec, ops, &job.path)?;
-    }
-    Ok(())
-}
+/// io_uring's request loop, `iodepth` requests in flight.
+struct Uring;
 
-/// The request loop with `iodepth` requests in flight, timed by `clk`.
-fn io_loop<C: Stamp>(
-    job: &Job,
-    rec: &mut Recorder,
-    lane: &mut Lane,
-    ops: Ops,
-    fd: &std::os::fd::OwnedFd,
-    clk: &C,
-) -> Result<()> {
-    let depth = job.iodepth.max(1) as usize;
-    let mut ring = IoUring::new((depth as u32).next_power_of_two()).map_err(|e| {
-        anyhow::Error::new(SystemFailure(format!(
-            "io_uring_setup for {}: {e}",
-            job.path.display()
-        )))
-    })?;
-    let block = job.block as usize;
-    let mut bufs = job.buffer(depth);
-    let writes = job.mode.writes();
-    if writes && !job.verify {
-        noise(&mut bufs, job.seed ^ job.file_id);
-    }
-    let perm = job.permutation();
-    let blocks = job.blocks();
-    // Time-based: requests go on around the file (same order) until the deadline stops them.
-    let n = if job.time_based { u64::MAX } else { blocks };
-    let every = match job.fsync {
-        FsyncPolicy::Every(k) if writes => k,
-        _ => 0,
-    };
-    // Per slot: the offset and submission time of the request using that buffer.
-    let mut slots: Vec<Option<(u64, C::T)>> = vec![None; depth];
-    let mut free: Vec<usize> = (0..depth).rev().collect();
-    let (mut next, mut inflight, mut untimed) = (0u64, 0usize, 0u64);
-    let mut stopped = false;
-    let raw = types::Fd(fd.as_raw_fd());
-    // Requests are issued up to `batch_end`; with fsync every N writes, each batch of N is
-    // drained and fsynced before the next begins.
-    let mut batch_end = if every > 0 { every.min(n) } else { n };
-    // The wall clock for the per-second series and the deadline, refreshed every 64 batches.
-    // (Also after a millisecond: slow devices must not overrun --time by much.)
-    let (mut now, mut batches, mut refreshed) = (Instant::now(), 0u64, clk.now());
-    // Completions of one wait, copied out so the ring can be used while they are handled.
-    let mut reaped: Vec<(u64, i32)> = Vec::with_capacity(depth);
-    let result = (|| -> Result<()> {
-        loop {
-            while !stopped && next < batch_end && !free.is_empty() {
-                let s = free.pop().expect("checked non-empty");
-                let off = job.offset(perm.as_ref(), next % blocks);
-                let b = &mut bufs[s * block..(s + 1) * block];
-                if writes && job.verify {
-                    fill_blocks(b, block, true, job.seed, job.file_id, off);
-                }
-                let sqe = if writes {
-                    opcode::Write::new(raw, b.as_ptr(), block as u32)
-                        .offset(off)
-                        .build()
-                } else {
-                    opcode::Read::new(raw, b.as_mut_ptr(), block as u32)
-                        .offset(off)
-                        .build()
-                }
-                .user_data(s as u64);
-                // SAFETY: buffer s stays untouched until its completion is reaped, and the ring
-                // is drained before the buffers and the descriptor are dropped.
-                if unsafe { ring.submission().push(&sqe) }.is_err() {
-                    free.push(s);
-                    break;
-                }
-                slots[s] = Some((off, clk.now()));
-                next += 1;
-                inflight += 1;
-            }
-            if inflight == 0 {
-                if stopped || next >= n {
-                    break;
-                }
-                // A batch boundary, drained: fsync, then open the next batch.
-                psync::fsync(fd, rec, ops, &job.path)?;
-                batch_end = (batch_end + every.max(1)).min(n);
-                continue;
-            }
-            ring.submit_and_wait(1).map_err(|e| {
-                anyhow::Error::new(SystemFailure(format!(
-                    "io_uring_enter on {}: {e}",
-                    job.path.display()
-                )))
-            })?;
-            reaped.clear();
-            for cqe in ring.completion() {
-                reaped.push((cqe.user_data(), cqe.result()));
-            }
-            let stamp = clk.now();
-            batches += 1;
-            if batches & 63 == 0 || (C::ON && clk.ns(refreshed, stamp) > 1_000_000) {
-                now = Instant::now();
-                refreshed = stamp;
-            }
-            for &(ud, res) in &reaped {
-                let s = ud as usize;
-                let (off, t0) = slots[s].take().expect("a completion for a submitted slot");
-                inflight -= 1;
-                if res < 0 {
-                    let e = Errno::from_raw(-res);
-                    let op = if writes { "write" } else { "read" };
-                    return Err(io_failure(op, &job.path, Some(off), e, " (io_uring)"));
-                }
-                let b = &mut bufs[s * block..(s + 1) * block];
-                if res as usize != block {
-                    // Short transfer: finish the block synchronously, as fio requeues the rest.
-                    let done = res as usize;
-                    if writes {
-                        psync::pwrite_all(fd, &b[done..], off + done as u64, &job.path)?;
+impl psync::IoLoop for Uring {
+    /// The request loop with `iodepth` requests in flight, timed by `clk`.
+    fn io_loop<C: Stamp>(io: psync::Io<'_>, clk: &C) -> Result<()> {
+        let (job, rec, lane, ops, fd) = (io.job, io.rec, io.lane, io.ops, io.fd);
+        let depth = job.iodepth.max(1) as usize;
+        let mut ring = IoUring::new((depth as u32).next_power_of_two()).map_err(|e| {
+            anyhow::Error::new(SystemFailure(format!(
+                "io_uring_setup for {}: {e}",
+                job.path.display()
+            )))
+        })?;
+        let block = job.block as usize;
+        let mut bufs = job.buffer(depth);
+        let writes = job.mode.writes();
+        if writes && !job.verify {
+            noise(&mut bufs, job.seed ^ job.file_id);
+        }
+        let perm = job.permutation();
+        let blocks = job.blocks();
+        // Time-based: requests go on around the file (same order) until the deadline stops them.
+        let n = if job.time_based { u64::MAX } else { blocks };
+        let every = match job.fsync {
+            FsyncPolicy::Every(k) if writes => k,
+            _ => 0,
+        };
+        // Per slot: the offset and submission time of the request using that buffer.
+        let mut slots: Vec<Option<(u64, C::T)>> = vec![None; depth];
+        let mut free: Vec<usize> = (0..depth).rev().collect();
+        let (mut next, mut inflight, mut untimed) = (0u64, 0usize, 0u64);
+        let mut stopped = false;
+        let raw = types::Fd(fd.as_raw_fd());
+        // Requests are issued up to `batch_end`; with fsync every N writes, each batch of N is
+        // drained and fsynced before the next begins.
+        let mut batch_end = if every > 0 { every.min(n) } else { n };
+        // The wall clock for the per-second series and the deadline, refreshed every 64 batches.
+        // (Also after a millisecond: slow devices must not overrun --time by much.)
+        let (mut now, mut batches, mut refreshed) = (Instant::now(), 0u64, clk.now());
+        // Completions of one wait, copied out so the ring can be used while they are handled.
+        let mut reaped: Vec<(u64, i32)> = Vec::with_capacity(depth);
+        let result = (|| -> Result<()> {
+            loop {
+                while !stopped && next < batch_end && !free.is_empty() {
+                    let s = free.pop().expect("checked non-empty");
+                    let off = job.offset(perm.as_ref(), next % blocks);
+                    let b = &mut bufs[s * block..(s + 1) * block];
+                    if writes && job.verify {
+                        fill_blocks(b, block, true, job.seed, job.file_id, off);
+                    }
+                    let sqe = if writes {
+                        opcode::Write::new(raw, b.as_ptr(), block as u32)
+                            .offset(off)
+                            .build()
                     } else {
-                        psync::pread_exact(fd, &mut b[done..], off + done as u64, &job.path)?;
+                        opcode::Read::new(raw, b.as_mut_ptr(), block as u32)
+                            .offset(off)
+                            .build()
+                    }
+                    .user_data(s as u64);
+                    // SAFETY: buffer s stays untouched until its completion is reaped, and the ring
+                    // is drained before the buffers and the descriptor are dropped.
+                    if unsafe { ring.submission().push(&sqe) }.is_err() {
+                        free.push(s);
+                        break;
+                    }
+                    slots[s] = Some((off, clk.now()));
+                    next += 1;
+                    inflight += 1;
+                }
+                if inflight == 0 {
+                    if stopped || next >= n {
+                        break;
+                    }
+                    // A batch boundary, drained: fsync, then open the next batch.
+                    psync::fsync(fd, rec, ops, &job.path)?;
+                    batch_end = (batch_end + every.max(1)).min(n);
+                    continue;
+                }
+                ring.submit_and_wait(1).map_err(|e| {
+                    anyhow::Error::new(SystemFailure(format!(
+                        "io_uring_enter on {}: {e}",
+                        job.path.display()
+                    )))
+                })?;
+                reaped.clear();
+                for cqe in ring.completion() {
+                    reaped.push((cqe.user_data(), cqe.result()));
+                }
+                let stamp = clk.now();
+                batches += 1;
+                if batches & 63 == 0 || (C::ON && clk.ns(refreshed, stamp) > 1_000_000) {
+                    now = Instant::now();
+                    refreshed = stamp;
+                }
+                for &(ud, res) in &reaped {
+                    let s = ud as usize;
+                    let (off, t0) = slots[s].take().expect("a completion for a submitted slot");
+                    inflight -= 1;
+                    if res < 0 {
+                        let e = Errno::from_raw(-res);
+                        let op = if writes { "write" } else { "read" };
+                        return Err(io_failure(op, &job.path, Some(off), e, " (io_uring)"));
+                    }
+                    let b = &mut bufs[s * block..(s + 1) * block];
+                    if res as usize != block {
+                        // Short transfer: finish the block synchronously, as fio requeues the rest.
+                        let done = res as usize;
+                        if writes {
+                            psync::pwrite_all(fd, &b[done..], off + done as u64, &job.path)?;
+                        } else {
+                            psync::pread_exact(fd, &mut b[done..], off + done as u64, &job.path)?;
+                        }
+                    }
+                    if C::ON {
+                        clk.record(lane, rec, clk.ns(t0, stamp), job.block, stamp);
+                    } else {
+                        untimed += 1;
+                    }
+                    if job.verify && !writes {
+                        pattern::check_block(b, job.seed, job.file_id, off)
+                            .map_err(|m| verify_failure(&job.path, &m))?;
+                    }
+                    free.push(s);
+                }
+                if let Some(d) = job.deadline {
+                    if now >= d {
+                        stopped = true;
                     }
                 }
-                if C::ON {
-                    clk.record(lane, rec, clk.ns(t0, stamp), job.block, stamp);
-                } else {
-                    untimed += 1;
-                }
-                if job.verify && !writes {
-                    pattern::check_block(b, job.seed, job.file_id, off)
-                        .map_err(|m| verify_failure(&job.path, &m))?;
-                }
-                free.push(s);
-            }
-            if let Some(d) = job.deadline {
-                if now >= d {
+                if rec.should_stop() {
                     stopped = true;
                 }
             }
-            if rec.should_stop() {
-                stopped = true;
+            Ok(())
+        })();
+        // Never drop buffers the kernel may still write into.
+        while inflight > 0 {
+            if ring.submit_and_wait(1).is_err() {
+                break;
             }
+            let c = ring.completion().count();
+            inflight = inflight.saturating_sub(c);
+        }
+        result?;
+        rec.check()?;
+        if untimed > 0 {
+            rec.count_untimed(ops.io, untimed, untimed * job.block);
         }
         Ok(())
-    })();
-    // Never drop buffers the kernel may still write into.
-    while inflight > 0 {
-        if ring.submit_and_wait(1).is_err() {
-            break;
-        }
-        let c = ring.completion().count();
-        inflight = inflight.saturating_sub(c);
     }
-    result?;
-    rec.check()?;
-    if untimed > 0 {
-        rec.count_untimed(ops.io, untimed, untimed * job.block);
-    }
-    Ok(())
+}
+
+/// Runs one thread's job with `iodepth` requests in flight.
+pub(crate) fn run(job: &Job, rec: &mut Recorder, ops: Ops) -> Result<()> {
+    psync::run_job::<Uring>(job, rec, ops)
 }
 
 #[cfg(test)]
