@@ -37,6 +37,7 @@ use crate::error::{bad_input, bad_param};
 use crate::measure::{OpDef, Recorder};
 use crate::sys::{self, fs_error, Dir};
 use crate::units::format_size;
+use crate::workload::params;
 
 crate::choice! {
     /// How the filesystem is aged.
@@ -59,59 +60,75 @@ crate::choice! {
     }
 }
 
-/// Parameters of aging (the `age` workload kind; plan names as flags with `_`).
-#[derive(Debug, Clone, Serialize, Deserialize, PartialEq)]
+/// Parameters of aging (the `age` workload kind; plan names as flags with `_`). One struct for
+/// both: the flags of `fsgauge age` (its doc comments are their help) and a plan's table (its
+/// defaults are the flags' defaults, see [`params::defaults`]).
+#[derive(Debug, Clone, Serialize, Deserialize, PartialEq, clap::Args)]
 #[serde(default, deny_unknown_fields)]
+#[command(next_help_heading = "Aging")]
 pub struct AgeParams {
-    /// Usage checkpoints, percent of the filesystem's blocks, ascending.
+    /// Usage checkpoints: percentages of the filesystem's blocks (statvfs), ascending.
+    #[arg(
+        long,
+        value_name = "PCT,...",
+        default_value = "25,50,75,99",
+        value_delimiter = ',',
+        value_parser = params::item::<f64>
+    )]
     pub usage: Vec<f64>,
+    /// fill: create files until each checkpoint; append: create the N×C tree, then append to
+    /// its files round-robin; churn: fill, then delete and create at steady fullness.
+    #[arg(long, value_name = "fill|append|churn", default_value = "fill")]
     pub mode: AgeMode,
-    /// File-size distribution (fill and churn): a name, `fixed:SIZE`, `uniform:A..B` or a CSV.
+    /// File-size distribution: agrawal, impressions, loizides-1g, fixed:SIZE, uniform:MIN..MAX,
+    /// or a CSV file of size,weight rows (see --list-dists).
+    #[arg(long, value_name = "NAME|FILE", default_value = "agrawal")]
     pub dist: String,
-    /// N directories × C files.
+    /// Tree shape: N directories × C files each.
+    #[arg(long, value_name = "NxC", default_value = "10x100")]
     pub tree: TreeShape,
-    /// Depth distribution of the N directories (none: all directly under the root).
+    /// Depths of the N directories: fixed:D, uniform:A..B, poisson:L or impressions.
+    #[arg(long, value_name = "NAME")]
     pub depth_dist: Option<String>,
-    /// Bytes per append (append mode), unless `append_dist` is given.
+    /// Bytes per append (append mode).
+    #[arg(long, value_name = "SIZE", default_value = "4K", value_parser = params::size)]
     #[serde(deserialize_with = "crate::units::de_size")]
     pub append: u64,
-    /// Distribution of append sizes (append mode).
+    /// Draw each append's size from this distribution instead (append mode).
+    #[arg(long, value_name = "NAME|FILE")]
     pub append_dist: Option<String>,
-    /// Append mode: fallocate each file to its expected final length, then truncate it back to
-    /// its first block, before appending.
+    /// Append mode: fallocate every file to its expected final length and truncate it back to
+    /// its first block before appending (the study's "with preallocation" runs).
+    #[arg(long)]
     pub prealloc: bool,
-    /// Churn: bytes to write after filling, as a multiple of the filesystem size.
+    /// Churn mode: write this multiple of the filesystem size after filling, e.g. 3x.
+    #[arg(long, value_name = "Nx", default_value = "3x", value_parser = multiple)]
     pub churn: f64,
-    /// Churn: which file to delete.
+    /// Churn mode: delete the oldest file first or one at random.
+    #[arg(long, value_name = "oldest|random", default_value = "oldest")]
     pub delete: DeleteOrder,
-    /// Allocate with fallocate instead of writing data (fast, but delayed allocation and the
-    /// write path do not act).
+    /// Allocate with fallocate instead of writing data (fast; delayed allocation does not act).
+    #[arg(long)]
     pub fallocate_only: bool,
     /// Size of each write(2).
+    #[arg(long, value_name = "SIZE", default_value = "1M", value_parser = params::size)]
     #[serde(deserialize_with = "crate::units::de_size")]
     pub block: u64,
 }
 
 impl Default for AgeParams {
     fn default() -> Self {
-        Self {
-            usage: vec![25.0, 50.0, 75.0, 99.0],
-            mode: AgeMode::Fill,
-            dist: "agrawal".into(),
-            tree: TreeShape {
-                dirs: 10,
-                files: 100,
-            },
-            depth_dist: None,
-            append: 4096,
-            append_dist: None,
-            prealloc: false,
-            churn: 3.0,
-            delete: DeleteOrder::Oldest,
-            fallocate_only: false,
-            block: 1 << 20,
-        }
+        params::defaults()
     }
+}
+
+/// `--churn 3x`: a positive multiple (the `x` is optional).
+fn multiple(s: &str) -> Result<f64, String> {
+    let t = s.trim().trim_end_matches(['x', 'X']);
+    t.parse::<f64>()
+        .ok()
+        .filter(|v| v.is_finite() && *v > 0.0)
+        .ok_or_else(|| format!("{s:?} is not a positive multiple like 3x or 0.5x"))
 }
 
 /// A checkpoint label: `25` for 25.0, `12.5` for 12.5.

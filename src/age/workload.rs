@@ -249,7 +249,66 @@ impl Workload for Age {
 
 #[cfg(test)]
 mod tests {
+    use super::{Age, AgeParams};
     use crate::registry::find;
+    use crate::workload::params::from_flags;
+    use crate::workload::Workload;
+
+    /// `fsgauge age` flags and a plan's `kind = "age"` table give the same parameters; the
+    /// defaults, now written once in the flags, are those the plan and the flags had.
+    #[test]
+    fn flags_and_plan_give_the_same_age() {
+        let age = find("age").unwrap();
+        let flags = Age(from_flags::<AgeParams>(&[]).unwrap()).params();
+        assert_eq!(flags, (age.build)(serde_json::json!({})).unwrap().params());
+        assert_eq!(
+            flags,
+            serde_json::json!({
+                "usage": [25.0, 50.0, 75.0, 99.0], "mode": "fill", "dist": "agrawal",
+                "tree": "10x100", "depth_dist": null, "append": 4096, "append_dist": null,
+                "prealloc": false, "churn": 3.0, "delete": "oldest", "fallocate_only": false,
+                "block": 1 << 20
+            })
+        );
+        let args = [
+            "--usage",
+            "20, 40.5",
+            "--mode",
+            "append",
+            "--tree",
+            "2x30",
+            "--append",
+            "8K",
+            "--prealloc",
+            "--churn",
+            "0.5x",
+            "--delete",
+            "random",
+            "--block",
+            "64K",
+            "--depth-dist",
+            "poisson:3",
+            "--append-dist",
+            "fixed:4K",
+            "--fallocate-only",
+            "--dist",
+            "fixed:16K",
+        ];
+        let table = serde_json::json!({
+            "usage": [20, 40.5], "mode": "append", "tree": "2x30", "append": "8K",
+            "prealloc": true, "churn": 0.5, "delete": "random", "block": "64K",
+            "depth_dist": "poisson:3", "append_dist": "fixed:4K", "fallocate_only": true,
+            "dist": "fixed:16K"
+        });
+        let flags = Age(from_flags::<AgeParams>(&args).unwrap());
+        flags.validate().unwrap();
+        assert_eq!(flags.params(), (age.build)(table).unwrap().params());
+        // A bad value is refused by the flag's parser, naming the flag.
+        let e = from_flags::<AgeParams>(&["--churn", "0x"]).unwrap_err();
+        assert!(e.to_string().contains("--churn"), "{e}");
+        let e = from_flags::<AgeParams>(&["--usage", "25,,50"]).unwrap_err();
+        assert!(e.to_string().contains("--usage"), "{e}");
+    }
 
     #[test]
     fn age_and_read_build_from_plan_parameters() {

@@ -8,11 +8,11 @@ use anyhow::Result;
 use clap::Args;
 
 use super::common::{RunArgs, TestbedArgs};
-use crate::age::{pct_label, Age, AgeMode, AgeParams, DeleteOrder, SizeDist, TreeShape};
-use crate::error::bad_input;
+use crate::age::{pct_label, Age, AgeParams};
 use crate::report::table::format_rate;
 use crate::results::RunResult;
-use crate::units::{format_bytes_human, parse_list, Size};
+use crate::units::format_bytes_human;
+use crate::workload::Workload;
 
 #[derive(Debug, Args)]
 pub struct AgeCmd {
@@ -20,115 +20,12 @@ pub struct AgeCmd {
     pub testbed: TestbedArgs,
     #[command(flatten)]
     pub run: RunArgs,
-    /// Usage checkpoints: percentages of the filesystem's blocks (statvfs), ascending.
-    #[arg(
-        long,
-        value_name = "PCT,...",
-        default_value = "25,50,75,99",
-        help_heading = "Aging"
-    )]
-    pub usage: String,
-    /// fill: create files until each checkpoint; append: create the N×C tree, then append to
-    /// its files round-robin; churn: fill, then delete and create at steady fullness.
-    #[arg(
-        long,
-        value_name = "fill|append|churn",
-        default_value = "fill",
-        help_heading = "Aging"
-    )]
-    pub mode: AgeMode,
-    /// File-size distribution: agrawal, impressions, loizides-1g, fixed:SIZE, uniform:MIN..MAX,
-    /// or a CSV file of size,weight rows (see --list-dists).
-    #[arg(
-        long,
-        value_name = "NAME|FILE",
-        default_value = "agrawal",
-        help_heading = "Aging"
-    )]
-    pub dist: String,
-    /// Tree shape: N directories × C files each.
-    #[arg(
-        long,
-        value_name = "NxC",
-        default_value = "10x100",
-        help_heading = "Aging"
-    )]
-    pub tree: TreeShape,
-    /// Depths of the N directories: fixed:D, uniform:A..B, poisson:L or impressions.
-    #[arg(long, value_name = "NAME", help_heading = "Aging")]
-    pub depth_dist: Option<String>,
-    /// Bytes per append (append mode).
-    #[arg(
-        long,
-        value_name = "SIZE",
-        default_value = "4K",
-        help_heading = "Aging"
-    )]
-    pub append: Size,
-    /// Draw each append's size from this distribution instead (append mode).
-    #[arg(long, value_name = "NAME|FILE", help_heading = "Aging")]
-    pub append_dist: Option<String>,
-    /// Append mode: fallocate every file to its expected final length and truncate it back to
-    /// its first block before appending (the study's "with preallocation" runs).
-    #[arg(long, help_heading = "Aging")]
-    pub prealloc: bool,
-    /// Churn mode: write this multiple of the filesystem size after filling, e.g. 3x.
-    #[arg(long, value_name = "Nx", default_value = "3x", value_parser = parse_multiple, help_heading = "Aging")]
-    pub churn: f64,
-    /// Churn mode: delete the oldest file first or one at random.
-    #[arg(
-        long,
-        value_name = "oldest|random",
-        default_value = "oldest",
-        help_heading = "Aging"
-    )]
-    pub delete: DeleteOrder,
-    /// Allocate with fallocate instead of writing data (fast; delayed allocation does not act).
-    #[arg(long, help_heading = "Aging")]
-    pub fallocate_only: bool,
-    /// Size of each write(2).
-    #[arg(
-        long,
-        value_name = "SIZE",
-        default_value = "1M",
-        help_heading = "Aging"
-    )]
-    pub block: Size,
+    // The workload's parameters, as a plan's `[[workload]] kind = "age"` gives them.
+    #[command(flatten)]
+    pub params: AgeParams,
     /// Print the built-in distributions with their parameters and exit.
     #[arg(long, help_heading = "Aging")]
     pub list_dists: bool,
-}
-
-fn parse_multiple(s: &str) -> Result<f64, String> {
-    let t = s.trim().trim_end_matches(['x', 'X']);
-    t.parse::<f64>()
-        .ok()
-        .filter(|v| v.is_finite() && *v > 0.0)
-        .ok_or_else(|| format!("{s:?} is not a positive multiple like 3x or 0.5x"))
-}
-
-impl AgeCmd {
-    /// The validated aging parameters.
-    pub fn params(&self) -> Result<AgeParams> {
-        let usage: Vec<f64> =
-            parse_list(&self.usage).map_err(|e| bad_input(format!("--usage: {e}")))?;
-        let p = AgeParams {
-            usage,
-            mode: self.mode,
-            dist: self.dist.clone(),
-            tree: self.tree,
-            depth_dist: self.depth_dist.clone(),
-            append: self.append.bytes(),
-            append_dist: self.append_dist.clone(),
-            prealloc: self.prealloc,
-            churn: self.churn,
-            delete: self.delete,
-            fallocate_only: self.fallocate_only,
-            block: self.block.bytes(),
-        };
-        p.validate()?;
-        Ok(p)
-    }
 }
 
 /// The checkpoint table of aging results.
@@ -215,14 +112,14 @@ pub fn run(cmd: AgeCmd) -> Result<ExitCode> {
         }
         return Ok(ExitCode::SUCCESS);
     }
-    let params = cmd.params()?;
+    // Validated as a plan's workload is, before anything is made.
+    let age = Age(cmd.params);
+    age.validate()?;
     let place = cmd.testbed.place()?;
     if let Some(spec) = cmd.testbed.spec()? {
-        params.check_fits(spec.size, 4096)?;
+        age.0.check_fits(spec.size, 4096)?;
     }
-    // Parse once more for the file-distribution case so a bad file fails before anything.
-    SizeDist::parse(&params.dist)?;
-    let outcomes = crate::runner::run(&place, &Age(params.clone()), &cmd.run.options())?;
+    let outcomes = crate::runner::run(&place, &age, &cmd.run.options())?;
     cmd.run.print(&outcomes, checkpoint_table)?;
     if !cmd.run.output.silent() {
         for o in &outcomes {

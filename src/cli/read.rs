@@ -8,34 +8,24 @@ use anyhow::Result;
 use clap::Args;
 
 use crate::cli::common::OutputArgs;
-use crate::error::bad_input;
 use crate::measure::Progress;
 use crate::report::output::{render_results, ResultViews};
 use crate::report::table::format_rate;
 use crate::results::{write_result, RunResult};
-use crate::units::{format_bytes_human, parse_list, Size};
-use crate::workload::readtest::{in_place, ReadPhase, ReadTest};
+use crate::units::format_bytes_human;
+use crate::workload::readtest::{in_place, ReadTest};
 use crate::workload::ColdMode;
 
 #[derive(Debug, Args)]
 pub struct ReadCmd {
     /// The tree to read.
     pub path: PathBuf,
-    /// Phases in order: walk (directory order; KiB/s of read time and of the whole walk),
-    /// random (shuffled, paths in memory), blockorder (by first physical block), stat (files
-    /// stat'ed per second).
-    #[arg(
-        long,
-        value_name = "LIST",
-        default_value = "walk,random,blockorder,stat"
-    )]
-    pub phases: String,
+    // The workload's parameters, as a plan's `[[workload]] kind = "read"` gives them.
+    #[command(flatten)]
+    pub test: ReadTest,
     /// How the cache is made cold before each phase: drop (sync + drop_caches) or none.
     #[arg(long, value_name = "drop|remount|none", default_value = "drop")]
     pub cold: ColdMode,
-    /// Size of each read(2).
-    #[arg(long, value_name = "SIZE", default_value = "1M")]
-    pub block: Size,
     /// Seed of the random order [default: from the clock].
     #[arg(long)]
     pub seed: Option<u64>,
@@ -78,13 +68,9 @@ pub fn read_table(r: &RunResult) -> String {
 }
 
 pub fn run(cmd: ReadCmd) -> Result<ExitCode> {
-    let phases: Vec<ReadPhase> =
-        parse_list(&cmd.phases).map_err(|e| bad_input(format!("--phases: {e}")))?;
     let test = ReadTest {
         path: Some(cmd.path.clone()),
-        phases,
-        block: cmd.block.bytes(),
-        prefix: String::new(),
+        ..cmd.test.clone()
     };
     let seed = cmd.seed.unwrap_or_else(|| {
         std::time::SystemTime::now()

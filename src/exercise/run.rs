@@ -26,67 +26,142 @@ use crate::error::{bad_input, bad_param, SystemFailure};
 use crate::measure::{OpDef, OpId, PhaseMeter, Recorder};
 use crate::results::MetricDef;
 use crate::units::Overflow;
-use crate::workload::{ColdMode, RunContext, Target, Workload};
+use crate::workload::{params, ColdMode, RunContext, Target, Workload};
 
-/// The exerciser's parameters (flags of `fsgauge exercise`, plan fields of kind `exercise`).
-#[derive(Debug, Clone, Serialize, Deserialize, PartialEq)]
+/// The exerciser's parameters: the flags of `fsgauge exercise` (their doc comments are the
+/// help) and the plan fields of kind `exercise` (absent ones take the flags' defaults).
+#[derive(Debug, Clone, Serialize, Deserialize, PartialEq, clap::Args)]
 #[serde(default, deny_unknown_fields)]
+#[command(next_help_heading = "Exerciser")]
 pub struct Exercise {
-    /// File name inside the workload directory, or a path (with a `/`) used as it is. With
-    /// several exercisers, `.0`, `.1`, ... are appended.
+    /// The file: a name inside the workload directory, or a path (containing a `/`) used as
+    /// it is (created or truncated; left in place). With --procs P, `.0` ... `.P-1` is
+    /// appended.
+    #[arg(long, value_name = "NAME", default_value = "exercise.dat")]
     pub file: String,
-    /// Operations per exerciser (`None` with `time`: until the time is up).
+    /// Operations per exerciser [default: 100000, or unlimited with --time].
+    #[arg(long, value_name = "N")]
     pub ops: Option<u64>,
-    /// Run for this many seconds (per exerciser, all at once); plan files also take
-    /// durations like "10m".
+    /// Run for this long, e.g. 30s, 10m, 1h (with --ops: whichever ends first).
+    #[arg(long, value_name = "DURATION", value_parser = params::seconds)]
     #[serde(deserialize_with = "crate::units::de_opt_seconds")]
     pub time: Option<f64>,
-    /// The file never grows past this.
+    /// The file never grows past this (fsx -l).
+    #[arg(long, value_name = "SIZE", default_value = "256K", value_parser = params::size)]
     #[serde(deserialize_with = "crate::units::de_size")]
     pub max_len: u64,
-    /// Longest single operation.
+    /// Longest single operation (fsx -o).
+    #[arg(long, value_name = "SIZE", default_value = "64K", value_parser = params::size)]
     #[serde(deserialize_with = "crate::units::de_size")]
     pub max_op_len: u64,
-    /// Exercisers running at once, each on its own file (threads).
+    /// P exercisers at once, each on its own file (threads).
+    #[arg(long, value_name = "P", default_value_t = 1)]
     pub procs: u32,
-    /// O_DIRECT with block-aligned offsets and lengths.
+    /// O_DIRECT, with every offset and length a multiple of the block size (the mmap and
+    /// dontcache operations are turned off, as with fsx -Z -R -W).
+    #[arg(long)]
     pub direct: bool,
-    /// Garbage past EOF in the EOF page before every operation that moves EOF (fsx -e 1).
+    /// Before every operation that moves EOF, write garbage past EOF into the EOF page
+    /// through a mapping; the filesystem must zero it when the file grows (fsx -e 1).
+    #[arg(long)]
     pub pollute_eof: bool,
-    /// Operation kinds left out.
+    /// Leave these operations out, e.g. --no fsync,fdatasync,clone. Operations: read, write,
+    /// read-dontcache, write-dontcache, mapread, mapwrite, truncate, falloc, punch, zero,
+    /// collapse, insert, fsync, fdatasync, copy, clone.
+    #[arg(long, value_name = "OPS", value_delimiter = ',')]
     pub no: Vec<OpKind>,
-    /// Weights of operation kinds in the mix (1 when not named; 0 leaves a kind out).
-    pub weights: std::collections::BTreeMap<OpKind, u32>,
-    /// Unmount and mount the testbed every this many operations per exerciser (0: never).
-    pub remount_every: u64,
-    /// Directory for replay logs, and on a mismatch the report and the expected image.
+    /// Weights of operation kinds in the mix, e.g. --weights read=4,fsync=0 (each kind is
+    /// picked in proportion to its weight); kinds not named weigh 1, 0 leaves a kind out.
+    // A plan gives them as a table (`weights = { read = 4 }`); named twice on the command
+    // line, a kind's last weight counts.
+    #[arg(long, value_name = "KIND=N,...", value_parser = weight, value_delimiter = ',')]
+    #[serde(with = "weights_table")]
+    pub weights: Vec<(OpKind, u32)>,
+    /// Every K operations (per exerciser), unmount and mount the testbed, drop caches, and
+    /// verify every file whole against its model (needs --fs).
+    // In plans and results 0 means never (as no value does).
+    #[arg(long, value_name = "K")]
+    #[serde(with = "every_or_zero")]
+    pub remount_every: Option<u64>,
+    /// Write a replay log per exerciser into DIR (exercise-W.log); on a mismatch also the
+    /// report and the expected file image.
+    #[arg(long, value_name = "DIR")]
     pub log: Option<PathBuf>,
-    /// Re-run the steps of this replay log instead of a generated stream.
+    /// Re-run exactly the steps of a replay log (from --log). Without --fs/--dir it runs on a
+    /// fresh testbed like the one the log was recorded on.
+    #[arg(long, value_name = "LOG")]
     pub replay: Option<PathBuf>,
-    /// Fault injection for tests of the exerciser: after operation N (of exerciser 0), flip
-    /// the byte at OFFSET through a second descriptor.
+    /// Testing the exerciser: after operation N of exerciser 0, flip the byte at OFFSET
+    /// through a second descriptor (N:OFFSET; repeatable).
+    #[arg(long, value_name = "N:OFFSET", value_parser = inject, hide = true)]
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     pub inject: Vec<(u64, u64)>,
 }
 
 impl Default for Exercise {
     fn default() -> Self {
-        Self {
-            file: "exercise.dat".into(),
-            ops: None,
-            time: None,
-            max_len: 256 << 10,
-            max_op_len: 64 << 10,
-            procs: 1,
-            direct: false,
-            pollute_eof: false,
-            no: Vec::new(),
-            weights: Default::default(),
-            remount_every: 0,
-            log: None,
-            replay: None,
-            inject: Vec::new(),
-        }
+        params::defaults()
+    }
+}
+
+/// `--weights read=2`: one kind's weight.
+fn weight(item: &str) -> Result<(OpKind, u32), String> {
+    let (k, n) = item
+        .split_once('=')
+        .ok_or_else(|| format!("{item:?} is not KIND=N, e.g. read=2"))?;
+    let k: OpKind = k.parse()?;
+    let n: u32 = n
+        .trim()
+        .parse()
+        .map_err(|_| format!("weight {n:?} of {k} is not a whole number"))?;
+    if n > 1000 {
+        return Err(format!("weight {n} of {k} is over 1000"));
+    }
+    Ok((k, n))
+}
+
+/// `--inject N:OFFSET`.
+fn inject(s: &str) -> Result<(u64, u64), String> {
+    let (n, off) = s
+        .split_once(':')
+        .ok_or_else(|| format!("{s:?} is not N:OFFSET"))?;
+    let n = n
+        .parse()
+        .map_err(|_| format!("{n:?} is not an operation number"))?;
+    let off = crate::units::parse_size(off).map_err(|e| e.to_string())?;
+    Ok((n, off))
+}
+
+/// The weights as a plan's table and a result's object (kind → weight, each kind once, the
+/// last given counting), from the flags' list.
+mod weights_table {
+    use std::collections::BTreeMap;
+
+    use serde::{Deserialize, Deserializer, Serialize, Serializer};
+
+    use super::OpKind;
+
+    pub fn serialize<S: Serializer>(w: &[(OpKind, u32)], s: S) -> Result<S::Ok, S::Error> {
+        w.iter().copied().collect::<BTreeMap<_, _>>().serialize(s)
+    }
+
+    pub fn deserialize<'de, D: Deserializer<'de>>(d: D) -> Result<Vec<(OpKind, u32)>, D::Error> {
+        Ok(BTreeMap::<OpKind, u32>::deserialize(d)?
+            .into_iter()
+            .collect())
+    }
+}
+
+/// `remount_every` in plans and results: a count, 0 for never (the flag's absence).
+mod every_or_zero {
+    use serde::{Deserialize, Deserializer, Serializer};
+
+    pub fn serialize<S: Serializer>(k: &Option<u64>, s: S) -> Result<S::Ok, S::Error> {
+        s.serialize_u64(k.unwrap_or(0))
+    }
+
+    pub fn deserialize<'de, D: Deserializer<'de>>(d: D) -> Result<Option<u64>, D::Error> {
+        Ok(Some(u64::deserialize(d)?).filter(|&k| k > 0))
     }
 }
 
@@ -155,6 +230,15 @@ impl Exercise {
         }
     }
 
+    /// The weight given to operation kind `k`, if any (the last one given).
+    fn weight_of(&self, k: OpKind) -> Option<u32> {
+        self.weights
+            .iter()
+            .rev()
+            .find(|&&(kind, _)| kind == k)
+            .map(|&(_, n)| n)
+    }
+
     fn config(&self, seed: u64, w: u32) -> Config {
         Config {
             max_len: self.max_len,
@@ -164,7 +248,7 @@ impl Exercise {
             kinds: OpKind::ALL
                 .into_iter()
                 .filter(|k| !self.no.contains(k))
-                .map(|k| (k, self.weights.get(&k).copied().unwrap_or(1)))
+                .map(|k| (k, self.weight_of(k).unwrap_or(1)))
                 .filter(|&(_, w)| w > 0)
                 .collect(),
             seed: worker_seed(seed, w),
@@ -267,7 +351,7 @@ impl Workload for Exercise {
                 "--pollute-eof writes through mmap and does not go with --direct",
             ));
         }
-        if self.no.contains(&OpKind::Write) || self.weights.get(&OpKind::Write) == Some(&0) {
+        if self.no.contains(&OpKind::Write) || self.weight_of(OpKind::Write) == Some(0) {
             return Err(bad_param(
                 "no",
                 "--no write: writes cannot be turned off (without them there is nothing to verify)",
@@ -281,6 +365,12 @@ impl Workload for Exercise {
         }
         if self.ops == Some(0) {
             return Err(bad_param("ops", "--ops must be 1 or more"));
+        }
+        if self.remount_every == Some(0) {
+            return Err(bad_param(
+                "remount_every",
+                "--remount-every must be 1 or more",
+            ));
         }
         if let Some(t) = self.time {
             if t.is_nan() || t <= 0.0 {
@@ -300,7 +390,7 @@ impl Workload for Exercise {
     }
 
     fn run(&self, ctx: &mut RunContext) -> Result<()> {
-        if self.remount_every > 0 && matches!(ctx.target(), Target::Dir(_)) {
+        if self.remount_every.is_some() && matches!(ctx.target(), Target::Dir(_)) {
             return Err(bad_input(
                 "--remount-every needs a testbed fsgauge builds (--fs KIND); an existing directory cannot be remounted",
             ));
@@ -380,11 +470,7 @@ impl Runner {
             seed: ctx.seed(),
             limit: wl.op_limit(),
             deadline: wl.time.map(Duration::from_secs_f64),
-            every: if wl.remount_every > 0 {
-                wl.remount_every
-            } else {
-                u64::MAX
-            },
+            every: wl.remount_every.filter(|&k| k > 0).unwrap_or(u64::MAX),
             inject: wl.inject.clone(),
             log_dir: wl.log.clone(),
         })
@@ -779,6 +865,76 @@ mod tests {
             .err()
             .unwrap();
         assert!(e.to_string().contains("unknown operation"), "{e}");
+    }
+
+    /// `fsgauge exercise` flags and a plan's `kind = "exercise"` table give the same
+    /// parameters; the defaults, now written once in the flags, are those both had.
+    #[test]
+    fn flags_and_plan_give_the_same_exercise() {
+        use crate::workload::params::from_flags;
+        let kind = crate::registry::find("exercise").unwrap();
+        let flags = from_flags::<Exercise>(&[]).unwrap();
+        let plan = (kind.build)(serde_json::json!({})).unwrap().params();
+        assert_eq!(flags.params(), plan);
+        assert_eq!(
+            plan,
+            serde_json::json!({
+                "file": "exercise.dat", "ops": null, "time": null, "max_len": 256 << 10,
+                "max_op_len": 64 << 10, "procs": 1, "direct": false, "pollute_eof": false,
+                "no": [], "weights": {}, "remount_every": 0, "log": null, "replay": null
+            })
+        );
+        let flags = from_flags::<Exercise>(&[
+            "--file",
+            "f",
+            "--ops",
+            "50",
+            "--time",
+            "2m",
+            "--max-len",
+            "1M",
+            "--max-op-len",
+            "16K",
+            "--procs",
+            "3",
+            "--no",
+            "clone,fsync",
+            "--weights",
+            "read=4,fsync=0",
+            "--weights",
+            "read=2",
+            "--remount-every",
+            "1000",
+            "--log",
+            "/l",
+            "--pollute-eof",
+        ])
+        .unwrap();
+        flags.validate().unwrap();
+        let table = serde_json::json!({
+            "file": "f", "ops": 50, "time": "2m", "max_len": "1M", "max_op_len": "16K",
+            "procs": 3, "no": ["clone", "fsync"], "weights": {"fsync": 0, "read": 2},
+            "remount_every": 1000, "log": "/l", "pollute_eof": true
+        });
+        let plan = (kind.build)(table).unwrap();
+        assert_eq!(flags.params(), plan.params());
+        // The last weight given counts, as it did when the flags were collected into a table.
+        assert_eq!(flags.weight_of(OpKind::Read), Some(2));
+        assert_eq!(flags.config(1, 0).kinds, {
+            let plan: Exercise = serde_json::from_value(plan.params()).unwrap();
+            plan.config(1, 0).kinds
+        });
+        // remount_every: 0 in a plan is never, as no flag is; --remount-every 0 is refused.
+        let never = (kind.build)(serde_json::json!({"remount_every": 0})).unwrap();
+        assert_eq!(never.params()["remount_every"], 0);
+        never.validate().unwrap();
+        let zero = from_flags::<Exercise>(&["--remount-every", "0"]).unwrap();
+        let e = format!("{:#}", zero.validate().unwrap_err());
+        assert!(e.contains("--remount-every must be 1 or more"), "{e}");
+        assert_eq!(
+            crate::error::bad_field(&zero.validate().unwrap_err()),
+            Some("remount_every")
+        );
     }
 
     #[test]

@@ -20,8 +20,8 @@ pub struct WorkloadKind {
     pub about: &'static str,
     /// Builds the workload from its parameters (without `kind`).
     pub build: fn(serde_json::Value) -> Result<Box<dyn Workload>, BuildError>,
-    /// `fsgauge bench NAME`, for kinds whose parameter struct derives `clap::Args` (the others
-    /// have commands of their own).
+    /// `fsgauge bench NAME`. Kinds without it have commands of their own (`fsgauge age`,
+    /// `read`, `exercise`), which flatten the same parameter struct into their flags.
     pub bench: Option<Bench>,
     /// How its parameters react to `--scale` where they differ from every kind's (see
     /// `plan::scale`).

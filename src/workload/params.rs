@@ -18,6 +18,15 @@ pub fn defaults<T: Args + FromArgMatches>() -> T {
     T::from_arg_matches(&m).expect("the defaults are values of their own types")
 }
 
+/// The parameters a command line gives (`args` without the program name), as the command
+/// that flattens `T` reads them.
+#[cfg(test)]
+pub(crate) fn from_flags<T: Args + FromArgMatches>(args: &[&str]) -> Result<T, clap::Error> {
+    let m =
+        T::augment_args(Command::new("flags").no_binary_name(true)).try_get_matches_from(args)?;
+    T::from_arg_matches(&m)
+}
+
 /// `--file-size 64M`: a size in bytes.
 pub fn size(s: &str) -> Result<u64, String> {
     crate::units::parse_size(s).map_err(|e| e.to_string())

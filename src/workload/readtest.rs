@@ -24,6 +24,7 @@ use rand::seq::SliceRandom;
 use rand::SeedableRng;
 use serde::{Deserialize, Serialize};
 
+use super::params;
 use super::{RunContext, Workload};
 use crate::error::{bad_input, bad_param, SystemFailure};
 use crate::measure::{OpDef, Recorder};
@@ -40,34 +41,39 @@ crate::choice! {
     }
 }
 
-/// Parameters of the read test (plan kind `read`).
-#[derive(Debug, Clone, Serialize, Deserialize, PartialEq)]
+/// Parameters of the read test (plan kind `read`; the flags of `fsgauge read`, whose doc
+/// comments are their help and whose defaults are a plan's).
+#[derive(Debug, Clone, Serialize, Deserialize, PartialEq, clap::Args)]
 #[serde(default, deny_unknown_fields)]
 pub struct ReadTest {
     /// The tree to read; none: the workload's own directory (e.g. after an `age` step).
+    /// `fsgauge read PATH` takes it as its argument (required there).
+    #[arg(skip)]
     pub path: Option<PathBuf>,
+    /// Phases in order: walk (directory order; KiB/s of read time and of the whole walk),
+    /// random (shuffled, paths in memory), blockorder (by first physical block), stat (files
+    /// stat'ed per second).
+    #[arg(
+        long,
+        value_name = "LIST",
+        default_value = "walk,random,blockorder,stat",
+        value_delimiter = ',',
+        value_parser = params::item::<ReadPhase>
+    )]
     pub phases: Vec<ReadPhase>,
     /// Size of each read(2).
+    #[arg(long, value_name = "SIZE", default_value = "1M", value_parser = params::size)]
     #[serde(deserialize_with = "crate::units::de_size")]
     pub block: u64,
     /// Prefix for the phase names (the append study uses `aged-25-`).
     #[serde(skip)]
+    #[arg(skip)]
     pub prefix: String,
 }
 
 impl Default for ReadTest {
     fn default() -> Self {
-        Self {
-            path: None,
-            phases: vec![
-                ReadPhase::Walk,
-                ReadPhase::Random,
-                ReadPhase::Blockorder,
-                ReadPhase::Stat,
-            ],
-            block: 1 << 20,
-            prefix: String::new(),
-        }
+        params::defaults()
     }
 }
 
@@ -428,4 +434,42 @@ pub fn in_place(
         ..test.clone()
     };
     Ok((path, test))
+}
+
+#[cfg(test)]
+#[allow(clippy::unwrap_used)]
+mod tests {
+    use super::*;
+    use crate::workload::params::from_flags;
+
+    /// `fsgauge read` flags and a plan's `kind = "read"` table give the same parameters; the
+    /// defaults, now written once in the flags, are those both had. The path is the command's
+    /// argument, not a flag.
+    #[test]
+    fn flags_and_plan_give_the_same_read_test() {
+        let kind = crate::registry::find("read").unwrap();
+        let flags = from_flags::<ReadTest>(&[]).unwrap();
+        let plan = (kind.build)(serde_json::json!({})).unwrap().params();
+        assert_eq!(flags.params(), plan);
+        assert_eq!(
+            plan,
+            serde_json::json!({
+                "path": null, "phases": ["walk", "random", "blockorder", "stat"],
+                "block": 1 << 20
+            })
+        );
+        let flags = from_flags::<ReadTest>(&["--phases", "stat, walk", "--block", "64K"]).unwrap();
+        let plan =
+            (kind.build)(serde_json::json!({"phases": ["stat", "walk"], "block": "64K"})).unwrap();
+        assert_eq!(flags.params(), plan.params());
+        let e = from_flags::<ReadTest>(&["--phases", "walk,sideways"]).unwrap_err();
+        assert!(
+            e.to_string().contains("unknown read phase \"sideways\""),
+            "{e}"
+        );
+        assert!(
+            from_flags::<ReadTest>(&["/tmp"]).is_err(),
+            "the path is no flag"
+        );
+    }
 }
