@@ -76,6 +76,13 @@ impl FastHistogram {
         }
     }
 
+    /// Takes back one [`FastHistogram::record`] of `ns` (nothing when its bucket is empty).
+    pub fn unrecord(&mut self, ns: u64) {
+        if let Some(c) = self.counts.get_mut(Self::index(ns)) {
+            *c = c.saturating_sub(1);
+        }
+    }
+
     /// [`FastHistogram::record`] into a histogram whose counts are not allocated yet.
     #[cold]
     #[inline(never)]

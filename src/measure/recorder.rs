@@ -208,12 +208,15 @@ impl Recorder {
     /// Adds an operation of `ns` nanoseconds that ended at tick `end`.
     #[inline(always)]
     pub fn add_tick(&mut self, op: OpId, ns: u64, bytes: u64, end: Tick) {
+        let (primary, held) = self.tally(op, ns, bytes);
         let sec = if end.0 >= self.tsec_lo && end.0 < self.tsec_hi {
             self.tsec_idx
         } else {
             self.tick_second(end)
         };
-        let primary = self.tally(op, ns, bytes, sec);
+        if primary && held != sec {
+            self.moved_second(op, ns, sec);
+        }
         self.series_add(sec, bytes, primary);
         if primary {
             self.unflushed += 1;
@@ -224,13 +227,10 @@ impl Recorder {
         }
     }
 
-    /// Count, bytes, histogram and the slow-request counters of one operation that ended in
-    /// series second `sec`; whether its kind is primary.
+    /// Count, bytes, histogram and the slow-request counters of one operation; whether its
+    /// kind is primary, and the series second its histogram held (see [`OpSlot::hist`]).
     #[inline(always)]
-    fn tally(&mut self, op: OpId, ns: u64, bytes: u64, sec: usize) -> bool {
-        if self.ops[op.0].sec != sec && self.ops[op.0].def.primary {
-            self.rotate(op, sec);
-        }
+    fn tally(&mut self, op: OpId, ns: u64, bytes: u64) -> (bool, usize) {
         let slot = &mut self.ops[op.0];
         slot.count += 1;
         slot.bytes += bytes;
@@ -241,18 +241,27 @@ impl Recorder {
                 slot.over_10s += 1;
             }
         }
-        slot.def.primary
+        (slot.def.primary, slot.sec)
     }
 
-    /// Closes the interval a primary kind's histogram holds: its buckets go to that interval
-    /// and to the kind's total, and the histogram now holds second `sec`.
+    /// A primary operation of `ns` just tallied into its kind's histogram ended in second
+    /// `sec`, which is not the one the histogram holds: it is taken out again, the held
+    /// second is closed (its buckets go to that second and to the kind's total), and the
+    /// histogram, now of `sec`, gets the operation. Deciding this after the tally keeps the
+    /// per-operation path as it was, but for one compare.
     #[cold]
     #[inline(never)]
-    fn rotate(&mut self, op: OpId, sec: usize) {
+    fn moved_second(&mut self, op: OpId, ns: u64, sec: usize) {
         let slot = &mut self.ops[op.0];
-        let (hist, at) = (&mut slot.hist, slot.sec);
-        close_interval(&mut self.intervals, &mut slot.total, hist, at);
+        slot.hist.unrecord(ns);
+        close_interval(
+            &mut self.intervals,
+            &mut slot.total,
+            &mut slot.hist,
+            slot.sec,
+        );
         slot.sec = sec;
+        slot.hist.record(ns);
     }
 
     #[inline(always)]
@@ -304,12 +313,15 @@ impl Recorder {
     /// Adds an operation of `ns` nanoseconds that ended at `at`.
     #[inline]
     pub fn add(&mut self, op: OpId, ns: u64, bytes: u64, at: Instant) {
+        let (primary, held) = self.tally(op, ns, bytes);
         let sec = if at >= self.sec_lo && at < self.sec_hi {
             self.sec_idx
         } else {
             self.second_of(at)
         };
-        let primary = self.tally(op, ns, bytes, sec);
+        if primary && held != sec {
+            self.moved_second(op, ns, sec);
+        }
         self.series_add(sec, bytes, primary);
         if primary {
             self.unflushed += 1;
