@@ -165,17 +165,25 @@ fn merge_one(reports: &[RankReport], i: usize, metrics: &[MetricDef]) -> Result<
     let secs = ps.iter().map(|p| p.series.len()).max().unwrap_or(0);
     let series = (0..secs)
         .map(|t| {
-            let (o, b) = ps
+            let points: Vec<&SeriesPoint> = ps
                 .iter()
                 .filter_map(|p| p.series.iter().find(|s| s.t as usize == t))
-                .fold((0, 0), |acc, s| (acc.0 + s.ops, acc.1 + s.bytes));
-            SeriesPoint {
+                .collect();
+            // Each second's latency: the ranks' histograms of that second, bucket by bucket.
+            let lat: Vec<&LatencySummary> =
+                points.iter().filter_map(|s| s.latency.as_ref()).collect();
+            Ok(SeriesPoint {
                 t: t as u32,
-                ops: o,
-                bytes: b,
-            }
+                ops: points.iter().map(|s| s.ops).sum(),
+                bytes: points.iter().map(|s| s.bytes).sum(),
+                latency: if lat.is_empty() {
+                    None
+                } else {
+                    Some(merge_latency(&lat)?)
+                },
+            })
         })
-        .collect();
+        .collect::<Result<Vec<_>>>()?;
 
     // Workers numbered across ranks, in rank order.
     let mut workers = Vec::new();
@@ -321,6 +329,7 @@ mod tests {
                 t: 0,
                 ops,
                 bytes: ops * bytes_per_op,
+                latency: None,
             }],
             workers: Vec::new(),
             extra,
@@ -473,6 +482,29 @@ mod tests {
         assert_eq!(x["lowest"], 3.0);
         // A figure no declaration names is summed.
         assert_eq!(x["files"], 4.0);
+    }
+
+    #[test]
+    fn series_seconds_merge_their_latency_bucket_by_bucket() {
+        let fast: Vec<u64> = (1..=100).map(|i| i * 1000).collect();
+        let slow: Vec<u64> = (1..=300).map(|i| i * 1_000_000).collect();
+        let mut a = phase("create", 1.0, &fast, 4096);
+        let mut b = phase("create", 4.0, &slow, 4096);
+        // Each rank's one second has its phase's histogram; rank b has a second second
+        // without operations.
+        for p in [&mut a, &mut b] {
+            p.series[0].latency = Some(p.latency.clone());
+        }
+        b.series.push(SeriesPoint {
+            t: 1,
+            ..Default::default()
+        });
+        let m = merge_phases(&[report(0, "a", vec![a]), report(1, "a", vec![b])], &[]).unwrap();
+        let p = &m[0];
+        assert_eq!(p.series.len(), 2);
+        assert_eq!(p.series[0].latency.as_ref(), Some(&p.latency));
+        assert_eq!(p.series[0].latency.as_ref().unwrap().count, 400);
+        assert_eq!(p.series[1].latency, None);
     }
 
     #[test]

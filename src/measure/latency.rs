@@ -76,6 +76,13 @@ impl FastHistogram {
         }
     }
 
+    /// Takes back one [`FastHistogram::record`] of `ns` (nothing when its bucket is empty).
+    pub fn unrecord(&mut self, ns: u64) {
+        if let Some(c) = self.counts.get_mut(Self::index(ns)) {
+            *c = c.saturating_sub(1);
+        }
+    }
+
     /// [`FastHistogram::record`] into a histogram whose counts are not allocated yet.
     #[cold]
     #[inline(never)]
@@ -111,6 +118,33 @@ impl FastHistogram {
             if c > 0 {
                 h.saturating_record_n(Self::value_at(i), c);
             }
+        }
+    }
+
+    /// Moves every count into `total` and lists them (bucket, count) in `out`, leaving this
+    /// histogram empty but allocated: how an interval's histogram is closed (a scan of its
+    /// buckets, done once per interval, never per operation).
+    pub fn drain_into(&mut self, total: &mut FastHistogram, out: &mut Vec<(u32, u64)>) {
+        if self.counts.is_empty() {
+            return;
+        }
+        if total.counts.is_empty() {
+            *total = Self::new();
+        }
+        for (i, c) in self.counts.iter_mut().enumerate() {
+            if *c > 0 {
+                total.counts[i] += *c;
+                out.push((i as u32, *c));
+                *c = 0;
+            }
+        }
+    }
+
+    /// Adds (bucket, count) pairs listed by [`FastHistogram::drain_into`] to `h` (a histogram
+    /// from [`new_histogram`]).
+    pub fn add_buckets_to(buckets: &[(u32, u64)], h: &mut LatencyHistogram) {
+        for &(i, c) in buckets {
+            h.saturating_record_n(Self::value_at(i as usize), c);
         }
     }
 

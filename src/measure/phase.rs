@@ -10,11 +10,11 @@ use anyhow::Result;
 
 use super::clock::{Clock, Tick};
 use super::diskstats::{Devices, DiskStat};
-use super::latency::{new_histogram, summarize};
+use super::latency::{new_histogram, summarize, FastHistogram, LatencyHistogram};
 use super::progress::{PhaseBar, Progress};
 use super::recorder::{OpDef, Recorder, StopFlags};
 use super::rusage::CpuTimes;
-use crate::results::{OpStats, PhaseResult, SeriesPoint, WorkerSummary};
+use crate::results::{LatencySummary, OpStats, PhaseResult, SeriesPoint, WorkerSummary};
 
 /// A phase in progress.
 pub struct PhaseMeter {
@@ -173,6 +173,7 @@ impl PhaseMeter {
                     t: t as u32,
                     ops: o,
                     bytes: b,
+                    latency: interval_latency(&recorders, t),
                 }
             })
             .collect();
@@ -239,6 +240,35 @@ impl PhaseMeter {
     }
 }
 
+/// Latency of the primary operations that ended in series second `t`, over all workers
+/// (their closed intervals' buckets, exactly); `None` when none did.
+fn interval_latency(recorders: &[Recorder], t: usize) -> Option<LatencySummary> {
+    let mut h = new_histogram();
+    for r in recorders {
+        if let Some(buckets) = r.intervals.get(t) {
+            FastHistogram::add_buckets_to(buckets, &mut h);
+        }
+    }
+    (!h.is_empty()).then(|| {
+        let (o2, o10) = slow_counts(&h);
+        summarize(&h, o2, o10)
+    })
+}
+
+/// Operations over 2 s and over 10 s in `h`, as far as its buckets tell (to within a bucket's
+/// width, about 0.1 %).
+pub(crate) fn slow_counts(h: &LatencyHistogram) -> (u64, u64) {
+    let above = |ns: u64| {
+        let from = h.highest_equivalent(ns) + 1;
+        if from > h.max() {
+            0
+        } else {
+            h.count_between(from, h.max())
+        }
+    };
+    (above(2_000_000_000), above(10_000_000_000))
+}
+
 /// Runs `n` workers on their own threads, started together behind a barrier, each with its
 /// own recorder. The first failure stops the others and is returned naming its worker.
 pub fn run_workers<F>(meter: &PhaseMeter, n: usize, work: F) -> Result<Vec<Recorder>>
@@ -281,4 +311,82 @@ where
         anyhow::bail!("{} of {n} workers panicked", n - recorders.len());
     }
     Ok(recorders)
+}
+
+#[cfg(test)]
+#[allow(clippy::unwrap_used)]
+mod tests {
+    use super::*;
+
+    fn meter() -> PhaseMeter {
+        PhaseMeter::start(
+            "p",
+            &[OpDef::primary("op"), OpDef::secondary("part")],
+            &Devices::default(),
+            None,
+            &Progress::hidden(),
+        )
+    }
+
+    #[test]
+    fn one_interval_has_the_phase_latency_and_intervals_add_up_to_the_phase() {
+        // Two workers, all operations in second 0: the series point is the phase.
+        let m = meter();
+        let mut rs: Vec<Recorder> = (0..2).map(|w| m.recorder(w)).collect();
+        for (w, r) in rs.iter_mut().enumerate() {
+            let (op, part) = (r.op("op"), r.op("part"));
+            let t0 = r.tick();
+            r.with_lane(op, |rec, lane| {
+                for i in 0..1000u64 {
+                    lane.add(rec, 500 + i * 37 + w as u64 * 9000, 4096, t0);
+                }
+            });
+            r.add_tick(part, 1, 1, t0);
+        }
+        let p = m.finish(rs);
+        assert_eq!(p.series.len(), 1);
+        let lat = p.series[0].latency.as_ref().unwrap();
+        assert_eq!(lat, &p.latency);
+        assert_eq!(lat.count, 2000);
+
+        // Several seconds: per-second counts are the series' and add up to the phase.
+        let m = meter();
+        let mut r = m.recorder(0);
+        let op = r.op("op");
+        let t0 = r.tick();
+        let per = r.clock().per_sec();
+        for s in 0..4u64 {
+            for i in 0..=s * 10 {
+                r.add_tick(op, 1000 * (s + 1) + i, 10, Tick(t0.0 + s * per + 1));
+            }
+        }
+        let p = m.finish(vec![r]);
+        let counts: Vec<u64> = p
+            .series
+            .iter()
+            .map(|s| s.latency.as_ref().map_or(0, |l| l.count))
+            .collect();
+        let ops: Vec<u64> = p.series.iter().map(|s| s.ops).collect();
+        assert_eq!(counts, ops);
+        assert_eq!(ops.iter().sum::<u64>(), p.ops);
+        assert_eq!(p.series.iter().map(|s| s.bytes).sum::<u64>(), p.bytes);
+        let mut all = new_histogram();
+        for s in &p.series {
+            all.add(crate::measure::decode(s.latency.as_ref().unwrap()).unwrap())
+                .unwrap();
+        }
+        assert_eq!(summarize(&all, 0, 0), p.latency);
+        // Each second's percentiles are its own: second 3 is all 4 us.
+        let l3 = p.series[3].latency.as_ref().unwrap();
+        assert!((4000..4100).contains(&l3.p50_ns), "{}", l3.p50_ns);
+    }
+
+    #[test]
+    fn slow_operations_are_counted_from_the_buckets() {
+        let mut h = new_histogram();
+        for v in [1_000, 2_000_000_000, 2_100_000_000, 11_000_000_000] {
+            h.record(v).unwrap();
+        }
+        assert_eq!(slow_counts(&h), (2, 1));
+    }
 }

@@ -63,7 +63,14 @@ pub(crate) struct OpSlot {
     pub bytes: u64,
     pub over_2s: u64,
     pub over_10s: u64,
+    /// Latency histogram. Of a primary kind, while the phase runs: of series interval `sec`
+    /// only (closed intervals are in `total` and the recorder's `intervals`); after
+    /// [`Recorder::finish`], and always of a secondary kind: of the whole phase.
     pub hist: FastHistogram,
+    /// The series interval `hist` holds (primary kinds).
+    pub sec: usize,
+    /// Closed intervals of a primary kind, added up.
+    pub total: FastHistogram,
 }
 
 const PROGRESS_EVERY: u64 = 256;
@@ -89,6 +96,9 @@ pub struct Recorder {
     pub(crate) ops: Vec<OpSlot>,
     /// (primary ops, bytes) per second since the phase start.
     pub(crate) series: Vec<(u64, u64)>,
+    /// Latency of primary operations per series second: the closed intervals' histogram
+    /// buckets, (bucket, count) as [`FastHistogram::drain_into`] lists them.
+    pub(crate) intervals: Vec<Vec<(u32, u64)>>,
     progress: Arc<AtomicU64>,
     stop: Arc<AtomicBool>,
     wall: Arc<AtomicBool>,
@@ -138,9 +148,12 @@ impl Recorder {
                     over_2s: 0,
                     over_10s: 0,
                     hist: FastHistogram::default(),
+                    sec: 0,
+                    total: FastHistogram::default(),
                 })
                 .collect(),
             series: Vec::new(),
+            intervals: Vec::new(),
             progress,
             stop,
             wall,
@@ -195,12 +208,15 @@ impl Recorder {
     /// Adds an operation of `ns` nanoseconds that ended at tick `end`.
     #[inline(always)]
     pub fn add_tick(&mut self, op: OpId, ns: u64, bytes: u64, end: Tick) {
-        let primary = self.tally(op, ns, bytes);
+        let (primary, held) = self.tally(op, ns, bytes);
         let sec = if end.0 >= self.tsec_lo && end.0 < self.tsec_hi {
             self.tsec_idx
         } else {
             self.tick_second(end)
         };
+        if primary && held != sec {
+            self.moved_second(op, ns, sec);
+        }
         self.series_add(sec, bytes, primary);
         if primary {
             self.unflushed += 1;
@@ -212,9 +228,9 @@ impl Recorder {
     }
 
     /// Count, bytes, histogram and the slow-request counters of one operation; whether its
-    /// kind is primary.
+    /// kind is primary, and the series second its histogram held (see [`OpSlot::hist`]).
     #[inline(always)]
-    fn tally(&mut self, op: OpId, ns: u64, bytes: u64) -> bool {
+    fn tally(&mut self, op: OpId, ns: u64, bytes: u64) -> (bool, usize) {
         let slot = &mut self.ops[op.0];
         slot.count += 1;
         slot.bytes += bytes;
@@ -225,7 +241,27 @@ impl Recorder {
                 slot.over_10s += 1;
             }
         }
-        slot.def.primary
+        (slot.def.primary, slot.sec)
+    }
+
+    /// A primary operation of `ns` just tallied into its kind's histogram ended in second
+    /// `sec`, which is not the one the histogram holds: it is taken out again, the held
+    /// second is closed (its buckets go to that second and to the kind's total), and the
+    /// histogram, now of `sec`, gets the operation. Deciding this after the tally keeps the
+    /// per-operation path as it was, but for one compare.
+    #[cold]
+    #[inline(never)]
+    fn moved_second(&mut self, op: OpId, ns: u64, sec: usize) {
+        let slot = &mut self.ops[op.0];
+        slot.hist.unrecord(ns);
+        close_interval(
+            &mut self.intervals,
+            &mut slot.total,
+            &mut slot.hist,
+            slot.sec,
+        );
+        slot.sec = sec;
+        slot.hist.record(ns);
     }
 
     #[inline(always)]
@@ -277,12 +313,15 @@ impl Recorder {
     /// Adds an operation of `ns` nanoseconds that ended at `at`.
     #[inline]
     pub fn add(&mut self, op: OpId, ns: u64, bytes: u64, at: Instant) {
-        let primary = self.tally(op, ns, bytes);
+        let (primary, held) = self.tally(op, ns, bytes);
         let sec = if at >= self.sec_lo && at < self.sec_hi {
             self.sec_idx
         } else {
             self.second_of(at)
         };
+        if primary && held != sec {
+            self.moved_second(op, ns, sec);
+        }
         self.series_add(sec, bytes, primary);
         if primary {
             self.unflushed += 1;
@@ -345,10 +384,20 @@ impl Recorder {
         crate::signals::check()
     }
 
-    /// Marks this worker as done now (its own wall time); called by the phase runner.
+    /// Marks this worker as done now (its own wall time) and closes its last series interval:
+    /// from here on every kind's `hist` is of the whole phase. Called by the phase runner.
     pub fn finish(&mut self) {
         if self.finished.is_none() {
             self.finished = Some(self.origin.elapsed());
+            for slot in self.ops.iter_mut().filter(|s| s.def.primary) {
+                close_interval(
+                    &mut self.intervals,
+                    &mut slot.total,
+                    &mut slot.hist,
+                    slot.sec,
+                );
+                slot.hist = std::mem::take(&mut slot.total);
+            }
         }
         self.flush_progress();
     }
@@ -373,6 +422,20 @@ impl Recorder {
     pub fn count(&self, op: OpId) -> u64 {
         self.ops[op.0].count
     }
+}
+
+/// Moves the buckets of `hist` (operations of series second `sec`) to that second's list in
+/// `intervals` and to `total`.
+fn close_interval(
+    intervals: &mut Vec<Vec<(u32, u64)>>,
+    total: &mut FastHistogram,
+    hist: &mut FastHistogram,
+    sec: usize,
+) {
+    if sec >= intervals.len() {
+        intervals.resize_with(sec + 1, Vec::new);
+    }
+    hist.drain_into(total, &mut intervals[sec]);
 }
 
 /// One operation kind lent out of a [`Recorder`] for a tight request loop (see
@@ -405,11 +468,14 @@ pub struct Lane {
     over_2s: u64,
     over_10s: u64,
     sec: usize,
+    /// The series second `hist` holds (of a primary kind; see [`OpSlot::hist`]).
+    hist_sec: usize,
 }
 
 impl Lane {
-    fn new(op: OpId, hist: FastHistogram, clock: &Clock) -> Self {
+    fn new(op: OpId, hist: FastHistogram, hist_sec: usize, clock: &Clock) -> Self {
         Lane {
+            hist_sec,
             hist,
             mult: clock.mult(),
             due: 0,
@@ -488,8 +554,10 @@ impl Recorder {
         // thousand fast operations, adding five histograms of 33K buckets was 1-2 ms of its
         // wall time.
         let clock = self.clock;
-        let mut lanes =
-            ops.map(|op| Lane::new(op, std::mem::take(&mut self.ops[op.0].hist), &clock));
+        let mut lanes = ops.map(|op| {
+            let slot = &mut self.ops[op.0];
+            Lane::new(op, std::mem::take(&mut slot.hist), slot.sec, &clock)
+        });
         let out = f(self, &mut lanes);
         for lane in &mut lanes {
             self.settle_pending(lane);
@@ -501,8 +569,19 @@ impl Recorder {
         }
         for lane in lanes {
             let slot = &mut self.ops[lane.op.0];
-            let meanwhile = std::mem::replace(&mut slot.hist, lane.hist);
-            slot.hist.add(&meanwhile);
+            let mut meanwhile = std::mem::replace(&mut slot.hist, lane.hist);
+            if slot.def.primary && slot.sec != lane.hist_sec {
+                // Recorded meanwhile in another series second: closed there.
+                close_interval(
+                    &mut self.intervals,
+                    &mut slot.total,
+                    &mut meanwhile,
+                    slot.sec,
+                );
+                slot.sec = lane.hist_sec;
+            } else {
+                slot.hist.add(&meanwhile);
+            }
         }
         out
     }
@@ -540,6 +619,16 @@ impl Recorder {
         } else {
             self.tick_second(end)
         };
+        if lane.hist_sec != lane.sec && self.ops[lane.op.0].def.primary {
+            let slot = &mut self.ops[lane.op.0];
+            close_interval(
+                &mut self.intervals,
+                &mut slot.total,
+                &mut lane.hist,
+                lane.hist_sec,
+            );
+            lane.hist_sec = lane.sec;
+        }
         let period = end.0.saturating_add(self.clock.ticks(PROGRESS_PERIOD));
         lane.due = if end.0 >= self.origin_tick.0 {
             self.tsec_hi.min(period)
@@ -645,7 +734,10 @@ mod tests {
                 lane.add(rec, ns(i), 4096, Tick(e));
             }
         });
+        a.finish();
+        b.finish();
         assert_eq!(a.series, b.series);
+        assert_eq!(a.intervals, b.intervals);
         let (sa, sb) = (&a.ops[0], &b.ops[0]);
         assert_eq!(
             (sa.count, sa.bytes, sa.over_2s),
@@ -654,8 +746,6 @@ mod tests {
         assert_eq!((sb.count, sb.over_2s), (3000, 1));
         let (ha, hb) = (sa.hist.to_histogram(), sb.hist.to_histogram());
         assert_eq!(summarize(&ha, 0, 0), summarize(&hb, 0, 0));
-        a.finish();
-        b.finish();
         assert_eq!(pa.load(Ordering::Relaxed), 3000);
         assert_eq!(pb.load(Ordering::Relaxed), 3000);
     }
@@ -686,6 +776,71 @@ mod tests {
         for v in [100, 200, 300, 400, 500, 600] {
             assert_eq!(h.count_at(v), 1, "{v} ns");
         }
+    }
+
+    /// The latencies of the operations that ended in each second, as a histogram.
+    fn interval(r: &Recorder, sec: usize) -> crate::measure::LatencyHistogram {
+        let mut h = crate::measure::new_histogram();
+        FastHistogram::add_buckets_to(&r.intervals[sec], &mut h);
+        h
+    }
+
+    #[test]
+    fn each_second_keeps_the_latencies_of_its_operations_and_they_add_up_to_the_phase() {
+        let origin = Instant::now();
+        let mut r = recorder(
+            origin,
+            &[OpDef::primary("op"), OpDef::secondary("part")],
+            &Arc::new(AtomicU64::new(0)),
+        );
+        let (op, part) = (r.op("op"), r.op("part"));
+        let ms = |m: u64| Tick(m * 1_000_000);
+        // Second 0 through the recorder, second 1 through a lane while the recorder records
+        // in second 2 (the lane ends in second 3), second 4 through the recorder again, and
+        // one operation late for second 1 after all that.
+        r.add_tick(op, 100, 1, ms(10));
+        r.add_tick(op, 200, 1, ms(900));
+        r.add_tick(part, 5, 0, ms(950));
+        r.with_lane(op, |rec, lane| {
+            lane.add(rec, 1_000, 1, ms(1_100));
+            lane.add(rec, 2_000, 1, ms(1_500));
+            rec.add_tick(op, 30_000, 1, ms(2_500));
+            lane.add(rec, 3_000, 1, ms(3_100));
+        });
+        r.add_tick(op, 40_000, 1, ms(4_000));
+        r.add_tick(op, 5_000, 1, ms(1_999));
+        r.finish();
+        // The lowest value of each recorded bucket, once per operation.
+        let near = |sec: usize| -> Vec<u64> {
+            interval(&r, sec)
+                .iter_recorded()
+                .flat_map(|v| {
+                    std::iter::repeat_n(v.value_iterated_to(), v.count_at_value() as usize)
+                })
+                .map(|v| crate::measure::new_histogram().lowest_equivalent(v))
+                .collect()
+        };
+        let lowest = |v: &[u64]| -> Vec<u64> {
+            let h = crate::measure::new_histogram();
+            v.iter().map(|&x| h.lowest_equivalent(x)).collect()
+        };
+        assert_eq!(near(0), lowest(&[100, 200]));
+        assert_eq!(near(1), lowest(&[1_000, 2_000, 5_000]));
+        assert_eq!(near(2), lowest(&[30_000]));
+        assert_eq!(near(3), lowest(&[3_000]));
+        assert_eq!(near(4), lowest(&[40_000]));
+        // Per second as the series counts them; all seconds together are the phase.
+        let counts: Vec<u64> = (0..5).map(|s| interval(&r, s).len()).collect();
+        let ops: Vec<u64> = r.series.iter().map(|c| c.0).collect();
+        assert_eq!(counts, ops);
+        let mut all = crate::measure::new_histogram();
+        for s in 0..5 {
+            all.add(interval(&r, s)).unwrap();
+        }
+        assert_eq!(all, r.ops[op.0].hist.to_histogram());
+        assert_eq!(r.ops[op.0].count, 8);
+        // A secondary kind keeps one histogram and is in no interval.
+        assert_eq!(r.ops[part.0].hist.len(), 1);
     }
 
     #[test]

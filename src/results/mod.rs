@@ -385,12 +385,18 @@ pub struct DeviceDelta {
 }
 
 /// One second of a phase.
-#[derive(Debug, Clone, Copy, Serialize, Deserialize, PartialEq, Default)]
+#[derive(Debug, Clone, Serialize, Deserialize, PartialEq, Default)]
 pub struct SeriesPoint {
     /// Seconds from the phase start (the bucket [t, t+1)).
     pub t: u32,
     pub ops: u64,
     pub bytes: u64,
+    /// Latency of the primary operations that ended in this second, from the HDR histogram of
+    /// this second alone (its `hdr` kept, so that ranks merge bucket by bucket);
+    /// `over_2s`/`over_10s` are counted from the histogram's buckets. Absent for a second in
+    /// which no primary operation ended, and in results written before it was added.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub latency: Option<LatencySummary>,
 }
 
 /// One worker's share of a multi-worker phase.

@@ -378,3 +378,56 @@ fn pinned_workers_record_their_cpus() {
     assert_eq!(r["workload"]["params"]["cpus"], serde_json::json!([0]));
     assert_eq!(r["phases"][0]["ops"], 2 * 16);
 }
+
+#[test]
+fn every_second_of_the_series_carries_its_latency_and_the_seconds_add_up() {
+    let sb = Sandbox::new();
+    let r = tio_dir(
+        &sb,
+        &[
+            "--mode",
+            "randread",
+            "--block",
+            "4K",
+            "--file-size",
+            "256K",
+            "--threads",
+            "2",
+            "--time",
+            "2500ms",
+            "--time-based",
+        ],
+    );
+    assert_schema(&r);
+    for p in r["phases"].as_array().unwrap() {
+        let series = p["series"].as_array().unwrap();
+        assert!(!series.is_empty(), "{}: no series", p["name"]);
+        let (mut ops, mut bytes, mut counted) = (0, 0, 0);
+        for s in series {
+            ops += s["ops"].as_u64().unwrap();
+            bytes += s["bytes"].as_u64().unwrap();
+            if s["ops"].as_u64().unwrap() == 0 {
+                continue;
+            }
+            let l = &s["latency"];
+            assert_eq!(l["count"], s["ops"], "{}: second {}", p["name"], s["t"]);
+            counted += l["count"].as_u64().unwrap();
+            let q = |k: &str| l[k].as_u64().unwrap();
+            assert!(q("p50_ns") <= q("p99_ns") && q("p99_ns") <= q("p999_ns"));
+            assert!(
+                q("p999_ns") <= q("max_ns")
+                    && q("max_ns") <= p["latency"]["max_ns"].as_u64().unwrap()
+            );
+        }
+        assert_eq!(ops, p["ops"].as_u64().unwrap(), "{}", p["name"]);
+        assert_eq!(bytes, p["bytes"].as_u64().unwrap(), "{}", p["name"]);
+        assert_eq!(
+            counted,
+            p["latency"]["count"].as_u64().unwrap(),
+            "{}",
+            p["name"]
+        );
+    }
+    let measured = &r["phases"].as_array().unwrap().last().unwrap()["series"];
+    assert!(measured.as_array().unwrap().len() >= 3, "{measured}");
+}

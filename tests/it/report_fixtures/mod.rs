@@ -52,6 +52,7 @@ pub fn phase(
                 t: t as u32,
                 ops: o,
                 bytes: o * 4096,
+                latency: None,
             })
             .collect(),
         workers: (0..workers)
