@@ -18,7 +18,7 @@
 use std::io::Read;
 use std::path::Path;
 use std::process::{Command, ExitCode, Output, Stdio};
-use std::sync::atomic::{AtomicUsize, Ordering};
+use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
 use std::sync::{Arc, Mutex, OnceLock};
 use std::time::Duration;
 
@@ -31,6 +31,8 @@ static SIGNAL: OnceLock<Arc<AtomicUsize>> = OnceLock::new();
 
 /// What this process has completed and left in place, in order (see [`note_kept`]).
 static KEPT: Mutex<Vec<String>> = Mutex::new(Vec::new());
+/// Set when the process's outcome was settled by someone else (see [`outcome_settled`]).
+static SETTLED: AtomicBool = AtomicBool::new(false);
 
 /// Installs the handlers once. Safe to call more than once.
 pub fn install() {
@@ -76,12 +78,20 @@ pub fn note_result_written(path: &Path, rep: u32) {
     ));
 }
 
+/// Says that this process's outcome is settled elsewhere: an MPI rank other than 0 whose job
+/// failed in a step every rank agreed on ends quietly while rank 0 reports, and mpirun's
+/// SIGTERM to the remaining ranks is then not an interruption of this one's work.
+pub fn outcome_settled() {
+    SETTLED.store(true, Ordering::SeqCst);
+}
+
 /// The end of every command: a signal that arrived after the command's last check still ends
 /// the process as interrupted (130/143). What was completed before it is named, so that the
 /// user knows it can be kept.
 pub fn conclude(res: Result<ExitCode>) -> Result<ExitCode> {
     let kept = || KEPT.lock().map(|k| k.clone()).unwrap_or_default();
     match res {
+        Ok(code) if SETTLED.load(Ordering::SeqCst) => Ok(code),
         Ok(code) => match arrived() {
             None => Ok(code),
             Some(sig) => {

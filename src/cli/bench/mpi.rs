@@ -93,6 +93,7 @@ pub fn distributed(
             if s.rank() == 0 {
                 Err(e)
             } else {
+                crate::signals::outcome_settled();
                 Ok(ExitCode::SUCCESS)
             }
         }
