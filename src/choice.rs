@@ -130,6 +130,48 @@ macro_rules! choice {
     };
 }
 
+/// Checks for the enums declared with [`choice!`], called from each declaring module's tests.
+#[cfg(test)]
+#[allow(clippy::unwrap_used)]
+pub mod testing {
+    use super::{names, Choice};
+
+    /// Every name and alias of `T` parses back to its value from text, from JSON and from
+    /// TOML, and `T` writes its first name everywhere.
+    pub fn one_set_of_names<T>()
+    where
+        T: Choice
+            + std::str::FromStr<Err = String>
+            + std::fmt::Display
+            + serde::Serialize
+            + serde::de::DeserializeOwned
+            + PartialEq
+            + std::fmt::Debug,
+    {
+        for v in T::all() {
+            let first = v.names()[0];
+            assert_eq!(v.to_string(), first);
+            assert_eq!(serde_json::to_value(v).unwrap(), serde_json::json!(first));
+            for name in v.names() {
+                assert_eq!(&name.parse::<T>().unwrap(), v, "{name}");
+                assert_eq!(&name.to_uppercase().parse::<T>().unwrap(), v, "{name}");
+                let json: T = serde_json::from_value(serde_json::json!(name)).unwrap();
+                assert_eq!(&json, v, "{name}");
+                let toml: std::collections::BTreeMap<String, T> =
+                    toml::from_str(&format!("k = {name:?}")).unwrap();
+                assert_eq!(&toml["k"], v, "{name}");
+            }
+        }
+        // No name belongs to two values.
+        let mut seen = std::collections::HashSet::new();
+        for n in T::all().iter().flat_map(|v| v.names()) {
+            assert!(seen.insert(n.to_ascii_lowercase()), "{n} names two values");
+        }
+        let e = "no-such-name".parse::<T>().unwrap_err();
+        assert!(e.ends_with(&names::<T>()), "{e}");
+    }
+}
+
 #[cfg(test)]
 #[allow(clippy::unwrap_used)]
 mod tests {
@@ -173,69 +215,24 @@ mod tests {
         assert!(e.to_string().contains(msg), "{e}");
     }
 
-    /// Every name and alias of `T` parses back to its value from text, from JSON and from
-    /// TOML, and `T` writes its first name everywhere.
-    fn one_set_of_names<T>()
-    where
-        T: Choice
-            + std::str::FromStr<Err = String>
-            + std::fmt::Display
-            + serde::Serialize
-            + serde::de::DeserializeOwned
-            + PartialEq
-            + std::fmt::Debug,
-    {
-        for v in T::all() {
-            let first = v.names()[0];
-            assert_eq!(v.to_string(), first);
-            assert_eq!(serde_json::to_value(v).unwrap(), serde_json::json!(first));
-            for name in v.names() {
-                assert_eq!(&name.parse::<T>().unwrap(), v, "{name}");
-                assert_eq!(&name.to_uppercase().parse::<T>().unwrap(), v, "{name}");
-                let json: T = serde_json::from_value(serde_json::json!(name)).unwrap();
-                assert_eq!(&json, v, "{name}");
-                let toml: std::collections::BTreeMap<String, T> =
-                    toml::from_str(&format!("k = {name:?}")).unwrap();
-                assert_eq!(&toml["k"], v, "{name}");
-            }
-        }
-        // No name belongs to two values.
-        let mut seen = std::collections::HashSet::new();
-        for n in T::all().iter().flat_map(|v| v.names()) {
-            assert!(seen.insert(n.to_ascii_lowercase()), "{n} names two values");
-        }
-        let e = "no-such-name".parse::<T>().unwrap_err();
-        assert!(e.ends_with(&names::<T>()), "{e}");
-    }
-
     #[test]
     fn every_named_enum_has_one_set_of_names() {
-        one_set_of_names::<crate::workload::tree::FsyncMode>();
-        one_set_of_names::<crate::workload::interleave::Order>();
-        one_set_of_names::<crate::workload::fdtree::Scenario>();
-        one_set_of_names::<crate::workload::tio::Mode>();
-        one_set_of_names::<crate::workload::tio::Engine>();
-        one_set_of_names::<crate::workload::ColdMode>();
-        one_set_of_names::<crate::workload::readtest::ReadPhase>();
-        one_set_of_names::<crate::age::engine::AgeMode>();
-        one_set_of_names::<crate::age::engine::DeleteOrder>();
-        one_set_of_names::<crate::dist::DirMode>();
-        one_set_of_names::<crate::exercise::ops::OpKind>();
-        one_set_of_names::<crate::testbed::FsKind>();
-        one_set_of_names::<crate::testbed::Backing>();
-        one_set_of_names::<crate::report::output::OutputFormat>();
-        one_set_of_names::<crate::layout::ScanMethod>();
-        one_set_of_names::<crate::layout::MapMethod>();
-        one_set_of_names::<crate::plan::Fresh>();
+        testing::one_set_of_names::<crate::workload::ColdMode>();
+        testing::one_set_of_names::<crate::workload::readtest::ReadPhase>();
+        testing::one_set_of_names::<crate::age::engine::AgeMode>();
+        testing::one_set_of_names::<crate::age::engine::DeleteOrder>();
+        testing::one_set_of_names::<crate::dist::DirMode>();
+        testing::one_set_of_names::<crate::exercise::ops::OpKind>();
+        testing::one_set_of_names::<crate::testbed::FsKind>();
+        testing::one_set_of_names::<crate::testbed::Backing>();
+        testing::one_set_of_names::<crate::report::output::OutputFormat>();
+        testing::one_set_of_names::<crate::layout::ScanMethod>();
+        testing::one_set_of_names::<crate::layout::MapMethod>();
+        testing::one_set_of_names::<crate::plan::Fresh>();
     }
 
     #[test]
     fn refusals_keep_their_words() {
-        use crate::workload::interleave::Order;
-        assert_eq!(
-            "random".parse::<Order>().unwrap_err(),
-            "unknown order \"random\"; use interleaved or grouped"
-        );
         assert_eq!(
             "zfs".parse::<crate::testbed::FsKind>().unwrap_err(),
             "unknown filesystem \"zfs\"; use ext2, ext3, ext4, xfs or btrfs"

@@ -1,6 +1,6 @@
 //! Multi-node runs on MPI (cargo feature `mpi`): one fsgauge process per MPI rank, each running
 //! the workload's workers, as IOR and mdtest do when a parallel or network filesystem is
-//! measured from many clients.
+//! measured from many client machines.
 //!
 //! The model (mdtest/IOR semantics):
 //! - every measured phase starts on all ranks together, behind an MPI barrier, and ends when the

@@ -180,7 +180,7 @@ pub fn threads_of(r: &RunResult, p: &PhaseResult) -> u64 {
 }
 
 /// A phase name without the thread or client count a sweep puts at its end (`seqwrite-4K-t4`
-/// → `seqwrite-4K`, `clients-c8` → `clients`), so that cells of one sweep line up by threads.
+/// → `seqwrite-4K`, `mix-c8` → `mix`), so that cells of one sweep line up by threads.
 pub fn line_phase(phase: &str) -> String {
     if let Some((head, tail)) = phase.rsplit_once('-') {
         let mut chars = tail.chars();
@@ -564,7 +564,7 @@ fn threads_table(testbeds: &[String], cells: &[Cell], baseline: &str) -> Option<
     })
 }
 
-/// The block-layout figures phases recorded (aging checkpoints, tio write cells): one row per
+/// The block-layout figures phases recorded (aging checkpoints, write cells of threaded I/O): one row per
 /// testbed × workload × phase, as the fragmentation study tabulated fragmentation against usage.
 fn layout_table(cells: &[Cell]) -> Option<Table> {
     // (column header, metric keys in order of preference)
@@ -1044,7 +1044,7 @@ mod tests {
     fn sweep_suffixes_come_off_phase_names_and_nothing_else_does() {
         assert_eq!(line_phase("seqwrite-4K-t4"), "seqwrite-4K");
         assert_eq!(line_phase("randread-128K-t64"), "randread-128K");
-        assert_eq!(line_phase("clients-c8"), "clients");
+        assert_eq!(line_phase("mix-c8"), "mix");
         assert_eq!(line_phase("create"), "create");
         assert_eq!(line_phase("age-75"), "age-75");
         assert_eq!(line_phase("dir-t"), "dir-t");

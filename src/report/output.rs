@@ -189,7 +189,7 @@ pub type View<'a> = &'a dyn Fn(&[RunResult]) -> String;
 pub struct ResultViews<'a> {
     /// The command's terminal table.
     pub table: View<'a>,
-    /// The command's own CSV (tio's sweep columns), in place of [`phase_rows`].
+    /// The command's own CSV (a sweep's own columns), in place of [`phase_rows`].
     pub csv: Option<View<'a>>,
 }
 

@@ -1,6 +1,6 @@
 //! Plots as SVG text (plotters' SVG backend; text is drawn as SVG `<text>`, so no font files
 //! are needed): bars with standard-deviation error bars per phase across testbeds (the
-//! journal-size study's figures), lines of the main figure against threads or clients per
+//! journal-size study's figures), lines of the main figure against the worker count per
 //! testbed (the block-reservation study's plots), latency histograms from the stored HDR
 //! histograms, and per-second time series.
 

@@ -228,7 +228,7 @@ pub struct WorkloadInfo {
     /// declares them. Absent in results written before it was added.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub sweep_axes: Option<Vec<String>>,
-    /// The parameter that counts the workload's concurrent workers (threads, clients): report
+    /// The parameter that counts the workload's concurrent workers (threads, client processes): report
     /// tables and plots draw a phase's throughput along it. Absent when the workload declares
     /// none, and in results written before it was added.
     #[serde(default, skip_serializing_if = "Option::is_none")]

@@ -1071,6 +1071,11 @@ mod tests {
     use super::*;
 
     #[test]
+    fn scenarios_have_one_set_of_names() {
+        crate::choice::testing::one_set_of_names::<Scenario>();
+    }
+
+    #[test]
     fn default_counts_are_fdtrees() {
         let f = Fdtree::default();
         assert_eq!(f.dirs_per_tree(), Some(11111));

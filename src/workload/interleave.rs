@@ -298,6 +298,15 @@ mod tests {
     use super::*;
 
     #[test]
+    fn orders_have_one_set_of_names_and_a_refusal_that_lists_them() {
+        crate::choice::testing::one_set_of_names::<Order>();
+        assert_eq!(
+            "random".parse::<Order>().unwrap_err(),
+            "unknown order \"random\"; use interleaved or grouped"
+        );
+    }
+
+    #[test]
     fn defaults_are_the_studys_and_names_are_padded() {
         let w = Interleave::default();
         assert_eq!(w.total_files(), 138460);

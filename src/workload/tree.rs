@@ -351,3 +351,14 @@ impl Workload for Tree {
         self.delete_phase(ctx)
     }
 }
+
+#[cfg(test)]
+#[allow(clippy::unwrap_used)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn fsync_modes_have_one_set_of_names() {
+        crate::choice::testing::one_set_of_names::<FsyncMode>();
+    }
+}

@@ -981,6 +981,12 @@ mod tests {
     use super::*;
 
     #[test]
+    fn modes_and_engines_have_one_set_of_names() {
+        crate::choice::testing::one_set_of_names::<Mode>();
+        crate::choice::testing::one_set_of_names::<Engine>();
+    }
+
+    #[test]
     fn cells_are_named_and_parsed_back() {
         let c = Cell {
             mode: Mode::Seqwrite,
