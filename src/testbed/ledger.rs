@@ -125,8 +125,25 @@ impl LedgerEntry {
     }
 }
 
+/// A ledger directory set by a program that drives testbeds in-process (see
+/// [`set_state_dir`]); it wins over the environment.
+static STATE_DIR: std::sync::Mutex<Option<PathBuf>> = std::sync::Mutex::new(None);
+
+/// Sets (or with `None` clears) the state directory for this process's own testbeds, as
+/// `FSGAUGE_STATE_DIR` does for a command. For programs that use the library and must not
+/// change their environment, which every child process would inherit (the integration tests
+/// run many sandboxes in one process).
+pub fn set_state_dir(dir: Option<PathBuf>) {
+    if let Ok(mut d) = STATE_DIR.lock() {
+        *d = dir;
+    }
+}
+
 /// The ledger directory.
 pub fn state_dir() -> PathBuf {
+    if let Some(dir) = STATE_DIR.lock().ok().and_then(|d| d.clone()) {
+        return dir.join("ledger");
+    }
     if let Some(dir) = std::env::var_os("FSGAUGE_STATE_DIR") {
         return PathBuf::from(dir).join("ledger");
     }

@@ -150,8 +150,17 @@ fn direct_io_runs_clean_and_aligned() {
     sb.assert_clean();
 }
 
-/// Library-level testbeds set FSGAUGE_STATE_DIR for this process: one at a time.
+/// Library-level testbeds set this process's ledger directory: one at a time.
 static LEDGER_ENV: Mutex<()> = Mutex::new(());
+
+/// Clears this process's ledger directory again when a test ends (also when it fails).
+struct Unset;
+
+impl Drop for Unset {
+    fn drop(&mut self) {
+        fsgauge::testbed::ledger::set_state_dir(None);
+    }
+}
 
 const FS_IOC_FIEMAP: libc::c_ulong = 0xC020_660B;
 const FIEMAP_FLAG_SYNC: u32 = 1;
@@ -217,7 +226,9 @@ fn corruption_while_unmounted(fs: &str, size: u64) {
     }
     let _g = LEDGER_ENV.lock().unwrap_or_else(|p| p.into_inner());
     let sb = Sandbox::new();
-    std::env::set_var("FSGAUGE_STATE_DIR", sb.state());
+    // In-process: setting FSGAUGE_STATE_DIR would leak into every child other tests start.
+    fsgauge::testbed::ledger::set_state_dir(Some(sb.state()));
+    let _unset = Unset;
     let mut spec = TestbedSpec::new(fs.parse().unwrap(), size);
     spec.workdir = sb.workdir();
     let mut tb = Testbed::create(&spec).unwrap();
