@@ -1,7 +1,7 @@
 //! `fsgauge bench create` on real ext4, xfs and btrfs testbeds (needs root, loop devices and
 //! the mkfs tools; skipped with a reason otherwise, failed under CI), plus bad input.
 
-use crate::support::{assert_refused, json_of, phase, Sandbox};
+use crate::support::{json_of, phase, refused_in_dir, Sandbox};
 
 fn create_on(fs: &str, size: &str, fsync: &str) {
     if !crate::support::have_fs(fs) {
@@ -129,16 +129,7 @@ fn bad_input_is_refused() {
         (&["--files", "1000000", "--file-size", "1T"], "needs about"),
     ];
     for (args, msg) in cases {
-        let out = sb
-            .cmd()
-            .args(["bench", "create", "--quiet", "--dir"])
-            .arg(&dir)
-            .arg("--out")
-            .arg(sb.out())
-            .args(*args)
-            .output()
-            .unwrap();
-        assert_refused(&out, &format!("{args:?}"), &[msg]);
+        refused_in_dir(&sb, &["bench", "create"], &dir, args, msg);
     }
     assert_eq!(std::fs::read_dir(&dir).unwrap().count(), 0);
 }

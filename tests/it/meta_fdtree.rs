@@ -5,7 +5,7 @@
 use std::collections::BTreeSet;
 use std::path::Path;
 
-use crate::support::{assert_refused, json_of, phase, Sandbox};
+use crate::support::{json_of, phase, refused_in_dir, Sandbox};
 use fsgauge::measure::Progress;
 use fsgauge::workload::fdtree::{Fdtree, FdtreeSpec};
 use fsgauge::workload::{ColdMode, RunContext, Target, Workload};
@@ -208,14 +208,7 @@ fn bad_input_is_refused_before_anything_is_made() {
         (&["--scenario", "huge"], "small-shallow"),
     ];
     for (args, msg) in cases {
-        let out = sb
-            .cmd()
-            .args(["bench", "fdtree", "--quiet", "--dir"])
-            .arg(&dir)
-            .args(*args)
-            .output()
-            .unwrap();
-        assert_refused(&out, &format!("{args:?}"), &[msg]);
+        refused_in_dir(&sb, &["bench", "fdtree"], &dir, args, msg);
     }
     assert_eq!(std::fs::read_dir(&dir).unwrap().count(), 0);
 

@@ -3,7 +3,7 @@
 
 use std::collections::BTreeSet;
 
-use crate::support::{assert_refused, json_of, phase, Sandbox};
+use crate::support::{json_of, phase, refused_in_dir, Sandbox};
 
 fn interleave_on(fs: &str, size: &str, order: &str, cold: &str) {
     if !crate::support::have_fs(fs) {
@@ -125,16 +125,7 @@ fn bad_input_is_refused() {
         (&[], "--remove-cold remount needs a testbed"),
     ];
     for (args, msg) in cases {
-        let out = sb
-            .cmd()
-            .args(["bench", "interleave", "--quiet", "--dir"])
-            .arg(&dir)
-            .arg("--out")
-            .arg(sb.out())
-            .args(*args)
-            .output()
-            .unwrap();
-        assert_refused(&out, &format!("{args:?}"), &[msg]);
+        refused_in_dir(&sb, &["bench", "interleave"], &dir, args, msg);
     }
     assert_eq!(std::fs::read_dir(&dir).unwrap().count(), 0);
     if !crate::support::have_fs("ext4") {

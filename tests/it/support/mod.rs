@@ -259,3 +259,19 @@ pub fn refused(sb: &Sandbox, args: &[&str], needles: &[&str]) {
     );
     sb.assert_clean();
 }
+
+/// Runs `fsgauge COMMAND… --quiet --dir DIR --out OUT ARGS…` and expects it refused as bad
+/// input with `needle` in stderr (the refusal loops of the workload tests).
+pub fn refused_in_dir(sb: &Sandbox, command: &[&str], dir: &Path, args: &[&str], needle: &str) {
+    let out = sb
+        .cmd()
+        .args(command)
+        .args(["--quiet", "--dir"])
+        .arg(dir)
+        .arg("--out")
+        .arg(sb.out())
+        .args(args)
+        .output()
+        .unwrap();
+    assert_refused(&out, &format!("{args:?}"), &[needle]);
+}
