@@ -11,6 +11,7 @@ pub mod cli;
 pub mod dist;
 pub mod error;
 pub mod exercise;
+pub mod findings;
 pub mod layout;
 pub mod measure;
 pub mod plan;

@@ -6,6 +6,7 @@ mod env;
 mod host;
 pub mod metric;
 mod store;
+mod study;
 
 use std::collections::BTreeMap;
 
@@ -15,6 +16,7 @@ pub use env::{env_diff, env_fields, BlockQueue, BuildInfo, Difference, Environme
 pub use host::HostInfo;
 pub use metric::{Better, Combine, MetricDef};
 pub use store::{load, load_dir, write_result, DirResults, ResultFile, Skipped};
+pub use study::{Compares, Question, StudyInfo, DEFAULT_EPSILON};
 
 /// The schema tag every run document carries.
 pub const SCHEMA: &str = "fsgauge.run/1";
@@ -58,6 +60,10 @@ pub struct RunResult {
     /// mkfs versions); absent in results from before it was recorded.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub environment: Option<Environment>,
+    /// The plan the run was part of and the questions it asks (plan runs only); not part of
+    /// the spec hash: a question added later does not make finished runs new experiments.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub study: Option<StudyInfo>,
 }
 
 /// What a run produced and what defined it; [`RunResult::assemble`] adds what every result
@@ -101,6 +107,7 @@ impl RunResult {
             tool_peak_rss: crate::sys::proc::own_peak_rss(),
             mpi: r.mpi,
             environment: r.environment,
+            study: None,
         };
         // Every figure a workload records is declared next to its operations (so reports read
         // its unit and direction); the integration tests run every workload in debug builds.

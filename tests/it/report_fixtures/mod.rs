@@ -127,6 +127,7 @@ pub fn result(
         tool_peak_rss: 10 << 20,
         mpi: None,
         environment: None,
+        study: None,
     }
 }
 

@@ -1,0 +1,168 @@
+//! Findings: the answer to each question of a study, computed from result files alone.
+//!
+//! A [`Question`] names a baseline and a variant (testbeds or workloads), a phase and a metric;
+//! its finding is the ratio variant / baseline of the metric's means over the repetitions, with
+//! a 95% interval that stays positive ([`crate::stats::ratio`]), the decision that interval
+//! supports at the question's ε, and whether it points the way the published figure did.
+//! Everything here is a pure function of the results: the report, `fsgauge run`'s summary and
+//! `reps = "auto"` all call [`findings`] or [`evaluate`], and give the same numbers.
+
+use serde::{Deserialize, Serialize};
+
+use crate::results::metric::{Better, CORE};
+use crate::results::{Compares, PhaseResult, Question, RunResult};
+use crate::stats::{ratio_of_means, Decision, Ratio};
+
+/// The answer to one question.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct Finding {
+    pub question: Question,
+    /// The metric's unit, e.g. `ops/s`, `s`.
+    pub unit: String,
+    /// Which way is better for the metric.
+    pub better: Better,
+    /// The values per repetition of each side, in result order.
+    pub base_values: Vec<f64>,
+    pub variant_values: Vec<f64>,
+    /// The ratio variant / baseline with its interval; `None` when it cannot be computed
+    /// (see `problem`).
+    pub ratio: Option<Ratio>,
+    /// What the interval says at the question's ε; `None` without a ratio.
+    pub decision: Option<Decision>,
+    /// Whether the measured ratio points the same way as the published one (both above 1 or
+    /// both below); `None` without a published figure, or while undecided.
+    pub agrees: Option<bool>,
+    /// Why there is no ratio (too few repetitions, no matching results, a zero value).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub problem: Option<String>,
+}
+
+impl Finding {
+    /// Whether more repetitions could still change the answer (`reps = "auto"` stops when no
+    /// question is undecided). A question without any matching results is not undecided:
+    /// more repetitions of the same plan cannot give it values.
+    pub fn undecided(&self) -> bool {
+        match self.decision {
+            Some(d) => d == Decision::Undecided,
+            None => !self.base_values.is_empty() && !self.variant_values.is_empty(),
+        }
+    }
+}
+
+/// The questions the results carry, each once (by plan and id), in the order first seen.
+pub fn questions(results: &[RunResult]) -> Vec<Question> {
+    let mut out: Vec<(String, Question)> = Vec::new();
+    for r in results {
+        let Some(study) = &r.study else { continue };
+        for q in &study.questions {
+            if !out.iter().any(|(p, o)| *p == study.plan && o.id == q.id) {
+                out.push((study.plan.clone(), q.clone()));
+            }
+        }
+    }
+    out.into_iter().map(|(_, q)| q).collect()
+}
+
+/// The finding of every question the results carry.
+pub fn findings(results: &[RunResult]) -> Vec<Finding> {
+    questions(results)
+        .iter()
+        .map(|q| evaluate(q, results))
+        .collect()
+}
+
+/// The value of a question's metric in one phase.
+fn metric_value(q: &Question, r: &RunResult, p: &PhaseResult) -> Option<f64> {
+    if let Some(m) = CORE.iter().find(|m| m.def.key == q.metric) {
+        return (m.get)(p);
+    }
+    r.workload.metric(&q.metric)?;
+    p.extra.get(&q.metric).copied()
+}
+
+/// The unit and direction of a question's metric, from the first result that declares it.
+fn metric_decl(q: &Question, results: &[RunResult]) -> (String, Better) {
+    if let Some(m) = CORE.iter().find(|m| m.def.key == q.metric) {
+        return (m.def.unit.to_string(), m.def.better);
+    }
+    results
+        .iter()
+        .find_map(|r| r.workload.metric(&q.metric))
+        .map(|d| (d.unit.to_string(), d.better))
+        .unwrap_or_default()
+}
+
+/// Which side of the question a result is on, if any.
+fn side(q: &Question, r: &RunResult) -> Option<Side> {
+    let study = r.study.as_ref()?;
+    let (label, other) = match q.compares {
+        Compares::Testbeds => (&r.testbed.label, &study.workload),
+        Compares::Workloads => (&study.workload, &r.testbed.label),
+    };
+    if q.on.as_ref().is_some_and(|on| on != other) {
+        return None;
+    }
+    for (key, want) in &q.filter {
+        if r.workload.params.get(key) != Some(want) {
+            return None;
+        }
+    }
+    if *label == q.baseline {
+        Some(Side::Base)
+    } else if *label == q.variant {
+        Some(Side::Variant)
+    } else {
+        None
+    }
+}
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum Side {
+    Base,
+    Variant,
+}
+
+/// The finding of one question over a set of results (results of other plans, testbeds or
+/// phases are ignored).
+pub fn evaluate(q: &Question, results: &[RunResult]) -> Finding {
+    let (unit, better) = metric_decl(q, results);
+    let mut base_values = Vec::new();
+    let mut variant_values = Vec::new();
+    for r in results {
+        let Some(s) = side(q, r) else { continue };
+        let Some(v) = r
+            .phases
+            .iter()
+            .find(|p| p.name == q.phase)
+            .and_then(|p| metric_value(q, r, p))
+        else {
+            continue;
+        };
+        match s {
+            Side::Base => base_values.push(v),
+            Side::Variant => variant_values.push(v),
+        }
+    }
+    let (ratio, problem) = match ratio_of_means(&base_values, &variant_values) {
+        Ok(r) => (Some(r), None),
+        Err(e) => (None, Some(e.to_string())),
+    };
+    let decision = ratio.map(|r| r.decide(q.epsilon));
+    let agrees = match (q.published, decision) {
+        (Some(p), Some(Decision::Larger)) => Some(p > 1.0),
+        (Some(p), Some(Decision::Smaller)) => Some(p < 1.0),
+        (Some(p), Some(Decision::NoChange)) => Some((p - 1.0).abs() <= q.epsilon),
+        _ => None,
+    };
+    Finding {
+        question: q.clone(),
+        unit,
+        better,
+        base_values,
+        variant_values,
+        ratio,
+        decision,
+        agrees,
+        problem,
+    }
+}
