@@ -92,34 +92,36 @@ fn metric_decl(q: &Question, results: &[RunResult]) -> (String, Better) {
         .unwrap_or_default()
 }
 
-/// Which side of the question a result is on, if any.
-fn side(q: &Question, r: &RunResult) -> Option<Side> {
-    let study = r.study.as_ref()?;
-    let (label, other) = match q.compares {
-        Compares::Testbeds => (&r.testbed.label, &study.workload),
-        Compares::Workloads => (&study.workload, &r.testbed.label),
+/// Whether a result is in the question's cell (testbed, workload, sweep cell), whatever side.
+fn in_cell(q: &Question, r: &RunResult) -> bool {
+    let Some(study) = r.study.as_ref() else {
+        return false;
     };
-    if q.on.as_ref().is_some_and(|on| on != other) {
-        return None;
-    }
-    for (key, want) in &q.filter {
-        if r.workload.params.get(key) != Some(want) {
-            return None;
-        }
-    }
-    if *label == q.baseline {
-        Some(Side::Base)
-    } else if *label == q.variant {
-        Some(Side::Variant)
-    } else {
-        None
+    let fixed = |want: &Option<String>, have: &str| want.as_deref().is_none_or(|w| w == have);
+    let testbed_ok = q.compares == Compares::Testbeds || fixed(&q.testbed, &r.testbed.label);
+    let workload_ok = q.compares == Compares::Workloads || fixed(&q.workload, &study.workload);
+    testbed_ok
+        && workload_ok
+        && q.filter
+            .iter()
+            .all(|(key, want)| r.workload.params.get(key) == Some(want))
+}
+
+/// The label a result has on the compared axis (for phases: none, both sides are in it).
+fn label<'a>(q: &Question, r: &'a RunResult) -> Option<&'a str> {
+    match q.compares {
+        Compares::Testbeds => Some(&r.testbed.label),
+        Compares::Workloads => r.study.as_ref().map(|s| s.workload.as_str()),
+        Compares::Phases => None,
     }
 }
 
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-enum Side {
-    Base,
-    Variant,
+/// The question's metric in the named phase of a result.
+fn value_in(q: &Question, r: &RunResult, phase: &str) -> Option<f64> {
+    r.phases
+        .iter()
+        .find(|p| p.name == phase)
+        .and_then(|p| metric_value(q, r, p))
 }
 
 /// The finding of one question over a set of results (results of other plans, testbeds or
@@ -128,19 +130,19 @@ pub fn evaluate(q: &Question, results: &[RunResult]) -> Finding {
     let (unit, better) = metric_decl(q, results);
     let mut base_values = Vec::new();
     let mut variant_values = Vec::new();
-    for r in results {
-        let Some(s) = side(q, r) else { continue };
-        let Some(v) = r
-            .phases
-            .iter()
-            .find(|p| p.name == q.phase)
-            .and_then(|p| metric_value(q, r, p))
-        else {
-            continue;
-        };
-        match s {
-            Side::Base => base_values.push(v),
-            Side::Variant => variant_values.push(v),
+    for r in results.iter().filter(|r| in_cell(q, r)) {
+        match (q.compares, label(q, r), q.phase.as_deref()) {
+            (Compares::Phases, _, _) => {
+                base_values.extend(value_in(q, r, &q.baseline));
+                variant_values.extend(value_in(q, r, &q.variant));
+            }
+            (_, Some(l), Some(phase)) if l == q.baseline => {
+                base_values.extend(value_in(q, r, phase))
+            }
+            (_, Some(l), Some(phase)) if l == q.variant => {
+                variant_values.extend(value_in(q, r, phase))
+            }
+            _ => {}
         }
     }
     let (ratio, problem) = match ratio_of_means(&base_values, &variant_values) {

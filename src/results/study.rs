@@ -16,12 +16,12 @@ pub const DEFAULT_EPSILON: f64 = 0.05;
 /// [[question]]
 /// id = "dir-remove"            # unique in the plan; default q1, q2, ...
 /// ask = "Does a larger journal speed up deep-tree directory removal?"
-/// baseline = "journal-16M"     # a testbed label, or a workload label
-/// variant = "journal-1G"       # the same kind of label as baseline
-/// on = "deep-4K"               # the other side of the cell: the workload label when baseline
-///                              # and variant are testbeds, the testbed label when they are
-///                              # workloads; may be left out when the plan has only one
-/// phase = "dir_remove"
+/// baseline = "journal-16M"     # two testbed labels, two workload labels, or two phase names
+/// variant = "journal-1G"
+/// workload = "deep-4K"         # the cell's other coordinates: the workload label (when
+/// testbed = "..."              #   baseline/variant are not workloads and the plan has more
+/// phase = "dir_remove"         #   than one), the testbed label (likewise), the phase (unless
+///                              #   baseline/variant are phases)
 /// metric = "ops_per_s"         # a core metric key (elapsed, sys, ops_per_s, mb_per_s, ...)
 ///                              # or one of the workload's own figures
 /// where = { threads = 8 }      # optional: only sweep cells with these parameter values
@@ -37,13 +37,19 @@ pub struct Question {
     pub ask: String,
     pub baseline: String,
     pub variant: String,
-    /// Whether baseline and variant name testbeds or workloads.
+    /// Whether baseline and variant name testbeds, workloads or phases.
     pub compares: Compares,
-    /// The label of the other side of the cell (a workload label when `compares` is
-    /// testbeds, a testbed label when it is workloads); `None` when the plan has only one.
+    /// The testbed label, when baseline and variant are not testbeds; `None` when the plan
+    /// has only one.
     #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub on: Option<String>,
-    pub phase: String,
+    pub testbed: Option<String>,
+    /// The workload label, when baseline and variant are not workloads; `None` when the plan
+    /// has only one.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub workload: Option<String>,
+    /// The phase, when baseline and variant are not phases.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub phase: Option<String>,
     /// A core metric key, or a workload's own figure (a key of the phase's `extra`).
     pub metric: String,
     /// Only results whose workload parameters have these values (sweep cells).
@@ -65,6 +71,8 @@ pub struct Question {
 pub enum Compares {
     Testbeds,
     Workloads,
+    /// Two phases of the same runs (e.g. reading an aged tree and its fresh copy).
+    Phases,
 }
 
 /// The plan a result belongs to.
