@@ -174,6 +174,11 @@ pub fn run(c: RunCmd) -> Result<ExitCode> {
         table: &side_by_side_per_workload,
         csv: None,
     };
+    if !c.output.format().is_machine() {
+        if let Some(f) = crate::report::table::findings_text(&ex.results) {
+            println!("{f}");
+        }
+    }
     print!(
         "{}",
         render_results(&ex.results, c.output.format(), &views, true)?

@@ -7,6 +7,8 @@
 //! Everything here is a pure function of the results: the report, `fsgauge run`'s summary and
 //! `reps = "auto"` all call [`findings`] or [`evaluate`], and give the same numbers.
 
+pub mod sentence;
+
 use serde::{Deserialize, Serialize};
 
 use crate::results::metric::{Better, CORE};

@@ -11,8 +11,9 @@ use serde::Serialize;
 use super::metrics::Better;
 use super::model::{cells, fmt_num, pct_change, sort_results, Cell, Table};
 use super::output::csv_table;
+use crate::findings::sentence::sig;
 use crate::results::{env_diff, Difference, RunResult};
-use crate::stats::{significance_mark, welch};
+use crate::stats::{ratio_of_means, significance_mark, welch};
 
 /// One metric of one matched cell.
 #[derive(Debug, Clone, Serialize)]
@@ -37,6 +38,10 @@ pub struct Row {
     pub significance: String,
     /// `better`, `worse`, `same` (not significant at 5%) or `-` (no direction).
     pub verdict: String,
+    /// new / base of the means with its 95% interval on the log scale (positive by
+    /// construction); absent when a side has fewer than two values or a non-positive one.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub ratio: Option<crate::stats::Ratio>,
 }
 
 /// The comparison.
@@ -83,6 +88,7 @@ pub fn compare(mut base: Vec<RunResult>, mut new: Vec<RunResult>) -> anyhow::Res
                 continue;
             };
             let w = welch(&bm.values, &nm.values);
+            let ratio = ratio_of_means(&bm.values, &nm.values).ok();
             let p = w.map(|w| w.p);
             let change = pct_change(bm.summary.mean, nm.summary.mean);
             let significant = p.is_some_and(|p| p < 0.05);
@@ -113,6 +119,7 @@ pub fn compare(mut base: Vec<RunResult>, mut new: Vec<RunResult>) -> anyhow::Res
                 p_value: p,
                 significance: p.map_or(String::new(), |p| significance_mark(p).to_string()),
                 verdict,
+                ratio,
             });
         }
     }
@@ -164,6 +171,9 @@ impl Comparison {
             "p_value",
             "significance",
             "verdict",
+            "ratio",
+            "ratio_ci95_low",
+            "ratio_ci95_high",
         ]
         .map(String::from)
         .to_vec();
@@ -194,6 +204,9 @@ impl Comparison {
                     opt(r.p_value),
                     r.significance.clone(),
                     r.verdict.clone(),
+                    opt(r.ratio.map(|x| x.ratio)),
+                    opt(r.ratio.map(|x| x.low)),
+                    opt(r.ratio.map(|x| x.high)),
                 ]
             })
             .collect();
@@ -209,7 +222,16 @@ impl Comparison {
     /// The comparison as a table.
     pub fn table(&self) -> Table {
         let headers = [
-            "testbed", "workload", "phase", "metric", "base", "new", "change", "p", "sig",
+            "testbed",
+            "workload",
+            "phase",
+            "metric",
+            "base",
+            "new",
+            "change",
+            "ratio (95% CI)",
+            "p",
+            "sig",
             "verdict",
         ]
         .map(String::from)
@@ -241,6 +263,14 @@ impl Comparison {
                         r.new_n
                     ),
                     r.change_pct.map_or("-".into(), |c| format!("{c:+.1}%")),
+                    r.ratio.map_or("-".into(), |x| {
+                        format!(
+                            "{}× ({}–{})",
+                            sig(x.ratio, 3),
+                            sig(x.low, 3),
+                            sig(x.high, 3)
+                        )
+                    }),
                     r.p_value.map_or("-".into(), |p| format!("{p:.4}")),
                     r.significance.clone(),
                     r.verdict.clone(),
@@ -250,7 +280,7 @@ impl Comparison {
         Table {
             title: "Comparison".into(),
             label_columns: 4,
-            note: "mean ± sample standard deviation; p: two-sided Welch's t-test; *** p<0.001, ** p<0.01, * p<0.05; better/worse by each metric's direction, \"same\" when not significant at 5%".into(),
+            note: "mean ± sample standard deviation; ratio: new / base of the means with its 95% interval on the log scale (never below 0); p: two-sided Welch's t-test; *** p<0.001, ** p<0.01, * p<0.05; better/worse by each metric's direction, \"same\" when not significant at 5%".into(),
             headers,
             rows,
         }

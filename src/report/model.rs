@@ -9,6 +9,7 @@ use std::collections::BTreeMap;
 use serde::Serialize;
 
 use super::metrics::{self, Better, Metric};
+use crate::findings::sentence::Stated;
 use crate::results::{PhaseResult, RunResult};
 use crate::stats::{self, Summary};
 use crate::units::{format_bytes_human, format_size};
@@ -107,6 +108,10 @@ pub struct Report {
     pub tables: Vec<Table>,
     pub warnings: Vec<String>,
     pub environment: Vec<Environment>,
+    /// The answer to each question the results carry (none without questions): the report
+    /// leads with them.
+    #[serde(skip_serializing_if = "Vec::is_empty")]
+    pub findings: Vec<Stated>,
     #[serde(skip)]
     pub results: Vec<RunResult>,
 }
@@ -372,6 +377,7 @@ pub fn build(mut results: Vec<RunResult>, baseline: Option<&str>) -> anyhow::Res
     }
     tables.push(stats_table(&cells));
     let warnings = warnings(&results, &cells);
+    let findings = crate::findings::sentence::stated(&results);
     let labels = workload_labels(&results, &[]);
     let environment = results
         .iter()
@@ -392,8 +398,65 @@ pub fn build(mut results: Vec<RunResult>, baseline: Option<&str>) -> anyhow::Res
         tables,
         warnings,
         environment,
+        findings,
         results,
     })
+}
+
+/// The findings as a table: one row per question with its ratio, interval, p, repetitions
+/// per side, decision and the published figure.
+pub fn findings_table(findings: &[Stated]) -> Table {
+    use crate::findings::sentence::{p_value, sig};
+    let rows = findings
+        .iter()
+        .map(|s| {
+            let f = &s.finding;
+            let q = &f.question;
+            let (ratio, ci, p) = match f.ratio {
+                Some(r) => (
+                    format!("{}×", sig(r.ratio, 3)),
+                    format!("{}–{}×", sig(r.low, 3), sig(r.high, 3)),
+                    p_value(r.p),
+                ),
+                None => ("-".into(), "-".into(), "-".into()),
+            };
+            let decision = f
+                .decision
+                .and_then(|d| serde_json::to_value(d).ok())
+                .and_then(|v| v.as_str().map(str::to_string))
+                .unwrap_or_else(|| "not answered".into());
+            vec![
+                q.id.clone(),
+                q.baseline.clone(),
+                q.variant.clone(),
+                q.metric.clone(),
+                ratio,
+                ci,
+                p,
+                format!("{} + {}", f.base_values.len(), f.variant_values.len()),
+                decision,
+                q.published
+                    .map_or("-".into(), |p| format!("{}×", sig(p, 3))),
+                match f.agrees {
+                    Some(true) => "same direction".into(),
+                    Some(false) => "opposite".into(),
+                    None => "-".into(),
+                },
+            ]
+        })
+        .collect();
+    Table {
+        title: "Findings".into(),
+        label_columns: 4,
+        note: "ratio = variant / baseline of the metric's mean over repetitions; 95% interval on the log scale (positive by construction), Welch degrees of freedom; n = repetitions of baseline + variant".into(),
+        headers: [
+            "question", "baseline", "variant", "metric", "ratio", "95% CI", "p", "n", "decision",
+            "published", "agrees",
+        ]
+        .map(String::from)
+        .to_vec(),
+        rows,
+    }
 }
 
 fn find<'a>(cells: &'a [Cell], t: &str, w: &str, p: &str) -> Option<&'a Cell> {

@@ -77,6 +77,26 @@ pub fn phase_table(results: &[RunResult]) -> String {
 /// Phases down, testbeds across; each cell the mean "elapsed (sys)" over repetitions, and the
 /// mean ops/s beneath, as the low-memory study tabulated its configurations. The cells and
 /// their means are the report's ([`super::model::cells`]).
+/// The findings of the questions the results carry, for the terminal: one sentence per
+/// question (with the question asked), then the table of numbers; `None` without questions.
+pub fn findings_text(results: &[RunResult]) -> Option<String> {
+    let findings = crate::findings::sentence::stated(results);
+    if findings.is_empty() {
+        return None;
+    }
+    let mut out = String::from("Findings\n");
+    for f in &findings {
+        let ask = &f.finding.question.ask;
+        if !ask.is_empty() {
+            out.push_str(&format!("  {ask}\n"));
+        }
+        out.push_str(&format!("    {}\n", f.sentence));
+    }
+    out.push('\n');
+    out.push_str(&text(&super::model::findings_table(&findings)));
+    Some(out)
+}
+
 pub fn side_by_side(results: &[RunResult]) -> String {
     let (labels, _, cells) = super::model::cells(results);
     let mut phases: Vec<&str> = Vec::new();

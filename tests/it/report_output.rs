@@ -4,6 +4,7 @@
 use std::process::Command;
 
 use crate::report_fixtures::*;
+use fsgauge::results::{Compares, Question, RunResult, StudyInfo, DEFAULT_EPSILON};
 
 fn fsgauge() -> Command {
     Command::new(env!("CARGO_BIN_EXE_fsgauge"))
@@ -334,6 +335,17 @@ fn compare_reports_change_p_value_and_direction() {
         .find(|r| r["phase"] == "delete" && r["metric"] == "elapsed")
         .unwrap();
     assert_eq!(del["verdict"], "same", "{del}");
+    // The ratio new / base of the create times, 22 / 12, with an interval on the log scale:
+    // positive, and symmetric around the ratio in ln (low · high = ratio²).
+    let r = &row["ratio"];
+    let (ratio, low, high) = (
+        r["ratio"].as_f64().unwrap(),
+        r["low"].as_f64().unwrap(),
+        r["high"].as_f64().unwrap(),
+    );
+    assert!((ratio - 22.0 / 12.0).abs() < 1e-9, "{r}");
+    assert!(1.0 < low && low < ratio && ratio < high, "{r}");
+    assert!((low * high - ratio * ratio).abs() < 1e-9, "{r}");
     let table = ok(&fsgauge()
         .arg("compare")
         .arg(&base)
@@ -341,7 +353,10 @@ fn compare_reports_change_p_value_and_direction() {
         .output()
         .unwrap());
     assert!(
-        table.contains("a → b") && table.contains("+83.3%") && table.contains("worse"),
+        table.contains("a → b")
+            && table.contains("+83.3%")
+            && table.contains("1.83× (")
+            && table.contains("worse"),
         "{table}"
     );
     let md = ok(&fsgauge()
@@ -539,4 +554,96 @@ fn append_study_results_get_the_aged_vs_fresh_table() {
     // Mean aged read 300 KiB/s against 1200 fresh: 25%.
     assert!(row.contains("| 300.0 / 1200 | 25% |"), "{row}");
     assert!(row.contains("| 90.00 / 9.00 |"), "{row}");
+}
+
+/// The tree study with one question on it: does `b` take longer to create than `a`?
+fn tree_study_with_a_question() -> Vec<RunResult> {
+    let q = Question {
+        id: "create-time".into(),
+        ask: "Does b take longer to create the tree than a?".into(),
+        baseline: "a".into(),
+        variant: "b".into(),
+        compares: Compares::Testbeds,
+        testbed: None,
+        workload: None,
+        phase: Some("create".into()),
+        metric: "elapsed".into(),
+        filter: Default::default(),
+        published: Some(2.0),
+        source: "a made-up study".into(),
+        epsilon: DEFAULT_EPSILON,
+    };
+    let mut all = tree_study();
+    for r in &mut all {
+        r.study = Some(StudyInfo {
+            plan: "t".into(),
+            workload: "tree".into(),
+            questions: vec![q.clone()],
+        });
+    }
+    all
+}
+
+#[test]
+fn reports_lead_with_findings_made_from_the_result_files_alone() {
+    let dir = tempfile::tempdir().unwrap();
+    let res = dir.path().join("results");
+    write_all(&res, &tree_study_with_a_question());
+    let report = |format: &str| {
+        ok(&fsgauge()
+            .arg("report")
+            .arg(&res)
+            .args(["--format", format])
+            .output()
+            .unwrap())
+    };
+    let json = report("json");
+    assert_eq!(
+        json,
+        report("json"),
+        "findings are a pure function of the results"
+    );
+    let v: serde_json::Value = serde_json::from_str(&json).unwrap();
+    let f = &v["findings"][0];
+    assert_eq!(f["question"]["id"], "create-time");
+    assert_eq!(f["base_values"], serde_json::json!([10.0, 12.0, 14.0]));
+    assert_eq!(f["variant_values"], serde_json::json!([20.0, 22.0, 24.0]));
+    assert!(
+        (f["ratio"]["ratio"].as_f64().unwrap() - 22.0 / 12.0).abs() < 1e-9,
+        "{f}"
+    );
+    assert!(f["ratio"]["low"].as_f64().unwrap() > 1.0, "{f}");
+    assert_eq!(f["decision"], "larger");
+    assert_eq!(f["agrees"], true);
+    let sentence = f["sentence"].as_str().unwrap();
+    assert!(
+        sentence.starts_with("b has 1.83× the elapsed time of a in create (95% CI ")
+            && sentence.contains("n = 3 + 3): b is worse; published 2.00×: same direction."),
+        "{sentence}"
+    );
+    let md = report("md");
+    let (findings, warnings) = (
+        md.find("## Findings").unwrap(),
+        md.find("## Tables").unwrap(),
+    );
+    assert!(findings < warnings, "{md}");
+    assert!(
+        md.contains("**Does b take longer to create the tree than a?** b has 1.83×"),
+        "{md}"
+    );
+    let html = report("html");
+    assert!(html.find("<h2>Findings</h2>").unwrap() < html.find("<h2>Tables</h2>").unwrap());
+    assert!(html.contains("(published: a made-up study)"), "{html}");
+    let text = report("table");
+    assert!(text.contains("Findings\n  Does b take longer"), "{text}");
+    // Results without questions have no findings section.
+    let plain = dir.path().join("plain");
+    write_all(&plain, &tree_study());
+    let md = ok(&fsgauge()
+        .arg("report")
+        .arg(&plain)
+        .args(["--format", "md"])
+        .output()
+        .unwrap());
+    assert!(!md.contains("Findings"), "{md}");
 }

@@ -6,7 +6,7 @@ use std::fmt::Write;
 use anyhow::Result;
 
 use super::Exporter;
-use crate::report::model::{environment_table, Report, Table};
+use crate::report::model::{environment_table, findings_table, Report, Table};
 use crate::report::plots;
 
 /// The HTML exporter.
@@ -80,6 +80,30 @@ impl Exporter for Html {
             esc(&report.workloads.join("; ")),
             esc(&report.baseline)
         );
+        if !report.findings.is_empty() {
+            out.push_str("<h2>Findings</h2>\n<ul class=\"findings\">\n");
+            for f in &report.findings {
+                let ask = &f.finding.question.ask;
+                let source = &f.finding.question.source;
+                let _ = writeln!(
+                    out,
+                    "<li>{}{}{}</li>",
+                    if ask.is_empty() {
+                        String::new()
+                    } else {
+                        format!("<b>{}</b> ", esc(ask))
+                    },
+                    esc(&f.sentence),
+                    if source.is_empty() {
+                        String::new()
+                    } else {
+                        format!(" <small>(published: {})</small>", esc(source))
+                    }
+                );
+            }
+            out.push_str("</ul>\n");
+            table(&mut out, &findings_table(&report.findings));
+        }
         out.push_str("<h2>Warnings</h2>\n");
         if report.warnings.is_empty() {
             out.push_str("<p>None.</p>\n");

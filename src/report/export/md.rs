@@ -6,7 +6,7 @@ use std::fmt::Write;
 use anyhow::Result;
 
 use super::Exporter;
-use crate::report::model::{environment_table, Report, Table};
+use crate::report::model::{environment_table, findings_table, Report, Table};
 use crate::report::output::{md_cell, md_header, md_row};
 
 /// The Markdown exporter.
@@ -38,6 +38,19 @@ impl Exporter for Markdown {
             report.testbeds.join(", "),
             report.baseline
         );
+        if !report.findings.is_empty() {
+            let _ = writeln!(out, "## Findings\n");
+            for f in &report.findings {
+                let ask = &f.finding.question.ask;
+                if ask.is_empty() {
+                    let _ = writeln!(out, "- {}", md_cell(&f.sentence));
+                } else {
+                    let _ = writeln!(out, "- **{}** {}", md_cell(ask), md_cell(&f.sentence));
+                }
+            }
+            out.push('\n');
+            out.push_str(&table(&findings_table(&report.findings)));
+        }
         if !report.warnings.is_empty() {
             let _ = writeln!(out, "## Warnings\n");
             for w in &report.warnings {

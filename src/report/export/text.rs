@@ -6,7 +6,7 @@ use std::fmt::Write;
 use anyhow::Result;
 
 use super::Exporter;
-use crate::report::model::{environment_table, Report};
+use crate::report::model::{environment_table, findings_table, Report};
 use crate::report::table::text;
 
 /// The text exporter.
@@ -26,6 +26,19 @@ impl Exporter for Text {
             report.testbeds.join(", "),
             report.baseline
         );
+        if !report.findings.is_empty() {
+            let _ = writeln!(out, "Findings");
+            for f in &report.findings {
+                let ask = &f.finding.question.ask;
+                if !ask.is_empty() {
+                    let _ = writeln!(out, "  {ask}");
+                }
+                let _ = writeln!(out, "    {}", f.sentence);
+            }
+            out.push('\n');
+            out.push_str(&text(&findings_table(&report.findings)));
+            out.push('\n');
+        }
         for w in &report.warnings {
             let _ = writeln!(out, "warning: {w}");
         }
