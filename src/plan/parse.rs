@@ -236,6 +236,7 @@ pub fn parse(text: &str, source: &str, opts: &ParseOptions) -> Result<Plan> {
     let mut notes = Vec::new();
     for (tb, size_span) in testbeds.iter_mut().zip(spans) {
         fit_testbed(&src, tb, &size_span.0, &workloads, scale_f, &mut notes)?;
+        fit_inodes(&src, tb, &workloads, &mut notes)?;
         check_disk(&src, tb, &size_span.0, &size_span.1)?;
     }
 
@@ -721,6 +722,54 @@ fn fit_testbed(
     Ok(())
 }
 
+/// Checks that every workload's files fit in the inodes the testbed's mkfs will make. An ext
+/// testbed whose mkfs options say nothing about inodes gets `-N` when its default would be
+/// too few (with a note; the result's mkfs command line records it); an explicit `-N` or
+/// `-i` that is too small is refused, naming the `-N` that fits.
+fn fit_inodes(
+    src: &Src,
+    tb: &mut PlanTestbed,
+    workloads: &[PlanWorkload],
+    notes: &mut Vec<String>,
+) -> Result<()> {
+    use crate::testbed::inodes::{count_for, predict, Inodes, RESERVED};
+    let Some(big) = workloads.iter().max_by_key(|w| w.workload.inodes_needed()) else {
+        return Ok(());
+    };
+    let need = big.workload.inodes_needed().saturating_add(RESERVED);
+    let predicted = predict(tb.spec.fs, tb.spec.size, &tb.spec.mkfs_opts);
+    let Some(have) = predicted.count() else {
+        return Ok(());
+    };
+    if have >= need {
+        return Ok(());
+    }
+    let fits = count_for(big.workload.inodes_needed());
+    match predicted {
+        Inodes::Default { .. } => {
+            notes.push(format!(
+                "testbed {}: mkfs would make about {have} inodes, but the {} workload at line {} makes {}; added -N {fits}",
+                tb.spec.label,
+                big.kind,
+                big.at.line,
+                big.workload.inodes_needed()
+            ));
+            tb.spec.mkfs_opts.extend(["-N".to_string(), fits.to_string()]);
+            Ok(())
+        }
+        _ => Err(bad_input(format!(
+            "{}:{}: mkfs: testbed {:?} gets {have} inodes from its mkfs options ({}), but the {} workload at line {} makes {}; use -N {fits} (or leave inodes out of mkfs and fsgauge sizes them)",
+            src.name,
+            tb.at,
+            tb.spec.label,
+            tb.spec.mkfs_opts.join(" "),
+            big.kind,
+            big.at.line,
+            big.workload.inodes_needed()
+        ))),
+    }
+}
+
 /// The testbed size (a multiple of 64M) whose usable 90% holds `need` bytes, or `None` past
 /// 2^64 bytes.
 fn fitting_size(need: u64) -> Option<u64> {
@@ -843,6 +892,38 @@ dirs = 2
 files = 3
 file_size = "64K"
 "#;
+
+    const INTERLEAVE: &str = "[[testbed]]\nlabel = \"e\"\nfs = \"ext4\"\nsize = \"1G\"\nMKFS\n\n[[workload]]\nkind = \"interleave\"\ndirs = 9890\nfiles = 14\n";
+
+    #[test]
+    fn an_ext_testbed_short_of_inodes_gets_enough_from_mkfs() {
+        // The issue's inode-interleave run: 9890 dirs x 14 files = 148350 inodes on a 1G ext4,
+        // whose default is 65536.
+        let plan = p(&INTERLEAVE.replace("MKFS", "")).unwrap();
+        let opts = &plan.testbeds[0].spec.mkfs_opts;
+        let n: u64 = opts[opts.iter().position(|o| o == "-N").unwrap() + 1]
+            .parse()
+            .unwrap();
+        assert!(n >= 148350 + crate::testbed::inodes::RESERVED, "{opts:?}");
+        assert!(
+            plan.notes.iter().any(|n| n.contains("added -N")),
+            "{:?}",
+            plan.notes
+        );
+        // Enough already: nothing added.
+        let plan = p(&INTERLEAVE.replace("MKFS", "mkfs = \"-N 300000\"")).unwrap();
+        assert_eq!(plan.testbeds[0].spec.mkfs_opts, ["-N", "300000"]);
+        // Too few, explicitly: refused at the testbed, naming the -N that fits.
+        let e = err(&INTERLEAVE.replace("MKFS", "mkfs = \"-i 65536\""));
+        assert!(
+            e.starts_with("t.toml:1:1: mkfs: testbed \"e\" gets 16384 inodes"),
+            "{e}"
+        );
+        assert!(e.contains("makes 148350; use -N 164221"), "{e}");
+        // xfs makes inodes as it goes.
+        let plan = p(&INTERLEAVE.replace("ext4", "xfs").replace("MKFS", "")).unwrap();
+        assert!(plan.testbeds[0].spec.mkfs_opts.is_empty());
+    }
 
     #[test]
     fn a_good_plan_parses_with_defaults() {

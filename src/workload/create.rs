@@ -363,6 +363,11 @@ impl Workload for Create {
         Ok(())
     }
 
+    fn inodes_needed(&self) -> u64 {
+        let dirs = (self.threads as u64).saturating_mul(self.subdirs().saturating_add(1));
+        self.total_files().saturating_add(dirs)
+    }
+
     fn space_needed(&self) -> Result<u64, Overflow> {
         let over = Overflow::of(
             "create",
@@ -405,8 +410,7 @@ impl Workload for Create {
     }
 
     fn run(&self, ctx: &mut RunContext) -> Result<()> {
-        let dirs = (self.threads as u64) * (1 + self.subdirs());
-        check_inodes(ctx.root(), self.total_files() + dirs, "create")?;
+        check_inodes(ctx.root(), self.inodes_needed(), "create")?;
         self.prepare(ctx)?;
         let made = self.create_phase(ctx)?;
         ctx.layout_point()?;

@@ -862,7 +862,7 @@ impl Fdtree {
                 PATH_MAX - 1
             )));
         }
-        check_inodes(root, self.total_dirs() + self.total_files(), "fdtree")?;
+        check_inodes(root, self.inodes_needed(), "fdtree")?;
         ensure_fds(
             (self.levels as u64 + 3) * self.threads as u64 + 64,
             "fdtree",
@@ -907,6 +907,10 @@ const METRICS: &[MetricDef] = &[
 ];
 
 impl Workload for Fdtree {
+    fn inodes_needed(&self) -> u64 {
+        self.total_dirs().saturating_add(self.total_files())
+    }
+
     fn metrics(&self) -> &'static [MetricDef] {
         METRICS
     }

@@ -266,6 +266,10 @@ impl Workload for Interleave {
         tree_space(self.dirs, self.files, self.file_size, 512).ok_or_else(over)
     }
 
+    fn inodes_needed(&self) -> u64 {
+        self.dirs.saturating_add(self.total_files())
+    }
+
     fn memory_needed(&self) -> Result<u64, Overflow> {
         Ok(self.file_size.min(1 << 20) + (2 << 20))
     }
@@ -279,7 +283,7 @@ impl Workload for Interleave {
                 )));
             }
         }
-        check_inodes(ctx.root(), self.dirs + self.total_files(), "interleave")?;
+        check_inodes(ctx.root(), self.inodes_needed(), "interleave")?;
         self.dir_create(ctx)?;
         ctx.make_cold()?;
         self.file_create(ctx)?;

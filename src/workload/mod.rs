@@ -40,6 +40,14 @@ pub trait Workload: Send + Sync {
         Ok(0)
     }
 
+    /// Inodes the workload makes at most (files and directories), so that a plan can give an
+    /// ext filesystem enough of them before it is made; the workload's own check before it
+    /// starts uses the same figure. Saturating: [`Workload::space_needed`] refuses counts
+    /// that do not fit.
+    fn inodes_needed(&self) -> u64 {
+        0
+    }
+
     /// Memory the workload needs for itself (buffers), beyond fsgauge's baseline; checked as
     /// [`Workload::space_needed`].
     fn memory_needed(&self) -> Result<u64, Overflow> {

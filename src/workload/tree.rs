@@ -291,6 +291,11 @@ fn remove_pass(
 const METRICS: &[MetricDef] = &[MetricDef::count("files", "files", "")];
 
 impl Workload for Tree {
+    fn inodes_needed(&self) -> u64 {
+        self.dirs
+            .saturating_add(self.dirs.saturating_mul(self.files))
+    }
+
     fn metrics(&self) -> &'static [MetricDef] {
         METRICS
     }
