@@ -17,6 +17,28 @@ pub fn format_ns(ns: u64) -> String {
     }
 }
 
+/// Seconds for a table whose column is in seconds, never rounded to `0.00` when not zero:
+/// two decimals from 1 s (`12.00`), three significant figures below (`0.240`, `0.0312`), and
+/// below 10 ms the figure carries its own unit (`3.00ms`, `41.2µs`). A zero is `0`.
+pub fn format_secs(v: f64) -> String {
+    let a = v.abs();
+    let sig3 = |x: f64| {
+        let decimals = (2 - x.abs().log10().floor() as i32).max(0) as usize;
+        format!("{x:.decimals$}")
+    };
+    if a == 0.0 || !a.is_finite() {
+        format!("{v}")
+    } else if a >= 1.0 {
+        format!("{v:.2}")
+    } else if a >= 0.01 {
+        sig3(v)
+    } else if a >= 1e-3 {
+        format!("{}ms", sig3(v * 1e3))
+    } else {
+        format!("{}µs", sig3(v * 1e6))
+    }
+}
+
 /// A rate with a thousands-friendly precision.
 pub fn format_rate(v: f64) -> String {
     if v >= 100.0 {
@@ -26,6 +48,11 @@ pub fn format_rate(v: f64) -> String {
     } else {
         format!("{v:.2}")
     }
+}
+
+/// `elapsed (sys)` of a phase as the seed studies print it: `12.00 (1.00)`, `0.240 (0.0312)`.
+pub fn elapsed_sys(elapsed: f64, sys: f64) -> String {
+    format!("{} ({})", format_secs(elapsed), format_secs(sys))
 }
 
 /// Renders rows under headers, first column left-aligned, the others right-aligned.
@@ -60,4 +87,24 @@ pub fn render(headers: &[&str], rows: &[Vec<String>]) -> String {
         line(r.clone(), &mut out);
     }
     out
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn seconds_never_print_as_zero_when_they_are_not() {
+        assert_eq!(format_secs(0.0), "0");
+        assert_eq!(format_secs(12.0), "12.00");
+        assert_eq!(format_secs(1.004), "1.00");
+        assert_eq!(format_secs(0.24), "0.240");
+        assert_eq!(format_secs(0.0312), "0.0312");
+        assert_eq!(format_secs(0.003), "3.00ms");
+        assert_eq!(format_secs(0.0000412), "41.2µs");
+        assert_eq!(format_secs(0.0000004), "0.400µs");
+        // The lowmem delete phases: 3 ms with 2 ms of sys time.
+        assert_eq!(elapsed_sys(0.003, 0.002), "3.00ms (2.00ms)");
+        assert_eq!(elapsed_sys(12.0, 1.0), "12.00 (1.00)");
+    }
 }

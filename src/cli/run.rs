@@ -178,6 +178,10 @@ pub fn run(c: RunCmd) -> Result<ExitCode> {
         if let Some(f) = crate::report::table::findings_text(&ex.results) {
             println!("{f}");
         }
+        let (_, _, cells) = crate::report::model::cells(&ex.results);
+        for w in crate::report::model::short_phases(&ex.results, &cells) {
+            eprintln!("warning: {w}");
+        }
     }
     print!(
         "{}",

@@ -488,7 +488,7 @@ fn elapsed_table(testbeds: &[String], _workloads: &[String], cells: &[Cell]) -> 
                 row.push(match find(cells, t, &w, &p) {
                     Some(c) => match (c.metric("elapsed"), c.metric("sys")) {
                         (Some(e), Some(s)) => {
-                            format!("{:.2} ({:.2})", e.summary.mean, s.summary.mean)
+                            crate::text::elapsed_sys(e.summary.mean, s.summary.mean)
                         }
                         _ => "-".into(),
                     },
@@ -823,6 +823,69 @@ fn stats_table(cells: &[Cell]) -> Table {
 /// Coefficient of variation above which a cell is flagged.
 pub const HIGH_CV: f64 = 0.10;
 
+/// A measured phase that lasts less than this measures the machine more than the filesystem.
+pub const SHORT_PHASE_S: f64 = 1.0;
+/// What `--scale` advice aims a short phase at.
+const AIM_PHASE_S: f64 = 2.0;
+
+/// Plan runs whose phases (those the questions use, when there are questions) last less than
+/// [`SHORT_PHASE_S`] on average: one warning per workload × phase, at its shortest testbed,
+/// naming the `--scale` that would make it last about [`AIM_PHASE_S`].
+pub fn short_phases(results: &[RunResult], cells: &[Cell]) -> Vec<String> {
+    let Some(study) = results.iter().find_map(|r| r.study.as_ref()) else {
+        return Vec::new();
+    };
+    let questions = crate::findings::questions(results);
+    let asked = |phase: &str| {
+        questions.is_empty()
+            || questions.iter().any(|q| {
+                q.phase.as_deref() == Some(phase) || q.baseline == phase || q.variant == phase
+            })
+    };
+    let mut shortest: Vec<(&Cell, f64)> = Vec::new();
+    for c in cells {
+        let Some(mean) = c.metric("elapsed").map(|m| m.summary.mean) else {
+            continue;
+        };
+        if mean <= 0.0 || mean >= SHORT_PHASE_S || !asked(&c.phase) {
+            continue;
+        }
+        match shortest
+            .iter_mut()
+            .find(|(o, _)| o.workload == c.workload && o.phase == c.phase)
+        {
+            Some(slot) if mean < slot.1 => *slot = (c, mean),
+            Some(_) => {}
+            None => shortest.push((c, mean)),
+        }
+    }
+    shortest
+        .into_iter()
+        .map(|(c, mean)| {
+            let scale = study.scale * AIM_PHASE_S / mean;
+            format!(
+                "{} · {} · {}: the phase lasts {} s, under {SHORT_PHASE_S} s, so it measures the machine more than the filesystem; --scale {} would make it about {AIM_PHASE_S} s",
+                c.testbed,
+                c.workload,
+                c.phase,
+                crate::text::format_secs(mean),
+                scale_up(scale)
+            )
+        })
+        .collect()
+}
+
+/// A `--scale` rounded up: whole from 1, two significant figures below (`0.41` → `0.41`,
+/// `0.123` → `0.13`).
+fn scale_up(scale: f64) -> String {
+    if scale >= 1.0 {
+        format!("{}", scale.ceil())
+    } else {
+        let step = 10f64.powi(scale.log10().floor() as i32 - 1);
+        crate::findings::sentence::sig((scale / step).ceil() * step, 2)
+    }
+}
+
 fn warnings(results: &[RunResult], cells: &[Cell]) -> Vec<String> {
     let mut w = Vec::new();
     let few: Vec<String> = cells
@@ -854,6 +917,7 @@ fn warnings(results: &[RunResult], cells: &[Cell]) -> Vec<String> {
             ));
         }
     }
+    w.extend(short_phases(results, cells));
     let mut seen_loop = Vec::new();
     for r in results {
         if r.testbed.loop_direct_io == Some(false) && !seen_loop.contains(&r.testbed.label) {

@@ -61,7 +61,7 @@ pub fn phase_table(results: &[RunResult]) -> String {
                 r.testbed.label.clone(),
                 r.rep.to_string(),
                 p.name.clone(),
-                format!("{:.2} ({:.2})", p.wall_s, p.sys_s),
+                crate::text::elapsed_sys(p.wall_s, p.sys_s),
                 p.ops.to_string(),
                 format_rate(p.ops_per_s),
                 format!("{:.1}", p.bytes_per_s / 1e6),
@@ -115,10 +115,9 @@ pub fn side_by_side(results: &[RunResult]) -> String {
         for l in &labels {
             match cells.iter().find(|c| &c.testbed == l && c.phase == ph) {
                 Some(c) => {
-                    elapsed.push(format!(
-                        "{:.2} ({:.2})",
+                    elapsed.push(crate::text::elapsed_sys(
                         mean(c, "elapsed").unwrap_or(0.0),
-                        mean(c, "sys").unwrap_or(0.0)
+                        mean(c, "sys").unwrap_or(0.0),
                     ));
                     // A phase without operations has no op rate: 0, as its phases record.
                     rate.push(format_rate(mean(c, "ops_per_s").unwrap_or(0.0)));

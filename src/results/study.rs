@@ -86,4 +86,11 @@ pub struct StudyInfo {
     /// Every question of the plan.
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     pub questions: Vec<Question>,
+    /// The `--scale` the plan ran at (1 as written).
+    #[serde(default = "one")]
+    pub scale: f64,
+}
+
+fn one() -> f64 {
+    1.0
 }

@@ -83,14 +83,18 @@ fn csv_statistics_match_hand_computed_values() {
         .unwrap_or_else(|| panic!("no elapsed row for a/create:\n{csv}"));
     let f: Vec<&str> = row.split(',').collect();
     let num = |i: usize| f[i].parse::<f64>().unwrap();
-    // 10, 12, 14: mean 12, sd 2, cv 1/6, t(0.975, 2) = 4.302653 -> half width 4.968275.
+    // 10, 12, 14: mean 12, sd 2, cv 1/6, t(0.975, 2) = 4.302653; the interval of positive
+    // figures is on the log scale: 12 · exp(± 4.302653 / 6 / √3) = 12 · exp(± 0.4140233).
     assert_eq!(f[6], "lower");
     assert_eq!(num(7), 3.0);
     assert!((num(8) - 12.0).abs() < 1e-9);
     assert!((num(9) - 2.0).abs() < 1e-9);
     assert!((num(10) - 2.0 / 12.0).abs() < 1e-9);
-    assert!((num(11) - (12.0 - 4.968275)).abs() < 1e-5, "{row}");
-    assert!((num(12) - (12.0 + 4.968275)).abs() < 1e-5, "{row}");
+    assert!(
+        (num(11) - 12.0 * (-0.4140233f64).exp()).abs() < 1e-5,
+        "{row}"
+    );
+    assert!((num(12) - 12.0 * 0.4140233f64.exp()).abs() < 1e-5, "{row}");
     assert_eq!((num(13), num(14), num(15)), (10.0, 12.0, 14.0));
     // Throughput is a rate: its harmonic mean is there. 20 MiB in 10, 12, 14 s.
     let tp = csv
@@ -579,6 +583,7 @@ fn tree_study_with_a_question() -> Vec<RunResult> {
             plan: "t".into(),
             workload: "tree".into(),
             questions: vec![q.clone()],
+            scale: 1.0,
         });
     }
     all
@@ -646,4 +651,28 @@ fn reports_lead_with_findings_made_from_the_result_files_alone() {
         .output()
         .unwrap());
     assert!(!md.contains("Findings"), "{md}");
+}
+
+#[test]
+fn a_phase_a_question_uses_that_lasts_under_a_second_names_the_scale_that_fixes_it() {
+    let dir = tempfile::tempdir().unwrap();
+    let mut all = tree_study_with_a_question();
+    for r in &mut all {
+        r.phases[0].wall_s *= 0.02; // create: 0.20-0.28 s on a, 0.40-0.48 s on b
+        r.study.as_mut().unwrap().scale = 0.5;
+    }
+    write_all(dir.path(), &all);
+    let md = ok(&fsgauge()
+        .arg("report")
+        .arg(dir.path())
+        .args(["--format", "md"])
+        .output()
+        .unwrap());
+    // a's mean is 0.24 s: 0.5 x 2 s / 0.24 s = 4.2, rounded up.
+    assert!(
+        md.contains("a · tree · create: the phase lasts 0.240 s, under 1 s, so it measures the machine more than the filesystem; --scale 5 would make it about 2 s"),
+        "{md}"
+    );
+    // delete (1-3 s, and no question uses it) gets no such warning.
+    assert!(!md.contains("delete: the phase lasts"), "{md}");
 }
