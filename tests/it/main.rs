@@ -33,6 +33,7 @@ mod mpi_runs;
 mod output_formats;
 mod plan_cli;
 mod plan_resume;
+mod presets_run;
 mod report_chromium;
 mod report_output;
 mod runctl;
