@@ -308,6 +308,7 @@ fn quick_on_temp_dir(c: &RunCmd) -> Result<ExitCode> {
         progress: Progress::new(c.output.silent()),
         layout: c.layout,
         precondition: None,
+        study: None,
     };
     let results: Vec<RunResult> = crate::runner::run(&Place::Dir(dir), wl.as_ref(), &opts)?
         .into_iter()

@@ -104,7 +104,26 @@ fn in_cell(q: &Question, r: &RunResult) -> bool {
         && workload_ok
         && q.filter
             .iter()
-            .all(|(key, want)| r.workload.params.get(key) == Some(want))
+            .all(|(key, want)| param_is(r.workload.params.get(key), want))
+}
+
+/// Whether a recorded parameter has the value a question's `where` asks for: a sweep cell
+/// records its value on an axis as a list of one.
+fn param_is(have: Option<&serde_json::Value>, want: &serde_json::Value) -> bool {
+    have.is_some_and(|v| {
+        v == want || matches!(v, serde_json::Value::Array(a) if a.len() == 1 && a[0] == *want)
+    })
+}
+
+/// Whether a result is on one side of the question (in its cell, and the baseline or the
+/// variant; for two phases, every result in the cell): `reps = "auto"` repeats the cells of
+/// undecided questions, and a plan checks the phases of each.
+pub fn uses(q: &Question, r: &RunResult) -> bool {
+    in_cell(q, r)
+        && match label(q, r) {
+            None => q.compares == Compares::Phases,
+            Some(l) => l == q.baseline || l == q.variant,
+        }
 }
 
 /// The label a result has on the compared axis (for phases: none, both sides are in it).

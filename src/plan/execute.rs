@@ -5,15 +5,16 @@
 //! made again, so a study killed halfway (even by SIGKILL: results are written atomically, one
 //! file per finished run) completes without repeating work and loses nothing.
 
-use std::collections::{BTreeMap, HashMap};
+use std::collections::{BTreeMap, BTreeSet, HashMap};
 use std::path::{Path, PathBuf};
 
 use anyhow::{Context, Result};
 
-use super::{Fresh, Plan, Reps};
+use super::{check_phases, Fresh, Plan, Reps};
+use crate::findings;
 use crate::error::bad_input;
 use crate::measure::Progress;
-use crate::results::RunResult;
+use crate::results::{Question, ResultFile, RunResult, StudyInfo};
 use crate::runner::{self, RunOptions};
 use crate::workload::Target;
 
@@ -58,6 +59,17 @@ pub fn run_options(
             .age
             .as_ref()
             .map(|a| crate::runner::Precondition(a.workload.clone())),
+        study: None,
+    }
+}
+
+/// What every result of a plan's workload entry carries: the plan, the entry's label and the
+/// plan's questions.
+pub fn study_info(plan: &Plan, workload: usize) -> StudyInfo {
+    StudyInfo {
+        plan: plan.name.clone(),
+        workload: plan.workloads[workload].label.clone(),
+        questions: plan.questions.iter().map(|q| q.question.clone()).collect(),
     }
 }
 
@@ -104,27 +116,32 @@ pub fn matrix(plan: &Plan) -> Matrix {
         .collect();
     let reps = plan.reps.initial();
     let mut runs = Vec::new();
-    match plan.fresh {
-        Fresh::PerRun => {
-            for rep in 0..reps {
-                for &t in &usable {
-                    for w in 0..plan.workloads.len() {
-                        runs.push(planned(plan, t, w, rep));
-                    }
+    if interleaved(plan) {
+        for rep in 0..reps {
+            for &t in &usable {
+                for w in 0..plan.workloads.len() {
+                    runs.push(planned(plan, t, w, rep));
                 }
             }
         }
-        Fresh::PerTestbed => {
-            for &t in &usable {
-                for w in 0..plan.workloads.len() {
-                    for rep in 0..reps {
-                        runs.push(planned(plan, t, w, rep));
-                    }
+    } else {
+        for &t in &usable {
+            for w in 0..plan.workloads.len() {
+                for rep in 0..reps {
+                    runs.push(planned(plan, t, w, rep));
                 }
             }
         }
     }
     Matrix { runs, skipped }
+}
+
+/// Whether runs alternate between testbeds repetition by repetition (round-robin over the
+/// testbeds within each round): always with a fresh filesystem per run; with one filesystem
+/// per testbed when the plan has questions (every testbed's filesystem then exists at once, so
+/// that drift hits both sides of a question alike).
+pub fn interleaved(plan: &Plan) -> bool {
+    plan.fresh == Fresh::PerRun || !plan.questions.is_empty()
 }
 
 /// What a plan will cost: runs, disk space at the peak, data written, time.
@@ -207,6 +224,24 @@ pub fn estimate(
             e.seconds += SETUP_S + 2.0 * space as f64 / ASSUMED_BYTES_PER_S;
         }
     }
+    if plan.fresh == Fresh::PerTestbed && interleaved(plan) {
+        // Every testbed's filesystem exists at once.
+        let (mut disk, mut ram) = (0u64, 0u64);
+        let built: BTreeSet<usize> = m.runs.iter().map(|r| r.testbed).collect();
+        for t in built {
+            let tb = &plan.testbeds[t].spec;
+            let mut add = |b: crate::testbed::Backing, n: u64| match b {
+                crate::testbed::Backing::File => disk = disk.saturating_add(n),
+                crate::testbed::Backing::Ram => ram = ram.saturating_add(n),
+            };
+            add(tb.backing, tb.size);
+            if let Some(j) = tb.journal {
+                add(j.backing, j.size);
+            }
+        }
+        e.peak_disk = disk;
+        e.peak_ram = ram;
+    }
     Ok(e)
 }
 
@@ -236,13 +271,21 @@ pub struct Executed {
 /// Results in a directory by spec hash; files that do not read as results are skipped (a
 /// results directory may hold other things).
 pub fn existing_results(dir: &Path) -> Result<HashMap<String, RunResult>> {
+    Ok(existing_files(dir)?
+        .into_iter()
+        .map(|(h, f)| (h, f.result))
+        .collect())
+}
+
+/// [`existing_results`] with the files they were read from.
+fn existing_files(dir: &Path) -> Result<HashMap<String, ResultFile>> {
     let mut out = HashMap::new();
     if !dir.is_dir() {
         return Ok(out);
     }
     // A file that is not a usable result is not reused: its run is made again.
     for f in crate::results::load_dir(dir)?.results {
-        out.insert(f.result.spec_hash.clone(), f.result);
+        out.insert(f.result.spec_hash.clone(), f);
     }
     Ok(out)
 }
@@ -292,12 +335,67 @@ fn needs_more(plan: &Plan, done: &[&RunResult]) -> bool {
     }
 }
 
+/// The cells (testbed, workload index) that `reps = "auto"` repeats once more for a plan's
+/// questions: every cell that an undecided question reads (both its sides), unless it has
+/// `max` repetitions already. A pure function of the results so far (the same
+/// [`findings::evaluate`] the report answers the questions with).
+pub fn cells_to_repeat(
+    questions: &[Question],
+    cells: &BTreeMap<(usize, usize), Vec<RunResult>>,
+    max: u32,
+) -> BTreeSet<(usize, usize)> {
+    let all: Vec<RunResult> = cells.values().flatten().cloned().collect();
+    let mut out = BTreeSet::new();
+    for q in questions {
+        if !findings::evaluate(q, &all).undecided() {
+            continue;
+        }
+        for (&cell, rs) in cells {
+            if (rs.len() as u32) < max && rs.iter().any(|r| findings::uses(q, r)) {
+                out.insert(cell);
+            }
+        }
+    }
+    out
+}
+
+/// The next round of `reps = "auto"`: one more repetition of each cell that needs it — for
+/// the plan's questions while one is undecided ([`cells_to_repeat`]), without questions while
+/// a cell's run time still varies — in matrix order (round-robin over the testbeds).
+fn next_round(plan: &Plan, cells: &BTreeMap<(usize, usize), Vec<RunResult>>) -> Vec<PlannedRun> {
+    let Reps::Auto { max, .. } = plan.reps else {
+        return Vec::new();
+    };
+    let wanted: BTreeSet<(usize, usize)> = if plan.questions.is_empty() {
+        cells
+            .iter()
+            .filter(|(_, rs)| needs_more(plan, &rs.iter().collect::<Vec<_>>()))
+            .map(|(&c, _)| c)
+            .collect()
+    } else {
+        let qs: Vec<Question> = plan.questions.iter().map(|q| q.question.clone()).collect();
+        cells_to_repeat(&qs, cells, max)
+    };
+    wanted
+        .into_iter()
+        .map(|(t, w)| planned(plan, t, w, cells.get(&(t, w)).map_or(0, |rs| rs.len() as u32)))
+        .collect()
+}
+
 /// Runs the plan: checks first, then every run of the matrix in order (skipping finished ones
-/// under `--resume`), then, for `reps = "auto"`, more repetitions of the cells that still vary.
+/// under `--resume`), then, for `reps = "auto"`, rounds of one more repetition of the cells
+/// that need it (see [`next_round`]).
+///
+/// Every result carries the plan's study ([`study_info`]). Before a result made now is written,
+/// it is checked to have the phases the plan's questions read in it ([`check_phases`]): phase
+/// names are known only from a run, and a question naming a phase the workload does not have
+/// stops the plan there, with the question's line and column, and nothing of that run written.
+/// A result reused under `--resume` whose study differs (a question added since) is rewritten
+/// with the plan's study; its measurements and spec hash stay.
 pub fn execute(plan: &Plan, m: &Matrix, opts: &ExecOptions) -> Result<Executed> {
     check(plan, m)?;
     let existing = if opts.resume {
-        existing_results(&opts.out)?
+        existing_files(&opts.out)?
     } else {
         HashMap::new()
     };
@@ -312,92 +410,111 @@ pub fn execute(plan: &Plan, m: &Matrix, opts: &ExecOptions) -> Result<Executed> 
         counter += 1;
         let tb = &plan.testbeds[run.testbed];
         let wl = &plan.workloads[run.workload];
+        let study = study_info(plan, run.workload);
         let what = format!(
             "[{counter}/{total_hint}] {} · {} · rep {}",
             tb.spec.label,
             wl.describe(),
             run.rep
         );
-        if let Some(r) = existing.get(&run.hash) {
+        if let Some(f) = existing.get(&run.hash) {
             if !opts.quiet {
                 eprintln!("{what}: done before (result {}), skipped", &run.hash[..10]);
             }
+            let mut r = f.result.clone();
+            let changed = r.study.as_ref() != Some(&study);
+            r.study = Some(study);
+            check_phases(&plan.source, &plan.questions, &r)?;
+            if changed {
+                let mut bytes = serde_json::to_vec_pretty(&r)?;
+                bytes.push(b'\n');
+                crate::atomic::write_atomic(&f.path, &bytes)
+                    .with_context(|| format!("updating the study of {}", f.path.display()))?;
+            }
             ex.reused += 1;
-            return Ok(r.clone());
+            return Ok(r);
         }
         if !opts.quiet {
             eprintln!("{what}");
         }
-        let ropts = run_options(plan, run.testbed, Some(opts.out.clone()), opts.progress);
+        // The result is written here, after its phases are checked against the questions.
+        let mut ropts = run_options(plan, run.testbed, None, opts.progress);
+        ropts.study = Some(study);
         let place = plan.place(run.testbed);
         let outcome = match target {
             Some(t) => runner::run_on(t, &place, wl.workload.as_ref(), &ropts, plan.seed, run.rep),
             None => runner::run_rep(&place, wl.workload.as_ref(), &ropts, plan.seed, run.rep),
         }
         .with_context(|| format!("run {what}"))?;
+        check_phases(&plan.source, &plan.questions, &outcome.result)?;
+        crate::results::write_result(&opts.out, &outcome.result)?;
         ex.ran += 1;
         Ok(outcome.result)
     };
-    match plan.fresh {
-        Fresh::PerRun => {
-            for run in &m.runs {
-                let r = one(run, None, &mut ex)?;
+    if interleaved(plan) {
+        // Per testbed (fresh = "per-testbed" with questions): every testbed's filesystem,
+        // built at its first run made now, kept until the end.
+        let mut targets: BTreeMap<usize, Target> = BTreeMap::new();
+        let mut make = |run: &PlannedRun, ex: &mut Executed| -> Result<RunResult> {
+            if plan.fresh == Fresh::PerRun || existing.contains_key(&run.hash) {
+                return one(run, None, ex);
+            }
+            let target = match targets.entry(run.testbed) {
+                std::collections::btree_map::Entry::Occupied(o) => o.into_mut(),
+                std::collections::btree_map::Entry::Vacant(v) => {
+                    let ropts = run_options(plan, run.testbed, None, opts.progress);
+                    v.insert(runner::build_target(&plan.place(run.testbed), &ropts)?)
+                }
+            };
+            one(run, Some(target), ex)
+        };
+        let mut round = m.runs.clone();
+        while !round.is_empty() {
+            for run in &round {
+                let r = make(run, &mut ex)?;
                 by_cell
                     .entry((run.testbed, run.workload))
                     .or_default()
                     .push(r);
             }
-            // reps = "auto": rounds of one more repetition for every cell that still varies.
-            loop {
-                let more: Vec<PlannedRun> = by_cell
-                    .iter()
-                    .filter(|(_, rs)| needs_more(plan, &rs.iter().collect::<Vec<_>>()))
-                    .map(|(&(t, w), rs)| planned(plan, t, w, rs.len() as u32))
-                    .collect();
-                if more.is_empty() {
-                    break;
-                }
-                for run in &more {
-                    let r = one(run, None, &mut ex)?;
-                    by_cell
-                        .entry((run.testbed, run.workload))
-                        .or_default()
-                        .push(r);
-                }
+            round = next_round(plan, &by_cell);
+        }
+        for (_, target) in std::mem::take(&mut targets) {
+            if let Target::Testbed(tb) = target {
+                tb.destroy()?;
             }
         }
-        Fresh::PerTestbed => {
-            let mut groups: Vec<usize> = m.runs.iter().map(|r| r.testbed).collect();
-            groups.dedup();
-            for t in groups {
-                let place = plan.place(t);
-                let mut target: Option<Target> = None;
-                for w in 0..plan.workloads.len() {
-                    let mut rep = 0;
-                    loop {
-                        let cell = by_cell.entry((t, w)).or_default();
-                        let want_more = rep < plan.reps.initial()
-                            || needs_more(plan, &cell.iter().collect::<Vec<_>>());
-                        if !want_more {
-                            break;
-                        }
-                        let run = planned(plan, t, w, rep);
-                        let r = if existing.contains_key(&run.hash) {
-                            one(&run, None, &mut ex)?
-                        } else {
-                            if target.is_none() {
-                                let ropts = run_options(plan, t, None, opts.progress);
-                                target = Some(runner::build_target(&place, &ropts)?);
-                            }
-                            one(&run, target.as_mut(), &mut ex)?
-                        };
-                        by_cell.entry((t, w)).or_default().push(r);
-                        rep += 1;
+    } else {
+        let mut groups: Vec<usize> = m.runs.iter().map(|r| r.testbed).collect();
+        groups.dedup();
+        for t in groups {
+            let place = plan.place(t);
+            let mut target: Option<Target> = None;
+            for w in 0..plan.workloads.len() {
+                let mut rep = 0;
+                loop {
+                    let cell = by_cell.entry((t, w)).or_default();
+                    let want_more = rep < plan.reps.initial()
+                        || needs_more(plan, &cell.iter().collect::<Vec<_>>());
+                    if !want_more {
+                        break;
                     }
+                    let run = planned(plan, t, w, rep);
+                    let r = if existing.contains_key(&run.hash) {
+                        one(&run, None, &mut ex)?
+                    } else {
+                        if target.is_none() {
+                            let ropts = run_options(plan, t, None, opts.progress);
+                            target = Some(runner::build_target(&place, &ropts)?);
+                        }
+                        one(&run, target.as_mut(), &mut ex)?
+                    };
+                    by_cell.entry((t, w)).or_default().push(r);
+                    rep += 1;
                 }
-                if let Some(Target::Testbed(tb)) = target {
-                    tb.destroy()?;
-                }
+            }
+            if let Some(Target::Testbed(tb)) = target {
+                tb.destroy()?;
             }
         }
     }

@@ -49,6 +49,7 @@
 mod execute;
 mod parse;
 pub mod presets;
+mod question;
 pub(crate) mod scale;
 
 use std::sync::Arc;
@@ -62,6 +63,7 @@ pub use execute::{
     ExecOptions, Executed, Matrix, PlannedRun,
 };
 pub use parse::{parse, Location, ParseOptions};
+pub use question::{check_phases, PlanQuestion};
 pub use scale::{scale_class, ScaleClass, FIELD_SCALES};
 
 /// Default target of `reps = "auto"`: stop when the run time varies by less than 5%.
@@ -131,6 +133,10 @@ pub struct PlanTestbed {
 #[derive(Clone)]
 pub struct PlanWorkload {
     pub kind: &'static str,
+    /// The entry's label (`label = ...`; default the kind, `kind#N` when a kind appears more
+    /// than once): how questions and results name it. Every cell of a split sweep has its
+    /// entry's label.
+    pub label: String,
     /// MPI ranks the workload is meant to run on (`ranks = N`): documentation, shown by
     /// `--dry-run`; `fsgauge run` itself is one process (see the README on MPI runs).
     pub ranks: Option<u32>,
@@ -190,6 +196,8 @@ pub struct Plan {
     pub layout: bool,
     /// `[age]`: aging run on each run's filesystem before its workload.
     pub age: Option<PlanWorkload>,
+    /// `[[question]]`s, resolved: what the study asks (see [`crate::results::Question`]).
+    pub questions: Vec<PlanQuestion>,
 }
 
 impl Plan {
