@@ -152,6 +152,9 @@ pub fn run(c: RunCmd) -> Result<ExitCode> {
             plan.source,
             m.runs.len(),
             match plan.reps {
+                Reps::Auto { max, .. } if !plan.questions.is_empty() => format!(
+                    " in the first round; more, up to {max} per cell, until every question is decided"
+                ),
                 Reps::Auto { cv, max } => format!(
                     " in the first round; more, up to {max} per cell, until the run time varies by less than {:.0}%",
                     cv * 100.0
@@ -210,6 +213,8 @@ fn print_dry_run(plan: &Plan, m: &plan::Matrix, out: &Path) -> Result<()> {
         plan.workloads.len(),
         match plan.reps {
             Reps::Fixed(n) => n.to_string(),
+            Reps::Auto { max, .. } if !plan.questions.is_empty() =>
+                format!("auto (3 to {max}, until every question is decided)"),
             Reps::Auto { cv, max } => format!("auto (3 to {max}, until CV <= {cv})"),
         },
         plan.fresh.name(),
@@ -246,6 +251,12 @@ fn print_dry_run(plan: &Plan, m: &plan::Matrix, out: &Path) -> Result<()> {
                 "             ranks = {n}: documentation; this plan runs it in one process; on {n} ranks run `mpirun -np {n} fsgauge bench {} --dir PATH ...` (fsgauge built with --features mpi)",
                 w.kind
             );
+        }
+    }
+    if !plan.questions.is_empty() {
+        println!("questions (baseline -> variant, cell, metric):");
+        for q in &plan.questions {
+            println!("  line {:<4} {}", q.at.line, q.describe());
         }
     }
     println!("runs (in order):");

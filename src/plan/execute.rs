@@ -11,8 +11,8 @@ use std::path::{Path, PathBuf};
 use anyhow::{Context, Result};
 
 use super::{check_phases, Fresh, Plan, Reps};
-use crate::findings;
 use crate::error::bad_input;
+use crate::findings;
 use crate::measure::Progress;
 use crate::results::{Question, ResultFile, RunResult, StudyInfo};
 use crate::runner::{self, RunOptions};
@@ -378,7 +378,14 @@ fn next_round(plan: &Plan, cells: &BTreeMap<(usize, usize), Vec<RunResult>>) -> 
     };
     wanted
         .into_iter()
-        .map(|(t, w)| planned(plan, t, w, cells.get(&(t, w)).map_or(0, |rs| rs.len() as u32)))
+        .map(|(t, w)| {
+            planned(
+                plan,
+                t,
+                w,
+                cells.get(&(t, w)).map_or(0, |rs| rs.len() as u32),
+            )
+        })
         .collect()
 }
 
@@ -600,5 +607,216 @@ mod tests {
         let m = matrix(&auto);
         let e = estimate(&auto, &m, &HashMap::new()).unwrap();
         assert_eq!((e.runs, e.max_runs), (12, 28));
+    }
+
+    /// A result of testbed `tb` and workload entry `wl` whose create phase ran at `rate` ops/s
+    /// and delete phase at twice that.
+    fn res(tb: &str, wl: &str, rate: f64) -> RunResult {
+        let lat = serde_json::to_value(crate::results::LatencySummary::default()).unwrap();
+        let phase = |name: &str, r: f64| {
+            serde_json::json!({"name": name, "wall_s": 1.0, "user_s": 0.0, "sys_s": 0.0,
+                "ops": r as u64, "bytes": 0, "ops_per_s": r, "bytes_per_s": 0.0,
+                "latency": lat, "device": null, "series": []})
+        };
+        let mut r: RunResult = serde_json::from_value(serde_json::json!({
+            "schema": crate::results::SCHEMA, "tool": {"name": "fsgauge", "version": "0.1.0"},
+            "host": {"hostname": "h", "kernel": "6.1", "cpus": 2, "memory": 1},
+            "testbed": crate::results::TestbedInfo::default(),
+            "workload": {"kind": "tree", "params": {"dirs": 1}},
+            "rep": 0, "seed": 1, "started_at": "", "spec_hash": "", "conditions": {"cold": "drop"},
+            "phases": [phase("create", rate), phase("delete", 2.0 * rate)],
+            "errors": []
+        }))
+        .unwrap();
+        r.testbed.label = tb.into();
+        r.study = Some(StudyInfo {
+            plan: "t".into(),
+            workload: wl.into(),
+            questions: Vec::new(),
+        });
+        r
+    }
+
+    fn question(compares: crate::results::Compares, base: &str, variant: &str) -> Question {
+        use crate::results::Compares;
+        Question {
+            id: "q".into(),
+            ask: String::new(),
+            baseline: base.into(),
+            variant: variant.into(),
+            compares,
+            testbed: (compares != Compares::Testbeds).then(|| "a".into()),
+            workload: (compares != Compares::Workloads).then(|| "w1".into()),
+            phase: (compares != Compares::Phases).then(|| "create".into()),
+            metric: "ops_per_s".into(),
+            filter: Default::default(),
+            published: None,
+            source: String::new(),
+            epsilon: 0.05,
+        }
+    }
+
+    /// Cells (testbed a=0/b=1, workload w1=0/w2=1) with these rates per repetition.
+    fn cells(rates: [&[f64]; 4]) -> BTreeMap<(usize, usize), Vec<RunResult>> {
+        let mut out = BTreeMap::new();
+        for (i, (t, w)) in [(0, 0), (0, 1), (1, 0), (1, 1)].into_iter().enumerate() {
+            let rs: Vec<RunResult> = rates[i]
+                .iter()
+                .map(|&x| res(["a", "b"][t], ["w1", "w2"][w], x))
+                .collect();
+            out.insert((t, w), rs);
+        }
+        out
+    }
+
+    const NOISY: &[f64] = &[100.0, 110.0, 90.0];
+    const NOISY_TOO: &[f64] = &[101.0, 95.0, 108.0];
+    const STEADY: &[f64] = &[100.0, 100.5, 99.5];
+    const DOUBLE: &[f64] = &[200.0, 202.0, 198.0];
+
+    #[test]
+    fn an_undecided_question_repeats_both_its_sides_and_nothing_else() {
+        use crate::results::Compares;
+        let by_testbed = question(Compares::Testbeds, "a", "b");
+        let noisy = cells([NOISY, STEADY, NOISY_TOO, STEADY]);
+        assert!(findings::evaluate(
+            &by_testbed,
+            &noisy.values().flatten().cloned().collect::<Vec<_>>()
+        )
+        .undecided());
+        assert_eq!(
+            cells_to_repeat(std::slice::from_ref(&by_testbed), &noisy, 10),
+            BTreeSet::from([(0, 0), (1, 0)]),
+            "a/w1 and b/w1; the w2 cells are in no question"
+        );
+        // Decided: a clear doubling, or an interval inside +-5%.
+        let larger = cells([STEADY, NOISY, DOUBLE, NOISY]);
+        assert!(cells_to_repeat(std::slice::from_ref(&by_testbed), &larger, 10).is_empty());
+        let same = cells([STEADY, NOISY, &[100.2, 99.8, 100.0], NOISY]);
+        assert!(cells_to_repeat(std::slice::from_ref(&by_testbed), &same, 10).is_empty());
+        // Other kinds of question read other cells.
+        let by_workload = question(Compares::Workloads, "w1", "w2");
+        assert_eq!(
+            cells_to_repeat(
+                &[by_workload],
+                &cells([NOISY, NOISY_TOO, STEADY, STEADY]),
+                10
+            ),
+            BTreeSet::from([(0, 0), (0, 1)])
+        );
+        let by_phase = question(Compares::Phases, "create", "delete");
+        let noisy_phases: Vec<RunResult> = [100.0, 300.0, 50.0]
+            .iter()
+            .zip([180.0, 190.0, 300.0])
+            .map(|(&c, d)| {
+                let mut r = res("a", "w1", c);
+                r.phases[1].ops_per_s = d;
+                r
+            })
+            .collect();
+        let mut by_cell = cells([STEADY, STEADY, STEADY, STEADY]);
+        by_cell.insert((0, 0), noisy_phases);
+        assert_eq!(
+            cells_to_repeat(std::slice::from_ref(&by_phase), &by_cell, 10),
+            BTreeSet::from([(0, 0)])
+        );
+        // Decided phases (delete runs at twice the create rate): nothing.
+        assert!(
+            cells_to_repeat(&[by_phase], &cells([STEADY, STEADY, STEADY, STEADY]), 10).is_empty()
+        );
+    }
+
+    #[test]
+    fn repetitions_stop_at_the_cap_cell_by_cell() {
+        use crate::results::Compares;
+        let q = question(Compares::Testbeds, "a", "b");
+        let mut noisy = cells([NOISY, STEADY, NOISY_TOO, STEADY]);
+        assert!(cells_to_repeat(std::slice::from_ref(&q), &noisy, 3).is_empty());
+        noisy.get_mut(&(0, 0)).unwrap().push(res("a", "w1", 105.0));
+        assert_eq!(
+            cells_to_repeat(std::slice::from_ref(&q), &noisy, 4),
+            BTreeSet::from([(1, 0)]),
+            "a/w1 has its 4 already"
+        );
+    }
+
+    #[test]
+    fn rounds_follow_the_questions_in_matrix_order() {
+        let mut p = plan(
+            "[[question]]\nbaseline = \"a\"\nvariant = \"b\"\nworkload = \"tree#2\"\nphase = \"create\"\nmetric = \"ops_per_s\"\n",
+        );
+        // Fixed repetitions: no further round.
+        let noisy = cells([NOISY, NOISY_TOO, NOISY_TOO, NOISY]);
+        assert!(next_round(&p, &noisy).is_empty());
+        p.reps = Reps::Auto { cv: 0.05, max: 5 };
+        let round: Vec<(usize, usize, u32)> = next_round(&p, &noisy)
+            .iter()
+            .map(|r| (r.testbed, r.workload, r.rep))
+            .collect();
+        // tree#2 is workload 1; the question's cells get their 4th repetition (rep 3),
+        // testbed a first.
+        let mut wl2 = cells([NOISY, NOISY_TOO, NOISY_TOO, NOISY]);
+        for rs in wl2.values_mut() {
+            for r in rs.iter_mut() {
+                if let Some(s) = r.study.as_mut() {
+                    s.workload = if s.workload == "w1" {
+                        "tree#1"
+                    } else {
+                        "tree#2"
+                    }
+                    .into();
+                }
+            }
+        }
+        let round2: Vec<(usize, usize, u32)> = next_round(&p, &wl2)
+            .iter()
+            .map(|r| (r.testbed, r.workload, r.rep))
+            .collect();
+        assert!(round.is_empty(), "no result is of tree#2: {round:?}");
+        assert_eq!(round2, [(0, 1, 3), (1, 1, 3)]);
+        assert_eq!(next_round(&p, &wl2)[0].hash, run_hash(&p, 0, 1, 3));
+    }
+
+    #[test]
+    fn per_testbed_plans_with_questions_alternate_between_testbeds() {
+        let p = plan(
+            "fresh = \"per-testbed\"\n[[question]]\nbaseline = \"a\"\nvariant = \"b\"\nworkload = \"tree#1\"\nphase = \"create\"\nmetric = \"elapsed\"\n",
+        );
+        assert!(interleaved(&p));
+        let order: Vec<(usize, usize, u32)> = matrix(&p)
+            .runs
+            .iter()
+            .map(|r| (r.testbed, r.workload, r.rep))
+            .collect();
+        assert_eq!(
+            order,
+            [
+                (0, 0, 0),
+                (0, 1, 0),
+                (1, 0, 0),
+                (1, 1, 0),
+                (0, 0, 1),
+                (0, 1, 1),
+                (1, 0, 1),
+                (1, 1, 1)
+            ]
+        );
+        let e = estimate(&p, &matrix(&p), &HashMap::new()).unwrap();
+        assert_eq!(
+            e.peak_disk,
+            (256 << 20) + (512 << 20) + (16 << 20),
+            "every testbed's filesystem at once"
+        );
+    }
+
+    #[test]
+    fn every_result_of_an_entry_carries_the_plan_and_its_label() {
+        let p = plan(
+            "[[question]]\nbaseline = \"a\"\nvariant = \"b\"\nworkload = \"tree#1\"\nphase = \"create\"\nmetric = \"elapsed\"\n",
+        );
+        let s = study_info(&p, 1);
+        assert_eq!((s.plan.as_str(), s.workload.as_str()), ("t", "tree#2"));
+        assert_eq!(s.questions.len(), 1);
+        assert_eq!(s.questions[0].workload.as_deref(), Some("tree#1"));
     }
 }

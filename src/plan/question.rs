@@ -225,10 +225,9 @@ fn resolve_one(
     age: Option<&PlanWorkload>,
 ) -> Result<PlanQuestion> {
     let r = rq.get_ref();
-    let id = r
-        .id
-        .as_ref()
-        .map_or_else(|| format!("q{}", index + 1), |s| s.get_ref().clone());
+    let id =
+        r.id.as_ref()
+            .map_or_else(|| format!("q{}", index + 1), |s| s.get_ref().clone());
     if id.trim().is_empty() {
         let span = r.id.as_ref().map_or(rq.span(), |s| s.span());
         return Err(src.err(
@@ -629,4 +628,377 @@ pub fn check_phases(source: &str, questions: &[PlanQuestion], r: &RunResult) -> 
         }
     }
     Ok(())
+}
+
+#[cfg(test)]
+#[allow(clippy::unwrap_used)]
+mod tests {
+    use crate::plan::{parse, ParseOptions, Plan};
+    use crate::results::Compares;
+
+    /// Two testbeds, two workloads (a tree, and a tio sweep labelled "io"), one question on
+    /// lines 27-32.
+    const Q: &str = r#"reps = 2
+
+[[testbed]]
+label = "a"
+fs = "ext4"
+size = "256M"
+
+[[testbed]]
+label = "b"
+fs = "ext4"
+size = "256M"
+mount = "data=journal"
+
+[[workload]]
+kind = "tree"
+dirs = 2
+files = 3
+file_size = "64K"
+
+[[workload]]
+kind = "tio"
+label = "io"
+threads = [1, 4]
+mode = "seqwrite"
+file_size = "1M"
+
+[[question]]
+baseline = "a"
+variant = "b"
+workload = "tree"
+phase = "create"
+metric = "ops_per_s"
+"#;
+
+    fn p(text: &str) -> anyhow::Result<Plan> {
+        parse(
+            text,
+            "t.toml",
+            &ParseOptions {
+                scale: None,
+                workdir: Some(std::env::temp_dir()),
+            },
+        )
+    }
+
+    fn err(text: &str) -> String {
+        format!("{:#}", p(text).expect_err("must be refused"))
+    }
+
+    /// Asserts the error starts at `at` and says `what`.
+    fn refused(text: &str, at: &str, what: &str) {
+        let e = err(text);
+        assert!(e.starts_with(&format!("t.toml:{at}: ")), "{e}");
+        assert!(e.contains(what), "{e}");
+    }
+
+    #[test]
+    fn two_testbeds_are_compared_in_one_workload_and_phase() {
+        let plan = p(Q).unwrap();
+        assert_eq!(plan.questions.len(), 1);
+        let q = &plan.questions[0].question;
+        assert_eq!(q.id, "q1");
+        assert_eq!(q.compares, Compares::Testbeds);
+        assert_eq!(
+            (q.testbed.as_deref(), q.workload.as_deref()),
+            (None, Some("tree"))
+        );
+        assert_eq!(q.phase.as_deref(), Some("create"));
+        assert_eq!(q.epsilon, crate::results::DEFAULT_EPSILON);
+        assert_eq!(plan.questions[0].at.line, 27);
+        assert_eq!(plan.questions[0].phase_at.to_string(), "31:9");
+        let labels: Vec<&str> = plan.workloads.iter().map(|w| w.label.as_str()).collect();
+        // tio's sweep (threads x block) runs as 4 cells, each with the entry's label.
+        assert_eq!(
+            labels,
+            ["tree", "io", "io", "io", "io"],
+            "the sweep's cells share the label"
+        );
+        assert_eq!(
+            plan.workloads[1].workload.params().get("label"),
+            None,
+            "label is not a workload parameter"
+        );
+    }
+
+    #[test]
+    fn two_workloads_are_compared_on_one_testbed() {
+        let plan = p(&Q.replace(
+            "baseline = \"a\"\nvariant = \"b\"\nworkload = \"tree\"",
+            "id = \"w\"\nbaseline = \"tree\"\nvariant = \"io\"\ntestbed = \"b\"\npublished = 2\nepsilon = 0.1",
+        ))
+        .unwrap();
+        let q = &plan.questions[0].question;
+        assert_eq!(q.id, "w");
+        assert_eq!(q.compares, Compares::Workloads);
+        assert_eq!(q.testbed.as_deref(), Some("b"));
+        assert_eq!(q.workload, None);
+        assert_eq!(q.published, Some(2.0));
+        assert_eq!(q.epsilon, 0.1);
+        assert!(q.filter.is_empty());
+    }
+
+    #[test]
+    fn two_phases_of_the_same_runs_are_compared() {
+        let plan = p(&Q
+            .replace(
+                "baseline = \"a\"\nvariant = \"b\"",
+                "baseline = \"create\"\nvariant = \"delete\"\ntestbed = \"a\"",
+            )
+            .replace("phase = \"create\"\n", ""))
+        .unwrap();
+        let q = &plan.questions[0].question;
+        assert_eq!(q.compares, Compares::Phases);
+        assert_eq!(q.phase, None);
+        assert_eq!(
+            (q.testbed.as_deref(), q.workload.as_deref()),
+            (Some("a"), Some("tree"))
+        );
+        assert_eq!(
+            plan.questions[0].phase_at.to_string(),
+            "28:12",
+            "the phases are checked at the baseline"
+        );
+    }
+
+    #[test]
+    fn sizes_in_where_match_the_cell_as_written_or_recorded() {
+        let text = Q
+            .replace(
+                "threads = [1, 4]",
+                "threads = 4\nblock = [\"4K\", \"128K\"]",
+            )
+            .replace(
+                "workload = \"tree\"",
+                "workload = \"io\"\nwhere = { block = \"128K\" }",
+            );
+        let plan = p(&text).unwrap();
+        assert_eq!(
+            plan.questions[0].question.filter["block"],
+            serde_json::json!(131072)
+        );
+        let plan = p(&text.replace("\"128K\" }", "131072 }")).unwrap();
+        assert_eq!(
+            plan.questions[0].question.filter["block"],
+            serde_json::json!(131072)
+        );
+    }
+
+    #[test]
+    fn ids_default_by_position_and_are_unique() {
+        let two = format!("{Q}\n[[question]]\nbaseline = \"b\"\nvariant = \"a\"\nworkload = \"tree\"\nphase = \"delete\"\nmetric = \"elapsed\"\n");
+        let plan = p(&two).unwrap();
+        let ids: Vec<&str> = plan
+            .questions
+            .iter()
+            .map(|q| q.question.id.as_str())
+            .collect();
+        assert_eq!(ids, ["q1", "q2"]);
+        refused(
+            &two.replace(
+                "[[question]]\nbaseline = \"b\"",
+                "[[question]]\nid = \"q1\"\nbaseline = \"b\"",
+            ),
+            "35:6",
+            "two questions have the id \"q1\" (the other at line 27)",
+        );
+    }
+
+    #[test]
+    fn baseline_and_variant_must_name_two_of_a_kind() {
+        refused(
+            &Q.replace("variant = \"b\"", "variant = \"c\""),
+            "29:11",
+            "[[question]] q1 field `variant`: \"c\" is not a testbed label, but the baseline \"a\" is; testbeds: \"a\", \"b\"",
+        );
+        refused(
+            &Q.replace("baseline = \"a\"", "baseline = \"x\""),
+            "28:12",
+            "field `baseline`: \"x\" is not a label of the plan, but the variant \"b\" is; testbeds: \"a\", \"b\"; workloads: \"tree\", \"io\"",
+        );
+        refused(
+            &Q.replace("variant = \"b\"", "variant = \"io\""),
+            "29:11",
+            "name a testbed and a workload",
+        );
+        refused(
+            &Q.replace("variant = \"b\"", "variant = \"a\""),
+            "29:11",
+            "is the baseline \"a\" again",
+        );
+        refused(
+            &Q.replace("baseline = \"a\"\nvariant = \"b\"", "baseline = \"tree\"\nvariant = \"zz\"")
+                .replace("workload = \"tree\"\n", "testbed = \"a\"\n"),
+            "29:11",
+            "\"zz\" is not a workload label, but the baseline \"tree\" is; workloads: \"tree\", \"io\"",
+        );
+    }
+
+    #[test]
+    fn the_cell_must_be_named_when_the_plan_has_several() {
+        refused(
+            &Q.replace("workload = \"tree\"\n", ""),
+            "27:1",
+            "field `workload`: the plan has 2 workloads; name the one this question is about, e.g. workload = \"tree\" (workloads: \"tree\", \"io\")",
+        );
+        refused(
+            &Q.replace("baseline = \"a\"\nvariant = \"b\"\nworkload = \"tree\"", "baseline = \"tree\"\nvariant = \"io\""),
+            "27:1",
+            "field `testbed`: the plan has 2 testbeds; name the one this question is about, e.g. testbed = \"a\"",
+        );
+        refused(
+            &Q.replace("workload = \"tree\"", "workload = \"trees\""),
+            "30:12",
+            "\"trees\" is not a workload label of the plan; workloads: \"tree\", \"io\"",
+        );
+        refused(
+            &Q.replace(
+                "workload = \"tree\"",
+                "workload = \"tree\"\ntestbed = \"a\"",
+            ),
+            "31:11",
+            "field `testbed`: baseline and variant are testbeds already",
+        );
+        refused(
+            &Q.replace(
+                "baseline = \"a\"\nvariant = \"b\"\nworkload = \"tree\"",
+                "baseline = \"tree\"\nvariant = \"io\"\ntestbed = \"c\"",
+            ),
+            "30:11",
+            "\"c\" is not a testbed label of the plan; testbeds: \"a\", \"b\"",
+        );
+        refused(
+            &Q.replace("phase = \"create\"\n", ""),
+            "27:1",
+            "field `phase`: missing",
+        );
+        refused(
+            &Q.replace(
+                "baseline = \"a\"\nvariant = \"b\"",
+                "baseline = \"create\"\nvariant = \"delete\"\ntestbed = \"a\"",
+            ),
+            "32:9",
+            "field `phase`: baseline and variant are phases already",
+        );
+    }
+
+    #[test]
+    fn the_metric_must_be_core_or_the_workloads_own() {
+        refused(
+            &Q.replace("metric = \"ops_per_s\"", "metric = \"speed\""),
+            "32:10",
+            "\"speed\" is neither a core metric nor a figure of workload \"tree\"; allowed: elapsed, sys,",
+        );
+        // tio's own figure: not one of tree's, but io's.
+        refused(
+            &Q.replace("metric = \"ops_per_s\"", "metric = \"iops\""),
+            "32:10",
+            "figure of workload \"tree\"",
+        );
+        let plan = p(&Q
+            .replace("metric = \"ops_per_s\"", "metric = \"iops\"")
+            .replace("workload = \"tree\"", "workload = \"io\""))
+        .unwrap();
+        assert_eq!(plan.questions[0].question.metric, "iops");
+    }
+
+    #[test]
+    fn where_names_a_parameter_at_a_value_of_its_sweep() {
+        refused(
+            &Q.replace(
+                "workload = \"tree\"",
+                "workload = \"io\"\nwhere = { thread = 4 }",
+            ),
+            "31:11",
+            "field `where`: \"thread\" is not a parameter of workload \"io\" (tio); parameters: ",
+        );
+        refused(
+            &Q.replace(
+                "workload = \"tree\"",
+                "workload = \"io\"\nwhere = { threads = 8 }",
+            ),
+            "31:21",
+            "workload \"io\" has no cell with threads = 8; its values: 1, 4",
+        );
+        refused(
+            &format!(
+                "fresh = \"per-testbed\"\n{}",
+                Q.replace(
+                    "workload = \"tree\"",
+                    "workload = \"io\"\nwhere = { threads = 4 }"
+                )
+            ),
+            "32:11",
+            "cells are phases of one run here",
+        );
+    }
+
+    #[test]
+    fn published_and_epsilon_are_checked() {
+        refused(
+            &Q.replace(
+                "metric = \"ops_per_s\"",
+                "metric = \"ops_per_s\"\npublished = 0",
+            ),
+            "33:13",
+            "field `published`: 0 is not a ratio above 0",
+        );
+        refused(
+            &Q.replace(
+                "metric = \"ops_per_s\"",
+                "metric = \"ops_per_s\"\nepsilon = 1.5",
+            ),
+            "33:11",
+            "field `epsilon`: 1.5 is out of range",
+        );
+        refused(
+            &Q.replace(
+                "metric = \"ops_per_s\"",
+                "metric = \"ops_per_s\"\nepsilonn = 1",
+            ),
+            "33:1",
+            "epsilonn",
+        );
+    }
+
+    #[test]
+    fn workload_labels_default_to_the_kind_and_are_unique() {
+        let two_trees = Q
+            .replace("kind = \"tio\"\nlabel = \"io\"\nthreads = [1, 4]\nmode = \"seqwrite\"\nfile_size = \"1M\"", "kind = \"tree\"\ndirs = 1\nfiles = 1\nfile_size = \"4K\"")
+            .replace("workload = \"tree\"", "workload = \"tree#2\"");
+        let plan = p(&two_trees).unwrap();
+        let labels: Vec<&str> = plan.workloads.iter().map(|w| w.label.as_str()).collect();
+        assert_eq!(labels, ["tree#1", "tree#2"]);
+        refused(
+            &Q.replace("label = \"io\"", "label = \"tree\""),
+            "22:9",
+            "two workloads are labelled \"tree\" (the other at line 14)",
+        );
+        refused(
+            &Q.replace("label = \"io\"", "label = \"b\""),
+            "22:9",
+            "\"b\" is also the label of the testbed at line 8",
+        );
+        refused(
+            &Q.replace("label = \"io\"", "label = 3"),
+            "22:9",
+            "must be a string",
+        );
+    }
+
+    #[test]
+    fn a_question_does_not_change_the_spec_hash_of_a_run() {
+        let with = p(Q).unwrap();
+        let without =
+            p(&Q[..Q.find("[[question]]").unwrap()].replace("label = \"io\"\n", "")).unwrap();
+        assert!(without.questions.is_empty());
+        for (t, w) in [(0, 0), (1, 0), (0, 1), (1, 2)] {
+            assert_eq!(
+                crate::plan::run_hash(&with, t, w, 1),
+                crate::plan::run_hash(&without, t, w, 1)
+            );
+        }
+    }
 }
