@@ -272,3 +272,86 @@ fn plan_questions_naming_a_phase_the_runs_lack_stop_at_the_first_result() {
     assert_eq!(written, 0, "nothing of the run was written");
     sb.assert_clean();
 }
+
+#[test]
+fn plan_questions_added_later_keep_the_runs_and_reach_their_files_with_resume() {
+    if !crate::support::have_fs("ext4") {
+        return;
+    }
+    let sb = Sandbox::new();
+    let fixed = PLAN.replace("reps = \"auto\"\nmax_reps = 4", "reps = 2");
+    let bare = &fixed[..fixed.find("[[question]]").unwrap()];
+    let before = run(&sb, bare);
+    assert_eq!(before.len(), 8);
+    assert!(before
+        .iter()
+        .all(|r| r.study.as_ref().is_some_and(|s| s.questions.is_empty())));
+    let plan = write_plan(&sb, &fixed);
+    let out = sb
+        .bench(&["run", plan.to_str().unwrap(), "--resume"])
+        .output()
+        .unwrap();
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert!(out.status.success(), "{err}");
+    assert_eq!(
+        err.matches("done before").count(),
+        8,
+        "same spec hashes: {err}"
+    );
+    let after: Vec<fsgauge::results::RunResult> = fsgauge::results::load_dir(&sb.out())
+        .unwrap()
+        .results
+        .into_iter()
+        .map(|f| f.result)
+        .collect();
+    assert_eq!(after.len(), 8);
+    let hashes = |rs: &[fsgauge::results::RunResult]| {
+        rs.iter()
+            .map(|r| (r.spec_hash.clone(), r.phases[0].wall_s.to_bits()))
+            .collect::<std::collections::BTreeSet<_>>()
+    };
+    assert_eq!(hashes(&before), hashes(&after), "the measurements stay");
+    let ids: Vec<String> = findings::questions(&after)
+        .into_iter()
+        .map(|q| q.id)
+        .collect();
+    assert_eq!(
+        ids,
+        ["size", "stalls"],
+        "the result files carry the new questions"
+    );
+    sb.assert_clean();
+}
+
+#[test]
+fn plan_questions_are_absent_from_bench_results() {
+    let sb = Sandbox::new();
+    let dir = sb.path().join("d");
+    std::fs::create_dir(&dir).unwrap();
+    let out = sb
+        .cmd()
+        .args([
+            "bench",
+            "tree",
+            "--dirs",
+            "1",
+            "--files",
+            "2",
+            "--file-size",
+            "4K",
+            "--json",
+        ])
+        .arg("--dir")
+        .arg(&dir)
+        .arg("--out")
+        .arg(sb.out())
+        .output()
+        .unwrap();
+    let v = crate::support::json_of(&out);
+    // One result is printed as itself, several as a list.
+    let runs = v.as_array().cloned().unwrap_or_else(|| vec![v.clone()]);
+    assert!(runs.iter().all(|r| r.get("phases").is_some()), "{v}");
+    assert!(runs.iter().all(|r| r.get("study").is_none()), "{v}");
+    let files = fsgauge::results::load_dir(&sb.out()).unwrap().results;
+    assert!(!files.is_empty() && files.iter().all(|f| f.result.study.is_none()));
+}
