@@ -20,7 +20,28 @@ use crate::runner::{Place, RunOptions};
 use crate::units::{format_bytes_human, format_size};
 use crate::workload::ColdMode;
 
+/// The question syntax, after `fsgauge run --help`.
+const QUESTIONS_HELP: &str = "\
+A plan may ask questions; each is answered by a finding (variant / baseline, 95% interval):
+
+  [[question]]
+  id = \"dir-remove\"          # default q1, q2, ...
+  baseline = \"journal-16M\"   # two testbed labels, two workload labels, or two phases
+  variant = \"journal-1G\"
+  workload = \"deep\"          # the cell: the workload label when the plan has several and
+  # testbed = \"...\"          #   the question does not compare workloads; the testbed
+  phase = \"dir_remove\"       #   likewise; the phase unless comparing phases
+  metric = \"ops_per_s\"       # a core metric (elapsed, sys, ops_per_s, ...) or the workload's
+  # where = { threads = 8 }  # one cell of a sweep
+  published = 3.67           # optional: the published ratio (source = \"...\" says where from)
+  # epsilon = 0.05           # optional: the \"no change\" band
+
+A [[workload]] is named by its label = \"...\" (default: its kind, kind#N when repeated).
+With reps = \"auto\", every cell an undecided question reads gets one more repetition per
+round, alternating between testbeds, from 3 up to max_reps. --dry-run lists the questions.";
+
 #[derive(Debug, Args)]
+#[command(after_long_help = QUESTIONS_HELP)]
 pub struct RunCmd {
     /// A plan file (TOML), or the name of a built-in preset (see `fsgauge presets`)
     /// [default: the quick preset].
