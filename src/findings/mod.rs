@@ -51,6 +51,14 @@ impl Finding {
 
 /// The questions the results carry, each once (by plan and id), in the order first seen.
 pub fn questions(results: &[RunResult]) -> Vec<Question> {
+    questions_of_plans(results)
+        .into_iter()
+        .map(|(_, q)| q)
+        .collect()
+}
+
+/// [`questions`] with the name of the plan each came from.
+fn questions_of_plans(results: &[RunResult]) -> Vec<(String, Question)> {
     let mut out: Vec<(String, Question)> = Vec::new();
     for r in results {
         let Some(study) = &r.study else { continue };
@@ -60,14 +68,22 @@ pub fn questions(results: &[RunResult]) -> Vec<Question> {
             }
         }
     }
-    out.into_iter().map(|(_, q)| q).collect()
+    out
 }
 
-/// The finding of every question the results carry.
+/// The finding of every question the results carry, each over the results of its own plan
+/// (a results directory may hold the runs of several plans with the same labels).
 pub fn findings(results: &[RunResult]) -> Vec<Finding> {
-    questions(results)
+    questions_of_plans(results)
         .iter()
-        .map(|q| evaluate(q, results))
+        .map(|(plan, q)| {
+            let own: Vec<RunResult> = results
+                .iter()
+                .filter(|r| r.study.as_ref().is_some_and(|s| s.plan == *plan))
+                .cloned()
+                .collect();
+            evaluate(q, &own)
+        })
         .collect()
 }
 

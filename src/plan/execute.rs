@@ -819,4 +819,42 @@ mod tests {
         assert_eq!(s.questions.len(), 1);
         assert_eq!(s.questions[0].workload.as_deref(), Some("tree#1"));
     }
+
+    #[test]
+    fn findings_read_sweep_cells_and_keep_to_their_plan() {
+        use crate::results::Compares;
+        let mut q = question(Compares::Testbeds, "a", "b");
+        q.filter.insert("threads".into(), serde_json::json!(4));
+        // A cell of a split sweep records its value as a list of one.
+        let cell = |tb: &str, threads: u64, rate: f64| {
+            let mut r = res(tb, "w1", rate);
+            r.workload.params = serde_json::json!({"threads": [threads]});
+            r.study.as_mut().unwrap().questions = vec![q.clone()];
+            r
+        };
+        let mut rs: Vec<RunResult> = Vec::new();
+        for (&x, &y) in STEADY.iter().zip(DOUBLE) {
+            rs.extend([
+                cell("a", 4, x),
+                cell("b", 4, y),
+                cell("a", 1, y),
+                cell("b", 1, x),
+            ]);
+        }
+        assert!(findings::uses(&q, &rs[0]) && !findings::uses(&q, &rs[2]));
+        // Another plan's runs with the same labels and the opposite effect.
+        let mut other = rs.clone();
+        for r in &mut other {
+            r.study.as_mut().unwrap().plan = "other".into();
+            r.testbed.label = if r.testbed.label == "a" { "b" } else { "a" }.into();
+        }
+        rs.extend(other);
+        let fs = findings::findings(&rs);
+        assert_eq!(fs.len(), 2, "one question per plan");
+        use crate::stats::Decision;
+        for (f, want) in fs.iter().zip([Decision::Larger, Decision::Smaller]) {
+            assert_eq!((f.base_values.len(), f.variant_values.len()), (3, 3));
+            assert_eq!(f.decision, Some(want), "{f:?}");
+        }
+    }
 }

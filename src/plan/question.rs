@@ -617,7 +617,7 @@ pub fn check_phases(source: &str, questions: &[PlanQuestion], r: &RunResult) -> 
                 _ => ("phase", ""),
             };
             return Err(bad_input(format!(
-                "{source}:{}: [[question]] {} field `{what}`: the run of testbed {:?} with workload {:?} has no phase {want:?}; its phases: {}{}{hint}; nothing of this run was written",
+                "{source}:{}: [[question]] {} field `{what}`: the run of testbed {:?} with workload {:?} has no phase {want:?}; its phases: {}{}{hint}",
                 pq.phase_at,
                 q.id,
                 r.testbed.label,
