@@ -297,7 +297,7 @@ fn print_dry_run(plan: &Plan, m: &plan::Matrix, out: &Path) -> Result<()> {
         );
     }
     println!(
-        "estimate: {} run(s){}, {} already done; disk at the peak {} (one testbed at a time){}; data written {}; time about {} (rough: set-up plus data at 150 MB/s where no earlier run is known)",
+        "estimate: {} run(s){}, {} already done; disk at the peak {} ({}){}; data written {}; time about {} (rough: set-up plus data at 150 MB/s where no earlier run is known)",
         e.runs,
         if e.max_runs > e.runs {
             format!(" (up to {} with reps = \"auto\")", e.max_runs)
@@ -306,6 +306,11 @@ fn print_dry_run(plan: &Plan, m: &plan::Matrix, out: &Path) -> Result<()> {
         },
         e.done,
         format_bytes_human(e.peak_disk as f64),
+        if plan.fresh == plan::Fresh::PerTestbed && plan::interleaved(plan) {
+            "every testbed at once: runs alternate between them"
+        } else {
+            "one testbed at a time"
+        },
         if e.peak_ram > 0 {
             format!(", RAM disk {}", format_bytes_human(e.peak_ram as f64))
         } else {

@@ -88,8 +88,8 @@ use crate::testbed::TestbedSpec;
 use crate::workload::{ColdMode, Workload};
 
 pub use execute::{
-    check, estimate, execute, existing_results, main_metric, matrix, run_hash, Estimate,
-    ExecOptions, Executed, Matrix, PlannedRun,
+    cells_to_repeat, check, estimate, execute, existing_results, interleaved, main_metric, matrix,
+    run_hash, study_info, Estimate, ExecOptions, Executed, Matrix, PlannedRun,
 };
 pub use parse::{parse, Location, ParseOptions};
 pub use question::{check_phases, PlanQuestion};

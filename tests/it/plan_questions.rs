@@ -94,6 +94,34 @@ fn plan_questions_are_listed_by_dry_run_as_resolved() {
         text.contains("line 39   stalls: plain -> journal (testbeds), workload small, phase create, metric over_2s"),
         "{text}"
     );
+    assert!(
+        text.contains("disk at the peak 256.00 MiB (one testbed at a time)"),
+        "{text}"
+    );
+    // One filesystem per testbed: with questions, all of them at once.
+    let plan = write_plan(
+        &sb,
+        &PLAN.replace("max_reps = 4", "max_reps = 4\nfresh = \"per-testbed\""),
+    );
+    let out = sb
+        .bench(&["run", plan.to_str().unwrap(), "--dry-run"])
+        .output()
+        .unwrap();
+    let text = String::from_utf8_lossy(&out.stdout);
+    assert!(
+        text.contains("disk at the peak 512.00 MiB (every testbed at once"),
+        "{text}"
+    );
+    let runs: Vec<&str> = text
+        .lines()
+        .skip_while(|l| !l.starts_with("runs (in order)"))
+        .skip(1)
+        .take(3)
+        .collect();
+    assert!(
+        runs[0].contains("plain") && runs[1].contains("plain") && runs[2].contains("journal"),
+        "repetition 0 of every cell first: {runs:?}"
+    );
     assert!(!sb.out().exists());
     sb.assert_clean();
 }
