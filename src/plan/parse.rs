@@ -140,6 +140,12 @@ pub fn parse(text: &str, source: &str, opts: &ParseOptions) -> Result<Plan> {
                 " in this [[testbed]]; add fs = \"ext4\" (allowed: ext2, ext3, ext4, xfs, btrfs)",
             );
         }
+        if src.text[span.start.min(src.text.len())..]
+            .trim_start()
+            .starts_with("[[question]]")
+        {
+            msg.push_str(&question::missing_field_hint(&msg));
+        }
         let field = src.key_at(span.start).unwrap_or_default();
         src.err(span, &field, msg)
     })?;

@@ -161,6 +161,24 @@ pub(super) fn workload_labels(
     Ok(labels)
 }
 
+/// What to add when TOML reports a required field of a `[[question]]` missing.
+pub(super) fn missing_field_hint(msg: &str) -> String {
+    let hint = if msg.contains("missing field `metric`") {
+        format!(
+            "add metric = \"...\": a core metric ({}) or one of the workload's own figures",
+            CORE.iter()
+                .map(|m| m.def.key.as_ref())
+                .collect::<Vec<_>>()
+                .join(", ")
+        )
+    } else if msg.contains("missing field `baseline`") || msg.contains("missing field `variant`") {
+        "add baseline = \"...\" and variant = \"...\": two testbed labels, two workload labels, or two phase names".to_string()
+    } else {
+        return String::new();
+    };
+    format!(" in this [[question]]; {hint}")
+}
+
 /// `"a", "b"`: names for messages.
 fn listed(names: &[&str]) -> String {
     names
@@ -932,6 +950,20 @@ metric = "ops_per_s"
             ),
             "32:11",
             "cells are phases of one run here",
+        );
+    }
+
+    #[test]
+    fn required_fields_say_what_to_add() {
+        refused(
+            &Q.replace("metric = \"ops_per_s\"\n", ""),
+            "27:1",
+            "missing field `metric` in this [[question]]; add metric = \"...\": a core metric (elapsed, sys,",
+        );
+        refused(
+            &Q.replace("variant = \"b\"\n", ""),
+            "27:1",
+            "missing field `variant` in this [[question]]; add baseline = \"...\" and variant = \"...\"",
         );
     }
 
