@@ -236,8 +236,12 @@ fn plan_questions_decide_how_often_each_cell_runs() {
     let sb = Sandbox::new();
     let results = run(&sb, PLAN);
     check_answers(&results);
-    for r in &results {
-        assert!(r.phases.iter().any(|p| p.name == "create"));
+    // The result files, as written, match the published schema (study included).
+    for f in std::fs::read_dir(sb.out()).unwrap() {
+        let doc: serde_json::Value =
+            serde_json::from_slice(&std::fs::read(f.unwrap().path()).unwrap()).unwrap();
+        assert!(doc["study"]["questions"].is_array(), "{doc}");
+        crate::support::assert_schema(&doc);
     }
 }
 
