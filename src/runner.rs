@@ -9,7 +9,7 @@ use anyhow::{Context, Result};
 
 use crate::error::bad_input;
 use crate::measure::Progress;
-use crate::results::{write_result, Conditions, Environment, RunRecord, RunResult};
+use crate::results::{write_result, Conditions, Environment, RunRecord, RunResult, StudyInfo};
 use crate::testbed::{own_rss, preflight, MemCharger, MemLimit, RunDir, Testbed, TestbedSpec};
 use crate::units::format_size;
 use crate::workload::{ColdMode, RunContext, Target, Workload};
@@ -41,6 +41,9 @@ pub struct RunOptions {
     /// A workload run on the target before the measured one (a plan's `[age]`): its phases come
     /// first in the result, and its tree stays for the workload to run beside.
     pub precondition: Option<Precondition>,
+    /// The plan the run is part of and its questions, copied into the result (`study`); not
+    /// part of the spec hash.
+    pub study: Option<StudyInfo>,
 }
 
 /// The conditioning workload of a run (see [`RunOptions::precondition`]).
@@ -65,6 +68,7 @@ impl Default for RunOptions {
             progress: Progress::hidden(),
             layout: false,
             precondition: None,
+            study: None,
         }
     }
 }
@@ -546,7 +550,7 @@ fn run_in(target: &mut Target, r: Rep<'_>, started: SystemTime) -> Result<RunRes
             }
         }
     }
-    Ok(RunResult::assemble(RunRecord {
+    let mut result = RunResult::assemble(RunRecord {
         testbed,
         workload: {
             let mut w = crate::registry::workload_info(wl);
@@ -563,7 +567,9 @@ fn run_in(target: &mut Target, r: Rep<'_>, started: SystemTime) -> Result<RunRes
         errors: warnings,
         mpi,
         environment,
-    }))
+    });
+    result.study = opts.study.clone();
+    Ok(result)
 }
 
 /// A workload directory, removed whatever happened (on a testbed it goes with the testbed;

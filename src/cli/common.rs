@@ -194,6 +194,7 @@ impl RunArgs {
             progress: Progress::new(self.output.silent() || crate::dist::secondary_rank()),
             layout: self.layout,
             precondition: None,
+            study: None,
         }
     }
 

@@ -20,7 +20,28 @@ use crate::runner::{Place, RunOptions};
 use crate::units::{format_bytes_human, format_size};
 use crate::workload::ColdMode;
 
+/// The question syntax, after `fsgauge run --help`.
+const QUESTIONS_HELP: &str = "\
+A plan may ask questions; each is answered by a finding (variant / baseline, 95% interval):
+
+  [[question]]
+  id = \"dir-remove\"          # default q1, q2, ...
+  baseline = \"journal-16M\"   # two testbed labels, two workload labels, or two phases
+  variant = \"journal-1G\"
+  workload = \"deep\"          # the cell: the workload label when the plan has several and
+  # testbed = \"...\"          #   the question does not compare workloads; the testbed
+  phase = \"dir_remove\"       #   likewise; the phase unless comparing phases
+  metric = \"ops_per_s\"       # a core metric (elapsed, sys, ops_per_s, ...) or the workload's
+  # where = { threads = 8 }  # one cell of a sweep
+  published = 3.67           # optional: the published ratio (source = \"...\" says where from)
+  # epsilon = 0.05           # optional: the \"no change\" band
+
+A [[workload]] is named by its label = \"...\" (default: its kind, kind#N when repeated).
+With reps = \"auto\", every cell an undecided question reads gets one more repetition per
+round, alternating between testbeds, from 3 up to max_reps. --dry-run lists the questions.";
+
 #[derive(Debug, Args)]
+#[command(after_long_help = QUESTIONS_HELP)]
 pub struct RunCmd {
     /// A plan file (TOML), or the name of a built-in preset (see `fsgauge presets`)
     /// [default: the quick preset].
@@ -152,6 +173,9 @@ pub fn run(c: RunCmd) -> Result<ExitCode> {
             plan.source,
             m.runs.len(),
             match plan.reps {
+                Reps::Auto { max, .. } if !plan.questions.is_empty() => format!(
+                    " in the first round; more, up to {max} per cell, until every question is decided"
+                ),
                 Reps::Auto { cv, max } => format!(
                     " in the first round; more, up to {max} per cell, until the run time varies by less than {:.0}%",
                     cv * 100.0
@@ -219,6 +243,8 @@ fn print_dry_run(plan: &Plan, m: &plan::Matrix, out: &Path) -> Result<()> {
         plan.workloads.len(),
         match plan.reps {
             Reps::Fixed(n) => n.to_string(),
+            Reps::Auto { max, .. } if !plan.questions.is_empty() =>
+                format!("auto (3 to {max}, until every question is decided)"),
             Reps::Auto { cv, max } => format!("auto (3 to {max}, until CV <= {cv})"),
         },
         plan.fresh.name(),
@@ -257,6 +283,12 @@ fn print_dry_run(plan: &Plan, m: &plan::Matrix, out: &Path) -> Result<()> {
             );
         }
     }
+    if !plan.questions.is_empty() {
+        println!("questions (baseline -> variant, cell, metric):");
+        for q in &plan.questions {
+            println!("  line {:<4} {}", q.at.line, q.describe());
+        }
+    }
     println!("runs (in order):");
     for (i, r) in m.runs.iter().enumerate() {
         let done = if existing.contains_key(&r.hash) {
@@ -274,7 +306,7 @@ fn print_dry_run(plan: &Plan, m: &plan::Matrix, out: &Path) -> Result<()> {
         );
     }
     println!(
-        "estimate: {} run(s){}, {} already done; disk at the peak {} (one testbed at a time){}; data written {}; time about {} (rough: set-up plus data at 150 MB/s where no earlier run is known)",
+        "estimate: {} run(s){}, {} already done; disk at the peak {} ({}){}; data written {}; time about {} (rough: set-up plus data at 150 MB/s where no earlier run is known)",
         e.runs,
         if e.max_runs > e.runs {
             format!(" (up to {} with reps = \"auto\")", e.max_runs)
@@ -283,6 +315,11 @@ fn print_dry_run(plan: &Plan, m: &plan::Matrix, out: &Path) -> Result<()> {
         },
         e.done,
         format_bytes_human(e.peak_disk as f64),
+        if plan.fresh == plan::Fresh::PerTestbed && plan::interleaved(plan) {
+            "every testbed at once: runs alternate between them"
+        } else {
+            "one testbed at a time"
+        },
         if e.peak_ram > 0 {
             format!(", RAM disk {}", format_bytes_human(e.peak_ram as f64))
         } else {
@@ -317,6 +354,7 @@ fn quick_on_temp_dir(c: &RunCmd) -> Result<ExitCode> {
         progress: Progress::new(c.output.silent()),
         layout: c.layout,
         precondition: None,
+        study: None,
     };
     let results: Vec<RunResult> = crate::runner::run(&Place::Dir(dir), wl.as_ref(), &opts)?
         .into_iter()

@@ -53,6 +53,14 @@ impl Finding {
 
 /// The questions the results carry, each once (by plan and id), in the order first seen.
 pub fn questions(results: &[RunResult]) -> Vec<Question> {
+    questions_of_plans(results)
+        .into_iter()
+        .map(|(_, q)| q)
+        .collect()
+}
+
+/// [`questions`] with the name of the plan each came from.
+fn questions_of_plans(results: &[RunResult]) -> Vec<(String, Question)> {
     let mut out: Vec<(String, Question)> = Vec::new();
     for r in results {
         let Some(study) = &r.study else { continue };
@@ -62,14 +70,22 @@ pub fn questions(results: &[RunResult]) -> Vec<Question> {
             }
         }
     }
-    out.into_iter().map(|(_, q)| q).collect()
+    out
 }
 
-/// The finding of every question the results carry.
+/// The finding of every question the results carry, each over the results of its own plan
+/// (a results directory may hold the runs of several plans with the same labels).
 pub fn findings(results: &[RunResult]) -> Vec<Finding> {
-    questions(results)
+    questions_of_plans(results)
         .iter()
-        .map(|q| evaluate(q, results))
+        .map(|(plan, q)| {
+            let own: Vec<RunResult> = results
+                .iter()
+                .filter(|r| r.study.as_ref().is_some_and(|s| s.plan == *plan))
+                .cloned()
+                .collect();
+            evaluate(q, &own)
+        })
         .collect()
 }
 
@@ -106,7 +122,26 @@ fn in_cell(q: &Question, r: &RunResult) -> bool {
         && workload_ok
         && q.filter
             .iter()
-            .all(|(key, want)| r.workload.params.get(key) == Some(want))
+            .all(|(key, want)| param_is(r.workload.params.get(key), want))
+}
+
+/// Whether a recorded parameter has the value a question's `where` asks for: a sweep cell
+/// records its value on an axis as a list of one.
+fn param_is(have: Option<&serde_json::Value>, want: &serde_json::Value) -> bool {
+    have.is_some_and(|v| {
+        v == want || matches!(v, serde_json::Value::Array(a) if a.len() == 1 && a[0] == *want)
+    })
+}
+
+/// Whether a result is on one side of the question (in its cell, and the baseline or the
+/// variant; for two phases, every result in the cell): `reps = "auto"` repeats the cells of
+/// undecided questions, and a plan checks the phases of each.
+pub fn uses(q: &Question, r: &RunResult) -> bool {
+    in_cell(q, r)
+        && match label(q, r) {
+            None => q.compares == Compares::Phases,
+            Some(l) => l == q.baseline || l == q.variant,
+        }
 }
 
 /// The label a result has on the compared axis (for phases: none, both sides are in it).

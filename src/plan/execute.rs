@@ -5,15 +5,16 @@
 //! made again, so a study killed halfway (even by SIGKILL: results are written atomically, one
 //! file per finished run) completes without repeating work and loses nothing.
 
-use std::collections::{BTreeMap, HashMap};
+use std::collections::{BTreeMap, BTreeSet, HashMap};
 use std::path::{Path, PathBuf};
 
 use anyhow::{Context, Result};
 
-use super::{Fresh, Plan, Reps};
+use super::{check_phases, Fresh, Plan, Reps};
 use crate::error::bad_input;
+use crate::findings;
 use crate::measure::Progress;
-use crate::results::RunResult;
+use crate::results::{Question, ResultFile, RunResult, StudyInfo};
 use crate::runner::{self, RunOptions};
 use crate::workload::Target;
 
@@ -58,6 +59,17 @@ pub fn run_options(
             .age
             .as_ref()
             .map(|a| crate::runner::Precondition(a.workload.clone())),
+        study: None,
+    }
+}
+
+/// What every result of a plan's workload entry carries: the plan, the entry's label and the
+/// plan's questions.
+pub fn study_info(plan: &Plan, workload: usize) -> StudyInfo {
+    StudyInfo {
+        plan: plan.name.clone(),
+        workload: plan.workloads[workload].label.clone(),
+        questions: plan.questions.iter().map(|q| q.question.clone()).collect(),
     }
 }
 
@@ -104,27 +116,32 @@ pub fn matrix(plan: &Plan) -> Matrix {
         .collect();
     let reps = plan.reps.initial();
     let mut runs = Vec::new();
-    match plan.fresh {
-        Fresh::PerRun => {
-            for rep in 0..reps {
-                for &t in &usable {
-                    for w in 0..plan.workloads.len() {
-                        runs.push(planned(plan, t, w, rep));
-                    }
+    if interleaved(plan) {
+        for rep in 0..reps {
+            for &t in &usable {
+                for w in 0..plan.workloads.len() {
+                    runs.push(planned(plan, t, w, rep));
                 }
             }
         }
-        Fresh::PerTestbed => {
-            for &t in &usable {
-                for w in 0..plan.workloads.len() {
-                    for rep in 0..reps {
-                        runs.push(planned(plan, t, w, rep));
-                    }
+    } else {
+        for &t in &usable {
+            for w in 0..plan.workloads.len() {
+                for rep in 0..reps {
+                    runs.push(planned(plan, t, w, rep));
                 }
             }
         }
     }
     Matrix { runs, skipped }
+}
+
+/// Whether runs alternate between testbeds repetition by repetition (round-robin over the
+/// testbeds within each round): always with a fresh filesystem per run; with one filesystem
+/// per testbed when the plan has questions (every testbed's filesystem then exists at once, so
+/// that drift hits both sides of a question alike).
+pub fn interleaved(plan: &Plan) -> bool {
+    plan.fresh == Fresh::PerRun || !plan.questions.is_empty()
 }
 
 /// What a plan will cost: runs, disk space at the peak, data written, time.
@@ -207,6 +224,24 @@ pub fn estimate(
             e.seconds += SETUP_S + 2.0 * space as f64 / ASSUMED_BYTES_PER_S;
         }
     }
+    if plan.fresh == Fresh::PerTestbed && interleaved(plan) {
+        // Every testbed's filesystem exists at once.
+        let (mut disk, mut ram) = (0u64, 0u64);
+        let built: BTreeSet<usize> = m.runs.iter().map(|r| r.testbed).collect();
+        for t in built {
+            let tb = &plan.testbeds[t].spec;
+            let mut add = |b: crate::testbed::Backing, n: u64| match b {
+                crate::testbed::Backing::File => disk = disk.saturating_add(n),
+                crate::testbed::Backing::Ram => ram = ram.saturating_add(n),
+            };
+            add(tb.backing, tb.size);
+            if let Some(j) = tb.journal {
+                add(j.backing, j.size);
+            }
+        }
+        e.peak_disk = disk;
+        e.peak_ram = ram;
+    }
     Ok(e)
 }
 
@@ -236,13 +271,21 @@ pub struct Executed {
 /// Results in a directory by spec hash; files that do not read as results are skipped (a
 /// results directory may hold other things).
 pub fn existing_results(dir: &Path) -> Result<HashMap<String, RunResult>> {
+    Ok(existing_files(dir)?
+        .into_iter()
+        .map(|(h, f)| (h, f.result))
+        .collect())
+}
+
+/// [`existing_results`] with the files they were read from.
+fn existing_files(dir: &Path) -> Result<HashMap<String, ResultFile>> {
     let mut out = HashMap::new();
     if !dir.is_dir() {
         return Ok(out);
     }
     // A file that is not a usable result is not reused: its run is made again.
     for f in crate::results::load_dir(dir)?.results {
-        out.insert(f.result.spec_hash.clone(), f.result);
+        out.insert(f.result.spec_hash.clone(), f);
     }
     Ok(out)
 }
@@ -292,12 +335,74 @@ fn needs_more(plan: &Plan, done: &[&RunResult]) -> bool {
     }
 }
 
+/// The cells (testbed, workload index) that `reps = "auto"` repeats once more for a plan's
+/// questions: every cell that an undecided question reads (both its sides), unless it has
+/// `max` repetitions already. A pure function of the results so far (the same
+/// [`findings::evaluate`] the report answers the questions with).
+pub fn cells_to_repeat(
+    questions: &[Question],
+    cells: &BTreeMap<(usize, usize), Vec<RunResult>>,
+    max: u32,
+) -> BTreeSet<(usize, usize)> {
+    let all: Vec<RunResult> = cells.values().flatten().cloned().collect();
+    let mut out = BTreeSet::new();
+    for q in questions {
+        if !findings::evaluate(q, &all).undecided() {
+            continue;
+        }
+        for (&cell, rs) in cells {
+            if (rs.len() as u32) < max && rs.iter().any(|r| findings::uses(q, r)) {
+                out.insert(cell);
+            }
+        }
+    }
+    out
+}
+
+/// The next round of `reps = "auto"`: one more repetition of each cell that needs it — for
+/// the plan's questions while one is undecided ([`cells_to_repeat`]), without questions while
+/// a cell's run time still varies — in matrix order (round-robin over the testbeds).
+fn next_round(plan: &Plan, cells: &BTreeMap<(usize, usize), Vec<RunResult>>) -> Vec<PlannedRun> {
+    let Reps::Auto { max, .. } = plan.reps else {
+        return Vec::new();
+    };
+    let wanted: BTreeSet<(usize, usize)> = if plan.questions.is_empty() {
+        cells
+            .iter()
+            .filter(|(_, rs)| needs_more(plan, &rs.iter().collect::<Vec<_>>()))
+            .map(|(&c, _)| c)
+            .collect()
+    } else {
+        let qs: Vec<Question> = plan.questions.iter().map(|q| q.question.clone()).collect();
+        cells_to_repeat(&qs, cells, max)
+    };
+    wanted
+        .into_iter()
+        .map(|(t, w)| {
+            planned(
+                plan,
+                t,
+                w,
+                cells.get(&(t, w)).map_or(0, |rs| rs.len() as u32),
+            )
+        })
+        .collect()
+}
+
 /// Runs the plan: checks first, then every run of the matrix in order (skipping finished ones
-/// under `--resume`), then, for `reps = "auto"`, more repetitions of the cells that still vary.
+/// under `--resume`), then, for `reps = "auto"`, rounds of one more repetition of the cells
+/// that need it (see [`next_round`]).
+///
+/// Every result carries the plan's study ([`study_info`]). Before a result made now is written,
+/// it is checked to have the phases the plan's questions read in it ([`check_phases`]): phase
+/// names are known only from a run, and a question naming a phase the workload does not have
+/// stops the plan there, with the question's line and column, and nothing of that run written.
+/// A result reused under `--resume` whose study differs (a question added since) is rewritten
+/// with the plan's study; its measurements and spec hash stay.
 pub fn execute(plan: &Plan, m: &Matrix, opts: &ExecOptions) -> Result<Executed> {
     check(plan, m)?;
     let existing = if opts.resume {
-        existing_results(&opts.out)?
+        existing_files(&opts.out)?
     } else {
         HashMap::new()
     };
@@ -312,92 +417,111 @@ pub fn execute(plan: &Plan, m: &Matrix, opts: &ExecOptions) -> Result<Executed> 
         counter += 1;
         let tb = &plan.testbeds[run.testbed];
         let wl = &plan.workloads[run.workload];
+        let study = study_info(plan, run.workload);
         let what = format!(
             "[{counter}/{total_hint}] {} · {} · rep {}",
             tb.spec.label,
             wl.describe(),
             run.rep
         );
-        if let Some(r) = existing.get(&run.hash) {
+        if let Some(f) = existing.get(&run.hash) {
             if !opts.quiet {
                 eprintln!("{what}: done before (result {}), skipped", &run.hash[..10]);
             }
+            let mut r = f.result.clone();
+            let changed = r.study.as_ref() != Some(&study);
+            r.study = Some(study);
+            check_phases(&plan.source, &plan.questions, &r)?;
+            if changed {
+                let mut bytes = serde_json::to_vec_pretty(&r)?;
+                bytes.push(b'\n');
+                crate::atomic::write_atomic(&f.path, &bytes)
+                    .with_context(|| format!("updating the study of {}", f.path.display()))?;
+            }
             ex.reused += 1;
-            return Ok(r.clone());
+            return Ok(r);
         }
         if !opts.quiet {
             eprintln!("{what}");
         }
-        let ropts = run_options(plan, run.testbed, Some(opts.out.clone()), opts.progress);
+        // The result is written here, after its phases are checked against the questions.
+        let mut ropts = run_options(plan, run.testbed, None, opts.progress);
+        ropts.study = Some(study);
         let place = plan.place(run.testbed);
         let outcome = match target {
             Some(t) => runner::run_on(t, &place, wl.workload.as_ref(), &ropts, plan.seed, run.rep),
             None => runner::run_rep(&place, wl.workload.as_ref(), &ropts, plan.seed, run.rep),
         }
         .with_context(|| format!("run {what}"))?;
+        check_phases(&plan.source, &plan.questions, &outcome.result)?;
+        crate::results::write_result(&opts.out, &outcome.result)?;
         ex.ran += 1;
         Ok(outcome.result)
     };
-    match plan.fresh {
-        Fresh::PerRun => {
-            for run in &m.runs {
-                let r = one(run, None, &mut ex)?;
+    if interleaved(plan) {
+        // Per testbed (fresh = "per-testbed" with questions): every testbed's filesystem,
+        // built at its first run made now, kept until the end.
+        let mut targets: BTreeMap<usize, Target> = BTreeMap::new();
+        let mut make = |run: &PlannedRun, ex: &mut Executed| -> Result<RunResult> {
+            if plan.fresh == Fresh::PerRun || existing.contains_key(&run.hash) {
+                return one(run, None, ex);
+            }
+            let target = match targets.entry(run.testbed) {
+                std::collections::btree_map::Entry::Occupied(o) => o.into_mut(),
+                std::collections::btree_map::Entry::Vacant(v) => {
+                    let ropts = run_options(plan, run.testbed, None, opts.progress);
+                    v.insert(runner::build_target(&plan.place(run.testbed), &ropts)?)
+                }
+            };
+            one(run, Some(target), ex)
+        };
+        let mut round = m.runs.clone();
+        while !round.is_empty() {
+            for run in &round {
+                let r = make(run, &mut ex)?;
                 by_cell
                     .entry((run.testbed, run.workload))
                     .or_default()
                     .push(r);
             }
-            // reps = "auto": rounds of one more repetition for every cell that still varies.
-            loop {
-                let more: Vec<PlannedRun> = by_cell
-                    .iter()
-                    .filter(|(_, rs)| needs_more(plan, &rs.iter().collect::<Vec<_>>()))
-                    .map(|(&(t, w), rs)| planned(plan, t, w, rs.len() as u32))
-                    .collect();
-                if more.is_empty() {
-                    break;
-                }
-                for run in &more {
-                    let r = one(run, None, &mut ex)?;
-                    by_cell
-                        .entry((run.testbed, run.workload))
-                        .or_default()
-                        .push(r);
-                }
+            round = next_round(plan, &by_cell);
+        }
+        for (_, target) in std::mem::take(&mut targets) {
+            if let Target::Testbed(tb) = target {
+                tb.destroy()?;
             }
         }
-        Fresh::PerTestbed => {
-            let mut groups: Vec<usize> = m.runs.iter().map(|r| r.testbed).collect();
-            groups.dedup();
-            for t in groups {
-                let place = plan.place(t);
-                let mut target: Option<Target> = None;
-                for w in 0..plan.workloads.len() {
-                    let mut rep = 0;
-                    loop {
-                        let cell = by_cell.entry((t, w)).or_default();
-                        let want_more = rep < plan.reps.initial()
-                            || needs_more(plan, &cell.iter().collect::<Vec<_>>());
-                        if !want_more {
-                            break;
-                        }
-                        let run = planned(plan, t, w, rep);
-                        let r = if existing.contains_key(&run.hash) {
-                            one(&run, None, &mut ex)?
-                        } else {
-                            if target.is_none() {
-                                let ropts = run_options(plan, t, None, opts.progress);
-                                target = Some(runner::build_target(&place, &ropts)?);
-                            }
-                            one(&run, target.as_mut(), &mut ex)?
-                        };
-                        by_cell.entry((t, w)).or_default().push(r);
-                        rep += 1;
+    } else {
+        let mut groups: Vec<usize> = m.runs.iter().map(|r| r.testbed).collect();
+        groups.dedup();
+        for t in groups {
+            let place = plan.place(t);
+            let mut target: Option<Target> = None;
+            for w in 0..plan.workloads.len() {
+                let mut rep = 0;
+                loop {
+                    let cell = by_cell.entry((t, w)).or_default();
+                    let want_more = rep < plan.reps.initial()
+                        || needs_more(plan, &cell.iter().collect::<Vec<_>>());
+                    if !want_more {
+                        break;
                     }
+                    let run = planned(plan, t, w, rep);
+                    let r = if existing.contains_key(&run.hash) {
+                        one(&run, None, &mut ex)?
+                    } else {
+                        if target.is_none() {
+                            let ropts = run_options(plan, t, None, opts.progress);
+                            target = Some(runner::build_target(&place, &ropts)?);
+                        }
+                        one(&run, target.as_mut(), &mut ex)?
+                    };
+                    by_cell.entry((t, w)).or_default().push(r);
+                    rep += 1;
                 }
-                if let Some(Target::Testbed(tb)) = target {
-                    tb.destroy()?;
-                }
+            }
+            if let Some(Target::Testbed(tb)) = target {
+                tb.destroy()?;
             }
         }
     }
@@ -483,5 +607,254 @@ mod tests {
         let m = matrix(&auto);
         let e = estimate(&auto, &m, &HashMap::new()).unwrap();
         assert_eq!((e.runs, e.max_runs), (12, 28));
+    }
+
+    /// A result of testbed `tb` and workload entry `wl` whose create phase ran at `rate` ops/s
+    /// and delete phase at twice that.
+    fn res(tb: &str, wl: &str, rate: f64) -> RunResult {
+        let lat = serde_json::to_value(crate::results::LatencySummary::default()).unwrap();
+        let phase = |name: &str, r: f64| {
+            serde_json::json!({"name": name, "wall_s": 1.0, "user_s": 0.0, "sys_s": 0.0,
+                "ops": r as u64, "bytes": 0, "ops_per_s": r, "bytes_per_s": 0.0,
+                "latency": lat, "device": null, "series": []})
+        };
+        let mut r: RunResult = serde_json::from_value(serde_json::json!({
+            "schema": crate::results::SCHEMA, "tool": {"name": "fsgauge", "version": "0.1.0"},
+            "host": {"hostname": "h", "kernel": "6.1", "cpus": 2, "memory": 1},
+            "testbed": crate::results::TestbedInfo::default(),
+            "workload": {"kind": "tree", "params": {"dirs": 1}},
+            "rep": 0, "seed": 1, "started_at": "", "spec_hash": "", "conditions": {"cold": "drop"},
+            "phases": [phase("create", rate), phase("delete", 2.0 * rate)],
+            "errors": []
+        }))
+        .unwrap();
+        r.testbed.label = tb.into();
+        r.study = Some(StudyInfo {
+            plan: "t".into(),
+            workload: wl.into(),
+            questions: Vec::new(),
+        });
+        r
+    }
+
+    fn question(compares: crate::results::Compares, base: &str, variant: &str) -> Question {
+        use crate::results::Compares;
+        Question {
+            id: "q".into(),
+            ask: String::new(),
+            baseline: base.into(),
+            variant: variant.into(),
+            compares,
+            testbed: (compares != Compares::Testbeds).then(|| "a".into()),
+            workload: (compares != Compares::Workloads).then(|| "w1".into()),
+            phase: (compares != Compares::Phases).then(|| "create".into()),
+            metric: "ops_per_s".into(),
+            filter: Default::default(),
+            published: None,
+            source: String::new(),
+            epsilon: 0.05,
+        }
+    }
+
+    /// Cells (testbed a=0/b=1, workload w1=0/w2=1) with these rates per repetition.
+    fn cells(rates: [&[f64]; 4]) -> BTreeMap<(usize, usize), Vec<RunResult>> {
+        let mut out = BTreeMap::new();
+        for (i, (t, w)) in [(0, 0), (0, 1), (1, 0), (1, 1)].into_iter().enumerate() {
+            let rs: Vec<RunResult> = rates[i]
+                .iter()
+                .map(|&x| res(["a", "b"][t], ["w1", "w2"][w], x))
+                .collect();
+            out.insert((t, w), rs);
+        }
+        out
+    }
+
+    const NOISY: &[f64] = &[100.0, 110.0, 90.0];
+    const NOISY_TOO: &[f64] = &[101.0, 95.0, 108.0];
+    const STEADY: &[f64] = &[100.0, 100.5, 99.5];
+    const DOUBLE: &[f64] = &[200.0, 202.0, 198.0];
+
+    #[test]
+    fn an_undecided_question_repeats_both_its_sides_and_nothing_else() {
+        use crate::results::Compares;
+        let by_testbed = question(Compares::Testbeds, "a", "b");
+        let noisy = cells([NOISY, STEADY, NOISY_TOO, STEADY]);
+        assert!(findings::evaluate(
+            &by_testbed,
+            &noisy.values().flatten().cloned().collect::<Vec<_>>()
+        )
+        .undecided());
+        assert_eq!(
+            cells_to_repeat(std::slice::from_ref(&by_testbed), &noisy, 10),
+            BTreeSet::from([(0, 0), (1, 0)]),
+            "a/w1 and b/w1; the w2 cells are in no question"
+        );
+        // Decided: a clear doubling, or an interval inside +-5%.
+        let larger = cells([STEADY, NOISY, DOUBLE, NOISY]);
+        assert!(cells_to_repeat(std::slice::from_ref(&by_testbed), &larger, 10).is_empty());
+        let same = cells([STEADY, NOISY, &[100.2, 99.8, 100.0], NOISY]);
+        assert!(cells_to_repeat(std::slice::from_ref(&by_testbed), &same, 10).is_empty());
+        // Other kinds of question read other cells.
+        let by_workload = question(Compares::Workloads, "w1", "w2");
+        assert_eq!(
+            cells_to_repeat(
+                &[by_workload],
+                &cells([NOISY, NOISY_TOO, STEADY, STEADY]),
+                10
+            ),
+            BTreeSet::from([(0, 0), (0, 1)])
+        );
+        let by_phase = question(Compares::Phases, "create", "delete");
+        let noisy_phases: Vec<RunResult> = [100.0, 300.0, 50.0]
+            .iter()
+            .zip([180.0, 190.0, 300.0])
+            .map(|(&c, d)| {
+                let mut r = res("a", "w1", c);
+                r.phases[1].ops_per_s = d;
+                r
+            })
+            .collect();
+        let mut by_cell = cells([STEADY, STEADY, STEADY, STEADY]);
+        by_cell.insert((0, 0), noisy_phases);
+        assert_eq!(
+            cells_to_repeat(std::slice::from_ref(&by_phase), &by_cell, 10),
+            BTreeSet::from([(0, 0)])
+        );
+        // Decided phases (delete runs at twice the create rate): nothing.
+        assert!(
+            cells_to_repeat(&[by_phase], &cells([STEADY, STEADY, STEADY, STEADY]), 10).is_empty()
+        );
+    }
+
+    #[test]
+    fn repetitions_stop_at_the_cap_cell_by_cell() {
+        use crate::results::Compares;
+        let q = question(Compares::Testbeds, "a", "b");
+        let mut noisy = cells([NOISY, STEADY, NOISY_TOO, STEADY]);
+        assert!(cells_to_repeat(std::slice::from_ref(&q), &noisy, 3).is_empty());
+        noisy.get_mut(&(0, 0)).unwrap().push(res("a", "w1", 105.0));
+        assert_eq!(
+            cells_to_repeat(std::slice::from_ref(&q), &noisy, 4),
+            BTreeSet::from([(1, 0)]),
+            "a/w1 has its 4 already"
+        );
+    }
+
+    #[test]
+    fn rounds_follow_the_questions_in_matrix_order() {
+        let mut p = plan(
+            "[[question]]\nbaseline = \"a\"\nvariant = \"b\"\nworkload = \"tree#2\"\nphase = \"create\"\nmetric = \"ops_per_s\"\n",
+        );
+        // Fixed repetitions: no further round.
+        let noisy = cells([NOISY, NOISY_TOO, NOISY_TOO, NOISY]);
+        assert!(next_round(&p, &noisy).is_empty());
+        p.reps = Reps::Auto { cv: 0.05, max: 5 };
+        let round: Vec<(usize, usize, u32)> = next_round(&p, &noisy)
+            .iter()
+            .map(|r| (r.testbed, r.workload, r.rep))
+            .collect();
+        // tree#2 is workload 1; the question's cells get their 4th repetition (rep 3),
+        // testbed a first.
+        let mut wl2 = cells([NOISY, NOISY_TOO, NOISY_TOO, NOISY]);
+        for rs in wl2.values_mut() {
+            for r in rs.iter_mut() {
+                if let Some(s) = r.study.as_mut() {
+                    s.workload = if s.workload == "w1" {
+                        "tree#1"
+                    } else {
+                        "tree#2"
+                    }
+                    .into();
+                }
+            }
+        }
+        let round2: Vec<(usize, usize, u32)> = next_round(&p, &wl2)
+            .iter()
+            .map(|r| (r.testbed, r.workload, r.rep))
+            .collect();
+        assert!(round.is_empty(), "no result is of tree#2: {round:?}");
+        assert_eq!(round2, [(0, 1, 3), (1, 1, 3)]);
+        assert_eq!(next_round(&p, &wl2)[0].hash, run_hash(&p, 0, 1, 3));
+    }
+
+    #[test]
+    fn per_testbed_plans_with_questions_alternate_between_testbeds() {
+        let p = plan(
+            "fresh = \"per-testbed\"\n[[question]]\nbaseline = \"a\"\nvariant = \"b\"\nworkload = \"tree#1\"\nphase = \"create\"\nmetric = \"elapsed\"\n",
+        );
+        assert!(interleaved(&p));
+        let order: Vec<(usize, usize, u32)> = matrix(&p)
+            .runs
+            .iter()
+            .map(|r| (r.testbed, r.workload, r.rep))
+            .collect();
+        assert_eq!(
+            order,
+            [
+                (0, 0, 0),
+                (0, 1, 0),
+                (1, 0, 0),
+                (1, 1, 0),
+                (0, 0, 1),
+                (0, 1, 1),
+                (1, 0, 1),
+                (1, 1, 1)
+            ]
+        );
+        let e = estimate(&p, &matrix(&p), &HashMap::new()).unwrap();
+        assert_eq!(
+            e.peak_disk,
+            (256 << 20) + (512 << 20) + (16 << 20),
+            "every testbed's filesystem at once"
+        );
+    }
+
+    #[test]
+    fn every_result_of_an_entry_carries_the_plan_and_its_label() {
+        let p = plan(
+            "[[question]]\nbaseline = \"a\"\nvariant = \"b\"\nworkload = \"tree#1\"\nphase = \"create\"\nmetric = \"elapsed\"\n",
+        );
+        let s = study_info(&p, 1);
+        assert_eq!((s.plan.as_str(), s.workload.as_str()), ("t", "tree#2"));
+        assert_eq!(s.questions.len(), 1);
+        assert_eq!(s.questions[0].workload.as_deref(), Some("tree#1"));
+    }
+
+    #[test]
+    fn findings_read_sweep_cells_and_keep_to_their_plan() {
+        use crate::results::Compares;
+        let mut q = question(Compares::Testbeds, "a", "b");
+        q.filter.insert("threads".into(), serde_json::json!(4));
+        // A cell of a split sweep records its value as a list of one.
+        let cell = |tb: &str, threads: u64, rate: f64| {
+            let mut r = res(tb, "w1", rate);
+            r.workload.params = serde_json::json!({"threads": [threads]});
+            r.study.as_mut().unwrap().questions = vec![q.clone()];
+            r
+        };
+        let mut rs: Vec<RunResult> = Vec::new();
+        for (&x, &y) in STEADY.iter().zip(DOUBLE) {
+            rs.extend([
+                cell("a", 4, x),
+                cell("b", 4, y),
+                cell("a", 1, y),
+                cell("b", 1, x),
+            ]);
+        }
+        assert!(findings::uses(&q, &rs[0]) && !findings::uses(&q, &rs[2]));
+        // Another plan's runs with the same labels and the opposite effect.
+        let mut other = rs.clone();
+        for r in &mut other {
+            r.study.as_mut().unwrap().plan = "other".into();
+            r.testbed.label = if r.testbed.label == "a" { "b" } else { "a" }.into();
+        }
+        rs.extend(other);
+        let fs = findings::findings(&rs);
+        assert_eq!(fs.len(), 2, "one question per plan");
+        use crate::stats::Decision;
+        for (f, want) in fs.iter().zip([Decision::Larger, Decision::Smaller]) {
+            assert_eq!((f.base_values.len(), f.variant_values.len()), (3, 3));
+            assert_eq!(f.decision, Some(want), "{f:?}");
+        }
     }
 }

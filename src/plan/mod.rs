@@ -12,9 +12,9 @@
 //! ```toml
 //! name = "lowmem"           # optional; default: the file name
 //! description = "..."       # optional
-//! reps = 3                  # or "auto": repeat until the CV of the run time is at most
-//! # cv_target = 0.05        #   cv_target, at least 3 and at most max_reps runs per cell
-//! # max_reps = 10
+//! reps = 3                  # or "auto": with questions, repeat until every question is
+//! # cv_target = 0.05        #   decided; without, until the CV of the run time is at most
+//! # max_reps = 10           #   cv_target; at least 3 and at most max_reps runs per cell
 //! fresh = "per-run"         # or "per-testbed": one filesystem for all runs on a testbed
 //! cold = "drop"             # between phases: none | drop | remount
 //! seed = 1                  # default 1: plans are reproducible, and --resume relies on it
@@ -32,10 +32,39 @@
 //!
 //! [[workload]]              # kind plus the workload's flags, `_` for `-`
 //! kind = "tree"
-//! dirs = 14
+//! label = "big"             # optional; default: the kind (`kind#N` when a kind appears
+//! dirs = 14                 #   more than once); unique, and not a testbed label
 //! files = 10
 //! file_size = "8M"
+//!
+//! [[question]]              # what the study asks; the report answers each with a finding
+//! id = "extents"            # default q1, q2, ... by position; unique
+//! ask = "Do extents speed up large-file deletes?"   # optional, in words
+//! baseline = "ext4-noextent"  # two testbed labels, two workload labels, or two phase names
+//! variant = "ext4"            #   (two phases of the same runs when neither is a label)
+//! workload = "big"          # the cell's other coordinates: the workload label when the plan
+//! # testbed = "..."         #   has several and the question does not compare workloads; the
+//! phase = "delete"          #   testbed label likewise; the phase unless comparing phases
+//! metric = "elapsed"        # a core metric key (elapsed, sys, ops_per_s, mb_per_s, ...) or
+//!                           #   one of the workload's own figures
+//! # where = { threads = 8 } # one cell of a sweep: parameters of the workload, at sweep values
+//! published = 0.15          # optional: the published ratio variant / baseline (> 0)
+//! source = "study 1: 8.88 s -> 1.29 s"   # optional
+//! # epsilon = 0.05         # "no change" band, in (0, 1); default 5%
 //! ```
+//!
+//! Questions are resolved before anything is made: baseline and variant must both be testbed
+//! labels or both workload labels (or both neither, read as phases), the cell's coordinates
+//! must name entries of the plan, the metric must be one the workload records; errors point at
+//! the field. Phase names are known only from a run, so a question's phases are checked on the
+//! first result of each cell it reads, before that result is written. Every result of the plan
+//! carries the plan's name, its workload entry's label and the questions (`study`), outside the
+//! spec hash: adding a question does not make finished runs new experiments, and `--resume`
+//! writes the new questions into the results it reuses. With questions and `reps = "auto"`,
+//! each further round adds one repetition to every cell an undecided question reads (both
+//! sides), in matrix order, so runs alternate between testbeds; with `fresh = "per-testbed"`
+//! and questions, every testbed's filesystem is built once and kept until the end, and runs
+//! alternate between them repetition by repetition, as they do with `"per-run"`.
 //!
 //! A list on a workload's sweep axis (`threads = [1, 4, 8]`, `mode = [...]`) is a sweep: with
 //! `fresh = "per-run"` every cell is its own run on a fresh filesystem with its own result (as
@@ -49,6 +78,7 @@
 mod execute;
 mod parse;
 pub mod presets;
+mod question;
 pub(crate) mod scale;
 
 use std::sync::Arc;
@@ -58,10 +88,11 @@ use crate::testbed::TestbedSpec;
 use crate::workload::{ColdMode, Workload};
 
 pub use execute::{
-    check, estimate, execute, existing_results, main_metric, matrix, run_hash, Estimate,
-    ExecOptions, Executed, Matrix, PlannedRun,
+    cells_to_repeat, check, estimate, execute, existing_results, interleaved, main_metric, matrix,
+    run_hash, study_info, Estimate, ExecOptions, Executed, Matrix, PlannedRun,
 };
 pub use parse::{parse, Location, ParseOptions};
+pub use question::{check_phases, PlanQuestion};
 pub use scale::{scale_class, ScaleClass, FIELD_SCALES};
 
 /// Default target of `reps = "auto"`: stop when the run time varies by less than 5%.
@@ -131,6 +162,10 @@ pub struct PlanTestbed {
 #[derive(Clone)]
 pub struct PlanWorkload {
     pub kind: &'static str,
+    /// The entry's label (`label = ...`; default the kind, `kind#N` when a kind appears more
+    /// than once): how questions and results name it. Every cell of a split sweep has its
+    /// entry's label.
+    pub label: String,
     /// MPI ranks the workload is meant to run on (`ranks = N`): documentation, shown by
     /// `--dry-run`; `fsgauge run` itself is one process (see the README on MPI runs).
     pub ranks: Option<u32>,
@@ -190,6 +225,8 @@ pub struct Plan {
     pub layout: bool,
     /// `[age]`: aging run on each run's filesystem before its workload.
     pub age: Option<PlanWorkload>,
+    /// `[[question]]`s, resolved: what the study asks (see [`crate::results::Question`]).
+    pub questions: Vec<PlanQuestion>,
 }
 
 impl Plan {

@@ -11,6 +11,7 @@ use anyhow::Result;
 use serde::Deserialize;
 use toml::Spanned;
 
+use super::question::{self, RawQuestion};
 use super::{
     scale, Fresh, Plan, PlanTestbed, PlanWorkload, Reps, AUTO_CV_TARGET, AUTO_MAX_REPS,
     AUTO_MIN_REPS, DEFAULT_SEED,
@@ -51,6 +52,8 @@ struct RawPlan {
     #[serde(default)]
     workload: Vec<Spanned<BTreeMap<Spanned<String>, Spanned<toml::Value>>>>,
     age: Option<RawWorkload>,
+    #[serde(default)]
+    question: Vec<Spanned<RawQuestion>>,
 }
 
 #[derive(Deserialize)]
@@ -70,13 +73,13 @@ struct RawTestbed {
 }
 
 /// The plan text and its name, for locating errors.
-struct Src<'a> {
-    name: &'a str,
-    text: &'a str,
+pub(super) struct Src<'a> {
+    pub(super) name: &'a str,
+    pub(super) text: &'a str,
 }
 
 impl Src<'_> {
-    fn loc(&self, offset: usize) -> Location {
+    pub(super) fn loc(&self, offset: usize) -> Location {
         let offset = offset.min(self.text.len());
         let before = &self.text[..offset];
         let line = before.matches('\n').count() + 1;
@@ -88,7 +91,12 @@ impl Src<'_> {
     }
 
     /// `file:line:col: field: message`, as bad input.
-    fn err(&self, span: Range<usize>, field: &str, msg: impl std::fmt::Display) -> anyhow::Error {
+    pub(super) fn err(
+        &self,
+        span: Range<usize>,
+        field: &str,
+        msg: impl std::fmt::Display,
+    ) -> anyhow::Error {
         let at = self.loc(span.start);
         if field.is_empty() {
             bad_input(format!("{}:{at}: {msg}", self.name))
@@ -131,6 +139,12 @@ pub fn parse(text: &str, source: &str, opts: &ParseOptions) -> Result<Plan> {
             msg.push_str(
                 " in this [[testbed]]; add fs = \"ext4\" (allowed: ext2, ext3, ext4, xfs, btrfs)",
             );
+        }
+        if src.text[span.start.min(src.text.len())..]
+            .trim_start()
+            .starts_with("[[question]]")
+        {
+            msg.push_str(&question::missing_field_hint(&msg));
         }
         let field = src.key_at(span.start).unwrap_or_default();
         src.err(span, &field, msg)
@@ -205,9 +219,12 @@ pub fn parse(text: &str, source: &str, opts: &ParseOptions) -> Result<Plan> {
         ));
     }
 
+    let testbed_labels = testbed_labels(&src, &raw.testbed);
+    let labels = question::workload_labels(&src, &raw.workload, &testbed_labels)?;
     let mut workloads = Vec::new();
-    for w in &raw.workload {
-        let pw = parse_workload(&src, w, scale_f)?;
+    for (w, label) in raw.workload.iter().zip(labels) {
+        let mut pw = parse_workload(&src, w, scale_f)?;
+        pw.label = label;
         if fresh == Fresh::PerRun {
             workloads.extend(split_cells(&src, w, pw)?);
         } else {
@@ -240,6 +257,11 @@ pub fn parse(text: &str, source: &str, opts: &ParseOptions) -> Result<Plan> {
         check_disk(&src, tb, &size_span.0, &size_span.1)?;
     }
 
+    let questions = question::resolve(&src, &raw.question, &testbeds, &workloads, age.as_ref())?;
+    if fresh == Fresh::PerTestbed && !questions.is_empty() {
+        check_disk_together(&src, &testbeds, raw.fresh.as_ref().map(|f| f.span()))?;
+    }
+
     let name = raw.name.as_ref().map_or_else(
         || {
             Path::new(source)
@@ -266,7 +288,23 @@ pub fn parse(text: &str, source: &str, opts: &ParseOptions) -> Result<Plan> {
         notes,
         layout,
         age,
+        questions,
     })
+}
+
+/// The label each `[[testbed]]` will have (its `label`, or its fs name) and where it is, as
+/// far as the raw entries tell; for workload labels, which must differ from them.
+fn testbed_labels(src: &Src, raw: &[Spanned<RawTestbed>]) -> Vec<(String, Location)> {
+    raw.iter()
+        .map(|t| {
+            let r = t.get_ref();
+            let label = r
+                .label
+                .as_ref()
+                .map_or_else(|| r.fs.get_ref().clone(), |l| l.get_ref().clone());
+            (label, src.loc(t.span().start))
+        })
+        .collect()
 }
 
 fn kind_names() -> String {
@@ -455,7 +493,7 @@ fn parse_testbed(
     ))
 }
 
-fn toml_to_json(v: &toml::Value) -> serde_json::Value {
+pub(super) fn toml_to_json(v: &toml::Value) -> serde_json::Value {
     match v {
         toml::Value::String(s) => serde_json::Value::String(s.clone()),
         toml::Value::Integer(i) => serde_json::Value::from(*i),
@@ -471,7 +509,7 @@ fn toml_to_json(v: &toml::Value) -> serde_json::Value {
     }
 }
 
-type RawWorkload = Spanned<BTreeMap<Spanned<String>, Spanned<toml::Value>>>;
+pub(super) type RawWorkload = Spanned<BTreeMap<Spanned<String>, Spanned<toml::Value>>>;
 
 fn parse_workload(src: &Src, w: &RawWorkload, scale_f: f64) -> Result<PlanWorkload> {
     let table = w.get_ref();
@@ -533,9 +571,14 @@ fn build_workload(
         },
         None => None,
     };
+    // `label` names a [[workload]] entry for questions and results; it is not a parameter.
     let fields: Vec<(&Spanned<String>, &Spanned<toml::Value>)> = table
         .iter()
-        .filter(|(k, _)| k.get_ref() != "kind" && k.get_ref() != "ranks")
+        .filter(|(k, _)| {
+            k.get_ref() != "kind"
+                && k.get_ref() != "ranks"
+                && !(k.get_ref() == "label" && what == "[[workload]]")
+        })
         .collect();
     let mut given = serde_json::Map::new();
     for (k, v) in &fields {
@@ -605,6 +648,7 @@ fn build_workload(
     }
     Ok(PlanWorkload {
         kind: kind.name,
+        label: kind.name.to_string(),
         ranks,
         given,
         workload: Arc::from(workload),
@@ -640,6 +684,7 @@ fn split_cells(src: &Src, w: &RawWorkload, pw: PlanWorkload) -> Result<Vec<PlanW
             }
             PlanWorkload {
                 kind: pw.kind,
+                label: pw.label.clone(),
                 ranks: pw.ranks,
                 given,
                 workload: Arc::from(cell.workload),
@@ -796,6 +841,50 @@ fn free_bytes(p: &Path) -> Option<u64> {
     let st = nix::sys::statvfs::statvfs(p).ok()?;
     #[allow(clippy::unnecessary_cast)] // the field types differ between platforms
     Some(st.blocks_available() as u64 * st.fragment_size() as u64)
+}
+
+/// With `fresh = "per-testbed"` and questions, runs alternate between the testbeds (so drift
+/// hits both sides of a question alike), and every testbed's filesystem exists at once: the
+/// disk (and the RAM disk) must hold them all together.
+fn check_disk_together(
+    src: &Src,
+    testbeds: &[PlanTestbed],
+    fresh_span: Option<Range<usize>>,
+) -> Result<()> {
+    let mut need: BTreeMap<PathBuf, u64> = BTreeMap::new();
+    for tb in testbeds {
+        let s = &tb.spec;
+        let mut add = |backing: Backing, bytes: u64| {
+            let base = match backing {
+                Backing::File => nearest_existing(&s.workdir),
+                Backing::Ram => nearest_existing(&default_workdir(Backing::Ram)),
+            };
+            let e = need.entry(base).or_default();
+            *e = e.saturating_add(bytes);
+        };
+        add(s.backing, s.size);
+        if let Some(j) = s.journal {
+            add(j.backing, j.size);
+        }
+    }
+    for (base, bytes) in need {
+        let Some(avail) = free_bytes(&base) else {
+            continue;
+        };
+        if bytes > avail {
+            return Err(src.err(
+                fresh_span.clone().unwrap_or(0..0),
+                "fresh",
+                format!(
+                    "with questions, fresh = \"per-testbed\" keeps every testbed's filesystem at once (runs alternate between them), which needs {} in {} but it has only {} free; use fresh = \"per-run\", smaller sizes, or --workdir on a bigger filesystem",
+                    crate::units::format_bytes_human(bytes as f64),
+                    base.display(),
+                    crate::units::format_bytes_human(avail as f64)
+                ),
+            ));
+        }
+    }
+    Ok(())
 }
 
 /// Runs are made one at a time, so the disk must hold the largest testbed's image (and its

@@ -32,6 +32,7 @@ mod meta_interleave;
 mod mpi_runs;
 mod output_formats;
 mod plan_cli;
+mod plan_questions;
 mod plan_resume;
 mod presets_run;
 mod report_chromium;

@@ -1,0 +1,1036 @@
+//! A plan's `[[question]]` entries and its workloads' labels: each question resolved against
+//! the plan (what its baseline and variant name, the cell it is about, its metric), so that a
+//! question that cannot be answered is refused, at its line and column, before anything runs.
+//!
+//! Phase names are not known before a run: a workload's phases depend on its parameters (a
+//! sweep's cells, aging checkpoints), and neither the `Workload` trait nor the registry lists
+//! them. A question's phases are therefore checked against the first result of each cell it
+//! uses ([`check_phases`]), before that result is written; the error names the question's
+//! `phase` (or, for two phases, its `baseline`) at its line and column.
+
+use std::collections::BTreeMap;
+use std::ops::Range;
+
+use anyhow::Result;
+use serde::Deserialize;
+use toml::Spanned;
+
+use super::parse::{toml_to_json, RawWorkload, Src};
+use super::{Location, PlanTestbed, PlanWorkload};
+use crate::error::bad_input;
+use crate::results::metric::CORE;
+use crate::results::{Compares, Question, RunResult, DEFAULT_EPSILON};
+
+/// One `[[question]]` as written.
+#[derive(Deserialize)]
+#[serde(deny_unknown_fields)]
+pub(super) struct RawQuestion {
+    id: Option<Spanned<String>>,
+    ask: Option<Spanned<String>>,
+    baseline: Spanned<String>,
+    variant: Spanned<String>,
+    testbed: Option<Spanned<String>>,
+    workload: Option<Spanned<String>>,
+    phase: Option<Spanned<String>>,
+    metric: Spanned<String>,
+    #[serde(rename = "where")]
+    filter: Option<Spanned<BTreeMap<Spanned<String>, Spanned<toml::Value>>>>,
+    published: Option<Spanned<toml::Value>>,
+    source: Option<Spanned<String>>,
+    epsilon: Option<Spanned<toml::Value>>,
+}
+
+/// A question of a plan, resolved, with where it is written.
+#[derive(Debug, Clone, PartialEq)]
+pub struct PlanQuestion {
+    pub question: Question,
+    /// The `[[question]]` table.
+    pub at: Location,
+    /// Where its phase is written: `phase`, or `baseline` when it compares two phases.
+    pub phase_at: Location,
+}
+
+impl PlanQuestion {
+    /// `journal-16M -> journal-1G, workload deep-4K, phase dir_remove, ops_per_s`: the
+    /// question as resolved, one line.
+    pub fn describe(&self) -> String {
+        let q = &self.question;
+        let mut s = format!(
+            "{}: {} -> {} ({})",
+            q.id,
+            q.baseline,
+            q.variant,
+            match q.compares {
+                Compares::Testbeds => "testbeds",
+                Compares::Workloads => "workloads",
+                Compares::Phases => "phases",
+            }
+        );
+        if let Some(t) = &q.testbed {
+            s.push_str(&format!(", testbed {t}"));
+        }
+        if let Some(w) = &q.workload {
+            s.push_str(&format!(", workload {w}"));
+        }
+        for (k, v) in &q.filter {
+            s.push_str(&format!(", {k} = {v}"));
+        }
+        if let Some(p) = &q.phase {
+            s.push_str(&format!(", phase {p}"));
+        }
+        s.push_str(&format!(", metric {}", q.metric));
+        if let Some(p) = q.published {
+            s.push_str(&format!(", published {p}"));
+        }
+        s
+    }
+}
+
+/// The label of every `[[workload]]` entry: its `label`, or its kind, with `#N` (1-based among
+/// the entries of that kind) when the kind appears more than once. Labels are unique and are
+/// not testbed labels (a question's baseline and variant must say which they name).
+pub(super) fn workload_labels(
+    src: &Src,
+    entries: &[RawWorkload],
+    testbed_labels: &[(String, Location)],
+) -> Result<Vec<String>> {
+    let kind_of = |w: &RawWorkload| -> Option<String> {
+        w.get_ref()
+            .iter()
+            .find(|(k, _)| k.get_ref() == "kind")
+            .and_then(|(_, v)| v.get_ref().as_str().map(str::to_string))
+    };
+    let kinds: Vec<Option<String>> = entries.iter().map(kind_of).collect();
+    let mut labels: Vec<String> = Vec::new();
+    for (i, w) in entries.iter().enumerate() {
+        let written = w.get_ref().iter().find(|(k, _)| k.get_ref() == "label");
+        let (label, span) = match written {
+            Some((_, v)) => {
+                let Some(text) = v.get_ref().as_str() else {
+                    return Err(src.err(
+                        v.span(),
+                        "[[workload]] field `label`",
+                        "must be a string naming the entry, e.g. label = \"deep-4K\"",
+                    ));
+                };
+                if text.trim().is_empty() || text.chars().any(char::is_control) {
+                    return Err(src.err(
+                        v.span(),
+                        "[[workload]] field `label`",
+                        format!("{text:?} is not a usable label; give a short name without control characters, e.g. label = \"deep-4K\""),
+                    ));
+                }
+                (text.to_string(), v.span())
+            }
+            None => {
+                let kind = kinds[i].clone().unwrap_or_default();
+                let same: Vec<usize> = (0..entries.len())
+                    .filter(|&j| kinds[j].as_deref() == Some(kind.as_str()))
+                    .collect();
+                let label = if same.len() > 1 {
+                    let n = same.iter().position(|&j| j == i).unwrap_or(0) + 1;
+                    format!("{kind}#{n}")
+                } else {
+                    kind
+                };
+                (label, w.span())
+            }
+        };
+        if let Some(j) = labels.iter().position(|l| *l == label) {
+            return Err(src.err(
+                span,
+                "[[workload]] field `label`",
+                format!(
+                    "two workloads are labelled {label:?} (the other at line {}); give each [[workload]] its own label = \"...\"",
+                    src.loc(entries[j].span().start).line
+                ),
+            ));
+        }
+        if let Some((_, at)) = testbed_labels.iter().find(|(t, _)| *t == label) {
+            return Err(src.err(
+                span,
+                "[[workload]] field `label`",
+                format!(
+                    "{label:?} is also the label of the testbed at line {}; a question's baseline and variant must name one or the other: give this [[workload]] another label = \"...\"",
+                    at.line
+                ),
+            ));
+        }
+        labels.push(label);
+    }
+    Ok(labels)
+}
+
+/// What to add when TOML reports a required field of a `[[question]]` missing.
+pub(super) fn missing_field_hint(msg: &str) -> String {
+    let hint = if msg.contains("missing field `metric`") {
+        format!(
+            "add metric = \"...\": a core metric ({}) or one of the workload's own figures",
+            CORE.iter()
+                .map(|m| m.def.key.as_ref())
+                .collect::<Vec<_>>()
+                .join(", ")
+        )
+    } else if msg.contains("missing field `baseline`") || msg.contains("missing field `variant`") {
+        "add baseline = \"...\" and variant = \"...\": two testbed labels, two workload labels, or two phase names".to_string()
+    } else {
+        return String::new();
+    };
+    format!(" in this [[question]]; {hint}")
+}
+
+/// `"a", "b"`: names for messages.
+fn listed(names: &[&str]) -> String {
+    names
+        .iter()
+        .map(|n| format!("{n:?}"))
+        .collect::<Vec<_>>()
+        .join(", ")
+}
+
+/// A number of a question (`published`, `epsilon`): an integer or a float.
+fn number(v: &Spanned<toml::Value>) -> Option<f64> {
+    match v.get_ref() {
+        toml::Value::Integer(i) => Some(*i as f64),
+        toml::Value::Float(f) => Some(*f),
+        _ => None,
+    }
+}
+
+/// A parameter value as a result records it: one value on a sweep axis is a list of one.
+fn unwrap_one(v: &serde_json::Value) -> &serde_json::Value {
+    match v {
+        serde_json::Value::Array(a) if a.len() == 1 => &a[0],
+        other => other,
+    }
+}
+
+/// Resolves every `[[question]]` against the plan's testbeds and workloads (with their labels).
+pub(super) fn resolve(
+    src: &Src,
+    raw: &[Spanned<RawQuestion>],
+    testbeds: &[PlanTestbed],
+    workloads: &[PlanWorkload],
+    age: Option<&PlanWorkload>,
+) -> Result<Vec<PlanQuestion>> {
+    let mut out: Vec<PlanQuestion> = Vec::new();
+    let mut ids: Vec<(String, Location)> = Vec::new();
+    for (i, rq) in raw.iter().enumerate() {
+        let q = resolve_one(src, rq, i, testbeds, workloads, age)?;
+        let id_span = rq.get_ref().id.as_ref().map_or(rq.span(), |s| s.span());
+        if let Some((_, at)) = ids.iter().find(|(id, _)| *id == q.question.id) {
+            return Err(src.err(
+                id_span,
+                "[[question]] field `id`",
+                format!(
+                    "two questions have the id {:?} (the other at line {}); give each [[question]] its own id = \"...\" (ids default to q1, q2, ... by position)",
+                    q.question.id, at.line
+                ),
+            ));
+        }
+        ids.push((q.question.id.clone(), q.at));
+        out.push(q);
+    }
+    Ok(out)
+}
+
+fn resolve_one(
+    src: &Src,
+    rq: &Spanned<RawQuestion>,
+    index: usize,
+    testbeds: &[PlanTestbed],
+    workloads: &[PlanWorkload],
+    age: Option<&PlanWorkload>,
+) -> Result<PlanQuestion> {
+    let r = rq.get_ref();
+    let id =
+        r.id.as_ref()
+            .map_or_else(|| format!("q{}", index + 1), |s| s.get_ref().clone());
+    if id.trim().is_empty() {
+        let span = r.id.as_ref().map_or(rq.span(), |s| s.span());
+        return Err(src.err(
+            span,
+            "[[question]] field `id`",
+            "is empty; give a short name, e.g. id = \"dir-remove\"",
+        ));
+    }
+    let field = |name: &str| format!("[[question]] {id} field `{name}`");
+    let err = |span: Range<usize>, name: &str, msg: String| src.err(span, &field(name), msg);
+
+    let tb_labels: Vec<&str> = testbeds.iter().map(|t| t.spec.label.as_str()).collect();
+    let mut wl_labels: Vec<&str> = Vec::new();
+    for w in workloads {
+        if !wl_labels.contains(&w.label.as_str()) {
+            wl_labels.push(&w.label);
+        }
+    }
+    let is_tb = |s: &str| tb_labels.contains(&s);
+    let is_wl = |s: &str| wl_labels.contains(&s);
+    let (base, var) = (&r.baseline, &r.variant);
+    let labels_note = format!(
+        "testbeds: {}; workloads: {}",
+        listed(&tb_labels),
+        listed(&wl_labels)
+    );
+    if base.get_ref() == var.get_ref() {
+        return Err(err(
+            var.span(),
+            "variant",
+            format!(
+                "is the baseline {:?} again; name the configuration to compare it with ({labels_note})",
+                base.get_ref()
+            ),
+        ));
+    }
+    let compares = match (
+        (is_tb(base.get_ref()), is_wl(base.get_ref())),
+        (is_tb(var.get_ref()), is_wl(var.get_ref())),
+    ) {
+        ((true, _), (true, _)) => Compares::Testbeds,
+        ((_, true), (_, true)) => Compares::Workloads,
+        ((false, false), (false, false)) => Compares::Phases,
+        ((true, _), (false, false)) => {
+            return Err(err(
+                var.span(),
+                "variant",
+                format!(
+                    "{:?} is not a testbed label, but the baseline {:?} is; testbeds: {}",
+                    var.get_ref(),
+                    base.get_ref(),
+                    listed(&tb_labels)
+                ),
+            ))
+        }
+        ((_, true), (false, false)) => {
+            return Err(err(
+                var.span(),
+                "variant",
+                format!(
+                    "{:?} is not a workload label, but the baseline {:?} is; workloads: {}",
+                    var.get_ref(),
+                    base.get_ref(),
+                    listed(&wl_labels)
+                ),
+            ))
+        }
+        ((false, false), _) => {
+            return Err(err(
+                base.span(),
+                "baseline",
+                format!(
+                    "{:?} is not a label of the plan, but the variant {:?} is; {labels_note}",
+                    base.get_ref(),
+                    var.get_ref()
+                ),
+            ))
+        }
+        _ => {
+            return Err(err(
+                var.span(),
+                "variant",
+                format!(
+                    "baseline {:?} and variant {:?} name a testbed and a workload; a question compares two testbeds, two workloads, or two phases of the same runs ({labels_note})",
+                    base.get_ref(),
+                    var.get_ref()
+                ),
+            ))
+        }
+    };
+
+    // The cell's other coordinates.
+    let testbed = match (&r.testbed, compares) {
+        (Some(t), Compares::Testbeds) => {
+            return Err(err(
+                t.span(),
+                "testbed",
+                "baseline and variant are testbeds already; remove testbed = ...".into(),
+            ))
+        }
+        (Some(t), _) if !is_tb(t.get_ref()) => {
+            return Err(err(
+                t.span(),
+                "testbed",
+                format!(
+                    "{:?} is not a testbed label of the plan; testbeds: {}",
+                    t.get_ref(),
+                    listed(&tb_labels)
+                ),
+            ))
+        }
+        (Some(t), _) => Some(t.get_ref().clone()),
+        (None, Compares::Testbeds) => None,
+        (None, _) if tb_labels.len() > 1 => {
+            return Err(err(
+                rq.span(),
+                "testbed",
+                format!(
+                    "the plan has {} testbeds; name the one this question is about, e.g. testbed = {:?} (testbeds: {})",
+                    tb_labels.len(),
+                    tb_labels[0],
+                    listed(&tb_labels)
+                ),
+            ))
+        }
+        (None, _) => None,
+    };
+    let workload = match (&r.workload, compares) {
+        (Some(w), Compares::Workloads) => {
+            return Err(err(
+                w.span(),
+                "workload",
+                "baseline and variant are workloads already; remove workload = ...".into(),
+            ))
+        }
+        (Some(w), _) if !is_wl(w.get_ref()) => {
+            return Err(err(
+                w.span(),
+                "workload",
+                format!(
+                    "{:?} is not a workload label of the plan; workloads: {} (a [[workload]]'s label is its label = ..., or its kind, with #N when a kind appears more than once)",
+                    w.get_ref(),
+                    listed(&wl_labels)
+                ),
+            ))
+        }
+        (Some(w), _) => Some(w.get_ref().clone()),
+        (None, Compares::Workloads) => None,
+        (None, _) if wl_labels.len() > 1 => {
+            return Err(err(
+                rq.span(),
+                "workload",
+                format!(
+                    "the plan has {} workloads; name the one this question is about, e.g. workload = {:?} (workloads: {})",
+                    wl_labels.len(),
+                    wl_labels[0],
+                    listed(&wl_labels)
+                ),
+            ))
+        }
+        (None, _) => None,
+    };
+    let (phase, phase_span) = match (&r.phase, compares) {
+        (Some(p), Compares::Phases) => {
+            return Err(err(
+                p.span(),
+                "phase",
+                "baseline and variant are phases already; remove phase = ...".into(),
+            ))
+        }
+        (None, Compares::Phases) => (None, base.span()),
+        (Some(p), _) => {
+            if p.get_ref().trim().is_empty() {
+                return Err(err(
+                    p.span(),
+                    "phase",
+                    "is empty; name a phase of the workload, e.g. phase = \"create\"".into(),
+                ));
+            }
+            (Some(p.get_ref().clone()), p.span())
+        }
+        (None, _) => {
+            return Err(err(
+                rq.span(),
+                "phase",
+                "missing; name the phase whose metric is compared, e.g. phase = \"create\" (`fsgauge bench KIND` or a result's phases list a workload's phase names)".into(),
+            ))
+        }
+    };
+
+    // The workload entries (every cell of a split sweep) the question reads.
+    let entry_labels: Vec<&str> = match (compares, &workload) {
+        (Compares::Workloads, _) => vec![base.get_ref(), var.get_ref()],
+        (_, Some(w)) => vec![w.as_str()],
+        (_, None) => wl_labels.clone(),
+    };
+    let entries: Vec<Vec<&PlanWorkload>> = entry_labels
+        .iter()
+        .map(|l| workloads.iter().filter(|w| w.label == *l).collect())
+        .collect();
+
+    // metric: a core metric, or a figure every workload the question reads declares.
+    let metric = r.metric.get_ref().clone();
+    let core = CORE.iter().any(|m| m.def.key == metric);
+    let declared = |w: &PlanWorkload| {
+        w.workload.metrics().iter().any(|m| m.key == metric)
+            || age.is_some_and(|a| a.workload.metrics().iter().any(|m| m.key == metric))
+    };
+    if !core {
+        if let Some((l, es)) = entry_labels
+            .iter()
+            .zip(&entries)
+            .find(|(_, es)| !es.iter().all(|w| declared(w)))
+        {
+            let mut allowed: Vec<&str> = CORE.iter().map(|m| m.def.key.as_ref()).collect();
+            if let Some(w) = es.first() {
+                allowed.extend(w.workload.metrics().iter().map(|m| m.key.as_ref()));
+            }
+            if let Some(a) = age {
+                allowed.extend(a.workload.metrics().iter().map(|m| m.key.as_ref()));
+            }
+            return Err(err(
+                r.metric.span(),
+                "metric",
+                format!(
+                    "{metric:?} is neither a core metric nor a figure of workload {l:?}; allowed: {}",
+                    allowed.join(", ")
+                ),
+            ));
+        }
+    }
+
+    // where: parameters of the workload, at values its sweep has.
+    let mut filter = BTreeMap::new();
+    if let Some(f) = &r.filter {
+        for (key, want) in f.get_ref() {
+            let want_json = toml_to_json(want.get_ref());
+            let mut resolved: Option<serde_json::Value> = None;
+            for (l, es) in entry_labels.iter().zip(&entries) {
+                let Some(first) = es.first() else { continue };
+                let params = first.workload.params();
+                let Some(_) = params.get(key.get_ref()) else {
+                    let names: Vec<String> = params
+                        .as_object()
+                        .map(|m| m.keys().cloned().collect())
+                        .unwrap_or_default();
+                    return Err(err(
+                        key.span(),
+                        "where",
+                        format!(
+                            "{:?} is not a parameter of workload {l:?} ({}); parameters: {}",
+                            key.get_ref(),
+                            first.kind,
+                            names.join(", ")
+                        ),
+                    ));
+                };
+                // Each entry (a cell of a split sweep) has one value as written and as the
+                // result records it.
+                let mut values: Vec<(serde_json::Value, serde_json::Value)> = Vec::new();
+                for w in es {
+                    let have = w.workload.params()[key.get_ref()].clone();
+                    if let serde_json::Value::Array(a) = &have {
+                        if a.len() > 1 {
+                            return Err(err(
+                                key.span(),
+                                "where",
+                                format!(
+                                    "{:?} of workload {l:?} is a sweep whose cells are phases of one run here (fresh = \"per-testbed\", or the workload keeps its cells in one run); name the cell's phase instead, e.g. phase = \"...-t4\"",
+                                    key.get_ref()
+                                ),
+                            ));
+                        }
+                    }
+                    let as_written = w
+                        .given
+                        .get(key.get_ref())
+                        .cloned()
+                        .unwrap_or_else(|| unwrap_one(&have).clone());
+                    values.push((as_written, unwrap_one(&have).clone()));
+                }
+                match values
+                    .iter()
+                    .find(|(written, recorded)| *written == want_json || *recorded == want_json)
+                {
+                    Some((_, recorded)) => {
+                        resolved.get_or_insert_with(|| recorded.clone());
+                    }
+                    None => {
+                        let mut shown: Vec<String> =
+                            values.iter().map(|(w, _)| w.to_string()).collect();
+                        shown.dedup();
+                        return Err(err(
+                            want.span(),
+                            "where",
+                            format!(
+                                "workload {l:?} has no cell with {} = {want_json}; its values: {}",
+                                key.get_ref(),
+                                shown.join(", ")
+                            ),
+                        ));
+                    }
+                }
+            }
+            if let Some(v) = resolved {
+                filter.insert(key.get_ref().clone(), v);
+            }
+        }
+    }
+
+    let published = match &r.published {
+        None => None,
+        Some(p) => match number(p) {
+            Some(v) if v.is_finite() && v > 0.0 => Some(v),
+            _ => {
+                return Err(err(
+                    p.span(),
+                    "published",
+                    format!(
+                        "{} is not a ratio above 0; give the published variant / baseline, e.g. 3.67 for +267%",
+                        p.get_ref()
+                    ),
+                ))
+            }
+        },
+    };
+    let epsilon = match &r.epsilon {
+        None => DEFAULT_EPSILON,
+        Some(e) => match number(e) {
+            Some(v) if v > 0.0 && v < 1.0 => v,
+            _ => {
+                return Err(err(
+                    e.span(),
+                    "epsilon",
+                    format!(
+                        "{} is out of range; give the \"no change\" band as a fraction between 0 and 1, e.g. 0.05 for ±5%",
+                        e.get_ref()
+                    ),
+                ))
+            }
+        },
+    };
+    let text = |v: &Option<Spanned<String>>| v.as_ref().map(|s| s.get_ref().clone());
+    Ok(PlanQuestion {
+        question: Question {
+            id,
+            ask: text(&r.ask).unwrap_or_default(),
+            baseline: base.get_ref().clone(),
+            variant: var.get_ref().clone(),
+            compares,
+            testbed,
+            workload,
+            phase,
+            metric,
+            filter,
+            published,
+            source: text(&r.source).unwrap_or_default(),
+            epsilon,
+        },
+        at: src.loc(rq.span().start),
+        phase_at: src.loc(phase_span.start),
+    })
+}
+
+/// Checks that a result has the phases of every question it is part of; `source` names the
+/// plan in the error, which points at the question's phase.
+pub fn check_phases(source: &str, questions: &[PlanQuestion], r: &RunResult) -> Result<()> {
+    for pq in questions {
+        let q = &pq.question;
+        if !crate::findings::uses(q, r) {
+            continue;
+        }
+        let wanted: Vec<&str> = match q.compares {
+            Compares::Phases => vec![q.baseline.as_str(), q.variant.as_str()],
+            _ => q.phase.as_deref().into_iter().collect(),
+        };
+        for want in wanted {
+            if r.phases.iter().any(|p| p.name == want) {
+                continue;
+            }
+            let have: Vec<&str> = r.phases.iter().map(|p| p.name.as_str()).collect();
+            let (what, hint) = match q.compares {
+                Compares::Phases => (
+                    "baseline",
+                    "(baseline and variant name no testbed or workload of the plan, so they are read as two phases of the same runs)",
+                ),
+                _ => ("phase", ""),
+            };
+            return Err(bad_input(format!(
+                "{source}:{}: [[question]] {} field `{what}`: the run of testbed {:?} with workload {:?} has no phase {want:?}; its phases: {}{}{hint}",
+                pq.phase_at,
+                q.id,
+                r.testbed.label,
+                r.study.as_ref().map_or("", |s| s.workload.as_str()),
+                listed(&have),
+                if hint.is_empty() { "" } else { " " },
+            )));
+        }
+    }
+    Ok(())
+}
+
+#[cfg(test)]
+#[allow(clippy::unwrap_used)]
+mod tests {
+    use crate::plan::{parse, ParseOptions, Plan};
+    use crate::results::Compares;
+
+    /// Two testbeds, two workloads (a tree, and a tio sweep labelled "io"), one question on
+    /// lines 27-32.
+    const Q: &str = r#"reps = 2
+
+[[testbed]]
+label = "a"
+fs = "ext4"
+size = "256M"
+
+[[testbed]]
+label = "b"
+fs = "ext4"
+size = "256M"
+mount = "data=journal"
+
+[[workload]]
+kind = "tree"
+dirs = 2
+files = 3
+file_size = "64K"
+
+[[workload]]
+kind = "tio"
+label = "io"
+threads = [1, 4]
+mode = "seqwrite"
+file_size = "1M"
+
+[[question]]
+baseline = "a"
+variant = "b"
+workload = "tree"
+phase = "create"
+metric = "ops_per_s"
+"#;
+
+    fn p(text: &str) -> anyhow::Result<Plan> {
+        parse(
+            text,
+            "t.toml",
+            &ParseOptions {
+                scale: None,
+                workdir: Some(std::env::temp_dir()),
+            },
+        )
+    }
+
+    fn err(text: &str) -> String {
+        format!("{:#}", p(text).expect_err("must be refused"))
+    }
+
+    /// Asserts the error starts at `at` and says `what`.
+    fn refused(text: &str, at: &str, what: &str) {
+        let e = err(text);
+        assert!(e.starts_with(&format!("t.toml:{at}: ")), "{e}");
+        assert!(e.contains(what), "{e}");
+    }
+
+    #[test]
+    fn two_testbeds_are_compared_in_one_workload_and_phase() {
+        let plan = p(Q).unwrap();
+        assert_eq!(plan.questions.len(), 1);
+        let q = &plan.questions[0].question;
+        assert_eq!(q.id, "q1");
+        assert_eq!(q.compares, Compares::Testbeds);
+        assert_eq!(
+            (q.testbed.as_deref(), q.workload.as_deref()),
+            (None, Some("tree"))
+        );
+        assert_eq!(q.phase.as_deref(), Some("create"));
+        assert_eq!(q.epsilon, crate::results::DEFAULT_EPSILON);
+        assert_eq!(plan.questions[0].at.line, 27);
+        assert_eq!(plan.questions[0].phase_at.to_string(), "31:9");
+        let labels: Vec<&str> = plan.workloads.iter().map(|w| w.label.as_str()).collect();
+        // tio's sweep (threads x block) runs as 4 cells, each with the entry's label.
+        assert_eq!(
+            labels,
+            ["tree", "io", "io", "io", "io"],
+            "the sweep's cells share the label"
+        );
+        assert_eq!(
+            plan.workloads[1].workload.params().get("label"),
+            None,
+            "label is not a workload parameter"
+        );
+    }
+
+    #[test]
+    fn two_workloads_are_compared_on_one_testbed() {
+        let plan = p(&Q.replace(
+            "baseline = \"a\"\nvariant = \"b\"\nworkload = \"tree\"",
+            "id = \"w\"\nbaseline = \"tree\"\nvariant = \"io\"\ntestbed = \"b\"\npublished = 2\nepsilon = 0.1",
+        ))
+        .unwrap();
+        let q = &plan.questions[0].question;
+        assert_eq!(q.id, "w");
+        assert_eq!(q.compares, Compares::Workloads);
+        assert_eq!(q.testbed.as_deref(), Some("b"));
+        assert_eq!(q.workload, None);
+        assert_eq!(q.published, Some(2.0));
+        assert_eq!(q.epsilon, 0.1);
+        assert!(q.filter.is_empty());
+    }
+
+    #[test]
+    fn two_phases_of_the_same_runs_are_compared() {
+        let plan = p(&Q
+            .replace(
+                "baseline = \"a\"\nvariant = \"b\"",
+                "baseline = \"create\"\nvariant = \"delete\"\ntestbed = \"a\"",
+            )
+            .replace("phase = \"create\"\n", ""))
+        .unwrap();
+        let q = &plan.questions[0].question;
+        assert_eq!(q.compares, Compares::Phases);
+        assert_eq!(q.phase, None);
+        assert_eq!(
+            (q.testbed.as_deref(), q.workload.as_deref()),
+            (Some("a"), Some("tree"))
+        );
+        assert_eq!(
+            plan.questions[0].phase_at.to_string(),
+            "28:12",
+            "the phases are checked at the baseline"
+        );
+    }
+
+    #[test]
+    fn sizes_in_where_match_the_cell_as_written_or_recorded() {
+        let text = Q
+            .replace(
+                "threads = [1, 4]",
+                "threads = 4\nblock = [\"4K\", \"128K\"]",
+            )
+            .replace(
+                "workload = \"tree\"",
+                "workload = \"io\"\nwhere = { block = \"128K\" }",
+            );
+        let plan = p(&text).unwrap();
+        assert_eq!(
+            plan.questions[0].question.filter["block"],
+            serde_json::json!(131072)
+        );
+        let plan = p(&text.replace("\"128K\" }", "131072 }")).unwrap();
+        assert_eq!(
+            plan.questions[0].question.filter["block"],
+            serde_json::json!(131072)
+        );
+    }
+
+    #[test]
+    fn ids_default_by_position_and_are_unique() {
+        let two = format!("{Q}\n[[question]]\nbaseline = \"b\"\nvariant = \"a\"\nworkload = \"tree\"\nphase = \"delete\"\nmetric = \"elapsed\"\n");
+        let plan = p(&two).unwrap();
+        let ids: Vec<&str> = plan
+            .questions
+            .iter()
+            .map(|q| q.question.id.as_str())
+            .collect();
+        assert_eq!(ids, ["q1", "q2"]);
+        refused(
+            &two.replace(
+                "[[question]]\nbaseline = \"b\"",
+                "[[question]]\nid = \"q1\"\nbaseline = \"b\"",
+            ),
+            "35:6",
+            "two questions have the id \"q1\" (the other at line 27)",
+        );
+    }
+
+    #[test]
+    fn baseline_and_variant_must_name_two_of_a_kind() {
+        refused(
+            &Q.replace("variant = \"b\"", "variant = \"c\""),
+            "29:11",
+            "[[question]] q1 field `variant`: \"c\" is not a testbed label, but the baseline \"a\" is; testbeds: \"a\", \"b\"",
+        );
+        refused(
+            &Q.replace("baseline = \"a\"", "baseline = \"x\""),
+            "28:12",
+            "field `baseline`: \"x\" is not a label of the plan, but the variant \"b\" is; testbeds: \"a\", \"b\"; workloads: \"tree\", \"io\"",
+        );
+        refused(
+            &Q.replace("variant = \"b\"", "variant = \"io\""),
+            "29:11",
+            "name a testbed and a workload",
+        );
+        refused(
+            &Q.replace("variant = \"b\"", "variant = \"a\""),
+            "29:11",
+            "is the baseline \"a\" again",
+        );
+        refused(
+            &Q.replace("baseline = \"a\"\nvariant = \"b\"", "baseline = \"tree\"\nvariant = \"zz\"")
+                .replace("workload = \"tree\"\n", "testbed = \"a\"\n"),
+            "29:11",
+            "\"zz\" is not a workload label, but the baseline \"tree\" is; workloads: \"tree\", \"io\"",
+        );
+    }
+
+    #[test]
+    fn the_cell_must_be_named_when_the_plan_has_several() {
+        refused(
+            &Q.replace("workload = \"tree\"\n", ""),
+            "27:1",
+            "field `workload`: the plan has 2 workloads; name the one this question is about, e.g. workload = \"tree\" (workloads: \"tree\", \"io\")",
+        );
+        refused(
+            &Q.replace("baseline = \"a\"\nvariant = \"b\"\nworkload = \"tree\"", "baseline = \"tree\"\nvariant = \"io\""),
+            "27:1",
+            "field `testbed`: the plan has 2 testbeds; name the one this question is about, e.g. testbed = \"a\"",
+        );
+        refused(
+            &Q.replace("workload = \"tree\"", "workload = \"trees\""),
+            "30:12",
+            "\"trees\" is not a workload label of the plan; workloads: \"tree\", \"io\"",
+        );
+        refused(
+            &Q.replace(
+                "workload = \"tree\"",
+                "workload = \"tree\"\ntestbed = \"a\"",
+            ),
+            "31:11",
+            "field `testbed`: baseline and variant are testbeds already",
+        );
+        refused(
+            &Q.replace(
+                "baseline = \"a\"\nvariant = \"b\"\nworkload = \"tree\"",
+                "baseline = \"tree\"\nvariant = \"io\"\ntestbed = \"c\"",
+            ),
+            "30:11",
+            "\"c\" is not a testbed label of the plan; testbeds: \"a\", \"b\"",
+        );
+        refused(
+            &Q.replace("phase = \"create\"\n", ""),
+            "27:1",
+            "field `phase`: missing",
+        );
+        refused(
+            &Q.replace(
+                "baseline = \"a\"\nvariant = \"b\"",
+                "baseline = \"create\"\nvariant = \"delete\"\ntestbed = \"a\"",
+            ),
+            "32:9",
+            "field `phase`: baseline and variant are phases already",
+        );
+    }
+
+    #[test]
+    fn the_metric_must_be_core_or_the_workloads_own() {
+        refused(
+            &Q.replace("metric = \"ops_per_s\"", "metric = \"speed\""),
+            "32:10",
+            "\"speed\" is neither a core metric nor a figure of workload \"tree\"; allowed: elapsed, sys,",
+        );
+        // tio's own figure: not one of tree's, but io's.
+        refused(
+            &Q.replace("metric = \"ops_per_s\"", "metric = \"iops\""),
+            "32:10",
+            "figure of workload \"tree\"",
+        );
+        let plan = p(&Q
+            .replace("metric = \"ops_per_s\"", "metric = \"iops\"")
+            .replace("workload = \"tree\"", "workload = \"io\""))
+        .unwrap();
+        assert_eq!(plan.questions[0].question.metric, "iops");
+    }
+
+    #[test]
+    fn where_names_a_parameter_at_a_value_of_its_sweep() {
+        refused(
+            &Q.replace(
+                "workload = \"tree\"",
+                "workload = \"io\"\nwhere = { thread = 4 }",
+            ),
+            "31:11",
+            "field `where`: \"thread\" is not a parameter of workload \"io\" (tio); parameters: ",
+        );
+        refused(
+            &Q.replace(
+                "workload = \"tree\"",
+                "workload = \"io\"\nwhere = { threads = 8 }",
+            ),
+            "31:21",
+            "workload \"io\" has no cell with threads = 8; its values: 1, 4",
+        );
+        refused(
+            &format!(
+                "fresh = \"per-testbed\"\n{}",
+                Q.replace(
+                    "workload = \"tree\"",
+                    "workload = \"io\"\nwhere = { threads = 4 }"
+                )
+            ),
+            "32:11",
+            "cells are phases of one run here",
+        );
+    }
+
+    #[test]
+    fn required_fields_say_what_to_add() {
+        refused(
+            &Q.replace("metric = \"ops_per_s\"\n", ""),
+            "27:1",
+            "missing field `metric` in this [[question]]; add metric = \"...\": a core metric (elapsed, sys,",
+        );
+        refused(
+            &Q.replace("variant = \"b\"\n", ""),
+            "27:1",
+            "missing field `variant` in this [[question]]; add baseline = \"...\" and variant = \"...\"",
+        );
+    }
+
+    #[test]
+    fn published_and_epsilon_are_checked() {
+        refused(
+            &Q.replace(
+                "metric = \"ops_per_s\"",
+                "metric = \"ops_per_s\"\npublished = 0",
+            ),
+            "33:13",
+            "field `published`: 0 is not a ratio above 0",
+        );
+        refused(
+            &Q.replace(
+                "metric = \"ops_per_s\"",
+                "metric = \"ops_per_s\"\nepsilon = 1.5",
+            ),
+            "33:11",
+            "field `epsilon`: 1.5 is out of range",
+        );
+        refused(
+            &Q.replace(
+                "metric = \"ops_per_s\"",
+                "metric = \"ops_per_s\"\nepsilonn = 1",
+            ),
+            "33:1",
+            "epsilonn",
+        );
+    }
+
+    #[test]
+    fn workload_labels_default_to_the_kind_and_are_unique() {
+        let two_trees = Q
+            .replace("kind = \"tio\"\nlabel = \"io\"\nthreads = [1, 4]\nmode = \"seqwrite\"\nfile_size = \"1M\"", "kind = \"tree\"\ndirs = 1\nfiles = 1\nfile_size = \"4K\"")
+            .replace("workload = \"tree\"", "workload = \"tree#2\"");
+        let plan = p(&two_trees).unwrap();
+        let labels: Vec<&str> = plan.workloads.iter().map(|w| w.label.as_str()).collect();
+        assert_eq!(labels, ["tree#1", "tree#2"]);
+        refused(
+            &Q.replace("label = \"io\"", "label = \"tree\""),
+            "22:9",
+            "two workloads are labelled \"tree\" (the other at line 14)",
+        );
+        refused(
+            &Q.replace("label = \"io\"", "label = \"b\""),
+            "22:9",
+            "\"b\" is also the label of the testbed at line 8",
+        );
+        refused(
+            &Q.replace("label = \"io\"", "label = 3"),
+            "22:9",
+            "must be a string",
+        );
+    }
+
+    #[test]
+    fn a_question_does_not_change_the_spec_hash_of_a_run() {
+        let with = p(Q).unwrap();
+        let without =
+            p(&Q[..Q.find("[[question]]").unwrap()].replace("label = \"io\"\n", "")).unwrap();
+        assert!(without.questions.is_empty());
+        for (t, w) in [(0, 0), (1, 0), (0, 1), (1, 2)] {
+            assert_eq!(
+                crate::plan::run_hash(&with, t, w, 1),
+                crate::plan::run_hash(&without, t, w, 1)
+            );
+        }
+    }
+}
