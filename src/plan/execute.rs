@@ -69,6 +69,7 @@ pub fn study_info(plan: &Plan, workload: usize) -> StudyInfo {
     StudyInfo {
         plan: plan.name.clone(),
         workload: plan.workloads[workload].label.clone(),
+        scale: plan.scale,
         questions: plan.questions.iter().map(|q| q.question.clone()).collect(),
     }
 }
@@ -633,6 +634,7 @@ mod tests {
             plan: "t".into(),
             workload: wl.into(),
             questions: Vec::new(),
+            scale: 1.0,
         });
         r
     }
