@@ -151,19 +151,20 @@ pub fn run(c: RunCmd) -> Result<ExitCode> {
     }
     if c.plan.is_none() {
         let w = &plan.workloads[0].workload.params();
-        let fss: Vec<&str> = plan
+        let labels: Vec<&str> = plan
             .testbeds
             .iter()
             .enumerate()
             .filter(|(i, _)| m.runs.iter().any(|r| r.testbed == *i))
-            .map(|(_, t)| t.spec.fs.name())
+            .map(|(_, t)| t.spec.label.as_str())
             .collect();
         println!(
-            "quick study: tree workload ({} dirs x {} files x {}, fsync at end) on {} (fresh 1G loop images, {} reps, cold caches between phases)",
+            "quick study: tree workload ({} dirs x {} files x {}, fsync per {}) on {} (fresh 1G loop images, {} reps interleaved, cold caches between phases)",
             w["dirs"],
             w["files"],
             format_size(w["file_size"].as_u64().unwrap_or(0)),
-            fss.join(", "),
+            w["fsync"].as_str().unwrap_or("-"),
+            labels.join(", "),
             plan.reps.initial()
         );
     } else if !c.output.quiet {

@@ -335,8 +335,9 @@ fn the_quick_preset_is_what_run_runs_by_default() {
     assert!(text.contains("plan quick (preset quick)"), "{text}");
     assert!(
         text.contains("\"dirs\":8")
-            && text.contains("\"files\":32")
-            && text.contains("\"block\":262144"),
+            && text.contains("\"files\":500")
+            && text.contains("\"fsync\":\"file\"")
+            && text.contains("ext4-journal           ext4 1G -o data=journal"),
         "{text}"
     );
     assert!(Path::new(&sb.workdir())

@@ -22,7 +22,7 @@ pub struct Preset {
 pub const PRESETS: &[Preset] = &[
     Preset {
         name: "quick",
-        about: "tree workload on fresh ext4, xfs and btrfs side by side, in about a minute (what `fsgauge run` runs)",
+        about: "what does journaling file data cost ext4? fsynced small files on ext4 data=ordered vs data=journal (xfs, btrfs alongside when installed), about a minute (what `fsgauge run` runs)",
         toml: include_str!("quick.toml"),
     },
     Preset {
