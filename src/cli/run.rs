@@ -203,6 +203,9 @@ pub fn run(c: RunCmd) -> Result<ExitCode> {
         if let Some(f) = crate::report::table::findings_text(&ex.results) {
             println!("{f}");
         }
+        if let Some(t) = crate::report::model::journal_table(&ex.results) {
+            println!("{}", crate::report::table::text(&t));
+        }
         let (_, _, cells) = crate::report::model::cells(&ex.results);
         for w in crate::report::model::short_phases(&ex.results, &cells) {
             eprintln!("warning: {w}");

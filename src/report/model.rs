@@ -369,6 +369,9 @@ pub fn build(mut results: Vec<RunResult>, baseline: Option<&str>) -> anyhow::Res
     if let Some(t) = layout_table(&cells) {
         tables.push(t);
     }
+    if let Some(t) = journal_table(&results) {
+        tables.push(t);
+    }
     if let Some(t) = aged_fresh_table(&results) {
         tables.push(t);
     }
@@ -446,7 +449,7 @@ pub fn findings_table(findings: &[Stated]) -> Table {
         })
         .collect();
     Table {
-        title: "Findings".into(),
+        title: "Findings in numbers".into(),
         label_columns: 4,
         note: "ratio = variant / baseline of the metric's mean over repetitions; 95% interval on the log scale (positive by construction), Welch degrees of freedom; n = repetitions of baseline + variant".into(),
         headers: [
@@ -622,6 +625,76 @@ fn threads_table(testbeds: &[String], cells: &[Cell], baseline: &str) -> Option<
         title: "Throughput by threads".into(),
         label_columns: 2,
         note: format!("mean of the phase's main figure at each thread (or client) count, and the change against the baseline {baseline}, as the block-reservation study tabulated tiobench"),
+        headers,
+        rows,
+    })
+}
+
+/// The size of a result's external journal (`ram:16M` → 16 MiB), when it has one.
+fn journal_size(r: &RunResult) -> Option<u64> {
+    let spec = r.testbed.journal.as_deref()?;
+    let size = spec.split_once(':').map_or(spec, |(_, s)| s);
+    crate::units::parse_size(size).ok().filter(|&s| s > 0)
+}
+
+/// How hard each phase worked the external journal: bytes written to the journal device as
+/// a multiple of the journal's size, mean over repetitions, one row per workload × phase and
+/// a column per testbed (a journal-size study only means something where the smallest
+/// journal is written many times over). `None` when no result has an external journal.
+pub fn journal_table(results: &[RunResult]) -> Option<Table> {
+    let labels = workload_labels(results, &[]);
+    let mut testbeds: Vec<String> = Vec::new();
+    let mut rows: Vec<(String, String)> = Vec::new();
+    let mut values: Vec<((String, String, String), Vec<f64>)> = Vec::new();
+    for (r, w) in results.iter().zip(&labels) {
+        let Some(size) = journal_size(r) else {
+            continue;
+        };
+        for p in &r.phases {
+            let Some(j) = p.journal_device else { continue };
+            if !testbeds.contains(&r.testbed.label) {
+                testbeds.push(r.testbed.label.clone());
+            }
+            let row = (w.clone(), p.name.clone());
+            if !rows.contains(&row) {
+                rows.push(row);
+            }
+            let key = (w.clone(), p.name.clone(), r.testbed.label.clone());
+            let x = j.write_bytes as f64 / size as f64;
+            match values.iter_mut().find(|(k, _)| *k == key) {
+                Some((_, xs)) => xs.push(x),
+                None => values.push((key, vec![x])),
+            }
+        }
+    }
+    if rows.is_empty() {
+        return None;
+    }
+    let mut headers = vec!["workload".to_string(), "phase".to_string()];
+    headers.extend(testbeds.iter().cloned());
+    let rows = rows
+        .into_iter()
+        .map(|(w, p)| {
+            let mut row = vec![w.clone(), p.clone()];
+            for t in &testbeds {
+                let key = (w.clone(), p.clone(), t.clone());
+                row.push(
+                    match values.iter().find(|(k, _)| *k == key).map(|(_, xs)| xs) {
+                        Some(xs) => {
+                            let mean = xs.iter().sum::<f64>() / xs.len() as f64;
+                            format!("{}×", crate::findings::sentence::sig(mean, 3))
+                        }
+                        None => "-".into(),
+                    },
+                );
+            }
+            row
+        })
+        .collect();
+    Some(Table {
+        title: "Journal writes".into(),
+        label_columns: 2,
+        note: "bytes written to the external journal device during the phase, as a multiple of the journal's size (mean over repetitions); a phase that writes less than its journal several times over cannot show what the journal's size does".into(),
         headers,
         rows,
     })

@@ -30,7 +30,10 @@ fn quick_study_runs_every_installed_filesystem_side_by_side() {
         "{stdout}"
     );
     let header = stdout.lines().find(|l| l.starts_with("phase")).unwrap();
-    assert!(header.contains("ext4") && header.contains("ext4-journal"), "{header}");
+    assert!(
+        header.contains("ext4") && header.contains("ext4-journal"),
+        "{header}"
+    );
     for fs in ["xfs", "btrfs"] {
         let installed = ["/usr/sbin", "/sbin"]
             .iter()

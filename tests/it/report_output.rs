@@ -4,7 +4,7 @@
 use std::process::Command;
 
 use crate::report_fixtures::*;
-use fsgauge::results::{Compares, Question, RunResult, StudyInfo, DEFAULT_EPSILON};
+use fsgauge::results::{Compares, DeviceDelta, Question, RunResult, StudyInfo, DEFAULT_EPSILON};
 
 fn fsgauge() -> Command {
     Command::new(env!("CARGO_BIN_EXE_fsgauge"))
@@ -675,4 +675,48 @@ fn a_phase_a_question_uses_that_lasts_under_a_second_names_the_scale_that_fixes_
     );
     // delete (1-3 s, and no question uses it) gets no such warning.
     assert!(!md.contains("delete: the phase lasts"), "{md}");
+}
+
+#[test]
+fn journal_writes_show_as_a_multiple_of_the_journal_size() {
+    let dir = tempfile::tempdir().unwrap();
+    let mut all = tree_study();
+    for r in &mut all {
+        r.testbed.journal = Some("ram:16M".into());
+        // create writes 160 MiB to the journal (10x), delete 8 MiB (0.5x).
+        r.phases[0].journal_device = Some(DeviceDelta {
+            write_bytes: 160 << 20,
+            ..Default::default()
+        });
+        r.phases[1].journal_device = Some(DeviceDelta {
+            write_bytes: 8 << 20,
+            ..Default::default()
+        });
+    }
+    write_all(dir.path(), &all);
+    let text = ok(&fsgauge()
+        .arg("report")
+        .arg(dir.path())
+        .args(["--format", "table"])
+        .output()
+        .unwrap());
+    let table = &text[text.find("Journal writes").expect("a journal table")..];
+    assert!(
+        table.contains("create") && table.contains("10.0×"),
+        "{table}"
+    );
+    assert!(
+        table.contains("delete") && table.contains("0.500×"),
+        "{table}"
+    );
+    // Without external journals there is no such table.
+    let plain = dir.path().join("plain");
+    write_all(&plain, &tree_study());
+    let text = ok(&fsgauge()
+        .arg("report")
+        .arg(&plain)
+        .args(["--format", "table"])
+        .output()
+        .unwrap());
+    assert!(!text.contains("Journal writes"), "{text}");
 }
