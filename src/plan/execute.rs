@@ -419,8 +419,14 @@ pub fn execute(plan: &Plan, m: &Matrix, opts: &ExecOptions) -> Result<Executed> 
         let tb = &plan.testbeds[run.testbed];
         let wl = &plan.workloads[run.workload];
         let study = study_info(plan, run.workload);
+        // Past the first round (reps = "auto"), the count of further runs is not known ahead.
+        let of = if counter <= total_hint {
+            format!("{counter}/{total_hint}")
+        } else {
+            format!("{counter}, more repetitions")
+        };
         let what = format!(
-            "[{counter}/{total_hint}] {} · {} · rep {}",
+            "[{of}] {} · {} · rep {}",
             tb.spec.label,
             wl.describe(),
             run.rep
