@@ -40,10 +40,15 @@ pub fn run(c: PresetsCmd) -> Result<ExitCode> {
                         p.about.to_string(),
                         p.runnable().to_string(),
                         p.missing_kinds().join(" "),
+                        p.minutes.to_string(),
                     ]
                 })
                 .collect();
-            match listing(format, &["name", "about", "runnable", "needs"], &rows) {
+            match listing(
+                format,
+                &["name", "about", "runnable", "needs", "minutes"],
+                &rows,
+            ) {
                 Some(text) => print!("{text}"),
                 None => {
                     let list: Vec<serde_json::Value> = PRESETS
@@ -54,6 +59,7 @@ pub fn run(c: PresetsCmd) -> Result<ExitCode> {
                                 "about": p.about,
                                 "runnable": p.runnable(),
                                 "needs": p.missing_kinds(),
+                                "minutes": p.minutes,
                             })
                         })
                         .collect();
@@ -65,8 +71,15 @@ pub fn run(c: PresetsCmd) -> Result<ExitCode> {
         None => {
             let width = PRESETS.iter().map(|p| p.name.len()).max().unwrap_or(0);
             for p in presets::runnable() {
-                println!("{:<width$}  {}", p.name, p.about);
+                println!(
+                    "{:<width$}  ~{:>2.0} min  {}",
+                    p.name,
+                    p.minutes.max(1.0),
+                    p.about
+                );
             }
+            println!();
+            println!("(minutes: one run at the default scale on a 2-core VM, repeating until its questions are decided; --scale F changes the work about F-fold)");
             let waiting: Vec<_> = PRESETS.iter().filter(|p| !p.runnable()).collect();
             if !waiting.is_empty() {
                 println!();

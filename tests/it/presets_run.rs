@@ -17,6 +17,7 @@ fn preset_names(sb: &Sandbox) -> Vec<String> {
     );
     String::from_utf8_lossy(&out.stdout)
         .lines()
+        .take_while(|l| !l.is_empty())
         .filter_map(|l| l.split_whitespace().next())
         .filter(|w| !w.is_empty())
         .map(String::from)

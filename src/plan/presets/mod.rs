@@ -16,6 +16,9 @@ pub struct Preset {
     pub about: &'static str,
     /// The plan.
     pub toml: &'static str,
+    /// Minutes a run at the default scale took on the machine class the presets are sized
+    /// for (a 2-core VM, loop devices on a virtio disk), measured with `reps = "auto"`.
+    pub minutes: f64,
 }
 
 /// Every preset, in the order of the seed studies.
@@ -24,31 +27,37 @@ pub const PRESETS: &[Preset] = &[
         name: "quick",
         about: "what does journaling file data cost ext4? fsynced small files on ext4 data=ordered vs data=journal (xfs, btrfs alongside when installed), about a minute (what `fsgauge run` runs)",
         toml: include_str!("quick.toml"),
+        minutes: 1.1,
     },
     Preset {
         name: "lowmem",
-        about: "study 1, low-memory create/delete: ext4 data=ordered/writeback x extents x delalloc under a memory limit",
+        about: "study 1, low-memory create/delete: do delayed allocation and extents cut write and delete times under a memory limit? ext4 data=ordered/writeback x extents x delalloc",
         toml: include_str!("lowmem.toml"),
+        minutes: 0.0,
     },
     Preset {
         name: "reservation",
         about: "study 2, block reservation: threaded I/O sweep and client load on two ext4 configurations",
         toml: include_str!("reservation.toml"),
+        minutes: 0.0,
     },
     Preset {
         name: "fragmentation",
         about: "study 3, fragmentation: round-robin appends to 25/50/75% usage on ext2, ext4, xfs, btrfs; layout per checkpoint",
         toml: include_str!("fragmentation.toml"),
+        minutes: 0.0,
     },
     Preset {
         name: "inode-interleave",
-        about: "study 4, inode reservation: interleaved directory creation, cold rm -rf, ext4 data modes, ext2, ext3",
+        about: "study 4, inode reservation: does interleaved creation make a cold rm -rf slower than grouped creation? ext4 data modes, ext2, ext3",
         toml: include_str!("inode-interleave.toml"),
+        minutes: 0.0,
     },
     Preset {
         name: "journal-size",
-        about: "study 5, journal size: fdtree's four scenarios with an external RAM journal of 16M to 1G, 10 reps",
+        about: "study 5, journal size: does a larger journal speed up deep-tree removal? fdtree's four scenarios with an external RAM journal of 16M to 1G",
         toml: include_str!("journal-size.toml"),
+        minutes: 0.0,
     },
 ];
 
@@ -113,6 +122,19 @@ mod tests {
         assert_eq!(find("lowmem").unwrap().kinds(), vec!["tree"]);
         assert!(find("quick").unwrap().runnable());
         assert!(find("nope").is_none());
+    }
+
+    /// Every preset says how long it takes, and fits the 20 minutes a study may take here.
+    #[test]
+    fn every_preset_has_a_measured_time_within_twenty_minutes() {
+        for p in PRESETS {
+            assert!(
+                p.minutes > 0.0 && p.minutes <= 20.0,
+                "{}: {} min",
+                p.name,
+                p.minutes
+            );
+        }
     }
 
     /// The reservation preset lists one tio and one clients entry; it expands into the same
