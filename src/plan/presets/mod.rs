@@ -33,7 +33,7 @@ pub const PRESETS: &[Preset] = &[
         name: "lowmem",
         about: "study 1, low-memory create/delete: do delayed allocation and extents cut write and delete times under a memory limit? ext4 data=ordered/writeback x extents x delalloc",
         toml: include_str!("lowmem.toml"),
-        minutes: 0.0,
+        minutes: 3.2,
     },
     Preset {
         name: "reservation",
@@ -51,7 +51,7 @@ pub const PRESETS: &[Preset] = &[
         name: "inode-interleave",
         about: "study 4, inode reservation: does interleaved creation make a cold rm -rf slower than grouped creation? ext4 data modes, ext2, ext3",
         toml: include_str!("inode-interleave.toml"),
-        minutes: 0.0,
+        minutes: 12.2,
     },
     Preset {
         name: "journal-size",
