@@ -189,6 +189,10 @@ static KINDS: &[WorkloadKind] = &[
         "age",
         "fragmentation study: age to usage checkpoints (fill, round-robin append, churn)",
     ),
+    WorkloadKind::plan::<crate::age::append::Append>(
+        "append",
+        "fragmentation study: append-aged tree vs a fresh copy on a twin filesystem, read and layout",
+    ),
     WorkloadKind::plan::<crate::workload::readtest::ReadTest>(
         "read",
         "fragmentation study: read the tree in walk, random and block order; stat rate",

@@ -11,24 +11,25 @@
 //! KiB/s aging vs copying, read and random read of both and aged/fresh %, files stat'ed per
 //! second, fragmentation of both, runtimes) and `layout.checkpoints` the full layout and
 //! free-space summaries of both trees.
+//!
+//! The test itself is [`crate::age::append::run_append`], the engine of the plan kind `append`
+//! too; this module makes the testbeds per filesystem and append size and writes the results.
 
 use std::path::Path;
-use std::time::{Instant, SystemTime};
+use std::time::SystemTime;
 
 use anyhow::{Context, Result};
 use serde::{Deserialize, Serialize};
 
-use crate::age::copy::{copy_tree, COPY_OPS};
-use crate::age::{
-    checkpoint_extra, layout_record, pct_label, AgeMode, AgeParams, Ager, TreeShape, AGE_OPS,
-};
+pub use crate::age::append::Row;
+use crate::age::append::{declared_metrics, run_append, AppendParams, Naming};
+use crate::age::TreeShape;
 use crate::error::bad_input;
-use crate::measure::{PhaseMeter, Progress};
-use crate::results::MetricDef;
-use crate::results::{write_result, Conditions, PhaseResult, RunRecord, RunResult, WorkloadInfo};
+use crate::measure::Progress;
+use crate::results::{write_result, Conditions, RunRecord, RunResult, WorkloadInfo};
 use crate::testbed::{preflight, Testbed, TestbedSpec};
-use crate::workload::readtest::{ReadPhase, ReadTest};
-use crate::workload::{ColdMode, RunContext, Target, Workload};
+use crate::workload::readtest::ReadPhase;
+use crate::workload::{ColdMode, RunContext, Target};
 
 /// The study's parameters.
 #[derive(Debug, Clone, Serialize, Deserialize, PartialEq)]
@@ -46,77 +47,6 @@ pub struct AppendStudy {
     pub seed: u64,
     /// Read phases run on both trees.
     pub read_phases: Vec<ReadPhase>,
-}
-
-/// One checkpoint of the study: the row of the study's graphs.
-#[derive(Debug, Clone, Default, Serialize, Deserialize, PartialEq)]
-pub struct Row {
-    pub usage_target_pct: f64,
-    pub usage_pct: f64,
-    pub files: u64,
-    pub bytes: u64,
-    /// Write KiB/s of aging so far (appended bytes / aging time) and of the copy.
-    pub write_kbps_aging: f64,
-    pub write_kbps_copy: f64,
-    /// Walk read KiB/s (read time only) of aged and fresh, and aged/fresh × 100.
-    pub read_kbps_aged: Option<f64>,
-    pub read_kbps_fresh: Option<f64>,
-    pub read_pct: Option<f64>,
-    /// Walk KiB/s counting the whole walk.
-    pub walk_kbps_aged: Option<f64>,
-    pub walk_kbps_fresh: Option<f64>,
-    /// Random-order read KiB/s (read time only).
-    pub random_kbps_aged: Option<f64>,
-    pub random_kbps_fresh: Option<f64>,
-    pub random_pct: Option<f64>,
-    /// Block-order read KiB/s (read time only).
-    pub blockorder_kbps_aged: Option<f64>,
-    pub blockorder_kbps_fresh: Option<f64>,
-    /// Files stat'ed per second during the walk (time outside read(2)).
-    pub stat_per_s_aged: Option<f64>,
-    pub stat_per_s_fresh: Option<f64>,
-    pub extents_per_file_aged: Option<f64>,
-    pub extents_per_file_fresh: Option<f64>,
-    pub layout_score_aged: Option<f64>,
-    pub layout_score_fresh: Option<f64>,
-    pub fragmentation_factor_aged: Option<f64>,
-    pub fragmentation_factor_fresh: Option<f64>,
-    /// Seconds: aging to this checkpoint plus the read tests; copying plus the read tests.
-    pub runtime_aged_s: f64,
-    pub runtime_fresh_s: f64,
-}
-
-fn get(v: &serde_json::Value, a: &str, b: &str) -> Option<f64> {
-    v.get(a)?.get(b)?.as_f64()
-}
-
-/// The figures of the study's phases: aging checkpoints and the copy (the age workload's
-/// declarations), and the read passes over the aged tree and its copy (the read workload's).
-fn declared_metrics() -> Vec<MetricDef> {
-    let mut out: Vec<MetricDef> = Vec::new();
-    for m in crate::age::workload::METRICS
-        .iter()
-        .chain(crate::workload::readtest::METRICS)
-    {
-        if !out.iter().any(|o| o.key == m.key) {
-            out.push(m.clone());
-        }
-    }
-    out
-}
-
-fn extra(phases: &[PhaseResult], name: &str, key: &str) -> Option<f64> {
-    phases
-        .iter()
-        .find(|p| p.name == name)
-        .and_then(|p| p.extra.get(key).copied())
-}
-
-fn pct(a: Option<f64>, b: Option<f64>) -> Option<f64> {
-    match (a, b) {
-        (Some(a), Some(b)) if b > 0.0 => Some(a / b * 100.0),
-        _ => None,
-    }
 }
 
 impl AppendStudy {
@@ -137,7 +67,7 @@ impl AppendStudy {
             )));
         }
         for a in &self.append {
-            let p = self.params(*a);
+            let p = self.params(*a).age_params();
             p.validate()?;
             for spec in &self.testbeds {
                 spec.validate()?;
@@ -150,17 +80,17 @@ impl AppendStudy {
         Ok(())
     }
 
-    fn params(&self, append: u64) -> AgeParams {
-        AgeParams {
+    fn params(&self, append: u64) -> AppendParams {
+        AppendParams {
             usage: self.usage.clone(),
-            mode: AgeMode::Append,
             tree: TreeShape {
                 dirs: self.dirs,
                 files: self.files / self.dirs.max(1),
             },
             append,
             prealloc: self.prealloc,
-            ..AgeParams::default()
+            read: self.read_phases.clone(),
+            ..AppendParams::default()
         }
     }
 
@@ -187,151 +117,15 @@ impl AppendStudy {
         Ok(results)
     }
 
-    fn read_test(
-        &self,
-        target: &mut Target,
-        root: &Path,
-        prefix: String,
-        progress: Progress,
-    ) -> Result<(Vec<PhaseResult>, Vec<String>)> {
-        let rt = ReadTest {
-            path: Some(root.to_path_buf()),
-            phases: self.read_phases.clone(),
-            prefix,
-            ..ReadTest::default()
-        };
-        let mut ctx = RunContext::new(
-            target,
-            root.to_path_buf(),
-            self.seed,
-            ColdMode::Drop,
-            progress,
-        );
-        rt.run(&mut ctx)?;
-        Ok(ctx.into_parts())
-    }
-
     fn run_one(&self, spec: &TestbedSpec, append: u64, progress: Progress) -> Result<RunResult> {
         let started = SystemTime::now();
         let params = self.params(append);
         let mut aged = Target::Testbed(Testbed::create(spec)?);
         let root_a = aged.path().join("fsgauge-age");
         std::fs::create_dir(&root_a).with_context(|| format!("mkdir {}", root_a.display()))?;
-        let mut ager = Ager::new(&params, &root_a, self.seed, progress.enabled())?;
-        ager.check_targets()?;
-        let devices_a = aged.devices();
-        let mut phases: Vec<PhaseResult> = Vec::new();
-        let mut warnings: Vec<String> = Vec::new();
-        let mut rows = Vec::new();
-        let mut checkpoints = Vec::new();
-        let mut aging_wall_before = 0.0;
-        for &p in &self.usage {
-            let label = pct_label(p);
-            let name = format!("age-{label}");
-            let meter = PhaseMeter::start(&name, &AGE_OPS, &devices_a, None, &Progress::hidden());
-            let mut rec = meter.recorder(0);
-            let cp = ager.run_to(p, &mut rec)?;
-            rec.finish();
-            let mut phase = meter.finish(vec![rec]);
-            let aged_rec = layout_record(&cp, &root_a, aged.path())?;
-            phase.extra.extend(checkpoint_extra(&cp, &aged_rec));
-            let age_wall = phase.wall_s;
-            phases.push(phase);
-            if let Some(w) = cp.overshoot() {
-                warnings.push(w);
-            }
-
-            // The fresh copy.
-            let mut fresh = Target::Testbed(Testbed::create(spec)?);
-            let root_b = fresh.path().join("fsgauge-age");
-            std::fs::create_dir(&root_b).with_context(|| format!("mkdir {}", root_b.display()))?;
-            progress.note(&format!(
-                "  {}%: copying the aged tree onto a fresh {}",
-                label, spec.label
-            ));
-            let meter = PhaseMeter::start(
-                &format!("copy-{label}"),
-                &COPY_OPS,
-                &fresh.devices(),
-                None,
-                &Progress::hidden(),
-            );
-            let mut rec = meter.recorder(0);
-            let t0 = Instant::now();
-            let stats = copy_tree(&root_a, &root_b, &mut rec)?;
-            crate::testbed::syncfs(&root_b)?;
-            let copy_s = t0.elapsed().as_secs_f64();
-            rec.finish();
-            let mut copy_phase = meter.finish(vec![rec]);
-            copy_phase.extra.insert("files".into(), stats.files as f64);
-            copy_phase.extra.insert("bytes".into(), stats.bytes as f64);
-            let copy_kbps = stats.bytes as f64 / 1024.0 / copy_s.max(1e-9);
-            copy_phase.extra.insert("write_kbps".into(), copy_kbps);
-            let copy_wall = copy_phase.wall_s;
-            let fresh_rec = crate::layout::snapshot(&root_b, fresh.path())?;
-            phases.push(copy_phase);
-
-            progress.note(&format!(
-                "  {label}%: read tests on the aged and the fresh tree"
-            ));
-            let (pa, wa) =
-                self.read_test(&mut aged, &root_a, format!("aged-{label}-"), progress)?;
-            let (pf, wf) =
-                self.read_test(&mut fresh, &root_b, format!("fresh-{label}-"), progress)?;
-            let ra = |k: &str, ph: &str| extra(&pa, &format!("aged-{label}-{ph}"), k);
-            let rf = |k: &str, ph: &str| extra(&pf, &format!("fresh-{label}-{ph}"), k);
-            let row = Row {
-                usage_target_pct: p,
-                usage_pct: cp.usage_pct,
-                files: cp.files,
-                bytes: cp.bytes,
-                write_kbps_aging: cp.write_kbps(),
-                write_kbps_copy: copy_kbps,
-                read_kbps_aged: ra("read_kbps", "walk"),
-                read_kbps_fresh: rf("read_kbps", "walk"),
-                read_pct: pct(ra("read_kbps", "walk"), rf("read_kbps", "walk")),
-                walk_kbps_aged: ra("total_kbps", "walk"),
-                walk_kbps_fresh: rf("total_kbps", "walk"),
-                random_kbps_aged: ra("read_kbps", "random"),
-                random_kbps_fresh: rf("read_kbps", "random"),
-                random_pct: pct(ra("read_kbps", "random"), rf("read_kbps", "random")),
-                blockorder_kbps_aged: ra("read_kbps", "blockorder"),
-                blockorder_kbps_fresh: rf("read_kbps", "blockorder"),
-                stat_per_s_aged: ra("meta_files_per_s", "walk").or(ra("files_per_s", "stat")),
-                stat_per_s_fresh: rf("meta_files_per_s", "walk").or(rf("files_per_s", "stat")),
-                extents_per_file_aged: get(&aged_rec, "tree", "extents_per_file_mean"),
-                extents_per_file_fresh: get(&fresh_rec, "tree", "extents_per_file_mean"),
-                layout_score_aged: get(&aged_rec, "tree", "layout_score"),
-                layout_score_fresh: get(&fresh_rec, "tree", "layout_score"),
-                fragmentation_factor_aged: get(&aged_rec, "tree", "fragmentation_factor"),
-                fragmentation_factor_fresh: get(&fresh_rec, "tree", "fragmentation_factor"),
-                runtime_aged_s: aging_wall_before
-                    + age_wall
-                    + pa.iter().map(|x| x.wall_s).sum::<f64>(),
-                runtime_fresh_s: copy_wall + pf.iter().map(|x| x.wall_s).sum::<f64>(),
-            };
-            aging_wall_before += age_wall;
-            phases.extend(pa);
-            phases.extend(pf);
-            warnings.extend(wa);
-            warnings.extend(wf);
-            checkpoints
-                .push(serde_json::json!({ "usage": p, "aged": aged_rec, "fresh": fresh_rec }));
-            rows.push(row);
-            if let Target::Testbed(t) = fresh {
-                t.destroy()?;
-            }
-            if cp.enospc {
-                warnings.push(format!(
-                    "ENOSPC at {:.1}% used before the {label}% checkpoint; the study stopped there",
-                    cp.usage_pct
-                ));
-                break;
-            }
-        }
-        let digest = ager.digest();
-        let ops = ager.ops();
-        drop(ager);
+        let mut ctx = RunContext::new(&mut aged, root_a, self.seed, ColdMode::Drop, progress);
+        let out = run_append(&mut ctx, &params, Naming::Study)?;
+        let (phases, warnings) = ctx.into_parts();
         let testbed = aged.info();
         let environment = Some(crate::results::Environment::collect(&testbed));
         if let Target::Testbed(t) = aged {
@@ -367,9 +161,9 @@ impl AppendStudy {
             },
             phases,
             layout: Some(serde_json::json!({
-                "rows": rows,
-                "checkpoints": checkpoints,
-                "manifest": { "sha256": digest, "ops": ops },
+                "rows": out.rows,
+                "checkpoints": out.checkpoints,
+                "manifest": { "sha256": out.digest, "ops": out.ops },
             })),
             errors: warnings,
             mpi: None,

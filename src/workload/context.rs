@@ -196,6 +196,12 @@ impl<'a> RunContext<'a> {
         self.target
     }
 
+    /// The target itself, for a workload that runs a part of its work in a context of its own
+    /// (the append test reads its aged tree with the read workload).
+    pub fn target_mut(&mut self) -> &mut Target {
+        self.target
+    }
+
     /// Makes the cache cold the way the run asked (`--cold`); between phases.
     pub fn make_cold(&mut self) -> Result<()> {
         let mode = self.cold;

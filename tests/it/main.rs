@@ -5,6 +5,7 @@
 mod report_fixtures;
 mod support;
 
+mod age_append;
 mod age_errors;
 mod age_modes;
 mod age_read;

@@ -1,0 +1,563 @@
+//! The append test of the journaling-filesystem fragmentation project (seed study 3): create an
+//! N×C tree and append to its files round-robin until each usage checkpoint; at each checkpoint
+//! copy the aged tree onto a twin filesystem made fresh for it (same kind, size, mkfs and mount
+//! options: the study's `cp -R . /partition2`), then read both trees cold and record both
+//! layouts. One engine ([`run_append`]) for the plan kind `append` ([`Append`]) and for
+//! `fsgauge study append`.
+//!
+//! Why a twin testbed and not a sibling directory: the question is what aging costs a reader
+//! compared with the same files laid out by an allocator that sees an empty filesystem. A copy
+//! into a directory of the aged filesystem would be allocated from its fragmented free space (at
+//! 75% usage, only the remaining quarter), so it would not be fresh. The twin is built, used and
+//! torn down inside the run, recorded in the ledger like every testbed.
+//!
+//! Phases of the plan kind, per checkpoint P: `age-P` (aging, with the aged layout),
+//! `copy-P` (the copy onto the twin, with the fresh layout), `read-aged-P` and `read-fresh-P`
+//! (walk order; `random-aged-P`, `blockorder-aged-P`, `stat-aged-P` for the other read phases).
+//! Every read phase carries the layout of the tree it read (`extents_per_file`,
+//! `layout_score`, `fragmentation_factor`), so one pair of phases answers both "how much slower"
+//! and "how much more fragmented". The study names its read phases `aged-P-walk`, ….
+
+use std::path::Path;
+use std::time::Instant;
+
+use anyhow::{Context, Result};
+use serde::{Deserialize, Serialize};
+
+use super::copy::{copy_tree, COPY_OPS};
+use super::engine::{pct_label, AgeMode, AgeParams, Ager, AGE_OPS};
+use super::shape::TreeShape;
+use super::workload::{checkpoint_extra, layout_record};
+use crate::error::{bad_input, bad_param};
+use crate::measure::{PhaseMeter, Progress};
+use crate::results::{MetricDef, PhaseResult};
+use crate::testbed::Testbed;
+use crate::workload::params;
+use crate::workload::readtest::{ReadPhase, ReadTest};
+use crate::workload::{ColdMode, RunContext, Target, Workload};
+
+/// Parameters of the append test (plan kind `append`; flag names with `_` for `-`).
+#[derive(Debug, Clone, Serialize, Deserialize, PartialEq, clap::Args)]
+#[serde(default, deny_unknown_fields)]
+pub struct AppendParams {
+    /// Usage checkpoints: percentages of the filesystem's blocks (statvfs), ascending.
+    #[arg(
+        long,
+        value_name = "PCT,...",
+        default_value = "25,50,75",
+        value_delimiter = ',',
+        value_parser = params::item::<f64>
+    )]
+    pub usage: Vec<f64>,
+    /// Tree shape: N directories × C files each.
+    #[arg(long, value_name = "NxC", default_value = "20x50")]
+    pub tree: TreeShape,
+    /// Bytes per append.
+    #[arg(long, value_name = "SIZE", default_value = "4K", value_parser = params::size)]
+    #[serde(deserialize_with = "crate::units::de_size")]
+    pub append: u64,
+    /// fallocate every file to its expected final length first (the study's preallocation runs).
+    #[arg(long)]
+    pub prealloc: bool,
+    /// Read phases run on the aged tree and on its fresh copy at every checkpoint, each after
+    /// dropping the caches: walk, random, blockorder, stat.
+    #[arg(
+        long,
+        value_name = "LIST",
+        default_value = "walk",
+        value_delimiter = ',',
+        value_parser = params::item::<ReadPhase>
+    )]
+    pub read: Vec<ReadPhase>,
+    /// Size of each read(2) of the read phases.
+    #[arg(long, value_name = "SIZE", default_value = "1M", value_parser = params::size)]
+    #[serde(deserialize_with = "crate::units::de_size")]
+    pub read_block: u64,
+}
+
+impl Default for AppendParams {
+    fn default() -> Self {
+        params::defaults()
+    }
+}
+
+impl AppendParams {
+    /// The aging half of the test.
+    pub fn age_params(&self) -> AgeParams {
+        AgeParams {
+            usage: self.usage.clone(),
+            mode: AgeMode::Append,
+            tree: self.tree,
+            append: self.append,
+            prealloc: self.prealloc,
+            ..AgeParams::default()
+        }
+    }
+
+    fn read_test(&self) -> ReadTest {
+        ReadTest {
+            phases: self.read.clone(),
+            block: self.read_block,
+            ..ReadTest::default()
+        }
+    }
+
+    /// Checks everything that does not need the filesystem. Errors are bad input.
+    pub fn validate(&self) -> Result<()> {
+        self.age_params().validate()?;
+        if self.read.is_empty() {
+            return Err(bad_param(
+                "read",
+                "--read needs at least one of walk,random,blockorder,stat",
+            ));
+        }
+        if self.read_block == 0 || self.read_block > (1 << 30) {
+            return Err(bad_param(
+                "read_block",
+                "--read-block must be between 1 byte and 1G",
+            ));
+        }
+        Ok(())
+    }
+}
+
+/// How the read phases are named: the plan kind's `read-aged-50`, or the study's `aged-50-walk`.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Naming {
+    Kind,
+    Study,
+}
+
+impl Naming {
+    /// The name of read phase `ph` of `tree` (`aged` or `fresh`) at checkpoint `label`.
+    pub fn read_phase(self, tree: &str, label: &str, ph: ReadPhase) -> String {
+        match (self, ph) {
+            (Naming::Study, _) => format!("{tree}-{label}-{}", ph.name()),
+            (Naming::Kind, ReadPhase::Walk) => format!("read-{tree}-{label}"),
+            (Naming::Kind, _) => format!("{}-{tree}-{label}", ph.name()),
+        }
+    }
+}
+
+/// One checkpoint of the test: the row of the study's graphs.
+#[derive(Debug, Clone, Default, Serialize, Deserialize, PartialEq)]
+pub struct Row {
+    pub usage_target_pct: f64,
+    pub usage_pct: f64,
+    pub files: u64,
+    pub bytes: u64,
+    /// Write KiB/s of aging so far (appended bytes / aging time) and of the copy.
+    pub write_kbps_aging: f64,
+    pub write_kbps_copy: f64,
+    /// Walk read KiB/s (read time only) of aged and fresh, and aged/fresh × 100.
+    pub read_kbps_aged: Option<f64>,
+    pub read_kbps_fresh: Option<f64>,
+    pub read_pct: Option<f64>,
+    /// Walk KiB/s counting the whole walk.
+    pub walk_kbps_aged: Option<f64>,
+    pub walk_kbps_fresh: Option<f64>,
+    /// Random-order read KiB/s (read time only).
+    pub random_kbps_aged: Option<f64>,
+    pub random_kbps_fresh: Option<f64>,
+    pub random_pct: Option<f64>,
+    /// Block-order read KiB/s (read time only).
+    pub blockorder_kbps_aged: Option<f64>,
+    pub blockorder_kbps_fresh: Option<f64>,
+    /// Files stat'ed per second during the walk (time outside read(2)).
+    pub stat_per_s_aged: Option<f64>,
+    pub stat_per_s_fresh: Option<f64>,
+    pub extents_per_file_aged: Option<f64>,
+    pub extents_per_file_fresh: Option<f64>,
+    pub layout_score_aged: Option<f64>,
+    pub layout_score_fresh: Option<f64>,
+    pub fragmentation_factor_aged: Option<f64>,
+    pub fragmentation_factor_fresh: Option<f64>,
+    /// Seconds: aging to this checkpoint plus the read tests; copying plus the read tests.
+    pub runtime_aged_s: f64,
+    pub runtime_fresh_s: f64,
+}
+
+/// What the test produced besides its phases (which it pushes into the run context).
+#[derive(Debug, Clone, Default)]
+pub struct Outcome {
+    pub rows: Vec<Row>,
+    /// Per checkpoint: `{usage, aged, fresh}` layout and free-space records.
+    pub checkpoints: Vec<serde_json::Value>,
+    /// The manifest digest of the aging operations and their count.
+    pub digest: String,
+    pub ops: u64,
+}
+
+/// The figures of the test's phases: aging checkpoints and the copy (the age workload's
+/// declarations), and the read passes (the read workload's), each declared once.
+pub fn declared_metrics() -> Vec<MetricDef> {
+    let mut out: Vec<MetricDef> = Vec::new();
+    for m in super::workload::METRICS
+        .iter()
+        .chain(crate::workload::readtest::METRICS)
+    {
+        if !out.iter().any(|o| o.key == m.key) {
+            out.push(m.clone());
+        }
+    }
+    out
+}
+
+fn get(v: &serde_json::Value, a: &str, b: &str) -> Option<f64> {
+    v.get(a)?.get(b)?.as_f64()
+}
+
+fn extra(phases: &[PhaseResult], name: &str, key: &str) -> Option<f64> {
+    phases
+        .iter()
+        .find(|p| p.name == name)
+        .and_then(|p| p.extra.get(key).copied())
+}
+
+fn pct(a: Option<f64>, b: Option<f64>) -> Option<f64> {
+    match (a, b) {
+        (Some(a), Some(b)) if b > 0.0 => Some(a / b * 100.0),
+        _ => None,
+    }
+}
+
+/// The layout figures of a tree, as they go into its read phases.
+fn layout_extra(rec: &serde_json::Value) -> Vec<(&'static str, f64)> {
+    [
+        ("extents_per_file", "extents_per_file_mean"),
+        ("layout_score", "layout_score"),
+        ("fragmentation_factor", "fragmentation_factor"),
+    ]
+    .into_iter()
+    .filter_map(|(k, src)| get(rec, "tree", src).map(|x| (k, x)))
+    .collect()
+}
+
+/// Reads `root` on `target` with the read phases (caches dropped before each), names them by
+/// `naming` and adds the tree's layout figures to each.
+fn read_tree(
+    target: &mut Target,
+    root: &Path,
+    seed: u64,
+    progress: Progress,
+    test: &ReadTest,
+    names: impl Fn(ReadPhase) -> String,
+    layout: &serde_json::Value,
+) -> Result<(Vec<PhaseResult>, Vec<String>)> {
+    let test = ReadTest {
+        path: Some(root.to_path_buf()),
+        ..test.clone()
+    };
+    let mut ctx = RunContext::new(target, root.to_path_buf(), seed, ColdMode::Drop, progress);
+    test.run(&mut ctx)?;
+    let (mut phases, warnings) = ctx.into_parts();
+    for (p, ph) in phases.iter_mut().zip(&test.phases) {
+        p.name = names(*ph);
+        for (k, x) in layout_extra(layout) {
+            p.extra.insert(k.into(), x);
+        }
+    }
+    Ok((phases, warnings))
+}
+
+/// Runs the append test in `ctx`: ages `ctx.root()` on the run's testbed, and at each checkpoint
+/// copies the tree onto a twin testbed (made from the run's testbed spec and destroyed after
+/// the checkpoint) and reads both cold. The phases go into `ctx`.
+pub fn run_append(ctx: &mut RunContext, p: &AppendParams, naming: Naming) -> Result<Outcome> {
+    let spec = match ctx.target() {
+        Target::Testbed(t) if t.spec().device.is_none() => t.spec().clone(),
+        Target::Testbed(_) => {
+            return Err(bad_input(
+                "the append test copies the aged tree onto a fresh twin filesystem of the same kind and size; a real --device has no twin: use --fs (a loop testbed)",
+            ))
+        }
+        Target::Dir(d) => {
+            return Err(bad_input(format!(
+                "the append test copies the aged tree onto a fresh twin filesystem it builds; {} is an existing directory: use --fs (a testbed)",
+                d.display()
+            )))
+        }
+    };
+    let params = p.age_params();
+    let reads = p.read_test();
+    let root_a = ctx.root().to_path_buf();
+    let mount_a = ctx.target().path().to_path_buf();
+    let seed = ctx.seed();
+    let progress = ctx.progress();
+    let mut ager = Ager::new(&params, &root_a, seed, progress.enabled())?;
+    ager.check_targets()?;
+    let devices_a = ctx.target().devices();
+    let mut out = Outcome::default();
+    let mut aging_wall_before = 0.0;
+    for &pc in &p.usage {
+        crate::signals::check()?;
+        let label = pct_label(pc);
+        let meter = PhaseMeter::start(
+            &format!("age-{label}"),
+            &AGE_OPS,
+            &devices_a,
+            None,
+            &Progress::hidden(),
+        );
+        let mut rec = meter.recorder(0);
+        let cp = ager.run_to(pc, &mut rec)?;
+        rec.finish();
+        let mut phase = meter.finish(vec![rec]);
+        let aged_rec = layout_record(&cp, &root_a, &mount_a)?;
+        phase.extra.extend(checkpoint_extra(&cp, &aged_rec));
+        let age_wall = phase.wall_s;
+        ctx.push_phase(phase);
+        if let Some(w) = cp.overshoot() {
+            ctx.warn(w);
+        }
+
+        // The fresh copy, on a twin made for this checkpoint.
+        let mut fresh = Target::Testbed(Testbed::create(&spec)?);
+        let root_b = fresh.path().join("fsgauge-age");
+        std::fs::create_dir(&root_b).with_context(|| format!("mkdir {}", root_b.display()))?;
+        progress.note(&format!(
+            "  {label}%: copying the aged tree onto a fresh {}",
+            spec.label
+        ));
+        let meter = PhaseMeter::start(
+            &format!("copy-{label}"),
+            &COPY_OPS,
+            &fresh.devices(),
+            None,
+            &Progress::hidden(),
+        );
+        let mut rec = meter.recorder(0);
+        let t0 = Instant::now();
+        let stats = copy_tree(&root_a, &root_b, &mut rec)?;
+        crate::testbed::syncfs(&root_b)?;
+        let copy_s = t0.elapsed().as_secs_f64();
+        rec.finish();
+        let mut copy_phase = meter.finish(vec![rec]);
+        copy_phase.extra.insert("files".into(), stats.files as f64);
+        copy_phase.extra.insert("bytes".into(), stats.bytes as f64);
+        let copy_kbps = stats.bytes as f64 / 1024.0 / copy_s.max(1e-9);
+        copy_phase.extra.insert("write_kbps".into(), copy_kbps);
+        let fresh_rec = crate::layout::snapshot(&root_b, fresh.path())?;
+        for (k, x) in layout_extra(&fresh_rec) {
+            copy_phase.extra.insert(k.into(), x);
+        }
+        let copy_wall = copy_phase.wall_s;
+        ctx.push_phase(copy_phase);
+
+        progress.note(&format!(
+            "  {label}%: read tests on the aged and the fresh tree"
+        ));
+        let (pa, wa) = read_tree(
+            ctx.target_mut(),
+            &root_a,
+            seed,
+            progress,
+            &reads,
+            |ph| naming.read_phase("aged", &label, ph),
+            &aged_rec,
+        )?;
+        let (pf, wf) = read_tree(
+            &mut fresh,
+            &root_b,
+            seed,
+            progress,
+            &reads,
+            |ph| naming.read_phase("fresh", &label, ph),
+            &fresh_rec,
+        )?;
+        let ra = |k: &str, ph| extra(&pa, &naming.read_phase("aged", &label, ph), k);
+        let rf = |k: &str, ph| extra(&pf, &naming.read_phase("fresh", &label, ph), k);
+        use ReadPhase::{Blockorder, Random, Stat, Walk};
+        out.rows.push(Row {
+            usage_target_pct: pc,
+            usage_pct: cp.usage_pct,
+            files: cp.files,
+            bytes: cp.bytes,
+            write_kbps_aging: cp.write_kbps(),
+            write_kbps_copy: copy_kbps,
+            read_kbps_aged: ra("read_kbps", Walk),
+            read_kbps_fresh: rf("read_kbps", Walk),
+            read_pct: pct(ra("read_kbps", Walk), rf("read_kbps", Walk)),
+            walk_kbps_aged: ra("total_kbps", Walk),
+            walk_kbps_fresh: rf("total_kbps", Walk),
+            random_kbps_aged: ra("read_kbps", Random),
+            random_kbps_fresh: rf("read_kbps", Random),
+            random_pct: pct(ra("read_kbps", Random), rf("read_kbps", Random)),
+            blockorder_kbps_aged: ra("read_kbps", Blockorder),
+            blockorder_kbps_fresh: rf("read_kbps", Blockorder),
+            stat_per_s_aged: ra("meta_files_per_s", Walk).or(ra("files_per_s", Stat)),
+            stat_per_s_fresh: rf("meta_files_per_s", Walk).or(rf("files_per_s", Stat)),
+            extents_per_file_aged: get(&aged_rec, "tree", "extents_per_file_mean"),
+            extents_per_file_fresh: get(&fresh_rec, "tree", "extents_per_file_mean"),
+            layout_score_aged: get(&aged_rec, "tree", "layout_score"),
+            layout_score_fresh: get(&fresh_rec, "tree", "layout_score"),
+            fragmentation_factor_aged: get(&aged_rec, "tree", "fragmentation_factor"),
+            fragmentation_factor_fresh: get(&fresh_rec, "tree", "fragmentation_factor"),
+            runtime_aged_s: aging_wall_before
+                + age_wall
+                + pa.iter().map(|x| x.wall_s).sum::<f64>(),
+            runtime_fresh_s: copy_wall + pf.iter().map(|x| x.wall_s).sum::<f64>(),
+        });
+        aging_wall_before += age_wall;
+        for ph in pa.into_iter().chain(pf) {
+            ctx.push_phase(ph);
+        }
+        for w in wa.into_iter().chain(wf) {
+            ctx.warn(w);
+        }
+        out.checkpoints
+            .push(serde_json::json!({ "usage": pc, "aged": aged_rec, "fresh": fresh_rec }));
+        if let Target::Testbed(t) = fresh {
+            t.destroy()?;
+        }
+        if cp.enospc {
+            ctx.warn(format!(
+                "ENOSPC at {:.1}% used before the {label}% checkpoint; the append test stopped there",
+                cp.usage_pct
+            ));
+            break;
+        }
+    }
+    out.digest = ager.digest();
+    out.ops = ager.ops();
+    Ok(out)
+}
+
+/// The append test as a plan workload (kind `append`): one run ages its testbed and compares
+/// the aged tree with a fresh copy on a twin at every checkpoint; repetitions come from the
+/// plan. The result's `layout` holds the rows of the study's table and both layouts per
+/// checkpoint.
+#[derive(Debug, Clone, Serialize, Deserialize, PartialEq, Default)]
+#[serde(transparent)]
+pub struct Append(pub AppendParams);
+
+impl Workload for Append {
+    fn metrics(&self) -> &'static [MetricDef] {
+        &METRICS
+    }
+
+    fn kind(&self) -> &'static str {
+        "append"
+    }
+
+    fn params(&self) -> serde_json::Value {
+        serde_json::to_value(&self.0).expect("plain struct serializes")
+    }
+
+    fn validate(&self) -> Result<()> {
+        self.0.validate()
+    }
+
+    fn op_kinds(&self) -> Vec<crate::measure::OpDef> {
+        crate::workload::readtest::ReadTest::default().op_kinds()
+    }
+
+    fn memory_needed(&self) -> Result<u64, crate::units::Overflow> {
+        let age = super::Age(self.0.age_params()).memory_needed()?;
+        age.checked_add(self.0.read_block)
+            .and_then(|m| m.checked_add(16 << 20))
+            .ok_or_else(crate::units::Overflow::of(
+                "append",
+                "memory estimate",
+                format!("--tree {} --read-block {}", self.0.tree, self.0.read_block),
+                "--tree or --read-block",
+            ))
+    }
+
+    fn run(&self, ctx: &mut RunContext) -> Result<()> {
+        let out = run_append(ctx, &self.0, Naming::Kind)?;
+        ctx.set_layout(serde_json::json!({
+            "root": ctx.root().display().to_string(),
+            "rows": out.rows,
+            "checkpoints": out.checkpoints,
+            "manifest": { "sha256": out.digest, "ops": out.ops },
+        }));
+        Ok(())
+    }
+}
+
+/// The figures of the append test's phases: [`declared_metrics`], made once.
+static METRICS: std::sync::LazyLock<Vec<MetricDef>> = std::sync::LazyLock::new(declared_metrics);
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::registry::find;
+
+    /// The plan kind builds from a table with the flags' defaults, and refuses bad values
+    /// naming the field.
+    #[test]
+    fn append_builds_from_plan_parameters() {
+        let k = find("append").unwrap();
+        let w = (k.build)(serde_json::json!({})).unwrap();
+        assert_eq!(
+            w.params(),
+            serde_json::json!({
+                "usage": [25.0, 50.0, 75.0], "tree": "20x50", "append": 4096,
+                "prealloc": false, "read": ["walk"], "read_block": 1 << 20
+            })
+        );
+        let w = (k.build)(serde_json::json!({
+            "usage": [10, 30], "tree": "2x5", "append": "8K", "read": ["walk", "random"]
+        }))
+        .unwrap();
+        w.validate().unwrap();
+        assert_eq!(w.params()["append"], 8192);
+        assert!((k.build)(serde_json::json!({"mode": "fill"})).is_err());
+        let bad = (k.build)(serde_json::json!({"read": []})).unwrap();
+        assert!(bad.validate().unwrap_err().to_string().contains("--read"));
+        let bad = (k.build)(serde_json::json!({"usage": [50, 20]})).unwrap();
+        assert!(bad.validate().is_err());
+    }
+
+    /// Every figure the phases record is declared, once, by the same declarations the age and
+    /// read workloads use.
+    #[test]
+    fn declared_metrics_cover_age_and_read() {
+        let d = Append::default().metrics();
+        for m in super::super::workload::METRICS
+            .iter()
+            .chain(crate::workload::readtest::METRICS)
+        {
+            assert_eq!(d.iter().filter(|x| x.key == m.key).count(), 1, "{}", m.key);
+        }
+        for k in ["read_kbps", "extents_per_file", "layout_score", "write_kbps"] {
+            assert!(d.iter().any(|x| x.key == k), "{k}");
+        }
+    }
+
+    /// On an existing directory there is no twin filesystem to copy onto: refused as bad input
+    /// before anything is written.
+    #[test]
+    fn a_directory_target_is_refused() {
+        let dir = tempfile::tempdir().unwrap();
+        let mut target = Target::Dir(dir.path().to_path_buf());
+        let mut ctx = RunContext::new(
+            &mut target,
+            dir.path().to_path_buf(),
+            1,
+            ColdMode::Drop,
+            Progress::hidden(),
+        );
+        let e = run_append(&mut ctx, &AppendParams::default(), Naming::Kind).unwrap_err();
+        assert!(e.to_string().contains("twin"), "{e}");
+        assert_eq!(crate::error::exit_code(&e), 2);
+        assert_eq!(std::fs::read_dir(dir.path()).unwrap().count(), 0);
+    }
+
+    #[test]
+    fn phase_names() {
+        assert_eq!(
+            Naming::Kind.read_phase("aged", "50", ReadPhase::Walk),
+            "read-aged-50"
+        );
+        assert_eq!(
+            Naming::Kind.read_phase("fresh", "12.5", ReadPhase::Random),
+            "random-fresh-12.5"
+        );
+        assert_eq!(
+            Naming::Study.read_phase("aged", "25", ReadPhase::Walk),
+            "aged-25-walk"
+        );
+    }
+}
