@@ -393,9 +393,7 @@ pub fn run_append(ctx: &mut RunContext, p: &AppendParams, naming: Naming) -> Res
             layout_score_fresh: get(&fresh_rec, "tree", "layout_score"),
             fragmentation_factor_aged: get(&aged_rec, "tree", "fragmentation_factor"),
             fragmentation_factor_fresh: get(&fresh_rec, "tree", "fragmentation_factor"),
-            runtime_aged_s: aging_wall_before
-                + age_wall
-                + pa.iter().map(|x| x.wall_s).sum::<f64>(),
+            runtime_aged_s: aging_wall_before + age_wall + pa.iter().map(|x| x.wall_s).sum::<f64>(),
             runtime_fresh_s: copy_wall + pf.iter().map(|x| x.wall_s).sum::<f64>(),
         });
         aging_wall_before += age_wall;
@@ -521,7 +519,12 @@ mod tests {
         {
             assert_eq!(d.iter().filter(|x| x.key == m.key).count(), 1, "{}", m.key);
         }
-        for k in ["read_kbps", "extents_per_file", "layout_score", "write_kbps"] {
+        for k in [
+            "read_kbps",
+            "extents_per_file",
+            "layout_score",
+            "write_kbps",
+        ] {
             assert!(d.iter().any(|x| x.key == k), "{k}");
         }
     }

@@ -86,11 +86,17 @@ fn append_runs_from_a_plan_and_answers_aged_versus_fresh() {
         // appends fragment ext2's files; the copy onto the twin is laid out whole.
         assert_eq!(aged.extra["bytes"], fresh.extra["bytes"]);
         assert!(aged.extra["bytes"] > 0.0);
-        let (ea, ef) = (aged.extra["extents_per_file"], fresh.extra["extents_per_file"]);
+        let (ea, ef) = (
+            aged.extra["extents_per_file"],
+            fresh.extra["extents_per_file"],
+        );
         assert!(ea > ef, "aged {ea} extents/file, fresh {ef}");
         assert_eq!(ph("copy-60").extra["extents_per_file"], ef);
         assert_eq!(ph("age-60").extra["extents_per_file"], ea);
-        assert_eq!(r.layout.as_ref().unwrap()["rows"].as_array().unwrap().len(), 2);
+        assert_eq!(
+            r.layout.as_ref().unwrap()["rows"].as_array().unwrap().len(),
+            2
+        );
     }
     // The question study 3 asks, from the plan: every result carries it.
     for r in &runs {
