@@ -21,6 +21,16 @@ fn ok(out: &std::process::Output) -> String {
     String::from_utf8_lossy(&out.stdout).into_owned()
 }
 
+/// `fsgauge report DIR --format FORMAT`, its stdout (the command must succeed).
+fn report_as(dir: &std::path::Path, format: &str) -> String {
+    ok(&fsgauge()
+        .arg("report")
+        .arg(dir)
+        .args(["--format", format])
+        .output()
+        .unwrap())
+}
+
 #[test]
 fn reports_are_byte_identical_when_made_again_from_the_same_results() {
     let dir = tempfile::tempdir().unwrap();
@@ -594,14 +604,7 @@ fn reports_lead_with_findings_made_from_the_result_files_alone() {
     let dir = tempfile::tempdir().unwrap();
     let res = dir.path().join("results");
     write_all(&res, &tree_study_with_a_question());
-    let report = |format: &str| {
-        ok(&fsgauge()
-            .arg("report")
-            .arg(&res)
-            .args(["--format", format])
-            .output()
-            .unwrap())
-    };
+    let report = |format: &str| report_as(&res, format);
     let json = report("json");
     assert_eq!(
         json,
@@ -644,12 +647,7 @@ fn reports_lead_with_findings_made_from_the_result_files_alone() {
     // Results without questions have no findings section.
     let plain = dir.path().join("plain");
     write_all(&plain, &tree_study());
-    let md = ok(&fsgauge()
-        .arg("report")
-        .arg(&plain)
-        .args(["--format", "md"])
-        .output()
-        .unwrap());
+    let md = report_as(&plain, "md");
     assert!(!md.contains("Findings"), "{md}");
 }
 
@@ -712,11 +710,6 @@ fn journal_writes_show_as_a_multiple_of_the_journal_size() {
     // Without external journals there is no such table.
     let plain = dir.path().join("plain");
     write_all(&plain, &tree_study());
-    let text = ok(&fsgauge()
-        .arg("report")
-        .arg(&plain)
-        .args(["--format", "table"])
-        .output()
-        .unwrap());
+    let text = report_as(&plain, "table");
     assert!(!text.contains("Journal writes"), "{text}");
 }
