@@ -45,7 +45,7 @@ pub const PRESETS: &[Preset] = &[
         name: "fragmentation",
         about: "study 3, fragmentation: do aged files read slower than a fresh copy? round-robin appends to 50/75% usage on ext2, ext4, xfs; read and layout of both trees",
         toml: include_str!("fragmentation.toml"),
-        minutes: 0.0,
+        minutes: 4.0,
     },
     Preset {
         name: "inode-interleave",
