@@ -39,7 +39,7 @@ pub const PRESETS: &[Preset] = &[
         name: "reservation",
         about: "study 2, block reservation: with concurrent writers, does delayed allocation (reservation's modern form) raise sequential write throughput and keep files contiguous? tio and clients on ext4 with and without delalloc",
         toml: include_str!("reservation.toml"),
-        minutes: 0.0,
+        minutes: 2.0,
     },
     Preset {
         name: "fragmentation",
