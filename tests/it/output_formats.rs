@@ -562,7 +562,7 @@ fn listings_print_every_format() {
         .args(["presets", "--format", "csv"])
         .output()
         .unwrap()));
-    assert_eq!(csv[0], ["name", "about", "runnable", "needs"]);
+    assert_eq!(csv[0], ["name", "about", "runnable", "needs", "minutes"]);
     let csv_names: Vec<&str> = csv[1..].iter().map(|r| r[0].as_str()).collect();
     assert_eq!(csv_names, names);
     let md = assert_md_tables(&ok(&sb

@@ -303,6 +303,7 @@ fn every_shipped_preset_is_a_valid_plan_for_the_registered_kinds() {
             if let Some(k) = registry::find(kind) {
                 let mut params = w.as_table().unwrap().clone();
                 params.remove("kind");
+                params.remove("label"); // the entry's label, not a parameter
                 let json = serde_json::to_value(&params).unwrap();
                 let wl = (k.build)(json)
                     .unwrap_or_else(|e| panic!("preset {} workload {kind}: {e}", p.name));
