@@ -18,8 +18,8 @@ use serde::{Deserialize, Serialize};
 
 use crate::measure::{decode, new_histogram, summarize};
 use crate::results::{
-    Combine, DeviceDelta, LatencySummary, MetricDef, OpStats, PhaseResult, RankPhase, SeriesPoint,
-    WorkerSummary,
+    Combine, DeviceDelta, LatencySummary, MetricDef, OpStats, PhaseResult, RankPhase, RateOutcome,
+    SeriesPoint, WorkerRate, WorkerSummary,
 };
 
 /// What one rank sends to rank 0 at the end of a run.
@@ -103,6 +103,39 @@ fn merge_latency(parts: &[&LatencySummary]) -> Result<LatencySummary> {
     Ok(summarize(&h, o2, o10))
 }
 
+/// The merge of the latencies some ranks have (rate-limited phases' scheduled latency);
+/// `None` when no rank has one.
+fn merge_some<'a>(
+    parts: impl Iterator<Item = &'a Option<LatencySummary>>,
+) -> Result<Option<LatencySummary>> {
+    let some: Vec<&LatencySummary> = parts.filter_map(Option::as_ref).collect();
+    if some.is_empty() {
+        return Ok(None);
+    }
+    merge_latency(&some).map(Some)
+}
+
+/// The ranks' rate records, workers numbered across ranks in rank order (as `workers` are).
+fn merge_rates(ps: &[&PhaseResult]) -> Option<RateOutcome> {
+    let first = ps.iter().find_map(|p| p.rate.as_ref())?;
+    let mut out = RateOutcome {
+        unit: first.unit.clone(),
+        workers: Vec::new(),
+    };
+    let mut next = 0u32;
+    for p in ps {
+        let n = p.rate.as_ref().map_or(0, |r| r.workers.len() as u32);
+        if let Some(r) = &p.rate {
+            out.workers.extend(r.workers.iter().map(|w| WorkerRate {
+                worker: next + w.worker,
+                ..w.clone()
+            }));
+        }
+        next += n;
+    }
+    Some(out)
+}
+
 fn add_device(a: Option<DeviceDelta>, b: Option<DeviceDelta>) -> Option<DeviceDelta> {
     match (a, b) {
         (None, x) | (x, None) => x,
@@ -148,6 +181,7 @@ fn merge_one(reports: &[RankReport], i: usize, metrics: &[MetricDef]) -> Result<
                 primary: parts.iter().any(|s| s.primary),
                 reads: parts.iter().any(|s| s.reads),
                 latency: merge_latency(&parts.iter().map(|s| &s.latency).collect::<Vec<_>>())?,
+                scheduled_latency: merge_some(parts.iter().map(|s| &s.scheduled_latency))?,
             },
         );
     }
@@ -181,6 +215,7 @@ fn merge_one(reports: &[RankReport], i: usize, metrics: &[MetricDef]) -> Result<
                 } else {
                     Some(merge_latency(&lat)?)
                 },
+                scheduled_latency: merge_some(points.iter().map(|s| &s.scheduled_latency))?,
             })
         })
         .collect::<Result<Vec<_>>>()?;
@@ -229,6 +264,8 @@ fn merge_one(reports: &[RankReport], i: usize, metrics: &[MetricDef]) -> Result<
         ops_per_s: rate(ops as f64, wall_s),
         bytes_per_s: rate(bytes as f64, wall_s),
         latency,
+        scheduled_latency: merge_some(ps.iter().map(|p| &p.scheduled_latency))?,
+        rate: merge_rates(&ps),
         op_stats,
         device,
         journal_device,

@@ -18,7 +18,8 @@ use serde::{Deserialize, Serialize};
 
 use crate::error::bad_input;
 
-/// Run-control parameters (flags `--time-based`, `--cpus`; plan keys `time_based`, `cpus`).
+/// Run-control parameters (flags `--time-based`, `--cpus`, the rate limits; plan keys
+/// `time_based`, `cpus`, `rate_iops`, `rate`, `rate_per`).
 #[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize, clap::Args)]
 #[serde(default)]
 pub struct RunControl {
@@ -34,6 +35,10 @@ pub struct RunControl {
     #[arg(long, value_name = "LIST", help_heading = "Run control")]
     #[serde(skip_serializing_if = "Option::is_none")]
     pub cpus: Option<CpuList>,
+    /// Rate limits: `--rate-iops`, `--rate`, `--rate-per` (see [`super::rate`]).
+    #[command(flatten)]
+    #[serde(flatten)]
+    pub rate: super::rate::RateLimit,
 }
 
 impl RunControl {
@@ -47,6 +52,7 @@ impl RunControl {
         if let Some(c) = &self.cpus {
             c.check()?;
         }
+        self.rate.validate()?;
         Ok(())
     }
 
