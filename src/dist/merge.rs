@@ -340,6 +340,7 @@ mod tests {
                 primary: true,
                 reads: false,
                 latency: lat.clone(),
+                scheduled_latency: None,
             },
         );
         let mut extra = BTreeMap::new();
@@ -356,6 +357,8 @@ mod tests {
             ops_per_s: ops as f64 / wall,
             bytes_per_s: 0.0,
             latency: lat,
+            scheduled_latency: None,
+            rate: None,
             op_stats,
             device: Some(DeviceDelta {
                 write_bytes: 4096,
@@ -367,6 +370,7 @@ mod tests {
                 ops,
                 bytes: ops * bytes_per_op,
                 latency: None,
+                scheduled_latency: None,
             }],
             workers: Vec::new(),
             extra,
@@ -542,6 +546,47 @@ mod tests {
         assert_eq!(p.series[0].latency.as_ref(), Some(&p.latency));
         assert_eq!(p.series[0].latency.as_ref().unwrap().count, 400);
         assert_eq!(p.series[1].latency, None);
+    }
+
+    #[test]
+    fn scheduled_latency_and_rates_merge_over_the_ranks_that_have_them() {
+        let fast: Vec<u64> = (1..=100).map(|i| i * 1000).collect();
+        let slow: Vec<u64> = (1..=300).map(|i| i * 1_000_000).collect();
+        let mut a = phase("randread-4K-t1", 1.0, &fast, 4096);
+        let mut b = phase("randread-4K-t1", 1.0, &slow, 4096);
+        for p in [&mut a, &mut b] {
+            p.scheduled_latency = Some(p.latency.clone());
+            p.series[0].scheduled_latency = Some(p.latency.clone());
+            p.op_stats.get_mut("create").unwrap().scheduled_latency = Some(p.latency.clone());
+            p.rate = Some(RateOutcome {
+                unit: "ops/s".into(),
+                workers: vec![WorkerRate {
+                    worker: 0,
+                    asked: 100.0,
+                    achieved: p.ops as f64,
+                }],
+            });
+        }
+        // A third rank without a rate limit adds nothing to either.
+        let c = phase("randread-4K-t1", 1.0, &fast, 4096);
+        let m = merge_phases(
+            &[
+                report(0, "a", vec![a]),
+                report(1, "a", vec![b]),
+                report(2, "a", vec![c]),
+            ],
+            &[],
+        )
+        .unwrap();
+        let p = &m[0];
+        let s = p.scheduled_latency.as_ref().unwrap();
+        assert_eq!(s.count, 400);
+        assert_eq!(s.max_ns, p.op_stats["create"].latency.max_ns);
+        assert_eq!(p.series[0].scheduled_latency.as_ref(), Some(s));
+        assert_eq!(p.op_stats["create"].scheduled_latency.as_ref(), Some(s));
+        let r = p.rate.as_ref().unwrap();
+        let got: Vec<(u32, f64)> = r.workers.iter().map(|w| (w.worker, w.achieved)).collect();
+        assert_eq!(got, [(0, 100.0), (1, 300.0)]);
     }
 
     #[test]

@@ -428,6 +428,62 @@ mod tests {
     }
 
     #[test]
+    fn scheduled_latency_is_kept_per_kind_phase_and_second_and_only_when_recorded() {
+        // Without a rate limit nothing is there.
+        let m = meter();
+        let mut r = m.recorder(0);
+        let op = r.op("op");
+        let t0 = r.tick();
+        r.add_tick(op, 1000, 1, t0);
+        let p = m.finish(vec![r]);
+        assert!(p.scheduled_latency.is_none());
+        assert!(p.op_stats["op"].scheduled_latency.is_none());
+        assert!(p.series.iter().all(|s| s.scheduled_latency.is_none()));
+
+        // Two workers, seconds 0 and 2: each request took 1 us from its submission; from its
+        // due time, second 2's waited 5 ms (a queue behind a stall).
+        let m = meter();
+        let mut rs: Vec<Recorder> = (0..2).map(|w| m.recorder(w)).collect();
+        for r in &mut rs {
+            let op = r.op("op");
+            let t0 = r.tick();
+            let per = r.clock().per_sec();
+            r.with_lane(op, |rec, lane| {
+                for (sec, wait) in [(0u64, 2_000u64), (2, 5_000_000)] {
+                    for _ in 0..10 {
+                        let end = Tick(t0.0 + sec * per + 1);
+                        lane.add(rec, 1_000, 4096, end);
+                        rec.scheduled(op, wait, end);
+                    }
+                }
+            });
+        }
+        let p = m.finish(rs);
+        let s = p.scheduled_latency.as_ref().unwrap();
+        assert_eq!(s.count, 40);
+        assert_eq!(p.latency.count, 40);
+        assert!(s.max_ns >= 4_990_000 && p.latency.max_ns < 1_100, "{s:?}");
+        assert_eq!(p.op_stats["op"].scheduled_latency.as_ref(), Some(s));
+        assert!(p.op_stats["part"].scheduled_latency.is_none());
+        let per_sec: Vec<Option<u64>> = p
+            .series
+            .iter()
+            .map(|x| x.scheduled_latency.as_ref().map(|l| l.count))
+            .collect();
+        assert_eq!(per_sec, [Some(20), None, Some(20)]);
+        let s2 = p.series[2].scheduled_latency.as_ref().unwrap();
+        assert!(s2.p50_ns >= 4_990_000, "{s2:?}");
+        let s0 = p.series[0].scheduled_latency.as_ref().unwrap();
+        assert!(s0.max_ns < 2_100, "{s0:?}");
+        // The series' seconds add up to the phase, bucket for bucket.
+        let mut all = new_histogram();
+        for x in p.series.iter().filter_map(|x| x.scheduled_latency.as_ref()) {
+            all.add(crate::measure::decode(x).unwrap()).unwrap();
+        }
+        assert_eq!(&summarize(&all, 0, 0), s);
+    }
+
+    #[test]
     fn slow_operations_are_counted_from_the_buckets() {
         let mut h = new_histogram();
         for v in [1_000, 2_000_000_000, 2_100_000_000, 11_000_000_000] {

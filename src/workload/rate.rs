@@ -57,7 +57,8 @@ crate::choice! {
 }
 
 impl RatePer {
-    fn is_worker(&self) -> bool {
+    /// The default (left out of parameters).
+    pub fn is_worker(&self) -> bool {
         *self == Self::Worker
     }
 }
@@ -106,7 +107,7 @@ impl<'de> Deserialize<'de> for ByteRate {
 }
 
 /// `--rate-iops 2000`: requests per second (fractions allowed, e.g. 0.5).
-fn iops(s: &str) -> Result<f64, String> {
+pub fn iops(s: &str) -> Result<f64, String> {
     let t = s.trim();
     match t.parse::<f64>() {
         Ok(v) if v.is_finite() && v >= 0.0 => Ok(v),
@@ -116,31 +117,14 @@ fn iops(s: &str) -> Result<f64, String> {
     }
 }
 
-/// Rate-limit parameters (flags `--rate-iops`, `--rate`, `--rate-per`; plan keys `rate_iops`,
-/// `rate`, `rate_per`), part of [`super::control::RunControl`].
-#[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize, clap::Args)]
-#[serde(default)]
+/// The rate limit a run asks for: `--rate-iops` / `--rate` / `--rate-per` (plan keys
+/// `rate_iops`, `rate`, `rate_per`), which are fields of [`super::control::RunControl`] (see
+/// [`super::control::RunControl::rate`]).
+#[derive(Debug, Clone, Copy, Default, PartialEq)]
 pub struct RateLimit {
-    /// Issue at most N requests per second per worker (fio's rate_iops), on a fixed schedule:
-    /// request k is due at start + k/N, and latency is also measured from that due time.
-    #[arg(long, value_name = "N", value_parser = iops, help_heading = "Run control")]
-    #[serde(skip_serializing_if = "Option::is_none")]
-    pub rate_iops: Option<f64>,
-    /// Move at most this many bytes per second per worker (fio's rate), e.g. 10M/s; requests
-    /// are due when the bytes before them are.
-    #[arg(long, value_name = "BYTES/s", help_heading = "Run control")]
-    #[serde(skip_serializing_if = "Option::is_none")]
-    pub rate: Option<ByteRate>,
-    /// Whom --rate-iops/--rate apply to: worker (each worker gets the whole rate, as fio's jobs
-    /// do) or run (split evenly over the workers).
-    #[arg(
-        long,
-        value_name = "worker|run",
-        default_value = "worker",
-        help_heading = "Run control"
-    )]
-    #[serde(skip_serializing_if = "RatePer::is_worker")]
-    pub rate_per: RatePer,
+    pub iops: Option<f64>,
+    pub bytes: Option<ByteRate>,
+    pub per: RatePer,
 }
 
 /// What a rate counts.
@@ -173,18 +157,18 @@ pub struct Pace {
 impl RateLimit {
     /// True when a rate is asked.
     pub fn is_set(&self) -> bool {
-        self.rate_iops.is_some() || self.rate.is_some()
+        self.iops.is_some() || self.bytes.is_some()
     }
 
     /// Refuses a rate of 0 (or not a number) and both rates at once.
     pub fn validate(&self) -> Result<()> {
-        if self.rate_iops.is_some() && self.rate.is_some() {
+        if self.iops.is_some() && self.bytes.is_some() {
             return Err(bad_params(
                 &["rate_iops", "rate"],
                 "--rate-iops and --rate together: give one (with a fixed block size one fixes the other)",
             ));
         }
-        if let Some(r) = self.rate_iops {
+        if let Some(r) = self.iops {
             if !(r.is_finite() && r > 0.0) {
                 return Err(bad_param(
                     "rate_iops",
@@ -192,7 +176,7 @@ impl RateLimit {
                 ));
             }
         }
-        if self.rate == Some(ByteRate(0)) {
+        if self.bytes == Some(ByteRate(0)) {
             return Err(bad_param(
                 "rate",
                 "--rate 0: a rate must be more than 0 bytes per second; leave it out for no limit",
@@ -203,12 +187,12 @@ impl RateLimit {
 
     /// The pace of each of `workers` workers, when a rate is asked.
     pub fn pace(&self, workers: usize) -> Option<Pace> {
-        let (unit, total) = match (self.rate_iops, self.rate) {
+        let (unit, total) = match (self.iops, self.bytes) {
             (Some(r), _) => (RateUnit::Requests, r),
             (None, Some(b)) => (RateUnit::Bytes, b.0 as f64),
             (None, None) => return None,
         };
-        let per_sec = match self.rate_per {
+        let per_sec = match self.per {
             RatePer::Worker => total,
             RatePer::Run => total / workers.max(1) as f64,
         };
@@ -410,14 +394,14 @@ mod tests {
     #[test]
     fn zero_rates_and_both_rates_are_refused_naming_the_keys() {
         let zero = RateLimit {
-            rate_iops: Some(0.0),
+            iops: Some(0.0),
             ..Default::default()
         };
         let e = zero.validate().unwrap_err();
         assert_eq!(crate::error::bad_fields(&e), ["rate_iops"]);
         assert!(e.to_string().contains("more than 0"), "{e}");
         let zero = RateLimit {
-            rate: Some(ByteRate(0)),
+            bytes: Some(ByteRate(0)),
             ..Default::default()
         };
         assert_eq!(
@@ -425,8 +409,8 @@ mod tests {
             ["rate"]
         );
         let both = RateLimit {
-            rate_iops: Some(10.0),
-            rate: Some(ByteRate(4096)),
+            iops: Some(10.0),
+            bytes: Some(ByteRate(4096)),
             ..Default::default()
         };
         let e = both.validate().unwrap_err();
@@ -437,35 +421,21 @@ mod tests {
     #[test]
     fn a_run_rate_is_split_over_the_workers() {
         let r = RateLimit {
-            rate_iops: Some(1000.0),
+            iops: Some(1000.0),
             ..Default::default()
         };
         assert_eq!(r.pace(4).unwrap().per_sec, 1000.0);
         let r = RateLimit {
-            rate_per: RatePer::Run,
+            per: RatePer::Run,
             ..r
         };
         assert_eq!(r.pace(4).unwrap().per_sec, 250.0);
         let b = RateLimit {
-            rate: Some(ByteRate(1 << 20)),
+            bytes: Some(ByteRate(1 << 20)),
             ..Default::default()
         };
         assert_eq!(b.pace(2).unwrap().unit, RateUnit::Bytes);
         assert_eq!(RateLimit::default().pace(2), None);
-    }
-
-    #[test]
-    fn plan_keys_parse_and_defaults_are_left_out() {
-        let r: RateLimit = toml::from_str("rate = \"2M/s\"\nrate_per = \"run\"").expect("parses");
-        assert_eq!(r.rate, Some(ByteRate(2 << 20)));
-        assert_eq!(r.rate_per, RatePer::Run);
-        let r: RateLimit = toml::from_str("rate_iops = 500").expect("parses");
-        assert_eq!(r.rate_iops, Some(500.0));
-        assert_eq!(
-            serde_json::to_value(RateLimit::default()).unwrap(),
-            serde_json::json!({})
-        );
-        assert!(toml::from_str::<RateLimit>("rate = \"2X/s\"").is_err());
     }
 
     #[test]

@@ -623,7 +623,7 @@ impl Clients {
         }
         let notes: Mutex<(u64, Vec<String>, u64)> = Mutex::new((0, Vec::new(), 0));
         let (time, loops) = (self.time, self.loops);
-        let pace = self.control.rate.pace(n as usize);
+        let pace = self.control.rate().pace(n as usize);
         let achieved = Mutex::new(Vec::new());
         let phase = ctx.phase(
             &format!("clients-{n}"),

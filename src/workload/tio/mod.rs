@@ -603,7 +603,7 @@ impl Tio {
         };
         let expected = cell.threads as u64 * (self.file_size / cell.block);
         let probes = std::sync::Mutex::new(Vec::new());
-        let pace = self.control.rate.pace(cell.threads as usize);
+        let pace = self.control.rate().pace(cell.threads as usize);
         let achieved = std::sync::Mutex::new(Vec::new());
         let phase = ctx.phase(
             &cell.name(),
@@ -839,8 +839,8 @@ impl Workload for Tio {
                 "--latency-probe works with --engine psync and latency recording on",
             ));
         }
-        if self.control.rate.is_set() {
-            let flag = if self.control.rate.rate_iops.is_some() {
+        if self.control.rate().is_set() {
+            let flag = if self.control.rate_iops.is_some() {
                 "rate_iops"
             } else {
                 "rate"
