@@ -18,8 +18,8 @@ use serde::{Deserialize, Serialize};
 
 use crate::measure::{decode, new_histogram, summarize};
 use crate::results::{
-    Combine, DeviceDelta, LatencySummary, MetricDef, OpStats, PhaseResult, RankPhase, SeriesPoint,
-    WorkerSummary,
+    Combine, DeviceDelta, LatencySummary, MetricDef, OpStats, PhaseResult, RankPhase, RateOutcome,
+    SeriesPoint, WorkerRate, WorkerSummary,
 };
 
 /// What one rank sends to rank 0 at the end of a run.
@@ -103,6 +103,39 @@ fn merge_latency(parts: &[&LatencySummary]) -> Result<LatencySummary> {
     Ok(summarize(&h, o2, o10))
 }
 
+/// The merge of the latencies some ranks have (rate-limited phases' scheduled latency);
+/// `None` when no rank has one.
+fn merge_some<'a>(
+    parts: impl Iterator<Item = &'a Option<LatencySummary>>,
+) -> Result<Option<LatencySummary>> {
+    let some: Vec<&LatencySummary> = parts.filter_map(Option::as_ref).collect();
+    if some.is_empty() {
+        return Ok(None);
+    }
+    merge_latency(&some).map(Some)
+}
+
+/// The ranks' rate records, workers numbered across ranks in rank order (as `workers` are).
+fn merge_rates(ps: &[&PhaseResult]) -> Option<RateOutcome> {
+    let first = ps.iter().find_map(|p| p.rate.as_ref())?;
+    let mut out = RateOutcome {
+        unit: first.unit.clone(),
+        workers: Vec::new(),
+    };
+    let mut next = 0u32;
+    for p in ps {
+        let n = p.rate.as_ref().map_or(0, |r| r.workers.len() as u32);
+        if let Some(r) = &p.rate {
+            out.workers.extend(r.workers.iter().map(|w| WorkerRate {
+                worker: next + w.worker,
+                ..w.clone()
+            }));
+        }
+        next += n;
+    }
+    Some(out)
+}
+
 fn add_device(a: Option<DeviceDelta>, b: Option<DeviceDelta>) -> Option<DeviceDelta> {
     match (a, b) {
         (None, x) | (x, None) => x,
@@ -148,6 +181,7 @@ fn merge_one(reports: &[RankReport], i: usize, metrics: &[MetricDef]) -> Result<
                 primary: parts.iter().any(|s| s.primary),
                 reads: parts.iter().any(|s| s.reads),
                 latency: merge_latency(&parts.iter().map(|s| &s.latency).collect::<Vec<_>>())?,
+                scheduled_latency: merge_some(parts.iter().map(|s| &s.scheduled_latency))?,
             },
         );
     }
@@ -181,6 +215,7 @@ fn merge_one(reports: &[RankReport], i: usize, metrics: &[MetricDef]) -> Result<
                 } else {
                     Some(merge_latency(&lat)?)
                 },
+                scheduled_latency: merge_some(points.iter().map(|s| &s.scheduled_latency))?,
             })
         })
         .collect::<Result<Vec<_>>>()?;
@@ -229,6 +264,8 @@ fn merge_one(reports: &[RankReport], i: usize, metrics: &[MetricDef]) -> Result<
         ops_per_s: rate(ops as f64, wall_s),
         bytes_per_s: rate(bytes as f64, wall_s),
         latency,
+        scheduled_latency: merge_some(ps.iter().map(|p| &p.scheduled_latency))?,
+        rate: merge_rates(&ps),
         op_stats,
         device,
         journal_device,
@@ -303,6 +340,7 @@ mod tests {
                 primary: true,
                 reads: false,
                 latency: lat.clone(),
+                scheduled_latency: None,
             },
         );
         let mut extra = BTreeMap::new();
@@ -319,6 +357,8 @@ mod tests {
             ops_per_s: ops as f64 / wall,
             bytes_per_s: 0.0,
             latency: lat,
+            scheduled_latency: None,
+            rate: None,
             op_stats,
             device: Some(DeviceDelta {
                 write_bytes: 4096,
@@ -330,6 +370,7 @@ mod tests {
                 ops,
                 bytes: ops * bytes_per_op,
                 latency: None,
+                scheduled_latency: None,
             }],
             workers: Vec::new(),
             extra,
@@ -505,6 +546,47 @@ mod tests {
         assert_eq!(p.series[0].latency.as_ref(), Some(&p.latency));
         assert_eq!(p.series[0].latency.as_ref().unwrap().count, 400);
         assert_eq!(p.series[1].latency, None);
+    }
+
+    #[test]
+    fn scheduled_latency_and_rates_merge_over_the_ranks_that_have_them() {
+        let fast: Vec<u64> = (1..=100).map(|i| i * 1000).collect();
+        let slow: Vec<u64> = (1..=300).map(|i| i * 1_000_000).collect();
+        let mut a = phase("randread-4K-t1", 1.0, &fast, 4096);
+        let mut b = phase("randread-4K-t1", 1.0, &slow, 4096);
+        for p in [&mut a, &mut b] {
+            p.scheduled_latency = Some(p.latency.clone());
+            p.series[0].scheduled_latency = Some(p.latency.clone());
+            p.op_stats.get_mut("create").unwrap().scheduled_latency = Some(p.latency.clone());
+            p.rate = Some(RateOutcome {
+                unit: "ops/s".into(),
+                workers: vec![WorkerRate {
+                    worker: 0,
+                    asked: 100.0,
+                    achieved: p.ops as f64,
+                }],
+            });
+        }
+        // A third rank without a rate limit adds nothing to either.
+        let c = phase("randread-4K-t1", 1.0, &fast, 4096);
+        let m = merge_phases(
+            &[
+                report(0, "a", vec![a]),
+                report(1, "a", vec![b]),
+                report(2, "a", vec![c]),
+            ],
+            &[],
+        )
+        .unwrap();
+        let p = &m[0];
+        let s = p.scheduled_latency.as_ref().unwrap();
+        assert_eq!(s.count, 400);
+        assert_eq!(s.max_ns, p.op_stats["create"].latency.max_ns);
+        assert_eq!(p.series[0].scheduled_latency.as_ref(), Some(s));
+        assert_eq!(p.op_stats["create"].scheduled_latency.as_ref(), Some(s));
+        let r = p.rate.as_ref().unwrap();
+        let got: Vec<(u32, f64)> = r.workers.iter().map(|w| (w.worker, w.achieved)).collect();
+        assert_eq!(got, [(0, 100.0), (1, 300.0)]);
     }
 
     #[test]

@@ -15,6 +15,7 @@ mod phase;
 pub mod progress;
 mod recorder;
 mod rusage;
+mod scheduled;
 
 pub use clock::{Clock, Tick};
 pub use diskstats::{Devices, DiskStat};

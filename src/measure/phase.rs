@@ -130,6 +130,7 @@ impl PhaseMeter {
         let mut op_stats = BTreeMap::new();
         let mut primary_hist = new_histogram();
         let (mut p_over2, mut p_over10, mut ops, mut bytes) = (0, 0, 0, 0);
+        let mut sched_primary: Option<(LatencyHistogram, u64, u64)> = None;
         for (i, def) in self.defs.iter().enumerate() {
             let mut h = new_histogram();
             let (mut count, mut b, mut o2, mut o10) = (0, 0, 0, 0);
@@ -150,6 +151,14 @@ impl PhaseMeter {
                 p_over2 += o2;
                 p_over10 += o10;
             }
+            let scheduled = scheduled_latency(&recorders, i);
+            if let (true, Some((h, o2, o10))) = (def.primary, &scheduled) {
+                let (sh, so2, so10) = sched_primary.get_or_insert_with(|| (new_histogram(), 0, 0));
+                sh.add(h)
+                    .expect("histograms of one phase share their bounds");
+                *so2 += o2;
+                *so10 += o10;
+            }
             op_stats.insert(
                 def.name.to_string(),
                 OpStats {
@@ -158,6 +167,7 @@ impl PhaseMeter {
                     primary: def.primary,
                     reads: def.reads,
                     latency: summarize(&h, o2, o10),
+                    scheduled_latency: scheduled.map(|(h, o2, o10)| summarize(&h, o2, o10)),
                 },
             );
         }
@@ -174,6 +184,7 @@ impl PhaseMeter {
                     ops: o,
                     bytes: b,
                     latency: interval_latency(&recorders, t),
+                    scheduled_latency: scheduled_interval(&recorders, &self.defs, t),
                 }
             })
             .collect();
@@ -227,6 +238,8 @@ impl PhaseMeter {
                 0.0
             },
             latency: summarize(&primary_hist, p_over2, p_over10),
+            scheduled_latency: sched_primary.map(|(h, o2, o10)| summarize(&h, o2, o10)),
+            rate: None,
             op_stats,
             device,
             journal_device,
@@ -247,6 +260,39 @@ fn interval_latency(recorders: &[Recorder], t: usize) -> Option<LatencySummary> 
     for r in recorders {
         if let Some(buckets) = r.intervals.get(t) {
             FastHistogram::add_buckets_to(buckets, &mut h);
+        }
+    }
+    (!h.is_empty()).then(|| {
+        let (o2, o10) = slow_counts(&h);
+        summarize(&h, o2, o10)
+    })
+}
+
+/// Latency from the scheduled time of operation kind `i` over all workers, with its counts
+/// over 2 s and 10 s; `None` when no worker recorded any (no rate limit).
+fn scheduled_latency(recorders: &[Recorder], i: usize) -> Option<(LatencyHistogram, u64, u64)> {
+    let mut out: Option<(LatencyHistogram, u64, u64)> = None;
+    for s in recorders.iter().filter_map(|r| r.scheduled.get(i)) {
+        if s.count == 0 {
+            continue;
+        }
+        let (h, o2, o10) = out.get_or_insert_with(|| (new_histogram(), 0, 0));
+        s.hist.add_to(h);
+        *o2 += s.over_2s;
+        *o10 += s.over_10s;
+    }
+    out
+}
+
+/// Latency from the scheduled time of the primary operations that ended in series second `t`,
+/// over all workers; `None` when there is none.
+fn scheduled_interval(recorders: &[Recorder], defs: &[OpDef], t: usize) -> Option<LatencySummary> {
+    let mut h = new_histogram();
+    for r in recorders {
+        for (s, _) in r.scheduled.iter().zip(defs).filter(|(_, d)| d.primary) {
+            if let Some(buckets) = s.intervals.get(t) {
+                FastHistogram::add_buckets_to(buckets, &mut h);
+            }
         }
     }
     (!h.is_empty()).then(|| {
@@ -379,6 +425,62 @@ mod tests {
         // Each second's percentiles are its own: second 3 is all 4 us.
         let l3 = p.series[3].latency.as_ref().unwrap();
         assert!((4000..4100).contains(&l3.p50_ns), "{}", l3.p50_ns);
+    }
+
+    #[test]
+    fn scheduled_latency_is_kept_per_kind_phase_and_second_and_only_when_recorded() {
+        // Without a rate limit nothing is there.
+        let m = meter();
+        let mut r = m.recorder(0);
+        let op = r.op("op");
+        let t0 = r.tick();
+        r.add_tick(op, 1000, 1, t0);
+        let p = m.finish(vec![r]);
+        assert!(p.scheduled_latency.is_none());
+        assert!(p.op_stats["op"].scheduled_latency.is_none());
+        assert!(p.series.iter().all(|s| s.scheduled_latency.is_none()));
+
+        // Two workers, seconds 0 and 2: each request took 1 us from its submission; from its
+        // due time, second 2's waited 5 ms (a queue behind a stall).
+        let m = meter();
+        let mut rs: Vec<Recorder> = (0..2).map(|w| m.recorder(w)).collect();
+        for r in &mut rs {
+            let op = r.op("op");
+            let t0 = r.tick();
+            let per = r.clock().per_sec();
+            r.with_lane(op, |rec, lane| {
+                for (sec, wait) in [(0u64, 2_000u64), (2, 5_000_000)] {
+                    for _ in 0..10 {
+                        let end = Tick(t0.0 + sec * per + 1);
+                        lane.add(rec, 1_000, 4096, end);
+                        rec.scheduled(op, wait, end);
+                    }
+                }
+            });
+        }
+        let p = m.finish(rs);
+        let s = p.scheduled_latency.as_ref().unwrap();
+        assert_eq!(s.count, 40);
+        assert_eq!(p.latency.count, 40);
+        assert!(s.max_ns >= 4_990_000 && p.latency.max_ns < 1_100, "{s:?}");
+        assert_eq!(p.op_stats["op"].scheduled_latency.as_ref(), Some(s));
+        assert!(p.op_stats["part"].scheduled_latency.is_none());
+        let per_sec: Vec<Option<u64>> = p
+            .series
+            .iter()
+            .map(|x| x.scheduled_latency.as_ref().map(|l| l.count))
+            .collect();
+        assert_eq!(per_sec, [Some(20), None, Some(20)]);
+        let s2 = p.series[2].scheduled_latency.as_ref().unwrap();
+        assert!(s2.p50_ns >= 4_990_000, "{s2:?}");
+        let s0 = p.series[0].scheduled_latency.as_ref().unwrap();
+        assert!(s0.max_ns < 2_100, "{s0:?}");
+        // The series' seconds add up to the phase, bucket for bucket.
+        let mut all = new_histogram();
+        for x in p.series.iter().filter_map(|x| x.scheduled_latency.as_ref()) {
+            all.add(crate::measure::decode(x).unwrap()).unwrap();
+        }
+        assert_eq!(&summarize(&all, 0, 0), s);
     }
 
     #[test]

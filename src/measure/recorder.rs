@@ -16,6 +16,7 @@ use std::time::{Duration, Instant};
 
 use super::clock::{Clock, Tick};
 use super::latency::FastHistogram;
+use super::scheduled::Scheduled;
 
 /// An operation kind a phase records, declared up front.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -99,6 +100,9 @@ pub struct Recorder {
     /// Latency of primary operations per series second: the closed intervals' histogram
     /// buckets, (bucket, count) as [`FastHistogram::drain_into`] lists them.
     pub(crate) intervals: Vec<Vec<(u32, u64)>>,
+    /// Latency from the scheduled time, per operation kind (rate-limited loops only; empty
+    /// otherwise).
+    pub(crate) scheduled: Vec<Scheduled>,
     progress: Arc<AtomicU64>,
     stop: Arc<AtomicBool>,
     wall: Arc<AtomicBool>,
@@ -154,6 +158,7 @@ impl Recorder {
                 .collect(),
             series: Vec::new(),
             intervals: Vec::new(),
+            scheduled: Vec::new(),
             progress,
             stop,
             wall,
@@ -336,6 +341,22 @@ impl Recorder {
         }
     }
 
+    /// Records the latency of an operation of kind `op`, recorded as usual, counted from its
+    /// scheduled time (a rate limit's due time) instead of its submission: `ns` from the due
+    /// time to tick `end`. Rate-limited request loops only; see [`crate::workload::rate`].
+    pub fn scheduled(&mut self, op: OpId, ns: u64, end: Tick) {
+        let sec = if end.0 >= self.tsec_lo && end.0 < self.tsec_hi {
+            self.tsec_idx
+        } else {
+            self.tick_second(end)
+        };
+        if self.scheduled.len() <= op.0 {
+            self.scheduled
+                .resize_with(self.ops.len().max(op.0 + 1), Default::default);
+        }
+        self.scheduled[op.0].record(ns, sec);
+    }
+
     /// Counts `count` operations moving `bytes` without timing them (no histogram entry, no
     /// series point): for measuring what per-operation latency recording itself costs.
     pub fn count_untimed(&mut self, op: OpId, count: u64, bytes: u64) {
@@ -397,6 +418,9 @@ impl Recorder {
                     slot.sec,
                 );
                 slot.hist = std::mem::take(&mut slot.total);
+            }
+            for s in &mut self.scheduled {
+                s.finish();
             }
         }
         self.flush_progress();

@@ -11,6 +11,7 @@ pub mod output;
 pub mod plots;
 pub mod png;
 pub mod ranks;
+pub mod rate;
 pub mod table;
 
 use std::path::{Path, PathBuf};

@@ -378,6 +378,9 @@ pub fn build(mut results: Vec<RunResult>, baseline: Option<&str>) -> anyhow::Res
     if let Some(t) = crate::report::ranks::rank_table(&results) {
         tables.push(t);
     }
+    if let Some(t) = crate::report::rate::rate_table(&results) {
+        tables.push(t);
+    }
     tables.push(stats_table(&cells));
     let warnings = warnings(&results, &cells);
     let findings = crate::findings::sentence::stated(&results);

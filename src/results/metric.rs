@@ -172,6 +172,18 @@ pub const CORE: &[CoreMetric] = &[
         get: |p| (p.latency.count > 0).then_some(p.latency.max_ns as f64 / 1e6),
     },
     CoreMetric {
+        def: MetricDef::lower("sched_mean", "mean latency from the scheduled time", "ms"),
+        get: |p| sched(p).map(|l| l.mean_ns / 1e6),
+    },
+    CoreMetric {
+        def: MetricDef::lower("sched_p99", "p99 latency from the scheduled time", "ms"),
+        get: |p| sched(p).map(|l| l.p99_ns as f64 / 1e6),
+    },
+    CoreMetric {
+        def: MetricDef::lower("sched_max", "max latency from the scheduled time", "ms"),
+        get: |p| sched(p).map(|l| l.max_ns as f64 / 1e6),
+    },
+    CoreMetric {
         def: MetricDef::lower("over_2s", "ops over 2 s", "%"),
         get: |p| {
             (p.latency.count > 0).then(|| p.latency.over_2s as f64 * 100.0 / p.latency.count as f64)
@@ -195,6 +207,11 @@ pub const CORE: &[CoreMetric] = &[
         },
     },
 ];
+
+/// A rate-limited phase's latency from the scheduled time (none without a rate limit).
+fn sched(p: &PhaseResult) -> Option<&crate::results::LatencySummary> {
+    p.scheduled_latency.as_ref().filter(|l| l.count > 0)
+}
 
 /// The core metric of that key.
 pub fn core(key: &str) -> Option<&'static CoreMetric> {

@@ -312,6 +312,15 @@ pub struct PhaseResult {
     pub bytes_per_s: f64,
     /// Latency of the primary operations, merged.
     pub latency: LatencySummary,
+    /// Rate-limited phases (`--rate-iops`, `--rate`): latency of the primary operations from
+    /// each request's scheduled (due) time to its completion, rather than from its submission,
+    /// so that requests queued behind a stall count the wait (no coordinated omission). Absent
+    /// without a rate limit.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub scheduled_latency: Option<LatencySummary>,
+    /// Rate-limited phases: the rate asked of each worker and the rate it achieved.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub rate: Option<RateOutcome>,
     /// Every operation kind of the phase, primary or not, by name.
     #[serde(default)]
     pub op_stats: BTreeMap<String, OpStats>,
@@ -374,6 +383,28 @@ pub struct OpStats {
     #[serde(default, skip_serializing_if = "std::ops::Not::not")]
     pub reads: bool,
     pub latency: LatencySummary,
+    /// Rate-limited phases: this kind's latency from each operation's scheduled (due) time
+    /// to its completion (see [`PhaseResult::scheduled_latency`]).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub scheduled_latency: Option<LatencySummary>,
+}
+
+/// What a rate-limited phase asked of its workers and what they achieved.
+#[derive(Debug, Clone, Serialize, Deserialize, PartialEq, Default)]
+pub struct RateOutcome {
+    /// `ops/s` (`--rate-iops`) or `B/s` (`--rate`).
+    pub unit: String,
+    /// Each worker's rate.
+    pub workers: Vec<WorkerRate>,
+}
+
+/// One worker's asked and achieved rate: units issued over the time from its first due time
+/// to its last completion.
+#[derive(Debug, Clone, Serialize, Deserialize, PartialEq, Default)]
+pub struct WorkerRate {
+    pub worker: u32,
+    pub asked: f64,
+    pub achieved: f64,
 }
 
 /// Block-device counter deltas over a phase.
@@ -404,6 +435,11 @@ pub struct SeriesPoint {
     /// which no primary operation ended, and in results written before it was added.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub latency: Option<LatencySummary>,
+    /// Rate-limited phases: latency from the scheduled time of the primary operations that
+    /// ended in this second (see [`PhaseResult::scheduled_latency`]), from this second's own
+    /// histogram.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub scheduled_latency: Option<LatencySummary>,
 }
 
 /// One worker's share of a multi-worker phase.

@@ -16,9 +16,11 @@ use nix::sched::{sched_getaffinity, sched_setaffinity, CpuSet};
 use nix::unistd::Pid;
 use serde::{Deserialize, Serialize};
 
+use super::rate::{self, ByteRate, RateLimit, RatePer};
 use crate::error::bad_input;
 
-/// Run-control parameters (flags `--time-based`, `--cpus`; plan keys `time_based`, `cpus`).
+/// Run-control parameters (flags `--time-based`, `--cpus`, the rate limits; plan keys
+/// `time_based`, `cpus`, `rate_iops`, `rate`, `rate_per`).
 #[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize, clap::Args)]
 #[serde(default)]
 pub struct RunControl {
@@ -34,6 +36,28 @@ pub struct RunControl {
     #[arg(long, value_name = "LIST", help_heading = "Run control")]
     #[serde(skip_serializing_if = "Option::is_none")]
     pub cpus: Option<CpuList>,
+    /// Issue at most N requests per second per worker (fio's rate_iops), on a fixed schedule:
+    /// request k is due at start + k/N, and latency is also measured from that due time.
+    // Fields of their own rather than a flattened struct: serde's deny_unknown_fields (of tio
+    // and clients) does not see through a flatten within a flatten.
+    #[arg(long, value_name = "N", value_parser = rate::iops, help_heading = "Run control")]
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub rate_iops: Option<f64>,
+    /// Move at most this many bytes per second per worker (fio's rate), e.g. 10M/s; a request
+    /// is due when the bytes before it are.
+    #[arg(long, value_name = "BYTES/s", help_heading = "Run control")]
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub rate: Option<ByteRate>,
+    /// Whom --rate-iops/--rate apply to: worker (each worker gets the whole rate, as fio's jobs
+    /// do) or run (split evenly over the workers).
+    #[arg(
+        long,
+        value_name = "worker|run",
+        default_value = "worker",
+        help_heading = "Run control"
+    )]
+    #[serde(skip_serializing_if = "RatePer::is_worker")]
+    pub rate_per: RatePer,
 }
 
 impl RunControl {
@@ -47,7 +71,17 @@ impl RunControl {
         if let Some(c) = &self.cpus {
             c.check()?;
         }
+        self.rate().validate()?;
         Ok(())
+    }
+
+    /// The rate limit asked (see [`rate`]).
+    pub fn rate(&self) -> RateLimit {
+        RateLimit {
+            iops: self.rate_iops,
+            bytes: self.rate,
+            per: self.rate_per,
+        }
     }
 
     /// Pins the calling thread, worker `i`, to its CPU until the guard is dropped (then the
@@ -269,5 +303,28 @@ mod tests {
         assert!(e.to_string().contains("time_base"), "{e}");
         let e = toml::from_str::<Clients>("cpu = 1").expect_err("a misspelt key");
         assert!(e.to_string().contains("cpu"), "{e}");
+    }
+
+    #[test]
+    fn rate_keys_parse_into_tio_and_clients_and_are_left_out_when_not_given() {
+        use crate::workload::clients::Clients;
+        use crate::workload::tio::Tio;
+        let t: Tio = toml::from_str("rate = \"2M/s\"\nrate_per = \"run\"").expect("tio");
+        assert_eq!(t.control.rate, Some(ByteRate(2 << 20)));
+        assert_eq!(t.control.rate_per, RatePer::Run);
+        let c: Clients = toml::from_str("rate_iops = 500").expect("clients");
+        assert_eq!(c.control.rate().iops, Some(500.0));
+        let t: Tio = serde_json::from_value(serde_json::json!({ "rate_iops": 1.5 })).expect("json");
+        assert_eq!(t.control.rate_iops, Some(1.5));
+        assert!(toml::from_str::<Tio>("rate = \"2X/s\"").is_err());
+        let e = toml::from_str::<Tio>("rate_ops = 5").expect_err("a misspelt key");
+        assert!(e.to_string().contains("rate_ops"), "{e}");
+        assert_eq!(
+            serde_json::to_value(RunControl::default()).expect("serializes"),
+            serde_json::json!({})
+        );
+        // The command line's default is the plan's.
+        let f: RunControl = crate::workload::params::from_flags(&[]).expect("no flags");
+        assert_eq!(f, RunControl::default());
     }
 }

@@ -14,6 +14,7 @@ pub mod fdtree;
 pub mod interleave;
 pub mod names;
 pub mod params;
+pub mod rate;
 pub mod readtest;
 pub mod tio;
 pub mod tree;

@@ -36,6 +36,7 @@ mod plan_cli;
 mod plan_questions;
 mod plan_resume;
 mod presets_run;
+mod rate;
 mod report_chromium;
 mod report_output;
 mod runctl;

@@ -30,9 +30,10 @@ use anyhow::{Context, Result};
 use nix::errno::Errno;
 use serde::{Deserialize, Serialize};
 
+use super::rate::{self, Achieved, Pace, Pacer, RateUnit};
 use super::{RunContext, Workload};
 use crate::error::{bad_input, bad_param, SystemFailure};
-use crate::measure::{OpDef, OpId, Recorder};
+use crate::measure::{OpDef, OpId, Recorder, Tick};
 use crate::results::MetricDef;
 use crate::sys;
 use crate::units::Overflow;
@@ -522,6 +523,73 @@ fn replay(
     Ok(passes)
 }
 
+/// [`replay`] at `pace` (`--rate-iops`, `--rate`): each operation is issued at its due time on
+/// the client's open-loop schedule (at once when the client is behind) and recorded twice,
+/// from its submission and from its due time. A byte rate counts the bytes of reads and
+/// writes; other operations are due with the next one that moves data. Returns completed
+/// passes and what the client achieved.
+fn replay_paced(
+    client: &mut Client,
+    ops: &[Op],
+    rec: &mut Recorder,
+    loops: Option<u64>,
+    deadline: Option<Instant>,
+    pace: Pace,
+) -> Result<(u64, Achieved)> {
+    let clock = rec.clock();
+    let mut pacer = Pacer::start(pace, clock);
+    let deadline = deadline.map(|d| {
+        let left = d.saturating_duration_since(Instant::now());
+        Tick(clock.now().0.saturating_add(clock.ticks(left)))
+    });
+    let (mut passes, mut last, mut issued) = (0u64, pacer.t0(), 0u64);
+    'outer: loop {
+        if loops.is_some_and(|l| passes >= l) {
+            break;
+        }
+        for (i, op) in ops.iter().enumerate() {
+            if i & 255 == 0 && rec.should_stop() {
+                rec.check()?;
+                break 'outer;
+            }
+            if op.kind == Kind::Sleep {
+                client.exec(op, rec)?;
+                continue;
+            }
+            let units = match (pace.unit, op.kind) {
+                (RateUnit::Requests, _) => 1,
+                (RateUnit::Bytes, Kind::ReadX | Kind::WriteX) => op.params[2].max(0) as u64,
+                (RateUnit::Bytes, _) => 0,
+            };
+            let due = pacer.next(units);
+            // A client behind its schedule stops at the deadline too (`last` is about now).
+            if deadline.is_some_and(|d| due >= d || last >= d) {
+                break 'outer;
+            }
+            if !pacer.wait(due, || rec.should_stop()) {
+                rec.check()?;
+                break 'outer;
+            }
+            let s = clock.now();
+            let bytes = client.run(op)?;
+            let e = clock.now();
+            let id = client.kind_id(op.kind);
+            rec.span(id, s, e, bytes);
+            rec.scheduled(id, clock.ns(due, e), e);
+            last = e;
+            issued += units;
+        }
+        passes += 1;
+    }
+    client.handles.clear();
+    let achieved = Achieved {
+        worker: rec.worker(),
+        units: issued,
+        seconds: clock.ns(pacer.t0(), last) as f64 / 1e9,
+    };
+    Ok((passes, achieved))
+}
+
 impl Clients {
     fn shape(&self) -> mix::MixShape {
         mix::MixShape {
@@ -555,6 +623,8 @@ impl Clients {
         }
         let notes: Mutex<(u64, Vec<String>, u64)> = Mutex::new((0, Vec::new(), 0));
         let (time, loops) = (self.time, self.loops);
+        let pace = self.control.rate().pace(n as usize);
+        let achieved = Mutex::new(Vec::new());
         let phase = ctx.phase(
             &format!("clients-{n}"),
             &DEFS,
@@ -564,7 +634,14 @@ impl Clients {
                 let _pinned = self.control.pin(i)?;
                 let deadline = time.map(|t| Instant::now() + Duration::from_secs_f64(t));
                 let mut c = Client::new(off + i, &root, rec);
-                let passes = replay(&mut c, &body, rec, loops, deadline)?;
+                let passes = match pace {
+                    Some(pace) => {
+                        let (passes, a) = replay_paced(&mut c, &body, rec, loops, deadline, pace)?;
+                        achieved.lock().unwrap_or_else(|p| p.into_inner()).push(a);
+                        passes
+                    }
+                    None => replay(&mut c, &body, rec, loops, deadline)?,
+                };
                 let mut g = notes.lock().unwrap_or_else(|p| p.into_inner());
                 g.0 += c.unexpected;
                 g.2 += passes;
@@ -582,6 +659,14 @@ impl Clients {
         phase
             .extra
             .insert("unexpected_status".into(), unexpected as f64);
+        if let Some(pace) = pace {
+            let done = achieved.into_inner().unwrap_or_else(|p| p.into_inner());
+            let (outcome, warning) = rate::outcome(pace, done, &format!("clients-{n}"));
+            phase.rate = Some(outcome);
+            if let Some(w) = warning {
+                ctx.warn(w);
+            }
+        }
         if unexpected > 0 {
             ctx.warn(format!(
                 "clients-{n}: {unexpected} operation(s) ended otherwise than the loadfile expects (as dbench, the replay went on); first: {}",

@@ -22,6 +22,7 @@
 
 mod clock;
 mod fiemap;
+mod paced;
 pub mod pattern;
 mod psync;
 pub mod table;
@@ -602,6 +603,8 @@ impl Tio {
         };
         let expected = cell.threads as u64 * (self.file_size / cell.block);
         let probes = std::sync::Mutex::new(Vec::new());
+        let pace = self.control.rate().pace(cell.threads as usize);
+        let achieved = std::sync::Mutex::new(Vec::new());
         let phase = ctx.phase(
             &cell.name(),
             defs,
@@ -616,6 +619,12 @@ impl Tio {
                     job.deadline = Some(Instant::now() + Duration::from_secs_f64(t));
                 }
                 match engine {
+                    Engine::Psync if pace.is_some() => {
+                        let pace = pace.expect("checked by the guard");
+                        let a = paced::run(&job, rec, ops, pace)?;
+                        achieved.lock().unwrap_or_else(|e| e.into_inner()).push(a);
+                        Ok(())
+                    }
                     Engine::Psync if job.latency_probe => {
                         let p = psync::run_probe(&job, rec, ops)?;
                         probes.lock().unwrap_or_else(|e| e.into_inner()).push(p);
@@ -627,6 +636,13 @@ impl Tio {
             },
         )?;
         let probes = probes.into_inner().unwrap_or_else(|e| e.into_inner());
+        let mut rate_warning = None;
+        if let Some(pace) = pace {
+            let done = achieved.into_inner().unwrap_or_else(|e| e.into_inner());
+            let (outcome, warning) = super::rate::outcome(pace, done, &cell.name());
+            phase.rate = Some(outcome);
+            rate_warning = warning;
+        }
         if !probes.is_empty() {
             // Request-weighted means over the threads.
             let mean = |f: fn(&psync::Probe) -> (f64, u64)| {
@@ -708,6 +724,9 @@ impl Tio {
                 ctx.make_cold()?;
                 self.verify_written(cell, &dir, seed, off)?;
             }
+        }
+        if let Some(w) = rate_warning {
+            ctx.warn(w);
         }
         // In a directory shared by MPI ranks, rank 0 removes it once every rank is done.
         let remove = match ctx.shared_rank() {
@@ -819,6 +838,28 @@ impl Workload for Tio {
                 "latency_probe",
                 "--latency-probe works with --engine psync and latency recording on",
             ));
+        }
+        if self.control.rate().is_set() {
+            let flag = if self.control.rate_iops.is_some() {
+                "rate_iops"
+            } else {
+                "rate"
+            };
+            let clash = if self.engine != Engine::Psync {
+                Some("--engine psync (one request in flight per thread)")
+            } else if !self.latency {
+                Some("latency recording on (leave out --no-latency)")
+            } else if self.latency_probe {
+                Some("no --latency-probe")
+            } else {
+                None
+            };
+            if let Some(needs) = clash {
+                return Err(bad_param(
+                    flag,
+                    format!("--{} limits work with {needs}", flag.replace('_', "-")),
+                ));
+            }
         }
         if self.threads.is_empty() || self.mode.is_empty() || self.block.is_empty() {
             let field = match (self.threads.is_empty(), self.mode.is_empty()) {

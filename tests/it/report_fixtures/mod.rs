@@ -35,6 +35,8 @@ pub fn phase(
         ops_per_s: ops as f64 / wall,
         bytes_per_s: bytes as f64 / wall,
         latency: summarize(&h, 0, 0),
+        scheduled_latency: None,
+        rate: None,
         op_stats: Default::default(),
         device: Some(DeviceDelta {
             read_bytes: 0,
@@ -53,6 +55,7 @@ pub fn phase(
                 ops: o,
                 bytes: o * 4096,
                 latency: None,
+                scheduled_latency: None,
             })
             .collect(),
         workers: (0..workers)
