@@ -278,7 +278,7 @@ fn a_rate_the_device_cannot_reach_is_reported_per_worker() {
         .cmd()
         .args(["bench", "tio", "--quiet", "--dir"])
         .arg(&d)
-        .args(&RANDREAD)
+        .args(RANDREAD)
         .args(["--time", "300ms", "--rate-iops", "100000000", "--out"])
         .arg(sb.out())
         .output()
