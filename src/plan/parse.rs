@@ -836,11 +836,9 @@ fn nearest_existing(p: &Path) -> PathBuf {
     }
 }
 
-/// Free bytes of the filesystem holding `p`.
+/// Room for images on the filesystem holding `p` (on tmpfs: memory available too).
 fn free_bytes(p: &Path) -> Option<u64> {
-    let st = nix::sys::statvfs::statvfs(p).ok()?;
-    #[allow(clippy::unnecessary_cast)] // the field types differ between platforms
-    Some(st.blocks_available() as u64 * st.fragment_size() as u64)
+    crate::testbed::room::free_space(p)
 }
 
 /// With `fresh = "per-testbed"` and questions, runs alternate between the testbeds (so drift
@@ -878,7 +876,7 @@ fn check_disk_together(
                 format!(
                     "with questions, fresh = \"per-testbed\" keeps every testbed's filesystem at once (runs alternate between them), which needs {} in {} but it has only {} free; use fresh = \"per-run\", smaller sizes, or --workdir on a bigger filesystem",
                     crate::units::format_bytes_human(bytes as f64),
-                    base.display(),
+                    crate::testbed::room::describe(&base),
                     crate::units::format_bytes_human(avail as f64)
                 ),
             ));
@@ -908,10 +906,10 @@ fn check_disk(
                         journal_span.clone(),
                         "journal",
                         format!(
-                            "testbed {:?} needs {} of RAM disk for its journal but {} has only {} free",
+                            "testbed {:?} needs {} of RAM disk for its journal but {} has only {} free; make the journal smaller or put it in a file (journal = \"file:SIZE\")",
                             tb.spec.label,
                             crate::units::format_bytes_human(j.size as f64),
-                            shm.display(),
+                            crate::testbed::room::describe(&shm),
                             crate::units::format_bytes_human(avail as f64)
                         ),
                     ));
@@ -931,7 +929,7 @@ fn check_disk(
                 "testbed {:?} needs {} for its image(s) but {} has only {} free; make size smaller, use a smaller --scale, or pass --workdir on a bigger filesystem",
                 tb.spec.label,
                 crate::units::format_bytes_human(need as f64),
-                base.display(),
+                crate::testbed::room::describe(&base),
                 crate::units::format_bytes_human(avail as f64)
             ),
         ));

@@ -940,7 +940,7 @@ pub fn short_phases(results: &[RunResult], cells: &[Cell]) -> Vec<String> {
         .map(|(c, mean)| {
             let scale = study.scale * AIM_PHASE_S / mean;
             format!(
-                "{} · {} · {}: the phase lasts {} s, under {SHORT_PHASE_S} s, so it measures the machine more than the filesystem; --scale {} would make it about {AIM_PHASE_S} s",
+                "{} · {} · {}: the phase lasts {}, under {SHORT_PHASE_S} s, so it measures the machine more than the filesystem; --scale {} would make it about {AIM_PHASE_S} s",
                 c.testbed,
                 c.workload,
                 c.phase,

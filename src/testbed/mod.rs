@@ -12,6 +12,7 @@ mod loopdev;
 mod memlimit;
 mod mkfs;
 pub mod mount;
+pub mod room;
 mod rundir;
 mod spec;
 
@@ -82,18 +83,28 @@ pub fn preflight(spec: &TestbedSpec) -> Result<()> {
     if let Some(dev) = &spec.device {
         check_device_free(dev)?;
     } else {
-        let need = spec.size + spec.journal.map_or(0, |j| j.size);
-        let base = nearest_existing(&spec.workdir);
-        let st = nix::sys::statvfs::statvfs(&base)
-            .with_context(|| format!("statvfs {}", base.display()))?;
-        let avail = st.blocks_available() as u64 * st.fragment_size() as u64;
-        if avail < need {
-            return Err(bad_input(format!(
-                "the testbed needs {} for its image(s) but {} has only {} free; make --fs-size smaller or pass --workdir on a bigger filesystem",
-                format_size(need),
-                base.display(),
-                crate::units::format_bytes_human(avail as f64)
-            )));
+        // The image and a journal on the same backing share a filesystem; a RAM journal of a
+        // file-backed testbed lives on tmpfs, whose room is memory.
+        let mut need: Vec<(PathBuf, u64)> = vec![(nearest_existing(&spec.workdir), spec.size)];
+        if let Some(j) = spec.journal {
+            if j.backing == spec.backing {
+                need[0].1 += j.size;
+            } else {
+                need.push((nearest_existing(&default_workdir(j.backing)), j.size));
+            }
+        }
+        for (base, need) in need {
+            let Some(avail) = room::free_space(&base) else {
+                continue;
+            };
+            if avail < need {
+                return Err(bad_input(format!(
+                    "the testbed needs {} for its image(s) but {} has only {} free; make --fs-size smaller or pass --workdir on a bigger filesystem",
+                    format_size(need),
+                    room::describe(&base),
+                    crate::units::format_bytes_human(avail as f64)
+                )));
+            }
         }
     }
     Ok(())

@@ -347,3 +347,39 @@ fn the_quick_preset_is_what_run_runs_by_default() {
         .next()
         .is_none());
 }
+
+/// Bytes of memory the kernel says are available now, rounded up to whole MiB.
+fn mem_available_mib() -> u64 {
+    let s = std::fs::read_to_string("/proc/meminfo").unwrap();
+    let kib: u64 = s
+        .lines()
+        .find_map(|l| l.strip_prefix("MemAvailable:"))
+        .and_then(|v| v.split_whitespace().next())
+        .and_then(|v| v.parse().ok())
+        .expect("MemAvailable in /proc/meminfo");
+    kib.div_ceil(1024)
+}
+
+#[test]
+fn a_ram_disk_larger_than_the_memory_available_is_refused() {
+    // tmpfs may offer more room than there is memory: the check counts MemAvailable. A RAM
+    // journal always lives on /dev/shm (a RAM-backed image goes to --workdir, which the
+    // sandbox puts on disk).
+    let mib = mem_available_mib();
+    let text = PLAN.replace(
+        "size = \"256M\"\nmkfs",
+        &format!("size = \"256M\"\njournal = \"ram:{mib}M\"\nmkfs"),
+    );
+    refused(&text, "13:11", "MemAvailable");
+    // --dry-run refuses it as well, and makes nothing either.
+    let sb = Sandbox::new();
+    let plan = write_plan(&sb, &text);
+    let out = sb
+        .bench(&["run", "--dry-run", plan.to_str().unwrap()])
+        .output()
+        .unwrap();
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert_eq!(out.status.code(), Some(2), "{err}");
+    assert!(err.contains("tmpfs: RAM"), "{err}");
+    nothing_made(&sb);
+}
