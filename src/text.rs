@@ -39,6 +39,16 @@ pub fn format_secs(v: f64) -> String {
     }
 }
 
+/// Seconds in prose: [`format_secs`] with its unit always written (`0.240 s`, `3.00ms`).
+pub fn format_secs_unit(v: f64) -> String {
+    let t = format_secs(v);
+    if t.ends_with('s') {
+        t
+    } else {
+        format!("{t} s")
+    }
+}
+
 /// A rate with a thousands-friendly precision.
 pub fn format_rate(v: f64) -> String {
     if v >= 100.0 {
@@ -103,6 +113,9 @@ mod tests {
         assert_eq!(format_secs(0.003), "3.00ms");
         assert_eq!(format_secs(0.0000412), "41.2µs");
         assert_eq!(format_secs(0.0000004), "0.400µs");
+        assert_eq!(format_secs_unit(0.24), "0.240 s");
+        assert_eq!(format_secs_unit(12.0), "12.00 s");
+        assert_eq!(format_secs_unit(0.003), "3.00ms");
         // The lowmem delete phases: 3 ms with 2 ms of sys time.
         assert_eq!(elapsed_sys(0.003, 0.002), "3.00ms (2.00ms)");
         assert_eq!(elapsed_sys(12.0, 1.0), "12.00 (1.00)");

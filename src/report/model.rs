@@ -944,7 +944,7 @@ pub fn short_phases(results: &[RunResult], cells: &[Cell]) -> Vec<String> {
                 c.testbed,
                 c.workload,
                 c.phase,
-                crate::text::format_secs(mean),
+                crate::text::format_secs_unit(mean),
                 scale_up(scale)
             )
         })
