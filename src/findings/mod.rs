@@ -13,7 +13,7 @@ use serde::{Deserialize, Serialize};
 
 use crate::results::metric::{Better, CORE};
 use crate::results::{Compares, PhaseResult, Question, RunResult};
-use crate::stats::{ratio_of_means, Decision, Ratio};
+use crate::stats::{paired_ratio, ratio_of_means, Decision, Ratio};
 
 /// The answer to one question.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
@@ -165,27 +165,34 @@ fn value_in(q: &Question, r: &RunResult, phase: &str) -> Option<f64> {
 /// phases are ignored).
 pub fn evaluate(q: &Question, results: &[RunResult]) -> Finding {
     let (unit, better) = metric_decl(q, results);
-    let mut base_values = Vec::new();
-    let mut variant_values = Vec::new();
+    // (repetition, value) of each side, to pair them when they pair up.
+    let mut base: Vec<(u32, f64)> = Vec::new();
+    let mut variant: Vec<(u32, f64)> = Vec::new();
     for r in results.iter().filter(|r| in_cell(q, r)) {
+        let rep = r.rep;
         match (q.compares, label(q, r), q.phase.as_deref()) {
             (Compares::Phases, _, _) => {
-                base_values.extend(value_in(q, r, &q.baseline));
-                variant_values.extend(value_in(q, r, &q.variant));
+                base.extend(value_in(q, r, &q.baseline).map(|v| (rep, v)));
+                variant.extend(value_in(q, r, &q.variant).map(|v| (rep, v)));
             }
             (_, Some(l), Some(phase)) if l == q.baseline => {
-                base_values.extend(value_in(q, r, phase))
+                base.extend(value_in(q, r, phase).map(|v| (rep, v)))
             }
             (_, Some(l), Some(phase)) if l == q.variant => {
-                variant_values.extend(value_in(q, r, phase))
+                variant.extend(value_in(q, r, phase).map(|v| (rep, v)))
             }
             _ => {}
         }
     }
-    let (ratio, problem) = match ratio_of_means(&base_values, &variant_values) {
+    let ratio = match pairs(&base, &variant) {
+        Some(p) => paired_ratio(&p),
+        None => ratio_of_means(&values(&base), &values(&variant)),
+    };
+    let (ratio, problem) = match ratio {
         Ok(r) => (Some(r), None),
         Err(e) => (None, Some(e.to_string())),
     };
+    let (base_values, variant_values) = (values(&base), values(&variant));
     let decision = ratio.map(|r| r.decide(q.epsilon));
     let agrees = match (q.published, decision) {
         (Some(p), Some(Decision::Larger)) => Some(p > 1.0),
@@ -204,4 +211,29 @@ pub fn evaluate(q: &Question, results: &[RunResult]) -> Finding {
         agrees,
         problem,
     }
+}
+
+/// The smallest number of pairs worth pairing: with fewer, the unpaired interval is used.
+pub const MIN_PAIRS: usize = 3;
+
+fn values(side: &[(u32, f64)]) -> Vec<f64> {
+    side.iter().map(|&(_, v)| v).collect()
+}
+
+/// The two sides as (baseline, variant) pairs of the same repetition, when they pair up
+/// exactly: each repetition once on each side, the same repetitions on both, at least
+/// [`MIN_PAIRS`]. A plan with questions runs repetition k of every testbed and workload of a
+/// question in one round, one after the other, so the runs of a pair were made close in time.
+fn pairs(base: &[(u32, f64)], variant: &[(u32, f64)]) -> Option<Vec<(f64, f64)>> {
+    let index = |side: &[(u32, f64)]| {
+        let mut m = std::collections::BTreeMap::new();
+        side.iter()
+            .all(|&(rep, v)| m.insert(rep, v).is_none())
+            .then_some(m)
+    };
+    let (b, v) = (index(base)?, index(variant)?);
+    if b.len() < MIN_PAIRS || !b.keys().eq(v.keys()) {
+        return None;
+    }
+    Some(b.iter().map(|(rep, &x)| (x, v[rep])).collect())
 }

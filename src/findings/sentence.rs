@@ -126,7 +126,11 @@ pub fn sentence(f: &Finding) -> String {
             f.variant_values.len()
         );
     };
-    let n = format!("n = {} + {}", r.n_base, r.n_variant);
+    let n = if r.paired {
+        format!("n = {} pairs", r.n_base)
+    } else {
+        format!("n = {} + {}", r.n_base, r.n_variant)
+    };
     let ci = format!("95% CI {}–{}×", sig(r.low, 3), sig(r.high, 3));
     let head = format!(
         "{} has {}× the {name} of {}{where_}",

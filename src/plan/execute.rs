@@ -865,4 +865,37 @@ mod tests {
             assert_eq!(f.decision, Some(want), "{f:?}");
         }
     }
+
+    /// Runs made in pairs share the machine's speed spells: the paired interval sees through
+    /// the spells that leave the unpaired one undecided; without matching repetitions on both
+    /// sides nothing is paired.
+    #[test]
+    fn repetitions_made_in_pairs_are_compared_pair_by_pair() {
+        use crate::results::Compares;
+        use crate::stats::Decision;
+        let q = question(Compares::Testbeds, "a", "b");
+        // A 30% spell in repetitions 1 and 3 hits both testbeds; b is 10% faster throughout.
+        let spells = [100.0, 130.0, 101.0, 128.0, 99.0];
+        let wobble = [1.0, 1.01, 0.99, 1.0, 1.005];
+        let mut rs = Vec::new();
+        for (rep, (&x, &w)) in spells.iter().zip(&wobble).enumerate() {
+            for (tb, v) in [("a", x), ("b", x * 1.1 * w)] {
+                let mut r = res(tb, "w1", v);
+                r.rep = rep as u32;
+                rs.push(r);
+            }
+        }
+        let f = findings::evaluate(&q, &rs);
+        let r = f.ratio.expect("a ratio");
+        assert!(r.paired && r.n_base == 5, "{r:?}");
+        assert_eq!(f.decision, Some(Decision::Larger), "{r:?}");
+        assert!(r.low > 1.08 && r.high < 1.12, "{r:?}");
+        let unpaired = crate::stats::ratio_of_means(&f.base_values, &f.variant_values).unwrap();
+        assert_eq!(unpaired.decide(0.05), Decision::Undecided, "{unpaired:?}");
+        // The last repetition of b is missing: the sides no longer pair up.
+        rs.pop();
+        let f = findings::evaluate(&q, &rs);
+        assert!(!f.ratio.expect("a ratio").paired);
+        assert_eq!((f.base_values.len(), f.variant_values.len()), (5, 4));
+    }
 }

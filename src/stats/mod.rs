@@ -11,7 +11,9 @@
 
 mod ratio;
 
-pub use ratio::{ratio_of_means, ratio_with_level, Decision, Ratio, RatioError};
+pub use ratio::{
+    paired_ratio, paired_with_level, ratio_of_means, ratio_with_level, Decision, Ratio, RatioError,
+};
 
 use serde::Serialize;
 use statrs::distribution::{ContinuousCDF, StudentsT};
