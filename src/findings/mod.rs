@@ -37,9 +37,21 @@ pub struct Finding {
     /// Why there is no ratio (too few repetitions, no matching results, a zero value).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub problem: Option<String>,
+    /// Mean seconds of the shorter of the two phases compared ([`shorter_phase_s`]).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub phase_s: Option<f64>,
 }
 
 impl Finding {
+    /// Whether the finding times a phase that lasts under [`SHORT_PHASE_S`]: its figures
+    /// measure the machine (scheduling, caches, timer) more than the filesystem. Counted
+    /// figures (bytes written, extents) of a short phase are not affected.
+    pub fn too_short(&self) -> bool {
+        let u = self.unit.as_str();
+        let timed = matches!(u, "s" | "ms" | "µs" | "us") || u.ends_with("/s");
+        timed && self.phase_s.is_some_and(|t| t < SHORT_PHASE_S)
+    }
+
     /// Whether more repetitions could still change the answer (`reps = "auto"` stops when no
     /// question is undecided). A question without any matching results is not undecided:
     /// more repetitions of the same plan cannot give it values.
@@ -144,6 +156,34 @@ pub fn uses(q: &Question, r: &RunResult) -> bool {
         }
 }
 
+/// A phase shorter than this on average measures the machine more than the filesystem.
+pub const SHORT_PHASE_S: f64 = 1.0;
+
+/// The mean wall time of the shorter of the two phases a question reads (per side: the mean
+/// over the results that side has), or None without results of both. `reps = "auto"` does not
+/// repeat a question whose phase is shorter than [`SHORT_PHASE_S`]: more repetitions of a
+/// phase that lasts milliseconds measure the machine's noise more precisely, not the
+/// filesystem (the run warns with the `--scale` that would make it long enough).
+pub fn shorter_phase_s(q: &Question, results: &[RunResult]) -> Option<f64> {
+    let mut sides = [(0.0, 0usize), (0.0, 0usize)];
+    for r in results.iter().filter(|r| uses(q, r)) {
+        let named: [(usize, &str); 2] = match (q.compares, label(q, r), q.phase.as_deref()) {
+            (Compares::Phases, _, _) => [(0, &q.baseline), (1, &q.variant)],
+            (_, Some(l), Some(p)) if l == q.baseline => [(0, p), (0, "")],
+            (_, Some(_), Some(p)) => [(1, p), (1, "")],
+            _ => continue,
+        };
+        for (side, name) in named {
+            if let Some(p) = r.phases.iter().find(|p| !name.is_empty() && p.name == name) {
+                sides[side].0 += p.wall_s;
+                sides[side].1 += 1;
+            }
+        }
+    }
+    let mean = |(sum, n): (f64, usize)| (n > 0).then(|| sum / n as f64);
+    Some(mean(sides[0])?.min(mean(sides[1])?))
+}
+
 /// The label a result has on the compared axis (for phases: none, both sides are in it).
 fn label<'a>(q: &Question, r: &'a RunResult) -> Option<&'a str> {
     match q.compares {
@@ -210,6 +250,7 @@ pub fn evaluate(q: &Question, results: &[RunResult]) -> Finding {
         decision,
         agrees,
         problem,
+        phase_s: shorter_phase_s(q, results),
     }
 }
 

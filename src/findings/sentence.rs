@@ -168,6 +168,12 @@ pub fn sentence(f: &Finding) -> String {
             })
         ),
     };
+    if let Some(t) = f.phase_s.filter(|_| f.too_short()) {
+        s.push_str(&format!(
+            "; the phase lasts {}, too short to measure the filesystem more than the machine",
+            crate::text::format_secs_unit(t)
+        ));
+    }
     if let Some(p) = q.published {
         let verdict = match f.agrees {
             Some(true) => "same direction",
@@ -301,6 +307,18 @@ mod tests {
         let s = sentence(&f);
         assert!(s.contains(": undecided (95% CI "), "{s}");
         assert!(s.contains("is still possible."), "{s}");
+        // A phase of milliseconds says so, whatever the decision.
+        let mut short = f.clone();
+        short.phase_s = Some(0.003);
+        assert!(
+            sentence(&short).ends_with(
+                "is still possible; the phase lasts 3.00ms, too short to measure the filesystem more than the machine."
+            ),
+            "{}",
+            sentence(&short)
+        );
+        short.phase_s = Some(2.5);
+        assert_eq!(sentence(&short), s);
         let f = finding("ops_per_s", None, &[100.0, 101.0], &[]);
         assert_eq!(
             sentence(&f),

@@ -338,7 +338,8 @@ fn needs_more(plan: &Plan, done: &[&RunResult]) -> bool {
 
 /// The cells (testbed, workload index) that `reps = "auto"` repeats once more for a plan's
 /// questions: every cell that an undecided question reads (both its sides), unless it has
-/// `max` repetitions already. A pure function of the results so far (the same
+/// `max` repetitions already, or the question times a phase that lasts under a second
+/// ([`findings::Finding::too_short`]: repeating it would measure the machine's noise). A pure function of the results so far (the same
 /// [`findings::evaluate`] the report answers the questions with).
 pub fn cells_to_repeat(
     questions: &[Question],
@@ -348,7 +349,8 @@ pub fn cells_to_repeat(
     let all: Vec<RunResult> = cells.values().flatten().cloned().collect();
     let mut out = BTreeSet::new();
     for q in questions {
-        if !findings::evaluate(q, &all).undecided() {
+        let f = findings::evaluate(q, &all);
+        if !f.undecided() || f.too_short() {
             continue;
         }
         for (&cell, rs) in cells {
@@ -897,5 +899,23 @@ mod tests {
         let f = findings::evaluate(&q, &rs);
         assert!(!f.ratio.expect("a ratio").paired);
         assert_eq!((f.base_values.len(), f.variant_values.len()), (5, 4));
+    }
+
+    /// A question whose phase lasts milliseconds is not repeated: more repetitions would
+    /// measure the machine's noise more precisely, not the filesystem.
+    #[test]
+    fn a_question_on_a_phase_of_milliseconds_is_not_repeated() {
+        use crate::results::Compares;
+        let q = question(Compares::Testbeds, "a", "b");
+        let mut noisy = cells([NOISY, STEADY, NOISY_TOO, STEADY]);
+        assert!(!cells_to_repeat(std::slice::from_ref(&q), &noisy, 10).is_empty());
+        // The same figures from a create phase of 5 ms on testbed b.
+        for r in noisy.get_mut(&(1, 0)).expect("cell b/w1") {
+            r.phases[0].wall_s = 0.005;
+        }
+        let short =
+            findings::shorter_phase_s(&q, &noisy.values().flatten().cloned().collect::<Vec<_>>());
+        assert_eq!(short, Some(0.005));
+        assert!(cells_to_repeat(std::slice::from_ref(&q), &noisy, 10).is_empty());
     }
 }

@@ -903,7 +903,7 @@ fn stats_table(cells: &[Cell]) -> Table {
 pub const HIGH_CV: f64 = 0.10;
 
 /// A measured phase that lasts less than this measures the machine more than the filesystem.
-pub const SHORT_PHASE_S: f64 = 1.0;
+pub const SHORT_PHASE_S: f64 = crate::findings::SHORT_PHASE_S;
 /// What `--scale` advice aims a short phase at.
 const AIM_PHASE_S: f64 = 2.0;
 

@@ -616,17 +616,20 @@ fn reports_lead_with_findings_made_from_the_result_files_alone() {
     assert_eq!(f["question"]["id"], "create-time");
     assert_eq!(f["base_values"], serde_json::json!([10.0, 12.0, 14.0]));
     assert_eq!(f["variant_values"], serde_json::json!([20.0, 22.0, 24.0]));
+    // Repetitions 0-2 of both sides pair up: the geometric mean of the per-pair ratios.
+    let geo = (20.0f64 / 10.0 * 22.0 / 12.0 * 24.0 / 14.0).cbrt();
     assert!(
-        (f["ratio"]["ratio"].as_f64().unwrap() - 22.0 / 12.0).abs() < 1e-9,
+        (f["ratio"]["ratio"].as_f64().unwrap() - geo).abs() < 1e-9,
         "{f}"
     );
+    assert_eq!(f["ratio"]["paired"], true, "{f}");
     assert!(f["ratio"]["low"].as_f64().unwrap() > 1.0, "{f}");
     assert_eq!(f["decision"], "larger");
     assert_eq!(f["agrees"], true);
     let sentence = f["sentence"].as_str().unwrap();
     assert!(
-        sentence.starts_with("b has 1.83× the elapsed time of a in create (95% CI ")
-            && sentence.contains("n = 3 + 3): b is worse; published 2.00×: same direction."),
+        sentence.starts_with("b has 1.85× the elapsed time of a in create (95% CI ")
+            && sentence.contains("n = 3 pairs): b is worse; published 2.00×: same direction."),
         "{sentence}"
     );
     let md = report("md");
@@ -636,7 +639,7 @@ fn reports_lead_with_findings_made_from_the_result_files_alone() {
     );
     assert!(findings < warnings, "{md}");
     assert!(
-        md.contains("**Does b take longer to create the tree than a?** b has 1.83×"),
+        md.contains("**Does b take longer to create the tree than a?** b has 1.85×"),
         "{md}"
     );
     let html = report("html");
