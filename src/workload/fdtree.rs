@@ -81,7 +81,7 @@ pub struct Fdtree {
     pub levels: u32,
     /// Subdirectories in every non-leaf directory (`-d`).
     pub dirs_per_level: u64,
-    /// Files in every directory (`-f`).
+    /// Files in every directory (`-f`); 0 makes a tree of directories only (no file phases).
     pub files_per_dir: u64,
     /// Size of every file, bytes (`-s` × 4096).
     pub file_size: u64,
@@ -133,7 +133,7 @@ pub struct FdtreeSpec {
     /// Subdirectories in every non-leaf directory (fdtree -d) [default: 10].
     #[arg(long, value_name = "D")]
     pub dirs_per_level: Option<u64>,
-    /// Files in every directory (fdtree -f) [default: 10].
+    /// Files in every directory (fdtree -f; 0: directories only, no file phases) [default: 10].
     #[arg(long, value_name = "F")]
     pub files_per_dir: Option<u64>,
     /// Size of every file (fdtree -s N means N × 4K) [default: 40K].
@@ -956,17 +956,21 @@ impl Workload for Fdtree {
 
     fn validate(&self) -> Result<()> {
         let s = self.shown();
-        if self.levels == 0 || self.dirs_per_level == 0 || self.files_per_dir == 0 {
-            let field = match (self.levels, self.dirs_per_level) {
-                (0, _) => "levels",
-                (_, 0) => "dirs_per_level",
-                _ => "files_per_dir",
+        if self.levels == 0 || self.dirs_per_level == 0 {
+            let field = if self.levels == 0 {
+                "levels"
+            } else {
+                "dirs_per_level"
             };
             return Err(bad_param(
                 field,
-                format!(
-                "fdtree {s}: --levels, --dirs-per-level and --files-per-dir must all be 1 or more"
-            ),
+                format!("fdtree {s}: --levels and --dirs-per-level must be 1 or more"),
+            ));
+        }
+        if self.files_per_dir == 0 && (self.stat || self.read) {
+            return Err(bad_param(
+                "files_per_dir",
+                format!("fdtree {s}: --stat and --read need files: give --files-per-dir 1 or more"),
             ));
         }
         if self.threads == 0 {
@@ -1045,7 +1049,12 @@ impl Workload for Fdtree {
     fn run(&self, ctx: &mut RunContext) -> Result<()> {
         self.check_place(ctx.root())?;
         self.dir_create(ctx)?;
-        self.file_create(ctx)?;
+        // A tree of directories only (-f 0) has no file phases: a phase of nothing would
+        // time only the walk.
+        let files = self.files_per_dir > 0;
+        if files {
+            self.file_create(ctx)?;
+        }
         ctx.layout_point()?;
         // Under MPI, rank 0 alone writes it (of its own tree, or of the shared directory).
         if let Some(out) = self
@@ -1064,7 +1073,9 @@ impl Workload for Fdtree {
             self.read_phase(ctx)?;
         }
         ctx.make_cold()?;
-        self.file_remove(ctx)?;
+        if files {
+            self.file_remove(ctx)?;
+        }
         self.dir_remove(ctx)
     }
 }
@@ -1137,7 +1148,7 @@ mod tests {
         for bad in [
             serde_json::json!({"levels": 0}),
             serde_json::json!({"dirs_per_level": 0}),
-            serde_json::json!({"files_per_dir": 0}),
+            serde_json::json!({"files_per_dir": 0, "stat": true}),
             serde_json::json!({"threads": 0}),
             serde_json::json!({"levels": 100, "dirs_per_level": 1000}),
             serde_json::json!({"levels": 900, "dirs_per_level": 1}),

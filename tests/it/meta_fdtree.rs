@@ -192,13 +192,64 @@ fn default_counts_are_exact_on_tmpfs() {
 }
 
 #[test]
+fn a_tree_of_directories_only_has_no_file_phases() {
+    // -f 0: the journal-size preset's directories-only tree.
+    let sb = Sandbox::new();
+    let dir = Path::new("/dev/shm");
+    if !dir.is_dir() {
+        eprintln!("skipped: needs /dev/shm");
+        return;
+    }
+    let out = sb
+        .cmd()
+        .args([
+            "bench",
+            "fdtree",
+            "--levels",
+            "4",
+            "--dirs-per-level",
+            "3",
+            "--files-per-dir",
+            "0",
+            "--json",
+            "--quiet",
+            "--dir",
+        ])
+        .arg(dir)
+        .arg("--out")
+        .arg(sb.out())
+        .output()
+        .unwrap();
+    let run = json_of(&out);
+    let names: Vec<&str> = run["phases"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|p| p["name"].as_str().unwrap())
+        .collect();
+    assert_eq!(names, ["dir_create", "dir_remove"]);
+    // 1 base + 3 + 9 + 27 + 81 directories, each made and removed.
+    assert_eq!(phase(&run, "dir_create")["ops"], 121);
+    assert_eq!(phase(&run, "dir_remove")["ops"], 121);
+    // --stat and --read need files.
+    let out = sb
+        .cmd()
+        .args(["bench", "fdtree", "--files-per-dir", "0", "--stat", "--dir"])
+        .arg(dir)
+        .output()
+        .unwrap();
+    assert_eq!(out.status.code(), Some(2));
+    assert!(String::from_utf8_lossy(&out.stderr).contains("--stat and --read need files"));
+}
+
+#[test]
 fn bad_input_is_refused_before_anything_is_made() {
     let sb = Sandbox::new();
     let dir = sb.path().join("d");
     std::fs::create_dir(&dir).unwrap();
     let cases: &[(&[&str], &str)] = &[
         (&["--levels", "0"], "1 or more"),
-        (&["--files-per-dir", "0"], "1 or more"),
+        (&["--files-per-dir", "0", "--read"], "need files"),
         (&["--threads", "0"], "--threads"),
         (&["--levels", "900", "--dirs-per-level", "1"], "PATH_MAX"),
         (
