@@ -196,18 +196,22 @@ fn merge_one(reports: &[RankReport], i: usize, metrics: &[MetricDef]) -> Result<
         }
     }
 
+    // Every rank cuts its series into the same intervals (the same parameters).
+    let ivl = ps[0].interval_s.unwrap_or(1.0);
+    let index = |s: &SeriesPoint| (s.t / ivl).round() as usize;
     let secs = ps.iter().map(|p| p.series.len()).max().unwrap_or(0);
     let series = (0..secs)
         .map(|t| {
             let points: Vec<&SeriesPoint> = ps
                 .iter()
-                .filter_map(|p| p.series.iter().find(|s| s.t as usize == t))
+                .filter_map(|p| p.series.iter().find(|s| index(s) == t))
                 .collect();
             // Each second's latency: the ranks' histograms of that second, bucket by bucket.
             let lat: Vec<&LatencySummary> =
                 points.iter().filter_map(|s| s.latency.as_ref()).collect();
             Ok(SeriesPoint {
-                t: t as u32,
+                t: t as f64 * ivl,
+                ramp: points.iter().any(|s| s.ramp),
                 ops: points.iter().map(|s| s.ops).sum(),
                 bytes: points.iter().map(|s| s.bytes).sum(),
                 latency: if lat.is_empty() {
@@ -270,6 +274,9 @@ fn merge_one(reports: &[RankReport], i: usize, metrics: &[MetricDef]) -> Result<
         device,
         journal_device,
         series,
+        interval_s: ps[0].interval_s,
+        ramp_s: ps[0].ramp_s,
+        ramp_totals: merge_ramps(&ps)?,
         workers,
         extra: BTreeMap::new(),
         first_done_s: Some(if first_done.is_finite() {
@@ -282,6 +289,22 @@ fn merge_one(reports: &[RankReport], i: usize, metrics: &[MetricDef]) -> Result<
     };
     merged.extra = merge_extra(&ps, &merged, metrics);
     Ok(merged)
+}
+
+/// The ranks' ramps added up: operations and bytes summed, latency merged bucket by bucket.
+fn merge_ramps(ps: &[&PhaseResult]) -> Result<Option<crate::results::RampTotals>> {
+    let ramps: Vec<&crate::results::RampTotals> =
+        ps.iter().filter_map(|p| p.ramp_totals.as_ref()).collect();
+    if ramps.is_empty() {
+        return Ok(None);
+    }
+    let lat: Vec<&LatencySummary> = ramps.iter().map(|r| &r.latency).collect();
+    Ok(Some(crate::results::RampTotals {
+        seconds: ramps.iter().map(|r| r.seconds).fold(0.0, f64::max),
+        ops: ramps.iter().map(|r| r.ops).sum(),
+        bytes: ramps.iter().map(|r| r.bytes).sum(),
+        latency: merge_latency(&lat)?,
+    }))
 }
 
 /// Each workload figure combined over ranks as its declaration says (see the module docs).
@@ -366,12 +389,14 @@ mod tests {
             }),
             journal_device: None,
             series: vec![SeriesPoint {
-                t: 0,
+                t: 0.0,
                 ops,
                 bytes: ops * bytes_per_op,
-                latency: None,
-                scheduled_latency: None,
+                ..Default::default()
             }],
+            interval_s: None,
+            ramp_s: None,
+            ramp_totals: None,
             workers: Vec::new(),
             extra,
             first_done_s: None,
@@ -537,7 +562,7 @@ mod tests {
             p.series[0].latency = Some(p.latency.clone());
         }
         b.series.push(SeriesPoint {
-            t: 1,
+            t: 1.0,
             ..Default::default()
         });
         let m = merge_phases(&[report(0, "a", vec![a]), report(1, "a", vec![b])], &[]).unwrap();

@@ -227,6 +227,6 @@ pub fn run_replay(wl: &Exercise, log: &ReplayLog, ctx: &mut RunContext) -> Resul
     phase
         .extra
         .insert("replayed_steps".into(), log.steps.len() as f64);
-    ctx.push_phase(phase);
+    ctx.push_checked(phase)?;
     Ok(())
 }

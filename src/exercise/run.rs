@@ -96,6 +96,28 @@ pub struct Exercise {
     #[arg(long, value_name = "N:OFFSET", value_parser = inject, hide = true)]
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     pub inject: Vec<(u64, u64)>,
+    /// Run for the whole --time whatever --ops says (fio's time_based): the exercisers go on
+    /// until the time is up. Needs --time.
+    #[arg(long, help_heading = "Run control")]
+    #[serde(skip_serializing_if = "std::ops::Not::not")]
+    pub time_based: bool,
+    /// Length of one interval of the time series (operations, bytes, latency percentiles per
+    /// interval), e.g. 250ms [default: 1s].
+    #[arg(long, value_name = "D", value_parser = params::seconds, help_heading = "Run control")]
+    #[serde(
+        deserialize_with = "crate::units::de_opt_seconds",
+        skip_serializing_if = "Option::is_none"
+    )]
+    pub interval: Option<f64>,
+    /// Warm-up left out of every figure (fio's ramp_time), a whole number of --interval; with
+    /// --time-based the phase runs the ramp plus --time. The model checks every operation,
+    /// ramp or not.
+    #[arg(long, value_name = "D", value_parser = params::seconds, help_heading = "Run control")]
+    #[serde(
+        deserialize_with = "crate::units::de_opt_seconds",
+        skip_serializing_if = "Option::is_none"
+    )]
+    pub ramp: Option<f64>,
 }
 
 impl Default for Exercise {
@@ -189,6 +211,7 @@ pub(super) fn start_meter(ctx: &RunContext) -> PhaseMeter {
         None,
         &crate::measure::Progress::hidden(),
     )
+    .with_series(ctx.series())
 }
 
 impl Exercise {
@@ -205,8 +228,21 @@ impl Exercise {
         )
     }
 
+    /// The run control the exerciser takes (time-based, interval, ramp), as tio's.
+    pub fn run_control(&self) -> crate::workload::control::RunControl {
+        crate::workload::control::RunControl {
+            time_based: self.time_based,
+            interval: self.interval,
+            ramp: self.ramp,
+            ..Default::default()
+        }
+    }
+
     /// Operations per exerciser (`u64::MAX` when only a time limit applies).
     pub fn op_limit(&self) -> u64 {
+        if self.time_based {
+            return u64::MAX;
+        }
         match (self.ops, self.time) {
             (Some(n), _) => n,
             (None, Some(_)) => u64::MAX,
@@ -377,6 +413,7 @@ impl Workload for Exercise {
                 return Err(bad_param("time", "--time must be longer than zero"));
             }
         }
+        self.run_control().validate(self.time)?;
         if let Some(r) = &self.replay {
             ReplayLog::load(r)?;
             if self.procs > 1 {
@@ -390,6 +427,7 @@ impl Workload for Exercise {
     }
 
     fn run(&self, ctx: &mut RunContext) -> Result<()> {
+        ctx.set_series(self.run_control().series_spec(self.time)?);
         if self.remount_every.is_some() && matches!(ctx.target(), Target::Dir(_)) {
             return Err(bad_input(
                 "--remount-every needs a testbed fsgauge builds (--fs KIND); an existing directory cannot be remounted",
@@ -469,7 +507,10 @@ impl Runner {
             exercisers,
             seed: ctx.seed(),
             limit: wl.op_limit(),
-            deadline: wl.time.map(Duration::from_secs_f64),
+            deadline: wl
+                .run_control()
+                .phase_time(wl.time)
+                .map(Duration::from_secs_f64),
             every: wl.remount_every.filter(|&k| k > 0).unwrap_or(u64::MAX),
             inject: wl.inject.clone(),
             log_dir: wl.log.clone(),
@@ -600,7 +641,7 @@ impl Runner {
         if let Some(e) = other_error.into_inner().unwrap_or_else(|p| p.into_inner()) {
             return Err(e);
         }
-        ctx.push_phase(phase);
+        ctx.push_checked(phase)?;
         Ok(())
     }
 }

@@ -20,7 +20,7 @@ mod scheduled;
 pub use clock::{Clock, Tick};
 pub use diskstats::{Devices, DiskStat};
 pub use latency::{decode, new_histogram, summarize, FastHistogram, LatencyHistogram};
-pub use phase::{run_workers, PhaseMeter};
+pub use phase::{run_workers, PhaseMeter, SeriesSpec};
 pub use progress::Progress;
 pub use recorder::{Lane, OpDef, OpId, Recorder};
 pub use rusage::CpuTimes;

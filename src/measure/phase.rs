@@ -4,7 +4,7 @@
 use std::collections::BTreeMap;
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::sync::{Arc, Barrier, Mutex};
-use std::time::Instant;
+use std::time::{Duration, Instant};
 
 use anyhow::Result;
 
@@ -16,8 +16,33 @@ use super::recorder::{OpDef, Recorder, StopFlags};
 use super::rusage::CpuTimes;
 use crate::results::{LatencySummary, OpStats, PhaseResult, SeriesPoint, WorkerSummary};
 
+/// How a phase's time series is cut (`--interval`), and how many of its first intervals are a
+/// warm-up left out of every figure (`--ramp`).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct SeriesSpec {
+    pub interval: Duration,
+    pub ramp_intervals: u32,
+}
+
+impl Default for SeriesSpec {
+    fn default() -> Self {
+        Self {
+            interval: Duration::from_secs(1),
+            ramp_intervals: 0,
+        }
+    }
+}
+
+impl SeriesSpec {
+    /// The ramp's length.
+    pub fn ramp(&self) -> Duration {
+        self.interval * self.ramp_intervals
+    }
+}
+
 /// A phase in progress.
 pub struct PhaseMeter {
+    series: SeriesSpec,
     name: String,
     defs: Vec<OpDef>,
     start: Instant,
@@ -55,6 +80,7 @@ impl PhaseMeter {
         let clock = clock.with_origin(start);
         let start_tick = clock.now();
         Self {
+            series: SeriesSpec::default(),
             name: name.to_string(),
             defs: defs.to_vec(),
             start,
@@ -71,6 +97,18 @@ impl PhaseMeter {
         }
     }
 
+    /// Cuts the phase's time series into intervals of `series.interval`, the first
+    /// `series.ramp_intervals` of them a warm-up (call before making recorders).
+    pub fn with_series(mut self, series: SeriesSpec) -> Self {
+        self.series = series;
+        self
+    }
+
+    /// The phase's series intervals and ramp.
+    pub fn series(&self) -> SeriesSpec {
+        self.series
+    }
+
     /// A recorder for worker `worker`, sharing this phase's clock origin.
     pub fn recorder(&self, worker: u32) -> Recorder {
         Recorder::new(
@@ -78,6 +116,7 @@ impl PhaseMeter {
             self.start,
             self.clock,
             self.start_tick,
+            self.series.interval,
             &self.defs,
             Arc::clone(&self.progress),
             StopFlags {
@@ -173,14 +212,17 @@ impl PhaseMeter {
         }
 
         let secs = recorders.iter().map(|r| r.series.len()).max().unwrap_or(0);
-        let series = (0..secs)
+        let ivl = self.series.interval.as_secs_f64();
+        let ramp_n = self.series.ramp_intervals as usize;
+        let series: Vec<SeriesPoint> = (0..secs)
             .map(|t| {
                 let (o, b) = recorders
                     .iter()
                     .filter_map(|r| r.series.get(t))
                     .fold((0, 0), |acc, c| (acc.0 + c.0, acc.1 + c.1));
                 SeriesPoint {
-                    t: t as u32,
+                    t: t as f64 * ivl,
+                    ramp: t < ramp_n,
                     ops: o,
                     bytes: b,
                     latency: interval_latency(&recorders, t),
@@ -219,7 +261,49 @@ impl PhaseMeter {
             Vec::new()
         };
 
-        let wall_s = wall.as_secs_f64();
+        let mut wall_s = wall.as_secs_f64();
+        let mut latency = summarize(&primary_hist, p_over2, p_over10);
+        let mut scheduled_latency = sched_primary.map(|(h, o2, o10)| summarize(&h, o2, o10));
+        let (mut ramp_s, mut ramp_totals) = (None, None);
+        if ramp_n > 0 {
+            // The ramp ends at an interval boundary, so what it held is exactly its intervals:
+            // their operations, bytes and latency buckets come off the phase's figures.
+            let ramp = self.series.ramp().as_secs_f64();
+            let (r_ops, r_bytes) = series
+                .iter()
+                .take(ramp_n)
+                .fold((0, 0), |acc, p| (acc.0 + p.ops, acc.1 + p.bytes));
+            let r_hist = intervals_hist(&recorders, 0..ramp_n);
+            let kept = intervals_hist(&recorders, ramp_n..usize::MAX);
+            ops -= r_ops.min(ops);
+            bytes -= r_bytes.min(bytes);
+            let (o2, o10) = slow_counts(&kept);
+            latency = summarize(&kept, o2, o10);
+            if scheduled_latency.is_some() {
+                let h = scheduled_hist(&recorders, &self.defs, ramp_n..usize::MAX);
+                let (o2, o10) = slow_counts(&h);
+                scheduled_latency = Some(summarize(&h, o2, o10));
+            }
+            // With one primary kind (a request loop), its own figures are the phase's.
+            let mut primary = op_stats.values_mut().filter(|s| s.primary);
+            if let (Some(only), None) = (primary.next(), primary.next()) {
+                only.count = ops;
+                only.bytes = only.bytes.saturating_sub(r_bytes);
+                only.latency = latency.clone();
+                if let Some(s) = scheduled_latency.as_ref() {
+                    only.scheduled_latency = Some(s.clone());
+                }
+            }
+            let (o2, o10) = slow_counts(&r_hist);
+            ramp_totals = Some(crate::results::RampTotals {
+                seconds: ramp.min(wall_s),
+                ops: r_ops,
+                bytes: r_bytes,
+                latency: summarize(&r_hist, o2, o10),
+            });
+            ramp_s = Some(ramp);
+            wall_s = (wall_s - ramp).max(0.0);
+        }
         PhaseResult {
             name: self.name,
             wall_s,
@@ -237,13 +321,16 @@ impl PhaseMeter {
             } else {
                 0.0
             },
-            latency: summarize(&primary_hist, p_over2, p_over10),
-            scheduled_latency: sched_primary.map(|(h, o2, o10)| summarize(&h, o2, o10)),
+            latency,
+            scheduled_latency,
             rate: None,
             op_stats,
             device,
             journal_device,
             series,
+            interval_s: (self.series.interval != Duration::from_secs(1)).then_some(ivl),
+            ramp_s,
+            ramp_totals,
             workers,
             extra: BTreeMap::new(),
             first_done_s: None,
@@ -251,6 +338,35 @@ impl PhaseMeter {
             ranks: Vec::new(),
         }
     }
+}
+
+/// The latency of the primary operations that ended in the series intervals `range`, over all
+/// workers (their closed intervals' buckets, exactly).
+fn intervals_hist(recorders: &[Recorder], range: std::ops::Range<usize>) -> LatencyHistogram {
+    let mut h = new_histogram();
+    for r in recorders {
+        for buckets in r.intervals.iter().skip(range.start).take(range.len()) {
+            FastHistogram::add_buckets_to(buckets, &mut h);
+        }
+    }
+    h
+}
+
+/// As [`intervals_hist`] for the latency from the scheduled time (rate-limited phases).
+fn scheduled_hist(
+    recorders: &[Recorder],
+    defs: &[OpDef],
+    range: std::ops::Range<usize>,
+) -> LatencyHistogram {
+    let mut h = new_histogram();
+    for r in recorders {
+        for (s, _) in r.scheduled.iter().zip(defs).filter(|(_, d)| d.primary) {
+            for buckets in s.intervals.iter().skip(range.start).take(range.len()) {
+                FastHistogram::add_buckets_to(buckets, &mut h);
+            }
+        }
+    }
+    h
 }
 
 /// Latency of the primary operations that ended in series second `t`, over all workers

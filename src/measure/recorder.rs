@@ -86,6 +86,9 @@ pub struct Recorder {
     sec_lo: Instant,
     sec_hi: Instant,
     sec_idx: usize,
+    /// Length of a series interval ("second" below), and the same in ticks.
+    interval: Duration,
+    interval_ticks: u64,
     /// The phase's operation clock and the same series second in its ticks.
     clock: Clock,
     origin_tick: Tick,
@@ -121,26 +124,31 @@ pub(crate) struct StopFlags {
 }
 
 impl Recorder {
+    #[allow(clippy::too_many_arguments)] // the phase's timing, one per field: no better grouping
     pub(crate) fn new(
         worker: u32,
         origin: Instant,
         clock: Clock,
         origin_tick: Tick,
+        interval: Duration,
         defs: &[OpDef],
         progress: Arc<AtomicU64>,
         flags: StopFlags,
     ) -> Self {
         let StopFlags { stop, wall } = flags;
+        let interval_ticks = clock.ticks(interval).max(1);
         Self {
             worker,
             origin,
             sec_lo: origin,
-            sec_hi: origin + Duration::from_secs(1),
+            sec_hi: origin + interval,
             sec_idx: 0,
+            interval,
+            interval_ticks,
             clock,
             origin_tick,
             tsec_lo: origin_tick.0,
-            tsec_hi: origin_tick.0.saturating_add(clock.per_sec()),
+            tsec_hi: origin_tick.0.saturating_add(interval_ticks),
             tsec_idx: 0,
             flush_due: origin_tick.0.saturating_add(clock.ticks(PROGRESS_PERIOD)),
             ops: defs
@@ -282,7 +290,7 @@ impl Recorder {
     /// The series second of tick `at`, remembered with its bounds for the next operations.
     #[cold]
     fn tick_second(&mut self, at: Tick) -> usize {
-        let per = self.clock.per_sec().max(1);
+        let per = self.interval_ticks;
         let sec = at.0.saturating_sub(self.origin_tick.0) / per;
         if at.0 >= self.origin_tick.0 {
             self.tsec_lo = self.origin_tick.0.saturating_add(sec * per);
@@ -371,10 +379,11 @@ impl Recorder {
     /// The series second of `at`, remembered with its bounds for the next operations.
     #[cold]
     fn second_of(&mut self, at: Instant) -> usize {
-        let sec = at.saturating_duration_since(self.origin).as_secs();
+        let sec = (at.saturating_duration_since(self.origin).as_nanos()
+            / self.interval.as_nanos().max(1)) as u64;
         if at >= self.origin {
-            self.sec_lo = self.origin + Duration::from_secs(sec);
-            self.sec_hi = self.sec_lo + Duration::from_secs(1);
+            self.sec_lo = self.origin + self.interval * sec as u32;
+            self.sec_hi = self.sec_lo + self.interval;
             self.sec_idx = sec as usize;
         }
         sec as usize
@@ -676,6 +685,7 @@ mod tests {
             origin,
             Clock::monotonic(origin),
             Tick(0),
+            Duration::from_secs(1),
             defs,
             Arc::clone(progress),
             StopFlags::default(),

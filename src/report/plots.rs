@@ -483,6 +483,17 @@ fn latency(report: &Report, workload: &str, phase: &str) -> Option<Plot> {
 }
 
 /// Operations per second over the phase, first repetition of each testbed.
+/// Where a series point's interval starts (seconds from the phase start) and how long it
+/// really is: the last one ends with the phase (its measured time plus its ramp).
+pub(crate) fn interval_span(
+    p: &crate::results::PhaseResult,
+    s: &crate::results::SeriesPoint,
+) -> (f64, f64) {
+    let ivl = p.interval_s.unwrap_or(1.0);
+    let end = p.wall_s + p.ramp_s.unwrap_or(0.0);
+    (s.t, (end - s.t).clamp(0.0, ivl))
+}
+
 fn series(report: &Report, workload: &str, phase: &str) -> Option<Plot> {
     let labels = super::model::workload_labels(&report.results, &[]);
     let mut lines: Vec<(String, Vec<(f64, f64)>)> = Vec::new();
@@ -496,14 +507,14 @@ fn series(report: &Report, workload: &str, phase: &str) -> Option<Plot> {
             .and_then(|(r, _)| r.phases.iter().find(|p| p.name == phase));
         if let Some(p) = first {
             if p.series.len() >= 2 {
-                // The last second is usually partial: scale it by its real length, and leave
+                // The last interval is usually partial: scale it by its real length, and leave
                 // it out when it is too short to say anything.
                 let pts: Vec<(f64, f64)> = p
                     .series
                     .iter()
                     .filter_map(|s| {
-                        let len = (p.wall_s - s.t as f64).clamp(0.0, 1.0);
-                        (len >= 0.2).then(|| (s.t as f64, s.ops as f64 / len))
+                        let (t, len) = interval_span(p, s);
+                        (len >= 0.2 * p.interval_s.unwrap_or(1.0)).then(|| (t, s.ops as f64 / len))
                     })
                     .collect();
                 if pts.len() >= 2 {

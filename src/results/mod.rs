@@ -329,8 +329,18 @@ pub struct PhaseResult {
     /// I/O on the external journal device, when there is one.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub journal_device: Option<DeviceDelta>,
-    /// Per-second time series from the phase start.
+    /// Time series from the phase start, one point per interval.
     pub series: Vec<SeriesPoint>,
+    /// Length of one series interval in seconds (`--interval`); absent: 1 s.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub interval_s: Option<f64>,
+    /// Seconds from the phase start excluded from every figure as warm-up (`--ramp`); the
+    /// series keeps the ramp's intervals, marked `ramp`, and `ramp_totals` has what they held.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub ramp_s: Option<f64>,
+    /// What the ramp held (left out of `ops`, `bytes`, the rates and the latency above).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub ramp_totals: Option<RampTotals>,
     /// Each worker's own figures, when the phase ran several.
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     pub workers: Vec<WorkerSummary>,
@@ -422,11 +432,16 @@ pub struct DeviceDelta {
     pub flush_ios: u64,
 }
 
-/// One second of a phase.
+/// One interval of a phase's time series (a second unless `--interval` says otherwise).
 #[derive(Debug, Clone, Serialize, Deserialize, PartialEq, Default)]
 pub struct SeriesPoint {
-    /// Seconds from the phase start (the bucket [t, t+1)).
-    pub t: u32,
+    /// Seconds from the phase start to the interval's start (the interval is
+    /// [t, t + [`PhaseResult::interval_s`])). Results written before `--interval` existed hold
+    /// whole seconds here, which read the same.
+    pub t: f64,
+    /// Inside the ramp (`--ramp`): left out of every figure of the phase.
+    #[serde(default, skip_serializing_if = "std::ops::Not::not")]
+    pub ramp: bool,
     pub ops: u64,
     pub bytes: u64,
     /// Latency of the primary operations that ended in this second, from the HDR histogram of
@@ -440,6 +455,18 @@ pub struct SeriesPoint {
     /// histogram.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub scheduled_latency: Option<LatencySummary>,
+}
+
+/// The figures of a phase's ramp (`--ramp`), left out of the phase's own: with them added
+/// back, a phase's figures are those of the whole run of it.
+#[derive(Debug, Clone, Serialize, Deserialize, PartialEq, Default)]
+pub struct RampTotals {
+    pub seconds: f64,
+    /// Primary operations that ended in the ramp, and the bytes of every operation there.
+    pub ops: u64,
+    pub bytes: u64,
+    /// Latency of the ramp's primary operations.
+    pub latency: LatencySummary,
 }
 
 /// One worker's share of a multi-worker phase.

@@ -6,7 +6,7 @@ use std::path::{Path, PathBuf};
 use anyhow::{Context, Result};
 
 use crate::error::bad_input;
-use crate::measure::{run_workers, Devices, OpDef, PhaseMeter, Progress, Recorder};
+use crate::measure::{run_workers, Devices, OpDef, PhaseMeter, Progress, Recorder, SeriesSpec};
 use crate::results::{PhaseResult, TestbedInfo};
 use crate::testbed::{drop_caches, Testbed};
 
@@ -120,6 +120,8 @@ pub struct RunContext<'a> {
     warnings: Vec<String>,
     layout_hook: Option<LayoutHook>,
     layout: Option<serde_json::Value>,
+    /// How the phases' time series are cut, and their ramp (`--interval`, `--ramp`).
+    series: SeriesSpec,
 }
 
 /// Takes the block-layout snapshot of a workload's tree (set by the runner under `--layout`):
@@ -146,7 +148,19 @@ impl<'a> RunContext<'a> {
             warnings: Vec::new(),
             layout_hook: None,
             layout: None,
+            series: SeriesSpec::default(),
         }
+    }
+
+    /// Cuts the time series of the phases from here on into `series.interval`, the first
+    /// `series.ramp_intervals` a warm-up left out of every figure (`--interval`, `--ramp`).
+    pub fn set_series(&mut self, series: SeriesSpec) {
+        self.series = series;
+    }
+
+    /// The series intervals and ramp of the phases.
+    pub fn series(&self) -> SeriesSpec {
+        self.series
     }
 
     /// Asks for a layout snapshot at the workload's [`RunContext::layout_point`].
@@ -217,6 +231,7 @@ impl<'a> RunContext<'a> {
     /// Starts a phase meter for workloads that drive their workers themselves.
     pub fn meter(&self, name: &str, defs: &[OpDef], expected: Option<u64>) -> PhaseMeter {
         PhaseMeter::start(name, defs, &self.devices, expected, &self.progress)
+            .with_series(self.series)
     }
 
     /// Runs one measured phase on `workers` threads (1: on this thread) and keeps its result.
@@ -251,8 +266,16 @@ impl<'a> RunContext<'a> {
         let recorders =
             run_workers(&meter, workers.max(1), work).with_context(|| format!("phase {name}"))?;
         let result = meter.finish(recorders);
+        check_ramp(&result)?;
         self.phases.push(result);
         Ok(self.phases.last_mut().expect("just pushed"))
+    }
+
+    /// Keeps a phase measured by hand with [`RunContext::meter`], refusing one that ended
+    /// inside its ramp.
+    pub fn push_checked(&mut self, p: PhaseResult) -> Result<&mut PhaseResult> {
+        check_ramp(&p)?;
+        Ok(self.push_phase(p))
     }
 
     /// True when an earlier phase of this run was cut at the stonewall (`--stonewall`): what it
@@ -321,4 +344,20 @@ impl<'a> RunContext<'a> {
     pub fn into_parts(self) -> (Vec<PhaseResult>, Vec<String>) {
         (self.phases, self.warnings)
     }
+}
+
+/// A phase that ended inside its ramp measured nothing: bad input (the ramp was too long for
+/// the work), exit 2.
+fn check_ramp(p: &PhaseResult) -> Result<()> {
+    if let (Some(ramp), Some(t)) = (p.ramp_s, &p.ramp_totals) {
+        if t.seconds < ramp {
+            return Err(bad_input(format!(
+                "phase {} ended after {}, inside its --ramp {}: nothing was left to measure; use --time-based with --time D (the phase then runs the ramp plus D), more work, or a shorter --ramp",
+                p.name,
+                crate::text::format_secs_unit(t.seconds),
+                crate::text::format_secs_unit(ramp)
+            )));
+        }
+    }
+    Ok(())
 }

@@ -18,6 +18,8 @@ use serde::{Deserialize, Serialize};
 
 use super::rate::{self, ByteRate, RateLimit, RatePer};
 use crate::error::bad_input;
+pub use crate::measure::SeriesSpec;
+use std::time::Duration;
 
 /// Run-control parameters (flags `--time-based`, `--cpus`, the rate limits; plan keys
 /// `time_based`, `cpus`, `rate_iops`, `rate`, `rate_per`).
@@ -58,11 +60,41 @@ pub struct RunControl {
     )]
     #[serde(skip_serializing_if = "RatePer::is_worker")]
     pub rate_per: RatePer,
+    /// Length of one interval of every phase's time series (operations, bytes and latency
+    /// percentiles per interval; fio's log_avg_msec), e.g. 250ms [default: 1s].
+    #[arg(long, value_name = "D", value_parser = super::params::seconds, help_heading = "Run control")]
+    #[serde(
+        default,
+        deserialize_with = "crate::units::de_opt_seconds",
+        skip_serializing_if = "Option::is_none"
+    )]
+    pub interval: Option<f64>,
+    /// Warm-up left out of every figure (fio's ramp_time): the first D of each phase runs as
+    /// usual but its operations, bytes and latencies are not counted (the series keeps them,
+    /// marked as ramp). With --time-based the phase runs D + --time. A whole number of
+    /// --interval.
+    #[arg(long, value_name = "D", value_parser = super::params::seconds, help_heading = "Run control")]
+    #[serde(
+        default,
+        deserialize_with = "crate::units::de_opt_seconds",
+        skip_serializing_if = "Option::is_none"
+    )]
+    pub ramp: Option<f64>,
 }
 
 impl RunControl {
     /// Checks the parameters against the workload's `time` cap and this machine's CPUs.
     pub fn validate(&self, time: Option<f64>) -> Result<()> {
+        self.check(time, false)
+    }
+
+    /// As [`RunControl::validate`] for a load that runs for its `time` (clients): a ramp
+    /// comes on top of the time rather than out of it.
+    pub fn validate_load(&self, time: Option<f64>) -> Result<()> {
+        self.check(time, true)
+    }
+
+    fn check(&self, time: Option<f64>, ramp_on_top: bool) -> Result<()> {
         if self.time_based && time.is_none() {
             return Err(bad_input(
                 "--time-based needs --time D: how long every phase runs (e.g. --time 30s)",
@@ -72,7 +104,64 @@ impl RunControl {
             c.check()?;
         }
         self.rate().validate()?;
+        self.series_spec(time.filter(|_| !ramp_on_top))?;
         Ok(())
+    }
+
+    /// The time series and ramp asked (`--interval`, `--ramp`), checked: an interval of 1 ms
+    /// to 1 h, a ramp of whole intervals, and with a time cap a ramp shorter than it (unless
+    /// time-based, where the phase runs ramp + time).
+    pub fn series_spec(&self, time: Option<f64>) -> Result<SeriesSpec> {
+        let interval = self.interval.unwrap_or(1.0);
+        if !(0.001..=3600.0).contains(&interval) {
+            return Err(crate::error::bad_param(
+                "interval",
+                format!("--interval {interval} s: give 1ms to 1h (e.g. 250ms, 1s, 10s)"),
+            ));
+        }
+        let ramp = self.ramp.unwrap_or(0.0);
+        if self.ramp.is_some() && ramp <= 0.0 {
+            return Err(crate::error::bad_param(
+                "ramp",
+                format!("--ramp {ramp} s: give a warm-up longer than zero, or leave it out"),
+            ));
+        }
+        let whole = (ramp / interval).round();
+        if (ramp - whole * interval).abs() > 1e-6 * interval.max(1.0) {
+            return Err(crate::error::bad_param(
+                "ramp",
+                format!(
+                    "--ramp {} is not a whole number of --interval {}: the ramp ends at an interval boundary so that what it leaves out is exact; give e.g. --ramp {}",
+                    crate::text::format_secs_unit(ramp),
+                    crate::text::format_secs_unit(interval),
+                    crate::text::format_secs_unit(whole.max(1.0) * interval)
+                ),
+            ));
+        }
+        if let Some(t) = time.filter(|_| !self.time_based && ramp > 0.0) {
+            if ramp >= t {
+                return Err(crate::error::bad_param(
+                    "ramp",
+                    format!(
+                        "--ramp {} is not shorter than --time {}: nothing would be left to measure; make the ramp shorter, or add --time-based (the phase then runs ramp + time)",
+                        crate::text::format_secs_unit(ramp),
+                        crate::text::format_secs_unit(t)
+                    ),
+                ));
+            }
+        }
+        Ok(SeriesSpec {
+            interval: Duration::from_secs_f64(interval),
+            ramp_intervals: whole as u32,
+        })
+    }
+
+    /// The time cap of a phase: with --time-based and a ramp, the ramp comes on top.
+    pub fn phase_time(&self, time: Option<f64>) -> Option<f64> {
+        match (time, self.time_based, self.ramp) {
+            (Some(t), true, Some(r)) => Some(t + r),
+            _ => time,
+        }
     }
 
     /// The rate limit asked (see [`rate`]).

@@ -431,3 +431,177 @@ fn every_second_of_the_series_carries_its_latency_and_the_seconds_add_up() {
     let measured = &r["phases"].as_array().unwrap().last().unwrap()["series"];
     assert!(measured.as_array().unwrap().len() >= 3, "{measured}");
 }
+
+/// A time-based random read with a ramp, cut into 250 ms intervals.
+fn ramped(sb: &Sandbox, extra: &[&str]) -> Value {
+    let mut args = vec![
+        "--mode",
+        "randread",
+        "--block",
+        "4K",
+        "--file-size",
+        "256K",
+        "--threads",
+        "2",
+        "--time",
+        "1500ms",
+        "--time-based",
+        "--interval",
+        "250ms",
+    ];
+    args.extend_from_slice(extra);
+    tio_dir(sb, &args)
+}
+
+#[test]
+fn an_interval_cuts_the_series_and_a_ramp_comes_off_every_figure() {
+    let sb = Sandbox::new();
+    let r = ramped(&sb, &["--ramp", "500ms"]);
+    assert_schema(&r);
+    let p = r["phases"].as_array().unwrap().last().unwrap();
+    assert_eq!(p["interval_s"], 0.25);
+    assert_eq!(p["ramp_s"], 0.5);
+    // The phase ran the ramp plus its time: 2 s, 8 intervals (a 9th holds the last few
+    // requests when the deadline falls just past a boundary).
+    let series = p["series"].as_array().unwrap();
+    assert!((8..=9).contains(&series.len()), "{}", series.len());
+    let wall = p["wall_s"].as_f64().unwrap();
+    assert!(
+        (wall - 1.5).abs() < 0.25,
+        "measured time {wall} (the ramp left out)"
+    );
+    for (i, s) in series.iter().enumerate() {
+        assert!(
+            (s["t"].as_f64().unwrap() - 0.25 * i as f64).abs() < 1e-9,
+            "{s}"
+        );
+        assert_eq!(s["ramp"].as_bool().unwrap_or(false), i < 2, "{s}");
+    }
+    // Totals minus the ramp's are the phase's figures, exactly.
+    let sum = |key: &str, ramp: bool| -> u64 {
+        series
+            .iter()
+            .filter(|s| s["ramp"].as_bool().unwrap_or(false) == ramp)
+            .map(|s| s[key].as_u64().unwrap())
+            .sum()
+    };
+    let totals = &p["ramp_totals"];
+    assert_eq!(totals["ops"].as_u64().unwrap(), sum("ops", true));
+    assert_eq!(totals["bytes"].as_u64().unwrap(), sum("bytes", true));
+    assert_eq!(p["ops"].as_u64().unwrap(), sum("ops", false));
+    assert_eq!(p["bytes"].as_u64().unwrap(), sum("bytes", false));
+    assert!(totals["ops"].as_u64().unwrap() > 0);
+    assert_eq!(p["latency"]["count"], p["ops"]);
+    assert_eq!(totals["latency"]["count"], totals["ops"]);
+    assert_eq!(p["op_stats"]["read"]["count"], p["ops"]);
+    let rate = p["ops_per_s"].as_f64().unwrap();
+    assert!((rate - p["ops"].as_f64().unwrap() / wall).abs() < 1e-6 * rate);
+}
+
+#[test]
+fn one_interval_has_the_phases_own_percentiles() {
+    let sb = Sandbox::new();
+    let r = tio_dir(
+        &sb,
+        &[
+            "--mode",
+            "randread",
+            "--block",
+            "4K",
+            "--file-size",
+            "256K",
+            "--threads",
+            "1",
+            "--time",
+            "400ms",
+            "--time-based",
+            "--interval",
+            "1s",
+        ],
+    );
+    let p = r["phases"].as_array().unwrap().last().unwrap();
+    let series = p["series"].as_array().unwrap();
+    assert_eq!(series.len(), 1, "{series:?}");
+    for k in ["count", "p50_ns", "p99_ns", "p999_ns", "max_ns", "min_ns"] {
+        assert_eq!(series[0]["latency"][k], p["latency"][k], "{k}");
+    }
+    // The default interval is left out of the result.
+    assert!(p.get("interval_s").is_none(), "{p}");
+}
+
+#[test]
+fn bad_intervals_and_ramps_are_refused_with_the_reason() {
+    let sb = Sandbox::new();
+    for (args, want) in [
+        (&["--interval", "0s"][..], "1ms to 1h"),
+        (&["--ramp", "300ms"][..], "not a whole number of --interval"),
+        (&["--ramp", "0s"][..], "longer than zero"),
+        (
+            &["--time", "1s", "--ramp", "2s"][..],
+            "not shorter than --time",
+        ),
+    ] {
+        let (code, err) = tio_fails(&sb, args);
+        assert_eq!(code, Some(2), "{args:?}: {err}");
+        assert!(err.contains(want), "{args:?}: {err}");
+    }
+    // Work that ends inside the ramp measured nothing: exit 2 after the run, nothing kept.
+    let (code, err) = tio_fails(&sb, &["--ramp", "5s"]);
+    assert_eq!(code, Some(2), "{err}");
+    assert!(err.contains("inside its --ramp 5.00 s"), "{err}");
+    assert!(!sb.out().exists() || std::fs::read_dir(sb.out()).unwrap().count() == 0);
+    assert_eq!(std::fs::read_dir(dir(&sb)).unwrap().count(), 0);
+}
+
+#[test]
+fn the_exerciser_runs_for_its_time_with_a_ramp() {
+    let sb = Sandbox::new();
+    let d = dir(&sb);
+    let out = sb
+        .cmd()
+        .args(["exercise", "--dir"])
+        .arg(&d)
+        .args([
+            "--ops",
+            "10",
+            "--time",
+            "1s",
+            "--time-based",
+            "--ramp",
+            "500ms",
+            "--interval",
+            "250ms",
+            "--json",
+            "--out",
+        ])
+        .arg(sb.out())
+        .output()
+        .unwrap();
+    let r = json_of(&out);
+    let p = &r["phases"][0];
+    // --time-based: --ops 10 does not end it; it ran the ramp plus 1 s.
+    assert!(p["ops"].as_u64().unwrap() > 10, "{p}");
+    let wall = p["wall_s"].as_f64().unwrap();
+    assert!((wall - 1.0).abs() < 0.25, "{wall}");
+    assert_eq!(p["ramp_s"], 0.5);
+    assert!(p["ramp_totals"]["ops"].as_u64().unwrap() > 0);
+}
+
+#[test]
+fn plan_keys_interval_and_ramp_are_checked_at_their_line() {
+    let sb = Sandbox::new();
+    let plan = sb.path().join("p.toml");
+    std::fs::write(
+        &plan,
+        "name = \"r\"\n[[testbed]]\nfs = \"ext4\"\nsize = \"256M\"\n[[workload]]\nkind = \"tio\"\nmode = \"randread\"\nfile_size = \"64K\"\ntime = \"1s\"\ntime_based = true\ninterval = \"500ms\"\nramp = \"700ms\"\n",
+    )
+    .unwrap();
+    let out = sb
+        .bench(&["run", "--dry-run", plan.to_str().unwrap()])
+        .output()
+        .unwrap();
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert_eq!(out.status.code(), Some(2), "{err}");
+    assert!(err.contains(&format!("{}:12:8", plan.display())), "{err}");
+    assert!(err.contains("not a whole number of --interval"), "{err}");
+}

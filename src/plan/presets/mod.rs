@@ -147,7 +147,7 @@ mod tests {
         let mut listed = head.to_string();
         for threads in [1, 4, 8] {
             listed.push_str(&format!(
-                "[[workload]]\nkind = \"tio\"\nthreads = {threads}\nmode = \"seqwrite\"\nblock = \"4K\"\nfile_size = \"256M\"\nfsync = \"end\"\n\n"
+                "[[workload]]\nkind = \"tio\"\nthreads = {threads}\nmode = \"seqwrite\"\nblock = \"4K\"\nfile_size = \"768M\"\nfsync = \"end\"\n\n"
             ));
         }
         for clients in [1, 4, 8] {

@@ -622,7 +622,8 @@ impl Clients {
             ctx.make_cold()?;
         }
         let notes: Mutex<(u64, Vec<String>, u64)> = Mutex::new((0, Vec::new(), 0));
-        let (time, loops) = (self.time, self.loops);
+        let ramp = self.control.ramp.unwrap_or(0.0);
+        let (time, loops) = (self.time.map(|t| t + ramp), self.loops);
         let pace = self.control.rate().pace(n as usize);
         let achieved = Mutex::new(Vec::new());
         let phase = ctx.phase(
@@ -737,7 +738,7 @@ impl Workload for Clients {
                 format!("--clients {c}: use 1 to 4096 clients"),
             ));
         }
-        self.control.validate(self.time)?;
+        self.control.validate_load(self.time)?;
         if self.control.time_based && self.loops.is_some() {
             return Err(bad_input(
                 "--time-based runs every phase for --time; leave out --loops",
@@ -810,6 +811,8 @@ impl Workload for Clients {
     }
 
     fn run(&self, ctx: &mut RunContext) -> Result<()> {
+        // --time is how long the load runs: a ramp comes on top of it.
+        ctx.set_series(self.control.series_spec(None)?);
         for &n in &self.clients {
             self.run_count(ctx, n)?;
         }

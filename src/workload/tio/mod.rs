@@ -614,7 +614,7 @@ impl Tio {
                 let _pinned = self.control.pin(i)?;
                 let ops = Self::ops(rec, cell.mode);
                 let mut job = jobs[i].clone();
-                if let Some(t) = self.time {
+                if let Some(t) = self.control.phase_time(self.time) {
                     // The cap counts from when the workers start, not from when jobs were made.
                     job.deadline = Some(Instant::now() + Duration::from_secs_f64(t));
                 }
@@ -980,6 +980,7 @@ impl Workload for Tio {
     }
 
     fn run(&self, ctx: &mut RunContext) -> Result<()> {
+        ctx.set_series(self.control.series_spec(self.time)?);
         let mut engine = self.engine;
         if engine == Engine::IoUring {
             let refusal = match uring::kernel_check(self.iodepth) {

@@ -51,13 +51,15 @@ pub fn phase(
             .iter()
             .enumerate()
             .map(|(t, &o)| SeriesPoint {
-                t: t as u32,
+                t: t as f64,
                 ops: o,
                 bytes: o * 4096,
-                latency: None,
-                scheduled_latency: None,
+                ..Default::default()
             })
             .collect(),
+        interval_s: None,
+        ramp_s: None,
+        ramp_totals: None,
         workers: (0..workers)
             .map(|w| WorkerSummary {
                 worker: w as u32,
