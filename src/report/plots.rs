@@ -108,6 +108,9 @@ pub fn all(report: &Report) -> Vec<Plot> {
         if let Some(plot) = series(report, w, p) {
             out.push(plot);
         }
+        if let Some(plot) = latency_over_time(report, w, p) {
+            out.push(plot);
+        }
     }
     out
 }
@@ -569,4 +572,212 @@ fn series(report: &Report, workload: &str, phase: &str) -> Option<Plot> {
         title,
         svg,
     })
+}
+
+/// Runs of lines over time: contiguous stretches of points (an interval without a figure
+/// ends a stretch, so it shows as a gap, not as a line to zero).
+type Stretches = Vec<Vec<(f64, f64)>>;
+
+/// One latency line per percentile (or per testbed), of a phase's series: for every interval
+/// with latency, its start and the figure in milliseconds; intervals without a completed
+/// operation are gaps.
+pub(crate) fn latency_lines(
+    p: &crate::results::PhaseResult,
+    pick: impl Fn(&crate::results::SeriesPoint) -> Option<u64>,
+) -> Stretches {
+    let mut out: Stretches = Vec::new();
+    let mut run: Vec<(f64, f64)> = Vec::new();
+    for s in &p.series {
+        match pick(s) {
+            Some(ns) => run.push((s.t, ns.max(1) as f64 / 1e6)),
+            None => {
+                if !run.is_empty() {
+                    out.push(std::mem::take(&mut run));
+                }
+            }
+        }
+    }
+    if !run.is_empty() {
+        out.push(run);
+    }
+    out
+}
+
+/// Latency over time of a phase (first repetition): with one testbed its p50, p99, p99.9 and
+/// max per interval (and the p99 from the scheduled time under a rate limit); with several,
+/// the p99 of each testbed, so that 4-8 lines stay readable. Log scale; the ramp shaded.
+fn latency_over_time(report: &Report, workload: &str, phase: &str) -> Option<Plot> {
+    use crate::results::{PhaseResult, SeriesPoint};
+    let labels = super::model::workload_labels(&report.results, &[]);
+    let firsts: Vec<(&str, &PhaseResult)> = report
+        .testbeds
+        .iter()
+        .filter_map(|t| {
+            report
+                .results
+                .iter()
+                .zip(&labels)
+                .filter(|(r, w)| &r.testbed.label == t && *w == workload)
+                .min_by_key(|(r, _)| r.rep)
+                .and_then(|(r, _)| r.phases.iter().find(|p| p.name == phase))
+                .filter(|p| p.series.iter().filter(|s| s.latency.is_some()).count() >= 2)
+                .map(|p| (t.as_str(), p))
+        })
+        .collect();
+    let p99 = |s: &SeriesPoint| s.latency.as_ref().map(|l| l.p99_ns);
+    let mut lines: Vec<(String, Stretches, bool)> = Vec::new();
+    if let [(_, p)] = firsts.as_slice() {
+        let pick: [(&str, fn(&SeriesPoint) -> Option<u64>); 4] = [
+            ("p50", |s| s.latency.as_ref().map(|l| l.p50_ns)),
+            ("p99", |s| s.latency.as_ref().map(|l| l.p99_ns)),
+            ("p99.9", |s| s.latency.as_ref().map(|l| l.p999_ns)),
+            ("max", |s| s.latency.as_ref().map(|l| l.max_ns)),
+        ];
+        for (name, f) in pick {
+            lines.push((name.to_string(), latency_lines(p, f), false));
+        }
+        if p.series.iter().any(|s| s.scheduled_latency.is_some()) {
+            let f = |s: &SeriesPoint| s.scheduled_latency.as_ref().map(|l| l.p99_ns);
+            lines.push((
+                "p99 from the scheduled time".into(),
+                latency_lines(p, f),
+                true,
+            ));
+        }
+    } else {
+        for (t, p) in &firsts {
+            lines.push((format!("{t} p99"), latency_lines(p, p99), false));
+        }
+    }
+    lines.retain(|(_, l, _)| !l.is_empty());
+    if lines.is_empty() {
+        return None;
+    }
+    let ramp = firsts
+        .iter()
+        .filter_map(|(_, p)| p.ramp_s)
+        .fold(0.0, f64::max);
+    let pts = || lines.iter().flat_map(|(_, l, _)| l.iter().flatten());
+    let xmax = firsts
+        .iter()
+        .map(|(_, p)| p.wall_s + p.ramp_s.unwrap_or(0.0))
+        .fold(0.0f64, f64::max)
+        .max(pts().map(|p| p.0).fold(0.0, f64::max))
+        .max(1e-3);
+    let ymin = pts().map(|p| p.1).fold(f64::INFINITY, f64::min) * 0.8;
+    let ymax = pts().map(|p| p.1).fold(0.0f64, f64::max) * 1.25;
+    let title = format!("{workload} · {phase}: latency over time (first repetition)");
+    let mut svg = String::new();
+    let drawn: Draw = (|| {
+        let root = SVGBackend::with_string(&mut svg, (W, H)).into_drawing_area();
+        root.fill(&WHITE).map_err(err)?;
+        let mut chart = ChartBuilder::on(&root)
+            .caption(clean(&title), ("sans-serif", 15))
+            .margin(12)
+            .x_label_area_size(40)
+            .y_label_area_size(70)
+            .build_cartesian_2d(0.0..xmax, (ymin..ymax).log_scale())
+            .map_err(err)?;
+        chart
+            .configure_mesh()
+            .x_desc("seconds from phase start")
+            .y_desc("latency, ms (log)")
+            .y_label_formatter(&|y| super::model::fmt_num(*y))
+            .draw()
+            .map_err(err)?;
+        if ramp > 0.0 {
+            let shade = RGBColor(200, 200, 200).mix(0.5);
+            chart
+                .draw_series(std::iter::once(Rectangle::new(
+                    [(0.0, ymin), (ramp.min(xmax), ymax)],
+                    shade.filled(),
+                )))
+                .map_err(err)?
+                .label("ramp (excluded)")
+                .legend(move |(x, y)| {
+                    Rectangle::new([(x, y - 5), (x + 18, y + 5)], shade.filled())
+                });
+        }
+        for (i, (label, stretches, dashed)) in lines.iter().enumerate() {
+            let c = color(i);
+            let style = c.stroke_width(if *dashed { 1 } else { 2 });
+            for (k, run) in stretches.iter().enumerate() {
+                let drawn = chart
+                    .draw_series(LineSeries::new(run.clone(), style))
+                    .map_err(err)?;
+                if k == 0 {
+                    drawn
+                        .label(clean(label))
+                        .legend(move |(x, y)| PathElement::new(vec![(x, y), (x + 18, y)], style));
+                }
+                if run.len() == 1 {
+                    chart
+                        .draw_series(run.iter().map(|p| Circle::new(*p, 2, c.filled())))
+                        .map_err(err)?;
+                }
+            }
+        }
+        chart
+            .configure_series_labels()
+            .background_style(WHITE.mix(0.85))
+            .border_style(BLACK)
+            .position(SeriesLabelPosition::UpperRight)
+            .draw()
+            .map_err(err)?;
+        root.present().map_err(err)
+    })();
+    drawn.ok()?;
+    Some(Plot {
+        id: ident(&["latency-over-time", workload, phase]),
+        title,
+        svg,
+    })
+}
+
+#[cfg(test)]
+mod time_tests {
+    use super::*;
+    use crate::results::{LatencySummary, PhaseResult, SeriesPoint};
+
+    fn point(t: f64, p99: Option<u64>) -> SeriesPoint {
+        SeriesPoint {
+            t,
+            ops: p99.map_or(0, |_| 10),
+            latency: p99.map(|ns| LatencySummary {
+                count: 10,
+                p99_ns: ns,
+                ..Default::default()
+            }),
+            ..Default::default()
+        }
+    }
+
+    #[test]
+    fn intervals_without_latency_are_gaps() {
+        let lat = serde_json::to_value(LatencySummary::default()).unwrap();
+        let mut p: PhaseResult = serde_json::from_value(serde_json::json!({
+            "name": "x", "wall_s": 2.0, "user_s": 0.0, "sys_s": 0.0, "ops": 30, "bytes": 0,
+            "ops_per_s": 15.0, "bytes_per_s": 0.0, "latency": lat, "device": null, "series": []
+        }))
+        .unwrap();
+        p.series = vec![
+            point(0.0, Some(2_000_000)),
+            point(0.5, Some(4_000_000)),
+            point(1.0, None),
+            point(1.5, Some(1_000_000)),
+        ];
+        p.interval_s = Some(0.5);
+        let lines = latency_lines(&p, |s| s.latency.as_ref().map(|l| l.p99_ns));
+        assert_eq!(lines, vec![vec![(0.0, 2.0), (0.5, 4.0)], vec![(1.5, 1.0)]]);
+        let (t, len) = interval_span(
+            &PhaseResult {
+                wall_s: 1.2,
+                ramp_s: Some(0.5),
+                ..p.clone()
+            },
+            &p.series[3],
+        );
+        assert_eq!(t, 1.5);
+        assert!((len - 0.2).abs() < 1e-9, "{len}");
+    }
 }

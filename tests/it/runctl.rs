@@ -496,6 +496,28 @@ fn an_interval_cuts_the_series_and_a_ramp_comes_off_every_figure() {
     assert_eq!(p["op_stats"]["read"]["count"], p["ops"]);
     let rate = p["ops_per_s"].as_f64().unwrap();
     assert!((rate - p["ops"].as_f64().unwrap() / wall).abs() < 1e-6 * rate);
+    // The report plots latency over time with the ramp shaded.
+    let html = sb.path().join("r.html");
+    let out = sb
+        .cmd()
+        .arg("report")
+        .arg(sb.out())
+        .arg("-o")
+        .arg(&html)
+        .output()
+        .unwrap();
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    let html = std::fs::read_to_string(&html).unwrap();
+    assert!(
+        html.contains("latency over time (first repetition)"),
+        "no latency plot"
+    );
+    assert!(html.contains("ramp (excluded)"), "ramp not marked");
+    assert!(html.contains("p99.9"), "percentile lines");
 }
 
 #[test]
