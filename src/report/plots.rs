@@ -574,6 +574,9 @@ fn series(report: &Report, workload: &str, phase: &str) -> Option<Plot> {
     })
 }
 
+/// Reads one figure of a series interval.
+type Pick = fn(&crate::results::SeriesPoint) -> Option<u64>;
+
 /// Runs of lines over time: contiguous stretches of points (an interval without a figure
 /// ends a stretch, so it shows as a gap, not as a line to zero).
 type Stretches = Vec<Vec<(f64, f64)>>;
@@ -627,7 +630,7 @@ fn latency_over_time(report: &Report, workload: &str, phase: &str) -> Option<Plo
     let p99 = |s: &SeriesPoint| s.latency.as_ref().map(|l| l.p99_ns);
     let mut lines: Vec<(String, Stretches, bool)> = Vec::new();
     if let [(_, p)] = firsts.as_slice() {
-        let pick: [(&str, fn(&SeriesPoint) -> Option<u64>); 4] = [
+        let pick: [(&str, Pick); 4] = [
             ("p50", |s| s.latency.as_ref().map(|l| l.p50_ns)),
             ("p99", |s| s.latency.as_ref().map(|l| l.p99_ns)),
             ("p99.9", |s| s.latency.as_ref().map(|l| l.p999_ns)),
