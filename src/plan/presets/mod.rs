@@ -43,7 +43,7 @@ pub const PRESETS: &[Preset] = &[
     },
     Preset {
         name: "fragmentation",
-        about: "study 3, fragmentation: do aged files read slower than a fresh copy? round-robin appends to 50/75% usage on ext2, ext4, xfs; read and layout of both trees",
+        about: "study 3, fragmentation: do aged files read slower than a fresh copy? round-robin appends to 75% of 6G on ext2, ext4, xfs; read and layout of both trees",
         toml: include_str!("fragmentation.toml"),
         minutes: 4.0,
     },
