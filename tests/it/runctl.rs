@@ -432,8 +432,8 @@ fn every_second_of_the_series_carries_its_latency_and_the_seconds_add_up() {
     assert!(measured.as_array().unwrap().len() >= 3, "{measured}");
 }
 
-/// A time-based random read with a ramp, cut into 250 ms intervals.
-fn ramped(sb: &Sandbox, extra: &[&str]) -> Value {
+/// A 4K random read of a 256K file on `threads` workers, with `extra` flags.
+fn randread(sb: &Sandbox, threads: &str, extra: &[&str]) -> Value {
     let mut args = vec![
         "--mode",
         "randread",
@@ -442,15 +442,17 @@ fn ramped(sb: &Sandbox, extra: &[&str]) -> Value {
         "--file-size",
         "256K",
         "--threads",
-        "2",
-        "--time",
-        "1500ms",
-        "--time-based",
-        "--interval",
-        "250ms",
+        threads,
     ];
     args.extend_from_slice(extra);
     tio_dir(sb, &args)
+}
+
+/// A time-based random read with a ramp, cut into 250 ms intervals.
+fn ramped(sb: &Sandbox, extra: &[&str]) -> Value {
+    let mut args = vec!["--time", "1500ms", "--time-based", "--interval", "250ms"];
+    args.extend_from_slice(extra);
+    randread(sb, "2", &args)
 }
 
 #[test]
@@ -523,23 +525,10 @@ fn an_interval_cuts_the_series_and_a_ramp_comes_off_every_figure() {
 #[test]
 fn one_interval_has_the_phases_own_percentiles() {
     let sb = Sandbox::new();
-    let r = tio_dir(
+    let r = randread(
         &sb,
-        &[
-            "--mode",
-            "randread",
-            "--block",
-            "4K",
-            "--file-size",
-            "256K",
-            "--threads",
-            "1",
-            "--time",
-            "400ms",
-            "--time-based",
-            "--interval",
-            "1s",
-        ],
+        "1",
+        &["--time", "400ms", "--time-based", "--interval", "1s"],
     );
     let p = r["phases"].as_array().unwrap().last().unwrap();
     let series = p["series"].as_array().unwrap();
