@@ -39,13 +39,13 @@ pub const PRESETS: &[Preset] = &[
         name: "reservation",
         about: "study 2, block reservation: with concurrent writers, does delayed allocation (reservation's modern form) raise sequential write throughput and keep files contiguous? tio and clients on ext4 with and without delalloc",
         toml: include_str!("reservation.toml"),
-        minutes: 2.0,
+        minutes: 5.0,
     },
     Preset {
         name: "fragmentation",
-        about: "study 3, fragmentation: do aged files read slower than a fresh copy? round-robin appends to 75% of 6G on ext2, ext4, xfs; read and layout of both trees",
+        about: "study 3, fragmentation: do aged files read slower than a fresh copy? round-robin appends to 75% of 6G on ext2, ext4, xfs; read speed and layout of both trees",
         toml: include_str!("fragmentation.toml"),
-        minutes: 4.0,
+        minutes: 12.5,
     },
     Preset {
         name: "inode-interleave",
