@@ -174,6 +174,11 @@ pub fn run(c: RunCmd) -> Result<ExitCode> {
             plan.source,
             m.runs.len(),
             match plan.reps {
+                Reps::Auto { .. } if plan::smoke(&plan) => format!(
+                    ": a smoke run (--scale {} is below {}), so reps = \"auto\" stops after this first round; its findings are indicative",
+                    plan.scale,
+                    plan::SMOKE_SCALE
+                ),
                 Reps::Auto { max, .. } if !plan.questions.is_empty() => format!(
                     " in the first round; more, up to {max} per cell, until every question is decided"
                 ),
@@ -247,6 +252,10 @@ fn print_dry_run(plan: &Plan, m: &plan::Matrix, out: &Path) -> Result<()> {
         plan.workloads.len(),
         match plan.reps {
             Reps::Fixed(n) => n.to_string(),
+            Reps::Auto { .. } if plan::smoke(plan) => format!(
+                "auto, stopping at 3 (a smoke run: --scale below {})",
+                plan::SMOKE_SCALE
+            ),
             Reps::Auto { max, .. } if !plan.questions.is_empty() =>
                 format!("auto (3 to {max}, until every question is decided)"),
             Reps::Auto { cv, max } => format!("auto (3 to {max}, until CV <= {cv})"),

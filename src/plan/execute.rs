@@ -336,10 +336,19 @@ fn needs_more(plan: &Plan, done: &[&RunResult]) -> bool {
     }
 }
 
+/// Below this `--scale` a plan is a smoke run: `reps = "auto"` stops at its first round.
+pub const SMOKE_SCALE: f64 = 0.25;
+
+/// A smoke run (`--scale` below [`SMOKE_SCALE`] with `reps = "auto"`): it checks that every
+/// run of the plan works, in about a minute, and makes no more repetitions than the first
+/// round's; its findings are indicative (its phases are too short to decide them).
+pub fn smoke(plan: &Plan) -> bool {
+    matches!(plan.reps, Reps::Auto { .. }) && plan.scale < SMOKE_SCALE
+}
+
 /// The cells (testbed, workload index) that `reps = "auto"` repeats once more for a plan's
 /// questions: every cell that an undecided question reads (both its sides), unless it has
-/// `max` repetitions already, or the question times a phase that lasts under a second
-/// ([`findings::Finding::too_short`]: repeating it would measure the machine's noise). A pure function of the results so far (the same
+/// `max` repetitions already. A pure function of the results so far (the same
 /// [`findings::evaluate`] the report answers the questions with).
 pub fn cells_to_repeat(
     questions: &[Question],
@@ -349,8 +358,7 @@ pub fn cells_to_repeat(
     let all: Vec<RunResult> = cells.values().flatten().cloned().collect();
     let mut out = BTreeSet::new();
     for q in questions {
-        let f = findings::evaluate(q, &all);
-        if !f.undecided() || f.too_short() {
+        if !findings::evaluate(q, &all).undecided() {
             continue;
         }
         for (&cell, rs) in cells {
@@ -369,6 +377,9 @@ fn next_round(plan: &Plan, cells: &BTreeMap<(usize, usize), Vec<RunResult>>) -> 
     let Reps::Auto { max, .. } = plan.reps else {
         return Vec::new();
     };
+    if smoke(plan) {
+        return Vec::new();
+    }
     let wanted: BTreeSet<(usize, usize)> = if plan.questions.is_empty() {
         cells
             .iter()
@@ -901,21 +912,33 @@ mod tests {
         assert_eq!((f.base_values.len(), f.variant_values.len()), (5, 4));
     }
 
-    /// A question whose phase lasts milliseconds is not repeated: more repetitions would
-    /// measure the machine's noise more precisely, not the filesystem.
+    /// A scaled-down run is a smoke run: no repetitions past the first round, whatever its
+    /// questions say.
     #[test]
-    fn a_question_on_a_phase_of_milliseconds_is_not_repeated() {
+    fn a_smoke_run_stops_at_its_first_round() {
         use crate::results::Compares;
-        let q = question(Compares::Testbeds, "a", "b");
+        let mut p = plan("");
+        p.reps = Reps::Auto { cv: 0.05, max: 10 };
+        p.questions = Vec::new();
         let mut noisy = cells([NOISY, STEADY, NOISY_TOO, STEADY]);
-        assert!(!cells_to_repeat(std::slice::from_ref(&q), &noisy, 10).is_empty());
-        // The same figures from a create phase of 5 ms on testbed b.
-        for r in noisy.get_mut(&(1, 0)).expect("cell b/w1") {
-            r.phases[0].wall_s = 0.005;
+        for (i, r) in noisy
+            .get_mut(&(0, 0))
+            .expect("cell a/w1")
+            .iter_mut()
+            .enumerate()
+        {
+            r.phases[0].wall_s = 1.0 + i as f64;
         }
-        let short =
-            findings::shorter_phase_s(&q, &noisy.values().flatten().cloned().collect::<Vec<_>>());
-        assert_eq!(short, Some(0.005));
-        assert!(cells_to_repeat(std::slice::from_ref(&q), &noisy, 10).is_empty());
+        assert!(
+            !next_round(&p, &noisy).is_empty(),
+            "the CV rule repeats noisy cells"
+        );
+        p.scale = 0.05;
+        assert!(smoke(&p));
+        assert!(next_round(&p, &noisy).is_empty());
+        let q = question(Compares::Testbeds, "a", "b");
+        assert!(!cells_to_repeat(std::slice::from_ref(&q), &noisy, 10).is_empty());
+        p.scale = SMOKE_SCALE;
+        assert!(!smoke(&p), "0.25 and up is a scaled run, not a smoke run");
     }
 }
