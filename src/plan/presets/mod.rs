@@ -27,7 +27,7 @@ pub const PRESETS: &[Preset] = &[
         name: "quick",
         about: "what does journaling file data cost ext4? fsynced small files on ext4 data=ordered vs data=journal (xfs, btrfs alongside when installed), about a minute (what `fsgauge run` runs)",
         toml: include_str!("quick.toml"),
-        minutes: 1.1,
+        minutes: 1.2,
     },
     Preset {
         name: "lowmem",
@@ -51,7 +51,7 @@ pub const PRESETS: &[Preset] = &[
         name: "inode-interleave",
         about: "study 4, inode reservation: does interleaved creation make a cold rm -rf slower than grouped creation? ext4 data modes, ext2, ext3",
         toml: include_str!("inode-interleave.toml"),
-        minutes: 12.2,
+        minutes: 4.5,
     },
     Preset {
         name: "journal-size",
