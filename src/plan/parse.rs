@@ -707,8 +707,14 @@ fn usable(size: u64) -> u64 {
     size / 10 * 9
 }
 
+/// The smallest testbed `--scale` below 1 shrinks an image to (xfs refuses less than 300M).
+const MIN_SCALED_SIZE: u64 = 512 << 20;
+
 /// Checks that every workload fits on the testbed. As written (scale 1) a testbed too small is
 /// an error at its `size`; under `--scale` testbeds grow to fit (rounded up to 64M), with a note.
+/// Below scale 1 an image testbed first shrinks with the scale (to at least
+/// [`MIN_SCALED_SIZE`]): a workload whose work is a share of its filesystem (aging to a usage)
+/// shrinks with it, and mkfs and the fit checks work on the smaller size.
 fn fit_testbed(
     src: &Src,
     tb: &mut PlanTestbed,
@@ -717,6 +723,20 @@ fn fit_testbed(
     scale_f: f64,
     notes: &mut Vec<String>,
 ) -> Result<()> {
+    if scale_f < 1.0 && tb.spec.device.is_none() {
+        let scaled = ((tb.spec.size as f64 * scale_f) as u64)
+            .max(MIN_SCALED_SIZE)
+            .next_multiple_of(64 << 20);
+        if scaled < tb.spec.size {
+            notes.push(format!(
+                "testbed {} shrunk from {} to {} with --scale {scale_f}",
+                tb.spec.label,
+                format_size(tb.spec.size),
+                format_size(scaled)
+            ));
+            tb.spec.size = scaled;
+        }
+    }
     // Every workload's estimate was checked when it was parsed (an overflow is refused there).
     let need_of = |w: &PlanWorkload| w.workload.space_needed().unwrap_or(u64::MAX);
     let Some(big) = workloads.iter().max_by_key(|w| need_of(w)) else {
@@ -1191,5 +1211,40 @@ file_size = "64K"
         assert_eq!(params["file_size"], 64000 << 10);
         assert!(plan.testbeds[0].spec.size > 256 << 20);
         assert!(!plan.notes.is_empty());
+    }
+
+    #[test]
+    fn scaling_down_shrinks_image_testbeds_to_at_least_512m() {
+        let big = OK
+            .replace("size = \"256M\"", "size = \"6G\"")
+            .replace("size = 268435456", "size = \"6G\"");
+        let plan = parse(
+            &big,
+            "t.toml",
+            &ParseOptions {
+                scale: Some(0.05),
+                workdir: Some(std::env::temp_dir()),
+            },
+        )
+        .unwrap();
+        // 6G x 0.05 = 307M, below the 512M floor.
+        assert!(plan.testbeds.iter().all(|t| t.spec.size == 512 << 20));
+        assert!(
+            plan.notes
+                .iter()
+                .any(|n| n.contains("shrunk from 6G to 512M")),
+            "{:?}",
+            plan.notes
+        );
+        let plan = parse(
+            &big,
+            "t.toml",
+            &ParseOptions {
+                scale: Some(0.5),
+                workdir: Some(std::env::temp_dir()),
+            },
+        )
+        .unwrap();
+        assert_eq!(plan.testbeds[0].spec.size, 3 << 30);
     }
 }
