@@ -49,8 +49,11 @@ pub fn apply(kind: &str, params: &serde_json::Value, f: f64) -> serde_json::Valu
     for (field, v) in map.iter_mut() {
         match scale_class(kind, field) {
             ScaleClass::Fixed => {}
+            // Set below, once the tree's other fields are known.
+            ScaleClass::Levels => {}
             ScaleClass::Count => {
-                if let Some(n) = v.as_u64() {
+                // 0 stays 0 (e.g. a tree of directories only).
+                if let Some(n) = v.as_u64().filter(|&n| n > 0) {
                     *v = serde_json::Value::from(((n as f64 * f).round() as u64).max(1));
                 }
             }
@@ -70,5 +73,26 @@ pub fn apply(kind: &str, params: &serde_json::Value, f: f64) -> serde_json::Valu
             }
         }
     }
+    scale_levels(kind, map, f);
     out
+}
+
+/// [`ScaleClass::Levels`]: a tree of directories only gets log_D(F) more (or fewer) levels.
+fn scale_levels(kind: &str, map: &mut serde_json::Map<String, serde_json::Value>, f: f64) {
+    if scale_class(kind, "levels") != ScaleClass::Levels
+        || map.get("files_per_dir").and_then(|v| v.as_u64()) != Some(0)
+    {
+        return;
+    }
+    let (Some(levels), Some(d)) = (
+        map.get("levels").and_then(|v| v.as_u64()),
+        map.get("dirs_per_level").and_then(|v| v.as_u64()),
+    ) else {
+        return;
+    };
+    if d < 2 {
+        return;
+    }
+    let scaled = (levels as f64 + f.ln() / (d as f64).ln()).round().max(1.0) as u64;
+    map.insert("levels".into(), serde_json::Value::from(scaled));
 }

@@ -156,6 +156,7 @@ static KINDS: &[WorkloadKind] = &[
         "fdtree",
         "journal-size study: fdtree's dir create, file create, file remove, dir remove",
     )
+    .scales(&[("levels", crate::workload::params::ScaleClass::Levels)])
     .distributed(),
     WorkloadKind::bench::<crate::workload::interleave::Interleave>(
         "interleave",

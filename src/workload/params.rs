@@ -69,4 +69,9 @@ pub enum ScaleClass {
     Size,
     /// Kept as written.
     Fixed,
+    /// The depth of a tree of directories only (fdtree with no files per directory): its
+    /// amount of work is its directory count, about D^levels, so the depth changes by
+    /// log_D(F), rounded, at least 1. Kept as written in a tree with files (its files per
+    /// directory carry the scale).
+    Levels,
 }
