@@ -713,7 +713,7 @@ const MIN_SCALED_SIZE: u64 = 512 << 20;
 /// Checks that every workload fits on the testbed. As written (scale 1) a testbed too small is
 /// an error at its `size`; under `--scale` testbeds grow to fit (rounded up to 64M), with a note.
 /// Below scale 1 an image testbed first shrinks with the scale (to at least
-/// [`MIN_SCALED_SIZE`]): a workload whose work is a share of its filesystem (aging to a usage)
+/// [`MIN_SCALED_SIZE`] and twice the biggest workload's estimate): a workload whose work is a share of its filesystem (aging to a usage)
 /// shrinks with it, and mkfs and the fit checks work on the smaller size.
 fn fit_testbed(
     src: &Src,
@@ -723,9 +723,18 @@ fn fit_testbed(
     scale_f: f64,
     notes: &mut Vec<String>,
 ) -> Result<()> {
+    // Every workload's estimate was checked when it was parsed (an overflow is refused there).
+    let need_of = |w: &PlanWorkload| w.workload.space_needed().unwrap_or(u64::MAX);
+    let Some(big) = workloads.iter().max_by_key(|w| need_of(w)) else {
+        return Ok(());
+    };
+    let need = need_of(big);
     if scale_f < 1.0 && tb.spec.device.is_none() {
+        // Twice the estimate: a filesystem's own metadata (inode tables, journal, directory
+        // blocks of a deep tree) is not in it, and the run's check after mkfs is exact.
         let scaled = ((tb.spec.size as f64 * scale_f) as u64)
             .max(MIN_SCALED_SIZE)
+            .max(need.saturating_mul(2))
             .next_multiple_of(64 << 20);
         if scaled < tb.spec.size {
             notes.push(format!(
@@ -737,12 +746,6 @@ fn fit_testbed(
             tb.spec.size = scaled;
         }
     }
-    // Every workload's estimate was checked when it was parsed (an overflow is refused there).
-    let need_of = |w: &PlanWorkload| w.workload.space_needed().unwrap_or(u64::MAX);
-    let Some(big) = workloads.iter().max_by_key(|w| need_of(w)) else {
-        return Ok(());
-    };
-    let need = need_of(big);
     if need <= usable(tb.spec.size) {
         return Ok(());
     }
