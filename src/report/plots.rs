@@ -485,7 +485,6 @@ fn latency(report: &Report, workload: &str, phase: &str) -> Option<Plot> {
     })
 }
 
-/// Operations per second over the phase, first repetition of each testbed.
 /// Where a series point's interval starts (seconds from the phase start) and how long it
 /// really is: the last one ends with the phase (its measured time plus its ramp).
 pub(crate) fn interval_span(
@@ -497,9 +496,11 @@ pub(crate) fn interval_span(
     (s.t, (end - s.t).clamp(0.0, ivl))
 }
 
+/// Operations per second over the phase, first repetition of each testbed.
 fn series(report: &Report, workload: &str, phase: &str) -> Option<Plot> {
     let labels = super::model::workload_labels(&report.results, &[]);
     let mut lines: Vec<(String, Vec<(f64, f64)>)> = Vec::new();
+    let mut ramp = 0.0f64;
     for t in &report.testbeds {
         let first = report
             .results
@@ -509,6 +510,7 @@ fn series(report: &Report, workload: &str, phase: &str) -> Option<Plot> {
             .min_by_key(|(r, _)| r.rep)
             .and_then(|(r, _)| r.phases.iter().find(|p| p.name == phase));
         if let Some(p) = first {
+            ramp = ramp.max(p.ramp_s.unwrap_or(0.0));
             if p.series.len() >= 2 {
                 // The last interval is usually partial: scale it by its real length, and leave
                 // it out when it is too short to say anything.
@@ -563,6 +565,9 @@ fn series(report: &Report, workload: &str, phase: &str) -> Option<Plot> {
             .iter()
             .map(|(t, pts)| (t.as_str(), pts.clone()))
             .collect();
+        if ramp > 0.0 {
+            shade_ramp(&mut chart, ramp.min(xmax), 0.0, ymax)?;
+        }
         draw_lines(&mut chart, &series, false, None)?;
         root.present().map_err(err)
     })();
@@ -572,6 +577,29 @@ fn series(report: &Report, workload: &str, phase: &str) -> Option<Plot> {
         title,
         svg,
     })
+}
+
+/// Shades the ramp, from the phase start to `end`, with its legend entry.
+fn shade_ramp<'a, DB, Y>(
+    chart: &mut ChartContext<'a, DB, Cartesian2d<plotters::coord::types::RangedCoordf64, Y>>,
+    end: f64,
+    ymin: f64,
+    ymax: f64,
+) -> Draw
+where
+    DB: DrawingBackend + 'a,
+    Y: Ranged<ValueType = f64>,
+{
+    let shade = RGBColor(200, 200, 200).mix(0.5);
+    chart
+        .draw_series(std::iter::once(Rectangle::new(
+            [(0.0, ymin), (end, ymax)],
+            shade.filled(),
+        )))
+        .map_err(err)?
+        .label("ramp (excluded)")
+        .legend(move |(x, y)| Rectangle::new([(x, y - 5), (x + 18, y + 5)], shade.filled()));
+    Ok(())
 }
 
 /// Reads one figure of a series interval.
@@ -689,17 +717,7 @@ fn latency_over_time(report: &Report, workload: &str, phase: &str) -> Option<Plo
             .draw()
             .map_err(err)?;
         if ramp > 0.0 {
-            let shade = RGBColor(200, 200, 200).mix(0.5);
-            chart
-                .draw_series(std::iter::once(Rectangle::new(
-                    [(0.0, ymin), (ramp.min(xmax), ymax)],
-                    shade.filled(),
-                )))
-                .map_err(err)?
-                .label("ramp (excluded)")
-                .legend(move |(x, y)| {
-                    Rectangle::new([(x, y - 5), (x + 18, y + 5)], shade.filled())
-                });
+            shade_ramp(&mut chart, ramp.min(xmax), ymin, ymax)?;
         }
         for (i, (label, stretches, dashed)) in lines.iter().enumerate() {
             let c = color(i);
