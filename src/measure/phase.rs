@@ -277,12 +277,10 @@ impl PhaseMeter {
             let kept = intervals_hist(&recorders, ramp_n..usize::MAX);
             ops -= r_ops.min(ops);
             bytes -= r_bytes.min(bytes);
-            let (o2, o10) = slow_counts(&kept);
-            latency = summarize(&kept, o2, o10);
+            latency = summarize_slow(&kept);
             if scheduled_latency.is_some() {
                 let h = scheduled_hist(&recorders, &self.defs, ramp_n..usize::MAX);
-                let (o2, o10) = slow_counts(&h);
-                scheduled_latency = Some(summarize(&h, o2, o10));
+                scheduled_latency = Some(summarize_slow(&h));
             }
             // With one primary kind (a request loop), its own figures are the phase's.
             let mut primary = op_stats.values_mut().filter(|s| s.primary);
@@ -294,12 +292,11 @@ impl PhaseMeter {
                     only.scheduled_latency = Some(s.clone());
                 }
             }
-            let (o2, o10) = slow_counts(&r_hist);
             ramp_totals = Some(crate::results::RampTotals {
                 seconds: ramp.min(wall_s),
                 ops: r_ops,
                 bytes: r_bytes,
-                latency: summarize(&r_hist, o2, o10),
+                latency: summarize_slow(&r_hist),
             });
             ramp_s = Some(ramp);
             wall_s = (wall_s - ramp).max(0.0);
@@ -372,16 +369,18 @@ fn scheduled_hist(
 /// Latency of the primary operations that ended in series second `t`, over all workers
 /// (their closed intervals' buckets, exactly); `None` when none did.
 fn interval_latency(recorders: &[Recorder], t: usize) -> Option<LatencySummary> {
-    let mut h = new_histogram();
-    for r in recorders {
-        if let Some(buckets) = r.intervals.get(t) {
-            FastHistogram::add_buckets_to(buckets, &mut h);
-        }
-    }
-    (!h.is_empty()).then(|| {
-        let (o2, o10) = slow_counts(&h);
-        summarize(&h, o2, o10)
-    })
+    summary_of(&intervals_hist(recorders, t..t + 1))
+}
+
+/// The summary of a histogram with its slow-operation counts from its buckets.
+fn summarize_slow(h: &LatencyHistogram) -> LatencySummary {
+    let (o2, o10) = slow_counts(h);
+    summarize(h, o2, o10)
+}
+
+/// [`summarize_slow`], `None` for an empty histogram.
+fn summary_of(h: &LatencyHistogram) -> Option<LatencySummary> {
+    (!h.is_empty()).then(|| summarize_slow(h))
 }
 
 /// Latency from the scheduled time of operation kind `i` over all workers, with its counts
@@ -403,18 +402,7 @@ fn scheduled_latency(recorders: &[Recorder], i: usize) -> Option<(LatencyHistogr
 /// Latency from the scheduled time of the primary operations that ended in series second `t`,
 /// over all workers; `None` when there is none.
 fn scheduled_interval(recorders: &[Recorder], defs: &[OpDef], t: usize) -> Option<LatencySummary> {
-    let mut h = new_histogram();
-    for r in recorders {
-        for (s, _) in r.scheduled.iter().zip(defs).filter(|(_, d)| d.primary) {
-            if let Some(buckets) = s.intervals.get(t) {
-                FastHistogram::add_buckets_to(buckets, &mut h);
-            }
-        }
-    }
-    (!h.is_empty()).then(|| {
-        let (o2, o10) = slow_counts(&h);
-        summarize(&h, o2, o10)
-    })
+    summary_of(&scheduled_hist(recorders, defs, t..t + 1))
 }
 
 /// Operations over 2 s and over 10 s in `h`, as far as its buckets tell (to within a bucket's

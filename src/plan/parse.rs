@@ -859,11 +859,6 @@ fn nearest_existing(p: &Path) -> PathBuf {
     }
 }
 
-/// Room for images on the filesystem holding `p` (on tmpfs: memory available too).
-fn free_bytes(p: &Path) -> Option<u64> {
-    crate::testbed::room::free_space(p)
-}
-
 /// With `fresh = "per-testbed"` and questions, runs alternate between the testbeds (so drift
 /// hits both sides of a question alike), and every testbed's filesystem exists at once: the
 /// disk (and the RAM disk) must hold them all together.
@@ -889,7 +884,7 @@ fn check_disk_together(
         }
     }
     for (base, bytes) in need {
-        let Some(avail) = free_bytes(&base) else {
+        let Some(avail) = crate::testbed::room::free_space(&base) else {
             continue;
         };
         if bytes > avail {
@@ -923,7 +918,7 @@ fn check_disk(
         } else if j.backing == Backing::Ram {
             // A RAM journal of a disk-backed testbed lives on tmpfs.
             let shm = nearest_existing(&default_workdir(Backing::Ram));
-            if let Some(avail) = free_bytes(&shm) {
+            if let Some(avail) = crate::testbed::room::free_space(&shm) {
                 if j.size > avail {
                     return Err(src.err(
                         journal_span.clone(),
@@ -941,7 +936,7 @@ fn check_disk(
         }
     }
     let base = nearest_existing(&tb.spec.workdir);
-    let Some(avail) = free_bytes(&base) else {
+    let Some(avail) = crate::testbed::room::free_space(&base) else {
         return Ok(());
     };
     if need > avail {

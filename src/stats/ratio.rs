@@ -100,22 +100,28 @@ pub fn ratio_with_level(base: &[f64], variant: &[f64], level: f64) -> Result<Rat
         });
     }
     let df = se2.powi(2) / (ua.powi(2) / (a.n - 1) as f64 + ub.powi(2) / (b.n - 1) as f64);
-    let se = se2.sqrt();
-    let t = t_quantile(0.5 + level / 2.0, df);
-    let p = match StudentsT::new(0.0, 1.0, df) {
-        Ok(dist) => (2.0 * (1.0 - dist.cdf((ln_ratio / se).abs()))).clamp(0.0, 1.0),
-        Err(_) => f64::NAN,
-    };
+    let (low, high, p) = log_interval(ln_ratio, se2.sqrt(), df, level);
     Ok(Ratio {
         ratio,
-        low: (ln_ratio - t * se).exp(),
-        high: (ln_ratio + t * se).exp(),
+        low,
+        high,
         p,
         df,
         n_base,
         n_variant,
         paired: false,
     })
+}
+
+/// The interval exp(ln R ± t·se) at `level` and the two-sided p of "ln R = 0", from the same t
+/// statistic on `df` degrees of freedom (so the interval excludes 1 exactly when p < 1 − level).
+fn log_interval(ln_ratio: f64, se: f64, df: f64, level: f64) -> (f64, f64, f64) {
+    let t = t_quantile(0.5 + level / 2.0, df);
+    let p = match StudentsT::new(0.0, 1.0, df) {
+        Ok(dist) => (2.0 * (1.0 - dist.cdf((ln_ratio / se).abs()))).clamp(0.0, 1.0),
+        Err(_) => f64::NAN,
+    };
+    ((ln_ratio - t * se).exp(), (ln_ratio + t * se).exp(), p)
 }
 
 /// The ratio variant / baseline from pairs (baseline, variant) of runs made side by side: the
@@ -150,12 +156,7 @@ pub fn paired_with_level(pairs: &[(f64, f64)], level: f64) -> Result<Ratio, Rati
     let (low, high, p) = if se == 0.0 {
         (ratio, ratio, if mean == 0.0 { 1.0 } else { 0.0 })
     } else {
-        let t = t_quantile(0.5 + level / 2.0, df);
-        let p = match StudentsT::new(0.0, 1.0, df) {
-            Ok(dist) => (2.0 * (1.0 - dist.cdf((mean / se).abs()))).clamp(0.0, 1.0),
-            Err(_) => f64::NAN,
-        };
-        ((mean - t * se).exp(), (mean + t * se).exp(), p)
+        log_interval(mean, se, df, level)
     };
     Ok(Ratio {
         ratio,

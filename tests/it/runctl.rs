@@ -241,17 +241,10 @@ fn a_time_based_run_lasts_the_asked_time_wrapping_around_the_file() {
 #[test]
 fn a_time_based_io_uring_run_lasts_the_asked_time() {
     let sb = Sandbox::new();
-    let r = tio_dir(
+    let r = randread(
         &sb,
+        "1",
         &[
-            "--mode",
-            "randread",
-            "--block",
-            "4K",
-            "--file-size",
-            "256K",
-            "--threads",
-            "1",
             "--engine",
             "io_uring",
             "--iodepth",
@@ -382,22 +375,7 @@ fn pinned_workers_record_their_cpus() {
 #[test]
 fn every_second_of_the_series_carries_its_latency_and_the_seconds_add_up() {
     let sb = Sandbox::new();
-    let r = tio_dir(
-        &sb,
-        &[
-            "--mode",
-            "randread",
-            "--block",
-            "4K",
-            "--file-size",
-            "256K",
-            "--threads",
-            "2",
-            "--time",
-            "2500ms",
-            "--time-based",
-        ],
-    );
+    let r = randread(&sb, "2", &["--time", "2500ms", "--time-based"]);
     assert_schema(&r);
     for p in r["phases"].as_array().unwrap() {
         let series = p["series"].as_array().unwrap();
