@@ -14,6 +14,9 @@
 //!   `fsgauge: test pause at POINT` on stderr and wait `FSGAUGE_TEST_PAUSE_MS` (default 200)
 //!   at each named point; a child whose program name starts with a named point is started
 //!   through `sh -c 'sleep …; exec …'`, so that it is running when the test's signal comes.
+//!   With the variable set (even empty), [`conclude`] prints `fsgauge: test concluded` once
+//!   its last check found no signal: a signal sent after that meets a process that is already
+//!   ending, and exit status 0 is then right.
 
 use std::io::Read;
 use std::path::Path;
@@ -93,7 +96,11 @@ pub fn conclude(res: Result<ExitCode>) -> Result<ExitCode> {
     match res {
         Ok(code) if SETTLED.load(Ordering::SeqCst) => Ok(code),
         Ok(code) => match arrived() {
-            None => Ok(code),
+            None => {
+                #[cfg(debug_assertions)]
+                test_hook::concluded();
+                Ok(code)
+            }
             Some(sig) => {
                 let kept = kept();
                 if kept.is_empty() {
@@ -208,6 +215,15 @@ mod test_hook {
             .and_then(|v| v.parse().ok())
             .unwrap_or(200);
         Duration::from_millis(ms)
+    }
+
+    /// Says, when the fault tests are watching (`FSGAUGE_TEST_PAUSE_AT` is set, even empty),
+    /// that the last check found no signal: one sent from now on meets a process that is
+    /// already ending with its own status.
+    pub fn concluded() {
+        if std::env::var_os("FSGAUGE_TEST_PAUSE_AT").is_some() {
+            eprintln!("fsgauge: test concluded");
+        }
     }
 
     pub fn pause(point: &str) {

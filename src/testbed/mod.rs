@@ -336,11 +336,12 @@ impl Testbed {
             path: image.to_path_buf(),
         };
         self.ledger().record(img.clone())?;
-        let f = match fs::OpenOptions::new()
-            .write(true)
-            .create_new(true)
-            .open(image)
-        {
+        let f = match in_shared_dir(image, || {
+            fs::OpenOptions::new()
+                .write(true)
+                .create_new(true)
+                .open(image)
+        }) {
             Ok(f) => f,
             Err(e) => {
                 // Not made (an image already there is not ours): nothing to remove later.
@@ -408,7 +409,7 @@ impl Testbed {
         let made = if all {
             fs::create_dir_all(path)
         } else {
-            fs::create_dir(path)
+            in_shared_dir(path, || fs::create_dir(path))
         };
         if let Err(e) = made {
             if !recorded_before {
@@ -688,4 +689,71 @@ pub fn cleanup_in(dir: &Path, all: bool) -> Result<CleanupReport> {
         }
     }
     Ok(report)
+}
+
+/// Makes `path` (a file or directory, by `make`) inside one of fsgauge's own shared work
+/// directories (`/var/tmp/fsgauge`, `/dev/shm/fsgauge`). Another run removes such a directory
+/// at its teardown when it finds it empty, which can happen between this run making it and
+/// making something in it: then the directory is made again and `make` tried again.
+fn in_shared_dir<T>(
+    path: &Path,
+    mut make: impl FnMut() -> std::io::Result<T>,
+) -> std::io::Result<T> {
+    let own = [Backing::File, Backing::Ram].map(default_workdir);
+    let shared = path.parent().filter(|p| own.iter().any(|d| d == p));
+    let mut tries = 0;
+    loop {
+        match (make(), shared) {
+            (Err(e), Some(dir)) if tries < 20 && e.kind() == std::io::ErrorKind::NotFound => {
+                tries += 1;
+                fs::create_dir_all(dir)?;
+            }
+            (other, _) => return other,
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_shared_work_directory_removed_by_another_run_is_made_again() {
+        let dir = default_workdir(Backing::Ram);
+        if !Path::new("/dev/shm").is_dir() || !nix::unistd::geteuid().is_root() {
+            assert!(
+                std::env::var("CI").map_or(true, |v| v.is_empty() || v == "false"),
+                "CI must run every test, but this one needs root and /dev/shm"
+            );
+            eprintln!("skipped: needs root and /dev/shm");
+            return;
+        }
+        fs::create_dir_all(&dir).unwrap();
+        let target = dir.join(format!("in-shared-dir-test-{}", std::process::id()));
+        let mut calls = 0;
+        // The first try finds the directory gone (another run removed it when empty).
+        let made = in_shared_dir(&target, || {
+            calls += 1;
+            if calls == 1 {
+                let _ = fs::remove_dir(&dir);
+                return Err(std::io::Error::from(std::io::ErrorKind::NotFound));
+            }
+            fs::create_dir(&target)
+        });
+        assert!(made.is_ok(), "{made:?}");
+        assert_eq!(calls, 2);
+        fs::remove_dir(&target).unwrap();
+        let _ = fs::remove_dir(&dir);
+
+        // Anywhere else a missing directory is the caller's error, reported at once.
+        let tmp = tempfile::tempdir().unwrap();
+        let elsewhere = tmp.path().join("gone/x");
+        let mut calls = 0;
+        let made = in_shared_dir(&elsewhere, || {
+            calls += 1;
+            fs::create_dir(&elsewhere)
+        });
+        assert_eq!(made.unwrap_err().kind(), std::io::ErrorKind::NotFound);
+        assert_eq!(calls, 1);
+    }
 }

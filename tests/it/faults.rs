@@ -192,10 +192,9 @@ fn run_try(sc: &Scenario, t: &Try, plan: &Path) -> Vec<String> {
         c
     };
     let _ = plan;
-    if let Some(p) = t.point {
-        cmd.env("FSGAUGE_TEST_PAUSE_AT", p)
-            .env("FSGAUGE_TEST_PAUSE_MS", PAUSE_MS.to_string());
-    }
+    // Set even without a window, so that fsgauge says when its last check has passed.
+    cmd.env("FSGAUGE_TEST_PAUSE_AT", t.point.unwrap_or(""))
+        .env("FSGAUGE_TEST_PAUSE_MS", PAUSE_MS.to_string());
     cmd.stdout(Stdio::null())
         .stderr(Stdio::piped())
         .process_group(0);
@@ -241,10 +240,13 @@ fn run_try(sc: &Scenario, t: &Try, plan: &Path) -> Vec<String> {
     } else {
         kill(pid, t.signal)
     };
-    // A process that had already ended (a zombie) counts as ended before the signal.
+    // A process that had already ended (a zombie) counts as ended before the signal; so does
+    // one that had passed its last check for a signal (below: it is ending with its own
+    // status, and said so).
     let ended_before = ended_before || sent.is_err() || is_zombie(pid);
     let status = wait_or_kill(&mut child, Duration::from_secs(120));
     let stderr = reader.join().unwrap();
+    let ended_before = ended_before || stderr.contains("fsgauge: test concluded");
     let mut wrong = Vec::new();
     let Some(status) = status else {
         wrong.push("did not end within 120 s of the signal (killed)".to_string());
