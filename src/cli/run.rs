@@ -159,13 +159,19 @@ pub fn run(c: RunCmd) -> Result<ExitCode> {
             .map(|(_, t)| t.spec.label.as_str())
             .collect();
         println!(
-            "quick study: tree workload ({} dirs x {} files x {}, fsync per {}) on {} (fresh 1G loop images, {} reps interleaved, cold caches between phases)",
+            "quick study: tree workload ({} dirs x {} files x {}, fsync per {}) on {} (fresh 1G loop images, {}, cold caches between phases)",
             w["dirs"],
             w["files"],
             format_size(w["file_size"].as_u64().unwrap_or(0)),
             w["fsync"].as_str().unwrap_or("-"),
             labels.join(", "),
-            plan.reps.initial()
+            match plan.reps {
+                Reps::Auto { max, .. } if !plan::smoke(&plan) => format!(
+                    "{} reps interleaved, then more of the questions' testbeds until the questions are decided, at most {max}",
+                    plan.reps.initial()
+                ),
+                r => format!("{} reps interleaved", r.initial()),
+            }
         );
     } else if !c.output.quiet {
         eprintln!(
