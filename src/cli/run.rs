@@ -38,7 +38,11 @@ A plan may ask questions; each is answered by a finding (variant / baseline, 95%
 
 A [[workload]] is named by its label = \"...\" (default: its kind, kind#N when repeated).
 With reps = \"auto\", every cell an undecided question reads gets one more repetition per
-round, alternating between testbeds, from 3 up to max_reps. --dry-run lists the questions.";
+round, alternating between testbeds, from 3 up to max_reps. Because the run stops at the
+first round whose interval decides, that interval is a repeated one (\"n = 4 pairs of up to
+10, sequential\"): each round's look uses the level that keeps the chance of any look deciding
+a change that is not there at 5% (0.988 for rounds 3..10), so the finding holds wherever the
+run stopped. --dry-run lists the questions.";
 
 #[derive(Debug, Args)]
 #[command(after_long_help = QUESTIONS_HELP)]

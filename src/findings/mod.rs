@@ -2,8 +2,9 @@
 //!
 //! A [`Question`] names a baseline and a variant (testbeds or workloads), a phase and a metric;
 //! its finding is the ratio variant / baseline of the metric's means over the repetitions, with
-//! a 95% interval that stays positive ([`crate::stats::ratio`]), the decision that interval
-//! supports at the question's ε, and whether it points the way the published figure did.
+//! a 95% interval that stays positive ([`crate::stats::ratio`]) — a repeated one when
+//! `reps = "auto"` stopped as soon as it decided ([`crate::stats::sequential`]) — the decision
+//! that interval supports at the question's ε, and whether it points the way the published figure did.
 //! Everything here is a pure function of the results: the report, `fsgauge run`'s summary and
 //! `reps = "auto"` all call [`findings`] or [`evaluate`], and give the same numbers.
 
@@ -13,7 +14,8 @@ use serde::{Deserialize, Serialize};
 
 use crate::results::metric::{Better, CORE};
 use crate::results::{Compares, PhaseResult, Question, RunResult};
-use crate::stats::{paired_ratio, ratio_of_means, Decision, Ratio};
+use crate::stats::sequential::{self, FAMILY_ALPHA};
+use crate::stats::{paired_with_level, ratio_with_level, Decision, Ratio};
 
 /// The answer to one question.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
@@ -60,6 +62,15 @@ impl Finding {
             Some(d) => d == Decision::Undecided,
             None => !self.base_values.is_empty() && !self.variant_values.is_empty(),
         }
+    }
+}
+
+/// The per-look confidence level of a question's interval: 95%, or the repeated interval's
+/// level when `reps = "auto"` looked at it after every round ([`sequential`]).
+pub fn confidence_level(q: &Question) -> f64 {
+    match q.looks {
+        Some(l) => sequential::repeated_level(l.first as usize, l.last as usize),
+        None => 1.0 - FAMILY_ALPHA,
     }
 }
 
@@ -224,10 +235,16 @@ pub fn evaluate(q: &Question, results: &[RunResult]) -> Finding {
             _ => {}
         }
     }
+    let level = confidence_level(q);
     let ratio = match pairs(&base, &variant) {
-        Some(p) => paired_ratio(&p),
-        None => ratio_of_means(&values(&base), &values(&variant)),
-    };
+        Some(p) => paired_with_level(&p, level),
+        None => ratio_with_level(&values(&base), &values(&variant), level),
+    }
+    .map(|r| Ratio {
+        // On the same scale as the interval: p < 0.05 exactly when it excludes 1.
+        p: (r.p * FAMILY_ALPHA / (1.0 - level)).min(1.0),
+        ..r
+    });
     let (ratio, problem) = match ratio {
         Ok(r) => (Some(r), None),
         Err(e) => (None, Some(e.to_string())),

@@ -126,11 +126,15 @@ pub fn sentence(f: &Finding) -> String {
             f.variant_values.len()
         );
     };
-    let n = if r.paired {
+    let mut n = if r.paired {
         format!("n = {} pairs", r.n_base)
     } else {
         format!("n = {} + {}", r.n_base, r.n_variant)
     };
+    if let Some(l) = q.looks {
+        // reps = "auto" stopped when this decided: the interval is the repeated one.
+        n.push_str(&format!(" of up to {}, sequential", l.last));
+    }
     let ci = format!("95% CI {}–{}×", sig(r.low, 3), sig(r.high, 3));
     let head = format!(
         "{} has {}× the {name} of {}{where_}",
@@ -208,6 +212,7 @@ mod tests {
             published,
             source: String::new(),
             epsilon: DEFAULT_EPSILON,
+            looks: None,
         }
     }
 

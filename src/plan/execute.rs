@@ -70,8 +70,30 @@ pub fn study_info(plan: &Plan, workload: usize) -> StudyInfo {
         plan: plan.name.clone(),
         workload: plan.workloads[workload].label.clone(),
         scale: plan.scale,
-        questions: plan.questions.iter().map(|q| q.question.clone()).collect(),
+        questions: questions_as_run(plan),
     }
+}
+
+/// The plan's questions as this run of it asks them: under `reps = "auto"` (not a smoke run)
+/// each is looked at after every round from the first round's repetitions up to the cap, so
+/// its interval is the repeated one over those looks ([`crate::stats::sequential`]).
+pub fn questions_as_run(plan: &Plan) -> Vec<Question> {
+    let looks = match plan.reps {
+        Reps::Auto { max, .. } if !smoke(plan) && plan.reps.initial() < max => {
+            Some(crate::results::Looks {
+                first: plan.reps.initial(),
+                last: max,
+            })
+        }
+        _ => None,
+    };
+    plan.questions
+        .iter()
+        .map(|q| Question {
+            looks,
+            ..q.question.clone()
+        })
+        .collect()
 }
 
 /// The hash of one run, as the runner records it.
@@ -387,8 +409,7 @@ fn next_round(plan: &Plan, cells: &BTreeMap<(usize, usize), Vec<RunResult>>) -> 
             .map(|(&c, _)| c)
             .collect()
     } else {
-        let qs: Vec<Question> = plan.questions.iter().map(|q| q.question.clone()).collect();
-        cells_to_repeat(&qs, cells, max)
+        cells_to_repeat(&questions_as_run(plan), cells, max)
     };
     wanted
         .into_iter()
@@ -674,6 +695,7 @@ mod tests {
             published: None,
             source: String::new(),
             epsilon: 0.05,
+            looks: None,
         }
     }
 
@@ -940,5 +962,70 @@ mod tests {
         assert!(!cells_to_repeat(std::slice::from_ref(&q), &noisy, 10).is_empty());
         p.scale = SMOKE_SCALE;
         assert!(!smoke(&p), "0.25 and up is a scaled run, not a smoke run");
+    }
+
+    /// Under `reps = "auto"` a question is looked at after every round until it decides, so
+    /// the results carry its looks and its interval is the repeated one: wider than the plain
+    /// 95% interval on the same values, and deciding only what it can decide at every look.
+    #[test]
+    fn a_question_run_until_it_decides_gets_the_repeated_interval() {
+        use crate::results::{Compares, Looks};
+        let with = |reps: Reps, scale: f64| {
+            let mut p = plan("[[question]]\nbaseline = \"a\"\nvariant = \"b\"\nworkload = \"tree#1\"\nphase = \"create\"\nmetric = \"ops_per_s\"\n");
+            p.reps = reps;
+            p.scale = scale;
+            questions_as_run(&p)[0].looks
+        };
+        let auto = Reps::Auto { cv: 0.05, max: 10 };
+        assert_eq!(with(auto, 1.0), Some(Looks { first: 3, last: 10 }));
+        assert_eq!(with(Reps::Fixed(5), 1.0), None, "one look");
+        assert_eq!(with(auto, 0.05), None, "a smoke run looks once");
+        assert_eq!(
+            with(Reps::Auto { cv: 0.05, max: 3 }, 1.0),
+            None,
+            "one round only"
+        );
+
+        // Five pairs whose per-pair ratios give a plain 95% interval that just excludes 1.
+        let pairs = [
+            (100.0, 104.0),
+            (100.0, 101.5),
+            (100.0, 103.0),
+            (100.0, 100.5),
+            (100.0, 102.5),
+        ];
+        let plain = crate::stats::paired_ratio(&pairs).unwrap();
+        assert!(plain.low > 1.0, "{plain:?}");
+        let mut q = question(Compares::Testbeds, "a", "b");
+        q.epsilon = 0.01;
+        let results: Vec<RunResult> = pairs
+            .iter()
+            .enumerate()
+            .flat_map(|(k, &(x, y))| {
+                [("a", x), ("b", y)].map(|(tb, rate)| RunResult {
+                    rep: k as u32,
+                    ..res(tb, "w1", rate)
+                })
+            })
+            .collect();
+        let once = findings::evaluate(&q, &results);
+        assert_eq!(once.ratio.unwrap().low, plain.low);
+        q.looks = Some(Looks { first: 3, last: 10 });
+        let seq = findings::evaluate(&q, &results);
+        let r = seq.ratio.unwrap();
+        assert!(
+            r.low < plain.low && r.high > plain.high,
+            "{r:?} vs {plain:?}"
+        );
+        assert!(r.low < 1.0 && seq.undecided(), "{r:?}");
+        assert!(
+            r.p > 0.05 && r.p > plain.p,
+            "p on the interval's scale: {}",
+            r.p
+        );
+        assert!(
+            (r.ratio - plain.ratio).abs() < 1e-12,
+            "the estimate itself is the same"
+        );
     }
 }

@@ -604,6 +604,8 @@ fn resolve_one(
             published,
             source: text(&r.source).unwrap_or_default(),
             epsilon,
+            // Set for the run by `plan::questions_as_run`, which knows the repetitions.
+            looks: None,
         },
         at: src.loc(rq.span().start),
         phase_at: src.loc(phase_span.start),

@@ -442,7 +442,7 @@ pub fn findings_table(findings: &[Stated]) -> Table {
                 match f.ratio {
                     Some(r) if r.paired => format!("{} pairs", r.n_base),
                     _ => format!("{} + {}", f.base_values.len(), f.variant_values.len()),
-                },
+                } + &q.looks.map_or(String::new(), |l| format!(" (≤{})", l.last)),
                 decision,
                 q.published
                     .map_or("-".into(), |p| format!("{}×", sig(p, 3))),
@@ -457,7 +457,7 @@ pub fn findings_table(findings: &[Stated]) -> Table {
     Table {
         title: "Findings in numbers".into(),
         label_columns: 4,
-        note: "ratio = variant / baseline of the metric's mean over repetitions, 95% interval on the log scale (positive by construction), Welch degrees of freedom, n = repetitions of baseline + variant; with n pairs (repetition k of both sides, run one after the other): the geometric mean of the per-pair ratios and the t interval of their logarithms (n − 1 degrees of freedom), so drift of the machine between repetitions cancels".into(),
+        note: "ratio = variant / baseline of the metric's mean over repetitions, 95% interval on the log scale (positive by construction), Welch degrees of freedom, n = repetitions of baseline + variant; with n pairs (repetition k of both sides, run one after the other): the geometric mean of the per-pair ratios and the t interval of their logarithms (n − 1 degrees of freedom), so drift of the machine between repetitions cancels; n (≤N): reps = \"auto\" looked after every round up to N and stopped once decided, so the interval is the repeated one over those looks (each at the level that makes the chance of any look deciding wrongly 5%, Pocock-style, found by simulation of the t statistics) and p is scaled to it (p < 0.05 exactly when the interval excludes 1)".into(),
         headers: [
             "question", "baseline", "variant", "metric", "ratio", "95% CI", "p", "n", "decision",
             "published", "agrees",

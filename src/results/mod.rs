@@ -16,7 +16,7 @@ pub use env::{env_diff, env_fields, BlockQueue, BuildInfo, Difference, Environme
 pub use host::HostInfo;
 pub use metric::{Better, Combine, MetricDef};
 pub use store::{load, load_dir, write_result, DirResults, ResultFile, Skipped};
-pub use study::{Compares, Question, StudyInfo, DEFAULT_EPSILON};
+pub use study::{Compares, Looks, Question, StudyInfo, DEFAULT_EPSILON};
 
 /// The schema tag every run document carries.
 pub const SCHEMA: &str = "fsgauge.run/1";

@@ -63,6 +63,20 @@ pub struct Question {
     pub source: String,
     /// Half-width of the "no change" band, as a fraction.
     pub epsilon: f64,
+    /// Set when `reps = "auto"` looked at the question after every round and would stop once
+    /// it was decided: its interval is then the repeated one over those looks
+    /// ([`crate::stats::sequential`]), valid whenever the run stopped. `None`: one look (a fixed
+    /// number of repetitions, a smoke run, or a result from before it was recorded).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub looks: Option<Looks>,
+}
+
+/// The repetitions per side at which `reps = "auto"` looked at a question: after the first
+/// round (`first`) and after each further round, up to the cap (`last`).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+pub struct Looks {
+    pub first: u32,
+    pub last: u32,
 }
 
 /// What a question's baseline and variant name.

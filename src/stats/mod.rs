@@ -10,6 +10,7 @@
 //! variance.
 
 mod ratio;
+pub mod sequential;
 
 pub use ratio::{
     paired_ratio, paired_with_level, ratio_of_means, ratio_with_level, Decision, Ratio, RatioError,

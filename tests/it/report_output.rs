@@ -586,6 +586,7 @@ fn tree_study_with_a_question() -> Vec<RunResult> {
         published: Some(2.0),
         source: "a made-up study".into(),
         epsilon: DEFAULT_EPSILON,
+        looks: None,
     };
     let mut all = tree_study();
     for r in &mut all {
