@@ -157,7 +157,9 @@ fn space_needed(wl: &dyn Workload) -> Result<u64> {
     wl.space_needed().map_err(|e| bad_input(e.to_string()))
 }
 
-fn memory_needs(wl: &dyn Workload) -> Result<u64> {
+/// What a run of `wl` needs inside a memory limit: the workload's own estimate, fsgauge's
+/// resident memory and a margin.
+pub fn memory_needs(wl: &dyn Workload) -> Result<u64> {
     let own = wl.memory_needed().map_err(|e| bad_input(e.to_string()))?;
     own.checked_add(own_rss() + (8 << 20)).ok_or_else(|| {
         bad_input(format!(

@@ -25,6 +25,7 @@ use anyhow::Result;
 use rand::Rng;
 
 use crate::error::bad_input;
+use crate::stats::standard_normal;
 use crate::units::{format_size, parse_size};
 
 /// One row of a size table: sizes drawn uniformly from `lo..=hi` with relative `weight`.
@@ -363,13 +364,6 @@ fn parse_range(v: &str) -> Result<(u64, u64), String> {
         ));
     }
     Ok((lo, hi))
-}
-
-/// A standard normal draw (Box–Muller).
-fn standard_normal<R: Rng>(rng: &mut R) -> f64 {
-    let u1: f64 = 1.0 - rng.gen::<f64>();
-    let u2: f64 = rng.gen();
-    (-2.0 * u1.ln()).sqrt() * (2.0 * std::f64::consts::PI * u2).cos()
 }
 
 #[cfg(test)]

@@ -251,9 +251,10 @@ pub fn parse(text: &str, source: &str, opts: &ParseOptions) -> Result<Plan> {
     }
 
     let mut notes = Vec::new();
-    for (tb, size_span) in testbeds.iter_mut().zip(spans) {
+    for ((tb, size_span), raw_tb) in testbeds.iter_mut().zip(spans).zip(&raw.testbed) {
         fit_testbed(&src, tb, &size_span.0, &workloads, scale_f, &mut notes)?;
         fit_inodes(&src, tb, &workloads, &mut notes)?;
+        fit_memory(&src, tb, raw_tb.get_ref().mem_limit.as_ref(), &workloads)?;
         check_disk(&src, tb, &size_span.0, &size_span.1)?;
     }
 
@@ -790,6 +791,39 @@ fn fit_testbed(
     Ok(())
 }
 
+/// Checks that a testbed's memory limit holds what each workload needs for itself (fsgauge's
+/// own memory plus the workload's buffers: the figure the run checks again before it starts),
+/// so a limit too small is refused at its `mem_limit` before anything is made.
+fn fit_memory(
+    src: &Src,
+    tb: &PlanTestbed,
+    limit_at: Option<&Spanned<toml::Value>>,
+    workloads: &[PlanWorkload],
+) -> Result<()> {
+    let (Some(limit), Some(at)) = (tb.mem_limit, limit_at) else {
+        return Ok(());
+    };
+    for w in workloads {
+        let needs = crate::runner::memory_needs(&*w.workload)?;
+        if limit < needs {
+            return Err(src.err(
+                at.span(),
+                "mem_limit",
+                format!(
+                    "testbed {:?} is limited to {} but the workload at line {} ({}) needs about {} for itself (fsgauge's own memory plus its buffers); give at least {} or make the workload's threads or block size smaller",
+                    tb.spec.label,
+                    format_size(limit),
+                    w.at.line,
+                    w.kind,
+                    crate::units::format_bytes_human(needs as f64),
+                    format_size(needs.next_multiple_of(1 << 20))
+                ),
+            ));
+        }
+    }
+    Ok(())
+}
+
 /// Checks that every workload's files fit in the inodes the testbed's mkfs will make. An ext
 /// testbed whose mkfs options say nothing about inodes gets `-N` when its default would be
 /// too few (with a note; the result's mkfs command line records it); an explicit `-N` or
@@ -1147,6 +1181,32 @@ file_size = "64K"
         assert!(
             e.starts_with("t.toml:11:11:") && e.contains("RAM disk"),
             "{e}"
+        );
+    }
+
+    #[test]
+    fn a_memory_limit_below_the_workloads_own_need_is_refused_at_mem_limit() {
+        // 8 threads with 64M requests hold 512M of buffers: a 64M limit cannot run them.
+        let tio = OK.replace(
+            "kind = \"tree\"\ndirs = 2\nfiles = 3\nfile_size = \"64K\"",
+            "kind = \"tio\"\nthreads = [8]\nmode = [\"seqwrite\"]\nblock = \"64M\"\nfile_size = \"64M\"",
+        );
+        let big = tio.replace("size = \"256M\"", "size = \"1G\"");
+        let e = err(&big.replace("size = 268435456", "size = \"1G\""));
+        assert!(
+            e.starts_with("t.toml:12:13: mem_limit: testbed \"a\" is limited to 64M")
+                && e.contains("workload at line 18 (tio)")
+                && e.contains("give at least"),
+            "{e}"
+        );
+        // The same workload with small requests fits.
+        let small = big
+            .replace("size = 268435456", "size = \"1G\"")
+            .replace("block = \"64M\"", "block = \"4K\"");
+        assert!(
+            p(&small).is_ok(),
+            "{:#}",
+            p(&small).err().map_or(String::new(), |e| e.to_string())
         );
     }
 

@@ -120,6 +120,14 @@ pub fn harmonic_mean(xs: &[f64]) -> Option<f64> {
     Some(xs.len() as f64 / xs.iter().map(|x| 1.0 / x).sum::<f64>())
 }
 
+/// A standard normal draw (Box–Muller), for the simulations here and the aging engine's
+/// log-normal file sizes (a deterministic stream for a given seed).
+pub fn standard_normal<R: rand::Rng>(rng: &mut R) -> f64 {
+    let u1: f64 = 1.0 - rng.gen::<f64>();
+    let u2: f64 = rng.gen();
+    (-2.0 * u1.ln()).sqrt() * (2.0 * std::f64::consts::PI * u2).cos()
+}
+
 /// The `p` quantile of Student's t distribution with `df` degrees of freedom.
 pub fn t_quantile(p: f64, df: f64) -> f64 {
     match StudentsT::new(0.0, 1.0, df) {

@@ -18,9 +18,11 @@
 use std::collections::BTreeMap;
 use std::sync::Mutex;
 
-use rand::{Rng, SeedableRng};
+use rand::SeedableRng;
 use rand_chacha::ChaCha8Rng;
 use statrs::distribution::{ContinuousCDF, StudentsT};
+
+use super::standard_normal;
 
 /// The chance, over all looks together, of deciding a change that is not there.
 pub const FAMILY_ALPHA: f64 = 0.05;
@@ -95,13 +97,6 @@ fn simulated_alpha(first: usize, last: usize) -> f64 {
     }
     min_p.sort_by(f64::total_cmp);
     min_p[(FAMILY_ALPHA * PATHS as f64) as usize]
-}
-
-/// A standard normal draw (Box–Muller).
-fn standard_normal(rng: &mut ChaCha8Rng) -> f64 {
-    let u1: f64 = rng.gen_range(f64::MIN_POSITIVE..1.0);
-    let u2: f64 = rng.gen();
-    (-2.0 * u1.ln()).sqrt() * (2.0 * std::f64::consts::PI * u2).cos()
 }
 
 #[cfg(test)]
