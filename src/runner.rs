@@ -158,10 +158,21 @@ fn space_needed(wl: &dyn Workload) -> Result<u64> {
 }
 
 /// What a run of `wl` needs inside a memory limit: the workload's own estimate, fsgauge's
-/// resident memory and a margin.
-pub fn memory_needs(wl: &dyn Workload) -> Result<u64> {
+/// resident memory now and a margin.
+fn memory_needs(wl: &dyn Workload) -> Result<u64> {
+    memory_needs_with(wl, own_rss())
+}
+
+/// fsgauge's own resident memory before a workload starts (about 10-13 MiB measured), for
+/// checking a plan's memory limit ahead of the run, where the checking process is not the
+/// one that will run (a test harness, say).
+pub const TOOL_RSS_ESTIMATE: u64 = 16 << 20;
+
+/// What a run of `wl` needs inside a memory limit when fsgauge itself holds `tool_rss`: the
+/// workload's own estimate, that, and an 8 MiB margin.
+pub fn memory_needs_with(wl: &dyn Workload, tool_rss: u64) -> Result<u64> {
     let own = wl.memory_needed().map_err(|e| bad_input(e.to_string()))?;
-    own.checked_add(own_rss() + (8 << 20)).ok_or_else(|| {
+    own.checked_add(tool_rss + (8 << 20)).ok_or_else(|| {
         bad_input(format!(
             "the {} workload's memory estimate overflows 64 bits; make its counts and sizes smaller",
             wl.kind()

@@ -44,7 +44,33 @@ pub struct Finding {
     pub phase_s: Option<f64>,
 }
 
+/// Whether a decision agrees with a published ratio: a larger or smaller finding where the
+/// study found the same direction, a no-change where the published figure is within ±ε of 1.
+/// None when there is nothing to compare (no published figure, or undecided).
+pub fn agreement(published: Option<f64>, decision: Option<Decision>, epsilon: f64) -> Option<bool> {
+    match (published, decision) {
+        (Some(p), Some(Decision::Larger)) => Some(p > 1.0),
+        (Some(p), Some(Decision::Smaller)) => Some(p < 1.0),
+        (Some(p), Some(Decision::NoChange)) => Some((p - 1.0).abs() <= epsilon),
+        _ => None,
+    }
+}
+
 impl Finding {
+    /// How the finding stands against the published figure, in words: "same direction",
+    /// "opposite direction", "no effect here, where the study found one" (a decided no-change
+    /// against a published effect beyond ε), "no effect, as published", or "not yet
+    /// comparable" (undecided, or no published figure).
+    pub fn verdict(&self) -> &'static str {
+        match (self.agrees, self.decision) {
+            (Some(true), Some(Decision::NoChange)) => "no effect, as published",
+            (Some(true), _) => "same direction",
+            (Some(false), Some(Decision::NoChange)) => "no effect here, where the study found one",
+            (Some(false), _) => "opposite direction",
+            (None, _) => "not yet comparable",
+        }
+    }
+
     /// Whether the finding times a phase that lasts under [`SHORT_PHASE_S`]: its figures
     /// measure the machine (scheduling, caches, timer) more than the filesystem. Counted
     /// figures (bytes written, extents) of a short phase are not affected.
@@ -251,12 +277,7 @@ pub fn evaluate(q: &Question, results: &[RunResult]) -> Finding {
     };
     let (base_values, variant_values) = (values(&base), values(&variant));
     let decision = ratio.map(|r| r.decide(q.epsilon));
-    let agrees = match (q.published, decision) {
-        (Some(p), Some(Decision::Larger)) => Some(p > 1.0),
-        (Some(p), Some(Decision::Smaller)) => Some(p < 1.0),
-        (Some(p), Some(Decision::NoChange)) => Some((p - 1.0).abs() <= q.epsilon),
-        _ => None,
-    };
+    let agrees = agreement(q.published, decision, q.epsilon);
     Finding {
         question: q.clone(),
         unit,

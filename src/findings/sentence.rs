@@ -179,12 +179,7 @@ pub fn sentence(f: &Finding) -> String {
         ));
     }
     if let Some(p) = q.published {
-        let verdict = match f.agrees {
-            Some(true) => "same direction",
-            Some(false) => "opposite direction",
-            None => "not yet comparable",
-        };
-        s.push_str(&format!("; published {}×: {verdict}", sig(p, 3)));
+        s.push_str(&format!("; published {}×: {}", sig(p, 3), f.verdict()));
     }
     s.push('.');
     s
@@ -233,11 +228,7 @@ mod tests {
             .find(|m| m.def.key == metric)
             .map(|m| m.def.better)
             .unwrap_or_default();
-        f.agrees = match (published, f.decision) {
-            (Some(p), Some(Decision::Larger)) => Some(p > 1.0),
-            (Some(p), Some(Decision::Smaller)) => Some(p < 1.0),
-            _ => None,
-        };
+        f.agrees = crate::findings::agreement(published, f.decision, DEFAULT_EPSILON);
         f
     }
 
@@ -303,6 +294,24 @@ mod tests {
         let s = sentence(&f);
         assert!(s.contains(": no change (CI −"), "{s}");
         assert!(s.contains("no effect larger than 2%."), "{s}");
+        // Against a published effect, a decided no-change says it found none (not that the
+        // effect went the other way); against a published 1.0, it agrees.
+        let values = (
+            [100.0, 101.0, 99.0, 100.5, 99.5],
+            [100.2, 100.8, 99.4, 100.1, 99.9],
+        );
+        let f = finding("ops_per_s", Some(2.12), &values.0, &values.1);
+        assert!(
+            sentence(&f).ends_with("published 2.12×: no effect here, where the study found one."),
+            "{}",
+            sentence(&f)
+        );
+        let f = finding("ops_per_s", Some(1.0), &values.0, &values.1);
+        assert!(
+            sentence(&f).ends_with("published 1.00×: no effect, as published."),
+            "{}",
+            sentence(&f)
+        );
     }
 
     #[test]

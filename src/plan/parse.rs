@@ -804,7 +804,8 @@ fn fit_memory(
         return Ok(());
     };
     for w in workloads {
-        let needs = crate::runner::memory_needs(&*w.workload)?;
+        let needs =
+            crate::runner::memory_needs_with(&*w.workload, crate::runner::TOOL_RSS_ESTIMATE)?;
         if limit < needs {
             return Err(src.err(
                 at.span(),

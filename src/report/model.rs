@@ -108,6 +108,11 @@ pub struct Report {
     pub tables: Vec<Table>,
     pub warnings: Vec<String>,
     pub environment: Vec<Environment>,
+    /// The environment fields whose values differ between the runs (sysctls, kernel, mkfs
+    /// version, device queue settings, ...), each value with its testbeds: the likely
+    /// explanation of a difference, shown before the numbers.
+    #[serde(skip_serializing_if = "Vec::is_empty")]
+    pub environment_differs: Vec<crate::results::Spread>,
     /// The answer to each question the results carry (none without questions): the report
     /// leads with them.
     #[serde(skip_serializing_if = "Vec::is_empty")]
@@ -404,6 +409,7 @@ pub fn build(mut results: Vec<RunResult>, baseline: Option<&str>) -> anyhow::Res
         tables,
         warnings,
         environment,
+        environment_differs: crate::results::env_spread(&results),
         findings,
         results,
     })
@@ -447,8 +453,7 @@ pub fn findings_table(findings: &[Stated]) -> Table {
                 q.published
                     .map_or("-".into(), |p| format!("{}×", sig(p, 3))),
                 match f.agrees {
-                    Some(true) => "same direction".into(),
-                    Some(false) => "opposite".into(),
+                    Some(_) => f.verdict().to_string(),
                     None => "-".into(),
                 },
             ]

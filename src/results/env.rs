@@ -287,6 +287,53 @@ impl std::fmt::Display for Difference {
     }
 }
 
+/// One environment field whose value is not the same in every run of a set: each value, with
+/// the testbeds whose runs had it.
+#[derive(Debug, Clone, Serialize, PartialEq)]
+pub struct Spread {
+    /// The field (`mkfs`, `vm.dirty_ratio`, `kernel`).
+    pub field: String,
+    /// Each distinct value and the testbed labels of the runs that had it.
+    pub values: Vec<(String, Vec<String>)>,
+}
+
+impl std::fmt::Display for Spread {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        let parts: Vec<String> = self
+            .values
+            .iter()
+            .map(|(v, tbs)| format!("{v} ({})", tbs.join(", ")))
+            .collect();
+        write!(f, "{}: {}", self.field, parts.join("; "))
+    }
+}
+
+/// The environment fields whose values differ among `results` (a report's runs), each value
+/// with the testbeds that had it. Only the runs that recorded a field are compared on it: a
+/// result from before the field was recorded adds no value of its own.
+pub fn env_spread(results: &[RunResult]) -> Vec<Spread> {
+    let mut seen: BTreeMap<String, BTreeMap<String, BTreeSet<String>>> = BTreeMap::new();
+    for r in results {
+        for (k, v) in env_fields(r) {
+            seen.entry(k)
+                .or_default()
+                .entry(v)
+                .or_default()
+                .insert(r.testbed.label.clone());
+        }
+    }
+    seen.into_iter()
+        .filter(|(_, values)| values.len() > 1)
+        .map(|(field, values)| Spread {
+            field,
+            values: values
+                .into_iter()
+                .map(|(v, tbs)| (v, tbs.into_iter().collect()))
+                .collect(),
+        })
+        .collect()
+}
+
 /// The comparable environment fields of one result, by name. Names of devices that change
 /// from run to run (`loop3`) are left out; their settings are in.
 pub fn env_fields(r: &RunResult) -> BTreeMap<String, String> {
@@ -520,6 +567,33 @@ mod tests {
         let lines: Vec<String> = d.iter().map(ToString::to_string).collect();
         assert_eq!(lines, ["kernel 6.18.4 → 6.18.44", "vm.dirty_ratio 20 → 10"]);
         assert!(env_diff(&base, &base).is_empty());
+    }
+
+    #[test]
+    fn spread_names_each_differing_value_with_its_testbeds() {
+        let on = |label: &str, kernel: &str, ratio: &str| {
+            let mut r = with_env(kernel, ratio);
+            r.testbed.label = label.into();
+            r
+        };
+        let runs = [
+            on("a", "6.18.4", "20"),
+            on("a", "6.18.4", "20"),
+            on("b", "6.18.4", "10"),
+            on("c", "6.18.4", "10"),
+        ];
+        let lines: Vec<String> = env_spread(&runs).iter().map(ToString::to_string).collect();
+        assert_eq!(lines, ["vm.dirty_ratio: 10 (b, c); 20 (a)"]);
+        assert!(env_spread(&runs[..2]).is_empty());
+        // A run from before the environment was recorded adds no value and hides none.
+        let mut old = on("d", "6.18.4", "5");
+        old.environment = None;
+        let with_old = [runs[0].clone(), runs[2].clone(), old];
+        let lines: Vec<String> = env_spread(&with_old)
+            .iter()
+            .map(ToString::to_string)
+            .collect();
+        assert_eq!(lines, ["vm.dirty_ratio: 10 (b); 20 (a)"]);
     }
 
     #[test]

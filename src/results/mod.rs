@@ -12,7 +12,9 @@ use std::collections::BTreeMap;
 
 use serde::{Deserialize, Serialize};
 
-pub use env::{env_diff, env_fields, BlockQueue, BuildInfo, Difference, Environment};
+pub use env::{
+    env_diff, env_fields, env_spread, BlockQueue, BuildInfo, Difference, Environment, Spread,
+};
 pub use host::HostInfo;
 pub use metric::{Better, Combine, MetricDef};
 pub use store::{load, load_dir, write_result, DirResults, ResultFile, Skipped};

@@ -39,6 +39,15 @@ const RANDREAD: [&str; 8] = [
     "1",
 ];
 
+/// RANDREAD on two threads, time-based for `time`, then `extra`.
+fn randread_2_threads<'a>(time: &'a str, extra: &[&'a str]) -> Vec<&'a str> {
+    let mut args = RANDREAD.to_vec();
+    args[7] = "2";
+    args.extend(["--time", time, "--time-based"]);
+    args.extend(extra);
+    args
+}
+
 fn u(v: &Value) -> u64 {
     v.as_u64().unwrap_or_else(|| panic!("not a count: {v}"))
 }
@@ -133,23 +142,7 @@ fn a_run_rate_in_bytes_is_split_over_the_workers() {
         &sb,
         "tio",
         &d,
-        &[
-            "--mode",
-            "randread",
-            "--block",
-            "4K",
-            "--file-size",
-            "4M",
-            "--threads",
-            "2",
-            "--time",
-            "2s",
-            "--time-based",
-            "--rate",
-            "8M/s",
-            "--rate-per",
-            "run",
-        ],
+        &randread_2_threads("2s", &["--rate", "8M/s", "--rate-per", "run"]),
     );
     let r = json_of(&out);
     assert_schema(&r);
@@ -233,21 +226,7 @@ fn a_rate_the_device_cannot_reach_is_reported_per_worker() {
         &sb,
         "tio",
         &d,
-        &[
-            "--mode",
-            "randread",
-            "--block",
-            "4K",
-            "--file-size",
-            "4M",
-            "--threads",
-            "2",
-            "--time",
-            "1s",
-            "--time-based",
-            "--rate-iops",
-            "100000000",
-        ],
+        &randread_2_threads("1s", &["--rate-iops", "100000000"]),
     );
     let stderr = String::from_utf8_lossy(&out.stderr).into_owned();
     assert_eq!(out.status.code(), Some(0), "{stderr}");

@@ -717,3 +717,51 @@ fn journal_writes_show_as_a_multiple_of_the_journal_size() {
     let text = report_as(&plain, "table");
     assert!(!text.contains("Journal writes"), "{text}");
 }
+
+#[test]
+fn a_report_names_the_environment_fields_that_differ_before_the_numbers() {
+    let dir = tempfile::tempdir().unwrap();
+    let res = dir.path().join("results");
+    let mut all = tree_study_with_a_question();
+    for r in &mut all {
+        let mut e = fsgauge::results::Environment::default();
+        let ratio = if r.testbed.label == "a" { "20" } else { "10" };
+        e.sysctl.insert("vm.dirty_ratio".into(), ratio.into());
+        e.sysctl.insert("vm.swappiness".into(), "60".into());
+        r.environment = Some(e);
+    }
+    write_all(&res, &all);
+    let line = "vm.dirty_ratio: 10 (b); 20 (a)";
+    let text = report_as(&res, "table");
+    let at = text.find(&format!("these runs differ in:\n  {line}\n"));
+    assert!(
+        at.is_some_and(|at| at < text.find("Findings").unwrap()),
+        "{text}"
+    );
+    assert!(!text.contains("vm.swappiness:"), "{text}");
+    let md = report_as(&res, "md");
+    assert!(
+        md.find(&format!("- {line}")).unwrap() < md.find("## Findings").unwrap(),
+        "{md}"
+    );
+    let html = report_as(&res, "html");
+    assert!(
+        html.find(&format!("<li>{line}</li>")).unwrap() < html.find("<h2>Findings</h2>").unwrap(),
+        "{html}"
+    );
+    let json: serde_json::Value = serde_json::from_str(&report_as(&res, "json")).unwrap();
+    assert_eq!(
+        json["environment_differs"],
+        serde_json::json!([{"field": "vm.dirty_ratio", "values": [["10", ["b"]], ["20", ["a"]]]}])
+    );
+    // Runs that agree say nothing about their environment up front.
+    for r in &mut all {
+        if let Some(e) = r.environment.as_mut() {
+            e.sysctl.insert("vm.dirty_ratio".into(), "20".into());
+        }
+    }
+    let same = dir.path().join("same");
+    write_all(&same, &all);
+    let text = report_as(&same, "table");
+    assert!(!text.contains("differ in"), "{text}");
+}

@@ -80,6 +80,13 @@ impl Exporter for Html {
             esc(&report.workloads.join("; ")),
             esc(&report.baseline)
         );
+        if !report.environment_differs.is_empty() {
+            out.push_str("<p>These runs differ in:</p>\n<ul class=\"env-differs\">\n");
+            for d in &report.environment_differs {
+                let _ = writeln!(out, "<li>{}</li>", esc(&d.to_string()));
+            }
+            out.push_str("</ul>\n");
+        }
         if !report.findings.is_empty() {
             out.push_str("<h2>Findings</h2>\n<ul class=\"findings\">\n");
             for f in &report.findings {

@@ -38,6 +38,13 @@ impl Exporter for Markdown {
             report.testbeds.join(", "),
             report.baseline
         );
+        if !report.environment_differs.is_empty() {
+            let _ = writeln!(out, "These runs differ in:\n");
+            for d in &report.environment_differs {
+                let _ = writeln!(out, "- {}", md_cell(&d.to_string()));
+            }
+            out.push('\n');
+        }
         if !report.findings.is_empty() {
             let _ = writeln!(out, "## Findings\n");
             for f in &report.findings {
