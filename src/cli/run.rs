@@ -81,10 +81,22 @@ pub struct RunCmd {
     pub layout: bool,
 }
 
-/// Reads a plan from a file, or a preset by name.
+/// Reads a plan from a file, or a preset by name. A directory is never a plan: a preset's name
+/// is taken as the preset even where a directory of that name (its results, say) is here.
 pub fn load_plan(arg: &str, opts: &ParseOptions) -> Result<Plan> {
     let path = Path::new(arg);
-    if path.exists() {
+    if path.is_dir() && presets::find(arg).is_none() {
+        return Err(bad_input(format!(
+            "{} is a directory, not a plan; give a plan file (TOML) or a preset name ({})",
+            path.display(),
+            presets::PRESETS
+                .iter()
+                .map(|p| p.name)
+                .collect::<Vec<_>>()
+                .join(", ")
+        )));
+    }
+    if path.exists() && !path.is_dir() {
         let text = std::fs::read_to_string(path)
             .map_err(|e| bad_input(format!("reading plan {}: {e}", path.display())))?;
         return plan::parse(&text, &path.display().to_string(), opts);
@@ -174,7 +186,7 @@ pub fn run(c: RunCmd) -> Result<ExitCode> {
                     "{} reps interleaved, then more of the questions' testbeds until the questions are decided, at most {max}",
                     plan.reps.initial()
                 ),
-                r => format!("{} reps interleaved", r.initial()),
+                _ => format!("{} reps interleaved", plan::first_round(&plan)),
             }
         );
     } else if !c.output.quiet {
@@ -263,7 +275,8 @@ fn print_dry_run(plan: &Plan, m: &plan::Matrix, out: &Path) -> Result<()> {
         match plan.reps {
             Reps::Fixed(n) => n.to_string(),
             Reps::Auto { .. } if plan::smoke(plan) => format!(
-                "auto, stopping at 3 (a smoke run: --scale below {})",
+                "auto, stopping at {} (a smoke run: --scale below {})",
+                plan::first_round(plan),
                 plan::SMOKE_SCALE
             ),
             Reps::Auto { max, .. } if !plan.questions.is_empty() =>

@@ -137,7 +137,7 @@ pub fn matrix(plan: &Plan) -> Matrix {
             }
         })
         .collect();
-    let reps = plan.reps.initial();
+    let reps = first_round(plan);
     let mut runs = Vec::new();
     if interleaved(plan) {
         for rep in 0..reps {
@@ -215,7 +215,12 @@ pub fn estimate(
     };
     let cells: std::collections::BTreeSet<(usize, usize)> =
         m.runs.iter().map(|r| (r.testbed, r.workload)).collect();
-    e.max_runs = cells.len() * plan.reps.max() as usize;
+    let most = if smoke(plan) {
+        first_round(plan)
+    } else {
+        plan.reps.max()
+    };
+    e.max_runs = cells.len() * most as usize;
     for r in &m.runs {
         let tb = &plan.testbeds[r.testbed].spec;
         let mut disk: u64 = 0;
@@ -366,6 +371,16 @@ pub const SMOKE_SCALE: f64 = 0.25;
 /// round's; its findings are indicative (its phases are too short to decide them).
 pub fn smoke(plan: &Plan) -> bool {
     matches!(plan.reps, Reps::Auto { .. }) && plan.scale < SMOKE_SCALE
+}
+
+/// Repetitions of every cell in the first round: one in a smoke run (it checks that each run
+/// works, in about a minute), else the plan's own first round.
+pub fn first_round(plan: &Plan) -> u32 {
+    if smoke(plan) {
+        1
+    } else {
+        plan.reps.initial()
+    }
 }
 
 /// The cells (testbed, workload index) that `reps = "auto"` repeats once more for a plan's
@@ -542,8 +557,8 @@ pub fn execute(plan: &Plan, m: &Matrix, opts: &ExecOptions) -> Result<Executed> 
                 let mut rep = 0;
                 loop {
                     let cell = by_cell.entry((t, w)).or_default();
-                    let want_more = rep < plan.reps.initial()
-                        || needs_more(plan, &cell.iter().collect::<Vec<_>>());
+                    let want_more = rep < first_round(plan)
+                        || (!smoke(plan) && needs_more(plan, &cell.iter().collect::<Vec<_>>()));
                     if !want_more {
                         break;
                     }
@@ -955,9 +970,12 @@ mod tests {
             !next_round(&p, &noisy).is_empty(),
             "the CV rule repeats noisy cells"
         );
+        assert_eq!(first_round(&p), 3);
         p.scale = 0.05;
         assert!(smoke(&p));
         assert!(next_round(&p, &noisy).is_empty());
+        // One repetition of every cell: a smoke run checks that each run works.
+        assert_eq!(first_round(&p), 1);
         let q = question(Compares::Testbeds, "a", "b");
         assert!(!cells_to_repeat(std::slice::from_ref(&q), &noisy, 10).is_empty());
         p.scale = SMOKE_SCALE;

@@ -88,8 +88,9 @@ use crate::testbed::TestbedSpec;
 use crate::workload::{ColdMode, Workload};
 
 pub use execute::{
-    cells_to_repeat, check, estimate, execute, existing_results, interleaved, main_metric, matrix,
-    run_hash, smoke, study_info, Estimate, ExecOptions, Executed, Matrix, PlannedRun, SMOKE_SCALE,
+    cells_to_repeat, check, estimate, execute, existing_results, first_round, interleaved,
+    main_metric, matrix, run_hash, smoke, study_info, Estimate, ExecOptions, Executed, Matrix,
+    PlannedRun, SMOKE_SCALE,
 };
 pub use parse::{parse, Location, ParseOptions};
 pub use question::{check_phases, PlanQuestion};

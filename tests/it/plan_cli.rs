@@ -281,6 +281,44 @@ fn presets_list_only_runnable_ones_and_show_prints_the_plan() {
     }
 }
 
+/// A directory named like a preset (its results folder, say) does not hide the preset, and a
+/// directory given as a plan is refused as such.
+#[test]
+fn a_directory_named_like_a_preset_runs_the_preset() {
+    let sb = Sandbox::new();
+    let here = sb.path().join("here");
+    std::fs::create_dir_all(here.join("quick")).unwrap();
+    std::fs::create_dir_all(here.join("results")).unwrap();
+    let out = sb
+        .cmd()
+        .current_dir(&here)
+        .args(["run", "quick", "--dry-run"])
+        .output()
+        .unwrap();
+    let stdout = String::from_utf8_lossy(&out.stdout);
+    assert_eq!(
+        out.status.code(),
+        Some(0),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    assert!(stdout.starts_with("plan quick"), "{stdout}");
+    let out = sb
+        .cmd()
+        .current_dir(&here)
+        .args(["run", "results", "--dry-run"])
+        .output()
+        .unwrap();
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert_eq!(out.status.code(), Some(2), "{stderr}");
+    assert!(
+        stderr.contains(
+            "results is a directory, not a plan; give a plan file (TOML) or a preset name (quick, "
+        ),
+        "{stderr}"
+    );
+}
+
 /// Every shipped preset parses; its workloads are checked against the registry where their
 /// kind exists, and the rest of the plan (testbeds, reps, cold...) is validated with those
 /// workloads left out.
