@@ -141,15 +141,7 @@ pub fn compare(mut base: Vec<RunResult>, mut new: Vec<RunResult>) -> anyhow::Res
 impl Comparison {
     /// "these runs differ in: …", one field a line; empty when the environments agree.
     pub fn environment_text(&self) -> String {
-        if self.environment.is_empty() {
-            return String::new();
-        }
-        let mut s = String::from("these runs differ in:\n");
-        for d in &self.environment {
-            s.push_str(&format!("  {d}\n"));
-        }
-        s.push('\n');
-        s
+        crate::results::differ_text(&self.environment)
     }
 
     /// Every row with its figures at full precision, as CSV.

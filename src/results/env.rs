@@ -334,6 +334,20 @@ pub fn env_spread(results: &[RunResult]) -> Vec<Spread> {
         .collect()
 }
 
+/// "these runs differ in:", then one item a line, indented, and a blank line; empty for no
+/// items. What `compare` and the text report print before their numbers.
+pub fn differ_text<T: std::fmt::Display>(items: &[T]) -> String {
+    if items.is_empty() {
+        return String::new();
+    }
+    let mut s = String::from("these runs differ in:\n");
+    for d in items {
+        s.push_str(&format!("  {d}\n"));
+    }
+    s.push('\n');
+    s
+}
+
 /// The comparable environment fields of one result, by name. Names of devices that change
 /// from run to run (`loop3`) are left out; their settings are in.
 pub fn env_fields(r: &RunResult) -> BTreeMap<String, String> {

@@ -13,7 +13,8 @@ use std::collections::BTreeMap;
 use serde::{Deserialize, Serialize};
 
 pub use env::{
-    env_diff, env_fields, env_spread, BlockQueue, BuildInfo, Difference, Environment, Spread,
+    differ_text, env_diff, env_fields, env_spread, BlockQueue, BuildInfo, Difference, Environment,
+    Spread,
 };
 pub use host::HostInfo;
 pub use metric::{Better, Combine, MetricDef};

@@ -289,12 +289,14 @@ fn a_directory_named_like_a_preset_runs_the_preset() {
     let here = sb.path().join("here");
     std::fs::create_dir_all(here.join("quick")).unwrap();
     std::fs::create_dir_all(here.join("results")).unwrap();
-    let out = sb
-        .cmd()
-        .current_dir(&here)
-        .args(["run", "quick", "--dry-run"])
-        .output()
-        .unwrap();
+    let dry_run = |plan: &str| {
+        sb.cmd()
+            .current_dir(&here)
+            .args(["run", plan, "--dry-run"])
+            .output()
+            .unwrap()
+    };
+    let out = dry_run("quick");
     let stdout = String::from_utf8_lossy(&out.stdout);
     assert_eq!(
         out.status.code(),
@@ -303,12 +305,7 @@ fn a_directory_named_like_a_preset_runs_the_preset() {
         String::from_utf8_lossy(&out.stderr)
     );
     assert!(stdout.starts_with("plan quick"), "{stdout}");
-    let out = sb
-        .cmd()
-        .current_dir(&here)
-        .args(["run", "results", "--dry-run"])
-        .output()
-        .unwrap();
+    let out = dry_run("results");
     let stderr = String::from_utf8_lossy(&out.stderr);
     assert_eq!(out.status.code(), Some(2), "{stderr}");
     assert!(

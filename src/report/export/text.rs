@@ -26,13 +26,7 @@ impl Exporter for Text {
             report.testbeds.join(", "),
             report.baseline
         );
-        if !report.environment_differs.is_empty() {
-            let _ = writeln!(out, "these runs differ in:");
-            for d in &report.environment_differs {
-                let _ = writeln!(out, "  {d}");
-            }
-            out.push('\n');
-        }
+        out.push_str(&crate::results::differ_text(&report.environment_differs));
         if !report.findings.is_empty() {
             let _ = writeln!(out, "Findings");
             for f in &report.findings {
