@@ -146,6 +146,9 @@ pub fn run(c: RunCmd) -> Result<ExitCode> {
     if let Some(s) = c.seed {
         plan.seed = s;
     }
+    if c.layout {
+        plan.layout = true;
+    }
     let m = plan::matrix(&plan);
     if c.dry_run {
         print_dry_run(&plan, &m, &c.out)?;

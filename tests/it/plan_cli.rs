@@ -194,6 +194,40 @@ fn age_table_errors_point_at_the_field() {
 
 /// `[age]` ages each run's fresh filesystem before its workload: the aging checkpoint comes
 /// first among the run's phases, with the usage it reached, then the workload's own phases.
+/// `run PLAN --layout` as root records each run's layout, as `layout = true` in the plan does.
+#[test]
+fn run_layout_flag_records_the_layout_on_testbeds() {
+    if !crate::support::have_fs("ext4") {
+        return;
+    }
+    let sb = Sandbox::new();
+    let text = PLAN.replace("reps = 2", "reps = 1");
+    let plan = write_plan(&sb, &text);
+    let out = sb
+        .bench(&["run", plan.to_str().unwrap(), "--quiet", "--layout"])
+        .output()
+        .unwrap();
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    let files: Vec<_> = std::fs::read_dir(sb.out())
+        .unwrap()
+        .map(|e| e.unwrap().path())
+        .collect();
+    assert_eq!(files.len(), 2, "one run per testbed");
+    for f in files {
+        let doc: serde_json::Value = serde_json::from_slice(&std::fs::read(&f).unwrap()).unwrap();
+        assert!(
+            doc["layout"].is_object(),
+            "{f:?} has no layout: {}",
+            doc["layout"]
+        );
+    }
+    sb.assert_clean();
+}
+
 #[test]
 fn age_table_conditions_every_run_before_its_workload() {
     if !crate::support::have_fs("ext4") {

@@ -38,9 +38,11 @@ impl Sandbox {
         self.path().join("results")
     }
 
-    /// `fsgauge` with this sandbox's ledger.
+    /// `fsgauge` with this sandbox's ledger, run in the sandbox (so that a default
+    /// `--out fsgauge-results` lands there, not in the checkout).
     pub fn cmd(&self) -> Command {
         let mut c = Command::new(env!("CARGO_BIN_EXE_fsgauge"));
+        c.current_dir(self.path());
         c.env("FSGAUGE_STATE_DIR", self.state());
         c
     }
