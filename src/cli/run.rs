@@ -376,13 +376,22 @@ fn quick_on_temp_dir(c: &RunCmd) -> Result<ExitCode> {
     let plan = plan::parse(preset.toml, &preset.source(), &ParseOptions::default())?;
     let wl = plan.workloads[0].workload.clone();
     let reps = c.reps.unwrap_or(plan.reps.initial());
-    let dir = std::env::temp_dir().join(format!("fsgauge-quick-{}", std::process::id()));
-    std::fs::create_dir_all(&dir)?;
+    // Made exclusively, mode 0700, under an unpredictable name: another user of the shared
+    // temporary directory cannot plant it beforehand. Removed (it only) on drop.
+    let temp = tempfile::Builder::new()
+        .prefix("fsgauge-quick-")
+        .tempdir()
+        .with_context(|| {
+            format!(
+                "creating a temporary directory in {}",
+                std::env::temp_dir().display()
+            )
+        })?;
+    let dir = temp.path().to_path_buf();
     println!(
         "not root: running the quick study on the temporary directory {} instead of fresh testbeds (run as root to build ext4/xfs/btrfs testbeds)",
         dir.display()
     );
-    let temp = TempDir(dir.clone());
     let opts = RunOptions {
         reps,
         seed: c.seed,
@@ -412,12 +421,4 @@ fn quick_on_temp_dir(c: &RunCmd) -> Result<ExitCode> {
         eprintln!("{} result file(s) in {}", results.len(), c.out.display());
     }
     Ok(ExitCode::SUCCESS)
-}
-
-struct TempDir(PathBuf);
-
-impl Drop for TempDir {
-    fn drop(&mut self) {
-        let _ = std::fs::remove_dir_all(&self.0);
-    }
 }
