@@ -31,6 +31,7 @@ mod meta_create;
 mod meta_fdtree;
 mod meta_interleave;
 mod mpi_runs;
+mod output_trust;
 mod output_formats;
 mod plan_cli;
 mod plan_questions;
