@@ -43,12 +43,8 @@ impl OutDir {
     /// Opens a directory (the path as the user gave it; symlinks on the way are the user's).
     pub fn open(path: &Path) -> Result<OutDir> {
         let c = cstring(path.as_os_str().as_bytes(), path)?;
-        let fd = crate::sys::open(
-            &c,
-            libc::O_RDONLY | libc::O_DIRECTORY | libc::O_CLOEXEC,
-            0,
-        )
-        .map_err(|e| fs_error("open directory", &path.display().to_string(), e))?;
+        let fd = crate::sys::open(&c, libc::O_RDONLY | libc::O_DIRECTORY | libc::O_CLOEXEC, 0)
+            .map_err(|e| fs_error("open directory", &path.display().to_string(), e))?;
         Ok(OutDir {
             fd,
             path: path.to_path_buf(),
@@ -271,11 +267,8 @@ impl Temp<'_> {
 impl Drop for Temp<'_> {
     fn drop(&mut self) {
         if let Some(n) = &self.name {
-            let _ = nix::unistd::unlinkat(
-                Some(self.dir.raw()),
-                n.as_str(),
-                UnlinkatFlags::NoRemoveDir,
-            );
+            let _ =
+                nix::unistd::unlinkat(Some(self.dir.raw()), n.as_str(), UnlinkatFlags::NoRemoveDir);
         }
     }
 }
@@ -290,12 +283,8 @@ fn cstring(bytes: &[u8], path: &Path) -> Result<CString> {
 }
 
 fn check_name(name: &str, dir: &Path) -> Result<()> {
-    if name.is_empty() || name == "." || name == ".." || name.contains('/') || name.contains('\0')
-    {
-        anyhow::bail!(
-            "{name:?} is not a file name to write in {}",
-            dir.display()
-        );
+    if name.is_empty() || name == "." || name == ".." || name.contains('/') || name.contains('\0') {
+        anyhow::bail!("{name:?} is not a file name to write in {}", dir.display());
     }
     Ok(())
 }
@@ -339,7 +328,11 @@ mod tests {
             .unwrap()
             .file_type()
             .is_symlink());
-        assert_eq!(fs::read_dir(t.path()).unwrap().count(), 2, "no temporary left");
+        assert_eq!(
+            fs::read_dir(t.path()).unwrap().count(),
+            2,
+            "no temporary left"
+        );
     }
 
     #[test]
@@ -360,6 +353,10 @@ mod tests {
         assert_eq!(d.create_new(names, b"two").unwrap(), "r-3.json");
         assert_eq!(fs::read(&victim).unwrap(), b"precious");
         assert_eq!(fs::read(t.path().join("r-2.json")).unwrap(), b"one");
-        assert_eq!(fs::read_dir(t.path()).unwrap().count(), 4, "no temporary left");
+        assert_eq!(
+            fs::read_dir(t.path()).unwrap().count(),
+            4,
+            "no temporary left"
+        );
     }
 }

@@ -645,10 +645,7 @@ pub fn run(mut c: FragCmd) -> Result<ExitCode> {
     // The output above says it in its own format; the exit status and stderr say it too, so
     // that a script that keeps only stdout or only stderr is not left guessing.
     if let (Some(Err(e)), Some(m)) = (&free, &c.free) {
-        return Err(bad_input(format!(
-            "--free {}: {e}",
-            m.display()
-        )));
+        return Err(bad_input(format!("--free {}: {e}", m.display())));
     }
     Ok(ExitCode::SUCCESS)
 }

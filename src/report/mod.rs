@@ -72,15 +72,13 @@ pub fn load_results(paths: &[PathBuf]) -> Result<Loaded> {
     let mut out = Loaded::default();
     // Each run once, by its identity (see RunResult::identity), in the order first read.
     let mut seen: std::collections::HashMap<String, PathBuf> = std::collections::HashMap::new();
-    let mut keep = |out: &mut Loaded, path: PathBuf, r: RunResult| {
-        match seen.entry(r.identity()) {
-            std::collections::hash_map::Entry::Occupied(o) => {
-                out.duplicates.push((path, o.get().clone()));
-            }
-            std::collections::hash_map::Entry::Vacant(v) => {
-                v.insert(path);
-                out.results.push(r);
-            }
+    let mut keep = |out: &mut Loaded, path: PathBuf, r: RunResult| match seen.entry(r.identity()) {
+        std::collections::hash_map::Entry::Occupied(o) => {
+            out.duplicates.push((path, o.get().clone()));
+        }
+        std::collections::hash_map::Entry::Vacant(v) => {
+            v.insert(path);
+            out.results.push(r);
         }
     };
     for p in paths {

@@ -79,24 +79,40 @@ fn result_name(r: &RunResult, n: u32) -> String {
 }
 
 /// Refuses a results directory that cannot hold results, before anything runs: one that is
-/// not a directory (`/dev/null`), one on /proc or /sys, one that cannot be made, or one where
-/// no file can be created (found by creating a temporary file there). Makes it if missing.
+/// not a directory (`/dev/null`), one on /proc or /sys, or one where no file can be created
+/// (found by creating a temporary file there). A directory that does not exist yet is not made
+/// here (a run refused later leaves nothing): its nearest existing ancestor is checked instead,
+/// and the directory is made when the first result is written.
 pub fn check_out_dir(dir: &Path) -> Result<()> {
     let shown = dir.display();
-    match std::fs::metadata(dir) {
-        Ok(md) if !md.is_dir() => {
-            return Err(bad_input(format!(
-                "--out {shown} is not a directory; give a directory for the result files"
-            )))
+    let mut at = dir.to_path_buf();
+    loop {
+        match std::fs::metadata(&at) {
+            Ok(md) if md.is_dir() => break,
+            Ok(_) if at == dir => {
+                return Err(bad_input(format!(
+                    "--out {shown} is not a directory; give a directory for the result files"
+                )))
+            }
+            Ok(_) => {
+                return Err(bad_input(format!(
+                    "--out {shown} cannot be made: {} is not a directory",
+                    at.display()
+                )))
+            }
+            Err(e) if e.kind() != std::io::ErrorKind::NotFound => {
+                return Err(bad_input(format!("--out {}: {e}", at.display())))
+            }
+            Err(_) => match at.parent() {
+                Some(p) if !p.as_os_str().is_empty() => at = p.to_path_buf(),
+                _ => {
+                    at = PathBuf::from(".");
+                    break;
+                }
+            },
         }
-        Ok(_) => {}
-        Err(_) => std::fs::create_dir_all(dir).map_err(|e| {
-            bad_input(format!(
-                "--out {shown} cannot be made: {e}; give a directory you can write"
-            ))
-        })?,
     }
-    let d = OutDir::open(dir).map_err(|e| bad_input(format!("--out {shown}: {e:#}")))?;
+    let d = OutDir::open(&at).map_err(|e| bad_input(format!("--out {shown}: {e:#}")))?;
     if let Ok(fs) = nix::sys::statfs::fstatfs(d.fd()) {
         let t = fs.filesystem_type();
         let kernel = [
@@ -152,7 +168,13 @@ fn fallback_dir() -> Result<OutDir> {
             nix::sys::stat::Mode::from_bits_truncate(0o700),
         ) {
             Ok(()) | Err(nix::errno::Errno::EEXIST) => {}
-            Err(e) => return Err(crate::sys::fs_error("mkdir", &path.display().to_string(), e)),
+            Err(e) => {
+                return Err(crate::sys::fs_error(
+                    "mkdir",
+                    &path.display().to_string(),
+                    e,
+                ))
+            }
         }
         let fd = crate::sys::open_at(
             std::os::fd::AsRawFd::as_raw_fd(dir.fd()),

@@ -29,7 +29,12 @@ const TREE: &[&str] = &[
 fn bench_tree(sb: &Sandbox, dir: &Path, out: &Path, extra: &[&str]) -> Command {
     std::fs::create_dir_all(dir).unwrap();
     let mut c = sb.cmd();
-    c.args(TREE).arg("--dir").arg(dir).arg("--out").arg(out).args(extra);
+    c.args(TREE)
+        .arg("--dir")
+        .arg(dir)
+        .arg("--out")
+        .arg(out)
+        .args(extra);
     c
 }
 
@@ -119,7 +124,9 @@ fn result_names_never_collide() {
 fn duplicate_results_count_once_with_a_warning() {
     let sb = Sandbox::new();
     let (dir, out) = (sb.path().join("d"), sb.out());
-    let o = bench_tree(&sb, &dir, &out, &["--reps", "2"]).output().unwrap();
+    let o = bench_tree(&sb, &dir, &out, &["--reps", "2"])
+        .output()
+        .unwrap();
     assert!(o.status.success(), "{}", stderr(&o));
     let files = jsons(&out);
     assert_eq!(files.len(), 2);
@@ -151,8 +158,15 @@ fn duplicate_results_count_once_with_a_warning() {
         .unwrap();
     assert!(twice.status.success(), "{}", stderr(&twice));
     let n = ns(&twice);
-    assert!(!n.is_empty() && n.iter().all(|&n| n == 2), "n per cell: {n:?}");
-    assert!(stderr(&twice).contains("records the same run as"), "{}", stderr(&twice));
+    assert!(
+        !n.is_empty() && n.iter().all(|&n| n == 2),
+        "n per cell: {n:?}"
+    );
+    assert!(
+        stderr(&twice).contains("records the same run as"),
+        "{}",
+        stderr(&twice)
+    );
 
     let copy = out.join("zz-copy.json");
     std::fs::copy(&files[0], &copy).unwrap();
@@ -165,7 +179,10 @@ fn duplicate_results_count_once_with_a_warning() {
         .unwrap();
     assert!(one.status.success(), "{}", stderr(&one));
     let n = ns(&one);
-    assert!(!n.is_empty() && n.iter().all(|&n| n == 2), "n per cell: {n:?}");
+    assert!(
+        !n.is_empty() && n.iter().all(|&n| n == 2),
+        "n per cell: {n:?}"
+    );
     let e = stderr(&one);
     assert!(
         e.contains(&copy.display().to_string()) && e.contains(&files[0].display().to_string()),
@@ -180,7 +197,11 @@ fn duplicate_results_count_once_with_a_warning() {
         .output()
         .unwrap();
     assert!(cmp.status.success(), "{}", stderr(&cmp));
-    assert!(stderr(&cmp).contains("records the same run as"), "{}", stderr(&cmp));
+    assert!(
+        stderr(&cmp).contains("records the same run as"),
+        "{}",
+        stderr(&cmp)
+    );
     let doc = String::from_utf8_lossy(&cmp.stdout);
     assert!(!doc.contains("\"n\": 3"), "compare counted the copy: {doc}");
 }
@@ -217,8 +238,15 @@ fn an_unusable_out_is_refused_before_the_run() {
     let _ = Command::new("umount").arg(&ro).status();
     let e = stderr(&o);
     assert_eq!(o.status.code(), Some(2), "{e}");
-    assert!(e.contains("not writable") && e.contains(&ro.display().to_string()), "{e}");
-    assert_eq!(std::fs::read_dir(&dir).unwrap().count(), 0, "the workload ran");
+    assert!(
+        e.contains("not writable") && e.contains(&ro.display().to_string()),
+        "{e}"
+    );
+    assert_eq!(
+        std::fs::read_dir(&dir).unwrap().count(),
+        0,
+        "the workload ran"
+    );
 }
 
 // Item 7: an --out that fills up during the run: the result is printed, saved in the state
@@ -277,13 +305,21 @@ fn a_result_that_cannot_be_written_is_kept_with_exit_1() {
     let status = child.wait().unwrap();
     let mut stdout = String::new();
     use std::io::Read;
-    child.stdout.take().unwrap().read_to_string(&mut stdout).unwrap();
+    child
+        .stdout
+        .take()
+        .unwrap()
+        .read_to_string(&mut stdout)
+        .unwrap();
     let e = reader.join().unwrap();
     assert_eq!(status.code(), Some(1), "{e}");
     let unsaved = sb.state().join("unsaved");
     let kept = jsons(&unsaved);
     assert_eq!(kept.len(), 1, "{e}");
-    assert!(e.contains(&kept[0].display().to_string()), "the message names it: {e}");
+    assert!(
+        e.contains(&kept[0].display().to_string()),
+        "the message names it: {e}"
+    );
     let doc: serde_json::Value = serde_json::from_slice(&std::fs::read(&kept[0]).unwrap()).unwrap();
     assert_eq!(doc["schema"], "fsgauge.run/1");
     assert!(stdout.contains("create"), "the table is printed: {stdout}");
@@ -311,7 +347,11 @@ fn readers_refuse_devices_fifos_and_huge_files() {
     big.set_len(300 << 20).unwrap();
     let mut c = sb.cmd();
     c.arg("report").arg(&out).args(["--format", "table"]);
-    let r = run_within(c, 20, "report on a directory with /dev/zero, a FIFO, a 300M file");
+    let r = run_within(
+        c,
+        20,
+        "report on a directory with /dev/zero, a FIFO, a 300M file",
+    );
     let e = stderr(&r);
     assert!(r.status.success(), "{e}");
     for needle in ["a character device", "a FIFO", "more than the"] {
@@ -344,10 +384,19 @@ fn a_plan_symlink_loop_and_frag_free_proc_say_what_is_wrong() {
     let sb = Sandbox::new();
     let plan = sb.path().join("loop.toml");
     std::os::unix::fs::symlink(&plan, &plan).unwrap();
-    let r = sb.cmd().arg("run").arg(&plan).arg("--dry-run").output().unwrap();
+    let r = sb
+        .cmd()
+        .arg("run")
+        .arg(&plan)
+        .arg("--dry-run")
+        .output()
+        .unwrap();
     let e = stderr(&r);
     assert_eq!(r.status.code(), Some(2), "{e}");
-    assert!(e.contains("ELOOP") && !e.contains("no such plan file"), "{e}");
+    assert!(
+        e.contains("ELOOP") && !e.contains("no such plan file"),
+        "{e}"
+    );
 
     let r = sb.cmd().args(["frag", "--free", "/proc"]).output().unwrap();
     let e = stderr(&r);
@@ -388,7 +437,14 @@ fn resume_sets_a_damaged_result_aside() {
     assert!(again.status.success(), "{e}");
     assert!(e.contains(".damaged") && e.contains("made again"), "{e}");
     assert!(files[0].with_extension("json.damaged").exists(), "{e}");
-    let r = sb.cmd().arg("report").arg(sb.out()).arg("--format").arg("table").output().unwrap();
+    let r = sb
+        .cmd()
+        .arg("report")
+        .arg(sb.out())
+        .arg("--format")
+        .arg("table")
+        .output()
+        .unwrap();
     assert!(r.status.success(), "report after resume: {}", stderr(&r));
     sb.assert_clean();
 }
@@ -425,7 +481,11 @@ fn planted_symlinks_in_an_output_directory_are_never_followed() {
     let (dir, probe) = (sb.path().join("d"), sb.path().join("probe"));
     let o = bench_tree(&sb, &dir, &probe, &[]).output().unwrap();
     assert!(o.status.success(), "{}", stderr(&o));
-    let name = jsons(&probe)[0].file_name().unwrap().to_string_lossy().into_owned();
+    let name = jsons(&probe)[0]
+        .file_name()
+        .unwrap()
+        .to_string_lossy()
+        .into_owned();
     let tail = &name[14..];
     let now = std::time::SystemTime::now();
     for s in 0..30u64 {
@@ -458,10 +518,17 @@ fn planted_symlinks_in_an_output_directory_are_never_followed() {
         .output()
         .unwrap();
     assert!(rep.status.success(), "{}", stderr(&rep));
-    assert_eq!(std::fs::read(&victim).unwrap(), before, "the victim was written");
+    assert_eq!(
+        std::fs::read(&victim).unwrap(),
+        before,
+        "the victim was written"
+    );
 
     let md = std::fs::symlink_metadata(user.join("report.html")).unwrap();
-    assert!(md.file_type().is_file(), "the report replaced the planted link");
+    assert!(
+        md.file_type().is_file(),
+        "the report replaced the planted link"
+    );
     let real: Vec<PathBuf> = jsons(&user)
         .into_iter()
         .filter(|p| std::fs::symlink_metadata(p).unwrap().file_type().is_file())
