@@ -148,6 +148,11 @@ pub fn check(place: &Place, wl: &dyn Workload, opts: &RunOptions) -> Result<()> 
             )));
         }
     }
+    // Last, so that bad input makes nothing: a results directory that cannot take the
+    // result is found before the workload runs, not after.
+    if let Some(out) = &opts.out {
+        crate::results::check_out_dir(out)?;
+    }
     Ok(())
 }
 

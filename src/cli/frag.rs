@@ -642,8 +642,10 @@ pub fn run(mut c: FragCmd) -> Result<ExitCode> {
         }
     }
     w.flush()?;
-    if matches!(free, Some(Err(_))) {
-        return Ok(ExitCode::from(2));
+    // The output above says it in its own format; the exit status and stderr say it too, so
+    // that a script that keeps only stdout or only stderr is not left guessing.
+    if let (Some(Err(e)), Some(m)) = (&free, &c.free) {
+        return Err(bad_input(format!("--free {}: {e}", m.display())));
     }
     Ok(ExitCode::SUCCESS)
 }

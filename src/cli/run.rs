@@ -96,9 +96,18 @@ pub fn load_plan(arg: &str, opts: &ParseOptions) -> Result<Plan> {
                 .join(", ")
         )));
     }
-    if path.exists() && !path.is_dir() {
-        let text = std::fs::read_to_string(path)
-            .map_err(|e| bad_input(format!("reading plan {}: {e}", path.display())))?;
+    // symlink_metadata, not exists(): a symlink loop or a dangling link is a plan file that
+    // cannot be read (said so), not a missing one.
+    if std::fs::symlink_metadata(path).is_ok() && !path.is_dir() {
+        let bytes = crate::bounded::read_regular(path, crate::bounded::PLAN_LIMIT, "plans")
+            .map_err(|e| bad_input(format!("cannot read the plan: {e}")))?;
+        let text = String::from_utf8(bytes).map_err(|e| {
+            bad_input(format!(
+                "reading plan {}: not UTF-8 text (byte {}); a plan is a TOML file",
+                path.display(),
+                e.utf8_error().valid_up_to()
+            ))
+        })?;
         return plan::parse(&text, &path.display().to_string(), opts);
     }
     if let Some(p) = presets::find(arg) {
@@ -262,6 +271,9 @@ pub fn run(c: RunCmd) -> Result<ExitCode> {
             );
         }
     }
+    if let Some(code) = crate::results::unsaved_exit() {
+        return Ok(code);
+    }
     crate::age::check_checkpoints_reached(&ex.results)?;
     Ok(ExitCode::SUCCESS)
 }
@@ -419,6 +431,9 @@ fn quick_on_temp_dir(c: &RunCmd) -> Result<ExitCode> {
     );
     if !c.output.silent() {
         eprintln!("{} result file(s) in {}", results.len(), c.out.display());
+    }
+    if let Some(code) = crate::results::unsaved_exit() {
+        return Ok(code);
     }
     Ok(ExitCode::SUCCESS)
 }

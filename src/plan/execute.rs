@@ -318,6 +318,57 @@ fn existing_files(dir: &Path) -> Result<HashMap<String, ResultFile>> {
     Ok(out)
 }
 
+/// Under `--resume`, a `*.json` of the results directory that is not a usable result (damaged,
+/// or of another schema) is renamed to `NAME.damaged` with a warning: its run is made again,
+/// and the file no longer stops `report` on that directory. Nothing is deleted.
+fn set_aside_damaged(dir: &Path) -> Result<()> {
+    if !dir.is_dir() {
+        return Ok(());
+    }
+    let skipped = crate::results::load_dir(dir)?.skipped;
+    if skipped.is_empty() {
+        return Ok(());
+    }
+    let d = crate::atomic::OutDir::open(dir)?;
+    for s in skipped {
+        let Some(name) = s.path.file_name().and_then(|n| n.to_str()) else {
+            continue;
+        };
+        let mut moved = None;
+        for i in 0..100u32 {
+            let to = if i == 0 {
+                format!("{name}.damaged")
+            } else {
+                format!("{name}.damaged-{}", i + 1)
+            };
+            match d.rename_noreplace(name, &to) {
+                Ok(()) => {
+                    moved = Some(to);
+                    break;
+                }
+                Err(nix::errno::Errno::EEXIST) => continue,
+                Err(e) => {
+                    return Err(crate::sys::fs_error(
+                        "rename the damaged result",
+                        &s.path.display().to_string(),
+                        e,
+                    ))
+                }
+            }
+        }
+        match moved {
+            Some(to) => eprintln!(
+                "warning: --resume: {s}; its run is made again, and the file is kept as {}",
+                dir.join(to).display()
+            ),
+            None => anyhow::bail!(
+                "--resume: {s}; it could not be set aside (every name {name}.damaged* is taken); move it away"
+            ),
+        }
+    }
+    Ok(())
+}
+
 /// Checks every testbed × workload pair as the runner will (root, mkfs installed, space,
 /// memory limit) before anything is made; errors name the plan entries.
 pub fn check(plan: &Plan, m: &Matrix) -> Result<()> {
@@ -451,7 +502,10 @@ fn next_round(plan: &Plan, cells: &BTreeMap<(usize, usize), Vec<RunResult>>) -> 
 /// with the plan's study; its measurements and spec hash stay.
 pub fn execute(plan: &Plan, m: &Matrix, opts: &ExecOptions) -> Result<Executed> {
     check(plan, m)?;
+    // Before anything runs: a results directory that cannot take results stops the plan here.
+    crate::results::check_out_dir(&opts.out)?;
     let existing = if opts.resume {
+        set_aside_damaged(&opts.out)?;
         existing_files(&opts.out)?
     } else {
         HashMap::new()

@@ -27,6 +27,9 @@ pub struct Loaded {
     pub results: Vec<RunResult>,
     /// Damaged `*.json` files of the directories read (empty, truncated, not JSON).
     pub skipped: Vec<Skipped>,
+    /// Files that record a run already read from another file (a copy, or a path given
+    /// twice): `(the file left out, the file counted)`. Each run is counted once.
+    pub duplicates: Vec<(PathBuf, PathBuf)>,
 }
 
 impl Loaded {
@@ -37,6 +40,13 @@ impl Loaded {
             .map(|s| {
                 format!("skipped {s}; its run is not counted (remove or re-run it; --strict makes this an error)")
             })
+            .chain(self.duplicates.iter().map(|(dup, first)| {
+                format!(
+                    "{} records the same run as {} (a copy, or given twice); it is counted once",
+                    dup.display(),
+                    first.display()
+                )
+            }))
             .collect()
     }
 
@@ -60,7 +70,19 @@ impl Loaded {
 /// claims to be a result but is of another schema, or does not match it, is an error.
 pub fn load_results(paths: &[PathBuf]) -> Result<Loaded> {
     let mut out = Loaded::default();
+    // Each run once, by its identity (see RunResult::identity), in the order first read.
+    let mut seen: std::collections::HashMap<String, PathBuf> = std::collections::HashMap::new();
+    let mut keep = |out: &mut Loaded, path: PathBuf, r: RunResult| match seen.entry(r.identity()) {
+        std::collections::hash_map::Entry::Occupied(o) => {
+            out.duplicates.push((path, o.get().clone()));
+        }
+        std::collections::hash_map::Entry::Vacant(v) => {
+            v.insert(path);
+            out.results.push(r);
+        }
+    };
     for p in paths {
+        crate::signals::check()?;
         let md = std::fs::metadata(p).map_err(|e| bad_input(format!("{}: {e}", p.display())))?;
         if md.is_dir() {
             let dir = crate::results::load_dir(p).map_err(|e| bad_input(format!("{e:#}")))?;
@@ -79,11 +101,13 @@ pub fn load_results(paths: &[PathBuf]) -> Result<Loaded> {
                     }
                 )));
             }
-            out.results
-                .extend(dir.results.into_iter().map(|f| f.result));
+            for f in dir.results {
+                keep(&mut out, f.path, f.result);
+            }
             out.skipped.extend(dir.skipped);
         } else {
-            out.results.push(load_one(p)?);
+            let r = load_one(p)?;
+            keep(&mut out, p.clone(), r);
         }
     }
     Ok(out)

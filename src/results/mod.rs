@@ -18,7 +18,10 @@ pub use env::{
 };
 pub use host::HostInfo;
 pub use metric::{Better, Combine, MetricDef};
-pub use store::{load, load_dir, write_result, DirResults, ResultFile, Skipped};
+pub use store::{
+    check_out_dir, load, load_dir, unsaved, unsaved_exit, write_result, DirResults, ResultFile,
+    Skipped, Unsaved,
+};
 pub use study::{Compares, Looks, Question, StudyInfo, DEFAULT_EPSILON};
 
 /// The schema tag every run document carries.
@@ -121,6 +124,29 @@ impl RunResult {
             result.undeclared_metrics()
         );
         result
+    }
+}
+
+impl RunResult {
+    /// The identity of the run this document records: SHA-256 over where and when it ran
+    /// (host, start second), what it ran (spec hash, testbed, workload, seed, repetition) and
+    /// what it measured (every phase's figures). A copy of the file shares it; two real runs
+    /// never do, because no two runs measure the same nanoseconds. The `study` is left out,
+    /// since `run --resume` rewrites it in place.
+    pub fn identity(&self) -> String {
+        use sha2::{Digest, Sha256};
+        let key = serde_json::json!([
+            self.host,
+            self.started_at,
+            self.spec_hash,
+            self.testbed.label,
+            self.workload.kind,
+            self.seed,
+            self.rep,
+            self.phases,
+        ]);
+        let digest = Sha256::digest(key.to_string().as_bytes());
+        digest.iter().map(|b| format!("{b:02x}")).collect()
     }
 }
 

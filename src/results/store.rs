@@ -2,11 +2,14 @@
 //! rename), named so that a listing sorts by time.
 
 use std::path::{Path, PathBuf};
+use std::sync::Mutex;
 
 use anyhow::{bail, Context, Result};
 
 use super::{RunResult, SCHEMA};
-use crate::atomic::write_atomic;
+use crate::atomic::OutDir;
+use crate::bounded::{read_regular, ReadError, RESULT_LIMIT};
+use crate::error::bad_input;
 
 /// A result and where it was read from.
 #[derive(Debug, Clone)]
@@ -15,39 +18,255 @@ pub struct ResultFile {
     pub result: RunResult,
 }
 
-/// Writes a result into `dir` (created if needed) and returns its path.
-pub fn write_result(dir: &Path, r: &RunResult) -> Result<PathBuf> {
-    std::fs::create_dir_all(dir)
-        .with_context(|| format!("creating results directory {}", dir.display()))?;
+/// A result that could not be written into its results directory and was saved elsewhere.
+#[derive(Debug, Clone)]
+pub struct Unsaved {
+    /// The results directory it was meant for.
+    pub wanted: PathBuf,
+    /// Where it is instead.
+    pub saved: PathBuf,
+    /// Why it is not in `wanted`.
+    pub why: String,
+}
+
+/// The results of this process that went to the fallback directory (see [`write_result`]).
+static UNSAVED: Mutex<Vec<Unsaved>> = Mutex::new(Vec::new());
+
+/// The results of this process saved outside their results directory so far; a command that
+/// ran anything ends with exit 1 when there are any ([`unsaved_exit`]).
+pub fn unsaved() -> Vec<Unsaved> {
+    UNSAVED.lock().map(|u| u.clone()).unwrap_or_default()
+}
+
+/// Warns about every result saved outside its results directory and returns exit status 1 if
+/// there was one: the measurement is kept, but not where the user asked.
+pub fn unsaved_exit() -> Option<std::process::ExitCode> {
+    let u = unsaved();
+    if u.is_empty() {
+        return None;
+    }
+    for x in &u {
+        eprintln!(
+            "error: the result could not be written into {} ({}); it is saved as {} — move it there when the directory is writable",
+            x.wanted.display(),
+            x.why,
+            x.saved.display()
+        );
+    }
+    Some(std::process::ExitCode::from(1))
+}
+
+/// The file name a result is first offered under: a listing sorts by time.
+fn result_name(r: &RunResult, n: u32) -> String {
     let stamp: String = r
         .started_at
         .chars()
         .filter(|c| c.is_ascii_digit())
         .take(14)
         .collect();
-    let name = format!(
-        "{stamp}-{}-{}-rep{}-{}.json",
+    let tail = if n == 0 {
+        String::new()
+    } else {
+        format!("-{}", n + 1)
+    };
+    format!(
+        "{stamp}-{}-{}-rep{}-{}{tail}.json",
         r.testbed.label,
         r.workload.kind,
         r.rep,
         &r.spec_hash[..r.spec_hash.len().min(10)]
-    );
-    let path = dir.join(name);
+    )
+}
+
+/// Refuses a results directory that cannot hold results, before anything runs: one that is
+/// not a directory (`/dev/null`), one on /proc or /sys, or one where no file can be created
+/// (found by creating a temporary file there). A directory that does not exist yet is not made
+/// here (a run refused later leaves nothing): its nearest existing ancestor is checked instead,
+/// and the directory is made when the first result is written.
+pub fn check_out_dir(dir: &Path) -> Result<()> {
+    let shown = dir.display();
+    let mut at = dir.to_path_buf();
+    loop {
+        match std::fs::metadata(&at) {
+            Ok(md) if md.is_dir() => break,
+            Ok(_) if at == dir => {
+                return Err(bad_input(format!(
+                    "--out {shown} is not a directory; give a directory for the result files"
+                )))
+            }
+            Ok(_) => {
+                return Err(bad_input(format!(
+                    "--out {shown} cannot be made: {} is not a directory",
+                    at.display()
+                )))
+            }
+            Err(e) if e.kind() != std::io::ErrorKind::NotFound => {
+                return Err(bad_input(format!("--out {}: {e}", at.display())))
+            }
+            Err(_) => match at.parent() {
+                Some(p) if !p.as_os_str().is_empty() => at = p.to_path_buf(),
+                _ => {
+                    at = PathBuf::from(".");
+                    break;
+                }
+            },
+        }
+    }
+    let d = OutDir::open(&at).map_err(|e| bad_input(format!("--out {shown}: {e:#}")))?;
+    if let Ok(fs) = nix::sys::statfs::fstatfs(d.fd()) {
+        let t = fs.filesystem_type();
+        let kernel = [
+            (nix::sys::statfs::PROC_SUPER_MAGIC, "/proc"),
+            (nix::sys::statfs::SYSFS_MAGIC, "/sys"),
+            (nix::sys::statfs::CGROUP2_SUPER_MAGIC, "a cgroup filesystem"),
+            (nix::sys::statfs::CGROUP_SUPER_MAGIC, "a cgroup filesystem"),
+            (nix::sys::statfs::DEBUGFS_MAGIC, "debugfs"),
+            (nix::sys::statfs::SECURITYFS_MAGIC, "securityfs"),
+            (nix::sys::statfs::TRACEFS_MAGIC, "tracefs"),
+        ];
+        if let Some((_, what)) = kernel.iter().find(|(m, _)| *m == t) {
+            return Err(bad_input(format!(
+                "--out {shown} is on {what}, a kernel interface, not a place for result files; give a directory on a real filesystem"
+            )));
+        }
+    }
+    d.probe().map_err(|e| {
+        bad_input(format!(
+            "--out {shown} is not writable: {e:#}; give a directory you can write (nothing was run)"
+        ))
+    })
+}
+
+/// The trusted place for results that could not be written where asked: `unsaved/` in the
+/// state directory (`$FSGAUGE_STATE_DIR`, else `/var/lib/fsgauge` for root, else the user's
+/// runtime directory), each directory made 0700 and checked to be this user's and writable by
+/// no one else.
+fn fallback_dir() -> Result<OutDir> {
+    let uid = nix::unistd::geteuid();
+    let (base, parts): (PathBuf, Vec<String>) =
+        if let Some(d) = std::env::var_os("FSGAUGE_STATE_DIR") {
+            (PathBuf::from(d), vec!["unsaved".into()])
+        } else if uid.is_root() {
+            ("/var/lib".into(), vec!["fsgauge".into(), "unsaved".into()])
+        } else if let Some(d) = std::env::var_os("XDG_RUNTIME_DIR") {
+            (PathBuf::from(d), vec!["fsgauge".into(), "unsaved".into()])
+        } else {
+            (
+                "/tmp".into(),
+                vec![format!("fsgauge-{uid}"), "fsgauge".into(), "unsaved".into()],
+            )
+        };
+    let _ = std::fs::create_dir_all(&base);
+    let mut dir = OutDir::open(&base)?;
+    let mut path = base;
+    for p in parts {
+        path = path.join(&p);
+        let c = std::ffi::CString::new(p.clone()).context("a directory name without NUL")?;
+        match nix::sys::stat::mkdirat(
+            Some(std::os::fd::AsRawFd::as_raw_fd(dir.fd())),
+            c.as_c_str(),
+            nix::sys::stat::Mode::from_bits_truncate(0o700),
+        ) {
+            Ok(()) | Err(nix::errno::Errno::EEXIST) => {}
+            Err(e) => {
+                return Err(crate::sys::fs_error(
+                    "mkdir",
+                    &path.display().to_string(),
+                    e,
+                ))
+            }
+        }
+        let fd = crate::sys::open_at(
+            std::os::fd::AsRawFd::as_raw_fd(dir.fd()),
+            &c,
+            libc::O_RDONLY | libc::O_DIRECTORY | libc::O_NOFOLLOW | libc::O_CLOEXEC,
+            0,
+        )
+        .map_err(|e| crate::sys::fs_error("open", &path.display().to_string(), e))?;
+        let st = crate::sys::fstat(std::os::fd::AsFd::as_fd(&fd))
+            .map_err(|e| crate::sys::fs_error("stat", &path.display().to_string(), e))?;
+        if st.st_uid != uid.as_raw() || st.st_mode & 0o022 != 0 {
+            bail!(
+                "{} belongs to uid {} with mode {:o}; fsgauge keeps unsaved results only in a directory of its own user (uid {uid}) that no one else can write — remove it",
+                path.display(),
+                st.st_uid,
+                st.st_mode & 0o7777
+            );
+        }
+        dir = OutDir::from_fd(fd, path.clone());
+    }
+    Ok(dir)
+}
+
+/// Writes a result into `dir` (created if needed) under a name no other file has (a taken
+/// name gets `-2`, `-3`, …; nothing is ever replaced) and returns its path.
+///
+/// When the result cannot be written there (the directory filled up or went away during the
+/// run), it is saved in the fallback directory instead ([`fallback_dir`]), a warning names
+/// where, and [`unsaved_exit`] makes the command end with exit 1: a measurement is never lost
+/// for want of a place to write it.
+pub fn write_result(dir: &Path, r: &RunResult) -> Result<PathBuf> {
     let mut bytes = serde_json::to_vec_pretty(r)?;
     bytes.push(b'\n');
     // A run stopped before its result is written has no result: the file exists only for runs
     // that finished before the signal, and then it is whole (written atomically).
     crate::signals::test_pause("result");
     crate::signals::check()?;
-    write_atomic(&path, &bytes)?;
+    let path = match write_into(dir, r, &bytes) {
+        Ok(p) => p,
+        Err(e) => {
+            let why = format!("{e:#}");
+            let fb = fallback_dir()
+                .and_then(|d| {
+                    let name = d.create_new(|n| result_name(r, n), &bytes)?;
+                    Ok(d.path().join(name))
+                })
+                .with_context(|| {
+                    format!(
+                        "the result of {} rep {} could not be written into {} ({why}), nor saved in the fallback directory",
+                        r.testbed.label,
+                        r.rep,
+                        dir.display()
+                    )
+                })?;
+            eprintln!(
+                "warning: the result of {} rep {} could not be written into {} ({why}); saved as {} instead",
+                r.testbed.label,
+                r.rep,
+                dir.display(),
+                fb.display()
+            );
+            if let Ok(mut u) = UNSAVED.lock() {
+                u.push(Unsaved {
+                    wanted: dir.to_path_buf(),
+                    saved: fb.clone(),
+                    why,
+                });
+            }
+            fb
+        }
+    };
     crate::signals::note_result_written(&path, r.rep);
     crate::signals::test_pause("result");
     Ok(path)
 }
 
+fn write_into(dir: &Path, r: &RunResult, bytes: &[u8]) -> Result<PathBuf> {
+    std::fs::create_dir_all(dir)
+        .with_context(|| format!("creating results directory {}", dir.display()))?;
+    let d = OutDir::open(dir)?;
+    let name = d.create_new(|n| result_name(r, n), bytes)?;
+    Ok(dir.join(name))
+}
+
+/// Reads a result file's bytes: a regular file of at most [`RESULT_LIMIT`] bytes.
+fn read_result_bytes(path: &Path) -> Result<Vec<u8>, ReadError> {
+    read_regular(path, RESULT_LIMIT, "results")
+}
+
 /// Reads one result file, checking the schema tag.
 pub fn load(path: &Path) -> Result<RunResult> {
-    let bytes = std::fs::read(path).with_context(|| format!("reading {}", path.display()))?;
+    let bytes = read_result_bytes(path)?;
     let v: serde_json::Value = serde_json::from_slice(&bytes)
         .with_context(|| format!("{} is not JSON", path.display()))?;
     match v.get("schema").and_then(|s| s.as_str()) {
@@ -108,12 +327,16 @@ pub fn load_dir(dir: &Path) -> Result<DirResults> {
     paths.sort();
     let mut out = DirResults::default();
     for path in paths {
-        let bytes = match std::fs::read(&path) {
+        // A directory of many large files is read promptly, and SIGINT/SIGTERM end it.
+        crate::signals::check()?;
+        let bytes = match read_result_bytes(&path) {
             Ok(b) => b,
             Err(e) => {
                 out.skipped.push(Skipped {
+                    why: format!("cannot be read: {e}")
+                        .replace(&format!("{}: ", path.display()), "")
+                        .replace(&format!("{} ", path.display()), ""),
                     path,
-                    why: format!("cannot be read: {e}"),
                     damaged: true,
                 });
                 continue;

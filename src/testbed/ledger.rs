@@ -395,7 +395,8 @@ fn read_entry(path: &Path) -> Result<LedgerEntry> {
             md.uid()
         );
     }
-    let bytes = fs::read(path).with_context(|| format!("reading ledger {}", path.display()))?;
+    let bytes = crate::bounded::read_regular(path, crate::bounded::LEDGER_LIMIT, "ledger entries")
+        .with_context(|| format!("reading ledger {}", path.display()))?;
     let entry: LedgerEntry = serde_json::from_slice(&bytes)
         .with_context(|| format!("ledger {} is not valid", path.display()))?;
     let stem = path.file_stem().and_then(|s| s.to_str());

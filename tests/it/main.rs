@@ -32,6 +32,7 @@ mod meta_fdtree;
 mod meta_interleave;
 mod mpi_runs;
 mod output_formats;
+mod output_trust;
 mod plan_cli;
 mod plan_questions;
 mod plan_resume;

@@ -1,0 +1,161 @@
+//! Bounded reading of the files fsgauge takes as input (results, plans, ledger entries): a
+//! regular file only, up to a stated size.
+//!
+//! A `*.json` that links to `/dev/zero` would otherwise be read until the kernel kills the
+//! process, and a FIFO would block it forever in `open` or `read`, deaf to SIGINT (the handler
+//! only sets a flag). The file is opened `O_NONBLOCK` (a FIFO's `open` returns at once), its
+//! type and size are checked with `fstat` on that descriptor (not on a path another user could
+//! swap in between), and at most `limit + 1` bytes are read, so a file that grows while being
+//! read is still refused.
+
+use std::ffi::CString;
+use std::os::fd::AsFd;
+use std::os::unix::ffi::OsStrExt;
+use std::path::{Path, PathBuf};
+
+use nix::errno::Errno;
+
+/// The largest result file read (a result with a layout snapshot and histograms is a few MiB).
+pub const RESULT_LIMIT: u64 = 256 << 20;
+/// The largest plan file read.
+pub const PLAN_LIMIT: u64 = 4 << 20;
+/// The largest ledger entry read.
+pub const LEDGER_LIMIT: u64 = 1 << 20;
+
+/// Why a file was not read.
+#[derive(Debug, thiserror::Error)]
+pub enum ReadError {
+    #[error("{}: {} ({})", .path.display(), .errno.desc(), describe_errno(*.errno))]
+    Open { path: PathBuf, errno: Errno },
+    #[error("{} is {kind}, not a regular file; fsgauge reads its {what} from regular files only", .path.display())]
+    NotRegular {
+        path: PathBuf,
+        kind: &'static str,
+        what: &'static str,
+    },
+    #[error("{} is {size} bytes, more than the {limit} bytes fsgauge reads as a {what}; is it the right file?", .path.display())]
+    TooLarge {
+        path: PathBuf,
+        size: u64,
+        limit: u64,
+        what: &'static str,
+    },
+    #[error("reading {}: {} ({})", .path.display(), .errno.desc(), describe_errno(*.errno))]
+    Read { path: PathBuf, errno: Errno },
+}
+
+impl ReadError {
+    /// The errno of a failed open, if that is what failed.
+    pub fn open_errno(&self) -> Option<Errno> {
+        match self {
+            ReadError::Open { errno, .. } => Some(*errno),
+            _ => None,
+        }
+    }
+}
+
+fn describe_errno(e: Errno) -> String {
+    format!("{e:?}")
+}
+
+/// What a file mode is, for a message.
+fn kind_of(mode: libc::mode_t) -> &'static str {
+    match mode & libc::S_IFMT {
+        libc::S_IFDIR => "a directory",
+        libc::S_IFIFO => "a FIFO",
+        libc::S_IFCHR => "a character device",
+        libc::S_IFBLK => "a block device",
+        libc::S_IFSOCK => "a socket",
+        libc::S_IFLNK => "a symbolic link",
+        _ => "not a regular file",
+    }
+}
+
+/// Reads a regular file of at most `limit` bytes; `what` names it in messages ("result",
+/// "plan", "ledger entry").
+pub fn read_regular(path: &Path, limit: u64, what: &'static str) -> Result<Vec<u8>, ReadError> {
+    let c = CString::new(path.as_os_str().as_bytes()).map_err(|_| ReadError::Open {
+        path: path.to_path_buf(),
+        errno: Errno::EINVAL,
+    })?;
+    let fd = crate::sys::open(
+        &c,
+        libc::O_RDONLY | libc::O_NONBLOCK | libc::O_CLOEXEC | libc::O_NOCTTY,
+        0,
+    )
+    .map_err(|errno| ReadError::Open {
+        path: path.to_path_buf(),
+        errno,
+    })?;
+    let st = crate::sys::fstat(fd.as_fd()).map_err(|errno| ReadError::Read {
+        path: path.to_path_buf(),
+        errno,
+    })?;
+    if st.st_mode & libc::S_IFMT != libc::S_IFREG {
+        return Err(ReadError::NotRegular {
+            path: path.to_path_buf(),
+            kind: kind_of(st.st_mode),
+            what,
+        });
+    }
+    let size = st.st_size.max(0) as u64;
+    if size > limit {
+        return Err(ReadError::TooLarge {
+            path: path.to_path_buf(),
+            size,
+            limit,
+            what,
+        });
+    }
+    let mut out = Vec::with_capacity(size as usize);
+    let mut buf = vec![0u8; 64 << 10];
+    loop {
+        match crate::sys::read(fd.as_fd(), &mut buf) {
+            Ok(0) => break,
+            Ok(n) => {
+                out.extend_from_slice(&buf[..n]);
+                if out.len() as u64 > limit {
+                    return Err(ReadError::TooLarge {
+                        path: path.to_path_buf(),
+                        size: out.len() as u64,
+                        limit,
+                        what,
+                    });
+                }
+            }
+            Err(Errno::EINTR) => continue,
+            Err(errno) => {
+                return Err(ReadError::Read {
+                    path: path.to_path_buf(),
+                    errno,
+                })
+            }
+        }
+    }
+    Ok(out)
+}
+
+#[cfg(test)]
+mod tests {
+    #![allow(clippy::unwrap_used)]
+    use super::*;
+
+    #[test]
+    fn refuses_devices_fifos_and_large_files() {
+        let t = tempfile::tempdir().unwrap();
+        let link = t.path().join("zero.json");
+        std::os::unix::fs::symlink("/dev/zero", &link).unwrap();
+        let e = read_regular(&link, 10, "result").unwrap_err();
+        assert!(e.to_string().contains("a character device"), "{e}");
+        let fifo = t.path().join("fifo.json");
+        nix::unistd::mkfifo(&fifo, nix::sys::stat::Mode::from_bits_truncate(0o600)).unwrap();
+        let e = read_regular(&fifo, 10, "result").unwrap_err();
+        assert!(e.to_string().contains("a FIFO"), "{e}");
+        let big = t.path().join("big.json");
+        std::fs::write(&big, [b' '; 11]).unwrap();
+        let e = read_regular(&big, 10, "result").unwrap_err();
+        assert!(e.to_string().contains("more than the 10 bytes"), "{e}");
+        std::fs::write(&big, b"0123456789").unwrap();
+        assert_eq!(read_regular(&big, 10, "result").unwrap(), b"0123456789");
+    }
+}
