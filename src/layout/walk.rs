@@ -251,13 +251,7 @@ pub fn scan_tree(
                             name: c.clone(),
                             ino: st.stx_ino,
                         });
-                        worker0.flush(
-                            &r,
-                            None,
-                            Path::new(""),
-                            (dev_of(&st), dev_of(&st)),
-                            true,
-                        );
+                        worker0.flush(&r, None, Path::new(""), (dev_of(&st), dev_of(&st)), true);
                     }
                     None => worker0.file(libc::AT_FDCWD, &c, p, dev_of(&st), true),
                 }
@@ -602,7 +596,13 @@ impl<'s, 'a> Worker<'s, 'a> {
             }
         }
         if let Some(r) = &reader {
-            self.flush(r, Some(fd.as_fd()), &job.path, (job.key.0, job.root_dev), false);
+            self.flush(
+                r,
+                Some(fd.as_fd()),
+                &job.path,
+                (job.key.0, job.root_dev),
+                false,
+            );
         }
         drop(fd);
         // Depth-first keeps the stack short; reversed so directories are taken in readdir order.
@@ -624,7 +624,13 @@ impl<'s, 'a> Worker<'s, 'a> {
             ino,
         });
         if self.pending.len() >= CHUNK {
-            self.flush(reader, Some(dir_fd), &job.path, (job.key.0, job.root_dev), false);
+            self.flush(
+                reader,
+                Some(dir_fd),
+                &job.path,
+                (job.key.0, job.root_dev),
+                false,
+            );
         }
     }
 

@@ -55,7 +55,12 @@ impl Mmap {
     /// A shared mapping of `len` bytes of the file open on `fd`, from `offset` (a multiple of
     /// the page size). See the module documentation for what the caller must keep true of the
     /// file while the mapping lives.
-    pub fn file(fd: BorrowedFd<'_>, offset: u64, len: usize, access: Access) -> Result<Self, Errno> {
+    pub fn file(
+        fd: BorrowedFd<'_>,
+        offset: u64,
+        len: usize,
+        access: Access,
+    ) -> Result<Self, Errno> {
         let (prot, flags, writable) = match access {
             Access::Read { populate: false } => (libc::PROT_READ, libc::MAP_SHARED, false),
             Access::Read { populate: true } => (
@@ -87,7 +92,9 @@ impl Mmap {
         if len == 0 {
             return Err(Errno::EINVAL);
         }
-        let span = len.checked_next_multiple_of(page_size()).ok_or(Errno::ENOMEM)?;
+        let span = len
+            .checked_next_multiple_of(page_size())
+            .ok_or(Errno::ENOMEM)?;
         // SAFETY: a new mapping at an address the kernel chooses (null hint, no MAP_FIXED), so
         // no existing memory is replaced; `fd` is open for the duration of the call (it is
         // borrowed by the caller, or -1 with MAP_ANONYMOUS); the result is checked below.
