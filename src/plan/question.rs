@@ -357,8 +357,11 @@ impl<'p> Resolver<'p> {
 
     /// The error of field `name` of this question, at `span`.
     fn err(&self, span: Range<usize>, name: &str, msg: String) -> anyhow::Error {
-        self.src
-            .err(span, &format!("[[question]] {} field `{name}`", self.id), msg)
+        self.src.err(
+            span,
+            &format!("[[question]] {} field `{name}`", self.id),
+            msg,
+        )
     }
 
     fn labels_note(&self) -> String {
@@ -531,7 +534,10 @@ impl<'p> Resolver<'p> {
             w.workload.metrics().iter().any(|m| m.key == metric)
                 || age.is_some_and(|a| a.workload.metrics().iter().any(|m| m.key == metric))
         };
-        let Some((l, es)) = entries.iter().find(|(_, es)| !es.iter().all(|w| declared(w))) else {
+        let Some((l, es)) = entries
+            .iter()
+            .find(|(_, es)| !es.iter().all(|w| declared(w)))
+        else {
             return Ok(metric);
         };
         let mut allowed: Vec<&str> = CORE.iter().map(|m| m.def.key.as_ref()).collect();
