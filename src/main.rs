@@ -3,10 +3,7 @@ use std::process::ExitCode;
 fn main() -> ExitCode {
     // `fsgauge ... | head` should end quietly, as Unix tools do, not panic on a closed pipe.
     // Output is printed only after testbeds are torn down, so dying here leaves nothing behind.
-    // SAFETY: setting a signal disposition before any thread starts.
-    unsafe {
-        libc::signal(libc::SIGPIPE, libc::SIG_DFL);
-    }
+    fsgauge::sys::signal::default_sigpipe();
     // Before anything else: a Ctrl-C from here on unwinds through the testbed guards.
     fsgauge::signals::install();
     match fsgauge::cli::main() {

@@ -9,7 +9,7 @@
 
 use std::fs::File;
 use std::io::{BufWriter, Write};
-use std::os::fd::{AsFd, AsRawFd, BorrowedFd, OwnedFd, RawFd};
+use std::os::fd::{AsFd, AsRawFd, BorrowedFd, OwnedFd};
 use std::os::unix::ffi::OsStrExt;
 use std::path::{Path, PathBuf};
 
@@ -109,10 +109,6 @@ pub struct Exerciser {
     log: Option<BufWriter<File>>,
     enabled: Vec<OpKind>,
     disabled: Vec<(OpKind, String)>,
-}
-
-fn last_errno() -> Errno {
-    Errno::last()
 }
 
 /// `EOPNOTSUPP (Operation not supported)`.
@@ -273,11 +269,11 @@ impl Exerciser {
         Ok(ex)
     }
 
-    fn raw(&self) -> RawFd {
+    fn fd(&self) -> BorrowedFd<'_> {
         self.fd
             .as_ref()
             .expect("operations run only while the file is open")
-            .as_raw_fd()
+            .as_fd()
     }
 
     /// Tries each kind once with well-formed arguments on the empty file and keeps those the
@@ -599,7 +595,7 @@ impl Exerciser {
         }
         let base = size - tail;
         let end = (limit - base).min(self.page) as usize;
-        let mut map = Mapping::new(self.raw(), base, tail, self.page, true)
+        let mut map = Mapping::new(self.fd(), base, tail, self.page, true)
             .map_err(|e| self.io_fail(Some(op), "mmap (pollute EOF page)", e))?;
         let page = map.page_mut();
         page[tail as usize..end].fill(0xa5);
@@ -699,7 +695,7 @@ impl Exerciser {
     }
 
     fn do_mapread(&mut self, op: Op) -> Result<(), Box<Failure>> {
-        let map = Mapping::new(self.raw(), op.off, op.len, self.page, false)
+        let map = Mapping::new(self.fd(), op.off, op.len, self.page, false)
             .map_err(|e| self.io_fail(Some(op), "mmap", e))?;
         let res = self.compare(Some(op), op.off, map.range());
         res.and_then(|_| self.check_eof_page(op, &map))
@@ -735,7 +731,7 @@ impl Exerciser {
         if end > self.model.size() {
             ftruncate(fd, end).map_err(|e| self.io_fail(Some(op), "ftruncate", e))?;
         }
-        let mut map = Mapping::new(fd.as_raw_fd(), op.off, op.len, self.page, true)
+        let mut map = Mapping::new(fd, op.off, op.len, self.page, true)
             .map_err(|e| self.io_fail(Some(op), "mmap", e))?;
         map.range_mut()
             .copy_from_slice(self.model.write(self.n, op.off, op.len));
@@ -868,86 +864,57 @@ fn pread_all(fd: BorrowedFd<'_>, buf: &mut [u8], off: u64, flags: i32) -> Result
 
 /// A shared mapping of the pages that hold `off..off+len`, unmapped on drop.
 struct Mapping {
-    ptr: *mut u8,
-    map_len: usize,
+    map: sys::mmap::Mmap,
     /// Offset of `off` inside the mapping.
     inner: usize,
     len: usize,
     /// File offset of the mapping's start.
     base: u64,
-    page: u64,
 }
 
 impl Mapping {
-    fn new(fd: RawFd, off: u64, len: u64, page: u64, write: bool) -> Result<Self, Errno> {
+    fn new(fd: BorrowedFd<'_>, off: u64, len: u64, page: u64, write: bool) -> Result<Self, Errno> {
         let base = off - off % page;
         let inner = (off - base) as usize;
         let map_len = inner + len as usize;
         // A read mapping is populated in one call (the same fault path, page by page in the
         // kernel instead of one trap per page); a write mapping faults as the copy goes, so
         // that every page takes the filesystem's page_mkwrite.
-        let (prot, flags) = if write {
-            (libc::PROT_READ | libc::PROT_WRITE, libc::MAP_SHARED)
+        let access = if write {
+            sys::mmap::Access::Write
         } else {
-            (libc::PROT_READ, libc::MAP_SHARED | libc::MAP_POPULATE)
+            sys::mmap::Access::Read { populate: true }
         };
-        // SAFETY: mapping a range of an open file; the result is checked.
-        let p = unsafe { libc::mmap(std::ptr::null_mut(), map_len, prot, flags, fd, base as i64) };
-        if p == libc::MAP_FAILED {
-            return Err(last_errno());
-        }
         Ok(Self {
-            ptr: p.cast(),
-            map_len,
+            map: sys::mmap::Mmap::file(fd, base, map_len, access)?,
             inner,
             len: len as usize,
             base,
-            page,
         })
     }
 
     fn range(&self) -> &[u8] {
-        // SAFETY: the mapping covers inner..inner+len and lives as long as self.
-        unsafe { std::slice::from_raw_parts(self.ptr.add(self.inner), self.len) }
+        &self.map.pages()[self.inner..self.inner + self.len]
     }
 
     /// The whole last mapped page, including the bytes past the mapped length.
     fn page_mut(&mut self) -> &mut [u8] {
-        let end = (self.map_len as u64).next_multiple_of(self.page) as usize;
-        // SAFETY: the kernel maps whole pages; 0..end is the mapping rounded up to a page.
-        unsafe { std::slice::from_raw_parts_mut(self.ptr, end) }
+        self.map.pages_mut().expect("made with write = true")
     }
 
     fn range_mut(&mut self) -> &mut [u8] {
-        // SAFETY: as in range; the mapping is writable when made with write = true.
-        unsafe { std::slice::from_raw_parts_mut(self.ptr.add(self.inner), self.len) }
+        let (inner, len) = (self.inner, self.len);
+        &mut self.map.pages_mut().expect("made with write = true")[inner..inner + len]
     }
 
     /// Bytes of the mapping's last page from file offset `eof` to the page's end (the kernel
     /// maps whole pages, so these are addressable).
     fn last_page_after(&self, eof: u64) -> &[u8] {
-        let start = (eof - self.base) as usize;
-        let end = (self.map_len as u64).next_multiple_of(self.page) as usize;
-        // SAFETY: start..end lies within the last mapped page.
-        unsafe { std::slice::from_raw_parts(self.ptr.add(start), end - start) }
+        &self.map.pages()[(eof - self.base) as usize..]
     }
 
     fn sync(&self) -> Result<(), Errno> {
-        // SAFETY: msync on the live mapping.
-        if unsafe { libc::msync(self.ptr.cast(), self.map_len, libc::MS_SYNC) } == 0 {
-            Ok(())
-        } else {
-            Err(last_errno())
-        }
-    }
-}
-
-impl Drop for Mapping {
-    fn drop(&mut self) {
-        // SAFETY: unmapping exactly what mmap returned.
-        unsafe {
-            libc::munmap(self.ptr.cast(), self.map_len);
-        }
+        self.map.sync()
     }
 }
 

@@ -627,22 +627,15 @@ impl ExtReader {
     /// opens its block device read-only, and reads the superblock and group descriptors. The
     /// error says why the on-disk reader cannot be used.
     pub fn open(fd: BorrowedFd<'_>, st_dev: u64) -> Result<Self, String> {
-        // SAFETY: zeroed plain struct filled by the kernel.
-        let mut st: libc::statfs = unsafe { std::mem::zeroed() };
-        // SAFETY: valid fd and out pointer.
-        if unsafe { libc::fstatfs(fd.as_raw_fd(), &mut st) } < 0 {
-            return Err(format!("statfs: {}", io::Error::last_os_error()));
-        }
-        #[allow(clippy::unnecessary_cast)]
-        let magic = st.f_type as i64;
+        let st = crate::sys::statfs::fstatfs(fd).map_err(|e| format!("statfs: {e}"))?;
+        let magic = st.magic;
         if magic != super::sys::magic::EXT {
             return Err(format!(
                 "{}: the on-disk reader knows ext2/3/4 only",
                 super::scan::fs_name(magic)
             ));
         }
-        // SAFETY: fsid_t is two 32-bit integers; its fields are private in the libc crate.
-        let fsid: [u32; 2] = unsafe { std::mem::transmute_copy(&st.f_fsid) };
+        let fsid = st.fsid;
         let device = device_node(st_dev).ok_or_else(|| {
             format!(
                 "device {}:{} has no block device node",

@@ -182,15 +182,8 @@ pub mod magic {
 
 /// The filesystem magic and total blocks of the filesystem holding `fd`.
 pub fn fstatfs(fd: BorrowedFd<'_>) -> io::Result<(i64, u64, u64)> {
-    // SAFETY: zeroed plain struct filled by the kernel.
-    let mut st: libc::statfs = unsafe { std::mem::zeroed() };
-    // SAFETY: valid fd and out pointer.
-    let rc = unsafe { libc::fstatfs(fd.as_raw_fd(), &mut st) };
-    if rc < 0 {
-        return Err(io::Error::last_os_error());
-    }
-    #[allow(clippy::unnecessary_cast)]
-    Ok((st.f_type as i64, st.f_blocks as u64, st.f_bsize as u64))
+    let st = crate::sys::statfs::fstatfs(fd)?;
+    Ok((st.magic, st.blocks, st.block_size))
 }
 
 /// XFS allocation-group size in blocks (`XFS_IOC_FSGEOMETRY_V1`).

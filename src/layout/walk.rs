@@ -251,13 +251,7 @@ pub fn scan_tree(
                             name: c.clone(),
                             ino: st.stx_ino,
                         });
-                        worker0.flush(
-                            &r,
-                            libc::AT_FDCWD,
-                            Path::new(""),
-                            (dev_of(&st), dev_of(&st)),
-                            true,
-                        );
+                        worker0.flush(&r, None, Path::new(""), (dev_of(&st), dev_of(&st)), true);
                     }
                     None => worker0.file(libc::AT_FDCWD, &c, p, dev_of(&st), true),
                 }
@@ -385,11 +379,12 @@ impl<'s, 'a> Worker<'s, 'a> {
     /// Maps the pending files (one directory's, in readdir order) from their on-disk inodes,
     /// falling back to FIEMAP for any inode that does not look right, and adds them in order.
     /// `dev` is the directory's device, `root_dev` that of the starting path it was reached
-    /// from (they differ only with --cross-mounts).
+    /// from (they differ only with --cross-mounts). `dir_fd` is the open directory, `None`
+    /// for a file named on the command line (resolved from the working directory).
     fn flush(
         &mut self,
         reader: &ExtReader,
-        dirfd: libc::c_int,
+        dir_fd: Option<BorrowedFd<'_>>,
         dir: &Path,
         (dev, root_dev): (u64, u64),
         top_level: bool,
@@ -402,12 +397,10 @@ impl<'s, 'a> Worker<'s, 'a> {
         let mut maps: Vec<Option<Result<OndiskMap, Odd>>> = Vec::new();
         maps.resize_with(pending.len(), || None);
         reader.map_inodes(&inos, &mut self.buf, |i, m| maps[i] = Some(m));
-        // SAFETY: dirfd is an open directory or AT_FDCWD for the whole call.
-        let rules_fd = unsafe { BorrowedFd::borrow_raw(dirfd) };
-        let rules = if dirfd == libc::AT_FDCWD {
-            self.rules.get(&dev).copied()
-        } else {
-            self.rules_for(dev, rules_fd).ok()
+        let dirfd = dir_fd.map_or(libc::AT_FDCWD, |d| d.as_raw_fd());
+        let rules = match dir_fd {
+            None => self.rules.get(&dev).copied(),
+            Some(d) => self.rules_for(dev, d).ok(),
         };
         for (p, m) in pending.iter().zip(maps) {
             let child = || dir.join(OsStr::from_bytes(p.name.to_bytes()));
@@ -565,7 +558,7 @@ impl<'s, 'a> Worker<'s, 'a> {
             use nix::dir::Type;
             match ent.file_type() {
                 Some(Type::File) => match &reader {
-                    Some(r) => self.queue_file(r, dirfd, job, name, ent.ino()),
+                    Some(r) => self.queue_file(r, fd.as_fd(), job, name, ent.ino()),
                     None => {
                         let child = job.path.join(OsStr::from_bytes(nb));
                         self.file(dirfd, name, &child, job.root_dev, false);
@@ -585,7 +578,7 @@ impl<'s, 'a> Worker<'s, 'a> {
                         Ok(st) => match kind_of(st.stx_mode as u32) {
                             libc::S_IFREG => match &reader {
                                 Some(r) if dev_of(&st) == job.key.0 && !is_mount_root(&st) => {
-                                    self.queue_file(r, dirfd, job, name, st.stx_ino)
+                                    self.queue_file(r, fd.as_fd(), job, name, st.stx_ino)
                                 }
                                 _ => self.file(dirfd, name, &child, job.root_dev, false),
                             },
@@ -603,7 +596,13 @@ impl<'s, 'a> Worker<'s, 'a> {
             }
         }
         if let Some(r) = &reader {
-            self.flush(r, dirfd, &job.path, (job.key.0, job.root_dev), false);
+            self.flush(
+                r,
+                Some(fd.as_fd()),
+                &job.path,
+                (job.key.0, job.root_dev),
+                false,
+            );
         }
         drop(fd);
         // Depth-first keeps the stack short; reversed so directories are taken in readdir order.
@@ -615,7 +614,7 @@ impl<'s, 'a> Worker<'s, 'a> {
     fn queue_file(
         &mut self,
         reader: &ExtReader,
-        dirfd: libc::c_int,
+        dir_fd: BorrowedFd<'_>,
         job: &Job,
         name: &CStr,
         ino: u64,
@@ -625,7 +624,13 @@ impl<'s, 'a> Worker<'s, 'a> {
             ino,
         });
         if self.pending.len() >= CHUNK {
-            self.flush(reader, dirfd, &job.path, (job.key.0, job.root_dev), false);
+            self.flush(
+                reader,
+                Some(dir_fd),
+                &job.path,
+                (job.key.0, job.root_dev),
+                false,
+            );
         }
     }
 

@@ -14,6 +14,8 @@
 use std::sync::OnceLock;
 use std::time::{Duration, Instant};
 
+use crate::sys::cpu::rdtsc;
+
 /// A timestamp of a [`Clock`]: TSC ticks, or nanoseconds since the clock's origin.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord)]
 pub struct Tick(pub u64);
@@ -116,19 +118,6 @@ pub(crate) struct Tsc {
     /// nanoseconds = ticks × `mult` / 2^32.
     pub(crate) mult: u64,
     pub(crate) per_sec: u64,
-}
-
-#[cfg(target_arch = "x86_64")]
-#[inline(always)]
-fn rdtsc() -> u64 {
-    // SAFETY: RDTSC has no preconditions on x86_64.
-    unsafe { core::arch::x86_64::_rdtsc() }
-}
-
-#[cfg(not(target_arch = "x86_64"))]
-#[inline(always)]
-fn rdtsc() -> u64 {
-    0
 }
 
 fn invariant_tsc() -> bool {

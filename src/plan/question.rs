@@ -243,358 +243,23 @@ fn resolve_one(
     age: Option<&PlanWorkload>,
 ) -> Result<PlanQuestion> {
     let r = rq.get_ref();
-    let id =
-        r.id.as_ref()
-            .map_or_else(|| format!("q{}", index + 1), |s| s.get_ref().clone());
-    if id.trim().is_empty() {
-        let span = r.id.as_ref().map_or(rq.span(), |s| s.span());
-        return Err(src.err(
-            span,
-            "[[question]] field `id`",
-            "is empty; give a short name, e.g. id = \"dir-remove\"",
-        ));
-    }
-    let field = |name: &str| format!("[[question]] {id} field `{name}`");
-    let err = |span: Range<usize>, name: &str, msg: String| src.err(span, &field(name), msg);
-
-    let tb_labels: Vec<&str> = testbeds.iter().map(|t| t.spec.label.as_str()).collect();
-    let mut wl_labels: Vec<&str> = Vec::new();
-    for w in workloads {
-        if !wl_labels.contains(&w.label.as_str()) {
-            wl_labels.push(&w.label);
-        }
-    }
-    let is_tb = |s: &str| tb_labels.contains(&s);
-    let is_wl = |s: &str| wl_labels.contains(&s);
-    let (base, var) = (&r.baseline, &r.variant);
-    let labels_note = format!(
-        "testbeds: {}; workloads: {}",
-        listed(&tb_labels),
-        listed(&wl_labels)
-    );
-    if base.get_ref() == var.get_ref() {
-        return Err(err(
-            var.span(),
-            "variant",
-            format!(
-                "is the baseline {:?} again; name the configuration to compare it with ({labels_note})",
-                base.get_ref()
-            ),
-        ));
-    }
-    let compares = match (
-        (is_tb(base.get_ref()), is_wl(base.get_ref())),
-        (is_tb(var.get_ref()), is_wl(var.get_ref())),
-    ) {
-        ((true, _), (true, _)) => Compares::Testbeds,
-        ((_, true), (_, true)) => Compares::Workloads,
-        ((false, false), (false, false)) => Compares::Phases,
-        ((true, _), (false, false)) => {
-            return Err(err(
-                var.span(),
-                "variant",
-                format!(
-                    "{:?} is not a testbed label, but the baseline {:?} is; testbeds: {}",
-                    var.get_ref(),
-                    base.get_ref(),
-                    listed(&tb_labels)
-                ),
-            ))
-        }
-        ((_, true), (false, false)) => {
-            return Err(err(
-                var.span(),
-                "variant",
-                format!(
-                    "{:?} is not a workload label, but the baseline {:?} is; workloads: {}",
-                    var.get_ref(),
-                    base.get_ref(),
-                    listed(&wl_labels)
-                ),
-            ))
-        }
-        ((false, false), _) => {
-            return Err(err(
-                base.span(),
-                "baseline",
-                format!(
-                    "{:?} is not a label of the plan, but the variant {:?} is; {labels_note}",
-                    base.get_ref(),
-                    var.get_ref()
-                ),
-            ))
-        }
-        _ => {
-            return Err(err(
-                var.span(),
-                "variant",
-                format!(
-                    "baseline {:?} and variant {:?} name a testbed and a workload; a question compares two testbeds, two workloads, or two phases of the same runs ({labels_note})",
-                    base.get_ref(),
-                    var.get_ref()
-                ),
-            ))
-        }
-    };
-
-    // The cell's other coordinates.
-    let testbed = match (&r.testbed, compares) {
-        (Some(t), Compares::Testbeds) => {
-            return Err(err(
-                t.span(),
-                "testbed",
-                "baseline and variant are testbeds already; remove testbed = ...".into(),
-            ))
-        }
-        (Some(t), _) if !is_tb(t.get_ref()) => {
-            return Err(err(
-                t.span(),
-                "testbed",
-                format!(
-                    "{:?} is not a testbed label of the plan; testbeds: {}",
-                    t.get_ref(),
-                    listed(&tb_labels)
-                ),
-            ))
-        }
-        (Some(t), _) => Some(t.get_ref().clone()),
-        (None, Compares::Testbeds) => None,
-        (None, _) if tb_labels.len() > 1 => {
-            return Err(err(
-                rq.span(),
-                "testbed",
-                format!(
-                    "the plan has {} testbeds; name the one this question is about, e.g. testbed = {:?} (testbeds: {})",
-                    tb_labels.len(),
-                    tb_labels[0],
-                    listed(&tb_labels)
-                ),
-            ))
-        }
-        (None, _) => None,
-    };
-    let workload = match (&r.workload, compares) {
-        (Some(w), Compares::Workloads) => {
-            return Err(err(
-                w.span(),
-                "workload",
-                "baseline and variant are workloads already; remove workload = ...".into(),
-            ))
-        }
-        (Some(w), _) if !is_wl(w.get_ref()) => {
-            return Err(err(
-                w.span(),
-                "workload",
-                format!(
-                    "{:?} is not a workload label of the plan; workloads: {} (a [[workload]]'s label is its label = ..., or its kind, with #N when a kind appears more than once)",
-                    w.get_ref(),
-                    listed(&wl_labels)
-                ),
-            ))
-        }
-        (Some(w), _) => Some(w.get_ref().clone()),
-        (None, Compares::Workloads) => None,
-        (None, _) if wl_labels.len() > 1 => {
-            return Err(err(
-                rq.span(),
-                "workload",
-                format!(
-                    "the plan has {} workloads; name the one this question is about, e.g. workload = {:?} (workloads: {})",
-                    wl_labels.len(),
-                    wl_labels[0],
-                    listed(&wl_labels)
-                ),
-            ))
-        }
-        (None, _) => None,
-    };
-    let (phase, phase_span) = match (&r.phase, compares) {
-        (Some(p), Compares::Phases) => {
-            return Err(err(
-                p.span(),
-                "phase",
-                "baseline and variant are phases already; remove phase = ...".into(),
-            ))
-        }
-        (None, Compares::Phases) => (None, base.span()),
-        (Some(p), _) => {
-            if p.get_ref().trim().is_empty() {
-                return Err(err(
-                    p.span(),
-                    "phase",
-                    "is empty; name a phase of the workload, e.g. phase = \"create\"".into(),
-                ));
-            }
-            (Some(p.get_ref().clone()), p.span())
-        }
-        (None, _) => {
-            return Err(err(
-                rq.span(),
-                "phase",
-                "missing; name the phase whose metric is compared, e.g. phase = \"create\" (`fsgauge bench KIND` or a result's phases list a workload's phase names)".into(),
-            ))
-        }
-    };
-
-    // The workload entries (every cell of a split sweep) the question reads.
-    let entry_labels: Vec<&str> = match (compares, &workload) {
-        (Compares::Workloads, _) => vec![base.get_ref(), var.get_ref()],
-        (_, Some(w)) => vec![w.as_str()],
-        (_, None) => wl_labels.clone(),
-    };
-    let entries: Vec<Vec<&PlanWorkload>> = entry_labels
-        .iter()
-        .map(|l| workloads.iter().filter(|w| w.label == *l).collect())
-        .collect();
-
-    // metric: a core metric, or a figure every workload the question reads declares.
-    let metric = r.metric.get_ref().clone();
-    let core = CORE.iter().any(|m| m.def.key == metric);
-    let declared = |w: &PlanWorkload| {
-        w.workload.metrics().iter().any(|m| m.key == metric)
-            || age.is_some_and(|a| a.workload.metrics().iter().any(|m| m.key == metric))
-    };
-    if !core {
-        if let Some((l, es)) = entry_labels
-            .iter()
-            .zip(&entries)
-            .find(|(_, es)| !es.iter().all(|w| declared(w)))
-        {
-            let mut allowed: Vec<&str> = CORE.iter().map(|m| m.def.key.as_ref()).collect();
-            if let Some(w) = es.first() {
-                allowed.extend(w.workload.metrics().iter().map(|m| m.key.as_ref()));
-            }
-            if let Some(a) = age {
-                allowed.extend(a.workload.metrics().iter().map(|m| m.key.as_ref()));
-            }
-            return Err(err(
-                r.metric.span(),
-                "metric",
-                format!(
-                    "{metric:?} is neither a core metric nor a figure of workload {l:?}; allowed: {}",
-                    allowed.join(", ")
-                ),
-            ));
-        }
-    }
-
-    // where: parameters of the workload, at values its sweep has.
-    let mut filter = BTreeMap::new();
-    if let Some(f) = &r.filter {
-        for (key, want) in f.get_ref() {
-            let want_json = toml_to_json(want.get_ref());
-            let mut resolved: Option<serde_json::Value> = None;
-            for (l, es) in entry_labels.iter().zip(&entries) {
-                let Some(first) = es.first() else { continue };
-                let params = first.workload.params();
-                let Some(_) = params.get(key.get_ref()) else {
-                    let names: Vec<String> = params
-                        .as_object()
-                        .map(|m| m.keys().cloned().collect())
-                        .unwrap_or_default();
-                    return Err(err(
-                        key.span(),
-                        "where",
-                        format!(
-                            "{:?} is not a parameter of workload {l:?} ({}); parameters: {}",
-                            key.get_ref(),
-                            first.kind,
-                            names.join(", ")
-                        ),
-                    ));
-                };
-                // Each entry (a cell of a split sweep) has one value as written and as the
-                // result records it.
-                let mut values: Vec<(serde_json::Value, serde_json::Value)> = Vec::new();
-                for w in es {
-                    let have = w.workload.params()[key.get_ref()].clone();
-                    if let serde_json::Value::Array(a) = &have {
-                        if a.len() > 1 {
-                            return Err(err(
-                                key.span(),
-                                "where",
-                                format!(
-                                    "{:?} of workload {l:?} is a sweep whose cells are phases of one run here (fresh = \"per-testbed\", or the workload keeps its cells in one run); name the cell's phase instead, e.g. phase = \"...-t4\"",
-                                    key.get_ref()
-                                ),
-                            ));
-                        }
-                    }
-                    let as_written = w
-                        .given
-                        .get(key.get_ref())
-                        .cloned()
-                        .unwrap_or_else(|| unwrap_one(&have).clone());
-                    values.push((as_written, unwrap_one(&have).clone()));
-                }
-                match values
-                    .iter()
-                    .find(|(written, recorded)| *written == want_json || *recorded == want_json)
-                {
-                    Some((_, recorded)) => {
-                        resolved.get_or_insert_with(|| recorded.clone());
-                    }
-                    None => {
-                        let mut shown: Vec<String> =
-                            values.iter().map(|(w, _)| w.to_string()).collect();
-                        shown.dedup();
-                        return Err(err(
-                            want.span(),
-                            "where",
-                            format!(
-                                "workload {l:?} has no cell with {} = {want_json}; its values: {}",
-                                key.get_ref(),
-                                shown.join(", ")
-                            ),
-                        ));
-                    }
-                }
-            }
-            if let Some(v) = resolved {
-                filter.insert(key.get_ref().clone(), v);
-            }
-        }
-    }
-
-    let published = match &r.published {
-        None => None,
-        Some(p) => match number(p) {
-            Some(v) if v.is_finite() && v > 0.0 => Some(v),
-            _ => {
-                return Err(err(
-                    p.span(),
-                    "published",
-                    format!(
-                        "{} is not a ratio above 0; give the published variant / baseline, e.g. 3.67 for +267%",
-                        p.get_ref()
-                    ),
-                ))
-            }
-        },
-    };
-    let epsilon = match &r.epsilon {
-        None => DEFAULT_EPSILON,
-        Some(e) => match number(e) {
-            Some(v) if v > 0.0 && v < 1.0 => v,
-            _ => {
-                return Err(err(
-                    e.span(),
-                    "epsilon",
-                    format!(
-                        "{} is out of range; give the \"no change\" band as a fraction between 0 and 1, e.g. 0.05 for ±5%",
-                        e.get_ref()
-                    ),
-                ))
-            }
-        },
-    };
+    let q = Resolver::new(src, rq, index, testbeds, workloads)?;
+    let compares = q.compares()?;
+    let testbed = q.coordinate(&q.testbeds, &r.testbed, compares)?;
+    let workload = q.coordinate(&q.workloads, &r.workload, compares)?;
+    let (phase, phase_span) = q.phase(compares)?;
+    let entries = q.entries(compares, workload.as_deref(), workloads);
+    let metric = q.metric(&entries, age)?;
+    let filter = q.filter(&entries)?;
+    let published = q.published()?;
+    let epsilon = q.epsilon()?;
     let text = |v: &Option<Spanned<String>>| v.as_ref().map(|s| s.get_ref().clone());
     Ok(PlanQuestion {
         question: Question {
-            id,
+            id: q.id,
             ask: text(&r.ask).unwrap_or_default(),
-            baseline: base.get_ref().clone(),
-            variant: var.get_ref().clone(),
+            baseline: r.baseline.get_ref().clone(),
+            variant: r.variant.get_ref().clone(),
             compares,
             testbed,
             workload,
@@ -610,6 +275,425 @@ fn resolve_one(
         at: src.loc(rq.span().start),
         phase_at: src.loc(phase_span.start),
     })
+}
+
+/// The testbeds or the workloads of a plan, as a question names them: the field that names
+/// one (`testbed`, `workload`), its labels, and what a question comparing them is.
+struct Side<'p> {
+    field: &'static str,
+    plural: &'static str,
+    labels: Vec<&'p str>,
+    compared: Compares,
+    /// Said after the labels when a name is not one of them.
+    label_hint: &'static str,
+}
+
+impl Side<'_> {
+    fn has(&self, label: &str) -> bool {
+        self.labels.contains(&label)
+    }
+}
+
+/// One `[[question]]` being resolved: each derived value of the question has its own method,
+/// in the order `resolve_one` calls them (a later one may use what an earlier one returned).
+struct Resolver<'p> {
+    src: &'p Src<'p>,
+    rq: &'p Spanned<RawQuestion>,
+    id: String,
+    testbeds: Side<'p>,
+    workloads: Side<'p>,
+}
+
+/// The workload entries a question reads: per label, every cell of its split sweep.
+type Entries<'p> = Vec<(&'p str, Vec<&'p PlanWorkload>)>;
+
+impl<'p> Resolver<'p> {
+    /// The question's id (`q1`, `q2`, ... by position unless given) and the plan's labels.
+    fn new(
+        src: &'p Src<'p>,
+        rq: &'p Spanned<RawQuestion>,
+        index: usize,
+        testbeds: &'p [PlanTestbed],
+        workloads: &'p [PlanWorkload],
+    ) -> Result<Self> {
+        let r = rq.get_ref();
+        let id =
+            r.id.as_ref()
+                .map_or_else(|| format!("q{}", index + 1), |s| s.get_ref().clone());
+        if id.trim().is_empty() {
+            let span = r.id.as_ref().map_or(rq.span(), |s| s.span());
+            return Err(src.err(
+                span,
+                "[[question]] field `id`",
+                "is empty; give a short name, e.g. id = \"dir-remove\"",
+            ));
+        }
+        let mut wl_labels: Vec<&str> = Vec::new();
+        for w in workloads {
+            if !wl_labels.contains(&w.label.as_str()) {
+                wl_labels.push(&w.label);
+            }
+        }
+        Ok(Self {
+            src,
+            rq,
+            id,
+            testbeds: Side {
+                field: "testbed",
+                plural: "testbeds",
+                labels: testbeds.iter().map(|t| t.spec.label.as_str()).collect(),
+                compared: Compares::Testbeds,
+                label_hint: "",
+            },
+            workloads: Side {
+                field: "workload",
+                plural: "workloads",
+                labels: wl_labels,
+                compared: Compares::Workloads,
+                label_hint: " (a [[workload]]'s label is its label = ..., or its kind, with #N when a kind appears more than once)",
+            },
+        })
+    }
+
+    /// The error of field `name` of this question, at `span`.
+    fn err(&self, span: Range<usize>, name: &str, msg: String) -> anyhow::Error {
+        self.src.err(
+            span,
+            &format!("[[question]] {} field `{name}`", self.id),
+            msg,
+        )
+    }
+
+    fn labels_note(&self) -> String {
+        format!(
+            "testbeds: {}; workloads: {}",
+            listed(&self.testbeds.labels),
+            listed(&self.workloads.labels)
+        )
+    }
+
+    /// What baseline and variant name: two testbeds, two workloads, or (neither) two phases.
+    fn compares(&self) -> Result<Compares> {
+        let r = self.rq.get_ref();
+        let (base, var) = (&r.baseline, &r.variant);
+        if base.get_ref() == var.get_ref() {
+            return Err(self.err(
+                var.span(),
+                "variant",
+                format!(
+                    "is the baseline {:?} again; name the configuration to compare it with ({})",
+                    base.get_ref(),
+                    self.labels_note()
+                ),
+            ));
+        }
+        let (tb, wl) = (&self.testbeds, &self.workloads);
+        let names = |s: &str| (tb.has(s), wl.has(s));
+        match (names(base.get_ref()), names(var.get_ref())) {
+            ((true, _), (true, _)) => Ok(Compares::Testbeds),
+            ((_, true), (_, true)) => Ok(Compares::Workloads),
+            ((false, false), (false, false)) => Ok(Compares::Phases),
+            ((base_tb, _), (false, false)) => {
+                let side = if base_tb { tb } else { wl };
+                Err(self.err(
+                    var.span(),
+                    "variant",
+                    format!(
+                        "{:?} is not a {} label, but the baseline {:?} is; {}: {}",
+                        var.get_ref(),
+                        side.field,
+                        base.get_ref(),
+                        side.plural,
+                        listed(&side.labels)
+                    ),
+                ))
+            }
+            ((false, false), _) => Err(self.err(
+                base.span(),
+                "baseline",
+                format!(
+                    "{:?} is not a label of the plan, but the variant {:?} is; {}",
+                    base.get_ref(),
+                    var.get_ref(),
+                    self.labels_note()
+                ),
+            )),
+            _ => Err(self.err(
+                var.span(),
+                "variant",
+                format!(
+                    "baseline {:?} and variant {:?} name a testbed and a workload; a question compares two testbeds, two workloads, or two phases of the same runs ({})",
+                    base.get_ref(),
+                    var.get_ref(),
+                    self.labels_note()
+                ),
+            )),
+        }
+    }
+
+    /// The testbed (or workload) the question is about when it does not compare them: as
+    /// given, or none when the plan has only one.
+    fn coordinate(
+        &self,
+        side: &Side<'_>,
+        given: &Option<Spanned<String>>,
+        compares: Compares,
+    ) -> Result<Option<String>> {
+        match given {
+            Some(t) if compares == side.compared => Err(self.err(
+                t.span(),
+                side.field,
+                format!(
+                    "baseline and variant are {} already; remove {} = ...",
+                    side.plural, side.field
+                ),
+            )),
+            Some(t) if !side.has(t.get_ref()) => Err(self.err(
+                t.span(),
+                side.field,
+                format!(
+                    "{:?} is not a {} label of the plan; {}: {}{}",
+                    t.get_ref(),
+                    side.field,
+                    side.plural,
+                    listed(&side.labels),
+                    side.label_hint
+                ),
+            )),
+            Some(t) => Ok(Some(t.get_ref().clone())),
+            None if compares == side.compared => Ok(None),
+            None if side.labels.len() > 1 => Err(self.err(
+                self.rq.span(),
+                side.field,
+                format!(
+                    "the plan has {} {}; name the one this question is about, e.g. {} = {:?} ({}: {})",
+                    side.labels.len(),
+                    side.plural,
+                    side.field,
+                    side.labels[0],
+                    side.plural,
+                    listed(&side.labels)
+                ),
+            )),
+            None => Ok(None),
+        }
+    }
+
+    /// The phase whose metric is compared (none when baseline and variant are phases), and
+    /// where it is written.
+    fn phase(&self, compares: Compares) -> Result<(Option<String>, Range<usize>)> {
+        let r = self.rq.get_ref();
+        match (&r.phase, compares) {
+            (Some(p), Compares::Phases) => Err(self.err(
+                p.span(),
+                "phase",
+                "baseline and variant are phases already; remove phase = ...".into(),
+            )),
+            (None, Compares::Phases) => Ok((None, r.baseline.span())),
+            (Some(p), _) if p.get_ref().trim().is_empty() => Err(self.err(
+                p.span(),
+                "phase",
+                "is empty; name a phase of the workload, e.g. phase = \"create\"".into(),
+            )),
+            (Some(p), _) => Ok((Some(p.get_ref().clone()), p.span())),
+            (None, _) => Err(self.err(
+                self.rq.span(),
+                "phase",
+                "missing; name the phase whose metric is compared, e.g. phase = \"create\" (`fsgauge bench KIND` or a result's phases list a workload's phase names)".into(),
+            )),
+        }
+    }
+
+    /// The workload entries (every cell of a split sweep) the question reads.
+    fn entries<'e>(
+        &'e self,
+        compares: Compares,
+        workload: Option<&'e str>,
+        workloads: &'e [PlanWorkload],
+    ) -> Entries<'e> {
+        let r = self.rq.get_ref();
+        let labels: Vec<&'e str> = match (compares, workload) {
+            (Compares::Workloads, _) => vec![r.baseline.get_ref(), r.variant.get_ref()],
+            (_, Some(w)) => vec![w],
+            (_, None) => self.workloads.labels.clone(),
+        };
+        labels
+            .into_iter()
+            .map(|l| (l, workloads.iter().filter(|w| w.label == l).collect()))
+            .collect()
+    }
+
+    /// The metric: a core metric, or a figure every workload the question reads declares.
+    fn metric(&self, entries: &Entries<'_>, age: Option<&PlanWorkload>) -> Result<String> {
+        let r = self.rq.get_ref();
+        let metric = r.metric.get_ref().clone();
+        if CORE.iter().any(|m| m.def.key == metric) {
+            return Ok(metric);
+        }
+        let declared = |w: &PlanWorkload| {
+            w.workload.metrics().iter().any(|m| m.key == metric)
+                || age.is_some_and(|a| a.workload.metrics().iter().any(|m| m.key == metric))
+        };
+        let Some((l, es)) = entries
+            .iter()
+            .find(|(_, es)| !es.iter().all(|w| declared(w)))
+        else {
+            return Ok(metric);
+        };
+        let mut allowed: Vec<&str> = CORE.iter().map(|m| m.def.key.as_ref()).collect();
+        if let Some(w) = es.first() {
+            allowed.extend(w.workload.metrics().iter().map(|m| m.key.as_ref()));
+        }
+        if let Some(a) = age {
+            allowed.extend(a.workload.metrics().iter().map(|m| m.key.as_ref()));
+        }
+        Err(self.err(
+            r.metric.span(),
+            "metric",
+            format!(
+                "{metric:?} is neither a core metric nor a figure of workload {l:?}; allowed: {}",
+                allowed.join(", ")
+            ),
+        ))
+    }
+
+    /// `where`: parameters of the workload, at values its sweep has, as results record them.
+    fn filter(&self, entries: &Entries<'_>) -> Result<BTreeMap<String, serde_json::Value>> {
+        let mut filter = BTreeMap::new();
+        if let Some(f) = &self.rq.get_ref().filter {
+            for (key, want) in f.get_ref() {
+                if let Some(v) = self.filter_value(key, want, entries)? {
+                    filter.insert(key.get_ref().clone(), v);
+                }
+            }
+        }
+        Ok(filter)
+    }
+
+    /// The value `key = want` of `where` selects, as the results record it: every entry read
+    /// must have the parameter and a cell with that value.
+    fn filter_value(
+        &self,
+        key: &Spanned<String>,
+        want: &Spanned<toml::Value>,
+        entries: &Entries<'_>,
+    ) -> Result<Option<serde_json::Value>> {
+        let want_json = toml_to_json(want.get_ref());
+        let mut resolved: Option<serde_json::Value> = None;
+        for (l, es) in entries {
+            let Some(first) = es.first() else { continue };
+            let params = first.workload.params();
+            if params.get(key.get_ref()).is_none() {
+                let names: Vec<String> = params
+                    .as_object()
+                    .map(|m| m.keys().cloned().collect())
+                    .unwrap_or_default();
+                return Err(self.err(
+                    key.span(),
+                    "where",
+                    format!(
+                        "{:?} is not a parameter of workload {l:?} ({}); parameters: {}",
+                        key.get_ref(),
+                        first.kind,
+                        names.join(", ")
+                    ),
+                ));
+            }
+            let values = self.cell_values(key, l, es)?;
+            match values
+                .iter()
+                .find(|(written, recorded)| *written == want_json || *recorded == want_json)
+            {
+                Some((_, recorded)) => {
+                    resolved.get_or_insert_with(|| recorded.clone());
+                }
+                None => {
+                    let mut shown: Vec<String> =
+                        values.iter().map(|(w, _)| w.to_string()).collect();
+                    shown.dedup();
+                    return Err(self.err(
+                        want.span(),
+                        "where",
+                        format!(
+                            "workload {l:?} has no cell with {} = {want_json}; its values: {}",
+                            key.get_ref(),
+                            shown.join(", ")
+                        ),
+                    ));
+                }
+            }
+        }
+        Ok(resolved)
+    }
+
+    /// Parameter `key` of each entry labelled `l` (a cell of a split sweep has one value), as
+    /// written and as the result records it.
+    fn cell_values(
+        &self,
+        key: &Spanned<String>,
+        l: &str,
+        es: &[&PlanWorkload],
+    ) -> Result<Vec<(serde_json::Value, serde_json::Value)>> {
+        let mut values = Vec::new();
+        for w in es {
+            let have = w.workload.params()[key.get_ref()].clone();
+            if let serde_json::Value::Array(a) = &have {
+                if a.len() > 1 {
+                    return Err(self.err(
+                        key.span(),
+                        "where",
+                        format!(
+                            "{:?} of workload {l:?} is a sweep whose cells are phases of one run here (fresh = \"per-testbed\", or the workload keeps its cells in one run); name the cell's phase instead, e.g. phase = \"...-t4\"",
+                            key.get_ref()
+                        ),
+                    ));
+                }
+            }
+            let as_written = w
+                .given
+                .get(key.get_ref())
+                .cloned()
+                .unwrap_or_else(|| unwrap_one(&have).clone());
+            values.push((as_written, unwrap_one(&have).clone()));
+        }
+        Ok(values)
+    }
+
+    /// `published`: the published ratio variant / baseline, above 0.
+    fn published(&self) -> Result<Option<f64>> {
+        let Some(p) = &self.rq.get_ref().published else {
+            return Ok(None);
+        };
+        match number(p) {
+            Some(v) if v.is_finite() && v > 0.0 => Ok(Some(v)),
+            _ => Err(self.err(
+                p.span(),
+                "published",
+                format!(
+                    "{} is not a ratio above 0; give the published variant / baseline, e.g. 3.67 for +267%",
+                    p.get_ref()
+                ),
+            )),
+        }
+    }
+
+    /// `epsilon`: the "no change" band, a fraction between 0 and 1.
+    fn epsilon(&self) -> Result<f64> {
+        let Some(e) = &self.rq.get_ref().epsilon else {
+            return Ok(DEFAULT_EPSILON);
+        };
+        match number(e) {
+            Some(v) if v > 0.0 && v < 1.0 => Ok(v),
+            _ => Err(self.err(
+                e.span(),
+                "epsilon",
+                format!(
+                    "{} is out of range; give the \"no change\" band as a fraction between 0 and 1, e.g. 0.05 for ±5%",
+                    e.get_ref()
+                ),
+            )),
+        }
+    }
 }
 
 /// Checks that a result has the phases of every question it is part of; `source` names the

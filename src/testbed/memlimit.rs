@@ -225,14 +225,12 @@ pub fn remove_cgroup(path: &Path) -> Result<()> {
 /// target, and gives it back on drop.
 #[derive(Debug)]
 pub struct MemCharger {
-    chunks: Vec<(std::ptr::NonNull<libc::c_void>, usize)>,
+    /// Unmapped (and so given back) when the charger is dropped.
+    chunks: Vec<crate::sys::mmap::Mmap>,
     locked: u64,
     target: u64,
     available_after: u64,
 }
-
-// SAFETY: the mappings are owned by the charger and only unmapped by it.
-unsafe impl Send for MemCharger {}
 
 impl MemCharger {
     /// Pins memory until only about `target` bytes are available.
@@ -264,25 +262,11 @@ impl MemCharger {
                 break;
             }
             let want = ((avail - target) / 2).clamp(256 << 10, 1 << 30) as usize & !4095;
-            // SAFETY: anonymous private mapping, locked and populated in one pass; checked for
-            // MAP_FAILED below.
-            let p = unsafe {
-                libc::mmap(
-                    std::ptr::null_mut(),
-                    want,
-                    libc::PROT_READ | libc::PROT_WRITE,
-                    libc::MAP_PRIVATE | libc::MAP_ANONYMOUS | libc::MAP_POPULATE | libc::MAP_LOCKED,
-                    -1,
-                    0,
-                )
-            };
-            if p == libc::MAP_FAILED {
-                break;
-            }
-            let Some(ptr) = std::ptr::NonNull::new(p) else {
+            // Locked and populated in one pass; a refusal (RLIMIT_MEMLOCK, no memory) ends it.
+            let Ok(chunk) = crate::sys::mmap::Mmap::anonymous_locked(want) else {
                 break;
             };
-            me.chunks.push((ptr, want));
+            me.chunks.push(chunk);
             me.locked += want as u64;
         }
         me.available_after = crate::sys::proc::meminfo("MemAvailable").unwrap_or(0);
@@ -300,14 +284,5 @@ impl MemCharger {
     /// MemAvailable when charging was done.
     pub fn available_after(&self) -> u64 {
         self.available_after
-    }
-}
-
-impl Drop for MemCharger {
-    fn drop(&mut self) {
-        for (p, len) in self.chunks.drain(..) {
-            // SAFETY: each chunk is a mapping this charger made and still owns.
-            unsafe { libc::munmap(p.as_ptr(), len) };
-        }
     }
 }

@@ -42,7 +42,7 @@ use super::control::RunControl;
 use super::{params, RunContext, Workload};
 use crate::error::{bad_input, bad_param, SystemFailure};
 use crate::measure::{OpDef, OpId, Recorder};
-use crate::results::{Combine, MetricDef};
+use crate::results::{Combine, MetricDef, PhaseResult};
 use crate::sys::AlignedBuf;
 use crate::units::{blocks_4k, format_size, Overflow, Size};
 
@@ -578,30 +578,97 @@ impl Tio {
             r => r.with_context(|| format!("creating {}", dir.display()))?,
         }
         let seed = ctx.seed();
+        let jobs = self.cell_jobs(ctx, cell, &dir, seed, off)?;
+        let expected = cell.threads as u64 * (self.file_size / cell.block);
+        let (phase, rate_warning) = self.measure(ctx, cell, engine, &jobs, expected)?;
+        self.cell_figures(phase, cell, expected)?;
+        let walled = phase.stonewall_s.is_some();
+        if cell.mode.writes() {
+            let files = self.files(cell, &dir, off);
+            match layout_record(&files, fs_block_size(&dir)) {
+                Ok(l) => {
+                    let x = &mut phase.extra;
+                    x.insert("files".into(), l.files as f64);
+                    x.insert("extents_per_file_mean".into(), l.extents_mean);
+                    x.insert("extents_per_file_max".into(), l.extents_max as f64);
+                    x.insert("layout_score".into(), l.score);
+                }
+                Err(e) => ctx.warn(format!("{}: no layout record: {e:#}", cell.name())),
+            }
+            ctx.layout_point()?;
+            if self.verify && walled {
+                ctx.warn(format!(
+                    "{}: cut at the stonewall, so the written files were not verified",
+                    cell.name()
+                ));
+            } else if self.verify {
+                ctx.make_cold()?;
+                self.verify_written(cell, &dir, seed, off)?;
+            }
+        }
+        if let Some(w) = rate_warning {
+            ctx.warn(w);
+        }
+        // In a directory shared by MPI ranks, rank 0 removes it once every rank is done.
+        let remove = match ctx.shared_rank() {
+            Some(rank) => {
+                ctx.barrier();
+                rank == 0
+            }
+            None => true,
+        };
+        if remove {
+            std::fs::remove_dir_all(&dir).with_context(|| format!("removing {}", dir.display()))?;
+        }
+        Ok(())
+    }
+
+    /// The jobs of a cell's threads in `dir` (worker offset `off`): a read cell first writes
+    /// the files it reads (untimed) and starts cold; a shared-file write cell creates the file.
+    fn cell_jobs(
+        &self,
+        ctx: &mut RunContext,
+        cell: Cell,
+        dir: &Path,
+        seed: u64,
+        off: u64,
+    ) -> Result<Vec<Job>> {
         // Read cells read what this run (or under MPI --read-neighbour, rank r+1) set up.
         let (read_root, read_off) = ctx.read_source(cell.threads as u64);
         let read_dir = read_root.join(cell.name());
         if !cell.mode.writes() {
             ctx.progress()
                 .note(&format!("{}: writing the files to read", cell.name()));
-            self.setup_files(cell, &dir, seed, off)?;
+            self.setup_files(cell, dir, seed, off)?;
             // Under MPI, caches are dropped once every rank has written its files.
             ctx.barrier();
             ctx.make_cold()?;
         } else if self.shared_file {
             create_empty(&dir.join("shared"))?;
         }
-        let jobs = if cell.mode.writes() {
-            self.jobs(cell, &dir, seed, true, off)
+        Ok(if cell.mode.writes() {
+            self.jobs(cell, dir, seed, true, off)
         } else {
             self.jobs(cell, &read_dir, seed, true, read_off)
-        };
+        })
+    }
+
+    /// The measured phase of a cell: every thread runs its job on `engine` (paced, probed or
+    /// flat out); the rate outcome and the latency probe's figures go into the phase. Returns
+    /// the phase and the rate warning to give once the cell is done.
+    fn measure<'c>(
+        &self,
+        ctx: &'c mut RunContext,
+        cell: Cell,
+        engine: Engine,
+        jobs: &[Job],
+        expected: u64,
+    ) -> Result<(&'c mut PhaseResult, Option<String>)> {
         let defs: &[OpDef] = if cell.mode.writes() {
             &WRITE_OPS
         } else {
             &READ_OPS
         };
-        let expected = cell.threads as u64 * (self.file_size / cell.block);
         let probes = std::sync::Mutex::new(Vec::new());
         let pace = self.control.rate().pace(cell.threads as usize);
         let achieved = std::sync::Mutex::new(Vec::new());
@@ -644,32 +711,14 @@ impl Tio {
             rate_warning = warning;
         }
         if !probes.is_empty() {
-            // Request-weighted means over the threads.
-            let mean = |f: fn(&psync::Probe) -> (f64, u64)| {
-                let (t, n) = probes
-                    .iter()
-                    .map(f)
-                    .fold((0.0, 0u64), |(t, n), (m, k)| (t + m * k as f64, n + k));
-                t / n.max(1) as f64
-            };
-            let on = mean(|p| (p.on_ns, p.on_requests));
-            let off = mean(|p| (p.off_ns, p.off_requests));
-            // The median over adjacent pairs of stretches: a burst of other work on the
-            // machine spoils a pair or two, not the figure.
-            let mut ratios: Vec<f64> = probes.iter().flat_map(|p| p.pair_ratios.clone()).collect();
-            ratios.sort_by(f64::total_cmp);
-            let median = match ratios.len() {
-                0 => None,
-                n if n % 2 == 1 => Some(ratios[n / 2]),
-                n => Some((ratios[n / 2 - 1] + ratios[n / 2]) / 2.0),
-            };
-            let x = &mut phase.extra;
-            x.insert("latency_probe_on_ns".into(), on);
-            x.insert("latency_probe_off_ns".into(), off);
-            x.insert("latency_probe_pairs".into(), ratios.len() as f64);
-            let cost = median.unwrap_or(if off > 0.0 { on / off } else { 1.0 }) - 1.0;
-            x.insert("latency_cost".into(), cost);
+            probe_figures(&mut phase.extra, &probes);
         }
+        Ok((phase, rate_warning))
+    }
+
+    /// The cell's own figures (throughput, CPU cost, share of slow requests, completeness);
+    /// an error when an untimed phase that no stonewall cut lost requests.
+    fn cell_figures(&self, phase: &mut PhaseResult, cell: Cell, expected: u64) -> Result<()> {
         let x = &mut phase.extra;
         let cpu = phase.user_s + phase.sys_s;
         let mb = phase.bytes as f64 / 1e6;
@@ -702,43 +751,6 @@ impl Tio {
                 phase.ops
             ))));
         }
-        if cell.mode.writes() {
-            let files = self.files(cell, &dir, off);
-            match layout_record(&files, fs_block_size(&dir)) {
-                Ok(l) => {
-                    let x = &mut phase.extra;
-                    x.insert("files".into(), l.files as f64);
-                    x.insert("extents_per_file_mean".into(), l.extents_mean);
-                    x.insert("extents_per_file_max".into(), l.extents_max as f64);
-                    x.insert("layout_score".into(), l.score);
-                }
-                Err(e) => ctx.warn(format!("{}: no layout record: {e:#}", cell.name())),
-            }
-            ctx.layout_point()?;
-            if self.verify && walled {
-                ctx.warn(format!(
-                    "{}: cut at the stonewall, so the written files were not verified",
-                    cell.name()
-                ));
-            } else if self.verify {
-                ctx.make_cold()?;
-                self.verify_written(cell, &dir, seed, off)?;
-            }
-        }
-        if let Some(w) = rate_warning {
-            ctx.warn(w);
-        }
-        // In a directory shared by MPI ranks, rank 0 removes it once every rank is done.
-        let remove = match ctx.shared_rank() {
-            Some(rank) => {
-                ctx.barrier();
-                rank == 0
-            }
-            None => true,
-        };
-        if remove {
-            std::fs::remove_dir_all(&dir).with_context(|| format!("removing {}", dir.display()))?;
-        }
         Ok(())
     }
 
@@ -750,6 +762,35 @@ impl Tio {
         let _ = std::fs::remove_file(&path);
         r
     }
+}
+
+/// The latency probe's figures over the threads' probes: request-weighted mean latencies with
+/// the probe on and off, and its cost (the median ratio over adjacent pairs of stretches).
+fn probe_figures(x: &mut std::collections::BTreeMap<String, f64>, probes: &[psync::Probe]) {
+    // Request-weighted means over the threads.
+    let mean = |f: fn(&psync::Probe) -> (f64, u64)| {
+        let (t, n) = probes
+            .iter()
+            .map(f)
+            .fold((0.0, 0u64), |(t, n), (m, k)| (t + m * k as f64, n + k));
+        t / n.max(1) as f64
+    };
+    let on = mean(|p| (p.on_ns, p.on_requests));
+    let off = mean(|p| (p.off_ns, p.off_requests));
+    // The median over adjacent pairs of stretches: a burst of other work on the
+    // machine spoils a pair or two, not the figure.
+    let mut ratios: Vec<f64> = probes.iter().flat_map(|p| p.pair_ratios.clone()).collect();
+    ratios.sort_by(f64::total_cmp);
+    let median = match ratios.len() {
+        0 => None,
+        n if n % 2 == 1 => Some(ratios[n / 2]),
+        n => Some((ratios[n / 2 - 1] + ratios[n / 2]) / 2.0),
+    };
+    x.insert("latency_probe_on_ns".into(), on);
+    x.insert("latency_probe_off_ns".into(), off);
+    x.insert("latency_probe_pairs".into(), ratios.len() as f64);
+    let cost = median.unwrap_or(if off > 0.0 { on / off } else { 1.0 }) - 1.0;
+    x.insert("latency_cost".into(), cost);
 }
 
 fn create_empty(path: &Path) -> Result<()> {

@@ -3,12 +3,12 @@
 //! submission-queue polling). A request's latency runs from just before its submission to
 //! the reaping of its completion.
 
-use std::os::fd::AsRawFd;
+use std::os::fd::AsFd;
 use std::path::Path;
 use std::time::Instant;
 
 use anyhow::Result;
-use io_uring::{opcode, types, IoUring};
+use io_uring::IoUring;
 use nix::errno::Errno;
 
 use super::clock::Stamp;
@@ -17,6 +17,7 @@ use super::{
 };
 use crate::error::SystemFailure;
 use crate::measure::Recorder;
+use crate::sys::uring::{Op, Ring};
 
 /// Whether the kernel lets this process set up a ring of `depth` entries.
 pub(crate) fn kernel_check(depth: u32) -> Result<(), String> {
@@ -32,36 +33,24 @@ pub(crate) fn probe(path: &Path, direct: bool, depth: u32) -> Result<(), String>
         flags |= libc::O_DIRECT;
     }
     let fd = super::open_path(path, flags).map_err(|e| format!("opening a probe file: {e}"))?;
-    let mut ring = IoUring::new(depth.max(1).next_power_of_two())
-        .map_err(|e| format!("the kernel refuses io_uring_setup ({e})"))?;
     let mut buf = crate::sys::AlignedBuf::zeroed(4096);
     noise(&mut buf, 1);
-    let w = opcode::Write::new(types::Fd(fd.as_raw_fd()), buf.as_ptr(), 4096)
-        .offset(0)
-        .build()
-        .user_data(1);
-    let r = opcode::Read::new(types::Fd(fd.as_raw_fd()), buf.as_mut_ptr(), 4096)
-        .offset(0)
-        .build()
-        .user_data(2);
-    for sqe in [w, r] {
-        // SAFETY: the buffer and descriptor outlive the request, which completes below.
-        unsafe { ring.submission().push(&sqe) }.map_err(|_| "submission queue full".to_string())?;
+    let mut ring = Ring::new(depth, fd.as_fd(), buf, 4096)
+        .map_err(|e| format!("the kernel refuses io_uring_setup ({e})"))?;
+    let mut reaped = Vec::with_capacity(1);
+    for op in [Op::Write, Op::Read] {
+        ring.push(0, op, 0)
+            .map_err(|_| "submission queue full".to_string())?;
         ring.submit_and_wait(1)
             .map_err(|e| format!("io_uring_enter failed ({e})"))?;
-        let cqe = ring
-            .completion()
-            .next()
-            .ok_or_else(|| "no completion".to_string())?;
-        if cqe.result() < 0 {
-            let e = Errno::from_raw(-cqe.result());
+        reaped.clear();
+        ring.reap(&mut reaped);
+        let &(_, res) = reaped.first().ok_or_else(|| "no completion".to_string())?;
+        if res < 0 {
+            let e = Errno::from_raw(-res);
             return Err(format!(
                 "the filesystem refuses io_uring {} ({e}: {})",
-                if cqe.user_data() == 1 {
-                    "writes"
-                } else {
-                    "reads"
-                },
+                if op == Op::Write { "writes" } else { "reads" },
                 e.desc()
             ));
         }
@@ -77,18 +66,20 @@ impl psync::IoLoop for Uring {
     fn io_loop<C: Stamp>(io: psync::Io<'_>, clk: &C) -> Result<()> {
         let (job, rec, lane, ops, fd) = (io.job, io.rec, io.lane, io.ops, io.fd);
         let depth = job.iodepth.max(1) as usize;
-        let mut ring = IoUring::new((depth as u32).next_power_of_two()).map_err(|e| {
-            anyhow::Error::new(SystemFailure(format!(
-                "io_uring_setup for {}: {e}",
-                job.path.display()
-            )))
-        })?;
         let block = job.block as usize;
         let mut bufs = job.buffer(depth);
         let writes = job.mode.writes();
         if writes && !job.verify {
             noise(&mut bufs, job.seed ^ job.file_id);
         }
+        // The ring owns the buffers: a slot in flight cannot be touched, and dropping the ring
+        // waits for every request (never dropping buffers the kernel may still write into).
+        let mut ring = Ring::new(depth as u32, fd.as_fd(), bufs, block).map_err(|e| {
+            anyhow::Error::new(SystemFailure(format!(
+                "io_uring_setup for {}: {e}",
+                job.path.display()
+            )))
+        })?;
         let perm = job.permutation();
         let blocks = job.blocks();
         // Time-based: requests go on around the file (same order) until the deadline stops them.
@@ -100,9 +91,8 @@ impl psync::IoLoop for Uring {
         // Per slot: the offset and submission time of the request using that buffer.
         let mut slots: Vec<Option<(u64, C::T)>> = vec![None; depth];
         let mut free: Vec<usize> = (0..depth).rev().collect();
-        let (mut next, mut inflight, mut untimed) = (0u64, 0usize, 0u64);
+        let (mut next, mut untimed) = (0u64, 0u64);
         let mut stopped = false;
-        let raw = types::Fd(fd.as_raw_fd());
         // Requests are issued up to `batch_end`; with fsync every N writes, each batch of N is
         // drained and fsynced before the next begins.
         let mut batch_end = if every > 0 { every.min(n) } else { n };
@@ -110,37 +100,25 @@ impl psync::IoLoop for Uring {
         // (Also after a millisecond: slow devices must not overrun --time by much.)
         let (mut now, mut batches, mut refreshed) = (Instant::now(), 0u64, clk.now());
         // Completions of one wait, copied out so the ring can be used while they are handled.
-        let mut reaped: Vec<(u64, i32)> = Vec::with_capacity(depth);
+        let mut reaped: Vec<(usize, i32)> = Vec::with_capacity(depth);
         let result = (|| -> Result<()> {
             loop {
                 while !stopped && next < batch_end && !free.is_empty() {
                     let s = free.pop().expect("checked non-empty");
                     let off = job.offset(perm.as_ref(), next % blocks);
-                    let b = &mut bufs[s * block..(s + 1) * block];
                     if writes && job.verify {
+                        let b = ring.slot(s).expect("a free slot is not in flight");
                         fill_blocks(b, block, true, job.seed, job.file_id, off);
                     }
-                    let sqe = if writes {
-                        opcode::Write::new(raw, b.as_ptr(), block as u32)
-                            .offset(off)
-                            .build()
-                    } else {
-                        opcode::Read::new(raw, b.as_mut_ptr(), block as u32)
-                            .offset(off)
-                            .build()
-                    }
-                    .user_data(s as u64);
-                    // SAFETY: buffer s stays untouched until its completion is reaped, and the ring
-                    // is drained before the buffers and the descriptor are dropped.
-                    if unsafe { ring.submission().push(&sqe) }.is_err() {
+                    let op = if writes { Op::Write } else { Op::Read };
+                    if ring.push(s, op, off).is_err() {
                         free.push(s);
                         break;
                     }
                     slots[s] = Some((off, clk.now()));
                     next += 1;
-                    inflight += 1;
                 }
-                if inflight == 0 {
+                if ring.in_flight() == 0 {
                     if stopped || next >= n {
                         break;
                     }
@@ -156,25 +134,21 @@ impl psync::IoLoop for Uring {
                     )))
                 })?;
                 reaped.clear();
-                for cqe in ring.completion() {
-                    reaped.push((cqe.user_data(), cqe.result()));
-                }
+                ring.reap(&mut reaped);
                 let stamp = clk.now();
                 batches += 1;
                 if batches & 63 == 0 || (C::ON && clk.ns(refreshed, stamp) > 1_000_000) {
                     now = Instant::now();
                     refreshed = stamp;
                 }
-                for &(ud, res) in &reaped {
-                    let s = ud as usize;
+                for &(s, res) in &reaped {
                     let (off, t0) = slots[s].take().expect("a completion for a submitted slot");
-                    inflight -= 1;
                     if res < 0 {
                         let e = Errno::from_raw(-res);
                         let op = if writes { "write" } else { "read" };
                         return Err(io_failure(op, &job.path, Some(off), e, " (io_uring)"));
                     }
-                    let b = &mut bufs[s * block..(s + 1) * block];
+                    let b = ring.slot(s).expect("a reaped slot is not in flight");
                     if res as usize != block {
                         // Short transfer: finish the block synchronously, as fio requeues the rest.
                         let done = res as usize;
@@ -206,14 +180,8 @@ impl psync::IoLoop for Uring {
             }
             Ok(())
         })();
-        // Never drop buffers the kernel may still write into.
-        while inflight > 0 {
-            if ring.submit_and_wait(1).is_err() {
-                break;
-            }
-            let c = ring.completion().count();
-            inflight = inflight.saturating_sub(c);
-        }
+        // Never drop buffers the kernel may still write into (the ring's drop would also wait).
+        drop(ring);
         result?;
         rec.check()?;
         if untimed > 0 {
