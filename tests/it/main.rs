@@ -15,6 +15,7 @@ mod clients_testbeds;
 mod exercise_cli;
 mod exercise_fs;
 mod faults;
+mod flag_conflicts;
 mod foundation_errors;
 mod foundation_memory;
 mod foundation_run;
