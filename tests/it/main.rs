@@ -10,6 +10,7 @@ mod age_errors;
 mod age_modes;
 mod age_read;
 mod age_study;
+mod attacks;
 mod clients_dir;
 mod clients_testbeds;
 mod exercise_cli;
