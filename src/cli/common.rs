@@ -285,8 +285,9 @@ pub fn with_tips(mut err: clap::Error) -> clap::Error {
         .flat_map(named)
         .collect();
     let has = |flag: &str| {
-        args.iter()
-            .any(|a| a == flag || a.starts_with(&format!("{flag} ")) || a.contains(&format!("{flag} <")))
+        args.iter().any(|a| {
+            a == flag || a.starts_with(&format!("{flag} ")) || a.contains(&format!("{flag} <"))
+        })
     };
     let tip = match err.kind() {
         ErrorKind::ArgumentConflict if has("--dir") && has("--fs") => Some(

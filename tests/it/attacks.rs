@@ -94,7 +94,11 @@ impl Figures {
         eprintln!(
             "{} round {round}: {}, {}",
             self.attack,
-            if hit { "hit its window" } else { "missed its window" },
+            if hit {
+                "hit its window"
+            } else {
+                "missed its window"
+            },
             if failures.is_empty() {
                 "victims intact, nothing left".to_string()
             } else {
@@ -361,7 +365,10 @@ where
         become_nobody();
         // The attacker truly cannot touch the victim itself.
         assert!(
-            std::fs::OpenOptions::new().write(true).open(&victim).is_err(),
+            std::fs::OpenOptions::new()
+                .write(true)
+                .open(&victim)
+                .is_err(),
             "the attacker thread can open the victim itself: the scene is wrong"
         );
         body(&done)
@@ -387,6 +394,57 @@ fn dirs_in(dir: &Path, skip: &[String]) -> Vec<PathBuf> {
                 .collect()
         })
         .unwrap_or_default()
+}
+
+/// An inotify instance watching for entries made (IN_CREATE, IN_MOVED_TO) in directories.
+struct Inotify(std::os::fd::OwnedFd);
+
+impl Inotify {
+    fn new() -> Self {
+        use std::os::fd::FromRawFd;
+        // SAFETY: inotify_init1 returns a new descriptor (checked) that nothing else owns.
+        let fd = unsafe { libc::inotify_init1(libc::IN_CLOEXEC | libc::IN_NONBLOCK) };
+        assert!(
+            fd >= 0,
+            "inotify_init1: {}",
+            std::io::Error::last_os_error()
+        );
+        // SAFETY: as above.
+        Self(unsafe { std::os::fd::OwnedFd::from_raw_fd(fd) })
+    }
+
+    /// Watches `dir` (a directory gone already is no error: the run may have moved on).
+    fn add(&self, dir: &Path) {
+        use std::os::fd::AsRawFd;
+        use std::os::unix::ffi::OsStrExt;
+        let Ok(c) = std::ffi::CString::new(dir.as_os_str().as_bytes()) else {
+            return;
+        };
+        // SAFETY: a valid descriptor and a NUL-terminated path that outlives the call.
+        unsafe {
+            libc::inotify_add_watch(
+                self.0.as_raw_fd(),
+                c.as_ptr(),
+                libc::IN_CREATE | libc::IN_MOVED_TO,
+            )
+        };
+    }
+
+    /// Waits up to `limit` for an event, and drains what came.
+    fn wait(&self, limit: Duration) {
+        use std::os::fd::AsRawFd;
+        let mut p = libc::pollfd {
+            fd: self.0.as_raw_fd(),
+            events: libc::POLLIN,
+            revents: 0,
+        };
+        let mut buf = [0u8; 4096];
+        // SAFETY: one valid pollfd; a read into a buffer of the size given.
+        unsafe {
+            libc::poll(&mut p, 1, limit.as_millis() as libc::c_int);
+            while libc::read(p.fd, buf.as_mut_ptr().cast(), buf.len()) > 0 {}
+        }
+    }
 }
 
 fn spin() {
@@ -439,11 +497,20 @@ fn workdir_swap(figures: &mut Figures, rng: &mut ChaCha8Rng, images: usize, extr
     let wd = sc.att_dir("wd");
     let done = Arc::new(AtomicBool::new(false));
     let (vf, vd, w) = (sc.victim_file.clone(), sc.victim_dir.clone(), wd.clone());
-    let delay = rng.gen_range(0..=200u64);
+    let delay = rng.gen_range(0..=20u64);
     let mut arng = ChaCha8Rng::seed_from_u64(rng.gen());
     let att = attacker(&sc.victim_file, &done, move |done| {
+        // Woken by the kernel when an entry is made in the work directory or in a directory
+        // made there, rather than by polling alone: the window is a millisecond or so.
+        let watch = Inotify::new();
+        watch.add(&w);
+        let mut watched: Vec<PathBuf> = Vec::new();
         while !done.load(Ordering::SeqCst) {
             for d in dirs_in(&w, &[]) {
+                if !watched.contains(&d) {
+                    watch.add(&d);
+                    watched.push(d.clone());
+                }
                 let files = std::fs::read_dir(&d)
                     .map(|rd| {
                         rd.filter_map(|e| e.ok())
@@ -457,7 +524,7 @@ fn workdir_swap(figures: &mut Figures, rng: &mut ChaCha8Rng, images: usize, extr
                     return ok && !done.load(Ordering::SeqCst);
                 }
             }
-            spin();
+            watch.wait(Duration::from_millis(5));
         }
         false
     });
@@ -510,7 +577,11 @@ fn mounted_rename(figures: &mut Figures, rng: &mut ChaCha8Rng) {
             if let Some(mp) = mounted {
                 jitter(&mut arng, delay);
                 // The run's directory: the first component below the work directory.
-                let first = mp[prefix.len()..].split('/').next().unwrap_or("").to_string();
+                let first = mp[prefix.len()..]
+                    .split('/')
+                    .next()
+                    .unwrap_or("")
+                    .to_string();
                 let d = w.join(&first);
                 let ok = std::fs::rename(&d, w.join(format!("{first}.x"))).is_ok();
                 return ok && !done.load(Ordering::SeqCst);
@@ -711,7 +782,11 @@ fn out_plant(figures: &mut Figures, rng: &mut ChaCha8Rng) {
         .arg(&cal)
         .output()
         .unwrap();
-    assert!(out.status.success(), "{}", String::from_utf8_lossy(&out.stderr));
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
     let suffixes: Vec<String> = std::fs::read_dir(&cal)
         .unwrap()
         .filter_map(|e| e.ok())
@@ -723,15 +798,20 @@ fn out_plant(figures: &mut Figures, rng: &mut ChaCha8Rng) {
     let next = last_pid();
     let predicted: Vec<u32> = (next + 1..next + 40).collect();
     let (tx, rx) = std::sync::mpsc::channel::<u32>();
+    let (ready_tx, ready_rx) = std::sync::mpsc::channel::<()>();
     let att = attacker(&sc.victim_file, &done, move |done| {
         plant_names(&w, &suffixes, &predicted, &vf);
-        // The run's own pid, once it is known.
+        let _ = ready_tx.send(());
+        // The run's own pid, once it is known: predicted, or planted now.
         let Ok(pid) = rx.recv() else { return false };
+        if predicted.contains(&pid) {
+            return true;
+        }
         plant_names(&w, &suffixes, &[pid], &vf);
         !done.load(Ordering::SeqCst)
     });
-    // Let the attacker plant first (the predicted pids).
-    std::thread::sleep(Duration::from_millis(rng.gen_range(20..60)));
+    // The attacker plants ahead (the predicted pids), then the root run starts.
+    let _ = ready_rx.recv();
     let child = sc
         .cmd()
         .args(OUT_RUN)
@@ -777,25 +857,35 @@ fn report_plant(figures: &mut Figures, rng: &mut ChaCha8Rng) {
         .arg(&results)
         .output()
         .unwrap();
-    assert!(out.status.success(), "{}", String::from_utf8_lossy(&out.stderr));
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
     let dir = sc.att_dir("reports");
     let report = dir.join("report.html");
     let done = Arc::new(AtomicBool::new(false));
     let (vf, w) = (sc.victim_file.clone(), dir.clone());
     let next = last_pid();
     let (tx, rx) = std::sync::mpsc::channel::<u32>();
+    let (ready_tx, ready_rx) = std::sync::mpsc::channel::<()>();
     let plant = move |pids: &[u32]| {
         for pid in pids {
             let _ = symlink(&vf, w.join(format!(".report.html.tmp-{pid}")));
         }
     };
+    let predicted = next + 1..next + 200;
     let att = attacker(&sc.victim_file, &done, move |done| {
-        plant(&(next + 1..next + 200).collect::<Vec<_>>());
+        plant(&predicted.clone().collect::<Vec<_>>());
+        let _ = ready_tx.send(());
         let Ok(pid) = rx.recv() else { return false };
+        if predicted.contains(&pid) {
+            return true;
+        }
         plant(&[pid]);
         !done.load(Ordering::SeqCst)
     });
-    std::thread::sleep(Duration::from_millis(rng.gen_range(20..60)));
+    let _ = ready_rx.recv();
     let child = sc
         .cmd()
         .arg("report")

@@ -67,7 +67,13 @@ fn testbed_flags_with_dir_are_refused() {
             &sb,
             &out,
             &format!("{flags:?}"),
-            &["--dir", flag, "cannot be used with", "fsgauge builds nothing", "--fs KIND"],
+            &[
+                "--dir",
+                flag,
+                "cannot be used with",
+                "fsgauge builds nothing",
+                "--fs KIND",
+            ],
             Some(&d),
         );
     }
@@ -97,7 +103,12 @@ fn device_flags_that_do_not_apply_are_refused() {
             &sb,
             &out,
             &format!("{flags:?}"),
-            &["--device", flag, "cannot be used with", "its size is the filesystem's"],
+            &[
+                "--device",
+                flag,
+                "cannot be used with",
+                "its size is the filesystem's",
+            ],
             None,
         );
     }
@@ -137,10 +148,16 @@ fn rate_per_without_a_rate_and_absurd_rates_are_refused() {
         ),
         // Explicitly the default: still no rate for it to apply to.
         (&["--rate-per", "worker"], &["--rate-per says whom"]),
-        (&["--rate-iops", "1e99"], &["--rate-iops 1e99", "outside", "leave it out"]),
+        (
+            &["--rate-iops", "1e99"],
+            &["--rate-iops 1e99", "outside", "leave it out"],
+        ),
         (&["--rate-iops", "1e-9"], &["--rate-iops 1e-9", "outside"]),
         (&["--rate-iops", "inf"], &["--rate-iops"]),
-        (&["--rate", "2T/s"], &["--rate 2T/s", "outside", "1K/s to 1T/s"]),
+        (
+            &["--rate", "2T/s"],
+            &["--rate 2T/s", "outside", "1K/s to 1T/s"],
+        ),
         (&["--rate", "1/s"], &["--rate 1/s", "outside"]),
     ];
     for (flags, needles) in cases {
@@ -192,7 +209,13 @@ fn a_plan_s_rate_per_without_a_rate_and_absurd_rate_are_refused_at_their_line() 
             }
             let out = c.output().unwrap();
             let at = format!("{}:{line}:", p.display());
-            refused_clean(&sb, &out, &format!("{body} dry {dry}"), &[&at, needle], None);
+            refused_clean(
+                &sb,
+                &out,
+                &format!("{body} dry {dry}"),
+                &[&at, needle],
+                None,
+            );
         }
     }
 }
