@@ -57,16 +57,40 @@ pub struct TestbedArgs {
     #[arg(long, value_name = "on|off", default_value = "on", value_parser = crate::workload::params::on_off, action = clap::ArgAction::Set)]
     pub loop_direct_io: bool,
     /// Format this block device instead of an image (destroys its data; needs --destroy-data).
-    #[arg(long, value_name = "DEV", requires = "destroy_data")]
+    /// The device is the backing and its size the filesystem's: --fs-size and --backing do not
+    /// apply.
+    // Only flags given explicitly conflict: clap leaves defaults out of conflicts.
+    #[arg(
+        long,
+        value_name = "DEV",
+        requires = "destroy_data",
+        conflicts_with_all = ["fs_size", "backing"]
+    )]
     pub device: Option<PathBuf>,
     /// Confirms that --device may be formatted.
-    #[arg(long)]
+    #[arg(long, requires = "device")]
     pub destroy_data: bool,
     /// Label for tables and result files [default: the filesystem kind].
     #[arg(long)]
     pub label: Option<String>,
-    /// Run on this existing directory instead of a fresh testbed.
-    #[arg(long, value_name = "PATH")]
+    /// Run on this existing directory instead of a fresh testbed. fsgauge builds nothing there,
+    /// so the testbed flags (--fs-size, --journal, --backing, --workdir, --mkfs-opts,
+    /// --mount-opts, --loop-direct-io, --device) do not apply and are refused with it.
+    #[arg(
+        long,
+        value_name = "PATH",
+        conflicts_with_all = [
+            "fs_size",
+            "journal",
+            "backing",
+            "workdir",
+            "mkfs_opts",
+            "mount_opts",
+            "loop_direct_io",
+            "device",
+            "destroy_data",
+        ]
+    )]
     pub dir: Option<PathBuf>,
 }
 
@@ -245,4 +269,49 @@ impl RunArgs {
         }
         Ok(())
     }
+}
+
+/// Adds a tip saying what to do to clap's refusals of the testbed and rate flags that do not
+/// go together (clap says which flags conflict, or which one is missing, but not why).
+pub fn with_tips(mut err: clap::Error) -> clap::Error {
+    use clap::error::{ContextKind, ContextValue, ErrorKind};
+    let named = |kind| match err.get(kind) {
+        Some(ContextValue::String(s)) => vec![s.clone()],
+        Some(ContextValue::Strings(v)) => v.clone(),
+        _ => Vec::new(),
+    };
+    let args: Vec<String> = [ContextKind::InvalidArg, ContextKind::PriorArg]
+        .into_iter()
+        .flat_map(named)
+        .collect();
+    let has = |flag: &str| {
+        args.iter().any(|a| {
+            a == flag || a.starts_with(&format!("{flag} ")) || a.contains(&format!("{flag} <"))
+        })
+    };
+    let tip = match err.kind() {
+        ErrorKind::ArgumentConflict if has("--dir") && has("--fs") => Some(
+            "--fs builds a fresh testbed and --dir measures an existing directory: give one of them",
+        ),
+        ErrorKind::ArgumentConflict if has("--dir") => Some(
+            "--dir measures an existing directory, where fsgauge builds nothing: leave the testbed flags out, or build a testbed with --fs KIND instead of --dir",
+        ),
+        ErrorKind::ArgumentConflict if has("--device") => Some(
+            "--device formats that block device as it is (its size is the filesystem's, and it is the backing): leave --fs-size and --backing out, or drop --device to build an image",
+        ),
+        ErrorKind::MissingRequiredArgument if has("--device") => Some(
+            "--destroy-data only confirms that the --device DEV given with it may be formatted: give --device DEV, or leave --destroy-data out",
+        ),
+        ErrorKind::MissingRequiredArgument if has("--rate-iops") || has("--rate") => Some(
+            "--rate-per says whom a rate applies to: give --rate-iops N or --rate BYTES/s with it, or leave --rate-per out",
+        ),
+        _ => None,
+    };
+    if let Some(t) = tip {
+        err.insert(
+            ContextKind::Suggested,
+            ContextValue::StyledStrs(vec![t.to_string().into()]),
+        );
+    }
+    err
 }

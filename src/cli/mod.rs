@@ -83,7 +83,7 @@ pub enum Command {
 
 /// Parses the command line and runs the command.
 pub fn main() -> Result<ExitCode> {
-    let cli = Cli::parse();
+    let cli = Cli::try_parse().unwrap_or_else(|e| common::with_tips(e).exit());
     crate::signals::install();
     let res = match cli.command {
         Command::Run(c) => run::run(c),

@@ -467,6 +467,10 @@ fn parse_testbed(
         device: None,
         label: text(&r.label),
     })
+    .and_then(|spec| {
+        crate::testbed::check_workdir(&spec.workdir)?;
+        Ok(spec)
+    })
     .map_err(|e| {
         // The field the error names, where the plan writes it (the table when absent).
         let field = crate::error::bad_field(&e);
@@ -475,6 +479,8 @@ fn parse_testbed(
             Some("journal") => r.journal.as_ref().map(|j| j.span()),
             Some("mkfs") => r.mkfs.as_ref().map(|m| m.span()),
             Some("label") => r.label.as_ref().map(|l| l.span()),
+            // A --workdir of the command line overrides the plan's; then the table is meant.
+            Some("workdir") if opts.workdir.is_none() => r.workdir.as_ref().map(|w| w.span()),
             _ => None,
         };
         src.err(

@@ -111,11 +111,12 @@ pub fn preflight(spec: &TestbedSpec) -> Result<()> {
 }
 
 /// The work directory must be a directory, or be creatable as one: its nearest existing
-/// ancestor must be a directory (not a regular file or something below one).
-fn check_workdir(workdir: &Path) -> Result<()> {
+/// ancestor must be a directory (not a regular file or something below one). A plan's
+/// `workdir` is checked with this too, so that `--dry-run` refuses what the run would.
+pub fn check_workdir(workdir: &Path) -> Result<()> {
     let base = nearest_existing(workdir);
     if !base.is_dir() {
-        return Err(bad_input(format!(
+        return Err(crate::error::bad_param("workdir", format!(
             "--workdir {}: {} is not a directory; give a directory for images and mount points (a missing one is created)",
             workdir.display(),
             base.display()

@@ -25,6 +25,9 @@ use std::time::Duration;
 /// `time_based`, `cpus`, `rate_iops`, `rate`, `rate_per`).
 #[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize, clap::Args)]
 #[serde(default)]
+// The rate flags, for `--rate-per`'s `requires`: either one (both together are refused by
+// RateLimit::validate, with its own message).
+#[command(group(clap::ArgGroup::new("rate_limit").args(["rate_iops", "rate"]).multiple(true)))]
 pub struct RunControl {
     /// Run every phase for the whole --time, wrapping around the file or the load (fio's
     /// time_based), instead of stopping when the work is done. Needs --time.
@@ -56,6 +59,7 @@ pub struct RunControl {
         long,
         value_name = "worker|run",
         default_value = "worker",
+        requires = "rate_limit",
         help_heading = "Run control"
     )]
     #[serde(skip_serializing_if = "RatePer::is_worker")]

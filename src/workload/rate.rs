@@ -41,6 +41,15 @@ pub const SPIN_NS: u64 = 50_000;
 /// worker's failure or the deadline within this.
 const MAX_SLEEP: Duration = Duration::from_millis(50);
 
+/// The request rates a schedule can pace, per second: from one request every 1000 s (slower
+/// and a phase's due times lie hours apart) to one a nanosecond, the resolution of the
+/// operation clock (faster and due times cannot be told apart: the limit would be no limit).
+pub const IOPS_RANGE: (f64, f64) = (0.001, 1e9);
+
+/// The byte rates a schedule can pace, per second: 1K/s (one 4K request every 4 s) to 1T/s
+/// (beyond any device; the limit would be no limit).
+pub const BYTES_RANGE: (u64, u64) = (1 << 10, 1 << 40);
+
 /// A worker falling short of its rate by more than this share is reported.
 pub const SHORT_BY: f64 = 0.01;
 
@@ -160,7 +169,9 @@ impl RateLimit {
         self.iops.is_some() || self.bytes.is_some()
     }
 
-    /// Refuses a rate of 0 (or not a number) and both rates at once.
+    /// Refuses a rate of 0 (or not a number), rates outside what a schedule can pace
+    /// ([`IOPS_RANGE`], [`BYTES_RANGE`]), both rates at once, and a `rate_per` of `run` with
+    /// no rate to split (the command line refuses `--rate-per` without a rate already).
     pub fn validate(&self) -> Result<()> {
         if self.iops.is_some() && self.bytes.is_some() {
             return Err(bad_params(
@@ -175,11 +186,46 @@ impl RateLimit {
                     format!("--rate-iops {r}: a rate must be more than 0 requests per second; leave it out for no limit"),
                 ));
             }
+            let (lo, hi) = IOPS_RANGE;
+            if !(lo..=hi).contains(&r) {
+                // 1e99, not a hundred digits.
+                let r = if (1e-3..1e6).contains(&r) {
+                    format!("{r}")
+                } else {
+                    format!("{r:e}")
+                };
+                return Err(bad_param(
+                    "rate_iops",
+                    format!(
+                        "--rate-iops {r} is outside what fsgauge can pace: give {lo} to {hi:.0} requests per second (one request every 1000 s to one a nanosecond), or leave it out for no limit"
+                    ),
+                ));
+            }
         }
-        if self.bytes == Some(ByteRate(0)) {
+        if let Some(ByteRate(b)) = self.bytes {
+            if b == 0 {
+                return Err(bad_param(
+                    "rate",
+                    "--rate 0: a rate must be more than 0 bytes per second; leave it out for no limit",
+                ));
+            }
+            let (lo, hi) = BYTES_RANGE;
+            if !(lo..=hi).contains(&b) {
+                return Err(bad_param(
+                    "rate",
+                    format!(
+                        "--rate {} is outside what fsgauge can pace: give {}/s to {}/s, or leave it out for no limit",
+                        ByteRate(b),
+                        format_size(lo),
+                        format_size(hi)
+                    ),
+                ));
+            }
+        }
+        if self.per == RatePer::Run && !self.is_set() {
             return Err(bad_param(
-                "rate",
-                "--rate 0: a rate must be more than 0 bytes per second; leave it out for no limit",
+                "rate_per",
+                "rate_per = \"run\" splits a rate over the workers, but no rate is given: add rate_iops or rate, or leave rate_per out",
             ));
         }
         Ok(())
@@ -304,7 +350,11 @@ impl Pacer {
     /// for a byte rate); the request after it is due that much later.
     #[inline]
     pub fn next(&mut self, units: u64) -> Tick {
-        let due = Tick(self.t0.0 + (self.units as f64 * self.ticks_per_unit) as u64);
+        let due = Tick(
+            self.t0
+                .0
+                .saturating_add((self.units as f64 * self.ticks_per_unit) as u64),
+        );
         self.units += units;
         due
     }

@@ -47,14 +47,15 @@ impl Sandbox {
         c
     }
 
-    /// `fsgauge` with the sandbox's ledger plus `--workdir` and `--out` appended after `args`.
+    /// `fsgauge` with the sandbox's ledger plus `--workdir` and `--out` appended after `args`
+    /// (no `--workdir` with `--dir`, which refuses it: it builds no testbed).
     pub fn bench(&self, args: &[&str]) -> Command {
         let mut c = self.cmd();
         c.args(args);
-        c.arg("--workdir")
-            .arg(self.workdir())
-            .arg("--out")
-            .arg(self.out());
+        if !args.contains(&"--dir") {
+            c.arg("--workdir").arg(self.workdir());
+        }
+        c.arg("--out").arg(self.out());
         c
     }
 
