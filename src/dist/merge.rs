@@ -614,6 +614,99 @@ mod tests {
         assert_eq!(got, [(0, 100.0), (1, 300.0)]);
     }
 
+    /// Ranks with every part a phase can have: series with latency, a ramp, workers, rates,
+    /// scheduled latency, journal devices, declared and undeclared figures.
+    fn full_reports() -> Vec<RankReport> {
+        let lat = |k: u64, n: u64| (1..=n).map(|i| i * 1000 * k + 3).collect::<Vec<u64>>();
+        let mut reports = Vec::new();
+        for (rank, host) in [(0u32, "a"), (1, "a"), (2, "b")] {
+            let k = rank as u64 + 1;
+            let mut p = phase("create", 1.0 + rank as f64, &lat(k, 100 * k), 4096);
+            let mut q = phase("create", 1.0, &lat(k + 7, 30), 512);
+            q.ramp_s = Some(1.0);
+            p.ramp_s = Some(1.0);
+            p.interval_s = Some(0.5);
+            p.ramp_totals = Some(crate::results::RampTotals {
+                seconds: 0.5 + rank as f64,
+                ops: 30,
+                bytes: 30 * 512,
+                latency: q.latency.clone(),
+            });
+            p.series = (0..(3 + rank as usize))
+                .map(|t| SeriesPoint {
+                    t: t as f64 * 0.5,
+                    ramp: t < 2,
+                    ops: 10 * k + t as u64,
+                    bytes: 4096 * (10 * k + t as u64),
+                    latency: (t != 1).then(|| q.latency.clone()),
+                    scheduled_latency: (rank == 1).then(|| p.latency.clone()),
+                })
+                .collect();
+            p.series.swap(0, 2);
+            p.journal_device = (rank != 1).then(|| DeviceDelta {
+                flush_ios: 7 + rank as u64,
+                read_ios: 3,
+                ..Default::default()
+            });
+            p.op_stats
+                .insert("write".into(), q.op_stats["create"].clone());
+            if rank != 0 {
+                p.scheduled_latency = Some(q.latency.clone());
+                p.rate = Some(RateOutcome {
+                    unit: "ops/s".into(),
+                    workers: vec![WorkerRate {
+                        worker: 0,
+                        asked: 50.0,
+                        achieved: 40.0 + k as f64,
+                    }],
+                });
+            }
+            p.workers = (0..rank)
+                .map(|w| WorkerSummary {
+                    worker: w,
+                    ops: 5 + w as u64,
+                    bytes: 7,
+                    wall_s: 0.25,
+                    latency: Default::default(),
+                })
+                .collect();
+            if rank == 2 {
+                p.stonewall_s = Some(2.0);
+            }
+            for (key, v) in [
+                ("complete", 1.0 - rank as f64 / 2.0),
+                ("layout_score", 0.3 * k as f64),
+                ("extents_per_file_max", 2.0 * k as f64),
+                ("iops", 100.0 * k as f64),
+                ("over_2s_share", 0.1),
+                ("mb_per_cpu_s", 9.0),
+                ("undeclared", 1.5),
+            ] {
+                p.extra.insert(key.into(), v);
+            }
+            let mut r = report(rank, host, vec![p]);
+            if rank == 1 {
+                r.walled.push("create".into());
+            }
+            reports.push(r);
+        }
+        reports
+    }
+
+    #[test]
+    fn merge_gives_what_it_gave_before() {
+        const SNAPSHOT: &str = "src/dist/testdata/merge_snapshot.json";
+        let m = merge_phases(&full_reports(), DECLARED).unwrap();
+        let got = serde_json::to_string_pretty(&m).unwrap();
+        let path = std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join(SNAPSHOT);
+        if std::env::var_os("FSGAUGE_BLESS").is_some() {
+            std::fs::create_dir_all(path.parent().unwrap()).unwrap();
+            std::fs::write(&path, &got).unwrap();
+        }
+        let want = std::fs::read_to_string(&path).unwrap();
+        assert!(got == want, "the merge differs from {SNAPSHOT}");
+    }
+
     #[test]
     fn refuses_ranks_that_ran_different_phases() {
         let reports = vec![

@@ -596,3 +596,112 @@ mod tests {
         assert_eq!(slow_counts(&h), (2, 1));
     }
 }
+
+/// `finish` on fixed recorders, checked against a snapshot of what it gave before the phase
+/// totals were shared with the MPI merge (`FSGAUGE_BLESS=1` rewrites the snapshot).
+#[cfg(test)]
+#[allow(clippy::unwrap_used)]
+mod snapshot {
+    use super::*;
+
+    const SNAPSHOT: &str = "src/measure/testdata/finish_snapshot.json";
+
+    /// A latency in ns, varied by worker, second and index; a few over 2 s and 10 s.
+    fn lat(w: u64, s: u64, i: u64) -> u64 {
+        match i % 97 {
+            13 => 2_500_000_000 + w,
+            41 if s == 1 => 12_000_000_000,
+            _ => 700 + i * 131 + s * 50_000 + w * 7_777,
+        }
+    }
+
+    /// Operations of worker `w` in series interval `s`, primary `op`, secondary `part`,
+    /// reading primary `rd` (worker 0), scheduled latency (worker 1).
+    fn fill(r: &mut Recorder, w: u64, intervals: u64, per: u64, has_rd: bool) {
+        let (op, part) = (r.op("op"), r.op("part"));
+        let t0 = r.tick();
+        for s in 0..intervals {
+            for i in 0..(40 + 10 * s + w) {
+                let end = Tick(t0.0 + s * per + 1 + i);
+                r.add_tick(op, lat(w, s, i), 4096 + i, end);
+                if i % 5 == 0 {
+                    r.add_tick(part, 100 + i, 512, end);
+                }
+                if w == 1 {
+                    r.scheduled(op, lat(w, s, i) + 3_000 * s, end);
+                }
+            }
+            if has_rd && w == 0 {
+                let rd = r.op("rd");
+                r.add_tick(rd, 9_000 + s, 65536, Tick(t0.0 + s * per + 2));
+            }
+        }
+    }
+
+    /// The figures that depend on the clock or the machine, zeroed.
+    fn steady(mut p: PhaseResult) -> PhaseResult {
+        (p.wall_s, p.user_s, p.sys_s, p.ops_per_s, p.bytes_per_s) = (0.0, 0.0, 0.0, 0.0, 0.0);
+        for w in &mut p.workers {
+            w.wall_s = 0.0;
+        }
+        if let Some(r) = p.ramp_totals.as_mut() {
+            r.seconds = 0.0;
+        }
+        p
+    }
+
+    fn phases() -> Vec<PhaseResult> {
+        let mut out = Vec::new();
+        // Three workers, two primary kinds, one second fewer per worker.
+        let defs = [
+            OpDef::primary("op"),
+            OpDef::secondary("part"),
+            OpDef::primary("rd").reading(),
+        ];
+        let m = PhaseMeter::start("a", &defs, &Devices::default(), None, &Progress::hidden());
+        let mut rs: Vec<Recorder> = (0..3).map(|w| m.recorder(w)).collect();
+        for (w, r) in rs.iter_mut().enumerate() {
+            let per = r.clock().per_sec();
+            fill(r, w as u64, 3 - w as u64, per, true);
+        }
+        out.push(steady(m.finish(rs)));
+        // Two workers, half-second intervals, the first two a ramp.
+        let defs = [OpDef::primary("op"), OpDef::secondary("part")];
+        let series = SeriesSpec {
+            interval: Duration::from_millis(500),
+            ramp_intervals: 2,
+        };
+        let m = PhaseMeter::start("b", &defs, &Devices::default(), None, &Progress::hidden())
+            .with_series(series);
+        let mut rs: Vec<Recorder> = (0..2).map(|w| m.recorder(w)).collect();
+        for (w, r) in rs.iter_mut().enumerate() {
+            let per = r.clock().ticks(series.interval);
+            fill(r, w as u64, 5, per, false);
+        }
+        out.push(steady(m.finish(rs)));
+        // One worker with a ramp: its one primary kind's figures are the phase's.
+        let m = PhaseMeter::start("c", &defs, &Devices::default(), None, &Progress::hidden())
+            .with_series(series);
+        let mut r = m.recorder(0);
+        let per = r.clock().ticks(series.interval);
+        fill(&mut r, 1, 4, per, false);
+        out.push(steady(m.finish(vec![r])));
+        // Nothing done.
+        let m = PhaseMeter::start("d", &defs, &Devices::default(), None, &Progress::hidden());
+        let r = m.recorder(0);
+        out.push(steady(m.finish(vec![r])));
+        out
+    }
+
+    #[test]
+    fn finish_gives_what_it_gave_before() {
+        let got = serde_json::to_string_pretty(&phases()).unwrap();
+        let path = std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join(SNAPSHOT);
+        if std::env::var_os("FSGAUGE_BLESS").is_some() {
+            std::fs::create_dir_all(path.parent().unwrap()).unwrap();
+            std::fs::write(&path, &got).unwrap();
+        }
+        let want = std::fs::read_to_string(&path).unwrap();
+        assert!(got == want, "finish differs from {SNAPSHOT}");
+    }
+}
