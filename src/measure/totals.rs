@@ -707,3 +707,194 @@ fn combine_extras(
     }
     out
 }
+
+#[cfg(test)]
+#[allow(clippy::unwrap_used)]
+mod tests {
+    use super::*;
+    use crate::measure::{Devices, OpDef, PhaseMeter, Progress, Tick};
+
+    /// Deterministic latencies, ns: mostly micro- to milliseconds, a few over 2 s and 10 s.
+    fn samples(n: usize) -> Vec<u64> {
+        let mut x = 0x2545_F491_4F6C_DD1Du64;
+        (0..n)
+            .map(|i| {
+                x ^= x << 13;
+                x ^= x >> 7;
+                x ^= x << 17;
+                match i % 211 {
+                    7 => 2_000_000_000 + x % 5_000_000_000,
+                    99 => 10_500_000_000 + x % 1_000_000,
+                    _ => 1 + (x >> (x % 32 + 30)),
+                }
+            })
+            .collect()
+    }
+
+    fn fast(values: &[u64]) -> LatencyTotals {
+        let mut h = FastHistogram::default();
+        let (mut o2, mut o10) = (0, 0);
+        for &v in values {
+            h.record(v);
+            o2 += (v > 2_000_000_000) as u64;
+            o10 += (v > 10_000_000_000) as u64;
+        }
+        LatencyTotals::of_fast(&h, o2, o10)
+    }
+
+    #[test]
+    fn latency_merged_from_parts_is_the_latency_of_all_operations() {
+        let all = samples(20_000);
+        let whole = fast(&all);
+        for n in [1, 2, 3, 7] {
+            let mut merged = LatencyTotals::default();
+            for part in all.chunks(all.len().div_ceil(n)) {
+                merged.merge(&fast(part));
+            }
+            assert_eq!(merged, whole, "{n} parts");
+        }
+        let s = whole.summary();
+        assert_eq!(s.count, 20_000);
+        assert!(s.over_2s > 0 && s.over_10s > 0, "{s:?}");
+        let mut h = new_histogram();
+        for &v in &all {
+            h.saturating_record(v.max(1));
+        }
+        for (q, got) in [(0.5, s.p50_ns), (0.99, s.p99_ns), (0.999, s.p999_ns)] {
+            assert_eq!(got, h.value_at_quantile(q), "p{q}");
+        }
+        // A stored summary reads back into the very buckets.
+        assert_eq!(LatencyTotals::of_summary(&s).unwrap(), whole);
+    }
+
+    #[test]
+    fn listed_buckets_coalesce_and_count_slow_operations_from_the_buckets() {
+        let mut h = FastHistogram::new();
+        for v in [1_000, 2_000_000_000, 2_100_000_000, 11_000_000_000] {
+            h.record(v);
+        }
+        let mut list = h.buckets();
+        list.reverse();
+        list.extend(h.buckets());
+        let t = LatencyTotals::of_buckets(&list);
+        assert_eq!((t.over_2s, t.over_10s), (4, 2));
+        assert_eq!(t.count(), 8);
+        assert_eq!(t.buckets.len(), 4);
+        assert!(t.buckets.windows(2).all(|w| w[0].0 < w[1].0));
+    }
+
+    const DEFS: [OpDef; 2] = [OpDef::primary("op"), OpDef::secondary("part")];
+
+    /// The phase of one worker per slice of `parts`, each value an operation ending in the
+    /// second the value says (`v % 3`), so that any split gives the same seconds.
+    fn measured(parts: &[&[u64]]) -> PhaseResult {
+        let m = PhaseMeter::start("p", &DEFS, &Devices::default(), None, &Progress::hidden());
+        let mut rs: Vec<Recorder> = (0..parts.len()).map(|w| m.recorder(w as u32)).collect();
+        // One start for all, so that each operation's second is the one its value says.
+        let t0 = rs[0].tick();
+        for (r, part) in rs.iter_mut().zip(parts) {
+            let (op, sub) = (r.op("op"), r.op("part"));
+            let per = r.clock().per_sec();
+            // Second by second, as time goes (each change of second closes one).
+            for &v in (0..3).flat_map(|sec| part.iter().filter(move |&&v| v % 3 == sec)) {
+                let end = Tick(t0.0 + (v % 3) * per + 1);
+                r.add_tick(op, v, 4096, end);
+                r.add_tick(sub, v / 2 + 1, 100, end);
+            }
+        }
+        m.finish(rs)
+    }
+
+    /// What does not depend on how the operations were split.
+    fn figures(p: &PhaseResult) -> impl PartialEq + std::fmt::Debug {
+        (
+            (p.ops, p.bytes, p.latency.clone()),
+            p.op_stats.clone(),
+            p.series.clone(),
+        )
+    }
+
+    #[test]
+    fn workers_merged_give_the_phase_of_all_their_operations() {
+        let all = samples(6_000);
+        let one = measured(&[&all]);
+        let three = measured(&[&all[..1000], &all[1000..4500], &all[4500..]]);
+        assert_eq!(one.ops, 6_000);
+        assert_eq!(one.bytes, 6_000 * (4096 + 100));
+        assert_eq!(figures(&three), figures(&one));
+        let ids: Vec<u32> = three.workers.iter().map(|w| w.worker).collect();
+        assert_eq!(ids, [0, 1, 2]);
+        assert_eq!(three.workers.iter().map(|w| w.ops).sum::<u64>(), 6_000);
+        assert!(one.workers.is_empty(), "a lone worker has no table");
+    }
+
+    /// Rank `rank`'s part on `host`, with its own device counters.
+    fn rank_part(rank: u32, host: &str, values: &[u64]) -> PhaseTotals {
+        let mut p = measured(&[values]);
+        // CPU seconds that add up exactly in any order (sums of floats in general do not).
+        (p.user_s, p.sys_s) = (0.25 * rank as f64, 0.5);
+        p.device = Some(DeviceDelta {
+            write_bytes: 1 << rank,
+            ..Default::default()
+        });
+        PhaseTotals::of_rank(rank, host, false, &p).unwrap()
+    }
+
+    #[test]
+    fn ranks_merged_in_any_grouping_give_the_phase_of_all_their_operations() {
+        let all = samples(6_000);
+        let (a, b, c) = (&all[..2000], &all[2000..2500], &all[2500..]);
+        let parts = [
+            rank_part(0, "x", a),
+            rank_part(1, "x", b),
+            rank_part(2, "y", c),
+        ];
+        let mut left = PhaseTotals::new("p");
+        for p in &parts {
+            left.merge(p);
+        }
+        let mut bc = parts[1].clone();
+        bc.merge(&parts[2]);
+        let mut right = parts[0].clone();
+        right.merge(&bc);
+        assert_eq!(left, right, "merging is associative");
+        let merged = left.into_result(&[]);
+        assert_eq!(figures(&merged), figures(&measured(&[&all])));
+        // Host x's counters once (rank 0's, the first of x), host y's once.
+        assert_eq!(merged.device.unwrap().write_bytes, 1 + 4);
+        let ranks: Vec<(u32, u64)> = merged.ranks.iter().map(|r| (r.rank, r.ops)).collect();
+        assert_eq!(ranks, [(0, 2000), (1, 500), (2, 3500)]);
+        assert!(merged.first_done_s.unwrap() <= merged.wall_s);
+    }
+
+    #[test]
+    fn a_ramp_comes_off_the_figures_and_is_kept_apart() {
+        let all = samples(3_000);
+        let m = PhaseMeter::start("p", &DEFS, &Devices::default(), None, &Progress::hidden());
+        let mut r = m.recorder(0);
+        let op = r.op("op");
+        let t0 = r.tick();
+        let per = r.clock().per_sec();
+        for (i, &v) in all.iter().enumerate() {
+            r.add_tick(op, v, 10, Tick(t0.0 + (i as u64 / 1000) * per + 1));
+        }
+        r.finish();
+        let probes = Probes {
+            wall_s: 3.0,
+            interval_s: 1.0,
+            ..Default::default()
+        };
+        let mut t = PhaseTotals::probed("p", &probes);
+        t.merge(&PhaseTotals::of_worker("p", &r));
+        t.cut_ramp(1, 1.0);
+        let p = t.into_result(&[]);
+        let ramp = p.ramp_totals.as_ref().unwrap();
+        assert_eq!((ramp.ops, p.ops), (1000, 2000));
+        assert_eq!(ramp.latency.count + p.latency.count, 3000);
+        assert_eq!(p.op_stats["op"].latency, p.latency);
+        assert_eq!((p.wall_s, ramp.seconds, p.ramp_s), (2.0, 1.0, Some(1.0)));
+        let flags: Vec<bool> = p.series.iter().map(|s| s.ramp).collect();
+        assert_eq!(flags, [true, false, false]);
+        drop(m);
+    }
+}
