@@ -1,26 +1,20 @@
 //! Exact aggregation of the ranks of an MPI run: each rank measured its phases on its own; here
-//! they become one phase list. Operations, bytes and CPU time are summed; latency histograms
-//! (stored with every summary) are decoded and added bucket by bucket, so the merged
-//! percentiles are those of every operation of every rank; the wall time is the slowest rank's
-//! and `first_done_s` the fastest's; device counters are summed once per host (ranks on one
-//! host share its devices); each phase keeps a per-rank table.
-//!
-//! Workload figures (`extra`) merge as their workload declares next to each figure
-//! ([`Combine`] in its [`MetricDef`]): rates are recomputed over the merged wall time from each
-//! rank's rate × its own wall time; settings every rank shares stay as they are; shares of slow
-//! requests and CPU efficiency are recomputed from the merged figures; means are averaged over
-//! ranks; maxima stay maxima, minima minima; counts are summed, as is a figure left undeclared.
+//! they become one phase list. Each rank's phase is a part of the merged phase folded by
+//! [`PhaseTotals`], the accumulator the workers of one process fold into as well: operations,
+//! bytes and CPU time are summed; latency histograms (stored with every summary) are decoded
+//! and added bucket by bucket, so the merged percentiles are those of every operation of every
+//! rank; the wall time is the slowest rank's and `first_done_s` the fastest's; device counters
+//! are summed once per host (ranks on one host share its devices); each phase keeps a per-rank
+//! table; workload figures (`extra`) merge as their workload declares next to each figure
+//! ([`crate::results::Combine`] in its [`MetricDef`]).
 
 use std::collections::BTreeMap;
 
-use anyhow::{bail, Result};
+use anyhow::{bail, Context, Result};
 use serde::{Deserialize, Serialize};
 
-use crate::measure::{decode, new_histogram, summarize};
-use crate::results::{
-    Combine, DeviceDelta, LatencySummary, MetricDef, OpStats, PhaseResult, RankPhase, RateOutcome,
-    SeriesPoint, WorkerRate, WorkerSummary,
-};
+use crate::measure::PhaseTotals;
+use crate::results::{MetricDef, PhaseResult};
 
 /// What one rank sends to rank 0 at the end of a run.
 #[derive(Debug, Clone, Serialize, Deserialize, PartialEq)]
@@ -77,275 +71,28 @@ pub fn merge_warnings(reports: &[RankReport]) -> Vec<String> {
     out
 }
 
-fn add_hist(into: &mut crate::measure::LatencyHistogram, s: &LatencySummary) -> Result<()> {
-    if s.count == 0 {
-        return Ok(());
-    }
-    let Some(h) = decode(s) else {
-        bail!(
-            "a latency summary of {} operations carries no readable histogram",
-            s.count
-        );
-    };
-    into.add(&h)
-        .map_err(|e| anyhow::anyhow!("merging latency histograms: {e:?}"))?;
-    Ok(())
-}
-
-fn merge_latency(parts: &[&LatencySummary]) -> Result<LatencySummary> {
-    let mut h = new_histogram();
-    let (mut o2, mut o10) = (0, 0);
-    for s in parts {
-        add_hist(&mut h, s)?;
-        o2 += s.over_2s;
-        o10 += s.over_10s;
-    }
-    Ok(summarize(&h, o2, o10))
-}
-
-/// The merge of the latencies some ranks have (rate-limited phases' scheduled latency);
-/// `None` when no rank has one.
-fn merge_some<'a>(
-    parts: impl Iterator<Item = &'a Option<LatencySummary>>,
-) -> Result<Option<LatencySummary>> {
-    let some: Vec<&LatencySummary> = parts.filter_map(Option::as_ref).collect();
-    if some.is_empty() {
-        return Ok(None);
-    }
-    merge_latency(&some).map(Some)
-}
-
-/// The ranks' rate records, workers numbered across ranks in rank order (as `workers` are).
-fn merge_rates(ps: &[&PhaseResult]) -> Option<RateOutcome> {
-    let first = ps.iter().find_map(|p| p.rate.as_ref())?;
-    let mut out = RateOutcome {
-        unit: first.unit.clone(),
-        workers: Vec::new(),
-    };
-    let mut next = 0u32;
-    for p in ps {
-        let n = p.rate.as_ref().map_or(0, |r| r.workers.len() as u32);
-        if let Some(r) = &p.rate {
-            out.workers.extend(r.workers.iter().map(|w| WorkerRate {
-                worker: next + w.worker,
-                ..w.clone()
-            }));
-        }
-        next += n;
-    }
-    Some(out)
-}
-
-fn add_device(a: Option<DeviceDelta>, b: Option<DeviceDelta>) -> Option<DeviceDelta> {
-    match (a, b) {
-        (None, x) | (x, None) => x,
-        (Some(a), Some(b)) => Some(DeviceDelta {
-            read_bytes: a.read_bytes + b.read_bytes,
-            write_bytes: a.write_bytes + b.write_bytes,
-            read_ios: a.read_ios + b.read_ios,
-            write_ios: a.write_ios + b.write_ios,
-            discard_bytes: a.discard_bytes + b.discard_bytes,
-            flush_ios: a.flush_ios + b.flush_ios,
-        }),
-    }
-}
-
-fn rate(n: f64, secs: f64) -> f64 {
-    if secs > 0.0 {
-        n / secs
-    } else {
-        0.0
-    }
-}
-
+/// Phase `i` of every rank, folded into one (see [`PhaseTotals`] for how each figure
+/// combines).
 fn merge_one(reports: &[RankReport], i: usize, metrics: &[MetricDef]) -> Result<PhaseResult> {
-    let ps: Vec<&PhaseResult> = reports.iter().map(|r| &r.phases[i]).collect();
-    let wall_s = ps.iter().map(|p| p.wall_s).fold(0.0, f64::max);
-    let first_done = ps.iter().map(|p| p.wall_s).fold(f64::INFINITY, f64::min);
-    let ops: u64 = ps.iter().map(|p| p.ops).sum();
-    let bytes: u64 = ps.iter().map(|p| p.bytes).sum();
-    let user_s: f64 = ps.iter().map(|p| p.user_s).sum();
-    let sys_s: f64 = ps.iter().map(|p| p.sys_s).sum();
-    let latency = merge_latency(&ps.iter().map(|p| &p.latency).collect::<Vec<_>>())?;
-
-    let mut op_stats = BTreeMap::new();
-    let names: std::collections::BTreeSet<&String> =
-        ps.iter().flat_map(|p| p.op_stats.keys()).collect();
-    for name in names {
-        let parts: Vec<&OpStats> = ps.iter().filter_map(|p| p.op_stats.get(name)).collect();
-        op_stats.insert(
-            name.clone(),
-            OpStats {
-                count: parts.iter().map(|s| s.count).sum(),
-                bytes: parts.iter().map(|s| s.bytes).sum(),
-                primary: parts.iter().any(|s| s.primary),
-                reads: parts.iter().any(|s| s.reads),
-                latency: merge_latency(&parts.iter().map(|s| &s.latency).collect::<Vec<_>>())?,
-                scheduled_latency: merge_some(parts.iter().map(|s| &s.scheduled_latency))?,
-            },
-        );
+    let mut totals = PhaseTotals::new(&reports[0].phases[i].name);
+    for r in reports {
+        let p = &r.phases[i];
+        let walled = r.walled.contains(&p.name);
+        let part = PhaseTotals::of_rank(r.rank, &r.host, walled, p)
+            .with_context(|| format!("merging phase {} of rank {}", p.name, r.rank))?;
+        totals.merge(&part);
     }
-
-    // Ranks on one host see the same block devices: count each host's counters once.
-    let (mut device, mut journal_device) = (None, None);
-    let mut hosts_seen = std::collections::BTreeSet::new();
-    for (r, p) in reports.iter().zip(&ps) {
-        if hosts_seen.insert(r.host.as_str()) {
-            device = add_device(device, p.device);
-            journal_device = add_device(journal_device, p.journal_device);
-        }
-    }
-
-    // Every rank cuts its series into the same intervals (the same parameters).
-    let ivl = ps[0].interval_s.unwrap_or(1.0);
-    let index = |s: &SeriesPoint| (s.t / ivl).round() as usize;
-    let secs = ps.iter().map(|p| p.series.len()).max().unwrap_or(0);
-    let series = (0..secs)
-        .map(|t| {
-            let points: Vec<&SeriesPoint> = ps
-                .iter()
-                .filter_map(|p| p.series.iter().find(|s| index(s) == t))
-                .collect();
-            // Each second's latency: the ranks' histograms of that second, bucket by bucket.
-            let lat: Vec<&LatencySummary> =
-                points.iter().filter_map(|s| s.latency.as_ref()).collect();
-            Ok(SeriesPoint {
-                t: t as f64 * ivl,
-                ramp: points.iter().any(|s| s.ramp),
-                ops: points.iter().map(|s| s.ops).sum(),
-                bytes: points.iter().map(|s| s.bytes).sum(),
-                latency: if lat.is_empty() {
-                    None
-                } else {
-                    Some(merge_latency(&lat)?)
-                },
-                scheduled_latency: merge_some(points.iter().map(|s| &s.scheduled_latency))?,
-            })
-        })
-        .collect::<Result<Vec<_>>>()?;
-
-    // Workers numbered across ranks, in rank order.
-    let mut workers = Vec::new();
-    let mut next = 0u32;
-    for p in &ps {
-        let n = p.workers.len() as u32;
-        workers.extend(p.workers.iter().map(|w| WorkerSummary {
-            worker: next + w.worker,
-            ..w.clone()
-        }));
-        next += n;
-    }
-
-    let ranks: Vec<RankPhase> = reports
-        .iter()
-        .zip(&ps)
-        .map(|(r, p)| {
-            let mut lat = p.latency.clone();
-            lat.hdr.clear();
-            RankPhase {
-                rank: r.rank,
-                host: r.host.clone(),
-                wall_s: p.wall_s,
-                ops: p.ops,
-                bytes: p.bytes,
-                ops_per_s: rate(p.ops as f64, p.wall_s),
-                bytes_per_s: rate(p.bytes as f64, p.wall_s),
-                user_s: p.user_s,
-                sys_s: p.sys_s,
-                latency: lat,
-                stonewalled: r.walled.contains(&p.name),
-            }
-        })
-        .collect();
-
-    let mut merged = PhaseResult {
-        name: ps[0].name.clone(),
-        wall_s,
-        user_s,
-        sys_s,
-        ops,
-        bytes,
-        ops_per_s: rate(ops as f64, wall_s),
-        bytes_per_s: rate(bytes as f64, wall_s),
-        latency,
-        scheduled_latency: merge_some(ps.iter().map(|p| &p.scheduled_latency))?,
-        rate: merge_rates(&ps),
-        op_stats,
-        device,
-        journal_device,
-        series,
-        interval_s: ps[0].interval_s,
-        ramp_s: ps[0].ramp_s,
-        ramp_totals: merge_ramps(&ps)?,
-        workers,
-        extra: BTreeMap::new(),
-        first_done_s: Some(if first_done.is_finite() {
-            first_done
-        } else {
-            0.0
-        }),
-        stonewall_s: ps.iter().find_map(|p| p.stonewall_s),
-        ranks,
-    };
-    merged.extra = merge_extra(&ps, &merged, metrics);
-    Ok(merged)
-}
-
-/// The ranks' ramps added up: operations and bytes summed, latency merged bucket by bucket.
-fn merge_ramps(ps: &[&PhaseResult]) -> Result<Option<crate::results::RampTotals>> {
-    let ramps: Vec<&crate::results::RampTotals> =
-        ps.iter().filter_map(|p| p.ramp_totals.as_ref()).collect();
-    if ramps.is_empty() {
-        return Ok(None);
-    }
-    let lat: Vec<&LatencySummary> = ramps.iter().map(|r| &r.latency).collect();
-    Ok(Some(crate::results::RampTotals {
-        seconds: ramps.iter().map(|r| r.seconds).fold(0.0, f64::max),
-        ops: ramps.iter().map(|r| r.ops).sum(),
-        bytes: ramps.iter().map(|r| r.bytes).sum(),
-        latency: merge_latency(&lat)?,
-    }))
-}
-
-/// Each workload figure combined over ranks as its declaration says (see the module docs).
-fn merge_extra(
-    ps: &[&PhaseResult],
-    merged: &PhaseResult,
-    metrics: &[MetricDef],
-) -> BTreeMap<String, f64> {
-    let keys: std::collections::BTreeSet<&String> =
-        ps.iter().flat_map(|p| p.extra.keys()).collect();
-    let mut out = BTreeMap::new();
-    let n_lat = merged.latency.count.max(1) as f64;
-    for key in keys {
-        let vals: Vec<(f64, f64)> = ps
-            .iter()
-            .filter_map(|p| p.extra.get(key).map(|&v| (v, p.wall_s)))
-            .collect();
-        let combine = metrics
-            .iter()
-            .find(|m| m.key == key.as_str())
-            .map_or(Combine::Sum, |m| m.combine);
-        let values = vals.iter().map(|v| v.0);
-        let v = match combine {
-            Combine::Sum => values.sum(),
-            Combine::Rate => rate(vals.iter().map(|(v, w)| v * w).sum::<f64>(), merged.wall_s),
-            Combine::Mean => values.sum::<f64>() / vals.len().max(1) as f64,
-            Combine::Max | Combine::Same => values.fold(f64::MIN, f64::max),
-            Combine::Min => values.fold(f64::INFINITY, f64::min),
-            Combine::ShareOver2s => merged.latency.over_2s as f64 / n_lat,
-            Combine::ShareOver10s => merged.latency.over_10s as f64 / n_lat,
-            Combine::MbPerCpuS => rate(merged.bytes as f64 / 1e6, merged.user_s + merged.sys_s),
-        };
-        out.insert(key.clone(), v);
-    }
-    out
+    Ok(totals.into_result(metrics))
 }
 
 #[cfg(test)]
 #[allow(clippy::unwrap_used)]
 mod tests {
     use super::*;
+    use crate::measure::{new_histogram, summarize};
+    use crate::results::{
+        Combine, DeviceDelta, OpStats, RateOutcome, SeriesPoint, WorkerRate, WorkerSummary,
+    };
 
     fn phase(name: &str, wall: f64, lat_ns: &[u64], bytes_per_op: u64) -> PhaseResult {
         let mut h = new_histogram();
@@ -612,6 +359,99 @@ mod tests {
         let r = p.rate.as_ref().unwrap();
         let got: Vec<(u32, f64)> = r.workers.iter().map(|w| (w.worker, w.achieved)).collect();
         assert_eq!(got, [(0, 100.0), (1, 300.0)]);
+    }
+
+    /// Ranks with every part a phase can have: series with latency, a ramp, workers, rates,
+    /// scheduled latency, journal devices, declared and undeclared figures.
+    fn full_reports() -> Vec<RankReport> {
+        let lat = |k: u64, n: u64| (1..=n).map(|i| i * 1000 * k + 3).collect::<Vec<u64>>();
+        let mut reports = Vec::new();
+        for (rank, host) in [(0u32, "a"), (1, "a"), (2, "b")] {
+            let k = rank as u64 + 1;
+            let mut p = phase("create", 1.0 + rank as f64, &lat(k, 100 * k), 4096);
+            let mut q = phase("create", 1.0, &lat(k + 7, 30), 512);
+            q.ramp_s = Some(1.0);
+            p.ramp_s = Some(1.0);
+            p.interval_s = Some(0.5);
+            p.ramp_totals = Some(crate::results::RampTotals {
+                seconds: 0.5 + rank as f64,
+                ops: 30,
+                bytes: 30 * 512,
+                latency: q.latency.clone(),
+            });
+            p.series = (0..(3 + rank as usize))
+                .map(|t| SeriesPoint {
+                    t: t as f64 * 0.5,
+                    ramp: t < 2,
+                    ops: 10 * k + t as u64,
+                    bytes: 4096 * (10 * k + t as u64),
+                    latency: (t != 1).then(|| q.latency.clone()),
+                    scheduled_latency: (rank == 1).then(|| p.latency.clone()),
+                })
+                .collect();
+            p.series.swap(0, 2);
+            p.journal_device = (rank != 1).then(|| DeviceDelta {
+                flush_ios: 7 + rank as u64,
+                read_ios: 3,
+                ..Default::default()
+            });
+            p.op_stats
+                .insert("write".into(), q.op_stats["create"].clone());
+            if rank != 0 {
+                p.scheduled_latency = Some(q.latency.clone());
+                p.rate = Some(RateOutcome {
+                    unit: "ops/s".into(),
+                    workers: vec![WorkerRate {
+                        worker: 0,
+                        asked: 50.0,
+                        achieved: 40.0 + k as f64,
+                    }],
+                });
+            }
+            p.workers = (0..rank)
+                .map(|w| WorkerSummary {
+                    worker: w,
+                    ops: 5 + w as u64,
+                    bytes: 7,
+                    wall_s: 0.25,
+                    latency: Default::default(),
+                })
+                .collect();
+            if rank == 2 {
+                p.stonewall_s = Some(2.0);
+            }
+            for (key, v) in [
+                ("complete", 1.0 - rank as f64 / 2.0),
+                ("layout_score", 0.3 * k as f64),
+                ("extents_per_file_max", 2.0 * k as f64),
+                ("iops", 100.0 * k as f64),
+                ("over_2s_share", 0.1),
+                ("mb_per_cpu_s", 9.0),
+                ("undeclared", 1.5),
+            ] {
+                p.extra.insert(key.into(), v);
+            }
+            let mut r = report(rank, host, vec![p]);
+            if rank == 1 {
+                r.walled.push("create".into());
+            }
+            reports.push(r);
+        }
+        reports
+    }
+
+    #[test]
+    fn merge_gives_what_it_gave_before() {
+        const SNAPSHOT: &str = "src/dist/testdata/merge_snapshot.json";
+        let m = merge_phases(&full_reports(), DECLARED).unwrap();
+        let got = serde_json::to_string_pretty(&m).unwrap();
+        let path = std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join(SNAPSHOT);
+        if std::env::var_os("FSGAUGE_BLESS").is_some() {
+            std::fs::create_dir_all(path.parent().unwrap()).unwrap();
+            std::fs::write(&path, &got).unwrap();
+        }
+        let want = std::fs::read_to_string(&path).unwrap();
+        assert!(got == want, "the merge differs from {SNAPSHOT}");
     }
 
     #[test]

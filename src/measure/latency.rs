@@ -148,6 +148,23 @@ impl FastHistogram {
         }
     }
 
+    /// The non-empty buckets, (bucket, count), ascending.
+    pub(crate) fn buckets(&self) -> Vec<(u32, u64)> {
+        self.counts
+            .iter()
+            .enumerate()
+            .filter(|(_, &c)| c > 0)
+            .map(|(i, &c)| (i as u32, c))
+            .collect()
+    }
+
+    /// The bucket of any value an HDR histogram of [`new_histogram`]'s layout holds (up to
+    /// the top of its last bucket, a little past [`MAX_NS`]), unclamped: 0 has bucket 0.
+    pub(crate) fn bucket_of(ns: u64) -> usize {
+        let bucket = 53 - (ns | 2047).leading_zeros();
+        ((bucket as usize) << 10) + (ns >> bucket) as usize
+    }
+
     /// The same counts as an ordinary HDR histogram.
     pub fn to_histogram(&self) -> LatencyHistogram {
         let mut h = new_histogram();

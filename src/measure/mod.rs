@@ -16,6 +16,7 @@ pub mod progress;
 mod recorder;
 mod rusage;
 mod scheduled;
+mod totals;
 
 pub use clock::{Clock, Tick};
 pub use diskstats::{Devices, DiskStat};
@@ -24,3 +25,4 @@ pub use phase::{run_workers, PhaseMeter, SeriesSpec};
 pub use progress::Progress;
 pub use recorder::{Lane, OpDef, OpId, Recorder};
 pub use rusage::CpuTimes;
+pub use totals::{LatencyTotals, PhaseTotals, Probes};

@@ -1,7 +1,6 @@
 //! A measured phase: probes taken at its start and end (clock, CPU, device counters), the
 //! recorders of its workers merged exactly into one [`PhaseResult`].
 
-use std::collections::BTreeMap;
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::sync::{Arc, Barrier, Mutex};
 use std::time::{Duration, Instant};
@@ -10,11 +9,11 @@ use anyhow::Result;
 
 use super::clock::{Clock, Tick};
 use super::diskstats::{Devices, DiskStat};
-use super::latency::{new_histogram, summarize, FastHistogram, LatencyHistogram};
 use super::progress::{PhaseBar, Progress};
 use super::recorder::{OpDef, Recorder, StopFlags};
 use super::rusage::CpuTimes;
-use crate::results::{LatencySummary, OpStats, PhaseResult, SeriesPoint, WorkerSummary};
+use super::totals::{PhaseTotals, Probes};
+use crate::results::PhaseResult;
 
 /// How a phase's time series is cut (`--interval`), and how many of its first intervals are a
 /// warm-up left out of every figure (`--ramp`).
@@ -147,276 +146,30 @@ impl PhaseMeter {
     pub fn finish(self, mut recorders: Vec<Recorder>) -> PhaseResult {
         let wall = self.start.elapsed();
         let cpu = CpuTimes::now().since(self.cpu0);
-        let device = match (
-            self.dev0,
-            self.devices.main.as_deref().and_then(DiskStat::read),
+        let delta = |d0: Option<DiskStat>, dev: Option<&std::path::Path>| match (
+            d0,
+            dev.and_then(DiskStat::read),
         ) {
             (Some(a), Some(b)) => Some(b.delta(a)),
             _ => None,
         };
-        let journal_device = match (
-            self.jdev0,
-            self.devices.journal.as_deref().and_then(DiskStat::read),
-        ) {
-            (Some(a), Some(b)) => Some(b.delta(a)),
-            _ => None,
+        let probes = Probes {
+            wall_s: wall.as_secs_f64(),
+            cpu,
+            device: delta(self.dev0, self.devices.main.as_deref()),
+            journal_device: delta(self.jdev0, self.devices.journal.as_deref()),
+            interval_s: self.series.interval.as_secs_f64(),
         };
         drop(self.bar);
+        let mut totals = PhaseTotals::probed(&self.name, &probes);
         for r in &mut recorders {
             r.finish();
+            totals.merge(&PhaseTotals::of_worker(&self.name, r));
         }
-
-        let mut op_stats = BTreeMap::new();
-        let mut primary_hist = new_histogram();
-        let (mut p_over2, mut p_over10, mut ops, mut bytes) = (0, 0, 0, 0);
-        let mut sched_primary: Option<(LatencyHistogram, u64, u64)> = None;
-        for (i, def) in self.defs.iter().enumerate() {
-            let mut h = new_histogram();
-            let (mut count, mut b, mut o2, mut o10) = (0, 0, 0, 0);
-            for r in &recorders {
-                let s = &r.ops[i];
-                s.hist.add_to(&mut h);
-                count += s.count;
-                b += s.bytes;
-                o2 += s.over_2s;
-                o10 += s.over_10s;
-            }
-            bytes += b;
-            if def.primary {
-                ops += count;
-                primary_hist
-                    .add(&h)
-                    .expect("histograms of one phase share their bounds");
-                p_over2 += o2;
-                p_over10 += o10;
-            }
-            let scheduled = scheduled_latency(&recorders, i);
-            if let (true, Some((h, o2, o10))) = (def.primary, &scheduled) {
-                let (sh, so2, so10) = sched_primary.get_or_insert_with(|| (new_histogram(), 0, 0));
-                sh.add(h)
-                    .expect("histograms of one phase share their bounds");
-                *so2 += o2;
-                *so10 += o10;
-            }
-            op_stats.insert(
-                def.name.to_string(),
-                OpStats {
-                    count,
-                    bytes: b,
-                    primary: def.primary,
-                    reads: def.reads,
-                    latency: summarize(&h, o2, o10),
-                    scheduled_latency: scheduled.map(|(h, o2, o10)| summarize(&h, o2, o10)),
-                },
-            );
-        }
-
-        let secs = recorders.iter().map(|r| r.series.len()).max().unwrap_or(0);
-        let ivl = self.series.interval.as_secs_f64();
-        let ramp_n = self.series.ramp_intervals as usize;
-        let series: Vec<SeriesPoint> = (0..secs)
-            .map(|t| {
-                let (o, b) = recorders
-                    .iter()
-                    .filter_map(|r| r.series.get(t))
-                    .fold((0, 0), |acc, c| (acc.0 + c.0, acc.1 + c.1));
-                SeriesPoint {
-                    t: t as f64 * ivl,
-                    ramp: t < ramp_n,
-                    ops: o,
-                    bytes: b,
-                    latency: interval_latency(&recorders, t),
-                    scheduled_latency: scheduled_interval(&recorders, &self.defs, t),
-                }
-            })
-            .collect();
-
-        let workers = if recorders.len() > 1 {
-            recorders
-                .iter()
-                .map(|r| {
-                    let mut h = new_histogram();
-                    let (mut o, mut b, mut o2, mut o10) = (0, 0, 0, 0);
-                    for s in &r.ops {
-                        b += s.bytes;
-                        if s.def.primary {
-                            s.hist.add_to(&mut h);
-                            o += s.count;
-                            o2 += s.over_2s;
-                            o10 += s.over_10s;
-                        }
-                    }
-                    let mut lat = summarize(&h, o2, o10);
-                    lat.hdr.clear();
-                    WorkerSummary {
-                        worker: r.worker,
-                        ops: o,
-                        bytes: b,
-                        wall_s: r.finished.map_or(wall.as_secs_f64(), |d| d.as_secs_f64()),
-                        latency: lat,
-                    }
-                })
-                .collect()
-        } else {
-            Vec::new()
-        };
-
-        let mut wall_s = wall.as_secs_f64();
-        let mut latency = summarize(&primary_hist, p_over2, p_over10);
-        let mut scheduled_latency = sched_primary.map(|(h, o2, o10)| summarize(&h, o2, o10));
-        let (mut ramp_s, mut ramp_totals) = (None, None);
-        if ramp_n > 0 {
-            // The ramp ends at an interval boundary, so what it held is exactly its intervals:
-            // their operations, bytes and latency buckets come off the phase's figures.
-            let ramp = self.series.ramp().as_secs_f64();
-            let (r_ops, r_bytes) = series
-                .iter()
-                .take(ramp_n)
-                .fold((0, 0), |acc, p| (acc.0 + p.ops, acc.1 + p.bytes));
-            let r_hist = intervals_hist(&recorders, 0..ramp_n);
-            let kept = intervals_hist(&recorders, ramp_n..usize::MAX);
-            ops -= r_ops.min(ops);
-            bytes -= r_bytes.min(bytes);
-            latency = summarize_slow(&kept);
-            if scheduled_latency.is_some() {
-                let h = scheduled_hist(&recorders, &self.defs, ramp_n..usize::MAX);
-                scheduled_latency = Some(summarize_slow(&h));
-            }
-            // With one primary kind (a request loop), its own figures are the phase's.
-            let mut primary = op_stats.values_mut().filter(|s| s.primary);
-            if let (Some(only), None) = (primary.next(), primary.next()) {
-                only.count = ops;
-                only.bytes = only.bytes.saturating_sub(r_bytes);
-                only.latency = latency.clone();
-                if let Some(s) = scheduled_latency.as_ref() {
-                    only.scheduled_latency = Some(s.clone());
-                }
-            }
-            ramp_totals = Some(crate::results::RampTotals {
-                seconds: ramp.min(wall_s),
-                ops: r_ops,
-                bytes: r_bytes,
-                latency: summarize_slow(&r_hist),
-            });
-            ramp_s = Some(ramp);
-            wall_s = (wall_s - ramp).max(0.0);
-        }
-        PhaseResult {
-            name: self.name,
-            wall_s,
-            user_s: cpu.user_s,
-            sys_s: cpu.sys_s,
-            ops,
-            bytes,
-            ops_per_s: if wall_s > 0.0 {
-                ops as f64 / wall_s
-            } else {
-                0.0
-            },
-            bytes_per_s: if wall_s > 0.0 {
-                bytes as f64 / wall_s
-            } else {
-                0.0
-            },
-            latency,
-            scheduled_latency,
-            rate: None,
-            op_stats,
-            device,
-            journal_device,
-            series,
-            interval_s: (self.series.interval != Duration::from_secs(1)).then_some(ivl),
-            ramp_s,
-            ramp_totals,
-            workers,
-            extra: BTreeMap::new(),
-            first_done_s: None,
-            stonewall_s: None,
-            ranks: Vec::new(),
-        }
+        let ramp = self.series.ramp_intervals as usize;
+        totals.cut_ramp(ramp, self.series.ramp().as_secs_f64());
+        totals.into_result(&[])
     }
-}
-
-/// The latency of the primary operations that ended in the series intervals `range`, over all
-/// workers (their closed intervals' buckets, exactly).
-fn intervals_hist(recorders: &[Recorder], range: std::ops::Range<usize>) -> LatencyHistogram {
-    let mut h = new_histogram();
-    for r in recorders {
-        for buckets in r.intervals.iter().skip(range.start).take(range.len()) {
-            FastHistogram::add_buckets_to(buckets, &mut h);
-        }
-    }
-    h
-}
-
-/// As [`intervals_hist`] for the latency from the scheduled time (rate-limited phases).
-fn scheduled_hist(
-    recorders: &[Recorder],
-    defs: &[OpDef],
-    range: std::ops::Range<usize>,
-) -> LatencyHistogram {
-    let mut h = new_histogram();
-    for r in recorders {
-        for (s, _) in r.scheduled.iter().zip(defs).filter(|(_, d)| d.primary) {
-            for buckets in s.intervals.iter().skip(range.start).take(range.len()) {
-                FastHistogram::add_buckets_to(buckets, &mut h);
-            }
-        }
-    }
-    h
-}
-
-/// Latency of the primary operations that ended in series second `t`, over all workers
-/// (their closed intervals' buckets, exactly); `None` when none did.
-fn interval_latency(recorders: &[Recorder], t: usize) -> Option<LatencySummary> {
-    summary_of(&intervals_hist(recorders, t..t + 1))
-}
-
-/// The summary of a histogram with its slow-operation counts from its buckets.
-fn summarize_slow(h: &LatencyHistogram) -> LatencySummary {
-    let (o2, o10) = slow_counts(h);
-    summarize(h, o2, o10)
-}
-
-/// [`summarize_slow`], `None` for an empty histogram.
-fn summary_of(h: &LatencyHistogram) -> Option<LatencySummary> {
-    (!h.is_empty()).then(|| summarize_slow(h))
-}
-
-/// Latency from the scheduled time of operation kind `i` over all workers, with its counts
-/// over 2 s and 10 s; `None` when no worker recorded any (no rate limit).
-fn scheduled_latency(recorders: &[Recorder], i: usize) -> Option<(LatencyHistogram, u64, u64)> {
-    let mut out: Option<(LatencyHistogram, u64, u64)> = None;
-    for s in recorders.iter().filter_map(|r| r.scheduled.get(i)) {
-        if s.count == 0 {
-            continue;
-        }
-        let (h, o2, o10) = out.get_or_insert_with(|| (new_histogram(), 0, 0));
-        s.hist.add_to(h);
-        *o2 += s.over_2s;
-        *o10 += s.over_10s;
-    }
-    out
-}
-
-/// Latency from the scheduled time of the primary operations that ended in series second `t`,
-/// over all workers; `None` when there is none.
-fn scheduled_interval(recorders: &[Recorder], defs: &[OpDef], t: usize) -> Option<LatencySummary> {
-    summary_of(&scheduled_hist(recorders, defs, t..t + 1))
-}
-
-/// Operations over 2 s and over 10 s in `h`, as far as its buckets tell (to within a bucket's
-/// width, about 0.1 %).
-pub(crate) fn slow_counts(h: &LatencyHistogram) -> (u64, u64) {
-    let above = |ns: u64| {
-        let from = h.highest_equivalent(ns) + 1;
-        if from > h.max() {
-            0
-        } else {
-            h.count_between(from, h.max())
-        }
-    };
-    (above(2_000_000_000), above(10_000_000_000))
 }
 
 /// Runs `n` workers on their own threads, started together behind a barrier, each with its
@@ -467,6 +220,7 @@ where
 #[allow(clippy::unwrap_used)]
 mod tests {
     use super::*;
+    use crate::measure::{new_histogram, summarize};
 
     fn meter() -> PhaseMeter {
         PhaseMeter::start(
@@ -586,13 +340,113 @@ mod tests {
         }
         assert_eq!(&summarize(&all, 0, 0), s);
     }
+}
+
+/// `finish` on fixed recorders, checked against a snapshot of what it gave before the phase
+/// totals were shared with the MPI merge (`FSGAUGE_BLESS=1` rewrites the snapshot).
+#[cfg(test)]
+#[allow(clippy::unwrap_used)]
+mod snapshot {
+    use super::*;
+
+    const SNAPSHOT: &str = "src/measure/testdata/finish_snapshot.json";
+
+    /// A latency in ns, varied by worker, second and index; a few over 2 s and 10 s.
+    fn lat(w: u64, s: u64, i: u64) -> u64 {
+        match i % 97 {
+            13 => 2_500_000_000 + w,
+            41 if s == 1 => 12_000_000_000,
+            _ => 700 + i * 131 + s * 50_000 + w * 7_777,
+        }
+    }
+
+    /// Operations of worker `w` in series interval `s`, primary `op`, secondary `part`,
+    /// reading primary `rd` (worker 0), scheduled latency (worker 1).
+    fn fill(r: &mut Recorder, w: u64, intervals: u64, per: u64, has_rd: bool) {
+        let (op, part) = (r.op("op"), r.op("part"));
+        let t0 = r.tick();
+        for s in 0..intervals {
+            for i in 0..(40 + 10 * s + w) {
+                let end = Tick(t0.0 + s * per + 1 + i);
+                r.add_tick(op, lat(w, s, i), 4096 + i, end);
+                if i % 5 == 0 {
+                    r.add_tick(part, 100 + i, 512, end);
+                }
+                if w == 1 {
+                    r.scheduled(op, lat(w, s, i) + 3_000 * s, end);
+                }
+            }
+            if has_rd && w == 0 {
+                let rd = r.op("rd");
+                r.add_tick(rd, 9_000 + s, 65536, Tick(t0.0 + s * per + 2));
+            }
+        }
+    }
+
+    /// The figures that depend on the clock or the machine, zeroed.
+    fn steady(mut p: PhaseResult) -> PhaseResult {
+        (p.wall_s, p.user_s, p.sys_s, p.ops_per_s, p.bytes_per_s) = (0.0, 0.0, 0.0, 0.0, 0.0);
+        for w in &mut p.workers {
+            w.wall_s = 0.0;
+        }
+        if let Some(r) = p.ramp_totals.as_mut() {
+            r.seconds = 0.0;
+        }
+        p
+    }
+
+    fn phases() -> Vec<PhaseResult> {
+        let mut out = Vec::new();
+        // Three workers, two primary kinds, one second fewer per worker.
+        let defs = [
+            OpDef::primary("op"),
+            OpDef::secondary("part"),
+            OpDef::primary("rd").reading(),
+        ];
+        let m = PhaseMeter::start("a", &defs, &Devices::default(), None, &Progress::hidden());
+        let mut rs: Vec<Recorder> = (0..3).map(|w| m.recorder(w)).collect();
+        for (w, r) in rs.iter_mut().enumerate() {
+            let per = r.clock().per_sec();
+            fill(r, w as u64, 3 - w as u64, per, true);
+        }
+        out.push(steady(m.finish(rs)));
+        // Two workers, half-second intervals, the first two a ramp.
+        let defs = [OpDef::primary("op"), OpDef::secondary("part")];
+        let series = SeriesSpec {
+            interval: Duration::from_millis(500),
+            ramp_intervals: 2,
+        };
+        let m = PhaseMeter::start("b", &defs, &Devices::default(), None, &Progress::hidden())
+            .with_series(series);
+        let mut rs: Vec<Recorder> = (0..2).map(|w| m.recorder(w)).collect();
+        for (w, r) in rs.iter_mut().enumerate() {
+            let per = r.clock().ticks(series.interval);
+            fill(r, w as u64, 5, per, false);
+        }
+        out.push(steady(m.finish(rs)));
+        // One worker with a ramp: its one primary kind's figures are the phase's.
+        let m = PhaseMeter::start("c", &defs, &Devices::default(), None, &Progress::hidden())
+            .with_series(series);
+        let mut r = m.recorder(0);
+        let per = r.clock().ticks(series.interval);
+        fill(&mut r, 1, 4, per, false);
+        out.push(steady(m.finish(vec![r])));
+        // Nothing done.
+        let m = PhaseMeter::start("d", &defs, &Devices::default(), None, &Progress::hidden());
+        let r = m.recorder(0);
+        out.push(steady(m.finish(vec![r])));
+        out
+    }
 
     #[test]
-    fn slow_operations_are_counted_from_the_buckets() {
-        let mut h = new_histogram();
-        for v in [1_000, 2_000_000_000, 2_100_000_000, 11_000_000_000] {
-            h.record(v).unwrap();
+    fn finish_gives_what_it_gave_before() {
+        let got = serde_json::to_string_pretty(&phases()).unwrap();
+        let path = std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join(SNAPSHOT);
+        if std::env::var_os("FSGAUGE_BLESS").is_some() {
+            std::fs::create_dir_all(path.parent().unwrap()).unwrap();
+            std::fs::write(&path, &got).unwrap();
         }
-        assert_eq!(slow_counts(&h), (2, 1));
+        let want = std::fs::read_to_string(&path).unwrap();
+        assert!(got == want, "finish differs from {SNAPSHOT}");
     }
 }
