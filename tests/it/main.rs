@@ -12,6 +12,7 @@ mod age_read;
 mod age_study;
 mod clients_dir;
 mod clients_testbeds;
+mod devices_cli;
 mod exercise_cli;
 mod exercise_fs;
 mod faults;

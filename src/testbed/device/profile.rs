@@ -330,7 +330,7 @@ pub fn parse(text: &str, source: &str) -> Result<Profile> {
             return Err(src.err(
                 key.span(),
                 format!(
-                    "{}: not a parameter of a {kind} profile; {}",
+                    "{}: not a parameter of a kind = \"{kind}\" profile; {}",
                     key.get_ref(),
                     if allowed.is_empty() {
                         "a ram profile takes none".to_string()

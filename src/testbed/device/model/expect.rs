@@ -25,8 +25,9 @@ pub struct Expectations {
     pub qd1_random_4k_read_ms: f64,
     /// The same over the first 1% of the disk, ms.
     pub qd1_random_4k_read_1pct_ms: f64,
-    /// Sequential read rate at the start (outer zone) of the disk, MB/s (10^6 B/s); None for
-    /// `ram` (unbounded).
+    /// Sequential 1 MiB reads one at a time at the start (outer zone) of the disk, MB/s
+    /// (10^6 B/s): the media rate for a disk (its read-ahead streams), latency plus bandwidth
+    /// for an SSD; None for `ram` (unbounded).
     pub outer_mb_s: Option<f64>,
     /// Sequential read rate at the end (inner zone), MB/s.
     pub inner_mb_s: Option<f64>,
@@ -46,7 +47,7 @@ pub fn expectations(profile: &Profile, abl: &Ablations) -> Result<Expectations, 
     let model = DeviceModel::new(profile, abl)?;
     if let Some(ns) = abl.constant_ns {
         let ms = ns as f64 / 1e6;
-        let rate = 4096.0 / (ns as f64 / 1e9) / 1e6;
+        let rate = (1u64 << 20) as f64 / (ns as f64 / 1e9) / 1e6;
         return Ok(Expectations {
             average_seek_ms: None,
             random_block_seek_ms: None,
@@ -74,13 +75,18 @@ pub fn expectations(profile: &Profile, abl: &Ablations) -> Result<Expectations, 
     };
     match (&profile.params, model.hdd()) {
         (Params::Ram, _) => Ok(none),
-        (Params::Ssd(p), _) => Ok(Expectations {
-            qd1_random_4k_read_ms: p.read_latency_us / 1e3,
-            qd1_random_4k_read_1pct_ms: p.read_latency_us / 1e3,
-            outer_mb_s: Some(p.read_mb_s),
-            inner_mb_s: Some(p.read_mb_s),
-            ..none
-        }),
+        (Params::Ssd(p), _) => {
+            // A 1 MiB read: the 4K latency, then the rest at the read bandwidth.
+            let mib = (1u64 << 20) as f64;
+            let secs = p.read_latency_us / 1e6 + (mib - 4096.0) / (p.read_mb_s * 1e6);
+            Ok(Expectations {
+                qd1_random_4k_read_ms: p.read_latency_us / 1e3,
+                qd1_random_4k_read_1pct_ms: p.read_latency_us / 1e3,
+                outer_mb_s: Some(mib / secs / 1e6),
+                inner_mb_s: Some(mib / secs / 1e6),
+                ..none
+            })
+        }
         (Params::Hdd(p), Some(h)) => {
             let geo = h.geometry();
             let seek = h.seek_curve();

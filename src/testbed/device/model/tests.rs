@@ -356,6 +356,14 @@ fn ssd_and_ram() {
         last = last.max(d.done_ns);
     }
     assert!(last < 200_000, "{last}");
+    // Sequential 1 MiB reads at QD1 run at the rate the expectations give.
+    let p = load("sata-ssd").expect("profile");
+    let e = expectations(&p, &Ablations::default()).expect("e");
+    let rate = seq_rate(&mut model("sata-ssd", ""), 0, 32);
+    assert!(
+        within(rate, e.outer_mb_s.expect("rate"), 0.01),
+        "{rate} vs {e:?}"
+    );
     let mut m = model("ram", "");
     let d = m.service(Request::write(0, 0, 1 << 20), 5);
     assert_eq!((d.start_ns, d.done_ns), (5, 5));
