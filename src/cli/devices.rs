@@ -31,9 +31,11 @@ pub enum DevicesSub {
     /// its first 1%, sequential rates at the outer and inner zones.
     ///
     /// PROFILE is a built-in name (`fsgauge devices list`) or the path of a TOML file in the
-    /// same format (start from `fsgauge devices show st3500641as --json` or the built-in files'
-    /// layout: name, kind = "hdd" | "ssd" | "ram", description, and under [parameters] one
-    /// `key = { value = ..., source = "..." }` per parameter). Errors name file:line:column.
+    /// same format: to describe your own drive, start from `fsgauge devices show st3500641as
+    /// --toml > mydisk.toml` (name, kind = "hdd" | "ssd" | "ram", description, and under
+    /// [parameters] one `key = { value = ..., source = "..." }` per parameter), edit the
+    /// figures and their sources, and check it with `fsgauge devices show ./mydisk.toml`.
+    /// Errors name file:line:column.
     ///
     /// Ablations after a colon switch parts of the model off, to see which part of the disk
     /// carries an effect: `st3500641as:seek=off`, `:rotation=off`, `:cache=off` (no
@@ -42,6 +44,9 @@ pub enum DevicesSub {
     Show {
         /// A built-in profile's name or a profile file's path, optionally with `:ablations`.
         profile: String,
+        /// Print the profile's TOML text instead (to copy and edit into your own profile).
+        #[arg(long, conflicts_with_all = ["json", "format"])]
+        toml: bool,
         #[command(flatten)]
         out: OutputArgs,
     },
@@ -50,7 +55,13 @@ pub enum DevicesSub {
 pub fn run(c: DevicesCmd) -> Result<ExitCode> {
     match c.command {
         DevicesSub::List { out } => list(&out),
-        DevicesSub::Show { profile, out } => show(&profile, &out),
+        DevicesSub::Show { profile, toml, out } => {
+            if toml {
+                show_toml(&profile)
+            } else {
+                show(&profile, &out)
+            }
+        }
     }
 }
 
@@ -149,6 +160,22 @@ fn list(out: &OutputArgs) -> Result<ExitCode> {
     Ok(ExitCode::SUCCESS)
 }
 
+fn show_toml(reference: &str) -> Result<ExitCode> {
+    let (p, _) = load_ref(reference)?;
+    match profile::BUILTIN
+        .iter()
+        .find(|(n, _)| p.origin == "built-in" && *n == p.name)
+    {
+        Some((_, text)) => print!("{text}"),
+        None => print!(
+            "{}",
+            std::fs::read_to_string(&p.origin)
+                .map_err(|e| bad_input(format!("cannot read {}: {e}", p.origin)))?
+        ),
+    }
+    Ok(ExitCode::SUCCESS)
+}
+
 fn show(reference: &str, out: &OutputArgs) -> Result<ExitCode> {
     let (p, abl) = load_ref(reference)?;
     let e = expectations(&p, &abl).map_err(|m| bad_input(format!("profile {}: {m}", p.name)))?;
@@ -157,6 +184,7 @@ fn show(reference: &str, out: &OutputArgs) -> Result<ExitCode> {
         OutputFormat::Json => {
             let doc = serde_json::json!({
                 "profile": p,
+                "fingerprint": p.fingerprint(),
                 "ablations": abl.to_string(),
                 "expectations": e,
             });
@@ -193,6 +221,7 @@ fn show_text(p: &Profile, abl: &Ablations, e: &Expectations) -> String {
     if !abl.is_none() {
         let _ = writeln!(s, "ablations: {abl}");
     }
+    let _ = writeln!(s, "fingerprint: {}", p.fingerprint());
     if !p.sourced.is_empty() {
         let _ = writeln!(s);
         let wn = p.sourced.iter().map(|v| v.name.len()).max().unwrap_or(0);

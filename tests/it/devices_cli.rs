@@ -153,6 +153,23 @@ fn a_user_profile_file_is_read_and_its_errors_located() {
     assert_eq!(doc["profile"]["name"], "mydisk");
     assert_eq!(doc["expectations"]["qd1_random_4k_read_ms"], 0.08);
 
+    // The built-in profile's text is a valid profile file to start from.
+    let out = sb
+        .cmd()
+        .args(["devices", "show", "deskstar-7k250", "--toml"])
+        .output()
+        .unwrap();
+    assert!(out.status.success());
+    let copy = sb.path().join("copy.toml");
+    std::fs::write(&copy, &out.stdout).unwrap();
+    let out = sb
+        .cmd()
+        .args(["devices", "show", "--json"])
+        .arg(&copy)
+        .output()
+        .unwrap();
+    assert_eq!(json_of(&out)["profile"]["name"], "deskstar-7k250");
+
     let bad = MINE.replace("value = 8,", "value = \"eight\",");
     std::fs::write(&path, bad).unwrap();
     let out = sb

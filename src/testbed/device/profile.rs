@@ -495,6 +495,21 @@ fn typed(decl: &ParamDecl, v: &toml::Value) -> Result<Value, String> {
     }
 }
 
+impl Profile {
+    /// SHA-256 (hex) of what the model uses — kind, capacity and parameters, not the prose —
+    /// so a result can say exactly which device it was emulated on.
+    pub fn fingerprint(&self) -> String {
+        use sha2::{Digest, Sha256};
+        let doc = serde_json::json!({
+            "kind": self.kind,
+            "capacity_bytes": self.capacity_bytes,
+            "params": self.params,
+        });
+        let digest = Sha256::digest(doc.to_string().as_bytes());
+        digest.iter().map(|b| format!("{b:02x}")).collect()
+    }
+}
+
 /// The built-in profiles, parsed.
 pub fn builtins() -> Result<Vec<Profile>> {
     BUILTIN
@@ -667,5 +682,19 @@ mod tests {
         assert_eq!(p.name, "st3500641as");
         assert!(a.no_rotation && a.no_cache && !a.no_seek);
         assert!(load_ref("nosuchdisk").is_err());
+    }
+
+    #[test]
+    fn the_fingerprint_follows_the_parameters_not_the_prose() {
+        let a = parse(BUILTIN[0].1, "a").expect("valid");
+        let b = parse(
+            &BUILTIN[0].1.replace("study 5's disk", "the seed's disk"),
+            "b",
+        )
+        .expect("valid");
+        assert_eq!(a.fingerprint(), b.fingerprint());
+        let c = parse(&BUILTIN[0].1.replace("value = 7200,", "value = 5400,"), "c").expect("valid");
+        assert_ne!(a.fingerprint(), c.fingerprint());
+        assert_eq!(a.fingerprint().len(), 64);
     }
 }

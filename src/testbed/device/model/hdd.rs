@@ -433,7 +433,13 @@ impl Hdd {
             0.0
         } else {
             let frac = (self.geo.angle(loc) - self.geo.angle_at(t + seek)).rem_euclid(1.0);
-            frac * self.geo.rev_ns
+            // A sector exactly under the heads is not a revolution away (rounding in the
+            // angles is far below a nanosecond's worth).
+            if frac > 1.0 - 1e-6 {
+                0.0
+            } else {
+                frac * self.geo.rev_ns
+            }
         };
         (seek, rot)
     }

@@ -212,6 +212,31 @@ fn write_back_completes_fast_and_flush_waits_for_the_destage() {
 }
 
 #[test]
+fn sequential_writes_through_the_write_back_cache_run_at_the_media_rate() {
+    let (_, h) = hdd("st3500641as");
+    let mut m = model("st3500641as", "");
+    let mut t = 0;
+    let mut half = 0;
+    for i in 0..128u64 {
+        let d = m.service(Request::write(i, i << 20, 1 << 20), t);
+        t = d.done_ns;
+        if i == 63 {
+            half = t;
+        }
+    }
+    // The first 16 MiB land in the empty cache at link speed; after that the destage sets
+    // the pace.
+    let rate = (64u64 << 20) as f64 / ((t - half) as f64 / 1e9) / 1e6;
+    assert!(within(rate, h.outer_mb_s, 0.05), "{rate} MB/s");
+    let f = m.service(Request::flush(999), t);
+    // Up to 16 MiB left dirty: at most a quarter second at 65 MB/s.
+    assert!(
+        f.service_ns() > 100_000_000 && f.service_ns() < 300_000_000,
+        "{f:?}"
+    );
+}
+
+#[test]
 fn fua_writes_through_the_write_back_cache() {
     let mut m = model("st3500641as", "");
     let mut w = Request::write(0, 123 << 30, 4096);
