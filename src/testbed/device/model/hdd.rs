@@ -366,6 +366,8 @@ pub struct Hdd {
     /// Dirty runs in the write-back cache: start → (sectors, time written).
     dirty: BTreeMap<u64, (u64, f64)>,
     dirty_sectors: u64,
+    /// Cylinders moved by the last media operation.
+    last_seek: u64,
 }
 
 const DESTAGE_CHUNK: u64 = 2048; // sectors (1 MiB) per destage operation
@@ -391,6 +393,7 @@ impl Hdd {
             segments: Vec::new(),
             dirty: BTreeMap::new(),
             dirty_sectors: 0,
+            last_seek: 0,
         })
     }
 
@@ -474,6 +477,7 @@ impl Hdd {
         let m = t.max(self.media_free);
         self.stop_prefetch(m);
         let loc = self.geo.locate(lba);
+        self.last_seek = self.cyl.abs_diff(loc.cylinder);
         let (seek, rot) = self.position(&loc, m, write);
         let (_, xfer) = self.geo.walk(lba, sectors.max(1), f64::INFINITY);
         let end = m + seek + rot + xfer;
@@ -613,6 +617,7 @@ impl Hdd {
                     bd.seek_ns = seek as u64;
                     bd.rotation_ns = rot as u64;
                     bd.transfer_ns = xfer as u64;
+                    bd.seek_cylinders = self.last_seek;
                     end
                 }
             }
@@ -664,6 +669,7 @@ impl Hdd {
         bd.seek_ns = seek as u64;
         bd.rotation_ns = rot as u64;
         bd.transfer_ns = xfer as u64;
+        bd.seek_cylinders = self.last_seek;
         // The link transfer overlaps the media transfer; the last sector still has to cross.
         let done = end.max(t0 + link) + self.link_ns(SECTOR);
         bd.link_ns = (done - end) as u64;

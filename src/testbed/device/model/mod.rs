@@ -93,6 +93,9 @@ pub struct Breakdown {
     pub link_ns: u64,
     /// Served from the drive's cache (read-ahead segment, dirty data, or into the write cache).
     pub cache_hit: bool,
+    /// Cylinders the heads moved for this request (0 for a cache hit), for seek-distance
+    /// histograms.
+    pub seek_cylinders: u64,
 }
 
 /// A request the drive has taken: when it started and when it completes.

@@ -97,6 +97,7 @@ fn same_track_reads_wait_uniformly_over_one_revolution() {
         let sector = rng.gen_range(0..spt - 1);
         let d = m.service(Request::read(id, sector * 512, 512), t);
         assert_eq!(d.breakdown.seek_ns, 0, "same track: no seek");
+        assert_eq!(d.breakdown.seek_cylinders, 0);
         let r = d.breakdown.rotation_ns as f64;
         assert!(r < rev, "rotation {r} beyond a revolution");
         bins[((r / rev) * 10.0) as usize] += 1;
@@ -269,6 +270,9 @@ fn order(policy: QueuePolicy) -> (Vec<u64>, u64) {
 
 #[test]
 fn queue_policies_reorder_and_fifo_does_not() {
+    let mut m = model("st3500641as", "cache=off");
+    let far = m.service(Request::read(0, 400 << 30, 4096), 0);
+    assert!(far.breakdown.seek_cylinders > 100_000, "{far:?}");
     let (fifo, t_fifo) = order(QueuePolicy::Fifo);
     assert_eq!(fifo, vec![1, 2, 3, 4, 5, 6]);
     let (clook, t_clook) = order(QueuePolicy::Clook);
@@ -404,4 +408,21 @@ fn an_offset_places_the_image_on_the_disk() {
     let mut m = m;
     let rate = seq_rate(&mut m, 0, 64);
     assert!(rate < 40.0, "{rate}");
+}
+
+#[test]
+fn demerit_tells_the_model_from_a_flat_delay() {
+    // Two samples of the same model are close; a flat delay with the same mean (the
+    // first-order model Ruemmler & Wilkes measured against) is far.
+    let (p, _) = hdd("st3500641as");
+    let abl = Ablations::default();
+    let f = |s: Vec<u64>| s.into_iter().map(|x| x as f64).collect::<Vec<f64>>();
+    let a = f(random_read_service(&p, &abl, 5000, 1.0, 1).expect("a"));
+    let b = f(random_read_service(&p, &abl, 5000, 1.0, 2).expect("b"));
+    let mean = a.iter().sum::<f64>() / a.len() as f64;
+    let flat = vec![mean; a.len()];
+    let same = demerit(&a, &b).expect("demerit");
+    let first_order = demerit(&a, &flat).expect("demerit");
+    assert!(same < 0.02, "two samples of the model: {same}");
+    assert!(first_order > 0.15, "flat delay: {first_order}");
 }
