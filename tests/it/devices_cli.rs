@@ -112,6 +112,16 @@ fn show_applies_ablations() {
     );
     let out = sb
         .cmd()
+        .args(["devices", "show", "st3500641as:fast"])
+        .output()
+        .unwrap();
+    assert_refused(
+        &out,
+        "ablation without value",
+        &["ablations after ':' are KEY=VALUE"],
+    );
+    let out = sb
+        .cmd()
         .args(["devices", "show", "floppy"])
         .output()
         .unwrap();

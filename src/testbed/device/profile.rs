@@ -531,8 +531,13 @@ pub fn load(name_or_path: &str) -> Result<Profile> {
             .with_context(|| format!("cannot read device profile {}", path.display()))?;
         return parse(&text, &path.display().to_string());
     }
+    let hint = if name_or_path.contains(':') {
+        "; ablations after ':' are KEY=VALUE: seek=off, rotation=off, cache=off, constant=12ms"
+    } else {
+        ""
+    };
     Err(bad_input(format!(
-        "no device profile {name_or_path:?}: built-in profiles are {}; or give a profile file's path (see `fsgauge devices show st3500641as` for the format)",
+        "no device profile {name_or_path:?}: built-in profiles are {}; or give a profile file's path (`fsgauge devices show st3500641as --toml` prints one to start from){hint}",
         BUILTIN.iter().map(|(n, _)| *n).collect::<Vec<_>>().join(", ")
     )))
 }

@@ -373,6 +373,7 @@ pub struct Hdd {
 const DESTAGE_CHUNK: u64 = 2048; // sectors (1 MiB) per destage operation
 
 impl Hdd {
+    /// A disk of `capacity` bytes in its initial state: heads at cylinder 0, cache empty.
     pub fn new(p: &HddParams, capacity: u64, abl: Ablations) -> Result<Hdd, String> {
         let geo = Geometry::new(p, capacity)?;
         let seek = if abl.no_seek {
@@ -397,10 +398,12 @@ impl Hdd {
         })
     }
 
+    /// The zoned geometry.
     pub fn geometry(&self) -> &Geometry {
         &self.geo
     }
 
+    /// The fitted seek curve (zero under `seek=off`).
     pub fn seek_curve(&self) -> &SeekCurve {
         &self.seek
     }

@@ -49,6 +49,7 @@ pub struct Request {
 }
 
 impl Request {
+    /// A read of `len` bytes at `offset`.
     pub fn read(id: u64, offset: u64, len: u64) -> Request {
         Request {
             id,
@@ -58,6 +59,7 @@ impl Request {
             fua: false,
         }
     }
+    /// A write of `len` bytes at `offset` (not FUA).
     pub fn write(id: u64, offset: u64, len: u64) -> Request {
         Request {
             id,
@@ -67,6 +69,7 @@ impl Request {
             fua: false,
         }
     }
+    /// A cache flush.
     pub fn flush(id: u64) -> Request {
         Request {
             id,
