@@ -64,8 +64,7 @@ fn seek_curve_matches_the_profile_and_is_sqrt_then_linear() {
             assert!(t >= prev, "{name}: seek not monotone at {d}");
             prev = t;
         }
-        // √ below the boundary: t(4d) − t(d) = 2·(t(d) − a) − (t(d) − a) for a + b√d, i.e.
-        // t(4d) − t(d) = t(d) − t(d/4·…); check via three points in ratio 1:4:16.
+        // √ below the boundary: for a + b·√d, t(16d) − t(4d) = 2b√d = 2·(t(4d) − t(d)).
         let bnd = curve.boundary();
         assert!(bnd > 16.0, "{name}: boundary {bnd}");
         let d = (bnd / 32.0).max(1.0) as u64;
