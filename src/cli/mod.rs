@@ -5,6 +5,7 @@ mod age;
 mod bench;
 pub mod common;
 mod compare;
+mod devices;
 mod exercise;
 mod frag;
 mod presets;
@@ -79,6 +80,9 @@ pub enum Command {
     /// Multi-testbed studies: `append` (aged by round-robin appends vs a fresh copy).
     #[command(subcommand)]
     Study(study::StudyCmd),
+    /// Emulated devices: the disk profiles (seeds' 7200 rpm drives, SSDs, ram) with the source
+    /// of every parameter, and what the disk model expects of each.
+    Devices(devices::DevicesCmd),
 }
 
 /// Parses the command line and runs the command.
@@ -97,6 +101,7 @@ pub fn main() -> Result<ExitCode> {
         Command::Age(c) => age::run(*c),
         Command::Read(c) => read::run(c),
         Command::Study(c) => study::run(c),
+        Command::Devices(c) => devices::run(c),
     };
     // A signal after the command's last check still ends the process as interrupted.
     crate::signals::conclude(res)

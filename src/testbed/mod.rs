@@ -6,6 +6,7 @@
 //! changes the machine is written to the [`ledger`] first.
 
 mod cache;
+pub mod device;
 pub mod inodes;
 pub mod ledger;
 mod loopdev;

@@ -1,0 +1,281 @@
+//! `fsgauge devices list|show`: the device profiles an emulated testbed can use, each parameter
+//! with its source, and what the model expects of the drive.
+
+use std::fmt::Write;
+use std::process::ExitCode;
+
+use anyhow::Result;
+use clap::{Args, Subcommand};
+
+use super::common::OutputArgs;
+use crate::error::bad_input;
+use crate::report::output::{listing, OutputFormat};
+use crate::testbed::device::profile::{self, Kind, Params, Profile};
+use crate::testbed::device::{expectations, load_ref, Ablations, Expectations};
+
+#[derive(Debug, Args)]
+pub struct DevicesCmd {
+    #[command(subcommand)]
+    pub command: DevicesSub,
+}
+
+#[derive(Debug, Subcommand)]
+pub enum DevicesSub {
+    /// List the built-in profiles: name, kind, capacity, rpm, average seek, description.
+    List {
+        #[command(flatten)]
+        out: OutputArgs,
+    },
+    /// Print a profile's every parameter with its source, and what the model expects of the
+    /// drive: average seek, rotational latency, QD1 random 4K reads over the whole disk and over
+    /// its first 1%, sequential rates at the outer and inner zones.
+    ///
+    /// PROFILE is a built-in name (`fsgauge devices list`) or the path of a TOML file in the
+    /// same format: to describe your own drive, start from `fsgauge devices show st3500641as
+    /// --toml > mydisk.toml` (name, kind = "hdd" | "ssd" | "ram", description, and under
+    /// [parameters] one `key = { value = ..., source = "..." }` per parameter), edit the
+    /// figures and their sources, and check it with `fsgauge devices show ./mydisk.toml`.
+    /// Errors name file:line:column.
+    ///
+    /// Ablations after a colon switch parts of the model off, to see which part of the disk
+    /// carries an effect: `st3500641as:seek=off`, `:rotation=off`, `:cache=off` (no
+    /// read-ahead, writes go through), `:constant=12ms` (every request takes 12 ms, one at a
+    /// time); combine them with commas.
+    Show {
+        /// A built-in profile's name or a profile file's path, optionally with `:ablations`.
+        profile: String,
+        /// Print the profile's TOML text instead (to copy and edit into your own profile).
+        #[arg(long, conflicts_with_all = ["json", "format"])]
+        toml: bool,
+        #[command(flatten)]
+        out: OutputArgs,
+    },
+}
+
+pub fn run(c: DevicesCmd) -> Result<ExitCode> {
+    match c.command {
+        DevicesSub::List { out } => list(&out),
+        DevicesSub::Show { profile, toml, out } => {
+            if toml {
+                show_toml(&profile)
+            } else {
+                show(&profile, &out)
+            }
+        }
+    }
+}
+
+fn hdd_figures(p: &Profile) -> (String, String) {
+    match &p.params {
+        Params::Hdd(h) => (format!("{}", h.rpm), format!("{:.1}", h.average_seek_ms)),
+        _ => ("-".into(), "-".into()),
+    }
+}
+
+fn capacity(p: &Profile) -> String {
+    match p.kind {
+        Kind::Ram => "-".into(),
+        _ => format!("{:.1} GB", p.capacity_bytes as f64 / 1e9),
+    }
+}
+
+fn list(out: &OutputArgs) -> Result<ExitCode> {
+    let all = profile::builtins()?;
+    let rows: Vec<Vec<String>> = all
+        .iter()
+        .map(|p| {
+            let (rpm, seek) = hdd_figures(p);
+            vec![
+                p.name.clone(),
+                p.kind.to_string(),
+                capacity(p),
+                rpm,
+                seek,
+                p.description.clone(),
+            ]
+        })
+        .collect();
+    let headers = [
+        "name",
+        "kind",
+        "capacity",
+        "rpm",
+        "avg seek ms",
+        "description",
+    ];
+    match out.format() {
+        OutputFormat::Table => {
+            let mut w = [0usize; 6];
+            for r in rows.iter().chain(std::iter::once(
+                &headers.iter().map(|h| h.to_string()).collect(),
+            )) {
+                for (i, c) in r.iter().enumerate() {
+                    w[i] = w[i].max(c.chars().count());
+                }
+            }
+            let line = |r: &[String]| {
+                format!(
+                    "{:<a$}  {:<b$}  {:>c$}  {:>d$}  {:>e$}  {}",
+                    r[0],
+                    r[1],
+                    r[2],
+                    r[3],
+                    r[4],
+                    r[5],
+                    a = w[0],
+                    b = w[1],
+                    c = w[2],
+                    d = w[3],
+                    e = w[4]
+                )
+            };
+            let head: Vec<String> = headers.iter().map(|h| h.to_string()).collect();
+            println!("{}", line(&head));
+            for r in &rows {
+                println!("{}", line(r));
+            }
+            println!();
+            println!("(`fsgauge devices show NAME` prints every parameter with its source and the model's expectations; a profile file's path works wherever a name does)");
+        }
+        f => match listing(f, &headers, &rows) {
+            Some(text) => print!("{text}"),
+            None => {
+                let list: Vec<serde_json::Value> = all
+                    .iter()
+                    .map(|p| {
+                        serde_json::json!({
+                            "name": p.name,
+                            "kind": p.kind,
+                            "capacity_bytes": p.capacity_bytes,
+                            "rpm": match &p.params { Params::Hdd(h) => Some(h.rpm), _ => None },
+                            "average_seek_ms": match &p.params { Params::Hdd(h) => Some(h.average_seek_ms), _ => None },
+                            "description": p.description,
+                        })
+                    })
+                    .collect();
+                println!("{}", serde_json::to_string_pretty(&list)?);
+            }
+        },
+    }
+    Ok(ExitCode::SUCCESS)
+}
+
+fn show_toml(reference: &str) -> Result<ExitCode> {
+    let (p, _) = load_ref(reference)?;
+    match profile::BUILTIN
+        .iter()
+        .find(|(n, _)| p.origin == "built-in" && *n == p.name)
+    {
+        Some((_, text)) => print!("{text}"),
+        None => print!(
+            "{}",
+            std::fs::read_to_string(&p.origin)
+                .map_err(|e| bad_input(format!("cannot read {}: {e}", p.origin)))?
+        ),
+    }
+    Ok(ExitCode::SUCCESS)
+}
+
+fn show(reference: &str, out: &OutputArgs) -> Result<ExitCode> {
+    let (p, abl) = load_ref(reference)?;
+    let e = expectations(&p, &abl).map_err(|m| bad_input(format!("profile {}: {m}", p.name)))?;
+    match out.format() {
+        OutputFormat::Table => print!("{}", show_text(&p, &abl, &e)),
+        OutputFormat::Json => {
+            let doc = serde_json::json!({
+                "profile": p,
+                "fingerprint": p.fingerprint(),
+                "ablations": abl.to_string(),
+                "expectations": e,
+            });
+            println!("{}", serde_json::to_string_pretty(&doc)?);
+        }
+        f => {
+            let rows: Vec<Vec<String>> = p
+                .sourced
+                .iter()
+                .map(|s| {
+                    vec![
+                        s.name.clone(),
+                        s.value.clone(),
+                        s.unit.clone(),
+                        s.source.clone(),
+                    ]
+                })
+                .collect();
+            if let Some(text) = listing(f, &["parameter", "value", "unit", "source"], &rows) {
+                print!("{text}");
+            }
+        }
+    }
+    Ok(ExitCode::SUCCESS)
+}
+
+fn show_text(p: &Profile, abl: &Ablations, e: &Expectations) -> String {
+    let mut s = String::new();
+    let _ = writeln!(
+        s,
+        "{} ({}, {}): {}",
+        p.name, p.kind, p.origin, p.description
+    );
+    if !abl.is_none() {
+        let _ = writeln!(s, "ablations: {abl}");
+    }
+    let _ = writeln!(s, "fingerprint: {}", p.fingerprint());
+    if !p.sourced.is_empty() {
+        let _ = writeln!(s);
+        let wn = p.sourced.iter().map(|v| v.name.len()).max().unwrap_or(0);
+        let wv = p
+            .sourced
+            .iter()
+            .map(|v| v.value.len() + 1 + v.unit.len())
+            .max()
+            .unwrap_or(0);
+        let _ = writeln!(s, "{:<wn$}  {:<wv$}  source", "parameter", "value");
+        for v in &p.sourced {
+            let val = if v.unit.is_empty() {
+                v.value.clone()
+            } else {
+                format!("{} {}", v.value, v.unit)
+            };
+            let _ = writeln!(s, "{:<wn$}  {:<wv$}  {}", v.name, val, v.source);
+        }
+    }
+    let _ = writeln!(s);
+    let _ = writeln!(s, "expected of the model (computed from the parameters):");
+    let ms = |v: Option<f64>| v.map_or("-".to_string(), |x| format!("{x:.2} ms"));
+    let rate = |v: Option<f64>| v.map_or("unbounded".to_string(), |x| format!("{x:.1} MB/s"));
+    let mut lines: Vec<(&str, String)> = Vec::new();
+    if p.kind == Kind::Hdd && abl.constant_ns.is_none() {
+        lines.push(("average seek, all cylinder pairs", ms(e.average_seek_ms)));
+        lines.push(("average seek, random blocks", ms(e.random_block_seek_ms)));
+        lines.push(("average rotational latency", ms(e.rotational_latency_ms)));
+    }
+    lines.push((
+        "QD1 random 4K read, whole disk",
+        ms(Some(e.qd1_random_4k_read_ms)),
+    ));
+    lines.push((
+        "QD1 random 4K read, first 1%",
+        ms(Some(e.qd1_random_4k_read_1pct_ms)),
+    ));
+    lines.push(("sequential 1M reads, outer zone", rate(e.outer_mb_s)));
+    lines.push(("sequential 1M reads, inner zone", rate(e.inner_mb_s)));
+    let w = lines.iter().map(|(k, _)| k.len()).max().unwrap_or(0);
+    for (k, v) in lines {
+        let _ = writeln!(s, "  {k:<w$}  {v:>12}");
+    }
+    if let (Some(c), Some((so, si)), Some(b)) =
+        (e.cylinders, e.sectors_per_track, e.seek_boundary_cylinders)
+    {
+        let heads = match &p.params {
+            Params::Hdd(h) => h.heads,
+            _ => 0,
+        };
+        let _ = writeln!(
+            s,
+            "  geometry: {c} cylinders x {heads} heads, {so} to {si} sectors per track; seek ∝ √distance up to {b:.0} cylinders, linear beyond"
+        );
+    }
+    s
+}

@@ -1,0 +1,446 @@
+//! The device model: a pure function of (profile, request, state, time). No I/O and no clock of
+//! its own — the caller passes the time, so it runs on a virtual clock in tests and on the
+//! monotonic clock in the server.
+//!
+//! Use:
+//! - [`DeviceModel::submit`] a request when it arrives; [`DeviceModel::next`] when the drive can
+//!   take a command ([`DeviceModel::ready_at`] says when) returns the request the drive's queue
+//!   policy picks, with its start, completion and where the time went ([`Dispatch`]).
+//! - [`DeviceModel::service`] does both for one request at queue depth 1.
+//!
+//! A rotating disk takes one command at a time (a 2005 SATA drive under libata had no command
+//! queueing); its write-back cache lets the interface take the next command while the mechanism
+//! destages. An SSD serves as many requests at once as it has channels. `ram` completes every
+//! request on arrival; `constant=DURATION` completes each after exactly that, one at a time.
+
+pub mod expect;
+pub mod hdd;
+
+use serde::Serialize;
+
+use super::profile::{Ablations, Params, Profile, QueuePolicy, SsdParams};
+
+/// Bytes per logical block.
+pub const SECTOR: u64 = 512;
+
+/// What a request asks.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]
+#[serde(rename_all = "lowercase")]
+pub enum Op {
+    Read,
+    Write,
+    /// Make every completed write durable (ATA FLUSH CACHE; `fsync`'s barrier).
+    Flush,
+}
+
+/// One request to the device, in bytes of the modelled disk (the testbed's offset already
+/// added, see [`DeviceModel::with_offset`]).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]
+pub struct Request {
+    /// The caller's tag, returned in the [`Dispatch`].
+    pub id: u64,
+    pub op: Op,
+    /// Byte offset (0 for a flush).
+    pub offset: u64,
+    /// Bytes (0 for a flush).
+    pub len: u64,
+    /// Force unit access: this write is on the media when it completes.
+    pub fua: bool,
+}
+
+impl Request {
+    /// A read of `len` bytes at `offset`.
+    pub fn read(id: u64, offset: u64, len: u64) -> Request {
+        Request {
+            id,
+            op: Op::Read,
+            offset,
+            len,
+            fua: false,
+        }
+    }
+    /// A write of `len` bytes at `offset` (not FUA).
+    pub fn write(id: u64, offset: u64, len: u64) -> Request {
+        Request {
+            id,
+            op: Op::Write,
+            offset,
+            len,
+            fua: false,
+        }
+    }
+    /// A cache flush.
+    pub fn flush(id: u64) -> Request {
+        Request {
+            id,
+            op: Op::Flush,
+            offset: 0,
+            len: 0,
+            fua: false,
+        }
+    }
+}
+
+/// Where a request's service time went, ns. Parts may overlap (the link transfer overlaps the
+/// media transfer), so they need not add up to the service time.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Serialize)]
+pub struct Breakdown {
+    pub overhead_ns: u64,
+    /// Waiting for the mechanism (a destage under way, a full write cache, a busy channel).
+    pub wait_ns: u64,
+    pub seek_ns: u64,
+    pub rotation_ns: u64,
+    /// Media transfer (or waiting for a running prefetch to reach the blocks).
+    pub transfer_ns: u64,
+    /// Host link transfer not hidden behind the media.
+    pub link_ns: u64,
+    /// Served from the drive's cache (read-ahead segment, dirty data, or into the write cache).
+    pub cache_hit: bool,
+    /// Cylinders the heads moved for this request (0 for a cache hit), for seek-distance
+    /// histograms.
+    pub seek_cylinders: u64,
+}
+
+/// A request the drive has taken: when it started and when it completes.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]
+pub struct Dispatch {
+    pub id: u64,
+    pub op: Op,
+    pub arrival_ns: u64,
+    pub start_ns: u64,
+    pub done_ns: u64,
+    pub breakdown: Breakdown,
+}
+
+impl Dispatch {
+    /// Completion minus arrival: what the host sees.
+    pub fn response_ns(&self) -> u64 {
+        self.done_ns - self.arrival_ns
+    }
+    /// Completion minus start: the drive's service time.
+    pub fn service_ns(&self) -> u64 {
+        self.done_ns - self.start_ns
+    }
+}
+
+/// A flash drive: latency per request, `channels` requests at once, data through one
+/// bandwidth pipe, a write cache drained at the program rate.
+#[derive(Debug, Clone)]
+struct Ssd {
+    p: SsdParams,
+    cache: bool,
+    channels: Vec<u64>,
+    pipe_free: f64,
+    /// Dirty bytes in the write cache at `dirty_at`.
+    dirty: f64,
+    dirty_at: f64,
+}
+
+impl Ssd {
+    fn free_at(&self) -> u64 {
+        self.channels.iter().copied().min().unwrap_or(0)
+    }
+
+    fn drain(&mut self, t: f64) {
+        let rate = self.p.write_mb_s * 1e6 / 1e9;
+        self.dirty = (self.dirty - (t - self.dirty_at).max(0.0) * rate).max(0.0);
+        self.dirty_at = self.dirty_at.max(t);
+    }
+
+    fn serve(&mut self, req: &Request, start: u64) -> (u64, Breakdown) {
+        let (ci, free) = self
+            .channels
+            .iter()
+            .copied()
+            .enumerate()
+            .min_by_key(|&(_, f)| f)
+            .unwrap_or((0, 0));
+        let s = start.max(free) as f64;
+        let mut bd = Breakdown {
+            wait_ns: (s - start as f64) as u64,
+            ..Breakdown::default()
+        };
+        self.drain(s);
+        let bytes = req.len as f64;
+        let done = match req.op {
+            Op::Flush => {
+                let rate = self.p.write_mb_s * 1e6 / 1e9;
+                let d = s + if self.cache {
+                    self.dirty / rate + self.p.flush_ms * 1e6
+                } else {
+                    0.0
+                };
+                self.dirty = 0.0;
+                self.dirty_at = d;
+                bd.wait_ns += (d - s) as u64;
+                d
+            }
+            Op::Read | Op::Write => {
+                let (lat, bw) = if req.op == Op::Read {
+                    (self.p.read_latency_us * 1e3, self.p.read_mb_s)
+                } else {
+                    (self.p.write_latency_us * 1e3, self.p.write_mb_s)
+                };
+                // The 4K latency already holds a 4K transfer.
+                let xfer = (bytes - 4096.0).max(0.0) / (bw * 1e6) * 1e9;
+                let d = (s + lat).max(self.pipe_free) + xfer;
+                self.pipe_free = self.pipe_free.max(s) + xfer;
+                bd.overhead_ns = lat as u64;
+                bd.transfer_ns = xfer as u64;
+                if req.op == Op::Write {
+                    if self.cache && !req.fua {
+                        bd.cache_hit = true;
+                        self.dirty += bytes;
+                    } else {
+                        let rate = self.p.write_mb_s * 1e6 / 1e9;
+                        return self.finish(ci, (d + bytes / rate).ceil() as u64, start, bd);
+                    }
+                }
+                d
+            }
+        };
+        self.finish(ci, done.ceil() as u64, start, bd)
+    }
+
+    fn finish(&mut self, ci: usize, done: u64, start: u64, bd: Breakdown) -> (u64, Breakdown) {
+        let done = done.max(start);
+        if let Some(c) = self.channels.get_mut(ci) {
+            *c = done;
+        }
+        (done, bd)
+    }
+}
+
+#[derive(Debug, Clone)]
+enum Engine {
+    Hdd(Box<hdd::Hdd>),
+    Ssd(Ssd),
+    Ram,
+    Constant { ns: u64, busy: u64 },
+}
+
+/// The modelled device with its queue. See the module docs for the protocol.
+#[derive(Debug, Clone)]
+pub struct DeviceModel {
+    engine: Engine,
+    policy: QueuePolicy,
+    window: usize,
+    offset: u64,
+    capacity: u64,
+    pending: Vec<(Request, u64)>,
+}
+
+impl DeviceModel {
+    /// A device in its initial state (heads at cylinder 0, cache empty, time 0).
+    pub fn new(profile: &Profile, abl: &Ablations) -> Result<DeviceModel, String> {
+        let (engine, policy, window) = if let Some(ns) = abl.constant_ns {
+            (Engine::Constant { ns, busy: 0 }, QueuePolicy::Fifo, 1)
+        } else {
+            match &profile.params {
+                Params::Ram => (Engine::Ram, QueuePolicy::Fifo, 1),
+                Params::Ssd(p) => (
+                    Engine::Ssd(Ssd {
+                        p: p.clone(),
+                        cache: p.write_cache && !abl.no_cache,
+                        channels: vec![0; p.channels.max(1) as usize],
+                        pipe_free: 0.0,
+                        dirty: 0.0,
+                        dirty_at: 0.0,
+                    }),
+                    QueuePolicy::Fifo,
+                    1,
+                ),
+                Params::Hdd(p) => (
+                    Engine::Hdd(Box::new(hdd::Hdd::new(p, profile.capacity_bytes, *abl)?)),
+                    p.queue,
+                    p.sptf_window.max(1) as usize,
+                ),
+            }
+        };
+        Ok(DeviceModel {
+            engine,
+            policy,
+            window,
+            offset: 0,
+            capacity: profile.capacity_bytes,
+            pending: Vec::new(),
+        })
+    }
+
+    /// Places the served image at `offset` bytes into the modelled disk (where the study's
+    /// filesystem sat). Requests are then given in bytes of the image.
+    pub fn with_offset(mut self, offset: u64) -> DeviceModel {
+        self.offset = offset;
+        self
+    }
+
+    /// Whether an image of `bytes` fits on the modelled disk at the offset (`ram` fits all).
+    pub fn fits(&self, bytes: u64) -> bool {
+        matches!(self.engine, Engine::Ram | Engine::Constant { .. })
+            || self.capacity == 0
+            || self.offset.saturating_add(bytes) <= self.capacity
+    }
+
+    /// Replaces the queue policy (to compare policies on one drive).
+    pub fn with_policy(mut self, policy: QueuePolicy, window: usize) -> DeviceModel {
+        self.policy = policy;
+        self.window = window.max(1);
+        self
+    }
+
+    /// The rotating disk's mechanics, when the device is one.
+    pub fn hdd(&self) -> Option<&hdd::Hdd> {
+        match &self.engine {
+            Engine::Hdd(h) => Some(h),
+            _ => None,
+        }
+    }
+
+    /// A request arrives at `arrival_ns`.
+    pub fn submit(&mut self, mut req: Request, arrival_ns: u64) {
+        req.offset = req.offset.saturating_add(self.offset);
+        self.pending.push((req, arrival_ns));
+    }
+
+    /// Requests waiting for the drive.
+    pub fn queued(&self) -> usize {
+        self.pending.len()
+    }
+
+    fn free_at(&self) -> u64 {
+        match &self.engine {
+            Engine::Hdd(h) => h.free_at(),
+            Engine::Ssd(s) => s.free_at(),
+            Engine::Ram => 0,
+            Engine::Constant { busy, .. } => *busy,
+        }
+    }
+
+    /// When the drive will take its next command: the later of its being free and the first
+    /// arrival. None when nothing waits.
+    pub fn ready_at(&self) -> Option<u64> {
+        let first = self.pending.iter().map(|&(_, a)| a).min()?;
+        Some(first.max(self.free_at()))
+    }
+
+    /// The drive takes its next command at `now_ns`, if it is free then and a request has
+    /// arrived: the one its queue policy picks among those arrived by `now_ns`.
+    pub fn next(&mut self, now_ns: u64) -> Option<Dispatch> {
+        if self.free_at() > now_ns {
+            return None;
+        }
+        let i = self.pick(now_ns)?;
+        let (req, arrival) = self.pending.remove(i);
+        let (done, breakdown) = match &mut self.engine {
+            Engine::Hdd(h) => h.serve(&req, now_ns),
+            Engine::Ssd(s) => s.serve(&req, now_ns),
+            Engine::Ram => (now_ns, Breakdown::default()),
+            Engine::Constant { ns, busy } => {
+                *busy = now_ns + *ns;
+                (*busy, Breakdown::default())
+            }
+        };
+        Some(Dispatch {
+            id: req.id,
+            op: req.op,
+            arrival_ns: arrival,
+            start_ns: now_ns,
+            done_ns: done,
+            breakdown,
+        })
+    }
+
+    fn pick(&self, now: u64) -> Option<usize> {
+        let arrived: Vec<usize> = (0..self.pending.len())
+            .filter(|&i| self.pending[i].1 <= now)
+            .collect();
+        let oldest = || {
+            arrived
+                .iter()
+                .copied()
+                .min_by_key(|&i| (self.pending[i].1, self.pending[i].0.id))
+        };
+        // A flush orders the queue: nothing after it goes before it (and it waits for its
+        // predecessors), so the policy only chooses among requests older than the first flush.
+        let first_flush = arrived
+            .iter()
+            .copied()
+            .filter(|&i| self.pending[i].0.op == Op::Flush)
+            .min_by_key(|&i| (self.pending[i].1, self.pending[i].0.id));
+        let mut cands: Vec<usize> = match first_flush {
+            Some(f) => {
+                let key = (self.pending[f].1, self.pending[f].0.id);
+                let before: Vec<usize> = arrived
+                    .iter()
+                    .copied()
+                    .filter(|&i| (self.pending[i].1, self.pending[i].0.id) < key)
+                    .collect();
+                if before.is_empty() {
+                    return Some(f);
+                }
+                before
+            }
+            None => arrived.clone(),
+        };
+        let hdd = match (&self.engine, self.policy) {
+            (_, QueuePolicy::Fifo)
+            | (Engine::Ssd(_) | Engine::Ram | Engine::Constant { .. }, _) => {
+                return oldest_of(&cands, &self.pending).or_else(oldest)
+            }
+            (Engine::Hdd(h), _) => h,
+        };
+        match self.policy {
+            QueuePolicy::Clook => {
+                let head = hdd.head_lba();
+                let key = |i: &usize| self.pending[*i].0.offset / SECTOR;
+                cands
+                    .iter()
+                    .copied()
+                    .filter(|i| key(i) >= head)
+                    .min_by_key(key)
+                    .or_else(|| cands.iter().copied().min_by_key(key))
+            }
+            _ => {
+                cands.sort_by_key(|&i| (self.pending[i].1, self.pending[i].0.id));
+                cands.truncate(self.window);
+                cands
+                    .iter()
+                    .copied()
+                    .min_by_key(|&i| hdd.positioning_ns(&self.pending[i].0, now))
+            }
+        }
+    }
+
+    /// Serves one request at queue depth 1: it arrives at `arrival_ns` and the drive takes it
+    /// as soon as it is free.
+    pub fn service(&mut self, req: Request, arrival_ns: u64) -> Dispatch {
+        self.submit(req, arrival_ns);
+        let at = self.ready_at().unwrap_or(arrival_ns);
+        match self.next(at) {
+            Some(d) => d,
+            None => unreachable_dispatch(req, arrival_ns),
+        }
+    }
+}
+
+fn oldest_of(cands: &[usize], pending: &[(Request, u64)]) -> Option<usize> {
+    cands
+        .iter()
+        .copied()
+        .min_by_key(|&i| (pending[i].1, pending[i].0.id))
+}
+
+/// `service` always finds its request ready at `ready_at`; this keeps the signature total.
+fn unreachable_dispatch(req: Request, arrival_ns: u64) -> Dispatch {
+    Dispatch {
+        id: req.id,
+        op: req.op,
+        arrival_ns,
+        start_ns: arrival_ns,
+        done_ns: arrival_ns,
+        breakdown: Breakdown::default(),
+    }
+}
+
+#[cfg(test)]
+mod tests;

@@ -1,0 +1,705 @@
+//! Device profiles: a drive's parameters as TOML data, each with the source it comes from, and the
+//! ablations a study applies to one (`PROFILE:seek=off,rotation=off,cache=off,constant=12ms`).
+//!
+//! A profile file:
+//! ```toml
+//! name = "mydisk"
+//! kind = "hdd"            # hdd, ssd or ram
+//! description = "one line"
+//! [parameters]
+//! rpm = { value = 7200, source = "datasheet, section 2.1" }
+//! ```
+//! The parameters a kind takes are declared once, in [`HDD_PARAMS`] and [`SSD_PARAMS`]: name,
+//! unit, allowed range, meaning. `devices show` prints them from the same table. Every error names
+//! the file, line and column.
+
+use std::collections::BTreeMap;
+use std::fmt;
+use std::ops::Range;
+use std::path::Path;
+
+use anyhow::{Context, Result};
+use serde::Deserialize;
+use toml::Spanned;
+
+use crate::error::bad_input;
+
+/// The built-in profiles, embedded in the binary: (name, TOML text).
+pub const BUILTIN: &[(&str, &str)] = &[
+    ("st3500641as", include_str!("profiles/st3500641as.toml")),
+    (
+        "deskstar-7k250",
+        include_str!("profiles/deskstar-7k250.toml"),
+    ),
+    ("sata-ssd", include_str!("profiles/sata-ssd.toml")),
+    ("nvme-ssd", include_str!("profiles/nvme-ssd.toml")),
+    ("ram", include_str!("profiles/ram.toml")),
+];
+
+/// What sort of device a profile models.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, serde::Serialize)]
+#[serde(rename_all = "lowercase")]
+pub enum Kind {
+    /// A rotating disk: zones, seek, rotation, the drive's cache and queue.
+    Hdd,
+    /// A flash drive: per-request latency, channel parallelism, bandwidth, write cache.
+    Ssd,
+    /// No delay at all: measures the emulator's own cost.
+    Ram,
+}
+
+impl fmt::Display for Kind {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str(match self {
+            Kind::Hdd => "hdd",
+            Kind::Ssd => "ssd",
+            Kind::Ram => "ram",
+        })
+    }
+}
+
+/// The order in which a drive picks its next request among several outstanding ones.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, serde::Serialize)]
+#[serde(rename_all = "lowercase")]
+pub enum QueuePolicy {
+    /// Arrival order: a drive without command queueing (SATA drives under 2005's libata).
+    Fifo,
+    /// Ascending block order from the head, wrapping to the lowest (an elevator).
+    Clook,
+    /// Shortest positioning time first (seek + rotation) among the oldest `sptf_window`.
+    Sptf,
+}
+
+/// The type and range of a declared parameter.
+#[derive(Debug, Clone, Copy)]
+pub enum ParamType {
+    /// A number in `[min, max]`.
+    Number { min: f64, max: f64 },
+    /// true or false.
+    Bool,
+    /// One of the listed words.
+    Choice(&'static [&'static str]),
+}
+
+/// One parameter a kind of profile takes, declared once for parsing, checking and printing.
+#[derive(Debug, Clone, Copy)]
+pub struct ParamDecl {
+    /// Its key in `[parameters]`.
+    pub name: &'static str,
+    /// Its unit as printed (`ms`, `MB/s` = 10^6 bytes per second).
+    pub unit: &'static str,
+    pub ty: ParamType,
+    /// What it means, for `devices show` and errors.
+    pub about: &'static str,
+}
+
+const fn num(
+    name: &'static str,
+    unit: &'static str,
+    min: f64,
+    max: f64,
+    about: &'static str,
+) -> ParamDecl {
+    ParamDecl {
+        name,
+        unit,
+        ty: ParamType::Number { min, max },
+        about,
+    }
+}
+
+/// The parameters of a rotating disk (`kind = "hdd"`), all required.
+pub const HDD_PARAMS: &[ParamDecl] = &[
+    num("capacity_bytes", "B", 1e6, 1e15, "modelled capacity (may exceed any image)"),
+    num("rpm", "rpm", 1000.0, 20000.0, "spindle speed"),
+    num("heads", "", 1.0, 64.0, "recording surfaces (heads)"),
+    num("zones", "", 1.0, 1000.0, "recording zones, sectors per track falling outer to inner"),
+    num("outer_mb_s", "MB/s", 1.0, 10000.0, "sustained media rate in the outermost zone (head and cylinder switches included)"),
+    num("inner_mb_s", "MB/s", 1.0, 10000.0, "sustained media rate in the innermost zone"),
+    num("track_to_track_ms", "ms", 0.01, 20.0, "read seek over one cylinder, settle included"),
+    num("average_seek_ms", "ms", 0.01, 50.0, "read seek averaged over all cylinder pairs (the datasheets' weighted average)"),
+    num("full_stroke_ms", "ms", 0.01, 100.0, "read seek over the whole stroke"),
+    num("write_settle_ms", "ms", 0.0, 10.0, "extra settle a write seek needs over a read seek"),
+    num("head_switch_ms", "ms", 0.0, 10.0, "switch to the next surface in a cylinder"),
+    num("cylinder_switch_ms", "ms", 0.0, 10.0, "switch to the next cylinder during a transfer"),
+    num("overhead_ms", "ms", 0.0, 10.0, "command processing per request"),
+    num("link_mb_s", "MB/s", 1.0, 100000.0, "host interface rate"),
+    num("cache_bytes", "B", 0.0, 1e12, "drive cache (read-ahead segments and write-back buffer)"),
+    num("cache_segments", "", 1.0, 1024.0, "read-ahead segments the cache is divided into"),
+    ParamDecl { name: "read_ahead", unit: "", ty: ParamType::Bool, about: "prefetch after a read into its segment" },
+    ParamDecl { name: "write_cache", unit: "", ty: ParamType::Bool, about: "write-back cache (writes complete on arrival in the cache; FLUSH waits for the destage, FUA writes through)" },
+    ParamDecl { name: "queue", unit: "", ty: ParamType::Choice(&["fifo", "clook", "sptf"]), about: "the drive's order among outstanding requests" },
+    num("sptf_window", "", 1.0, 256.0, "requests SPTF looks at (the oldest ones)"),
+];
+
+/// The parameters of a flash drive (`kind = "ssd"`), all required.
+pub const SSD_PARAMS: &[ParamDecl] = &[
+    num("capacity_bytes", "B", 1e6, 1e15, "modelled capacity"),
+    num(
+        "read_latency_us",
+        "us",
+        0.0,
+        100000.0,
+        "4K read at queue depth 1, command to completion",
+    ),
+    num(
+        "write_latency_us",
+        "us",
+        0.0,
+        100000.0,
+        "4K write at queue depth 1 (into the write cache when it is on)",
+    ),
+    num(
+        "read_mb_s",
+        "MB/s",
+        1.0,
+        100000.0,
+        "sequential read bandwidth",
+    ),
+    num(
+        "write_mb_s",
+        "MB/s",
+        1.0,
+        100000.0,
+        "sustained write (program) bandwidth",
+    ),
+    num("channels", "", 1.0, 1024.0, "requests served in parallel"),
+    ParamDecl {
+        name: "write_cache",
+        unit: "",
+        ty: ParamType::Bool,
+        about: "volatile write cache (FLUSH drains it)",
+    },
+    num(
+        "flush_ms",
+        "ms",
+        0.0,
+        1000.0,
+        "fixed cost of a FLUSH besides draining dirty data",
+    ),
+];
+
+/// Parameters of a rotating disk, in the units of the profile.
+#[derive(Debug, Clone, PartialEq, serde::Serialize)]
+pub struct HddParams {
+    pub rpm: f64,
+    pub heads: u32,
+    pub zones: u32,
+    pub outer_mb_s: f64,
+    pub inner_mb_s: f64,
+    pub track_to_track_ms: f64,
+    pub average_seek_ms: f64,
+    pub full_stroke_ms: f64,
+    pub write_settle_ms: f64,
+    pub head_switch_ms: f64,
+    pub cylinder_switch_ms: f64,
+    pub overhead_ms: f64,
+    pub link_mb_s: f64,
+    pub cache_bytes: u64,
+    pub cache_segments: u32,
+    pub read_ahead: bool,
+    pub write_cache: bool,
+    pub queue: QueuePolicy,
+    pub sptf_window: u32,
+}
+
+/// Parameters of a flash drive.
+#[derive(Debug, Clone, PartialEq, serde::Serialize)]
+pub struct SsdParams {
+    pub read_latency_us: f64,
+    pub write_latency_us: f64,
+    pub read_mb_s: f64,
+    pub write_mb_s: f64,
+    pub channels: u32,
+    pub write_cache: bool,
+    pub flush_ms: f64,
+}
+
+/// The model parameters of a profile, by kind.
+#[derive(Debug, Clone, PartialEq, serde::Serialize)]
+#[serde(rename_all = "lowercase")]
+pub enum Params {
+    Hdd(HddParams),
+    Ssd(SsdParams),
+    Ram,
+}
+
+/// One parameter as written, with its source, for `devices show`.
+#[derive(Debug, Clone, PartialEq, serde::Serialize)]
+pub struct SourcedValue {
+    pub name: String,
+    /// The value as written in the file.
+    pub value: String,
+    pub unit: String,
+    pub about: String,
+    /// Where the figure comes from (a datasheet, a review, or "assumption: why").
+    pub source: String,
+}
+
+/// A validated profile.
+#[derive(Debug, Clone, PartialEq, serde::Serialize)]
+pub struct Profile {
+    pub name: String,
+    pub kind: Kind,
+    pub description: String,
+    /// Where it was read from: `built-in` or the file's path.
+    pub origin: String,
+    pub capacity_bytes: u64,
+    pub params: Params,
+    /// Every parameter with its source, in declaration order.
+    pub sourced: Vec<SourcedValue>,
+}
+
+#[derive(Deserialize)]
+#[serde(deny_unknown_fields)]
+struct RawProfile {
+    name: Spanned<String>,
+    kind: Spanned<String>,
+    description: Spanned<String>,
+    #[serde(default)]
+    parameters: BTreeMap<Spanned<String>, Spanned<RawParam>>,
+}
+
+#[derive(Deserialize)]
+#[serde(deny_unknown_fields)]
+struct RawParam {
+    value: Spanned<toml::Value>,
+    source: Spanned<String>,
+}
+
+/// The profile text and its name, for errors at `name:line:column`.
+struct Src<'a> {
+    name: &'a str,
+    text: &'a str,
+}
+
+impl Src<'_> {
+    fn err(&self, span: Range<usize>, msg: impl fmt::Display) -> anyhow::Error {
+        let offset = span.start.min(self.text.len());
+        let before = &self.text[..offset];
+        let line = before.matches('\n').count() + 1;
+        let line_start = before.rfind('\n').map_or(0, |i| i + 1);
+        let column = before[line_start..].chars().count() + 1;
+        bad_input(format!("{}:{line}:{column}: {msg}", self.name))
+    }
+}
+
+/// A typed parameter value.
+#[derive(Debug, Clone)]
+enum Value {
+    Num(f64),
+    Bool(bool),
+    Word(String),
+}
+
+/// Parses and validates a profile. `source` names it in errors (a path, or `built-in NAME`).
+pub fn parse(text: &str, source: &str) -> Result<Profile> {
+    let src = Src { name: source, text };
+    let raw: RawProfile = toml::from_str(text).map_err(|e| {
+        let span = e.span().unwrap_or(0..0);
+        src.err(span, e.message().trim().replace('\n', " "))
+    })?;
+    let kind = match raw.kind.get_ref().as_str() {
+        "hdd" => Kind::Hdd,
+        "ssd" => Kind::Ssd,
+        "ram" => Kind::Ram,
+        other => {
+            return Err(src.err(
+                raw.kind.span(),
+                format!("kind: {other:?} is not a kind of device; use hdd, ssd or ram"),
+            ))
+        }
+    };
+    let name = raw.name.get_ref().trim().to_string();
+    if name.is_empty() || name.contains(':') || name.contains('/') {
+        return Err(src.err(
+            raw.name.span(),
+            "name: give the profile a name without ':' or '/' (e.g. \"mydisk\")",
+        ));
+    }
+    let decls: &[ParamDecl] = match kind {
+        Kind::Hdd => HDD_PARAMS,
+        Kind::Ssd => SSD_PARAMS,
+        Kind::Ram => &[],
+    };
+    let mut values: BTreeMap<&'static str, (Value, Range<usize>)> = BTreeMap::new();
+    let mut sourced = Vec::new();
+    for (key, p) in &raw.parameters {
+        let Some(decl) = decls.iter().find(|d| d.name == key.get_ref().as_str()) else {
+            let allowed: Vec<&str> = decls.iter().map(|d| d.name).collect();
+            return Err(src.err(
+                key.span(),
+                format!(
+                    "{}: not a parameter of a kind = \"{kind}\" profile; {}",
+                    key.get_ref(),
+                    if allowed.is_empty() {
+                        "a ram profile takes none".to_string()
+                    } else {
+                        format!("allowed: {}", allowed.join(", "))
+                    }
+                ),
+            ));
+        };
+        let p = p.get_ref();
+        if p.source.get_ref().trim().is_empty() {
+            return Err(src.err(
+                p.source.span(),
+                format!(
+                    "{}: source is empty; say where the figure comes from (datasheet, review, or \"assumption: why\")",
+                    decl.name
+                ),
+            ));
+        }
+        let vspan = p.value.span();
+        let v = typed(decl, p.value.get_ref()).map_err(|m| src.err(vspan.clone(), m))?;
+        sourced.push((
+            decls.iter().position(|d| d.name == decl.name).unwrap_or(0),
+            SourcedValue {
+                name: decl.name.to_string(),
+                value: p.value.get_ref().to_string().trim_matches('"').to_string(),
+                unit: decl.unit.to_string(),
+                about: decl.about.to_string(),
+                source: p.source.get_ref().trim().to_string(),
+            },
+        ));
+        values.insert(decl.name, (v, vspan));
+    }
+    if let Some(missing) = decls.iter().find(|d| !values.contains_key(d.name)) {
+        return Err(src.err(
+            0..0,
+            format!(
+                "[parameters] lacks {} ({}, {}); add {} = {{ value = ..., source = \"...\" }}",
+                missing.name, missing.about, missing.unit, missing.name
+            ),
+        ));
+    }
+    sourced.sort_by_key(|(i, _)| *i);
+    let sourced: Vec<SourcedValue> = sourced.into_iter().map(|(_, s)| s).collect();
+    let n = |k: &str| match values.get(k) {
+        Some((Value::Num(x), _)) => *x,
+        _ => 0.0,
+    };
+    let b = |k: &str| matches!(values.get(k), Some((Value::Bool(true), _)));
+    let span = |k: &str| values.get(k).map_or(0..0, |(_, s)| s.clone());
+    let params = match kind {
+        Kind::Ram => Params::Ram,
+        Kind::Ssd => Params::Ssd(SsdParams {
+            read_latency_us: n("read_latency_us"),
+            write_latency_us: n("write_latency_us"),
+            read_mb_s: n("read_mb_s"),
+            write_mb_s: n("write_mb_s"),
+            channels: n("channels") as u32,
+            write_cache: b("write_cache"),
+            flush_ms: n("flush_ms"),
+        }),
+        Kind::Hdd => {
+            let queue = match values.get("queue") {
+                Some((Value::Word(w), _)) if w == "clook" => QueuePolicy::Clook,
+                Some((Value::Word(w), _)) if w == "sptf" => QueuePolicy::Sptf,
+                _ => QueuePolicy::Fifo,
+            };
+            let h = HddParams {
+                rpm: n("rpm"),
+                heads: n("heads") as u32,
+                zones: n("zones") as u32,
+                outer_mb_s: n("outer_mb_s"),
+                inner_mb_s: n("inner_mb_s"),
+                track_to_track_ms: n("track_to_track_ms"),
+                average_seek_ms: n("average_seek_ms"),
+                full_stroke_ms: n("full_stroke_ms"),
+                write_settle_ms: n("write_settle_ms"),
+                head_switch_ms: n("head_switch_ms"),
+                cylinder_switch_ms: n("cylinder_switch_ms"),
+                overhead_ms: n("overhead_ms"),
+                link_mb_s: n("link_mb_s"),
+                cache_bytes: n("cache_bytes") as u64,
+                cache_segments: n("cache_segments") as u32,
+                read_ahead: b("read_ahead"),
+                write_cache: b("write_cache"),
+                queue,
+                sptf_window: n("sptf_window") as u32,
+            };
+            if h.inner_mb_s > h.outer_mb_s {
+                return Err(src.err(
+                    span("inner_mb_s"),
+                    format!(
+                        "inner_mb_s: {} MB/s is above outer_mb_s {} MB/s; the outer zone holds more sectors per track",
+                        h.inner_mb_s, h.outer_mb_s
+                    ),
+                ));
+            }
+            if !(h.track_to_track_ms < h.average_seek_ms && h.average_seek_ms < h.full_stroke_ms) {
+                return Err(src.err(
+                    span("average_seek_ms"),
+                    "average_seek_ms must lie between track_to_track_ms and full_stroke_ms",
+                ));
+            }
+            let capacity = n("capacity_bytes") as u64;
+            // The geometry and the seek curve must be constructible: check them here, where
+            // the error can point at the figures.
+            super::model::hdd::Geometry::new(&h, capacity)
+                .map_err(|m| src.err(span("outer_mb_s"), m))?;
+            let cyl = super::model::hdd::Geometry::new(&h, capacity)
+                .map(|g| g.cylinders())
+                .unwrap_or(1);
+            super::model::hdd::SeekCurve::fit(&h, cyl)
+                .map_err(|m| src.err(span("average_seek_ms"), m))?;
+            Params::Hdd(h)
+        }
+    };
+    let capacity_bytes = match kind {
+        Kind::Ram => 0,
+        _ => n("capacity_bytes") as u64,
+    };
+    Ok(Profile {
+        name,
+        kind,
+        description: raw.description.get_ref().trim().to_string(),
+        origin: source.to_string(),
+        capacity_bytes,
+        params,
+        sourced,
+    })
+}
+
+fn typed(decl: &ParamDecl, v: &toml::Value) -> Result<Value, String> {
+    match (decl.ty, v) {
+        (ParamType::Number { min, max }, toml::Value::Integer(_) | toml::Value::Float(_)) => {
+            let x = match v {
+                toml::Value::Integer(i) => *i as f64,
+                toml::Value::Float(f) => *f,
+                _ => 0.0,
+            };
+            if !(x.is_finite() && x >= min && x <= max) {
+                return Err(format!(
+                    "{}: {x} is out of range; use {min} to {max} {} ({})",
+                    decl.name, decl.unit, decl.about
+                ));
+            }
+            Ok(Value::Num(x))
+        }
+        (ParamType::Bool, toml::Value::Boolean(b)) => Ok(Value::Bool(*b)),
+        (ParamType::Choice(words), toml::Value::String(s)) if words.contains(&s.as_str()) => {
+            Ok(Value::Word(s.clone()))
+        }
+        (ParamType::Number { .. }, _) => Err(format!(
+            "{}: expected a number in {} ({}), found {v}",
+            decl.name, decl.unit, decl.about
+        )),
+        (ParamType::Bool, _) => Err(format!("{}: expected true or false, found {v}", decl.name)),
+        (ParamType::Choice(words), _) => Err(format!(
+            "{}: expected one of {}, found {v}",
+            decl.name,
+            words.join(", ")
+        )),
+    }
+}
+
+impl Profile {
+    /// SHA-256 (hex) of what the model uses — kind, capacity and parameters, not the prose —
+    /// so a result can say exactly which device it was emulated on.
+    pub fn fingerprint(&self) -> String {
+        use sha2::{Digest, Sha256};
+        let doc = serde_json::json!({
+            "kind": self.kind,
+            "capacity_bytes": self.capacity_bytes,
+            "params": self.params,
+        });
+        let digest = Sha256::digest(doc.to_string().as_bytes());
+        digest.iter().map(|b| format!("{b:02x}")).collect()
+    }
+}
+
+/// The built-in profiles, parsed.
+pub fn builtins() -> Result<Vec<Profile>> {
+    BUILTIN
+        .iter()
+        .map(|(name, text)| parse(text, &format!("built-in profile {name}")))
+        .collect()
+}
+
+/// A built-in profile by name, or a profile file by path.
+pub fn load(name_or_path: &str) -> Result<Profile> {
+    if let Some((name, text)) = BUILTIN.iter().find(|(n, _)| *n == name_or_path) {
+        let mut p = parse(text, &format!("built-in profile {name}"))?;
+        p.origin = "built-in".into();
+        return Ok(p);
+    }
+    let path = Path::new(name_or_path);
+    if name_or_path.contains('/') || name_or_path.ends_with(".toml") || path.exists() {
+        let text = std::fs::read_to_string(path)
+            .with_context(|| format!("cannot read device profile {}", path.display()))?;
+        return parse(&text, &path.display().to_string());
+    }
+    let hint = if name_or_path.contains(':') {
+        "; ablations after ':' are KEY=VALUE: seek=off, rotation=off, cache=off, constant=12ms"
+    } else {
+        ""
+    };
+    Err(bad_input(format!(
+        "no device profile {name_or_path:?}: built-in profiles are {}; or give a profile file's path (`fsgauge devices show st3500641as --toml` prints one to start from){hint}",
+        BUILTIN.iter().map(|(n, _)| *n).collect::<Vec<_>>().join(", ")
+    )))
+}
+
+/// Parts of the model a study switches off to see which part of the disk carries an effect.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, serde::Serialize)]
+pub struct Ablations {
+    /// `seek=off`: positioning costs no seek (nor head switch) time.
+    pub no_seek: bool,
+    /// `rotation=off`: no rotational latency; transfers still take media time.
+    pub no_rotation: bool,
+    /// `cache=off`: no read-ahead, writes go through to the media.
+    pub no_cache: bool,
+    /// `constant=12ms`: every request takes exactly this long, one at a time (nanoseconds).
+    pub constant_ns: Option<u64>,
+}
+
+impl Ablations {
+    /// Whether nothing is switched off.
+    pub fn is_none(&self) -> bool {
+        *self == Ablations::default()
+    }
+}
+
+impl fmt::Display for Ablations {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        let mut parts = Vec::new();
+        if self.no_seek {
+            parts.push("seek=off".to_string());
+        }
+        if self.no_rotation {
+            parts.push("rotation=off".to_string());
+        }
+        if self.no_cache {
+            parts.push("cache=off".to_string());
+        }
+        if let Some(ns) = self.constant_ns {
+            parts.push(format!("constant={}", crate::text::format_ns(ns)));
+        }
+        f.write_str(&parts.join(","))
+    }
+}
+
+/// Parses the ablation list after a profile's name: `seek=off,constant=12ms`.
+pub fn parse_ablations(text: &str) -> Result<Ablations> {
+    let mut a = Ablations::default();
+    for item in text.split(',').map(str::trim).filter(|s| !s.is_empty()) {
+        let Some((key, val)) = item.split_once('=') else {
+            return Err(bad_input(format!(
+                "ablation {item:?} has no value; write KEY=VALUE: seek=off, rotation=off, cache=off, constant=12ms"
+            )));
+        };
+        let off = |k: &str| -> Result<bool> {
+            match val.trim() {
+                "off" => Ok(true),
+                "on" => Ok(false),
+                v => Err(bad_input(format!(
+                    "ablation {k}={v}: use {k}=off (or {k}=on, the default)"
+                ))),
+            }
+        };
+        match key.trim() {
+            "seek" => a.no_seek = off("seek")?,
+            "rotation" => a.no_rotation = off("rotation")?,
+            "cache" => a.no_cache = off("cache")?,
+            "constant" => {
+                let d = crate::units::parse_duration(val).map_err(|e| {
+                    bad_input(format!(
+                        "ablation constant={val}: {e}; give a duration such as 12ms or 500us"
+                    ))
+                })?;
+                a.constant_ns = Some(u64::try_from(d.as_nanos()).unwrap_or(u64::MAX));
+            }
+            k => {
+                return Err(bad_input(format!(
+                    "unknown ablation {k:?} in {text:?}; allowed: seek=off, rotation=off, cache=off, constant=DURATION"
+                )))
+            }
+        }
+    }
+    Ok(a)
+}
+
+/// A profile reference: `NAME`, `PATH` or either followed by `:ablations`.
+pub fn load_ref(reference: &str) -> Result<(Profile, Ablations)> {
+    if let Some((head, tail)) = reference.rsplit_once(':') {
+        if tail.contains('=') {
+            let a = parse_ablations(tail)?;
+            return Ok((load(head)?, a));
+        }
+    }
+    Ok((load(reference)?, Ablations::default()))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn builtins_parse() {
+        let all = builtins().expect("built-in profiles are valid");
+        assert_eq!(all.len(), BUILTIN.len());
+        for p in &all {
+            let decls = match p.kind {
+                Kind::Hdd => HDD_PARAMS.len(),
+                Kind::Ssd => SSD_PARAMS.len(),
+                Kind::Ram => 0,
+            };
+            assert_eq!(p.sourced.len(), decls, "{}", p.name);
+            assert!(p.sourced.iter().all(|s| !s.source.is_empty()));
+        }
+    }
+
+    #[test]
+    fn errors_name_line_and_column() {
+        let text = "name = \"x\"\nkind = \"ssd\"\ndescription = \"d\"\n[parameters]\nbogus = { value = 1, source = \"s\" }\n";
+        let e = parse(text, "my.toml").expect_err("unknown parameter");
+        let m = format!("{e:#}");
+        assert!(m.starts_with("my.toml:5:1: bogus: not a parameter"), "{m}");
+        assert!(m.contains("read_latency_us"), "{m}");
+
+        let text = BUILTIN[0].1.replace("value = 7200,", "value = 0,");
+        let e = parse(&text, "f.toml").expect_err("rpm 0");
+        let m = format!("{e:#}");
+        let line = text
+            .lines()
+            .position(|l| l.starts_with("rpm"))
+            .expect("rpm line")
+            + 1;
+        assert!(m.starts_with(&format!("f.toml:{line}:")), "{m}");
+        assert!(m.contains("rpm: 0 is out of range"), "{m}");
+
+        let text = "name = \"x\"\nkind = \"tape\"\ndescription = \"d\"\n";
+        let m = format!("{:#}", parse(text, "t.toml").expect_err("kind"));
+        assert!(m.starts_with("t.toml:2:8: kind:"), "{m}");
+    }
+
+    #[test]
+    fn ablations_parse_and_refuse_unknown_keys() {
+        let a = parse_ablations("seek=off,constant=12ms").expect("valid");
+        assert!(a.no_seek && !a.no_rotation);
+        assert_eq!(a.constant_ns, Some(12_000_000));
+        let m = format!("{:#}", parse_ablations("spin=off").expect_err("unknown"));
+        assert!(m.contains("unknown ablation \"spin\""), "{m}");
+        assert!(parse_ablations("seek=maybe").is_err());
+        let (p, a) = load_ref("st3500641as:rotation=off,cache=off").expect("ref");
+        assert_eq!(p.name, "st3500641as");
+        assert!(a.no_rotation && a.no_cache && !a.no_seek);
+        assert!(load_ref("nosuchdisk").is_err());
+    }
+
+    #[test]
+    fn the_fingerprint_follows_the_parameters_not_the_prose() {
+        let a = parse(BUILTIN[0].1, "a").expect("valid");
+        let b = parse(
+            &BUILTIN[0].1.replace("study 5's disk", "the seed's disk"),
+            "b",
+        )
+        .expect("valid");
+        assert_eq!(a.fingerprint(), b.fingerprint());
+        let c = parse(&BUILTIN[0].1.replace("value = 7200,", "value = 5400,"), "c").expect("valid");
+        assert_ne!(a.fingerprint(), c.fingerprint());
+        assert_eq!(a.fingerprint().len(), 64);
+    }
+}
