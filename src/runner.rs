@@ -438,8 +438,8 @@ fn run_in(target: &mut Target, r: Rep<'_>, started: SystemTime) -> Result<RunRes
             };
             let guard = RootGuard::make(target, &pre_name)
                 .context("creating the conditioning directory")?;
-            let pre_root = guard.path.clone();
-            let mut ctx = RunContext::new(target, pre_root, seed, opts.cold, opts.progress);
+            let mut ctx = RunContext::new(target, guard.pinned(), seed, opts.cold, opts.progress)
+                .with_shown_root(guard.shown());
             pre.run(&mut ctx)
                 .with_context(|| format!("conditioning the filesystem with {}", pre.kind()))?;
             ctx.make_cold()?;
@@ -493,10 +493,18 @@ fn run_in(target: &mut Target, r: Rep<'_>, started: SystemTime) -> Result<RunRes
         None => None,
     };
 
-    let mut ctx = RunContext::new(target, root, seed, opts.cold, opts.progress);
+    // The workload works through the pinned path of the directory made, never its name.
+    let (root, shown) = match &cleanup_root {
+        Some(g) => (g.pinned(), g.shown()),
+        None => (root.clone(), root),
+    };
+    let mut ctx = RunContext::new(target, root, seed, opts.cold, opts.progress)
+        .with_shown_root(shown.clone());
     if opts.layout {
-        ctx.set_layout_hook(Box::new(|root, target| {
-            crate::layout::snapshot(root, target.path())
+        ctx.set_layout_hook(Box::new(move |root, target| {
+            let mut snap = crate::layout::snapshot(root, target.path())?;
+            snap["root"] = serde_json::Value::String(shown.display().to_string());
+            Ok(snap)
         }));
     }
     let ran = wl.run(&mut ctx);
@@ -585,43 +593,29 @@ fn run_in(target: &mut Target, r: Rep<'_>, started: SystemTime) -> Result<RunRes
     Ok(result)
 }
 
-/// A workload directory, removed whatever happened (on a testbed it goes with the testbed;
-/// in a `--dir` it must not be left behind, so there it is recorded in the ledger, and
-/// `testbed cleanup` removes it after a SIGKILL).
+/// A workload directory, made and removed through descriptors ([`RunDir`]) whatever happened.
+/// In a `--dir` it is recorded in the ledger (`testbed cleanup` removes it after a SIGKILL); on
+/// a testbed it goes with the testbed. Workloads reach it through [`RootGuard::pinned`] only.
 struct RootGuard {
-    path: PathBuf,
-    recorded: Option<RunDir>,
+    dir: RunDir,
 }
 
 impl RootGuard {
     /// Makes directory `name` in the target.
     fn make(target: &Target, name: &str) -> Result<Self> {
-        match target {
-            Target::Testbed(_) => {
-                let path = target.path().join(name);
-                std::fs::create_dir(&path)
-                    .with_context(|| format!("creating {}", path.display()))?;
-                Ok(Self {
-                    path,
-                    recorded: None,
-                })
-            }
-            Target::Dir(dir) => {
-                let made = RunDir::create(dir, name)?;
-                Ok(Self {
-                    path: made.path().to_path_buf(),
-                    recorded: Some(made),
-                })
-            }
-        }
+        let record = matches!(target, Target::Dir(_));
+        Ok(Self {
+            dir: RunDir::create(target.path(), name, record)?,
+        })
     }
-}
 
-impl Drop for RootGuard {
-    fn drop(&mut self) {
-        // A recorded one removes itself (through the ledger's checks) when dropped.
-        if self.recorded.take().is_none() && self.path.exists() {
-            let _ = std::fs::remove_dir_all(&self.path);
-        }
+    /// The path workloads use: `/proc/self/fd/N` of the directory made.
+    fn pinned(&self) -> PathBuf {
+        self.dir.pinned().to_path_buf()
+    }
+
+    /// The path as the user knows it.
+    fn shown(&self) -> PathBuf {
+        self.dir.path().to_path_buf()
     }
 }
