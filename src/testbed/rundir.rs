@@ -116,14 +116,29 @@ impl RunDir {
                 )
             });
         }
-        let opened = crate::sys::open_at(pfd.as_raw_fd(), &cname, DIR_FLAGS, 0)
-            .with_context(|| format!("opening {} right after making it", path.display()))
-            .and_then(|d| check_made(d, &path));
+        let opened = match crate::sys::open_at(pfd.as_raw_fd(), &cname, DIR_FLAGS, 0) {
+            Ok(fd) => check_made(fd, &path),
+            // A symlink (ELOOP, ENOTDIR with O_DIRECTORY), a file, or nothing where the
+            // directory was made a moment ago.
+            Err(e @ (Errno::ELOOP | Errno::ENOTDIR | Errno::ENOENT)) => {
+                Err(Made::Swapped(swapped(&path, &format!("{e:?} opening it"))))
+            }
+            Err(e) => Err(Made::Failed(anyhow::Error::new(e).context(format!(
+                "opening {} right after making it",
+                path.display()
+            )))),
+        };
         let (dir, st) = match opened {
             Ok(x) => x,
-            Err(e) => {
-                // Whatever has the name now is not known to be ours: the ledger entry (no
-                // inode) lets cleanup remove only an empty directory.
+            Err(Made::Swapped(e)) => {
+                // What fsgauge made was moved away empty, and what has the name now is
+                // another user's: neither is for fsgauge to remove.
+                give_up(ledger, true);
+                return Err(e);
+            }
+            Err(Made::Failed(e)) => {
+                // The name is not known to be ours: the ledger entry (no inode) lets cleanup
+                // remove only an empty directory.
                 give_up(ledger, false);
                 return Err(e);
             }
@@ -280,36 +295,45 @@ impl Drop for RunDir {
 /// How run directories are opened: never through a symlink, never inherited by a child.
 const DIR_FLAGS: libc::c_int = libc::O_RDONLY | libc::O_DIRECTORY | libc::O_NOFOLLOW | libc::O_CLOEXEC;
 
+/// Why a directory just made cannot be used.
+enum Made {
+    /// Another user swapped something in under its name.
+    Swapped(anyhow::Error),
+    /// A system call failed.
+    Failed(anyhow::Error),
+}
+
+fn swapped(path: &Path, why: &str) -> anyhow::Error {
+    anyhow::anyhow!(
+        "{} is not the directory fsgauge just made ({why}): another user swapped it; give fsgauge a --dir only root can write",
+        path.display()
+    )
+}
+
 /// Checks the directory just made, on its own descriptor: a directory, owned by this user,
 /// empty; then makes sure of its mode 0700 (the umask may have taken more).
-fn check_made(fd: OwnedFd, path: &Path) -> Result<(OwnedFd, FileStat)> {
-    let st = fstat(fd.as_raw_fd()).with_context(|| format!("fstat {}", path.display()))?;
+fn check_made(fd: OwnedFd, path: &Path) -> Result<(OwnedFd, FileStat), Made> {
+    let failed = |e: Errno, what: &str| Made::Failed(anyhow::Error::new(e).context(format!("{what} {}", path.display())));
+    let st = fstat(fd.as_raw_fd()).map_err(|e| failed(e, "fstat"))?;
     let euid = nix::unistd::geteuid().as_raw();
-    let swapped = |why: String| {
-        anyhow::anyhow!(
-            "{} is not the directory fsgauge just made ({why}): another user swapped it; give fsgauge a --dir only root can write",
-            path.display()
-        )
-    };
     if !is_dir(&st) {
-        return Err(swapped("not a directory".into()));
+        return Err(Made::Swapped(swapped(path, "not a directory")));
     }
     if st.st_uid != euid {
-        return Err(swapped(format!("owned by uid {}", st.st_uid)));
+        return Err(Made::Swapped(swapped(path, &format!("owned by uid {}", st.st_uid))));
     }
     // The stream reads a second descriptor, so `fd` keeps its offset and stays ours.
-    let copy = fd
-        .try_clone()
-        .with_context(|| format!("dup of the descriptor of {}", path.display()))?;
-    let mut listing = Dir::from(copy).with_context(|| format!("reading {}", path.display()))?;
+    let copy = fd.try_clone().map_err(|e| {
+        failed(e.raw_os_error().map_or(Errno::EIO, Errno::from_raw), "dup of the descriptor of")
+    })?;
+    let mut listing = Dir::from(copy).map_err(|e| failed(e, "reading"))?;
     if listing.iter().filter_map(|e| e.ok()).any(|e| {
         let n = e.file_name().to_bytes();
         n != b"." && n != b".."
     }) {
-        return Err(swapped("it is not empty".into()));
+        return Err(Made::Swapped(swapped(path, "it is not empty")));
     }
-    fchmod(fd.as_raw_fd(), Mode::S_IRWXU)
-        .with_context(|| format!("chmod 0700 {}", path.display()))?;
+    fchmod(fd.as_raw_fd(), Mode::S_IRWXU).map_err(|e| failed(e, "chmod 0700"))?;
     Ok((fd, st))
 }
 
