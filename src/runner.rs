@@ -502,8 +502,10 @@ fn run_in(target: &mut Target, r: Rep<'_>, started: SystemTime) -> Result<RunRes
         .with_shown_root(shown.clone());
     if opts.layout {
         ctx.set_layout_hook(Box::new(move |root, target| {
-            let mut snap = crate::layout::snapshot(root, target.path())?;
-            snap["root"] = serde_json::Value::String(shown.display().to_string());
+            // `/.` makes the scan's no-follow look-up of its root land on the directory the
+            // pinned link leads to, not on the link.
+            let mut snap = crate::layout::snapshot(&root.join("."), target.path())?;
+            unpin(&mut snap, root, &shown);
             Ok(snap)
         }));
     }
@@ -591,6 +593,26 @@ fn run_in(target: &mut Target, r: Rep<'_>, started: SystemTime) -> Result<RunRes
     });
     result.study = opts.study.clone();
     Ok(result)
+}
+
+/// Puts the path the user knows (`shown`) back in place of the pinned one (`/proc/self/fd/N`)
+/// in every string of a record (the layout's root and its worst files' paths).
+fn unpin(v: &mut serde_json::Value, pinned: &Path, shown: &Path) {
+    match v {
+        serde_json::Value::String(s) => {
+            if let Ok(rest) = Path::new(s.as_str()).strip_prefix(pinned) {
+                let real = if rest.as_os_str().is_empty() {
+                    shown.to_path_buf()
+                } else {
+                    shown.join(rest)
+                };
+                *s = real.display().to_string();
+            }
+        }
+        serde_json::Value::Array(a) => a.iter_mut().for_each(|x| unpin(x, pinned, shown)),
+        serde_json::Value::Object(o) => o.values_mut().for_each(|x| unpin(x, pinned, shown)),
+        _ => {}
+    }
 }
 
 /// A workload directory, made and removed through descriptors ([`RunDir`]) whatever happened.

@@ -17,10 +17,10 @@
 use std::ffi::{CString, OsStr};
 use std::fs;
 use std::os::fd::{AsRawFd, OwnedFd, RawFd};
-use std::sync::Mutex;
 use std::os::unix::ffi::OsStrExt;
 use std::os::unix::fs::MetadataExt;
 use std::path::{Component, Path, PathBuf};
+use std::sync::Mutex;
 
 use anyhow::{bail, Context, Result};
 use nix::dir::{Dir, Type};
@@ -123,10 +123,10 @@ impl RunDir {
             Err(e @ (Errno::ELOOP | Errno::ENOTDIR | Errno::ENOENT)) => {
                 Err(Made::Swapped(swapped(&path, &format!("{e:?} opening it"))))
             }
-            Err(e) => Err(Made::Failed(anyhow::Error::new(e).context(format!(
-                "opening {} right after making it",
-                path.display()
-            )))),
+            Err(e) => Err(Made::Failed(
+                anyhow::Error::new(e)
+                    .context(format!("opening {} right after making it", path.display())),
+            )),
         };
         let (dir, st) = match opened {
             Ok(x) => x,
@@ -237,7 +237,11 @@ impl RunDir {
                 self.parent_path.display()
             );
         };
-        match fstatat(Some(pfd), self.name.as_c_str(), AtFlags::AT_SYMLINK_NOFOLLOW) {
+        match fstatat(
+            Some(pfd),
+            self.name.as_c_str(),
+            AtFlags::AT_SYMLINK_NOFOLLOW,
+        ) {
             Ok(st) if is_dir(&st) && (st.st_dev, st.st_ino) == (self.dev, self.ino) => {
                 match unlinkat(Some(pfd), self.name.as_c_str(), UnlinkatFlags::RemoveDir) {
                     Ok(()) | Err(Errno::ENOENT) => Ok(()),
@@ -293,7 +297,8 @@ impl Drop for RunDir {
 }
 
 /// How run directories are opened: never through a symlink, never inherited by a child.
-const DIR_FLAGS: libc::c_int = libc::O_RDONLY | libc::O_DIRECTORY | libc::O_NOFOLLOW | libc::O_CLOEXEC;
+const DIR_FLAGS: libc::c_int =
+    libc::O_RDONLY | libc::O_DIRECTORY | libc::O_NOFOLLOW | libc::O_CLOEXEC;
 
 /// Why a directory just made cannot be used.
 enum Made {
@@ -313,18 +318,26 @@ fn swapped(path: &Path, why: &str) -> anyhow::Error {
 /// Checks the directory just made, on its own descriptor: a directory, owned by this user,
 /// empty; then makes sure of its mode 0700 (the umask may have taken more).
 fn check_made(fd: OwnedFd, path: &Path) -> Result<(OwnedFd, FileStat), Made> {
-    let failed = |e: Errno, what: &str| Made::Failed(anyhow::Error::new(e).context(format!("{what} {}", path.display())));
+    let failed = |e: Errno, what: &str| {
+        Made::Failed(anyhow::Error::new(e).context(format!("{what} {}", path.display())))
+    };
     let st = fstat(fd.as_raw_fd()).map_err(|e| failed(e, "fstat"))?;
     let euid = nix::unistd::geteuid().as_raw();
     if !is_dir(&st) {
         return Err(Made::Swapped(swapped(path, "not a directory")));
     }
     if st.st_uid != euid {
-        return Err(Made::Swapped(swapped(path, &format!("owned by uid {}", st.st_uid))));
+        return Err(Made::Swapped(swapped(
+            path,
+            &format!("owned by uid {}", st.st_uid),
+        )));
     }
     // The stream reads a second descriptor, so `fd` keeps its offset and stays ours.
     let copy = fd.try_clone().map_err(|e| {
-        failed(e.raw_os_error().map_or(Errno::EIO, Errno::from_raw), "dup of the descriptor of")
+        failed(
+            e.raw_os_error().map_or(Errno::EIO, Errno::from_raw),
+            "dup of the descriptor of",
+        )
     })?;
     let mut listing = Dir::from(copy).map_err(|e| failed(e, "reading"))?;
     if listing.iter().filter_map(|e| e.ok()).any(|e| {
@@ -355,17 +368,16 @@ fn pins() -> std::sync::MutexGuard<'static, Vec<Pin>> {
 /// handed out, `/proc/self/fd/N`, stay valid numbers) and afterwards points at the directory
 /// again, opened under the mount point and checked to be the same inode.
 pub fn across_remount(mountpoint: &Path, remount: impl FnOnce() -> Result<()>) -> Result<()> {
+    // Pins name their parent canonical, as made.
+    let canonical = mountpoint.canonicalize();
+    let mountpoint = canonical.as_deref().unwrap_or(mountpoint);
     let pins = pins();
     let mine: Vec<&Pin> = pins.iter().filter(|p| p.parent == mountpoint).collect();
     if mine.is_empty() {
         return remount();
     }
-    let park = crate::sys::open(
-        c"/",
-        libc::O_PATH | libc::O_DIRECTORY | libc::O_CLOEXEC,
-        0,
-    )
-    .context("opening / to park run directories across a remount")?;
+    let park = crate::sys::open(c"/", libc::O_PATH | libc::O_DIRECTORY | libc::O_CLOEXEC, 0)
+        .context("opening / to park run directories across a remount")?;
     for p in &mine {
         dup3(park.as_raw_fd(), p.fd, OFlag::O_CLOEXEC)
             .with_context(|| format!("parking descriptor {} across a remount", p.fd))?;
@@ -593,7 +605,7 @@ fn remove_contents(mut dir: Dir, dev: u64, at: &Path, kept: &mut Vec<String>) ->
 
 #[cfg(test)]
 mod tests {
-    use std::os::unix::fs::symlink;
+    use std::os::unix::fs::{symlink, PermissionsExt};
 
     use super::*;
 
@@ -610,6 +622,54 @@ mod tests {
 
     fn intact(v: &Path) {
         assert_eq!(fs::read(v.join("precious")).unwrap(), b"keep", "{v:?}");
+    }
+
+    /// A run directory made without a ledger entry (as on a testbed): the workload's path
+    /// reaches the inode made even after its name is swapped for a symlink to a victim, and
+    /// the removal empties what was made and leaves the swapped-in names and the victim alone.
+    #[test]
+    fn a_swapped_name_is_never_followed() {
+        let tmp = tempfile::tempdir().unwrap();
+        let parent = tmp.path().canonicalize().unwrap();
+        let outside = victim(&parent.join("outside"));
+        let name = "fsgauge-swap-1-0";
+        let made = RunDir::create(&parent, name, false).unwrap();
+        let shown = parent.join(name);
+        assert_eq!(made.path(), shown);
+        assert_eq!(fs::metadata(made.pinned()).unwrap().ino(), ino(&shown));
+        assert_eq!(
+            fs::metadata(&shown).unwrap().permissions().mode() & 0o7777,
+            0o700
+        );
+        fs::create_dir(made.pinned().join("d")).unwrap();
+        fs::write(made.pinned().join("d/f"), b"ours").unwrap();
+        // The owner of the parent moves it away and plants a symlink in its place.
+        let away = parent.join("fsgauge-swap-1-0.x");
+        fs::rename(&shown, &away).unwrap();
+        symlink(&outside, &shown).unwrap();
+        fs::write(made.pinned().join("g"), b"ours").unwrap();
+        assert!(away.join("g").exists() && !outside.join("g").exists());
+        drop(made);
+        intact(&outside);
+        assert_eq!(fs::read_dir(&outside).unwrap().count(), 1);
+        assert!(fs::symlink_metadata(&shown)
+            .unwrap()
+            .file_type()
+            .is_symlink());
+        assert_eq!(fs::read_dir(&away).unwrap().count(), 0, "emptied");
+    }
+
+    #[test]
+    fn a_name_that_is_taken_is_refused_and_kept() {
+        let tmp = tempfile::tempdir().unwrap();
+        let parent = tmp.path().canonicalize().unwrap();
+        let there = victim(&parent.join("fsgauge-taken-1-0"));
+        let e = RunDir::create(&parent, "fsgauge-taken-1-0", false).unwrap_err();
+        assert!(format!("{e:#}").contains("there already"), "{e:#}");
+        intact(&there);
+        symlink(&there, parent.join("fsgauge-link-1-0")).unwrap();
+        assert!(RunDir::create(&parent, "fsgauge-link-1-0", false).is_err());
+        intact(&there);
     }
 
     #[test]
