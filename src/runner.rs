@@ -441,6 +441,7 @@ fn run_in(target: &mut Target, r: Rep<'_>, started: SystemTime) -> Result<RunRes
             let mut ctx = RunContext::new(target, guard.pinned(), seed, opts.cold, opts.progress)
                 .with_shown_root(guard.shown());
             pre.run(&mut ctx)
+                .map_err(|e| guard.explain(e))
                 .with_context(|| format!("conditioning the filesystem with {}", pre.kind()))?;
             ctx.make_cold()?;
             pre_layout = ctx.take_layout();
@@ -509,7 +510,10 @@ fn run_in(target: &mut Target, r: Rep<'_>, started: SystemTime) -> Result<RunRes
             Ok(snap)
         }));
     }
-    let ran = wl.run(&mut ctx);
+    let ran = wl.run(&mut ctx).map_err(|e| match &cleanup_root {
+        Some(g) => g.explain(e),
+        None => e,
+    });
     let layout = ctx.take_layout();
     let (wl_phases, more_warnings) = ctx.into_parts();
     let mut phases = pre_phases;
@@ -639,5 +643,18 @@ impl RootGuard {
     /// The path as the user knows it.
     fn shown(&self) -> PathBuf {
         self.dir.path().to_path_buf()
+    }
+
+    /// An error that names a path below the pinned one says which directory that is.
+    fn explain(&self, e: anyhow::Error) -> anyhow::Error {
+        let pinned = self.dir.pinned().display().to_string();
+        if format!("{e:#}").contains(&pinned) {
+            e.context(format!(
+                "{pinned} is the run directory {}",
+                self.dir.path().display()
+            ))
+        } else {
+            e
+        }
     }
 }

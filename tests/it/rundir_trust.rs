@@ -236,7 +236,7 @@ fn create_in_a_dir_others_can_write_never_follows_a_swapped_run_directory() {
     swapped_run_dir_touches_nothing_else(&[
         "create",
         "--files",
-        "3000",
+        "1000",
         "--threads",
         "2",
         "--cold",
