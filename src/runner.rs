@@ -503,9 +503,7 @@ fn run_in(target: &mut Target, r: Rep<'_>, started: SystemTime) -> Result<RunRes
         .with_shown_root(shown.clone());
     if opts.layout {
         ctx.set_layout_hook(Box::new(move |root, target| {
-            // `/.` makes the scan's no-follow look-up of its root land on the directory the
-            // pinned link leads to, not on the link.
-            let mut snap = crate::layout::snapshot(&root.join("."), target.path())?;
+            let mut snap = crate::layout::snapshot(root, target.path())?;
             unpin(&mut snap, root, &shown);
             Ok(snap)
         }));
@@ -599,7 +597,7 @@ fn run_in(target: &mut Target, r: Rep<'_>, started: SystemTime) -> Result<RunRes
     Ok(result)
 }
 
-/// Puts the path the user knows (`shown`) back in place of the pinned one (`/proc/self/fd/N`)
+/// Puts the path the user knows (`shown`) back in place of the pinned one (`/proc/self/fd/N/.`)
 /// in every string of a record (the layout's root and its worst files' paths).
 fn unpin(v: &mut serde_json::Value, pinned: &Path, shown: &Path) {
     match v {
@@ -635,7 +633,7 @@ impl RootGuard {
         })
     }
 
-    /// The path workloads use: `/proc/self/fd/N` of the directory made.
+    /// The path workloads use: `/proc/self/fd/N/.` of the directory made.
     fn pinned(&self) -> PathBuf {
         self.dir.pinned().to_path_buf()
     }

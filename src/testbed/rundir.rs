@@ -37,13 +37,13 @@ pub const PREFIX: &str = "fsgauge-";
 /// A run directory that exists for as long as this value does, used through the descriptor it
 /// was made with: the directory's name sits in a place another user may write (a `--dir`), so
 /// it is resolved once, when made, and never again. Workloads get [`RunDir::pinned`], a path
-/// through `/proc/self/fd/N` that lands on the very inode fsgauge made whatever is renamed or
+/// through `/proc/self/fd/N/.` that lands on the very inode fsgauge made whatever is renamed or
 /// planted under its name since.
 #[derive(Debug)]
 pub struct RunDir {
     /// The path as the user knows it (messages, results).
     path: PathBuf,
-    /// `/proc/self/fd/N` of `dir`.
+    /// `/proc/self/fd/N/.` of `dir`.
     pinned: PathBuf,
     /// The run directory, `O_DIRECTORY`, kept open until it is removed.
     dir: OwnedFd,
@@ -152,7 +152,9 @@ impl RunDir {
             // From here on the entry names the very inode made above.
             l.replace(&unconfirmed, made.clone())?;
         }
-        let pinned = PathBuf::from(format!("/proc/self/fd/{}", dir.as_raw_fd()));
+        // The trailing `/.` makes even a look-up that does not follow a final symlink (the
+        // layout walk's, aging's) land on the directory the magic link leads to.
+        let pinned = PathBuf::from(format!("/proc/self/fd/{}/.", dir.as_raw_fd()));
         let this = Self {
             path,
             pinned,
@@ -189,7 +191,7 @@ impl RunDir {
         &self.path
     }
 
-    /// The path to hand to code that works by path: `/proc/self/fd/N` of the directory made,
+    /// The path to hand to code that works by path: `/proc/self/fd/N/.` of the directory made,
     /// valid while this value lives (in this process; a child process would need the
     /// descriptor and `/proc/PID/fd/N`).
     pub fn pinned(&self) -> &Path {
@@ -203,6 +205,16 @@ impl RunDir {
             .dir
             .try_clone()
             .with_context(|| format!("dup of the descriptor of {}", self.path.display()))?;
+        // A remount that failed leaves the descriptor parked on /dev/null: then nothing of it
+        // is removed here (the testbed's teardown takes it).
+        let st =
+            fstat(dir.as_raw_fd()).with_context(|| format!("fstat {}", self.path.display()))?;
+        if !is_dir(&st) || (st.st_dev, st.st_ino) != (self.dev, self.ino) {
+            bail!(
+                "the descriptor of {} no longer leads to it (a remount failed); left to the testbed's teardown",
+                self.path.display()
+            );
+        }
         let dir = Dir::from(dir).with_context(|| format!("reading {}", self.path.display()))?;
         let mut kept = Vec::new();
         remove_contents(dir, self.dev, &self.path, &mut kept)?;
@@ -376,8 +388,11 @@ pub fn across_remount(mountpoint: &Path, remount: impl FnOnce() -> Result<()>) -
     if mine.is_empty() {
         return remount();
     }
-    let park = crate::sys::open(c"/", libc::O_PATH | libc::O_DIRECTORY | libc::O_CLOEXEC, 0)
-        .context("opening / to park run directories across a remount")?;
+    // Parked on /dev/null, which is no directory: while parked, nothing below
+    // /proc/self/fd/N can be reached (ENOTDIR), so a remount that fails leaves the run's later
+    // steps failing, never working somewhere else.
+    let park = crate::sys::open(c"/dev/null", libc::O_PATH | libc::O_CLOEXEC, 0)
+        .context("opening /dev/null to park run directories across a remount")?;
     for p in &mine {
         dup3(park.as_raw_fd(), p.fd, OFlag::O_CLOEXEC)
             .with_context(|| format!("parking descriptor {} across a remount", p.fd))?;
@@ -636,7 +651,7 @@ mod tests {
         let made = RunDir::create(&parent, name, false).unwrap();
         let shown = parent.join(name);
         assert_eq!(made.path(), shown);
-        assert_eq!(fs::metadata(made.pinned()).unwrap().ino(), ino(&shown));
+        assert_eq!(ino(made.pinned()), ino(&shown));
         assert_eq!(
             fs::metadata(&shown).unwrap().permissions().mode() & 0o7777,
             0o700
@@ -657,6 +672,53 @@ mod tests {
             .file_type()
             .is_symlink());
         assert_eq!(fs::read_dir(&away).unwrap().count(), 0, "emptied");
+    }
+
+    /// A testbed's run directory held open lets go of the mount across a remount (a bind mount
+    /// here: unmounting it fails while a descriptor is open in it), and is taken up again
+    /// under the same pinned path; after a remount that fails, the pinned path leads nowhere.
+    #[test]
+    fn a_remount_lets_go_of_the_run_directory_and_takes_it_up_again() {
+        if !nix::unistd::geteuid().is_root() {
+            eprintln!("skipped: bind mounts need root");
+            return;
+        }
+        use nix::mount::{mount, umount, MsFlags};
+        let tmp = tempfile::tempdir().unwrap();
+        let base = tmp.path().canonicalize().unwrap();
+        let (src, mp) = (base.join("src"), base.join("mnt"));
+        fs::create_dir(&src).unwrap();
+        fs::create_dir(&mp).unwrap();
+        let bind = || {
+            mount(
+                Some(&src),
+                &mp,
+                None::<&str>,
+                MsFlags::MS_BIND,
+                None::<&str>,
+            )
+        };
+        bind().unwrap();
+        let made = RunDir::create(&mp, "fsgauge-remount", false).unwrap();
+        fs::write(made.pinned().join("f"), b"ours").unwrap();
+        across_remount(&mp, || {
+            umount(&mp)?;
+            bind()?;
+            Ok(())
+        })
+        .unwrap();
+        assert_eq!(fs::read(made.pinned().join("f")).unwrap(), b"ours");
+        // A remount that fails half-way: nothing is reachable through the pinned path.
+        let e = across_remount(&mp, || {
+            umount(&mp)?;
+            anyhow::bail!("mount failed")
+        });
+        assert!(e.is_err());
+        let err = fs::read(made.pinned().join("f")).unwrap_err();
+        assert_eq!(err.raw_os_error(), Some(libc::ENOTDIR), "{err}");
+        drop(made);
+        // Left for the teardown, untouched.
+        assert_eq!(fs::read(src.join("fsgauge-remount/f")).unwrap(), b"ours");
     }
 
     #[test]

@@ -116,7 +116,7 @@ fn mount_source(p: &Path) -> Option<String> {
 pub struct RunContext<'a> {
     target: &'a mut Target,
     root: PathBuf,
-    /// The root as the user knows it, when `root` is the pinned `/proc/self/fd/N` path.
+    /// The root as the user knows it, when `root` is the pinned `/proc/self/fd/N/.` path.
     shown_root: Option<PathBuf>,
     seed: u64,
     cold: ColdMode,
@@ -160,7 +160,7 @@ impl<'a> RunContext<'a> {
     }
 
     /// Names the root as the user knows it, for messages and results, when `root` is the
-    /// pinned path of a run directory (`/proc/self/fd/N`, see [`crate::testbed::RunDir`]).
+    /// pinned path of a run directory (`/proc/self/fd/N/.`, see [`crate::testbed::RunDir`]).
     pub fn with_shown_root(mut self, shown: PathBuf) -> Self {
         self.shown_root = Some(shown);
         self
@@ -210,7 +210,7 @@ impl<'a> RunContext<'a> {
     }
 
     /// The workload's own directory (made empty before the run, removed after). In a run
-    /// directory fsgauge made, this is its pinned path `/proc/self/fd/N`: everything below it
+    /// directory fsgauge made, this is its pinned path `/proc/self/fd/N/.`: everything below it
     /// is reached from the directory's descriptor, never by its name, which another user may
     /// have swapped (see [`crate::testbed::RunDir`]).
     pub fn root(&self) -> &Path {
