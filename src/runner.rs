@@ -459,9 +459,10 @@ fn run_in(target: &mut Target, r: Rep<'_>, started: SystemTime) -> Result<RunRes
             };
             let guard = RootGuard::make(target, &pre_name)
                 .context("creating the conditioning directory")?;
-            let pre_root = guard.path.clone();
-            let mut ctx = RunContext::new(target, pre_root, seed, opts.cold, opts.progress);
+            let mut ctx = RunContext::new(target, guard.pinned(), seed, opts.cold, opts.progress)
+                .with_shown_root(guard.shown());
             pre.run(&mut ctx)
+                .map_err(|e| guard.explain(e))
                 .with_context(|| format!("conditioning the filesystem with {}", pre.kind()))?;
             ctx.make_cold()?;
             pre_layout = ctx.take_layout();
@@ -518,13 +519,24 @@ fn run_in(target: &mut Target, r: Rep<'_>, started: SystemTime) -> Result<RunRes
         None => None,
     };
 
-    let mut ctx = RunContext::new(target, root, seed, opts.cold, opts.progress);
+    // The workload works through the pinned path of the directory made, never its name.
+    let (root, shown) = match &cleanup_root {
+        Some(g) => (g.pinned(), g.shown()),
+        None => (root.clone(), root),
+    };
+    let mut ctx = RunContext::new(target, root, seed, opts.cold, opts.progress)
+        .with_shown_root(shown.clone());
     if opts.layout {
-        ctx.set_layout_hook(Box::new(|root, target| {
-            crate::layout::snapshot(root, target.path())
+        ctx.set_layout_hook(Box::new(move |root, target| {
+            let mut snap = crate::layout::snapshot(root, target.path())?;
+            unpin(&mut snap, root, &shown);
+            Ok(snap)
         }));
     }
-    let ran = wl.run(&mut ctx);
+    let ran = wl.run(&mut ctx).map_err(|e| match &cleanup_root {
+        Some(g) => g.explain(e),
+        None => e,
+    });
     let layout = ctx.take_layout();
     let (wl_phases, more_warnings) = ctx.into_parts();
     let mut phases = pre_phases;
@@ -610,43 +622,62 @@ fn run_in(target: &mut Target, r: Rep<'_>, started: SystemTime) -> Result<RunRes
     Ok(result)
 }
 
-/// A workload directory, removed whatever happened (on a testbed it goes with the testbed;
-/// in a `--dir` it must not be left behind, so there it is recorded in the ledger, and
-/// `testbed cleanup` removes it after a SIGKILL).
+/// Puts the path the user knows (`shown`) back in place of the pinned one (`/proc/self/fd/N/.`)
+/// in every string of a record (the layout's root and its worst files' paths).
+fn unpin(v: &mut serde_json::Value, pinned: &Path, shown: &Path) {
+    match v {
+        serde_json::Value::String(s) => {
+            if let Ok(rest) = Path::new(s.as_str()).strip_prefix(pinned) {
+                let real = if rest.as_os_str().is_empty() {
+                    shown.to_path_buf()
+                } else {
+                    shown.join(rest)
+                };
+                *s = real.display().to_string();
+            }
+        }
+        serde_json::Value::Array(a) => a.iter_mut().for_each(|x| unpin(x, pinned, shown)),
+        serde_json::Value::Object(o) => o.values_mut().for_each(|x| unpin(x, pinned, shown)),
+        _ => {}
+    }
+}
+
+/// A workload directory, made and removed through descriptors ([`RunDir`]) whatever happened.
+/// In a `--dir` it is recorded in the ledger (`testbed cleanup` removes it after a SIGKILL); on
+/// a testbed it goes with the testbed. Workloads reach it through [`RootGuard::pinned`] only.
 struct RootGuard {
-    path: PathBuf,
-    recorded: Option<RunDir>,
+    dir: RunDir,
 }
 
 impl RootGuard {
     /// Makes directory `name` in the target.
     fn make(target: &Target, name: &str) -> Result<Self> {
-        match target {
-            Target::Testbed(_) => {
-                let path = target.path().join(name);
-                std::fs::create_dir(&path)
-                    .with_context(|| format!("creating {}", path.display()))?;
-                Ok(Self {
-                    path,
-                    recorded: None,
-                })
-            }
-            Target::Dir(dir) => {
-                let made = RunDir::create(dir, name)?;
-                Ok(Self {
-                    path: made.path().to_path_buf(),
-                    recorded: Some(made),
-                })
-            }
-        }
+        let record = matches!(target, Target::Dir(_));
+        Ok(Self {
+            dir: RunDir::create(target.path(), name, record)?,
+        })
     }
-}
 
-impl Drop for RootGuard {
-    fn drop(&mut self) {
-        // A recorded one removes itself (through the ledger's checks) when dropped.
-        if self.recorded.take().is_none() && self.path.exists() {
-            let _ = std::fs::remove_dir_all(&self.path);
+    /// The path workloads use: `/proc/self/fd/N/.` of the directory made.
+    fn pinned(&self) -> PathBuf {
+        self.dir.pinned().to_path_buf()
+    }
+
+    /// The path as the user knows it.
+    fn shown(&self) -> PathBuf {
+        self.dir.path().to_path_buf()
+    }
+
+    /// An error that names a path below the pinned one says which directory that is.
+    fn explain(&self, e: anyhow::Error) -> anyhow::Error {
+        let pinned = self.dir.pinned().display().to_string();
+        if format!("{e:#}").contains(&pinned) {
+            e.context(format!(
+                "{pinned} is the run directory {}",
+                self.dir.path().display()
+            ))
+        } else {
+            e
         }
     }
 }

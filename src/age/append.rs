@@ -465,7 +465,7 @@ impl Workload for Append {
     fn run(&self, ctx: &mut RunContext) -> Result<()> {
         let out = run_append(ctx, &self.0, Naming::Kind)?;
         ctx.set_layout(serde_json::json!({
-            "root": ctx.root().display().to_string(),
+            "root": ctx.shown_root().display().to_string(),
             "rows": out.rows,
             "checkpoints": out.checkpoints,
             "manifest": { "sha256": out.digest, "ops": out.ops },

@@ -483,7 +483,14 @@ impl Runner {
                 Some(dir) => Some(open_log(
                     dir,
                     w,
-                    &ReplayLog::header(wl, &cfg, w, &path, &ctx.target().info()),
+                    // The log names the file as the user knows it, not the pinned path.
+                    &ReplayLog::header(
+                        wl,
+                        &cfg,
+                        w,
+                        &wl.file_path(ctx.shown_root(), w),
+                        &ctx.target().info(),
+                    ),
                 )?),
                 None => None,
             };

@@ -610,6 +610,23 @@ fn build_workload(
             None => (w.span(), format!("{what} {}", kind.name)),
         }
     };
+    // A plan's workloads run on its testbeds: the exerciser's file is a name on the testbed,
+    // never a path on the host (as `fsgauge exercise --fs` refuses one).
+    if kind.name == "exercise" {
+        if let Some((k, v)) = fields.iter().find(|(k, _)| k.get_ref() == "file") {
+            if let toml::Value::String(f) = v.get_ref() {
+                if f.contains('/') {
+                    return Err(src.err(
+                        k.span(),
+                        &field_label(k.get_ref()),
+                        format!(
+                            "{f:?} is a path, but a plan's exerciser writes its file on the plan's testbed, not on the host; give a plain name (e.g. file = \"exercise.dat\")"
+                        ),
+                    ));
+                }
+            }
+        }
+    }
     let workload: Box<dyn Workload> = match (kind.build)(scaled) {
         Ok(w) => w,
         Err(e) => {

@@ -30,7 +30,7 @@ pub use ledger::{Ledger, LedgerEntry, Resource};
 pub use loopdev::LoopDevice;
 pub use memlimit::{CgroupVersion, MemCharger, MemLimit};
 pub use mkfs::{mkfs_command, MkfsCommand};
-pub use rundir::RunDir;
+pub use rundir::{across_remount, RunDir};
 pub use spec::{
     default_workdir, find_program, split_words, Backing, FsKind, JournalSpec, TestbedInput,
     TestbedSpec,

@@ -16,81 +16,288 @@
 
 use std::ffi::{CString, OsStr};
 use std::fs;
-use std::os::fd::AsRawFd;
+use std::os::fd::{AsRawFd, OwnedFd, RawFd};
 use std::os::unix::ffi::OsStrExt;
 use std::os::unix::fs::MetadataExt;
 use std::path::{Component, Path, PathBuf};
+use std::sync::Mutex;
 
 use anyhow::{bail, Context, Result};
 use nix::dir::{Dir, Type};
 use nix::errno::Errno;
 use nix::fcntl::{AtFlags, OFlag};
-use nix::sys::stat::{fstat, fstatat, FileStat, Mode, SFlag};
-use nix::unistd::{unlinkat, UnlinkatFlags};
+use nix::sys::stat::{fchmod, fstat, fstatat, mkdirat, FileStat, Mode, SFlag};
+use nix::unistd::{dup3, unlinkat, UnlinkatFlags};
 
 use super::ledger::{Ledger, Resource};
 
 /// What every run directory's name starts with.
 pub const PREFIX: &str = "fsgauge-";
 
-/// A run directory that exists for as long as this value does, recorded in the ledger.
+/// A run directory that exists for as long as this value does, used through the descriptor it
+/// was made with: the directory's name sits in a place another user may write (a `--dir`), so
+/// it is resolved once, when made, and never again. Workloads get [`RunDir::pinned`], a path
+/// through `/proc/self/fd/N/.` that lands on the very inode fsgauge made whatever is renamed or
+/// planted under its name since.
 #[derive(Debug)]
 pub struct RunDir {
+    /// The path as the user knows it (messages, results).
     path: PathBuf,
+    /// `/proc/self/fd/N/.` of `dir`.
+    pinned: PathBuf,
+    /// The run directory, `O_DIRECTORY`, kept open until it is removed.
+    dir: OwnedFd,
+    /// The directory holding it, kept open (a `--dir`); `None` on a testbed, whose mount point
+    /// lies in fsgauge's own work directory and is unmounted by remounts.
+    parent: Option<OwnedFd>,
+    parent_path: PathBuf,
+    name: CString,
+    dev: u64,
+    ino: u64,
     ledger: Option<Ledger>,
+    made: Option<Resource>,
 }
 
 impl RunDir {
-    /// Makes `parent/name` (which must not exist), recorded in a ledger entry of its own.
-    pub fn create(parent: &Path, name: &str) -> Result<Self> {
+    /// Makes `parent/name` (which must not exist) with `mkdirat` on an opened descriptor of
+    /// `parent`, mode 0700, and checks on its own descriptor that it is the directory made:
+    /// owned by this user (nobody else can make one owned by root), a directory, empty. With
+    /// `record`, the directory has a ledger entry of its own, so that `testbed cleanup` removes
+    /// it after a SIGKILL; on a testbed it goes with the testbed.
+    pub fn create(parent: &Path, name: &str, record: bool) -> Result<Self> {
         // Recorded canonical: cleanup refuses a parent that no longer resolves to itself.
         let parent = &parent
             .canonicalize()
             .with_context(|| format!("resolving {}", parent.display()))?;
         check_names(parent, OsStr::new(name))?;
         let path = parent.join(name);
-        let mut ledger = Ledger::begin(&format!("dir-{}", super::unique_suffix()), false)?;
-        ledger.set_details(serde_json::json!({ "dir": path }))?;
+        let cname = CString::new(name).context("a run directory name holds a NUL byte")?;
+        let cparent = CString::new(parent.as_os_str().as_bytes())
+            .with_context(|| format!("{} holds a NUL byte", parent.display()))?;
+        let pfd = crate::sys::open(&cparent, DIR_FLAGS, 0)
+            .with_context(|| format!("opening {}", parent.display()))?;
+        let mut ledger = if record {
+            let mut l = Ledger::begin(&format!("dir-{}", super::unique_suffix()), false)?;
+            l.set_details(serde_json::json!({ "dir": path }))?;
+            Some(l)
+        } else {
+            None
+        };
         let unconfirmed = Resource::RunDir {
             parent: parent.to_path_buf(),
             name: name.to_string(),
             ino: None,
         };
-        ledger.record(unconfirmed.clone())?;
-        if let Err(e) = fs::create_dir(&path) {
-            // Nothing was made (and a directory already there is not ours to remove).
-            let _ = ledger.forget(&unconfirmed);
-            let _ = ledger.release_all();
-            return Err(e).with_context(|| format!("creating {}", path.display()));
+        if let Some(l) = ledger.as_mut() {
+            l.record(unconfirmed.clone())?;
         }
+        let give_up = |ledger: Option<Ledger>, forget: bool| {
+            if let Some(mut l) = ledger {
+                if forget {
+                    let _ = l.forget(&unconfirmed);
+                }
+                for e in l.release_all() {
+                    eprintln!("fsgauge: warning: {e:#}");
+                }
+            }
+        };
+        if let Err(e) = mkdirat(Some(pfd.as_raw_fd()), cname.as_c_str(), Mode::S_IRWXU) {
+            // Nothing was made (and a directory already there is not ours to remove).
+            give_up(ledger, true);
+            return Err(e).with_context(|| {
+                format!(
+                    "creating {}{}",
+                    path.display(),
+                    if e == Errno::EEXIST {
+                        " (something of that name is there already, not made by this run)"
+                    } else {
+                        ""
+                    }
+                )
+            });
+        }
+        let opened = match crate::sys::open_at(pfd.as_raw_fd(), &cname, DIR_FLAGS, 0) {
+            Ok(fd) => check_made(fd, &path),
+            // A symlink (ELOOP, ENOTDIR with O_DIRECTORY), a file, or nothing where the
+            // directory was made a moment ago.
+            Err(e @ (Errno::ELOOP | Errno::ENOTDIR | Errno::ENOENT)) => {
+                Err(Made::Swapped(swapped(&path, &format!("{e:?} opening it"))))
+            }
+            Err(e) => Err(Made::Failed(
+                anyhow::Error::new(e)
+                    .context(format!("opening {} right after making it", path.display())),
+            )),
+        };
+        let (dir, st) = match opened {
+            Ok(x) => x,
+            Err(Made::Swapped(e)) => {
+                // What fsgauge made was moved away empty, and what has the name now is
+                // another user's: neither is for fsgauge to remove.
+                give_up(ledger, true);
+                return Err(e);
+            }
+            Err(Made::Failed(e)) => {
+                // The name is not known to be ours: the ledger entry (no inode) lets cleanup
+                // remove only an empty directory.
+                give_up(ledger, false);
+                return Err(e);
+            }
+        };
         let made = Resource::RunDir {
             parent: parent.to_path_buf(),
             name: name.to_string(),
-            ino: Some(
-                fs::symlink_metadata(&path)
-                    .with_context(|| format!("reading back {}", path.display()))?
-                    .ino(),
-            ),
+            ino: Some(st.st_ino),
         };
-        // From here on the entry names the very inode made above.
-        let mut this = Self {
+        if let Some(l) = ledger.as_mut() {
+            // From here on the entry names the very inode made above.
+            l.replace(&unconfirmed, made.clone())?;
+        }
+        // The trailing `/.` makes even a look-up that does not follow a final symlink (the
+        // layout walk's, aging's) land on the directory the magic link leads to.
+        let pinned = PathBuf::from(format!("/proc/self/fd/{}/.", dir.as_raw_fd()));
+        let this = Self {
             path,
-            ledger: Some(ledger),
+            pinned,
+            dir,
+            parent: record.then_some(pfd),
+            parent_path: parent.to_path_buf(),
+            name: cname,
+            dev: st.st_dev,
+            ino: st.st_ino,
+            ledger,
+            made: Some(made),
         };
-        if let Some(l) = this.ledger.as_mut() {
-            l.replace(&unconfirmed, made)?;
+        match fs::metadata(&this.pinned) {
+            Ok(m) if (m.dev(), m.ino()) == (this.dev, this.ino) => {}
+            _ => bail!(
+                "{} does not lead to {} (is /proc mounted?): fsgauge reaches its run directory through it",
+                this.pinned.display(),
+                this.path.display()
+            ),
+        }
+        if !record {
+            pins().push(Pin {
+                fd: this.dir.as_raw_fd(),
+                parent: this.parent_path.clone(),
+                name: this.name.clone(),
+                ino: this.ino,
+            });
         }
         Ok(this)
     }
 
+    /// The path as the user knows it, for messages and results.
     pub fn path(&self) -> &Path {
         &self.path
+    }
+
+    /// The path to hand to code that works by path: `/proc/self/fd/N/.` of the directory made,
+    /// valid while this value lives (in this process; a child process would need the
+    /// descriptor and `/proc/PID/fd/N`).
+    pub fn pinned(&self) -> &Path {
+        &self.pinned
+    }
+
+    /// Removes the tree through the held descriptor, then the directory's name, but only while
+    /// that name is still the inode made (checked through the parent's descriptor).
+    fn remove(&mut self) -> Result<()> {
+        let dir = self
+            .dir
+            .try_clone()
+            .with_context(|| format!("dup of the descriptor of {}", self.path.display()))?;
+        // A remount that failed leaves the descriptor parked on /dev/null: then nothing of it
+        // is removed here (the testbed's teardown takes it).
+        let st =
+            fstat(dir.as_raw_fd()).with_context(|| format!("fstat {}", self.path.display()))?;
+        if !is_dir(&st) || (st.st_dev, st.st_ino) != (self.dev, self.ino) {
+            bail!(
+                "the descriptor of {} no longer leads to it (a remount failed); left to the testbed's teardown",
+                self.path.display()
+            );
+        }
+        let dir = Dir::from(dir).with_context(|| format!("reading {}", self.path.display()))?;
+        let mut kept = Vec::new();
+        remove_contents(dir, self.dev, &self.path, &mut kept)?;
+        if !kept.is_empty() {
+            bail!(
+                "{} was emptied except for mount points on other filesystems, left alone: {}",
+                self.path.display(),
+                kept.join(", ")
+            );
+        }
+        let reopened;
+        let pfd = match &self.parent {
+            Some(p) => p.as_raw_fd(),
+            None => {
+                reopened = match open_dir(None, self.parent_path.as_os_str()) {
+                    Ok(d) => d,
+                    // The testbed is gone with the directory in it.
+                    Err(e) if gone(Some(e as i32)) => return Ok(()),
+                    Err(e) => {
+                        return Err(e)
+                            .with_context(|| format!("opening {}", self.parent_path.display()))
+                    }
+                };
+                reopened.as_raw_fd()
+            }
+        };
+        let renamed = |now: &str| {
+            eprintln!(
+                "fsgauge: warning: {} was renamed away while the run used it ({now}): its contents were removed through the descriptor fsgauge held; the emptied directory, under whatever name it has now, and what is now named {} were left alone. Another user can write {}: give fsgauge a --dir only root can write",
+                self.path.display(),
+                self.name.to_string_lossy(),
+                self.parent_path.display()
+            );
+        };
+        match fstatat(
+            Some(pfd),
+            self.name.as_c_str(),
+            AtFlags::AT_SYMLINK_NOFOLLOW,
+        ) {
+            Ok(st) if is_dir(&st) && (st.st_dev, st.st_ino) == (self.dev, self.ino) => {
+                match unlinkat(Some(pfd), self.name.as_c_str(), UnlinkatFlags::RemoveDir) {
+                    Ok(()) | Err(Errno::ENOENT) => Ok(()),
+                    Err(e) => Err(e).with_context(|| format!("removing {}", self.path.display())),
+                }
+            }
+            Ok(_) => {
+                renamed("the name now holds something else");
+                Ok(())
+            }
+            Err(Errno::ENOENT) => {
+                renamed("the name is gone");
+                Ok(())
+            }
+            Err(e) => Err(e).with_context(|| format!("lstat {}", self.path.display())),
+        }
     }
 }
 
 impl Drop for RunDir {
     fn drop(&mut self) {
+        let fd = self.dir.as_raw_fd();
+        pins().retain(|p| p.fd != fd);
+        let removed = self.remove();
+        if let Err(e) = &removed {
+            eprintln!(
+                "fsgauge: warning: removing {}: {e:#}{}",
+                self.path.display(),
+                if self.ledger.is_some() {
+                    "; `fsgauge testbed cleanup` removes it later"
+                } else {
+                    ""
+                }
+            );
+        }
         if let Some(mut l) = self.ledger.take() {
+            if removed.is_ok() {
+                if let Some(made) = self.made.take() {
+                    let _ = l.forget(&made);
+                }
+            } else {
+                // Left to `testbed cleanup`, which checks the name again.
+                return;
+            }
             for e in l.release_all() {
                 eprintln!(
                     "fsgauge: warning: removing {}: {e:#}; `fsgauge testbed cleanup` removes it later",
@@ -99,6 +306,117 @@ impl Drop for RunDir {
             }
         }
     }
+}
+
+/// How run directories are opened: never through a symlink, never inherited by a child.
+const DIR_FLAGS: libc::c_int =
+    libc::O_RDONLY | libc::O_DIRECTORY | libc::O_NOFOLLOW | libc::O_CLOEXEC;
+
+/// Why a directory just made cannot be used.
+enum Made {
+    /// Another user swapped something in under its name.
+    Swapped(anyhow::Error),
+    /// A system call failed.
+    Failed(anyhow::Error),
+}
+
+fn swapped(path: &Path, why: &str) -> anyhow::Error {
+    anyhow::anyhow!(
+        "{} is not the directory fsgauge just made ({why}): another user swapped it; give fsgauge a --dir only root can write",
+        path.display()
+    )
+}
+
+/// Checks the directory just made, on its own descriptor: a directory, owned by this user,
+/// empty; then makes sure of its mode 0700 (the umask may have taken more).
+fn check_made(fd: OwnedFd, path: &Path) -> Result<(OwnedFd, FileStat), Made> {
+    let failed = |e: Errno, what: &str| {
+        Made::Failed(anyhow::Error::new(e).context(format!("{what} {}", path.display())))
+    };
+    let st = fstat(fd.as_raw_fd()).map_err(|e| failed(e, "fstat"))?;
+    let euid = nix::unistd::geteuid().as_raw();
+    if !is_dir(&st) {
+        return Err(Made::Swapped(swapped(path, "not a directory")));
+    }
+    if st.st_uid != euid {
+        return Err(Made::Swapped(swapped(
+            path,
+            &format!("owned by uid {}", st.st_uid),
+        )));
+    }
+    // The stream reads a second descriptor, so `fd` keeps its offset and stays ours.
+    let copy = fd.try_clone().map_err(|e| {
+        failed(
+            e.raw_os_error().map_or(Errno::EIO, Errno::from_raw),
+            "dup of the descriptor of",
+        )
+    })?;
+    let mut listing = Dir::from(copy).map_err(|e| failed(e, "reading"))?;
+    if listing.iter().filter_map(|e| e.ok()).any(|e| {
+        let n = e.file_name().to_bytes();
+        n != b"." && n != b".."
+    }) {
+        return Err(Made::Swapped(swapped(path, "it is not empty")));
+    }
+    fchmod(fd.as_raw_fd(), Mode::S_IRWXU).map_err(|e| failed(e, "chmod 0700"))?;
+    Ok((fd, st))
+}
+
+/// A testbed's run directory held open: a remount must let go of it and take it up again.
+struct Pin {
+    fd: RawFd,
+    parent: PathBuf,
+    name: CString,
+    ino: u64,
+}
+
+fn pins() -> std::sync::MutexGuard<'static, Vec<Pin>> {
+    static PINS: Mutex<Vec<Pin>> = Mutex::new(Vec::new());
+    PINS.lock().unwrap_or_else(|p| p.into_inner())
+}
+
+/// Runs `remount` (an unmount and a mount of `mountpoint`) while the run directories held open
+/// on it let go of the filesystem: each one's descriptor number is parked on `/` (so the paths
+/// handed out, `/proc/self/fd/N`, stay valid numbers) and afterwards points at the directory
+/// again, opened under the mount point and checked to be the same inode.
+pub fn across_remount(mountpoint: &Path, remount: impl FnOnce() -> Result<()>) -> Result<()> {
+    // Pins name their parent canonical, as made.
+    let canonical = mountpoint.canonicalize();
+    let mountpoint = canonical.as_deref().unwrap_or(mountpoint);
+    let pins = pins();
+    let mine: Vec<&Pin> = pins.iter().filter(|p| p.parent == mountpoint).collect();
+    if mine.is_empty() {
+        return remount();
+    }
+    // Parked on /dev/null, which is no directory: while parked, nothing below
+    // /proc/self/fd/N can be reached (ENOTDIR), so a remount that fails leaves the run's later
+    // steps failing, never working somewhere else.
+    let park = crate::sys::open(c"/dev/null", libc::O_PATH | libc::O_CLOEXEC, 0)
+        .context("opening /dev/null to park run directories across a remount")?;
+    for p in &mine {
+        dup3(park.as_raw_fd(), p.fd, OFlag::O_CLOEXEC)
+            .with_context(|| format!("parking descriptor {} across a remount", p.fd))?;
+    }
+    remount()?;
+    let mp = open_dir(None, mountpoint.as_os_str())
+        .with_context(|| format!("opening {} after the remount", mountpoint.display()))?;
+    for p in mine {
+        let shown = mountpoint.join(OsStr::from_bytes(p.name.as_bytes()));
+        let d = open_dir(Some(mp.as_raw_fd()), OsStr::from_bytes(p.name.as_bytes()))
+            .with_context(|| format!("opening {} after the remount", shown.display()))?;
+        let st = fstat(d.as_raw_fd()).with_context(|| format!("fstat {}", shown.display()))?;
+        if !is_dir(&st) || st.st_ino != p.ino {
+            bail!(
+                "{} is not the run directory it was before the remount (inode {} instead of {})",
+                shown.display(),
+                st.st_ino,
+                p.ino
+            );
+        }
+        dup3(d.as_raw_fd(), p.fd, OFlag::O_CLOEXEC)
+            .with_context(|| format!("taking up {} again after the remount", shown.display()))?;
+    }
+    Ok(())
 }
 
 /// Refuses a name or parent that cannot be a run directory fsgauge made.
@@ -302,7 +620,7 @@ fn remove_contents(mut dir: Dir, dev: u64, at: &Path, kept: &mut Vec<String>) ->
 
 #[cfg(test)]
 mod tests {
-    use std::os::unix::fs::symlink;
+    use std::os::unix::fs::{symlink, PermissionsExt};
 
     use super::*;
 
@@ -319,6 +637,101 @@ mod tests {
 
     fn intact(v: &Path) {
         assert_eq!(fs::read(v.join("precious")).unwrap(), b"keep", "{v:?}");
+    }
+
+    /// A run directory made without a ledger entry (as on a testbed): the workload's path
+    /// reaches the inode made even after its name is swapped for a symlink to a victim, and
+    /// the removal empties what was made and leaves the swapped-in names and the victim alone.
+    #[test]
+    fn a_swapped_name_is_never_followed() {
+        let tmp = tempfile::tempdir().unwrap();
+        let parent = tmp.path().canonicalize().unwrap();
+        let outside = victim(&parent.join("outside"));
+        let name = "fsgauge-swap-1-0";
+        let made = RunDir::create(&parent, name, false).unwrap();
+        let shown = parent.join(name);
+        assert_eq!(made.path(), shown);
+        assert_eq!(ino(made.pinned()), ino(&shown));
+        assert_eq!(
+            fs::metadata(&shown).unwrap().permissions().mode() & 0o7777,
+            0o700
+        );
+        fs::create_dir(made.pinned().join("d")).unwrap();
+        fs::write(made.pinned().join("d/f"), b"ours").unwrap();
+        // The owner of the parent moves it away and plants a symlink in its place.
+        let away = parent.join("fsgauge-swap-1-0.x");
+        fs::rename(&shown, &away).unwrap();
+        symlink(&outside, &shown).unwrap();
+        fs::write(made.pinned().join("g"), b"ours").unwrap();
+        assert!(away.join("g").exists() && !outside.join("g").exists());
+        drop(made);
+        intact(&outside);
+        assert_eq!(fs::read_dir(&outside).unwrap().count(), 1);
+        assert!(fs::symlink_metadata(&shown)
+            .unwrap()
+            .file_type()
+            .is_symlink());
+        assert_eq!(fs::read_dir(&away).unwrap().count(), 0, "emptied");
+    }
+
+    /// A testbed's run directory held open lets go of the mount across a remount (a bind mount
+    /// here: unmounting it fails while a descriptor is open in it), and is taken up again
+    /// under the same pinned path; after a remount that fails, the pinned path leads nowhere.
+    #[test]
+    fn a_remount_lets_go_of_the_run_directory_and_takes_it_up_again() {
+        if !nix::unistd::geteuid().is_root() {
+            eprintln!("skipped: bind mounts need root");
+            return;
+        }
+        use nix::mount::{mount, umount, MsFlags};
+        let tmp = tempfile::tempdir().unwrap();
+        let base = tmp.path().canonicalize().unwrap();
+        let (src, mp) = (base.join("src"), base.join("mnt"));
+        fs::create_dir(&src).unwrap();
+        fs::create_dir(&mp).unwrap();
+        let bind = || {
+            mount(
+                Some(&src),
+                &mp,
+                None::<&str>,
+                MsFlags::MS_BIND,
+                None::<&str>,
+            )
+        };
+        bind().unwrap();
+        let made = RunDir::create(&mp, "fsgauge-remount", false).unwrap();
+        fs::write(made.pinned().join("f"), b"ours").unwrap();
+        across_remount(&mp, || {
+            umount(&mp)?;
+            bind()?;
+            Ok(())
+        })
+        .unwrap();
+        assert_eq!(fs::read(made.pinned().join("f")).unwrap(), b"ours");
+        // A remount that fails half-way: nothing is reachable through the pinned path.
+        let e = across_remount(&mp, || {
+            umount(&mp)?;
+            anyhow::bail!("mount failed")
+        });
+        assert!(e.is_err());
+        let err = fs::read(made.pinned().join("f")).unwrap_err();
+        assert_eq!(err.raw_os_error(), Some(libc::ENOTDIR), "{err}");
+        drop(made);
+        // Left for the teardown, untouched.
+        assert_eq!(fs::read(src.join("fsgauge-remount/f")).unwrap(), b"ours");
+    }
+
+    #[test]
+    fn a_name_that_is_taken_is_refused_and_kept() {
+        let tmp = tempfile::tempdir().unwrap();
+        let parent = tmp.path().canonicalize().unwrap();
+        let there = victim(&parent.join("fsgauge-taken-1-0"));
+        let e = RunDir::create(&parent, "fsgauge-taken-1-0", false).unwrap_err();
+        assert!(format!("{e:#}").contains("there already"), "{e:#}");
+        intact(&there);
+        symlink(&there, parent.join("fsgauge-link-1-0")).unwrap();
+        assert!(RunDir::create(&parent, "fsgauge-link-1-0", false).is_err());
+        intact(&there);
     }
 
     #[test]

@@ -88,7 +88,11 @@ impl Target {
         match (mode, self) {
             (ColdMode::None, _) => Ok(()),
             (ColdMode::Drop, _) => drop_caches(),
-            (ColdMode::Remount, Target::Testbed(t)) => t.remount(),
+            // The run directories held open on the testbed let go of it meanwhile.
+            (ColdMode::Remount, Target::Testbed(t)) => {
+                let mp = t.mountpoint().to_path_buf();
+                crate::testbed::across_remount(&mp, || t.remount())
+            }
             (ColdMode::Remount, Target::Dir(p)) => Err(bad_input(format!(
                 "--cold remount needs a testbed fsgauge built (--fs ...); {} is an existing directory, use --cold drop",
                 p.display()
@@ -112,6 +116,8 @@ fn mount_source(p: &Path) -> Option<String> {
 pub struct RunContext<'a> {
     target: &'a mut Target,
     root: PathBuf,
+    /// The root as the user knows it, when `root` is the pinned `/proc/self/fd/N/.` path.
+    shown_root: Option<PathBuf>,
     seed: u64,
     cold: ColdMode,
     progress: Progress,
@@ -140,6 +146,7 @@ impl<'a> RunContext<'a> {
         Self {
             target,
             root,
+            shown_root: None,
             seed,
             cold,
             progress,
@@ -150,6 +157,19 @@ impl<'a> RunContext<'a> {
             layout: None,
             series: SeriesSpec::default(),
         }
+    }
+
+    /// Names the root as the user knows it, for messages and results, when `root` is the
+    /// pinned path of a run directory (`/proc/self/fd/N/.`, see [`crate::testbed::RunDir`]).
+    pub fn with_shown_root(mut self, shown: PathBuf) -> Self {
+        self.shown_root = Some(shown);
+        self
+    }
+
+    /// The workload's directory as the user knows it (for messages and results; work goes
+    /// through [`RunContext::root`]).
+    pub fn shown_root(&self) -> &Path {
+        self.shown_root.as_deref().unwrap_or(&self.root)
     }
 
     /// Cuts the time series of the phases from here on into `series.interval`, the first
@@ -189,7 +209,10 @@ impl<'a> RunContext<'a> {
         self.layout.take()
     }
 
-    /// The workload's own directory (made empty before the run, removed after).
+    /// The workload's own directory (made empty before the run, removed after). In a run
+    /// directory fsgauge made, this is its pinned path `/proc/self/fd/N/.`: everything below it
+    /// is reached from the directory's descriptor, never by its name, which another user may
+    /// have swapped (see [`crate::testbed::RunDir`]).
     pub fn root(&self) -> &Path {
         &self.root
     }

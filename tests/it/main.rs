@@ -45,5 +45,6 @@ mod rate;
 mod report_chromium;
 mod report_output;
 mod runctl;
+mod rundir_trust;
 mod tio_dir;
 mod tio_testbeds;

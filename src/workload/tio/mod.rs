@@ -1037,7 +1037,7 @@ impl Workload for Tio {
                 } else {
                     return Err(bad_input(format!(
                         "--engine io_uring refused on {}: {why}; use --engine psync, or add --engine-fallback",
-                        ctx.root().display()
+                        ctx.shown_root().display()
                     )));
                 }
             }
