@@ -7,7 +7,12 @@ use std::io::{Read, Seek, SeekFrom};
 use std::path::{Path, PathBuf};
 use std::time::Duration;
 
+use std::os::fd::{AsFd, AsRawFd, BorrowedFd};
+use std::os::unix::fs::MetadataExt;
+
 use anyhow::{Context, Result};
+
+use crate::sys::trust::{self, FileId};
 use nix::errno::Errno;
 use nix::mount::{MntFlags, MsFlags};
 
@@ -92,6 +97,93 @@ pub fn unmount(target: &Path) -> Result<()> {
         }
     }
     Ok(())
+}
+
+/// Unmounts the filesystem mounted at `mnt` inside the held directory `dir`, if the
+/// filesystem there is still the one on device `fsdev` (else it is unmounted already).
+/// `dir` is one of fsgauge's own directories, so the name cannot be swapped by others;
+/// renaming `dir` or the directories above it changes nothing.
+pub fn unmount_in(dir: BorrowedFd<'_>, mnt: &str, fsdev: u64) -> Result<()> {
+    let target = trust::fd_path(dir, mnt);
+    match fs::symlink_metadata(&target) {
+        Ok(md) if md.dev() == fsdev => unmount(&target),
+        _ => Ok(()),
+    }
+}
+
+/// Unmounts every mount of the filesystem on device `fsdev` (found in /proc/self/mountinfo,
+/// wherever its mount point was moved or renamed to), but only while that device is still
+/// the loop device of the image `backing` when given. Each mount point is opened without
+/// following symlinks, checked to be the root of that very mount (device and mount id), and
+/// detached through that descriptor, so no path swapped meanwhile is acted on.
+pub fn unmount_device(fsdev: u64, backing: Option<FileId>) -> Result<()> {
+    if let Some(id) = backing {
+        if !super::loopdev::device_backed_by(fsdev, id) {
+            // The loop device is gone or reused: nothing of this testbed can be mounted.
+            return Ok(());
+        }
+    }
+    let want = format!("{}:{}", libc::major(fsdev), libc::minor(fsdev));
+    let info =
+        fs::read_to_string("/proc/self/mountinfo").context("reading /proc/self/mountinfo")?;
+    for line in info.lines() {
+        let f: Vec<&str> = line.split(' ').collect();
+        if f.len() < 5 || f[2] != want {
+            continue;
+        }
+        let Ok(mnt_id) = f[0].parse::<u64>() else {
+            continue;
+        };
+        let target = PathBuf::from(unescape_mount_field(f[4]));
+        let fd = match trust::open_dir_nofollow(&target) {
+            Ok(fd) => fd,
+            // Moved again meanwhile, or under a symlink now: found on the next cleanup.
+            Err(e) => {
+                return Err(e).with_context(|| {
+                    format!(
+                        "opening the mount point {} (not following symlinks)",
+                        target.display()
+                    )
+                })
+            }
+        };
+        let (dev, id) =
+            statx_dev_mnt(fd.as_fd()).with_context(|| format!("statx {}", target.display()))?;
+        if dev != fsdev || id != mnt_id {
+            anyhow::bail!(
+                "{} changed while it was being unmounted (not the mount of device {want}); run cleanup again",
+                target.display()
+            );
+        }
+        // The descriptor keeps the mount busy: detach it lazily, and let the last close end it.
+        nix::mount::umount2(&trust::fd_path(fd.as_fd(), ""), MntFlags::MNT_DETACH)
+            .with_context(|| format!("unmounting {} (device {want})", target.display()))?;
+    }
+    Ok(())
+}
+
+/// The device number and mount id of an open file.
+fn statx_dev_mnt(fd: BorrowedFd<'_>) -> std::io::Result<(u64, u64)> {
+    let mut st = std::mem::MaybeUninit::<libc::statx>::zeroed();
+    // SAFETY: statx with AT_EMPTY_PATH on a valid fd fills the struct given.
+    let rc = unsafe {
+        libc::statx(
+            fd.as_raw_fd(),
+            c"".as_ptr(),
+            libc::AT_EMPTY_PATH,
+            libc::STATX_MNT_ID,
+            st.as_mut_ptr(),
+        )
+    };
+    if rc != 0 {
+        return Err(std::io::Error::last_os_error());
+    }
+    // SAFETY: statx succeeded and filled it.
+    let st = unsafe { st.assume_init() };
+    Ok((
+        libc::makedev(st.stx_dev_major, st.stx_dev_minor),
+        st.stx_mnt_id,
+    ))
 }
 
 /// Whether `path` is a mount point (listed as a target in /proc/self/mountinfo).
