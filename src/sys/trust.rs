@@ -105,6 +105,11 @@ fn open_dir_at(dir: Option<BorrowedFd<'_>>, name: &Path) -> std::io::Result<Owne
     Ok(unsafe { OwnedFd::from_raw_fd(fd) })
 }
 
+/// Opens the directory `name` in the held directory `dir`, not following a symlink.
+pub fn open_dir_in(dir: BorrowedFd<'_>, name: &str) -> std::io::Result<OwnedFd> {
+    open_dir_at(Some(dir), Path::new(name))
+}
+
 /// Opens a directory by absolute path without following any symlink on the way
 /// (openat2 with RESOLVE_NO_SYMLINKS).
 pub fn open_dir_nofollow(path: &Path) -> std::io::Result<OwnedFd> {

@@ -228,7 +228,7 @@ pub fn device_backed_by(rdev: u64, id: FileId) -> bool {
 }
 
 /// The /dev node of the block device numbered `rdev`, by its sysfs name.
-fn dev_path(rdev: u64) -> Option<PathBuf> {
+pub fn dev_path(rdev: u64) -> Option<PathBuf> {
     let link = fs::read_link(format!(
         "/sys/dev/block/{}:{}",
         libc::major(rdev),

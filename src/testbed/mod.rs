@@ -67,6 +67,8 @@ pub struct Testbed {
     home: Option<Arc<OwnedFd>>,
     /// The device number of the mounted filesystem's device.
     fsdev: u64,
+    /// The device number files on the mounted filesystem report (btrfs: an anonymous one).
+    mounted_dev: u64,
     /// What this process made, with the directory descriptor it is deleted through.
     held: Vec<Held>,
 }
@@ -266,6 +268,7 @@ impl Testbed {
             base: None,
             home: None,
             fsdev: 0,
+            mounted_dev: 0,
             held: Vec::new(),
         };
         // On any error below, dropping `tb` releases what was made so far.
@@ -531,11 +534,13 @@ impl Testbed {
             .with_context(|| format!("mounting on {}", self.mountpoint.display()))?;
         self.mounted = true;
         // What is mounted there now must be the testbed's device.
-        use std::os::unix::fs::MetadataExt;
-        let dev = fs::symlink_metadata(&target)
-            .with_context(|| format!("stat {}", self.mountpoint.display()))?
-            .dev();
-        if dev != self.fsdev {
+        let home = self.home.as_ref().context("the testbed's directory is not open")?;
+        let opened = sys_trust::open_dir_in(home.as_fd(), "mnt")
+            .with_context(|| format!("opening {}", self.mountpoint.display()))?;
+        let (dev, mnt_id) = mount::statx_dev_mnt(opened.as_fd())
+            .with_context(|| format!("statx {}", self.mountpoint.display()))?;
+        self.mounted_dev = dev;
+        if !mount::mount_is_of(mnt_id, &self.device, self.fsdev) {
             anyhow::bail!(
                 "{} is not on {} after mounting it there",
                 self.mountpoint.display(),
@@ -547,7 +552,7 @@ impl Testbed {
 
     fn unmount(&mut self) -> Result<()> {
         if let Some(home) = &self.home {
-            mount::unmount_in(home.as_fd(), "mnt", self.fsdev)
+            mount::unmount_in(home.as_fd(), "mnt", self.mounted_dev)
                 .with_context(|| format!("unmounting {}", self.mountpoint.display()))?;
         }
         self.mounted = false;

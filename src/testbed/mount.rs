@@ -124,32 +124,32 @@ pub fn unmount_device(fsdev: u64, backing: Option<FileId>) -> Result<()> {
         }
     }
     let want = format!("{}:{}", libc::major(fsdev), libc::minor(fsdev));
-    let info =
-        fs::read_to_string("/proc/self/mountinfo").context("reading /proc/self/mountinfo")?;
+    // btrfs (and others) show an anonymous device number, not the block device's: match on
+    // the source device too.
+    let source = super::loopdev::dev_path(fsdev);
+    let info = fs::read_to_string("/proc/self/mountinfo").context("reading /proc/self/mountinfo")?;
     for line in info.lines() {
-        let f: Vec<&str> = line.split(' ').collect();
-        if f.len() < 5 || f[2] != want {
+        let Some(m) = MountLine::parse(line) else {
+            continue;
+        };
+        let by_source = source
+            .as_ref()
+            .is_some_and(|s| m.source == s.to_string_lossy());
+        if m.majmin != want && !by_source {
             continue;
         }
-        let Ok(mnt_id) = f[0].parse::<u64>() else {
-            continue;
-        };
-        let target = PathBuf::from(unescape_mount_field(f[4]));
-        let fd = match trust::open_dir_nofollow(&target) {
-            Ok(fd) => fd,
-            // Moved again meanwhile, or under a symlink now: found on the next cleanup.
-            Err(e) => {
-                return Err(e).with_context(|| {
-                    format!(
-                        "opening the mount point {} (not following symlinks)",
-                        target.display()
-                    )
-                })
-            }
-        };
-        let (dev, id) =
-            statx_dev_mnt(fd.as_fd()).with_context(|| format!("statx {}", target.display()))?;
-        if dev != fsdev || id != mnt_id {
+        let target = PathBuf::from(&m.target);
+        let fd = trust::open_dir_nofollow(&target).with_context(|| {
+            format!(
+                "opening the mount point {} (not following symlinks)",
+                target.display()
+            )
+        })?;
+        // The mount id names the mount (the device number files report need not be the
+        // filesystem's: btrfs gives each subvolume its own).
+        let (_, id) = statx_dev_mnt(fd.as_fd())
+            .with_context(|| format!("statx {}", target.display()))?;
+        if id != m.id {
             anyhow::bail!(
                 "{} changed while it was being unmounted (not the mount of device {want}); run cleanup again",
                 target.display()
@@ -162,8 +162,40 @@ pub fn unmount_device(fsdev: u64, backing: Option<FileId>) -> Result<()> {
     Ok(())
 }
 
+/// One line of /proc/self/mountinfo, the fields fsgauge uses.
+struct MountLine {
+    id: u64,
+    majmin: String,
+    target: String,
+    source: String,
+}
+
+impl MountLine {
+    fn parse(line: &str) -> Option<Self> {
+        let f: Vec<&str> = line.split(' ').collect();
+        let dash = f.iter().position(|x| *x == "-")?;
+        Some(Self {
+            id: f.first()?.parse().ok()?,
+            majmin: f.get(2)?.to_string(),
+            target: unescape_mount_field(f.get(4)?),
+            source: unescape_mount_field(f.get(dash + 2)?),
+        })
+    }
+}
+
+/// Whether the mount with id `mnt_id` is of the block device `dev` (by its number, or as
+/// its source, for filesystems such as btrfs that show an anonymous device number).
+pub fn mount_is_of(mnt_id: u64, dev: &Path, rdev: u64) -> bool {
+    let want = format!("{}:{}", libc::major(rdev), libc::minor(rdev));
+    fs::read_to_string("/proc/self/mountinfo").is_ok_and(|info| {
+        info.lines()
+            .filter_map(MountLine::parse)
+            .any(|m| m.id == mnt_id && (m.majmin == want || Path::new(&m.source) == dev))
+    })
+}
+
 /// The device number and mount id of an open file.
-fn statx_dev_mnt(fd: BorrowedFd<'_>) -> std::io::Result<(u64, u64)> {
+pub fn statx_dev_mnt(fd: BorrowedFd<'_>) -> std::io::Result<(u64, u64)> {
     let mut st = std::mem::MaybeUninit::<libc::statx>::zeroed();
     // SAFETY: statx with AT_EMPTY_PATH on a valid fd fills the struct given.
     let rc = unsafe {
