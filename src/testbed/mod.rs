@@ -111,21 +111,39 @@ pub fn preflight(spec: &TestbedSpec) -> Result<()> {
     } else {
         // The image and a journal on the same backing share a filesystem; a RAM journal of a
         // file-backed testbed lives on tmpfs, whose room is memory.
-        let mut need: Vec<(PathBuf, u64)> = vec![(nearest_existing(&spec.workdir), spec.size)];
+        // What to make smaller, for each place images go.
+        let fs_size = "make --fs-size smaller or pass --workdir on a bigger filesystem";
+        let mut need: Vec<(PathBuf, u64, String)> = vec![(
+            nearest_existing(&spec.workdir),
+            spec.size,
+            fs_size.to_string(),
+        )];
         if let Some(j) = spec.journal {
             if j.backing == spec.backing {
                 need[0].1 += j.size;
             } else {
-                need.push((nearest_existing(&default_workdir(j.backing)), j.size));
+                let what = match j.backing {
+                    // A RAM journal always goes to /dev/shm, whatever --workdir says.
+                    Backing::Ram => format!(
+                        "make the journal smaller (--journal ram:SIZE, now {}) or put it on the image's filesystem (--journal file:SIZE)",
+                        format_size(j.size)
+                    ),
+                    Backing::File => fs_size.to_string(),
+                };
+                need.push((
+                    nearest_existing(&default_workdir(j.backing)),
+                    j.size,
+                    what,
+                ));
             }
         }
-        for (base, need) in need {
+        for (base, need, what) in need {
             let Some(avail) = room::free_space(&base) else {
                 continue;
             };
             if avail < need {
                 return Err(bad_input(format!(
-                    "the testbed needs {} for its image(s) but {} has only {} free; make --fs-size smaller or pass --workdir on a bigger filesystem",
+                    "the testbed needs {} for its image(s) but {} has only {} free; {what}",
                     format_size(need),
                     room::describe(&base),
                     crate::units::format_bytes_human(avail as f64)
@@ -782,6 +800,14 @@ pub fn destroy_by_name(name: &str) -> Result<()> {
             "no testbed named {name:?} ({e:#}); `fsgauge testbed list` shows the existing ones"
         ))
     })?;
+    let entry = ledger.entry();
+    if !entry.persistent() && entry.owner_alive() {
+        // As `testbed cleanup` does: a run's testbed is its own until the run ends.
+        return Err(bad_input(format!(
+            "testbed {name:?} belongs to a running fsgauge (pid {}); it goes when that run ends. Stop the run (kill {}) instead, or wait; `testbed destroy` only removes testbeds of `testbed create` and those of runs that are gone",
+            entry.owner_pid, entry.owner_pid
+        )));
+    }
     let errors = ledger.release_all();
     match errors.into_iter().next() {
         None => Ok(()),
