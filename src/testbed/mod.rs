@@ -108,6 +108,17 @@ pub fn preflight(spec: &TestbedSpec) -> Result<()> {
     }
     if let Some(dev) = &spec.device {
         check_device_free(dev)?;
+        // Checked before mkfs: a device too small for the testbed asked for is left as it is.
+        let have = device_size(dev)?;
+        if have < spec.size {
+            return Err(bad_input(format!(
+                "--device {} holds {}, less than the testbed's --fs-size {} (2G when not given); pass --fs-size {} or less (fsgauge formats the whole device and records its size), or use a larger device",
+                dev.display(),
+                format_size(have),
+                format_size(spec.size),
+                format_size(have)
+            )));
+        }
     } else {
         // The image and a journal on the same backing share a filesystem; a RAM journal of a
         // file-backed testbed lives on tmpfs, whose room is memory.
@@ -206,6 +217,21 @@ fn check_device_free(dev: &Path) -> Result<()> {
         ))),
         Err(e) => Err(bad_input(format!("--device {}: {e}", dev.display()))),
     }
+}
+
+/// The size of the block device `dev` in bytes (BLKGETSIZE64).
+pub fn device_size(dev: &Path) -> Result<u64> {
+    use std::os::fd::AsRawFd;
+    const BLKGETSIZE64: libc::c_ulong = 0x8008_1272;
+    let f = fs::File::open(dev).map_err(|e| bad_input(format!("--device {}: {e}", dev.display())))?;
+    let mut size: u64 = 0;
+    // SAFETY: BLKGETSIZE64 writes one u64 to the pointer given.
+    let rc = unsafe { libc::ioctl(f.as_raw_fd(), BLKGETSIZE64 as _, &mut size as *mut u64) };
+    if rc != 0 {
+        return Err(std::io::Error::last_os_error())
+            .with_context(|| format!("reading the size of --device {}", dev.display()));
+    }
+    Ok(size)
 }
 
 /// Where the device `devnum` or one of its partitions is mounted, if anywhere.
@@ -316,6 +342,8 @@ impl Testbed {
         let mut backing_id = None;
         if let Some(dev) = &spec.device {
             self.device = dev.clone();
+            // mkfs formats the whole device: that is the testbed's size.
+            self.spec.size = device_size(dev)?;
             use std::os::unix::fs::MetadataExt;
             self.fsdev = fs::metadata(dev)
                 .with_context(|| format!("--device {}", dev.display()))?
@@ -373,7 +401,7 @@ impl Testbed {
         crate::signals::test_pause("mount");
         let details = serde_json::json!({
             "fs": spec.fs.name(),
-            "size": spec.size,
+            "size": self.spec.size,
             "device": self.device,
             "journal_device": self.journal_device,
             "mountpoint": self.mountpoint,

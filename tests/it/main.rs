@@ -44,5 +44,6 @@ mod rate;
 mod report_chromium;
 mod report_output;
 mod runctl;
+mod testbed_trust;
 mod tio_dir;
 mod tio_testbeds;
