@@ -648,6 +648,55 @@ mod tests {
         drop(l);
     }
 
+    /// A tmpfs of its own, unmounted on drop.
+    struct TinyFs(tempfile::TempDir);
+
+    impl Drop for TinyFs {
+        fn drop(&mut self) {
+            let _ = nix::mount::umount2(self.0.path(), nix::mount::MntFlags::MNT_DETACH);
+        }
+    }
+
+    /// Issue 22 item 15: an update of an entry that cannot be written (the disk is full)
+    /// fails, and leaves no temporary file in the ledger directory.
+    #[test]
+    fn a_failed_update_leaves_no_temporary_file() {
+        if !nix::unistd::geteuid().is_root() {
+            assert!(
+                std::env::var("CI").map_or(true, |v| v.is_empty() || v == "false"),
+                "CI must run every test, but this one needs root (mount)"
+            );
+            eprintln!("skipped: needs root to mount a tiny tmpfs");
+            return;
+        }
+        let tiny = TinyFs(tempfile::tempdir().unwrap());
+        nix::mount::mount(
+            Some("tmpfs"),
+            tiny.0.path(),
+            Some("tmpfs"),
+            nix::mount::MsFlags::empty(),
+            Some("size=64k"),
+        )
+        .unwrap();
+        let dir = tiny.0.path().join("ledger");
+        let mut l = Ledger::begin_in(&dir, "tb", false).unwrap();
+        // Fill the filesystem.
+        let mut filler = fs::File::create(tiny.0.path().join("filler")).unwrap();
+        while filler.write_all(&[7u8; 4096]).is_ok() {}
+        let e = l
+            .record(Resource::Dir {
+                path: PathBuf::from("/x".repeat(4096)),
+                id: None,
+            })
+            .unwrap_err();
+        assert!(format!("{e:#}").contains("updating ledger"), "{e:#}");
+        let names: Vec<_> = fs::read_dir(&dir)
+            .unwrap()
+            .map(|e| e.unwrap().file_name().to_string_lossy().to_string())
+            .collect();
+        assert_eq!(names, ["tb.json"]);
+    }
+
     #[test]
     fn temporary_files_are_not_entries() {
         let tmp = tempfile::tempdir().unwrap();

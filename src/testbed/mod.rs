@@ -4,6 +4,37 @@
 //! A testbed is owned: fsgauge only formats images it created, or a block device named with
 //! `--device` together with `--destroy-data`, and never one that is in use. Every step that
 //! changes the machine is written to the [`ledger`] first.
+//!
+//! # What a testbed trusts
+//!
+//! fsgauge runs as root on shared machines, so it trusts only places nobody else can change
+//! (see [`crate::sys::trust`]):
+//!
+//! - Its own directories (`/var/tmp/fsgauge`, `/dev/shm/fsgauge`, the ledger) are made 0700 by
+//!   root and never removed; an existing one owned by someone else or writable by others is
+//!   refused with its owner, mode and what to do.
+//! - A `--workdir` whose path is not root's all the way down (a directory owned by another
+//!   user, or writable by others without the sticky bit) gets a private 0700 directory with
+//!   an unpredictable name (`.fsgauge-…`), made with `mkdirat` on the opened work directory
+//!   and checked on its descriptor; everything of the run lives in there.
+//! - The testbed's directory, image and mount point are made exclusively (`mkdirat`,
+//!   `O_CREAT|O_EXCL|O_NOFOLLOW`) in held directory descriptors. The loop device is attached
+//!   from the image's own descriptor, mkfs gets the loop device, the filesystem is mounted on
+//!   `/proc/self/fd/HOME/mnt` and checked (mount id, device) right after; teardown unmounts
+//!   through the held home directory, detaches the loop through its own descriptor, and
+//!   deletes with `unlinkat` on held directories, only while a name is still the inode made.
+//!   Renaming any directory meanwhile can neither leak a mount or loop device nor redirect a
+//!   delete.
+//! - The ledger records identities (device and inode of each directory and image, the
+//!   loop's backing file, the filesystem's device number), so `testbed cleanup` finds a
+//!   killed run's mount in /proc/self/mountinfo and its loop device by LOOP_GET_STATUS64
+//!   wherever they were renamed to, and acts only after checking them.
+//!
+//! The rule for the mount point handed to workloads by path: every directory on it from
+//! fsgauge's trusted directory (its own, a trusted `--workdir`, or the private directory)
+//! down is root's and not writable by others, so nobody can swap what the path names. Sticky
+//! parents such as /var/tmp are fine: others cannot rename root's entries there. (The part of
+//! the path above a user's own `--workdir` is theirs to change; only they are fooled by it.)
 
 mod cache;
 pub mod inodes;
@@ -141,11 +172,7 @@ pub fn preflight(spec: &TestbedSpec) -> Result<()> {
                     ),
                     Backing::File => fs_size.to_string(),
                 };
-                need.push((
-                    nearest_existing(&default_workdir(j.backing)),
-                    j.size,
-                    what,
-                ));
+                need.push((nearest_existing(&default_workdir(j.backing)), j.size, what));
             }
         }
         for (base, need, what) in need {
@@ -223,7 +250,8 @@ fn check_device_free(dev: &Path) -> Result<()> {
 pub fn device_size(dev: &Path) -> Result<u64> {
     use std::os::fd::AsRawFd;
     const BLKGETSIZE64: libc::c_ulong = 0x8008_1272;
-    let f = fs::File::open(dev).map_err(|e| bad_input(format!("--device {}: {e}", dev.display())))?;
+    let f =
+        fs::File::open(dev).map_err(|e| bad_input(format!("--device {}: {e}", dev.display())))?;
     let mut size: u64 = 0;
     // SAFETY: BLKGETSIZE64 writes one u64 to the pointer given.
     let rc = unsafe { libc::ioctl(f.as_raw_fd(), BLKGETSIZE64 as _, &mut size as *mut u64) };
@@ -580,7 +608,10 @@ impl Testbed {
             .with_context(|| format!("mounting on {}", self.mountpoint.display()))?;
         self.mounted = true;
         // What is mounted there now must be the testbed's device.
-        let home = self.home.as_ref().context("the testbed's directory is not open")?;
+        let home = self
+            .home
+            .as_ref()
+            .context("the testbed's directory is not open")?;
         let opened = sys_trust::open_dir_in(home.as_fd(), "mnt")
             .with_context(|| format!("opening {}", self.mountpoint.display()))?;
         let (dev, mnt_id) = mount::statx_dev_mnt(opened.as_fd())

@@ -127,7 +127,8 @@ pub fn unmount_device(fsdev: u64, backing: Option<FileId>) -> Result<()> {
     // btrfs (and others) show an anonymous device number, not the block device's: match on
     // the source device too.
     let source = super::loopdev::dev_path(fsdev);
-    let info = fs::read_to_string("/proc/self/mountinfo").context("reading /proc/self/mountinfo")?;
+    let info =
+        fs::read_to_string("/proc/self/mountinfo").context("reading /proc/self/mountinfo")?;
     for line in info.lines() {
         let Some(m) = MountLine::parse(line) else {
             continue;
@@ -147,8 +148,8 @@ pub fn unmount_device(fsdev: u64, backing: Option<FileId>) -> Result<()> {
         })?;
         // The mount id names the mount (the device number files report need not be the
         // filesystem's: btrfs gives each subvolume its own).
-        let (_, id) = statx_dev_mnt(fd.as_fd())
-            .with_context(|| format!("statx {}", target.display()))?;
+        let (_, id) =
+            statx_dev_mnt(fd.as_fd()).with_context(|| format!("statx {}", target.display()))?;
         if id != m.id {
             anyhow::bail!(
                 "{} changed while it was being unmounted (not the mount of device {want}); run cleanup again",

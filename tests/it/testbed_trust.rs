@@ -44,6 +44,7 @@ fn spawn_until(mut cmd: Command, line: &str) -> (Child, Vec<String>) {
             }
             Err(std::sync::mpsc::RecvTimeoutError::Timeout) => {
                 if let Ok(Some(st)) = child.try_wait() {
+                    let _ = child.wait();
                     panic!("ended ({st}) before {line:?}: {seen:#?}");
                 }
             }
@@ -51,6 +52,7 @@ fn spawn_until(mut cmd: Command, line: &str) -> (Child, Vec<String>) {
         }
     }
     let _ = child.kill();
+    let _ = child.wait();
     panic!("never printed {line:?}: {seen:#?}");
 }
 
@@ -79,7 +81,11 @@ fn ledger_names(sb: &Sandbox) -> Vec<String> {
 
 /// Removes what a test moved aside in its sandbox (made by the test, below the sandbox).
 fn remove_moved(sb: &Sandbox, p: &Path) {
-    assert!(p.starts_with(sb.path()), "{} outside the sandbox", p.display());
+    assert!(
+        p.starts_with(sb.path()),
+        "{} outside the sandbox",
+        p.display()
+    );
     if p.exists() {
         std::fs::remove_dir_all(p).unwrap();
     }
@@ -148,7 +154,15 @@ fn a_swapped_image_path_never_gets_a_file_formatted() {
     let out = sb
         .cmd()
         .args([
-            "testbed", "create", "--fs", "ext4", "--fs-size", "64M", "--name", "t", "--json",
+            "testbed",
+            "create",
+            "--fs",
+            "ext4",
+            "--fs-size",
+            "64M",
+            "--name",
+            "t",
+            "--json",
             "--workdir",
         ])
         .arg(&work)
@@ -179,7 +193,11 @@ fn a_swapped_image_path_never_gets_a_file_formatted() {
         "{}",
         String::from_utf8_lossy(&destroyed.stderr)
     );
-    assert!(leaks_under(sb.path()).is_empty(), "{:?}", leaks_under(sb.path()));
+    assert!(
+        leaks_under(sb.path()).is_empty(),
+        "{:?}",
+        leaks_under(sb.path())
+    );
     for m in moved {
         remove_moved(&sb, &m);
     }
@@ -265,7 +283,10 @@ fn destroy_refuses_a_live_runs_testbed() {
         .unwrap();
     let err = String::from_utf8_lossy(&out.stderr);
     assert_eq!(out.status.code(), Some(2), "{err}");
-    assert!(err.contains("running fsgauge") && err.contains("pid"), "{err}");
+    assert!(
+        err.contains("running fsgauge") && err.contains("pid"),
+        "{err}"
+    );
     let status = child.wait().unwrap();
     assert!(status.success(), "the run was disturbed: {status}");
     sb.assert_clean();
@@ -314,8 +335,16 @@ fn parallel_creates_with_one_label_all_get_a_name() {
         .map(|_| {
             sb.cmd()
                 .args([
-                    "testbed", "create", "--fs", "ext4", "--fs-size", "64M", "--label", "par",
-                    "--json", "--workdir",
+                    "testbed",
+                    "create",
+                    "--fs",
+                    "ext4",
+                    "--fs-size",
+                    "64M",
+                    "--label",
+                    "par",
+                    "--json",
+                    "--workdir",
                 ])
                 .arg(sb.workdir())
                 .stdout(Stdio::piped())
@@ -354,7 +383,15 @@ fn a_killed_create_has_printed_the_name_of_what_it_kept() {
     let sb = Sandbox::new();
     let mut cmd = sb.cmd();
     cmd.args([
-        "testbed", "create", "--fs", "ext4", "--fs-size", "64M", "--name", "kept", "--workdir",
+        "testbed",
+        "create",
+        "--fs",
+        "ext4",
+        "--fs-size",
+        "64M",
+        "--name",
+        "kept",
+        "--workdir",
     ])
     .arg(sb.workdir())
     .env("FSGAUGE_TEST_PAUSE_AT", "kept")
@@ -370,8 +407,15 @@ fn a_killed_create_has_printed_the_name_of_what_it_kept() {
         .read_to_string(&mut stdout)
         .unwrap();
     assert!(stdout.contains("name:        kept"), "{stdout:?}");
-    assert!(stdout.contains("fsgauge testbed destroy kept"), "{stdout:?}");
-    let d = sb.cmd().args(["testbed", "destroy", "kept"]).output().unwrap();
+    assert!(
+        stdout.contains("fsgauge testbed destroy kept"),
+        "{stdout:?}"
+    );
+    let d = sb
+        .cmd()
+        .args(["testbed", "destroy", "kept"])
+        .output()
+        .unwrap();
     assert!(d.status.success(), "{}", String::from_utf8_lossy(&d.stderr));
     sb.assert_clean();
 }
@@ -436,7 +480,10 @@ fn a_device_too_small_is_refused_before_mkfs_and_its_size_recorded() {
         .unwrap();
     let err = String::from_utf8_lossy(&out.stderr);
     assert_eq!(out.status.code(), Some(2), "{err}");
-    assert!(err.contains("holds 64M") && err.contains("--fs-size 64M or less"), "{err}");
+    assert!(
+        err.contains("holds 64M") && err.contains("--fs-size 64M or less"),
+        "{err}"
+    );
     let mut head = vec![0u8; 2048];
     std::fs::File::open(&dev.image)
         .unwrap()
@@ -465,7 +512,11 @@ fn a_device_too_small_is_refused_before_mkfs_and_its_size_recorded() {
         .output()
         .unwrap();
     let doc = json_of(&out);
-    let d = sb.cmd().args(["testbed", "destroy", "dev"]).output().unwrap();
+    let d = sb
+        .cmd()
+        .args(["testbed", "destroy", "dev"])
+        .output()
+        .unwrap();
     assert!(d.status.success(), "{}", String::from_utf8_lossy(&d.stderr));
     assert_eq!(doc["testbed"]["size"].as_u64(), Some(64 << 20), "{doc}");
     drop(dev);
@@ -486,7 +537,15 @@ fn an_own_directory_someone_else_owns_is_refused() {
     let out = sb
         .cmd()
         .args([
-            "testbed", "create", "--fs", "ext4", "--fs-size", "64M", "--name", "x", "--workdir",
+            "testbed",
+            "create",
+            "--fs",
+            "ext4",
+            "--fs-size",
+            "64M",
+            "--name",
+            "x",
+            "--workdir",
         ])
         .arg(sb.workdir())
         .output()
@@ -517,8 +576,16 @@ fn a_hostile_workdir_gets_a_private_directory() {
     let doc = json_of(
         &sb.cmd()
             .args([
-                "testbed", "create", "--fs", "ext4", "--fs-size", "64M", "--name", "p",
-                "--json", "--workdir",
+                "testbed",
+                "create",
+                "--fs",
+                "ext4",
+                "--fs-size",
+                "64M",
+                "--name",
+                "p",
+                "--json",
+                "--workdir",
             ])
             .arg(&work)
             .output()
@@ -531,7 +598,10 @@ fn a_hostile_workdir_gets_a_private_directory() {
     let d = sb.cmd().args(["testbed", "destroy", "p"]).output().unwrap();
     assert!(d.status.success(), "{}", String::from_utf8_lossy(&d.stderr));
     assert_eq!(private.parent(), Some(work.as_path()));
-    assert!(pname.starts_with(".fsgauge-") && pname.len() > 20, "{pname}");
+    assert!(
+        pname.starts_with(".fsgauge-") && pname.len() > 20,
+        "{pname}"
+    );
     assert_eq!((md.uid(), md.mode() & 0o7777), (0, 0o700));
     sb.assert_clean();
 }
