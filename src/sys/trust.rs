@@ -403,6 +403,30 @@ pub fn remove_at(
     Ok(())
 }
 
+/// The device number and mount id of an open file.
+pub fn statx_dev_mnt(fd: BorrowedFd<'_>) -> std::io::Result<(u64, u64)> {
+    let mut st = std::mem::MaybeUninit::<libc::statx>::zeroed();
+    // SAFETY: statx with AT_EMPTY_PATH on a valid fd fills the struct given.
+    let rc = unsafe {
+        libc::statx(
+            fd.as_raw_fd(),
+            c"".as_ptr(),
+            libc::AT_EMPTY_PATH,
+            libc::STATX_MNT_ID,
+            st.as_mut_ptr(),
+        )
+    };
+    if rc != 0 {
+        return Err(std::io::Error::last_os_error());
+    }
+    // SAFETY: statx succeeded and filled it.
+    let st = unsafe { st.assume_init() };
+    Ok((
+        libc::makedev(st.stx_dev_major, st.stx_dev_minor),
+        st.stx_mnt_id,
+    ))
+}
+
 /// The path through which a descriptor's directory is reached without a lookup by name
 /// (`/proc/self/fd/N/rest`).
 pub fn fd_path(fd: BorrowedFd<'_>, rest: &str) -> PathBuf {

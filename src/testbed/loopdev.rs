@@ -214,6 +214,18 @@ fn backing_of(dev: &File) -> Option<FileId> {
     })
 }
 
+/// The size of an open block device in bytes (BLKGETSIZE64).
+pub fn block_device_size(dev: &File) -> std::io::Result<u64> {
+    const BLKGETSIZE64: libc::c_ulong = 0x8008_1272;
+    let mut size: u64 = 0;
+    // SAFETY: BLKGETSIZE64 writes one u64 to the pointer given, which lives across the call.
+    let rc = unsafe { libc::ioctl(dev.as_raw_fd(), BLKGETSIZE64 as _, &mut size as *mut u64) };
+    if rc != 0 {
+        return Err(std::io::Error::last_os_error());
+    }
+    Ok(size)
+}
+
 /// Whether the loop device numbered `rdev` is backed by the file `id`.
 pub fn device_backed_by(rdev: u64, id: FileId) -> bool {
     let Some(path) = dev_path(rdev) else {

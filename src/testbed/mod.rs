@@ -246,20 +246,12 @@ fn check_device_free(dev: &Path) -> Result<()> {
     }
 }
 
-/// The size of the block device `dev` in bytes (BLKGETSIZE64).
+/// The size of the block device `dev` in bytes.
 pub fn device_size(dev: &Path) -> Result<u64> {
-    use std::os::fd::AsRawFd;
-    const BLKGETSIZE64: libc::c_ulong = 0x8008_1272;
     let f =
         fs::File::open(dev).map_err(|e| bad_input(format!("--device {}: {e}", dev.display())))?;
-    let mut size: u64 = 0;
-    // SAFETY: BLKGETSIZE64 writes one u64 to the pointer given.
-    let rc = unsafe { libc::ioctl(f.as_raw_fd(), BLKGETSIZE64 as _, &mut size as *mut u64) };
-    if rc != 0 {
-        return Err(std::io::Error::last_os_error())
-            .with_context(|| format!("reading the size of --device {}", dev.display()));
-    }
-    Ok(size)
+    loopdev::block_device_size(&f)
+        .with_context(|| format!("reading the size of --device {}", dev.display()))
 }
 
 /// Where the device `devnum` or one of its partitions is mounted, if anywhere.
@@ -614,7 +606,7 @@ impl Testbed {
             .context("the testbed's directory is not open")?;
         let opened = sys_trust::open_dir_in(home.as_fd(), "mnt")
             .with_context(|| format!("opening {}", self.mountpoint.display()))?;
-        let (dev, mnt_id) = mount::statx_dev_mnt(opened.as_fd())
+        let (dev, mnt_id) = sys_trust::statx_dev_mnt(opened.as_fd())
             .with_context(|| format!("statx {}", self.mountpoint.display()))?;
         self.mounted_dev = dev;
         if !mount::mount_is_of(mnt_id, &self.device, self.fsdev) {

@@ -7,7 +7,7 @@ use std::io::{Read, Seek, SeekFrom};
 use std::path::{Path, PathBuf};
 use std::time::Duration;
 
-use std::os::fd::{AsFd, AsRawFd, BorrowedFd};
+use std::os::fd::{AsFd, BorrowedFd};
 use std::os::unix::fs::MetadataExt;
 
 use anyhow::{Context, Result};
@@ -148,8 +148,8 @@ pub fn unmount_device(fsdev: u64, backing: Option<FileId>) -> Result<()> {
         })?;
         // The mount id names the mount (the device number files report need not be the
         // filesystem's: btrfs gives each subvolume its own).
-        let (_, id) =
-            statx_dev_mnt(fd.as_fd()).with_context(|| format!("statx {}", target.display()))?;
+        let (_, id) = trust::statx_dev_mnt(fd.as_fd())
+            .with_context(|| format!("statx {}", target.display()))?;
         if id != m.id {
             anyhow::bail!(
                 "{} changed while it was being unmounted (not the mount of device {want}); run cleanup again",
@@ -193,30 +193,6 @@ pub fn mount_is_of(mnt_id: u64, dev: &Path, rdev: u64) -> bool {
             .filter_map(MountLine::parse)
             .any(|m| m.id == mnt_id && (m.majmin == want || Path::new(&m.source) == dev))
     })
-}
-
-/// The device number and mount id of an open file.
-pub fn statx_dev_mnt(fd: BorrowedFd<'_>) -> std::io::Result<(u64, u64)> {
-    let mut st = std::mem::MaybeUninit::<libc::statx>::zeroed();
-    // SAFETY: statx with AT_EMPTY_PATH on a valid fd fills the struct given.
-    let rc = unsafe {
-        libc::statx(
-            fd.as_raw_fd(),
-            c"".as_ptr(),
-            libc::AT_EMPTY_PATH,
-            libc::STATX_MNT_ID,
-            st.as_mut_ptr(),
-        )
-    };
-    if rc != 0 {
-        return Err(std::io::Error::last_os_error());
-    }
-    // SAFETY: statx succeeded and filled it.
-    let st = unsafe { st.assume_init() };
-    Ok((
-        libc::makedev(st.stx_dev_major, st.stx_dev_minor),
-        st.stx_mnt_id,
-    ))
 }
 
 /// Whether `path` is a mount point (listed as a target in /proc/self/mountinfo).
