@@ -92,61 +92,83 @@ fn create(a: CreateArgs) -> Result<ExitCode> {
     let spec = a.testbed.spec()?.ok_or_else(|| {
         bad_input("testbed create needs --fs KIND (ext2, ext3, ext4, xfs, btrfs)")
     })?;
-    let name = match a.name {
-        Some(n) => n,
-        None => {
-            let scan = ledger::scan()?;
-            for d in &scan.damaged {
-                eprintln!("warning: {}", d.warning());
-            }
-            let taken = scan.taken_names();
-            (1..)
-                .map(|i| format!("{}-{i}", spec.label))
-                .find(|n| !taken.contains(n))
-                .expect("an unbounded range has a free name")
-        }
-    };
-    ledger::check_name(&name).map_err(|e| bad_input(format!("--name: {e:#}")))?;
     crate::signals::install();
-    let tb = Testbed::create_named(&spec, &name, false)?;
+    let tb = match a.name {
+        Some(name) => {
+            ledger::check_name(&name).map_err(|e| bad_input(format!("--name: {e:#}")))?;
+            Testbed::create_named(&spec, &name, false)?
+        }
+        None => create_labelled(&spec)?,
+    };
+    let name = tb.name().to_string();
     let info = tb.info();
     let (mountpoint, device) = (tb.mountpoint().to_path_buf(), tb.device().to_path_buf());
     let journal_device = tb.journal_device().map(|p| p.to_path_buf());
     let warnings = tb.warnings();
     // Stopped before it is handed over: it goes, as in any interrupted run.
     crate::signals::check()?;
-    // Hand the testbed over to the ledger before printing, so that a reader closing the pipe
-    // early cannot take it down with this process.
+    // Its name is printed before it is handed over to the ledger: whenever the testbed
+    // outlives this process, its user has been told what to destroy. Printing that fails
+    // (a reader closed the pipe) ends here, and the testbed goes with this process.
+    let text = if a.json {
+        let doc = serde_json::json!({
+            "name": name,
+            "mountpoint": mountpoint,
+            "device": device,
+            "journal_device": journal_device,
+            "testbed": info,
+        });
+        format!("{}\n", serde_json::to_string_pretty(&doc)?)
+    } else {
+        let journal = journal_device
+            .as_ref()
+            .map(|j| format!("journal:     {}\n", j.display()))
+            .unwrap_or_default();
+        format!(
+            "name:        {name}\nmountpoint:  {}\ndevice:      {}\n{journal}filesystem:  {}\nmkfs:        {}\ndestroy with: fsgauge testbed destroy {name}\n",
+            mountpoint.display(),
+            device.display(),
+            spec.describe(),
+            info.mkfs_args.join(" ")
+        )
+    };
+    {
+        use std::io::Write;
+        let mut out = std::io::stdout().lock();
+        out.write_all(text.as_bytes())
+            .and_then(|()| out.flush())
+            .map_err(|e| anyhow::anyhow!("printing testbed {name}: {e}; it is torn down"))?;
+    }
     tb.keep()?;
+    crate::signals::test_pause("kept");
     crate::signals::note_kept(format!(
         "testbed {name} was made and kept: `fsgauge testbed destroy {name}` removes it"
     ));
-    if a.json {
-        println!(
-            "{}",
-            serde_json::to_string_pretty(&serde_json::json!({
-                "name": name,
-                "mountpoint": mountpoint,
-                "device": device,
-                "journal_device": journal_device,
-                "testbed": info,
-            }))?
-        );
-    } else {
-        println!("name:        {name}");
-        println!("mountpoint:  {}", mountpoint.display());
-        println!("device:      {}", device.display());
-        if let Some(j) = &journal_device {
-            println!("journal:     {}", j.display());
-        }
-        println!("filesystem:  {}", spec.describe());
-        println!("mkfs:        {}", info.mkfs_args.join(" "));
-        println!("destroy with: fsgauge testbed destroy {name}");
-    }
     for w in warnings {
         eprintln!("warning: {w}");
     }
     Ok(ExitCode::SUCCESS)
+}
+
+/// Builds a testbed named `LABEL-N` with the first N free: a name that another `testbed
+/// create` takes meanwhile (the ledger entry is made exclusively) moves on to the next.
+fn create_labelled(spec: &crate::testbed::TestbedSpec) -> Result<Testbed> {
+    let scan = ledger::scan()?;
+    for d in &scan.damaged {
+        eprintln!("warning: {}", d.warning());
+    }
+    let taken = scan.taken_names();
+    let mut tries = 0;
+    for n in (1..).map(|i| format!("{}-{i}", spec.label)) {
+        if taken.contains(&n) {
+            continue;
+        }
+        match Testbed::create_named(spec, &n, false) {
+            Err(e) if e.is::<ledger::NameTaken>() && tries < 1000 => tries += 1,
+            other => return other,
+        }
+    }
+    unreachable!("an unbounded range of names ends only by returning")
 }
 
 fn list(format: OutputFormat) -> Result<ExitCode> {

@@ -46,5 +46,6 @@ mod report_chromium;
 mod report_output;
 mod runctl;
 mod rundir_trust;
+mod testbed_trust;
 mod tio_dir;
 mod tio_testbeds;
