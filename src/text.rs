@@ -3,6 +3,22 @@
 
 use std::fmt::Write;
 
+use serde::Serialize;
+
+/// A table as rows of text, rendered by every exporter (terminal text, CSV, Markdown, HTML).
+/// It lives here, below every layer, so that a workload kind can build its own tables
+/// (registered with its kind) without knowing of the report that shows them.
+#[derive(Debug, Clone, Serialize)]
+pub struct Table {
+    pub title: String,
+    /// How many leading columns hold names rather than figures (aligned left).
+    pub label_columns: usize,
+    /// What the figures are, how they were made.
+    pub note: String,
+    pub headers: Vec<String>,
+    pub rows: Vec<Vec<String>>,
+}
+
 /// A latency in the most readable unit: `850ns`, `12.3us`, `4.56ms`, `1.20s`.
 pub fn format_ns(ns: u64) -> String {
     let n = ns as f64;

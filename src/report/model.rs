@@ -84,17 +84,7 @@ pub struct Environment {
     pub spec_hash: String,
 }
 
-/// A table as rows of text: rendered by every exporter.
-#[derive(Debug, Clone, Serialize)]
-pub struct Table {
-    pub title: String,
-    /// How many leading columns hold names rather than figures (aligned left).
-    pub label_columns: usize,
-    /// What the figures are, how they were made.
-    pub note: String,
-    pub headers: Vec<String>,
-    pub rows: Vec<Vec<String>>,
-}
+pub use crate::text::Table;
 
 /// Everything a report shows.
 #[derive(Debug, Clone, Serialize)]

@@ -179,10 +179,15 @@ fn bench_prints_every_format_and_json_is_the_result_document() {
     let table = ok(&bench_create(&sb, &dir, &["--format", "table"]));
     assert!(table.lines().any(|l| l.starts_with("testbed")), "{table}");
 
-    // html is a report format: refused before anything runs.
-    let out = bench_create(&sb, &dir, &["--format", "html"]);
-    assert_eq!(out.status.code(), Some(2));
-    assert!(String::from_utf8_lossy(&out.stderr).contains("fsgauge report"));
+    // Every command renders through the one exporter, html included: one page with the rows
+    // per run and phase.
+    let html = ok(&bench_create(&sb, &dir, &["--format", "html"]));
+    assert!(html.starts_with("<!DOCTYPE html>"), "{html}");
+    assert!(
+        html.contains("<h3>Results per run and phase</h3>"),
+        "{html}"
+    );
+    assert_eq!(html.matches("<tr>").count(), 1 + phases, "{html}");
     let out = bench_create(&sb, &dir, &["--format", "json", "--json"]);
     assert_eq!(out.status.code(), Some(2), "--format and --json conflict");
     assert_eq!(std::fs::read_dir(&dir).unwrap().count(), 0);
@@ -276,14 +281,9 @@ fn compare_prints_every_format() {
         serde_json::from_str::<serde_json::Value>(&short).unwrap(),
         json
     );
-    let out = fsgauge()
-        .arg("compare")
-        .arg(&base)
-        .arg(&new)
-        .args(["--format", "html"])
-        .output()
-        .unwrap();
-    assert_eq!(out.status.code(), Some(2));
+    let html = cmp("html");
+    assert!(html.starts_with("<!DOCTYPE html>"), "{html}");
+    assert!(html.contains("<th>verdict</th>"), "{html}");
 }
 
 /// Result files written before declarations were recorded take their kind's declarations;
