@@ -56,7 +56,7 @@ pub fn run(c: ReportCmd) -> Result<ExitCode> {
     }
     let mut results = loaded.results;
     crate::registry::declare_missing_metrics(&mut results);
-    let mut report = crate::report::model::build(results, c.baseline.as_deref())?;
+    let mut report = crate::report::model::build(results, c.baseline.as_deref(), &kind_tables())?;
     // The report says itself which runs it left out, next to the n it counts per cell.
     report.warnings.splice(0..0, skipped);
     let bytes = format.exporter().report(&report)?;
@@ -98,4 +98,12 @@ pub fn run(c: ReportCmd) -> Result<ExitCode> {
         }
     }
     Ok(ExitCode::SUCCESS)
+}
+
+/// Every kind's own tables, composed here (the edge) so that the report names no kind: the
+/// workload kinds' from the registry, and the studies' that write results of their own kind.
+pub fn kind_tables() -> Vec<crate::results::tables::KindTables> {
+    let mut all = crate::registry::kind_tables();
+    all.push(crate::study::append::TABLES);
+    all
 }

@@ -10,6 +10,7 @@ use serde::Serialize;
 
 use super::metrics::{self, Better, Metric};
 use crate::findings::sentence::Stated;
+use crate::results::tables::KindTables;
 use crate::results::{PhaseResult, RunResult};
 use crate::stats::{self, Summary};
 use crate::units::{format_bytes_human, format_size};
@@ -308,23 +309,7 @@ fn cell_metric(m: &Metric, phases: &[(&RunResult, &PhaseResult)]) -> Option<Cell
     })
 }
 
-/// A figure with a sensible number of digits.
-pub fn fmt_num(v: f64) -> String {
-    let a = v.abs();
-    if a == 0.0 {
-        "0".into()
-    } else if a >= 1000.0 {
-        format!("{v:.0}")
-    } else if a >= 100.0 {
-        format!("{v:.1}")
-    } else if a >= 1.0 {
-        format!("{v:.2}")
-    } else if a >= 0.01 {
-        format!("{v:.3}")
-    } else {
-        format!("{v:.2e}")
-    }
-}
+pub use crate::text::fmt_num;
 
 /// `+12.3%` from base to new.
 pub fn pct_change(base: f64, new: f64) -> Option<f64> {
@@ -335,8 +320,13 @@ fn fmt_pct(p: Option<f64>) -> String {
     p.map_or("-".into(), |p| format!("{p:+.1}%"))
 }
 
-/// Builds the report from results (any order; they are sorted here).
-pub fn build(mut results: Vec<RunResult>, baseline: Option<&str>) -> anyhow::Result<Report> {
+/// Builds the report from results (any order; they are sorted here), with the tables each
+/// kind registered for its results (`kinds`).
+pub fn build(
+    mut results: Vec<RunResult>,
+    baseline: Option<&str>,
+    kinds: &[KindTables],
+) -> anyhow::Result<Report> {
     if results.is_empty() {
         return Err(crate::error::bad_input(
             "no results to report on; give result files or directories holding them",
@@ -367,9 +357,8 @@ pub fn build(mut results: Vec<RunResult>, baseline: Option<&str>) -> anyhow::Res
     if let Some(t) = journal_table(&results) {
         tables.push(t);
     }
-    if let Some(t) = aged_fresh_table(&results) {
-        tables.push(t);
-    }
+    // The kinds' own tables (registered with each kind; the command line hands them in).
+    tables.extend(crate::results::tables::all(kinds, &results));
     if let Some(t) = crate::report::ranks::rank_table(&results) {
         tables.push(t);
     }
@@ -752,95 +741,6 @@ fn layout_table(cells: &[Cell]) -> Option<Table> {
     })
 }
 
-/// One checkpoint row of an append-study result.
-type StudyRow = serde_json::Map<String, serde_json::Value>;
-
-/// The append study's comparison (`fsgauge study append` results keep one row per usage
-/// checkpoint under `layout.rows`): aged tree against its fresh copy, means over repetitions,
-/// in the six parts of the fragmentation study's graphs.
-fn aged_fresh_table(results: &[RunResult]) -> Option<Table> {
-    // (testbed, checkpoint) -> rows of all repetitions, in result order.
-    let mut groups: Vec<((String, String), Vec<&StudyRow>)> = Vec::new();
-    for r in results.iter().filter(|r| r.workload.kind == "study-append") {
-        let rows = r
-            .layout
-            .as_ref()
-            .and_then(|l| l.get("rows"))
-            .and_then(|v| v.as_array());
-        for row in rows.into_iter().flatten().filter_map(|v| v.as_object()) {
-            let target = row
-                .get("usage_target_pct")
-                .and_then(|v| v.as_f64())
-                .unwrap_or(f64::NAN);
-            let key = (r.testbed.label.clone(), fmt_num(target));
-            match groups.iter_mut().find(|(k, _)| *k == key) {
-                Some((_, v)) => v.push(row),
-                None => groups.push((key, vec![row])),
-            }
-        }
-    }
-    if groups.is_empty() {
-        return None;
-    }
-    let mean = |rows: &[&StudyRow], k: &str| -> Option<f64> {
-        let xs: Vec<f64> = rows
-            .iter()
-            .filter_map(|r| r.get(k).and_then(|v| v.as_f64()))
-            .collect();
-        (!xs.is_empty()).then(|| xs.iter().sum::<f64>() / xs.len() as f64)
-    };
-    let pair = |rows: &[&StudyRow], a: &str, b: &str| match (mean(rows, a), mean(rows, b)) {
-        (Some(x), Some(y)) => format!("{} / {}", fmt_num(x), fmt_num(y)),
-        _ => "-".into(),
-    };
-    let pct = |rows: &[&StudyRow], a: &str, b: &str| match (mean(rows, a), mean(rows, b)) {
-        (Some(x), Some(y)) if y > 0.0 => format!("{:.0}%", 100.0 * x / y),
-        _ => "-".into(),
-    };
-    let headers = [
-        "testbed",
-        "usage % (target)",
-        "usage %",
-        "write KiB/s aging / copy",
-        "read KiB/s aged / fresh",
-        "read aged/fresh",
-        "random KiB/s aged / fresh",
-        "random aged/fresh",
-        "stat/s aged / fresh",
-        "extents per file aged / fresh",
-        "layout score aged / fresh",
-        "runtime s aged / fresh",
-    ]
-    .map(String::from)
-    .to_vec();
-    let rows = groups
-        .iter()
-        .map(|((testbed, target), rows)| {
-            vec![
-                testbed.clone(),
-                target.clone(),
-                mean(rows, "usage_pct").map_or("-".into(), fmt_num),
-                pair(rows, "write_kbps_aging", "write_kbps_copy"),
-                pair(rows, "read_kbps_aged", "read_kbps_fresh"),
-                pct(rows, "read_kbps_aged", "read_kbps_fresh"),
-                pair(rows, "random_kbps_aged", "random_kbps_fresh"),
-                pct(rows, "random_kbps_aged", "random_kbps_fresh"),
-                pair(rows, "stat_per_s_aged", "stat_per_s_fresh"),
-                pair(rows, "extents_per_file_aged", "extents_per_file_fresh"),
-                pair(rows, "layout_score_aged", "layout_score_fresh"),
-                pair(rows, "runtime_aged_s", "runtime_fresh_s"),
-            ]
-        })
-        .collect();
-    Some(Table {
-        title: "Aged vs fresh copy".into(),
-        label_columns: 2,
-        note: "the append study: the tree aged by round-robin appends against its copy on a freshly made filesystem of the same size and options, per usage checkpoint, means over repetitions; read speeds count read time only".into(),
-        headers,
-        rows,
-    })
-}
-
 fn stats_table(cells: &[Cell]) -> Table {
     let headers = [
         "testbed",
@@ -1218,7 +1118,7 @@ mod tests {
         assert_eq!(depths, [1, 4, 8]);
         assert!(cs.iter().all(|c| c.series == "x"), "{cs:?}");
         assert!(cs.iter().all(|c| c.axis == "depth"), "{cs:?}");
-        let report = build(rs.clone(), None).unwrap();
+        let report = build(rs.clone(), None, &[]).unwrap();
         let t = report
             .tables
             .iter()
@@ -1247,7 +1147,7 @@ mod tests {
         assert_eq!(line_phase("randread-128K-t64"), "randread-128K");
         assert_eq!(line_phase("mix-c8"), "mix");
         assert_eq!(line_phase("create"), "create");
-        assert_eq!(line_phase("age-75"), "age-75");
+        assert_eq!(line_phase("usage-75"), "usage-75");
         assert_eq!(line_phase("dir-t"), "dir-t");
         assert_eq!(line_phase("file-create"), "file-create");
     }

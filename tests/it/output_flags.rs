@@ -1,112 +1,8 @@
-//! `--format`, `--json` and `--quiet` are declared once and every command that prints results
-//! or progress takes them: the test walks every subcommand's `--help` (bench's kinds included)
-//! and runs `frag` with each of them. Needs no root.
+//! `frag` takes `--quiet` and every format of the one exporter, as every other command does
+//! (the walk over every command's `--help` is `output_formats::every_command_that_prints_…`);
+//! a kind's own tables show in `report`. Needs no root.
 
 use crate::support::Sandbox;
-
-/// Leaves of the command tree that print neither results nor progress: they take no output
-/// flags. Anything else must.
-const WITHOUT_OUTPUT: &[&str] = &["help", "presets show", "testbed destroy", "testbed cleanup"];
-
-/// The subcommands a `--help` lists under "Commands:".
-fn subcommands(help: &str) -> Vec<String> {
-    let mut out = Vec::new();
-    let mut inside = false;
-    for line in help.lines() {
-        if line.starts_with("Commands:") {
-            inside = true;
-            continue;
-        }
-        if inside {
-            if line.trim().is_empty() || !line.starts_with(' ') {
-                break;
-            }
-            // A command's name starts at column 2; continuation lines are indented further.
-            if line.starts_with("  ") && !line.starts_with("   ") {
-                if let Some(name) = line.split_whitespace().next() {
-                    out.push(name.to_string());
-                }
-            }
-        }
-    }
-    out
-}
-
-fn help_of(sb: &Sandbox, path: &[String]) -> String {
-    let out = sb.cmd().args(path).arg("--help").output().unwrap();
-    assert!(out.status.success(), "{path:?} --help: {out:?}");
-    String::from_utf8(out.stdout).unwrap()
-}
-
-/// Every leaf command, as the words that name it.
-fn leaves(sb: &Sandbox, path: Vec<String>, out: &mut Vec<(Vec<String>, String)>) {
-    let help = help_of(sb, &path);
-    let subs = subcommands(&help);
-    if subs.is_empty() {
-        out.push((path, help));
-        return;
-    }
-    for s in subs {
-        let mut p = path.clone();
-        p.push(s.clone());
-        if s == "help" {
-            continue;
-        }
-        leaves(sb, p, out);
-    }
-    // A command with subcommands that also runs without one (presets) lists its own flags.
-    if help.contains("--format") {
-        out.push((path, help));
-    }
-}
-
-#[test]
-fn every_command_that_prints_takes_format_json_and_quiet() {
-    let sb = Sandbox::new();
-    let mut all = Vec::new();
-    leaves(&sb, Vec::new(), &mut all);
-    let names: Vec<String> = all.iter().map(|(p, _)| p.join(" ")).collect();
-    // The walk found what it must: a bench kind, the listings, the readers.
-    for must in [
-        "run",
-        "presets",
-        "report",
-        "compare",
-        "bench tree",
-        "exercise",
-        "testbed create",
-        "testbed list",
-        "frag",
-        "age",
-        "read",
-        "study append",
-    ] {
-        assert!(
-            names.iter().any(|n| n == must),
-            "{must} not found in {names:?}"
-        );
-    }
-    let mut missing = Vec::new();
-    for (path, help) in &all {
-        let name = path.join(" ");
-        if WITHOUT_OUTPUT.contains(&name.as_str()) {
-            continue;
-        }
-        for flag in ["--format <", "--json", "--quiet"] {
-            if !help.contains(flag) {
-                missing.push(format!("{name}: {}", flag.trim_end_matches(" <")));
-            }
-        }
-        assert!(
-            help.contains("table|json|csv|md|html"),
-            "{name} offers the five formats of the one exporter:\n{help}"
-        );
-    }
-    assert!(
-        missing.is_empty(),
-        "commands without output flags: {missing:?}"
-    );
-}
 
 #[test]
 fn frag_takes_quiet_and_every_format() {
@@ -139,4 +35,47 @@ fn frag_takes_quiet_and_every_format() {
         html.starts_with("<!DOCTYPE html>") && html.contains("<td class=\"l\">files</td>"),
         "{html}"
     );
+}
+
+/// tio registers its sweep tables with its kind: `report` shows them beside its own tables,
+/// and a report of other kinds does not.
+#[test]
+fn report_shows_the_tables_a_kind_registered() {
+    use crate::report_fixtures::{phase, result, tree_study, write_all};
+    let dir = tempfile::tempdir().unwrap();
+    let (tio, tree) = (dir.path().join("tio"), dir.path().join("tree"));
+    let mut runs = Vec::new();
+    for (label, mb) in [("a", 100.0), ("b", 150.0)] {
+        for rep in 0..2u32 {
+            let bytes = (mb * 1e6) as u64;
+            let p = phase(
+                "seqwrite-4K-t2",
+                1.0,
+                0.1,
+                bytes / 4096,
+                bytes,
+                &[1000, 2000],
+                &[10],
+                2,
+            );
+            runs.push(result(label, "tio", serde_json::json!({}), rep, vec![p]));
+        }
+    }
+    write_all(&tio, &runs);
+    write_all(&tree, &tree_study());
+    let report = |d: &std::path::Path| {
+        let out = std::process::Command::new(env!("CARGO_BIN_EXE_fsgauge"))
+            .arg("report")
+            .arg(d)
+            .args(["--format", "table"])
+            .output()
+            .unwrap();
+        assert!(out.status.success(), "{out:?}");
+        String::from_utf8(out.stdout).unwrap()
+    };
+    let text = report(&tio);
+    assert!(text.contains("seqwrite 4K: MB/s (10^6 bytes/s)"), "{text}");
+    assert!(text.contains("MB/CPU-s"), "the detail table: {text}");
+    let text = report(&tree);
+    assert!(!text.contains("MB/s (10^6 bytes/s)"), "{text}");
 }

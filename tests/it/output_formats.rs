@@ -473,15 +473,11 @@ fn subcommands(help: &str) -> Vec<String> {
 }
 
 #[test]
-fn every_command_that_prints_takes_format_and_json() {
+fn every_command_that_prints_takes_format_json_and_quiet() {
     // Commands that print no results or listings: they change the machine and say what they
     // did, or print a plan file to copy.
-    const PRINT_NOTHING_TO_FORMAT: [&str; 4] = [
-        "testbed create",
-        "testbed destroy",
-        "testbed cleanup",
-        "presets show",
-    ];
+    const PRINT_NOTHING_TO_FORMAT: [&str; 3] =
+        ["testbed destroy", "testbed cleanup", "presets show"];
     let mut todo = vec![Vec::<String>::new()];
     let mut checked = Vec::new();
     while let Some(path) = todo.pop() {
@@ -505,7 +501,7 @@ fn every_command_that_prints_takes_format_and_json() {
             .lines()
             .find(|l| l.trim_start().starts_with("--format"))
             .unwrap_or_else(|| panic!("fsgauge {name} has no --format:\n{help}"));
-        for f in ["table", "json", "csv", "md"] {
+        for f in ["table", "json", "csv", "md", "html"] {
             assert!(
                 format.contains(f),
                 "fsgauge {name} --format lacks {f}: {format}"
@@ -514,6 +510,10 @@ fn every_command_that_prints_takes_format_and_json() {
         assert!(
             help.lines().any(|l| l.trim_start().starts_with("--json")),
             "fsgauge {name} has no --json:\n{help}"
+        );
+        assert!(
+            help.lines().any(|l| l.contains("--quiet")),
+            "fsgauge {name} has no --quiet:\n{help}"
         );
         checked.push(name);
     }
@@ -527,7 +527,12 @@ fn every_command_that_prints_takes_format_and_json() {
         "frag",
         "study append",
         "testbed list",
+        "testbed create",
         "presets",
+        "age",
+        "read",
+        "exercise",
+        "bench clients",
     ] {
         assert!(
             checked.iter().any(|n| n == c),
