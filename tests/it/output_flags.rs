@@ -79,3 +79,60 @@ fn report_shows_the_tables_a_kind_registered() {
     let text = report(&tree);
     assert!(!text.contains("MB/s (10^6 bytes/s)"), "{text}");
 }
+
+/// Reports and comparisons of the fixture results, byte for byte as fsgauge printed them
+/// before every command went through the one exporter (the files in
+/// `report_fixtures/golden` were written by that fsgauge, main at eb034bc). A deliberate
+/// change of a report's output rewrites them: `FSGAUGE_BLESS=1` writes the new output.
+#[test]
+fn reports_and_comparisons_print_as_before_the_one_exporter() {
+    use crate::report_fixtures::{threads_study, tree_study, write_all};
+    let dir = tempfile::tempdir().unwrap();
+    let all = tree_study();
+    let side = |l: &str| -> Vec<_> {
+        all.iter()
+            .filter(|r| r.testbed.label == l)
+            .cloned()
+            .collect()
+    };
+    write_all(&dir.path().join("tree"), &all);
+    write_all(&dir.path().join("threads"), &threads_study());
+    write_all(&dir.path().join("base"), &side("a"));
+    write_all(&dir.path().join("new"), &side("b"));
+    let golden =
+        std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/it/report_fixtures/golden");
+    let bless = std::env::var_os("FSGAUGE_BLESS").is_some();
+    let mut differ = Vec::new();
+    for format in ["table", "md", "csv"] {
+        let d = dir.path();
+        let runs = [
+            ("report-tree", vec![d.join("tree")]),
+            ("report-threads", vec![d.join("threads")]),
+            ("compare-tree", vec![d.join("base"), d.join("new")]),
+        ];
+        for (name, paths) in runs {
+            let cmd = name.split('-').next().unwrap();
+            let out = std::process::Command::new(env!("CARGO_BIN_EXE_fsgauge"))
+                .arg(cmd)
+                .args(&paths)
+                .args(["--format", format])
+                .output()
+                .unwrap();
+            assert!(out.status.success(), "{name} {format}: {out:?}");
+            let file = golden.join(format!("{name}.{format}"));
+            if bless {
+                std::fs::write(&file, &out.stdout).unwrap();
+                continue;
+            }
+            let want = std::fs::read(&file).unwrap();
+            if want != out.stdout {
+                differ.push(format!(
+                    "{name} --format {format} differs from {}:\n{}",
+                    file.display(),
+                    String::from_utf8_lossy(&out.stdout)
+                ));
+            }
+        }
+    }
+    assert!(differ.is_empty(), "{}", differ.join("\n\n"));
+}

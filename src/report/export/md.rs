@@ -81,7 +81,20 @@ impl Exporter for Markdown {
     /// a larger document).
     fn page(&self, page: &Page) -> Result<Vec<u8>> {
         let mut out = page.preface.clone();
-        let tables: Vec<String> = page.tables.iter().map(table).collect();
+        // A bare table (a listing, no title or note) ends at its last row; a blank line
+        // separates tables.
+        let tables: Vec<String> = page
+            .tables
+            .iter()
+            .map(|t| {
+                let md = table(t);
+                if t.title.is_empty() && t.note.is_empty() {
+                    md.trim_end_matches('\n').to_string() + "\n"
+                } else {
+                    md
+                }
+            })
+            .collect();
         out.push_str(&tables.join("\n"));
         Ok(out.into_bytes())
     }
