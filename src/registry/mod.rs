@@ -187,7 +187,8 @@ static KINDS: &[WorkloadKind] = &[
     WorkloadKind::plan::<crate::age::Age>(
         "age",
         "fragmentation study: age to usage checkpoints (fill, round-robin append, churn)",
-    ),
+    )
+    .tables(crate::age::workload::VIEWS, None),
     WorkloadKind::plan::<crate::age::append::Append>(
         "append",
         "fragmentation study: append-aged tree vs a fresh copy on a twin filesystem, read and layout",

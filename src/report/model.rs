@@ -10,7 +10,7 @@ use serde::Serialize;
 
 use super::metrics::{self, Better, Metric};
 use crate::findings::sentence::Stated;
-use crate::results::tables::KindTables;
+use crate::results::tables::{Against, KindTables};
 use crate::results::{PhaseResult, RunResult};
 use crate::stats::{self, Summary};
 use crate::units::{format_bytes_human, format_size};
@@ -110,6 +110,10 @@ pub struct Report {
     pub findings: Vec<Stated>,
     #[serde(skip)]
     pub results: Vec<RunResult>,
+    /// The figures kinds registered, with the workload (label) whose cells they draw, in the
+    /// order of the cells.
+    #[serde(skip)]
+    pub against: Vec<(String, Against)>,
 }
 
 /// The label of each result's workload: its kind, plus the parameters that differ between the
@@ -369,6 +373,18 @@ pub fn build(
     let warnings = warnings(&results, &cells);
     let findings = crate::findings::sentence::stated(&results);
     let labels = workload_labels(&results, &[]);
+    let mut against: Vec<(String, Against)> = Vec::new();
+    for (r, w) in results.iter().zip(&labels) {
+        for k in kinds.iter().filter(|k| k.kind == r.workload.kind) {
+            for a in k.against {
+                if !against.iter().any(|(w2, a2)| w2 == w && a2.x == a.x) {
+                    against.push((w.clone(), *a));
+                }
+            }
+        }
+    }
+    // In the order of the cells, as the plots are.
+    against.sort_by_key(|(w, _)| workloads.iter().position(|x| x == w));
     let environment = results
         .iter()
         .zip(&labels)
@@ -391,6 +407,7 @@ pub fn build(
         environment_differs: crate::results::env_spread(&results),
         findings,
         results,
+        against,
     })
 }
 

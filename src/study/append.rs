@@ -190,6 +190,7 @@ pub const KIND: &str = "study-append";
 pub const TABLES: KindTables = KindTables {
     kind: KIND,
     tables: aged_fresh_tables,
+    against: &[],
 };
 
 /// One checkpoint row of an append-study result.

@@ -33,6 +33,7 @@ pub fn points(results: &[RunResult]) -> Vec<SweepPoint> {
 pub const TABLES: KindTables = KindTables {
     kind: "clients",
     tables,
+    against: &[],
 };
 
 /// The sweep table, then dbench's operation table for every measured phase.

@@ -150,6 +150,7 @@ pub const TABLES: KindTables = KindTables {
         }
         sweep_tables(results)
     },
+    against: &[],
 };
 
 /// Everything a tio sweep prints: the per-mode-and-block tables, then the detail table.
