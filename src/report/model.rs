@@ -348,6 +348,19 @@ pub fn build(
         }
         None => testbeds[0].clone(),
     };
+    let labels = workload_labels(&results, &[]);
+    let mut against: Vec<(String, Against)> = Vec::new();
+    for (r, w) in results.iter().zip(&labels) {
+        for k in kinds.iter().filter(|k| k.kind == r.workload.kind) {
+            for a in k.against {
+                if !against.iter().any(|(w2, a2)| w2 == w && a2.x == a.x) {
+                    against.push((w.clone(), *a));
+                }
+            }
+        }
+    }
+    // In the order of the cells, as the plots are.
+    against.sort_by_key(|(w, _)| workloads.iter().position(|x| x == w));
     let mut tables = vec![
         elapsed_table(&testbeds, &workloads, &cells),
         main_table(&testbeds, &workloads, &cells, &baseline),
@@ -355,7 +368,7 @@ pub fn build(
     if let Some(t) = threads_table(&testbeds, &cells, &baseline) {
         tables.push(t);
     }
-    if let Some(t) = layout_table(&cells) {
+    if let Some(t) = layout_table(&cells, &against) {
         tables.push(t);
     }
     if let Some(t) = journal_table(&results) {
@@ -372,19 +385,6 @@ pub fn build(
     tables.push(stats_table(&cells));
     let warnings = warnings(&results, &cells);
     let findings = crate::findings::sentence::stated(&results);
-    let labels = workload_labels(&results, &[]);
-    let mut against: Vec<(String, Against)> = Vec::new();
-    for (r, w) in results.iter().zip(&labels) {
-        for k in kinds.iter().filter(|k| k.kind == r.workload.kind) {
-            for a in k.against {
-                if !against.iter().any(|(w2, a2)| w2 == w && a2.x == a.x) {
-                    against.push((w.clone(), *a));
-                }
-            }
-        }
-    }
-    // In the order of the cells, as the plots are.
-    against.sort_by_key(|(w, _)| workloads.iter().position(|x| x == w));
     let environment = results
         .iter()
         .zip(&labels)
@@ -709,10 +709,11 @@ pub fn journal_table(results: &[RunResult]) -> Option<Table> {
 
 /// The block-layout figures phases recorded (aging checkpoints, write cells of threaded I/O): one row per
 /// testbed × workload × phase, as the fragmentation study tabulated fragmentation against usage.
-fn layout_table(cells: &[Cell]) -> Option<Table> {
+///
+/// The metrics kinds draw their layout against (`against`: aging's usage) lead the figures.
+fn layout_table(cells: &[Cell], against: &[(String, Against)]) -> Option<Table> {
     // (column header, metric keys in order of preference)
-    const COLUMNS: [(&str, &[&str]); 6] = [
-        ("usage %", &["extra.usage_pct"]),
+    const LAYOUT: [(&str, &[&str]); 5] = [
         (
             "extents per file",
             &["extra.extents_per_file", "extra.extents_per_file_mean"],
@@ -722,6 +723,13 @@ fn layout_table(cells: &[Cell]) -> Option<Table> {
         ("free extents", &["extra.free_extents"]),
         ("largest free share", &["extra.largest_free_share"]),
     ];
+    let mut leading: Vec<(&str, &[&str])> = Vec::new();
+    for (_, a) in against {
+        if !leading.iter().any(|(h, _)| *h == a.x_desc) {
+            leading.push((a.x_desc, std::slice::from_ref(&a.x)));
+        }
+    }
+    let columns: Vec<(&str, &[&str])> = leading.into_iter().chain(LAYOUT).collect();
     let pick = |c: &Cell, keys: &[&str]| {
         keys.iter()
             .find_map(|k| c.metric(k))
@@ -729,11 +737,11 @@ fn layout_table(cells: &[Cell]) -> Option<Table> {
     };
     let rows: Vec<Vec<String>> = cells
         .iter()
-        .filter(|c| pick(c, COLUMNS[1].1).is_some() || pick(c, COLUMNS[2].1).is_some())
+        .filter(|c| pick(c, LAYOUT[0].1).is_some() || pick(c, LAYOUT[1].1).is_some())
         .map(|c| {
             let mut row = vec![c.testbed.clone(), c.workload.clone(), c.phase.clone()];
             row.extend(
-                COLUMNS
+                columns
                     .iter()
                     .map(|(_, keys)| pick(c, keys).map_or("-".into(), fmt_num)),
             );
@@ -748,11 +756,11 @@ fn layout_table(cells: &[Cell]) -> Option<Table> {
         "workload".to_string(),
         "phase".to_string(),
     ];
-    headers.extend(COLUMNS.iter().map(|(h, _)| h.to_string()));
+    headers.extend(columns.iter().map(|(h, _)| h.to_string()));
     Some(Table {
         title: "Block layout per phase".into(),
         label_columns: 3,
-        note: "mean over repetitions of the layout recorded after the phase's writes: extents per file (physically adjacent extents merged, as filefrag counts), layout score (1 = every block follows the previous one), fragmentation factor sum(E - I) / sum(E), free-space extents; for aging, one row per usage checkpoint, as the fragmentation study tabulated them".into(),
+        note: "mean over repetitions of the layout recorded after the phase's writes: extents per file (physically adjacent extents merged, as filefrag counts), layout score (1 = every block follows the previous one), fragmentation factor sum(E - I) / sum(E), free-space extents; first the figure a kind draws its layout against (aging: usage, one row per checkpoint, as the fragmentation study tabulated them)".into(),
         headers,
         rows,
     })
