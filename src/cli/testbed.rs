@@ -7,7 +7,8 @@ use clap::{Args, Subcommand};
 
 use super::common::{OutputArgs, TestbedArgs};
 use crate::error::bad_input;
-use crate::report::output::{listing, OutputFormat};
+use crate::report::document::Page;
+use crate::report::output::listing;
 use crate::testbed::{cleanup, destroy_by_name, ledger, Testbed};
 use crate::units::format_size;
 
@@ -43,15 +44,16 @@ pub struct CreateArgs {
     /// Name of the testbed [default: LABEL-N].
     #[arg(long)]
     pub name: Option<String>,
-    /// Print the testbed as JSON.
-    #[arg(long)]
-    pub json: bool,
+    /// --format json prints the testbed as JSON (name, mountpoint, device, journal device,
+    /// and the testbed record); --quiet leaves out the warnings' notes.
+    #[command(flatten)]
+    pub out: OutputArgs,
 }
 
 pub fn run(cmd: TestbedCmd) -> Result<ExitCode> {
     match cmd {
         TestbedCmd::Create(a) => create(a),
-        TestbedCmd::List { out } => list(out.format()),
+        TestbedCmd::List { out } => list(&out),
         TestbedCmd::Destroy { name } => {
             destroy_by_name(&name)?;
             println!("destroyed {name}");
@@ -110,32 +112,56 @@ fn create(a: CreateArgs) -> Result<ExitCode> {
     // Its name is printed before it is handed over to the ledger: whenever the testbed
     // outlives this process, its user has been told what to destroy. Printing that fails
     // (a reader closed the pipe) ends here, and the testbed goes with this process.
-    let text = if a.json {
-        let doc = serde_json::json!({
+    let mut text = format!("name:        {name}\n");
+    text.push_str(&format!("mountpoint:  {}\n", mountpoint.display()));
+    text.push_str(&format!("device:      {}\n", device.display()));
+    if let Some(j) = &journal_device {
+        text.push_str(&format!("journal:     {}\n", j.display()));
+    }
+    text.push_str(&format!("filesystem:  {}\n", spec.describe()));
+    text.push_str(&format!("mkfs:        {}\n", info.mkfs_args.join(" ")));
+    text.push_str(&format!("destroy with: fsgauge testbed destroy {name}\n"));
+    let journal = journal_device.as_ref().map(|j| j.display().to_string());
+    let rows = vec![vec![
+        name.clone(),
+        mountpoint.display().to_string(),
+        device.display().to_string(),
+        journal.clone().unwrap_or_default(),
+        spec.describe(),
+        info.mkfs_args.join(" "),
+    ]];
+    let page = Page::new(
+        format!("testbed {name}"),
+        &serde_json::json!({
             "name": name,
             "mountpoint": mountpoint,
             "device": device,
             "journal_device": journal_device,
             "testbed": info,
-        });
-        format!("{}\n", serde_json::to_string_pretty(&doc)?)
-    } else {
-        let journal = journal_device
-            .as_ref()
-            .map(|j| format!("journal:     {}\n", j.display()))
-            .unwrap_or_default();
-        format!(
-            "name:        {name}\nmountpoint:  {}\ndevice:      {}\n{journal}filesystem:  {}\nmkfs:        {}\ndestroy with: fsgauge testbed destroy {name}\n",
-            mountpoint.display(),
-            device.display(),
-            spec.describe(),
-            info.mkfs_args.join(" ")
-        )
-    };
+        }),
+    )?
+    .text(text)
+    .table(crate::text::Table {
+        title: String::new(),
+        label_columns: 6,
+        note: String::new(),
+        headers: [
+            "name",
+            "mountpoint",
+            "device",
+            "journal",
+            "filesystem",
+            "mkfs",
+        ]
+        .map(String::from)
+        .to_vec(),
+        rows,
+    });
     {
         use std::io::Write;
+        let bytes = crate::report::export::render(&page.into(), a.out.format())?;
         let mut out = std::io::stdout().lock();
-        out.write_all(text.as_bytes())
+        out.write_all(&bytes)
             .and_then(|()| out.flush())
             .map_err(|e| anyhow::anyhow!("printing testbed {name}: {e}; it is torn down"))?;
     }
@@ -171,38 +197,35 @@ fn create_labelled(spec: &crate::testbed::TestbedSpec) -> Result<Testbed> {
     unreachable!("an unbounded range of names ends only by returning")
 }
 
-fn list(format: OutputFormat) -> Result<ExitCode> {
+fn list(out: &OutputArgs) -> Result<ExitCode> {
     let scan = ledger::scan()?;
     for d in &scan.damaged {
         eprintln!("warning: {}", d.warning());
     }
     let entries = scan.entries;
-    if format == OutputFormat::Json {
-        println!(
-            "{}",
-            serde_json::to_string_pretty(&serde_json::to_value(entries_json(&entries))?)?
-        );
-        return Ok(ExitCode::SUCCESS);
-    }
     let rows: Vec<Vec<String>> = entries.iter().map(entry_row).collect();
-    if let Some(text) = listing(format, &LIST_HEADERS, &rows) {
-        print!("{text}");
-        return Ok(ExitCode::SUCCESS);
-    }
-    if entries.is_empty() {
-        println!("no testbeds");
-        return Ok(ExitCode::SUCCESS);
-    }
-    println!(
-        "{:<24} {:<26} {:<6} {:>6} {:<12} mountpoint",
-        "name", "owner", "fs", "size", "device"
-    );
-    for r in &rows {
-        println!(
-            "{:<24} {:<26} {:<6} {:>6} {:<12} {}",
-            r[0], r[1], r[2], r[3], r[4], r[5]
+    let text = if entries.is_empty() {
+        "no testbeds\n".to_string()
+    } else {
+        let mut text = format!(
+            "{:<24} {:<26} {:<6} {:>6} {:<12} mountpoint\n",
+            "name", "owner", "fs", "size", "device"
         );
-    }
+        for r in &rows {
+            text.push_str(&format!(
+                "{:<24} {:<26} {:<6} {:>6} {:<12} {}\n",
+                r[0], r[1], r[2], r[3], r[4], r[5]
+            ));
+        }
+        text
+    };
+    out.print(listing(
+        "fsgauge testbeds",
+        &entries_json(&entries),
+        text,
+        &LIST_HEADERS,
+        rows,
+    )?)?;
     Ok(ExitCode::SUCCESS)
 }
 

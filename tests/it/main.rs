@@ -35,6 +35,7 @@ mod meta_create;
 mod meta_fdtree;
 mod meta_interleave;
 mod mpi_runs;
+mod output_flags;
 mod output_formats;
 mod output_trust;
 mod plan_cli;
