@@ -225,49 +225,38 @@ impl<'a> Client<'a> {
         Ok(())
     }
 
+    /// Runs one operation the way dbench's file backend does; returns the bytes it counts.
     fn run(&mut self, op: &Op) -> Result<u64> {
-        let p = op.path.as_deref().map(|r| self.path(r));
-        let path = || p.clone().unwrap_or_default();
+        let path = op.path.as_deref().map(|r| self.path(r)).unwrap_or_default();
         match op.kind {
-            Kind::NtCreateX => self.create(op, &path())?,
+            Kind::NtCreateX => self.create(op, &path)?,
             Kind::Close => {
                 let i = self.handle(op)?;
                 let (_, fd, _) = self.handles.swap_remove(i);
                 drop(fd);
             }
-            Kind::Rename => {
-                let (a, b) = (path(), self.path(op.path2.as_deref().unwrap_or_default()));
-                resolve_name(&a);
-                resolve_name(&b);
-                let ok = std::fs::rename(&a, &b);
-                self.expect_outcome(op, ok.is_ok(), || {
-                    format!("rename {} {}: {}", a.display(), b.display(), err_text(&ok))
-                })?;
-            }
+            Kind::Rename => self.rename(op, &path)?,
             Kind::Unlink => {
-                let a = path();
-                resolve_name(&a);
-                let ok = std::fs::remove_file(&a);
+                resolve_name(&path);
+                let ok = std::fs::remove_file(&path);
                 self.expect_outcome(op, ok.is_ok(), || {
-                    format!("unlink {}: {}", a.display(), err_text(&ok))
+                    format!("unlink {}: {}", path.display(), err_text(&ok))
                 })?;
             }
             Kind::Rmdir => {
-                let a = path();
-                resolve_name(&a);
-                let ok = std::fs::remove_dir(&a);
+                resolve_name(&path);
+                let ok = std::fs::remove_dir(&path);
                 self.expect_outcome(op, ok.is_ok(), || {
-                    format!("rmdir {}: {}", a.display(), err_text(&ok))
+                    format!("rmdir {}: {}", path.display(), err_text(&ok))
                 })?;
             }
             Kind::Mkdir => {
-                let a = path();
-                resolve_name(&a);
+                resolve_name(&path);
                 // The result is ignored, as dbench does.
-                let _ = nix::unistd::mkdir(&a, nix::sys::stat::Mode::from_bits_truncate(0o777));
+                let _ = nix::unistd::mkdir(&path, nix::sys::stat::Mode::from_bits_truncate(0o777));
             }
-            Kind::Deltree => deltree(&path()),
-            Kind::Qpathinfo => resolve_name(&path()),
+            Kind::Deltree => deltree(&path),
+            Kind::Qpathinfo => resolve_name(&path),
             Kind::Qfileinfo => {
                 let i = self.handle(op)?;
                 let _ = nix::sys::stat::fstat(self.handles[i].1.as_raw_fd());
@@ -275,102 +264,11 @@ impl<'a> Client<'a> {
             Kind::Qfsinfo => {
                 let _ = nix::sys::statvfs::statvfs(self.root);
             }
-            Kind::Sfileinfo => {
-                let i = self.handle(op)?;
-                let (_, fd, name) = &self.handles[i];
-                if let Ok(st) = nix::sys::stat::fstat(fd.as_raw_fd()) {
-                    use nix::sys::time::TimeVal;
-                    let _ = nix::sys::stat::utimes(
-                        name.as_path(),
-                        &TimeVal::new(st.st_atime - 10, 0),
-                        &TimeVal::new(st.st_mtime - 12, 0),
-                    );
-                }
-            }
-            Kind::Find => {
-                let a = path();
-                resolve_name(&a);
-                let s = op.path.as_deref().unwrap_or_default();
-                if s.contains(['<', '>', '*', '?', '"']) {
-                    if let Some(parent) = a.parent() {
-                        if let Ok(rd) = std::fs::read_dir(parent) {
-                            let max = op.params[1].max(0) as usize;
-                            // dbench reads up to maxcnt entries, `.` and `..` included.
-                            let _ = rd.take(max.saturating_sub(2)).count();
-                        }
-                    }
-                }
-            }
-            Kind::WriteX => {
-                let i = self.handle(op)?;
-                let (off, size, want) = (op.params[1], op.params[2].max(0) as usize, op.params[3]);
-                if self.zeros.len() < size {
-                    self.zeros.resize(size, 0);
-                }
-                let fd = self.handles[i].1.as_fd();
-                let r = sys::pwrite(fd, &self.zeros[..size], off as u64);
-                let r = match r {
-                    Ok(r) => r,
-                    Err(e) => {
-                        return Err(failure(
-                            self.id,
-                            op,
-                            format!(
-                                "write {} at offset {off}: {e} ({})",
-                                self.handles[i].2.display(),
-                                e.desc()
-                            ),
-                        ))
-                    }
-                };
-                if r as i64 != want {
-                    return Err(failure(
-                        self.id,
-                        op,
-                        format!(
-                            "wrote {r} bytes to {}, the loadfile expects {want}",
-                            self.handles[i].2.display()
-                        ),
-                    ));
-                }
-                return Ok(size as u64);
-            }
-            Kind::ReadX => {
-                let i = self.handle(op)?;
-                let (off, size, want) = (op.params[1], op.params[2].max(0) as usize, op.params[3]);
-                if self.rbuf.len() < size {
-                    self.rbuf.resize(size, 0);
-                }
-                let fd = self.handles[i].1.as_fd();
-                let r = sys::pread(fd, &mut self.rbuf[..size], off as u64).map_or(-1, |n| n as i64);
-                if r != want {
-                    let name = self.handles[i].2.display().to_string();
-                    self.note(
-                        op,
-                        format!("read {name} at {off}: got {r} bytes, expected {want}"),
-                    );
-                }
-                // dbench counts the requested size whatever the read returned.
-                return Ok(size as u64);
-            }
-            Kind::LockX | Kind::UnlockX => {
-                let i = self.handle(op)?;
-                let lock = libc::flock {
-                    l_type: if op.kind == Kind::LockX {
-                        libc::F_WRLCK as i16
-                    } else {
-                        libc::F_UNLCK as i16
-                    },
-                    l_whence: libc::SEEK_SET as i16,
-                    l_start: (op.params[1] as u32) as libc::off_t,
-                    l_len: op.params[2] as libc::off_t,
-                    l_pid: 0,
-                };
-                let _ = nix::fcntl::fcntl(
-                    self.handles[i].1.as_raw_fd(),
-                    nix::fcntl::FcntlArg::F_SETLKW(&lock),
-                );
-            }
+            Kind::Sfileinfo => self.set_times(op)?,
+            Kind::Find => find(op, &path),
+            Kind::WriteX => return self.write(op),
+            Kind::ReadX => return self.read(op),
+            Kind::LockX | Kind::UnlockX => self.lock(op)?,
             Kind::Flush => {
                 let i = self.handle(op)?;
                 let _ = nix::unistd::fsync(self.handles[i].1.as_raw_fd());
@@ -378,6 +276,112 @@ impl<'a> Client<'a> {
             Kind::Sleep => {}
         }
         Ok(0)
+    }
+
+    /// Rename: both names resolved first; the outcome must be the one the stream expects.
+    fn rename(&mut self, op: &Op, a: &Path) -> Result<()> {
+        let b = self.path(op.path2.as_deref().unwrap_or_default());
+        resolve_name(a);
+        resolve_name(&b);
+        let ok = std::fs::rename(a, &b);
+        self.expect_outcome(op, ok.is_ok(), || {
+            format!("rename {} {}: {}", a.display(), b.display(), err_text(&ok))
+        })
+    }
+
+    /// Sfileinfo: set the open file's times back a little, as dbench does (errors ignored).
+    fn set_times(&self, op: &Op) -> Result<()> {
+        let i = self.handle(op)?;
+        let (_, fd, name) = &self.handles[i];
+        if let Ok(st) = nix::sys::stat::fstat(fd.as_raw_fd()) {
+            use nix::sys::time::TimeVal;
+            let _ = nix::sys::stat::utimes(
+                name.as_path(),
+                &TimeVal::new(st.st_atime - 10, 0),
+                &TimeVal::new(st.st_mtime - 12, 0),
+            );
+        }
+        Ok(())
+    }
+
+    /// WriteX: zeros at the stream's offset; a short or failed write is a failure of the
+    /// filesystem under test. Returns the bytes written.
+    fn write(&mut self, op: &Op) -> Result<u64> {
+        let i = self.handle(op)?;
+        let (off, size, want) = (op.params[1], op.params[2].max(0) as usize, op.params[3]);
+        if self.zeros.len() < size {
+            self.zeros.resize(size, 0);
+        }
+        let fd = self.handles[i].1.as_fd();
+        let r = sys::pwrite(fd, &self.zeros[..size], off as u64);
+        let r = match r {
+            Ok(r) => r,
+            Err(e) => {
+                return Err(failure(
+                    self.id,
+                    op,
+                    format!(
+                        "write {} at offset {off}: {e} ({})",
+                        self.handles[i].2.display(),
+                        e.desc()
+                    ),
+                ))
+            }
+        };
+        if r as i64 != want {
+            return Err(failure(
+                self.id,
+                op,
+                format!(
+                    "wrote {r} bytes to {}, the loadfile expects {want}",
+                    self.handles[i].2.display()
+                ),
+            ));
+        }
+        Ok(size as u64)
+    }
+
+    /// ReadX: a read of a length other than the stream's is noted, not fatal (as in dbench).
+    /// Returns the bytes requested.
+    fn read(&mut self, op: &Op) -> Result<u64> {
+        let i = self.handle(op)?;
+        let (off, size, want) = (op.params[1], op.params[2].max(0) as usize, op.params[3]);
+        if self.rbuf.len() < size {
+            self.rbuf.resize(size, 0);
+        }
+        let fd = self.handles[i].1.as_fd();
+        let r = sys::pread(fd, &mut self.rbuf[..size], off as u64).map_or(-1, |n| n as i64);
+        if r != want {
+            let name = self.handles[i].2.display().to_string();
+            self.note(
+                op,
+                format!("read {name} at {off}: got {r} bytes, expected {want}"),
+            );
+        }
+        // dbench counts the requested size whatever the read returned.
+        Ok(size as u64)
+    }
+
+    /// LockX / UnlockX: a blocking write lock (or unlock) of the stream's range (errors
+    /// ignored, as in dbench).
+    fn lock(&self, op: &Op) -> Result<()> {
+        let i = self.handle(op)?;
+        let lock = libc::flock {
+            l_type: if op.kind == Kind::LockX {
+                libc::F_WRLCK as i16
+            } else {
+                libc::F_UNLCK as i16
+            },
+            l_whence: libc::SEEK_SET as i16,
+            l_start: (op.params[1] as u32) as libc::off_t,
+            l_len: op.params[2] as libc::off_t,
+            l_pid: 0,
+        };
+        let _ = nix::fcntl::fcntl(
+            self.handles[i].1.as_raw_fd(),
+            nix::fcntl::FcntlArg::F_SETLKW(&lock),
+        );
+        Ok(())
     }
 
     fn expect_outcome(&mut self, op: &Op, ok: bool, what: impl FnOnce() -> String) -> Result<()> {
@@ -443,6 +447,22 @@ impl<'a> Client<'a> {
         }
         self.handles.push((fnum, fd, path.to_path_buf()));
         Ok(())
+    }
+}
+
+/// Find: resolve the name and, for a wildcard pattern, list its directory as far as the
+/// stream's entry count (errors ignored, as in dbench).
+fn find(op: &Op, path: &Path) {
+    resolve_name(path);
+    let s = op.path.as_deref().unwrap_or_default();
+    if s.contains(['<', '>', '*', '?', '"']) {
+        if let Some(parent) = path.parent() {
+            if let Ok(rd) = std::fs::read_dir(parent) {
+                let max = op.params[1].max(0) as usize;
+                // dbench reads up to maxcnt entries, `.` and `..` included.
+                let _ = rd.take(max.saturating_sub(2)).count();
+            }
+        }
     }
 }
 
