@@ -18,20 +18,20 @@
 //! `layout_score`, `fragmentation_factor`), so one pair of phases answers both "how much slower"
 //! and "how much more fragmented". The study names its read phases `aged-P-walk`, ….
 
-use std::path::Path;
+use std::path::{Path, PathBuf};
 use std::time::Instant;
 
 use anyhow::{Context, Result};
 use serde::{Deserialize, Serialize};
 
 use super::copy::{copy_tree, COPY_OPS};
-use super::engine::{pct_label, AgeMode, AgeParams, Ager, AGE_OPS};
+use super::engine::{pct_label, AgeMode, AgeParams, Ager, Checkpoint, AGE_OPS};
 use super::shape::TreeShape;
 use super::workload::{checkpoint_extra, layout_record};
 use crate::error::{bad_input, bad_param};
-use crate::measure::{PhaseMeter, Progress};
+use crate::measure::{Devices, PhaseMeter, Progress};
 use crate::results::{MetricDef, PhaseResult};
-use crate::testbed::Testbed;
+use crate::testbed::{Testbed, TestbedSpec};
 use crate::workload::params;
 use crate::workload::readtest::{ReadPhase, ReadTest};
 use crate::workload::{ColdMode, RunContext, Target, Workload};
@@ -260,24 +260,20 @@ fn read_tree(
     Ok((phases, warnings))
 }
 
+/// One tree at a checkpoint: its layout record, the wall time of the phase that made it (the
+/// aging or the copy), its write rate and its read phases.
+struct Tree {
+    layout: serde_json::Value,
+    wall_s: f64,
+    write_kbps: f64,
+    reads: Vec<PhaseResult>,
+}
+
 /// Runs the append test in `ctx`: ages `ctx.root()` on the run's testbed, and at each checkpoint
 /// copies the tree onto a twin testbed (made from the run's testbed spec and destroyed after
 /// the checkpoint) and reads both cold. The phases go into `ctx`.
 pub fn run_append(ctx: &mut RunContext, p: &AppendParams, naming: Naming) -> Result<Outcome> {
-    let spec = match ctx.target() {
-        Target::Testbed(t) if t.spec().device.is_none() => t.spec().clone(),
-        Target::Testbed(_) => {
-            return Err(bad_input(
-                "the append test copies the aged tree onto a fresh twin filesystem of the same kind and size; a real --device has no twin: use --fs (a loop testbed)",
-            ))
-        }
-        Target::Dir(d) => {
-            return Err(bad_input(format!(
-                "the append test copies the aged tree onto a fresh twin filesystem it builds; {} is an existing directory: use --fs (a testbed)",
-                d.display()
-            )))
-        }
-    };
+    let spec = twin_spec(ctx.target())?;
     let params = p.age_params();
     let reads = p.read_test();
     let root_a = ctx.root().to_path_buf();
@@ -292,57 +288,8 @@ pub fn run_append(ctx: &mut RunContext, p: &AppendParams, naming: Naming) -> Res
     for &pc in &p.usage {
         crate::signals::check()?;
         let label = pct_label(pc);
-        let meter = PhaseMeter::start(
-            &format!("age-{label}"),
-            &AGE_OPS,
-            &devices_a,
-            None,
-            &Progress::hidden(),
-        );
-        let mut rec = meter.recorder(0);
-        let cp = ager.run_to(pc, &mut rec)?;
-        rec.finish();
-        let mut phase = meter.finish(vec![rec]);
-        let aged_rec = layout_record(&cp, &root_a, &mount_a)?;
-        phase.extra.extend(checkpoint_extra(&cp, &aged_rec));
-        let age_wall = phase.wall_s;
-        ctx.push_phase(phase);
-        if let Some(w) = cp.overshoot() {
-            ctx.warn(w);
-        }
-
-        // The fresh copy, on a twin made for this checkpoint.
-        let mut fresh = Target::Testbed(Testbed::create(&spec)?);
-        let root_b = fresh.path().join("fsgauge-age");
-        std::fs::create_dir(&root_b).with_context(|| format!("mkdir {}", root_b.display()))?;
-        progress.note(&format!(
-            "  {label}%: copying the aged tree onto a fresh {}",
-            spec.label
-        ));
-        let meter = PhaseMeter::start(
-            &format!("copy-{label}"),
-            &COPY_OPS,
-            &fresh.devices(),
-            None,
-            &Progress::hidden(),
-        );
-        let mut rec = meter.recorder(0);
-        let t0 = Instant::now();
-        let stats = copy_tree(&root_a, &root_b, &mut rec)?;
-        crate::testbed::syncfs(&root_b)?;
-        let copy_s = t0.elapsed().as_secs_f64();
-        rec.finish();
-        let mut copy_phase = meter.finish(vec![rec]);
-        copy_phase.extra.insert("files".into(), stats.files as f64);
-        copy_phase.extra.insert("bytes".into(), stats.bytes as f64);
-        let copy_kbps = stats.bytes as f64 / 1024.0 / copy_s.max(1e-9);
-        copy_phase.extra.insert("write_kbps".into(), copy_kbps);
-        let fresh_rec = crate::layout::snapshot(&root_b, fresh.path())?;
-        for (k, x) in layout_extra(&fresh_rec) {
-            copy_phase.extra.insert(k.into(), x);
-        }
-        let copy_wall = copy_phase.wall_s;
-        ctx.push_phase(copy_phase);
+        let (cp, mut aged) = age_to(ctx, &mut ager, pc, &devices_a, &mount_a)?;
+        let (mut twin, root_b, mut fresh) = copy_to_twin(ctx, &spec, &root_a, &label)?;
 
         progress.note(&format!(
             "  {label}%: read tests on the aged and the fresh tree"
@@ -354,58 +301,31 @@ pub fn run_append(ctx: &mut RunContext, p: &AppendParams, naming: Naming) -> Res
             progress,
             &reads,
             |ph| naming.read_phase("aged", &label, ph),
-            &aged_rec,
+            &aged.layout,
         )?;
         let (pf, wf) = read_tree(
-            &mut fresh,
+            &mut twin,
             &root_b,
             seed,
             progress,
             &reads,
             |ph| naming.read_phase("fresh", &label, ph),
-            &fresh_rec,
+            &fresh.layout,
         )?;
-        let ra = |k: &str, ph| extra(&pa, &naming.read_phase("aged", &label, ph), k);
-        let rf = |k: &str, ph| extra(&pf, &naming.read_phase("fresh", &label, ph), k);
-        use ReadPhase::{Blockorder, Random, Stat, Walk};
-        out.rows.push(Row {
-            usage_target_pct: pc,
-            usage_pct: cp.usage_pct,
-            files: cp.files,
-            bytes: cp.bytes,
-            write_kbps_aging: cp.write_kbps(),
-            write_kbps_copy: copy_kbps,
-            read_kbps_aged: ra("read_kbps", Walk),
-            read_kbps_fresh: rf("read_kbps", Walk),
-            read_pct: pct(ra("read_kbps", Walk), rf("read_kbps", Walk)),
-            walk_kbps_aged: ra("total_kbps", Walk),
-            walk_kbps_fresh: rf("total_kbps", Walk),
-            random_kbps_aged: ra("read_kbps", Random),
-            random_kbps_fresh: rf("read_kbps", Random),
-            random_pct: pct(ra("read_kbps", Random), rf("read_kbps", Random)),
-            blockorder_kbps_aged: ra("read_kbps", Blockorder),
-            blockorder_kbps_fresh: rf("read_kbps", Blockorder),
-            stat_per_s_aged: ra("meta_files_per_s", Walk).or(ra("files_per_s", Stat)),
-            stat_per_s_fresh: rf("meta_files_per_s", Walk).or(rf("files_per_s", Stat)),
-            extents_per_file_aged: get(&aged_rec, "tree", "extents_per_file_mean"),
-            extents_per_file_fresh: get(&fresh_rec, "tree", "extents_per_file_mean"),
-            layout_score_aged: get(&aged_rec, "tree", "layout_score"),
-            layout_score_fresh: get(&fresh_rec, "tree", "layout_score"),
-            fragmentation_factor_aged: get(&aged_rec, "tree", "fragmentation_factor"),
-            fragmentation_factor_fresh: get(&fresh_rec, "tree", "fragmentation_factor"),
-            runtime_aged_s: aging_wall_before + age_wall + pa.iter().map(|x| x.wall_s).sum::<f64>(),
-            runtime_fresh_s: copy_wall + pf.iter().map(|x| x.wall_s).sum::<f64>(),
-        });
-        aging_wall_before += age_wall;
-        for ph in pa.into_iter().chain(pf) {
+        aged.reads = pa;
+        fresh.reads = pf;
+        out.rows
+            .push(row(pc, &cp, &aged, &fresh, naming, aging_wall_before));
+        aging_wall_before += aged.wall_s;
+        for ph in aged.reads.into_iter().chain(fresh.reads) {
             ctx.push_phase(ph);
         }
         for w in wa.into_iter().chain(wf) {
             ctx.warn(w);
         }
         out.checkpoints
-            .push(serde_json::json!({ "usage": pc, "aged": aged_rec, "fresh": fresh_rec }));
-        if let Target::Testbed(t) = fresh {
+            .push(serde_json::json!({ "usage": pc, "aged": aged.layout, "fresh": fresh.layout }));
+        if let Target::Testbed(t) = twin {
             t.destroy()?;
         }
         if cp.enospc {
@@ -419,6 +339,154 @@ pub fn run_append(ctx: &mut RunContext, p: &AppendParams, naming: Naming) -> Res
     out.digest = ager.digest();
     out.ops = ager.ops();
     Ok(out)
+}
+
+/// The spec of the twin testbed: the run's own, which must be a loop testbed (a real device
+/// or an existing directory has no twin).
+fn twin_spec(target: &Target) -> Result<TestbedSpec> {
+    match target {
+        Target::Testbed(t) if t.spec().device.is_none() => Ok(t.spec().clone()),
+        Target::Testbed(_) => Err(bad_input(
+            "the append test copies the aged tree onto a fresh twin filesystem of the same kind and size; a real --device has no twin: use --fs (a loop testbed)",
+        )),
+        Target::Dir(d) => Err(bad_input(format!(
+            "the append test copies the aged tree onto a fresh twin filesystem it builds; {} is an existing directory: use --fs (a testbed)",
+            d.display()
+        ))),
+    }
+}
+
+/// Ages the run's tree to `pc`% usage as phase `age-P` (with the aged layout, pushed into
+/// `ctx`); returns the checkpoint and the aged tree.
+fn age_to(
+    ctx: &mut RunContext,
+    ager: &mut Ager,
+    pc: f64,
+    devices: &Devices,
+    mount: &Path,
+) -> Result<(Checkpoint, Tree)> {
+    let meter = PhaseMeter::start(
+        &format!("age-{}", pct_label(pc)),
+        &AGE_OPS,
+        devices,
+        None,
+        &Progress::hidden(),
+    );
+    let mut rec = meter.recorder(0);
+    let cp = ager.run_to(pc, &mut rec)?;
+    rec.finish();
+    let mut phase = meter.finish(vec![rec]);
+    let layout = layout_record(&cp, ctx.root(), mount)?;
+    phase.extra.extend(checkpoint_extra(&cp, &layout));
+    let wall_s = phase.wall_s;
+    ctx.push_phase(phase);
+    if let Some(w) = cp.overshoot() {
+        ctx.warn(w);
+    }
+    let write_kbps = cp.write_kbps();
+    let tree = Tree {
+        layout,
+        wall_s,
+        write_kbps,
+        reads: Vec::new(),
+    };
+    Ok((cp, tree))
+}
+
+/// Copies the aged tree `root_a` onto a twin testbed made from `spec` for checkpoint `label`,
+/// as phase `copy-P` (with the fresh layout, pushed into `ctx`); returns the twin, the copy's
+/// root on it and the fresh tree.
+fn copy_to_twin(
+    ctx: &mut RunContext,
+    spec: &TestbedSpec,
+    root_a: &Path,
+    label: &str,
+) -> Result<(Target, PathBuf, Tree)> {
+    let twin = Target::Testbed(Testbed::create(spec)?);
+    let root_b = twin.path().join("fsgauge-age");
+    std::fs::create_dir(&root_b).with_context(|| format!("mkdir {}", root_b.display()))?;
+    ctx.progress().note(&format!(
+        "  {label}%: copying the aged tree onto a fresh {}",
+        spec.label
+    ));
+    let meter = PhaseMeter::start(
+        &format!("copy-{label}"),
+        &COPY_OPS,
+        &twin.devices(),
+        None,
+        &Progress::hidden(),
+    );
+    let mut rec = meter.recorder(0);
+    let t0 = Instant::now();
+    let stats = copy_tree(root_a, &root_b, &mut rec)?;
+    crate::testbed::syncfs(&root_b)?;
+    let copy_s = t0.elapsed().as_secs_f64();
+    rec.finish();
+    let mut phase = meter.finish(vec![rec]);
+    phase.extra.insert("files".into(), stats.files as f64);
+    phase.extra.insert("bytes".into(), stats.bytes as f64);
+    let write_kbps = stats.bytes as f64 / 1024.0 / copy_s.max(1e-9);
+    phase.extra.insert("write_kbps".into(), write_kbps);
+    let layout = crate::layout::snapshot(&root_b, twin.path())?;
+    for (k, x) in layout_extra(&layout) {
+        phase.extra.insert(k.into(), x);
+    }
+    let wall_s = phase.wall_s;
+    ctx.push_phase(phase);
+    let tree = Tree {
+        layout,
+        wall_s,
+        write_kbps,
+        reads: Vec::new(),
+    };
+    Ok((twin, root_b, tree))
+}
+
+/// The row of checkpoint `pc` of the study's table, from the aged tree and its fresh copy
+/// (both read). `aging_wall_before` is the aging time of the earlier checkpoints.
+fn row(
+    pc: f64,
+    cp: &Checkpoint,
+    aged: &Tree,
+    fresh: &Tree,
+    naming: Naming,
+    aging_wall_before: f64,
+) -> Row {
+    let label = pct_label(pc);
+    let ra = |k: &str, ph| extra(&aged.reads, &naming.read_phase("aged", &label, ph), k);
+    let rf = |k: &str, ph| extra(&fresh.reads, &naming.read_phase("fresh", &label, ph), k);
+    let (aged_rec, fresh_rec) = (&aged.layout, &fresh.layout);
+    use ReadPhase::{Blockorder, Random, Stat, Walk};
+    Row {
+        usage_target_pct: pc,
+        usage_pct: cp.usage_pct,
+        files: cp.files,
+        bytes: cp.bytes,
+        write_kbps_aging: aged.write_kbps,
+        write_kbps_copy: fresh.write_kbps,
+        read_kbps_aged: ra("read_kbps", Walk),
+        read_kbps_fresh: rf("read_kbps", Walk),
+        read_pct: pct(ra("read_kbps", Walk), rf("read_kbps", Walk)),
+        walk_kbps_aged: ra("total_kbps", Walk),
+        walk_kbps_fresh: rf("total_kbps", Walk),
+        random_kbps_aged: ra("read_kbps", Random),
+        random_kbps_fresh: rf("read_kbps", Random),
+        random_pct: pct(ra("read_kbps", Random), rf("read_kbps", Random)),
+        blockorder_kbps_aged: ra("read_kbps", Blockorder),
+        blockorder_kbps_fresh: rf("read_kbps", Blockorder),
+        stat_per_s_aged: ra("meta_files_per_s", Walk).or(ra("files_per_s", Stat)),
+        stat_per_s_fresh: rf("meta_files_per_s", Walk).or(rf("files_per_s", Stat)),
+        extents_per_file_aged: get(aged_rec, "tree", "extents_per_file_mean"),
+        extents_per_file_fresh: get(fresh_rec, "tree", "extents_per_file_mean"),
+        layout_score_aged: get(aged_rec, "tree", "layout_score"),
+        layout_score_fresh: get(fresh_rec, "tree", "layout_score"),
+        fragmentation_factor_aged: get(aged_rec, "tree", "fragmentation_factor"),
+        fragmentation_factor_fresh: get(fresh_rec, "tree", "fragmentation_factor"),
+        runtime_aged_s: aging_wall_before
+            + aged.wall_s
+            + aged.reads.iter().map(|x| x.wall_s).sum::<f64>(),
+        runtime_fresh_s: fresh.wall_s + fresh.reads.iter().map(|x| x.wall_s).sum::<f64>(),
+    }
 }
 
 /// The append test as a plan workload (kind `append`): one run ages its testbed and compares
