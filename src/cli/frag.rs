@@ -430,6 +430,44 @@ fn sort_files(files: &mut [FileLayout], key: SortKey) {
 /// Runs `fsgauge frag`.
 pub fn run(c: FragCmd) -> Result<ExitCode> {
     let format = c.out.format();
+    check(&c)?;
+    let stdout = std::io::stdout();
+    let out = Mutex::new(BufWriter::with_capacity(1 << 16, stdout));
+    let mut summary = None;
+    let mut collected: Vec<FileLayout> = Vec::new();
+    if !c.paths.is_empty() {
+        summary = Some(scan(&c, format, &out, &mut collected)?);
+    }
+    if let Some(key) = c.sort {
+        sort_files(&mut collected, key);
+        if let Some(k) = c.top {
+            collected.truncate(k);
+        }
+    }
+    let free = free_space(&c)?;
+    let mut w = out.into_inner().expect("stdout lock");
+    w.flush()?;
+    drop(w);
+    let streamed = c.per_file && c.sort.is_none() && !c.paths.is_empty();
+    let page = page(
+        &c,
+        summary.as_ref(),
+        &collected,
+        free.as_ref(),
+        streamed && format == Format::Json,
+    )?;
+    crate::report::export::print(&page.into(), format)?;
+    // The output above says it in its own format; the exit status and stderr say it too, so
+    // that a script that keeps only stdout or only stderr is not left guessing.
+    if let (Some(Err(e)), Some(m)) = (&free, &c.free) {
+        return Err(bad_input(format!("--free {}: {e}", m.display())));
+    }
+    Ok(ExitCode::SUCCESS)
+}
+
+/// Refuses what `frag` cannot do before it starts: no threads, a PATH that does not exist, a
+/// --free that is not a directory.
+fn check(c: &FragCmd) -> Result<()> {
     if c.threads == Some(0) {
         return Err(bad_input("--threads must be 1 or more"));
     }
@@ -449,6 +487,11 @@ pub fn run(c: FragCmd) -> Result<ExitCode> {
             )));
         }
     }
+    Ok(())
+}
+
+/// The walk's options from the command's flags.
+fn walk_options(c: &FragCmd) -> WalkOptions {
     let mut opts = WalkOptions::default();
     if let Some(t) = c.threads {
         opts.threads = t;
@@ -457,89 +500,76 @@ pub fn run(c: FragCmd) -> Result<ExitCode> {
     opts.top = c.top.unwrap_or(10);
     opts.paths = c.per_file;
     opts.method = c.method;
+    opts
+}
 
-    let stdout = std::io::stdout();
-    let out = Mutex::new(BufWriter::with_capacity(1 << 16, stdout));
-    let mut summary = None;
-    let mut collected: Vec<FileLayout> = Vec::new();
-    if !c.paths.is_empty() {
-        let sorted = c.per_file && c.sort.is_some();
-        let stream = c.per_file && !sorted;
-        let first = Mutex::new(true);
-        if stream {
-            let mut w = out.lock().expect("stdout lock");
-            match format {
-                Format::Table | Format::Html => writeln!(w, "{TABLE_HEADER}")?,
-                Format::Csv => writeln!(w, "{CSV_HEADER}")?,
-                Format::Md => write!(w, "{}", md_file_header())?,
-                Format::Json => write!(w, "{{\"files\": [")?,
-            }
-        }
-        let keep = Mutex::new(&mut collected);
-        let sink = |f: &FileLayout| {
-            if sorted {
-                keep.lock().expect("list lock").push(f.clone());
-                return;
-            }
-            let mut w = out.lock().expect("stdout lock");
-            let _ = match format {
-                Format::Table | Format::Html => writeln!(w, "{}", table_row(f)),
-                Format::Csv => writeln!(w, "{}", csv_row(f)),
-                Format::Md => write!(w, "{}", md_row(&file_fields(f))),
-                Format::Json => {
-                    let mut fst = first.lock().expect("flag lock");
-                    let sep = if *fst { "\n" } else { ",\n" };
-                    *fst = false;
-                    write!(w, "{sep}{}", serde_json::to_string(f).unwrap_or_default())
-                }
-            };
-        };
-        let s = if c.per_file {
-            layout::scan_tree(&c.paths, &opts, Some(&sink))?
-        } else {
-            layout::scan_tree(&c.paths, &opts, None)?
-        };
-        summary = Some(s);
-        if stream {
-            let mut w = out.lock().expect("stdout lock");
-            match format {
-                Format::Json => write!(w, "\n],")?,
-                _ => writeln!(w)?,
-            }
+/// Scans the paths and returns their summary. With --per-file and no --sort, every file is
+/// written to `out` as the walk finds it, between the list's header and its end; with --sort,
+/// the files are kept in `collected` to be sorted.
+fn scan(
+    c: &FragCmd,
+    format: Format,
+    out: &Mutex<BufWriter<std::io::Stdout>>,
+    collected: &mut Vec<FileLayout>,
+) -> Result<LayoutSummary> {
+    let opts = walk_options(c);
+    let sorted = c.per_file && c.sort.is_some();
+    let stream = c.per_file && !sorted;
+    let first = Mutex::new(true);
+    if stream {
+        let mut w = out.lock().expect("stdout lock");
+        match format {
+            Format::Table | Format::Html => writeln!(w, "{TABLE_HEADER}")?,
+            Format::Csv => writeln!(w, "{CSV_HEADER}")?,
+            Format::Md => write!(w, "{}", md_file_header())?,
+            Format::Json => write!(w, "{{\"files\": [")?,
         }
     }
-    if let Some(key) = c.sort {
-        sort_files(&mut collected, key);
-        if let Some(k) = c.top {
-            collected.truncate(k);
+    let keep = Mutex::new(collected);
+    let sink = |f: &FileLayout| {
+        if sorted {
+            keep.lock().expect("list lock").push(f.clone());
+            return;
+        }
+        let mut w = out.lock().expect("stdout lock");
+        let _ = match format {
+            Format::Table | Format::Html => writeln!(w, "{}", table_row(f)),
+            Format::Csv => writeln!(w, "{}", csv_row(f)),
+            Format::Md => write!(w, "{}", md_row(&file_fields(f))),
+            Format::Json => {
+                let mut fst = first.lock().expect("flag lock");
+                let sep = if *fst { "\n" } else { ",\n" };
+                *fst = false;
+                write!(w, "{sep}{}", serde_json::to_string(f).unwrap_or_default())
+            }
+        };
+    };
+    let s = if c.per_file {
+        layout::scan_tree(&c.paths, &opts, Some(&sink))?
+    } else {
+        layout::scan_tree(&c.paths, &opts, None)?
+    };
+    if stream {
+        let mut w = out.lock().expect("stdout lock");
+        match format {
+            Format::Json => write!(w, "\n],")?,
+            _ => writeln!(w)?,
         }
     }
-    let free = match &c.free {
+    Ok(s)
+}
+
+/// The free space of --free's filesystem: none without --free, and the reason as text where
+/// the filesystem cannot say (the page shows it, then `frag` fails).
+fn free_space(c: &FragCmd) -> Result<Option<Result<FreeSpace, String>>> {
+    Ok(match &c.free {
         Some(m) => match layout::free_space(m) {
             Ok(f) => Some(Ok(f)),
             Err(e) if e.is::<layout::Unsupported>() => Some(Err(format!("{e:#}"))),
             Err(e) => return Err(e),
         },
         None => None,
-    };
-    let mut w = out.into_inner().expect("stdout lock");
-    w.flush()?;
-    drop(w);
-    let streamed = c.per_file && c.sort.is_none() && !c.paths.is_empty();
-    let page = page(
-        &c,
-        summary.as_ref(),
-        &collected,
-        free.as_ref(),
-        streamed && format == Format::Json,
-    )?;
-    crate::report::export::print(&page.into(), format)?;
-    // The output above says it in its own format; the exit status and stderr say it too, so
-    // that a script that keeps only stdout or only stderr is not left guessing.
-    if let (Some(Err(e)), Some(m)) = (&free, &c.free) {
-        return Err(bad_input(format!("--free {}: {e}", m.display())));
-    }
-    Ok(ExitCode::SUCCESS)
+    })
 }
 
 /// What `frag` shows after the streamed per-file list (if any): the sorted list, the summary
