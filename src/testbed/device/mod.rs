@@ -10,7 +10,11 @@
 //!   caller's clock ([`model::DeviceModel`]), and its expectations and the demerit figure
 //!   ([`model::expect`]).
 //!
-//! # The server, to come (design note)
+//! # The server (design note)
+//! Built in [`server`] (the process), [`emulated`] (the library's handle, [`EmulatedDevice`]),
+//! [`stats`] (lateness and histograms, per phase by snapshot deltas) and [`check`]
+//! (`fsgauge devices check`).
+//!
 //! The model is applied by a server that fsgauge starts for an image testbed with
 //! `device_model`:
 //! - **A FUSE file in a separate process.** The daemon (a re-exec of fsgauge, `fuser` crate,
@@ -36,9 +40,14 @@
 //!   resources; teardown on success, error and signals; a daemon that dies fails the run
 //!   (exit 1) naming it.
 
+pub mod check;
+pub mod emulated;
 pub mod model;
 pub mod profile;
+pub mod server;
+pub mod stats;
 
+pub use emulated::EmulatedDevice;
 pub use model::expect::{demerit, expectations, random_read_service, Expectations};
 pub use model::{Breakdown, DeviceModel, Dispatch, Op, Request};
 pub use profile::{load, load_ref, parse_ablations, Ablations, Kind, Profile, QueuePolicy};
