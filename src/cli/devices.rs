@@ -443,7 +443,8 @@ mod check {
         opts: &CheckOptions,
     ) -> Result<CheckReport> {
         let (profile, abl) = load_ref(reference)?;
-        let offset = parse_size(offset).map_err(|e| bad_input(format!("--offset {offset}: {e}")))?;
+        let offset =
+            parse_size(offset).map_err(|e| bad_input(format!("--offset {offset}: {e}")))?;
         let size = match size {
             Some(s) => parse_size(s).map_err(|e| bad_input(format!("--size {s}: {e}")))?,
             None if profile.kind == Kind::Ram || profile.capacity_bytes == 0 => RAM_DEFAULT,
@@ -520,7 +521,9 @@ mod check {
         if let Some(pid) = pid {
             c.env("FSGAUGE_SERVER_PID", pid.to_string());
         }
-        let st = c.status().with_context(|| format!("running --run {cmd:?}"))?;
+        let st = c
+            .status()
+            .with_context(|| format!("running --run {cmd:?}"))?;
         if !st.success() {
             anyhow::bail!("--run {cmd:?} failed ({st})");
         }
@@ -537,9 +540,18 @@ mod check {
             r.profile.as_deref().unwrap_or("no model"),
             r.device.display(),
             r.size_bytes as f64 / 1e9,
-            if r.target.starts_with("/dev/") { ", read only" } else { ", emulated" }
+            if r.target.starts_with("/dev/") {
+                ", read only"
+            } else {
+                ", emulated"
+            }
         );
-        let w = r.benches.iter().map(|b| b.name.chars().count()).max().unwrap_or(0);
+        let w = r
+            .benches
+            .iter()
+            .map(|b| b.name.chars().count())
+            .max()
+            .unwrap_or(0);
         println!(
             "{:<w$}  {:>10}  {:>10}  {:>7}  {:>8}  {:>7}  {:>22}",
             "benchmark", "measured", "modelled", "error", "demerit", "n", "lateness p50/p99/max ms"
@@ -559,8 +571,10 @@ mod check {
                 b.name,
                 f(b.measured),
                 b.modelled.map_or("-".into(), f),
-                b.error.map_or("-".into(), |e| format!("{:+.1}%", e * 100.0)),
-                b.demerit.map_or("-".into(), |d| format!("{:.1}%", d * 100.0)),
+                b.error
+                    .map_or("-".into(), |e| format!("{:+.1}%", e * 100.0)),
+                b.demerit
+                    .map_or("-".into(), |d| format!("{:.1}%", d * 100.0)),
                 b.requests,
                 b.lateness.map_or("-".into(), |l| format!(
                     "{:.3}/{:.3}/{:.3}",

@@ -49,7 +49,15 @@ pub fn sleep_until(deadline_ns: u64, spin_ns: u64) {
 
 fn prctl(option: libc::c_int, arg: libc::c_ulong) -> Result<(), Errno> {
     // SAFETY: the options used here take one integer argument and no pointers.
-    let rc = unsafe { libc::prctl(option, arg, 0 as libc::c_ulong, 0 as libc::c_ulong, 0 as libc::c_ulong) };
+    let rc = unsafe {
+        libc::prctl(
+            option,
+            arg,
+            0 as libc::c_ulong,
+            0 as libc::c_ulong,
+            0 as libc::c_ulong,
+        )
+    };
     if rc < 0 {
         Err(Errno::last())
     } else {
@@ -73,6 +81,34 @@ pub fn set_timer_slack_min() -> Result<(), Errno> {
 /// Sends `signal` to this process when its parent thread exits.
 pub fn set_parent_death_signal(signal: nix::sys::signal::Signal) -> Result<(), Errno> {
     prctl(libc::PR_SET_PDEATHSIG, signal as libc::c_ulong)
+}
+
+/// Puts the calling thread under SCHED_FIFO at `priority` (1–99); threads it starts after
+/// inherit it. A device server's replies are due at exact times: under CPU contention a
+/// normal thread wakes milliseconds late, a real-time one within microseconds.
+pub fn set_realtime(priority: i32) -> Result<(), Errno> {
+    let param = libc::sched_param {
+        sched_priority: priority,
+    };
+    // SAFETY: `param` is a valid sched_param that lives across the call; pid 0 is this thread.
+    let rc = unsafe { libc::sched_setscheduler(0, libc::SCHED_FIFO, &param) };
+    if rc < 0 {
+        Err(Errno::last())
+    } else {
+        Ok(())
+    }
+}
+
+/// Puts the calling thread back under the normal scheduler (SCHED_OTHER).
+pub fn set_normal() -> Result<(), Errno> {
+    let param = libc::sched_param { sched_priority: 0 };
+    // SAFETY: as in set_realtime.
+    let rc = unsafe { libc::sched_setscheduler(0, libc::SCHED_OTHER, &param) };
+    if rc < 0 {
+        Err(Errno::last())
+    } else {
+        Ok(())
+    }
 }
 
 /// Locks every present and future page of this process in memory, so that serving a request
@@ -109,7 +145,11 @@ mod tests {
         let end = monotonic_ns();
         assert!(end >= deadline, "woke {} ns early", deadline - end);
         // Generous: a loaded 2-core VM can be slow, but not 50 ms slow.
-        assert!(end - deadline < 50_000_000, "woke {} ns late", end - deadline);
+        assert!(
+            end - deadline < 50_000_000,
+            "woke {} ns late",
+            end - deadline
+        );
     }
 
     #[test]

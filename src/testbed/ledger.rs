@@ -45,7 +45,11 @@ pub enum Resource {
     /// An emulated-device server (`fsgauge devices serve`, pid and start time so a reused pid
     /// is not taken for it) and its FUSE mount.
     #[serde(rename = "device-server")]
-    DeviceServer { pid: u32, start: u64, mount: PathBuf },
+    DeviceServer {
+        pid: u32,
+        start: u64,
+        mount: PathBuf,
+    },
 }
 
 impl Resource {

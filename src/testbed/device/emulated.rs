@@ -11,7 +11,6 @@ use std::process::{Child, ChildStdin, ChildStdout, Command, Stdio};
 use std::sync::atomic::{AtomicU32, Ordering};
 use std::time::{Duration, Instant};
 
-
 use anyhow::{anyhow, bail, Context, Result};
 
 use super::profile::{load_ref, Kind, Profile};
@@ -56,11 +55,15 @@ fn make_mount_dir() -> Result<PathBuf> {
             Ok(()) => return Ok(path),
             Err(e) if e.kind() == std::io::ErrorKind::AlreadyExists => continue,
             Err(e) => {
-                return Err(e).with_context(|| format!("creating mount directory {}", path.display()))
+                return Err(e)
+                    .with_context(|| format!("creating mount directory {}", path.display()))
             }
         }
     }
-    bail!("no free name for a device mount directory in {}", base.display())
+    bail!(
+        "no free name for a device mount directory in {}",
+        base.display()
+    )
 }
 
 impl EmulatedDevice {
@@ -70,17 +73,38 @@ impl EmulatedDevice {
     /// directory only root can change: the server opens it by path. Returns once the disk
     /// file can be opened.
     pub fn start(profile_ref: &str, image: &Path, size: u64, offset: u64) -> Result<Self> {
+        Self::start_in(None, profile_ref, image, size, offset)
+    }
+
+    /// [`EmulatedDevice::start`] with its ledger entry in `ledger_dir` (default: the state
+    /// directory's ledger), for programs that keep their own.
+    pub fn start_in(
+        ledger_dir: Option<&Path>,
+        profile_ref: &str,
+        image: &Path,
+        size: u64,
+        offset: u64,
+    ) -> Result<Self> {
         let (profile, _) = load_ref(profile_ref)?;
         let image = image
             .canonicalize()
             .with_context(|| format!("device image {}", image.display()))?;
-        let exe = std::env::current_exe().context("finding the fsgauge executable to run the device server")?;
+        let exe = std::env::current_exe()
+            .context("finding the fsgauge executable to run the device server")?;
         let exe = server_executable(&exe);
         let n = SERIAL.fetch_add(1, Ordering::Relaxed);
-        let mut ledger = Ledger::begin(&format!("device-{}-{n}", std::process::id()), false)?;
-        ledger.set_details(serde_json::json!({"kind": "emulated device", "profile": profile_ref, "image": image}))?;
+        let name = format!("device-{}-{n}", std::process::id());
+        let mut ledger = match ledger_dir {
+            Some(dir) => Ledger::begin_in(dir, &name, false)?,
+            None => Ledger::begin(&name, false)?,
+        };
+        ledger.set_details(
+            serde_json::json!({"kind": "emulated device", "profile": profile_ref, "image": image}),
+        )?;
         let mount = make_mount_dir()?;
-        ledger.record(Resource::Dir { path: mount.clone() })?;
+        ledger.record(Resource::Dir {
+            path: mount.clone(),
+        })?;
         let mut child = Command::new(&exe)
             .args(["devices", "serve", "--profile", profile_ref, "--size"])
             .arg(size.to_string())
@@ -94,7 +118,9 @@ impl EmulatedDevice {
             .stdout(Stdio::piped())
             .stderr(Stdio::inherit())
             .spawn()
-            .with_context(|| format!("starting the device server {} devices serve", exe.display()))?;
+            .with_context(|| {
+                format!("starting the device server {} devices serve", exe.display())
+            })?;
         let pid = child.id();
         ledger.record(Resource::DeviceServer {
             pid,
@@ -168,8 +194,12 @@ impl EmulatedDevice {
         self.ledger.record(Resource::Loop {
             image: self.file.clone(),
         })?;
-        let l = LoopDevice::attach(&self.file, true)
-            .with_context(|| format!("attaching a loop device to the emulated disk {}", self.file.display()))?;
+        let l = LoopDevice::attach(&self.file, true).with_context(|| {
+            format!(
+                "attaching a loop device to the emulated disk {}",
+                self.file.display()
+            )
+        })?;
         if !l.direct_io() {
             bail!(
                 "the loop device {} on {} does not do direct I/O (loop/dio is not 1): the disk file would be cached twice and the device model's timing lost; this kernel's loop driver cannot do direct I/O on a FUSE file",
@@ -182,9 +212,14 @@ impl EmulatedDevice {
             .file_name()
             .map(|n| n.to_string_lossy().to_string())
             .unwrap_or_default();
-        let rotational = if self.profile.kind == Kind::Hdd { "1" } else { "0" };
+        let rotational = if self.profile.kind == Kind::Hdd {
+            "1"
+        } else {
+            "0"
+        };
         let attr = format!("/sys/block/{name}/queue/rotational");
-        std::fs::write(&attr, rotational).with_context(|| format!("writing {rotational} to {attr}"))?;
+        std::fs::write(&attr, rotational)
+            .with_context(|| format!("writing {rotational} to {attr}"))?;
         let path = l.path().to_path_buf();
         self.loop_dev = Some(l);
         Ok(path)
@@ -206,11 +241,19 @@ impl EmulatedDevice {
             .ok_or_else(|| anyhow!("the device server (pid {pid}) is being stopped"))?;
         ctl.write_all(b"stats\n")
             .and_then(|_| ctl.flush())
-            .map_err(|e| self.died().context(format!("asking the device server (pid {pid}) for its stats: {e}")))?;
+            .map_err(|e| {
+                self.died().context(format!(
+                    "asking the device server (pid {pid}) for its stats: {e}"
+                ))
+            })?;
         let mut line = String::new();
         match self.replies.read_line(&mut line) {
-            Ok(n) if n > 0 => serde_json::from_str(line.trim())
-                .with_context(|| format!("the device server's (pid {pid}) stats line {:?}", line.trim())),
+            Ok(n) if n > 0 => serde_json::from_str(line.trim()).with_context(|| {
+                format!(
+                    "the device server's (pid {pid}) stats line {:?}",
+                    line.trim()
+                )
+            }),
             _ => Err(self.died()),
         }
     }
@@ -259,7 +302,9 @@ impl EmulatedDevice {
         loop {
             match self.child.try_wait() {
                 Ok(Some(_)) => break,
-                Ok(None) if Instant::now() < deadline => std::thread::sleep(Duration::from_millis(10)),
+                Ok(None) if Instant::now() < deadline => {
+                    std::thread::sleep(Duration::from_millis(10))
+                }
                 _ => {
                     let _ = self.child.kill();
                     let _ = self.child.wait();
@@ -309,6 +354,10 @@ pub fn stop_server(pid: u32, start: u64, mount: &Path) -> Result<()> {
     }
     // Not a mount point any more (EINVAL) counts as done; a dead server's mount (ENOTCONN on
     // every access) unmounts like any other.
-    crate::testbed::mount::unmount(mount)
-        .with_context(|| format!("unmounting the device server's FUSE mount {}", mount.display()))
+    crate::testbed::mount::unmount(mount).with_context(|| {
+        format!(
+            "unmounting the device server's FUSE mount {}",
+            mount.display()
+        )
+    })
 }

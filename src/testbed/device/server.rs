@@ -50,6 +50,9 @@ const MAX_BACKGROUND: u16 = 64;
 const FUSE_THREADS: usize = 4;
 /// The scheduler sleeps until this long before a reply is due, then spins.
 const SPIN_NS: u64 = 60_000;
+/// SCHED_FIFO priority of the server's threads (low among real-time ones: above every
+/// normal thread, below the kernel's own).
+const REALTIME_PRIORITY: i32 = 10;
 
 const ROOT_INO: u64 = 1;
 const DISK_INO: u64 = 2;
@@ -130,9 +133,12 @@ impl Image {
             .len();
         if len < size {
             // Sparse: the disk's unwritten blocks read as zeros.
-            buffered
-                .set_len(size)
-                .with_context(|| format!("extending the device image {} to {size} bytes", path.display()))?;
+            buffered.set_len(size).with_context(|| {
+                format!(
+                    "extending the device image {} to {size} bytes",
+                    path.display()
+                )
+            })?;
         }
         let direct = OpenOptions::new()
             .read(true)
@@ -577,6 +583,12 @@ pub fn serve(args: &ServeArgs) -> Result<()> {
     if let Err(e) = rt::lock_all_memory() {
         eprintln!("fsgauge devices serve: mlockall failed ({e}); the server's memory may be paged out under pressure");
     }
+    // Real time for every server thread (they inherit it): replies leave on time even when
+    // the workload keeps every core busy. Spins are short (SPIN_NS) and the kernel's RT
+    // throttling keeps a runaway from freezing the machine.
+    if let Err(e) = rt::set_realtime(REALTIME_PRIORITY) {
+        eprintln!("fsgauge devices serve: SCHED_FIFO refused ({e}); replies may be late when the CPUs are busy");
+    }
     let stats = Arc::new(Mutex::new(Stats::default()));
     let (tx, rx) = mpsc::channel();
     let sched = {
@@ -607,15 +619,20 @@ pub fn serve(args: &ServeArgs) -> Result<()> {
     ];
     config.n_threads = Some(FUSE_THREADS);
     config.clone_fd = true;
-    let session = fuser::Session::new(fs, &args.mount, &config)
-        .with_context(|| format!("mounting the device server's FUSE filesystem on {}", args.mount.display()))?;
+    let session = fuser::Session::new(fs, &args.mount, &config).with_context(|| {
+        format!(
+            "mounting the device server's FUSE filesystem on {}",
+            args.mount.display()
+        )
+    })?;
     let bg = session
         .spawn()
         .context("starting the FUSE session threads")?;
     {
         let mut out = std::io::stdout().lock();
         writeln!(out, "ready").context("telling the parent the device is ready")?;
-        out.flush().context("telling the parent the device is ready")?;
+        out.flush()
+            .context("telling the parent the device is ready")?;
     }
     let stdin = std::io::stdin();
     let mut line = String::new();

@@ -192,8 +192,11 @@ impl Snapshot {
         let a = self.decode()?;
         let b = earlier.decode()?;
         let sub = |mut x: Histogram<u64>, y: &Histogram<u64>, what: &str| {
-            x.subtract(y)
-                .map_err(|e| format!("{what} histogram of the earlier snapshot is not part of the later one: {e:?}"))?;
+            x.subtract(y).map_err(|e| {
+                format!(
+                    "{what} histogram of the earlier snapshot is not part of the later one: {e:?}"
+                )
+            })?;
             Ok::<_, String>(x)
         };
         let less = |x: u64, y: u64, what: &str| {
@@ -270,9 +273,24 @@ mod tests {
     #[test]
     fn record_counts_requests_bytes_hits_and_lateness() {
         let mut s = Stats::default();
-        s.record(&dispatch(Op::Read, 0, 100, 1_000_000, false), 4096, 1_010_000, false);
-        s.record(&dispatch(Op::Write, 0, 0, 2_000_000, true), 8192, 2_600_000, false);
-        s.record(&dispatch(Op::Flush, 0, 0, 3_000_000, false), 0, 3_000_000, false);
+        s.record(
+            &dispatch(Op::Read, 0, 100, 1_000_000, false),
+            4096,
+            1_010_000,
+            false,
+        );
+        s.record(
+            &dispatch(Op::Write, 0, 0, 2_000_000, true),
+            8192,
+            2_600_000,
+            false,
+        );
+        s.record(
+            &dispatch(Op::Flush, 0, 0, 3_000_000, false),
+            0,
+            3_000_000,
+            false,
+        );
         assert_eq!((s.reads, s.writes, s.flushes), (1, 1, 1));
         assert_eq!((s.bytes_read, s.bytes_written), (4096, 8192));
         assert_eq!(s.cache_hits, 1);
@@ -297,10 +315,20 @@ mod tests {
     #[test]
     fn delta_of_snapshots_is_what_happened_between_them() {
         let mut s = Stats::default();
-        s.record(&dispatch(Op::Read, 0, 0, 1_000, false), 4096, 2_000_000, false);
+        s.record(
+            &dispatch(Op::Read, 0, 0, 1_000, false),
+            4096,
+            2_000_000,
+            false,
+        );
         let before = s.snapshot();
         for i in 0..10 {
-            s.record(&dispatch(Op::Read, 0, 0, 1_000, false), 4096, 1_000 + i * 1000, false);
+            s.record(
+                &dispatch(Op::Read, 0, 0, 1_000, false),
+                4096,
+                1_000 + i * 1000,
+                false,
+            );
         }
         let after = s.snapshot();
         // Round trip through JSON, as over the control pipe.
