@@ -491,6 +491,7 @@ mod check {
                 (Some(a), Some(b)) if d.requests() > 0 => (b - a) * 1e6 / d.requests() as f64,
                 _ => f64::NAN,
             };
+            let cpu_opt = cpu.is_finite().then_some(cpu);
             eprintln!(
                 "--run: {} requests; lateness p50 {:.3} ms, p99 {:.3} ms, max {:.3} ms; server CPU {:.1} µs per request",
                 d.requests(),
@@ -508,6 +509,7 @@ mod check {
                 requests: d.requests(),
                 demerit: None,
                 lateness: Some(l),
+                server_cpu_us_per_request: cpu_opt,
             });
         }
         dev.stop()?;

@@ -53,6 +53,8 @@ pub struct Bench {
     pub demerit: Option<f64>,
     /// The server's lateness over this benchmark (emulated devices only).
     pub lateness: Option<Lateness>,
+    /// The server's CPU time per request over this benchmark, µs (where measured).
+    pub server_cpu_us_per_request: Option<f64>,
 }
 
 /// The whole check.
@@ -234,6 +236,7 @@ fn run_benches(mut t: Target<'_>, target: &str, opts: &CheckOptions) -> Result<C
             requests: times.len() as u64,
             demerit: modelled.as_ref().and_then(|v| demerit(&measured, v)),
             lateness,
+            server_cpu_us_per_request: None,
         });
     }
 
@@ -268,6 +271,7 @@ fn run_benches(mut t: Target<'_>, target: &str, opts: &CheckOptions) -> Result<C
             requests: n,
             demerit: None,
             lateness,
+            server_cpu_us_per_request: None,
         });
     }
 
@@ -351,6 +355,7 @@ fn write_flush(t: &mut Target<'_>, opts: &CheckOptions, rng: &mut ChaCha8Rng) ->
         requests: times.len() as u64,
         demerit: None,
         lateness,
+        server_cpu_us_per_request: None,
     })
 }
 
