@@ -344,6 +344,20 @@ mod tests {
     }
 
     #[test]
+    fn delta_from_an_empty_start_keeps_the_values() {
+        // A phase starting with the server: the earlier snapshot is of empty histograms.
+        let mut s = Stats::default();
+        let start = s.snapshot();
+        for i in 1..=1000u64 {
+            s.record(&dispatch(Op::Read, 0, 0, 0, false), 4096, i * 1000, false);
+        }
+        let d = s.snapshot().delta(&start).expect("delta");
+        let l = d.lateness();
+        assert!((l.max_ms - 1.0).abs() < 0.01, "max {} ms", l.max_ms);
+        assert!((l.p50_ms - 0.5).abs() < 0.01, "p50 {} ms", l.p50_ms);
+    }
+
+    #[test]
     fn delta_refuses_snapshots_out_of_order() {
         let mut s = Stats::default();
         let empty = s.snapshot();
