@@ -383,7 +383,9 @@ mod check {
     use crate::testbed::device::check::{self, CheckOptions, CheckReport, Target};
     use crate::testbed::device::profile::Kind;
     use crate::testbed::device::{load_ref, EmulatedDevice};
+    use crate::testbed::ledger::{Ledger, Resource};
     use crate::units::parse_size;
+    use std::os::unix::fs::DirBuilderExt;
 
     const RAM_DEFAULT: u64 = 8 << 30;
 
@@ -451,12 +453,17 @@ mod check {
             None => profile.capacity_bytes.saturating_sub(offset),
         } / 4096
             * 4096;
-        // A private directory (0700, root's) for the sparse image.
-        let dir = tempfile::Builder::new()
-            .prefix("fsgauge-check-")
-            .tempdir()
-            .context("creating a private temporary directory for the device image")?;
-        let image = dir.path().join("image");
+        // A private directory (0700, root's) for the sparse image, in the ledger so that
+        // `testbed cleanup` removes it after a SIGKILL.
+        let mut ledger = Ledger::begin(&format!("device-check-{}", std::process::id()), false)?;
+        let dir = std::env::temp_dir().join(format!("fsgauge-check-{}", std::process::id()));
+        ledger.record(Resource::Dir { path: dir.clone() })?;
+        std::fs::DirBuilder::new()
+            .mode(0o700)
+            .create(&dir)
+            .with_context(|| format!("creating the private directory {}", dir.display()))?;
+        let image = dir.join("image");
+        ledger.record(Resource::Image { path: image.clone() })?;
         let f = std::fs::File::create(&image)
             .with_context(|| format!("creating the device image {}", image.display()))?;
         f.set_len(size).with_context(|| {
@@ -466,7 +473,27 @@ mod check {
             )
         })?;
         drop(f);
-        let mut dev = EmulatedDevice::start(reference, &image, size, offset)?;
+        let r = with_image(reference, &image, size, offset, profile, abl, run_cmd, opts);
+        let errs = ledger.release_all();
+        let report = r?;
+        if let Some(e) = errs.into_iter().next() {
+            return Err(e);
+        }
+        Ok(report)
+    }
+
+    #[allow(clippy::too_many_arguments)]
+    fn with_image(
+        reference: &str,
+        image: &Path,
+        size: u64,
+        offset: u64,
+        profile: crate::testbed::device::Profile,
+        abl: crate::testbed::device::Ablations,
+        run_cmd: Option<&str>,
+        opts: &CheckOptions,
+    ) -> Result<CheckReport> {
+        let mut dev = EmulatedDevice::start(reference, image, size, offset)?;
         let loop_dev = dev.attach_loop()?;
         check::settle();
         let server_pid = dev.server_pid();
@@ -513,7 +540,6 @@ mod check {
             });
         }
         dev.stop()?;
-        drop(dir);
         Ok(report)
     }
 

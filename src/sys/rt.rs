@@ -78,11 +78,6 @@ pub fn set_timer_slack_min() -> Result<(), Errno> {
     prctl(libc::PR_SET_TIMERSLACK, 1)
 }
 
-/// Sends `signal` to this process when its parent thread exits.
-pub fn set_parent_death_signal(signal: nix::sys::signal::Signal) -> Result<(), Errno> {
-    prctl(libc::PR_SET_PDEATHSIG, signal as libc::c_ulong)
-}
-
 /// Puts the calling thread under SCHED_FIFO at `priority` (1–99); threads it starts after
 /// inherit it. A device server's replies are due at exact times: under CPU contention a
 /// normal thread wakes milliseconds late, a real-time one within microseconds.

@@ -118,10 +118,15 @@ fn random_4k_reads_through_the_loop_device_take_the_modelled_time() {
         l.max_ms
     );
     // 300 samples of a distribution with sd ≈ 4 ms: the sampling error of the mean alone is
-    // ≈ 2%, so 5% leaves about 3% for the path through loop and FUSE.
+    // ≈ 2%. Never faster than the model (less 5% for sampling): a server that answers early is
+    // broken. Slower by the path through the loop device's kernel worker and FUSE, which the
+    // server cannot see: 0.5 ms (+4%) in a release build on this 2-core VM at load 8, 2 ms
+    // (+17%) in a debug build there; +25% still catches a server that adds a seek or a turn.
+    let err = mean_ms / want - 1.0;
     assert!(
-        (mean_ms / want - 1.0).abs() < 0.05,
-        "measured mean {mean_ms:.3} ms vs model {want:.3} ms"
+        (-0.05..0.25).contains(&err),
+        "measured mean {mean_ms:.3} ms vs model {want:.3} ms ({:+.1}%)",
+        err * 100.0
     );
     // The goal is 0.5 ms; this shared 2-core VM under other tests' load reaches it only when
     // quiet, so the test holds a bound that still catches a server that sleeps wrong or

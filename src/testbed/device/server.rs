@@ -558,8 +558,8 @@ fn leave_memory_cgroups() {
 /// Runs the server until the control pipe (stdin) closes. Prints `ready` on stdout once the
 /// disk file can be opened.
 pub fn serve(args: &ServeArgs) -> Result<()> {
-    // The parent may die before the pipe is even read: the death signal ends us then too.
-    let _ = rt::set_parent_death_signal(nix::sys::signal::Signal::SIGTERM);
+    // No PR_SET_PDEATHSIG: it fires when the parent *thread* ends, which in a library user
+    // need not be the process. The control pipe's end of file tells of the parent's death.
     if let Err(e) = rt::set_io_flusher() {
         eprintln!("fsgauge devices serve: prctl(PR_SET_IO_FLUSHER) failed ({e}); the server may deadlock under memory pressure (needs Linux 5.6+ and CAP_SYS_RESOURCE)");
     }
