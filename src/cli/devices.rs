@@ -463,7 +463,9 @@ mod check {
             .create(&dir)
             .with_context(|| format!("creating the private directory {}", dir.display()))?;
         let image = dir.join("image");
-        ledger.record(Resource::Image { path: image.clone() })?;
+        ledger.record(Resource::Image {
+            path: image.clone(),
+        })?;
         let f = std::fs::File::create(&image)
             .with_context(|| format!("creating the device image {}", image.display()))?;
         f.set_len(size).with_context(|| {

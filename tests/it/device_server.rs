@@ -107,6 +107,12 @@ fn random_4k_reads_through_the_loop_device_take_the_modelled_time() {
     let d = dev.stats().unwrap().delta(&before).unwrap();
     assert_eq!(d.reads, n, "every read reached the server once");
     assert_eq!(d.bytes_read, n * 4096);
+    // Never before the model's completion: replying early would still give the right mean
+    // at QD1 (the next request waits for the modelled drive) but wrong response times.
+    assert_eq!(
+        d.early, 0,
+        "requests answered before their modelled completion"
+    );
     let (p, a) = load_ref(PROFILE).unwrap();
     let want = expectations(&p, &a).unwrap().qd1_random_4k_read_ms;
     let l = d.lateness();

@@ -234,7 +234,11 @@ fn run_benches(mut t: Target<'_>, target: &str, opts: &CheckOptions) -> Result<C
             modelled: mmean,
             error: ratio(mean, mmean),
             requests: times.len() as u64,
-            demerit: modelled.as_ref().and_then(|v| demerit(&measured, v)),
+            // Against a model that takes no time (ram) the demerit has no meaning.
+            demerit: modelled
+                .as_ref()
+                .filter(|_| mmean.is_some_and(|m| m > 0.0))
+                .and_then(|v| demerit(&measured, v)),
             lateness,
             server_cpu_us_per_request: None,
         });

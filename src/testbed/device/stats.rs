@@ -31,6 +31,9 @@ pub struct Stats {
     pub late: u64,
     /// Requests that failed on the image (answered with an error).
     pub errors: u64,
+    /// Requests answered before their modelled completion: a broken server (the lateness
+    /// histogram holds them as 0).
+    pub early: u64,
     /// Actual reply − modelled completion, ns.
     pub lateness: Histogram<u64>,
     /// Modelled service time (completion − start), ns.
@@ -61,6 +64,7 @@ impl Default for Stats {
             cache_hits: 0,
             late: 0,
             errors: 0,
+            early: 0,
             lateness: histogram(),
             service: histogram(),
             response: histogram(),
@@ -89,6 +93,9 @@ impl Stats {
         }
         if d.breakdown.cache_hit {
             self.cache_hits += 1;
+        }
+        if replied_ns < d.done_ns {
+            self.early += 1;
         }
         let late = replied_ns.saturating_sub(d.done_ns);
         if late > LATE_NS {
@@ -120,6 +127,7 @@ impl Stats {
             cache_hits: self.cache_hits,
             late: self.late,
             errors: self.errors,
+            early: self.early,
             lateness: encode(&self.lateness),
             service: encode(&self.service),
             response: encode(&self.response),
@@ -160,6 +168,8 @@ pub struct Snapshot {
     pub cache_hits: u64,
     pub late: u64,
     pub errors: u64,
+    #[serde(default)]
+    pub early: u64,
     pub lateness: String,
     pub service: String,
     pub response: String,
@@ -179,6 +189,7 @@ impl Snapshot {
             cache_hits: self.cache_hits,
             late: self.late,
             errors: self.errors,
+            early: self.early,
             lateness: decode(&self.lateness)?,
             service: decode(&self.service)?,
             response: decode(&self.response)?,
@@ -213,6 +224,7 @@ impl Snapshot {
             cache_hits: less(a.cache_hits, b.cache_hits, "cache hits")?,
             late: less(a.late, b.late, "late requests")?,
             errors: less(a.errors, b.errors, "errors")?,
+            early: less(a.early, b.early, "early replies")?,
             lateness: sub(a.lateness, &b.lateness, "lateness")?,
             service: sub(a.service, &b.service, "service time")?,
             response: sub(a.response, &b.response, "response time")?,
@@ -231,6 +243,8 @@ pub struct Lateness {
     pub max_ms: f64,
     /// Requests later than 0.5 ms.
     pub late: u64,
+    /// Requests answered before their modelled completion (0 unless the server is broken).
+    pub early: u64,
 }
 
 impl Stats {
@@ -246,6 +260,7 @@ impl Stats {
             p99_ms: ms(self.lateness.value_at_quantile(0.99)),
             max_ms: ms(self.lateness.max()),
             late: self.late,
+            early: self.early,
         }
     }
 }
@@ -305,11 +320,14 @@ mod tests {
     }
 
     #[test]
-    fn a_reply_before_the_modelled_completion_counts_as_on_time() {
+    fn a_reply_before_the_modelled_completion_is_early_not_late() {
         let mut s = Stats::default();
         s.record(&dispatch(Op::Read, 0, 0, 5_000, false), 4096, 4_000, false);
         assert_eq!(s.lateness.max(), 0);
         assert_eq!(s.late, 0);
+        // ... but is counted as early: the server must never do it.
+        assert_eq!(s.early, 1);
+        assert_eq!(s.lateness().early, 1);
     }
 
     #[test]
