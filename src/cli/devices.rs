@@ -530,7 +530,7 @@ mod check {
                 cpu
             );
             report.benches.push(check::Bench {
-                name: format!("--run {cmd}"),
+                name: format!("--run {}", cmd.split_whitespace().next().unwrap_or("")),
                 unit: "requests",
                 measured: d.requests() as f64,
                 modelled: None,
