@@ -18,6 +18,7 @@ pub mod cpu;
 pub mod dirstream;
 pub mod mmap;
 pub mod proc;
+pub mod rt;
 pub mod signal;
 pub mod statfs;
 pub mod trust;

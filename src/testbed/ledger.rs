@@ -65,6 +65,14 @@ pub enum Resource {
         #[serde(default)]
         ino: Option<u64>,
     },
+    /// An emulated-device server (`fsgauge devices serve`, pid and start time so a reused pid
+    /// is not taken for it) and its FUSE mount.
+    #[serde(rename = "device-server")]
+    DeviceServer {
+        pid: u32,
+        start: u64,
+        mount: PathBuf,
+    },
 }
 
 impl Resource {
@@ -106,6 +114,9 @@ impl Resource {
             Resource::Mount { target, .. } => super::mount::unmount(target),
             Resource::Cgroup { path } => super::memlimit::remove_cgroup(path),
             Resource::RunDir { parent, name, ino } => super::rundir::remove(parent, name, *ino),
+            Resource::DeviceServer { pid, start, mount } => {
+                super::device::emulated::stop_server(*pid, *start, mount)
+            }
         }
     }
 
@@ -118,6 +129,9 @@ impl Resource {
             Resource::Cgroup { path } => format!("cgroup {}", path.display()),
             Resource::RunDir { parent, name, .. } => {
                 format!("run directory {}", parent.join(name).display())
+            }
+            Resource::DeviceServer { pid, mount, .. } => {
+                format!("device server (pid {pid}) mounted at {}", mount.display())
             }
         }
     }

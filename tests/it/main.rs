@@ -14,6 +14,7 @@ mod attacks;
 mod clients_dir;
 mod clients_testbeds;
 mod code_rules;
+mod device_server;
 mod devices_cli;
 mod exercise_cli;
 mod exercise_fs;

@@ -10,9 +10,14 @@
 //!   caller's clock ([`model::DeviceModel`]), and its expectations and the demerit figure
 //!   ([`model::expect`]).
 //!
-//! # The server, to come (design note)
-//! The model is applied by a server that fsgauge starts for an image testbed with
-//! `device_model`:
+//! # The server (design note)
+//! Built in [`server`] (the process), [`emulated`] (the library's handle, [`EmulatedDevice`]),
+//! [`stats`] (lateness and histograms, per phase by snapshot deltas) and [`check`]
+//! (`fsgauge devices check`).
+//!
+//! The model is applied by a server that fsgauge starts (for an image testbed with
+//! `device_model`, once testbeds take it; today through [`EmulatedDevice`] and
+//! `fsgauge devices check`):
 //! - **A FUSE file in a separate process.** The daemon (a re-exec of fsgauge, `fuser` crate,
 //!   mount(2) as root, no libfuse) serves one file whose bytes live in the real image (sparse,
 //!   may be smaller than the modelled capacity; [`model::DeviceModel::with_offset`] places it).
@@ -23,22 +28,36 @@
 //!   `mlockall(MCL_CURRENT|MCL_FUTURE)`, uses preallocated aligned buffers, does its own I/O on
 //!   the image with O_DIRECT, and stays outside every memory cgroup a run makes. It never waits
 //!   on writeback of the device it serves.
-//! - **Closed loop.** Requests are submitted to the model at their arrival (monotonic clock);
-//!   one thread asks [`model::DeviceModel::ready_at`] / `next`, does the data I/O, and replies
-//!   at `done_ns` (sleeping until then; spinning the last ~50 µs). FUSE async direct I/O and
+//!   (Where the sandbox lacks CAP_SYS_RESOURCE, `PR_SET_IO_FLUSHER` is refused and the server
+//!   says so on stderr.)
+//! - **Closed loop.** Requests are submitted to the model at their arrival (monotonic clock,
+//!   stamped by the FUSE thread that takes the request, which then does its data I/O on the
+//!   image at once); one scheduler thread asks [`model::DeviceModel::ready_at`] / `next` and
+//!   replies at `done_ns` (sleeping until 60 µs before, then spinning). Every server thread
+//!   runs SCHED_FIFO so that replies leave on time on a busy machine. `ram` answers on the
+//!   FUSE thread itself (its model completes on arrival). FUSE async direct I/O and
 //!   `max_background` let the kernel keep several requests outstanding, so the drive's queue
 //!   policy is the model's. FLUSH comes as `fsync` on the FUSE file; FUA has no FUSE form and is
 //!   treated as write + flush of that write.
-//! - **Lateness.** Each reply records actual − modelled completion; a phase's result carries
-//!   lateness p50/p99/max, requests, bytes, cache hits, seek-distance and service-time
-//!   histograms. p99 above 0.5 ms flags the phase: the emulator could not keep up.
-//! - **Ledger.** The FUSE mount, the daemon (pid + start time) and the loop device are ledger
-//!   resources; teardown on success, error and signals; a daemon that dies fails the run
-//!   (exit 1) naming it.
+//! - **Lateness.** Each reply records actual − modelled completion, with requests, bytes,
+//!   cache hits, seek-distance, size, service- and response-time histograms, cumulative in the
+//!   server; a client asks for a [`stats::Snapshot`] over the control pipe and takes a phase's
+//!   figures as the delta of two. p99 above 0.5 ms flags the phase: the emulator could not
+//!   keep up. What the server cannot see is the kernel's path to it and back (loop's worker,
+//!   FUSE): `devices check` shows it as measured − modelled.
+//! - **Ledger.** The mount directory, the daemon with its FUSE mount (pid + start time,
+//!   `device-server`) and the loop device are ledger resources; teardown on success, error
+//!   and signals; the daemon exits when its control pipe closes (its parent's death included);
+//!   a daemon that dies fails requests with EIO at once and [`EmulatedDevice::check`] names it.
 
+pub mod check;
+pub mod emulated;
 pub mod model;
 pub mod profile;
+pub mod server;
+pub mod stats;
 
+pub use emulated::EmulatedDevice;
 pub use model::expect::{demerit, expectations, random_read_service, Expectations};
 pub use model::{Breakdown, DeviceModel, Dispatch, Op, Request};
 pub use profile::{load, load_ref, parse_ablations, Ablations, Kind, Profile, QueuePolicy};

@@ -1,0 +1,369 @@
+//! `fsgauge devices check`: micro-benchmarks that hold a device (emulated, or a real one,
+//! read-only) against the model — QD1 random 4K reads over the whole stroke and over 1% of it,
+//! sequential 1M reads at the outer and inner zones, and optionally a write + flush rate —
+//! each time-boxed, with the model's figure for the same sequence of requests, the demerit of
+//! the random-read service times (Ruemmler & Wilkes) and, on an emulated device, the server's
+//! lateness over each.
+
+use std::fs::{File, OpenOptions};
+use std::io::{Seek, SeekFrom};
+use std::os::fd::AsFd;
+use std::os::unix::fs::OpenOptionsExt;
+use std::path::{Path, PathBuf};
+use std::time::Duration;
+
+use anyhow::{anyhow, Context, Result};
+use rand::{Rng, SeedableRng};
+use rand_chacha::ChaCha8Rng;
+use serde::Serialize;
+
+use super::emulated::EmulatedDevice;
+use super::model::Request;
+use super::profile::{Ablations, Profile};
+use super::stats::{Lateness, Snapshot};
+use super::{demerit, DeviceModel};
+use crate::sys::rt;
+use crate::sys::AlignedBuf;
+
+const MIB: u64 = 1 << 20;
+
+/// What to measure.
+#[derive(Debug, Clone)]
+pub struct CheckOptions {
+    /// Time box of each micro-benchmark.
+    pub seconds: f64,
+    /// Also measure a write + flush rate (emulated devices only).
+    pub write: bool,
+    pub seed: u64,
+}
+
+/// One micro-benchmark's result.
+#[derive(Debug, Clone, Serialize)]
+pub struct Bench {
+    pub name: String,
+    /// "ms" (mean per request) or "MB/s".
+    pub unit: &'static str,
+    pub measured: f64,
+    /// The model's figure for the same requests (None: no model, or unbounded).
+    pub modelled: Option<f64>,
+    /// measured / modelled − 1.
+    pub error: Option<f64>,
+    pub requests: u64,
+    /// Demerit of measured against modelled service times (random reads only).
+    pub demerit: Option<f64>,
+    /// The server's lateness over this benchmark (emulated devices only).
+    pub lateness: Option<Lateness>,
+    /// The server's CPU time per request over this benchmark, µs (where measured).
+    pub server_cpu_us_per_request: Option<f64>,
+}
+
+/// The whole check.
+#[derive(Debug, Clone, Serialize)]
+pub struct CheckReport {
+    pub target: String,
+    pub profile: Option<String>,
+    pub device: PathBuf,
+    pub size_bytes: u64,
+    pub benches: Vec<Bench>,
+    /// The server's lateness over the whole check.
+    pub lateness: Option<Lateness>,
+    /// The server's CPU time per request, µs.
+    pub server_cpu_us_per_request: Option<f64>,
+    pub server_requests: Option<u64>,
+}
+
+/// The device under check and, for an emulated one, its server.
+pub struct Target<'a> {
+    pub device: PathBuf,
+    pub size: u64,
+    pub model: Option<(Profile, Ablations, u64)>,
+    pub server: Option<&'a mut EmulatedDevice>,
+}
+
+fn open_device(dev: &Path, write: bool) -> Result<File> {
+    OpenOptions::new()
+        .read(true)
+        .write(write)
+        .custom_flags(libc::O_DIRECT)
+        .open(dev)
+        .with_context(|| format!("opening {} with O_DIRECT", dev.display()))
+}
+
+/// The size of a block device or file, bytes.
+pub fn device_size(dev: &Path) -> Result<u64> {
+    let mut f = File::open(dev).with_context(|| format!("opening {}", dev.display()))?;
+    f.seek(SeekFrom::End(0))
+        .with_context(|| format!("finding the size of {}", dev.display()))
+}
+
+fn io_error(t: &mut Target<'_>, e: crate::sys::Errno, what: &str) -> anyhow::Error {
+    let base = anyhow!("{what} on {} failed: {e}", t.device.display());
+    match t.server.as_mut().map(|s| s.check()) {
+        Some(Err(dead)) => dead.context(base),
+        _ => base,
+    }
+}
+
+fn snapshot(t: &mut Target<'_>) -> Result<Option<Snapshot>> {
+    match t.server.as_mut() {
+        Some(s) => Ok(Some(s.stats()?)),
+        None => Ok(None),
+    }
+}
+
+fn lateness_since(t: &mut Target<'_>, before: &Option<Snapshot>) -> Result<Option<Lateness>> {
+    let (Some(b), Some(a)) = (before, snapshot(t)?) else {
+        return Ok(None);
+    };
+    let d = a
+        .delta(b)
+        .map_err(|m| anyhow!("device server stats: {m}"))?;
+    Ok(Some(d.lateness()))
+}
+
+/// QD1 random 4 KiB reads in the first `span` bytes; service times in ns.
+fn random_reads(
+    t: &mut Target<'_>,
+    f: &File,
+    span: u64,
+    opts: &CheckOptions,
+    rng: &mut ChaCha8Rng,
+) -> Result<(Vec<u64>, Vec<u64>)> {
+    let mut buf = AlignedBuf::zeroed(4096);
+    let blocks = (span / 4096).max(1);
+    let end = rt::monotonic_ns() + (opts.seconds * 1e9) as u64;
+    let mut times = Vec::new();
+    let mut offsets = Vec::new();
+    while rt::monotonic_ns() < end {
+        let off = rng.gen_range(0..blocks) * 4096;
+        let t0 = rt::monotonic_ns();
+        crate::sys::pread(f.as_fd(), &mut buf, off).map_err(|e| io_error(t, e, "a 4 KiB read"))?;
+        times.push(rt::monotonic_ns() - t0);
+        offsets.push(off);
+    }
+    Ok((times, offsets))
+}
+
+/// Sequential 1 MiB reads from `start`: bytes read and ns taken.
+fn sequential(
+    t: &mut Target<'_>,
+    f: &File,
+    start: u64,
+    opts: &CheckOptions,
+) -> Result<(u64, u64, u64)> {
+    let mut buf = AlignedBuf::zeroed(MIB as usize);
+    let t0 = rt::monotonic_ns();
+    let end = t0 + (opts.seconds * 1e9) as u64;
+    let mut off = start;
+    let mut n = 0;
+    while rt::monotonic_ns() < end && off + MIB <= t.size {
+        crate::sys::pread(f.as_fd(), &mut buf, off).map_err(|e| io_error(t, e, "a 1 MiB read"))?;
+        off += MIB;
+        n += 1;
+    }
+    Ok((n * MIB, rt::monotonic_ns() - t0, n))
+}
+
+fn model_of(t: &Target<'_>) -> Result<Option<DeviceModel>> {
+    match &t.model {
+        Some((p, a, offset)) => Ok(Some(
+            DeviceModel::new(p, a)
+                .map_err(|m| anyhow!("profile {}: {m}", p.name))?
+                .with_offset(*offset),
+        )),
+        None => Ok(None),
+    }
+}
+
+fn ratio(measured: f64, modelled: Option<f64>) -> Option<f64> {
+    modelled
+        .filter(|m| *m > 0.0 && m.is_finite())
+        .map(|m| measured / m - 1.0)
+}
+
+/// Runs the micro-benchmarks. The measuring thread runs real-time meanwhile (when allowed), so
+/// that on a busy machine its own wake-ups do not add to the times it measures.
+pub fn run(t: Target<'_>, target: &str, opts: &CheckOptions) -> Result<CheckReport> {
+    let rt_on = rt::set_realtime(5).is_ok();
+    let r = run_benches(t, target, opts);
+    if rt_on {
+        let _ = rt::set_normal();
+    }
+    r
+}
+
+fn run_benches(mut t: Target<'_>, target: &str, opts: &CheckOptions) -> Result<CheckReport> {
+    let f = open_device(&t.device, false)?;
+    let mut rng = ChaCha8Rng::seed_from_u64(opts.seed);
+    let mut benches = Vec::new();
+    let first = snapshot(&mut t)?;
+    let cpu0 = t
+        .server
+        .as_ref()
+        .and_then(|s| rt::process_cpu_seconds(s.server_pid()));
+
+    for (name, span) in [
+        ("QD1 random 4K read, whole stroke", t.size),
+        ("QD1 random 4K read, first 1%", (t.size / 100).max(4096)),
+    ] {
+        let before = snapshot(&mut t)?;
+        let (times, offsets) = random_reads(&mut t, &f, span, opts, &mut rng)?;
+        let lateness = lateness_since(&mut t, &before)?;
+        let measured: Vec<f64> = times.iter().map(|&ns| ns as f64 / 1e6).collect();
+        let mean = measured.iter().sum::<f64>() / measured.len().max(1) as f64;
+        // The model's service times for the same offsets, one at a time.
+        let modelled: Option<Vec<f64>> = model_of(&t)?.map(|mut m| {
+            let mut now = 0;
+            offsets
+                .iter()
+                .enumerate()
+                .map(|(i, &off)| {
+                    let d = m.service(Request::read(i as u64, off, 4096), now);
+                    now = d.done_ns;
+                    d.response_ns() as f64 / 1e6
+                })
+                .collect()
+        });
+        let mmean = modelled
+            .as_ref()
+            .map(|v| v.iter().sum::<f64>() / v.len().max(1) as f64);
+        benches.push(Bench {
+            name: name.into(),
+            unit: "ms",
+            measured: mean,
+            modelled: mmean,
+            error: ratio(mean, mmean),
+            requests: times.len() as u64,
+            // Against a model that takes no time (ram) the demerit has no meaning.
+            demerit: modelled
+                .as_ref()
+                .filter(|_| mmean.is_some_and(|m| m > 0.0))
+                .and_then(|v| demerit(&measured, v)),
+            lateness,
+            server_cpu_us_per_request: None,
+        });
+    }
+
+    let inner_start = t
+        .size
+        .saturating_sub(((t.size / 8) / MIB * MIB).min(512 * MIB))
+        / MIB
+        * MIB;
+    for (name, start) in [
+        ("sequential 1M read, outer zone", 0),
+        ("sequential 1M read, inner zone", inner_start),
+    ] {
+        let before = snapshot(&mut t)?;
+        let (bytes, ns, n) = sequential(&mut t, &f, start, opts)?;
+        let lateness = lateness_since(&mut t, &before)?;
+        let rate = bytes as f64 / (ns.max(1) as f64 / 1e9) / 1e6;
+        let modelled = model_of(&t)?.and_then(|mut m| {
+            let mut now = 0;
+            for i in 0..n {
+                now = m
+                    .service(Request::read(i, start + i * MIB, MIB), now)
+                    .done_ns;
+            }
+            (now > 0).then(|| bytes as f64 / (now as f64 / 1e9) / 1e6)
+        });
+        benches.push(Bench {
+            name: name.into(),
+            unit: "MB/s",
+            measured: rate,
+            modelled,
+            error: ratio(rate, modelled),
+            requests: n,
+            demerit: None,
+            lateness,
+            server_cpu_us_per_request: None,
+        });
+    }
+
+    if opts.write {
+        benches.push(write_flush(&mut t, opts, &mut rng)?);
+    }
+
+    let (lateness, cpu_us, requests) = match (&first, snapshot(&mut t)?) {
+        (Some(b), Some(a)) => {
+            let d = a
+                .delta(b)
+                .map_err(|m| anyhow!("device server stats: {m}"))?;
+            let cpu1 = t
+                .server
+                .as_ref()
+                .and_then(|s| rt::process_cpu_seconds(s.server_pid()));
+            let cpu = match (cpu0, cpu1) {
+                (Some(a), Some(b)) if d.requests() > 0 => Some((b - a) * 1e6 / d.requests() as f64),
+                _ => None,
+            };
+            (Some(d.lateness()), cpu, Some(d.requests()))
+        }
+        _ => (None, None, None),
+    };
+    Ok(CheckReport {
+        target: target.into(),
+        profile: t.model.as_ref().map(|(p, a, _)| {
+            if a.is_none() {
+                p.name.clone()
+            } else {
+                format!("{}:{a}", p.name)
+            }
+        }),
+        device: t.device.clone(),
+        size_bytes: t.size,
+        benches,
+        lateness,
+        server_cpu_us_per_request: cpu_us,
+        server_requests: requests,
+    })
+}
+
+/// 4 KiB writes at random places, each followed by a cache flush (fdatasync of the device).
+fn write_flush(t: &mut Target<'_>, opts: &CheckOptions, rng: &mut ChaCha8Rng) -> Result<Bench> {
+    let f = open_device(&t.device, true)?;
+    let mut buf = AlignedBuf::zeroed(4096);
+    buf.fill(0x5a);
+    let before = snapshot(t)?;
+    let blocks = (t.size / 4096).max(1);
+    let end = rt::monotonic_ns() + (opts.seconds * 1e9) as u64;
+    let mut times = Vec::new();
+    let mut offsets = Vec::new();
+    while rt::monotonic_ns() < end {
+        let off = rng.gen_range(0..blocks) * 4096;
+        let t0 = rt::monotonic_ns();
+        crate::sys::pwrite(f.as_fd(), &buf, off).map_err(|e| io_error(t, e, "a 4 KiB write"))?;
+        nix::unistd::fdatasync(std::os::fd::AsRawFd::as_raw_fd(&f))
+            .map_err(|e| io_error(t, e, "a flush (fdatasync)"))?;
+        times.push(rt::monotonic_ns() - t0);
+        offsets.push(off);
+    }
+    let lateness = lateness_since(t, &before)?;
+    let mean = times.iter().sum::<u64>() as f64 / times.len().max(1) as f64 / 1e6;
+    let modelled = model_of(t)?.map(|mut m| {
+        let mut now = 0;
+        let mut total = 0u64;
+        for (i, &off) in offsets.iter().enumerate() {
+            let w = m.service(Request::write(2 * i as u64, off, 4096), now);
+            let fl = m.service(Request::flush(2 * i as u64 + 1), w.done_ns);
+            total += fl.done_ns - now;
+            now = fl.done_ns;
+        }
+        total as f64 / offsets.len().max(1) as f64 / 1e6
+    });
+    Ok(Bench {
+        name: "QD1 random 4K write + flush".into(),
+        unit: "ms",
+        measured: mean,
+        modelled,
+        error: ratio(mean, modelled),
+        requests: times.len() as u64,
+        demerit: None,
+        lateness,
+        server_cpu_us_per_request: None,
+    })
+}
+
+/// Waits a moment for the kernel to settle a freshly attached device (udev, partition scan).
+pub fn settle() {
+    std::thread::sleep(Duration::from_millis(100));
+}

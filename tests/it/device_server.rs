@@ -1,0 +1,222 @@
+//! The emulated-device server (needs root, loop devices and /dev/fuse): requests through a
+//! loop device on its FUSE file take the modelled drive's time, teardown leaves nothing, and a
+//! killed server fails requests (naming itself) instead of hanging them.
+
+use std::fs::OpenOptions;
+use std::os::fd::AsRawFd;
+use std::os::unix::fs::OpenOptionsExt;
+use std::path::{Path, PathBuf};
+use std::time::{Duration, Instant};
+
+use fsgauge::testbed::device::{expectations, load_ref, EmulatedDevice};
+use rand::{Rng, SeedableRng};
+
+use crate::support::{have_root, Sandbox};
+
+const PROFILE: &str = "deskstar-7k250";
+
+fn have_fuse() -> bool {
+    if !have_root() {
+        return false;
+    }
+    if !Path::new("/dev/fuse").exists() {
+        if std::env::var_os("CI").is_some_and(|v| !v.is_empty() && v != "false") {
+            panic!("CI must run every test, but: needs /dev/fuse");
+        }
+        eprintln!("skipped: needs /dev/fuse");
+        return false;
+    }
+    true
+}
+
+/// A device on a sparse image in the sandbox, as large as the profile's disk.
+fn start(sb: &Sandbox) -> (EmulatedDevice, u64) {
+    let (p, _) = load_ref(PROFILE).unwrap();
+    let size = p.capacity_bytes / 4096 * 4096;
+    let image = sb.path().join("image");
+    std::fs::File::create(&image)
+        .unwrap()
+        .set_len(size)
+        .unwrap();
+    let ledger = sb.state().join("ledger");
+    let dev = EmulatedDevice::start_in(Some(&ledger), PROFILE, &image, size, 0).unwrap();
+    (dev, size)
+}
+
+fn aligned(len: usize) -> Vec<u8> {
+    // O_DIRECT wants 4096-aligned memory: over-allocate and slice.
+    vec![0u8; len + 4096]
+}
+
+fn pread_direct(f: &std::fs::File, buf: &mut [u8], off: u64) -> std::io::Result<usize> {
+    let shift = buf.as_ptr().align_offset(4096);
+    let b = &mut buf[shift..shift + 4096];
+    std::os::unix::fs::FileExt::read_at(f, b, off)
+}
+
+fn loop_backing(dev: &Path) -> Option<String> {
+    let name = dev.file_name()?.to_str()?;
+    std::fs::read_to_string(format!("/sys/block/{name}/loop/backing_file"))
+        .ok()
+        .map(|s| s.trim().to_string())
+}
+
+fn mounted(path: &Path) -> bool {
+    let p = path.to_string_lossy().to_string();
+    std::fs::read_to_string("/proc/self/mountinfo")
+        .unwrap()
+        .lines()
+        .any(|l| l.split(' ').nth(4) == Some(p.as_str()))
+}
+
+#[test]
+fn random_4k_reads_through_the_loop_device_take_the_modelled_time() {
+    if !have_fuse() {
+        return;
+    }
+    let sb = Sandbox::new();
+    let (mut dev, size) = start(&sb);
+    let loop_dev = dev.attach_loop().unwrap();
+    assert_eq!(
+        std::fs::read_to_string(format!(
+            "/sys/block/{}/queue/rotational",
+            loop_dev.file_name().unwrap().to_string_lossy()
+        ))
+        .unwrap()
+        .trim(),
+        "1",
+        "an HDD profile's loop device is rotational"
+    );
+    let f = OpenOptions::new()
+        .read(true)
+        .custom_flags(libc::O_DIRECT)
+        .open(&loop_dev)
+        .unwrap();
+    let mut buf = aligned(4096);
+    let mut rng = rand_chacha::ChaCha8Rng::seed_from_u64(7);
+    // Warm-up: the first request finds the heads at cylinder 0.
+    pread_direct(&f, &mut buf, 0).unwrap();
+    let before = dev.stats().unwrap();
+    let n = 300;
+    let t0 = Instant::now();
+    for _ in 0..n {
+        let off = rng.gen_range(0..size / 4096) * 4096;
+        assert_eq!(pread_direct(&f, &mut buf, off).unwrap(), 4096);
+    }
+    let mean_ms = t0.elapsed().as_secs_f64() * 1e3 / n as f64;
+    let d = dev.stats().unwrap().delta(&before).unwrap();
+    assert_eq!(d.reads, n, "every read reached the server once");
+    assert_eq!(d.bytes_read, n * 4096);
+    // Never before the model's completion: replying early would still give the right mean
+    // at QD1 (the next request waits for the modelled drive) but wrong response times.
+    assert_eq!(
+        d.early, 0,
+        "requests answered before their modelled completion"
+    );
+    let (p, a) = load_ref(PROFILE).unwrap();
+    let want = expectations(&p, &a).unwrap().qd1_random_4k_read_ms;
+    let l = d.lateness();
+    eprintln!(
+        "QD1 random 4K: measured {mean_ms:.3} ms, model {want:.3} ms ({:+.1}%); lateness p50 {:.3} p99 {:.3} max {:.3} ms",
+        (mean_ms / want - 1.0) * 100.0,
+        l.p50_ms,
+        l.p99_ms,
+        l.max_ms
+    );
+    // 300 samples of a distribution with sd ≈ 4 ms: the sampling error of the mean alone is
+    // ≈ 2%. Never faster than the model (less 5% for sampling): a server that answers early is
+    // broken. Slower by the path through the loop device's kernel worker and FUSE, which the
+    // server cannot see: 0.5 ms (+4%) in a release build on this 2-core VM at load 8, 2 ms
+    // (+17%) in a debug build there; +25% still catches a server that adds a seek or a turn.
+    let err = mean_ms / want - 1.0;
+    assert!(
+        (-0.05..0.25).contains(&err),
+        "measured mean {mean_ms:.3} ms vs model {want:.3} ms ({:+.1}%)",
+        err * 100.0
+    );
+    // The goal is 0.5 ms; this shared 2-core VM under other tests' load reaches it only when
+    // quiet, so the test holds a bound that still catches a server that sleeps wrong or
+    // answers a request late by a seek.
+    assert!(l.p99_ms < 5.0, "lateness p99 {:.3} ms", l.p99_ms);
+    drop(f);
+    dev.stop().unwrap();
+    sb.assert_clean();
+}
+
+#[test]
+fn teardown_leaves_no_mount_loop_device_or_process() {
+    if !have_fuse() {
+        return;
+    }
+    let sb = Sandbox::new();
+    let (mut dev, _) = start(&sb);
+    let loop_dev = dev.attach_loop().unwrap();
+    let file: PathBuf = dev.file().to_path_buf();
+    let mount = dev.mount().to_path_buf();
+    let pid = dev.server_pid();
+    assert!(mounted(&mount), "the server mounted {}", mount.display());
+    assert_eq!(
+        loop_backing(&loop_dev).as_deref(),
+        Some(file.to_str().unwrap())
+    );
+    drop(dev);
+    assert!(!mounted(&mount), "{} still mounted", mount.display());
+    assert!(!mount.exists(), "mount directory {} left", mount.display());
+    assert_ne!(
+        loop_backing(&loop_dev).as_deref(),
+        Some(file.to_str().unwrap()),
+        "{} still attached",
+        loop_dev.display()
+    );
+    assert!(
+        fsgauge::testbed::ledger::process_start_time(pid).is_none(),
+        "server pid {pid} still running"
+    );
+    sb.assert_clean();
+}
+
+#[test]
+fn a_killed_server_fails_reads_naming_itself_instead_of_hanging() {
+    if !have_fuse() {
+        return;
+    }
+    let sb = Sandbox::new();
+    let (mut dev, _) = start(&sb);
+    let loop_dev = dev.attach_loop().unwrap();
+    let pid = dev.server_pid();
+    nix::sys::signal::kill(
+        nix::unistd::Pid::from_raw(pid as i32),
+        nix::sys::signal::Signal::SIGKILL,
+    )
+    .unwrap();
+    let (tx, rx) = std::sync::mpsc::channel();
+    let path = loop_dev.clone();
+    std::thread::spawn(move || {
+        let f = OpenOptions::new()
+            .read(true)
+            .custom_flags(libc::O_DIRECT)
+            .open(&path);
+        let r = f.and_then(|f| {
+            let _ = f.as_raw_fd();
+            let mut buf = aligned(4096);
+            pread_direct(&f, &mut buf, 1 << 30)
+        });
+        let _ = tx.send(r);
+    });
+    let r = rx
+        .recv_timeout(Duration::from_secs(20))
+        .expect("a read from a killed server's device must fail, not hang");
+    assert!(
+        r.is_err(),
+        "read from a killed server's device succeeded: {r:?}"
+    );
+    let e = format!("{:#}", dev.check().unwrap_err());
+    assert!(
+        e.contains("device server") && e.contains(&pid.to_string()) && e.contains(PROFILE),
+        "{e}"
+    );
+    let mount = dev.mount().to_path_buf();
+    drop(dev);
+    assert!(!mounted(&mount), "{} still mounted", mount.display());
+    sb.assert_clean();
+}
