@@ -443,7 +443,10 @@ mod check {
         // `testbed cleanup` removes it after a SIGKILL.
         let mut ledger = Ledger::begin(&format!("device-check-{}", std::process::id()), false)?;
         let dir = std::env::temp_dir().join(format!("fsgauge-check-{}", std::process::id()));
-        ledger.record(Resource::Dir { path: dir.clone() })?;
+        ledger.record(Resource::Dir {
+            path: dir.clone(),
+            id: None,
+        })?;
         std::fs::DirBuilder::new()
             .mode(0o700)
             .create(&dir)
@@ -451,6 +454,7 @@ mod check {
         let image = dir.join("image");
         ledger.record(Resource::Image {
             path: image.clone(),
+            id: None,
         })?;
         let f = std::fs::File::create(&image)
             .with_context(|| format!("creating the device image {}", image.display()))?;

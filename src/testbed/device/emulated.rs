@@ -104,6 +104,7 @@ impl EmulatedDevice {
         let mount = make_mount_dir()?;
         ledger.record(Resource::Dir {
             path: mount.clone(),
+            id: None,
         })?;
         let mut child = Command::new(&exe)
             .args(["devices", "serve", "--profile", profile_ref, "--size"])
@@ -193,8 +194,14 @@ impl EmulatedDevice {
         }
         self.ledger.record(Resource::Loop {
             image: self.file.clone(),
+            backing: None,
         })?;
-        let l = LoopDevice::attach(&self.file, true).with_context(|| {
+        let disk = std::fs::OpenOptions::new()
+            .read(true)
+            .write(true)
+            .open(&self.file)
+            .with_context(|| format!("opening the emulated disk {}", self.file.display()))?;
+        let l = LoopDevice::attach(&disk, &self.file, true).with_context(|| {
             format!(
                 "attaching a loop device to the emulated disk {}",
                 self.file.display()
