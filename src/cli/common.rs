@@ -11,7 +11,7 @@ use crate::measure::Progress;
 use crate::report::output::{parse_result_format, render_results, OutputFormat, ResultViews};
 use crate::results::RunResult;
 use crate::runner::{Outcome, Place, RunOptions};
-use crate::testbed::{Backing, FsKind, JournalSpec, TestbedInput, TestbedSpec};
+use crate::testbed::{FsKind, TestbedParams, TestbedSpec};
 use crate::units::Size;
 use crate::workload::ColdMode;
 
@@ -22,40 +22,9 @@ pub struct TestbedArgs {
     /// Build a fresh filesystem of this kind for every run: ext2, ext3, ext4, xfs or btrfs.
     #[arg(long, value_name = "KIND", conflicts_with = "dir")]
     pub fs: Option<FsKind>,
-    /// Size of the filesystem (image size), e.g. 2G.
-    #[arg(
-        long,
-        value_name = "SIZE",
-        default_value = "2G",
-        allow_hyphen_values = true
-    )]
-    pub fs_size: Size,
-    /// Extra mkfs arguments, e.g. "-O ^extent -I 256".
-    #[arg(
-        long,
-        value_name = "OPTS",
-        allow_hyphen_values = true,
-        default_value = ""
-    )]
-    pub mkfs_opts: String,
-    /// Mount options, e.g. "data=writeback,nodelalloc".
-    #[arg(long, value_name = "OPTS", default_value = "")]
-    pub mount_opts: String,
-    /// External journal (ext3/ext4 journal device, xfs log device): ram:SIZE on a RAM disk or
-    /// file:SIZE on an image file, e.g. ram:64M. At least 1024 filesystem blocks for ext3/ext4
-    /// (4M with the default 4K blocks, 1M with -b 1024), 64M for xfs; btrfs has none.
-    #[arg(long, value_name = "ram:SIZE|file:SIZE")]
-    pub journal: Option<JournalSpec>,
-    /// Put the image in a file on disk or on a RAM disk (tmpfs).
-    #[arg(long, value_name = "file|ram", default_value = "file")]
-    pub backing: Backing,
-    /// Directory for images and mount points [default: /var/tmp/fsgauge, /dev/shm/fsgauge for ram].
-    #[arg(long, value_name = "DIR")]
-    pub workdir: Option<PathBuf>,
-    /// Direct I/O from the loop device to its image, so the host's page cache stays out of the
-    /// figures.
-    #[arg(long, value_name = "on|off", default_value = "on", value_parser = crate::workload::params::on_off, action = clap::ArgAction::Set)]
-    pub loop_direct_io: bool,
+    /// How the testbed is built: its size, mkfs and mount options, journal, backing, ...
+    #[command(flatten)]
+    pub params: TestbedParams,
     /// Format this block device instead of an image (destroys its data; needs --destroy-data).
     /// The device is the backing and its size the filesystem's: --fs-size and --backing do not
     /// apply.
@@ -64,7 +33,7 @@ pub struct TestbedArgs {
         long,
         value_name = "DEV",
         requires = "destroy_data",
-        conflicts_with_all = ["fs_size", "backing"]
+        conflicts_with_all = [crate::testbed::params::SIZE_ID, "backing"]
     )]
     pub device: Option<PathBuf>,
     /// Confirms that --device may be formatted.
@@ -74,22 +43,12 @@ pub struct TestbedArgs {
     #[arg(long)]
     pub label: Option<String>,
     /// Run on this existing directory instead of a fresh testbed. fsgauge builds nothing there,
-    /// so the testbed flags (--fs-size, --journal, --backing, --workdir, --mkfs-opts,
-    /// --mount-opts, --loop-direct-io, --device) do not apply and are refused with it.
+    /// so the testbed flags (those of its size, mkfs and mount options, journal, backing,
+    /// workdir, loop device, and --device) do not apply and are refused with it.
     #[arg(
         long,
         value_name = "PATH",
-        conflicts_with_all = [
-            "fs_size",
-            "journal",
-            "backing",
-            "workdir",
-            "mkfs_opts",
-            "mount_opts",
-            "loop_direct_io",
-            "device",
-            "destroy_data",
-        ]
+        conflicts_with_all = [crate::testbed::params::GROUP, "device", "destroy_data"]
     )]
     pub dir: Option<PathBuf>,
 }
@@ -98,18 +57,10 @@ impl TestbedArgs {
     /// The testbed spec, when `--fs` was given.
     pub fn spec(&self) -> Result<Option<TestbedSpec>> {
         let Some(fs) = self.fs else { return Ok(None) };
-        TestbedSpec::build(TestbedInput {
-            fs,
-            size: self.fs_size.bytes(),
-            mkfs: self.mkfs_opts.clone(),
-            mount: self.mount_opts.clone(),
-            journal: self.journal,
-            backing: self.backing,
-            workdir: self.workdir.clone(),
-            loop_direct_io: self.loop_direct_io,
-            device: self.device.clone(),
-            label: self.label.clone(),
-        })
+        TestbedSpec::build(
+            self.params
+                .input(fs, self.label.clone(), self.device.clone()),
+        )
         .map(Some)
     }
 

@@ -40,10 +40,10 @@ fn statvfs_read_only(p: &Path) -> bool {
 /// Checks that need no filesystem: the place, the file, read-only mounts, remounts.
 fn check_place(args: &ExerciseArgs) -> Result<()> {
     if args.testbed.fs.is_some() {
-        if read_only_opts(&args.testbed.mount_opts) {
+        if read_only_opts(&args.testbed.params.mount_opts) {
             return Err(bad_input(format!(
                 "--mount-opts {:?} mounts the testbed read-only; the exerciser writes, so it needs a writable filesystem",
-                args.testbed.mount_opts
+                args.testbed.params.mount_opts
             )));
         }
         if args.params.file.contains('/') {
@@ -118,9 +118,9 @@ pub fn run(mut args: ExerciseArgs) -> Result<ExitCode> {
             })?;
             args.testbed.fs = Some(fs);
             if log.testbed.size > 0 {
-                args.testbed.fs_size = Size(log.testbed.size);
+                args.testbed.params.fs_size = Size(log.testbed.size);
             }
-            args.testbed.mount_opts = log.testbed.mount_options.clone();
+            args.testbed.params.mount_opts = log.testbed.mount_options.clone();
         }
         if args.params.file.contains('/') && args.testbed.fs.is_some() {
             args.params.file = Exercise::default().file;
