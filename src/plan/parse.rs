@@ -18,7 +18,8 @@ use super::{
 };
 use crate::error::bad_input;
 use crate::registry::{self, sweep};
-use crate::testbed::{default_workdir, Backing, FsKind, JournalSpec, TestbedInput, TestbedSpec};
+use crate::testbed::params::{plan_keys, SIZE_KEY};
+use crate::testbed::{default_workdir, Backing, FsKind, TestbedParams, TestbedSpec};
 use crate::units::{format_size, parse_size};
 use crate::workload::{ColdMode, Workload};
 
@@ -48,7 +49,7 @@ struct RawPlan {
     layout: Option<Spanned<bool>>,
     seed: Option<Spanned<i64>>,
     #[serde(default)]
-    testbed: Vec<Spanned<RawTestbed>>,
+    testbed: Vec<RawWorkload>,
     #[serde(default)]
     workload: Vec<Spanned<BTreeMap<Spanned<String>, Spanned<toml::Value>>>>,
     age: Option<RawWorkload>,
@@ -56,20 +57,18 @@ struct RawPlan {
     question: Vec<Spanned<RawQuestion>>,
 }
 
-#[derive(Deserialize)]
-#[serde(deny_unknown_fields)]
-struct RawTestbed {
-    label: Option<Spanned<String>>,
-    fs: Spanned<String>,
-    size: Option<Spanned<toml::Value>>,
-    mkfs: Option<Spanned<String>>,
-    mount: Option<Spanned<String>>,
-    journal: Option<Spanned<String>>,
-    mem_limit: Option<Spanned<toml::Value>>,
-    backing: Option<Spanned<String>>,
-    workdir: Option<Spanned<String>>,
-    loop_direct_io: Option<Spanned<bool>>,
-    optional: Option<Spanned<bool>>,
+/// The keys of a `[[testbed]]` that are not testbed settings ([`TestbedParams`]): which
+/// testbed it is (`fs`, `label`) and what only a plan says of it.
+const PLAN_TESTBED_KEYS: [&str; 4] = ["fs", "label", "optional", "mem_limit"];
+
+/// The entry of a table written under one of `keys` (a setting and its old names), if any.
+fn entry<'a>(
+    t: &'a RawWorkload,
+    keys: &[&str],
+) -> Option<(&'a Spanned<String>, &'a Spanned<toml::Value>)> {
+    t.get_ref()
+        .iter()
+        .find(|(k, _)| keys.contains(&k.get_ref().as_str()))
 }
 
 /// The plan text and its name, for locating errors.
@@ -135,11 +134,6 @@ pub fn parse(text: &str, source: &str, opts: &ParseOptions) -> Result<Plan> {
     let raw: RawPlan = toml::from_str(text).map_err(|e| {
         let span = e.span().unwrap_or(0..0);
         let mut msg = e.message().trim().replace('\n', " ");
-        if msg.contains("missing field `fs`") {
-            msg.push_str(
-                " in this [[testbed]]; add fs = \"ext4\" (allowed: ext2, ext3, ext4, xfs, btrfs)",
-            );
-        }
         if src.text[span.start.min(src.text.len())..]
             .trim_start()
             .starts_with("[[question]]")
@@ -236,7 +230,7 @@ pub fn parse(text: &str, source: &str, opts: &ParseOptions) -> Result<Plan> {
     for t in &raw.testbed {
         let (tb, size_span) = parse_testbed(&src, t, opts)?;
         if let Some(prev) = testbeds.iter().find(|p| p.spec.label == tb.spec.label) {
-            let span = t.get_ref().label.as_ref().map_or(t.span(), |l| l.span());
+            let span = entry(t, &["label"]).map_or(t.span(), |(_, l)| l.span());
             return Err(src.err(
                 span,
                 "label",
@@ -251,11 +245,16 @@ pub fn parse(text: &str, source: &str, opts: &ParseOptions) -> Result<Plan> {
     }
 
     let mut notes = Vec::new();
-    for ((tb, size_span), raw_tb) in testbeds.iter_mut().zip(spans).zip(&raw.testbed) {
-        fit_testbed(&src, tb, &size_span.0, &workloads, scale_f, &mut notes)?;
+    for ((tb, at), raw_tb) in testbeds.iter_mut().zip(spans).zip(&raw.testbed) {
+        fit_testbed(&src, tb, &at, &workloads, scale_f, &mut notes)?;
         fit_inodes(&src, tb, &workloads, &mut notes)?;
-        fit_memory(&src, tb, raw_tb.get_ref().mem_limit.as_ref(), &workloads)?;
-        check_disk(&src, tb, &size_span.0, &size_span.1)?;
+        fit_memory(
+            &src,
+            tb,
+            entry(raw_tb, &["mem_limit"]).map(|e| e.1),
+            &workloads,
+        )?;
+        check_disk(&src, tb, &at)?;
     }
 
     let questions = question::resolve(&src, &raw.question, &testbeds, &workloads, age.as_ref())?;
@@ -295,14 +294,14 @@ pub fn parse(text: &str, source: &str, opts: &ParseOptions) -> Result<Plan> {
 
 /// The label each `[[testbed]]` will have (its `label`, or its fs name) and where it is, as
 /// far as the raw entries tell; for workload labels, which must differ from them.
-fn testbed_labels(src: &Src, raw: &[Spanned<RawTestbed>]) -> Vec<(String, Location)> {
+fn testbed_labels(src: &Src, raw: &[RawWorkload]) -> Vec<(String, Location)> {
     raw.iter()
         .map(|t| {
-            let r = t.get_ref();
-            let label = r
-                .label
-                .as_ref()
-                .map_or_else(|| r.fs.get_ref().clone(), |l| l.get_ref().clone());
+            let label = entry(t, &["label"])
+                .or_else(|| entry(t, &["fs"]))
+                .and_then(|(_, v)| v.get_ref().as_str())
+                .unwrap_or_default()
+                .to_string();
             (label, src.loc(t.span().start))
         })
         .collect()
@@ -388,54 +387,72 @@ fn size_value(src: &Src, v: &Spanned<toml::Value>, field: &str) -> Result<u64> {
     }
 }
 
-/// Where a testbed's `size` and `journal` are written (the table when absent).
-type FieldSpans = (Range<usize>, Range<usize>);
+/// Where a testbed's size and journal are written (the table when absent), and the key its
+/// size is written under (its flag's name when absent), for errors about room.
+struct FieldSpans {
+    size: Range<usize>,
+    size_key: String,
+    journal: Range<usize>,
+}
 
+/// A plan-only string of a `[[testbed]]` (`fs`, `label`).
+fn text_value<'a>(
+    src: &Src,
+    t: &'a RawWorkload,
+    key: &str,
+) -> Result<Option<&'a Spanned<toml::Value>>> {
+    match entry(t, &[key]) {
+        Some((_, v)) if v.get_ref().is_str() => Ok(Some(v)),
+        Some((_, v)) => Err(src.err(
+            v.span(),
+            key,
+            format!("{} is not text; write it in quotes", v.get_ref()),
+        )),
+        None => Ok(None),
+    }
+}
+
+/// Reads a `[[testbed]]`: its settings through [`TestbedParams`] (the flags' names, defaults
+/// and parsers; the old key names are aliases), with every error at the key or value at fault.
 fn parse_testbed(
     src: &Src,
-    t: &Spanned<RawTestbed>,
+    t: &RawWorkload,
     opts: &ParseOptions,
 ) -> Result<(PlanTestbed, FieldSpans)> {
-    let r = t.get_ref();
-    let fs: FsKind = r.fs.get_ref().parse().map_err(|_| {
-        src.err(
-            r.fs.span(),
+    let Some(fs_v) = text_value(src, t, "fs")? else {
+        return Err(src.err(
+            t.span(),
             "fs",
             format!(
-                "unknown filesystem {:?}; allowed: {}",
-                r.fs.get_ref(),
+                "missing field `fs` in this [[testbed]]; add fs = \"ext4\" (allowed: {})",
+                FsKind::ALL.map(|k| k.name()).join(", ")
+            ),
+        ));
+    };
+    let fs_name = fs_v.get_ref().as_str().unwrap_or_default();
+    let fs: FsKind = fs_name.parse().map_err(|_| {
+        src.err(
+            fs_v.span(),
+            "fs",
+            format!(
+                "unknown filesystem {fs_name:?}; allowed: {}",
                 FsKind::ALL.map(|k| format!("\"{}\"", k.name())).join(", ")
             ),
         )
     })?;
-    let size = match &r.size {
-        Some(s) => size_value(src, s, "size")?,
-        None => 2 << 30,
-    };
-    let size_span = r.size.as_ref().map_or(t.span(), |s| s.span());
-    let journal = match &r.journal {
-        Some(j) => Some(
-            j.get_ref()
-                .parse::<JournalSpec>()
-                .map_err(|e| src.err(j.span(), "journal", e))?,
-        ),
-        None => None,
-    };
-    let backing = match &r.backing {
-        Some(b) => b.get_ref().parse::<Backing>().map_err(|_| {
+    let label = text_value(src, t, "label")?.and_then(|l| l.get_ref().as_str().map(String::from));
+    let optional = match entry(t, &["optional"]) {
+        None => false,
+        Some((_, v)) => v.get_ref().as_bool().ok_or_else(|| {
             src.err(
-                b.span(),
-                "backing",
-                format!(
-                    "unknown value {:?}; allowed: \"file\", \"ram\"",
-                    b.get_ref()
-                ),
+                v.span(),
+                "optional",
+                format!("{} is not true or false", v.get_ref()),
             )
         })?,
-        None => Backing::File,
     };
-    let mem_limit = match &r.mem_limit {
-        Some(m) => {
+    let mem_limit = match entry(t, &["mem_limit"]) {
+        Some((_, m)) => {
             let v = size_value(src, m, "mem_limit")?;
             if v < (16 << 20) {
                 return Err(src.err(
@@ -451,53 +468,102 @@ fn parse_testbed(
         }
         None => None,
     };
-    let text = |v: &Option<Spanned<String>>| v.as_ref().map(|m| m.get_ref().clone());
-    let spec = TestbedSpec::build(TestbedInput {
-        fs,
-        size,
-        mkfs: text(&r.mkfs).unwrap_or_default(),
-        mount: text(&r.mount).unwrap_or_default(),
-        journal,
-        backing,
-        workdir: opts
-            .workdir
-            .clone()
-            .or_else(|| text(&r.workdir).map(PathBuf::from)),
-        loop_direct_io: r.loop_direct_io.as_ref().is_none_or(|b| *b.get_ref()),
-        device: None,
-        label: text(&r.label),
-    })
-    .and_then(|spec| {
-        crate::testbed::check_workdir(&spec.workdir)?;
-        Ok(spec)
-    })
-    .map_err(|e| {
-        // The field the error names, where the plan writes it (the table when absent).
-        let field = crate::error::bad_field(&e);
-        let span = match field {
-            Some("size") => Some(size_span.clone()),
-            Some("journal") => r.journal.as_ref().map(|j| j.span()),
-            Some("mkfs") => r.mkfs.as_ref().map(|m| m.span()),
-            Some("label") => r.label.as_ref().map(|l| l.span()),
-            // A --workdir of the command line overrides the plan's; then the table is meant.
-            Some("workdir") if opts.workdir.is_none() => r.workdir.as_ref().map(|w| w.span()),
-            _ => None,
-        };
-        src.err(
-            span.unwrap_or(t.span()),
-            field.unwrap_or("testbed"),
-            format!("{e:#}"),
-        )
-    })?;
+    let mut params = testbed_params(src, t)?;
+    if let Some(w) = &opts.workdir {
+        params.workdir = Some(w.clone());
+    }
+    let written = |keys: &[&str]| entry(t, keys);
+    let spec = TestbedSpec::build(params.input(fs, label, None))
+        .and_then(|spec| {
+            crate::testbed::check_workdir(&spec.workdir)?;
+            Ok(spec)
+        })
+        .map_err(|e| {
+            // The field the error names, where the plan writes it (the table when absent).
+            let field = crate::error::bad_field(&e);
+            let at = match field {
+                // A --workdir of the command line overrides the plan's; then the table is meant.
+                Some("workdir") if opts.workdir.is_some() => None,
+                Some(f) if f == "label" => written(&["label"]),
+                Some(f) => written(plan_keys(f)),
+                None => None,
+            };
+            let name = at.map(|(k, _)| k.get_ref().as_str()).or(field);
+            src.err(
+                at.map_or(t.span(), |(_, v)| v.span()),
+                name.unwrap_or("testbed"),
+                format!("{e:#}"),
+            )
+        })?;
+    let size_at = written(plan_keys(SIZE_KEY));
     Ok((
         PlanTestbed {
             spec,
             mem_limit,
-            optional: r.optional.as_ref().is_some_and(|o| *o.get_ref()),
+            optional,
             at: src.loc(t.span().start),
         },
-        (size_span, r.journal.as_ref().map_or(t.span(), |j| j.span())),
+        FieldSpans {
+            size: size_at.map_or(t.span(), |(_, v)| v.span()),
+            size_key: size_at.map_or(SIZE_KEY.to_string(), |(k, _)| k.get_ref().clone()),
+            journal: written(&["journal"]).map_or(t.span(), |(_, v)| v.span()),
+        },
     ))
+}
+
+/// The testbed settings of a `[[testbed]]`: every key but [`PLAN_TESTBED_KEYS`], read as the
+/// flags read them; an unknown key fails at itself, a bad value at its value.
+fn testbed_params(src: &Src, t: &RawWorkload) -> Result<TestbedParams> {
+    let mut given = serde_json::Map::new();
+    for (k, v) in t.get_ref() {
+        if PLAN_TESTBED_KEYS.contains(&k.get_ref().as_str()) {
+            continue;
+        }
+        let keys = testbed_keys();
+        if !keys
+            .iter()
+            .any(|a| a == k.get_ref() || plan_keys(a).contains(&k.get_ref().as_str()))
+        {
+            return Err(src.err(
+                k.span(),
+                k.get_ref(),
+                format!(
+                    "unknown field `{}` of a [[testbed]]; allowed: {}, {} (the testbed flags' names with _ for -; the old names {} still work)",
+                    k.get_ref(),
+                    PLAN_TESTBED_KEYS.join(", "),
+                    keys.join(", "),
+                    keys.iter()
+                        .flat_map(|n| plan_keys(n).iter().skip(1))
+                        .copied()
+                        .collect::<Vec<_>>()
+                        .join(", ")
+                ),
+            ));
+        }
+        given.insert(k.get_ref().clone(), toml_to_json(v.get_ref()));
+    }
+    serde_path_to_error::deserialize::<_, TestbedParams>(serde_json::Value::Object(given)).map_err(
+        |e| {
+            let key = e.path().iter().find_map(|seg| match seg {
+                serde_path_to_error::Segment::Map { key } => Some(key.clone()),
+                _ => None,
+            });
+            let at = key.as_deref().and_then(|k| entry(t, &[k]));
+            src.err(
+                at.map_or(t.span(), |(_, v)| v.span()),
+                key.as_deref().unwrap_or("testbed"),
+                e.into_inner(),
+            )
+        },
+    )
+}
+
+/// The keys of the testbed settings: the flags' names with `_` for `-` (clap's ids).
+fn testbed_keys() -> Vec<String> {
+    let cmd = <TestbedParams as clap::Args>::augment_args(clap::Command::new("keys"));
+    cmd.get_arguments()
+        .map(|a| a.get_id().as_str().to_string())
+        .collect()
 }
 
 pub(super) fn toml_to_json(v: &toml::Value) -> serde_json::Value {
@@ -742,7 +808,7 @@ const MIN_SCALED_SIZE: u64 = 512 << 20;
 fn fit_testbed(
     src: &Src,
     tb: &mut PlanTestbed,
-    size_span: &Range<usize>,
+    at: &FieldSpans,
     workloads: &[PlanWorkload],
     scale_f: f64,
     notes: &mut Vec<String>,
@@ -775,15 +841,16 @@ fn fit_testbed(
     }
     if scale_f == 1.0 {
         return Err(src.err(
-            size_span.clone(),
-            "size",
+            at.size.clone(),
+            &at.size_key,
             format!(
-                "testbed {:?} is {} but the workload at line {} ({}) needs about {} (90% of the size is usable); make size at least {}",
+                "testbed {:?} is {} but the workload at line {} ({}) needs about {} (90% of the size is usable); make {} at least {}",
                 tb.spec.label,
                 format_size(tb.spec.size),
                 big.at.line,
                 big.kind,
                 crate::units::format_bytes_human(need as f64),
+                at.size_key,
                 (need / 9)
                     .checked_mul(10)
                     .and_then(|n| n.checked_next_multiple_of(64 << 20))
@@ -793,8 +860,8 @@ fn fit_testbed(
     }
     let Some(grown) = fitting_size(need) else {
         return Err(src.err(
-            size_span.clone(),
-            "size",
+            at.size.clone(),
+            &at.size_key,
             format!(
                 "the scaled workload at line {} ({}) needs about {}, more than any testbed can be; use a smaller --scale",
                 big.at.line,
@@ -963,12 +1030,7 @@ fn check_disk_together(
 
 /// Runs are made one at a time, so the disk must hold the largest testbed's image (and its
 /// journal image) at once.
-fn check_disk(
-    src: &Src,
-    tb: &PlanTestbed,
-    size_span: &Range<usize>,
-    journal_span: &Range<usize>,
-) -> Result<()> {
+fn check_disk(src: &Src, tb: &PlanTestbed, at: &FieldSpans) -> Result<()> {
     let mut need = tb.spec.size;
     if let Some(j) = tb.spec.journal {
         if j.backing == tb.spec.backing {
@@ -979,7 +1041,7 @@ fn check_disk(
             if let Some(avail) = crate::testbed::room::free_space(&shm) {
                 if j.size > avail {
                     return Err(src.err(
-                        journal_span.clone(),
+                        at.journal.clone(),
                         "journal",
                         format!(
                             "testbed {:?} needs {} of RAM disk for its journal but {} has only {} free; make the journal smaller or put it in a file (journal = \"file:SIZE\")",
@@ -999,14 +1061,15 @@ fn check_disk(
     };
     if need > avail {
         return Err(src.err(
-            size_span.clone(),
-            "size",
+            at.size.clone(),
+            &at.size_key,
             format!(
-                "testbed {:?} needs {} for its image(s) but {} has only {} free; make size smaller, use a smaller --scale, or pass --workdir on a bigger filesystem",
+                "testbed {:?} needs {} for its image(s) but {} has only {} free; make {} smaller, use a smaller --scale, or pass --workdir on a bigger filesystem",
                 tb.spec.label,
                 crate::units::format_bytes_human(need as f64),
                 crate::testbed::room::describe(&base),
-                crate::units::format_bytes_human(avail as f64)
+                crate::units::format_bytes_human(avail as f64),
+                at.size_key
             ),
         ));
     }
@@ -1055,6 +1118,78 @@ dirs = 2
 files = 3
 file_size = "64K"
 "#;
+
+    /// Every testbed flag, found in clap's metadata (so a new one is covered as it is added),
+    /// is the plan key of the same name with `_` for `-`: `--KEY VALUE` on the command line
+    /// and `KEY = "VALUE"` in a `[[testbed]]` give the same testbed, unlike the default one.
+    #[test]
+    fn every_testbed_flag_is_the_plan_key_of_the_same_name() {
+        use clap::{Args, Command, FromArgMatches};
+        let tmp = std::env::temp_dir().to_string_lossy().into_owned();
+        // A value unlike the default for each setting; a new flag needs one here.
+        let samples: [(&str, &str); 7] = [
+            ("fs_size", "320M"),
+            ("mkfs_opts", "-O ^extent -I 256"),
+            ("mount_opts", "noatime"),
+            ("journal", "file:8M"),
+            ("backing", "ram"),
+            ("workdir", &tmp),
+            ("loop_direct_io", "off"),
+        ];
+        let flags_cmd =
+            || crate::cli::TestbedArgs::augment_args(Command::new("bench").no_binary_name(true));
+        let base = |extra: &[&str]| {
+            // Small images, so that the plan's check of free space passes anywhere.
+            let mut args = vec!["--fs", "ext4"];
+            if !extra.contains(&"--fs-size") {
+                args.extend(["--fs-size", "256M"]);
+            }
+            args.extend(extra);
+            let m = flags_cmd().try_get_matches_from(args).expect("flags parse");
+            crate::cli::TestbedArgs::from_arg_matches(&m)
+                .expect("flags read")
+                .spec()
+                .expect("a valid testbed")
+                .expect("--fs is given")
+        };
+        let default = base(&[]);
+        let params = TestbedParams::augment_args(Command::new("params"));
+        let mut walked = 0;
+        for arg in params.get_arguments() {
+            let key = arg.get_id().as_str();
+            let flag = format!(
+                "--{}",
+                arg.get_long().expect("testbed settings are long flags")
+            );
+            assert_eq!(flag.trim_start_matches("--").replace('-', "_"), key);
+            let value = samples
+                .iter()
+                .find(|(k, _)| *k == key)
+                .unwrap_or_else(|| panic!("{flag} has no sample value in this test; add one"))
+                .1;
+            let from_flags = base(&[&flag, value]);
+            assert_ne!(from_flags, default, "{flag} {value} changes nothing");
+            let size = if key == "fs_size" {
+                ""
+            } else {
+                "fs_size = \"256M\"\n"
+            };
+            let plan = format!(
+                "[[testbed]]\nfs = \"ext4\"\n{size}{key} = {value:?}\n\n[[workload]]\nkind = \"tree\"\ndirs = 1\nfiles = 1\nfile_size = \"4K\"\n"
+            );
+            let from_plan = parse(&plan, "t.toml", &ParseOptions::default())
+                .unwrap_or_else(|e| panic!("{plan}: {e:#}"))
+                .testbeds
+                .remove(0)
+                .spec;
+            assert_eq!(
+                from_flags, from_plan,
+                "{flag} {value} and {key} = {value:?}"
+            );
+            walked += 1;
+        }
+        assert_eq!(walked, samples.len(), "every sample is a flag");
+    }
 
     const INTERLEAVE: &str = "[[testbed]]\nlabel = \"e\"\nfs = \"ext4\"\nsize = \"1G\"\nMKFS\n\n[[workload]]\nkind = \"interleave\"\ndirs = 9890\nfiles = 14\n";
 
