@@ -18,6 +18,7 @@ use super::{
 };
 use crate::error::bad_input;
 use crate::registry::{self, sweep};
+use crate::runner::admit;
 use crate::testbed::params::{plan_keys, SIZE_KEY};
 use crate::testbed::{default_workdir, Backing, FsKind, TestbedParams, TestbedSpec};
 use crate::units::{format_size, parse_size};
@@ -792,11 +793,6 @@ fn kind_fields(kind: &registry::WorkloadKind) -> Vec<String> {
         .unwrap_or_default()
 }
 
-/// Filesystems keep space for metadata and the journal: 90% of the size is usable.
-fn usable(size: u64) -> u64 {
-    size / 10 * 9
-}
-
 /// The smallest testbed `--scale` below 1 shrinks an image to (xfs refuses less than 300M).
 const MIN_SCALED_SIZE: u64 = 512 << 20;
 
@@ -836,29 +832,23 @@ fn fit_testbed(
             tb.spec.size = scaled;
         }
     }
-    if need <= usable(tb.spec.size) {
+    if need <= admit::usable(tb.spec.size) {
         return Ok(());
     }
     if scale_f == 1.0 {
-        return Err(src.err(
-            at.size.clone(),
-            &at.size_key,
-            format!(
-                "testbed {:?} is {} but the workload at line {} ({}) needs about {} (90% of the size is usable); make {} at least {}",
-                tb.spec.label,
-                format_size(tb.spec.size),
-                big.at.line,
-                big.kind,
-                crate::units::format_bytes_human(need as f64),
-                at.size_key,
-                (need / 9)
-                    .checked_mul(10)
-                    .and_then(|n| n.checked_next_multiple_of(64 << 20))
-                    .map_or_else(|| "over 16 EiB".to_string(), format_size)
-            ),
-        ));
+        // As written, the plan is admitted or refused as `bench` would be on this testbed.
+        return admit::space(&tb.spec, &*big.workload).map_err(|e| {
+            src.err(
+                at.size.clone(),
+                &at.size_key,
+                format!(
+                    "testbed {:?}: {e} (the workload at line {})",
+                    tb.spec.label, big.at.line
+                ),
+            )
+        });
     }
-    let Some(grown) = fitting_size(need) else {
+    let Some(grown) = admit::fitting_size(need) else {
         return Err(src.err(
             at.size.clone(),
             &at.size_key,
@@ -925,51 +915,19 @@ fn fit_inodes(
     workloads: &[PlanWorkload],
     notes: &mut Vec<String>,
 ) -> Result<()> {
-    use crate::testbed::inodes::{count_for, predict, Inodes, RESERVED};
     let Some(big) = workloads.iter().max_by_key(|w| w.workload.inodes_needed()) else {
         return Ok(());
     };
-    let need = big.workload.inodes_needed().saturating_add(RESERVED);
-    let predicted = predict(tb.spec.fs, tb.spec.size, &tb.spec.mkfs_opts);
-    let Some(have) = predicted.count() else {
-        return Ok(());
-    };
-    if have >= need {
-        return Ok(());
-    }
-    let fits = count_for(big.workload.inodes_needed());
-    match predicted {
-        Inodes::Default { .. } => {
-            notes.push(format!(
-                "testbed {}: mkfs would make about {have} inodes, but the {} workload at line {} makes {}; added -N {fits}",
-                tb.spec.label,
-                big.kind,
-                big.at.line,
-                big.workload.inodes_needed()
-            ));
-            tb.spec.mkfs_opts.extend(["-N".to_string(), fits.to_string()]);
+    match admit::inodes(&mut tb.spec, &*big.workload) {
+        Ok(note) => {
+            notes.extend(note.map(|n| format!("{n} (the workload at line {})", big.at.line)));
             Ok(())
         }
-        _ => Err(bad_input(format!(
-            "{}:{}: mkfs: testbed {:?} gets {have} inodes from its mkfs options ({}), but the {} workload at line {} makes {}; use -N {fits} (or leave inodes out of mkfs and fsgauge sizes them)",
-            src.name,
-            tb.at,
-            tb.spec.label,
-            tb.spec.mkfs_opts.join(" "),
-            big.kind,
-            big.at.line,
-            big.workload.inodes_needed()
+        Err(e) => Err(bad_input(format!(
+            "{}:{}: mkfs: {e} (the workload at line {})",
+            src.name, tb.at, big.at.line
         ))),
     }
-}
-
-/// The testbed size (a multiple of 64M) whose usable 90% holds `need` bytes, or `None` past
-/// 2^64 bytes.
-fn fitting_size(need: u64) -> Option<u64> {
-    (need / 9)
-        .checked_mul(10)?
-        .checked_add(1)?
-        .checked_next_multiple_of(64 << 20)
 }
 
 fn nearest_existing(p: &Path) -> PathBuf {

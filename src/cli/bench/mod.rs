@@ -173,19 +173,12 @@ fn bench(cmd: &BenchCmd, run: &RunArgs) -> Result<ExitCode> {
     Ok(ExitCode::SUCCESS)
 }
 
-fn clock_seed() -> u64 {
-    SystemTime::now()
-        .duration_since(SystemTime::UNIX_EPOCH)
-        .map(|d| d.as_nanos() as u64)
-        .unwrap_or(0x5eed)
-}
-
 /// Runs a workload: on a testbed, one run per cell of its sweep, each on a fresh filesystem
 /// (see [`sweep`]); else one run. Every cell is checked before anything is made, and all
 /// cells share one seed.
 fn run_sweep(place: &Place, whole: &dyn Workload, run: &RunArgs) -> Result<Vec<Outcome>> {
     let mut opts = run.options();
-    opts.seed = Some(opts.seed.unwrap_or_else(clock_seed));
+    opts.seed = Some(opts.seed.unwrap_or_else(crate::runner::admit::clock_seed));
     if !(sweep::splits(whole) && matches!(place, Place::Testbed(_))) {
         return crate::runner::run(place, whole, &opts);
     }
