@@ -13,7 +13,6 @@ use crate::error::bad_input;
 use crate::measure::Progress;
 use crate::results::{write_result, Conditions, Environment, RunRecord, RunResult, StudyInfo};
 use crate::testbed::{own_rss, preflight, MemCharger, MemLimit, RunDir, Testbed, TestbedSpec};
-use crate::units::format_size;
 use crate::workload::{ColdMode, RunContext, Target, Workload};
 
 /// Where runs happen.
@@ -128,15 +127,7 @@ pub fn check(place: &Place, wl: &dyn Workload, opts: &RunOptions) -> Result<()> 
         }
     }
     if let Some(limit) = opts.mem_limit {
-        let needs = memory_needs(wl)?;
-        if limit < needs {
-            return Err(bad_input(format!(
-                "--mem-limit {} is below what the workload itself needs ({}: fsgauge's own memory plus its buffers); give at least {}",
-                format_size(limit),
-                format_size_round(needs),
-                format_size_round(needs.next_multiple_of(1 << 20))
-            )));
-        }
+        admit::memory(limit, wl, own_rss())?;
     }
     // Last, so that bad input makes nothing: a results directory that cannot take the
     // result is found before the workload runs, not after.

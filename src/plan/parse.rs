@@ -884,23 +884,19 @@ fn fit_memory(
         return Ok(());
     };
     for w in workloads {
-        let needs =
-            crate::runner::memory_needs_with(&*w.workload, crate::runner::TOOL_RSS_ESTIMATE)?;
-        if limit < needs {
-            return Err(src.err(
+        admit::memory(limit, &*w.workload, crate::runner::TOOL_RSS_ESTIMATE).map_err(|e| {
+            src.err(
                 at.span(),
                 "mem_limit",
                 format!(
-                    "testbed {:?} is limited to {} but the workload at line {} ({}) needs about {} for itself (fsgauge's own memory plus its buffers); give at least {} or make the workload's threads or block size smaller",
+                    "testbed {:?} is limited to {}; for the workload at line {} ({}): {e}",
                     tb.spec.label,
                     format_size(limit),
                     w.at.line,
-                    w.kind,
-                    crate::units::format_bytes_human(needs as f64),
-                    format_size(needs.next_multiple_of(1 << 20))
+                    w.kind
                 ),
-            ));
-        }
+            )
+        })?;
     }
     Ok(())
 }

@@ -101,6 +101,26 @@ pub fn inodes(spec: &mut TestbedSpec, wl: &dyn Workload) -> anyhow::Result<Optio
     }
 }
 
+/// Refuses a memory limit below what the workload needs for itself when fsgauge holds
+/// `tool_rss` (see [`crate::runner::memory_needs_with`]). The error is bad input at
+/// `mem_limit`.
+pub fn memory(limit: u64, wl: &dyn Workload, tool_rss: u64) -> anyhow::Result<()> {
+    let needs = crate::runner::memory_needs_with(wl, tool_rss)?;
+    if limit >= needs {
+        return Ok(());
+    }
+    Err(bad_param(
+        "mem_limit",
+        format!(
+            "--mem-limit {} is below what the workload itself needs ({}: about {}, fsgauge's own memory plus its buffers); give at least {} (in a plan, mem_limit) or make the workload's threads or block size smaller",
+            format_size(limit),
+            wl.kind(),
+            format_bytes_human(needs as f64),
+            format_size(needs.next_multiple_of(1 << 20))
+        ),
+    ))
+}
+
 /// Admits a workload onto a testbed: its space, then its inodes (adding `-N` where mkfs would
 /// make too few). Returns the notes to show (the `-N` added).
 pub fn testbed(spec: &mut TestbedSpec, wl: &dyn Workload) -> anyhow::Result<Vec<String>> {
