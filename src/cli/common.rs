@@ -7,13 +7,11 @@ use anyhow::Result;
 use clap::Args;
 
 use crate::error::bad_input;
-use crate::measure::Progress;
 use crate::report::output::{parse_result_format, render_results, OutputFormat, ResultViews};
 use crate::results::RunResult;
+use crate::runner::params::RunParams;
 use crate::runner::{Outcome, Place, RunOptions};
 use crate::testbed::{FsKind, TestbedParams, TestbedSpec};
-use crate::units::Size;
-use crate::workload::ColdMode;
 
 /// Where the workload runs: a fresh testbed (`--fs`) or an existing directory (`--dir`).
 #[derive(Debug, Clone, Args)]
@@ -78,43 +76,14 @@ impl TestbedArgs {
     }
 }
 
-/// How runs are repeated, conditioned and reported.
+/// How runs are repeated, conditioned and reported: the run settings ([`RunParams`], shared
+/// with `run` and a plan's top level) and the output.
 #[derive(Debug, Clone, Args)]
-#[command(next_help_heading = "Runs and results")]
 pub struct RunArgs {
-    /// Repetitions; with --fs each gets a fresh filesystem.
-    #[arg(long, default_value_t = 1)]
-    pub reps: u32,
-    /// Seed for every random choice (recorded in results) [default: from the clock].
-    #[arg(long)]
-    pub seed: Option<u64>,
-    /// Make the cache cold between phases: drop (sync + drop_caches), remount (unmount and
-    /// mount again, testbeds only) or none.
-    #[arg(long, value_name = "drop|remount|none", default_value = "none")]
-    pub cold: ColdMode,
-    /// Run inside a memory cgroup limited to SIZE, page cache included (cgroup2 memory.max,
-    /// else cgroup v1 memory.limit_in_bytes).
-    #[arg(
-        long,
-        value_name = "SIZE",
-        conflicts_with = "mem_charge",
-        allow_hyphen_values = true
-    )]
-    pub mem_limit: Option<Size>,
-    /// The low-memory study's memory charger: lock memory until only SIZE is available
-    /// (MemAvailable), and give it back at the end.
-    #[arg(long, value_name = "SIZE", allow_hyphen_values = true)]
-    pub mem_charge: Option<Size>,
-    /// Directory for result files (one JSON per run).
-    #[arg(long, value_name = "DIR", default_value = "fsgauge-results")]
-    pub out: PathBuf,
+    #[command(flatten)]
+    pub params: RunParams,
     #[command(flatten)]
     pub output: OutputArgs,
-    /// After the workload's last write phase, record the block layout of its tree (extents as
-    /// filefrag counts them, fragmentation factor, layout score, ...) and the free-space
-    /// fragmentation of the target in the result, under `layout`.
-    #[arg(long)]
-    pub layout: bool,
 }
 
 /// How a command prints its results: `--format`, with `--json` kept as its short form, and
@@ -158,19 +127,7 @@ impl OutputArgs {
 
 impl RunArgs {
     pub fn options(&self) -> RunOptions {
-        RunOptions {
-            reps: self.reps,
-            seed: self.seed,
-            cold: self.cold,
-            mem_limit: self.mem_limit.map(Size::bytes),
-            mem_charge: self.mem_charge.map(Size::bytes),
-            // Under MPI only rank 0 writes results and shows progress.
-            out: (!crate::dist::secondary_rank()).then(|| self.out.clone()),
-            progress: Progress::new(self.output.silent() || crate::dist::secondary_rank()),
-            layout: self.layout,
-            precondition: None,
-            study: None,
-        }
+        self.params.options(self.output.silent())
     }
 
     /// The output format: --format, or json for --json, else the table.

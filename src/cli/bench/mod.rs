@@ -165,7 +165,12 @@ fn bench(cmd: &BenchCmd, run: &RunArgs) -> Result<ExitCode> {
         },
     )?;
     if let Some(f) = b.csv {
-        write_csv(&run.out, cmd.kind.name, &f(&results), run.output.silent())?;
+        write_csv(
+            &run.params.out,
+            cmd.kind.name,
+            &f(&results),
+            run.output.silent(),
+        )?;
     }
     if let Some(code) = crate::results::unsaved_exit() {
         return Ok(code);

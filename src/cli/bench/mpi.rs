@@ -78,8 +78,11 @@ pub fn distributed(
         let ready = check(&s, testbed, run, wl);
         s.agree(ready)?;
         let mut run = run.clone();
-        let seed = run.seed.unwrap_or_else(crate::runner::admit::clock_seed);
-        run.seed = Some(s.broadcast_u64(seed));
+        let seed = run
+            .params
+            .seed
+            .unwrap_or_else(crate::runner::admit::clock_seed);
+        run.params.seed = Some(s.broadcast_u64(seed));
         body(&run)
     })();
     match outcome {
