@@ -1145,6 +1145,36 @@ file_size = "64K"
         assert_eq!(walked, samples.len(), "every sample is a flag");
     }
 
+    /// The run flags a plan's top level takes are keys of the same name, with the flag's
+    /// meaning; a new run flag must be taken by plans or named here as the command line's own.
+    #[test]
+    fn run_flags_are_the_plan_s_top_level_keys() {
+        use crate::runner::params::RunParams;
+        use clap::{Args, Command};
+        // Where results go is the command's; a plan's memory limit is per testbed.
+        let command_line_only = ["out", "mem_limit", "mem_charge"];
+        let body = "\n[[testbed]]\nfs = \"ext4\"\nfs_size = \"256M\"\n\n[[workload]]\nkind = \"tree\"\ndirs = 1\nfiles = 1\nfile_size = \"4K\"\n";
+        let cmd = RunParams::augment_args(Command::new("run"));
+        for arg in cmd.get_arguments() {
+            let key = arg.get_id().as_str();
+            if command_line_only.contains(&key) {
+                continue;
+            }
+            let (value, check): (&str, fn(&Plan) -> bool) = match key {
+                "reps" => ("3", |p| p.reps == Reps::Fixed(3)),
+                "seed" => ("7", |p| p.seed == 7),
+                "cold" => ("\"remount\"", |p| p.cold == ColdMode::Remount),
+                "layout" => ("true", |p| p.layout),
+                _ => panic!(
+                    "--{key}: take it in plans (and add it here) or name it command-line only"
+                ),
+            };
+            let plan =
+                p(&format!("{key} = {value}\n{body}")).unwrap_or_else(|e| panic!("{key}: {e:#}"));
+            assert!(check(&plan), "{key} = {value}");
+        }
+    }
+
     const INTERLEAVE: &str = "[[testbed]]\nlabel = \"e\"\nfs = \"ext4\"\nsize = \"1G\"\nMKFS\n\n[[workload]]\nkind = \"interleave\"\ndirs = 9890\nfiles = 14\n";
 
     #[test]
