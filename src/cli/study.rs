@@ -86,11 +86,7 @@ impl AppendArgs {
             .collect();
         let read_phases: Vec<ReadPhase> =
             parse_list(&self.read_phases).map_err(|e| bad_input(format!("--read-phases: {e}")))?;
-        let seed = self.seed.unwrap_or_else(|| {
-            std::time::SystemTime::now()
-                .duration_since(std::time::UNIX_EPOCH)
-                .map_or(1, |d| d.as_nanos() as u64)
-        });
+        let seed = self.seed.unwrap_or_else(crate::runner::admit::clock_seed);
         Ok(AppendStudy {
             testbeds,
             usage,

@@ -485,7 +485,7 @@ fn parse_testbed(
             let at = match field {
                 // A --workdir of the command line overrides the plan's; then the table is meant.
                 Some("workdir") if opts.workdir.is_some() => None,
-                Some(f) if f == "label" => written(&["label"]),
+                Some("label") => written(&["label"]),
                 Some(f) => written(plan_keys(f)),
                 None => None,
             };
