@@ -12,6 +12,7 @@ use crate::results::RunResult;
 use crate::runner::params::RunParams;
 use crate::runner::{Outcome, Place, RunOptions};
 use crate::testbed::{FsKind, TestbedParams, TestbedSpec};
+use crate::workload::Workload;
 
 /// Where the workload runs: a fresh testbed (`--fs`) or an existing directory (`--dir`).
 #[derive(Debug, Clone, Args)]
@@ -128,6 +129,18 @@ impl OutputArgs {
 impl RunArgs {
     pub fn options(&self) -> RunOptions {
         self.params.options(self.output.silent())
+    }
+
+    /// The place a workload runs on, admitted as a plan's testbed is ([`crate::runner::admitted`]:
+    /// an ext testbed short of inodes gets `-N`), its note printed as `run` prints a plan's.
+    pub fn admit(&self, place: Place, wl: &dyn Workload) -> Result<Place> {
+        let (place, note) = crate::runner::admitted(&place, wl)?;
+        if let Some(n) = note {
+            if !self.output.silent() && !crate::dist::secondary_rank() {
+                eprintln!("note: {n}");
+            }
+        }
+        Ok(place)
     }
 
     /// The output format: --format, or json for --json, else the table.

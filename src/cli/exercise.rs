@@ -136,7 +136,7 @@ pub fn run(mut args: ExerciseArgs) -> Result<ExitCode> {
                 .to_path_buf(),
         );
     }
-    let place = args.testbed.place()?;
+    let place = args.run.admit(args.testbed.place()?, &args.params)?;
     let outcomes = crate::runner::run(&place, &args.params, &args.run.options())?;
     args.run
         .print(&outcomes, crate::exercise::report::summary_table)?;

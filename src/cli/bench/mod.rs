@@ -146,7 +146,7 @@ fn bench(cmd: &BenchCmd, run: &RunArgs) -> Result<ExitCode> {
         .bench
         .as_ref()
         .expect("bench kinds have bench hooks");
-    let place = cmd.testbed.place()?;
+    let place = run.admit(cmd.testbed.place()?, &*cmd.workload)?;
     let outcomes = run_sweep(&place, &*cmd.workload, run)?;
     let results: Vec<RunResult> = outcomes.iter().map(|o| o.result.clone()).collect();
     // --csv is short for --format csv (a sweep's CSV is its own columns).
