@@ -105,6 +105,7 @@ pub fn check(place: &Place, wl: &dyn Workload, opts: &RunOptions) -> Result<()> 
     }
     match place {
         Place::Testbed(spec) => {
+            admit::room(spec)?;
             preflight(spec)?;
             admit::space(spec, wl)?;
         }

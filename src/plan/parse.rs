@@ -926,18 +926,6 @@ fn fit_inodes(
     }
 }
 
-fn nearest_existing(p: &Path) -> PathBuf {
-    let mut cur = p.to_path_buf();
-    loop {
-        if cur.exists() {
-            return cur;
-        }
-        if !cur.pop() {
-            return PathBuf::from("/");
-        }
-    }
-}
-
 /// With `fresh = "per-testbed"` and questions, runs alternate between the testbeds (so drift
 /// hits both sides of a question alike), and every testbed's filesystem exists at once: the
 /// disk (and the RAM disk) must hold them all together.
@@ -951,8 +939,8 @@ fn check_disk_together(
         let s = &tb.spec;
         let mut add = |backing: Backing, bytes: u64| {
             let base = match backing {
-                Backing::File => nearest_existing(&s.workdir),
-                Backing::Ram => nearest_existing(&default_workdir(Backing::Ram)),
+                Backing::File => admit::nearest_existing(&s.workdir),
+                Backing::Ram => admit::nearest_existing(&default_workdir(Backing::Ram)),
             };
             let e = need.entry(base).or_default();
             *e = e.saturating_add(bytes);
@@ -982,52 +970,16 @@ fn check_disk_together(
     Ok(())
 }
 
-/// Runs are made one at a time, so the disk must hold the largest testbed's image (and its
-/// journal image) at once.
+/// Runs are made one at a time, so the disk must hold each testbed's image (and its journal
+/// image) at once: refused as the run's own check refuses it, at the key at fault.
 fn check_disk(src: &Src, tb: &PlanTestbed, at: &FieldSpans) -> Result<()> {
-    let mut need = tb.spec.size;
-    if let Some(j) = tb.spec.journal {
-        if j.backing == tb.spec.backing {
-            need += j.size;
-        } else if j.backing == Backing::Ram {
-            // A RAM journal of a disk-backed testbed lives on tmpfs.
-            let shm = nearest_existing(&default_workdir(Backing::Ram));
-            if let Some(avail) = crate::testbed::room::free_space(&shm) {
-                if j.size > avail {
-                    return Err(src.err(
-                        at.journal.clone(),
-                        "journal",
-                        format!(
-                            "testbed {:?} needs {} of RAM disk for its journal but {} has only {} free; make the journal smaller or put it in a file (journal = \"file:SIZE\")",
-                            tb.spec.label,
-                            crate::units::format_bytes_human(j.size as f64),
-                            crate::testbed::room::describe(&shm),
-                            crate::units::format_bytes_human(avail as f64)
-                        ),
-                    ));
-                }
-            }
-        }
-    }
-    let base = nearest_existing(&tb.spec.workdir);
-    let Some(avail) = crate::testbed::room::free_space(&base) else {
-        return Ok(());
-    };
-    if need > avail {
-        return Err(src.err(
-            at.size.clone(),
-            &at.size_key,
-            format!(
-                "testbed {:?} needs {} for its image(s) but {} has only {} free; make {} smaller, use a smaller --scale, or pass --workdir on a bigger filesystem",
-                tb.spec.label,
-                crate::units::format_bytes_human(need as f64),
-                crate::testbed::room::describe(&base),
-                crate::units::format_bytes_human(avail as f64),
-                at.size_key
-            ),
-        ));
-    }
-    Ok(())
+    admit::room(&tb.spec).map_err(|e| {
+        let (span, key) = match crate::error::bad_field(&e) {
+            Some("journal") => (at.journal.clone(), "journal"),
+            _ => (at.size.clone(), at.size_key.as_str()),
+        };
+        src.err(span, key, format!("{e:#}"))
+    })
 }
 
 #[cfg(test)]
