@@ -3,6 +3,46 @@
 
 use std::fmt::Write;
 
+use serde::Serialize;
+
+/// A table as rows of text, rendered by every exporter (terminal text, CSV, Markdown, HTML).
+/// It lives here, below every layer, so that a workload kind can build its own tables
+/// (registered with its kind) without knowing of the report that shows them.
+#[derive(Debug, Clone, Serialize)]
+pub struct Table {
+    pub title: String,
+    /// How many leading columns hold names rather than figures (aligned left).
+    pub label_columns: usize,
+    /// What the figures are, how they were made.
+    pub note: String,
+    pub headers: Vec<String>,
+    pub rows: Vec<Vec<String>>,
+}
+
+impl Table {
+    /// The table for the terminal: its title, the aligned table, its note in brackets (a
+    /// table without a title or a note goes without that line).
+    pub fn text(&self) -> String {
+        let h: Vec<&str> = self.headers.iter().map(String::as_str).collect();
+        let mut out = String::new();
+        if !self.title.is_empty() {
+            out.push_str(&self.title);
+            out.push('\n');
+        }
+        out.push_str(&render(&h, &self.rows));
+        if !self.note.is_empty() {
+            out.push_str(&format!("({})\n", self.note));
+        }
+        out
+    }
+
+    /// Tables for the terminal, a blank line between them.
+    pub fn texts(tables: &[Table]) -> String {
+        let t: Vec<String> = tables.iter().map(Table::text).collect();
+        t.join("\n")
+    }
+}
+
 /// A latency in the most readable unit: `850ns`, `12.3us`, `4.56ms`, `1.20s`.
 pub fn format_ns(ns: u64) -> String {
     let n = ns as f64;
@@ -97,6 +137,24 @@ pub fn render(headers: &[&str], rows: &[Vec<String>]) -> String {
         line(r.clone(), &mut out);
     }
     out
+}
+
+/// A figure with a sensible number of digits.
+pub fn fmt_num(v: f64) -> String {
+    let a = v.abs();
+    if a == 0.0 {
+        "0".into()
+    } else if a >= 1000.0 {
+        format!("{v:.0}")
+    } else if a >= 100.0 {
+        format!("{v:.1}")
+    } else if a >= 1.0 {
+        format!("{v:.2}")
+    } else if a >= 0.01 {
+        format!("{v:.3}")
+    } else {
+        format!("{v:.2e}")
+    }
 }
 
 #[cfg(test)]

@@ -939,16 +939,23 @@ impl Ager {
             }
         }
         // Deleting a large file to make room for a small one leaves the fullness below the
-        // target; top it up so each churn checkpoint reports the steady fullness asked for.
-        if !enospc {
+        // target: top it up. And the other way: space the estimate did not see (xfs keeps
+        // speculative preallocation past EOF when close could not trim it, as happens under
+        // load, and trims it later, when it evicts the inodes) can leave the synced figure
+        // above the target, or below it again after shedding. Settle until the synced figure
+        // is in range, so each churn checkpoint reports the steady fullness asked for.
+        for _ in 0..8 {
+            if enospc {
+                break;
+            }
             let now = self.calibrate(rec, true)?;
-            enospc = self.reach(target, rec, false, now)?;
-        }
-        // And the other way: space the estimate did not see (xfs keeps speculative
-        // preallocation past EOF when close could not trim it, as happens under load) can
-        // leave the synced figure above the target; delete until it is back in range.
-        if !enospc {
-            self.shed_to(target + tol / 2, rec)?;
+            if now + tol / 2 < target {
+                enospc = self.reach(target, rec, false, now)?;
+            } else if now > target + tol / 2 {
+                self.shed_to(target + tol / 2, rec)?;
+            } else {
+                break;
+            }
         }
         self.active += t_start.elapsed();
         self.finish_bar();

@@ -4,6 +4,7 @@
 //! extents per file, layout score, free extents); the result's `layout` holds the full layout
 //! and free-space summary of every checkpoint, and the manifest digest of the operations.
 
+use crate::results::tables::{no_tables, Against, KindTables};
 use std::collections::BTreeMap;
 use std::path::Path;
 
@@ -187,6 +188,22 @@ impl Age {
         Ok(cps)
     }
 }
+
+/// What the report draws of aging results: the layout at each checkpoint against the usage
+/// reached, one line per testbed (the fragmentation study's graphs).
+pub const VIEWS: KindTables = KindTables {
+    kind: "age",
+    tables: no_tables,
+    against: &[Against {
+        x: "extra.usage_pct",
+        x_name: "usage",
+        x_desc: "usage %",
+        ys: &[
+            ("extra.extents_per_file", "extents per file"),
+            ("extra.layout_score", "layout score"),
+        ],
+    }],
+};
 
 /// The figures of an aging checkpoint phase (see [`checkpoint_extra`]).
 pub const METRICS: &[MetricDef] = &[

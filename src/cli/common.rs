@@ -7,7 +7,8 @@ use anyhow::Result;
 use clap::Args;
 
 use crate::error::bad_input;
-use crate::report::output::{parse_result_format, render_results, OutputFormat, ResultViews};
+use crate::report::document::Document;
+use crate::report::output::{parse_format, render_results, OutputFormat, ResultViews};
 use crate::results::RunResult;
 use crate::runner::params::RunParams;
 use crate::runner::{Outcome, Place, RunOptions};
@@ -87,22 +88,25 @@ pub struct RunArgs {
     pub output: OutputArgs,
 }
 
-/// How a command prints its results: `--format`, with `--json` kept as its short form, and
-/// whether it says anything besides them (`--quiet`).
+/// How a command prints what it made: `--format`, with `--json` kept as its short form, and
+/// whether it says anything besides them (`--quiet`). The only declaration of these flags:
+/// every command that prints results or progress flattens it, and renders its document
+/// through the one exporter ([`crate::report::export::render`]).
 #[derive(Debug, Args, Clone, Default)]
 pub struct OutputArgs {
     /// Print JSON on stdout instead of the table (for results: the result document, or a list
     /// when there are several runs); short for --format json.
     #[arg(long)]
     pub json: bool,
-    /// How results are printed: table (the command's terminal table), json (the result
-    /// documents), csv or md (one row per run and phase, every declared metric; for a listing,
-    /// one row per entry).
+    /// How the output is printed: table (the command's terminal table), json (the result
+    /// documents, or the command's data), csv or md (for results one row per run and phase,
+    /// every declared metric; for a listing, one row per entry), html (one self-contained
+    /// page). `fsgauge report` has its own default: the -o file's extension, else html.
     #[arg(
         long,
-        value_name = "table|json|csv|md",
+        value_name = "table|json|csv|md|html",
         conflicts_with = "json",
-        value_parser = parse_result_format
+        value_parser = parse_format
     )]
     pub format: Option<OutputFormat>,
     /// No progress and no notes on stderr.
@@ -113,11 +117,21 @@ pub struct OutputArgs {
 impl OutputArgs {
     /// --format, or json for --json, else the table.
     pub fn format(&self) -> OutputFormat {
+        self.chosen().unwrap_or(OutputFormat::Table)
+    }
+
+    /// --format, or json for --json; `None` when neither was given.
+    pub fn chosen(&self) -> Option<OutputFormat> {
         match (self.format, self.json) {
-            (Some(f), _) => f,
-            (None, true) => OutputFormat::Json,
-            (None, false) => OutputFormat::Table,
+            (Some(f), _) => Some(f),
+            (None, true) => Some(OutputFormat::Json),
+            (None, false) => None,
         }
+    }
+
+    /// Prints a document in the chosen format on stdout.
+    pub fn print(&self, doc: impl Into<Document>) -> Result<()> {
+        crate::report::export::print(&doc.into(), self.format())
     }
 
     /// Nothing but the results goes out: --quiet, or a format made for machines.

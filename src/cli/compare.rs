@@ -6,9 +6,10 @@ use std::process::ExitCode;
 use anyhow::Result;
 use clap::Args;
 
+use super::common::OutputArgs;
 use crate::error::bad_input;
 use crate::report::compare::compare;
-use crate::report::output::{parse_result_format, OutputFormat};
+use crate::report::document::Page;
 use crate::results::RunResult;
 
 #[derive(Debug, Args)]
@@ -24,18 +25,10 @@ pub struct CompareCmd {
     /// Use only the new results of this testbed label.
     #[arg(long, value_name = "LABEL")]
     pub new_testbed: Option<String>,
-    /// table (terminal), json (every row with its figures), csv (one line per row, full
-    /// precision) or md.
-    #[arg(
-        long,
-        value_name = "table|json|csv|md",
-        default_value = "table",
-        value_parser = parse_result_format
-    )]
-    pub format: OutputFormat,
-    /// Short for --format json.
-    #[arg(long, conflicts_with = "format")]
-    pub json: bool,
+    /// --format: table (terminal), json (every row with its figures), csv (one line per row,
+    /// full precision), md or html.
+    #[command(flatten)]
+    pub out: OutputArgs,
     /// Refuse (exit 2) when a result file in a directory is damaged (empty, truncated, not
     /// JSON) instead of warning and leaving it out.
     #[arg(long)]
@@ -73,10 +66,7 @@ fn only(results: Vec<RunResult>, label: Option<&str>, flag: &str) -> Result<Vec<
     Ok(kept)
 }
 
-pub fn run(mut c: CompareCmd) -> Result<ExitCode> {
-    if c.json {
-        c.format = OutputFormat::Json;
-    }
+pub fn run(c: CompareCmd) -> Result<ExitCode> {
     let base = only(
         load_side(&c.base, c.strict)?,
         c.base_testbed.as_deref(),
@@ -91,19 +81,10 @@ pub fn run(mut c: CompareCmd) -> Result<ExitCode> {
     crate::registry::declare_missing_metrics(&mut base);
     crate::registry::declare_missing_metrics(&mut new);
     let cmp = compare(base, new)?;
-    match c.format {
-        OutputFormat::Table | OutputFormat::Md | OutputFormat::Html => {
-            print!("{}", cmp.environment_text())
-        }
-        OutputFormat::Json | OutputFormat::Csv => {}
-    }
-    match c.format {
-        OutputFormat::Json => println!("{}", serde_json::to_string_pretty(&cmp)?),
-        OutputFormat::Csv => print!("{}", cmp.csv()),
-        OutputFormat::Md => print!("{}", crate::report::export::md_table(&cmp.table())),
-        OutputFormat::Table | OutputFormat::Html => {
-            print!("{}", crate::report::table::text(&cmp.table()))
-        }
-    }
+    let page = Page::new("fsgauge compare", &cmp)?
+        .preface(cmp.environment_text())
+        .table(cmp.table())
+        .csv(Some(cmp.csv()));
+    c.out.print(page)?;
     Ok(ExitCode::SUCCESS)
 }

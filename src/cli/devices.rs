@@ -9,7 +9,7 @@ use clap::{Args, Subcommand};
 
 use super::common::OutputArgs;
 use crate::error::bad_input;
-use crate::report::output::{listing, OutputFormat};
+use crate::report::output::listing;
 use crate::testbed::device::profile::{self, Kind, Params, Profile};
 use crate::testbed::device::{expectations, load_ref, Ablations, Expectations};
 
@@ -103,60 +103,50 @@ fn list(out: &OutputArgs) -> Result<ExitCode> {
         "avg seek ms",
         "description",
     ];
-    match out.format() {
-        OutputFormat::Table => {
-            let mut w = [0usize; 6];
-            for r in rows.iter().chain(std::iter::once(
-                &headers.iter().map(|h| h.to_string()).collect(),
-            )) {
-                for (i, c) in r.iter().enumerate() {
-                    w[i] = w[i].max(c.chars().count());
-                }
-            }
-            let line = |r: &[String]| {
-                format!(
-                    "{:<a$}  {:<b$}  {:>c$}  {:>d$}  {:>e$}  {}",
-                    r[0],
-                    r[1],
-                    r[2],
-                    r[3],
-                    r[4],
-                    r[5],
-                    a = w[0],
-                    b = w[1],
-                    c = w[2],
-                    d = w[3],
-                    e = w[4]
-                )
-            };
-            let head: Vec<String> = headers.iter().map(|h| h.to_string()).collect();
-            println!("{}", line(&head));
-            for r in &rows {
-                println!("{}", line(r));
-            }
-            println!();
-            println!("(`fsgauge devices show NAME` prints every parameter with its source and the model's expectations; a profile file's path works wherever a name does)");
+    let mut w = [0usize; 6];
+    for r in rows.iter().chain(std::iter::once(
+        &headers.iter().map(|h| h.to_string()).collect(),
+    )) {
+        for (i, c) in r.iter().enumerate() {
+            w[i] = w[i].max(c.chars().count());
         }
-        f => match listing(f, &headers, &rows) {
-            Some(text) => print!("{text}"),
-            None => {
-                let list: Vec<serde_json::Value> = all
-                    .iter()
-                    .map(|p| {
-                        serde_json::json!({
-                            "name": p.name,
-                            "kind": p.kind,
-                            "capacity_bytes": p.capacity_bytes,
-                            "rpm": match &p.params { Params::Hdd(h) => Some(h.rpm), _ => None },
-                            "average_seek_ms": match &p.params { Params::Hdd(h) => Some(h.average_seek_ms), _ => None },
-                            "description": p.description,
-                        })
-                    })
-                    .collect();
-                println!("{}", serde_json::to_string_pretty(&list)?);
-            }
-        },
     }
+    let line = |r: &[String]| {
+        format!(
+            "{:<a$}  {:<b$}  {:>c$}  {:>d$}  {:>e$}  {}\n",
+            r[0],
+            r[1],
+            r[2],
+            r[3],
+            r[4],
+            r[5],
+            a = w[0],
+            b = w[1],
+            c = w[2],
+            d = w[3],
+            e = w[4]
+        )
+    };
+    let head: Vec<String> = headers.iter().map(|h| h.to_string()).collect();
+    let mut text = line(&head);
+    for r in &rows {
+        text.push_str(&line(r));
+    }
+    text.push_str("\n(`fsgauge devices show NAME` prints every parameter with its source and the model's expectations; a profile file's path works wherever a name does)\n");
+    let data: Vec<serde_json::Value> = all
+        .iter()
+        .map(|p| {
+            serde_json::json!({
+                "name": p.name,
+                "kind": p.kind,
+                "capacity_bytes": p.capacity_bytes,
+                "rpm": match &p.params { Params::Hdd(h) => Some(h.rpm), _ => None },
+                "average_seek_ms": match &p.params { Params::Hdd(h) => Some(h.average_seek_ms), _ => None },
+                "description": p.description,
+            })
+        })
+        .collect();
+    out.print(listing("fsgauge devices", &data, text, &headers, rows)?)?;
     Ok(ExitCode::SUCCESS)
 }
 
@@ -179,35 +169,31 @@ fn show_toml(reference: &str) -> Result<ExitCode> {
 fn show(reference: &str, out: &OutputArgs) -> Result<ExitCode> {
     let (p, abl) = load_ref(reference)?;
     let e = expectations(&p, &abl).map_err(|m| bad_input(format!("profile {}: {m}", p.name)))?;
-    match out.format() {
-        OutputFormat::Table => print!("{}", show_text(&p, &abl, &e)),
-        OutputFormat::Json => {
-            let doc = serde_json::json!({
-                "profile": p,
-                "fingerprint": p.fingerprint(),
-                "ablations": abl.to_string(),
-                "expectations": e,
-            });
-            println!("{}", serde_json::to_string_pretty(&doc)?);
-        }
-        f => {
-            let rows: Vec<Vec<String>> = p
-                .sourced
-                .iter()
-                .map(|s| {
-                    vec![
-                        s.name.clone(),
-                        s.value.clone(),
-                        s.unit.clone(),
-                        s.source.clone(),
-                    ]
-                })
-                .collect();
-            if let Some(text) = listing(f, &["parameter", "value", "unit", "source"], &rows) {
-                print!("{text}");
-            }
-        }
-    }
+    let doc = serde_json::json!({
+        "profile": p,
+        "fingerprint": p.fingerprint(),
+        "ablations": abl.to_string(),
+        "expectations": e,
+    });
+    let rows: Vec<Vec<String>> = p
+        .sourced
+        .iter()
+        .map(|s| {
+            vec![
+                s.name.clone(),
+                s.value.clone(),
+                s.unit.clone(),
+                s.source.clone(),
+            ]
+        })
+        .collect();
+    out.print(listing(
+        &format!("device profile {}", p.name),
+        &doc,
+        show_text(&p, &abl, &e),
+        &["parameter", "value", "unit", "source"],
+        rows,
+    )?)?;
     Ok(ExitCode::SUCCESS)
 }
 

@@ -10,11 +10,12 @@ use std::sync::Mutex;
 use anyhow::Result;
 use clap::Args;
 
+use super::common::OutputArgs;
 use crate::error::bad_input;
 use crate::layout::{self, FileLayout, FreeSpace, LayoutSummary, ScanMethod, WalkOptions};
-use crate::report::output::{
-    csv_field, md_header, md_row, parse_result_format, OutputFormat as Format,
-};
+use crate::report::document::Page;
+use crate::report::output::{csv_field, md_header, md_row, OutputFormat as Format};
+use crate::text::Table;
 use crate::units::format_bytes_human;
 
 crate::choice! {
@@ -46,17 +47,10 @@ pub struct FragCmd {
     /// List every file: size, allocated, extents, ideal extents, layout score, holes, flags.
     #[arg(long)]
     pub per_file: bool,
-    /// Output format: table, json, csv or md.
-    #[arg(
-        long,
-        value_name = "table|json|csv|md",
-        default_value = "table",
-        value_parser = parse_result_format
-    )]
-    pub format: Format,
-    /// Short for --format json.
-    #[arg(long, conflicts_with = "format")]
-    pub json: bool,
+    /// --format table, json, csv, md or html; --quiet says nothing on stderr besides errors
+    /// and warnings.
+    #[command(flatten)]
+    pub out: OutputArgs,
     /// Scanning threads [default: twice the number of CPUs, 4 to 16].
     #[arg(long, value_name = "N")]
     pub threads: Option<usize>,
@@ -386,26 +380,10 @@ fn free_csv(f: &FreeSpace) -> String {
     o
 }
 
-fn free_md(f: &FreeSpace) -> String {
-    let mut o = md_header(&FREE_HEADER, 1);
-    for row in free_rows(f) {
-        o.push_str(&md_row(&row));
-    }
-    o
-}
-
 fn summary_csv(s: &LayoutSummary) -> String {
     let mut o = String::from("metric,value\n");
     for (k, v) in summary_pairs(s) {
         let _ = writeln!(o, "{k},{}", csv_field(&v));
-    }
-    o
-}
-
-fn summary_md(s: &LayoutSummary) -> String {
-    let mut o = md_header(&["metric", "value"], 1);
-    for (k, v) in summary_pairs(s) {
-        o.push_str(&md_row(&[k.to_string(), v]));
     }
     o
 }
@@ -450,10 +428,8 @@ fn sort_files(files: &mut [FileLayout], key: SortKey) {
 }
 
 /// Runs `fsgauge frag`.
-pub fn run(mut c: FragCmd) -> Result<ExitCode> {
-    if c.json {
-        c.format = Format::Json;
-    }
+pub fn run(c: FragCmd) -> Result<ExitCode> {
+    let format = c.out.format();
     if c.threads == Some(0) {
         return Err(bad_input("--threads must be 1 or more"));
     }
@@ -492,7 +468,7 @@ pub fn run(mut c: FragCmd) -> Result<ExitCode> {
         let first = Mutex::new(true);
         if stream {
             let mut w = out.lock().expect("stdout lock");
-            match c.format {
+            match format {
                 Format::Table | Format::Html => writeln!(w, "{TABLE_HEADER}")?,
                 Format::Csv => writeln!(w, "{CSV_HEADER}")?,
                 Format::Md => write!(w, "{}", md_file_header())?,
@@ -506,7 +482,7 @@ pub fn run(mut c: FragCmd) -> Result<ExitCode> {
                 return;
             }
             let mut w = out.lock().expect("stdout lock");
-            let _ = match c.format {
+            let _ = match format {
                 Format::Table | Format::Html => writeln!(w, "{}", table_row(f)),
                 Format::Csv => writeln!(w, "{}", csv_row(f)),
                 Format::Md => write!(w, "{}", md_row(&file_fields(f))),
@@ -526,7 +502,7 @@ pub fn run(mut c: FragCmd) -> Result<ExitCode> {
         summary = Some(s);
         if stream {
             let mut w = out.lock().expect("stdout lock");
-            match c.format {
+            match format {
                 Format::Json => write!(w, "\n],")?,
                 _ => writeln!(w)?,
             }
@@ -547,105 +523,103 @@ pub fn run(mut c: FragCmd) -> Result<ExitCode> {
         None => None,
     };
     let mut w = out.into_inner().expect("stdout lock");
-    let streamed_json =
-        c.per_file && c.sort.is_none() && c.format == Format::Json && !c.paths.is_empty();
-    match c.format {
-        Format::Json => {
-            let mut doc = serde_json::Map::new();
-            doc.insert(
-                "paths".into(),
-                serde_json::to_value(
-                    c.paths
-                        .iter()
-                        .map(|p| p.display().to_string())
-                        .collect::<Vec<_>>(),
-                )?,
-            );
-            if let Some(s) = &summary {
-                doc.insert("summary".into(), serde_json::to_value(s)?);
-            }
-            if c.sort.is_some() {
-                doc.insert("files".into(), serde_json::to_value(&collected)?);
-            }
-            match &free {
-                Some(Ok(f)) => {
-                    doc.insert("free_space".into(), serde_json::to_value(f)?);
-                }
-                Some(Err(e)) => {
-                    doc.insert("free_space".into(), serde_json::json!({ "error": e }));
-                }
-                None => {}
-            }
-            let body = serde_json::to_string_pretty(&serde_json::Value::Object(doc))?;
-            if streamed_json {
-                // The files array is already out: continue the same object.
-                writeln!(w, "{}", body.trim_start_matches('{'))?;
-            } else {
-                writeln!(w, "{body}")?;
-            }
-        }
-        Format::Csv => {
-            if c.sort.is_some() {
-                writeln!(w, "{CSV_HEADER}")?;
-                for f in &collected {
-                    writeln!(w, "{}", csv_row(f))?;
-                }
-                writeln!(w)?;
-            }
-            if let Some(s) = &summary {
-                write!(w, "{}", summary_csv(s))?;
-            }
-            match &free {
-                Some(Ok(f)) => write!(w, "\n{}", free_csv(f))?,
-                Some(Err(e)) => writeln!(w, "\nfree space: {e}")?,
-                None => {}
-            }
-        }
-        Format::Md => {
-            if c.sort.is_some() {
-                write!(w, "{}", md_file_header())?;
-                for f in &collected {
-                    write!(w, "{}", md_row(&file_fields(f)))?;
-                }
-                writeln!(w)?;
-            }
-            if let Some(s) = &summary {
-                write!(w, "{}", summary_md(s))?;
-            }
-            match &free {
-                Some(Ok(f)) => write!(w, "\n{}", free_md(f))?,
-                Some(Err(e)) => writeln!(w, "\nfree space: {e}")?,
-                None => {}
-            }
-        }
-        Format::Table | Format::Html => {
-            if c.sort.is_some() {
-                writeln!(w, "{TABLE_HEADER}")?;
-                for f in &collected {
-                    writeln!(w, "{}", table_row(f))?;
-                }
-                writeln!(w)?;
-            }
-            if let Some(s) = &summary {
-                write!(w, "{}", summary_table(s, &c.paths))?;
-            }
-            match &free {
-                Some(Ok(f)) => {
-                    if summary.is_some() {
-                        writeln!(w)?;
-                    }
-                    write!(w, "{}", free_table(f))?;
-                }
-                Some(Err(e)) => writeln!(w, "free space: {e}")?,
-                None => {}
-            }
-        }
-    }
     w.flush()?;
+    drop(w);
+    let streamed = c.per_file && c.sort.is_none() && !c.paths.is_empty();
+    let page = page(
+        &c,
+        summary.as_ref(),
+        &collected,
+        free.as_ref(),
+        streamed && format == Format::Json,
+    )?;
+    crate::report::export::print(&page.into(), format)?;
     // The output above says it in its own format; the exit status and stderr say it too, so
     // that a script that keeps only stdout or only stderr is not left guessing.
     if let (Some(Err(e)), Some(m)) = (&free, &c.free) {
         return Err(bad_input(format!("--free {}: {e}", m.display())));
     }
     Ok(ExitCode::SUCCESS)
+}
+
+/// What `frag` shows after the streamed per-file list (if any): the sorted list, the summary
+/// and the free space, as one page. `json_continues` says the streamed JSON list of files is
+/// already out, so the document continues that object.
+fn page(
+    c: &FragCmd,
+    summary: Option<&LayoutSummary>,
+    files: &[FileLayout],
+    free: Option<&Result<FreeSpace, String>>,
+    json_continues: bool,
+) -> Result<Page> {
+    let mut doc = serde_json::Map::new();
+    let paths: Vec<String> = c.paths.iter().map(|p| p.display().to_string()).collect();
+    doc.insert("paths".into(), serde_json::to_value(paths)?);
+    if let Some(s) = summary {
+        doc.insert("summary".into(), serde_json::to_value(s)?);
+    }
+    if c.sort.is_some() {
+        doc.insert("files".into(), serde_json::to_value(files)?);
+    }
+    match free {
+        Some(Ok(f)) => {
+            doc.insert("free_space".into(), serde_json::to_value(f)?);
+        }
+        Some(Err(e)) => {
+            doc.insert("free_space".into(), serde_json::json!({ "error": e }));
+        }
+        None => {}
+    }
+    let mut page = Page::new("fsgauge frag", &serde_json::Value::Object(doc))?;
+    if json_continues {
+        page.json = page.json.trim_start_matches('{').to_string();
+    }
+    let table = |headers: &[&str], rows: Vec<Vec<String>>| Table {
+        title: String::new(),
+        label_columns: 1,
+        note: String::new(),
+        headers: headers.iter().map(|h| h.to_string()).collect(),
+        rows,
+    };
+    let (mut text, mut csv) = (String::new(), String::new());
+    if c.sort.is_some() {
+        let headers: Vec<&str> = CSV_HEADER.split(',').collect();
+        page.tables
+            .push(table(&headers, files.iter().map(file_fields).collect()));
+        text.push_str(&format!("{TABLE_HEADER}\n"));
+        csv.push_str(&format!("{CSV_HEADER}\n"));
+        for f in files {
+            text.push_str(&format!("{}\n", table_row(f)));
+            csv.push_str(&format!("{}\n", csv_row(f)));
+        }
+        text.push('\n');
+        csv.push('\n');
+    }
+    if let Some(s) = summary {
+        let rows = summary_pairs(s)
+            .into_iter()
+            .map(|(k, v)| vec![k.to_string(), v])
+            .collect();
+        page.tables.push(table(&["metric", "value"], rows));
+        text.push_str(&summary_table(s, &c.paths));
+        csv.push_str(&summary_csv(s));
+    }
+    match free {
+        Some(Ok(f)) => {
+            page.tables.push(table(&FREE_HEADER, free_rows(f)));
+            if summary.is_some() {
+                text.push('\n');
+            }
+            text.push_str(&free_table(f));
+            csv.push_str(&format!("\n{}", free_csv(f)));
+        }
+        Some(Err(e)) => {
+            page.tables
+                .push(table(&["free space"], vec![vec![e.clone()]]));
+            text.push_str(&format!("free space: {e}\n"));
+            csv.push_str(&format!("\nfree space: {e}\n"));
+        }
+        None => {}
+    }
+    Ok(page.text(text).csv(Some(csv)))
 }

@@ -8,7 +8,7 @@ use clap::{Args, Subcommand};
 use super::common::OutputArgs;
 use crate::error::bad_input;
 use crate::plan::presets::{self, PRESETS};
-use crate::report::output::{listing, OutputFormat};
+use crate::report::output::listing;
 
 #[derive(Debug, Args)]
 pub struct PresetsCmd {
@@ -30,8 +30,7 @@ pub enum PresetsSub {
 
 pub fn run(c: PresetsCmd) -> Result<ExitCode> {
     match c.command {
-        None if c.out.format() != OutputFormat::Table => {
-            let format = c.out.format();
+        None => {
             let rows: Vec<Vec<String>> = PRESETS
                 .iter()
                 .map(|p| {
@@ -44,55 +43,25 @@ pub fn run(c: PresetsCmd) -> Result<ExitCode> {
                     ]
                 })
                 .collect();
-            match listing(
-                format,
+            let data: Vec<serde_json::Value> = PRESETS
+                .iter()
+                .map(|p| {
+                    serde_json::json!({
+                        "name": p.name,
+                        "about": p.about,
+                        "runnable": p.runnable(),
+                        "needs": p.missing_kinds(),
+                        "minutes": p.minutes,
+                    })
+                })
+                .collect();
+            c.out.print(listing(
+                "fsgauge presets",
+                &data,
+                list_text(),
                 &["name", "about", "runnable", "needs", "minutes"],
-                &rows,
-            ) {
-                Some(text) => print!("{text}"),
-                None => {
-                    let list: Vec<serde_json::Value> = PRESETS
-                        .iter()
-                        .map(|p| {
-                            serde_json::json!({
-                                "name": p.name,
-                                "about": p.about,
-                                "runnable": p.runnable(),
-                                "needs": p.missing_kinds(),
-                                "minutes": p.minutes,
-                            })
-                        })
-                        .collect();
-                    println!("{}", serde_json::to_string_pretty(&list)?);
-                }
-            }
-            Ok(ExitCode::SUCCESS)
-        }
-        None => {
-            let width = PRESETS.iter().map(|p| p.name.len()).max().unwrap_or(0);
-            for p in presets::runnable() {
-                println!(
-                    "{:<width$}  ~{:>2.0} min  {}",
-                    p.name,
-                    p.minutes.max(1.0),
-                    p.about
-                );
-            }
-            println!();
-            println!("(minutes: one run at the default scale on a 2-core VM, repeating until its questions are decided; --scale F changes the work about F-fold)");
-            let waiting: Vec<_> = PRESETS.iter().filter(|p| !p.runnable()).collect();
-            if !waiting.is_empty() {
-                println!();
-                println!("not runnable in this build (their workload kinds are missing):");
-                for p in waiting {
-                    println!(
-                        "{:<width$}  needs {}: {}",
-                        p.name,
-                        p.missing_kinds().join(", "),
-                        p.about
-                    );
-                }
-            }
+                rows,
+            )?)?;
             Ok(ExitCode::SUCCESS)
         }
         Some(PresetsSub::Show { name }) => match presets::find(&name) {
@@ -110,4 +79,38 @@ pub fn run(c: PresetsCmd) -> Result<ExitCode> {
             ))),
         },
     }
+}
+
+/// The presets for the terminal: the runnable ones with their minutes, then those this build
+/// cannot run.
+fn list_text() -> String {
+    use std::fmt::Write as _;
+    let mut out = String::new();
+    let width = PRESETS.iter().map(|p| p.name.len()).max().unwrap_or(0);
+    for p in presets::runnable() {
+        let _ = writeln!(
+            out,
+            "{:<width$}  ~{:>2.0} min  {}",
+            p.name,
+            p.minutes.max(1.0),
+            p.about
+        );
+    }
+    out.push('\n');
+    out.push_str("(minutes: one run at the default scale on a 2-core VM, repeating until its questions are decided; --scale F changes the work about F-fold)\n");
+    let waiting: Vec<_> = PRESETS.iter().filter(|p| !p.runnable()).collect();
+    if !waiting.is_empty() {
+        out.push('\n');
+        out.push_str("not runnable in this build (their workload kinds are missing):\n");
+        for p in waiting {
+            let _ = writeln!(
+                out,
+                "{:<width$}  needs {}: {}",
+                p.name,
+                p.missing_kinds().join(", "),
+                p.about
+            );
+        }
+    }
+    out
 }

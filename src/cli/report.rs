@@ -6,6 +6,7 @@ use std::process::ExitCode;
 use anyhow::{Context, Result};
 use clap::Args;
 
+use super::common::OutputArgs;
 use crate::error::bad_input;
 use crate::report::export::Format;
 
@@ -17,13 +18,11 @@ pub struct ReportCmd {
     /// Write the report here [default: stdout].
     #[arg(short = 'o', long = "output", value_name = "FILE")]
     pub output: Option<PathBuf>,
-    /// html (one self-contained page with plots), table (the tables as terminal text), md,
-    /// csv (statistics per cell) or json [default: from the -o file's extension, else html].
-    #[arg(long, value_name = "html|table|json|csv|md")]
-    pub format: Option<Format>,
-    /// Short for --format json.
-    #[arg(long, conflicts_with = "format")]
-    pub json: bool,
+    /// --format: html (one self-contained page with plots), table (the tables as terminal
+    /// text), md, csv (statistics per cell) or json [default: from the -o file's extension,
+    /// else html]; --quiet leaves out the notes of where files went.
+    #[command(flatten)]
+    pub out: OutputArgs,
     /// The testbed label that percentages are against [default: the first testbed].
     #[arg(long, value_name = "LABEL")]
     pub baseline: Option<String>,
@@ -40,7 +39,7 @@ pub struct ReportCmd {
 }
 
 pub fn run(c: ReportCmd) -> Result<ExitCode> {
-    let format = match (c.format.or(c.json.then_some(Format::Json)), &c.output) {
+    let format = match (c.out.chosen(), &c.output) {
         (Some(f), _) => f,
         (None, Some(o)) => o
             .extension()
@@ -57,10 +56,10 @@ pub fn run(c: ReportCmd) -> Result<ExitCode> {
     }
     let mut results = loaded.results;
     crate::registry::declare_missing_metrics(&mut results);
-    let mut report = crate::report::model::build(results, c.baseline.as_deref())?;
+    let mut report = crate::report::model::build(results, c.baseline.as_deref(), &kind_tables())?;
     // The report says itself which runs it left out, next to the n it counts per cell.
     report.warnings.splice(0..0, skipped);
-    let bytes = format.exporter().render(&report)?;
+    let bytes = format.exporter().report(&report)?;
     match &c.output {
         Some(path) => {
             crate::atomic::write_atomic(path, &bytes)
@@ -82,12 +81,16 @@ pub fn run(c: ReportCmd) -> Result<ExitCode> {
                         crate::atomic::write_atomic(&dir.join(format!("{}.png", p.id)), &png)?;
                     }
                 }
-                eprintln!("plots written to {}", dir.display());
+                if !c.out.quiet {
+                    eprintln!("plots written to {}", dir.display());
+                }
             }
             for w in &report.warnings {
                 eprintln!("warning: {w}");
             }
-            eprintln!("report written to {}", path.display());
+            if !c.out.quiet {
+                eprintln!("report written to {}", path.display());
+            }
         }
         None => {
             use std::io::Write;
@@ -95,4 +98,12 @@ pub fn run(c: ReportCmd) -> Result<ExitCode> {
         }
     }
     Ok(ExitCode::SUCCESS)
+}
+
+/// Every kind's own tables, composed here (the edge) so that the report names no kind: the
+/// workload kinds' from the registry, and the studies' that write results of their own kind.
+pub fn kind_tables() -> Vec<crate::results::tables::KindTables> {
+    let mut all = crate::registry::kind_tables();
+    all.push(crate::study::append::TABLES);
+    all
 }

@@ -11,11 +11,10 @@ use crate::cli::common::OutputArgs;
 use crate::error::bad_input;
 use crate::measure::Progress;
 use crate::report::output::{render_results, ResultViews};
-use crate::report::table::format_rate;
 use crate::results::RunResult;
-use crate::study::append::{rows_of, AppendStudy};
+use crate::study::append::AppendStudy;
 use crate::testbed::{FsKind, TestbedParams, TestbedSpec};
-use crate::units::{format_size, parse_list, Size};
+use crate::units::{parse_list, Size};
 use crate::workload::readtest::ReadPhase;
 
 #[derive(Debug, Subcommand)]
@@ -100,78 +99,10 @@ impl AppendArgs {
     }
 }
 
-fn f(v: Option<f64>) -> String {
-    v.map_or("-".into(), format_rate)
-}
-
-fn pair(a: Option<f64>, b: Option<f64>, digits: usize) -> String {
-    let one = |v: Option<f64>| v.map_or("-".into(), |x| format!("{x:.digits$}"));
-    format!("{}/{}", one(a), one(b))
-}
-
-/// One table per filesystem and append size: the six parts of the study's graphs.
+/// The study's results on the terminal: the table the append study registered with its kind
+/// (aged against fresh per testbed and usage checkpoint), the same one `fsgauge report` shows.
 pub fn study_table(results: &[RunResult]) -> String {
-    let mut out = String::new();
-    for r in results {
-        let append = r
-            .workload
-            .params
-            .get("append")
-            .and_then(|v| v.as_u64())
-            .unwrap_or(0);
-        out.push_str(&format!(
-            "{} {} ({} files, {} appends{}), aged/fresh:\n",
-            r.testbed.label,
-            format_size(r.testbed.size),
-            r.workload
-                .params
-                .get("files")
-                .and_then(|v| v.as_u64())
-                .unwrap_or(0),
-            format_size(append),
-            if r.workload.params.get("prealloc").and_then(|v| v.as_bool()) == Some(true) {
-                ", preallocated"
-            } else {
-                ""
-            }
-        ));
-        let headers = [
-            "usage %",
-            "write KiB/s age/copy",
-            "read KiB/s",
-            "read %",
-            "random KiB/s",
-            "random %",
-            "stat/s",
-            "ext/file",
-            "layout score",
-            "runtime s",
-        ];
-        let rows: Vec<Vec<String>> = rows_of(r)
-            .iter()
-            .map(|x| {
-                vec![
-                    format!("{:.1}", x.usage_pct),
-                    format!(
-                        "{}/{}",
-                        format_rate(x.write_kbps_aging),
-                        format_rate(x.write_kbps_copy)
-                    ),
-                    format!("{}/{}", f(x.read_kbps_aged), f(x.read_kbps_fresh)),
-                    x.read_pct.map_or("-".into(), |v| format!("{v:.0}%")),
-                    format!("{}/{}", f(x.random_kbps_aged), f(x.random_kbps_fresh)),
-                    x.random_pct.map_or("-".into(), |v| format!("{v:.0}%")),
-                    format!("{}/{}", f(x.stat_per_s_aged), f(x.stat_per_s_fresh)),
-                    pair(x.extents_per_file_aged, x.extents_per_file_fresh, 2),
-                    pair(x.layout_score_aged, x.layout_score_fresh, 3),
-                    format!("{:.1}/{:.1}", x.runtime_aged_s, x.runtime_fresh_s),
-                ]
-            })
-            .collect();
-        out.push_str(&super::age::render(&headers, &rows));
-        out.push('\n');
-    }
-    out
+    crate::text::Table::texts(&crate::study::append::TABLES.of(results))
 }
 
 pub fn run(cmd: StudyCmd) -> Result<ExitCode> {

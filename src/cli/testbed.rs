@@ -7,7 +7,8 @@ use clap::{Args, Subcommand};
 
 use super::common::{OutputArgs, TestbedArgs};
 use crate::error::bad_input;
-use crate::report::output::{listing, OutputFormat};
+use crate::report::document::Page;
+use crate::report::output::listing;
 use crate::testbed::{cleanup, destroy_by_name, ledger, Testbed};
 use crate::units::format_size;
 
@@ -43,15 +44,16 @@ pub struct CreateArgs {
     /// Name of the testbed [default: LABEL-N].
     #[arg(long)]
     pub name: Option<String>,
-    /// Print the testbed as JSON.
-    #[arg(long)]
-    pub json: bool,
+    /// --format json prints the testbed as JSON (name, mountpoint, device, journal device,
+    /// and the testbed record); --quiet leaves out the warnings' notes.
+    #[command(flatten)]
+    pub out: OutputArgs,
 }
 
 pub fn run(cmd: TestbedCmd) -> Result<ExitCode> {
     match cmd {
         TestbedCmd::Create(a) => create(a),
-        TestbedCmd::List { out } => list(out.format()),
+        TestbedCmd::List { out } => list(&out),
         TestbedCmd::Destroy { name } => {
             destroy_by_name(&name)?;
             println!("destroyed {name}");
@@ -92,95 +94,138 @@ fn create(a: CreateArgs) -> Result<ExitCode> {
     let spec = a.testbed.spec()?.ok_or_else(|| {
         bad_input("testbed create needs --fs KIND (ext2, ext3, ext4, xfs, btrfs)")
     })?;
-    let name = match a.name {
-        Some(n) => n,
-        None => {
-            let scan = ledger::scan()?;
-            for d in &scan.damaged {
-                eprintln!("warning: {}", d.warning());
-            }
-            let taken = scan.taken_names();
-            (1..)
-                .map(|i| format!("{}-{i}", spec.label))
-                .find(|n| !taken.contains(n))
-                .expect("an unbounded range has a free name")
-        }
-    };
-    ledger::check_name(&name).map_err(|e| bad_input(format!("--name: {e:#}")))?;
     crate::signals::install();
-    let tb = Testbed::create_named(&spec, &name, false)?;
+    let tb = match a.name {
+        Some(name) => {
+            ledger::check_name(&name).map_err(|e| bad_input(format!("--name: {e:#}")))?;
+            Testbed::create_named(&spec, &name, false)?
+        }
+        None => create_labelled(&spec)?,
+    };
+    let name = tb.name().to_string();
     let info = tb.info();
     let (mountpoint, device) = (tb.mountpoint().to_path_buf(), tb.device().to_path_buf());
     let journal_device = tb.journal_device().map(|p| p.to_path_buf());
     let warnings = tb.warnings();
     // Stopped before it is handed over: it goes, as in any interrupted run.
     crate::signals::check()?;
-    // Hand the testbed over to the ledger before printing, so that a reader closing the pipe
-    // early cannot take it down with this process.
+    // Its name is printed before it is handed over to the ledger: whenever the testbed
+    // outlives this process, its user has been told what to destroy. Printing that fails
+    // (a reader closed the pipe) ends here, and the testbed goes with this process.
+    let mut text = format!("name:        {name}\n");
+    text.push_str(&format!("mountpoint:  {}\n", mountpoint.display()));
+    text.push_str(&format!("device:      {}\n", device.display()));
+    if let Some(j) = &journal_device {
+        text.push_str(&format!("journal:     {}\n", j.display()));
+    }
+    text.push_str(&format!("filesystem:  {}\n", spec.describe()));
+    text.push_str(&format!("mkfs:        {}\n", info.mkfs_args.join(" ")));
+    text.push_str(&format!("destroy with: fsgauge testbed destroy {name}\n"));
+    let journal = journal_device.as_ref().map(|j| j.display().to_string());
+    let rows = vec![vec![
+        name.clone(),
+        mountpoint.display().to_string(),
+        device.display().to_string(),
+        journal.clone().unwrap_or_default(),
+        spec.describe(),
+        info.mkfs_args.join(" "),
+    ]];
+    let page = Page::new(
+        format!("testbed {name}"),
+        &serde_json::json!({
+            "name": name,
+            "mountpoint": mountpoint,
+            "device": device,
+            "journal_device": journal_device,
+            "testbed": info,
+        }),
+    )?
+    .text(text)
+    .table(crate::text::Table {
+        title: String::new(),
+        label_columns: 6,
+        note: String::new(),
+        headers: [
+            "name",
+            "mountpoint",
+            "device",
+            "journal",
+            "filesystem",
+            "mkfs",
+        ]
+        .map(String::from)
+        .to_vec(),
+        rows,
+    });
+    {
+        use std::io::Write;
+        let bytes = crate::report::export::render(&page.into(), a.out.format())?;
+        let mut out = std::io::stdout().lock();
+        out.write_all(&bytes)
+            .and_then(|()| out.flush())
+            .map_err(|e| anyhow::anyhow!("printing testbed {name}: {e}; it is torn down"))?;
+    }
     tb.keep()?;
+    crate::signals::test_pause("kept");
     crate::signals::note_kept(format!(
         "testbed {name} was made and kept: `fsgauge testbed destroy {name}` removes it"
     ));
-    if a.json {
-        println!(
-            "{}",
-            serde_json::to_string_pretty(&serde_json::json!({
-                "name": name,
-                "mountpoint": mountpoint,
-                "device": device,
-                "journal_device": journal_device,
-                "testbed": info,
-            }))?
-        );
-    } else {
-        println!("name:        {name}");
-        println!("mountpoint:  {}", mountpoint.display());
-        println!("device:      {}", device.display());
-        if let Some(j) = &journal_device {
-            println!("journal:     {}", j.display());
-        }
-        println!("filesystem:  {}", spec.describe());
-        println!("mkfs:        {}", info.mkfs_args.join(" "));
-        println!("destroy with: fsgauge testbed destroy {name}");
-    }
     for w in warnings {
         eprintln!("warning: {w}");
     }
     Ok(ExitCode::SUCCESS)
 }
 
-fn list(format: OutputFormat) -> Result<ExitCode> {
+/// Builds a testbed named `LABEL-N` with the first N free: a name that another `testbed
+/// create` takes meanwhile (the ledger entry is made exclusively) moves on to the next.
+fn create_labelled(spec: &crate::testbed::TestbedSpec) -> Result<Testbed> {
+    let scan = ledger::scan()?;
+    for d in &scan.damaged {
+        eprintln!("warning: {}", d.warning());
+    }
+    let taken = scan.taken_names();
+    let mut tries = 0;
+    for n in (1..).map(|i| format!("{}-{i}", spec.label)) {
+        if taken.contains(&n) {
+            continue;
+        }
+        match Testbed::create_named(spec, &n, false) {
+            Err(e) if e.is::<ledger::NameTaken>() && tries < 1000 => tries += 1,
+            other => return other,
+        }
+    }
+    unreachable!("an unbounded range of names ends only by returning")
+}
+
+fn list(out: &OutputArgs) -> Result<ExitCode> {
     let scan = ledger::scan()?;
     for d in &scan.damaged {
         eprintln!("warning: {}", d.warning());
     }
     let entries = scan.entries;
-    if format == OutputFormat::Json {
-        println!(
-            "{}",
-            serde_json::to_string_pretty(&serde_json::to_value(entries_json(&entries))?)?
-        );
-        return Ok(ExitCode::SUCCESS);
-    }
     let rows: Vec<Vec<String>> = entries.iter().map(entry_row).collect();
-    if let Some(text) = listing(format, &LIST_HEADERS, &rows) {
-        print!("{text}");
-        return Ok(ExitCode::SUCCESS);
-    }
-    if entries.is_empty() {
-        println!("no testbeds");
-        return Ok(ExitCode::SUCCESS);
-    }
-    println!(
-        "{:<24} {:<26} {:<6} {:>6} {:<12} mountpoint",
-        "name", "owner", "fs", "size", "device"
-    );
-    for r in &rows {
-        println!(
-            "{:<24} {:<26} {:<6} {:>6} {:<12} {}",
-            r[0], r[1], r[2], r[3], r[4], r[5]
+    let text = if entries.is_empty() {
+        "no testbeds\n".to_string()
+    } else {
+        let mut text = format!(
+            "{:<24} {:<26} {:<6} {:>6} {:<12} mountpoint\n",
+            "name", "owner", "fs", "size", "device"
         );
-    }
+        for r in &rows {
+            text.push_str(&format!(
+                "{:<24} {:<26} {:<6} {:>6} {:<12} {}\n",
+                r[0], r[1], r[2], r[3], r[4], r[5]
+            ));
+        }
+        text
+    };
+    out.print(listing(
+        "fsgauge testbeds",
+        &entries_json(&entries),
+        text,
+        &LIST_HEADERS,
+        rows,
+    )?)?;
     Ok(ExitCode::SUCCESS)
 }
 

@@ -8,6 +8,7 @@ use anyhow::Result;
 use clap::{ArgMatches, Args, Command, FromArgMatches};
 use serde::de::DeserializeOwned;
 
+use crate::results::tables::KindTables;
 use crate::results::{RunResult, WorkloadInfo};
 use crate::workload::params::ScaleClass;
 use crate::workload::Workload;
@@ -26,6 +27,9 @@ pub struct WorkloadKind {
     /// How its parameters react to `--scale` where they differ from every kind's (see
     /// `plan::scale`).
     pub scales: &'static [(&'static str, ScaleClass)],
+    /// The kind's own tables of its results (`bench` prints them; `report` adds them to its
+    /// tables), defined in the kind's module; `bench` prints the phase table when absent.
+    pub tables: Option<KindTables>,
 }
 
 /// How a kind is run by `fsgauge bench NAME`.
@@ -38,8 +42,6 @@ pub struct Bench {
     /// Runs as one job over the ranks of `mpirun` (with `--features mpi`); kinds without it
     /// refuse to run under mpirun.
     pub distributed: bool,
-    /// The terminal tables of its results; the phase table when absent.
-    pub tables: Option<fn(&[RunResult]) -> String>,
     /// The sweep as CSV (written next to the results, and `--csv` prints it).
     pub csv: Option<fn(&[RunResult]) -> String>,
 }
@@ -86,6 +88,7 @@ impl WorkloadKind {
             build: build::<T>,
             bench: None,
             scales: &[],
+            tables: None,
         }
     }
 
@@ -110,7 +113,6 @@ impl WorkloadKind {
                 args: A::augment_args,
                 from_args: from_args::<T, A>,
                 distributed: false,
-                tables: None,
                 csv: None,
             }),
             ..Self::plan::<T>(name, about)
@@ -131,14 +133,10 @@ impl WorkloadKind {
         self
     }
 
-    /// Its results print as these tables (and CSV).
-    const fn tables(
-        mut self,
-        tables: fn(&[RunResult]) -> String,
-        csv: Option<fn(&[RunResult]) -> String>,
-    ) -> Self {
+    /// Its results show as these tables (in `bench` and `report`), and its sweep as this CSV.
+    const fn tables(mut self, tables: KindTables, csv: Option<fn(&[RunResult]) -> String>) -> Self {
+        self.tables = Some(tables);
         if let Some(b) = &mut self.bench {
-            b.tables = Some(tables);
             b.csv = csv;
         }
         self
@@ -174,7 +172,7 @@ static KINDS: &[WorkloadKind] = &[
     )
     .distributed()
     .tables(
-        crate::workload::tio::table::sweep_tables,
+        crate::workload::tio::table::TABLES,
         Some(crate::workload::tio::table::sweep_csv),
     ),
     WorkloadKind::bench::<crate::workload::clients::Clients>(
@@ -183,13 +181,14 @@ static KINDS: &[WorkloadKind] = &[
     )
     .distributed()
     .tables(
-        crate::workload::clients::table::tables,
+        crate::workload::clients::table::TABLES,
         Some(crate::workload::clients::table::csv),
     ),
     WorkloadKind::plan::<crate::age::Age>(
         "age",
         "fragmentation study: age to usage checkpoints (fill, round-robin append, churn)",
-    ),
+    )
+    .tables(crate::age::workload::VIEWS, None),
     WorkloadKind::plan::<crate::age::append::Append>(
         "append",
         "fragmentation study: append-aged tree vs a fresh copy on a twin filesystem, read and layout",
@@ -205,6 +204,11 @@ static KINDS: &[WorkloadKind] = &[
 ];
 
 /// All kinds, one line each.
+/// The tables every workload kind registered for its results.
+pub fn kind_tables() -> Vec<KindTables> {
+    KINDS.iter().filter_map(|k| k.tables).collect()
+}
+
 pub fn kinds() -> &'static [WorkloadKind] {
     KINDS
 }

@@ -4,6 +4,7 @@
 //! sets two groups of results against each other. [`table`] holds the terminal tables.
 
 pub mod compare;
+pub mod document;
 pub mod export;
 pub mod metrics;
 pub mod model;

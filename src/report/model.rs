@@ -10,6 +10,7 @@ use serde::Serialize;
 
 use super::metrics::{self, Better, Metric};
 use crate::findings::sentence::Stated;
+use crate::results::tables::{Against, KindTables};
 use crate::results::{PhaseResult, RunResult};
 use crate::stats::{self, Summary};
 use crate::units::{format_bytes_human, format_size};
@@ -84,17 +85,7 @@ pub struct Environment {
     pub spec_hash: String,
 }
 
-/// A table as rows of text: rendered by every exporter.
-#[derive(Debug, Clone, Serialize)]
-pub struct Table {
-    pub title: String,
-    /// How many leading columns hold names rather than figures (aligned left).
-    pub label_columns: usize,
-    /// What the figures are, how they were made.
-    pub note: String,
-    pub headers: Vec<String>,
-    pub rows: Vec<Vec<String>>,
-}
+pub use crate::text::Table;
 
 /// Everything a report shows.
 #[derive(Debug, Clone, Serialize)]
@@ -119,6 +110,10 @@ pub struct Report {
     pub findings: Vec<Stated>,
     #[serde(skip)]
     pub results: Vec<RunResult>,
+    /// The figures kinds registered, with the workload (label) whose cells they draw, in the
+    /// order of the cells.
+    #[serde(skip)]
+    pub against: Vec<(String, Against)>,
 }
 
 /// The label of each result's workload: its kind, plus the parameters that differ between the
@@ -318,23 +313,7 @@ fn cell_metric(m: &Metric, phases: &[(&RunResult, &PhaseResult)]) -> Option<Cell
     })
 }
 
-/// A figure with a sensible number of digits.
-pub fn fmt_num(v: f64) -> String {
-    let a = v.abs();
-    if a == 0.0 {
-        "0".into()
-    } else if a >= 1000.0 {
-        format!("{v:.0}")
-    } else if a >= 100.0 {
-        format!("{v:.1}")
-    } else if a >= 1.0 {
-        format!("{v:.2}")
-    } else if a >= 0.01 {
-        format!("{v:.3}")
-    } else {
-        format!("{v:.2e}")
-    }
-}
+pub use crate::text::fmt_num;
 
 /// `+12.3%` from base to new.
 pub fn pct_change(base: f64, new: f64) -> Option<f64> {
@@ -345,8 +324,13 @@ fn fmt_pct(p: Option<f64>) -> String {
     p.map_or("-".into(), |p| format!("{p:+.1}%"))
 }
 
-/// Builds the report from results (any order; they are sorted here).
-pub fn build(mut results: Vec<RunResult>, baseline: Option<&str>) -> anyhow::Result<Report> {
+/// Builds the report from results (any order; they are sorted here), with the tables each
+/// kind registered for its results (`kinds`).
+pub fn build(
+    mut results: Vec<RunResult>,
+    baseline: Option<&str>,
+    kinds: &[KindTables],
+) -> anyhow::Result<Report> {
     if results.is_empty() {
         return Err(crate::error::bad_input(
             "no results to report on; give result files or directories holding them",
@@ -364,6 +348,19 @@ pub fn build(mut results: Vec<RunResult>, baseline: Option<&str>) -> anyhow::Res
         }
         None => testbeds[0].clone(),
     };
+    let labels = workload_labels(&results, &[]);
+    let mut against: Vec<(String, Against)> = Vec::new();
+    for (r, w) in results.iter().zip(&labels) {
+        for k in kinds.iter().filter(|k| k.kind == r.workload.kind) {
+            for a in k.against {
+                if !against.iter().any(|(w2, a2)| w2 == w && a2.x == a.x) {
+                    against.push((w.clone(), *a));
+                }
+            }
+        }
+    }
+    // In the order of the cells, as the plots are.
+    against.sort_by_key(|(w, _)| workloads.iter().position(|x| x == w));
     let mut tables = vec![
         elapsed_table(&testbeds, &workloads, &cells),
         main_table(&testbeds, &workloads, &cells, &baseline),
@@ -371,15 +368,14 @@ pub fn build(mut results: Vec<RunResult>, baseline: Option<&str>) -> anyhow::Res
     if let Some(t) = threads_table(&testbeds, &cells, &baseline) {
         tables.push(t);
     }
-    if let Some(t) = layout_table(&cells) {
+    if let Some(t) = layout_table(&cells, &against) {
         tables.push(t);
     }
     if let Some(t) = journal_table(&results) {
         tables.push(t);
     }
-    if let Some(t) = aged_fresh_table(&results) {
-        tables.push(t);
-    }
+    // The kinds' own tables (registered with each kind; the command line hands them in).
+    tables.extend(crate::results::tables::all(kinds, &results));
     if let Some(t) = crate::report::ranks::rank_table(&results) {
         tables.push(t);
     }
@@ -389,7 +385,6 @@ pub fn build(mut results: Vec<RunResult>, baseline: Option<&str>) -> anyhow::Res
     tables.push(stats_table(&cells));
     let warnings = warnings(&results, &cells);
     let findings = crate::findings::sentence::stated(&results);
-    let labels = workload_labels(&results, &[]);
     let environment = results
         .iter()
         .zip(&labels)
@@ -412,6 +407,7 @@ pub fn build(mut results: Vec<RunResult>, baseline: Option<&str>) -> anyhow::Res
         environment_differs: crate::results::env_spread(&results),
         findings,
         results,
+        against,
     })
 }
 
@@ -713,10 +709,11 @@ pub fn journal_table(results: &[RunResult]) -> Option<Table> {
 
 /// The block-layout figures phases recorded (aging checkpoints, write cells of threaded I/O): one row per
 /// testbed × workload × phase, as the fragmentation study tabulated fragmentation against usage.
-fn layout_table(cells: &[Cell]) -> Option<Table> {
+///
+/// The metrics kinds draw their layout against (`against`: aging's usage) lead the figures.
+fn layout_table(cells: &[Cell], against: &[(String, Against)]) -> Option<Table> {
     // (column header, metric keys in order of preference)
-    const COLUMNS: [(&str, &[&str]); 6] = [
-        ("usage %", &["extra.usage_pct"]),
+    const LAYOUT: [(&str, &[&str]); 5] = [
         (
             "extents per file",
             &["extra.extents_per_file", "extra.extents_per_file_mean"],
@@ -726,6 +723,13 @@ fn layout_table(cells: &[Cell]) -> Option<Table> {
         ("free extents", &["extra.free_extents"]),
         ("largest free share", &["extra.largest_free_share"]),
     ];
+    let mut leading: Vec<(&str, &[&str])> = Vec::new();
+    for (_, a) in against {
+        if !leading.iter().any(|(h, _)| *h == a.x_desc) {
+            leading.push((a.x_desc, std::slice::from_ref(&a.x)));
+        }
+    }
+    let columns: Vec<(&str, &[&str])> = leading.into_iter().chain(LAYOUT).collect();
     let pick = |c: &Cell, keys: &[&str]| {
         keys.iter()
             .find_map(|k| c.metric(k))
@@ -733,11 +737,11 @@ fn layout_table(cells: &[Cell]) -> Option<Table> {
     };
     let rows: Vec<Vec<String>> = cells
         .iter()
-        .filter(|c| pick(c, COLUMNS[1].1).is_some() || pick(c, COLUMNS[2].1).is_some())
+        .filter(|c| pick(c, LAYOUT[0].1).is_some() || pick(c, LAYOUT[1].1).is_some())
         .map(|c| {
             let mut row = vec![c.testbed.clone(), c.workload.clone(), c.phase.clone()];
             row.extend(
-                COLUMNS
+                columns
                     .iter()
                     .map(|(_, keys)| pick(c, keys).map_or("-".into(), fmt_num)),
             );
@@ -752,100 +756,11 @@ fn layout_table(cells: &[Cell]) -> Option<Table> {
         "workload".to_string(),
         "phase".to_string(),
     ];
-    headers.extend(COLUMNS.iter().map(|(h, _)| h.to_string()));
+    headers.extend(columns.iter().map(|(h, _)| h.to_string()));
     Some(Table {
         title: "Block layout per phase".into(),
         label_columns: 3,
-        note: "mean over repetitions of the layout recorded after the phase's writes: extents per file (physically adjacent extents merged, as filefrag counts), layout score (1 = every block follows the previous one), fragmentation factor sum(E - I) / sum(E), free-space extents; for aging, one row per usage checkpoint, as the fragmentation study tabulated them".into(),
-        headers,
-        rows,
-    })
-}
-
-/// One checkpoint row of an append-study result.
-type StudyRow = serde_json::Map<String, serde_json::Value>;
-
-/// The append study's comparison (`fsgauge study append` results keep one row per usage
-/// checkpoint under `layout.rows`): aged tree against its fresh copy, means over repetitions,
-/// in the six parts of the fragmentation study's graphs.
-fn aged_fresh_table(results: &[RunResult]) -> Option<Table> {
-    // (testbed, checkpoint) -> rows of all repetitions, in result order.
-    let mut groups: Vec<((String, String), Vec<&StudyRow>)> = Vec::new();
-    for r in results.iter().filter(|r| r.workload.kind == "study-append") {
-        let rows = r
-            .layout
-            .as_ref()
-            .and_then(|l| l.get("rows"))
-            .and_then(|v| v.as_array());
-        for row in rows.into_iter().flatten().filter_map(|v| v.as_object()) {
-            let target = row
-                .get("usage_target_pct")
-                .and_then(|v| v.as_f64())
-                .unwrap_or(f64::NAN);
-            let key = (r.testbed.label.clone(), fmt_num(target));
-            match groups.iter_mut().find(|(k, _)| *k == key) {
-                Some((_, v)) => v.push(row),
-                None => groups.push((key, vec![row])),
-            }
-        }
-    }
-    if groups.is_empty() {
-        return None;
-    }
-    let mean = |rows: &[&StudyRow], k: &str| -> Option<f64> {
-        let xs: Vec<f64> = rows
-            .iter()
-            .filter_map(|r| r.get(k).and_then(|v| v.as_f64()))
-            .collect();
-        (!xs.is_empty()).then(|| xs.iter().sum::<f64>() / xs.len() as f64)
-    };
-    let pair = |rows: &[&StudyRow], a: &str, b: &str| match (mean(rows, a), mean(rows, b)) {
-        (Some(x), Some(y)) => format!("{} / {}", fmt_num(x), fmt_num(y)),
-        _ => "-".into(),
-    };
-    let pct = |rows: &[&StudyRow], a: &str, b: &str| match (mean(rows, a), mean(rows, b)) {
-        (Some(x), Some(y)) if y > 0.0 => format!("{:.0}%", 100.0 * x / y),
-        _ => "-".into(),
-    };
-    let headers = [
-        "testbed",
-        "usage % (target)",
-        "usage %",
-        "write KiB/s aging / copy",
-        "read KiB/s aged / fresh",
-        "read aged/fresh",
-        "random KiB/s aged / fresh",
-        "random aged/fresh",
-        "stat/s aged / fresh",
-        "extents per file aged / fresh",
-        "layout score aged / fresh",
-        "runtime s aged / fresh",
-    ]
-    .map(String::from)
-    .to_vec();
-    let rows = groups
-        .iter()
-        .map(|((testbed, target), rows)| {
-            vec![
-                testbed.clone(),
-                target.clone(),
-                mean(rows, "usage_pct").map_or("-".into(), fmt_num),
-                pair(rows, "write_kbps_aging", "write_kbps_copy"),
-                pair(rows, "read_kbps_aged", "read_kbps_fresh"),
-                pct(rows, "read_kbps_aged", "read_kbps_fresh"),
-                pair(rows, "random_kbps_aged", "random_kbps_fresh"),
-                pct(rows, "random_kbps_aged", "random_kbps_fresh"),
-                pair(rows, "stat_per_s_aged", "stat_per_s_fresh"),
-                pair(rows, "extents_per_file_aged", "extents_per_file_fresh"),
-                pair(rows, "layout_score_aged", "layout_score_fresh"),
-                pair(rows, "runtime_aged_s", "runtime_fresh_s"),
-            ]
-        })
-        .collect();
-    Some(Table {
-        title: "Aged vs fresh copy".into(),
-        label_columns: 2,
-        note: "the append study: the tree aged by round-robin appends against its copy on a freshly made filesystem of the same size and options, per usage checkpoint, means over repetitions; read speeds count read time only".into(),
+        note: "mean over repetitions of the layout recorded after the phase's writes: extents per file (physically adjacent extents merged, as filefrag counts), layout score (1 = every block follows the previous one), fragmentation factor sum(E - I) / sum(E), free-space extents; first the figure a kind draws its layout against (aging: usage, one row per checkpoint, as the fragmentation study tabulated them)".into(),
         headers,
         rows,
     })
@@ -1228,7 +1143,7 @@ mod tests {
         assert_eq!(depths, [1, 4, 8]);
         assert!(cs.iter().all(|c| c.series == "x"), "{cs:?}");
         assert!(cs.iter().all(|c| c.axis == "depth"), "{cs:?}");
-        let report = build(rs.clone(), None).unwrap();
+        let report = build(rs.clone(), None, &[]).unwrap();
         let t = report
             .tables
             .iter()
@@ -1257,7 +1172,7 @@ mod tests {
         assert_eq!(line_phase("randread-128K-t64"), "randread-128K");
         assert_eq!(line_phase("mix-c8"), "mix");
         assert_eq!(line_phase("create"), "create");
-        assert_eq!(line_phase("age-75"), "age-75");
+        assert_eq!(line_phase("usage-75"), "usage-75");
         assert_eq!(line_phase("dir-t"), "dir-t");
         assert_eq!(line_phase("file-create"), "file-create");
     }

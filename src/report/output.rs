@@ -1,6 +1,6 @@
 //! How a command prints what it made: one output-format enum for every command
-//! (`--format table|json|csv|md`, and `html` for `fsgauge report`), and one place that
-//! renders a set of results in each format.
+//! (`--format table|json|csv|md|html`), and the pages of results and listings that the one
+//! exporter ([`super::export`]) renders.
 //!
 //! `table` is the command's own terminal table; `json` the result documents themselves (one
 //! document for one run, a list otherwise); `csv` and `md` one row per run × phase with every
@@ -11,6 +11,7 @@ use std::fmt::Write as _;
 
 use anyhow::Result;
 
+use super::document::Page;
 use super::metrics::{self, Metric};
 use super::model::{fmt_num, workload_labels, Table};
 use crate::results::RunResult;
@@ -27,7 +28,7 @@ crate::choice! {
         Csv = "csv",
         /// Markdown tables.
         Md = "md" | "markdown",
-        /// One self-contained HTML page with plots (`fsgauge report` only).
+        /// One self-contained HTML page (with plots for `fsgauge report`).
         Html = "html" | "htm",
     }
 }
@@ -39,28 +40,11 @@ impl OutputFormat {
     }
 }
 
-/// The formats every results-printing command offers.
-pub const RESULT_FORMATS: &[OutputFormat] = &[
-    OutputFormat::Table,
-    OutputFormat::Json,
-    OutputFormat::Csv,
-    OutputFormat::Md,
-];
-
-/// Parses `--format` of a command that prints results: any [`RESULT_FORMATS`] name (html is
-/// refused with where to find it), for clap's `value_parser`.
-pub fn parse_result_format(s: &str) -> Result<OutputFormat, String> {
-    let f: OutputFormat = s
-        .parse()
-        .map_err(|_| format!("unknown format {s:?}; use table, json, csv or md"))?;
-    if RESULT_FORMATS.contains(&f) {
-        Ok(f)
-    } else {
-        Err(format!(
-            "{} is not offered here; use table, json, csv or md (for an HTML page of results: fsgauge report --format html RESULTS)",
-            f.name()
-        ))
-    }
+/// Parses `--format` for clap's `value_parser`: every command renders its document through the
+/// one exporter, so every command offers every format.
+pub fn parse_format(s: &str) -> Result<OutputFormat, String> {
+    s.parse()
+        .map_err(|_| format!("unknown format {s:?}; use table, json, csv, md or html"))
 }
 
 /// Quotes a CSV field when it needs it (RFC 4180).
@@ -96,31 +80,6 @@ pub fn md_header<S: AsRef<str>>(headers: &[S], label_columns: usize) -> String {
         })
         .collect();
     format!("{}|{}|\n", md_row(headers), align.join("|"))
-}
-
-/// A listing (testbeds, presets: not results) as CSV or Markdown; `None` for the formats the
-/// command prints its own way (table, json).
-pub fn listing(format: OutputFormat, headers: &[&str], rows: &[Vec<String>]) -> Option<String> {
-    match format {
-        OutputFormat::Csv => {
-            let mut out = String::new();
-            let head: Vec<String> = headers.iter().map(|h| csv_field(h)).collect();
-            let _ = writeln!(out, "{}", head.join(","));
-            for r in rows {
-                let fields: Vec<String> = r.iter().map(|f| csv_field(f)).collect();
-                let _ = writeln!(out, "{}", fields.join(","));
-            }
-            Some(out)
-        }
-        OutputFormat::Md => {
-            let mut out = md_header(headers, headers.len());
-            for r in rows {
-                out.push_str(&md_row(r));
-            }
-            Some(out)
-        }
-        OutputFormat::Table | OutputFormat::Json | OutputFormat::Html => None,
-    }
 }
 
 /// A table as CSV: the header line, then one line per row.
@@ -193,29 +152,57 @@ pub struct ResultViews<'a> {
     pub csv: Option<View<'a>>,
 }
 
-/// A set of results in a format. `json_list` keeps a list even for one run (commands that
-/// always printed a list).
+/// The page of a set of results: its JSON the result documents (`json_list` keeps a list even
+/// for one run, for commands that always printed a list), its table the command's terminal
+/// table, its CSV the command's own or one row per run × phase ([`phase_rows`]), its
+/// Markdown and HTML the rows per run × phase.
+pub fn results_page(results: &[RunResult], views: &ResultViews, json_list: bool) -> Result<Page> {
+    let json = if json_list {
+        serde_json::to_string_pretty(results)?
+    } else {
+        results_json(results)?
+    };
+    Ok(Page {
+        title: "fsgauge results".into(),
+        json,
+        text: Some((views.table)(results)),
+        csv: Some(match views.csv {
+            Some(csv) => csv(results),
+            None => csv_table(&phase_rows(results, true)),
+        }),
+        tables: vec![phase_rows(results, false)],
+        preface: String::new(),
+    })
+}
+
+/// A set of results in a format, through the one exporter ([`results_page`]).
 pub fn render_results(
     results: &[RunResult],
     format: OutputFormat,
     views: &ResultViews,
     json_list: bool,
 ) -> Result<String> {
-    Ok(match format {
-        OutputFormat::Table => (views.table)(results),
-        OutputFormat::Json if json_list => serde_json::to_string_pretty(results)? + "\n",
-        OutputFormat::Json => results_json(results)? + "\n",
-        OutputFormat::Csv => match views.csv {
-            Some(csv) => csv(results),
-            None => csv_table(&phase_rows(results, true)),
-        },
-        OutputFormat::Md => super::export::md_table(&phase_rows(results, false)),
-        OutputFormat::Html => {
-            return Err(crate::error::bad_input(
-                "html is a report format; use `fsgauge report --format html RESULTS`",
-            ))
-        }
-    })
+    let page = results_page(results, views, json_list)?;
+    let bytes = super::export::render(&page.into(), format)?;
+    Ok(String::from_utf8_lossy(&bytes).into_owned())
+}
+
+/// A listing (testbeds, presets: not results) as a page: its JSON `data`, its terminal text
+/// `text`, and one table row per entry for CSV, Markdown and HTML.
+pub fn listing(
+    title: &str,
+    data: &impl serde::Serialize,
+    text: String,
+    headers: &[&str],
+    rows: Vec<Vec<String>>,
+) -> Result<Page> {
+    Ok(Page::new(title, data)?.text(text).table(Table {
+        title: String::new(),
+        label_columns: headers.len(),
+        note: String::new(),
+        headers: headers.iter().map(|h| h.to_string()).collect(),
+        rows,
+    }))
 }
 
 #[cfg(test)]
@@ -236,8 +223,9 @@ mod tests {
         assert_eq!("markdown".parse(), Ok(OutputFormat::Md));
         assert_eq!("HTM".parse(), Ok(OutputFormat::Html));
         assert!("xml".parse::<OutputFormat>().is_err());
-        assert!(parse_result_format("html").is_err());
-        assert_eq!(parse_result_format("md"), Ok(OutputFormat::Md));
+        assert_eq!(parse_format("html"), Ok(OutputFormat::Html));
+        assert_eq!(parse_format("md"), Ok(OutputFormat::Md));
+        assert!(parse_format("xml").is_err());
     }
 
     #[test]

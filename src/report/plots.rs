@@ -98,7 +98,7 @@ pub fn all(report: &Report) -> Vec<Plot> {
         }
     }
     out.extend(thread_lines(report));
-    out.extend(usage_lines(report));
+    out.extend(against_lines(report));
     for (w, p) in &keys {
         if let Some(plot) = latency(report, w, p) {
             out.push(plot);
@@ -242,33 +242,24 @@ fn thread_lines(report: &Report) -> Vec<Plot> {
         .collect()
 }
 
-/// Fragmentation against usage (the fragmentation study's graphs): for workloads whose phases
-/// record `usage_pct` with layout figures (aging checkpoints), one line per testbed.
-fn usage_lines(report: &Report) -> Vec<Plot> {
+/// The figures kinds registered of metrics against another (aging: layout against usage, the
+/// fragmentation study's graphs): one line per testbed.
+fn against_lines(report: &Report) -> Vec<Plot> {
     let mut out = Vec::new();
-    let mut workloads: Vec<String> = Vec::new();
-    for c in &report.cells {
-        if c.metric("extra.usage_pct").is_some() && !workloads.contains(&c.workload) {
-            workloads.push(c.workload.clone());
-        }
-    }
-    for w in &workloads {
-        for (key, name) in [
-            ("extra.extents_per_file", "extents per file"),
-            ("extra.layout_score", "layout score"),
-        ] {
+    for (w, a) in &report.against {
+        for &(key, name) in a.ys {
             let mut data = PerTestbed::new();
             for c in report.cells.iter().filter(|c| &c.workload == w) {
-                if let (Some(u), Some(m)) = (c.metric("extra.usage_pct"), c.metric(key)) {
+                if let (Some(u), Some(m)) = (c.metric(a.x), c.metric(key)) {
                     data.entry(c.testbed.clone())
                         .or_default()
                         .push((u.summary.mean, m.summary.mean));
                 }
             }
             let lines = Lines {
-                title: format!("{w}: {name} against usage"),
-                id: ident(&["usage", w, key]),
-                x_desc: "usage %".into(),
+                title: format!("{w}: {name} against {}", a.x_name),
+                id: ident(&[a.x_name, w, key]),
+                x_desc: a.x_desc.into(),
                 y_desc: name.to_string(),
                 whole_x: false,
             };

@@ -92,7 +92,7 @@ mod tests {
             "schema": crate::results::SCHEMA, "tool": {"name": "fsgauge", "version": "0.1.0"},
             "host": {"hostname": "h", "kernel": "6.1", "cpus": 2, "memory": 1},
             "testbed": crate::results::TestbedInfo::default(),
-            "workload": {"kind": "tio", "params": {}},
+            "workload": {"kind": "any-rated-kind", "params": {}},
             "rep": 0, "seed": 1, "started_at": "", "spec_hash": "", "conditions": {"cold": "drop"},
             "phases": [{"name": "randwrite-4K-t1", "wall_s": 1.0, "user_s": 0.0, "sys_s": 0.0,
                 "ops": 10, "bytes": 40960, "ops_per_s": 10.0, "bytes_per_s": 40960.0,

@@ -37,8 +37,7 @@ pub fn side_by_side_per_workload(results: &[RunResult]) -> String {
 
 /// A report table as terminal text: title, table, note.
 pub fn text(t: &super::model::Table) -> String {
-    let h: Vec<&str> = t.headers.iter().map(String::as_str).collect();
-    format!("{}\n{}({})\n", t.title, render(&h, &t.rows), t.note)
+    t.text()
 }
 
 /// One row per run and phase: elapsed (sys), ops, ops/s, MB/s, p99 latency, device MB written.

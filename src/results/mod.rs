@@ -7,6 +7,7 @@ mod host;
 pub mod metric;
 mod store;
 mod study;
+pub mod tables;
 
 use std::collections::BTreeMap;
 

@@ -26,8 +26,10 @@ use crate::age::append::{declared_metrics, run_append, AppendParams, Naming};
 use crate::age::TreeShape;
 use crate::error::bad_input;
 use crate::measure::Progress;
+use crate::results::tables::KindTables;
 use crate::results::{write_result, Conditions, RunRecord, RunResult, WorkloadInfo};
 use crate::testbed::{preflight, Testbed, TestbedSpec};
+use crate::text::{fmt_num, Table};
 use crate::workload::readtest::ReadPhase;
 use crate::workload::{ColdMode, RunContext, Target};
 
@@ -144,7 +146,7 @@ impl AppendStudy {
         Ok(RunResult::assemble(RunRecord {
             testbed,
             workload: WorkloadInfo {
-                kind: "study-append".into(),
+                kind: KIND.into(),
                 params: params_v.clone(),
                 metrics: declared_metrics(),
                 sweep_axes: Some(Vec::new()),
@@ -179,4 +181,103 @@ pub fn rows_of(r: &RunResult) -> Vec<Row> {
         .and_then(|l| l.get("rows"))
         .and_then(|v| serde_json::from_value(v.clone()).ok())
         .unwrap_or_default()
+}
+
+/// The `workload.kind` of the append study's results.
+pub const KIND: &str = "study-append";
+
+/// The append study's table, registered with its kind: `fsgauge report` shows it.
+pub const TABLES: KindTables = KindTables {
+    kind: KIND,
+    tables: aged_fresh_tables,
+    against: &[],
+};
+
+/// One checkpoint row of an append-study result.
+type StudyRow = serde_json::Map<String, serde_json::Value>;
+
+/// The append study's comparison (`fsgauge study append` results keep one row per usage
+/// checkpoint under `layout.rows`): aged tree against its fresh copy, means over repetitions,
+/// in the six parts of the fragmentation study's graphs.
+fn aged_fresh_tables(results: &[RunResult]) -> Vec<Table> {
+    // (testbed, checkpoint) -> rows of all repetitions, in result order.
+    let mut groups: Vec<((String, String), Vec<&StudyRow>)> = Vec::new();
+    for r in results.iter().filter(|r| r.workload.kind == KIND) {
+        let rows = r
+            .layout
+            .as_ref()
+            .and_then(|l| l.get("rows"))
+            .and_then(|v| v.as_array());
+        for row in rows.into_iter().flatten().filter_map(|v| v.as_object()) {
+            let target = row
+                .get("usage_target_pct")
+                .and_then(|v| v.as_f64())
+                .unwrap_or(f64::NAN);
+            let key = (r.testbed.label.clone(), fmt_num(target));
+            match groups.iter_mut().find(|(k, _)| *k == key) {
+                Some((_, v)) => v.push(row),
+                None => groups.push((key, vec![row])),
+            }
+        }
+    }
+    if groups.is_empty() {
+        return Vec::new();
+    }
+    let mean = |rows: &[&StudyRow], k: &str| -> Option<f64> {
+        let xs: Vec<f64> = rows
+            .iter()
+            .filter_map(|r| r.get(k).and_then(|v| v.as_f64()))
+            .collect();
+        (!xs.is_empty()).then(|| xs.iter().sum::<f64>() / xs.len() as f64)
+    };
+    let pair = |rows: &[&StudyRow], a: &str, b: &str| match (mean(rows, a), mean(rows, b)) {
+        (Some(x), Some(y)) => format!("{} / {}", fmt_num(x), fmt_num(y)),
+        _ => "-".into(),
+    };
+    let pct = |rows: &[&StudyRow], a: &str, b: &str| match (mean(rows, a), mean(rows, b)) {
+        (Some(x), Some(y)) if y > 0.0 => format!("{:.0}%", 100.0 * x / y),
+        _ => "-".into(),
+    };
+    let headers = [
+        "testbed",
+        "usage % (target)",
+        "usage %",
+        "write KiB/s aging / copy",
+        "read KiB/s aged / fresh",
+        "read aged/fresh",
+        "random KiB/s aged / fresh",
+        "random aged/fresh",
+        "stat/s aged / fresh",
+        "extents per file aged / fresh",
+        "layout score aged / fresh",
+        "runtime s aged / fresh",
+    ]
+    .map(String::from)
+    .to_vec();
+    let rows = groups
+        .iter()
+        .map(|((testbed, target), rows)| {
+            vec![
+                testbed.clone(),
+                target.clone(),
+                mean(rows, "usage_pct").map_or("-".into(), fmt_num),
+                pair(rows, "write_kbps_aging", "write_kbps_copy"),
+                pair(rows, "read_kbps_aged", "read_kbps_fresh"),
+                pct(rows, "read_kbps_aged", "read_kbps_fresh"),
+                pair(rows, "random_kbps_aged", "random_kbps_fresh"),
+                pct(rows, "random_kbps_aged", "random_kbps_fresh"),
+                pair(rows, "stat_per_s_aged", "stat_per_s_fresh"),
+                pair(rows, "extents_per_file_aged", "extents_per_file_fresh"),
+                pair(rows, "layout_score_aged", "layout_score_fresh"),
+                pair(rows, "runtime_aged_s", "runtime_fresh_s"),
+            ]
+        })
+        .collect();
+    vec![Table {
+        title: "Aged vs fresh copy".into(),
+        label_columns: 2,
+        note: "the append study: the tree aged by round-robin appends against its copy on a freshly made filesystem of the same size and options, per usage checkpoint, means over repetitions; read speeds count read time only".into(),
+        headers,
+        rows,
+    }]
 }

@@ -20,6 +20,7 @@ pub mod mmap;
 pub mod proc;
 pub mod signal;
 pub mod statfs;
+pub mod trust;
 pub mod uring;
 
 use std::ffi::CStr;

@@ -11,7 +11,10 @@ use std::path::{Path, PathBuf};
 
 use anyhow::{bail, Context, Result};
 
+use crate::sys::trust::FileId;
+
 const LOOP_CLR_FD: libc::c_ulong = 0x4C01;
+const LOOP_GET_STATUS64: libc::c_ulong = 0x4C05;
 const LOOP_CONFIGURE: libc::c_ulong = 0x4C0A;
 const LOOP_CTL_GET_FREE: libc::c_ulong = 0x4C82;
 const LO_FLAGS_AUTOCLEAR: u32 = 4;
@@ -53,13 +56,10 @@ pub struct LoopDevice {
 }
 
 impl LoopDevice {
-    /// Attaches `image` to a free loop device.
-    pub fn attach(image: &Path, direct_io: bool) -> Result<Self> {
-        let backing = OpenOptions::new()
-            .read(true)
-            .write(true)
-            .open(image)
-            .with_context(|| format!("opening image {}", image.display()))?;
+    /// Attaches the open image `backing` (named `image` in messages and in the loop's file
+    /// name) to a free loop device. The image is never opened again by its path, which
+    /// someone could have swapped meanwhile.
+    pub fn attach(backing: &File, image: &Path, direct_io: bool) -> Result<Self> {
         let ctl = OpenOptions::new()
             .read(true)
             .write(true)
@@ -140,6 +140,12 @@ impl LoopDevice {
         &self.path
     }
 
+    /// The device number of the loop device.
+    pub fn rdev(&self) -> Option<u64> {
+        use std::os::unix::fs::MetadataExt;
+        self.file.as_ref()?.metadata().ok().map(|m| m.rdev())
+    }
+
     /// Whether the kernel really does direct I/O on the backing file (it silently falls back
     /// to buffered I/O where the backing filesystem cannot).
     pub fn direct_io(&self) -> bool {
@@ -186,6 +192,91 @@ pub fn detach_path(dev: &Path) -> Result<()> {
         let e = std::io::Error::last_os_error();
         if e.raw_os_error() != Some(libc::ENXIO) {
             return Err(e).with_context(|| format!("LOOP_CLR_FD {}", dev.display()));
+        }
+    }
+    Ok(())
+}
+
+/// The identity (device, inode) of the file backing the loop device open as `dev`, as the
+/// kernel reports it (LOOP_GET_STATUS64); None when it is not attached.
+fn backing_of(dev: &File) -> Option<FileId> {
+    let mut info = std::mem::MaybeUninit::<LoopInfo64>::zeroed();
+    // SAFETY: LOOP_GET_STATUS64 fills a struct loop_info64 that lives across the call.
+    let rc = unsafe { libc::ioctl(dev.as_raw_fd(), LOOP_GET_STATUS64 as _, info.as_mut_ptr()) };
+    if rc != 0 {
+        return None;
+    }
+    // SAFETY: the ioctl succeeded and filled it (and all-zero is a valid LoopInfo64).
+    let info = unsafe { info.assume_init() };
+    Some(FileId {
+        dev: info.lo_device,
+        ino: info.lo_inode,
+    })
+}
+
+/// The size of an open block device in bytes (BLKGETSIZE64).
+pub fn block_device_size(dev: &File) -> std::io::Result<u64> {
+    const BLKGETSIZE64: libc::c_ulong = 0x8008_1272;
+    let mut size: u64 = 0;
+    // SAFETY: BLKGETSIZE64 writes one u64 to the pointer given, which lives across the call.
+    let rc = unsafe { libc::ioctl(dev.as_raw_fd(), BLKGETSIZE64 as _, &mut size as *mut u64) };
+    if rc != 0 {
+        return Err(std::io::Error::last_os_error());
+    }
+    Ok(size)
+}
+
+/// Whether the loop device numbered `rdev` is backed by the file `id`.
+pub fn device_backed_by(rdev: u64, id: FileId) -> bool {
+    let Some(path) = dev_path(rdev) else {
+        return false;
+    };
+    OpenOptions::new()
+        .read(true)
+        .open(path)
+        .ok()
+        .and_then(|f| backing_of(&f))
+        == Some(id)
+}
+
+/// The /dev node of the block device numbered `rdev`, by its sysfs name.
+pub fn dev_path(rdev: u64) -> Option<PathBuf> {
+    let link = fs::read_link(format!(
+        "/sys/dev/block/{}:{}",
+        libc::major(rdev),
+        libc::minor(rdev)
+    ))
+    .ok()?;
+    let name = link.file_name()?.to_str()?.to_string();
+    Some(PathBuf::from(format!("/dev/{name}")))
+}
+
+/// Detaches every loop device backed by the file `id`, checked and detached through one
+/// descriptor of the device (used by cleanup, where no handle is held; the image may have
+/// been renamed since).
+pub fn detach_backed_by(id: FileId) -> Result<()> {
+    let Ok(rd) = fs::read_dir("/sys/block") else {
+        return Ok(());
+    };
+    for e in rd.filter_map(|e| e.ok()) {
+        let name = e.file_name().to_string_lossy().to_string();
+        if !name.starts_with("loop") {
+            continue;
+        }
+        let dev = PathBuf::from(format!("/dev/{name}"));
+        let Ok(f) = OpenOptions::new().read(true).open(&dev) else {
+            continue;
+        };
+        if backing_of(&f) != Some(id) {
+            continue;
+        }
+        // SAFETY: LOOP_CLR_FD takes no argument.
+        let rc = unsafe { libc::ioctl(f.as_raw_fd(), LOOP_CLR_FD as _, 0) };
+        if rc != 0 {
+            let e = std::io::Error::last_os_error();
+            if e.raw_os_error() != Some(libc::ENXIO) {
+                return Err(e).with_context(|| format!("LOOP_CLR_FD {}", dev.display()));
+            }
         }
     }
     Ok(())

@@ -4,6 +4,37 @@
 //! A testbed is owned: fsgauge only formats images it created, or a block device named with
 //! `--device` together with `--destroy-data`, and never one that is in use. Every step that
 //! changes the machine is written to the [`ledger`] first.
+//!
+//! # What a testbed trusts
+//!
+//! fsgauge runs as root on shared machines, so it trusts only places nobody else can change
+//! (see [`crate::sys::trust`]):
+//!
+//! - Its own directories (`/var/tmp/fsgauge`, `/dev/shm/fsgauge`, the ledger) are made 0700 by
+//!   root and never removed; an existing one owned by someone else or writable by others is
+//!   refused with its owner, mode and what to do.
+//! - A `--workdir` whose path is not root's all the way down (a directory owned by another
+//!   user, or writable by others without the sticky bit) gets a private 0700 directory with
+//!   an unpredictable name (`.fsgauge-…`), made with `mkdirat` on the opened work directory
+//!   and checked on its descriptor; everything of the run lives in there.
+//! - The testbed's directory, image and mount point are made exclusively (`mkdirat`,
+//!   `O_CREAT|O_EXCL|O_NOFOLLOW`) in held directory descriptors. The loop device is attached
+//!   from the image's own descriptor, mkfs gets the loop device, the filesystem is mounted on
+//!   `/proc/self/fd/HOME/mnt` and checked (mount id, device) right after; teardown unmounts
+//!   through the held home directory, detaches the loop through its own descriptor, and
+//!   deletes with `unlinkat` on held directories, only while a name is still the inode made.
+//!   Renaming any directory meanwhile can neither leak a mount or loop device nor redirect a
+//!   delete.
+//! - The ledger records identities (device and inode of each directory and image, the
+//!   loop's backing file, the filesystem's device number), so `testbed cleanup` finds a
+//!   killed run's mount in /proc/self/mountinfo and its loop device by LOOP_GET_STATUS64
+//!   wherever they were renamed to, and acts only after checking them.
+//!
+//! The rule for the mount point handed to workloads by path: every directory on it from
+//! fsgauge's trusted directory (its own, a trusted `--workdir`, or the private directory)
+//! down is root's and not writable by others, so nobody can swap what the path names. Sticky
+//! parents such as /var/tmp are fine: others cannot rename root's entries there. (The part of
+//! the path above a user's own `--workdir` is theirs to change; only they are fooled by it.)
 
 mod cache;
 pub mod device;
@@ -20,8 +51,10 @@ mod spec;
 
 use std::fmt;
 use std::fs;
+use std::os::fd::{AsFd, OwnedFd};
 use std::os::unix::fs::OpenOptionsExt;
 use std::path::{Path, PathBuf};
+use std::sync::Arc;
 
 use anyhow::{Context, Result};
 
@@ -40,6 +73,7 @@ pub use spec::{
 
 use crate::error::bad_input;
 use crate::results::TestbedInfo;
+use crate::sys::trust::{self as sys_trust, FileId};
 use crate::units::format_size;
 
 /// A built and mounted filesystem. Torn down on drop unless made persistent.
@@ -59,6 +93,29 @@ pub struct Testbed {
     mounted: bool,
     /// Images that could not be preallocated (they stay sparse), and why: warnings.
     sparse: Vec<String>,
+    /// The directory holding the testbed's home, held open: the work directory when it is
+    /// trusted, else a private directory made inside it.
+    base: Option<Arc<OwnedFd>>,
+    /// The testbed's own directory (`BASE/NAME`), held open: the image and the mount point
+    /// live in it and are reached through it.
+    home: Option<Arc<OwnedFd>>,
+    /// The device number of the mounted filesystem's device.
+    fsdev: u64,
+    /// The device number files on the mounted filesystem report (btrfs: an anonymous one).
+    mounted_dev: u64,
+    /// What this process made, with the directory descriptor it is deleted through.
+    held: Vec<Held>,
+}
+
+/// Something made inside a held directory: deleted through that descriptor by name, and only
+/// while the name still is the file made.
+#[derive(Debug)]
+struct Held {
+    resource: Resource,
+    dir: Arc<OwnedFd>,
+    name: String,
+    is_dir: bool,
+    id: FileId,
 }
 
 /// Checks that everything the spec needs is installed and possible here, before anything is made.
@@ -85,24 +142,40 @@ pub fn preflight(spec: &TestbedSpec) -> Result<()> {
     }
     if let Some(dev) = &spec.device {
         check_device_free(dev)?;
+        // Its size is the testbed's (see TestbedSpec::build): the room checks used it.
+        device_size(dev)?;
     } else {
         // The image and a journal on the same backing share a filesystem; a RAM journal of a
         // file-backed testbed lives on tmpfs, whose room is memory.
-        let mut need: Vec<(PathBuf, u64)> = vec![(nearest_existing(&spec.workdir), spec.size)];
+        // What to make smaller, for each place images go.
+        let fs_size = "make --fs-size smaller or pass --workdir on a bigger filesystem";
+        let mut need: Vec<(PathBuf, u64, String)> = vec![(
+            nearest_existing(&spec.workdir),
+            spec.size,
+            fs_size.to_string(),
+        )];
         if let Some(j) = spec.journal {
             if j.backing == spec.backing {
                 need[0].1 += j.size;
             } else {
-                need.push((nearest_existing(&default_workdir(j.backing)), j.size));
+                let what = match j.backing {
+                    // A RAM journal always goes to /dev/shm, whatever --workdir says.
+                    Backing::Ram => format!(
+                        "make the journal smaller (--journal ram:SIZE, now {}) or put it on the image's filesystem (--journal file:SIZE)",
+                        format_size(j.size)
+                    ),
+                    Backing::File => fs_size.to_string(),
+                };
+                need.push((nearest_existing(&default_workdir(j.backing)), j.size, what));
             }
         }
-        for (base, need) in need {
+        for (base, need, what) in need {
             let Some(avail) = room::free_space(&base) else {
                 continue;
             };
             if avail < need {
                 return Err(bad_input(format!(
-                    "the testbed needs {} for its image(s) but {} has only {} free; make --fs-size smaller or pass --workdir on a bigger filesystem",
+                    "the testbed needs {} for its image(s) but {} has only {} free; {what}",
                     format_size(need),
                     room::describe(&base),
                     crate::units::format_bytes_human(avail as f64)
@@ -165,6 +238,14 @@ fn check_device_free(dev: &Path) -> Result<()> {
         ))),
         Err(e) => Err(bad_input(format!("--device {}: {e}", dev.display()))),
     }
+}
+
+/// The size of the block device `dev` in bytes.
+pub fn device_size(dev: &Path) -> Result<u64> {
+    let f =
+        fs::File::open(dev).map_err(|e| bad_input(format!("--device {}: {e}", dev.display())))?;
+    loopdev::block_device_size(&f)
+        .with_context(|| format!("reading the size of --device {}", dev.display()))
 }
 
 /// Where the device `devnum` or one of its partitions is mounted, if anywhere.
@@ -242,6 +323,11 @@ impl Testbed {
             persistent: false,
             mounted: false,
             sparse: Vec::new(),
+            base: None,
+            home: None,
+            fsdev: 0,
+            mounted_dev: 0,
+            held: Vec::new(),
         };
         // On any error below, dropping `tb` releases what was made so far.
         tb.build()?;
@@ -262,38 +348,50 @@ impl Testbed {
 
     fn build(&mut self) -> Result<()> {
         let spec = self.spec.clone();
-        let home = spec.workdir.join(&self.name);
-        // The work directory goes again at teardown if it is empty then: when this run made
-        // it, and always for fsgauge's own default ones (another run may have made one and
-        // left it to this run while both were using it).
-        let own = [Backing::File, Backing::Ram].map(default_workdir);
-        if !spec.workdir.exists() || own.contains(&spec.workdir) {
-            self.make_dir(&spec.workdir, true)
-                .with_context(|| format!("creating work directory {}", spec.workdir.display()))?;
-        }
-        self.make_dir(&home, false)?;
+        let (base, base_path) = self.open_base()?;
+        let home_path = base_path.join(&self.name);
+        let home = self.make_dir_in(&base, &base_path, &self.name.clone(), 0o755)?;
+        self.home = Some(home.clone());
 
+        let mut backing_id = None;
         if let Some(dev) = &spec.device {
             self.device = dev.clone();
+            // mkfs formats the whole device: that is the testbed's size.
+            self.spec.size = device_size(dev)?;
+            use std::os::unix::fs::MetadataExt;
+            self.fsdev = fs::metadata(dev)
+                .with_context(|| format!("--device {}", dev.display()))?
+                .rdev();
         } else {
-            let image = home.join("fs.img");
-            let lo = self.make_loop(&image, spec.size, spec.backing, spec.loop_direct_io)?;
+            let (lo, id) = self.make_loop(
+                &home,
+                &home_path,
+                "fs.img",
+                spec.size,
+                spec.backing,
+                spec.loop_direct_io,
+            )?;
             self.device = lo.path().to_path_buf();
+            self.fsdev = lo
+                .rdev()
+                .with_context(|| format!("reading the device number of {}", lo.path().display()))?;
+            backing_id = Some(id);
             self.loopdev = Some(lo);
         }
         if let Some(j) = spec.journal {
-            let jimage = match j.backing {
+            let (dir, dir_path, name) = match j.backing {
                 Backing::Ram => {
-                    let dir = default_workdir(Backing::Ram);
-                    // fsgauge's own: removed at teardown if empty then (see the work directory).
-                    self.make_dir(&dir, true)?;
-                    dir.join(format!("{}-journal.img", self.name))
+                    let ram = default_workdir(Backing::Ram);
+                    let fd = sys_trust::own_dir(&ram).with_context(|| {
+                        format!("the RAM journal's directory {}", ram.display())
+                    })?;
+                    (Arc::new(fd), ram, format!("{}-journal.img", self.name))
                 }
-                Backing::File => home.join("journal.img"),
+                Backing::File => (home.clone(), home_path.clone(), "journal.img".to_string()),
             };
             // A RAM journal gains nothing from direct I/O on tmpfs.
             let dio = spec.loop_direct_io && j.backing == Backing::File;
-            let lo = self.make_loop(&jimage, j.size, j.backing, dio)?;
+            let (lo, _) = self.make_loop(&dir, &dir_path, &name, j.size, j.backing, dio)?;
             self.journal_device = Some(lo.path().to_path_buf());
             self.journal_loop = Some(lo);
         }
@@ -303,16 +401,21 @@ impl Testbed {
         cmd.run()?;
         self.mkfs_args = cmd.main_args();
 
-        let mnt = home.join("mnt");
-        self.make_dir(&mnt, false)?;
-        self.mountpoint = mnt.clone();
+        self.make_dir_in(&home, &home_path, "mnt", 0o755)?;
+        self.mountpoint = home_path.join("mnt");
         self.mount_opts = mkfs::mount_options(&spec, self.journal_device.as_deref());
         crate::signals::check()?;
+        let (target, fsdev) = (self.mountpoint.clone(), self.fsdev);
+        self.ledger().record(Resource::Mount {
+            target,
+            fsdev: Some(fsdev),
+            backing: backing_id,
+        })?;
         self.mount()?;
         crate::signals::test_pause("mount");
         let details = serde_json::json!({
             "fs": spec.fs.name(),
-            "size": spec.size,
+            "size": self.spec.size,
             "device": self.device,
             "journal_device": self.journal_device,
             "mountpoint": self.mountpoint,
@@ -325,27 +428,86 @@ impl Testbed {
         Ok(())
     }
 
+    /// The directory the testbed's home is made in, held open, and its path. fsgauge's own
+    /// work directories are made (0700) or refused as [`sys_trust::own_dir`] says. A user's
+    /// `--workdir` (made when missing) is used as it is when trusted; otherwise a private
+    /// directory with an unpredictable name is made in it, and everything goes in there.
+    fn open_base(&mut self) -> Result<(Arc<OwnedFd>, PathBuf)> {
+        let workdir = self.spec.workdir.clone();
+        let own = [Backing::File, Backing::Ram].map(default_workdir);
+        if own.contains(&workdir) {
+            let fd = sys_trust::own_dir(&workdir).context("the work directory")?;
+            let fd = Arc::new(fd);
+            self.base = Some(fd.clone());
+            return Ok((fd, workdir));
+        }
+        let walked = sys_trust::walk(&workdir, Some(0o755))
+            .with_context(|| format!("opening --workdir {}", workdir.display()))?;
+        let fd = Arc::new(walked.fd);
+        if walked.untrusted.is_none() {
+            self.base = Some(fd.clone());
+            return Ok((fd, walked.path));
+        }
+        // Others can change the work directory: keep everything in a private directory.
+        let name = format!(".fsgauge-{:016x}", rand::random::<u64>());
+        let private = self.make_dir_in(&fd, &walked.path, &name, 0o700)?;
+        self.base = Some(private.clone());
+        Ok((private, walked.path.join(name)))
+    }
+
+    /// Makes the directory `name` in the held directory `dir` (at `dir_path`) exclusively,
+    /// recorded in the ledger first and struck off again when it could not be made; it is
+    /// deleted through `dir` at teardown.
+    fn make_dir_in(
+        &mut self,
+        dir: &Arc<OwnedFd>,
+        dir_path: &Path,
+        name: &str,
+        mode: u32,
+    ) -> Result<Arc<OwnedFd>> {
+        let path = dir_path.join(name);
+        let r = Resource::Dir {
+            path: path.clone(),
+            id: None,
+        };
+        self.ledger().record(r.clone())?;
+        let made = sys_trust::make_dir_at(dir.as_fd(), name, mode);
+        let fd = match made {
+            Ok(fd) => fd,
+            Err(e) => {
+                let _ = self.ledger().forget(&r);
+                return Err(e).with_context(|| format!("creating {}", path.display()));
+            }
+        };
+        let id = FileId::of(fd.as_fd()).with_context(|| format!("stat {}", path.display()))?;
+        let done = Resource::Dir { path, id: Some(id) };
+        self.ledger().replace(&r, done.clone())?;
+        self.held.push(Held {
+            resource: done,
+            dir: dir.clone(),
+            name: name.to_string(),
+            is_dir: true,
+            id,
+        });
+        Ok(Arc::new(fd))
+    }
+
     fn make_loop(
         &mut self,
-        image: &Path,
+        dir: &Arc<OwnedFd>,
+        dir_path: &Path,
+        name: &str,
         size: u64,
         backing: Backing,
         dio: bool,
-    ) -> Result<LoopDevice> {
-        let dir = image.parent().unwrap_or(Path::new("/"));
-        if backing == Backing::Ram && !dir.exists() {
-            self.make_dir(dir, true)?;
-        }
+    ) -> Result<(LoopDevice, FileId)> {
+        let image = dir_path.join(name);
         let img = Resource::Image {
-            path: image.to_path_buf(),
+            path: image.clone(),
+            id: None,
         };
         self.ledger().record(img.clone())?;
-        let f = match in_shared_dir(image, || {
-            fs::OpenOptions::new()
-                .write(true)
-                .create_new(true)
-                .open(image)
-        }) {
+        let f = match sys_trust::create_file_at(dir.as_fd(), name) {
             Ok(f) => f,
             Err(e) => {
                 // Not made (an image already there is not ours): nothing to remove later.
@@ -353,6 +515,19 @@ impl Testbed {
                 return Err(e).with_context(|| format!("creating image {}", image.display()));
             }
         };
+        let id = FileId::of(f.as_fd()).with_context(|| format!("stat {}", image.display()))?;
+        let made = Resource::Image {
+            path: image.clone(),
+            id: Some(id),
+        };
+        self.ledger().replace(&img, made.clone())?;
+        self.held.push(Held {
+            resource: made,
+            dir: dir.clone(),
+            name: name.to_string(),
+            is_dir: false,
+            id,
+        });
         f.set_len(size).with_context(|| {
             format!("sizing image {} to {}", image.display(), format_size(size))
         })?;
@@ -366,7 +541,7 @@ impl Testbed {
                 0,
                 i64::try_from(size).unwrap_or(i64::MAX),
             );
-            let store = BackingStore::of(dir);
+            let store = BackingStore::of(dir_path);
             match done {
                 Ok(()) => {}
                 Err(nix::errno::Errno::ENOSPC) => {
@@ -394,54 +569,63 @@ impl Testbed {
                 }
             }
         }
-        drop(f);
         self.ledger().record(Resource::Loop {
-            image: image.to_path_buf(),
+            image: image.clone(),
+            backing: Some(id),
         })?;
-        LoopDevice::attach(image, dio)
+        // Attached from the descriptor the image was created with, never reopened by path.
+        let lo = LoopDevice::attach(&f, &image, dio)?;
+        Ok((lo, id))
     }
 
-    /// Makes a directory (with its parents when `all`), recorded in the ledger first and
-    /// struck off again when it could not be made, so that nothing is left recorded that was
-    /// never made.
-    fn make_dir(&mut self, path: &Path, all: bool) -> Result<()> {
-        let r = Resource::Dir {
-            path: path.to_path_buf(),
-        };
-        let recorded_before = self.ledger().entry().resources.contains(&r);
-        self.ledger().record(r.clone())?;
-        let made = if all {
-            fs::create_dir_all(path)
-        } else {
-            in_shared_dir(path, || fs::create_dir(path))
-        };
-        if let Err(e) = made {
-            if !recorded_before {
-                let _ = self.ledger().forget(&r);
-            }
-            return Err(e).with_context(|| format!("creating {}", path.display()));
+    /// The mount target, reached through the held home directory (not by a path others
+    /// could redirect).
+    fn target(&self) -> Result<PathBuf> {
+        let home = self
+            .home
+            .as_ref()
+            .context("the testbed's directory is not open")?;
+        Ok(sys_trust::fd_path(home.as_fd(), "mnt"))
+    }
+
+    fn mount(&mut self) -> Result<()> {
+        let target = self.target()?;
+        mount::mount(&self.device, &target, self.spec.fs.name(), &self.mount_opts)
+            .with_context(|| format!("mounting on {}", self.mountpoint.display()))?;
+        self.mounted = true;
+        // What is mounted there now must be the testbed's device.
+        let home = self
+            .home
+            .as_ref()
+            .context("the testbed's directory is not open")?;
+        let opened = sys_trust::open_dir_in(home.as_fd(), "mnt")
+            .with_context(|| format!("opening {}", self.mountpoint.display()))?;
+        let (dev, mnt_id) = sys_trust::statx_dev_mnt(opened.as_fd())
+            .with_context(|| format!("statx {}", self.mountpoint.display()))?;
+        self.mounted_dev = dev;
+        if !mount::mount_is_of(mnt_id, &self.device, self.fsdev) {
+            anyhow::bail!(
+                "{} is not on {} after mounting it there",
+                self.mountpoint.display(),
+                self.device.display()
+            );
         }
         Ok(())
     }
 
-    fn mount(&mut self) -> Result<()> {
-        let target = self.mountpoint.clone();
-        self.ledger().record(Resource::Mount { target })?;
-        mount::mount(
-            &self.device,
-            &self.mountpoint,
-            self.spec.fs.name(),
-            &self.mount_opts,
-        )?;
-        self.mounted = true;
+    fn unmount(&mut self) -> Result<()> {
+        if let Some(home) = &self.home {
+            mount::unmount_in(home.as_fd(), "mnt", self.mounted_dev)
+                .with_context(|| format!("unmounting {}", self.mountpoint.display()))?;
+        }
+        self.mounted = false;
         Ok(())
     }
 
     /// Unmounts and mounts again with the same options: the coldest cache short of a reboot.
     pub fn remount(&mut self) -> Result<()> {
         if self.mounted {
-            mount::unmount(&self.mountpoint)?;
-            self.mounted = false;
+            self.unmount()?;
         }
         // Dropping caches too makes the block device's own cache cold.
         drop_caches()?;
@@ -553,9 +737,8 @@ impl Testbed {
         crate::signals::test_pause("teardown");
         let mut errors = Vec::new();
         if self.mounted {
-            match mount::unmount(&self.mountpoint) {
-                Ok(()) => self.mounted = false,
-                Err(e) => errors.push(e),
+            if let Err(e) = self.unmount() {
+                errors.push(e);
             }
         }
         if !self.mounted {
@@ -569,9 +752,30 @@ impl Testbed {
             }
         }
         if let Some(mut ledger) = self.ledger.take() {
-            errors.extend(ledger.release_all());
+            // What this process made goes through the directory descriptors it holds, so a
+            // directory renamed meanwhile cannot leak it or redirect the delete.
+            let held = std::mem::take(&mut self.held);
+            errors.extend(ledger.release_all_with(|r| {
+                let h = held.iter().find(|h| h.resource == *r)?;
+                Some(
+                    sys_trust::remove_at(h.dir.as_fd(), &h.name, h.is_dir, Some(h.id))
+                        .or_else(|e| match e.raw_os_error() {
+                            // A shared directory another run still uses stays.
+                            Some(libc::ENOTEMPTY) if h.is_dir => Ok(()),
+                            _ => Err(e),
+                        })
+                        .with_context(|| format!("removing {}", r_path(r).display())),
+                )
+            }));
         }
         errors
+    }
+}
+
+fn r_path(r: &Resource) -> &Path {
+    match r {
+        Resource::Dir { path, .. } | Resource::Image { path, .. } => path,
+        _ => Path::new("?"),
     }
 }
 
@@ -641,6 +845,14 @@ pub fn destroy_by_name(name: &str) -> Result<()> {
             "no testbed named {name:?} ({e:#}); `fsgauge testbed list` shows the existing ones"
         ))
     })?;
+    let entry = ledger.entry();
+    if !entry.persistent() && entry.owner_alive() {
+        // As `testbed cleanup` does: a run's testbed is its own until the run ends.
+        return Err(bad_input(format!(
+            "testbed {name:?} belongs to a running fsgauge (pid {}); it goes when that run ends. Stop the run (kill {}) instead, or wait; `testbed destroy` only removes testbeds of `testbed create` and those of runs that are gone",
+            entry.owner_pid, entry.owner_pid
+        )));
+    }
     let errors = ledger.release_all();
     match errors.into_iter().next() {
         None => Ok(()),
@@ -693,71 +905,4 @@ pub fn cleanup_in(dir: &Path, all: bool) -> Result<CleanupReport> {
         }
     }
     Ok(report)
-}
-
-/// Makes `path` (a file or directory, by `make`) inside one of fsgauge's own shared work
-/// directories (`/var/tmp/fsgauge`, `/dev/shm/fsgauge`). Another run removes such a directory
-/// at its teardown when it finds it empty, which can happen between this run making it and
-/// making something in it: then the directory is made again and `make` tried again.
-fn in_shared_dir<T>(
-    path: &Path,
-    mut make: impl FnMut() -> std::io::Result<T>,
-) -> std::io::Result<T> {
-    let own = [Backing::File, Backing::Ram].map(default_workdir);
-    let shared = path.parent().filter(|p| own.iter().any(|d| d == p));
-    let mut tries = 0;
-    loop {
-        match (make(), shared) {
-            (Err(e), Some(dir)) if tries < 20 && e.kind() == std::io::ErrorKind::NotFound => {
-                tries += 1;
-                fs::create_dir_all(dir)?;
-            }
-            (other, _) => return other,
-        }
-    }
-}
-
-#[cfg(test)]
-mod tests {
-    use super::*;
-
-    #[test]
-    fn a_shared_work_directory_removed_by_another_run_is_made_again() {
-        let dir = default_workdir(Backing::Ram);
-        if !Path::new("/dev/shm").is_dir() || !nix::unistd::geteuid().is_root() {
-            assert!(
-                std::env::var("CI").map_or(true, |v| v.is_empty() || v == "false"),
-                "CI must run every test, but this one needs root and /dev/shm"
-            );
-            eprintln!("skipped: needs root and /dev/shm");
-            return;
-        }
-        fs::create_dir_all(&dir).unwrap();
-        let target = dir.join(format!("in-shared-dir-test-{}", std::process::id()));
-        let mut calls = 0;
-        // The first try finds the directory gone (another run removed it when empty).
-        let made = in_shared_dir(&target, || {
-            calls += 1;
-            if calls == 1 {
-                let _ = fs::remove_dir(&dir);
-                return Err(std::io::Error::from(std::io::ErrorKind::NotFound));
-            }
-            fs::create_dir(&target)
-        });
-        assert!(made.is_ok(), "{made:?}");
-        assert_eq!(calls, 2);
-        fs::remove_dir(&target).unwrap();
-        let _ = fs::remove_dir(&dir);
-
-        // Anywhere else a missing directory is the caller's error, reported at once.
-        let tmp = tempfile::tempdir().unwrap();
-        let elsewhere = tmp.path().join("gone/x");
-        let mut calls = 0;
-        let made = in_shared_dir(&elsewhere, || {
-            calls += 1;
-            fs::create_dir(&elsewhere)
-        });
-        assert_eq!(made.unwrap_err().kind(), std::io::ErrorKind::NotFound);
-        assert_eq!(calls, 1);
-    }
 }

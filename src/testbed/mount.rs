@@ -7,7 +7,12 @@ use std::io::{Read, Seek, SeekFrom};
 use std::path::{Path, PathBuf};
 use std::time::Duration;
 
+use std::os::fd::{AsFd, BorrowedFd};
+use std::os::unix::fs::MetadataExt;
+
 use anyhow::{Context, Result};
+
+use crate::sys::trust::{self, FileId};
 use nix::errno::Errno;
 use nix::mount::{MntFlags, MsFlags};
 
@@ -92,6 +97,102 @@ pub fn unmount(target: &Path) -> Result<()> {
         }
     }
     Ok(())
+}
+
+/// Unmounts the filesystem mounted at `mnt` inside the held directory `dir`, if the
+/// filesystem there is still the one on device `fsdev` (else it is unmounted already).
+/// `dir` is one of fsgauge's own directories, so the name cannot be swapped by others;
+/// renaming `dir` or the directories above it changes nothing.
+pub fn unmount_in(dir: BorrowedFd<'_>, mnt: &str, fsdev: u64) -> Result<()> {
+    let target = trust::fd_path(dir, mnt);
+    match fs::symlink_metadata(&target) {
+        Ok(md) if md.dev() == fsdev => unmount(&target),
+        _ => Ok(()),
+    }
+}
+
+/// Unmounts every mount of the filesystem on device `fsdev` (found in /proc/self/mountinfo,
+/// wherever its mount point was moved or renamed to), but only while that device is still
+/// the loop device of the image `backing` when given. Each mount point is opened without
+/// following symlinks, checked to be the root of that very mount (device and mount id), and
+/// detached through that descriptor, so no path swapped meanwhile is acted on.
+pub fn unmount_device(fsdev: u64, backing: Option<FileId>) -> Result<()> {
+    if let Some(id) = backing {
+        if !super::loopdev::device_backed_by(fsdev, id) {
+            // The loop device is gone or reused: nothing of this testbed can be mounted.
+            return Ok(());
+        }
+    }
+    let want = format!("{}:{}", libc::major(fsdev), libc::minor(fsdev));
+    // btrfs (and others) show an anonymous device number, not the block device's: match on
+    // the source device too.
+    let source = super::loopdev::dev_path(fsdev);
+    let info =
+        fs::read_to_string("/proc/self/mountinfo").context("reading /proc/self/mountinfo")?;
+    for line in info.lines() {
+        let Some(m) = MountLine::parse(line) else {
+            continue;
+        };
+        let by_source = source
+            .as_ref()
+            .is_some_and(|s| m.source == s.to_string_lossy());
+        if m.majmin != want && !by_source {
+            continue;
+        }
+        let target = PathBuf::from(&m.target);
+        let fd = trust::open_dir_nofollow(&target).with_context(|| {
+            format!(
+                "opening the mount point {} (not following symlinks)",
+                target.display()
+            )
+        })?;
+        // The mount id names the mount (the device number files report need not be the
+        // filesystem's: btrfs gives each subvolume its own).
+        let (_, id) = trust::statx_dev_mnt(fd.as_fd())
+            .with_context(|| format!("statx {}", target.display()))?;
+        if id != m.id {
+            anyhow::bail!(
+                "{} changed while it was being unmounted (not the mount of device {want}); run cleanup again",
+                target.display()
+            );
+        }
+        // The descriptor keeps the mount busy: detach it lazily, and let the last close end it.
+        nix::mount::umount2(&trust::fd_path(fd.as_fd(), ""), MntFlags::MNT_DETACH)
+            .with_context(|| format!("unmounting {} (device {want})", target.display()))?;
+    }
+    Ok(())
+}
+
+/// One line of /proc/self/mountinfo, the fields fsgauge uses.
+struct MountLine {
+    id: u64,
+    majmin: String,
+    target: String,
+    source: String,
+}
+
+impl MountLine {
+    fn parse(line: &str) -> Option<Self> {
+        let f: Vec<&str> = line.split(' ').collect();
+        let dash = f.iter().position(|x| *x == "-")?;
+        Some(Self {
+            id: f.first()?.parse().ok()?,
+            majmin: f.get(2)?.to_string(),
+            target: unescape_mount_field(f.get(4)?),
+            source: unescape_mount_field(f.get(dash + 2)?),
+        })
+    }
+}
+
+/// Whether the mount with id `mnt_id` is of the block device `dev` (by its number, or as
+/// its source, for filesystems such as btrfs that show an anonymous device number).
+pub fn mount_is_of(mnt_id: u64, dev: &Path, rdev: u64) -> bool {
+    let want = format!("{}:{}", libc::major(rdev), libc::minor(rdev));
+    fs::read_to_string("/proc/self/mountinfo").is_ok_and(|info| {
+        info.lines()
+            .filter_map(MountLine::parse)
+            .any(|m| m.id == mnt_id && (m.majmin == want || Path::new(&m.source) == dev))
+    })
 }
 
 /// Whether `path` is a mount point (listed as a target in /proc/self/mountinfo).

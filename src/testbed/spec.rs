@@ -179,10 +179,18 @@ impl TestbedSpec {
     pub fn build(i: TestbedInput) -> anyhow::Result<Self> {
         let mkfs_opts =
             split_words(&i.mkfs).map_err(|e| bad_param("mkfs", format!("--mkfs-opts: {e}")))?;
+        // A --device is formatted whole: its size is the testbed's, known before anything is
+        // made, so that every check of room is made against it (one that cannot be read is
+        // reported by the preflight).
+        let size = i
+            .device
+            .as_deref()
+            .and_then(|d| super::device_size(d).ok())
+            .unwrap_or(i.size);
         let spec = TestbedSpec {
             label: i.label.unwrap_or_else(|| i.fs.name().to_string()),
             fs: i.fs,
-            size: i.size,
+            size,
             mkfs_opts,
             mount_opts: i.mount,
             journal: i.journal,

@@ -451,6 +451,12 @@ fn spin() {
     std::thread::yield_now();
 }
 
+/// Whether the attacker may not look into `d` (fsgauge made it 0700): then it acts blind, at
+/// a random moment, on the name it can see.
+fn unreadable(d: &Path) -> bool {
+    matches!(std::fs::read_dir(d), Err(e) if e.kind() == std::io::ErrorKind::PermissionDenied)
+}
+
 /// Sleeps a random few tens of microseconds (0 half of the time): where in the window the
 /// attacker lands.
 fn jitter(rng: &mut ChaCha8Rng, max_us: u64) {
@@ -463,7 +469,11 @@ fn jitter(rng: &mut ChaCha8Rng, max_us: u64) {
 /// every name the real one has (files to the victim file, directories to the victim
 /// directory), and the names fsgauge's images and mount point had.
 fn plant_twin(d: &Path, victim_file: &Path, victim_dir: &Path) -> std::io::Result<()> {
-    let mut names: Vec<(String, bool)> = std::fs::read_dir(d)?
+    // A directory the attacker cannot read (fsgauge's own, 0700) is swapped blind: the
+    // names fsgauge's images and mount point would have.
+    let mut names: Vec<(String, bool)> = std::fs::read_dir(d)
+        .into_iter()
+        .flatten()
         .filter_map(|e| e.ok())
         .map(|e| {
             (
@@ -498,6 +508,7 @@ fn workdir_swap(figures: &mut Figures, rng: &mut ChaCha8Rng, images: usize, extr
     let done = Arc::new(AtomicBool::new(false));
     let (vf, vd, w) = (sc.victim_file.clone(), sc.victim_dir.clone(), wd.clone());
     let delay = rng.gen_range(0..=20u64);
+    let blind_ms = 120;
     let mut arng = ChaCha8Rng::seed_from_u64(rng.gen());
     let att = attacker(&sc.victim_file, &done, move |done| {
         // Woken by the kernel when an entry is made in the work directory or in a directory
@@ -507,6 +518,11 @@ fn workdir_swap(figures: &mut Figures, rng: &mut ChaCha8Rng, images: usize, extr
         let mut watched: Vec<PathBuf> = Vec::new();
         while !done.load(Ordering::SeqCst) {
             for d in dirs_in(&w, &[]) {
+                if unreadable(&d) {
+                    std::thread::sleep(Duration::from_millis(arng.gen_range(0..=blind_ms)));
+                    let ok = plant_twin(&d, &vf, &vd).is_ok();
+                    return ok && !done.load(Ordering::SeqCst);
+                }
                 if !watched.contains(&d) {
                     watch.add(&d);
                     watched.push(d.clone());
@@ -642,6 +658,19 @@ fn dir_swap(figures: &mut Figures, rng: &mut ChaCha8Rng, when: When) {
                 spin();
                 continue;
             };
+            if unreadable(&run) {
+                let ms = match when {
+                    When::Create => after as u64 * 20,
+                    When::Delete => 300 + after as u64 * 40,
+                };
+                std::thread::sleep(Duration::from_millis(ms));
+                let name = run.file_name().unwrap_or_default().to_os_string();
+                let mut moved = name.clone();
+                moved.push(".x");
+                let ok = std::fs::rename(&run, w.join(moved)).is_ok()
+                    && symlink(&vd, w.join(&name)).is_ok();
+                return ok && !done.load(Ordering::SeqCst);
+            }
             // How far the run is: the entries of its first subdirectory.
             let n = dirs_in(&run, &[])
                 .first()

@@ -179,10 +179,15 @@ fn bench_prints_every_format_and_json_is_the_result_document() {
     let table = ok(&bench_create(&sb, &dir, &["--format", "table"]));
     assert!(table.lines().any(|l| l.starts_with("testbed")), "{table}");
 
-    // html is a report format: refused before anything runs.
-    let out = bench_create(&sb, &dir, &["--format", "html"]);
-    assert_eq!(out.status.code(), Some(2));
-    assert!(String::from_utf8_lossy(&out.stderr).contains("fsgauge report"));
+    // Every command renders through the one exporter, html included: one page with the rows
+    // per run and phase.
+    let html = ok(&bench_create(&sb, &dir, &["--format", "html"]));
+    assert!(html.starts_with("<!DOCTYPE html>"), "{html}");
+    assert!(
+        html.contains("<h3>Results per run and phase</h3>"),
+        "{html}"
+    );
+    assert_eq!(html.matches("<tr>").count(), 1 + phases, "{html}");
     let out = bench_create(&sb, &dir, &["--format", "json", "--json"]);
     assert_eq!(out.status.code(), Some(2), "--format and --json conflict");
     assert_eq!(std::fs::read_dir(&dir).unwrap().count(), 0);
@@ -276,14 +281,9 @@ fn compare_prints_every_format() {
         serde_json::from_str::<serde_json::Value>(&short).unwrap(),
         json
     );
-    let out = fsgauge()
-        .arg("compare")
-        .arg(&base)
-        .arg(&new)
-        .args(["--format", "html"])
-        .output()
-        .unwrap();
-    assert_eq!(out.status.code(), Some(2));
+    let html = cmp("html");
+    assert!(html.starts_with("<!DOCTYPE html>"), "{html}");
+    assert!(html.contains("<th>verdict</th>"), "{html}");
 }
 
 /// Result files written before declarations were recorded take their kind's declarations;
@@ -473,15 +473,11 @@ fn subcommands(help: &str) -> Vec<String> {
 }
 
 #[test]
-fn every_command_that_prints_takes_format_and_json() {
+fn every_command_that_prints_takes_format_json_and_quiet() {
     // Commands that print no results or listings: they change the machine and say what they
     // did, or print a plan file to copy.
-    const PRINT_NOTHING_TO_FORMAT: [&str; 4] = [
-        "testbed create",
-        "testbed destroy",
-        "testbed cleanup",
-        "presets show",
-    ];
+    const PRINT_NOTHING_TO_FORMAT: [&str; 3] =
+        ["testbed destroy", "testbed cleanup", "presets show"];
     let mut todo = vec![Vec::<String>::new()];
     let mut checked = Vec::new();
     while let Some(path) = todo.pop() {
@@ -505,7 +501,7 @@ fn every_command_that_prints_takes_format_and_json() {
             .lines()
             .find(|l| l.trim_start().starts_with("--format"))
             .unwrap_or_else(|| panic!("fsgauge {name} has no --format:\n{help}"));
-        for f in ["table", "json", "csv", "md"] {
+        for f in ["table", "json", "csv", "md", "html"] {
             assert!(
                 format.contains(f),
                 "fsgauge {name} --format lacks {f}: {format}"
@@ -514,6 +510,10 @@ fn every_command_that_prints_takes_format_and_json() {
         assert!(
             help.lines().any(|l| l.trim_start().starts_with("--json")),
             "fsgauge {name} has no --json:\n{help}"
+        );
+        assert!(
+            help.lines().any(|l| l.contains("--quiet")),
+            "fsgauge {name} has no --quiet:\n{help}"
         );
         checked.push(name);
     }
@@ -527,7 +527,12 @@ fn every_command_that_prints_takes_format_and_json() {
         "frag",
         "study append",
         "testbed list",
+        "testbed create",
         "presets",
+        "age",
+        "read",
+        "exercise",
+        "bench clients",
     ] {
         assert!(
             checked.iter().any(|n| n == c),

@@ -154,7 +154,10 @@ fn bench(cmd: &BenchCmd, run: &RunArgs) -> Result<ExitCode> {
     if cmd.csv {
         run.output.format = Some(OutputFormat::Csv);
     }
-    let tables = b.tables.unwrap_or(phase_table);
+    let tables = |r: &[RunResult]| match &cmd.kind.tables {
+        Some(t) => crate::text::Table::texts(&t.of(r)),
+        None => phase_table(r),
+    };
     let table = |r: &[RunResult]| tables(r) + &crate::report::ranks::rank_text(r);
     let csv_view = b.csv.map(|f| move |r: &[RunResult]| f(r));
     run.print_views(

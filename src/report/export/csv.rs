@@ -4,8 +4,9 @@
 use anyhow::Result;
 
 use super::Exporter;
+use crate::report::document::Page;
 use crate::report::model::Report;
-use crate::report::output::csv_field as field;
+use crate::report::output::{csv_field as field, csv_table};
 
 /// The CSV exporter.
 pub struct Csv;
@@ -15,7 +16,7 @@ impl Exporter for Csv {
         "csv"
     }
 
-    fn render(&self, report: &Report) -> Result<Vec<u8>> {
+    fn report(&self, report: &Report) -> Result<Vec<u8>> {
         let mut out = String::from(
             "testbed,workload,phase,threads,metric,unit,better,n,mean,sd,cv,ci95_low,ci95_high,min,median,max,harmonic_mean\n",
         );
@@ -50,5 +51,14 @@ impl Exporter for Csv {
             }
         }
         Ok(out.into_bytes())
+    }
+
+    /// The command's own CSV, else its tables, a blank line between them.
+    fn page(&self, page: &Page) -> Result<Vec<u8>> {
+        if let Some(csv) = &page.csv {
+            return Ok(csv.clone().into_bytes());
+        }
+        let tables: Vec<String> = page.tables.iter().map(csv_table).collect();
+        Ok(tables.join("\n").into_bytes())
     }
 }

@@ -6,6 +6,7 @@ use std::fmt::Write;
 use anyhow::Result;
 
 use super::Exporter;
+use crate::report::document::Page;
 use crate::report::model::{environment_table, findings_table, Report, Table};
 use crate::report::plots;
 
@@ -69,7 +70,7 @@ impl Exporter for Html {
         "html"
     }
 
-    fn render(&self, report: &Report) -> Result<Vec<u8>> {
+    fn report(&self, report: &Report) -> Result<Vec<u8>> {
         let mut out = String::new();
         let _ = write!(
             out,
@@ -138,6 +139,25 @@ impl Exporter for Html {
         }
         out.push_str("<h2>Environment</h2>\n");
         table(&mut out, &environment_table(&report.environment));
+        out.push_str("</body>\n</html>\n");
+        Ok(out.into_bytes())
+    }
+
+    /// One self-contained page: the title, the preface, every table.
+    fn page(&self, page: &Page) -> Result<Vec<u8>> {
+        let mut out = String::new();
+        let _ = write!(
+            out,
+            "<!DOCTYPE html>\n<html lang=\"en\">\n<head>\n<meta charset=\"utf-8\">\n<link rel=\"icon\" href=\"data:,\">\n<title>{}</title>\n<style>{STYLE}</style>\n</head>\n<body>\n<h1>{}</h1>\n",
+            esc(&page.title),
+            esc(&page.title)
+        );
+        if !page.preface.is_empty() {
+            let _ = writeln!(out, "<pre>{}</pre>", esc(&page.preface));
+        }
+        for t in &page.tables {
+            table(&mut out, t);
+        }
         out.push_str("</body>\n</html>\n");
         Ok(out.into_bytes())
     }

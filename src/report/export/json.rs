@@ -4,6 +4,7 @@
 use anyhow::Result;
 
 use super::Exporter;
+use crate::report::document::Page;
 use crate::report::model::Report;
 
 /// The JSON exporter.
@@ -14,9 +15,13 @@ impl Exporter for Json {
         "json"
     }
 
-    fn render(&self, report: &Report) -> Result<Vec<u8>> {
+    fn report(&self, report: &Report) -> Result<Vec<u8>> {
         let mut out = serde_json::to_vec_pretty(report)?;
         out.push(b'\n');
         Ok(out)
+    }
+
+    fn page(&self, page: &Page) -> Result<Vec<u8>> {
+        Ok(format!("{}\n", page.json).into_bytes())
     }
 }

@@ -6,16 +6,19 @@ use std::fmt::Write;
 use anyhow::Result;
 
 use super::Exporter;
+use crate::report::document::Page;
 use crate::report::model::{environment_table, findings_table, Report, Table};
 use crate::report::output::{md_cell, md_header, md_row};
 
 /// The Markdown exporter.
 pub struct Markdown;
 
-/// One table in Markdown.
+/// One table in Markdown (a table without a title or note goes without them: a listing).
 pub fn table(t: &Table) -> String {
     let mut out = String::new();
-    let _ = writeln!(out, "### {}\n\n{}\n", t.title, t.note);
+    if !(t.title.is_empty() && t.note.is_empty()) {
+        let _ = writeln!(out, "### {}\n\n{}\n", t.title, t.note);
+    }
     out.push_str(&md_header(&t.headers, t.label_columns));
     for r in &t.rows {
         out.push_str(&md_row(r));
@@ -29,7 +32,7 @@ impl Exporter for Markdown {
         "md"
     }
 
-    fn render(&self, report: &Report) -> Result<Vec<u8>> {
+    fn report(&self, report: &Report) -> Result<Vec<u8>> {
         let mut out = String::new();
         let _ = writeln!(out, "# {}\n", report.title);
         let _ = writeln!(
@@ -71,6 +74,28 @@ impl Exporter for Markdown {
         }
         let _ = writeln!(out, "## Environment\n");
         out.push_str(&table(&environment_table(&report.environment)));
+        Ok(out.into_bytes())
+    }
+
+    /// The preface as it is, then every table (no page heading, so that the output pastes into
+    /// a larger document).
+    fn page(&self, page: &Page) -> Result<Vec<u8>> {
+        let mut out = page.preface.clone();
+        // A bare table (a listing, no title or note) ends at its last row; a blank line
+        // separates tables.
+        let tables: Vec<String> = page
+            .tables
+            .iter()
+            .map(|t| {
+                let md = table(t);
+                if t.title.is_empty() && t.note.is_empty() {
+                    md.trim_end_matches('\n').to_string() + "\n"
+                } else {
+                    md
+                }
+            })
+            .collect();
+        out.push_str(&tables.join("\n"));
         Ok(out.into_bytes())
     }
 }

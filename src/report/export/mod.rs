@@ -10,6 +10,7 @@ mod text;
 
 use anyhow::Result;
 
+use super::document::{Document, Page};
 use super::model::{Report, Table};
 
 /// One table as Markdown.
@@ -17,12 +18,36 @@ pub fn md_table(t: &Table) -> String {
     md::table(t)
 }
 
-/// Turns a report into a document.
+/// Renders a document in one format: a report its own way, a command's page as tables.
 pub trait Exporter {
     /// The file extension of the format.
     fn extension(&self) -> &'static str;
-    /// The document.
-    fn render(&self, report: &Report) -> Result<Vec<u8>>;
+    /// A report of result files.
+    fn report(&self, report: &Report) -> Result<Vec<u8>>;
+    /// Any other command's output.
+    fn page(&self, page: &Page) -> Result<Vec<u8>>;
+    /// The document, whichever it is.
+    fn render(&self, doc: &Document) -> Result<Vec<u8>> {
+        match doc {
+            Document::Report(r) => self.report(r),
+            Document::Page(p) => self.page(p),
+        }
+    }
+}
+
+/// A document in a format: the one way every command prints what it made.
+pub fn render(doc: &Document, format: Format) -> Result<Vec<u8>> {
+    format.exporter().render(doc)
+}
+
+/// Prints a document in a format on stdout.
+pub fn print(doc: &Document, format: Format) -> Result<()> {
+    use std::io::Write;
+    let bytes = render(doc, format)?;
+    let mut out = std::io::stdout().lock();
+    out.write_all(&bytes)?;
+    out.flush()?;
+    Ok(())
 }
 
 /// The formats `fsgauge report --format` offers: the one output-format enum every command

@@ -6,6 +6,7 @@ use std::fmt::Write;
 use anyhow::Result;
 
 use super::Exporter;
+use crate::report::document::Page;
 use crate::report::model::{environment_table, findings_table, Report};
 use crate::report::table::text;
 
@@ -17,7 +18,7 @@ impl Exporter for Text {
         "txt"
     }
 
-    fn render(&self, report: &Report) -> Result<Vec<u8>> {
+    fn report(&self, report: &Report) -> Result<Vec<u8>> {
         let mut out = String::new();
         let _ = writeln!(out, "{}", report.title);
         let _ = writeln!(
@@ -51,6 +52,20 @@ impl Exporter for Text {
             out.push('\n');
         }
         out.push_str(&text(&environment_table(&report.environment)));
+        Ok(out.into_bytes())
+    }
+
+    /// The command's own terminal text, else its tables (title, table, note), a blank line
+    /// between them.
+    fn page(&self, page: &Page) -> Result<Vec<u8>> {
+        let mut out = page.preface.clone();
+        match &page.text {
+            Some(t) => out.push_str(t),
+            None => {
+                let tables: Vec<String> = page.tables.iter().map(text).collect();
+                out.push_str(&tables.join("\n"));
+            }
+        }
         Ok(out.into_bytes())
     }
 }

@@ -2,9 +2,10 @@
 //! block-reservation study tabulated dbench, and per phase dbench's own table — operation,
 //! count, mean and max latency — with percentiles added.
 
+use crate::results::tables::KindTables;
 use crate::results::RunResult;
-use crate::text::{format_ns, render};
-use crate::workload::tio::table::{sweep_table, SweepPoint};
+use crate::text::{format_ns, Table};
+use crate::workload::tio::table::{sweep_tables_of, SweepPoint};
 
 fn client_count(name: &str) -> Option<u64> {
     name.strip_prefix("clients-")?.parse().ok()
@@ -27,20 +28,28 @@ pub fn points(results: &[RunResult]) -> Vec<SweepPoint> {
         .collect()
 }
 
+/// The clients workload's tables, registered with its kind: `bench clients` prints them and
+/// `report` shows them.
+pub const TABLES: KindTables = KindTables {
+    kind: "clients",
+    tables,
+    against: &[],
+};
+
 /// The sweep table, then dbench's operation table for every measured phase.
-pub fn tables(results: &[RunResult]) -> String {
-    let mut out = sweep_table(&points(results), "clients", "MB/s (10^6 bytes/s)");
+pub fn tables(results: &[RunResult]) -> Vec<Table> {
+    let mut out = sweep_tables_of(&points(results), "clients", "MB/s (10^6 bytes/s)");
     for r in results {
         for p in r.phases.iter().filter(|p| client_count(&p.name).is_some()) {
-            out.push_str(&format!(
-                "\n{} rep {} {}: {:.2} MB/s, {} operations in {:.2} s\n",
+            let title = format!(
+                "{} rep {} {}: {:.2} MB/s, {} operations in {:.2} s",
                 r.testbed.label,
                 r.rep,
                 p.name,
                 p.bytes_per_s / 1e6,
                 p.ops,
                 p.wall_s
-            ));
+            );
             let headers = [
                 "Operation",
                 "Count",
@@ -67,7 +76,13 @@ pub fn tables(results: &[RunResult]) -> String {
                     ]
                 })
                 .collect();
-            out.push_str(&render(&headers, &rows));
+            out.push(Table {
+                title,
+                label_columns: 1,
+                note: String::new(),
+                headers: headers.map(String::from).to_vec(),
+                rows,
+            });
         }
     }
     out

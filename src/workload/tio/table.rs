@@ -7,8 +7,9 @@
 use std::fmt::Write as _;
 
 use super::Cell;
+use crate::results::tables::KindTables;
 use crate::results::RunResult;
-use crate::text::{format_ns, format_rate, render};
+use crate::text::{format_ns, format_rate, Table};
 use crate::units::format_size;
 
 /// One measured point of a sweep.
@@ -23,9 +24,17 @@ pub struct SweepPoint {
     pub value: f64,
 }
 
+/// [`sweep_tables_of`] as terminal text.
+pub fn sweep_table(points: &[SweepPoint], x_name: &str, value_name: &str) -> String {
+    sweep_tables_of(points, x_name, value_name)
+        .iter()
+        .map(|t| t.text() + "\n")
+        .collect()
+}
+
 /// Tables of `points`, one per group: rows `x_name`, testbeds across, means over repetitions,
 /// and for every testbed after the first the % change against the first.
-pub fn sweep_table(points: &[SweepPoint], x_name: &str, value_name: &str) -> String {
+pub fn sweep_tables_of(points: &[SweepPoint], x_name: &str, value_name: &str) -> Vec<Table> {
     let mut groups: Vec<String> = Vec::new();
     let mut labels: Vec<String> = Vec::new();
     for p in points {
@@ -48,7 +57,7 @@ pub fn sweep_table(points: &[SweepPoint], x_name: &str, value_name: &str) -> Str
             .find(|(k, _)| *k == (g, x, l))
             .map(|(_, s)| s.mean)
     };
-    let mut out = String::new();
+    let mut out = Vec::new();
     for g in &groups {
         let mut xs: Vec<u64> = points
             .iter()
@@ -84,10 +93,13 @@ pub fn sweep_table(points: &[SweepPoint], x_name: &str, value_name: &str) -> Str
                 row
             })
             .collect();
-        let _ = writeln!(out, "{g}: {value_name}");
-        let h: Vec<&str> = headers.iter().map(String::as_str).collect();
-        out.push_str(&render(&h, &rows));
-        out.push('\n');
+        out.push(Table {
+            title: format!("{g}: {value_name}"),
+            label_columns: 1,
+            note: String::new(),
+            headers,
+            rows,
+        });
     }
     out
 }
@@ -129,9 +141,21 @@ fn pct(v: f64) -> String {
     }
 }
 
+/// tio's tables, registered with its kind: `bench tio` prints them and `report` shows them.
+pub const TABLES: KindTables = KindTables {
+    kind: "tio",
+    tables: |results| {
+        if tio_phases(results).next().is_none() {
+            return Vec::new();
+        }
+        sweep_tables(results)
+    },
+    against: &[],
+};
+
 /// Everything a tio sweep prints: the per-mode-and-block tables, then the detail table.
-pub fn sweep_tables(results: &[RunResult]) -> String {
-    let mut out = sweep_table(&tio_points(results), "threads", "MB/s (10^6 bytes/s)");
+pub fn sweep_tables(results: &[RunResult]) -> Vec<Table> {
+    let mut out = sweep_tables_of(&tio_points(results), "threads", "MB/s (10^6 bytes/s)");
     let headers = [
         "testbed",
         "rep",
@@ -192,7 +216,13 @@ pub fn sweep_tables(results: &[RunResult]) -> String {
             ]
         })
         .collect();
-    out.push_str(&render(&headers, &rows));
+    out.push(Table {
+        title: String::new(),
+        label_columns: 3,
+        note: String::new(),
+        headers: headers.map(String::from).to_vec(),
+        rows,
+    });
     out
 }
 
