@@ -2,6 +2,9 @@
 //! condition it (memory limit, memory charger), run the workload, tear everything down, and
 //! write one result per run. Everything that can be checked is checked before anything is made.
 
+pub mod admit;
+pub mod params;
+
 use std::path::{Path, PathBuf};
 use std::time::SystemTime;
 
@@ -11,7 +14,6 @@ use crate::error::bad_input;
 use crate::measure::Progress;
 use crate::results::{write_result, Conditions, Environment, RunRecord, RunResult, StudyInfo};
 use crate::testbed::{own_rss, preflight, MemCharger, MemLimit, RunDir, Testbed, TestbedSpec};
-use crate::units::format_size;
 use crate::workload::{ColdMode, RunContext, Target, Workload};
 
 /// Where runs happen.
@@ -103,20 +105,9 @@ pub fn check(place: &Place, wl: &dyn Workload, opts: &RunOptions) -> Result<()> 
     }
     match place {
         Place::Testbed(spec) => {
+            admit::room(spec)?;
             preflight(spec)?;
-            // Filesystems keep some space for metadata and journal; 90% is a safe ceiling.
-            let usable = spec.size / 10 * 9;
-            if need > usable {
-                return Err(bad_input(format!(
-                    "the {} workload needs about {} but a {} {} testbed holds at most about {}; make --fs-size larger (at least --fs-size {}) or the workload smaller",
-                    wl.kind(),
-                    format_size_round(need),
-                    format_size(spec.size),
-                    spec.fs,
-                    format_size_round(usable),
-                    size_to_hold(need),
-                )));
-            }
+            admit::space(spec, wl)?;
         }
         Place::Dir(dir) => {
             check_dir(dir)?;
@@ -138,15 +129,7 @@ pub fn check(place: &Place, wl: &dyn Workload, opts: &RunOptions) -> Result<()> 
         }
     }
     if let Some(limit) = opts.mem_limit {
-        let needs = memory_needs(wl)?;
-        if limit < needs {
-            return Err(bad_input(format!(
-                "--mem-limit {} is below what the workload itself needs ({}: fsgauge's own memory plus its buffers); give at least {}",
-                format_size(limit),
-                format_size_round(needs),
-                format_size_round(needs.next_multiple_of(1 << 20))
-            )));
-        }
+        admit::memory(limit, wl, own_rss())?;
     }
     // Last, so that bad input makes nothing: a results directory that cannot take the
     // result is found before the workload runs, not after.
@@ -185,17 +168,6 @@ pub fn memory_needs_with(wl: &dyn Workload, tool_rss: u64) -> Result<u64> {
     })
 }
 
-/// The smallest testbed size, in whole GiB, whose 90% holds `needed` bytes, as a size to give
-/// to --fs-size (computed in 128 bits: `needed` may be close to 2^64).
-fn size_to_hold(needed: u64) -> String {
-    const GIB: u128 = 1 << 30;
-    let bytes = (u128::from(needed) * 10 / 9).div_ceil(GIB).max(1) * GIB;
-    match u64::try_from(bytes) {
-        Ok(b) => format_size(b),
-        Err(_) => format!("{}G", bytes / GIB),
-    }
-}
-
 fn format_size_round(b: u64) -> String {
     crate::units::format_bytes_human(b as f64)
 }
@@ -218,10 +190,26 @@ pub fn check_dir(dir: &Path) -> Result<()> {
     Ok(())
 }
 
+/// The place a run is made on, admitted: a testbed gets the inode fitting a plan's testbed
+/// gets when the plan is read ([`admit::inodes`]; a no-op on those), and the note saying so.
+pub fn admitted(place: &Place, wl: &dyn Workload) -> Result<(Place, Option<String>)> {
+    let mut place = place.clone();
+    let note = match &mut place {
+        Place::Testbed(spec) => admit::inodes(spec, wl)?,
+        Place::Dir(_) => None,
+    };
+    Ok((place, note))
+}
+
 /// Runs a workload `opts.reps` times and returns the results (also written to `opts.out`).
 pub fn run(place: &Place, wl: &dyn Workload, opts: &RunOptions) -> Result<Vec<Outcome>> {
     check(place, wl, opts)?;
-    let seed = opts.seed.unwrap_or_else(clock_seed);
+    let seed = opts.seed.unwrap_or_else(admit::clock_seed);
+    let (place, note) = admitted(place, wl)?;
+    if let Some(note) = note {
+        opts.progress.note(&note);
+    }
+    let place = &place;
     let mut out = Vec::new();
     for rep in 0..opts.reps {
         crate::signals::check()?;
@@ -229,13 +217,6 @@ pub fn run(place: &Place, wl: &dyn Workload, opts: &RunOptions) -> Result<Vec<Ou
         out.push(outcome);
     }
     Ok(out)
-}
-
-fn clock_seed() -> u64 {
-    SystemTime::now()
-        .duration_since(SystemTime::UNIX_EPOCH)
-        .map(|d| d.as_nanos() as u64)
-        .unwrap_or(0x5eed)
 }
 
 /// A stable hash of everything that defines a run (see [`spec`]).

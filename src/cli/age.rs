@@ -119,6 +119,7 @@ pub fn run(cmd: AgeCmd) -> Result<ExitCode> {
     if let Some(spec) = cmd.testbed.spec()? {
         age.0.check_fits(spec.size, 4096)?;
     }
+    let place = cmd.run.admit(place, &age)?;
     let outcomes = crate::runner::run(&place, &age, &cmd.run.options())?;
     cmd.run.print(&outcomes, checkpoint_table)?;
     if !cmd.run.output.silent() {

@@ -7,14 +7,13 @@ use anyhow::Result;
 use clap::Args;
 
 use crate::error::bad_input;
-use crate::measure::Progress;
 use crate::report::document::Document;
 use crate::report::output::{parse_format, render_results, OutputFormat, ResultViews};
 use crate::results::RunResult;
+use crate::runner::params::RunParams;
 use crate::runner::{Outcome, Place, RunOptions};
-use crate::testbed::{Backing, FsKind, JournalSpec, TestbedInput, TestbedSpec};
-use crate::units::Size;
-use crate::workload::ColdMode;
+use crate::testbed::{FsKind, TestbedParams, TestbedSpec};
+use crate::workload::Workload;
 
 /// Where the workload runs: a fresh testbed (`--fs`) or an existing directory (`--dir`).
 #[derive(Debug, Clone, Args)]
@@ -23,40 +22,9 @@ pub struct TestbedArgs {
     /// Build a fresh filesystem of this kind for every run: ext2, ext3, ext4, xfs or btrfs.
     #[arg(long, value_name = "KIND", conflicts_with = "dir")]
     pub fs: Option<FsKind>,
-    /// Size of the filesystem (image size), e.g. 2G.
-    #[arg(
-        long,
-        value_name = "SIZE",
-        default_value = "2G",
-        allow_hyphen_values = true
-    )]
-    pub fs_size: Size,
-    /// Extra mkfs arguments, e.g. "-O ^extent -I 256".
-    #[arg(
-        long,
-        value_name = "OPTS",
-        allow_hyphen_values = true,
-        default_value = ""
-    )]
-    pub mkfs_opts: String,
-    /// Mount options, e.g. "data=writeback,nodelalloc".
-    #[arg(long, value_name = "OPTS", default_value = "")]
-    pub mount_opts: String,
-    /// External journal (ext3/ext4 journal device, xfs log device): ram:SIZE on a RAM disk or
-    /// file:SIZE on an image file, e.g. ram:64M. At least 1024 filesystem blocks for ext3/ext4
-    /// (4M with the default 4K blocks, 1M with -b 1024), 64M for xfs; btrfs has none.
-    #[arg(long, value_name = "ram:SIZE|file:SIZE")]
-    pub journal: Option<JournalSpec>,
-    /// Put the image in a file on disk or on a RAM disk (tmpfs).
-    #[arg(long, value_name = "file|ram", default_value = "file")]
-    pub backing: Backing,
-    /// Directory for images and mount points [default: /var/tmp/fsgauge, /dev/shm/fsgauge for ram].
-    #[arg(long, value_name = "DIR")]
-    pub workdir: Option<PathBuf>,
-    /// Direct I/O from the loop device to its image, so the host's page cache stays out of the
-    /// figures.
-    #[arg(long, value_name = "on|off", default_value = "on", value_parser = crate::workload::params::on_off, action = clap::ArgAction::Set)]
-    pub loop_direct_io: bool,
+    /// How the testbed is built: its size, mkfs and mount options, journal, backing, ...
+    #[command(flatten)]
+    pub params: TestbedParams,
     /// Format this block device instead of an image (destroys its data; needs --destroy-data).
     /// The device is the backing and its size the filesystem's: --fs-size and --backing do not
     /// apply.
@@ -65,7 +33,7 @@ pub struct TestbedArgs {
         long,
         value_name = "DEV",
         requires = "destroy_data",
-        conflicts_with_all = ["fs_size", "backing"]
+        conflicts_with_all = [crate::testbed::params::SIZE_ID, "backing"]
     )]
     pub device: Option<PathBuf>,
     /// Confirms that --device may be formatted.
@@ -75,22 +43,12 @@ pub struct TestbedArgs {
     #[arg(long)]
     pub label: Option<String>,
     /// Run on this existing directory instead of a fresh testbed. fsgauge builds nothing there,
-    /// so the testbed flags (--fs-size, --journal, --backing, --workdir, --mkfs-opts,
-    /// --mount-opts, --loop-direct-io, --device) do not apply and are refused with it.
+    /// so the testbed flags (those of its size, mkfs and mount options, journal, backing,
+    /// workdir, loop device, and --device) do not apply and are refused with it.
     #[arg(
         long,
         value_name = "PATH",
-        conflicts_with_all = [
-            "fs_size",
-            "journal",
-            "backing",
-            "workdir",
-            "mkfs_opts",
-            "mount_opts",
-            "loop_direct_io",
-            "device",
-            "destroy_data",
-        ]
+        conflicts_with_all = [crate::testbed::params::GROUP, "device", "destroy_data"]
     )]
     pub dir: Option<PathBuf>,
 }
@@ -99,18 +57,10 @@ impl TestbedArgs {
     /// The testbed spec, when `--fs` was given.
     pub fn spec(&self) -> Result<Option<TestbedSpec>> {
         let Some(fs) = self.fs else { return Ok(None) };
-        TestbedSpec::build(TestbedInput {
-            fs,
-            size: self.fs_size.bytes(),
-            mkfs: self.mkfs_opts.clone(),
-            mount: self.mount_opts.clone(),
-            journal: self.journal,
-            backing: self.backing,
-            workdir: self.workdir.clone(),
-            loop_direct_io: self.loop_direct_io,
-            device: self.device.clone(),
-            label: self.label.clone(),
-        })
+        TestbedSpec::build(
+            self.params
+                .input(fs, self.label.clone(), self.device.clone()),
+        )
         .map(Some)
     }
 
@@ -128,43 +78,14 @@ impl TestbedArgs {
     }
 }
 
-/// How runs are repeated, conditioned and reported.
+/// How runs are repeated, conditioned and reported: the run settings ([`RunParams`], shared
+/// with `run` and a plan's top level) and the output.
 #[derive(Debug, Clone, Args)]
-#[command(next_help_heading = "Runs and results")]
 pub struct RunArgs {
-    /// Repetitions; with --fs each gets a fresh filesystem.
-    #[arg(long, default_value_t = 1)]
-    pub reps: u32,
-    /// Seed for every random choice (recorded in results) [default: from the clock].
-    #[arg(long)]
-    pub seed: Option<u64>,
-    /// Make the cache cold between phases: drop (sync + drop_caches), remount (unmount and
-    /// mount again, testbeds only) or none.
-    #[arg(long, value_name = "drop|remount|none", default_value = "none")]
-    pub cold: ColdMode,
-    /// Run inside a memory cgroup limited to SIZE, page cache included (cgroup2 memory.max,
-    /// else cgroup v1 memory.limit_in_bytes).
-    #[arg(
-        long,
-        value_name = "SIZE",
-        conflicts_with = "mem_charge",
-        allow_hyphen_values = true
-    )]
-    pub mem_limit: Option<Size>,
-    /// The low-memory study's memory charger: lock memory until only SIZE is available
-    /// (MemAvailable), and give it back at the end.
-    #[arg(long, value_name = "SIZE", allow_hyphen_values = true)]
-    pub mem_charge: Option<Size>,
-    /// Directory for result files (one JSON per run).
-    #[arg(long, value_name = "DIR", default_value = "fsgauge-results")]
-    pub out: PathBuf,
+    #[command(flatten)]
+    pub params: RunParams,
     #[command(flatten)]
     pub output: OutputArgs,
-    /// After the workload's last write phase, record the block layout of its tree (extents as
-    /// filefrag counts them, fragmentation factor, layout score, ...) and the free-space
-    /// fragmentation of the target in the result, under `layout`.
-    #[arg(long)]
-    pub layout: bool,
 }
 
 /// How a command prints what it made: `--format`, with `--json` kept as its short form, and
@@ -221,19 +142,19 @@ impl OutputArgs {
 
 impl RunArgs {
     pub fn options(&self) -> RunOptions {
-        RunOptions {
-            reps: self.reps,
-            seed: self.seed,
-            cold: self.cold,
-            mem_limit: self.mem_limit.map(Size::bytes),
-            mem_charge: self.mem_charge.map(Size::bytes),
-            // Under MPI only rank 0 writes results and shows progress.
-            out: (!crate::dist::secondary_rank()).then(|| self.out.clone()),
-            progress: Progress::new(self.output.silent() || crate::dist::secondary_rank()),
-            layout: self.layout,
-            precondition: None,
-            study: None,
+        self.params.options(self.output.silent())
+    }
+
+    /// The place a workload runs on, admitted as a plan's testbed is ([`crate::runner::admitted`]:
+    /// an ext testbed short of inodes gets `-N`), its note printed as `run` prints a plan's.
+    pub fn admit(&self, place: Place, wl: &dyn Workload) -> Result<Place> {
+        let (place, note) = crate::runner::admitted(&place, wl)?;
+        if let Some(n) = note {
+            if !self.output.silent() && !crate::dist::secondary_rank() {
+                eprintln!("note: {n}");
+            }
         }
+        Ok(place)
     }
 
     /// The output format: --format, or json for --json, else the table.

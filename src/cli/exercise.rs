@@ -40,10 +40,10 @@ fn statvfs_read_only(p: &Path) -> bool {
 /// Checks that need no filesystem: the place, the file, read-only mounts, remounts.
 fn check_place(args: &ExerciseArgs) -> Result<()> {
     if args.testbed.fs.is_some() {
-        if read_only_opts(&args.testbed.mount_opts) {
+        if read_only_opts(&args.testbed.params.mount_opts) {
             return Err(bad_input(format!(
                 "--mount-opts {:?} mounts the testbed read-only; the exerciser writes, so it needs a writable filesystem",
-                args.testbed.mount_opts
+                args.testbed.params.mount_opts
             )));
         }
         if args.params.file.contains('/') {
@@ -106,7 +106,7 @@ pub fn run(mut args: ExerciseArgs) -> Result<ExitCode> {
     if let Some(r) = &args.params.replay {
         let log = ReplayLog::load(r)?;
         // The result records the seed the steps were made from.
-        args.run.seed.get_or_insert(log.seed);
+        args.run.params.seed.get_or_insert(log.seed);
         // Without a place, replay on a testbed like the recorded one.
         if args.testbed.fs.is_none() && args.testbed.dir.is_none() {
             let fs = log.testbed.fs.parse().map_err(|_| {
@@ -118,9 +118,9 @@ pub fn run(mut args: ExerciseArgs) -> Result<ExitCode> {
             })?;
             args.testbed.fs = Some(fs);
             if log.testbed.size > 0 {
-                args.testbed.fs_size = Size(log.testbed.size);
+                args.testbed.params.fs_size = Size(log.testbed.size);
             }
-            args.testbed.mount_opts = log.testbed.mount_options.clone();
+            args.testbed.params.mount_opts = log.testbed.mount_options.clone();
         }
         if args.params.file.contains('/') && args.testbed.fs.is_some() {
             args.params.file = Exercise::default().file;
@@ -136,7 +136,7 @@ pub fn run(mut args: ExerciseArgs) -> Result<ExitCode> {
                 .to_path_buf(),
         );
     }
-    let place = args.testbed.place()?;
+    let place = args.run.admit(args.testbed.place()?, &args.params)?;
     let outcomes = crate::runner::run(&place, &args.params, &args.run.options())?;
     args.run
         .print(&outcomes, crate::exercise::report::summary_table)?;

@@ -72,11 +72,7 @@ pub fn run(cmd: ReadCmd) -> Result<ExitCode> {
         path: Some(cmd.path.clone()),
         ..cmd.test.clone()
     };
-    let seed = cmd.seed.unwrap_or_else(|| {
-        std::time::SystemTime::now()
-            .duration_since(std::time::UNIX_EPOCH)
-            .map_or(1, |d| d.as_nanos() as u64)
-    });
+    let seed = cmd.seed.unwrap_or_else(crate::runner::admit::clock_seed);
     let (tree, test) = in_place(&cmd.path, &test, cmd.cold)?;
     let result = crate::runner::run_in_place(
         &tree,

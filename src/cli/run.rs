@@ -16,6 +16,7 @@ use crate::plan::{self, presets, ExecOptions, ParseOptions, Plan, Reps};
 use crate::report::output::{render_results, ResultViews};
 use crate::report::table::{side_by_side, side_by_side_per_workload};
 use crate::results::RunResult;
+use crate::runner::params::RunParams;
 use crate::runner::{Place, RunOptions};
 use crate::units::{format_bytes_human, format_size};
 use crate::workload::ColdMode;
@@ -62,23 +63,14 @@ pub struct RunCmd {
     /// Multiply the plan's counts and file sizes by F (testbeds grow to fit).
     #[arg(long, value_name = "F")]
     pub scale: Option<f64>,
-    /// Repetitions per testbed × workload [default: the plan's reps; 3 for the quick study].
-    #[arg(long)]
-    pub reps: Option<u32>,
-    /// Seed for every random choice [default: the plan's seed, 1 when it names none].
-    #[arg(long)]
-    pub seed: Option<u64>,
     /// Directory for images and mount points, for every testbed of the plan.
     #[arg(long, value_name = "DIR")]
     pub workdir: Option<PathBuf>,
-    /// Directory for result files.
-    #[arg(long, value_name = "DIR", default_value = "fsgauge-results")]
-    pub out: PathBuf,
+    /// The run settings, as bench takes them; each overrides the plan's key of the same name.
+    #[command(flatten)]
+    pub run: RunParams,
     #[command(flatten)]
     pub output: OutputArgs,
-    /// Record the block layout of each run's tree and the free space in its result (`layout`).
-    #[arg(long)]
-    pub layout: bool,
 }
 
 /// Reads a plan from a file, or a preset by name. A directory is never a plan: a preset's name
@@ -146,21 +138,10 @@ pub fn run(c: RunCmd) -> Result<ExitCode> {
         workdir: c.workdir.clone(),
     };
     let mut plan = load_plan(c.plan.as_deref().unwrap_or("quick"), &opts)?;
-    if let Some(n) = c.reps {
-        if n == 0 {
-            return Err(bad_input("--reps must be 1 or more"));
-        }
-        plan.reps = Reps::Fixed(n);
-    }
-    if let Some(s) = c.seed {
-        plan.seed = s;
-    }
-    if c.layout {
-        plan.layout = true;
-    }
+    overrule(&mut plan, &c.run)?;
     let m = plan::matrix(&plan);
     if c.dry_run {
-        print_dry_run(&plan, &m, &c.out)?;
+        print_dry_run(&plan, &m, &c.run.out)?;
         return Ok(ExitCode::SUCCESS);
     }
     if !c.output.quiet {
@@ -228,7 +209,7 @@ pub fn run(c: RunCmd) -> Result<ExitCode> {
         &plan,
         &m,
         &ExecOptions {
-            out: c.out.clone(),
+            out: c.run.out.clone(),
             resume: c.resume,
             progress: Progress::new(c.output.silent()),
             quiet: c.output.silent(),
@@ -264,10 +245,10 @@ pub fn run(c: RunCmd) -> Result<ExitCode> {
             eprintln!(
                 "{} result file(s) in {} ({} run now, {} found from before); make a report with: fsgauge report {} -o report.html",
                 ex.results.len(),
-                c.out.display(),
+                c.run.out.display(),
                 ex.ran,
                 ex.reused,
-                c.out.display()
+                c.run.out.display()
             );
         }
     }
@@ -382,12 +363,42 @@ fn print_dry_run(plan: &Plan, m: &plan::Matrix, out: &Path) -> Result<()> {
     Ok(())
 }
 
+/// The run flags given on the command line overrule the plan's keys of the same name.
+fn overrule(plan: &mut Plan, run: &RunParams) -> Result<()> {
+    if let Some(n) = run.reps {
+        if n == 0 {
+            return Err(bad_input("--reps must be 1 or more"));
+        }
+        plan.reps = Reps::Fixed(n);
+    }
+    if let Some(s) = run.seed {
+        plan.seed = s;
+    }
+    if let Some(c) = run.cold {
+        plan.cold = c;
+    }
+    if run.layout {
+        plan.layout = true;
+    }
+    if let Some(m) = run.mem_limit {
+        for t in &mut plan.testbeds {
+            t.mem_limit = Some(m.bytes());
+        }
+    }
+    if run.mem_charge.is_some() {
+        return Err(bad_input(
+            "--mem-charge applies to one workload (bench, age, exercise); a plan's runs are limited with --mem-limit or a testbed's mem_limit",
+        ));
+    }
+    Ok(())
+}
+
 /// Without root there are no testbeds: the quick study's workload on a temporary directory.
 fn quick_on_temp_dir(c: &RunCmd) -> Result<ExitCode> {
     let preset = presets::find("quick").context("the quick preset is built in")?;
     let plan = plan::parse(preset.toml, &preset.source(), &ParseOptions::default())?;
     let wl = plan.workloads[0].workload.clone();
-    let reps = c.reps.unwrap_or(plan.reps.initial());
+    let reps = c.run.reps.unwrap_or(plan.reps.initial());
     // Made exclusively, mode 0700, under an unpredictable name: another user of the shared
     // temporary directory cannot plant it beforehand. Removed (it only) on drop.
     let temp = tempfile::Builder::new()
@@ -406,13 +417,13 @@ fn quick_on_temp_dir(c: &RunCmd) -> Result<ExitCode> {
     );
     let opts = RunOptions {
         reps,
-        seed: c.seed,
-        cold: ColdMode::None,
+        seed: c.run.seed,
+        cold: c.run.cold.unwrap_or(ColdMode::None),
         mem_limit: None,
         mem_charge: None,
-        out: Some(c.out.clone()),
+        out: Some(c.run.out.clone()),
         progress: Progress::new(c.output.silent()),
-        layout: c.layout,
+        layout: c.run.layout,
         precondition: None,
         study: None,
     };
@@ -430,7 +441,11 @@ fn quick_on_temp_dir(c: &RunCmd) -> Result<ExitCode> {
         render_results(&results, c.output.format(), &views, true)?
     );
     if !c.output.silent() {
-        eprintln!("{} result file(s) in {}", results.len(), c.out.display());
+        eprintln!(
+            "{} result file(s) in {}",
+            results.len(),
+            c.run.out.display()
+        );
     }
     if let Some(code) = crate::results::unsaved_exit() {
         return Ok(code);

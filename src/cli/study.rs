@@ -13,7 +13,7 @@ use crate::measure::Progress;
 use crate::report::output::{render_results, ResultViews};
 use crate::results::RunResult;
 use crate::study::append::AppendStudy;
-use crate::testbed::{default_workdir, split_words, Backing, FsKind, TestbedSpec};
+use crate::testbed::{FsKind, TestbedParams, TestbedSpec};
 use crate::units::{parse_list, Size};
 use crate::workload::readtest::ReadPhase;
 
@@ -26,24 +26,15 @@ pub enum StudyCmd {
 }
 
 #[derive(Debug, Args)]
+// The study's filesystems are smaller than a bench testbed: four of them are built at once.
+#[command(mut_arg(crate::testbed::params::SIZE_ID, |a| a.default_value("1G")))]
 pub struct AppendArgs {
     /// Filesystems to compare.
     #[arg(long, value_name = "LIST", default_value = "ext2,ext4,xfs,btrfs")]
     pub fs: String,
-    /// Size of each filesystem.
-    #[arg(long, value_name = "SIZE", default_value = "1G")]
-    pub fs_size: Size,
-    /// Extra mkfs arguments for every filesystem.
-    #[arg(
-        long,
-        value_name = "OPTS",
-        allow_hyphen_values = true,
-        default_value = ""
-    )]
-    pub mkfs_opts: String,
-    /// Mount options for every filesystem.
-    #[arg(long, value_name = "OPTS", default_value = "")]
-    pub mount_opts: String,
+    /// How every filesystem is built (the study's testbeds are 1G unless --fs-size says).
+    #[command(flatten)]
+    pub testbed: TestbedParams,
     /// Usage checkpoints, percent, ascending.
     #[arg(long, value_name = "PCT,...", default_value = "25,50,75,99")]
     pub usage: String,
@@ -70,12 +61,6 @@ pub struct AppendArgs {
     /// Seed [default: from the clock].
     #[arg(long)]
     pub seed: Option<u64>,
-    /// Image backing: file or ram.
-    #[arg(long, value_name = "file|ram", default_value = "file")]
-    pub backing: Backing,
-    /// Directory for images and mount points.
-    #[arg(long, value_name = "DIR")]
-    pub workdir: Option<PathBuf>,
     /// Directory for result files.
     #[arg(long, value_name = "DIR", default_value = "fsgauge-results")]
     pub out: PathBuf,
@@ -87,22 +72,10 @@ impl AppendArgs {
     pub fn study(&self) -> Result<AppendStudy> {
         let kinds: Vec<FsKind> =
             parse_list(&self.fs).map_err(|e| bad_input(format!("--fs: {e}")))?;
-        let mkfs_opts =
-            split_words(&self.mkfs_opts).map_err(|e| bad_input(format!("--mkfs-opts: {e}")))?;
-        let workdir = self
-            .workdir
-            .clone()
-            .unwrap_or_else(|| default_workdir(self.backing));
         let testbeds = kinds
             .iter()
-            .map(|&fs| TestbedSpec {
-                mkfs_opts: mkfs_opts.clone(),
-                mount_opts: self.mount_opts.clone(),
-                backing: self.backing,
-                workdir: workdir.clone(),
-                ..TestbedSpec::new(fs, self.fs_size.bytes())
-            })
-            .collect();
+            .map(|&fs| TestbedSpec::build(self.testbed.input(fs, None, None)))
+            .collect::<Result<Vec<_>>>()?;
         let usage: Vec<f64> =
             parse_list(&self.usage).map_err(|e| bad_input(format!("--usage: {e}")))?;
         let append: Vec<u64> = parse_list::<Size>(&self.append)
@@ -112,11 +85,7 @@ impl AppendArgs {
             .collect();
         let read_phases: Vec<ReadPhase> =
             parse_list(&self.read_phases).map_err(|e| bad_input(format!("--read-phases: {e}")))?;
-        let seed = self.seed.unwrap_or_else(|| {
-            std::time::SystemTime::now()
-                .duration_since(std::time::UNIX_EPOCH)
-                .map_or(1, |d| d.as_nanos() as u64)
-        });
+        let seed = self.seed.unwrap_or_else(crate::runner::admit::clock_seed);
         Ok(AppendStudy {
             testbeds,
             usage,

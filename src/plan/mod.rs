@@ -22,9 +22,9 @@
 //! [[testbed]]               # one per configuration
 //! label = "ext4-noextent"   # default: the fs name; labels are unique
 //! fs = "ext4"               # ext2 | ext3 | ext4 | xfs | btrfs
-//! size = "2G"               # default 2G
-//! mkfs = "-O ^extent,^64bit"
-//! mount = "data=ordered"
+//! fs_size = "2G"            # the testbed flags, `_` for `-` (default 2G); the old keys
+//! mkfs_opts = "-O ^extent,^64bit" #  size, mkfs and mount still work
+//! mount_opts = "data=ordered"
 //! journal = "ram:64M"       # external journal: ram:SIZE | file:SIZE
 //! mem_limit = "128M"        # memory cgroup limit of the runs, page cache included
 //! backing = "file"          # file | ram

@@ -18,7 +18,9 @@ use super::{
 };
 use crate::error::bad_input;
 use crate::registry::{self, sweep};
-use crate::testbed::{default_workdir, Backing, FsKind, JournalSpec, TestbedInput, TestbedSpec};
+use crate::runner::admit;
+use crate::testbed::params::{plan_keys, SIZE_KEY};
+use crate::testbed::{default_workdir, Backing, FsKind, TestbedParams, TestbedSpec};
 use crate::units::{format_size, parse_size};
 use crate::workload::{ColdMode, Workload};
 
@@ -48,7 +50,7 @@ struct RawPlan {
     layout: Option<Spanned<bool>>,
     seed: Option<Spanned<i64>>,
     #[serde(default)]
-    testbed: Vec<Spanned<RawTestbed>>,
+    testbed: Vec<RawWorkload>,
     #[serde(default)]
     workload: Vec<Spanned<BTreeMap<Spanned<String>, Spanned<toml::Value>>>>,
     age: Option<RawWorkload>,
@@ -56,20 +58,18 @@ struct RawPlan {
     question: Vec<Spanned<RawQuestion>>,
 }
 
-#[derive(Deserialize)]
-#[serde(deny_unknown_fields)]
-struct RawTestbed {
-    label: Option<Spanned<String>>,
-    fs: Spanned<String>,
-    size: Option<Spanned<toml::Value>>,
-    mkfs: Option<Spanned<String>>,
-    mount: Option<Spanned<String>>,
-    journal: Option<Spanned<String>>,
-    mem_limit: Option<Spanned<toml::Value>>,
-    backing: Option<Spanned<String>>,
-    workdir: Option<Spanned<String>>,
-    loop_direct_io: Option<Spanned<bool>>,
-    optional: Option<Spanned<bool>>,
+/// The keys of a `[[testbed]]` that are not testbed settings ([`TestbedParams`]): which
+/// testbed it is (`fs`, `label`) and what only a plan says of it.
+const PLAN_TESTBED_KEYS: [&str; 4] = ["fs", "label", "optional", "mem_limit"];
+
+/// The entry of a table written under one of `keys` (a setting and its old names), if any.
+fn entry<'a>(
+    t: &'a RawWorkload,
+    keys: &[&str],
+) -> Option<(&'a Spanned<String>, &'a Spanned<toml::Value>)> {
+    t.get_ref()
+        .iter()
+        .find(|(k, _)| keys.contains(&k.get_ref().as_str()))
 }
 
 /// The plan text and its name, for locating errors.
@@ -135,11 +135,6 @@ pub fn parse(text: &str, source: &str, opts: &ParseOptions) -> Result<Plan> {
     let raw: RawPlan = toml::from_str(text).map_err(|e| {
         let span = e.span().unwrap_or(0..0);
         let mut msg = e.message().trim().replace('\n', " ");
-        if msg.contains("missing field `fs`") {
-            msg.push_str(
-                " in this [[testbed]]; add fs = \"ext4\" (allowed: ext2, ext3, ext4, xfs, btrfs)",
-            );
-        }
         if src.text[span.start.min(src.text.len())..]
             .trim_start()
             .starts_with("[[question]]")
@@ -236,7 +231,7 @@ pub fn parse(text: &str, source: &str, opts: &ParseOptions) -> Result<Plan> {
     for t in &raw.testbed {
         let (tb, size_span) = parse_testbed(&src, t, opts)?;
         if let Some(prev) = testbeds.iter().find(|p| p.spec.label == tb.spec.label) {
-            let span = t.get_ref().label.as_ref().map_or(t.span(), |l| l.span());
+            let span = entry(t, &["label"]).map_or(t.span(), |(_, l)| l.span());
             return Err(src.err(
                 span,
                 "label",
@@ -251,11 +246,16 @@ pub fn parse(text: &str, source: &str, opts: &ParseOptions) -> Result<Plan> {
     }
 
     let mut notes = Vec::new();
-    for ((tb, size_span), raw_tb) in testbeds.iter_mut().zip(spans).zip(&raw.testbed) {
-        fit_testbed(&src, tb, &size_span.0, &workloads, scale_f, &mut notes)?;
+    for ((tb, at), raw_tb) in testbeds.iter_mut().zip(spans).zip(&raw.testbed) {
+        fit_testbed(&src, tb, &at, &workloads, scale_f, &mut notes)?;
         fit_inodes(&src, tb, &workloads, &mut notes)?;
-        fit_memory(&src, tb, raw_tb.get_ref().mem_limit.as_ref(), &workloads)?;
-        check_disk(&src, tb, &size_span.0, &size_span.1)?;
+        fit_memory(
+            &src,
+            tb,
+            entry(raw_tb, &["mem_limit"]).map(|e| e.1),
+            &workloads,
+        )?;
+        check_disk(&src, tb, &at)?;
     }
 
     let questions = question::resolve(&src, &raw.question, &testbeds, &workloads, age.as_ref())?;
@@ -295,14 +295,14 @@ pub fn parse(text: &str, source: &str, opts: &ParseOptions) -> Result<Plan> {
 
 /// The label each `[[testbed]]` will have (its `label`, or its fs name) and where it is, as
 /// far as the raw entries tell; for workload labels, which must differ from them.
-fn testbed_labels(src: &Src, raw: &[Spanned<RawTestbed>]) -> Vec<(String, Location)> {
+fn testbed_labels(src: &Src, raw: &[RawWorkload]) -> Vec<(String, Location)> {
     raw.iter()
         .map(|t| {
-            let r = t.get_ref();
-            let label = r
-                .label
-                .as_ref()
-                .map_or_else(|| r.fs.get_ref().clone(), |l| l.get_ref().clone());
+            let label = entry(t, &["label"])
+                .or_else(|| entry(t, &["fs"]))
+                .and_then(|(_, v)| v.get_ref().as_str())
+                .unwrap_or_default()
+                .to_string();
             (label, src.loc(t.span().start))
         })
         .collect()
@@ -388,54 +388,72 @@ fn size_value(src: &Src, v: &Spanned<toml::Value>, field: &str) -> Result<u64> {
     }
 }
 
-/// Where a testbed's `size` and `journal` are written (the table when absent).
-type FieldSpans = (Range<usize>, Range<usize>);
+/// Where a testbed's size and journal are written (the table when absent), and the key its
+/// size is written under (its flag's name when absent), for errors about room.
+struct FieldSpans {
+    size: Range<usize>,
+    size_key: String,
+    journal: Range<usize>,
+}
 
+/// A plan-only string of a `[[testbed]]` (`fs`, `label`).
+fn text_value<'a>(
+    src: &Src,
+    t: &'a RawWorkload,
+    key: &str,
+) -> Result<Option<&'a Spanned<toml::Value>>> {
+    match entry(t, &[key]) {
+        Some((_, v)) if v.get_ref().is_str() => Ok(Some(v)),
+        Some((_, v)) => Err(src.err(
+            v.span(),
+            key,
+            format!("{} is not text; write it in quotes", v.get_ref()),
+        )),
+        None => Ok(None),
+    }
+}
+
+/// Reads a `[[testbed]]`: its settings through [`TestbedParams`] (the flags' names, defaults
+/// and parsers; the old key names are aliases), with every error at the key or value at fault.
 fn parse_testbed(
     src: &Src,
-    t: &Spanned<RawTestbed>,
+    t: &RawWorkload,
     opts: &ParseOptions,
 ) -> Result<(PlanTestbed, FieldSpans)> {
-    let r = t.get_ref();
-    let fs: FsKind = r.fs.get_ref().parse().map_err(|_| {
-        src.err(
-            r.fs.span(),
+    let Some(fs_v) = text_value(src, t, "fs")? else {
+        return Err(src.err(
+            t.span(),
             "fs",
             format!(
-                "unknown filesystem {:?}; allowed: {}",
-                r.fs.get_ref(),
+                "missing field `fs` in this [[testbed]]; add fs = \"ext4\" (allowed: {})",
+                FsKind::ALL.map(|k| k.name()).join(", ")
+            ),
+        ));
+    };
+    let fs_name = fs_v.get_ref().as_str().unwrap_or_default();
+    let fs: FsKind = fs_name.parse().map_err(|_| {
+        src.err(
+            fs_v.span(),
+            "fs",
+            format!(
+                "unknown filesystem {fs_name:?}; allowed: {}",
                 FsKind::ALL.map(|k| format!("\"{}\"", k.name())).join(", ")
             ),
         )
     })?;
-    let size = match &r.size {
-        Some(s) => size_value(src, s, "size")?,
-        None => 2 << 30,
-    };
-    let size_span = r.size.as_ref().map_or(t.span(), |s| s.span());
-    let journal = match &r.journal {
-        Some(j) => Some(
-            j.get_ref()
-                .parse::<JournalSpec>()
-                .map_err(|e| src.err(j.span(), "journal", e))?,
-        ),
-        None => None,
-    };
-    let backing = match &r.backing {
-        Some(b) => b.get_ref().parse::<Backing>().map_err(|_| {
+    let label = text_value(src, t, "label")?.and_then(|l| l.get_ref().as_str().map(String::from));
+    let optional = match entry(t, &["optional"]) {
+        None => false,
+        Some((_, v)) => v.get_ref().as_bool().ok_or_else(|| {
             src.err(
-                b.span(),
-                "backing",
-                format!(
-                    "unknown value {:?}; allowed: \"file\", \"ram\"",
-                    b.get_ref()
-                ),
+                v.span(),
+                "optional",
+                format!("{} is not true or false", v.get_ref()),
             )
         })?,
-        None => Backing::File,
     };
-    let mem_limit = match &r.mem_limit {
-        Some(m) => {
+    let mem_limit = match entry(t, &["mem_limit"]) {
+        Some((_, m)) => {
             let v = size_value(src, m, "mem_limit")?;
             if v < (16 << 20) {
                 return Err(src.err(
@@ -451,53 +469,102 @@ fn parse_testbed(
         }
         None => None,
     };
-    let text = |v: &Option<Spanned<String>>| v.as_ref().map(|m| m.get_ref().clone());
-    let spec = TestbedSpec::build(TestbedInput {
-        fs,
-        size,
-        mkfs: text(&r.mkfs).unwrap_or_default(),
-        mount: text(&r.mount).unwrap_or_default(),
-        journal,
-        backing,
-        workdir: opts
-            .workdir
-            .clone()
-            .or_else(|| text(&r.workdir).map(PathBuf::from)),
-        loop_direct_io: r.loop_direct_io.as_ref().is_none_or(|b| *b.get_ref()),
-        device: None,
-        label: text(&r.label),
-    })
-    .and_then(|spec| {
-        crate::testbed::check_workdir(&spec.workdir)?;
-        Ok(spec)
-    })
-    .map_err(|e| {
-        // The field the error names, where the plan writes it (the table when absent).
-        let field = crate::error::bad_field(&e);
-        let span = match field {
-            Some("size") => Some(size_span.clone()),
-            Some("journal") => r.journal.as_ref().map(|j| j.span()),
-            Some("mkfs") => r.mkfs.as_ref().map(|m| m.span()),
-            Some("label") => r.label.as_ref().map(|l| l.span()),
-            // A --workdir of the command line overrides the plan's; then the table is meant.
-            Some("workdir") if opts.workdir.is_none() => r.workdir.as_ref().map(|w| w.span()),
-            _ => None,
-        };
-        src.err(
-            span.unwrap_or(t.span()),
-            field.unwrap_or("testbed"),
-            format!("{e:#}"),
-        )
-    })?;
+    let mut params = testbed_params(src, t)?;
+    if let Some(w) = &opts.workdir {
+        params.workdir = Some(w.clone());
+    }
+    let written = |keys: &[&str]| entry(t, keys);
+    let spec = TestbedSpec::build(params.input(fs, label, None))
+        .and_then(|spec| {
+            crate::testbed::check_workdir(&spec.workdir)?;
+            Ok(spec)
+        })
+        .map_err(|e| {
+            // The field the error names, where the plan writes it (the table when absent).
+            let field = crate::error::bad_field(&e);
+            let at = match field {
+                // A --workdir of the command line overrides the plan's; then the table is meant.
+                Some("workdir") if opts.workdir.is_some() => None,
+                Some("label") => written(&["label"]),
+                Some(f) => written(plan_keys(f)),
+                None => None,
+            };
+            let name = at.map(|(k, _)| k.get_ref().as_str()).or(field);
+            src.err(
+                at.map_or(t.span(), |(_, v)| v.span()),
+                name.unwrap_or("testbed"),
+                format!("{e:#}"),
+            )
+        })?;
+    let size_at = written(plan_keys(SIZE_KEY));
     Ok((
         PlanTestbed {
             spec,
             mem_limit,
-            optional: r.optional.as_ref().is_some_and(|o| *o.get_ref()),
+            optional,
             at: src.loc(t.span().start),
         },
-        (size_span, r.journal.as_ref().map_or(t.span(), |j| j.span())),
+        FieldSpans {
+            size: size_at.map_or(t.span(), |(_, v)| v.span()),
+            size_key: size_at.map_or(SIZE_KEY.to_string(), |(k, _)| k.get_ref().clone()),
+            journal: written(&["journal"]).map_or(t.span(), |(_, v)| v.span()),
+        },
     ))
+}
+
+/// The testbed settings of a `[[testbed]]`: every key but [`PLAN_TESTBED_KEYS`], read as the
+/// flags read them; an unknown key fails at itself, a bad value at its value.
+fn testbed_params(src: &Src, t: &RawWorkload) -> Result<TestbedParams> {
+    let mut given = serde_json::Map::new();
+    for (k, v) in t.get_ref() {
+        if PLAN_TESTBED_KEYS.contains(&k.get_ref().as_str()) {
+            continue;
+        }
+        let keys = testbed_keys();
+        if !keys
+            .iter()
+            .any(|a| a == k.get_ref() || plan_keys(a).contains(&k.get_ref().as_str()))
+        {
+            return Err(src.err(
+                k.span(),
+                k.get_ref(),
+                format!(
+                    "unknown field `{}` of a [[testbed]]; allowed: {}, {} (the testbed flags' names with _ for -; the old names {} still work)",
+                    k.get_ref(),
+                    PLAN_TESTBED_KEYS.join(", "),
+                    keys.join(", "),
+                    keys.iter()
+                        .flat_map(|n| plan_keys(n).iter().skip(1))
+                        .copied()
+                        .collect::<Vec<_>>()
+                        .join(", ")
+                ),
+            ));
+        }
+        given.insert(k.get_ref().clone(), toml_to_json(v.get_ref()));
+    }
+    serde_path_to_error::deserialize::<_, TestbedParams>(serde_json::Value::Object(given)).map_err(
+        |e| {
+            let key = e.path().iter().find_map(|seg| match seg {
+                serde_path_to_error::Segment::Map { key } => Some(key.clone()),
+                _ => None,
+            });
+            let at = key.as_deref().and_then(|k| entry(t, &[k]));
+            src.err(
+                at.map_or(t.span(), |(_, v)| v.span()),
+                key.as_deref().unwrap_or("testbed"),
+                e.into_inner(),
+            )
+        },
+    )
+}
+
+/// The keys of the testbed settings: the flags' names with `_` for `-` (clap's ids).
+fn testbed_keys() -> Vec<String> {
+    let cmd = <TestbedParams as clap::Args>::augment_args(clap::Command::new("keys"));
+    cmd.get_arguments()
+        .map(|a| a.get_id().as_str().to_string())
+        .collect()
 }
 
 pub(super) fn toml_to_json(v: &toml::Value) -> serde_json::Value {
@@ -726,11 +793,6 @@ fn kind_fields(kind: &registry::WorkloadKind) -> Vec<String> {
         .unwrap_or_default()
 }
 
-/// Filesystems keep space for metadata and the journal: 90% of the size is usable.
-fn usable(size: u64) -> u64 {
-    size / 10 * 9
-}
-
 /// The smallest testbed `--scale` below 1 shrinks an image to (xfs refuses less than 300M).
 const MIN_SCALED_SIZE: u64 = 512 << 20;
 
@@ -742,7 +804,7 @@ const MIN_SCALED_SIZE: u64 = 512 << 20;
 fn fit_testbed(
     src: &Src,
     tb: &mut PlanTestbed,
-    size_span: &Range<usize>,
+    at: &FieldSpans,
     workloads: &[PlanWorkload],
     scale_f: f64,
     notes: &mut Vec<String>,
@@ -770,31 +832,26 @@ fn fit_testbed(
             tb.spec.size = scaled;
         }
     }
-    if need <= usable(tb.spec.size) {
+    if need <= admit::usable(tb.spec.size) {
         return Ok(());
     }
     if scale_f == 1.0 {
-        return Err(src.err(
-            size_span.clone(),
-            "size",
-            format!(
-                "testbed {:?} is {} but the workload at line {} ({}) needs about {} (90% of the size is usable); make size at least {}",
-                tb.spec.label,
-                format_size(tb.spec.size),
-                big.at.line,
-                big.kind,
-                crate::units::format_bytes_human(need as f64),
-                (need / 9)
-                    .checked_mul(10)
-                    .and_then(|n| n.checked_next_multiple_of(64 << 20))
-                    .map_or_else(|| "over 16 EiB".to_string(), format_size)
-            ),
-        ));
+        // As written, the plan is admitted or refused as `bench` would be on this testbed.
+        return admit::space(&tb.spec, &*big.workload).map_err(|e| {
+            src.err(
+                at.size.clone(),
+                &at.size_key,
+                format!(
+                    "testbed {:?}: {e} (the workload at line {})",
+                    tb.spec.label, big.at.line
+                ),
+            )
+        });
     }
-    let Some(grown) = fitting_size(need) else {
+    let Some(grown) = admit::fitting_size(need) else {
         return Err(src.err(
-            size_span.clone(),
-            "size",
+            at.size.clone(),
+            &at.size_key,
             format!(
                 "the scaled workload at line {} ({}) needs about {}, more than any testbed can be; use a smaller --scale",
                 big.at.line,
@@ -827,23 +884,19 @@ fn fit_memory(
         return Ok(());
     };
     for w in workloads {
-        let needs =
-            crate::runner::memory_needs_with(&*w.workload, crate::runner::TOOL_RSS_ESTIMATE)?;
-        if limit < needs {
-            return Err(src.err(
+        admit::memory(limit, &*w.workload, crate::runner::TOOL_RSS_ESTIMATE).map_err(|e| {
+            src.err(
                 at.span(),
                 "mem_limit",
                 format!(
-                    "testbed {:?} is limited to {} but the workload at line {} ({}) needs about {} for itself (fsgauge's own memory plus its buffers); give at least {} or make the workload's threads or block size smaller",
+                    "testbed {:?} is limited to {}; for the workload at line {} ({}): {e}",
                     tb.spec.label,
                     format_size(limit),
                     w.at.line,
-                    w.kind,
-                    crate::units::format_bytes_human(needs as f64),
-                    format_size(needs.next_multiple_of(1 << 20))
+                    w.kind
                 ),
-            ));
-        }
+            )
+        })?;
     }
     Ok(())
 }
@@ -858,62 +911,18 @@ fn fit_inodes(
     workloads: &[PlanWorkload],
     notes: &mut Vec<String>,
 ) -> Result<()> {
-    use crate::testbed::inodes::{count_for, predict, Inodes, RESERVED};
     let Some(big) = workloads.iter().max_by_key(|w| w.workload.inodes_needed()) else {
         return Ok(());
     };
-    let need = big.workload.inodes_needed().saturating_add(RESERVED);
-    let predicted = predict(tb.spec.fs, tb.spec.size, &tb.spec.mkfs_opts);
-    let Some(have) = predicted.count() else {
-        return Ok(());
-    };
-    if have >= need {
-        return Ok(());
-    }
-    let fits = count_for(big.workload.inodes_needed());
-    match predicted {
-        Inodes::Default { .. } => {
-            notes.push(format!(
-                "testbed {}: mkfs would make about {have} inodes, but the {} workload at line {} makes {}; added -N {fits}",
-                tb.spec.label,
-                big.kind,
-                big.at.line,
-                big.workload.inodes_needed()
-            ));
-            tb.spec.mkfs_opts.extend(["-N".to_string(), fits.to_string()]);
+    match admit::inodes(&mut tb.spec, &*big.workload) {
+        Ok(note) => {
+            notes.extend(note.map(|n| format!("{n} (the workload at line {})", big.at.line)));
             Ok(())
         }
-        _ => Err(bad_input(format!(
-            "{}:{}: mkfs: testbed {:?} gets {have} inodes from its mkfs options ({}), but the {} workload at line {} makes {}; use -N {fits} (or leave inodes out of mkfs and fsgauge sizes them)",
-            src.name,
-            tb.at,
-            tb.spec.label,
-            tb.spec.mkfs_opts.join(" "),
-            big.kind,
-            big.at.line,
-            big.workload.inodes_needed()
+        Err(e) => Err(bad_input(format!(
+            "{}:{}: mkfs: {e} (the workload at line {})",
+            src.name, tb.at, big.at.line
         ))),
-    }
-}
-
-/// The testbed size (a multiple of 64M) whose usable 90% holds `need` bytes, or `None` past
-/// 2^64 bytes.
-fn fitting_size(need: u64) -> Option<u64> {
-    (need / 9)
-        .checked_mul(10)?
-        .checked_add(1)?
-        .checked_next_multiple_of(64 << 20)
-}
-
-fn nearest_existing(p: &Path) -> PathBuf {
-    let mut cur = p.to_path_buf();
-    loop {
-        if cur.exists() {
-            return cur;
-        }
-        if !cur.pop() {
-            return PathBuf::from("/");
-        }
     }
 }
 
@@ -930,8 +939,8 @@ fn check_disk_together(
         let s = &tb.spec;
         let mut add = |backing: Backing, bytes: u64| {
             let base = match backing {
-                Backing::File => nearest_existing(&s.workdir),
-                Backing::Ram => nearest_existing(&default_workdir(Backing::Ram)),
+                Backing::File => admit::nearest_existing(&s.workdir),
+                Backing::Ram => admit::nearest_existing(&default_workdir(Backing::Ram)),
             };
             let e = need.entry(base).or_default();
             *e = e.saturating_add(bytes);
@@ -961,56 +970,16 @@ fn check_disk_together(
     Ok(())
 }
 
-/// Runs are made one at a time, so the disk must hold the largest testbed's image (and its
-/// journal image) at once.
-fn check_disk(
-    src: &Src,
-    tb: &PlanTestbed,
-    size_span: &Range<usize>,
-    journal_span: &Range<usize>,
-) -> Result<()> {
-    let mut need = tb.spec.size;
-    if let Some(j) = tb.spec.journal {
-        if j.backing == tb.spec.backing {
-            need += j.size;
-        } else if j.backing == Backing::Ram {
-            // A RAM journal of a disk-backed testbed lives on tmpfs.
-            let shm = nearest_existing(&default_workdir(Backing::Ram));
-            if let Some(avail) = crate::testbed::room::free_space(&shm) {
-                if j.size > avail {
-                    return Err(src.err(
-                        journal_span.clone(),
-                        "journal",
-                        format!(
-                            "testbed {:?} needs {} of RAM disk for its journal but {} has only {} free; make the journal smaller or put it in a file (journal = \"file:SIZE\")",
-                            tb.spec.label,
-                            crate::units::format_bytes_human(j.size as f64),
-                            crate::testbed::room::describe(&shm),
-                            crate::units::format_bytes_human(avail as f64)
-                        ),
-                    ));
-                }
-            }
-        }
-    }
-    let base = nearest_existing(&tb.spec.workdir);
-    let Some(avail) = crate::testbed::room::free_space(&base) else {
-        return Ok(());
-    };
-    if need > avail {
-        return Err(src.err(
-            size_span.clone(),
-            "size",
-            format!(
-                "testbed {:?} needs {} for its image(s) but {} has only {} free; make size smaller, use a smaller --scale, or pass --workdir on a bigger filesystem",
-                tb.spec.label,
-                crate::units::format_bytes_human(need as f64),
-                crate::testbed::room::describe(&base),
-                crate::units::format_bytes_human(avail as f64)
-            ),
-        ));
-    }
-    Ok(())
+/// Runs are made one at a time, so the disk must hold each testbed's image (and its journal
+/// image) at once: refused as the run's own check refuses it, at the key at fault.
+fn check_disk(src: &Src, tb: &PlanTestbed, at: &FieldSpans) -> Result<()> {
+    admit::room(&tb.spec).map_err(|e| {
+        let (span, key) = match crate::error::bad_field(&e) {
+            Some("journal") => (at.journal.clone(), "journal"),
+            _ => (at.size.clone(), at.size_key.as_str()),
+        };
+        src.err(span, key, format!("{e:#}"))
+    })
 }
 
 #[cfg(test)]
@@ -1055,6 +1024,108 @@ dirs = 2
 files = 3
 file_size = "64K"
 "#;
+
+    /// Every testbed flag, found in clap's metadata (so a new one is covered as it is added),
+    /// is the plan key of the same name with `_` for `-`: `--KEY VALUE` on the command line
+    /// and `KEY = "VALUE"` in a `[[testbed]]` give the same testbed, unlike the default one.
+    #[test]
+    fn every_testbed_flag_is_the_plan_key_of_the_same_name() {
+        use clap::{Args, Command, FromArgMatches};
+        let tmp = std::env::temp_dir().to_string_lossy().into_owned();
+        // A value unlike the default for each setting; a new flag needs one here.
+        let samples: [(&str, &str); 7] = [
+            ("fs_size", "320M"),
+            ("mkfs_opts", "-O ^extent -I 256"),
+            ("mount_opts", "noatime"),
+            ("journal", "file:8M"),
+            ("backing", "ram"),
+            ("workdir", &tmp),
+            ("loop_direct_io", "off"),
+        ];
+        let flags_cmd =
+            || crate::cli::TestbedArgs::augment_args(Command::new("bench").no_binary_name(true));
+        let base = |extra: &[&str]| {
+            // Small images, so that the plan's check of free space passes anywhere.
+            let mut args = vec!["--fs", "ext4"];
+            if !extra.contains(&"--fs-size") {
+                args.extend(["--fs-size", "256M"]);
+            }
+            args.extend(extra);
+            let m = flags_cmd().try_get_matches_from(args).expect("flags parse");
+            crate::cli::TestbedArgs::from_arg_matches(&m)
+                .expect("flags read")
+                .spec()
+                .expect("a valid testbed")
+                .expect("--fs is given")
+        };
+        let default = base(&[]);
+        let params = TestbedParams::augment_args(Command::new("params"));
+        let mut walked = 0;
+        for arg in params.get_arguments() {
+            let key = arg.get_id().as_str();
+            let flag = format!(
+                "--{}",
+                arg.get_long().expect("testbed settings are long flags")
+            );
+            assert_eq!(flag.trim_start_matches("--").replace('-', "_"), key);
+            let value = samples
+                .iter()
+                .find(|(k, _)| *k == key)
+                .unwrap_or_else(|| panic!("{flag} has no sample value in this test; add one"))
+                .1;
+            let from_flags = base(&[&flag, value]);
+            assert_ne!(from_flags, default, "{flag} {value} changes nothing");
+            let size = if key == "fs_size" {
+                ""
+            } else {
+                "fs_size = \"256M\"\n"
+            };
+            let plan = format!(
+                "[[testbed]]\nfs = \"ext4\"\n{size}{key} = {value:?}\n\n[[workload]]\nkind = \"tree\"\ndirs = 1\nfiles = 1\nfile_size = \"4K\"\n"
+            );
+            let from_plan = parse(&plan, "t.toml", &ParseOptions::default())
+                .unwrap_or_else(|e| panic!("{plan}: {e:#}"))
+                .testbeds
+                .remove(0)
+                .spec;
+            assert_eq!(
+                from_flags, from_plan,
+                "{flag} {value} and {key} = {value:?}"
+            );
+            walked += 1;
+        }
+        assert_eq!(walked, samples.len(), "every sample is a flag");
+    }
+
+    /// The run flags a plan's top level takes are keys of the same name, with the flag's
+    /// meaning; a new run flag must be taken by plans or named here as the command line's own.
+    #[test]
+    fn run_flags_are_the_plan_s_top_level_keys() {
+        use crate::runner::params::RunParams;
+        use clap::{Args, Command};
+        // Where results go is the command's; a plan's memory limit is per testbed.
+        let command_line_only = ["out", "mem_limit", "mem_charge"];
+        let body = "\n[[testbed]]\nfs = \"ext4\"\nfs_size = \"256M\"\n\n[[workload]]\nkind = \"tree\"\ndirs = 1\nfiles = 1\nfile_size = \"4K\"\n";
+        let cmd = RunParams::augment_args(Command::new("run"));
+        for arg in cmd.get_arguments() {
+            let key = arg.get_id().as_str();
+            if command_line_only.contains(&key) {
+                continue;
+            }
+            let (value, check): (&str, fn(&Plan) -> bool) = match key {
+                "reps" => ("3", |p| p.reps == Reps::Fixed(3)),
+                "seed" => ("7", |p| p.seed == 7),
+                "cold" => ("\"remount\"", |p| p.cold == ColdMode::Remount),
+                "layout" => ("true", |p| p.layout),
+                _ => panic!(
+                    "--{key}: take it in plans (and add it here) or name it command-line only"
+                ),
+            };
+            let plan =
+                p(&format!("{key} = {value}\n{body}")).unwrap_or_else(|e| panic!("{key}: {e:#}"));
+            assert!(check(&plan), "{key} = {value}");
+        }
+    }
 
     const INTERLEAVE: &str = "[[testbed]]\nlabel = \"e\"\nfs = \"ext4\"\nsize = \"1G\"\nMKFS\n\n[[workload]]\nkind = \"interleave\"\ndirs = 9890\nfiles = 14\n";
 

@@ -44,6 +44,7 @@ mod loopdev;
 mod memlimit;
 mod mkfs;
 pub mod mount;
+pub mod params;
 pub mod room;
 mod rundir;
 mod spec;
@@ -63,6 +64,7 @@ pub use ledger::{Ledger, LedgerEntry, Resource};
 pub use loopdev::LoopDevice;
 pub use memlimit::{CgroupVersion, MemCharger, MemLimit};
 pub use mkfs::{mkfs_command, MkfsCommand};
+pub use params::TestbedParams;
 pub use rundir::{across_remount, RunDir};
 pub use spec::{
     default_workdir, find_program, split_words, Backing, FsKind, JournalSpec, TestbedInput,

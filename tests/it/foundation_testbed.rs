@@ -200,3 +200,53 @@ fn a_taken_name_is_refused_and_an_unknown_one_is_a_clear_error() {
     assert!(String::from_utf8_lossy(&out.stderr).contains("no testbed named \"nope\""));
     sb.assert_clean();
 }
+
+/// `bench` admits a tree the way a plan does: a 64M ext4 gets about 16K inodes from mkfs, too
+/// few for 2000 directories of 10 files, so the testbed gets `-N` with the plan's note (it
+/// used to fail on the workload's own check of free inodes).
+#[test]
+fn bench_gets_the_inodes_a_plan_gets() {
+    if !have_fs("ext4") {
+        return;
+    }
+    let sb = Sandbox::new();
+    let out = sb
+        .bench(&[
+            "bench",
+            "interleave",
+            "--fs",
+            "ext4",
+            "--fs-size",
+            "64M",
+            "--dirs",
+            "2000",
+            "--files",
+            "10",
+            "--remove-cold",
+            "none",
+        ])
+        .output()
+        .unwrap();
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert!(out.status.success(), "{stderr}");
+    assert!(
+        stderr.contains("mkfs would make about") && stderr.contains("added -N"),
+        "{stderr}"
+    );
+    let files: Vec<_> = std::fs::read_dir(sb.out())
+        .unwrap()
+        .filter_map(|e| e.ok())
+        .map(|e| e.path())
+        .filter(|p| p.extension().is_some_and(|e| e == "json"))
+        .collect();
+    assert_eq!(files.len(), 1, "{files:?}");
+    let doc: Value = serde_json::from_slice(&std::fs::read(&files[0]).unwrap()).unwrap();
+    let args: Vec<&str> = doc["testbed"]["mkfs_args"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .filter_map(Value::as_str)
+        .collect();
+    assert!(args.contains(&"-N"), "{args:?}");
+    sb.assert_clean();
+}

@@ -158,9 +158,9 @@ fn wrong_types_are_refused_inside_the_workload() {
 #[test]
 fn unknown_fields_are_refused() {
     refused(
-        &PLAN.replace("mkfs = ", "mkfs_opts = "),
+        &PLAN.replace("mkfs = ", "mkfs_options = "),
         "13:1",
-        "mkfs_opts",
+        "mkfs_options",
     );
     refused(
         &PLAN.replace("dirs = 2", "dir = 2"),

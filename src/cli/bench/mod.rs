@@ -146,7 +146,7 @@ fn bench(cmd: &BenchCmd, run: &RunArgs) -> Result<ExitCode> {
         .bench
         .as_ref()
         .expect("bench kinds have bench hooks");
-    let place = cmd.testbed.place()?;
+    let place = run.admit(cmd.testbed.place()?, &*cmd.workload)?;
     let outcomes = run_sweep(&place, &*cmd.workload, run)?;
     let results: Vec<RunResult> = outcomes.iter().map(|o| o.result.clone()).collect();
     // --csv is short for --format csv (a sweep's CSV is its own columns).
@@ -168,7 +168,12 @@ fn bench(cmd: &BenchCmd, run: &RunArgs) -> Result<ExitCode> {
         },
     )?;
     if let Some(f) = b.csv {
-        write_csv(&run.out, cmd.kind.name, &f(&results), run.output.silent())?;
+        write_csv(
+            &run.params.out,
+            cmd.kind.name,
+            &f(&results),
+            run.output.silent(),
+        )?;
     }
     if let Some(code) = crate::results::unsaved_exit() {
         return Ok(code);
@@ -176,19 +181,12 @@ fn bench(cmd: &BenchCmd, run: &RunArgs) -> Result<ExitCode> {
     Ok(ExitCode::SUCCESS)
 }
 
-fn clock_seed() -> u64 {
-    SystemTime::now()
-        .duration_since(SystemTime::UNIX_EPOCH)
-        .map(|d| d.as_nanos() as u64)
-        .unwrap_or(0x5eed)
-}
-
 /// Runs a workload: on a testbed, one run per cell of its sweep, each on a fresh filesystem
 /// (see [`sweep`]); else one run. Every cell is checked before anything is made, and all
 /// cells share one seed.
 fn run_sweep(place: &Place, whole: &dyn Workload, run: &RunArgs) -> Result<Vec<Outcome>> {
     let mut opts = run.options();
-    opts.seed = Some(opts.seed.unwrap_or_else(clock_seed));
+    opts.seed = Some(opts.seed.unwrap_or_else(crate::runner::admit::clock_seed));
     if !(sweep::splits(whole) && matches!(place, Place::Testbed(_))) {
         return crate::runner::run(place, whole, &opts);
     }

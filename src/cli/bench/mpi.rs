@@ -78,8 +78,11 @@ pub fn distributed(
         let ready = check(&s, testbed, run, wl);
         s.agree(ready)?;
         let mut run = run.clone();
-        let seed = run.seed.unwrap_or_else(clock_seed);
-        run.seed = Some(s.broadcast_u64(seed));
+        let seed = run
+            .params
+            .seed
+            .unwrap_or_else(crate::runner::admit::clock_seed);
+        run.params.seed = Some(s.broadcast_u64(seed));
         body(&run)
     })();
     match outcome {
@@ -133,11 +136,4 @@ fn check(s: &Session, testbed: &TestbedArgs, run: &RunArgs, wl: &dyn Workload) -
         ));
     }
     crate::runner::check(&place, wl, &run.options())
-}
-
-fn clock_seed() -> u64 {
-    std::time::SystemTime::now()
-        .duration_since(std::time::UNIX_EPOCH)
-        .map(|d| d.as_nanos() as u64)
-        .unwrap_or(0x5eed)
 }

@@ -1,0 +1,84 @@
+//! The settings of how runs are made, declared once: [`RunParams`] derives `clap::Args` (the
+//! run flags of `bench`, `age`, `exercise` and `run`, its doc comments their `--help` text)
+//! and serde (its field names are the keys a plan's top level writes them under: `reps`,
+//! `seed`, `cold`, `layout`). How results are printed (`--format`, `--json`, `--quiet`) is
+//! declared with the output, not here.
+
+use std::path::PathBuf;
+
+use clap::Args;
+use serde::{Deserialize, Serialize};
+
+use crate::measure::Progress;
+use crate::units::Size;
+use crate::workload::ColdMode;
+
+use super::RunOptions;
+
+/// How runs are repeated, seeded, conditioned and kept. A setting left out takes the
+/// command's default (`bench`: 1 repetition, a seed from the clock, warm caches) or, with
+/// `run PLAN`, the plan's.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize, Args)]
+#[serde(default)]
+#[command(next_help_heading = "Runs and results")]
+pub struct RunParams {
+    /// Repetitions; with --fs each gets a fresh filesystem [default: 1; with a plan, the
+    /// plan's reps].
+    #[arg(long, value_name = "N")]
+    pub reps: Option<u32>,
+    /// Seed for every random choice (recorded in results) [default: from the clock; with a
+    /// plan, the plan's seed, 1 when it names none].
+    #[arg(long)]
+    pub seed: Option<u64>,
+    /// Make the cache cold between phases: drop (sync + drop_caches), remount (unmount and
+    /// mount again, testbeds only) or none [default: none; with a plan, the plan's cold].
+    #[arg(long, value_name = "drop|remount|none")]
+    pub cold: Option<ColdMode>,
+    /// Run inside a memory cgroup limited to SIZE, page cache included (cgroup2 memory.max,
+    /// else cgroup v1 memory.limit_in_bytes); with a plan, for every testbed (a testbed's
+    /// mem_limit).
+    #[arg(
+        long,
+        value_name = "SIZE",
+        conflicts_with = "mem_charge",
+        allow_hyphen_values = true
+    )]
+    pub mem_limit: Option<Size>,
+    /// The low-memory study's memory charger: lock memory until only SIZE is available
+    /// (MemAvailable), and give it back at the end.
+    #[arg(long, value_name = "SIZE", allow_hyphen_values = true)]
+    pub mem_charge: Option<Size>,
+    /// Directory for result files (one JSON per run).
+    #[arg(long, value_name = "DIR", default_value = "fsgauge-results")]
+    pub out: PathBuf,
+    /// After the workload's last write phase, record the block layout of its tree (extents as
+    /// filefrag counts them, fragmentation factor, layout score, ...) and the free-space
+    /// fragmentation of the target in the result, under `layout`.
+    #[arg(long)]
+    pub layout: bool,
+}
+
+impl Default for RunParams {
+    fn default() -> Self {
+        crate::workload::params::defaults()
+    }
+}
+
+impl RunParams {
+    /// The runner's options, `silent` saying whether progress is shown. Under MPI only rank 0
+    /// writes results and shows progress.
+    pub fn options(&self, silent: bool) -> RunOptions {
+        RunOptions {
+            reps: self.reps.unwrap_or(1),
+            seed: self.seed,
+            cold: self.cold.unwrap_or(ColdMode::None),
+            mem_limit: self.mem_limit.map(Size::bytes),
+            mem_charge: self.mem_charge.map(Size::bytes),
+            out: (!crate::dist::secondary_rank()).then(|| self.out.clone()),
+            progress: Progress::new(silent || crate::dist::secondary_rank()),
+            layout: self.layout,
+            precondition: None,
+            study: None,
+        }
+    }
+}

@@ -1,0 +1,205 @@
+//! The settings of a testbed, declared once. [`TestbedParams`] derives both `clap::Args` (the
+//! testbed flags of `bench`, `testbed create`, `age`, `exercise` and `study append`, its doc
+//! comments their `--help` text) and serde (a plan's `[[testbed]]` table). Its defaults are
+//! written once, in the `#[arg(default_value…)]` attributes, and serde fills absent plan keys
+//! from them, as the workload parameter structs do (`workload::params`).
+//!
+//! A plan key is its flag's name with `_` for `-` (`--fs-size` is `fs_size`); the keys plans
+//! used before (`size`, `mkfs`, `mount`) are kept as aliases. What says *which* testbed
+//! (`--fs`, `--label`, `--device`, `--dir`) and what only a plan has (`optional`, a testbed's
+//! own `mem_limit`) is not here: those are read next to these settings.
+
+use std::path::PathBuf;
+
+use clap::{Args, Command, FromArgMatches};
+use serde::{Deserialize, Serialize};
+
+use super::spec::{Backing, FsKind, JournalSpec, TestbedInput};
+use crate::units::Size;
+
+/// Every setting of how a testbed is built, with its default and help text.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize, Args)]
+#[serde(default, deny_unknown_fields)]
+#[command(next_help_heading = "Testbed (where it runs)")]
+pub struct TestbedParams {
+    /// Size of the filesystem (image size), e.g. 2G.
+    #[arg(
+        long,
+        value_name = "SIZE",
+        default_value = "2G",
+        allow_hyphen_values = true
+    )]
+    #[serde(alias = "size")]
+    pub fs_size: Size,
+    /// Extra mkfs arguments, e.g. "-O ^extent -I 256".
+    #[arg(
+        long,
+        value_name = "OPTS",
+        allow_hyphen_values = true,
+        default_value = ""
+    )]
+    #[serde(alias = "mkfs")]
+    pub mkfs_opts: String,
+    /// Mount options, e.g. "data=writeback,nodelalloc".
+    #[arg(long, value_name = "OPTS", default_value = "")]
+    #[serde(alias = "mount")]
+    pub mount_opts: String,
+    /// External journal (ext3/ext4 journal device, xfs log device): ram:SIZE on a RAM disk or
+    /// file:SIZE on an image file, e.g. ram:64M. At least 1024 filesystem blocks for ext3/ext4
+    /// (4M with the default 4K blocks, 1M with -b 1024), 64M for xfs; btrfs has none.
+    #[arg(long, value_name = "ram:SIZE|file:SIZE")]
+    #[serde(with = "journal_text", skip_serializing_if = "Option::is_none")]
+    pub journal: Option<JournalSpec>,
+    /// Put the image in a file on disk or on a RAM disk (tmpfs).
+    #[arg(long, value_name = "file|ram", default_value = "file")]
+    pub backing: Backing,
+    /// Directory for images and mount points [default: /var/tmp/fsgauge, /dev/shm/fsgauge for ram].
+    #[arg(long, value_name = "DIR")]
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub workdir: Option<PathBuf>,
+    /// Direct I/O from the loop device to its image, so the host's page cache stays out of the
+    /// figures.
+    #[arg(long, value_name = "on|off", default_value = "on", value_parser = on_off, action = clap::ArgAction::Set)]
+    #[serde(deserialize_with = "de_on_off")]
+    pub loop_direct_io: bool,
+}
+
+impl Default for TestbedParams {
+    /// The command line's defaults: what a testbed gets when no flag (no plan key) is given.
+    fn default() -> Self {
+        let cmd = Self::augment_args(Command::new("defaults").no_binary_name(true));
+        let m = cmd
+            .try_get_matches_from(std::iter::empty::<String>())
+            .expect("every testbed setting has a default or is optional");
+        Self::from_arg_matches(&m).expect("the defaults are values of their own types")
+    }
+}
+
+/// The plan key of a field named by a [`crate::error::bad_param`] of [`super::TestbedSpec`]
+/// (`size`, `mkfs`, ...): the keys a plan may write it under, the flag's name first.
+pub fn plan_keys(field: &str) -> &'static [&'static str] {
+    match field {
+        "size" | "fs_size" => &["fs_size", "size"],
+        "mkfs" | "mkfs_opts" => &["mkfs_opts", "mkfs"],
+        "mount" | "mount_opts" => &["mount_opts", "mount"],
+        "journal" => &["journal"],
+        "backing" => &["backing"],
+        "workdir" => &["workdir"],
+        "loop_direct_io" => &["loop_direct_io"],
+        _ => &[],
+    }
+}
+
+/// The clap id of the filesystem size (`--device` conflicts with it).
+pub const SIZE_ID: &str = "fs_size";
+/// The clap group of every testbed flag (clap names a flattened struct's group after it):
+/// `--dir` conflicts with it, so a new setting is refused with `--dir` too.
+pub const GROUP: &str = "TestbedParams";
+/// The plan key (and flag) of the filesystem size, for messages that tell how to change it.
+pub const SIZE_KEY: &str = "fs_size";
+/// The flag of the filesystem size, for messages that tell how to change it.
+pub const SIZE_FLAG: &str = "--fs-size";
+
+impl TestbedParams {
+    /// What [`super::TestbedSpec::build`] takes, with what says which testbed: the kind, its
+    /// label and a block device to format instead of an image.
+    pub fn input(
+        &self,
+        fs: FsKind,
+        label: Option<String>,
+        device: Option<PathBuf>,
+    ) -> TestbedInput {
+        TestbedInput {
+            fs,
+            size: self.fs_size.bytes(),
+            mkfs: self.mkfs_opts.clone(),
+            mount: self.mount_opts.clone(),
+            journal: self.journal,
+            backing: self.backing,
+            workdir: self.workdir.clone(),
+            loop_direct_io: self.loop_direct_io,
+            device,
+            label,
+        }
+    }
+}
+
+/// `--loop-direct-io on|off`.
+fn on_off(s: &str) -> Result<bool, String> {
+    match s {
+        "on" | "true" | "yes" => Ok(true),
+        "off" | "false" | "no" => Ok(false),
+        _ => Err(format!("{s:?} is not on or off")),
+    }
+}
+
+/// A switch in a plan: `true`/`false`, or the flag's `"on"`/`"off"`.
+fn de_on_off<'de, D: serde::Deserializer<'de>>(d: D) -> Result<bool, D::Error> {
+    #[derive(Deserialize)]
+    #[serde(untagged)]
+    enum Raw {
+        B(bool),
+        S(String),
+    }
+    match Raw::deserialize(d)? {
+        Raw::B(b) => Ok(b),
+        Raw::S(s) => on_off(&s).map_err(serde::de::Error::custom),
+    }
+}
+
+/// A journal in a plan is written as the flag takes it: `"ram:64M"`.
+mod journal_text {
+    use serde::{Deserialize, Deserializer, Serializer};
+
+    use crate::testbed::spec::JournalSpec;
+
+    pub fn serialize<S: Serializer>(j: &Option<JournalSpec>, s: S) -> Result<S::Ok, S::Error> {
+        match j {
+            Some(j) => s.serialize_str(&j.to_string()),
+            None => s.serialize_none(),
+        }
+    }
+
+    pub fn deserialize<'de, D: Deserializer<'de>>(d: D) -> Result<Option<JournalSpec>, D::Error> {
+        match Option::<String>::deserialize(d)? {
+            Some(t) => t.parse().map(Some).map_err(serde::de::Error::custom),
+            None => Ok(None),
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn defaults_are_the_flags_defaults() {
+        let d = TestbedParams::default();
+        assert_eq!(d.fs_size.bytes(), 2 << 30);
+        assert!(d.loop_direct_io);
+        assert_eq!(d.backing, Backing::File);
+        let from_empty: TestbedParams = toml::from_str("").expect("an empty table");
+        assert_eq!(from_empty, d);
+    }
+
+    #[test]
+    fn old_plan_keys_are_aliases() {
+        let old: TestbedParams =
+            toml::from_str("size = \"1G\"\nmkfs = \"-N 9\"\nmount = \"noatime\"").expect("old");
+        let new: TestbedParams =
+            toml::from_str("fs_size = \"1G\"\nmkfs_opts = \"-N 9\"\nmount_opts = \"noatime\"")
+                .expect("new");
+        assert_eq!(old, new);
+        assert_eq!(new.fs_size.bytes(), 1 << 30);
+    }
+
+    #[test]
+    fn a_written_plan_table_reads_back() {
+        let p: TestbedParams =
+            toml::from_str("journal = \"ram:64M\"\nloop_direct_io = \"off\"").expect("reads");
+        let back: TestbedParams =
+            toml::from_str(&toml::to_string(&p).expect("writes")).expect("reads back");
+        assert_eq!(p, back);
+        assert!(!back.loop_direct_io);
+    }
+}
