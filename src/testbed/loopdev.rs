@@ -186,6 +186,12 @@ pub fn detach_path(dev: &Path) -> Result<()> {
         Err(e) if e.kind() == std::io::ErrorKind::NotFound => return Ok(()),
         Err(e) => return Err(e).with_context(|| format!("opening {}", dev.display())),
     };
+    clear_fd(&f, dev)
+}
+
+/// Detaches the loop device open as `f` (`dev` names it in errors); one already detached
+/// (ENXIO) is no error.
+fn clear_fd(f: &File, dev: &Path) -> Result<()> {
     // SAFETY: LOOP_CLR_FD takes no argument.
     let rc = unsafe { libc::ioctl(f.as_raw_fd(), LOOP_CLR_FD as _, 0) };
     if rc != 0 {
@@ -270,14 +276,7 @@ pub fn detach_backed_by(id: FileId) -> Result<()> {
         if backing_of(&f) != Some(id) {
             continue;
         }
-        // SAFETY: LOOP_CLR_FD takes no argument.
-        let rc = unsafe { libc::ioctl(f.as_raw_fd(), LOOP_CLR_FD as _, 0) };
-        if rc != 0 {
-            let e = std::io::Error::last_os_error();
-            if e.raw_os_error() != Some(libc::ENXIO) {
-                return Err(e).with_context(|| format!("LOOP_CLR_FD {}", dev.display()));
-            }
-        }
+        clear_fd(&f, &dev)?;
     }
     Ok(())
 }
