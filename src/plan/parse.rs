@@ -132,18 +132,7 @@ pub struct ParseOptions {
 /// Parses and validates a plan. `source` names it in errors (a path, or `preset NAME`).
 pub fn parse(text: &str, source: &str, opts: &ParseOptions) -> Result<Plan> {
     let src = Src { name: source, text };
-    let raw: RawPlan = toml::from_str(text).map_err(|e| {
-        let span = e.span().unwrap_or(0..0);
-        let mut msg = e.message().trim().replace('\n', " ");
-        if src.text[span.start.min(src.text.len())..]
-            .trim_start()
-            .starts_with("[[question]]")
-        {
-            msg.push_str(&question::missing_field_hint(&msg));
-        }
-        let field = src.key_at(span.start).unwrap_or_default();
-        src.err(span, &field, msg)
-    })?;
+    let raw = read_raw(&src)?;
     let scale_f = opts.scale.unwrap_or(1.0);
     if !(scale_f.is_finite() && scale_f > 0.0) {
         return Err(bad_input(format!(
@@ -161,90 +150,12 @@ pub fn parse(text: &str, source: &str, opts: &ParseOptions) -> Result<Plan> {
         None => None,
     };
     let layout = raw.layout.as_ref().is_some_and(|l| *l.get_ref());
-
     let reps = parse_reps(&src, &raw)?;
-    let fresh = match &raw.fresh {
-        None => Fresh::PerRun,
-        Some(s) => s.get_ref().parse::<Fresh>().map_err(|_| {
-            src.err(
-                s.span(),
-                "fresh",
-                format!(
-                    "unknown value {:?}; allowed: {}",
-                    s.get_ref(),
-                    Fresh::ALL.map(|f| format!("\"{}\"", f.name())).join(", ")
-                ),
-            )
-        })?,
-    };
-    let cold = match &raw.cold {
-        None => ColdMode::None,
-        Some(s) => s.get_ref().parse::<ColdMode>().map_err(|_| {
-            src.err(
-                s.span(),
-                "cold",
-                format!(
-                    "unknown value {:?}; allowed: \"none\", \"drop\", \"remount\"",
-                    s.get_ref()
-                ),
-            )
-        })?,
-    };
-    let seed = match &raw.seed {
-        None => DEFAULT_SEED,
-        Some(s) if *s.get_ref() >= 0 => *s.get_ref() as u64,
-        Some(s) => return Err(src.err(s.span(), "seed", "must be 0 or more")),
-    };
+    let (fresh, cold, seed) = run_settings(&src, &raw)?;
+    require_entries(&src, &raw)?;
 
-    if raw.workload.is_empty() {
-        return Err(src.err(
-            0..0,
-            "workload",
-            format!(
-                "the plan has no [[workload]]; add one, e.g. [[workload]] kind = \"tree\" (kinds: {})",
-                kind_names()
-            ),
-        ));
-    }
-    if raw.testbed.is_empty() {
-        return Err(src.err(
-            0..0,
-            "testbed",
-            "the plan has no [[testbed]]; add one, e.g. [[testbed]] fs = \"ext4\" size = \"1G\"",
-        ));
-    }
-
-    let testbed_labels = testbed_labels(&src, &raw.testbed);
-    let labels = question::workload_labels(&src, &raw.workload, &testbed_labels)?;
-    let mut workloads = Vec::new();
-    for (w, label) in raw.workload.iter().zip(labels) {
-        let mut pw = parse_workload(&src, w, scale_f)?;
-        pw.label = label;
-        if fresh == Fresh::PerRun {
-            workloads.extend(split_cells(&src, w, pw)?);
-        } else {
-            workloads.push(pw);
-        }
-    }
-    let mut testbeds: Vec<PlanTestbed> = Vec::new();
-    let mut spans = Vec::new();
-    for t in &raw.testbed {
-        let (tb, size_span) = parse_testbed(&src, t, opts)?;
-        if let Some(prev) = testbeds.iter().find(|p| p.spec.label == tb.spec.label) {
-            let span = entry(t, &["label"]).map_or(t.span(), |(_, l)| l.span());
-            return Err(src.err(
-                span,
-                "label",
-                format!(
-                    "two testbeds are labelled {:?} (the other at line {}); give each [[testbed]] its own label",
-                    tb.spec.label, prev.at.line
-                ),
-            ));
-        }
-        spans.push(size_span);
-        testbeds.push(tb);
-    }
-
+    let workloads = parse_workloads(&src, &raw, fresh, scale_f)?;
+    let (mut testbeds, spans) = parse_testbeds(&src, &raw, opts)?;
     let mut notes = Vec::new();
     for ((tb, at), raw_tb) in testbeds.iter_mut().zip(spans).zip(&raw.testbed) {
         fit_testbed(&src, tb, &at, &workloads, scale_f, &mut notes)?;
@@ -291,6 +202,131 @@ pub fn parse(text: &str, source: &str, opts: &ParseOptions) -> Result<Plan> {
         age,
         questions,
     })
+}
+
+/// The plan's TOML as its raw tables, a syntax or type error at its line and column.
+fn read_raw(src: &Src) -> Result<RawPlan> {
+    toml::from_str(src.text).map_err(|e| {
+        let span = e.span().unwrap_or(0..0);
+        let mut msg = e.message().trim().replace('\n', " ");
+        if src.text[span.start.min(src.text.len())..]
+            .trim_start()
+            .starts_with("[[question]]")
+        {
+            msg.push_str(&question::missing_field_hint(&msg));
+        }
+        let field = src.key_at(span.start).unwrap_or_default();
+        src.err(span, &field, msg)
+    })
+}
+
+/// The plan's top-level `fresh`, `cold` and `seed`, with their defaults.
+fn run_settings(src: &Src, raw: &RawPlan) -> Result<(Fresh, ColdMode, u64)> {
+    let fresh = match &raw.fresh {
+        None => Fresh::PerRun,
+        Some(s) => s.get_ref().parse::<Fresh>().map_err(|_| {
+            src.err(
+                s.span(),
+                "fresh",
+                format!(
+                    "unknown value {:?}; allowed: {}",
+                    s.get_ref(),
+                    Fresh::ALL.map(|f| format!("\"{}\"", f.name())).join(", ")
+                ),
+            )
+        })?,
+    };
+    let cold = match &raw.cold {
+        None => ColdMode::None,
+        Some(s) => s.get_ref().parse::<ColdMode>().map_err(|_| {
+            src.err(
+                s.span(),
+                "cold",
+                format!(
+                    "unknown value {:?}; allowed: \"none\", \"drop\", \"remount\"",
+                    s.get_ref()
+                ),
+            )
+        })?,
+    };
+    let seed = match &raw.seed {
+        None => DEFAULT_SEED,
+        Some(s) if *s.get_ref() >= 0 => *s.get_ref() as u64,
+        Some(s) => return Err(src.err(s.span(), "seed", "must be 0 or more")),
+    };
+    Ok((fresh, cold, seed))
+}
+
+/// A plan needs at least one `[[workload]]` and one `[[testbed]]`.
+fn require_entries(src: &Src, raw: &RawPlan) -> Result<()> {
+    if raw.workload.is_empty() {
+        return Err(src.err(
+            0..0,
+            "workload",
+            format!(
+                "the plan has no [[workload]]; add one, e.g. [[workload]] kind = \"tree\" (kinds: {})",
+                kind_names()
+            ),
+        ));
+    }
+    if raw.testbed.is_empty() {
+        return Err(src.err(
+            0..0,
+            "testbed",
+            "the plan has no [[testbed]]; add one, e.g. [[testbed]] fs = \"ext4\" size = \"1G\"",
+        ));
+    }
+    Ok(())
+}
+
+/// The plan's workloads, labelled, each split into its sweep's cells when every run gets a
+/// fresh testbed.
+fn parse_workloads(
+    src: &Src,
+    raw: &RawPlan,
+    fresh: Fresh,
+    scale_f: f64,
+) -> Result<Vec<PlanWorkload>> {
+    let testbed_labels = testbed_labels(src, &raw.testbed);
+    let labels = question::workload_labels(src, &raw.workload, &testbed_labels)?;
+    let mut workloads = Vec::new();
+    for (w, label) in raw.workload.iter().zip(labels) {
+        let mut pw = parse_workload(src, w, scale_f)?;
+        pw.label = label;
+        if fresh == Fresh::PerRun {
+            workloads.extend(split_cells(src, w, pw)?);
+        } else {
+            workloads.push(pw);
+        }
+    }
+    Ok(workloads)
+}
+
+/// The plan's testbeds (labels unique), with where each one's size was given.
+fn parse_testbeds(
+    src: &Src,
+    raw: &RawPlan,
+    opts: &ParseOptions,
+) -> Result<(Vec<PlanTestbed>, Vec<FieldSpans>)> {
+    let mut testbeds: Vec<PlanTestbed> = Vec::new();
+    let mut spans = Vec::new();
+    for t in &raw.testbed {
+        let (tb, size_span) = parse_testbed(src, t, opts)?;
+        if let Some(prev) = testbeds.iter().find(|p| p.spec.label == tb.spec.label) {
+            let span = entry(t, &["label"]).map_or(t.span(), |(_, l)| l.span());
+            return Err(src.err(
+                span,
+                "label",
+                format!(
+                    "two testbeds are labelled {:?} (the other at line {}); give each [[testbed]] its own label",
+                    tb.spec.label, prev.at.line
+                ),
+            ));
+        }
+        spans.push(size_span);
+        testbeds.push(tb);
+    }
+    Ok((testbeds, spans))
 }
 
 /// The label each `[[testbed]]` will have (its `label`, or its fs name) and where it is, as
