@@ -322,7 +322,52 @@ pub fn parse(text: &str, source: &str) -> Result<Profile> {
         Kind::Ssd => SSD_PARAMS,
         Kind::Ram => &[],
     };
-    let mut values: BTreeMap<&'static str, (Value, Range<usize>)> = BTreeMap::new();
+    let (values, sourced) = read_values(&src, &raw, kind, decls)?;
+    let n = |k: &str| match values.get(k) {
+        Some((Value::Num(x), _)) => *x,
+        _ => 0.0,
+    };
+    let b = |k: &str| matches!(values.get(k), Some((Value::Bool(true), _)));
+    let params = match kind {
+        Kind::Ram => Params::Ram,
+        Kind::Ssd => Params::Ssd(SsdParams {
+            read_latency_us: n("read_latency_us"),
+            write_latency_us: n("write_latency_us"),
+            read_mb_s: n("read_mb_s"),
+            write_mb_s: n("write_mb_s"),
+            channels: n("channels") as u32,
+            write_cache: b("write_cache"),
+            flush_ms: n("flush_ms"),
+        }),
+        Kind::Hdd => Params::Hdd(hdd_params(&src, &values)?),
+    };
+    let capacity_bytes = match kind {
+        Kind::Ram => 0,
+        _ => n("capacity_bytes") as u64,
+    };
+    Ok(Profile {
+        name,
+        kind,
+        description: raw.description.get_ref().trim().to_string(),
+        origin: source.to_string(),
+        capacity_bytes,
+        params,
+        sourced,
+    })
+}
+
+/// A profile's parameters by name, typed, with where each value stands.
+type Values = BTreeMap<&'static str, (Value, Range<usize>)>;
+
+/// Reads `[parameters]` against the kind's declarations: every one present, known, typed and
+/// sourced. Also the sourced values in declaration order, for `devices show`.
+fn read_values(
+    src: &Src,
+    raw: &RawProfile,
+    kind: Kind,
+    decls: &[ParamDecl],
+) -> Result<(Values, Vec<SourcedValue>)> {
+    let mut values: Values = BTreeMap::new();
     let mut sourced = Vec::new();
     for (key, p) in &raw.parameters {
         let Some(decl) = decls.iter().find(|d| d.name == key.get_ref().as_str()) else {
@@ -374,92 +419,68 @@ pub fn parse(text: &str, source: &str) -> Result<Profile> {
         ));
     }
     sourced.sort_by_key(|(i, _)| *i);
-    let sourced: Vec<SourcedValue> = sourced.into_iter().map(|(_, s)| s).collect();
+    Ok((values, sourced.into_iter().map(|(_, s)| s).collect()))
+}
+
+/// A rotating disk's parameters, checked against each other (and the geometry and seek curve
+/// they give built), an error pointing at the figure to change.
+fn hdd_params(src: &Src, values: &Values) -> Result<HddParams> {
     let n = |k: &str| match values.get(k) {
         Some((Value::Num(x), _)) => *x,
         _ => 0.0,
     };
     let b = |k: &str| matches!(values.get(k), Some((Value::Bool(true), _)));
     let span = |k: &str| values.get(k).map_or(0..0, |(_, s)| s.clone());
-    let params = match kind {
-        Kind::Ram => Params::Ram,
-        Kind::Ssd => Params::Ssd(SsdParams {
-            read_latency_us: n("read_latency_us"),
-            write_latency_us: n("write_latency_us"),
-            read_mb_s: n("read_mb_s"),
-            write_mb_s: n("write_mb_s"),
-            channels: n("channels") as u32,
-            write_cache: b("write_cache"),
-            flush_ms: n("flush_ms"),
-        }),
-        Kind::Hdd => {
-            let queue = match values.get("queue") {
-                Some((Value::Word(w), _)) if w == "clook" => QueuePolicy::Clook,
-                Some((Value::Word(w), _)) if w == "sptf" => QueuePolicy::Sptf,
-                _ => QueuePolicy::Fifo,
-            };
-            let h = HddParams {
-                rpm: n("rpm"),
-                heads: n("heads") as u32,
-                zones: n("zones") as u32,
-                outer_mb_s: n("outer_mb_s"),
-                inner_mb_s: n("inner_mb_s"),
-                track_to_track_ms: n("track_to_track_ms"),
-                average_seek_ms: n("average_seek_ms"),
-                full_stroke_ms: n("full_stroke_ms"),
-                write_settle_ms: n("write_settle_ms"),
-                head_switch_ms: n("head_switch_ms"),
-                cylinder_switch_ms: n("cylinder_switch_ms"),
-                overhead_ms: n("overhead_ms"),
-                link_mb_s: n("link_mb_s"),
-                cache_bytes: n("cache_bytes") as u64,
-                cache_segments: n("cache_segments") as u32,
-                read_ahead: b("read_ahead"),
-                write_cache: b("write_cache"),
-                queue,
-                sptf_window: n("sptf_window") as u32,
-            };
-            if h.inner_mb_s > h.outer_mb_s {
-                return Err(src.err(
-                    span("inner_mb_s"),
-                    format!(
-                        "inner_mb_s: {} MB/s is above outer_mb_s {} MB/s; the outer zone holds more sectors per track",
-                        h.inner_mb_s, h.outer_mb_s
-                    ),
-                ));
-            }
-            if !(h.track_to_track_ms < h.average_seek_ms && h.average_seek_ms < h.full_stroke_ms) {
-                return Err(src.err(
-                    span("average_seek_ms"),
-                    "average_seek_ms must lie between track_to_track_ms and full_stroke_ms",
-                ));
-            }
-            let capacity = n("capacity_bytes") as u64;
-            // The geometry and the seek curve must be constructible: check them here, where
-            // the error can point at the figures.
-            super::model::hdd::Geometry::new(&h, capacity)
-                .map_err(|m| src.err(span("outer_mb_s"), m))?;
-            let cyl = super::model::hdd::Geometry::new(&h, capacity)
-                .map(|g| g.cylinders())
-                .unwrap_or(1);
-            super::model::hdd::SeekCurve::fit(&h, cyl)
-                .map_err(|m| src.err(span("average_seek_ms"), m))?;
-            Params::Hdd(h)
-        }
+    let queue = match values.get("queue") {
+        Some((Value::Word(w), _)) if w == "clook" => QueuePolicy::Clook,
+        Some((Value::Word(w), _)) if w == "sptf" => QueuePolicy::Sptf,
+        _ => QueuePolicy::Fifo,
     };
-    let capacity_bytes = match kind {
-        Kind::Ram => 0,
-        _ => n("capacity_bytes") as u64,
+    let h = HddParams {
+        rpm: n("rpm"),
+        heads: n("heads") as u32,
+        zones: n("zones") as u32,
+        outer_mb_s: n("outer_mb_s"),
+        inner_mb_s: n("inner_mb_s"),
+        track_to_track_ms: n("track_to_track_ms"),
+        average_seek_ms: n("average_seek_ms"),
+        full_stroke_ms: n("full_stroke_ms"),
+        write_settle_ms: n("write_settle_ms"),
+        head_switch_ms: n("head_switch_ms"),
+        cylinder_switch_ms: n("cylinder_switch_ms"),
+        overhead_ms: n("overhead_ms"),
+        link_mb_s: n("link_mb_s"),
+        cache_bytes: n("cache_bytes") as u64,
+        cache_segments: n("cache_segments") as u32,
+        read_ahead: b("read_ahead"),
+        write_cache: b("write_cache"),
+        queue,
+        sptf_window: n("sptf_window") as u32,
     };
-    Ok(Profile {
-        name,
-        kind,
-        description: raw.description.get_ref().trim().to_string(),
-        origin: source.to_string(),
-        capacity_bytes,
-        params,
-        sourced,
-    })
+    if h.inner_mb_s > h.outer_mb_s {
+        return Err(src.err(
+            span("inner_mb_s"),
+            format!(
+                "inner_mb_s: {} MB/s is above outer_mb_s {} MB/s; the outer zone holds more sectors per track",
+                h.inner_mb_s, h.outer_mb_s
+            ),
+        ));
+    }
+    if !(h.track_to_track_ms < h.average_seek_ms && h.average_seek_ms < h.full_stroke_ms) {
+        return Err(src.err(
+            span("average_seek_ms"),
+            "average_seek_ms must lie between track_to_track_ms and full_stroke_ms",
+        ));
+    }
+    let capacity = n("capacity_bytes") as u64;
+    // The geometry and the seek curve must be constructible: check them here, where
+    // the error can point at the figures.
+    super::model::hdd::Geometry::new(&h, capacity).map_err(|m| src.err(span("outer_mb_s"), m))?;
+    let cyl = super::model::hdd::Geometry::new(&h, capacity)
+        .map(|g| g.cylinders())
+        .unwrap_or(1);
+    super::model::hdd::SeekCurve::fit(&h, cyl).map_err(|m| src.err(span("average_seek_ms"), m))?;
+    Ok(h)
 }
 
 fn typed(decl: &ParamDecl, v: &toml::Value) -> Result<Value, String> {
