@@ -6,7 +6,7 @@
 use std::path::{Path, PathBuf};
 use std::rc::Rc;
 
-use anyhow::Result;
+use anyhow::{Context, Result};
 
 use super::DistOptions;
 use crate::error::bad_input;
@@ -33,7 +33,7 @@ pub trait Coordinator {
     fn options(&self) -> DistOptions;
 
     /// Runs one measured phase on `workers` threads with every other rank: `start` starts its
-    /// meter once all are ready; the result is this rank's.
+    /// meter once all are ready; the result is this rank's. Its errors name the phase.
     fn phase(
         &self,
         name: &str,
@@ -113,13 +113,14 @@ impl Coordinator for Local {
 
     fn phase(
         &self,
-        _name: &str,
+        name: &str,
         start: &mut dyn FnMut() -> PhaseMeter,
         workers: usize,
         work: Work<'_>,
     ) -> Result<PhaseResult> {
         let meter = start();
-        let recorders = crate::measure::run_workers(&meter, workers.max(1), work)?;
+        let recorders = crate::measure::run_workers(&meter, workers.max(1), work)
+            .with_context(|| format!("phase {name}"))?;
         let result = meter.finish(recorders);
         check_ramp(&result)?;
         Ok(result)
@@ -298,7 +299,25 @@ mod tests {
             .phase("write", &mut || start("write"), 2, &failing)
             .err()
             .map(|e| format!("{e:#}"));
-        assert!(err.is_some_and(|e| e.contains("disk full")));
+        assert!(err.is_some_and(|e| e.contains("phase write") && e.contains("disk full")));
+    }
+
+    #[test]
+    fn local_phase_refuses_one_that_ended_inside_its_ramp() {
+        let series = crate::measure::SeriesSpec {
+            interval: std::time::Duration::from_secs(5),
+            ramp_intervals: 2,
+        };
+        let err = Local
+            .phase(
+                "create",
+                &mut || start("create").with_series(series),
+                1,
+                &work,
+            )
+            .err()
+            .map(|e| format!("{e:#}"));
+        assert!(err.is_some_and(|e| e.starts_with("phase create ended") && e.contains("--ramp")));
     }
 
     #[test]

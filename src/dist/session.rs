@@ -579,7 +579,7 @@ impl Coordinator for Session {
         workers: usize,
         work: Work<'_>,
     ) -> Result<PhaseResult> {
-        Session::phase(self, name, start, workers, work)
+        Session::phase(self, name, start, workers, work).with_context(|| format!("phase {name}"))
     }
 
     fn barrier(&self) {

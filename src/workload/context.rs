@@ -288,14 +288,12 @@ impl<'a> RunContext<'a> {
         crate::signals::check()?;
         // Under MPI all ranks start behind a barrier and end together (see `dist`).
         let coord = self.coord.clone();
-        let result = coord
-            .phase(
-                name,
-                &mut || self.meter(name, defs, expected),
-                workers.max(1),
-                &work,
-            )
-            .with_context(|| format!("phase {name}"))?;
+        let result = coord.phase(
+            name,
+            &mut || self.meter(name, defs, expected),
+            workers.max(1),
+            &work,
+        )?;
         self.phases.push(result);
         Ok(self.phases.last_mut().expect("just pushed"))
     }
