@@ -46,6 +46,8 @@ pub struct RunOptions {
     /// The plan the run is part of and its questions, copied into the result (`study`); not
     /// part of the spec hash.
     pub study: Option<StudyInfo>,
+    /// How the run fits with the other processes of an MPI job (alone by default).
+    pub coordinator: crate::dist::Coord,
 }
 
 /// The conditioning workload of a run (see [`RunOptions::precondition`]).
@@ -71,6 +73,7 @@ impl Default for RunOptions {
             layout: false,
             precondition: None,
             study: None,
+            coordinator: Default::default(),
         }
     }
 }
@@ -474,18 +477,10 @@ fn run_in(target: &mut Target, r: Rep<'_>, started: SystemTime) -> Result<RunRes
     };
     let root = target.path().join(&root_name);
     // Under MPI the ranks make one directory for the run together (see `dist`).
-    #[cfg(feature = "mpi")]
-    let dist_root = match crate::dist::session() {
-        Some(s) => Some(s.make_root(target.path(), wl.kind(), rep)?),
-        None => None,
-    };
-    #[cfg(feature = "mpi")]
+    let coord = opts.coordinator.clone();
+    let dist_root = coord.make_root(target.path(), wl.kind(), rep)?;
     let root = dist_root.as_ref().map_or(root, |d| d.root.clone());
-    #[cfg(feature = "mpi")]
-    let made_together = dist_root.is_some();
-    #[cfg(not(feature = "mpi"))]
-    let made_together = false;
-    let cleanup_root = if made_together {
+    let cleanup_root = if dist_root.is_some() {
         None
     } else {
         Some(RootGuard::make(target, &root_name).context("creating the workload directory")?)
@@ -506,7 +501,8 @@ fn run_in(target: &mut Target, r: Rep<'_>, started: SystemTime) -> Result<RunRes
         None => (root.clone(), root),
     };
     let mut ctx = RunContext::new(target, root, seed, opts.cold, opts.progress)
-        .with_shown_root(shown.clone());
+        .with_shown_root(shown.clone())
+        .with_coordinator(coord.clone());
     if opts.layout {
         ctx.set_layout_hook(Box::new(move |root, target| {
             let mut snap = crate::layout::snapshot(root, target.path())?;
@@ -544,9 +540,8 @@ fn run_in(target: &mut Target, r: Rep<'_>, started: SystemTime) -> Result<RunRes
     drop(charger);
     drop(mem_limit);
     drop(cleanup_root);
-    #[cfg(feature = "mpi")]
-    if let (Some(d), Some(s)) = (dist_root, crate::dist::session()) {
-        d.release(&s);
+    if let Some(d) = dist_root {
+        coord.release_root(d);
     }
     if let Err(e) = ran {
         // A write error of the testbed may come from the host: the store under its image full.
@@ -558,15 +553,7 @@ fn run_in(target: &mut Target, r: Rep<'_>, started: SystemTime) -> Result<RunRes
         return Err(e);
     }
     warnings.extend(more_warnings);
-    #[allow(unused_mut)]
-    let mut mpi = None;
-    #[cfg(feature = "mpi")]
-    if let Some(s) = crate::dist::session() {
-        let (all_phases, all_warnings, info) = s.gather_run(phases, warnings, wl.metrics())?;
-        phases = all_phases;
-        warnings = all_warnings;
-        mpi = info;
-    }
+    let (phases, warnings, mpi) = coord.gather(phases, warnings, wl.metrics())?;
 
     let mut testbed = target.info();
     testbed.memory_limit = opts.mem_limit;

@@ -86,6 +86,10 @@ pub struct RunArgs {
     pub params: RunParams,
     #[command(flatten)]
     pub output: OutputArgs,
+    /// How the run fits with the other processes of an MPI job: given by the command that
+    /// starts the job (alone by default), never a flag.
+    #[arg(skip)]
+    pub coordinator: crate::dist::Coord,
 }
 
 /// How a command prints what it made: `--format`, with `--json` kept as its short form, and
@@ -142,7 +146,8 @@ impl OutputArgs {
 
 impl RunArgs {
     pub fn options(&self) -> RunOptions {
-        self.params.options(self.output.silent())
+        self.params
+            .options(self.output.silent(), self.coordinator.clone())
     }
 
     /// The place a workload runs on, admitted as a plan's testbed is ([`crate::runner::admitted`]:
@@ -150,7 +155,7 @@ impl RunArgs {
     pub fn admit(&self, place: Place, wl: &dyn Workload) -> Result<Place> {
         let (place, note) = crate::runner::admitted(&place, wl)?;
         if let Some(n) = note {
-            if !self.output.silent() && !crate::dist::secondary_rank() {
+            if !self.output.silent() && !self.coordinator.is_secondary() {
                 eprintln!("note: {n}");
             }
         }
@@ -180,7 +185,7 @@ impl RunArgs {
     /// [`Self::print`] with the command's own views of its results.
     pub fn print_views(&self, outcomes: &[Outcome], views: &ResultViews) -> Result<()> {
         let format = self.output();
-        if crate::dist::secondary_rank() {
+        if self.coordinator.is_secondary() {
             return Ok(());
         }
         let results: Vec<RunResult> = outcomes.iter().map(|o| o.result.clone()).collect();

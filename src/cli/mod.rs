@@ -23,13 +23,7 @@ use clap::{Parser, Subcommand};
 pub use common::{RunArgs, TestbedArgs};
 
 /// The version line says whether MPI runs are built in (cargo feature `mpi`).
-#[cfg(feature = "mpi")]
-const VERSION: &str = concat!(env!("CARGO_PKG_VERSION"), " (MPI: built in)");
-#[cfg(not(feature = "mpi"))]
-const VERSION: &str = concat!(
-    env!("CARGO_PKG_VERSION"),
-    " (MPI: not built in; build with --features mpi)"
-);
+const VERSION: &str = crate::dist::describe();
 
 /// fsgauge: a filesystem benchmarking laboratory.
 ///

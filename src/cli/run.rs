@@ -426,6 +426,7 @@ fn quick_on_temp_dir(c: &RunCmd) -> Result<ExitCode> {
         layout: c.run.layout,
         precondition: None,
         study: None,
+        coordinator: Default::default(),
     };
     let results: Vec<RunResult> = crate::runner::run(&Place::Dir(dir), wl.as_ref(), &opts)?
         .into_iter()

@@ -23,14 +23,56 @@
 //! Without mpirun (and without `--stonewall`), nothing here runs: the commands work exactly as
 //! in a build without MPI.
 
+mod coordinator;
 pub mod merge;
 #[cfg(feature = "mpi")]
 mod session;
 
+use std::rc::Rc;
 use std::time::Duration;
 
+use anyhow::Result;
+
+pub use coordinator::{check_ramp, Coord, Coordinator, DistRoot, Local, Work};
 #[cfg(feature = "mpi")]
-pub use session::{current as session, library_version, DistRoot, RankFailure, Session};
+pub use session::{library_version, RankFailure, Session};
+
+/// True when this build runs MPI jobs (cargo feature `mpi`).
+pub const BUILT_IN: bool = cfg!(feature = "mpi");
+
+/// The version line: the crate's version and whether MPI runs are built in.
+pub const fn describe() -> &'static str {
+    #[cfg(feature = "mpi")]
+    {
+        concat!(env!("CARGO_PKG_VERSION"), " (MPI: built in)")
+    }
+    #[cfg(not(feature = "mpi"))]
+    {
+        concat!(
+            env!("CARGO_PKG_VERSION"),
+            " (MPI: not built in; build with --features mpi)"
+        )
+    }
+}
+
+/// The coordinator of this process under `opts`: one rank of the MPI job when launched by
+/// mpirun in an MPI build, a single rank kept for `--stonewall` without mpirun; `None` when
+/// the process runs alone as any run does ([`Local`]).
+pub fn coordinator(opts: DistOptions) -> Result<Option<Rc<dyn Coordinator>>> {
+    #[cfg(feature = "mpi")]
+    {
+        Ok(Session::start(opts)?.map(|s| s as Rc<dyn Coordinator>))
+    }
+    #[cfg(not(feature = "mpi"))]
+    {
+        if launched_by_mpirun() || opts.stonewall.is_some() || opts.read_neighbour {
+            return Err(crate::error::bad_input(
+                "this fsgauge is built without MPI: --stonewall, --read-neighbour and runs under mpirun need a build with --features mpi",
+            ));
+        }
+        Ok(None)
+    }
+}
 
 crate::choice! {
     /// Where the ranks work.
@@ -65,15 +107,6 @@ pub fn launched_by_mpirun() -> bool {
     ]
     .iter()
     .any(|v| std::env::var_os(v).is_some())
-}
-
-/// True in an MPI job on every rank but 0: such ranks write no result and print nothing.
-pub fn secondary_rank() -> bool {
-    #[cfg(feature = "mpi")]
-    if let Some(s) = session() {
-        return s.rank() != 0;
-    }
-    false
 }
 
 /// The rank whose files rank `rank` reads under `--read-neighbour` (r+1, wrapping).

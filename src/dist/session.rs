@@ -25,10 +25,11 @@ use mpi::topology::SimpleCommunicator;
 use mpi::traits::*;
 
 use super::merge::{merge_phases, merge_warnings, RankReport};
-use super::{launched_by_mpirun, neighbour, DirMode, DistOptions};
+use super::{launched_by_mpirun, neighbour, Coordinator, DirMode, DistOptions, DistRoot, Work};
 use crate::error::{bad_input, exit_code, Interrupted, SystemFailure};
 use crate::measure::{PhaseMeter, Recorder};
 use crate::results::{MetricDef, MpiInfo, PhaseResult, RankHost};
+use anyhow::Error;
 
 const TAG_STOP: i32 = 0x5701;
 const TAG_REPORT: i32 = 0x5702;
@@ -38,15 +39,6 @@ const NOTICE_FAILED: u8 = 2;
 const STATUS_OK: u64 = 0;
 const STATUS_FAILED: u64 = 1;
 const STATUS_STOPPED: u64 = 2;
-
-thread_local! {
-    static CURRENT: RefCell<Option<Rc<Session>>> = const { RefCell::new(None) };
-}
-
-/// The session of this rank, when one is running (on the thread that started it).
-pub fn current() -> Option<Rc<Session>> {
-    CURRENT.with(|c| c.borrow().clone())
-}
 
 /// The MPI library's version string (first line).
 pub fn library_version() -> String {
@@ -86,19 +78,11 @@ pub struct Session {
     library: String,
 }
 
-/// Ends the session (and MPI) when dropped.
-pub struct SessionGuard(());
-
-impl Drop for SessionGuard {
-    fn drop(&mut self) {
-        CURRENT.with(|c| c.borrow_mut().take());
-    }
-}
-
 impl Session {
     /// Starts this rank's session: MPI when launched by mpirun; a single local rank when not but
-    /// `opts` need the session (a stonewall); nothing otherwise.
-    pub fn start(opts: DistOptions) -> Result<Option<SessionGuard>> {
+    /// `opts` need the session (a stonewall); nothing otherwise. MPI ends (MPI_Finalize) when
+    /// the last handle of the session is dropped.
+    pub fn start(opts: DistOptions) -> Result<Option<Rc<Session>>> {
         let host = crate::results::HostInfo::current().hostname;
         let pid = std::process::id();
         let s = if launched_by_mpirun() {
@@ -141,8 +125,7 @@ impl Session {
         } else {
             return Ok(None);
         };
-        CURRENT.with(|c| *c.borrow_mut() = Some(Rc::new(s)));
-        Ok(Some(SessionGuard(())))
+        Ok(Some(Rc::new(s)))
     }
 
     pub fn rank(&self) -> u32 {
@@ -576,33 +559,79 @@ fn rank_dir(base: &Path, rank: u32) -> PathBuf {
     base.join(format!("rank.{rank}"))
 }
 
-/// The run's directory on this rank; [`DistRoot::release`] removes it in step with the other
-/// ranks (rank 0 removes the common parent last).
-pub struct DistRoot {
-    pub root: PathBuf,
-    base: PathBuf,
-    released: bool,
-}
+impl Coordinator for Session {
+    fn rank(&self) -> u32 {
+        self.rank
+    }
 
-impl DistRoot {
+    fn size(&self) -> u32 {
+        self.size
+    }
+
+    fn options(&self) -> DistOptions {
+        self.opts
+    }
+
+    fn phase(
+        &self,
+        name: &str,
+        start: &mut dyn FnMut() -> PhaseMeter,
+        workers: usize,
+        work: Work<'_>,
+    ) -> Result<PhaseResult> {
+        Session::phase(self, name, start, workers, work).with_context(|| format!("phase {name}"))
+    }
+
+    fn barrier(&self) {
+        Session::barrier(self)
+    }
+
+    fn agree(&self, r: Result<()>) -> Result<()> {
+        Session::agree(self, r)
+    }
+
+    fn broadcast_u64(&self, v: u64) -> u64 {
+        Session::broadcast_u64(self, v)
+    }
+
+    fn failure_agreed(&self) -> bool {
+        self.agreed_failure.get()
+    }
+
+    fn abort(&self, err: &Error) -> ! {
+        Session::abort(self, err)
+    }
+
+    fn make_root(&self, parent: &Path, kind: &str, rep: u32) -> Result<Option<DistRoot>> {
+        Session::make_root(self, parent, kind, rep).map(Some)
+    }
+
     /// Removes this rank's directory, waits for every rank, then rank 0 removes the rest.
-    pub fn release(mut self, s: &Session) {
-        self.released = true;
-        if s.opts.dir_mode == DirMode::Unique {
-            let _ = std::fs::remove_dir_all(&self.root);
+    fn release_root(&self, root: DistRoot) {
+        let (own, base) = root.take();
+        if self.opts.dir_mode == DirMode::Unique {
+            let _ = std::fs::remove_dir_all(&own);
         }
-        s.barrier();
-        if s.rank == 0 {
-            let _ = std::fs::remove_dir_all(&self.base);
+        self.barrier();
+        if self.rank == 0 {
+            let _ = std::fs::remove_dir_all(&base);
         }
     }
-}
 
-impl Drop for DistRoot {
-    fn drop(&mut self) {
-        // Unwinding without the other ranks: only this rank's own directory is safe to remove.
-        if !self.released && self.root != self.base {
-            let _ = std::fs::remove_dir_all(&self.root);
-        }
+    fn worker_base(&self, per_rank: u64) -> u64 {
+        Session::worker_base(self, per_rank)
+    }
+
+    fn read_source(&self, own_root: &Path, per_rank: u64) -> (PathBuf, u64) {
+        Session::read_source(self, own_root, per_rank)
+    }
+
+    fn gather(
+        &self,
+        phases: Vec<PhaseResult>,
+        warnings: Vec<String>,
+        metrics: &[MetricDef],
+    ) -> Result<(Vec<PhaseResult>, Vec<String>, Option<MpiInfo>)> {
+        self.gather_run(phases, warnings, metrics)
     }
 }

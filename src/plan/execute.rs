@@ -60,6 +60,7 @@ pub fn run_options(
             .as_ref()
             .map(|a| crate::runner::Precondition(a.workload.clone())),
         study: None,
+        coordinator: Default::default(),
     }
 }
 

@@ -65,20 +65,21 @@ impl Default for RunParams {
 }
 
 impl RunParams {
-    /// The runner's options, `silent` saying whether progress is shown. Under MPI only rank 0
-    /// writes results and shows progress.
-    pub fn options(&self, silent: bool) -> RunOptions {
+    /// The runner's options, `silent` saying whether progress is shown, run as `coordinator`
+    /// says. Under MPI only rank 0 writes results and shows progress.
+    pub fn options(&self, silent: bool, coordinator: crate::dist::Coord) -> RunOptions {
         RunOptions {
             reps: self.reps.unwrap_or(1),
             seed: self.seed,
             cold: self.cold.unwrap_or(ColdMode::None),
             mem_limit: self.mem_limit.map(Size::bytes),
             mem_charge: self.mem_charge.map(Size::bytes),
-            out: (!crate::dist::secondary_rank()).then(|| self.out.clone()),
-            progress: Progress::new(silent || crate::dist::secondary_rank()),
+            out: (!coordinator.is_secondary()).then(|| self.out.clone()),
+            progress: Progress::new(silent || coordinator.is_secondary()),
             layout: self.layout,
             precondition: None,
             study: None,
+            coordinator,
         }
     }
 }

@@ -5,8 +5,9 @@ use std::path::{Path, PathBuf};
 
 use anyhow::{Context, Result};
 
+use crate::dist::Coord;
 use crate::error::bad_input;
-use crate::measure::{run_workers, Devices, OpDef, PhaseMeter, Progress, Recorder, SeriesSpec};
+use crate::measure::{Devices, OpDef, PhaseMeter, Progress, Recorder, SeriesSpec};
 use crate::results::{PhaseResult, TestbedInfo};
 use crate::testbed::{drop_caches, Testbed};
 
@@ -128,6 +129,8 @@ pub struct RunContext<'a> {
     layout: Option<serde_json::Value>,
     /// How the phases' time series are cut, and their ramp (`--interval`, `--ramp`).
     series: SeriesSpec,
+    /// How this process's phases fit with those of the other processes of the job.
+    coord: Coord,
 }
 
 /// Takes the block-layout snapshot of a workload's tree (set by the runner under `--layout`):
@@ -156,7 +159,19 @@ impl<'a> RunContext<'a> {
             layout_hook: None,
             layout: None,
             series: SeriesSpec::default(),
+            coord: Coord::default(),
         }
+    }
+
+    /// Runs with the other processes of a job as `coord` says (alone by default).
+    pub fn with_coordinator(mut self, coord: Coord) -> Self {
+        self.coord = coord;
+        self
+    }
+
+    /// The run's coordinator: whether this process is one rank of several.
+    pub fn coordinator(&self) -> &Coord {
+        &self.coord
     }
 
     /// Names the root as the user knows it, for messages and results, when `root` is the
@@ -271,25 +286,14 @@ impl<'a> RunContext<'a> {
         F: Fn(usize, &mut Recorder) -> Result<()> + Sync,
     {
         crate::signals::check()?;
-        #[cfg(feature = "mpi")]
-        if let Some(s) = crate::dist::session() {
-            // Under MPI: all ranks start behind a barrier and end together (see `dist`).
-            let result = s
-                .phase(
-                    name,
-                    || self.meter(name, defs, expected),
-                    workers.max(1),
-                    work,
-                )
-                .with_context(|| format!("phase {name}"))?;
-            self.phases.push(result);
-            return Ok(self.phases.last_mut().expect("just pushed"));
-        }
-        let meter = self.meter(name, defs, expected);
-        let recorders =
-            run_workers(&meter, workers.max(1), work).with_context(|| format!("phase {name}"))?;
-        let result = meter.finish(recorders);
-        check_ramp(&result)?;
+        // Under MPI all ranks start behind a barrier and end together (see `dist`).
+        let coord = self.coord.clone();
+        let result = coord.phase(
+            name,
+            &mut || self.meter(name, defs, expected),
+            workers.max(1),
+            &work,
+        )?;
         self.phases.push(result);
         Ok(self.phases.last_mut().expect("just pushed"))
     }
@@ -297,7 +301,7 @@ impl<'a> RunContext<'a> {
     /// Keeps a phase measured by hand with [`RunContext::meter`], refusing one that ended
     /// inside its ramp.
     pub fn push_checked(&mut self, p: PhaseResult) -> Result<&mut PhaseResult> {
-        check_ramp(&p)?;
+        crate::dist::check_ramp(&p)?;
         Ok(self.push_phase(p))
     }
 
@@ -310,46 +314,27 @@ impl<'a> RunContext<'a> {
     /// The first number of this process's workers in names other processes share: under MPI
     /// with `--shared-dir`, rank × `per_rank`; otherwise 0.
     pub fn worker_base(&self, per_rank: u64) -> u64 {
-        #[cfg(feature = "mpi")]
-        if let Some(s) = crate::dist::session() {
-            return s.worker_base(per_rank);
-        }
-        let _ = per_rank;
-        0
+        self.coord.worker_base(per_rank)
     }
 
     /// Where read and stat phases find the files to read, and the worker number of the first
     /// (see [`RunContext::worker_base`]): this run's own, or under MPI with `--read-neighbour`
     /// those rank r+1 wrote.
     pub fn read_source(&self, per_rank: u64) -> (PathBuf, u64) {
-        #[cfg(feature = "mpi")]
-        if let Some(s) = crate::dist::session() {
-            return s.read_source(&self.root, per_rank);
-        }
-        let _ = per_rank;
-        (self.root.clone(), 0)
+        self.coord.read_source(&self.root, per_rank)
     }
 
     /// Under MPI with `--shared-dir` and 2 or more ranks, this process's rank: the workload's
     /// directory is shared with the other ranks, so only rank 0 may remove what they all used,
     /// after [`RunContext::barrier`]. `None` when the directory is this process's alone.
     pub fn shared_rank(&self) -> Option<u32> {
-        #[cfg(feature = "mpi")]
-        if let Some(s) = crate::dist::session() {
-            if s.size() > 1 && s.options().dir_mode == crate::dist::DirMode::Shared {
-                return Some(s.rank());
-            }
-        }
-        None
+        self.coord.shared_rank()
     }
 
     /// Waits until every MPI rank is here (nothing without MPI): between steps that touch what
     /// other ranks use, outside measured phases.
     pub fn barrier(&self) {
-        #[cfg(feature = "mpi")]
-        if let Some(s) = crate::dist::session() {
-            s.barrier();
-        }
+        self.coord.barrier();
     }
 
     /// Keeps a phase measured by hand with [`RunContext::meter`].
@@ -367,20 +352,4 @@ impl<'a> RunContext<'a> {
     pub fn into_parts(self) -> (Vec<PhaseResult>, Vec<String>) {
         (self.phases, self.warnings)
     }
-}
-
-/// A phase that ended inside its ramp measured nothing: bad input (the ramp was too long for
-/// the work), exit 2.
-fn check_ramp(p: &PhaseResult) -> Result<()> {
-    if let (Some(ramp), Some(t)) = (p.ramp_s, &p.ramp_totals) {
-        if t.seconds < ramp {
-            return Err(bad_input(format!(
-                "phase {} ended after {}, inside its --ramp {}: nothing was left to measure; use --time-based with --time D (the phase then runs the ramp plus D), more work, or a shorter --ramp",
-                p.name,
-                crate::text::format_secs_unit(t.seconds),
-                crate::text::format_secs_unit(ramp)
-            )));
-        }
-    }
-    Ok(())
 }

@@ -1060,7 +1060,7 @@ impl Workload for Fdtree {
         if let Some(out) = self
             .tree_list
             .as_ref()
-            .filter(|_| !crate::dist::secondary_rank())
+            .filter(|_| !ctx.coordinator().is_secondary())
         {
             write_tree_list(ctx.root(), out)?;
         }

@@ -3,14 +3,13 @@
 //! struct (`clap::Args`), so a new workload needs nothing here.
 
 use crate::report::output::{OutputFormat, ResultViews, View};
-use std::path::{Path, PathBuf};
+use std::path::PathBuf;
 use std::process::ExitCode;
 use std::time::SystemTime;
 
 use anyhow::{Context, Result};
 use clap::{Arg, ArgAction, ArgMatches, Args, Command, FromArgMatches, Subcommand};
 
-#[cfg(feature = "mpi")]
 mod mpi;
 
 use super::common::{RunArgs, TestbedArgs};
@@ -29,7 +28,7 @@ pub struct BenchCmd {
     workload: Box<dyn Workload>,
     /// `--csv`: print the sweep as CSV instead of the tables.
     csv: bool,
-    #[cfg(feature = "mpi")]
+    /// The MPI flags, for distributed kinds in a build with MPI.
     mpi: Option<mpi::MpiArgs>,
 }
 
@@ -63,8 +62,7 @@ fn subcommand(kind: &'static WorkloadKind, b: &registry::Bench) -> Command {
                 .help_heading("Runs and results"),
         );
     }
-    #[cfg(feature = "mpi")]
-    if b.distributed {
+    if b.distributed && crate::dist::BUILT_IN {
         cmd = mpi::MpiArgs::augment_args(cmd);
     }
     cmd
@@ -90,8 +88,7 @@ impl FromArgMatches for BenchCmd {
             run: RunArgs::from_arg_matches(sub)?,
             workload: (b.from_args)(sub)?,
             csv: b.csv.is_some() && sub.get_flag("csv"),
-            #[cfg(feature = "mpi")]
-            mpi: if b.distributed {
+            mpi: if b.distributed && crate::dist::BUILT_IN {
                 Some(mpi::MpiArgs::from_arg_matches(sub)?)
             } else {
                 None
@@ -121,20 +118,19 @@ impl Subcommand for BenchCmd {
 }
 
 pub fn run(cmd: BenchCmd) -> Result<ExitCode> {
-    #[cfg(not(feature = "mpi"))]
-    if crate::dist::launched_by_mpirun() {
+    if !crate::dist::BUILT_IN && crate::dist::launched_by_mpirun() {
         eprintln!(
             "warning: this fsgauge is built without MPI, so under mpirun every process runs alone and writes its own result; build with --features mpi for one run over all ranks"
         );
     }
-    #[cfg(feature = "mpi")]
     match &cmd.mpi {
         Some(m) => {
             return mpi::distributed(m, &cmd.testbed, &cmd.run, &*cmd.workload, |run| {
                 bench(&cmd, run)
             })
         }
-        None => mpi::refuse_under_mpirun(cmd.kind.name)?,
+        None if crate::dist::BUILT_IN => mpi::refuse_under_mpirun(cmd.kind.name)?,
+        None => {}
     }
     bench(&cmd, &cmd.run)
 }
@@ -168,12 +164,7 @@ fn bench(cmd: &BenchCmd, run: &RunArgs) -> Result<ExitCode> {
         },
     )?;
     if let Some(f) = b.csv {
-        write_csv(
-            &run.params.out,
-            cmd.kind.name,
-            &f(&results),
-            run.output.silent(),
-        )?;
+        write_csv(&run, cmd.kind.name, &f(&results), run.output.silent())?;
     }
     if let Some(code) = crate::results::unsaved_exit() {
         return Ok(code);
@@ -205,10 +196,11 @@ fn run_sweep(place: &Place, whole: &dyn Workload, run: &RunArgs) -> Result<Vec<O
 }
 
 /// Writes a sweep's CSV into the results directory (on rank 0 only under MPI); its path.
-fn write_csv(out: &Path, kind: &str, csv: &str, quiet: bool) -> Result<Option<PathBuf>> {
-    if crate::dist::secondary_rank() {
+fn write_csv(run: &RunArgs, kind: &str, csv: &str, quiet: bool) -> Result<Option<PathBuf>> {
+    if run.coordinator.is_secondary() {
         return Ok(None);
     }
+    let out = &run.params.out;
     std::fs::create_dir_all(out).with_context(|| format!("creating {}", out.display()))?;
     let secs = SystemTime::now()
         .duration_since(SystemTime::UNIX_EPOCH)

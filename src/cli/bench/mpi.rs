@@ -1,5 +1,5 @@
-//! Flags of MPI runs (build with `--features mpi`) shared by the distributed `bench` kinds,
-//! and the wrapper that runs a bench command as one rank of an MPI job: it starts the session,
+//! Flags of MPI runs (shown in a build with `--features mpi`) shared by the distributed
+//! `bench` kinds, and the wrapper that runs a bench command as one rank of an MPI job: it starts the session,
 //! agrees with the other ranks on the checks and the seed, and ends the job in order (rank 0
 //! reports an error every rank agreed on; an error only this rank saw aborts the job).
 
@@ -9,7 +9,7 @@ use anyhow::Result;
 use clap::Args;
 
 use crate::cli::common::{RunArgs, TestbedArgs};
-use crate::dist::{DirMode, DistOptions, Session};
+use crate::dist::{Coord, Coordinator, DirMode, DistOptions};
 use crate::error::bad_input;
 use crate::workload::Workload;
 
@@ -70,14 +70,14 @@ pub fn distributed(
             "--read-neighbour needs 2 or more MPI ranks: run under mpirun -np N (N ≥ 2)",
         ));
     }
-    let Some(_guard) = Session::start(opts)? else {
+    let Some(s) = crate::dist::coordinator(opts)? else {
         return body(run);
     };
-    let s = crate::dist::session().expect("the session just started");
     let outcome = (|| {
-        let ready = check(&s, testbed, run, wl);
+        let ready = check(&*s, testbed, run, wl);
         s.agree(ready)?;
         let mut run = run.clone();
+        run.coordinator = Coord::new(s.clone());
         let seed = run
             .params
             .seed
@@ -121,7 +121,12 @@ pub fn refuse_under_mpirun(kind: &str) -> Result<()> {
 }
 
 /// What every rank checks before anything is made.
-fn check(s: &Session, testbed: &TestbedArgs, run: &RunArgs, wl: &dyn Workload) -> Result<()> {
+fn check(
+    s: &dyn Coordinator,
+    testbed: &TestbedArgs,
+    run: &RunArgs,
+    wl: &dyn Workload,
+) -> Result<()> {
     let place = testbed.place()?;
     if s.size() > 1 && matches!(place, crate::runner::Place::Testbed(_)) {
         return Err(bad_input(format!(
