@@ -431,46 +431,11 @@ fn run_in(target: &mut Target, r: Rep<'_>, started: SystemTime) -> Result<RunRes
     if need > avail {
         return Err(no_room(target, wl, need, avail));
     }
-    let mut pre_phases = Vec::new();
-    let mut pre_layout = None;
-    let _pre_root = match &opts.precondition {
-        Some(Precondition(pre)) => {
-            let pre_name = match &*target {
-                Target::Testbed(_) => format!("fsgauge-pre-{}", pre.kind()),
-                Target::Dir(_) => {
-                    format!("fsgauge-pre-{}-{}-{rep}", pre.kind(), std::process::id())
-                }
-            };
-            let guard = RootGuard::make(target, &pre_name)
-                .context("creating the conditioning directory")?;
-            let mut ctx = RunContext::new(target, guard.pinned(), seed, opts.cold, opts.progress)
-                .with_shown_root(guard.shown());
-            pre.run(&mut ctx)
-                .map_err(|e| guard.explain(e))
-                .with_context(|| format!("conditioning the filesystem with {}", pre.kind()))?;
-            ctx.make_cold()?;
-            pre_layout = ctx.take_layout();
-            let (phases, more) = ctx.into_parts();
-            pre_phases = phases;
-            warnings.extend(more);
-            let (_, avail) = target.space()?;
-            if need > avail {
-                let bigger = match &*target {
-                    Target::Testbed(_) => "make --fs-size larger".to_string(),
-                    Target::Dir(d) => format!("free space in --dir {}", d.display()),
-                };
-                return Err(bad_input(format!(
-                    "after conditioning with {}, the filesystem has {} free but the {} workload needs about {}; age to a lower usage or {bigger}",
-                    pre.kind(),
-                    format_size_round(avail),
-                    wl.kind(),
-                    format_size_round(need)
-                )));
-            }
-            Some(guard)
-        }
-        None => None,
-    };
+    let Conditioned {
+        guard: _pre_root,
+        phases: pre_phases,
+        layout: pre_layout,
+    } = condition(target, r, need, &mut warnings)?;
     let root_name = match &*target {
         Target::Testbed(_) => format!("fsgauge-{}", wl.kind()),
         Target::Dir(_) => format!("fsgauge-{}-{}-{rep}", wl.kind(), std::process::id()),
@@ -518,14 +483,7 @@ fn run_in(target: &mut Target, r: Rep<'_>, started: SystemTime) -> Result<RunRes
     let (wl_phases, more_warnings) = ctx.into_parts();
     let mut phases = pre_phases;
     phases.extend(wl_phases);
-    let layout = match (layout, pre_layout) {
-        (Some(mut w), Some(p)) if w.is_object() => {
-            w["precondition"] = p;
-            Some(w)
-        }
-        (None, Some(p)) => Some(serde_json::json!({ "precondition": p })),
-        (w, _) => w,
-    };
+    let layout = with_precondition(layout, pre_layout);
     let conditions = Conditions {
         cold: opts.cold.name().into(),
         mem_limit: opts.mem_limit,
@@ -555,6 +513,112 @@ fn run_in(target: &mut Target, r: Rep<'_>, started: SystemTime) -> Result<RunRes
     warnings.extend(more_warnings);
     let (phases, warnings, mpi) = coord.gather(phases, warnings, wl.metrics())?;
 
+    assemble(
+        target, r, started, conditions, phases, layout, warnings, mpi,
+    )
+}
+
+/// What conditioning (`RunOptions::precondition`, e.g. aging) left: its directory (removed
+/// with the run), its phases and its layout record.
+struct Conditioned {
+    guard: Option<RootGuard>,
+    phases: Vec<crate::results::PhaseResult>,
+    layout: Option<serde_json::Value>,
+}
+
+/// Conditions the filesystem before the workload, when the run asks for it, and checks that
+/// the workload (`need` bytes) still fits afterwards.
+fn condition(
+    target: &mut Target,
+    r: Rep<'_>,
+    need: u64,
+    warnings: &mut Vec<String>,
+) -> Result<Conditioned> {
+    let Rep {
+        wl,
+        opts,
+        seed,
+        rep,
+        ..
+    } = r;
+    let Some(Precondition(pre)) = &opts.precondition else {
+        return Ok(Conditioned {
+            guard: None,
+            phases: Vec::new(),
+            layout: None,
+        });
+    };
+    let pre_name = match &*target {
+        Target::Testbed(_) => format!("fsgauge-pre-{}", pre.kind()),
+        Target::Dir(_) => format!("fsgauge-pre-{}-{}-{rep}", pre.kind(), std::process::id()),
+    };
+    let guard =
+        RootGuard::make(target, &pre_name).context("creating the conditioning directory")?;
+    let mut ctx = RunContext::new(target, guard.pinned(), seed, opts.cold, opts.progress)
+        .with_shown_root(guard.shown());
+    pre.run(&mut ctx)
+        .map_err(|e| guard.explain(e))
+        .with_context(|| format!("conditioning the filesystem with {}", pre.kind()))?;
+    ctx.make_cold()?;
+    let layout = ctx.take_layout();
+    let (phases, more) = ctx.into_parts();
+    warnings.extend(more);
+    let (_, avail) = target.space()?;
+    if need > avail {
+        let bigger = match &*target {
+            Target::Testbed(_) => "make --fs-size larger".to_string(),
+            Target::Dir(d) => format!("free space in --dir {}", d.display()),
+        };
+        return Err(bad_input(format!(
+            "after conditioning with {}, the filesystem has {} free but the {} workload needs about {}; age to a lower usage or {bigger}",
+            pre.kind(),
+            format_size_round(avail),
+            wl.kind(),
+            format_size_round(need)
+        )));
+    }
+    Ok(Conditioned {
+        guard: Some(guard),
+        phases,
+        layout,
+    })
+}
+
+/// The workload's layout record, with the conditioning's under `precondition`.
+fn with_precondition(
+    layout: Option<serde_json::Value>,
+    pre: Option<serde_json::Value>,
+) -> Option<serde_json::Value> {
+    match (layout, pre) {
+        (Some(mut w), Some(p)) if w.is_object() => {
+            w["precondition"] = p;
+            Some(w)
+        }
+        (None, Some(p)) => Some(serde_json::json!({ "precondition": p })),
+        (w, _) => w,
+    }
+}
+
+/// The run's result: its testbed as it is now (with the environment read while it is still
+/// attached), the workload with every figure its phases (and the conditioning's) declare.
+#[allow(clippy::too_many_arguments)]
+fn assemble(
+    target: &Target,
+    r: Rep<'_>,
+    started: SystemTime,
+    conditions: Conditions,
+    phases: Vec<crate::results::PhaseResult>,
+    layout: Option<serde_json::Value>,
+    warnings: Vec<String>,
+    mpi: Option<crate::results::MpiInfo>,
+) -> Result<RunResult> {
+    let Rep {
+        wl,
+        opts,
+        seed,
+        rep,
+        ..
+    } = r;
     let mut testbed = target.info();
     testbed.memory_limit = opts.mem_limit;
     // Read after the measured phases, while the testbed is still attached.
