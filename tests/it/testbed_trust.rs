@@ -204,15 +204,9 @@ fn a_swapped_image_path_never_gets_a_file_formatted() {
     std::fs::remove_file(&victim).unwrap();
 }
 
-/// Issue 22 item 4: renaming a run's directory while it is mounted must not leak the mount
-/// or the loop device: teardown goes through held descriptors.
-#[test]
-fn renaming_a_live_runs_directory_leaks_nothing() {
-    if !have_fs("ext4") {
-        return;
-    }
-    let sb = Sandbox::new();
-    let work = hostile_workdir(&sb);
+/// A small ext4 `bench tree` run of the sandbox, held `ms` milliseconds once mounted; returns
+/// when it says so.
+fn small_run_paused_at_mount(sb: &Sandbox, ms: u32) -> std::process::Child {
     let mut cmd = sb.bench(&[
         "bench",
         "tree",
@@ -228,8 +222,20 @@ fn renaming_a_live_runs_directory_leaks_nothing() {
         "4K",
     ]);
     cmd.env("FSGAUGE_TEST_PAUSE_AT", "mount")
-        .env("FSGAUGE_TEST_PAUSE_MS", "1500");
-    let (mut child, _) = spawn_until(cmd, "fsgauge: test pause at mount");
+        .env("FSGAUGE_TEST_PAUSE_MS", ms.to_string());
+    spawn_until(cmd, "fsgauge: test pause at mount").0
+}
+
+/// Issue 22 item 4: renaming a run's directory while it is mounted must not leak the mount
+/// or the loop device: teardown goes through held descriptors.
+#[test]
+fn renaming_a_live_runs_directory_leaks_nothing() {
+    if !have_fs("ext4") {
+        return;
+    }
+    let sb = Sandbox::new();
+    let work = hostile_workdir(&sb);
+    let mut child = small_run_paused_at_mount(&sb, 1500);
     let entries: Vec<PathBuf> = std::fs::read_dir(&work)
         .unwrap()
         .map(|e| e.unwrap().path())
@@ -257,23 +263,7 @@ fn destroy_refuses_a_live_runs_testbed() {
         return;
     }
     let sb = Sandbox::new();
-    let mut cmd = sb.bench(&[
-        "bench",
-        "tree",
-        "--fs",
-        "ext4",
-        "--fs-size",
-        "64M",
-        "--dirs",
-        "2",
-        "--files",
-        "2",
-        "--file-size",
-        "4K",
-    ]);
-    cmd.env("FSGAUGE_TEST_PAUSE_AT", "mount")
-        .env("FSGAUGE_TEST_PAUSE_MS", "3000");
-    let (mut child, _) = spawn_until(cmd, "fsgauge: test pause at mount");
+    let mut child = small_run_paused_at_mount(&sb, 3000);
     let names = ledger_names(&sb);
     assert_eq!(names.len(), 1, "{names:?}");
     let out = sb
