@@ -195,6 +195,23 @@ impl OutDir {
         )
     }
 
+    /// Writes `bytes` under `name` only if no entry of that name exists (symlinks included):
+    /// false, and nothing written, when it is taken.
+    pub fn create_if_absent(&self, name: &str, bytes: &[u8]) -> Result<bool> {
+        check_name(name, &self.path)?;
+        let mut t = self.temp()?;
+        t.write(bytes)?;
+        match t.link_as(name) {
+            Ok(()) => {
+                drop(t);
+                self.sync();
+                Ok(true)
+            }
+            Err(Errno::EEXIST) => Ok(false),
+            Err(e) => Err(fs_error("link", &self.shown(name), e)),
+        }
+    }
+
     /// Renames `from` to `to` in this directory unless `to` exists (`RENAME_NOREPLACE`).
     pub fn rename_noreplace(&self, from: &str, to: &str) -> Result<(), Errno> {
         nix::fcntl::renameat2(

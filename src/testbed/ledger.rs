@@ -7,7 +7,6 @@
 //! atomically, so a crash mid-update leaves the old or the new list, never a torn one.
 
 use std::fs;
-use std::io::Write;
 use std::path::{Path, PathBuf};
 use std::time::Duration;
 
@@ -15,7 +14,7 @@ use anyhow::{Context, Result};
 use serde::{Deserialize, Serialize};
 
 use super::loopdev;
-use crate::atomic::write_atomic;
+use crate::atomic::{write_atomic, OutDir};
 use crate::error::bad_input;
 use crate::sys::trust::{self, FileId};
 
@@ -262,44 +261,13 @@ pub fn check_name(name: &str) -> Result<()> {
     Ok(())
 }
 
-/// Longest entry name: the file and its temporary (`.NAME.json.tmp-PID`) stay under NAME_MAX.
+/// Longest entry name: the file `NAME.json` stays well under NAME_MAX.
 const MAX_NAME: usize = 200;
 
 /// The ledger file of entry `name` in ledger directory `dir`.
 fn entry_path(dir: &Path, name: &str) -> Result<PathBuf> {
     check_name(name)?;
     Ok(dir.join(format!("{name}.json")))
-}
-
-/// The temporary file an atomic write of `path` goes through (as [`write_atomic`] names it).
-fn temp_path(path: &Path) -> PathBuf {
-    let dir = path.parent().unwrap_or(Path::new("."));
-    dir.join(format!(
-        ".{}.tmp-{}",
-        path.file_name().and_then(|n| n.to_str()).unwrap_or("file"),
-        std::process::id()
-    ))
-}
-
-/// Creates `path` with `bytes`, atomically and only if it does not exist: a temporary file is
-/// written and synced, then hard-linked to its name (which fails if the name is taken), so a
-/// crash leaves no file or the whole one, never an empty or torn one.
-fn create_new_atomic(path: &Path, bytes: &[u8]) -> std::io::Result<()> {
-    let tmp = temp_path(path);
-    let written = (|| {
-        let mut f = fs::File::create(&tmp)?;
-        f.write_all(bytes)?;
-        f.sync_all()?;
-        fs::hard_link(&tmp, path)
-    })();
-    let _ = fs::remove_file(&tmp);
-    written?;
-    if let Some(dir) = path.parent() {
-        if let Ok(d) = fs::File::open(dir) {
-            let _ = d.sync_all();
-        }
-    }
-    Ok(())
 }
 
 impl Ledger {
@@ -312,7 +280,7 @@ impl Ledger {
     pub fn begin_in(dir: &Path, name: &str, persistent: bool) -> Result<Self> {
         let path = entry_path(dir, name)?;
         // fsgauge's own directory: made 0700, and refused when someone else could change it.
-        trust::own_dir(dir).context("the ledger directory")?;
+        let dir_fd = trust::own_dir(dir).context("the ledger directory")?;
         let pid = std::process::id();
         let entry = LedgerEntry {
             name: name.to_string(),
@@ -326,14 +294,17 @@ impl Ledger {
             details: serde_json::Value::Null,
             resources: Vec::new(),
         };
-        // No-clobber: two runs can never share a name.
-        match create_new_atomic(&path, &serde_json::to_vec_pretty(&entry)?) {
-            Ok(()) => Ok(Self { path, entry }),
-            Err(e) if e.kind() == std::io::ErrorKind::AlreadyExists => Err(anyhow::Error::new(NameTaken(name.to_string()))
-                .context(format!("a testbed named {name:?} exists already (ledger {}); pick another name or run `fsgauge testbed destroy {name}`", path.display()))),
-            Err(e) => Err(anyhow::Error::new(e)
-                .context(format!("creating ledger entry {}", path.display()))),
+        // No-clobber: two runs can never share a name. The entry is written whole (a temporary
+        // file, synced, then linked to its name), so a crash leaves no entry or the whole one.
+        let file_name = format!("{name}.json");
+        let made = OutDir::from_fd(dir_fd, dir.to_path_buf())
+            .create_if_absent(&file_name, &serde_json::to_vec_pretty(&entry)?)
+            .with_context(|| format!("creating ledger entry {}", path.display()))?;
+        if !made {
+            return Err(anyhow::Error::new(NameTaken(name.to_string()))
+                .context(format!("a testbed named {name:?} exists already (ledger {}); pick another name or run `fsgauge testbed destroy {name}`", path.display())));
         }
+        Ok(Self { path, entry })
     }
 
     pub fn name(&self) -> &str {
@@ -385,13 +356,9 @@ impl Ledger {
     }
 
     fn save(&self) -> Result<()> {
-        let written = write_atomic(&self.path, &serde_json::to_vec_pretty(&self.entry)?)
-            .with_context(|| format!("updating ledger {}", self.path.display()));
-        if written.is_err() {
-            // A failed write (disk full, I/O error) must not leave its temporary file behind.
-            let _ = fs::remove_file(temp_path(&self.path));
-        }
-        written
+        // A failed write (disk full, I/O error) leaves no temporary file: write_atomic's own.
+        write_atomic(&self.path, &serde_json::to_vec_pretty(&self.entry)?)
+            .with_context(|| format!("updating ledger {}", self.path.display()))
     }
 
     /// Releases every resource, newest first, and removes the entry when all are gone.
@@ -503,7 +470,8 @@ fn read_entry(path: &Path) -> Result<LedgerEntry> {
     Ok(entry)
 }
 
-/// The writer's pid of an atomic-write temporary file (`.NAME.tmp-PID`).
+/// The writer's pid of an atomic-write temporary file as fsgauge before 0.1's descriptor-based
+/// writes named them (`.NAME.tmp-PID`); such litter may still sit in a ledger made by it.
 fn stale_temp_pid(p: &Path) -> Option<u32> {
     let name = p.file_name()?.to_str()?;
     if !name.starts_with('.') {
@@ -582,8 +550,9 @@ pub fn scan_in(dir: &Path) -> Result<Scan> {
             .is_some_and(|n| n.as_encoded_bytes().starts_with(b"."));
         if hidden {
             if let Some(pid) = stale_temp_pid(&p) {
-                // A process killed (SIGKILL) inside an atomic write leaves its temporary file:
-                // the entry it was writing is the old one or none, so the file is only litter.
+                // An older fsgauge killed (SIGKILL) inside an atomic write left its temporary
+                // file: the entry it was writing is the old one or none, so it is only litter.
+                // (Today's writes use unnamed or random, guarded temporaries.)
                 if !Path::new(&format!("/proc/{pid}")).exists() {
                     let _ = fs::remove_file(&p);
                 }
@@ -696,7 +665,7 @@ mod tests {
         let mut l = Ledger::begin_in(&dir, "tb", false).unwrap();
         // Fill the filesystem.
         let mut filler = fs::File::create(tiny.0.path().join("filler")).unwrap();
-        while filler.write_all(&[7u8; 4096]).is_ok() {}
+        while std::io::Write::write_all(&mut filler, &[7u8; 4096]).is_ok() {}
         let e = l
             .record(Resource::Dir {
                 path: PathBuf::from("/x".repeat(4096)),
