@@ -158,6 +158,7 @@ impl PhaseMeter {
             cpu,
             device: delta(self.dev0, self.devices.main.as_deref()),
             journal_device: delta(self.jdev0, self.devices.journal.as_deref()),
+            modelled: Default::default(),
             interval_s: self.series.interval.as_secs_f64(),
         };
         drop(self.bar);

@@ -18,6 +18,7 @@ use anyhow::{bail, Result};
 use super::latency::{decode, new_histogram, summarize, FastHistogram};
 use super::recorder::Recorder;
 use super::rusage::CpuTimes;
+use crate::results::device::ModelledIo;
 use crate::results::{
     Combine, DeviceDelta, LatencySummary, MetricDef, OpStats, PhaseResult, RampTotals, RankPhase,
     RateOutcome, SeriesPoint, WorkerRate, WorkerSummary,
@@ -218,12 +219,14 @@ type HostDevices = (Option<DeviceDelta>, Option<DeviceDelta>);
 
 /// What a phase's own probes measured on this machine: the wall clock, the process's CPU time
 /// and the testbed's device counters.
-#[derive(Debug, Clone, Copy, Default)]
+#[derive(Debug, Clone, Default)]
 pub struct Probes {
     pub wall_s: f64,
     pub cpu: CpuTimes,
     pub device: Option<DeviceDelta>,
     pub journal_device: Option<DeviceDelta>,
+    /// What the emulated disks (main, journal) served, when the testbed has them.
+    pub modelled: (Option<ModelledIo>, Option<ModelledIo>),
     /// The series interval (`--interval`), seconds.
     pub interval_s: f64,
 }
@@ -250,6 +253,9 @@ pub struct PhaseTotals {
     op_stats: BTreeMap<String, OpTotals>,
     /// By host; the first part of a host gives its counters.
     devices: BTreeMap<String, HostDevices>,
+    /// The emulated disks' records (main, journal): the first part's that has them (only
+    /// this process's testbed has an emulated disk).
+    modelled: (Option<ModelledIo>, Option<ModelledIo>),
     /// Every interval any part recorded into, by index.
     series: Vec<IntervalTotals>,
     /// Series intervals reported: the longest part's series (a latency recorded past it
@@ -312,6 +318,7 @@ impl PhaseTotals {
             user_s: p.cpu.user_s,
             sys_s: p.cpu.sys_s,
             devices,
+            modelled: p.modelled.clone(),
             ..Self::new(name)
         }
     }
@@ -446,6 +453,9 @@ impl PhaseTotals {
         }
         for (host, d) in &o.devices {
             self.devices.entry(host.clone()).or_insert(*d);
+        }
+        if self.modelled.0.is_none() && self.modelled.1.is_none() {
+            self.modelled = o.modelled.clone();
         }
         if self.series.len() < o.series.len() {
             self.series.resize_with(o.series.len(), Default::default);
@@ -597,6 +607,8 @@ impl PhaseTotals {
             op_stats,
             device,
             journal_device,
+            device_model: self.modelled.0,
+            journal_device_model: self.modelled.1,
             series,
             interval_s: cut.interval_s,
             ramp_s: cut.ramp_s,

@@ -1068,25 +1068,30 @@ file_size = "64K"
     fn every_testbed_flag_is_the_plan_key_of_the_same_name() {
         use clap::{Args, Command, FromArgMatches};
         let tmp = std::env::temp_dir().to_string_lossy().into_owned();
-        // A value unlike the default for each setting; a new flag needs one here.
-        let samples: [(&str, &str); 7] = [
-            ("fs_size", "320M"),
-            ("mkfs_opts", "-O ^extent -I 256"),
-            ("mount_opts", "noatime"),
-            ("journal", "file:8M"),
-            ("backing", "ram"),
-            ("workdir", &tmp),
-            ("loop_direct_io", "off"),
+        // A value unlike the default for each setting; a new flag needs one here, with the
+        // other settings it needs to mean something (given to both sides and to the default).
+        let samples: [(&str, &str, &[(&str, &str)]); 11] = [
+            ("fs_size", "320M", &[]),
+            ("mkfs_opts", "-O ^extent -I 256", &[]),
+            ("mount_opts", "noatime", &[]),
+            ("journal", "file:8M", &[]),
+            ("backing", "ram", &[]),
+            ("workdir", &tmp, &[]),
+            ("loop_direct_io", "off", &[]),
+            ("device_model", "deskstar-7k250:cache=off", &[]),
+            ("device_offset", "100G", &[("device_model", "st3500641as")]),
+            ("device_model_during", "always", &[("device_model", "ram")]),
+            ("journal_device_model", "ram", &[("journal", "file:8M")]),
         ];
         let flags_cmd =
             || crate::cli::TestbedArgs::augment_args(Command::new("bench").no_binary_name(true));
-        let base = |extra: &[&str]| {
+        let base = |extra: &[String]| {
             // Small images, so that the plan's check of free space passes anywhere.
-            let mut args = vec!["--fs", "ext4"];
-            if !extra.contains(&"--fs-size") {
-                args.extend(["--fs-size", "256M"]);
+            let mut args = vec!["--fs".to_string(), "ext4".to_string()];
+            if !extra.iter().any(|a| a == "--fs-size") {
+                args.extend(["--fs-size".to_string(), "256M".to_string()]);
             }
-            args.extend(extra);
+            args.extend(extra.iter().cloned());
             let m = flags_cmd().try_get_matches_from(args).expect("flags parse");
             crate::cli::TestbedArgs::from_arg_matches(&m)
                 .expect("flags read")
@@ -1094,7 +1099,6 @@ file_size = "64K"
                 .expect("a valid testbed")
                 .expect("--fs is given")
         };
-        let default = base(&[]);
         let params = TestbedParams::augment_args(Command::new("params"));
         let mut walked = 0;
         for arg in params.get_arguments() {
@@ -1104,12 +1108,22 @@ file_size = "64K"
                 arg.get_long().expect("testbed settings are long flags")
             );
             assert_eq!(flag.trim_start_matches("--").replace('-', "_"), key);
-            let value = samples
+            let (_, value, context) = samples
                 .iter()
-                .find(|(k, _)| *k == key)
-                .unwrap_or_else(|| panic!("{flag} has no sample value in this test; add one"))
-                .1;
-            let from_flags = base(&[&flag, value]);
+                .find(|(k, _, _)| *k == key)
+                .unwrap_or_else(|| panic!("{flag} has no sample value in this test; add one"));
+            let context_flags: Vec<String> = context
+                .iter()
+                .flat_map(|(k, v)| [format!("--{}", k.replace('_', "-")), v.to_string()])
+                .collect();
+            let context_keys: String = context
+                .iter()
+                .map(|(k, v)| format!("{k} = {v:?}\n"))
+                .collect();
+            let default = base(&context_flags);
+            let mut with = context_flags.clone();
+            with.extend([flag.clone(), value.to_string()]);
+            let from_flags = base(&with);
             assert_ne!(from_flags, default, "{flag} {value} changes nothing");
             let size = if key == "fs_size" {
                 ""
@@ -1117,7 +1131,7 @@ file_size = "64K"
                 "fs_size = \"256M\"\n"
             };
             let plan = format!(
-                "[[testbed]]\nfs = \"ext4\"\n{size}{key} = {value:?}\n\n[[workload]]\nkind = \"tree\"\ndirs = 1\nfiles = 1\nfile_size = \"4K\"\n"
+                "[[testbed]]\nfs = \"ext4\"\n{size}{context_keys}{key} = {value:?}\n\n[[workload]]\nkind = \"tree\"\ndirs = 1\nfiles = 1\nfile_size = \"4K\"\n"
             );
             let from_plan = parse(&plan, "t.toml", &ParseOptions::default())
                 .unwrap_or_else(|e| panic!("{plan}: {e:#}"))

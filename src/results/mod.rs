@@ -2,6 +2,7 @@
 //! truth for every table, plot and comparison made later. Fields are only ever added within a
 //! schema version, never renamed; readers ignore fields they do not know.
 
+pub mod device;
 mod env;
 mod host;
 pub mod metric;
@@ -248,6 +249,13 @@ pub struct TestbedInfo {
     pub loop_direct_io: Option<bool>,
     /// Where the filesystem was mounted (or the `--dir` path).
     pub path: String,
+    /// The emulated disk the image was served through (`--device-model`); absent on this
+    /// machine's own storage.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub device_model: Option<device::DeviceModelInfo>,
+    /// The emulated disk of the external journal (`--journal-device-model`).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub journal_device_model: Option<device::DeviceModelInfo>,
 }
 
 /// A workload's identity and parameters.
@@ -359,6 +367,12 @@ pub struct PhaseResult {
     /// I/O on the external journal device, when there is one.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub journal_device: Option<DeviceDelta>,
+    /// What the emulated disk served over the phase and how late (`--device-model`).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub device_model: Option<device::ModelledIo>,
+    /// The same for the external journal's emulated disk.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub journal_device_model: Option<device::ModelledIo>,
     /// Time series from the phase start, one point per interval.
     pub series: Vec<SeriesPoint>,
     /// Length of one series interval in seconds (`--interval`); absent: 1 s.

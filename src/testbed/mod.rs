@@ -672,6 +672,8 @@ impl Testbed {
             device: Some(self.device.display().to_string()),
             loop_direct_io: self.loopdev.as_ref().map(|l| l.direct_io()),
             path: self.mountpoint.display().to_string(),
+            device_model: None,
+            journal_device_model: None,
         }
     }
 

@@ -14,7 +14,8 @@ use std::path::PathBuf;
 use clap::{Args, Command, FromArgMatches};
 use serde::{Deserialize, Serialize};
 
-use super::spec::{Backing, FsKind, JournalSpec, TestbedInput};
+use super::device::{ModelDuring, ProfileRef};
+use super::spec::{Backing, FsKind, JournalSpec, ModelSpec, TestbedInput};
 use crate::units::Size;
 
 /// Every setting of how a testbed is built, with its default and help text.
@@ -62,6 +63,33 @@ pub struct TestbedParams {
     #[arg(long, value_name = "on|off", default_value = "on", value_parser = on_off, action = clap::ArgAction::Set)]
     #[serde(deserialize_with = "de_on_off")]
     pub loop_direct_io: bool,
+    /// Serve the image through an emulated disk that completes each block request when this
+    /// device profile says the drive would: a built-in profile (`fsgauge devices list`) or a
+    /// profile file, with ablations after a colon, e.g. st3500641as or
+    /// deskstar-7k250:seek=off,cache=off. The image keeps the bytes; the modelled disk may be
+    /// larger (see --device-offset).
+    #[arg(long, value_name = "PROFILE[:ABLATIONS]")]
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub device_model: Option<ProfileRef>,
+    /// Where the filesystem starts on the emulated disk (--device-model), e.g. 0 for the outer
+    /// zone or 400G near the inner end of a 500 GB drive: its place sets the zone's transfer
+    /// rate and the seek distances.
+    #[arg(
+        long,
+        value_name = "SIZE",
+        default_value = "0",
+        allow_hyphen_values = true
+    )]
+    pub device_offset: Size,
+    /// When the device model applies: phases (the measured run; mkfs, aging and the other
+    /// set-up run at native speed) or always (set-up too, as on the real disk).
+    #[arg(long, value_name = "phases|always", default_value = "phases")]
+    pub device_model_during: ModelDuring,
+    /// Serve the external journal (--journal) through an emulated disk of this profile too,
+    /// e.g. ram to see its requests, or a second drive's profile.
+    #[arg(long, value_name = "PROFILE[:ABLATIONS]")]
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub journal_device_model: Option<ProfileRef>,
 }
 
 impl Default for TestbedParams {
@@ -86,6 +114,10 @@ pub fn plan_keys(field: &str) -> &'static [&'static str] {
         "backing" => &["backing"],
         "workdir" => &["workdir"],
         "loop_direct_io" => &["loop_direct_io"],
+        "device_model" => &["device_model"],
+        "device_offset" => &["device_offset"],
+        "device_model_during" => &["device_model_during"],
+        "journal_device_model" => &["journal_device_model"],
         _ => &[],
     }
 }
@@ -118,6 +150,12 @@ impl TestbedParams {
             backing: self.backing,
             workdir: self.workdir.clone(),
             loop_direct_io: self.loop_direct_io,
+            device_model: self.device_model.clone().map(|profile| ModelSpec {
+                profile,
+                offset: self.device_offset.bytes(),
+                during: self.device_model_during,
+            }),
+            journal_device_model: self.journal_device_model.clone(),
             device,
             label,
         }

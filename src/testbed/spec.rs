@@ -7,6 +7,7 @@ use std::str::FromStr;
 
 use serde::{Deserialize, Serialize};
 
+use super::device::{ModelDuring, ProfileRef};
 use crate::error::{bad_input, bad_param};
 use crate::units::{format_size, parse_size};
 
@@ -144,6 +145,22 @@ pub struct TestbedSpec {
     pub loop_direct_io: bool,
     /// Format this block device instead of an image (needs `destroy_data`).
     pub device: Option<PathBuf>,
+    /// Serve the image through an emulated disk (`--device-model`).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub device_model: Option<ModelSpec>,
+    /// Serve the external journal's image through an emulated disk of this profile.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub journal_device_model: Option<ProfileRef>,
+}
+
+/// An image served through an emulated disk: the profile (with ablations), where the
+/// filesystem sits on the modelled disk, and when the model applies.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct ModelSpec {
+    pub profile: ProfileRef,
+    /// Bytes from the modelled disk's start to the filesystem's first byte.
+    pub offset: u64,
+    pub during: ModelDuring,
 }
 
 /// Where images go when `--workdir` is not given.
@@ -167,6 +184,8 @@ pub struct TestbedInput {
     /// Where images go; [`default_workdir`] of the backing when absent.
     pub workdir: Option<PathBuf>,
     pub loop_direct_io: bool,
+    pub device_model: Option<ModelSpec>,
+    pub journal_device_model: Option<ProfileRef>,
     pub device: Option<PathBuf>,
     /// The label; the filesystem kind when absent.
     pub label: Option<String>,
@@ -198,6 +217,8 @@ impl TestbedSpec {
             workdir: i.workdir.unwrap_or_else(|| default_workdir(i.backing)),
             loop_direct_io: i.loop_direct_io,
             device: i.device,
+            device_model: i.device_model,
+            journal_device_model: i.journal_device_model,
         };
         spec.validate()?;
         Ok(spec)
@@ -216,6 +237,8 @@ impl TestbedSpec {
             workdir: default_workdir(Backing::File),
             loop_direct_io: true,
             device: None,
+            device_model: None,
+            journal_device_model: None,
         }
     }
 
@@ -322,6 +345,7 @@ impl TestbedSpec {
                 "--mkfs-opts has -J and --journal is given too; pass the journal size with --journal ram:SIZE|file:SIZE only",
             ));
         }
+        self.validate_models()?;
         // Testbed names begin with the label, and ledger names never begin with '.'.
         if self.label.is_empty()
             || self.label.starts_with('.')
@@ -341,6 +365,70 @@ impl TestbedSpec {
         Ok(())
     }
 
+    /// The device model fits what it serves: an image (not a `--device`), the filesystem at its
+    /// offset within the modelled disk, and a journal for a journal's model.
+    fn validate_models(&self) -> anyhow::Result<()> {
+        if let Some(m) = &self.device_model {
+            if let Some(dev) = &self.device {
+                return Err(bad_param(
+                    "device_model",
+                    format!(
+                        "--device-model {} serves an image through an emulated disk; --device {} is a real one, measured as it is: give one of them",
+                        m.profile,
+                        dev.display()
+                    ),
+                ));
+            }
+            let (profile, abl) = m.profile.load()?;
+            let model = super::device::DeviceModel::new(&profile, &abl)
+                .map_err(|e| {
+                    bad_param("device_model", format!("--device-model {}: {e}", m.profile))
+                })?
+                .with_offset(m.offset);
+            if !model.fits(self.size) {
+                return Err(bad_param(
+                    "device_offset",
+                    format!(
+                        "the filesystem ({}) at --device-offset {} does not fit on {} ({}); make --device-offset or --fs-size smaller",
+                        format_size(self.size),
+                        format_size(m.offset),
+                        profile.name,
+                        format_size(profile.capacity_bytes)
+                    ),
+                ));
+            }
+        }
+        if let Some(p) = &self.journal_device_model {
+            let Some(j) = &self.journal else {
+                return Err(bad_param(
+                    "journal_device_model",
+                    format!(
+                        "--journal-device-model {p} models the external journal's device, but there is none; add --journal ram:SIZE|file:SIZE or drop it"
+                    ),
+                ));
+            };
+            let (profile, abl) = p.load()?;
+            let model = super::device::DeviceModel::new(&profile, &abl).map_err(|e| {
+                bad_param(
+                    "journal_device_model",
+                    format!("--journal-device-model {p}: {e}"),
+                )
+            })?;
+            if !model.fits(j.size) {
+                return Err(bad_param(
+                    "journal_device_model",
+                    format!(
+                        "the journal ({}) does not fit on {} ({}); give a larger profile or a smaller --journal",
+                        format_size(j.size),
+                        profile.name,
+                        format_size(profile.capacity_bytes)
+                    ),
+                ));
+            }
+        }
+        Ok(())
+    }
+
     /// `ext4 2G -O ^extent data=writeback` — one line for tables and listings.
     pub fn describe(&self) -> String {
         let mut s = format!("{} {}", self.fs, format_size(self.size));
@@ -355,6 +443,9 @@ impl TestbedSpec {
         }
         if self.backing == Backing::Ram {
             s.push_str(" on ram");
+        }
+        if let Some(m) = &self.device_model {
+            s.push_str(&format!(" disk={}", m.profile));
         }
         s
     }

@@ -60,4 +60,6 @@ pub mod stats;
 pub use emulated::EmulatedDevice;
 pub use model::expect::{demerit, expectations, random_read_service, Expectations};
 pub use model::{Breakdown, DeviceModel, Dispatch, Op, Request};
-pub use profile::{load, load_ref, parse_ablations, Ablations, Kind, Profile, QueuePolicy};
+pub use profile::{
+    load, load_ref, parse_ablations, Ablations, Kind, ModelDuring, Profile, ProfileRef, QueuePolicy,
+};

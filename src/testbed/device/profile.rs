@@ -653,6 +653,65 @@ pub fn load_ref(reference: &str) -> Result<(Profile, Ablations)> {
     Ok((load(reference)?, Ablations::default()))
 }
 
+/// A device profile as flags and plans name it: a built-in profile or a profile file, with
+/// ablations after a colon (`deskstar-7k250:seek=off`). Checked to load when parsed, so a bad
+/// name is refused before anything is built.
+#[derive(Debug, Clone, PartialEq, Eq, Hash)]
+pub struct ProfileRef(String);
+
+impl ProfileRef {
+    /// The profile and its ablations.
+    pub fn load(&self) -> Result<(Profile, Ablations)> {
+        load_ref(&self.0)
+    }
+
+    /// As written.
+    pub fn as_str(&self) -> &str {
+        &self.0
+    }
+}
+
+impl std::str::FromStr for ProfileRef {
+    type Err = String;
+    fn from_str(s: &str) -> Result<Self, String> {
+        let s = s.trim();
+        load_ref(s).map_err(|e| format!("{e:#}"))?;
+        Ok(Self(s.to_string()))
+    }
+}
+
+impl fmt::Display for ProfileRef {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str(&self.0)
+    }
+}
+
+impl serde::Serialize for ProfileRef {
+    fn serialize<S: serde::Serializer>(&self, s: S) -> Result<S::Ok, S::Error> {
+        s.serialize_str(&self.0)
+    }
+}
+
+impl<'de> Deserialize<'de> for ProfileRef {
+    fn deserialize<D: serde::Deserializer<'de>>(d: D) -> Result<Self, D::Error> {
+        String::deserialize(d)?
+            .parse()
+            .map_err(serde::de::Error::custom)
+    }
+}
+
+crate::choice! {
+    /// When an emulated disk's model applies.
+    #[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
+    pub enum ModelDuring("device model span") {
+        /// The measured run only: mkfs, aging, the fresh copy and other set-up at native speed.
+        #[default]
+        Phases = "phases",
+        /// Everything, set-up included, as on the real disk.
+        Always = "always",
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;

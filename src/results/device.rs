@@ -1,0 +1,95 @@
+//! What a result records of an emulated disk (`--device-model`): the model it ran on (profile,
+//! ablations, parameters, hash, where the filesystem sat and when the model applied) and, per
+//! phase, what the disk served and how faithfully (requests, bytes, cache hits, seek-distance
+//! and service-time histograms, lateness). Nothing above the testbed knows a device is
+//! emulated except through these records.
+
+use serde::{Deserialize, Serialize};
+
+/// Lateness above which a phase is flagged: the emulator could not keep up (p99 over 0.5 ms).
+pub const LATE_P99_MS: f64 = 0.5;
+
+/// The device model a testbed's image (or its journal) was served through.
+#[derive(Debug, Clone, Serialize, Deserialize, PartialEq, Default)]
+pub struct DeviceModelInfo {
+    /// The profile as given (`st3500641as`, `deskstar-7k250:seek=off`, a file's path).
+    pub reference: String,
+    /// The profile's name.
+    pub profile: String,
+    /// `hdd`, `ssd` or `ram`.
+    pub kind: String,
+    /// The ablations applied (`seek=off,cache=off`), empty for the full model.
+    #[serde(default, skip_serializing_if = "String::is_empty")]
+    pub ablations: String,
+    /// SHA-256 of the profile's kind, capacity and parameters: two results with the same hash
+    /// ran on the same modelled disk.
+    pub hash: String,
+    /// The modelled disk's capacity, bytes (0: unbounded).
+    pub capacity_bytes: u64,
+    /// Bytes from the modelled disk's start to the filesystem's first byte.
+    pub offset: u64,
+    /// `phases` (the measured run only) or `always`.
+    pub during: String,
+    /// Every parameter as the profile wrote it, with its unit and source.
+    #[serde(default)]
+    pub parameters: serde_json::Value,
+}
+
+/// A histogram's summary and its exact buckets.
+#[derive(Debug, Clone, Serialize, Deserialize, PartialEq, Default)]
+pub struct HistogramSummary {
+    pub count: u64,
+    pub mean: f64,
+    pub p50: f64,
+    pub p99: f64,
+    pub max: f64,
+    /// The whole histogram, HDR V2 serialized and base64 encoded (values in the unit the field
+    /// names: ns, cylinders), so any other percentile can be read again later.
+    #[serde(default, skip_serializing_if = "String::is_empty")]
+    pub hdr: String,
+}
+
+/// What an emulated disk served during one phase, and its own timing error.
+#[derive(Debug, Clone, Serialize, Deserialize, PartialEq, Default)]
+pub struct ModelledIo {
+    pub reads: u64,
+    pub writes: u64,
+    pub flushes: u64,
+    pub bytes_read: u64,
+    pub bytes_written: u64,
+    /// Requests the drive's cache served (read-ahead, write cache).
+    pub cache_hits: u64,
+    /// Requests that failed on the image.
+    pub errors: u64,
+    /// Requests answered at native speed because the model was off (set-up between phases).
+    #[serde(default)]
+    pub unmodelled: u64,
+    /// Actual reply − modelled completion, ms: p50, p99, max.
+    pub lateness_p50_ms: f64,
+    pub lateness_p99_ms: f64,
+    pub lateness_max_ms: f64,
+    /// Requests answered over 0.5 ms after their modelled completion.
+    pub late: u64,
+    /// Requests answered before their modelled completion (0 unless the server is broken).
+    pub early: u64,
+    /// Modelled service time (completion − start), ns.
+    pub service_ns: HistogramSummary,
+    /// Modelled response time (completion − arrival: queueing included), ns.
+    pub response_ns: HistogramSummary,
+    /// Cylinders moved per request (0 for solid-state profiles).
+    pub seek_cylinders: HistogramSummary,
+    /// Request sizes, bytes.
+    pub size_bytes: HistogramSummary,
+}
+
+impl ModelledIo {
+    /// Requests answered under the model.
+    pub fn requests(&self) -> u64 {
+        self.reads + self.writes + self.flushes
+    }
+
+    /// Whether the emulator fell behind the model in this phase (lateness p99 over 0.5 ms).
+    pub fn fell_behind(&self) -> bool {
+        self.lateness_p99_ms > LATE_P99_MS
+    }
+}
