@@ -135,6 +135,8 @@ mod tests {
                 ..Default::default()
             }),
             journal_device: None,
+            device_model: None,
+            journal_device_model: None,
             series: vec![SeriesPoint {
                 t: 0.0,
                 ops,
