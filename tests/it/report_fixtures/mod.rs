@@ -47,6 +47,8 @@ pub fn phase(
             flush_ios: 1,
         }),
         journal_device: None,
+        device_model: None,
+        journal_device_model: None,
         series: series
             .iter()
             .enumerate()
@@ -109,6 +111,8 @@ pub fn result(
             device: Some("/dev/loop9".into()),
             loop_direct_io: Some(true),
             path: "/var/tmp/x".into(),
+            device_model: None,
+            journal_device_model: None,
         },
         workload: WorkloadInfo {
             metrics: Vec::new(),
