@@ -460,6 +460,9 @@ fn run_in(target: &mut Target, r: Rep<'_>, started: SystemTime) -> Result<RunRes
         None => None,
     };
 
+    if !wl.sets_up_inside() {
+        target.measuring(true)?;
+    }
     // The workload works through the pinned path of the directory made, never its name.
     let (root, shown) = match &cleanup_root {
         Some(g) => (g.pinned(), g.shown()),
@@ -481,6 +484,14 @@ fn run_in(target: &mut Target, r: Rep<'_>, started: SystemTime) -> Result<RunRes
     });
     let layout = ctx.take_layout();
     let (wl_phases, more_warnings) = ctx.into_parts();
+    // A dead device server is the cause of whatever failed since; it fails the run.
+    if let Err(dead) = target.check_devices() {
+        return Err(match &ran {
+            Err(e) => anyhow::anyhow!("{dead:#}; the run failed with: {e:#}"),
+            Ok(()) => dead,
+        });
+    }
+    target.measuring(false)?;
     let mut phases = pre_phases;
     phases.extend(wl_phases);
     let layout = with_precondition(layout, pre_layout);

@@ -248,9 +248,15 @@ fn read_tree(
         path: Some(root.to_path_buf()),
         ..test.clone()
     };
+    // The read tests are the measured part: an emulated disk models them, not the aging and
+    // the copy before them.
+    target.measuring(true)?;
     let mut ctx = RunContext::new(target, root.to_path_buf(), seed, ColdMode::Drop, progress);
-    test.run(&mut ctx)?;
+    let ran = test.run(&mut ctx);
     let (mut phases, warnings) = ctx.into_parts();
+    target.check_devices()?;
+    target.measuring(false)?;
+    ran?;
     for (p, ph) in phases.iter_mut().zip(&test.phases) {
         p.name = names(*ph);
         for (k, x) in layout_extra(layout) {
@@ -528,6 +534,10 @@ impl Workload for Append {
                 format!("--tree {} --read-block {}", self.0.tree, self.0.read_block),
                 "--tree or --read-block",
             ))
+    }
+
+    fn sets_up_inside(&self) -> bool {
+        true
     }
 
     fn run(&self, ctx: &mut RunContext) -> Result<()> {

@@ -99,6 +99,9 @@ pub enum DevicesSub {
         offset: u64,
         #[arg(long)]
         mount: std::path::PathBuf,
+        /// Start with the model off (requests at native speed until `model on`).
+        #[arg(long)]
+        model_off: bool,
     },
 }
 
@@ -141,6 +144,7 @@ pub fn run(c: DevicesCmd) -> Result<ExitCode> {
             size,
             offset,
             mount,
+            model_off,
         } => {
             crate::testbed::device::server::serve(&crate::testbed::device::server::ServeArgs {
                 profile,
@@ -148,6 +152,7 @@ pub fn run(c: DevicesCmd) -> Result<ExitCode> {
                 size,
                 offset,
                 mount,
+                modelled: !model_off,
             })?;
             Ok(ExitCode::SUCCESS)
         }

@@ -13,6 +13,8 @@ use crate::testbed::{cleanup, destroy_by_name, ledger, Testbed};
 use crate::units::format_size;
 
 #[derive(Debug, Subcommand)]
+// One command value per process: boxing the large variant would buy nothing.
+#[allow(clippy::large_enum_variant)]
 pub enum TestbedCmd {
     /// Build a testbed and leave it mounted; prints its mount point and device.
     ///

@@ -6,6 +6,9 @@ use std::fs;
 use std::os::unix::fs::MetadataExt;
 use std::path::{Path, PathBuf};
 
+use std::sync::Arc;
+
+use crate::results::device::ModelledIo;
 use crate::results::DeviceDelta;
 
 /// One reading of a device's counters.
@@ -56,11 +59,28 @@ impl DiskStat {
     }
 }
 
-/// The stat files of the devices a run is measured on.
+/// What finishes an emulated disk's record of a phase, called at the phase's end.
+pub type PhaseEnd = Box<dyn FnOnce() -> anyhow::Result<ModelledIo> + Send + Sync>;
+
+/// An emulated disk's own account of a phase (what it served, how late): asked at the phase's
+/// start, it returns what completes the record at its end. Implemented by the testbed's
+/// device server handle; measurement knows nothing else of emulated disks.
+pub trait ModelProbe: Send + Sync + std::fmt::Debug {
+    fn begin(&self) -> anyhow::Result<PhaseEnd>;
+}
+
+/// A shared [`ModelProbe`].
+pub type Probe = Arc<dyn ModelProbe>;
+
+/// The stat files of the devices a run is measured on, and the probes of their emulated disks.
 #[derive(Debug, Clone, Default)]
 pub struct Devices {
     pub main: Option<PathBuf>,
     pub journal: Option<PathBuf>,
+    /// The main device's emulated disk, when it is one.
+    pub model: Option<Probe>,
+    /// The journal device's emulated disk, when it is one.
+    pub journal_model: Option<Probe>,
 }
 
 impl Devices {

@@ -19,7 +19,7 @@ mod scheduled;
 mod totals;
 
 pub use clock::{Clock, Tick};
-pub use diskstats::{Devices, DiskStat};
+pub use diskstats::{Devices, DiskStat, ModelProbe, PhaseEnd, Probe};
 pub use latency::{decode, new_histogram, summarize, FastHistogram, LatencyHistogram};
 pub use phase::{run_workers, PhaseMeter, SeriesSpec};
 pub use progress::Progress;

@@ -8,11 +8,12 @@ use std::time::{Duration, Instant};
 use anyhow::Result;
 
 use super::clock::{Clock, Tick};
-use super::diskstats::{Devices, DiskStat};
+use super::diskstats::{Devices, DiskStat, PhaseEnd, Probe};
 use super::progress::{PhaseBar, Progress};
 use super::recorder::{OpDef, Recorder, StopFlags};
 use super::rusage::CpuTimes;
 use super::totals::{PhaseTotals, Probes};
+use crate::results::device::ModelledIo;
 use crate::results::PhaseResult;
 
 /// How a phase's time series is cut (`--interval`), and how many of its first intervals are a
@@ -52,6 +53,8 @@ pub struct PhaseMeter {
     devices: Devices,
     dev0: Option<DiskStat>,
     jdev0: Option<DiskStat>,
+    /// What completes the emulated disks' records (main, journal) at the end.
+    model_end: (Option<PhaseEnd>, Option<PhaseEnd>),
     progress: Arc<AtomicU64>,
     stop: Arc<AtomicBool>,
     /// Set when the phase is cut at a stonewall: workers end their work early, without error.
@@ -74,6 +77,10 @@ impl PhaseMeter {
         let bar = ui.phase_bar(name, expected, Arc::clone(&progress));
         let dev0 = devices.main.as_deref().and_then(DiskStat::read);
         let jdev0 = devices.journal.as_deref().and_then(DiskStat::read);
+        // A probe that fails (a dead server) leaves the record out; the run's check of its
+        // devices names the failure.
+        let begin = |p: &Option<Probe>| p.as_ref().and_then(|p| p.begin().ok());
+        let model_end = (begin(&devices.model), begin(&devices.journal_model));
         let cpu0 = CpuTimes::now();
         let start = Instant::now();
         let clock = clock.with_origin(start);
@@ -89,6 +96,7 @@ impl PhaseMeter {
             devices: devices.clone(),
             dev0,
             jdev0,
+            model_end,
             progress,
             stop: Arc::new(AtomicBool::new(false)),
             wall: Arc::new(AtomicBool::new(false)),
@@ -146,6 +154,12 @@ impl PhaseMeter {
     pub fn finish(self, mut recorders: Vec<Recorder>) -> PhaseResult {
         let wall = self.start.elapsed();
         let cpu = CpuTimes::now().since(self.cpu0);
+        // A phase the model did not apply to (set-up while it is off) has no record.
+        let end = |e: Option<PhaseEnd>| {
+            e.and_then(|f| f().ok())
+                .filter(|m: &ModelledIo| m.requests() > 0)
+        };
+        let modelled = (end(self.model_end.0), end(self.model_end.1));
         let delta = |d0: Option<DiskStat>, dev: Option<&std::path::Path>| match (
             d0,
             dev.and_then(DiskStat::read),
@@ -158,7 +172,7 @@ impl PhaseMeter {
             cpu,
             device: delta(self.dev0, self.devices.main.as_deref()),
             journal_device: delta(self.jdev0, self.devices.journal.as_deref()),
-            modelled: Default::default(),
+            modelled,
             interval_s: self.series.interval.as_secs_f64(),
         };
         drop(self.bar);

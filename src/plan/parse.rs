@@ -1070,7 +1070,8 @@ file_size = "64K"
         let tmp = std::env::temp_dir().to_string_lossy().into_owned();
         // A value unlike the default for each setting; a new flag needs one here, with the
         // other settings it needs to mean something (given to both sides and to the default).
-        let samples: [(&str, &str, &[(&str, &str)]); 11] = [
+        type Sample<'a> = (&'a str, &'a str, &'a [(&'a str, &'a str)]);
+        let samples: [Sample; 11] = [
             ("fs_size", "320M", &[]),
             ("mkfs_opts", "-O ^extent -I 256", &[]),
             ("mount_opts", "noatime", &[]),

@@ -276,6 +276,11 @@ impl Ledger {
         Self::begin_in(&state_dir(), name, persistent)
     }
 
+    /// The ledger directory this entry lives in.
+    pub fn dir(&self) -> &Path {
+        self.path.parent().unwrap_or_else(|| Path::new("/"))
+    }
+
     /// [`Ledger::begin`] in the ledger directory `dir`.
     pub fn begin_in(dir: &Path, name: &str, persistent: bool) -> Result<Self> {
         let path = entry_path(dir, name)?;

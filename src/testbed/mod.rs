@@ -60,6 +60,7 @@ use anyhow::{Context, Result};
 
 pub use crate::sys::proc::{meminfo, own_peak_rss, own_rss};
 pub use cache::{drop_caches, syncfs};
+pub use device::EmulatedDevice;
 pub use ledger::{Ledger, LedgerEntry, Resource};
 pub use loopdev::LoopDevice;
 pub use memlimit::{CgroupVersion, MemCharger, MemLimit};
@@ -105,6 +106,18 @@ pub struct Testbed {
     mounted_dev: u64,
     /// What this process made, with the directory descriptor it is deleted through.
     held: Vec<Held>,
+    /// The emulated disks serving the image and the journal (`--device-model`), with the
+    /// images' descriptors their servers read through.
+    emulated: Emulated,
+}
+
+/// A testbed's emulated disks (see [`device`]).
+#[derive(Debug, Default)]
+struct Emulated {
+    main: Option<EmulatedDevice>,
+    journal: Option<EmulatedDevice>,
+    /// The images the servers open through `/proc/PID/fd/N`, held for as long as they run.
+    images: Vec<fs::File>,
 }
 
 /// Something made inside a held directory: deleted through that descriptor by name, and only
@@ -328,6 +341,7 @@ impl Testbed {
             fsdev: 0,
             mounted_dev: 0,
             held: Vec::new(),
+            emulated: Emulated::default(),
         };
         // On any error below, dropping `tb` releases what was made so far.
         tb.build()?;
@@ -362,6 +376,12 @@ impl Testbed {
             self.fsdev = fs::metadata(dev)
                 .with_context(|| format!("--device {}", dev.display()))?
                 .rdev();
+        } else if let Some(m) = &spec.device_model {
+            let (f, id) = self.make_image(&home, &home_path, "fs.img", spec.size, spec.backing)?;
+            let disk = self.serve(f, m.profile.as_str(), spec.size, m.offset, m.during)?;
+            (self.device, self.fsdev) = disk_device(&disk)?;
+            backing_id = Some(id);
+            self.emulated.main = Some(disk);
         } else {
             let (lo, id) = self.make_loop(
                 &home,
@@ -389,11 +409,23 @@ impl Testbed {
                 }
                 Backing::File => (home.clone(), home_path.clone(), "journal.img".to_string()),
             };
-            // A RAM journal gains nothing from direct I/O on tmpfs.
-            let dio = spec.loop_direct_io && j.backing == Backing::File;
-            let (lo, _) = self.make_loop(&dir, &dir_path, &name, j.size, j.backing, dio)?;
-            self.journal_device = Some(lo.path().to_path_buf());
-            self.journal_loop = Some(lo);
+            if let Some(p) = &spec.journal_device_model {
+                let (f, _) = self.make_image(&dir, &dir_path, &name, j.size, j.backing)?;
+                let during = spec
+                    .device_model
+                    .as_ref()
+                    .map(|m| m.during)
+                    .unwrap_or_default();
+                let disk = self.serve(f, p.as_str(), j.size, 0, during)?;
+                self.journal_device = Some(disk_device(&disk)?.0);
+                self.emulated.journal = Some(disk);
+            } else {
+                // A RAM journal gains nothing from direct I/O on tmpfs.
+                let dio = spec.loop_direct_io && j.backing == Backing::File;
+                let (lo, _) = self.make_loop(&dir, &dir_path, &name, j.size, j.backing, dio)?;
+                self.journal_device = Some(lo.path().to_path_buf());
+                self.journal_loop = Some(lo);
+            }
         }
 
         crate::signals::check()?;
@@ -501,6 +533,57 @@ impl Testbed {
         backing: Backing,
         dio: bool,
     ) -> Result<(LoopDevice, FileId)> {
+        let (f, id) = self.make_image(dir, dir_path, name, size, backing)?;
+        let image = dir_path.join(name);
+        self.ledger().record(Resource::Loop {
+            image: image.clone(),
+            backing: Some(id),
+        })?;
+        // Attached from the descriptor the image was created with, never reopened by path.
+        let lo = LoopDevice::attach(&f, &image, dio)?;
+        Ok((lo, id))
+    }
+
+    /// Starts an emulated disk of `profile` serving the image `f` (the server reads it
+    /// through this process's descriptor) with a loop device on it; the model applies from
+    /// the start only when it should `always`.
+    fn serve(
+        &mut self,
+        f: fs::File,
+        profile: &str,
+        size: u64,
+        offset: u64,
+        during: device::ModelDuring,
+    ) -> Result<EmulatedDevice> {
+        let image = PathBuf::from(format!(
+            "/proc/{}/fd/{}",
+            std::process::id(),
+            std::os::fd::AsRawFd::as_raw_fd(&f)
+        ));
+        self.emulated.images.push(f);
+        let ledger_dir = self.ledger().dir().to_path_buf();
+        let mut disk = EmulatedDevice::start_with(&device::emulated::Start {
+            ledger_dir: Some(&ledger_dir),
+            profile,
+            image: &image,
+            size,
+            offset,
+            modelled: during == device::ModelDuring::Always,
+        })?;
+        disk.attach_loop()?;
+        Ok(disk)
+    }
+
+    /// Makes the image file `name` of `size` bytes in the held directory `dir` exclusively,
+    /// recorded in the ledger, preallocated on a file backing.
+    fn make_image(
+        &mut self,
+        dir: &Arc<OwnedFd>,
+        dir_path: &Path,
+        name: &str,
+        size: u64,
+        backing: Backing,
+    ) -> Result<(fs::File, FileId)> {
         let image = dir_path.join(name);
         let img = Resource::Image {
             path: image.clone(),
@@ -569,13 +652,7 @@ impl Testbed {
                 }
             }
         }
-        self.ledger().record(Resource::Loop {
-            image: image.clone(),
-            backing: Some(id),
-        })?;
-        // Attached from the descriptor the image was created with, never reopened by path.
-        let lo = LoopDevice::attach(&f, &image, dio)?;
-        Ok((lo, id))
+        Ok((f, id))
     }
 
     /// The mount target, reached through the held home directory (not by a path others
@@ -654,6 +731,52 @@ impl Testbed {
         self.journal_device.as_deref()
     }
 
+    /// The per-phase probes of the emulated disks (main, journal), for the run's device
+    /// counters: none on this machine's own storage.
+    pub fn model_probes(&self) -> (Option<crate::measure::Probe>, Option<crate::measure::Probe>) {
+        (
+            self.emulated.main.as_ref().map(EmulatedDevice::probe),
+            self.emulated.journal.as_ref().map(EmulatedDevice::probe),
+        )
+    }
+
+    /// The measured run begins (`true`) or ends: with `device_model_during = "phases"` the
+    /// emulated disks apply their model from here to the end, after a syncfs writes what
+    /// set-up left dirty at native speed. Nothing on this machine's own storage.
+    pub fn measuring(&mut self, on: bool) -> Result<()> {
+        let during = self.spec.device_model.as_ref().map(|m| m.during);
+        if self.emulated.main.is_none() && self.emulated.journal.is_none()
+            || during == Some(device::ModelDuring::Always)
+        {
+            return Ok(());
+        }
+        if on && self.mounted {
+            let home = self
+                .home
+                .as_ref()
+                .context("the testbed's directory is not open")?;
+            syncfs(&sys_trust::fd_path(home.as_fd(), "mnt"))?;
+        }
+        for d in [&mut self.emulated.main, &mut self.emulated.journal]
+            .into_iter()
+            .flatten()
+        {
+            d.set_modelled(on)?;
+        }
+        Ok(())
+    }
+
+    /// Ok while the emulated disks' servers run; else an error naming the one that died.
+    pub fn check_devices(&mut self) -> Result<()> {
+        for d in [&mut self.emulated.main, &mut self.emulated.journal]
+            .into_iter()
+            .flatten()
+        {
+            d.check()?;
+        }
+        Ok(())
+    }
+
     /// What goes into results.
     pub fn info(&self) -> TestbedInfo {
         TestbedInfo {
@@ -670,10 +793,28 @@ impl Testbed {
                 self.spec.backing.to_string()
             },
             device: Some(self.device.display().to_string()),
-            loop_direct_io: self.loopdev.as_ref().map(|l| l.direct_io()),
+            // An emulated disk's loop device always does direct I/O (it is refused otherwise).
+            loop_direct_io: self.loopdev.as_ref().map(|l| l.direct_io()).or(self
+                .emulated
+                .main
+                .as_ref()
+                .map(|_| true)),
             path: self.mountpoint.display().to_string(),
-            device_model: None,
-            journal_device_model: None,
+            device_model: self
+                .emulated
+                .main
+                .as_ref()
+                .zip(self.spec.device_model.as_ref())
+                .map(|(d, m)| d.info(m.during)),
+            journal_device_model: self.emulated.journal.as_ref().map(|d| {
+                d.info(
+                    self.spec
+                        .device_model
+                        .as_ref()
+                        .map(|m| m.during)
+                        .unwrap_or_default(),
+                )
+            }),
         }
     }
 
@@ -712,6 +853,11 @@ impl Testbed {
 
     /// Leaves the testbed in place after this process exits (`testbed create`).
     pub fn keep(mut self) -> Result<()> {
+        if self.emulated.main.is_some() || self.emulated.journal.is_some() {
+            return Err(bad_input(
+                "a testbed on an emulated disk (--device-model) lives only as long as the fsgauge process serving its disk; run the workload with `fsgauge bench ... --device-model PROFILE` or a plan instead of `testbed create`",
+            ));
+        }
         self.persistent = true;
         if let Some(l) = self.ledger.as_mut() {
             l.set_persistent(true)?;
@@ -752,6 +898,16 @@ impl Testbed {
                     errors.push(e);
                 }
             }
+            // Then the emulated disks: loop device, server, FUSE mount.
+            for d in [self.emulated.main.take(), self.emulated.journal.take()]
+                .into_iter()
+                .flatten()
+            {
+                if let Err(e) = d.stop() {
+                    errors.push(e);
+                }
+            }
+            self.emulated.images.clear();
         }
         if let Some(mut ledger) = self.ledger.take() {
             // What this process made goes through the directory descriptors it holds, so a
@@ -772,6 +928,19 @@ impl Testbed {
         }
         errors
     }
+}
+
+/// The loop device on an emulated disk and its device number.
+fn disk_device(disk: &EmulatedDevice) -> Result<(PathBuf, u64)> {
+    use std::os::unix::fs::MetadataExt;
+    let path = disk
+        .loop_device()
+        .context("the emulated disk has no loop device")?
+        .to_path_buf();
+    let rdev = fs::metadata(&path)
+        .with_context(|| format!("reading the device number of {}", path.display()))?
+        .rdev();
+    Ok((path, rdev))
 }
 
 fn r_path(r: &Resource) -> &Path {
@@ -881,11 +1050,18 @@ pub fn cleanup(all: bool) -> Result<CleanupReport> {
 
 /// [`cleanup`] of the ledger directory `dir`.
 pub fn cleanup_in(dir: &Path, all: bool) -> Result<CleanupReport> {
-    let scan = ledger::scan_in(dir)?;
+    let mut scan = ledger::scan_in(dir)?;
     let mut report = CleanupReport {
         damaged: scan.damaged,
         ..CleanupReport::default()
     };
+    // Testbeds before the emulated disks under them: a filesystem is unmounted and its loop
+    // device let go before the server of its disk is stopped.
+    scan.entries.sort_by_key(|e| {
+        e.resources
+            .iter()
+            .any(|r| matches!(r, Resource::DeviceServer { .. }))
+    });
     for entry in scan.entries {
         if !all && (entry.persistent() || entry.owner_alive()) {
             report.skipped_live.push(entry.name.clone());

@@ -47,13 +47,18 @@ impl Target {
 
     pub fn devices(&self) -> Devices {
         match self {
-            Target::Testbed(t) => Devices {
-                main: Devices::stat_file_of_device(t.device()),
-                journal: t.journal_device().and_then(Devices::stat_file_of_device),
-            },
+            Target::Testbed(t) => {
+                let (model, journal_model) = t.model_probes();
+                Devices {
+                    main: Devices::stat_file_of_device(t.device()),
+                    journal: t.journal_device().and_then(Devices::stat_file_of_device),
+                    model,
+                    journal_model,
+                }
+            }
             Target::Dir(p) => Devices {
                 main: Devices::stat_file_of_path(p),
-                journal: None,
+                ..Devices::default()
             },
         }
     }
@@ -73,6 +78,24 @@ impl Target {
                     ..Default::default()
                 }
             }
+        }
+    }
+
+    /// The measured run begins (`true`) or ends: an emulated disk that models the measured
+    /// phases only switches its model here (see [`Testbed::measuring`]).
+    pub fn measuring(&mut self, on: bool) -> Result<()> {
+        match self {
+            Target::Testbed(t) => t.measuring(on),
+            Target::Dir(_) => Ok(()),
+        }
+    }
+
+    /// Ok while what serves the target works; an error naming an emulated disk's server that
+    /// died.
+    pub fn check_devices(&mut self) -> Result<()> {
+        match self {
+            Target::Testbed(t) => t.check_devices(),
+            Target::Dir(_) => Ok(()),
         }
     }
 

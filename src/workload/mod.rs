@@ -60,6 +60,13 @@ pub trait Workload: Send + Sync {
         Ok(())
     }
 
+    /// Whether the workload does set-up of its own between its measured phases (aging a tree,
+    /// copying it to a fresh twin) and so says itself when the measured part begins and ends
+    /// ([`Target::measuring`]); otherwise the whole run is the measured part.
+    fn sets_up_inside(&self) -> bool {
+        false
+    }
+
     /// The list-valued parameters that are sweep axes (outermost first): every combination of
     /// their values is one cell (see `registry::sweep::cells`), the same from flags and from plans.
     fn sweep_axes(&self) -> &'static [&'static str] {

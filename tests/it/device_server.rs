@@ -105,12 +105,12 @@ fn random_4k_reads_through_the_loop_device_take_the_modelled_time() {
     }
     let mean_ms = t0.elapsed().as_secs_f64() * 1e3 / n as f64;
     let d = dev.stats().unwrap().delta(&before).unwrap();
-    assert_eq!(d.reads, n, "every read reached the server once");
-    assert_eq!(d.bytes_read, n * 4096);
+    assert_eq!(d.counts.reads, n, "every read reached the server once");
+    assert_eq!(d.counts.bytes_read, n * 4096);
     // Never before the model's completion: replying early would still give the right mean
     // at QD1 (the next request waits for the modelled drive) but wrong response times.
     assert_eq!(
-        d.early, 0,
+        d.counts.early, 0,
         "requests answered before their modelled completion"
     );
     let (p, a) = load_ref(PROFILE).unwrap();

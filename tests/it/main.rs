@@ -15,6 +15,7 @@ mod clients_dir;
 mod clients_testbeds;
 mod code_rules;
 mod device_server;
+mod device_testbed;
 mod devices_cli;
 mod exercise_cli;
 mod exercise_fs;

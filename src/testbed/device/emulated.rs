@@ -9,13 +9,16 @@ use std::os::unix::fs::DirBuilderExt;
 use std::path::{Path, PathBuf};
 use std::process::{Child, ChildStdin, ChildStdout, Command, Stdio};
 use std::sync::atomic::{AtomicU32, Ordering};
+use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
 use anyhow::{anyhow, bail, Context, Result};
 
-use super::profile::{load_ref, Kind, Profile};
+use super::profile::{load_ref, Ablations, Kind, ModelDuring, Profile};
 use super::server::DISK_NAME;
 use super::stats::Snapshot;
+use crate::measure::{ModelProbe, PhaseEnd};
+use crate::results::device::DeviceModelInfo;
 use crate::testbed::ledger::{process_start_time, Ledger, Resource};
 use crate::testbed::LoopDevice;
 
@@ -23,10 +26,13 @@ use crate::testbed::LoopDevice;
 /// removes its mount.
 pub struct EmulatedDevice {
     profile: Profile,
+    /// The profile as given, with its ablations.
+    reference: String,
+    ablations: Ablations,
+    offset: u64,
     child: Child,
-    /// The control pipe; closing it ends the server.
-    control: Option<ChildStdin>,
-    replies: BufReader<ChildStdout>,
+    /// The control pipe and the server's replies, shared with the phase probes.
+    channel: Arc<Channel>,
     mount: PathBuf,
     file: PathBuf,
     loop_dev: Option<LoopDevice>,
@@ -44,6 +50,74 @@ impl std::fmt::Debug for EmulatedDevice {
 }
 
 static SERIAL: AtomicU32 = AtomicU32::new(0);
+
+/// The server's control pipe (closing it ends the server) and its replies, one line each.
+struct Control {
+    stdin: Option<ChildStdin>,
+    replies: BufReader<ChildStdout>,
+}
+
+/// How to talk to a server: one command at a time.
+struct Channel {
+    /// "the emulated device server for PROFILE (pid N, serving FILE)", for messages.
+    what: String,
+    control: Mutex<Control>,
+}
+
+impl Channel {
+    /// Sends one command line and reads the one-line answer.
+    fn ask(&self, command: &str) -> Result<String> {
+        let mut c = self.control.lock().unwrap_or_else(|p| p.into_inner());
+        let Some(stdin) = c.stdin.as_mut() else {
+            bail!("{} is being stopped", self.what);
+        };
+        stdin
+            .write_all(format!("{command}\n").as_bytes())
+            .and_then(|_| stdin.flush())
+            .map_err(|e| {
+                anyhow!(
+                    "{} does not take commands any more ({e}): it has died",
+                    self.what
+                )
+            })?;
+        let mut line = String::new();
+        match c.replies.read_line(&mut line) {
+            Ok(n) if n > 0 => Ok(line.trim().to_string()),
+            _ => bail!("{} stopped answering: it has died", self.what),
+        }
+    }
+
+    fn snapshot(&self) -> Result<Snapshot> {
+        let line = self.ask("stats")?;
+        serde_json::from_str(&line)
+            .with_context(|| format!("the stats line {line:?} of {}", self.what))
+    }
+}
+
+/// A phase's record of what the disk served: a snapshot at its start, the difference at its
+/// end (see [`crate::measure::ModelProbe`]).
+#[derive(Clone)]
+struct Probe(Arc<Channel>);
+
+impl std::fmt::Debug for Probe {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str(&self.0.what)
+    }
+}
+
+impl ModelProbe for Probe {
+    fn begin(&self) -> Result<PhaseEnd> {
+        let start = self.0.snapshot()?;
+        let channel = self.0.clone();
+        Ok(Box::new(move || {
+            let end = channel.snapshot()?;
+            let d = end
+                .delta(&start)
+                .map_err(|e| anyhow!("the stats of {}: {e}", channel.what))?;
+            Ok(d.record_of_phase())
+        }))
+    }
+}
 
 /// An empty root-only directory for the mount, under the system's temporary directory.
 fn make_mount_dir() -> Result<PathBuf> {
@@ -66,6 +140,24 @@ fn make_mount_dir() -> Result<PathBuf> {
     )
 }
 
+/// How to start a server ([`EmulatedDevice::start_with`]).
+#[derive(Debug, Clone, Copy)]
+pub struct Start<'a> {
+    /// The ledger directory to record it in (default: the state directory's ledger).
+    pub ledger_dir: Option<&'a Path>,
+    /// The profile, with ablations.
+    pub profile: &'a str,
+    /// The image holding the disk's bytes.
+    pub image: &'a Path,
+    /// The emulated disk's size, bytes.
+    pub size: u64,
+    /// Where the image sits on the modelled disk, bytes.
+    pub offset: u64,
+    /// Whether the model applies from the start (else: native speed until
+    /// [`EmulatedDevice::set_modelled`]).
+    pub modelled: bool,
+}
+
 impl EmulatedDevice {
     /// Starts a server for `profile_ref` (a profile name or file, with ablations) serving an
     /// emulated disk of `size` bytes whose bytes live in `image` (extended sparsely to `size`
@@ -85,10 +177,36 @@ impl EmulatedDevice {
         size: u64,
         offset: u64,
     ) -> Result<Self> {
-        let (profile, _) = load_ref(profile_ref)?;
-        let image = image
-            .canonicalize()
-            .with_context(|| format!("device image {}", image.display()))?;
+        Self::start_with(&Start {
+            ledger_dir,
+            profile: profile_ref,
+            image,
+            size,
+            offset,
+            modelled: true,
+        })
+    }
+
+    /// Starts a server as `start` says (see [`EmulatedDevice::start`]). An image given as
+    /// `/proc/PID/fd/N` (a descriptor this process holds) is opened by the server through it,
+    /// never by a name.
+    pub fn start_with(start: &Start<'_>) -> Result<Self> {
+        let Start {
+            ledger_dir,
+            profile: profile_ref,
+            image,
+            size,
+            offset,
+            modelled,
+        } = *start;
+        let (profile, ablations) = load_ref(profile_ref)?;
+        let image = if image.starts_with("/proc") {
+            image.to_path_buf()
+        } else {
+            image
+                .canonicalize()
+                .with_context(|| format!("device image {}", image.display()))?
+        };
         let exe = std::env::current_exe()
             .context("finding the fsgauge executable to run the device server")?;
         let exe = server_executable(&exe);
@@ -106,7 +224,8 @@ impl EmulatedDevice {
             path: mount.clone(),
             id: None,
         })?;
-        let mut child = Command::new(&exe)
+        let mut command = Command::new(&exe);
+        command
             .args(["devices", "serve", "--profile", profile_ref, "--size"])
             .arg(size.to_string())
             .arg("--offset")
@@ -114,7 +233,11 @@ impl EmulatedDevice {
             .arg("--image")
             .arg(&image)
             .arg("--mount")
-            .arg(&mount)
+            .arg(&mount);
+        if !modelled {
+            command.arg("--model-off");
+        }
+        let mut child = command
             .stdin(Stdio::piped())
             .stdout(Stdio::piped())
             .stderr(Stdio::inherit())
@@ -128,17 +251,31 @@ impl EmulatedDevice {
             start: process_start_time(pid).unwrap_or(0),
             mount: mount.clone(),
         })?;
-        let control = child.stdin.take();
+        let stdin = child.stdin.take();
         let stdout = child
             .stdout
             .take()
             .ok_or_else(|| anyhow!("the device server's stdout was not piped"))?;
+        let file = mount.join(DISK_NAME);
+        let channel = Arc::new(Channel {
+            what: format!(
+                "the emulated device server for {} (pid {pid}, serving {})",
+                profile.name,
+                file.display()
+            ),
+            control: Mutex::new(Control {
+                stdin,
+                replies: BufReader::new(stdout),
+            }),
+        });
         let mut dev = EmulatedDevice {
             profile,
+            reference: profile_ref.to_string(),
+            ablations,
+            offset,
             child,
-            control,
-            replies: BufReader::new(stdout),
-            file: mount.join(DISK_NAME),
+            channel,
+            file,
             mount,
             loop_dev: None,
             ledger,
@@ -151,7 +288,14 @@ impl EmulatedDevice {
         // The server's first line; a server that fails closes its stdout.
         let pid = self.child.id();
         let mut line = String::new();
-        let r = self.replies.read_line(&mut line);
+        let r = {
+            let mut c = self
+                .channel
+                .control
+                .lock()
+                .unwrap_or_else(|p| p.into_inner());
+            c.replies.read_line(&mut line)
+        };
         match r {
             Ok(_) if line.trim() == "ready" => Ok(()),
             Ok(_) => Err(self.died().context(format!(
@@ -241,27 +385,40 @@ impl EmulatedDevice {
     /// [`Snapshot::delta`] of two).
     pub fn stats(&mut self) -> Result<Snapshot> {
         self.check()?;
-        let pid = self.child.id();
-        let ctl = self
-            .control
-            .as_mut()
-            .ok_or_else(|| anyhow!("the device server (pid {pid}) is being stopped"))?;
-        ctl.write_all(b"stats\n")
-            .and_then(|_| ctl.flush())
-            .map_err(|e| {
-                self.died().context(format!(
-                    "asking the device server (pid {pid}) for its stats: {e}"
-                ))
-            })?;
-        let mut line = String::new();
-        match self.replies.read_line(&mut line) {
-            Ok(n) if n > 0 => serde_json::from_str(line.trim()).with_context(|| {
-                format!(
-                    "the device server's (pid {pid}) stats line {:?}",
-                    line.trim()
-                )
-            }),
-            _ => Err(self.died()),
+        self.channel
+            .snapshot()
+            .map_err(|e| self.died().context(format!("{e:#}")))
+    }
+
+    /// Switches the model on (requests complete when the profiled drive would) or off (at
+    /// native speed, counted as unmodelled): set-up outside the measured phases.
+    pub fn set_modelled(&mut self, on: bool) -> Result<()> {
+        self.check()?;
+        let command = if on { "model on" } else { "model off" };
+        match self.channel.ask(command) {
+            Ok(a) if a == "ok" => Ok(()),
+            Ok(a) => bail!("{} answered {a:?} to {command:?}", self.channel.what),
+            Err(e) => Err(self.died().context(format!("{e:#}"))),
+        }
+    }
+
+    /// The per-phase probe of this device, for [`crate::measure::Devices`].
+    pub fn probe(&self) -> Arc<dyn ModelProbe> {
+        Arc::new(Probe(self.channel.clone()))
+    }
+
+    /// What a result records of the model (`during`: when it applied).
+    pub fn info(&self, during: ModelDuring) -> DeviceModelInfo {
+        DeviceModelInfo {
+            reference: self.reference.clone(),
+            profile: self.profile.name.clone(),
+            kind: self.profile.kind.to_string(),
+            ablations: self.ablations.to_string(),
+            hash: self.profile.fingerprint(),
+            capacity_bytes: self.profile.capacity_bytes,
+            offset: self.offset,
+            during: during.name().to_string(),
+            parameters: serde_json::to_value(&self.profile.sourced).unwrap_or_default(),
         }
     }
 
@@ -304,7 +461,14 @@ impl EmulatedDevice {
             }
         }
         // Closing the control pipe asks the server to unmount and exit.
-        drop(self.control.take());
+        drop(
+            self.channel
+                .control
+                .lock()
+                .unwrap_or_else(|p| p.into_inner())
+                .stdin
+                .take(),
+        );
         let deadline = Instant::now() + Duration::from_secs(5);
         loop {
             match self.child.try_wait() {

@@ -20,7 +20,7 @@ use std::io::{BufRead, Write};
 use std::os::fd::AsFd;
 use std::os::unix::fs::OpenOptionsExt;
 use std::path::{Path, PathBuf};
-use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::sync::mpsc::{self, Receiver, RecvTimeoutError, Sender, TryRecvError};
 use std::sync::{Arc, Condvar, Mutex};
 use std::time::{Duration, SystemTime};
@@ -71,6 +71,9 @@ pub struct ServeArgs {
     pub offset: u64,
     /// An empty directory to mount on.
     pub mount: PathBuf,
+    /// Whether the model applies from the start; `model on` / `model off` on the control pipe
+    /// switch it (set-up at native speed, measured phases modelled).
+    pub modelled: bool,
 }
 
 /// Preallocated aligned buffers: taken at a request's arrival, given back after its reply.
@@ -217,6 +220,10 @@ struct DiskFs {
     /// answered on the FUSE thread that took them, with no hand-over to the scheduler, so the
     /// emulator's own cost is all that `ram` measures.
     immediate: Option<(Arc<Mutex<Stats>>, Arc<Pool>)>,
+    /// Whether the model applies now; when not, requests are answered at once and counted as
+    /// unmodelled.
+    modelled: Arc<AtomicBool>,
+    stats: Arc<Mutex<Stats>>,
 }
 
 impl DiskFs {
@@ -246,6 +253,12 @@ impl DiskFs {
     }
 
     fn send(&self, job: Job) {
+        if !self.modelled.load(Ordering::Acquire) {
+            let failed = job.io.is_err();
+            reply(job, &self.pool);
+            lock(&self.stats).record_unmodelled(failed);
+            return;
+        }
         if let Some((stats, pool)) = &self.immediate {
             let d = Dispatch {
                 id: job.req.id,
@@ -522,6 +535,20 @@ fn schedule(mut model: DeviceModel, rx: Receiver<Job>, stats: Arc<Mutex<Stats>>,
 fn answer(job: Job, d: &Dispatch, stats: &Mutex<Stats>, pool: &Pool) {
     let len = job.req.len;
     let failed = job.io.is_err();
+    let replied = reply(job, pool);
+    lock(stats).record(d, if d.op == Op::Flush { 0 } else { len }, replied, failed);
+}
+
+fn lock(stats: &Mutex<Stats>) -> std::sync::MutexGuard<'_, Stats> {
+    match stats.lock() {
+        Ok(g) => g,
+        Err(p) => p.into_inner(),
+    }
+}
+
+/// Sends the reply of `job` (its data, or its error) and gives its buffer back; returns when
+/// the reply left, on the monotonic clock.
+fn reply(job: Job, pool: &Pool) -> u64 {
     let Job { reply, buf, io, .. } = job;
     let replied = match (reply, io) {
         (r, Err(e)) => {
@@ -559,9 +586,7 @@ fn answer(job: Job, d: &Dispatch, stats: &Mutex<Stats>, pool: &Pool) {
     if let Some(b) = buf {
         pool.give(b);
     }
-    if let Ok(mut s) = stats.lock() {
-        s.record(d, if d.op == Op::Flush { 0 } else { len }, replied, failed);
-    }
+    replied
 }
 
 /// Moves this process into the root cgroup (v2), out of any memory cgroup a run made: the
@@ -608,6 +633,7 @@ pub fn serve(args: &ServeArgs) -> Result<()> {
     let stats = Arc::new(Mutex::new(Stats::default()));
     let immediate = (profile.kind == super::Kind::Ram && abl.constant_ns.is_none())
         .then(|| (stats.clone(), pool.clone()));
+    let modelled = Arc::new(AtomicBool::new(args.modelled));
     let (tx, rx) = mpsc::channel();
     let sched = {
         let stats = stats.clone();
@@ -625,6 +651,8 @@ pub fn serve(args: &ServeArgs) -> Result<()> {
         size: args.size,
         started: SystemTime::now(),
         immediate,
+        modelled: modelled.clone(),
+        stats: stats.clone(),
     };
     let mut config = fuser::Config::default();
     config.mount_options = vec![
@@ -661,17 +689,20 @@ pub fn serve(args: &ServeArgs) -> Result<()> {
             Ok(0) | Err(_) => break,
             Ok(_) => {}
         }
-        if line.trim() == "stats" {
-            let snap: Snapshot = match stats.lock() {
-                Ok(s) => s.snapshot(),
-                Err(p) => p.into_inner().snapshot(),
-            };
-            let mut out = std::io::stdout().lock();
-            let text = serde_json::to_string(&snap)?;
-            if writeln!(out, "{text}").and_then(|_| out.flush()).is_err() {
-                break;
+        let answer = match line.trim() {
+            "stats" => {
+                let snap: Snapshot = lock(&stats).snapshot();
+                serde_json::to_string(&snap)?
             }
-        } else if line.trim() == "quit" {
+            "model on" | "model off" => {
+                modelled.store(line.trim() == "model on", Ordering::Release);
+                "ok".to_string()
+            }
+            "quit" => break,
+            other => format!("error: unknown command {other:?}"),
+        };
+        let mut out = std::io::stdout().lock();
+        if writeln!(out, "{answer}").and_then(|_| out.flush()).is_err() {
             break;
         }
     }

@@ -13,13 +13,14 @@ use hdrhistogram::Histogram;
 use serde::{Deserialize, Serialize};
 
 use super::model::{Dispatch, Op};
+use crate::results::device::{HistogramSummary, ModelledIo};
 
 /// Lateness above which a phase is flagged: the emulator could not keep up (DEVICES.md).
 pub const LATE_NS: u64 = 500_000;
 
-/// The server's counters and histograms.
-#[derive(Debug, Clone)]
-pub struct Stats {
+/// The server's counters (cumulative, or a phase's as the difference of two).
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Serialize, Deserialize)]
+pub struct Counts {
     pub reads: u64,
     pub writes: u64,
     pub flushes: u64,
@@ -33,7 +34,76 @@ pub struct Stats {
     pub errors: u64,
     /// Requests answered before their modelled completion: a broken server (the lateness
     /// histogram holds them as 0).
+    #[serde(default)]
     pub early: u64,
+    /// Requests answered at native speed while the model was off (set-up outside the
+    /// measured phases); not in any histogram.
+    #[serde(default)]
+    pub unmodelled: u64,
+}
+
+impl Counts {
+    /// The counters as a list, in declaration order (for field-wise arithmetic).
+    fn fields(&self) -> [(&'static str, u64); 10] {
+        [
+            ("reads", self.reads),
+            ("writes", self.writes),
+            ("flushes", self.flushes),
+            ("bytes read", self.bytes_read),
+            ("bytes written", self.bytes_written),
+            ("cache hits", self.cache_hits),
+            ("late requests", self.late),
+            ("errors", self.errors),
+            ("early replies", self.early),
+            ("unmodelled requests", self.unmodelled),
+        ]
+    }
+
+    fn from_fields(v: [u64; 10]) -> Counts {
+        let [reads, writes, flushes, bytes_read, bytes_written, cache_hits, late, errors, early, unmodelled] =
+            v;
+        Counts {
+            reads,
+            writes,
+            flushes,
+            bytes_read,
+            bytes_written,
+            cache_hits,
+            late,
+            errors,
+            early,
+            unmodelled,
+        }
+    }
+
+    /// What was counted between `earlier` and these counts.
+    fn since(&self, earlier: &Counts) -> Result<Counts, String> {
+        let mut out = [0u64; 10];
+        for (o, ((what, x), (_, y))) in out
+            .iter_mut()
+            .zip(self.fields().into_iter().zip(earlier.fields()))
+        {
+            *o = x.checked_sub(y).ok_or_else(|| {
+                format!("{what} went down from {y} to {x}: the snapshots are from different servers or out of order")
+            })?;
+        }
+        Ok(Counts::from_fields(out))
+    }
+}
+
+/// The histograms the server keeps, by name (the order of [`Stats::histograms`]).
+const HISTOGRAMS: [&str; 5] = [
+    "lateness",
+    "service time",
+    "response time",
+    "seek distance",
+    "request size",
+];
+
+/// The server's counters and histograms.
+#[derive(Debug, Clone)]
+pub struct Stats {
+    pub counts: Counts,
     /// Actual reply − modelled completion, ns.
     pub lateness: Histogram<u64>,
     /// Modelled service time (completion − start), ns.
@@ -55,51 +125,60 @@ fn histogram() -> Histogram<u64> {
 
 impl Default for Stats {
     fn default() -> Self {
-        Stats {
-            reads: 0,
-            writes: 0,
-            flushes: 0,
-            bytes_read: 0,
-            bytes_written: 0,
-            cache_hits: 0,
-            late: 0,
-            errors: 0,
-            early: 0,
-            lateness: histogram(),
-            service: histogram(),
-            response: histogram(),
-            seek_cylinders: histogram(),
-            size: histogram(),
-        }
+        Stats::from_parts(Counts::default(), std::array::from_fn(|_| histogram()))
     }
 }
 
 impl Stats {
+    fn from_parts(counts: Counts, h: [Histogram<u64>; 5]) -> Stats {
+        let [lateness, service, response, seek_cylinders, size] = h;
+        Stats {
+            counts,
+            lateness,
+            service,
+            response,
+            seek_cylinders,
+            size,
+        }
+    }
+
+    /// The histograms, in the order of [`HISTOGRAMS`].
+    fn histograms(&self) -> [&Histogram<u64>; 5] {
+        [
+            &self.lateness,
+            &self.service,
+            &self.response,
+            &self.seek_cylinders,
+            &self.size,
+        ]
+    }
+
     /// Counts one answered request: its dispatch, its size, and when the reply went out.
     pub fn record(&mut self, d: &Dispatch, len: u64, replied_ns: u64, failed: bool) {
+        let c = &mut self.counts;
         match d.op {
             Op::Read => {
-                self.reads += 1;
-                self.bytes_read += len;
+                c.reads += 1;
+                c.bytes_read += len;
             }
             Op::Write => {
-                self.writes += 1;
-                self.bytes_written += len;
+                c.writes += 1;
+                c.bytes_written += len;
             }
-            Op::Flush => self.flushes += 1,
+            Op::Flush => c.flushes += 1,
         }
         if failed {
-            self.errors += 1;
+            c.errors += 1;
         }
         if d.breakdown.cache_hit {
-            self.cache_hits += 1;
+            c.cache_hits += 1;
         }
         if replied_ns < d.done_ns {
-            self.early += 1;
+            c.early += 1;
         }
         let late = replied_ns.saturating_sub(d.done_ns);
         if late > LATE_NS {
-            self.late += 1;
+            c.late += 1;
         }
         self.lateness.saturating_record(late);
         self.service.saturating_record(d.service_ns());
@@ -111,29 +190,64 @@ impl Stats {
         }
     }
 
-    /// The requests answered.
+    /// Counts a request answered at native speed, the model being off.
+    pub fn record_unmodelled(&mut self, failed: bool) {
+        self.counts.unmodelled += 1;
+        if failed {
+            self.counts.errors += 1;
+        }
+    }
+
+    /// The requests answered under the model.
     pub fn requests(&self) -> u64 {
-        self.reads + self.writes + self.flushes
+        self.counts.reads + self.counts.writes + self.counts.flushes
     }
 
     /// A copy to send: counters as they are, histograms encoded.
     pub fn snapshot(&self) -> Snapshot {
         Snapshot {
-            reads: self.reads,
-            writes: self.writes,
-            flushes: self.flushes,
-            bytes_read: self.bytes_read,
-            bytes_written: self.bytes_written,
-            cache_hits: self.cache_hits,
-            late: self.late,
-            errors: self.errors,
-            early: self.early,
-            lateness: encode(&self.lateness),
-            service: encode(&self.service),
-            response: encode(&self.response),
-            seek_cylinders: encode(&self.seek_cylinders),
-            size: encode(&self.size),
+            counts: self.counts,
+            histograms: self.histograms().map(encode).to_vec(),
         }
+    }
+
+    /// The record a result keeps of a phase (these stats being the phase's delta).
+    pub fn record_of_phase(&self) -> ModelledIo {
+        let c = &self.counts;
+        let l = self.lateness();
+        ModelledIo {
+            reads: c.reads,
+            writes: c.writes,
+            flushes: c.flushes,
+            bytes_read: c.bytes_read,
+            bytes_written: c.bytes_written,
+            cache_hits: c.cache_hits,
+            errors: c.errors,
+            unmodelled: c.unmodelled,
+            lateness_p50_ms: l.p50_ms,
+            lateness_p99_ms: l.p99_ms,
+            lateness_max_ms: l.max_ms,
+            late: c.late,
+            early: c.early,
+            service_ns: summary(&self.service),
+            response_ns: summary(&self.response),
+            seek_cylinders: summary(&self.seek_cylinders),
+            size_bytes: summary(&self.size),
+        }
+    }
+}
+
+fn summary(h: &Histogram<u64>) -> HistogramSummary {
+    if h.is_empty() {
+        return HistogramSummary::default();
+    }
+    HistogramSummary {
+        count: h.len(),
+        mean: h.mean(),
+        p50: h.value_at_quantile(0.5) as f64,
+        p99: h.value_at_quantile(0.99) as f64,
+        max: h.max() as f64,
+        hdr: encode(h),
     }
 }
 
@@ -157,80 +271,53 @@ fn decode(s: &str) -> Result<Histogram<u64>, String> {
         .map_err(|e| format!("histogram does not decode: {e:?}"))
 }
 
-/// The server's stats at one moment, as sent over the control pipe (one JSON line).
+/// The server's stats at one moment, as sent over the control pipe (one JSON line): the
+/// counters, and the histograms in the order of [`HISTOGRAMS`], encoded.
 #[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
 pub struct Snapshot {
-    pub reads: u64,
-    pub writes: u64,
-    pub flushes: u64,
-    pub bytes_read: u64,
-    pub bytes_written: u64,
-    pub cache_hits: u64,
-    pub late: u64,
-    pub errors: u64,
-    #[serde(default)]
-    pub early: u64,
-    pub lateness: String,
-    pub service: String,
-    pub response: String,
-    pub seek_cylinders: String,
-    pub size: String,
+    #[serde(flatten)]
+    pub counts: Counts,
+    pub histograms: Vec<String>,
 }
 
 impl Snapshot {
     /// Back to counters and histograms.
     pub fn decode(&self) -> Result<Stats, String> {
-        Ok(Stats {
-            reads: self.reads,
-            writes: self.writes,
-            flushes: self.flushes,
-            bytes_read: self.bytes_read,
-            bytes_written: self.bytes_written,
-            cache_hits: self.cache_hits,
-            late: self.late,
-            errors: self.errors,
-            early: self.early,
-            lateness: decode(&self.lateness)?,
-            service: decode(&self.service)?,
-            response: decode(&self.response)?,
-            seek_cylinders: decode(&self.seek_cylinders)?,
-            size: decode(&self.size)?,
-        })
+        if self.histograms.len() != HISTOGRAMS.len() {
+            return Err(format!(
+                "a snapshot has {} histograms, not {}: the server is of another version",
+                self.histograms.len(),
+                HISTOGRAMS.len()
+            ));
+        }
+        let mut h = Vec::with_capacity(HISTOGRAMS.len());
+        for text in &self.histograms {
+            h.push(decode(text)?);
+        }
+        let h: [Histogram<u64>; 5] = h.try_into().map_err(|_| "five histograms".to_string())?;
+        Ok(Stats::from_parts(self.counts, h))
     }
 
     /// What happened between `earlier` and this snapshot (both from the same server).
     pub fn delta(&self, earlier: &Snapshot) -> Result<Stats, String> {
-        let a = self.decode()?;
-        let b = earlier.decode()?;
-        let sub = |mut x: Histogram<u64>, y: &Histogram<u64>, what: &str| {
+        let later = self.decode()?;
+        let before = earlier.decode()?;
+        let counts = later.counts.since(&before.counts)?;
+        let mut out = Vec::with_capacity(HISTOGRAMS.len());
+        for ((what, mut x), y) in HISTOGRAMS
+            .into_iter()
+            .zip(later.histograms().map(Clone::clone))
+            .zip(before.histograms())
+        {
             x.subtract(y).map_err(|e| {
                 format!(
                     "{what} histogram of the earlier snapshot is not part of the later one: {e:?}"
                 )
             })?;
-            Ok::<_, String>(x)
-        };
-        let less = |x: u64, y: u64, what: &str| {
-            x.checked_sub(y).ok_or_else(|| {
-                format!("{what} went down from {y} to {x}: the snapshots are from different servers or out of order")
-            })
-        };
-        Ok(Stats {
-            reads: less(a.reads, b.reads, "reads")?,
-            writes: less(a.writes, b.writes, "writes")?,
-            flushes: less(a.flushes, b.flushes, "flushes")?,
-            bytes_read: less(a.bytes_read, b.bytes_read, "bytes read")?,
-            bytes_written: less(a.bytes_written, b.bytes_written, "bytes written")?,
-            cache_hits: less(a.cache_hits, b.cache_hits, "cache hits")?,
-            late: less(a.late, b.late, "late requests")?,
-            errors: less(a.errors, b.errors, "errors")?,
-            early: less(a.early, b.early, "early replies")?,
-            lateness: sub(a.lateness, &b.lateness, "lateness")?,
-            service: sub(a.service, &b.service, "service time")?,
-            response: sub(a.response, &b.response, "response time")?,
-            seek_cylinders: sub(a.seek_cylinders, &b.seek_cylinders, "seek distance")?,
-            size: sub(a.size, &b.size, "request size")?,
-        })
+            out.push(x);
+        }
+        let h: [Histogram<u64>; 5] = out.try_into().map_err(|_| "five histograms".to_string())?;
+        Ok(Stats::from_parts(counts, h))
     }
 }
 
@@ -259,8 +346,8 @@ impl Stats {
             p50_ms: ms(self.lateness.value_at_quantile(0.5)),
             p99_ms: ms(self.lateness.value_at_quantile(0.99)),
             max_ms: ms(self.lateness.max()),
-            late: self.late,
-            early: self.early,
+            late: self.counts.late,
+            early: self.counts.early,
         }
     }
 }
@@ -306,11 +393,14 @@ mod tests {
             3_000_000,
             false,
         );
-        assert_eq!((s.reads, s.writes, s.flushes), (1, 1, 1));
-        assert_eq!((s.bytes_read, s.bytes_written), (4096, 8192));
-        assert_eq!(s.cache_hits, 1);
+        assert_eq!(
+            (s.counts.reads, s.counts.writes, s.counts.flushes),
+            (1, 1, 1)
+        );
+        assert_eq!((s.counts.bytes_read, s.counts.bytes_written), (4096, 8192));
+        assert_eq!(s.counts.cache_hits, 1);
         // Only the write was over 0.5 ms late.
-        assert_eq!(s.late, 1);
+        assert_eq!(s.counts.late, 1);
         let l = s.lateness();
         assert_eq!(l.requests, 3);
         assert!((l.max_ms - 0.6).abs() < 0.001, "max {}", l.max_ms);
@@ -324,9 +414,9 @@ mod tests {
         let mut s = Stats::default();
         s.record(&dispatch(Op::Read, 0, 0, 5_000, false), 4096, 4_000, false);
         assert_eq!(s.lateness.max(), 0);
-        assert_eq!(s.late, 0);
+        assert_eq!(s.counts.late, 0);
         // ... but is counted as early: the server must never do it.
-        assert_eq!(s.early, 1);
+        assert_eq!(s.counts.early, 1);
         assert_eq!(s.lateness().early, 1);
     }
 
@@ -353,9 +443,9 @@ mod tests {
         let line = serde_json::to_string(&after).expect("serializes");
         let after: Snapshot = serde_json::from_str(&line).expect("parses");
         let d = after.delta(&before).expect("delta");
-        assert_eq!(d.reads, 10);
-        assert_eq!(d.bytes_read, 40960);
-        assert_eq!(d.late, 0);
+        assert_eq!(d.counts.reads, 10);
+        assert_eq!(d.counts.bytes_read, 40960);
+        assert_eq!(d.counts.late, 0);
         assert_eq!(d.lateness.len(), 10);
         // The 2 ms request of the first phase is not in the second's lateness.
         assert!(d.lateness.max() < 20_000, "max {}", d.lateness.max());
