@@ -325,9 +325,12 @@ pub fn run_in_place(
     }))
 }
 
-/// Runs repetition `rep` alone on a fresh target (checks first): for plans, which order runs
-/// themselves.
+/// Runs repetition `rep` (checks first), for plans, which order runs themselves: alone on a
+/// fresh target, or on `target`, one the caller built and keeps (a plan with
+/// `fresh = "per-testbed"` runs several workloads and repetitions on one filesystem; the
+/// workload's directory is removed afterwards, the target stays).
 pub fn run_rep(
+    target: Option<&mut Target>,
     place: &Place,
     wl: &dyn Workload,
     opts: &RunOptions,
@@ -335,7 +338,14 @@ pub fn run_rep(
     rep: u32,
 ) -> Result<Outcome> {
     check(place, wl, opts)?;
-    run_once(Rep::new(place, wl, opts, seed, rep))
+    let r = Rep::new(place, wl, opts, seed, rep);
+    match target {
+        None => run_once(r),
+        Some(target) => {
+            let result = run_in(target, r, SystemTime::now())?;
+            write_outcome(result, opts)
+        }
+    }
 }
 
 /// Builds the target of a place: a fresh testbed, or the `--dir`.
@@ -365,24 +375,6 @@ fn run_once(r: Rep<'_>) -> Result<Outcome> {
         t.destroy()?;
     }
     write_outcome(result, r.opts)
-}
-
-/// Runs one repetition on a target the caller built and keeps (a plan with
-/// `fresh = "per-testbed"` runs several workloads and repetitions on one filesystem). The
-/// workload's directory is removed afterwards; the target stays.
-pub fn run_on(
-    target: &mut Target,
-    place: &Place,
-    wl: &dyn Workload,
-    opts: &RunOptions,
-    seed: u64,
-    rep: u32,
-) -> Result<Outcome> {
-    check(place, wl, opts)?;
-    let started = SystemTime::now();
-    let r = Rep::new(place, wl, opts, seed, rep);
-    let result = run_in(target, r, started)?;
-    write_outcome(result, opts)
 }
 
 fn write_outcome(result: RunResult, opts: &RunOptions) -> Result<Outcome> {

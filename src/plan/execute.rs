@@ -515,60 +515,62 @@ pub fn execute(plan: &Plan, m: &Matrix, opts: &ExecOptions) -> Result<Executed> 
     let mut ex = Executed::default();
     let mut by_cell: BTreeMap<(usize, usize), Vec<RunResult>> = BTreeMap::new();
     let mut counter = 0usize;
-    let mut one = |run: &PlannedRun,
-                   target: Option<&mut Target>,
-                   ex: &mut Executed|
-     -> Result<RunResult> {
-        counter += 1;
-        let tb = &plan.testbeds[run.testbed];
-        let wl = &plan.workloads[run.workload];
-        let study = study_info(plan, run.workload);
-        // Past the first round (reps = "auto"), the count of further runs is not known ahead.
-        let of = if counter <= total_hint {
-            format!("{counter}/{total_hint}")
-        } else {
-            format!("{counter}, more repetitions")
-        };
-        let what = format!(
-            "[{of}] {} · {} · rep {}",
-            tb.spec.label,
-            wl.describe(),
-            run.rep
-        );
-        if let Some(f) = existing.get(&run.hash) {
+    let mut one =
+        |run: &PlannedRun, target: Option<&mut Target>, ex: &mut Executed| -> Result<RunResult> {
+            counter += 1;
+            let tb = &plan.testbeds[run.testbed];
+            let wl = &plan.workloads[run.workload];
+            let study = study_info(plan, run.workload);
+            // Past the first round (reps = "auto"), the count of further runs is not known ahead.
+            let of = if counter <= total_hint {
+                format!("{counter}/{total_hint}")
+            } else {
+                format!("{counter}, more repetitions")
+            };
+            let what = format!(
+                "[{of}] {} · {} · rep {}",
+                tb.spec.label,
+                wl.describe(),
+                run.rep
+            );
+            if let Some(f) = existing.get(&run.hash) {
+                if !opts.quiet {
+                    eprintln!("{what}: done before (result {}), skipped", &run.hash[..10]);
+                }
+                let mut r = f.result.clone();
+                let changed = r.study.as_ref() != Some(&study);
+                r.study = Some(study);
+                check_phases(&plan.source, &plan.questions, &r)?;
+                if changed {
+                    let mut bytes = serde_json::to_vec_pretty(&r)?;
+                    bytes.push(b'\n');
+                    crate::atomic::write_atomic(&f.path, &bytes)
+                        .with_context(|| format!("updating the study of {}", f.path.display()))?;
+                }
+                ex.reused += 1;
+                return Ok(r);
+            }
             if !opts.quiet {
-                eprintln!("{what}: done before (result {}), skipped", &run.hash[..10]);
+                eprintln!("{what}");
             }
-            let mut r = f.result.clone();
-            let changed = r.study.as_ref() != Some(&study);
-            r.study = Some(study);
-            check_phases(&plan.source, &plan.questions, &r)?;
-            if changed {
-                let mut bytes = serde_json::to_vec_pretty(&r)?;
-                bytes.push(b'\n');
-                crate::atomic::write_atomic(&f.path, &bytes)
-                    .with_context(|| format!("updating the study of {}", f.path.display()))?;
-            }
-            ex.reused += 1;
-            return Ok(r);
-        }
-        if !opts.quiet {
-            eprintln!("{what}");
-        }
-        // The result is written here, after its phases are checked against the questions.
-        let mut ropts = run_options(plan, run.testbed, None, opts.progress);
-        ropts.study = Some(study);
-        let place = plan.place(run.testbed);
-        let outcome = match target {
-            Some(t) => runner::run_on(t, &place, wl.workload.as_ref(), &ropts, plan.seed, run.rep),
-            None => runner::run_rep(&place, wl.workload.as_ref(), &ropts, plan.seed, run.rep),
-        }
-        .with_context(|| format!("run {what}"))?;
-        check_phases(&plan.source, &plan.questions, &outcome.result)?;
-        crate::results::write_result(&opts.out, &outcome.result)?;
-        ex.ran += 1;
-        Ok(outcome.result)
-    };
+            // The result is written here, after its phases are checked against the questions.
+            let mut ropts = run_options(plan, run.testbed, None, opts.progress);
+            ropts.study = Some(study);
+            let place = plan.place(run.testbed);
+            let outcome = runner::run_rep(
+                target,
+                &place,
+                wl.workload.as_ref(),
+                &ropts,
+                plan.seed,
+                run.rep,
+            )
+            .with_context(|| format!("run {what}"))?;
+            check_phases(&plan.source, &plan.questions, &outcome.result)?;
+            crate::results::write_result(&opts.out, &outcome.result)?;
+            ex.ran += 1;
+            Ok(outcome.result)
+        };
     if interleaved(plan) {
         // Per testbed (fresh = "per-testbed" with questions): every testbed's filesystem,
         // built at its first run made now, kept until the end.
