@@ -537,13 +537,7 @@ fn condition(
     need: u64,
     warnings: &mut Vec<String>,
 ) -> Result<Conditioned> {
-    let Rep {
-        wl,
-        opts,
-        seed,
-        rep,
-        ..
-    } = r;
+    let (wl, opts, seed, rep) = (r.wl, r.opts, r.seed, r.rep);
     let Some(Precondition(pre)) = &opts.precondition else {
         return Ok(Conditioned {
             guard: None,

@@ -49,29 +49,90 @@ pub struct HistogramSummary {
     pub hdr: String,
 }
 
-/// What an emulated disk served during one phase, and its own timing error.
-#[derive(Debug, Clone, Serialize, Deserialize, PartialEq, Default)]
-pub struct ModelledIo {
+/// An emulated disk's counters: since its server started, or over a phase.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Serialize, Deserialize)]
+pub struct DiskCounts {
     pub reads: u64,
     pub writes: u64,
     pub flushes: u64,
     pub bytes_read: u64,
     pub bytes_written: u64,
-    /// Requests the drive's cache served (read-ahead, write cache).
+    /// Requests the drive's cache served (read-ahead, dirty data, or into the write cache).
     pub cache_hits: u64,
-    /// Requests that failed on the image.
+    /// Requests answered over 0.5 ms after their modelled completion.
+    pub late: u64,
+    /// Requests that failed on the image (answered with an error).
     pub errors: u64,
-    /// Requests answered at native speed because the model was off (set-up between phases).
+    /// Requests answered before their modelled completion (0 unless the server is broken;
+    /// the lateness histogram holds them as 0).
+    #[serde(default)]
+    pub early: u64,
+    /// Requests answered at native speed because the model was off (set-up outside the
+    /// measured phases); in no histogram.
     #[serde(default)]
     pub unmodelled: u64,
+}
+
+impl DiskCounts {
+    /// The counters as a list, in declaration order (for field-wise arithmetic).
+    fn fields(&self) -> [(&'static str, u64); 10] {
+        [
+            ("reads", self.reads),
+            ("writes", self.writes),
+            ("flushes", self.flushes),
+            ("bytes read", self.bytes_read),
+            ("bytes written", self.bytes_written),
+            ("cache hits", self.cache_hits),
+            ("late requests", self.late),
+            ("errors", self.errors),
+            ("early replies", self.early),
+            ("unmodelled requests", self.unmodelled),
+        ]
+    }
+
+    fn from_fields(v: [u64; 10]) -> DiskCounts {
+        let [reads, writes, flushes, bytes_read, bytes_written, cache_hits, late, errors, early, unmodelled] =
+            v;
+        DiskCounts {
+            reads,
+            writes,
+            flushes,
+            bytes_read,
+            bytes_written,
+            cache_hits,
+            late,
+            errors,
+            early,
+            unmodelled,
+        }
+    }
+
+    /// What was counted between `earlier` and these counts.
+    /// What was counted between `earlier` and these counts; an error when a counter went
+    /// down (counts of different servers, or out of order).
+    pub fn since(&self, earlier: &DiskCounts) -> Result<DiskCounts, String> {
+        let mut out = [0u64; 10];
+        for (o, ((what, x), (_, y))) in out
+            .iter_mut()
+            .zip(self.fields().into_iter().zip(earlier.fields()))
+        {
+            *o = x.checked_sub(y).ok_or_else(|| {
+                format!("{what} went down from {y} to {x}: the snapshots are from different servers or out of order")
+            })?;
+        }
+        Ok(DiskCounts::from_fields(out))
+    }
+}
+
+/// What an emulated disk served during one phase, and its own timing error.
+#[derive(Debug, Clone, Serialize, Deserialize, PartialEq, Default)]
+pub struct ModelledIo {
+    #[serde(flatten)]
+    pub counts: DiskCounts,
     /// Actual reply − modelled completion, ms: p50, p99, max.
     pub lateness_p50_ms: f64,
     pub lateness_p99_ms: f64,
     pub lateness_max_ms: f64,
-    /// Requests answered over 0.5 ms after their modelled completion.
-    pub late: u64,
-    /// Requests answered before their modelled completion (0 unless the server is broken).
-    pub early: u64,
     /// Modelled service time (completion − start), ns.
     pub service_ns: HistogramSummary,
     /// Modelled response time (completion − arrival: queueing included), ns.
@@ -85,7 +146,7 @@ pub struct ModelledIo {
 impl ModelledIo {
     /// Requests answered under the model.
     pub fn requests(&self) -> u64 {
-        self.reads + self.writes + self.flushes
+        self.counts.reads + self.counts.writes + self.counts.flushes
     }
 
     /// Whether the emulator fell behind the model in this phase (lateness p99 over 0.5 ms).

@@ -512,16 +512,29 @@ impl Testbed {
             }
         };
         let id = FileId::of(fd.as_fd()).with_context(|| format!("stat {}", path.display()))?;
-        let done = Resource::Dir { path, id: Some(id) };
-        self.ledger().replace(&r, done.clone())?;
+        self.hold(&r, Resource::Dir { path, id: Some(id) }, dir, name, id)?;
+        Ok(Arc::new(fd))
+    }
+
+    /// Records that `made` (first recorded as `recorded`, before it existed) is the file `id`
+    /// named `name` in the held directory `dir`, deleted through it at teardown.
+    fn hold(
+        &mut self,
+        recorded: &Resource,
+        made: Resource,
+        dir: &Arc<OwnedFd>,
+        name: &str,
+        id: FileId,
+    ) -> Result<()> {
+        self.ledger().replace(recorded, made.clone())?;
         self.held.push(Held {
-            resource: done,
+            is_dir: matches!(made, Resource::Dir { .. }),
+            resource: made,
             dir: dir.clone(),
             name: name.to_string(),
-            is_dir: true,
             id,
         });
-        Ok(Arc::new(fd))
+        Ok(())
     }
 
     fn make_loop(
@@ -603,14 +616,7 @@ impl Testbed {
             path: image.clone(),
             id: Some(id),
         };
-        self.ledger().replace(&img, made.clone())?;
-        self.held.push(Held {
-            resource: made,
-            dir: dir.clone(),
-            name: name.to_string(),
-            is_dir: false,
-            id,
-        });
+        self.hold(&img, made, dir, name, id)?;
         f.set_len(size).with_context(|| {
             format!("sizing image {} to {}", image.display(), format_size(size))
         })?;

@@ -74,12 +74,7 @@ pub struct TestbedParams {
     /// Where the filesystem starts on the emulated disk (--device-model), e.g. 0 for the outer
     /// zone or 400G near the inner end of a 500 GB drive: its place sets the zone's transfer
     /// rate and the seek distances.
-    #[arg(
-        long,
-        value_name = "SIZE",
-        default_value = "0",
-        allow_hyphen_values = true
-    )]
+    #[arg(long, value_name = "SIZE", default_value = "0")]
     pub device_offset: Size,
     /// When the device model applies: phases (the measured run; mkfs, aging and the other
     /// set-up run at native speed) or always (set-up too, as on the real disk).

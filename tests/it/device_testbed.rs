@@ -110,12 +110,12 @@ fn a_bench_on_an_emulated_disk_records_the_model_and_each_phase() {
         .find(|p| p.name == "remove")
         .expect("remove");
     let d = remove.device_model.as_ref().expect("a record of the phase");
-    assert!(d.reads > 0, "{d:?}");
-    assert_eq!(d.cache_hits, 0, "cache=off: {d:?}");
-    assert_eq!(d.unmodelled, 0, "the phase is modelled: {d:?}");
+    assert!(d.counts.reads > 0, "{d:?}");
+    assert_eq!(d.counts.cache_hits, 0, "cache=off: {d:?}");
+    assert_eq!(d.counts.unmodelled, 0, "the phase is modelled: {d:?}");
     assert!(d.service_ns.mean > 1e6, "a seek and a rotation each: {d:?}");
     assert!(d.lateness_p99_ms < 5.0, "{d:?}");
-    assert_eq!(d.early, 0);
+    assert_eq!(d.counts.early, 0);
     assert!(d.service_ns.hdr.len() > 10 && d.seek_cylinders.count > 0);
     // The phase took at least what the disk did for it.
     let busy_s = d.service_ns.mean * d.service_ns.count as f64 / 1e9;
@@ -172,7 +172,7 @@ append = "4K"
             let modelled = p
                 .device_model
                 .as_ref()
-                .is_some_and(|d| d.reads + d.writes > 0);
+                .is_some_and(|d| d.counts.reads + d.counts.writes > 0);
             if measured || during == "always" {
                 assert!(modelled, "{during}: phase {} has no record", p.name);
             } else {

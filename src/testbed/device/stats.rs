@@ -19,77 +19,7 @@ use crate::results::device::{HistogramSummary, ModelledIo};
 pub const LATE_NS: u64 = 500_000;
 
 /// The server's counters (cumulative, or a phase's as the difference of two).
-#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Serialize, Deserialize)]
-pub struct Counts {
-    pub reads: u64,
-    pub writes: u64,
-    pub flushes: u64,
-    pub bytes_read: u64,
-    pub bytes_written: u64,
-    /// Requests the drive's cache served (read-ahead, dirty data, or into the write cache).
-    pub cache_hits: u64,
-    /// Requests answered more than [`LATE_NS`] after their modelled completion.
-    pub late: u64,
-    /// Requests that failed on the image (answered with an error).
-    pub errors: u64,
-    /// Requests answered before their modelled completion: a broken server (the lateness
-    /// histogram holds them as 0).
-    #[serde(default)]
-    pub early: u64,
-    /// Requests answered at native speed while the model was off (set-up outside the
-    /// measured phases); not in any histogram.
-    #[serde(default)]
-    pub unmodelled: u64,
-}
-
-impl Counts {
-    /// The counters as a list, in declaration order (for field-wise arithmetic).
-    fn fields(&self) -> [(&'static str, u64); 10] {
-        [
-            ("reads", self.reads),
-            ("writes", self.writes),
-            ("flushes", self.flushes),
-            ("bytes read", self.bytes_read),
-            ("bytes written", self.bytes_written),
-            ("cache hits", self.cache_hits),
-            ("late requests", self.late),
-            ("errors", self.errors),
-            ("early replies", self.early),
-            ("unmodelled requests", self.unmodelled),
-        ]
-    }
-
-    fn from_fields(v: [u64; 10]) -> Counts {
-        let [reads, writes, flushes, bytes_read, bytes_written, cache_hits, late, errors, early, unmodelled] =
-            v;
-        Counts {
-            reads,
-            writes,
-            flushes,
-            bytes_read,
-            bytes_written,
-            cache_hits,
-            late,
-            errors,
-            early,
-            unmodelled,
-        }
-    }
-
-    /// What was counted between `earlier` and these counts.
-    fn since(&self, earlier: &Counts) -> Result<Counts, String> {
-        let mut out = [0u64; 10];
-        for (o, ((what, x), (_, y))) in out
-            .iter_mut()
-            .zip(self.fields().into_iter().zip(earlier.fields()))
-        {
-            *o = x.checked_sub(y).ok_or_else(|| {
-                format!("{what} went down from {y} to {x}: the snapshots are from different servers or out of order")
-            })?;
-        }
-        Ok(Counts::from_fields(out))
-    }
-}
+pub use crate::results::device::DiskCounts as Counts;
 
 /// The histograms the server keeps, by name (the order of [`Stats::histograms`]).
 const HISTOGRAMS: [&str; 5] = [
@@ -216,19 +146,10 @@ impl Stats {
         let c = &self.counts;
         let l = self.lateness();
         ModelledIo {
-            reads: c.reads,
-            writes: c.writes,
-            flushes: c.flushes,
-            bytes_read: c.bytes_read,
-            bytes_written: c.bytes_written,
-            cache_hits: c.cache_hits,
-            errors: c.errors,
-            unmodelled: c.unmodelled,
+            counts: *c,
             lateness_p50_ms: l.p50_ms,
             lateness_p99_ms: l.p99_ms,
             lateness_max_ms: l.max_ms,
-            late: c.late,
-            early: c.early,
             service_ns: summary(&self.service),
             response_ns: summary(&self.response),
             seek_cylinders: summary(&self.seek_cylinders),
