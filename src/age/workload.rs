@@ -71,8 +71,9 @@ pub fn check_checkpoints_reached(results: &[crate::results::RunResult]) -> Resul
         return Ok(());
     }
     Err(anyhow::Error::new(crate::error::SystemFailure(format!(
-        "aging did not reach its target: {}; the result files are written; use a lower --usage or a larger --fs-size",
-        missed.join("; ")
+        "aging did not reach its target: {}; the result files are written; use a lower --usage or a larger {}",
+        missed.join("; "),
+        crate::testbed::params::SIZE_FLAG
     ))))
 }
 

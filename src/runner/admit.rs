@@ -12,6 +12,7 @@ use std::time::SystemTime;
 
 use crate::error::bad_param;
 use crate::testbed::inodes::{count_for, predict, Inodes, RESERVED};
+use crate::testbed::params::{SIZE_FLAG, SIZE_KEY};
 use crate::testbed::room::{describe, free_space};
 use crate::testbed::{default_workdir, Backing, TestbedSpec};
 use crate::units::{format_bytes_human, format_size};
@@ -55,7 +56,7 @@ pub fn space(spec: &TestbedSpec, wl: &dyn Workload) -> anyhow::Result<()> {
     Err(bad_param(
         "size",
         format!(
-            "the {} workload needs about {} but a {} {} testbed holds at most about {} (90% of its size); make --fs-size larger (at least --fs-size {}; in a plan, fs_size) or the workload smaller",
+            "the {} workload needs about {} but a {} {} testbed holds at most about {} (90% of its size); make {SIZE_FLAG} larger (at least {SIZE_FLAG} {}; in a plan, {SIZE_KEY}) or the workload smaller",
             wl.kind(),
             format_bytes_human(need as f64),
             format_size(spec.size),
@@ -181,7 +182,7 @@ pub fn room(spec: &TestbedSpec) -> anyhow::Result<()> {
         return Err(bad_param(
             "size",
             format!(
-                "testbed {:?} needs {} for its image(s) but {} has only {} free; make --fs-size smaller (in a plan, fs_size, or a smaller --scale), or pass --workdir on a bigger filesystem",
+                "testbed {:?} needs {} for its image(s) but {} has only {} free; make {SIZE_FLAG} smaller (in a plan, {SIZE_KEY}, or a smaller --scale), or pass --workdir on a bigger filesystem",
                 spec.label,
                 format_bytes_human(need as f64),
                 describe(&base),
