@@ -96,6 +96,7 @@ fn create(a: CreateArgs) -> Result<ExitCode> {
     let spec = a.testbed.spec()?.ok_or_else(|| {
         bad_input("testbed create needs --fs KIND (ext2, ext3, ext4, xfs, btrfs)")
     })?;
+    crate::testbed::check_persistable(&spec)?;
     crate::signals::install();
     let tb = match a.name {
         Some(name) => {

@@ -859,11 +859,7 @@ impl Testbed {
 
     /// Leaves the testbed in place after this process exits (`testbed create`).
     pub fn keep(mut self) -> Result<()> {
-        if self.emulated.main.is_some() || self.emulated.journal.is_some() {
-            return Err(bad_input(
-                "a testbed on an emulated disk (--device-model) lives only as long as the fsgauge process serving its disk; run the workload with `fsgauge bench ... --device-model PROFILE` or a plan instead of `testbed create`",
-            ));
-        }
+        check_persistable(&self.spec)?;
         self.persistent = true;
         if let Some(l) = self.ledger.as_mut() {
             l.set_persistent(true)?;
@@ -1011,6 +1007,17 @@ impl Drop for Testbed {
             );
         }
     }
+}
+
+/// A testbed can outlive this process (`testbed create`) unless it is on an emulated disk,
+/// whose server lives as long as the fsgauge process that serves it.
+pub fn check_persistable(spec: &TestbedSpec) -> Result<()> {
+    if spec.device_model.is_some() || spec.journal_device_model.is_some() {
+        return Err(bad_input(
+            "a testbed on an emulated disk (--device-model, --journal-device-model) lives only as long as the fsgauge process serving its disk, so `testbed create` cannot leave one behind; run the workload with `fsgauge bench KIND --device-model PROFILE ...` or a plan with device_model in its [[testbed]]",
+        ));
+    }
+    Ok(())
 }
 
 /// Tears down a testbed recorded in the ledger by name (`testbed destroy NAME`).

@@ -220,3 +220,28 @@ fn bad_device_models_are_refused_before_anything_is_made() {
     }
     sb.assert_clean();
 }
+
+#[test]
+fn testbed_create_refuses_an_emulated_disk_before_building_anything() {
+    let sb = Sandbox::new();
+    let out = sb
+        .cmd()
+        .args([
+            "testbed",
+            "create",
+            "--fs",
+            "ext4",
+            "--fs-size",
+            "256M",
+            "--device-model",
+            "ram",
+            "--workdir",
+        ])
+        .arg(sb.workdir())
+        .output()
+        .unwrap();
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert_eq!(out.status.code(), Some(2), "{err}");
+    assert!(err.contains("cannot leave one behind"), "{err}");
+    sb.assert_clean();
+}
