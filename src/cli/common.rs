@@ -92,6 +92,27 @@ pub struct RunArgs {
     pub coordinator: crate::dist::Coord,
 }
 
+/// The seed, the results directory and the output of a command that runs its own steps
+/// rather than the run settings of [`RunArgs`] (`read`, `study append`).
+#[derive(Debug, Clone, Args)]
+pub struct StepArgs {
+    /// Seed for every random choice (recorded in results) [default: from the clock].
+    #[arg(long)]
+    pub seed: Option<u64>,
+    /// Directory for result files (one JSON per run).
+    #[arg(long, value_name = "DIR", default_value = "fsgauge-results")]
+    pub out: PathBuf,
+    #[command(flatten)]
+    pub output: OutputArgs,
+}
+
+impl StepArgs {
+    /// --seed, else one from the clock.
+    pub fn seed(&self) -> u64 {
+        self.seed.unwrap_or_else(crate::runner::admit::clock_seed)
+    }
+}
+
 /// How a command prints what it made: `--format`, with `--json` kept as its short form, and
 /// whether it says anything besides them (`--quiet`). The only declaration of these flags:
 /// every command that prints results or progress flattens it, and renders its document

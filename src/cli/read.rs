@@ -7,7 +7,7 @@ use std::process::ExitCode;
 use anyhow::Result;
 use clap::Args;
 
-use crate::cli::common::OutputArgs;
+use crate::cli::common::StepArgs;
 use crate::measure::Progress;
 use crate::report::output::{render_results, ResultViews};
 use crate::report::table::format_rate;
@@ -26,14 +26,8 @@ pub struct ReadCmd {
     /// How the cache is made cold before each phase: drop (sync + drop_caches) or none.
     #[arg(long, value_name = "drop|remount|none", default_value = "drop")]
     pub cold: ColdMode,
-    /// Seed of the random order [default: from the clock].
-    #[arg(long)]
-    pub seed: Option<u64>,
-    /// Directory for the result file.
-    #[arg(long, value_name = "DIR", default_value = "fsgauge-results")]
-    pub out: PathBuf,
     #[command(flatten)]
-    pub output: OutputArgs,
+    pub step: StepArgs,
 }
 
 /// The read table: one row per phase.
@@ -72,17 +66,17 @@ pub fn run(cmd: ReadCmd) -> Result<ExitCode> {
         path: Some(cmd.path.clone()),
         ..cmd.test.clone()
     };
-    let seed = cmd.seed.unwrap_or_else(crate::runner::admit::clock_seed);
+    let seed = cmd.step.seed();
     let (tree, test) = in_place(&cmd.path, &test, cmd.cold)?;
     let result = crate::runner::run_in_place(
         &tree,
         &test,
         seed,
         cmd.cold,
-        Progress::new(cmd.output.silent()),
+        Progress::new(cmd.step.output.silent()),
     )?;
-    let file = write_result(&cmd.out, &result)?;
-    let format = cmd.output.format();
+    let file = write_result(&cmd.step.out, &result)?;
+    let format = cmd.step.output.format();
     let views = ResultViews {
         table: &|r: &[RunResult]| r.iter().map(read_table).collect(),
         csv: None,
@@ -96,7 +90,7 @@ pub fn run(cmd: ReadCmd) -> Result<ExitCode> {
             eprintln!("warning: {w}");
         }
     }
-    if !cmd.output.quiet {
+    if !cmd.step.output.quiet {
         eprintln!("result file: {}", file.display());
     }
     Ok(ExitCode::SUCCESS)

@@ -1,13 +1,12 @@
 //! `fsgauge study NAME`: multi-testbed studies. `append` is the fragmentation project's append
 //! test. Parsing and printing only; the work is in [`crate::study`].
 
-use std::path::PathBuf;
 use std::process::ExitCode;
 
 use anyhow::Result;
 use clap::{Args, Subcommand};
 
-use crate::cli::common::OutputArgs;
+use crate::cli::common::StepArgs;
 use crate::error::bad_input;
 use crate::measure::Progress;
 use crate::report::output::{render_results, ResultViews};
@@ -58,14 +57,8 @@ pub struct AppendArgs {
         default_value = "walk,random,blockorder,stat"
     )]
     pub read_phases: String,
-    /// Seed [default: from the clock].
-    #[arg(long)]
-    pub seed: Option<u64>,
-    /// Directory for result files.
-    #[arg(long, value_name = "DIR", default_value = "fsgauge-results")]
-    pub out: PathBuf,
     #[command(flatten)]
-    pub output: OutputArgs,
+    pub step: StepArgs,
 }
 
 impl AppendArgs {
@@ -85,7 +78,7 @@ impl AppendArgs {
             .collect();
         let read_phases: Vec<ReadPhase> =
             parse_list(&self.read_phases).map_err(|e| bad_input(format!("--read-phases: {e}")))?;
-        let seed = self.seed.unwrap_or_else(crate::runner::admit::clock_seed);
+        let seed = self.step.seed();
         Ok(AppendStudy {
             testbeds,
             usage,
@@ -109,8 +102,8 @@ pub fn run(cmd: StudyCmd) -> Result<ExitCode> {
     match cmd {
         StudyCmd::Append(a) => {
             let study = a.study()?;
-            let format = a.output.format();
-            let results = study.run(Some(&a.out), Progress::new(a.output.silent()))?;
+            let format = a.step.output.format();
+            let results = study.run(Some(&a.step.out), Progress::new(a.step.output.silent()))?;
             let views = ResultViews {
                 table: &study_table,
                 csv: None,
@@ -123,8 +116,12 @@ pub fn run(cmd: StudyCmd) -> Result<ExitCode> {
                     }
                 }
             }
-            if !a.output.quiet {
-                eprintln!("{} result file(s) in {}", results.len(), a.out.display());
+            if !a.step.output.quiet {
+                eprintln!(
+                    "{} result file(s) in {}",
+                    results.len(),
+                    a.step.out.display()
+                );
             }
             crate::age::check_checkpoints_reached(&results)?;
             Ok(ExitCode::SUCCESS)

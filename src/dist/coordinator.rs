@@ -16,6 +16,9 @@ use crate::results::{MetricDef, MpiInfo, PhaseResult};
 /// The work of one worker of a phase: its number and its recorder.
 pub type Work<'a> = &'a (dyn Fn(usize, &mut Recorder) -> Result<()> + Sync);
 
+/// What starts a phase's meter, once every process is ready.
+pub type Start<'a> = &'a mut dyn FnMut() -> PhaseMeter;
+
 /// One process's part in a run of one or more processes.
 pub trait Coordinator {
     /// This process's rank (0 alone).
@@ -34,13 +37,22 @@ pub trait Coordinator {
 
     /// Runs one measured phase on `workers` threads with every other rank: `start` starts its
     /// meter once all are ready; the result is this rank's. Its errors name the phase.
+    /// Provided: the phase of a process alone (no rank to wait for); a coordinator of several
+    /// processes replaces it.
     fn phase(
         &self,
         name: &str,
-        start: &mut dyn FnMut() -> PhaseMeter,
+        start: Start<'_>,
         workers: usize,
         work: Work<'_>,
-    ) -> Result<PhaseResult>;
+    ) -> Result<PhaseResult> {
+        let meter = start();
+        let recorders = crate::measure::run_workers(&meter, workers.max(1), work)
+            .with_context(|| format!("phase {name}"))?;
+        let result = meter.finish(recorders);
+        check_ramp(&result)?;
+        Ok(result)
+    }
 
     /// Waits until every rank is here (nothing alone).
     fn barrier(&self);
@@ -109,21 +121,6 @@ impl Coordinator for Local {
 
     fn options(&self) -> DistOptions {
         DistOptions::default()
-    }
-
-    fn phase(
-        &self,
-        name: &str,
-        start: &mut dyn FnMut() -> PhaseMeter,
-        workers: usize,
-        work: Work<'_>,
-    ) -> Result<PhaseResult> {
-        let meter = start();
-        let recorders = crate::measure::run_workers(&meter, workers.max(1), work)
-            .with_context(|| format!("phase {name}"))?;
-        let result = meter.finish(recorders);
-        check_ramp(&result)?;
-        Ok(result)
     }
 
     fn barrier(&self) {}

@@ -33,7 +33,7 @@ use std::time::Duration;
 
 use anyhow::Result;
 
-pub use coordinator::{check_ramp, Coord, Coordinator, DistRoot, Local, Work};
+pub use coordinator::{check_ramp, Coord, Coordinator, DistRoot, Local, Start, Work};
 #[cfg(feature = "mpi")]
 pub use session::{library_version, RankFailure, Session};
 

@@ -17,7 +17,6 @@ use std::cell::{Cell, RefCell};
 use std::path::{Path, PathBuf};
 use std::rc::Rc;
 use std::sync::atomic::{AtomicBool, Ordering};
-use std::sync::{Barrier, Mutex};
 use std::time::{Duration, Instant};
 
 use anyhow::{Context, Result};
@@ -352,7 +351,9 @@ impl Session {
         Ok(result)
     }
 
-    /// The workers on threads of their own; this thread polls for notices and the stonewall.
+    /// The workers on threads of their own ([`crate::measure::run_workers`]); this thread
+    /// polls for notices and the stonewall. Returns the recorders, none when the phase failed
+    /// here (its result is not kept then: every rank ends the step with the failure).
     fn run_workers<F>(
         &self,
         meter: &PhaseMeter,
@@ -365,8 +366,6 @@ impl Session {
         F: Fn(usize, &mut Recorder) -> Result<()> + Sync,
     {
         let n = n.max(1);
-        let barrier = Barrier::new(n);
-        let failure: Mutex<Option<anyhow::Error>> = Mutex::new(None);
         let failed = AtomicBool::new(false);
         // Each worker says when it is done, so the phase's clock stops at once, not at the
         // next poll.
@@ -377,35 +376,25 @@ impl Session {
         } else {
             Duration::from_millis(20)
         };
-        let recorders: Vec<Recorder> = std::thread::scope(|s| {
-            let handles: Vec<_> = (0..n)
-                .map(|i| {
-                    let mut r = meter.recorder(i as u32);
-                    let (barrier, failure, failed) = (&barrier, &failure, &failed);
-                    let done = done_tx.clone();
-                    s.spawn(move || {
-                        barrier.wait();
-                        if let Err(e) = work(i, &mut r) {
-                            meter.stop_all();
-                            let mut f = failure.lock().unwrap_or_else(|p| p.into_inner());
-                            if f.is_none() {
-                                *f = Some(e.context(format!("worker {i}")));
-                            }
-                            failed.store(true, Ordering::Release);
-                        }
-                        r.finish();
-                        let _ = done.send(());
-                        r
-                    })
+        let joined = std::thread::scope(|s| {
+            let failed = &failed;
+            // The channel closes when the workers are all gone (a panic ends a worker without
+            // a word): the sender lives as long as they do.
+            let workers = s.spawn(move || {
+                crate::measure::run_workers(meter, n, |i, r: &mut Recorder| {
+                    let out = work(i, r);
+                    if out.is_err() {
+                        failed.store(true, Ordering::Release);
+                    }
+                    let _ = done_tx.send(());
+                    out
                 })
-                .collect();
-            drop(done_tx);
+            });
             let mut finished = 0;
             while finished < n {
                 match done_rx.recv_timeout(every) {
                     Ok(()) => finished += 1,
                     Err(std::sync::mpsc::RecvTimeoutError::Timeout) => {}
-                    // Every worker is gone (a panic ends a worker without a word).
                     Err(std::sync::mpsc::RecvTimeoutError::Disconnected) => break,
                 }
                 self.take_notices(meter, flags);
@@ -421,16 +410,17 @@ impl Session {
                     }
                 }
             }
-            handles.into_iter().filter_map(|h| h.join().ok()).collect()
+            workers.join()
         });
-        let mut err = failure.into_inner().unwrap_or_else(|p| p.into_inner());
-        if err.is_none() && recorders.len() != n {
-            err = Some(anyhow::anyhow!(
-                "{} of {n} workers panicked",
-                n - recorders.len()
-            ));
+        match joined {
+            Ok(Ok(recorders)) => (recorders, None),
+            Ok(Err(e)) => (Vec::new(), Some(e)),
+            // Only a worker run on the workers' own thread (a single worker) panics through.
+            Err(_) => (
+                Vec::new(),
+                Some(anyhow::anyhow!("{n} of {n} workers panicked")),
+            ),
         }
-        (recorders, err)
     }
 
     /// Makes the run's directory below `parent`: `fsgauge-KIND-JOB-REP`, and in it `rank.<r>`

@@ -8,7 +8,7 @@ use std::path::{Path, PathBuf};
 use super::engine::Step;
 use super::ops::{Op, OpKind};
 use crate::results::RunResult;
-use crate::text::{format_ns, format_rate};
+use crate::text::{format_ns, format_rate, render};
 
 /// What went wrong.
 #[derive(Debug, Clone, PartialEq)]
@@ -220,38 +220,6 @@ pub fn summary_table(results: &[RunResult]) -> String {
             &["operation", "count", "share", "mean", "p99", "max"],
             &rows,
         ));
-    }
-    out
-}
-
-/// Left-aligned first column, right-aligned others, a rule under the header.
-fn render(headers: &[&str], rows: &[Vec<String>]) -> String {
-    let mut widths: Vec<usize> = headers.iter().map(|h| h.len()).collect();
-    for r in rows {
-        for (w, c) in widths.iter_mut().zip(r) {
-            *w = (*w).max(c.chars().count());
-        }
-    }
-    let mut out = String::new();
-    let mut line = |cells: &[String]| {
-        let parts: Vec<String> = cells
-            .iter()
-            .zip(&widths)
-            .enumerate()
-            .map(|(i, (c, w))| {
-                if i == 0 {
-                    format!("{c:<w$}")
-                } else {
-                    format!("{c:>w$}")
-                }
-            })
-            .collect();
-        let _ = writeln!(out, "{}", parts.join("  ").trim_end());
-    };
-    line(&headers.iter().map(|h| h.to_string()).collect::<Vec<_>>());
-    line(&widths.iter().map(|w| "-".repeat(*w)).collect::<Vec<_>>());
-    for r in rows {
-        line(r);
     }
     out
 }

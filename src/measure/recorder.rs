@@ -221,23 +221,29 @@ impl Recorder {
     /// Adds an operation of `ns` nanoseconds that ended at tick `end`.
     #[inline(always)]
     pub fn add_tick(&mut self, op: OpId, ns: u64, bytes: u64, end: Tick) {
+        let sec = self.second_at_tick(end);
+        if self.add_in(op, ns, bytes, sec)
+            && (self.unflushed >= PROGRESS_EVERY || end.0 >= self.flush_due)
+        {
+            self.flush_due = end.0.saturating_add(self.clock.ticks(PROGRESS_PERIOD));
+            self.flush_progress();
+        }
+    }
+
+    /// Adds an operation of `ns` nanoseconds that ended in series second `sec`, whichever clock
+    /// told the second; returns whether its kind is primary (then it is counted as unflushed
+    /// progress, and the caller decides whether to publish).
+    #[inline(always)]
+    fn add_in(&mut self, op: OpId, ns: u64, bytes: u64, sec: usize) -> bool {
         let (primary, held) = self.tally(op, ns, bytes);
-        let sec = if end.0 >= self.tsec_lo && end.0 < self.tsec_hi {
-            self.tsec_idx
-        } else {
-            self.tick_second(end)
-        };
         if primary && held != sec {
             self.moved_second(op, ns, sec);
         }
         self.series_add(sec, bytes, primary);
         if primary {
             self.unflushed += 1;
-            if self.unflushed >= PROGRESS_EVERY || end.0 >= self.flush_due {
-                self.flush_due = end.0.saturating_add(self.clock.ticks(PROGRESS_PERIOD));
-                self.flush_progress();
-            }
         }
+        primary
     }
 
     /// Count, bytes, histogram and the slow-request counters of one operation; whether its
@@ -287,6 +293,16 @@ impl Recorder {
         cell.0 += primary as u64;
     }
 
+    /// The series second of tick `end`: the remembered one when `end` falls in its bounds.
+    #[inline(always)]
+    fn second_at_tick(&mut self, end: Tick) -> usize {
+        if end.0 >= self.tsec_lo && end.0 < self.tsec_hi {
+            self.tsec_idx
+        } else {
+            self.tick_second(end)
+        }
+    }
+
     /// The series second of tick `at`, remembered with its bounds for the next operations.
     #[cold]
     fn tick_second(&mut self, at: Tick) -> usize {
@@ -326,26 +342,19 @@ impl Recorder {
     /// Adds an operation of `ns` nanoseconds that ended at `at`.
     #[inline]
     pub fn add(&mut self, op: OpId, ns: u64, bytes: u64, at: Instant) {
-        let (primary, held) = self.tally(op, ns, bytes);
         let sec = if at >= self.sec_lo && at < self.sec_hi {
             self.sec_idx
         } else {
             self.second_of(at)
         };
-        if primary && held != sec {
-            self.moved_second(op, ns, sec);
-        }
-        self.series_add(sec, bytes, primary);
-        if primary {
-            self.unflushed += 1;
-            // Publish every 256 operations, or every 100 ms when operations are slow.
-            if self.unflushed >= PROGRESS_EVERY
-                || at.saturating_duration_since(self.last_flush) > PROGRESS_PERIOD
-            {
-                self.progress.fetch_add(self.unflushed, Ordering::Relaxed);
-                self.unflushed = 0;
-                self.last_flush = at;
-            }
+        // Publish every 256 operations, or every 100 ms when operations are slow.
+        if self.add_in(op, ns, bytes, sec)
+            && (self.unflushed >= PROGRESS_EVERY
+                || at.saturating_duration_since(self.last_flush) > PROGRESS_PERIOD)
+        {
+            self.progress.fetch_add(self.unflushed, Ordering::Relaxed);
+            self.unflushed = 0;
+            self.last_flush = at;
         }
     }
 
@@ -353,11 +362,7 @@ impl Recorder {
     /// scheduled time (a rate limit's due time) instead of its submission: `ns` from the due
     /// time to tick `end`. Rate-limited request loops only; see [`crate::workload::rate`].
     pub fn scheduled(&mut self, op: OpId, ns: u64, end: Tick) {
-        let sec = if end.0 >= self.tsec_lo && end.0 < self.tsec_hi {
-            self.tsec_idx
-        } else {
-            self.tick_second(end)
-        };
+        let sec = self.second_at_tick(end);
         if self.scheduled.len() <= op.0 {
             self.scheduled
                 .resize_with(self.ops.len().max(op.0 + 1), Default::default);
@@ -647,11 +652,7 @@ impl Recorder {
         self.settle_pending(lane);
         lane.pending = 0;
         lane.pending_bytes = 0;
-        lane.sec = if end.0 >= self.tsec_lo && end.0 < self.tsec_hi {
-            self.tsec_idx
-        } else {
-            self.tick_second(end)
-        };
+        lane.sec = self.second_at_tick(end);
         if lane.hist_sec != lane.sec && self.ops[lane.op.0].def.primary {
             let slot = &mut self.ops[lane.op.0];
             close_interval(
@@ -692,15 +693,21 @@ mod tests {
         )
     }
 
-    #[test]
-    fn operations_land_in_the_second_they_ended_in() {
-        let origin = Instant::now();
-        let mut r = recorder(
+    /// A recorder from `origin` of one primary kind, "op", and its id.
+    fn lone_kind(origin: Instant) -> (Recorder, OpId) {
+        let r = recorder(
             origin,
             &[OpDef::primary("op")],
             &Arc::new(AtomicU64::new(0)),
         );
         let op = r.op("op");
+        (r, op)
+    }
+
+    #[test]
+    fn operations_land_in_the_second_they_ended_in() {
+        let origin = Instant::now();
+        let (mut r, op) = lone_kind(origin);
         let ms = |m: u64| origin + Duration::from_millis(m);
         for at in [500, 1500, 700, 3200, 999, 1000, 3999] {
             r.add(op, 10, 1, ms(at));
@@ -787,12 +794,7 @@ mod tests {
     #[test]
     fn nothing_is_lost_while_a_kind_is_lent_out() {
         let origin = Instant::now();
-        let mut r = recorder(
-            origin,
-            &[OpDef::primary("op")],
-            &Arc::new(AtomicU64::new(0)),
-        );
-        let op = r.op("op");
+        let (mut r, op) = lone_kind(origin);
         // Before the loop, through two lanes of the same kind at once, and through the
         // recorder itself while the kind is lent out.
         r.add_tick(op, 100, 0, Tick(1));

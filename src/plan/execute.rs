@@ -645,45 +645,41 @@ pub fn execute(plan: &Plan, m: &Matrix, opts: &ExecOptions) -> Result<Executed> 
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::plan::{parse, ParseOptions};
+    use crate::plan::parse_test;
 
     fn plan(extra: &str) -> Plan {
         let text = format!(
             "reps = 2\n{extra}\n[[testbed]]\nlabel = \"a\"\nfs = \"ext4\"\nsize = \"256M\"\n\n[[testbed]]\nlabel = \"b\"\nfs = \"ext4\"\nsize = \"512M\"\njournal = \"file:16M\"\n\n[[workload]]\nkind = \"tree\"\ndirs = 1\nfiles = 2\nfile_size = \"1M\"\n\n[[workload]]\nkind = \"tree\"\ndirs = 1\nfiles = 3\nfile_size = \"4K\"\n"
         );
-        parse(
-            &text,
-            "t.toml",
-            &ParseOptions {
-                scale: None,
-                workdir: Some(std::env::temp_dir()),
-            },
-        )
-        .unwrap()
+        parse_test(&text, None).unwrap()
     }
+
+    /// (testbed, workload, repetition) of each run, in order.
+    fn order(runs: &[PlannedRun]) -> Vec<(usize, usize, u32)> {
+        runs.iter()
+            .map(|r| (r.testbed, r.workload, r.rep))
+            .collect()
+    }
+
+    /// The order of [`plan`]'s eight runs (2 testbeds × 2 workloads × 2 repetitions) when
+    /// repetitions interleave: every cell once, then every cell again.
+    const INTERLEAVED: [(usize, usize, u32); 8] = [
+        (0, 0, 0),
+        (0, 1, 0),
+        (1, 0, 0),
+        (1, 1, 0),
+        (0, 0, 1),
+        (0, 1, 1),
+        (1, 0, 1),
+        (1, 1, 1),
+    ];
 
     #[test]
     fn per_run_matrices_interleave_repetitions() {
         let p = plan("");
         let m = matrix(&p);
-        let order: Vec<(usize, usize, u32)> = m
-            .runs
-            .iter()
-            .map(|r| (r.testbed, r.workload, r.rep))
-            .collect();
-        assert_eq!(
-            order,
-            vec![
-                (0, 0, 0),
-                (0, 1, 0),
-                (1, 0, 0),
-                (1, 1, 0),
-                (0, 0, 1),
-                (0, 1, 1),
-                (1, 0, 1),
-                (1, 1, 1)
-            ]
-        );
+        let order = order(&m.runs);
+        assert_eq!(order, INTERLEAVED);
         let hashes: std::collections::BTreeSet<_> = m.runs.iter().map(|r| &r.hash).collect();
         assert_eq!(hashes.len(), 8, "every run has its own spec hash");
         assert_eq!(m.runs[0].hash, run_hash(&p, 0, 0, 0), "hashes are stable");
@@ -864,10 +860,7 @@ mod tests {
         let noisy = cells([NOISY, NOISY_TOO, NOISY_TOO, NOISY]);
         assert!(next_round(&p, &noisy).is_empty());
         p.reps = Reps::Auto { cv: 0.05, max: 5 };
-        let round: Vec<(usize, usize, u32)> = next_round(&p, &noisy)
-            .iter()
-            .map(|r| (r.testbed, r.workload, r.rep))
-            .collect();
+        let round = order(&next_round(&p, &noisy));
         // tree#2 is workload 1; the question's cells get their 4th repetition (rep 3),
         // testbed a first.
         let mut wl2 = cells([NOISY, NOISY_TOO, NOISY_TOO, NOISY]);
@@ -883,10 +876,7 @@ mod tests {
                 }
             }
         }
-        let round2: Vec<(usize, usize, u32)> = next_round(&p, &wl2)
-            .iter()
-            .map(|r| (r.testbed, r.workload, r.rep))
-            .collect();
+        let round2 = order(&next_round(&p, &wl2));
         assert!(round.is_empty(), "no result is of tree#2: {round:?}");
         assert_eq!(round2, [(0, 1, 3), (1, 1, 3)]);
         assert_eq!(next_round(&p, &wl2)[0].hash, run_hash(&p, 0, 1, 3));
@@ -898,24 +888,8 @@ mod tests {
             "fresh = \"per-testbed\"\n[[question]]\nbaseline = \"a\"\nvariant = \"b\"\nworkload = \"tree#1\"\nphase = \"create\"\nmetric = \"elapsed\"\n",
         );
         assert!(interleaved(&p));
-        let order: Vec<(usize, usize, u32)> = matrix(&p)
-            .runs
-            .iter()
-            .map(|r| (r.testbed, r.workload, r.rep))
-            .collect();
-        assert_eq!(
-            order,
-            [
-                (0, 0, 0),
-                (0, 1, 0),
-                (1, 0, 0),
-                (1, 1, 0),
-                (0, 0, 1),
-                (0, 1, 1),
-                (1, 0, 1),
-                (1, 1, 1)
-            ]
-        );
+        let order = order(&matrix(&p).runs);
+        assert_eq!(order, INTERLEAVED);
         let e = estimate(&p, &matrix(&p), &HashMap::new()).unwrap();
         assert_eq!(
             e.peak_disk,

@@ -92,6 +92,8 @@ pub use execute::{
     main_metric, matrix, run_hash, smoke, study_info, Estimate, ExecOptions, Executed, Matrix,
     PlannedRun, SMOKE_SCALE,
 };
+#[cfg(test)]
+pub(crate) use parse::parse_test;
 pub use parse::{parse, Location, ParseOptions};
 pub use question::{check_phases, PlanQuestion};
 pub use scale::{scale_class, ScaleClass, FIELD_SCALES};

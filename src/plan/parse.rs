@@ -1018,19 +1018,23 @@ fn check_disk(src: &Src, tb: &PlanTestbed, at: &FieldSpans) -> Result<()> {
     })
 }
 
+/// Parses `text` as the plan file `t.toml`, scaled by `scale`, with the system's temporary
+/// directory as its workdir: the plans of the unit tests.
+#[cfg(test)]
+pub(crate) fn parse_test(text: &str, scale: Option<f64>) -> Result<Plan> {
+    let opts = ParseOptions {
+        scale,
+        workdir: Some(std::env::temp_dir()),
+    };
+    parse(text, "t.toml", &opts)
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
 
     fn p(text: &str) -> Result<Plan> {
-        parse(
-            text,
-            "t.toml",
-            &ParseOptions {
-                scale: None,
-                workdir: Some(std::env::temp_dir()),
-            },
-        )
+        parse_test(text, None)
     }
 
     fn err(text: &str) -> String {
@@ -1400,15 +1404,7 @@ file_size = "64K"
 
     #[test]
     fn scaling_multiplies_declared_fields_and_grows_testbeds() {
-        let plan = parse(
-            OK,
-            "t.toml",
-            &ParseOptions {
-                scale: Some(1000.0),
-                workdir: Some(std::env::temp_dir()),
-            },
-        )
-        .unwrap();
+        let plan = parse_test(OK, Some(1000.0)).unwrap();
         let params = plan.workloads[0].workload.params();
         assert_eq!(params["files"], 3, "tree keeps its shape");
         assert_eq!(params["dirs"], 2, "dirs keep their value");
@@ -1422,15 +1418,7 @@ file_size = "64K"
         let big = OK
             .replace("size = \"256M\"", "size = \"6G\"")
             .replace("size = 268435456", "size = \"6G\"");
-        let plan = parse(
-            &big,
-            "t.toml",
-            &ParseOptions {
-                scale: Some(0.05),
-                workdir: Some(std::env::temp_dir()),
-            },
-        )
-        .unwrap();
+        let plan = parse_test(&big, Some(0.05)).unwrap();
         // 6G x 0.05 = 307M, below the 512M floor.
         assert!(plan.testbeds.iter().all(|t| t.spec.size == 512 << 20));
         assert!(
@@ -1440,15 +1428,7 @@ file_size = "64K"
             "{:?}",
             plan.notes
         );
-        let plan = parse(
-            &big,
-            "t.toml",
-            &ParseOptions {
-                scale: Some(0.5),
-                workdir: Some(std::env::temp_dir()),
-            },
-        )
-        .unwrap();
+        let plan = parse_test(&big, Some(0.5)).unwrap();
         assert_eq!(plan.testbeds[0].spec.size, 3 << 30);
     }
 }

@@ -737,7 +737,7 @@ pub fn check_phases(source: &str, questions: &[PlanQuestion], r: &RunResult) -> 
 #[cfg(test)]
 #[allow(clippy::unwrap_used)]
 mod tests {
-    use crate::plan::{parse, ParseOptions, Plan};
+    use crate::plan::{parse_test, Plan};
     use crate::results::Compares;
 
     /// Two testbeds, two workloads (a tree, and a tio sweep labelled "io"), one question on
@@ -777,14 +777,7 @@ metric = "ops_per_s"
 "#;
 
     fn p(text: &str) -> anyhow::Result<Plan> {
-        parse(
-            text,
-            "t.toml",
-            &ParseOptions {
-                scale: None,
-                workdir: Some(std::env::temp_dir()),
-            },
-        )
+        parse_test(text, None)
     }
 
     fn err(text: &str) -> String {

@@ -80,16 +80,7 @@ mod tests {
     #[test]
     fn a_sweep_runs_each_cell_on_its_own_testbed_when_fresh_per_run() {
         let tio = "[[testbed]]\nfs = \"ext4\"\nsize = \"1G\"\n\n[[workload]]\nkind = \"tio\"\nthreads = [1, 4]\nmode = \"seqwrite\"\nblock = [\"4K\", \"128K\"]\nfile_size = \"1M\"\n";
-        let p = |text: &str| {
-            crate::plan::parse(
-                text,
-                "t.toml",
-                &crate::plan::ParseOptions {
-                    scale: None,
-                    workdir: Some(std::env::temp_dir()),
-                },
-            )
-        };
+        let p = |text: &str| crate::plan::parse_test(text, None);
         let plan = p(tio).unwrap();
         let described: Vec<String> = plan.workloads.iter().map(|w| w.describe()).collect();
         assert_eq!(

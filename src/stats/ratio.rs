@@ -212,6 +212,55 @@ mod tests {
     use rand::{Rng, SeedableRng};
     use rand_chacha::ChaCha8Rng;
 
+    /// Synthetic experiments per case of the coverage tests.
+    const DRAWS: u32 = 4000;
+
+    /// Of [`DRAWS`] experiments with a known ratio: how many 95% intervals held it, and how
+    /// many p-values rejected "no change" at 5%.
+    struct Coverage {
+        true_ratio: f64,
+        covered: u32,
+        rejected: u32,
+    }
+
+    impl Coverage {
+        fn new(true_ratio: f64) -> Self {
+            Coverage {
+                true_ratio,
+                covered: 0,
+                rejected: 0,
+            }
+        }
+
+        fn add(&mut self, r: &Ratio) {
+            if r.low <= self.true_ratio && self.true_ratio <= r.high {
+                self.covered += 1;
+            }
+            if r.p < 0.05 {
+                self.rejected += 1;
+            }
+        }
+
+        /// Asserts that about 95% of the intervals held the true ratio and, when there was no
+        /// change, that about 5% of the p-values rejected it; returns the share rejected.
+        fn check(&self, case: &str) -> f64 {
+            let true_ratio = self.true_ratio;
+            let coverage = self.covered as f64 / DRAWS as f64;
+            assert!(
+                (0.93..=0.97).contains(&coverage),
+                "{case} ratio={true_ratio}: coverage {coverage}"
+            );
+            let rejected = self.rejected as f64 / DRAWS as f64;
+            if true_ratio == 1.0 {
+                assert!(
+                    (0.03..=0.07).contains(&rejected),
+                    "false positives {rejected}"
+                );
+            }
+            rejected
+        }
+    }
+
     fn normal(rng: &mut ChaCha8Rng, mean: f64, sd: f64) -> f64 {
         // Box–Muller.
         let u1: f64 = rng.gen_range(f64::EPSILON..1.0);
@@ -275,36 +324,21 @@ mod tests {
     fn coverage_is_close_to_95_percent() {
         let mut rng = ChaCha8Rng::seed_from_u64(20261123);
         for &(n, cv, true_ratio) in &[(5usize, 0.10, 1.5), (10, 0.05, 0.8), (4, 0.15, 1.0)] {
-            let draws = 4000;
-            let (mut covered, mut rejected) = (0, 0);
-            for _ in 0..draws {
+            let mut tally = Coverage::new(true_ratio);
+            for _ in 0..DRAWS {
                 let a: Vec<f64> = (0..n)
                     .map(|_| normal(&mut rng, 100.0, 100.0 * cv))
                     .collect();
                 let m = 100.0 * true_ratio;
                 let b: Vec<f64> = (0..n).map(|_| normal(&mut rng, m, m * cv)).collect();
-                let r = ratio_of_means(&a, &b).unwrap();
-                if r.low <= true_ratio && true_ratio <= r.high {
-                    covered += 1;
-                }
-                if r.p < 0.05 {
-                    rejected += 1;
-                }
+                tally.add(&ratio_of_means(&a, &b).unwrap());
             }
-            let coverage = covered as f64 / draws as f64;
-            assert!(
-                (0.93..=0.97).contains(&coverage),
-                "n={n} cv={cv} ratio={true_ratio}: coverage {coverage}"
-            );
-            if true_ratio == 1.0 {
-                let alpha = rejected as f64 / draws as f64;
-                assert!((0.03..=0.07).contains(&alpha), "false positives {alpha}");
-            } else {
+            let rejected = tally.check(&format!("n={n} cv={cv}"));
+            if true_ratio != 1.0 {
                 // These effects are large against their noise: nearly every experiment finds them.
-                let power = rejected as f64 / draws as f64;
                 assert!(
-                    power > 0.99,
-                    "n={n} cv={cv} ratio={true_ratio}: power {power}"
+                    rejected > 0.99,
+                    "n={n} cv={cv} ratio={true_ratio}: power {rejected}"
                 );
             }
         }
@@ -378,9 +412,9 @@ mod tests {
     fn paired_coverage_is_close_to_95_percent_and_drift_cancels() {
         let mut rng = ChaCha8Rng::seed_from_u64(20261124);
         for &(n, cv, true_ratio) in &[(5usize, 0.05, 1.3), (10, 0.03, 0.9), (4, 0.08, 1.0)] {
-            let draws = 4000;
-            let (mut covered, mut rejected, mut narrower) = (0, 0, 0);
-            for _ in 0..draws {
+            let mut tally = Coverage::new(true_ratio);
+            let mut narrower = 0;
+            for _ in 0..DRAWS {
                 let pairs: Vec<(f64, f64)> = (0..n)
                     .map(|_| {
                         // A spell: the machine is up to 30% slower for both runs of the pair.
@@ -391,31 +425,18 @@ mod tests {
                     })
                     .collect();
                 let r = paired_ratio(&pairs).unwrap();
-                if r.low <= true_ratio && true_ratio <= r.high {
-                    covered += 1;
-                }
-                if r.p < 0.05 {
-                    rejected += 1;
-                }
+                tally.add(&r);
                 let (b, v): (Vec<f64>, Vec<f64>) = pairs.iter().copied().unzip();
                 let u = ratio_of_means(&b, &v).unwrap();
                 if r.high / r.low < u.high / u.low {
                     narrower += 1;
                 }
             }
-            let coverage = covered as f64 / draws as f64;
-            assert!(
-                (0.93..=0.97).contains(&coverage),
-                "n={n} cv={cv} ratio={true_ratio}: coverage {coverage}"
-            );
-            if true_ratio == 1.0 {
-                let alpha = rejected as f64 / draws as f64;
-                assert!((0.03..=0.07).contains(&alpha), "false positives {alpha}");
-            }
+            tally.check(&format!("n={n} cv={cv}"));
             // Where the spells are larger than the runs' own noise, pairing pays.
             assert!(
-                cv > 0.05 || narrower as f64 / draws as f64 > 0.8,
-                "n={n}: paired narrower in only {narrower} of {draws}"
+                cv > 0.05 || narrower as f64 / DRAWS as f64 > 0.8,
+                "n={n}: paired narrower in only {narrower} of {DRAWS}"
             );
         }
     }

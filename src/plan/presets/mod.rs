@@ -21,44 +21,26 @@ pub struct Preset {
     pub minutes: f64,
 }
 
+/// The preset NAME, its plan the file `NAME.toml` beside this module.
+macro_rules! preset {
+    ($name:literal, $minutes:literal, $about:literal) => {
+        Preset {
+            name: $name,
+            about: $about,
+            toml: include_str!(concat!($name, ".toml")),
+            minutes: $minutes,
+        }
+    };
+}
+
 /// Every preset, in the order of the seed studies.
 pub const PRESETS: &[Preset] = &[
-    Preset {
-        name: "quick",
-        about: "what does journaling file data cost ext4? fsynced small files on ext4 data=ordered vs data=journal (xfs, btrfs alongside when installed), about a minute (what `fsgauge run` runs)",
-        toml: include_str!("quick.toml"),
-        minutes: 0.9,
-    },
-    Preset {
-        name: "lowmem",
-        about: "study 1, low-memory create/delete: do delayed allocation and extents cut write and delete times under a memory limit? ext4 data=ordered/writeback x extents x delalloc",
-        toml: include_str!("lowmem.toml"),
-        minutes: 9.1,
-    },
-    Preset {
-        name: "reservation",
-        about: "study 2, block reservation: with concurrent writers, does delayed allocation (reservation's modern form) raise sequential write throughput and keep files contiguous? tio and clients on ext4 with and without delalloc",
-        toml: include_str!("reservation.toml"),
-        minutes: 5.3,
-    },
-    Preset {
-        name: "fragmentation",
-        about: "study 3, fragmentation: do aged files read slower than a fresh copy? round-robin appends to 75% of 6G on ext2, ext4, xfs; read speed and layout of both trees",
-        toml: include_str!("fragmentation.toml"),
-        minutes: 13.9,
-    },
-    Preset {
-        name: "inode-interleave",
-        about: "study 4, inode reservation: does interleaved creation make a cold rm -rf slower than grouped creation? ext4 data modes, ext2, ext3",
-        toml: include_str!("inode-interleave.toml"),
-        minutes: 5.2,
-    },
-    Preset {
-        name: "journal-size",
-        about: "study 5, journal size: does a larger journal speed up deep-tree removal? fdtree's four scenarios with an external RAM journal of 16M to 1G",
-        toml: include_str!("journal-size.toml"),
-        minutes: 17.2,
-    },
+    preset!("quick", 0.9, "what does journaling file data cost ext4? fsynced small files on ext4 data=ordered vs data=journal (xfs, btrfs alongside when installed), about a minute (what `fsgauge run` runs)"),
+    preset!("lowmem", 9.1, "study 1, low-memory create/delete: do delayed allocation and extents cut write and delete times under a memory limit? ext4 data=ordered/writeback x extents x delalloc"),
+    preset!("reservation", 5.3, "study 2, block reservation: with concurrent writers, does delayed allocation (reservation's modern form) raise sequential write throughput and keep files contiguous? tio and clients on ext4 with and without delalloc"),
+    preset!("fragmentation", 13.9, "study 3, fragmentation: do aged files read slower than a fresh copy? round-robin appends to 75% of 6G on ext2, ext4, xfs; read speed and layout of both trees"),
+    preset!("inode-interleave", 5.2, "study 4, inode reservation: does interleaved creation make a cold rm -rf slower than grouped creation? ext4 data modes, ext2, ext3"),
+    preset!("journal-size", 17.2, "study 5, journal size: does a larger journal speed up deep-tree removal? fdtree's four scenarios with an external RAM journal of 16M to 1G"),
 ];
 
 /// Looks a preset up by name.

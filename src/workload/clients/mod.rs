@@ -236,20 +236,8 @@ impl<'a> Client<'a> {
                 drop(fd);
             }
             Kind::Rename => self.rename(op, &path)?,
-            Kind::Unlink => {
-                resolve_name(&path);
-                let ok = std::fs::remove_file(&path);
-                self.expect_outcome(op, ok.is_ok(), || {
-                    format!("unlink {}: {}", path.display(), err_text(&ok))
-                })?;
-            }
-            Kind::Rmdir => {
-                resolve_name(&path);
-                let ok = std::fs::remove_dir(&path);
-                self.expect_outcome(op, ok.is_ok(), || {
-                    format!("rmdir {}: {}", path.display(), err_text(&ok))
-                })?;
-            }
+            Kind::Unlink => self.remove(op, &path, "unlink", std::fs::remove_file)?,
+            Kind::Rmdir => self.remove(op, &path, "rmdir", std::fs::remove_dir)?,
             Kind::Mkdir => {
                 resolve_name(&path);
                 // The result is ignored, as dbench does.
@@ -279,6 +267,22 @@ impl<'a> Client<'a> {
     }
 
     /// Rename: both names resolved first; the outcome must be the one the stream expects.
+    /// unlink or rmdir (`call`, by `remove`), as dbench's file backend does: the name resolved
+    /// first, the outcome checked against the one the loadfile expects.
+    fn remove<'p>(
+        &mut self,
+        op: &Op,
+        path: &'p Path,
+        call: &str,
+        remove: fn(&'p Path) -> std::io::Result<()>,
+    ) -> Result<()> {
+        resolve_name(path);
+        let ok = remove(path);
+        self.expect_outcome(op, ok.is_ok(), || {
+            format!("{call} {}: {}", path.display(), err_text(&ok))
+        })
+    }
+
     fn rename(&mut self, op: &Op, a: &Path) -> Result<()> {
         let b = self.path(op.path2.as_deref().unwrap_or_default());
         resolve_name(a);
@@ -521,6 +525,25 @@ fn replay(
     loops: Option<u64>,
     deadline: Option<Instant>,
 ) -> Result<u64> {
+    passes(client, ops, rec, loops, |client, op, rec| {
+        if deadline.is_some_and(|d| Instant::now() >= d) {
+            return Ok(false);
+        }
+        client.exec(op, rec)?;
+        Ok(true)
+    })
+}
+
+/// The passes of [`replay`] and [`replay_paced`]: `step` runs each operation of `ops` in turn
+/// (false: the client is done) until `loops` passes are done or the phase is to end (checked
+/// every 256 operations; a recorder's error is returned). Returns completed passes.
+fn passes(
+    client: &mut Client,
+    ops: &[Op],
+    rec: &mut Recorder,
+    loops: Option<u64>,
+    mut step: impl FnMut(&mut Client, &Op, &mut Recorder) -> Result<bool>,
+) -> Result<u64> {
     let mut passes = 0u64;
     'outer: loop {
         if loops.is_some_and(|l| passes >= l) {
@@ -531,10 +554,9 @@ fn replay(
                 rec.check()?;
                 break 'outer;
             }
-            if deadline.is_some_and(|d| Instant::now() >= d) {
+            if !step(client, op, rec)? {
                 break 'outer;
             }
-            client.exec(op, rec)?;
         }
         passes += 1;
     }
@@ -562,46 +584,36 @@ fn replay_paced(
         let left = d.saturating_duration_since(Instant::now());
         Tick(clock.now().0.saturating_add(clock.ticks(left)))
     });
-    let (mut passes, mut last, mut issued) = (0u64, pacer.t0(), 0u64);
-    'outer: loop {
-        if loops.is_some_and(|l| passes >= l) {
-            break;
+    let (mut last, mut issued) = (pacer.t0(), 0u64);
+    let passes = passes(client, ops, rec, loops, |client, op, rec| {
+        if op.kind == Kind::Sleep {
+            client.exec(op, rec)?;
+            return Ok(true);
         }
-        for (i, op) in ops.iter().enumerate() {
-            if i & 255 == 0 && rec.should_stop() {
-                rec.check()?;
-                break 'outer;
-            }
-            if op.kind == Kind::Sleep {
-                client.exec(op, rec)?;
-                continue;
-            }
-            let units = match (pace.unit, op.kind) {
-                (RateUnit::Requests, _) => 1,
-                (RateUnit::Bytes, Kind::ReadX | Kind::WriteX) => op.params[2].max(0) as u64,
-                (RateUnit::Bytes, _) => 0,
-            };
-            let due = pacer.next(units);
-            // A client behind its schedule stops at the deadline too (`last` is about now).
-            if deadline.is_some_and(|d| due >= d || last >= d) {
-                break 'outer;
-            }
-            if !pacer.wait(due, || rec.should_stop()) {
-                rec.check()?;
-                break 'outer;
-            }
-            let s = clock.now();
-            let bytes = client.run(op)?;
-            let e = clock.now();
-            let id = client.kind_id(op.kind);
-            rec.span(id, s, e, bytes);
-            rec.scheduled(id, clock.ns(due, e), e);
-            last = e;
-            issued += units;
+        let units = match (pace.unit, op.kind) {
+            (RateUnit::Requests, _) => 1,
+            (RateUnit::Bytes, Kind::ReadX | Kind::WriteX) => op.params[2].max(0) as u64,
+            (RateUnit::Bytes, _) => 0,
+        };
+        let due = pacer.next(units);
+        // A client behind its schedule stops at the deadline too (`last` is about now).
+        if deadline.is_some_and(|d| due >= d || last >= d) {
+            return Ok(false);
         }
-        passes += 1;
-    }
-    client.handles.clear();
+        if !pacer.wait(due, || rec.should_stop()) {
+            rec.check()?;
+            return Ok(false);
+        }
+        let s = clock.now();
+        let bytes = client.run(op)?;
+        let e = clock.now();
+        let id = client.kind_id(op.kind);
+        rec.span(id, s, e, bytes);
+        rec.scheduled(id, clock.ns(due, e), e);
+        last = e;
+        issued += units;
+        Ok(true)
+    })?;
     let achieved = Achieved {
         worker: rec.worker(),
         units: issued,
