@@ -626,13 +626,7 @@ fn assemble(
     warnings: Vec<String>,
     mpi: Option<crate::results::MpiInfo>,
 ) -> Result<RunResult> {
-    let Rep {
-        wl,
-        opts,
-        seed,
-        rep,
-        ..
-    } = r;
+    let (wl, opts, seed, rep) = (r.wl, r.opts, r.seed, r.rep);
     let mut testbed = target.info();
     testbed.memory_limit = opts.mem_limit;
     // Read after the measured phases, while the testbed is still attached.

@@ -383,14 +383,9 @@ impl Testbed {
             backing_id = Some(id);
             self.emulated.main = Some(disk);
         } else {
-            let (lo, id) = self.make_loop(
-                &home,
-                &home_path,
-                "fs.img",
-                spec.size,
-                spec.backing,
-                spec.loop_direct_io,
-            )?;
+            let made = self.make_image(&home, &home_path, "fs.img", spec.size, spec.backing)?;
+            let image = home_path.join("fs.img");
+            let (lo, id) = self.make_loop(made, image, spec.loop_direct_io)?;
             self.device = lo.path().to_path_buf();
             self.fsdev = lo
                 .rdev()
@@ -422,7 +417,8 @@ impl Testbed {
             } else {
                 // A RAM journal gains nothing from direct I/O on tmpfs.
                 let dio = spec.loop_direct_io && j.backing == Backing::File;
-                let (lo, _) = self.make_loop(&dir, &dir_path, &name, j.size, j.backing, dio)?;
+                let made = self.make_image(&dir, &dir_path, &name, j.size, j.backing)?;
+                let (lo, _) = self.make_loop(made, dir_path.join(&name), dio)?;
                 self.journal_device = Some(lo.path().to_path_buf());
                 self.journal_loop = Some(lo);
             }
@@ -537,22 +533,18 @@ impl Testbed {
         Ok(())
     }
 
+    /// Attaches a loop device to the image `f` (file `id`, at `image`), recorded in the
+    /// ledger first; from the descriptor the image was created with, never reopened by path.
     fn make_loop(
         &mut self,
-        dir: &Arc<OwnedFd>,
-        dir_path: &Path,
-        name: &str,
-        size: u64,
-        backing: Backing,
+        (f, id): (fs::File, FileId),
+        image: PathBuf,
         dio: bool,
     ) -> Result<(LoopDevice, FileId)> {
-        let (f, id) = self.make_image(dir, dir_path, name, size, backing)?;
-        let image = dir_path.join(name);
         self.ledger().record(Resource::Loop {
             image: image.clone(),
             backing: Some(id),
         })?;
-        // Attached from the descriptor the image was created with, never reopened by path.
         let lo = LoopDevice::attach(&f, &image, dio)?;
         Ok((lo, id))
     }
