@@ -479,7 +479,7 @@ fn run_in(target: &mut Target, r: Rep<'_>, started: SystemTime) -> Result<RunRes
     // A dead device server is the cause of whatever failed since; it fails the run.
     if let Err(dead) = target.check_devices() {
         return Err(match &ran {
-            Err(e) => anyhow::anyhow!("{dead:#}; the run failed with: {e:#}"),
+            Err(e) => dead.context(format!("the run failed with: {e:#}; its cause")),
             Ok(()) => dead,
         });
     }

@@ -245,3 +245,149 @@ fn testbed_create_refuses_an_emulated_disk_before_building_anything() {
     assert!(err.contains("cannot leave one behind"), "{err}");
     sb.assert_clean();
 }
+
+/// The `fsgauge devices serve` children of `parent`.
+fn servers_of(parent: u32) -> Vec<u32> {
+    let mut out = Vec::new();
+    for e in std::fs::read_dir("/proc").unwrap().filter_map(|e| e.ok()) {
+        let Ok(pid) = e.file_name().to_string_lossy().parse::<u32>() else {
+            continue;
+        };
+        let Ok(stat) = std::fs::read_to_string(format!("/proc/{pid}/stat")) else {
+            continue;
+        };
+        // Fields after the command's closing parenthesis: state, ppid, ...
+        let ppid = stat
+            .rsplit_once(')')
+            .and_then(|(_, rest)| rest.split_whitespace().nth(1))
+            .and_then(|p| p.parse::<u32>().ok());
+        let cmd = std::fs::read(format!("/proc/{pid}/cmdline")).unwrap_or_default();
+        if ppid == Some(parent) && String::from_utf8_lossy(&cmd).contains("devices\0serve") {
+            out.push(pid);
+        }
+    }
+    out
+}
+
+/// A bench run on an emulated disk long enough to be interrupted, and its device server once
+/// it is up and the measured run under way.
+fn long_run_on_an_emulated_disk(sb: &Sandbox) -> (std::process::Child, u32) {
+    let mut child = sb
+        .bench(&[
+            "bench",
+            "fdtree",
+            "--fs",
+            "ext4",
+            "--fs-size",
+            "512M",
+            "--device-model",
+            "deskstar-7k250:cache=off",
+            "--levels",
+            "3",
+            "--dirs-per-level",
+            "10",
+            "--files-per-dir",
+            "30",
+            "--file-size",
+            "4K",
+            "--fsync",
+            "file",
+            "--quiet",
+        ])
+        .stdout(std::process::Stdio::null())
+        .stderr(std::process::Stdio::piped())
+        .spawn()
+        .unwrap();
+    let pid = child.id();
+    let deadline = std::time::Instant::now() + std::time::Duration::from_secs(60);
+    let server = loop {
+        if let Some(&s) = servers_of(pid).first() {
+            break s;
+        }
+        assert!(
+            std::time::Instant::now() < deadline && child.try_wait().unwrap().is_none(),
+            "no device server appeared"
+        );
+        std::thread::sleep(std::time::Duration::from_millis(50));
+    };
+    // mkfs and mount take well under this at native speed; then the phases run for minutes.
+    std::thread::sleep(std::time::Duration::from_secs(4));
+    assert!(
+        child.try_wait().unwrap().is_none(),
+        "the run ended too soon to inject the fault"
+    );
+    (child, server)
+}
+
+/// Waits (bounded: a hang fails the test) for `child` to end; its status and stderr.
+fn finish(mut child: std::process::Child) -> (std::process::ExitStatus, String) {
+    let deadline = std::time::Instant::now() + std::time::Duration::from_secs(120);
+    let status = loop {
+        if let Some(st) = child.try_wait().unwrap() {
+            break st;
+        }
+        if std::time::Instant::now() > deadline {
+            let _ = child.kill();
+            panic!("the run hung after the fault");
+        }
+        std::thread::sleep(std::time::Duration::from_millis(100));
+    };
+    let mut err = String::new();
+    std::io::Read::read_to_string(&mut child.stderr.take().unwrap(), &mut err).unwrap();
+    (status, err)
+}
+
+fn signal(pid: u32, sig: nix::sys::signal::Signal) {
+    nix::sys::signal::kill(nix::unistd::Pid::from_raw(pid as i32), sig).unwrap();
+}
+
+/// SIGINT and SIGTERM during a run on an emulated disk: the run ends as interrupted and
+/// tears down the filesystem, the server, its FUSE mount and both loop devices' users.
+#[test]
+fn an_interrupted_run_on_an_emulated_disk_leaves_nothing() {
+    if !have_fs("ext4") || !have_fuse() {
+        return;
+    }
+    for (sig, code) in [
+        (nix::sys::signal::Signal::SIGINT, 130),
+        (nix::sys::signal::Signal::SIGTERM, 143),
+    ] {
+        let sb = Sandbox::new();
+        let (child, server) = long_run_on_an_emulated_disk(&sb);
+        let pid = child.id();
+        signal(pid, sig);
+        let (status, err) = finish(child);
+        assert_eq!(status.code(), Some(code), "{sig}: {err}");
+        assert!(server_mounts(pid).is_empty(), "{:?}", server_mounts(pid));
+        assert!(
+            !std::path::Path::new(&format!("/proc/{server}")).exists()
+                || std::fs::read_to_string(format!("/proc/{server}/stat"))
+                    .is_ok_and(|s| s.contains(") Z ")),
+            "the device server {server} outlived the run"
+        );
+        sb.assert_clean();
+    }
+}
+
+/// Fault injection: the device server is killed while a run is in its measured phases. The
+/// run fails with exit 1 naming the server, within a bound (no hang), and tears everything
+/// down: the filesystem, both loop devices' users, the FUSE mount, the ledger entries.
+#[test]
+fn a_device_server_killed_mid_run_fails_the_run_naming_it_and_leaves_nothing() {
+    if !have_fs("ext4") || !have_fuse() {
+        return;
+    }
+    let sb = Sandbox::new();
+    let (child, server) = long_run_on_an_emulated_disk(&sb);
+    let pid = child.id();
+    signal(server, nix::sys::signal::Signal::SIGKILL);
+    let (status, err) = finish(child);
+    assert_eq!(status.code(), Some(1), "{err}");
+    assert!(
+        err.contains("emulated device server for deskstar-7k250")
+            && err.contains(&format!("pid {server}")),
+        "{err}"
+    );
+    assert!(server_mounts(pid).is_empty(), "{:?}", server_mounts(pid));
+    sb.assert_clean();
+}

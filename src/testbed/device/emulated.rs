@@ -437,11 +437,12 @@ impl EmulatedDevice {
             Ok(None) => "stopped answering".to_string(),
             Err(e) => format!("cannot be waited for ({e})"),
         };
-        anyhow!(
+        // The run's device failed under it: the measured system failed (exit 1).
+        anyhow::Error::new(crate::error::SystemFailure(format!(
             "the emulated device server for {} (pid {pid}, serving {}) {how}: its disk fails every request; see its messages above, and `fsgauge testbed cleanup` removes what it left",
             self.profile.name,
             self.file.display()
-        )
+        )))
     }
 
     /// Tears down now, reporting failures (drop does the same, silently).
