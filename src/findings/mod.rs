@@ -42,6 +42,20 @@ pub struct Finding {
     /// Mean seconds of the shorter of the two phases compared ([`shorter_phase_s`]).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub phase_s: Option<f64>,
+    /// The compared phases whose emulated disk fell behind its model ([`emulator_behind`]),
+    /// worst first: their times are too long by up to the lateness.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub emulator_behind: Vec<LatePhase>,
+}
+
+/// A compared phase whose emulated disk replied late (lateness p99 over
+/// [`crate::results::device::LATE_P99_MS`]).
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct LatePhase {
+    pub phase: String,
+    pub testbed: String,
+    pub rep: u32,
+    pub lateness_p99_ms: f64,
 }
 
 /// Whether a decision agrees with a published ratio: a larger or smaller finding where the
@@ -289,7 +303,39 @@ pub fn evaluate(q: &Question, results: &[RunResult]) -> Finding {
         agrees,
         problem,
         phase_s: shorter_phase_s(q, results),
+        emulator_behind: emulator_behind(q, results),
     }
+}
+
+/// The phases a question compares whose emulated disk (main or journal) fell behind its
+/// model, worst first.
+pub fn emulator_behind(q: &Question, results: &[RunResult]) -> Vec<LatePhase> {
+    let mut late: Vec<LatePhase> = Vec::new();
+    for r in results.iter().filter(|r| uses(q, r)) {
+        let names: Vec<&str> = match (q.compares, q.phase.as_deref()) {
+            (Compares::Phases, _) => vec![&q.baseline, &q.variant],
+            (_, Some(p)) => vec![p],
+            _ => continue,
+        };
+        for p in r.phases.iter().filter(|p| names.contains(&p.name.as_str())) {
+            let worst = [&p.device_model, &p.journal_device_model]
+                .into_iter()
+                .flatten()
+                .filter(|d| d.fell_behind())
+                .map(|d| d.lateness_p99_ms)
+                .fold(None, |m: Option<f64>, x| Some(m.map_or(x, |m| m.max(x))));
+            if let Some(ms) = worst {
+                late.push(LatePhase {
+                    phase: p.name.clone(),
+                    testbed: r.testbed.label.clone(),
+                    rep: r.rep,
+                    lateness_p99_ms: ms,
+                });
+            }
+        }
+    }
+    late.sort_by(|a, b| b.lateness_p99_ms.total_cmp(&a.lateness_p99_ms));
+    late
 }
 
 /// The smallest number of pairs worth pairing: with fewer, the unpaired interval is used.

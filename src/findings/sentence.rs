@@ -178,6 +178,17 @@ pub fn sentence(f: &Finding) -> String {
             crate::text::format_secs_unit(t)
         ));
     }
+    if let Some(w) = f.emulator_behind.first() {
+        s.push_str(&format!(
+            "; the emulated disk fell behind its model in {} of the compared phases (worst: {} on {}, repetition {}, lateness p99 {} ms over {} ms), whose times are too long by up to that much",
+            f.emulator_behind.len(),
+            w.phase,
+            w.testbed,
+            w.rep,
+            sig(w.lateness_p99_ms, 3),
+            crate::results::device::LATE_P99_MS
+        ));
+    }
     if let Some(p) = q.published {
         s.push_str(&format!("; published {}×: {}", sig(p, 3), f.verdict()));
     }

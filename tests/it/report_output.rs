@@ -765,3 +765,46 @@ fn a_report_names_the_environment_fields_that_differ_before_the_numbers() {
     let text = report_as(&same, "table");
     assert!(!text.contains("differ in"), "{text}");
 }
+
+/// A finding whose compared phases ran on an emulated disk that fell behind its model says so,
+/// in the sentence every format shows and in the JSON; one whose disk kept up does not.
+#[test]
+fn findings_flag_phases_whose_emulated_disk_fell_behind() {
+    use fsgauge::results::device::ModelledIo;
+    let with_lateness = |p99_on_b: f64| {
+        let mut all = tree_study_with_a_question();
+        for r in &mut all {
+            let p99 = if r.testbed.label == "b" && r.rep == 1 {
+                p99_on_b
+            } else {
+                0.05
+            };
+            for p in &mut r.phases {
+                p.device_model = Some(ModelledIo {
+                    lateness_p99_ms: p99,
+                    lateness_max_ms: p99 * 2.0,
+                    ..Default::default()
+                });
+            }
+        }
+        let dir = tempfile::tempdir().unwrap();
+        let res = dir.path().join("results");
+        write_all(&res, &all);
+        let json: serde_json::Value = serde_json::from_str(&report_as(&res, "json")).unwrap();
+        (json["findings"][0].clone(), report_as(&res, "md"))
+    };
+    let (late, md) = with_lateness(2.5);
+    let s = late["sentence"].as_str().unwrap();
+    assert!(
+        s.contains("the emulated disk fell behind its model in 1 of the compared phases (worst: create on b, repetition 1, lateness p99 2.50 ms over 0.5 ms)"),
+        "{s}"
+    );
+    assert_eq!(late["emulator_behind"][0]["phase"], "create");
+    assert!(md.contains("fell behind its model"), "{md}");
+    let (on_time, _) = with_lateness(0.3);
+    assert!(on_time.get("emulator_behind").is_none(), "{on_time}");
+    assert!(!on_time["sentence"]
+        .as_str()
+        .unwrap()
+        .contains("fell behind"));
+}
