@@ -46,6 +46,22 @@ pub struct Finding {
     /// worst first: their times are too long by up to the lateness.
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     pub emulator_behind: Vec<LatePhase>,
+    /// The emulated disk the results ran on (`testbed.device_model.reference`, e.g.
+    /// `st3500641as`); absent on this machine's own storage. Runs on different disks are
+    /// never pooled: each disk has a finding of its own.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub device: Option<String>,
+}
+
+/// The disk a result ran on: its emulated disk's profile reference, or none for this
+/// machine's own storage.
+pub fn device_of(r: &RunResult) -> Option<String> {
+    r.testbed.device_model.as_ref().map(|m| m.reference.clone())
+}
+
+/// How a disk is named in findings and tables.
+pub fn device_name(device: Option<&str>) -> &str {
+    device.unwrap_or("this machine")
 }
 
 /// A compared phase whose emulated disk replied late (lateness p99 over
@@ -139,17 +155,32 @@ fn questions_of_plans(results: &[RunResult]) -> Vec<(String, Question)> {
 /// The finding of every question the results carry, each over the results of its own plan
 /// (a results directory may hold the runs of several plans with the same labels).
 pub fn findings(results: &[RunResult]) -> Vec<Finding> {
-    questions_of_plans(results)
-        .iter()
-        .map(|(plan, q)| {
+    let mut devices: Vec<Option<String>> = Vec::new();
+    for r in results {
+        let d = device_of(r);
+        if !devices.contains(&d) {
+            devices.push(d);
+        }
+    }
+    let mut out = Vec::new();
+    for (plan, q) in &questions_of_plans(results) {
+        for device in &devices {
             let own: Vec<RunResult> = results
                 .iter()
                 .filter(|r| r.study.as_ref().is_some_and(|s| s.plan == *plan))
+                .filter(|r| device_of(r) == *device)
                 .cloned()
                 .collect();
-            evaluate(q, &own)
-        })
-        .collect()
+            // A plan that never ran on this disk has nothing to say about it.
+            if own.is_empty() && devices.len() > 1 {
+                continue;
+            }
+            let mut f = evaluate(q, &own);
+            f.device = device.clone();
+            out.push(f);
+        }
+    }
+    out
 }
 
 /// The value of a question's metric in one phase.
@@ -304,6 +335,7 @@ pub fn evaluate(q: &Question, results: &[RunResult]) -> Finding {
         problem,
         phase_s: shorter_phase_s(q, results),
         emulator_behind: emulator_behind(q, results),
+        device: None,
     }
 }
 

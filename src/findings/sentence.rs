@@ -98,6 +98,9 @@ fn cell(f: &Finding) -> String {
     for (k, v) in &q.filter {
         parts.push(format!("{k}={v}"));
     }
+    if let Some(d) = &f.device {
+        parts.push(format!("on the emulated disk {d}"));
+    }
     parts.join(" ")
 }
 

@@ -6,6 +6,7 @@
 pub mod compare;
 pub mod document;
 pub mod export;
+pub mod forest;
 pub mod metrics;
 pub mod model;
 pub mod output;

@@ -808,3 +808,77 @@ fn findings_flag_phases_whose_emulated_disk_fell_behind() {
         .unwrap()
         .contains("fell behind"));
 }
+
+/// The same study on this machine and on an emulated disk: never pooled, each disk has its
+/// finding; a table sets them side by side with the published figure, and the HTML report
+/// opens with a forest plot of them (log axis, intervals, the published figure marked).
+#[test]
+fn findings_of_runs_on_different_disks_stand_side_by_side() {
+    use fsgauge::results::device::DeviceModelInfo;
+    let here = tree_study_with_a_question();
+    let mut emulated = tree_study_with_a_question();
+    for r in &mut emulated {
+        r.testbed.device_model = Some(DeviceModelInfo {
+            reference: "st3500641as".into(),
+            profile: "st3500641as".into(),
+            kind: "hdd".into(),
+            ..Default::default()
+        });
+        r.spec_hash.push_str("-emulated");
+        // A larger gap between a and b on the emulated disk.
+        if r.testbed.label == "b" {
+            for p in &mut r.phases {
+                p.wall_s *= 1.5;
+            }
+        }
+    }
+    let dir = tempfile::tempdir().unwrap();
+    let res = dir.path().join("results");
+    write_all(&res, &here);
+    write_all(&res, &emulated);
+    let json: serde_json::Value = serde_json::from_str(&report_as(&res, "json")).unwrap();
+    let f = json["findings"].as_array().unwrap();
+    assert_eq!(f.len(), 2, "one finding per disk: {json}");
+    assert!(f[0].get("device").is_none());
+    assert_eq!(f[1]["device"], "st3500641as");
+    assert_eq!(
+        f[0]["variant_values"],
+        serde_json::json!([20.0, 22.0, 24.0])
+    );
+    assert_eq!(
+        f[1]["variant_values"],
+        serde_json::json!([30.0, 33.0, 36.0])
+    );
+    assert!(f[1]["sentence"]
+        .as_str()
+        .unwrap()
+        .contains("on the emulated disk st3500641as"));
+    let md = report_as(&res, "md");
+    let table = md
+        .find("### Findings by disk")
+        .expect("the side-by-side table");
+    let head = &md[table..];
+    assert!(
+        head.contains("| question | published | this machine | st3500641as |"),
+        "{head}"
+    );
+    assert!(head.contains("| create-time | 2.00× | 1.85× ("), "{head}");
+    let html = report_as(&res, "html");
+    let forest = html
+        .find("id=\"findings-forest\"")
+        .expect("the forest plot");
+    assert!(
+        forest < html.find("Findings in numbers").unwrap(),
+        "at the top"
+    );
+    let svg = &html[forest..];
+    assert_eq!(svg.matches("class=\"row\"").count(), 2);
+    assert!(svg.contains("class=\"published\"") && svg.contains("class=\"one\""));
+    assert!(
+        svg.contains("create-time · st3500641as") && svg.contains("create-time · this machine")
+    );
+    // A single disk's report has no side-by-side table.
+    let only = tempfile::tempdir().unwrap();
+    write_all(only.path(), &here);
+    assert!(!report_as(only.path(), "md").contains("Findings by disk"));
+}

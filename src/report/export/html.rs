@@ -110,6 +110,15 @@ impl Exporter for Html {
                 );
             }
             out.push_str("</ul>\n");
+            if let Some(p) = crate::report::forest::forest(&report.findings) {
+                let _ = write!(
+                    out,
+                    "<figure class=\"plot\" id=\"{}\">\n{}\n<figcaption>{}</figcaption>\n</figure>\n",
+                    esc(&p.id),
+                    p.svg.trim_end(),
+                    esc(&p.title)
+                );
+            }
             table(&mut out, &findings_table(&report.findings));
         }
         out.push_str("<h2>Warnings</h2>\n");
