@@ -16,6 +16,7 @@ mod clients_testbeds;
 mod code_rules;
 mod device_server;
 mod device_testbed;
+mod device_timing;
 mod devices_cli;
 mod exercise_cli;
 mod exercise_fs;
