@@ -4,7 +4,7 @@
 //! question comparing the fresh read (baseline) with the aged read (variant) gets a ratio.
 
 use crate::support::{have_fs, Sandbox};
-use fsgauge::results::{Compares, Question, RunResult};
+use fsgauge::results::{Compares, Question};
 
 const PLAN: &str = r#"name = "append-tiny"
 reps = 2
@@ -32,15 +32,6 @@ published = 0.1
 source = "study 3: up to 90% read-performance loss"
 "#;
 
-fn results(sb: &Sandbox) -> Vec<RunResult> {
-    let mut out: Vec<RunResult> = std::fs::read_dir(sb.out())
-        .unwrap()
-        .map(|e| fsgauge::results::load(&e.unwrap().path()).unwrap())
-        .collect();
-    out.sort_by_key(|r| r.rep);
-    out
-}
-
 #[test]
 fn append_runs_from_a_plan_and_answers_aged_versus_fresh() {
     if !have_fs("ext2") {
@@ -58,7 +49,7 @@ fn append_runs_from_a_plan_and_answers_aged_versus_fresh() {
         "{}",
         String::from_utf8_lossy(&out.stderr)
     );
-    let runs = results(&sb);
+    let runs = sb.results();
     assert_eq!(runs.len(), 2);
     for r in &runs {
         assert_eq!(r.workload.kind, "append");

@@ -11,23 +11,9 @@ use std::time::{Duration, Instant};
 use fsgauge::testbed::device::{expectations, load_ref, EmulatedDevice};
 use rand::{Rng, SeedableRng};
 
-use crate::support::{have_root, Sandbox};
+use crate::support::{have_fuse, Sandbox};
 
 const PROFILE: &str = "deskstar-7k250";
-
-fn have_fuse() -> bool {
-    if !have_root() {
-        return false;
-    }
-    if !Path::new("/dev/fuse").exists() {
-        if std::env::var_os("CI").is_some_and(|v| !v.is_empty() && v != "false") {
-            panic!("CI must run every test, but: needs /dev/fuse");
-        }
-        eprintln!("skipped: needs /dev/fuse");
-        return false;
-    }
-    true
-}
 
 /// A device on a sparse image in the sandbox, as large as the profile's disk.
 fn start(sb: &Sandbox) -> (EmulatedDevice, u64) {

@@ -3,31 +3,7 @@
 //! late; set-up (mkfs, aging, the fresh copy) runs at native speed unless
 //! `device_model_during = "always"`; nothing is left behind.
 
-use std::path::Path;
-
-use fsgauge::results::RunResult;
-
-use crate::support::{have_fs, Sandbox};
-
-fn have_fuse() -> bool {
-    if Path::new("/dev/fuse").exists() {
-        return true;
-    }
-    if std::env::var_os("CI").is_some_and(|v| !v.is_empty() && v != "false") {
-        panic!("CI must run every test, but: needs /dev/fuse");
-    }
-    eprintln!("skipped: needs /dev/fuse");
-    false
-}
-
-fn results(sb: &Sandbox) -> Vec<RunResult> {
-    let mut out: Vec<RunResult> = std::fs::read_dir(sb.out())
-        .unwrap()
-        .map(|e| fsgauge::results::load(&e.unwrap().path()).unwrap())
-        .collect();
-    out.sort_by_key(|r| r.rep);
-    out
-}
+use crate::support::{have_fs, have_fuse, Sandbox};
 
 /// The device servers' FUSE mounts of the fsgauge process `pid`.
 fn server_mounts(pid: u32) -> Vec<String> {
@@ -85,7 +61,7 @@ fn a_bench_on_an_emulated_disk_records_the_model_and_each_phase() {
             "--quiet",
         ],
     );
-    let runs = results(&sb);
+    let runs = sb.results();
     assert_eq!(runs.len(), 1);
     let r = &runs[0];
     let m = r
@@ -163,7 +139,7 @@ append = "4K"
         )
         .unwrap();
         let pid = run_ok(&sb, &["run", plan.to_str().unwrap(), "--quiet"]);
-        let runs = results(&sb);
+        let runs = sb.results();
         assert_eq!(runs.len(), 1);
         let r = &runs[0];
         assert_eq!(r.testbed.device_model.as_ref().unwrap().during, during);

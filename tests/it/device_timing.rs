@@ -12,7 +12,7 @@ use fsgauge::sys::rt::monotonic_ns;
 use fsgauge::testbed::device::{load_ref, DeviceModel, Request};
 use fsgauge::testbed::{drop_caches, FsKind, Testbed, TestbedParams, TestbedSpec};
 
-use crate::support::{have_fs, Sandbox};
+use crate::support::{have_fs, have_fuse, Sandbox};
 
 const PROFILE: &str = "deskstar-7k250:cache=off";
 const PIECE: u64 = 256 << 10;
@@ -78,7 +78,7 @@ fn measured(issued: &[(u64, u64)]) -> f64 {
 
 #[test]
 fn a_fragmented_file_reads_slower_by_the_models_prediction() {
-    if !have_fs("ext2") || !Path::new("/dev/fuse").exists() {
+    if !have_fs("ext2") || !have_fuse() {
         return;
     }
     let sb = Sandbox::new();

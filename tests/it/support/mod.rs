@@ -59,6 +59,16 @@ impl Sandbox {
         c
     }
 
+    /// The result files written to [`Sandbox::out`], by repetition.
+    pub fn results(&self) -> Vec<fsgauge::results::RunResult> {
+        let mut out: Vec<fsgauge::results::RunResult> = std::fs::read_dir(self.out())
+            .unwrap()
+            .map(|e| fsgauge::results::load(&e.unwrap().path()).unwrap())
+            .collect();
+        out.sort_by_key(|r| r.rep);
+        out
+    }
+
     /// Fails the test if anything of this sandbox is still mounted, attached or recorded.
     pub fn assert_clean(&self) {
         let leaks = leaks_under(self.path());
@@ -152,6 +162,17 @@ pub fn have_root() -> bool {
 }
 
 /// True when root, loop devices and `mkfs.<kind>` are available.
+/// Root and /dev/fuse, for emulated disks (their device server is a FUSE file).
+pub fn have_fuse() -> bool {
+    if !have_root() {
+        return false;
+    }
+    if !Path::new("/dev/fuse").exists() {
+        return skip("needs /dev/fuse");
+    }
+    true
+}
+
 pub fn have_fs(kind: &str) -> bool {
     if !have_root() {
         return false;
