@@ -783,6 +783,7 @@ metric = "ops_per_s"
             &ParseOptions {
                 scale: None,
                 workdir: Some(std::env::temp_dir()),
+                ..Default::default()
             },
         )
     }

@@ -87,6 +87,7 @@ mod tests {
                 &crate::plan::ParseOptions {
                     scale: None,
                     workdir: Some(std::env::temp_dir()),
+                    ..Default::default()
                 },
             )
         };

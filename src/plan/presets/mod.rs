@@ -158,6 +158,7 @@ mod tests {
         let opts = crate::plan::ParseOptions {
             scale: None,
             workdir: Some(std::env::temp_dir()),
+            ..Default::default()
         };
         let runs = |text: &str| {
             let plan = crate::plan::parse(text, "reservation", &opts).unwrap();
