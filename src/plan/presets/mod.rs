@@ -59,6 +59,36 @@ pub const PRESETS: &[Preset] = &[
         toml: include_str!("journal-size.toml"),
         minutes: 17.2,
     },
+    Preset {
+        name: "lowmem-as-published",
+        about: "study 1 as published: the lowmem questions timed without sync as the study's `time` did, on an emulated Deskstar 7K250-class disk with barrier=0",
+        toml: include_str!("lowmem-as-published.toml"),
+        minutes: 15.0,
+    },
+    Preset {
+        name: "reservation-as-published",
+        about: "study 2 as published: the reservation questions on an emulated Deskstar 7K250-class disk with barrier=0, a fresh filesystem per run",
+        toml: include_str!("reservation-as-published.toml"),
+        minutes: 15.0,
+    },
+    Preset {
+        name: "fragmentation-as-published",
+        about: "study 3 as published: the fragmentation questions on the study's 1G filesystems on an emulated Deskstar 7K250-class disk, 64K round-robin appends",
+        toml: include_str!("fragmentation-as-published.toml"),
+        minutes: 20.0,
+    },
+    Preset {
+        name: "inode-interleave-as-published",
+        about: "study 4 as published: the inode-interleave questions with the study's 9890 x 14 files on an emulated Deskstar 7K250-class disk with barrier=0, rm -rf after a remount",
+        toml: include_str!("inode-interleave-as-published.toml"),
+        minutes: 20.0,
+    },
+    Preset {
+        name: "journal-size-as-published",
+        about: "study 5 as published: the journal-size questions on an emulated Seagate ST3500641AS (the study's disk), fdtree phases timed without a sync as fdtree times them and the writeback as sync phases of their own",
+        toml: include_str!("journal-size-as-published.toml"),
+        minutes: 15.0,
+    },
 ];
 
 /// Looks a preset up by name.
