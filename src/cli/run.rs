@@ -510,3 +510,29 @@ fn quick_on_temp_dir(c: &RunCmd) -> Result<ExitCode> {
     }
     Ok(ExitCode::SUCCESS)
 }
+
+#[cfg(test)]
+#[allow(clippy::unwrap_used)]
+mod tests {
+    use super::*;
+
+    /// Runs on an emulated disk go to a directory named for it unless --out says where, so
+    /// that they do not pool with runs of the same plan on other disks.
+    #[test]
+    fn results_on_an_emulated_disk_go_to_a_directory_named_for_it() {
+        let disk = |s: &str| s.parse::<ProfileRef>().unwrap();
+        let out = default_out();
+        assert_eq!(out, PathBuf::from("fsgauge-results"));
+        assert_eq!(results_dir(&out, None), out);
+        assert_eq!(
+            results_dir(&out, Some(&disk("st3500641as"))),
+            PathBuf::from("fsgauge-results-st3500641as")
+        );
+        assert_eq!(
+            results_dir(&out, Some(&disk("deskstar-7k250:seek=off,cache=off"))),
+            PathBuf::from("fsgauge-results-deskstar-7k250-seek_off_cache_off")
+        );
+        let given = PathBuf::from("/tmp/mine");
+        assert_eq!(results_dir(&given, Some(&disk("ram"))), given);
+    }
+}

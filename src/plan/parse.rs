@@ -19,8 +19,8 @@ use super::{
 use crate::error::bad_input;
 use crate::registry::{self, sweep};
 use crate::runner::admit;
-use crate::testbed::params::{plan_keys, SIZE_KEY};
 use crate::testbed::device::ProfileRef;
+use crate::testbed::params::{plan_keys, SIZE_KEY};
 use crate::testbed::{default_workdir, Backing, FsKind, TestbedParams, TestbedSpec};
 use crate::units::{format_size, parse_size};
 use crate::workload::{ColdMode, Workload};
@@ -1415,6 +1415,7 @@ file_size = "64K"
             &ParseOptions {
                 scale: Some(1000.0),
                 workdir: Some(std::env::temp_dir()),
+                ..Default::default()
             },
         )
         .unwrap();
@@ -1437,6 +1438,7 @@ file_size = "64K"
             &ParseOptions {
                 scale: Some(0.05),
                 workdir: Some(std::env::temp_dir()),
+                ..Default::default()
             },
         )
         .unwrap();
@@ -1455,6 +1457,7 @@ file_size = "64K"
             &ParseOptions {
                 scale: Some(0.5),
                 workdir: Some(std::env::temp_dir()),
+                ..Default::default()
             },
         )
         .unwrap();
