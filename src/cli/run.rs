@@ -18,6 +18,7 @@ use crate::report::table::{side_by_side, side_by_side_per_workload};
 use crate::results::RunResult;
 use crate::runner::params::RunParams;
 use crate::runner::{Place, RunOptions};
+use crate::testbed::device::ProfileRef;
 use crate::units::{format_bytes_human, format_size};
 use crate::workload::ColdMode;
 
@@ -66,6 +67,15 @@ pub struct RunCmd {
     /// Directory for images and mount points, for every testbed of the plan.
     #[arg(long, value_name = "DIR")]
     pub workdir: Option<PathBuf>,
+    /// Run every testbed of the plan on this emulated disk, e.g. a seed study's drive
+    /// (deskstar-7k250, st3500641as): a built-in profile (`fsgauge devices list`) or a profile
+    /// file, with ablations after a colon (deskstar-7k250:seek=off). Overrides each
+    /// [[testbed]]'s device_model; its device_offset and device_model_during stay. Image
+    /// testbeds only (a plan's testbeds always are). Every result records the disk
+    /// (testbed.device_model), --dry-run shows it per testbed (disk=...), and without --out
+    /// the results go to fsgauge-results-PROFILE, apart from runs on other disks.
+    #[arg(long, value_name = "PROFILE[:ABLATIONS]")]
+    pub device_model: Option<ProfileRef>,
     /// The run settings, as bench takes them; each overrides the plan's key of the same name.
     #[command(flatten)]
     pub run: RunParams,
@@ -136,9 +146,17 @@ pub fn run(c: RunCmd) -> Result<ExitCode> {
     let opts = ParseOptions {
         scale: c.scale,
         workdir: c.workdir.clone(),
+        device_model: c.device_model.clone(),
     };
     let mut plan = load_plan(c.plan.as_deref().unwrap_or("quick"), &opts)?;
     overrule(&mut plan, &c.run)?;
+    let c = RunCmd {
+        run: RunParams {
+            out: results_dir(&c.run.out, c.device_model.as_ref()),
+            ..c.run
+        },
+        ..c
+    };
     let m = plan::matrix(&plan);
     if c.dry_run {
         print_dry_run(&plan, &m, &c.run.out)?;
@@ -363,6 +381,45 @@ fn print_dry_run(plan: &Plan, m: &plan::Matrix, out: &Path) -> Result<()> {
     Ok(())
 }
 
+/// Where results go: `--out`, except that runs on an emulated disk given by `--device-model`
+/// go to `fsgauge-results-PROFILE` when `--out` was left at its default, so that they do not
+/// mix with runs of the same plan on other disks (a report pools results by testbed label).
+fn results_dir(out: &Path, disk: Option<&ProfileRef>) -> PathBuf {
+    match disk {
+        Some(d) if out == default_out() => {
+            // A profile file's stem; ablations keep their words, in characters a name takes.
+            let (head, tail) = d.as_str().split_once(':').unwrap_or((d.as_str(), ""));
+            let stem = Path::new(head)
+                .file_stem()
+                .map_or(head.into(), |s| s.to_string_lossy());
+            let mut name = format!("{}-{stem}", default_out().display());
+            if !tail.is_empty() {
+                name.push('-');
+                name.extend(tail.chars().map(|c| {
+                    if c.is_ascii_alphanumeric() || c == '.' {
+                        c
+                    } else {
+                        '_'
+                    }
+                }));
+            }
+            PathBuf::from(name)
+        }
+        _ => out.to_path_buf(),
+    }
+}
+
+/// `--out`'s default, as [`RunParams`] declares it.
+fn default_out() -> PathBuf {
+    let cmd = <RunParams as Args>::augment_args(clap::Command::new("run"));
+    let out = cmd
+        .get_arguments()
+        .find(|a| a.get_id() == "out")
+        .and_then(|a| a.get_default_values().first())
+        .map(PathBuf::from);
+    out.expect("RunParams declares --out with a default")
+}
+
 /// The run flags given on the command line overrule the plan's keys of the same name.
 fn overrule(plan: &mut Plan, run: &RunParams) -> Result<()> {
     if let Some(n) = run.reps {
@@ -452,4 +509,30 @@ fn quick_on_temp_dir(c: &RunCmd) -> Result<ExitCode> {
         return Ok(code);
     }
     Ok(ExitCode::SUCCESS)
+}
+
+#[cfg(test)]
+#[allow(clippy::unwrap_used)]
+mod tests {
+    use super::*;
+
+    /// Runs on an emulated disk go to a directory named for it unless --out says where, so
+    /// that they do not pool with runs of the same plan on other disks.
+    #[test]
+    fn results_on_an_emulated_disk_go_to_a_directory_named_for_it() {
+        let disk = |s: &str| s.parse::<ProfileRef>().unwrap();
+        let out = default_out();
+        assert_eq!(out, PathBuf::from("fsgauge-results"));
+        assert_eq!(results_dir(&out, None), out);
+        assert_eq!(
+            results_dir(&out, Some(&disk("st3500641as"))),
+            PathBuf::from("fsgauge-results-st3500641as")
+        );
+        assert_eq!(
+            results_dir(&out, Some(&disk("deskstar-7k250:seek=off,cache=off"))),
+            PathBuf::from("fsgauge-results-deskstar-7k250-seek_off_cache_off")
+        );
+        let given = PathBuf::from("/tmp/mine");
+        assert_eq!(results_dir(&given, Some(&disk("ram"))), given);
+    }
 }

@@ -19,6 +19,7 @@ use super::{
 use crate::error::bad_input;
 use crate::registry::{self, sweep};
 use crate::runner::admit;
+use crate::testbed::device::ProfileRef;
 use crate::testbed::params::{plan_keys, SIZE_KEY};
 use crate::testbed::{default_workdir, Backing, FsKind, TestbedParams, TestbedSpec};
 use crate::units::{format_size, parse_size};
@@ -127,6 +128,9 @@ pub struct ParseOptions {
     pub scale: Option<f64>,
     /// `--workdir DIR`: where images go, for every testbed.
     pub workdir: Option<PathBuf>,
+    /// `--device-model PROFILE`: every testbed on this emulated disk (each keeps its
+    /// `device_offset` and `device_model_during`).
+    pub device_model: Option<ProfileRef>,
 }
 
 /// Parses and validates a plan. `source` names it in errors (a path, or `preset NAME`).
@@ -509,6 +513,9 @@ fn parse_testbed(
     if let Some(w) = &opts.workdir {
         params.workdir = Some(w.clone());
     }
+    if let Some(m) = &opts.device_model {
+        params.device_model = Some(m.clone());
+    }
     let written = |keys: &[&str]| entry(t, keys);
     let spec = TestbedSpec::build(params.input(fs, label, None))
         .and_then(|spec| {
@@ -521,6 +528,7 @@ fn parse_testbed(
             let at = match field {
                 // A --workdir of the command line overrides the plan's; then the table is meant.
                 Some("workdir") if opts.workdir.is_some() => None,
+                Some("device_model") if opts.device_model.is_some() => None,
                 Some("label") => written(&["label"]),
                 Some(f) => written(plan_keys(f)),
                 None => None,
@@ -1025,6 +1033,7 @@ pub(crate) fn parse_test(text: &str, scale: Option<f64>) -> Result<Plan> {
     let opts = ParseOptions {
         scale,
         workdir: Some(std::env::temp_dir()),
+        ..Default::default()
     };
     parse(text, "t.toml", &opts)
 }

@@ -231,6 +231,7 @@ mod tests {
         ParseOptions {
             scale: None,
             workdir: Some(std::env::temp_dir()),
+            ..Default::default()
         }
     }
 

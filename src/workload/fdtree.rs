@@ -7,7 +7,10 @@
 //! (written in 4 KiB `write(2)` calls, as `dd bs=4096` does). The four phases run in fdtree's
 //! order and visit entries in its order (highest index first, parents before children):
 //! `dir_create` (mkdir), `file_create` (open + writes + close; files/s and KiB/s),
-//! `file_remove` (unlink), `dir_remove` (rmdir, children before parents). Optional `stat`
+//! `file_remove` (unlink), `dir_remove` (rmdir, children before parents). fdtree times each
+//! loop without a sync (`--fsync none`, what it measured); `--fsync phase` keeps that timing
+//! and follows each create and remove phase with a phase of its own, `<phase>_sync`, timing
+//! one syncfs: the writeback fdtree's timing left out, recorded beside it. Optional `stat`
 //! (stat every file, as mdtest does) and `read` (read every file back) phases come after
 //! `file_create`; the cache is made cold (`--cold`) before each of them and before
 //! `file_remove`.
@@ -35,7 +38,6 @@ use serde::{Deserialize, Serialize};
 use super::names::{
     check_inodes, digits, ensure_fds, timed_syncfs, tree_space, write_size, NameBuf, PATH_MAX,
 };
-use super::tree::FsyncMode;
 use super::{RunContext, Workload};
 use crate::error::{bad_input, bad_param, bad_params, SystemFailure};
 use crate::measure::{OpDef, OpId, Recorder};
@@ -57,6 +59,29 @@ crate::choice! {
         /// 4 MiB files, deep tree: L=9 D=2 F=4 (1023 dirs, 4092 files, 16.8 GB).
         MediumDeep = "medium-deep",
     }
+}
+
+crate::choice! {
+    /// When fdtree's written data and metadata are forced out, and whether that is timed.
+    #[derive(Debug, Clone, Copy, PartialEq, Eq)]
+    pub enum FsyncMode("fsync mode") {
+        /// Never: each phase ends when its last call returns, as fdtree times it; what is
+        /// still dirty is written back later, outside every phase.
+        None = "none",
+        /// fsync each file before its close (counted inside the file's create time).
+        File = "file",
+        /// One syncfs at the end of each create and remove phase, inside that phase's time.
+        End = "end",
+        /// Each create and remove phase timed without a sync, as fdtree times it, then a phase
+        /// of its own (`dir_create_sync`, `file_create_sync`, `file_remove_sync`,
+        /// `dir_remove_sync`) timing one syncfs: the writeback the loop left behind.
+        Phase = "phase",
+    }
+}
+
+/// The phase that times the syncfs after phase `name` under `--fsync phase`.
+pub fn sync_phase_name(name: &str) -> String {
+    format!("{name}_sync")
 }
 
 impl Scenario {
@@ -147,10 +172,13 @@ pub struct FdtreeSpec {
     /// [default: 1].
     #[arg(long, value_name = "T")]
     pub threads: Option<u32>,
-    /// When data is forced out: none (fdtree never syncs), file (fsync before each close),
-    /// end (one syncfs at the end of each create and remove phase, inside its time)
-    /// [default: none].
-    #[arg(long, value_name = "none|file|end", value_parser = super::params::item::<FsyncMode>)]
+    /// When data is forced out: none (fdtree never syncs: a phase ends at its last call, the
+    /// writeback it leaves is timed nowhere), file (fsync before each close), end (one syncfs
+    /// at the end of each create and remove phase, inside its time), phase (each create and
+    /// remove phase timed without a sync, as fdtree times it, then a phase of its own,
+    /// `<phase>_sync`, e.g. dir_remove_sync, timing one syncfs: the writeback the loop left,
+    /// with its device writes) [default: none].
+    #[arg(long, value_name = "none|file|end|phase", value_parser = super::params::item::<FsyncMode>)]
     pub fsync: Option<FsyncMode>,
     /// Add a `stat` phase after file_create: stat every file (as mdtest does) and check its
     /// size. --cold applies before it.
@@ -208,6 +236,15 @@ const READ_OPS: [OpDef; 2] = [
 ];
 const FILE_REMOVE_OPS: [OpDef; 2] = [OpDef::primary("unlink"), OpDef::secondary("syncfs")];
 const DIR_REMOVE_OPS: [OpDef; 2] = [OpDef::primary("rmdir"), OpDef::secondary("syncfs")];
+/// The phase after a create or remove phase under `--fsync phase`: one syncfs.
+const SYNC_OPS: [OpDef; 1] = [OpDef::primary("syncfs")];
+
+/// The create and remove phases, which `--fsync end` syncs inside and `--fsync phase` follows
+/// with a sync phase of their own.
+pub const DIR_CREATE: &str = "dir_create";
+pub const FILE_CREATE: &str = "file_create";
+pub const FILE_REMOVE: &str = "file_remove";
+pub const DIR_REMOVE: &str = "dir_remove";
 
 /// Name of worker `w`'s base directory.
 pub fn base_name(w: u64) -> String {
@@ -586,16 +623,63 @@ impl Fdtree {
         )
     }
 
+    /// A create or remove phase on this process's own trees (see [`Self::trees`]), its count
+    /// of `expected` entries kept as the phase's figure `counted` ("dirs" or "files").
+    fn own_tree_phase<'c, F>(
+        &self,
+        ctx: &'c mut RunContext,
+        (name, ops): (&str, &[OpDef]),
+        (counted, expected): (&str, u64),
+        work: F,
+    ) -> Result<&'c mut PhaseResult>
+    where
+        F: Fn(&Trees, usize, &mut Recorder) -> Result<()> + Sync,
+    {
+        let trees = self.trees(ctx);
+        let phase = self.tree_phase(ctx, trees, name, ops, expected, work)?;
+        phase.extra.insert(counted.into(), phase.ops as f64);
+        Ok(phase)
+    }
+
+    /// The syncfs a create or remove phase ends with, inside its time (`--fsync end`).
+    fn in_phase_syncfs(&self, rec: &Recorder) -> Option<OpId> {
+        (self.fsync == FsyncMode::End).then(|| rec.op("syncfs"))
+    }
+
+    /// Under `--fsync phase`, the phase `<name>_sync` after phase `name`: one syncfs of the
+    /// filesystem, timed, with the device writes of the writeback `name` left behind. Nothing
+    /// under the other modes.
+    fn sync_after(&self, ctx: &mut RunContext, name: &str) -> Result<()> {
+        if self.fsync != FsyncMode::Phase {
+            return Ok(());
+        }
+        let root = ctx.root().to_path_buf();
+        let shown = root.display().to_string();
+        ctx.phase(&sync_phase_name(name), &SYNC_OPS, Some(1), 1, |_, rec| {
+            let op = rec.op("syncfs");
+            timed_syncfs(rec, op, &Dir::open_path(&root)?, &shown)
+        })?;
+        Ok(())
+    }
+
+    /// Runs phase `name` (one of the create and remove phases), then its sync phase under
+    /// `--fsync phase` (see [`Self::sync_after`]).
+    fn with_sync(
+        &self,
+        ctx: &mut RunContext,
+        name: &str,
+        phase: fn(&Self, &mut RunContext) -> Result<()>,
+    ) -> Result<()> {
+        phase(self, ctx)?;
+        self.sync_after(ctx, name)
+    }
+
     fn dir_create(&self, ctx: &mut RunContext) -> Result<()> {
         let d = self.dirs_per_level;
-        let sync_end = self.fsync == FsyncMode::End;
-        let trees = self.trees(ctx);
-        let phase = self.tree_phase(
+        self.own_tree_phase(
             ctx,
-            trees,
-            "dir_create",
-            &DIR_CREATE_OPS,
-            self.total_dirs(),
+            (DIR_CREATE, &DIR_CREATE_OPS),
+            ("dirs", self.total_dirs()),
             |t, w, rec| {
                 let mkdir = rec.op("mkdir");
                 let root_fd = Dir::open_path(&t.root)?;
@@ -618,11 +702,10 @@ impl Fdtree {
                     }
                     Ok(())
                 };
-                let syncfs = sync_end.then(|| rec.op("syncfs"));
+                let syncfs = self.in_phase_syncfs(rec);
                 t.walk_then_sync(rec, w, false, (&mut pre, &mut nothing), syncfs)
             },
         )?;
-        phase.extra.insert("dirs".into(), phase.ops as f64);
         Ok(())
     }
 
@@ -630,13 +713,10 @@ impl Fdtree {
         let (nf, size) = (self.files_per_dir, self.file_size);
         let block = self.block.min(size).max(1) as usize;
         let fsync = self.fsync;
-        let trees = self.trees(ctx);
-        let phase = self.tree_phase(
+        let phase = self.own_tree_phase(
             ctx,
-            trees,
-            "file_create",
-            &FILE_CREATE_OPS,
-            self.total_files(),
+            (FILE_CREATE, &FILE_CREATE_OPS),
+            ("files", self.total_files()),
             |t, w, rec| {
                 let (create, write, fsync_op) =
                     (rec.op("create"), rec.op("write"), rec.op("fsync"));
@@ -657,15 +737,12 @@ impl Fdtree {
                         Ok(())
                     })
                 };
-                let syncfs = (fsync == FsyncMode::End).then(|| rec.op("syncfs"));
+                let syncfs = self.in_phase_syncfs(rec);
                 t.walk_then_sync(rec, w, true, (&mut pre, &mut nothing), syncfs)
             },
         )?;
-        let files = phase.ops as f64;
-        phase.extra.insert("files".into(), files);
-        phase
-            .extra
-            .insert("files_per_s".into(), files / phase.wall_s.max(1e-9));
+        let files_per_s = phase.ops as f64 / phase.wall_s.max(1e-9);
+        phase.extra.insert("files_per_s".into(), files_per_s);
         insert_kib_per_s(phase);
         Ok(())
     }
@@ -777,14 +854,10 @@ impl Fdtree {
 
     fn file_remove(&self, ctx: &mut RunContext) -> Result<()> {
         let nf = self.files_per_dir;
-        let sync_end = self.fsync == FsyncMode::End;
-        let trees = self.trees(ctx);
-        let phase = self.tree_phase(
+        self.own_tree_phase(
             ctx,
-            trees,
-            "file_remove",
-            &FILE_REMOVE_OPS,
-            self.total_files(),
+            (FILE_REMOVE, &FILE_REMOVE_OPS),
+            ("files", self.total_files()),
             |t, w, rec| {
                 let entry = Removal {
                     op: rec.op("unlink"),
@@ -794,27 +867,22 @@ impl Fdtree {
                 let mut pre = |rec: &mut Recorder, fd: &Dir, level: u32, name: &mut NameBuf| {
                     entry.remove_each(rec, fd, nf, |n, f| file_name(n, level, f), name)
                 };
-                let syncfs = sync_end.then(|| rec.op("syncfs"));
+                let syncfs = self.in_phase_syncfs(rec);
                 t.walk_then_sync(rec, w, true, (&mut pre, &mut nothing), syncfs)
             },
         )?;
-        let files = phase.ops as f64;
-        phase.extra.insert("files".into(), files);
         Ok(())
     }
 
     fn dir_remove(&self, ctx: &mut RunContext) -> Result<()> {
         let d = self.dirs_per_level;
-        let sync_end = self.fsync == FsyncMode::End;
-        let trees = self.trees(ctx);
-        let phase = self.tree_phase(
+        self.own_tree_phase(
             ctx,
-            trees,
-            "dir_remove",
-            &DIR_REMOVE_OPS,
-            self.total_dirs(),
+            (DIR_REMOVE, &DIR_REMOVE_OPS),
+            ("dirs", self.total_dirs()),
             |t, w, rec| {
-                let (rmdir, syncfs_op) = (rec.op("rmdir"), rec.op("syncfs"));
+                let rmdir = rec.op("rmdir");
+                let syncfs = self.in_phase_syncfs(rec);
                 let root_fd = Dir::open_path(&t.root)?;
                 let base = t.open(w)?;
                 let entry = Removal {
@@ -840,14 +908,12 @@ impl Fdtree {
                     Err(e) if missing(t.partial, e) || rec.stonewalled() => {}
                     Err(e) => return Err(fs_error("rmdir", &t.bases[w], e)),
                 }
-                if sync_end {
-                    let shown = t.root.display().to_string();
-                    timed_syncfs(rec, syncfs_op, &root_fd, &shown)?;
+                if let Some(op) = syncfs {
+                    timed_syncfs(rec, op, &root_fd, &t.root.display().to_string())?;
                 }
                 Ok(())
             },
         )?;
-        phase.extra.insert("dirs".into(), phase.ops as f64);
         Ok(())
     }
 
@@ -927,6 +993,7 @@ impl Workload for Fdtree {
             &READ_OPS,
             &FILE_REMOVE_OPS,
             &DIR_REMOVE_OPS,
+            &SYNC_OPS,
         ]
         .concat()
     }
@@ -1048,12 +1115,12 @@ impl Workload for Fdtree {
 
     fn run(&self, ctx: &mut RunContext) -> Result<()> {
         self.check_place(ctx.root())?;
-        self.dir_create(ctx)?;
+        self.with_sync(ctx, DIR_CREATE, Self::dir_create)?;
         // A tree of directories only (-f 0) has no file phases: a phase of nothing would
         // time only the walk.
         let files = self.files_per_dir > 0;
         if files {
-            self.file_create(ctx)?;
+            self.with_sync(ctx, FILE_CREATE, Self::file_create)?;
         }
         ctx.layout_point()?;
         // Under MPI, rank 0 alone writes it (of its own tree, or of the shared directory).
@@ -1074,9 +1141,9 @@ impl Workload for Fdtree {
         }
         ctx.make_cold()?;
         if files {
-            self.file_remove(ctx)?;
+            self.with_sync(ctx, FILE_REMOVE, Self::file_remove)?;
         }
-        self.dir_remove(ctx)
+        self.with_sync(ctx, DIR_REMOVE, Self::dir_remove)
     }
 }
 
@@ -1088,6 +1155,18 @@ mod tests {
     #[test]
     fn scenarios_have_one_set_of_names() {
         crate::choice::testing::one_set_of_names::<Scenario>();
+    }
+
+    #[test]
+    fn fsync_modes_have_one_set_of_names_and_phase_is_one() {
+        crate::choice::testing::one_set_of_names::<FsyncMode>();
+        let f: Fdtree = serde_json::from_value(serde_json::json!({"fsync": "phase"})).unwrap();
+        assert_eq!(f.fsync, FsyncMode::Phase);
+        assert_eq!(f.params()["fsync"], "phase");
+        let again: Fdtree = serde_json::from_value(f.params()).unwrap();
+        assert_eq!(again, f);
+        assert_eq!(sync_phase_name(DIR_REMOVE), "dir_remove_sync");
+        assert!(serde_json::from_value::<Fdtree>(serde_json::json!({"fsync": "later"})).is_err());
     }
 
     #[test]

@@ -154,6 +154,85 @@ fn fdtree_tree_and_phases_on_btrfs() {
     tree_on("btrfs", "256M", "file");
 }
 
+/// `--fsync phase`: every create and remove phase is timed without a sync, as fdtree times
+/// it, and followed by a phase of its own timing one syncfs, which holds the writeback the
+/// loop left (on ext4 with delayed allocation, the file data).
+#[test]
+fn fsync_phase_times_the_writeback_as_a_phase_of_its_own_on_ext4() {
+    if !crate::support::have_fs("ext4") {
+        return;
+    }
+    let sb = Sandbox::new();
+    let out = sb
+        .bench(&[
+            "bench",
+            "fdtree",
+            "--fs",
+            "ext4",
+            "--fs-size",
+            "256M",
+            "--levels",
+            "2",
+            "--dirs-per-level",
+            "3",
+            "--files-per-dir",
+            "4",
+            "--file-size",
+            "64K",
+            "--json",
+            "--quiet",
+            "--fsync",
+            "phase",
+        ])
+        .output()
+        .unwrap();
+    let run = json_of(&out);
+    sb.assert_clean();
+    let names: Vec<&str> = run["phases"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|p| p["name"].as_str().unwrap())
+        .collect();
+    assert_eq!(
+        names,
+        [
+            "dir_create",
+            "dir_create_sync",
+            "file_create",
+            "file_create_sync",
+            "file_remove",
+            "file_remove_sync",
+            "dir_remove",
+            "dir_remove_sync"
+        ]
+    );
+    for name in ["dir_create", "file_create", "file_remove", "dir_remove"] {
+        let p = phase(&run, name);
+        assert_eq!(
+            p["op_stats"]["syncfs"]["count"], 0,
+            "{name} is timed unsynced"
+        );
+        let s = phase(&run, &format!("{name}_sync"));
+        assert_eq!(s["ops"], 1, "{name}_sync: one syncfs");
+        assert_eq!(s["op_stats"]["syncfs"]["count"], 1, "{name}_sync");
+    }
+    // 52 files of 64K: delayed allocation leaves their data for the sync phase to write.
+    let data = 52 * 64 * 1024;
+    let written = |name: &str| phase(&run, name)["device"]["write_bytes"].as_u64().unwrap();
+    assert!(
+        written("file_create_sync") >= data,
+        "file_create_sync wrote {} bytes, the files hold {data}",
+        written("file_create_sync")
+    );
+    assert!(
+        written("file_create") < data,
+        "file_create wrote {} bytes before any sync",
+        written("file_create")
+    );
+    assert_eq!(run["workload"]["params"]["fsync"], "phase");
+}
+
 #[test]
 fn default_counts_are_exact_on_tmpfs() {
     // fdtree's defaults with 0-byte files (the counts do not depend on the size).

@@ -358,6 +358,7 @@ fn every_shipped_preset_is_a_valid_plan_for_the_registered_kinds() {
     let opts = ParseOptions {
         scale: None,
         workdir: Some(std::env::temp_dir()),
+        ..Default::default()
     };
     for p in PRESETS {
         let mut table: toml::Table = p

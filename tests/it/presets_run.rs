@@ -92,6 +92,13 @@ fn every_preset_runs_end_to_end_at_a_tiny_scale() {
                 !f.result.phases.is_empty(),
                 "{name}: a result without phases"
             );
+            // An as-published preset runs on the seed's disk, and its results say so.
+            if name.ends_with("-as-published") {
+                assert!(
+                    f.result.testbed.device_model.is_some(),
+                    "{name}: a result without its emulated disk"
+                );
+            }
         }
         eprintln!(
             "{name}: {runs} run(s) in {:.1} s",
@@ -99,4 +106,69 @@ fn every_preset_runs_end_to_end_at_a_tiny_scale() {
         );
     }
     sb.assert_clean();
+}
+
+/// `fsgauge run PRESET --device-model PROFILE` puts every testbed on that disk, and the dry run
+/// shows it; an as-published preset shows its own; a bad profile and a testbed that names a
+/// real device are refused before anything is made.
+#[test]
+fn device_model_override_shows_in_the_dry_run_and_bad_ones_are_refused() {
+    let sb = Sandbox::new();
+    let dry = |args: &[&str]| {
+        let out = sb
+            .cmd()
+            .args(["run"])
+            .args(args)
+            .args(["--dry-run", "--workdir"])
+            .arg(sb.workdir())
+            .output()
+            .unwrap();
+        (
+            out.status.code(),
+            String::from_utf8_lossy(&out.stdout).into_owned()
+                + &String::from_utf8_lossy(&out.stderr),
+        )
+    };
+    let testbed_lines = |text: &str| -> Vec<String> {
+        text.lines()
+            .skip_while(|l| !l.starts_with("testbeds:"))
+            .skip(1)
+            .take_while(|l| l.starts_with("  "))
+            .map(String::from)
+            .collect()
+    };
+    for (args, disk) in [
+        (
+            &["lowmem", "--device-model", "deskstar-7k250:seek=off"][..],
+            "disk=deskstar-7k250:seek=off",
+        ),
+        (&["journal-size-as-published"][..], "disk=st3500641as"),
+        (
+            &["journal-size-as-published", "--device-model", "ram"][..],
+            "disk=ram",
+        ),
+    ] {
+        let (code, text) = dry(args);
+        assert_eq!(code, Some(0), "{args:?}: {text}");
+        let lines = testbed_lines(&text);
+        assert!(!lines.is_empty(), "{args:?}: {text}");
+        for l in &lines {
+            assert!(l.contains(&format!(" {disk}")), "{args:?}: {l}");
+        }
+    }
+    let (code, text) = dry(&["lowmem", "--device-model", "nope"]);
+    assert_eq!(code, Some(2), "{text}");
+    assert!(
+        text.contains("--device-model") && text.contains("st3500641as"),
+        "{text}"
+    );
+    let plan = sb.path().join("real.toml");
+    std::fs::write(
+        &plan,
+        "name = \"real\"\n[[testbed]]\nfs = \"ext4\"\nfs_size = \"1G\"\ndevice = \"/dev/sdz\"\n[[workload]]\nkind = \"tree\"\n",
+    )
+    .unwrap();
+    let (code, text) = dry(&[plan.to_str().unwrap(), "--device-model", "ram"]);
+    assert_eq!(code, Some(2), "{text}");
+    assert!(text.contains("real.toml:5:1: device"), "{text}");
 }

@@ -41,7 +41,16 @@ pub const PRESETS: &[Preset] = &[
     preset!("fragmentation", 13.9, "study 3, fragmentation: do aged files read slower than a fresh copy? round-robin appends to 75% of 6G on ext2, ext4, xfs; read speed and layout of both trees"),
     preset!("inode-interleave", 5.2, "study 4, inode reservation: does interleaved creation make a cold rm -rf slower than grouped creation? ext4 data modes, ext2, ext3"),
     preset!("journal-size", 17.2, "study 5, journal size: does a larger journal speed up deep-tree removal? fdtree's four scenarios with an external RAM journal of 16M to 1G"),
+    preset!("lowmem-as-published", 15.0, "study 1 as published: the lowmem questions timed without sync as the study's `time` did, on an emulated Deskstar 7K250-class disk with barrier=0"),
+    preset!("reservation-as-published", 15.0, "study 2 as published: the reservation questions on an emulated Deskstar 7K250-class disk with barrier=0, a fresh filesystem per run"),
+    preset!("fragmentation-as-published", 20.0, "study 3 as published: the fragmentation questions on the study's 1G filesystems on an emulated Deskstar 7K250-class disk, 64K round-robin appends"),
+    preset!("inode-interleave-as-published", 20.0, "study 4 as published: the inode-interleave questions with the study's 9890 x 14 files on an emulated Deskstar 7K250-class disk with barrier=0, rm -rf after a remount"),
+    preset!("journal-size-as-published", 15.0, "study 5 as published: the journal-size questions on an emulated Seagate ST3500641AS (the study's disk), fdtree phases timed without a sync as fdtree times them and the writeback as sync phases of their own"),
 ];
+
+/// The suffix of a seed preset's as-published form: the seed's disk (emulated), its method,
+/// its filesystem size and its mount options where they can be had (see each one's header).
+pub const AS_PUBLISHED: &str = "-as-published";
 
 /// Looks a preset up by name.
 pub fn find(name: &str) -> Option<&'static Preset> {
@@ -119,6 +128,106 @@ mod tests {
         }
     }
 
+    fn parse_with(p: &Preset, device_model: Option<&str>) -> crate::plan::Plan {
+        let opts = crate::plan::ParseOptions {
+            workdir: Some(std::env::temp_dir()),
+            device_model: device_model.map(|d| d.parse().unwrap()),
+            ..Default::default()
+        };
+        crate::plan::parse(p.toml, &p.source(), &opts).unwrap()
+    }
+
+    /// Every seed preset has an as-published form, which asks the base preset's questions
+    /// (with their published figures) on a device model that loads, with fdtree timed as
+    /// fdtree times it.
+    #[test]
+    fn every_seed_preset_has_an_as_published_form_on_a_disk_that_loads() {
+        let seeds = [
+            "lowmem",
+            "reservation",
+            "fragmentation",
+            "inode-interleave",
+            "journal-size",
+        ];
+        let published: Vec<&Preset> = PRESETS
+            .iter()
+            .filter(|p| p.name.ends_with(AS_PUBLISHED))
+            .collect();
+        assert_eq!(published.len(), seeds.len());
+        for seed in seeds {
+            let base = find(seed).unwrap();
+            let p = find(&format!("{seed}{AS_PUBLISHED}")).unwrap();
+            assert!(p.runnable(), "{}", p.name);
+            let (plan, base_plan) = (parse_with(p, None), parse_with(base, None));
+            assert_eq!(plan.name, p.name);
+            let questions = |pl: &crate::plan::Plan| -> Vec<crate::results::Question> {
+                pl.questions.iter().map(|q| q.question.clone()).collect()
+            };
+            assert_eq!(questions(&plan), questions(&base_plan), "{}", p.name);
+            for t in &plan.testbeds {
+                let m = t.spec.device_model.as_ref().unwrap_or_else(|| {
+                    panic!("{}: testbed {} has no device_model", p.name, t.spec.label)
+                });
+                let (profile, _) = m.profile.load().unwrap();
+                let disk = if seed == "journal-size" {
+                    "st3500641as"
+                } else {
+                    "deskstar-7k250"
+                };
+                assert_eq!(profile.name, disk, "{} {}", p.name, t.spec.label);
+                // Study 5's journal was on RAM: only the main device is modelled.
+                assert!(t.spec.journal_device_model.is_none());
+                assert!(!t.spec.mount_opts.contains("nobarrier"), "{}", p.name);
+                if t.spec.fs.is_ext() && seed != "journal-size" && t.spec.fs.name() != "ext2" {
+                    assert!(t.spec.mount_opts.contains("barrier=0"), "{}", p.name);
+                }
+            }
+            for w in plan.workloads.iter().filter(|w| w.kind == "fdtree") {
+                assert_eq!(w.workload.params()["fsync"], "phase", "{}", p.name);
+            }
+            assert!(p.toml.starts_with("# Seed study"), "{}: a header", p.name);
+            assert!(p.toml.contains("Departures, and why:"), "{}", p.name);
+            assert!(p.toml.contains("Expected time:"), "{}", p.name);
+        }
+    }
+
+    /// `--device-model` (ParseOptions::device_model) puts every testbed of a preset on that
+    /// disk, keeping each one's offset; a disk the filesystem does not fit on at its offset is
+    /// refused, naming the flag.
+    #[test]
+    fn device_model_overrides_every_testbed() {
+        for name in ["journal-size", "lowmem-as-published"] {
+            let p = find(name).unwrap();
+            let plan = parse_with(p, Some("ram:constant=1ms"));
+            assert!(!plan.testbeds.is_empty());
+            for t in &plan.testbeds {
+                let m = t.spec.device_model.as_ref().unwrap();
+                assert_eq!(m.profile.as_str(), "ram:constant=1ms", "{name}");
+                assert_eq!(m.offset, 0);
+                assert!(t.spec.describe().ends_with(" disk=ram:constant=1ms"));
+            }
+        }
+        let text = "name = \"x\"\n[[testbed]]\nfs = \"ext4\"\nfs_size = \"1G\"\ndevice_model = \"st3500641as\"\ndevice_offset = \"300G\"\n[[workload]]\nkind = \"tree\"\nfiles = 1\nfile_size = \"4K\"\n";
+        let opts = |d: &str| crate::plan::ParseOptions {
+            workdir: Some(std::env::temp_dir()),
+            device_model: Some(d.parse().unwrap()),
+            ..Default::default()
+        };
+        // 300G into a 500 GB disk fits; into a 250 GB one it does not.
+        let plan = crate::plan::parse(text, "x.toml", &opts("st3500641as:seek=off")).unwrap();
+        let m = plan.testbeds[0].spec.device_model.clone().unwrap();
+        assert_eq!(
+            (m.profile.as_str(), m.offset),
+            ("st3500641as:seek=off", 300 << 30)
+        );
+        let e = crate::plan::parse(text, "x.toml", &opts("deskstar-7k250")).unwrap_err();
+        let e = e.to_string();
+        assert!(
+            e.contains("does not fit on deskstar-7k250") && e.contains("device_offset"),
+            "{e}"
+        );
+    }
+
     /// The reservation preset lists one tio and one clients entry whose sweeps expand into a
     /// run per cell (threads, clients), each on a fresh filesystem with its own spec hash, as
     /// when every cell is written as an entry of its own (so `--resume` finds either form).
@@ -140,6 +249,7 @@ mod tests {
         let opts = crate::plan::ParseOptions {
             scale: None,
             workdir: Some(std::env::temp_dir()),
+            ..Default::default()
         };
         let runs = |text: &str| {
             let plan = crate::plan::parse(text, "reservation", &opts).unwrap();
