@@ -65,7 +65,7 @@ pub const PRESETS: &[Preset] = &[
         name: "lowmem-as-published",
         about: "study 1 as published: the lowmem questions timed without sync as the study's `time` did, on an emulated Deskstar 7K250-class disk with barrier=0",
         toml: include_str!("lowmem-as-published.toml"),
-        minutes: 15.0,
+        minutes: 14.0,
     },
     Preset {
         name: "reservation-as-published",
