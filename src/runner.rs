@@ -391,10 +391,11 @@ fn write_outcome(result: RunResult, opts: &RunOptions) -> Result<Outcome> {
 fn no_room(target: &Target, wl: &dyn Workload, need: u64, avail: u64) -> anyhow::Error {
     match target {
         Target::Testbed(_) => bad_input(format!(
-            "the {} workload needs about {} but the filesystem has only {} free after mkfs; make --fs-size larger",
+            "the {} workload needs about {} but the filesystem has only {} free after mkfs; make {} larger",
             wl.kind(),
             format_size_round(need),
-            format_size_round(avail)
+            format_size_round(avail),
+            crate::testbed::params::SIZE_FLAG
         )),
         Target::Dir(dir) => bad_input(format!(
             "the {} workload needs about {} but --dir {} has only {} free; free space there, pick a directory on a filesystem with more room, or make the workload smaller",
@@ -580,7 +581,7 @@ fn condition(
     let (_, avail) = target.space()?;
     if need > avail {
         let bigger = match &*target {
-            Target::Testbed(_) => "make --fs-size larger".to_string(),
+            Target::Testbed(_) => format!("make {} larger", crate::testbed::params::SIZE_FLAG),
             Target::Dir(d) => format!("free space in --dir {}", d.display()),
         };
         return Err(bad_input(format!(
