@@ -161,7 +161,6 @@ pub fn have_root() -> bool {
     true
 }
 
-/// True when root, loop devices and `mkfs.<kind>` are available.
 /// Root and /dev/fuse, for emulated disks (their device server is a FUSE file).
 pub fn have_fuse() -> bool {
     if !have_root() {
@@ -173,6 +172,7 @@ pub fn have_fuse() -> bool {
     true
 }
 
+/// True when root, loop devices and `mkfs.<kind>` are available.
 pub fn have_fs(kind: &str) -> bool {
     if !have_root() {
         return false;
