@@ -184,6 +184,43 @@ impl Drop for MemLimit {
     }
 }
 
+/// The prefix of a cgroup path outside every cgroup fsgauge made (`fsgauge-*`), when the path
+/// is inside one: where a process that must not be limited with the run goes.
+fn outside_ours(path: &str) -> Option<String> {
+    let parts: Vec<&str> = path.split('/').filter(|p| !p.is_empty()).collect();
+    let first = parts.iter().position(|p| p.starts_with("fsgauge-"))?;
+    Some(format!("/{}", parts[..first].join("/")))
+}
+
+/// Moves this process out of every memory cgroup fsgauge made (cgroup v1's memory hierarchy
+/// and cgroup2), into the cgroup the run came from. The emulated disk's server calls it: a
+/// process that serves a testbed's block requests must never be reclaimed, throttled or
+/// OOM-killed against the workload's limit. Returns what could not be done.
+pub fn leave_fsgauge_cgroups() -> Vec<String> {
+    let me = std::process::id().to_string();
+    let mut failed = Vec::new();
+    let mut moves = Vec::new();
+    if let Some(own) = own_cgroup("memory") {
+        moves.push((PathBuf::from(V1_ROOT), own));
+    }
+    if let (Some(root), Some(own)) = (v2_root(), own_cgroup("")) {
+        moves.push((root, own));
+    }
+    for (root, own) in moves {
+        let Some(to) = outside_ours(&own) else {
+            continue;
+        };
+        let procs = root.join(to.trim_start_matches('/')).join("cgroup.procs");
+        if let Err(e) = fs::write(&procs, &me) {
+            failed.push(format!(
+                "could not leave the run's cgroup {own} (writing {}: {e})",
+                procs.display()
+            ));
+        }
+    }
+    failed
+}
+
 fn write(path: &Path, value: &str) -> Result<()> {
     fs::write(path, value).with_context(|| format!("writing {value} to {}", path.display()))
 }

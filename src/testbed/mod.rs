@@ -63,7 +63,7 @@ pub use cache::{drop_caches, syncfs};
 pub use device::EmulatedDevice;
 pub use ledger::{Ledger, LedgerEntry, Resource};
 pub use loopdev::LoopDevice;
-pub use memlimit::{CgroupVersion, MemCharger, MemLimit};
+pub use memlimit::{leave_fsgauge_cgroups, CgroupVersion, MemCharger, MemLimit};
 pub use mkfs::{mkfs_command, MkfsCommand};
 pub use params::TestbedParams;
 pub use rundir::{across_remount, RunDir};
@@ -377,10 +377,11 @@ impl Testbed {
                 .with_context(|| format!("--device {}", dev.display()))?
                 .rdev();
         } else if let Some(m) = &spec.device_model {
-            let (f, id) = self.make_image(&home, &home_path, "fs.img", spec.size, spec.backing)?;
+            let (f, _) = self.make_image(&home, &home_path, "fs.img", spec.size, spec.backing)?;
             let disk = self.serve(f, m.profile.as_str(), spec.size, m.offset, m.during)?;
             (self.device, self.fsdev) = disk_device(&disk)?;
-            backing_id = Some(id);
+            // The loop device's backing is the server's disk file, not the image under it.
+            backing_id = disk.backing();
             self.emulated.main = Some(disk);
         } else {
             let made = self.make_image(&home, &home_path, "fs.img", spec.size, spec.backing)?;

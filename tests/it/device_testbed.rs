@@ -3,7 +3,7 @@
 //! late; set-up (mkfs, aging, the fresh copy) runs at native speed unless
 //! `device_model_during = "always"`; nothing is left behind.
 
-use crate::support::{have_fs, have_fuse, Sandbox};
+use crate::support::{have_fs, have_fuse, have_root, skip, Sandbox};
 
 /// The device servers' FUSE mounts of the fsgauge process `pid`.
 fn server_mounts(pid: u32) -> Vec<String> {
@@ -247,7 +247,7 @@ fn servers_of(parent: u32) -> Vec<u32> {
 
 /// A bench run on an emulated disk long enough to be interrupted, and its device server once
 /// it is up and the measured run under way.
-fn long_run_on_an_emulated_disk(sb: &Sandbox) -> (std::process::Child, u32) {
+fn long_run_on_an_emulated_disk(sb: &Sandbox, extra: &[&str]) -> (std::process::Child, u32) {
     let mut child = sb
         .bench(&[
             "bench",
@@ -270,6 +270,7 @@ fn long_run_on_an_emulated_disk(sb: &Sandbox) -> (std::process::Child, u32) {
             "file",
             "--quiet",
         ])
+        .args(extra)
         .stdout(std::process::Stdio::null())
         .stderr(std::process::Stdio::piped())
         .spawn()
@@ -329,7 +330,7 @@ fn an_interrupted_run_on_an_emulated_disk_leaves_nothing() {
         (nix::sys::signal::Signal::SIGTERM, 143),
     ] {
         let sb = Sandbox::new();
-        let (child, server) = long_run_on_an_emulated_disk(&sb);
+        let (child, server) = long_run_on_an_emulated_disk(&sb, &[]);
         let pid = child.id();
         signal(pid, sig);
         let (status, err) = finish(child);
@@ -354,7 +355,7 @@ fn a_device_server_killed_mid_run_fails_the_run_naming_it_and_leaves_nothing() {
         return;
     }
     let sb = Sandbox::new();
-    let (child, server) = long_run_on_an_emulated_disk(&sb);
+    let (child, server) = long_run_on_an_emulated_disk(&sb, &[]);
     let pid = child.id();
     signal(server, nix::sys::signal::Signal::SIGKILL);
     let (status, err) = finish(child);
@@ -365,5 +366,130 @@ fn a_device_server_killed_mid_run_fails_the_run_naming_it_and_leaves_nothing() {
         "{err}"
     );
     assert!(server_mounts(pid).is_empty(), "{:?}", server_mounts(pid));
+    sb.assert_clean();
+}
+
+/// Fault injection: fsgauge itself is killed (SIGKILL: nothing of it runs again) during a run
+/// on an emulated disk. Its server keeps serving the loop device (the filesystem on it is
+/// still mounted: ending would turn its unmount into I/O errors); `testbed cleanup` then
+/// removes everything the run left, the server last: the filesystem's mount, both loop
+/// devices, the FUSE mount, the server, the image and the ledger entries.
+#[test]
+fn a_killed_run_on_an_emulated_disk_is_removed_by_testbed_cleanup() {
+    if !have_fs("ext4") || !have_fuse() {
+        return;
+    }
+    let sb = Sandbox::new();
+    let (mut child, server) = long_run_on_an_emulated_disk(&sb, &[]);
+    let pid = child.id();
+    signal(pid, nix::sys::signal::Signal::SIGKILL);
+    child.wait().unwrap();
+    let out = sb.cmd().args(["testbed", "cleanup"]).output().unwrap();
+    assert!(
+        out.status.success(),
+        "testbed cleanup failed: {}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    let gone = |p: u32| {
+        !std::path::Path::new(&format!("/proc/{p}")).exists()
+            || std::fs::read_to_string(format!("/proc/{p}/stat")).is_ok_and(|s| s.contains(") Z "))
+    };
+    let deadline = std::time::Instant::now() + std::time::Duration::from_secs(30);
+    while !gone(server) {
+        assert!(
+            std::time::Instant::now() < deadline,
+            "the device server {server} outlived testbed cleanup by 30 s"
+        );
+        std::thread::sleep(std::time::Duration::from_millis(50));
+    }
+    assert!(server_mounts(pid).is_empty(), "{:?}", server_mounts(pid));
+    sb.assert_clean();
+}
+
+/// The cgroups (v1 memory hierarchy and cgroup2) a process is in, as /proc/PID/cgroup says.
+fn cgroups_of(pid: u32) -> String {
+    std::fs::read_to_string(format!("/proc/{pid}/cgroup")).unwrap_or_default()
+}
+
+/// A run under a memory limit on an emulated disk: the workload is in the run's memory cgroup,
+/// the device server is not (it must never be reclaimed or OOM-killed against the workload's
+/// limit), and the run completes.
+#[test]
+fn the_device_server_stays_outside_the_runs_memory_cgroup() {
+    if !have_fs("ext4") || !have_fuse() {
+        return;
+    }
+    let sb = Sandbox::new();
+    let (child, server) = long_run_on_an_emulated_disk(&sb, &["--mem-limit", "256M"]);
+    let pid = child.id();
+    let run = cgroups_of(pid);
+    let served = cgroups_of(server);
+    signal(pid, nix::sys::signal::Signal::SIGTERM);
+    let (status, err) = finish(child);
+    assert_eq!(status.code(), Some(143), "{err}");
+    assert!(
+        run.lines().any(|l| l.contains("/fsgauge-")),
+        "the run is not in a memory cgroup of its own: {run}"
+    );
+    assert!(
+        !served.contains("/fsgauge-"),
+        "the device server is in the run's cgroup:\n{served}"
+    );
+    sb.assert_clean();
+}
+
+/// A device server started inside a memory cgroup of fsgauge's (as a server started within a
+/// limited run would be) moves itself out, to the cgroup the run came from.
+#[test]
+fn a_device_server_started_inside_a_runs_memory_cgroup_leaves_it() {
+    let v1 = std::path::Path::new("/sys/fs/cgroup/memory");
+    if !have_fuse() || !v1.join("memory.limit_in_bytes").exists() {
+        if have_root() {
+            skip("needs cgroup v1's memory hierarchy at /sys/fs/cgroup/memory");
+        }
+        return;
+    }
+    let own = cgroups_of(std::process::id())
+        .lines()
+        .find_map(|l| {
+            let mut f = l.splitn(3, ':');
+            let (_, ctl, path) = (f.next()?, f.next()?, f.next()?);
+            ctl.split(',')
+                .any(|c| c == "memory")
+                .then(|| path.to_string())
+        })
+        .expect("this process's memory cgroup");
+    let parent = v1.join(own.trim_start_matches('/'));
+    let cg = parent.join(format!("fsgauge-test-{}", std::process::id()));
+    std::fs::create_dir(&cg).unwrap();
+    let sb = Sandbox::new();
+    let seen = sb.path().join("server-cgroup");
+    let st = std::process::Command::new("sh")
+        .arg("-c")
+        .arg(r#"echo $$ > "$CG" && exec "$EXE" devices check ram --size 64M --seconds 0.2 --run 'cat /proc/$FSGAUGE_SERVER_PID/cgroup > "$SEEN"'"#)
+        .env("CG", cg.join("cgroup.procs"))
+        .env("SEEN", &seen)
+        .env("EXE", env!("CARGO_BIN_EXE_fsgauge"))
+        .env("FSGAUGE_STATE_DIR", sb.state())
+        .stdout(std::process::Stdio::null())
+        .status()
+        .unwrap();
+    let served = std::fs::read_to_string(&seen).unwrap_or_default();
+    // Empty again (the shell became fsgauge, which has ended): only the directory is left.
+    std::fs::remove_dir(&cg).unwrap();
+    assert!(st.success(), "devices check failed: {st}");
+    let memory = served
+        .lines()
+        .find(|l| {
+            l.split(':')
+                .nth(1)
+                .is_some_and(|c| c.split(',').any(|c| c == "memory"))
+        })
+        .unwrap_or_else(|| panic!("no memory line in the server's cgroups: {served}"));
+    assert_eq!(
+        memory.splitn(3, ':').nth(2),
+        Some(own.as_str()),
+        "the server did not leave the run's cgroup: {served}"
+    );
     sb.assert_clean();
 }

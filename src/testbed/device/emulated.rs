@@ -5,7 +5,7 @@
 //! the ledger before it is made, so `fsgauge testbed cleanup` removes what a SIGKILL left.
 
 use std::io::{BufRead, BufReader, Write};
-use std::os::unix::fs::DirBuilderExt;
+use std::os::fd::AsFd;
 use std::path::{Path, PathBuf};
 use std::process::{Child, ChildStdin, ChildStdout, Command, Stdio};
 use std::sync::atomic::{AtomicU32, Ordering};
@@ -19,6 +19,7 @@ use super::server::DISK_NAME;
 use super::stats::Snapshot;
 use crate::measure::{ModelProbe, PhaseEnd};
 use crate::results::device::DeviceModelInfo;
+use crate::sys::trust::{self as sys_trust, FileId};
 use crate::testbed::ledger::{process_start_time, Ledger, Resource};
 use crate::testbed::LoopDevice;
 
@@ -36,6 +37,8 @@ pub struct EmulatedDevice {
     mount: PathBuf,
     file: PathBuf,
     loop_dev: Option<LoopDevice>,
+    /// The disk file's identity, once the loop device is attached.
+    backing: Option<FileId>,
     ledger: Ledger,
 }
 
@@ -119,25 +122,17 @@ impl ModelProbe for Probe {
     }
 }
 
-/// An empty root-only directory for the mount, under the system's temporary directory.
-fn make_mount_dir() -> Result<PathBuf> {
-    let base = std::env::temp_dir();
-    for _ in 0..100 {
-        let n = SERIAL.fetch_add(1, Ordering::Relaxed);
-        let path = base.join(format!("fsgauge-device-{}-{n}", std::process::id()));
-        match std::fs::DirBuilder::new().mode(0o700).create(&path) {
-            Ok(()) => return Ok(path),
-            Err(e) if e.kind() == std::io::ErrorKind::AlreadyExists => continue,
-            Err(e) => {
-                return Err(e)
-                    .with_context(|| format!("creating mount directory {}", path.display()))
-            }
-        }
-    }
-    bail!(
-        "no free name for a device mount directory in {}",
-        base.display()
-    )
+/// An empty directory for the mount (mode 0700, an unpredictable name) in fsgauge's own work
+/// directory, which only root can change: the server mounts on it by path. Its path and
+/// identity, for the ledger.
+fn make_mount_dir() -> Result<(PathBuf, FileId)> {
+    let base = crate::testbed::spec::default_workdir(crate::testbed::Backing::File);
+    let fd = sys_trust::own_dir(&base)?;
+    let (name, dir) = sys_trust::private_dir_in(fd.as_fd())
+        .with_context(|| format!("making the device's mount directory in {}", base.display()))?;
+    let id =
+        FileId::of(dir.as_fd()).with_context(|| format!("stat {}", base.join(&name).display()))?;
+    Ok((base.join(name), id))
 }
 
 /// How to start a server ([`EmulatedDevice::start_with`]).
@@ -219,10 +214,10 @@ impl EmulatedDevice {
         ledger.set_details(
             serde_json::json!({"kind": "emulated device", "profile": profile_ref, "image": image}),
         )?;
-        let mount = make_mount_dir()?;
+        let (mount, mount_id) = make_mount_dir()?;
         ledger.record(Resource::Dir {
             path: mount.clone(),
-            id: None,
+            id: Some(mount_id),
         })?;
         let mut command = Command::new(&exe);
         command
@@ -278,6 +273,7 @@ impl EmulatedDevice {
             file,
             mount,
             loop_dev: None,
+            backing: None,
             ledger,
         };
         dev.wait_ready()?;
@@ -319,6 +315,12 @@ impl EmulatedDevice {
         &self.mount
     }
 
+    /// The identity of the disk file the loop device is attached to (as the loop driver
+    /// reports its backing file), once attached.
+    pub fn backing(&self) -> Option<FileId> {
+        self.backing
+    }
+
     /// The server's process id.
     pub fn server_pid(&self) -> u32 {
         self.child.id()
@@ -336,15 +338,19 @@ impl EmulatedDevice {
         if let Some(l) = &self.loop_dev {
             return Ok(l.path().to_path_buf());
         }
-        self.ledger.record(Resource::Loop {
-            image: self.file.clone(),
-            backing: None,
-        })?;
         let disk = std::fs::OpenOptions::new()
             .read(true)
             .write(true)
             .open(&self.file)
             .with_context(|| format!("opening the emulated disk {}", self.file.display()))?;
+        // Found again by the disk file's identity, as the loop driver reports its backing.
+        let id =
+            FileId::of(disk.as_fd()).with_context(|| format!("stat {}", self.file.display()))?;
+        self.ledger.record(Resource::Loop {
+            image: self.file.clone(),
+            backing: Some(id),
+        })?;
+        self.backing = Some(id);
         let l = LoopDevice::attach(&disk, &self.file, true).with_context(|| {
             format!(
                 "attaching a loop device to the emulated disk {}",

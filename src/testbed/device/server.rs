@@ -589,11 +589,12 @@ fn reply(job: Job, pool: &Pool) -> u64 {
     replied
 }
 
-/// Moves this process into the root cgroup (v2), out of any memory cgroup a run made: the
-/// daemon must not be reclaimed against a workload's limit.
+/// Moves this process out of every memory cgroup a run made (v1 and v2): the daemon must not
+/// be reclaimed against a workload's limit.
 fn leave_memory_cgroups() {
-    let me = std::process::id().to_string();
-    let _ = std::fs::write("/sys/fs/cgroup/cgroup.procs", &me);
+    for m in crate::testbed::leave_fsgauge_cgroups() {
+        eprintln!("fsgauge devices serve: {m}; the server's memory counts against the run's limit");
+    }
 }
 
 /// Runs the server until the control pipe (stdin) closes. Prints `ready` on stdout once the

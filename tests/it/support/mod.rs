@@ -142,7 +142,8 @@ fn in_ci() -> bool {
     std::env::var_os("CI").is_some_and(|v| !v.is_empty() && v != "false")
 }
 
-fn skip(reason: &str) -> bool {
+/// Skips a test with a printed reason (fails it under CI).
+pub fn skip(reason: &str) -> bool {
     if in_ci() {
         panic!("CI must run every test, but: {reason}");
     }
