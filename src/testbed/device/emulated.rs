@@ -232,6 +232,10 @@ impl EmulatedDevice {
         if !modelled {
             command.arg("--model-off");
         }
+        static SAID: std::sync::atomic::AtomicBool = std::sync::atomic::AtomicBool::new(false);
+        if SAID.swap(true, Ordering::Relaxed) {
+            command.env(super::server::QUIET_SETUP_ENV, "1");
+        }
         let mut child = command
             .stdin(Stdio::piped())
             .stdout(Stdio::piped())

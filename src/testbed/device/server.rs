@@ -589,6 +589,17 @@ fn reply(job: Job, pool: &Pool) -> u64 {
     replied
 }
 
+/// Set by the parent on every server after its first: the machine's limits were said once.
+pub const QUIET_SETUP_ENV: &str = "FSGAUGE_DEVICE_QUIET_SETUP";
+
+/// A limit of this machine met while setting the server up (no CAP_SYS_RESOURCE, no real
+/// time), said by the first server an fsgauge process starts, not by each of them.
+fn setup_warning(m: &str) {
+    if std::env::var_os(QUIET_SETUP_ENV).is_none() {
+        eprintln!("fsgauge devices serve: {m}");
+    }
+}
+
 /// Moves this process out of every memory cgroup a run made (v1 and v2): the daemon must not
 /// be reclaimed against a workload's limit.
 fn leave_memory_cgroups() {
@@ -603,7 +614,7 @@ pub fn serve(args: &ServeArgs) -> Result<()> {
     // No PR_SET_PDEATHSIG: it fires when the parent *thread* ends, which in a library user
     // need not be the process. The control pipe's end of file tells of the parent's death.
     if let Err(e) = rt::set_io_flusher() {
-        eprintln!("fsgauge devices serve: prctl(PR_SET_IO_FLUSHER) failed ({e}); the server may deadlock under memory pressure (needs Linux 5.6+ and CAP_SYS_RESOURCE)");
+        setup_warning(&format!("prctl(PR_SET_IO_FLUSHER) failed ({e}); the server may deadlock under memory pressure (needs Linux 5.6+ and CAP_SYS_RESOURCE)"));
     }
     let _ = rt::set_timer_slack_min();
     leave_memory_cgroups();
@@ -623,13 +634,13 @@ pub fn serve(args: &ServeArgs) -> Result<()> {
     let image = Arc::new(Image::open(&args.image, args.size)?);
     let pool = Arc::new(Pool::new(BUFFERS));
     if let Err(e) = rt::lock_all_memory() {
-        eprintln!("fsgauge devices serve: mlockall failed ({e}); the server's memory may be paged out under pressure");
+        setup_warning(&format!("mlockall failed ({e}); the server's memory may be paged out under pressure"));
     }
     // Real time for every server thread (they inherit it): replies leave on time even when
     // the workload keeps every core busy. Spins are short (SPIN_NS) and the kernel's RT
     // throttling keeps a runaway from freezing the machine.
     if let Err(e) = rt::set_realtime(REALTIME_PRIORITY) {
-        eprintln!("fsgauge devices serve: SCHED_FIFO refused ({e}); replies may be late when the CPUs are busy");
+        setup_warning(&format!("SCHED_FIFO refused ({e}); replies may be late when the CPUs are busy"));
     }
     let stats = Arc::new(Mutex::new(Stats::default()));
     let immediate = (profile.kind == super::Kind::Ram && abl.constant_ns.is_none())
