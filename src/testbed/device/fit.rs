@@ -93,7 +93,12 @@ pub fn run(spec: &TargetSpec<'_>, opts: &CheckOptions, name: Option<&str>) -> Re
     };
     let fitted = fit(&input).map_err(|m| anyhow::anyhow!("fitting {}: {m}", spec.target))?;
     let date = humantime::format_rfc3339_seconds(std::time::SystemTime::now()).to_string();
-    let toml = profile_toml(&fitted, &template, &name, spec.target, &date[..10]);
+    let on = if spec.is_device() {
+        spec.target.to_string()
+    } else {
+        format!("the emulated {}", spec.target)
+    };
+    let toml = profile_toml(&fitted, &template, &name, &on, &date[..10]);
     // What is written must load: the same parser `--device-model FILE` uses.
     profile::parse(&toml, "the fitted profile")
         .map_err(|e| e.context("the fitted profile does not load (a fit out of range)"))?;
@@ -213,7 +218,7 @@ fn template_params(p: &Profile) -> Result<&HddParams, String> {
     match &p.params {
         Params::Hdd(h) => Ok(h),
         _ => Err(format!(
-            "the template profile {} is a {}, not a rotating disk (kind = \"hdd\"): give an hdd profile with --template",
+            "profile {} is a {}, not a rotating disk (kind = \"hdd\"): devices fit derives a rotating disk's profile (for a real device, give an hdd profile with --profile)",
             p.name, p.kind
         )),
     }
