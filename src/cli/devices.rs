@@ -1,5 +1,6 @@
-//! `fsgauge devices list|show`: the device profiles an emulated testbed can use, each parameter
-//! with its source, and what the model expects of the drive.
+//! `fsgauge devices list|show|check|fit`: the device profiles an emulated testbed can use, each
+//! parameter with its source, and what the model expects of the drive; the micro-benchmarks
+//! that hold a device against the model, and the fit of a profile to a device.
 
 use std::fmt::Write;
 use std::process::ExitCode;
@@ -10,6 +11,8 @@ use clap::{Args, Subcommand};
 use super::common::OutputArgs;
 use crate::error::bad_input;
 use crate::report::output::listing;
+use crate::testbed::device::bench_target::TargetSpec;
+use crate::testbed::device::check::CheckOptions;
 use crate::testbed::device::profile::{self, Kind, Params, Profile};
 use crate::testbed::device::{expectations, load_ref, Ablations, Expectations};
 
@@ -51,13 +54,16 @@ pub enum DevicesSub {
         out: OutputArgs,
     },
     /// Measure a device against the model: QD1 random 4K reads over the whole stroke and over
-    /// its first 1%, sequential 1M reads at the outer and inner zones (and with `--write` a
-    /// write + flush rate), each for `--seconds`; print measured vs modelled, the demerit of
-    /// the random-read service times, and the emulator's lateness p50/p99/max.
+    /// its first 1%, sequential 1M reads at the outer and inner zones, the seek curve (4K read
+    /// pairs at 12 distances from one cylinder to the whole stroke) and same-track read pairs
+    /// (the rotational wait, and the revolution it gives), and with `--write` a write + flush
+    /// rate; each for `--seconds`. Prints measured vs modelled, the demerit of the random-read
+    /// service times, and the emulator's lateness p50/p99/max.
     ///
     /// TARGET is a profile (emulated: a server is started on a sparse image in a private
-    /// temporary directory, as large as the profile's capacity or `--size`) or a block device
-    /// `/dev/X`, read only (compared with `--profile` if given).
+    /// directory under /var/tmp/fsgauge, as large as the profile's capacity or `--size`) or a
+    /// block device `/dev/X`, read only (compared with `--profile` if given; read pairs are
+    /// then placed on its tracks and cylinders, else by bytes).
     Check {
         /// A profile (name or file, with `:ablations`) or a block device /dev/X.
         target: String,
@@ -85,6 +91,48 @@ pub enum DevicesSub {
         seed: u64,
         #[command(flatten)]
         out: OutputArgs,
+    },
+    /// Derive a rotating disk's profile from measurements: rpm from same-track read pairs,
+    /// track-to-track, average and full-stroke seek from the seek curve, outer and inner zone
+    /// rates from sequential reads, command overhead from the shortest reads.
+    ///
+    /// It runs the `devices check` micro-benchmarks (six, each for `--seconds`: about
+    /// 6 × seconds plus a few seconds to start an emulated disk; 5 s each gives about 35 s) and
+    /// prints the fitted profile as a profile file. Parameters that reads cannot measure
+    /// (heads, zones, switch times, cache, link, queue) are copied from a template, and every
+    /// value's source says which it is.
+    ///
+    /// TARGET is a block device `/dev/X` (read only; the template and track placement come
+    /// from `--profile`, default deskstar-7k250) or a profile name: its emulated disk is
+    /// measured and the fitted figures are compared with the profile's own (how the fit is
+    /// validated).
+    ///
+    /// Save it with `--out mydisk.toml`, check it with `fsgauge devices show ./mydisk.toml`,
+    /// and use it wherever a profile goes: `--device-model ./mydisk.toml`,
+    /// `fsgauge devices check ./mydisk.toml`.
+    Fit {
+        /// A block device /dev/X or a profile (name or file).
+        target: String,
+        /// Time box of each micro-benchmark, seconds (more gives a steadier fit).
+        #[arg(long, default_value_t = 5.0)]
+        seconds: f64,
+        /// Write the fitted profile to this file (atomically) as well as printing it.
+        #[arg(long, value_name = "FILE")]
+        out: Option<std::path::PathBuf>,
+        /// The fitted profile's name (default: fitted-TARGET).
+        #[arg(long)]
+        name: Option<String>,
+        /// For a real device: the profile to take the unmeasured parameters from, and to place
+        /// read pairs by (default: deskstar-7k250).
+        #[arg(long)]
+        profile: Option<String>,
+        /// The emulated disk's size (default: the profile's capacity).
+        #[arg(long)]
+        size: Option<String>,
+        #[arg(long, default_value_t = 1)]
+        seed: u64,
+        #[command(flatten)]
+        output: OutputArgs,
     },
     /// The emulated-device server (started by fsgauge itself, not for direct use).
     #[command(hide = true)]
@@ -126,17 +174,45 @@ pub fn run(c: DevicesCmd) -> Result<ExitCode> {
             seed,
             out,
         } => check::run(
-            &target,
-            size.as_deref(),
-            &offset,
-            profile.as_deref(),
-            run.as_deref(),
-            &crate::testbed::device::check::CheckOptions {
+            &TargetSpec {
+                target: &target,
+                size: size.as_deref(),
+                offset: &offset,
+                profile: profile.as_deref(),
+                run: run.as_deref(),
+            },
+            &CheckOptions {
                 seconds,
                 write,
                 seed,
             },
             &out,
+        ),
+        DevicesSub::Fit {
+            target,
+            seconds,
+            out,
+            name,
+            profile,
+            size,
+            seed,
+            output,
+        } => fit::run(
+            &TargetSpec {
+                target: &target,
+                size: size.as_deref(),
+                offset: "0",
+                profile: profile.as_deref(),
+                run: None,
+            },
+            &CheckOptions {
+                seconds,
+                write: false,
+                seed,
+            },
+            name.as_deref(),
+            out.as_deref(),
+            &output,
         ),
         DevicesSub::Serve {
             profile,
@@ -360,268 +436,5 @@ fn show_text(p: &Profile, abl: &Ablations, e: &Expectations) -> String {
     s
 }
 
-/// `devices check`: sets the target up (an emulated device on a private sparse image, or a
-/// real device read-only), runs the micro-benchmarks, prints the comparison.
-mod check {
-    use std::path::Path;
-    use std::process::ExitCode;
-
-    use anyhow::{Context, Result};
-
-    use super::OutputArgs;
-    use crate::error::bad_input;
-    use crate::report::output::OutputFormat;
-    use crate::testbed::device::check::{self, CheckOptions, CheckReport, Target};
-    use crate::testbed::device::profile::Kind;
-    use crate::testbed::device::{load_ref, EmulatedDevice};
-    use crate::testbed::ledger::{Ledger, Resource};
-    use crate::units::parse_size;
-    use std::os::unix::fs::DirBuilderExt;
-
-    const RAM_DEFAULT: u64 = 8 << 30;
-
-    #[allow(clippy::too_many_arguments)]
-    pub fn run(
-        target: &str,
-        size: Option<&str>,
-        offset: &str,
-        profile: Option<&str>,
-        run_cmd: Option<&str>,
-        opts: &CheckOptions,
-        out: &OutputArgs,
-    ) -> Result<ExitCode> {
-        if !(opts.seconds > 0.0 && opts.seconds <= 3600.0) {
-            return Err(bad_input(format!(
-                "--seconds {} is out of range: give 0 < seconds <= 3600",
-                opts.seconds
-            )));
-        }
-        let report = if target.starts_with("/dev/") {
-            if opts.write {
-                return Err(bad_input(format!(
-                    "--write is refused on the real device {target}: `devices check` only reads real devices; check an emulated one (a profile name) to measure writes"
-                )));
-            }
-            let dev = Path::new(target);
-            let model = match profile {
-                Some(p) => {
-                    let (p, a) = load_ref(p)?;
-                    Some((p, a, 0))
-                }
-                None => None,
-            };
-            let t = Target {
-                device: dev.to_path_buf(),
-                size: check::device_size(dev)?,
-                model,
-                server: None,
-            };
-            let r = check::run(t, target, opts)?;
-            if let Some(cmd) = run_cmd {
-                run_command(cmd, dev, None)?;
-            }
-            r
-        } else {
-            emulated(target, size, offset, run_cmd, opts)?
-        };
-        print_report(&report, out)?;
-        Ok(ExitCode::SUCCESS)
-    }
-
-    fn emulated(
-        reference: &str,
-        size: Option<&str>,
-        offset: &str,
-        run_cmd: Option<&str>,
-        opts: &CheckOptions,
-    ) -> Result<CheckReport> {
-        let (profile, abl) = load_ref(reference)?;
-        let offset =
-            parse_size(offset).map_err(|e| bad_input(format!("--offset {offset}: {e}")))?;
-        let size = match size {
-            Some(s) => parse_size(s).map_err(|e| bad_input(format!("--size {s}: {e}")))?,
-            None if profile.kind == Kind::Ram || profile.capacity_bytes == 0 => RAM_DEFAULT,
-            None => profile.capacity_bytes.saturating_sub(offset),
-        } / 4096
-            * 4096;
-        // A private directory (0700, root's) for the sparse image, in the ledger so that
-        // `testbed cleanup` removes it after a SIGKILL.
-        let mut ledger = Ledger::begin(&format!("device-check-{}", std::process::id()), false)?;
-        let dir = std::env::temp_dir().join(format!("fsgauge-check-{}", std::process::id()));
-        ledger.record(Resource::Dir {
-            path: dir.clone(),
-            id: None,
-        })?;
-        std::fs::DirBuilder::new()
-            .mode(0o700)
-            .create(&dir)
-            .with_context(|| format!("creating the private directory {}", dir.display()))?;
-        let image = dir.join("image");
-        ledger.record(Resource::Image {
-            path: image.clone(),
-            id: None,
-        })?;
-        let f = std::fs::File::create(&image)
-            .with_context(|| format!("creating the device image {}", image.display()))?;
-        f.set_len(size).with_context(|| {
-            format!(
-                "making the sparse device image {} of {size} bytes (give a smaller --size?)",
-                image.display()
-            )
-        })?;
-        drop(f);
-        let r = with_image(reference, &image, size, offset, profile, abl, run_cmd, opts);
-        let errs = ledger.release_all();
-        let report = r?;
-        if let Some(e) = errs.into_iter().next() {
-            return Err(e);
-        }
-        Ok(report)
-    }
-
-    #[allow(clippy::too_many_arguments)]
-    fn with_image(
-        reference: &str,
-        image: &Path,
-        size: u64,
-        offset: u64,
-        profile: crate::testbed::device::Profile,
-        abl: crate::testbed::device::Ablations,
-        run_cmd: Option<&str>,
-        opts: &CheckOptions,
-    ) -> Result<CheckReport> {
-        let mut dev = EmulatedDevice::start(reference, image, size, offset)?;
-        let loop_dev = dev.attach_loop()?;
-        check::settle();
-        let server_pid = dev.server_pid();
-        let t = Target {
-            device: loop_dev.clone(),
-            size,
-            model: Some((profile, abl, offset)),
-            server: Some(&mut dev),
-        };
-        let mut report = check::run(t, reference, opts)?;
-        if let Some(cmd) = run_cmd {
-            let before = dev.stats()?;
-            let cpu0 = crate::sys::rt::process_cpu_seconds(server_pid);
-            run_command(cmd, &loop_dev, Some(server_pid))?;
-            let d = dev
-                .stats()?
-                .delta(&before)
-                .map_err(|m| anyhow::anyhow!("device server stats: {m}"))?;
-            let cpu1 = crate::sys::rt::process_cpu_seconds(server_pid);
-            let l = d.lateness();
-            let cpu = match (cpu0, cpu1) {
-                (Some(a), Some(b)) if d.requests() > 0 => (b - a) * 1e6 / d.requests() as f64,
-                _ => f64::NAN,
-            };
-            let cpu_opt = cpu.is_finite().then_some(cpu);
-            eprintln!(
-                "--run: {} requests; lateness p50 {:.3} ms, p99 {:.3} ms, max {:.3} ms; server CPU {:.1} µs per request",
-                d.requests(),
-                l.p50_ms,
-                l.p99_ms,
-                l.max_ms,
-                cpu
-            );
-            report.benches.push(check::Bench {
-                name: format!("--run {}", cmd.split_whitespace().next().unwrap_or("")),
-                unit: "requests",
-                measured: d.requests() as f64,
-                modelled: None,
-                error: None,
-                requests: d.requests(),
-                demerit: None,
-                lateness: Some(l),
-                server_cpu_us_per_request: cpu_opt,
-            });
-        }
-        dev.stop()?;
-        Ok(report)
-    }
-
-    fn run_command(cmd: &str, dev: &Path, pid: Option<u32>) -> Result<()> {
-        let mut c = std::process::Command::new("sh");
-        c.arg("-c").arg(cmd).env("FSGAUGE_DEVICE", dev);
-        if let Some(pid) = pid {
-            c.env("FSGAUGE_SERVER_PID", pid.to_string());
-        }
-        let st = c
-            .status()
-            .with_context(|| format!("running --run {cmd:?}"))?;
-        if !st.success() {
-            anyhow::bail!("--run {cmd:?} failed ({st})");
-        }
-        Ok(())
-    }
-
-    fn print_report(r: &CheckReport, out: &OutputArgs) -> Result<()> {
-        if out.format() == OutputFormat::Json {
-            println!("{}", serde_json::to_string_pretty(r)?);
-            return Ok(());
-        }
-        println!(
-            "{} on {} ({:.1} GB){}",
-            r.profile.as_deref().unwrap_or("no model"),
-            r.device.display(),
-            r.size_bytes as f64 / 1e9,
-            if r.target.starts_with("/dev/") {
-                ", read only"
-            } else {
-                ", emulated"
-            }
-        );
-        let w = r
-            .benches
-            .iter()
-            .map(|b| b.name.chars().count())
-            .max()
-            .unwrap_or(0);
-        println!(
-            "{:<w$}  {:>10}  {:>10}  {:>7}  {:>8}  {:>7}  {:>22}",
-            "benchmark", "measured", "modelled", "error", "demerit", "n", "lateness p50/p99/max ms"
-        );
-        for b in &r.benches {
-            let f = |v: f64| {
-                if b.unit == "ms" {
-                    format!("{v:.3} ms")
-                } else if b.unit == "MB/s" {
-                    format!("{v:.1} MB/s")
-                } else {
-                    format!("{v:.0}")
-                }
-            };
-            println!(
-                "{:<w$}  {:>10}  {:>10}  {:>7}  {:>8}  {:>7}  {:>22}",
-                b.name,
-                f(b.measured),
-                b.modelled.map_or("-".into(), f),
-                b.error
-                    .map_or("-".into(), |e| format!("{:+.1}%", e * 100.0)),
-                b.demerit
-                    .map_or("-".into(), |d| format!("{:.1}%", d * 100.0)),
-                b.requests,
-                b.lateness.map_or("-".into(), |l| format!(
-                    "{:.3}/{:.3}/{:.3}",
-                    l.p50_ms, l.p99_ms, l.max_ms
-                )),
-            );
-        }
-        if let Some(l) = r.lateness {
-            println!(
-                "server: {} requests, lateness p50 {:.3} ms, p99 {:.3} ms, max {:.3} ms, {} over 0.5 ms{}",
-                l.requests,
-                l.p50_ms,
-                l.p99_ms,
-                l.max_ms,
-                l.late,
-                r.server_cpu_us_per_request
-                    .map_or(String::new(), |c| format!("; CPU {c:.1} µs per request"))
-            );
-            if l.p99_ms > 0.5 {
-                println!("warning: lateness p99 {:.3} ms is over 0.5 ms: the emulator could not keep up with the model on this machine; timings are not the modelled drive's", l.p99_ms);
-            }
-        }
-        Ok(())
-    }
-}
+mod check;
+mod fit;

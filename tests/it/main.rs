@@ -18,6 +18,7 @@ mod device_server;
 mod device_testbed;
 mod device_timing;
 mod devices_cli;
+mod devices_fit;
 mod exercise_cli;
 mod exercise_fs;
 mod faults;

@@ -1,9 +1,10 @@
 //! `fsgauge devices check`: micro-benchmarks that hold a device (emulated, or a real one,
 //! read-only) against the model — QD1 random 4K reads over the whole stroke and over 1% of it,
 //! sequential 1M reads at the outer and inner zones, and optionally a write + flush rate —
-//! each time-boxed, with the model's figure for the same sequence of requests, the demerit of
-//! the random-read service times (Ruemmler & Wilkes) and, on an emulated device, the server's
-//! lateness over each.
+//! the read pairs of [`super::pairs`] (the seek curve, and same-track reads for the
+//! revolution) — each time-boxed, with the model's figure for the same sequence of requests,
+//! the demerit of the random-read service times (Ruemmler & Wilkes) and, on an emulated
+//! device, the server's lateness over each.
 
 use std::fs::{File, OpenOptions};
 use std::io::{Seek, SeekFrom};
@@ -19,6 +20,7 @@ use serde::Serialize;
 
 use super::emulated::EmulatedDevice;
 use super::model::Request;
+use super::pairs::{self, PairRun, Placement, SameTrack, SeekPoint};
 use super::profile::{Ablations, Profile};
 use super::stats::{Lateness, Snapshot};
 use super::{demerit, DeviceModel};
@@ -70,7 +72,36 @@ pub struct CheckReport {
     /// The server's CPU time per request, µs.
     pub server_cpu_us_per_request: Option<f64>,
     pub server_requests: Option<u64>,
+    /// The seek curve: per distance, the mean time of the second read of a pair, measured and
+    /// modelled.
+    pub seek_curve: Vec<SeekPoint>,
+    /// Same-track reads: their mean and the revolution estimated from them.
+    pub same_track: Option<SameTrack>,
+    /// The pairs' every read, for `devices fit`.
+    #[serde(skip)]
+    pub runs: PairRuns,
 }
+
+/// The reads of the pair benchmarks, as measured.
+#[derive(Debug, Clone, Default)]
+pub struct PairRuns {
+    pub seek: PairRun,
+    pub same_track: PairRun,
+}
+
+impl CheckReport {
+    /// A bench's measured figure by name.
+    pub fn measured(&self, name: &str) -> Option<f64> {
+        self.benches
+            .iter()
+            .find(|b| b.name == name)
+            .map(|b| b.measured)
+    }
+}
+
+/// Names of the sequential benchmarks, outer and inner zone.
+pub const SEQ_OUTER: &str = "sequential 1M read, outer zone";
+pub const SEQ_INNER: &str = "sequential 1M read, inner zone";
 
 /// The device under check and, for an emulated one, its server.
 pub struct Target<'a> {
@@ -249,10 +280,7 @@ fn run_benches(mut t: Target<'_>, target: &str, opts: &CheckOptions) -> Result<C
         .saturating_sub(((t.size / 8) / MIB * MIB).min(512 * MIB))
         / MIB
         * MIB;
-    for (name, start) in [
-        ("sequential 1M read, outer zone", 0),
-        ("sequential 1M read, inner zone", inner_start),
-    ] {
+    for (name, start) in [(SEQ_OUTER, 0), (SEQ_INNER, inner_start)] {
         let before = snapshot(&mut t)?;
         let (bytes, ns, n) = sequential(&mut t, &f, start, opts)?;
         let lateness = lateness_since(&mut t, &before)?;
@@ -279,6 +307,7 @@ fn run_benches(mut t: Target<'_>, target: &str, opts: &CheckOptions) -> Result<C
         });
     }
 
+    let (runs, seek_curve, same_track) = pair_benches(&mut t, &f, opts, &mut rng)?;
     if opts.write {
         benches.push(write_flush(&mut t, opts, &mut rng)?);
     }
@@ -315,7 +344,69 @@ fn run_benches(mut t: Target<'_>, target: &str, opts: &CheckOptions) -> Result<C
         lateness,
         server_cpu_us_per_request: cpu_us,
         server_requests: requests,
+        seek_curve,
+        same_track,
+        runs,
     })
+}
+
+/// The device as a [`pairs::Reader`]: O_DIRECT reads timed on the monotonic clock.
+struct DeviceReader<'a, 'b> {
+    t: &'a mut Target<'b>,
+    f: &'a File,
+    buf: AlignedBuf,
+}
+
+impl pairs::Reader for DeviceReader<'_, '_> {
+    fn now_ns(&mut self) -> u64 {
+        rt::monotonic_ns()
+    }
+    fn read(&mut self, offset: u64) -> Result<u64> {
+        let t0 = rt::monotonic_ns();
+        crate::sys::pread(self.f.as_fd(), &mut self.buf, offset)
+            .map_err(|e| io_error(self.t, e, "a 4 KiB read"))?;
+        Ok(rt::monotonic_ns() - t0)
+    }
+}
+
+/// Where the pairs go: on the model's tracks and cylinders when there is a rotating disk's
+/// model, else by bytes.
+fn placement(t: &Target<'_>) -> Result<Placement> {
+    let geo = model_of(t)?.and_then(|m| m.hdd().map(|h| h.geometry().clone()));
+    let offset = t.model.as_ref().map_or(0, |m| m.2);
+    Ok(Placement::new(t.size, geo.map(|g| (g, offset))))
+}
+
+/// The seek curve and the same-track reads, each for `--seconds`, with the model's times for
+/// the same requests.
+fn pair_benches(
+    t: &mut Target<'_>,
+    f: &File,
+    opts: &CheckOptions,
+    rng: &mut ChaCha8Rng,
+) -> Result<(PairRuns, Vec<SeekPoint>, Option<SameTrack>)> {
+    let place = placement(t)?;
+    let ns = (opts.seconds * 1e9) as u64;
+    let mut r = DeviceReader {
+        t,
+        f,
+        buf: AlignedBuf::zeroed(pairs::BLOCK as usize),
+    };
+    let seek = pairs::seek_curve(&mut r, &place, ns, rng)?;
+    let same = pairs::same_track(&mut r, &place, ns, rng)?;
+    let replay = |run: &PairRun| -> Result<Option<Vec<u64>>> {
+        Ok(model_of(t)?.map(|m| pairs::replay(m, &run.reads)))
+    };
+    let points = pairs::seek_points(&seek, replay(&seek)?.as_deref(), &place);
+    let summary = pairs::same_track_summary(&same, replay(&same)?.as_deref());
+    Ok((
+        PairRuns {
+            seek,
+            same_track: same,
+        },
+        points,
+        summary,
+    ))
 }
 
 /// 4 KiB writes at random places, each followed by a cache flush (fdatasync of the device).

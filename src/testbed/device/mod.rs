@@ -12,8 +12,9 @@
 //!
 //! # The server (design note)
 //! Built in [`server`] (the process), [`emulated`] (the library's handle, [`EmulatedDevice`]),
-//! [`stats`] (lateness and histograms, per phase by snapshot deltas) and [`check`]
-//! (`fsgauge devices check`).
+//! [`stats`] (lateness and histograms, per phase by snapshot deltas), [`check`] and
+//! [`pairs`] (`fsgauge devices check`, on the device [`bench_target`] sets up) and [`fit`]
+//! (`fsgauge devices fit`).
 //!
 //! The model is applied by a server that fsgauge starts (for an image testbed with
 //! `device_model`, once testbeds take it; today through [`EmulatedDevice`] and
@@ -50,9 +51,12 @@
 //!   and signals; the daemon exits when its control pipe closes (its parent's death included);
 //!   a daemon that dies fails requests with EIO at once and [`EmulatedDevice::check`] names it.
 
+pub mod bench_target;
 pub mod check;
 pub mod emulated;
+pub mod fit;
 pub mod model;
+pub mod pairs;
 pub mod profile;
 pub mod server;
 pub mod stats;

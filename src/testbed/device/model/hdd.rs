@@ -247,6 +247,15 @@ impl SeekCurve {
         }
     }
 
+    /// The averages a √-then-linear curve through track-to-track `tt_ns` and full stroke
+    /// `full_ns` over `cylinders` can reach, ns (all √, all linear): the range an
+    /// `average_seek_ms` must fall in.
+    pub fn average_range(tt_ns: f64, full_ns: f64, cylinders: u64) -> (f64, f64) {
+        let d_max = (cylinders.max(3) - 1) as f64;
+        let mean_of = |x: f64| SeekCurve::with_boundary(tt_ns, full_ns, d_max, x).mean_uniform();
+        (mean_of(1.0), mean_of(d_max))
+    }
+
     /// Fits the curve to the profile's three read-seek figures over `cylinders`.
     pub fn fit(p: &HddParams, cylinders: u64) -> Result<SeekCurve, String> {
         let d_max = (cylinders.max(3) - 1) as f64;

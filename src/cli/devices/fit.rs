@@ -1,0 +1,78 @@
+//! `devices fit`: fits a profile to the target, prints it (and the comparison with an
+//! emulated profile's own figures), writes it with `--out`.
+
+use std::path::Path;
+use std::process::ExitCode;
+
+use anyhow::{Context, Result};
+
+use super::OutputArgs;
+use crate::report::output::OutputFormat;
+use crate::testbed::device::bench_target::TargetSpec;
+use crate::testbed::device::check::CheckOptions;
+use crate::testbed::device::fit::{self, FitReport};
+
+pub fn run(
+    spec: &TargetSpec<'_>,
+    opts: &CheckOptions,
+    name: Option<&str>,
+    out_file: Option<&Path>,
+    out: &OutputArgs,
+) -> Result<ExitCode> {
+    let report = fit::run(spec, opts, name)?;
+    if let Some(path) = out_file {
+        crate::atomic::write_atomic(path, report.profile_toml.as_bytes())
+            .with_context(|| format!("writing the fitted profile to {}", path.display()))?;
+    }
+    if out.format() == OutputFormat::Json {
+        println!("{}", serde_json::to_string_pretty(&report)?);
+        return Ok(ExitCode::SUCCESS);
+    }
+    if !out.quiet {
+        eprint!("{}", super::check::report_text(&report.check));
+        eprint!("{}", fit_text(&report));
+        if let Some(path) = out_file {
+            eprintln!(
+                "wrote {}: check it with `fsgauge devices show {}`",
+                path.display(),
+                path.display()
+            );
+        }
+    }
+    print!("{}", report.profile_toml);
+    Ok(ExitCode::SUCCESS)
+}
+
+fn fit_text(r: &FitReport) -> String {
+    let f = &r.fitted;
+    let mut s = format!(
+        "\nfitted seek curve ({} cylinders in the fitted geometry; time less the fixed part and half a revolution)\n{:>10}  {:>10}  {:>6}\n",
+        f.cylinders, "cylinders", "seek", "pairs"
+    );
+    for p in &f.seek {
+        s.push_str(&format!(
+            "{:>10.0}  {:>7.3} ms  {:>6}\n",
+            p.cylinders, p.seek_ms, p.pairs
+        ));
+    }
+    for n in &f.notes {
+        s.push_str(&format!("note: {n}\n"));
+    }
+    if !r.comparison.is_empty() {
+        s.push_str(&format!(
+            "\nfitted against profile {}\n{:<18}  {:>14}  {:>14}  {:>7}\n",
+            r.template, "parameter", "fitted", "profile", "error"
+        ));
+        for c in &r.comparison {
+            s.push_str(&format!(
+                "{:<18}  {:>14.3}  {:>14.3}  {:>+6.1}%\n",
+                c.parameter,
+                c.fitted,
+                c.profile,
+                c.error * 100.0
+            ));
+        }
+    }
+    s.push('\n');
+    s
+}

@@ -1,0 +1,350 @@
+//! The device `devices check` and `devices fit` measure: a real block device, read only, or an
+//! emulated disk of a profile on a sparse image fsgauge makes for it.
+//!
+//! The image follows the testbeds' rule (see [`crate::testbed`], "What a testbed trusts"):
+//! it lives in a private directory with an unpredictable name, made 0700 with `mkdirat` in
+//! fsgauge's own work directory (`/var/tmp/fsgauge`, refused when someone else could change
+//! it), and is created `O_EXCL|O_NOFOLLOW` through that directory's descriptor; the server
+//! reads it through this process's descriptor (`/proc/PID/fd/N`), never by a name. Both are
+//! in the ledger before they are made, so `fsgauge testbed cleanup` removes them after a
+//! SIGKILL; teardown deletes them through the held descriptors, only while the names are
+//! still the inodes made.
+
+use std::fs::File;
+use std::os::fd::{AsFd, AsRawFd, OwnedFd};
+use std::os::unix::fs::FileTypeExt;
+use std::path::{Path, PathBuf};
+
+use anyhow::{anyhow, Context, Result};
+
+use super::check::{self, Bench, CheckOptions, CheckReport, Target};
+use super::profile::Kind;
+use super::{load_ref, EmulatedDevice};
+use crate::error::bad_input;
+use crate::sys::trust::{self as sys_trust, FileId};
+use crate::testbed::ledger::{Ledger, Resource};
+use crate::testbed::{default_workdir, Backing};
+use crate::units::parse_size;
+
+/// The emulated disk's size for `ram` (and profiles without a capacity).
+const RAM_DEFAULT: u64 = 8 << 30;
+
+/// What to measure and where.
+#[derive(Debug, Clone)]
+pub struct TargetSpec<'a> {
+    /// A profile (name or file, with ablations) or a block device `/dev/X`.
+    pub target: &'a str,
+    /// The emulated disk's size (default: the profile's capacity).
+    pub size: Option<&'a str>,
+    /// Where the emulated disk starts on the modelled one.
+    pub offset: &'a str,
+    /// The profile a real device is compared with (and placed by).
+    pub profile: Option<&'a str>,
+    /// A shell command run after the micro-benchmarks (`--run`).
+    pub run: Option<&'a str>,
+}
+
+impl TargetSpec<'_> {
+    /// Whether the target is a real device.
+    pub fn is_device(&self) -> bool {
+        self.target.starts_with("/dev/")
+    }
+}
+
+/// Checks the options and the target before anything is made: `--seconds` in range, a
+/// `/dev/` target a block device, a profile that loads.
+pub fn validate(spec: &TargetSpec<'_>, opts: &CheckOptions) -> Result<()> {
+    if !(opts.seconds > 0.0 && opts.seconds <= 3600.0) {
+        return Err(bad_input(format!(
+            "--seconds {} is out of range: give 0 < seconds <= 3600",
+            opts.seconds
+        )));
+    }
+    if spec.is_device() {
+        if opts.write {
+            return Err(bad_input(format!(
+                "--write is refused on the real device {}: `devices check` only reads real devices; check an emulated one (a profile name) to measure writes",
+                spec.target
+            )));
+        }
+        let md = std::fs::metadata(spec.target)
+            .map_err(|e| bad_input(format!("{}: {e}", spec.target)))?;
+        if !md.file_type().is_block_device() {
+            return Err(bad_input(format!(
+                "{} is not a block device: give a disk such as /dev/sdb, or a profile name to measure an emulated disk",
+                spec.target
+            )));
+        }
+        if let Some(p) = spec.profile {
+            load_ref(p)?;
+        }
+    } else {
+        load_ref(spec.target)?;
+    }
+    Ok(())
+}
+
+/// Runs the check on the target (an emulated one is torn down before this returns).
+pub fn check(spec: &TargetSpec<'_>, opts: &CheckOptions) -> Result<CheckReport> {
+    validate(spec, opts)?;
+    if spec.is_device() {
+        real(spec, opts)
+    } else {
+        emulated(spec, opts)
+    }
+}
+
+fn real(spec: &TargetSpec<'_>, opts: &CheckOptions) -> Result<CheckReport> {
+    let dev = Path::new(spec.target);
+    let model = match spec.profile {
+        Some(p) => {
+            let (p, a) = load_ref(p)?;
+            Some((p, a, 0))
+        }
+        None => None,
+    };
+    let t = Target {
+        device: dev.to_path_buf(),
+        size: check::device_size(dev)?,
+        model,
+        server: None,
+    };
+    let r = check::run(t, spec.target, opts)?;
+    if let Some(cmd) = spec.run {
+        run_command(cmd, dev, None)?;
+    }
+    Ok(r)
+}
+
+fn emulated(spec: &TargetSpec<'_>, opts: &CheckOptions) -> Result<CheckReport> {
+    let (profile, _) = load_ref(spec.target)?;
+    let offset =
+        parse_size(spec.offset).map_err(|e| bad_input(format!("--offset {}: {e}", spec.offset)))?;
+    let size = match spec.size {
+        Some(s) => parse_size(s).map_err(|e| bad_input(format!("--size {s}: {e}")))?,
+        None if profile.kind == Kind::Ram || profile.capacity_bytes == 0 => RAM_DEFAULT,
+        None => profile.capacity_bytes.saturating_sub(offset),
+    } / 4096
+        * 4096;
+    if size == 0 {
+        return Err(bad_input(format!(
+            "the emulated disk would be empty: --offset {} is past the profile's capacity, or --size is under 4 KiB",
+            spec.offset
+        )));
+    }
+    let mut scratch = Scratch::make(size)?;
+    let r = with_image(spec, &scratch.image_path(), size, offset, opts);
+    let errs = scratch.release();
+    let report = r?;
+    if let Some(e) = errs.into_iter().next() {
+        return Err(e);
+    }
+    Ok(report)
+}
+
+/// The private directory and sparse image of an emulated check, held by descriptors.
+struct Scratch {
+    ledger: Ledger,
+    base: OwnedFd,
+    name: String,
+    dir: OwnedFd,
+    image: File,
+    ids: (FileId, FileId),
+}
+
+impl Scratch {
+    /// Makes the private directory in fsgauge's work directory and the image of `size` bytes
+    /// in it, each recorded in the ledger first.
+    fn make(size: u64) -> Result<Scratch> {
+        let mut ledger = Ledger::begin(&format!("device-check-{}", std::process::id()), false)?;
+        match Scratch::make_in(&mut ledger, size) {
+            Ok((base, name, dir, image, ids)) => Ok(Scratch {
+                ledger,
+                base,
+                name,
+                dir,
+                image,
+                ids,
+            }),
+            Err(e) => {
+                let _ = ledger.release_all();
+                Err(e)
+            }
+        }
+    }
+
+    #[allow(clippy::type_complexity)]
+    fn make_in(
+        ledger: &mut Ledger,
+        size: u64,
+    ) -> Result<(OwnedFd, String, OwnedFd, File, (FileId, FileId))> {
+        let work = default_workdir(Backing::File);
+        let base = sys_trust::own_dir(&work).context("fsgauge's work directory")?;
+        let name = format!(".fsgauge-check-{:016x}", rand::random::<u64>());
+        let path = work.join(&name);
+        let rec = Resource::Dir {
+            path: path.clone(),
+            id: None,
+        };
+        ledger.record(rec.clone())?;
+        let dir = match sys_trust::make_dir_at(base.as_fd(), &name, 0o700) {
+            Ok(d) => d,
+            Err(e) => {
+                let _ = ledger.forget(&rec);
+                return Err(e).with_context(|| format!("creating {}", path.display()));
+            }
+        };
+        let dir_id = FileId::of(dir.as_fd()).with_context(|| format!("stat {}", path.display()))?;
+        ledger.replace(
+            &rec,
+            Resource::Dir {
+                path: path.clone(),
+                id: Some(dir_id),
+            },
+        )?;
+        let image_path = path.join("image");
+        let rec = Resource::Image {
+            path: image_path.clone(),
+            id: None,
+        };
+        ledger.record(rec.clone())?;
+        let image = match sys_trust::create_file_at(dir.as_fd(), "image") {
+            Ok(f) => f,
+            Err(e) => {
+                let _ = ledger.forget(&rec);
+                return Err(e).with_context(|| {
+                    format!("creating the device image {}", image_path.display())
+                });
+            }
+        };
+        let id =
+            FileId::of(image.as_fd()).with_context(|| format!("stat {}", image_path.display()))?;
+        ledger.replace(
+            &rec,
+            Resource::Image {
+                path: image_path.clone(),
+                id: Some(id),
+            },
+        )?;
+        image.set_len(size).with_context(|| {
+            format!(
+                "making the sparse device image {} of {size} bytes (give a smaller --size?)",
+                image_path.display()
+            )
+        })?;
+        Ok((base, name, dir, image, (dir_id, id)))
+    }
+
+    /// The image as the server opens it: through this process's descriptor.
+    fn image_path(&self) -> PathBuf {
+        PathBuf::from(format!(
+            "/proc/{}/fd/{}",
+            std::process::id(),
+            self.image.as_raw_fd()
+        ))
+    }
+
+    /// Deletes the image and the directory through the held descriptors (only while their
+    /// names are still the inodes made) and closes the ledger entry.
+    fn release(&mut self) -> Vec<anyhow::Error> {
+        let (dir_id, image_id) = self.ids;
+        let (base, dir, name) = (&self.base, &self.dir, &self.name);
+        self.ledger.release_all_with(|r| match r {
+            Resource::Image { .. } => Some(
+                sys_trust::remove_at(dir.as_fd(), "image", false, Some(image_id))
+                    .context("removing the device image"),
+            ),
+            Resource::Dir { .. } => Some(
+                sys_trust::remove_at(base.as_fd(), name, true, Some(dir_id))
+                    .with_context(|| format!("removing the private directory {name}")),
+            ),
+            _ => None,
+        })
+    }
+}
+
+fn with_image(
+    spec: &TargetSpec<'_>,
+    image: &Path,
+    size: u64,
+    offset: u64,
+    opts: &CheckOptions,
+) -> Result<CheckReport> {
+    let (profile, abl) = load_ref(spec.target)?;
+    let mut dev = EmulatedDevice::start(spec.target, image, size, offset)?;
+    let loop_dev = dev.attach_loop()?;
+    check::settle();
+    let server_pid = dev.server_pid();
+    let t = Target {
+        device: loop_dev.clone(),
+        size,
+        model: Some((profile, abl, offset)),
+        server: Some(&mut dev),
+    };
+    let mut report = check::run(t, spec.target, opts)?;
+    if let Some(cmd) = spec.run {
+        report
+            .benches
+            .push(run_measured(&mut dev, cmd, &loop_dev, server_pid)?);
+    }
+    dev.stop()?;
+    Ok(report)
+}
+
+/// Runs `--run` on the emulated device with the server's lateness and CPU over it.
+fn run_measured(
+    dev: &mut EmulatedDevice,
+    cmd: &str,
+    loop_dev: &Path,
+    server_pid: u32,
+) -> Result<Bench> {
+    let before = dev.stats()?;
+    let cpu0 = crate::sys::rt::process_cpu_seconds(server_pid);
+    run_command(cmd, loop_dev, Some(server_pid))?;
+    let d = dev
+        .stats()?
+        .delta(&before)
+        .map_err(|m| anyhow!("device server stats: {m}"))?;
+    let cpu1 = crate::sys::rt::process_cpu_seconds(server_pid);
+    let l = d.lateness();
+    let cpu = match (cpu0, cpu1) {
+        (Some(a), Some(b)) if d.requests() > 0 => (b - a) * 1e6 / d.requests() as f64,
+        _ => f64::NAN,
+    };
+    eprintln!(
+        "--run: {} requests; lateness p50 {:.3} ms, p99 {:.3} ms, max {:.3} ms; server CPU {:.1} µs per request",
+        d.requests(),
+        l.p50_ms,
+        l.p99_ms,
+        l.max_ms,
+        cpu
+    );
+    Ok(Bench {
+        name: format!("--run {}", cmd.split_whitespace().next().unwrap_or("")),
+        unit: "requests",
+        measured: d.requests() as f64,
+        modelled: None,
+        error: None,
+        requests: d.requests(),
+        demerit: None,
+        lateness: Some(l),
+        server_cpu_us_per_request: cpu.is_finite().then_some(cpu),
+    })
+}
+
+/// Runs `cmd` with `sh -c`, FSGAUGE_DEVICE set to the device (and FSGAUGE_SERVER_PID to an
+/// emulated device's server).
+fn run_command(cmd: &str, dev: &Path, pid: Option<u32>) -> Result<()> {
+    let mut c = std::process::Command::new("sh");
+    c.arg("-c").arg(cmd).env("FSGAUGE_DEVICE", dev);
+    if let Some(pid) = pid {
+        c.env("FSGAUGE_SERVER_PID", pid.to_string());
+    }
+    let st = c
+        .status()
+        .with_context(|| format!("running --run {cmd:?}"))?;
+    if !st.success() {
+        anyhow::bail!("--run {cmd:?} failed ({st})");
+    }
+    Ok(())
+}
