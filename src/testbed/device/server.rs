@@ -634,13 +634,17 @@ pub fn serve(args: &ServeArgs) -> Result<()> {
     let image = Arc::new(Image::open(&args.image, args.size)?);
     let pool = Arc::new(Pool::new(BUFFERS));
     if let Err(e) = rt::lock_all_memory() {
-        setup_warning(&format!("mlockall failed ({e}); the server's memory may be paged out under pressure"));
+        setup_warning(&format!(
+            "mlockall failed ({e}); the server's memory may be paged out under pressure"
+        ));
     }
     // Real time for every server thread (they inherit it): replies leave on time even when
     // the workload keeps every core busy. Spins are short (SPIN_NS) and the kernel's RT
     // throttling keeps a runaway from freezing the machine.
     if let Err(e) = rt::set_realtime(REALTIME_PRIORITY) {
-        setup_warning(&format!("SCHED_FIFO refused ({e}); replies may be late when the CPUs are busy"));
+        setup_warning(&format!(
+            "SCHED_FIFO refused ({e}); replies may be late when the CPUs are busy"
+        ));
     }
     let stats = Arc::new(Mutex::new(Stats::default()));
     let immediate = (profile.kind == super::Kind::Ram && abl.constant_ns.is_none())
