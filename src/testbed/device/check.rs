@@ -122,7 +122,14 @@ fn open_device(dev: &Path, write: bool) -> Result<File> {
 
 /// The size of a block device or file, bytes.
 pub fn device_size(dev: &Path) -> Result<u64> {
-    let mut f = File::open(dev).with_context(|| format!("opening {}", dev.display()))?;
+    let mut f = File::open(dev).map_err(|e| {
+        let hint = if e.kind() == std::io::ErrorKind::PermissionDenied {
+            " (root is needed to read a block device; as root, a device cgroup or a container may still forbid it: check `dd if=DEV of=/dev/null count=1`)"
+        } else {
+            ""
+        };
+        anyhow::Error::from(e).context(format!("opening {}{hint}", dev.display()))
+    })?;
     f.seek(SeekFrom::End(0))
         .with_context(|| format!("finding the size of {}", dev.display()))
 }
