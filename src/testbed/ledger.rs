@@ -338,6 +338,50 @@ impl Ledger {
     }
 
     /// Strikes off a resource after it was released.
+    /// Makes the file or directory `name` in the directory `dir` (at `dir_path`) with `make`,
+    /// which must create it exclusively: recorded first without an identity (so a SIGKILL
+    /// between the two leaves nothing unrecorded), struck off again when it could not be made
+    /// (an existing one is not ours), then recorded with the identity of what was made.
+    /// Returns what `make` gave, the resource as recorded and its identity. `what` names it
+    /// in an error ("image ", "" for a directory).
+    pub fn make_at<T: std::os::fd::AsFd>(
+        &mut self,
+        dir: std::os::fd::BorrowedFd<'_>,
+        dir_path: &Path,
+        name: &str,
+        what: &str,
+        make: impl FnOnce(std::os::fd::BorrowedFd<'_>, &str) -> std::io::Result<T>,
+    ) -> Result<(T, Resource, FileId)> {
+        let path = dir_path.join(name);
+        let is_dir = what.is_empty();
+        let resource = |id| {
+            if is_dir {
+                Resource::Dir {
+                    path: path.clone(),
+                    id,
+                }
+            } else {
+                Resource::Image {
+                    path: path.clone(),
+                    id,
+                }
+            }
+        };
+        let recorded = resource(None);
+        self.record(recorded.clone())?;
+        let made = match make(dir, name) {
+            Ok(m) => m,
+            Err(e) => {
+                let _ = self.forget(&recorded);
+                return Err(e).with_context(|| format!("creating {what}{}", path.display()));
+            }
+        };
+        let id = FileId::of(made.as_fd()).with_context(|| format!("stat {}", path.display()))?;
+        let held = resource(Some(id));
+        self.replace(&recorded, held.clone())?;
+        Ok((made, held, id))
+    }
+
     pub fn forget(&mut self, r: &Resource) -> Result<()> {
         self.entry.resources.retain(|x| x != r);
         self.save()

@@ -494,36 +494,18 @@ impl Testbed {
         name: &str,
         mode: u32,
     ) -> Result<Arc<OwnedFd>> {
-        let path = dir_path.join(name);
-        let r = Resource::Dir {
-            path: path.clone(),
-            id: None,
-        };
-        self.ledger().record(r.clone())?;
-        let made = sys_trust::make_dir_at(dir.as_fd(), name, mode);
-        let fd = match made {
-            Ok(fd) => fd,
-            Err(e) => {
-                let _ = self.ledger().forget(&r);
-                return Err(e).with_context(|| format!("creating {}", path.display()));
-            }
-        };
-        let id = FileId::of(fd.as_fd()).with_context(|| format!("stat {}", path.display()))?;
-        self.hold(&r, Resource::Dir { path, id: Some(id) }, dir, name, id)?;
+        let (fd, made, id) = self
+            .ledger()
+            .make_at(dir.as_fd(), dir_path, name, "", |d, n| {
+                sys_trust::make_dir_at(d, n, mode)
+            })?;
+        self.hold(made, dir, name, id);
         Ok(Arc::new(fd))
     }
 
-    /// Records that `made` (first recorded as `recorded`, before it existed) is the file `id`
-    /// named `name` in the held directory `dir`, deleted through it at teardown.
-    fn hold(
-        &mut self,
-        recorded: &Resource,
-        made: Resource,
-        dir: &Arc<OwnedFd>,
-        name: &str,
-        id: FileId,
-    ) -> Result<()> {
-        self.ledger().replace(recorded, made.clone())?;
+    /// Keeps `made` (the file `id` named `name` in the held directory `dir`, in the ledger) to
+    /// be deleted through `dir` at teardown.
+    fn hold(&mut self, made: Resource, dir: &Arc<OwnedFd>, name: &str, id: FileId) {
         self.held.push(Held {
             is_dir: matches!(made, Resource::Dir { .. }),
             resource: made,
@@ -531,7 +513,6 @@ impl Testbed {
             name: name.to_string(),
             id,
         });
-        Ok(())
     }
 
     /// Attaches a loop device to the image `f` (file `id`, at `image`), recorded in the
@@ -591,25 +572,14 @@ impl Testbed {
         backing: Backing,
     ) -> Result<(fs::File, FileId)> {
         let image = dir_path.join(name);
-        let img = Resource::Image {
-            path: image.clone(),
-            id: None,
-        };
-        self.ledger().record(img.clone())?;
-        let f = match sys_trust::create_file_at(dir.as_fd(), name) {
-            Ok(f) => f,
-            Err(e) => {
-                // Not made (an image already there is not ours): nothing to remove later.
-                let _ = self.ledger().forget(&img);
-                return Err(e).with_context(|| format!("creating image {}", image.display()));
-            }
-        };
-        let id = FileId::of(f.as_fd()).with_context(|| format!("stat {}", image.display()))?;
-        let made = Resource::Image {
-            path: image.clone(),
-            id: Some(id),
-        };
-        self.hold(&img, made, dir, name, id)?;
+        let (f, made, id) = self.ledger().make_at(
+            dir.as_fd(),
+            dir_path,
+            name,
+            "image ",
+            sys_trust::create_file_at,
+        )?;
+        self.hold(made, dir, name, id);
         f.set_len(size).with_context(|| {
             format!("sizing image {} to {}", image.display(), format_size(size))
         })?;

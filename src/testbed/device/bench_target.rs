@@ -181,51 +181,18 @@ impl Scratch {
         let work = default_workdir(Backing::File);
         let base = sys_trust::own_dir(&work).context("fsgauge's work directory")?;
         let name = format!(".fsgauge-check-{:016x}", rand::random::<u64>());
+        let (dir, _, dir_id) = ledger.make_at(base.as_fd(), &work, &name, "", |d, n| {
+            sys_trust::make_dir_at(d, n, 0o700)
+        })?;
         let path = work.join(&name);
-        let rec = Resource::Dir {
-            path: path.clone(),
-            id: None,
-        };
-        ledger.record(rec.clone())?;
-        let dir = match sys_trust::make_dir_at(base.as_fd(), &name, 0o700) {
-            Ok(d) => d,
-            Err(e) => {
-                let _ = ledger.forget(&rec);
-                return Err(e).with_context(|| format!("creating {}", path.display()));
-            }
-        };
-        let dir_id = FileId::of(dir.as_fd()).with_context(|| format!("stat {}", path.display()))?;
-        ledger.replace(
-            &rec,
-            Resource::Dir {
-                path: path.clone(),
-                id: Some(dir_id),
-            },
+        let (image, _, id) = ledger.make_at(
+            dir.as_fd(),
+            &path,
+            "image",
+            "the device image ",
+            sys_trust::create_file_at,
         )?;
         let image_path = path.join("image");
-        let rec = Resource::Image {
-            path: image_path.clone(),
-            id: None,
-        };
-        ledger.record(rec.clone())?;
-        let image = match sys_trust::create_file_at(dir.as_fd(), "image") {
-            Ok(f) => f,
-            Err(e) => {
-                let _ = ledger.forget(&rec);
-                return Err(e).with_context(|| {
-                    format!("creating the device image {}", image_path.display())
-                });
-            }
-        };
-        let id =
-            FileId::of(image.as_fd()).with_context(|| format!("stat {}", image_path.display()))?;
-        ledger.replace(
-            &rec,
-            Resource::Image {
-                path: image_path.clone(),
-                id: Some(id),
-            },
-        )?;
         image.set_len(size).with_context(|| {
             format!(
                 "making the sparse device image {} of {size} bytes (give a smaller --size?)",

@@ -123,16 +123,16 @@ impl ModelProbe for Probe {
 }
 
 /// An empty directory for the mount (mode 0700, an unpredictable name) in fsgauge's own work
-/// directory, which only root can change: the server mounts on it by path. Its path and
-/// identity, for the ledger.
-fn make_mount_dir() -> Result<(PathBuf, FileId)> {
+/// directory, which only root can change: the server mounts on it by path. Recorded in
+/// `ledger` before it is made.
+fn make_mount_dir(ledger: &mut Ledger) -> Result<PathBuf> {
     let base = crate::testbed::spec::default_workdir(crate::testbed::Backing::File);
     let fd = sys_trust::own_dir(&base)?;
-    let (name, dir) = sys_trust::private_dir_in(fd.as_fd())
-        .with_context(|| format!("making the device's mount directory in {}", base.display()))?;
-    let id =
-        FileId::of(dir.as_fd()).with_context(|| format!("stat {}", base.join(&name).display()))?;
-    Ok((base.join(name), id))
+    let name = format!(".fsgauge-{:016x}", rand::random::<u64>());
+    ledger.make_at(fd.as_fd(), &base, &name, "", |d, n| {
+        sys_trust::make_dir_at(d, n, 0o700)
+    })?;
+    Ok(base.join(name))
 }
 
 /// How to start a server ([`EmulatedDevice::start_with`]).
@@ -214,11 +214,7 @@ impl EmulatedDevice {
         ledger.set_details(
             serde_json::json!({"kind": "emulated device", "profile": profile_ref, "image": image}),
         )?;
-        let (mount, mount_id) = make_mount_dir()?;
-        ledger.record(Resource::Dir {
-            path: mount.clone(),
-            id: Some(mount_id),
-        })?;
+        let mount = make_mount_dir(&mut ledger)?;
         let mut command = Command::new(&exe);
         command
             .args(["devices", "serve", "--profile", profile_ref, "--size"])
