@@ -76,6 +76,10 @@ crate::choice! {
         /// of its own (`dir_create_sync`, `file_create_sync`, `file_remove_sync`,
         /// `dir_remove_sync`) timing one syncfs: the writeback the loop left behind.
         Phase = "phase",
+        /// Each phase timed without a sync, as fdtree times it, the writeback it leaves
+        /// carried into the phases after it as in a run of fdtree; then one phase of its own
+        /// after the last, `dir_remove_sync`, timing one syncfs of what is still dirty.
+        Last = "last",
     }
 }
 
@@ -177,8 +181,10 @@ pub struct FdtreeSpec {
     /// at the end of each create and remove phase, inside its time), phase (each create and
     /// remove phase timed without a sync, as fdtree times it, then a phase of its own,
     /// `<phase>_sync`, e.g. dir_remove_sync, timing one syncfs: the writeback the loop left,
-    /// with its device writes) [default: none].
-    #[arg(long, value_name = "none|file|end|phase", value_parser = super::params::item::<FsyncMode>)]
+    /// with its device writes), last (each phase timed as fdtree times it, the writeback
+    /// it leaves carried into the next phase as in fdtree's own runs, then one timed
+    /// syncfs after the last, dir_remove_sync) [default: none].
+    #[arg(long, value_name = "none|file|end|phase|last", value_parser = super::params::item::<FsyncMode>)]
     pub fsync: Option<FsyncMode>,
     /// Add a `stat` phase after file_create: stat every file (as mdtest does) and check its
     /// size. --cold applies before it.
@@ -647,10 +653,15 @@ impl Fdtree {
     }
 
     /// Under `--fsync phase`, the phase `<name>_sync` after phase `name`: one syncfs of the
-    /// filesystem, timed, with the device writes of the writeback `name` left behind. Nothing
-    /// under the other modes.
+    /// filesystem, timed, with the device writes of the writeback `name` left behind; under
+    /// `--fsync last`, only after the last phase (dir_remove). Nothing under the other modes.
     fn sync_after(&self, ctx: &mut RunContext, name: &str) -> Result<()> {
-        if self.fsync != FsyncMode::Phase {
+        let after = match self.fsync {
+            FsyncMode::Phase => true,
+            FsyncMode::Last => name == DIR_REMOVE,
+            FsyncMode::None | FsyncMode::File | FsyncMode::End => false,
+        };
+        if !after {
             return Ok(());
         }
         let root = ctx.root().to_path_buf();
