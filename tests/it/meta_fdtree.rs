@@ -157,11 +157,8 @@ fn fdtree_tree_and_phases_on_btrfs() {
 /// `--fsync phase`: every create and remove phase is timed without a sync, as fdtree times
 /// it, and followed by a phase of its own timing one syncfs, which holds the writeback the
 /// loop left (on ext4 with delayed allocation, the file data).
-#[test]
-fn fsync_phase_times_the_writeback_as_a_phase_of_its_own_on_ext4() {
-    if !crate::support::have_fs("ext4") {
-        return;
-    }
+/// A small fdtree on ext4 with `--fsync MODE`: the run and its phases' names.
+fn run_with_fsync(mode: &str) -> (serde_json::Value, Vec<String>) {
     let sb = Sandbox::new();
     let out = sb
         .bench(&[
@@ -182,18 +179,27 @@ fn fsync_phase_times_the_writeback_as_a_phase_of_its_own_on_ext4() {
             "--json",
             "--quiet",
             "--fsync",
-            "phase",
+            mode,
         ])
         .output()
         .unwrap();
     let run = json_of(&out);
     sb.assert_clean();
-    let names: Vec<&str> = run["phases"]
+    let names = run["phases"]
         .as_array()
         .unwrap()
         .iter()
-        .map(|p| p["name"].as_str().unwrap())
+        .map(|p| p["name"].as_str().unwrap().to_string())
         .collect();
+    (run, names)
+}
+
+#[test]
+fn fsync_phase_times_the_writeback_as_a_phase_of_its_own_on_ext4() {
+    if !crate::support::have_fs("ext4") {
+        return;
+    }
+    let (run, names) = run_with_fsync("phase");
     assert_eq!(
         names,
         [
@@ -230,6 +236,38 @@ fn fsync_phase_times_the_writeback_as_a_phase_of_its_own_on_ext4() {
         written("file_create_sync")
     );
     assert_eq!(run["workload"]["params"]["fsync"], "phase");
+}
+
+/// `--fsync last`: the phases run back to back unsynced, as in a run of fdtree (what one
+/// leaves dirty is written during the next), and one phase after the last times the syncfs
+/// of what is still dirty at the end.
+#[test]
+fn fsync_last_carries_the_writeback_and_syncs_once_at_the_end_on_ext4() {
+    if !crate::support::have_fs("ext4") {
+        return;
+    }
+    let (run, names) = run_with_fsync("last");
+    assert_eq!(
+        names,
+        [
+            "dir_create",
+            "file_create",
+            "file_remove",
+            "dir_remove",
+            "dir_remove_sync"
+        ]
+    );
+    for name in ["dir_create", "file_create", "file_remove", "dir_remove"] {
+        assert_eq!(
+            phase(&run, name)["op_stats"]["syncfs"]["count"],
+            0,
+            "{name} is timed unsynced"
+        );
+    }
+    let s = phase(&run, "dir_remove_sync");
+    assert_eq!(s["ops"], 1, "one syncfs at the end");
+    assert_eq!(s["op_stats"]["syncfs"]["count"], 1);
+    assert_eq!(run["workload"]["params"]["fsync"], "last");
 }
 
 #[test]
