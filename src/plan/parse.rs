@@ -837,13 +837,16 @@ fn kind_fields(kind: &registry::WorkloadKind) -> Vec<String> {
         .unwrap_or_default()
 }
 
-/// The smallest testbed `--scale` below 1 shrinks an image to (xfs refuses less than 300M).
-const MIN_SCALED_SIZE: u64 = 512 << 20;
+/// The smallest testbed `--scale` below 1 shrinks an image to, unless its mkfs needs more
+/// (xfs refuses less than 300M): small enough that a smoke run of an aging study (whose data
+/// is a share of its filesystem) takes seconds even on an emulated disk.
+const MIN_SCALED_SIZE: u64 = 64 << 20;
 
 /// Checks that every workload fits on the testbed. As written (scale 1) a testbed too small is
 /// an error at its `size`; under `--scale` testbeds grow to fit (rounded up to 64M), with a note.
 /// Below scale 1 an image testbed first shrinks with the scale (to at least
-/// [`MIN_SCALED_SIZE`] and twice the biggest workload's estimate): a workload whose work is a share of its filesystem (aging to a usage)
+/// [`MIN_SCALED_SIZE`], its mkfs's minimum and twice the biggest workload's estimate): a
+/// workload whose work is a share of its filesystem (aging to a usage)
 /// shrinks with it, and mkfs and the fit checks work on the smaller size.
 fn fit_testbed(
     src: &Src,
@@ -864,6 +867,7 @@ fn fit_testbed(
         // blocks of a deep tree) is not in it, and the run's check after mkfs is exact.
         let scaled = ((tb.spec.size as f64 * scale_f) as u64)
             .max(MIN_SCALED_SIZE)
+            .max(tb.spec.fs.min_size())
             .max(need.saturating_mul(2))
             .next_multiple_of(64 << 20);
         if scaled < tb.spec.size {
@@ -1423,20 +1427,26 @@ file_size = "64K"
     }
 
     #[test]
-    fn scaling_down_shrinks_image_testbeds_to_at_least_512m() {
+    fn scaling_down_shrinks_image_testbeds_to_the_floor_or_the_mkfs_minimum() {
         let big = OK
             .replace("size = \"256M\"", "size = \"6G\"")
             .replace("size = 268435456", "size = \"6G\"");
+        // 6G x 0.05 = 307M, rounded up to 320M; x 0.002 = 12M, below the 64M floor.
         let plan = parse_test(&big, Some(0.05)).unwrap();
-        // 6G x 0.05 = 307M, below the 512M floor.
-        assert!(plan.testbeds.iter().all(|t| t.spec.size == 512 << 20));
+        assert!(plan.testbeds.iter().all(|t| t.spec.size == 320 << 20));
+        let plan = parse_test(&big, Some(0.002)).unwrap();
+        assert!(plan.testbeds.iter().all(|t| t.spec.size == 64 << 20));
         assert!(
             plan.notes
                 .iter()
-                .any(|n| n.contains("shrunk from 6G to 512M")),
+                .any(|n| n.contains("shrunk from 6G to 64M")),
             "{:?}",
             plan.notes
         );
+        // xfs: not below the 300M its mkfs needs (rounded up to 320M).
+        let xfs = big.replace("fs = \"ext4\"", "fs = \"xfs\"");
+        let plan = parse_test(&xfs, Some(0.002)).unwrap();
+        assert!(plan.testbeds.iter().all(|t| t.spec.size == 320 << 20));
         let plan = parse_test(&big, Some(0.5)).unwrap();
         assert_eq!(plan.testbeds[0].spec.size, 3 << 30);
     }

@@ -493,3 +493,57 @@ fn a_device_server_started_inside_a_runs_memory_cgroup_leaves_it() {
     );
     sb.assert_clean();
 }
+
+/// The device server is this very program, started through /proc/self/exe: a run goes on
+/// when its binary file is replaced or deleted under it (a rebuild or an upgrade during a long
+/// study), and every repetition's disk is still served.
+#[test]
+fn a_run_whose_binary_is_deleted_under_it_still_serves_its_disks() {
+    if !have_fs("ext4") || !have_fuse() {
+        return;
+    }
+    let sb = Sandbox::new();
+    let copy = sb.path().join("fsgauge-copy");
+    std::fs::copy(env!("CARGO_BIN_EXE_fsgauge"), &copy).unwrap();
+    let mut c = std::process::Command::new(&copy);
+    c.current_dir(sb.path())
+        .env("FSGAUGE_STATE_DIR", sb.state())
+        .args([
+            "bench",
+            "interleave",
+            "--fs",
+            "ext4",
+            "--fs-size",
+            "256M",
+            "--device-model",
+            "ram",
+            "--dirs",
+            "10",
+            "--files",
+            "5",
+            "--reps",
+            "2",
+            "--quiet",
+            "--workdir",
+        ])
+        .arg(sb.workdir())
+        .arg("--out")
+        .arg(sb.out());
+    let child = c
+        .stdout(std::process::Stdio::piped())
+        .stderr(std::process::Stdio::piped())
+        .spawn()
+        .unwrap();
+    // spawn returns once the program runs: its file can go at once.
+    std::fs::remove_file(&copy).unwrap();
+    let out = child.wait_with_output().unwrap();
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    let runs = sb.results();
+    assert_eq!(runs.len(), 2);
+    assert!(runs.iter().all(|r| r.testbed.device_model.is_some()));
+    sb.assert_clean();
+}

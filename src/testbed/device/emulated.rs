@@ -6,6 +6,7 @@
 
 use std::io::{BufRead, BufReader, Write};
 use std::os::fd::AsFd;
+use std::os::unix::process::CommandExt as _;
 use std::path::{Path, PathBuf};
 use std::process::{Child, ChildStdin, ChildStdout, Command, Stdio};
 use std::sync::atomic::{AtomicU32, Ordering};
@@ -202,9 +203,7 @@ impl EmulatedDevice {
                 .canonicalize()
                 .with_context(|| format!("device image {}", image.display()))?
         };
-        let exe = std::env::current_exe()
-            .context("finding the fsgauge executable to run the device server")?;
-        let exe = server_executable(&exe);
+        let exe = server_executable()?;
         let n = SERIAL.fetch_add(1, Ordering::Relaxed);
         let name = format!("device-{}-{n}", std::process::id());
         let mut ledger = match ledger_dir {
@@ -217,6 +216,7 @@ impl EmulatedDevice {
         let mount = make_mount_dir(&mut ledger)?;
         let mut command = Command::new(&exe);
         command
+            .arg0("fsgauge")
             .args(["devices", "serve", "--profile", profile_ref, "--size"])
             .arg(size.to_string())
             .arg("--offset")
@@ -501,20 +501,24 @@ impl Drop for EmulatedDevice {
     }
 }
 
-/// The executable that serves: this one, unless it is a test harness (`target/*/deps/…`),
-/// whose `fsgauge` binary sits one directory up.
-fn server_executable(exe: &Path) -> PathBuf {
+/// The executable that serves the disk: this very program through `/proc/self/exe`, which
+/// stays the running binary even when its file is replaced or deleted during a long run (a
+/// rebuild, an upgrade) and is never looked up by a path others could change; in the test
+/// harness (`target/*/deps/it-*`), the fsgauge binary next to it.
+fn server_executable() -> Result<PathBuf> {
+    let exe = std::env::current_exe()
+        .context("finding the fsgauge executable to run the device server")?;
     if let Some(deps) = exe.parent() {
         if deps.file_name().is_some_and(|n| n == "deps") {
             if let Some(up) = deps.parent() {
                 let bin = up.join("fsgauge");
                 if bin.exists() {
-                    return bin;
+                    return Ok(bin);
                 }
             }
         }
     }
-    exe.to_path_buf()
+    Ok(PathBuf::from("/proc/self/exe"))
 }
 
 /// Stops a device server found in the ledger (if `pid` is still the process that started at
