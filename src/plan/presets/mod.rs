@@ -45,9 +45,9 @@ pub const PRESETS: &[Preset] = &[
     preset!("journal-size", 17.2, "study 5, journal size: does a larger journal speed up deep-tree removal? fdtree's four scenarios with an external RAM journal of 16M to 1G"),
     preset!("lowmem-as-published", 14.0, "study 1 as published: the lowmem questions timed without sync as the study's `time` did, on an emulated Deskstar 7K250-class disk with barrier=0"),
     preset!("reservation-as-published", 10.0, "study 2 as published: the reservation questions on an emulated Deskstar 7K250-class disk with barrier=0, a fresh filesystem per run"),
-    preset!("fragmentation-as-published", 17.0, "study 3 as published: the fragmentation questions on an emulated Deskstar 7K250-class disk, 4K round-robin appends (the study's smallest) to 75% of 320M filesystems"),
+    preset!("fragmentation-as-published", 20.0, "study 3 as published: the fragmentation questions on an emulated Deskstar 7K250-class disk, 4K round-robin appends (the study's smallest) to 75% of 320M filesystems"),
     preset!("inode-interleave-as-published", 17.0, "study 4 as published: the inode-interleave questions, 2000 x 14 files (the study: 9890) on an emulated Deskstar 7K250-class disk with barrier=0, rm -rf after a remount"),
-    preset!("journal-size-as-published", 10.0, "study 5 as published: the journal-size questions on an emulated Seagate ST3500641AS (the study's disk), fdtree's deep tree of 4K files with its phases back to back without a sync, as fdtree runs them"),
+    preset!("journal-size-as-published", 3.0, "study 5 as published: the journal-size questions on an emulated Seagate ST3500641AS (the study's disk), fdtree's deep tree of 4K files with its phases back to back without a sync, as fdtree runs them"),
 ];
 
 /// The suffix of a seed preset's as-published form: the seed's disk (emulated), its method,
