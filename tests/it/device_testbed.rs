@@ -505,31 +505,27 @@ fn a_run_whose_binary_is_deleted_under_it_still_serves_its_disks() {
     let sb = Sandbox::new();
     let copy = sb.path().join("fsgauge-copy");
     std::fs::copy(env!("CARGO_BIN_EXE_fsgauge"), &copy).unwrap();
-    let mut c = std::process::Command::new(&copy);
-    c.current_dir(sb.path())
-        .env("FSGAUGE_STATE_DIR", sb.state())
-        .args([
-            "bench",
-            "interleave",
-            "--fs",
-            "ext4",
-            "--fs-size",
-            "256M",
-            "--device-model",
-            "ram",
-            "--dirs",
-            "10",
-            "--files",
-            "5",
-            "--reps",
-            "2",
-            "--quiet",
-            "--workdir",
-        ])
-        .arg(sb.workdir())
-        .arg("--out")
-        .arg(sb.out());
-    let child = c
+    let child = sb
+        .bench_of(
+            &copy,
+            &[
+                "bench",
+                "interleave",
+                "--fs",
+                "ext4",
+                "--fs-size",
+                "256M",
+                "--device-model",
+                "ram",
+                "--dirs",
+                "10",
+                "--files",
+                "5",
+                "--reps",
+                "2",
+                "--quiet",
+            ],
+        )
         .stdout(std::process::Stdio::piped())
         .stderr(std::process::Stdio::piped())
         .spawn()

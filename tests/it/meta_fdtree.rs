@@ -154,9 +154,6 @@ fn fdtree_tree_and_phases_on_btrfs() {
     tree_on("btrfs", "256M", "file");
 }
 
-/// `--fsync phase`: every create and remove phase is timed without a sync, as fdtree times
-/// it, and followed by a phase of its own timing one syncfs, which holds the writeback the
-/// loop left (on ext4 with delayed allocation, the file data).
 /// A small fdtree on ext4 with `--fsync MODE`: the run and its phases' names.
 fn run_with_fsync(mode: &str) -> (serde_json::Value, Vec<String>) {
     let sb = Sandbox::new();
@@ -194,6 +191,9 @@ fn run_with_fsync(mode: &str) -> (serde_json::Value, Vec<String>) {
     (run, names)
 }
 
+/// `--fsync phase`: every create and remove phase is timed without a sync, as fdtree times
+/// it, and followed by a phase of its own timing one syncfs, which holds the writeback the
+/// loop left (on ext4 with delayed allocation, the file data).
 #[test]
 fn fsync_phase_times_the_writeback_as_a_phase_of_its_own_on_ext4() {
     if !crate::support::have_fs("ext4") {

@@ -41,7 +41,12 @@ impl Sandbox {
     /// `fsgauge` with this sandbox's ledger, run in the sandbox (so that a default
     /// `--out fsgauge-results` lands there, not in the checkout).
     pub fn cmd(&self) -> Command {
-        let mut c = Command::new(env!("CARGO_BIN_EXE_fsgauge"));
+        self.cmd_of(Path::new(env!("CARGO_BIN_EXE_fsgauge")))
+    }
+
+    /// [`Sandbox::cmd`] of the fsgauge binary at `exe` (a copy of it, say).
+    pub fn cmd_of(&self, exe: &Path) -> Command {
+        let mut c = Command::new(exe);
         c.current_dir(self.path());
         c.env("FSGAUGE_STATE_DIR", self.state());
         c
@@ -50,7 +55,12 @@ impl Sandbox {
     /// `fsgauge` with the sandbox's ledger plus `--workdir` and `--out` appended after `args`
     /// (no `--workdir` with `--dir`, which refuses it: it builds no testbed).
     pub fn bench(&self, args: &[&str]) -> Command {
-        let mut c = self.cmd();
+        self.bench_of(Path::new(env!("CARGO_BIN_EXE_fsgauge")), args)
+    }
+
+    /// [`Sandbox::bench`] of the fsgauge binary at `exe`.
+    pub fn bench_of(&self, exe: &Path, args: &[&str]) -> Command {
+        let mut c = self.cmd_of(exe);
         c.args(args);
         if !args.contains(&"--dir") {
             c.arg("--workdir").arg(self.workdir());
