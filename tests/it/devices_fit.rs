@@ -24,23 +24,40 @@ fn fit_recovers_the_emulated_deskstar_and_writes_a_loadable_profile() {
     }
     let sb = Sandbox::new();
     let file = sb.path().join("fitted.toml");
-    let out = sb
-        .cmd()
-        .args([
-            "devices",
-            "fit",
-            "deskstar-7k250",
-            "--seconds",
-            "2",
-            "--json",
-            "--out",
-        ])
-        .arg(&file)
-        .output()
-        .unwrap();
-    let stderr = String::from_utf8_lossy(&out.stderr);
-    assert!(out.status.success(), "devices fit failed: {stderr}");
-    let doc: serde_json::Value = serde_json::from_slice(&out.stdout).expect("JSON on stdout");
+    // Six seconds a benchmark: with two, the fitted average seek spread by about 4% from
+    // run to run here (7.98 to 8.74 ms against the profile's 8.2, five runs), too near the
+    // 10% the test allows. A fit is of the drive only when the emulator kept up with its model: with the other
+    // tests loading both cores it may not (lateness p99 over 0.5 ms, which the check itself
+    // flags), and then its timings are the machine's. Such a fit is made again, up to three
+    // times in all.
+    let mut doc = serde_json::Value::Null;
+    for attempt in 1..=3 {
+        let out = sb
+            .cmd()
+            .args([
+                "devices",
+                "fit",
+                "deskstar-7k250",
+                "--seconds",
+                "6",
+                "--json",
+                "--out",
+            ])
+            .arg(&file)
+            .output()
+            .unwrap();
+        let stderr = String::from_utf8_lossy(&out.stderr);
+        assert!(out.status.success(), "devices fit failed: {stderr}");
+        doc = serde_json::from_slice(&out.stdout).expect("JSON on stdout");
+        let p99 = doc["check"]["lateness"]["p99_ms"]
+            .as_f64()
+            .expect("the check's lateness");
+        if p99 <= 0.5 {
+            break;
+        }
+        eprintln!("fit {attempt}: the emulator fell behind (lateness p99 {p99} ms)");
+        assert!(attempt < 3, "the emulator fell behind in every fit");
+    }
     let (rpm, want) = figure(&doc, "rpm");
     assert!((rpm / want - 1.0).abs() < 0.05, "rpm {rpm} vs {want}");
     let (seek, want) = figure(&doc, "average_seek_ms");
