@@ -170,12 +170,18 @@ pub fn parse(text: &str, source: &str, opts: &ParseOptions) -> Result<Plan> {
             entry(raw_tb, &["mem_limit"]).map(|e| e.1),
             &workloads,
         )?;
-        check_disk(&src, tb, &at)?;
+        check_disk(&src, tb, &at, written(&tb.spec, &workloads, age.is_some()))?;
     }
 
     let questions = question::resolve(&src, &raw.question, &testbeds, &workloads, age.as_ref())?;
     if fresh == Fresh::PerTestbed && !questions.is_empty() {
-        check_disk_together(&src, &testbeds, raw.fresh.as_ref().map(|f| f.span()))?;
+        check_disk_together(
+            &src,
+            &testbeds,
+            &workloads,
+            age.is_some(),
+            raw.fresh.as_ref().map(|f| f.span()),
+        )?;
     }
 
     let name = raw.name.as_ref().map_or_else(
@@ -980,6 +986,8 @@ fn fit_inodes(
 fn check_disk_together(
     src: &Src,
     testbeds: &[PlanTestbed],
+    workloads: &[PlanWorkload],
+    aged: bool,
     fresh_span: Option<Range<usize>>,
 ) -> Result<()> {
     let mut need: BTreeMap<PathBuf, u64> = BTreeMap::new();
@@ -993,7 +1001,7 @@ fn check_disk_together(
             let e = need.entry(base).or_default();
             *e = e.saturating_add(bytes);
         };
-        add(s.backing, s.size);
+        add(s.backing, s.image_room(written(s, workloads, aged)));
         if let Some(j) = s.journal {
             add(j.backing, j.size);
         }
@@ -1018,10 +1026,23 @@ fn check_disk_together(
     Ok(())
 }
 
+/// What the plan's runs write on a testbed at most, for the room a sparse image takes: the
+/// largest workload's estimate, or the whole testbed when it is aged (aging fills it).
+fn written(spec: &TestbedSpec, workloads: &[PlanWorkload], aged: bool) -> u64 {
+    if aged {
+        return spec.size;
+    }
+    workloads
+        .iter()
+        .map(|w| w.workload.space_needed().unwrap_or(u64::MAX))
+        .max()
+        .unwrap_or(0)
+}
+
 /// Runs are made one at a time, so the disk must hold each testbed's image (and its journal
 /// image) at once: refused as the run's own check refuses it, at the key at fault.
-fn check_disk(src: &Src, tb: &PlanTestbed, at: &FieldSpans) -> Result<()> {
-    admit::room(&tb.spec).map_err(|e| {
+fn check_disk(src: &Src, tb: &PlanTestbed, at: &FieldSpans, written: u64) -> Result<()> {
+    admit::room(&tb.spec, written).map_err(|e| {
         let (span, key) = match crate::error::bad_field(&e) {
             Some("journal") => (at.journal.clone(), "journal"),
             _ => (at.size.clone(), at.size_key.as_str()),
@@ -1088,12 +1109,13 @@ file_size = "64K"
         // A value unlike the default for each setting; a new flag needs one here, with the
         // other settings it needs to mean something (given to both sides and to the default).
         type Sample<'a> = (&'a str, &'a str, &'a [(&'a str, &'a str)]);
-        let samples: [Sample; 11] = [
+        let samples: [Sample; 12] = [
             ("fs_size", "320M", &[]),
             ("mkfs_opts", "-O ^extent -I 256", &[]),
             ("mount_opts", "noatime", &[]),
             ("journal", "file:8M", &[]),
             ("backing", "ram", &[]),
+            ("image_alloc", "sparse", &[]),
             ("workdir", &tmp, &[]),
             ("loop_direct_io", "off", &[]),
             ("device_model", "deskstar-7k250:cache=off", &[]),

@@ -247,6 +247,10 @@ pub struct TestbedInfo {
     pub device: Option<String>,
     /// Whether the loop device really did direct I/O on its backing file.
     pub loop_direct_io: Option<bool>,
+    /// How the image's blocks were allocated on the host (`full` or `sparse`); absent for a
+    /// `--device`, a `--dir` and in results written before it was recorded.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub image_alloc: Option<String>,
     /// Where the filesystem was mounted (or the `--dir` path).
     pub path: String,
     /// The emulated disk the image was served through (`--device-model`); absent on this

@@ -140,13 +140,14 @@ pub fn nearest_existing(p: &Path) -> PathBuf {
 /// Refuses a testbed whose image (and journal image) would not fit where they go: the image
 /// and a journal on the same backing share the work directory's filesystem; a RAM journal of
 /// a file-backed testbed lives on tmpfs. Runs are made one at a time, so one testbed's room
-/// is what must be free. A `--device` needs none. The error is bad input at `size` or
-/// `journal`.
-pub fn room(spec: &TestbedSpec) -> anyhow::Result<()> {
+/// is what must be free. A `--device` needs none; a sparse image needs what the workload
+/// writes (`written`, its space estimate) and what mkfs writes. The error is bad input at
+/// `size` or `journal`.
+pub fn room(spec: &TestbedSpec, written: u64) -> anyhow::Result<()> {
     if spec.device.is_some() {
         return Ok(());
     }
-    let mut need = spec.size;
+    let mut need = spec.image_room(written);
     if let Some(j) = spec.journal {
         if j.backing == spec.backing {
             need = need.saturating_add(j.size);
@@ -182,7 +183,7 @@ pub fn room(spec: &TestbedSpec) -> anyhow::Result<()> {
         return Err(bad_param(
             "size",
             format!(
-                "testbed {:?} needs {} for its image(s) but {} has only {} free; make {SIZE_FLAG} smaller (in a plan, {SIZE_KEY}, or a smaller --scale), or pass --workdir on a bigger filesystem",
+                "testbed {:?} needs {} for its image(s) but {} has only {} free; make {SIZE_FLAG} smaller (in a plan, {SIZE_KEY}, or a smaller --scale), pass --workdir on a bigger filesystem, or keep the image sparse (--image-alloc sparse; in a plan, image_alloc = \"sparse\")",
                 spec.label,
                 format_bytes_human(need as f64),
                 describe(&base),
@@ -313,7 +314,7 @@ mod tests {
         let wl = workload("tree", serde_json::json!({"dirs": 1, "files": 1}));
         let mut spec = TestbedSpec::new(FsKind::Ext4, 64 << 50);
         spec.workdir = std::env::temp_dir();
-        let msg = room(&spec)
+        let msg = room(&spec, 0)
             .expect_err("64P is more than any disk")
             .to_string();
         assert!(msg.contains("free") && msg.contains("--fs-size"), "{msg}");

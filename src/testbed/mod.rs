@@ -68,8 +68,8 @@ pub use mkfs::{mkfs_command, MkfsCommand};
 pub use params::TestbedParams;
 pub use rundir::{across_remount, RunDir};
 pub use spec::{
-    default_workdir, find_program, split_words, Backing, FsKind, JournalSpec, TestbedInput,
-    TestbedSpec,
+    default_workdir, find_program, split_words, Backing, FsKind, ImageAlloc, JournalSpec,
+    TestbedInput, TestbedSpec,
 };
 
 use crate::error::bad_input;
@@ -162,9 +162,11 @@ pub fn preflight(spec: &TestbedSpec) -> Result<()> {
         // file-backed testbed lives on tmpfs, whose room is memory.
         // What to make smaller, for each place images go.
         let fs_size = "make --fs-size smaller or pass --workdir on a bigger filesystem";
+        // A sparse image takes what is written into it: the run's admission checked that
+        // against the workload; here, what mkfs writes.
         let mut need: Vec<(PathBuf, u64, String)> = vec![(
             nearest_existing(&spec.workdir),
-            spec.size,
+            spec.image_room(0),
             fs_size.to_string(),
         )];
         if let Some(j) = spec.journal {
@@ -368,6 +370,7 @@ impl Testbed {
         self.home = Some(home.clone());
 
         let mut backing_id = None;
+        let prealloc = spec.backing == Backing::File && spec.image_alloc == ImageAlloc::Full;
         if let Some(dev) = &spec.device {
             self.device = dev.clone();
             // mkfs formats the whole device: that is the testbed's size.
@@ -377,14 +380,14 @@ impl Testbed {
                 .with_context(|| format!("--device {}", dev.display()))?
                 .rdev();
         } else if let Some(m) = &spec.device_model {
-            let (f, _) = self.make_image(&home, &home_path, "fs.img", spec.size, spec.backing)?;
+            let (f, _) = self.make_image(&home, &home_path, "fs.img", spec.size, prealloc)?;
             let disk = self.serve(f, m.profile.as_str(), spec.size, m.offset, m.during)?;
             (self.device, self.fsdev) = disk_device(&disk)?;
             // The loop device's backing is the server's disk file, not the image under it.
             backing_id = disk.backing();
             self.emulated.main = Some(disk);
         } else {
-            let made = self.make_image(&home, &home_path, "fs.img", spec.size, spec.backing)?;
+            let made = self.make_image(&home, &home_path, "fs.img", spec.size, prealloc)?;
             let image = home_path.join("fs.img");
             let (lo, id) = self.make_loop(made, image, spec.loop_direct_io)?;
             self.device = lo.path().to_path_buf();
@@ -406,7 +409,7 @@ impl Testbed {
                 Backing::File => (home.clone(), home_path.clone(), "journal.img".to_string()),
             };
             if let Some(p) = &spec.journal_device_model {
-                let (f, _) = self.make_image(&dir, &dir_path, &name, j.size, j.backing)?;
+                let (f, _) = self.make_image(&dir, &dir_path, &name, j.size, j.backing == Backing::File)?;
                 let during = spec
                     .device_model
                     .as_ref()
@@ -418,7 +421,7 @@ impl Testbed {
             } else {
                 // A RAM journal gains nothing from direct I/O on tmpfs.
                 let dio = spec.loop_direct_io && j.backing == Backing::File;
-                let made = self.make_image(&dir, &dir_path, &name, j.size, j.backing)?;
+                let made = self.make_image(&dir, &dir_path, &name, j.size, j.backing == Backing::File)?;
                 let (lo, _) = self.make_loop(made, dir_path.join(&name), dio)?;
                 self.journal_device = Some(lo.path().to_path_buf());
                 self.journal_loop = Some(lo);
@@ -562,14 +565,15 @@ impl Testbed {
     }
 
     /// Makes the image file `name` of `size` bytes in the held directory `dir` exclusively,
-    /// recorded in the ledger, preallocated on a file backing.
+    /// recorded in the ledger, its blocks allocated up front when `prealloc` (a file backing
+    /// whose image is not asked to be sparse).
     fn make_image(
         &mut self,
         dir: &Arc<OwnedFd>,
         dir_path: &Path,
         name: &str,
         size: u64,
-        backing: Backing,
+        prealloc: bool,
     ) -> Result<(fs::File, FileId)> {
         let image = dir_path.join(name);
         let (f, made, id) = self.ledger().make_at(
@@ -583,7 +587,7 @@ impl Testbed {
         f.set_len(size).with_context(|| {
             format!("sizing image {} to {}", image.display(), format_size(size))
         })?;
-        if backing == Backing::File {
+        if prealloc {
             // Allocate the image's blocks up front so the host filesystem's allocator does not
             // run inside measured phases. Where fallocate is unsupported the image stays sparse,
             // and the run says so; where the store has no room for it, nothing is run.
@@ -768,6 +772,11 @@ impl Testbed {
                 .main
                 .as_ref()
                 .map(|_| true)),
+            image_alloc: self
+                .spec
+                .device
+                .is_none()
+                .then(|| self.spec.image_alloc.to_string()),
             path: self.mountpoint.display().to_string(),
             device_model: self
                 .emulated

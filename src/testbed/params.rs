@@ -15,7 +15,7 @@ use clap::{Args, Command, FromArgMatches};
 use serde::{Deserialize, Serialize};
 
 use super::device::{ModelDuring, ProfileRef};
-use super::spec::{Backing, FsKind, JournalSpec, ModelSpec, TestbedInput};
+use super::spec::{Backing, FsKind, ImageAlloc, JournalSpec, ModelSpec, TestbedInput};
 use crate::units::Size;
 
 /// Every setting of how a testbed is built, with its default and help text.
@@ -54,6 +54,15 @@ pub struct TestbedParams {
     /// Put the image in a file on disk or on a RAM disk (tmpfs).
     #[arg(long, value_name = "file|ram", default_value = "file")]
     pub backing: Backing,
+    /// How the image file's blocks are allocated on the host: full (all of them before mkfs,
+    /// so the host's allocator never runs in a measured phase) or sparse (only what mkfs and
+    /// the workload write). Sparse lets a filesystem have a whole drive's size, e.g. --fs-size
+    /// 465G with --device-model st3500641as, on a host with far less free space; the room it
+    /// needs is then estimated from the workload. ext4 and btrfs make a sparse image's
+    /// metadata lazily or small; on an emulated disk the server's lateness shows what the
+    /// host's allocation cost.
+    #[arg(long, value_name = "full|sparse", default_value = "full")]
+    pub image_alloc: ImageAlloc,
     /// Directory for images and mount points [default: /var/tmp/fsgauge, /dev/shm/fsgauge for ram].
     #[arg(long, value_name = "DIR")]
     #[serde(skip_serializing_if = "Option::is_none")]
@@ -107,6 +116,7 @@ pub fn plan_keys(field: &str) -> &'static [&'static str] {
         "mount" | "mount_opts" => &["mount_opts", "mount"],
         "journal" => &["journal"],
         "backing" => &["backing"],
+        "image_alloc" => &["image_alloc"],
         "workdir" => &["workdir"],
         "loop_direct_io" => &["loop_direct_io"],
         "device_model" => &["device_model"],
@@ -143,6 +153,7 @@ impl TestbedParams {
             mount: self.mount_opts.clone(),
             journal: self.journal,
             backing: self.backing,
+            image_alloc: self.image_alloc,
             workdir: self.workdir.clone(),
             loop_direct_io: self.loop_direct_io,
             device_model: self.device_model.clone().map(|profile| ModelSpec {

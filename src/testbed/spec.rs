@@ -89,6 +89,20 @@ crate::choice! {
     }
 }
 
+crate::choice! {
+    /// How an image file's blocks are allocated on the host.
+    #[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
+    pub enum ImageAlloc("image allocation") {
+        /// All of them before mkfs (fallocate), so the host's allocator never runs in a
+        /// measured phase.
+        #[default]
+        Full = "full",
+        /// Only what is written, when it is written: an image the size of a whole drive
+        /// takes on the host what mkfs and the workload write.
+        Sparse = "sparse",
+    }
+}
+
 /// An external journal (ext3/ext4 journal device, xfs log device) and where it lives.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
 pub struct JournalSpec {
@@ -139,6 +153,9 @@ pub struct TestbedSpec {
     pub mount_opts: String,
     pub journal: Option<JournalSpec>,
     pub backing: Backing,
+    /// How the image's blocks are allocated on the host (results before it: full).
+    #[serde(default)]
+    pub image_alloc: ImageAlloc,
     /// Directory for images and mount points.
     pub workdir: PathBuf,
     /// Loop devices do direct I/O on their backing file (the default).
@@ -181,6 +198,7 @@ pub struct TestbedInput {
     pub mount: String,
     pub journal: Option<JournalSpec>,
     pub backing: Backing,
+    pub image_alloc: ImageAlloc,
     /// Where images go; [`default_workdir`] of the backing when absent.
     pub workdir: Option<PathBuf>,
     pub loop_direct_io: bool,
@@ -214,6 +232,7 @@ impl TestbedSpec {
             mount_opts: i.mount,
             journal: i.journal,
             backing: i.backing,
+            image_alloc: i.image_alloc,
             workdir: i.workdir.unwrap_or_else(|| default_workdir(i.backing)),
             loop_direct_io: i.loop_direct_io,
             device: i.device,
@@ -222,6 +241,30 @@ impl TestbedSpec {
         };
         spec.validate()?;
         Ok(spec)
+    }
+
+    /// The room the image takes on the host for a workload that writes about `written` bytes:
+    /// its size when it is allocated in full; when sparse, twice what is written (the
+    /// estimate leaves out the filesystem's own metadata) and 1G for what mkfs writes, at
+    /// most its size.
+    /// On a plain loop device, mkfs's zeroing of the inode tables (ext4: 1/64 of the size)
+    /// is allocated too; an emulated disk punches it out (see the device server).
+    pub fn image_room(&self, written: u64) -> u64 {
+        match self.image_alloc {
+            ImageAlloc::Full => self.size,
+            ImageAlloc::Sparse => {
+                let zeroed = if self.device_model.is_some() {
+                    0
+                } else {
+                    self.size / 50
+                };
+                written
+                    .saturating_mul(2)
+                    .saturating_add(zeroed)
+                    .saturating_add(1 << 30)
+                    .min(self.size)
+            }
+        }
     }
 
     /// A spec with defaults for everything but the kind and size.
@@ -234,6 +277,7 @@ impl TestbedSpec {
             mount_opts: String::new(),
             journal: None,
             backing: Backing::File,
+            image_alloc: ImageAlloc::Full,
             workdir: default_workdir(Backing::File),
             loop_direct_io: true,
             device: None,
@@ -511,6 +555,25 @@ pub fn split_words(text: &str) -> Result<Vec<String>, String> {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn a_sparse_image_takes_what_is_written_and_a_full_one_its_size() {
+        const G: u64 = 1 << 30;
+        let mut spec = TestbedSpec::new(FsKind::Ext4, 465 * G);
+        assert_eq!(spec.image_room(2 * G), 465 * G);
+        spec.image_alloc = ImageAlloc::Sparse;
+        // Twice the writes, 1G for mkfs, and the inode tables a plain loop device allocates.
+        assert_eq!(spec.image_room(2 * G), 4 * G + G + 465 * G / 50);
+        spec.device_model = Some(ModelSpec {
+            profile: "st3500641as".parse().unwrap(),
+            offset: 0,
+            during: ModelDuring::Phases,
+        });
+        assert_eq!(spec.image_room(2 * G), 5 * G);
+        // Never more than the image itself.
+        assert_eq!(spec.image_room(u64::MAX), 465 * G);
+        assert_eq!(TestbedSpec::new(FsKind::Ext4, G).image_room(0), G);
+    }
 
     #[test]
     fn kinds_parse_and_name_their_package() {

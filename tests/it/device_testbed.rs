@@ -543,3 +543,50 @@ fn a_run_whose_binary_is_deleted_under_it_still_serves_its_disks() {
     assert!(runs.iter().all(|r| r.testbed.device_model.is_some()));
     sb.assert_clean();
 }
+
+/// A filesystem the size of a whole drive on a host with less free space: refused with a full
+/// image (naming --image-alloc), made with a sparse one, whose zeroed inode tables the
+/// emulated disk punches out, and recorded as sparse in the result.
+#[test]
+fn a_sparse_image_holds_a_filesystem_larger_than_the_hosts_free_space() {
+    if !have_fs("ext4") || !have_fuse() {
+        return;
+    }
+    let sb = Sandbox::new();
+    let free = fsgauge::testbed::room::free_space(&sb.workdir()).expect("statvfs of the sandbox");
+    // Twice the free space, in whole GiB, at least 64G; ext4 on the host takes files to 16T.
+    let size_g = (free / (1 << 30) * 2).max(64);
+    if size_g > 15 * 1024 {
+        skip("the sandbox's filesystem has over 7.5T free: no image larger than it fits a file");
+        return;
+    }
+    let size = format!("{size_g}G");
+    let args = |alloc: &str| -> Vec<String> {
+        [
+            "bench", "fdtree", "--fs", "ext4", "--fs-size", &size, "--image-alloc", alloc,
+            "--device-model", "ram", "--levels", "2", "--dirs-per-level", "3",
+            "--files-per-dir", "2", "--file-size", "4K", "--quiet",
+        ]
+        .map(str::to_string)
+        .to_vec()
+    };
+    let out = sb.bench(&strs(&args("full"))).output().unwrap();
+    assert_eq!(out.status.code(), Some(2), "a full image larger than the free space is bad input");
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert!(
+        err.contains("free") && err.contains("--image-alloc sparse"),
+        "{err}"
+    );
+    assert!(!sb.out().exists(), "a refused run writes no results");
+    run_ok(&sb, &strs(&args("sparse")));
+    let runs = sb.results();
+    assert_eq!(runs.len(), 1);
+    assert_eq!(runs[0].testbed.image_alloc.as_deref(), Some("sparse"));
+    assert_eq!(runs[0].testbed.size, size_g << 30);
+    sb.assert_clean();
+}
+
+/// The words of a command line, as `Sandbox::bench` takes them.
+fn strs(v: &[String]) -> Vec<&str> {
+    v.iter().map(String::as_str).collect()
+}

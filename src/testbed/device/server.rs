@@ -121,6 +121,11 @@ impl Pool {
 struct Image {
     direct: Option<File>,
     buffered: File,
+    /// The image had fewer blocks than bytes when the server started (`--image-alloc
+    /// sparse`, or the devices check's scratch image): it is kept sparse, a range the kernel
+    /// zeroes is punched out rather than allocated zeroed (both read as zeros), so that mkfs
+    /// zeroing a whole drive's inode tables takes no room on the host.
+    sparse: bool,
 }
 
 impl Image {
@@ -134,6 +139,13 @@ impl Image {
             .metadata()
             .with_context(|| format!("stat of the device image {}", path.display()))?
             .len();
+        let sparse = {
+            use std::os::unix::fs::MetadataExt;
+            let meta = buffered
+                .metadata()
+                .with_context(|| format!("stat of the device image {}", path.display()))?;
+            meta.blocks().saturating_mul(512) < size
+        };
         if len < size {
             // Sparse: the disk's unwritten blocks read as zeros.
             buffered.set_len(size).with_context(|| {
@@ -149,7 +161,11 @@ impl Image {
             .custom_flags(libc::O_DIRECT)
             .open(path)
             .ok();
-        Ok(Image { direct, buffered })
+        Ok(Image {
+            direct,
+            buffered,
+            sparse,
+        })
     }
 
     fn read(&self, buf: &mut [u8], off: u64) -> Result<usize, Errno> {
@@ -433,8 +449,14 @@ impl Filesystem for DiskFs {
         mode: i32,
         reply: ReplyEmpty,
     ) {
-        // Discards (the loop device punches holes): the image frees the space; a 2005 drive
-        // had no TRIM, so the model sees nothing.
+        // Discards (the loop device punches holes) and zeroing (the loop device's write-zeroes,
+        // e.g. mkfs's inode tables): the image frees or zeroes the space; a 2005 drive had no
+        // TRIM, so the model sees nothing.
+        let mode = if self.image.sparse && mode & libc::FALLOC_FL_ZERO_RANGE != 0 {
+            libc::FALLOC_FL_PUNCH_HOLE | libc::FALLOC_FL_KEEP_SIZE
+        } else {
+            mode
+        };
         match crate::sys::fallocate(self.image.buffered.as_fd(), mode, offset, length) {
             Ok(()) => reply.ok(),
             Err(e) => reply.error(FuseErrno::from_i32(e as i32)),

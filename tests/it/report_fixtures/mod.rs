@@ -110,6 +110,7 @@ pub fn result(
             backing: "file".into(),
             device: Some("/dev/loop9".into()),
             loop_direct_io: Some(true),
+            image_alloc: None,
             path: "/var/tmp/x".into(),
             device_model: None,
             journal_device_model: None,
