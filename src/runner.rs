@@ -108,7 +108,7 @@ pub fn check(place: &Place, wl: &dyn Workload, opts: &RunOptions) -> Result<()> 
     }
     match place {
         Place::Testbed(spec) => {
-            admit::room(spec, need)?;
+            crate::testbed::room::check(spec, need)?;
             preflight(spec)?;
             admit::space(spec, wl)?;
         }

@@ -995,8 +995,10 @@ fn check_disk_together(
         let s = &tb.spec;
         let mut add = |backing: Backing, bytes: u64| {
             let base = match backing {
-                Backing::File => admit::nearest_existing(&s.workdir),
-                Backing::Ram => admit::nearest_existing(&default_workdir(Backing::Ram)),
+                Backing::File => crate::testbed::room::nearest_existing(&s.workdir),
+                Backing::Ram => {
+                    crate::testbed::room::nearest_existing(&default_workdir(Backing::Ram))
+                }
             };
             let e = need.entry(base).or_default();
             *e = e.saturating_add(bytes);
@@ -1042,7 +1044,7 @@ fn written(spec: &TestbedSpec, workloads: &[PlanWorkload], aged: bool) -> u64 {
 /// Runs are made one at a time, so the disk must hold each testbed's image (and its journal
 /// image) at once: refused as the run's own check refuses it, at the key at fault.
 fn check_disk(src: &Src, tb: &PlanTestbed, at: &FieldSpans, written: u64) -> Result<()> {
-    admit::room(&tb.spec, written).map_err(|e| {
+    crate::testbed::room::check(&tb.spec, written).map_err(|e| {
         let (span, key) = match crate::error::bad_field(&e) {
             Some("journal") => (at.journal.clone(), "journal"),
             _ => (at.size.clone(), at.size_key.as_str()),

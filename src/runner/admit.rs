@@ -7,14 +7,12 @@
 //! An ext testbed whose mkfs options say nothing about inodes gets `-N` when its default
 //! would be too few, with a note; an explicit `-N` or `-i` that is too small is refused.
 
-use std::path::{Path, PathBuf};
 use std::time::SystemTime;
 
 use crate::error::bad_param;
 use crate::testbed::inodes::{count_for, predict, Inodes, RESERVED};
 use crate::testbed::params::{SIZE_FLAG, SIZE_KEY};
-use crate::testbed::room::{describe, free_space};
-use crate::testbed::{default_workdir, Backing, TestbedSpec};
+use crate::testbed::TestbedSpec;
 use crate::units::{format_bytes_human, format_size};
 use crate::workload::Workload;
 
@@ -122,76 +120,6 @@ pub fn memory(limit: u64, wl: &dyn Workload, tool_rss: u64) -> anyhow::Result<()
             format_size(needs.next_multiple_of(1 << 20))
         ),
     ))
-}
-
-/// The nearest existing directory at or above `p` (where a directory to be made would be).
-pub fn nearest_existing(p: &Path) -> PathBuf {
-    let mut cur = p.to_path_buf();
-    loop {
-        if cur.exists() {
-            return cur;
-        }
-        if !cur.pop() {
-            return PathBuf::from("/");
-        }
-    }
-}
-
-/// Refuses a testbed whose image (and journal image) would not fit where they go: the image
-/// and a journal on the same backing share the work directory's filesystem; a RAM journal of
-/// a file-backed testbed lives on tmpfs. Runs are made one at a time, so one testbed's room
-/// is what must be free. A `--device` needs none; a sparse image needs what the workload
-/// writes (`written`, its space estimate) and what mkfs writes. The error is bad input at
-/// `size` or `journal`.
-pub fn room(spec: &TestbedSpec, written: u64) -> anyhow::Result<()> {
-    if spec.device.is_some() {
-        return Ok(());
-    }
-    let mut need = spec.image_room(written);
-    if let Some(j) = spec.journal {
-        if j.backing == spec.backing {
-            need = need.saturating_add(j.size);
-        } else {
-            let base = nearest_existing(&default_workdir(j.backing));
-            if let Some(avail) = free_space(&base) {
-                if j.size > avail {
-                    return Err(bad_param(
-                        "journal",
-                        format!(
-                            "testbed {:?} needs {} of {} for its journal but {} has only {} free; make the journal smaller or put it {}",
-                            spec.label,
-                            format_bytes_human(j.size as f64),
-                            if j.backing == Backing::Ram { "RAM disk" } else { "disk" },
-                            describe(&base),
-                            format_bytes_human(avail as f64),
-                            if j.backing == Backing::Ram {
-                                "in a file (--journal file:SIZE)"
-                            } else {
-                                "in RAM (--journal ram:SIZE)"
-                            }
-                        ),
-                    ));
-                }
-            }
-        }
-    }
-    let base = nearest_existing(&spec.workdir);
-    let Some(avail) = free_space(&base) else {
-        return Ok(());
-    };
-    if need > avail {
-        return Err(bad_param(
-            "size",
-            format!(
-                "testbed {:?} needs {} for its image(s) but {} has only {} free; make {SIZE_FLAG} smaller (in a plan, {SIZE_KEY}, or a smaller --scale), pass --workdir on a bigger filesystem, or keep the image sparse (--image-alloc sparse; in a plan, image_alloc = \"sparse\")",
-                spec.label,
-                format_bytes_human(need as f64),
-                describe(&base),
-                format_bytes_human(avail as f64)
-            ),
-        ));
-    }
-    Ok(())
 }
 
 /// Admits a workload onto a testbed: its space, then its inodes (adding `-N` where mkfs would
@@ -314,7 +242,7 @@ mod tests {
         let wl = workload("tree", serde_json::json!({"dirs": 1, "files": 1}));
         let mut spec = TestbedSpec::new(FsKind::Ext4, 64 << 50);
         spec.workdir = std::env::temp_dir();
-        let msg = room(&spec, 0)
+        let msg = crate::testbed::room::check(&spec, 0)
             .expect_err("64P is more than any disk")
             .to_string();
         assert!(msg.contains("free") && msg.contains("--fs-size"), "{msg}");

@@ -158,45 +158,9 @@ pub fn preflight(spec: &TestbedSpec) -> Result<()> {
         // Its size is the testbed's (see TestbedSpec::build): the room checks used it.
         device_size(dev)?;
     } else {
-        // The image and a journal on the same backing share a filesystem; a RAM journal of a
-        // file-backed testbed lives on tmpfs, whose room is memory.
-        // What to make smaller, for each place images go.
-        let fs_size = "make --fs-size smaller or pass --workdir on a bigger filesystem";
-        // A sparse image takes what is written into it: the run's admission checked that
-        // against the workload; here, what mkfs writes.
-        let mut need: Vec<(PathBuf, u64, String)> = vec![(
-            nearest_existing(&spec.workdir),
-            spec.image_room(0),
-            fs_size.to_string(),
-        )];
-        if let Some(j) = spec.journal {
-            if j.backing == spec.backing {
-                need[0].1 += j.size;
-            } else {
-                let what = match j.backing {
-                    // A RAM journal always goes to /dev/shm, whatever --workdir says.
-                    Backing::Ram => format!(
-                        "make the journal smaller (--journal ram:SIZE, now {}) or put it on the image's filesystem (--journal file:SIZE)",
-                        format_size(j.size)
-                    ),
-                    Backing::File => fs_size.to_string(),
-                };
-                need.push((nearest_existing(&default_workdir(j.backing)), j.size, what));
-            }
-        }
-        for (base, need, what) in need {
-            let Some(avail) = room::free_space(&base) else {
-                continue;
-            };
-            if avail < need {
-                return Err(bad_input(format!(
-                    "the testbed needs {} for its image(s) but {} has only {} free; {what}",
-                    format_size(need),
-                    room::describe(&base),
-                    crate::units::format_bytes_human(avail as f64)
-                )));
-            }
-        }
+        // A sparse image's share of what the workload writes was checked by the run's
+        // admission; here what mkfs writes counts.
+        room::check(spec, 0)?;
     }
     Ok(())
 }
@@ -205,7 +169,7 @@ pub fn preflight(spec: &TestbedSpec) -> Result<()> {
 /// ancestor must be a directory (not a regular file or something below one). A plan's
 /// `workdir` is checked with this too, so that `--dry-run` refuses what the run would.
 pub fn check_workdir(workdir: &Path) -> Result<()> {
-    let base = nearest_existing(workdir);
+    let base = room::nearest_existing(workdir);
     if !base.is_dir() {
         return Err(crate::error::bad_param("workdir", format!(
             "--workdir {}: {} is not a directory; give a directory for images and mount points (a missing one is created)",
@@ -214,17 +178,6 @@ pub fn check_workdir(workdir: &Path) -> Result<()> {
         )));
     }
     Ok(())
-}
-
-fn nearest_existing(p: &Path) -> PathBuf {
-    let mut cur = p.to_path_buf();
-    while !cur.exists() {
-        match cur.parent() {
-            Some(parent) => cur = parent.to_path_buf(),
-            None => return PathBuf::from("/"),
-        }
-    }
-    cur
 }
 
 /// A block device given with `--device` must exist, be a block device, and be unused: the
@@ -409,7 +362,8 @@ impl Testbed {
                 Backing::File => (home.clone(), home_path.clone(), "journal.img".to_string()),
             };
             if let Some(p) = &spec.journal_device_model {
-                let (f, _) = self.make_image(&dir, &dir_path, &name, j.size, j.backing == Backing::File)?;
+                let (f, _) =
+                    self.make_image(&dir, &dir_path, &name, j.size, j.backing == Backing::File)?;
                 let during = spec
                     .device_model
                     .as_ref()
@@ -421,7 +375,8 @@ impl Testbed {
             } else {
                 // A RAM journal gains nothing from direct I/O on tmpfs.
                 let dio = spec.loop_direct_io && j.backing == Backing::File;
-                let made = self.make_image(&dir, &dir_path, &name, j.size, j.backing == Backing::File)?;
+                let made =
+                    self.make_image(&dir, &dir_path, &name, j.size, j.backing == Backing::File)?;
                 let (lo, _) = self.make_loop(made, dir_path.join(&name), dio)?;
                 self.journal_device = Some(lo.path().to_path_buf());
                 self.journal_loop = Some(lo);

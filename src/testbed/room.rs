@@ -4,7 +4,12 @@
 //! needs: tmpfs pages are memory, and a RAM disk that outgrows it ends in the OOM killer or
 //! swap, not in ENOSPC.
 
-use std::path::Path;
+use std::path::{Path, PathBuf};
+
+use super::params::{SIZE_FLAG, SIZE_KEY};
+use super::spec::{default_workdir, Backing, TestbedSpec};
+use crate::error::bad_param;
+use crate::units::format_bytes_human;
 
 /// Memory left over when a RAM-backed image is as large as it may be.
 pub const RAM_MARGIN: u64 = 512 << 20;
@@ -36,6 +41,78 @@ pub fn describe(p: &Path) -> String {
     } else {
         p.display().to_string()
     }
+}
+
+/// The nearest existing ancestor of `p` (itself if it exists): where its free space is read.
+pub fn nearest_existing(p: &Path) -> PathBuf {
+    let mut cur = p.to_path_buf();
+    loop {
+        if cur.exists() {
+            return cur;
+        }
+        if !cur.pop() {
+            return PathBuf::from("/");
+        }
+    }
+}
+
+/// Refuses a testbed whose image (and journal image) would not fit where they go, for a
+/// workload that writes about `written` bytes (a sparse image takes that and what mkfs writes,
+/// see [`TestbedSpec::image_room`]; 0 counts mkfs's share alone): the image and a journal on
+/// the same backing share the work directory's filesystem; a RAM journal of a file-backed
+/// testbed lives on tmpfs. Runs are made one at a time, so one testbed's room is what must be
+/// free. A `--device` needs none. The one check of room, for a run's admission, a plan's
+/// testbeds and every testbed's preflight; the error is bad input at `size` or `journal`.
+pub fn check(spec: &TestbedSpec, written: u64) -> anyhow::Result<()> {
+    if spec.device.is_some() {
+        return Ok(());
+    }
+    let mut need = spec.image_room(written);
+    if let Some(j) = spec.journal {
+        if j.backing == spec.backing {
+            need = need.saturating_add(j.size);
+        } else {
+            // A RAM journal always goes to /dev/shm, whatever --workdir says.
+            let base = nearest_existing(&default_workdir(j.backing));
+            if let Some(avail) = free_space(&base) {
+                if j.size > avail {
+                    return Err(bad_param(
+                        "journal",
+                        format!(
+                            "testbed {:?} needs {} of {} for its journal but {} has only {} free; make the journal smaller or put it {}",
+                            spec.label,
+                            format_bytes_human(j.size as f64),
+                            if j.backing == Backing::Ram { "RAM disk" } else { "disk" },
+                            describe(&base),
+                            format_bytes_human(avail as f64),
+                            if j.backing == Backing::Ram {
+                                "in a file (--journal file:SIZE)"
+                            } else {
+                                "in RAM (--journal ram:SIZE)"
+                            }
+                        ),
+                    ));
+                }
+            }
+        }
+    }
+    let base = nearest_existing(&spec.workdir);
+    let Some(avail) = free_space(&base) else {
+        return Ok(());
+    };
+    if need > avail {
+        return Err(bad_param(
+            "size",
+            format!(
+                "testbed {:?} needs {} for its image(s) but {} has only {} free; make {SIZE_FLAG} smaller (in a plan, {SIZE_KEY}, or a smaller --scale), pass --workdir on a bigger filesystem, or keep the image sparse (--image-alloc sparse; in a plan, image_alloc = \"sparse\")",
+                spec.label,
+                format_bytes_human(need as f64),
+                describe(&base),
+                format_bytes_human(avail as f64)
+            ),
+        ));
+    }
+    Ok(())
 }
 
 #[cfg(test)]

@@ -563,15 +563,35 @@ fn a_sparse_image_holds_a_filesystem_larger_than_the_hosts_free_space() {
     let size = format!("{size_g}G");
     let args = |alloc: &str| -> Vec<String> {
         [
-            "bench", "fdtree", "--fs", "ext4", "--fs-size", &size, "--image-alloc", alloc,
-            "--device-model", "ram", "--levels", "2", "--dirs-per-level", "3",
-            "--files-per-dir", "2", "--file-size", "4K", "--quiet",
+            "bench",
+            "fdtree",
+            "--fs",
+            "ext4",
+            "--fs-size",
+            &size,
+            "--image-alloc",
+            alloc,
+            "--device-model",
+            "ram",
+            "--levels",
+            "2",
+            "--dirs-per-level",
+            "3",
+            "--files-per-dir",
+            "2",
+            "--file-size",
+            "4K",
+            "--quiet",
         ]
         .map(str::to_string)
         .to_vec()
     };
     let out = sb.bench(&strs(&args("full"))).output().unwrap();
-    assert_eq!(out.status.code(), Some(2), "a full image larger than the free space is bad input");
+    assert_eq!(
+        out.status.code(),
+        Some(2),
+        "a full image larger than the free space is bad input"
+    );
     let err = String::from_utf8_lossy(&out.stderr);
     assert!(
         err.contains("free") && err.contains("--image-alloc sparse"),
