@@ -79,14 +79,16 @@ pub fn check(spec: &TestbedSpec, written: u64) -> anyhow::Result<()> {
                     return Err(bad_param(
                         "journal",
                         format!(
-                            "testbed {:?} needs {} of {} for its journal but {} has only {} free; make the journal smaller or put it {}",
+                            "testbed {:?} needs {} of {} for its journal but {} has only {} free; make the journal smaller (--journal {}:SIZE, now {}) or put it {}",
                             spec.label,
                             format_bytes_human(j.size as f64),
                             if j.backing == Backing::Ram { "RAM disk" } else { "disk" },
                             describe(&base),
                             format_bytes_human(avail as f64),
+                            j.backing,
+                            crate::units::format_size(j.size),
                             if j.backing == Backing::Ram {
-                                "in a file (--journal file:SIZE)"
+                                "on the image's filesystem (--journal file:SIZE)"
                             } else {
                                 "in RAM (--journal ram:SIZE)"
                             }
