@@ -58,9 +58,9 @@ pub struct TestbedParams {
     /// so the host's allocator never runs in a measured phase) or sparse (only what mkfs and
     /// the workload write). Sparse lets a filesystem have a whole drive's size, e.g. --fs-size
     /// 465G with --device-model st3500641as, on a host with far less free space; the room it
-    /// needs is then estimated from the workload. ext4 and btrfs make a sparse image's
-    /// metadata lazily or small; on an emulated disk the server's lateness shows what the
-    /// host's allocation cost.
+    /// needs is then estimated from the workload. On a plain loop device what mkfs zeroes
+    /// (ext4's inode tables, 1/64 of the size) is allocated too; an emulated disk punches it
+    /// out, and its server's lateness shows what the host's allocation cost.
     #[arg(long, value_name = "full|sparse", default_value = "full")]
     pub image_alloc: ImageAlloc,
     /// Directory for images and mount points [default: /var/tmp/fsgauge, /dev/shm/fsgauge for ram].

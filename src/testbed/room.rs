@@ -9,7 +9,7 @@ use std::path::{Path, PathBuf};
 use super::params::{SIZE_FLAG, SIZE_KEY};
 use super::spec::{default_workdir, Backing, TestbedSpec};
 use crate::error::bad_param;
-use crate::units::format_bytes_human;
+use crate::units::{format_bytes_human, format_size};
 
 /// Memory left over when a RAM-backed image is as large as it may be.
 pub const RAM_MARGIN: u64 = 512 << 20;
@@ -86,7 +86,7 @@ pub fn check(spec: &TestbedSpec, written: u64) -> anyhow::Result<()> {
                             describe(&base),
                             format_bytes_human(avail as f64),
                             j.backing,
-                            crate::units::format_size(j.size),
+                            format_size(j.size),
                             if j.backing == Backing::Ram {
                                 "on the image's filesystem (--journal file:SIZE)"
                             } else {

@@ -135,15 +135,12 @@ impl Image {
             .write(true)
             .open(path)
             .with_context(|| format!("opening the device image {}", path.display()))?;
-        let len = buffered
+        let meta = buffered
             .metadata()
-            .with_context(|| format!("stat of the device image {}", path.display()))?
-            .len();
+            .with_context(|| format!("stat of the device image {}", path.display()))?;
+        let len = meta.len();
         let sparse = {
             use std::os::unix::fs::MetadataExt;
-            let meta = buffered
-                .metadata()
-                .with_context(|| format!("stat of the device image {}", path.display()))?;
             meta.blocks().saturating_mul(512) < size
         };
         if len < size {
