@@ -19,7 +19,6 @@ use std::ffi::CString;
 use std::fs;
 use std::io::Write;
 use std::os::fd::{AsFd, AsRawFd, OwnedFd};
-use std::os::unix::ffi::OsStrExt;
 use std::path::{Path, PathBuf};
 
 use anyhow::{Context, Result};
@@ -40,15 +39,98 @@ pub struct OutDir {
 }
 
 impl OutDir {
-    /// Opens a directory (the path as the user gave it; symlinks on the way are the user's).
+    /// Opens an existing directory, reached as [`crate::sys::chase`] reaches a path (another
+    /// user's link leads only to what that user owns); `path` is kept as the user gave it, for
+    /// messages.
     pub fn open(path: &Path) -> Result<OutDir> {
-        let c = cstring(path.as_os_str().as_bytes(), path)?;
-        let fd = crate::sys::open(&c, libc::O_RDONLY | libc::O_DIRECTORY | libc::O_CLOEXEC, 0)
-            .map_err(|e| fs_error("open directory", &path.display().to_string(), e))?;
+        Self::reach(path, None)
+    }
+
+    /// [`OutDir::open`], making the directory and its missing parents (mode 0755) first.
+    pub fn make(path: &Path) -> Result<OutDir> {
+        Self::reach(path, Some(0o755))
+    }
+
+    fn reach(path: &Path, create: Option<u32>) -> Result<OutDir> {
+        let w = crate::sys::trust::walk(path, create)?;
         Ok(OutDir {
-            fd,
+            fd: w.fd,
             path: path.to_path_buf(),
         })
+    }
+
+    /// The kernel interface this directory is on (`/proc`, `/sys`, a cgroup filesystem, …),
+    /// where no output belongs; `None` on a real filesystem.
+    pub fn kernel_interface(&self) -> Option<&'static str> {
+        use nix::sys::statfs as s;
+        let t = s::fstatfs(&self.fd).ok()?.filesystem_type();
+        let kernel = [
+            (s::PROC_SUPER_MAGIC, "/proc"),
+            (s::SYSFS_MAGIC, "/sys"),
+            (s::CGROUP2_SUPER_MAGIC, "a cgroup filesystem"),
+            (s::CGROUP_SUPER_MAGIC, "a cgroup filesystem"),
+            (s::DEBUGFS_MAGIC, "debugfs"),
+            (s::SECURITYFS_MAGIC, "securityfs"),
+            (s::TRACEFS_MAGIC, "tracefs"),
+        ];
+        kernel.iter().find(|(m, _)| *m == t).map(|(_, w)| *w)
+    }
+
+    /// The directory `name` in this one, made (mode 0755) when missing; never through a link.
+    pub fn subdir(&self, name: &str) -> Result<OutDir> {
+        check_name(name, &self.path)?;
+        let shown = self.shown(name);
+        match crate::sys::trust::mkdir_at(self.fd.as_fd(), Path::new(name), 0o755) {
+            Ok(()) => {}
+            Err(e) if e.kind() == std::io::ErrorKind::AlreadyExists => {}
+            Err(e) => return Err(io_error("mkdir", &shown, e)),
+        }
+        let fd = crate::sys::trust::open_dir_in(self.fd.as_fd(), name).map_err(|e| {
+            crate::error::bad_input(format!(
+                "{shown} is not a directory fsgauge can write into ({e}); remove it or choose another place"
+            ))
+        })?;
+        Ok(OutDir {
+            fd,
+            path: self.path.join(name),
+        })
+    }
+
+    /// Creates `name` here for writing as the caller goes (a log): an existing regular file of
+    /// that name is unlinked first, never opened (it could be another user's hard link), and
+    /// the new one is made with `O_CREAT | O_EXCL | O_NOFOLLOW`. Anything else at the name is
+    /// refused.
+    pub fn create_stream(&self, name: &str) -> Result<fs::File> {
+        check_name(name, &self.path)?;
+        let shown = self.shown(name);
+        if let Some(st) = self.entry(name)? {
+            if st.st_mode & libc::S_IFMT != libc::S_IFREG {
+                return Err(crate::error::bad_input(format!(
+                    "{shown} exists and is {}; fsgauge replaces only regular files — remove it or choose another place",
+                    crate::bounded::kind_of(st.st_mode)
+                )));
+            }
+            nix::unistd::unlinkat(Some(self.raw()), name, UnlinkatFlags::NoRemoveDir)
+                .map_err(|e| fs_error("unlink", &shown, e))?;
+        }
+        let c = cstring(name.as_bytes(), Path::new(name))?;
+        crate::sys::open_at(
+            self.raw(),
+            &c,
+            libc::O_WRONLY | libc::O_CREAT | libc::O_EXCL | libc::O_NOFOLLOW | libc::O_CLOEXEC,
+            0o644,
+        )
+        .map(fs::File::from)
+        .map_err(|e| fs_error("create", &shown, e))
+    }
+
+    /// The stat of the entry `name` (a link not followed), `None` when there is none.
+    fn entry(&self, name: &str) -> Result<Option<libc::stat>> {
+        match crate::sys::trust::stat_at(self.fd.as_fd(), name) {
+            Ok(st) => Ok(Some(st)),
+            Err(e) if e.kind() == std::io::ErrorKind::NotFound => Ok(None),
+            Err(e) => Err(io_error("stat", &self.shown(name), e)),
+        }
     }
 
     /// A directory already opened (`O_DIRECTORY`), known to the user as `path`.
@@ -139,6 +221,7 @@ impl OutDir {
     /// the name is replaced, never followed.
     pub fn replace(&self, name: &str, bytes: &[u8]) -> Result<()> {
         check_name(name, &self.path)?;
+        self.check_replaceable(name)?;
         let mut t = self.temp()?;
         t.write(bytes)?;
         let from = match &t.name {
@@ -168,6 +251,23 @@ impl OutDir {
         t.name = None;
         self.sync();
         Ok(())
+    }
+
+    /// Refuses to replace `name` when it is there and not a regular file or a symbolic link (a
+    /// device node, a FIFO, a socket, a directory): an output never destroys one.
+    fn check_replaceable(&self, name: &str) -> Result<()> {
+        match self.entry(name)? {
+            Some(st)
+                if !matches!(st.st_mode & libc::S_IFMT, libc::S_IFREG | libc::S_IFLNK) =>
+            {
+                Err(crate::error::bad_input(format!(
+                    "{} is {}; fsgauge writes its output only to a regular file (or `-` for standard output) and never replaces anything else — choose another place",
+                    self.shown(name),
+                    crate::bounded::kind_of(st.st_mode)
+                )))
+            }
+            _ => Ok(()),
+        }
     }
 
     /// Writes `bytes` under the first name of `names(0)`, `names(1)`, … that does not exist;

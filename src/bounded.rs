@@ -1,5 +1,7 @@
-//! Bounded reading of the files fsgauge takes as input (results, plans, ledger entries): a
-//! regular file only, up to a stated size.
+//! The one way fsgauge reads a file it takes as input (results, plans, ledger entries, device
+//! profiles, dbench loadfiles, replay logs, size distributions): reached as
+//! [`crate::sys::chase`] reaches a path (another user's link leads only to what that user
+//! owns), a regular file only, up to a stated size.
 //!
 //! A `*.json` that links to `/dev/zero` would otherwise be read until the kernel kills the
 //! process, and a FIFO would block it forever in `open` or `read`, deaf to SIGINT (the handler
@@ -9,7 +11,7 @@
 //! read is still refused.
 
 use std::ffi::CString;
-use std::os::fd::AsFd;
+use std::os::fd::{AsFd, AsRawFd};
 use std::os::unix::ffi::OsStrExt;
 use std::path::{Path, PathBuf};
 
@@ -21,6 +23,14 @@ pub const RESULT_LIMIT: u64 = 256 << 20;
 pub const PLAN_LIMIT: u64 = 4 << 20;
 /// The largest ledger entry read.
 pub const LEDGER_LIMIT: u64 = 1 << 20;
+/// The largest device profile read (the built-in ones are a few KiB).
+pub const PROFILE_LIMIT: u64 = 1 << 20;
+/// The largest dbench loadfile read (dbench's own client.txt is about 30 MiB).
+pub const LOADFILE_LIMIT: u64 = 256 << 20;
+/// The largest exerciser replay log read (a step a line; a long soak writes a few hundred MiB).
+pub const REPLAY_LIMIT: u64 = 1 << 30;
+/// The largest file-size distribution read.
+pub const DIST_LIMIT: u64 = 16 << 20;
 
 /// Why a file was not read.
 #[derive(Debug, thiserror::Error)]
@@ -42,6 +52,10 @@ pub enum ReadError {
     },
     #[error("reading {}: {} ({})", .path.display(), .errno.desc(), describe_errno(*.errno))]
     Read { path: PathBuf, errno: Errno },
+    /// The path was refused on the way to the file (another user's link, a file that
+    /// changed while it was opened).
+    #[error("{msg}")]
+    Refused { path: PathBuf, msg: String },
 }
 
 impl ReadError {
@@ -59,7 +73,7 @@ fn describe_errno(e: Errno) -> String {
 }
 
 /// What a file mode is, for a message.
-fn kind_of(mode: libc::mode_t) -> &'static str {
+pub fn kind_of(mode: libc::mode_t) -> &'static str {
     match mode & libc::S_IFMT {
         libc::S_IFDIR => "a directory",
         libc::S_IFIFO => "a FIFO",
@@ -74,19 +88,7 @@ fn kind_of(mode: libc::mode_t) -> &'static str {
 /// Reads a regular file of at most `limit` bytes; `what` names it in messages ("result",
 /// "plan", "ledger entry").
 pub fn read_regular(path: &Path, limit: u64, what: &'static str) -> Result<Vec<u8>, ReadError> {
-    let c = CString::new(path.as_os_str().as_bytes()).map_err(|_| ReadError::Open {
-        path: path.to_path_buf(),
-        errno: Errno::EINVAL,
-    })?;
-    let fd = crate::sys::open(
-        &c,
-        libc::O_RDONLY | libc::O_NONBLOCK | libc::O_CLOEXEC | libc::O_NOCTTY,
-        0,
-    )
-    .map_err(|errno| ReadError::Open {
-        path: path.to_path_buf(),
-        errno,
-    })?;
+    let fd = open_input(path)?;
     let st = crate::sys::fstat(fd.as_fd()).map_err(|errno| ReadError::Read {
         path: path.to_path_buf(),
         errno,
@@ -133,6 +135,87 @@ pub fn read_regular(path: &Path, limit: u64, what: &'static str) -> Result<Vec<u
         }
     }
     Ok(out)
+}
+
+/// [`read_regular`] of a text input named by `flag` (`--loadfile`, `--replay`, …): any failure
+/// is bad input (exit 2) that names the flag, and the text must be UTF-8.
+pub fn read_text(
+    path: &Path,
+    limit: u64,
+    what: &'static str,
+    flag: &str,
+) -> anyhow::Result<String> {
+    let bytes = read_regular(path, limit, what)
+        .map_err(|e| crate::error::bad_input(format!("{flag}: {e}")))?;
+    String::from_utf8(bytes).map_err(|e| {
+        crate::error::bad_input(format!(
+            "{flag} {}: not UTF-8 text (byte {}); fsgauge reads its {what} as text",
+            path.display(),
+            e.utf8_error().valid_up_to()
+        ))
+    })
+}
+
+/// Opens the file at `path` to read, without blocking (a FIFO's open returns at once) and
+/// without following a link in its last component once it was chased.
+fn open_input(path: &Path) -> Result<std::os::fd::OwnedFd, ReadError> {
+    use crate::sys::chase::{chase, check_input_owner, Opts};
+    let refused = |e: anyhow::Error| ReadError::Refused {
+        path: path.to_path_buf(),
+        msg: format!("{e:#}"),
+    };
+    let opts = Opts {
+        follow_last: true,
+        create: None,
+    };
+    let c = chase(path, opts).map_err(|e| match e.downcast_ref::<std::io::Error>() {
+        Some(io) => ReadError::Open {
+            path: path.to_path_buf(),
+            errno: Errno::from_raw(io.raw_os_error().unwrap_or(libc::EIO)),
+        },
+        None => refused(e),
+    })?;
+    let (name, st) = match (c.rest.as_slice(), c.st) {
+        ([], _) => {
+            return Err(ReadError::NotRegular {
+                path: path.to_path_buf(),
+                kind: "a directory",
+                what: "input",
+            })
+        }
+        ([name], Some(st)) => (name, st),
+        _ => {
+            return Err(ReadError::Open {
+                path: path.to_path_buf(),
+                errno: Errno::ENOENT,
+            })
+        }
+    };
+    let dir_uid = crate::sys::chase::owner_of(c.dir.as_fd()).map_err(refused)?;
+    check_input_owner(path, &st, dir_uid).map_err(refused)?;
+    let cname = CString::new(name.as_bytes()).map_err(|_| ReadError::Open {
+        path: path.to_path_buf(),
+        errno: Errno::EINVAL,
+    })?;
+    crate::sys::open_at(
+        c.dir.as_raw_fd(),
+        &cname,
+        libc::O_RDONLY | libc::O_NONBLOCK | libc::O_NOFOLLOW | libc::O_CLOEXEC | libc::O_NOCTTY,
+        0,
+    )
+    .map_err(|errno| match errno {
+        Errno::ELOOP => ReadError::Refused {
+            path: path.to_path_buf(),
+            msg: format!(
+                "{} became a symbolic link while fsgauge was opening it; give a path that others cannot change",
+                path.display()
+            ),
+        },
+        errno => ReadError::Open {
+            path: path.to_path_buf(),
+            errno,
+        },
+    })
 }
 
 #[cfg(test)]

@@ -15,6 +15,7 @@ pub mod exercise;
 pub mod findings;
 pub mod layout;
 pub mod measure;
+pub mod outfile;
 pub mod plan;
 pub mod registry;
 pub mod report;

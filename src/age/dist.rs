@@ -212,8 +212,12 @@ impl SizeDist {
 
     /// Reads a CSV distribution file.
     pub fn from_csv_file(path: &Path) -> Result<Self> {
-        let text = std::fs::read_to_string(path)
-            .map_err(|e| bad_input(format!("distribution file {}: {e}", path.display())))?;
+        let text = crate::bounded::read_text(
+            path,
+            crate::bounded::DIST_LIMIT,
+            "size distributions",
+            "distribution file",
+        )?;
         Self::from_csv(&text, &path.display().to_string())
     }
 

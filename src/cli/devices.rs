@@ -329,8 +329,12 @@ fn show_toml(reference: &str) -> Result<ExitCode> {
         Some((_, text)) => print!("{text}"),
         None => print!(
             "{}",
-            std::fs::read_to_string(&p.origin)
-                .map_err(|e| bad_input(format!("cannot read {}: {e}", p.origin)))?
+            crate::bounded::read_text(
+                std::path::Path::new(&p.origin),
+                crate::bounded::PROFILE_LIMIT,
+                "device profiles",
+                "devices show --toml",
+            )?
         ),
     }
     Ok(ExitCode::SUCCESS)

@@ -48,6 +48,18 @@ pub fn run(c: ReportCmd) -> Result<ExitCode> {
             .unwrap_or(Format::Html),
         (None, None) => Format::Html,
     };
+    // Where the report goes is settled before any work: a bad place is refused (exit 2) and
+    // nothing is read or made.
+    let target = c
+        .output
+        .as_deref()
+        .map(|p| crate::outfile::OutFile::resolve(p, "-o"))
+        .transpose()?;
+    if (c.svg || c.png) && target.as_ref().is_some_and(|t| t.is_stream()) {
+        return Err(bad_input(
+            "--svg and --png write files beside the report: give -o a file, not a stream",
+        ));
+    }
     let loaded = crate::report::load_results(&c.results)?;
     loaded.check_strict(c.strict)?;
     let skipped = loaded.warnings();
@@ -60,44 +72,51 @@ pub fn run(c: ReportCmd) -> Result<ExitCode> {
     // The report says itself which runs it left out, next to the n it counts per cell.
     report.warnings.splice(0..0, skipped);
     let bytes = format.exporter().report(&report)?;
-    match &c.output {
-        Some(path) => {
-            crate::atomic::write_atomic(path, &bytes)
-                .with_context(|| format!("writing {}", path.display()))?;
-            if c.svg || c.png {
-                let dir = path.with_extension("plots");
-                std::fs::create_dir_all(&dir)
-                    .map_err(|e| bad_input(format!("creating {}: {e}", dir.display())))?;
-                let raster = c.png.then(crate::report::png::Rasterizer::new);
-                for p in crate::report::plots::all(&report) {
-                    if c.svg {
-                        crate::atomic::write_atomic(
-                            &dir.join(format!("{}.svg", p.id)),
-                            p.svg.as_bytes(),
-                        )?;
-                    }
-                    if let Some(r) = &raster {
-                        let png = r.png(&p.svg).with_context(|| format!("plot {}", p.id))?;
-                        crate::atomic::write_atomic(&dir.join(format!("{}.png", p.id)), &png)?;
-                    }
-                }
-                if !c.out.quiet {
-                    eprintln!("plots written to {}", dir.display());
-                }
-            }
-            for w in &report.warnings {
-                eprintln!("warning: {w}");
-            }
-            if !c.out.quiet {
-                eprintln!("report written to {}", path.display());
-            }
-        }
-        None => {
-            use std::io::Write;
-            std::io::stdout().write_all(&bytes)?;
-        }
+    let Some(target) = target else {
+        use std::io::Write;
+        std::io::stdout().write_all(&bytes)?;
+        return Ok(ExitCode::SUCCESS);
+    };
+    target.write(&bytes)?;
+    if c.svg || c.png {
+        write_plots(&report, &target, c.svg, c.png, c.out.quiet)?;
+    }
+    for w in &report.warnings {
+        eprintln!("warning: {w}");
+    }
+    if !c.out.quiet && !target.is_stream() {
+        eprintln!("report written to {}", target.shown().display());
     }
     Ok(ExitCode::SUCCESS)
+}
+
+/// Writes every plot as SVG and/or PNG into `FILE.plots` beside the report file.
+fn write_plots(
+    report: &crate::report::model::Report,
+    target: &crate::outfile::OutFile,
+    svg: bool,
+    png: bool,
+    quiet: bool,
+) -> Result<()> {
+    let Some(dir) = target.sibling_dir("plots")? else {
+        return Err(bad_input(
+            "--svg and --png write files beside the report: give -o a file, not a stream",
+        ));
+    };
+    let raster = png.then(crate::report::png::Rasterizer::new);
+    for p in crate::report::plots::all(report) {
+        if svg {
+            dir.replace(&format!("{}.svg", p.id), p.svg.as_bytes())?;
+        }
+        if let Some(r) = &raster {
+            let png = r.png(&p.svg).with_context(|| format!("plot {}", p.id))?;
+            dir.replace(&format!("{}.png", p.id), &png)?;
+        }
+    }
+    if !quiet {
+        eprintln!("plots written to {}", dir.path().display());
+    }
+    Ok(())
 }
 
 /// Every kind's own tables, composed here (the edge) so that the report names no kind: the

@@ -56,8 +56,12 @@ impl ReplayLog {
 
     /// Reads and checks a log; errors name the line.
     pub fn load(path: &Path) -> Result<Self> {
-        let text = std::fs::read_to_string(path)
-            .map_err(|e| bad_input(format!("--replay {}: {e}", path.display())))?;
+        let text = crate::bounded::read_text(
+            path,
+            crate::bounded::REPLAY_LIMIT,
+            "replay logs",
+            "--replay",
+        )?;
         let bad = |line: usize, why: String| {
             bad_input(format!("--replay {} line {line}: {why}", path.display()))
         };
@@ -159,11 +163,9 @@ pub fn run_replay(wl: &Exercise, log: &ReplayLog, ctx: &mut RunContext) -> Resul
     };
     let out_log = match &wl.log {
         Some(dir) => {
-            std::fs::create_dir_all(dir)
-                .with_context(|| format!("creating --log {}", dir.display()))?;
-            let p = dir.join("exercise-0.log");
-            let mut f =
-                std::fs::File::create(&p).with_context(|| format!("creating {}", p.display()))?;
+            let mut f = crate::atomic::OutDir::make(dir)
+                .with_context(|| format!("--log {}", dir.display()))?
+                .create_stream("exercise-0.log")?;
             std::io::Write::write_all(
                 &mut f,
                 ReplayLog::header(&log.params, &cfg, 0, &path, &ctx.target().info()).as_bytes(),

@@ -159,14 +159,9 @@ impl Failure {
     /// Writes `report.txt` and the expected file image into `dir` (the replay log is written
     /// there as the run goes).
     pub fn save(&self, dir: &Path, stem: &str, expected_image: &[u8]) -> anyhow::Result<()> {
-        use anyhow::Context;
-        let report = dir.join(format!("{stem}.report.txt"));
-        std::fs::write(&report, self.render())
-            .with_context(|| format!("writing {}", report.display()))?;
-        let img = dir.join(format!("{stem}.expected.img"));
-        std::fs::write(&img, expected_image)
-            .with_context(|| format!("writing {}", img.display()))?;
-        Ok(())
+        let out = crate::atomic::OutDir::make(dir)?;
+        out.replace(&format!("{stem}.report.txt"), self.render().as_bytes())?;
+        out.replace(&format!("{stem}.expected.img"), expected_image)
     }
 }
 

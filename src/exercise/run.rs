@@ -443,9 +443,10 @@ impl Workload for Exercise {
 
 /// Opens a replay log in `dir` for exerciser `w` and writes its header.
 fn open_log(dir: &Path, w: u32, header: &str) -> Result<File> {
-    std::fs::create_dir_all(dir).with_context(|| format!("creating --log {}", dir.display()))?;
     let p = dir.join(format!("exercise-{w}.log"));
-    let mut f = File::create(&p).with_context(|| format!("creating {}", p.display()))?;
+    let mut f = crate::atomic::OutDir::make(dir)
+        .with_context(|| format!("--log {}", dir.display()))?
+        .create_stream(&format!("exercise-{w}.log"))?;
     f.write_all(header.as_bytes())
         .with_context(|| format!("writing {}", p.display()))?;
     Ok(f)

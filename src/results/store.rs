@@ -79,56 +79,49 @@ fn result_name(r: &RunResult, n: u32) -> String {
 }
 
 /// Refuses a results directory that cannot hold results, before anything runs: one that is
-/// not a directory (`/dev/null`), one on /proc or /sys, or one where no file can be created
-/// (found by creating a temporary file there). A directory that does not exist yet is not made
-/// here (a run refused later leaves nothing): its nearest existing ancestor is checked instead,
-/// and the directory is made when the first result is written.
+/// not a directory (`/dev/null`), one reached through another user's link
+/// ([`crate::sys::chase`]), one on /proc or /sys, or one where no file can be created (found by
+/// creating a temporary file there). A directory that does not exist yet is not made here (a
+/// run refused later leaves nothing): its nearest existing ancestor is checked instead, and the
+/// directory is made when the first result is written.
 pub fn check_out_dir(dir: &Path) -> Result<()> {
     let shown = dir.display();
-    let mut at = dir.to_path_buf();
-    loop {
-        match std::fs::metadata(&at) {
-            Ok(md) if md.is_dir() => break,
-            Ok(_) if at == dir => {
-                return Err(bad_input(format!(
-                    "--out {shown} is not a directory; give a directory for the result files"
-                )))
-            }
-            Ok(_) => {
-                return Err(bad_input(format!(
-                    "--out {shown} cannot be made: {} is not a directory",
-                    at.display()
-                )))
-            }
-            Err(e) if e.kind() != std::io::ErrorKind::NotFound => {
-                return Err(bad_input(format!("--out {}: {e}", at.display())))
-            }
-            Err(_) => match at.parent() {
-                Some(p) if !p.as_os_str().is_empty() => at = p.to_path_buf(),
-                _ => {
-                    at = PathBuf::from(".");
-                    break;
-                }
-            },
-        }
-    }
-    let d = OutDir::open(&at).map_err(|e| bad_input(format!("--out {shown}: {e:#}")))?;
-    if let Ok(fs) = nix::sys::statfs::fstatfs(d.fd()) {
-        let t = fs.filesystem_type();
-        let kernel = [
-            (nix::sys::statfs::PROC_SUPER_MAGIC, "/proc"),
-            (nix::sys::statfs::SYSFS_MAGIC, "/sys"),
-            (nix::sys::statfs::CGROUP2_SUPER_MAGIC, "a cgroup filesystem"),
-            (nix::sys::statfs::CGROUP_SUPER_MAGIC, "a cgroup filesystem"),
-            (nix::sys::statfs::DEBUGFS_MAGIC, "debugfs"),
-            (nix::sys::statfs::SECURITYFS_MAGIC, "securityfs"),
-            (nix::sys::statfs::TRACEFS_MAGIC, "tracefs"),
-        ];
-        if let Some((_, what)) = kernel.iter().find(|(m, _)| *m == t) {
+    let c = crate::sys::chase::chase(
+        dir,
+        crate::sys::chase::Opts {
+            follow_last: true,
+            create: None,
+        },
+    )
+    .map_err(|e| bad_input(format!("--out {shown}: {e:#}")))?;
+    match (c.rest.as_slice(), c.st) {
+        ([_], Some(st)) => {
             return Err(bad_input(format!(
-                "--out {shown} is on {what}, a kernel interface, not a place for result files; give a directory on a real filesystem"
-            )));
+                "--out {shown} is {}, not a directory; give a directory for the result files",
+                crate::bounded::kind_of(st.st_mode)
+            )))
         }
+        ([_, ..], Some(_)) => {
+            return Err(bad_input(format!(
+                "--out {shown} cannot be made: {} is not a directory",
+                c.path().display()
+            )))
+        }
+        _ => {}
+    }
+    let d = OutDir::from_fd(
+        crate::sys::chase::reopen_dir(std::os::fd::AsFd::as_fd(&c.dir)).map_err(|e| {
+            bad_input(format!(
+                "--out {shown}: opening {}: {e}",
+                c.dir_path.display()
+            ))
+        })?,
+        c.dir_path.clone(),
+    );
+    if let Some(what) = d.kernel_interface() {
+        return Err(bad_input(format!(
+            "--out {shown} is on {what}, a kernel interface, not a place for result files; give a directory on a real filesystem"
+        )));
     }
     d.probe().map_err(|e| {
         bad_input(format!(
@@ -156,45 +149,14 @@ fn fallback_dir() -> Result<OutDir> {
                 vec![format!("fsgauge-{uid}"), "fsgauge".into(), "unsaved".into()],
             )
         };
-    let _ = std::fs::create_dir_all(&base);
-    let mut dir = OutDir::open(&base)?;
-    let mut path = base;
-    for p in parts {
-        path = path.join(&p);
-        let c = std::ffi::CString::new(p.clone()).context("a directory name without NUL")?;
-        match nix::sys::stat::mkdirat(
-            Some(std::os::fd::AsRawFd::as_raw_fd(dir.fd())),
-            c.as_c_str(),
-            nix::sys::stat::Mode::from_bits_truncate(0o700),
-        ) {
-            Ok(()) | Err(nix::errno::Errno::EEXIST) => {}
-            Err(e) => {
-                return Err(crate::sys::fs_error(
-                    "mkdir",
-                    &path.display().to_string(),
-                    e,
-                ))
-            }
-        }
-        let fd = crate::sys::open_at(
-            std::os::fd::AsRawFd::as_raw_fd(dir.fd()),
-            &c,
-            libc::O_RDONLY | libc::O_DIRECTORY | libc::O_NOFOLLOW | libc::O_CLOEXEC,
-            0,
+    let path = parts.iter().fold(base, |p, part| p.join(part));
+    let fd = crate::sys::trust::own_dir(&path).with_context(|| {
+        format!(
+            "fsgauge keeps unsaved results only in a directory of its own user (uid {uid}) that no one else can write: {}",
+            path.display()
         )
-        .map_err(|e| crate::sys::fs_error("open", &path.display().to_string(), e))?;
-        let st = crate::sys::fstat(std::os::fd::AsFd::as_fd(&fd))
-            .map_err(|e| crate::sys::fs_error("stat", &path.display().to_string(), e))?;
-        if st.st_uid != uid.as_raw() || st.st_mode & 0o022 != 0 {
-            bail!(
-                "{} belongs to uid {} with mode {:o}; fsgauge keeps unsaved results only in a directory of its own user (uid {uid}) that no one else can write — remove it",
-                path.display(),
-                st.st_uid,
-                st.st_mode & 0o7777
-            );
-        }
-        dir = OutDir::from_fd(fd, path.clone());
-    }
+    })?;
+    let dir = OutDir::from_fd(fd, path);
     Ok(dir)
 }
 
@@ -252,9 +214,8 @@ pub fn write_result(dir: &Path, r: &RunResult) -> Result<PathBuf> {
 }
 
 fn write_into(dir: &Path, r: &RunResult, bytes: &[u8]) -> Result<PathBuf> {
-    std::fs::create_dir_all(dir)
-        .with_context(|| format!("creating results directory {}", dir.display()))?;
-    let d = OutDir::open(dir)?;
+    let d =
+        OutDir::make(dir).with_context(|| format!("the results directory {}", dir.display()))?;
     let name = d.create_new(|n| result_name(r, n), bytes)?;
     Ok(dir.join(name))
 }

@@ -14,6 +14,7 @@
 //! `undocumented_unsafe_blocks` is denied) and `tests/it/code_rules.rs` fails on any other.
 
 mod buf;
+pub mod chase;
 pub mod cpu;
 pub mod dirstream;
 pub mod mmap;

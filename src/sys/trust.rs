@@ -22,9 +22,9 @@ use std::ffi::CString;
 use std::fs::File;
 use std::os::fd::{AsRawFd, BorrowedFd, FromRawFd, OwnedFd};
 use std::os::unix::ffi::OsStrExt;
-use std::path::{Component, Path, PathBuf};
+use std::path::{Path, PathBuf};
 
-use anyhow::{anyhow, Context, Result};
+use anyhow::{Context, Result};
 
 /// A file's identity: the device it is on and its inode number.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, serde::Serialize, serde::Deserialize)]
@@ -66,8 +66,8 @@ pub fn fstat(fd: BorrowedFd<'_>) -> std::io::Result<libc::stat> {
 }
 
 /// fstatat(2) of `name` in `dir`, not following a symlink.
-pub fn stat_at(dir: BorrowedFd<'_>, name: &str) -> std::io::Result<libc::stat> {
-    let c = cstr(Path::new(name))?;
+pub fn stat_at(dir: BorrowedFd<'_>, name: impl AsRef<Path>) -> std::io::Result<libc::stat> {
+    let c = cstr(name.as_ref())?;
     let mut st = std::mem::MaybeUninit::<libc::stat>::uninit();
     // SAFETY: valid fd, NUL-terminated name, and a struct to fill.
     let rc = unsafe {
@@ -143,11 +143,11 @@ pub fn open_dir_nofollow(path: &Path) -> std::io::Result<OwnedFd> {
     Ok(unsafe { OwnedFd::from_raw_fd(fd as i32) })
 }
 
-fn mode_text(mode: u32) -> String {
+pub(crate) fn mode_text(mode: u32) -> String {
     format!("{:04o}", mode & 0o7777)
 }
 
-fn owner_text(uid: u32) -> String {
+pub(crate) fn owner_text(uid: u32) -> String {
     nix::unistd::User::from_uid(nix::unistd::Uid::from_raw(uid))
         .ok()
         .flatten()
@@ -179,100 +179,43 @@ pub fn distrust(st: &libc::stat) -> Option<String> {
     None
 }
 
-/// The path made absolute and lexically clean; `..` is refused (it could climb out of a
-/// directory that is checked).
-fn absolute(path: &Path) -> Result<PathBuf> {
-    let abs = std::path::absolute(path).with_context(|| format!("resolving {}", path.display()))?;
-    if abs.components().any(|c| c == Component::ParentDir) {
-        return Err(crate::error::bad_input(format!(
-            "{}: give the path without '..'",
-            path.display()
-        )));
-    }
-    Ok(abs)
-}
-
-/// A directory reached by walking from `/` one component at a time without following
-/// symlinks: its descriptor, and whether every directory on the way is trusted (and if not,
-/// the first that is not and why).
+/// A directory reached by [`super::chase::chase`]: its descriptor, its real path, and whether
+/// every directory on the way is trusted (and if not, the first that is not and why).
 pub struct Walked {
     pub fd: OwnedFd,
     pub path: PathBuf,
     pub untrusted: Option<String>,
 }
 
-/// Walks to `path` (made absolute; symlinks in the part that exists are resolved first, as the
-/// user named them), making missing directories with `mode` when `create`.
+/// Reaches the directory `path` as [`super::chase::chase`] does (another user's link leads
+/// only to what that user owns), making missing directories with `mode` when `create`.
 pub fn walk(path: &Path, create: Option<u32>) -> Result<Walked> {
-    let abs = absolute(path)?;
-    // Resolve the existing part once (e.g. a /var/tmp that is a symlink on some systems);
-    // the walk below follows nothing.
-    let mut existing = abs.clone();
-    let mut rest = Vec::new();
-    while std::fs::symlink_metadata(&existing).is_err() {
-        match (existing.file_name(), existing.parent()) {
-            (Some(n), Some(p)) => {
-                rest.push(n.to_os_string());
-                existing = p.to_path_buf();
-            }
-            _ => break,
-        }
-    }
-    let mut full = existing
-        .canonicalize()
-        .with_context(|| format!("resolving {}", existing.display()))?;
-    for n in rest.iter().rev() {
-        full.push(n);
-    }
-    let mut fd = open_dir_at(None, Path::new("/")).context("opening /")?;
-    let mut here = PathBuf::from("/");
-    let mut untrusted = check(&fd, &here);
-    for comp in full.components().skip(1) {
-        let Component::Normal(name) = comp else {
-            continue;
+    use super::chase::{chase, reopen_dir, Opts};
+    let c = chase(
+        path,
+        Opts {
+            follow_last: true,
+            create,
+        },
+    )?;
+    if !c.rest.is_empty() {
+        let what = if c.st.is_some() {
+            "is not a directory"
+        } else {
+            "does not exist"
         };
-        here.push(name);
-        let next = match open_dir_at(Some(fd_b(&fd)), Path::new(name)) {
-            Ok(f) => f,
-            Err(e) if e.kind() == std::io::ErrorKind::NotFound && create.is_some() => {
-                let mode = create.unwrap_or(0o700);
-                mkdir_at(fd_b(&fd), Path::new(name), mode)
-                    .or_else(|e| {
-                        if e.kind() == std::io::ErrorKind::AlreadyExists {
-                            Ok(())
-                        } else {
-                            Err(e)
-                        }
-                    })
-                    .with_context(|| format!("creating {}", here.display()))?;
-                open_dir_at(Some(fd_b(&fd)), Path::new(name))
-                    .with_context(|| format!("opening {}", here.display()))?
-            }
-            Err(e) if e.raw_os_error() == Some(libc::ELOOP) => {
-                return Err(anyhow!(
-                    "{} is a symlink (changed while fsgauge was resolving it?); give the real directory",
-                    here.display()
-                ))
-            }
-            Err(e) => return Err(e).with_context(|| format!("opening {}", here.display())),
-        };
-        fd = next;
-        if untrusted.is_none() {
-            untrusted = check(&fd, &here);
-        }
+        return Err(crate::error::bad_input(format!(
+            "{} {what}",
+            c.path().display()
+        )));
     }
+    let fd =
+        reopen_dir(fd_b(&c.dir)).with_context(|| format!("opening {}", c.dir_path.display()))?;
     Ok(Walked {
         fd,
-        path: full,
-        untrusted,
+        path: c.dir_path,
+        untrusted: c.untrusted,
     })
-}
-
-fn check(fd: &OwnedFd, path: &Path) -> Option<String> {
-    match fstat(fd_b(fd)) {
-        Ok(st) => distrust(&st).map(|why| format!("{}: {why}", path.display())),
-        Err(e) => Some(format!("{}: {e}", path.display())),
-    }
 }
 
 fn fd_b(fd: &OwnedFd) -> BorrowedFd<'_> {

@@ -27,7 +27,6 @@
 //! open directory descriptor per level, so memory does not grow with the number of entries.
 
 use std::fmt::Write as _;
-use std::io::Write as _;
 use std::path::{Path, PathBuf};
 use std::time::Instant;
 
@@ -950,9 +949,8 @@ impl Fdtree {
 /// Writes every entry below `root` as `d<TAB>path` or `f<TAB>size<TAB>path` lines (paths
 /// relative to `root`, in directory order), walking the disk, not the generated names.
 pub fn write_tree_list(root: &Path, out: &Path) -> Result<()> {
-    let file = std::fs::File::create(out)
-        .with_context(|| format!("creating tree list {}", out.display()))?;
-    let mut w = std::io::BufWriter::new(file);
+    let target = crate::outfile::OutFile::resolve(out, "--tree-list")?;
+    let mut w = Vec::new();
     fn walk_dir(dir: &Path, rel: &Path, w: &mut impl std::io::Write) -> Result<()> {
         for ent in std::fs::read_dir(dir).with_context(|| format!("reading {}", dir.display()))? {
             let ent = ent.with_context(|| format!("reading {}", dir.display()))?;
@@ -970,9 +968,7 @@ pub fn write_tree_list(root: &Path, out: &Path) -> Result<()> {
         Ok(())
     }
     walk_dir(root, Path::new(""), &mut w)?;
-    w.flush()
-        .with_context(|| format!("writing tree list {}", out.display()))?;
-    Ok(())
+    target.write(&w)
 }
 
 /// The figures this workload records in a phase's `extra`.

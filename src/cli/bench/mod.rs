@@ -201,14 +201,23 @@ fn write_csv(run: &RunArgs, kind: &str, csv: &str, quiet: bool) -> Result<Option
         return Ok(None);
     }
     let out = &run.params.out;
-    std::fs::create_dir_all(out).with_context(|| format!("creating {}", out.display()))?;
+    let dir = crate::atomic::OutDir::make(out)
+        .map_err(|e| crate::error::bad_input(format!("--out {}: {e:#}", out.display())))?;
     let secs = SystemTime::now()
         .duration_since(SystemTime::UNIX_EPOCH)
         .map(|d| d.as_secs())
         .unwrap_or(0);
-    let path = out.join(format!("{kind}-sweep-{secs}-{}.csv", std::process::id()));
-    crate::atomic::write_atomic(&path, csv.as_bytes())
-        .with_context(|| format!("writing {}", path.display()))?;
+    let stem = format!("{kind}-sweep-{secs}-{}", std::process::id());
+    let name = dir
+        .create_new(
+            |n| match n {
+                0 => format!("{stem}.csv"),
+                n => format!("{stem}-{}.csv", n + 1),
+            },
+            csv.as_bytes(),
+        )
+        .with_context(|| format!("writing the sweep CSV into {}", out.display()))?;
+    let path = out.join(name);
     if !quiet {
         eprintln!("sweep CSV: {}", path.display());
     }

@@ -19,10 +19,14 @@ pub fn run(
     out_file: Option<&Path>,
     out: &OutputArgs,
 ) -> Result<ExitCode> {
+    // Where the profile goes is settled before the benchmarks run.
+    let target = out_file
+        .map(|p| crate::outfile::OutFile::resolve(p, "--out"))
+        .transpose()?;
     let report = fit::run(spec, opts, name)?;
-    if let Some(path) = out_file {
-        crate::atomic::write_atomic(path, report.profile_toml.as_bytes())
-            .with_context(|| format!("writing the fitted profile to {}", path.display()))?;
+    if let Some(t) = &target {
+        t.write(report.profile_toml.as_bytes())
+            .context("writing the fitted profile")?;
     }
     if out.format() == OutputFormat::Json {
         println!("{}", serde_json::to_string_pretty(&report)?);

@@ -18,7 +18,7 @@ use std::fmt;
 use std::ops::Range;
 use std::path::Path;
 
-use anyhow::{Context, Result};
+use anyhow::Result;
 use serde::Deserialize;
 use toml::Spanned;
 
@@ -548,8 +548,12 @@ pub fn load(name_or_path: &str) -> Result<Profile> {
     }
     let path = Path::new(name_or_path);
     if name_or_path.contains('/') || name_or_path.ends_with(".toml") || path.exists() {
-        let text = std::fs::read_to_string(path)
-            .with_context(|| format!("cannot read device profile {}", path.display()))?;
+        let text = crate::bounded::read_text(
+            path,
+            crate::bounded::PROFILE_LIMIT,
+            "device profiles",
+            "device profile",
+        )?;
         return parse(&text, &path.display().to_string());
     }
     let hint = if name_or_path.contains(':') {

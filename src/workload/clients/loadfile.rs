@@ -304,8 +304,12 @@ pub fn parse(text: &str, name: &str) -> Result<Vec<Op>> {
 
 /// Reads and parses a loadfile.
 pub fn load(path: &Path) -> Result<Vec<Op>> {
-    let text = std::fs::read_to_string(path)
-        .map_err(|e| bad_input(format!("--loadfile {}: {e}", path.display())))?;
+    let text = crate::bounded::read_text(
+        path,
+        crate::bounded::LOADFILE_LIMIT,
+        "loadfiles",
+        "--loadfile",
+    )?;
     parse(&text, &path.display().to_string())
 }
 
