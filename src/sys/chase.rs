@@ -91,6 +91,7 @@ struct Step {
 struct Via {
     uid: u32,
     link: PathBuf,
+    target: PathBuf,
 }
 
 fn trusted_uid(uid: u32) -> bool {
@@ -148,9 +149,10 @@ fn readlink_at(dir: BorrowedFd<'_>, name: &OsStr) -> std::io::Result<PathBuf> {
 fn check_via(via: &Option<Via>, to: &Path, to_uid: u32) -> Result<()> {
     match via {
         Some(v) if v.uid != to_uid => Err(bad_input(format!(
-            "{} is a symbolic link owned by {} that leads to {}, owned by {}: fsgauge follows another user's link only to what that user owns, since the link could point its reads and writes anywhere; give the real path",
+            "{} is a symbolic link owned by {} to {}, which passes through {}, owned by {}: fsgauge follows another user's link only to what that user owns, since the link could point its reads and writes anywhere; give the real path",
             v.link.display(),
             owner_text(v.uid),
+            v.target.display(),
             to.display(),
             owner_text(to_uid)
         ))),
@@ -266,7 +268,7 @@ pub fn chase(path: &Path, opts: Opts) -> Result<Chased> {
             links += 1;
             if links > MAX_LINKS {
                 return Err(bad_input(format!(
-                    "{}: more than {MAX_LINKS} symbolic links on the way (a loop?)",
+                    "{}: more than {MAX_LINKS} symbolic links on the way (ELOOP: a loop of links?)",
                     path.display()
                 )));
             }
@@ -278,6 +280,7 @@ pub fn chase(path: &Path, opts: Opts) -> Result<Chased> {
                 Some(Via {
                     uid: st.st_uid,
                     link: here.clone(),
+                    target: target.clone(),
                 })
             };
             if target.is_absolute() {

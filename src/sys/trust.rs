@@ -227,9 +227,14 @@ fn fd_b(fd: &OwnedFd) -> BorrowedFd<'_> {
 /// user does not own, or that others can write, is refused, as is a path through a directory
 /// others could change.
 pub fn own_dir(path: &Path) -> Result<OwnedFd> {
-    let w = walk(path, Some(0o700))?;
-    let st = fstat(fd_b(&w.fd)).with_context(|| format!("stat {}", w.path.display()))?;
     let euid = nix::unistd::geteuid().as_raw();
+    let w = walk(path, Some(0o700)).map_err(|e| {
+        crate::error::bad_input(format!(
+            "refusing fsgauge's directory {}: {e:#}. Check it, remove it (fsgauge makes it again, owned by uid {euid} with mode 0700), or point fsgauge elsewhere",
+            path.display()
+        ))
+    })?;
+    let st = fstat(fd_b(&w.fd)).with_context(|| format!("stat {}", w.path.display()))?;
     let refuse = |why: String| {
         crate::error::bad_input(format!(
             "refusing fsgauge's directory {}: {why}; someone else may have made it to plant files for fsgauge to format or delete. Check it, remove it (fsgauge makes it again, owned by uid {euid} with mode 0700), or point fsgauge elsewhere",

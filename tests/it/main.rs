@@ -42,6 +42,7 @@ mod mpi_runs;
 mod output_flags;
 mod output_formats;
 mod output_trust;
+mod path_rules;
 mod plan_cli;
 mod plan_questions;
 mod plan_resume;

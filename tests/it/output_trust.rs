@@ -503,12 +503,15 @@ fn planted_symlinks_in_an_output_directory_are_never_followed() {
         .unwrap_or(1);
     for pid in last..last + 2000 {
         plant(&format!(".report.html.tmp-{pid}"));
+        plant(&format!(".fresh.html.tmp-{pid}"));
         plant(&format!(".{name}.tmp-{pid}"));
     }
     plant("report.html");
 
     let o = bench_tree(&sb, &dir, &user, &[]).output().unwrap();
     assert!(o.status.success(), "{}", stderr(&o));
+    // The link planted at the report's own name is the user's, leading to root's file:
+    // refused (exit 2, naming it and its owner), and left as it is.
     let rep = sb
         .cmd()
         .arg("report")
@@ -517,18 +520,28 @@ fn planted_symlinks_in_an_output_directory_are_never_followed() {
         .arg(user.join("report.html"))
         .output()
         .unwrap();
+    let e = stderr(&rep);
+    assert_eq!(rep.status.code(), Some(2), "{e}");
+    assert!(e.contains("report.html") && e.contains("uid 65534"), "{e}");
+    let md = std::fs::symlink_metadata(user.join("report.html")).unwrap();
+    assert!(md.file_type().is_symlink(), "the planted link was left");
+    // A free name beside the planted temporaries: written, and none of them followed.
+    let rep = sb
+        .cmd()
+        .arg("report")
+        .arg(&probe)
+        .arg("-o")
+        .arg(user.join("fresh.html"))
+        .output()
+        .unwrap();
     assert!(rep.status.success(), "{}", stderr(&rep));
     assert_eq!(
         std::fs::read(&victim).unwrap(),
         before,
         "the victim was written"
     );
-
-    let md = std::fs::symlink_metadata(user.join("report.html")).unwrap();
-    assert!(
-        md.file_type().is_file(),
-        "the report replaced the planted link"
-    );
+    let md = std::fs::symlink_metadata(user.join("fresh.html")).unwrap();
+    assert!(md.file_type().is_file(), "the report is a file of its own");
     let real: Vec<PathBuf> = jsons(&user)
         .into_iter()
         .filter(|p| std::fs::symlink_metadata(p).unwrap().file_type().is_file())
