@@ -234,7 +234,15 @@ pub use crate::testbed::mount::mount_of;
 
 /// Scans the free space of the filesystem mounted at (or holding) `path`.
 pub fn free_space(path: &Path) -> Result<FreeSpace> {
-    let dir = std::fs::File::open(path).with_context(|| format!("opening {}", path.display()))?;
+    // Non-blocking: a FIFO named as the mount point is refused below, not waited on.
+    let dir = {
+        use std::os::unix::fs::OpenOptionsExt;
+        std::fs::OpenOptions::new()
+            .read(true)
+            .custom_flags(libc::O_NONBLOCK | libc::O_NOCTTY)
+            .open(path)
+            .with_context(|| format!("opening {}", path.display()))?
+    };
     let fd = dir.as_fd();
     let (fs_magic, _, f_bsize) =
         sys::fstatfs(fd).with_context(|| format!("statfs {}", path.display()))?;

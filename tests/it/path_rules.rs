@@ -93,10 +93,19 @@ fn an_output_never_replaces_a_device_node_fifo_or_socket() {
     let _sock = std::os::unix::net::UnixListener::bind(&sock_path).unwrap();
     let mut targets: Vec<(PathBuf, &str)> =
         vec![(fifo.clone(), "a FIFO"), (sock_path.clone(), "a socket")];
-    // /dev/full is a character device every user may write; only root could replace it.
+    // A character device of the sandbox's own, the same as /dev/full (root makes it; a test
+    // run on code that replaced device nodes must not destroy the machine's /dev/full).
+    let full = sb.path().join("full");
     let root = nix::unistd::geteuid().is_root();
     if root {
-        targets.push((PathBuf::from("/dev/full"), "a character device"));
+        nix::sys::stat::mknod(
+            &full,
+            nix::sys::stat::SFlag::S_IFCHR,
+            nix::sys::stat::Mode::from_bits_truncate(0o666),
+            nix::sys::stat::makedev(1, 7),
+        )
+        .unwrap();
+        targets.push((full.clone(), "a character device"));
     }
     for (t, kind) in &targets {
         let mut c = sb.cmd();
@@ -114,8 +123,11 @@ fn an_output_never_replaces_a_device_node_fifo_or_socket() {
         .file_type()
         .is_socket());
     if root {
-        let md = std::fs::metadata("/dev/full").unwrap();
-        assert!(md.file_type().is_char_device(), "/dev/full was replaced");
+        let md = std::fs::metadata(&full).unwrap();
+        assert!(
+            md.file_type().is_char_device(),
+            "the device node was replaced"
+        );
     }
     // devices fit --out onto a FIFO: refused before the fit's benchmarks start.
     let mut c = sb.cmd();
