@@ -19,6 +19,11 @@
 //! (exit 2 naming it) or work in it safely: both pass. The assertions are on behaviour only —
 //! the run's directories are found by listing the attacker's directory, not by name.
 //!
+//! And the plants of issue 29, made once (no race): a directory link in an output path
+//! (`-o`, `--out`, a plan read through it) and `/var/tmp/fsgauge` made a link to a victim
+//! directory, in a private mount namespace with a /var/tmp of its own (fsgauge must refuse it
+//! whatever `fs.protected_symlinks` says; it is 0 on the machines this runs on).
+//!
 //! The attacker is a thread of this test that has dropped its own credentials to nobody (the
 //! kernel keeps credentials per thread; the raw system calls change only the calling one),
 //! polling the directory it owns to hit the windows. Each attack runs a few rounds by default
@@ -41,6 +46,7 @@ use std::time::{Duration, Instant, SystemTime};
 use rand::{Rng, SeedableRng};
 use rand_chacha::ChaCha8Rng;
 
+use crate::path_rules::{refused_with, results, stderr as err_of, within};
 use crate::support::{have_fs, have_root, leaks_under, Sandbox};
 
 const NOBODY: u32 = 65534;
@@ -993,4 +999,143 @@ fn out_and_report_names_planted_as_symlinks_to_the_victim() {
         report_plant(&mut f, &mut rng);
     }
     f.conclude();
+}
+
+/// A root-only directory with a file in it, and a directory of nobody's with a link to it.
+struct Planted {
+    secret: PathBuf,
+    user: PathBuf,
+}
+
+fn plant(sb: &Sandbox) -> Planted {
+    let secret = sb.path().join("root-only");
+    std::fs::create_dir(&secret).unwrap();
+    std::fs::set_permissions(&secret, std::fs::Permissions::from_mode(0o700)).unwrap();
+    std::fs::write(secret.join("keep.txt"), b"root's\n").unwrap();
+    let user = sb.path().join("home-nobody");
+    std::fs::create_dir(&user).unwrap();
+    std::os::unix::fs::chown(&user, Some(NOBODY), Some(NOBODY)).unwrap();
+    // The sandbox is root's 0700: nobody needs to pass through it to its own directory.
+    std::fs::set_permissions(sb.path(), std::fs::Permissions::from_mode(0o711)).unwrap();
+    let link = user.join("sub");
+    symlink(&secret, &link).unwrap();
+    std::os::unix::fs::lchown(&link, Some(NOBODY), Some(NOBODY)).unwrap();
+    Planted { secret, user }
+}
+
+// Item 2: a directory link planted by another user in an output path is refused, naming the
+// link and its owner; the root-only directory stays as it was.
+#[test]
+fn a_directory_link_in_an_output_path_is_refused() {
+    if !have_root() {
+        return;
+    }
+    let sb = Sandbox::new();
+    let res = results(&sb);
+    let p = plant(&sb);
+    let o = sb
+        .cmd()
+        .arg("report")
+        .arg(&res)
+        .arg("-o")
+        .arg(p.user.join("sub/keep.txt"))
+        .output()
+        .unwrap();
+    refused_with(&o, "report -o through the link", &["sub", "uid 65534"]);
+    assert_eq!(
+        std::fs::read(p.secret.join("keep.txt")).unwrap(),
+        b"root's\n"
+    );
+
+    let dir = sb.path().join("tree2");
+    std::fs::create_dir_all(&dir).unwrap();
+    let o = sb
+        .cmd()
+        .args([
+            "bench",
+            "tree",
+            "--dirs",
+            "1",
+            "--files",
+            "2",
+            "--file-size",
+            "4K",
+            "--quiet",
+        ])
+        .arg("--dir")
+        .arg(&dir)
+        .arg("--out")
+        .arg(p.user.join("sub"))
+        .output()
+        .unwrap();
+    refused_with(&o, "--out through the link", &["sub", "uid 65534"]);
+    let names: Vec<_> = std::fs::read_dir(&p.secret)
+        .unwrap()
+        .map(|e| e.unwrap().file_name())
+        .collect();
+    assert_eq!(
+        names,
+        vec![std::ffi::OsString::from("keep.txt")],
+        "written into the root-only directory"
+    );
+    // Read as input through the same link (a plan): refused, and nothing of the file shown.
+    let o = sb
+        .cmd()
+        .arg("run")
+        .arg(p.user.join("sub/keep.txt"))
+        .arg("--dry-run")
+        .output()
+        .unwrap();
+    refused_with(&o, "a plan through the link", &["uid 65534"]);
+    assert!(!err_of(&o).contains("root's"), "{}", err_of(&o));
+}
+
+// Item 3: a /var/tmp/fsgauge that another user made a link (in a private mount namespace with
+// its own /var/tmp, whatever fs.protected_symlinks says) is refused by every command that
+// uses fsgauge's work directory, before anything is made, and no ledger entry is left.
+#[test]
+fn a_planted_var_tmp_fsgauge_link_is_refused() {
+    if !have_root() || !have_fs("ext4") {
+        return;
+    }
+    // The sandbox must not be below /var/tmp, which the namespace covers.
+    let sb = tempfile::Builder::new()
+        .prefix("fsgauge-test-ns-")
+        .tempdir_in("/tmp")
+        .unwrap();
+    let victim = sb.path().join("victim");
+    std::fs::create_dir(&victim).unwrap();
+    let state = sb.path().join("state");
+    let exe = env!("CARGO_BIN_EXE_fsgauge");
+    let protected = std::fs::read_to_string("/proc/sys/fs/protected_symlinks").unwrap_or_default();
+    eprintln!("fs.protected_symlinks = {}", protected.trim());
+    for cmd in [
+        format!("{exe} bench tree --fs ext4 --fs-size 64M --dirs 1 --files 1 --file-size 4K --quiet --out {0}/out", sb.path().display()),
+        format!("{exe} bench tree --fs ext4 --fs-size 64M --device-model ram --dirs 1 --files 1 --file-size 4K --quiet --out {0}/out", sb.path().display()),
+        format!("{exe} devices check ram --seconds 0.2"),
+    ] {
+        let script = format!(
+            "set -e; mount -t tmpfs -o mode=1777 fsgauge-test /var/tmp; \
+             setpriv --reuid={NOBODY} --regid={NOBODY} --clear-groups ln -s {victim} /var/tmp/fsgauge; \
+             set +e; {cmd}; rc=$?; ls -la /var/tmp/fsgauge/ >&2; exit $rc",
+            victim = victim.display()
+        );
+        let mut c = Command::new("unshare");
+        c.args(["--mount", "--propagation", "private", "sh", "-c", &script])
+            .env("FSGAUGE_STATE_DIR", &state);
+        let o = within(c, 60, &cmd);
+        refused_with(&o, &cmd, &["/var/tmp/fsgauge", "uid 65534"]);
+        let left: Vec<_> = std::fs::read_dir(&victim)
+            .unwrap()
+            .map(|e| e.unwrap().file_name())
+            .collect();
+        assert!(left.is_empty(), "{cmd}: made {left:?} in the link's target");
+        let entries: Vec<_> = std::fs::read_dir(&state)
+            .map(|rd| rd.filter_map(|e| e.ok()).map(|e| e.file_name()).collect())
+            .unwrap_or_default();
+        assert!(
+            entries.iter().all(|n| !n.to_string_lossy().ends_with(".json")),
+            "{cmd}: ledger entries left: {entries:?}"
+        );
+    }
 }

@@ -1,23 +1,21 @@
-//! Every path and every input the one way (issue 29, items 1–4 and 14): an output never
-//! replaces a device node, FIFO or socket; another user's link in an output path or in place
-//! of `/var/tmp/fsgauge` is refused, naming it and its owner; every file read as input is a
-//! regular file of bounded size, and a FIFO never blocks a command; a bad output path is exit 2
-//! before any work.
+//! Every path and every input the one way (issue 29, items 1, 4 and 14): an output never
+//! replaces a device node, FIFO or socket; every file read as input is a regular file of
+//! bounded size, and a FIFO never blocks a command; a bad output path is exit 2 before any
+//! work. Items 2 and 3 (another user's link in an output path or in place of
+//! `/var/tmp/fsgauge`) are attacks, in `attacks.rs`.
 //!
 //! The tests that act as another user, mount or unshare need root (they skip with a printed
 //! reason otherwise, and fail under CI).
 
-use std::os::unix::fs::{symlink, FileTypeExt, PermissionsExt};
+use std::os::unix::fs::{symlink, FileTypeExt};
 use std::path::PathBuf;
 use std::process::{Command, Output, Stdio};
 use std::time::{Duration, Instant};
 
-use crate::support::{have_fs, have_root, Sandbox};
-
-const NOBODY: u32 = 65534;
+use crate::support::Sandbox;
 
 /// A few results to report on, made without root (`bench tree --dir`).
-fn results(sb: &Sandbox) -> PathBuf {
+pub fn results(sb: &Sandbox) -> PathBuf {
     let dir = sb.path().join("tree");
     std::fs::create_dir_all(&dir).unwrap();
     let out = sb.path().join("r");
@@ -43,12 +41,12 @@ fn results(sb: &Sandbox) -> PathBuf {
     out
 }
 
-fn stderr(o: &Output) -> String {
+pub fn stderr(o: &Output) -> String {
     String::from_utf8_lossy(&o.stderr).into_owned()
 }
 
 /// Runs `c` with a deadline; still running then is a hang: killed, and the test fails.
-fn within(mut c: Command, secs: u64, what: &str) -> Output {
+pub fn within(mut c: Command, secs: u64, what: &str) -> Output {
     let child = c
         .stdin(Stdio::null())
         .stdout(Stdio::piped())
@@ -73,7 +71,7 @@ fn within(mut c: Command, secs: u64, what: &str) -> Output {
     }
 }
 
-fn refused_with(o: &Output, what: &str, needles: &[&str]) {
+pub fn refused_with(o: &Output, what: &str, needles: &[&str]) {
     let e = stderr(o);
     assert_eq!(o.status.code(), Some(2), "{what}: {e}");
     for n in needles {
@@ -172,145 +170,6 @@ fn a_bad_output_path_is_exit_2() {
             .output()
             .unwrap();
         refused_with(&r, &format!("report -o {o}"), &[needle]);
-    }
-}
-
-/// A root-only directory with a file in it, and a directory of nobody's with a link to it.
-struct Planted {
-    secret: PathBuf,
-    user: PathBuf,
-}
-
-fn plant(sb: &Sandbox) -> Planted {
-    let secret = sb.path().join("root-only");
-    std::fs::create_dir(&secret).unwrap();
-    std::fs::set_permissions(&secret, std::fs::Permissions::from_mode(0o700)).unwrap();
-    std::fs::write(secret.join("keep.txt"), b"root's\n").unwrap();
-    let user = sb.path().join("home-nobody");
-    std::fs::create_dir(&user).unwrap();
-    std::os::unix::fs::chown(&user, Some(NOBODY), Some(NOBODY)).unwrap();
-    // The sandbox is root's 0700: nobody needs to pass through it to its own directory.
-    std::fs::set_permissions(sb.path(), std::fs::Permissions::from_mode(0o711)).unwrap();
-    let link = user.join("sub");
-    symlink(&secret, &link).unwrap();
-    std::os::unix::fs::lchown(&link, Some(NOBODY), Some(NOBODY)).unwrap();
-    Planted { secret, user }
-}
-
-// Item 2: a directory link planted by another user in an output path is refused, naming the
-// link and its owner; the root-only directory stays as it was.
-#[test]
-fn a_directory_link_in_an_output_path_is_refused() {
-    if !crate::support::have_root() {
-        return;
-    }
-    let sb = Sandbox::new();
-    let res = results(&sb);
-    let p = plant(&sb);
-    let o = sb
-        .cmd()
-        .arg("report")
-        .arg(&res)
-        .arg("-o")
-        .arg(p.user.join("sub/keep.txt"))
-        .output()
-        .unwrap();
-    refused_with(&o, "report -o through the link", &["sub", "uid 65534"]);
-    assert_eq!(
-        std::fs::read(p.secret.join("keep.txt")).unwrap(),
-        b"root's\n"
-    );
-
-    let dir = sb.path().join("tree2");
-    std::fs::create_dir_all(&dir).unwrap();
-    let o = sb
-        .cmd()
-        .args([
-            "bench",
-            "tree",
-            "--dirs",
-            "1",
-            "--files",
-            "2",
-            "--file-size",
-            "4K",
-            "--quiet",
-        ])
-        .arg("--dir")
-        .arg(&dir)
-        .arg("--out")
-        .arg(p.user.join("sub"))
-        .output()
-        .unwrap();
-    refused_with(&o, "--out through the link", &["sub", "uid 65534"]);
-    let names: Vec<_> = std::fs::read_dir(&p.secret)
-        .unwrap()
-        .map(|e| e.unwrap().file_name())
-        .collect();
-    assert_eq!(
-        names,
-        vec![std::ffi::OsString::from("keep.txt")],
-        "written into the root-only directory"
-    );
-    // Read as input through the same link (a plan): refused, and nothing of the file shown.
-    let o = sb
-        .cmd()
-        .arg("run")
-        .arg(p.user.join("sub/keep.txt"))
-        .arg("--dry-run")
-        .output()
-        .unwrap();
-    refused_with(&o, "a plan through the link", &["uid 65534"]);
-    assert!(!stderr(&o).contains("root's"), "{}", stderr(&o));
-}
-
-// Item 3: a /var/tmp/fsgauge that another user made a link (in a private mount namespace with
-// its own /var/tmp, whatever fs.protected_symlinks says) is refused by every command that
-// uses fsgauge's work directory, before anything is made, and no ledger entry is left.
-#[test]
-fn a_planted_var_tmp_fsgauge_link_is_refused() {
-    if !have_root() || !have_fs("ext4") {
-        return;
-    }
-    // The sandbox must not be below /var/tmp, which the namespace covers.
-    let sb = tempfile::Builder::new()
-        .prefix("fsgauge-test-ns-")
-        .tempdir_in("/tmp")
-        .unwrap();
-    let victim = sb.path().join("victim");
-    std::fs::create_dir(&victim).unwrap();
-    let state = sb.path().join("state");
-    let exe = env!("CARGO_BIN_EXE_fsgauge");
-    let protected = std::fs::read_to_string("/proc/sys/fs/protected_symlinks").unwrap_or_default();
-    eprintln!("fs.protected_symlinks = {}", protected.trim());
-    for cmd in [
-        format!("{exe} bench tree --fs ext4 --fs-size 64M --dirs 1 --files 1 --file-size 4K --quiet --out {0}/out", sb.path().display()),
-        format!("{exe} bench tree --fs ext4 --fs-size 64M --device-model ram --dirs 1 --files 1 --file-size 4K --quiet --out {0}/out", sb.path().display()),
-        format!("{exe} devices check ram --seconds 0.2"),
-    ] {
-        let script = format!(
-            "set -e; mount -t tmpfs -o mode=1777 fsgauge-test /var/tmp; \
-             setpriv --reuid={NOBODY} --regid={NOBODY} --clear-groups ln -s {victim} /var/tmp/fsgauge; \
-             set +e; {cmd}; rc=$?; ls -la /var/tmp/fsgauge/ >&2; exit $rc",
-            victim = victim.display()
-        );
-        let mut c = Command::new("unshare");
-        c.args(["--mount", "--propagation", "private", "sh", "-c", &script])
-            .env("FSGAUGE_STATE_DIR", &state);
-        let o = within(c, 60, &cmd);
-        refused_with(&o, &cmd, &["/var/tmp/fsgauge", "uid 65534"]);
-        let left: Vec<_> = std::fs::read_dir(&victim)
-            .unwrap()
-            .map(|e| e.unwrap().file_name())
-            .collect();
-        assert!(left.is_empty(), "{cmd}: made {left:?} in the link's target");
-        let entries: Vec<_> = std::fs::read_dir(&state)
-            .map(|rd| rd.filter_map(|e| e.ok()).map(|e| e.file_name()).collect())
-            .unwrap_or_default();
-        assert!(
-            entries.iter().all(|n| !n.to_string_lossy().ends_with(".json")),
-            "{cmd}: ledger entries left: {entries:?}"
-        );
     }
 }
 
