@@ -164,11 +164,7 @@ fn open_input(path: &Path) -> Result<std::os::fd::OwnedFd, ReadError> {
         path: path.to_path_buf(),
         msg: format!("{e:#}"),
     };
-    let opts = Opts {
-        follow_last: true,
-        create: None,
-    };
-    let c = chase(path, opts).map_err(|e| match e.downcast_ref::<std::io::Error>() {
+    let c = chase(path, Opts::FOLLOW).map_err(|e| match e.downcast_ref::<std::io::Error>() {
         Some(io) => ReadError::Open {
             path: path.to_path_buf(),
             errno: Errno::from_raw(io.raw_os_error().unwrap_or(libc::EIO)),

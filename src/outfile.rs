@@ -54,14 +54,8 @@ impl OutFile {
         }
         let shown = path.display();
         let refuse = |why: String| bad_input(format!("{flag} {shown}: {why}; nothing was done"));
-        let c = crate::sys::chase::chase(
-            path,
-            crate::sys::chase::Opts {
-                follow_last: true,
-                create: None,
-            },
-        )
-        .map_err(|e| refuse(format!("{e:#}")))?;
+        let c = crate::sys::chase::chase(path, crate::sys::chase::Opts::FOLLOW)
+            .map_err(|e| refuse(format!("{e:#}")))?;
         let name = match (c.rest.as_slice(), c.st) {
             ([], _) => {
                 return Err(refuse(format!(

@@ -86,14 +86,8 @@ fn result_name(r: &RunResult, n: u32) -> String {
 /// directory is made when the first result is written.
 pub fn check_out_dir(dir: &Path) -> Result<()> {
     let shown = dir.display();
-    let c = crate::sys::chase::chase(
-        dir,
-        crate::sys::chase::Opts {
-            follow_last: true,
-            create: None,
-        },
-    )
-    .map_err(|e| bad_input(format!("--out {shown}: {e:#}")))?;
+    let c = crate::sys::chase::chase(dir, crate::sys::chase::Opts::FOLLOW)
+        .map_err(|e| bad_input(format!("--out {shown}: {e:#}")))?;
     match (c.rest.as_slice(), c.st) {
         ([_], Some(st)) => {
             return Err(bad_input(format!(

@@ -45,6 +45,14 @@ pub struct Opts {
     pub create: Option<u32>,
 }
 
+impl Opts {
+    /// Follow every link, the last included; make nothing.
+    pub const FOLLOW: Opts = Opts {
+        follow_last: true,
+        create: None,
+    };
+}
+
 /// Where a chase ended.
 #[derive(Debug)]
 pub struct Chased {

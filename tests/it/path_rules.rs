@@ -9,9 +9,10 @@
 
 use std::os::unix::fs::{symlink, FileTypeExt};
 use std::path::PathBuf;
-use std::process::{Command, Output, Stdio};
+use std::process::Output;
 use std::time::{Duration, Instant};
 
+pub use crate::support::run_within as within;
 use crate::support::Sandbox;
 
 /// A few results to report on, made without root (`bench tree --dir`).
@@ -43,32 +44,6 @@ pub fn results(sb: &Sandbox) -> PathBuf {
 
 pub fn stderr(o: &Output) -> String {
     String::from_utf8_lossy(&o.stderr).into_owned()
-}
-
-/// Runs `c` with a deadline; still running then is a hang: killed, and the test fails.
-pub fn within(mut c: Command, secs: u64, what: &str) -> Output {
-    let child = c
-        .stdin(Stdio::null())
-        .stdout(Stdio::piped())
-        .stderr(Stdio::piped())
-        .spawn()
-        .unwrap();
-    let pid = child.id();
-    let t0 = Instant::now();
-    let (tx, rx) = std::sync::mpsc::channel();
-    std::thread::spawn(move || {
-        let _ = tx.send(child.wait_with_output());
-    });
-    match rx.recv_timeout(Duration::from_secs(secs)) {
-        Ok(out) => out.unwrap(),
-        Err(_) => {
-            let _ = Command::new("kill").arg("-9").arg(pid.to_string()).status();
-            panic!(
-                "{what}: still running after {:?} (it blocked)",
-                t0.elapsed()
-            );
-        }
-    }
 }
 
 pub fn refused_with(o: &Output, what: &str, needles: &[&str]) {

@@ -310,3 +310,32 @@ pub fn refused_in_dir(sb: &Sandbox, command: &[&str], dir: &Path, args: &[&str],
         .unwrap();
     assert_refused(&out, &format!("{args:?}"), &[needle]);
 }
+
+/// Runs `c` with a deadline; still running then is a hang: killed, and the test fails.
+pub fn run_within(mut c: std::process::Command, secs: u64, what: &str) -> std::process::Output {
+    let child = c
+        .stdin(std::process::Stdio::null())
+        .stdout(std::process::Stdio::piped())
+        .stderr(std::process::Stdio::piped())
+        .spawn()
+        .unwrap();
+    let pid = child.id();
+    let t0 = std::time::Instant::now();
+    let (tx, rx) = std::sync::mpsc::channel();
+    std::thread::spawn(move || {
+        let _ = tx.send(child.wait_with_output());
+    });
+    match rx.recv_timeout(std::time::Duration::from_secs(secs)) {
+        Ok(out) => out.unwrap(),
+        Err(_) => {
+            let _ = std::process::Command::new("kill")
+                .arg("-9")
+                .arg(pid.to_string())
+                .status();
+            panic!(
+                "{what}: still running after {:?} (it blocked)",
+                t0.elapsed()
+            );
+        }
+    }
+}
