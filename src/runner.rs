@@ -359,9 +359,12 @@ pub fn build_target(place: &Place, opts: &RunOptions) -> Result<Target> {
             ));
             Target::Testbed(Testbed::create(spec)?)
         }
+        // Reached as every user-named path is: another user's link leads only to what that
+        // user owns.
         Place::Dir(p) => Target::Dir(
-            p.canonicalize()
-                .with_context(|| format!("resolving {}", p.display()))?,
+            crate::sys::trust::walk(p, None)
+                .with_context(|| format!("--dir {}", p.display()))?
+                .path,
         ),
     })
 }

@@ -65,17 +65,16 @@ impl RunDir {
     /// `record`, the directory has a ledger entry of its own, so that `testbed cleanup` removes
     /// it after a SIGKILL; on a testbed it goes with the testbed.
     pub fn create(parent: &Path, name: &str, record: bool) -> Result<Self> {
-        // Recorded canonical: cleanup refuses a parent that no longer resolves to itself.
-        let parent = &parent
-            .canonicalize()
-            .with_context(|| format!("resolving {}", parent.display()))?;
+        // Reached as every user-named path is (another user's link leads only to what that
+        // user owns), and recorded by its real path: cleanup refuses a parent that no longer
+        // resolves to itself.
+        let walked = crate::sys::trust::walk(parent, None)
+            .with_context(|| format!("--dir {}", parent.display()))?;
+        let parent = &walked.path;
         check_names(parent, OsStr::new(name))?;
         let path = parent.join(name);
         let cname = CString::new(name).context("a run directory name holds a NUL byte")?;
-        let cparent = CString::new(parent.as_os_str().as_bytes())
-            .with_context(|| format!("{} holds a NUL byte", parent.display()))?;
-        let pfd = crate::sys::open(&cparent, DIR_FLAGS, 0)
-            .with_context(|| format!("opening {}", parent.display()))?;
+        let pfd = walked.fd;
         let mut ledger = if record {
             let mut l = Ledger::begin(&format!("dir-{}", super::unique_suffix()), false)?;
             l.set_details(serde_json::json!({ "dir": path }))?;

@@ -1026,7 +1026,7 @@ fn plant(sb: &Sandbox) -> Planted {
 // Item 2: a directory link planted by another user in an output path is refused, naming the
 // link and its owner; the root-only directory stays as it was.
 #[test]
-fn a_directory_link_in_an_output_path_is_refused() {
+fn a_directory_link_in_a_users_path_is_refused() {
     if !have_root() {
         return;
     }
@@ -1077,6 +1077,57 @@ fn a_directory_link_in_an_output_path_is_refused() {
         names,
         vec![std::ffi::OsString::from("keep.txt")],
         "written into the root-only directory"
+    );
+    // The same link as --dir (where the run makes its own directory and tree) and --workdir.
+    let o = sb
+        .cmd()
+        .args([
+            "bench",
+            "tree",
+            "--dirs",
+            "1",
+            "--files",
+            "2",
+            "--file-size",
+            "4K",
+            "--quiet",
+        ])
+        .arg("--dir")
+        .arg(p.user.join("sub"))
+        .arg("--out")
+        .arg(sb.out())
+        .output()
+        .unwrap();
+    refused_with(&o, "--dir through the link", &["sub", "uid 65534"]);
+    if have_fs("ext4") {
+        let o = sb
+            .cmd()
+            .args([
+                "bench",
+                "tree",
+                "--fs",
+                "ext4",
+                "--fs-size",
+                "64M",
+                "--dirs",
+                "1",
+            ])
+            .args(["--files", "2", "--file-size", "4K", "--quiet", "--workdir"])
+            .arg(p.user.join("sub"))
+            .arg("--out")
+            .arg(sb.out())
+            .output()
+            .unwrap();
+        refused_with(&o, "--workdir through the link", &["sub", "uid 65534"]);
+    }
+    let names: Vec<_> = std::fs::read_dir(&p.secret)
+        .unwrap()
+        .map(|e| e.unwrap().file_name())
+        .collect();
+    assert_eq!(
+        names,
+        vec![std::ffi::OsString::from("keep.txt")],
+        "made in the root-only directory"
     );
     // Read as input through the same link (a plan): refused, and nothing of the file shown.
     let o = sb
