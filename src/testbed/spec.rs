@@ -2,7 +2,7 @@
 //! mount options, an optional external journal, the backing (image file or RAM) or a real device.
 
 use std::fmt;
-use std::path::PathBuf;
+use std::path::{Path, PathBuf};
 use std::str::FromStr;
 
 use serde::{Deserialize, Serialize};
@@ -209,6 +209,28 @@ pub struct TestbedInput {
     pub label: Option<String>,
 }
 
+/// The real path of a `--device`, reached as every user-named path is (another user's link
+/// leads only to what that user owns): mkfs must format the device the user named, not one a
+/// link planted on the way points at.
+fn resolve_device(dev: &Path) -> anyhow::Result<PathBuf> {
+    let c = crate::sys::chase::chase(dev, crate::sys::chase::Opts::FOLLOW)
+        .map_err(|e| bad_param("device", format!("--device {}: {e:#}", dev.display())))?;
+    match (c.rest.len(), c.st) {
+        (1, Some(_)) => Ok(c.path()),
+        (0, _) => Err(bad_param(
+            "device",
+            format!(
+                "--device {} is a directory, not a block device",
+                dev.display()
+            ),
+        )),
+        _ => Err(bad_param(
+            "device",
+            format!("--device {} does not exist", dev.display()),
+        )),
+    }
+}
+
 impl TestbedSpec {
     /// The one way a spec is made from what a user wrote (flags or a plan): defaults filled in
     /// and validated. Errors are [`crate::error::BadInput`] naming the field at fault (its plan
@@ -219,8 +241,8 @@ impl TestbedSpec {
         // A --device is formatted whole: its size is the testbed's, known before anything is
         // made, so that every check of room is made against it (one that cannot be read is
         // reported by the preflight).
-        let size = i
-            .device
+        let device = i.device.as_deref().map(resolve_device).transpose()?;
+        let size = device
             .as_deref()
             .and_then(|d| super::device_size(d).ok())
             .unwrap_or(i.size);
@@ -235,7 +257,7 @@ impl TestbedSpec {
             image_alloc: i.image_alloc,
             workdir: i.workdir.unwrap_or_else(|| default_workdir(i.backing)),
             loop_direct_io: i.loop_direct_io,
-            device: i.device,
+            device,
             device_model: i.device_model,
             journal_device_model: i.journal_device_model,
         };

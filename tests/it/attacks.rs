@@ -1120,6 +1120,26 @@ fn a_directory_link_in_a_users_path_is_refused() {
             .unwrap();
         refused_with(&o, "--workdir through the link", &["sub", "uid 65534"]);
     }
+    // A --device named through a link of the user's (to a device node of root's): refused
+    // before anything would be formatted.
+    let disk = p.user.join("disk");
+    symlink("/dev/null", &disk).unwrap();
+    std::os::unix::fs::lchown(&disk, Some(NOBODY), Some(NOBODY)).unwrap();
+    let o = sb
+        .cmd()
+        .args([
+            "bench",
+            "tree",
+            "--fs",
+            "ext4",
+            "--destroy-data",
+            "--quiet",
+            "--device",
+        ])
+        .arg(&disk)
+        .output()
+        .unwrap();
+    refused_with(&o, "--device through the link", &["disk", "uid 65534"]);
     let names: Vec<_> = std::fs::read_dir(&p.secret)
         .unwrap()
         .map(|e| e.unwrap().file_name())
