@@ -1,0 +1,119 @@
+//! Settings with their limits, and settings that do not apply refused (issue 29, items 5, 6 and
+//! 12): `--reps` and a plan's `reps` share one bound; `constant=` is bounded, an ablation is
+//! given once and only of a part the profile has; `--device-offset` and
+//! `--device-model-during` need a `--device-model` (flag or plan key); an emulated disk needs
+//! direct I/O; and a sparse image that does not fit is not told to be sparse. Each refusal is
+//! exit 2 with a message naming the value and what to do, nothing made. Needs nothing of the
+//! machine: every command here is refused before it would need root.
+
+use std::path::PathBuf;
+use std::process::Output;
+
+use crate::support::{assert_refused, refused, Sandbox};
+
+const TREE: [&str; 9] = [
+    "--dirs",
+    "1",
+    "--files",
+    "1",
+    "--file-size",
+    "4K",
+    "--quiet",
+    "--fs-size",
+    "256M",
+];
+
+/// `fsgauge bench tree --fs ext4 ARGS` with the sandbox's work and results directories.
+fn bench(args: &[&str]) -> Vec<String> {
+    ["bench", "tree", "--fs", "ext4"]
+        .iter()
+        .chain(args)
+        .chain(&TREE)
+        .map(|s| s.to_string())
+        .collect()
+}
+
+fn refused_bench(sb: &Sandbox, args: &[&str], needles: &[&str]) {
+    let words = bench(args);
+    let words: Vec<&str> = words.iter().map(String::as_str).collect();
+    refused(sb, &words, needles);
+}
+
+/// `fsgauge run PLAN --out OUT [--dry-run]` of a plan with one `[[testbed]]` holding `keys`.
+fn run_plan(sb: &Sandbox, keys: &str, dry: bool) -> (Output, PathBuf) {
+    let p = sb.path().join("plan.toml");
+    std::fs::write(
+        &p,
+        format!(
+            "[[testbed]]\nfs = \"ext4\"\nfs_size = \"256M\"\nworkdir = {:?}\n{keys}\n\n[[workload]]\nkind = \"tree\"\ndirs = 1\nfiles = 1\nfile_size = \"4K\"\n",
+            sb.workdir().to_str().unwrap()
+        ),
+    )
+    .unwrap();
+    let mut c = sb.cmd();
+    c.arg("run").arg(&p).arg("--out").arg(sb.out());
+    if dry {
+        c.arg("--dry-run");
+    }
+    (c.output().unwrap(), p)
+}
+
+fn refused_clean(sb: &Sandbox, out: &Output, what: &str, needles: &[&str]) {
+    assert_refused(out, what, needles);
+    assert!(!sb.out().exists(), "{what}: a result directory was made");
+    sb.assert_clean();
+}
+
+#[test]
+fn ablations_out_of_bounds_repeated_or_of_a_missing_part_are_refused() {
+    let sb = Sandbox::new();
+    let cases: [(&str, &[&str]); 5] = [
+        (
+            "deskstar-7k250:constant=99999999h",
+            &[
+                "ablation constant=99999999h is out of range",
+                "give a duration above 0 and at most 10s, e.g. constant=12ms",
+            ],
+        ),
+        (
+            "ram:seek=off",
+            &[
+                "ablation seek=off does not apply to ram",
+                "the ablations of ram are constant=DURATION",
+            ],
+        ),
+        (
+            "deskstar-7k250:seek=off,seek=on",
+            &[
+                "ablation seek is given twice in \"seek=off,seek=on\"",
+                "give each ablation once",
+            ],
+        ),
+        (
+            "sata-ssd:rotation=off",
+            &["ablation rotation=off does not apply to sata-ssd"],
+        ),
+        (
+            "st3500641as:constant=12ms,cache=off",
+            &[
+                "cache=off changes nothing with constant=12.00ms",
+                "give constant= alone",
+            ],
+        ),
+    ];
+    for (reference, needles) in cases {
+        let out = sb
+            .cmd()
+            .args(["devices", "show", reference])
+            .output()
+            .unwrap();
+        assert_refused(&out, &format!("devices show {reference}"), needles);
+        assert!(out.stdout.is_empty(), "{reference}: printed a profile");
+        refused_bench(&sb, &["--device-model", reference], needles);
+        let (out, p) = run_plan(&sb, &format!("device_model = {reference:?}"), true);
+        let at = format!("{}:5:16: device_model:", p.display());
+        let mut with_at = needles.to_vec();
+        with_at.push(&at);
+        refused_clean(&sb, &out, &format!("plan {reference}"), &with_at);
+    }
+}
