@@ -19,6 +19,7 @@ use super::{
 use crate::error::bad_input;
 use crate::registry::{self, sweep};
 use crate::runner::admit;
+use crate::runner::params::MAX_REPS;
 use crate::testbed::device::ProfileRef;
 use crate::testbed::params::{plan_keys, SIZE_KEY};
 use crate::testbed::{default_workdir, Backing, FsKind, TestbedParams, TestbedSpec};
@@ -366,7 +367,9 @@ fn parse_reps(src: &Src, raw: &RawPlan) -> Result<Reps> {
     let reps = match &raw.reps {
         None => Reps::Fixed(1),
         Some(r) => match r.get_ref() {
-            toml::Value::Integer(n) if (1..=10_000).contains(n) => Reps::Fixed(*n as u32),
+            toml::Value::Integer(n) if (1..=i64::from(MAX_REPS)).contains(n) => {
+                Reps::Fixed(*n as u32)
+            }
             toml::Value::String(s) if s == "auto" => Reps::Auto {
                 cv: AUTO_CV_TARGET,
                 max: AUTO_MAX_REPS,
@@ -376,7 +379,7 @@ fn parse_reps(src: &Src, raw: &RawPlan) -> Result<Reps> {
                     r.span(),
                     "reps",
                     format!(
-                        "{other} is not allowed; give a number of repetitions from 1 to 10000, or \"auto\" (repeat until the run time varies by less than cv_target)"
+                        "{other} is not allowed; give a number of repetitions from 1 to {MAX_REPS}, or \"auto\" (repeat until the run time varies by less than cv_target)"
                     ),
                 ))
             }
@@ -409,11 +412,11 @@ fn parse_reps(src: &Src, raw: &RawPlan) -> Result<Reps> {
     }
     if let Some(m) = &raw.max_reps {
         let v = *m.get_ref();
-        if !(i64::from(AUTO_MIN_REPS)..=10_000).contains(&v) {
+        if !(i64::from(AUTO_MIN_REPS)..=i64::from(MAX_REPS)).contains(&v) {
             return Err(src.err(
                 m.span(),
                 "max_reps",
-                format!("{v} is out of range; give {AUTO_MIN_REPS} to 10000"),
+                format!("{v} is out of range; give {AUTO_MIN_REPS} to {MAX_REPS}"),
             ));
         }
         max = v as u32;
@@ -1367,6 +1370,22 @@ file_size = "64K"
         let e = err(&OK.replace("mount = \"data=writeback\"", "journal = \"ram:900T\""));
         assert!(
             e.starts_with("t.toml:11:11:") && e.contains("RAM disk"),
+            "{e}"
+        );
+    }
+
+    #[test]
+    fn reps_and_max_reps_share_the_flag_s_limit() {
+        let e = err(&OK.replace("reps = 2", "reps = 10001"));
+        assert!(
+            e.starts_with("t.toml:3:8: reps:") && e.contains("from 1 to 10000"),
+            "{e}"
+        );
+        let plan = p(&OK.replace("reps = 2", "reps = 10000")).expect("the limit");
+        assert_eq!(plan.reps, Reps::Fixed(MAX_REPS));
+        let e = err(&OK.replace("reps = 2", "reps = \"auto\"\nmax_reps = 10001"));
+        assert!(
+            e.contains("max_reps: 10001 is out of range; give 3 to 10000"),
             "{e}"
         );
     }

@@ -65,6 +65,61 @@ fn refused_clean(sb: &Sandbox, out: &Output, what: &str, needles: &[&str]) {
 }
 
 #[test]
+fn reps_beyond_the_plans_limit_are_refused_on_the_command_line_too() {
+    let sb = Sandbox::new();
+    // Before: 10001 ran (a plan's reps stops at 10000), and 4294967295 grew the dry run's
+    // matrix past 868 MB.
+    for n in ["10001", "4294967295", "0"] {
+        let out = sb
+            .cmd()
+            .args(["run", "quick", "--dry-run", "--reps", n, "--out"])
+            .arg(sb.out())
+            .output()
+            .unwrap();
+        refused_clean(
+            &sb,
+            &out,
+            &format!("run --reps {n}"),
+            &[
+                "--reps <N>",
+                &format!("{n} repetitions are out of range; give 1 to 10000, e.g. --reps 5"),
+            ],
+        );
+    }
+    let d = sb.path().join("target");
+    std::fs::create_dir(&d).unwrap();
+    let out = sb
+        .cmd()
+        .args([
+            "bench", "tree", "--quiet", "--dirs", "1", "--files", "1", "--dir",
+        ])
+        .arg(&d)
+        .args(["--reps", "10001", "--out"])
+        .arg(sb.out())
+        .output()
+        .unwrap();
+    refused_clean(&sb, &out, "bench --reps 10001", &["10001 repetitions"]);
+    assert_eq!(std::fs::read_dir(&d).unwrap().count(), 0);
+    // The plan's key has the same bound, at its line and column.
+    let p = sb.path().join("reps.toml");
+    std::fs::write(
+        &p,
+        "reps = 10001\n[[workload]]\nkind = \"tree\"\ndirs = 1\nfiles = 1\n",
+    )
+    .unwrap();
+    let out = sb
+        .cmd()
+        .arg("run")
+        .arg(&p)
+        .args(["--dry-run", "--out"])
+        .arg(sb.out())
+        .output()
+        .unwrap();
+    let at = format!("{}:1:8: reps:", p.display());
+    refused_clean(&sb, &out, "reps = 10001", &[&at, "from 1 to 10000"]);
+}
+
+#[test]
 fn ablations_out_of_bounds_repeated_or_of_a_missing_part_are_refused() {
     let sb = Sandbox::new();
     let cases: [(&str, &[&str]); 5] = [
