@@ -526,7 +526,9 @@ fn parse_testbed(
         params.device_model = Some(m.clone());
     }
     let written = |keys: &[&str]| entry(t, keys);
-    let spec = TestbedSpec::build(params.input(fs, label, None))
+    let spec = params
+        .input(fs, label, None)
+        .and_then(TestbedSpec::build)
         .and_then(|spec| {
             crate::testbed::check_workdir(&spec.workdir)?;
             Ok(spec)
@@ -1372,6 +1374,59 @@ file_size = "64K"
             e.starts_with("t.toml:11:11:") && e.contains("RAM disk"),
             "{e}"
         );
+    }
+
+    /// The emulated disk's settings without one, a loop device without direct I/O under one,
+    /// and ablations that do not apply are refused at the key that says them, as the flags are.
+    #[test]
+    fn device_settings_that_do_not_apply_are_refused_at_their_key() {
+        let at = |line: &str| OK.replace("mount = \"data=writeback\"", line);
+        let e = err(&at("device_offset = \"100G\""));
+        assert!(
+            e.starts_with("t.toml:11:17: device_offset: --device-offset 100G places the filesystem on an emulated disk, but there is none: add --device-model PROFILE"),
+            "{e}"
+        );
+        let e = err(&at("device_model_during = \"always\""));
+        assert!(
+            e.starts_with("t.toml:11:23: device_model_during: --device-model-during always says when the emulated disk of --device-model applies, but there is none"),
+            "{e}"
+        );
+        let e = err(&at("device_model = \"ram\"\nloop_direct_io = false"));
+        assert!(
+            e.starts_with("t.toml:12:18: loop_direct_io: --loop-direct-io off: the emulated disk of --device-model ram needs its loop device to do direct I/O"),
+            "{e}"
+        );
+        let e = err(&at("device_model = \"ram:seek=off\""));
+        assert!(
+            e.starts_with("t.toml:11:16: device_model: ablation seek=off does not apply to ram"),
+            "{e}"
+        );
+        let e = err(&at("device_model = \"deskstar-7k250:seek=off,seek=on\""));
+        assert!(
+            e.starts_with("t.toml:11:16: device_model: ablation seek is given twice"),
+            "{e}"
+        );
+        let e = err(&at("device_model = \"deskstar-7k250:constant=99999999h\""));
+        assert!(
+            e.starts_with(
+                "t.toml:11:16: device_model: ablation constant=99999999h is out of range"
+            ) && e.contains("above 0 and at most 10s, e.g. constant=12ms"),
+            "{e}"
+        );
+        // With a disk, they apply; a disk given on the command line (`run PLAN
+        // --device-model`) is the testbed's disk, so its offset and span apply to it.
+        p(&at(
+            "device_model = \"st3500641as\"\ndevice_offset = \"100G\"",
+        ))
+        .expect("with a disk");
+        let opts = ParseOptions {
+            workdir: Some(std::env::temp_dir()),
+            device_model: Some("st3500641as".parse().expect("a profile")),
+            ..Default::default()
+        };
+        let plan = parse(&at("device_offset = \"100G\""), "t.toml", &opts).expect("--device-model");
+        let m = plan.testbeds[0].spec.device_model.clone().expect("a disk");
+        assert_eq!(m.offset, 100 << 30);
     }
 
     #[test]

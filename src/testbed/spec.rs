@@ -409,8 +409,9 @@ impl TestbedSpec {
         Ok(())
     }
 
-    /// The device model fits what it serves: an image (not a `--device`), the filesystem at its
-    /// offset within the modelled disk, and a journal for a journal's model.
+    /// The device model fits what it serves: an image (not a `--device`) on a loop device that
+    /// does direct I/O, the filesystem at its offset within the modelled disk, and a journal
+    /// for a journal's model.
     fn validate_models(&self) -> anyhow::Result<()> {
         if let Some(m) = &self.device_model {
             if let Some(dev) = &self.device {
@@ -420,6 +421,15 @@ impl TestbedSpec {
                         "--device-model {} serves an image through an emulated disk; --device {} is a real one, measured as it is: give one of them",
                         m.profile,
                         dev.display()
+                    ),
+                ));
+            }
+            if !self.loop_direct_io {
+                return Err(bad_param(
+                    "loop_direct_io",
+                    format!(
+                        "--loop-direct-io off: the emulated disk of --device-model {} needs its loop device to do direct I/O, so that every block request reaches the disk's model rather than the host's page cache; leave --loop-direct-io out (it is on by default), or drop --device-model",
+                        m.profile
                     ),
                 ));
             }
@@ -617,6 +627,21 @@ mod tests {
         // A testbed's ledger name starts with its label, and may not start with '.'.
         l.label = ".hidden".into();
         assert!(l.validate().is_err());
+        // An emulated disk's loop device does direct I/O: off is refused, not overruled.
+        let mut m = TestbedSpec::new(FsKind::Ext4, 1 << 30);
+        m.device_model = Some(ModelSpec {
+            profile: "ram".parse().expect("a profile"),
+            offset: 0,
+            during: ModelDuring::Phases,
+        });
+        m.validate().expect("direct I/O is the default");
+        m.loop_direct_io = false;
+        let e = m.validate().expect_err("off under a model");
+        assert_eq!(crate::error::bad_field(&e), Some("loop_direct_io"));
+        assert!(
+            e.to_string().starts_with("--loop-direct-io off: the emulated disk of --device-model ram needs its loop device to do direct I/O"),
+            "{e}"
+        );
     }
 
     #[test]

@@ -172,3 +172,90 @@ fn ablations_out_of_bounds_repeated_or_of_a_missing_part_are_refused() {
         refused_clean(&sb, &out, &format!("plan {reference}"), &with_at);
     }
 }
+
+#[test]
+fn device_model_settings_without_a_device_model_are_refused() {
+    let sb = Sandbox::new();
+    refused_bench(
+        &sb,
+        &["--device-offset", "100G"],
+        &[
+            "--device-offset 100G places the filesystem on an emulated disk, but there is none",
+            "add --device-model PROFILE",
+            "or leave --device-offset out",
+        ],
+    );
+    // Given explicitly, the default too does nothing without a disk.
+    refused_bench(
+        &sb,
+        &["--device-offset", "0"],
+        &["--device-offset 0 places"],
+    );
+    refused_bench(
+        &sb,
+        &["--device-model-during", "always"],
+        &[
+            "--device-model-during always says when the emulated disk of --device-model applies, but there is none",
+            "or leave --device-model-during out",
+        ],
+    );
+    // A journal's disk alone does not take it either.
+    refused_bench(
+        &sb,
+        &[
+            "--journal",
+            "file:8M",
+            "--journal-device-model",
+            "ram",
+            "--device-model-during",
+            "always",
+        ],
+        &["it does not apply to --journal-device-model alone"],
+    );
+    for dry in [true, false] {
+        for (keys, at, needle) in [
+            (
+                "device_offset = \"100G\"",
+                "5:17: device_offset:",
+                "--device-offset 100G places the filesystem on an emulated disk, but there is none",
+            ),
+            (
+                "device_model_during = \"always\"",
+                "5:23: device_model_during:",
+                "--device-model-during always says when",
+            ),
+        ] {
+            let (out, p) = run_plan(&sb, keys, dry);
+            let at = format!("{}:{at}", p.display());
+            refused_clean(&sb, &out, &format!("{keys} dry {dry}"), &[&at, needle]);
+        }
+    }
+}
+
+#[test]
+fn an_emulated_disk_without_direct_io_is_refused() {
+    let sb = Sandbox::new();
+    refused_bench(
+        &sb,
+        &["--device-model", "ram", "--loop-direct-io", "off"],
+        &[
+            "--loop-direct-io off: the emulated disk of --device-model ram needs its loop device to do direct I/O",
+            "leave --loop-direct-io out",
+        ],
+    );
+    let (out, p) = run_plan(&sb, "device_model = \"ram\"\nloop_direct_io = false", false);
+    let at = format!("{}:6:18: loop_direct_io:", p.display());
+    refused_clean(
+        &sb,
+        &out,
+        "plan",
+        &[&at, "needs its loop device to do direct I/O"],
+    );
+    // On: the default, given explicitly, is fine (the dry run lists the testbed).
+    let (out, _) = run_plan(&sb, "device_model = \"ram\"\nloop_direct_io = true", true);
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+}
