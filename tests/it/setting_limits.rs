@@ -259,3 +259,62 @@ fn an_emulated_disk_without_direct_io_is_refused() {
         String::from_utf8_lossy(&out.stderr)
     );
 }
+
+#[test]
+fn a_sparse_image_that_does_not_fit_is_not_told_to_be_sparse() {
+    let sb = Sandbox::new();
+    let free = fsgauge::testbed::room::free_space(&sb.workdir()).expect("statvfs");
+    // A filesystem and writes far beyond the sandbox's free space.
+    let mib = (free >> 20).max(1);
+    let size = format!("{}M", mib * 1000);
+    let written = format!("{}M", mib * 100);
+    let args = |alloc: &str| -> Vec<String> {
+        [
+            "bench",
+            "tree",
+            "--fs",
+            "ext4",
+            "--fs-size",
+            &size,
+            "--image-alloc",
+            alloc,
+            "--dirs",
+            "1",
+            "--files",
+            "1",
+            "--file-size",
+            &written,
+            "--quiet",
+        ]
+        .map(str::to_string)
+        .to_vec()
+    };
+    let sparse = args("sparse");
+    let out = sb
+        .bench(&sparse.iter().map(String::as_str).collect::<Vec<_>>())
+        .output()
+        .unwrap();
+    refused_clean(
+        &sb,
+        &out,
+        "sparse",
+        &[
+            "free; the image is sparse already",
+            "pass --workdir on a bigger filesystem, or have the workload write less",
+        ],
+    );
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert!(!err.contains("--image-alloc"), "{err}");
+    // A full image is still told it may be sparse.
+    let full = args("full");
+    let out = sb
+        .bench(&full.iter().map(String::as_str).collect::<Vec<_>>())
+        .output()
+        .unwrap();
+    refused_clean(
+        &sb,
+        &out,
+        "full",
+        &["keep the image sparse (--image-alloc sparse"],
+    );
+}
