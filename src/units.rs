@@ -270,10 +270,10 @@ where
 pub fn parse_duration(text: &str) -> Result<Duration, UnitError> {
     let t = text.trim();
     if let Ok(secs) = t.parse::<f64>() {
-        if secs.is_finite() && secs >= 0.0 {
-            return Ok(Duration::from_secs_f64(secs));
-        }
-        return Err(UnitError::BadDuration(text.to_string()));
+        // A number of seconds past what a Duration holds (about 5.8e11 years) is refused, not
+        // a panic.
+        return Duration::try_from_secs_f64(secs)
+            .map_err(|_| UnitError::BadDuration(text.to_string()));
     }
     humantime::parse_duration(t).map_err(|_| UnitError::BadDuration(text.to_string()))
 }
@@ -375,6 +375,14 @@ mod tests {
         assert_eq!(parse_duration("5m").unwrap(), Duration::from_secs(300));
         assert_eq!(parse_duration("1.5").unwrap(), Duration::from_millis(1500));
         assert!(parse_duration("soon").is_err());
+        // Seconds beyond a Duration, infinite or negative are refused, not a panic.
+        for t in ["1e30", "inf", "-1", "NaN"] {
+            assert_eq!(
+                parse_duration(t),
+                Err(UnitError::BadDuration(t.to_string())),
+                "{t}"
+            );
+        }
         assert_eq!(parse_list::<u32>("1,4,8").unwrap(), vec![1, 4, 8]);
         let sizes: Vec<Size> = parse_list("4K, 128K").unwrap();
         assert_eq!(sizes, vec![Size(4096), Size(128 << 10)]);

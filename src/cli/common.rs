@@ -59,7 +59,7 @@ impl TestbedArgs {
         let Some(fs) = self.fs else { return Ok(None) };
         TestbedSpec::build(
             self.params
-                .input(fs, self.label.clone(), self.device.clone()),
+                .input(fs, self.label.clone(), self.device.clone())?,
         )
         .map(Some)
     }

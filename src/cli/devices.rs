@@ -43,7 +43,8 @@ pub enum DevicesSub {
     /// Ablations after a colon switch parts of the model off, to see which part of the disk
     /// carries an effect: `st3500641as:seek=off`, `:rotation=off`, `:cache=off` (no
     /// read-ahead, writes go through), `:constant=12ms` (every request takes 12 ms, one at a
-    /// time); combine them with commas.
+    /// time; at most 10s, and alone); combine the others with commas, each once and only of a
+    /// part the profile has (`ram` has none but constant=).
     Show {
         /// A built-in profile's name or a profile file's path, optionally with `:ablations`.
         profile: String,

@@ -422,10 +422,8 @@ fn default_out() -> PathBuf {
 
 /// The run flags given on the command line overrule the plan's keys of the same name.
 fn overrule(plan: &mut Plan, run: &RunParams) -> Result<()> {
+    // --reps is 1 to MAX_REPS as clap parsed it, the bounds of a plan's reps.
     if let Some(n) = run.reps {
-        if n == 0 {
-            return Err(bad_input("--reps must be 1 or more"));
-        }
         plan.reps = Reps::Fixed(n);
     }
     if let Some(s) = run.seed {

@@ -67,7 +67,7 @@ impl AppendArgs {
             parse_list(&self.fs).map_err(|e| bad_input(format!("--fs: {e}")))?;
         let testbeds = kinds
             .iter()
-            .map(|&fs| TestbedSpec::build(self.testbed.input(fs, None, None)))
+            .map(|&fs| TestbedSpec::build(self.testbed.input(fs, None, None)?))
             .collect::<Result<Vec<_>>>()?;
         let usage: Vec<f64> =
             parse_list(&self.usage).map_err(|e| bad_input(format!("--usage: {e}")))?;

@@ -19,6 +19,7 @@ use super::{
 use crate::error::bad_input;
 use crate::registry::{self, sweep};
 use crate::runner::admit;
+use crate::runner::params::MAX_REPS;
 use crate::testbed::device::ProfileRef;
 use crate::testbed::params::{plan_keys, SIZE_KEY};
 use crate::testbed::{default_workdir, Backing, FsKind, TestbedParams, TestbedSpec};
@@ -366,7 +367,9 @@ fn parse_reps(src: &Src, raw: &RawPlan) -> Result<Reps> {
     let reps = match &raw.reps {
         None => Reps::Fixed(1),
         Some(r) => match r.get_ref() {
-            toml::Value::Integer(n) if (1..=10_000).contains(n) => Reps::Fixed(*n as u32),
+            toml::Value::Integer(n) if (1..=i64::from(MAX_REPS)).contains(n) => {
+                Reps::Fixed(*n as u32)
+            }
             toml::Value::String(s) if s == "auto" => Reps::Auto {
                 cv: AUTO_CV_TARGET,
                 max: AUTO_MAX_REPS,
@@ -376,7 +379,7 @@ fn parse_reps(src: &Src, raw: &RawPlan) -> Result<Reps> {
                     r.span(),
                     "reps",
                     format!(
-                        "{other} is not allowed; give a number of repetitions from 1 to 10000, or \"auto\" (repeat until the run time varies by less than cv_target)"
+                        "{other} is not allowed; give a number of repetitions from 1 to {MAX_REPS}, or \"auto\" (repeat until the run time varies by less than cv_target)"
                     ),
                 ))
             }
@@ -409,11 +412,11 @@ fn parse_reps(src: &Src, raw: &RawPlan) -> Result<Reps> {
     }
     if let Some(m) = &raw.max_reps {
         let v = *m.get_ref();
-        if !(i64::from(AUTO_MIN_REPS)..=10_000).contains(&v) {
+        if !(i64::from(AUTO_MIN_REPS)..=i64::from(MAX_REPS)).contains(&v) {
             return Err(src.err(
                 m.span(),
                 "max_reps",
-                format!("{v} is out of range; give {AUTO_MIN_REPS} to 10000"),
+                format!("{v} is out of range; give {AUTO_MIN_REPS} to {MAX_REPS}"),
             ));
         }
         max = v as u32;
@@ -523,7 +526,9 @@ fn parse_testbed(
         params.device_model = Some(m.clone());
     }
     let written = |keys: &[&str]| entry(t, keys);
-    let spec = TestbedSpec::build(params.input(fs, label, None))
+    let spec = params
+        .input(fs, label, None)
+        .and_then(TestbedSpec::build)
         .and_then(|spec| {
             crate::testbed::check_workdir(&spec.workdir)?;
             Ok(spec)
@@ -1367,6 +1372,75 @@ file_size = "64K"
         let e = err(&OK.replace("mount = \"data=writeback\"", "journal = \"ram:900T\""));
         assert!(
             e.starts_with("t.toml:11:11:") && e.contains("RAM disk"),
+            "{e}"
+        );
+    }
+
+    /// The emulated disk's settings without one, a loop device without direct I/O under one,
+    /// and ablations that do not apply are refused at the key that says them, as the flags are.
+    #[test]
+    fn device_settings_that_do_not_apply_are_refused_at_their_key() {
+        let at = |line: &str| OK.replace("mount = \"data=writeback\"", line);
+        let e = err(&at("device_offset = \"100G\""));
+        assert!(
+            e.starts_with("t.toml:11:17: device_offset: --device-offset 100G places the filesystem on an emulated disk, but there is none: add --device-model PROFILE"),
+            "{e}"
+        );
+        let e = err(&at("device_model_during = \"always\""));
+        assert!(
+            e.starts_with("t.toml:11:23: device_model_during: --device-model-during always says when the emulated disk of --device-model applies, but there is none"),
+            "{e}"
+        );
+        let e = err(&at("device_model = \"ram\"\nloop_direct_io = false"));
+        assert!(
+            e.starts_with("t.toml:12:18: loop_direct_io: --loop-direct-io off: the emulated disk of --device-model ram needs its loop device to do direct I/O"),
+            "{e}"
+        );
+        let e = err(&at("device_model = \"ram:seek=off\""));
+        assert!(
+            e.starts_with("t.toml:11:16: device_model: ablation seek=off does not apply to ram"),
+            "{e}"
+        );
+        let e = err(&at("device_model = \"deskstar-7k250:seek=off,seek=on\""));
+        assert!(
+            e.starts_with("t.toml:11:16: device_model: ablation seek is given twice"),
+            "{e}"
+        );
+        let e = err(&at("device_model = \"deskstar-7k250:constant=99999999h\""));
+        assert!(
+            e.starts_with(
+                "t.toml:11:16: device_model: ablation constant=99999999h is out of range"
+            ) && e.contains("above 0 and at most 10s, e.g. constant=12ms"),
+            "{e}"
+        );
+        // With a disk, they apply; a disk given on the command line (`run PLAN
+        // --device-model`) is the testbed's disk, so its offset and span apply to it.
+        p(&at(
+            "device_model = \"st3500641as\"\ndevice_offset = \"100G\"",
+        ))
+        .expect("with a disk");
+        let opts = ParseOptions {
+            workdir: Some(std::env::temp_dir()),
+            device_model: Some("st3500641as".parse().expect("a profile")),
+            ..Default::default()
+        };
+        let plan = parse(&at("device_offset = \"100G\""), "t.toml", &opts).expect("--device-model");
+        let m = plan.testbeds[0].spec.device_model.clone().expect("a disk");
+        assert_eq!(m.offset, 100 << 30);
+    }
+
+    #[test]
+    fn reps_and_max_reps_share_the_flag_s_limit() {
+        let e = err(&OK.replace("reps = 2", "reps = 10001"));
+        assert!(
+            e.starts_with("t.toml:3:8: reps:") && e.contains("from 1 to 10000"),
+            "{e}"
+        );
+        let plan = p(&OK.replace("reps = 2", "reps = 10000")).expect("the limit");
+        assert_eq!(plan.reps, Reps::Fixed(MAX_REPS));
+        let e = err(&OK.replace("reps = 2", "reps = \"auto\"\nmax_reps = 10001"));
+        assert!(
+            e.contains("max_reps: 10001 is out of range; give 3 to 10000"),
             "{e}"
         );
     }

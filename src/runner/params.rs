@@ -15,6 +15,24 @@ use crate::workload::ColdMode;
 
 use super::RunOptions;
 
+/// The most repetitions a run may have, the `--reps` flag and a plan's `reps` and `max_reps`
+/// alike: enough for any study (the published ones ran 5 to 10), few enough that the matrix a
+/// run expands (a plan's runs, `--dry-run`'s listing) stays small.
+pub const MAX_REPS: u32 = 10_000;
+
+/// `--reps N`: 1 to [`MAX_REPS`].
+fn reps(text: &str) -> Result<u32, String> {
+    let n: u64 = text.trim().parse().map_err(|_| {
+        format!("{text:?} is not a number of repetitions; give a whole number from 1 to {MAX_REPS}, e.g. --reps 5")
+    })?;
+    match u32::try_from(n) {
+        Ok(n @ 1..=MAX_REPS) => Ok(n),
+        _ => Err(format!(
+            "{n} repetitions are out of range; give 1 to {MAX_REPS}, e.g. --reps 5"
+        )),
+    }
+}
+
 /// How runs are repeated, seeded, conditioned and kept. A setting left out takes the
 /// command's default (`bench`: 1 repetition, a seed from the clock, warm caches) or, with
 /// `run PLAN`, the plan's.
@@ -24,7 +42,7 @@ use super::RunOptions;
 pub struct RunParams {
     /// Repetitions; with --fs each gets a fresh filesystem [default: 1; with a plan, the
     /// plan's reps].
-    #[arg(long, value_name = "N")]
+    #[arg(long, value_name = "N", value_parser = reps)]
     pub reps: Option<u32>,
     /// Seed for every random choice (recorded in results) [default: from the clock; with a
     /// plan, the plan's seed, 1 when it names none].
@@ -80,6 +98,40 @@ impl RunParams {
             precondition: None,
             study: None,
             coordinator,
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn reps_are_one_to_the_limit() {
+        assert_eq!(reps("1"), Ok(1));
+        assert_eq!(reps("10000"), Ok(MAX_REPS));
+        for (text, needle) in [
+            (
+                "0",
+                "0 repetitions are out of range; give 1 to 10000, e.g. --reps 5",
+            ),
+            (
+                "10001",
+                "10001 repetitions are out of range; give 1 to 10000",
+            ),
+            ("4294967295", "4294967295 repetitions are out of range"),
+            (
+                "18446744073709551615",
+                "18446744073709551615 repetitions are out of range",
+            ),
+            (
+                "-1",
+                "\"-1\" is not a number of repetitions; give a whole number from 1 to 10000",
+            ),
+            ("2.5", "\"2.5\" is not a number of repetitions"),
+        ] {
+            let e = reps(text).expect_err(text);
+            assert!(e.contains(needle), "{text}: {e}");
         }
     }
 }

@@ -16,6 +16,7 @@ use serde::{Deserialize, Serialize};
 
 use super::device::{ModelDuring, ProfileRef};
 use super::spec::{Backing, FsKind, ImageAlloc, JournalSpec, ModelSpec, TestbedInput};
+use crate::error::bad_param;
 use crate::units::Size;
 
 /// Every setting of how a testbed is built, with its default and help text.
@@ -80,15 +81,18 @@ pub struct TestbedParams {
     #[arg(long, value_name = "PROFILE[:ABLATIONS]")]
     #[serde(skip_serializing_if = "Option::is_none")]
     pub device_model: Option<ProfileRef>,
-    /// Where the filesystem starts on the emulated disk (--device-model), e.g. 0 for the outer
-    /// zone or 400G near the inner end of a 500 GB drive: its place sets the zone's transfer
-    /// rate and the seek distances.
-    #[arg(long, value_name = "SIZE", default_value = "0")]
-    pub device_offset: Size,
-    /// When the device model applies: phases (the measured run; mkfs, aging and the other
-    /// set-up run at native speed) or always (set-up too, as on the real disk).
-    #[arg(long, value_name = "phases|always", default_value = "phases")]
-    pub device_model_during: ModelDuring,
+    /// Where the filesystem starts on the emulated disk (--device-model, required with it),
+    /// e.g. 0 for the outer zone or 400G near the inner end of a 500 GB drive: its place sets
+    /// the zone's transfer rate and the seek distances [default: 0].
+    #[arg(long, value_name = "SIZE")]
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub device_offset: Option<Size>,
+    /// When the device model (--device-model, required with it) applies: phases (the measured
+    /// run; mkfs, aging and the other set-up run at native speed) or always (set-up too, as on
+    /// the real disk) [default: phases].
+    #[arg(long, value_name = "phases|always")]
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub device_model_during: Option<ModelDuring>,
     /// Serve the external journal (--journal) through an emulated disk of this profile too,
     /// e.g. ram to see its requests, or a second drive's profile.
     #[arg(long, value_name = "PROFILE[:ABLATIONS]")]
@@ -139,14 +143,15 @@ pub const SIZE_FLAG: &str = "--fs-size";
 
 impl TestbedParams {
     /// What [`super::TestbedSpec::build`] takes, with what says which testbed: the kind, its
-    /// label and a block device to format instead of an image.
+    /// label and a block device to format instead of an image. Settings of the emulated disk
+    /// given without one are refused ([`Self::model`]).
     pub fn input(
         &self,
         fs: FsKind,
         label: Option<String>,
         device: Option<PathBuf>,
-    ) -> TestbedInput {
-        TestbedInput {
+    ) -> anyhow::Result<TestbedInput> {
+        Ok(TestbedInput {
             fs,
             size: self.fs_size.bytes(),
             mkfs: self.mkfs_opts.clone(),
@@ -156,15 +161,42 @@ impl TestbedParams {
             image_alloc: self.image_alloc,
             workdir: self.workdir.clone(),
             loop_direct_io: self.loop_direct_io,
-            device_model: self.device_model.clone().map(|profile| ModelSpec {
-                profile,
-                offset: self.device_offset.bytes(),
-                during: self.device_model_during,
-            }),
+            device_model: self.model()?,
             journal_device_model: self.journal_device_model.clone(),
             device,
             label,
-        }
+        })
+    }
+
+    /// The emulated disk, its place on it and when it applies. `--device-offset` and
+    /// `--device-model-during` (plan keys `device_offset`, `device_model_during`) say these of
+    /// a `--device-model`: without one they would do nothing, and are refused (bad input at
+    /// their plan key), the flag and the plan key alike.
+    fn model(&self) -> anyhow::Result<Option<ModelSpec>> {
+        let Some(profile) = self.device_model.clone() else {
+            if let Some(o) = self.device_offset {
+                return Err(bad_param(
+                    "device_offset",
+                    format!(
+                        "--device-offset {o} places the filesystem on an emulated disk, but there is none: add --device-model PROFILE (in a plan, device_model = \"PROFILE\", e.g. \"st3500641as\"), or leave --device-offset out"
+                    ),
+                ));
+            }
+            if let Some(d) = self.device_model_during {
+                return Err(bad_param(
+                    "device_model_during",
+                    format!(
+                        "--device-model-during {d} says when the emulated disk of --device-model applies, but there is none (it does not apply to --journal-device-model alone): add --device-model PROFILE (in a plan, device_model = \"PROFILE\"), or leave --device-model-during out"
+                    ),
+                ));
+            }
+            return Ok(None);
+        };
+        Ok(Some(ModelSpec {
+            profile,
+            offset: self.device_offset.map_or(0, Size::bytes),
+            during: self.device_model_during.unwrap_or_default(),
+        }))
     }
 }
 

@@ -7,7 +7,7 @@
 use std::path::{Path, PathBuf};
 
 use super::params::{SIZE_FLAG, SIZE_KEY};
-use super::spec::{default_workdir, Backing, TestbedSpec};
+use super::spec::{default_workdir, Backing, ImageAlloc, TestbedSpec, SPARSE_MKFS};
 use crate::error::bad_param;
 use crate::units::{format_bytes_human, format_size};
 
@@ -106,15 +106,73 @@ pub fn check(spec: &TestbedSpec, written: u64) -> anyhow::Result<()> {
         return Err(bad_param(
             "size",
             format!(
-                "testbed {:?} needs {} for its image(s) but {} has only {} free; make {SIZE_FLAG} smaller (in a plan, {SIZE_KEY}, or a smaller --scale), pass --workdir on a bigger filesystem, or keep the image sparse (--image-alloc sparse; in a plan, image_alloc = \"sparse\")",
+                "testbed {:?} needs {} for its image(s) but {} has only {} free; {}",
                 spec.label,
                 format_bytes_human(need as f64),
                 describe(&base),
-                format_bytes_human(avail as f64)
+                format_bytes_human(avail as f64),
+                advice(spec, written, need - avail)
             ),
         ));
     }
     Ok(())
+}
+
+/// What would make an image fit that is `short` bytes too large for its work directory: a
+/// full image can be made smaller or sparse; a sparse one already takes only what is written
+/// (and, on a plain loop device, what mkfs zeroes), so only a bigger filesystem, fewer writes,
+/// or a smaller size where the size is what counts.
+fn advice(spec: &TestbedSpec, written: u64, short: u64) -> String {
+    const BIGGER: &str = "pass --workdir on a bigger filesystem";
+    if spec.image_alloc == ImageAlloc::Full {
+        return format!(
+            "make {SIZE_FLAG} smaller (in a plan, {SIZE_KEY}, or a smaller --scale), {BIGGER}, or keep the image sparse (--image-alloc sparse; in a plan, image_alloc = \"sparse\")"
+        );
+    }
+    let image = spec.image_room(written);
+    let zeroed = spec.zeroed_room();
+    let writes = if written > 0 {
+        format!(
+            "about twice what the workload writes (2 × {}) plus ",
+            format_bytes_human(written as f64)
+        )
+    } else {
+        String::new()
+    };
+    let mut takes = format!("{writes}{} for mkfs", format_size(SPARSE_MKFS));
+    if zeroed > 0 {
+        takes.push_str(&format!(
+            " and {} for the inode tables mkfs zeroes on a plain loop device",
+            format_bytes_human(zeroed as f64)
+        ));
+    }
+    let why = if image == spec.size {
+        format!(
+            "the image is sparse already, and {takes} would fill all of its {}",
+            format_size(spec.size)
+        )
+    } else {
+        format!("the image is sparse already and takes {takes}")
+    };
+    // A part of the image is named where it makes up at least half of what is short: fewer
+    // writes, or a smaller size (where the size is what the image takes, or for the zeroed
+    // share, a fraction of the size).
+    let half = short / 2;
+    let mut helps = vec![BIGGER.to_string()];
+    if written.saturating_mul(2) >= half {
+        helps.push(
+            "have the workload write less (fewer or smaller files, or a smaller --scale)".into(),
+        );
+    }
+    if image == spec.size || zeroed >= half {
+        helps.push(format!("make {SIZE_FLAG} smaller (in a plan, {SIZE_KEY})"));
+    }
+    let last = helps.pop().expect("a bigger filesystem always helps");
+    if helps.is_empty() {
+        format!("{why}; {last}")
+    } else {
+        format!("{why}; {}, or {last}", helps.join(", "))
+    }
 }
 
 #[cfg(test)]
@@ -132,6 +190,56 @@ mod tests {
         let room = free_space(shm).expect("statvfs /dev/shm");
         assert!(room <= mem.saturating_sub(RAM_MARGIN), "{room} > {mem}");
         assert!(describe(shm).contains("RAM"));
+    }
+
+    /// The advice says what would help: never `--image-alloc sparse` when the image is sparse
+    /// already, and a smaller size only where the size is what the image takes.
+    #[test]
+    fn a_sparse_image_that_does_not_fit_is_not_told_to_be_sparse() {
+        let dir = tempfile::tempdir().expect("a temporary directory");
+        let free = free_space(dir.path()).expect("statvfs").max(1 << 20);
+        let refused = |size: u64, alloc: ImageAlloc, written: u64| {
+            let mut spec = TestbedSpec::new(super::super::FsKind::Ext4, size);
+            spec.workdir = dir.path().to_path_buf();
+            spec.image_alloc = alloc;
+            let e = check(&spec, written).expect_err("does not fit");
+            assert_eq!(crate::error::bad_field(&e), Some("size"));
+            format!("{e:#}")
+        };
+        // The writes are what does not fit: a bigger filesystem or fewer writes.
+        let m = refused(1000 * free, ImageAlloc::Sparse, 100 * free);
+        assert!(
+            !m.contains("image-alloc") && !m.contains("image_alloc"),
+            "{m}"
+        );
+        assert!(
+            m.contains("the image is sparse already and takes about twice what the workload writes")
+                && m.contains("for the inode tables mkfs zeroes on a plain loop device")
+                && m.ends_with("; pass --workdir on a bigger filesystem, or have the workload write less (fewer or smaller files, or a smaller --scale)"),
+            "{m}"
+        );
+        // The size is what the image takes: a smaller one helps too.
+        let m = refused(4 * free, ImageAlloc::Sparse, 100 * free);
+        assert!(!m.contains("image-alloc"), "{m}");
+        assert!(
+            m.ends_with("or make --fs-size smaller (in a plan, fs_size)"),
+            "{m}"
+        );
+        // Nothing written, but the inode tables mkfs zeroes are more than the shortfall.
+        if free > 2 << 30 {
+            let m = refused(1000 * free, ImageAlloc::Sparse, 0);
+            assert!(
+                m.ends_with("plain loop device; pass --workdir on a bigger filesystem, or make --fs-size smaller (in a plan, fs_size)"),
+                "{m}"
+            );
+        }
+        // A full image may still be made sparse.
+        let m = refused(2 * free, ImageAlloc::Full, 0);
+        assert!(
+            m.contains("make --fs-size smaller")
+                && m.contains("keep the image sparse (--image-alloc sparse; in a plan, image_alloc = \"sparse\")"),
+            "{m}"
+        );
     }
 
     #[test]

@@ -180,6 +180,10 @@ pub struct ModelSpec {
     pub during: ModelDuring,
 }
 
+/// What mkfs writes to a sparse image, as [`TestbedSpec::image_room`] counts it (besides the
+/// inode tables it zeroes on a plain loop device).
+pub const SPARSE_MKFS: u64 = 1 << 30;
+
 /// Where images go when `--workdir` is not given.
 pub fn default_workdir(backing: Backing) -> PathBuf {
     match backing {
@@ -274,18 +278,22 @@ impl TestbedSpec {
     pub fn image_room(&self, written: u64) -> u64 {
         match self.image_alloc {
             ImageAlloc::Full => self.size,
-            ImageAlloc::Sparse => {
-                let zeroed = if self.device_model.is_some() {
-                    0
-                } else {
-                    self.size / 50
-                };
-                written
-                    .saturating_mul(2)
-                    .saturating_add(zeroed)
-                    .saturating_add(1 << 30)
-                    .min(self.size)
-            }
+            ImageAlloc::Sparse => written
+                .saturating_mul(2)
+                .saturating_add(self.zeroed_room())
+                .saturating_add(SPARSE_MKFS)
+                .min(self.size),
+        }
+    }
+
+    /// What mkfs's zeroing of the inode tables (ext4: 1/64 of the size) allocates of a sparse
+    /// image, counted as 1/50: on a plain loop device all of it, on an emulated disk nothing
+    /// (its server punches the zeroed ranges out).
+    pub fn zeroed_room(&self) -> u64 {
+        if self.device_model.is_some() {
+            0
+        } else {
+            self.size / 50
         }
     }
 
@@ -431,8 +439,9 @@ impl TestbedSpec {
         Ok(())
     }
 
-    /// The device model fits what it serves: an image (not a `--device`), the filesystem at its
-    /// offset within the modelled disk, and a journal for a journal's model.
+    /// The device model fits what it serves: an image (not a `--device`) on a loop device that
+    /// does direct I/O, the filesystem at its offset within the modelled disk, and a journal
+    /// for a journal's model.
     fn validate_models(&self) -> anyhow::Result<()> {
         if let Some(m) = &self.device_model {
             if let Some(dev) = &self.device {
@@ -442,6 +451,15 @@ impl TestbedSpec {
                         "--device-model {} serves an image through an emulated disk; --device {} is a real one, measured as it is: give one of them",
                         m.profile,
                         dev.display()
+                    ),
+                ));
+            }
+            if !self.loop_direct_io {
+                return Err(bad_param(
+                    "loop_direct_io",
+                    format!(
+                        "--loop-direct-io off: the emulated disk of --device-model {} needs its loop device to do direct I/O, so that every block request reaches the disk's model rather than the host's page cache; leave --loop-direct-io out (it is on by default), or drop --device-model",
+                        m.profile
                     ),
                 ));
             }
@@ -639,6 +657,21 @@ mod tests {
         // A testbed's ledger name starts with its label, and may not start with '.'.
         l.label = ".hidden".into();
         assert!(l.validate().is_err());
+        // An emulated disk's loop device does direct I/O: off is refused, not overruled.
+        let mut m = TestbedSpec::new(FsKind::Ext4, 1 << 30);
+        m.device_model = Some(ModelSpec {
+            profile: "ram".parse().expect("a profile"),
+            offset: 0,
+            during: ModelDuring::Phases,
+        });
+        m.validate().expect("direct I/O is the default");
+        m.loop_direct_io = false;
+        let e = m.validate().expect_err("off under a model");
+        assert_eq!(crate::error::bad_field(&e), Some("loop_direct_io"));
+        assert!(
+            e.to_string().starts_with("--loop-direct-io off: the emulated disk of --device-model ram needs its loop device to do direct I/O"),
+            "{e}"
+        );
     }
 
     #[test]

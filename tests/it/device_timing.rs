@@ -89,7 +89,7 @@ fn a_fragmented_file_reads_slower_by_the_models_prediction() {
         device_model: Some(PROFILE.parse().unwrap()),
         ..TestbedParams::default()
     };
-    let spec = TestbedSpec::build(params.input(FsKind::Ext2, None, None)).unwrap();
+    let spec = TestbedSpec::build(params.input(FsKind::Ext2, None, None).unwrap()).unwrap();
     let mut tb = Testbed::create(&spec).unwrap();
     let mnt = tb.mountpoint().to_path_buf();
     // Set-up at native speed: A on the fresh filesystem, then 64K files to the brim, every

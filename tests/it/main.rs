@@ -52,6 +52,7 @@ mod report_chromium;
 mod report_output;
 mod runctl;
 mod rundir_trust;
+mod setting_limits;
 mod testbed_trust;
 mod tio_dir;
 mod tio_testbeds;

@@ -4,8 +4,8 @@
 //! drive would take.
 //!
 //! - [`profile`]: profiles as TOML data with the source of every parameter (built-in ones for the
-//!   seeds' drives, SSDs and `ram`; users bring their own file), and ablations
-//!   (`PROFILE:seek=off,rotation=off,cache=off,constant=12ms`).
+//!   seeds' drives, SSDs and `ram`; users bring their own file), and [`ablation`]s
+//!   (`PROFILE:seek=off,rotation=off,cache=off` or `PROFILE:constant=12ms`).
 //! - [`model`]: the model, a pure function of (profile, request, state, time) run on the
 //!   caller's clock ([`model::DeviceModel`]), and its expectations and the demerit figure
 //!   ([`model::expect`]).
@@ -51,6 +51,7 @@
 //!   and signals; the daemon exits when its control pipe closes (its parent's death included);
 //!   a daemon that dies fails requests with EIO at once and [`EmulatedDevice::check`] names it.
 
+pub mod ablation;
 pub mod bench_target;
 pub mod check;
 pub mod emulated;

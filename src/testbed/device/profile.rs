@@ -22,6 +22,8 @@ use anyhow::Result;
 use serde::Deserialize;
 use toml::Spanned;
 
+use super::ablation::{self, Part};
+pub use super::ablation::{parse_ablations, Ablations};
 use crate::error::bad_input;
 
 /// The built-in profiles, embedded in the binary: (name, TOML text).
@@ -124,7 +126,10 @@ pub const HDD_PARAMS: &[ParamDecl] = &[
     num("cylinder_switch_ms", "ms", 0.0, 10.0, "switch to the next cylinder during a transfer"),
     num("overhead_ms", "ms", 0.0, 10.0, "command processing per request"),
     num("link_mb_s", "MB/s", 1.0, 100000.0, "host interface rate"),
-    num("cache_bytes", "B", 0.0, 1e12, "drive cache (read-ahead segments and write-back buffer)"),
+    // At most 4 GiB (drives ship with up to 512 MiB): a flush destages the whole cache, and
+    // at the slowest declared rate 4 GiB takes about 5000 s, within what the server's
+    // histograms hold (10^12 bytes took 10^15 ns).
+    num("cache_bytes", "B", 0.0, 4294967296.0, "drive cache (read-ahead segments and write-back buffer)"),
     num("cache_segments", "", 1.0, 1024.0, "read-ahead segments the cache is divided into"),
     ParamDecl { name: "read_ahead", unit: "", ty: ParamType::Bool, about: "prefetch after a read into its segment" },
     ParamDecl { name: "write_cache", unit: "", ty: ParamType::Bool, about: "write-back cache (writes complete on arrival in the cache; FLUSH waits for the destage, FUA writes through)" },
@@ -517,6 +522,26 @@ fn typed(decl: &ParamDecl, v: &toml::Value) -> Result<Value, String> {
 }
 
 impl Profile {
+    /// The parts of the model this profile has, which ablations may switch off: a disk's seek
+    /// and rotation, a cache where there is one (a disk's `cache_bytes`, an SSD's
+    /// `write_cache`), and for every profile the model as a whole (`constant=`).
+    pub fn parts(&self) -> Vec<Part> {
+        let cache = match &self.params {
+            Params::Hdd(h) => h.cache_bytes > 0,
+            Params::Ssd(s) => s.write_cache,
+            Params::Ram => false,
+        };
+        let mut parts = Vec::new();
+        if self.kind == Kind::Hdd {
+            parts.extend([Part::Seek, Part::Rotation]);
+        }
+        if cache {
+            parts.push(Part::Cache);
+        }
+        parts.push(Part::Constant);
+        parts
+    }
+
     /// SHA-256 (hex) of what the model uses — kind, capacity and parameters, not the prose —
     /// so a result can say exactly which device it was emulated on.
     pub fn fingerprint(&self) -> String {
@@ -567,91 +592,15 @@ pub fn load(name_or_path: &str) -> Result<Profile> {
     )))
 }
 
-/// Parts of the model a study switches off to see which part of the disk carries an effect.
-#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, serde::Serialize)]
-pub struct Ablations {
-    /// `seek=off`: positioning costs no seek (nor head switch) time.
-    pub no_seek: bool,
-    /// `rotation=off`: no rotational latency; transfers still take media time.
-    pub no_rotation: bool,
-    /// `cache=off`: no read-ahead, writes go through to the media.
-    pub no_cache: bool,
-    /// `constant=12ms`: every request takes exactly this long, one at a time (nanoseconds).
-    pub constant_ns: Option<u64>,
-}
-
-impl Ablations {
-    /// Whether nothing is switched off.
-    pub fn is_none(&self) -> bool {
-        *self == Ablations::default()
-    }
-}
-
-impl fmt::Display for Ablations {
-    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        let mut parts = Vec::new();
-        if self.no_seek {
-            parts.push("seek=off".to_string());
-        }
-        if self.no_rotation {
-            parts.push("rotation=off".to_string());
-        }
-        if self.no_cache {
-            parts.push("cache=off".to_string());
-        }
-        if let Some(ns) = self.constant_ns {
-            parts.push(format!("constant={}", crate::text::format_ns(ns)));
-        }
-        f.write_str(&parts.join(","))
-    }
-}
-
-/// Parses the ablation list after a profile's name: `seek=off,constant=12ms`.
-pub fn parse_ablations(text: &str) -> Result<Ablations> {
-    let mut a = Ablations::default();
-    for item in text.split(',').map(str::trim).filter(|s| !s.is_empty()) {
-        let Some((key, val)) = item.split_once('=') else {
-            return Err(bad_input(format!(
-                "ablation {item:?} has no value; write KEY=VALUE: seek=off, rotation=off, cache=off, constant=12ms"
-            )));
-        };
-        let off = |k: &str| -> Result<bool> {
-            match val.trim() {
-                "off" => Ok(true),
-                "on" => Ok(false),
-                v => Err(bad_input(format!(
-                    "ablation {k}={v}: use {k}=off (or {k}=on, the default)"
-                ))),
-            }
-        };
-        match key.trim() {
-            "seek" => a.no_seek = off("seek")?,
-            "rotation" => a.no_rotation = off("rotation")?,
-            "cache" => a.no_cache = off("cache")?,
-            "constant" => {
-                let d = crate::units::parse_duration(val).map_err(|e| {
-                    bad_input(format!(
-                        "ablation constant={val}: {e}; give a duration such as 12ms or 500us"
-                    ))
-                })?;
-                a.constant_ns = Some(u64::try_from(d.as_nanos()).unwrap_or(u64::MAX));
-            }
-            k => {
-                return Err(bad_input(format!(
-                    "unknown ablation {k:?} in {text:?}; allowed: seek=off, rotation=off, cache=off, constant=DURATION"
-                )))
-            }
-        }
-    }
-    Ok(a)
-}
-
-/// A profile reference: `NAME`, `PATH` or either followed by `:ablations`.
+/// A profile reference: `NAME`, `PATH` or either followed by `:ablations`, each ablation of a
+/// part the profile has.
 pub fn load_ref(reference: &str) -> Result<(Profile, Ablations)> {
     if let Some((head, tail)) = reference.rsplit_once(':') {
         if tail.contains('=') {
-            let a = parse_ablations(tail)?;
-            return Ok((load(head)?, a));
+            let (a, named) = ablation::parse_named(tail)?;
+            let p = load(head)?;
+            ablation::check_applies(&named, &p.name, &p.kind.to_string(), &p.parts())?;
+            return Ok((p, a));
         }
     }
     Ok((load(reference)?, Ablations::default()))
@@ -760,17 +709,68 @@ mod tests {
     }
 
     #[test]
-    fn ablations_parse_and_refuse_unknown_keys() {
-        let a = parse_ablations("seek=off,constant=12ms").expect("valid");
-        assert!(a.no_seek && !a.no_rotation);
-        assert_eq!(a.constant_ns, Some(12_000_000));
-        let m = format!("{:#}", parse_ablations("spin=off").expect_err("unknown"));
-        assert!(m.contains("unknown ablation \"spin\""), "{m}");
-        assert!(parse_ablations("seek=maybe").is_err());
+    fn references_load_the_profile_and_its_ablations() {
         let (p, a) = load_ref("st3500641as:rotation=off,cache=off").expect("ref");
         assert_eq!(p.name, "st3500641as");
         assert!(a.no_rotation && a.no_cache && !a.no_seek);
         assert!(load_ref("nosuchdisk").is_err());
+        let (p, a) = load_ref("ram:constant=2ms").expect("a constant-time ram disk");
+        assert_eq!((p.kind, a.constant_ns), (Kind::Ram, Some(2_000_000)));
+    }
+
+    #[test]
+    fn an_ablation_of_a_part_the_profile_lacks_is_refused() {
+        let m = format!(
+            "{:#}",
+            load_ref("ram:seek=off").expect_err("ram has no seek")
+        );
+        assert_eq!(
+            m,
+            "ablation seek=off does not apply to ram: this ram profile has no heads to seek; the ablations of ram are constant=DURATION"
+        );
+        let m = format!(
+            "{:#}",
+            load_ref("nvme-ssd:rotation=off").expect_err("no rotation")
+        );
+        assert!(
+            m.contains("this ssd profile has no rotating platters; the ablations of nvme-ssd are cache=off, constant=DURATION"),
+            "{m}"
+        );
+        let m = format!(
+            "{:#}",
+            load_ref("ram:cache=off").expect_err("ram has no cache")
+        );
+        assert!(m.contains("no cache to switch off"), "{m}");
+        // A disk without a cache has none to switch off either.
+        let text = BUILTIN[0].1.replace("value = 16777216,", "value = 0,");
+        let p = parse(&text, "nocache").expect("a disk without a cache");
+        assert_eq!(p.parts(), [Part::Seek, Part::Rotation, Part::Constant]);
+        let (p, _) = load_ref("deskstar-7k250:seek=off,rotation=off,cache=off").expect("a disk");
+        assert_eq!(p.parts(), Part::ALL);
+    }
+
+    /// A cache whose flush the histograms cannot hold is refused at its value (the model's
+    /// tests, `model::limits`, show that 4 GiB at the slowest rate fits).
+    #[test]
+    fn a_cache_over_4_gib_is_refused_at_its_value() {
+        let text = BUILTIN[0]
+            .1
+            .replace("value = 16777216,", "value = 1000000000000,");
+        let line = text
+            .lines()
+            .position(|l| l.starts_with("cache_bytes"))
+            .expect("cache_bytes line")
+            + 1;
+        let m = format!("{:#}", parse(&text, "big.toml").expect_err("1 TB of cache"));
+        assert!(
+            m.starts_with(&format!("big.toml:{line}:"))
+                && m.contains("cache_bytes: 1000000000000 is out of range; use 0 to 4294967296 B"),
+            "{m}"
+        );
+        let text = BUILTIN[0]
+            .1
+            .replace("value = 16777216,", "value = 4294967296,");
+        parse(&text, "4g.toml").expect("4 GiB of cache");
     }
 
     #[test]

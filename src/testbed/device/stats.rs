@@ -46,10 +46,15 @@ pub struct Stats {
     pub size: Histogram<u64>,
 }
 
+/// The largest value the histograms hold (10^13: about 2.8 hours in ns, any seek distance or
+/// request size). The profiles' declared ranges keep every modelled service time below it
+/// (`model::limits` tests it); a larger one would be recorded as this.
+pub const HISTOGRAM_MAX: u64 = 10_000_000_000_000;
+
 fn histogram() -> Histogram<u64> {
-    // Fixed bounds (1 to 10^13: an hour in ns, any seek distance or request size), so that
-    // every snapshot has the same layout and deltas subtract bucket by bucket.
-    Histogram::new_with_bounds(1, 10_000_000_000_000, 3)
+    // Fixed bounds, so that every snapshot has the same layout and deltas subtract bucket by
+    // bucket.
+    Histogram::new_with_bounds(1, HISTOGRAM_MAX, 3)
         .expect("bounds 1..1e13 at 3 significant figures are valid")
 }
 

@@ -115,11 +115,11 @@ pub struct Dispatch {
 impl Dispatch {
     /// Completion minus arrival: what the host sees.
     pub fn response_ns(&self) -> u64 {
-        self.done_ns - self.arrival_ns
+        self.done_ns.saturating_sub(self.arrival_ns)
     }
     /// Completion minus start: the drive's service time.
     pub fn service_ns(&self) -> u64 {
-        self.done_ns - self.start_ns
+        self.done_ns.saturating_sub(self.start_ns)
     }
 }
 
@@ -336,7 +336,9 @@ impl DeviceModel {
             Engine::Ssd(s) => s.serve(&req, now_ns),
             Engine::Ram => (now_ns, Breakdown::default()),
             Engine::Constant { ns, busy } => {
-                *busy = now_ns + *ns;
+                // `ns` is at most the ablation's bound (10 s); saturating all the same, so that
+                // no clock the caller passes can wrap the drive's busy time into the past.
+                *busy = now_ns.saturating_add(*ns);
                 (*busy, Breakdown::default())
             }
         };
@@ -442,5 +444,7 @@ fn unreachable_dispatch(req: Request, arrival_ns: u64) -> Dispatch {
     }
 }
 
+#[cfg(test)]
+mod limits;
 #[cfg(test)]
 mod tests;
