@@ -44,6 +44,9 @@ pub struct Stats {
     pub seek_cylinders: Histogram<u64>,
     /// Request sizes, bytes (reads and writes).
     pub size: Histogram<u64>,
+    /// Writes (and zeroings) the image's own filesystem refused with ENOSPC: the backing
+    /// store is full, not the emulated disk. Not a phase figure: a run that meets one fails.
+    pub image_full: u64,
 }
 
 fn histogram() -> Histogram<u64> {
@@ -69,6 +72,7 @@ impl Stats {
             response,
             seek_cylinders,
             size,
+            image_full: 0,
         }
     }
 
@@ -138,6 +142,7 @@ impl Stats {
         Snapshot {
             counts: self.counts,
             histograms: self.histograms().map(encode).to_vec(),
+            image_full: self.image_full,
         }
     }
 
@@ -199,6 +204,9 @@ pub struct Snapshot {
     #[serde(flatten)]
     pub counts: Counts,
     pub histograms: Vec<String>,
+    /// [`Stats::image_full`] (absent from an older server's line: none).
+    #[serde(default)]
+    pub image_full: u64,
 }
 
 impl Snapshot {
@@ -216,7 +224,9 @@ impl Snapshot {
             h.push(decode(text)?);
         }
         let h: [Histogram<u64>; 5] = h.try_into().map_err(|_| "five histograms".to_string())?;
-        Ok(Stats::from_parts(self.counts, h))
+        let mut s = Stats::from_parts(self.counts, h);
+        s.image_full = self.image_full;
+        Ok(s)
     }
 
     /// What happened between `earlier` and this snapshot (both from the same server).
@@ -238,7 +248,9 @@ impl Snapshot {
             out.push(x);
         }
         let h: [Histogram<u64>; 5] = out.try_into().map_err(|_| "five histograms".to_string())?;
-        Ok(Stats::from_parts(counts, h))
+        let mut s = Stats::from_parts(counts, h);
+        s.image_full = later.image_full.saturating_sub(before.image_full);
+        Ok(s)
     }
 }
 
