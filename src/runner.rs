@@ -13,7 +13,9 @@ use anyhow::{Context, Result};
 use crate::error::bad_input;
 use crate::measure::Progress;
 use crate::results::{write_result, Conditions, Environment, RunRecord, RunResult, StudyInfo};
-use crate::testbed::{own_rss, preflight, MemCharger, MemLimit, RunDir, Testbed, TestbedSpec};
+use crate::testbed::{
+    own_rss, preflight, MemCharger, MemLimit, RunDir, SetUp, Testbed, TestbedSpec,
+};
 use crate::workload::{ColdMode, RunContext, Target, Workload};
 
 /// Where runs happen.
@@ -480,13 +482,7 @@ fn run_in(target: &mut Target, r: Rep<'_>, started: SystemTime) -> Result<RunRes
     });
     let layout = ctx.take_layout();
     let (wl_phases, more_warnings) = ctx.into_parts();
-    // A dead device server is the cause of whatever failed since; it fails the run.
-    if let Err(dead) = target.check_devices() {
-        return Err(match &ran {
-            Err(e) => dead.context(format!("the run failed with: {e:#}; its cause")),
-            Ok(()) => dead,
-        });
-    }
+    check_devices_after(target, &ran)?;
     target.measuring(false)?;
     let mut phases = pre_phases;
     phases.extend(wl_phases);
@@ -524,6 +520,26 @@ fn run_in(target: &mut Target, r: Rep<'_>, started: SystemTime) -> Result<RunRes
     assemble(
         target, r, started, conditions, phases, layout, warnings, mpi,
     )
+}
+
+/// After the workload (`ran`): a dead device server is the cause of whatever failed since, and
+/// fails the run (exit 1); writes the store under an emulated disk refused are lost even when
+/// nothing noticed, and fail it naming the store (exit 2).
+fn check_devices_after(target: &mut Target, ran: &Result<()>) -> Result<()> {
+    if let Err(dead) = target.check_devices() {
+        return Err(match ran {
+            Err(e) => dead.context(format!("the run failed with: {e:#}; its cause")),
+            Ok(()) => dead,
+        });
+    }
+    if let (Ok(()), Target::Testbed(t)) = (ran, &*target) {
+        if let Some(full) = t.image_store_full() {
+            return Err(anyhow::anyhow!(
+                "{full}; the workload reported no error, but writes it made were refused"
+            ));
+        }
+    }
+    Ok(())
 }
 
 /// A warning for a phase whose emulated disk could not keep up with its model.
@@ -572,14 +588,17 @@ fn condition(
     };
     let guard =
         RootGuard::make(target, &pre_name).context("creating the conditioning directory")?;
-    let mut ctx = RunContext::new(target, guard.pinned(), seed, opts.cold, opts.progress)
-        .with_shown_root(guard.shown());
-    pre.run(&mut ctx)
-        .map_err(|e| guard.explain(e))
-        .with_context(|| format!("conditioning the filesystem with {}", pre.kind()))?;
-    ctx.make_cold()?;
-    let layout = ctx.take_layout();
-    let (phases, more) = ctx.into_parts();
+    let (phases, layout, more) = target.set_up(SetUp::Conditioning, |target| {
+        let mut ctx = RunContext::new(target, guard.pinned(), seed, opts.cold, opts.progress)
+            .with_shown_root(guard.shown());
+        pre.run(&mut ctx)
+            .map_err(|e| guard.explain(e))
+            .with_context(|| format!("conditioning the filesystem with {}", pre.kind()))?;
+        ctx.make_cold()?;
+        let layout = ctx.take_layout();
+        let (phases, more) = ctx.into_parts();
+        Ok((phases, layout, more))
+    })?;
     warnings.extend(more);
     let (_, avail) = target.space()?;
     if need > avail {

@@ -16,7 +16,10 @@
 //!   through `sh -c 'sleep …; exec …'`, so that it is running when the test's signal comes.
 //!   With the variable set (even empty), [`conclude`] prints `fsgauge: test concluded` once
 //!   its last check found no signal: a signal sent after that meets a process that is already
-//!   ending, and exit status 0 is then right.
+//!   ending, and exit status 0 is then right. `FSGAUGE_TEST_STOP_AT=POINT,…` instead prints
+//!   `fsgauge: test stop at POINT` and stops the whole process (SIGSTOP) there until the test
+//!   sends SIGCONT: what the test does meanwhile (kill a device server, fill a disk) happens
+//!   at that point whatever the machine's load, never in a race with a timer.
 
 use std::io::Read;
 use std::path::Path;
@@ -191,7 +194,8 @@ pub fn output(cmd: &mut Command) -> Result<Output> {
 }
 
 /// A named point for the fault tests to stop fsgauge at (see the module docs). Does nothing
-/// unless this is a debug build and `FSGAUGE_TEST_PAUSE_AT` names `point`.
+/// unless this is a debug build and `FSGAUGE_TEST_PAUSE_AT` or `FSGAUGE_TEST_STOP_AT` names
+/// `point`.
 pub fn test_pause(point: &str) {
     #[cfg(debug_assertions)]
     test_hook::pause(point);
@@ -205,8 +209,14 @@ mod test_hook {
     use std::time::Duration;
 
     fn armed(point: &str) -> Option<Duration> {
-        let at = std::env::var("FSGAUGE_TEST_PAUSE_AT").ok()?;
-        at.split(',').any(|p| p.trim() == point).then(delay)
+        named("FSGAUGE_TEST_PAUSE_AT", point).then(delay)
+    }
+
+    /// Whether the list in the environment variable `var` names `point`.
+    fn named(var: &str, point: &str) -> bool {
+        std::env::var(var)
+            .map(|at| at.split(',').any(|p| p.trim() == point))
+            .unwrap_or(false)
     }
 
     fn delay() -> Duration {
@@ -230,6 +240,11 @@ mod test_hook {
         if let Some(d) = armed(point) {
             eprintln!("fsgauge: test pause at {point}");
             std::thread::sleep(d);
+        }
+        if named("FSGAUGE_TEST_STOP_AT", point) {
+            eprintln!("fsgauge: test stop at {point}");
+            // Until the test's SIGCONT; a stop cannot be caught, so nothing of ours runs.
+            let _ = nix::sys::signal::raise(nix::sys::signal::Signal::SIGSTOP);
         }
     }
 

@@ -38,6 +38,7 @@
 
 mod cache;
 pub mod device;
+mod fault;
 pub mod inodes;
 pub mod ledger;
 mod loopdev;
@@ -49,7 +50,6 @@ pub mod room;
 mod rundir;
 mod spec;
 
-use std::fmt;
 use std::fs;
 use std::os::fd::{AsFd, OwnedFd};
 use std::os::unix::fs::OpenOptionsExt;
@@ -61,6 +61,8 @@ use anyhow::{Context, Result};
 pub use crate::sys::proc::{meminfo, own_peak_rss, own_rss};
 pub use cache::{drop_caches, syncfs};
 pub use device::EmulatedDevice;
+pub use fault::SetUp;
+use fault::{format_size_human, BackingStore};
 pub use ledger::{Ledger, LedgerEntry, Resource};
 pub use loopdev::LoopDevice;
 pub use memlimit::{leave_fsgauge_cgroups, CgroupVersion, MemCharger, MemLimit};
@@ -118,6 +120,9 @@ struct Emulated {
     journal: Option<EmulatedDevice>,
     /// The images the servers open through `/proc/PID/fd/N`, held for as long as they run.
     images: Vec<fs::File>,
+    /// Where the disks' images are, for messages (a full backing store names them).
+    main_image: Option<PathBuf>,
+    journal_image: Option<PathBuf>,
 }
 
 /// Something made inside a held directory: deleted through that descriptor by name, and only
@@ -334,7 +339,8 @@ impl Testbed {
                 .rdev();
         } else if let Some(m) = &spec.device_model {
             let (f, _) = self.make_image(&home, &home_path, "fs.img", spec.size, prealloc)?;
-            let disk = self.serve(f, m.profile.as_str(), spec.size, m.offset, m.during)?;
+            let disk = self.serve(f, m.profile.as_str(), spec.size, m.offset, m.during, "")?;
+            self.emulated.main_image = Some(home_path.join("fs.img"));
             (self.device, self.fsdev) = disk_device(&disk)?;
             // The loop device's backing is the server's disk file, not the image under it.
             backing_id = disk.backing();
@@ -351,41 +357,12 @@ impl Testbed {
             self.loopdev = Some(lo);
         }
         if let Some(j) = spec.journal {
-            let (dir, dir_path, name) = match j.backing {
-                Backing::Ram => {
-                    let ram = default_workdir(Backing::Ram);
-                    let fd = sys_trust::own_dir(&ram).with_context(|| {
-                        format!("the RAM journal's directory {}", ram.display())
-                    })?;
-                    (Arc::new(fd), ram, format!("{}-journal.img", self.name))
-                }
-                Backing::File => (home.clone(), home_path.clone(), "journal.img".to_string()),
-            };
-            if let Some(p) = &spec.journal_device_model {
-                let (f, _) =
-                    self.make_image(&dir, &dir_path, &name, j.size, j.backing == Backing::File)?;
-                let during = spec
-                    .device_model
-                    .as_ref()
-                    .map(|m| m.during)
-                    .unwrap_or_default();
-                let disk = self.serve(f, p.as_str(), j.size, 0, during)?;
-                self.journal_device = Some(disk_device(&disk)?.0);
-                self.emulated.journal = Some(disk);
-            } else {
-                // A RAM journal gains nothing from direct I/O on tmpfs.
-                let dio = spec.loop_direct_io && j.backing == Backing::File;
-                let made =
-                    self.make_image(&dir, &dir_path, &name, j.size, j.backing == Backing::File)?;
-                let (lo, _) = self.make_loop(made, dir_path.join(&name), dio)?;
-                self.journal_device = Some(lo.path().to_path_buf());
-                self.journal_loop = Some(lo);
-            }
+            self.set_up(SetUp::Journal, |tb| tb.make_journal(j, &home, &home_path))?;
         }
 
         crate::signals::check()?;
         let cmd = mkfs_command(&spec, &self.device, self.journal_device.as_deref())?;
-        cmd.run()?;
+        self.set_up(SetUp::Mkfs, |_| cmd.run())?;
         self.mkfs_args = cmd.main_args();
 
         self.make_dir_in(&home, &home_path, "mnt", 0o755)?;
@@ -398,7 +375,7 @@ impl Testbed {
             fsdev: Some(fsdev),
             backing: backing_id,
         })?;
-        self.mount()?;
+        self.set_up(SetUp::Mount, Self::mount)?;
         crate::signals::test_pause("mount");
         let details = serde_json::json!({
             "fs": spec.fs.name(),
@@ -412,6 +389,52 @@ impl Testbed {
             "label": spec.label,
         });
         self.ledger().set_details(details)?;
+        Ok(())
+    }
+
+    /// Makes the external journal's device: an image (on the RAM disk or beside the
+    /// testbed's) under a loop device, or under its own emulated disk.
+    fn make_journal(
+        &mut self,
+        j: JournalSpec,
+        home: &Arc<OwnedFd>,
+        home_path: &Path,
+    ) -> Result<()> {
+        let spec = self.spec.clone();
+        let (dir, dir_path, name) = match j.backing {
+            Backing::Ram => {
+                let ram = default_workdir(Backing::Ram);
+                let fd = sys_trust::own_dir(&ram)
+                    .with_context(|| format!("the RAM journal's directory {}", ram.display()))?;
+                (Arc::new(fd), ram, format!("{}-journal.img", self.name))
+            }
+            Backing::File => (
+                home.clone(),
+                home_path.to_path_buf(),
+                "journal.img".to_string(),
+            ),
+        };
+        if let Some(p) = &spec.journal_device_model {
+            let (f, _) =
+                self.make_image(&dir, &dir_path, &name, j.size, j.backing == Backing::File)?;
+            let during = spec
+                .device_model
+                .as_ref()
+                .map(|m| m.during)
+                .unwrap_or_default();
+            let disk = self.serve(f, p.as_str(), j.size, 0, during, "journal ")?;
+            self.emulated.journal_image = Some(dir_path.join(&name));
+            self.journal_device = Some(disk_device(&disk)?.0);
+            self.emulated.journal = Some(disk);
+        } else {
+            // A RAM journal gains nothing from direct I/O on tmpfs.
+            let dio = spec.loop_direct_io && j.backing == Backing::File;
+            let made =
+                self.make_image(&dir, &dir_path, &name, j.size, j.backing == Backing::File)?;
+            let (lo, _) = self.make_loop(made, dir_path.join(&name), dio)?;
+            self.journal_device = Some(lo.path().to_path_buf());
+            self.journal_loop = Some(lo);
+        }
         Ok(())
     }
 
@@ -491,7 +514,8 @@ impl Testbed {
 
     /// Starts an emulated disk of `profile` serving the image `f` (the server reads it
     /// through this process's descriptor) with a loop device on it; the model applies from
-    /// the start only when it should `always`.
+    /// the start only when it should `always`. `role` names the disk in messages ("" or
+    /// "journal ").
     fn serve(
         &mut self,
         f: fs::File,
@@ -499,6 +523,7 @@ impl Testbed {
         size: u64,
         offset: u64,
         during: device::ModelDuring,
+        role: &str,
     ) -> Result<EmulatedDevice> {
         let image = PathBuf::from(format!(
             "/proc/{}/fd/{}",
@@ -514,6 +539,7 @@ impl Testbed {
             size,
             offset,
             modelled: during == device::ModelDuring::Always,
+            role,
         })?;
         disk.attach_loop()?;
         Ok(disk)
@@ -683,24 +709,14 @@ impl Testbed {
                 .home
                 .as_ref()
                 .context("the testbed's directory is not open")?;
-            syncfs(&sys_trust::fd_path(home.as_fd(), "mnt"))?;
+            let mnt = sys_trust::fd_path(home.as_fd(), "mnt");
+            self.set_up(SetUp::Syncfs, |_| syncfs(&mnt))?;
         }
         for d in [&mut self.emulated.main, &mut self.emulated.journal]
             .into_iter()
             .flatten()
         {
             d.set_modelled(on)?;
-        }
-        Ok(())
-    }
-
-    /// Ok while the emulated disks' servers run; else an error naming the one that died.
-    pub fn check_devices(&mut self) -> Result<()> {
-        for d in [&mut self.emulated.main, &mut self.emulated.journal]
-            .into_iter()
-            .flatten()
-        {
-            d.check()?;
         }
         Ok(())
     }
@@ -749,24 +765,6 @@ impl Testbed {
                 )
             }),
         }
-    }
-
-    /// When a run fails, whether the cause is the host side: the filesystem holding the
-    /// testbed's image (the backing store) has filled up, so the image could not grow. The
-    /// message names the store, its filesystem and its free space.
-    pub fn backing_full(&self) -> Option<String> {
-        let lo = self.loopdev.as_ref()?;
-        let image = self.mountpoint.parent()?.join("fs.img");
-        let store = BackingStore::of(image.parent()?);
-        // A store with under 1 MiB free (or under 0.1% of itself) can no longer back writes.
-        let full = store.free < (1 << 20) || store.free < store.total / 1000;
-        full.then(|| {
-            format!(
-                "the backing store is full: {store}, so the image {} behind {} could not grow and the testbed's writes failed (not the filesystem under test); free space there or put --workdir on a larger filesystem",
-                image.display(),
-                lo.path().display()
-            )
-        })
     }
 
     /// Warnings about the setup that make results less trustworthy.
@@ -877,49 +875,6 @@ fn r_path(r: &Resource) -> &Path {
         Resource::Dir { path, .. } | Resource::Image { path, .. } => path,
         _ => Path::new("?"),
     }
-}
-
-/// The filesystem an image file lives on, for messages: where, which filesystem, how full.
-struct BackingStore {
-    dir: PathBuf,
-    fs: String,
-    free: u64,
-    total: u64,
-}
-
-impl BackingStore {
-    #[allow(clippy::unnecessary_cast)] // statvfs field types differ between platforms
-    fn of(dir: &Path) -> Self {
-        let (free, total) = nix::sys::statvfs::statvfs(dir)
-            .map(|st| {
-                let f = st.fragment_size() as u64;
-                (st.blocks_available() as u64 * f, st.blocks() as u64 * f)
-            })
-            .unwrap_or((0, 0));
-        Self {
-            dir: dir.to_path_buf(),
-            fs: mount::mount_of(dir).map_or_else(|| "unknown".into(), |(_, t, _)| t),
-            free,
-            total,
-        }
-    }
-}
-
-impl fmt::Display for BackingStore {
-    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        write!(
-            f,
-            "{} ({}) has {} free of {}",
-            self.dir.display(),
-            self.fs,
-            format_size_human(self.free),
-            format_size_human(self.total)
-        )
-    }
-}
-
-fn format_size_human(b: u64) -> String {
-    crate::units::format_bytes_human(b as f64)
 }
 
 impl Drop for Testbed {

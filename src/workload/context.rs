@@ -9,7 +9,7 @@ use crate::dist::Coord;
 use crate::error::bad_input;
 use crate::measure::{Devices, OpDef, PhaseMeter, Progress, Recorder, SeriesSpec};
 use crate::results::{PhaseResult, TestbedInfo};
-use crate::testbed::{drop_caches, Testbed};
+use crate::testbed::{drop_caches, SetUp, Testbed};
 
 crate::choice! {
     /// How the cache is made cold between phases.
@@ -87,6 +87,22 @@ impl Target {
         match self {
             Target::Testbed(t) => t.measuring(on),
             Target::Dir(_) => Ok(()),
+        }
+    }
+
+    /// Runs the set-up step `step` (`f`) on the target; on a testbed, a failure that is an
+    /// emulated disk's dead server or a full backing store is named as such (see
+    /// [`Testbed::after_set_up`]).
+    pub fn set_up<T>(
+        &mut self,
+        step: SetUp,
+        f: impl FnOnce(&mut Target) -> Result<T>,
+    ) -> Result<T> {
+        crate::signals::test_pause(step.point());
+        let r = f(self);
+        match self {
+            Target::Testbed(t) => t.after_set_up(step, r),
+            Target::Dir(_) => r,
         }
     }
 

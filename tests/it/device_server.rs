@@ -220,3 +220,50 @@ fn a_killed_server_fails_reads_naming_itself_instead_of_hanging() {
     assert!(!mounted(&mount), "{} still mounted", mount.display());
     sb.assert_clean();
 }
+
+/// The ledger entries left in `dir` (none when it does not exist).
+fn entries(dir: &Path) -> Vec<PathBuf> {
+    match std::fs::read_dir(dir) {
+        Ok(rd) => rd.map(|e| e.unwrap().path()).collect(),
+        Err(_) => Vec::new(),
+    }
+}
+
+/// A start that fails after its ledger entry was written takes the entry away again: a
+/// server that refuses its disk (larger than the profile's drive) is a set-up failure (exit
+/// 2), and a ledger whose filesystem has no inode left for the entry's next update (the
+/// entry itself made, then nothing more: the start fails before any server runs) leaves no
+/// empty `device-PID-N.json` behind.
+#[test]
+fn a_failed_start_leaves_no_ledger_entry() {
+    if !have_fuse() {
+        return;
+    }
+    let sb = Sandbox::new();
+    let (p, _) = load_ref(PROFILE).unwrap();
+    let image = sb.path().join("image");
+    std::fs::File::create(&image).unwrap();
+    let ledger = sb.state().join("ledger");
+    let beyond = p.capacity_bytes;
+    let e = EmulatedDevice::start_in(Some(&ledger), PROFILE, &image, 1 << 20, beyond)
+        .expect_err("a disk placed past the profile's end");
+    let msg = format!("{e:#}");
+    assert!(
+        msg.contains("did not start") && msg.contains("exited"),
+        "{msg}"
+    );
+    assert_eq!(fsgauge::error::exit_code(&e), 2, "{msg}");
+    assert_eq!(entries(&ledger), Vec::<PathBuf>::new());
+
+    // Three inodes: the tmpfs's root, the ledger directory and the entry.
+    let fs =
+        crate::support::Tmpfs::mount(&sb.path().join("ledgerfs"), "size=1M,nr_inodes=3,mode=0700");
+    let ledger = fs.path().join("ledger");
+    let e = EmulatedDevice::start_in(Some(&ledger), PROFILE, &image, 1 << 20, 0)
+        .expect_err("no room in the ledger after the entry");
+    let msg = format!("{e:#}");
+    assert!(msg.contains("updating ledger"), "{msg}");
+    assert_eq!(entries(&ledger), Vec::<PathBuf>::new(), "{msg}");
+    drop(fs);
+    sb.assert_clean();
+}

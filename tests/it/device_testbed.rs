@@ -223,7 +223,7 @@ fn testbed_create_refuses_an_emulated_disk_before_building_anything() {
 }
 
 /// The `fsgauge devices serve` children of `parent`.
-fn servers_of(parent: u32) -> Vec<u32> {
+pub(crate) fn servers_of(parent: u32) -> Vec<u32> {
     let mut out = Vec::new();
     for e in std::fs::read_dir("/proc").unwrap().filter_map(|e| e.ok()) {
         let Ok(pid) = e.file_name().to_string_lossy().parse::<u32>() else {

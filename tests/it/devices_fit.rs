@@ -4,68 +4,66 @@
 
 use crate::support::{assert_refused, have_fuse, Sandbox};
 
-fn figure(doc: &serde_json::Value, name: &str) -> (f64, f64) {
-    let c = doc["comparison"]
-        .as_array()
-        .expect("a comparison")
-        .iter()
-        .find(|c| c["parameter"] == name)
-        .unwrap_or_else(|| panic!("no {name} in the comparison"));
-    (
-        c["fitted"].as_f64().unwrap(),
-        c["profile"].as_f64().unwrap(),
-    )
-}
-
+/// The real path on an emulated disk, whatever the machine's load: the fit runs, writes a
+/// profile that loads with every fitted figure, and flags its own lateness when the emulator
+/// fell behind its model (in the JSON and at the head of the file). How close the figures come
+/// to the profile's is not asserted here, since that depends on the machine keeping real time:
+/// the fit's arithmetic is checked on the model's virtual clock (src/testbed/device/fit/tests.rs)
+/// and its accuracy on this machine is stated by `scripts/bench-device`.
 #[test]
-fn fit_recovers_the_emulated_deskstar_and_writes_a_loadable_profile() {
+fn fit_on_an_emulated_disk_writes_a_loadable_profile_and_flags_its_lateness() {
     if !have_fuse() {
         return;
     }
     let sb = Sandbox::new();
     let file = sb.path().join("fitted.toml");
-    // Six seconds a benchmark: with two, the fitted average seek spread by about 4% from
-    // run to run here (7.98 to 8.74 ms against the profile's 8.2, five runs), too near the
-    // 10% the test allows. A fit is of the drive only when the emulator kept up with its model: with the other
-    // tests loading both cores it may not (lateness p99 over 0.5 ms, which the check itself
-    // flags), and then its timings are the machine's. Such a fit is made again, up to three
-    // times in all.
-    let mut doc = serde_json::Value::Null;
-    for attempt in 1..=3 {
-        let out = sb
-            .cmd()
-            .args([
-                "devices",
-                "fit",
-                "deskstar-7k250",
-                "--seconds",
-                "6",
-                "--json",
-                "--out",
-            ])
-            .arg(&file)
-            .output()
-            .unwrap();
-        let stderr = String::from_utf8_lossy(&out.stderr);
-        assert!(out.status.success(), "devices fit failed: {stderr}");
-        doc = serde_json::from_slice(&out.stdout).expect("JSON on stdout");
-        let p99 = doc["check"]["lateness"]["p99_ms"]
-            .as_f64()
-            .expect("the check's lateness");
-        if p99 <= 0.5 {
-            break;
-        }
-        eprintln!("fit {attempt}: the emulator fell behind (lateness p99 {p99} ms)");
-        assert!(attempt < 3, "the emulator fell behind in every fit");
-    }
-    let (rpm, want) = figure(&doc, "rpm");
-    assert!((rpm / want - 1.0).abs() < 0.05, "rpm {rpm} vs {want}");
-    let (seek, want) = figure(&doc, "average_seek_ms");
-    assert!(
-        (seek / want - 1.0).abs() < 0.10,
-        "average seek {seek} vs {want}"
+    let out = sb
+        .cmd()
+        .args([
+            "devices",
+            "fit",
+            "deskstar-7k250",
+            "--seconds",
+            "2",
+            "--json",
+            "--out",
+        ])
+        .arg(&file)
+        .output()
+        .unwrap();
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert!(out.status.success(), "devices fit failed: {stderr}");
+    let doc: serde_json::Value = serde_json::from_slice(&out.stdout).expect("JSON on stdout");
+    let fitted: Vec<(&str, f64)> = doc["comparison"]
+        .as_array()
+        .expect("a comparison")
+        .iter()
+        .map(|c| {
+            (
+                c["parameter"].as_str().unwrap(),
+                c["fitted"].as_f64().unwrap(),
+            )
+        })
+        .collect();
+    let names: Vec<&str> = fitted.iter().map(|f| f.0).collect();
+    assert_eq!(
+        names,
+        [
+            "capacity_bytes",
+            "rpm",
+            "outer_mb_s",
+            "inner_mb_s",
+            "track_to_track_ms",
+            "average_seek_ms",
+            "full_stroke_ms",
+            "overhead_ms"
+        ]
     );
-    // The check behind it carries the new benchmarks.
+    assert!(
+        fitted.iter().all(|f| f.1.is_finite() && f.1 >= 0.0),
+        "{fitted:?}"
+    );
+    // The check behind it carries the pair benchmarks.
     assert_eq!(
         doc["check"]["seek_curve"].as_array().map(Vec::len),
         Some(12)
@@ -73,6 +71,23 @@ fn fit_recovers_the_emulated_deskstar_and_writes_a_loadable_profile() {
     assert!(doc["check"]["same_track"]["revolution_ms"]
         .as_f64()
         .is_some());
+    // Its lateness flagged exactly when the emulator fell behind (p99 over 0.5 ms).
+    let p99 = doc["check"]["lateness"]["p99_ms"]
+        .as_f64()
+        .expect("the check's lateness");
+    let warnings = doc["warnings"].as_array().expect("the fit's warnings");
+    let text = std::fs::read_to_string(&file).unwrap();
+    let flagged = warnings.iter().any(|w| {
+        w.as_str()
+            .unwrap()
+            .contains("the emulator fell behind its model")
+    });
+    assert_eq!(flagged, p99 > 0.5, "p99 {p99} ms, warnings {warnings:?}");
+    assert_eq!(
+        text.starts_with("# warning: the emulator fell behind its model"),
+        p99 > 0.5,
+        "p99 {p99} ms:\n{text}"
+    );
     let show = sb
         .cmd()
         .args(["devices", "show", "--json"])
@@ -86,14 +101,18 @@ fn fit_recovers_the_emulated_deskstar_and_writes_a_loadable_profile() {
     );
     let shown: serde_json::Value = serde_json::from_slice(&show.stdout).unwrap();
     assert_eq!(shown["profile"]["name"], "fitted-deskstar-7k250");
-    let src = shown["profile"]["sourced"]
-        .as_array()
-        .unwrap()
-        .iter()
-        .find(|s| s["name"] == "rpm")
-        .map(|s| s["source"].as_str().unwrap().to_string())
-        .unwrap();
-    assert!(src.starts_with("fitted by fsgauge devices fit on"), "{src}");
+    let sourced = shown["profile"]["sourced"].as_array().unwrap();
+    for (name, _) in &fitted {
+        let src = sourced
+            .iter()
+            .find(|s| s["name"] == *name)
+            .map(|s| s["source"].as_str().unwrap().to_string())
+            .unwrap_or_else(|| panic!("the fitted profile has no {name}"));
+        assert!(
+            src.starts_with("fitted by fsgauge devices fit on"),
+            "{name}: {src}"
+        );
+    }
     sb.assert_clean();
 }
 

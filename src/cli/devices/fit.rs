@@ -62,6 +62,9 @@ fn fit_text(r: &FitReport) -> String {
     for n in &f.notes {
         s.push_str(&format!("note: {n}\n"));
     }
+    for w in &r.warnings {
+        s.push_str(&format!("warning: {w}\n"));
+    }
     if !r.comparison.is_empty() {
         s.push_str(&format!(
             "\nfitted against profile {}\n{:<18}  {:>14}  {:>14}  {:>7}\n",

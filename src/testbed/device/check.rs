@@ -202,6 +202,24 @@ fn sequential(
     Ok((n * MIB, rt::monotonic_ns() - t0, n))
 }
 
+/// Where the inner-zone sequential benchmark starts on a device of `size` bytes: an eighth
+/// of it (at most 512 MiB) before its end, on a MiB.
+pub fn inner_zone_start(size: u64) -> u64 {
+    size.saturating_sub(((size / 8) / MIB * MIB).min(512 * MIB)) / MIB * MIB
+}
+
+/// The rate of `n` sequential 1 MiB reads from `start` on the model's virtual clock, one
+/// after another as the benchmark issues them, MB/s (None for no time taken).
+pub fn sequential_on_model(m: &mut DeviceModel, start: u64, n: u64) -> Option<f64> {
+    let mut now = 0;
+    for i in 0..n {
+        now = m
+            .service(Request::read(i, start + i * MIB, MIB), now)
+            .done_ns;
+    }
+    (now > 0).then(|| (n * MIB) as f64 / (now as f64 / 1e9) / 1e6)
+}
+
 fn model_of(t: &Target<'_>) -> Result<Option<DeviceModel>> {
     match &t.model {
         Some((p, a, offset)) => Ok(Some(
@@ -282,25 +300,12 @@ fn run_benches(mut t: Target<'_>, target: &str, opts: &CheckOptions) -> Result<C
         });
     }
 
-    let inner_start = t
-        .size
-        .saturating_sub(((t.size / 8) / MIB * MIB).min(512 * MIB))
-        / MIB
-        * MIB;
-    for (name, start) in [(SEQ_OUTER, 0), (SEQ_INNER, inner_start)] {
+    for (name, start) in [(SEQ_OUTER, 0), (SEQ_INNER, inner_zone_start(t.size))] {
         let before = snapshot(&mut t)?;
         let (bytes, ns, n) = sequential(&mut t, &f, start, opts)?;
         let lateness = lateness_since(&mut t, &before)?;
         let rate = bytes as f64 / (ns.max(1) as f64 / 1e9) / 1e6;
-        let modelled = model_of(&t)?.and_then(|mut m| {
-            let mut now = 0;
-            for i in 0..n {
-                now = m
-                    .service(Request::read(i, start + i * MIB, MIB), now)
-                    .done_ns;
-            }
-            (now > 0).then(|| bytes as f64 / (now as f64 / 1e9) / 1e6)
-        });
+        let modelled = model_of(&t)?.and_then(|mut m| sequential_on_model(&mut m, start, n));
         benches.push(Bench {
             name: name.into(),
             unit: "MB/s",

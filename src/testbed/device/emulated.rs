@@ -4,11 +4,12 @@
 //! everything down on drop (loop device, server, mount, mount directory). Each of these is in
 //! the ledger before it is made, so `fsgauge testbed cleanup` removes what a SIGKILL left.
 
-use std::io::{BufRead, BufReader, Write};
+use std::io::{BufRead, BufReader};
 use std::os::fd::AsFd;
+use std::os::unix::net::UnixStream;
 use std::os::unix::process::CommandExt as _;
 use std::path::{Path, PathBuf};
-use std::process::{Child, ChildStdin, ChildStdout, Command, Stdio};
+use std::process::{Child, Command, Stdio};
 use std::sync::atomic::{AtomicU32, Ordering};
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
@@ -55,10 +56,30 @@ impl std::fmt::Debug for EmulatedDevice {
 
 static SERIAL: AtomicU32 = AtomicU32::new(0);
 
-/// The server's control pipe (closing it ends the server) and its replies, one line each.
+/// Our end of the server's control channel: commands go out (shutting it down ends the
+/// server) and its replies come back, one line each. A socket rather than a pipe, so that a
+/// command sent to a server that has just died fails with EPIPE (MSG_NOSIGNAL) instead of
+/// ending fsgauge by SIGPIPE before it could tear anything down.
 struct Control {
-    stdin: Option<ChildStdin>,
-    replies: BufReader<ChildStdout>,
+    commands: Option<UnixStream>,
+    replies: BufReader<UnixStream>,
+}
+
+/// Sends all of `bytes` on `sock`, without SIGPIPE.
+fn send_all(sock: &UnixStream, mut bytes: &[u8]) -> std::io::Result<()> {
+    use nix::sys::socket::{send, MsgFlags};
+    while !bytes.is_empty() {
+        match send(
+            std::os::fd::AsRawFd::as_raw_fd(sock),
+            bytes,
+            MsgFlags::MSG_NOSIGNAL,
+        ) {
+            Ok(n) => bytes = &bytes[n..],
+            Err(nix::errno::Errno::EINTR) => {}
+            Err(e) => return Err(e.into()),
+        }
+    }
+    Ok(())
 }
 
 /// How to talk to a server: one command at a time.
@@ -72,18 +93,15 @@ impl Channel {
     /// Sends one command line and reads the one-line answer.
     fn ask(&self, command: &str) -> Result<String> {
         let mut c = self.control.lock().unwrap_or_else(|p| p.into_inner());
-        let Some(stdin) = c.stdin.as_mut() else {
+        let Some(sock) = c.commands.as_ref() else {
             bail!("{} is being stopped", self.what);
         };
-        stdin
-            .write_all(format!("{command}\n").as_bytes())
-            .and_then(|_| stdin.flush())
-            .map_err(|e| {
-                anyhow!(
-                    "{} does not take commands any more ({e}): it has died",
-                    self.what
-                )
-            })?;
+        send_all(sock, format!("{command}\n").as_bytes()).map_err(|e| {
+            anyhow!(
+                "{} does not take commands any more ({e}): it has died",
+                self.what
+            )
+        })?;
         let mut line = String::new();
         match c.replies.read_line(&mut line) {
             Ok(n) if n > 0 => Ok(line.trim().to_string()),
@@ -152,6 +170,80 @@ pub struct Start<'a> {
     /// Whether the model applies from the start (else: native speed until
     /// [`EmulatedDevice::set_modelled`]).
     pub modelled: bool,
+    /// What the disk is to the testbed, for messages: "" (its disk) or "journal ".
+    pub role: &'a str,
+}
+
+/// Starts `fsgauge devices serve` for `start` on `image`, recording what it makes in
+/// `ledger` first: the mount directory, then the server. Its stdin and stdout are its control
+/// channel. On an error nothing of it runs any more, and what it recorded is still in
+/// `ledger` for the caller to release.
+fn spawn_server(
+    ledger: &mut Ledger,
+    exe: &Path,
+    start: &Start<'_>,
+    image: &Path,
+) -> Result<Spawned> {
+    ledger.set_details(
+        serde_json::json!({"kind": "emulated device", "profile": start.profile, "image": image}),
+    )?;
+    let mount = make_mount_dir(ledger)?;
+    let mut command = Command::new(exe);
+    command
+        .arg0("fsgauge")
+        .args(["devices", "serve", "--profile", start.profile, "--size"])
+        .arg(start.size.to_string())
+        .arg("--offset")
+        .arg(start.offset.to_string())
+        .arg("--image")
+        .arg(image)
+        .arg("--mount")
+        .arg(&mount);
+    if !start.modelled {
+        command.arg("--model-off");
+    }
+    static SAID: std::sync::atomic::AtomicBool = std::sync::atomic::AtomicBool::new(false);
+    if SAID.swap(true, Ordering::Relaxed) {
+        command.env(super::server::QUIET_SETUP_ENV, "1");
+    }
+    let socket = "making the device server's control socket";
+    let (commands, theirs) = UnixStream::pair().context(socket)?;
+    let replies = commands.try_clone().context(socket)?;
+    let theirs_out = theirs.try_clone().context(socket)?;
+    let mut child = command
+        .stdin(Stdio::from(std::os::fd::OwnedFd::from(theirs)))
+        .stdout(Stdio::from(std::os::fd::OwnedFd::from(theirs_out)))
+        .stderr(Stdio::inherit())
+        .spawn()
+        .with_context(|| format!("starting the device server {} devices serve", exe.display()))?;
+    let pid = child.id();
+    let recorded = ledger.record(Resource::DeviceServer {
+        pid,
+        start: process_start_time(pid).unwrap_or(0),
+        mount: mount.clone(),
+    });
+    if let Err(e) = recorded {
+        // Not in the ledger: it goes now, and its mount with it.
+        let _ = child.kill();
+        let _ = child.wait();
+        let _ = stop_server(pid, 0, &mount);
+        return Err(e);
+    }
+    Ok(Spawned {
+        child,
+        commands,
+        replies,
+        mount,
+    })
+}
+
+/// A device server just started ([`spawn_server`]).
+struct Spawned {
+    child: Child,
+    /// Our end of its control channel, to send commands on and to read its replies from.
+    commands: UnixStream,
+    replies: UnixStream,
+    mount: PathBuf,
 }
 
 impl EmulatedDevice {
@@ -180,6 +272,7 @@ impl EmulatedDevice {
             size,
             offset,
             modelled: true,
+            role: "",
         })
     }
 
@@ -187,87 +280,59 @@ impl EmulatedDevice {
     /// `/proc/PID/fd/N` (a descriptor this process holds) is opened by the server through it,
     /// never by a name.
     pub fn start_with(start: &Start<'_>) -> Result<Self> {
-        let Start {
-            ledger_dir,
-            profile: profile_ref,
-            image,
-            size,
-            offset,
-            modelled,
-        } = *start;
-        let (profile, ablations) = load_ref(profile_ref)?;
-        let image = if image.starts_with("/proc") {
-            image.to_path_buf()
+        let (profile, ablations) = load_ref(start.profile)?;
+        let image = if start.image.starts_with("/proc") {
+            start.image.to_path_buf()
         } else {
-            image
+            start
+                .image
                 .canonicalize()
-                .with_context(|| format!("device image {}", image.display()))?
+                .with_context(|| format!("device image {}", start.image.display()))?
         };
         let exe = server_executable()?;
         let n = SERIAL.fetch_add(1, Ordering::Relaxed);
         let name = format!("device-{}-{n}", std::process::id());
-        let mut ledger = match ledger_dir {
+        let mut ledger = match start.ledger_dir {
             Some(dir) => Ledger::begin_in(dir, &name, false)?,
             None => Ledger::begin(&name, false)?,
         };
-        ledger.set_details(
-            serde_json::json!({"kind": "emulated device", "profile": profile_ref, "image": image}),
-        )?;
-        let mount = make_mount_dir(&mut ledger)?;
-        let mut command = Command::new(&exe);
-        command
-            .arg0("fsgauge")
-            .args(["devices", "serve", "--profile", profile_ref, "--size"])
-            .arg(size.to_string())
-            .arg("--offset")
-            .arg(offset.to_string())
-            .arg("--image")
-            .arg(&image)
-            .arg("--mount")
-            .arg(&mount);
-        if !modelled {
-            command.arg("--model-off");
-        }
-        static SAID: std::sync::atomic::AtomicBool = std::sync::atomic::AtomicBool::new(false);
-        if SAID.swap(true, Ordering::Relaxed) {
-            command.env(super::server::QUIET_SETUP_ENV, "1");
-        }
-        let mut child = command
-            .stdin(Stdio::piped())
-            .stdout(Stdio::piped())
-            .stderr(Stdio::inherit())
-            .spawn()
-            .with_context(|| {
-                format!("starting the device server {} devices serve", exe.display())
-            })?;
+        // The entry is written before anything it records is made; a start that fails from
+        // here on takes it away again, with whatever it recorded.
+        let Spawned {
+            child,
+            commands,
+            replies,
+            mount,
+        } = match spawn_server(&mut ledger, &exe, start, &image) {
+            Ok(made) => made,
+            Err(e) => {
+                for left in ledger.release_all() {
+                    eprintln!(
+                        "fsgauge: warning: after the device server failed to start: {left:#}; `fsgauge testbed cleanup` removes it"
+                    );
+                }
+                return Err(e);
+            }
+        };
         let pid = child.id();
-        ledger.record(Resource::DeviceServer {
-            pid,
-            start: process_start_time(pid).unwrap_or(0),
-            mount: mount.clone(),
-        })?;
-        let stdin = child.stdin.take();
-        let stdout = child
-            .stdout
-            .take()
-            .ok_or_else(|| anyhow!("the device server's stdout was not piped"))?;
         let file = mount.join(DISK_NAME);
         let channel = Arc::new(Channel {
             what: format!(
-                "the emulated device server for {} (pid {pid}, serving {})",
+                "the emulated {}device server for {} (pid {pid}, serving {})",
+                start.role,
                 profile.name,
                 file.display()
             ),
             control: Mutex::new(Control {
-                stdin,
-                replies: BufReader::new(stdout),
+                commands: Some(commands),
+                replies: BufReader::new(replies),
             }),
         });
         let mut dev = EmulatedDevice {
             profile,
-            reference: profile_ref.to_string(),
+            reference: start.profile.to_string(),
             ablations,
-            offset,
+            offset: start.offset,
             child,
             channel,
             file,
@@ -276,6 +341,7 @@ impl EmulatedDevice {
             backing: None,
             ledger,
         };
+        // On an error the device is dropped: its teardown releases the entry.
         dev.wait_ready()?;
         Ok(dev)
     }
@@ -294,11 +360,16 @@ impl EmulatedDevice {
         };
         match r {
             Ok(_) if line.trim() == "ready" => Ok(()),
-            Ok(_) => Err(self.died().context(format!(
-                "the device server for {} did not start (it said {:?})",
-                self.profile.name,
-                line.trim()
-            ))),
+            // A server that refuses to start is a set-up failure (exit 2), not the measured
+            // system failing: nothing was measured on it.
+            Ok(_) => {
+                let how = self.ended();
+                Err(anyhow!(
+                    "the device server for {} (pid {pid}) did not start: it {how} (it said {:?}); see its messages above",
+                    self.profile.name,
+                    line.trim()
+                ))
+            }
             Err(e) => Err(anyhow!(e).context(format!(
                 "reading the device server's first line (pid {pid})"
             ))),
@@ -428,27 +499,64 @@ impl EmulatedDevice {
         }
     }
 
-    /// Ok while the server runs; an error naming it and how it ended otherwise.
+    /// Ok while the server runs and answers; an error naming it and how it ended otherwise.
+    /// A server that was killed fails its disk's requests as its descriptors close, a moment
+    /// before it can be reaped; by then it can no longer answer its control pipe either (its
+    /// threads are gone first), so it is asked: whoever sees its disk fail and calls this
+    /// finds it dead, however busy the machine.
     pub fn check(&mut self) -> Result<()> {
-        match self.child.try_wait() {
-            Ok(None) => Ok(()),
-            _ => Err(self.died()),
+        self.check_during(None)
+    }
+
+    /// [`EmulatedDevice::check`] after the set-up step `step` (e.g. "mkfs"): the error says
+    /// that the server died during it.
+    pub fn check_during(&mut self, step: Option<&str>) -> Result<()> {
+        let running = matches!(self.child.try_wait(), Ok(None));
+        if running && self.channel.ask("ping").is_ok_and(|a| a == "ok") {
+            return Ok(());
         }
+        Err(self.died_during(step))
     }
 
     fn died(&mut self) -> anyhow::Error {
-        let pid = self.child.id();
-        let how = match self.child.try_wait() {
-            Ok(Some(st)) => format!("exited ({st})"),
-            Ok(None) => "stopped answering".to_string(),
-            Err(e) => format!("cannot be waited for ({e})"),
-        };
+        self.died_during(None)
+    }
+
+    /// How the server ended: its exit status, waited for a little (it no longer answers, so
+    /// it is on its way out), or that it stopped answering.
+    fn ended(&mut self) -> String {
+        let deadline = Instant::now() + Duration::from_secs(5);
+        loop {
+            match self.child.try_wait() {
+                Ok(Some(st)) => return format!("exited ({st})"),
+                Ok(None) if Instant::now() < deadline => {
+                    std::thread::sleep(Duration::from_millis(10))
+                }
+                Ok(None) => return "stopped answering".to_string(),
+                Err(e) => return format!("cannot be waited for ({e})"),
+            }
+        }
+    }
+
+    fn died_during(&mut self, step: Option<&str>) -> anyhow::Error {
+        let how = self.ended();
+        let what = &self.channel.what;
         // The run's device failed under it: the measured system failed (exit 1).
-        anyhow::Error::new(crate::error::SystemFailure(format!(
-            "the emulated device server for {} (pid {pid}, serving {}) {how}: its disk fails every request; see its messages above, and `fsgauge testbed cleanup` removes what it left",
-            self.profile.name,
-            self.file.display()
-        )))
+        let msg = match step {
+            None => format!(
+                "{what} {how}: its disk fails every request; see its messages above, and `fsgauge testbed cleanup` removes what it left"
+            ),
+            Some(step) => format!(
+                "{what} died during {step}: it {how}, and its disk fails every request since; see its messages above, and `fsgauge testbed cleanup` removes what it left"
+            ),
+        };
+        anyhow::Error::new(crate::error::SystemFailure(msg))
+    }
+
+    /// Writes to the image that its own filesystem refused for want of room (ENOSPC) since
+    /// the server started: the backing store under the emulated disk is full.
+    pub fn image_full(&self) -> Result<u64> {
+        Ok(self.channel.snapshot()?.image_full)
     }
 
     /// Tears down now, reporting failures (drop does the same, silently).
@@ -467,15 +575,17 @@ impl EmulatedDevice {
                 errs.push(e);
             }
         }
-        // Closing the control pipe asks the server to unmount and exit.
-        drop(
-            self.channel
-                .control
-                .lock()
-                .unwrap_or_else(|p| p.into_inner())
-                .stdin
-                .take(),
-        );
+        // Closing the control channel asks the server to unmount and exit.
+        let commands = self
+            .channel
+            .control
+            .lock()
+            .unwrap_or_else(|p| p.into_inner())
+            .commands
+            .take();
+        if let Some(c) = commands {
+            let _ = c.shutdown(std::net::Shutdown::Write);
+        }
         let deadline = Instant::now() + Duration::from_secs(5);
         loop {
             match self.child.try_wait() {

@@ -27,6 +27,7 @@ use super::model::SECTOR;
 use super::pairs::{follow_on_quantile, revolution_ns, PairRun, BLOCK};
 use super::profile::{self, HddParams, ParamType, Params, Profile, HDD_PARAMS};
 use crate::error::bad_input;
+use crate::results::device::LATE_P99_MS;
 
 /// The template for a real device without `--profile`.
 pub const DEFAULT_TEMPLATE: &str = "deskstar-7k250";
@@ -44,6 +45,9 @@ pub struct FitReport {
     pub comparison: Vec<Compared>,
     /// The fitted profile file's text.
     pub profile_toml: String,
+    /// Why the fitted figures may not be the drive's (an emulator that fell behind its
+    /// model); also at the head of the profile file.
+    pub warnings: Vec<String>,
 }
 
 /// A fitted figure against the emulated profile's.
@@ -98,7 +102,12 @@ pub fn run(spec: &TargetSpec<'_>, opts: &CheckOptions, name: Option<&str>) -> Re
     } else {
         format!("the emulated {}", spec.target)
     };
-    let toml = profile_toml(&fitted, &template, &name, &on, &date[..10]);
+    let warnings = lateness_warnings(&check);
+    let toml = warnings
+        .iter()
+        .map(|w| format!("# warning: {w}\n"))
+        .chain([profile_toml(&fitted, &template, &name, &on, &date[..10])])
+        .collect::<String>();
     // What is written must load: the same parser `--device-model FILE` uses.
     profile::parse(&toml, "the fitted profile")
         .map_err(|e| e.context("the fitted profile does not load (a fit out of range)"))?;
@@ -113,7 +122,26 @@ pub fn run(spec: &TargetSpec<'_>, opts: &CheckOptions, name: Option<&str>) -> Re
         template: template.name.clone(),
         comparison,
         profile_toml: toml,
+        warnings,
     })
+}
+
+/// The fit's own doubt: an emulated disk whose server fell behind its model during the
+/// check (lateness p99 over [`LATE_P99_MS`]) was timed partly by this machine, not by the
+/// model alone; the figures fitted from it carry that. (A fit never fails for it: on a busy
+/// machine it still makes its profile, and says so.)
+pub fn lateness_warnings(check: &CheckReport) -> Vec<String> {
+    check
+        .lateness
+        .filter(|l| l.p99_ms > LATE_P99_MS)
+        .map(|l| {
+            format!(
+                "the emulator fell behind its model during the measurements (lateness p99 {:.3} ms, max {:.3} ms, over {LATE_P99_MS} ms): the fitted figures carry this machine's delays as well as the profile's; fit again on a quieter machine",
+                l.p99_ms, l.max_ms
+            )
+        })
+        .into_iter()
+        .collect()
 }
 
 /// The fitted figures against the profile's.

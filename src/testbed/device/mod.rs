@@ -49,7 +49,12 @@
 //! - **Ledger.** The mount directory, the daemon with its FUSE mount (pid + start time,
 //!   `device-server`) and the loop device are ledger resources; teardown on success, error
 //!   and signals; the daemon exits when its control pipe closes (its parent's death included);
-//!   a daemon that dies fails requests with EIO at once and [`EmulatedDevice::check`] names it.
+//!   a daemon that dies fails requests with EIO at once and [`EmulatedDevice::check`] names it
+//!   (it asks the daemon, so one whose disk just failed is found dead before it is reaped).
+//!   The control pipe is a socket on the daemon's stdin and stdout: a command to a dead
+//!   daemon fails with EPIPE rather than ending fsgauge by SIGPIPE.
+//! - **The backing store.** A write to the image that fails with ENOSPC is counted
+//!   ([`stats::Snapshot::image_full`]): the testbed names the full store, not the filesystem.
 
 pub mod ablation;
 pub mod bench_target;

@@ -11,7 +11,8 @@
 //!   lets the drive take the next one when [`DeviceModel::ready_at`] comes, and replies to each
 //!   at its `done_ns` (an absolute sleep, then a short spin), recording the lateness;
 //! - the main thread reads the control pipe (stdin): `stats` answers one JSON [`Snapshot`]
-//!   line on stdout; end of file (the parent closed it or died) unmounts and ends the server.
+//!   line on stdout, `ping` answers `ok`, `model on`/`model off` switch the model; end of file
+//!   (the parent closed it or died) unmounts and ends the server.
 
 use std::collections::{BinaryHeap, HashMap};
 use std::ffi::OsStr;
@@ -297,6 +298,15 @@ impl DiskFs {
     fn id(&self) -> u64 {
         self.next_id.fetch_add(1, Ordering::Relaxed)
     }
+
+    /// Counts a write to the image that its filesystem refused for want of room: the request
+    /// still fails (the drive cannot store it), and the client names the full backing store
+    /// instead of blaming the filesystem under test.
+    fn note_image_error(&self, e: Errno) {
+        if e == Errno::ENOSPC {
+            lock(&self.stats).image_full += 1;
+        }
+    }
 }
 
 fn fail(job: Job, e: Errno) {
@@ -397,6 +407,9 @@ impl Filesystem for DiskFs {
         let mut buf = self.pool.take();
         buf[..data.len()].copy_from_slice(data);
         let io = self.image.transfer(&mut buf[..data.len()], offset, true);
+        if let Err(e) = io {
+            self.note_image_error(e);
+        }
         self.send(Job {
             req: Request::write(self.id(), offset, data.len() as u64),
             arrival_ns,
@@ -456,7 +469,10 @@ impl Filesystem for DiskFs {
         };
         match crate::sys::fallocate(self.image.buffered.as_fd(), mode, offset, length) {
             Ok(()) => reply.ok(),
-            Err(e) => reply.error(FuseErrno::from_i32(e as i32)),
+            Err(e) => {
+                self.note_image_error(e);
+                reply.error(FuseErrno::from_i32(e as i32))
+            }
         }
     }
 }
@@ -729,6 +745,7 @@ pub fn serve(args: &ServeArgs) -> Result<()> {
                 let snap: Snapshot = lock(&stats).snapshot();
                 serde_json::to_string(&snap)?
             }
+            "ping" => "ok".to_string(),
             "model on" | "model off" => {
                 modelled.store(line.trim() == "model on", Ordering::Release);
                 "ok".to_string()

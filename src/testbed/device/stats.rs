@@ -44,6 +44,9 @@ pub struct Stats {
     pub seek_cylinders: Histogram<u64>,
     /// Request sizes, bytes (reads and writes).
     pub size: Histogram<u64>,
+    /// Writes (and zeroings) the image's own filesystem refused with ENOSPC: the backing
+    /// store is full, not the emulated disk. Not a phase figure: a run that meets one fails.
+    pub image_full: u64,
 }
 
 /// The largest value the histograms hold (10^13: about 2.8 hours in ns, any seek distance or
@@ -74,6 +77,7 @@ impl Stats {
             response,
             seek_cylinders,
             size,
+            image_full: 0,
         }
     }
 
@@ -143,6 +147,7 @@ impl Stats {
         Snapshot {
             counts: self.counts,
             histograms: self.histograms().map(encode).to_vec(),
+            image_full: self.image_full,
         }
     }
 
@@ -204,6 +209,9 @@ pub struct Snapshot {
     #[serde(flatten)]
     pub counts: Counts,
     pub histograms: Vec<String>,
+    /// [`Stats::image_full`] (absent from an older server's line: none).
+    #[serde(default)]
+    pub image_full: u64,
 }
 
 impl Snapshot {
@@ -221,7 +229,9 @@ impl Snapshot {
             h.push(decode(text)?);
         }
         let h: [Histogram<u64>; 5] = h.try_into().map_err(|_| "five histograms".to_string())?;
-        Ok(Stats::from_parts(self.counts, h))
+        let mut s = Stats::from_parts(self.counts, h);
+        s.image_full = self.image_full;
+        Ok(s)
     }
 
     /// What happened between `earlier` and this snapshot (both from the same server).
@@ -243,7 +253,9 @@ impl Snapshot {
             out.push(x);
         }
         let h: [Histogram<u64>; 5] = out.try_into().map_err(|_| "five histograms".to_string())?;
-        Ok(Stats::from_parts(counts, h))
+        let mut s = Stats::from_parts(counts, h);
+        s.image_full = later.image_full.saturating_sub(before.image_full);
+        Ok(s)
     }
 }
 

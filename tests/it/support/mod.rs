@@ -339,3 +339,45 @@ pub fn run_within(mut c: std::process::Command, secs: u64, what: &str) -> std::p
         }
     }
 }
+
+/// A tmpfs the test mounts (as root) on a directory it makes, unmounted when dropped: a small
+/// filesystem to fill, or to run out of inodes, whatever the machine's own disks hold.
+pub struct Tmpfs {
+    dir: PathBuf,
+}
+
+impl Tmpfs {
+    /// Mounts a tmpfs with `options` (`size=…,nr_inodes=…,mode=…`) on the new directory `dir`.
+    pub fn mount(dir: &Path, options: &str) -> Self {
+        std::fs::create_dir(dir).expect("the tmpfs's mount point");
+        nix::mount::mount(
+            Some("tmpfs"),
+            dir,
+            Some("tmpfs"),
+            nix::mount::MsFlags::MS_NOSUID | nix::mount::MsFlags::MS_NODEV,
+            Some(options),
+        )
+        .unwrap_or_else(|e| panic!("mount -t tmpfs -o {options} {}: {e}", dir.display()));
+        Self {
+            dir: dir.to_path_buf(),
+        }
+    }
+
+    pub fn path(&self) -> &Path {
+        &self.dir
+    }
+
+    /// Its free bytes, as statvfs says.
+    pub fn free(&self) -> u64 {
+        let st = nix::sys::statvfs::statvfs(&self.dir).expect("statvfs of the tmpfs");
+        st.blocks_available() as u64 * st.fragment_size() as u64
+    }
+}
+
+impl Drop for Tmpfs {
+    fn drop(&mut self) {
+        // Lazily: whatever a failed test left open on it, the mount goes now.
+        let _ = nix::mount::umount2(&self.dir, nix::mount::MntFlags::MNT_DETACH);
+        let _ = std::fs::remove_dir(&self.dir);
+    }
+}

@@ -5,22 +5,14 @@ use rand::SeedableRng;
 use rand_chacha::ChaCha8Rng;
 
 use super::*;
-use crate::testbed::device::model::{DeviceModel, Request};
+use crate::testbed::device::check;
+use crate::testbed::device::model::DeviceModel;
 use crate::testbed::device::pairs::{self, ModelReader, Placement};
 use crate::testbed::device::{load_ref, Ablations};
 
-const MIB: u64 = 1 << 20;
-
 /// Sequential 1 MiB reads from `start` on the model, as `devices check` issues them, MB/s.
 fn sequential(m: &DeviceModel, start: u64, n: u64) -> f64 {
-    let mut m = m.clone();
-    let mut now = 0;
-    for i in 0..n {
-        now = m
-            .service(Request::read(i, start + i * MIB, MIB), now)
-            .done_ns;
-    }
-    (n * MIB) as f64 / (now as f64 / 1e9) / 1e6
+    check::sequential_on_model(&mut m.clone(), start, n).expect("the model takes time")
 }
 
 fn fit_profile(name: &str, seconds: f64, seed: u64) -> (Fitted, HddParams) {
@@ -37,7 +29,7 @@ fn fit_profile(name: &str, seconds: f64, seed: u64) -> (Fitted, HddParams) {
     let input = FitInput {
         size,
         outer_mb_s: sequential(&model, 0, 100),
-        inner_mb_s: sequential(&model, size - 200 * MIB, 100),
+        inner_mb_s: sequential(&model, check::inner_zone_start(size), 100),
         same_track: &same,
         seek: &seek,
         template: &p,
@@ -65,14 +57,15 @@ fn the_fit_recovers_deskstar_from_its_model() {
     within("rpm", f.rpm, h.rpm, 0.01);
     within("average seek", f.average_seek_ms, h.average_seek_ms, 0.05);
     within("full stroke", f.full_stroke_ms, h.full_stroke_ms, 0.10);
+    within(
+        "track to track",
+        f.track_to_track_ms,
+        h.track_to_track_ms,
+        0.05,
+    );
     within("outer rate", f.outer_mb_s, h.outer_mb_s, 0.05);
     within("inner rate", f.inner_mb_s, h.inner_mb_s, 0.05);
-    assert!(
-        (f.overhead_ms - h.overhead_ms).abs() < 0.05,
-        "overhead {} vs {}",
-        f.overhead_ms,
-        h.overhead_ms
-    );
+    within("overhead", f.overhead_ms, h.overhead_ms, 0.01);
     assert!(f.notes.is_empty(), "{:?}", f.notes);
 }
 
@@ -84,6 +77,9 @@ fn the_fit_recovers_st3500641as_from_its_model() {
     within("full stroke", f.full_stroke_ms, h.full_stroke_ms, 0.10);
     within("outer rate", f.outer_mb_s, h.outer_mb_s, 0.05);
     within("inner rate", f.inner_mb_s, h.inner_mb_s, 0.05);
+    within("overhead", f.overhead_ms, h.overhead_ms, 0.01);
+    // Its track-to-track (0.8 ms) comes out near 1.1 ms: the short distances' seeks are
+    // within the uncertainty of the fixed part of a read that they are found under.
 }
 
 #[test]
@@ -129,4 +125,40 @@ fn the_revolution_is_the_slope_of_time_against_phase() {
         0.03,
     );
     assert!(pairs::revolution_ns(&blind[..10]).is_none());
+}
+
+/// A check whose server's lateness p99 was `p99_ms` (None: a real device, no server).
+fn check_with_lateness(p99_ms: Option<f64>) -> CheckReport {
+    CheckReport {
+        target: "deskstar-7k250".into(),
+        profile: Some("deskstar-7k250".into()),
+        device: "/dev/loop9".into(),
+        size_bytes: 1 << 30,
+        benches: Vec::new(),
+        lateness: p99_ms.map(|p99_ms| crate::testbed::device::stats::Lateness {
+            requests: 1000,
+            p50_ms: 0.05,
+            p99_ms,
+            max_ms: 2.5,
+            late: 10,
+            early: 0,
+        }),
+        server_cpu_us_per_request: None,
+        server_requests: Some(1000),
+        seek_curve: Vec::new(),
+        same_track: None,
+        runs: Default::default(),
+    }
+}
+
+#[test]
+fn a_fit_made_while_the_emulator_fell_behind_says_so() {
+    let late = lateness_warnings(&check_with_lateness(Some(0.86)));
+    assert_eq!(late.len(), 1, "{late:?}");
+    assert!(
+        late[0].contains("lateness p99 0.860 ms, max 2.500 ms, over 0.5 ms"),
+        "{late:?}"
+    );
+    assert!(lateness_warnings(&check_with_lateness(Some(0.5))).is_empty());
+    assert!(lateness_warnings(&check_with_lateness(None)).is_empty());
 }
