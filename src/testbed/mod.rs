@@ -553,7 +553,7 @@ impl Testbed {
                 0,
                 i64::try_from(size).unwrap_or(i64::MAX),
             );
-            let store = BackingStore::of(dir_path);
+            let store = BackingStore::of(dir.as_fd(), dir_path);
             match done {
                 Ok(()) => {}
                 Err(nix::errno::Errno::ENOSPC) => {
@@ -592,6 +592,25 @@ impl Testbed {
             .as_ref()
             .context("the testbed's directory is not open")?;
         Ok(sys_trust::fd_path(home.as_fd(), "mnt"))
+    }
+
+    /// The mount point to work through: reached through the held testbed directory
+    /// (`/proc/self/fd/N/mnt`), so renaming or replacing a directory above it (the private
+    /// directory in a user's --workdir) cannot redirect a run; it follows remounts.
+    pub fn reach(&self) -> PathBuf {
+        self.target().unwrap_or_else(|_| self.mountpoint.clone())
+    }
+
+    /// statvfs of the mounted filesystem, through the held testbed directory.
+    pub fn statvfs(&self) -> Result<nix::sys::statvfs::Statvfs> {
+        let home = self
+            .home
+            .as_ref()
+            .context("the testbed's directory is not open")?;
+        let mnt = sys_trust::open_dir_in(home.as_fd(), "mnt")
+            .with_context(|| format!("opening {}", self.mountpoint.display()))?;
+        nix::sys::statvfs::fstatvfs(&mnt)
+            .with_context(|| format!("statvfs {}", self.mountpoint.display()))
     }
 
     fn mount(&mut self) -> Result<()> {
@@ -758,7 +777,7 @@ impl Testbed {
     pub fn backing_full(&self) -> Option<String> {
         let lo = self.loopdev.as_ref()?;
         let image = self.mountpoint.parent()?.join("fs.img");
-        let store = BackingStore::of(image.parent()?);
+        let store = BackingStore::of(self.home.as_ref()?.as_fd(), image.parent()?);
         // A store with under 1 MiB free (or under 0.1% of itself) can no longer back writes.
         let full = store.free < (1 << 20) || store.free < store.total / 1000;
         full.then(|| {
@@ -894,9 +913,11 @@ struct BackingStore {
 }
 
 impl BackingStore {
+    /// The store of the held directory `fd`, shown as `dir` (its path is not looked up: it
+    /// may lie in a directory another user can rename).
     #[allow(clippy::unnecessary_cast)] // statvfs field types differ between platforms
-    fn of(dir: &Path) -> Self {
-        let (free, total) = nix::sys::statvfs::statvfs(dir)
+    fn of(fd: std::os::fd::BorrowedFd<'_>, dir: &Path) -> Self {
+        let (free, total) = nix::sys::statvfs::fstatvfs(fd)
             .map(|st| {
                 let f = st.fragment_size() as u64;
                 (st.blocks_available() as u64 * f, st.blocks() as u64 * f)
@@ -904,7 +925,8 @@ impl BackingStore {
             .unwrap_or((0, 0));
         Self {
             dir: dir.to_path_buf(),
-            fs: mount::mount_of(dir).map_or_else(|| "unknown".into(), |(_, t, _)| t),
+            fs: mount::mount_of(&sys_trust::fd_path(fd, ""))
+                .map_or_else(|| "unknown".into(), |(_, t, _)| t),
             free,
             total,
         }

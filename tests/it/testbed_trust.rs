@@ -591,3 +591,92 @@ fn a_hostile_workdir_gets_a_private_directory() {
     assert_eq!((md.uid(), md.mode() & 0o7777), (0, 0o700));
     sb.assert_clean();
 }
+
+/// Issue 29 item 8: once the testbed is mounted, the private directory in a --workdir another
+/// user owns is renamed and a tree of the old names planted in its place, its `mnt` an empty
+/// directory of that user's. The run reaches its mount point through the testbed's held
+/// directory, never by that path: it succeeds on the testbed (before: "statvfs …/mnt:
+/// ENOENT", exit 2), makes nothing in the planted tree, says the directory was renamed, and
+/// leaves nothing behind.
+#[test]
+fn a_private_directory_renamed_after_the_mount_does_not_redirect_the_run() {
+    if !have_fs("ext4") {
+        return;
+    }
+    let sb = Sandbox::new();
+    let work = hostile_workdir(&sb);
+    let resume = sb.path().join("resume");
+    let mut child = sb
+        .bench(&[
+            "bench",
+            "tree",
+            "--fs",
+            "ext4",
+            "--fs-size",
+            "64M",
+            "--dirs",
+            "2",
+            "--files",
+            "2",
+            "--file-size",
+            "4K",
+        ])
+        // Held at the mount until the test has made its move (a fsgauge without the resume
+        // file goes on after a minute, and fails on the renamed path).
+        .env("FSGAUGE_TEST_PAUSE_AT", "mount")
+        .env("FSGAUGE_TEST_PAUSE_MS", "60000")
+        .env("FSGAUGE_TEST_RESUME_FILE", &resume)
+        .stdout(Stdio::null())
+        .stderr(Stdio::piped())
+        .spawn()
+        .unwrap();
+    let mut err = BufReader::new(child.stderr.take().unwrap());
+    let mut said = String::new();
+    while !said.contains("fsgauge: test pause at mount") {
+        let mut l = String::new();
+        if err.read_line(&mut l).unwrap() == 0 {
+            panic!("the run ended before its mount: {said}");
+        }
+        said.push_str(&l);
+    }
+    let entries: Vec<PathBuf> = std::fs::read_dir(&work)
+        .unwrap()
+        .map(|e| e.unwrap().path())
+        .collect();
+    assert_eq!(entries.len(), 1, "{entries:?}");
+    let private = entries[0].clone();
+    let renamed = private.with_extension("renamed");
+    std::fs::rename(&private, &renamed).unwrap();
+    let planted_mnt = private.join(format!("ext4-{}-0", child.id())).join("mnt");
+    std::fs::create_dir_all(&planted_mnt).unwrap();
+    for d in [&private, planted_mnt.parent().unwrap(), &planted_mnt] {
+        std::os::unix::fs::chown(d, Some(NOBODY), Some(NOBODY)).unwrap();
+    }
+    std::fs::write(&resume, b"").unwrap();
+    err.read_to_string(&mut said).unwrap();
+    let status = child.wait().unwrap();
+    assert!(status.success(), "{status}: {said}");
+    assert!(!said.contains("ENOENT"), "{said}");
+    let warning = format!(
+        "{} was renamed to {} while the run used it",
+        private.display(),
+        renamed.display()
+    );
+    assert!(said.contains(&warning), "no {warning:?} in: {said}");
+    assert_eq!(
+        std::fs::read_dir(&planted_mnt).unwrap().count(),
+        0,
+        "the run worked in the planted mount point"
+    );
+    let results = sb.results();
+    assert_eq!(results.len(), 1);
+    assert_eq!(results[0].testbed.fs, "ext4");
+    assert!(!renamed.exists(), "the renamed private directory was left");
+    assert!(
+        leaks_under(sb.path()).is_empty(),
+        "{:?}",
+        leaks_under(sb.path())
+    );
+    assert!(ledger_names(&sb).is_empty(), "{:?}", ledger_names(&sb));
+    remove_moved(&sb, &private);
+}
