@@ -471,7 +471,7 @@ fn run_in(target: &mut Target, r: Rep<'_>, started: SystemTime) -> Result<RunRes
         .with_coordinator(coord.clone());
     if opts.layout {
         ctx.set_layout_hook(Box::new(move |root, target| {
-            let mut snap = crate::layout::snapshot(root, target.path())?;
+            let mut snap = crate::layout::snapshot(root, &target.reach())?;
             unpin(&mut snap, root, &shown);
             Ok(snap)
         }));
@@ -715,10 +715,13 @@ struct RootGuard {
 impl RootGuard {
     /// Makes directory `name` in the target.
     fn make(target: &Target, name: &str) -> Result<Self> {
-        let record = matches!(target, Target::Dir(_));
-        Ok(Self {
-            dir: RunDir::create(target.path(), name, record)?,
-        })
+        let dir = match target {
+            Target::Dir(p) => RunDir::create(p, name, true)?,
+            // Made through the testbed's held directory: the private directory above the mount
+            // point may lie in a --workdir another user can rename.
+            Target::Testbed(t) => RunDir::create_at(&t.reach(), t.mountpoint(), name, false)?,
+        };
+        Ok(Self { dir })
     }
 
     /// The path workloads use: `/proc/self/fd/N/.` of the directory made.

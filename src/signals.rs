@@ -236,10 +236,21 @@ mod test_hook {
         }
     }
 
+    /// Holds the window open for `FSGAUGE_TEST_PAUSE_MS`, or, with
+    /// `FSGAUGE_TEST_RESUME_FILE`, until that file exists (at most that long): a test then
+    /// acts inside the window however busy the machine is.
     pub fn pause(point: &str) {
         if let Some(d) = armed(point) {
             eprintln!("fsgauge: test pause at {point}");
-            std::thread::sleep(d);
+            match std::env::var_os("FSGAUGE_TEST_RESUME_FILE") {
+                Some(f) => {
+                    let t0 = std::time::Instant::now();
+                    while !std::path::Path::new(&f).exists() && t0.elapsed() < d {
+                        std::thread::sleep(Duration::from_millis(10));
+                    }
+                }
+                None => std::thread::sleep(d),
+            }
         }
         if named("FSGAUGE_TEST_STOP_AT", point) {
             eprintln!("fsgauge: test stop at {point}");

@@ -283,7 +283,7 @@ pub fn run_append(ctx: &mut RunContext, p: &AppendParams, naming: Naming) -> Res
     let params = p.age_params();
     let reads = p.read_test();
     let root_a = ctx.root().to_path_buf();
-    let mount_a = ctx.target().path().to_path_buf();
+    let mount_a = ctx.target().reach();
     let seed = ctx.seed();
     let progress = ctx.progress();
     let mut ager = Ager::new(&params, &root_a, seed, progress.enabled())?;

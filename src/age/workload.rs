@@ -115,7 +115,7 @@ impl Age {
     fn age(&self, ctx: &mut RunContext) -> Result<Vec<Checkpoint>> {
         let p = &self.0;
         let root = ctx.root().to_path_buf();
-        let mount = ctx.target().path().to_path_buf();
+        let mount = ctx.target().reach();
         let mut ager = Ager::new(p, &root, ctx.seed(), ctx.progress().enabled())?;
         ager.check_targets()?;
         let devices = ctx.target().devices();

@@ -1,7 +1,7 @@
 //! Flags shared by every command that runs a workload: where it runs (testbed flags or --dir)
 //! and how runs are repeated, conditioned and reported.
 
-use std::path::PathBuf;
+use std::path::{Path, PathBuf};
 
 use anyhow::Result;
 use clap::Args;
@@ -218,18 +218,38 @@ impl RunArgs {
                 }
             }
         }
-        if !self.output.quiet {
-            if let Some(p) = outcomes.first().and_then(|o| o.path.as_ref()) {
-                eprintln!(
-                    "{} result file(s) in {}",
-                    outcomes.len(),
-                    p.parent()
-                        .map_or_else(|| ".".into(), |d| d.display().to_string())
-                );
-            }
+        if !self.output.quiet && outcomes.iter().any(|o| o.path.is_some()) {
+            eprintln!("{}", results_in(&self.params.out, outcomes.len(), ""));
         }
         Ok(())
     }
+}
+
+/// "N result file(s) in OUT" of a command that wrote `total` results for OUT, counting only
+/// what went there: those OUT could not take (saved in the fallback directory, see
+/// [`crate::results::unsaved`]) are counted apart, with where they are. `more` goes right
+/// after the count in OUT.
+pub fn results_in(out: &Path, total: usize, more: &str) -> String {
+    let elsewhere = crate::results::unsaved();
+    let there = total.saturating_sub(elsewhere.len());
+    let mut line = format!("{there} result file(s) in {}{more}", out.display());
+    if !elsewhere.is_empty() {
+        let mut dirs: Vec<String> = elsewhere
+            .iter()
+            .map(|u| {
+                u.saved
+                    .parent()
+                    .map_or_else(|| ".".into(), |d| d.display().to_string())
+            })
+            .collect();
+        dirs.dedup();
+        line.push_str(&format!(
+            "; {} saved in {} (see the warning above)",
+            elsewhere.len(),
+            dirs.join(", ")
+        ));
+    }
+    line
 }
 
 /// Adds a tip saying what to do to clap's refusals of the testbed and rate flags that do not

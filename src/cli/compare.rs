@@ -30,7 +30,8 @@ pub struct CompareCmd {
     #[command(flatten)]
     pub out: OutputArgs,
     /// Refuse (exit 2) when a result file in a directory is damaged (empty, truncated, not
-    /// JSON) instead of warning and leaving it out.
+    /// JSON) or of a schema version this fsgauge does not read, instead of warning and leaving
+    /// it out.
     #[arg(long)]
     pub strict: bool,
 }

@@ -260,12 +260,13 @@ pub fn run(c: RunCmd) -> Result<ExitCode> {
             }
         }
         if !c.output.quiet {
-            eprintln!(
-                "{} result file(s) in {} ({} run now, {} found from before); make a report with: fsgauge report {} -o report.html",
+            let count = super::common::results_in(
+                &c.run.out,
                 ex.results.len(),
-                c.run.out.display(),
-                ex.ran,
-                ex.reused,
+                &format!(" ({} run now, {} found from before)", ex.ran, ex.reused),
+            );
+            eprintln!(
+                "{count}; make a report with: fsgauge report {} -o report.html",
                 c.run.out.display()
             );
         }
@@ -498,9 +499,8 @@ fn quick_on_temp_dir(c: &RunCmd) -> Result<ExitCode> {
     );
     if !c.output.silent() {
         eprintln!(
-            "{} result file(s) in {}",
-            results.len(),
-            c.run.out.display()
+            "{}",
+            super::common::results_in(&c.run.out, results.len(), "")
         );
     }
     if let Some(code) = crate::results::unsaved_exit() {

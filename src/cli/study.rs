@@ -118,9 +118,8 @@ pub fn run(cmd: StudyCmd) -> Result<ExitCode> {
             }
             if !a.step.output.quiet {
                 eprintln!(
-                    "{} result file(s) in {}",
-                    results.len(),
-                    a.step.out.display()
+                    "{}",
+                    super::common::results_in(&a.step.out, results.len(), "")
                 );
             }
             crate::age::check_checkpoints_reached(&results)?;

@@ -57,14 +57,29 @@ pub fn run(cmd: TestbedCmd) -> Result<ExitCode> {
         TestbedCmd::Create(a) => create(a),
         TestbedCmd::List { out } => list(&out),
         TestbedCmd::Destroy { name } => {
-            destroy_by_name(&name)?;
-            println!("destroyed {name}");
+            let missing = destroy_by_name(&name)?;
+            if missing.is_empty() {
+                println!("destroyed {name}");
+            } else {
+                println!("destroyed {name}, except {} thing(s) it made that could not be found (see the warnings)", missing.len());
+            }
+            for e in &missing {
+                eprintln!("warning: {name}: {e:#}");
+            }
             Ok(ExitCode::SUCCESS)
         }
         TestbedCmd::Cleanup { all } => {
             let r = cleanup(all)?;
             for n in &r.removed {
-                println!("removed {n}");
+                let missing = r.missing.iter().filter(|(m, _)| m == n).count();
+                if missing == 0 {
+                    println!("removed {n}");
+                } else {
+                    println!("removed what could be found of {n}; {missing} thing(s) it made were not found (see the warnings)");
+                }
+            }
+            for (n, e) in &r.missing {
+                eprintln!("warning: {n}: {e:#}");
             }
             for n in &r.skipped_live {
                 println!("kept {n} (persistent or its run is alive; --all removes it)");

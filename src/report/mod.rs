@@ -27,7 +27,9 @@ use crate::results::{RunResult, Skipped};
 #[derive(Debug, Default)]
 pub struct Loaded {
     pub results: Vec<RunResult>,
-    /// Damaged `*.json` files of the directories read (empty, truncated, not JSON).
+    /// `*.json` files of the directories read that are not usable results: damaged (empty,
+    /// truncated, not JSON), of a schema version this fsgauge does not read, or not matching
+    /// its schema.
     pub skipped: Vec<Skipped>,
     /// Files that record a run already read from another file (a copy, or a path given
     /// twice): `(the file left out, the file counted)`. Each run is counted once.
@@ -57,7 +59,7 @@ impl Loaded {
         if strict && !self.skipped.is_empty() {
             let list: Vec<String> = self.skipped.iter().map(|s| s.to_string()).collect();
             return Err(bad_input(format!(
-                "--strict: {} damaged result file(s): {}; remove them or re-run those runs",
+                "--strict: {} damaged or unreadable result file(s): {}; remove them or re-run those runs",
                 list.len(),
                 list.join("; ")
             )));
@@ -68,8 +70,9 @@ impl Loaded {
 
 /// Reads results from files and directories (each directory's `*.json`, not recursive, through
 /// [`crate::results::load_dir`]), in a stable order; each path must exist and hold at least
-/// one result. Damaged files in a directory are returned in [`Loaded::skipped`]; a file that
-/// claims to be a result but is of another schema, or does not match it, is an error.
+/// one result. Files in a directory that are not usable results (damaged, of another schema
+/// version, not matching the schema) are returned in [`Loaded::skipped`]; a file given by
+/// name that is not a usable result is an error.
 pub fn load_results(paths: &[PathBuf]) -> Result<Loaded> {
     let mut out = Loaded::default();
     // Each run once, by its identity (see RunResult::identity), in the order first read.
@@ -87,10 +90,10 @@ pub fn load_results(paths: &[PathBuf]) -> Result<Loaded> {
         crate::signals::check()?;
         let md = std::fs::metadata(p).map_err(|e| bad_input(format!("{}: {e}", p.display())))?;
         if md.is_dir() {
+            // A file in a directory that is not a usable result — damaged, of a schema version
+            // this fsgauge does not read, or not matching its schema — is left out with a
+            // warning naming it (refused under --strict), as a file given by name is refused.
             let dir = crate::results::load_dir(p).map_err(|e| bad_input(format!("{e:#}")))?;
-            if let Some(s) = dir.skipped.iter().find(|s| !s.damaged) {
-                return Err(bad_input(s.to_string()));
-            }
             if dir.results.is_empty() {
                 return Err(bad_input(format!(
                     "{} holds no fsgauge result files (*.json with a schema tag){}",

@@ -22,6 +22,8 @@ use anyhow::Result;
 
 use super::{mount, EmulatedDevice, ImageAlloc, Testbed};
 use crate::error::SystemFailure;
+use crate::sys::trust as sys_trust;
+use std::os::fd::AsFd;
 
 /// A set-up step, for messages and the fault tests' stop points (`before-mkfs`, …; see
 /// [`crate::signals::test_pause`]).
@@ -130,7 +132,7 @@ impl Testbed {
         }
         let lo = self.loopdev.as_ref()?;
         let image = self.mountpoint.parent()?.join("fs.img");
-        let store = BackingStore::of(image.parent()?);
+        let store = BackingStore::of(self.home.as_ref()?.as_fd(), image.parent()?);
         // A store with under 1 MiB free (or under 0.1% of itself) can no longer back writes.
         let full = store.free < (1 << 20) || store.free < store.total / 1000;
         full.then(|| self.store_full(&store, &image, &lo.path().display().to_string()))
@@ -150,7 +152,15 @@ impl Testbed {
         disks.into_iter().find_map(|(d, image, role)| {
             let (d, image) = (d.as_ref()?, image.as_ref()?);
             let refused = d.image_full().ok().filter(|&n| n > 0)?;
-            let store = BackingStore::of(image.parent()?);
+            let dir = image.parent()?;
+            // The testbed's own images are in its held directory; a RAM journal's is in
+            // fsgauge's own RAM directory, which no one else can change.
+            let store = match self.home.as_ref() {
+                Some(home) if Some(dir) == self.mountpoint.parent() => {
+                    BackingStore::of(home.as_fd(), dir)
+                }
+                _ => BackingStore::at(dir),
+            };
             Some(self.store_full(&store, image, &emulated_disk(d, role, refused)))
         })
     }
@@ -188,9 +198,29 @@ pub(super) struct BackingStore {
 }
 
 impl BackingStore {
+    /// The store of the held directory `fd`, shown as `dir` (its path is not looked up: it
+    /// may lie in a directory another user can rename).
+    pub(super) fn of(fd: std::os::fd::BorrowedFd<'_>, dir: &Path) -> Self {
+        Self::from(
+            nix::sys::statvfs::fstatvfs(fd),
+            dir,
+            mount::mount_of(&sys_trust::fd_path(fd, "")),
+        )
+    }
+
+    /// The store of `dir` by its path: only for fsgauge's own directories, which no one else
+    /// can change.
+    pub(super) fn at(dir: &Path) -> Self {
+        Self::from(nix::sys::statvfs::statvfs(dir), dir, mount::mount_of(dir))
+    }
+
     #[allow(clippy::unnecessary_cast)] // statvfs field types differ between platforms
-    pub(super) fn of(dir: &Path) -> Self {
-        let (free, total) = nix::sys::statvfs::statvfs(dir)
+    fn from(
+        st: nix::Result<nix::sys::statvfs::Statvfs>,
+        dir: &Path,
+        mount: Option<(PathBuf, String, String)>,
+    ) -> Self {
+        let (free, total) = st
             .map(|st| {
                 let f = st.fragment_size() as u64;
                 (st.blocks_available() as u64 * f, st.blocks() as u64 * f)
@@ -198,7 +228,7 @@ impl BackingStore {
             .unwrap_or((0, 0));
         Self {
             dir: dir.to_path_buf(),
-            fs: mount::mount_of(dir).map_or_else(|| "unknown".into(), |(_, t, _)| t),
+            fs: mount.map_or_else(|| "unknown".into(), |(_, t, _)| t),
             free,
             total,
         }

@@ -13,6 +13,7 @@ use std::time::Duration;
 use anyhow::{Context, Result};
 use serde::{Deserialize, Serialize};
 
+use super::locate::{Locator, Missing};
 use super::loopdev;
 use crate::atomic::{write_atomic, OutDir};
 use crate::error::bad_input;
@@ -79,10 +80,19 @@ impl Resource {
     /// that is gone or cannot exist (ENOENT, ENOTDIR: below a regular file), a loop device
     /// already detached, a mount already gone.
     pub fn release(&self) -> Result<()> {
+        self.release_in(&Locator::default())
+    }
+
+    /// [`Resource::release`], where a directory or image of known identity is looked for
+    /// wherever `loc` knows it may be now (renamed since; see [`super::locate`]). One found nowhere
+    /// is [`Missing`], not released.
+    pub fn release_in(&self, loc: &Locator) -> Result<()> {
         match self {
-            Resource::Dir { path, id } => remove_by_path(path, true, *id)
+            Resource::Dir { path, id: Some(id) } => loc.remove(path, true, *id).map(|_| ()),
+            Resource::Image { path, id: Some(id) } => loc.remove(path, false, *id).map(|_| ()),
+            Resource::Dir { path, id: None } => remove_by_path(path, true, None)
                 .with_context(|| format!("removing directory {}", path.display())),
-            Resource::Image { path, id } => remove_by_path(path, false, *id)
+            Resource::Image { path, id: None } => remove_by_path(path, false, None)
                 .with_context(|| format!("removing image {}", path.display())),
             Resource::Loop {
                 image,
@@ -136,10 +146,10 @@ impl Resource {
     }
 }
 
-/// Removes `path` through its parent directory, opened without following any symlink, and
-/// only while it is still the file `id` when that is known: a path someone renamed or
-/// replaced since is left alone (not there: nothing to do). A non-empty directory stays (a
-/// shared directory another run still uses).
+/// Removes `path`, recorded without its identity (a run killed between making it and
+/// recording what it made, or an older fsgauge), through its parent directory opened without
+/// following any symlink (not there: nothing to do). A non-empty directory stays (a shared
+/// directory another run still uses).
 fn remove_by_path(path: &Path, is_dir: bool, id: Option<FileId>) -> Result<()> {
     let (Some(parent), Some(name)) = (path.parent(), path.file_name().and_then(|n| n.to_str()))
     else {
@@ -423,9 +433,21 @@ impl Ledger {
         mut held: impl FnMut(&Resource) -> Option<Result<()>>,
     ) -> Vec<anyhow::Error> {
         let mut errors = Vec::new();
+        // Read before anything goes: unmounting lets the loop devices go, and with them where
+        // the kernel says the images are now.
+        let loc = Locator::of(&self.entry.resources);
         while let Some(r) = self.entry.resources.last().cloned() {
-            match release_with_retry(&r, &mut held) {
+            match release_with_retry(&r, &mut held, &loc) {
                 Ok(()) => {
+                    self.entry.resources.pop();
+                    if let Err(e) = self.save() {
+                        errors.push(e);
+                    }
+                }
+                // Found nowhere: reported, and struck off (looking again finds nothing more);
+                // what was made before it can still go.
+                Err(e) if e.is::<Missing>() => {
+                    errors.push(e.context(format!("releasing {}", r.describe())));
                     self.entry.resources.pop();
                     if let Err(e) = self.save() {
                         errors.push(e);
@@ -475,11 +497,13 @@ pub struct NoSuchEntry(pub PathBuf);
 fn release_with_retry(
     r: &Resource,
     held: &mut impl FnMut(&Resource) -> Option<Result<()>>,
+    loc: &Locator,
 ) -> Result<()> {
     let mut last = None;
     for attempt in 0..5 {
-        match held(r).unwrap_or_else(|| r.release()) {
+        match held(r).unwrap_or_else(|| r.release_in(loc)) {
             Ok(()) => return Ok(()),
+            Err(e) if e.is::<Missing>() => return Err(e),
             Err(e) => last = Some(e),
         }
         std::thread::sleep(Duration::from_millis(50 << attempt));

@@ -281,6 +281,36 @@ pub fn detach_backed_by(id: FileId) -> Result<()> {
     Ok(())
 }
 
+/// Where the kernel says the files `ids` are now, for every attached loop device backed by one
+/// of them (checked by LOOP_GET_STATUS64 on the device): its `loop/backing_file`, which follows
+/// the file through renames. A file deleted since has no path.
+pub fn backing_paths(ids: &[FileId]) -> Vec<PathBuf> {
+    let Ok(rd) = fs::read_dir("/sys/block") else {
+        return Vec::new();
+    };
+    let mut out = Vec::new();
+    for e in rd.filter_map(|e| e.ok()) {
+        let name = e.file_name().to_string_lossy().to_string();
+        if !name.starts_with("loop") {
+            continue;
+        }
+        let Ok(f) = OpenOptions::new().read(true).open(format!("/dev/{name}")) else {
+            continue;
+        };
+        if !backing_of(&f).is_some_and(|id| ids.contains(&id)) {
+            continue;
+        }
+        let Ok(b) = fs::read_to_string(e.path().join("loop/backing_file")) else {
+            continue;
+        };
+        let b = b.trim_end_matches('\n');
+        if !b.ends_with(" (deleted)") && b.starts_with('/') {
+            out.push(PathBuf::from(b));
+        }
+    }
+    out
+}
+
 fn read_sys(dev: &Path, attr: &str) -> Option<String> {
     let name = dev.file_name()?.to_str()?;
     fs::read_to_string(format!("/sys/block/{name}/{attr}"))

@@ -41,6 +41,7 @@ pub mod device;
 mod fault;
 pub mod inodes;
 pub mod ledger;
+mod locate;
 mod loopdev;
 mod memlimit;
 mod mkfs;
@@ -578,7 +579,7 @@ impl Testbed {
                 0,
                 i64::try_from(size).unwrap_or(i64::MAX),
             );
-            let store = BackingStore::of(dir_path);
+            let store = BackingStore::of(dir.as_fd(), dir_path);
             match done {
                 Ok(()) => {}
                 Err(nix::errno::Errno::ENOSPC) => {
@@ -617,6 +618,25 @@ impl Testbed {
             .as_ref()
             .context("the testbed's directory is not open")?;
         Ok(sys_trust::fd_path(home.as_fd(), "mnt"))
+    }
+
+    /// The mount point to work through: reached through the held testbed directory
+    /// (`/proc/self/fd/N/mnt`), so renaming or replacing a directory above it (the private
+    /// directory in a user's --workdir) cannot redirect a run; it follows remounts.
+    pub fn reach(&self) -> PathBuf {
+        self.target().unwrap_or_else(|_| self.mountpoint.clone())
+    }
+
+    /// statvfs of the mounted filesystem, through the held testbed directory.
+    pub fn statvfs(&self) -> Result<nix::sys::statvfs::Statvfs> {
+        let home = self
+            .home
+            .as_ref()
+            .context("the testbed's directory is not open")?;
+        let mnt = sys_trust::open_dir_in(home.as_fd(), "mnt")
+            .with_context(|| format!("opening {}", self.mountpoint.display()))?;
+        nix::sys::statvfs::fstatvfs(&mnt)
+            .with_context(|| format!("statvfs {}", self.mountpoint.display()))
     }
 
     fn mount(&mut self) -> Result<()> {
@@ -840,17 +860,22 @@ impl Testbed {
             // What this process made goes through the directory descriptors it holds, so a
             // directory renamed meanwhile cannot leak it or redirect the delete.
             let held = std::mem::take(&mut self.held);
+            // One renamed meanwhile is found in its directory under its new name.
             errors.extend(ledger.release_all_with(|r| {
                 let h = held.iter().find(|h| h.resource == *r)?;
-                Some(
-                    sys_trust::remove_at(h.dir.as_fd(), &h.name, h.is_dir, Some(h.id))
-                        .or_else(|e| match e.raw_os_error() {
-                            // A shared directory another run still uses stays.
-                            Some(libc::ENOTEMPTY) if h.is_dir => Ok(()),
-                            _ => Err(e),
-                        })
-                        .with_context(|| format!("removing {}", r_path(r).display())),
-                )
+                let path = r_path(r);
+                let dir_path = path.parent().unwrap_or(path);
+                let removed = locate::remove_held(h.dir.as_fd(), dir_path, &h.name, h.is_dir, h.id);
+                Some(removed.map(|moved| {
+                    if let Some(now) = moved {
+                        eprintln!(
+                            "fsgauge: warning: {} was renamed to {} while the run used it (whoever can write {} did it); fsgauge worked through its descriptors and removed it under its new name. Give fsgauge a --workdir only root can write",
+                            path.display(),
+                            now.display(),
+                            dir_path.display()
+                        );
+                    }
+                }))
             }));
         }
         errors
@@ -902,8 +927,9 @@ pub fn check_persistable(spec: &TestbedSpec) -> Result<()> {
     Ok(())
 }
 
-/// Tears down a testbed recorded in the ledger by name (`testbed destroy NAME`).
-pub fn destroy_by_name(name: &str) -> Result<()> {
+/// Tears down a testbed recorded in the ledger by name (`testbed destroy NAME`). Returns what
+/// it made that could not be found anywhere (each names the object and its identity).
+pub fn destroy_by_name(name: &str) -> Result<Vec<anyhow::Error>> {
     // A name that could reach outside the ledger is refused before any file is read.
     ledger::check_name(name)?;
     let mut ledger = Ledger::open(name).map_err(|e| {
@@ -919,17 +945,27 @@ pub fn destroy_by_name(name: &str) -> Result<()> {
             entry.owner_pid, entry.owner_pid
         )));
     }
-    let errors = ledger.release_all();
-    match errors.into_iter().next() {
-        None => Ok(()),
+    let (missing, failed) = split_missing(ledger.release_all());
+    match failed.into_iter().next() {
+        None => Ok(missing),
         Some(e) => Err(e.context(format!("destroying testbed {name}"))),
     }
+}
+
+/// Splits release errors into what could not be found ([`locate::Missing`]: struck off the
+/// ledger, to be told as warnings) and the failures.
+fn split_missing(errors: Vec<anyhow::Error>) -> (Vec<anyhow::Error>, Vec<anyhow::Error>) {
+    errors.into_iter().partition(|e| e.is::<locate::Missing>())
 }
 
 /// What `testbed cleanup` did.
 #[derive(Debug, Default)]
 pub struct CleanupReport {
+    /// Entries whose resources are all released (or, as `missing` says, found nowhere).
     pub removed: Vec<String>,
+    /// What an entry recorded and cleanup could find nowhere, by entry: struck off the ledger
+    /// but not removed, each naming the object and its identity.
+    pub missing: Vec<(String, anyhow::Error)>,
     pub skipped_live: Vec<String>,
     pub failed: Vec<(String, anyhow::Error)>,
     /// Ledger files that could not be read: skipped, left for a person to look at.
@@ -971,8 +1007,11 @@ pub fn cleanup_in(dir: &Path, all: bool) -> Result<CleanupReport> {
                 continue;
             }
         };
-        let errs = l.release_all();
-        match errs.into_iter().next() {
+        let (missing, failed) = split_missing(l.release_all());
+        report
+            .missing
+            .extend(missing.into_iter().map(|e| (entry.name.clone(), e)));
+        match failed.into_iter().next() {
             None => report.removed.push(entry.name.clone()),
             Some(e) => report.failed.push((entry.name.clone(), e)),
         }

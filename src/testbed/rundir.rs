@@ -51,6 +51,8 @@ pub struct RunDir {
     /// lies in fsgauge's own work directory and is unmounted by remounts.
     parent: Option<OwnedFd>,
     parent_path: PathBuf,
+    /// How the parent is reached again (`parent_path`, or a path through held descriptors).
+    reach: PathBuf,
     name: CString,
     dev: u64,
     ino: u64,
@@ -66,15 +68,26 @@ impl RunDir {
     /// it after a SIGKILL; on a testbed it goes with the testbed.
     pub fn create(parent: &Path, name: &str, record: bool) -> Result<Self> {
         // Reached as every user-named path is (another user's link leads only to what that
-        // user owns), and recorded by its real path: cleanup refuses a parent that no longer
-        // resolves to itself.
+        // user owns), recorded by its real path (cleanup refuses a parent that no longer
+        // resolves to itself), and made through the descriptor the walk holds.
         let walked = crate::sys::trust::walk(parent, None)
             .with_context(|| format!("--dir {}", parent.display()))?;
-        let parent = &walked.path;
+        let reach = crate::sys::trust::fd_path(std::os::fd::AsFd::as_fd(&walked.fd), "");
+        Self::create_at(&reach, &walked.path, name, record)
+    }
+
+    /// [`RunDir::create`] in the directory reached as `reach` — on a testbed, the mount point
+    /// through the descriptor of the testbed's directory (`/proc/self/fd/N/mnt`), since the
+    /// path above it may lie in a directory another user can rename — and shown to the user
+    /// as `parent` (canonical), through which nothing is looked up.
+    pub fn create_at(reach: &Path, parent: &Path, name: &str, record: bool) -> Result<Self> {
         check_names(parent, OsStr::new(name))?;
         let path = parent.join(name);
         let cname = CString::new(name).context("a run directory name holds a NUL byte")?;
-        let pfd = walked.fd;
+        let cparent = CString::new(reach.as_os_str().as_bytes())
+            .with_context(|| format!("{} holds a NUL byte", reach.display()))?;
+        let pfd = crate::sys::open(&cparent, DIR_FLAGS, 0)
+            .with_context(|| format!("opening {}", parent.display()))?;
         let mut ledger = if record {
             let mut l = Ledger::begin(&format!("dir-{}", super::unique_suffix()), false)?;
             l.set_details(serde_json::json!({ "dir": path }))?;
@@ -160,6 +173,7 @@ impl RunDir {
             dir,
             parent: record.then_some(pfd),
             parent_path: parent.to_path_buf(),
+            reach: reach.to_path_buf(),
             name: cname,
             dev: st.st_dev,
             ino: st.st_ino,
@@ -228,7 +242,7 @@ impl RunDir {
         let pfd = match &self.parent {
             Some(p) => p.as_raw_fd(),
             None => {
-                reopened = match open_dir(None, self.parent_path.as_os_str()) {
+                reopened = match open_dir(None, self.reach.as_os_str()) {
                     Ok(d) => d,
                     // The testbed is gone with the directory in it.
                     Err(e) if gone(Some(e as i32)) => return Ok(()),
@@ -377,8 +391,13 @@ fn pins() -> std::sync::MutexGuard<'static, Vec<Pin>> {
 /// Runs `remount` (an unmount and a mount of `mountpoint`) while the run directories held open
 /// on it let go of the filesystem: each one's descriptor number is parked on `/` (so the paths
 /// handed out, `/proc/self/fd/N`, stay valid numbers) and afterwards points at the directory
-/// again, opened under the mount point and checked to be the same inode.
-pub fn across_remount(mountpoint: &Path, remount: impl FnOnce() -> Result<()>) -> Result<()> {
+/// again, opened under the mount point (reached as `reach`, see [`RunDir::create_at`]) and
+/// checked to be the same inode.
+pub fn across_remount(
+    mountpoint: &Path,
+    reach: &Path,
+    remount: impl FnOnce() -> Result<()>,
+) -> Result<()> {
     // Pins name their parent canonical, as made.
     let canonical = mountpoint.canonicalize();
     let mountpoint = canonical.as_deref().unwrap_or(mountpoint);
@@ -397,7 +416,7 @@ pub fn across_remount(mountpoint: &Path, remount: impl FnOnce() -> Result<()>) -
             .with_context(|| format!("parking descriptor {} across a remount", p.fd))?;
     }
     remount()?;
-    let mp = open_dir(None, mountpoint.as_os_str())
+    let mp = open_dir(None, reach.as_os_str())
         .with_context(|| format!("opening {} after the remount", mountpoint.display()))?;
     for p in mine {
         let shown = mountpoint.join(OsStr::from_bytes(p.name.as_bytes()));
@@ -700,7 +719,7 @@ mod tests {
         bind().unwrap();
         let made = RunDir::create(&mp, "fsgauge-remount", false).unwrap();
         fs::write(made.pinned().join("f"), b"ours").unwrap();
-        across_remount(&mp, || {
+        across_remount(&mp, &mp, || {
             umount(&mp)?;
             bind()?;
             Ok(())
@@ -708,7 +727,7 @@ mod tests {
         .unwrap();
         assert_eq!(fs::read(made.pinned().join("f")).unwrap(), b"ours");
         // A remount that fails half-way: nothing is reachable through the pinned path.
-        let e = across_remount(&mp, || {
+        let e = across_remount(&mp, &mp, || {
             umount(&mp)?;
             anyhow::bail!("mount failed")
         });

@@ -37,11 +37,22 @@ pub enum Target {
 }
 
 impl Target {
-    /// The directory the target offers (mount point, or the `--dir` path).
+    /// The directory the target offers (mount point, or the `--dir` path), as the user knows
+    /// it: for messages and results.
     pub fn path(&self) -> &Path {
         match self {
             Target::Testbed(t) => t.mountpoint(),
             Target::Dir(p) => p,
+        }
+    }
+
+    /// The path to work through: a testbed's mount point reached through the descriptor of its
+    /// directory ([`Testbed::reach`]), which nobody can redirect by renaming a directory above
+    /// it; the `--dir` path.
+    pub fn reach(&self) -> PathBuf {
+        match self {
+            Target::Testbed(t) => t.reach(),
+            Target::Dir(p) => p.clone(),
         }
     }
 
@@ -117,8 +128,12 @@ impl Target {
 
     /// Total and available bytes of the filesystem.
     pub fn space(&self) -> Result<(u64, u64)> {
-        let st = nix::sys::statvfs::statvfs(self.path())
-            .with_context(|| format!("statvfs {}", self.path().display()))?;
+        let st = match self {
+            Target::Testbed(t) => t.statvfs()?,
+            Target::Dir(p) => {
+                nix::sys::statvfs::statvfs(p).with_context(|| format!("statvfs {}", p.display()))?
+            }
+        };
         let f = st.fragment_size() as u64;
         Ok((st.blocks() as u64 * f, st.blocks_available() as u64 * f))
     }
@@ -130,8 +145,8 @@ impl Target {
             (ColdMode::Drop, _) => drop_caches(),
             // The run directories held open on the testbed let go of it meanwhile.
             (ColdMode::Remount, Target::Testbed(t)) => {
-                let mp = t.mountpoint().to_path_buf();
-                crate::testbed::across_remount(&mp, || t.remount())
+                let (mp, reach) = (t.mountpoint().to_path_buf(), t.reach());
+                crate::testbed::across_remount(&mp, &reach, || t.remount())
             }
             (ColdMode::Remount, Target::Dir(p)) => Err(bad_input(format!(
                 "--cold remount needs a testbed fsgauge built (--fs ...); {} is an existing directory, use --cold drop",

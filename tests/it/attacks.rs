@@ -11,7 +11,12 @@
 //! - **planted temporaries** (item 3): in an `--out` and a report's `-o` directory of the
 //!   attacker's, the temporary names of the atomic writes (`.NAME.tmp-PID`, for predicted pids
 //!   and for the run's own pid once it is known) and the result names (predicted from an
-//!   earlier run with the same seed) are planted as symlinks to the victim file.
+//!   earlier run with the same seed) are planted as symlinks to the victim file;
+//! - **rename + SIGKILL + cleanup** (issue 29 item 7): once the testbed is mounted, the
+//!   attacker renames the private directory in its `--workdir` (and, separately, root renames
+//!   the testbed's directory in a work directory of root's) and plants a tree of the old names
+//!   in its place; the run is SIGKILLed, and `testbed cleanup` must remove everything of the
+//!   run wherever it was renamed to, and nothing that was planted.
 //!
 //! Every round has a root-only victim — a file (0600, random bytes) and a directory of files,
 //! both in a 0700 root directory — which must stay byte-identical; nothing of the sandbox may
@@ -944,6 +949,164 @@ fn report_plant(figures: &mut Figures, rng: &mut ChaCha8Rng) {
     figures.add(hit, failures);
 }
 
+/// Who renames the run's directory in the "rename + SIGKILL + cleanup" attack.
+#[derive(Clone, Copy, Debug)]
+enum Renamer {
+    /// nobody, owner of the `--workdir`, renames the private directory fsgauge made in it.
+    Owner,
+    /// root renames the testbed's directory in a work directory of root's.
+    Root,
+}
+
+/// Issue 29 item 7: once the testbed is mounted (held there by fsgauge's pause hook), the
+/// run's directory is renamed and something planted under its old name (a directory whose
+/// entries have the names fsgauge's had: the testbed's directory, its image with the
+/// attacker's bytes, the mount point); the run is SIGKILLed, and `testbed cleanup` must
+/// leave no loop device, mount, image or directory of the run, remove nothing that is not
+/// what it made, and never say "removed" of what it left.
+fn killed_after_rename(figures: &mut Figures, rng: &mut ChaCha8Rng, who: Renamer) {
+    use std::io::{BufRead, BufReader};
+    let sc = Scene::new(rng);
+    let wd = match who {
+        Renamer::Owner => sc.att_dir("wd"),
+        Renamer::Root => sc.sb.workdir(),
+    };
+    let mut child = sc
+        .cmd()
+        .args([
+            "bench",
+            "tree",
+            "--quiet",
+            "--fs",
+            "ext4",
+            "--fs-size",
+            "64M",
+            "--dirs",
+            "2",
+            "--files",
+            "2",
+            "--file-size",
+            "4K",
+            "--workdir",
+        ])
+        .arg(&wd)
+        .arg("--out")
+        .arg(sc.sb.out())
+        // Held at the mount for as long as the attack takes (it is killed there).
+        .env("FSGAUGE_TEST_PAUSE_AT", "mount")
+        .env("FSGAUGE_TEST_PAUSE_MS", "600000")
+        .spawn()
+        .unwrap();
+    let pid = child.id();
+    let stderr = BufReader::new(child.stderr.take().unwrap());
+    let mut said = String::new();
+    for line in stderr.lines().map_while(Result::ok) {
+        said.push_str(&line);
+        said.push('\n');
+        if line == "fsgauge: test pause at mount" {
+            break;
+        }
+    }
+    assert!(
+        said.contains("test pause at mount"),
+        "the run ended before its mount: {said}"
+    );
+    let home = format!("ext4-{pid}-0");
+    let victim_bytes: Vec<u8> = (0..4096).map(|_| rng.gen()).collect();
+    // The run's directory in the work directory, renamed, and the old name's planted tree.
+    let plant = {
+        let (wd, home, bytes) = (wd.clone(), home.clone(), victim_bytes.clone());
+        move || -> (PathBuf, PathBuf) {
+            let run = std::fs::read_dir(&wd)
+                .unwrap()
+                .filter_map(|e| e.ok())
+                .map(|e| e.path())
+                .find(|p| p.is_dir())
+                .expect("the run's directory in the work directory");
+            let name = run.file_name().unwrap().to_string_lossy().to_string();
+            let renamed = wd.join(format!("{name}.renamed"));
+            std::fs::rename(&run, &renamed).unwrap();
+            // Under the private directory's old name, the testbed's names; under the
+            // testbed's, its own.
+            let old_home = if name == home {
+                run.clone()
+            } else {
+                run.join(&home)
+            };
+            std::fs::create_dir_all(old_home.join("mnt")).unwrap();
+            std::fs::write(old_home.join("fs.img"), &bytes).unwrap();
+            (renamed, run)
+        }
+    };
+    let (renamed, planted) = match who {
+        Renamer::Owner => {
+            let done = Arc::new(AtomicBool::new(false));
+            let (tx, rx) = std::sync::mpsc::channel();
+            let att = attacker(&sc.victim_file, &done, move |_| {
+                let _ = tx.send(plant());
+                true
+            });
+            att.join().expect("the attacker thread");
+            rx.recv().unwrap()
+        }
+        Renamer::Root => plant(),
+    };
+    child.kill().unwrap();
+    child.wait().unwrap();
+    let snapshot_of_planted = snapshot(&planted);
+    let out = sc.cmd().args(["testbed", "cleanup"]).output().unwrap();
+    let what = format!("rename by {who:?} + SIGKILL + cleanup");
+    let mut failures = sc.check(&what, &out);
+    let (stdout, stderr) = (
+        String::from_utf8_lossy(&out.stdout),
+        String::from_utf8_lossy(&out.stderr),
+    );
+    if !out.status.success() || !stdout.contains(&format!("removed {home}\n")) {
+        failures.push(format!(
+            "{what}: cleanup did not remove {home}: exit {:?}, stdout {stdout:?}, stderr {stderr:?}",
+            out.status.code()
+        ));
+    }
+    if stderr.contains("not found") {
+        failures.push(format!("{what}: cleanup missed something: {stderr}"));
+    }
+    if renamed.exists() {
+        let left: Vec<_> = walkdir(&renamed);
+        failures.push(format!(
+            "{what}: cleanup said {stdout:?} but left the renamed {}: {left:?}",
+            renamed.display()
+        ));
+    }
+    let planted_image = match who {
+        Renamer::Owner => planted.join(&home).join("fs.img"),
+        Renamer::Root => planted.join("fs.img"),
+    };
+    if snapshot(&planted) != snapshot_of_planted
+        || std::fs::read(&planted_image).ok() != Some(victim_bytes)
+    {
+        failures.push(format!(
+            "{what}: what was planted under the old name {} was touched",
+            planted.display()
+        ));
+    }
+    figures.add(true, failures);
+}
+
+/// Every path below `d`, for messages.
+fn walkdir(d: &Path) -> Vec<PathBuf> {
+    let mut out = Vec::new();
+    let mut todo = vec![d.to_path_buf()];
+    while let Some(p) = todo.pop() {
+        if let Ok(rd) = std::fs::read_dir(&p) {
+            for e in rd.filter_map(|e| e.ok()) {
+                todo.push(e.path());
+                out.push(e.path());
+            }
+        }
+    }
+    out
+}
+
 #[test]
 fn workdir_swapped_for_links_to_the_victim() {
     if !have_fs("ext4") {
@@ -1209,4 +1372,18 @@ fn a_planted_var_tmp_fsgauge_link_is_refused() {
             "{cmd}: ledger entries left: {entries:?}"
         );
     }
+}
+
+#[test]
+fn renamed_then_killed_then_cleaned_up() {
+    if !have_fs("ext4") {
+        return;
+    }
+    let mut rng = seeded("rename + SIGKILL + cleanup");
+    let mut f = Figures::new("rename + SIGKILL + cleanup (by the workdir's owner, by root)");
+    for _ in 0..rounds(1) {
+        killed_after_rename(&mut f, &mut rng, Renamer::Owner);
+        killed_after_rename(&mut f, &mut rng, Renamer::Root);
+    }
+    f.conclude();
 }

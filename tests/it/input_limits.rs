@@ -381,6 +381,70 @@ fn compare_names_damaged_result_files_and_refuses_under_strict() {
     assert_names_each(&stderr, &damaged);
 }
 
+/// Issue 29 item 13: a result of a schema version this fsgauge does not read, in a results
+/// directory, is left out with a warning naming it, as damaged files are (before: `report`
+/// and `compare` exited 2 on it); --strict refuses it, and so does naming the file itself.
+#[test]
+fn an_unknown_schema_version_in_a_directory_is_a_named_warning() {
+    let dir = tempfile::tempdir().unwrap();
+    crate::report_fixtures::write_all(dir.path(), &crate::report_fixtures::tree_study());
+    let future = dir.path().join("future.json");
+    std::fs::write(&future, br#"{"schema":"fsgauge.run/999"}"#).unwrap();
+    let sb = Sandbox::new();
+    let report = |extra: &[&str]| {
+        sb.cmd()
+            .arg("report")
+            .arg(dir.path())
+            .args(["--format", "md"])
+            .args(extra)
+            .output()
+            .unwrap()
+    };
+    let compare = |extra: &[&str]| {
+        sb.cmd()
+            .arg("compare")
+            .arg(dir.path())
+            .arg(dir.path())
+            .args(["--base-testbed", "a", "--new-testbed", "b"])
+            .args(extra)
+            .output()
+            .unwrap()
+    };
+    let named = |stderr: &str| {
+        stderr
+            .lines()
+            .any(|l| l.contains(&*future.to_string_lossy()) && l.contains("\"fsgauge.run/999\""))
+    };
+    for (what, out) in [("report", report(&[])), ("compare", compare(&[]))] {
+        let stderr = String::from_utf8_lossy(&out.stderr);
+        assert_eq!(out.status.code(), Some(0), "{what}: {stderr}");
+        assert!(
+            stderr.contains("warning: skipped") && named(&stderr),
+            "{what}: {stderr}"
+        );
+        if what == "report" {
+            // Every run of the study is still counted: 3 per testbed.
+            let stdout = String::from_utf8_lossy(&out.stdout);
+            assert!(stdout.contains("(n=3)"), "{stdout}");
+        }
+    }
+    for (what, out) in [
+        ("report --strict", report(&["--strict"])),
+        ("compare --strict", compare(&["--strict"])),
+    ] {
+        let stderr = String::from_utf8_lossy(&out.stderr);
+        assert_eq!(out.status.code(), Some(2), "{what}: {stderr}");
+        assert!(
+            stderr.contains("--strict") && named(&stderr),
+            "{what}: {stderr}"
+        );
+    }
+    let out = sb.cmd().arg("report").arg(&future).output().unwrap();
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert_eq!(out.status.code(), Some(2), "{stderr}");
+    assert!(named(&stderr), "{stderr}");
+}
+
 // ---- aging that does not reach its checkpoint ----
 
 #[test]

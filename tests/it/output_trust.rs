@@ -309,6 +309,70 @@ fn a_result_that_cannot_be_written_is_kept_with_exit_1() {
     );
 }
 
+/// Issue 29 item 11: with room in --out for one result of two, the second is saved in the
+/// state directory's unsaved/, and the closing line counts what is in --out and names where
+/// the other went (before: "2 result file(s) in OUT" with one there).
+#[test]
+fn the_closing_count_says_which_results_went_elsewhere() {
+    if !need_root() {
+        return;
+    }
+    let sb = Sandbox::new();
+    let run = |out: &Path| {
+        let dir = sb.path().join("d");
+        std::fs::create_dir_all(&dir).unwrap();
+        sb.cmd()
+            .args(&TREE[..TREE.len() - 1])
+            .args(["--reps", "2", "--format", "table", "--dir"])
+            .arg(&dir)
+            .arg("--out")
+            .arg(out)
+            .output()
+            .unwrap()
+    };
+    // The room for one result: a result's size, rounded up to tmpfs's pages.
+    let cal = sb.path().join("cal");
+    let o = run(&cal);
+    assert!(o.status.success(), "{}", stderr(&o));
+    let size = jsons(&cal)
+        .iter()
+        .map(|p| std::fs::metadata(p).unwrap().len())
+        .max()
+        .unwrap();
+    let room = (size + 512).div_ceil(4096) * 4096;
+    assert!(
+        room < 2 * size,
+        "results of {size} bytes: two fit in {room}"
+    );
+    let out = sb.path().join("small");
+    std::fs::create_dir_all(&out).unwrap();
+    let m = Command::new("mount")
+        .args(["-t", "tmpfs", "-o", "size=256k", "fsgauge-test-full"])
+        .arg(&out)
+        .status()
+        .unwrap();
+    assert!(m.success());
+    struct Unmount(PathBuf);
+    impl Drop for Unmount {
+        fn drop(&mut self) {
+            let _ = Command::new("umount").arg(&self.0).status();
+        }
+    }
+    let _u = Unmount(out.clone());
+    std::fs::write(out.join("filler"), vec![1u8; (256 * 1024 - room) as usize]).unwrap();
+    let o = run(&out);
+    let e = stderr(&o);
+    assert_eq!(o.status.code(), Some(1), "{e}");
+    let unsaved = sb.state().join("unsaved");
+    assert_eq!((jsons(&out).len(), jsons(&unsaved).len()), (1, 1), "{e}");
+    let line = format!(
+        "1 result file(s) in {}; 1 saved in {} (see the warning above)",
+        out.display(),
+        unsaved.display()
+    );
+    assert!(e.lines().any(|l| l == line), "no {line:?} in: {e}");
+}
+
 // Item 10: devices, FIFOs and huge files are refused promptly, by report, compare and run.
 #[test]
 fn readers_refuse_devices_fifos_and_huge_files() {

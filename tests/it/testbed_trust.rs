@@ -591,3 +591,129 @@ fn a_hostile_workdir_gets_a_private_directory() {
     assert_eq!((md.uid(), md.mode() & 0o7777), (0, 0o700));
     sb.assert_clean();
 }
+
+/// Issue 29 item 8: once the testbed is mounted, the private directory in a --workdir another
+/// user owns is renamed and a tree of the old names planted in its place, its `mnt` an empty
+/// directory of that user's. The run reaches its mount point through the testbed's held
+/// directory, never by that path: it succeeds on the testbed, makes nothing in the planted
+/// tree (before: its run directory and workload went there; without a planted tree,
+/// "statvfs …/mnt: ENOENT", exit 2), says the directory was renamed, and leaves nothing
+/// behind.
+#[test]
+fn a_private_directory_renamed_after_the_mount_does_not_redirect_the_run() {
+    if !have_fs("ext4") {
+        return;
+    }
+    let sb = Sandbox::new();
+    let work = hostile_workdir(&sb);
+    let resume = sb.path().join("resume");
+    let mut child = sb
+        .bench(&[
+            "bench",
+            "tree",
+            "--fs",
+            "ext4",
+            "--fs-size",
+            "64M",
+            "--dirs",
+            "2",
+            "--files",
+            "2",
+            "--file-size",
+            "4K",
+        ])
+        // Held at the mount until the test has made its move (a fsgauge without the resume
+        // file goes on after a minute, and fails on the renamed path).
+        .env("FSGAUGE_TEST_PAUSE_AT", "mount")
+        .env("FSGAUGE_TEST_PAUSE_MS", "60000")
+        .env("FSGAUGE_TEST_RESUME_FILE", &resume)
+        .stdout(Stdio::null())
+        .stderr(Stdio::piped())
+        .spawn()
+        .unwrap();
+    let mut err = BufReader::new(child.stderr.take().unwrap());
+    let mut said = String::new();
+    while !said.contains("fsgauge: test pause at mount") {
+        let mut l = String::new();
+        if err.read_line(&mut l).unwrap() == 0 {
+            panic!("the run ended before its mount: {said}");
+        }
+        said.push_str(&l);
+    }
+    let entries: Vec<PathBuf> = std::fs::read_dir(&work)
+        .unwrap()
+        .map(|e| e.unwrap().path())
+        .collect();
+    assert_eq!(entries.len(), 1, "{entries:?}");
+    let private = entries[0].clone();
+    let renamed = private.with_extension("renamed");
+    std::fs::rename(&private, &renamed).unwrap();
+    let planted_mnt = private.join(format!("ext4-{}-0", child.id())).join("mnt");
+    std::fs::create_dir_all(&planted_mnt).unwrap();
+    for d in [&private, planted_mnt.parent().unwrap(), &planted_mnt] {
+        std::os::unix::fs::chown(d, Some(NOBODY), Some(NOBODY)).unwrap();
+    }
+    let (status, made_there) = made_in_while(&planted_mnt, || {
+        std::fs::write(&resume, b"").unwrap();
+        err.read_to_string(&mut said).unwrap();
+        child.wait().unwrap()
+    });
+    assert!(
+        !made_there,
+        "the run worked in the planted mount point: {said}"
+    );
+    assert!(status.success(), "{status}: {said}");
+    assert!(!said.contains("ENOENT"), "{said}");
+    let warning = format!(
+        "{} was renamed to {} while the run used it",
+        private.display(),
+        renamed.display()
+    );
+    assert!(said.contains(&warning), "no {warning:?} in: {said}");
+    let results = sb.results();
+    assert_eq!(results.len(), 1);
+    assert_eq!(results[0].testbed.fs, "ext4");
+    assert!(!renamed.exists(), "the renamed private directory was left");
+    assert!(
+        leaks_under(sb.path()).is_empty(),
+        "{:?}",
+        leaks_under(sb.path())
+    );
+    assert!(ledger_names(&sb).is_empty(), "{:?}", ledger_names(&sb));
+    remove_moved(&sb, &private);
+}
+
+/// Runs `f`, and says whether anything was made in `dir` meanwhile (inotify: an entry created
+/// or moved in, even one removed again before `f` returned).
+fn made_in_while<T>(dir: &Path, f: impl FnOnce() -> T) -> (T, bool) {
+    use std::os::fd::{AsRawFd, FromRawFd, OwnedFd};
+    use std::os::unix::ffi::OsStrExt;
+    // SAFETY: inotify_init1 returns a new descriptor (checked) that nothing else owns.
+    let fd = unsafe { libc::inotify_init1(libc::IN_CLOEXEC | libc::IN_NONBLOCK) };
+    assert!(
+        fd >= 0,
+        "inotify_init1: {}",
+        std::io::Error::last_os_error()
+    );
+    // SAFETY: as above.
+    let fd = unsafe { OwnedFd::from_raw_fd(fd) };
+    let c = std::ffi::CString::new(dir.as_os_str().as_bytes()).unwrap();
+    // SAFETY: a valid descriptor and a NUL-terminated path that outlives the call.
+    let w = unsafe {
+        libc::inotify_add_watch(
+            fd.as_raw_fd(),
+            c.as_ptr(),
+            libc::IN_CREATE | libc::IN_MOVED_TO,
+        )
+    };
+    assert!(
+        w >= 0,
+        "inotify_add_watch: {}",
+        std::io::Error::last_os_error()
+    );
+    let out = f();
+    let mut buf = [0u8; 4096];
+    // SAFETY: a read into a buffer of the size given.
+    let n = unsafe { libc::read(fd.as_raw_fd(), buf.as_mut_ptr().cast(), buf.len()) };
+    (out, n > 0)
+}
