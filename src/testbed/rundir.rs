@@ -72,7 +72,7 @@ impl RunDir {
         // resolves to itself), and made through the descriptor the walk holds.
         let walked = crate::sys::trust::walk(parent, None)
             .with_context(|| format!("--dir {}", parent.display()))?;
-        let reach = crate::sys::trust::fd_path(std::os::fd::AsFd::as_fd(&walked.fd), "");
+        let reach = crate::sys::trust::fd_path(std::os::fd::AsFd::as_fd(&walked.fd), ".");
         Self::create_at(&reach, &walked.path, name, record)
     }
 
