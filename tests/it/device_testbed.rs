@@ -39,6 +39,7 @@ fn a_bench_on_an_emulated_disk_records_the_model_and_each_phase() {
         return;
     }
     let sb = Sandbox::new();
+    let pressure = crate::support::Pressure::start();
     let pid = run_ok(
         &sb,
         &[
@@ -90,7 +91,10 @@ fn a_bench_on_an_emulated_disk_records_the_model_and_each_phase() {
     assert_eq!(d.counts.cache_hits, 0, "cache=off: {d:?}");
     assert_eq!(d.counts.unmodelled, 0, "the phase is modelled: {d:?}");
     assert!(d.service_ns.mean > 1e6, "a seek and a rotation each: {d:?}");
-    assert!(d.lateness_p99_ms < 5.0, "{d:?}");
+    // Lateness is the emulator's to flag; it is asserted only on a machine that was quiet
+    // (a busy one delays the server's threads whatever their priority).
+    let quiet = crate::support::quiet_enough(&pressure, "the remove phase's lateness");
+    assert!(!quiet || d.lateness_p99_ms < 5.0, "{d:?}");
     assert_eq!(d.counts.early, 0);
     assert!(d.service_ns.hdr.len() > 10 && d.seek_cylinders.count > 0);
     // The phase took at least what the disk did for it.

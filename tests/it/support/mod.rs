@@ -381,3 +381,57 @@ impl Drop for Tmpfs {
         let _ = std::fs::remove_dir(&self.dir);
     }
 }
+
+/// CPU pressure over a stretch of a test (PSI, /proc/pressure/cpu "some"): the share of its
+/// wall time in which a runnable task waited for a CPU. A timing test asserts accuracy only on
+/// a machine this quiet; on a busy one it prints its figures and says they were not asserted
+/// (a test may not fail because the machine is busy).
+pub struct Pressure {
+    total_us: u64,
+    t0: std::time::Instant,
+}
+
+/// CPU pressure share above which a machine counts as busy for timing assertions.
+pub const BUSY_SHARE: f64 = 0.10;
+
+fn cpu_pressure_us() -> Option<u64> {
+    let text = std::fs::read_to_string("/proc/pressure/cpu").ok()?;
+    let some = text.lines().find(|l| l.starts_with("some "))?;
+    some.split_whitespace()
+        .find_map(|f| f.strip_prefix("total="))?
+        .parse()
+        .ok()
+}
+
+impl Pressure {
+    /// Starts counting (None where the kernel has no PSI).
+    pub fn start() -> Option<Self> {
+        Some(Self {
+            total_us: cpu_pressure_us()?,
+            t0: std::time::Instant::now(),
+        })
+    }
+
+    /// The share of the wall time since [`Pressure::start`] under CPU pressure.
+    pub fn share(&self) -> f64 {
+        let now = cpu_pressure_us().unwrap_or(self.total_us);
+        let wall = self.t0.elapsed().as_micros().max(1) as f64;
+        now.saturating_sub(self.total_us) as f64 / wall
+    }
+}
+
+/// Whether the machine was quiet enough since `p` started to assert `what`'s timing; prints
+/// why not when it was busy. Without PSI, timing is asserted (as before PSI existed).
+pub fn quiet_enough(p: &Option<Pressure>, what: &str) -> bool {
+    let Some(p) = p else { return true };
+    let share = p.share();
+    if share > BUSY_SHARE {
+        eprintln!(
+            "{what}: the machine was busy (CPU pressure {:.0}% of the time, over {:.0}%): the figures above are printed, not asserted",
+            share * 100.0,
+            BUSY_SHARE * 100.0
+        );
+        return false;
+    }
+    true
+}
