@@ -37,6 +37,11 @@ pub fn unknown<T: Choice>(s: &str) -> String {
 /// `T`'s names (without aliases), as a sentence: `a, b or c`.
 pub fn names<T: Choice>() -> String {
     let names: Vec<&str> = T::all().iter().map(|v| v.names()[0]).collect();
+    sentence(&names)
+}
+
+/// Names as a sentence: `a, b or c`.
+pub fn sentence(names: &[&str]) -> String {
     match names.split_last() {
         Some((last, rest)) if !rest.is_empty() => format!("{} or {last}", rest.join(", ")),
         _ => names.join(""),

@@ -121,7 +121,7 @@ pub fn check(place: &Place, wl: &dyn Workload, opts: &RunOptions) -> Result<()> 
             }
             let st = nix::sys::statvfs::statvfs(dir)
                 .with_context(|| format!("statvfs {}", dir.display()))?;
-            let avail = st.blocks_available() as u64 * st.fragment_size() as u64;
+            let avail = crate::sys::statfs::Space::of(&st).available;
             if need > avail {
                 return Err(bad_input(format!(
                     "the {} workload needs about {} but {} has {} free",
@@ -424,7 +424,7 @@ fn run_in(target: &mut Target, r: Rep<'_>, started: SystemTime) -> Result<RunRes
         Target::Testbed(t) => t.warnings(),
         Target::Dir(_) => Vec::new(),
     };
-    let (_, avail) = target.space()?;
+    let avail = target.space()?.available;
     let need = space_needed(wl)?;
     if need > avail {
         return Err(no_room(target, wl, need, avail));
@@ -600,7 +600,7 @@ fn condition(
         Ok((phases, layout, more))
     })?;
     warnings.extend(more);
-    let (_, avail) = target.space()?;
+    let avail = target.space()?.available;
     if need > avail {
         let bigger = match &*target {
             Target::Testbed(_) => format!("make {} larger", crate::testbed::params::SIZE_FLAG),

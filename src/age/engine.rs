@@ -35,6 +35,7 @@ use super::dist::SizeDist;
 use super::shape::{DepthDist, TreeShape};
 use crate::error::{bad_input, bad_param};
 use crate::measure::{OpDef, Recorder};
+use crate::sys::statfs::Space;
 use crate::sys::{self, fs_error, Dir};
 use crate::units::format_size;
 use crate::workload::params;
@@ -367,7 +368,7 @@ impl Ager {
         };
         let st = me.statvfs()?;
         me.bsize = (st.fragment_size() as u64).max(512);
-        me.total = st.blocks() as u64 * st.fragment_size() as u64;
+        me.total = Space::of(&st).total;
         me.manifest
             .update(format!("fsgauge-age/1 {seed} {}\n", me.total));
         if progress {
@@ -391,11 +392,8 @@ impl Ager {
     }
 
     /// Used bytes of the filesystem now (statvfs).
-    // statvfs field types differ between platforms; the casts are needed on 32-bit ones.
-    #[allow(clippy::unnecessary_cast)]
     pub fn used(&self) -> Result<u64> {
-        let st = self.statvfs()?;
-        Ok((st.blocks() as u64 - st.blocks_free() as u64) * st.fragment_size() as u64)
+        Ok(Space::of(&self.statvfs()?).used())
     }
 
     /// The filesystem size in bytes (statvfs f_blocks × f_frsize).

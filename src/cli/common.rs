@@ -10,7 +10,7 @@ use crate::error::bad_input;
 use crate::report::document::Document;
 use crate::report::output::{parse_format, render_results, OutputFormat, ResultViews};
 use crate::results::RunResult;
-use crate::runner::params::RunParams;
+use crate::runner::params::{ResultsDir, RunParams, Seed};
 use crate::runner::{Outcome, Place, RunOptions};
 use crate::testbed::{FsKind, TestbedParams, TestbedSpec};
 use crate::workload::Workload;
@@ -93,15 +93,14 @@ pub struct RunArgs {
 }
 
 /// The seed, the results directory and the output of a command that runs its own steps
-/// rather than the run settings of [`RunArgs`] (`read`, `study append`).
+/// rather than the run settings of [`RunArgs`] (`read`, `study append`): `--seed` and `--out`
+/// as the run settings declare them.
 #[derive(Debug, Clone, Args)]
 pub struct StepArgs {
-    /// Seed for every random choice (recorded in results) [default: from the clock].
-    #[arg(long)]
-    pub seed: Option<u64>,
-    /// Directory for result files (one JSON per run).
-    #[arg(long, value_name = "DIR", default_value = "fsgauge-results")]
-    pub out: PathBuf,
+    #[command(flatten)]
+    pub seed: Seed,
+    #[command(flatten)]
+    pub out: ResultsDir,
     #[command(flatten)]
     pub output: OutputArgs,
 }
@@ -109,8 +108,17 @@ pub struct StepArgs {
 impl StepArgs {
     /// --seed, else one from the clock.
     pub fn seed(&self) -> u64 {
-        self.seed.unwrap_or_else(crate::runner::admit::clock_seed)
+        self.seed.or_clock()
     }
+}
+
+/// The flag `id` exactly as the settings struct `A` declares it (help, value name, parser,
+/// default, heading): for a command that takes that one setting of `A` without the others, so
+/// that the flag is still declared once.
+pub fn declared<A: Args>(id: &str) -> clap::Arg {
+    let cmd = A::augment_args(clap::Command::new("declared"));
+    let arg = cmd.get_arguments().find(|a| a.get_id() == id).cloned();
+    arg.unwrap_or_else(|| panic!("{} declares no flag {id}", std::any::type_name::<A>()))
 }
 
 /// How a command prints what it made: `--format`, with `--json` kept as its short form, and
@@ -219,7 +227,7 @@ impl RunArgs {
             }
         }
         if !self.output.quiet && outcomes.iter().any(|o| o.path.is_some()) {
-            eprintln!("{}", results_in(&self.params.out, outcomes.len(), ""));
+            eprintln!("{}", results_in(&self.params.out.dir, outcomes.len(), ""));
         }
         Ok(())
     }

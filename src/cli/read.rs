@@ -12,6 +12,7 @@ use crate::measure::Progress;
 use crate::report::output::{render_results, ResultViews};
 use crate::report::table::format_rate;
 use crate::results::{write_result, RunResult};
+use crate::runner::params::Cold;
 use crate::units::format_bytes_human;
 use crate::workload::readtest::{in_place, ReadTest};
 use crate::workload::ColdMode;
@@ -23,12 +24,15 @@ pub struct ReadCmd {
     // The workload's parameters, as a plan's `[[workload]] kind = "read"` gives them.
     #[command(flatten)]
     pub test: ReadTest,
-    /// How the cache is made cold before each phase: drop (sync + drop_caches) or none.
-    #[arg(long, value_name = "drop|remount|none", default_value = "drop")]
-    pub cold: ColdMode,
+    #[command(flatten)]
+    pub cold: Cold,
     #[command(flatten)]
     pub step: StepArgs,
 }
+
+/// `read`'s `--cold` when none is given: the study's read tool read every tree cold, so each
+/// phase starts from an emptied cache (the run settings' default is none).
+pub const DEFAULT_COLD: ColdMode = ColdMode::Drop;
 
 /// The read table: one row per phase.
 pub fn read_table(r: &RunResult) -> String {
@@ -67,15 +71,16 @@ pub fn run(cmd: ReadCmd) -> Result<ExitCode> {
         ..cmd.test.clone()
     };
     let seed = cmd.step.seed();
-    let (tree, test) = in_place(&cmd.path, &test, cmd.cold)?;
+    let cold = cmd.cold.or(DEFAULT_COLD);
+    let (tree, test) = in_place(&cmd.path, &test, cold)?;
     let result = crate::runner::run_in_place(
         &tree,
         &test,
         seed,
-        cmd.cold,
+        cold,
         Progress::new(cmd.step.output.silent()),
     )?;
-    let file = write_result(&cmd.step.out, &result)?;
+    let file = write_result(&cmd.step.out.dir, &result)?;
     let format = cmd.step.output.format();
     let views = ResultViews {
         table: &|r: &[RunResult]| r.iter().map(read_table).collect(),

@@ -9,16 +9,17 @@ use std::process::ExitCode;
 use anyhow::{Context, Result};
 use clap::Args;
 
-use crate::cli::common::OutputArgs;
+use crate::cli::common::{declared, OutputArgs};
 use crate::error::bad_input;
 use crate::measure::Progress;
 use crate::plan::{self, presets, ExecOptions, ParseOptions, Plan, Reps};
 use crate::report::output::{render_results, ResultViews};
 use crate::report::table::{side_by_side, side_by_side_per_workload};
 use crate::results::RunResult;
-use crate::runner::params::RunParams;
+use crate::runner::params::{ResultsDir, RunParams};
 use crate::runner::{Place, RunOptions};
 use crate::testbed::device::ProfileRef;
+use crate::testbed::TestbedParams;
 use crate::units::{format_bytes_human, format_size};
 use crate::workload::ColdMode;
 
@@ -64,23 +65,57 @@ pub struct RunCmd {
     /// Multiply the plan's counts and file sizes by F (testbeds grow to fit).
     #[arg(long, value_name = "F")]
     pub scale: Option<f64>,
-    /// Directory for images and mount points, for every testbed of the plan.
-    #[arg(long, value_name = "DIR")]
-    pub workdir: Option<PathBuf>,
-    /// Run every testbed of the plan on this emulated disk, e.g. a seed study's drive
-    /// (deskstar-7k250, st3500641as): a built-in profile (`fsgauge devices list`) or a profile
-    /// file, with ablations after a colon (deskstar-7k250:seek=off). Overrides each
-    /// [[testbed]]'s device_model; its device_offset and device_model_during stay. Image
-    /// testbeds only (a plan's testbeds always are). Every result records the disk
-    /// (testbed.device_model), --dry-run shows it per testbed (disk=...), and without --out
-    /// the results go to fsgauge-results-PROFILE, apart from runs on other disks.
-    #[arg(long, value_name = "PROFILE[:ABLATIONS]")]
-    pub device_model: Option<ProfileRef>,
+    /// `--workdir` and `--device-model`, for every testbed of the plan.
+    #[command(flatten)]
+    pub testbeds: PlanTestbeds,
     /// The run settings, as bench takes them; each overrides the plan's key of the same name.
     #[command(flatten)]
     pub run: RunParams,
     #[command(flatten)]
     pub output: OutputArgs,
+}
+
+/// `--workdir` and `--device-model` of `run`: the testbed settings of the same names, taken as
+/// [`TestbedParams`] declares them (its other flags do not apply to a plan's testbeds, which
+/// the plan describes), applied to every testbed of the plan.
+#[derive(Debug, Clone, Default)]
+pub struct PlanTestbeds {
+    pub workdir: Option<PathBuf>,
+    pub device_model: Option<ProfileRef>,
+}
+
+impl PlanTestbeds {
+    const IDS: [&'static str; 2] = ["workdir", "device_model"];
+}
+
+impl clap::FromArgMatches for PlanTestbeds {
+    fn from_arg_matches(m: &clap::ArgMatches) -> Result<Self, clap::Error> {
+        let mut me = Self::default();
+        me.update_from_arg_matches(m)?;
+        Ok(me)
+    }
+
+    fn update_from_arg_matches(&mut self, m: &clap::ArgMatches) -> Result<(), clap::Error> {
+        // The types are TestbedParams's fields' (clap's derive reads its matches the same way).
+        let [workdir, device_model] = Self::IDS;
+        if let Some(w) = m.get_one::<PathBuf>(workdir) {
+            self.workdir = Some(w.clone());
+        }
+        if let Some(d) = m.get_one::<ProfileRef>(device_model) {
+            self.device_model = Some(d.clone());
+        }
+        Ok(())
+    }
+}
+
+impl Args for PlanTestbeds {
+    fn augment_args(cmd: clap::Command) -> clap::Command {
+        cmd.args(Self::IDS.map(declared::<TestbedParams>))
+    }
+
+    fn augment_args_for_update(cmd: clap::Command) -> clap::Command {
+        Self::augment_args(cmd)
+    }
 }
 
 /// Reads a plan from a file, or a preset by name. A directory is never a plan: a preset's name
@@ -145,21 +180,23 @@ pub fn run(c: RunCmd) -> Result<ExitCode> {
     }
     let opts = ParseOptions {
         scale: c.scale,
-        workdir: c.workdir.clone(),
-        device_model: c.device_model.clone(),
+        workdir: c.testbeds.workdir.clone(),
+        device_model: c.testbeds.device_model.clone(),
     };
     let mut plan = load_plan(c.plan.as_deref().unwrap_or("quick"), &opts)?;
     overrule(&mut plan, &c.run)?;
     let c = RunCmd {
         run: RunParams {
-            out: results_dir(&c.run.out, c.device_model.as_ref()),
+            out: ResultsDir {
+                dir: results_dir(&c.run.out.dir, c.testbeds.device_model.as_ref()),
+            },
             ..c.run
         },
         ..c
     };
     let m = plan::matrix(&plan);
     if c.dry_run {
-        print_dry_run(&plan, &m, &c.run.out)?;
+        print_dry_run(&plan, &m, &c.run.out.dir)?;
         return Ok(ExitCode::SUCCESS);
     }
     if !c.output.quiet {
@@ -227,7 +264,7 @@ pub fn run(c: RunCmd) -> Result<ExitCode> {
         &plan,
         &m,
         &ExecOptions {
-            out: c.run.out.clone(),
+            out: c.run.out.dir.clone(),
             resume: c.resume,
             progress: Progress::new(c.output.silent()),
             quiet: c.output.silent(),
@@ -261,13 +298,13 @@ pub fn run(c: RunCmd) -> Result<ExitCode> {
         }
         if !c.output.quiet {
             let count = super::common::results_in(
-                &c.run.out,
+                &c.run.out.dir,
                 ex.results.len(),
                 &format!(" ({} run now, {} found from before)", ex.ran, ex.reused),
             );
             eprintln!(
                 "{count}; make a report with: fsgauge report {} -o report.html",
-                c.run.out.display()
+                c.run.out.dir.display()
             );
         }
     }
@@ -410,15 +447,9 @@ fn results_dir(out: &Path, disk: Option<&ProfileRef>) -> PathBuf {
     }
 }
 
-/// `--out`'s default, as [`RunParams`] declares it.
+/// `--out`'s default, as [`ResultsDir`] declares it.
 fn default_out() -> PathBuf {
-    let cmd = <RunParams as Args>::augment_args(clap::Command::new("run"));
-    let out = cmd
-        .get_arguments()
-        .find(|a| a.get_id() == "out")
-        .and_then(|a| a.get_default_values().first())
-        .map(PathBuf::from);
-    out.expect("RunParams declares --out with a default")
+    ResultsDir::default().dir
 }
 
 /// The run flags given on the command line overrule the plan's keys of the same name.
@@ -427,10 +458,10 @@ fn overrule(plan: &mut Plan, run: &RunParams) -> Result<()> {
     if let Some(n) = run.reps {
         plan.reps = Reps::Fixed(n);
     }
-    if let Some(s) = run.seed {
+    if let Some(s) = run.seed.value {
         plan.seed = s;
     }
-    if let Some(c) = run.cold {
+    if let Some(c) = run.cold.mode {
         plan.cold = c;
     }
     if run.layout {
@@ -473,11 +504,11 @@ fn quick_on_temp_dir(c: &RunCmd) -> Result<ExitCode> {
     );
     let opts = RunOptions {
         reps,
-        seed: c.run.seed,
-        cold: c.run.cold.unwrap_or(ColdMode::None),
+        seed: c.run.seed.value,
+        cold: c.run.cold.or(ColdMode::None),
         mem_limit: None,
         mem_charge: None,
-        out: Some(c.run.out.clone()),
+        out: Some(c.run.out.dir.clone()),
         progress: Progress::new(c.output.silent()),
         layout: c.run.layout,
         precondition: None,
@@ -500,7 +531,7 @@ fn quick_on_temp_dir(c: &RunCmd) -> Result<ExitCode> {
     if !c.output.silent() {
         eprintln!(
             "{}",
-            super::common::results_in(&c.run.out, results.len(), "")
+            super::common::results_in(&c.run.out.dir, results.len(), "")
         );
     }
     if let Some(code) = crate::results::unsaved_exit() {
@@ -532,5 +563,29 @@ mod tests {
         );
         let given = PathBuf::from("/tmp/mine");
         assert_eq!(results_dir(&given, Some(&disk("ram"))), given);
+    }
+
+    /// `run --workdir --device-model` are the testbed flags, read into the plan's options.
+    #[test]
+    fn workdir_and_device_model_are_read_for_every_testbed_of_the_plan() {
+        let flags =
+            |args: &[&str]| -> PlanTestbeds { crate::workload::params::from_flags(args).unwrap() };
+        let none = flags(&[]);
+        assert_eq!((none.workdir, none.device_model), (None, None));
+        let both = flags(&[
+            "--workdir",
+            "/srv/img",
+            "--device-model",
+            "st3500641as:seek=off",
+        ]);
+        assert_eq!(both.workdir, Some(PathBuf::from("/srv/img")));
+        assert_eq!(
+            both.device_model.map(|d| d.as_str().to_string()),
+            Some("st3500641as:seek=off".into())
+        );
+        let e = crate::workload::params::from_flags::<PlanTestbeds>(&["--fs-size", "1G"])
+            .unwrap_err()
+            .to_string();
+        assert!(e.contains("--fs-size"), "{e}");
     }
 }

@@ -103,7 +103,8 @@ pub fn run(cmd: StudyCmd) -> Result<ExitCode> {
         StudyCmd::Append(a) => {
             let study = a.study()?;
             let format = a.step.output.format();
-            let results = study.run(Some(&a.step.out), Progress::new(a.step.output.silent()))?;
+            let results =
+                study.run(Some(&a.step.out.dir), Progress::new(a.step.output.silent()))?;
             let views = ResultViews {
                 table: &study_table,
                 csv: None,
@@ -119,7 +120,7 @@ pub fn run(cmd: StudyCmd) -> Result<ExitCode> {
             if !a.step.output.quiet {
                 eprintln!(
                     "{}",
-                    super::common::results_in(&a.step.out, results.len(), "")
+                    super::common::results_in(&a.step.out.dir, results.len(), "")
                 );
             }
             crate::age::check_checkpoints_reached(&results)?;

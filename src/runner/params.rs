@@ -3,6 +3,12 @@
 //! and serde (its field names are the keys a plan's top level writes them under: `reps`,
 //! `seed`, `cold`, `layout`). How results are printed (`--format`, `--json`, `--quiet`) is
 //! declared with the output, not here.
+//!
+//! `--seed`, `--cold` and `--out` are also taken by commands that have no use for the other run
+//! settings (`read`, `study append`, `devices check` and `fit`), so each is a one-flag type of
+//! its own ([`Seed`], [`Cold`], [`ResultsDir`]) that they and [`RunParams`] flatten: one name,
+//! help, value parser and default, wherever it appears (`tests/it/flag_definitions.rs` walks
+//! the command tree to keep it so). Serde sees through them: the plan keys stay plain values.
 
 use std::path::PathBuf;
 
@@ -44,14 +50,10 @@ pub struct RunParams {
     /// plan's reps].
     #[arg(long, value_name = "N", value_parser = reps)]
     pub reps: Option<u32>,
-    /// Seed for every random choice (recorded in results) [default: from the clock; with a
-    /// plan, the plan's seed, 1 when it names none].
-    #[arg(long)]
-    pub seed: Option<u64>,
-    /// Make the cache cold between phases: drop (sync + drop_caches), remount (unmount and
-    /// mount again, testbeds only) or none [default: none; with a plan, the plan's cold].
-    #[arg(long, value_name = "drop|remount|none")]
-    pub cold: Option<ColdMode>,
+    #[command(flatten)]
+    pub seed: Seed,
+    #[command(flatten)]
+    pub cold: Cold,
     /// Run inside a memory cgroup limited to SIZE, page cache included (cgroup2 memory.max,
     /// else cgroup v1 memory.limit_in_bytes); with a plan, for every testbed (a testbed's
     /// mem_limit).
@@ -66,9 +68,8 @@ pub struct RunParams {
     /// (MemAvailable), and give it back at the end.
     #[arg(long, value_name = "SIZE", allow_hyphen_values = true)]
     pub mem_charge: Option<Size>,
-    /// Directory for result files (one JSON per run).
-    #[arg(long, value_name = "DIR", default_value = "fsgauge-results")]
-    pub out: PathBuf,
+    #[command(flatten)]
+    pub out: ResultsDir,
     /// After the workload's last write phase, record the block layout of its tree (extents as
     /// filefrag counts them, fragmentation factor, layout score, ...) and the free-space
     /// fragmentation of the target in the result, under `layout`.
@@ -88,11 +89,11 @@ impl RunParams {
     pub fn options(&self, silent: bool, coordinator: crate::dist::Coord) -> RunOptions {
         RunOptions {
             reps: self.reps.unwrap_or(1),
-            seed: self.seed,
-            cold: self.cold.unwrap_or(ColdMode::None),
+            seed: self.seed.value,
+            cold: self.cold.or(ColdMode::None),
             mem_limit: self.mem_limit.map(Size::bytes),
             mem_charge: self.mem_charge.map(Size::bytes),
-            out: (!coordinator.is_secondary()).then(|| self.out.clone()),
+            out: (!coordinator.is_secondary()).then(|| self.out.dir.clone()),
             progress: Progress::new(silent || coordinator.is_secondary()),
             layout: self.layout,
             precondition: None,
@@ -102,9 +103,91 @@ impl RunParams {
     }
 }
 
+/// `--seed`, declared once for every command that takes one: the run settings, `read`,
+/// `study append`, `devices check` and `devices fit`. What it defaults to is the command's,
+/// and its help says each.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Serialize, Deserialize, Args)]
+#[serde(transparent)]
+#[group(skip)]
+pub struct Seed {
+    /// Seed for every random choice (recorded in results) [default: from the clock; with a
+    /// plan, the plan's seed, 1 when it names none; `devices check` and `fit`: 1].
+    #[arg(id = "seed", long = "seed", value_name = "SEED")]
+    pub value: Option<u64>,
+}
+
+impl Seed {
+    /// The seed given, else one from the clock (the default of a run without a plan).
+    pub fn or_clock(self) -> u64 {
+        self.value.unwrap_or_else(super::admit::clock_seed)
+    }
+}
+
+/// `--cold`, declared once: the run settings and `read`. Its default is the command's, and its
+/// help says each: none, but drop for `read`, whose study read every tree cold.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Serialize, Deserialize, Args)]
+#[serde(transparent)]
+#[group(skip)]
+pub struct Cold {
+    /// Make the cache cold between phases: drop (sync + drop_caches), remount (unmount and
+    /// mount again, testbeds only) or none [default: none, but drop for `read` (the study's
+    /// read tool read cold); with a plan, the plan's cold].
+    #[arg(id = "cold", long = "cold", value_name = "drop|remount|none")]
+    pub mode: Option<ColdMode>,
+}
+
+impl Cold {
+    /// The mode given, else the command's `default`.
+    pub fn or(self, default: ColdMode) -> ColdMode {
+        self.mode.unwrap_or(default)
+    }
+}
+
+/// `--out`, the results directory, declared once: the run settings, `read` and `study
+/// append`. (`devices fit --out FILE` is another thing: the file a fitted profile goes to.)
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize, Args)]
+#[serde(transparent)]
+#[group(skip)]
+pub struct ResultsDir {
+    /// Directory for result files (one JSON per run).
+    #[arg(
+        id = "out",
+        long = "out",
+        value_name = "DIR",
+        default_value = "fsgauge-results"
+    )]
+    pub dir: PathBuf,
+}
+
+impl Default for ResultsDir {
+    fn default() -> Self {
+        crate::workload::params::defaults()
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    /// The shared flags keep the plan keys and values they had as plain fields.
+    #[test]
+    fn seed_cold_and_out_are_plain_keys() {
+        let p: RunParams = serde_json::from_value(serde_json::json!({
+            "seed": 7, "cold": "drop", "out": "res"
+        }))
+        .unwrap();
+        assert_eq!(p.seed.value, Some(7));
+        assert_eq!(p.cold.or(ColdMode::None), ColdMode::Drop);
+        assert_eq!(p.out.dir, PathBuf::from("res"));
+        let v = serde_json::to_value(&p).unwrap();
+        assert_eq!(
+            (&v["seed"], &v["cold"], &v["out"]),
+            (&7.into(), &"drop".into(), &"res".into())
+        );
+        let d = RunParams::default();
+        assert_eq!((d.seed.value, d.cold.mode), (None, None));
+        assert_eq!(d.out.dir, PathBuf::from("fsgauge-results"));
+    }
 
     #[test]
     fn reps_are_one_to_the_limit() {

@@ -1,4 +1,5 @@
-//! `fstatfs(2)`: which filesystem a descriptor lives on, its size and its identity.
+//! `fstatfs(2)`: which filesystem a descriptor lives on, its size and its identity; and
+//! [`Space`], a filesystem's size and free space in bytes as `statvfs(3)` gives them.
 
 use std::io;
 use std::os::fd::{AsRawFd, BorrowedFd};
@@ -37,6 +38,38 @@ pub fn fstatfs(fd: BorrowedFd<'_>) -> io::Result<FsStat> {
     })
 }
 
+/// A filesystem's size and free space in bytes, from `statvfs(3)`: each block count times
+/// `f_frsize`, the unit statvfs counts blocks in (`f_bsize` is the preferred I/O size and
+/// need not be the same). The one place block counts become bytes.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Space {
+    /// The filesystem's size (`f_blocks`).
+    pub total: u64,
+    /// Free bytes, the blocks reserved for root included (`f_bfree`).
+    pub free: u64,
+    /// Free bytes that any writer may take (`f_bavail`): what a run may count on.
+    pub available: u64,
+}
+
+impl Space {
+    /// The sizes `st` gives.
+    #[allow(clippy::unnecessary_cast)] // statvfs field types differ between platforms
+    pub fn of(st: &nix::sys::statvfs::Statvfs) -> Self {
+        let unit = st.fragment_size() as u64;
+        let bytes = |blocks| (blocks as u64).saturating_mul(unit);
+        Self {
+            total: bytes(st.blocks()),
+            free: bytes(st.blocks_free()),
+            available: bytes(st.blocks_available()),
+        }
+    }
+
+    /// Bytes in use: the size less the free bytes (reserved blocks count as free).
+    pub fn used(&self) -> u64 {
+        self.total.saturating_sub(self.free)
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -48,5 +81,20 @@ mod tests {
         let st = fstatfs(f.as_fd()).expect("fstatfs /");
         assert!(st.block_size > 0, "{st:?}");
         assert_ne!(st.magic, 0, "{st:?}");
+    }
+
+    #[test]
+    fn space_counts_blocks_of_the_fragment_size() {
+        let st = nix::sys::statvfs::statvfs("/").expect("statvfs /");
+        let sp = Space::of(&st);
+        #[allow(clippy::unnecessary_cast)]
+        let unit = st.fragment_size() as u64;
+        assert!(unit > 0);
+        assert_eq!(sp.total % unit, 0, "{sp:?}");
+        assert_eq!(sp.total / unit, st.blocks() as u64);
+        assert_eq!(sp.free / unit, st.blocks_free() as u64);
+        assert_eq!(sp.available / unit, st.blocks_available() as u64);
+        assert!(sp.available <= sp.free && sp.free <= sp.total, "{sp:?}");
+        assert_eq!(sp.used(), sp.total - sp.free);
     }
 }

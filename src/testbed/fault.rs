@@ -214,7 +214,6 @@ impl BackingStore {
         Self::from(nix::sys::statvfs::statvfs(dir), dir, mount::mount_of(dir))
     }
 
-    #[allow(clippy::unnecessary_cast)] // statvfs field types differ between platforms
     fn from(
         st: nix::Result<nix::sys::statvfs::Statvfs>,
         dir: &Path,
@@ -222,8 +221,8 @@ impl BackingStore {
     ) -> Self {
         let (free, total) = st
             .map(|st| {
-                let f = st.fragment_size() as u64;
-                (st.blocks_available() as u64 * f, st.blocks() as u64 * f)
+                let space = crate::sys::statfs::Space::of(&st);
+                (space.available, space.total)
             })
             .unwrap_or((0, 0));
         Self {

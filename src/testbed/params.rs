@@ -8,6 +8,11 @@
 //! used before (`size`, `mkfs`, `mount`) are kept as aliases. What says *which* testbed
 //! (`--fs`, `--label`, `--device`, `--dir`) and what only a plan has (`optional`, a testbed's
 //! own `mem_limit`) is not here: those are read next to these settings.
+//!
+//! `run` takes `--workdir` and `--device-model` for every testbed of its plan: it takes them
+//! from this declaration ([`crate::cli::common::declared`]), not from one of its own. They stay
+//! fields of [`TestbedParams`] rather than one-flag types like `--seed`, because clap puts in a
+//! struct's group ([`GROUP`], which `--dir` refuses) only the flags it declares itself.
 
 use std::path::PathBuf;
 
@@ -64,7 +69,8 @@ pub struct TestbedParams {
     /// out, and its server's lateness shows what the host's allocation cost.
     #[arg(long, value_name = "full|sparse", default_value = "full")]
     pub image_alloc: ImageAlloc,
-    /// Directory for images and mount points [default: /var/tmp/fsgauge, /dev/shm/fsgauge for ram].
+    /// Directory for images and mount points [default: /var/tmp/fsgauge, /dev/shm/fsgauge for
+    /// ram]. `run` takes it for every testbed of the plan, over each [[testbed]]'s workdir.
     #[arg(long, value_name = "DIR")]
     #[serde(skip_serializing_if = "Option::is_none")]
     pub workdir: Option<PathBuf>,
@@ -74,10 +80,14 @@ pub struct TestbedParams {
     #[serde(deserialize_with = "de_on_off")]
     pub loop_direct_io: bool,
     /// Serve the image through an emulated disk that completes each block request when this
-    /// device profile says the drive would: a built-in profile (`fsgauge devices list`) or a
-    /// profile file, with ablations after a colon, e.g. st3500641as or
-    /// deskstar-7k250:seek=off,cache=off. The image keeps the bytes; the modelled disk may be
-    /// larger (see --device-offset).
+    /// device profile says the drive would: a built-in profile (`fsgauge devices list`, e.g. a
+    /// seed study's drive, deskstar-7k250 or st3500641as) or a profile file, with ablations
+    /// after a colon, e.g. deskstar-7k250:seek=off,cache=off. Image testbeds only. The image
+    /// keeps the bytes; the modelled disk may be larger (see --device-offset). Every result
+    /// records the disk (testbed.device_model). `run` takes it for every testbed of the plan,
+    /// over each [[testbed]]'s device_model (its device_offset and device_model_during stay);
+    /// --dry-run shows it per testbed (disk=...), and without --out the results go to
+    /// fsgauge-results-PROFILE, apart from runs on other disks.
     #[arg(long, value_name = "PROFILE[:ABLATIONS]")]
     #[serde(skip_serializing_if = "Option::is_none")]
     pub device_model: Option<ProfileRef>,

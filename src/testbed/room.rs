@@ -9,6 +9,7 @@ use std::path::{Path, PathBuf};
 use super::params::{SIZE_FLAG, SIZE_KEY};
 use super::spec::{default_workdir, Backing, ImageAlloc, TestbedSpec, SPARSE_MKFS};
 use crate::error::bad_param;
+use crate::sys::statfs::Space;
 use crate::units::{format_bytes_human, format_size};
 
 /// Memory left over when a RAM-backed image is as large as it may be.
@@ -25,8 +26,7 @@ pub fn is_ram(p: &Path) -> bool {
 /// space, and on tmpfs at most MemAvailable less [`RAM_MARGIN`]. None when it cannot be read.
 pub fn free_space(p: &Path) -> Option<u64> {
     let st = nix::sys::statvfs::statvfs(p).ok()?;
-    #[allow(clippy::unnecessary_cast)] // the field types differ between platforms
-    let free = st.blocks_available() as u64 * st.fragment_size() as u64;
+    let free = Space::of(&st).available;
     if !is_ram(p) {
         return Some(free);
     }
@@ -250,8 +250,7 @@ mod tests {
             return;
         }
         let st = nix::sys::statvfs::statvfs(p).expect("statvfs");
-        #[allow(clippy::unnecessary_cast)]
-        let free = st.blocks_available() as u64 * st.fragment_size() as u64;
+        let free = Space::of(&st).available;
         let room = free_space(p).expect("room");
         // Other processes write meanwhile: within 64 MiB.
         assert!(room.abs_diff(free) < 64 << 20, "{room} vs {free}");

@@ -9,6 +9,7 @@ use crate::dist::Coord;
 use crate::error::bad_input;
 use crate::measure::{Devices, OpDef, PhaseMeter, Progress, Recorder, SeriesSpec};
 use crate::results::{PhaseResult, TestbedInfo};
+use crate::sys::statfs::Space;
 use crate::testbed::{drop_caches, SetUp, Testbed};
 
 crate::choice! {
@@ -82,7 +83,7 @@ impl Target {
                 TestbedInfo {
                     label: "dir".into(),
                     fs: fs_type_name(p),
-                    size: st.map_or(0, |s| s.blocks() * s.fragment_size()),
+                    size: st.map_or(0, |s| Space::of(&s).total),
                     backing: "dir".into(),
                     device: mount_source(p),
                     path: p.display().to_string(),
@@ -126,16 +127,15 @@ impl Target {
         }
     }
 
-    /// Total and available bytes of the filesystem.
-    pub fn space(&self) -> Result<(u64, u64)> {
+    /// The filesystem's size and free space.
+    pub fn space(&self) -> Result<Space> {
         let st = match self {
             Target::Testbed(t) => t.statvfs()?,
             Target::Dir(p) => {
                 nix::sys::statvfs::statvfs(p).with_context(|| format!("statvfs {}", p.display()))?
             }
         };
-        let f = st.fragment_size() as u64;
-        Ok((st.blocks() as u64 * f, st.blocks_available() as u64 * f))
+        Ok(Space::of(&st))
     }
 
     /// Makes the cache cold.

@@ -20,9 +20,9 @@ use anyhow::Result;
 use rand::{RngCore, SeedableRng};
 use serde::{Deserialize, Serialize};
 
+use super::fsync::{FsyncMode, FsyncModes};
 use super::names::{check_inodes, digits, timed_syncfs, NameBuf};
 use super::params;
-use super::tree::FsyncMode;
 use super::{RunContext, Workload};
 use crate::error::bad_param;
 use crate::measure::OpDef;
@@ -51,13 +51,23 @@ pub struct Create {
     /// aggregate and each worker's own figures are kept.
     #[arg(long, value_name = "T", default_value_t = 1)]
     pub threads: u32,
-    /// none: no sync; file: fsync before each close (fs_mark's default -S 1); end: one
-    /// syncfs per worker after its last file, inside the phase.
-    #[arg(long, value_name = "none|file|end", default_value = "none", value_parser = params::item::<FsyncMode>)]
+    /// When written data is forced out: file is fs_mark's default (-S 1), none its -S 0.
+    #[arg(long, value_name = "none|file|end", default_value = "none", value_parser = FSYNC)]
+    #[serde(deserialize_with = "de_fsync")]
     pub fsync: FsyncMode,
     /// Files per subdirectory of each worker's directory (fs_mark -N); 0 puts them all in it.
     #[arg(long, value_name = "K", default_value_t = 0)]
     pub files_per_dir: u64,
+}
+
+/// The fsync modes of `create`: fs_mark's own (-S 0 and 1) and one syncfs per worker.
+pub const FSYNC: FsyncModes = FsyncModes {
+    workload: "create",
+    modes: &[FsyncMode::None, FsyncMode::File, FsyncMode::End],
+};
+
+fn de_fsync<'de, D: serde::Deserializer<'de>>(d: D) -> Result<FsyncMode, D::Error> {
+    FSYNC.deserialize(d)
 }
 
 impl Default for Create {
@@ -423,6 +433,12 @@ impl Workload for Create {
 #[allow(clippy::unwrap_used)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn fsync_is_none_file_or_end_on_the_command_line_and_in_plans() {
+        crate::workload::fsync::testing::takes_exactly::<Create>(FSYNC, |c| c.fsync);
+        assert_eq!(Create::default().fsync, FsyncMode::None);
+    }
 
     #[test]
     fn counts_and_layout() {

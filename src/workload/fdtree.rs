@@ -34,6 +34,7 @@ use anyhow::{Context, Result};
 use nix::errno::Errno;
 use serde::{Deserialize, Serialize};
 
+use super::fsync::{FsyncMode, FsyncModes};
 use super::names::{
     check_inodes, digits, ensure_fds, timed_syncfs, tree_space, write_size, NameBuf, PATH_MAX,
 };
@@ -60,27 +61,11 @@ crate::choice! {
     }
 }
 
-crate::choice! {
-    /// When fdtree's written data and metadata are forced out, and whether that is timed.
-    #[derive(Debug, Clone, Copy, PartialEq, Eq)]
-    pub enum FsyncMode("fsync mode") {
-        /// Never: each phase ends when its last call returns, as fdtree times it; what is
-        /// still dirty is written back later, outside every phase.
-        None = "none",
-        /// fsync each file before its close (counted inside the file's create time).
-        File = "file",
-        /// One syncfs at the end of each create and remove phase, inside that phase's time.
-        End = "end",
-        /// Each create and remove phase timed without a sync, as fdtree times it, then a phase
-        /// of its own (`dir_create_sync`, `file_create_sync`, `file_remove_sync`,
-        /// `dir_remove_sync`) timing one syncfs: the writeback the loop left behind.
-        Phase = "phase",
-        /// Each phase timed without a sync, as fdtree times it, the writeback it leaves
-        /// carried into the phases after it as in a run of fdtree; then one phase of its own
-        /// after the last, `dir_remove_sync`, timing one syncfs of what is still dirty.
-        Last = "last",
-    }
-}
+/// The fsync modes of fdtree: every one (fdtree itself never syncs: none).
+pub const FSYNC: FsyncModes = FsyncModes {
+    workload: "fdtree",
+    modes: &FsyncMode::ALL,
+};
 
 /// The phase that times the syncfs after phase `name` under `--fsync phase`.
 pub fn sync_phase_name(name: &str) -> String {
@@ -175,15 +160,9 @@ pub struct FdtreeSpec {
     /// [default: 1].
     #[arg(long, value_name = "T")]
     pub threads: Option<u32>,
-    /// When data is forced out: none (fdtree never syncs: a phase ends at its last call, the
-    /// writeback it leaves is timed nowhere), file (fsync before each close), end (one syncfs
-    /// at the end of each create and remove phase, inside its time), phase (each create and
-    /// remove phase timed without a sync, as fdtree times it, then a phase of its own,
-    /// `<phase>_sync`, e.g. dir_remove_sync, timing one syncfs: the writeback the loop left,
-    /// with its device writes), last (each phase timed as fdtree times it, the writeback
-    /// it leaves carried into the next phase as in fdtree's own runs, then one timed
-    /// syncfs after the last, dir_remove_sync) [default: none].
-    #[arg(long, value_name = "none|file|end|phase|last", value_parser = super::params::item::<FsyncMode>)]
+    /// When written data is forced out, in the create and remove phases (fdtree itself never
+    /// syncs: none) [default: none].
+    #[arg(long, value_name = "none|file|end|phase|last", value_parser = FSYNC)]
     pub fsync: Option<FsyncMode>,
     /// Add a `stat` phase after file_create: stat every file (as mdtest does) and check its
     /// size. --cold applies before it.
@@ -1165,8 +1144,10 @@ mod tests {
     }
 
     #[test]
-    fn fsync_modes_have_one_set_of_names_and_phase_is_one() {
-        crate::choice::testing::one_set_of_names::<FsyncMode>();
+    fn every_fsync_mode_is_fdtree_s_and_phase_is_one() {
+        crate::workload::fsync::testing::takes_exactly::<FdtreeSpec>(FSYNC, |f| {
+            f.fsync.unwrap_or(FsyncMode::None)
+        });
         let f: Fdtree = serde_json::from_value(serde_json::json!({"fsync": "phase"})).unwrap();
         assert_eq!(f.fsync, FsyncMode::Phase);
         assert_eq!(f.params()["fsync"], "phase");

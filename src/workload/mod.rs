@@ -11,6 +11,7 @@ mod context;
 pub mod control;
 pub mod create;
 pub mod fdtree;
+pub mod fsync;
 pub mod interleave;
 pub mod names;
 pub mod params;

@@ -14,6 +14,7 @@ use nix::errno::Errno;
 use rand::{RngCore, SeedableRng};
 use serde::{Deserialize, Serialize};
 
+use super::fsync::{FsyncMode, FsyncModes};
 use super::names::{check_counts, timed_syncfs, tree_space, write_size};
 use super::params;
 use super::{RunContext, Workload};
@@ -24,18 +25,11 @@ use crate::sys::dirstream::{DirStream, EntryType};
 use crate::sys::{fs_error, Dir};
 use crate::units::Overflow;
 
-crate::choice! {
-    /// When data is forced to disk.
-    #[derive(Debug, Clone, Copy, PartialEq, Eq)]
-    pub enum FsyncMode("fsync mode") {
-        /// Never: the phase ends when the last close returns (data may still be in the page cache).
-        None = "none",
-        /// fsync each file before its close (counted inside the file's create time).
-        File = "file",
-        /// One syncfs at the end of each phase, inside the phase's time (the default).
-        End = "end",
-    }
-}
+/// The fsync modes of the tree: the study forced nothing out per file.
+pub const FSYNC: FsyncModes = FsyncModes {
+    workload: "tree",
+    modes: &[FsyncMode::None, FsyncMode::File, FsyncMode::End],
+};
 
 /// The low-memory study's tree: mkdir per directory, one open/write.../close per file
 /// (phase `create`), then remove everything as rm -rf does (phase `delete`).
@@ -60,10 +54,14 @@ pub struct Tree {
     #[arg(long, value_name = "SIZE", default_value = "1M", value_parser = params::size)]
     #[serde(deserialize_with = "crate::units::de_size")]
     pub block: u64,
-    /// When data is forced out: none (phase ends at the last close), file (fsync before each
-    /// close), end (one syncfs inside each phase).
-    #[arg(long, value_name = "none|file|end", default_value = "end", value_parser = params::item::<FsyncMode>)]
+    /// When written data is forced out (in both phases).
+    #[arg(long, value_name = "none|file|end", default_value = "end", value_parser = FSYNC)]
+    #[serde(deserialize_with = "de_fsync")]
     pub fsync: FsyncMode,
+}
+
+fn de_fsync<'de, D: serde::Deserializer<'de>>(d: D) -> Result<FsyncMode, D::Error> {
+    FSYNC.deserialize(d)
 }
 
 impl Default for Tree {
@@ -363,7 +361,8 @@ mod tests {
     use super::*;
 
     #[test]
-    fn fsync_modes_have_one_set_of_names() {
-        crate::choice::testing::one_set_of_names::<FsyncMode>();
+    fn fsync_is_none_file_or_end_on_the_command_line_and_in_plans() {
+        crate::workload::fsync::testing::takes_exactly::<Tree>(FSYNC, |t| t.fsync);
+        assert_eq!(Tree::default().fsync, FsyncMode::End);
     }
 }

@@ -24,6 +24,7 @@ mod exercise_cli;
 mod exercise_fs;
 mod faults;
 mod flag_conflicts;
+mod flag_definitions;
 mod foundation_errors;
 mod foundation_memory;
 mod foundation_run;

@@ -177,7 +177,7 @@ fn bench(cmd: &BenchCmd, run: &RunArgs) -> Result<ExitCode> {
 /// cells share one seed.
 fn run_sweep(place: &Place, whole: &dyn Workload, run: &RunArgs) -> Result<Vec<Outcome>> {
     let mut opts = run.options();
-    opts.seed = Some(opts.seed.unwrap_or_else(crate::runner::admit::clock_seed));
+    opts.seed = Some(run.params.seed.or_clock());
     if !(sweep::splits(whole) && matches!(place, Place::Testbed(_))) {
         return crate::runner::run(place, whole, &opts);
     }
@@ -200,7 +200,7 @@ fn write_csv(run: &RunArgs, kind: &str, csv: &str, quiet: bool) -> Result<Option
     if run.coordinator.is_secondary() {
         return Ok(None);
     }
-    let out = &run.params.out;
+    let out = &run.params.out.dir;
     let dir = crate::atomic::OutDir::make(out)
         .map_err(|e| crate::error::bad_input(format!("--out {}: {e:#}", out.display())))?;
     let secs = SystemTime::now()

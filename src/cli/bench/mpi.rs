@@ -78,11 +78,8 @@ pub fn distributed(
         s.agree(ready)?;
         let mut run = run.clone();
         run.coordinator = Coord::new(s.clone());
-        let seed = run
-            .params
-            .seed
-            .unwrap_or_else(crate::runner::admit::clock_seed);
-        run.params.seed = Some(s.broadcast_u64(seed));
+        let seed = run.params.seed.or_clock();
+        run.params.seed.value = Some(s.broadcast_u64(seed));
         body(&run)
     })();
     match outcome {
