@@ -8,6 +8,9 @@
 
 use crate::registry;
 
+#[cfg(test)]
+mod expanded;
+
 /// One built-in plan.
 #[derive(Debug, Clone, Copy)]
 pub struct Preset {
