@@ -21,7 +21,8 @@ pub struct PresetsCmd {
 
 #[derive(Debug, Subcommand)]
 pub enum PresetsSub {
-    /// Print a preset's plan (TOML) to copy and edit; run it with `fsgauge run NAME`.
+    /// Print a preset's whole plan (TOML), resolved when it extends another preset, to copy,
+    /// run and edit; run it with `fsgauge run NAME`.
     Show {
         /// The preset's name.
         name: String,
@@ -66,7 +67,7 @@ pub fn run(c: PresetsCmd) -> Result<ExitCode> {
         }
         Some(PresetsSub::Show { name }) => match presets::find(&name) {
             Some(p) => {
-                print!("{}", p.toml);
+                print!("{}", p.plan_text()?);
                 Ok(ExitCode::SUCCESS)
             }
             None => Err(bad_input(format!(

@@ -322,8 +322,8 @@ fn print_dry_run(plan: &Plan, m: &plan::Matrix, out: &Path) -> Result<()> {
     println!("workloads:");
     for w in &plan.workloads {
         println!(
-            "  line {:<4} {} -> {}",
-            w.at.line,
+            "  {:<9} {} -> {}",
+            w.at.line_in(&plan.source),
             w.describe(),
             w.workload.params()
         );
@@ -337,7 +337,7 @@ fn print_dry_run(plan: &Plan, m: &plan::Matrix, out: &Path) -> Result<()> {
     if !plan.questions.is_empty() {
         println!("questions (baseline -> variant, cell, metric):");
         for q in &plan.questions {
-            println!("  line {:<4} {}", q.at.line, q.describe());
+            println!("  {:<9} {}", q.at.line_in(&plan.source), q.describe());
         }
     }
     println!("runs (in order):");

@@ -361,8 +361,11 @@ fn every_shipped_preset_is_a_valid_plan_for_the_registered_kinds() {
         ..Default::default()
     };
     for p in PRESETS {
-        let mut table: toml::Table = p
-            .toml
+        // The whole plan, with the preset it extends merged in.
+        let whole = p
+            .plan_text()
+            .unwrap_or_else(|e| panic!("preset {}: {e:#}", p.name));
+        let mut table: toml::Table = whole
             .parse()
             .unwrap_or_else(|e| panic!("preset {}: {e}", p.name));
         let workloads = table["workload"].as_array().unwrap().clone();

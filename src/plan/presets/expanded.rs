@@ -95,3 +95,34 @@ fn presets_expand_as_recorded() {
         panic!("the presets expand differently from {GOLDEN}: first difference at line {line}");
     }
 }
+
+/// What `presets show` prints of a preset is a plan on its own that runs as the preset does:
+/// the whole plan under the preset's own header, without `extends`.
+#[test]
+fn every_preset_s_whole_text_expands_as_the_preset() {
+    let opts = ParseOptions {
+        workdir: Some(std::env::temp_dir()),
+        ..Default::default()
+    };
+    for p in PRESETS {
+        let whole = p.plan_text().expect("resolves");
+        let header: String = p
+            .toml
+            .lines()
+            .take_while(|l| l.starts_with('#'))
+            .map(|l| format!("{l}\n"))
+            .collect();
+        assert!(
+            !header.is_empty() && whole.starts_with(&header),
+            "{}",
+            p.name
+        );
+        let keys = |k: &str| whole.lines().filter(|l| l.starts_with(k)).count();
+        assert_eq!(keys("extends") + keys("drop_"), 0, "{}", p.name);
+        let (a, b) = (
+            parse(p.toml, &p.source(), &opts).expect("the preset"),
+            parse(&whole, "shown.toml", &opts).expect("what show prints"),
+        );
+        assert_eq!(expanded(&a), expanded(&b), "{}", p.name);
+    }
+}
