@@ -224,6 +224,12 @@ mod tests {
                 assert_eq!(w.workload.params()["fsync"], "last", "{}", p.name);
             }
             assert!(p.toml.starts_with("# Seed study"), "{}: a header", p.name);
+            // It states only what it changes of its seed preset.
+            assert!(
+                p.toml.contains(&format!("\nextends = \"{seed}\"\n")),
+                "{}",
+                p.name
+            );
             assert!(p.toml.contains("Departures, and why:"), "{}", p.name);
             assert!(p.toml.contains("Expected time:"), "{}", p.name);
         }
