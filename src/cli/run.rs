@@ -47,7 +47,7 @@ a change that is not there at 5% (0.988 for rounds 3..10), so the finding holds 
 run stopped. --dry-run lists the questions.";
 
 #[derive(Debug, Args)]
-#[command(after_long_help = QUESTIONS_HELP)]
+#[command(after_long_help = format!("{QUESTIONS_HELP}\n\n{}", super::presets::EXTENDS_HELP))]
 pub struct RunCmd {
     /// A plan file (TOML), or the name of a built-in preset (see `fsgauge presets`)
     /// [default: the quick preset].
