@@ -10,7 +10,27 @@ use crate::error::bad_input;
 use crate::plan::presets::{self, PRESETS};
 use crate::report::output::listing;
 
+/// How a plan extends a preset, after `fsgauge presets --help` and `fsgauge run --help`.
+pub const EXTENDS_HELP: &str = "\
+A plan may start from a preset and state only what it changes:
+
+  extends = \"lowmem\"          # a built-in preset's name (not a file)
+  drop_testbeds = [\"writeback-ext-dalloc\"]   # and drop_workloads, drop_questions: by label
+  [[testbed]]
+  label = \"ordered-ext-dalloc\"  # the preset's testbed of this label, merged key by key
+  mount_opts = \"data=ordered,barrier=0\"
+
+A top-level key replaces the preset's, but name is the plan's own (default: its file's
+name), and reps also drops the preset's cv_target and max_reps. A
+[[testbed]], [[workload]] or [[question]] with the label of one of the preset's (testbed:
+label, else fs; workload: label, else kind; question: id) is merged into it key by key, the
+plan's keys winning; others are added after the preset's; [age] is merged key by key. Errors
+point at the line at fault, in the plan or in the preset (preset lowmem:52:8). The
+*-as-published presets extend their seed presets; `presets show NAME` prints a preset whole,
+resolved, to copy, run and edit.";
+
 #[derive(Debug, Args)]
+#[command(after_long_help = EXTENDS_HELP)]
 pub struct PresetsCmd {
     #[command(subcommand)]
     pub command: Option<PresetsSub>,
@@ -21,7 +41,8 @@ pub struct PresetsCmd {
 
 #[derive(Debug, Subcommand)]
 pub enum PresetsSub {
-    /// Print a preset's plan (TOML) to copy and edit; run it with `fsgauge run NAME`.
+    /// Print a preset's whole plan (TOML), resolved when it extends another preset, to copy,
+    /// run and edit; run it with `fsgauge run NAME`.
     Show {
         /// The preset's name.
         name: String,
@@ -66,7 +87,7 @@ pub fn run(c: PresetsCmd) -> Result<ExitCode> {
         }
         Some(PresetsSub::Show { name }) => match presets::find(&name) {
             Some(p) => {
-                print!("{}", p.toml);
+                print!("{}", p.plan_text()?);
                 Ok(ExitCode::SUCCESS)
             }
             None => Err(bad_input(format!(

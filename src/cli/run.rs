@@ -48,7 +48,7 @@ a change that is not there at 5% (0.988 for rounds 3..10), so the finding holds 
 run stopped. --dry-run lists the questions.";
 
 #[derive(Debug, Args)]
-#[command(after_long_help = QUESTIONS_HELP)]
+#[command(after_long_help = format!("{QUESTIONS_HELP}\n\n{}", super::presets::EXTENDS_HELP))]
 pub struct RunCmd {
     /// A plan file (TOML), or the name of a built-in preset (see `fsgauge presets`)
     /// [default: the quick preset].
@@ -359,8 +359,8 @@ fn print_dry_run(plan: &Plan, m: &plan::Matrix, out: &Path) -> Result<()> {
     println!("workloads:");
     for w in &plan.workloads {
         println!(
-            "  line {:<4} {} -> {}",
-            w.at.line,
+            "  {:<9} {} -> {}",
+            w.at.line_in(&plan.source),
             w.describe(),
             w.workload.params()
         );
@@ -374,7 +374,7 @@ fn print_dry_run(plan: &Plan, m: &plan::Matrix, out: &Path) -> Result<()> {
     if !plan.questions.is_empty() {
         println!("questions (baseline -> variant, cell, metric):");
         for q in &plan.questions {
-            println!("  line {:<4} {}", q.at.line, q.describe());
+            println!("  {:<9} {}", q.at.line_in(&plan.source), q.describe());
         }
     }
     println!("runs (in order):");

@@ -383,8 +383,11 @@ pub fn check(plan: &Plan, m: &Matrix) -> Result<()> {
         let opts = run_options(plan, r.testbed, None, Progress::hidden());
         runner::check(&plan.place(r.testbed), wl.workload.as_ref(), &opts).map_err(|e| {
             let msg = format!(
-                "{}:{}: testbed {:?} with the {} workload at line {}: {e:#}",
-                plan.source, tb.at, tb.spec.label, wl.kind, wl.at.line
+                "{}: testbed {:?} with the {} workload at {}: {e:#}",
+                tb.at,
+                tb.spec.label,
+                wl.kind,
+                wl.at.line_in(&tb.at.file)
             );
             if crate::error::exit_code(&e) == 2 {
                 bad_input(msg)
@@ -540,7 +543,7 @@ pub fn execute(plan: &Plan, m: &Matrix, opts: &ExecOptions) -> Result<Executed> 
                 let mut r = f.result.clone();
                 let changed = r.study.as_ref() != Some(&study);
                 r.study = Some(study);
-                check_phases(&plan.source, &plan.questions, &r)?;
+                check_phases(&plan.questions, &r)?;
                 if changed {
                     let mut bytes = serde_json::to_vec_pretty(&r)?;
                     bytes.push(b'\n');
@@ -566,7 +569,7 @@ pub fn execute(plan: &Plan, m: &Matrix, opts: &ExecOptions) -> Result<Executed> 
                 run.rep,
             )
             .with_context(|| format!("run {what}"))?;
-            check_phases(&plan.source, &plan.questions, &outcome.result)?;
+            check_phases(&plan.questions, &outcome.result)?;
             crate::results::write_result(&opts.out, &outcome.result)?;
             ex.ran += 1;
             Ok(outcome.result)

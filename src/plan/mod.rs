@@ -70,12 +70,19 @@
 //! `fresh = "per-run"` every cell is its own run on a fresh filesystem with its own result (as
 //! `fsgauge bench KIND --fs` runs it); with `"per-testbed"` the cells are phases of one run.
 //!
+//! `extends = "PRESET"` makes a plan of a built-in preset and the changes the plan states:
+//! its top-level keys replace the preset's (but for its name, its own), its entries merge key
+//! by key into the preset's entries of the same label, and `drop_testbeds`/`drop_workloads`/`drop_questions` leave some
+//! out ([`extends`] has the rule). Errors point into the plan or the preset, wherever the line
+//! at fault is written.
+//!
 //! `layout = true` records block layout and free space at each run's layout point. `[age]`
 //! holds the parameters of the `age` workload (e.g. `mode = "append"`, `usage = [75.0]`): every
 //! run's filesystem is aged first, and the workload then runs on the aged filesystem; the aging
 //! checkpoints are phases of the run's result.
 
 mod execute;
+mod extends;
 mod parse;
 pub mod presets;
 mod question;
@@ -94,9 +101,34 @@ pub use execute::{
 };
 #[cfg(test)]
 pub(crate) use parse::parse_test;
-pub use parse::{parse, Location, ParseOptions};
+pub use parse::{Location, ParseOptions};
 pub use question::{check_phases, PlanQuestion};
 pub use scale::{scale_class, ScaleClass, FIELD_SCALES};
+
+/// Parses and validates a plan; `source` names it in errors (a path, or `preset NAME`). A plan
+/// that `extends` a preset is merged with it first ([`extends`]), and its errors point into the
+/// file that wrote the line at fault.
+pub fn parse(text: &str, source: &str, opts: &ParseOptions) -> anyhow::Result<Plan> {
+    let own = parse::Src::new(source, text);
+    match extends::resolve(&own, &presets::lookup)? {
+        None => parse::parse_src(&own, opts),
+        Some(r) => parse::parse_src(
+            &parse::Src {
+                name: source,
+                text: &r.text,
+                origins: Some(&r.origins),
+            },
+            opts,
+        ),
+    }
+}
+
+/// The whole plan: `text` itself, or, when it extends a preset, the plan resolved — its own
+/// opening comments on top, then every key the preset and it give, without `extends`.
+pub fn resolved_text(text: &str, source: &str) -> anyhow::Result<String> {
+    let own = parse::Src::new(source, text);
+    Ok(extends::resolve(&own, &presets::lookup)?.map_or_else(|| text.to_string(), |r| r.text))
+}
 
 /// Default target of `reps = "auto"`: stop when the run time varies by less than 5%.
 pub const AUTO_CV_TARGET: f64 = 0.05;

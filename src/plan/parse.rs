@@ -26,22 +26,53 @@ use crate::testbed::{default_workdir, Backing, FsKind, TestbedParams, TestbedSpe
 use crate::units::{format_size, parse_size};
 use crate::workload::{ColdMode, Workload};
 
-/// A line and column in a plan file, both from 1.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
+/// A place in a plan: the file (a path, or `preset NAME`) and the line and column, both from
+/// 1. A plan that extends a preset has entries written in the preset: their places name it.
+#[derive(Debug, Clone, PartialEq, Eq, Default)]
 pub struct Location {
+    pub file: Arc<str>,
     pub line: usize,
     pub column: usize,
 }
 
 impl std::fmt::Display for Location {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        write!(f, "{}:{}", self.line, self.column)
+        write!(f, "{}:{}:{}", self.file, self.line, self.column)
     }
 }
 
+/// Where a line of a plan put together from a plan and the preset it extends was written.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub(super) struct Origin {
+    /// The file (a path, or `preset NAME`).
+    pub(super) file: Arc<str>,
+    /// Its line there, from 1.
+    pub(super) line: usize,
+}
+
+impl Location {
+    /// `line 14`, or `line 14 of preset lowmem` when it is not in the file `here` (the file of
+    /// the message's own place, or the plan's): how one entry of a plan points at another.
+    pub fn line_in(&self, here: &str) -> String {
+        if *self.file == *here {
+            format!("line {}", self.line)
+        } else {
+            format!("line {} of {}", self.line, self.file)
+        }
+    }
+}
+
+/// A plan's TOML as its raw tables: `Q` is how a `[[question]]` is read — as a question, or,
+/// for a plan that extends a preset or is extended, as a table that may state only some keys.
 #[derive(Deserialize)]
 #[serde(deny_unknown_fields)]
-struct RawPlan {
+pub(super) struct RawPlan<Q = Spanned<RawQuestion>> {
+    /// `extends = "PRESET"`: the plan states only what it changes of it (see [`super::extends`]).
+    pub(super) extends: Option<Spanned<String>>,
+    /// Entries of the preset extended that the plan leaves out, by label (questions by id).
+    pub(super) drop_testbeds: Option<Spanned<Vec<Spanned<String>>>>,
+    pub(super) drop_workloads: Option<Spanned<Vec<Spanned<String>>>>,
+    pub(super) drop_questions: Option<Spanned<Vec<Spanned<String>>>>,
     name: Option<Spanned<String>>,
     description: Option<Spanned<String>>,
     reps: Option<Spanned<toml::Value>>,
@@ -52,12 +83,12 @@ struct RawPlan {
     layout: Option<Spanned<bool>>,
     seed: Option<Spanned<i64>>,
     #[serde(default)]
-    testbed: Vec<RawWorkload>,
+    pub(super) testbed: Vec<RawWorkload>,
     #[serde(default)]
-    workload: Vec<Spanned<BTreeMap<Spanned<String>, Spanned<toml::Value>>>>,
-    age: Option<RawWorkload>,
-    #[serde(default)]
-    question: Vec<Spanned<RawQuestion>>,
+    pub(super) workload: Vec<RawWorkload>,
+    pub(super) age: Option<RawWorkload>,
+    #[serde(default = "Vec::new")]
+    pub(super) question: Vec<Q>,
 }
 
 /// The keys of a `[[testbed]]` that are not testbed settings ([`TestbedParams`]): which
@@ -78,17 +109,38 @@ fn entry<'a>(
 pub(super) struct Src<'a> {
     pub(super) name: &'a str,
     pub(super) text: &'a str,
+    /// Where each line of `text` was written, when the text was put together from a plan and
+    /// the preset it extends; `None`: every line is `name`'s own.
+    pub(super) origins: Option<&'a [Origin]>,
 }
 
-impl Src<'_> {
+impl<'a> Src<'a> {
+    /// A plan's own text.
+    pub(super) fn new(name: &'a str, text: &'a str) -> Self {
+        Src {
+            name,
+            text,
+            origins: None,
+        }
+    }
+
     pub(super) fn loc(&self, offset: usize) -> Location {
         let offset = offset.min(self.text.len());
         let before = &self.text[..offset];
         let line = before.matches('\n').count() + 1;
         let line_start = before.rfind('\n').map_or(0, |i| i + 1);
-        Location {
-            line,
-            column: before[line_start..].chars().count() + 1,
+        let column = before[line_start..].chars().count() + 1;
+        match self.origins.and_then(|o| o.get(line - 1).or(o.last())) {
+            Some(o) => Location {
+                file: o.file.clone(),
+                line: o.line,
+                column,
+            },
+            None => Location {
+                file: Arc::from(self.name),
+                line,
+                column,
+            },
         }
     }
 
@@ -101,10 +153,16 @@ impl Src<'_> {
     ) -> anyhow::Error {
         let at = self.loc(span.start);
         if field.is_empty() {
-            bad_input(format!("{}:{at}: {msg}", self.name))
+            bad_input(format!("{at}: {msg}"))
         } else {
-            bad_input(format!("{}:{at}: {field}: {msg}", self.name))
+            bad_input(format!("{at}: {field}: {msg}"))
         }
+    }
+
+    /// `line N` of `at`, as a message about the place at `offset` names it (with its file when
+    /// that is another: a plan and the preset it extends).
+    pub(super) fn seen_from(&self, at: &Location, offset: usize) -> String {
+        at.line_in(&self.loc(offset).file)
     }
 
     /// The key written at the start of the line holding `offset` (`size = ...` → `size`).
@@ -134,10 +192,10 @@ pub struct ParseOptions {
     pub device_model: Option<ProfileRef>,
 }
 
-/// Parses and validates a plan. `source` names it in errors (a path, or `preset NAME`).
-pub fn parse(text: &str, source: &str, opts: &ParseOptions) -> Result<Plan> {
-    let src = Src { name: source, text };
-    let raw = read_raw(&src)?;
+/// Parses and validates a plan whose `extends` is resolved (see [`super::parse`]).
+pub(super) fn parse_src(src: &Src, opts: &ParseOptions) -> Result<Plan> {
+    let raw: RawPlan = read_raw(src)?;
+    let source = src.name;
     let scale_f = opts.scale.unwrap_or(1.0);
     if !(scale_f.is_finite() && scale_f > 0.0) {
         return Err(bad_input(format!(
@@ -150,34 +208,34 @@ pub fn parse(text: &str, source: &str, opts: &ParseOptions) -> Result<Plan> {
     let age = match &raw.age {
         Some(a) => {
             let kind = registry::find("age").expect("the age workload is registered");
-            Some(build_workload(&src, a, kind, scale_f, "[age]")?)
+            Some(build_workload(src, a, kind, scale_f, "[age]")?)
         }
         None => None,
     };
     let layout = raw.layout.as_ref().is_some_and(|l| *l.get_ref());
-    let reps = parse_reps(&src, &raw)?;
-    let (fresh, cold, seed) = run_settings(&src, &raw)?;
-    require_entries(&src, &raw)?;
+    let reps = parse_reps(src, &raw)?;
+    let (fresh, cold, seed) = run_settings(src, &raw)?;
+    require_entries(src, &raw)?;
 
-    let workloads = parse_workloads(&src, &raw, fresh, scale_f)?;
-    let (mut testbeds, spans) = parse_testbeds(&src, &raw, opts)?;
+    let workloads = parse_workloads(src, &raw, fresh, scale_f)?;
+    let (mut testbeds, spans) = parse_testbeds(src, &raw, opts)?;
     let mut notes = Vec::new();
     for ((tb, at), raw_tb) in testbeds.iter_mut().zip(spans).zip(&raw.testbed) {
-        fit_testbed(&src, tb, &at, &workloads, scale_f, &mut notes)?;
-        fit_inodes(&src, tb, &workloads, &mut notes)?;
+        fit_testbed(src, tb, &at, &workloads, scale_f, &mut notes)?;
+        fit_inodes(src, tb, &workloads, &mut notes)?;
         fit_memory(
-            &src,
+            src,
             tb,
             entry(raw_tb, &["mem_limit"]).map(|e| e.1),
             &workloads,
         )?;
-        check_disk(&src, tb, &at, written(&tb.spec, &workloads, age.is_some()))?;
+        check_disk(src, tb, &at, written(&tb.spec, &workloads, age.is_some()))?;
     }
 
-    let questions = question::resolve(&src, &raw.question, &testbeds, &workloads, age.as_ref())?;
+    let questions = question::resolve(src, &raw.question, &testbeds, &workloads, age.as_ref())?;
     if fresh == Fresh::PerTestbed && !questions.is_empty() {
         check_disk_together(
-            &src,
+            src,
             &testbeds,
             &workloads,
             age.is_some(),
@@ -216,7 +274,7 @@ pub fn parse(text: &str, source: &str, opts: &ParseOptions) -> Result<Plan> {
 }
 
 /// The plan's TOML as its raw tables, a syntax or type error at its line and column.
-fn read_raw(src: &Src) -> Result<RawPlan> {
+pub(super) fn read_raw<Q: serde::de::DeserializeOwned>(src: &Src) -> Result<RawPlan<Q>> {
     toml::from_str(src.text).map_err(|e| {
         let span = e.span().unwrap_or(0..0);
         let mut msg = e.message().trim().replace('\n', " ");
@@ -326,11 +384,12 @@ fn parse_testbeds(
         if let Some(prev) = testbeds.iter().find(|p| p.spec.label == tb.spec.label) {
             let span = entry(t, &["label"]).map_or(t.span(), |(_, l)| l.span());
             return Err(src.err(
-                span,
+                span.clone(),
                 "label",
                 format!(
-                    "two testbeds are labelled {:?} (the other at line {}); give each [[testbed]] its own label",
-                    tb.spec.label, prev.at.line
+                    "two testbeds are labelled {:?} (the other at {}); give each [[testbed]] its own label",
+                    tb.spec.label,
+                    src.seen_from(&prev.at, span.start)
                 ),
             ));
         }
@@ -834,7 +893,7 @@ fn split_cells(src: &Src, w: &RawWorkload, pw: PlanWorkload) -> Result<Vec<PlanW
                 ranks: pw.ranks,
                 given,
                 workload: Arc::from(cell.workload),
-                at: pw.at,
+                at: pw.at.clone(),
             }
         })
         .collect())
@@ -901,8 +960,9 @@ fn fit_testbed(
                 at.size.clone(),
                 &at.size_key,
                 format!(
-                    "testbed {:?}: {e} (the workload at line {})",
-                    tb.spec.label, big.at.line
+                    "testbed {:?}: {e} (the workload at {})",
+                    tb.spec.label,
+                    src.seen_from(&big.at, at.size.start)
                 ),
             )
         });
@@ -912,8 +972,8 @@ fn fit_testbed(
             at.size.clone(),
             &at.size_key,
             format!(
-                "the scaled workload at line {} ({}) needs about {}, more than any testbed can be; use a smaller --scale",
-                big.at.line,
+                "the scaled workload at {} ({}) needs about {}, more than any testbed can be; use a smaller --scale",
+                src.seen_from(&big.at, at.size.start),
                 big.kind,
                 crate::units::format_bytes_human(need as f64)
             ),
@@ -948,10 +1008,10 @@ fn fit_memory(
                 at.span(),
                 "mem_limit",
                 format!(
-                    "testbed {:?} is limited to {}; for the workload at line {} ({}): {e}",
+                    "testbed {:?} is limited to {}; for the workload at {} ({}): {e}",
                     tb.spec.label,
                     format_size(limit),
-                    w.at.line,
+                    src.seen_from(&w.at, at.span().start),
                     w.kind
                 ),
             )
@@ -975,12 +1035,15 @@ fn fit_inodes(
     };
     match admit::inodes(&mut tb.spec, &*big.workload) {
         Ok(note) => {
-            notes.extend(note.map(|n| format!("{n} (the workload at line {})", big.at.line)));
+            notes.extend(
+                note.map(|n| format!("{n} (the workload at {})", big.at.line_in(src.name))),
+            );
             Ok(())
         }
         Err(e) => Err(bad_input(format!(
-            "{}:{}: mkfs: {e} (the workload at line {})",
-            src.name, tb.at, big.at.line
+            "{}: mkfs: {e} (the workload at {})",
+            tb.at,
+            big.at.line_in(&tb.at.file)
         ))),
     }
 }
@@ -1067,12 +1130,13 @@ pub(crate) fn parse_test(text: &str, scale: Option<f64>) -> Result<Plan> {
         workdir: Some(std::env::temp_dir()),
         ..Default::default()
     };
-    parse(text, "t.toml", &opts)
+    super::parse(text, "t.toml", &opts)
 }
 
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::plan::parse;
 
     fn p(text: &str) -> Result<Plan> {
         parse_test(text, None)

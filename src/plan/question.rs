@@ -138,21 +138,21 @@ pub(super) fn workload_labels(
         };
         if let Some(j) = labels.iter().position(|l| *l == label) {
             return Err(src.err(
-                span,
+                span.clone(),
                 "[[workload]] field `label`",
                 format!(
-                    "two workloads are labelled {label:?} (the other at line {}); give each [[workload]] its own label = \"...\"",
-                    src.loc(entries[j].span().start).line
+                    "two workloads are labelled {label:?} (the other at {}); give each [[workload]] its own label = \"...\"",
+                    src.seen_from(&src.loc(entries[j].span().start), span.start)
                 ),
             ));
         }
         if let Some((_, at)) = testbed_labels.iter().find(|(t, _)| *t == label) {
             return Err(src.err(
-                span,
+                span.clone(),
                 "[[workload]] field `label`",
                 format!(
-                    "{label:?} is also the label of the testbed at line {}; a question's baseline and variant must name one or the other: give this [[workload]] another label = \"...\"",
-                    at.line
+                    "{label:?} is also the label of the testbed at {}; a question's baseline and variant must name one or the other: give this [[workload]] another label = \"...\"",
+                    src.seen_from(at, span.start)
                 ),
             ));
         }
@@ -220,15 +220,16 @@ pub(super) fn resolve(
         let id_span = rq.get_ref().id.as_ref().map_or(rq.span(), |s| s.span());
         if let Some((_, at)) = ids.iter().find(|(id, _)| *id == q.question.id) {
             return Err(src.err(
-                id_span,
+                id_span.clone(),
                 "[[question]] field `id`",
                 format!(
-                    "two questions have the id {:?} (the other at line {}); give each [[question]] its own id = \"...\" (ids default to q1, q2, ... by position)",
-                    q.question.id, at.line
+                    "two questions have the id {:?} (the other at {}); give each [[question]] its own id = \"...\" (ids default to q1, q2, ... by position)",
+                    q.question.id,
+                    src.seen_from(at, id_span.start)
                 ),
             ));
         }
-        ids.push((q.question.id.clone(), q.at));
+        ids.push((q.question.id.clone(), q.at.clone()));
         out.push(q);
     }
     Ok(out)
@@ -696,9 +697,9 @@ impl<'p> Resolver<'p> {
     }
 }
 
-/// Checks that a result has the phases of every question it is part of; `source` names the
-/// plan in the error, which points at the question's phase.
-pub fn check_phases(source: &str, questions: &[PlanQuestion], r: &RunResult) -> Result<()> {
+/// Checks that a result has the phases of every question it is part of; the error points at
+/// the question's phase (in the file that wrote it).
+pub fn check_phases(questions: &[PlanQuestion], r: &RunResult) -> Result<()> {
     for pq in questions {
         let q = &pq.question;
         if !crate::findings::uses(q, r) {
@@ -721,7 +722,7 @@ pub fn check_phases(source: &str, questions: &[PlanQuestion], r: &RunResult) -> 
                 _ => ("phase", ""),
             };
             return Err(bad_input(format!(
-                "{source}:{}: [[question]] {} field `{what}`: the run of testbed {:?} with workload {:?} has no phase {want:?}; its phases: {}{}{hint}",
+                "{}: [[question]] {} field `{what}`: the run of testbed {:?} with workload {:?} has no phase {want:?}; its phases: {}{}{hint}",
                 pq.phase_at,
                 q.id,
                 r.testbed.label,
@@ -805,7 +806,7 @@ metric = "ops_per_s"
         assert_eq!(q.phase.as_deref(), Some("create"));
         assert_eq!(q.epsilon, crate::results::DEFAULT_EPSILON);
         assert_eq!(plan.questions[0].at.line, 27);
-        assert_eq!(plan.questions[0].phase_at.to_string(), "31:9");
+        assert_eq!(plan.questions[0].phase_at.to_string(), "t.toml:31:9");
         let labels: Vec<&str> = plan.workloads.iter().map(|w| w.label.as_str()).collect();
         // tio's sweep (threads x block) runs as 4 cells, each with the entry's label.
         assert_eq!(
@@ -855,7 +856,7 @@ metric = "ops_per_s"
         );
         assert_eq!(
             plan.questions[0].phase_at.to_string(),
-            "28:12",
+            "t.toml:28:12",
             "the phases are checked at the baseline"
         );
     }

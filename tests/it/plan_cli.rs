@@ -361,8 +361,11 @@ fn every_shipped_preset_is_a_valid_plan_for_the_registered_kinds() {
         ..Default::default()
     };
     for p in PRESETS {
-        let mut table: toml::Table = p
-            .toml
+        // The whole plan, with the preset it extends merged in.
+        let whole = p
+            .plan_text()
+            .unwrap_or_else(|e| panic!("preset {}: {e:#}", p.name));
+        let mut table: toml::Table = whole
             .parse()
             .unwrap_or_else(|e| panic!("preset {}: {e}", p.name));
         let workloads = table["workload"].as_array().unwrap().clone();
@@ -451,5 +454,104 @@ fn a_ram_disk_larger_than_the_memory_available_is_refused() {
     let err = String::from_utf8_lossy(&out.stderr);
     assert_eq!(out.status.code(), Some(2), "{err}");
     assert!(err.contains("tmpfs: RAM"), "{err}");
+    nothing_made(&sb);
+}
+
+/// The runs `--dry-run` lists (testbed, workload, rep, hash), and the whole output.
+fn dry_run_runs(sb: &Sandbox, plan: &str) -> (Vec<String>, String) {
+    let out = sb.bench(&["run", plan, "--dry-run"]).output().unwrap();
+    let text = String::from_utf8_lossy(&out.stdout).into_owned();
+    assert!(
+        out.status.success(),
+        "{plan}: {text}{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    let runs = text
+        .lines()
+        .skip_while(|l| !l.starts_with("runs (in order)"))
+        .skip(1)
+        .take_while(|l| !l.starts_with("estimate"))
+        .map(|l| l.split_whitespace().skip(1).collect::<Vec<_>>().join(" "))
+        .collect();
+    (runs, text)
+}
+
+/// A plan file extends a preset and states only what it changes; `presets show` prints an
+/// extending preset whole, as a plan that runs as the preset does.
+#[test]
+fn a_plan_extends_a_preset_with_only_its_changes() {
+    let sb = Sandbox::new();
+    let plan = write_plan(
+        &sb,
+        "# Mine: lowmem as published, two configurations, fewer files.\nextends = \"lowmem-as-published\"\nname = \"mine\"\ndrop_testbeds = [\"ordered-noext-dalloc\"]\ndrop_questions = [\"extents-delete-large\", \"extents-delete-many\"]\n\n[[workload]]\nlabel = \"many\"\nfiles = 500\n",
+    );
+    let (runs, text) = dry_run_runs(&sb, plan.to_str().unwrap());
+    assert!(text.starts_with("plan mine ("), "{text}");
+    // 2 testbeds x 2 workloads x 3 repetitions (reps = "auto" from lowmem).
+    assert_eq!(runs.len(), 12, "{text}");
+    assert!(
+        text.contains("tree block=1M dirs=14 file_size=52K files=500 fsync=none"),
+        "{text}"
+    );
+    assert!(
+        text.contains("ordered-ext-nodalloc   ext4 4G -o data=ordered,nodelalloc,barrier=0"),
+        "{text}"
+    );
+    // What show prints runs as the preset.
+    let shown = sb
+        .cmd()
+        .args(["presets", "show", "lowmem-as-published"])
+        .output()
+        .unwrap();
+    assert!(shown.status.success());
+    let shown = String::from_utf8(shown.stdout).unwrap();
+    let preset = PRESETS
+        .iter()
+        .find(|p| p.name == "lowmem-as-published")
+        .unwrap();
+    let header = &preset.toml[..preset.toml.find("\nextends").unwrap() + 1];
+    assert!(shown.starts_with(header), "{shown}");
+    assert!(!shown.lines().any(|l| l.starts_with("extends")), "{shown}");
+    assert!(shown.contains("\n[[testbed]]\nlabel = \"ordered-ext-dalloc\"\nfs = \"ext4\"\nfs_size = \"4G\"\nmount_opts = \"data=ordered,barrier=0\"\nmem_limit = \"96M\"\ndevice_model = \"deskstar-7k250\"\ndevice_offset = \"0\"\n"), "{shown}");
+    let copy = sb.path().join("copy.toml");
+    std::fs::write(&copy, &shown).unwrap();
+    let (from_copy, _) = dry_run_runs(&sb, copy.to_str().unwrap());
+    let (from_preset, _) = dry_run_runs(&sb, "lowmem-as-published");
+    assert_eq!(from_copy.len(), 18);
+    assert_eq!(from_copy, from_preset);
+    nothing_made(&sb);
+}
+
+/// An error in a plan that extends a preset points at the line at fault, in the plan or in
+/// the preset; an unknown preset is refused at `extends`.
+#[test]
+fn errors_of_a_plan_that_extends_point_into_the_plan_or_the_preset() {
+    let head =
+        "extends = \"journal-size\"\nname = \"mine\"\n\n[[testbed]]\nlabel = \"journal-16M\"\n";
+    refused(&format!("{head}fs_size = \"1M\"\n"), "6:11", "fs_size: ");
+    refused(
+        "name = \"mine\"\nextends = \"lowmem-as-publishd\"\n",
+        "2:11",
+        "extends: no preset \"lowmem-as-publishd\"; extends names a built-in preset (quick, lowmem,",
+    );
+    // ext2 has no journal: refused at the journal the preset gives the testbed.
+    let preset = PRESETS.iter().find(|p| p.name == "journal-size").unwrap();
+    let line = preset
+        .toml
+        .lines()
+        .position(|l| l == "journal = \"ram:16M\"")
+        .unwrap()
+        + 1;
+    let sb = Sandbox::new();
+    let plan = write_plan(&sb, &format!("{head}fs = \"ext2\"\n"));
+    let out = sb.bench(&["run", plan.to_str().unwrap()]).output().unwrap();
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert_eq!(out.status.code(), Some(2), "{err}");
+    assert!(
+        err.contains(&format!(
+            "preset journal-size:{line}:11: journal: --journal"
+        )),
+        "{err}"
+    );
     nothing_made(&sb);
 }

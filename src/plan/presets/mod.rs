@@ -1,12 +1,16 @@
 //! Built-in presets: one plan per seed study (DESIGN.md, studies 1–5), scaled down to run in
 //! minutes on a 2-core machine and grown to the original sizes with `--scale`. Each is a TOML
-//! plan embedded in the binary, so `fsgauge presets show NAME` prints exactly what runs and a
-//! user can copy and edit it.
+//! plan embedded in the binary; an as-published preset `extends` its seed preset and states
+//! only what it changes, and `fsgauge presets show NAME` prints any preset whole (resolved,
+//! [`Preset::plan_text`]): exactly what runs, for a user to copy and edit.
 //!
 //! A preset is runnable only when every workload kind it uses is registered in this build
 //! ([`crate::registry`]); the others are listed with the kinds they wait for.
 
 use crate::registry;
+
+#[cfg(test)]
+mod expanded;
 
 /// One built-in plan.
 #[derive(Debug, Clone, Copy)]
@@ -14,7 +18,7 @@ pub struct Preset {
     pub name: &'static str,
     /// Which seed study it is, one line.
     pub about: &'static str,
-    /// The plan.
+    /// The plan as written: it may extend another preset ([`Preset::plan_text`] is it whole).
     pub toml: &'static str,
     /// Minutes a run at the default scale took on the machine class the presets are sized
     /// for (a 2-core VM, loop devices on a virtio disk), measured with `reps = "auto"`; for an
@@ -60,10 +64,19 @@ pub fn find(name: &str) -> Option<&'static Preset> {
 }
 
 impl Preset {
+    /// The whole plan, to copy, run and edit: the preset's file, or, when it extends another
+    /// preset, that one with its changes merged in, under its own opening comments.
+    pub fn plan_text(&self) -> anyhow::Result<String> {
+        crate::plan::resolved_text(self.toml, &self.source())
+    }
+
     /// The workload kinds the preset uses, in order of first use.
     pub fn kinds(&self) -> Vec<String> {
         let mut out: Vec<String> = Vec::new();
-        let Ok(table) = self.toml.parse::<toml::Table>() else {
+        let Ok(table) = self.plan_text().map(|t| t.parse::<toml::Table>()) else {
+            return out;
+        };
+        let Ok(table) = table else {
             return out;
         };
         if let Some(toml::Value::Array(ws)) = table.get("workload") {
@@ -95,6 +108,20 @@ impl Preset {
     pub fn source(&self) -> String {
         format!("preset {}", self.name)
     }
+}
+
+/// The preset `name` as a plan that extends it finds it: its name in messages and its text;
+/// else the presets there are.
+pub(crate) fn lookup(name: &str) -> Result<(String, String), String> {
+    find(name)
+        .map(|p| (p.source(), p.toml.to_string()))
+        .ok_or_else(|| {
+            PRESETS
+                .iter()
+                .map(|p| p.name)
+                .collect::<Vec<_>>()
+                .join(", ")
+        })
 }
 
 /// Presets that can run in this build.
@@ -197,6 +224,12 @@ mod tests {
                 assert_eq!(w.workload.params()["fsync"], "last", "{}", p.name);
             }
             assert!(p.toml.starts_with("# Seed study"), "{}: a header", p.name);
+            // It states only what it changes of its seed preset.
+            assert!(
+                p.toml.contains(&format!("\nextends = \"{seed}\"\n")),
+                "{}",
+                p.name
+            );
             assert!(p.toml.contains("Departures, and why:"), "{}", p.name);
             assert!(p.toml.contains("Expected time:"), "{}", p.name);
         }
