@@ -270,10 +270,9 @@ where
 pub fn parse_duration(text: &str) -> Result<Duration, UnitError> {
     let t = text.trim();
     if let Ok(secs) = t.parse::<f64>() {
-        if secs.is_finite() && secs >= 0.0 {
-            return Ok(Duration::from_secs_f64(secs));
-        }
-        return Err(UnitError::BadDuration(text.to_string()));
+        // Negative, infinite, NaN and more seconds than a Duration holds (`1e30`) are refused.
+        return Duration::try_from_secs_f64(secs)
+            .map_err(|_| UnitError::BadDuration(text.to_string()));
     }
     humantime::parse_duration(t).map_err(|_| UnitError::BadDuration(text.to_string()))
 }
@@ -375,6 +374,14 @@ mod tests {
         assert_eq!(parse_duration("5m").unwrap(), Duration::from_secs(300));
         assert_eq!(parse_duration("1.5").unwrap(), Duration::from_millis(1500));
         assert!(parse_duration("soon").is_err());
+        assert_eq!(parse_duration("-0").unwrap(), Duration::ZERO);
+        for bad in ["-1", "inf", "NaN", "1e30", "18446744073709551616"] {
+            assert_eq!(
+                parse_duration(bad),
+                Err(UnitError::BadDuration(bad.to_string())),
+                "{bad}"
+            );
+        }
         assert_eq!(parse_list::<u32>("1,4,8").unwrap(), vec![1, 4, 8]);
         let sizes: Vec<Size> = parse_list("4K, 128K").unwrap();
         assert_eq!(sizes, vec![Size(4096), Size(128 << 10)]);
