@@ -596,7 +596,10 @@ impl fmt::Display for Ablations {
             parts.push("cache=off".to_string());
         }
         if let Some(ns) = self.constant_ns {
-            parts.push(format!("constant={}", crate::text::format_ns(ns)));
+            // Exact, in the syntax `parse_ablations` reads (`12ms`, `1ms500us`): the ablations
+            // a result records can be given again as they are written.
+            let d = humantime::format_duration(std::time::Duration::from_nanos(ns));
+            parts.push(format!("constant={}", d.to_string().replace(' ', "")));
         }
         f.write_str(&parts.join(","))
     }
@@ -767,6 +770,23 @@ mod tests {
         assert_eq!(p.name, "st3500641as");
         assert!(a.no_rotation && a.no_cache && !a.no_seek);
         assert!(load_ref("nosuchdisk").is_err());
+    }
+
+    #[test]
+    fn ablations_print_as_they_parse() {
+        // Found by the `ablations` fuzz target: the constant printed rounded to a few digits
+        // (`constant=12345us` as `constant=12.35ms`), so a result's ablations, given again,
+        // were another disk.
+        for (text, printed) in [
+            ("constant=12ms", "constant=12ms"),
+            ("constant=12345us", "constant=12ms345us"),
+            ("seek=off, constant=1.5s", "seek=off,constant=1s500ms"),
+            ("constant=7ns,cache=off", "cache=off,constant=7ns"),
+        ] {
+            let a = parse_ablations(text).expect("valid");
+            assert_eq!(a.to_string(), printed, "{text}");
+            assert_eq!(parse_ablations(printed).expect("reads back"), a, "{text}");
+        }
     }
 
     #[test]
