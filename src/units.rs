@@ -270,8 +270,7 @@ where
 pub fn parse_duration(text: &str) -> Result<Duration, UnitError> {
     let t = text.trim();
     if let Ok(secs) = t.parse::<f64>() {
-        // A number of seconds past what a Duration holds (about 5.8e11 years) is refused, not
-        // a panic.
+        // Negative, infinite, NaN and more seconds than a Duration holds (`1e30`) are refused.
         return Duration::try_from_secs_f64(secs)
             .map_err(|_| UnitError::BadDuration(text.to_string()));
     }
@@ -375,12 +374,12 @@ mod tests {
         assert_eq!(parse_duration("5m").unwrap(), Duration::from_secs(300));
         assert_eq!(parse_duration("1.5").unwrap(), Duration::from_millis(1500));
         assert!(parse_duration("soon").is_err());
-        // Seconds beyond a Duration, infinite or negative are refused, not a panic.
-        for t in ["1e30", "inf", "-1", "NaN"] {
+        assert_eq!(parse_duration("-0").unwrap(), Duration::ZERO);
+        for bad in ["-1", "inf", "NaN", "1e30", "18446744073709551616"] {
             assert_eq!(
-                parse_duration(t),
-                Err(UnitError::BadDuration(t.to_string())),
-                "{t}"
+                parse_duration(bad),
+                Err(UnitError::BadDuration(bad.to_string())),
+                "{bad}"
             );
         }
         assert_eq!(parse_list::<u32>("1,4,8").unwrap(), vec![1, 4, 8]);

@@ -270,6 +270,13 @@ impl SizeDist {
                 "{origin}: every weight is 0; at least one row needs a positive weight"
             )));
         }
+        // Sampling draws below the total weight: an infinite total would draw past every row
+        // and fall on the last, whatever its weight (0 included).
+        if !rows.iter().map(|r| r.weight).sum::<f64>().is_finite() {
+            return Err(bad_input(format!(
+                "{origin}: the weights add up to more than a float holds; only their ratios count, so scale them down"
+            )));
+        }
         Ok(Self::table(origin, rows))
     }
 
@@ -446,6 +453,26 @@ mod tests {
             .unwrap_err()
             .to_string();
         assert!(e.contains("no size,weight rows"), "{e}");
+    }
+
+    #[test]
+    fn weights_whose_total_is_infinite_are_refused() {
+        // Each weight is finite, their sum is not: every draw fell past the last cumulative
+        // weight, onto the last row, here one of weight 0 (found by the `dist` fuzz target's
+        // check that draws come from rows of positive weight).
+        let e = SizeDist::from_csv(
+            "4K,1e308
+8K,1e308
+1M,0
+",
+            "f.csv",
+        )
+        .unwrap_err()
+        .to_string();
+        assert_eq!(
+            e,
+            "f.csv: the weights add up to more than a float holds; only their ratios count, so scale them down"
+        );
     }
 
     #[test]

@@ -62,6 +62,12 @@ impl ReplayLog {
             "replay logs",
             "--replay",
         )?;
+        Self::parse(&text, path)
+    }
+
+    /// Checks the text of a log read from `path` (which names it in errors); errors name the
+    /// line.
+    pub fn parse(text: &str, path: &Path) -> Result<Self> {
         let bad = |line: usize, why: String| {
             bad_input(format!("--replay {} line {line}: {why}", path.display()))
         };
@@ -122,14 +128,15 @@ impl ReplayLog {
                 let p = params
                     .as_ref()
                     .ok_or_else(|| bad(ln, "operations before the params header".into()))?;
+                // An end past 2^64 is past any --max-len (and must not wrap below it).
                 let end = if op.kind.has_dst() {
-                    op.dst + op.len
+                    op.dst.checked_add(op.len)
                 } else if op.kind == OpKind::Truncate {
-                    op.len
+                    Some(op.len)
                 } else {
-                    op.off + op.len
+                    op.off.checked_add(op.len)
                 };
-                if end > p.max_len || op.len > p.max_len {
+                if end.is_none_or(|e| e > p.max_len) || op.len > p.max_len {
                     return Err(bad(
                         ln,
                         format!("{op} reaches past --max-len {:#x}", p.max_len),
@@ -231,4 +238,48 @@ pub fn run_replay(wl: &Exercise, log: &ReplayLog, ctx: &mut RunContext) -> Resul
         .insert("replayed_steps".into(), log.steps.len() as f64);
     ctx.push_checked(phase)?;
     Ok(())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    const HEAD: &str = "# fsgauge exercise replay log v1\n# seed 7\n# params {\"max_len\":65536}\n";
+
+    fn parse(steps: &str) -> Result<ReplayLog> {
+        ReplayLog::parse(&format!("{HEAD}{steps}"), Path::new("x.log"))
+    }
+
+    #[test]
+    fn a_log_loads_with_its_steps() {
+        let log = parse("1 write 0x0 0x1000\n2 copy 0x0 0x1000 0x2000\nremount after 2\n")
+            .expect("loads");
+        assert_eq!(log.seed, 7);
+        assert_eq!(log.params.max_len, 65536);
+        assert_eq!(log.steps.len(), 3);
+        assert_eq!(log.steps[2], Step::Remount(2));
+    }
+
+    #[test]
+    fn an_operation_ending_past_two_to_the_64_is_past_max_len() {
+        // Found by the `replay` fuzz target: off + len overflowed (a panic with overflow
+        // checks; without them the end wrapped below --max-len and the log loaded).
+        for (step, op) in [
+            (
+                "1 write 0xffffffffffffffff 0x2",
+                "write 0xffffffffffffffff 0x2",
+            ),
+            (
+                "1 copy 0x0 0x2 0xffffffffffffffff",
+                "copy 0x0 0x2 0xffffffffffffffff",
+            ),
+        ] {
+            let e = format!("{:#}", parse(step).expect_err("refused"));
+            assert_eq!(
+                e,
+                format!("--replay x.log line 4: {op} reaches past --max-len 0x10000"),
+                "{step}"
+            );
+        }
+    }
 }

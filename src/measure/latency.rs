@@ -199,12 +199,32 @@ pub fn summarize(h: &LatencyHistogram, over_2s: u64, over_10s: u64) -> LatencySu
     }
 }
 
+/// The cookie of hdrhistogram's uncompressed V2 encoding (what [`summarize`] writes).
+const V2_COOKIE: u32 = 0x1c84_9313;
+/// Its header: cookie, payload length, normalizing offset, significant digits, lowest and
+/// highest trackable values, integer-to-double ratio.
+const V2_HEADER: usize = 40;
+
 /// Reads back a histogram stored in a [`LatencySummary`].
+///
+/// The text comes from a result file, so its header is checked before hdrhistogram reads it:
+/// the deserializer allocates the payload length the header claims (up to 4 GiB) and the
+/// counts of the claimed range at the claimed digits (50 MB at 5) before it reads the payload.
+/// A histogram must be what fsgauge writes: uncompressed V2, at most 3 significant digits
+/// (every histogram fsgauge makes has 3), its payload all present.
 pub fn decode(summary: &LatencySummary) -> Option<LatencyHistogram> {
     use hdrhistogram::serialization::Deserializer;
     let bytes = base64::engine::general_purpose::STANDARD
         .decode(&summary.hdr)
         .ok()?;
+    let header = bytes.get(..V2_HEADER)?;
+    let word = |at: usize| {
+        u32::from_be_bytes([header[at], header[at + 1], header[at + 2], header[at + 3]])
+    };
+    let payload = usize::try_from(word(4)).ok()?;
+    if word(0) != V2_COOKIE || payload > bytes.len() - V2_HEADER || word(12) > 3 {
+        return None;
+    }
     Deserializer::new().deserialize(&mut bytes.as_slice()).ok()
 }
 
@@ -241,6 +261,37 @@ mod tests {
         let back = decode(&s).unwrap();
         assert_eq!(back.len(), 1000);
         assert_eq!(back.value_at_quantile(0.99), h.value_at_quantile(0.99));
+    }
+
+    #[test]
+    fn decode_refuses_histograms_fsgauge_does_not_write() {
+        use hdrhistogram::serialization::{Serializer, V2DeflateSerializer};
+        let b64 = |b: &[u8]| base64::engine::general_purpose::STANDARD.encode(b);
+        let stored = |hdr: String| LatencySummary {
+            hdr,
+            ..Default::default()
+        };
+        let mut h = new_histogram();
+        h.record(1234).unwrap();
+        let ours = summarize(&h, 0, 0);
+        assert_eq!(decode(&ours).unwrap().len(), 1);
+        let mut bytes = base64::engine::general_purpose::STANDARD
+            .decode(&ours.hdr)
+            .unwrap();
+        // A header claiming 2 GiB of payload (hdrhistogram would allocate it first).
+        bytes[4..8].copy_from_slice(&0x7fff_ffffu32.to_be_bytes());
+        assert!(decode(&stored(b64(&bytes))).is_none());
+        assert!(decode(&stored(b64(&bytes[..39]))).is_none());
+        // 5 significant digits over 2^62: 50 MB of counts for a few bytes of text.
+        let mut wide = Histogram::<u64>::new_with_bounds(1, 1 << 62, 5).unwrap();
+        wide.record(1234).unwrap();
+        let mut buf = Vec::new();
+        V2Serializer::new().serialize(&wide, &mut buf).unwrap();
+        assert!(decode(&stored(b64(&buf))).is_none());
+        // Compressed: the inflated payload is not bounded by the text.
+        let mut buf = Vec::new();
+        V2DeflateSerializer::new().serialize(&h, &mut buf).unwrap();
+        assert!(decode(&stored(b64(&buf))).is_none());
     }
 
     #[test]

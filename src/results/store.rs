@@ -222,8 +222,13 @@ fn read_result_bytes(path: &Path) -> Result<Vec<u8>, ReadError> {
 /// Reads one result file, checking the schema tag.
 pub fn load(path: &Path) -> Result<RunResult> {
     let bytes = read_result_bytes(path)?;
-    let v: serde_json::Value = serde_json::from_slice(&bytes)
-        .with_context(|| format!("{} is not JSON", path.display()))?;
+    parse_result(&bytes, path)
+}
+
+/// Reads the bytes of a result file (`path` names it in errors), checking the schema tag.
+pub fn parse_result(bytes: &[u8], path: &Path) -> Result<RunResult> {
+    let v: serde_json::Value =
+        serde_json::from_slice(bytes).with_context(|| format!("{} is not JSON", path.display()))?;
     match v.get("schema").and_then(|s| s.as_str()) {
         Some(SCHEMA) => {}
         Some(other) => bail!(

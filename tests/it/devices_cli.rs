@@ -90,7 +90,7 @@ fn show_applies_ablations() {
         .output()
         .unwrap();
     let doc = json_of(&out);
-    assert_eq!(doc["ablations"], "constant=12.00ms");
+    assert_eq!(doc["ablations"], "constant=12ms");
     assert_eq!(doc["expectations"]["qd1_random_4k_read_ms"], 12.0);
     let out = sb
         .cmd()

@@ -107,7 +107,11 @@ impl fmt::Display for Ablations {
             parts.push("cache=off".to_string());
         }
         if let Some(ns) = self.constant_ns {
-            parts.push(format!("constant={}", crate::text::format_ns(ns)));
+            // Exact, in the syntax the parser reads (`12ms`, `12ms345us`): the ablations a
+            // result records can be given again as they are written (the `ablations` fuzz
+            // target found `constant=12345us` printed as `12.35ms`, another disk).
+            let d = humantime::format_duration(std::time::Duration::from_nanos(ns));
+            parts.push(format!("constant={}", d.to_string().replace(' ', "")));
         }
         f.write_str(&parts.join(","))
     }
@@ -225,6 +229,21 @@ mod tests {
             "{:#}",
             parse_ablations(text).expect_err(&format!("{text} refused"))
         )
+    }
+
+    #[test]
+    fn ablations_print_as_they_parse() {
+        for (text, printed) in [
+            ("constant=12ms", "constant=12ms"),
+            ("constant=12345us", "constant=12ms345us"),
+            ("constant=1.5s", "constant=1s500ms"),
+            ("constant=7ns", "constant=7ns"),
+            ("cache=off, seek=off", "seek=off,cache=off"),
+        ] {
+            let a = parse_ablations(text).expect("valid");
+            assert_eq!(a.to_string(), printed, "{text}");
+            assert_eq!(parse_ablations(printed).expect("reads back"), a, "{text}");
+        }
     }
 
     #[test]

@@ -1,0 +1,309 @@
+//! What every fuzz target checks of its parser, beyond "no panic": shared by the cargo-fuzz
+//! targets in `fuzz/` (which include this file) and by the regression tests of this directory,
+//! which feed every case the fuzzers found back through the same checks on stable Rust.
+//!
+//! Each check takes the raw input bytes and panics when the parser breaks a promise: an error
+//! that does not say where, a value that does not print back to itself, a parsed document
+//! whose parts lie outside what it declares.
+
+use std::path::Path;
+
+/// A target's check of one input: panics when the parser breaks a promise.
+pub type Check = fn(&[u8]);
+
+/// The targets, each with its check: the names of `fuzz/fuzz_targets/*.rs` and of the
+/// directories of found cases.
+pub const TARGETS: &[(&str, Check)] = &[
+    ("units", units),
+    ("plan", plan),
+    ("profile", profile),
+    ("ablations", ablations),
+    ("loadfile", loadfile),
+    ("replay", replay),
+    ("result", result),
+    ("dist", dist),
+];
+
+/// `line:column` after `prefix` at the start of `msg`, both from 1 and inside `text`.
+fn assert_located(msg: &str, prefix: &str, text: &str) {
+    let rest = msg
+        .strip_prefix(prefix)
+        .unwrap_or_else(|| panic!("error does not start with {prefix:?}: {msg}"));
+    let mut it = rest.splitn(3, ':');
+    let line: usize = it
+        .next()
+        .and_then(|l| l.parse().ok())
+        .unwrap_or_else(|| panic!("error has no line after {prefix:?}: {msg}"));
+    let column: usize = it
+        .next()
+        .and_then(|c| c.parse().ok())
+        .unwrap_or_else(|| panic!("error has no column after {prefix:?}: {msg}"));
+    let lines: Vec<&str> = text.split('\n').collect();
+    assert!(
+        line >= 1 && line <= lines.len(),
+        "line {line} of {} lines: {msg}",
+        lines.len()
+    );
+    let width = lines[line - 1].chars().count();
+    assert!(
+        column >= 1 && column <= width + 1,
+        "column {column} of a line of {width} characters: {msg}"
+    );
+}
+
+/// Sizes, durations, byte rates and comma lists: a size prints back to itself, a list has one
+/// item per comma-separated field, and an error quotes the text.
+pub fn units(data: &[u8]) {
+    use fsgauge::units::{format_size, parse_duration, parse_list, parse_size, Size};
+    use fsgauge::workload::rate::ByteRate;
+    let Ok(s) = std::str::from_utf8(data) else {
+        return;
+    };
+    match parse_size(s) {
+        Ok(n) => {
+            let printed = format_size(n);
+            assert_eq!(parse_size(&printed), Ok(n), "{s:?} -> {n} -> {printed:?}");
+            assert_eq!(Size(n).to_string(), printed);
+        }
+        Err(e) => {
+            let msg = e.to_string();
+            assert!(msg.contains(&format!("{s:?}")), "{msg}");
+        }
+    }
+    match s.parse::<ByteRate>() {
+        Ok(r) => assert_eq!(r.to_string().parse::<ByteRate>(), Ok(r), "{s:?}"),
+        Err(e) => assert!(e.contains(&format!("{s:?}")), "{e}"),
+    }
+    match parse_duration(s) {
+        Ok(d) => {
+            let printed = humantime::format_duration(d).to_string();
+            assert_eq!(parse_duration(&printed), Ok(d), "{s:?} -> {printed:?}");
+        }
+        Err(e) => assert!(e.to_string().contains(&format!("{s:?}")), "{e}"),
+    }
+    if let Ok(v) = parse_list::<Size>(s) {
+        assert_eq!(v.len(), s.split(',').count(), "{s:?}");
+    }
+}
+
+/// Plans: an error names the file, line and column (inside the text); a plan has testbeds and
+/// workloads.
+pub fn plan(data: &[u8]) {
+    use fsgauge::plan::{parse, ParseOptions};
+    let Ok(text) = std::str::from_utf8(data) else {
+        return;
+    };
+    let opts = ParseOptions {
+        workdir: Some(std::env::temp_dir()),
+        ..Default::default()
+    };
+    match parse(text, "fuzz.toml", &opts) {
+        Ok(p) => assert!(!p.testbeds.is_empty() && !p.workloads.is_empty()),
+        Err(e) => assert_located(&format!("{e:#}"), "fuzz.toml:", text),
+    }
+}
+
+/// Device profiles: an error names the file, line and column; a profile that parses builds
+/// its disk model, and its name can stand before `:ablations`.
+pub fn profile(data: &[u8]) {
+    use fsgauge::testbed::device::profile::{parse, Ablations};
+    use fsgauge::testbed::device::DeviceModel;
+    let Ok(text) = std::str::from_utf8(data) else {
+        return;
+    };
+    match parse(text, "fuzz.toml") {
+        Ok(p) => {
+            assert!(
+                !p.name.is_empty() && !p.name.contains([':', '/']),
+                "{}",
+                p.name
+            );
+            assert_eq!(p.fingerprint().len(), 64);
+            if let Err(e) = DeviceModel::new(&p, &Ablations::default()) {
+                panic!("profile {} parses but builds no model: {e}", p.name);
+            }
+        }
+        Err(e) => assert_located(&format!("{e:#}"), "fuzz.toml:", text),
+    }
+}
+
+/// Ablation lists (`seek=off,constant=12ms`): what parses prints back to the same ablations.
+pub fn ablations(data: &[u8]) {
+    use fsgauge::testbed::device::profile::parse_ablations;
+    let Ok(text) = std::str::from_utf8(data) else {
+        return;
+    };
+    if let Ok(a) = parse_ablations(text) {
+        let printed = a.to_string();
+        match parse_ablations(&printed) {
+            Ok(b) => assert_eq!(a, b, "{text:?} -> {printed:?}"),
+            Err(e) => panic!("{text:?} prints as {printed:?}, which does not parse: {e:#}"),
+        }
+    }
+}
+
+/// dbench loadfiles: an error names the file and a line that exists; every operation parsed
+/// comes from a line of the text and stays inside the run directory.
+pub fn loadfile(data: &[u8]) {
+    use fsgauge::workload::clients::loadfile::parse;
+    let Ok(text) = std::str::from_utf8(data) else {
+        return;
+    };
+    let lines = text.lines().count();
+    match parse(text, "fuzz.txt") {
+        Ok(ops) => {
+            assert!(ops.len() <= lines);
+            for op in &ops {
+                assert!(
+                    op.line >= 1 && op.line as usize <= lines,
+                    "line {}",
+                    op.line
+                );
+                for p in [&op.path, &op.path2].into_iter().flatten() {
+                    assert!(
+                        p.starts_with('/') && !p.split('/').any(|c| c == ".."),
+                        "{p}"
+                    );
+                }
+            }
+        }
+        Err(e) => {
+            let msg = format!("{e:#}");
+            if let Some(rest) = msg.strip_prefix("loadfile fuzz.txt line ") {
+                let n: usize = rest
+                    .split(':')
+                    .next()
+                    .and_then(|n| n.parse().ok())
+                    .unwrap_or_else(|| panic!("no line number: {msg}"));
+                assert!(n >= 1 && n <= lines, "line {n} of {lines}: {msg}");
+            } else {
+                assert_eq!(msg, "loadfile fuzz.txt has no operations");
+            }
+        }
+    }
+}
+
+/// Exerciser replay logs: an error names the log; every operation of a log that loads lies
+/// inside the `--max-len` its header declares, and operations count up from 1.
+pub fn replay(data: &[u8]) {
+    use fsgauge::exercise::engine::Step;
+    use fsgauge::exercise::ops::OpKind;
+    use fsgauge::exercise::ReplayLog;
+    let Ok(text) = std::str::from_utf8(data) else {
+        return;
+    };
+    match ReplayLog::parse(text, Path::new("fuzz.log")) {
+        Ok(log) => {
+            assert!(log.steps.len() <= text.lines().count());
+            let mut n = 0;
+            for step in &log.steps {
+                let Step::Op(i, op) = step else { continue };
+                n += 1;
+                assert_eq!(*i, n, "operation numbers count up by one");
+                let end = if op.kind.has_dst() {
+                    op.dst.checked_add(op.len)
+                } else if op.kind == OpKind::Truncate {
+                    Some(op.len)
+                } else {
+                    op.off.checked_add(op.len)
+                };
+                assert!(
+                    end.is_some_and(|e| e <= log.params.max_len),
+                    "{op} lies past --max-len {:#x}",
+                    log.params.max_len
+                );
+            }
+        }
+        Err(e) => {
+            let msg = format!("{e:#}");
+            assert!(msg.starts_with("--replay fuzz.log"), "{msg}");
+        }
+    }
+}
+
+/// Result files: an error names the file; a result that loads writes back to the same JSON,
+/// its latency histograms decode (or are refused) without a large allocation, and a report
+/// can be built from it.
+pub fn result(data: &[u8]) {
+    use fsgauge::results::{parse_result, LatencySummary};
+    let r = match parse_result(data, Path::new("fuzz.json")) {
+        Ok(r) => r,
+        Err(e) => {
+            let msg = format!("{e:#}");
+            assert!(msg.starts_with("fuzz.json "), "{msg}");
+            return;
+        }
+    };
+    let v = serde_json::to_value(&r).expect("a result serializes");
+    let again = parse_result(v.to_string().as_bytes(), Path::new("again.json"))
+        .unwrap_or_else(|e| panic!("a loaded result does not load again: {e:#}"));
+    assert_eq!(serde_json::to_value(&again).expect("serializes"), v);
+    let mut hdrs = Vec::new();
+    collect_hdr(&v, &mut hdrs);
+    for hdr in hdrs {
+        let s = LatencySummary {
+            hdr,
+            ..Default::default()
+        };
+        let _ = fsgauge::measure::decode(&s);
+    }
+    let _ = fsgauge::report::model::build(vec![r], None, &fsgauge::registry::kind_tables());
+}
+
+/// Every `"hdr"` string of a JSON document.
+fn collect_hdr(v: &serde_json::Value, out: &mut Vec<String>) {
+    match v {
+        serde_json::Value::Object(m) => {
+            for (k, x) in m {
+                match x {
+                    serde_json::Value::String(s) if k == "hdr" => out.push(s.clone()),
+                    _ => collect_hdr(x, out),
+                }
+            }
+        }
+        serde_json::Value::Array(a) => a.iter().for_each(|x| collect_hdr(x, out)),
+        _ => {}
+    }
+}
+
+/// Aging's size distributions: a CSV file's error names the file, and every size a table draws
+/// lies in one of its rows; a `--dist` spec that is not a path parses or is refused.
+pub fn dist(data: &[u8]) {
+    use fsgauge::age::dist::SizeDist;
+    use rand::SeedableRng;
+    let Ok(text) = std::str::from_utf8(data) else {
+        return;
+    };
+    match SizeDist::from_csv(text, "fuzz.csv") {
+        Ok(d) => {
+            let SizeDist::Table { rows, .. } = &d else {
+                panic!("a CSV file is a table: {d:?}");
+            };
+            let mut rng = rand_chacha::ChaCha8Rng::seed_from_u64(data.len() as u64);
+            for _ in 0..16 {
+                let n = d.sample(&mut rng);
+                assert!(
+                    rows.iter()
+                        .any(|r| r.weight > 0.0 && r.lo <= n && n <= r.hi),
+                    "{n} is in no row of positive weight: {rows:?}"
+                );
+                assert!(d.min() <= n && d.max().is_none_or(|m| n <= m), "{n}");
+            }
+        }
+        Err(e) => {
+            let msg = format!("{e:#}");
+            assert!(msg.starts_with("fuzz.csv"), "{msg}");
+        }
+    }
+    // A spec that names an existing file reads it: not what a fuzzer should do.
+    if !text.contains(['/', '\n', '\0']) && !text.is_empty() && !Path::new(text).exists() {
+        if let Ok(d) = SizeDist::parse(text) {
+            let mut rng = rand_chacha::ChaCha8Rng::seed_from_u64(1);
+            let n = d.sample(&mut rng);
+            assert!(
+                d.min() <= n && d.max().is_none_or(|m| n <= m),
+                "{n} from {d:?}"
+            );
+        }
+    }
+}

@@ -1,0 +1,167 @@
+//! The fuzzers' found cases as regression tests, on stable Rust: every file under
+//! `tests/fuzz_regressions/<target>/` (the cases `scripts/fuzz` found, and a small minimized
+//! corpus of each parser's inputs) goes through its target's checks (`checks.rs`, the very
+//! code the cargo-fuzz targets in `fuzz/` run), which must return without a panic, and
+//! without allocating more at once than a small multiple of the input: the bound libFuzzer's
+//! `-malloc_limit_mb` holds the fuzzers to.
+#![allow(clippy::unwrap_used)] // tests fail loudly by design
+
+mod checks;
+
+use std::alloc::{GlobalAlloc, Layout, System};
+use std::cell::Cell;
+use std::path::{Path, PathBuf};
+
+/// Counts the bytes this thread has allocated and not freed, and the most at once since the
+/// last reset, so that a check's peak can be read while other tests run on other threads.
+struct Counting;
+
+thread_local! {
+    static LIVE: Cell<usize> = const { Cell::new(0) };
+    static PEAK: Cell<usize> = const { Cell::new(0) };
+}
+
+fn grew(n: usize) {
+    let _ = LIVE.try_with(|l| {
+        let now = l.get().saturating_add(n);
+        l.set(now);
+        let _ = PEAK.try_with(|p| p.set(p.get().max(now)));
+    });
+}
+
+fn shrank(n: usize) {
+    let _ = LIVE.try_with(|l| l.set(l.get().saturating_sub(n)));
+}
+
+// SAFETY: every call is passed on to the system allocator unchanged; the counting beside it
+// touches only const-initialized thread-locals, which never allocate.
+unsafe impl GlobalAlloc for Counting {
+    unsafe fn alloc(&self, layout: Layout) -> *mut u8 {
+        grew(layout.size());
+        // SAFETY: the caller's contract for `alloc` is the system allocator's.
+        unsafe { System.alloc(layout) }
+    }
+    unsafe fn alloc_zeroed(&self, layout: Layout) -> *mut u8 {
+        grew(layout.size());
+        // SAFETY: as for `alloc`.
+        unsafe { System.alloc_zeroed(layout) }
+    }
+    unsafe fn dealloc(&self, ptr: *mut u8, layout: Layout) {
+        shrank(layout.size());
+        // SAFETY: `ptr` was allocated by `System` with `layout` (every allocation goes there).
+        unsafe { System.dealloc(ptr, layout) }
+    }
+    unsafe fn realloc(&self, ptr: *mut u8, layout: Layout, new_size: usize) -> *mut u8 {
+        grew(new_size);
+        shrank(layout.size());
+        // SAFETY: as for `dealloc`; the caller's contract for `realloc` is the system's.
+        unsafe { System.realloc(ptr, layout, new_size) }
+    }
+}
+
+#[global_allocator]
+static ALLOC: Counting = Counting;
+
+/// The most a check may hold at once for an input of `len` bytes: the fuzzers' limit
+/// (`scripts/fuzz` passes `-malloc_limit_mb=64`, a single allocation) is kept here for the
+/// whole of a check, with room for the parsed copies an input of any size makes.
+fn bound(len: usize) -> usize {
+    (64 << 20) + 64 * len
+}
+
+/// Runs `check` on `data`, returning the most it held at once.
+fn peak_of(check: checks::Check, data: &[u8]) -> usize {
+    let base = LIVE.with(Cell::get);
+    PEAK.with(|p| p.set(base));
+    check(data);
+    PEAK.with(Cell::get) - base
+}
+
+fn cases(target: &str) -> Vec<PathBuf> {
+    let dir = Path::new(env!("CARGO_MANIFEST_DIR"))
+        .join("tests/fuzz_regressions")
+        .join(target);
+    let mut files: Vec<PathBuf> = std::fs::read_dir(&dir)
+        .unwrap_or_else(|e| panic!("reading {}: {e}", dir.display()))
+        .map(|e| e.unwrap().path())
+        .filter(|p| p.is_file())
+        .collect();
+    files.sort();
+    files
+}
+
+fn run_target(target: &str) {
+    let (_, check) = checks::TARGETS.iter().find(|(n, _)| *n == target).unwrap();
+    let files = cases(target);
+    assert!(!files.is_empty(), "no cases for {target}");
+    for f in files {
+        let data = std::fs::read(&f).unwrap();
+        let peak = peak_of(*check, &data);
+        assert!(
+            peak <= bound(data.len()),
+            "{}: the check held {peak} bytes at once for {} bytes of input",
+            f.display(),
+            data.len()
+        );
+    }
+}
+
+#[test]
+fn units_cases() {
+    run_target("units");
+}
+
+#[test]
+fn plan_cases() {
+    run_target("plan");
+}
+
+#[test]
+fn profile_cases() {
+    run_target("profile");
+}
+
+#[test]
+fn ablations_cases() {
+    run_target("ablations");
+}
+
+#[test]
+fn loadfile_cases() {
+    run_target("loadfile");
+}
+
+#[test]
+fn replay_cases() {
+    run_target("replay");
+}
+
+#[test]
+fn result_cases() {
+    run_target("result");
+}
+
+#[test]
+fn dist_cases() {
+    run_target("dist");
+}
+
+/// Every target has its directory of cases, and every directory is a target's.
+#[test]
+fn every_target_has_cases_and_every_case_a_target() {
+    let root = Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/fuzz_regressions");
+    for entry in std::fs::read_dir(&root).unwrap() {
+        let p = entry.unwrap().path();
+        if p.is_dir() {
+            let name = p.file_name().unwrap().to_string_lossy().into_owned();
+            assert!(
+                checks::TARGETS.iter().any(|(n, _)| *n == name),
+                "{} is no fuzz target's",
+                p.display()
+            );
+        }
+    }
+    for (name, _) in checks::TARGETS {
+        assert!(!cases(name).is_empty(), "no cases for {name}");
+    }
+}
