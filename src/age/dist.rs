@@ -458,8 +458,8 @@ mod tests {
     #[test]
     fn weights_whose_total_is_infinite_are_refused() {
         // Each weight is finite, their sum is not: every draw fell past the last cumulative
-        // weight, onto the last row, here one of weight 0 (found by the `dist` fuzz target's
-        // check that draws come from rows of positive weight).
+        // weight, onto the last row, here one of weight 0 (the `dist` fuzz target checks that
+        // draws come from rows of positive weight).
         let e = SizeDist::from_csv(
             "4K,1e308
 8K,1e308

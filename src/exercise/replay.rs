@@ -262,8 +262,8 @@ mod tests {
 
     #[test]
     fn an_operation_ending_past_two_to_the_64_is_past_max_len() {
-        // Found by the `replay` fuzz target: off + len overflowed (a panic with overflow
-        // checks; without them the end wrapped below --max-len and the log loaded).
+        // off + len overflowed: a panic with overflow checks; without them the end wrapped
+        // below --max-len and the log loaded (the `replay` fuzz target's check says so).
         for (step, op) in [
             (
                 "1 write 0xffffffffffffffff 0x2",
