@@ -717,6 +717,8 @@ mod tests {
             )
         };
         bind().unwrap();
+        // Whatever fails below, the mount goes with the test (a panic must not leave it).
+        let _mounted = Unmounted(mp.clone());
         let made = RunDir::create(&mp, "fsgauge-remount", false).unwrap();
         fs::write(made.pinned().join("f"), b"ours").unwrap();
         across_remount(&mp, &mp, || {
@@ -834,13 +836,22 @@ mod tests {
         remove(Path::new("/etc"), "fsgauge-never-made-1-0", None).unwrap();
     }
 
+    /// A mount made by a test, detached when the test ends, even by a panic.
+    struct Unmounted(PathBuf);
+
+    impl Drop for Unmounted {
+        fn drop(&mut self) {
+            let _ = nix::mount::umount2(&self.0, nix::mount::MntFlags::MNT_DETACH);
+        }
+    }
+
     #[test]
     fn a_mount_at_or_below_it_is_refused() {
         if !nix::unistd::geteuid().is_root() {
             eprintln!("skipped: mounting a tmpfs needs root");
             return;
         }
-        use nix::mount::{mount, umount, MsFlags};
+        use nix::mount::{mount, MsFlags};
         let tmp = tempfile::tempdir().unwrap();
         let parent = tmp.path().canonicalize().unwrap();
         let run = parent.join("fsgauge-m-1-0");
@@ -855,10 +866,11 @@ mod tests {
                 None::<&str>,
             )
             .unwrap();
+            let mounted = Unmounted(at.to_path_buf());
             fs::write(at.join("on-the-mount"), b"keep").unwrap();
             let r = remove(&parent, "fsgauge-m-1-0", Some(ino(&run)));
             let on_mount = fs::read(at.join("on-the-mount"));
-            umount(at.as_path()).unwrap();
+            drop(mounted);
             let e = r.unwrap_err();
             assert!(format!("{e:#}").contains(needle), "{e:#}");
             assert_eq!(on_mount.unwrap(), b"keep");
