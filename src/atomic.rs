@@ -133,6 +133,13 @@ impl OutDir {
         }
     }
 
+    /// The directory a chase ended in, opened to write in; an error says "opening PATH: …".
+    pub fn from_chased(c: &crate::sys::chase::Chased) -> Result<OutDir> {
+        let fd = crate::sys::chase::reopen_dir(c.dir.as_fd())
+            .with_context(|| format!("opening {}", c.dir_path.display()))?;
+        Ok(OutDir::from_fd(fd, c.dir_path.clone()))
+    }
+
     /// A directory already opened (`O_DIRECTORY`), known to the user as `path`.
     pub fn from_fd(fd: OwnedFd, path: PathBuf) -> OutDir {
         OutDir { fd, path }

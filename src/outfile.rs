@@ -82,11 +82,7 @@ impl OutFile {
             .to_str()
             .ok_or_else(|| refuse("the file name is not UTF-8".into()))?
             .to_string();
-        let dir = OutDir::from_fd(
-            crate::sys::chase::reopen_dir(std::os::fd::AsFd::as_fd(&c.dir))
-                .map_err(|e| refuse(format!("opening {}: {e}", c.dir_path.display())))?,
-            c.dir_path.clone(),
-        );
+        let dir = OutDir::from_chased(&c).map_err(|e| refuse(format!("{e:#}")))?;
         if let Some(what) = dir.kernel_interface() {
             return Err(refuse(format!(
                 "{} is on {what}, a kernel interface, not a place for files; choose a directory on a real filesystem",

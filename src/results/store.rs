@@ -103,15 +103,7 @@ pub fn check_out_dir(dir: &Path) -> Result<()> {
         }
         _ => {}
     }
-    let d = OutDir::from_fd(
-        crate::sys::chase::reopen_dir(std::os::fd::AsFd::as_fd(&c.dir)).map_err(|e| {
-            bad_input(format!(
-                "--out {shown}: opening {}: {e}",
-                c.dir_path.display()
-            ))
-        })?,
-        c.dir_path.clone(),
-    );
+    let d = OutDir::from_chased(&c).map_err(|e| bad_input(format!("--out {shown}: {e:#}")))?;
     if let Some(what) = d.kernel_interface() {
         return Err(bad_input(format!(
             "--out {shown} is on {what}, a kernel interface, not a place for result files; give a directory on a real filesystem"
