@@ -17,6 +17,7 @@ mod code_rules;
 mod device_failures;
 mod device_server;
 mod device_testbed;
+mod device_uring;
 mod device_timing;
 mod devices_cli;
 mod devices_fit;

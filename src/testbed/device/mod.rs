@@ -66,6 +66,7 @@ pub mod pairs;
 pub mod profile;
 pub mod server;
 pub mod stats;
+pub mod uring;
 
 pub use emulated::EmulatedDevice;
 pub use model::expect::{demerit, expectations, random_read_service, Expectations};

@@ -1,0 +1,363 @@
+//! FUSE over io_uring for the device server (needs root, loop devices and /dev/fuse; the
+//! ring tests need a kernel with `CONFIG_FUSE_IO_URING`): a RAM disk served through the ring
+//! reads back through a loop device what was written to it, with every data request counted
+//! on the ring; where the kernel does not offer the ring, the same disk is served through
+//! /dev/fuse. The `#[ignore]`d `uring_transport_bench` measures both transports with fio.
+//!
+//! The tests set /sys/module/fuse/parameters/enable_uring for their run and put it back as
+//! they found it; they run one at a time (other FUSE servers are not affected: the parameter
+//! only lets the kernel offer the ring to a server that asks).
+
+use std::ffi::OsStr;
+use std::io::Write;
+use std::os::unix::fs::FileExt;
+use std::path::{Path, PathBuf};
+use std::sync::atomic::Ordering;
+use std::sync::{Arc, Mutex, RwLock};
+use std::time::{Duration, SystemTime};
+
+use fsgauge::testbed::device::uring::{self, Counts, Disk, Incoming, Offer, Op, Ring};
+use fsgauge::testbed::LoopDevice;
+use fuser::{
+    FileAttr, FileHandle, FileType, Filesystem, FopenFlags, Generation, INodeNo, InitFlags,
+    KernelConfig, LockOwner, MountOption, OpenFlags, ReplyAttr, ReplyData, ReplyEmpty,
+    ReplyEntry, ReplyOpen, ReplyWrite, WriteFlags,
+};
+
+use crate::support::{have_fuse, skip, Sandbox};
+
+const PARAM: &str = "/sys/module/fuse/parameters/enable_uring";
+const MAX_REQUEST: usize = 1 << 20;
+const TTL: Duration = Duration::from_secs(3600);
+
+/// The tests here flip a module parameter: one at a time.
+static ONE_AT_A_TIME: Mutex<()> = Mutex::new(());
+
+/// Sets the module parameter for a test and puts back the value it found.
+struct Param(Option<String>);
+
+impl Param {
+    fn set(on: bool) -> Option<Param> {
+        let was = std::fs::read_to_string(PARAM).ok()?.trim().to_string();
+        std::fs::write(PARAM, if on { "1" } else { "0" }).ok()?;
+        Some(Param(Some(was)))
+    }
+}
+
+impl Drop for Param {
+    fn drop(&mut self) {
+        if let Some(was) = self.0.take() {
+            let _ = std::fs::write(PARAM, if was == "Y" { "1" } else { "0" });
+        }
+    }
+}
+
+/// The disk's bytes, in memory.
+struct Ram(RwLock<Vec<u8>>);
+
+impl Ram {
+    fn read(&self, buf: &mut [u8], off: u64) -> usize {
+        let b = self.0.read().unwrap();
+        let off = (off as usize).min(b.len());
+        let n = buf.len().min(b.len() - off);
+        buf[..n].copy_from_slice(&b[off..off + n]);
+        n
+    }
+
+    fn write(&self, data: &[u8], off: u64) -> usize {
+        let mut b = self.0.write().unwrap();
+        let off = (off as usize).min(b.len());
+        let n = data.len().min(b.len() - off);
+        b[off..off + n].copy_from_slice(&data[..n]);
+        n
+    }
+}
+
+/// The /dev/fuse side: as `devices serve` configures it, with the ring offered at INIT.
+struct RamFs {
+    ram: Arc<Ram>,
+    size: u64,
+    offer: Option<Arc<Offer>>,
+    asked: Arc<Mutex<Option<bool>>>,
+}
+
+impl RamFs {
+    fn attr(&self, ino: u64) -> FileAttr {
+        let (kind, perm, size, nlink) = if ino == 1 {
+            (FileType::Directory, 0o700, 0, 2)
+        } else {
+            (FileType::RegularFile, 0o600, self.size, 1)
+        };
+        FileAttr {
+            ino: INodeNo(ino),
+            size,
+            blocks: size / 512,
+            atime: SystemTime::UNIX_EPOCH,
+            mtime: SystemTime::UNIX_EPOCH,
+            ctime: SystemTime::UNIX_EPOCH,
+            crtime: SystemTime::UNIX_EPOCH,
+            kind,
+            perm,
+            nlink,
+            uid: 0,
+            gid: 0,
+            rdev: 0,
+            blksize: 4096,
+            flags: 0,
+        }
+    }
+}
+
+impl Filesystem for RamFs {
+    fn init(&mut self, _req: &fuser::Request, config: &mut KernelConfig) -> std::io::Result<()> {
+        let _ = config.set_max_write(MAX_REQUEST as u32);
+        let _ = config.set_max_readahead(MAX_REQUEST as u32);
+        let _ = config.set_max_background(64);
+        let _ = config.set_congestion_threshold(48);
+        let _ = config.add_capabilities(InitFlags::FUSE_ASYNC_DIO);
+        let asked = self.offer.as_ref().map(|o| o.decide(config));
+        *self.asked.lock().unwrap() = asked;
+        Ok(())
+    }
+
+    fn lookup(&self, _req: &fuser::Request, parent: INodeNo, name: &OsStr, reply: ReplyEntry) {
+        if parent.0 == 1 && name == "disk" {
+            reply.entry(&TTL, &self.attr(2), Generation(0));
+        } else {
+            reply.error(fuser::Errno::ENOENT);
+        }
+    }
+
+    fn getattr(&self, _r: &fuser::Request, ino: INodeNo, _fh: Option<FileHandle>, reply: ReplyAttr) {
+        reply.attr(&TTL, &self.attr(ino.0));
+    }
+
+    fn open(&self, _r: &fuser::Request, _ino: INodeNo, _flags: OpenFlags, reply: ReplyOpen) {
+        reply.opened(FileHandle(0), FopenFlags::empty());
+    }
+
+    fn read(
+        &self,
+        _r: &fuser::Request,
+        _ino: INodeNo,
+        _fh: FileHandle,
+        offset: u64,
+        size: u32,
+        _flags: OpenFlags,
+        _lock: Option<LockOwner>,
+        reply: ReplyData,
+    ) {
+        let mut buf = vec![0u8; size as usize];
+        let n = self.ram.read(&mut buf, offset);
+        reply.data(&buf[..n]);
+    }
+
+    fn write(
+        &self,
+        _r: &fuser::Request,
+        _ino: INodeNo,
+        _fh: FileHandle,
+        offset: u64,
+        data: &[u8],
+        _wf: WriteFlags,
+        _flags: OpenFlags,
+        _lock: Option<LockOwner>,
+        reply: ReplyWrite,
+    ) {
+        reply.written(self.ram.write(data, offset) as u32);
+    }
+
+    fn flush(&self, _r: &fuser::Request, _i: INodeNo, _f: FileHandle, _l: LockOwner, reply: ReplyEmpty) {
+        reply.ok();
+    }
+
+    fn fsync(&self, _r: &fuser::Request, _i: INodeNo, _f: FileHandle, _d: bool, reply: ReplyEmpty) {
+        reply.ok();
+    }
+}
+
+/// The ring side: data requests answered at once on the queue thread that took them.
+fn ram_handler(ram: Arc<Ram>) -> uring::Handler {
+    Arc::new(move |mut r: Incoming| match r.op {
+        Op::Read => {
+            let n = ram.read(r.token.buf(), r.offset);
+            r.token.commit(Ok(n));
+        }
+        Op::Write => {
+            let n = ram.write(r.token.data(), r.offset);
+            r.token.commit(Ok(n));
+        }
+        Op::Fsync | Op::Fallocate { .. } => r.token.commit(Ok(0)),
+    })
+}
+
+/// A RAM disk mounted in the sandbox, through the ring (when `ring`) or /dev/fuse.
+struct Served {
+    mount: PathBuf,
+    session: Option<fuser::BackgroundSession>,
+    ring: Option<Ring>,
+    counts: Option<Arc<Counts>>,
+    asked: Arc<Mutex<Option<bool>>>,
+}
+
+impl Served {
+    fn start(dir: &Path, size: u64, ring: bool) -> Served {
+        let mount = dir.join("mnt");
+        std::fs::create_dir_all(&mount).unwrap();
+        let ram = Arc::new(Ram(RwLock::new(vec![0u8; size as usize])));
+        let mut ring = ring
+            .then(|| {
+                let disk = Disk {
+                    name: "disk".into(),
+                    size,
+                    time: 0,
+                };
+                Ring::prepare(disk, MAX_REQUEST, ram_handler(ram.clone()))
+            })
+            .flatten();
+        let asked = Arc::new(Mutex::new(None));
+        let fs = RamFs {
+            ram,
+            size,
+            offer: ring.as_ref().map(|r| r.offer()),
+            asked: asked.clone(),
+        };
+        let mut config = fuser::Config::default();
+        config.mount_options = vec![
+            MountOption::FSName("fsgauge-uring-test".into()),
+            MountOption::RW,
+            MountOption::NoAtime,
+        ];
+        config.n_threads = Some(4);
+        config.clone_fd = true;
+        let session = fuser::Session::new(fs, &mount, &config).unwrap();
+        if let Some(r) = ring.as_mut() {
+            r.start(&session).unwrap();
+        }
+        let counts = ring.as_ref().map(|r| r.counts());
+        Served {
+            mount,
+            session: Some(session.spawn().unwrap()),
+            ring,
+            counts,
+            asked,
+        }
+    }
+
+    fn disk(&self) -> PathBuf {
+        self.mount.join("disk")
+    }
+
+    fn data_requests(&self) -> u64 {
+        self.counts
+            .as_ref()
+            .map_or(0, |c| c.data.load(Ordering::Relaxed))
+    }
+}
+
+impl Drop for Served {
+    fn drop(&mut self) {
+        let _ = nix::mount::umount2(&self.mount, nix::mount::MntFlags::MNT_DETACH);
+        if let Some(s) = self.session.take() {
+            let _ = s.join();
+        }
+        if let Some(r) = self.ring.take() {
+            r.join();
+        }
+    }
+}
+
+/// A loop device with direct I/O on the served disk.
+fn attach(s: &Served) -> LoopDevice {
+    let f = std::fs::OpenOptions::new()
+        .read(true)
+        .write(true)
+        .open(s.disk())
+        .unwrap();
+    let l = LoopDevice::attach(&f, &s.disk(), true).unwrap();
+    assert!(l.direct_io(), "the loop device does direct I/O on the FUSE file");
+    l
+}
+
+/// Writes a pattern through the loop device (O_DIRECT, 4K and 1M requests) and reads it back.
+fn pattern_round_trip(dev: &Path) {
+    use std::os::unix::fs::OpenOptionsExt;
+    let f = std::fs::OpenOptions::new()
+        .read(true)
+        .write(true)
+        .custom_flags(libc::O_DIRECT)
+        .open(dev)
+        .unwrap();
+    let mut buf = vec![0u8; (2 << 20) + 4096];
+    let shift = buf.as_ptr().align_offset(4096);
+    let block = &mut buf[shift..shift + (1 << 20)];
+    let pattern = |off: u64, b: &mut [u8]| {
+        for (i, x) in b.iter_mut().enumerate() {
+            *x = ((off as usize + i) / 4096 * 7 + i % 251) as u8;
+        }
+    };
+    for (off, len) in [(0u64, 4096usize), (12 << 20, 1 << 20), (40 << 20, 8192)] {
+        pattern(off, &mut block[..len]);
+        f.write_all_at(&block[..len], off).unwrap();
+    }
+    f.sync_all().unwrap();
+    for (off, len) in [(0u64, 4096usize), (12 << 20, 1 << 20), (40 << 20, 8192)] {
+        block[..len].fill(0);
+        f.read_exact_at(&mut block[..len], off).unwrap();
+        let mut want = vec![0u8; len];
+        pattern(off, &mut want);
+        assert!(block[..len] == want[..], "{len} bytes at {off} read back as written");
+    }
+}
+
+#[test]
+fn a_ram_disk_served_through_the_ring_reads_back_what_was_written() {
+    if !have_fuse() {
+        return;
+    }
+    if !Path::new(PARAM).exists() {
+        skip("needs a kernel with CONFIG_FUSE_IO_URING");
+        return;
+    }
+    let _one = ONE_AT_A_TIME.lock().unwrap_or_else(|p| p.into_inner());
+    let Some(_param) = Param::set(true) else {
+        skip("cannot set /sys/module/fuse/parameters/enable_uring");
+        return;
+    };
+    let sb = Sandbox::new();
+    let s = Served::start(sb.path(), 64 << 20, true);
+    let l = attach(&s);
+    pattern_round_trip(l.path());
+    let through_ring = s.data_requests();
+    l.detach().unwrap();
+    assert_eq!(*s.asked.lock().unwrap(), Some(true), "INIT asked for the ring");
+    // 3 writes, a flush, 3 reads at least (the loop device may split none of them).
+    assert!(
+        through_ring >= 7,
+        "the data requests went through the ring: {through_ring}"
+    );
+}
+
+#[test]
+fn without_the_ring_on_offer_the_disk_is_served_through_dev_fuse() {
+    if !have_fuse() {
+        return;
+    }
+    if !Path::new(PARAM).exists() {
+        skip("needs a kernel with CONFIG_FUSE_IO_URING");
+        return;
+    }
+    let _one = ONE_AT_A_TIME.lock().unwrap_or_else(|p| p.into_inner());
+    let Some(_param) = Param::set(false) else {
+        skip("cannot set /sys/module/fuse/parameters/enable_uring");
+        return;
+    };
+    let sb = Sandbox::new();
+    let s = Served::start(sb.path(), 64 << 20, true);
+    let l = attach(&s);
+    pattern_round_trip(l.path());
+    l.detach().unwrap();
+    assert_eq!(*s.asked.lock().unwrap(), Some(false), "INIT did not ask");
+    assert_eq!(s.data_requests(), 0, "nothing went through the ring");
+    let _ = std::io::stderr().flush();
+}
