@@ -56,6 +56,10 @@ impl Drop for Param {
 struct Ram(RwLock<Vec<u8>>);
 
 impl Ram {
+    fn zeroed(size: usize) -> Arc<Ram> {
+        Arc::new(Ram(RwLock::new(vec![0u8; size])))
+    }
+
     fn read(&self, buf: &mut [u8], off: u64) -> usize {
         let b = self.0.read().unwrap();
         let off = (off as usize).min(b.len());
@@ -201,20 +205,25 @@ struct Served {
 }
 
 impl Served {
-    fn start(dir: &Path, size: u64, ring: bool) -> Served {
+    fn start(dir: &Path, ram: Arc<Ram>, ring: bool) -> Served {
+        Self::start_with(dir, ram, ring.then_some(true))
+    }
+
+    /// `ring`: None for /dev/fuse only, or whether the ring's threads are pinned.
+    fn start_with(dir: &Path, ram: Arc<Ram>, ring: Option<bool>) -> Served {
         let mount = dir.join("mnt");
         std::fs::create_dir_all(&mount).unwrap();
-        let ram = Arc::new(Ram(RwLock::new(vec![0u8; size as usize])));
-        let mut ring = ring
-            .then(|| {
-                let disk = Disk {
-                    name: "disk".into(),
-                    size,
-                    time: 0,
-                };
-                Ring::prepare(disk, MAX_REQUEST, ram_handler(ram.clone()))
-            })
-            .flatten();
+        let size = ram.0.read().unwrap().len() as u64;
+        let mut ring = ring.and_then(|pin| {
+            let disk = Disk {
+                name: "disk".into(),
+                size,
+                time: 0,
+            };
+            let mut r = Ring::prepare(disk, MAX_REQUEST, ram_handler(ram.clone()))?;
+            r.pin_queues(pin);
+            Some(r)
+        });
         let asked = Arc::new(Mutex::new(None));
         let fs = RamFs {
             ram,
@@ -325,7 +334,7 @@ fn a_ram_disk_served_through_the_ring_reads_back_what_was_written() {
         return;
     };
     let sb = Sandbox::new();
-    let s = Served::start(sb.path(), 64 << 20, true);
+    let s = Served::start(sb.path(), Ram::zeroed(64 << 20), true);
     let l = attach(&s);
     pattern_round_trip(l.path());
     let through_ring = s.data_requests();
@@ -353,11 +362,107 @@ fn without_the_ring_on_offer_the_disk_is_served_through_dev_fuse() {
         return;
     };
     let sb = Sandbox::new();
-    let s = Served::start(sb.path(), 64 << 20, true);
+    let s = Served::start(sb.path(), Ram::zeroed(64 << 20), true);
     let l = attach(&s);
     pattern_round_trip(l.path());
     l.detach().unwrap();
     assert_eq!(*s.asked.lock().unwrap(), Some(false), "INIT did not ask");
     assert_eq!(s.data_requests(), 0, "nothing went through the ring");
     let _ = std::io::stderr().flush();
+}
+
+/// One fio run on the loop device: (IOPS, mean completion latency µs, requests).
+fn fio(dev: &Path, qd: u32, seconds: u32) -> (f64, f64, u64) {
+    let out = std::process::Command::new("fio")
+        .args([
+            "--name=randread",
+            &format!("--filename={}", dev.display()),
+            "--ioengine=io_uring",
+            "--direct=1",
+            "--rw=randread",
+            "--bs=4k",
+            &format!("--iodepth={qd}"),
+            &format!("--runtime={seconds}"),
+            "--time_based",
+            "--output-format=json",
+        ])
+        .output()
+        .unwrap();
+    assert!(out.status.success(), "fio: {}", String::from_utf8_lossy(&out.stderr));
+    let j: serde_json::Value = serde_json::from_slice(&out.stdout).unwrap();
+    let r = &j["jobs"][0]["read"];
+    (
+        r["iops"].as_f64().unwrap(),
+        r["lat_ns"]["mean"].as_f64().unwrap() / 1000.0,
+        r["total_ios"].as_u64().unwrap(),
+    )
+}
+
+/// This process's CPU time (user + system), µs.
+fn own_cpu_us() -> f64 {
+    let stat = std::fs::read_to_string("/proc/self/stat").unwrap();
+    let after = &stat[stat.rfind(')').unwrap() + 2..];
+    let f: Vec<&str> = after.split(' ').collect();
+    // Fields 14 and 15 of stat(5), counted from field 3 here.
+    let ticks: u64 = f[11].parse::<u64>().unwrap() + f[12].parse::<u64>().unwrap();
+    let hz = nix::unistd::sysconf(nix::unistd::SysconfVar::CLK_TCK)
+        .unwrap()
+        .unwrap() as f64;
+    ticks as f64 * 1e6 / hz
+}
+
+/// Measures both transports on a 1 GiB RAM disk through a loop device: fio 4K random reads
+/// (io_uring engine, direct) at QD1 and QD32, `FSGAUGE_URING_BENCH_SECONDS` (10) each, the
+/// transports interleaved (`FSGAUGE_URING_BENCH_UNPINNED=1` adds the ring with its threads
+/// free to run on any CPU); prints IOPS, mean latency and the server's CPU per request (this
+/// process's, which is the server's and an idle test harness's). One round takes 4 runs;
+/// run it again for repeats. `cargo test --test it uring_transport_bench
+/// -- --ignored --nocapture`
+#[test]
+#[ignore]
+fn uring_transport_bench() {
+    if !have_fuse() || !crate::support::have_program("fio") {
+        return;
+    }
+    let _one = ONE_AT_A_TIME.lock().unwrap_or_else(|p| p.into_inner());
+    let Some(_param) = Param::set(true) else {
+        skip("cannot set /sys/module/fuse/parameters/enable_uring");
+        return;
+    };
+    let seconds: u32 = std::env::var("FSGAUGE_URING_BENCH_SECONDS")
+        .ok()
+        .and_then(|s| s.parse().ok())
+        .unwrap_or(10);
+    let ram = Ram::zeroed(1 << 30);
+    for (i, b) in ram.0.write().unwrap().iter_mut().enumerate() {
+        *b = (i / 4096) as u8 ^ (i as u8);
+    }
+    for qd in [1u32, 32] {
+        let unpinned = std::env::var_os("FSGAUGE_URING_BENCH_UNPINNED").is_some();
+        let transports: &[Option<bool>] = if unpinned {
+            &[None, Some(true), Some(false)]
+        } else {
+            &[None, Some(true)]
+        };
+        for &ring in transports {
+            let sb = Sandbox::new();
+            let s = Served::start_with(sb.path(), ram.clone(), ring);
+            let l = attach(&s);
+            let cpu0 = own_cpu_us();
+            let (iops, lat, n) = fio(l.path(), qd, seconds);
+            let cpu = own_cpu_us() - cpu0;
+            let via = s.data_requests();
+            l.detach().unwrap();
+            drop(s);
+            println!(
+                "transport {:14} QD{qd:<2}: {iops:8.0} IOPS, mean latency {lat:6.1} us, server CPU {:5.1} us/request ({n} requests, {via} through the ring)",
+                match ring {
+                    None => "dev",
+                    Some(true) => "uring",
+                    Some(false) => "uring-unpinned",
+                },
+                cpu / n as f64
+            );
+        }
+    }
 }

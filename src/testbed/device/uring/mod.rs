@@ -217,6 +217,7 @@ pub struct Ring {
     disk: Arc<Disk>,
     handler: Handler,
     threads: Vec<JoinHandle<()>>,
+    pin: bool,
 }
 
 impl Ring {
@@ -232,6 +233,7 @@ impl Ring {
                 disk: Arc::new(disk),
                 handler,
                 threads: Vec::new(),
+                pin: true,
             }),
             Err(e) => {
                 eprintln!("fsgauge devices serve: no FUSE over io_uring ({e:#}); requests go through /dev/fuse");
@@ -256,6 +258,12 @@ impl Ring {
                     .context("setting up an io_uring with 128-byte entries")
             })
             .collect()
+    }
+
+    /// Whether each queue's thread runs only on its CPU (the default); set before
+    /// [`Ring::start`].
+    pub fn pin_queues(&mut self, on: bool) {
+        self.pin = on;
     }
 
     /// What `Filesystem::init` calls [`Offer::decide`] on.
@@ -292,6 +300,7 @@ impl Ring {
                 disk: self.disk.clone(),
                 handler: self.handler.clone(),
                 refused: refused.clone(),
+                pin: self.pin,
             };
             let t = std::thread::Builder::new()
                 .name(format!("fuse-ring-{}", q.qid()))
@@ -346,6 +355,7 @@ struct QueueRun {
     handler: Handler,
     /// Some registration was refused (said once).
     refused: Arc<AtomicBool>,
+    pin: bool,
 }
 
 impl QueueRun {
@@ -354,6 +364,14 @@ impl QueueRun {
             return;
         }
         let q = &self.queue;
+        if self.pin {
+            // On the CPU whose requests the queue takes, as libfuse does: the request is
+            // copied in, and answered, where it was made. Not fatal where refused (a cpuset).
+            let mut set = nix::sched::CpuSet::new();
+            if set.set(q.qid() as usize).is_ok() {
+                let _ = nix::sched::sched_setaffinity(nix::unistd::Pid::from_raw(0), &set);
+            }
+        }
         let mut live = 0;
         for e in 0..q.entries() {
             match q.register(e) {
