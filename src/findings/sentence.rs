@@ -182,15 +182,16 @@ pub fn sentence(f: &Finding) -> String {
         ));
     }
     if let Some(w) = f.emulator_behind.first() {
-        s.push_str(&format!(
-            "; the emulated disk fell behind its model in {} of the compared phases (worst: {} on {}, repetition {}, lateness p99 {} ms over {} ms), whose times are too long by up to that much",
+        // Said first: a reader must not take the figures before the reason not to.
+        s = format!(
+            "the emulated disk fell behind its model in {} of the compared phases (worst: {} on {}, repetition {}, lateness p99 {} ms over {} ms), whose times are too long by up to that much, so this is not yet a finding; as measured: {s}",
             f.emulator_behind.len(),
             w.phase,
             w.testbed,
             w.rep,
             sig(w.lateness_p99_ms, 3),
             crate::results::device::LATE_P99_MS
-        ));
+        );
     }
     if let Some(p) = q.published {
         s.push_str(&format!("; published {}×: {}", sig(p, 3), f.verdict()));

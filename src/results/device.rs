@@ -141,6 +141,10 @@ pub struct ModelledIo {
     pub seek_cylinders: HistogramSummary,
     /// Request sizes, bytes.
     pub size_bytes: HistogramSummary,
+    /// The emulator's own time per request, from its arrival until the model had it (the
+    /// data copy and the hand-over), ns; absent from older results (none recorded).
+    #[serde(default)]
+    pub emulator_ns: HistogramSummary,
 }
 
 impl ModelledIo {

@@ -108,10 +108,17 @@ pub fn set_normal() -> Result<(), Errno> {
 
 /// Locks every present and future page of this process in memory, so that serving a request
 /// never waits on a page fault that needs reclaim.
+///
+/// Pages are locked as they are first touched (MCL_ONFAULT), so that a large mapping made
+/// later (the device server's image) is not filled in whole when it is made.
 pub fn lock_all_memory() -> Result<(), Errno> {
-    nix::sys::mman::mlockall(
-        nix::sys::mman::MlockAllFlags::MCL_CURRENT | nix::sys::mman::MlockAllFlags::MCL_FUTURE,
-    )
+    // SAFETY: mlockall takes flags only.
+    let rc = unsafe { libc::mlockall(libc::MCL_CURRENT | libc::MCL_FUTURE | libc::MCL_ONFAULT) };
+    if rc < 0 {
+        Err(Errno::last())
+    } else {
+        Ok(())
+    }
 }
 
 /// User + system CPU time of process `pid` in seconds (fields 14 and 15 of /proc/PID/stat),

@@ -151,7 +151,10 @@ impl Testbed {
         ];
         disks.into_iter().find_map(|(d, image, role)| {
             let (d, image) = (d.as_ref()?, image.as_ref()?);
-            let refused = d.image_full().ok().filter(|&n| n > 0)?;
+            let (refused, budget) = d.image_full().ok().filter(|&(n, _)| n > 0)?;
+            if budget > 0 {
+                return Some(memory_full(d, role, refused, budget));
+            }
             let dir = image.parent()?;
             // The testbed's own images are in its held directory; a RAM journal's is in
             // fsgauge's own RAM directory, which no one else can change.
@@ -177,6 +180,19 @@ impl Testbed {
             image.display()
         )
     }
+}
+
+/// The message for an emulated disk whose server held its bytes in memory and ran out of its
+/// budget: the run wrote more than the machine can hold, not more than the filesystem can.
+fn memory_full(d: &EmulatedDevice, role: &str, refused: u64, budget: u64) -> String {
+    format!(
+        "the emulated {role}disk {} holds its bytes in memory, and its server (pid {}) refused {refused} write{} for want of it: the run wrote more than its memory budget of {} (half of this machine's memory unless {store}=memory:SIZE sets it), so the testbed's writes failed (not the filesystem under test); make --fs-size or the workload smaller, or keep the disk's bytes on the host disk with {store}=file (its replies may then be late)",
+        d.loop_device().unwrap_or(d.file()).display(),
+        d.server_pid(),
+        if refused == 1 { "" } else { "s" },
+        format_size_human(budget),
+        store = super::device::server::store::STORE_ENV,
+    )
 }
 
 /// An emulated disk as a message names it: its loop device and its server.

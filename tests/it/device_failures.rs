@@ -263,6 +263,8 @@ fn a_full_backing_store_under_an_emulated_disk_is_named_as_the_cause() {
     let store = Tmpfs::mount(&sb.path().join("store"), "size=192M,mode=0755");
     let work = store.path().join("w");
     let mut cmd = sb.cmd();
+    // The disk's bytes on the host disk (by default they are held in memory).
+    cmd.env("FSGAUGE_DEVICE_STORE", "file");
     cmd.args([
         "bench",
         "fdtree",
@@ -335,6 +337,8 @@ fn a_step_that_passed_while_the_store_refused_writes_fails_naming_the_store() {
     let sb = Sandbox::new();
     let store = Tmpfs::mount(&sb.path().join("store"), "size=160M,mode=0755");
     fsgauge::testbed::ledger::set_state_dir(Some(sb.state()));
+    // The disk's bytes on the host disk (by default they are held in memory).
+    fsgauge::testbed::device::emulated::set_server_store(Some("file"));
     let params = TestbedParams {
         fs_size: "128M".parse().unwrap(),
         image_alloc: ImageAlloc::Sparse,
@@ -375,6 +379,7 @@ fn a_step_that_passed_while_the_store_refused_writes_fails_naming_the_store() {
     std::fs::remove_file(&filler).unwrap();
     tb.destroy().unwrap();
     fsgauge::testbed::ledger::set_state_dir(None);
+    fsgauge::testbed::device::emulated::set_server_store(None);
     assert_eq!(fsgauge::error::exit_code(&err), 2, "{msg}");
     for needle in [
         "the backing store is full: ",
@@ -385,5 +390,56 @@ fn a_step_that_passed_while_the_store_refused_writes_fails_naming_the_store() {
         assert!(msg.contains(needle), "no {needle:?} in: {msg}");
     }
     drop(store);
+    sb.assert_clean();
+}
+
+/// An emulated disk holds its bytes in memory, within a budget (half the machine's memory; 16M
+/// here): a run that writes more is refused by the server, and the run names the disk, the
+/// budget and what to do, exit 2; it is not blamed on ext4.
+#[test]
+fn an_emulated_disk_out_of_its_memory_budget_is_named_as_the_cause() {
+    if !have_fs("ext4") || !have_fuse() {
+        return;
+    }
+    let sb = Sandbox::new();
+    let out = sb
+        .cmd()
+        .env("FSGAUGE_DEVICE_STORE", "memory:16M")
+        .args([
+            "bench",
+            "fdtree",
+            "--fs",
+            "ext4",
+            "--fs-size",
+            "128M",
+            "--device-model",
+            "ram",
+            "--levels",
+            "1",
+            "--dirs-per-level",
+            "4",
+            "--files-per-dir",
+            "10",
+            "--file-size",
+            "1M",
+            "--fsync",
+            "file",
+            "--quiet",
+            "--out",
+        ])
+        .arg(sb.out())
+        .output()
+        .unwrap();
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert_eq!(out.status.code(), Some(2), "{err}");
+    for needle in [
+        "holds its bytes in memory",
+        "for want of it: the run wrote more than its memory budget of 16.00 MiB",
+        "not the filesystem under test",
+        "FSGAUGE_DEVICE_STORE=file",
+    ] {
+        assert!(err.contains(needle), "no {needle:?} in: {err}");
+    }
+    assert!(!sb.out().exists(), "a failed run writes no results");
     sb.assert_clean();
 }

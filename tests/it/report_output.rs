@@ -799,6 +799,15 @@ fn findings_flag_phases_whose_emulated_disk_fell_behind() {
         s.contains("the emulated disk fell behind its model in 1 of the compared phases (worst: create on b, repetition 1, lateness p99 2.50 ms over 0.5 ms)"),
         "{s}"
     );
+    // Said before the figures, and the figures are not called a finding.
+    assert!(
+        s.find("fell behind").unwrap() < s.find("× the").unwrap(),
+        "{s}"
+    );
+    assert!(
+        s.contains("so this is not yet a finding; as measured: "),
+        "{s}"
+    );
     assert_eq!(late["emulator_behind"][0]["phase"], "create");
     assert!(md.contains("fell behind its model"), "{md}");
     let (on_time, _) = with_lateness(0.3);

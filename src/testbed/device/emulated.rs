@@ -56,6 +56,16 @@ impl std::fmt::Debug for EmulatedDevice {
 
 static SERIAL: AtomicU32 = AtomicU32::new(0);
 
+/// The store the servers this process starts from now on use, as `FSGAUGE_DEVICE_STORE`
+/// gives it (`file`, `memory`, `memory:SIZE`); None: theirs (from the environment).
+static STORE: Mutex<Option<String>> = Mutex::new(None);
+
+/// Sets the store of the servers this process starts (for programs and tests that compare
+/// stores or need a small memory budget without changing their environment).
+pub fn set_server_store(store: Option<&str>) {
+    *STORE.lock().unwrap_or_else(|p| p.into_inner()) = store.map(str::to_string);
+}
+
 /// Our end of the server's control channel: commands go out (shutting it down ends the
 /// server) and its replies come back, one line each. A socket rather than a pipe, so that a
 /// command sent to a server that has just died fails with EPIPE (MSG_NOSIGNAL) instead of
@@ -201,6 +211,9 @@ fn spawn_server(
         .arg(&mount);
     if !start.modelled {
         command.arg("--model-off");
+    }
+    if let Some(store) = STORE.lock().unwrap_or_else(|p| p.into_inner()).as_deref() {
+        command.env(super::server::store::STORE_ENV, store);
     }
     static SAID: std::sync::atomic::AtomicBool = std::sync::atomic::AtomicBool::new(false);
     if SAID.swap(true, Ordering::Relaxed) {
@@ -553,10 +566,11 @@ impl EmulatedDevice {
         anyhow::Error::new(crate::error::SystemFailure(msg))
     }
 
-    /// Writes to the image that its own filesystem refused for want of room (ENOSPC) since
-    /// the server started: the backing store under the emulated disk is full.
-    pub fn image_full(&self) -> Result<u64> {
-        Ok(self.channel.snapshot()?.image_full)
+    /// Writes the server's store refused for want of room (ENOSPC) since it started, and the
+    /// store's memory budget (0: the store is the image file, whose filesystem is then full).
+    pub fn image_full(&self) -> Result<(u64, u64)> {
+        let s = self.channel.snapshot()?;
+        Ok((s.image_full, s.memory_budget))
     }
 
     /// Tears down now, reporting failures (drop does the same, silently).

@@ -22,13 +22,15 @@ pub const LATE_NS: u64 = 500_000;
 pub use crate::results::device::DiskCounts as Counts;
 
 /// The histograms the server keeps, by name (the order of [`Stats::histograms`]).
-const HISTOGRAMS: [&str; 5] = [
+const HISTOGRAMS: [&str; N] = [
     "lateness",
     "service time",
     "response time",
     "seek distance",
     "request size",
+    "emulator time",
 ];
+const N: usize = 6;
 
 /// The server's counters and histograms.
 #[derive(Debug, Clone)]
@@ -44,6 +46,10 @@ pub struct Stats {
     pub seek_cylinders: Histogram<u64>,
     /// Request sizes, bytes (reads and writes).
     pub size: Histogram<u64>,
+    /// From a request's arrival until the model had it, ns: the emulator's own cost (its data
+    /// copy and the hand-over to the timing thread), which must stay well below the modelled
+    /// service times for the replies to be on time.
+    pub emulator: Histogram<u64>,
     /// Writes (and zeroings) the image's own filesystem refused with ENOSPC: the backing
     /// store is full, not the emulated disk. Not a phase figure: a run that meets one fails.
     pub image_full: u64,
@@ -68,8 +74,8 @@ impl Default for Stats {
 }
 
 impl Stats {
-    fn from_parts(counts: Counts, h: [Histogram<u64>; 5]) -> Stats {
-        let [lateness, service, response, seek_cylinders, size] = h;
+    fn from_parts(counts: Counts, h: [Histogram<u64>; N]) -> Stats {
+        let [lateness, service, response, seek_cylinders, size, emulator] = h;
         Stats {
             counts,
             lateness,
@@ -77,23 +83,33 @@ impl Stats {
             response,
             seek_cylinders,
             size,
+            emulator,
             image_full: 0,
         }
     }
 
     /// The histograms, in the order of [`HISTOGRAMS`].
-    fn histograms(&self) -> [&Histogram<u64>; 5] {
+    fn histograms(&self) -> [&Histogram<u64>; N] {
         [
             &self.lateness,
             &self.service,
             &self.response,
             &self.seek_cylinders,
             &self.size,
+            &self.emulator,
         ]
     }
 
-    /// Counts one answered request: its dispatch, its size, and when the reply went out.
-    pub fn record(&mut self, d: &Dispatch, len: u64, replied_ns: u64, failed: bool) {
+    /// Counts one answered request: its dispatch, its size, when the reply went out, and the
+    /// emulator's own time on it.
+    pub fn record(
+        &mut self,
+        d: &Dispatch,
+        len: u64,
+        replied_ns: u64,
+        failed: bool,
+        emulator_ns: u64,
+    ) {
         let c = &mut self.counts;
         match d.op {
             Op::Read => {
@@ -122,6 +138,7 @@ impl Stats {
         self.lateness.saturating_record(late);
         self.service.saturating_record(d.service_ns());
         self.response.saturating_record(d.response_ns());
+        self.emulator.saturating_record(emulator_ns);
         if d.op != Op::Flush {
             self.seek_cylinders
                 .saturating_record(d.breakdown.seek_cylinders);
@@ -148,6 +165,7 @@ impl Stats {
             counts: self.counts,
             histograms: self.histograms().map(encode).to_vec(),
             image_full: self.image_full,
+            memory_budget: 0,
         }
     }
 
@@ -164,6 +182,7 @@ impl Stats {
             response_ns: summary(&self.response),
             seek_cylinders: summary(&self.seek_cylinders),
             size_bytes: summary(&self.size),
+            emulator_ns: summary(&self.emulator),
         }
     }
 }
@@ -212,6 +231,10 @@ pub struct Snapshot {
     /// [`Stats::image_full`] (absent from an older server's line: none).
     #[serde(default)]
     pub image_full: u64,
+    /// The most bytes the server holds the disk's contents in memory, its ENOSPC limit; 0
+    /// when they are on the host disk (its free space is the limit).
+    #[serde(default)]
+    pub memory_budget: u64,
 }
 
 impl Snapshot {
@@ -228,7 +251,7 @@ impl Snapshot {
         for text in &self.histograms {
             h.push(decode(text)?);
         }
-        let h: [Histogram<u64>; 5] = h.try_into().map_err(|_| "five histograms".to_string())?;
+        let h: [Histogram<u64>; N] = h.try_into().map_err(|_| "six histograms".to_string())?;
         let mut s = Stats::from_parts(self.counts, h);
         s.image_full = self.image_full;
         Ok(s)
@@ -252,7 +275,7 @@ impl Snapshot {
             })?;
             out.push(x);
         }
-        let h: [Histogram<u64>; 5] = out.try_into().map_err(|_| "five histograms".to_string())?;
+        let h: [Histogram<u64>; N] = out.try_into().map_err(|_| "six histograms".to_string())?;
         let mut s = Stats::from_parts(counts, h);
         s.image_full = later.image_full.saturating_sub(before.image_full);
         Ok(s)
@@ -318,18 +341,21 @@ mod tests {
             4096,
             1_010_000,
             false,
+            7_000,
         );
         s.record(
             &dispatch(Op::Write, 0, 0, 2_000_000, true),
             8192,
             2_600_000,
             false,
+            0,
         );
         s.record(
             &dispatch(Op::Flush, 0, 0, 3_000_000, false),
             0,
             3_000_000,
             false,
+            0,
         );
         assert_eq!(
             (s.counts.reads, s.counts.writes, s.counts.flushes),
@@ -345,12 +371,22 @@ mod tests {
         assert!((l.p50_ms - 0.01).abs() < 0.001, "p50 {}", l.p50_ms);
         // A flush has no size and no seek.
         assert_eq!(s.size.len(), 2);
+        // The emulator's own time is kept per request, and reaches the phase's record.
+        let e = s.record_of_phase().emulator_ns;
+        assert_eq!(e.count, 3);
+        assert!((e.max - 7_000.0).abs() < 10.0, "max {}", e.max);
     }
 
     #[test]
     fn a_reply_before_the_modelled_completion_is_early_not_late() {
         let mut s = Stats::default();
-        s.record(&dispatch(Op::Read, 0, 0, 5_000, false), 4096, 4_000, false);
+        s.record(
+            &dispatch(Op::Read, 0, 0, 5_000, false),
+            4096,
+            4_000,
+            false,
+            0,
+        );
         assert_eq!(s.lateness.max(), 0);
         assert_eq!(s.counts.late, 0);
         // ... but is counted as early: the server must never do it.
@@ -366,6 +402,7 @@ mod tests {
             4096,
             2_000_000,
             false,
+            0,
         );
         let before = s.snapshot();
         for i in 0..10 {
@@ -374,6 +411,7 @@ mod tests {
                 4096,
                 1_000 + i * 1000,
                 false,
+                0,
             );
         }
         let after = s.snapshot();
@@ -395,7 +433,13 @@ mod tests {
         let mut s = Stats::default();
         let start = s.snapshot();
         for i in 1..=1000u64 {
-            s.record(&dispatch(Op::Read, 0, 0, 0, false), 4096, i * 1000, false);
+            s.record(
+                &dispatch(Op::Read, 0, 0, 0, false),
+                4096,
+                i * 1000,
+                false,
+                0,
+            );
         }
         let d = s.snapshot().delta(&start).expect("delta");
         let l = d.lateness();
@@ -407,7 +451,7 @@ mod tests {
     fn delta_refuses_snapshots_out_of_order() {
         let mut s = Stats::default();
         let empty = s.snapshot();
-        s.record(&dispatch(Op::Read, 0, 0, 1, false), 4096, 1, false);
+        s.record(&dispatch(Op::Read, 0, 0, 1, false), 4096, 1, false, 0);
         let later = s.snapshot();
         let e = empty.delta(&later).expect_err("out of order");
         assert!(e.contains("out of order"), "{e}");
