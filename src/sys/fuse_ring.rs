@@ -76,6 +76,8 @@ pub struct Queue {
     /// Serialises producers of the submission queue.
     sq: Mutex<()>,
     taker: OnceLock<ThreadId>,
+    /// Commits made on other threads, for the taking thread to submit: (entry, commit_id).
+    mailbox: Mutex<Vec<(usize, u64)>>,
     /// Entries the kernel holds or may write into (registered, or committed and not yet
     /// completed).
     with_kernel: AtomicUsize,
@@ -140,6 +142,7 @@ impl Queue {
             iovs,
             sq: Mutex::new(()),
             taker: OnceLock::new(),
+            mailbox: Mutex::new(Vec::with_capacity(entries)),
             with_kernel: AtomicUsize::new(0),
         })
     }
@@ -200,7 +203,8 @@ impl Queue {
     }
 
     /// Submits what the taking thread queued, waits for at least one completion and returns
-    /// them all. Only one thread may take completions: the first to call this.
+    /// them all, then queues the commits other threads made meanwhile (submitted with the
+    /// next wait). Only one thread may take completions: the first to call this.
     pub fn wait(self: &Arc<Self>, out: &mut Vec<Event>) -> io::Result<()> {
         let me = std::thread::current().id();
         if *self.taker.get_or_init(|| me) != me {
@@ -231,6 +235,10 @@ impl Queue {
             } else {
                 Event::Ended { entry, errno: -res }
             });
+        }
+        let mailed = std::mem::take(&mut *lock(&self.mailbox));
+        for (entry, commit_id) in mailed {
+            self.push_commit(entry, commit_id, false);
         }
         Ok(())
     }
@@ -301,15 +309,33 @@ impl Queue {
         h[ENT_IN_OUT..ENT_IN_OUT + 32].fill(0);
         h[ENT_IN_OUT + 8..ENT_IN_OUT + 16].copy_from_slice(&commit_id.to_ne_bytes());
         h[ENT_IN_OUT + 16..ENT_IN_OUT + 20].copy_from_slice(&(payload_len as u32).to_ne_bytes());
-        // The taking thread submits its commits with its next wait (one syscall for a batch);
-        // any other thread submits at once.
-        let now = self.taker.get() != Some(&std::thread::current().id());
+        if self.taker.get() == Some(&std::thread::current().id()) {
+            // The taking thread submits its commits with its next wait: one syscall a batch.
+            self.push_commit(entry, commit_id, false);
+            return;
+        }
+        // Another thread hands the commit to the taking thread, so that the kernel's copies
+        // (this reply's data out, the entry's next request in) run there, not on a thread
+        // with its own deadlines; a no-op wakes it, when nothing else is waiting for it.
+        let first = {
+            let mut m = lock(&self.mailbox);
+            m.push((entry, commit_id));
+            m.len() == 1
+        };
+        if first {
+            if let Err(e) = self.wake() {
+                eprintln!("fsgauge: waking a FUSE ring queue's thread failed: {e}");
+            }
+        }
+    }
+
+    fn push_commit(&self, entry: usize, commit_id: u64, submit: bool) {
         let pushed = self.fd().and_then(|fd| {
             let sqe = opcode::UringCmd80::new(fd, CMD_COMMIT_AND_FETCH)
                 .cmd(self.cmd_req(commit_id))
                 .build()
                 .user_data(entry as u64);
-            self.push(sqe, true, now)
+            self.push(sqe, true, submit)
         });
         if let Err(e) = pushed {
             // The submission queue has room for every entry, so only a dead ring fails here;
@@ -320,10 +346,7 @@ impl Queue {
 
     /// Queues `sqe` (an entry going to the kernel when `entry`), submitting it when `submit`.
     fn push(&self, sqe: squeue::Entry128, entry: bool, submit: bool) -> io::Result<()> {
-        let _g = match self.sq.lock() {
-            Ok(g) => g,
-            Err(p) => p.into_inner(),
-        };
+        let _g = lock(&self.sq);
         if entry {
             // Counted before the kernel can see it, so its completion never counts first.
             self.with_kernel.fetch_add(1, Ordering::AcqRel);
@@ -427,6 +450,13 @@ impl Drop for Taken {
             self.queue
                 .commit(self.entry, self.commit_id, -libc::EIO, 0);
         }
+    }
+}
+
+fn lock<T>(m: &Mutex<T>) -> std::sync::MutexGuard<'_, T> {
+    match m.lock() {
+        Ok(g) => g,
+        Err(p) => p.into_inner(),
     }
 }
 

@@ -466,3 +466,91 @@ fn uring_transport_bench() {
         }
     }
 }
+
+/// Voluntary context switches of the server's ring threads (`fuse-ring-N`), as the `--run`
+/// script below writes them: one line per thread.
+const RING_THREADS: &str = r#"
+set -e
+dd if=/dev/urandom of="$OUT/pattern" bs=4096 count=16 status=none
+dd if="$OUT/pattern" of="$FSGAUGE_DEVICE" bs=4096 seek=100 oflag=direct conv=fsync status=none
+dd if="$FSGAUGE_DEVICE" of="$OUT/back" bs=4096 skip=100 count=16 iflag=direct status=none
+cmp "$OUT/pattern" "$OUT/back"
+for t in /proc/$FSGAUGE_SERVER_PID/task/*; do
+  if grep -q '^fuse-ring-' "$t/comm"; then
+    sed -n 's/^voluntary_ctxt_switches:[[:space:]]*//p' "$t/status" >> "$OUT/switches"
+  fi
+done
+touch "$OUT/switches"
+"#;
+
+#[test]
+fn the_device_server_serves_through_the_ring_when_asked() {
+    if !have_fuse() {
+        return;
+    }
+    if !Path::new(PARAM).exists() {
+        skip("needs a kernel with CONFIG_FUSE_IO_URING");
+        return;
+    }
+    let _one = ONE_AT_A_TIME.lock().unwrap_or_else(|p| p.into_inner());
+    let Some(_param) = Param::set(true) else {
+        skip("cannot set /sys/module/fuse/parameters/enable_uring");
+        return;
+    };
+    let sb = Sandbox::new();
+    let out = sb.path().join("run");
+    std::fs::create_dir(&out).unwrap();
+    let done = crate::support::run_within(
+        {
+            let mut c = sb.cmd();
+            c.env("FSGAUGE_DEVICE_TRANSPORT", "uring")
+                .env("OUT", &out)
+                .args(["devices", "check", "ram", "--size", "64M", "--seconds", "0.2"])
+                .args(["--run", RING_THREADS]);
+            c
+        },
+        120,
+        "devices check ram with the ring",
+    );
+    assert!(
+        done.status.success(),
+        "devices check: {}",
+        String::from_utf8_lossy(&done.stderr)
+    );
+    let switches: Vec<u64> = std::fs::read_to_string(out.join("switches"))
+        .unwrap()
+        .lines()
+        .map(|l| l.trim().parse().unwrap())
+        .collect();
+    // One queue per possible CPU, each with its thread; 16 reads and 16 writes (each its own
+    // request at QD1) woke them.
+    assert!(!switches.is_empty(), "the server has ring threads");
+    assert!(
+        switches.iter().sum::<u64>() >= 32,
+        "the ring threads took the requests: {switches:?}"
+    );
+    sb.assert_clean();
+}
+
+#[test]
+fn a_transport_the_server_does_not_know_is_refused() {
+    let sb = Sandbox::new();
+    let done = sb
+        .cmd()
+        .env("FSGAUGE_DEVICE_TRANSPORT", "rdma")
+        .args([
+            "devices", "serve", "--profile", "ram", "--size", "1048576", "--offset", "0",
+            "--image",
+        ])
+        .arg(sb.path().join("image"))
+        .arg("--mount")
+        .arg(sb.path().join("mnt"))
+        .output()
+        .unwrap();
+    assert_eq!(done.status.code(), Some(2), "bad input");
+    let err = String::from_utf8_lossy(&done.stderr);
+    assert!(
+        err.contains("FSGAUGE_DEVICE_TRANSPORT=\"rdma\"") && err.contains("give uring"),
+        "{err}"
+    );
+}

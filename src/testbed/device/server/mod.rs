@@ -20,6 +20,7 @@
 //! memory copy, never the host disk's latency.
 
 mod records;
+mod ring;
 pub mod store;
 mod timing;
 
@@ -129,6 +130,8 @@ enum Reply {
     Read(ReplyData),
     Write(ReplyWrite),
     Flush(ReplyEmpty),
+    /// A request taken from the FUSE ring ([`ring`]).
+    Ring(super::uring::Token),
 }
 
 /// A request on its way through the server: its data already moved.
@@ -157,6 +160,8 @@ struct DiskFs {
     /// unmodelled.
     modelled: Arc<AtomicBool>,
     rec: Recorder,
+    /// Asks INIT for FUSE over io_uring ([`ring`]).
+    ring_offer: Option<Arc<super::uring::Offer>>,
 }
 
 impl DiskFs {
@@ -243,6 +248,7 @@ fn fail(job: Job, e: Errno) {
         Reply::Read(r) => r.error(e),
         Reply::Write(r) => r.error(e),
         Reply::Flush(r) => r.error(e),
+        Reply::Ring(t) => t.commit(Err(Errno::from_raw(e.code()))),
     }
 }
 
@@ -256,6 +262,9 @@ impl Filesystem for DiskFs {
         // so several can be outstanding as at a disk's queue.
         if config.add_capabilities(InitFlags::FUSE_ASYNC_DIO).is_err() {
             eprintln!("fsgauge devices serve: the kernel does not offer FUSE async direct I/O; requests will reach the model one at a time");
+        }
+        if let Some(offer) = &self.ring_offer {
+            offer.decide(config);
         }
         Ok(())
     }
@@ -411,6 +420,7 @@ fn reply(job: Job, pool: &Pool) {
         },
         (Reply::Write(r), Ok(n)) => r.written(n as u32),
         (Reply::Flush(r), Ok(_)) => r.ok(),
+        (Reply::Ring(t), io) => t.commit(io),
     }
     if let Some(b) = buf {
         pool.give(b);
@@ -456,6 +466,7 @@ fn prepare_process() {
 /// Runs the server until the control pipe (stdin) closes. Prints `ready` on stdout once the
 /// disk file can be opened.
 pub fn serve(args: &ServeArgs) -> Result<()> {
+    let want_ring = ring::wanted()?;
     prepare_process();
     let (profile, abl) = load_ref(&args.profile)?;
     let model = DeviceModel::new(&profile, &abl)
@@ -488,7 +499,7 @@ pub fn serve(args: &ServeArgs) -> Result<()> {
             })
             .context("starting the timing thread")?
     };
-    let fs = DiskFs {
+    let mut fs = DiskFs {
         store,
         pool,
         to_timing: Mutex::new(tx),
@@ -498,11 +509,18 @@ pub fn serve(args: &ServeArgs) -> Result<()> {
         immediate: profile.kind == super::Kind::Ram && abl.constant_ns.is_none(),
         modelled: modelled.clone(),
         rec: rec.clone(),
+        ring_offer: None,
     };
+    let mut ring = if want_ring {
+        ring::prepare(&fs)
+    } else {
+        None
+    };
+    fs.ring_offer = ring.as_ref().map(|r| r.offer());
     // The FUSE threads inherit this thread's policy when the session starts them; this thread
     // then goes back to normal: it only reads the control channel.
     realtime(FUSE_PRIORITY);
-    let bg = mount(fs, &profile.name, &args.mount)?;
+    let bg = mount(fs, &profile.name, &args.mount, ring.as_mut())?;
     let _ = rt::set_normal();
     {
         let mut out = std::io::stdout().lock();
@@ -514,6 +532,9 @@ pub fn serve(args: &ServeArgs) -> Result<()> {
     // Detach the mount; the session ends when the last user (a loop device) lets go.
     let _ = nix::mount::umount2(&args.mount, nix::mount::MntFlags::MNT_DETACH);
     let _ = bg.join();
+    if let Some(r) = ring {
+        r.join();
+    }
     let _ = timing.join();
     drop(rec);
     let _ = stats_thread.join();
@@ -531,8 +552,13 @@ fn realtime(priority: i32) {
     }
 }
 
-/// Mounts the disk's FUSE filesystem on `on` and starts its threads.
-fn mount(fs: DiskFs, profile: &str, on: &std::path::Path) -> Result<fuser::BackgroundSession> {
+/// Mounts the disk's FUSE filesystem on `on` and starts its threads (the ring's first).
+fn mount(
+    fs: DiskFs,
+    profile: &str,
+    on: &std::path::Path,
+    ring: Option<&mut super::uring::Ring>,
+) -> Result<fuser::BackgroundSession> {
     let mut config = fuser::Config::default();
     config.mount_options = vec![
         MountOption::FSName(format!("fsgauge-{profile}")),
@@ -551,6 +577,10 @@ fn mount(fs: DiskFs, profile: &str, on: &std::path::Path) -> Result<fuser::Backg
             on.display()
         )
     })?;
+    if let Some(r) = ring {
+        // On an error the session is dropped, which unmounts: nothing waits for the ring.
+        r.start(&session)?;
+    }
     session.spawn().context("starting the FUSE session threads")
 }
 
