@@ -14,6 +14,13 @@
 //! completion does. A [`Taken`] can move to another thread and commit from there (dropping it
 //! answers EIO, so no request is left hanging); the buffers live as long as any [`Taken`]
 //! and are leaked, not freed, if the kernel may still hold an entry when the queue goes.
+//!
+//! Where the kernel's copies run: a command's completion work (copying the entry's next
+//! request in) runs in the task that submitted it, and a commit copies the reply out in the
+//! committing task. So every command is submitted by the queue's own thread (the one taking
+//! completions): its commits go with its next wait, one `io_uring_enter` a batch, and a
+//! commit made on another thread is handed to it (a mailbox, and a no-op to wake it), so
+//! that a thread with deadlines of its own never copies a request's data.
 
 use std::io;
 use std::mem::ManuallyDrop;
@@ -272,10 +279,7 @@ impl Queue {
     fn header_mut(&self, entry: usize) -> &mut [u8] {
         // SAFETY: as in `header`; the one holder of the entry writes.
         unsafe {
-            std::slice::from_raw_parts_mut(
-                self.headers_at.add(entry * HEADER_STRIDE),
-                HEADER_BYTES,
-            )
+            std::slice::from_raw_parts_mut(self.headers_at.add(entry * HEADER_STRIDE), HEADER_BYTES)
         }
     }
 
@@ -447,8 +451,7 @@ impl Taken {
 impl Drop for Taken {
     fn drop(&mut self) {
         if !self.done {
-            self.queue
-                .commit(self.entry, self.commit_id, -libc::EIO, 0);
+            self.queue.commit(self.entry, self.commit_id, -libc::EIO, 0);
         }
     }
 }

@@ -8,7 +8,7 @@
 //! with no allocation; names are NUL-terminated strings the caller builds in place
 //! (`workload::names::NameBuf`). The other unsafe calls of the crate sit behind small safe
 //! wrappers here too: memory mappings ([`mmap`]), io_uring requests on owned buffers
-//! ([`uring`]), `fstatfs` ([`statfs`]), RDTSC ([`cpu`]) and the SIGPIPE disposition
+//! ([`uring`]) and FUSE over io_uring's queues ([`fuse_ring`]), `fstatfs` ([`statfs`]), RDTSC ([`cpu`]) and the SIGPIPE disposition
 //! ([`signal`]). Outside `sys`, `unsafe` is left only in the two ioctl modules, `layout::sys`
 //! and `testbed::loopdev`; every block says why it is sound (clippy's
 //! `undocumented_unsafe_blocks` is denied) and `tests/it/code_rules.rs` fails on any other.

@@ -20,8 +20,8 @@ use fsgauge::testbed::device::uring::{self, Counts, Disk, Incoming, Offer, Op, R
 use fsgauge::testbed::LoopDevice;
 use fuser::{
     FileAttr, FileHandle, FileType, Filesystem, FopenFlags, Generation, INodeNo, InitFlags,
-    KernelConfig, LockOwner, MountOption, OpenFlags, ReplyAttr, ReplyData, ReplyEmpty,
-    ReplyEntry, ReplyOpen, ReplyWrite, WriteFlags,
+    KernelConfig, LockOwner, MountOption, OpenFlags, ReplyAttr, ReplyData, ReplyEmpty, ReplyEntry,
+    ReplyOpen, ReplyWrite, WriteFlags,
 };
 
 use crate::support::{have_fuse, skip, Sandbox};
@@ -132,7 +132,13 @@ impl Filesystem for RamFs {
         }
     }
 
-    fn getattr(&self, _r: &fuser::Request, ino: INodeNo, _fh: Option<FileHandle>, reply: ReplyAttr) {
+    fn getattr(
+        &self,
+        _r: &fuser::Request,
+        ino: INodeNo,
+        _fh: Option<FileHandle>,
+        reply: ReplyAttr,
+    ) {
         reply.attr(&TTL, &self.attr(ino.0));
     }
 
@@ -171,7 +177,14 @@ impl Filesystem for RamFs {
         reply.written(self.ram.write(data, offset) as u32);
     }
 
-    fn flush(&self, _r: &fuser::Request, _i: INodeNo, _f: FileHandle, _l: LockOwner, reply: ReplyEmpty) {
+    fn flush(
+        &self,
+        _r: &fuser::Request,
+        _i: INodeNo,
+        _f: FileHandle,
+        _l: LockOwner,
+        reply: ReplyEmpty,
+    ) {
         reply.ok();
     }
 
@@ -284,7 +297,10 @@ fn attach(s: &Served) -> LoopDevice {
         .open(s.disk())
         .unwrap();
     let l = LoopDevice::attach(&f, &s.disk(), true).unwrap();
-    assert!(l.direct_io(), "the loop device does direct I/O on the FUSE file");
+    assert!(
+        l.direct_io(),
+        "the loop device does direct I/O on the FUSE file"
+    );
     l
 }
 
@@ -315,7 +331,10 @@ fn pattern_round_trip(dev: &Path) {
         f.read_exact_at(&mut block[..len], off).unwrap();
         let mut want = vec![0u8; len];
         pattern(off, &mut want);
-        assert!(block[..len] == want[..], "{len} bytes at {off} read back as written");
+        assert!(
+            block[..len] == want[..],
+            "{len} bytes at {off} read back as written"
+        );
     }
 }
 
@@ -339,7 +358,11 @@ fn a_ram_disk_served_through_the_ring_reads_back_what_was_written() {
     pattern_round_trip(l.path());
     let through_ring = s.data_requests();
     l.detach().unwrap();
-    assert_eq!(*s.asked.lock().unwrap(), Some(true), "INIT asked for the ring");
+    assert_eq!(
+        *s.asked.lock().unwrap(),
+        Some(true),
+        "INIT asked for the ring"
+    );
     // 3 writes, a flush, 3 reads at least (the loop device may split none of them).
     assert!(
         through_ring >= 7,
@@ -388,7 +411,11 @@ fn fio(dev: &Path, qd: u32, seconds: u32) -> (f64, f64, u64) {
         ])
         .output()
         .unwrap();
-    assert!(out.status.success(), "fio: {}", String::from_utf8_lossy(&out.stderr));
+    assert!(
+        out.status.success(),
+        "fio: {}",
+        String::from_utf8_lossy(&out.stderr)
+    );
     let j: serde_json::Value = serde_json::from_slice(&out.stdout).unwrap();
     let r = &j["jobs"][0]["read"];
     (
@@ -505,7 +532,15 @@ fn the_device_server_serves_through_the_ring_when_asked() {
             let mut c = sb.cmd();
             c.env("FSGAUGE_DEVICE_TRANSPORT", "uring")
                 .env("OUT", &out)
-                .args(["devices", "check", "ram", "--size", "64M", "--seconds", "0.2"])
+                .args([
+                    "devices",
+                    "check",
+                    "ram",
+                    "--size",
+                    "64M",
+                    "--seconds",
+                    "0.2",
+                ])
                 .args(["--run", RING_THREADS]);
             c
         },
@@ -539,7 +574,14 @@ fn a_transport_the_server_does_not_know_is_refused() {
         .cmd()
         .env("FSGAUGE_DEVICE_TRANSPORT", "rdma")
         .args([
-            "devices", "serve", "--profile", "ram", "--size", "1048576", "--offset", "0",
+            "devices",
+            "serve",
+            "--profile",
+            "ram",
+            "--size",
+            "1048576",
+            "--offset",
+            "0",
             "--image",
         ])
         .arg(sb.path().join("image"))

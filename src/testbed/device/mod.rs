@@ -12,7 +12,8 @@
 //!
 //! # The server (design note)
 //! Built in [`server`] (the process), [`emulated`] (the library's handle, [`EmulatedDevice`]),
-//! [`stats`] (lateness and histograms, per phase by snapshot deltas), [`check`] and
+//! [`uring`] (FUSE over io_uring, `FSGAUGE_DEVICE_TRANSPORT=uring`), [`stats`] (lateness
+//! and histograms, per phase by snapshot deltas), [`check`] and
 //! [`pairs`] (`fsgauge devices check`, on the device [`bench_target`] sets up) and [`fit`]
 //! (`fsgauge devices fit`).
 //!

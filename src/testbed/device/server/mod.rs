@@ -11,6 +11,8 @@
 //! - the timing thread ([`timing`], SCHED_FIFO [`TIMING_PRIORITY`]) owns the model and replies
 //!   to each request at its modelled completion; a FUSE thread copying a large write never
 //!   delays it;
+//! - with `FSGAUGE_DEVICE_TRANSPORT=uring`, one FUSE ring thread per CPU ([`ring`], SCHED_FIFO
+//!   [`FUSE_PRIORITY`], pinned) takes the data requests in the FUSE threads' stead;
 //! - the stats thread ([`records`], normal priority) keeps the counters and histograms;
 //! - the main thread (normal priority) reads the control channel (stdin): `stats` answers one
 //!   JSON [`Snapshot`] line on stdout, `ping` answers `ok`, `model on`/`model off` switch the
@@ -511,11 +513,7 @@ pub fn serve(args: &ServeArgs) -> Result<()> {
         rec: rec.clone(),
         ring_offer: None,
     };
-    let mut ring = if want_ring {
-        ring::prepare(&fs)
-    } else {
-        None
-    };
+    let mut ring = if want_ring { ring::prepare(&fs) } else { None };
     fs.ring_offer = ring.as_ref().map(|r| r.offer());
     // The FUSE threads inherit this thread's policy when the session starts them; this thread
     // then goes back to normal: it only reads the control channel.

@@ -73,7 +73,11 @@ pub fn rw_in(op_in: &[u8]) -> (u64, u32) {
 
 /// `fuse_fallocate_in`: offset, length, mode.
 pub fn fallocate_in(op_in: &[u8]) -> (u64, u64, i32) {
-    (u64_at(op_in, 8), u64_at(op_in, 16), u32_at(op_in, 24) as i32)
+    (
+        u64_at(op_in, 8),
+        u64_at(op_in, 16),
+        u32_at(op_in, 24) as i32,
+    )
 }
 
 /// A node's attributes, as the server states them.

@@ -3,8 +3,9 @@
 //! `writev(2)` a request on /dev/fuse (Linux 6.14+, `fs/fuse/dev_uring.c`; libfuse's
 //! `lib/fuse_uring.c` is the reference server).
 //!
-//! How it sits beside `fuser`: `fuser` mounts and answers INIT on /dev/fuse as before;
-//! [`Offer::decide`], called from the `Filesystem::init` callback, adds `FUSE_OVER_IO_URING`
+//! How it sits beside `fuser`: `fuser` mounts and answers INIT on /dev/fuse as before (both
+//! inside `Session::new`); [`Offer::decide`], called from the `Filesystem::init` callback,
+//! adds `FUSE_OVER_IO_URING`
 //! (INIT `flags2` bit 41, which `fuser`'s `InitFlags` passes through `from_bits_retain`) when
 //! the kernel offers it. From the INIT reply on, the kernel holds every new request until
 //! each of its queues (one per possible CPU; a request goes to its submitter's CPU) has an
@@ -16,8 +17,15 @@
 //! Fallback: where the kernel does not offer the flag (`enable_uring` = N, a kernel without
 //! `CONFIG_FUSE_IO_URING` or before 6.14), INIT goes without it and `fuser` serves
 //! everything, said in one line on stderr; where the kernel refuses a registration, it drops
-//! the ring itself and requests go to /dev/fuse (said too). The ring is made before the
-//! mount, so nothing that can fail is left between the INIT reply and the registration.
+//! the ring itself and requests go to /dev/fuse (said too). The queues and their buffers are
+//! made before the mount; what is left between the INIT reply and the registration (a
+//! duplicate descriptor, the threads) makes the server give up the mount if it fails, so no
+//! request waits for a ring that will not come.
+//!
+//! Plugging it under a server: [`Ring::prepare`] before the mount (with the [`Handler`] that
+//! takes [`Incoming`] data requests on the queue's thread); [`Offer::decide`] in
+//! `Filesystem::init`; [`Ring::start`] between `fuser::Session::new` and `spawn`;
+//! [`Token::commit`] from any thread; [`Ring::join`] after the session's threads have ended.
 
 pub mod abi;
 
@@ -86,7 +94,9 @@ pub enum Op {
     Write,
     Fsync,
     /// `fallocate(2)` with this mode (discard, zeroing).
-    Fallocate { mode: i32 },
+    Fallocate {
+        mode: i32,
+    },
 }
 
 /// A data request from the ring: answer it with [`Token::commit`], from any thread, at any
@@ -248,7 +258,7 @@ impl Ring {
         if n * entries * payload > MAX_BUFFER_BYTES {
             anyhow::bail!(
                 "{n} possible CPUs would need {} MiB of ring buffers",
-                n * entries * payload >> 20
+                (n * entries * payload) >> 20
             );
         }
         (0..n)
