@@ -193,9 +193,11 @@ impl Filesystem for RamFs {
     }
 }
 
-/// The ring side: data requests answered at once on the queue thread that took them.
-fn ram_handler(ram: Arc<Ram>) -> uring::Handler {
+/// The ring side: data requests answered at once on the queue thread that took them (reads
+/// from `drop_reads_from` on are dropped unanswered).
+fn ram_handler(ram: Arc<Ram>, drop_reads_from: u64) -> uring::Handler {
     Arc::new(move |mut r: Incoming| match r.op {
+        Op::Read if r.offset >= drop_reads_from => drop(r.token),
         Op::Read => {
             let n = ram.read(r.token.buf(), r.offset);
             r.token.commit(Ok(n));
@@ -219,11 +221,11 @@ struct Served {
 
 impl Served {
     fn start(dir: &Path, ram: Arc<Ram>, ring: bool) -> Served {
-        Self::start_with(dir, ram, ring.then_some(true))
+        Self::start_with(dir, ram, ring.then_some(true), u64::MAX)
     }
 
     /// `ring`: None for /dev/fuse only, or whether the ring's threads are pinned.
-    fn start_with(dir: &Path, ram: Arc<Ram>, ring: Option<bool>) -> Served {
+    fn start_with(dir: &Path, ram: Arc<Ram>, ring: Option<bool>, drop_reads_from: u64) -> Served {
         let mount = dir.join("mnt");
         std::fs::create_dir_all(&mount).unwrap();
         let size = ram.0.read().unwrap().len() as u64;
@@ -233,7 +235,8 @@ impl Served {
                 size,
                 time: 0,
             };
-            let mut r = Ring::prepare(disk, MAX_REQUEST, ram_handler(ram.clone()))?;
+            let mut r =
+                Ring::prepare(disk, MAX_REQUEST, ram_handler(ram.clone(), drop_reads_from))?;
             r.pin_queues(pin);
             Some(r)
         });
@@ -371,6 +374,39 @@ fn a_ram_disk_served_through_the_ring_reads_back_what_was_written() {
 }
 
 #[test]
+fn a_request_the_server_drops_fails_with_eio_instead_of_hanging() {
+    use std::os::unix::fs::OpenOptionsExt;
+    if !have_fuse() {
+        return;
+    }
+    if !Path::new(PARAM).exists() {
+        skip("needs a kernel with CONFIG_FUSE_IO_URING");
+        return;
+    }
+    let _one = ONE_AT_A_TIME.lock().unwrap_or_else(|p| p.into_inner());
+    let Some(_param) = Param::set(true) else {
+        skip("cannot set /sys/module/fuse/parameters/enable_uring");
+        return;
+    };
+    let sb = Sandbox::new();
+    let s = Served::start_with(sb.path(), Ram::zeroed(64 << 20), Some(true), 32 << 20);
+    let l = attach(&s);
+    let f = std::fs::OpenOptions::new()
+        .read(true)
+        .custom_flags(libc::O_DIRECT)
+        .open(l.path())
+        .unwrap();
+    let mut buf = vec![0u8; 8192];
+    let shift = buf.as_ptr().align_offset(4096);
+    let block = &mut buf[shift..shift + 4096];
+    f.read_exact_at(block, 0).unwrap();
+    let e = f.read_exact_at(block, 40 << 20).unwrap_err();
+    assert_eq!(e.raw_os_error(), Some(libc::EIO), "{e}");
+    drop(f);
+    l.detach().unwrap();
+}
+
+#[test]
 fn without_the_ring_on_offer_the_disk_is_served_through_dev_fuse() {
     if !have_fuse() {
         return;
@@ -473,7 +509,7 @@ fn uring_transport_bench() {
         };
         for &ring in transports {
             let sb = Sandbox::new();
-            let s = Served::start_with(sb.path(), ram.clone(), ring);
+            let s = Served::start_with(sb.path(), ram.clone(), ring, u64::MAX);
             let l = attach(&s);
             let cpu0 = own_cpu_us();
             let (iops, lat, n) = fio(l.path(), qd, seconds);
@@ -524,47 +560,48 @@ fn the_device_server_serves_through_the_ring_when_asked() {
         skip("cannot set /sys/module/fuse/parameters/enable_uring");
         return;
     };
-    let sb = Sandbox::new();
-    let out = sb.path().join("run");
-    std::fs::create_dir(&out).unwrap();
-    let done = crate::support::run_within(
-        {
-            let mut c = sb.cmd();
-            c.env("FSGAUGE_DEVICE_TRANSPORT", "uring")
-                .env("OUT", &out)
-                .args([
-                    "devices",
-                    "check",
-                    "ram",
-                    "--size",
-                    "64M",
-                    "--seconds",
-                    "0.2",
-                ])
-                .args(["--run", RING_THREADS]);
-            c
-        },
-        120,
-        "devices check ram with the ring",
-    );
-    assert!(
-        done.status.success(),
-        "devices check: {}",
-        String::from_utf8_lossy(&done.stderr)
-    );
-    let switches: Vec<u64> = std::fs::read_to_string(out.join("switches"))
-        .unwrap()
-        .lines()
-        .map(|l| l.trim().parse().unwrap())
-        .collect();
-    // One queue per possible CPU, each with its thread; 16 reads and 16 writes (each its own
-    // request at QD1) woke them.
-    assert!(!switches.is_empty(), "the server has ring threads");
-    assert!(
-        switches.iter().sum::<u64>() >= 32,
-        "the ring threads took the requests: {switches:?}"
-    );
-    sb.assert_clean();
+    // `ram` answers on the ring's thread; with a constant time, the timing thread answers
+    // (its commits handed to the ring's thread).
+    for profile in ["ram", "ram:constant=1ms"] {
+        let sb = Sandbox::new();
+        let out = sb.path().join("run");
+        std::fs::create_dir(&out).unwrap();
+        let mut c = sb.cmd();
+        c.env("FSGAUGE_DEVICE_TRANSPORT", "uring")
+            .env("OUT", &out)
+            .args([
+                "devices",
+                "check",
+                profile,
+                "--size",
+                "64M",
+                "--seconds",
+                "0.2",
+            ])
+            .args(["--run", RING_THREADS]);
+        let done = crate::support::run_within(c, 120, "devices check with the ring");
+        assert!(
+            done.status.success(),
+            "devices check {profile}: {}",
+            String::from_utf8_lossy(&done.stderr)
+        );
+        let switches: Vec<u64> = std::fs::read_to_string(out.join("switches"))
+            .unwrap()
+            .lines()
+            .map(|l| l.trim().parse().unwrap())
+            .collect();
+        // One queue per possible CPU, each with its thread; 16 reads and 16 writes (each its
+        // own request at QD1) woke them.
+        assert!(
+            !switches.is_empty(),
+            "{profile}: the server has ring threads"
+        );
+        assert!(
+            switches.iter().sum::<u64>() >= 32,
+            "{profile}: the ring threads took the requests: {switches:?}"
+        );
+        sb.assert_clean();
+    }
 }
 
 #[test]
