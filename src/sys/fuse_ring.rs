@@ -113,9 +113,11 @@ impl Queue {
     /// kernel until [`Queue::attach`] and [`Queue::register`].
     pub fn new(qid: u16, entries: usize, payload_size: usize) -> io::Result<Queue> {
         let slots = u32::try_from(entries.max(1)).map_err(|_| invalid("entries"))?;
+        // Room for every entry's command and the wake-ups besides (an entry has one command
+        // at a time, so neither queue can fill).
         let ring = IoUring::<squeue::Entry128, cqueue::Entry>::builder()
-            .setup_cqsize(slots.next_power_of_two() * 2)
-            .build(slots.next_power_of_two())?;
+            .setup_cqsize(slots.next_power_of_two() * 4)
+            .build(slots.next_power_of_two() * 2)?;
         let mut headers = AlignedBuf::zeroed(entries * HEADER_STRIDE);
         let mut payloads = AlignedBuf::zeroed(entries * payload_size);
         let headers_at = headers.as_mut_ptr();
@@ -248,11 +250,6 @@ impl Queue {
             self.push_commit(entry, commit_id, false);
         }
         Ok(())
-    }
-
-    /// Whether the kernel may still write into some entry.
-    pub fn with_kernel(&self) -> usize {
-        self.with_kernel.load(Ordering::Acquire)
     }
 
     fn taken(self: &Arc<Self>, entry: usize) -> Taken {
@@ -427,11 +424,6 @@ impl Taken {
     /// The whole payload buffer, to write the reply into.
     pub fn payload_mut(&mut self) -> &mut [u8] {
         self.queue.payload_mut(self.entry)
-    }
-
-    /// The queue it came from.
-    pub fn qid(&self) -> u16 {
-        self.queue.qid
     }
 
     /// Answers: `error` 0 with the first `payload_len` bytes of the payload as the reply's

@@ -360,7 +360,17 @@ fn a_ram_disk_served_through_the_ring_reads_back_what_was_written() {
     let l = attach(&s);
     pattern_round_trip(l.path());
     let through_ring = s.data_requests();
+    let namespace = s
+        .counts
+        .as_ref()
+        .map_or(0, |c| c.other.load(Ordering::Relaxed));
     l.detach().unwrap();
+    // Once the ring is up the kernel sends it every request but FORGET and INTERRUPT: the
+    // loop device's open of the disk file (its lookup, open, getattr) came through it too.
+    assert!(
+        namespace >= 2,
+        "namespace requests through the ring: {namespace}"
+    );
     assert_eq!(
         *s.asked.lock().unwrap(),
         Some(true),
