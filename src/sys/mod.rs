@@ -17,6 +17,7 @@ mod buf;
 pub mod chase;
 pub mod cpu;
 pub mod dirstream;
+pub mod mem_image;
 pub mod mmap;
 pub mod proc;
 pub mod rt;
