@@ -8,8 +8,8 @@
 //! with no allocation; names are NUL-terminated strings the caller builds in place
 //! (`workload::names::NameBuf`). The other unsafe calls of the crate sit behind small safe
 //! wrappers here too: memory mappings ([`mmap`]), io_uring requests on owned buffers
-//! ([`uring`]) and FUSE over io_uring's queues ([`fuse_ring`]), `fstatfs` ([`statfs`]), RDTSC ([`cpu`]) and the SIGPIPE disposition
-//! ([`signal`]). Outside `sys`, `unsafe` is left only in the two ioctl modules, `layout::sys`
+//! ([`uring`]) and FUSE over io_uring's queues ([`fuse_ring`]), `fstatfs` ([`statfs`]),
+//! RDTSC ([`cpu`]) and the SIGPIPE disposition ([`signal`]). Outside `sys`, `unsafe` is left only in the two ioctl modules, `layout::sys`
 //! and `testbed::loopdev`; every block says why it is sound (clippy's
 //! `undocumented_unsafe_blocks` is denied) and `tests/it/code_rules.rs` fails on any other.
 
@@ -18,6 +18,7 @@ pub mod chase;
 pub mod cpu;
 pub mod dirstream;
 pub mod fuse_ring;
+pub mod mem_image;
 pub mod mmap;
 pub mod proc;
 pub mod rt;

@@ -279,3 +279,117 @@ fn a_failed_start_leaves_no_ledger_entry() {
     drop(fs);
     sb.assert_clean();
 }
+
+/// Each server thread, by name, with its scheduling policy and real-time priority
+/// (/proc/PID/task/TID/stat fields 41 and 40).
+fn thread_policies(pid: u32) -> Vec<(String, u32, u32)> {
+    let mut out = Vec::new();
+    for t in std::fs::read_dir(format!("/proc/{pid}/task")).unwrap() {
+        let t = t.unwrap().path();
+        let comm = std::fs::read_to_string(t.join("comm")).unwrap();
+        let stat = std::fs::read_to_string(t.join("stat")).unwrap();
+        let rest: Vec<&str> = stat[stat.rfind(')').unwrap() + 2..]
+            .split_whitespace()
+            .collect();
+        // rest[0] is field 3: field N is rest[N - 3].
+        let prio: u32 = rest[40 - 3].parse().unwrap();
+        let policy: u32 = rest[41 - 3].parse().unwrap();
+        out.push((comm.trim().to_string(), policy, prio));
+    }
+    out
+}
+
+/// The timing thread outranks the FUSE threads (completing a request on time comes before
+/// copying another's data), both are real-time, and the bookkeeping runs at normal priority.
+#[test]
+fn the_timing_thread_outranks_the_fuse_threads_and_bookkeeping_is_not_real_time() {
+    if !have_fuse() {
+        return;
+    }
+    let sb = Sandbox::new();
+    let (dev, _) = start(&sb);
+    let threads = thread_policies(dev.server_pid());
+    let of = |name: &str| -> Vec<(u32, u32)> {
+        threads
+            .iter()
+            .filter(|(n, _, _)| n.starts_with(name))
+            .map(|&(_, p, r)| (p, r))
+            .collect()
+    };
+    const FIFO: u32 = libc::SCHED_FIFO as u32;
+    const OTHER: u32 = libc::SCHED_OTHER as u32;
+    let timing = of("device-timing");
+    assert_eq!(timing.len(), 1, "{threads:?}");
+    let fuse = of("fuser-");
+    assert!(fuse.len() >= 2, "{threads:?}");
+    assert_eq!(timing[0].0, FIFO, "{threads:?}");
+    for (policy, prio) in &fuse {
+        assert_eq!(*policy, FIFO, "{threads:?}");
+        assert!(
+            timing[0].1 > *prio,
+            "timing thread not above a FUSE thread: {threads:?}"
+        );
+    }
+    assert_eq!(of("device-stats"), vec![(OTHER, 0)], "{threads:?}");
+    drop(dev);
+    sb.assert_clean();
+}
+
+/// The disk's bytes live in the server's memory: what is written through the loop device
+/// (across the store's 1 MiB chunks) reads back, the rest of the disk reads as zeros, and a
+/// discard (BLKDISCARD: the loop device punches the range) makes a range read as zeros.
+#[test]
+fn written_data_reads_back_and_a_discard_zeroes_it() {
+    if !have_fuse() {
+        return;
+    }
+    let sb = Sandbox::new();
+    let (mut dev, _) = start(&sb);
+    let loop_dev = dev.attach_loop().unwrap();
+    let f = OpenOptions::new()
+        .read(true)
+        .write(true)
+        .custom_flags(libc::O_DIRECT)
+        .open(&loop_dev)
+        .unwrap();
+    let len = 3 << 20;
+    let mut buf = aligned(len);
+    let shift = buf.as_ptr().align_offset(4096);
+    for (i, b) in buf[shift..shift + len].iter_mut().enumerate() {
+        *b = (i % 253) as u8 + 1;
+    }
+    let at: u64 = (7 << 20) - 8192; // crosses three chunk boundaries
+    std::os::unix::fs::FileExt::write_all_at(&f, &buf[shift..shift + len], at).unwrap();
+    let mut back = aligned(len + 8192);
+    let s2 = back.as_ptr().align_offset(4096);
+    std::os::unix::fs::FileExt::read_exact_at(&f, &mut back[s2..s2 + len + 8192], at - 4096)
+        .unwrap();
+    let back = &back[s2..s2 + len + 8192];
+    assert!(
+        back[..4096].iter().all(|&b| b == 0),
+        "before the write: zeros"
+    );
+    assert!(
+        back[4096..4096 + len] == buf[shift..shift + len],
+        "the data read back"
+    );
+    assert!(
+        back[4096 + len..].iter().all(|&b| b == 0),
+        "after the write: zeros"
+    );
+    // Discard the middle MiB (BLKDISCARD = _IO(0x12, 119)).
+    let range: [u64; 2] = [8 << 20, 1 << 20];
+    // SAFETY: BLKDISCARD reads two u64s from the pointer, which lives across the call.
+    let rc = unsafe { libc::ioctl(f.as_raw_fd(), 0x1277, range.as_ptr()) };
+    assert_eq!(rc, 0, "BLKDISCARD: {}", std::io::Error::last_os_error());
+    let mut after = aligned(1 << 20);
+    let s3 = after.as_ptr().align_offset(4096);
+    std::os::unix::fs::FileExt::read_exact_at(&f, &mut after[s3..s3 + (1 << 20)], 8 << 20).unwrap();
+    assert!(
+        after[s3..s3 + (1 << 20)].iter().all(|&b| b == 0),
+        "discarded range reads zeros"
+    );
+    drop(f);
+    drop(dev);
+    sb.assert_clean();
+}

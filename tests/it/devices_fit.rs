@@ -2,7 +2,7 @@
 //! root, loop devices and /dev/fuse, skipped with a printed reason without them. The bad-input
 //! tests need nothing.
 
-use crate::support::{assert_refused, have_fuse, Sandbox};
+use crate::support::{assert_refused, have_fuse, have_program, Sandbox};
 
 /// The real path on an emulated disk, whatever the machine's load: the fit runs, writes a
 /// profile that loads with every fitted figure, and flags its own lateness when the emulator
@@ -114,6 +114,87 @@ fn fit_on_an_emulated_disk_writes_a_loadable_profile_and_flags_its_lateness() {
         );
     }
     sb.assert_clean();
+}
+
+/// `devices check --json` gives the server's CPU time per request of every micro-benchmark on
+/// an emulated disk (not only of the whole check), so a script can hold each kind of request
+/// against its own CPU goal. Its size depends on the machine, so only its presence and range
+/// are asserted; the arithmetic is the unit tests' of `check::cpu_us_per_request` (src/testbed/device/check.rs).
+#[test]
+fn check_gives_the_server_cpu_per_request_of_each_benchmark() {
+    if !have_fuse() {
+        return;
+    }
+    let sb = Sandbox::new();
+    let out = sb
+        .cmd()
+        .args([
+            "devices",
+            "check",
+            "ram",
+            "--size",
+            "64M",
+            "--seconds",
+            "0.2",
+            "--write",
+            "--json",
+        ])
+        .output()
+        .unwrap();
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert!(out.status.success(), "devices check failed: {stderr}");
+    let doc: serde_json::Value = serde_json::from_slice(&out.stdout).expect("JSON on stdout");
+    let benches = doc["benches"].as_array().expect("benches");
+    let names: Vec<&str> = benches
+        .iter()
+        .map(|b| b["name"].as_str().unwrap())
+        .collect();
+    assert_eq!(
+        names,
+        [
+            "QD1 random 4K read, whole stroke",
+            "QD1 random 4K read, first 1%",
+            "sequential 1M read, outer zone",
+            "sequential 1M read, inner zone",
+            "QD1 random 4K write + flush"
+        ]
+    );
+    for b in benches {
+        let cpu = b["server_cpu_us_per_request"].as_f64();
+        assert!(
+            cpu.is_some_and(|c| c.is_finite() && c >= 0.0),
+            "{}: server_cpu_us_per_request {cpu:?}",
+            b["name"]
+        );
+    }
+    assert!(doc["server_cpu_us_per_request"].as_f64().is_some());
+    sb.assert_clean();
+}
+
+/// The arithmetic of `scripts/bench-device --loads` (records from fsgauge's and fio's JSON, the
+/// mean and 95% interval, the after/before ratio's interval from log ratios) passes its own
+/// checks against worked figures.
+#[test]
+fn bench_device_loads_arithmetic_passes_its_selftest() {
+    if !have_program("python3") {
+        return;
+    }
+    let script =
+        std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("scripts/bench_device_loads.py");
+    let out = std::process::Command::new("python3")
+        .arg(&script)
+        .arg("selftest")
+        .output()
+        .unwrap();
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    assert_eq!(
+        String::from_utf8_lossy(&out.stdout).trim(),
+        "bench_device_loads.py selftest: ok"
+    );
 }
 
 #[test]

@@ -575,7 +575,9 @@ fn the_exerciser_runs_for_its_time_with_a_ramp() {
     // --time-based: --ops 10 does not end it; it ran the ramp plus 1 s.
     assert!(p["ops"].as_u64().unwrap() > 10, "{p}");
     let wall = p["wall_s"].as_f64().unwrap();
-    assert!((wall - 1.0).abs() < 0.25, "{wall}");
+    // At least its time; how much longer depends on how busy the machine is (an operation in
+    // flight at the deadline finishes), so only an end that never came is a failure.
+    assert!((0.95..10.0).contains(&wall), "{wall}");
     assert_eq!(p["ramp_s"], 0.5);
     assert!(p["ramp_totals"]["ops"].as_u64().unwrap() > 0);
 }

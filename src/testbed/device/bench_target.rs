@@ -274,10 +274,7 @@ fn run_measured(
         .map_err(|m| anyhow!("device server stats: {m}"))?;
     let cpu1 = crate::sys::rt::process_cpu_seconds(server_pid);
     let l = d.lateness();
-    let cpu = match (cpu0, cpu1) {
-        (Some(a), Some(b)) if d.requests() > 0 => (b - a) * 1e6 / d.requests() as f64,
-        _ => f64::NAN,
-    };
+    let cpu = check::cpu_us_per_request(cpu0, cpu1, d.requests()).unwrap_or(f64::NAN);
     eprintln!(
         "--run: {} requests; lateness p50 {:.3} ms, p99 {:.3} ms, max {:.3} ms; server CPU {:.1} µs per request",
         d.requests(),

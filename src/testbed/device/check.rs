@@ -149,14 +149,45 @@ fn snapshot(t: &mut Target<'_>) -> Result<Option<Snapshot>> {
     }
 }
 
-fn lateness_since(t: &mut Target<'_>, before: &Option<Snapshot>) -> Result<Option<Lateness>> {
-    let (Some(b), Some(a)) = (before, snapshot(t)?) else {
-        return Ok(None);
+/// The server's stats and CPU time at one moment (None: no server).
+struct Mark {
+    snap: Option<Snapshot>,
+    cpu: Option<f64>,
+}
+
+fn mark(t: &mut Target<'_>) -> Result<Mark> {
+    Ok(Mark {
+        snap: snapshot(t)?,
+        cpu: server_cpu(t),
+    })
+}
+
+fn server_cpu(t: &Target<'_>) -> Option<f64> {
+    t.server
+        .as_ref()
+        .and_then(|s| rt::process_cpu_seconds(s.server_pid()))
+}
+
+/// The server's CPU time per request, µs, from its CPU seconds before and after `requests`
+/// (None without both readings, without requests, or when the time went down: not the same
+/// process).
+pub fn cpu_us_per_request(before: Option<f64>, after: Option<f64>, requests: u64) -> Option<f64> {
+    match (before, after) {
+        (Some(a), Some(b)) if requests > 0 && b >= a => Some((b - a) * 1e6 / requests as f64),
+        _ => None,
+    }
+}
+
+/// The server's lateness and CPU time per request since `m`.
+fn since(t: &mut Target<'_>, m: &Mark) -> Result<(Option<Lateness>, Option<f64>)> {
+    let (Some(b), Some(a)) = (&m.snap, snapshot(t)?) else {
+        return Ok((None, None));
     };
     let d = a
         .delta(b)
-        .map_err(|m| anyhow!("device server stats: {m}"))?;
-    Ok(Some(d.lateness()))
+        .map_err(|e| anyhow!("device server stats: {e}"))?;
+    let cpu = cpu_us_per_request(m.cpu, server_cpu(t), d.requests());
+    Ok((Some(d.lateness()), cpu))
 }
 
 /// QD1 random 4 KiB reads in the first `span` bytes; service times in ns.
@@ -252,19 +283,15 @@ fn run_benches(mut t: Target<'_>, target: &str, opts: &CheckOptions) -> Result<C
     let f = open_device(&t.device, false)?;
     let mut rng = ChaCha8Rng::seed_from_u64(opts.seed);
     let mut benches = Vec::new();
-    let first = snapshot(&mut t)?;
-    let cpu0 = t
-        .server
-        .as_ref()
-        .and_then(|s| rt::process_cpu_seconds(s.server_pid()));
+    let first = mark(&mut t)?;
 
     for (name, span) in [
         ("QD1 random 4K read, whole stroke", t.size),
         ("QD1 random 4K read, first 1%", (t.size / 100).max(4096)),
     ] {
-        let before = snapshot(&mut t)?;
+        let before = mark(&mut t)?;
         let (times, offsets) = random_reads(&mut t, &f, span, opts, &mut rng)?;
-        let lateness = lateness_since(&mut t, &before)?;
+        let (lateness, cpu) = since(&mut t, &before)?;
         let measured: Vec<f64> = times.iter().map(|&ns| ns as f64 / 1e6).collect();
         let mean = measured.iter().sum::<f64>() / measured.len().max(1) as f64;
         // The model's service times for the same offsets, one at a time.
@@ -296,14 +323,14 @@ fn run_benches(mut t: Target<'_>, target: &str, opts: &CheckOptions) -> Result<C
                 .filter(|_| mmean.is_some_and(|m| m > 0.0))
                 .and_then(|v| demerit(&measured, v)),
             lateness,
-            server_cpu_us_per_request: None,
+            server_cpu_us_per_request: cpu,
         });
     }
 
     for (name, start) in [(SEQ_OUTER, 0), (SEQ_INNER, inner_zone_start(t.size))] {
-        let before = snapshot(&mut t)?;
+        let before = mark(&mut t)?;
         let (bytes, ns, n) = sequential(&mut t, &f, start, opts)?;
-        let lateness = lateness_since(&mut t, &before)?;
+        let (lateness, cpu) = since(&mut t, &before)?;
         let rate = bytes as f64 / (ns.max(1) as f64 / 1e9) / 1e6;
         let modelled = model_of(&t)?.and_then(|mut m| sequential_on_model(&mut m, start, n));
         benches.push(Bench {
@@ -315,7 +342,7 @@ fn run_benches(mut t: Target<'_>, target: &str, opts: &CheckOptions) -> Result<C
             requests: n,
             demerit: None,
             lateness,
-            server_cpu_us_per_request: None,
+            server_cpu_us_per_request: cpu,
         });
     }
 
@@ -324,19 +351,12 @@ fn run_benches(mut t: Target<'_>, target: &str, opts: &CheckOptions) -> Result<C
         benches.push(write_flush(&mut t, opts, &mut rng)?);
     }
 
-    let (lateness, cpu_us, requests) = match (&first, snapshot(&mut t)?) {
+    let (lateness, cpu_us, requests) = match (&first.snap, snapshot(&mut t)?) {
         (Some(b), Some(a)) => {
             let d = a
                 .delta(b)
                 .map_err(|m| anyhow!("device server stats: {m}"))?;
-            let cpu1 = t
-                .server
-                .as_ref()
-                .and_then(|s| rt::process_cpu_seconds(s.server_pid()));
-            let cpu = match (cpu0, cpu1) {
-                (Some(a), Some(b)) if d.requests() > 0 => Some((b - a) * 1e6 / d.requests() as f64),
-                _ => None,
-            };
+            let cpu = cpu_us_per_request(first.cpu, server_cpu(&t), d.requests());
             (Some(d.lateness()), cpu, Some(d.requests()))
         }
         _ => (None, None, None),
@@ -426,7 +446,7 @@ fn write_flush(t: &mut Target<'_>, opts: &CheckOptions, rng: &mut ChaCha8Rng) ->
     let f = open_device(&t.device, true)?;
     let mut buf = AlignedBuf::zeroed(4096);
     buf.fill(0x5a);
-    let before = snapshot(t)?;
+    let before = mark(t)?;
     let blocks = (t.size / 4096).max(1);
     let end = rt::monotonic_ns() + (opts.seconds * 1e9) as u64;
     let mut times = Vec::new();
@@ -440,7 +460,7 @@ fn write_flush(t: &mut Target<'_>, opts: &CheckOptions, rng: &mut ChaCha8Rng) ->
         times.push(rt::monotonic_ns() - t0);
         offsets.push(off);
     }
-    let lateness = lateness_since(t, &before)?;
+    let (lateness, cpu) = since(t, &before)?;
     let mean = times.iter().sum::<u64>() as f64 / times.len().max(1) as f64 / 1e6;
     let modelled = model_of(t)?.map(|mut m| {
         let mut now = 0;
@@ -462,11 +482,30 @@ fn write_flush(t: &mut Target<'_>, opts: &CheckOptions, rng: &mut ChaCha8Rng) ->
         requests: times.len() as u64,
         demerit: None,
         lateness,
-        server_cpu_us_per_request: None,
+        server_cpu_us_per_request: cpu,
     })
 }
 
 /// Waits a moment for the kernel to settle a freshly attached device (udev, partition scan).
 pub fn settle() {
     std::thread::sleep(Duration::from_millis(100));
+}
+
+#[cfg(test)]
+mod tests {
+    use super::cpu_us_per_request;
+
+    #[test]
+    fn cpu_per_request_is_the_cpu_time_over_the_requests_in_microseconds() {
+        assert_eq!(cpu_us_per_request(Some(1.0), Some(1.5), 1000), Some(500.0));
+        assert_eq!(cpu_us_per_request(Some(2.0), Some(2.0), 10), Some(0.0));
+    }
+
+    #[test]
+    fn cpu_per_request_is_none_without_requests_readings_or_with_time_going_down() {
+        assert_eq!(cpu_us_per_request(Some(1.0), Some(1.5), 0), None);
+        assert_eq!(cpu_us_per_request(None, Some(1.5), 10), None);
+        assert_eq!(cpu_us_per_request(Some(1.0), None, 10), None);
+        assert_eq!(cpu_us_per_request(Some(2.0), Some(1.0), 10), None);
+    }
 }
