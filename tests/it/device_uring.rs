@@ -570,9 +570,10 @@ fn the_device_server_serves_through_the_ring_when_asked() {
         skip("cannot set /sys/module/fuse/parameters/enable_uring");
         return;
     };
-    // `ram` answers on the ring's thread; with a constant time, the timing thread answers
-    // (its commits handed to the ring's thread).
+    // `ram` answers on the ring's thread; a modelled disk (here a constant time, answered by
+    // the timing thread) is served through /dev/fuse, and the server says why.
     for profile in ["ram", "ram:constant=1ms"] {
+        let ring = profile == "ram";
         let sb = Sandbox::new();
         let out = sb.path().join("run");
         std::fs::create_dir(&out).unwrap();
@@ -600,6 +601,21 @@ fn the_device_server_serves_through_the_ring_when_asked() {
             .lines()
             .map(|l| l.trim().parse().unwrap())
             .collect();
+        if !ring {
+            let err = String::from_utf8_lossy(&done.stderr);
+            assert!(
+                err.contains(
+                    "serves only a disk that answers at once (ram) through FUSE over io_uring"
+                ) && err.contains("through /dev/fuse"),
+                "{profile}: {err}"
+            );
+            assert!(
+                switches.is_empty(),
+                "{profile}: no ring threads: {switches:?}"
+            );
+            sb.assert_clean();
+            continue;
+        }
         // One queue per possible CPU, each with its thread; 16 reads and 16 writes (each its
         // own request at QD1) woke them.
         assert!(

@@ -1,15 +1,22 @@
-//! The server's bookkeeping, off the timing thread: every thread that answers a request sends
-//! a [`Note`] of it to one stats thread (normal priority), which owns the [`Stats`] and answers
-//! the control thread's snapshots. The timing thread never waits on a lock the control thread
-//! holds while it encodes histograms, and never encodes one itself.
+//! The server's bookkeeping, off the timing thread: every thread that answers a request
+//! appends a [`Note`] of it to a shared list, and one stats thread (normal priority) takes the
+//! list every [`PERIOD`] (or at once when a snapshot is asked for), keeps the [`Stats`] and
+//! answers the control thread's snapshots. The timing thread never waits on a lock held for
+//! more than a push or a swap, never encodes a histogram, and does not wake another thread
+//! per request (a channel's send would, at each request of a QD32 load).
 //!
-//! A request's note is sent before its reply leaves, so a snapshot asked for after a
-//! workload saw its last request complete holds that request.
+//! A request's note is appended before its reply leaves, and a snapshot takes the list
+//! first, so a snapshot asked for after a workload saw its last request complete holds it.
 
-use std::sync::mpsc::{self, Receiver, Sender};
+use std::sync::mpsc::{self, Receiver, RecvTimeoutError, Sender};
+use std::sync::{Arc, Mutex};
+use std::time::Duration;
 
 use crate::testbed::device::model::Dispatch;
 use crate::testbed::device::stats::{Snapshot, Stats};
+
+/// How often the stats thread takes the notes when nobody asks.
+const PERIOD: Duration = Duration::from_millis(100);
 
 /// What the stats thread is told.
 pub enum Note {
@@ -27,24 +34,24 @@ pub enum Note {
     Unmodelled { failed: bool },
     /// A write the store had no room for.
     ImageFull,
-    /// Send a snapshot back.
-    Snapshot(Sender<Snapshot>),
 }
 
-/// A handle to send notes with (one per thread that answers requests).
+/// A handle to note requests with (one per thread that answers them).
 #[derive(Clone)]
-pub struct Recorder(Sender<Note>);
+pub struct Recorder {
+    notes: Arc<Mutex<Vec<Note>>>,
+    asks: Sender<Sender<Snapshot>>,
+}
 
 impl Recorder {
     pub fn note(&self, n: Note) {
-        // The stats thread ends only after every recorder is gone.
-        let _ = self.0.send(n);
+        self.notes.lock().unwrap_or_else(|p| p.into_inner()).push(n);
     }
 
-    /// The stats as of now: every note sent before this call is in it.
+    /// The stats as of now: every note made before this call is in it.
     pub fn snapshot(&self) -> Option<Snapshot> {
         let (tx, rx) = mpsc::channel();
-        self.note(Note::Snapshot(tx));
+        self.asks.send(tx).ok()?;
         rx.recv().ok()
     }
 }
@@ -52,35 +59,96 @@ impl Recorder {
 /// Starts the stats thread, for a store holding up to `budget` bytes in memory (0: a file
 /// store); it ends when every [`Recorder`] is dropped.
 pub fn start(budget: u64) -> std::io::Result<(Recorder, std::thread::JoinHandle<()>)> {
-    let (tx, rx) = mpsc::channel();
+    let notes = Arc::new(Mutex::new(Vec::with_capacity(4096)));
+    let (asks, asked) = mpsc::channel();
+    let shared = notes.clone();
     let handle = std::thread::Builder::new()
         .name("device-stats".into())
         .spawn(move || {
             // Bookkeeping is not on time's path: it yields to everything that is.
             let _ = crate::sys::rt::set_normal();
-            keep(rx, budget)
+            keep(&shared, &asked, budget)
         })?;
-    Ok((Recorder(tx), handle))
+    Ok((Recorder { notes, asks }, handle))
 }
 
-fn keep(rx: Receiver<Note>, budget: u64) {
+fn keep(notes: &Mutex<Vec<Note>>, asked: &Receiver<Sender<Snapshot>>, budget: u64) {
     let mut stats = Stats::default();
-    for note in rx {
-        match note {
-            Note::Answered {
-                d,
-                len,
-                replied_ns,
-                failed,
-                emulator_ns,
-            } => stats.record(&d, len, replied_ns, failed, emulator_ns),
-            Note::Unmodelled { failed } => stats.record_unmodelled(failed),
-            Note::ImageFull => stats.image_full += 1,
-            Note::Snapshot(back) => {
+    let mut taken: Vec<Note> = Vec::with_capacity(4096);
+    loop {
+        let ask = asked.recv_timeout(PERIOD);
+        // Swap, so that the threads answering requests hold the lock only for that.
+        std::mem::swap(
+            &mut *notes.lock().unwrap_or_else(|p| p.into_inner()),
+            &mut taken,
+        );
+        for note in taken.drain(..) {
+            match note {
+                Note::Answered {
+                    d,
+                    len,
+                    replied_ns,
+                    failed,
+                    emulator_ns,
+                } => stats.record(&d, len, replied_ns, failed, emulator_ns),
+                Note::Unmodelled { failed } => stats.record_unmodelled(failed),
+                Note::ImageFull => stats.image_full += 1,
+            }
+        }
+        match ask {
+            Ok(back) => {
                 let mut snap = stats.snapshot();
                 snap.memory_budget = budget;
                 let _ = back.send(snap);
             }
+            Err(RecvTimeoutError::Timeout) => {}
+            Err(RecvTimeoutError::Disconnected) => return,
         }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::testbed::device::model::Op;
+
+    fn answered(done_ns: u64, replied_ns: u64) -> Note {
+        Note::Answered {
+            d: Dispatch {
+                id: 1,
+                op: Op::Read,
+                arrival_ns: 0,
+                start_ns: 0,
+                done_ns,
+                breakdown: Default::default(),
+            },
+            len: 4096,
+            replied_ns,
+            failed: false,
+            emulator_ns: 1_000,
+        }
+    }
+
+    #[test]
+    fn a_snapshot_holds_every_note_made_before_it_was_asked_for() {
+        let (rec, handle) = start(7).unwrap();
+        for i in 0..1000 {
+            rec.note(answered(1_000_000, 1_000_000 + i));
+        }
+        rec.note(Note::Unmodelled { failed: true });
+        rec.note(Note::ImageFull);
+        let snap = rec.snapshot().unwrap();
+        let s = snap.decode().unwrap();
+        assert_eq!(s.counts.reads, 1000);
+        assert_eq!(s.counts.unmodelled, 1);
+        assert_eq!(s.counts.errors, 1);
+        assert_eq!(s.image_full, 1);
+        assert_eq!(snap.memory_budget, 7);
+        // Later notes come in later snapshots.
+        rec.note(answered(0, 600_000));
+        let s = rec.snapshot().unwrap().decode().unwrap();
+        assert_eq!((s.counts.reads, s.counts.late), (1001, 1));
+        drop(rec);
+        handle.join().unwrap();
     }
 }
