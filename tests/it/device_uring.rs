@@ -33,6 +33,22 @@ const TTL: Duration = Duration::from_secs(3600);
 /// The tests here flip a module parameter: one at a time.
 static ONE_AT_A_TIME: Mutex<()> = Mutex::new(());
 
+/// For a ring test: one at a time, the module parameter set to `on` (put back on drop);
+/// None, said, where the kernel has no ring or the parameter cannot be set.
+fn ring_param(on: bool) -> Option<(Param, std::sync::MutexGuard<'static, ()>)> {
+    if !Path::new(PARAM).exists() {
+        skip("needs a kernel with CONFIG_FUSE_IO_URING");
+        return None;
+    }
+    let one = ONE_AT_A_TIME.lock().unwrap_or_else(|p| p.into_inner());
+    let Some(param) = Param::set(on) else {
+        skip("cannot set /sys/module/fuse/parameters/enable_uring");
+        return None;
+    };
+    // The parameter is put back before the lock is let go (fields drop in order).
+    Some((param, one))
+}
+
 /// Sets the module parameter for a test and puts back the value it found.
 struct Param(Option<String>);
 
@@ -346,13 +362,7 @@ fn a_ram_disk_served_through_the_ring_reads_back_what_was_written() {
     if !have_fuse() {
         return;
     }
-    if !Path::new(PARAM).exists() {
-        skip("needs a kernel with CONFIG_FUSE_IO_URING");
-        return;
-    }
-    let _one = ONE_AT_A_TIME.lock().unwrap_or_else(|p| p.into_inner());
-    let Some(_param) = Param::set(true) else {
-        skip("cannot set /sys/module/fuse/parameters/enable_uring");
+    let Some(_param) = ring_param(true) else {
         return;
     };
     let sb = Sandbox::new();
@@ -389,13 +399,7 @@ fn a_request_the_server_drops_fails_with_eio_instead_of_hanging() {
     if !have_fuse() {
         return;
     }
-    if !Path::new(PARAM).exists() {
-        skip("needs a kernel with CONFIG_FUSE_IO_URING");
-        return;
-    }
-    let _one = ONE_AT_A_TIME.lock().unwrap_or_else(|p| p.into_inner());
-    let Some(_param) = Param::set(true) else {
-        skip("cannot set /sys/module/fuse/parameters/enable_uring");
+    let Some(_param) = ring_param(true) else {
         return;
     };
     let sb = Sandbox::new();
@@ -421,13 +425,7 @@ fn without_the_ring_on_offer_the_disk_is_served_through_dev_fuse() {
     if !have_fuse() {
         return;
     }
-    if !Path::new(PARAM).exists() {
-        skip("needs a kernel with CONFIG_FUSE_IO_URING");
-        return;
-    }
-    let _one = ONE_AT_A_TIME.lock().unwrap_or_else(|p| p.into_inner());
-    let Some(_param) = Param::set(false) else {
-        skip("cannot set /sys/module/fuse/parameters/enable_uring");
+    let Some(_param) = ring_param(false) else {
         return;
     };
     let sb = Sandbox::new();
@@ -561,13 +559,7 @@ fn the_device_server_serves_through_the_ring_when_asked() {
     if !have_fuse() {
         return;
     }
-    if !Path::new(PARAM).exists() {
-        skip("needs a kernel with CONFIG_FUSE_IO_URING");
-        return;
-    }
-    let _one = ONE_AT_A_TIME.lock().unwrap_or_else(|p| p.into_inner());
-    let Some(_param) = Param::set(true) else {
-        skip("cannot set /sys/module/fuse/parameters/enable_uring");
+    let Some(_param) = ring_param(true) else {
         return;
     };
     // `ram` answers on the ring's thread; a modelled disk (here a constant time, answered by
