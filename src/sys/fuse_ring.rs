@@ -65,13 +65,15 @@ pub enum Event {
     Woken,
 }
 
-/// One queue's io_uring and entries. `Sync`: any thread may commit; one thread (the first to
-/// call [`Queue::wait`]) takes completions.
+/// An io_uring and its entries, for one of the kernel's queues or several (one thread then
+/// takes the requests of every CPU). `Sync`: any thread may commit; one thread (the first to
+/// call [`Queue::wait`] or [`Queue::poll`]) takes completions.
 pub struct Queue {
     ring: IoUring<squeue::Entry128, cqueue::Entry>,
     /// The connection's /dev/fuse, once mounted ([`Queue::attach`]).
     fuse: OnceLock<OwnedFd>,
-    qid: u16,
+    /// The kernel's queue (a CPU) each entry belongs to.
+    qids: Box<[u16]>,
     entries: usize,
     payload_size: usize,
     headers: ManuallyDrop<AlignedBuf>,
@@ -100,18 +102,23 @@ unsafe impl Sync for Queue {}
 impl std::fmt::Debug for Queue {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         f.debug_struct("Queue")
-            .field("qid", &self.qid)
+            .field("qids", &self.qids.first())
             .field("entries", &self.entries)
             .finish()
     }
 }
 
 impl Queue {
-    /// A queue `qid` of `entries` ring entries with payload buffers of `payload_size` bytes
-    /// (at least the connection's `max_write` and `max_pages` × page). Made before the mount
-    /// (what can fail fails before the kernel is told of a ring); nothing is given to the
-    /// kernel until [`Queue::attach`] and [`Queue::register`].
-    pub fn new(qid: u16, entries: usize, payload_size: usize) -> io::Result<Queue> {
+    /// A queue of `each` ring entries for every queue id in `qids`, with payload buffers of
+    /// `payload_size` bytes (at least the connection's `max_write` and `max_pages` × page).
+    /// Made before the mount (what can fail fails before the kernel is told of a ring);
+    /// nothing is given to the kernel until [`Queue::attach`] and [`Queue::register`].
+    pub fn new(qids: &[u16], each: usize, payload_size: usize) -> io::Result<Queue> {
+        let entries = qids.len() * each;
+        if entries == 0 {
+            return Err(invalid("number of entries"));
+        }
+        let qids: Box<[u16]> = (0..entries).map(|e| qids[e / each]).collect();
         let slots = u32::try_from(entries.max(1)).map_err(|_| invalid("entries"))?;
         // Room for every entry's command and the wake-ups besides (an entry has one command
         // at a time, so neither queue can fill).
@@ -141,7 +148,7 @@ impl Queue {
         Ok(Queue {
             ring,
             fuse: OnceLock::new(),
-            qid,
+            qids,
             entries,
             payload_size,
             headers: ManuallyDrop::new(headers),
@@ -171,9 +178,10 @@ impl Queue {
         }
     }
 
-    /// The queue's index (the CPU whose requests it takes).
+    /// The kernel's queue (the CPU whose requests it takes) of its first entry: the only
+    /// one, for a queue of one CPU.
     pub fn qid(&self) -> u16 {
-        self.qid
+        self.qids[0]
     }
 
     /// Its number of entries.
@@ -187,7 +195,7 @@ impl Queue {
             return Err(invalid("entry"));
         }
         let mut sqe = opcode::UringCmd80::new(self.fd()?, CMD_REGISTER)
-            .cmd(self.cmd_req(0))
+            .cmd(self.cmd_req(entry, 0))
             .addr(Some(self.iovs[entry].as_ptr() as u64))
             .build()
             .user_data(entry as u64);
@@ -211,22 +219,58 @@ impl Queue {
         self.push(sqe, false, true)
     }
 
-    /// Submits what the taking thread queued, waits for at least one completion and returns
-    /// them all, then queues the commits other threads made meanwhile (submitted with the
-    /// next wait). Only one thread may take completions: the first to call this.
-    pub fn wait(self: &Arc<Self>, out: &mut Vec<Event>) -> io::Result<()> {
+    /// Submits what the taking thread queued, waits for at least one completion (or until
+    /// `timeout` has passed) and returns them all, then queues the commits other threads made
+    /// meanwhile (submitted with the next wait). Only one thread may take completions: the
+    /// first to call this or [`Queue::poll`].
+    pub fn wait(
+        self: &Arc<Self>,
+        out: &mut Vec<Event>,
+        timeout: Option<std::time::Duration>,
+    ) -> io::Result<()> {
+        self.check_taker()?;
+        let waited = match timeout {
+            None => self.ring.submitter().submit_and_wait(1),
+            Some(t) => {
+                let ts = types::Timespec::from(t);
+                let args = types::SubmitArgs::new().timespec(&ts);
+                self.ring.submitter().submit_with_args(1, &args)
+            }
+        };
+        match waited {
+            Ok(_) => {}
+            Err(e) if matches!(e.raw_os_error(), Some(libc::EINTR | libc::ETIME)) => {}
+            Err(e) => return Err(e),
+        }
+        self.reap(out);
+        Ok(())
+    }
+
+    /// The completions there are now, without a system call (the kernel posts them while the
+    /// taking thread runs); the commits other threads made are queued as in [`Queue::wait`].
+    pub fn poll(self: &Arc<Self>, out: &mut Vec<Event>) -> io::Result<()> {
+        self.check_taker()?;
+        self.reap(out);
+        Ok(())
+    }
+
+    /// Submits what the taking thread queued (its commits), without waiting.
+    pub fn flush(&self) -> io::Result<()> {
+        self.ring.submitter().submit().map(|_| ())
+    }
+
+    fn check_taker(&self) -> io::Result<()> {
         let me = std::thread::current().id();
         if *self.taker.get_or_init(|| me) != me {
             return Err(io::Error::other(
                 "a FUSE ring queue's completions are taken by one thread",
             ));
         }
-        match self.ring.submitter().submit_and_wait(1) {
-            Ok(_) => {}
-            Err(e) if e.raw_os_error() == Some(libc::EINTR) => {}
-            Err(e) => return Err(e),
-        }
-        // SAFETY: only the taker thread (checked above) ever borrows the completion queue.
+        Ok(())
+    }
+
+    fn reap(self: &Arc<Self>, out: &mut Vec<Event>) {
+        // SAFETY: only the taker thread (its callers check) ever borrows the completion queue.
         let cq = unsafe { self.ring.completion_shared() };
         for cqe in cq {
             let data = cqe.user_data();
@@ -249,7 +293,6 @@ impl Queue {
         for (entry, commit_id) in mailed {
             self.push_commit(entry, commit_id, false);
         }
-        Ok(())
     }
 
     fn taken(self: &Arc<Self>, entry: usize) -> Taken {
@@ -293,10 +336,10 @@ impl Queue {
     }
 
     /// `struct fuse_uring_cmd_req` in the SQE's 80-byte command area.
-    fn cmd_req(&self, commit_id: u64) -> [u8; 80] {
+    fn cmd_req(&self, entry: usize, commit_id: u64) -> [u8; 80] {
         let mut c = [0u8; 80];
         c[8..16].copy_from_slice(&commit_id.to_ne_bytes());
-        c[16..18].copy_from_slice(&self.qid.to_ne_bytes());
+        c[16..18].copy_from_slice(&self.qids[entry].to_ne_bytes());
         c
     }
 
@@ -333,7 +376,7 @@ impl Queue {
     fn push_commit(&self, entry: usize, commit_id: u64, submit: bool) {
         let pushed = self.fd().and_then(|fd| {
             let sqe = opcode::UringCmd80::new(fd, CMD_COMMIT_AND_FETCH)
-                .cmd(self.cmd_req(commit_id))
+                .cmd(self.cmd_req(entry, commit_id))
                 .build()
                 .user_data(entry as u64);
             self.push(sqe, true, submit)
@@ -398,7 +441,7 @@ pub struct Taken {
 impl std::fmt::Debug for Taken {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         f.debug_struct("Taken")
-            .field("qid", &self.queue.qid)
+            .field("qid", &self.queue.qids[self.entry])
             .field("entry", &self.entry)
             .field("commit_id", &self.commit_id)
             .finish()

@@ -538,40 +538,84 @@ fn uring_transport_bench() {
     }
 }
 
-/// Voluntary context switches of the server's ring threads (`fuse-ring-N`), as the `--run`
-/// script below writes them: one line per thread.
-const RING_THREADS: &str = r#"
+/// The server's threads as the `--run` script below finds them after 16 direct 4K writes,
+/// a flush and 16 direct 4K reads (read back and compared): one line per thread, its name
+/// and voluntary context switches; and the nanoseconds the 33 requests took.
+const THREADS_AFTER_IO: &str = r#"
 set -e
 dd if=/dev/urandom of="$OUT/pattern" bs=4096 count=16 status=none
+t0=$(date +%s%N)
 dd if="$OUT/pattern" of="$FSGAUGE_DEVICE" bs=4096 seek=100 oflag=direct conv=fsync status=none
 dd if="$FSGAUGE_DEVICE" of="$OUT/back" bs=4096 skip=100 count=16 iflag=direct status=none
+t1=$(date +%s%N)
+echo $((t1 - t0)) > "$OUT/elapsed"
 cmp "$OUT/pattern" "$OUT/back"
 for t in /proc/$FSGAUGE_SERVER_PID/task/*; do
-  if grep -q '^fuse-ring-' "$t/comm"; then
-    sed -n 's/^voluntary_ctxt_switches:[[:space:]]*//p' "$t/status" >> "$OUT/switches"
-  fi
+  echo "$(cat "$t/comm") $(sed -n 's/^voluntary_ctxt_switches:[[:space:]]*//p' "$t/status")" >> "$OUT/threads"
 done
-touch "$OUT/switches"
 "#;
 
+/// Voluntary context switches of the server's threads whose names start with `prefix`.
+fn switches(threads: &str, prefix: &str) -> Vec<u64> {
+    threads
+        .lines()
+        .filter_map(|l| l.rsplit_once(' '))
+        .filter(|(name, _)| name.starts_with(prefix))
+        .map(|(_, n)| n.trim().parse().unwrap())
+        .collect()
+}
+
+/// Who took a disk's requests.
+#[derive(Debug, Clone, Copy, PartialEq)]
+enum Taker {
+    /// A thread per CPU on the ring (a disk that answers at once).
+    RingThreads,
+    /// The timing thread on the ring (a modelled disk).
+    TimingThread,
+    /// The FUSE threads, on /dev/fuse.
+    DevFuse,
+}
+
 #[test]
-fn the_device_server_serves_through_the_ring_when_asked() {
+fn the_device_server_takes_the_ring_where_the_kernel_offers_it() {
     if !have_fuse() {
         return;
     }
-    let Some(_param) = ring_param(true) else {
-        return;
-    };
-    // `ram` answers on the ring's thread; a modelled disk (here a constant time, answered by
-    // the timing thread) is served through /dev/fuse, and the server says why.
-    for profile in ["ram", "ram:constant=1ms"] {
-        let ring = profile == "ram";
+    // (profile, FSGAUGE_DEVICE_TRANSPORT, enable_uring before, who takes the requests, what
+    // the server says). A modelled disk (a constant 1 ms, answered by the timing thread) has
+    // its ring taken by the timing thread itself.
+    let cases = [
+        ("ram", Some("uring"), true, Taker::RingThreads, None),
+        ("ram:constant=1ms", None, true, Taker::TimingThread, None),
+        (
+            "ram:constant=1ms",
+            None,
+            false,
+            Taker::DevFuse,
+            Some("FUSE over io_uring is off"),
+        ),
+        (
+            "ram",
+            Some("uring"),
+            false,
+            Taker::RingThreads,
+            Some("turned on FUSE over io_uring"),
+        ),
+    ];
+    for (profile, transport, on, taker, says) in cases {
+        let Some(_param) = ring_param(on) else {
+            return;
+        };
+        let what = format!("{profile} with {transport:?}, enable_uring {on}");
         let sb = Sandbox::new();
         let out = sb.path().join("run");
         std::fs::create_dir(&out).unwrap();
         let mut c = sb.cmd();
-        c.env("FSGAUGE_DEVICE_TRANSPORT", "uring")
-            .env("OUT", &out)
+        c.env_remove("FSGAUGE_DEVICE_TRANSPORT");
+        if let Some(t) = transport {
+            c.env("FSGAUGE_DEVICE_TRANSPORT", t);
+        }
+        c.env("OUT", &out)
             .args([
                 "devices",
                 "check",
@@ -581,43 +625,50 @@ fn the_device_server_serves_through_the_ring_when_asked() {
                 "--seconds",
                 "0.2",
             ])
-            .args(["--run", RING_THREADS]);
+            .args(["--run", THREADS_AFTER_IO]);
         let done = crate::support::run_within(c, 120, "devices check with the ring");
-        assert!(
-            done.status.success(),
-            "devices check {profile}: {}",
-            String::from_utf8_lossy(&done.stderr)
-        );
-        let switches: Vec<u64> = std::fs::read_to_string(out.join("switches"))
-            .unwrap()
-            .lines()
-            .map(|l| l.trim().parse().unwrap())
-            .collect();
-        if !ring {
-            let err = String::from_utf8_lossy(&done.stderr);
-            assert!(
-                err.contains(
-                    "serves only a disk that answers at once (ram) through FUSE over io_uring"
-                ) && err.contains("through /dev/fuse"),
-                "{profile}: {err}"
-            );
-            assert!(
-                switches.is_empty(),
-                "{profile}: no ring threads: {switches:?}"
-            );
-            sb.assert_clean();
-            continue;
+        let err = String::from_utf8_lossy(&done.stderr);
+        assert!(done.status.success(), "{what}: {err}");
+        match says {
+            Some(m) => assert!(err.contains(m), "{what}: says {m:?}: {err}"),
+            None => assert!(!err.contains("through /dev/fuse"), "{what}: {err}"),
         }
-        // One queue per possible CPU, each with its thread; 16 reads and 16 writes (each its
-        // own request at QD1) woke them.
-        assert!(
-            !switches.is_empty(),
-            "{profile}: the server has ring threads"
-        );
-        assert!(
-            switches.iter().sum::<u64>() >= 32,
-            "{profile}: the ring threads took the requests: {switches:?}"
-        );
+        let threads = std::fs::read_to_string(out.join("threads")).unwrap();
+        let ring_threads = switches(&threads, "fuse-ring-").iter().sum::<u64>();
+        let timing = switches(&threads, "device-timing").iter().sum::<u64>();
+        let fuse = switches(&threads, "fuser-").iter().sum::<u64>();
+        // 16 writes, a flush and 16 reads, each its own request at QD1.
+        let took = match taker {
+            Taker::RingThreads => ring_threads,
+            Taker::TimingThread => timing,
+            Taker::DevFuse => fuse,
+        };
+        assert!(took >= 33, "{what}: {taker:?} took the requests: {threads}");
+        if taker == Taker::TimingThread {
+            assert_eq!(ring_threads, 0, "{what}: no ring threads: {threads}");
+            assert!(fuse < 33, "{what}: not the FUSE threads: {threads}");
+        }
+        if profile.contains("constant=1ms") {
+            // Each request took its modelled millisecond at least, and the model counted it.
+            let ns: u64 = std::fs::read_to_string(out.join("elapsed"))
+                .unwrap()
+                .trim()
+                .parse()
+                .unwrap();
+            assert!(ns >= 33_000_000, "{what}: 33 requests in {ns} ns");
+            let line = err
+                .lines()
+                .find(|l| l.starts_with("--run:"))
+                .unwrap_or_else(|| panic!("{what}: no --run line: {err}"));
+            let n: u64 = line
+                .trim_start_matches("--run:")
+                .split_whitespace()
+                .next()
+                .unwrap()
+                .parse()
+                .unwrap();
+            assert!(n >= 33, "{what}: the model counted {n} requests: {line}");
+        }
         sb.assert_clean();
     }
 }
@@ -647,7 +698,10 @@ fn a_transport_the_server_does_not_know_is_refused() {
     assert_eq!(done.status.code(), Some(2), "bad input");
     let err = String::from_utf8_lossy(&done.stderr);
     assert!(
-        err.contains("FSGAUGE_DEVICE_TRANSPORT=\"rdma\"") && err.contains("give uring"),
+        err.contains("FSGAUGE_DEVICE_TRANSPORT=\"rdma\"")
+            && err.contains("give auto")
+            && err.contains("uring")
+            && err.contains("dev (/dev/fuse)"),
         "{err}"
     );
 }

@@ -164,6 +164,9 @@ struct DiskFs {
     rec: Recorder,
     /// Asks INIT for FUSE over io_uring ([`ring`]).
     ring_offer: Option<Arc<super::uring::Offer>>,
+    /// Wakes the timing thread where it takes the ring ([`ring::prepare_taken`]): a request
+    /// that still comes through /dev/fuse must not wait for the ring's next event.
+    wake_ring: Option<super::uring::Waker>,
 }
 
 impl DiskFs {
@@ -192,13 +195,35 @@ impl DiskFs {
         }
     }
 
+    /// Hands `job` to the timing thread (or answers it at once: see [`DiskFs::route`]).
     fn send(&self, job: Job) {
+        let Some(job) = self.route(job) else {
+            return;
+        };
+        let tx = match self.to_timing.lock() {
+            Ok(g) => g,
+            Err(p) => p.into_inner(),
+        };
+        if let Err(mpsc::SendError(job)) = tx.send(job) {
+            // The timing thread is gone (shutting down): answer at once.
+            fail(job, Errno::EIO);
+            return;
+        }
+        drop(tx);
+        if let Some(w) = &self.wake_ring {
+            w();
+        }
+    }
+
+    /// Answers `job` at once where the model does not apply (switched off, or a disk that
+    /// answers at once); otherwise gives it back for the model.
+    fn route(&self, job: Job) -> Option<Job> {
         if !self.modelled.load(Ordering::Acquire) {
             self.rec.note(Note::Unmodelled {
                 failed: job.io.is_err(),
             });
             reply(job, &self.pool);
-            return;
+            return None;
         }
         if self.immediate {
             let d = Dispatch {
@@ -218,16 +243,9 @@ impl DiskFs {
                 emulator_ns: now.saturating_sub(job.arrival_ns),
             });
             reply(job, &self.pool);
-            return;
+            return None;
         }
-        let tx = match self.to_timing.lock() {
-            Ok(g) => g,
-            Err(p) => p.into_inner(),
-        };
-        if let Err(mpsc::SendError(job)) = tx.send(job) {
-            // The timing thread is gone (shutting down): answer at once.
-            fail(job, Errno::EIO);
-        }
+        Some(job)
     }
 
     fn id(&self) -> u64 {
@@ -468,8 +486,9 @@ fn prepare_process() {
 /// Runs the server until the control pipe (stdin) closes. Prints `ready` on stdout once the
 /// disk file can be opened.
 pub fn serve(args: &ServeArgs) -> Result<()> {
-    let want_ring = ring::wanted()?;
+    let transport = ring::Transport::from_env()?;
     prepare_process();
+    let want_ring = transport.wants_ring(&mut |m| setup_warning(m));
     let (profile, abl) = load_ref(&args.profile)?;
     let model = DeviceModel::new(&profile, &abl)
         .map_err(|m| anyhow::anyhow!("profile {}: {m}", profile.name))?
@@ -491,19 +510,9 @@ pub fn serve(args: &ServeArgs) -> Result<()> {
         records::start(store.budget()).context("starting the stats thread")?;
     let modelled = Arc::new(AtomicBool::new(args.modelled));
     let (tx, rx) = mpsc::channel();
-    let timing = {
-        let (rec, pool) = (rec.clone(), pool.clone());
-        std::thread::Builder::new()
-            .name("device-timing".into())
-            .spawn(move || {
-                realtime(TIMING_PRIORITY);
-                timing::run(model, rx, rec, &pool)
-            })
-            .context("starting the timing thread")?
-    };
     let mut fs = DiskFs {
         store,
-        pool,
+        pool: pool.clone(),
         to_timing: Mutex::new(tx),
         next_id: AtomicU64::new(1),
         size: args.size,
@@ -512,23 +521,32 @@ pub fn serve(args: &ServeArgs) -> Result<()> {
         modelled: modelled.clone(),
         rec: rec.clone(),
         ring_offer: None,
+        wake_ring: None,
     };
-    let mut ring = match (want_ring, fs.immediate) {
-        (true, true) => ring::prepare(&fs),
-        (true, false) => {
-            // The timing thread's commits are handed to the ring's own thread and leave at its
-            // next submission, after the time the reply is recorded at (a median 85 µs later
-            // on a 2-core VM): the lateness would leave the emulator's own delay out.
-            setup_warning(&format!(
-                "{} serves only a disk that answers at once (ram) through FUSE over io_uring: a modelled reply would leave the ring after the time it is recorded at, so its lateness would leave that out; serving {} through /dev/fuse",
-                ring::TRANSPORT_ENV,
-                profile.name
-            ));
-            None
-        }
-        (false, _) => None,
+    // A disk that answers at once takes the ring on a thread per CPU; a modelled one on the
+    // timing thread, which commits each reply when it is due.
+    let (mut ring, taken) = match (want_ring, fs.immediate) {
+        (true, true) => (ring::prepare(&fs), None),
+        (true, false) => match ring::prepare_taken(&fs) {
+            Some((r, t)) => (Some(r), Some(t)),
+            None => (None, None),
+        },
+        (false, _) => (None, None),
     };
     fs.ring_offer = ring.as_ref().map(|r| r.offer());
+    if taken.is_some() {
+        fs.wake_ring = ring.as_ref().map(|r| r.waker());
+    }
+    let timing = {
+        let rec = rec.clone();
+        std::thread::Builder::new()
+            .name("device-timing".into())
+            .spawn(move || {
+                realtime(TIMING_PRIORITY);
+                timing::run(model, rx, rec, &pool, taken)
+            })
+            .context("starting the timing thread")?
+    };
     // The FUSE threads inherit this thread's policy when the session starts them; this thread
     // then goes back to normal: it only reads the control channel.
     realtime(FUSE_PRIORITY);

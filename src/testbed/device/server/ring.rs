@@ -2,10 +2,17 @@
 //! chosen with `FSGAUGE_DEVICE_TRANSPORT=uring` (`dev`, the default, keeps /dev/fuse). A data
 //! request taken from the ring goes the way a FUSE thread's does: its arrival stamped, its
 //! data moved at once (a read straight into the ring entry's buffer, so the reply at the
-//! modelled completion only commits), then [`DiskFs::send`]; the reply commits the entry
+//! modelled completion only commits), then to the model; the reply commits the entry
 //! ([`Reply::Ring`]).
+//!
+//! Who takes the ring: for a disk that answers at once (`ram`), a thread per CPU
+//! ([`prepare`]), each answering on the spot; for a modelled disk, the timing thread itself
+//! ([`prepare_taken`]): it waits on the ring until the next reply is due, takes the requests
+//! that come meanwhile and commits each reply when it is due, so a reply leaves at the time
+//! it is recorded at and no request crosses between threads.
 
 use std::sync::atomic::AtomicU64;
+use std::sync::mpsc::{self, Sender};
 use std::sync::{Arc, Mutex};
 use std::time::UNIX_EPOCH;
 
@@ -15,38 +22,121 @@ use super::{DiskFs, Job, Reply, DISK_NAME, MAX_REQUEST};
 use crate::sys::rt;
 use crate::sys::Errno;
 use crate::testbed::device::model::Request;
-use crate::testbed::device::uring::{Disk, Incoming, Op, Ring};
+use crate::testbed::device::uring::{Disk, Incoming, Op, Ring, Taker};
 
-/// Which transport the server uses: `uring` or `dev`.
+/// Which transport the server uses: `auto`, `uring` or `dev`.
 pub const TRANSPORT_ENV: &str = "FSGAUGE_DEVICE_TRANSPORT";
+
+/// The module parameter that lets the kernel offer FUSE over io_uring.
+pub const ENABLE_PARAM: &str = "/sys/module/fuse/parameters/enable_uring";
 
 /// Request ids of the ring's requests start here, apart from the FUSE threads' ones.
 const RING_IDS: u64 = 1 << 62;
 
-/// Whether `FSGAUGE_DEVICE_TRANSPORT` asks for the ring.
-pub fn wanted() -> Result<bool> {
-    match std::env::var(TRANSPORT_ENV) {
-        Err(std::env::VarError::NotPresent) => Ok(false),
-        Ok(v) if v == "dev" || v.is_empty() => Ok(false),
-        Ok(v) if v == "uring" => Ok(true),
-        Ok(v) => Err(crate::error::bad_input(format!(
-            "{TRANSPORT_ENV}={v:?}: give uring (FUSE over io_uring) or dev (/dev/fuse)"
-        ))),
-        Err(e) => Err(crate::error::bad_input(format!("{TRANSPORT_ENV}: {e}"))),
+/// How the server takes its requests.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Transport {
+    /// FUSE over io_uring where the kernel offers it (`enable_uring` = Y), /dev/fuse where not.
+    Auto,
+    /// FUSE over io_uring, the module parameter turned on first where it is off (root).
+    Uring,
+    /// /dev/fuse: a `read(2)` and a `writev(2)` per request.
+    Dev,
+}
+
+impl Transport {
+    /// From `FSGAUGE_DEVICE_TRANSPORT` (unset or empty: `auto`).
+    pub fn from_env() -> Result<Transport> {
+        match std::env::var(TRANSPORT_ENV) {
+            Err(std::env::VarError::NotPresent) => Ok(Transport::Auto),
+            Ok(v) if v.is_empty() || v == "auto" => Ok(Transport::Auto),
+            Ok(v) if v == "uring" => Ok(Transport::Uring),
+            Ok(v) if v == "dev" => Ok(Transport::Dev),
+            Ok(v) => Err(crate::error::bad_input(format!(
+                "{TRANSPORT_ENV}={v:?}: give auto (FUSE over io_uring where the kernel offers it), uring (FUSE over io_uring, turning on {ENABLE_PARAM}) or dev (/dev/fuse)"
+            ))),
+            Err(e) => Err(crate::error::bad_input(format!("{TRANSPORT_ENV}: {e}"))),
+        }
+    }
+
+    /// Whether to ask INIT for the ring; `say` tells of what was found or changed on the
+    /// way (said once per fsgauge process).
+    pub fn wants_ring(self, say: &mut dyn FnMut(&str)) -> bool {
+        let on = || {
+            std::fs::read_to_string(ENABLE_PARAM)
+                .map(|v| v.trim() == "Y")
+                .unwrap_or(false)
+        };
+        match self {
+            Transport::Dev => false,
+            Transport::Auto if on() => true,
+            Transport::Auto => {
+                if std::path::Path::new(ENABLE_PARAM).exists() {
+                    say(&format!("FUSE over io_uring is off ({ENABLE_PARAM} = N): requests go through /dev/fuse, at about twice the server's CPU per request; {TRANSPORT_ENV}=uring (or `echo Y > {ENABLE_PARAM}`) turns it on"));
+                }
+                false
+            }
+            Transport::Uring if on() => true,
+            Transport::Uring => match std::fs::write(ENABLE_PARAM, "Y") {
+                Ok(()) => {
+                    say(&format!("turned on FUSE over io_uring ({ENABLE_PARAM} = Y, as {TRANSPORT_ENV}=uring asked; it stays on: a server using the ring fails if it is turned off under it)"));
+                    true
+                }
+                Err(e) => {
+                    say(&format!("{TRANSPORT_ENV}=uring, but {ENABLE_PARAM} could not be set ({e}); requests go through /dev/fuse"));
+                    false
+                }
+            },
+        }
     }
 }
 
-/// The ring for `fs`'s disk, made before the mount (None, said on stderr, where this machine
-/// cannot have one). Its data requests go to a sibling of `fs`: the same store, buffers,
-/// timing thread and records.
+/// The ring for `fs`'s disk with a thread per CPU, made before the mount (None, said on
+/// stderr, where this machine cannot have one). Its data requests go to a sibling of `fs`:
+/// the same store, buffers, timing thread and records.
 pub(super) fn prepare(fs: &DiskFs) -> Option<Ring> {
-    let sibling = DiskFs {
+    let tx = match fs.to_timing.lock() {
+        Ok(g) => g.clone(),
+        Err(p) => p.into_inner().clone(),
+    };
+    let sibling = Arc::new(sibling(fs, tx));
+    Ring::prepare(
+        disk(fs),
+        MAX_REQUEST,
+        Arc::new(move |r: Incoming| {
+            if let Some(job) = job(&sibling, r) {
+                sibling.send(job);
+            }
+        }),
+    )
+}
+
+/// The ring for `fs`'s disk taken by the timing thread ([`Taken`]), made before the mount.
+pub(super) fn prepare_taken(fs: &DiskFs) -> Option<(Ring, Taken)> {
+    // The sibling hands nothing over (the timing thread is its caller), so it holds no sender
+    // that would keep the timing thread's channel open.
+    let (tx, _) = mpsc::channel();
+    let (ring, taker) = Ring::prepare_taken(disk(fs), MAX_REQUEST)?;
+    Some((
+        ring,
+        Taken {
+            taker,
+            fs: sibling(fs, tx),
+        },
+    ))
+}
+
+/// The ring's side of the timing thread: what takes its requests, and the disk they go to.
+pub(super) struct Taken {
+    pub taker: Taker,
+    pub fs: DiskFs,
+}
+
+fn sibling(fs: &DiskFs, tx: Sender<Job>) -> DiskFs {
+    DiskFs {
         store: fs.store.clone(),
         pool: fs.pool.clone(),
-        to_timing: Mutex::new(match fs.to_timing.lock() {
-            Ok(g) => g.clone(),
-            Err(p) => p.into_inner().clone(),
-        }),
+        to_timing: Mutex::new(tx),
         next_id: AtomicU64::new(RING_IDS),
         size: fs.size,
         started: fs.started,
@@ -54,25 +144,24 @@ pub(super) fn prepare(fs: &DiskFs) -> Option<Ring> {
         modelled: fs.modelled.clone(),
         rec: fs.rec.clone(),
         ring_offer: None,
-    };
-    let disk = Disk {
+        wake_ring: None,
+    }
+}
+
+fn disk(fs: &DiskFs) -> Disk {
+    Disk {
         name: DISK_NAME.to_string(),
         size: fs.size,
         time: fs
             .started
             .duration_since(UNIX_EPOCH)
             .map_or(0, |d| d.as_secs()),
-    };
-    let sibling = Arc::new(sibling);
-    Ring::prepare(
-        disk,
-        MAX_REQUEST,
-        Arc::new(move |r: Incoming| take(&sibling, r)),
-    )
+    }
 }
 
-/// A data request from the ring, on the queue's thread.
-fn take(fs: &DiskFs, r: Incoming) {
+/// A data request from the ring, its arrival stamped and its data moved: the [`Job`] for the
+/// model, or None where it was answered here (an error, a discard).
+pub(super) fn job(fs: &DiskFs, r: Incoming) -> Option<Job> {
     let arrival_ns = rt::monotonic_ns();
     let Incoming {
         op,
@@ -91,20 +180,20 @@ fn take(fs: &DiskFs, r: Incoming) {
         Op::Read => {
             let len = (len as usize).min(fs.size.saturating_sub(offset) as usize);
             let io = fs.store.read(&mut token.buf()[..len], offset);
-            fs.send(job(Request::read(fs.id(), offset, len as u64), token, io));
+            Some(job(Request::read(fs.id(), offset, len as u64), token, io))
         }
         Op::Write => {
             if offset.saturating_add(len) > fs.size {
                 token.commit(Err(Errno::ENOSPC));
-                return;
+                return None;
             }
             let io = fs.store.write(token.data(), offset);
             if let Err(e) = io {
                 fs.note_store_error(e);
             }
-            fs.send(job(Request::write(fs.id(), offset, len), token, io));
+            Some(job(Request::write(fs.id(), offset, len), token, io))
         }
-        Op::Fsync => fs.send(job(Request::flush(fs.id()), token, Ok(0))),
+        Op::Fsync => Some(job(Request::flush(fs.id()), token, Ok(0))),
         Op::Fallocate { mode } => {
             // As `DiskFs::fallocate`: the store frees or zeroes, the model sees nothing.
             let done = fs.store.zero(mode, offset, len);
@@ -112,6 +201,7 @@ fn take(fs: &DiskFs, r: Incoming) {
                 fs.note_store_error(e);
             }
             token.commit(done.map(|()| 0));
+            None
         }
     }
 }

@@ -13,9 +13,10 @@ use std::sync::mpsc::{Receiver, RecvTimeoutError, TryRecvError};
 use std::time::Duration;
 
 use super::records::{Note, Recorder};
-use super::{reply, Job, Pool};
+use super::{reply, ring, Job, Pool};
 use crate::sys::rt;
 use crate::testbed::device::model::{Dispatch, Op};
+use crate::testbed::device::uring::{Incoming, Taker};
 use crate::testbed::device::DeviceModel;
 
 /// How long before a reply is due the timing thread asks to be woken, at most and at first:
@@ -64,19 +65,37 @@ struct Held {
     intake_ns: u64,
 }
 
-/// Runs until every FUSE thread's sender is gone and every request is answered.
-pub fn run(mut model: DeviceModel, rx: Receiver<Job>, rec: Recorder, pool: &Pool) {
+/// Runs until every FUSE thread's sender is gone, the ring (when it takes one) has ended,
+/// and every request is answered.
+pub fn run(
+    mut model: DeviceModel,
+    rx: Receiver<Job>,
+    rec: Recorder,
+    pool: &Pool,
+    taken: Option<ring::Taken>,
+) {
     let mut waiting: HashMap<u64, Held> = HashMap::new();
     let mut due: BinaryHeap<Reverse<(u64, u64)>> = BinaryHeap::new();
-    let mut taken: HashMap<u64, Dispatch> = HashMap::new();
+    let mut taken_ids: HashMap<u64, Dispatch> = HashMap::new();
     let mut open = true;
     let mut lead = Lead::new();
+    // The ring, once registered; requests come through /dev/fuse where it is not used.
+    let mut ring = taken.and_then(|mut t| t.taker.begin().then_some(t));
+    let mut incoming = Vec::new();
     let take = |job: Job, model: &mut DeviceModel, waiting: &mut HashMap<u64, Held>| {
         let intake_ns = rt::monotonic_ns();
         model.submit(job.req, job.arrival_ns);
         waiting.insert(job.req.id, Held { job, intake_ns });
     };
     loop {
+        // The ring's requests taken by the last wait: their data moved, then to the model.
+        if let Some(r) = &ring {
+            for i in incoming.drain(..) {
+                if let Some(job) = ring::job(&r.fs, i).and_then(|j| r.fs.route(j)) {
+                    take(job, &mut model, &mut waiting);
+                }
+            }
+        }
         let now = rt::monotonic_ns();
         // Every request handed over by now goes to the model before the drive takes its next
         // command at any time up to now: it chooses among all that had arrived.
@@ -95,7 +114,7 @@ pub fn run(mut model: DeviceModel, rx: Receiver<Job>, rec: Recorder, pool: &Pool
             match model.next(t) {
                 Some(d) => {
                     due.push(Reverse((d.done_ns, d.id)));
-                    taken.insert(d.id, d);
+                    taken_ids.insert(d.id, d);
                 }
                 None => break,
             }
@@ -106,23 +125,63 @@ pub fn run(mut model: DeviceModel, rx: Receiver<Job>, rec: Recorder, pool: &Pool
                 break;
             }
             due.pop();
-            let (Some(d), Some(held)) = (taken.remove(&id), waiting.remove(&id)) else {
+            let (Some(d), Some(held)) = (taken_ids.remove(&id), waiting.remove(&id)) else {
                 continue;
             };
             answer(held, &d, &rec, pool);
         }
-        if !open && waiting.is_empty() {
+        if ring.as_ref().is_some_and(|r| !r.taker.live()) {
+            ring = None;
+        }
+        if !open && waiting.is_empty() && ring.is_none() {
             return;
         }
         let wake = match (model.ready_at(), due.peek()) {
             (Some(a), Some(Reverse((b, _)))) => Some(a.min(*b)),
             (a, b) => a.or(b.map(|Reverse((t, _))| *t)),
         };
+        if let Some(r) = &mut ring {
+            ring_wait(&mut r.taker, wake, &mut lead, &mut incoming);
+            continue;
+        }
         match next_arrival(&rx, wake, open, &mut lead) {
             Ok(job) => take(job, &mut model, &mut waiting),
             Err(RecvTimeoutError::Disconnected) => open = false,
             Err(RecvTimeoutError::Timeout) => {}
         }
+    }
+}
+
+/// Waits on the ring for requests until `wake` (none: until one comes), the replies made so
+/// far submitted first: asleep until the lead before it, then spinning, still taking the
+/// requests that come.
+fn ring_wait(taker: &mut Taker, wake: Option<u64>, lead: &mut Lead, incoming: &mut Vec<Incoming>) {
+    let now = rt::monotonic_ns();
+    let ahead = lead.ns();
+    let failed = match wake {
+        None => taker.wait(incoming, None),
+        Some(w) if w > now + ahead => {
+            let asked = w - ahead;
+            let got = taker.wait(incoming, Some(Duration::from_nanos(asked - now)));
+            let woke = rt::monotonic_ns();
+            if woke >= asked {
+                lead.woke(asked, woke);
+            }
+            got
+        }
+        Some(w) => {
+            let mut got = taker.flush();
+            while got.is_ok() && incoming.is_empty() && rt::monotonic_ns() < w {
+                got = taker.poll(incoming);
+                std::hint::spin_loop();
+            }
+            got
+        }
+    };
+    if let Err(e) = failed {
+        // Only a dead ring fails here; its entries end with the connection.
+        eprintln!("fsgauge devices serve: waiting on the FUSE ring failed: {e}");
+        std::thread::sleep(Duration::from_millis(1));
     }
 }
 

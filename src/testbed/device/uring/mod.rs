@@ -152,6 +152,9 @@ impl Token {
 /// Takes each data request on the queue's thread (see [`Ring::prepare`]).
 pub type Handler = Arc<dyn Fn(Incoming) + Send + Sync>;
 
+/// Wakes the thread taking a ring's completions ([`Ring::waker`]).
+pub type Waker = Arc<dyn Fn() + Send + Sync>;
+
 /// Requests answered through the ring.
 #[derive(Debug, Default)]
 pub struct Counts {
@@ -219,13 +222,17 @@ impl Offer {
     }
 }
 
-/// The ring: one [`Queue`] and one thread per possible CPU.
+/// The ring: one [`Queue`] and one thread per possible CPU ([`Ring::prepare`]), or one queue
+/// for every CPU taken by a thread of the server's own ([`Ring::prepare_taken`]).
 pub struct Ring {
     queues: Vec<Arc<Queue>>,
     offer: Arc<Offer>,
+    /// Set once the queues have the connection (or never will): what a [`Taker`] waits for.
+    started: Arc<Offer>,
     counts: Arc<Counts>,
     disk: Arc<Disk>,
-    handler: Handler,
+    /// Takes the data requests on the queues' threads; None when a [`Taker`] takes them.
+    handler: Option<Handler>,
     threads: Vec<JoinHandle<()>>,
     pin: bool,
 }
@@ -235,10 +242,36 @@ impl Ring {
     /// `max_write` and `max_pages`). None, said on stderr, where this machine cannot (no
     /// io_uring with 128-byte entries, too many CPUs for the memory).
     pub fn prepare(disk: Disk, payload: usize, handler: Handler) -> Option<Ring> {
-        match Self::make_queues(payload) {
+        Self::make(disk, payload, Some(handler))
+    }
+
+    /// As [`Ring::prepare`], but one queue holds the entries of every CPU and no thread of
+    /// the ring's own takes them: the returned [`Taker`] does, on the thread that calls it (the
+    /// device server's timing thread, so that a modelled reply leaves when it is due, with no
+    /// hand-over to another thread).
+    pub fn prepare_taken(disk: Disk, payload: usize) -> Option<(Ring, Taker)> {
+        let ring = Self::make(disk, payload, None)?;
+        let taker = Taker {
+            entries: Entries {
+                queue: ring.queues[0].clone(),
+                counts: ring.counts.clone(),
+                disk: ring.disk.clone(),
+                refused: Arc::new(AtomicBool::new(false)),
+                live: 0,
+            },
+            offer: ring.offer.clone(),
+            started: ring.started.clone(),
+            events: Vec::new(),
+        };
+        Some((ring, taker))
+    }
+
+    fn make(disk: Disk, payload: usize, handler: Option<Handler>) -> Option<Ring> {
+        match Self::make_queues(payload, handler.is_none()) {
             Ok(queues) => Some(Ring {
                 queues,
                 offer: Arc::new(Offer::default()),
+                started: Arc::new(Offer::default()),
                 counts: Arc::new(Counts::default()),
                 disk: Arc::new(disk),
                 handler,
@@ -252,7 +285,8 @@ impl Ring {
         }
     }
 
-    fn make_queues(payload: usize) -> Result<Vec<Arc<Queue>>> {
+    /// A queue per CPU, or one for all of them (`one`).
+    fn make_queues(payload: usize, one: bool) -> Result<Vec<Arc<Queue>>> {
         let n = possible_cpus()?;
         let entries = (TOTAL_ENTRIES / n).max(MIN_ENTRIES);
         if n * entries * payload > MAX_BUFFER_BYTES {
@@ -261,9 +295,16 @@ impl Ring {
                 (n * entries * payload) >> 20
             );
         }
-        (0..n)
-            .map(|qid| {
-                Queue::new(qid as u16, entries, payload)
+        let qids: Vec<u16> = (0..n).map(|q| q as u16).collect();
+        let groups: Vec<&[u16]> = if one {
+            vec![&qids[..]]
+        } else {
+            qids.chunks(1).collect()
+        };
+        groups
+            .into_iter()
+            .map(|g| {
+                Queue::new(g, entries, payload)
                     .map(Arc::new)
                     .context("setting up an io_uring with 128-byte entries")
             })
@@ -286,11 +327,25 @@ impl Ring {
         self.counts.clone()
     }
 
+    /// What wakes whatever takes the ring's completions (a [`Taker`] in [`Taker::wait`]
+    /// returns, with no request), from any thread.
+    pub fn waker(&self) -> Waker {
+        let queues = self.queues.clone();
+        Arc::new(move || {
+            for q in &queues {
+                if let Err(e) = q.wake() {
+                    eprintln!("fsgauge: waking a FUSE ring queue's thread failed: {e}");
+                }
+            }
+        })
+    }
+
     /// Right after the mount (`fuser::Session::new`, which answers INIT), before the
     /// session's threads: gives the queues the connection (a duplicate of `session`'s
-    /// /dev/fuse descriptor) and starts their threads, which register at once when INIT
-    /// asked for the ring. On an error the server must give up the mount (dropping the
-    /// session unmounts it): the kernel holds every request until the ring has registered.
+    /// /dev/fuse descriptor) and starts their threads (or lets the [`Taker`] go on), which
+    /// register at once when INIT asked for the ring. On an error the server must give up
+    /// the mount (dropping the session unmounts it): the kernel holds every request until the
+    /// ring has registered.
     pub fn start(&mut self, session: &impl AsFd) -> Result<()> {
         for q in &self.queues {
             let fd = session
@@ -301,15 +356,22 @@ impl Ring {
                 anyhow::bail!("the FUSE ring was started twice");
             }
         }
+        let Some(handler) = &self.handler else {
+            self.started.set(true);
+            return Ok(());
+        };
         let refused = Arc::new(AtomicBool::new(false));
         for q in &self.queues {
             let run = QueueRun {
-                queue: q.clone(),
+                entries: Entries {
+                    queue: q.clone(),
+                    counts: self.counts.clone(),
+                    disk: self.disk.clone(),
+                    refused: refused.clone(),
+                    live: 0,
+                },
                 offer: self.offer.clone(),
-                counts: self.counts.clone(),
-                disk: self.disk.clone(),
-                handler: self.handler.clone(),
-                refused: refused.clone(),
+                handler: handler.clone(),
                 pin: self.pin,
             };
             let t = std::thread::Builder::new()
@@ -325,9 +387,18 @@ impl Ring {
     /// and the last user letting go) or at once when INIT did not ask for the ring.
     pub fn join(mut self) {
         self.offer.set(false);
+        self.started.set(false);
         for t in self.threads.drain(..) {
             let _ = t.join();
         }
+    }
+}
+
+impl Drop for Ring {
+    /// A ring given up before [`Ring::start`] (a failed mount) lets its [`Taker`] go.
+    fn drop(&mut self) {
+        self.offer.set(false);
+        self.started.set(false);
     }
 }
 
@@ -356,67 +427,51 @@ fn parse_cpu_list(s: &str) -> Result<usize> {
     Ok(n)
 }
 
-/// One queue's thread.
-struct QueueRun {
+/// A queue's entries as the thread taking its completions sees them.
+struct Entries {
     queue: Arc<Queue>,
-    offer: Arc<Offer>,
     counts: Arc<Counts>,
     disk: Arc<Disk>,
-    handler: Handler,
     /// Some registration was refused (said once).
     refused: Arc<AtomicBool>,
-    pin: bool,
+    /// Entries registered and not ended.
+    live: usize,
 }
 
-impl QueueRun {
-    fn run(self) {
-        if !self.offer.wait() {
-            return;
-        }
-        let q = &self.queue;
-        if self.pin {
-            // On the CPU whose requests the queue takes, as libfuse does: the request is
-            // copied in, and answered, where it was made. Not fatal where refused (a cpuset).
-            let mut set = nix::sched::CpuSet::new();
-            if set.set(q.qid() as usize).is_ok() {
-                let _ = nix::sched::sched_setaffinity(nix::unistd::Pid::from_raw(0), &set);
-            }
-        }
-        let mut live = 0;
-        for e in 0..q.entries() {
-            match q.register(e) {
-                Ok(()) => live += 1,
+impl Entries {
+    /// Gives every entry to the kernel.
+    fn register(&mut self) {
+        for e in 0..self.queue.entries() {
+            match self.queue.register(e) {
+                Ok(()) => self.live += 1,
                 Err(err) => self.refuse(&err.to_string()),
             }
         }
-        let mut events = Vec::with_capacity(q.entries());
-        while live > 0 {
-            events.clear();
-            if let Err(e) = q.wait(&mut events) {
-                eprintln!(
-                    "fsgauge devices serve: FUSE ring queue {} failed: {e}",
-                    q.qid()
-                );
-                return;
-            }
-            for ev in events.drain(..) {
-                match ev {
-                    Event::Request(t) => self.dispatch(t),
-                    Event::NotYet { entry } => {
-                        std::thread::sleep(NOT_YET_PAUSE);
-                        if let Err(e) = q.register(entry) {
-                            self.refuse(&e.to_string());
-                            live -= 1;
-                        }
+    }
+
+    /// Handles completions: namespace requests answered here, data requests to `out`.
+    fn handle(&mut self, events: &mut Vec<Event>, out: &mut Vec<Incoming>) {
+        for ev in events.drain(..) {
+            match ev {
+                Event::Request(t) => {
+                    if let Some(i) = dispatch(&self.disk, &self.counts, t) {
+                        out.push(i);
                     }
-                    Event::Ended { errno, .. } => {
-                        live -= 1;
-                        if errno != libc::ENOTCONN && errno != libc::ECONNABORTED {
-                            self.refuse(&Errno::from_raw(errno).to_string());
-                        }
-                    }
-                    Event::Woken => {}
                 }
+                Event::NotYet { entry } => {
+                    std::thread::sleep(NOT_YET_PAUSE);
+                    if let Err(e) = self.queue.register(entry) {
+                        self.refuse(&e.to_string());
+                        self.live -= 1;
+                    }
+                }
+                Event::Ended { errno, .. } => {
+                    self.live -= 1;
+                    if errno != libc::ENOTCONN && errno != libc::ECONNABORTED {
+                        self.refuse(&Errno::from_raw(errno).to_string());
+                    }
+                }
+                Event::Woken => {}
             }
         }
     }
@@ -427,44 +482,136 @@ impl QueueRun {
             eprintln!("fsgauge devices serve: the kernel refused FUSE over io_uring ({why}); requests go through /dev/fuse");
         }
     }
+}
 
-    fn dispatch(&self, mut t: Taken) {
-        let h = InHeader::parse(t.in_header());
-        let data = |op: Op, offset: u64, len: u64, t: Taken| {
-            self.counts.data.fetch_add(1, Ordering::Relaxed);
-            let len_b = len as usize;
-            (self.handler)(Incoming {
+/// One queue's thread.
+struct QueueRun {
+    entries: Entries,
+    offer: Arc<Offer>,
+    handler: Handler,
+    pin: bool,
+}
+
+impl QueueRun {
+    fn run(mut self) {
+        if !self.offer.wait() {
+            return;
+        }
+        let q = self.entries.queue.clone();
+        if self.pin {
+            // On the CPU whose requests the queue takes, as libfuse does: the request is
+            // copied in, and answered, where it was made. Not fatal where refused (a cpuset).
+            let mut set = nix::sched::CpuSet::new();
+            if set.set(q.qid() as usize).is_ok() {
+                let _ = nix::sched::sched_setaffinity(nix::unistd::Pid::from_raw(0), &set);
+            }
+        }
+        self.entries.register();
+        let mut events = Vec::with_capacity(q.entries());
+        let mut data = Vec::with_capacity(q.entries());
+        while self.entries.live > 0 {
+            if let Err(e) = q.wait(&mut events, None) {
+                eprintln!(
+                    "fsgauge devices serve: FUSE ring queue {} failed: {e}",
+                    q.qid()
+                );
+                return;
+            }
+            self.entries.handle(&mut events, &mut data);
+            for i in data.drain(..) {
+                (self.handler)(i);
+            }
+        }
+    }
+}
+
+/// The ring's entries of every CPU, taken on the calling thread ([`Ring::prepare_taken`]).
+pub struct Taker {
+    entries: Entries,
+    offer: Arc<Offer>,
+    started: Arc<Offer>,
+    events: Vec<Event>,
+}
+
+impl Taker {
+    /// Waits until INIT has decided and the ring has the connection, then registers every
+    /// entry. False where the ring is not used (INIT did not ask for it, the mount failed, or
+    /// the kernel refused every entry): requests then come through /dev/fuse.
+    pub fn begin(&mut self) -> bool {
+        if !self.offer.wait() || !self.started.wait() {
+            return false;
+        }
+        self.entries.register();
+        self.entries.live > 0
+    }
+
+    /// Whether some entry is still the kernel's (false once the connection has ended).
+    pub fn live(&self) -> bool {
+        self.entries.live > 0
+    }
+
+    /// Submits the commits made so far and waits for requests, at most `timeout` (None: until
+    /// one comes or [`Ring::wake`]); the data requests go to `out`.
+    pub fn wait(
+        &mut self,
+        out: &mut Vec<Incoming>,
+        timeout: Option<Duration>,
+    ) -> std::io::Result<()> {
+        self.entries.queue.wait(&mut self.events, timeout)?;
+        self.entries.handle(&mut self.events, out);
+        Ok(())
+    }
+
+    /// The data requests there are now, without a system call.
+    pub fn poll(&mut self, out: &mut Vec<Incoming>) -> std::io::Result<()> {
+        self.entries.queue.poll(&mut self.events)?;
+        self.entries.handle(&mut self.events, out);
+        Ok(())
+    }
+
+    /// Submits the commits made so far, without waiting.
+    pub fn flush(&self) -> std::io::Result<()> {
+        self.entries.queue.flush()
+    }
+}
+
+/// A completed entry: a namespace request is answered here, a data request returned.
+fn dispatch(disk: &Disk, counts: &Counts, mut t: Taken) -> Option<Incoming> {
+    let h = InHeader::parse(t.in_header());
+    let data = |op: Op, offset: u64, len: u64, t: Taken| {
+        counts.data.fetch_add(1, Ordering::Relaxed);
+        Some(Incoming {
+            op,
+            offset,
+            len,
+            token: Token {
+                taken: t,
                 op,
-                offset,
-                len,
-                token: Token {
-                    taken: t,
-                    op,
-                    len: len_b,
-                },
-            });
-        };
-        match h.opcode {
-            abi::READ => {
-                let (off, size) = abi::rw_in(t.op_in());
-                let room = t.payload_mut().len();
-                data(Op::Read, off, (size as usize).min(room) as u64, t);
-            }
-            abi::WRITE => {
-                let (off, size) = abi::rw_in(t.op_in());
-                let len = (size as usize).min(t.payload().len());
-                data(Op::Write, off, len as u64, t);
-            }
-            abi::FSYNC => data(Op::Fsync, 0, 0, t),
-            abi::FALLOCATE => {
-                let (off, len, mode) = abi::fallocate_in(t.op_in());
-                data(Op::Fallocate { mode }, off, len, t);
-            }
-            _ => {
-                self.counts.other.fetch_add(1, Ordering::Relaxed);
-                let (error, len) = namespace(&self.disk, &h, &mut t);
-                t.commit(error, len);
-            }
+                len: len as usize,
+            },
+        })
+    };
+    match h.opcode {
+        abi::READ => {
+            let (off, size) = abi::rw_in(t.op_in());
+            let room = t.payload_mut().len();
+            data(Op::Read, off, (size as usize).min(room) as u64, t)
+        }
+        abi::WRITE => {
+            let (off, size) = abi::rw_in(t.op_in());
+            let len = (size as usize).min(t.payload().len());
+            data(Op::Write, off, len as u64, t)
+        }
+        abi::FSYNC => data(Op::Fsync, 0, 0, t),
+        abi::FALLOCATE => {
+            let (off, len, mode) = abi::fallocate_in(t.op_in());
+            data(Op::Fallocate { mode }, off, len, t)
+        }
+        _ => {
+            counts.other.fetch_add(1, Ordering::Relaxed);
+            let (error, len) = namespace(disk, &h, &mut t);
+            t.commit(error, len);
+            None
         }
     }
 }
