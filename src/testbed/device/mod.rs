@@ -58,6 +58,7 @@
 //!   ([`stats::Snapshot::image_full`]): the testbed names the full store, not the filesystem.
 
 pub mod ablation;
+pub mod disk;
 pub mod bench_target;
 pub mod check;
 pub mod emulated;
