@@ -9,11 +9,11 @@ use anyhow::Result;
 use clap::{Args, Subcommand};
 
 use super::common::OutputArgs;
+use crate::calibrate::check::CheckOptions;
+use crate::calibrate::target::TargetSpec;
 use crate::error::bad_input;
 use crate::report::output::listing;
 use crate::runner::params::Seed;
-use crate::testbed::device::bench_target::TargetSpec;
-use crate::testbed::device::check::CheckOptions;
 use crate::testbed::device::profile::{self, Kind, Params, Profile};
 use crate::testbed::device::{expectations, load_ref, Ablations, Expectations};
 
@@ -91,6 +91,10 @@ pub enum DevicesSub {
         run: Option<String>,
         #[command(flatten)]
         seed: Seed,
+        /// Write the check here, in the `--format` given or else the one the file's extension
+        /// names (html, md, csv, json; else the table) [default: stdout].
+        #[arg(short = 'o', long = "output", value_name = "FILE")]
+        output: Option<std::path::PathBuf>,
         #[command(flatten)]
         out: OutputArgs,
     },
@@ -178,6 +182,7 @@ pub fn run(c: DevicesCmd) -> Result<ExitCode> {
             profile,
             run,
             seed,
+            output,
             out,
         } => check::run(
             &TargetSpec {
@@ -193,6 +198,7 @@ pub fn run(c: DevicesCmd) -> Result<ExitCode> {
                 seed: seed.value.unwrap_or(CHECK_SEED),
             },
             &out,
+            output.as_deref(),
         ),
         DevicesSub::Fit {
             target,

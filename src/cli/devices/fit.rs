@@ -7,10 +7,10 @@ use std::process::ExitCode;
 use anyhow::{Context, Result};
 
 use super::OutputArgs;
+use crate::calibrate::check::CheckOptions;
+use crate::calibrate::fit::{self, FitReport};
+use crate::calibrate::target::TargetSpec;
 use crate::report::output::OutputFormat;
-use crate::testbed::device::bench_target::TargetSpec;
-use crate::testbed::device::check::CheckOptions;
-use crate::testbed::device::fit::{self, FitReport};
 
 pub fn run(
     spec: &TargetSpec<'_>,
@@ -33,7 +33,7 @@ pub fn run(
         return Ok(ExitCode::SUCCESS);
     }
     if !out.quiet {
-        eprint!("{}", super::check::report_text(&report.check));
+        eprint!("{}", crate::calibrate::page::report_text(&report.check));
         eprint!("{}", fit_text(&report));
         if let Some(path) = out_file {
             eprintln!(

@@ -23,8 +23,8 @@ use rand::Rng;
 use rand_chacha::ChaCha8Rng;
 use serde::Serialize;
 
-use super::model::hdd::Geometry;
-use super::model::{DeviceModel, Request, SECTOR};
+use crate::testbed::device::model::hdd::Geometry;
+use crate::testbed::device::model::{DeviceModel, Request, SECTOR};
 
 /// Bytes per read.
 pub const BLOCK: u64 = 4096;

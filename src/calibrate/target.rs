@@ -11,17 +11,18 @@
 //! still the inodes made.
 
 use std::fs::File;
-use std::os::fd::{AsFd, AsRawFd, OwnedFd};
+use std::os::fd::{AsFd, OwnedFd};
 use std::os::unix::fs::FileTypeExt;
-use std::path::{Path, PathBuf};
+use std::path::Path;
 
 use anyhow::{anyhow, Context, Result};
 
 use super::check::{self, Bench, CheckOptions, CheckReport, Target};
-use super::profile::Kind;
-use super::{load_ref, EmulatedDevice};
 use crate::error::bad_input;
 use crate::sys::trust::{self as sys_trust, FileId};
+use crate::testbed::device::emulated::Start;
+use crate::testbed::device::profile::Kind;
+use crate::testbed::device::{disk, load_ref, EmulatedDevice};
 use crate::testbed::ledger::{Ledger, Resource};
 use crate::testbed::{default_workdir, Backing};
 use crate::units::parse_size;
@@ -133,7 +134,7 @@ fn emulated(spec: &TargetSpec<'_>, opts: &CheckOptions) -> Result<CheckReport> {
         )));
     }
     let mut scratch = Scratch::make(size)?;
-    let r = with_image(spec, &scratch.image_path(), size, offset, opts);
+    let r = with_image(spec, &scratch.image, size, offset, opts);
     let errs = scratch.release();
     let report = r?;
     if let Some(e) = errs.into_iter().next() {
@@ -202,15 +203,6 @@ impl Scratch {
         Ok((base, name, dir, image, (dir_id, id)))
     }
 
-    /// The image as the server opens it: through this process's descriptor.
-    fn image_path(&self) -> PathBuf {
-        PathBuf::from(format!(
-            "/proc/{}/fd/{}",
-            std::process::id(),
-            self.image.as_raw_fd()
-        ))
-    }
-
     /// Deletes the image and the directory through the held descriptors (only while their
     /// names are still the inodes made) and closes the ledger entry.
     fn release(&mut self) -> Vec<anyhow::Error> {
@@ -232,14 +224,21 @@ impl Scratch {
 
 fn with_image(
     spec: &TargetSpec<'_>,
-    image: &Path,
+    image: &File,
     size: u64,
     offset: u64,
     opts: &CheckOptions,
 ) -> Result<CheckReport> {
     let (profile, abl) = load_ref(spec.target)?;
-    let mut dev = EmulatedDevice::start(spec.target, image, size, offset)?;
-    let loop_dev = dev.attach_loop()?;
+    let (mut dev, loop_dev) = disk::start(&Start {
+        ledger_dir: None,
+        profile: spec.target,
+        image: &disk::held_path(image),
+        size,
+        offset,
+        modelled: true,
+        role: "",
+    })?;
     check::settle();
     let server_pid = dev.server_pid();
     let t = Target {
@@ -291,6 +290,8 @@ fn run_measured(
         error: None,
         requests: d.requests(),
         demerit: None,
+        p50_ms: None,
+        p99_ms: None,
         lateness: Some(l),
         server_cpu_us_per_request: cpu.is_finite().then_some(cpu),
     })
