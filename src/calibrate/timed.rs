@@ -1,6 +1,6 @@
 //! The one timed request loop of calibration: every micro-benchmark of `devices check` is a
 //! request issued again and again for a time box, each timed on [`crate::measure`]'s operation
-//! clock and recorded by its [`Recorder`] like a workload's operations (count, bytes, latency
+//! clock and recorded by its [`crate::measure::Recorder`] like a workload's operations (count, bytes, latency
 //! histogram, wall time), with each request's own time kept as well: the model replays the
 //! same requests, and the demerit compares the two request by request.
 
