@@ -184,16 +184,28 @@ pub fn cpu_us_per_request(before: Option<f64>, after: Option<f64>, requests: u64
     }
 }
 
-/// The server's lateness and CPU time per request since `m`.
-fn since(t: &mut Target<'_>, m: &Mark) -> Result<(Option<Lateness>, Option<f64>)> {
+/// The server over a span of the check.
+#[derive(Debug, Clone, Copy)]
+struct Served {
+    lateness: Lateness,
+    /// Its CPU time per request, µs (where measured).
+    cpu_us: Option<f64>,
+    requests: u64,
+}
+
+/// The server since `m` (None: no server).
+fn since(t: &mut Target<'_>, m: &Mark) -> Result<Option<Served>> {
     let (Some(b), Some(a)) = (&m.snap, snapshot(t)?) else {
-        return Ok((None, None));
+        return Ok(None);
     };
     let d = a
         .delta(b)
         .map_err(|e| anyhow!("device server stats: {e}"))?;
-    let cpu = cpu_us_per_request(m.cpu, server_cpu(t), d.requests());
-    Ok((Some(d.lateness()), cpu))
+    Ok(Some(Served {
+        lateness: d.lateness(),
+        cpu_us: cpu_us_per_request(m.cpu, server_cpu(t), d.requests()),
+        requests: d.requests(),
+    }))
 }
 
 /// Where the inner-zone sequential benchmark starts on a device of `size` bytes: an eighth
@@ -260,16 +272,7 @@ fn run_benches(mut t: Target<'_>, target: &str, opts: &CheckOptions) -> Result<C
     if opts.write {
         benches.push(write_flush(&mut t, opts, &mut rng)?);
     }
-    let (lateness, cpu_us, requests) = match (&first.snap, snapshot(&mut t)?) {
-        (Some(b), Some(a)) => {
-            let d = a
-                .delta(b)
-                .map_err(|m| anyhow!("device server stats: {m}"))?;
-            let cpu = cpu_us_per_request(first.cpu, server_cpu(&t), d.requests());
-            (Some(d.lateness()), cpu, Some(d.requests()))
-        }
-        _ => (None, None, None),
-    };
+    let whole = since(&mut t, &first)?;
     Ok(CheckReport {
         target: target.into(),
         profile: t.model.as_ref().map(|(p, a, _)| {
@@ -282,9 +285,9 @@ fn run_benches(mut t: Target<'_>, target: &str, opts: &CheckOptions) -> Result<C
         device: t.device.clone(),
         size_bytes: t.size,
         benches,
-        lateness,
-        server_cpu_us_per_request: cpu_us,
-        server_requests: requests,
+        lateness: whole.map(|w| w.lateness),
+        server_cpu_us_per_request: whole.and_then(|w| w.cpu_us),
+        server_requests: whole.map(|w| w.requests),
         seek_curve,
         same_track,
         runs,
@@ -303,7 +306,7 @@ struct Measured<'a> {
 }
 
 fn bench(t: &mut Target<'_>, before: &Mark, m: Measured<'_>) -> Result<Bench> {
-    let (lateness, cpu) = since(t, before)?;
+    let served = since(t, before)?;
     Ok(Bench {
         name: m.name.into(),
         unit: m.unit,
@@ -314,8 +317,8 @@ fn bench(t: &mut Target<'_>, before: &Mark, m: Measured<'_>) -> Result<Bench> {
         demerit: m.demerit,
         p50_ms: m.timed.percentile_ms(Percentile::P50),
         p99_ms: m.timed.percentile_ms(Percentile::P99),
-        lateness,
-        server_cpu_us_per_request: cpu,
+        lateness: served.map(|s| s.lateness),
+        server_cpu_us_per_request: served.and_then(|s| s.cpu_us),
     })
 }
 
