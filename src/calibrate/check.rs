@@ -186,11 +186,21 @@ pub fn cpu_us_per_request(before: Option<f64>, after: Option<f64>, requests: u64
 
 /// The server over a span of the check.
 #[derive(Debug, Clone, Copy)]
-struct Served {
-    lateness: Lateness,
+pub struct Served {
+    pub lateness: Lateness,
     /// Its CPU time per request, µs (where measured).
-    cpu_us: Option<f64>,
-    requests: u64,
+    pub cpu_us: Option<f64>,
+    pub requests: u64,
+}
+
+/// Runs `work` and returns the server's figures over it (None: no server).
+pub fn served_over(
+    t: &mut Target<'_>,
+    work: impl FnOnce() -> Result<()>,
+) -> Result<Option<Served>> {
+    let before = mark(t)?;
+    work()?;
+    since(t, &before)
 }
 
 /// The server since `m` (None: no server).

@@ -22,7 +22,7 @@ use crate::error::bad_input;
 use crate::sys::trust::{self as sys_trust, FileId};
 use crate::testbed::device::emulated::Start;
 use crate::testbed::device::profile::Kind;
-use crate::testbed::device::{disk, load_ref, EmulatedDevice};
+use crate::testbed::device::{disk, load_ref};
 use crate::testbed::ledger::{Ledger, Resource};
 use crate::testbed::{default_workdir, Backing};
 use crate::units::parse_size;
@@ -240,7 +240,6 @@ fn with_image(
         role: "",
     })?;
     check::settle();
-    let server_pid = dev.server_pid();
     let t = Target {
         device: loop_dev.clone(),
         size,
@@ -249,51 +248,45 @@ fn with_image(
     };
     let mut report = check::run(t, spec.target, opts)?;
     if let Some(cmd) = spec.run {
-        report
-            .benches
-            .push(run_measured(&mut dev, cmd, &loop_dev, server_pid)?);
+        let mut t = Target {
+            device: loop_dev,
+            size,
+            model: None,
+            server: Some(&mut dev),
+        };
+        report.benches.push(run_measured(&mut t, cmd)?);
     }
     dev.stop()?;
     Ok(report)
 }
 
-/// Runs `--run` on the emulated device with the server's lateness and CPU over it.
-fn run_measured(
-    dev: &mut EmulatedDevice,
-    cmd: &str,
-    loop_dev: &Path,
-    server_pid: u32,
-) -> Result<Bench> {
-    let before = dev.stats()?;
-    let cpu0 = crate::sys::rt::process_cpu_seconds(server_pid);
-    run_command(cmd, loop_dev, Some(server_pid))?;
-    let d = dev
-        .stats()?
-        .delta(&before)
-        .map_err(|m| anyhow!("device server stats: {m}"))?;
-    let cpu1 = crate::sys::rt::process_cpu_seconds(server_pid);
-    let l = d.lateness();
-    let cpu = check::cpu_us_per_request(cpu0, cpu1, d.requests()).unwrap_or(f64::NAN);
+/// Runs `--run` on the emulated device `t` with the server's lateness and CPU over it.
+fn run_measured(t: &mut Target<'_>, cmd: &str) -> Result<Bench> {
+    let device = t.device.clone();
+    let pid = t.server.as_ref().map(|s| s.server_pid());
+    let s = check::served_over(t, || run_command(cmd, &device, pid))?
+        .ok_or_else(|| anyhow!("--run on an emulated disk: its server gave no figures"))?;
+    let l = s.lateness;
     eprintln!(
         "--run: {} requests; lateness p50 {:.3} ms, p99 {:.3} ms, max {:.3} ms; server CPU {:.1} µs per request",
-        d.requests(),
+        s.requests,
         l.p50_ms,
         l.p99_ms,
         l.max_ms,
-        cpu
+        s.cpu_us.unwrap_or(f64::NAN)
     );
     Ok(Bench {
         name: format!("--run {}", cmd.split_whitespace().next().unwrap_or("")),
         unit: "requests",
-        measured: d.requests() as f64,
+        measured: s.requests as f64,
         modelled: None,
         error: None,
-        requests: d.requests(),
+        requests: s.requests,
         demerit: None,
         p50_ms: None,
         p99_ms: None,
         lateness: Some(l),
-        server_cpu_us_per_request: cpu.is_finite().then_some(cpu),
+        server_cpu_us_per_request: s.cpu_us,
     })
 }
 
