@@ -60,7 +60,8 @@ pub enum DevicesSub {
     /// pairs at 12 distances from one cylinder to the whole stroke) and same-track read pairs
     /// (the rotational wait, and the revolution it gives), and with `--write` a write + flush
     /// rate; each for `--seconds`. Prints measured vs modelled, the demerit of the random-read
-    /// service times, and the emulator's lateness p50/p99/max.
+    /// service times, and the emulator's lateness p50/p99/max: as a table, or in any
+    /// `--format` (json, csv, md, html), on stdout or to `-o FILE`.
     ///
     /// TARGET is a profile (emulated: a server is started on a sparse image in a private
     /// directory under /var/tmp/fsgauge, as large as the profile's capacity or `--size`) or a
