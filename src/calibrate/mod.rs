@@ -13,7 +13,7 @@
 //! - [`check`]: the micro-benchmarks and the model's figures for the same requests;
 //! - [`pairs`]: the read pairs (seek curve, same-track reads);
 //! - [`fit`]: the fit of a profile to the measurements;
-//! - [`page`]: the check as a page (terminal text and tables).
+//! - [`page`]: the check and the fit as pages (terminal text, tables, JSON).
 
 pub mod check;
 pub mod fit;

@@ -118,9 +118,10 @@ mod tests {
         assert_eq!(t.times.len(), 5);
         assert_eq!(t.phase.bytes, 5 * 4096);
         assert_eq!(t.phase.latency.count, 5);
-        // Each request slept at least 200 µs, and the recorder saw the same times.
-        assert!(t.times.iter().all(|&ns| ns >= 200_000), "{:?}", t.times);
-        assert!(t.mean_ms() >= 0.2);
+        // Each request slept at least 200 µs (less 5% for a TSC calibrated against the
+        // monotonic clock), and the recorder saw the same times.
+        assert!(t.times.iter().all(|&ns| ns >= 190_000), "{:?}", t.times);
+        assert!(t.mean_ms() >= 0.19);
         let max = *t.times.iter().max().unwrap();
         let p99 = t.percentile_ms(Percentile::P99).unwrap();
         assert!(
