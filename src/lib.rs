@@ -7,6 +7,7 @@
 pub mod age;
 pub mod atomic;
 pub mod bounded;
+pub mod calibrate;
 pub mod choice;
 pub mod cli;
 pub mod dist;

@@ -9,11 +9,11 @@ use anyhow::Result;
 use clap::{Args, Subcommand};
 
 use super::common::OutputArgs;
+use crate::calibrate::check::CheckOptions;
+use crate::calibrate::target::TargetSpec;
 use crate::error::bad_input;
 use crate::report::output::listing;
 use crate::runner::params::Seed;
-use crate::testbed::device::bench_target::TargetSpec;
-use crate::testbed::device::check::CheckOptions;
 use crate::testbed::device::profile::{self, Kind, Params, Profile};
 use crate::testbed::device::{expectations, load_ref, Ablations, Expectations};
 
@@ -60,7 +60,8 @@ pub enum DevicesSub {
     /// pairs at 12 distances from one cylinder to the whole stroke) and same-track read pairs
     /// (the rotational wait, and the revolution it gives), and with `--write` a write + flush
     /// rate; each for `--seconds`. Prints measured vs modelled, the demerit of the random-read
-    /// service times, and the emulator's lateness p50/p99/max.
+    /// service times, and the emulator's lateness p50/p99/max: as a table, or in any
+    /// `--format` (json, csv, md, html), on stdout or to `-o FILE`.
     ///
     /// TARGET is a profile (emulated: a server is started on a sparse image in a private
     /// directory under /var/tmp/fsgauge, as large as the profile's capacity or `--size`) or a
@@ -91,6 +92,10 @@ pub enum DevicesSub {
         run: Option<String>,
         #[command(flatten)]
         seed: Seed,
+        /// Write the check here, in the `--format` given or else the one the file's extension
+        /// names (html, md, csv, json; else the table) [default: stdout].
+        #[arg(short = 'o', long = "output", value_name = "FILE")]
+        output: Option<std::path::PathBuf>,
         #[command(flatten)]
         out: OutputArgs,
     },
@@ -178,6 +183,7 @@ pub fn run(c: DevicesCmd) -> Result<ExitCode> {
             profile,
             run,
             seed,
+            output,
             out,
         } => check::run(
             &TargetSpec {
@@ -193,6 +199,7 @@ pub fn run(c: DevicesCmd) -> Result<ExitCode> {
                 seed: seed.value.unwrap_or(CHECK_SEED),
             },
             &out,
+            output.as_deref(),
         ),
         DevicesSub::Fit {
             target,

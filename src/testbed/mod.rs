@@ -526,14 +526,10 @@ impl Testbed {
         during: device::ModelDuring,
         role: &str,
     ) -> Result<EmulatedDevice> {
-        let image = PathBuf::from(format!(
-            "/proc/{}/fd/{}",
-            std::process::id(),
-            std::os::fd::AsRawFd::as_raw_fd(&f)
-        ));
+        let image = device::disk::held_path(&f);
         self.emulated.images.push(f);
         let ledger_dir = self.ledger().dir().to_path_buf();
-        let mut disk = EmulatedDevice::start_with(&device::emulated::Start {
+        let (disk, _) = device::disk::start(&device::emulated::Start {
             ledger_dir: Some(&ledger_dir),
             profile,
             image: &image,
@@ -542,7 +538,6 @@ impl Testbed {
             modelled: during == device::ModelDuring::Always,
             role,
         })?;
-        disk.attach_loop()?;
         Ok(disk)
     }
 

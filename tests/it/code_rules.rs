@@ -232,3 +232,113 @@ fn the_allowed_list_matches_whole_files_and_directories() {
     assert!(!allowed("src/sysfoo.rs"));
     assert!(!allowed("src/exercise/engine.rs"));
 }
+
+/// Every `.rs` file under src/ but unit-test modules of their own (`tests.rs`), with its path
+/// relative to the crate root and its text up to its unit tests (`#[cfg(test)]`).
+fn sources() -> Vec<(String, String)> {
+    let root = Path::new(env!("CARGO_MANIFEST_DIR"));
+    let mut files = Vec::new();
+    rust_files(&root.join("src"), &mut files);
+    files.sort();
+    files
+        .iter()
+        .filter(|p| !p.ends_with("tests.rs"))
+        .map(|p| {
+            let text = std::fs::read_to_string(p).unwrap();
+            let cut = text.find("#[cfg(test)]").unwrap_or(text.len());
+            let rel = p.strip_prefix(root).unwrap().to_string_lossy().into_owned();
+            (rel, text[..cut].to_string())
+        })
+        .collect()
+}
+
+/// An emulated disk has one constructor, `testbed::device::disk::start` (server and loop
+/// device together): nothing else starts a server or attaches its loop device, so a testbed's
+/// disks and the disk `devices check` measures are made the same way.
+#[test]
+fn an_emulated_disk_is_made_in_one_place() {
+    let mut found = Vec::new();
+    for (rel, text) in sources() {
+        if rel == "src/testbed/device/emulated.rs" || rel == "src/testbed/device/disk.rs" {
+            continue;
+        }
+        for (n, line) in code_only(&text).lines().enumerate() {
+            if line.contains("EmulatedDevice::start") || line.contains(".attach_loop(") {
+                found.push(format!("{rel}:{}: {}", n + 1, line.trim()));
+            }
+        }
+    }
+    assert!(
+        found.is_empty(),
+        "an emulated disk made outside testbed::device::disk::start:\n{}",
+        found.join("\n")
+    );
+}
+
+/// The lateness limit is declared once (`results::device::LATE_NS`): one `const LATE_*` with
+/// a figure, and no message or comparison that writes the figure out again.
+#[test]
+fn the_lateness_limit_is_declared_once() {
+    let mut literal = Vec::new();
+    let mut spelt = Vec::new();
+    for (rel, text) in sources() {
+        for (n, line) in code_only(&text).lines().enumerate() {
+            let l = line.trim();
+            if l.contains("const LATE_")
+                && l.split('=')
+                    .nth(1)
+                    .is_some_and(|v| v.trim_start().starts_with(|c: char| c.is_ascii_digit()))
+            {
+                literal.push(format!("{rel}:{}: {l}", n + 1));
+            }
+            if l.contains("p99_ms > 0.") || l.contains("p99_ms >= 0.") {
+                spelt.push(format!("{rel}:{}: {l}", n + 1));
+            }
+        }
+        for (n, line) in text.lines().enumerate() {
+            if !line.trim_start().starts_with("//") && line.contains("0.5 ms") {
+                spelt.push(format!("{rel}:{}: {}", n + 1, line.trim()));
+            }
+        }
+    }
+    assert_eq!(
+        literal.len(),
+        1,
+        "the limit's declarations with a figure: {literal:#?}"
+    );
+    assert!(
+        literal[0].starts_with("src/results/device.rs:"),
+        "{literal:?}"
+    );
+    assert!(
+        spelt.is_empty(),
+        "the limit written out again:\n{}",
+        spelt.join("\n")
+    );
+}
+
+/// Calibration sits above the testbed: `testbed` holds no check, fit or read pairs and never
+/// names `calibrate`.
+#[test]
+fn the_testbed_holds_no_calibration() {
+    let root = Path::new(env!("CARGO_MANIFEST_DIR"));
+    for gone in ["check.rs", "fit.rs", "fit", "pairs.rs", "bench_target.rs"] {
+        let p = root.join("src/testbed/device").join(gone);
+        assert!(
+            !p.exists(),
+            "{} is calibration: it belongs in src/calibrate",
+            p.display()
+        );
+    }
+    let up: Vec<String> = sources()
+        .into_iter()
+        .filter(|(rel, text)| {
+            rel.starts_with("src/testbed/") && code_only(text).contains("crate::calibrate")
+        })
+        .map(|(rel, _)| rel)
+        .collect();
+    assert!(
+        up.is_empty(),
+        "the testbed reaches up into calibrate: {up:?}"
+    );
+}

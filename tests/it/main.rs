@@ -19,6 +19,7 @@ mod device_server;
 mod device_testbed;
 mod device_timing;
 mod device_uring;
+mod devices_check;
 mod devices_cli;
 mod devices_fit;
 mod exercise_cli;

@@ -1,5 +1,6 @@
-//! `devices fit`: fits a profile to the target, prints it (and the comparison with an
-//! emulated profile's own figures), writes it with `--out`.
+//! `devices fit`: fits a profile to the target and prints it as a page through the one
+//! exporter (the profile file as text; the check, the fitted seek curve and the comparison as
+//! tables), with the measurements on stderr for a terminal; writes the profile with `--out`.
 
 use std::path::Path;
 use std::process::ExitCode;
@@ -7,10 +8,10 @@ use std::process::ExitCode;
 use anyhow::{Context, Result};
 
 use super::OutputArgs;
-use crate::report::output::OutputFormat;
-use crate::testbed::device::bench_target::TargetSpec;
-use crate::testbed::device::check::CheckOptions;
-use crate::testbed::device::fit::{self, FitReport};
+use crate::calibrate::check::CheckOptions;
+use crate::calibrate::fit;
+use crate::calibrate::page::{fit_page, fit_text, report_text};
+use crate::calibrate::target::TargetSpec;
 
 pub fn run(
     spec: &TargetSpec<'_>,
@@ -28,12 +29,8 @@ pub fn run(
         t.write(report.profile_toml.as_bytes())
             .context("writing the fitted profile")?;
     }
-    if out.format() == OutputFormat::Json {
-        println!("{}", serde_json::to_string_pretty(&report)?);
-        return Ok(ExitCode::SUCCESS);
-    }
-    if !out.quiet {
-        eprint!("{}", super::check::report_text(&report.check));
+    if !out.silent() {
+        eprint!("{}", report_text(&report.check));
         eprint!("{}", fit_text(&report));
         if let Some(path) = out_file {
             eprintln!(
@@ -43,43 +40,6 @@ pub fn run(
             );
         }
     }
-    print!("{}", report.profile_toml);
+    out.print(fit_page(&report)?)?;
     Ok(ExitCode::SUCCESS)
-}
-
-fn fit_text(r: &FitReport) -> String {
-    let f = &r.fitted;
-    let mut s = format!(
-        "\nfitted seek curve ({} cylinders in the fitted geometry; time less the fixed part and half a revolution)\n{:>10}  {:>10}  {:>6}\n",
-        f.cylinders, "cylinders", "seek", "pairs"
-    );
-    for p in &f.seek {
-        s.push_str(&format!(
-            "{:>10.0}  {:>7.3} ms  {:>6}\n",
-            p.cylinders, p.seek_ms, p.pairs
-        ));
-    }
-    for n in &f.notes {
-        s.push_str(&format!("note: {n}\n"));
-    }
-    for w in &r.warnings {
-        s.push_str(&format!("warning: {w}\n"));
-    }
-    if !r.comparison.is_empty() {
-        s.push_str(&format!(
-            "\nfitted against profile {}\n{:<18}  {:>14}  {:>14}  {:>7}\n",
-            r.template, "parameter", "fitted", "profile", "error"
-        ));
-        for c in &r.comparison {
-            s.push_str(&format!(
-                "{:<18}  {:>14.3}  {:>14.3}  {:>+6.1}%\n",
-                c.parameter,
-                c.fitted,
-                c.profile,
-                c.error * 100.0
-            ));
-        }
-    }
-    s.push('\n');
-    s
 }

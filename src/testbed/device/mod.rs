@@ -13,9 +13,8 @@
 //! # The server (design note)
 //! Built in [`server`] (the process), [`emulated`] (the library's handle, [`EmulatedDevice`]),
 //! [`uring`] (FUSE over io_uring, `FSGAUGE_DEVICE_TRANSPORT=uring`), [`stats`] (lateness
-//! and histograms, per phase by snapshot deltas), [`check`] and
-//! [`pairs`] (`fsgauge devices check`, on the device [`bench_target`] sets up) and [`fit`]
-//! (`fsgauge devices fit`).
+//! and histograms, per phase by snapshot deltas). Calibration (`fsgauge devices check` and
+//! `fit`) is not here: it sits above the testbed, in the `calibrate` module above it.
 //!
 //! The model is applied by a server that fsgauge starts (for an image testbed with
 //! `device_model`, once testbeds take it; today through [`EmulatedDevice`] and
@@ -58,12 +57,9 @@
 //!   ([`stats::Snapshot::image_full`]): the testbed names the full store, not the filesystem.
 
 pub mod ablation;
-pub mod bench_target;
-pub mod check;
+pub mod disk;
 pub mod emulated;
-pub mod fit;
 pub mod model;
-pub mod pairs;
 pub mod profile;
 pub mod server;
 pub mod stats;

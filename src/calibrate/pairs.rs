@@ -15,16 +15,16 @@
 //!   read, of the block just after the second, comes from the read-ahead the second started:
 //!   command overhead and link transfer alone.
 //!
-//! Both run on a [`Reader`]: the device through `pread` on the monotonic clock, or the model on
-//! a virtual clock ([`ModelReader`]), so the fit can be tested without a device.
+//! Both run on a [`Reader`]: the device through `pread` on `measure`'s operation clock, or the
+//! model on a virtual clock ([`ModelReader`]), so the fit can be tested without a device.
 
 use anyhow::Result;
 use rand::Rng;
 use rand_chacha::ChaCha8Rng;
 use serde::Serialize;
 
-use super::model::hdd::Geometry;
-use super::model::{DeviceModel, Request, SECTOR};
+use crate::testbed::device::model::hdd::Geometry;
+use crate::testbed::device::model::{DeviceModel, Request, SECTOR};
 
 /// Bytes per read.
 pub const BLOCK: u64 = 4096;

@@ -20,14 +20,14 @@
 use anyhow::Result;
 use serde::Serialize;
 
-use super::bench_target::{self, TargetSpec};
 use super::check::{CheckOptions, CheckReport, SEQ_INNER, SEQ_OUTER};
-use super::model::hdd::{Geometry, SeekCurve};
-use super::model::SECTOR;
 use super::pairs::{follow_on_quantile, revolution_ns, PairRun, BLOCK};
-use super::profile::{self, HddParams, ParamType, Params, Profile, HDD_PARAMS};
+use super::target::{self as bench_target, TargetSpec};
 use crate::error::bad_input;
 use crate::results::device::LATE_P99_MS;
+use crate::testbed::device::model::hdd::{Geometry, SeekCurve};
+use crate::testbed::device::model::SECTOR;
+use crate::testbed::device::profile::{self, HddParams, ParamType, Params, Profile, HDD_PARAMS};
 
 /// The template for a real device without `--profile`.
 pub const DEFAULT_TEMPLATE: &str = "deskstar-7k250";

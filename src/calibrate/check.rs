@@ -11,21 +11,23 @@ use std::io::{Seek, SeekFrom};
 use std::os::fd::AsFd;
 use std::os::unix::fs::OpenOptionsExt;
 use std::path::{Path, PathBuf};
-use std::time::Duration;
+use std::time::{Duration, Instant};
 
 use anyhow::{anyhow, Context, Result};
 use rand::{Rng, SeedableRng};
 use rand_chacha::ChaCha8Rng;
 use serde::Serialize;
 
-use super::emulated::EmulatedDevice;
-use super::model::Request;
 use super::pairs::{self, PairRun, Placement, SameTrack, SeekPoint};
-use super::profile::{Ablations, Profile};
-use super::stats::{Lateness, Snapshot};
-use super::{demerit, DeviceModel};
+use super::timed::{self, Percentile, Timed};
+use crate::measure::{Clock, Tick};
 use crate::sys::rt;
 use crate::sys::AlignedBuf;
+use crate::testbed::device::profile::{Ablations, Profile};
+use crate::testbed::device::stats::{Lateness, Snapshot};
+use crate::testbed::device::EmulatedDevice;
+use crate::testbed::device::Request;
+use crate::testbed::device::{demerit, DeviceModel};
 
 const MIB: u64 = 1 << 20;
 
@@ -53,6 +55,10 @@ pub struct Bench {
     pub requests: u64,
     /// Demerit of measured against modelled service times (random reads only).
     pub demerit: Option<f64>,
+    /// The median and 99th percentile of the measured request times, ms (from the timed
+    /// loop's latency histogram; None for a figure not timed per request).
+    pub p50_ms: Option<f64>,
+    pub p99_ms: Option<f64>,
     /// The server's lateness over this benchmark (emulated devices only).
     pub lateness: Option<Lateness>,
     /// The server's CPU time per request over this benchmark, µs (where measured).
@@ -178,59 +184,38 @@ pub fn cpu_us_per_request(before: Option<f64>, after: Option<f64>, requests: u64
     }
 }
 
-/// The server's lateness and CPU time per request since `m`.
-fn since(t: &mut Target<'_>, m: &Mark) -> Result<(Option<Lateness>, Option<f64>)> {
+/// The server over a span of the check.
+#[derive(Debug, Clone, Copy)]
+pub struct Served {
+    pub lateness: Lateness,
+    /// Its CPU time per request, µs (where measured).
+    pub cpu_us: Option<f64>,
+    pub requests: u64,
+}
+
+/// Runs `work` and returns the server's figures over it (None: no server).
+pub fn served_over(
+    t: &mut Target<'_>,
+    work: impl FnOnce() -> Result<()>,
+) -> Result<Option<Served>> {
+    let before = mark(t)?;
+    work()?;
+    since(t, &before)
+}
+
+/// The server since `m` (None: no server).
+fn since(t: &mut Target<'_>, m: &Mark) -> Result<Option<Served>> {
     let (Some(b), Some(a)) = (&m.snap, snapshot(t)?) else {
-        return Ok((None, None));
+        return Ok(None);
     };
     let d = a
         .delta(b)
         .map_err(|e| anyhow!("device server stats: {e}"))?;
-    let cpu = cpu_us_per_request(m.cpu, server_cpu(t), d.requests());
-    Ok((Some(d.lateness()), cpu))
-}
-
-/// QD1 random 4 KiB reads in the first `span` bytes; service times in ns.
-fn random_reads(
-    t: &mut Target<'_>,
-    f: &File,
-    span: u64,
-    opts: &CheckOptions,
-    rng: &mut ChaCha8Rng,
-) -> Result<(Vec<u64>, Vec<u64>)> {
-    let mut buf = AlignedBuf::zeroed(4096);
-    let blocks = (span / 4096).max(1);
-    let end = rt::monotonic_ns() + (opts.seconds * 1e9) as u64;
-    let mut times = Vec::new();
-    let mut offsets = Vec::new();
-    while rt::monotonic_ns() < end {
-        let off = rng.gen_range(0..blocks) * 4096;
-        let t0 = rt::monotonic_ns();
-        crate::sys::pread(f.as_fd(), &mut buf, off).map_err(|e| io_error(t, e, "a 4 KiB read"))?;
-        times.push(rt::monotonic_ns() - t0);
-        offsets.push(off);
-    }
-    Ok((times, offsets))
-}
-
-/// Sequential 1 MiB reads from `start`: bytes read and ns taken.
-fn sequential(
-    t: &mut Target<'_>,
-    f: &File,
-    start: u64,
-    opts: &CheckOptions,
-) -> Result<(u64, u64, u64)> {
-    let mut buf = AlignedBuf::zeroed(MIB as usize);
-    let t0 = rt::monotonic_ns();
-    let end = t0 + (opts.seconds * 1e9) as u64;
-    let mut off = start;
-    let mut n = 0;
-    while rt::monotonic_ns() < end && off + MIB <= t.size {
-        crate::sys::pread(f.as_fd(), &mut buf, off).map_err(|e| io_error(t, e, "a 1 MiB read"))?;
-        off += MIB;
-        n += 1;
-    }
-    Ok((n * MIB, rt::monotonic_ns() - t0, n))
+    Ok(Some(Served {
+        lateness: d.lateness(),
+        cpu_us: cpu_us_per_request(m.cpu, server_cpu(t), d.requests()),
+        requests: d.requests(),
+    }))
 }
 
 /// Where the inner-zone sequential benchmark starts on a device of `size` bytes: an eighth
@@ -284,83 +269,20 @@ fn run_benches(mut t: Target<'_>, target: &str, opts: &CheckOptions) -> Result<C
     let mut rng = ChaCha8Rng::seed_from_u64(opts.seed);
     let mut benches = Vec::new();
     let first = mark(&mut t)?;
-
     for (name, span) in [
         ("QD1 random 4K read, whole stroke", t.size),
         ("QD1 random 4K read, first 1%", (t.size / 100).max(4096)),
     ] {
-        let before = mark(&mut t)?;
-        let (times, offsets) = random_reads(&mut t, &f, span, opts, &mut rng)?;
-        let (lateness, cpu) = since(&mut t, &before)?;
-        let measured: Vec<f64> = times.iter().map(|&ns| ns as f64 / 1e6).collect();
-        let mean = measured.iter().sum::<f64>() / measured.len().max(1) as f64;
-        // The model's service times for the same offsets, one at a time.
-        let modelled: Option<Vec<f64>> = model_of(&t)?.map(|mut m| {
-            let mut now = 0;
-            offsets
-                .iter()
-                .enumerate()
-                .map(|(i, &off)| {
-                    let d = m.service(Request::read(i as u64, off, 4096), now);
-                    now = d.done_ns;
-                    d.response_ns() as f64 / 1e6
-                })
-                .collect()
-        });
-        let mmean = modelled
-            .as_ref()
-            .map(|v| v.iter().sum::<f64>() / v.len().max(1) as f64);
-        benches.push(Bench {
-            name: name.into(),
-            unit: "ms",
-            measured: mean,
-            modelled: mmean,
-            error: ratio(mean, mmean),
-            requests: times.len() as u64,
-            // Against a model that takes no time (ram) the demerit has no meaning.
-            demerit: modelled
-                .as_ref()
-                .filter(|_| mmean.is_some_and(|m| m > 0.0))
-                .and_then(|v| demerit(&measured, v)),
-            lateness,
-            server_cpu_us_per_request: cpu,
-        });
+        benches.push(random_reads(&mut t, &f, name, span, opts, &mut rng)?);
     }
-
     for (name, start) in [(SEQ_OUTER, 0), (SEQ_INNER, inner_zone_start(t.size))] {
-        let before = mark(&mut t)?;
-        let (bytes, ns, n) = sequential(&mut t, &f, start, opts)?;
-        let (lateness, cpu) = since(&mut t, &before)?;
-        let rate = bytes as f64 / (ns.max(1) as f64 / 1e9) / 1e6;
-        let modelled = model_of(&t)?.and_then(|mut m| sequential_on_model(&mut m, start, n));
-        benches.push(Bench {
-            name: name.into(),
-            unit: "MB/s",
-            measured: rate,
-            modelled,
-            error: ratio(rate, modelled),
-            requests: n,
-            demerit: None,
-            lateness,
-            server_cpu_us_per_request: cpu,
-        });
+        benches.push(sequential(&mut t, &f, name, start, opts)?);
     }
-
     let (runs, seek_curve, same_track) = pair_benches(&mut t, &f, opts, &mut rng)?;
     if opts.write {
         benches.push(write_flush(&mut t, opts, &mut rng)?);
     }
-
-    let (lateness, cpu_us, requests) = match (&first.snap, snapshot(&mut t)?) {
-        (Some(b), Some(a)) => {
-            let d = a
-                .delta(b)
-                .map_err(|m| anyhow!("device server stats: {m}"))?;
-            let cpu = cpu_us_per_request(first.cpu, server_cpu(&t), d.requests());
-            (Some(d.lateness()), cpu, Some(d.requests()))
-        }
-        _ => (None, None, None),
-    };
+    let whole = since(&mut t, &first)?;
     Ok(CheckReport {
         target: target.into(),
         profile: t.model.as_ref().map(|(p, a, _)| {
@@ -373,31 +295,156 @@ fn run_benches(mut t: Target<'_>, target: &str, opts: &CheckOptions) -> Result<C
         device: t.device.clone(),
         size_bytes: t.size,
         benches,
-        lateness,
-        server_cpu_us_per_request: cpu_us,
-        server_requests: requests,
+        lateness: whole.map(|w| w.lateness),
+        server_cpu_us_per_request: whole.and_then(|w| w.cpu_us),
+        server_requests: whole.map(|w| w.requests),
         seek_curve,
         same_track,
         runs,
     })
 }
 
-/// The device as a [`pairs::Reader`]: O_DIRECT reads timed on the monotonic clock.
+/// A benchmark's figures from its timed loop, the model's figure for the same requests and
+/// the server's lateness and CPU time since `before`.
+struct Measured<'a> {
+    name: &'a str,
+    unit: &'static str,
+    timed: Timed,
+    measured: f64,
+    modelled: Option<f64>,
+    demerit: Option<f64>,
+}
+
+fn bench(t: &mut Target<'_>, before: &Mark, m: Measured<'_>) -> Result<Bench> {
+    let served = since(t, before)?;
+    Ok(Bench {
+        name: m.name.into(),
+        unit: m.unit,
+        measured: m.measured,
+        modelled: m.modelled,
+        error: ratio(m.measured, m.modelled),
+        requests: m.timed.requests(),
+        demerit: m.demerit,
+        p50_ms: m.timed.percentile_ms(Percentile::P50),
+        p99_ms: m.timed.percentile_ms(Percentile::P99),
+        lateness: served.map(|s| s.lateness),
+        server_cpu_us_per_request: served.and_then(|s| s.cpu_us),
+    })
+}
+
+/// QD1 random 4 KiB reads in the first `span` bytes, with the model's service times for the
+/// same offsets, one at a time.
+fn random_reads(
+    t: &mut Target<'_>,
+    f: &File,
+    name: &str,
+    span: u64,
+    opts: &CheckOptions,
+    rng: &mut ChaCha8Rng,
+) -> Result<Bench> {
+    let mut buf = AlignedBuf::zeroed(4096);
+    let blocks = (span / 4096).max(1);
+    let mut offsets = Vec::new();
+    let before = mark(t)?;
+    let timed = timed::run(name, opts.seconds, || {
+        let off = rng.gen_range(0..blocks) * 4096;
+        crate::sys::pread(f.as_fd(), &mut buf, off).map_err(|e| io_error(t, e, "a 4 KiB read"))?;
+        offsets.push(off);
+        Ok(Some(4096))
+    })?;
+    let modelled: Option<Vec<f64>> = model_of(t)?.map(|mut m| {
+        let mut now = 0;
+        offsets
+            .iter()
+            .enumerate()
+            .map(|(i, &off)| {
+                let d = m.service(Request::read(i as u64, off, 4096), now);
+                now = d.done_ns;
+                d.response_ns() as f64 / 1e6
+            })
+            .collect()
+    });
+    let mmean = modelled
+        .as_ref()
+        .map(|v| v.iter().sum::<f64>() / v.len().max(1) as f64);
+    let measured: Vec<f64> = timed.times.iter().map(|&ns| ns as f64 / 1e6).collect();
+    // Against a model that takes no time (ram) the demerit has no meaning.
+    let demerit = modelled
+        .as_ref()
+        .filter(|_| mmean.is_some_and(|m| m > 0.0))
+        .and_then(|v| demerit(&measured, v));
+    let mean = timed.mean_ms();
+    bench(
+        t,
+        &before,
+        Measured {
+            name,
+            unit: "ms",
+            timed,
+            measured: mean,
+            modelled: mmean,
+            demerit,
+        },
+    )
+}
+
+/// Sequential 1 MiB reads from `start` (to the device's end at most), with the model's rate
+/// for as many.
+fn sequential(
+    t: &mut Target<'_>,
+    f: &File,
+    name: &str,
+    start: u64,
+    opts: &CheckOptions,
+) -> Result<Bench> {
+    let mut buf = AlignedBuf::zeroed(MIB as usize);
+    let mut off = start;
+    let size = t.size;
+    let before = mark(t)?;
+    let timed = timed::run(name, opts.seconds, || {
+        if off + MIB > size {
+            return Ok(None);
+        }
+        crate::sys::pread(f.as_fd(), &mut buf, off).map_err(|e| io_error(t, e, "a 1 MiB read"))?;
+        off += MIB;
+        Ok(Some(MIB))
+    })?;
+    let n = timed.requests();
+    let modelled = model_of(t)?.and_then(|mut m| sequential_on_model(&mut m, start, n));
+    let rate = timed.rate_mb_s();
+    bench(
+        t,
+        &before,
+        Measured {
+            name,
+            unit: "MB/s",
+            timed,
+            measured: rate,
+            modelled,
+            demerit: None,
+        },
+    )
+}
+
+/// The device as a [`pairs::Reader`]: O_DIRECT reads timed on [`crate::measure`]'s
+/// operation clock.
 struct DeviceReader<'a, 'b> {
     t: &'a mut Target<'b>,
     f: &'a File,
     buf: AlignedBuf,
+    clock: Clock,
+    origin: Tick,
 }
 
 impl pairs::Reader for DeviceReader<'_, '_> {
     fn now_ns(&mut self) -> u64 {
-        rt::monotonic_ns()
+        self.clock.ns(self.origin, self.clock.now())
     }
     fn read(&mut self, offset: u64) -> Result<u64> {
-        let t0 = rt::monotonic_ns();
+        let t0 = self.clock.now();
         crate::sys::pread(self.f.as_fd(), &mut self.buf, offset)
             .map_err(|e| io_error(self.t, e, "a 4 KiB read"))?;
-        Ok(rt::monotonic_ns() - t0)
+        Ok(self.clock.ns(t0, self.clock.now()))
     }
 }
 
@@ -419,10 +466,13 @@ fn pair_benches(
 ) -> Result<(PairRuns, Vec<SeekPoint>, Option<SameTrack>)> {
     let place = placement(t)?;
     let ns = (opts.seconds * 1e9) as u64;
+    let clock = Clock::new(Instant::now());
     let mut r = DeviceReader {
         t,
         f,
         buf: AlignedBuf::zeroed(pairs::BLOCK as usize),
+        clock,
+        origin: clock.now(),
     };
     let seek = pairs::seek_curve(&mut r, &place, ns, rng)?;
     let same = pairs::same_track(&mut r, &place, ns, rng)?;
@@ -443,25 +493,21 @@ fn pair_benches(
 
 /// 4 KiB writes at random places, each followed by a cache flush (fdatasync of the device).
 fn write_flush(t: &mut Target<'_>, opts: &CheckOptions, rng: &mut ChaCha8Rng) -> Result<Bench> {
+    const NAME: &str = "QD1 random 4K write + flush";
     let f = open_device(&t.device, true)?;
     let mut buf = AlignedBuf::zeroed(4096);
     buf.fill(0x5a);
-    let before = mark(t)?;
     let blocks = (t.size / 4096).max(1);
-    let end = rt::monotonic_ns() + (opts.seconds * 1e9) as u64;
-    let mut times = Vec::new();
     let mut offsets = Vec::new();
-    while rt::monotonic_ns() < end {
+    let before = mark(t)?;
+    let timed = timed::run(NAME, opts.seconds, || {
         let off = rng.gen_range(0..blocks) * 4096;
-        let t0 = rt::monotonic_ns();
         crate::sys::pwrite(f.as_fd(), &buf, off).map_err(|e| io_error(t, e, "a 4 KiB write"))?;
         nix::unistd::fdatasync(std::os::fd::AsRawFd::as_raw_fd(&f))
             .map_err(|e| io_error(t, e, "a flush (fdatasync)"))?;
-        times.push(rt::monotonic_ns() - t0);
         offsets.push(off);
-    }
-    let (lateness, cpu) = since(t, &before)?;
-    let mean = times.iter().sum::<u64>() as f64 / times.len().max(1) as f64 / 1e6;
+        Ok(Some(4096))
+    })?;
     let modelled = model_of(t)?.map(|mut m| {
         let mut now = 0;
         let mut total = 0u64;
@@ -473,17 +519,19 @@ fn write_flush(t: &mut Target<'_>, opts: &CheckOptions, rng: &mut ChaCha8Rng) ->
         }
         total as f64 / offsets.len().max(1) as f64 / 1e6
     });
-    Ok(Bench {
-        name: "QD1 random 4K write + flush".into(),
-        unit: "ms",
-        measured: mean,
-        modelled,
-        error: ratio(mean, modelled),
-        requests: times.len() as u64,
-        demerit: None,
-        lateness,
-        server_cpu_us_per_request: cpu,
-    })
+    let mean = timed.mean_ms();
+    bench(
+        t,
+        &before,
+        Measured {
+            name: NAME,
+            unit: "ms",
+            timed,
+            measured: mean,
+            modelled,
+            demerit: None,
+        },
+    )
 }
 
 /// Waits a moment for the kernel to settle a freshly attached device (udev, partition scan).

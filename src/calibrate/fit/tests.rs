@@ -5,9 +5,9 @@ use rand::SeedableRng;
 use rand_chacha::ChaCha8Rng;
 
 use super::*;
-use crate::testbed::device::check;
+use crate::calibrate::check;
+use crate::calibrate::pairs::{self, ModelReader, Placement};
 use crate::testbed::device::model::DeviceModel;
-use crate::testbed::device::pairs::{self, ModelReader, Placement};
 use crate::testbed::device::{load_ref, Ablations};
 
 /// Sequential 1 MiB reads from `start` on the model, as `devices check` issues them, MB/s.

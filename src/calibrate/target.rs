@@ -11,17 +11,18 @@
 //! still the inodes made.
 
 use std::fs::File;
-use std::os::fd::{AsFd, AsRawFd, OwnedFd};
+use std::os::fd::{AsFd, OwnedFd};
 use std::os::unix::fs::FileTypeExt;
-use std::path::{Path, PathBuf};
+use std::path::Path;
 
 use anyhow::{anyhow, Context, Result};
 
 use super::check::{self, Bench, CheckOptions, CheckReport, Target};
-use super::profile::Kind;
-use super::{load_ref, EmulatedDevice};
 use crate::error::bad_input;
 use crate::sys::trust::{self as sys_trust, FileId};
+use crate::testbed::device::emulated::Start;
+use crate::testbed::device::profile::Kind;
+use crate::testbed::device::{disk, load_ref};
 use crate::testbed::ledger::{Ledger, Resource};
 use crate::testbed::{default_workdir, Backing};
 use crate::units::parse_size;
@@ -133,7 +134,7 @@ fn emulated(spec: &TargetSpec<'_>, opts: &CheckOptions) -> Result<CheckReport> {
         )));
     }
     let mut scratch = Scratch::make(size)?;
-    let r = with_image(spec, &scratch.image_path(), size, offset, opts);
+    let r = with_image(spec, &scratch.image, size, offset, opts);
     let errs = scratch.release();
     let report = r?;
     if let Some(e) = errs.into_iter().next() {
@@ -202,15 +203,6 @@ impl Scratch {
         Ok((base, name, dir, image, (dir_id, id)))
     }
 
-    /// The image as the server opens it: through this process's descriptor.
-    fn image_path(&self) -> PathBuf {
-        PathBuf::from(format!(
-            "/proc/{}/fd/{}",
-            std::process::id(),
-            self.image.as_raw_fd()
-        ))
-    }
-
     /// Deletes the image and the directory through the held descriptors (only while their
     /// names are still the inodes made) and closes the ledger entry.
     fn release(&mut self) -> Vec<anyhow::Error> {
@@ -232,16 +224,22 @@ impl Scratch {
 
 fn with_image(
     spec: &TargetSpec<'_>,
-    image: &Path,
+    image: &File,
     size: u64,
     offset: u64,
     opts: &CheckOptions,
 ) -> Result<CheckReport> {
     let (profile, abl) = load_ref(spec.target)?;
-    let mut dev = EmulatedDevice::start(spec.target, image, size, offset)?;
-    let loop_dev = dev.attach_loop()?;
+    let (mut dev, loop_dev) = disk::start(&Start {
+        ledger_dir: None,
+        profile: spec.target,
+        image: &disk::held_path(image),
+        size,
+        offset,
+        modelled: true,
+        role: "",
+    })?;
     check::settle();
-    let server_pid = dev.server_pid();
     let t = Target {
         device: loop_dev.clone(),
         size,
@@ -250,49 +248,45 @@ fn with_image(
     };
     let mut report = check::run(t, spec.target, opts)?;
     if let Some(cmd) = spec.run {
-        report
-            .benches
-            .push(run_measured(&mut dev, cmd, &loop_dev, server_pid)?);
+        let mut t = Target {
+            device: loop_dev,
+            size,
+            model: None,
+            server: Some(&mut dev),
+        };
+        report.benches.push(run_measured(&mut t, cmd)?);
     }
     dev.stop()?;
     Ok(report)
 }
 
-/// Runs `--run` on the emulated device with the server's lateness and CPU over it.
-fn run_measured(
-    dev: &mut EmulatedDevice,
-    cmd: &str,
-    loop_dev: &Path,
-    server_pid: u32,
-) -> Result<Bench> {
-    let before = dev.stats()?;
-    let cpu0 = crate::sys::rt::process_cpu_seconds(server_pid);
-    run_command(cmd, loop_dev, Some(server_pid))?;
-    let d = dev
-        .stats()?
-        .delta(&before)
-        .map_err(|m| anyhow!("device server stats: {m}"))?;
-    let cpu1 = crate::sys::rt::process_cpu_seconds(server_pid);
-    let l = d.lateness();
-    let cpu = check::cpu_us_per_request(cpu0, cpu1, d.requests()).unwrap_or(f64::NAN);
+/// Runs `--run` on the emulated device `t` with the server's lateness and CPU over it.
+fn run_measured(t: &mut Target<'_>, cmd: &str) -> Result<Bench> {
+    let device = t.device.clone();
+    let pid = t.server.as_ref().map(|s| s.server_pid());
+    let s = check::served_over(t, || run_command(cmd, &device, pid))?
+        .ok_or_else(|| anyhow!("--run on an emulated disk: its server gave no figures"))?;
+    let l = s.lateness;
     eprintln!(
         "--run: {} requests; lateness p50 {:.3} ms, p99 {:.3} ms, max {:.3} ms; server CPU {:.1} µs per request",
-        d.requests(),
+        s.requests,
         l.p50_ms,
         l.p99_ms,
         l.max_ms,
-        cpu
+        s.cpu_us.unwrap_or(f64::NAN)
     );
     Ok(Bench {
         name: format!("--run {}", cmd.split_whitespace().next().unwrap_or("")),
         unit: "requests",
-        measured: d.requests() as f64,
+        measured: s.requests as f64,
         modelled: None,
         error: None,
-        requests: d.requests(),
+        requests: s.requests,
         demerit: None,
+        p50_ms: None,
+        p99_ms: None,
         lateness: Some(l),
-        server_cpu_us_per_request: cpu.is_finite().then_some(cpu),
+        server_cpu_us_per_request: s.cpu_us,
     })
 }
 
