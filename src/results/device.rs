@@ -107,7 +107,11 @@ impl DiskCounts {
         }
     }
 
-    /// What was counted between `earlier` and these counts.
+    /// Requests answered under the model: reads, writes and flushes.
+    pub fn requests(&self) -> u64 {
+        self.reads + self.writes + self.flushes
+    }
+
     /// What was counted between `earlier` and these counts; an error when a counter went
     /// down (counts of different servers, or out of order).
     pub fn since(&self, earlier: &DiskCounts) -> Result<DiskCounts, String> {
@@ -150,7 +154,7 @@ pub struct ModelledIo {
 impl ModelledIo {
     /// Requests answered under the model.
     pub fn requests(&self) -> u64 {
-        self.counts.reads + self.counts.writes + self.counts.flushes
+        self.counts.requests()
     }
 
     /// Whether the emulator fell behind the model in this phase (lateness p99 over 0.5 ms).
