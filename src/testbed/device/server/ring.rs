@@ -9,8 +9,6 @@ use std::sync::atomic::AtomicU64;
 use std::sync::{Arc, Mutex};
 use std::time::UNIX_EPOCH;
 
-use anyhow::Result;
-
 use super::{DiskFs, Job, Reply, DISK_NAME, MAX_REQUEST};
 use crate::sys::rt;
 use crate::sys::Errno;
@@ -22,19 +20,6 @@ pub const TRANSPORT_ENV: &str = "FSGAUGE_DEVICE_TRANSPORT";
 
 /// Request ids of the ring's requests start here, apart from the FUSE threads' ones.
 const RING_IDS: u64 = 1 << 62;
-
-/// Whether `FSGAUGE_DEVICE_TRANSPORT` asks for the ring.
-pub fn wanted() -> Result<bool> {
-    match std::env::var(TRANSPORT_ENV) {
-        Err(std::env::VarError::NotPresent) => Ok(false),
-        Ok(v) if v == "dev" || v.is_empty() => Ok(false),
-        Ok(v) if v == "uring" => Ok(true),
-        Ok(v) => Err(crate::error::bad_input(format!(
-            "{TRANSPORT_ENV}={v:?}: give uring (FUSE over io_uring) or dev (/dev/fuse)"
-        ))),
-        Err(e) => Err(crate::error::bad_input(format!("{TRANSPORT_ENV}: {e}"))),
-    }
-}
 
 /// The ring for `fs`'s disk, made before the mount (None, said on stderr, where this machine
 /// cannot have one). Its data requests go to a sibling of `fs`: the same store, buffers,
