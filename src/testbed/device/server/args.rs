@@ -9,9 +9,12 @@ use std::ffi::OsString;
 use std::fmt;
 use std::path::PathBuf;
 
+use anyhow::Result;
+
 use super::ring::TRANSPORT_ENV;
 use super::store::{memory_budget, STORE_ENV};
-use crate::testbed::device::ProfileRef;
+use crate::error::bad_input;
+use crate::testbed::device::{Profile, ProfileRef};
 
 /// What `fsgauge devices serve` is given.
 #[derive(Debug, Clone, PartialEq, Eq, clap::Args)]
@@ -30,6 +33,10 @@ pub struct DiskArgs {
     /// The profile (name or file, with ablations), loaded when parsed.
     #[arg(long)]
     pub profile: ProfileRef,
+    /// The profile's fingerprint as the process that starts the server loaded it: a server
+    /// that loads another (its file changed since) refuses to serve it.
+    #[arg(long)]
+    pub profile_hash: Option<String>,
     /// The image holding the bytes; it must lie in a directory only root can change.
     #[arg(long)]
     pub image: PathBuf,
@@ -56,9 +63,10 @@ pub struct DiskArgs {
 impl DiskArgs {
     /// The settings of a disk of `size` bytes of `profile`, `offset` bytes into the modelled
     /// disk, its bytes in `image`: modelled from the start, store and transport as the
-    /// server's environment says.
+    /// server's environment says, and the server held to `profile` as loaded now.
     pub fn new(profile: ProfileRef, image: PathBuf, size: u64, offset: u64) -> DiskArgs {
         DiskArgs {
+            profile_hash: Some(profile.profile().fingerprint()),
             profile,
             image,
             size,
@@ -66,6 +74,23 @@ impl DiskArgs {
             modelled: true,
             store: None,
             transport: None,
+        }
+    }
+
+    /// The profile to serve: the one the starting process loaded. The server gets it by its
+    /// reference and loads it again in its own process (the same program resolves a name
+    /// to the same built-in profile, and the reference is what a result and the ledger
+    /// record); a profile file edited in between would make the server model another disk
+    /// than the result records, so its fingerprint must be the one the parent saw.
+    pub fn checked_profile(&self) -> Result<&Profile> {
+        let p = self.profile.profile();
+        match &self.profile_hash {
+            Some(h) if *h != p.fingerprint() => Err(bad_input(format!(
+                "the device profile {} ({}) is not the one this run loaded: its parameters changed since; leave the profile file alone while a run uses it, and run again",
+                self.profile,
+                p.origin
+            ))),
+            _ => Ok(p),
         }
     }
 
@@ -100,6 +125,9 @@ impl ServeArgs {
             "--mount".into(),
             self.mount.clone().into(),
         ];
+        if let Some(h) = &d.profile_hash {
+            argv.extend(["--profile-hash".into(), h.into()]);
+        }
         if !d.modelled {
             argv.push("--model-off".into());
         }
@@ -196,6 +224,7 @@ mod tests {
         ServeArgs {
             disk: DiskArgs {
                 profile: "deskstar-7k250:seek=off".parse().expect("a profile"),
+                profile_hash: Some("5eed".into()),
                 image: "/proc/1/fd/7".into(),
                 size: 1 << 30,
                 offset: 100 << 30,
@@ -227,6 +256,37 @@ mod tests {
             let flag = OsString::from(format!("--{long}"));
             assert!(argv.contains(&flag), "--{long} is not in {argv:?}");
         }
+    }
+
+    #[test]
+    fn a_server_refuses_a_profile_file_changed_since_its_parent_loaded_it() {
+        let dir = tempfile::tempdir().expect("a temporary directory");
+        let file = dir.path().join("mine.toml");
+        let text = crate::testbed::device::profile::BUILTIN
+            .iter()
+            .find(|(n, _)| *n == "deskstar-7k250")
+            .expect("built in")
+            .1;
+        std::fs::write(&file, text).expect("written");
+        let reference = file.to_str().expect("a UTF-8 path").parse().expect("loads");
+        let serve = ServeArgs {
+            disk: DiskArgs::new(reference, "/proc/1/fd/3".into(), 1 << 30, 0),
+            mount: "/var/tmp/fsgauge/.fsgauge-0".into(),
+        };
+        let unchanged = parse(&serve.to_argv()).expect("parses");
+        assert_eq!(
+            unchanged.disk.checked_profile().expect("the same").name,
+            "deskstar-7k250"
+        );
+        std::fs::write(&file, text.replace("7200", "5400")).expect("edited");
+        let changed = parse(&serve.to_argv()).expect("parses");
+        let e = changed.disk.checked_profile().expect_err("another disk");
+        assert_eq!(crate::error::exit_code(&e), 2);
+        assert!(
+            e.to_string()
+                .contains("is not the one this run loaded: its parameters changed"),
+            "{e}"
+        );
     }
 
     #[test]

@@ -454,7 +454,7 @@ pub fn serve(args: &ServeArgs) -> Result<()> {
     let d = &args.disk;
     let want_ring = d.ring();
     prepare_process();
-    let (profile, abl) = (d.profile.profile(), d.profile.ablations());
+    let (profile, abl) = (d.checked_profile()?, d.profile.ablations());
     let model = DeviceModel::new(profile, &abl)
         .map_err(|m| anyhow::anyhow!("profile {}: {m}", profile.name))?
         .with_offset(d.offset);
