@@ -33,47 +33,25 @@ fn histogram() -> LatencyHistogram {
     histogram_up_to(HISTOGRAM_MAX)
 }
 
-/// The histograms the server keeps, named once: each one's place in [`Histograms`] and in a
-/// [`Snapshot`]'s list ([`Hist::ALL`]'s order), and its name in messages.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub enum Hist {
-    /// Actual reply − modelled completion, ns.
-    Lateness,
-    /// Modelled service time (completion − start), ns.
-    Service,
-    /// Modelled response time (completion − arrival), ns.
-    Response,
-    /// Cylinders moved per request (rotating disks).
-    SeekCylinders,
-    /// Request sizes, bytes (reads and writes).
-    Size,
-    /// From a request's arrival until the model had it, ns: the emulator's own cost (its data
-    /// copy and the hand-over to the timing thread), which must stay well below the modelled
-    /// service times for the replies to be on time.
-    Emulator,
-}
-
-impl Hist {
-    /// Every histogram, in the order of a [`Snapshot`]'s list.
-    pub const ALL: [Hist; 6] = [
-        Hist::Lateness,
-        Hist::Service,
-        Hist::Response,
-        Hist::SeekCylinders,
-        Hist::Size,
-        Hist::Emulator,
-    ];
-
-    /// Its name in messages.
-    pub fn name(self) -> &'static str {
-        match self {
-            Hist::Lateness => "lateness",
-            Hist::Service => "service time",
-            Hist::Response => "response time",
-            Hist::SeekCylinders => "seek distance",
-            Hist::Size => "request size",
-            Hist::Emulator => "emulator time",
-        }
+crate::choice! {
+    /// The histograms the server keeps, named once: each one's place in [`Histograms`] and in
+    /// a [`Snapshot`]'s list ([`Hist::ALL`]'s order), and its name in messages.
+    #[derive(Debug, Clone, Copy, PartialEq, Eq)]
+    pub enum Hist("device histogram") {
+        /// Actual reply − modelled completion, ns.
+        Lateness = "lateness",
+        /// Modelled service time (completion − start), ns.
+        Service = "service time",
+        /// Modelled response time (completion − arrival), ns.
+        Response = "response time",
+        /// Cylinders moved per request (rotating disks).
+        SeekCylinders = "seek distance",
+        /// Request sizes, bytes (reads and writes).
+        Size = "request size",
+        /// From a request's arrival until the model had it, ns: the emulator's own cost (its
+        /// data copy and the hand-over to the timing thread), which must stay well below the
+        /// modelled service times for the replies to be on time.
+        Emulator = "emulator time",
     }
 }
 
@@ -494,6 +472,7 @@ mod tests {
 
     #[test]
     fn a_snapshot_whose_histogram_does_not_decode_names_it() {
+        crate::choice::testing::one_set_of_names::<Hist>();
         let mut snap = Stats::default().snapshot();
         snap.histograms[Hist::Response as usize] = "bm90IGEgaGlzdG9ncmFt".into();
         let e = snap.decode().expect_err("not a histogram");
