@@ -17,8 +17,7 @@ use super::model::{Dispatch, Op};
 use crate::measure::{decode_text, encode, histogram_up_to, LatencyHistogram};
 use crate::results::device::{HistogramSummary, ModelledIo};
 
-/// Lateness above which a phase is flagged: the emulator could not keep up (DEVICES.md).
-pub const LATE_NS: u64 = 500_000;
+pub use crate::results::device::LATE_NS;
 
 /// The server's counters (cumulative, or a phase's as the difference of two).
 pub use crate::results::device::DiskCounts as Counts;
