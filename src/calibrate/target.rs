@@ -22,7 +22,8 @@ use crate::error::bad_input;
 use crate::sys::trust::{self as sys_trust, FileId};
 use crate::testbed::device::emulated::Start;
 use crate::testbed::device::profile::Kind;
-use crate::testbed::device::{disk, load_ref};
+use crate::testbed::device::server::DiskArgs;
+use crate::testbed::device::{disk, load_ref, ProfileRef};
 use crate::testbed::ledger::{Ledger, Resource};
 use crate::testbed::{default_workdir, Backing};
 use crate::units::parse_size;
@@ -229,14 +230,11 @@ fn with_image(
     offset: u64,
     opts: &CheckOptions,
 ) -> Result<CheckReport> {
-    let (profile, abl) = load_ref(spec.target)?;
+    let pref = ProfileRef::new(spec.target)?;
+    let (profile, abl) = (pref.profile().clone(), pref.ablations());
     let (mut dev, loop_dev) = disk::start(&Start {
         ledger_dir: None,
-        profile: spec.target,
-        image: &disk::held_path(image),
-        size,
-        offset,
-        modelled: true,
+        disk: DiskArgs::new(pref, disk::held_path(image), size, offset),
         role: "",
     })?;
     check::settle();

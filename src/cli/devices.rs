@@ -143,21 +143,7 @@ pub enum DevicesSub {
     },
     /// The emulated-device server (started by fsgauge itself, not for direct use).
     #[command(hide = true)]
-    Serve {
-        #[arg(long)]
-        profile: String,
-        #[arg(long)]
-        image: std::path::PathBuf,
-        #[arg(long)]
-        size: u64,
-        #[arg(long)]
-        offset: u64,
-        #[arg(long)]
-        mount: std::path::PathBuf,
-        /// Start with the model off (requests at native speed until `model on`).
-        #[arg(long)]
-        model_off: bool,
-    },
+    Serve(crate::testbed::device::server::ServeArgs),
 }
 
 /// The seed of `devices check` and `fit` when none is given: one, rather than the clock's, so
@@ -227,22 +213,8 @@ pub fn run(c: DevicesCmd) -> Result<ExitCode> {
             out.as_deref(),
             &output,
         ),
-        DevicesSub::Serve {
-            profile,
-            image,
-            size,
-            offset,
-            mount,
-            model_off,
-        } => {
-            crate::testbed::device::server::serve(&crate::testbed::device::server::ServeArgs {
-                profile,
-                image,
-                size,
-                offset,
-                mount,
-                modelled: !model_off,
-            })?;
+        DevicesSub::Serve(args) => {
+            crate::testbed::device::server::serve(&args)?;
             Ok(ExitCode::SUCCESS)
         }
     }

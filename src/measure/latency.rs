@@ -16,7 +16,14 @@ pub const MAX_NS: u64 = 3_600 * 1_000_000_000;
 
 /// A new, empty latency histogram.
 pub fn new_histogram() -> LatencyHistogram {
-    Histogram::new_with_bounds(1, MAX_NS, 3).expect("1 ns .. 1 h at 3 digits are valid bounds")
+    histogram_up_to(MAX_NS)
+}
+
+/// A new, empty histogram of 1 .. `max` at 3 significant digits, [`new_histogram`]'s but for
+/// its top (the emulated disks' histograms reach past an hour: a profile's slowest flush).
+/// Fixed bounds, so that histograms of one layout add and subtract bucket by bucket.
+pub fn histogram_up_to(max: u64) -> LatencyHistogram {
+    Histogram::new_with_bounds(1, max.max(2), 3).expect("1 .. max ≥ 2 at 3 digits are valid bounds")
 }
 
 /// Counts per bucket of [`new_histogram`]'s layout (1 ns .. 1 h at 3 digits: 32 buckets of
@@ -179,11 +186,7 @@ pub fn summarize(h: &LatencyHistogram, over_2s: u64, over_10s: u64) -> LatencySu
     if h.is_empty() {
         return LatencySummary::default();
     }
-    let mut buf = Vec::new();
-    let hdr = match V2Serializer::new().serialize(h, &mut buf) {
-        Ok(_) => base64::engine::general_purpose::STANDARD.encode(&buf),
-        Err(_) => String::new(),
-    };
+    let hdr = encode(h);
     LatencySummary {
         count: h.len(),
         min_ns: h.min_nz(),
@@ -199,7 +202,17 @@ pub fn summarize(h: &LatencyHistogram, over_2s: u64, over_10s: u64) -> LatencySu
     }
 }
 
-/// The cookie of hdrhistogram's uncompressed V2 encoding (what [`summarize`] writes).
+/// A histogram as a result file stores it: HDR V2, uncompressed, base64 ("" if it cannot be
+/// serialized).
+pub fn encode(h: &Histogram<u64>) -> String {
+    let mut buf = Vec::new();
+    match V2Serializer::new().serialize(h, &mut buf) {
+        Ok(_) => base64::engine::general_purpose::STANDARD.encode(&buf),
+        Err(_) => String::new(),
+    }
+}
+
+/// The cookie of hdrhistogram's uncompressed V2 encoding (what [`encode`] writes).
 const V2_COOKIE: u32 = 0x1c84_9313;
 /// Its header: cookie, payload length, normalizing offset, significant digits, lowest and
 /// highest trackable values, integer-to-double ratio.
@@ -213,9 +226,15 @@ const V2_HEADER: usize = 40;
 /// A histogram must be what fsgauge writes: uncompressed V2, at most 3 significant digits
 /// (every histogram fsgauge makes has 3), its payload all present.
 pub fn decode(summary: &LatencySummary) -> Option<LatencyHistogram> {
+    decode_text(&summary.hdr)
+}
+
+/// Reads back a histogram [`encode`] wrote, checked as [`decode`] says (None: not one fsgauge
+/// writes).
+pub fn decode_text(text: &str) -> Option<Histogram<u64>> {
     use hdrhistogram::serialization::Deserializer;
     let bytes = base64::engine::general_purpose::STANDARD
-        .decode(&summary.hdr)
+        .decode(text)
         .ok()?;
     let header = bytes.get(..V2_HEADER)?;
     let word = |at: usize| {

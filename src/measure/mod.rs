@@ -20,7 +20,10 @@ mod totals;
 
 pub use clock::{Clock, Tick};
 pub use diskstats::{Devices, DiskStat, ModelProbe, PhaseEnd, Probe};
-pub use latency::{decode, new_histogram, summarize, FastHistogram, LatencyHistogram};
+pub use latency::{
+    decode, decode_text, encode, histogram_up_to, new_histogram, summarize, FastHistogram,
+    LatencyHistogram,
+};
 pub use phase::{run_workers, PhaseMeter, SeriesSpec};
 pub use progress::Progress;
 pub use recorder::{Lane, OpDef, OpId, Recorder};

@@ -6,12 +6,11 @@
 
 use serde::{Deserialize, Serialize};
 
-/// Lateness above which a request is late, and a phase whose p99 is later is flagged: the
-/// emulator could not keep up (DEVICES.md). The one declaration of the limit; the server
-/// counts late requests by it, and every message names it from here.
+/// Lateness above which a request is late and a phase (its p99) is flagged: the emulator
+/// could not keep up (DEVICES.md). 0.5 ms.
 pub const LATE_NS: u64 = 500_000;
 
-/// [`LATE_NS`] in milliseconds, as the results and messages show lateness.
+/// [`LATE_NS`] in ms, as a phase's lateness percentiles are recorded.
 pub const LATE_P99_MS: f64 = LATE_NS as f64 / 1e6;
 
 /// The device model a testbed's image (or its journal) was served through.
@@ -112,7 +111,11 @@ impl DiskCounts {
         }
     }
 
-    /// What was counted between `earlier` and these counts.
+    /// Requests answered under the model: reads, writes and flushes.
+    pub fn requests(&self) -> u64 {
+        self.reads + self.writes + self.flushes
+    }
+
     /// What was counted between `earlier` and these counts; an error when a counter went
     /// down (counts of different servers, or out of order).
     pub fn since(&self, earlier: &DiskCounts) -> Result<DiskCounts, String> {
@@ -155,7 +158,7 @@ pub struct ModelledIo {
 impl ModelledIo {
     /// Requests answered under the model.
     pub fn requests(&self) -> u64 {
-        self.counts.reads + self.counts.writes + self.counts.flushes
+        self.counts.requests()
     }
 
     /// Whether the emulator fell behind the model in this phase (lateness p99 over 0.5 ms).

@@ -340,7 +340,7 @@ impl Testbed {
                 .rdev();
         } else if let Some(m) = &spec.device_model {
             let (f, _) = self.make_image(&home, &home_path, "fs.img", spec.size, prealloc)?;
-            let disk = self.serve(f, m.profile.as_str(), spec.size, m.offset, m.during, "")?;
+            let disk = self.serve(f, &m.profile, spec.size, m.offset, m.during, "")?;
             self.emulated.main_image = Some(home_path.join("fs.img"));
             (self.device, self.fsdev) = disk_device(&disk)?;
             // The loop device's backing is the server's disk file, not the image under it.
@@ -423,7 +423,7 @@ impl Testbed {
                 .as_ref()
                 .map(|m| m.during)
                 .unwrap_or_default();
-            let disk = self.serve(f, p.as_str(), j.size, 0, during, "journal ")?;
+            let disk = self.serve(f, p, j.size, 0, during, "journal ")?;
             self.emulated.journal_image = Some(dir_path.join(&name));
             self.journal_device = Some(disk_device(&disk)?.0);
             self.emulated.journal = Some(disk);
@@ -520,7 +520,7 @@ impl Testbed {
     fn serve(
         &mut self,
         f: fs::File,
-        profile: &str,
+        profile: &device::ProfileRef,
         size: u64,
         offset: u64,
         during: device::ModelDuring,
@@ -531,11 +531,10 @@ impl Testbed {
         let ledger_dir = self.ledger().dir().to_path_buf();
         let (disk, _) = device::disk::start(&device::emulated::Start {
             ledger_dir: Some(&ledger_dir),
-            profile,
-            image: &image,
-            size,
-            offset,
-            modelled: during == device::ModelDuring::Always,
+            disk: device::server::DiskArgs {
+                modelled: during == device::ModelDuring::Always,
+                ..device::server::DiskArgs::new(profile.clone(), image, size, offset)
+            },
             role,
         })?;
         Ok(disk)

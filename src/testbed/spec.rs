@@ -463,8 +463,8 @@ impl TestbedSpec {
                     ),
                 ));
             }
-            let (profile, abl) = m.profile.load()?;
-            let model = super::device::DeviceModel::new(&profile, &abl)
+            let profile = m.profile.profile();
+            let model = super::device::DeviceModel::new(profile, &m.profile.ablations())
                 .map_err(|e| {
                     bad_param("device_model", format!("--device-model {}: {e}", m.profile))
                 })?
@@ -491,8 +491,8 @@ impl TestbedSpec {
                     ),
                 ));
             };
-            let (profile, abl) = p.load()?;
-            let model = super::device::DeviceModel::new(&profile, &abl).map_err(|e| {
+            let profile = p.profile();
+            let model = super::device::DeviceModel::new(profile, &p.ablations()).map_err(|e| {
                 bad_param(
                     "journal_device_model",
                     format!("--journal-device-model {p}: {e}"),
@@ -613,6 +613,48 @@ mod tests {
         // Never more than the image itself.
         assert_eq!(spec.image_room(u64::MAX), 465 * G);
         assert_eq!(TestbedSpec::new(FsKind::Ext4, G).image_room(0), G);
+    }
+
+    #[test]
+    fn a_testbed_loads_its_profiles_once_and_its_servers_each_once() {
+        use crate::testbed::device::profile::LOADS;
+        use crate::testbed::device::server::{DiskArgs, ServeArgs};
+        use clap::{Args, FromArgMatches};
+        let loads = || LOADS.with(|n| n.get());
+        let start = loads();
+        // As a flag or a plan key gives it.
+        let disk: ProfileRef = "deskstar-7k250:seek=off".parse().unwrap();
+        let mut spec = TestbedSpec::new(FsKind::Ext4, 1 << 30);
+        spec.device_model = Some(ModelSpec {
+            profile: disk.clone(),
+            offset: 0,
+            during: ModelDuring::Phases,
+        });
+        spec.journal = Some("file:64M".parse().unwrap());
+        spec.journal_device_model = Some("ram".parse().unwrap());
+        assert_eq!(
+            loads() - start,
+            2,
+            "each reference is loaded as it is parsed"
+        );
+        spec.validate().unwrap();
+        // What the testbed gives the parent that starts the server, and its server's argv.
+        let serve = ServeArgs {
+            disk: DiskArgs::new(disk, "/proc/1/fd/3".into(), 1 << 30, 0),
+            mount: "/var/tmp/fsgauge/.fsgauge-0".into(),
+        };
+        assert_eq!(serve.disk.profile.profile().name, "deskstar-7k250");
+        let argv = serve.to_argv();
+        assert_eq!(
+            loads() - start,
+            2,
+            "validating and starting load nothing again"
+        );
+        // The server, in its own process, loads it once, as it parses its flags.
+        let cmd = ServeArgs::augment_args(clap::Command::new("serve").no_binary_name(true));
+        let parsed = ServeArgs::from_arg_matches(&cmd.get_matches_from(argv)).unwrap();
+        assert_eq!(parsed.disk.profile.ablations().to_string(), "seek=off");
+        assert_eq!(loads() - start, 3);
     }
 
     #[test]

@@ -338,7 +338,9 @@ fn a_step_that_passed_while_the_store_refused_writes_fails_naming_the_store() {
     let store = Tmpfs::mount(&sb.path().join("store"), "size=160M,mode=0755");
     fsgauge::testbed::ledger::set_state_dir(Some(sb.state()));
     // The disk's bytes on the host disk (by default they are held in memory).
-    fsgauge::testbed::device::emulated::set_server_store(Some("file"));
+    fsgauge::testbed::device::emulated::set_server_store(Some(
+        fsgauge::testbed::device::server::StoreChoice::File,
+    ));
     let params = TestbedParams {
         fs_size: "128M".parse().unwrap(),
         image_alloc: ImageAlloc::Sparse,

@@ -215,3 +215,40 @@ fn a_user_profile_file_is_read_and_its_errors_located() {
         .unwrap();
     assert_refused(&out, "empty source", &[":11:", "channels: source is empty"]);
 }
+
+/// A store the server does not know (`FSGAUGE_DEVICE_STORE`, or `--store`) is refused as its
+/// flags are parsed, before the server sets anything up or opens its image (which does not
+/// exist here), naming the variable and the stores there are.
+#[test]
+fn the_device_server_refuses_an_unknown_store_before_anything_else() {
+    let sb = Sandbox::new();
+    let serve = |store: Option<&str>| {
+        let mut c = sb.cmd();
+        c.env("FSGAUGE_DEVICE_STORE", "disk").args([
+            "devices",
+            "serve",
+            "--profile",
+            "ram",
+            "--size",
+            "1048576",
+            "--offset",
+            "0",
+        ]);
+        c.arg("--image").arg(sb.path().join("no-image"));
+        c.arg("--mount").arg(sb.path().join("mnt"));
+        if let Some(s) = store {
+            c.args(["--store", s]);
+        }
+        c.output().unwrap()
+    };
+    for out in [serve(None), serve(Some("disk"))] {
+        let err = String::from_utf8_lossy(&out.stderr);
+        assert_eq!(out.status.code(), Some(2), "{err}");
+        assert!(
+            err.contains("FSGAUGE_DEVICE_STORE=disk is not a store: give memory, memory:SIZE"),
+            "{err}"
+        );
+        assert!(!err.contains("no-image"), "{err}");
+    }
+    assert!(!sb.path().join("no-image").exists());
+}

@@ -136,3 +136,59 @@ fn reports_and_comparisons_print_as_before_the_one_exporter() {
     }
     assert!(differ.is_empty(), "{}", differ.join("\n\n"));
 }
+
+/// A result with modelled phases (an ext4 testbed on an emulated st3500641as), written by
+/// fsgauge at 6225677, before the device server's statistics were made of `measure`'s
+/// histograms (only its recorded kernel command line replaced, which no report shows): it loads and saves back unchanged, its device histograms read back through
+/// `measure`'s decoder with the figures the file states, and its reports print byte for byte
+/// as that fsgauge printed them (`report-modelled.*`, written by it).
+#[test]
+fn results_with_modelled_phases_load_and_render_as_before() {
+    let golden =
+        std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/it/report_fixtures/golden");
+    let dir = golden.join("modelled");
+    let file = std::fs::read_dir(&dir)
+        .unwrap()
+        .next()
+        .unwrap()
+        .unwrap()
+        .path();
+    let stored: serde_json::Value = serde_json::from_slice(&std::fs::read(&file).unwrap()).unwrap();
+    let r = fsgauge::results::load(&file).unwrap();
+    assert_eq!(serde_json::to_value(&r).unwrap(), stored);
+    let m = r
+        .phases
+        .iter()
+        .find_map(|p| p.device_model.as_ref())
+        .expect("a modelled phase");
+    assert_eq!(m.requests(), 9);
+    for (what, h) in [
+        ("service", &m.service_ns),
+        ("response", &m.response_ns),
+        ("size", &m.size_bytes),
+        ("emulator", &m.emulator_ns),
+    ] {
+        let back = fsgauge::measure::decode_text(&h.hdr).unwrap_or_else(|| panic!("{what}"));
+        assert_eq!(back.len(), h.count, "{what}");
+        assert_eq!(back.value_at_quantile(0.99) as f64, h.p99, "{what}");
+        assert_eq!(back.max() as f64, h.max, "{what}");
+    }
+    let mut differ = Vec::new();
+    for format in ["table", "md", "csv"] {
+        let out = std::process::Command::new(env!("CARGO_BIN_EXE_fsgauge"))
+            .arg("report")
+            .arg(&dir)
+            .args(["--format", format])
+            .output()
+            .unwrap();
+        assert!(out.status.success(), "report {format}: {out:?}");
+        let want = std::fs::read(golden.join(format!("report-modelled.{format}"))).unwrap();
+        if want != out.stdout {
+            differ.push(format!(
+                "report --format {format} differs:\n{}",
+                String::from_utf8_lossy(&out.stdout)
+            ));
+        }
+    }
+    assert!(differ.is_empty(), "{}", differ.join("\n\n"));
+}

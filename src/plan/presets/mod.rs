@@ -205,7 +205,7 @@ mod tests {
                 let m = t.spec.device_model.as_ref().unwrap_or_else(|| {
                     panic!("{}: testbed {} has no device_model", p.name, t.spec.label)
                 });
-                let (profile, _) = m.profile.load().unwrap();
+                let profile = m.profile.profile();
                 let disk = if seed == "journal-size" {
                     "st3500641as"
                 } else {

@@ -16,8 +16,8 @@ use std::time::{Duration, Instant};
 
 use anyhow::{anyhow, bail, Context, Result};
 
-use super::profile::{load_ref, Ablations, Kind, ModelDuring, Profile};
-use super::server::DISK_NAME;
+use super::profile::{Kind, ModelDuring, Profile, ProfileRef};
+use super::server::{DiskArgs, ServeArgs, StoreChoice, DISK_NAME};
 use super::stats::Snapshot;
 use crate::measure::{ModelProbe, PhaseEnd};
 use crate::results::device::DeviceModelInfo;
@@ -28,10 +28,8 @@ use crate::testbed::LoopDevice;
 /// A running emulated device. Dropping it detaches the loop device, stops the server and
 /// removes its mount.
 pub struct EmulatedDevice {
-    profile: Profile,
-    /// The profile as given, with its ablations.
-    reference: String,
-    ablations: Ablations,
+    /// The profile as given, with its ablations, loaded.
+    profile: ProfileRef,
     offset: u64,
     child: Child,
     /// The control pipe and the server's replies, shared with the phase probes.
@@ -47,7 +45,7 @@ pub struct EmulatedDevice {
 impl std::fmt::Debug for EmulatedDevice {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         f.debug_struct("EmulatedDevice")
-            .field("profile", &self.profile.name)
+            .field("profile", &self.profile.as_str())
             .field("server_pid", &self.child.id())
             .field("file", &self.file)
             .finish()
@@ -56,14 +54,14 @@ impl std::fmt::Debug for EmulatedDevice {
 
 static SERIAL: AtomicU32 = AtomicU32::new(0);
 
-/// The store the servers this process starts from now on use, as `FSGAUGE_DEVICE_STORE`
-/// gives it (`file`, `memory`, `memory:SIZE`); None: theirs (from the environment).
-static STORE: Mutex<Option<String>> = Mutex::new(None);
+/// The store the servers this process starts from now on use when their start names none;
+/// None: theirs (from the environment, `FSGAUGE_DEVICE_STORE`).
+static STORE: Mutex<Option<StoreChoice>> = Mutex::new(None);
 
 /// Sets the store of the servers this process starts (for programs and tests that compare
 /// stores or need a small memory budget without changing their environment).
-pub fn set_server_store(store: Option<&str>) {
-    *STORE.lock().unwrap_or_else(|p| p.into_inner()) = store.map(str::to_string);
+pub fn set_server_store(store: Option<StoreChoice>) {
+    *STORE.lock().unwrap_or_else(|p| p.into_inner()) = store;
 }
 
 /// Our end of the server's control channel: commands go out (shutting it down ends the
@@ -165,56 +163,41 @@ fn make_mount_dir(ledger: &mut Ledger) -> Result<PathBuf> {
 }
 
 /// How to start a server ([`EmulatedDevice::start_with`]).
-#[derive(Debug, Clone, Copy)]
+#[derive(Debug, Clone)]
 pub struct Start<'a> {
     /// The ledger directory to record it in (default: the state directory's ledger).
     pub ledger_dir: Option<&'a Path>,
-    /// The profile, with ablations.
-    pub profile: &'a str,
-    /// The image holding the disk's bytes.
-    pub image: &'a Path,
-    /// The emulated disk's size, bytes.
-    pub size: u64,
-    /// Where the image sits on the modelled disk, bytes.
-    pub offset: u64,
-    /// Whether the model applies from the start (else: native speed until
+    /// The disk to serve: the server's settings but its mount, which the start makes. Its
+    /// model applies from the start when `modelled` (else: native speed until
     /// [`EmulatedDevice::set_modelled`]).
-    pub modelled: bool,
+    pub disk: DiskArgs,
     /// What the disk is to the testbed, for messages: "" (its disk) or "journal ".
     pub role: &'a str,
 }
 
-/// Starts `fsgauge devices serve` for `start` on `image`, recording what it makes in
-/// `ledger` first: the mount directory, then the server. Its stdin and stdout are its control
-/// channel. On an error nothing of it runs any more, and what it recorded is still in
-/// `ledger` for the caller to release.
-fn spawn_server(
-    ledger: &mut Ledger,
-    exe: &Path,
-    start: &Start<'_>,
-    image: &Path,
-) -> Result<Spawned> {
-    ledger.set_details(
-        serde_json::json!({"kind": "emulated device", "profile": start.profile, "image": image}),
-    )?;
+/// Starts `fsgauge devices serve` for `disk`, recording what it makes in `ledger` first: the
+/// mount directory, then the server. Its stdin and stdout are its control channel. On an
+/// error nothing of it runs any more, and what it recorded is still in `ledger` for the
+/// caller to release.
+fn spawn_server(ledger: &mut Ledger, exe: &Path, disk: &DiskArgs) -> Result<Spawned> {
+    ledger.set_details(serde_json::json!({
+        "kind": "emulated device",
+        "profile": disk.profile.as_str(),
+        "image": disk.image,
+    }))?;
     let mount = make_mount_dir(ledger)?;
+    let mut serve = ServeArgs {
+        disk: disk.clone(),
+        mount: mount.clone(),
+    };
+    if serve.disk.store.is_none() {
+        serve.disk.store = *STORE.lock().unwrap_or_else(|p| p.into_inner());
+    }
     let mut command = Command::new(exe);
     command
         .arg0("fsgauge")
-        .args(["devices", "serve", "--profile", start.profile, "--size"])
-        .arg(start.size.to_string())
-        .arg("--offset")
-        .arg(start.offset.to_string())
-        .arg("--image")
-        .arg(image)
-        .arg("--mount")
-        .arg(&mount);
-    if !start.modelled {
-        command.arg("--model-off");
-    }
-    if let Some(store) = STORE.lock().unwrap_or_else(|p| p.into_inner()).as_deref() {
-        command.env(super::server::store::STORE_ENV, store);
-    }
+        .args(["devices", "serve"])
+        .args(serve.to_argv());
     static SAID: std::sync::atomic::AtomicBool = std::sync::atomic::AtomicBool::new(false);
     if SAID.swap(true, Ordering::Relaxed) {
         command.env(super::server::QUIET_SETUP_ENV, "1");
@@ -280,11 +263,12 @@ impl EmulatedDevice {
     ) -> Result<Self> {
         Self::start_with(&Start {
             ledger_dir,
-            profile: profile_ref,
-            image,
-            size,
-            offset,
-            modelled: true,
+            disk: DiskArgs::new(
+                ProfileRef::new(profile_ref)?,
+                image.to_path_buf(),
+                size,
+                offset,
+            ),
             role: "",
         })
     }
@@ -293,15 +277,13 @@ impl EmulatedDevice {
     /// `/proc/PID/fd/N` (a descriptor this process holds) is opened by the server through it,
     /// never by a name.
     pub fn start_with(start: &Start<'_>) -> Result<Self> {
-        let (profile, ablations) = load_ref(start.profile)?;
-        let image = if start.image.starts_with("/proc") {
-            start.image.to_path_buf()
-        } else {
-            start
+        let mut disk = start.disk.clone();
+        if !disk.image.starts_with("/proc") {
+            disk.image = disk
                 .image
                 .canonicalize()
-                .with_context(|| format!("device image {}", start.image.display()))?
-        };
+                .with_context(|| format!("device image {}", disk.image.display()))?;
+        }
         let exe = server_executable()?;
         let n = SERIAL.fetch_add(1, Ordering::Relaxed);
         let name = format!("device-{}-{n}", std::process::id());
@@ -316,7 +298,7 @@ impl EmulatedDevice {
             commands,
             replies,
             mount,
-        } = match spawn_server(&mut ledger, &exe, start, &image) {
+        } = match spawn_server(&mut ledger, &exe, &disk) {
             Ok(made) => made,
             Err(e) => {
                 for left in ledger.release_all() {
@@ -333,7 +315,7 @@ impl EmulatedDevice {
             what: format!(
                 "the emulated {}device server for {} (pid {pid}, serving {})",
                 start.role,
-                profile.name,
+                disk.profile.profile().name,
                 file.display()
             ),
             control: Mutex::new(Control {
@@ -342,10 +324,8 @@ impl EmulatedDevice {
             }),
         });
         let mut dev = EmulatedDevice {
-            profile,
-            reference: start.profile.to_string(),
-            ablations,
-            offset: start.offset,
+            profile: disk.profile,
+            offset: disk.offset,
             child,
             channel,
             file,
@@ -379,7 +359,7 @@ impl EmulatedDevice {
                 let how = self.ended();
                 Err(anyhow!(
                     "the device server for {} (pid {pid}) did not start: it {how} (it said {:?}); see its messages above",
-                    self.profile.name,
+                    self.profile.profile().name,
                     line.trim()
                 ))
             }
@@ -412,7 +392,7 @@ impl EmulatedDevice {
 
     /// The profile served.
     pub fn profile(&self) -> &Profile {
-        &self.profile
+        self.profile.profile()
     }
 
     /// Attaches a loop device to the disk file with direct I/O (refused if the kernel falls
@@ -453,7 +433,7 @@ impl EmulatedDevice {
             .file_name()
             .map(|n| n.to_string_lossy().to_string())
             .unwrap_or_default();
-        let rotational = if self.profile.kind == Kind::Hdd {
+        let rotational = if self.profile().kind == Kind::Hdd {
             "1"
         } else {
             "0"
@@ -499,16 +479,17 @@ impl EmulatedDevice {
 
     /// What a result records of the model (`during`: when it applied).
     pub fn info(&self, during: ModelDuring) -> DeviceModelInfo {
+        let p = self.profile();
         DeviceModelInfo {
-            reference: self.reference.clone(),
-            profile: self.profile.name.clone(),
-            kind: self.profile.kind.to_string(),
-            ablations: self.ablations.to_string(),
-            hash: self.profile.fingerprint(),
-            capacity_bytes: self.profile.capacity_bytes,
+            reference: self.profile.as_str().to_string(),
+            profile: p.name.clone(),
+            kind: p.kind.to_string(),
+            ablations: self.profile.ablations().to_string(),
+            hash: p.fingerprint(),
+            capacity_bytes: p.capacity_bytes,
             offset: self.offset,
             during: during.name().to_string(),
-            parameters: serde_json::to_value(&self.profile.sourced).unwrap_or_default(),
+            parameters: serde_json::to_value(&p.sourced).unwrap_or_default(),
         }
     }
 

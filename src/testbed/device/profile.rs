@@ -17,6 +17,7 @@ use std::collections::BTreeMap;
 use std::fmt;
 use std::ops::Range;
 use std::path::Path;
+use std::sync::Arc;
 
 use anyhow::Result;
 use serde::Deserialize;
@@ -595,6 +596,8 @@ pub fn load(name_or_path: &str) -> Result<Profile> {
 /// A profile reference: `NAME`, `PATH` or either followed by `:ablations`, each ablation of a
 /// part the profile has.
 pub fn load_ref(reference: &str) -> Result<(Profile, Ablations)> {
+    #[cfg(test)]
+    LOADS.with(|n| n.set(n.get() + 1));
     if let Some((head, tail)) = reference.rsplit_once(':') {
         if tail.contains('=') {
             let (a, named) = ablation::parse_named(tail)?;
@@ -606,42 +609,90 @@ pub fn load_ref(reference: &str) -> Result<(Profile, Ablations)> {
     Ok((load(reference)?, Ablations::default()))
 }
 
+#[cfg(test)]
+thread_local! {
+    /// Profiles [`load_ref`] loaded on this thread, for the tests that a run loads its once.
+    pub(crate) static LOADS: std::cell::Cell<u32> = const { std::cell::Cell::new(0) };
+}
+
 /// A device profile as flags and plans name it: a built-in profile or a profile file, with
-/// ablations after a colon (`deskstar-7k250:seek=off`). Checked to load when parsed, so a bad
-/// name is refused before anything is built.
-#[derive(Debug, Clone, PartialEq, Eq, Hash)]
-pub struct ProfileRef(String);
+/// ablations after a colon (`deskstar-7k250:seek=off`). Loaded when parsed, so a bad name is
+/// refused before anything is built, and never again: its copies share the loaded profile.
+#[derive(Clone)]
+pub struct ProfileRef(Arc<Loaded>);
+
+/// A reference as written, and what it names.
+struct Loaded {
+    text: String,
+    profile: Profile,
+    ablations: Ablations,
+}
 
 impl ProfileRef {
-    /// The profile and its ablations.
-    pub fn load(&self) -> Result<(Profile, Ablations)> {
-        load_ref(&self.0)
+    /// The profile `reference` names (see [`load_ref`]), loaded.
+    pub fn new(reference: &str) -> Result<ProfileRef> {
+        let text = reference.trim();
+        let (profile, ablations) = load_ref(text)?;
+        Ok(Self(Arc::new(Loaded {
+            text: text.to_string(),
+            profile,
+            ablations,
+        })))
+    }
+
+    /// The profile.
+    pub fn profile(&self) -> &Profile {
+        &self.0.profile
+    }
+
+    /// Its ablations.
+    pub fn ablations(&self) -> Ablations {
+        self.0.ablations
     }
 
     /// As written.
     pub fn as_str(&self) -> &str {
-        &self.0
+        &self.0.text
+    }
+}
+
+/// As written: two references to one file are the same reference.
+impl PartialEq for ProfileRef {
+    fn eq(&self, other: &Self) -> bool {
+        self.0.text == other.0.text
+    }
+}
+
+impl Eq for ProfileRef {}
+
+impl std::hash::Hash for ProfileRef {
+    fn hash<H: std::hash::Hasher>(&self, h: &mut H) {
+        self.0.text.hash(h);
+    }
+}
+
+impl fmt::Debug for ProfileRef {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.debug_tuple("ProfileRef").field(&self.0.text).finish()
     }
 }
 
 impl std::str::FromStr for ProfileRef {
     type Err = String;
     fn from_str(s: &str) -> Result<Self, String> {
-        let s = s.trim();
-        load_ref(s).map_err(|e| format!("{e:#}"))?;
-        Ok(Self(s.to_string()))
+        Self::new(s).map_err(|e| format!("{e:#}"))
     }
 }
 
 impl fmt::Display for ProfileRef {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        f.write_str(&self.0)
+        f.write_str(&self.0.text)
     }
 }
 
 impl serde::Serialize for ProfileRef {
     fn serialize<S: serde::Serializer>(&self, s: S) -> Result<S::Ok, S::Error> {
-        s.serialize_str(&self.0)
+        s.serialize_str(&self.0.text)
     }
 }
 

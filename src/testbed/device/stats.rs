@@ -4,15 +4,17 @@
 //!
 //! Everything is cumulative since the server started; a [`Snapshot`] is a copy a client takes
 //! at any moment (through the server's control pipe), and a phase's figures are the
-//! [`Snapshot::delta`] of the snapshots at its end and start. Histograms travel as base64 HDR
-//! V2 so a snapshot is one JSON line.
+//! [`Snapshot::delta`] of the snapshots at its end and start. The histograms are `measure`'s
+//! (3 significant digits, up to [`HISTOGRAM_MAX`]) and travel in its encoding
+//! ([`crate::measure::encode`]), so a snapshot is one JSON line and a result's device
+//! histograms read back as its latency histograms do ([`crate::measure::decode_text`]).
 
-use base64::Engine;
-use hdrhistogram::serialization::{Deserializer, Serializer, V2Serializer};
-use hdrhistogram::Histogram;
+use std::ops::{Index, IndexMut};
+
 use serde::{Deserialize, Serialize};
 
 use super::model::{Dispatch, Op};
+use crate::measure::{decode_text, encode, histogram_up_to, LatencyHistogram};
 use crate::results::device::{HistogramSummary, ModelledIo};
 
 pub use crate::results::device::LATE_NS;
@@ -20,85 +22,117 @@ pub use crate::results::device::LATE_NS;
 /// The server's counters (cumulative, or a phase's as the difference of two).
 pub use crate::results::device::DiskCounts as Counts;
 
-/// The histograms the server keeps, by name (the order of [`Stats::histograms`]).
-const HISTOGRAMS: [&str; N] = [
-    "lateness",
-    "service time",
-    "response time",
-    "seek distance",
-    "request size",
-    "emulator time",
-];
-const N: usize = 6;
+/// The largest value the histograms hold (10^13: about 2.8 hours in ns, any seek distance or
+/// request size). The profiles' declared ranges keep every modelled service time below it
+/// (`model::limits` tests it: the slowest flush takes 71 minutes, past measure's hour); a
+/// larger one would be recorded as this.
+pub const HISTOGRAM_MAX: u64 = 10_000_000_000_000;
+
+fn histogram() -> LatencyHistogram {
+    histogram_up_to(HISTOGRAM_MAX)
+}
+
+crate::choice! {
+    /// The histograms the server keeps, named once: each one's place in [`Histograms`] and in
+    /// a [`Snapshot`]'s list ([`Hist::ALL`]'s order), and its name in messages.
+    #[derive(Debug, Clone, Copy, PartialEq, Eq)]
+    pub enum Hist("device histogram") {
+        /// Actual reply − modelled completion, ns.
+        Lateness = "lateness",
+        /// Modelled service time (completion − start), ns.
+        Service = "service time",
+        /// Modelled response time (completion − arrival), ns.
+        Response = "response time",
+        /// Cylinders moved per request (rotating disks).
+        SeekCylinders = "seek distance",
+        /// Request sizes, bytes (reads and writes).
+        Size = "request size",
+        /// From a request's arrival until the model had it, ns: the emulator's own cost (its
+        /// data copy and the hand-over to the timing thread), which must stay well below the
+        /// modelled service times for the replies to be on time.
+        Emulator = "emulator time",
+    }
+}
+
+/// One histogram of each [`Hist`].
+#[derive(Debug, Clone)]
+pub struct Histograms([LatencyHistogram; Hist::ALL.len()]);
+
+impl Default for Histograms {
+    fn default() -> Self {
+        Histograms(std::array::from_fn(|_| histogram()))
+    }
+}
+
+impl Index<Hist> for Histograms {
+    type Output = LatencyHistogram;
+    fn index(&self, k: Hist) -> &LatencyHistogram {
+        &self.0[k as usize]
+    }
+}
+
+impl IndexMut<Hist> for Histograms {
+    fn index_mut(&mut self, k: Hist) -> &mut LatencyHistogram {
+        &mut self.0[k as usize]
+    }
+}
+
+impl Histograms {
+    /// Each histogram encoded, in [`Hist::ALL`]'s order.
+    fn encoded(&self) -> Vec<String> {
+        Hist::ALL.iter().map(|&k| encode(&self[k])).collect()
+    }
+
+    /// The histograms of a snapshot's list (in [`Hist::ALL`]'s order; "" is an empty one).
+    fn decoded(texts: &[String]) -> Result<Histograms, String> {
+        if texts.len() != Hist::ALL.len() {
+            return Err(format!(
+                "a snapshot has {} histograms, not {}: the server is of another version",
+                texts.len(),
+                Hist::ALL.len()
+            ));
+        }
+        let mut out = Histograms::default();
+        for (&k, text) in Hist::ALL.iter().zip(texts) {
+            if text.is_empty() {
+                continue;
+            }
+            let h = decode_text(text)
+                .ok_or_else(|| format!("the {} histogram does not decode", k.name()))?;
+            // Into the standard layout, so that two snapshots subtract bucket by bucket.
+            out[k]
+                .add(&h)
+                .map_err(|e| format!("the {} histogram is out of range: {e:?}", k.name()))?;
+        }
+        Ok(out)
+    }
+
+    /// What was recorded between `earlier` and these histograms, each bucket by bucket.
+    fn since(&self, earlier: &Histograms) -> Result<Histograms, String> {
+        let mut out = self.clone();
+        for k in Hist::ALL {
+            out[k].subtract(&earlier[k]).map_err(|e| {
+                format!(
+                    "{} histogram of the earlier snapshot is not part of the later one: {e:?}",
+                    k.name()
+                )
+            })?;
+        }
+        Ok(out)
+    }
+}
 
 /// The server's counters and histograms.
-#[derive(Debug, Clone)]
+#[derive(Debug, Clone, Default)]
 pub struct Stats {
     pub counts: Counts,
-    /// Actual reply − modelled completion, ns.
-    pub lateness: Histogram<u64>,
-    /// Modelled service time (completion − start), ns.
-    pub service: Histogram<u64>,
-    /// Modelled response time (completion − arrival), ns.
-    pub response: Histogram<u64>,
-    /// Cylinders moved per request (rotating disks).
-    pub seek_cylinders: Histogram<u64>,
-    /// Request sizes, bytes (reads and writes).
-    pub size: Histogram<u64>,
-    /// From a request's arrival until the model had it, ns: the emulator's own cost (its data
-    /// copy and the hand-over to the timing thread), which must stay well below the modelled
-    /// service times for the replies to be on time.
-    pub emulator: Histogram<u64>,
+    pub hist: Histograms,
     /// Writes (and zeroings) the image's own filesystem refused with ENOSPC: the backing
     /// store is full, not the emulated disk. Not a phase figure: a run that meets one fails.
     pub image_full: u64,
 }
 
-/// The largest value the histograms hold (10^13: about 2.8 hours in ns, any seek distance or
-/// request size). The profiles' declared ranges keep every modelled service time below it
-/// (`model::limits` tests it); a larger one would be recorded as this.
-pub const HISTOGRAM_MAX: u64 = 10_000_000_000_000;
-
-fn histogram() -> Histogram<u64> {
-    // Fixed bounds, so that every snapshot has the same layout and deltas subtract bucket by
-    // bucket.
-    Histogram::new_with_bounds(1, HISTOGRAM_MAX, 3)
-        .expect("bounds 1..1e13 at 3 significant figures are valid")
-}
-
-impl Default for Stats {
-    fn default() -> Self {
-        Stats::from_parts(Counts::default(), std::array::from_fn(|_| histogram()))
-    }
-}
-
 impl Stats {
-    fn from_parts(counts: Counts, h: [Histogram<u64>; N]) -> Stats {
-        let [lateness, service, response, seek_cylinders, size, emulator] = h;
-        Stats {
-            counts,
-            lateness,
-            service,
-            response,
-            seek_cylinders,
-            size,
-            emulator,
-            image_full: 0,
-        }
-    }
-
-    /// The histograms, in the order of [`HISTOGRAMS`].
-    fn histograms(&self) -> [&Histogram<u64>; N] {
-        [
-            &self.lateness,
-            &self.service,
-            &self.response,
-            &self.seek_cylinders,
-            &self.size,
-            &self.emulator,
-        ]
-    }
-
     /// Counts one answered request: its dispatch, its size, when the reply went out, and the
     /// emulator's own time on it.
     pub fn record(
@@ -134,14 +168,14 @@ impl Stats {
         if late > LATE_NS {
             c.late += 1;
         }
-        self.lateness.saturating_record(late);
-        self.service.saturating_record(d.service_ns());
-        self.response.saturating_record(d.response_ns());
-        self.emulator.saturating_record(emulator_ns);
+        let h = &mut self.hist;
+        h[Hist::Lateness].saturating_record(late);
+        h[Hist::Service].saturating_record(d.service_ns());
+        h[Hist::Response].saturating_record(d.response_ns());
+        h[Hist::Emulator].saturating_record(emulator_ns);
         if d.op != Op::Flush {
-            self.seek_cylinders
-                .saturating_record(d.breakdown.seek_cylinders);
-            self.size.saturating_record(len);
+            h[Hist::SeekCylinders].saturating_record(d.breakdown.seek_cylinders);
+            h[Hist::Size].saturating_record(len);
         }
     }
 
@@ -155,14 +189,14 @@ impl Stats {
 
     /// The requests answered under the model.
     pub fn requests(&self) -> u64 {
-        self.counts.reads + self.counts.writes + self.counts.flushes
+        self.counts.requests()
     }
 
     /// A copy to send: counters as they are, histograms encoded.
     pub fn snapshot(&self) -> Snapshot {
         Snapshot {
             counts: self.counts,
-            histograms: self.histograms().map(encode).to_vec(),
+            histograms: self.hist.encoded(),
             image_full: self.image_full,
             memory_budget: 0,
         }
@@ -170,23 +204,23 @@ impl Stats {
 
     /// The record a result keeps of a phase (these stats being the phase's delta).
     pub fn record_of_phase(&self) -> ModelledIo {
-        let c = &self.counts;
         let l = self.lateness();
+        let summary = |k: Hist| summary(&self.hist[k]);
         ModelledIo {
-            counts: *c,
+            counts: self.counts,
             lateness_p50_ms: l.p50_ms,
             lateness_p99_ms: l.p99_ms,
             lateness_max_ms: l.max_ms,
-            service_ns: summary(&self.service),
-            response_ns: summary(&self.response),
-            seek_cylinders: summary(&self.seek_cylinders),
-            size_bytes: summary(&self.size),
-            emulator_ns: summary(&self.emulator),
+            service_ns: summary(Hist::Service),
+            response_ns: summary(Hist::Response),
+            seek_cylinders: summary(Hist::SeekCylinders),
+            size_bytes: summary(Hist::Size),
+            emulator_ns: summary(Hist::Emulator),
         }
     }
 }
 
-fn summary(h: &Histogram<u64>) -> HistogramSummary {
+fn summary(h: &LatencyHistogram) -> HistogramSummary {
     if h.is_empty() {
         return HistogramSummary::default();
     }
@@ -200,28 +234,8 @@ fn summary(h: &Histogram<u64>) -> HistogramSummary {
     }
 }
 
-fn encode(h: &Histogram<u64>) -> String {
-    let mut buf = Vec::new();
-    match V2Serializer::new().serialize(h, &mut buf) {
-        Ok(_) => base64::engine::general_purpose::STANDARD.encode(&buf),
-        Err(_) => String::new(),
-    }
-}
-
-fn decode(s: &str) -> Result<Histogram<u64>, String> {
-    if s.is_empty() {
-        return Ok(histogram());
-    }
-    let bytes = base64::engine::general_purpose::STANDARD
-        .decode(s)
-        .map_err(|e| format!("histogram is not base64: {e}"))?;
-    Deserializer::new()
-        .deserialize(&mut bytes.as_slice())
-        .map_err(|e| format!("histogram does not decode: {e:?}"))
-}
-
 /// The server's stats at one moment, as sent over the control pipe (one JSON line): the
-/// counters, and the histograms in the order of [`HISTOGRAMS`], encoded.
+/// counters, and the histograms in the order of [`Hist::ALL`], encoded.
 #[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
 pub struct Snapshot {
     #[serde(flatten)]
@@ -239,45 +253,22 @@ pub struct Snapshot {
 impl Snapshot {
     /// Back to counters and histograms.
     pub fn decode(&self) -> Result<Stats, String> {
-        if self.histograms.len() != HISTOGRAMS.len() {
-            return Err(format!(
-                "a snapshot has {} histograms, not {}: the server is of another version",
-                self.histograms.len(),
-                HISTOGRAMS.len()
-            ));
-        }
-        let mut h = Vec::with_capacity(HISTOGRAMS.len());
-        for text in &self.histograms {
-            h.push(decode(text)?);
-        }
-        let h: [Histogram<u64>; N] = h.try_into().map_err(|_| "six histograms".to_string())?;
-        let mut s = Stats::from_parts(self.counts, h);
-        s.image_full = self.image_full;
-        Ok(s)
+        Ok(Stats {
+            counts: self.counts,
+            hist: Histograms::decoded(&self.histograms)?,
+            image_full: self.image_full,
+        })
     }
 
     /// What happened between `earlier` and this snapshot (both from the same server).
     pub fn delta(&self, earlier: &Snapshot) -> Result<Stats, String> {
         let later = self.decode()?;
         let before = earlier.decode()?;
-        let counts = later.counts.since(&before.counts)?;
-        let mut out = Vec::with_capacity(HISTOGRAMS.len());
-        for ((what, mut x), y) in HISTOGRAMS
-            .into_iter()
-            .zip(later.histograms().map(Clone::clone))
-            .zip(before.histograms())
-        {
-            x.subtract(y).map_err(|e| {
-                format!(
-                    "{what} histogram of the earlier snapshot is not part of the later one: {e:?}"
-                )
-            })?;
-            out.push(x);
-        }
-        let h: [Histogram<u64>; N] = out.try_into().map_err(|_| "six histograms".to_string())?;
-        let mut s = Stats::from_parts(counts, h);
-        s.image_full = later.image_full.saturating_sub(before.image_full);
-        Ok(s)
+        Ok(Stats {
+            counts: later.counts.since(&before.counts)?,
+            hist: later.hist.since(&before.hist)?,
+            image_full: later.image_full.saturating_sub(before.image_full),
+        })
     }
 }
 
@@ -298,14 +289,15 @@ impl Stats {
     /// The lateness percentiles.
     pub fn lateness(&self) -> Lateness {
         let ms = |ns: u64| ns as f64 / 1e6;
-        if self.lateness.is_empty() {
+        let h = &self.hist[Hist::Lateness];
+        if h.is_empty() {
             return Lateness::default();
         }
         Lateness {
-            requests: self.lateness.len(),
-            p50_ms: ms(self.lateness.value_at_quantile(0.5)),
-            p99_ms: ms(self.lateness.value_at_quantile(0.99)),
-            max_ms: ms(self.lateness.max()),
+            requests: h.len(),
+            p50_ms: ms(h.value_at_quantile(0.5)),
+            p99_ms: ms(h.value_at_quantile(0.99)),
+            max_ms: ms(h.max()),
             late: self.counts.late,
             early: self.counts.early,
         }
@@ -369,7 +361,7 @@ mod tests {
         assert!((l.max_ms - 0.6).abs() < 0.001, "max {}", l.max_ms);
         assert!((l.p50_ms - 0.01).abs() < 0.001, "p50 {}", l.p50_ms);
         // A flush has no size and no seek.
-        assert_eq!(s.size.len(), 2);
+        assert_eq!(s.hist[Hist::Size].len(), 2);
         // The emulator's own time is kept per request, and reaches the phase's record.
         let e = s.record_of_phase().emulator_ns;
         assert_eq!(e.count, 3);
@@ -386,7 +378,7 @@ mod tests {
             false,
             0,
         );
-        assert_eq!(s.lateness.max(), 0);
+        assert_eq!(s.hist[Hist::Lateness].max(), 0);
         assert_eq!(s.counts.late, 0);
         // ... but is counted as early: the server must never do it.
         assert_eq!(s.counts.early, 1);
@@ -421,9 +413,10 @@ mod tests {
         assert_eq!(d.counts.reads, 10);
         assert_eq!(d.counts.bytes_read, 40960);
         assert_eq!(d.counts.late, 0);
-        assert_eq!(d.lateness.len(), 10);
+        assert_eq!(d.hist[Hist::Lateness].len(), 10);
         // The 2 ms request of the first phase is not in the second's lateness.
-        assert!(d.lateness.max() < 20_000, "max {}", d.lateness.max());
+        let max = d.hist[Hist::Lateness].max();
+        assert!(max < 20_000, "max {max}");
     }
 
     #[test]
@@ -444,6 +437,48 @@ mod tests {
         let l = d.lateness();
         assert!((l.max_ms - 1.0).abs() < 0.01, "max {} ms", l.max_ms);
         assert!((l.p50_ms - 0.5).abs() < 0.01, "p50 {} ms", l.p50_ms);
+    }
+
+    #[test]
+    fn a_phase_keeps_measures_histograms_in_measures_encoding() {
+        let mut s = Stats::default();
+        for i in 1..=100u64 {
+            s.record(
+                &dispatch(Op::Read, 0, 0, i * 10_000, false),
+                4096,
+                i * 10_000,
+                false,
+                0,
+            );
+        }
+        let phase = s.snapshot().delta(&Stats::default().snapshot()).unwrap();
+        let service = phase.record_of_phase().service_ns;
+        let back = decode_text(&service.hdr).expect("measure decodes it");
+        // Measure's layout, past its hour: the slowest profile's flush fits.
+        assert_eq!(
+            (back.low(), back.high(), back.sigfig()),
+            (1, HISTOGRAM_MAX, 3)
+        );
+        assert_eq!(back.len(), 100);
+        assert_eq!(back.value_at_quantile(0.99) as f64, service.p99);
+        // Each histogram in its named place: 100 requests of 4096 bytes, none seeking.
+        let size = &phase.hist[Hist::Size];
+        assert!(size.equivalent(size.max(), 4096), "{}", size.max());
+        assert_eq!(phase.hist[Hist::SeekCylinders].len(), 100);
+        assert_eq!(phase.hist[Hist::Emulator].max(), 0);
+        assert_eq!(phase.requests(), 100);
+    }
+
+    #[test]
+    fn a_snapshot_whose_histogram_does_not_decode_names_it() {
+        crate::choice::testing::one_set_of_names::<Hist>();
+        let mut snap = Stats::default().snapshot();
+        snap.histograms[Hist::Response as usize] = "bm90IGEgaGlzdG9ncmFt".into();
+        let e = snap.decode().expect_err("not a histogram");
+        assert!(e.contains("the response time histogram"), "{e}");
+        snap.histograms.pop();
+        let e = snap.decode().expect_err("five histograms");
+        assert!(e.contains("has 5 histograms, not 6"), "{e}");
     }
 
     #[test]

@@ -21,6 +21,7 @@
 //! The disk's bytes are held in memory ([`store`]): the emulator's own cost per request is a
 //! memory copy, never the host disk's latency.
 
+mod args;
 mod records;
 mod ring;
 pub mod store;
@@ -28,7 +29,6 @@ mod timing;
 
 use std::ffi::OsStr;
 use std::io::{BufRead, Write};
-use std::path::PathBuf;
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::sync::mpsc::{self, Sender};
 use std::sync::{Arc, Condvar, Mutex};
@@ -43,9 +43,10 @@ use fuser::{
 
 use super::model::{Dispatch, Request};
 use super::stats::Snapshot;
-use super::{load_ref, DeviceModel};
+use super::DeviceModel;
 use crate::sys::rt;
 use crate::sys::{AlignedBuf, Errno};
+pub use args::{DiskArgs, ServeArgs, StoreChoice, Transport};
 use records::{Note, Recorder};
 use store::Store;
 
@@ -69,24 +70,6 @@ pub const TIMING_PRIORITY: i32 = 20;
 const ROOT_INO: u64 = 1;
 const DISK_INO: u64 = 2;
 const TTL: Duration = Duration::from_secs(3600);
-
-/// What `fsgauge devices serve` is given.
-#[derive(Debug, Clone)]
-pub struct ServeArgs {
-    /// The profile reference (name or file, with ablations).
-    pub profile: String,
-    /// The image holding the bytes; it must lie in a directory only root can change.
-    pub image: PathBuf,
-    /// The emulated disk's size in bytes.
-    pub size: u64,
-    /// Where the image sits on the modelled disk, bytes.
-    pub offset: u64,
-    /// An empty directory to mount on.
-    pub mount: PathBuf,
-    /// Whether the model applies from the start; `model on` / `model off` on the control pipe
-    /// switch it (set-up at native speed, measured phases modelled).
-    pub modelled: bool,
-}
 
 /// Preallocated aligned buffers: taken at a request's arrival, given back after its reply.
 struct Pool {
@@ -486,36 +469,36 @@ fn prepare_process() {
 /// Runs the server until the control pipe (stdin) closes. Prints `ready` on stdout once the
 /// disk file can be opened.
 pub fn serve(args: &ServeArgs) -> Result<()> {
-    let transport = ring::Transport::from_env()?;
+    let d = &args.disk;
     prepare_process();
-    let want_ring = transport.wants_ring(&mut |m| setup_warning(m));
-    let (profile, abl) = load_ref(&args.profile)?;
-    let model = DeviceModel::new(&profile, &abl)
+    let want_ring = ring::wanted(d.transport(), &mut |m| setup_warning(m));
+    let (profile, abl) = (d.checked_profile()?, d.profile.ablations());
+    let model = DeviceModel::new(profile, &abl)
         .map_err(|m| anyhow::anyhow!("profile {}: {m}", profile.name))?
-        .with_offset(args.offset);
-    if !model.fits(args.size) {
+        .with_offset(d.offset);
+    if !model.fits(d.size) {
         bail!(
             "an image of {} bytes at offset {} does not fit on {} ({} bytes); give a smaller size or offset",
-            args.size,
-            args.offset,
+            d.size,
+            d.offset,
             profile.name,
             profile.capacity_bytes
         );
     }
-    let store = Arc::new(Store::open(&args.image, args.size, &mut |m| {
+    let store = Arc::new(Store::open(&d.image, d.size, d.store_budget(), &mut |m| {
         setup_warning(&m)
     })?);
     let pool = Arc::new(Pool::new(BUFFERS));
     let (rec, stats_thread) =
         records::start(store.budget()).context("starting the stats thread")?;
-    let modelled = Arc::new(AtomicBool::new(args.modelled));
+    let modelled = Arc::new(AtomicBool::new(d.modelled));
     let (tx, rx) = mpsc::channel();
     let mut fs = DiskFs {
         store,
         pool: pool.clone(),
         to_timing: Mutex::new(tx),
         next_id: AtomicU64::new(1),
-        size: args.size,
+        size: d.size,
         started: SystemTime::now(),
         immediate: profile.kind == super::Kind::Ram && abl.constant_ns.is_none(),
         modelled: modelled.clone(),

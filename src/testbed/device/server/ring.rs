@@ -16,8 +16,7 @@ use std::sync::mpsc::{self, Sender};
 use std::sync::{Arc, Mutex};
 use std::time::UNIX_EPOCH;
 
-use anyhow::Result;
-
+use super::args::Transport;
 use super::{DiskFs, Job, Reply, DISK_NAME, MAX_REQUEST};
 use crate::sys::rt;
 use crate::sys::Errno;
@@ -33,61 +32,34 @@ pub const ENABLE_PARAM: &str = "/sys/module/fuse/parameters/enable_uring";
 /// Request ids of the ring's requests start here, apart from the FUSE threads' ones.
 const RING_IDS: u64 = 1 << 62;
 
-/// How the server takes its requests.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub enum Transport {
-    /// FUSE over io_uring where the kernel offers it (`enable_uring` = Y), /dev/fuse where not.
-    Auto,
-    /// FUSE over io_uring, the module parameter turned on first where it is off (root).
-    Uring,
-    /// /dev/fuse: a `read(2)` and a `writev(2)` per request.
-    Dev,
-}
-
-impl Transport {
-    /// From `FSGAUGE_DEVICE_TRANSPORT` (unset or empty: `auto`).
-    pub fn from_env() -> Result<Transport> {
-        match std::env::var(TRANSPORT_ENV) {
-            Err(std::env::VarError::NotPresent) => Ok(Transport::Auto),
-            Ok(v) if v.is_empty() || v == "auto" => Ok(Transport::Auto),
-            Ok(v) if v == "uring" => Ok(Transport::Uring),
-            Ok(v) if v == "dev" => Ok(Transport::Dev),
-            Ok(v) => Err(crate::error::bad_input(format!(
-                "{TRANSPORT_ENV}={v:?}: give auto (FUSE over io_uring where the kernel offers it), uring (FUSE over io_uring, turning on {ENABLE_PARAM}) or dev (/dev/fuse)"
-            ))),
-            Err(e) => Err(crate::error::bad_input(format!("{TRANSPORT_ENV}: {e}"))),
+/// Whether to ask INIT for the ring; `say` tells of what was found or changed on the
+/// way (said once per fsgauge process).
+pub fn wanted(transport: Transport, say: &mut dyn FnMut(&str)) -> bool {
+    let on = || {
+        std::fs::read_to_string(ENABLE_PARAM)
+            .map(|v| v.trim() == "Y")
+            .unwrap_or(false)
+    };
+    match transport {
+        Transport::Dev => false,
+        Transport::Auto if on() => true,
+        Transport::Auto => {
+            if std::path::Path::new(ENABLE_PARAM).exists() {
+                say(&format!("FUSE over io_uring is off ({ENABLE_PARAM} = N): requests go through /dev/fuse, at about twice the server's CPU per request; {TRANSPORT_ENV}=uring (or `echo Y > {ENABLE_PARAM}`) turns it on"));
+            }
+            false
         }
-    }
-
-    /// Whether to ask INIT for the ring; `say` tells of what was found or changed on the
-    /// way (said once per fsgauge process).
-    pub fn wants_ring(self, say: &mut dyn FnMut(&str)) -> bool {
-        let on = || {
-            std::fs::read_to_string(ENABLE_PARAM)
-                .map(|v| v.trim() == "Y")
-                .unwrap_or(false)
-        };
-        match self {
-            Transport::Dev => false,
-            Transport::Auto if on() => true,
-            Transport::Auto => {
-                if std::path::Path::new(ENABLE_PARAM).exists() {
-                    say(&format!("FUSE over io_uring is off ({ENABLE_PARAM} = N): requests go through /dev/fuse, at about twice the server's CPU per request; {TRANSPORT_ENV}=uring (or `echo Y > {ENABLE_PARAM}`) turns it on"));
-                }
+        Transport::Uring if on() => true,
+        Transport::Uring => match std::fs::write(ENABLE_PARAM, "Y") {
+            Ok(()) => {
+                say(&format!("turned on FUSE over io_uring ({ENABLE_PARAM} = Y, as {TRANSPORT_ENV}=uring asked; it stays on: a server using the ring fails if it is turned off under it)"));
+                true
+            }
+            Err(e) => {
+                say(&format!("{TRANSPORT_ENV}=uring, but {ENABLE_PARAM} could not be set ({e}); requests go through /dev/fuse"));
                 false
             }
-            Transport::Uring if on() => true,
-            Transport::Uring => match std::fs::write(ENABLE_PARAM, "Y") {
-                Ok(()) => {
-                    say(&format!("turned on FUSE over io_uring ({ENABLE_PARAM} = Y, as {TRANSPORT_ENV}=uring asked; it stays on: a server using the ring fails if it is turned off under it)"));
-                    true
-                }
-                Err(e) => {
-                    say(&format!("{TRANSPORT_ENV}=uring, but {ENABLE_PARAM} could not be set ({e}); requests go through /dev/fuse"));
-                    false
-                }
-            },
-        }
+        },
     }
 }
 

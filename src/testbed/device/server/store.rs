@@ -26,23 +26,6 @@ use crate::sys::Errno;
 /// (with a budget of SIZE instead of half the machine's memory), or `file`.
 pub const STORE_ENV: &str = "FSGAUGE_DEVICE_STORE";
 
-/// The store asked for in [`STORE_ENV`]: None for the file, else the memory budget.
-fn asked() -> Result<Option<u64>> {
-    let v = std::env::var(STORE_ENV).unwrap_or_default();
-    match v.as_str() {
-        "" | "memory" => Ok(Some(memory_budget())),
-        "file" => Ok(None),
-        _ => match v.strip_prefix("memory:") {
-            Some(size) => crate::units::parse_size(size)
-                .map(Some)
-                .map_err(|e| anyhow::anyhow!("{STORE_ENV}={v}: {e}")),
-            None => anyhow::bail!(
-                "{STORE_ENV}={v} is not a store: give memory, memory:SIZE (e.g. memory:2G) or file"
-            ),
-        },
-    }
-}
-
 /// The bytes of one emulated disk.
 pub enum Store {
     Memory(MemImage),
@@ -51,10 +34,16 @@ pub enum Store {
 
 impl Store {
     /// The store for an image of `size` bytes at `path` (extended sparsely to `size` if
-    /// shorter). `why_not_memory` is told why the bytes stay on the host disk, when they do.
-    pub fn open(path: &Path, size: u64, why_not_memory: &mut dyn FnMut(String)) -> Result<Store> {
+    /// shorter), in memory up to `budget` bytes (None: on the host disk). `why_not_memory` is
+    /// told why the bytes stay on the host disk, when they do.
+    pub fn open(
+        path: &Path,
+        size: u64,
+        budget: Option<u64>,
+        why_not_memory: &mut dyn FnMut(String),
+    ) -> Result<Store> {
         let file = FileImage::open(path, size)?;
-        let Some(budget) = asked()? else {
+        let Some(budget) = budget else {
             return Ok(Store::File(file));
         };
         match MemImage::load(&file.buffered, size, budget) {
