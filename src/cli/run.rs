@@ -21,7 +21,6 @@ use crate::runner::{Place, RunOptions};
 use crate::testbed::device::ProfileRef;
 use crate::testbed::TestbedParams;
 use crate::units::{format_bytes_human, format_size};
-use crate::workload::ColdMode;
 
 /// The question syntax, after `fsgauge run --help`.
 const QUESTIONS_HELP: &str = "\
@@ -490,7 +489,7 @@ fn quick_on_temp_dir(c: &RunCmd) -> Result<ExitCode> {
         // A directory is no plan's testbed: the seed and the cold mode are those of a run
         // without a plan (from the clock; warm, as dropping caches needs root).
         seed: c.run.settings.seed.value,
-        cold: c.run.settings.cold.or(ColdMode::None),
+        cold: c.run.settings.cold.or_default(),
         mem_limit: None,
         mem_charge: None,
         out: Some(c.run.out.dir.clone()),

@@ -24,7 +24,7 @@ use crate::testbed::device::ProfileRef;
 use crate::testbed::params::{plan_keys, SIZE_KEY};
 use crate::testbed::{default_workdir, Backing, FsKind, TestbedParams, TestbedSpec};
 use crate::units::{format_size, parse_size};
-use crate::workload::{ColdMode, Workload};
+use crate::workload::Workload;
 
 /// A place in a plan: the file (a path, or `preset NAME`) and the line and column, both from
 /// 1. A plan that extends a preset has entries written in the preset: their places name it.
@@ -295,7 +295,7 @@ pub(super) fn parse_src(src: &Src, opts: &ParseOptions) -> Result<Plan> {
         workloads,
         reps,
         fresh,
-        cold: given.cold.or(ColdMode::None),
+        cold: given.cold.or_default(),
         seed: given.seed.in_a_plan(),
         scale: scale_f,
         notes,
@@ -1199,6 +1199,7 @@ pub(crate) fn parse_test(text: &str, scale: Option<f64>) -> Result<Plan> {
 mod tests {
     use super::*;
     use crate::plan::parse;
+    use crate::workload::ColdMode;
 
     fn p(text: &str) -> Result<Plan> {
         parse_test(text, None)

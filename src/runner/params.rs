@@ -204,7 +204,7 @@ impl RunParams {
                 .and_then(RepsSetting::count)
                 .unwrap_or(DEFAULT_REPS),
             seed: self.settings.seed.value,
-            cold: self.settings.cold.or(ColdMode::None),
+            cold: self.settings.cold.or_default(),
             mem_limit: self.mem_limit.map(Size::bytes),
             mem_charge: self.mem_charge.map(Size::bytes),
             out: (!coordinator.is_secondary()).then(|| self.out.dir.clone()),
@@ -254,23 +254,48 @@ impl Seed {
     }
 }
 
-/// `--cold`, declared once: the run settings and `read`. Its default is the command's, and its
-/// help says each: none, but drop for `read`, whose study read every tree cold.
+/// `--cold`, declared once: the run settings and `read`. Its two defaults are here, and its
+/// help is written from them: [`Cold::BY_DEFAULT`] (a plan's too), but [`Cold::FOR_READ`] for
+/// `read`, whose study read every tree cold.
 #[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Serialize, Deserialize, Args)]
 #[serde(transparent)]
 #[group(skip)]
 pub struct Cold {
-    /// Make the cache cold between phases: drop (sync + drop_caches), remount (unmount and
-    /// mount again, testbeds only) or none [default: none, but drop for `read` (the study's
-    /// read tool read cold); with a plan, the plan's cold].
-    #[arg(id = "cold", long = "cold", value_name = "drop|remount|none")]
+    // The help names the defaults from their constants (see `cold_help`).
+    #[arg(
+        id = "cold",
+        long = "cold",
+        value_name = "drop|remount|none",
+        help = cold_help()
+    )]
     pub mode: Option<ColdMode>,
 }
 
+/// `--cold`'s help, its defaults written in.
+fn cold_help() -> String {
+    format!(
+        "Make the cache cold between phases: drop (sync + drop_caches), remount (unmount and mount again, testbeds only) or none [default: {}, but {} for `read` (the study's read tool read cold); with a plan, the plan's cold, {} when it names none]",
+        Cold::BY_DEFAULT,
+        Cold::FOR_READ,
+        Cold::BY_DEFAULT
+    )
+}
+
 impl Cold {
-    /// The mode given, else the command's `default`.
-    pub fn or(self, default: ColdMode) -> ColdMode {
-        self.mode.unwrap_or(default)
+    /// The caches between phases when no `--cold` (or plan's `cold`) says: as they are.
+    pub const BY_DEFAULT: ColdMode = ColdMode::None;
+    /// `read`'s when no `--cold` says: the fragmentation study's read tool read every tree
+    /// cold, so each phase starts from an emptied cache.
+    pub const FOR_READ: ColdMode = ColdMode::Drop;
+
+    /// The mode given, else [`Self::BY_DEFAULT`].
+    pub fn or_default(self) -> ColdMode {
+        self.mode.unwrap_or(Self::BY_DEFAULT)
+    }
+
+    /// The mode given, else [`Self::FOR_READ`] (`read`'s).
+    pub fn for_read(self) -> ColdMode {
+        self.mode.unwrap_or(Self::FOR_READ)
     }
 }
 
@@ -308,7 +333,7 @@ mod tests {
         }))
         .unwrap();
         assert_eq!(p.settings.seed.value, Some(7));
-        assert_eq!(p.settings.cold.or(ColdMode::None), ColdMode::Drop);
+        assert_eq!(p.settings.cold.or_default(), ColdMode::Drop);
         assert_eq!(p.out.dir, PathBuf::from("res"));
         let v = serde_json::to_value(&p).unwrap();
         assert_eq!(
@@ -318,6 +343,26 @@ mod tests {
         let d = RunParams::default();
         assert_eq!((d.settings.seed.value, d.settings.cold.mode), (None, None));
         assert_eq!(d.out.dir, PathBuf::from("fsgauge-results"));
+    }
+
+    /// Each command's default cold mode is one constant, and `--cold`'s help states both.
+    #[test]
+    fn cold_defaults_are_the_constants_the_help_states() {
+        let none = Cold::default();
+        assert_eq!(none.or_default(), ColdMode::None);
+        assert_eq!(none.for_read(), ColdMode::Drop);
+        let given = Cold {
+            mode: Some(ColdMode::Remount),
+        };
+        assert_eq!(
+            (given.or_default(), given.for_read()),
+            (ColdMode::Remount, ColdMode::Remount)
+        );
+        assert!(
+            cold_help().contains("[default: none, but drop for `read`"),
+            "{}",
+            cold_help()
+        );
     }
 
     #[test]
