@@ -1423,6 +1423,11 @@ file_size = "64K"
             e,
             "t.toml:4:8: cold: unknown cold-cache mode \"icy\"; use none, drop or remount"
         );
+        let e = err(&OK.replace("reps = 2", "reps = 2\nseed = -1"));
+        assert_eq!(
+            e,
+            "t.toml:4:8: seed: -1 is not a seed; give a whole number from 0 to 18446744073709551615"
+        );
         let e = err(&OK.replace(
             "fs = \"ext4\"\nsize = \"256M\"",
             "fs = \"zfs\"\nsize = \"256M\"",

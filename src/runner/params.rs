@@ -225,8 +225,59 @@ impl RunParams {
 #[group(skip)]
 pub struct Seed {
     // The help names the default of a plan from its constant (see `seed_help`).
-    #[arg(id = "seed", long = "seed", value_name = "SEED", help = seed_help())]
+    #[arg(
+        id = "seed",
+        long = "seed",
+        value_name = "SEED",
+        help = seed_help(),
+        value_parser = seed
+    )]
+    #[serde(deserialize_with = "seed_key")]
     pub value: Option<u64>,
+}
+
+/// What a seed may be, for the refusal of `shown`: the flag's and the plan key's words.
+fn not_a_seed(shown: impl std::fmt::Display) -> String {
+    format!(
+        "{shown} is not a seed; give a whole number from 0 to {}",
+        u64::MAX
+    )
+}
+
+/// `--seed S`.
+fn seed(text: &str) -> Result<u64, String> {
+    text.trim()
+        .parse()
+        .map_err(|_| not_a_seed(format!("{text:?}")))
+}
+
+/// A plan's `seed = S`, refused in the flag's words.
+fn seed_key<'de, D: serde::Deserializer<'de>>(d: D) -> Result<Option<u64>, D::Error> {
+    struct Visit;
+    impl<'de> serde::de::Visitor<'de> for Visit {
+        type Value = Option<u64>;
+        fn expecting(&self, f: &mut std::fmt::Formatter) -> std::fmt::Result {
+            write!(f, "a seed, a whole number from 0 to {}", u64::MAX)
+        }
+        fn visit_u64<E: serde::de::Error>(self, n: u64) -> Result<Self::Value, E> {
+            Ok(Some(n))
+        }
+        fn visit_i64<E: serde::de::Error>(self, n: i64) -> Result<Self::Value, E> {
+            u64::try_from(n)
+                .map(Some)
+                .map_err(|_| E::custom(not_a_seed(n)))
+        }
+        fn visit_none<E: serde::de::Error>(self) -> Result<Self::Value, E> {
+            Ok(None)
+        }
+        fn visit_unit<E: serde::de::Error>(self) -> Result<Self::Value, E> {
+            Ok(None)
+        }
+        fn visit_some<D: serde::Deserializer<'de>>(self, d: D) -> Result<Self::Value, D::Error> {
+            d.deserialize_any(self)
+        }
+    }
+    d.deserialize_option(Visit)
 }
 
 /// `--seed`'s help, its plan default [`Seed::IN_A_PLAN`] written in.
@@ -343,6 +394,27 @@ mod tests {
         let d = RunParams::default();
         assert_eq!((d.settings.seed.value, d.settings.cold.mode), (None, None));
         assert_eq!(d.out.dir, PathBuf::from("fsgauge-results"));
+    }
+
+    /// `--seed` and a plan's `seed` refuse what is no seed in the same words.
+    #[test]
+    fn a_seed_is_refused_alike_as_a_flag_and_as_a_key() {
+        assert_eq!(seed("7"), Ok(7));
+        assert_eq!(seed(&u64::MAX.to_string()), Ok(u64::MAX));
+        let want = "is not a seed; give a whole number from 0 to 18446744073709551615";
+        assert_eq!(seed("-1"), Err(format!("\"-1\" {want}")));
+        let key = |v: serde_json::Value| {
+            serde_json::from_value::<RunSettings>(serde_json::json!({ "seed": v }))
+        };
+        assert_eq!(key(serde_json::json!(7)).unwrap().seed.value, Some(7));
+        assert_eq!(key(serde_json::Value::Null).unwrap().seed.value, None);
+        let e = key(serde_json::json!(-1)).unwrap_err().to_string();
+        assert_eq!(e, format!("-1 {want}"));
+        let e = key(serde_json::json!("x")).unwrap_err().to_string();
+        assert!(
+            e.contains("expected a seed, a whole number from 0 to"),
+            "{e}"
+        );
     }
 
     /// Each command's default cold mode is one constant, and `--cold`'s help states both.
