@@ -85,8 +85,6 @@
 
 mod execute;
 mod extends;
-#[cfg(test)]
-mod keys_tests;
 mod parse;
 pub mod presets;
 mod question;
@@ -104,7 +102,7 @@ pub use execute::{
     PlannedRun, SMOKE_SCALE,
 };
 #[cfg(test)]
-pub(crate) use parse::parse_test;
+pub(crate) use parse::{parse_test, setting_keys, settings_of, OWN_KEYS};
 pub use parse::{Location, ParseOptions};
 pub use question::{check_phases, PlanQuestion};
 pub use scale::{scale_class, ScaleClass, FIELD_SCALES};

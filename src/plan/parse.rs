@@ -94,7 +94,7 @@ pub(super) struct RawPlan<Q = Spanned<RawQuestion>> {
 
 /// The keys of a plan's top level that are the plan's own, [`RawPlan`]'s fields: the others
 /// are the run settings, which the command line also takes as flags.
-pub(super) const OWN_KEYS: [&str; 13] = [
+pub(crate) const OWN_KEYS: [&str; 13] = [
     "extends",
     "drop_testbeds",
     "drop_workloads",
@@ -343,7 +343,7 @@ fn parse_fresh(src: &Src, raw: &RawPlan) -> Result<Fresh> {
 /// [`RunSettings`]: the type that declares their flags, so that a key and its flag have one
 /// parser and one bound. A key that is neither the plan's own nor a run setting is refused at
 /// itself, a bad value at itself.
-pub(super) fn read_settings<Q>(src: &Src, raw: &RawPlan<Q>) -> Result<RunSettings> {
+fn read_settings<Q>(src: &Src, raw: &RawPlan<Q>) -> Result<RunSettings> {
     if raw.settings.is_empty() {
         return Ok(RunSettings::default());
     }
@@ -384,7 +384,7 @@ pub(super) fn read_settings<Q>(src: &Src, raw: &RawPlan<Q>) -> Result<RunSetting
 }
 
 /// The keys of the run settings: their flags' names with `_` for `-` (clap's ids).
-pub(super) fn setting_keys() -> Vec<String> {
+pub(crate) fn setting_keys() -> Vec<String> {
     let cmd = <RunSettings as clap::Args>::augment_args(clap::Command::new("keys"));
     cmd.get_arguments()
         .map(|a| a.get_id().as_str().to_string())
@@ -1185,6 +1185,14 @@ fn check_disk(src: &Src, tb: &PlanTestbed, at: &FieldSpans, written: u64) -> Res
 
 /// Parses `text` as the plan file `t.toml`, scaled by `scale`, with the system's temporary
 /// directory as its workdir: the plans of the unit tests.
+/// The run settings a plan `text` (the file `t.toml`) gives, as its parser reads them.
+#[cfg(test)]
+pub(crate) fn settings_of(text: &str) -> Result<RunSettings> {
+    let src = Src::new("t.toml", text);
+    let raw: RawPlan = read_raw(&src)?;
+    read_settings(&src, &raw)
+}
+
 #[cfg(test)]
 pub(crate) fn parse_test(text: &str, scale: Option<f64>) -> Result<Plan> {
     let opts = ParseOptions {

@@ -7,9 +7,8 @@
 
 use clap::{Arg, Args, Command, CommandFactory};
 
-use super::parse::{read_raw, read_settings, setting_keys, Src, OWN_KEYS};
-use super::{parse, ParseOptions, Plan, Reps};
 use crate::cli::Cli;
+use crate::plan::{parse, setting_keys, settings_of, ParseOptions, Plan, Reps, OWN_KEYS};
 use crate::runner::params::{RunSettings, Seed, DEFAULT_REPS, MAX_REPS};
 use crate::workload::params::from_flags;
 use crate::workload::ColdMode;
@@ -87,10 +86,7 @@ fn samples() -> Vec<Sample> {
 /// The run settings a plan's top level `keys` (TOML lines) give, as the plan's parser reads
 /// them.
 fn from_plan(keys: &str) -> anyhow::Result<RunSettings> {
-    let text = format!("{keys}\n{BODY}");
-    let src = Src::new("t.toml", &text);
-    let raw: super::parse::RawPlan = read_raw(&src)?;
-    read_settings(&src, &raw)
+    settings_of(&format!("{keys}\n{BODY}"))
 }
 
 fn flags(args: &[String]) -> Result<RunSettings, clap::Error> {
