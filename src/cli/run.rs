@@ -206,53 +206,7 @@ pub fn run(c: RunCmd) -> Result<ExitCode> {
             plan.source
         )));
     }
-    if c.plan.is_none() {
-        let w = &plan.workloads[0].workload.params();
-        let labels: Vec<&str> = plan
-            .testbeds
-            .iter()
-            .enumerate()
-            .filter(|(i, _)| m.runs.iter().any(|r| r.testbed == *i))
-            .map(|(_, t)| t.spec.label.as_str())
-            .collect();
-        println!(
-            "quick study: tree workload ({} dirs x {} files x {}, fsync per {}) on {} (fresh 1G loop images, {}, cold caches between phases)",
-            w["dirs"],
-            w["files"],
-            format_size(w["file_size"].as_u64().unwrap_or(0)),
-            w["fsync"].as_str().unwrap_or("-"),
-            labels.join(", "),
-            match plan.reps {
-                Reps::Auto { max, .. } if !plan::smoke(&plan) => format!(
-                    "{} reps interleaved, then more of the questions' testbeds until the questions are decided, at most {max}",
-                    plan.reps.initial()
-                ),
-                _ => format!("{} reps interleaved", plan::first_round(&plan)),
-            }
-        );
-    } else if !c.output.quiet {
-        eprintln!(
-            "plan {} ({}): {} run(s){}",
-            plan.name,
-            plan.source,
-            m.runs.len(),
-            match plan.reps {
-                Reps::Auto { .. } if plan::smoke(&plan) => format!(
-                    ": a smoke run (--scale {} is below {}), so reps = \"auto\" stops after this first round; its findings are indicative",
-                    plan.scale,
-                    plan::SMOKE_SCALE
-                ),
-                Reps::Auto { max, .. } if !plan.questions.is_empty() => format!(
-                    " in the first round; more, up to {max} per cell, until every question is decided"
-                ),
-                Reps::Auto { cv, max } => format!(
-                    " in the first round; more, up to {max} per cell, until the run time varies by less than {:.0}%",
-                    cv * 100.0
-                ),
-                Reps::Fixed(_) => String::new(),
-            }
-        );
-    }
+    announce(&c, &plan, &m);
     let ex = plan::execute(
         &plan,
         &m,
@@ -306,6 +260,58 @@ pub fn run(c: RunCmd) -> Result<ExitCode> {
     }
     crate::age::check_checkpoints_reached(&ex.results)?;
     Ok(ExitCode::SUCCESS)
+}
+
+/// Says what is about to run: the quick study in words, or a plan's name, source and runs
+/// (how `reps = "auto"` goes on when it does).
+fn announce(c: &RunCmd, plan: &Plan, m: &plan::Matrix) {
+    if c.plan.is_none() {
+        let w = &plan.workloads[0].workload.params();
+        let labels: Vec<&str> = plan
+            .testbeds
+            .iter()
+            .enumerate()
+            .filter(|(i, _)| m.runs.iter().any(|r| r.testbed == *i))
+            .map(|(_, t)| t.spec.label.as_str())
+            .collect();
+        println!(
+            "quick study: tree workload ({} dirs x {} files x {}, fsync per {}) on {} (fresh 1G loop images, {}, cold caches between phases)",
+            w["dirs"],
+            w["files"],
+            format_size(w["file_size"].as_u64().unwrap_or(0)),
+            w["fsync"].as_str().unwrap_or("-"),
+            labels.join(", "),
+            match plan.reps {
+                Reps::Auto { max, .. } if !plan::smoke(plan) => format!(
+                    "{} reps interleaved, then more of the questions' testbeds until the questions are decided, at most {max}",
+                    plan.reps.initial()
+                ),
+                _ => format!("{} reps interleaved", plan::first_round(plan)),
+            }
+        );
+    } else if !c.output.quiet {
+        eprintln!(
+            "plan {} ({}): {} run(s){}",
+            plan.name,
+            plan.source,
+            m.runs.len(),
+            match plan.reps {
+                Reps::Auto { .. } if plan::smoke(plan) => format!(
+                    ": a smoke run (--scale {} is below {}), so reps = \"auto\" stops after this first round; its findings are indicative",
+                    plan.scale,
+                    plan::SMOKE_SCALE
+                ),
+                Reps::Auto { max, .. } if !plan.questions.is_empty() => format!(
+                    " in the first round; more, up to {max} per cell, until every question is decided"
+                ),
+                Reps::Auto { cv, max } => format!(
+                    " in the first round; more, up to {max} per cell, until the run time varies by less than {:.0}%",
+                    cv * 100.0
+                ),
+                Reps::Fixed(_) => String::new(),
+            }
+        );
+    }
 }
 
 fn print_dry_run(plan: &Plan, m: &plan::Matrix, out: &Path) -> Result<()> {
