@@ -1,8 +1,10 @@
 //! The settings of how runs are made, declared once: [`RunParams`] derives `clap::Args` (the
 //! run flags of `bench`, `age`, `exercise` and `run`, its doc comments their `--help` text)
-//! and serde (its field names are the keys a plan's top level writes them under: `reps`,
-//! `seed`, `cold`, `layout`). How results are printed (`--format`, `--json`, `--quiet`) is
-//! declared with the output, not here.
+//! and serde. Those a plan's top level also takes, `reps`, `seed`, `cold` and `layout`, are
+//! [`RunSettings`], which a plan reads its keys into: a key and its flag have one name, parser,
+//! bound and default (`cli::plan_keys` walks both to keep it so); the command line's win over
+//! the plan's ([`RunSettings::over`]). How results are printed (`--format`, `--json`,
+//! `--quiet`) is declared with the output, not here.
 //!
 //! `--seed`, `--cold` and `--out` are also taken by commands that have no use for the other run
 //! settings (`read`, `study append`, `devices check` and `fit`), so each is a one-flag type of
