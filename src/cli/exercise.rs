@@ -106,7 +106,7 @@ pub fn run(mut args: ExerciseArgs) -> Result<ExitCode> {
     if let Some(r) = &args.params.replay {
         let log = ReplayLog::load(r)?;
         // The result records the seed the steps were made from.
-        args.run.params.seed.value.get_or_insert(log.seed);
+        args.run.params.settings.seed.value.get_or_insert(log.seed);
         // Without a place, replay on a testbed like the recorded one.
         if args.testbed.fs.is_none() && args.testbed.dir.is_none() {
             let fs = log.testbed.fs.parse().map_err(|_| {

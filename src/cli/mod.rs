@@ -8,6 +8,8 @@ mod compare;
 mod devices;
 mod exercise;
 mod frag;
+#[cfg(test)]
+mod plan_keys;
 mod presets;
 mod read;
 mod report;

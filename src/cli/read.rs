@@ -15,7 +15,6 @@ use crate::results::{write_result, RunResult};
 use crate::runner::params::Cold;
 use crate::units::format_bytes_human;
 use crate::workload::readtest::{in_place, ReadTest};
-use crate::workload::ColdMode;
 
 #[derive(Debug, Args)]
 pub struct ReadCmd {
@@ -29,10 +28,6 @@ pub struct ReadCmd {
     #[command(flatten)]
     pub step: StepArgs,
 }
-
-/// `read`'s `--cold` when none is given: the study's read tool read every tree cold, so each
-/// phase starts from an emptied cache (the run settings' default is none).
-pub const DEFAULT_COLD: ColdMode = ColdMode::Drop;
 
 /// The read table: one row per phase.
 pub fn read_table(r: &RunResult) -> String {
@@ -71,7 +66,7 @@ pub fn run(cmd: ReadCmd) -> Result<ExitCode> {
         ..cmd.test.clone()
     };
     let seed = cmd.step.seed();
-    let cold = cmd.cold.or(DEFAULT_COLD);
+    let cold = cmd.cold.for_read();
     let (tree, test) = in_place(&cmd.path, &test, cold)?;
     let result = crate::runner::run_in_place(
         &tree,

@@ -21,7 +21,6 @@ use crate::runner::{Place, RunOptions};
 use crate::testbed::device::ProfileRef;
 use crate::testbed::TestbedParams;
 use crate::units::{format_bytes_human, format_size};
-use crate::workload::ColdMode;
 
 /// The question syntax, after `fsgauge run --help`.
 const QUESTIONS_HELP: &str = "\
@@ -178,13 +177,7 @@ pub fn run(c: RunCmd) -> Result<ExitCode> {
     if c.plan.is_none() && !root && !c.dry_run {
         return quick_on_temp_dir(&c);
     }
-    let opts = ParseOptions {
-        scale: c.scale,
-        workdir: c.testbeds.workdir.clone(),
-        device_model: c.testbeds.device_model.clone(),
-    };
-    let mut plan = load_plan(c.plan.as_deref().unwrap_or("quick"), &opts)?;
-    overrule(&mut plan, &c.run)?;
+    let plan = load_plan(c.plan.as_deref().unwrap_or("quick"), &parse_options(&c)?)?;
     let c = RunCmd {
         run: RunParams {
             out: ResultsDir {
@@ -213,53 +206,7 @@ pub fn run(c: RunCmd) -> Result<ExitCode> {
             plan.source
         )));
     }
-    if c.plan.is_none() {
-        let w = &plan.workloads[0].workload.params();
-        let labels: Vec<&str> = plan
-            .testbeds
-            .iter()
-            .enumerate()
-            .filter(|(i, _)| m.runs.iter().any(|r| r.testbed == *i))
-            .map(|(_, t)| t.spec.label.as_str())
-            .collect();
-        println!(
-            "quick study: tree workload ({} dirs x {} files x {}, fsync per {}) on {} (fresh 1G loop images, {}, cold caches between phases)",
-            w["dirs"],
-            w["files"],
-            format_size(w["file_size"].as_u64().unwrap_or(0)),
-            w["fsync"].as_str().unwrap_or("-"),
-            labels.join(", "),
-            match plan.reps {
-                Reps::Auto { max, .. } if !plan::smoke(&plan) => format!(
-                    "{} reps interleaved, then more of the questions' testbeds until the questions are decided, at most {max}",
-                    plan.reps.initial()
-                ),
-                _ => format!("{} reps interleaved", plan::first_round(&plan)),
-            }
-        );
-    } else if !c.output.quiet {
-        eprintln!(
-            "plan {} ({}): {} run(s){}",
-            plan.name,
-            plan.source,
-            m.runs.len(),
-            match plan.reps {
-                Reps::Auto { .. } if plan::smoke(&plan) => format!(
-                    ": a smoke run (--scale {} is below {}), so reps = \"auto\" stops after this first round; its findings are indicative",
-                    plan.scale,
-                    plan::SMOKE_SCALE
-                ),
-                Reps::Auto { max, .. } if !plan.questions.is_empty() => format!(
-                    " in the first round; more, up to {max} per cell, until every question is decided"
-                ),
-                Reps::Auto { cv, max } => format!(
-                    " in the first round; more, up to {max} per cell, until the run time varies by less than {:.0}%",
-                    cv * 100.0
-                ),
-                Reps::Fixed(_) => String::new(),
-            }
-        );
-    }
+    announce(&c, &plan, &m);
     let ex = plan::execute(
         &plan,
         &m,
@@ -313,6 +260,58 @@ pub fn run(c: RunCmd) -> Result<ExitCode> {
     }
     crate::age::check_checkpoints_reached(&ex.results)?;
     Ok(ExitCode::SUCCESS)
+}
+
+/// Says what is about to run: the quick study in words, or a plan's name, source and runs
+/// (how `reps = "auto"` goes on when it does).
+fn announce(c: &RunCmd, plan: &Plan, m: &plan::Matrix) {
+    if c.plan.is_none() {
+        let w = &plan.workloads[0].workload.params();
+        let labels: Vec<&str> = plan
+            .testbeds
+            .iter()
+            .enumerate()
+            .filter(|(i, _)| m.runs.iter().any(|r| r.testbed == *i))
+            .map(|(_, t)| t.spec.label.as_str())
+            .collect();
+        println!(
+            "quick study: tree workload ({} dirs x {} files x {}, fsync per {}) on {} (fresh 1G loop images, {}, cold caches between phases)",
+            w["dirs"],
+            w["files"],
+            format_size(w["file_size"].as_u64().unwrap_or(0)),
+            w["fsync"].as_str().unwrap_or("-"),
+            labels.join(", "),
+            match plan.reps {
+                Reps::Auto { max, .. } if !plan::smoke(plan) => format!(
+                    "{} reps interleaved, then more of the questions' testbeds until the questions are decided, at most {max}",
+                    plan.reps.initial()
+                ),
+                _ => format!("{} reps interleaved", plan::first_round(plan)),
+            }
+        );
+    } else if !c.output.quiet {
+        eprintln!(
+            "plan {} ({}): {} run(s){}",
+            plan.name,
+            plan.source,
+            m.runs.len(),
+            match plan.reps {
+                Reps::Auto { .. } if plan::smoke(plan) => format!(
+                    ": a smoke run (--scale {} is below {}), so reps = \"auto\" stops after this first round; its findings are indicative",
+                    plan.scale,
+                    plan::SMOKE_SCALE
+                ),
+                Reps::Auto { max, .. } if !plan.questions.is_empty() => format!(
+                    " in the first round; more, up to {max} per cell, until every question is decided"
+                ),
+                Reps::Auto { cv, max } => format!(
+                    " in the first round; more, up to {max} per cell, until the run time varies by less than {:.0}%",
+                    cv * 100.0
+                ),
+                Reps::Fixed(_) => String::new(),
+            }
+        );
+    }
 }
 
 fn print_dry_run(plan: &Plan, m: &plan::Matrix, out: &Path) -> Result<()> {
@@ -452,40 +451,29 @@ fn default_out() -> PathBuf {
     ResultsDir::default().dir
 }
 
-/// The run flags given on the command line overrule the plan's keys of the same name.
-fn overrule(plan: &mut Plan, run: &RunParams) -> Result<()> {
-    // --reps is 1 to MAX_REPS as clap parsed it, the bounds of a plan's reps.
-    if let Some(n) = run.reps {
-        plan.reps = Reps::Fixed(n);
-    }
-    if let Some(s) = run.seed.value {
-        plan.seed = s;
-    }
-    if let Some(c) = run.cold.mode {
-        plan.cold = c;
-    }
-    if run.layout {
-        plan.layout = true;
-    }
-    if let Some(m) = run.mem_limit {
-        for t in &mut plan.testbeds {
-            t.mem_limit = Some(m.bytes());
-        }
-    }
-    if run.mem_charge.is_some() {
+/// What the command line gives a plan: each flag given wins over the plan's key of the same
+/// name (the plan's parser applies them).
+fn parse_options(c: &RunCmd) -> Result<ParseOptions> {
+    if c.run.mem_charge.is_some() {
         return Err(bad_input(
             "--mem-charge applies to one workload (bench, age, exercise); a plan's runs are limited with --mem-limit or a testbed's mem_limit",
         ));
     }
-    Ok(())
+    Ok(ParseOptions {
+        scale: c.scale,
+        workdir: c.testbeds.workdir.clone(),
+        device_model: c.testbeds.device_model.clone(),
+        settings: c.run.settings,
+        mem_limit: c.run.mem_limit.map(crate::units::Size::bytes),
+    })
 }
 
 /// Without root there are no testbeds: the quick study's workload on a temporary directory.
 fn quick_on_temp_dir(c: &RunCmd) -> Result<ExitCode> {
     let preset = presets::find("quick").context("the quick preset is built in")?;
-    let plan = plan::parse(preset.toml, &preset.source(), &ParseOptions::default())?;
+    let plan = plan::parse(preset.toml, &preset.source(), &parse_options(c)?)?;
     let wl = plan.workloads[0].workload.clone();
-    let reps = c.run.reps.unwrap_or(plan.reps.initial());
+    let reps = plan.reps.initial();
     // Made exclusively, mode 0700, under an unpredictable name: another user of the shared
     // temporary directory cannot plant it beforehand. Removed (it only) on drop.
     let temp = tempfile::Builder::new()
@@ -504,13 +492,15 @@ fn quick_on_temp_dir(c: &RunCmd) -> Result<ExitCode> {
     );
     let opts = RunOptions {
         reps,
-        seed: c.run.seed.value,
-        cold: c.run.cold.or(ColdMode::None),
+        // A directory is no plan's testbed: the seed and the cold mode are those of a run
+        // without a plan (from the clock; warm, as dropping caches needs root).
+        seed: c.run.settings.seed.value,
+        cold: c.run.settings.cold.or_default(),
         mem_limit: None,
         mem_charge: None,
         out: Some(c.run.out.dir.clone()),
         progress: Progress::new(c.output.silent()),
-        layout: c.run.layout,
+        layout: plan.layout,
         precondition: None,
         study: None,
         coordinator: Default::default(),

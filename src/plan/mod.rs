@@ -18,6 +18,8 @@
 //! fresh = "per-run"         # or "per-testbed": one filesystem for all runs on a testbed
 //! cold = "drop"             # between phases: none | drop | remount
 //! seed = 1                  # default 1: plans are reproducible, and --resume relies on it
+//! layout = true             # reps, seed, cold and layout are the run settings: the flags of
+//!                           #   the same names (--seed ...) declare them, and win over them
 //!
 //! [[testbed]]               # one per configuration
 //! label = "ext4-noextent"   # default: the fs name; labels are unique
@@ -100,7 +102,7 @@ pub use execute::{
     PlannedRun, SMOKE_SCALE,
 };
 #[cfg(test)]
-pub(crate) use parse::parse_test;
+pub(crate) use parse::{parse_test, setting_keys, settings_of, OWN_KEYS};
 pub use parse::{Location, ParseOptions};
 pub use question::{check_phases, PlanQuestion};
 pub use scale::{scale_class, ScaleClass, FIELD_SCALES};
@@ -136,9 +138,6 @@ pub const AUTO_CV_TARGET: f64 = 0.05;
 pub const AUTO_MAX_REPS: u32 = 10;
 /// `reps = "auto"` always makes at least this many runs (a CV of two values means little).
 pub const AUTO_MIN_REPS: u32 = 3;
-/// The seed of a plan that names none: plans are reproducible by default, and `--resume`
-/// recognises finished runs by a hash that includes the seed.
-pub const DEFAULT_SEED: u64 = 1;
 
 /// How often each testbed × workload cell runs.
 #[derive(Debug, Clone, Copy, PartialEq)]

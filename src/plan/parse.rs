@@ -14,17 +14,17 @@ use toml::Spanned;
 use super::question::{self, RawQuestion};
 use super::{
     scale, Fresh, Plan, PlanTestbed, PlanWorkload, Reps, AUTO_CV_TARGET, AUTO_MAX_REPS,
-    AUTO_MIN_REPS, DEFAULT_SEED,
+    AUTO_MIN_REPS,
 };
 use crate::error::bad_input;
 use crate::registry::{self, sweep};
 use crate::runner::admit;
-use crate::runner::params::MAX_REPS;
+use crate::runner::params::{RepsSetting, RunSettings, DEFAULT_REPS, MAX_REPS};
 use crate::testbed::device::ProfileRef;
 use crate::testbed::params::{plan_keys, SIZE_KEY};
 use crate::testbed::{default_workdir, Backing, FsKind, TestbedParams, TestbedSpec};
 use crate::units::{format_size, parse_size};
-use crate::workload::{ColdMode, Workload};
+use crate::workload::Workload;
 
 /// A place in a plan: the file (a path, or `preset NAME`) and the line and column, both from
 /// 1. A plan that extends a preset has entries written in the preset: their places name it.
@@ -64,8 +64,10 @@ impl Location {
 
 /// A plan's TOML as its raw tables: `Q` is how a `[[question]]` is read — as a question, or,
 /// for a plan that extends a preset or is extended, as a table that may state only some keys.
+/// The plan's own keys are its fields ([`OWN_KEYS`]); every other top-level key is in
+/// `settings`, read as the run settings ([`RunSettings`]) by [`read_settings`], which refuses
+/// a key that is not one.
 #[derive(Deserialize)]
-#[serde(deny_unknown_fields)]
 pub(super) struct RawPlan<Q = Spanned<RawQuestion>> {
     /// `extends = "PRESET"`: the plan states only what it changes of it (see [`super::extends`]).
     pub(super) extends: Option<Spanned<String>>,
@@ -75,13 +77,9 @@ pub(super) struct RawPlan<Q = Spanned<RawQuestion>> {
     pub(super) drop_questions: Option<Spanned<Vec<Spanned<String>>>>,
     name: Option<Spanned<String>>,
     description: Option<Spanned<String>>,
-    reps: Option<Spanned<toml::Value>>,
     cv_target: Option<Spanned<f64>>,
     max_reps: Option<Spanned<i64>>,
     fresh: Option<Spanned<String>>,
-    cold: Option<Spanned<String>>,
-    layout: Option<Spanned<bool>>,
-    seed: Option<Spanned<i64>>,
     #[serde(default)]
     pub(super) testbed: Vec<RawWorkload>,
     #[serde(default)]
@@ -89,7 +87,28 @@ pub(super) struct RawPlan<Q = Spanned<RawQuestion>> {
     pub(super) age: Option<RawWorkload>,
     #[serde(default = "Vec::new")]
     pub(super) question: Vec<Q>,
+    /// The other top-level keys: the run settings, under their flags' names.
+    #[serde(flatten)]
+    settings: BTreeMap<String, toml::Value>,
 }
+
+/// The keys of a plan's top level that are the plan's own, [`RawPlan`]'s fields: the others
+/// are the run settings, which the command line also takes as flags.
+pub(crate) const OWN_KEYS: [&str; 13] = [
+    "extends",
+    "drop_testbeds",
+    "drop_workloads",
+    "drop_questions",
+    "name",
+    "description",
+    "cv_target",
+    "max_reps",
+    "fresh",
+    "testbed",
+    "workload",
+    "age",
+    "question",
+];
 
 /// The keys of a `[[testbed]]` that are not testbed settings ([`TestbedParams`]): which
 /// testbed it is (`fs`, `label`) and what only a plan says of it.
@@ -190,11 +209,17 @@ pub struct ParseOptions {
     /// `--device-model PROFILE`: every testbed on this emulated disk (each keeps its
     /// `device_offset` and `device_model_during`).
     pub device_model: Option<ProfileRef>,
+    /// The run settings given as flags (`--reps`, `--seed`, `--cold`, `--layout`): each one
+    /// given wins over the plan's key of the same name.
+    pub settings: RunSettings,
+    /// `--mem-limit SIZE`: every testbed's memory limit, over its `mem_limit`.
+    pub mem_limit: Option<u64>,
 }
 
 /// Parses and validates a plan whose `extends` is resolved (see [`super::parse`]).
 pub(super) fn parse_src(src: &Src, opts: &ParseOptions) -> Result<Plan> {
     let raw: RawPlan = read_raw(src)?;
+    let own = read_settings(src, &raw)?;
     let source = src.name;
     let scale_f = opts.scale.unwrap_or(1.0);
     if !(scale_f.is_finite() && scale_f > 0.0) {
@@ -212,9 +237,10 @@ pub(super) fn parse_src(src: &Src, opts: &ParseOptions) -> Result<Plan> {
         }
         None => None,
     };
-    let layout = raw.layout.as_ref().is_some_and(|l| *l.get_ref());
-    let reps = parse_reps(src, &raw)?;
-    let (fresh, cold, seed) = run_settings(src, &raw)?;
+    // The command line's flags over the plan's keys: the one place they meet.
+    let given = opts.settings.over(own);
+    let reps = parse_reps(src, &raw, own.reps, given.reps)?;
+    let fresh = parse_fresh(src, &raw)?;
     require_entries(src, &raw)?;
 
     let workloads = parse_workloads(src, &raw, fresh, scale_f)?;
@@ -230,6 +256,12 @@ pub(super) fn parse_src(src: &Src, opts: &ParseOptions) -> Result<Plan> {
             &workloads,
         )?;
         check_disk(src, tb, &at, written(&tb.spec, &workloads, age.is_some()))?;
+    }
+    // --mem-limit replaces every testbed's limit as given, as it limits a bench run.
+    if let Some(m) = opts.mem_limit {
+        for tb in &mut testbeds {
+            tb.mem_limit = Some(m);
+        }
     }
 
     let questions = question::resolve(src, &raw.question, &testbeds, &workloads, age.as_ref())?;
@@ -263,11 +295,11 @@ pub(super) fn parse_src(src: &Src, opts: &ParseOptions) -> Result<Plan> {
         workloads,
         reps,
         fresh,
-        cold,
-        seed,
+        cold: given.cold.or_default(),
+        seed: given.seed.in_a_plan(),
         scale: scale_f,
         notes,
-        layout,
+        layout: given.layout,
         age,
         questions,
     })
@@ -289,41 +321,74 @@ pub(super) fn read_raw<Q: serde::de::DeserializeOwned>(src: &Src) -> Result<RawP
     })
 }
 
-/// The plan's top-level `fresh`, `cold` and `seed`, with their defaults.
-fn run_settings(src: &Src, raw: &RawPlan) -> Result<(Fresh, ColdMode, u64)> {
-    let fresh = match &raw.fresh {
-        None => Fresh::PerRun,
-        Some(s) => s.get_ref().parse::<Fresh>().map_err(|_| {
-            src.err(
-                s.span(),
-                "fresh",
-                format!(
-                    "unknown value {:?}; allowed: {}",
-                    s.get_ref(),
-                    Fresh::ALL.map(|f| format!("\"{}\"", f.name())).join(", ")
-                ),
-            )
-        })?,
+/// The plan's `fresh`, [`Fresh::PerRun`] when it names none.
+fn parse_fresh(src: &Src, raw: &RawPlan) -> Result<Fresh> {
+    let Some(s) = &raw.fresh else {
+        return Ok(Fresh::PerRun);
     };
-    let cold = match &raw.cold {
-        None => ColdMode::None,
-        Some(s) => s.get_ref().parse::<ColdMode>().map_err(|_| {
-            src.err(
-                s.span(),
-                "cold",
-                format!(
-                    "unknown value {:?}; allowed: \"none\", \"drop\", \"remount\"",
-                    s.get_ref()
-                ),
-            )
-        })?,
-    };
-    let seed = match &raw.seed {
-        None => DEFAULT_SEED,
-        Some(s) if *s.get_ref() >= 0 => *s.get_ref() as u64,
-        Some(s) => return Err(src.err(s.span(), "seed", "must be 0 or more")),
-    };
-    Ok((fresh, cold, seed))
+    s.get_ref().parse::<Fresh>().map_err(|_| {
+        src.err(
+            s.span(),
+            "fresh",
+            format!(
+                "unknown value {:?}; allowed: {}",
+                s.get_ref(),
+                Fresh::ALL.map(|f| format!("\"{}\"", f.name())).join(", ")
+            ),
+        )
+    })
+}
+
+/// The run settings the plan's top level writes (`reps`, `seed`, `cold`, `layout`), read as
+/// [`RunSettings`]: the type that declares their flags, so that a key and its flag have one
+/// parser and one bound. A key that is neither the plan's own nor a run setting is refused at
+/// itself, a bad value at itself.
+fn read_settings<Q>(src: &Src, raw: &RawPlan<Q>) -> Result<RunSettings> {
+    if raw.settings.is_empty() {
+        return Ok(RunSettings::default());
+    }
+    // Where each key is written: serde's flatten keeps the values but not their places.
+    let top: BTreeMap<Spanned<String>, Spanned<toml::Value>> =
+        toml::from_str(src.text).map_err(|e| src.err(e.span().unwrap_or(0..0), "", e.message()))?;
+    let at = |key: &str| top.iter().find(|(k, _)| k.get_ref() == key);
+    let keys = setting_keys();
+    if let Some(k) = raw.settings.keys().find(|k| !keys.contains(k)) {
+        let quoted = |ks: &mut dyn Iterator<Item = &str>| {
+            ks.map(|k| format!("`{k}`")).collect::<Vec<_>>().join(", ")
+        };
+        return Err(src.err(
+            at(k).map_or(0..0, |(k, _)| k.span()),
+            k,
+            format!(
+                "unknown field `{k}`, expected one of {}, or a run setting: {}",
+                quoted(&mut OWN_KEYS.into_iter()),
+                quoted(&mut keys.iter().map(String::as_str))
+            ),
+        ));
+    }
+    let given: serde_json::Map<String, serde_json::Value> = raw
+        .settings
+        .iter()
+        .map(|(k, v)| (k.clone(), toml_to_json(v)))
+        .collect();
+    serde_path_to_error::deserialize::<_, RunSettings>(serde_json::Value::Object(given)).map_err(
+        |e| {
+            let key = e.path().iter().find_map(|seg| match seg {
+                serde_path_to_error::Segment::Map { key } => Some(key.clone()),
+                _ => None,
+            });
+            let span = key.as_deref().and_then(at).map_or(0..0, |(_, v)| v.span());
+            src.err(span, key.as_deref().unwrap_or(""), e.into_inner())
+        },
+    )
+}
+
+/// The keys of the run settings: their flags' names with `_` for `-` (clap's ids).
+pub(crate) fn setting_keys() -> Vec<String> {
+    let cmd = <RunSettings as clap::Args>::augment_args(clap::Command::new("keys"));
+    cmd.get_arguments()
+        .map(|a| a.get_id().as_str().to_string())
+        .collect()
 }
 
 /// A plan needs at least one `[[workload]]` and one `[[testbed]]`.
@@ -422,29 +487,16 @@ fn kind_names() -> String {
         .join(", ")
 }
 
-fn parse_reps(src: &Src, raw: &RawPlan) -> Result<Reps> {
-    let reps = match &raw.reps {
-        None => Reps::Fixed(1),
-        Some(r) => match r.get_ref() {
-            toml::Value::Integer(n) if (1..=i64::from(MAX_REPS)).contains(n) => {
-                Reps::Fixed(*n as u32)
-            }
-            toml::Value::String(s) if s == "auto" => Reps::Auto {
-                cv: AUTO_CV_TARGET,
-                max: AUTO_MAX_REPS,
-            },
-            other => {
-                return Err(src.err(
-                    r.span(),
-                    "reps",
-                    format!(
-                        "{other} is not allowed; give a number of repetitions from 1 to {MAX_REPS}, or \"auto\" (repeat until the run time varies by less than cv_target)"
-                    ),
-                ))
-            }
-        },
-    };
-    let Reps::Auto { mut cv, mut max } = reps else {
+/// The reps of the plan's runs: `given`, the plan's `own` with the command line's `--reps`
+/// over it ([`RunSettings::over`]); `cv_target` and `max_reps` go with the plan's own
+/// `reps = "auto"`.
+fn parse_reps(
+    src: &Src,
+    raw: &RawPlan,
+    own: Option<RepsSetting>,
+    given: Option<RepsSetting>,
+) -> Result<Reps> {
+    if own != Some(RepsSetting::Auto) {
         for (what, span) in [
             ("cv_target", raw.cv_target.as_ref().map(|c| c.span())),
             ("max_reps", raw.max_reps.as_ref().map(|c| c.span())),
@@ -457,6 +509,16 @@ fn parse_reps(src: &Src, raw: &RawPlan) -> Result<Reps> {
                 ));
             }
         }
+    }
+    let reps = match given {
+        None => Reps::Fixed(DEFAULT_REPS),
+        Some(RepsSetting::Count(n)) => Reps::Fixed(n),
+        Some(RepsSetting::Auto) => Reps::Auto {
+            cv: AUTO_CV_TARGET,
+            max: AUTO_MAX_REPS,
+        },
+    };
+    let Reps::Auto { mut cv, mut max } = reps else {
         return Ok(reps);
     };
     if let Some(c) = &raw.cv_target {
@@ -1123,6 +1185,14 @@ fn check_disk(src: &Src, tb: &PlanTestbed, at: &FieldSpans, written: u64) -> Res
 
 /// Parses `text` as the plan file `t.toml`, scaled by `scale`, with the system's temporary
 /// directory as its workdir: the plans of the unit tests.
+/// The run settings a plan `text` (the file `t.toml`) gives, as its parser reads them.
+#[cfg(test)]
+pub(crate) fn settings_of(text: &str) -> Result<RunSettings> {
+    let src = Src::new("t.toml", text);
+    let raw: RawPlan = read_raw(&src)?;
+    read_settings(&src, &raw)
+}
+
 #[cfg(test)]
 pub(crate) fn parse_test(text: &str, scale: Option<f64>) -> Result<Plan> {
     let opts = ParseOptions {
@@ -1137,6 +1207,7 @@ pub(crate) fn parse_test(text: &str, scale: Option<f64>) -> Result<Plan> {
 mod tests {
     use super::*;
     use crate::plan::parse;
+    use crate::workload::ColdMode;
 
     fn p(text: &str) -> Result<Plan> {
         parse_test(text, None)
@@ -1258,36 +1329,6 @@ file_size = "64K"
         assert_eq!(walked, samples.len(), "every sample is a flag");
     }
 
-    /// The run flags a plan's top level takes are keys of the same name, with the flag's
-    /// meaning; a new run flag must be taken by plans or named here as the command line's own.
-    #[test]
-    fn run_flags_are_the_plan_s_top_level_keys() {
-        use crate::runner::params::RunParams;
-        use clap::{Args, Command};
-        // Where results go is the command's; a plan's memory limit is per testbed.
-        let command_line_only = ["out", "mem_limit", "mem_charge"];
-        let body = "\n[[testbed]]\nfs = \"ext4\"\nfs_size = \"256M\"\n\n[[workload]]\nkind = \"tree\"\ndirs = 1\nfiles = 1\nfile_size = \"4K\"\n";
-        let cmd = RunParams::augment_args(Command::new("run"));
-        for arg in cmd.get_arguments() {
-            let key = arg.get_id().as_str();
-            if command_line_only.contains(&key) {
-                continue;
-            }
-            let (value, check): (&str, fn(&Plan) -> bool) = match key {
-                "reps" => ("3", |p| p.reps == Reps::Fixed(3)),
-                "seed" => ("7", |p| p.seed == 7),
-                "cold" => ("\"remount\"", |p| p.cold == ColdMode::Remount),
-                "layout" => ("true", |p| p.layout),
-                _ => panic!(
-                    "--{key}: take it in plans (and add it here) or name it command-line only"
-                ),
-            };
-            let plan =
-                p(&format!("{key} = {value}\n{body}")).unwrap_or_else(|e| panic!("{key}: {e:#}"));
-            assert!(check(&plan), "{key} = {value}");
-        }
-    }
-
     const INTERLEAVE: &str = "[[testbed]]\nlabel = \"e\"\nfs = \"ext4\"\nsize = \"1G\"\nMKFS\n\n[[workload]]\nkind = \"interleave\"\ndirs = 9890\nfiles = 14\n";
 
     #[test]
@@ -1327,7 +1368,7 @@ file_size = "64K"
         assert_eq!(plan.reps, Reps::Fixed(2));
         assert_eq!(plan.cold, ColdMode::Drop);
         assert_eq!(plan.fresh, Fresh::PerRun);
-        assert_eq!(plan.seed, DEFAULT_SEED);
+        assert_eq!(plan.seed, crate::runner::params::Seed::IN_A_PLAN);
         assert_eq!(plan.testbeds.len(), 2);
         assert_eq!(plan.testbeds[0].spec.mkfs_opts, vec!["-O", "^extent"]);
         assert_eq!(plan.testbeds[0].mem_limit, Some(64 << 20));
@@ -1384,10 +1425,16 @@ file_size = "64K"
 
     #[test]
     fn wrong_values_list_the_allowed_ones() {
+        // The flag's own message: one parser for --cold and cold.
         let e = err(&OK.replace("cold = \"drop\"", "cold = \"icy\""));
-        assert!(
-            e.starts_with("t.toml:4:8:") && e.contains("\"remount\""),
-            "{e}"
+        assert_eq!(
+            e,
+            "t.toml:4:8: cold: unknown cold-cache mode \"icy\"; use none, drop or remount"
+        );
+        let e = err(&OK.replace("reps = 2", "reps = 2\nseed = -1"));
+        assert_eq!(
+            e,
+            "t.toml:4:8: seed: -1 is not a seed; give a whole number from 0 to 18446744073709551615"
         );
         let e = err(&OK.replace(
             "fs = \"ext4\"\nsize = \"256M\"",

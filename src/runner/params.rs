@@ -1,8 +1,10 @@
 //! The settings of how runs are made, declared once: [`RunParams`] derives `clap::Args` (the
 //! run flags of `bench`, `age`, `exercise` and `run`, its doc comments their `--help` text)
-//! and serde (its field names are the keys a plan's top level writes them under: `reps`,
-//! `seed`, `cold`, `layout`). How results are printed (`--format`, `--json`, `--quiet`) is
-//! declared with the output, not here.
+//! and serde. Those a plan's top level also takes, `reps`, `seed`, `cold` and `layout`, are
+//! [`RunSettings`], which a plan reads its keys into: a key and its flag have one name, parser,
+//! bound and default (`cli::plan_keys` walks both to keep it so); the command line's win over
+//! the plan's ([`RunSettings::over`]). How results are printed (`--format`, `--json`,
+//! `--quiet`) is declared with the output, not here.
 //!
 //! `--seed`, `--cold` and `--out` are also taken by commands that have no use for the other run
 //! settings (`read`, `study append`, `devices check` and `fit`), so each is a one-flag type of
@@ -26,16 +28,134 @@ use super::RunOptions;
 /// run expands (a plan's runs, `--dry-run`'s listing) stays small.
 pub const MAX_REPS: u32 = 10_000;
 
+/// Repetitions when neither `--reps` nor a plan's `reps` says how many.
+pub const DEFAULT_REPS: u32 = 1;
+
+/// The repetitions the run settings may ask for, 1 to [`MAX_REPS`]: `n` as a count, if it is
+/// one. The one bound of `--reps` and a plan's `reps`.
+fn rep_count(n: u64) -> Option<u32> {
+    u32::try_from(n).ok().filter(|n| (1..=MAX_REPS).contains(n))
+}
+
 /// `--reps N`: 1 to [`MAX_REPS`].
-fn reps(text: &str) -> Result<u32, String> {
+fn reps(text: &str) -> Result<RepsSetting, String> {
     let n: u64 = text.trim().parse().map_err(|_| {
         format!("{text:?} is not a number of repetitions; give a whole number from 1 to {MAX_REPS}, e.g. --reps 5")
     })?;
-    match u32::try_from(n) {
-        Ok(n @ 1..=MAX_REPS) => Ok(n),
-        _ => Err(format!(
-            "{n} repetitions are out of range; give 1 to {MAX_REPS}, e.g. --reps 5"
-        )),
+    rep_count(n).map(RepsSetting::Count).ok_or_else(|| {
+        format!("{n} repetitions are out of range; give 1 to {MAX_REPS}, e.g. --reps 5")
+    })
+}
+
+/// How often a run is made: a count, or, in a plan, `"auto"` (repeat until the plan's questions
+/// are decided or the run time varies little; see [`crate::plan::Reps`]). The command line
+/// takes a count only.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum RepsSetting {
+    /// This many repetitions, 1 to [`MAX_REPS`].
+    Count(u32),
+    /// `reps = "auto"`.
+    Auto,
+}
+
+impl RepsSetting {
+    /// The count, when it is one.
+    pub fn count(self) -> Option<u32> {
+        match self {
+            RepsSetting::Count(n) => Some(n),
+            RepsSetting::Auto => None,
+        }
+    }
+}
+
+impl Serialize for RepsSetting {
+    fn serialize<S: serde::Serializer>(&self, s: S) -> Result<S::Ok, S::Error> {
+        match self {
+            RepsSetting::Count(n) => s.serialize_u32(*n),
+            RepsSetting::Auto => s.serialize_str("auto"),
+        }
+    }
+}
+
+impl<'de> Deserialize<'de> for RepsSetting {
+    fn deserialize<D: serde::Deserializer<'de>>(d: D) -> Result<Self, D::Error> {
+        struct Visit;
+        impl serde::de::Visitor<'_> for Visit {
+            type Value = RepsSetting;
+            fn expecting(&self, f: &mut std::fmt::Formatter) -> std::fmt::Result {
+                write!(f, "a number of repetitions from 1 to {MAX_REPS}, or \"auto\" (repeat until the run time varies by less than cv_target)")
+            }
+            fn visit_u64<E: serde::de::Error>(self, n: u64) -> Result<RepsSetting, E> {
+                rep_count(n).map(RepsSetting::Count).ok_or_else(|| {
+                    E::custom(format!("{n} is not allowed; give a number of repetitions from 1 to {MAX_REPS}, or \"auto\" (repeat until the run time varies by less than cv_target)"))
+                })
+            }
+            fn visit_i64<E: serde::de::Error>(self, n: i64) -> Result<RepsSetting, E> {
+                match u64::try_from(n) {
+                    Ok(n) => self.visit_u64(n),
+                    Err(_) => Err(E::invalid_value(serde::de::Unexpected::Signed(n), &self)),
+                }
+            }
+            fn visit_str<E: serde::de::Error>(self, s: &str) -> Result<RepsSetting, E> {
+                match s {
+                    "auto" => Ok(RepsSetting::Auto),
+                    _ => Err(E::invalid_value(serde::de::Unexpected::Str(s), &self)),
+                }
+            }
+        }
+        d.deserialize_any(Visit)
+    }
+}
+
+/// The run settings a plan's top level also takes, under the same names (`reps`, `seed`,
+/// `cold`, `layout`): one declaration of each, its name, parser, bound and help, whether it is
+/// given as a flag or as a plan key. A plan reads them into this type itself (see
+/// [`crate::plan`]), and the flags given on the command line win over the plan's
+/// ([`Self::over`]).
+#[derive(Debug, Clone, Copy, PartialEq, Serialize, Deserialize, Args)]
+#[serde(default)]
+pub struct RunSettings {
+    // The help names the default from its constant (see `reps_help`).
+    #[arg(long, value_name = "N", value_parser = reps, help = reps_help())]
+    pub reps: Option<RepsSetting>,
+    #[command(flatten)]
+    pub seed: Seed,
+    #[command(flatten)]
+    pub cold: Cold,
+    /// After the workload's last write phase, record the block layout of its tree (extents as
+    /// filefrag counts them, fragmentation factor, layout score, ...) and the free-space
+    /// fragmentation of the target in the result, under `layout`.
+    #[arg(long)]
+    pub layout: bool,
+}
+
+/// `--reps`'s help, its default [`DEFAULT_REPS`] written in.
+fn reps_help() -> String {
+    format!(
+        "Repetitions; with --fs each gets a fresh filesystem [default: {DEFAULT_REPS}; with a plan, the plan's reps, which may also be \"auto\"]"
+    )
+}
+
+impl Default for RunSettings {
+    fn default() -> Self {
+        crate::workload::params::defaults()
+    }
+}
+
+impl RunSettings {
+    /// These settings over `under`: each one given here wins, the others are `under`'s (the
+    /// command line's flags over a plan's keys).
+    pub fn over(self, under: Self) -> Self {
+        Self {
+            reps: self.reps.or(under.reps),
+            seed: Seed {
+                value: self.seed.value.or(under.seed.value),
+            },
+            cold: Cold {
+                mode: self.cold.mode.or(under.cold.mode),
+            },
+            layout: self.layout || under.layout,
+        }
     }
 }
 
@@ -46,14 +166,10 @@ fn reps(text: &str) -> Result<u32, String> {
 #[serde(default)]
 #[command(next_help_heading = "Runs and results")]
 pub struct RunParams {
-    /// Repetitions; with --fs each gets a fresh filesystem [default: 1; with a plan, the
-    /// plan's reps].
-    #[arg(long, value_name = "N", value_parser = reps)]
-    pub reps: Option<u32>,
+    /// The settings a plan also takes.
     #[command(flatten)]
-    pub seed: Seed,
-    #[command(flatten)]
-    pub cold: Cold,
+    #[serde(flatten)]
+    pub settings: RunSettings,
     /// Run inside a memory cgroup limited to SIZE, page cache included (cgroup2 memory.max,
     /// else cgroup v1 memory.limit_in_bytes); with a plan, for every testbed (a testbed's
     /// mem_limit).
@@ -70,11 +186,6 @@ pub struct RunParams {
     pub mem_charge: Option<Size>,
     #[command(flatten)]
     pub out: ResultsDir,
-    /// After the workload's last write phase, record the block layout of its tree (extents as
-    /// filefrag counts them, fragmentation factor, layout score, ...) and the free-space
-    /// fragmentation of the target in the result, under `layout`.
-    #[arg(long)]
-    pub layout: bool,
 }
 
 impl Default for RunParams {
@@ -88,14 +199,19 @@ impl RunParams {
     /// says. Under MPI only rank 0 writes results and shows progress.
     pub fn options(&self, silent: bool, coordinator: crate::dist::Coord) -> RunOptions {
         RunOptions {
-            reps: self.reps.unwrap_or(1),
-            seed: self.seed.value,
-            cold: self.cold.or(ColdMode::None),
+            // The command line gives a count or nothing: "auto" is a plan's.
+            reps: self
+                .settings
+                .reps
+                .and_then(RepsSetting::count)
+                .unwrap_or(DEFAULT_REPS),
+            seed: self.settings.seed.value,
+            cold: self.settings.cold.or_default(),
             mem_limit: self.mem_limit.map(Size::bytes),
             mem_charge: self.mem_charge.map(Size::bytes),
             out: (!coordinator.is_secondary()).then(|| self.out.dir.clone()),
             progress: Progress::new(silent || coordinator.is_secondary()),
-            layout: self.layout,
+            layout: self.settings.layout,
             precondition: None,
             study: None,
             coordinator,
@@ -110,36 +226,129 @@ impl RunParams {
 #[serde(transparent)]
 #[group(skip)]
 pub struct Seed {
-    /// Seed for every random choice (recorded in results) [default: from the clock; with a
-    /// plan, the plan's seed, 1 when it names none; `devices check` and `fit`: 1].
-    #[arg(id = "seed", long = "seed", value_name = "SEED")]
+    // The help names the default of a plan from its constant (see `seed_help`).
+    #[arg(
+        id = "seed",
+        long = "seed",
+        value_name = "SEED",
+        help = seed_help(),
+        value_parser = seed
+    )]
+    #[serde(deserialize_with = "seed_key")]
     pub value: Option<u64>,
 }
 
+/// What a seed may be, for the refusal of `shown`: the flag's and the plan key's words.
+fn not_a_seed(shown: impl std::fmt::Display) -> String {
+    format!(
+        "{shown} is not a seed; give a whole number from 0 to {}",
+        u64::MAX
+    )
+}
+
+/// `--seed S`.
+fn seed(text: &str) -> Result<u64, String> {
+    text.trim()
+        .parse()
+        .map_err(|_| not_a_seed(format!("{text:?}")))
+}
+
+/// A plan's `seed = S`, refused in the flag's words.
+fn seed_key<'de, D: serde::Deserializer<'de>>(d: D) -> Result<Option<u64>, D::Error> {
+    struct Visit;
+    impl<'de> serde::de::Visitor<'de> for Visit {
+        type Value = Option<u64>;
+        fn expecting(&self, f: &mut std::fmt::Formatter) -> std::fmt::Result {
+            write!(f, "a seed, a whole number from 0 to {}", u64::MAX)
+        }
+        fn visit_u64<E: serde::de::Error>(self, n: u64) -> Result<Self::Value, E> {
+            Ok(Some(n))
+        }
+        fn visit_i64<E: serde::de::Error>(self, n: i64) -> Result<Self::Value, E> {
+            u64::try_from(n)
+                .map(Some)
+                .map_err(|_| E::custom(not_a_seed(n)))
+        }
+        fn visit_none<E: serde::de::Error>(self) -> Result<Self::Value, E> {
+            Ok(None)
+        }
+        fn visit_unit<E: serde::de::Error>(self) -> Result<Self::Value, E> {
+            Ok(None)
+        }
+        fn visit_some<D: serde::Deserializer<'de>>(self, d: D) -> Result<Self::Value, D::Error> {
+            d.deserialize_any(self)
+        }
+    }
+    d.deserialize_option(Visit)
+}
+
+/// `--seed`'s help, its plan default [`Seed::IN_A_PLAN`] written in.
+fn seed_help() -> String {
+    format!(
+        "Seed for every random choice (recorded in results) [default: from the clock; with a plan, the plan's seed, {} when it names none; `devices check` and `fit`: 1]",
+        Seed::IN_A_PLAN
+    )
+}
+
 impl Seed {
+    /// The seed of a plan that names none (and is not given one by `--seed`): plans are
+    /// reproducible by default, and `--resume` recognises finished runs by a hash that includes
+    /// the seed. `--seed`'s help states it.
+    pub const IN_A_PLAN: u64 = 1;
+
     /// The seed given, else one from the clock (the default of a run without a plan).
     pub fn or_clock(self) -> u64 {
         self.value.unwrap_or_else(super::admit::clock_seed)
     }
+
+    /// The seed given, else [`Self::IN_A_PLAN`] (the default of a plan's runs).
+    pub fn in_a_plan(self) -> u64 {
+        self.value.unwrap_or(Self::IN_A_PLAN)
+    }
 }
 
-/// `--cold`, declared once: the run settings and `read`. Its default is the command's, and its
-/// help says each: none, but drop for `read`, whose study read every tree cold.
+/// `--cold`, declared once: the run settings and `read`. Its two defaults are here, and its
+/// help is written from them: [`Cold::BY_DEFAULT`] (a plan's too), but [`Cold::FOR_READ`] for
+/// `read`, whose study read every tree cold.
 #[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Serialize, Deserialize, Args)]
 #[serde(transparent)]
 #[group(skip)]
 pub struct Cold {
-    /// Make the cache cold between phases: drop (sync + drop_caches), remount (unmount and
-    /// mount again, testbeds only) or none [default: none, but drop for `read` (the study's
-    /// read tool read cold); with a plan, the plan's cold].
-    #[arg(id = "cold", long = "cold", value_name = "drop|remount|none")]
+    // The help names the defaults from their constants (see `cold_help`).
+    #[arg(
+        id = "cold",
+        long = "cold",
+        value_name = "drop|remount|none",
+        help = cold_help()
+    )]
     pub mode: Option<ColdMode>,
 }
 
+/// `--cold`'s help, its defaults written in.
+fn cold_help() -> String {
+    format!(
+        "Make the cache cold between phases: drop (sync + drop_caches), remount (unmount and mount again, testbeds only) or none [default: {}, but {} for `read` (the study's read tool read cold); with a plan, the plan's cold, {} when it names none]",
+        Cold::BY_DEFAULT,
+        Cold::FOR_READ,
+        Cold::BY_DEFAULT
+    )
+}
+
 impl Cold {
-    /// The mode given, else the command's `default`.
-    pub fn or(self, default: ColdMode) -> ColdMode {
-        self.mode.unwrap_or(default)
+    /// The caches between phases when no `--cold` (or plan's `cold`) says: as they are.
+    pub const BY_DEFAULT: ColdMode = ColdMode::None;
+    /// `read`'s when no `--cold` says: the fragmentation study's read tool read every tree
+    /// cold, so each phase starts from an emptied cache.
+    pub const FOR_READ: ColdMode = ColdMode::Drop;
+
+    /// The mode given, else [`Self::BY_DEFAULT`].
+    pub fn or_default(self) -> ColdMode {
+        self.mode.unwrap_or(Self::BY_DEFAULT)
+    }
+
+    /// The mode given, else [`Self::FOR_READ`] (`read`'s).
+    pub fn for_read(self) -> ColdMode {
+        self.mode.unwrap_or(Self::FOR_READ)
     }
 }
 
@@ -176,8 +385,8 @@ mod tests {
             "seed": 7, "cold": "drop", "out": "res"
         }))
         .unwrap();
-        assert_eq!(p.seed.value, Some(7));
-        assert_eq!(p.cold.or(ColdMode::None), ColdMode::Drop);
+        assert_eq!(p.settings.seed.value, Some(7));
+        assert_eq!(p.settings.cold.or_default(), ColdMode::Drop);
         assert_eq!(p.out.dir, PathBuf::from("res"));
         let v = serde_json::to_value(&p).unwrap();
         assert_eq!(
@@ -185,14 +394,55 @@ mod tests {
             (&7.into(), &"drop".into(), &"res".into())
         );
         let d = RunParams::default();
-        assert_eq!((d.seed.value, d.cold.mode), (None, None));
+        assert_eq!((d.settings.seed.value, d.settings.cold.mode), (None, None));
         assert_eq!(d.out.dir, PathBuf::from("fsgauge-results"));
+    }
+
+    /// `--seed` and a plan's `seed` refuse what is no seed in the same words.
+    #[test]
+    fn a_seed_is_refused_alike_as_a_flag_and_as_a_key() {
+        assert_eq!(seed("7"), Ok(7));
+        assert_eq!(seed(&u64::MAX.to_string()), Ok(u64::MAX));
+        let want = "is not a seed; give a whole number from 0 to 18446744073709551615";
+        assert_eq!(seed("-1"), Err(format!("\"-1\" {want}")));
+        let key = |v: serde_json::Value| {
+            serde_json::from_value::<RunSettings>(serde_json::json!({ "seed": v }))
+        };
+        assert_eq!(key(serde_json::json!(7)).unwrap().seed.value, Some(7));
+        assert_eq!(key(serde_json::Value::Null).unwrap().seed.value, None);
+        let e = key(serde_json::json!(-1)).unwrap_err().to_string();
+        assert_eq!(e, format!("-1 {want}"));
+        let e = key(serde_json::json!("x")).unwrap_err().to_string();
+        assert!(
+            e.contains("expected a seed, a whole number from 0 to"),
+            "{e}"
+        );
+    }
+
+    /// Each command's default cold mode is one constant, and `--cold`'s help states both.
+    #[test]
+    fn cold_defaults_are_the_constants_the_help_states() {
+        let none = Cold::default();
+        assert_eq!(none.or_default(), ColdMode::None);
+        assert_eq!(none.for_read(), ColdMode::Drop);
+        let given = Cold {
+            mode: Some(ColdMode::Remount),
+        };
+        assert_eq!(
+            (given.or_default(), given.for_read()),
+            (ColdMode::Remount, ColdMode::Remount)
+        );
+        assert!(
+            cold_help().contains("[default: none, but drop for `read`"),
+            "{}",
+            cold_help()
+        );
     }
 
     #[test]
     fn reps_are_one_to_the_limit() {
-        assert_eq!(reps("1"), Ok(1));
-        assert_eq!(reps("10000"), Ok(MAX_REPS));
+        assert_eq!(reps("1"), Ok(RepsSetting::Count(1)));
+        assert_eq!(reps("10000"), Ok(RepsSetting::Count(MAX_REPS)));
         for (text, needle) in [
             (
                 "0",

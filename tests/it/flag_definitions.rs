@@ -179,6 +179,17 @@ fn read_s_cold_default_and_devices_seed_default_are_in_the_one_help() {
         "{}",
         help("seed")
     );
+    // A plan's defaults too, written from the constants the plan's parser applies.
+    assert!(
+        help("cold").contains("with a plan, the plan's cold, none when it names none]"),
+        "{}",
+        help("cold")
+    );
+    assert!(
+        help("seed").contains("with a plan, the plan's seed, 1 when it names none"),
+        "{}",
+        help("seed")
+    );
 }
 
 #[test]

@@ -177,7 +177,7 @@ fn bench(cmd: &BenchCmd, run: &RunArgs) -> Result<ExitCode> {
 /// cells share one seed.
 fn run_sweep(place: &Place, whole: &dyn Workload, run: &RunArgs) -> Result<Vec<Outcome>> {
     let mut opts = run.options();
-    opts.seed = Some(run.params.seed.or_clock());
+    opts.seed = Some(run.params.settings.seed.or_clock());
     if !(sweep::splits(whole) && matches!(place, Place::Testbed(_))) {
         return crate::runner::run(place, whole, &opts);
     }

@@ -78,8 +78,8 @@ pub fn distributed(
         s.agree(ready)?;
         let mut run = run.clone();
         run.coordinator = Coord::new(s.clone());
-        let seed = run.params.seed.or_clock();
-        run.params.seed.value = Some(s.broadcast_u64(seed));
+        let seed = run.params.settings.seed.or_clock();
+        run.params.settings.seed.value = Some(s.broadcast_u64(seed));
         body(&run)
     })();
     match outcome {
