@@ -48,33 +48,16 @@ fn hdd_profile(picks: &[(u8, f64)], read_ahead: bool, write_cache: bool) -> Opti
     let mut picks = picks.iter().copied().chain(std::iter::repeat((2, 0.5)));
     let mut v = |name: &str| value(HDD_PARAMS, name, picks.next().unwrap_or((2, 0.5)));
     let capacity = v("capacity_bytes");
-    let outer = v("outer_mb_s");
-    let tt = v("track_to_track_ms");
-    let full = v("full_stroke_ms").max(tt * 2.0);
-    let mut h = HddParams {
-        rpm: v("rpm"),
-        heads: v("heads") as u32,
-        zones: v("zones") as u32,
-        outer_mb_s: outer,
-        inner_mb_s: v("inner_mb_s").min(outer),
-        track_to_track_ms: tt,
-        average_seek_ms: 0.0,
-        full_stroke_ms: full,
-        write_settle_ms: v("write_settle_ms"),
-        head_switch_ms: v("head_switch_ms"),
-        cylinder_switch_ms: v("cylinder_switch_ms"),
-        overhead_ms: v("overhead_ms"),
-        link_mb_s: v("link_mb_s"),
-        cache_bytes: v("cache_bytes") as u64,
-        cache_segments: v("cache_segments") as u32,
-        read_ahead,
-        write_cache,
-        queue: QueuePolicy::Fifo,
-        sptf_window: v("sptf_window") as u32,
-    };
+    let mut h = HddParams::from_figures(&mut v, read_ahead, write_cache, QueuePolicy::Fifo);
+    // Ordered as the parser demands; the drawn average seek is a place (0 to 50) between the
+    // least and the most the curve can reach.
+    h.inner_mb_s = h.inner_mb_s.min(h.outer_mb_s);
+    h.full_stroke_ms = h.full_stroke_ms.max(h.track_to_track_ms * 2.0);
+    let (tt, full) = (h.track_to_track_ms, h.full_stroke_ms);
+    let drawn = std::mem::take(&mut h.average_seek_ms);
     let cylinders = Geometry::new(&h, capacity as u64).ok()?.cylinders();
     let (lo, hi) = SeekCurve::average_range(tt * 1e6, full * 1e6, cylinders);
-    h.average_seek_ms = (lo + v("average_seek_ms") / 50.0 * (hi - lo)) / 1e6;
+    h.average_seek_ms = (lo + drawn / 50.0 * (hi - lo)) / 1e6;
     parsed("hdd", capacity, &h)
 }
 
@@ -82,16 +65,7 @@ fn ssd_profile(picks: &[(u8, f64)], write_cache: bool) -> Option<Profile> {
     let mut picks = picks.iter().copied().chain(std::iter::repeat((2, 0.5)));
     let mut v = |name: &str| value(SSD_PARAMS, name, picks.next().unwrap_or((2, 0.5)));
     let capacity = v("capacity_bytes");
-    let s = SsdParams {
-        read_latency_us: v("read_latency_us"),
-        write_latency_us: v("write_latency_us"),
-        read_mb_s: v("read_mb_s"),
-        write_mb_s: v("write_mb_s"),
-        channels: v("channels") as u32,
-        write_cache,
-        flush_ms: v("flush_ms"),
-    };
-    parsed("ssd", capacity, &s)
+    parsed("ssd", capacity, &SsdParams::from_figures(v, write_cache))
 }
 
 /// Serves `reqs` one at a time (each arriving its gap after the previous completes) and checks
