@@ -148,29 +148,18 @@ proptest! {
 fn a_flush_of_the_largest_cache_at_the_slowest_rate_fits_the_histograms() {
     let hi = |n: &str| range(HDD_PARAMS, n).1;
     let lo = |n: &str| range(HDD_PARAMS, n).0;
-    let mut h = HddParams {
-        rpm: lo("rpm"),
-        heads: hi("heads") as u32,
-        zones: lo("zones") as u32,
-        outer_mb_s: lo("outer_mb_s"),
-        inner_mb_s: lo("inner_mb_s"),
-        track_to_track_ms: lo("track_to_track_ms"),
-        average_seek_ms: 0.0,
+    // The slowest mechanics and media, the largest cache in one segment.
+    let slowest = |n: &str| match n {
+        "heads" | "write_settle_ms" | "head_switch_ms" | "cylinder_switch_ms" => hi(n),
         // The longest stroke whose average a √-then-linear curve keeps within its maximum.
-        full_stroke_ms: hi("full_stroke_ms").min(hi("average_seek_ms") * 1.8),
-        write_settle_ms: hi("write_settle_ms"),
-        head_switch_ms: hi("head_switch_ms"),
-        cylinder_switch_ms: hi("cylinder_switch_ms"),
-        overhead_ms: lo("overhead_ms"),
+        "full_stroke_ms" => hi(n).min(hi("average_seek_ms") * 1.8),
         // A fast link fills the cache faster than the media drains it.
-        link_mb_s: hi("link_mb_s"),
-        cache_bytes: hi("cache_bytes") as u64,
-        cache_segments: 1,
-        read_ahead: false,
-        write_cache: true,
-        queue: QueuePolicy::Fifo,
-        sptf_window: 1,
+        "link_mb_s" | "cache_bytes" => hi(n),
+        "cache_segments" | "sptf_window" => 1.0,
+        "average_seek_ms" => 0.0,
+        _ => lo(n),
     };
+    let mut h = HddParams::from_figures(slowest, false, true, QueuePolicy::Fifo);
     let capacity = hi("capacity_bytes");
     let cyl = Geometry::new(&h, capacity as u64)
         .expect("geometry")
