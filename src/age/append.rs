@@ -111,13 +111,7 @@ impl AppendParams {
                 "--read needs at least one of walk,random,blockorder,stat",
             ));
         }
-        if self.read_block == 0 || self.read_block > (1 << 30) {
-            return Err(bad_param(
-                "read_block",
-                "--read-block must be between 1 byte and 1G",
-            ));
-        }
-        Ok(())
+        params::check_block("read_block", self.read_block)
     }
 }
 

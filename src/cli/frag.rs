@@ -12,6 +12,7 @@ use clap::Args;
 
 use super::common::OutputArgs;
 use crate::error::bad_input;
+use crate::layout::metrics::{FlagCounts, Skipped};
 use crate::layout::{self, FileLayout, FreeSpace, LayoutSummary, ScanMethod, WalkOptions};
 use crate::report::document::Page;
 use crate::report::output::{csv_field, md_header, md_row, OutputFormat as Format};
@@ -146,7 +147,25 @@ pub fn summary_table(s: &LayoutSummary, paths: &[PathBuf]) -> String {
     let mut o = String::new();
     let names: Vec<String> = paths.iter().map(|p| p.display().to_string()).collect();
     let _ = writeln!(o, "layout of {}", names.join(", "));
-    let rows: Vec<(&str, String)> = vec![
+    for (k, v) in summary_rows(s) {
+        let _ = writeln!(o, "  {k:<24}{v}");
+    }
+    let _ = writeln!(o, "  {:<24}{}", "maps read with", maps_read_with(s));
+    for n in &s.method_notes {
+        let _ = writeln!(o, "  {:<24}{n}", "");
+    }
+    let flags = flagged_files(&s.flags);
+    if !flags.is_empty() {
+        let _ = writeln!(o, "  {:<24}{}", "files with flags", flags.join(", "));
+    }
+    write_extents(&mut o, s);
+    write_skipped(&mut o, &s.skipped);
+    o
+}
+
+/// The summary's figures, a (name, value) row each.
+fn summary_rows(s: &LayoutSummary) -> Vec<(&'static str, String)> {
+    vec![
         ("files", s.files.to_string()),
         (
             "bytes",
@@ -199,10 +218,11 @@ pub fn summary_table(s: &LayoutSummary, paths: &[PathBuf]) -> String {
                 s.locality.pairs
             ),
         ),
-    ];
-    for (k, v) in rows {
-        let _ = writeln!(o, "  {k:<24}{v}");
-    }
+    ]
+}
+
+/// How the block maps were read: how many files by each method.
+fn maps_read_with(s: &LayoutSummary) -> String {
     let mut methods = String::new();
     if s.ondisk_files > 0 {
         let _ = write!(methods, "on-disk inodes {}, ", s.ondisk_files);
@@ -221,12 +241,12 @@ pub fn summary_table(s: &LayoutSummary, paths: &[PathBuf]) -> String {
     if !s.method.is_empty() {
         let _ = write!(methods, " (--method {})", s.method);
     }
-    let _ = writeln!(o, "  {:<24}{methods}", "maps read with");
-    for n in &s.method_notes {
-        let _ = writeln!(o, "  {:<24}{n}", "");
-    }
-    let f = &s.flags;
-    let flags: Vec<String> = [
+    methods
+}
+
+/// The extent flags some files have, `name count` each.
+fn flagged_files(f: &FlagCounts) -> Vec<String> {
+    [
         ("inline", f.inline),
         ("unwritten", f.unwritten),
         ("shared", f.shared),
@@ -238,10 +258,11 @@ pub fn summary_table(s: &LayoutSummary, paths: &[PathBuf]) -> String {
     .iter()
     .filter(|(_, n)| *n > 0)
     .map(|(k, n)| format!("{k} {n}"))
-    .collect();
-    if !flags.is_empty() {
-        let _ = writeln!(o, "  {:<24}{}", "files with flags", flags.join(", "));
-    }
+    .collect()
+}
+
+/// The extents-per-file histogram and the files with the most extents.
+fn write_extents(o: &mut String, s: &LayoutSummary) {
     if !s.extents_histogram.is_empty() {
         let _ = writeln!(o, "\nextents per file   files");
         for b in &s.extents_histogram {
@@ -255,7 +276,10 @@ pub fn summary_table(s: &LayoutSummary, paths: &[PathBuf]) -> String {
             let _ = writeln!(o, "{}", table_row(w));
         }
     }
-    let sk = &s.skipped;
+}
+
+/// What the scan passed over, and why.
+fn write_skipped(o: &mut String, sk: &Skipped) {
     if sk.total() > 0 {
         let mut parts = Vec::new();
         for (n, what) in [
@@ -280,7 +304,6 @@ pub fn summary_table(s: &LayoutSummary, paths: &[PathBuf]) -> String {
             let _ = writeln!(o, "  {m}");
         }
     }
-    o
 }
 
 /// The free-space report as a table, in e2freefrag's layout.

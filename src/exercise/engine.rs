@@ -526,35 +526,7 @@ impl Exerciser {
                 .map_err(|e| self.io_fail(Some(op), "fdatasync", e)),
             OpKind::Copy => {
                 self.model.copy(op.off, op.len, op.dst);
-                // copy_file_range may copy less than asked: go on from where it stopped.
-                let (mut i, mut o) = (op.off, op.dst);
-                let mut left = op.len;
-                let mut res = Ok(());
-                while left > 0 {
-                    let r = match sys::copy_range(fd, i, o, left as usize) {
-                        Ok(r) => r,
-                        Err(Errno::EINTR) => continue,
-                        Err(e) => {
-                            res = Err(self.io_fail(Some(op), "copy_file_range", e));
-                            break;
-                        }
-                    };
-                    if r == 0 {
-                        res = Err(self.fail(
-                            Some(op),
-                            FailureKind::Short {
-                                call: "copy_file_range".into(),
-                                done: op.len - left,
-                                wanted: op.len,
-                            },
-                        ));
-                        break;
-                    }
-                    left -= r as u64;
-                    i += r as u64;
-                    o += r as u64;
-                }
-                res
+                self.copy_all(fd, op)
             }
             OpKind::Clone => {
                 self.model.copy(op.off, op.len, op.dst);
@@ -564,6 +536,32 @@ impl Exerciser {
         };
         r?;
         self.check_size(Some(op))
+    }
+
+    /// Copies `op`'s range within the file with copy_file_range, which may copy less than
+    /// asked: on from where it stopped, until all is copied or it copies nothing.
+    fn copy_all(&self, fd: BorrowedFd<'_>, op: Op) -> Result<(), Box<Failure>> {
+        let (mut i, mut o) = (op.off, op.dst);
+        let mut left = op.len;
+        while left > 0 {
+            let r = match sys::copy_range(fd, i, o, left as usize) {
+                Ok(r) => r as u64,
+                Err(Errno::EINTR) => continue,
+                Err(e) => return Err(self.io_fail(Some(op), "copy_file_range", e)),
+            };
+            if r == 0 {
+                let short = FailureKind::Short {
+                    call: "copy_file_range".into(),
+                    done: op.len - left,
+                    wanted: op.len,
+                };
+                return Err(self.fail(Some(op), short));
+            }
+            left -= r;
+            i += r;
+            o += r;
+        }
+        Ok(())
     }
 
     /// How far garbage may be put past EOF before `op` (exclusive file offset), where fsx -e

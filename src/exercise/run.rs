@@ -554,22 +554,22 @@ impl Runner {
         let remounts = AtomicU64::new(0);
         let verifies = AtomicU64::new(0);
 
+        let shared = Shared {
+            live: show.then_some(&*live),
+            failed: &failed,
+            finished: &finished,
+            decision: &decision,
+            barrier: &barrier,
+            failure: &failure,
+            other_error: &other_error,
+            verifies: &verifies,
+        };
         let recorders: Vec<Recorder> = std::thread::scope(|s| {
             let handles: Vec<_> = exercisers
                 .iter_mut()
                 .enumerate()
                 .map(|(w, ex)| {
                     let mut rec = meter.recorder(w as u32);
-                    let shared = Shared {
-                        live: show.then_some(&*live),
-                        failed: &failed,
-                        finished: &finished,
-                        decision: &decision,
-                        barrier: &barrier,
-                        failure: &failure,
-                        other_error: &other_error,
-                        verifies: &verifies,
-                    };
                     let inject: Vec<(u64, u64)> = if w == 0 { inject.clone() } else { Vec::new() };
                     s.spawn(move || {
                         worker(
@@ -581,34 +581,7 @@ impl Runner {
                 })
                 .collect();
             if remounting {
-                loop {
-                    barrier.wait();
-                    let d = if failed.load(Ordering::SeqCst) {
-                        STOP
-                    } else {
-                        match ctx.make_cold_with(ColdMode::Remount) {
-                            Ok(()) => {
-                                remounts.fetch_add(1, Ordering::Relaxed);
-                                if finished.load(Ordering::SeqCst) {
-                                    LAST
-                                } else {
-                                    CONTINUE
-                                }
-                            }
-                            Err(e) => {
-                                failed.store(true, Ordering::SeqCst);
-                                let mut g = other_error.lock().unwrap_or_else(|p| p.into_inner());
-                                g.get_or_insert(e.context("remounting the testbed"));
-                                STOP
-                            }
-                        }
-                    };
-                    decision.store(d, Ordering::SeqCst);
-                    barrier.wait();
-                    if d != CONTINUE {
-                        break;
-                    }
-                }
+                shared.remount(ctx, &remounts);
             }
             handles
                 .into_iter()
@@ -685,6 +658,8 @@ pub(super) fn report_failure(
     anyhow::Error::new(SystemFailure(format!("{}{who}{saved}", f.headline())))
 }
 
+/// What the workers and the remounting thread share: each worker a copy.
+#[derive(Clone, Copy)]
 struct Shared<'a> {
     live: Option<&'a Live>,
     failed: &'a AtomicBool,
@@ -709,6 +684,38 @@ impl Shared<'_> {
         self.failed.store(true, Ordering::SeqCst);
         let mut g = self.other_error.lock().unwrap_or_else(|p| p.into_inner());
         g.get_or_insert(e);
+    }
+
+    /// Remounts the testbed each time every worker has reached a remount point (counting them
+    /// in `remounts`), and tells the workers whether to go on: until one has failed, the
+    /// remount failed, or all have finished.
+    fn remount(&self, ctx: &mut RunContext, remounts: &AtomicU64) {
+        loop {
+            self.barrier.wait();
+            let d = if self.failed.load(Ordering::SeqCst) {
+                STOP
+            } else {
+                match ctx.make_cold_with(ColdMode::Remount) {
+                    Ok(()) => {
+                        remounts.fetch_add(1, Ordering::Relaxed);
+                        if self.finished.load(Ordering::SeqCst) {
+                            LAST
+                        } else {
+                            CONTINUE
+                        }
+                    }
+                    Err(e) => {
+                        self.error(e.context("remounting the testbed"));
+                        STOP
+                    }
+                }
+            };
+            self.decision.store(d, Ordering::SeqCst);
+            self.barrier.wait();
+            if d != CONTINUE {
+                return;
+            }
+        }
     }
 }
 

@@ -5,7 +5,9 @@
 //! histograms, and per-second time series.
 
 use std::collections::BTreeMap;
+use std::marker::PhantomData;
 
+use plotters::coord::ranged1d::AsRangedCoord;
 use plotters::prelude::*;
 use serde::Serialize;
 
@@ -77,6 +79,63 @@ fn err<E: std::fmt::Display>(e: E) -> String {
     e.to_string()
 }
 
+/// A chart's frame: its caption, its width and the room for the axis labels.
+struct Frame<'t> {
+    title: &'t str,
+    width: u32,
+    x_label_area: u32,
+    y_label_area: u32,
+}
+
+impl<'t> Frame<'t> {
+    /// The usual frame: `W` wide, 40 px under the x axis.
+    fn new(title: &'t str, y_label_area: u32) -> Self {
+        Frame {
+            title,
+            width: W,
+            x_label_area: 40,
+            y_label_area,
+        }
+    }
+}
+
+/// Tells a drawing closure that the SVG text (`'s`) outlives the chart drawn into it (`'a`),
+/// which plotters' series need and a closure's signature cannot otherwise say.
+type Outlives<'a, 's> = PhantomData<&'a &'s ()>;
+
+/// Draws one chart over `x` and `y` into SVG text: the white ground, the caption and the axes'
+/// room are the frame's, the rest `draw`'s. `None` where plotters fails.
+fn render<X, Y>(
+    frame: &Frame,
+    x: X,
+    y: Y,
+    draw: impl for<'r, 'a, 's> FnOnce(
+        &'r mut ChartContext<'a, SVGBackend<'s>, Cartesian2d<X::CoordDescType, Y::CoordDescType>>,
+        Outlives<'a, 's>,
+    ) -> Draw,
+) -> Option<String>
+where
+    X: AsRangedCoord,
+    Y: AsRangedCoord,
+{
+    let mut svg = String::new();
+    let drawn: Draw = (|| {
+        let root = SVGBackend::with_string(&mut svg, (frame.width, H)).into_drawing_area();
+        root.fill(&WHITE).map_err(err)?;
+        let mut chart = ChartBuilder::on(&root)
+            .caption(clean(frame.title), ("sans-serif", 15))
+            .margin(12)
+            .x_label_area_size(frame.x_label_area)
+            .y_label_area_size(frame.y_label_area)
+            .build_cartesian_2d(x, y)
+            .map_err(err)?;
+        draw(&mut chart, PhantomData)?;
+        root.present().map_err(err)
+    })();
+    drawn.ok()?;
+    Some(svg)
+}
+
 /// Every plot of the report, in a stable order.
 pub fn all(report: &Report) -> Vec<Plot> {
     let mut out = Vec::new();
@@ -144,19 +203,16 @@ fn bars(workload: &str, phase: &str, cells: &[&Cell]) -> Option<Plot> {
     // Wide enough that every testbed's label fits under its bar.
     let longest = data.iter().map(|d| d.0.chars().count()).max().unwrap_or(0) as u32;
     let width = W.max(n as u32 * (longest * 7 + 30).max(60) + 100);
-    let mut svg = String::new();
-    let drawn: Draw = (|| {
-        let root = SVGBackend::with_string(&mut svg, (width, H)).into_drawing_area();
-        root.fill(&WHITE).map_err(err)?;
-        let mut chart = ChartBuilder::on(&root)
-            .caption(clean(&title), ("sans-serif", 15))
-            .margin(12)
-            .x_label_area_size(50)
-            .y_label_area_size(70)
-            // Integer ranges are inclusive here: 0..=last gives one segment per bar (at least
-            // two, so the axis has a length).
-            .build_cartesian_2d((0..(n.max(2) - 1) as i32).into_segmented(), 0.0..top)
-            .map_err(err)?;
+    let frame = Frame {
+        title: &title,
+        width,
+        x_label_area: 50,
+        y_label_area: 70,
+    };
+    // Integer ranges are inclusive here: 0..=last gives one segment per bar (at least two, so
+    // the axis has a length).
+    let x = (0..(n.max(2) - 1) as i32).into_segmented();
+    let svg = render(&frame, x, 0.0..top, |chart, _| {
         let labels: Vec<String> = data.iter().map(|d| clean(&d.0)).collect();
         chart
             .configure_mesh()
@@ -195,9 +251,8 @@ fn bars(workload: &str, phase: &str, cells: &[&Cell]) -> Option<Plot> {
                 )
             }))
             .map_err(err)?;
-        root.present().map_err(err)
-    })();
-    drawn.ok()?;
+        Ok(())
+    })?;
     Some(Plot {
         id: ident(&["bars", workload, phase]),
         title,
@@ -273,7 +328,7 @@ fn against_lines(report: &Report) -> Vec<Plot> {
 /// every point; `corner` places the legend (plotters' default where `None`).
 fn draw_lines<'a, DB, X, Y>(
     chart: &mut ChartContext<'a, DB, Cartesian2d<X, Y>>,
-    series: &[(&str, Vec<(f64, f64)>)],
+    series: &[(impl AsRef<str>, Vec<(f64, f64)>)],
     marks: bool,
     corner: Option<SeriesLabelPosition>,
 ) -> Result<(), String>
@@ -287,7 +342,7 @@ where
         chart
             .draw_series(LineSeries::new(pts.clone(), c.stroke_width(2)))
             .map_err(err)?
-            .label(clean(label))
+            .label(clean(label.as_ref()))
             .legend(move |(x, y)| PathElement::new(vec![(x, y), (x + 18, y)], c.stroke_width(2)));
         if marks {
             chart
@@ -337,17 +392,8 @@ fn line_plot(report: &Report, lines: &Lines, per_tb: &PerTestbed) -> Option<Plot
         .fold(0.0f64, f64::max)
         .max(1e-9)
         * 1.15;
-    let mut svg = String::new();
-    let drawn: Draw = (|| {
-        let root = SVGBackend::with_string(&mut svg, (W, H)).into_drawing_area();
-        root.fill(&WHITE).map_err(err)?;
-        let mut chart = ChartBuilder::on(&root)
-            .caption(clean(&lines.title), ("sans-serif", 15))
-            .margin(12)
-            .x_label_area_size(40)
-            .y_label_area_size(70)
-            .build_cartesian_2d(0.0..xmax * 1.05, 0.0..ymax)
-            .map_err(err)?;
+    let frame = Frame::new(&lines.title, 70);
+    let svg = render(&frame, 0.0..xmax * 1.05, 0.0..ymax, |chart, _| {
         let whole = lines.whole_x;
         chart
             .configure_mesh()
@@ -375,15 +421,9 @@ fn line_plot(report: &Report, lines: &Lines, per_tb: &PerTestbed) -> Option<Plot
                 (t, pts)
             })
             .collect();
-        draw_lines(
-            &mut chart,
-            &series,
-            true,
-            Some(SeriesLabelPosition::UpperLeft),
-        )?;
-        root.present().map_err(err)
-    })();
-    drawn.ok().map(|()| Plot {
+        draw_lines(chart, &series, true, Some(SeriesLabelPosition::UpperLeft))
+    })?;
+    Some(Plot {
         id: lines.id.clone(),
         title: lines.title.clone(),
         svg,
@@ -443,17 +483,8 @@ fn latency(report: &Report, workload: &str, phase: &str) -> Option<Plot> {
         .max(1e-9)
         * 1.15;
     let title = format!("{workload} · {phase}: latency distribution");
-    let mut svg = String::new();
-    let drawn: Draw = (|| {
-        let root = SVGBackend::with_string(&mut svg, (W, H)).into_drawing_area();
-        root.fill(&WHITE).map_err(err)?;
-        let mut chart = ChartBuilder::on(&root)
-            .caption(clean(&title), ("sans-serif", 15))
-            .margin(12)
-            .x_label_area_size(40)
-            .y_label_area_size(60)
-            .build_cartesian_2d((lo / 1e3..hi / 1e3).log_scale(), 0.0..ymax)
-            .map_err(err)?;
+    let x = (lo / 1e3..hi / 1e3).log_scale();
+    let svg = render(&Frame::new(&title, 60), x, 0.0..ymax, |chart, _| {
         chart
             .configure_mesh()
             .x_desc("latency (µs, log scale)")
@@ -461,14 +492,8 @@ fn latency(report: &Report, workload: &str, phase: &str) -> Option<Plot> {
             .x_label_formatter(&|x| super::model::fmt_num(*x))
             .draw()
             .map_err(err)?;
-        let series: Vec<(&str, Vec<(f64, f64)>)> = lines
-            .iter()
-            .map(|(t, pts)| (t.as_str(), pts.clone()))
-            .collect();
-        draw_lines(&mut chart, &series, false, None)?;
-        root.present().map_err(err)
-    })();
-    drawn.ok()?;
+        draw_lines(chart, &lines, false, None)
+    })?;
     Some(Plot {
         id: ident(&["latency", workload, phase]),
         title,
@@ -534,17 +559,7 @@ fn series(report: &Report, workload: &str, phase: &str) -> Option<Plot> {
         .max(1.0)
         * 1.15;
     let title = format!("{workload} · {phase}: operations per second over time (first repetition)");
-    let mut svg = String::new();
-    let drawn: Draw = (|| {
-        let root = SVGBackend::with_string(&mut svg, (W, H)).into_drawing_area();
-        root.fill(&WHITE).map_err(err)?;
-        let mut chart = ChartBuilder::on(&root)
-            .caption(clean(&title), ("sans-serif", 15))
-            .margin(12)
-            .x_label_area_size(40)
-            .y_label_area_size(70)
-            .build_cartesian_2d(0.0..xmax, 0.0..ymax)
-            .map_err(err)?;
+    let svg = render(&Frame::new(&title, 70), 0.0..xmax, 0.0..ymax, |chart, _| {
         chart
             .configure_mesh()
             .x_desc("seconds from phase start")
@@ -552,17 +567,11 @@ fn series(report: &Report, workload: &str, phase: &str) -> Option<Plot> {
             .y_label_formatter(&|y| super::model::fmt_num(*y))
             .draw()
             .map_err(err)?;
-        let series: Vec<(&str, Vec<(f64, f64)>)> = lines
-            .iter()
-            .map(|(t, pts)| (t.as_str(), pts.clone()))
-            .collect();
         if ramp > 0.0 {
-            shade_ramp(&mut chart, ramp.min(xmax), 0.0, ymax)?;
+            shade_ramp(chart, ramp.min(xmax), 0.0, ymax)?;
         }
-        draw_lines(&mut chart, &series, false, None)?;
-        root.present().map_err(err)
-    })();
-    drawn.ok()?;
+        draw_lines(chart, &lines, false, None)
+    })?;
     Some(Plot {
         id: ident(&["series", workload, phase]),
         title,
@@ -689,17 +698,8 @@ fn latency_over_time(report: &Report, workload: &str, phase: &str) -> Option<Plo
     let ymin = pts().map(|p| p.1).fold(f64::INFINITY, f64::min) * 0.8;
     let ymax = pts().map(|p| p.1).fold(0.0f64, f64::max) * 1.25;
     let title = format!("{workload} · {phase}: latency over time (first repetition)");
-    let mut svg = String::new();
-    let drawn: Draw = (|| {
-        let root = SVGBackend::with_string(&mut svg, (W, H)).into_drawing_area();
-        root.fill(&WHITE).map_err(err)?;
-        let mut chart = ChartBuilder::on(&root)
-            .caption(clean(&title), ("sans-serif", 15))
-            .margin(12)
-            .x_label_area_size(40)
-            .y_label_area_size(70)
-            .build_cartesian_2d(0.0..xmax, (ymin..ymax).log_scale())
-            .map_err(err)?;
+    let y = (ymin..ymax).log_scale();
+    let svg = render(&Frame::new(&title, 70), 0.0..xmax, y, |chart, _| {
         chart
             .configure_mesh()
             .x_desc("seconds from phase start")
@@ -708,7 +708,7 @@ fn latency_over_time(report: &Report, workload: &str, phase: &str) -> Option<Plo
             .draw()
             .map_err(err)?;
         if ramp > 0.0 {
-            shade_ramp(&mut chart, ramp.min(xmax), ymin, ymax)?;
+            shade_ramp(chart, ramp.min(xmax), ymin, ymax)?;
         }
         for (i, (label, stretches, dashed)) in lines.iter().enumerate() {
             let c = color(i);
@@ -735,10 +735,8 @@ fn latency_over_time(report: &Report, workload: &str, phase: &str) -> Option<Plo
             .border_style(BLACK)
             .position(SeriesLabelPosition::UpperRight)
             .draw()
-            .map_err(err)?;
-        root.present().map_err(err)
-    })();
-    drawn.ok()?;
+            .map_err(err)
+    })?;
     Some(Plot {
         id: ident(&["latency-over-time", workload, phase]),
         title,

@@ -182,15 +182,22 @@ fn components(path: &Path) -> Result<VecDeque<Step>> {
             .context("finding the working directory (was it removed?)")?
             .join(path)
     };
-    Ok(abs
-        .components()
+    Ok(steps(&abs, &None))
+}
+
+/// The steps of `path` (its names and `..`; `/` and `.` take none), each reached `via`.
+fn steps(path: &Path, via: &Option<Via>) -> VecDeque<Step> {
+    path.components()
         .filter_map(|c| match c {
             Component::Normal(n) => Some(n.to_os_string()),
             Component::ParentDir => Some(OsString::from("..")),
             _ => None,
         })
-        .map(|name| Step { name, via: None })
-        .collect())
+        .map(|name| Step {
+            name,
+            via: via.clone(),
+        })
+        .collect()
 }
 
 fn root() -> Result<Node> {
@@ -218,48 +225,32 @@ pub fn chase(path: &Path, opts: Opts) -> Result<Chased> {
     let mut rest = Vec::new();
     let mut last_st = None;
     while let Some(step) = todo.pop_front() {
-        let top = stack.last().expect("the root stays on the stack");
         if step.name == ".." {
-            if stack.len() > 1 {
-                let child = stack.pop().expect("more than the root");
-                let parent = stack.last().expect("the root stays on the stack");
-                check_via(&step.via, &parent.path, parent.st.st_uid)?;
-                drop(child);
-            } else {
-                check_via(&step.via, Path::new("/"), stack[0].st.st_uid)?;
-            }
+            climb(&mut stack, &step.via)?;
             continue;
         }
+        let top = stack.last().expect("the root stays on the stack");
         let here = top.path.join(&step.name);
         let st = match stat_at(top.fd.as_fd(), &step.name) {
-            Ok(st) => Some(st),
-            Err(e) if e.kind() == std::io::ErrorKind::NotFound => None,
+            Ok(st) => st,
+            Err(e) if e.kind() == std::io::ErrorKind::NotFound => {
+                if let Some(mode) = opts.create {
+                    create_dir(top, &step.name, &here, mode)?;
+                    todo.push_front(step);
+                    continue;
+                }
+                rest.push(step.name);
+                rest.extend(todo.drain(..).map(|s| s.name));
+                if rest.iter().any(|n| n == "..") {
+                    return Err(bad_input(format!(
+                        "{}: {} does not exist, and the path goes on with '..' below it; give the path without '..'",
+                        path.display(),
+                        here.display()
+                    )));
+                }
+                break;
+            }
             Err(e) => return Err(io_at("looking up", &here, e)),
-        };
-        let Some(st) = st else {
-            if let Some(mode) = opts.create {
-                mkdir_at(top.fd.as_fd(), Path::new(&step.name), mode)
-                    .or_else(|e| {
-                        if e.kind() == std::io::ErrorKind::AlreadyExists {
-                            Ok(())
-                        } else {
-                            Err(e)
-                        }
-                    })
-                    .map_err(|e| io_at("creating", &here, e))?;
-                todo.push_front(step);
-                continue;
-            }
-            rest.push(step.name);
-            rest.extend(todo.drain(..).map(|s| s.name));
-            if rest.iter().any(|n| n == "..") {
-                return Err(bad_input(format!(
-                    "{}: {} does not exist, and the path goes on with '..' below it; give the path without '..'",
-                    path.display(),
-                    here.display()
-                )));
-            }
-            break;
         };
         check_via(&step.via, &here, st.st_uid)?;
         let kind = st.st_mode & libc::S_IFMT;
@@ -280,51 +271,14 @@ pub fn chase(path: &Path, opts: Opts) -> Result<Chased> {
                     path.display()
                 )));
             }
-            let target = readlink_at(top.fd.as_fd(), &step.name)
-                .map_err(|e| io_at("reading the link", &here, e))?;
-            let via = if trusted_uid(st.st_uid) {
-                step.via.clone()
-            } else {
-                Some(Via {
-                    uid: st.st_uid,
-                    link: here.clone(),
-                    target: target.clone(),
-                })
-            };
-            if target.is_absolute() {
-                stack.truncate(1);
-                check_via(&via, Path::new("/"), stack[0].st.st_uid)?;
-            }
-            let mut next: VecDeque<Step> = target
-                .components()
-                .filter_map(|c| match c {
-                    Component::Normal(n) => Some(n.to_os_string()),
-                    Component::ParentDir => Some(OsString::from("..")),
-                    _ => None,
-                })
-                .map(|name| Step {
-                    name,
-                    via: via.clone(),
-                })
-                .collect();
+            let mut next = follow(&mut stack, &step, &st, here)?;
             next.extend(todo.drain(..));
             todo = next;
             continue;
         }
         if kind == libc::S_IFDIR {
-            let fd = open_path_dir(top.fd.as_fd(), &step.name).map_err(|e| {
-                if e.raw_os_error() == Some(libc::ELOOP) || e.raw_os_error() == Some(libc::ENOTDIR) {
-                    anyhow!(
-                        "{} changed while fsgauge was resolving it (now a link or a file); give a path that others cannot change",
-                        here.display()
-                    )
-                } else {
-                    io_at("opening", &here, e)
-                }
-            })?;
-            let st = fstat(fd.as_fd()).map_err(|e| io_at("stat", &here, e))?;
-            check_via(&step.via, &here, st.st_uid)?;
-            stack.push(Node { fd, st, path: here });
+            let node = open_child(top, &step, here)?;
+            stack.push(node);
             continue;
         }
         if !last {
@@ -348,6 +302,72 @@ pub fn chase(path: &Path, opts: Opts) -> Result<Chased> {
         st: last_st,
         untrusted,
     })
+}
+
+/// Takes a `..` step (reached `via`): up to the parent directory, and from `/` to itself.
+fn climb(stack: &mut Vec<Node>, via: &Option<Via>) -> Result<()> {
+    if stack.len() > 1 {
+        let child = stack.pop().expect("more than the root");
+        let parent = stack.last().expect("the root stays on the stack");
+        check_via(via, &parent.path, parent.st.st_uid)?;
+        drop(child);
+    } else {
+        check_via(via, Path::new("/"), stack[0].st.st_uid)?;
+    }
+    Ok(())
+}
+
+/// Makes the missing directory `name` (at `here`) in `top`; one made meanwhile will do.
+fn create_dir(top: &Node, name: &OsStr, here: &Path, mode: u32) -> Result<()> {
+    match mkdir_at(top.fd.as_fd(), Path::new(name), mode) {
+        Err(e) if e.kind() != std::io::ErrorKind::AlreadyExists => Err(io_at("creating", here, e)),
+        _ => Ok(()),
+    }
+}
+
+/// The steps of the link `step` (stat `st`, at `here`) in the top directory, to take before the
+/// rest: reached through it when an unprivileged user owns it, from `/` when it is absolute.
+fn follow(
+    stack: &mut Vec<Node>,
+    step: &Step,
+    st: &libc::stat,
+    here: PathBuf,
+) -> Result<VecDeque<Step>> {
+    let top = stack.last().expect("the root stays on the stack");
+    let target =
+        readlink_at(top.fd.as_fd(), &step.name).map_err(|e| io_at("reading the link", &here, e))?;
+    let via = if trusted_uid(st.st_uid) {
+        step.via.clone()
+    } else {
+        Some(Via {
+            uid: st.st_uid,
+            link: here,
+            target: target.clone(),
+        })
+    };
+    if target.is_absolute() {
+        stack.truncate(1);
+        check_via(&via, Path::new("/"), stack[0].st.st_uid)?;
+    }
+    Ok(steps(&target, &via))
+}
+
+/// Opens the directory `step` (at `here`) in `top`, refusing it when it changed into a link or
+/// a file since its stat.
+fn open_child(top: &Node, step: &Step, here: PathBuf) -> Result<Node> {
+    let fd = open_path_dir(top.fd.as_fd(), &step.name).map_err(|e| {
+        if e.raw_os_error() == Some(libc::ELOOP) || e.raw_os_error() == Some(libc::ENOTDIR) {
+            anyhow!(
+                "{} changed while fsgauge was resolving it (now a link or a file); give a path that others cannot change",
+                here.display()
+            )
+        } else {
+            io_at("opening", &here, e)
+        }
+    })?;
+    let st = fstat(fd.as_fd()).map_err(|e| io_at("stat", &here, e))?;
+    check_via(&step.via, &here, st.st_uid)?;
+    Ok(Node { fd, st, path: here })
 }
 
 /// Refuses a file to read (stat `st`, at `path`) found in a directory owned by an unprivileged

@@ -51,6 +51,18 @@ pub struct Missing {
     pub searched: Vec<PathBuf>,
 }
 
+impl Missing {
+    /// The directory (`is_dir`) or image `id` made as `path`, looked for in `searched`.
+    fn new(path: PathBuf, is_dir: bool, id: FileId, searched: Vec<PathBuf>) -> Self {
+        Missing {
+            what: if is_dir { "directory" } else { "image" },
+            path,
+            id,
+            searched,
+        }
+    }
+}
+
 impl fmt::Display for Missing {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         let (major, minor) = (libc::major(self.id.dev), libc::minor(self.id.dev));
@@ -124,13 +136,7 @@ impl Locator {
         let mut searched = Vec::new();
         let Some(found) = self.find(path, is_dir, id, 0, &mut searched)? else {
             searched.dedup();
-            return Err(Missing {
-                what: if is_dir { "directory" } else { "image" },
-                path: path.to_path_buf(),
-                id,
-                searched,
-            }
-            .into());
+            return Err(Missing::new(path.to_path_buf(), is_dir, id, searched).into());
         };
         remove_found(&found, is_dir, id)?;
         Ok((found.path != path).then_some(found.path))
@@ -181,7 +187,10 @@ impl Locator {
                 let Ok(d) = trust::open_dir_nofollow(ap) else {
                     continue;
                 };
-                if let Some(f) = look_at(d, ap, an, is_dir, id)? {
+                // A path given by the kernel, not recorded: taken only while it is still
+                // what fsgauge made.
+                let name = CString::new(an.as_bytes()).context("a path holds a NUL byte")?;
+                if let Ok(f) = take(d, ap, name, is_dir, id, true)? {
                     return Ok(Some(f));
                 }
             }
@@ -206,13 +215,8 @@ pub fn remove_held(
         .with_context(|| format!("dup of the descriptor of {}", dir_path.display()))?;
     let path = dir_path.join(name);
     let Some(found) = look_in(d, dir_path, OsStr::new(name), is_dir, id)? else {
-        return Err(Missing {
-            what: if is_dir { "directory" } else { "image" },
-            path,
-            id,
-            searched: vec![dir_path.to_path_buf()],
-        }
-        .into());
+        let searched = vec![dir_path.to_path_buf()];
+        return Err(Missing::new(path, is_dir, id, searched).into());
     };
     remove_found(&found, is_dir, id)?;
     Ok((found.path != path).then_some(found.path))
@@ -257,16 +261,10 @@ fn look_in(
     id: FileId,
 ) -> Result<Option<Found>> {
     let cname = CString::new(name.as_bytes()).context("a recorded name holds a NUL byte")?;
-    match stat_at(dir.as_fd(), &cname, dir_path)? {
-        Some(st) if same(&st, id) && kind_ok(&st, is_dir) => {
-            return Ok(Some(Found {
-                dir,
-                name: cname,
-                path: dir_path.join(name),
-            }))
-        }
-        _ => {}
-    }
+    let mut dir = match take(dir, dir_path, cname, is_dir, id, false)? {
+        Ok(found) => return Ok(Some(found)),
+        Err(dir) => dir,
+    };
     let copy = dir
         .try_clone()
         .with_context(|| format!("dup of the descriptor of {}", dir_path.display()))?;
@@ -280,34 +278,30 @@ fn look_in(
         .filter(|n| n.as_bytes() != b"." && n.as_bytes() != b"..")
         .collect();
     for n in candidates {
-        match stat_at(dir.as_fd(), &n, dir_path)? {
-            Some(st) if same(&st, id) && kind_ok(&st, is_dir) && made_here(&st) => {
-                let path = dir_path.join(OsStr::from_bytes(n.as_bytes()));
-                return Ok(Some(Found { dir, name: n, path }));
-            }
-            _ => {}
-        }
+        dir = match take(dir, dir_path, n, is_dir, id, true)? {
+            Ok(found) => return Ok(Some(found)),
+            Err(dir) => dir,
+        };
     }
     Ok(None)
 }
 
-/// Whether `name` in `dir` (at `dir_path`) is the file `id`, taken only while it is still
-/// what fsgauge made (a path given by the kernel, not recorded).
-fn look_at(
+/// `name` in `dir` (at `dir_path`) as found when it is the file `id` of the right kind (and,
+/// with `made`, still what fsgauge made); else the directory back, to look further.
+fn take(
     dir: OwnedFd,
     dir_path: &Path,
-    name: &OsStr,
+    name: CString,
     is_dir: bool,
     id: FileId,
-) -> Result<Option<Found>> {
-    let cname = CString::new(name.as_bytes()).context("a path holds a NUL byte")?;
-    Ok(match stat_at(dir.as_fd(), &cname, dir_path)? {
-        Some(st) if same(&st, id) && kind_ok(&st, is_dir) && made_here(&st) => Some(Found {
-            dir,
-            name: cname,
-            path: dir_path.join(name),
-        }),
-        _ => None,
+    made: bool,
+) -> Result<std::result::Result<Found, OwnedFd>> {
+    Ok(match stat_at(dir.as_fd(), &name, dir_path)? {
+        Some(st) if same(&st, id) && kind_ok(&st, is_dir) && (!made || made_here(&st)) => {
+            let path = dir_path.join(OsStr::from_bytes(name.as_bytes()));
+            Ok(Found { dir, name, path })
+        }
+        _ => Err(dir),
     })
 }
 

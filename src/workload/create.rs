@@ -358,9 +358,7 @@ impl Workload for Create {
                 format!("--threads {}: use 1 to 1024 workers", self.threads),
             ));
         }
-        if self.block == 0 || self.block > (1 << 30) {
-            return Err(bad_param("block", "--block must be between 1 byte and 1G"));
-        }
+        params::check_block("block", self.block)?;
         if self.total_files() > 1 << 40 {
             return Err(bad_param(
                 "files",

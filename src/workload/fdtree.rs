@@ -1038,9 +1038,7 @@ impl Workload for Fdtree {
                 ),
             ));
         }
-        if self.block == 0 || self.block > (1 << 30) {
-            return Err(bad_param("block", "--block must be between 1 byte and 1G"));
-        }
+        super::params::check_block("block", self.block)?;
         let Some(per_tree) = self.dirs_per_tree() else {
             return Err(bad_params(&["levels", "dirs_per_level"], format!(
                 "fdtree {s}: --levels {} with --dirs-per-level {} makes more than 2^64 directories per tree (1+D+…+D^L); use fewer levels or fewer directories per level",

@@ -60,6 +60,23 @@ where
     t.parse().map_err(|e: T::Err| e.to_string())
 }
 
+/// The largest buffer one read(2) or write(2) of a workload takes (`--block`, `--read-block`):
+/// each is one allocation of that size.
+pub const MAX_BLOCK: u64 = 1 << 30;
+
+/// Checks an I/O block size against 1 byte and [`MAX_BLOCK`]. `field` is the plan key; the
+/// message names its flag (the key with `-` for `_`).
+pub fn check_block(field: &'static str, bytes: u64) -> anyhow::Result<()> {
+    if bytes == 0 || bytes > MAX_BLOCK {
+        let flag = field.replace('_', "-");
+        return Err(crate::error::bad_param(
+            field,
+            format!("--{flag} must be between 1 byte and 1G"),
+        ));
+    }
+    Ok(())
+}
+
 /// How one parameter reacts to a plan's `--scale` (the study's sizes from the preset's).
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum ScaleClass {
@@ -74,4 +91,20 @@ pub enum ScaleClass {
     /// log_D(F), rounded, at least 1. Kept as written in a tree with files (its files per
     /// directory carry the scale).
     Levels,
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_block_size_from_1_byte_to_1g_passes_and_the_refusal_names_the_flag() {
+        assert!(check_block("block", 1).is_ok());
+        assert!(check_block("block", MAX_BLOCK).is_ok());
+        for bytes in [0, MAX_BLOCK + 1] {
+            let e = check_block("read_block", bytes).expect_err("out of range");
+            assert_eq!(e.to_string(), "--read-block must be between 1 byte and 1G");
+            assert_eq!(crate::error::bad_field(&e), Some("read_block"));
+        }
+    }
 }

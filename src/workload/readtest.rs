@@ -279,9 +279,7 @@ impl Workload for ReadTest {
                 "--phases needs at least one of walk,random,blockorder,stat",
             ));
         }
-        if self.block == 0 || self.block > (1 << 30) {
-            return Err(bad_param("block", "--block must be between 1 byte and 1G"));
-        }
+        params::check_block("block", self.block)?;
         if let Some(p) = &self.path {
             let md = fs::metadata(p).map_err(|e| bad_input(format!("{}: {e}", p.display())))?;
             if !md.is_dir() {

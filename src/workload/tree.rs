@@ -311,7 +311,7 @@ impl Workload for Tree {
         if self.block == 0 {
             return Err(bad_param("block", "--block must be at least 1 byte"));
         }
-        if self.block > (1 << 30) {
+        if self.block > params::MAX_BLOCK {
             return Err(bad_param(
                 "block",
                 "--block over 1G is not useful; each write is one buffer of that size",

@@ -209,6 +209,39 @@ pub struct HddParams {
     pub sptf_window: u32,
 }
 
+impl HddParams {
+    /// The parameters from their figures, `num` giving each by its name in [`HDD_PARAMS`]
+    /// (counts truncated to whole numbers), unchecked.
+    pub fn from_figures(
+        mut num: impl FnMut(&str) -> f64,
+        read_ahead: bool,
+        write_cache: bool,
+        queue: QueuePolicy,
+    ) -> Self {
+        HddParams {
+            rpm: num("rpm"),
+            heads: num("heads") as u32,
+            zones: num("zones") as u32,
+            outer_mb_s: num("outer_mb_s"),
+            inner_mb_s: num("inner_mb_s"),
+            track_to_track_ms: num("track_to_track_ms"),
+            average_seek_ms: num("average_seek_ms"),
+            full_stroke_ms: num("full_stroke_ms"),
+            write_settle_ms: num("write_settle_ms"),
+            head_switch_ms: num("head_switch_ms"),
+            cylinder_switch_ms: num("cylinder_switch_ms"),
+            overhead_ms: num("overhead_ms"),
+            link_mb_s: num("link_mb_s"),
+            cache_bytes: num("cache_bytes") as u64,
+            cache_segments: num("cache_segments") as u32,
+            read_ahead,
+            write_cache,
+            queue,
+            sptf_window: num("sptf_window") as u32,
+        }
+    }
+}
+
 /// Parameters of a flash drive.
 #[derive(Debug, Clone, PartialEq, serde::Serialize)]
 pub struct SsdParams {
@@ -219,6 +252,21 @@ pub struct SsdParams {
     pub channels: u32,
     pub write_cache: bool,
     pub flush_ms: f64,
+}
+
+impl SsdParams {
+    /// The parameters from their figures, `num` giving each by its name in [`SSD_PARAMS`].
+    pub fn from_figures(mut num: impl FnMut(&str) -> f64, write_cache: bool) -> Self {
+        SsdParams {
+            read_latency_us: num("read_latency_us"),
+            write_latency_us: num("write_latency_us"),
+            read_mb_s: num("read_mb_s"),
+            write_mb_s: num("write_mb_s"),
+            channels: num("channels") as u32,
+            write_cache,
+            flush_ms: num("flush_ms"),
+        }
+    }
 }
 
 /// The model parameters of a profile, by kind.
@@ -336,15 +384,7 @@ pub fn parse(text: &str, source: &str) -> Result<Profile> {
     let b = |k: &str| matches!(values.get(k), Some((Value::Bool(true), _)));
     let params = match kind {
         Kind::Ram => Params::Ram,
-        Kind::Ssd => Params::Ssd(SsdParams {
-            read_latency_us: n("read_latency_us"),
-            write_latency_us: n("write_latency_us"),
-            read_mb_s: n("read_mb_s"),
-            write_mb_s: n("write_mb_s"),
-            channels: n("channels") as u32,
-            write_cache: b("write_cache"),
-            flush_ms: n("flush_ms"),
-        }),
+        Kind::Ssd => Params::Ssd(SsdParams::from_figures(n, b("write_cache"))),
         Kind::Hdd => Params::Hdd(hdd_params(&src, &values)?),
     };
     let capacity_bytes = match kind {
@@ -442,27 +482,7 @@ fn hdd_params(src: &Src, values: &Values) -> Result<HddParams> {
         Some((Value::Word(w), _)) if w == "sptf" => QueuePolicy::Sptf,
         _ => QueuePolicy::Fifo,
     };
-    let h = HddParams {
-        rpm: n("rpm"),
-        heads: n("heads") as u32,
-        zones: n("zones") as u32,
-        outer_mb_s: n("outer_mb_s"),
-        inner_mb_s: n("inner_mb_s"),
-        track_to_track_ms: n("track_to_track_ms"),
-        average_seek_ms: n("average_seek_ms"),
-        full_stroke_ms: n("full_stroke_ms"),
-        write_settle_ms: n("write_settle_ms"),
-        head_switch_ms: n("head_switch_ms"),
-        cylinder_switch_ms: n("cylinder_switch_ms"),
-        overhead_ms: n("overhead_ms"),
-        link_mb_s: n("link_mb_s"),
-        cache_bytes: n("cache_bytes") as u64,
-        cache_segments: n("cache_segments") as u32,
-        read_ahead: b("read_ahead"),
-        write_cache: b("write_cache"),
-        queue,
-        sptf_window: n("sptf_window") as u32,
-    };
+    let h = HddParams::from_figures(n, b("read_ahead"), b("write_cache"), queue);
     if h.inner_mb_s > h.outer_mb_s {
         return Err(src.err(
             span("inner_mb_s"),

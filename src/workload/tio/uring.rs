@@ -3,7 +3,7 @@
 //! submission-queue polling). A request's latency runs from just before its submission to
 //! the reaping of its completion.
 
-use std::os::fd::AsFd;
+use std::os::fd::{AsFd, OwnedFd};
 use std::path::Path;
 use std::time::Instant;
 
@@ -74,12 +74,8 @@ impl psync::IoLoop for Uring {
         }
         // The ring owns the buffers: a slot in flight cannot be touched, and dropping the ring
         // waits for every request (never dropping buffers the kernel may still write into).
-        let mut ring = Ring::new(depth as u32, fd.as_fd(), bufs, block).map_err(|e| {
-            anyhow::Error::new(SystemFailure(format!(
-                "io_uring_setup for {}: {e}",
-                job.path.display()
-            )))
-        })?;
+        let mut ring = Ring::new(depth as u32, fd.as_fd(), bufs, block)
+            .map_err(|e| ring_failure("io_uring_setup for", &job.path, e))?;
         let perm = job.permutation();
         let blocks = job.blocks();
         // Time-based: requests go on around the file (same order) until the deadline stops them.
@@ -127,12 +123,8 @@ impl psync::IoLoop for Uring {
                     batch_end = (batch_end + every.max(1)).min(n);
                     continue;
                 }
-                ring.submit_and_wait(1).map_err(|e| {
-                    anyhow::Error::new(SystemFailure(format!(
-                        "io_uring_enter on {}: {e}",
-                        job.path.display()
-                    )))
-                })?;
+                ring.submit_and_wait(1)
+                    .map_err(|e| ring_failure("io_uring_enter on", &job.path, e))?;
                 reaped.clear();
                 ring.reap(&mut reaped);
                 let stamp = clk.now();
@@ -143,29 +135,12 @@ impl psync::IoLoop for Uring {
                 }
                 for &(s, res) in &reaped {
                     let (off, t0) = slots[s].take().expect("a completion for a submitted slot");
-                    if res < 0 {
-                        let e = Errno::from_raw(-res);
-                        let op = if writes { "write" } else { "read" };
-                        return Err(io_failure(op, &job.path, Some(off), e, " (io_uring)"));
-                    }
                     let b = ring.slot(s).expect("a reaped slot is not in flight");
-                    if res as usize != block {
-                        // Short transfer: finish the block synchronously, as fio requeues the rest.
-                        let done = res as usize;
-                        if writes {
-                            psync::pwrite_all(fd, &b[done..], off + done as u64, &job.path)?;
-                        } else {
-                            psync::pread_exact(fd, &mut b[done..], off + done as u64, &job.path)?;
-                        }
-                    }
+                    completed(job, fd, b, off, res)?;
                     if C::ON {
                         clk.record(lane, rec, clk.ns(t0, stamp), job.block, stamp);
                     } else {
                         untimed += 1;
-                    }
-                    if job.verify && !writes {
-                        pattern::check_block(b, job.seed, job.file_id, off)
-                            .map_err(|m| verify_failure(&job.path, &m))?;
                     }
                     free.push(s);
                 }
@@ -189,6 +164,37 @@ impl psync::IoLoop for Uring {
         }
         Ok(())
     }
+}
+
+/// The ring's own call `what` (on `path`) failing: the measured system's failure.
+fn ring_failure(what: &str, path: &Path, e: impl std::fmt::Display) -> anyhow::Error {
+    anyhow::Error::new(SystemFailure(format!("{what} {}: {e}", path.display())))
+}
+
+/// The completion `res` of the request for the block at `off`, in its buffer `b`: a failed
+/// request is an error, a short one is finished synchronously (as fio requeues the rest), and
+/// a block read is checked against the pattern under --verify.
+fn completed(job: &Job, fd: &OwnedFd, b: &mut [u8], off: u64, res: i32) -> Result<()> {
+    let writes = job.mode.writes();
+    if res < 0 {
+        let e = Errno::from_raw(-res);
+        let op = if writes { "write" } else { "read" };
+        return Err(io_failure(op, &job.path, Some(off), e, " (io_uring)"));
+    }
+    let done = res as usize;
+    if done != b.len() {
+        let rest = off + done as u64;
+        if writes {
+            psync::pwrite_all(fd, &b[done..], rest, &job.path)?;
+        } else {
+            psync::pread_exact(fd, &mut b[done..], rest, &job.path)?;
+        }
+    }
+    if job.verify && !writes {
+        pattern::check_block(b, job.seed, job.file_id, off)
+            .map_err(|m| verify_failure(&job.path, &m))?;
+    }
+    Ok(())
 }
 
 /// Runs one thread's job with `iodepth` requests in flight.

@@ -48,33 +48,16 @@ fn hdd_profile(picks: &[(u8, f64)], read_ahead: bool, write_cache: bool) -> Opti
     let mut picks = picks.iter().copied().chain(std::iter::repeat((2, 0.5)));
     let mut v = |name: &str| value(HDD_PARAMS, name, picks.next().unwrap_or((2, 0.5)));
     let capacity = v("capacity_bytes");
-    let outer = v("outer_mb_s");
-    let tt = v("track_to_track_ms");
-    let full = v("full_stroke_ms").max(tt * 2.0);
-    let mut h = HddParams {
-        rpm: v("rpm"),
-        heads: v("heads") as u32,
-        zones: v("zones") as u32,
-        outer_mb_s: outer,
-        inner_mb_s: v("inner_mb_s").min(outer),
-        track_to_track_ms: tt,
-        average_seek_ms: 0.0,
-        full_stroke_ms: full,
-        write_settle_ms: v("write_settle_ms"),
-        head_switch_ms: v("head_switch_ms"),
-        cylinder_switch_ms: v("cylinder_switch_ms"),
-        overhead_ms: v("overhead_ms"),
-        link_mb_s: v("link_mb_s"),
-        cache_bytes: v("cache_bytes") as u64,
-        cache_segments: v("cache_segments") as u32,
-        read_ahead,
-        write_cache,
-        queue: QueuePolicy::Fifo,
-        sptf_window: v("sptf_window") as u32,
-    };
+    let mut h = HddParams::from_figures(&mut v, read_ahead, write_cache, QueuePolicy::Fifo);
+    // Ordered as the parser demands; the drawn average seek is a place (0 to 50) between the
+    // least and the most the curve can reach.
+    h.inner_mb_s = h.inner_mb_s.min(h.outer_mb_s);
+    h.full_stroke_ms = h.full_stroke_ms.max(h.track_to_track_ms * 2.0);
+    let (tt, full) = (h.track_to_track_ms, h.full_stroke_ms);
+    let drawn = std::mem::take(&mut h.average_seek_ms);
     let cylinders = Geometry::new(&h, capacity as u64).ok()?.cylinders();
     let (lo, hi) = SeekCurve::average_range(tt * 1e6, full * 1e6, cylinders);
-    h.average_seek_ms = (lo + v("average_seek_ms") / 50.0 * (hi - lo)) / 1e6;
+    h.average_seek_ms = (lo + drawn / 50.0 * (hi - lo)) / 1e6;
     parsed("hdd", capacity, &h)
 }
 
@@ -82,16 +65,7 @@ fn ssd_profile(picks: &[(u8, f64)], write_cache: bool) -> Option<Profile> {
     let mut picks = picks.iter().copied().chain(std::iter::repeat((2, 0.5)));
     let mut v = |name: &str| value(SSD_PARAMS, name, picks.next().unwrap_or((2, 0.5)));
     let capacity = v("capacity_bytes");
-    let s = SsdParams {
-        read_latency_us: v("read_latency_us"),
-        write_latency_us: v("write_latency_us"),
-        read_mb_s: v("read_mb_s"),
-        write_mb_s: v("write_mb_s"),
-        channels: v("channels") as u32,
-        write_cache,
-        flush_ms: v("flush_ms"),
-    };
-    parsed("ssd", capacity, &s)
+    parsed("ssd", capacity, &SsdParams::from_figures(v, write_cache))
 }
 
 /// Serves `reqs` one at a time (each arriving its gap after the previous completes) and checks
@@ -174,29 +148,18 @@ proptest! {
 fn a_flush_of_the_largest_cache_at_the_slowest_rate_fits_the_histograms() {
     let hi = |n: &str| range(HDD_PARAMS, n).1;
     let lo = |n: &str| range(HDD_PARAMS, n).0;
-    let mut h = HddParams {
-        rpm: lo("rpm"),
-        heads: hi("heads") as u32,
-        zones: lo("zones") as u32,
-        outer_mb_s: lo("outer_mb_s"),
-        inner_mb_s: lo("inner_mb_s"),
-        track_to_track_ms: lo("track_to_track_ms"),
-        average_seek_ms: 0.0,
+    // The slowest mechanics and media, the largest cache in one segment.
+    let slowest = |n: &str| match n {
+        "heads" | "write_settle_ms" | "head_switch_ms" | "cylinder_switch_ms" => hi(n),
         // The longest stroke whose average a √-then-linear curve keeps within its maximum.
-        full_stroke_ms: hi("full_stroke_ms").min(hi("average_seek_ms") * 1.8),
-        write_settle_ms: hi("write_settle_ms"),
-        head_switch_ms: hi("head_switch_ms"),
-        cylinder_switch_ms: hi("cylinder_switch_ms"),
-        overhead_ms: lo("overhead_ms"),
+        "full_stroke_ms" => hi(n).min(hi("average_seek_ms") * 1.8),
         // A fast link fills the cache faster than the media drains it.
-        link_mb_s: hi("link_mb_s"),
-        cache_bytes: hi("cache_bytes") as u64,
-        cache_segments: 1,
-        read_ahead: false,
-        write_cache: true,
-        queue: QueuePolicy::Fifo,
-        sptf_window: 1,
+        "link_mb_s" | "cache_bytes" => hi(n),
+        "cache_segments" | "sptf_window" => 1.0,
+        "average_seek_ms" => 0.0,
+        _ => lo(n),
     };
+    let mut h = HddParams::from_figures(slowest, false, true, QueuePolicy::Fifo);
     let capacity = hi("capacity_bytes");
     let cyl = Geometry::new(&h, capacity as u64)
         .expect("geometry")
