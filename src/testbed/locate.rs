@@ -370,7 +370,7 @@ fn mount_of_dev(dev: u64) -> Option<PathBuf> {
         let f: Vec<&str> = l.split(' ').collect();
         let at = f.get(4)?;
         (f.get(2) == Some(&want.as_str()) && f.get(3) == Some(&"/"))
-            .then(|| PathBuf::from(super::mount::unescape_mount_field(at)))
+            .then(|| PathBuf::from(crate::sys::proc::unescape_mount_field(at)))
     })
 }
 

@@ -71,7 +71,7 @@ pub use mkfs::{mkfs_command, MkfsCommand};
 pub use params::TestbedParams;
 pub use rundir::{across_remount, RunDir};
 pub use spec::{
-    default_workdir, find_program, split_words, Backing, FsKind, ImageAlloc, JournalSpec,
+    default_workdir, split_words, Backing, FsKind, ImageAlloc, JournalSpec,
     TestbedInput, TestbedSpec,
 };
 
@@ -156,7 +156,7 @@ pub fn preflight(spec: &TestbedSpec) -> Result<()> {
             spec.fs
         )));
     }
-    if spec.journal.is_some() && spec.fs.is_ext() && find_program("mke2fs").is_none() {
+    if spec.journal.is_some() && spec.fs.is_ext() && crate::sys::proc::find_program("mke2fs").is_none() {
         return Err(bad_input("mke2fs is not installed; install e2fsprogs"));
     }
     if let Some(dev) = &spec.device {
@@ -241,7 +241,7 @@ fn mounted_at(devnum: u64) -> Option<String> {
     let hit = info.lines().find_map(|l| {
         let f: Vec<&str> = l.split(' ').collect();
         (f.len() > 4 && nums.iter().any(|n| n == f[2]))
-            .then(|| format!("at {}", mount::unescape_mount_field(f[4])))
+            .then(|| format!("at {}", crate::sys::proc::unescape_mount_field(f[4])))
     });
     if hit.is_some() {
         return hit;

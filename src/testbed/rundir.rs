@@ -575,7 +575,7 @@ fn mount_at_or_below(dir: &Path) -> Option<String> {
     let info = fs::read_to_string("/proc/self/mountinfo").ok()?;
     info.lines()
         .filter_map(|l| l.split(' ').nth(4))
-        .map(super::mount::unescape_mount_field)
+        .map(crate::sys::proc::unescape_mount_field)
         .find(|t| Path::new(t).starts_with(dir))
 }
 

@@ -342,3 +342,443 @@ fn the_testbed_holds_no_calibration() {
         "the testbed reaches up into calibrate: {up:?}"
     );
 }
+
+/// The module a file under src/ defines, as its path from the crate root (`src/a/b.rs` and
+/// `src/a/b/mod.rs` are `["a", "b"]`; `lib.rs` and `main.rs` the root, `[]`).
+fn module_of(rel: &str) -> Vec<String> {
+    let inner = rel
+        .strip_prefix("src/")
+        .and_then(|r| r.strip_suffix(".rs"))
+        .unwrap_or_else(|| panic!("{rel} is not a .rs file under src/"));
+    let mut segs: Vec<String> = inner.split('/').map(str::to_string).collect();
+    if segs.last().is_some_and(|s| s == "mod") || (segs.len() == 1 && ["lib", "main"].contains(&segs[0].as_str())) {
+        segs.pop();
+    }
+    segs
+}
+
+/// One path that a file names (`crate::a::b::C`, `super::d`, a `use` tree expanded), with the
+/// 1-based line it starts on.
+#[derive(Debug, Clone, PartialEq)]
+struct Named {
+    path: Vec<String>,
+    line: usize,
+}
+
+/// Every path in `code` (comments and strings already blanked by [`code_only`]) that starts at
+/// `crate::`, `$crate::`, `super::`, `self::` or one of `children::` (the modules the file
+/// declares, which a `mod.rs` names bare); `use` trees (`a::{b, c::{d, e}}`) are expanded into
+/// one path each.
+fn named_paths(code: &str, children: &[String]) -> Vec<Named> {
+    let c: Vec<char> = code.chars().collect();
+    let ident = |ch: char| ch.is_alphanumeric() || ch == '_';
+    let mut out = Vec::new();
+    let mut line = 1;
+    let mut i = 0;
+    while i < c.len() {
+        if c[i] == '\n' {
+            line += 1;
+        }
+        let starts_word = ident(c[i]) && (i == 0 || !(ident(c[i - 1]) || c[i - 1] == ':'));
+        if !starts_word {
+            i += 1;
+            continue;
+        }
+        let mut j = i;
+        while j < c.len() && ident(c[j]) {
+            j += 1;
+        }
+        let word: String = c[i..j].iter().collect();
+        let root = ["crate", "super", "self"].contains(&word.as_str()) || children.contains(&word);
+        if root && c.get(j) == Some(&':') && c.get(j + 1) == Some(&':') {
+            let mut k = i;
+            let mut paths = Vec::new();
+            use_tree(&c, &mut k, Vec::new(), &mut paths);
+            out.extend(paths.into_iter().map(|path| Named { path, line }));
+            line += c[i..k.max(i)].iter().filter(|&&ch| ch == '\n').count();
+            i = k.max(j);
+        } else {
+            i = j;
+        }
+    }
+    out
+}
+
+/// Parses one path or `use` tree at `c[*i..]` below `prefix` into `out`.
+fn use_tree(c: &[char], i: &mut usize, prefix: Vec<String>, out: &mut Vec<Vec<String>>) {
+    let skip_ws = |i: &mut usize| {
+        while *i < c.len() && c[*i].is_whitespace() {
+            *i += 1;
+        }
+    };
+    skip_ws(i);
+    match c.get(*i) {
+        Some('{') => {
+            *i += 1;
+            loop {
+                skip_ws(i);
+                match c.get(*i) {
+                    None => return,
+                    Some('}') => {
+                        *i += 1;
+                        return;
+                    }
+                    Some(',') => *i += 1,
+                    Some(_) => {
+                        let before = *i;
+                        use_tree(c, i, prefix.clone(), out);
+                        // `x as y` and anything else the tree does not name: skip to the next
+                        // item of this group.
+                        while *i < c.len() && !matches!(c[*i], ',' | '}' | '{') {
+                            *i += 1;
+                        }
+                        if *i == before {
+                            *i += 1;
+                        }
+                    }
+                }
+            }
+        }
+        Some('*') => {
+            *i += 1;
+            out.push(prefix);
+        }
+        _ => {
+            let start = *i;
+            while *i < c.len() && (c[*i].is_alphanumeric() || c[*i] == '_') {
+                *i += 1;
+            }
+            if *i == start {
+                out.push(prefix);
+                return;
+            }
+            let seg: String = c[start..*i].iter().collect();
+            let mut path = prefix;
+            if seg != "self" || path.is_empty() {
+                path.push(seg);
+            }
+            if c.get(*i) == Some(&':') && c.get(*i + 1) == Some(&':') {
+                *i += 2;
+                use_tree(c, i, path, out);
+            } else {
+                out.push(path);
+            }
+        }
+    }
+}
+
+/// The file module that `path`, named in module `from`, leads into: the deepest module of
+/// `modules` along it.
+fn resolve(from: &[String], path: &[String], modules: &[Vec<String>]) -> Vec<String> {
+    let mut cur: Vec<String> = from.to_vec();
+    let mut rest = path;
+    match rest.first().map(String::as_str) {
+        Some("crate") | Some("$crate") => {
+            cur.clear();
+            rest = &rest[1..];
+        }
+        _ => {
+            while let Some(s) = rest.first() {
+                match s.as_str() {
+                    "super" => {
+                        cur.pop();
+                    }
+                    "self" => {}
+                    _ => break,
+                }
+                rest = &rest[1..];
+            }
+        }
+    }
+    let mut best = cur.clone();
+    for seg in rest {
+        cur.push(seg.clone());
+        if modules.contains(&cur) {
+            best = cur.clone();
+        } else {
+            break;
+        }
+    }
+    best
+}
+
+/// The modules a file declares (`mod x;`, `pub mod x;`, `pub(crate) mod x;`).
+fn declared_children(code: &str) -> Vec<String> {
+    code.lines()
+        .filter_map(|l| {
+            let l = l.trim();
+            let l = l.strip_prefix("pub(crate) ").or_else(|| l.strip_prefix("pub ")).unwrap_or(l);
+            let name = l.strip_prefix("mod ")?.strip_suffix(';')?.trim();
+            Some(name.to_string())
+        })
+        .collect()
+}
+
+/// One file's uses: from its module to the file module each named path leads into (itself
+/// left out), with the line that names it.
+struct Uses {
+    rel: String,
+    module: Vec<String>,
+    to: Vec<(Vec<String>, usize)>,
+}
+
+/// The uses of every file under src/ (up to its unit tests).
+fn file_uses() -> Vec<Uses> {
+    let files = sources();
+    let modules: Vec<Vec<String>> = files.iter().map(|(rel, _)| module_of(rel)).collect();
+    files
+        .iter()
+        .map(|(rel, text)| {
+            let module = module_of(rel);
+            let code = code_only(text);
+            let mut to: Vec<(Vec<String>, usize)> = named_paths(&code, &declared_children(&code))
+                .into_iter()
+                .map(|n| {
+                    let path: Vec<String> = match n.path.first().map(String::as_str) {
+                        Some("crate") | Some("super") | Some("self") => n.path,
+                        _ => std::iter::once("self".to_string()).chain(n.path).collect(),
+                    };
+                    (resolve(&module, &path, &modules), n.line)
+                })
+                .filter(|(m, _)| *m != module)
+                .collect();
+            to.dedup_by(|a, b| a.0 == b.0);
+            Uses {
+                rel: rel.clone(),
+                module,
+                to,
+            }
+        })
+        .collect()
+}
+
+#[test]
+fn use_paths_are_read_as_rust_reads_them() {
+    let code = "use crate::a::{b::{c, d as e}, self, f::*};\nuse super::super::g;\n\
+                fn x() { crate::h::i(); let y = kid::Z; $crate::j::k!(); }\npub(crate) fn z() {}";
+    let named: Vec<(String, usize)> = named_paths(code, &["kid".to_string()])
+        .into_iter()
+        .map(|n| (n.path.join("::"), n.line))
+        .collect();
+    assert_eq!(
+        named,
+        [
+            ("crate::a::b::c", 1),
+            ("crate::a::b::d", 1),
+            ("crate::a", 1),
+            ("crate::a::f", 1),
+            ("super::super::g", 2),
+            ("crate::h::i", 3),
+            ("kid::Z", 3),
+            ("crate::j::k", 3),
+        ]
+        .map(|(p, l)| (p.to_string(), l))
+    );
+    let m = |s: &str| -> Vec<String> { s.split("::").filter(|x| !x.is_empty()).map(str::to_string).collect() };
+    let modules = [m("a"), m("a::b"), m("a::b::c"), m("d")];
+    assert_eq!(resolve(&m("a::b::c"), &m("super::super::super::d::X"), &modules), m("d"));
+    assert_eq!(resolve(&m("d"), &m("crate::a::b::Y::new"), &modules), m("a::b"));
+    assert_eq!(resolve(&m("a"), &m("self::b::c::f"), &modules), m("a::b::c"));
+    assert_eq!(module_of("src/a/b/mod.rs"), m("a::b"));
+    assert_eq!(module_of("src/a/b.rs"), m("a::b"));
+    assert_eq!(module_of("src/lib.rs"), m(""));
+    assert_eq!(declared_children("mod a;\npub mod b;\npub(crate) mod c;\nmod tests {"), ["a", "b", "c"]);
+}
+
+/// The README's statement of the layers ("Layout of the code"): each top-level module with its
+/// rank, (row, group). A module may use another of a later row (dependencies point down the
+/// table), or of a later group of its own row (`a`, `b` → `c`: `a` and `b` may use `c`).
+fn stated_layers(readme: &str) -> Vec<(String, (usize, usize))> {
+    let section = readme
+        .split("\n## ")
+        .find(|s| s.starts_with("Layout of the code"))
+        .expect("the README has a section \"Layout of the code\"");
+    let rows: Vec<&str> = section
+        .lines()
+        .filter(|l| l.starts_with('|'))
+        .skip(2) // the header and its rule
+        .collect();
+    let mut ranks = Vec::new();
+    for (row, line) in rows.iter().enumerate() {
+        let cell = line.split('|').nth(2).expect("a row of three cells");
+        for (group, names) in cell.split('→').enumerate() {
+            for name in names.split(',') {
+                let name = name.trim().trim_matches('`');
+                assert!(
+                    !name.is_empty() && name.chars().all(|c| c.is_ascii_lowercase() || c == '_'),
+                    "the layer table's modules cell should be `a`, `b` → `c`; read {cell:?}"
+                );
+                ranks.push((name.to_string(), (row, group)));
+            }
+        }
+    }
+    ranks
+}
+
+/// The uses of one top-level module by another that the stated layers do not allow, each with
+/// the file and line of its first use.
+fn layer_breaches(ranks: &[(String, (usize, usize))], uses: &[Uses]) -> Vec<String> {
+    let rank = |m: &str| ranks.iter().find(|(n, _)| n == m).map(|(_, r)| *r);
+    let mut breaches: Vec<(String, String, String)> = Vec::new();
+    for u in uses {
+        let Some(from) = u.module.first() else {
+            continue; // lib.rs and main.rs
+        };
+        for (to, line) in &u.to {
+            let Some(to) = to.first() else { continue };
+            if to == from || breaches.iter().any(|(a, b, _)| a == from && b == to) {
+                continue;
+            }
+            if let (Some(a), Some(b)) = (rank(from), rank(to)) {
+                if b <= a {
+                    breaches.push((from.clone(), to.clone(), format!("{}:{line}", u.rel)));
+                }
+            }
+        }
+    }
+    breaches
+        .into_iter()
+        .map(|(a, b, at)| format!("{a} → {b} (first at {at})"))
+        .collect()
+}
+
+/// The README's module table is the one statement of which top-level module may use which:
+/// every top-level module of src/ is in it once, and every `crate::…`/`super::…` path of the
+/// code points down the table (or along an arrow of its row).
+#[test]
+fn the_code_keeps_the_layers_the_readme_states() {
+    let root = Path::new(env!("CARGO_MANIFEST_DIR"));
+    let readme = std::fs::read_to_string(root.join("README.md")).expect("reading README.md");
+    let ranks = stated_layers(&readme);
+    assert!(ranks.len() > 20, "the layer table lists only {} modules", ranks.len());
+    let uses = file_uses();
+    let mut tops: Vec<String> = uses.iter().filter_map(|u| u.module.first().cloned()).collect();
+    tops.sort();
+    tops.dedup();
+    let mut stated: Vec<String> = ranks.iter().map(|(n, _)| n.clone()).collect();
+    stated.sort();
+    assert_eq!(
+        tops, stated,
+        "the README's layer table should list every top-level module of src/ once"
+    );
+    let breaches = layer_breaches(&ranks, &uses);
+    assert!(
+        breaches.is_empty(),
+        "uses the README's layer table (\"Layout of the code\") does not allow; move the code \
+         down to where it belongs, or state the edge in the table and why:\n{}",
+        breaches.join("\n")
+    );
+}
+
+#[test]
+fn a_use_up_or_sideways_is_a_breach() {
+    let ranks = stated_layers(
+        "\n## Layout of the code\n\n| layer | modules | what |\n| --- | --- | --- |\n\
+         | top | `a` | x |\n| middle | `b`, `c` → `d` | y |\n| bottom | `e` | z |\n",
+    );
+    let use_of = |from: &str, to: &str| Uses {
+        rel: format!("src/{from}.rs"),
+        module: vec![from.to_string()],
+        to: vec![(vec![to.to_string(), "x".to_string()], 7)],
+    };
+    let down = [use_of("a", "b"), use_of("b", "d"), use_of("d", "e"), use_of("c", "e")];
+    assert!(layer_breaches(&ranks, &down).is_empty());
+    let wrong = [use_of("e", "a"), use_of("b", "c"), use_of("d", "b")];
+    assert_eq!(
+        layer_breaches(&ranks, &wrong),
+        [
+            "e → a (first at src/e.rs:7)",
+            "b → c (first at src/b.rs:7)",
+            "d → b (first at src/d.rs:7)"
+        ]
+    );
+}
+
+/// The circles among the file modules under `within` (a module path): groups of two or more
+/// files each of which uses, through the others, every other. A module using its own
+/// submodules is left out: a `mod.rs` declares and re-exports its children, and that is the
+/// module, not a circle between files.
+fn file_circles(uses: &[Uses], within: &[String]) -> Vec<Vec<String>> {
+    let inside = |m: &[String]| m.len() > within.len() && m.starts_with(within);
+    let nodes: Vec<&Uses> = uses.iter().filter(|u| inside(&u.module)).collect();
+    let index = |m: &[String]| nodes.iter().position(|u| u.module == m);
+    let edges: Vec<Vec<usize>> = nodes
+        .iter()
+        .map(|u| {
+            u.to.iter()
+                .filter(|(t, _)| inside(t) && !t.starts_with(&u.module))
+                .filter_map(|(t, _)| index(t))
+                .collect()
+        })
+        .collect();
+    let reach = |from: usize| {
+        let mut seen = vec![false; nodes.len()];
+        let mut stack = vec![from];
+        while let Some(n) = stack.pop() {
+            for &m in &edges[n] {
+                if !seen[m] {
+                    seen[m] = true;
+                    stack.push(m);
+                }
+            }
+        }
+        seen
+    };
+    let reached: Vec<Vec<bool>> = (0..nodes.len()).map(reach).collect();
+    let mut circles: Vec<Vec<String>> = Vec::new();
+    for a in 0..nodes.len() {
+        let mut circle: Vec<String> = (0..nodes.len())
+            .filter(|&b| reached[a][b] && reached[b][a])
+            .map(|b| nodes[b].module.join("::"))
+            .collect();
+        circle.sort();
+        if circle.len() > 1 && !circles.contains(&circle) {
+            circles.push(circle);
+        }
+    }
+    circles.sort();
+    circles
+}
+
+/// No circle between the files of src/testbed/: above all, the ledger knows no module that
+/// records into it (they use the ledger, it does not use them back). The two left are in the
+/// emulated disk's model and server, each a pair that another change is rewriting; the list
+/// is exact, so mending one fails here until it is taken off.
+#[test]
+fn the_testbed_files_form_no_circle() {
+    let known: Vec<Vec<String>> = [
+        &["testbed::device::model", "testbed::device::model::hdd", "testbed::device::profile"][..],
+        &["testbed::device::server::args", "testbed::device::server::ring"],
+    ]
+    .iter()
+    .map(|c| c.iter().map(|s| s.to_string()).collect())
+    .collect();
+    let circles = file_circles(&file_uses(), &["testbed".to_string()]);
+    assert_eq!(
+        circles, known,
+        "circles between the files of src/testbed/ (each file uses the others through the \
+         rest); the ledger must not use what records into it"
+    );
+}
+
+#[test]
+fn a_circle_between_files_is_found_and_a_module_using_its_children_is_not() {
+    let m = |s: &str| -> Vec<String> { s.split("::").map(str::to_string).collect() };
+    let file = |from: &str, to: &[&str]| Uses {
+        rel: String::new(),
+        module: m(from),
+        to: to.iter().map(|t| (m(t), 1)).collect(),
+    };
+    let uses = [
+        file("t", &["t::a", "t::b", "t::c"]),
+        file("t::a", &["t::b", "t"]),
+        file("t::b", &["t::c"]),
+        file("t::c", &["t::a"]),
+        file("t::d", &["t::a", "u"]),
+        file("u", &["t::d"]),
+    ];
+    assert_eq!(
+        file_circles(&uses, &m("t")),
+        [["t::a", "t::b", "t::c"].map(String::from).to_vec()]
+    );
+}
