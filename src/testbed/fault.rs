@@ -227,7 +227,11 @@ impl BackingStore {
     /// The store of `dir` by its path: only for fsgauge's own directories, which no one else
     /// can change.
     pub(super) fn at(dir: &Path) -> Self {
-        Self::from(nix::sys::statvfs::statvfs(dir), dir, crate::sys::proc::mount_of(dir))
+        Self::from(
+            nix::sys::statvfs::statvfs(dir),
+            dir,
+            crate::sys::proc::mount_of(dir),
+        )
     }
 
     fn from(

@@ -32,7 +32,6 @@ use nix::fcntl::AtFlags;
 use nix::sys::stat::{fstatat, FileStat, SFlag};
 use nix::unistd::{unlinkat, UnlinkatFlags};
 
-use super::ledger::Resource;
 use crate::sys::trust::{self, FileId};
 
 /// How deep a chain of recorded parents is followed (the image in the testbed's directory in
@@ -96,22 +95,13 @@ pub struct Locator {
 }
 
 impl Locator {
-    /// The locator of an entry's resources; read before any of them is released (unmounting
-    /// lets the loop devices go, and with them where the kernel says the images are).
-    pub fn of(resources: &[Resource]) -> Self {
-        let mut dirs = Vec::new();
-        let mut images = Vec::new();
-        for r in resources {
-            match r {
-                Resource::Dir { path, id: Some(id) } => dirs.push((path.clone(), *id)),
-                Resource::Image { id: Some(id), .. } => images.push(*id),
-                _ => {}
-            }
-        }
+    /// The locator of the directories recorded with their identities and of the images
+    /// `images` (found where attached loop devices say they are now).
+    pub fn new(dirs: Vec<(PathBuf, FileId)>, images: &[FileId]) -> Self {
         let backing = if images.is_empty() {
             Vec::new()
         } else {
-            super::loopdev::backing_paths(&images)
+            super::loopdev::backing_paths(images)
         };
         Self { dirs, backing }
     }
@@ -380,7 +370,7 @@ mod tests {
     use std::os::unix::fs::{MetadataExt, PermissionsExt};
 
     use super::*;
-    use crate::testbed::ledger::Ledger;
+    use crate::testbed::ledger::{Ledger, Resource};
 
     fn id(p: &Path) -> FileId {
         let md = fs::symlink_metadata(p).unwrap();

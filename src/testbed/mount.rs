@@ -210,7 +210,6 @@ pub fn is_mount_point(path: &Path) -> bool {
         .unwrap_or(false)
 }
 
-
 /// Reads what the kernel logs after a point in time, from /dev/kmsg.
 struct KmsgTail {
     file: fs::File,

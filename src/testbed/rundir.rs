@@ -108,7 +108,7 @@ impl RunDir {
                 if forget {
                     let _ = l.forget(&unconfirmed);
                 }
-                for e in l.release_all() {
+                for e in l.release_all_with(teardown) {
                     eprintln!("fsgauge: warning: {e:#}");
                 }
             }
@@ -311,7 +311,7 @@ impl Drop for RunDir {
                 // Left to `testbed cleanup`, which checks the name again.
                 return;
             }
-            for e in l.release_all() {
+            for e in l.release_all_with(teardown) {
                 eprintln!(
                     "fsgauge: warning: removing {}: {e:#}; `fsgauge testbed cleanup` removes it later",
                     self.path.display()
@@ -467,6 +467,14 @@ pub fn check_names(parent: &Path, name: &OsStr) -> Result<()> {
         );
     }
     Ok(())
+}
+
+/// The [`Teardown`](super::ledger::Teardown) of a run directory the ledger recorded.
+pub fn teardown(r: &Resource) -> Option<Result<()>> {
+    match r {
+        Resource::RunDir { parent, name, ino } => Some(remove(parent, name, *ino)),
+        _ => None,
+    }
 }
 
 /// Removes the run directory `parent/name` recorded in the ledger (see the module docs for

@@ -351,7 +351,9 @@ fn module_of(rel: &str) -> Vec<String> {
         .and_then(|r| r.strip_suffix(".rs"))
         .unwrap_or_else(|| panic!("{rel} is not a .rs file under src/"));
     let mut segs: Vec<String> = inner.split('/').map(str::to_string).collect();
-    if segs.last().is_some_and(|s| s == "mod") || (segs.len() == 1 && ["lib", "main"].contains(&segs[0].as_str())) {
+    if segs.last().is_some_and(|s| s == "mod")
+        || (segs.len() == 1 && ["lib", "main"].contains(&segs[0].as_str()))
+    {
         segs.pop();
     }
     segs
@@ -507,7 +509,10 @@ fn declared_children(code: &str) -> Vec<String> {
     code.lines()
         .filter_map(|l| {
             let l = l.trim();
-            let l = l.strip_prefix("pub(crate) ").or_else(|| l.strip_prefix("pub ")).unwrap_or(l);
+            let l = l
+                .strip_prefix("pub(crate) ")
+                .or_else(|| l.strip_prefix("pub "))
+                .unwrap_or(l);
             let name = l.strip_prefix("mod ")?.strip_suffix(';')?.trim();
             Some(name.to_string())
         })
@@ -574,15 +579,32 @@ fn use_paths_are_read_as_rust_reads_them() {
         ]
         .map(|(p, l)| (p.to_string(), l))
     );
-    let m = |s: &str| -> Vec<String> { s.split("::").filter(|x| !x.is_empty()).map(str::to_string).collect() };
+    let m = |s: &str| -> Vec<String> {
+        s.split("::")
+            .filter(|x| !x.is_empty())
+            .map(str::to_string)
+            .collect()
+    };
     let modules = [m("a"), m("a::b"), m("a::b::c"), m("d")];
-    assert_eq!(resolve(&m("a::b::c"), &m("super::super::super::d::X"), &modules), m("d"));
-    assert_eq!(resolve(&m("d"), &m("crate::a::b::Y::new"), &modules), m("a::b"));
-    assert_eq!(resolve(&m("a"), &m("self::b::c::f"), &modules), m("a::b::c"));
+    assert_eq!(
+        resolve(&m("a::b::c"), &m("super::super::super::d::X"), &modules),
+        m("d")
+    );
+    assert_eq!(
+        resolve(&m("d"), &m("crate::a::b::Y::new"), &modules),
+        m("a::b")
+    );
+    assert_eq!(
+        resolve(&m("a"), &m("self::b::c::f"), &modules),
+        m("a::b::c")
+    );
     assert_eq!(module_of("src/a/b/mod.rs"), m("a::b"));
     assert_eq!(module_of("src/a/b.rs"), m("a::b"));
     assert_eq!(module_of("src/lib.rs"), m(""));
-    assert_eq!(declared_children("mod a;\npub mod b;\npub(crate) mod c;\nmod tests {"), ["a", "b", "c"]);
+    assert_eq!(
+        declared_children("mod a;\npub mod b;\npub(crate) mod c;\nmod tests {"),
+        ["a", "b", "c"]
+    );
 }
 
 /// The README's statement of the layers ("Layout of the code"): each top-level module with its
@@ -650,9 +672,16 @@ fn the_code_keeps_the_layers_the_readme_states() {
     let root = Path::new(env!("CARGO_MANIFEST_DIR"));
     let readme = std::fs::read_to_string(root.join("README.md")).expect("reading README.md");
     let ranks = stated_layers(&readme);
-    assert!(ranks.len() > 20, "the layer table lists only {} modules", ranks.len());
+    assert!(
+        ranks.len() > 20,
+        "the layer table lists only {} modules",
+        ranks.len()
+    );
     let uses = file_uses();
-    let mut tops: Vec<String> = uses.iter().filter_map(|u| u.module.first().cloned()).collect();
+    let mut tops: Vec<String> = uses
+        .iter()
+        .filter_map(|u| u.module.first().cloned())
+        .collect();
     tops.sort();
     tops.dedup();
     let mut stated: Vec<String> = ranks.iter().map(|(n, _)| n.clone()).collect();
@@ -681,7 +710,12 @@ fn a_use_up_or_sideways_is_a_breach() {
         module: vec![from.to_string()],
         to: vec![(vec![to.to_string(), "x".to_string()], 7)],
     };
-    let down = [use_of("a", "b"), use_of("b", "d"), use_of("d", "e"), use_of("c", "e")];
+    let down = [
+        use_of("a", "b"),
+        use_of("b", "d"),
+        use_of("d", "e"),
+        use_of("c", "e"),
+    ];
     assert!(layer_breaches(&ranks, &down).is_empty());
     let wrong = [use_of("e", "a"), use_of("b", "c"), use_of("d", "b")];
     assert_eq!(
@@ -747,8 +781,15 @@ fn file_circles(uses: &[Uses], within: &[String]) -> Vec<Vec<String>> {
 #[test]
 fn the_testbed_files_form_no_circle() {
     let known: Vec<Vec<String>> = [
-        &["testbed::device::model", "testbed::device::model::hdd", "testbed::device::profile"][..],
-        &["testbed::device::server::args", "testbed::device::server::ring"],
+        &[
+            "testbed::device::model",
+            "testbed::device::model::hdd",
+            "testbed::device::profile",
+        ][..],
+        &[
+            "testbed::device::server::args",
+            "testbed::device::server::ring",
+        ],
     ]
     .iter()
     .map(|c| c.iter().map(|s| s.to_string()).collect())
