@@ -41,9 +41,23 @@ impl DirStream {
         }
     }
 
+    /// Starts again at the directory's first entry (`rewinddir(3)`): a stream over a `dup` of
+    /// a descriptor shares its offset, which another reader may have left at the end.
+    pub fn rewind(&mut self) {
+        // SAFETY: self.dir is a valid open stream.
+        unsafe { libc::rewinddir(self.dir.as_ptr()) }
+    }
+
     /// The next entry other than `.` and `..`, or `None` at the end. The name lives until the
     /// next call.
+    #[inline]
     pub fn next_entry(&mut self) -> Option<Result<(&CStr, EntryType), Errno>> {
+        self.next_with_ino()
+            .map(|r| r.map(|(name, kind, _)| (name, kind)))
+    }
+
+    /// [`DirStream::next_entry`] with the entry's inode number (`d_ino`).
+    pub fn next_with_ino(&mut self) -> Option<Result<(&CStr, EntryType, u64), Errno>> {
         loop {
             Errno::clear();
             // SAFETY: self.dir is a valid open stream.
@@ -54,7 +68,13 @@ impl DirStream {
             }
             // SAFETY: readdir returned a valid dirent that stays valid until the next readdir
             // on this stream; the returned borrow of self prevents that call meanwhile.
-            let (name, dtype) = unsafe { (CStr::from_ptr((*ent).d_name.as_ptr()), (*ent).d_type) };
+            let (name, dtype, ino) = unsafe {
+                (
+                    CStr::from_ptr((*ent).d_name.as_ptr()),
+                    (*ent).d_type,
+                    (*ent).d_ino,
+                )
+            };
             let bytes = name.to_bytes();
             if bytes == b"." || bytes == b".." {
                 continue;
@@ -64,7 +84,7 @@ impl DirStream {
                 libc::DT_UNKNOWN => EntryType::Unknown,
                 _ => EntryType::Other,
             };
-            return Some(Ok((name, t)));
+            return Some(Ok((name, t, ino)));
         }
     }
 }

@@ -463,7 +463,7 @@ impl Testbed {
             return Ok((fd, walked.path));
         }
         // Others can change the work directory: keep everything in a private directory.
-        let name = format!(".fsgauge-{:016x}", rand::random::<u64>());
+        let name = sys_trust::private_name("");
         let private = self.make_dir_in(&fd, &walked.path, &name, 0o700)?;
         self.base = Some(private.clone());
         Ok((private, walked.path.join(name)))

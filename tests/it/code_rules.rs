@@ -823,3 +823,80 @@ fn a_circle_between_files_is_found_and_a_module_using_its_children_is_not() {
         [["t::a", "t::b", "t::c"].map(String::from).to_vec()]
     );
 }
+
+/// The unpredictable name of a private directory or file (`.fsgauge-…-<hex>`) is made in one
+/// place, `sys::trust::private_name`, so every private entry has the shape cleanup and the
+/// attack tests know.
+#[test]
+fn the_private_name_is_made_in_one_place() {
+    let mut found = Vec::new();
+    for (rel, text) in sources() {
+        if rel == "src/sys/trust.rs" {
+            continue;
+        }
+        for (n, line) in text.lines().enumerate() {
+            if line.contains("format!(\".fsgauge-") {
+                found.push(format!("{rel}:{}: {}", n + 1, line.trim()));
+            }
+        }
+    }
+    assert!(
+        found.is_empty(),
+        "private names made outside sys::trust::private_name:\n{}",
+        found.join("\n")
+    );
+}
+
+/// The calls through which fsgauge reaches and changes paths on a held directory.
+const PATH_CALLS: &[&str] = &[
+    "openat", "fstat", "fstatat", "mkdirat", "unlinkat", "fchmod", "statx",
+];
+
+/// Each path call has one wrapper: `sys` makes it once (`libc::NAME(` in one place), and
+/// nothing outside `sys` makes it another way (nix's `fstatat`, `mkdirat`, `unlinkat`,
+/// `fchmod`, `sys::stat::fstat`), so `sys::Dir`, `sys::trust`, `sys::chase`, the run
+/// directories and cleanup all go through the same call with the same errors.
+#[test]
+fn each_path_call_has_one_wrapper() {
+    let mut made = Vec::new();
+    let mut around = Vec::new();
+    for (rel, text) in sources() {
+        for (n, line) in code_only(&text).lines().enumerate() {
+            let at = format!("{rel}:{}: {}", n + 1, line.trim());
+            for call in PATH_CALLS {
+                if line.contains(&format!("libc::{call}(")) {
+                    made.push((call.to_string(), at.clone()));
+                }
+            }
+            let nix_way = [
+                "fstatat(",
+                "mkdirat(",
+                "unlinkat(",
+                "stat::fchmod",
+                "stat::fstat",
+            ];
+            if !rel.starts_with("src/sys/") && nix_way.iter().any(|w| line.contains(w)) {
+                around.push(at);
+            }
+        }
+    }
+    for call in PATH_CALLS {
+        let places: Vec<&String> = made
+            .iter()
+            .filter(|(c, _)| c == call)
+            .map(|(_, at)| at)
+            .collect();
+        assert_eq!(
+            places.len(),
+            1,
+            "libc::{call} should be called in one place: {places:#?}"
+        );
+        assert!(places[0].starts_with("src/sys/mod.rs:"), "{places:?}");
+    }
+    assert!(
+        around.is_empty(),
+        "path calls made around sys's wrappers (use sys::stat_at, mkdir_at, unlink_at, fchmod, \
+         fstat):\n{}",
+        around.join("\n")
+    );
+}

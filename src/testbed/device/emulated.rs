@@ -155,7 +155,7 @@ impl ModelProbe for Probe {
 fn make_mount_dir(ledger: &mut Ledger) -> Result<PathBuf> {
     let base = crate::testbed::spec::default_workdir(crate::testbed::Backing::File);
     let fd = sys_trust::own_dir(&base)?;
-    let name = format!(".fsgauge-{:016x}", rand::random::<u64>());
+    let name = sys_trust::private_name("");
     ledger.make_at(fd.as_fd(), &base, &name, "", |d, n| {
         sys_trust::make_dir_at(d, n, 0o700)
     })?;
