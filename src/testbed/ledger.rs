@@ -858,7 +858,7 @@ mod tests {
         );
         assert_eq!(
             Ledger::open_in(&dir, "owned").unwrap().entry().resources,
-            [cgroup.clone()]
+            std::slice::from_ref(&cgroup)
         );
         let mut asked = Vec::new();
         let errors = l.release_all_with(|r| {
