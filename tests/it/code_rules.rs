@@ -760,9 +760,9 @@ fn file_circles(uses: &[Uses], within: &[String]) -> Vec<Vec<String>> {
     };
     let reached: Vec<Vec<bool>> = (0..nodes.len()).map(reach).collect();
     let mut circles: Vec<Vec<String>> = Vec::new();
-    for a in 0..nodes.len() {
+    for (a, from_a) in reached.iter().enumerate() {
         let mut circle: Vec<String> = (0..nodes.len())
-            .filter(|&b| reached[a][b] && reached[b][a])
+            .filter(|&b| from_a[b] && reached[b][a])
             .map(|b| nodes[b].module.join("::"))
             .collect();
         circle.sort();
@@ -898,5 +898,208 @@ fn each_path_call_has_one_wrapper() {
         "path calls made around sys's wrappers (use sys::stat_at, mkdir_at, unlink_at, fchmod, \
          fstat):\n{}",
         around.join("\n")
+    );
+}
+
+/// The longest a row of the README's commands table may be: the command and what it is for, on
+/// one line; the detail is in `--help` and in docs/.
+const COMMAND_ROW_MAX: usize = 200;
+
+/// The README's section `## NAME`, up to the next section.
+fn readme_section<'a>(readme: &'a str, name: &str) -> &'a str {
+    readme
+        .split("\n## ")
+        .find(|s| s.starts_with(name))
+        .unwrap_or_else(|| panic!("the README has no section {name:?}"))
+}
+
+/// The rows of the README's commands table (its header and rule left out).
+fn command_rows(readme: &str) -> Vec<&str> {
+    readme_section(readme, "Commands\n")
+        .lines()
+        .skip_while(|l| !l.starts_with('|'))
+        .take_while(|l| l.starts_with('|'))
+        .skip(2)
+        .collect()
+}
+
+/// The README's commands table has one short line per command, and every command fsgauge has
+/// (`fsgauge --help`) is in it.
+#[test]
+fn the_commands_table_is_one_short_line_per_command() {
+    let root = Path::new(env!("CARGO_MANIFEST_DIR"));
+    let readme = std::fs::read_to_string(root.join("README.md")).expect("reading README.md");
+    let rows = command_rows(&readme);
+    assert!(
+        rows.len() > 10,
+        "the commands table has {} rows",
+        rows.len()
+    );
+    let long: Vec<String> = rows
+        .iter()
+        .filter(|r| r.chars().count() > COMMAND_ROW_MAX)
+        .map(|r| {
+            format!(
+                "{} characters: {}…",
+                r.chars().count(),
+                r.chars().take(60).collect::<String>()
+            )
+        })
+        .collect();
+    assert!(
+        long.is_empty(),
+        "rows of the README's commands table over {COMMAND_ROW_MAX} characters (move the detail \
+         to the command's --help or to docs/):\n{}",
+        long.join("\n")
+    );
+    use clap::CommandFactory;
+    for cmd in fsgauge::cli::Cli::command().get_subcommands() {
+        let name = format!("`fsgauge {}", cmd.get_name());
+        assert!(
+            rows.iter().any(|r| r.starts_with(&format!("| {name}"))),
+            "the commands table has no row for {name}`"
+        );
+    }
+}
+
+/// A heading's anchor as GitHub makes it: lower case, spaces to hyphens, punctuation dropped.
+fn anchor_of(heading: &str) -> String {
+    heading
+        .trim()
+        .to_lowercase()
+        .chars()
+        .filter(|c| c.is_alphanumeric() || matches!(c, ' ' | '-' | '_'))
+        .map(|c| if c == ' ' { '-' } else { c })
+        .collect()
+}
+
+/// The relative links of a Markdown text (`[text](target)`, web addresses left out).
+fn relative_links(md: &str) -> Vec<String> {
+    md.match_indices("](")
+        .filter_map(|(at, _)| {
+            let rest = &md[at + 2..];
+            let target = &rest[..rest.find(')')?];
+            (!target.contains("://") && !target.starts_with("mailto:")).then(|| target.to_string())
+        })
+        .collect()
+}
+
+/// The links of `md` (the file `file`) that lead nowhere: to a missing file, or to an anchor no
+/// heading of the target makes.
+fn broken_links(file: &Path, md: &str) -> Vec<String> {
+    let mut broken = Vec::new();
+    for link in relative_links(md) {
+        let (path, anchor) = link.split_once('#').unwrap_or((&link, ""));
+        let target = if path.is_empty() {
+            file.to_path_buf()
+        } else {
+            file.parent().expect("a file has a directory").join(path)
+        };
+        let Ok(text) = std::fs::read_to_string(&target) else {
+            broken.push(format!("{}: {link} (no such file)", file.display()));
+            continue;
+        };
+        let anchors: Vec<String> = text
+            .lines()
+            .filter_map(|l| l.strip_prefix('#'))
+            .map(|h| anchor_of(h.trim_start_matches('#')))
+            .collect();
+        if !anchor.is_empty() && !anchors.iter().any(|a| a == anchor) {
+            broken.push(format!(
+                "{}: {link} (no heading makes #{anchor})",
+                file.display()
+            ));
+        }
+    }
+    broken
+}
+
+/// Every link of the README and of docs/ resolves (file and heading), the README's commands
+/// table links the studies' pages, and every built-in preset has its study's page.
+#[test]
+fn the_readme_and_docs_links_resolve_and_every_preset_has_a_page() {
+    let root = Path::new(env!("CARGO_MANIFEST_DIR"));
+    let mut pages = vec![root.join("README.md")];
+    let mut docs: Vec<PathBuf> = std::fs::read_dir(root.join("docs"))
+        .expect("reading docs/")
+        .map(|e| e.expect("a docs/ entry").path())
+        .filter(|p| p.extension().is_some_and(|x| x == "md"))
+        .collect();
+    docs.sort();
+    assert!(docs.len() > 5, "docs/ holds {} pages", docs.len());
+    pages.extend(docs.iter().cloned());
+    let mut broken = Vec::new();
+    for page in &pages {
+        let text = std::fs::read_to_string(page).expect("reading a page");
+        broken.extend(broken_links(page, &text));
+    }
+    assert!(
+        broken.is_empty(),
+        "links that lead nowhere:\n{}",
+        broken.join("\n")
+    );
+
+    let readme = std::fs::read_to_string(root.join("README.md")).expect("reading README.md");
+    let table_links: Vec<String> = command_rows(&readme)
+        .iter()
+        .flat_map(|r| relative_links(r))
+        .collect();
+    assert!(
+        table_links.iter().any(|l| l.starts_with("docs/")),
+        "the commands table links no page of docs/: {table_links:?}"
+    );
+    let index =
+        std::fs::read_to_string(root.join("docs/README.md")).expect("reading docs/README.md");
+    for page in &docs {
+        let name = page
+            .file_name()
+            .and_then(|n| n.to_str())
+            .expect("a page name");
+        assert!(
+            name == "README.md" || relative_links(&index).iter().any(|l| l == name),
+            "docs/README.md does not link {name}"
+        );
+    }
+    let all_docs: String = docs
+        .iter()
+        .map(|p| std::fs::read_to_string(p).expect("a page"))
+        .collect();
+    let presets: Vec<String> = std::fs::read_dir(root.join("src/plan/presets"))
+        .expect("reading the presets")
+        .filter_map(|e| {
+            let p = e.expect("a preset entry").path();
+            (p.extension()? == "toml").then(|| p.file_stem()?.to_str().map(str::to_string))?
+        })
+        .collect();
+    assert!(presets.len() > 5, "found {} presets", presets.len());
+    for preset in presets {
+        assert!(
+            all_docs.contains(&format!("`{preset}`")),
+            "no page of docs/ names the preset `{preset}`"
+        );
+    }
+}
+
+#[test]
+fn links_and_anchors_are_read_as_github_makes_them() {
+    assert_eq!(anchor_of(" How a finding reads"), "how-a-finding-reads");
+    assert_eq!(
+        anchor_of("Study 4: inode interleaving"),
+        "study-4-inode-interleaving"
+    );
+    assert_eq!(
+        relative_links("see [a](docs/a.md#x), [b](https://e.org/b) and [c](#plans)"),
+        ["docs/a.md#x", "#plans"]
+    );
+    let tmp = tempfile::tempdir().unwrap();
+    let page = tmp.path().join("p.md");
+    std::fs::write(&page, "# P\n## Plans\n").unwrap();
+    let md = "[ok](#plans) [gone](q.md) [no](#nowhere) [self](p.md#p)";
+    assert_eq!(
+        broken_links(&page, md),
+        [
+            format!("{}: q.md (no such file)", page.display()),
+            format!("{}: #nowhere (no heading makes #nowhere)", page.display()),
+        ]
     );
 }
