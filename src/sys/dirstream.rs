@@ -12,6 +12,10 @@ use nix::errno::Errno;
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum EntryType {
     Dir,
+    /// A regular file.
+    File,
+    Symlink,
+    /// Anything else: a device, FIFO or socket.
     Other,
     Unknown,
 }
@@ -81,6 +85,8 @@ impl DirStream {
             }
             let t = match dtype {
                 libc::DT_DIR => EntryType::Dir,
+                libc::DT_REG => EntryType::File,
+                libc::DT_LNK => EntryType::Symlink,
                 libc::DT_UNKNOWN => EntryType::Unknown,
                 _ => EntryType::Other,
             };
@@ -93,5 +99,53 @@ impl Drop for DirStream {
     fn drop(&mut self) {
         // SAFETY: closing the stream we own exactly once.
         unsafe { libc::closedir(self.dir.as_ptr()) };
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use std::os::unix::fs::MetadataExt;
+
+    use super::*;
+
+    /// Each entry comes with its type and its inode number, and a stream read to its end (as a
+    /// reader of a shared descriptor leaves it) gives every entry again after a rewind.
+    #[test]
+    fn entries_come_with_type_and_inode_and_again_after_a_rewind() {
+        let tmp = tempfile::tempdir().expect("tempdir");
+        std::fs::create_dir(tmp.path().join("d")).expect("mkdir");
+        std::fs::write(tmp.path().join("f"), b"x").expect("write");
+        std::os::unix::fs::symlink("f", tmp.path().join("l")).expect("symlink");
+        let fd = crate::sys::Dir::open(tmp.path()).expect("open");
+        let mut s = DirStream::new(OwnedFd::from(fd)).expect("stream");
+        let read = |s: &mut DirStream| {
+            let mut seen = Vec::new();
+            while let Some(e) = s.next_with_ino() {
+                let (name, kind, ino) = e.expect("an entry");
+                seen.push((name.to_string_lossy().into_owned(), kind, ino));
+            }
+            seen.sort_by(|a, b| a.0.cmp(&b.0));
+            seen
+        };
+        let ino = |n: &str| {
+            std::fs::symlink_metadata(tmp.path().join(n))
+                .expect("stat")
+                .ino()
+        };
+        let want = vec![
+            ("d".to_string(), EntryType::Dir, ino("d")),
+            ("f".to_string(), EntryType::File, ino("f")),
+            ("l".to_string(), EntryType::Symlink, ino("l")),
+        ];
+        // tmpfs and ext4 give the type; a filesystem that does not says Unknown.
+        let first = read(&mut s);
+        if first.iter().all(|e| e.1 != EntryType::Unknown) {
+            assert_eq!(first, want);
+        } else {
+            assert_eq!(first.len(), 3, "{first:?}");
+        }
+        assert!(read(&mut s).is_empty(), "at the end");
+        s.rewind();
+        assert_eq!(read(&mut s).len(), 3);
     }
 }

@@ -599,7 +599,7 @@ fn remove_contents(dir: OwnedFd, dev: u64, at: &Path, kept: &mut Vec<String>) ->
         // filesystem does not say, ask.
         let is_subdir = match kind {
             EntryType::Dir => true,
-            EntryType::Other => false,
+            EntryType::File | EntryType::Symlink | EntryType::Other => false,
             EntryType::Unknown => match stat_at(fd, n.as_c_str()) {
                 Ok(st) => is_dir(&st),
                 Err(Errno::ENOENT) => continue,

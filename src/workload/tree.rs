@@ -248,7 +248,7 @@ fn remove_pass(
         }
         let is_dir = match ftype {
             EntryType::Dir => true,
-            EntryType::Other => false,
+            EntryType::File | EntryType::Symlink | EntryType::Other => false,
             EntryType::Unknown => dir
                 .stat(name)
                 .map(|st| st.st_mode & libc::S_IFMT == libc::S_IFDIR)
