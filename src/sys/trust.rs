@@ -16,7 +16,7 @@
 //!   (`mkdirat`, `O_CREAT|O_EXCL|O_NOFOLLOW`), then opened without following symlinks and
 //!   checked on the descriptor ([`make_dir_at`], [`create_file_at`]).
 //! - A user's `--workdir` that is not trusted gets a private 0700 directory with an
-//!   unpredictable name inside it ([`private_dir_in`]); everything of the run lives in there.
+//!   unpredictable name inside it ([`private_name`]); everything of the run lives in there.
 
 use std::ffi::CString;
 use std::fs::File;
