@@ -24,7 +24,6 @@ use std::path::{Path, PathBuf};
 use anyhow::{Context, Result};
 use nix::errno::Errno;
 use nix::fcntl::AtFlags;
-use nix::unistd::UnlinkatFlags;
 
 use crate::sys::fs_error;
 
@@ -110,7 +109,7 @@ impl OutDir {
                     crate::bounded::kind_of(st.st_mode)
                 )));
             }
-            nix::unistd::unlinkat(Some(self.raw()), name, UnlinkatFlags::NoRemoveDir)
+            crate::sys::unlink_at(self.fd().as_fd(), name, false)
                 .map_err(|e| fs_error("unlink", &shown, e))?;
         }
         let c = cstring(name.as_bytes(), Path::new(name))?;
@@ -192,7 +191,7 @@ impl OutDir {
             }
         }
         for _ in 0..100 {
-            let name = random_name("tmp");
+            let name = crate::sys::trust::private_name("tmp");
             let c = CString::new(name.clone()).expect("hex names hold no NUL");
             match crate::sys::open_at(
                 self.raw(),
@@ -236,7 +235,7 @@ impl OutDir {
             None => {
                 let mut linked = None;
                 for _ in 0..100 {
-                    let n = random_name("tmp");
+                    let n = crate::sys::trust::private_name("tmp");
                     match t.link_as(&n) {
                         Ok(()) => {
                             linked = Some(n);
@@ -391,15 +390,9 @@ impl Temp<'_> {
 impl Drop for Temp<'_> {
     fn drop(&mut self) {
         if let Some(n) = &self.name {
-            let _ =
-                nix::unistd::unlinkat(Some(self.dir.raw()), n.as_str(), UnlinkatFlags::NoRemoveDir);
+            let _ = crate::sys::unlink_at(self.dir.fd().as_fd(), n.as_str(), false);
         }
     }
-}
-
-/// A random dot-name, `.fsgauge-KIND-<16 hex digits>`.
-fn random_name(kind: &str) -> String {
-    format!(".fsgauge-{kind}-{:016x}", rand::random::<u64>())
 }
 
 fn cstring(bytes: &[u8], path: &Path) -> Result<CString> {

@@ -505,11 +505,7 @@ impl Ager {
                     path.push_str(&format!("/l{l}"));
                 }
                 let t0 = Instant::now();
-                match nix::sys::stat::mkdirat(
-                    Some(self.root_fd.as_raw_fd()),
-                    path.as_str(),
-                    nix::sys::stat::Mode::from_bits_truncate(0o755),
-                ) {
+                match crate::sys::mkdir_at(self.root_fd.as_fd(), path.as_str(), 0o755) {
                     Ok(()) => {}
                     Err(Errno::ENOSPC) => return Ok(None),
                     Err(e) => {

@@ -182,7 +182,7 @@ impl Scratch {
     ) -> Result<(OwnedFd, String, OwnedFd, File, (FileId, FileId))> {
         let work = default_workdir(Backing::File);
         let base = sys_trust::own_dir(&work).context("fsgauge's work directory")?;
-        let name = format!(".fsgauge-check-{:016x}", rand::random::<u64>());
+        let name = sys_trust::private_name("check");
         let (dir, _, dir_id) = ledger.make_at(base.as_fd(), &work, &name, "", |d, n| {
             sys_trust::make_dir_at(d, n, 0o700)
         })?;

@@ -47,8 +47,24 @@ pub enum Command {
     /// List the built-in studies (presets), or print one's plan.
     Presets(presets::PresetsCmd),
     /// Turn result files into a report: statistics, tables, plots (HTML, Markdown, CSV, JSON).
+    ///
+    /// Statistics per cell (n, mean, sd, CV, 95% CI), the findings of the studies' questions,
+    /// the studies' tables, plots (SVG/PNG beside the report with --svg/--png), as one
+    /// self-contained HTML file, a table, Markdown, CSV or JSON. A damaged result file in a
+    /// directory, or one of
+    /// a schema version this fsgauge does not read, is named in a warning and left out (--strict:
+    /// exit 2); a file named on the command line is refused. Give it a study's results on this
+    /// machine and on emulated disks (fsgauge report fsgauge-results
+    /// fsgauge-results-st3500641as): runs on different disks are never pooled, each disk gets its
+    /// own finding, the table "Findings by disk" sets them side by side with the published ratio,
+    /// and the HTML report opens with a forest plot of them (ratio on a log axis, 95% interval,
+    /// published figure marked).
     Report(report::ReportCmd),
     /// Compare two sets of results metric by metric, with Welch's t-test.
+    ///
+    /// First the environment fields that differ between the two sets ("these runs differ in:
+    /// vm.dirty_ratio 20 → 10"); then per metric the mean ± sd of both, the % change, Welch's
+    /// t-test p-value, and whether that is better or worse.
     Compare(compare::CompareCmd),
     /// Run one workload on a fresh testbed (--fs) or an existing directory (--dir).
     #[command(subcommand)]
@@ -62,6 +78,10 @@ pub enum Command {
     Testbed(testbed::TestbedCmd),
     /// Block layout and fragmentation of trees (ext2/3/4 inode tables or FIEMAP, counted as
     /// filefrag counts), and free-space fragmentation of a filesystem (as e2freefrag).
+    ///
+    /// Per tree: extents, ideal extents, layout score, fragmentation factor, internal
+    /// fragmentation and inter-file locality. --free MOUNTPOINT: free-space fragmentation as
+    /// e2freefrag reports it (GETFSMAP, else the ext2/3/4 block bitmaps).
     Frag(frag::FragCmd),
     /// Age a filesystem to usage checkpoints (fill, round-robin append, churn), recording
     /// throughput, layout and free-space fragmentation at each (the study's agesystem).
@@ -78,6 +98,13 @@ pub enum Command {
     Study(study::StudyCmd),
     /// Emulated devices: the disk profiles (seeds' 7200 rpm drives, SSDs, ram) with the source
     /// of every parameter, and what the disk model expects of each.
+    ///
+    /// The built-in profiles: study 5's Seagate ST3500641AS, a 2003–2005 Deskstar 7K250-class
+    /// drive for studies 1–4, a SATA and an NVMe SSD, and ram. A profile is a TOML file, so a
+    /// path works wherever a name does; ablations after a colon (seek=off, rotation=off,
+    /// cache=off, constant=12ms) take a part of the model away. Testbeds run on a profile with
+    /// --device-model (README, "Emulated disks"); scripts/bench-device checks the server's
+    /// accuracy and cost.
     Devices(devices::DevicesCmd),
 }
 

@@ -32,6 +32,9 @@ pub enum TestbedCmd {
         name: String,
     },
     /// Remove everything a killed run left behind (mounts, loop devices, images, cgroups).
+    ///
+    /// Also a killed --dir run's directory (fsgauge-KIND-PID-REP). A damaged ledger file is
+    /// skipped with a warning that says how to remove it.
     Cleanup {
         /// Also destroy persistent testbeds (from `testbed create`) and those of live runs.
         #[arg(long)]

@@ -230,7 +230,7 @@ pub fn freefrag_label(i: usize, block_size: u64) -> String {
     String::new()
 }
 
-pub use crate::testbed::mount::mount_of;
+use crate::sys::proc::mount_of;
 
 /// Scans the free space of the filesystem mounted at (or holding) `path`.
 pub fn free_space(path: &Path) -> Result<FreeSpace> {
@@ -350,7 +350,7 @@ fn getfsmap_free(
 
 /// Runs e2freefrag on `device` and reads its report.
 pub fn e2freefrag(path: &Path, fs_type: &str, device: &Path) -> Result<FreeSpace> {
-    let prog = crate::testbed::find_program("e2freefrag").ok_or_else(|| {
+    let prog = crate::sys::proc::find_program("e2freefrag").ok_or_else(|| {
         anyhow::Error::new(Unsupported {
             fs: fs_type.into(),
             path: path.display().to_string(),

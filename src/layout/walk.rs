@@ -25,6 +25,7 @@ use super::metrics::{FileLayout, LayoutSummary, SummaryBuilder};
 use super::scan::{layout_from_ondisk, map_file, FsRules};
 use super::sys::magic;
 use crate::error::bad_input;
+use crate::sys::dirstream::{DirStream, EntryType};
 
 /// How a tree is walked.
 #[derive(Debug, Clone)]
@@ -524,11 +525,8 @@ impl<'s, 'a> Worker<'s, 'a> {
                 return subdirs;
             }
         };
-        let mut dir = match nix::dir::Dir::from_fd(dup.as_raw_fd()) {
-            Ok(d) => {
-                std::mem::forget(dup);
-                d
-            }
+        let mut dir = match DirStream::new(dup) {
+            Ok(d) => d,
             Err(e) => {
                 self.count_error(&job.path, "reading directory", &io::Error::from(e));
                 return subdirs;
@@ -542,37 +540,32 @@ impl<'s, 'a> Worker<'s, 'a> {
         } else {
             self.reader_for(job.key.0, fd.as_fd()).ok()
         };
-        for ent in dir.iter() {
-            let ent = match ent {
+        while let Some(ent) = dir.next_with_ino() {
+            let (name, kind, ino) = match ent {
                 Ok(e) => e,
                 Err(e) => {
                     self.count_error(&job.path, "reading directory", &io::Error::from(e));
                     break;
                 }
             };
-            let name = ent.file_name();
             let nb = name.to_bytes();
-            if nb == b"." || nb == b".." {
-                continue;
-            }
-            use nix::dir::Type;
-            match ent.file_type() {
-                Some(Type::File) => match &reader {
-                    Some(r) => self.queue_file(r, fd.as_fd(), job, name, ent.ino()),
+            match kind {
+                EntryType::File => match &reader {
+                    Some(r) => self.queue_file(r, fd.as_fd(), job, name, ino),
                     None => {
                         let child = job.path.join(OsStr::from_bytes(nb));
                         self.file(dirfd, name, &child, job.root_dev, false);
                     }
                 },
-                Some(Type::Directory) => {
+                EntryType::Dir => {
                     let child = job.path.join(OsStr::from_bytes(nb));
                     if let Some(j) = self.subdir(dirfd, name, child, job.root_dev) {
                         subdirs.push(j);
                     }
                 }
-                Some(Type::Symlink) => self.b.skipped.symlinks += 1,
-                Some(_) => self.b.skipped.special_files += 1,
-                None => {
+                EntryType::Symlink => self.b.skipped.symlinks += 1,
+                EntryType::Other => self.b.skipped.special_files += 1,
+                EntryType::Unknown => {
                     let child = job.path.join(OsStr::from_bytes(nb));
                     match statx_nofollow(dirfd, name) {
                         Ok(st) => match kind_of(st.stx_mode as u32) {

@@ -24,7 +24,7 @@
 
 use std::collections::VecDeque;
 use std::ffi::{OsStr, OsString};
-use std::os::fd::{AsFd, AsRawFd, BorrowedFd, FromRawFd, OwnedFd};
+use std::os::fd::{AsFd, AsRawFd, BorrowedFd, OwnedFd};
 use std::os::unix::ffi::OsStrExt;
 use std::path::{Component, Path, PathBuf};
 
@@ -114,36 +114,14 @@ fn io_at(what: &str, path: &Path, e: std::io::Error) -> anyhow::Error {
 fn open_path_dir(dir: BorrowedFd<'_>, name: &OsStr) -> std::io::Result<OwnedFd> {
     let c = std::ffi::CString::new(name.as_bytes())
         .map_err(|_| std::io::Error::from_raw_os_error(libc::EINVAL))?;
-    // SAFETY: a live directory descriptor and a NUL-terminated name.
-    let fd = unsafe {
-        libc::openat(
-            dir.as_raw_fd(),
-            c.as_ptr(),
-            libc::O_PATH | libc::O_DIRECTORY | libc::O_NOFOLLOW | libc::O_CLOEXEC,
-        )
-    };
-    if fd < 0 {
-        return Err(std::io::Error::last_os_error());
-    }
-    // SAFETY: openat returned a new descriptor that nothing else owns.
-    Ok(unsafe { OwnedFd::from_raw_fd(fd) })
+    let flags = libc::O_PATH | libc::O_DIRECTORY | libc::O_NOFOLLOW | libc::O_CLOEXEC;
+    Ok(super::open_at(dir.as_raw_fd(), &c, flags, 0)?)
 }
 
 /// A real descriptor (`O_RDONLY | O_DIRECTORY`) of the directory an `O_PATH` one names.
 pub fn reopen_dir(fd: BorrowedFd<'_>) -> std::io::Result<OwnedFd> {
-    // SAFETY: a live directory descriptor and a NUL-terminated name.
-    let r = unsafe {
-        libc::openat(
-            fd.as_raw_fd(),
-            c".".as_ptr(),
-            libc::O_RDONLY | libc::O_DIRECTORY | libc::O_CLOEXEC,
-        )
-    };
-    if r < 0 {
-        return Err(std::io::Error::last_os_error());
-    }
-    // SAFETY: openat returned a new descriptor that nothing else owns.
-    Ok(unsafe { OwnedFd::from_raw_fd(r) })
+    let flags = libc::O_RDONLY | libc::O_DIRECTORY | libc::O_CLOEXEC;
+    Ok(super::open_at(fd.as_raw_fd(), c".", flags, 0)?)
 }
 
 fn readlink_at(dir: BorrowedFd<'_>, name: &OsStr) -> std::io::Result<PathBuf> {

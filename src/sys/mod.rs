@@ -33,6 +33,7 @@ use std::path::Path;
 
 pub use buf::AlignedBuf;
 pub use nix::errno::Errno;
+use nix::NixPath;
 
 use crate::error::SystemFailure;
 
@@ -218,6 +219,76 @@ pub fn fstat(fd: BorrowedFd<'_>) -> Result<libc::stat, Errno> {
     Ok(unsafe { st.assume_init() })
 }
 
+/// `fstatat(dir, name, AT_SYMLINK_NOFOLLOW)`: what `name` in `dir` is, a symlink itself.
+/// `name` is anything that makes a C string (`CStr`, `str`, `OsStr`, `Path`; one with a NUL
+/// inside is EINVAL).
+#[inline]
+pub fn stat_at<P: ?Sized + NixPath>(dir: BorrowedFd<'_>, name: &P) -> Result<libc::stat, Errno> {
+    let mut st = std::mem::MaybeUninit::<libc::stat>::uninit();
+    name.with_nix_path(|c| {
+        // SAFETY: fstatat(2) on a live descriptor with a NUL-terminated name, into a buffer of
+        // the size it fills.
+        check(unsafe {
+            libc::fstatat(
+                dir.as_raw_fd(),
+                c.as_ptr(),
+                st.as_mut_ptr(),
+                libc::AT_SYMLINK_NOFOLLOW,
+            )
+        })
+    })??;
+    // SAFETY: fstatat succeeded, so it filled the buffer.
+    Ok(unsafe { st.assume_init() })
+}
+
+/// `mkdirat(dir, name, mode)` (the umask narrows `mode`).
+#[inline]
+pub fn mkdir_at<P: ?Sized + NixPath>(
+    dir: BorrowedFd<'_>,
+    name: &P,
+    mode: libc::mode_t,
+) -> Result<(), Errno> {
+    name.with_nix_path(|c| {
+        // SAFETY: mkdirat(2) on a live descriptor with a NUL-terminated name.
+        check(unsafe { libc::mkdirat(dir.as_raw_fd(), c.as_ptr(), mode) })
+    })?
+}
+
+/// `unlinkat(dir, name)`, with `AT_REMOVEDIR` when `rmdir`.
+#[inline]
+pub fn unlink_at<P: ?Sized + NixPath>(
+    dir: BorrowedFd<'_>,
+    name: &P,
+    rmdir: bool,
+) -> Result<(), Errno> {
+    let flags = if rmdir { libc::AT_REMOVEDIR } else { 0 };
+    name.with_nix_path(|c| {
+        // SAFETY: unlinkat(2) on a live descriptor with a NUL-terminated name.
+        check(unsafe { libc::unlinkat(dir.as_raw_fd(), c.as_ptr(), flags) })
+    })?
+}
+
+/// `openat(dir, name, O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC)`: the directory `name`
+/// in `dir`, never through a symlink in its last component.
+#[inline]
+pub fn open_dir_at<P: ?Sized + NixPath>(dir: BorrowedFd<'_>, name: &P) -> Result<OwnedFd, Errno> {
+    name.with_nix_path(|c| {
+        open_at(
+            dir.as_raw_fd(),
+            c,
+            libc::O_RDONLY | libc::O_DIRECTORY | libc::O_NOFOLLOW | libc::O_CLOEXEC,
+            0,
+        )
+    })?
+}
+
+/// `fchmod(2)`: sets the mode exactly (the umask does not apply).
+#[inline]
+pub fn fchmod(fd: BorrowedFd<'_>, mode: libc::mode_t) -> Result<(), Errno> {
+    // SAFETY: fchmod(2) on a descriptor; no memory is passed.
+    check(unsafe { libc::fchmod(fd.as_raw_fd(), mode) })
+}
+
 /// `statx(2)` of `name` in the directory `dir` (or `AT_FDCWD`) with `flags` (`AT_*`) asking
 /// for the `mask` fields (`STATX_*`).
 #[inline]
@@ -251,14 +322,8 @@ pub struct Dir(OwnedFd);
 impl Dir {
     /// Opens a directory by path.
     pub fn open(path: &Path) -> Result<Dir, Errno> {
-        let fd = nix::fcntl::open(
-            path,
-            nix::fcntl::OFlag::O_RDONLY
-                | nix::fcntl::OFlag::O_DIRECTORY
-                | nix::fcntl::OFlag::O_CLOEXEC,
-            nix::sys::stat::Mode::empty(),
-        )?;
-        owned(fd).map(Dir)
+        path.with_nix_path(|c| open(c, libc::O_RDONLY | libc::O_DIRECTORY | libc::O_CLOEXEC, 0))?
+            .map(Dir)
     }
 
     /// Opens a directory by path; an error names it ([`fs_error`]).
@@ -269,74 +334,39 @@ impl Dir {
     /// `openat(self, name, O_DIRECTORY | O_NOFOLLOW)`: a child directory.
     #[inline]
     pub fn open_dir(&self, name: &CStr) -> Result<Dir, Errno> {
-        // SAFETY: openat(2) on a live directory descriptor with a NUL-terminated name.
-        let fd = unsafe {
-            libc::openat(
-                self.raw(),
-                name.as_ptr(),
-                libc::O_RDONLY | libc::O_DIRECTORY | libc::O_CLOEXEC | libc::O_NOFOLLOW,
-            )
-        };
-        owned(fd).map(Dir)
+        open_dir_at(self.as_fd(), name).map(Dir)
     }
 
     /// `mkdirat(self, name, 0755)`.
     #[inline]
     pub fn mkdir(&self, name: &CStr) -> Result<(), Errno> {
-        // SAFETY: mkdirat(2) on a live directory descriptor with a NUL-terminated name.
-        check(unsafe { libc::mkdirat(self.raw(), name.as_ptr(), 0o755) })
+        mkdir_at(self.as_fd(), name, 0o755)
     }
 
     /// `unlinkat(self, name)`, with `AT_REMOVEDIR` when `rmdir`.
     #[inline]
     pub fn unlink(&self, name: &CStr, rmdir: bool) -> Result<(), Errno> {
-        let flags = if rmdir { libc::AT_REMOVEDIR } else { 0 };
-        // SAFETY: unlinkat(2) on a live directory descriptor with a NUL-terminated name.
-        check(unsafe { libc::unlinkat(self.raw(), name.as_ptr(), flags) })
+        unlink_at(self.as_fd(), name, rmdir)
     }
 
     /// `openat(self, name, O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0644)`: the file, to be
     /// closed with [`File::close`] so that a failing close is seen.
     #[inline]
     pub fn create(&self, name: &CStr) -> Result<File, Errno> {
-        // SAFETY: openat(2) on a live directory descriptor with a NUL-terminated name.
-        let fd = unsafe {
-            libc::openat(
-                self.raw(),
-                name.as_ptr(),
-                libc::O_WRONLY | libc::O_CREAT | libc::O_TRUNC | libc::O_CLOEXEC,
-                0o644 as libc::c_uint,
-            )
-        };
-        owned(fd).map(File)
+        let flags = libc::O_WRONLY | libc::O_CREAT | libc::O_TRUNC | libc::O_CLOEXEC;
+        open_at(self.raw(), name, flags, 0o644).map(File)
     }
 
     /// `openat(self, name, O_RDONLY | O_CLOEXEC)`: a file to read.
     #[inline]
     pub fn open_read(&self, name: &CStr) -> Result<File, Errno> {
-        // SAFETY: openat(2) on a live directory descriptor with a NUL-terminated name.
-        let fd =
-            unsafe { libc::openat(self.raw(), name.as_ptr(), libc::O_RDONLY | libc::O_CLOEXEC) };
-        owned(fd).map(File)
+        open_at(self.raw(), name, libc::O_RDONLY | libc::O_CLOEXEC, 0).map(File)
     }
 
     /// `fstatat(self, name, AT_SYMLINK_NOFOLLOW)`.
     #[inline]
     pub fn stat(&self, name: &CStr) -> Result<libc::stat, Errno> {
-        let mut st = std::mem::MaybeUninit::<libc::stat>::uninit();
-        // SAFETY: fstatat(2) on a live directory descriptor with a NUL-terminated name, into a
-        // buffer of the size it fills.
-        let r = unsafe {
-            libc::fstatat(
-                self.raw(),
-                name.as_ptr(),
-                st.as_mut_ptr(),
-                libc::AT_SYMLINK_NOFOLLOW,
-            )
-        };
-        check(r)?;
-        // SAFETY: fstatat succeeded, so it filled the buffer.
-        Ok(unsafe { st.assume_init() })
+        stat_at(self.as_fd(), name)
     }
 
     /// `syncfs(2)` of the filesystem holding the directory.

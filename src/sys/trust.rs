@@ -16,7 +16,7 @@
 //!   (`mkdirat`, `O_CREAT|O_EXCL|O_NOFOLLOW`), then opened without following symlinks and
 //!   checked on the descriptor ([`make_dir_at`], [`create_file_at`]).
 //! - A user's `--workdir` that is not trusted gets a private 0700 directory with an
-//!   unpredictable name inside it ([`private_dir_in`]); everything of the run lives in there.
+//!   unpredictable name inside it ([`private_name`]); everything of the run lives in there.
 
 use std::ffi::CString;
 use std::fs::File;
@@ -53,61 +53,19 @@ fn last_err() -> std::io::Error {
     std::io::Error::last_os_error()
 }
 
-/// fstat(2).
+/// fstat(2) ([`super::fstat`], its error as an `io::Error`).
 pub fn fstat(fd: BorrowedFd<'_>) -> std::io::Result<libc::stat> {
-    let mut st = std::mem::MaybeUninit::<libc::stat>::uninit();
-    // SAFETY: fstat fills the struct it is given; the fd is valid for the call.
-    let rc = unsafe { libc::fstat(fd.as_raw_fd(), st.as_mut_ptr()) };
-    if rc != 0 {
-        return Err(last_err());
-    }
-    // SAFETY: fstat succeeded and filled it.
-    Ok(unsafe { st.assume_init() })
+    super::fstat(fd).map_err(std::io::Error::from)
 }
 
-/// fstatat(2) of `name` in `dir`, not following a symlink.
+/// fstatat(2) of `name` in `dir`, not following a symlink ([`super::stat_at`]).
 pub fn stat_at(dir: BorrowedFd<'_>, name: impl AsRef<Path>) -> std::io::Result<libc::stat> {
-    let c = cstr(name.as_ref())?;
-    let mut st = std::mem::MaybeUninit::<libc::stat>::uninit();
-    // SAFETY: valid fd, NUL-terminated name, and a struct to fill.
-    let rc = unsafe {
-        libc::fstatat(
-            dir.as_raw_fd(),
-            c.as_ptr(),
-            st.as_mut_ptr(),
-            libc::AT_SYMLINK_NOFOLLOW,
-        )
-    };
-    if rc != 0 {
-        return Err(last_err());
-    }
-    // SAFETY: fstatat succeeded and filled it.
-    Ok(unsafe { st.assume_init() })
-}
-
-/// Opens the directory `name` in `dir` (or `path` when `dir` is None), never following a
-/// symlink in its last component.
-fn open_dir_at(dir: Option<BorrowedFd<'_>>, name: &Path) -> std::io::Result<OwnedFd> {
-    let c = cstr(name)?;
-    let at = dir.map_or(libc::AT_FDCWD, |d| d.as_raw_fd());
-    // SAFETY: valid fd or AT_FDCWD, NUL-terminated name.
-    let fd = unsafe {
-        libc::openat(
-            at,
-            c.as_ptr(),
-            libc::O_RDONLY | libc::O_DIRECTORY | libc::O_NOFOLLOW | libc::O_CLOEXEC,
-        )
-    };
-    if fd < 0 {
-        return Err(last_err());
-    }
-    // SAFETY: openat returned a new descriptor we own.
-    Ok(unsafe { OwnedFd::from_raw_fd(fd) })
+    super::stat_at(dir, name.as_ref()).map_err(std::io::Error::from)
 }
 
 /// Opens the directory `name` in the held directory `dir`, not following a symlink.
 pub fn open_dir_in(dir: BorrowedFd<'_>, name: &str) -> std::io::Result<OwnedFd> {
-    open_dir_at(Some(dir), Path::new(name))
+    super::open_dir_at(dir, name).map_err(std::io::Error::from)
 }
 
 /// Opens a directory by absolute path without following any symlink on the way
@@ -254,15 +212,9 @@ pub fn own_dir(path: &Path) -> Result<OwnedFd> {
     Ok(w.fd)
 }
 
-/// mkdirat(2).
+/// mkdirat(2) ([`super::mkdir_at`]).
 pub fn mkdir_at(dir: BorrowedFd<'_>, name: &Path, mode: u32) -> std::io::Result<()> {
-    let c = cstr(name)?;
-    // SAFETY: valid fd and NUL-terminated name.
-    let rc = unsafe { libc::mkdirat(dir.as_raw_fd(), c.as_ptr(), mode as libc::mode_t) };
-    if rc != 0 {
-        return Err(last_err());
-    }
-    Ok(())
+    super::mkdir_at(dir, name, mode as libc::mode_t).map_err(std::io::Error::from)
 }
 
 /// Makes the directory `name` in `dir` exclusively (it must not exist) and opens it without
@@ -270,7 +222,7 @@ pub fn mkdir_at(dir: BorrowedFd<'_>, name: &Path, mode: u32) -> std::io::Result<
 /// by others. The mode is set explicitly (the umask does not narrow it).
 pub fn make_dir_at(dir: BorrowedFd<'_>, name: &str, mode: u32) -> std::io::Result<OwnedFd> {
     mkdir_at(dir, Path::new(name), mode)?;
-    let fd = open_dir_at(Some(dir), Path::new(name))?;
+    let fd = open_dir_in(dir, name)?;
     let st = fstat(fd_b(&fd))?;
     if st.st_uid != nix::unistd::geteuid().as_raw() || st.st_mode & 0o022 != 0 {
         return Err(std::io::Error::other(format!(
@@ -279,44 +231,30 @@ pub fn make_dir_at(dir: BorrowedFd<'_>, name: &str, mode: u32) -> std::io::Resul
             mode_text(st.st_mode)
         )));
     }
-    // SAFETY: fchmod on a valid fd.
-    unsafe { libc::fchmod(fd.as_raw_fd(), mode as libc::mode_t) };
+    // The mode exactly, whatever the umask took off; a failure leaves it narrower, not wider.
+    let _ = super::fchmod(fd_b(&fd), mode as libc::mode_t);
     Ok(fd)
 }
 
 /// Creates the regular file `name` in `dir` exclusively, read-write, mode 0600.
 pub fn create_file_at(dir: BorrowedFd<'_>, name: &str) -> std::io::Result<File> {
     let c = cstr(Path::new(name))?;
-    // SAFETY: valid fd and NUL-terminated name.
-    let fd = unsafe {
-        libc::openat(
-            dir.as_raw_fd(),
-            c.as_ptr(),
-            libc::O_RDWR | libc::O_CREAT | libc::O_EXCL | libc::O_NOFOLLOW | libc::O_CLOEXEC,
-            0o600 as libc::c_uint,
-        )
-    };
-    if fd < 0 {
-        return Err(last_err());
-    }
-    // SAFETY: openat returned a new descriptor we own.
-    Ok(unsafe { File::from_raw_fd(fd) })
+    let flags = libc::O_RDWR | libc::O_CREAT | libc::O_EXCL | libc::O_NOFOLLOW | libc::O_CLOEXEC;
+    let fd = super::open_at(dir.as_raw_fd(), &c, flags, 0o600).map_err(std::io::Error::from)?;
+    Ok(File::from(fd))
 }
 
-/// Makes a private directory (mode 0700) with an unpredictable name `.fsgauge-XXXXXXXXXXXX`
-/// in `dir`; returns its name and descriptor.
-pub fn private_dir_in(dir: BorrowedFd<'_>) -> std::io::Result<(String, OwnedFd)> {
-    use rand::Rng;
-    let mut rng = rand::thread_rng();
-    for _ in 0..16 {
-        let name = format!(".fsgauge-{:016x}", rng.gen::<u64>());
-        match make_dir_at(dir, &name, 0o700) {
-            Ok(fd) => return Ok((name, fd)),
-            Err(e) if e.kind() == std::io::ErrorKind::AlreadyExists => continue,
-            Err(e) => return Err(e),
-        }
+/// The name of a private entry fsgauge makes in a shared directory, unpredictable so that no
+/// one can make it first: `.fsgauge-<16 hex digits>` (a private work directory, a device
+/// server's mount point), or `.fsgauge-KIND-<16 hex digits>` saying what it is for (`check`:
+/// `devices check`'s image, `tmp`: a file being written atomically).
+pub fn private_name(kind: &str) -> String {
+    let n = rand::random::<u64>();
+    if kind.is_empty() {
+        format!(".fsgauge-{n:016x}")
+    } else {
+        format!(".fsgauge-{kind}-{n:016x}")
     }
-    Err(std::io::Error::from_raw_os_error(libc::EEXIST))
 }
 
 /// Removes `name` from `dir` (a directory when `is_dir`), only if it is still the file
@@ -337,38 +275,15 @@ pub fn remove_at(
             return Ok(());
         }
     }
-    let c = cstr(Path::new(name))?;
-    let flags = if is_dir { libc::AT_REMOVEDIR } else { 0 };
-    // SAFETY: valid fd and NUL-terminated name.
-    let rc = unsafe { libc::unlinkat(dir.as_raw_fd(), c.as_ptr(), flags) };
-    if rc != 0 {
-        let e = last_err();
-        if e.kind() == std::io::ErrorKind::NotFound {
-            return Ok(());
-        }
-        return Err(e);
+    match super::unlink_at(dir, name, is_dir) {
+        Ok(()) | Err(super::Errno::ENOENT) => Ok(()),
+        Err(e) => Err(e.into()),
     }
-    Ok(())
 }
 
 /// The device number and mount id of an open file.
 pub fn statx_dev_mnt(fd: BorrowedFd<'_>) -> std::io::Result<(u64, u64)> {
-    let mut st = std::mem::MaybeUninit::<libc::statx>::zeroed();
-    // SAFETY: statx with AT_EMPTY_PATH on a valid fd fills the struct given.
-    let rc = unsafe {
-        libc::statx(
-            fd.as_raw_fd(),
-            c"".as_ptr(),
-            libc::AT_EMPTY_PATH,
-            libc::STATX_MNT_ID,
-            st.as_mut_ptr(),
-        )
-    };
-    if rc != 0 {
-        return Err(std::io::Error::last_os_error());
-    }
-    // SAFETY: statx succeeded and filled it.
-    let st = unsafe { st.assume_init() };
+    let st = super::statx(fd.as_raw_fd(), c"", libc::AT_EMPTY_PATH, libc::STATX_MNT_ID)?;
     Ok((
         libc::makedev(st.stx_dev_major, st.stx_dev_minor),
         st.stx_mnt_id,
@@ -390,6 +305,16 @@ pub fn fd_path(fd: BorrowedFd<'_>, rest: &str) -> PathBuf {
 mod tests {
     use super::*;
     use std::os::unix::fs::PermissionsExt;
+
+    #[test]
+    fn private_names_are_dot_fsgauge_kind_and_sixteen_hex_digits() {
+        let hex = |s: &str| s.len() == 16 && s.bytes().all(|b| b.is_ascii_hexdigit());
+        let work = private_name("");
+        assert!(work.strip_prefix(".fsgauge-").is_some_and(hex), "{work}");
+        let tmp = private_name("tmp");
+        assert!(tmp.strip_prefix(".fsgauge-tmp-").is_some_and(hex), "{tmp}");
+        assert_ne!(private_name(""), private_name(""));
+    }
 
     #[test]
     fn an_own_directory_of_someone_else_or_open_to_others_is_refused() {

@@ -20,7 +20,7 @@ use std::path::{Path, PathBuf};
 
 use anyhow::Result;
 
-use super::{mount, EmulatedDevice, ImageAlloc, Testbed};
+use super::{EmulatedDevice, ImageAlloc, Testbed};
 use crate::error::SystemFailure;
 use crate::sys::trust as sys_trust;
 use std::os::fd::AsFd;
@@ -220,14 +220,18 @@ impl BackingStore {
         Self::from(
             nix::sys::statvfs::fstatvfs(fd),
             dir,
-            mount::mount_of(&sys_trust::fd_path(fd, "")),
+            crate::sys::proc::mount_of(&sys_trust::fd_path(fd, "")),
         )
     }
 
     /// The store of `dir` by its path: only for fsgauge's own directories, which no one else
     /// can change.
     pub(super) fn at(dir: &Path) -> Self {
-        Self::from(nix::sys::statvfs::statvfs(dir), dir, mount::mount_of(dir))
+        Self::from(
+            nix::sys::statvfs::statvfs(dir),
+            dir,
+            crate::sys::proc::mount_of(dir),
+        )
     }
 
     fn from(

@@ -56,7 +56,7 @@ pub enum Resource {
     /// A cgroup directory (v1 or v2).
     Cgroup { path: PathBuf },
     /// A run's directory `fsgauge-…` directly inside a user's `--dir`, removed with its
-    /// contents, but only after the checks of [`super::rundir::remove`]: `ino` is the inode
+    /// contents, but only after the checks of `rundir::remove`: `ino` is the inode
     /// fsgauge's `mkdir` made (absent while not yet confirmed: then only an empty one goes).
     #[serde(rename = "rundir")]
     RunDir {
@@ -78,7 +78,9 @@ pub enum Resource {
 impl Resource {
     /// Releases the resource. Something that no longer applies counts as released: a path
     /// that is gone or cannot exist (ENOENT, ENOTDIR: below a regular file), a loop device
-    /// already detached, a mount already gone.
+    /// already detached, a mount already gone. A cgroup, a run directory or a device server
+    /// is released by the module that made it, through the [`Teardown`] it gives
+    /// ([`Ledger::release_all_with`]); here it is [`NoTeardown`].
     pub fn release(&self) -> Result<()> {
         self.release_in(&Locator::default())
     }
@@ -121,10 +123,8 @@ impl Resource {
             } => super::mount::unmount_device(*dev, *backing)
                 .with_context(|| format!("unmounting the testbed mounted at {}", target.display())),
             Resource::Mount { target, .. } => super::mount::unmount(target),
-            Resource::Cgroup { path } => super::memlimit::remove_cgroup(path),
-            Resource::RunDir { parent, name, ino } => super::rundir::remove(parent, name, *ino),
-            Resource::DeviceServer { pid, start, mount } => {
-                super::device::emulated::stop_server(*pid, *start, mount)
+            Resource::Cgroup { .. } | Resource::RunDir { .. } | Resource::DeviceServer { .. } => {
+                Err(NoTeardown(self.describe()).into())
             }
         }
     }
@@ -145,6 +145,18 @@ impl Resource {
         }
     }
 }
+
+/// The release of the resources whose teardown lives in the module that makes them (a cgroup:
+/// `memlimit`, a run directory: `rundir`, a device server: `device::emulated`): Some for the
+/// kinds it knows, None for the rest. Those modules record into the ledger, so the ledger
+/// does not use them; whoever releases passes their teardown in.
+pub type Teardown<'a> = &'a dyn Fn(&Resource) -> Option<Result<()>>;
+
+/// A resource released without the teardown of the module that made it: it stays in the
+/// ledger, for `fsgauge testbed cleanup`, which has every teardown.
+#[derive(Debug, thiserror::Error)]
+#[error("releasing {0} needs the teardown of the module that made it, which was not given; `fsgauge testbed cleanup` releases it")]
+pub struct NoTeardown(pub String);
 
 /// Removes `path`, recorded without its identity (a run killed between making it and
 /// recording what it made, or an older fsgauge), through its parent directory opened without
@@ -421,13 +433,16 @@ impl Ledger {
     }
 
     /// Releases every resource, newest first, and removes the entry when all are gone.
-    /// Keeps going past failures and returns them all.
+    /// Keeps going past failures and returns them all. For an entry of directories, images,
+    /// loop devices and mounts only: the rest need their module's [`Teardown`]
+    /// ([`Ledger::release_all_with`]).
     pub fn release_all(&mut self) -> Vec<anyhow::Error> {
         self.release_all_with(|_| None)
     }
 
-    /// [`Ledger::release_all`], where `held` releases what the caller holds a descriptor for
-    /// (Some) and leaves the rest to [`Resource::release`] (None).
+    /// [`Ledger::release_all`], where `held` releases what the caller holds a descriptor for,
+    /// or what its module's [`Teardown`] releases (Some), and leaves the rest to
+    /// [`Resource::release`] (None).
     pub fn release_all_with(
         &mut self,
         mut held: impl FnMut(&Resource) -> Option<Result<()>>,
@@ -435,7 +450,7 @@ impl Ledger {
         let mut errors = Vec::new();
         // Read before anything goes: unmounting lets the loop devices go, and with them where
         // the kernel says the images are now.
-        let loc = Locator::of(&self.entry.resources);
+        let loc = locator(&self.entry.resources);
         while let Some(r) = self.entry.resources.last().cloned() {
             match release_with_retry(&r, &mut held, &loc) {
                 Ok(()) => {
@@ -494,6 +509,21 @@ pub struct NameTaken(pub String);
 #[error("no ledger entry {}", .0.display())]
 pub struct NoSuchEntry(pub PathBuf);
 
+/// The locator of an entry's resources; read before any of them is released (unmounting lets
+/// the loop devices go, and with them where the kernel says the images are).
+fn locator(resources: &[Resource]) -> Locator {
+    let mut dirs = Vec::new();
+    let mut images = Vec::new();
+    for r in resources {
+        match r {
+            Resource::Dir { path, id: Some(id) } => dirs.push((path.clone(), *id)),
+            Resource::Image { id: Some(id), .. } => images.push(*id),
+            _ => {}
+        }
+    }
+    Locator::new(dirs, &images)
+}
+
 fn release_with_retry(
     r: &Resource,
     held: &mut impl FnMut(&Resource) -> Option<Result<()>>,
@@ -503,7 +533,7 @@ fn release_with_retry(
     for attempt in 0..5 {
         match held(r).unwrap_or_else(|| r.release_in(loc)) {
             Ok(()) => return Ok(()),
-            Err(e) if e.is::<Missing>() => return Err(e),
+            Err(e) if e.is::<Missing>() || e.is::<NoTeardown>() => return Err(e),
             Err(e) => last = Some(e),
         }
         std::thread::sleep(Duration::from_millis(50 << attempt));
@@ -803,6 +833,74 @@ mod tests {
             "{w}"
         );
         assert_eq!(scan.taken_names(), ["good", "empty", "other"]);
+    }
+
+    /// The ledger does not reach up to the modules that record into it: a cgroup, a run
+    /// directory or a device server is released only through the teardown its module gives,
+    /// and without it stays in the entry (for `testbed cleanup`), tried once.
+    #[test]
+    fn a_resource_its_module_made_goes_only_through_that_modules_teardown() {
+        let tmp = tempfile::tempdir().unwrap();
+        let dir = ledger_dir(&tmp);
+        let cgroup = Resource::Cgroup {
+            path: tmp.path().join("cg"),
+        };
+        let mut l = Ledger::begin_in(&dir, "owned", false).unwrap();
+        l.record(cgroup.clone()).unwrap();
+        let errors = l.release_all();
+        assert_eq!(errors.len(), 1, "{errors:?}");
+        assert!(errors[0].is::<NoTeardown>(), "{:#}", errors[0]);
+        let message = format!("{:#}", errors[0]);
+        assert!(
+            message.contains(&format!("cgroup {}", tmp.path().join("cg").display()))
+                && message.contains("fsgauge testbed cleanup"),
+            "{message}"
+        );
+        assert_eq!(
+            Ledger::open_in(&dir, "owned").unwrap().entry().resources,
+            std::slice::from_ref(&cgroup)
+        );
+        let mut asked = Vec::new();
+        let errors = l.release_all_with(|r| {
+            asked.push(r.clone());
+            matches!(r, Resource::Cgroup { .. }).then_some(Ok(()))
+        });
+        assert!(errors.is_empty(), "{errors:?}");
+        assert_eq!(asked, [cgroup]);
+        assert!(!entry_path(&dir, "owned").unwrap().exists());
+    }
+
+    /// Every kind the ledger leaves to its module has a teardown among the testbed's, and
+    /// each teardown takes only its own kind.
+    #[test]
+    fn every_kind_the_ledger_leaves_to_a_module_has_one_teardown() {
+        let gone = PathBuf::from("/nonexistent/fsgauge-test");
+        let owned = [
+            Resource::Cgroup { path: gone.clone() },
+            Resource::RunDir {
+                parent: gone.clone(),
+                name: "fsgauge-tree-1-0".into(),
+                ino: None,
+            },
+            Resource::DeviceServer {
+                pid: 0,
+                start: 0,
+                mount: gone.clone(),
+            },
+        ];
+        for r in &owned {
+            assert!(r.release().unwrap_err().is::<NoTeardown>(), "{r:?}");
+            let takers = super::super::TEARDOWNS
+                .iter()
+                .filter(|t| t(r).is_some())
+                .count();
+            assert_eq!(takers, 1, "teardowns that release {r:?}");
+        }
+        let own = Resource::Dir {
+            path: gone,
+            id: None,
+        };
+        assert!(super::super::TEARDOWNS.iter().all(|t| t(&own).is_none()));
     }
 
     #[test]

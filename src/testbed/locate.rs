@@ -26,13 +26,9 @@ use std::os::unix::ffi::OsStrExt;
 use std::path::{Path, PathBuf};
 
 use anyhow::{Context, Result};
-use nix::dir::Dir;
 use nix::errno::Errno;
-use nix::fcntl::AtFlags;
-use nix::sys::stat::{fstatat, FileStat, SFlag};
-use nix::unistd::{unlinkat, UnlinkatFlags};
 
-use super::ledger::Resource;
+use crate::sys::dirstream::DirStream;
 use crate::sys::trust::{self, FileId};
 
 /// How deep a chain of recorded parents is followed (the image in the testbed's directory in
@@ -108,22 +104,13 @@ pub struct Locator {
 }
 
 impl Locator {
-    /// The locator of an entry's resources; read before any of them is released (unmounting
-    /// lets the loop devices go, and with them where the kernel says the images are).
-    pub fn of(resources: &[Resource]) -> Self {
-        let mut dirs = Vec::new();
-        let mut images = Vec::new();
-        for r in resources {
-            match r {
-                Resource::Dir { path, id: Some(id) } => dirs.push((path.clone(), *id)),
-                Resource::Image { id: Some(id), .. } => images.push(*id),
-                _ => {}
-            }
-        }
+    /// The locator of the directories recorded with their identities and of the images
+    /// `images` (found where attached loop devices say they are now).
+    pub fn new(dirs: Vec<(PathBuf, FileId)>, images: &[FileId]) -> Self {
         let backing = if images.is_empty() {
             Vec::new()
         } else {
-            super::loopdev::backing_paths(&images)
+            super::loopdev::backing_paths(images)
         };
         Self { dirs, backing }
     }
@@ -224,8 +211,8 @@ pub fn remove_held(
 
 /// Removes what was found, after checking its identity once more on its directory.
 fn remove_found(found: &Found, is_dir: bool, id: FileId) -> Result<()> {
-    let fd = found.dir.as_raw_fd();
-    match fstatat(Some(fd), found.name.as_c_str(), AtFlags::AT_SYMLINK_NOFOLLOW) {
+    let fd = found.dir.as_fd();
+    match crate::sys::stat_at(fd, found.name.as_c_str()) {
         Ok(st) if same(&st, id) => {}
         Ok(_) | Err(Errno::ENOENT) => anyhow::bail!(
             "{} changed while it was being removed (it is no longer device {}:{}, inode {}); run cleanup again",
@@ -236,12 +223,7 @@ fn remove_found(found: &Found, is_dir: bool, id: FileId) -> Result<()> {
         ),
         Err(e) => return Err(e).with_context(|| format!("lstat {}", found.path.display())),
     }
-    let how = if is_dir {
-        UnlinkatFlags::RemoveDir
-    } else {
-        UnlinkatFlags::NoRemoveDir
-    };
-    match unlinkat(Some(fd), found.name.as_c_str(), how) {
+    match crate::sys::unlink_at(fd, found.name.as_c_str(), is_dir) {
         Ok(()) | Err(Errno::ENOENT) => Ok(()),
         Err(Errno::ENOTEMPTY) | Err(Errno::EEXIST) => anyhow::bail!(
             "the directory {} is not empty: it holds something fsgauge did not make or could not find, so it was left alone; look inside, remove it by hand, then run cleanup again",
@@ -268,15 +250,16 @@ fn look_in(
     let copy = dir
         .try_clone()
         .with_context(|| format!("dup of the descriptor of {}", dir_path.display()))?;
-    let mut listing = Dir::from(copy).with_context(|| format!("reading {}", dir_path.display()))?;
+    let mut listing =
+        DirStream::new(copy).with_context(|| format!("reading {}", dir_path.display()))?;
+    listing.rewind();
     // The directory entry's inode number picks the candidates; a stat confirms the rest.
-    let candidates: Vec<CString> = listing
-        .iter()
-        .filter_map(|e| e.ok())
-        .filter(|e| e.ino() == id.ino)
-        .map(|e| e.file_name().to_owned())
-        .filter(|n| n.as_bytes() != b"." && n.as_bytes() != b"..")
-        .collect();
+    let mut candidates: Vec<CString> = Vec::new();
+    while let Some(Ok((n, _, ino))) = listing.next_with_ino() {
+        if ino == id.ino {
+            candidates.push(n.to_owned());
+        }
+    }
     for n in candidates {
         dir = match take(dir, dir_path, n, is_dir, id, true)? {
             Ok(found) => return Ok(Some(found)),
@@ -320,8 +303,8 @@ fn open_found_dir(pf: &Found, id: FileId) -> Result<Option<OwnedFd>> {
 
 /// fstatat without following a symlink; None when nothing (or no directory on the way) is
 /// there.
-fn stat_at(dir: BorrowedFd<'_>, name: &CStr, dir_path: &Path) -> Result<Option<FileStat>> {
-    match fstatat(Some(dir.as_raw_fd()), name, AtFlags::AT_SYMLINK_NOFOLLOW) {
+fn stat_at(dir: BorrowedFd<'_>, name: &CStr, dir_path: &Path) -> Result<Option<libc::stat>> {
+    match crate::sys::stat_at(dir, name) {
         Ok(st) => Ok(Some(st)),
         Err(e) if gone(Some(e as i32)) => Ok(None),
         Err(e) => Err(e).with_context(|| {
@@ -333,21 +316,16 @@ fn stat_at(dir: BorrowedFd<'_>, name: &CStr, dir_path: &Path) -> Result<Option<F
     }
 }
 
-fn same(st: &FileStat, id: FileId) -> bool {
+fn same(st: &libc::stat, id: FileId) -> bool {
     st.st_dev == id.dev && st.st_ino == id.ino
 }
 
-fn kind_ok(st: &FileStat, is_dir: bool) -> bool {
-    let kind = SFlag::from_bits_truncate(st.st_mode) & SFlag::S_IFMT;
-    kind == if is_dir {
-        SFlag::S_IFDIR
-    } else {
-        SFlag::S_IFREG
-    }
+fn kind_ok(st: &libc::stat, is_dir: bool) -> bool {
+    st.st_mode & libc::S_IFMT == if is_dir { libc::S_IFDIR } else { libc::S_IFREG }
 }
 
 /// What fsgauge makes is this user's and not writable by others.
-fn made_here(st: &FileStat) -> bool {
+fn made_here(st: &libc::stat) -> bool {
     st.st_uid == nix::unistd::geteuid().as_raw() && st.st_mode & 0o022 == 0
 }
 
@@ -364,7 +342,7 @@ fn mount_of_dev(dev: u64) -> Option<PathBuf> {
         let f: Vec<&str> = l.split(' ').collect();
         let at = f.get(4)?;
         (f.get(2) == Some(&want.as_str()) && f.get(3) == Some(&"/"))
-            .then(|| PathBuf::from(super::mount::unescape_mount_field(at)))
+            .then(|| PathBuf::from(crate::sys::proc::unescape_mount_field(at)))
     })
 }
 
@@ -374,7 +352,7 @@ mod tests {
     use std::os::unix::fs::{MetadataExt, PermissionsExt};
 
     use super::*;
-    use crate::testbed::ledger::Ledger;
+    use crate::testbed::ledger::{Ledger, Resource};
 
     fn id(p: &Path) -> FileId {
         let md = fs::symlink_metadata(p).unwrap();

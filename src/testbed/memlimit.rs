@@ -171,7 +171,7 @@ impl MemLimit {
             &std::process::id().to_string(),
         );
         if let Some(mut ledger) = self.ledger.take() {
-            for e in ledger.release_all() {
+            for e in ledger.release_all_with(teardown) {
                 eprintln!("warning: {e:#}");
             }
         }
@@ -181,6 +181,14 @@ impl MemLimit {
 impl Drop for MemLimit {
     fn drop(&mut self) {
         self.release_inner();
+    }
+}
+
+/// The [`Teardown`](super::ledger::Teardown) of a cgroup the ledger recorded.
+pub fn teardown(r: &Resource) -> Option<Result<()>> {
+    match r {
+        Resource::Cgroup { path } => Some(remove_cgroup(path)),
+        _ => None,
     }
 }
 

@@ -108,7 +108,7 @@ pub fn mkfs_command(
                 if user_block_size(&user).is_none() {
                     main.extend(["-b".into(), block.clone()]);
                 }
-                let mke2fs = super::find_program("mke2fs").ok_or_else(|| {
+                let mke2fs = crate::sys::proc::find_program("mke2fs").ok_or_else(|| {
                     bad_input("mke2fs is not installed; apt-get install e2fsprogs")
                 })?;
                 journal = Some(vec![

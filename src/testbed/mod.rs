@@ -71,8 +71,8 @@ pub use mkfs::{mkfs_command, MkfsCommand};
 pub use params::TestbedParams;
 pub use rundir::{across_remount, RunDir};
 pub use spec::{
-    default_workdir, find_program, split_words, Backing, FsKind, ImageAlloc, JournalSpec,
-    TestbedInput, TestbedSpec,
+    default_workdir, split_words, Backing, FsKind, ImageAlloc, JournalSpec, TestbedInput,
+    TestbedSpec,
 };
 
 use crate::error::bad_input;
@@ -156,7 +156,10 @@ pub fn preflight(spec: &TestbedSpec) -> Result<()> {
             spec.fs
         )));
     }
-    if spec.journal.is_some() && spec.fs.is_ext() && find_program("mke2fs").is_none() {
+    if spec.journal.is_some()
+        && spec.fs.is_ext()
+        && crate::sys::proc::find_program("mke2fs").is_none()
+    {
         return Err(bad_input("mke2fs is not installed; install e2fsprogs"));
     }
     if let Some(dev) = &spec.device {
@@ -241,7 +244,7 @@ fn mounted_at(devnum: u64) -> Option<String> {
     let hit = info.lines().find_map(|l| {
         let f: Vec<&str> = l.split(' ').collect();
         (f.len() > 4 && nums.iter().any(|n| n == f[2]))
-            .then(|| format!("at {}", mount::unescape_mount_field(f[4])))
+            .then(|| format!("at {}", crate::sys::proc::unescape_mount_field(f[4])))
     });
     if hit.is_some() {
         return hit;
@@ -460,7 +463,7 @@ impl Testbed {
             return Ok((fd, walked.path));
         }
         // Others can change the work directory: keep everything in a private directory.
-        let name = format!(".fsgauge-{:016x}", rand::random::<u64>());
+        let name = sys_trust::private_name("");
         let private = self.make_dir_in(&fd, &walked.path, &name, 0o700)?;
         self.base = Some(private.clone());
         Ok((private, walked.path.join(name)))
@@ -856,7 +859,9 @@ impl Testbed {
             let held = std::mem::take(&mut self.held);
             // One renamed meanwhile is found in its directory under its new name.
             errors.extend(ledger.release_all_with(|r| {
-                let h = held.iter().find(|h| h.resource == *r)?;
+                let Some(h) = held.iter().find(|h| h.resource == *r) else {
+                    return teardown(r);
+                };
                 let path = r_path(r);
                 let dir_path = path.parent().unwrap_or(path);
                 let removed = locate::remove_held(h.dir.as_fd(), dir_path, &h.name, h.is_dir, h.id);
@@ -939,11 +944,24 @@ pub fn destroy_by_name(name: &str) -> Result<Vec<anyhow::Error>> {
             entry.owner_pid, entry.owner_pid
         )));
     }
-    let (missing, failed) = split_missing(ledger.release_all());
+    let (missing, failed) = split_missing(ledger.release_all_with(teardown));
     match failed.into_iter().next() {
         None => Ok(missing),
         Some(e) => Err(e.context(format!("destroying testbed {name}"))),
     }
+}
+
+/// The teardowns of the modules that record into the ledger: with them, a ledger entry of any
+/// kind of resource can be released (`testbed destroy`, `cleanup`, a testbed's own end).
+const TEARDOWNS: [ledger::Teardown<'static>; 3] = [
+    &memlimit::teardown,
+    &rundir::teardown,
+    &device::emulated::teardown,
+];
+
+/// Releases `r` if one of [`TEARDOWNS`] knows its kind.
+fn teardown(r: &ledger::Resource) -> Option<Result<()>> {
+    TEARDOWNS.iter().find_map(|t| t(r))
 }
 
 /// Splits release errors into what could not be found ([`locate::Missing`]: struck off the
@@ -1001,7 +1019,7 @@ pub fn cleanup_in(dir: &Path, all: bool) -> Result<CleanupReport> {
                 continue;
             }
         };
-        let (missing, failed) = split_missing(l.release_all());
+        let (missing, failed) = split_missing(l.release_all_with(teardown));
         report
             .missing
             .extend(missing.into_iter().map(|e| (entry.name.clone(), e)));

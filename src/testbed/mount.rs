@@ -12,6 +12,7 @@ use std::os::unix::fs::MetadataExt;
 
 use anyhow::{Context, Result};
 
+use crate::sys::proc::unescape_mount_field;
 use crate::sys::trust::{self, FileId};
 use nix::errno::Errno;
 use nix::mount::{MntFlags, MsFlags};
@@ -209,51 +210,6 @@ pub fn is_mount_point(path: &Path) -> bool {
         .unwrap_or(false)
 }
 
-/// Finds the mount holding `path`: (mount point, fs type, source).
-pub fn mount_of(path: &Path) -> Option<(PathBuf, String, String)> {
-    let canon = path.canonicalize().ok()?;
-    let text = std::fs::read_to_string("/proc/self/mountinfo").ok()?;
-    let mut best: Option<(PathBuf, String, String)> = None;
-    for line in text.lines() {
-        let fields: Vec<&str> = line.split(' ').collect();
-        let Some(mp) = fields.get(4) else { continue };
-        let mp = PathBuf::from(unescape_mount_field(mp));
-        let Some(dash) = fields.iter().position(|f| *f == "-") else {
-            continue;
-        };
-        let (Some(fstype), Some(src)) = (fields.get(dash + 1), fields.get(dash + 2)) else {
-            continue;
-        };
-        if canon.starts_with(&mp)
-            && best
-                .as_ref()
-                .is_none_or(|b| mp.as_os_str().len() >= b.0.as_os_str().len())
-        {
-            best = Some((mp, fstype.to_string(), unescape_mount_field(src)));
-        }
-    }
-    best
-}
-
-/// /proc/mounts escapes spaces and friends as octal (`\040`).
-pub fn unescape_mount_field(s: &str) -> String {
-    let mut out = String::with_capacity(s.len());
-    let b = s.as_bytes();
-    let mut i = 0;
-    while i < b.len() {
-        if b[i] == b'\\' && i + 4 <= b.len() {
-            if let Ok(v) = u8::from_str_radix(&s[i + 1..i + 4], 8) {
-                out.push(v as char);
-                i += 4;
-                continue;
-            }
-        }
-        out.push(b[i] as char);
-        i += 1;
-    }
-    out
-}
-
 /// Reads what the kernel logs after a point in time, from /dev/kmsg.
 struct KmsgTail {
     file: fs::File,
@@ -317,11 +273,5 @@ mod tests {
         let (f, d) = split_options("ro,sync");
         assert_eq!(f, MsFlags::MS_RDONLY | MsFlags::MS_SYNCHRONOUS);
         assert_eq!(d, "");
-    }
-
-    #[test]
-    fn mount_fields_unescape() {
-        assert_eq!(unescape_mount_field("/mnt/a\\040b"), "/mnt/a b");
-        assert_eq!(unescape_mount_field("/plain"), "/plain");
     }
 }

@@ -16,20 +16,21 @@
 
 use std::ffi::{CString, OsStr};
 use std::fs;
-use std::os::fd::{AsRawFd, OwnedFd, RawFd};
+use std::os::fd::{AsFd, AsRawFd, OwnedFd, RawFd};
 use std::os::unix::ffi::OsStrExt;
 use std::os::unix::fs::MetadataExt;
 use std::path::{Component, Path, PathBuf};
 use std::sync::Mutex;
 
 use anyhow::{bail, Context, Result};
-use nix::dir::{Dir, Type};
 use nix::errno::Errno;
-use nix::fcntl::{AtFlags, OFlag};
-use nix::sys::stat::{fchmod, fstat, fstatat, mkdirat, FileStat, Mode, SFlag};
-use nix::unistd::{dup3, unlinkat, UnlinkatFlags};
+use nix::fcntl::OFlag;
+use nix::unistd::dup3;
+use nix::NixPath;
 
 use super::ledger::{Ledger, Resource};
+use crate::sys::dirstream::{DirStream, EntryType};
+use crate::sys::{fchmod, fstat, mkdir_at, open_dir_at, stat_at, unlink_at};
 
 /// What every run directory's name starts with.
 pub const PREFIX: &str = "fsgauge-";
@@ -108,12 +109,12 @@ impl RunDir {
                 if forget {
                     let _ = l.forget(&unconfirmed);
                 }
-                for e in l.release_all() {
+                for e in l.release_all_with(teardown) {
                     eprintln!("fsgauge: warning: {e:#}");
                 }
             }
         };
-        if let Err(e) = mkdirat(Some(pfd.as_raw_fd()), cname.as_c_str(), Mode::S_IRWXU) {
+        if let Err(e) = mkdir_at(pfd.as_fd(), cname.as_c_str(), 0o700) {
             // Nothing was made (and a directory already there is not ours to remove).
             give_up(ledger, true);
             return Err(e).with_context(|| {
@@ -220,15 +221,13 @@ impl RunDir {
             .with_context(|| format!("dup of the descriptor of {}", self.path.display()))?;
         // A remount that failed leaves the descriptor parked on /dev/null: then nothing of it
         // is removed here (the testbed's teardown takes it).
-        let st =
-            fstat(dir.as_raw_fd()).with_context(|| format!("fstat {}", self.path.display()))?;
+        let st = fstat(dir.as_fd()).with_context(|| format!("fstat {}", self.path.display()))?;
         if !is_dir(&st) || (st.st_dev, st.st_ino) != (self.dev, self.ino) {
             bail!(
                 "the descriptor of {} no longer leads to it (a remount failed); left to the testbed's teardown",
                 self.path.display()
             );
         }
-        let dir = Dir::from(dir).with_context(|| format!("reading {}", self.path.display()))?;
         let mut kept = Vec::new();
         remove_contents(dir, self.dev, &self.path, &mut kept)?;
         if !kept.is_empty() {
@@ -240,9 +239,9 @@ impl RunDir {
         }
         let reopened;
         let pfd = match &self.parent {
-            Some(p) => p.as_raw_fd(),
+            Some(p) => p.as_fd(),
             None => {
-                reopened = match open_dir(None, self.reach.as_os_str()) {
+                reopened = match open_dir_path(&self.reach) {
                     Ok(d) => d,
                     // The testbed is gone with the directory in it.
                     Err(e) if gone(Some(e as i32)) => return Ok(()),
@@ -251,7 +250,7 @@ impl RunDir {
                             .with_context(|| format!("opening {}", self.parent_path.display()))
                     }
                 };
-                reopened.as_raw_fd()
+                reopened.as_fd()
             }
         };
         let renamed = |now: &str| {
@@ -262,13 +261,9 @@ impl RunDir {
                 self.parent_path.display()
             );
         };
-        match fstatat(
-            Some(pfd),
-            self.name.as_c_str(),
-            AtFlags::AT_SYMLINK_NOFOLLOW,
-        ) {
+        match stat_at(pfd, self.name.as_c_str()) {
             Ok(st) if is_dir(&st) && (st.st_dev, st.st_ino) == (self.dev, self.ino) => {
-                match unlinkat(Some(pfd), self.name.as_c_str(), UnlinkatFlags::RemoveDir) {
+                match unlink_at(pfd, self.name.as_c_str(), true) {
                     Ok(()) | Err(Errno::ENOENT) => Ok(()),
                     Err(e) => Err(e).with_context(|| format!("removing {}", self.path.display())),
                 }
@@ -311,7 +306,7 @@ impl Drop for RunDir {
                 // Left to `testbed cleanup`, which checks the name again.
                 return;
             }
-            for e in l.release_all() {
+            for e in l.release_all_with(teardown) {
                 eprintln!(
                     "fsgauge: warning: removing {}: {e:#}; `fsgauge testbed cleanup` removes it later",
                     self.path.display()
@@ -342,11 +337,11 @@ fn swapped(path: &Path, why: &str) -> anyhow::Error {
 
 /// Checks the directory just made, on its own descriptor: a directory, owned by this user,
 /// empty; then makes sure of its mode 0700 (the umask may have taken more).
-fn check_made(fd: OwnedFd, path: &Path) -> Result<(OwnedFd, FileStat), Made> {
+fn check_made(fd: OwnedFd, path: &Path) -> Result<(OwnedFd, libc::stat), Made> {
     let failed = |e: Errno, what: &str| {
         Made::Failed(anyhow::Error::new(e).context(format!("{what} {}", path.display())))
     };
-    let st = fstat(fd.as_raw_fd()).map_err(|e| failed(e, "fstat"))?;
+    let st = fstat(fd.as_fd()).map_err(|e| failed(e, "fstat"))?;
     let euid = nix::unistd::geteuid().as_raw();
     if !is_dir(&st) {
         return Err(Made::Swapped(swapped(path, "not a directory")));
@@ -364,14 +359,12 @@ fn check_made(fd: OwnedFd, path: &Path) -> Result<(OwnedFd, FileStat), Made> {
             "dup of the descriptor of",
         )
     })?;
-    let mut listing = Dir::from(copy).map_err(|e| failed(e, "reading"))?;
-    if listing.iter().filter_map(|e| e.ok()).any(|e| {
-        let n = e.file_name().to_bytes();
-        n != b"." && n != b".."
-    }) {
+    let mut listing = DirStream::new(copy).map_err(|e| failed(e, "reading"))?;
+    listing.rewind();
+    if matches!(listing.next_entry(), Some(Ok(_))) {
         return Err(Made::Swapped(swapped(path, "it is not empty")));
     }
-    fchmod(fd.as_raw_fd(), Mode::S_IRWXU).map_err(|e| failed(e, "chmod 0700"))?;
+    fchmod(fd.as_fd(), 0o700).map_err(|e| failed(e, "chmod 0700"))?;
     Ok((fd, st))
 }
 
@@ -416,13 +409,13 @@ pub fn across_remount(
             .with_context(|| format!("parking descriptor {} across a remount", p.fd))?;
     }
     remount()?;
-    let mp = open_dir(None, reach.as_os_str())
+    let mp = open_dir_path(reach)
         .with_context(|| format!("opening {} after the remount", mountpoint.display()))?;
     for p in mine {
         let shown = mountpoint.join(OsStr::from_bytes(p.name.as_bytes()));
-        let d = open_dir(Some(mp.as_raw_fd()), OsStr::from_bytes(p.name.as_bytes()))
+        let d = open_dir_at(mp.as_fd(), p.name.as_c_str())
             .with_context(|| format!("opening {} after the remount", shown.display()))?;
-        let st = fstat(d.as_raw_fd()).with_context(|| format!("fstat {}", shown.display()))?;
+        let st = fstat(d.as_fd()).with_context(|| format!("fstat {}", shown.display()))?;
         if !is_dir(&st) || st.st_ino != p.ino {
             bail!(
                 "{} is not the run directory it was before the remount (inode {} instead of {})",
@@ -469,6 +462,14 @@ pub fn check_names(parent: &Path, name: &OsStr) -> Result<()> {
     Ok(())
 }
 
+/// The [`Teardown`](super::ledger::Teardown) of a run directory the ledger recorded.
+pub fn teardown(r: &Resource) -> Option<Result<()>> {
+    match r {
+        Resource::RunDir { parent, name, ino } => Some(remove(parent, name, *ino)),
+        _ => None,
+    }
+}
+
 /// Removes the run directory `parent/name` recorded in the ledger (see the module docs for
 /// what is checked first). A directory that is already gone counts as removed. `ino` is the
 /// inode fsgauge made; without it (a run killed right after its `mkdir`) only an empty
@@ -493,13 +494,13 @@ pub fn remove(parent: &Path, name: &str, ino: Option<u64>) -> Result<()> {
         Err(e) if gone(e.raw_os_error()) => return Ok(()),
         Err(e) => return Err(e).with_context(|| format!("resolving {}", parent.display())),
     }
-    let pdir = match open_dir(None, parent.as_os_str()) {
+    let pdir = match open_dir_path(parent) {
         Ok(d) => d,
         Err(e) if gone(Some(e as i32)) => return Ok(()),
         Err(e) => return Err(e).with_context(|| format!("opening {}", parent.display())),
     };
-    let pst = fstat(pdir.as_raw_fd()).with_context(|| format!("fstat {}", parent.display()))?;
-    let st = match fstatat(Some(pdir.as_raw_fd()), name, AtFlags::AT_SYMLINK_NOFOLLOW) {
+    let pst = fstat(pdir.as_fd()).with_context(|| format!("fstat {}", parent.display()))?;
+    let st = match stat_at(pdir.as_fd(), name) {
         Ok(st) => st,
         Err(e) if gone(Some(e as i32)) => return Ok(()),
         Err(e) => return Err(e).with_context(|| format!("lstat {}", what.display())),
@@ -514,7 +515,7 @@ pub fn remove(parent: &Path, name: &str, ino: Option<u64>) -> Result<()> {
         return Err(refuse(format!("{m} is mounted there")));
     }
     let Some(ino) = ino else {
-        return match unlinkat(Some(pdir.as_raw_fd()), name, UnlinkatFlags::RemoveDir) {
+        return match unlink_at(pdir.as_fd(), name, true) {
             Ok(()) => Ok(()),
             Err(e) if gone(Some(e as i32)) => Ok(()),
             Err(Errno::ENOTEMPTY) | Err(Errno::EEXIST) => Err(refuse(
@@ -530,9 +531,9 @@ pub fn remove(parent: &Path, name: &str, ino: Option<u64>) -> Result<()> {
             st.st_ino
         )));
     }
-    let dir = open_dir(Some(pdir.as_raw_fd()), OsStr::new(name))
-        .with_context(|| format!("opening {}", what.display()))?;
-    let dst = fstat(dir.as_raw_fd()).with_context(|| format!("fstat {}", what.display()))?;
+    let dir =
+        open_dir_at(pdir.as_fd(), name).with_context(|| format!("opening {}", what.display()))?;
+    let dst = fstat(dir.as_fd()).with_context(|| format!("fstat {}", what.display()))?;
     if (dst.st_dev, dst.st_ino) != (st.st_dev, st.st_ino) {
         return Err(refuse("it changed while being checked".into()));
     }
@@ -545,7 +546,7 @@ pub fn remove(parent: &Path, name: &str, ino: Option<u64>) -> Result<()> {
             kept.join(", ")
         );
     }
-    match unlinkat(Some(pdir.as_raw_fd()), name, UnlinkatFlags::RemoveDir) {
+    match unlink_at(pdir.as_fd(), name, true) {
         Ok(()) => Ok(()),
         Err(e) if gone(Some(e as i32)) => Ok(()),
         Err(e) => Err(e).with_context(|| format!("removing {}", what.display())),
@@ -557,17 +558,13 @@ fn gone(errno: Option<i32>) -> bool {
     matches!(errno, Some(libc::ENOENT) | Some(libc::ENOTDIR))
 }
 
-fn is_dir(st: &FileStat) -> bool {
-    SFlag::from_bits_truncate(st.st_mode) & SFlag::S_IFMT == SFlag::S_IFDIR
+fn is_dir(st: &libc::stat) -> bool {
+    st.st_mode & libc::S_IFMT == libc::S_IFDIR
 }
 
-fn open_dir(at: Option<std::os::fd::RawFd>, path: &OsStr) -> nix::Result<Dir> {
-    Dir::openat(
-        at,
-        path,
-        OFlag::O_RDONLY | OFlag::O_DIRECTORY | OFlag::O_NOFOLLOW | OFlag::O_CLOEXEC,
-        Mode::empty(),
-    )
+/// Opens the directory at `path` (absolute), not following a symlink in its last component.
+fn open_dir_path(path: &Path) -> Result<OwnedFd, Errno> {
+    path.with_nix_path(|c| crate::sys::open(c, DIR_FLAGS, 0))?
 }
 
 /// A mount whose target is `dir` or lies below it.
@@ -575,29 +572,35 @@ fn mount_at_or_below(dir: &Path) -> Option<String> {
     let info = fs::read_to_string("/proc/self/mountinfo").ok()?;
     info.lines()
         .filter_map(|l| l.split(' ').nth(4))
-        .map(super::mount::unescape_mount_field)
+        .map(crate::sys::proc::unescape_mount_field)
         .find(|t| Path::new(t).starts_with(dir))
 }
 
 /// Empties the directory open as `dir`, depth first, through descriptors only: symlinks are
 /// removed, never followed; directories on another filesystem (`dev`) are left and listed in
 /// `kept`.
-fn remove_contents(mut dir: Dir, dev: u64, at: &Path, kept: &mut Vec<String>) -> Result<()> {
-    // Names first, then removal: a directory is not changed while it is being read.
-    let names: Vec<(CString, Option<Type>)> = dir
-        .iter()
-        .filter_map(|e| e.ok())
-        .map(|e| (e.file_name().to_owned(), e.file_type()))
-        .filter(|(n, _)| n.as_bytes() != b"." && n.as_bytes() != b"..")
-        .collect();
-    let fd = dir.as_raw_fd();
+fn remove_contents(dir: OwnedFd, dev: u64, at: &Path, kept: &mut Vec<String>) -> Result<()> {
+    // Names first, then removal: a directory is not changed while it is being read. The
+    // stream reads a second descriptor; `dir` stays for the removals.
+    let copy = dir
+        .try_clone()
+        .with_context(|| format!("dup of the descriptor of {}", at.display()))?;
+    let mut stream = DirStream::new(copy).with_context(|| format!("reading {}", at.display()))?;
+    stream.rewind();
+    let mut names: Vec<(CString, EntryType)> = Vec::new();
+    while let Some(Ok((n, t))) = stream.next_entry() {
+        names.push((n.to_owned(), t));
+    }
+    drop(stream);
+    let fd = dir.as_fd();
     for (n, kind) in names {
         let path = at.join(OsStr::from_bytes(n.as_bytes()));
         // The directory entry's type saves a stat for everything but directories; where the
         // filesystem does not say, ask.
         let is_subdir = match kind {
-            Some(t) => t == Type::Directory,
-            None => match fstatat(Some(fd), n.as_c_str(), AtFlags::AT_SYMLINK_NOFOLLOW) {
+            EntryType::Dir => true,
+            EntryType::File | EntryType::Symlink | EntryType::Other => false,
+            EntryType::Unknown => match stat_at(fd, n.as_c_str()) {
                 Ok(st) => is_dir(&st),
                 Err(Errno::ENOENT) => continue,
                 Err(e) => return Err(e).with_context(|| format!("lstat {}", path.display())),
@@ -606,13 +609,12 @@ fn remove_contents(mut dir: Dir, dev: u64, at: &Path, kept: &mut Vec<String>) ->
         if is_subdir {
             // O_NOFOLLOW: a symlink swapped in since is not entered. A mount point opens as
             // the mounted filesystem's root, whose device differs.
-            let sub = match open_dir(Some(fd), OsStr::from_bytes(n.as_bytes())) {
+            let sub = match open_dir_at(fd, n.as_c_str()) {
                 Ok(sub) => sub,
                 Err(Errno::ENOENT) => continue,
                 Err(e) => return Err(e).with_context(|| format!("opening {}", path.display())),
             };
-            let sst =
-                fstat(sub.as_raw_fd()).with_context(|| format!("fstat {}", path.display()))?;
+            let sst = fstat(sub.as_fd()).with_context(|| format!("fstat {}", path.display()))?;
             if sst.st_dev != dev {
                 kept.push(path.display().to_string());
                 continue;
@@ -622,12 +624,12 @@ fn remove_contents(mut dir: Dir, dev: u64, at: &Path, kept: &mut Vec<String>) ->
             if kept.len() > before {
                 continue;
             }
-            match unlinkat(Some(fd), n.as_c_str(), UnlinkatFlags::RemoveDir) {
+            match unlink_at(fd, n.as_c_str(), true) {
                 Ok(()) | Err(Errno::ENOENT) => {}
                 Err(e) => return Err(e).with_context(|| format!("removing {}", path.display())),
             }
         } else {
-            match unlinkat(Some(fd), n.as_c_str(), UnlinkatFlags::NoRemoveDir) {
+            match unlink_at(fd, n.as_c_str(), false) {
                 Ok(()) | Err(Errno::ENOENT) => {}
                 Err(e) => return Err(e).with_context(|| format!("removing {}", path.display())),
             }

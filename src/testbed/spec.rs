@@ -9,6 +9,7 @@ use serde::{Deserialize, Serialize};
 
 use super::device::{ModelDuring, ProfileRef};
 use crate::error::{bad_input, bad_param};
+use crate::sys::proc::find_program;
 use crate::units::{format_size, parse_size};
 
 crate::choice! {
@@ -66,15 +67,6 @@ impl FsKind {
     pub fn find_mkfs(self) -> Option<PathBuf> {
         find_program(self.mkfs_program())
     }
-}
-
-/// Looks a program up on PATH and in the sbin directories (which a non-root PATH may lack).
-pub fn find_program(name: &str) -> Option<PathBuf> {
-    let path = std::env::var_os("PATH").unwrap_or_default();
-    std::env::split_paths(&path)
-        .chain(["/usr/sbin", "/sbin", "/usr/local/sbin"].map(PathBuf::from))
-        .map(|dir| dir.join(name))
-        .find(|p| p.is_file())
 }
 
 crate::choice! {

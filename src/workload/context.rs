@@ -158,13 +158,13 @@ impl Target {
 
 /// The filesystem type of a path, from /proc/self/mountinfo (longest matching mount point).
 pub fn fs_type_name(p: &Path) -> String {
-    crate::testbed::mount::mount_of(p)
+    crate::sys::proc::mount_of(p)
         .map(|(_, t, _)| t)
         .unwrap_or_else(|| "unknown".into())
 }
 
 fn mount_source(p: &Path) -> Option<String> {
-    crate::testbed::mount::mount_of(p).map(|(_, _, s)| s)
+    crate::sys::proc::mount_of(p).map(|(_, _, s)| s)
 }
 
 /// What a workload sees while it runs.

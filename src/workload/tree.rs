@@ -248,14 +248,13 @@ fn remove_pass(
         }
         let is_dir = match ftype {
             EntryType::Dir => true,
-            EntryType::Other => false,
-            EntryType::Unknown => nix::sys::stat::fstatat(
-                Some(dir.raw()),
-                name,
-                nix::fcntl::AtFlags::AT_SYMLINK_NOFOLLOW,
-            )
-            .map(|st| st.st_mode & libc::S_IFMT == libc::S_IFDIR)
-            .map_err(|e| fs_error("stat", &format!("{display}/{}", name.to_string_lossy()), e))?,
+            EntryType::File | EntryType::Symlink | EntryType::Other => false,
+            EntryType::Unknown => dir
+                .stat(name)
+                .map(|st| st.st_mode & libc::S_IFMT == libc::S_IFDIR)
+                .map_err(|e| {
+                    fs_error("stat", &format!("{display}/{}", name.to_string_lossy()), e)
+                })?,
         };
         if is_dir {
             let shown = format!("{display}/{}", name.to_string_lossy());

@@ -155,7 +155,7 @@ impl ModelProbe for Probe {
 fn make_mount_dir(ledger: &mut Ledger) -> Result<PathBuf> {
     let base = crate::testbed::spec::default_workdir(crate::testbed::Backing::File);
     let fd = sys_trust::own_dir(&base)?;
-    let name = format!(".fsgauge-{:016x}", rand::random::<u64>());
+    let name = sys_trust::private_name("");
     ledger.make_at(fd.as_fd(), &base, &name, "", |d, n| {
         sys_trust::make_dir_at(d, n, 0o700)
     })?;
@@ -301,7 +301,7 @@ impl EmulatedDevice {
         } = match spawn_server(&mut ledger, &exe, &disk) {
             Ok(made) => made,
             Err(e) => {
-                for left in ledger.release_all() {
+                for left in ledger.release_all_with(teardown) {
                     eprintln!(
                         "fsgauge: warning: after the device server failed to start: {left:#}; `fsgauge testbed cleanup` removes it"
                     );
@@ -595,7 +595,7 @@ impl EmulatedDevice {
                 }
             }
         }
-        errs.extend(self.ledger.release_all());
+        errs.extend(self.ledger.release_all_with(teardown));
         errs
     }
 }
@@ -624,6 +624,14 @@ fn server_executable() -> Result<PathBuf> {
         }
     }
     Ok(PathBuf::from("/proc/self/exe"))
+}
+
+/// The [`Teardown`](crate::testbed::ledger::Teardown) of a device server the ledger recorded.
+pub fn teardown(r: &Resource) -> Option<Result<()>> {
+    match r {
+        Resource::DeviceServer { pid, start, mount } => Some(stop_server(*pid, *start, mount)),
+        _ => None,
+    }
 }
 
 /// Stops a device server found in the ledger (if `pid` is still the process that started at

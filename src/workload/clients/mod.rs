@@ -247,7 +247,7 @@ impl<'a> Client<'a> {
             Kind::Qpathinfo => resolve_name(&path),
             Kind::Qfileinfo => {
                 let i = self.handle(op)?;
-                let _ = nix::sys::stat::fstat(self.handles[i].1.as_raw_fd());
+                let _ = crate::sys::fstat(self.handles[i].1.as_fd());
             }
             Kind::Qfsinfo => {
                 let _ = nix::sys::statvfs::statvfs(self.root);
@@ -297,7 +297,7 @@ impl<'a> Client<'a> {
     fn set_times(&self, op: &Op) -> Result<()> {
         let i = self.handle(op)?;
         let (_, fd, name) = &self.handles[i];
-        if let Ok(st) = nix::sys::stat::fstat(fd.as_raw_fd()) {
+        if let Ok(st) = crate::sys::fstat(fd.as_fd()) {
             use nix::sys::time::TimeVal;
             let _ = nix::sys::stat::utimes(
                 name.as_path(),
