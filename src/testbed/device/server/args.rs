@@ -11,7 +11,6 @@ use std::path::PathBuf;
 
 use anyhow::Result;
 
-use super::ring::TRANSPORT_ENV;
 use super::store::{memory_budget, STORE_ENV};
 use crate::error::bad_input;
 use crate::testbed::device::{Profile, ProfileRef};
@@ -179,6 +178,12 @@ impl fmt::Display for StoreChoice {
     }
 }
 
+/// Which transport the server uses: `auto`, `uring` or `dev`.
+pub const TRANSPORT_ENV: &str = "FSGAUGE_DEVICE_TRANSPORT";
+
+/// The module parameter that lets the kernel offer FUSE over io_uring.
+pub const ENABLE_PARAM: &str = "/sys/module/fuse/parameters/enable_uring";
+
 /// How a server takes its requests.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum Transport {
@@ -201,7 +206,7 @@ impl std::str::FromStr for Transport {
             "uring" => Ok(Transport::Uring),
             _ => Err(format!(
                 "{TRANSPORT_ENV}={v:?}: give auto (FUSE over io_uring where the kernel offers it), uring (FUSE over io_uring, turning on {}) or dev (/dev/fuse)",
-                super::ring::ENABLE_PARAM
+                ENABLE_PARAM
             )),
         }
     }

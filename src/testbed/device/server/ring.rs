@@ -16,18 +16,12 @@ use std::sync::mpsc::{self, Sender};
 use std::sync::{Arc, Mutex};
 use std::time::UNIX_EPOCH;
 
-use super::args::Transport;
+use super::args::{Transport, ENABLE_PARAM, TRANSPORT_ENV};
 use super::{DiskFs, Job, Reply, DISK_NAME, MAX_REQUEST};
 use crate::sys::rt;
 use crate::sys::Errno;
 use crate::testbed::device::model::Request;
 use crate::testbed::device::uring::{Disk, Incoming, Op, Ring, Taker};
-
-/// Which transport the server uses: `auto`, `uring` or `dev`.
-pub const TRANSPORT_ENV: &str = "FSGAUGE_DEVICE_TRANSPORT";
-
-/// The module parameter that lets the kernel offer FUSE over io_uring.
-pub const ENABLE_PARAM: &str = "/sys/module/fuse/parameters/enable_uring";
 
 /// Request ids of the ring's requests start here, apart from the FUSE threads' ones.
 const RING_IDS: u64 = 1 << 62;

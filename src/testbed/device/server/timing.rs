@@ -195,12 +195,7 @@ pub fn run(
 /// Waits on the ring for requests until `wake` (none: until one comes), the replies made so
 /// far submitted first: asleep until the lead before it, then spinning, still taking the
 /// requests that come.
-fn ring_wait(
-    taker: &mut Taker,
-    wake: Option<Wake>,
-    lead: &mut Lead,
-    incoming: &mut Vec<Incoming>,
-) {
+fn ring_wait(taker: &mut Taker, wake: Option<Wake>, lead: &mut Lead, incoming: &mut Vec<Incoming>) {
     let now = rt::monotonic_ns();
     let failed = match wake {
         None => taker.wait(incoming, None),
