@@ -169,6 +169,11 @@ mod tests {
         assert_eq!(*d.threads, vec![1, 4]);
         let s = from_flags::<Sweep>(&["--threads", " 8, 16 ,32"]).expect("a list");
         assert_eq!(*s.threads, vec![8, 16, 32]);
+        let sizes: CommaList<crate::units::Size> = "4K, 128K".parse().expect("sizes");
+        assert_eq!(
+            *sizes,
+            vec![crate::units::Size(4096), crate::units::Size(128 << 10)]
+        );
         let e = from_flags::<Sweep>(&["--threads", "8,,32"]).expect_err("an empty item");
         assert!(
             e.to_string()
