@@ -28,12 +28,6 @@ pub enum UnitError {
     FractionalBytes(String),
     #[error("duration {0:?} is not valid; write it like 500ms, 30s, 5m, 2h or 1h30m")]
     BadDuration(String),
-    #[error("list {text:?}: item {item:?} is not valid: {why}")]
-    BadListItem {
-        text: String,
-        item: String,
-        why: String,
-    },
 }
 
 /// An estimate (space, memory, inodes, time) computed from user-given counts and sizes that
@@ -277,31 +271,6 @@ pub fn parse_duration(text: &str) -> Result<Duration, UnitError> {
     humantime::parse_duration(t).map_err(|_| UnitError::BadDuration(text.to_string()))
 }
 
-/// Parses a comma list where each item parses with `FromStr`: `1,4,8` or `4K,128K`.
-pub fn parse_list<T: FromStr>(text: &str) -> Result<Vec<T>, UnitError>
-where
-    T::Err: fmt::Display,
-{
-    let items: Vec<&str> = text.split(',').map(str::trim).collect();
-    if items.iter().all(|s| s.is_empty()) {
-        return Err(UnitError::BadListItem {
-            text: text.to_string(),
-            item: String::new(),
-            why: "the list is empty".into(),
-        });
-    }
-    items
-        .into_iter()
-        .map(|item| {
-            item.parse::<T>().map_err(|e| UnitError::BadListItem {
-                text: text.to_string(),
-                item: item.to_string(),
-                why: e.to_string(),
-            })
-        })
-        .collect()
-}
-
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -382,10 +351,5 @@ mod tests {
                 "{bad}"
             );
         }
-        assert_eq!(parse_list::<u32>("1,4,8").unwrap(), vec![1, 4, 8]);
-        let sizes: Vec<Size> = parse_list("4K, 128K").unwrap();
-        assert_eq!(sizes, vec![Size(4096), Size(128 << 10)]);
-        let err = parse_list::<u32>("1,x,8").unwrap_err().to_string();
-        assert!(err.contains("\"x\""), "{err}");
     }
 }

@@ -32,7 +32,7 @@ use crate::error::{bad_input, bad_param};
 use crate::measure::{Devices, PhaseMeter, Progress};
 use crate::results::{MetricDef, PhaseResult};
 use crate::testbed::{Testbed, TestbedSpec};
-use crate::workload::params;
+use crate::workload::params::{self, CommaList};
 use crate::workload::readtest::{ReadPhase, ReadTest};
 use crate::workload::{ColdMode, RunContext, Target, Workload};
 
@@ -41,14 +41,8 @@ use crate::workload::{ColdMode, RunContext, Target, Workload};
 #[serde(default, deny_unknown_fields)]
 pub struct AppendParams {
     /// Usage checkpoints: percentages of the filesystem's blocks (statvfs), ascending.
-    #[arg(
-        long,
-        value_name = "PCT,...",
-        default_value = "25,50,75",
-        value_delimiter = ',',
-        value_parser = params::item::<f64>
-    )]
-    pub usage: Vec<f64>,
+    #[arg(long, value_name = "PCT,...", default_value = "25,50,75")]
+    pub usage: CommaList<f64>,
     /// Tree shape: N directories × C files each.
     #[arg(long, value_name = "NxC", default_value = "20x50")]
     pub tree: TreeShape,
@@ -61,14 +55,8 @@ pub struct AppendParams {
     pub prealloc: bool,
     /// Read phases run on the aged tree and on its fresh copy at every checkpoint, each after
     /// dropping the caches: walk, random, blockorder, stat.
-    #[arg(
-        long,
-        value_name = "LIST",
-        default_value = "walk",
-        value_delimiter = ',',
-        value_parser = params::item::<ReadPhase>
-    )]
-    pub read: Vec<ReadPhase>,
+    #[arg(long, value_name = "LIST", default_value = "walk")]
+    pub read: CommaList<ReadPhase>,
     /// Size of each read(2) of the read phases.
     #[arg(long, value_name = "SIZE", default_value = "1M", value_parser = params::size)]
     #[serde(deserialize_with = "crate::units::de_size")]

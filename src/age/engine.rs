@@ -38,7 +38,7 @@ use crate::measure::{OpDef, Recorder};
 use crate::sys::statfs::Space;
 use crate::sys::{self, fs_error, Dir};
 use crate::units::format_size;
-use crate::workload::params;
+use crate::workload::params::{self, CommaList};
 
 crate::choice! {
     /// How the filesystem is aged.
@@ -69,14 +69,8 @@ crate::choice! {
 #[command(next_help_heading = "Aging")]
 pub struct AgeParams {
     /// Usage checkpoints: percentages of the filesystem's blocks (statvfs), ascending.
-    #[arg(
-        long,
-        value_name = "PCT,...",
-        default_value = "25,50,75,99",
-        value_delimiter = ',',
-        value_parser = params::item::<f64>
-    )]
-    pub usage: Vec<f64>,
+    #[arg(long, value_name = "PCT,...", default_value = "25,50,75,99")]
+    pub usage: CommaList<f64>,
     /// fill: create files until each checkpoint; append: create the N×C tree, then append to
     /// its files round-robin; churn: fill, then delete and create at steady fullness.
     #[arg(long, value_name = "fill|append|churn", default_value = "fill")]

@@ -7,13 +7,13 @@ use anyhow::Result;
 use clap::{Args, Subcommand};
 
 use crate::cli::common::StepArgs;
-use crate::error::bad_input;
 use crate::measure::Progress;
 use crate::report::output::{render_results, ResultViews};
 use crate::results::RunResult;
 use crate::study::append::AppendStudy;
 use crate::testbed::{FsKind, TestbedParams, TestbedSpec};
-use crate::units::{parse_list, Size};
+use crate::units::Size;
+use crate::workload::params::CommaList;
 use crate::workload::readtest::ReadPhase;
 
 #[derive(Debug, Subcommand)]
@@ -30,16 +30,16 @@ pub enum StudyCmd {
 pub struct AppendArgs {
     /// Filesystems to compare.
     #[arg(long, value_name = "LIST", default_value = "ext2,ext4,xfs,btrfs")]
-    pub fs: String,
+    pub fs: CommaList<FsKind>,
     /// How every filesystem is built (the study's testbeds are 1G unless --fs-size says).
     #[command(flatten)]
     pub testbed: TestbedParams,
     /// Usage checkpoints, percent, ascending.
     #[arg(long, value_name = "PCT,...", default_value = "25,50,75,99")]
-    pub usage: String,
+    pub usage: CommaList<f64>,
     /// Append sizes; the study runs once per size.
     #[arg(long, value_name = "SIZE,...", default_value = "4K")]
-    pub append: String,
+    pub append: CommaList<Size>,
     /// Files in total.
     #[arg(long, default_value_t = 5000)]
     pub files: u64,
@@ -56,38 +56,28 @@ pub struct AppendArgs {
         value_name = "LIST",
         default_value = "walk,random,blockorder,stat"
     )]
-    pub read_phases: String,
+    pub read_phases: CommaList<ReadPhase>,
     #[command(flatten)]
     pub step: StepArgs,
 }
 
 impl AppendArgs {
     pub fn study(&self) -> Result<AppendStudy> {
-        let kinds: Vec<FsKind> =
-            parse_list(&self.fs).map_err(|e| bad_input(format!("--fs: {e}")))?;
-        let testbeds = kinds
+        let testbeds = self
+            .fs
             .iter()
             .map(|&fs| TestbedSpec::build(self.testbed.input(fs, None, None)?))
             .collect::<Result<Vec<_>>>()?;
-        let usage: Vec<f64> =
-            parse_list(&self.usage).map_err(|e| bad_input(format!("--usage: {e}")))?;
-        let append: Vec<u64> = parse_list::<Size>(&self.append)
-            .map_err(|e| bad_input(format!("--append: {e}")))?
-            .into_iter()
-            .map(Size::bytes)
-            .collect();
-        let read_phases: Vec<ReadPhase> =
-            parse_list(&self.read_phases).map_err(|e| bad_input(format!("--read-phases: {e}")))?;
         let seed = self.step.seed();
         Ok(AppendStudy {
             testbeds,
-            usage,
-            append,
+            usage: self.usage.to_vec(),
+            append: self.append.iter().map(|s| s.bytes()).collect(),
             files: self.files,
             dirs: self.dirs,
             prealloc: self.prealloc,
             seed,
-            read_phases,
+            read_phases: self.read_phases.to_vec(),
         })
     }
 }

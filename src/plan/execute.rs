@@ -514,100 +514,128 @@ pub fn execute(plan: &Plan, m: &Matrix, opts: &ExecOptions) -> Result<Executed> 
     } else {
         HashMap::new()
     };
-    let total_hint = m.runs.len();
-    let mut ex = Executed::default();
-    let mut by_cell: BTreeMap<(usize, usize), Vec<RunResult>> = BTreeMap::new();
-    let mut counter = 0usize;
-    let mut one =
-        |run: &PlannedRun, target: Option<&mut Target>, ex: &mut Executed| -> Result<RunResult> {
-            counter += 1;
-            let tb = &plan.testbeds[run.testbed];
-            let wl = &plan.workloads[run.workload];
-            let study = study_info(plan, run.workload);
-            // Past the first round (reps = "auto"), the count of further runs is not known ahead.
-            let of = if counter <= total_hint {
-                format!("{counter}/{total_hint}")
-            } else {
-                format!("{counter}, more repetitions")
-            };
-            let what = format!(
-                "[{of}] {} · {} · rep {}",
-                tb.spec.label,
-                wl.describe(),
-                run.rep
-            );
-            if let Some(f) = existing.get(&run.hash) {
-                if !opts.quiet {
-                    eprintln!("{what}: done before (result {}), skipped", &run.hash[..10]);
-                }
-                let mut r = f.result.clone();
-                let changed = r.study.as_ref() != Some(&study);
-                r.study = Some(study);
-                check_phases(&plan.questions, &r)?;
-                if changed {
-                    let mut bytes = serde_json::to_vec_pretty(&r)?;
-                    bytes.push(b'\n');
-                    crate::atomic::write_atomic(&f.path, &bytes)
-                        .with_context(|| format!("updating the study of {}", f.path.display()))?;
-                }
-                ex.reused += 1;
-                return Ok(r);
-            }
-            if !opts.quiet {
-                eprintln!("{what}");
-            }
-            // The result is written here, after its phases are checked against the questions.
-            let mut ropts = run_options(plan, run.testbed, None, opts.progress);
-            ropts.study = Some(study);
-            let place = plan.place(run.testbed);
-            let outcome = runner::run_rep(
-                target,
-                &place,
-                wl.workload.as_ref(),
-                &ropts,
-                plan.seed,
-                run.rep,
-            )
-            .with_context(|| format!("run {what}"))?;
-            check_phases(&plan.questions, &outcome.result)?;
-            crate::results::write_result(&opts.out, &outcome.result)?;
-            ex.ran += 1;
-            Ok(outcome.result)
-        };
+    let mut s = Session {
+        plan,
+        opts,
+        existing,
+        total_hint: m.runs.len(),
+        counter: 0,
+        ex: Executed::default(),
+        by_cell: BTreeMap::new(),
+    };
     if interleaved(plan) {
-        // Per testbed (fresh = "per-testbed" with questions): every testbed's filesystem,
-        // built at its first run made now, kept until the end.
-        let mut targets: BTreeMap<usize, Target> = BTreeMap::new();
-        let mut make = |run: &PlannedRun, ex: &mut Executed| -> Result<RunResult> {
-            if plan.fresh == Fresh::PerRun || existing.contains_key(&run.hash) {
-                return one(run, None, ex);
-            }
-            let target = match targets.entry(run.testbed) {
-                std::collections::btree_map::Entry::Occupied(o) => o.into_mut(),
-                std::collections::btree_map::Entry::Vacant(v) => {
-                    let ropts = run_options(plan, run.testbed, None, opts.progress);
-                    v.insert(runner::build_target(&plan.place(run.testbed), &ropts)?)
-                }
-            };
-            one(run, Some(target), ex)
+        s.run_interleaved(m)?;
+    } else {
+        s.run_by_testbed(m)?;
+    }
+    let mut ex = s.ex;
+    ex.results = s.by_cell.into_values().flatten().collect();
+    Ok(ex)
+}
+
+/// The state of one [`execute`]: the results found under `--resume`, the runs counted so far,
+/// and the results of each (testbed, workload) cell.
+struct Session<'a> {
+    plan: &'a Plan,
+    opts: &'a ExecOptions,
+    existing: HashMap<String, ResultFile>,
+    total_hint: usize,
+    counter: usize,
+    ex: Executed,
+    by_cell: BTreeMap<(usize, usize), Vec<RunResult>>,
+}
+
+impl Session<'_> {
+    /// One run: reused if a result of it exists (its study brought up to date), otherwise made
+    /// on `target` (or a filesystem of its own when none) and written.
+    fn one(&mut self, run: &PlannedRun, target: Option<&mut Target>) -> Result<RunResult> {
+        self.counter += 1;
+        let (plan, opts) = (self.plan, self.opts);
+        let tb = &plan.testbeds[run.testbed];
+        let wl = &plan.workloads[run.workload];
+        let study = study_info(plan, run.workload);
+        // Past the first round (reps = "auto"), the count of further runs is not known ahead.
+        let of = if self.counter <= self.total_hint {
+            format!("{}/{}", self.counter, self.total_hint)
+        } else {
+            format!("{}, more repetitions", self.counter)
         };
+        let what = format!(
+            "[{of}] {} · {} · rep {}",
+            tb.spec.label,
+            wl.describe(),
+            run.rep
+        );
+        if let Some(f) = self.existing.get(&run.hash) {
+            if !opts.quiet {
+                eprintln!("{what}: done before (result {}), skipped", &run.hash[..10]);
+            }
+            let r = restudied(f, study, &plan.questions)?;
+            self.ex.reused += 1;
+            return Ok(r);
+        }
+        if !opts.quiet {
+            eprintln!("{what}");
+        }
+        // The result is written here, after its phases are checked against the questions.
+        let mut ropts = run_options(plan, run.testbed, None, opts.progress);
+        ropts.study = Some(study);
+        let place = plan.place(run.testbed);
+        let outcome = runner::run_rep(
+            target,
+            &place,
+            wl.workload.as_ref(),
+            &ropts,
+            plan.seed,
+            run.rep,
+        )
+        .with_context(|| format!("run {what}"))?;
+        check_phases(&plan.questions, &outcome.result)?;
+        crate::results::write_result(&opts.out, &outcome.result)?;
+        self.ex.ran += 1;
+        Ok(outcome.result)
+    }
+
+    /// Per testbed (fresh = "per-testbed" with questions): every testbed's filesystem, built at
+    /// its first run made now, kept until the end; rounds of the whole matrix.
+    fn run_interleaved(&mut self, m: &Matrix) -> Result<()> {
+        let mut targets: BTreeMap<usize, Target> = BTreeMap::new();
         let mut round = m.runs.clone();
         while !round.is_empty() {
             for run in &round {
-                let r = make(run, &mut ex)?;
-                by_cell
+                let r = if self.plan.fresh == Fresh::PerRun || self.existing.contains_key(&run.hash)
+                {
+                    self.one(run, None)?
+                } else {
+                    let target = match targets.entry(run.testbed) {
+                        std::collections::btree_map::Entry::Occupied(o) => o.into_mut(),
+                        std::collections::btree_map::Entry::Vacant(v) => {
+                            let ropts =
+                                run_options(self.plan, run.testbed, None, self.opts.progress);
+                            v.insert(runner::build_target(&self.plan.place(run.testbed), &ropts)?)
+                        }
+                    };
+                    self.one(run, Some(target))?
+                };
+                self.by_cell
                     .entry((run.testbed, run.workload))
                     .or_default()
                     .push(r);
             }
-            round = next_round(plan, &by_cell);
+            round = next_round(self.plan, &self.by_cell);
         }
         for (_, target) in std::mem::take(&mut targets) {
             if let Target::Testbed(tb) = target {
                 tb.destroy()?;
             }
         }
-    } else {
+        Ok(())
+    }
+
+    /// One testbed after the other: each testbed's filesystem built at its first run made now
+    /// and destroyed after its last workload; each cell's repetitions run until it needs no more.
+    fn run_by_testbed(&mut self, m: &Matrix) -> Result<()> {
+        let plan = self.plan;
         let mut groups: Vec<usize> = m.runs.iter().map(|r| r.testbed).collect();
         groups.dedup();
         for t in groups {
@@ -616,23 +644,23 @@ pub fn execute(plan: &Plan, m: &Matrix, opts: &ExecOptions) -> Result<Executed> 
             for w in 0..plan.workloads.len() {
                 let mut rep = 0;
                 loop {
-                    let cell = by_cell.entry((t, w)).or_default();
+                    let cell = self.by_cell.entry((t, w)).or_default();
                     let want_more = rep < first_round(plan)
                         || (!smoke(plan) && needs_more(plan, &cell.iter().collect::<Vec<_>>()));
                     if !want_more {
                         break;
                     }
                     let run = planned(plan, t, w, rep);
-                    let r = if existing.contains_key(&run.hash) {
-                        one(&run, None, &mut ex)?
+                    let r = if self.existing.contains_key(&run.hash) {
+                        self.one(&run, None)?
                     } else {
                         if target.is_none() {
-                            let ropts = run_options(plan, t, None, opts.progress);
+                            let ropts = run_options(plan, t, None, self.opts.progress);
                             target = Some(runner::build_target(&place, &ropts)?);
                         }
-                        one(&run, target.as_mut(), &mut ex)?
+                        self.one(&run, target.as_mut())?
                     };
-                    by_cell.entry((t, w)).or_default().push(r);
+                    self.by_cell.entry((t, w)).or_default().push(r);
                     rep += 1;
                 }
             }
@@ -640,9 +668,28 @@ pub fn execute(plan: &Plan, m: &Matrix, opts: &ExecOptions) -> Result<Executed> 
                 tb.destroy()?;
             }
         }
+        Ok(())
     }
-    ex.results = by_cell.into_values().flatten().collect();
-    Ok(ex)
+}
+
+/// A result reused under `--resume`, with the plan's study: checked to have the phases the
+/// questions read, and rewritten in place when its study differs (a question added since).
+fn restudied(
+    f: &ResultFile,
+    study: StudyInfo,
+    questions: &[super::PlanQuestion],
+) -> Result<RunResult> {
+    let mut r = f.result.clone();
+    let changed = r.study.as_ref() != Some(&study);
+    r.study = Some(study);
+    check_phases(questions, &r)?;
+    if changed {
+        let mut bytes = serde_json::to_vec_pretty(&r)?;
+        bytes.push(b'\n');
+        crate::atomic::write_atomic(&f.path, &bytes)
+            .with_context(|| format!("updating the study of {}", f.path.display()))?;
+    }
+    Ok(r)
 }
 
 #[cfg(test)]

@@ -807,20 +807,7 @@ fn build_workload(
     what: &str,
 ) -> Result<PlanWorkload> {
     let table = w.get_ref();
-    // `ranks` documents the MPI job a workload is meant for; it is not a workload parameter.
-    let ranks = match table.iter().find(|(k, _)| k.get_ref() == "ranks") {
-        Some((k, v)) => match v.get_ref().as_integer() {
-            Some(n) if (1..=1_000_000).contains(&n) => Some(n as u32),
-            _ => {
-                return Err(src.err(
-                    v.span(),
-                    &format!("{what} {} field `{}`", kind.name, k.get_ref()),
-                    "must be a whole number of MPI ranks, 1 or more (e.g. ranks = 16)",
-                ))
-            }
-        },
-        None => None,
-    };
+    let ranks = ranks(src, w, kind, what)?;
     // `label` names a [[workload]] entry for questions and results; it is not a parameter.
     let fields: Vec<(&Spanned<String>, &Spanned<toml::Value>)> = table
         .iter()
@@ -853,22 +840,8 @@ fn build_workload(
             None => (w.span(), format!("{what} {}", kind.name)),
         }
     };
-    // A plan's workloads run on its testbeds: the exerciser's file is a name on the testbed,
-    // never a path on the host (as `fsgauge exercise --fs` refuses one).
     if kind.name == "exercise" {
-        if let Some((k, v)) = fields.iter().find(|(k, _)| k.get_ref() == "file") {
-            if let toml::Value::String(f) = v.get_ref() {
-                if f.contains('/') {
-                    return Err(src.err(
-                        k.span(),
-                        &field_label(k.get_ref()),
-                        format!(
-                            "{f:?} is a path, but a plan's exerciser writes its file on the plan's testbed, not on the host; give a plain name (e.g. file = \"exercise.dat\")"
-                        ),
-                    ));
-                }
-            }
-        }
+        check_exercise_file(src, &fields, &field_label)?;
     }
     let workload: Box<dyn Workload> = match (kind.build)(scaled) {
         Ok(w) => w,
@@ -921,6 +894,49 @@ fn build_workload(
         workload: Arc::from(workload),
         at: src.loc(w.span().start),
     })
+}
+
+/// `ranks` of a workload's table: it documents the MPI job the workload is meant for and is not
+/// a workload parameter; a whole number from 1 to 1,000,000 when given.
+fn ranks(
+    src: &Src,
+    w: &RawWorkload,
+    kind: &'static registry::WorkloadKind,
+    what: &str,
+) -> Result<Option<u32>> {
+    let Some((k, v)) = w.get_ref().iter().find(|(k, _)| k.get_ref() == "ranks") else {
+        return Ok(None);
+    };
+    match v.get_ref().as_integer() {
+        Some(n) if (1..=1_000_000).contains(&n) => Ok(Some(n as u32)),
+        _ => Err(src.err(
+            v.span(),
+            &format!("{what} {} field `{}`", kind.name, k.get_ref()),
+            "must be a whole number of MPI ranks, 1 or more (e.g. ranks = 16)",
+        )),
+    }
+}
+
+/// A plan's workloads run on its testbeds: the exerciser's `file` is a name on the testbed,
+/// never a path on the host (as `fsgauge exercise --fs` refuses one).
+fn check_exercise_file(
+    src: &Src,
+    fields: &[(&Spanned<String>, &Spanned<toml::Value>)],
+    field_label: &dyn Fn(&str) -> String,
+) -> Result<()> {
+    let Some((k, v)) = fields.iter().find(|(k, _)| k.get_ref() == "file") else {
+        return Ok(());
+    };
+    match v.get_ref() {
+        toml::Value::String(f) if f.contains('/') => Err(src.err(
+            k.span(),
+            &field_label(k.get_ref()),
+            format!(
+                "{f:?} is a path, but a plan's exerciser writes its file on the plan's testbed, not on the host; give a plain name (e.g. file = \"exercise.dat\")"
+            ),
+        )),
+        _ => Ok(()),
+    }
 }
 
 /// With `fresh = "per-run"`, a workload whose sweep has several cells becomes one entry per

@@ -84,14 +84,14 @@ impl AppendStudy {
 
     fn params(&self, append: u64) -> AppendParams {
         AppendParams {
-            usage: self.usage.clone(),
+            usage: self.usage.clone().into(),
             tree: TreeShape {
                 dirs: self.dirs,
                 files: self.files / self.dirs.max(1),
             },
             append,
             prealloc: self.prealloc,
-            read: self.read_phases.clone(),
+            read: self.read_phases.clone().into(),
             ..AppendParams::default()
         }
     }

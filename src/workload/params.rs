@@ -7,7 +7,11 @@
 //! The value parsers here are the command line's forms of the units plans accept as text:
 //! sizes (`4K`), durations (`30s`), switches (`on`/`off`).
 
+use std::ops::Deref;
+use std::str::FromStr;
+
 use clap::{Args, Command, FromArgMatches};
+use serde::{Deserialize, Serialize};
 
 /// The parameters a workload gets when no flag is given: its `#[arg]` defaults.
 pub fn defaults<T: Args + FromArgMatches>() -> T {
@@ -49,7 +53,7 @@ pub fn on_off(s: &str) -> Result<bool, String> {
 }
 
 /// One item of a comma list (`--threads 1, 4`), spaces around it ignored.
-pub fn item<T: std::str::FromStr>(s: &str) -> Result<T, String>
+pub fn item<T: FromStr>(s: &str) -> Result<T, String>
 where
     T::Err: std::fmt::Display,
 {
@@ -58,6 +62,60 @@ where
         return Err("an empty item in the list; write values like 1,4,8".into());
     }
     t.parse().map_err(|e: T::Err| e.to_string())
+}
+
+/// A comma-list parameter: `--usage 25,50,75` on the command line (items trimmed, each parsed
+/// as [`item`] does) and an array in a plan and in results (`usage = [25.0, 50.0, 75.0]`). A
+/// flag of this type states only its name, default and help; clap finds its parser through
+/// `FromStr`. It reads as the `Vec` it holds.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(transparent)]
+pub struct CommaList<T>(pub Vec<T>);
+
+impl<T: FromStr> FromStr for CommaList<T>
+where
+    T::Err: std::fmt::Display,
+{
+    type Err = String;
+
+    fn from_str(s: &str) -> Result<Self, String> {
+        s.split(',').map(item).collect::<Result<_, _>>().map(Self)
+    }
+}
+
+impl<T> CommaList<T> {
+    /// serde `deserialize_with` for a sweep's axis, which a plan may give as one value
+    /// (`threads = 4`) or a list (`threads = [1, 4, 8]`).
+    pub fn one_or_many<'de, D>(d: D) -> Result<Self, D::Error>
+    where
+        D: serde::Deserializer<'de>,
+        T: Deserialize<'de>,
+    {
+        crate::units::de_one_or_many(d).map(Self)
+    }
+}
+
+impl<T> Deref for CommaList<T> {
+    type Target = Vec<T>;
+
+    fn deref(&self) -> &Vec<T> {
+        &self.0
+    }
+}
+
+impl<T> From<Vec<T>> for CommaList<T> {
+    fn from(items: Vec<T>) -> Self {
+        Self(items)
+    }
+}
+
+impl<'a, T> IntoIterator for &'a CommaList<T> {
+    type Item = &'a T;
+    type IntoIter = std::slice::Iter<'a, T>;
+
+    fn into_iter(self) -> Self::IntoIter {
+        self.0.iter()
+    }
 }
 
 /// The largest buffer one read(2) or write(2) of a workload takes (`--block`, `--read-block`):
@@ -96,6 +154,58 @@ pub enum ScaleClass {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    /// A flag as the workloads declare one: name, default and help only.
+    #[derive(Debug, clap::Args)]
+    struct Sweep {
+        /// Thread counts.
+        #[arg(long, value_name = "LIST", default_value = "1,4")]
+        threads: CommaList<u32>,
+    }
+
+    #[test]
+    fn a_comma_list_flag_takes_trimmed_items_once_and_defaults_to_its_list() {
+        let d: Sweep = defaults();
+        assert_eq!(*d.threads, vec![1, 4]);
+        let s = from_flags::<Sweep>(&["--threads", " 8, 16 ,32"]).expect("a list");
+        assert_eq!(*s.threads, vec![8, 16, 32]);
+        let sizes: CommaList<crate::units::Size> = "4K, 128K".parse().expect("sizes");
+        assert_eq!(
+            *sizes,
+            vec![crate::units::Size(4096), crate::units::Size(128 << 10)]
+        );
+        let e = from_flags::<Sweep>(&["--threads", "8,,32"]).expect_err("an empty item");
+        assert!(
+            e.to_string()
+                .contains("an empty item in the list; write values like 1,4,8"),
+            "{e}"
+        );
+        let e = from_flags::<Sweep>(&["--threads", "8,x"]).expect_err("not a number");
+        assert!(
+            e.to_string()
+                .contains("invalid value '8,x' for '--threads <LIST>'"),
+            "{e}"
+        );
+        let e = from_flags::<Sweep>(&["--threads", "8", "--threads", "16"]).expect_err("twice");
+        assert!(
+            e.to_string()
+                .contains("the argument '--threads <LIST>' cannot be used multiple times"),
+            "{e}"
+        );
+    }
+
+    #[test]
+    fn a_comma_list_is_an_array_in_results_and_one_value_or_many_in_a_plan() {
+        let l = CommaList(vec![25.0, 50.0]);
+        assert_eq!(serde_json::to_string(&l).expect("json"), "[25.0,50.0]");
+        let back: CommaList<f64> = serde_json::from_str("[25.0,50.0]").expect("an array");
+        assert_eq!(back, l);
+        let one = |v: serde_json::Value| -> CommaList<u32> {
+            CommaList::one_or_many(v).expect("one or many")
+        };
+        assert_eq!(*one(serde_json::json!(4)), vec![4]);
+        assert_eq!(*one(serde_json::json!([1, 8])), vec![1, 8]);
+    }
 
     #[test]
     fn a_block_size_from_1_byte_to_1g_passes_and_the_refusal_names_the_flag() {

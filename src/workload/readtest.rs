@@ -24,7 +24,7 @@ use rand::seq::SliceRandom;
 use rand::SeedableRng;
 use serde::{Deserialize, Serialize};
 
-use super::params;
+use super::params::{self, CommaList};
 use super::{RunContext, Workload};
 use crate::error::{bad_input, bad_param, SystemFailure};
 use crate::measure::{OpDef, Recorder};
@@ -56,11 +56,9 @@ pub struct ReadTest {
     #[arg(
         long,
         value_name = "LIST",
-        default_value = "walk,random,blockorder,stat",
-        value_delimiter = ',',
-        value_parser = params::item::<ReadPhase>
+        default_value = "walk,random,blockorder,stat"
     )]
-    pub phases: Vec<ReadPhase>,
+    pub phases: CommaList<ReadPhase>,
     /// Size of each read(2).
     #[arg(long, value_name = "SIZE", default_value = "1M", value_parser = params::size)]
     #[serde(deserialize_with = "crate::units::de_size")]
@@ -468,6 +466,13 @@ mod tests {
         assert!(
             from_flags::<ReadTest>(&["/tmp"]).is_err(),
             "the path is no flag"
+        );
+        // One --phases with the whole list: a second one is refused, not appended.
+        let e = from_flags::<ReadTest>(&["--phases", "walk", "--phases", "stat"]).unwrap_err();
+        assert!(
+            e.to_string()
+                .contains("'--phases <LIST>' cannot be used multiple times"),
+            "{e}"
         );
     }
 }

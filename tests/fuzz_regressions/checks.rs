@@ -54,7 +54,8 @@ fn assert_located(msg: &str, prefix: &str, text: &str) {
 /// Sizes, durations, byte rates and comma lists: a size prints back to itself, a list has one
 /// item per comma-separated field, and an error quotes the text.
 pub fn units(data: &[u8]) {
-    use fsgauge::units::{format_size, parse_duration, parse_list, parse_size, Size};
+    use fsgauge::units::{format_size, parse_duration, parse_size, Size};
+    use fsgauge::workload::params::CommaList;
     use fsgauge::workload::rate::ByteRate;
     let Ok(s) = std::str::from_utf8(data) else {
         return;
@@ -81,7 +82,7 @@ pub fn units(data: &[u8]) {
         }
         Err(e) => assert!(e.to_string().contains(&format!("{s:?}")), "{e}"),
     }
-    if let Ok(v) = parse_list::<Size>(s) {
+    if let Ok(v) = s.parse::<CommaList<Size>>() {
         assert_eq!(v.len(), s.split(',').count(), "{s:?}");
     }
 }

@@ -112,3 +112,30 @@ fn study_bad_input() {
     assert!(!sb.out().exists());
     sb.assert_clean();
 }
+
+/// The study's lists are parsed as every comma-list flag is: a bad item is refused by the
+/// command line, naming the flag and the whole value, before anything is made.
+#[test]
+fn study_lists_are_refused_as_every_list_flag_is() {
+    let sb = Sandbox::new();
+    let study = |more: &[&str], expect: &str| {
+        let a: Vec<&str> = ["study", "append"].iter().chain(more).copied().collect();
+        fails(&sb, &a, expect);
+    };
+    study(
+        &["--usage", "25,x"],
+        "invalid value '25,x' for '--usage <PCT,...>': invalid float literal",
+    );
+    study(
+        &["--fs", "ext4,zfs"],
+        "invalid value 'ext4,zfs' for '--fs <LIST>': unknown filesystem \"zfs\"",
+    );
+    study(
+        &["--append", "4K,,8K"],
+        "invalid value '4K,,8K' for '--append <SIZE,...>': an empty item in the list",
+    );
+    study(
+        &["--read-phases", "walk", "--read-phases", "stat"],
+        "the argument '--read-phases <LIST>' cannot be used multiple times",
+    );
+}

@@ -228,7 +228,7 @@ fn the_copy_is_faithful() {
     std::fs::create_dir(&a).unwrap();
     std::fs::create_dir(&b).unwrap();
     let p = AgeParams {
-        usage: vec![30.0],
+        usage: vec![30.0].into(),
         mode: AgeMode::Append,
         tree: TreeShape { dirs: 3, files: 20 },
         append_dist: Some("uniform:1..20K".into()),

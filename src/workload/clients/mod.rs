@@ -30,6 +30,7 @@ use anyhow::{Context, Result};
 use nix::errno::Errno;
 use serde::{Deserialize, Serialize};
 
+use super::params::CommaList;
 use super::rate::{self, Achieved, Pace, Pacer, RateUnit};
 use super::{RunContext, Workload};
 use crate::error::{bad_input, bad_param, SystemFailure};
@@ -50,9 +51,9 @@ type Stream = Arc<Vec<Op>>;
 #[command(next_help_heading = "Workload")]
 pub struct Clients {
     /// Client counts to sweep, e.g. 1,4,8,16,32,64.
-    #[arg(long, value_name = "LIST", value_delimiter = ',', default_value = "1,4", value_parser = super::params::item::<u32>)]
-    #[serde(deserialize_with = "crate::units::de_one_or_many")]
-    pub clients: Vec<u32>,
+    #[arg(long, value_name = "LIST", default_value = "1,4")]
+    #[serde(deserialize_with = "CommaList::one_or_many")]
+    pub clients: CommaList<u32>,
     /// A dbench loadfile (e.g. /usr/share/dbench/client.txt from the dbench package); without
     /// it, the built-in file-server-like mix.
     #[arg(long, value_name = "FILE")]
@@ -872,7 +873,7 @@ mod tests {
         assert!(e.contains("--loops"), "{e}");
         assert_eq!(
             crate::registry::sweep::cells(&Clients {
-                clients: vec![1, 4, 8],
+                clients: vec![1, 4, 8].into(),
                 ..Clients::default()
             })
             .unwrap()

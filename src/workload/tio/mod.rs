@@ -39,7 +39,8 @@ use anyhow::{Context, Result};
 use serde::{Deserialize, Serialize};
 
 use super::control::RunControl;
-use super::{params, RunContext, Workload};
+use super::params::{self, CommaList};
+use super::{RunContext, Workload};
 use crate::error::{bad_input, bad_param, SystemFailure};
 use crate::measure::{OpDef, OpId, Recorder};
 use crate::results::{Combine, MetricDef, PhaseResult};
@@ -149,17 +150,21 @@ impl<'de> Deserialize<'de> for FsyncPolicy {
 #[command(next_help_heading = "Workload")]
 pub struct Tio {
     /// Thread counts to sweep, e.g. 1,4,8,16,32,64.
-    #[arg(long, value_name = "LIST", value_delimiter = ',', default_value = "1,4", value_parser = params::item::<u32>)]
-    #[serde(deserialize_with = "crate::units::de_one_or_many")]
-    pub threads: Vec<u32>,
+    #[arg(long, value_name = "LIST", default_value = "1,4")]
+    #[serde(deserialize_with = "CommaList::one_or_many")]
+    pub threads: CommaList<u32>,
     /// Modes to sweep: seqwrite, randwrite, seqread, randread.
-    #[arg(long, value_name = "LIST", value_delimiter = ',', default_value = "seqwrite,randwrite,seqread,randread", value_parser = params::item::<Mode>)]
-    #[serde(deserialize_with = "crate::units::de_one_or_many")]
-    pub mode: Vec<Mode>,
+    #[arg(
+        long,
+        value_name = "LIST",
+        default_value = "seqwrite,randwrite,seqread,randread"
+    )]
+    #[serde(deserialize_with = "CommaList::one_or_many")]
+    pub mode: CommaList<Mode>,
     /// Block (request) sizes to sweep, e.g. 4K,128K.
-    #[arg(long, value_name = "LIST", value_delimiter = ',', default_value = "4K,128K", value_parser = params::item::<Size>)]
-    #[serde(deserialize_with = "crate::units::de_one_or_many")]
-    pub block: Vec<Size>,
+    #[arg(long, value_name = "LIST", default_value = "4K,128K")]
+    #[serde(deserialize_with = "CommaList::one_or_many")]
+    pub block: CommaList<Size>,
     /// Bytes each thread writes or reads (its own file, or its region of the shared file).
     #[arg(long, value_name = "SIZE", default_value = "64M", value_parser = params::size)]
     #[serde(deserialize_with = "crate::units::de_size")]
@@ -1085,9 +1090,9 @@ mod tests {
     #[test]
     fn sweep_expands_to_one_workload_per_cell() {
         let t = Tio {
-            threads: vec![1, 4, 8],
-            mode: vec![Mode::Seqwrite, Mode::Randread],
-            block: vec![Size(4096), Size(128 << 10)],
+            threads: vec![1, 4, 8].into(),
+            mode: vec![Mode::Seqwrite, Mode::Randread].into(),
+            block: vec![Size(4096), Size(128 << 10)].into(),
             ..Tio::default()
         };
         let cells = crate::registry::sweep::cells(&t).unwrap();
@@ -1113,7 +1118,7 @@ mod tests {
         assert_eq!(t.engine, Engine::IoUring);
         assert!(t.latency && t.fresh_fs);
         let big = Tio {
-            block: vec![Size(1 << 20)],
+            block: vec![Size(1 << 20)].into(),
             file_size: 512 << 10,
             ..Tio::default()
         };
