@@ -705,3 +705,51 @@ fn a_transport_the_server_does_not_know_is_refused() {
         "{err}"
     );
 }
+
+#[test]
+fn a_testbed_on_a_modelled_disk_runs_through_the_ring() {
+    if !have_fuse() || !crate::support::have_fs("ext4") {
+        return;
+    }
+    let Some(_param) = ring_param(true) else {
+        return;
+    };
+    // The default transport (auto) with the kernel offering the ring: the timing thread
+    // takes the disk's requests; a cold remove reads the tree back through the model.
+    let sb = Sandbox::new();
+    let mut c = sb.bench(&[
+        "bench",
+        "interleave",
+        "--fs",
+        "ext4",
+        "--fs-size",
+        "256M",
+        "--device-model",
+        "deskstar-7k250:cache=off",
+        "--dirs",
+        "10",
+        "--files",
+        "20",
+        "--cold",
+        "drop",
+        "--quiet",
+    ]);
+    c.env_remove("FSGAUGE_DEVICE_TRANSPORT");
+    let done = crate::support::run_within(c, 300, "a modelled testbed through the ring");
+    let err = String::from_utf8_lossy(&done.stderr);
+    assert!(done.status.success(), "{err}");
+    assert!(!err.contains("/dev/fuse"), "through the ring: {err}");
+    let runs = sb.results();
+    assert_eq!(runs.len(), 1);
+    let remove = runs[0]
+        .phases
+        .iter()
+        .find(|p| p.name == "remove")
+        .expect("remove");
+    let d = remove.device_model.as_ref().expect("a record of the phase");
+    assert!(d.counts.reads > 0, "{d:?}");
+    assert_eq!(d.counts.unmodelled, 0, "the phase is modelled: {d:?}");
+    assert_eq!(d.counts.early, 0, "no reply before its time: {d:?}");
+    assert!(d.service_ns.mean > 1e6, "a seek and a rotation each: {d:?}");
+    sb.assert_clean();
+}

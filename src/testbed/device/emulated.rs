@@ -17,7 +17,7 @@ use std::time::{Duration, Instant};
 use anyhow::{anyhow, bail, Context, Result};
 
 use super::profile::{Kind, ModelDuring, Profile, ProfileRef};
-use super::server::{DiskArgs, ServeArgs, StoreChoice, DISK_NAME};
+use super::server::{DiskArgs, ServeArgs, StoreChoice, Transport, DISK_NAME};
 use super::stats::Snapshot;
 use crate::measure::{ModelProbe, PhaseEnd};
 use crate::results::device::DeviceModelInfo;
@@ -62,6 +62,16 @@ static STORE: Mutex<Option<StoreChoice>> = Mutex::new(None);
 /// stores or need a small memory budget without changing their environment).
 pub fn set_server_store(store: Option<StoreChoice>) {
     *STORE.lock().unwrap_or_else(|p| p.into_inner()) = store;
+}
+
+/// The transport the servers this process starts from now on use when their start names
+/// none; None: theirs (from the environment, `FSGAUGE_DEVICE_TRANSPORT`).
+static TRANSPORT: Mutex<Option<Transport>> = Mutex::new(None);
+
+/// Sets the transport of the servers this process starts (for tests that must not share the
+/// kernel's FUSE-over-io_uring switch with other tests flipping it).
+pub fn set_server_transport(transport: Option<Transport>) {
+    *TRANSPORT.lock().unwrap_or_else(|p| p.into_inner()) = transport;
 }
 
 /// Our end of the server's control channel: commands go out (shutting it down ends the
@@ -190,6 +200,9 @@ fn spawn_server(ledger: &mut Ledger, exe: &Path, disk: &DiskArgs) -> Result<Spaw
         disk: disk.clone(),
         mount: mount.clone(),
     };
+    if serve.disk.transport.is_none() {
+        serve.disk.transport = *TRANSPORT.lock().unwrap_or_else(|p| p.into_inner());
+    }
     if serve.disk.store.is_none() {
         serve.disk.store = *STORE.lock().unwrap_or_else(|p| p.into_inner());
     }

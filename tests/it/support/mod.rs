@@ -11,8 +11,20 @@ pub struct Sandbox {
     pub dir: tempfile::TempDir,
 }
 
+/// The transport every emulated disk of the tests uses unless a test names one: /dev/fuse.
+/// The FUSE-over-io_uring tests (device_uring) turn the kernel's switch on and back off; a
+/// disk another test had started through the ring in between would fail once it is off.
+/// Those tests name their transport (or unset it, for `auto`) on their own commands.
+pub const TEST_TRANSPORT: &str = "dev";
+
 impl Sandbox {
     pub fn new() -> Self {
+        static PIN: std::sync::Once = std::sync::Once::new();
+        PIN.call_once(|| {
+            fsgauge::testbed::device::emulated::set_server_transport(Some(
+                fsgauge::testbed::device::server::Transport::Dev,
+            ))
+        });
         let dir = tempfile::Builder::new()
             .prefix("fsgauge-test-")
             .tempdir_in("/var/tmp")
@@ -49,6 +61,7 @@ impl Sandbox {
         let mut c = Command::new(exe);
         c.current_dir(self.path());
         c.env("FSGAUGE_STATE_DIR", self.state());
+        c.env("FSGAUGE_DEVICE_TRANSPORT", TEST_TRANSPORT);
         c
     }
 

@@ -231,6 +231,11 @@ impl DiskFs {
         Some(job)
     }
 
+    /// Whether the model applies now.
+    fn is_modelled(&self) -> bool {
+        self.modelled.load(Ordering::Acquire)
+    }
+
     fn id(&self) -> u64 {
         self.next_id.fetch_add(1, Ordering::Relaxed)
     }

@@ -20,8 +20,8 @@ use super::args::{Transport, ENABLE_PARAM, TRANSPORT_ENV};
 use super::{DiskFs, Job, Reply, DISK_NAME, MAX_REQUEST};
 use crate::sys::rt;
 use crate::sys::Errno;
-use crate::testbed::device::model::Request;
-use crate::testbed::device::uring::{Disk, Incoming, Op, Ring, Taker};
+use crate::testbed::device::model::{Op as ModelOp, Request};
+use crate::testbed::device::uring::{Disk, Incoming, Op, Ring, Taker, Token};
 
 /// Request ids of the ring's requests start here, apart from the FUSE threads' ones.
 const RING_IDS: u64 = 1 << 62;
@@ -128,46 +128,103 @@ fn disk(fs: &DiskFs) -> Disk {
 /// A data request from the ring, its arrival stamped and its data moved: the [`Job`] for the
 /// model, or None where it was answered here (an error, a discard).
 pub(super) fn job(fs: &DiskFs, r: Incoming) -> Option<Job> {
-    let arrival_ns = rt::monotonic_ns();
+    match admit(fs, r, rt::monotonic_ns()) {
+        Admitted::Job(mut job) => {
+            move_data(fs, &mut job);
+            Some(job)
+        }
+        Admitted::Discard(d) => {
+            d.apply(fs);
+            None
+        }
+        Admitted::Answered => None,
+    }
+}
+
+/// A ring request taken in, its data not yet moved.
+pub(super) enum Admitted {
+    /// For the model; its data is moved by [`move_data`] before its reply.
+    Job(Job),
+    /// A discard or zeroing: the model sees nothing; [`Discard::apply`] once every earlier
+    /// request's data has moved.
+    Discard(Discard),
+    /// Answered at once (a write past the end).
+    Answered,
+}
+
+/// A `fallocate(2)` on the disk, to apply.
+pub(super) struct Discard {
+    token: Token,
+    mode: i32,
+    offset: u64,
+    len: u64,
+}
+
+impl Discard {
+    /// As `DiskFs::fallocate`: the store frees or zeroes, and the request is answered.
+    pub(super) fn apply(self, fs: &DiskFs) {
+        let done = fs.store.zero(self.mode, self.offset, self.len);
+        if let Err(e) = done {
+            fs.note_store_error(e);
+        }
+        self.token.commit(done.map(|()| 0));
+    }
+}
+
+/// Takes a data request in, arrived at `arrival_ns`, without moving its data: the model can
+/// have it at once, and the data moves when the thread has the time (before its reply).
+pub(super) fn admit(fs: &DiskFs, r: Incoming, arrival_ns: u64) -> Admitted {
     let Incoming {
         op,
         offset,
         len,
-        mut token,
+        token,
     } = r;
-    let job = |req: Request, token, io| Job {
-        req,
-        arrival_ns,
-        reply: Reply::Ring(token),
-        buf: None,
-        io,
+    let job = |req: Request, token| {
+        Admitted::Job(Job {
+            req,
+            arrival_ns,
+            reply: Reply::Ring(token),
+            buf: None,
+            io: Ok(0),
+        })
     };
     match op {
         Op::Read => {
-            let len = (len as usize).min(fs.size.saturating_sub(offset) as usize);
-            let io = fs.store.read(&mut token.buf()[..len], offset);
-            Some(job(Request::read(fs.id(), offset, len as u64), token, io))
+            let len = len.min(fs.size.saturating_sub(offset));
+            job(Request::read(fs.id(), offset, len), token)
         }
-        Op::Write => {
-            if offset.saturating_add(len) > fs.size {
-                token.commit(Err(Errno::ENOSPC));
-                return None;
-            }
+        Op::Write if offset.saturating_add(len) > fs.size => {
+            token.commit(Err(Errno::ENOSPC));
+            Admitted::Answered
+        }
+        Op::Write => job(Request::write(fs.id(), offset, len), token),
+        Op::Fsync => job(Request::flush(fs.id()), token),
+        Op::Fallocate { mode } => Admitted::Discard(Discard {
+            token,
+            mode,
+            offset,
+            len,
+        }),
+    }
+}
+
+/// Moves a ring request's data: a read's out of the store into the ring entry's buffer, a
+/// write's into the store; its result in `job.io`.
+pub(super) fn move_data(fs: &DiskFs, job: &mut Job) {
+    let Reply::Ring(token) = &mut job.reply else {
+        return;
+    };
+    let (offset, len) = (job.req.offset, job.req.len as usize);
+    job.io = match job.req.op {
+        ModelOp::Read => fs.store.read(&mut token.buf()[..len], offset),
+        ModelOp::Write => {
             let io = fs.store.write(token.data(), offset);
             if let Err(e) = io {
                 fs.note_store_error(e);
             }
-            Some(job(Request::write(fs.id(), offset, len), token, io))
+            io
         }
-        Op::Fsync => Some(job(Request::flush(fs.id()), token, Ok(0))),
-        Op::Fallocate { mode } => {
-            // As `DiskFs::fallocate`: the store frees or zeroes, the model sees nothing.
-            let done = fs.store.zero(mode, offset, len);
-            if let Err(e) = done {
-                fs.note_store_error(e);
-            }
-            token.commit(done.map(|()| 0));
-            None
-        }
-    }
+        ModelOp::Flush => Ok(0),
+    };
 }

@@ -8,7 +8,7 @@
 //! the entries of its maps.
 
 use std::cmp::Reverse;
-use std::collections::{BinaryHeap, HashMap};
+use std::collections::{BinaryHeap, HashMap, VecDeque};
 use std::sync::mpsc::{Receiver, RecvTimeoutError, TryRecvError};
 use std::time::Duration;
 
@@ -98,10 +98,44 @@ fn next_wake(ready_at: Option<u64>, reply: Option<(u64, u64)>, lead_ns: u64) -> 
     }
 }
 
-/// A request the model has, with when the timing thread took it.
+/// A request the model has, with when its data had moved (its intake).
 struct Held {
     job: Job,
     intake_ns: u64,
+    /// Whether its data has moved (a ring request's moves after the model has it).
+    moved: bool,
+}
+
+/// What the ring has brought in and not yet done, in the order it came: a request's data to
+/// move, or a discard to apply after every earlier request's data.
+enum Pending {
+    Data(u64),
+    Discard(ring::Discard),
+}
+
+/// Moves the pending ring requests' data in order, until request `until` has moved (None: all
+/// of them).
+fn move_until(
+    backlog: &mut VecDeque<Pending>,
+    waiting: &mut HashMap<u64, Held>,
+    fs: &super::DiskFs,
+    until: Option<u64>,
+) {
+    while let Some(p) = backlog.pop_front() {
+        match p {
+            Pending::Data(id) => {
+                if let Some(h) = waiting.get_mut(&id) {
+                    ring::move_data(fs, &mut h.job);
+                    h.moved = true;
+                    h.intake_ns = rt::monotonic_ns();
+                }
+                if until == Some(id) {
+                    return;
+                }
+            }
+            Pending::Discard(d) => d.apply(fs),
+        }
+    }
 }
 
 /// Runs until every FUSE thread's sender is gone, the ring (when it takes one) has ended,
@@ -121,17 +155,45 @@ pub fn run(
     // The ring, once registered; requests come through /dev/fuse where it is not used.
     let mut ring = taken.and_then(|mut t| t.taker.begin().then_some(t));
     let mut incoming = Vec::new();
+    let mut backlog: VecDeque<Pending> = VecDeque::new();
     let take = |job: Job, model: &mut DeviceModel, waiting: &mut HashMap<u64, Held>| {
         let intake_ns = rt::monotonic_ns();
         model.submit(job.req, job.arrival_ns);
-        waiting.insert(job.req.id, Held { job, intake_ns });
+        waiting.insert(
+            job.req.id,
+            Held {
+                job,
+                intake_ns,
+                moved: true,
+            },
+        );
     };
     loop {
-        // The ring's requests taken by the last wait: their data moved, then to the model.
+        // The ring's requests taken since the last pass go to the model at once, as they
+        // arrived; their data moves later, in order, between replies (a burst of 1 MiB writes
+        // is milliseconds of copying, which must not hold up a reply due meanwhile).
         if let Some(r) = &ring {
+            let now = rt::monotonic_ns();
             for i in incoming.drain(..) {
-                if let Some(job) = ring::job(&r.fs, i).and_then(|j| r.fs.route(j)) {
-                    take(job, &mut model, &mut waiting);
+                match ring::admit(&r.fs, i, now) {
+                    ring::Admitted::Job(mut job) if !r.fs.is_modelled() => {
+                        move_until(&mut backlog, &mut waiting, &r.fs, None);
+                        ring::move_data(&r.fs, &mut job);
+                        let _ = r.fs.route(job);
+                    }
+                    ring::Admitted::Job(job) => {
+                        let id = job.req.id;
+                        model.submit(job.req, job.arrival_ns);
+                        let held = Held {
+                            job,
+                            intake_ns: now,
+                            moved: false,
+                        };
+                        waiting.insert(id, held);
+                        backlog.push_back(Pending::Data(id));
+                    }
+                    ring::Admitted::Discard(d) => backlog.push_back(Pending::Discard(d)),
+                    ring::Admitted::Answered => {}
                 }
             }
         }
@@ -164,13 +226,37 @@ pub fn run(
                 break;
             }
             due.pop();
+            if let Some(r) = &ring {
+                if waiting.get(&id).is_some_and(|h| !h.moved) {
+                    move_until(&mut backlog, &mut waiting, &r.fs, Some(id));
+                }
+            }
             let (Some(d), Some(held)) = (taken_ids.remove(&id), waiting.remove(&id)) else {
                 continue;
             };
             answer(held, &d, &rec, pool);
         }
-        if ring.as_ref().is_some_and(|r| !r.taker.live()) {
-            ring = None;
+        if let Some(r) = &mut ring {
+            if !r.taker.live() {
+                move_until(&mut backlog, &mut waiting, &r.fs, None);
+                ring = None;
+            } else if let Some(p) = backlog.pop_front() {
+                // One request's data between looks at the replies due; the replies made so
+                // far leave first, and the requests come meanwhile are taken.
+                backlog.push_front(p);
+                let first = match backlog.front() {
+                    Some(Pending::Data(id)) => Some(*id),
+                    _ => None,
+                };
+                if let Err(e) = r.taker.flush() {
+                    eprintln!("fsgauge devices serve: submitting to the FUSE ring failed: {e}");
+                }
+                move_until(&mut backlog, &mut waiting, &r.fs, first);
+                if let Err(e) = r.taker.poll(&mut incoming) {
+                    eprintln!("fsgauge devices serve: polling the FUSE ring failed: {e}");
+                }
+                continue;
+            }
         }
         if !open && waiting.is_empty() && ring.is_none() {
             return;
@@ -264,7 +350,7 @@ fn next_arrival(
 
 /// Replies to a request at its modelled completion; its note goes to the stats thread first.
 fn answer(held: Held, d: &Dispatch, rec: &Recorder, pool: &Pool) {
-    let Held { job, intake_ns } = held;
+    let Held { job, intake_ns, .. } = held;
     let len = if d.op == Op::Flush { 0 } else { job.req.len };
     rec.note(Note::Answered {
         d: *d,
