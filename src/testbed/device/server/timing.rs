@@ -173,29 +173,7 @@ pub fn run(
         // arrived; their data moves later, in order, between replies (a burst of 1 MiB writes
         // is milliseconds of copying, which must not hold up a reply due meanwhile).
         if let Some(r) = &ring {
-            let now = rt::monotonic_ns();
-            for i in incoming.drain(..) {
-                match ring::admit(&r.fs, i, now) {
-                    ring::Admitted::Job(mut job) if !r.fs.is_modelled() => {
-                        move_until(&mut backlog, &mut waiting, &r.fs, None);
-                        ring::move_data(&r.fs, &mut job);
-                        let _ = r.fs.route(job);
-                    }
-                    ring::Admitted::Job(job) => {
-                        let id = job.req.id;
-                        model.submit(job.req, job.arrival_ns);
-                        let held = Held {
-                            job,
-                            intake_ns: now,
-                            moved: false,
-                        };
-                        waiting.insert(id, held);
-                        backlog.push_back(Pending::Data(id));
-                    }
-                    ring::Admitted::Discard(d) => backlog.push_back(Pending::Discard(d)),
-                    ring::Admitted::Answered => {}
-                }
-            }
+            admit(r, &mut incoming, &mut model, &mut waiting, &mut backlog);
         }
         let now = rt::monotonic_ns();
         // Every request handed over by now goes to the model before the drive takes its next
@@ -240,21 +218,8 @@ pub fn run(
             if !r.taker.live() {
                 move_until(&mut backlog, &mut waiting, &r.fs, None);
                 ring = None;
-            } else if let Some(p) = backlog.pop_front() {
-                // One request's data between looks at the replies due; the replies made so
-                // far leave first, and the requests come meanwhile are taken.
-                backlog.push_front(p);
-                let first = match backlog.front() {
-                    Some(Pending::Data(id)) => Some(*id),
-                    _ => None,
-                };
-                if let Err(e) = r.taker.flush() {
-                    eprintln!("fsgauge devices serve: submitting to the FUSE ring failed: {e}");
-                }
-                move_until(&mut backlog, &mut waiting, &r.fs, first);
-                if let Err(e) = r.taker.poll(&mut incoming) {
-                    eprintln!("fsgauge devices serve: polling the FUSE ring failed: {e}");
-                }
+            } else if !backlog.is_empty() {
+                move_one(r, &mut backlog, &mut waiting, &mut incoming);
                 continue;
             }
         }
@@ -275,6 +240,69 @@ pub fn run(
             Err(RecvTimeoutError::Disconnected) => open = false,
             Err(RecvTimeoutError::Timeout) => {}
         }
+    }
+}
+
+/// Takes the ring's requests in as they arrived (`incoming`, taken just now): each goes to the
+/// model at once and its data into the backlog (answered at once, its data moved first,
+/// where the model is off).
+fn admit(
+    r: &ring::Taken,
+    incoming: &mut Vec<Incoming>,
+    model: &mut DeviceModel,
+    waiting: &mut HashMap<u64, Held>,
+    backlog: &mut VecDeque<Pending>,
+) {
+    let now = rt::monotonic_ns();
+    for i in incoming.drain(..) {
+        match ring::admit(&r.fs, i, now) {
+            ring::Admitted::Job(mut job) if !r.fs.is_modelled() => {
+                move_until(backlog, waiting, &r.fs, None);
+                ring::move_data(&r.fs, &mut job);
+                let _ = r.fs.route(job);
+            }
+            ring::Admitted::Job(job) => {
+                let id = job.req.id;
+                model.submit(job.req, job.arrival_ns);
+                let held = Held {
+                    job,
+                    intake_ns: now,
+                    moved: false,
+                };
+                waiting.insert(id, held);
+                backlog.push_back(Pending::Data(id));
+            }
+            ring::Admitted::Discard(d) => backlog.push_back(Pending::Discard(d)),
+            ring::Admitted::Answered => {}
+        }
+    }
+}
+
+/// One request's data (or discard) from the backlog, between looks at the replies due: the
+/// replies made so far leave first, and the requests come meanwhile are taken (no wait).
+fn move_one(
+    r: &mut ring::Taken,
+    backlog: &mut VecDeque<Pending>,
+    waiting: &mut HashMap<u64, Held>,
+    incoming: &mut Vec<Incoming>,
+) {
+    let first = match backlog.front() {
+        Some(Pending::Data(id)) => Some(*id),
+        _ => None,
+    };
+    if let Err(e) = r.taker.flush() {
+        eprintln!("fsgauge devices serve: submitting to the FUSE ring failed: {e}");
+    }
+    match first {
+        Some(_) => move_until(backlog, waiting, &r.fs, first),
+        None => {
+            if let Some(Pending::Discard(d)) = backlog.pop_front() {
+                d.apply(&r.fs);
+            }
+        }
+    }
+    if let Err(e) = r.taker.poll(incoming) {
+        eprintln!("fsgauge devices serve: polling the FUSE ring failed: {e}");
     }
 }
 
