@@ -308,7 +308,15 @@ fn the_timing_thread_outranks_the_fuse_threads_and_bookkeeping_is_not_real_time(
     }
     let sb = Sandbox::new();
     let (dev, _) = start(&sb);
-    let threads = thread_policies(dev.server_pid());
+    // A thread names itself once it runs (std sets the name from inside the new thread): on
+    // a busy machine the stats thread may not have run yet when the server says it is ready.
+    let named = |t: &[(String, u32, u32)]| t.iter().any(|(n, _, _)| n == "device-stats");
+    let mut threads = thread_policies(dev.server_pid());
+    let t0 = std::time::Instant::now();
+    while !named(&threads) && t0.elapsed() < std::time::Duration::from_secs(60) {
+        std::thread::sleep(std::time::Duration::from_millis(50));
+        threads = thread_policies(dev.server_pid());
+    }
     let of = |name: &str| -> Vec<(u32, u32)> {
         threads
             .iter()
