@@ -21,16 +21,7 @@ fn check_ram_with_format_json_prints_the_check_as_json() {
     }
     let sb = Sandbox::new();
     let out = sb
-        .cmd()
-        .args([
-            "devices",
-            "check",
-            "ram",
-            "--size",
-            "64M",
-            "--seconds",
-            "0.2",
-        ])
+        .quick_ram_check()
         .args(["--format", "json"])
         .output()
         .unwrap();
@@ -67,16 +58,7 @@ fn check_with_format_html_writes_a_report_page_to_the_file() {
     let sb = Sandbox::new();
     let file = sb.path().join("check.html");
     let out = sb
-        .cmd()
-        .args([
-            "devices",
-            "check",
-            "ram",
-            "--size",
-            "64M",
-            "--seconds",
-            "0.2",
-        ])
+        .quick_ram_check()
         .args(["--format", "html", "-o"])
         .arg(&file)
         .output()
@@ -117,17 +99,8 @@ fn check_refuses_a_bad_output_file_before_it_starts_a_disk() {
     let sb = Sandbox::new();
     let bad = sb.path().join("no-such-dir").join("check.html");
     let out = sb
-        .cmd()
-        .args([
-            "devices",
-            "check",
-            "ram",
-            "--size",
-            "64M",
-            "--seconds",
-            "0.2",
-            "-o",
-        ])
+        .quick_ram_check()
+        .args(["-o"])
         .arg(&bad)
         .output()
         .unwrap();

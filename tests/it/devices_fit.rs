@@ -127,18 +127,8 @@ fn check_gives_the_server_cpu_per_request_of_each_benchmark() {
     }
     let sb = Sandbox::new();
     let out = sb
-        .cmd()
-        .args([
-            "devices",
-            "check",
-            "ram",
-            "--size",
-            "64M",
-            "--seconds",
-            "0.2",
-            "--write",
-            "--json",
-        ])
+        .quick_ram_check()
+        .args(["--write", "--json"])
         .output()
         .unwrap();
     let stderr = String::from_utf8_lossy(&out.stderr);

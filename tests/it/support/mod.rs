@@ -65,6 +65,22 @@ impl Sandbox {
         c
     }
 
+    /// `fsgauge devices check ram` on a 64M disk with a 0.2 s time box: the check's quickest
+    /// full run, for tests of its output; more arguments follow.
+    pub fn quick_ram_check(&self) -> Command {
+        let mut c = self.cmd();
+        c.args([
+            "devices",
+            "check",
+            "ram",
+            "--size",
+            "64M",
+            "--seconds",
+            "0.2",
+        ]);
+        c
+    }
+
     /// `fsgauge` with the sandbox's ledger plus `--workdir` and `--out` appended after `args`
     /// (no `--workdir` with `--dir`, which refuses it: it builds no testbed).
     pub fn bench(&self, args: &[&str]) -> Command {
