@@ -37,6 +37,7 @@
 //! the path above a user's own `--workdir` is theirs to change; only they are fooled by it.)
 
 mod cache;
+pub mod crashcheck;
 pub mod device;
 mod fault;
 pub mod inodes;
