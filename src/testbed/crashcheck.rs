@@ -20,20 +20,7 @@ use anyhow::{Context, Result};
 use super::mount;
 use super::spec::FsKind;
 
-crate::choice! {
-    /// What went wrong with one crash state, by class (the durability report counts them).
-    #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, PartialOrd, Ord)]
-    pub enum CrashClass("crash failure class") {
-        /// The state did not mount (its journal did not replay).
-        MountFailure = "mount-failure",
-        /// Data made durable before the cut is not there (or a durable file is too short or gone).
-        LostDurable = "lost-durable",
-        /// A byte no version of the file ever held.
-        Foreign = "foreign",
-        /// The filesystem's own checker found the replayed state inconsistent.
-        CheckerError = "checker-error",
-    }
-}
+pub use crate::results::crash::CrashClass;
 
 /// The longest checker output kept (its head and tail); a damaged filesystem can make e2fsck
 /// print a line per inode.

@@ -1,0 +1,145 @@
+//! What a run's crash points found: the durability record of a result (`crash`).
+//!
+//! Each crash point is a state of the emulated disk as a power cut just after one request would
+//! have left it (the media the drive's model had written, plus the part of its volatile cache
+//! `cache` says survived). A state is judged by mounting it (journal replay), comparing what the
+//! workload had made durable, unmounting and running the filesystem's read-only checker. The
+//! report counts states and failures by class and keeps, for each failure, what is needed to see
+//! it again (the replay command).
+
+use std::collections::BTreeMap;
+
+use serde::{Deserialize, Serialize};
+
+crate::choice! {
+    /// What went wrong with one crash state, by class (the durability report counts them).
+    #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, PartialOrd, Ord)]
+    pub enum CrashClass("crash failure class") {
+        /// The state did not mount (its journal did not replay).
+        MountFailure = "mount-failure",
+        /// Data made durable before the cut is not there (or a durable file is too short or gone).
+        LostDurable = "lost-durable",
+        /// A byte no version of the file ever held.
+        Foreign = "foreign",
+        /// The filesystem's own checker found the replayed state inconsistent.
+        CheckerError = "checker-error",
+    }
+}
+
+crate::choice! {
+    /// Which part of the drive's volatile write cache a power cut leaves on the media.
+    #[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
+    pub enum CrashCache("crash cache choice") {
+        /// None of it: every write not yet destaged is lost.
+        LoseAll = "lose-all",
+        /// A random part (seeded): the drive may have destaged any of it.
+        #[default]
+        Random = "random",
+        /// All of it: a drive whose cache survives the cut.
+        KeepAll = "keep-all",
+    }
+}
+
+/// One failed crash state.
+#[derive(Debug, Clone, Serialize, Deserialize, PartialEq)]
+pub struct CrashFailure {
+    /// The cut: the request index (reply order) the power failed after.
+    pub cut: u64,
+    pub class: CrashClass,
+    /// What was wrong: the file and offset, the durable point and the operations since, or the
+    /// checker's or the kernel's words.
+    pub detail: String,
+    /// The command that checks this state again.
+    pub replay: String,
+}
+
+/// A run's crash points, all of them.
+#[derive(Debug, Clone, Default, Serialize, Deserialize, PartialEq)]
+pub struct CrashReport {
+    /// The cache choice and how the cuts were chosen.
+    pub cache: String,
+    pub choose: String,
+    /// Requests, writes and flushes in the write log, and its bytes.
+    pub log_requests: u64,
+    pub log_writes: u64,
+    pub log_flushes: u64,
+    pub log_bytes: u64,
+    /// Crash states built and judged.
+    pub states: u64,
+    /// Failures by class (every class named, 0 included).
+    pub by_class: BTreeMap<String, u64>,
+    pub failures: Vec<CrashFailure>,
+    /// Building one state: mean milliseconds, and the image's size it was built over (no copy
+    /// of the image is made).
+    pub build_ms_mean: f64,
+    pub image_bytes: u64,
+    /// States judged per minute of the campaign (build, mount, compare, unmount, checker).
+    pub states_per_minute: f64,
+}
+
+impl CrashReport {
+    /// Counts `f` under its class and keeps it.
+    pub fn fail(&mut self, f: CrashFailure) {
+        *self.by_class.entry(f.class.name().to_string()).or_default() += 1;
+        self.failures.push(f);
+    }
+
+    /// Every class named in `by_class`, 0 where none failed.
+    pub fn name_all_classes(&mut self) {
+        for c in <CrashClass as crate::choice::Choice>::all() {
+            self.by_class.entry(c.name().to_string()).or_default();
+        }
+    }
+
+    /// One line: states, failures by class.
+    pub fn summary(&self) -> String {
+        let classes: Vec<String> = self
+            .by_class
+            .iter()
+            .filter(|(_, n)| **n > 0)
+            .map(|(c, n)| format!("{n} {c}"))
+            .collect();
+        format!(
+            "{} crash states ({} cache, cuts {}): {}",
+            self.states,
+            self.cache,
+            self.choose,
+            if classes.is_empty() {
+                "no failures".to_string()
+            } else {
+                format!("{} failed ({})", self.failures.len(), classes.join(", "))
+            }
+        )
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn failures_are_counted_by_class_and_every_class_is_named() {
+        let mut r = CrashReport {
+            states: 3,
+            cache: "random".into(),
+            choose: "random".into(),
+            ..Default::default()
+        };
+        r.name_all_classes();
+        assert_eq!(r.by_class.len(), 4);
+        assert!(r.summary().ends_with("no failures"), "{}", r.summary());
+        r.fail(CrashFailure {
+            cut: 7,
+            class: CrashClass::LostDurable,
+            detail: "x".into(),
+            replay: "y".into(),
+        });
+        assert_eq!(r.by_class["lost-durable"], 1);
+        assert_eq!(
+            r.summary(),
+            "3 crash states (random cache, cuts random): 1 failed (1 lost-durable)"
+        );
+        let back: CrashReport = serde_json::from_str(&serde_json::to_string(&r).unwrap()).unwrap();
+        assert_eq!(back, r);
+    }
+}
