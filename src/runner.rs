@@ -3,6 +3,7 @@
 //! write one result per run. Everything that can be checked is checked before anything is made.
 
 pub mod admit;
+pub mod crashpoints;
 pub mod params;
 
 use std::path::{Path, PathBuf};

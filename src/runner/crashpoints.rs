@@ -1,4 +1,4 @@
-//! Where the exerciser's crash points are cut: which requests of the emulated disk's write log
+//! Where a run's crash points are cut: which requests of the emulated disk's write log
 //! a power cut comes just after.
 //!
 //! A cut is a request index in reply order (see `testbed::device`'s crash states): the drive
