@@ -3,6 +3,7 @@
 //! write one result per run. Everything that can be checked is checked before anything is made.
 
 pub mod admit;
+
 pub mod crashpoints;
 pub mod params;
 
@@ -43,6 +44,8 @@ pub struct RunOptions {
     /// Record the block layout of the workload's tree and the free space of the target at the
     /// workload's layout point (`--layout`), in the result's `layout` field.
     pub layout: bool,
+    /// Crash points after the workload (`--crash-points`): off unless asked.
+    pub crash: crashpoints::CrashArgs,
     /// A workload run on the target before the measured one (a plan's `[age]`): its phases come
     /// first in the result, and its tree stays for the workload to run beside.
     pub precondition: Option<Precondition>,
@@ -74,6 +77,7 @@ impl Default for RunOptions {
             out: None,
             progress: Progress::hidden(),
             layout: false,
+            crash: Default::default(),
             precondition: None,
             study: None,
             coordinator: Default::default(),
@@ -87,6 +91,39 @@ pub struct Outcome {
     pub result: RunResult,
     /// Where the result was written.
     pub path: Option<PathBuf>,
+}
+
+/// Crash points need a testbed fsgauge builds, on an emulated disk (its server keeps the
+/// write log) with no external journal (a second device would not lose power with it), the
+/// filesystem's checker, and memory for the log.
+fn crash_admissible(place: &Place, crash: &crashpoints::CrashArgs) -> Result<()> {
+    let Place::Testbed(spec) = place else {
+        return Err(bad_input("--crash-points needs a testbed fsgauge builds on an emulated disk: --fs KIND with --device-model PROFILE, not --dir"));
+    };
+    if spec.device_model.is_none() {
+        return Err(bad_input("--crash-points needs an emulated disk: its server keeps the write log and knows what the drive's cache held; add --device-model PROFILE (e.g. deskstar-7k250)"));
+    }
+    if spec.journal.is_some() {
+        return Err(bad_input("--crash-points cuts the power of the emulated disk only: an external journal (--journal) would not lose it at the same instant; leave --journal out"));
+    }
+    let checker = crate::testbed::crashcheck::checker_args(spec.fs, std::path::Path::new(""));
+    if crate::sys::proc::find_program(&checker[0]).is_none() {
+        return Err(bad_input(format!(
+            "--crash-points on {} needs its checker `{}`, which is not installed; install {}",
+            spec.fs,
+            checker[0],
+            spec.fs.package()
+        )));
+    }
+    let avail = crate::sys::proc::meminfo("MemAvailable").unwrap_or(0);
+    if crash.log_limit() > avail / 2 {
+        return Err(bad_input(format!(
+            "--crash-log-limit {} is more than half of the memory available ({}): the write log is held in memory; give a smaller limit",
+            format_size_round(crash.log_limit()),
+            format_size_round(avail)
+        )));
+    }
+    Ok(())
 }
 
 /// Checks a run request without making anything.
@@ -136,6 +173,9 @@ pub fn check(place: &Place, wl: &dyn Workload, opts: &RunOptions) -> Result<()> 
     }
     if let Some(limit) = opts.mem_limit {
         admit::memory(limit, wl, own_rss())?;
+    }
+    if opts.crash.on() {
+        crash_admissible(place, &opts.crash)?;
     }
     // Last, so that bad input makes nothing: a results directory that cannot take the
     // result is found before the workload runs, not after.
@@ -310,6 +350,7 @@ pub fn run_in_place(
     };
     let testbed = target.info();
     Ok(RunResult::assemble(RunRecord {
+        crash: None,
         environment: Some(Environment::collect(&testbed)),
         testbed,
         workload: crate::registry::workload_info(wl),
@@ -681,6 +722,7 @@ fn assemble(
         errors: warnings,
         mpi,
         environment,
+        crash: None,
     });
     result.study = opts.study.clone();
     Ok(result)

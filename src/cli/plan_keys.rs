@@ -80,6 +80,36 @@ fn samples() -> Vec<Sample> {
             "true".into(),
             vec![(v(&["--layout=yes"]), "\"yes\"".into())],
         ),
+        (
+            "crash_points",
+            v(&["--crash-points", "200"]),
+            "200".into(),
+            vec![(v(&["--crash-points", "-1"]), "-1".into())],
+        ),
+        (
+            "crash_choose",
+            v(&["--crash-choose", "flushes"]),
+            "\"flushes\"".into(),
+            vec![(v(&["--crash-choose", "often"]), "\"often\"".into())],
+        ),
+        (
+            "crash_cache",
+            v(&["--crash-cache", "keep-all"]),
+            "\"keep-all\"".into(),
+            vec![(v(&["--crash-cache", "some"]), "\"some\"".into())],
+        ),
+        (
+            "crash_at",
+            v(&["--crash-at", "17"]),
+            "17".into(),
+            vec![(v(&["--crash-at", "x"]), "\"x\"".into())],
+        ),
+        (
+            "crash_log_limit",
+            v(&["--crash-log-limit", "64M"]),
+            "\"64M\"".into(),
+            vec![(v(&["--crash-log-limit", "lots"]), "\"lots\"".into())],
+        ),
     ]
 }
 

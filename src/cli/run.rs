@@ -501,6 +501,7 @@ fn quick_on_temp_dir(c: &RunCmd) -> Result<ExitCode> {
         out: Some(c.run.out.dir.clone()),
         progress: Progress::new(c.output.silent()),
         layout: plan.layout,
+        crash: Default::default(),
         precondition: None,
         study: None,
         coordinator: Default::default(),

@@ -55,6 +55,7 @@ pub fn run_options(
         out,
         progress,
         layout: plan.layout,
+        crash: plan.crash,
         precondition: plan
             .age
             .as_ref()

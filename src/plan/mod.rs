@@ -257,6 +257,8 @@ pub struct Plan {
     pub notes: Vec<String>,
     /// Record block layout and free space at each run's layout point (`layout = true`).
     pub layout: bool,
+    /// Crash points after each run (`crash_points = N`, ...; see `fsgauge run --help`).
+    pub crash: crate::runner::crashpoints::CrashArgs,
     /// `[age]`: aging run on each run's filesystem before its workload.
     pub age: Option<PlanWorkload>,
     /// `[[question]]`s, resolved: what the study asks (see [`crate::results::Question`]).

@@ -300,6 +300,7 @@ pub(super) fn parse_src(src: &Src, opts: &ParseOptions) -> Result<Plan> {
         scale: scale_f,
         notes,
         layout: given.layout,
+        crash: given.crash(),
         age,
         questions,
     })

@@ -73,6 +73,10 @@ pub struct RunResult {
     /// the spec hash: a question added later does not make finished runs new experiments.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub study: Option<StudyInfo>,
+    /// What the run's crash points found (`--crash-points` only): states judged, failures by
+    /// class, each failure's replay command.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub crash: Option<crash::CrashReport>,
 }
 
 /// What a run produced and what defined it; [`RunResult::assemble`] adds what every result
@@ -94,6 +98,8 @@ pub struct RunRecord {
     pub mpi: Option<MpiInfo>,
     /// The machine settings that explain a figure, read once after the measured phases.
     pub environment: Option<Environment>,
+    /// The crash points' report, when the run had them.
+    pub crash: Option<crash::CrashReport>,
 }
 
 impl RunResult {
@@ -117,6 +123,7 @@ impl RunResult {
             mpi: r.mpi,
             environment: r.environment,
             study: None,
+            crash: r.crash,
         };
         // Every figure a workload records is declared next to its operations (so reports read
         // its unit and direction); the integration tests run every workload in debug builds.

@@ -7,8 +7,12 @@
 //! `flushes` takes the flushes (N of them spread evenly over the run when there are more),
 //! the instants a journal commits; `--crash-at K` is one given cut (replaying a failure).
 
+use anyhow::Result;
 use rand::seq::index::sample;
 use rand::SeedableRng;
+
+use crate::results::crash::CrashCache;
+use crate::units::Size;
 
 crate::choice! {
     /// How the crash points are chosen among the log's requests.
@@ -57,6 +61,65 @@ pub fn choose(cands: &[Candidate], n: usize, choice: CutChoice, seed: u64) -> Ve
     cuts
 }
 
+/// The crash-point settings of a run: the run settings' `crash_*` flags and plan keys
+/// (declared in `runner::params::RunSettings`, see there for their help).
+#[derive(Debug, Clone, Copy, PartialEq, Default)]
+pub struct CrashArgs {
+    /// `--crash-points N`: cuts to check (0 or absent: none).
+    pub crash_points: Option<u32>,
+    /// `--crash-choose`: random unless said.
+    pub crash_choose: Option<CutChoice>,
+    /// `--crash-cache`: random unless said.
+    pub crash_cache: Option<CrashCache>,
+    /// `--crash-at K`: the first (or only) cut.
+    pub crash_at: Option<u64>,
+    /// `--crash-log-limit`: 1 GiB unless said.
+    pub crash_log_limit: Option<Size>,
+}
+
+impl CrashArgs {
+    /// Whether crash points are asked for.
+    pub fn on(&self) -> bool {
+        self.crash_points.is_some_and(|n| n > 0) || self.crash_at.is_some()
+    }
+
+    /// How the cuts are chosen (random unless said).
+    pub fn choice(&self) -> CutChoice {
+        self.crash_choose.unwrap_or_default()
+    }
+
+    /// What a cut keeps of the cache (random unless said).
+    pub fn cache(&self) -> CrashCache {
+        self.crash_cache.unwrap_or_default()
+    }
+
+    /// The write log's limit in bytes (1 GiB unless said).
+    pub fn log_limit(&self) -> u64 {
+        self.crash_log_limit.map_or(1 << 30, Size::bytes)
+    }
+
+    /// The cuts to check among the log's.
+    pub fn cuts(&self, cands: &[Candidate], seed: u64) -> Result<Vec<u64>> {
+        if let Some(k) = self.crash_at {
+            if !cands.iter().any(|c| c.index == k) {
+                anyhow::bail!(crate::error::bad_input(format!(
+                    "--crash-at {k}: this run's write log has no request {k} (it has {} cuts); the run may have written differently from the one that named it",
+                    cands.len()
+                )));
+            }
+            let n = self.crash_points.unwrap_or(1).max(1) as usize;
+            return Ok(cands
+                .iter()
+                .map(|c| c.index)
+                .filter(|&i| i >= k)
+                .take(n)
+                .collect());
+        }
+        let n = self.crash_points.unwrap_or(0) as usize;
+        Ok(choose(cands, n, self.choice(), seed))
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -99,5 +162,57 @@ mod tests {
         let c = cands(5);
         assert_eq!(choose(&c, 100, CutChoice::Random, 3), [1, 4, 7, 10, 13]);
         assert!(choose(&[], 3, CutChoice::Random, 3).is_empty());
+    }
+
+    fn given() -> Vec<Candidate> {
+        (1..=20)
+            .map(|i| Candidate {
+                index: i,
+                flush: i % 5 == 0,
+            })
+            .collect()
+    }
+
+    #[test]
+    fn a_given_cut_is_checked_alone_or_with_the_next_ones() {
+        let a = CrashArgs {
+            crash_at: Some(7),
+            ..Default::default()
+        };
+        assert!(a.on());
+        assert_eq!(a.cuts(&given(), 1).unwrap(), [7]);
+        let b = CrashArgs {
+            crash_points: Some(3),
+            ..a
+        };
+        assert_eq!(b.cuts(&given(), 1).unwrap(), [7, 8, 9]);
+        let missing = CrashArgs {
+            crash_at: Some(99),
+            ..Default::default()
+        };
+        let e = missing.cuts(&given(), 1).unwrap_err().to_string();
+        assert!(e.contains("no request 99"), "{e}");
+        assert_eq!(
+            crate::error::exit_code(&missing.cuts(&given(), 1).unwrap_err()),
+            2
+        );
+    }
+
+    #[test]
+    fn no_crash_points_unless_asked() {
+        assert!(!CrashArgs::default().on());
+        let z = CrashArgs {
+            crash_points: Some(0),
+            ..Default::default()
+        };
+        assert!(!z.on());
+    }
+
+    #[test]
+    fn unsaid_settings_take_their_defaults() {
+        let a = CrashArgs::default();
+        assert_eq!(a.choice(), CutChoice::Random);
+        assert_eq!(a.cache(), CrashCache::Random);
+        assert_eq!(a.log_limit(), 1 << 30);
     }
 }

@@ -17,7 +17,9 @@ use std::path::PathBuf;
 use clap::Args;
 use serde::{Deserialize, Serialize};
 
+use super::crashpoints::{CrashArgs, CutChoice};
 use crate::measure::Progress;
+use crate::results::crash::CrashCache;
 use crate::units::Size;
 use crate::workload::ColdMode;
 
@@ -127,6 +129,32 @@ pub struct RunSettings {
     /// fragmentation of the target in the result, under `layout`.
     #[arg(long)]
     pub layout: bool,
+    /// After the run, build the emulated disk (--device-model) as a power cut just after N of
+    /// its requests would have left it (the media its model had written, plus what
+    /// --crash-cache keeps of its volatile cache), with no copy of the image, and judge each:
+    /// mount it (journal replay), compare what the workload had made durable (the exerciser:
+    /// every file against its model; others: the mount and the checker alone), unmount, and
+    /// run the filesystem's checker read-only (e2fsck -fn, xfs_repair -n, btrfs check
+    /// --readonly). Failures are counted by class in the result's `crash` record, each with
+    /// the command that checks it again; any failure makes the exit status 1.
+    #[arg(long, value_name = "N", help_heading = "Crash points")]
+    pub crash_points: Option<u32>,
+    /// Which requests the cuts come after: random (seeded, among writes and flushes) or
+    /// flushes (every one, or N spread over the run) [default: random].
+    #[arg(long, value_name = "HOW", help_heading = "Crash points")]
+    pub crash_choose: Option<CutChoice>,
+    /// What a cut keeps of the drive's volatile write cache: lose-all, random (seeded: a real
+    /// drive may have destaged any part of it) or keep-all (a cache that survives) [default: random].
+    #[arg(long, value_name = "WHICH", help_heading = "Crash points")]
+    pub crash_cache: Option<CrashCache>,
+    /// Check the one cut just after request K (a failure's replay names it); with
+    /// --crash-points, that many cuts from K on.
+    #[arg(long, value_name = "K", help_heading = "Crash points")]
+    pub crash_at: Option<u64>,
+    /// The most data the write log keeps in memory; a run that writes more is refused part-way
+    /// with a message, never checked on a partial log [default: 1G].
+    #[arg(long, value_name = "SIZE", help_heading = "Crash points")]
+    pub crash_log_limit: Option<Size>,
 }
 
 /// `--reps`'s help, its default [`DEFAULT_REPS`] written in.
@@ -155,6 +183,22 @@ impl RunSettings {
                 mode: self.cold.mode.or(under.cold.mode),
             },
             layout: self.layout || under.layout,
+            crash_points: self.crash_points.or(under.crash_points),
+            crash_choose: self.crash_choose.or(under.crash_choose),
+            crash_cache: self.crash_cache.or(under.crash_cache),
+            crash_at: self.crash_at.or(under.crash_at),
+            crash_log_limit: self.crash_log_limit.or(under.crash_log_limit),
+        }
+    }
+
+    /// The crash-point settings.
+    pub fn crash(&self) -> CrashArgs {
+        CrashArgs {
+            crash_points: self.crash_points,
+            crash_choose: self.crash_choose,
+            crash_cache: self.crash_cache,
+            crash_at: self.crash_at,
+            crash_log_limit: self.crash_log_limit,
         }
     }
 }
@@ -212,6 +256,7 @@ impl RunParams {
             out: (!coordinator.is_secondary()).then(|| self.out.dir.clone()),
             progress: Progress::new(silent || coordinator.is_secondary()),
             layout: self.settings.layout,
+            crash: self.settings.crash(),
             precondition: None,
             study: None,
             coordinator,

@@ -144,6 +144,7 @@ impl AppendStudy {
             "read_phases": self.read_phases,
         });
         Ok(RunResult::assemble(RunRecord {
+            crash: None,
             testbed,
             workload: WorkloadInfo {
                 kind: KIND.into(),

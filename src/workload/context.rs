@@ -8,6 +8,7 @@ use anyhow::{Context, Result};
 use crate::dist::Coord;
 use crate::error::bad_input;
 use crate::measure::{Devices, OpDef, PhaseMeter, Progress, Recorder, SeriesSpec};
+use crate::results::crash::CrashClass;
 use crate::results::{PhaseResult, TestbedInfo};
 use crate::sys::statfs::Space;
 use crate::testbed::{drop_caches, SetUp, Testbed};
@@ -185,7 +186,17 @@ pub struct RunContext<'a> {
     series: SeriesSpec,
     /// How this process's phases fit with those of the other processes of the job.
     coord: Coord,
+    /// Crash points follow the run (`--crash-points`): the workload keeps what it made
+    /// durable and leaves its judge here.
+    crash_points: bool,
+    crash_verifier: Option<CrashVerifier>,
 }
+
+/// A workload's judge of one crash state (set by the workload when crash points follow its
+/// run, see `runner::crash`): called with the cut's time (CLOCK_MONOTONIC ns: the drive had
+/// answered every request up to it, none after) and the workload's directory in the mounted
+/// state; returns what is wrong with it, each with its class (nothing: an empty list).
+pub type CrashVerifier = Box<dyn FnMut(u64, &Path) -> Vec<(CrashClass, String)> + Send>;
 
 /// Takes the block-layout snapshot of a workload's tree (set by the runner under `--layout`):
 /// called with the workload root and the target.
@@ -214,6 +225,8 @@ impl<'a> RunContext<'a> {
             layout: None,
             series: SeriesSpec::default(),
             coord: Coord::default(),
+            crash_points: false,
+            crash_verifier: None,
         }
     }
 
@@ -221,6 +234,28 @@ impl<'a> RunContext<'a> {
     pub fn with_coordinator(mut self, coord: Coord) -> Self {
         self.coord = coord;
         self
+    }
+
+    /// Crash points follow this run.
+    pub fn with_crash_points(mut self, on: bool) -> Self {
+        self.crash_points = on;
+        self
+    }
+
+    /// Whether crash points follow this run: a workload that can judge a crash state keeps
+    /// what it made durable, and sets its judge with [`Self::set_crash_verifier`].
+    pub fn crash_points(&self) -> bool {
+        self.crash_points
+    }
+
+    /// The workload's judge of crash states (replacing any set before).
+    pub fn set_crash_verifier(&mut self, v: CrashVerifier) {
+        self.crash_verifier = Some(v);
+    }
+
+    /// The judge the workload set, if any.
+    pub fn take_crash_verifier(&mut self) -> Option<CrashVerifier> {
+        self.crash_verifier.take()
     }
 
     /// The run's coordinator: whether this process is one rank of several.

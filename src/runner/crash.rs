@@ -1,0 +1,110 @@
+//! Crash points of a run: after the workload, the testbed's emulated disk is cut at N requests
+//! of its write log, and each state is judged (see [`crate::testbed::crashstate`]): mounted
+//! (journal replay; a refusal is a `mount-failure`), compared by the workload's own verifier
+//! against what it had made durable by then (the exerciser's model; a workload without one is
+//! judged by the mount and the checker alone), unmounted, and checked read-only by the
+//! filesystem's checker (`checker-error`). The report is the result's `crash` record.
+
+use std::path::Path;
+use std::time::Instant;
+
+use anyhow::Result;
+use super::crashpoints::{Candidate, CrashArgs};
+use crate::measure::Progress;
+use crate::results::crash::{CrashClass, CrashFailure, CrashReport};
+use crate::testbed::Testbed;
+
+/// What a state's verifier found wrong: a class and the words that say where.
+pub type Finding = (CrashClass, String);
+
+/// A workload's judge of one crash state: given the cut's time (CLOCK_MONOTONIC ns: the
+/// drive had replied to every request up to it) and the workload's directory in the mounted
+/// state, what is wrong with it (nothing: an empty list).
+pub type Verifier = Box<dyn FnMut(u64, &Path) -> Vec<Finding> + Send>;
+
+/// Judges the crash states of `tb` after a run: `rel_root` is the workload's directory inside
+/// the filesystem, `verifier` the workload's judge, `replay(cut)` the command that checks a cut
+/// again. The testbed's filesystem is mounted again at the end.
+pub fn campaign(
+    tb: &mut Testbed,
+    args: &CrashArgs,
+    seed: u64,
+    rel_root: &Path,
+    mut verifier: Option<Verifier>,
+    replay: &dyn Fn(u64) -> String,
+    progress: Progress,
+) -> Result<CrashReport> {
+    let mut states = tb.crash_states()?;
+    let log = states.log().clone();
+    let cands: Vec<Candidate> = log
+        .cuts
+        .iter()
+        .map(|c| Candidate {
+            index: c.index,
+            flush: c.kind == "flush",
+        })
+        .collect();
+    let cuts = args.cuts(&cands, seed)?;
+    let mut report = CrashReport {
+        cache: args.cache().name().into(),
+        choose: args.choice().name().into(),
+        log_requests: log.requests,
+        log_writes: log.writes,
+        log_flushes: log.flushes,
+        log_bytes: log.bytes,
+        ..Default::default()
+    };
+    report.name_all_classes();
+    let started = Instant::now();
+    let done = std::sync::Arc::new(std::sync::atomic::AtomicU64::new(0));
+    let bar = progress.phase_bar("crash states", Some(cuts.len() as u64), done.clone());
+    let mut build_ms = 0.0;
+    for &cut in &cuts {
+        crate::signals::check()?;
+        let info = states.build(cut, args.cache(), seed ^ cut)?;
+        build_ms += info.build_ns as f64 / 1e6;
+        report.image_bytes = info.image_bytes;
+        let fail = |class, detail: String| CrashFailure {
+            cut,
+            class,
+            detail,
+            replay: replay(cut),
+        };
+        match states.mount() {
+            Err(e) => report.fail(fail(CrashClass::MountFailure, format!("{e:#}"))),
+            Ok(root) => {
+                if let Some(v) = verifier.as_mut() {
+                    for (class, detail) in v(info.cut_ns, &root.join(rel_root)) {
+                        report.fail(fail(class, detail));
+                    }
+                }
+            }
+        }
+        let checked = states.check()?;
+        if !checked.clean {
+            report.fail(fail(
+                CrashClass::CheckerError,
+                format!(
+                    "`{}` exited {}:\n{}",
+                    checked.command, checked.status, checked.output
+                ),
+            ));
+        }
+        report.states += 1;
+        done.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
+    }
+    drop(bar);
+    let secs = started.elapsed().as_secs_f64();
+    report.build_ms_mean = if report.states > 0 {
+        build_ms / report.states as f64
+    } else {
+        0.0
+    };
+    report.states_per_minute = if secs > 0.0 {
+        report.states as f64 * 60.0 / secs
+    } else {
+        0.0
+    };
+    states.finish()?;
+    Ok(report)
+}
