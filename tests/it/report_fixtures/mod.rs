@@ -138,6 +138,7 @@ pub fn result(
         mpi: None,
         environment: None,
         study: None,
+        crash: None,
     }
 }
 
