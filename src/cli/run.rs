@@ -502,6 +502,7 @@ fn quick_on_temp_dir(c: &RunCmd) -> Result<ExitCode> {
         progress: Progress::new(c.output.silent()),
         layout: plan.layout,
         precondition: None,
+        keep_image: None,
         study: None,
         coordinator: Default::default(),
     };

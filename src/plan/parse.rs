@@ -237,6 +237,7 @@ pub(super) fn parse_src(src: &Src, opts: &ParseOptions) -> Result<Plan> {
         }
         None => None,
     };
+    let keep_image = keep_image(src, raw.age.as_ref())?;
     // The command line's flags over the plan's keys: the one place they meet.
     let given = opts.settings.over(own);
     let reps = parse_reps(src, &raw, own.reps, given.reps)?;
@@ -301,8 +302,29 @@ pub(super) fn parse_src(src: &Src, opts: &ParseOptions) -> Result<Plan> {
         notes,
         layout: given.layout,
         age,
+        keep_image,
         questions,
     })
+}
+
+/// `[age] keep_image`: the aging is kept in the image cache and later runs of the same aging
+/// start from it (see [`crate::testbed::images`]); not a parameter of the aging itself.
+const KEEP_IMAGE: &str = "keep_image";
+
+/// The `[age] keep_image` switch: a boolean, false when absent.
+fn keep_image(src: &Src, age: Option<&RawWorkload>) -> Result<bool> {
+    let Some((_, v)) = age.and_then(|a| a.get_ref().iter().find(|(k, _)| k.get_ref() == KEEP_IMAGE))
+    else {
+        return Ok(false);
+    };
+    match v.get_ref() {
+        toml::Value::Boolean(b) => Ok(*b),
+        other => Err(src.err(
+            v.span(),
+            "[age] keep_image",
+            format!("must be true or false, not {other}"),
+        )),
+    }
 }
 
 /// The plan's TOML as its raw tables, a syntax or type error at its line and column.
@@ -815,6 +837,7 @@ fn build_workload(
             k.get_ref() != "kind"
                 && k.get_ref() != "ranks"
                 && !(k.get_ref() == "label" && what == "[[workload]]")
+                && !(k.get_ref() == KEEP_IMAGE && what == "[age]")
         })
         .collect();
     let mut given = serde_json::Map::new();

@@ -213,6 +213,7 @@ impl RunParams {
             progress: Progress::new(silent || coordinator.is_secondary()),
             layout: self.settings.layout,
             precondition: None,
+            keep_image: None,
             study: None,
             coordinator,
         }

@@ -808,6 +808,8 @@ impl Testbed {
                         .unwrap_or_default(),
                 )
             }),
+            // Set by the runner, which knows how the aged state was made.
+            aged_image: None,
         }
     }
 

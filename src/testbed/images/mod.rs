@@ -145,29 +145,6 @@ pub fn check_room(size: u64) -> Result<()> {
     Ok(())
 }
 
-/// How a run's starting state was made, recorded in its result's testbed.
-#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
-pub struct StartInfo {
-    /// The image cache's key of the aging.
-    pub key: String,
-    /// `aged` (aged in this run, and kept) or `image` (a copy of the kept image).
-    pub from: String,
-    /// Seconds the aging took (`aged`) or the copy of the image (`image`).
-    pub seconds: f64,
-    /// The digest of the starting state's contents (every non-zero block with its offset).
-    pub digest: String,
-}
-
-impl StartInfo {
-    /// "aged in X s" / "from image KEY in Y s".
-    pub fn describe(&self) -> String {
-        match self.from.as_str() {
-            "image" => format!("from image {} in {:.2} s", self.key, self.seconds),
-            _ => format!("aged in {:.2} s (kept as image {})", self.seconds, self.key),
-        }
-    }
-}
-
 #[cfg(test)]
 mod tests {
     use super::*;

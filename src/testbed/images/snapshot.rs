@@ -274,3 +274,26 @@ pub fn snapshots_of(e: &ledger::LedgerEntry) -> Vec<String> {
         })
         .collect()
 }
+
+/// Every snapshot of every testbed in the ledger: (testbed, snapshot, bytes on disk).
+pub fn all() -> Result<Vec<(String, String, u64)>> {
+    use std::os::unix::fs::MetadataExt;
+    let mut out = Vec::new();
+    for e in ledger::scan()?.entries {
+        for r in &e.resources {
+            let Resource::Image { path, .. } = r else {
+                continue;
+            };
+            if path.parent().and_then(|d| d.file_name()) != Some("snapshots".as_ref()) {
+                continue;
+            }
+            let size = std::fs::metadata(path).map_or(0, |m| m.blocks() * 512);
+            let snap = path
+                .file_stem()
+                .map(|s| s.to_string_lossy().into_owned())
+                .unwrap_or_default();
+            out.push((e.name.clone(), snap, size));
+        }
+    }
+    Ok(out)
+}
