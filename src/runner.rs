@@ -661,7 +661,7 @@ fn condition(
 fn check_room_after(target: &Target, pre: &str, wl: &dyn Workload, need: u64) -> Result<()> {
     let avail = target.space()?.available;
     if need > avail {
-        let bigger = match &*target {
+        let bigger = match target {
             Target::Testbed(_) => format!("make {} larger", crate::testbed::params::SIZE_FLAG),
             Target::Dir(d) => format!("free space in --dir {}", d.display()),
         };

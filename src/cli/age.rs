@@ -141,7 +141,12 @@ pub fn run(cmd: AgeCmd) -> Result<ExitCode> {
     if !cmd.run.output.silent() {
         for o in &outcomes {
             if let Some(a) = &o.result.testbed.aged_image {
-                eprintln!("note: {} rep {}: {}", o.result.testbed.label, o.result.rep, a.describe());
+                eprintln!(
+                    "note: {} rep {}: {}",
+                    o.result.testbed.label,
+                    o.result.rep,
+                    a.describe()
+                );
             }
             if let Some(last) = o.result.phases.last() {
                 if last.extra.get("enospc").copied().unwrap_or(0.0) > 0.0 {

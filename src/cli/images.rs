@@ -31,7 +31,15 @@ pub struct ImagesArgs {
     pub out: OutputArgs,
 }
 
-const HEADERS: [&str; 7] = ["key", "name", "fs", "on disk", "created", "last used", "digest"];
+const HEADERS: [&str; 7] = [
+    "key",
+    "name",
+    "fs",
+    "on disk",
+    "created",
+    "last used",
+    "digest",
+];
 
 /// `testbed images [--prune ...]`.
 pub fn images(a: ImagesArgs) -> Result<ExitCode> {

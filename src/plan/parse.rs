@@ -313,7 +313,8 @@ const KEEP_IMAGE: &str = "keep_image";
 
 /// The `[age] keep_image` switch: a boolean, false when absent.
 fn keep_image(src: &Src, age: Option<&RawWorkload>) -> Result<bool> {
-    let Some((_, v)) = age.and_then(|a| a.get_ref().iter().find(|(k, _)| k.get_ref() == KEEP_IMAGE))
+    let Some((_, v)) =
+        age.and_then(|a| a.get_ref().iter().find(|(k, _)| k.get_ref() == KEEP_IMAGE))
     else {
         return Ok(false);
     };
@@ -1642,6 +1643,29 @@ file_size = "64K"
         assert_eq!(plan.reps.initial(), 3);
         let e = err(&OK.replace("reps = 2", "reps = 2\ncv_target = 0.1"));
         assert!(e.contains("only applies"), "{e}");
+    }
+
+    /// `[age] keep_image` is the plan's switch for the image cache, not an aging parameter:
+    /// kept off the workload's parameters (so the cache key and spec hash are the aging's),
+    /// false when absent, and a boolean.
+    #[test]
+    fn age_keep_image_is_a_switch_not_a_parameter() {
+        let plan = p(&format!(
+            "{OK}\n[age]\nmode = \"fill\"\nusage = [50.0]\nkeep_image = true\n"
+        ))
+        .unwrap();
+        assert!(plan.keep_image);
+        let age = plan.age.expect("[age] is kept");
+        assert_eq!(age.workload.params().get("keep_image"), None);
+        let plan = p(&format!("{OK}\n[age]\nusage = [50.0]\n")).unwrap();
+        assert!(!plan.keep_image);
+        let e = err(&format!(
+            "{OK}\n[age]\nusage = [50.0]\nkeep_image = \"yes\"\n"
+        ));
+        assert!(
+            e.contains("t.toml:26:") && e.contains("keep_image") && e.contains("true or false"),
+            "{e}"
+        );
     }
 
     #[test]

@@ -87,10 +87,17 @@ fn a_plan_ages_once_and_every_run_starts_from_the_same_state() {
     assert_eq!(count(&first, "image"), 5, "{first:#?}");
     let key = first[0]["key"].as_str().unwrap().to_string();
     let digest = first[0]["digest"].as_str().unwrap().to_string();
-    assert!(digest.starts_with("sha256:") && digest.len() == 71, "{digest}");
+    assert!(
+        digest.starts_with("sha256:") && digest.len() == 71,
+        "{digest}"
+    );
     for s in &first {
         assert_eq!(s["key"], key.as_str());
-        assert_eq!(s["digest"], digest.as_str(), "the starting states differ: {first:#?}");
+        assert_eq!(
+            s["digest"],
+            digest.as_str(),
+            "the starting states differ: {first:#?}"
+        );
     }
 
     // Again: every run starts from the cache, in the same state.
@@ -143,8 +150,19 @@ fn age_keep_image_says_aged_then_from_image() {
     let age = |reps: &str| {
         let o = sb
             .bench(&[
-                "age", "--fs", "ext4", "--fs-size", "256M", "--usage", "30", "--seed", "3",
-                "--reps", reps, "--keep-image", "aged30",
+                "age",
+                "--fs",
+                "ext4",
+                "--fs-size",
+                "256M",
+                "--usage",
+                "30",
+                "--seed",
+                "3",
+                "--reps",
+                reps,
+                "--keep-image",
+                "aged30",
             ])
             .output()
             .unwrap();
@@ -168,13 +186,26 @@ fn a_cache_without_room_is_refused_before_aging() {
     let sb = Sandbox::new();
     let o = sb
         .bench(&[
-            "age", "--fs", "ext4", "--fs-size", "256M", "--usage", "30", "--seed", "3",
-            "--keep-image", "x",
+            "age",
+            "--fs",
+            "ext4",
+            "--fs-size",
+            "256M",
+            "--usage",
+            "30",
+            "--seed",
+            "3",
+            "--keep-image",
+            "x",
         ])
         .env("FSGAUGE_IMAGE_CACHE_MAX", "1M")
         .output()
         .unwrap();
-    assert_refused(&o, "cache limit", &["FSGAUGE_IMAGE_CACHE_MAX", "1M", "256M"]);
+    assert_refused(
+        &o,
+        "cache limit",
+        &["FSGAUGE_IMAGE_CACHE_MAX", "1M", "256M"],
+    );
     assert!(!sb.out().exists());
     assert!(!sb.state().join("images").join("x.json").exists());
     sb.assert_clean();
@@ -188,11 +219,21 @@ fn a_snapshot_brings_back_a_file_changed_after_it() {
     let sb = Sandbox::new();
     let tb = |args: &[&str]| {
         let o = sb.cmd().arg("testbed").args(args).output().unwrap();
-        (o.status.code(), String::from_utf8_lossy(&o.stdout).into_owned() + &String::from_utf8_lossy(&o.stderr))
+        (
+            o.status.code(),
+            String::from_utf8_lossy(&o.stdout).into_owned() + &String::from_utf8_lossy(&o.stderr),
+        )
     };
     let w = sb.workdir();
     let (code, text) = tb(&[
-        "create", "--fs", "ext4", "--fs-size", "256M", "--name", "snapped", "--workdir",
+        "create",
+        "--fs",
+        "ext4",
+        "--fs-size",
+        "256M",
+        "--name",
+        "snapped",
+        "--workdir",
         w.to_str().unwrap(),
     ]);
     assert_eq!(code, Some(0), "{text}");
@@ -213,7 +254,10 @@ fn a_snapshot_brings_back_a_file_changed_after_it() {
     // An unknown snapshot: exit 2, naming the ones there are; the testbed is untouched.
     let (code, text) = tb(&["restore", "snapped", "nope"]);
     assert_eq!(code, Some(2), "{text}");
-    assert!(text.contains("no snapshot \"nope\"") && text.contains("s1"), "{text}");
+    assert!(
+        text.contains("no snapshot \"nope\"") && text.contains("s1"),
+        "{text}"
+    );
     assert_eq!(std::fs::read_to_string(&file).unwrap(), "before");
 
     let (code, text) = tb(&["destroy", "snapped"]);
@@ -227,7 +271,11 @@ fn snapshots_of_what_is_not_a_persistent_testbed_are_refused() {
         return;
     }
     let sb = Sandbox::new();
-    let o = sb.cmd().args(["testbed", "snapshot", "nosuch"]).output().unwrap();
+    let o = sb
+        .cmd()
+        .args(["testbed", "snapshot", "nosuch"])
+        .output()
+        .unwrap();
     assert_refused(&o, "unknown testbed", &["no testbed named \"nosuch\""]);
     let o = sb
         .cmd()
@@ -244,7 +292,11 @@ fn snapshots_of_what_is_not_a_persistent_testbed_are_refused() {
         r#"{"name": "running", "owner_pid": 1, "owner_start": 0, "created_at": "", "resources": []}"#,
     )
     .unwrap();
-    let o = sb.cmd().args(["testbed", "snapshot", "running"]).output().unwrap();
+    let o = sb
+        .cmd()
+        .args(["testbed", "snapshot", "running"])
+        .output()
+        .unwrap();
     assert_refused(&o, "a run's testbed", &["\"running\" is not persistent"]);
     let made: Vec<_> = std::fs::read_dir(&ledger).unwrap().collect();
     assert_eq!(made.len(), 1, "the refusal made a ledger entry: {made:?}");

@@ -106,9 +106,7 @@ mod tests {
         let f = tempfile::NamedTempFile::new().expect("temp file");
         f.as_file().set_len(len).expect("size");
         for &(at, byte) in blocks {
-            f.as_file()
-                .write_all_at(&[byte; BLOCK], at)
-                .expect("write");
+            f.as_file().write_all_at(&[byte; BLOCK], at).expect("write");
         }
         f
     }
@@ -116,14 +114,19 @@ mod tests {
     #[test]
     fn copies_nonzero_blocks_sparsely_with_a_digest_of_contents() {
         let len = 64 * BLOCK as u64;
-        let src = file_with(&[(0, 1), (10 * BLOCK as u64, 2), (20 * BLOCK as u64, 0)], len);
+        let src = file_with(
+            &[(0, 1), (10 * BLOCK as u64, 2), (20 * BLOCK as u64, 0)],
+            len,
+        );
         let dst = tempfile::NamedTempFile::new().expect("temp file");
         let c = copy_image(src.as_file(), len, dst.as_file(), "test").expect("copy");
         // Two non-zero blocks: the zero block written at 20 is left a hole.
         assert_eq!(c.written, 2 * BLOCK as u64);
         assert_eq!(dst.as_file().metadata().expect("stat").len(), len);
         let mut b = [0u8; BLOCK];
-        dst.as_file().read_exact_at(&mut b, 10 * BLOCK as u64).expect("read");
+        dst.as_file()
+            .read_exact_at(&mut b, 10 * BLOCK as u64)
+            .expect("read");
         assert!(b.iter().all(|&x| x == 2));
         // The copy's contents have the source's digest; other contents another.
         let again = tempfile::NamedTempFile::new().expect("temp file");

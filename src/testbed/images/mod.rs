@@ -105,11 +105,8 @@ pub fn key(spec: &TestbedSpec, aging: &Aging<'_>) -> Result<ImageKey> {
 pub fn limit(held: u64) -> Result<u64> {
     if let Some(v) = std::env::var_os(LIMIT_ENV) {
         let text = v.to_string_lossy();
-        return parse_size(&text).map_err(|e| {
-            bad_input(format!(
-                "{LIMIT_ENV}={text}: {e}; give a size such as 20G"
-            ))
-        });
+        return parse_size(&text)
+            .map_err(|e| bad_input(format!("{LIMIT_ENV}={text}: {e}; give a size such as 20G")));
     }
     let base = super::room::nearest_existing(&cache_dir());
     let free = super::room::free_space(&base).unwrap_or(0);

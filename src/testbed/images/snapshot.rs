@@ -7,6 +7,7 @@
 
 use std::fs::{File, OpenOptions};
 use std::os::fd::AsFd;
+use std::os::unix::fs::OpenOptionsExt;
 use std::path::{Path, PathBuf};
 
 use anyhow::{Context, Result};
@@ -108,7 +109,7 @@ fn open_image(p: &Parts) -> Result<File> {
     let f = OpenOptions::new()
         .read(true)
         .write(true)
-        .custom_flags_nofollow()
+        .custom_flags(libc::O_NOFOLLOW)
         .open(&p.image)
         .with_context(|| format!("opening {}", p.image.display()))?;
     let id = FileId::of(f.as_fd()).with_context(|| format!("stat {}", p.image.display()))?;
@@ -119,17 +120,6 @@ fn open_image(p: &Parts) -> Result<File> {
         );
     }
     Ok(f)
-}
-
-trait NoFollow {
-    fn custom_flags_nofollow(&mut self) -> &mut Self;
-}
-
-impl NoFollow for OpenOptions {
-    fn custom_flags_nofollow(&mut self) -> &mut Self {
-        use std::os::unix::fs::OpenOptionsExt;
-        self.custom_flags(libc::O_NOFOLLOW)
-    }
 }
 
 /// Unmounts the testbed, runs `copy` on its image, and attaches and mounts it again,
@@ -195,16 +185,18 @@ pub fn snapshot(name: &str, snap: &str) -> Result<PathBuf> {
     let path = dir.join(&file);
     // Replaced: the old snapshot goes first (its ledger record stays and is reused).
     let old = dir_fd_unlink(&dir_fd, &file);
-    if let Some(r) = old.and_then(|id| {
-        p.ledger.entry().resources.iter().find(|r| {
+    if let Some(r) =
+        old.and_then(|id| {
+            p.ledger.entry().resources.iter().find(|r| {
             matches!(r, Resource::Image { path: q, id: Some(i) } if *q == path && *i == id)
         }).cloned()
-    }) {
+        })
+    {
         p.ledger.forget(&r)?;
     }
-    let (f, _, _) = p
-        .ledger
-        .make_at(dir_fd.as_fd(), &dir, &file, "image ", trust::create_file_at)?;
+    let (f, _, _) =
+        p.ledger
+            .make_at(dir_fd.as_fd(), &dir, &file, "image ", trust::create_file_at)?;
     let len = std::fs::metadata(&p.image)?.len();
     offline(&mut p, |image| {
         copy_image(image, len, &f, &format!("snapshot {}", path.display())).map(|_| ())
@@ -219,12 +211,7 @@ fn dir_fd_unlink(dir: &std::os::fd::OwnedFd, name: &str) -> Option<FileId> {
         dev: st.st_dev,
         ino: st.st_ino,
     };
-    nix::unistd::unlinkat(
-        Some(std::os::fd::AsRawFd::as_raw_fd(dir)),
-        name,
-        nix::unistd::UnlinkatFlags::NoRemoveDir,
-    )
-    .ok()?;
+    crate::sys::unlink_at(dir.as_fd(), name, false).ok()?;
     Some(id)
 }
 

@@ -62,7 +62,9 @@ pub struct Kept {
 /// A key as the cache names files by it: 16 lowercase hex digits, so a key read from a file
 /// can never reach outside the cache directory.
 fn is_key(k: &str) -> bool {
-    k.len() == 16 && k.bytes().all(|b| b.is_ascii_digit() || (b'a'..=b'f').contains(&b))
+    k.len() == 16
+        && k.bytes()
+            .all(|b| b.is_ascii_digit() || (b'a'..=b'f').contains(&b))
 }
 
 /// The paths of entry `key` in `dir`, checked to be inside it.
@@ -70,7 +72,10 @@ fn paths(dir: &Path, key: &str) -> Result<(PathBuf, PathBuf)> {
     if !is_key(key) {
         anyhow::bail!("{key:?} is not an image key (16 hex digits)");
     }
-    let (img, json) = (dir.join(format!("{key}.img")), dir.join(format!("{key}.json")));
+    let (img, json) = (
+        dir.join(format!("{key}.img")),
+        dir.join(format!("{key}.json")),
+    );
     for p in [&img, &json] {
         if p.parent() != Some(dir) {
             anyhow::bail!("{} is not inside {}", p.display(), dir.display());
@@ -100,8 +105,8 @@ pub fn save(key: &ImageKey, src: &File, len: u64, kept: Kept) -> Result<(Entry, 
             return Err(e);
         }
     };
-    let written = copy_image(src, len, &f, &format!("keeping image {}", img.display()))
-        .and_then(|c| {
+    let written =
+        copy_image(src, len, &f, &format!("keeping image {}", img.display())).and_then(|c| {
             let on_disk = f.metadata()?.blocks() * 512;
             let raw = std::os::fd::AsRawFd::as_raw_fd(&dir_fd);
             nix::fcntl::renameat(
@@ -141,7 +146,13 @@ pub fn save(key: &ImageKey, src: &File, len: u64, kept: Kept) -> Result<(Entry, 
     // In place: the image is the cache's now, no longer a leftover.
     ledger.forget(&res)?;
     ledger.release_all();
-    Ok((Entry { manifest, image: img }, copied))
+    Ok((
+        Entry {
+            manifest,
+            image: img,
+        },
+        copied,
+    ))
 }
 
 /// The entry of `key`, when the cache has one, its last use set to now.
@@ -186,7 +197,9 @@ pub fn list() -> Result<Vec<Entry>> {
                 manifest,
                 image: img,
             }),
-            Err(e) => eprintln!("fsgauge: warning: {e:#}; remove it with `fsgauge testbed images --prune {key}`"),
+            Err(e) => eprintln!(
+                "fsgauge: warning: {e:#}; remove it with `fsgauge testbed images --prune {key}`"
+            ),
         }
     }
     out.sort_by(|a, b| a.manifest.created.cmp(&b.manifest.created));
@@ -259,7 +272,12 @@ mod tests {
     fn keys_from_files_cannot_leave_the_cache() {
         let dir = Path::new("/state/images");
         assert!(paths(dir, "0123456789abcdef").is_ok());
-        for bad in ["../../etc/passwd", "0123456789ABCDEF", "", "0123456789abcde/"] {
+        for bad in [
+            "../../etc/passwd",
+            "0123456789ABCDEF",
+            "",
+            "0123456789abcde/",
+        ] {
             assert!(paths(dir, bad).is_err(), "{bad}");
         }
     }
