@@ -303,3 +303,63 @@ fn snapshots_of_what_is_not_a_persistent_testbed_are_refused() {
     std::fs::remove_file(&entry).unwrap();
     sb.assert_clean();
 }
+
+/// Killed (SIGKILL) while the aged image is written: `testbed cleanup` removes the partial
+/// image, the testbed and its ledger entries; no entry is in the cache.
+#[test]
+fn a_run_killed_while_keeping_its_image_leaves_nothing_cleanup_cannot_remove() {
+    use std::io::BufRead;
+    if !have_fs("ext4") {
+        return;
+    }
+    let sb = Sandbox::new();
+    let mut cmd = sb.bench(&[
+        "age",
+        "--fs",
+        "ext4",
+        "--fs-size",
+        "256M",
+        "--usage",
+        "20",
+        "--seed",
+        "5",
+        "--keep-image",
+        "killed",
+    ]);
+    let mut child = cmd
+        .env("FSGAUGE_TEST_STOP_AT", "keep-image")
+        .stdout(std::process::Stdio::null())
+        .stderr(std::process::Stdio::piped())
+        .spawn()
+        .unwrap();
+    let stderr = child.stderr.take().unwrap();
+    let mut seen = String::new();
+    for line in std::io::BufReader::new(stderr).lines() {
+        let line = line.unwrap();
+        seen.push_str(&line);
+        seen.push('\n');
+        if line == "fsgauge: test stop at keep-image" {
+            break;
+        }
+    }
+    assert!(
+        seen.contains("test stop at keep-image"),
+        "never stopped: {seen}"
+    );
+    let part = std::fs::read_dir(sb.state().join("images"))
+        .unwrap()
+        .filter_map(|e| e.ok())
+        .any(|e| e.file_name().to_string_lossy().ends_with(".img.part"));
+    assert!(part, "the partial image is being written");
+    child.kill().unwrap();
+    child.wait().unwrap();
+    let o = sb.cmd().args(["testbed", "cleanup"]).output().unwrap();
+    assert!(o.status.success(), "{}", String::from_utf8_lossy(&o.stderr));
+    let left: Vec<_> = std::fs::read_dir(sb.state().join("images"))
+        .unwrap()
+        .filter_map(|e| e.ok())
+        .map(|e| e.file_name())
+        .collect();
+    assert!(left.is_empty(), "left in the cache: {left:?}");
+    sb.assert_clean();
+}

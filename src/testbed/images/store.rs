@@ -105,6 +105,7 @@ pub fn save(key: &ImageKey, src: &File, len: u64, kept: Kept) -> Result<(Entry, 
             return Err(e);
         }
     };
+    crate::signals::test_pause("keep-image");
     let written =
         copy_image(src, len, &f, &format!("keeping image {}", img.display())).and_then(|c| {
             let on_disk = f.metadata()?.blocks() * 512;
