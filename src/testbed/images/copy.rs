@@ -39,16 +39,28 @@ pub fn copy_image(src: &File, len: u64, dst: &File, what: &str) -> Result<Copied
             let want = usize::try_from((end - off).min(CHUNK as u64)).unwrap_or(CHUNK);
             src.read_exact_at(&mut buf[..want], off)
                 .with_context(|| format!("{what}: reading {want} bytes at {off}"))?;
-            for (i, block) in buf[..want].chunks(BLOCK).enumerate() {
-                if block.iter().all(|&b| b == 0) {
-                    continue;
+            // Runs of non-zero blocks, each written in one call.
+            let mut run: Option<usize> = None;
+            let blocks = want.div_ceil(BLOCK);
+            for i in 0..=blocks {
+                let block = (i < blocks).then(|| &buf[i * BLOCK..((i + 1) * BLOCK).min(want)]);
+                match block.filter(|b| b.iter().any(|&x| x != 0)) {
+                    Some(b) => {
+                        hash.update((off + (i * BLOCK) as u64).to_le_bytes());
+                        hash.update(b);
+                        run.get_or_insert(i);
+                    }
+                    None => {
+                        if let Some(first) = run.take() {
+                            let bytes = &buf[first * BLOCK..(i * BLOCK).min(want)];
+                            let at = off + (first * BLOCK) as u64;
+                            dst.write_all_at(bytes, at).with_context(|| {
+                                format!("{what}: writing {} bytes at {at}", bytes.len())
+                            })?;
+                            written += bytes.len() as u64;
+                        }
+                    }
                 }
-                let at = off + (i * BLOCK) as u64;
-                hash.update(at.to_le_bytes());
-                hash.update(block);
-                dst.write_all_at(block, at)
-                    .with_context(|| format!("{what}: writing {} bytes at {at}", block.len()))?;
-                written += block.len() as u64;
             }
             off += want as u64;
         }
