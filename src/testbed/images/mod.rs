@@ -29,7 +29,11 @@ use sha2::{Digest, Sha256};
 
 use super::TestbedSpec;
 use crate::error::bad_input;
-use crate::units::{format_size, parse_size};
+use crate::units::parse_size;
+
+fn human(b: u64) -> String {
+    crate::units::format_bytes_human(b as f64)
+}
 
 pub use copy::{copy_image, Copied};
 pub use store::{find, list, prune, save, Entry, Kept, Manifest, Prune};
@@ -123,9 +127,9 @@ pub fn check_room(size: u64) -> Result<()> {
         return Err(bad_input(format!(
             "the aged-image cache {} holds {} and may hold {} ({LIMIT_ENV}, default a fifth of its filesystem's free space); an image of this testbed may take up to {}. Remove entries (`fsgauge testbed images --prune --all`), set {LIMIT_ENV} higher, or leave out --keep-image",
             dir.display(),
-            format_size(held),
-            format_size(max),
-            format_size(size)
+            human(held),
+            human(max),
+            human(size)
         )));
     }
     let base = super::room::nearest_existing(&dir);
@@ -134,8 +138,8 @@ pub fn check_room(size: u64) -> Result<()> {
             return Err(bad_input(format!(
                 "the aged-image cache's filesystem ({}) has {} free but an image of this testbed may take up to {}; free space there or leave out --keep-image",
                 super::room::describe(&base),
-                format_size(free),
-                format_size(size)
+                human(free),
+                human(size)
             )));
         }
     }
