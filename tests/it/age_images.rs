@@ -204,7 +204,11 @@ fn a_cache_without_room_is_refused_before_aging() {
     assert_refused(
         &o,
         "cache limit",
-        &["FSGAUGE_IMAGE_CACHE_MAX", "1M", "256M"],
+        &[
+            "FSGAUGE_IMAGE_CACHE_MAX",
+            "may hold 1.00 MiB",
+            "up to 256.00 MiB",
+        ],
     );
     assert!(!sb.out().exists());
     assert!(!sb.state().join("images").join("x.json").exists());
@@ -361,5 +365,49 @@ fn a_run_killed_while_keeping_its_image_leaves_nothing_cleanup_cannot_remove() {
         .map(|e| e.file_name())
         .collect();
     assert!(left.is_empty(), "left in the cache: {left:?}");
+    sb.assert_clean();
+}
+
+/// On an emulated disk the aged state is read through the disk's server (its bytes are in
+/// the server's memory), and a run from the image serves a copy of it: the same digest.
+#[test]
+fn an_emulated_disk_keeps_and_starts_from_the_same_state() {
+    if !have_fs("ext4") || !crate::support::have_fuse() {
+        return;
+    }
+    let sb = Sandbox::new();
+    let o = sb
+        .bench(&[
+            "age",
+            "--fs",
+            "ext4",
+            "--fs-size",
+            "256M",
+            "--device-model",
+            "ram",
+            "--usage",
+            "30",
+            "--seed",
+            "2",
+            "--reps",
+            "2",
+            "--keep-image",
+            "emu",
+            "--quiet",
+        ])
+        .output()
+        .unwrap();
+    assert!(o.status.success(), "{}", String::from_utf8_lossy(&o.stderr));
+    let starts: Vec<_> = sb
+        .results()
+        .into_iter()
+        .map(|r| r.testbed.aged_image.expect("the cache was used"))
+        .collect();
+    assert_eq!(starts.len(), 2);
+    assert_eq!(
+        (starts[0].from.as_str(), starts[1].from.as_str()),
+        ("aged", "image")
+    );
+    assert_eq!(starts[0].digest, starts[1].digest);
     sb.assert_clean();
 }
