@@ -13,14 +13,12 @@ use anyhow::{Context, Result};
 
 use crate::error::bad_input;
 use crate::measure::Progress;
-use crate::results::{
-    write_result, AgedStart, Conditions, Environment, RunRecord, RunResult, StudyInfo,
-};
+use crate::results::{write_result, Conditions, Environment, RunRecord, RunResult, StudyInfo};
 use crate::testbed::{
     own_rss, preflight, MemCharger, MemLimit, RunDir, SetUp, Testbed, TestbedSpec,
 };
 use crate::workload::{ColdMode, RunContext, Target, Workload};
-use kept::Keeping;
+use kept::{Keeping, Start};
 
 /// Where runs happen.
 #[derive(Debug, Clone)]
@@ -354,7 +352,7 @@ pub fn run_rep(
         None => run_once(r),
         // A plan's shared filesystem is aged on it as it is: the image cache is for fresh ones.
         Some(target) => {
-            let result = run_in(target, r, SystemTime::now(), &Keeping::Off, None)?;
+            let result = run_in(target, r, SystemTime::now(), &mut Start::off())?;
             write_outcome(result, opts)
         }
     }
@@ -386,11 +384,12 @@ fn run_once(r: Rep<'_>) -> Result<Outcome> {
     let keeping = kept::keeping(&r)?;
     let started = SystemTime::now();
     let (mut target, start) = kept::build(&r, &keeping)?;
+    let mut ks = Start { keeping, start };
     // On error the target is dropped here, which tears the testbed down.
-    let result = match (&keeping, kept::aging_is_workload(&r)) {
+    let result = match (&ks.keeping, kept::aging_is_workload(&r)) {
         // An aging started from its own kept image is done: its figures are the kept ones.
-        (Keeping::Hit { entry }, true) => kept::replay(&target, r, started, entry, start)?,
-        _ => run_in(&mut target, r, started, &keeping, start)?,
+        (Keeping::Hit { entry }, true) => kept::replay(&target, r, started, entry, ks.start)?,
+        _ => run_in(&mut target, r, started, &mut ks)?,
     };
     if let Target::Testbed(t) = target {
         t.destroy()?;
@@ -432,8 +431,7 @@ fn run_in(
     target: &mut Target,
     r: Rep<'_>,
     started: SystemTime,
-    keeping: &Keeping,
-    start: Option<AgedStart>,
+    ks: &mut Start,
 ) -> Result<RunResult> {
     let Rep {
         wl,
@@ -455,9 +453,7 @@ fn run_in(
         guard: _pre_root,
         phases: pre_phases,
         layout: pre_layout,
-        start: pre_start,
-    } = condition(target, r, need, &mut warnings, keeping)?;
-    let mut start = start.or(pre_start);
+    } = condition(target, r, need, &mut warnings, ks)?;
     let root_name = match &*target {
         Target::Testbed(_) => format!("fsgauge-{}", wl.kind()),
         Target::Dir(_) => format!("fsgauge-{}-{}-{rep}", wl.kind(), std::process::id()),
@@ -510,8 +506,7 @@ fn run_in(
     check_devices_after(target, &ran)?;
     target.measuring(false)?;
     if ran.is_ok() && kept::aging_is_workload(&r) {
-        let aging_s = ran_at.elapsed().as_secs_f64();
-        start = kept::save(target, keeping, aging_s, &wl_phases, layout.as_ref())?.or(start);
+        ks.start = kept::save(target, &ks.keeping, ran_at, &wl_phases, layout.as_ref())?;
     }
     let mut phases = pre_phases;
     phases.extend(wl_phases);
@@ -549,7 +544,7 @@ fn run_in(
     let mut result = assemble(
         target, r, started, conditions, phases, layout, warnings, mpi,
     )?;
-    result.testbed.aged_image = start;
+    result.testbed.aged_image = ks.start.take();
     Ok(result)
 }
 
@@ -595,8 +590,6 @@ struct Conditioned {
     guard: Option<RootGuard>,
     phases: Vec<crate::results::PhaseResult>,
     layout: Option<serde_json::Value>,
-    /// How the aged state was made, when the image cache was used.
-    start: Option<AgedStart>,
 }
 
 /// Conditions the filesystem before the workload, when the run asks for it, and checks that
@@ -606,7 +599,7 @@ fn condition(
     r: Rep<'_>,
     need: u64,
     warnings: &mut Vec<String>,
-    keeping: &Keeping,
+    ks: &mut Start,
 ) -> Result<Conditioned> {
     let (wl, opts, seed, rep) = (r.wl, r.opts, r.seed, r.rep);
     let Some(Precondition(pre)) = &opts.precondition else {
@@ -614,17 +607,15 @@ fn condition(
             guard: None,
             phases: Vec::new(),
             layout: None,
-            start: None,
         });
     };
-    if let Keeping::Hit { entry } = keeping {
+    if let Keeping::Hit { entry } = &ks.keeping {
         // The filesystem is the kept image of this aging: its tree is there already.
         check_room_after(target, pre.kind(), wl, need)?;
         return Ok(Conditioned {
             guard: None,
             phases: entry.manifest.phases.clone(),
             layout: entry.manifest.layout.clone(),
-            start: None,
         });
     }
     let pre_name = match &*target {
@@ -646,14 +637,14 @@ fn condition(
         Ok((phases, layout, more))
     })?;
     warnings.extend(more);
-    let aging_s = aging_at.elapsed().as_secs_f64();
-    let start = kept::save(target, keeping, aging_s, &phases, layout.as_ref())?;
+    if let Some(s) = kept::save(target, &ks.keeping, aging_at, &phases, layout.as_ref())? {
+        ks.start = Some(s);
+    }
     check_room_after(target, pre.kind(), wl, need)?;
     Ok(Conditioned {
         guard: Some(guard),
         phases,
         layout,
-        start,
     })
 }
 
@@ -844,8 +835,7 @@ mod tests {
             &mut target,
             Rep::new(&place, &wl, &opts, 1, 0),
             SystemTime::now(),
-            &Keeping::Off,
-            None,
+            &mut Start::off(),
         )
         .err()
         .map(|e| format!("{e:#}"))

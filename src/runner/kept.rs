@@ -23,6 +23,23 @@ pub(super) enum Keeping {
     Hit { entry: Box<Entry> },
 }
 
+/// The image cache in one repetition: what it does, and how the starting state was made
+/// once that is known.
+pub(super) struct Start {
+    pub keeping: Keeping,
+    pub start: Option<AgedStart>,
+}
+
+impl Start {
+    /// No image cache.
+    pub fn off() -> Self {
+        Self {
+            keeping: Keeping::Off,
+            start: None,
+        }
+    }
+}
+
 /// The aging of a run and the directory its tree lives in: the precondition (a plan's
 /// `[age]`), or the workload itself when it is an aging (`fsgauge age`).
 fn aging<'a>(r: &Rep<'a>) -> Option<(&'a dyn Workload, String)> {
@@ -106,18 +123,19 @@ pub(super) fn build(r: &Rep<'_>, keeping: &Keeping) -> Result<(Target, Option<Ag
     Ok((Target::Testbed(t), Some(start)))
 }
 
-/// Keeps the target's aged filesystem (after an aging of `aging_s` seconds with `phases` and
+/// Keeps the target's aged filesystem (after an aging begun at `since`, with `phases` and
 /// `layout`) as `keeping` says, while the run directories on it let go of it.
 pub(super) fn save(
     target: &mut Target,
     keeping: &Keeping,
-    aging_s: f64,
+    since: Instant,
     phases: &[crate::results::PhaseResult],
     layout: Option<&serde_json::Value>,
 ) -> Result<Option<AgedStart>> {
     let (Keeping::Save { key, name }, Target::Testbed(t)) = (keeping, target) else {
         return Ok(None);
     };
+    let aging_s = since.elapsed().as_secs_f64();
     let (mp, reach) = (t.mountpoint().to_path_buf(), t.reach());
     let mut kept = None;
     across_remount(&mp, &reach, || {
