@@ -3,8 +3,8 @@
 //! write one result per run. Everything that can be checked is checked before anything is made.
 
 pub mod admit;
-
 pub mod crashpoints;
+mod kept;
 pub mod params;
 
 use std::path::{Path, PathBuf};
@@ -19,6 +19,7 @@ use crate::testbed::{
     own_rss, preflight, MemCharger, MemLimit, RunDir, SetUp, Testbed, TestbedSpec,
 };
 use crate::workload::{ColdMode, RunContext, Target, Workload};
+use kept::{Keeping, Start};
 
 /// Where runs happen.
 #[derive(Debug, Clone)]
@@ -49,6 +50,10 @@ pub struct RunOptions {
     /// A workload run on the target before the measured one (a plan's `[age]`): its phases come
     /// first in the result, and its tree stays for the workload to run beside.
     pub precondition: Option<Precondition>,
+    /// Keep the aging (the precondition, or the workload when it is `age`) in the image cache
+    /// under this name, and start from the kept image when the cache has the same aging (see
+    /// [`crate::testbed::images`]); `None` ages every run.
+    pub keep_image: Option<String>,
     /// The plan the run is part of and its questions, copied into the result (`study`); not
     /// part of the spec hash.
     pub study: Option<StudyInfo>,
@@ -79,6 +84,7 @@ impl Default for RunOptions {
             layout: false,
             crash: Default::default(),
             precondition: None,
+            keep_image: None,
             study: None,
             coordinator: Default::default(),
         }
@@ -385,8 +391,9 @@ pub fn run_rep(
     let r = Rep::new(place, wl, opts, seed, rep);
     match target {
         None => run_once(r),
+        // A plan's shared filesystem is aged on it as it is: the image cache is for fresh ones.
         Some(target) => {
-            let result = run_in(target, r, SystemTime::now())?;
+            let result = run_in(target, r, SystemTime::now(), &mut Start::off())?;
             write_outcome(result, opts)
         }
     }
@@ -414,10 +421,17 @@ pub fn build_target(place: &Place, opts: &RunOptions) -> Result<Target> {
 }
 
 fn run_once(r: Rep<'_>) -> Result<Outcome> {
+    // Before anything is made: a kept image is found, or the cache's room for one checked.
+    let keeping = kept::keeping(&r)?;
     let started = SystemTime::now();
-    let mut target = build_target(r.place, r.opts)?;
+    let (mut target, start) = kept::build(&r, &keeping)?;
+    let mut ks = Start { keeping, start };
     // On error the target is dropped here, which tears the testbed down.
-    let result = run_in(&mut target, r, started)?;
+    let result = match (&ks.keeping, kept::aging_is_workload(&r)) {
+        // An aging started from its own kept image is done: its figures are the kept ones.
+        (Keeping::Hit { entry }, true) => kept::replay(&target, r, started, entry, ks.start)?,
+        _ => run_in(&mut target, r, started, &mut ks)?,
+    };
     if let Target::Testbed(t) = target {
         t.destroy()?;
     }
@@ -454,7 +468,12 @@ fn no_room(target: &Target, wl: &dyn Workload, need: u64, avail: u64) -> anyhow:
     }
 }
 
-fn run_in(target: &mut Target, r: Rep<'_>, started: SystemTime) -> Result<RunResult> {
+fn run_in(
+    target: &mut Target,
+    r: Rep<'_>,
+    started: SystemTime,
+    ks: &mut Start,
+) -> Result<RunResult> {
     let Rep {
         wl,
         opts,
@@ -475,7 +494,7 @@ fn run_in(target: &mut Target, r: Rep<'_>, started: SystemTime) -> Result<RunRes
         guard: _pre_root,
         phases: pre_phases,
         layout: pre_layout,
-    } = condition(target, r, need, &mut warnings)?;
+    } = condition(target, r, need, &mut warnings, ks)?;
     let root_name = match &*target {
         Target::Testbed(_) => format!("fsgauge-{}", wl.kind()),
         Target::Dir(_) => format!("fsgauge-{}-{}-{rep}", wl.kind(), std::process::id()),
@@ -518,6 +537,7 @@ fn run_in(target: &mut Target, r: Rep<'_>, started: SystemTime) -> Result<RunRes
             Ok(snap)
         }));
     }
+    let ran_at = std::time::Instant::now();
     let ran = wl.run(&mut ctx).map_err(|e| match &cleanup_root {
         Some(g) => g.explain(e),
         None => e,
@@ -526,6 +546,9 @@ fn run_in(target: &mut Target, r: Rep<'_>, started: SystemTime) -> Result<RunRes
     let (wl_phases, more_warnings) = ctx.into_parts();
     check_devices_after(target, &ran)?;
     target.measuring(false)?;
+    if ran.is_ok() && kept::aging_is_workload(&r) {
+        ks.start = kept::save(target, &ks.keeping, ran_at, &wl_phases, layout.as_ref())?;
+    }
     let mut phases = pre_phases;
     phases.extend(wl_phases);
     let layout = with_precondition(layout, pre_layout);
@@ -559,9 +582,11 @@ fn run_in(target: &mut Target, r: Rep<'_>, started: SystemTime) -> Result<RunRes
     warnings.extend(phases.iter().filter_map(emulator_behind));
     let (phases, warnings, mpi) = coord.gather(phases, warnings, wl.metrics())?;
 
-    assemble(
+    let mut result = assemble(
         target, r, started, conditions, phases, layout, warnings, mpi,
-    )
+    )?;
+    result.testbed.aged_image = ks.start.take();
+    Ok(result)
 }
 
 /// After the workload (`ran`): a dead device server is the cause of whatever failed since, and
@@ -615,6 +640,7 @@ fn condition(
     r: Rep<'_>,
     need: u64,
     warnings: &mut Vec<String>,
+    ks: &mut Start,
 ) -> Result<Conditioned> {
     let (wl, opts, seed, rep) = (r.wl, r.opts, r.seed, r.rep);
     let Some(Precondition(pre)) = &opts.precondition else {
@@ -624,12 +650,22 @@ fn condition(
             layout: None,
         });
     };
+    if let Keeping::Hit { entry } = &ks.keeping {
+        // The filesystem is the kept image of this aging: its tree is there already.
+        check_room_after(target, pre.kind(), wl, need)?;
+        return Ok(Conditioned {
+            guard: None,
+            phases: entry.manifest.phases.clone(),
+            layout: entry.manifest.layout.clone(),
+        });
+    }
     let pre_name = match &*target {
         Target::Testbed(_) => format!("fsgauge-pre-{}", pre.kind()),
         Target::Dir(_) => format!("fsgauge-pre-{}-{}-{rep}", pre.kind(), std::process::id()),
     };
     let guard =
         RootGuard::make(target, &pre_name).context("creating the conditioning directory")?;
+    let aging_at = std::time::Instant::now();
     let (phases, layout, more) = target.set_up(SetUp::Conditioning, |target| {
         let mut ctx = RunContext::new(target, guard.pinned(), seed, opts.cold, opts.progress)
             .with_shown_root(guard.shown());
@@ -642,25 +678,34 @@ fn condition(
         Ok((phases, layout, more))
     })?;
     warnings.extend(more);
-    let avail = target.space()?.available;
-    if need > avail {
-        let bigger = match &*target {
-            Target::Testbed(_) => format!("make {} larger", crate::testbed::params::SIZE_FLAG),
-            Target::Dir(d) => format!("free space in --dir {}", d.display()),
-        };
-        return Err(bad_input(format!(
-            "after conditioning with {}, the filesystem has {} free but the {} workload needs about {}; age to a lower usage or {bigger}",
-            pre.kind(),
-            format_size_round(avail),
-            wl.kind(),
-            format_size_round(need)
-        )));
+    if let Some(s) = kept::save(target, &ks.keeping, aging_at, &phases, layout.as_ref())? {
+        ks.start = Some(s);
     }
+    check_room_after(target, pre.kind(), wl, need)?;
     Ok(Conditioned {
         guard: Some(guard),
         phases,
         layout,
     })
+}
+
+/// After conditioning with `pre`, the workload (`need` bytes) must still fit.
+fn check_room_after(target: &Target, pre: &str, wl: &dyn Workload, need: u64) -> Result<()> {
+    let avail = target.space()?.available;
+    if need > avail {
+        let bigger = match target {
+            Target::Testbed(_) => format!("make {} larger", crate::testbed::params::SIZE_FLAG),
+            Target::Dir(d) => format!("free space in --dir {}", d.display()),
+        };
+        return Err(bad_input(format!(
+            "after conditioning with {}, the filesystem has {} free but the {} workload needs about {}; age to a lower usage or {bigger}",
+            pre,
+            format_size_round(avail),
+            wl.kind(),
+            format_size_round(need)
+        )));
+    }
+    Ok(())
 }
 
 /// The workload's layout record, with the conditioning's under `precondition`.
@@ -832,6 +877,7 @@ mod tests {
             &mut target,
             Rep::new(&place, &wl, &opts, 1, 0),
             SystemTime::now(),
+            &mut Start::off(),
         )
         .err()
         .map(|e| format!("{e:#}"))

@@ -23,6 +23,16 @@ pub struct AgeCmd {
     // The workload's parameters, as a plan's `[[workload]] kind = "age"` gives them.
     #[command(flatten)]
     pub params: AgeParams,
+    /// Keep the aged filesystem in the image cache under NAME, and start from it instead of
+    /// aging again when a later run's aging is the same: the same parameters and seed (give
+    /// --seed), filesystem, size, mkfs and mount options, device model and offset, kernel
+    /// release and fsgauge version. Each run says which happened ("aged in X s, kept as image
+    /// KEY" or "from image KEY in Y s") and its result records the key and the digest of the
+    /// starting state (testbed.aged_image). A plan's `[age] keep_image = true` does the same
+    /// for its aging. `fsgauge testbed images` lists the cache; its size limit is
+    /// FSGAUGE_IMAGE_CACHE_MAX (default a fifth of its filesystem's free space).
+    #[arg(long, value_name = "NAME", help_heading = "Aging")]
+    pub keep_image: Option<String>,
     /// Print the built-in distributions with their parameters and exit.
     #[arg(long, help_heading = "Aging")]
     pub list_dists: bool,
@@ -119,11 +129,25 @@ pub fn run(cmd: AgeCmd) -> Result<ExitCode> {
     if let Some(spec) = cmd.testbed.spec()? {
         age.0.check_fits(spec.size, 4096)?;
     }
+    if let Some(name) = &cmd.keep_image {
+        crate::testbed::ledger::check_name(name)
+            .map_err(|e| crate::error::bad_input(format!("--keep-image: {e:#}")))?;
+    }
     let place = cmd.run.admit(place, &age)?;
-    let outcomes = crate::runner::run(&place, &age, &cmd.run.options())?;
+    let mut opts = cmd.run.options();
+    opts.keep_image = cmd.keep_image.clone();
+    let outcomes = crate::runner::run(&place, &age, &opts)?;
     cmd.run.print(&outcomes, checkpoint_table)?;
     if !cmd.run.output.silent() {
         for o in &outcomes {
+            if let Some(a) = &o.result.testbed.aged_image {
+                eprintln!(
+                    "note: {} rep {}: {}",
+                    o.result.testbed.label,
+                    o.result.rep,
+                    a.describe()
+                );
+            }
             if let Some(last) = o.result.phases.last() {
                 if last.extra.get("enospc").copied().unwrap_or(0.0) > 0.0 {
                     eprintln!(

@@ -8,6 +8,7 @@ mod compare;
 mod devices;
 mod exercise;
 mod frag;
+mod images;
 #[cfg(test)]
 mod plan_keys;
 mod presets;

@@ -503,6 +503,7 @@ fn quick_on_temp_dir(c: &RunCmd) -> Result<ExitCode> {
         layout: plan.layout,
         crash: Default::default(),
         precondition: None,
+        keep_image: None,
         study: None,
         coordinator: Default::default(),
     };

@@ -1,4 +1,5 @@
-//! `fsgauge testbed create|list|destroy|cleanup`.
+//! `fsgauge testbed create|list|destroy|cleanup` (and `images|snapshot|restore`, in
+//! [`super::images`]).
 
 use std::process::ExitCode;
 
@@ -31,6 +32,32 @@ pub enum TestbedCmd {
         /// Name shown by `testbed create` and `testbed list`.
         name: String,
     },
+    /// List the aged-image cache and the testbeds' snapshots, or remove cache entries.
+    ///
+    /// Kept images come from `fsgauge age --keep-image NAME` and plans with `[age] keep_image
+    /// = true`; they live in STATE/images ($FSGAUGE_STATE_DIR, else /var/lib/fsgauge).
+    /// Example: fsgauge testbed images --prune --older-than 7d
+    Images(super::images::ImagesArgs),
+    /// Snapshot a persistent testbed (from `testbed create`): it is unmounted, its image
+    /// copied sparsely beside its files (HOME/snapshots/SNAP.img) and mounted again.
+    ///
+    /// The snapshot goes when the testbed is destroyed; taking one of an existing name
+    /// replaces it. Not for a testbed on --device or with an external journal.
+    Snapshot {
+        /// Name shown by `testbed create` and `testbed list`.
+        name: String,
+        /// Name of the snapshot [default: snap].
+        #[arg(long = "as", value_name = "SNAP")]
+        snap: Option<String>,
+    },
+    /// Restore a persistent testbed to a snapshot: unmounted, the snapshot copied back over
+    /// its image, mounted again. What was written since the snapshot is gone.
+    Restore {
+        /// Name shown by `testbed create` and `testbed list`.
+        name: String,
+        /// The snapshot [default: snap].
+        snap: Option<String>,
+    },
     /// Remove everything a killed run left behind (mounts, loop devices, images, cgroups).
     ///
     /// Also a killed --dir run's directory (fsgauge-KIND-PID-REP). A damaged ledger file is
@@ -59,6 +86,9 @@ pub fn run(cmd: TestbedCmd) -> Result<ExitCode> {
     match cmd {
         TestbedCmd::Create(a) => create(a),
         TestbedCmd::List { out } => list(&out),
+        TestbedCmd::Images(a) => super::images::images(a),
+        TestbedCmd::Snapshot { name, snap } => super::images::take(&name, snap.as_deref()),
+        TestbedCmd::Restore { name, snap } => super::images::restore(&name, snap.as_deref()),
         TestbedCmd::Destroy { name } => {
             let missing = destroy_by_name(&name)?;
             if missing.is_empty() {

@@ -60,6 +60,7 @@ pub fn run_options(
             .age
             .as_ref()
             .map(|a| crate::runner::Precondition(a.workload.clone())),
+        keep_image: plan.keep_image.then(|| plan.name.clone()),
         study: None,
         coordinator: Default::default(),
     }

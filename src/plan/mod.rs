@@ -261,6 +261,9 @@ pub struct Plan {
     pub crash: crate::runner::crashpoints::CrashArgs,
     /// `[age]`: aging run on each run's filesystem before its workload.
     pub age: Option<PlanWorkload>,
+    /// `[age] keep_image = true`: the aging is kept in the image cache, and every run whose
+    /// aging is the same starts from a copy of it (see [`crate::testbed::images`]).
+    pub keep_image: bool,
     /// `[[question]]`s, resolved: what the study asks (see [`crate::results::Question`]).
     pub questions: Vec<PlanQuestion>,
 }

@@ -237,6 +237,7 @@ pub(super) fn parse_src(src: &Src, opts: &ParseOptions) -> Result<Plan> {
         }
         None => None,
     };
+    let keep_image = keep_image(src, raw.age.as_ref())?;
     // The command line's flags over the plan's keys: the one place they meet.
     let given = opts.settings.over(own);
     let reps = parse_reps(src, &raw, own.reps, given.reps)?;
@@ -302,8 +303,30 @@ pub(super) fn parse_src(src: &Src, opts: &ParseOptions) -> Result<Plan> {
         layout: given.layout,
         crash: given.crash(),
         age,
+        keep_image,
         questions,
     })
+}
+
+/// `[age] keep_image`: the aging is kept in the image cache and later runs of the same aging
+/// start from it (see [`crate::testbed::images`]); not a parameter of the aging itself.
+const KEEP_IMAGE: &str = "keep_image";
+
+/// The `[age] keep_image` switch: a boolean, false when absent.
+fn keep_image(src: &Src, age: Option<&RawWorkload>) -> Result<bool> {
+    let Some((_, v)) =
+        age.and_then(|a| a.get_ref().iter().find(|(k, _)| k.get_ref() == KEEP_IMAGE))
+    else {
+        return Ok(false);
+    };
+    match v.get_ref() {
+        toml::Value::Boolean(b) => Ok(*b),
+        other => Err(src.err(
+            v.span(),
+            "[age] keep_image",
+            format!("must be true or false, not {other}"),
+        )),
+    }
 }
 
 /// The plan's TOML as its raw tables, a syntax or type error at its line and column.
@@ -816,6 +839,7 @@ fn build_workload(
             k.get_ref() != "kind"
                 && k.get_ref() != "ranks"
                 && !(k.get_ref() == "label" && what == "[[workload]]")
+                && !(k.get_ref() == KEEP_IMAGE && what == "[age]")
         })
         .collect();
     let mut given = serde_json::Map::new();
@@ -1620,6 +1644,29 @@ file_size = "64K"
         assert_eq!(plan.reps.initial(), 3);
         let e = err(&OK.replace("reps = 2", "reps = 2\ncv_target = 0.1"));
         assert!(e.contains("only applies"), "{e}");
+    }
+
+    /// `[age] keep_image` is the plan's switch for the image cache, not an aging parameter:
+    /// kept off the workload's parameters (so the cache key and spec hash are the aging's),
+    /// false when absent, and a boolean.
+    #[test]
+    fn age_keep_image_is_a_switch_not_a_parameter() {
+        let plan = p(&format!(
+            "{OK}\n[age]\nmode = \"fill\"\nusage = [50.0]\nkeep_image = true\n"
+        ))
+        .unwrap();
+        assert!(plan.keep_image);
+        let age = plan.age.expect("[age] is kept");
+        assert_eq!(age.workload.params().get("keep_image"), None);
+        let plan = p(&format!("{OK}\n[age]\nusage = [50.0]\n")).unwrap();
+        assert!(!plan.keep_image);
+        let e = err(&format!(
+            "{OK}\n[age]\nusage = [50.0]\nkeep_image = \"yes\"\n"
+        ));
+        assert!(
+            e.contains("t.toml:26:") && e.contains("keep_image") && e.contains("true or false"),
+            "{e}"
+        );
     }
 
     #[test]

@@ -268,6 +268,35 @@ pub struct TestbedInfo {
     /// The emulated disk of the external journal (`--journal-device-model`).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub journal_device_model: Option<device::DeviceModelInfo>,
+    /// How the run's aged starting state was made, when its aging used the image cache
+    /// (`[age] keep_image`, `age --keep-image`); absent otherwise.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub aged_image: Option<AgedStart>,
+}
+
+/// How a run's aged starting state was made with the image cache (see
+/// [`crate::testbed::images`]).
+#[derive(Debug, Clone, Serialize, Deserialize, PartialEq)]
+pub struct AgedStart {
+    /// The image cache's key of the aging.
+    pub key: String,
+    /// `aged` (aged in this run, then kept) or `image` (a copy of the kept image).
+    pub from: String,
+    /// Seconds the aging took (`aged`), or building the testbed from the image (`image`).
+    pub seconds: f64,
+    /// The digest of the starting state's contents: every non-zero 4 KiB block of the
+    /// filesystem's image with its offset (`sha256:HEX`).
+    pub digest: String,
+}
+
+impl AgedStart {
+    /// "aged in X s" / "from image KEY in Y s".
+    pub fn describe(&self) -> String {
+        match self.from.as_str() {
+            "image" => format!("from image {} in {:.2} s", self.key, self.seconds),
+            _ => format!("aged in {:.2} s, kept as image {}", self.seconds, self.key),
+        }
+    }
 }
 
 /// A workload's identity and parameters.

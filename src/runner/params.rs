@@ -258,6 +258,7 @@ impl RunParams {
             layout: self.settings.layout,
             crash: self.settings.crash(),
             precondition: None,
+            keep_image: None,
             study: None,
             coordinator,
         }

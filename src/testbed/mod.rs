@@ -40,7 +40,9 @@ mod cache;
 pub mod crashcheck;
 pub mod device;
 mod fault;
+pub mod images;
 pub mod inodes;
+mod kept;
 pub mod ledger;
 mod locate;
 mod loopdev;
@@ -113,6 +115,9 @@ pub struct Testbed {
     /// The emulated disks serving the image and the journal (`--device-model`), with the
     /// images' descriptors their servers read through.
     emulated: Emulated,
+    /// The kept image the filesystem was copied from instead of made by mkfs, and what the
+    /// copy did (see [`images`]).
+    kept_base: Option<(PathBuf, Option<images::Copied>)>,
 }
 
 /// A testbed's emulated disks (see [`device`]).
@@ -284,6 +289,22 @@ impl Testbed {
     /// Builds a testbed under a chosen name. A persistent one outlives the process (it is torn
     /// down by `testbed destroy NAME`).
     pub fn create_named(spec: &TestbedSpec, name: &str, persistent: bool) -> Result<Self> {
+        Self::create_with(spec, name, persistent, None)
+    }
+
+    /// Builds a testbed for one run whose filesystem is a copy of the kept image `base` (of a
+    /// testbed of the same spec) instead of a new one: no mkfs, the base is only read.
+    pub fn create_from_image(spec: &TestbedSpec, base: &Path) -> Result<Self> {
+        let name = format!("{}-{}", spec.label, unique_suffix());
+        Self::create_with(spec, &name, false, Some(base))
+    }
+
+    fn create_with(
+        spec: &TestbedSpec,
+        name: &str,
+        persistent: bool,
+        base: Option<&Path>,
+    ) -> Result<Self> {
         preflight(spec)?;
         crate::signals::check()?;
         let ledger = Ledger::begin(name, false)?;
@@ -307,6 +328,7 @@ impl Testbed {
             mounted_dev: 0,
             held: Vec::new(),
             emulated: Emulated::default(),
+            kept_base: base.map(|b| (b.to_path_buf(), None)),
         };
         // On any error below, dropping `tb` releases what was made so far.
         tb.build()?;
@@ -344,6 +366,7 @@ impl Testbed {
                 .rdev();
         } else if let Some(m) = &spec.device_model {
             let (f, _) = self.make_image(&home, &home_path, "fs.img", spec.size, prealloc)?;
+            self.copy_base(&f)?;
             let disk = self.serve(f, &m.profile, spec.size, m.offset, m.during, "")?;
             self.emulated.main_image = Some(home_path.join("fs.img"));
             (self.device, self.fsdev) = disk_device(&disk)?;
@@ -352,6 +375,7 @@ impl Testbed {
             self.emulated.main = Some(disk);
         } else {
             let made = self.make_image(&home, &home_path, "fs.img", spec.size, prealloc)?;
+            self.copy_base(&made.0)?;
             let image = home_path.join("fs.img");
             let (lo, id) = self.make_loop(made, image, spec.loop_direct_io)?;
             self.device = lo.path().to_path_buf();
@@ -367,7 +391,10 @@ impl Testbed {
 
         crate::signals::check()?;
         let cmd = mkfs_command(&spec, &self.device, self.journal_device.as_deref())?;
-        self.set_up(SetUp::Mkfs, |_| cmd.run())?;
+        // A copy of a kept image is the filesystem already: mkfs made it when it was aged.
+        if self.kept_base.is_none() {
+            self.set_up(SetUp::Mkfs, |_| cmd.run())?;
+        }
         self.mkfs_args = cmd.main_args();
 
         self.make_dir_in(&home, &home_path, "mnt", 0o755)?;
@@ -782,6 +809,8 @@ impl Testbed {
                         .unwrap_or_default(),
                 )
             }),
+            // Set by the runner, which knows how the aged state was made.
+            aged_image: None,
         }
     }
 

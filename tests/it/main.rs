@@ -7,6 +7,7 @@ mod support;
 
 mod age_append;
 mod age_errors;
+mod age_images;
 mod age_modes;
 mod age_read;
 mod age_study;

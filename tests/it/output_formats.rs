@@ -476,8 +476,13 @@ fn subcommands(help: &str) -> Vec<String> {
 fn every_command_that_prints_takes_format_json_and_quiet() {
     // Commands that print no results or listings: they change the machine and say what they
     // did, or print a plan file to copy.
-    const PRINT_NOTHING_TO_FORMAT: [&str; 3] =
-        ["testbed destroy", "testbed cleanup", "presets show"];
+    const PRINT_NOTHING_TO_FORMAT: [&str; 5] = [
+        "testbed destroy",
+        "testbed cleanup",
+        "testbed snapshot",
+        "testbed restore",
+        "presets show",
+    ];
     let mut todo = vec![Vec::<String>::new()];
     let mut checked = Vec::new();
     while let Some(path) = todo.pop() {

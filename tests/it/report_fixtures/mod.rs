@@ -114,6 +114,7 @@ pub fn result(
             path: "/var/tmp/x".into(),
             device_model: None,
             journal_device_model: None,
+            aged_image: None,
         },
         workload: WorkloadInfo {
             metrics: Vec::new(),

@@ -1,0 +1,188 @@
+//! The image cache in a run ([`crate::testbed::images`]): which aging a run keeps, finding
+//! the kept image before the target is built, keeping the aged state after the aging, and
+//! the record of which happened.
+
+use std::time::Instant;
+
+use anyhow::Result;
+
+use super::{Place, Precondition, Rep};
+use crate::error::bad_input;
+use crate::results::AgedStart;
+use crate::testbed::images::{self, Entry, ImageKey, Kept};
+use crate::testbed::{across_remount, Testbed};
+use crate::workload::{Target, Workload};
+
+/// The image cache's part in one repetition.
+pub(super) enum Keeping {
+    /// No image cache.
+    Off,
+    /// Age, then keep the aged state as entry `key` under `name`.
+    Save { key: ImageKey, name: String },
+    /// Start from the kept image `entry`.
+    Hit { entry: Box<Entry> },
+}
+
+/// The image cache in one repetition: what it does, and how the starting state was made
+/// once that is known.
+pub(super) struct Start {
+    pub keeping: Keeping,
+    pub start: Option<AgedStart>,
+}
+
+impl Start {
+    /// No image cache.
+    pub fn off() -> Self {
+        Self {
+            keeping: Keeping::Off,
+            start: None,
+        }
+    }
+}
+
+/// The aging of a run and the directory its tree lives in: the precondition (a plan's
+/// `[age]`), or the workload itself when it is an aging (`fsgauge age`).
+fn aging<'a>(r: &Rep<'a>) -> Option<(&'a dyn Workload, String)> {
+    match &r.opts.precondition {
+        Some(Precondition(p)) => Some((p.as_ref(), format!("fsgauge-pre-{}", p.kind()))),
+        None if r.wl.kind() == "age" => Some((r.wl, format!("fsgauge-{}", r.wl.kind()))),
+        None => None,
+    }
+}
+
+/// Whether the aging is the run's workload itself (not a precondition).
+pub(super) fn aging_is_workload(r: &Rep<'_>) -> bool {
+    r.opts.precondition.is_none()
+}
+
+/// What the image cache does in repetition `r`: nothing without `keep_image`; else the key
+/// of its aging, and the kept image when the cache has one. Refused (bad input) before
+/// anything is made: a run without an aging or not on a testbed fsgauge builds, and a miss
+/// whose image the cache has no room for.
+pub(super) fn keeping(r: &Rep<'_>) -> Result<Keeping> {
+    let Some(name) = &r.opts.keep_image else {
+        return Ok(Keeping::Off);
+    };
+    let Place::Testbed(spec) = r.place else {
+        return Err(bad_input(
+            "--keep-image keeps a testbed's aged filesystem; with --dir there is no image to keep",
+        ));
+    };
+    let Some((wl, tree)) = aging(r) else {
+        return Err(bad_input(format!(
+            "the {} workload has no aging to keep: --keep-image / [age] keep_image apply to `fsgauge age` and plans with [age]",
+            r.wl.kind()
+        )));
+    };
+    let key = images::key(
+        spec,
+        &images::Aging {
+            kind: wl.kind(),
+            params: wl.params(),
+            seed: r.seed,
+            tree: &tree,
+        },
+    )?;
+    if let Some(entry) = images::find(&key.key)? {
+        return Ok(Keeping::Hit {
+            entry: Box::new(entry),
+        });
+    }
+    images::check_room(spec.size)?;
+    Ok(Keeping::Save {
+        key,
+        name: name.clone(),
+    })
+}
+
+/// Builds the target of `r`: from the kept image on a hit (timed, the copy included), else
+/// as usual. Returns the target and, on a hit, how its state was made.
+pub(super) fn build(r: &Rep<'_>, keeping: &Keeping) -> Result<(Target, Option<AgedStart>)> {
+    let (Keeping::Hit { entry }, Place::Testbed(spec)) = (keeping, r.place) else {
+        return Ok((super::build_target(r.place, r.opts)?, None));
+    };
+    r.opts.progress.note(&format!(
+        "building {} testbed from kept image {} ({})",
+        spec.label,
+        entry.manifest.key,
+        spec.describe()
+    ));
+    let t0 = Instant::now();
+    let t = Testbed::create_from_image(spec, &entry.image)?;
+    let digest = t
+        .started_from()
+        .map(|c| c.digest.clone())
+        .unwrap_or_default();
+    let start = AgedStart {
+        key: entry.manifest.key.clone(),
+        from: "image".into(),
+        seconds: t0.elapsed().as_secs_f64(),
+        digest,
+    };
+    r.opts.progress.note(&start.describe());
+    Ok((Target::Testbed(t), Some(start)))
+}
+
+/// Keeps the target's aged filesystem (after an aging begun at `since`, with `phases` and
+/// `layout`) as `keeping` says, while the run directories on it let go of it.
+pub(super) fn save(
+    target: &mut Target,
+    keeping: &Keeping,
+    since: Instant,
+    phases: &[crate::results::PhaseResult],
+    layout: Option<&serde_json::Value>,
+) -> Result<Option<AgedStart>> {
+    let (Keeping::Save { key, name }, Target::Testbed(t)) = (keeping, target) else {
+        return Ok(None);
+    };
+    let aging_s = since.elapsed().as_secs_f64();
+    let (mp, reach) = (t.mountpoint().to_path_buf(), t.reach());
+    let mut kept = None;
+    across_remount(&mp, &reach, || {
+        let (_, copied) = t.keep_image(
+            key,
+            Kept {
+                name: name.clone(),
+                aging_s,
+                phases: phases.to_vec(),
+                layout: layout.cloned(),
+            },
+        )?;
+        kept = Some(copied);
+        Ok(())
+    })?;
+    let start = AgedStart {
+        key: key.key.clone(),
+        from: "aged".into(),
+        seconds: aging_s,
+        digest: kept.map(|c| c.digest).unwrap_or_default(),
+    };
+    Ok(Some(start))
+}
+
+/// The result of an aging (`fsgauge age`) whose filesystem is its own kept image: nothing
+/// runs, the phases and layout are those kept with the image, the testbed is the copy.
+pub(super) fn replay(
+    target: &Target,
+    r: Rep<'_>,
+    started: std::time::SystemTime,
+    entry: &Entry,
+    start: Option<AgedStart>,
+) -> Result<crate::results::RunResult> {
+    let conditions = crate::results::Conditions {
+        cold: r.opts.cold.name().into(),
+        ..Default::default()
+    };
+    let mut result = super::assemble(
+        target,
+        r,
+        started,
+        conditions,
+        entry.manifest.phases.clone(),
+        entry.manifest.layout.clone(),
+        Vec::new(),
+        None,
+    )?;
+    result.testbed.aged_image = start;
+    Ok(result)
+}

@@ -1,0 +1,151 @@
+//! Copying a filesystem image block by block into a sparse file, with the digest of what was
+//! copied: only 4 KiB blocks holding something other than zeros are written (the copy is as
+//! sparse as the filesystem's use of its device), holes of a regular file are skipped with
+//! `SEEK_DATA`, and the digest covers each non-zero block with its offset, so two images with
+//! the same contents have the same digest however sparse each one is on its host.
+
+use std::fs::File;
+use std::os::unix::fs::FileExt;
+
+use anyhow::{Context, Result};
+use sha2::{Digest, Sha256};
+
+/// The unit of sparseness and of the digest.
+const BLOCK: usize = 4096;
+/// Bytes read per call.
+const CHUNK: usize = 1 << 20;
+
+/// What a copy did.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Copied {
+    /// Bytes of non-zero blocks written.
+    pub written: u64,
+    /// `sha256:` and the hex digest of every non-zero block with its offset.
+    pub digest: String,
+}
+
+/// Copies the first `len` bytes of `src` (a regular file or a block device) into `dst`
+/// (sized to `len`), non-zero blocks only; `what` names the copy in errors.
+pub fn copy_image(src: &File, len: u64, dst: &File, what: &str) -> Result<Copied> {
+    dst.set_len(len)
+        .with_context(|| format!("{what}: sizing the copy"))?;
+    let mut hash = Sha256::new();
+    let mut buf = vec![0u8; CHUNK];
+    let mut written = 0u64;
+    for (start, end) in data_ranges(src, len) {
+        let mut off = start;
+        while off < end {
+            crate::signals::check()?;
+            let want = usize::try_from((end - off).min(CHUNK as u64)).unwrap_or(CHUNK);
+            src.read_exact_at(&mut buf[..want], off)
+                .with_context(|| format!("{what}: reading {want} bytes at {off}"))?;
+            // Runs of non-zero blocks, each written in one call.
+            let mut run: Option<usize> = None;
+            let blocks = want.div_ceil(BLOCK);
+            for i in 0..=blocks {
+                let block = (i < blocks).then(|| &buf[i * BLOCK..((i + 1) * BLOCK).min(want)]);
+                match block.filter(|b| b.iter().any(|&x| x != 0)) {
+                    Some(b) => {
+                        hash.update((off + (i * BLOCK) as u64).to_le_bytes());
+                        hash.update(b);
+                        run.get_or_insert(i);
+                    }
+                    None => {
+                        if let Some(first) = run.take() {
+                            let bytes = &buf[first * BLOCK..(i * BLOCK).min(want)];
+                            let at = off + (first * BLOCK) as u64;
+                            dst.write_all_at(bytes, at).with_context(|| {
+                                format!("{what}: writing {} bytes at {at}", bytes.len())
+                            })?;
+                            written += bytes.len() as u64;
+                        }
+                    }
+                }
+            }
+            off += want as u64;
+        }
+    }
+    dst.sync_all()
+        .with_context(|| format!("{what}: writing the copy to its disk"))?;
+    Ok(Copied {
+        written,
+        digest: format!("sha256:{}", hex(&hash.finalize())),
+    })
+}
+
+/// The ranges of `src` below `len` that may hold data: the data segments `SEEK_DATA` and
+/// `SEEK_HOLE` find in a regular file, block-aligned, or all of it where they do not apply
+/// (a block device).
+fn data_ranges(src: &File, len: u64) -> Vec<(u64, u64)> {
+    use nix::unistd::{lseek, Whence};
+    let fd = std::os::fd::AsRawFd::as_raw_fd(src);
+    let whole = vec![(0, len)];
+    let is_file = src.metadata().map(|m| m.is_file()).unwrap_or(false);
+    if !is_file {
+        return whole;
+    }
+    let mut out = Vec::new();
+    let mut pos = 0i64;
+    let end = i64::try_from(len).unwrap_or(i64::MAX);
+    while pos < end {
+        let data = match lseek(fd, pos, Whence::SeekData) {
+            Ok(d) => d,
+            // ENXIO: no data at or after pos.
+            Err(nix::errno::Errno::ENXIO) => break,
+            Err(_) => return whole,
+        };
+        let hole = lseek(fd, data, Whence::SeekHole).unwrap_or(end).min(end);
+        if data >= end {
+            break;
+        }
+        let a = (data as u64) / BLOCK as u64 * BLOCK as u64;
+        let b = (hole as u64).div_ceil(BLOCK as u64) * BLOCK as u64;
+        out.push((a, b.min(len)));
+        pos = hole;
+    }
+    out
+}
+
+fn hex(bytes: &[u8]) -> String {
+    bytes.iter().map(|b| format!("{b:02x}")).collect()
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn file_with(blocks: &[(u64, u8)], len: u64) -> tempfile::NamedTempFile {
+        let f = tempfile::NamedTempFile::new().expect("temp file");
+        f.as_file().set_len(len).expect("size");
+        for &(at, byte) in blocks {
+            f.as_file().write_all_at(&[byte; BLOCK], at).expect("write");
+        }
+        f
+    }
+
+    #[test]
+    fn copies_nonzero_blocks_sparsely_with_a_digest_of_contents() {
+        let len = 64 * BLOCK as u64;
+        let src = file_with(
+            &[(0, 1), (10 * BLOCK as u64, 2), (20 * BLOCK as u64, 0)],
+            len,
+        );
+        let dst = tempfile::NamedTempFile::new().expect("temp file");
+        let c = copy_image(src.as_file(), len, dst.as_file(), "test").expect("copy");
+        // Two non-zero blocks: the zero block written at 20 is left a hole.
+        assert_eq!(c.written, 2 * BLOCK as u64);
+        assert_eq!(dst.as_file().metadata().expect("stat").len(), len);
+        let mut b = [0u8; BLOCK];
+        dst.as_file()
+            .read_exact_at(&mut b, 10 * BLOCK as u64)
+            .expect("read");
+        assert!(b.iter().all(|&x| x == 2));
+        // The copy's contents have the source's digest; other contents another.
+        let again = tempfile::NamedTempFile::new().expect("temp file");
+        let c2 = copy_image(dst.as_file(), len, again.as_file(), "test").expect("copy");
+        assert_eq!(c2.digest, c.digest);
+        let other = file_with(&[(0, 1), (11 * BLOCK as u64, 2)], len);
+        let c3 = copy_image(other.as_file(), len, again.as_file(), "test").expect("copy");
+        assert_ne!(c3.digest, c.digest);
+    }
+}

@@ -1,0 +1,70 @@
+//! A testbed and the aged-image cache ([`super::images`]): building one from a kept image
+//! (a copy of it in place of mkfs) and keeping one's filesystem as an image.
+
+use std::fs::File;
+use std::os::fd::AsFd;
+
+use anyhow::{Context, Result};
+
+use super::images::{self, Copied, Entry, ImageKey, Kept};
+use super::{sys_trust, Testbed};
+
+impl Testbed {
+    /// Copies the kept image this testbed is built from, if any, into its new image `f`
+    /// (before a loop device or an emulated disk's server reads it).
+    pub(super) fn copy_base(&mut self, f: &File) -> Result<()> {
+        let Some((base, _)) = &self.kept_base else {
+            return Ok(());
+        };
+        let src = File::open(base)
+            .with_context(|| format!("opening the kept image {}", base.display()))?;
+        let what = format!("copying the kept image {}", base.display());
+        let copied = images::copy_image(&src, self.spec.size, f, &what)?;
+        if let Some(b) = self.kept_base.as_mut() {
+            b.1 = Some(copied);
+        }
+        Ok(())
+    }
+
+    /// What the copy of the kept image this testbed was built from did (its digest), when it
+    /// was built from one.
+    pub fn started_from(&self) -> Option<&Copied> {
+        self.kept_base.as_ref().and_then(|b| b.1.as_ref())
+    }
+
+    /// Keeps the filesystem as it is now in the image cache as entry `key`: unmounted (so
+    /// the image is consistent), copied, and mounted again.
+    pub fn keep_image(&mut self, key: &ImageKey, kept: Kept) -> Result<(Entry, Copied)> {
+        if self.mounted {
+            self.unmount()?;
+        }
+        // An emulated disk's bytes are in its server: read through its device, at native speed.
+        let src = match self.emulated.main.as_mut() {
+            Some(disk) => {
+                disk.set_modelled(false)?;
+                File::open(&self.device)
+                    .with_context(|| format!("opening {}", self.device.display()))?
+            }
+            None => {
+                let home = self
+                    .home
+                    .as_ref()
+                    .context("the testbed's directory is not open")?;
+                let path = sys_trust::fd_path(home.as_fd(), "fs.img");
+                File::open(&path).with_context(|| format!("opening {}", path.display()))?
+            }
+        };
+        let kept = images::save(key, &src, self.spec.size, kept);
+        drop(src);
+        let always = self
+            .spec
+            .device_model
+            .as_ref()
+            .is_some_and(|m| m.during == super::device::ModelDuring::Always);
+        if let (Some(disk), true) = (self.emulated.main.as_mut(), always) {
+            disk.set_modelled(true)?;
+        }
+        self.mount()?;
+        kept
+    }
+}
