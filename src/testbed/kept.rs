@@ -19,7 +19,7 @@ impl Testbed {
         let src = File::open(base)
             .with_context(|| format!("opening the kept image {}", base.display()))?;
         let what = format!("copying the kept image {}", base.display());
-        let copied = images::copy_image(&src, self.spec.size, f, &what)?;
+        let copied = images::copy_image(&src, self.spec.size, f, &what, images::Keep::Scratch)?;
         if let Some(b) = self.kept_base.as_mut() {
             b.1 = Some(copied);
         }

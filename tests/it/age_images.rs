@@ -88,7 +88,7 @@ fn a_plan_ages_once_and_every_run_starts_from_the_same_state() {
     let key = first[0]["key"].as_str().unwrap().to_string();
     let digest = first[0]["digest"].as_str().unwrap().to_string();
     assert!(
-        digest.starts_with("sha256:") && digest.len() == 71,
+        digest.starts_with("blake3:") && digest.len() == 71,
         "{digest}"
     );
     for s in &first {

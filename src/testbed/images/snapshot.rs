@@ -12,7 +12,7 @@ use std::path::{Path, PathBuf};
 
 use anyhow::{Context, Result};
 
-use super::copy_image;
+use super::{copy_image, Keep};
 use crate::error::bad_input;
 use crate::sys::trust::{self, FileId};
 use crate::testbed::{ledger, mount, Ledger, LoopDevice, Resource};
@@ -199,7 +199,14 @@ pub fn snapshot(name: &str, snap: &str) -> Result<PathBuf> {
             .make_at(dir_fd.as_fd(), &dir, &file, "image ", trust::create_file_at)?;
     let len = std::fs::metadata(&p.image)?.len();
     offline(&mut p, |image| {
-        copy_image(image, len, &f, &format!("snapshot {}", path.display())).map(|_| ())
+        copy_image(
+            image,
+            len,
+            &f,
+            &format!("snapshot {}", path.display()),
+            Keep::Durable,
+        )
+        .map(|_| ())
     })?;
     Ok(path)
 }
@@ -236,7 +243,14 @@ pub fn restore(name: &str, snap: &str) -> Result<()> {
     offline(&mut p, |image| {
         // Every block the snapshot does not hold is zero: the image is emptied first.
         image.set_len(0)?;
-        copy_image(&src, len, image, &format!("restoring {}", path.display())).map(|_| ())
+        copy_image(
+            &src,
+            len,
+            image,
+            &format!("restoring {}", path.display()),
+            Keep::Durable,
+        )
+        .map(|_| ())
     })
 }
 

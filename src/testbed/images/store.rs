@@ -11,7 +11,7 @@ use std::time::{Duration, SystemTime};
 use anyhow::{Context, Result};
 use serde::{Deserialize, Serialize};
 
-use super::{cache_dir, copy_image, Copied, ImageKey};
+use super::{cache_dir, copy_image, Copied, ImageKey, Keep};
 use crate::atomic::write_atomic;
 use crate::error::bad_input;
 use crate::results::PhaseResult;
@@ -106,19 +106,25 @@ pub fn save(key: &ImageKey, src: &File, len: u64, kept: Kept) -> Result<(Entry, 
         }
     };
     crate::signals::test_pause("keep-image");
-    let written =
-        copy_image(src, len, &f, &format!("keeping image {}", img.display())).and_then(|c| {
-            let on_disk = f.metadata()?.blocks() * 512;
-            let raw = std::os::fd::AsRawFd::as_raw_fd(&dir_fd);
-            nix::fcntl::renameat(
-                Some(raw),
-                part.as_str(),
-                Some(raw),
-                format!("{}.img", key.key).as_str(),
-            )
-            .with_context(|| format!("renaming {part} to {}", img.display()))?;
-            Ok((c, on_disk))
-        });
+    let written = copy_image(
+        src,
+        len,
+        &f,
+        &format!("keeping image {}", img.display()),
+        Keep::Durable,
+    )
+    .and_then(|c| {
+        let on_disk = f.metadata()?.blocks() * 512;
+        let raw = std::os::fd::AsRawFd::as_raw_fd(&dir_fd);
+        nix::fcntl::renameat(
+            Some(raw),
+            part.as_str(),
+            Some(raw),
+            format!("{}.img", key.key).as_str(),
+        )
+        .with_context(|| format!("renaming {part} to {}", img.display()))?;
+        Ok((c, on_disk))
+    });
     let (copied, on_disk) = match written {
         Ok(w) => w,
         Err(e) => {
