@@ -67,7 +67,7 @@ pub struct Exercise {
     pub pollute_eof: bool,
     /// Leave these operations out, e.g. --no fsync,fdatasync,clone. Operations: read, write,
     /// read-dontcache, write-dontcache, mapread, mapwrite, truncate, falloc, punch, zero,
-    /// collapse, insert, fsync, fdatasync, copy, clone.
+    /// collapse, insert, fsync, fdatasync, syncfs, copy, clone.
     #[arg(long, value_name = "OPS", value_delimiter = ',')]
     pub no: Vec<OpKind>,
     /// Weights of operation kinds in the mix, e.g. --weights read=4,fsync=0 (each kind is
@@ -96,6 +96,11 @@ pub struct Exercise {
     #[arg(long, value_name = "N:OFFSET", value_parser = inject, hide = true)]
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     pub inject: Vec<(u64, u64)>,
+    /// Where each exerciser's durability record goes (a crash campaign sets it; not a flag or
+    /// a plan key, and not part of the parameters).
+    #[arg(skip)]
+    #[serde(skip)]
+    pub durable: Option<super::durable::Sink>,
     /// Run for the whole --time whatever --ops says (fio's time_based): the exercisers go on
     /// until the time is up. Needs --time.
     #[arg(long, help_heading = "Run control")]
@@ -288,6 +293,11 @@ impl Exercise {
                 .filter(|&(_, w)| w > 0)
                 .collect(),
             seed: worker_seed(seed, w),
+            // Room for every operation of a run with a limit (a timed run's vector grows).
+            record: self
+                .durable
+                .as_ref()
+                .map(|_| self.op_limit().min(1 << 20) as usize),
         }
     }
 }
@@ -470,6 +480,7 @@ struct Runner {
     every: u64,
     inject: Vec<(u64, u64)>,
     log_dir: Option<PathBuf>,
+    durable: Option<super::durable::Sink>,
 }
 
 impl Runner {
@@ -522,6 +533,7 @@ impl Runner {
             every: wl.remount_every.filter(|&k| k > 0).unwrap_or(u64::MAX),
             inject: wl.inject.clone(),
             log_dir: wl.log.clone(),
+            durable: wl.durable.clone(),
         })
     }
 
@@ -534,6 +546,7 @@ impl Runner {
             every,
             inject,
             log_dir,
+            durable,
         } = self;
         let procs = exercisers.len();
         let remounting = every != u64::MAX;
@@ -603,11 +616,14 @@ impl Runner {
             exercisers[0].kinds().1.len() as f64,
         );
         phase.extra.insert("seed".into(), seed as f64);
-        for ex in &mut exercisers {
+        for (w, ex) in exercisers.iter_mut().enumerate() {
             // Files are closed already after a remount round; closing twice is a no-op.
             if let Err(e) = ex.close() {
                 let mut g = other_error.lock().unwrap_or_else(|p| p.into_inner());
                 g.get_or_insert(e);
+            }
+            if let (Some(sink), Some(r)) = (&durable, ex.take_record()) {
+                sink.put(w as u32, r);
             }
         }
         if let Some((w, f)) = failure.into_inner().unwrap_or_else(|p| p.into_inner()) {

@@ -240,6 +240,7 @@ fn corruption_while_unmounted(fs: &str, size: u64) {
         pollute_eof: false,
         kinds: OpKind::ALL.map(|k| (k, 1)).to_vec(),
         seed: 99,
+        record: None,
     };
     let mut ex = Exerciser::create(&path, cfg, None).unwrap();
     for _ in 0..1000 {
