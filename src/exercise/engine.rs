@@ -505,6 +505,10 @@ impl Exerciser {
         let end = sys::rt::monotonic_ns();
         if let Some(rec) = self.record.as_mut() {
             rec.push(What::Op(self.n, op), start, end);
+            if r.is_err() {
+                // A failed fsync (or a failed check after it) promises nothing.
+                rec.forget_last();
+            }
         }
         r
     }

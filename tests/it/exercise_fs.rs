@@ -344,7 +344,11 @@ fn ext4_file_after_a_clean_remount_passes_the_durability_judge_and_a_changed_byt
     ex.reopen(Step::Remount(ex.ops_done())).unwrap();
     ex.close().unwrap();
     let rec = ex.take_record().unwrap();
-    assert_eq!(rec.events.len(), 2002, "set-up, 2000 operations, the remount");
+    assert_eq!(
+        rec.events.len(),
+        2002,
+        "set-up, 2000 operations, the remount"
+    );
     let last = *rec.events.last().unwrap();
     assert_eq!((last.what, last.durable), (What::Remount(2000), true));
     let found = std::fs::read(&path).unwrap();

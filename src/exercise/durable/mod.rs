@@ -127,6 +127,13 @@ impl Record {
         });
     }
 
+    /// Makes the last event an ordinary one (not a durability point): it failed.
+    pub fn forget_last(&mut self) {
+        if let Some(e) = self.events.last_mut() {
+            e.durable = false;
+        }
+    }
+
     /// The operations in order (operation `n` at index `n - 1`).
     pub fn ops(&self) -> impl Iterator<Item = (u64, Op)> + '_ {
         self.events.iter().filter_map(|e| match e.what {

@@ -375,3 +375,38 @@ fn the_engine_records_every_operation_and_its_file_passes() {
     assert_eq!(m.class, Class::LostDurableData);
     assert!(matches!(m.problem, Problem::Data { offset, .. } if offset == found.len() as u64 / 2));
 }
+
+/// An fsync whose operation failed (here the size check after it, the file having been cut
+/// behind the exerciser's back) is recorded but is no durability point.
+#[test]
+fn a_failed_fsync_is_no_durability_point() {
+    let dir = tempfile::tempdir().unwrap();
+    let path = dir.path().join("f");
+    let mut ex = Exerciser::create(&path, cfg(4), None).unwrap();
+    ex.apply(w(0, 8192)).unwrap();
+    ex.apply(Op::new(OpKind::Fsync, 0, 0)).unwrap();
+    std::fs::OpenOptions::new()
+        .write(true)
+        .open(&path)
+        .unwrap()
+        .set_len(100)
+        .unwrap();
+    ex.apply(Op::new(OpKind::Fsync, 0, 0)).unwrap_err();
+    let durable: Vec<(What, bool)> = ex
+        .record()
+        .unwrap()
+        .events
+        .iter()
+        .map(|e| (e.what, e.durable))
+        .collect();
+    let fsync = Op::new(OpKind::Fsync, 0, 0);
+    assert_eq!(
+        durable,
+        vec![
+            (What::Setup, true),
+            (What::Op(1, w(0, 8192)), false),
+            (What::Op(2, fsync), true),
+            (What::Op(3, fsync), false),
+        ]
+    );
+}
