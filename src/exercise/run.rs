@@ -1036,6 +1036,49 @@ mod tests {
         assert_eq!(Exercise::default().op_limit(), DEFAULT_OPS);
     }
 
+    /// A run with a sink hands each exerciser's record over, and the files it leaves pass the
+    /// judge at the end of their records; a run without one measures the same.
+    #[test]
+    fn a_run_with_a_sink_hands_over_each_exercisers_record() {
+        use crate::exercise::durable::{judge, Found, Sink, What};
+        use crate::workload::{ColdMode, Target};
+        let run = |sink: Option<Sink>| {
+            let dir = tempfile::tempdir().unwrap();
+            let mut target = Target::Dir(dir.path().to_path_buf());
+            let root = dir.path().to_path_buf();
+            let progress = crate::measure::Progress::hidden();
+            let mut ctx = RunContext::new(&mut target, root.clone(), 3, ColdMode::None, progress);
+            let wl = Exercise {
+                ops: Some(400),
+                procs: 2,
+                durable: sink.clone(),
+                ..Default::default()
+            };
+            wl.run(&mut ctx).unwrap();
+            let (phases, _) = ctx.into_parts();
+            let files: Vec<Vec<u8>> = (0..2)
+                .map(|w| std::fs::read(wl.file_path(&root, w)).unwrap())
+                .collect();
+            (phases[0].ops, files, root, dir)
+        };
+        let sink = Sink::default();
+        let (ops, files, root, _dir) = run(Some(sink.clone()));
+        let (plain_ops, plain_files, _, _d) = run(None);
+        assert_eq!((ops, &files), (plain_ops, &plain_files));
+        let records = sink.take();
+        assert_eq!(records.iter().map(|(w, _)| *w).collect::<Vec<_>>(), [0, 1]);
+        for ((w, r), found) in records.iter().zip(&files) {
+            assert_eq!(r.file, root.join(format!("exercise.dat.{w}")));
+            assert_eq!(r.events.len(), 401);
+            assert_eq!(r.events[0].what, What::Setup);
+            assert_eq!(r.seed, worker_seed(3, *w));
+            let end = r.events.last().unwrap().end_ns;
+            let v = judge(r, end, Found::File(found)).unwrap();
+            assert!(v.failure().is_none(), "{v:?}");
+        }
+        assert!(sink.take().is_empty(), "taken once");
+    }
+
     #[test]
     fn files_and_seeds_per_exerciser() {
         let w = Exercise {
