@@ -16,6 +16,7 @@ use std::path::{Path, PathBuf};
 use anyhow::{Context, Result};
 use nix::errno::Errno;
 
+use super::durable::{Record, What};
 use super::model::{first_difference, Model};
 use super::ops::{Limits, Op, OpGen, OpKind};
 use super::report::{Failure, FailureKind};
@@ -40,6 +41,9 @@ pub struct Config {
     pub kinds: Vec<(OpKind, u32)>,
     /// Seed of this exerciser's operation stream and data.
     pub seed: u64,
+    /// Keep a durability record ([`super::durable::Record`]) with room for this many
+    /// operations made in advance; the set-up then fsyncs the file and its directory.
+    pub record: Option<usize>,
 }
 
 /// A step of a run as recorded in logs and histories: an operation with its number, or an
@@ -109,6 +113,9 @@ pub struct Exerciser {
     log: Option<BufWriter<File>>,
     enabled: Vec<OpKind>,
     disabled: Vec<(OpKind, String)>,
+    record: Option<Record>,
+    /// When the file was last closed (CLOCK_MONOTONIC ns; the start of a remount).
+    closed_at: u64,
 }
 
 /// `EOPNOTSUPP (Operation not supported)`.
@@ -236,9 +243,14 @@ impl Exerciser {
             log: log.map(|f| BufWriter::with_capacity(1 << 16, f)),
             enabled: Vec::new(),
             disabled: Vec::new(),
+            record: None,
+            closed_at: 0,
             cfg,
         };
         ex.probe()?;
+        if let Some(capacity) = ex.cfg.record {
+            ex.durable_setup(capacity)?;
+        }
         let slots: Vec<OpKind> = ex
             .cfg
             .kinds
@@ -267,6 +279,42 @@ impl Exerciser {
             .collect();
         ex.gen = OpGen::new(ex.cfg.seed, &slots, lim);
         Ok(ex)
+    }
+
+    /// Makes the probed, empty file durable (fsync of the file and of its directory) and starts
+    /// the record with that point.
+    fn durable_setup(&mut self, capacity: usize) -> Result<()> {
+        let cfg = &self.cfg;
+        let mut rec = Record::new(
+            self.path.clone(),
+            cfg.seed,
+            cfg.max_len,
+            cfg.max_op_len,
+            capacity.saturating_add(16),
+        );
+        let dir = match self.path.parent() {
+            Some(p) if !p.as_os_str().is_empty() => p,
+            _ => Path::new("."),
+        };
+        let start = sys::rt::monotonic_ns();
+        nix::unistd::fsync(self.fd().as_raw_fd())
+            .map_err(|e| anyhow::anyhow!("fsync {}: {}", self.path.display(), errno_text(e)))?;
+        File::open(dir)
+            .and_then(|d| d.sync_all())
+            .with_context(|| format!("fsync of directory {}", dir.display()))?;
+        rec.push(What::Setup, start, sys::rt::monotonic_ns());
+        self.record = Some(rec);
+        Ok(())
+    }
+
+    /// The durability record, when [`Config::record`] asked for one.
+    pub fn record(&self) -> Option<&Record> {
+        self.record.as_ref()
+    }
+
+    /// Takes the durability record out (the exerciser keeps none afterwards).
+    pub fn take_record(&mut self) -> Option<Record> {
+        self.record.take()
     }
 
     fn fd(&self) -> BorrowedFd<'_> {
@@ -435,7 +483,8 @@ impl Exerciser {
         )
     }
 
-    /// Performs one operation, updates the model, compares what it read and checks the size.
+    /// Performs one operation, updates the model, compares what it read and checks the size;
+    /// with a record, notes its start and end.
     pub fn apply(&mut self, op: Op) -> Result<(), Box<Failure>> {
         self.n += 1;
         self.remember(Step::Op(self.n, op));
@@ -448,6 +497,24 @@ impl Exerciser {
                 },
             ));
         }
+        if self.record.is_none() {
+            return self.perform(op);
+        }
+        let start = sys::rt::monotonic_ns();
+        let r = self.perform(op);
+        let end = sys::rt::monotonic_ns();
+        if let Some(rec) = self.record.as_mut() {
+            rec.push(What::Op(self.n, op), start, end);
+            if r.is_err() {
+                // A failed fsync (or a failed check after it) promises nothing.
+                rec.forget_last();
+            }
+        }
+        r
+    }
+
+    /// The system calls of `op` and the model's update, the comparison and the size check.
+    fn perform(&mut self, op: Op) -> Result<(), Box<Failure>> {
         let fd = self
             .fd
             .as_ref()
@@ -458,82 +525,84 @@ impl Exerciser {
                 self.pollute_eof_page(op, limit)?;
             }
         }
-        let r: Result<(), Box<Failure>> = match op.kind {
-            OpKind::Read => self.do_read(op, 0),
-            OpKind::ReadDontcache => self.do_read(op, RWF_DONTCACHE),
-            OpKind::Write => {
-                let data = self.model.write(self.n, op.off, op.len);
-                pwrite_all(fd, data, op.off, 0).map_err(|e| self.io_fail(Some(op), "pwrite", e))
-            }
-            OpKind::WriteDontcache => {
-                let data = self.model.write(self.n, op.off, op.len);
-                pwrite_all(fd, data, op.off, RWF_DONTCACHE)
-                    .map_err(|e| self.io_fail(Some(op), "pwritev2(RWF_DONTCACHE)", e))
-            }
-            OpKind::MapRead => self.do_mapread(op),
-            OpKind::MapWrite => self.do_mapwrite(op),
-            OpKind::Truncate => {
-                self.model.truncate(op.len);
-                ftruncate(fd, op.len).map_err(|e| self.io_fail(Some(op), "ftruncate", e))
-            }
-            OpKind::Falloc => {
-                let mode = if op.keep {
-                    libc::FALLOC_FL_KEEP_SIZE
-                } else {
-                    0
-                };
-                if !op.keep {
-                    self.model.extend(op.off + op.len);
+        let r: Result<(), Box<Failure>> =
+            match op.kind {
+                OpKind::Read => self.do_read(op, 0),
+                OpKind::ReadDontcache => self.do_read(op, RWF_DONTCACHE),
+                OpKind::Write => {
+                    let data = self.model.write(self.n, op.off, op.len);
+                    pwrite_all(fd, data, op.off, 0).map_err(|e| self.io_fail(Some(op), "pwrite", e))
                 }
-                fallocate(fd, mode, op.off, op.len)
-                    .map_err(|e| self.io_fail(Some(op), "fallocate", e))
-            }
-            OpKind::Punch => {
-                self.model.zero(op.off, op.len);
-                fallocate(
-                    fd,
-                    libc::FALLOC_FL_PUNCH_HOLE | libc::FALLOC_FL_KEEP_SIZE,
-                    op.off,
-                    op.len,
-                )
-                .map_err(|e| self.io_fail(Some(op), "fallocate(PUNCH_HOLE)", e))
-            }
-            OpKind::Zero => {
-                let mut mode = libc::FALLOC_FL_ZERO_RANGE;
-                if op.keep {
-                    mode |= libc::FALLOC_FL_KEEP_SIZE;
-                } else {
-                    self.model.extend(op.off + op.len);
+                OpKind::WriteDontcache => {
+                    let data = self.model.write(self.n, op.off, op.len);
+                    pwrite_all(fd, data, op.off, RWF_DONTCACHE)
+                        .map_err(|e| self.io_fail(Some(op), "pwritev2(RWF_DONTCACHE)", e))
                 }
-                self.model.zero(op.off, op.len);
-                fallocate(fd, mode, op.off, op.len)
-                    .map_err(|e| self.io_fail(Some(op), "fallocate(ZERO_RANGE)", e))
-            }
-            OpKind::Collapse => {
-                self.model.collapse(op.off, op.len);
-                fallocate(fd, libc::FALLOC_FL_COLLAPSE_RANGE, op.off, op.len)
-                    .map_err(|e| self.io_fail(Some(op), "fallocate(COLLAPSE_RANGE)", e))
-            }
-            OpKind::Insert => {
-                self.model.insert(op.off, op.len);
-                fallocate(fd, libc::FALLOC_FL_INSERT_RANGE, op.off, op.len)
-                    .map_err(|e| self.io_fail(Some(op), "fallocate(INSERT_RANGE)", e))
-            }
-            OpKind::Fsync => {
-                nix::unistd::fsync(fd.as_raw_fd()).map_err(|e| self.io_fail(Some(op), "fsync", e))
-            }
-            OpKind::Fdatasync => nix::unistd::fdatasync(fd.as_raw_fd())
-                .map_err(|e| self.io_fail(Some(op), "fdatasync", e)),
-            OpKind::Copy => {
-                self.model.copy(op.off, op.len, op.dst);
-                self.copy_all(fd, op)
-            }
-            OpKind::Clone => {
-                self.model.copy(op.off, op.len, op.dst);
-                clone_range(fd, op.off, op.len, op.dst)
-                    .map_err(|e| self.io_fail(Some(op), "ioctl(FICLONERANGE)", e))
-            }
-        };
+                OpKind::MapRead => self.do_mapread(op),
+                OpKind::MapWrite => self.do_mapwrite(op),
+                OpKind::Truncate => {
+                    self.model.truncate(op.len);
+                    ftruncate(fd, op.len).map_err(|e| self.io_fail(Some(op), "ftruncate", e))
+                }
+                OpKind::Falloc => {
+                    let mode = if op.keep {
+                        libc::FALLOC_FL_KEEP_SIZE
+                    } else {
+                        0
+                    };
+                    if !op.keep {
+                        self.model.extend(op.off + op.len);
+                    }
+                    fallocate(fd, mode, op.off, op.len)
+                        .map_err(|e| self.io_fail(Some(op), "fallocate", e))
+                }
+                OpKind::Punch => {
+                    self.model.zero(op.off, op.len);
+                    fallocate(
+                        fd,
+                        libc::FALLOC_FL_PUNCH_HOLE | libc::FALLOC_FL_KEEP_SIZE,
+                        op.off,
+                        op.len,
+                    )
+                    .map_err(|e| self.io_fail(Some(op), "fallocate(PUNCH_HOLE)", e))
+                }
+                OpKind::Zero => {
+                    let mut mode = libc::FALLOC_FL_ZERO_RANGE;
+                    if op.keep {
+                        mode |= libc::FALLOC_FL_KEEP_SIZE;
+                    } else {
+                        self.model.extend(op.off + op.len);
+                    }
+                    self.model.zero(op.off, op.len);
+                    fallocate(fd, mode, op.off, op.len)
+                        .map_err(|e| self.io_fail(Some(op), "fallocate(ZERO_RANGE)", e))
+                }
+                OpKind::Collapse => {
+                    self.model.collapse(op.off, op.len);
+                    fallocate(fd, libc::FALLOC_FL_COLLAPSE_RANGE, op.off, op.len)
+                        .map_err(|e| self.io_fail(Some(op), "fallocate(COLLAPSE_RANGE)", e))
+                }
+                OpKind::Insert => {
+                    self.model.insert(op.off, op.len);
+                    fallocate(fd, libc::FALLOC_FL_INSERT_RANGE, op.off, op.len)
+                        .map_err(|e| self.io_fail(Some(op), "fallocate(INSERT_RANGE)", e))
+                }
+                OpKind::Fsync => nix::unistd::fsync(fd.as_raw_fd())
+                    .map_err(|e| self.io_fail(Some(op), "fsync", e)),
+                OpKind::Fdatasync => nix::unistd::fdatasync(fd.as_raw_fd())
+                    .map_err(|e| self.io_fail(Some(op), "fdatasync", e)),
+                OpKind::Syncfs => nix::unistd::syncfs(fd.as_raw_fd())
+                    .map_err(|e| self.io_fail(Some(op), "syncfs", e)),
+                OpKind::Copy => {
+                    self.model.copy(op.off, op.len, op.dst);
+                    self.copy_all(fd, op)
+                }
+                OpKind::Clone => {
+                    self.model.copy(op.off, op.len, op.dst);
+                    clone_range(fd, op.off, op.len, op.dst)
+                        .map_err(|e| self.io_fail(Some(op), "ioctl(FICLONERANGE)", e))
+                }
+            };
         r?;
         self.check_size(Some(op))
     }
@@ -600,24 +669,9 @@ impl Exerciser {
         Ok(())
     }
 
-    /// Why an operation cannot be modelled (only a hand-edited replay log has such steps;
-    /// the generator never makes them).
+    /// Why an operation cannot be modelled (see [`Model::misfit`]).
     fn misfit(&self, op: Op) -> Option<String> {
-        let (max, size) = (self.cfg.max_len, self.model.size());
-        let end = |a: u64| a.checked_add(op.len).filter(|&e| e <= max);
-        let ok = match op.kind {
-            OpKind::Truncate => op.len <= max,
-            OpKind::Fsync | OpKind::Fdatasync => true,
-            OpKind::Collapse => end(op.off).is_some_and(|e| e <= size),
-            OpKind::Insert => op.off <= size && size + op.len <= max,
-            OpKind::Copy | OpKind::Clone => end(op.off).is_some() && end(op.dst).is_some(),
-            _ => end(op.off).is_some(),
-        };
-        (!ok).then(|| {
-            format!(
-                "{op} does not fit a file of {size:#x} bytes that may grow to --max-len {max:#x}"
-            )
-        })
+        self.model.misfit(op)
     }
 
     fn check_size(&self, op: Option<Op>) -> Result<(), Box<Failure>> {
@@ -739,6 +793,7 @@ impl Exerciser {
 
     /// Closes the file (before an unmount).
     pub fn close(&mut self) -> Result<()> {
+        self.closed_at = sys::rt::monotonic_ns();
         self.flush_log()?;
         if let Some(fd) = self.fd.take() {
             crate::sys::close(fd).map_err(|e| {
@@ -755,6 +810,10 @@ impl Exerciser {
     /// Opens the file again after a remount (or a close) and records the step.
     pub fn reopen(&mut self, step: Step) -> Result<()> {
         self.remember(step);
+        if let (Step::Remount(n), Some(rec)) = (step, self.record.as_mut()) {
+            // The unmount (which writes everything) ended before this call.
+            rec.push(What::Remount(n), self.closed_at, sys::rt::monotonic_ns());
+        }
         let fd = open_file(&self.path, self.cfg.direct, false)
             .with_context(|| format!("reopening {}", self.path.display()))?;
         self.fd = Some(fd);
@@ -929,6 +988,7 @@ mod tests {
             pollute_eof: true,
             kinds: OpKind::ALL.map(|k| (k, 1)).to_vec(),
             seed,
+            record: None,
         }
     }
 

@@ -8,6 +8,7 @@
 
 use rand::{RngCore, SeedableRng};
 
+use super::ops::{Op, OpKind};
 use crate::sys::AlignedBuf;
 
 /// The expected content and size of the file.
@@ -100,6 +101,87 @@ impl Model {
         let (s, l, d) = (src as usize, len as usize, dst as usize);
         self.buf.copy_within(s..s + l, d);
         self.size = self.size.max(dst + len);
+    }
+
+    /// Why `op` cannot be modelled on the file as it is now (only a hand-edited replay log has
+    /// such steps; the generator never makes them).
+    pub fn misfit(&self, op: Op) -> Option<String> {
+        let (max, size) = (self.buf.len() as u64, self.size);
+        let end = |a: u64| a.checked_add(op.len).filter(|&e| e <= max);
+        let ok = match op.kind {
+            OpKind::Truncate => op.len <= max,
+            OpKind::Fsync | OpKind::Fdatasync | OpKind::Syncfs => true,
+            OpKind::Collapse => end(op.off).is_some_and(|e| e <= size),
+            OpKind::Insert => op.off <= size && size + op.len <= max,
+            OpKind::Copy | OpKind::Clone => end(op.off).is_some() && end(op.dst).is_some(),
+            _ => end(op.off).is_some(),
+        };
+        (!ok).then(|| {
+            format!(
+                "{op} does not fit a file of {size:#x} bytes that may grow to --max-len {max:#x}"
+            )
+        })
+    }
+
+    /// What operation number `n` does to the file, as the engine models it when it performs
+    /// the operation (the durability judge re-runs a log with this). `op` must fit
+    /// ([`Model::misfit`]).
+    pub fn apply(&mut self, n: u64, op: Op) {
+        match op.kind {
+            OpKind::Write | OpKind::WriteDontcache | OpKind::MapWrite => {
+                self.write(n, op.off, op.len);
+            }
+            OpKind::Truncate => self.truncate(op.len),
+            OpKind::Falloc if !op.keep => self.extend(op.off + op.len),
+            OpKind::Punch => self.zero(op.off, op.len),
+            OpKind::Zero => {
+                if !op.keep {
+                    self.extend(op.off + op.len);
+                }
+                self.zero(op.off, op.len);
+            }
+            OpKind::Collapse => self.collapse(op.off, op.len),
+            OpKind::Insert => self.insert(op.off, op.len),
+            OpKind::Copy | OpKind::Clone => self.copy(op.off, op.len, op.dst),
+            OpKind::Falloc
+            | OpKind::Read
+            | OpKind::ReadDontcache
+            | OpKind::MapRead
+            | OpKind::Fsync
+            | OpKind::Fdatasync
+            | OpKind::Syncfs => {}
+        }
+    }
+
+    /// The bytes `op` (applied to a file of `size_before` bytes, leaving `size_after`) may
+    /// have changed: a superset, empty for operations that change no byte. Bytes past the size
+    /// are zero in the model, so growing the size alone changes none.
+    pub fn changed_range(op: Op, size_before: u64, size_after: u64) -> std::ops::Range<u64> {
+        let (lo, hi) = (size_before.min(size_after), size_before.max(size_after));
+        match op.kind {
+            OpKind::Write | OpKind::WriteDontcache | OpKind::MapWrite => op.off..op.off + op.len,
+            OpKind::Punch | OpKind::Zero => {
+                let end = (op.off + op.len).min(hi);
+                op.off.min(end)..end
+            }
+            OpKind::Truncate | OpKind::Falloc => lo..hi,
+            OpKind::Collapse | OpKind::Insert => op.off..hi,
+            OpKind::Copy | OpKind::Clone => op.dst..op.dst + op.len,
+            OpKind::Read
+            | OpKind::ReadDontcache
+            | OpKind::MapRead
+            | OpKind::Fsync
+            | OpKind::Fdatasync
+            | OpKind::Syncfs => 0..0,
+        }
+    }
+
+    /// Makes this model the same file as `other` (a model of the same run: same seed and
+    /// lengths), without allocating.
+    pub fn copy_from(&mut self, other: &Model) {
+        let n = self.size.max(other.size) as usize;
+        self.buf[..n].copy_from_slice(&other.buf[..n]);
+        self.size = other.size;
     }
 }
 

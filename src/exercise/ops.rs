@@ -49,6 +49,8 @@ crate::choice! {
         Fsync = "fsync",
         /// fdatasync(2).
         Fdatasync = "fdatasync",
+        /// syncfs(2) of the file's filesystem (a durability point like fsync).
+        Syncfs = "syncfs",
         /// copy_file_range(2) within the file, to a range that does not overlap the source.
         Copy = "copy" | "copy_file_range" | "copy-range",
         /// FICLONERANGE (reflink) within the file, block-aligned, not overlapping.
@@ -229,7 +231,7 @@ impl OpGen {
                 0,
                 down(self.below(lim.max_len + 1), lim.align),
             )),
-            OpKind::Fsync | OpKind::Fdatasync => Some(Op::new(kind, 0, 0)),
+            OpKind::Fsync | OpKind::Fdatasync | OpKind::Syncfs => Some(Op::new(kind, 0, 0)),
             OpKind::Collapse => {
                 // Both ends block-aligned and the range must end before EOF.
                 let b = lim.block.max(lim.align);
@@ -370,7 +372,7 @@ mod tests {
                     }
                 }
                 OpKind::Truncate => assert!(x.len <= 256 << 10),
-                OpKind::Fsync | OpKind::Fdatasync => {}
+                OpKind::Fsync | OpKind::Fdatasync | OpKind::Syncfs => {}
             }
         }
         assert!(differs, "another seed must give another stream");

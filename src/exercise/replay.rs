@@ -167,6 +167,7 @@ pub fn run_replay(wl: &Exercise, log: &ReplayLog, ctx: &mut RunContext) -> Resul
         pollute_eof: log.params.pollute_eof,
         kinds: OpKind::ALL.map(|k| (k, 1)).to_vec(),
         seed: log.seed,
+        record: wl.durable.as_ref().map(|_| log.steps.len()),
     };
     let out_log = match &wl.log {
         Some(dir) => {
@@ -227,10 +228,16 @@ pub fn run_replay(wl: &Exercise, log: &ReplayLog, ctx: &mut RunContext) -> Resul
         };
         if let Err(f) = outcome {
             ex.flush_log()?;
+            if let (Some(sink), Some(r)) = (&wl.durable, ex.take_record()) {
+                sink.put(0, r);
+            }
             return Err(super::run::report_failure(&f, 0, &ex, wl.log.as_deref(), 1));
         }
     }
     ex.close()?;
+    if let (Some(sink), Some(r)) = (&wl.durable, ex.take_record()) {
+        sink.put(0, r);
+    }
     rec.finish();
     let mut phase = meter.finish(vec![rec]);
     phase

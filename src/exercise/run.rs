@@ -67,7 +67,7 @@ pub struct Exercise {
     pub pollute_eof: bool,
     /// Leave these operations out, e.g. --no fsync,fdatasync,clone. Operations: read, write,
     /// read-dontcache, write-dontcache, mapread, mapwrite, truncate, falloc, punch, zero,
-    /// collapse, insert, fsync, fdatasync, copy, clone.
+    /// collapse, insert, fsync, fdatasync, syncfs, copy, clone.
     #[arg(long, value_name = "OPS", value_delimiter = ',')]
     pub no: Vec<OpKind>,
     /// Weights of operation kinds in the mix, e.g. --weights read=4,fsync=0 (each kind is
@@ -96,6 +96,11 @@ pub struct Exercise {
     #[arg(long, value_name = "N:OFFSET", value_parser = inject, hide = true)]
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     pub inject: Vec<(u64, u64)>,
+    /// Where each exerciser's durability record goes (a crash campaign sets it; not a flag or
+    /// a plan key, and not part of the parameters).
+    #[arg(skip)]
+    #[serde(skip)]
+    pub durable: Option<super::durable::Sink>,
     /// Run for the whole --time whatever --ops says (fio's time_based): the exercisers go on
     /// until the time is up. Needs --time.
     #[arg(long, help_heading = "Run control")]
@@ -288,6 +293,11 @@ impl Exercise {
                 .filter(|&(_, w)| w > 0)
                 .collect(),
             seed: worker_seed(seed, w),
+            // Room for every operation of a run with a limit (a timed run's vector grows).
+            record: self
+                .durable
+                .as_ref()
+                .map(|_| self.op_limit().min(1 << 20) as usize),
         }
     }
 }
@@ -470,6 +480,7 @@ struct Runner {
     every: u64,
     inject: Vec<(u64, u64)>,
     log_dir: Option<PathBuf>,
+    durable: Option<super::durable::Sink>,
 }
 
 impl Runner {
@@ -522,6 +533,7 @@ impl Runner {
             every: wl.remount_every.filter(|&k| k > 0).unwrap_or(u64::MAX),
             inject: wl.inject.clone(),
             log_dir: wl.log.clone(),
+            durable: wl.durable.clone(),
         })
     }
 
@@ -534,6 +546,7 @@ impl Runner {
             every,
             inject,
             log_dir,
+            durable,
         } = self;
         let procs = exercisers.len();
         let remounting = every != u64::MAX;
@@ -603,11 +616,14 @@ impl Runner {
             exercisers[0].kinds().1.len() as f64,
         );
         phase.extra.insert("seed".into(), seed as f64);
-        for ex in &mut exercisers {
+        for (w, ex) in exercisers.iter_mut().enumerate() {
             // Files are closed already after a remount round; closing twice is a no-op.
             if let Err(e) = ex.close() {
                 let mut g = other_error.lock().unwrap_or_else(|p| p.into_inner());
                 g.get_or_insert(e);
+            }
+            if let (Some(sink), Some(r)) = (&durable, ex.take_record()) {
+                sink.put(w as u32, r);
             }
         }
         if let Some((w, f)) = failure.into_inner().unwrap_or_else(|p| p.into_inner()) {
@@ -1018,6 +1034,49 @@ mod tests {
         assert!(e.contains("writes cannot be turned off"), "{e}");
         Exercise::default().validate().unwrap();
         assert_eq!(Exercise::default().op_limit(), DEFAULT_OPS);
+    }
+
+    /// A run with a sink hands each exerciser's record over, and the files it leaves pass the
+    /// judge at the end of their records; a run without one measures the same.
+    #[test]
+    fn a_run_with_a_sink_hands_over_each_exercisers_record() {
+        use crate::exercise::durable::{judge, Found, Sink, What};
+        use crate::workload::{ColdMode, Target};
+        let run = |sink: Option<Sink>| {
+            let dir = tempfile::tempdir().unwrap();
+            let mut target = Target::Dir(dir.path().to_path_buf());
+            let root = dir.path().to_path_buf();
+            let progress = crate::measure::Progress::hidden();
+            let mut ctx = RunContext::new(&mut target, root.clone(), 3, ColdMode::None, progress);
+            let wl = Exercise {
+                ops: Some(400),
+                procs: 2,
+                durable: sink.clone(),
+                ..Default::default()
+            };
+            wl.run(&mut ctx).unwrap();
+            let (phases, _) = ctx.into_parts();
+            let files: Vec<Vec<u8>> = (0..2)
+                .map(|w| std::fs::read(wl.file_path(&root, w)).unwrap())
+                .collect();
+            (phases[0].ops, files, root, dir)
+        };
+        let sink = Sink::default();
+        let (ops, files, root, _dir) = run(Some(sink.clone()));
+        let (plain_ops, plain_files, _, _d) = run(None);
+        assert_eq!((ops, &files), (plain_ops, &plain_files));
+        let records = sink.take();
+        assert_eq!(records.iter().map(|(w, _)| *w).collect::<Vec<_>>(), [0, 1]);
+        for ((w, r), found) in records.iter().zip(&files) {
+            assert_eq!(r.file, root.join(format!("exercise.dat.{w}")));
+            assert_eq!(r.events.len(), 401);
+            assert_eq!(r.events[0].what, What::Setup);
+            assert_eq!(r.seed, worker_seed(3, *w));
+            let end = r.events.last().unwrap().end_ns;
+            let v = judge(r, end, Found::File(found)).unwrap();
+            assert!(v.failure().is_none(), "{v:?}");
+        }
+        assert!(sink.take().is_empty(), "taken once");
     }
 
     #[test]

@@ -240,6 +240,7 @@ fn corruption_while_unmounted(fs: &str, size: u64) {
         pollute_eof: false,
         kinds: OpKind::ALL.map(|k| (k, 1)).to_vec(),
         seed: 99,
+        record: None,
     };
     let mut ex = Exerciser::create(&path, cfg, None).unwrap();
     for _ in 0..1000 {
@@ -304,4 +305,81 @@ fn ext4_corruption_written_while_unmounted_is_found_at_its_offset() {
 #[test]
 fn xfs_corruption_written_while_unmounted_is_found_at_its_offset() {
     corruption_while_unmounted("xfs", 300 << 20);
+}
+
+/// The durability record on a real filesystem: the file read back after a clean remount
+/// passes the judge at a cut after the last operation, and one byte overwritten through the
+/// mount fails it, named at its offset as lost durable data.
+#[test]
+fn ext4_file_after_a_clean_remount_passes_the_durability_judge_and_a_changed_byte_fails() {
+    use fsgauge::exercise::durable::{judge, Class, Found, Problem, Verdict, What};
+    if !crate::support::have_fs("ext4") {
+        return;
+    }
+    let _g = LEDGER_ENV.lock().unwrap_or_else(|p| p.into_inner());
+    let sb = Sandbox::new();
+    fsgauge::testbed::ledger::set_state_dir(Some(sb.state()));
+    let _unset = Unset;
+    let mut spec = TestbedSpec::new("ext4".parse().unwrap(), 256 << 20);
+    spec.workdir = sb.workdir();
+    let mut tb = Testbed::create(&spec).unwrap();
+    let path = tb.mountpoint().join("f");
+    let cfg = Config {
+        max_len: 256 << 10,
+        max_op_len: 64 << 10,
+        direct: false,
+        pollute_eof: false,
+        kinds: OpKind::ALL.map(|k| (k, 1)).to_vec(),
+        seed: 11,
+        record: Some(2000),
+    };
+    let mut ex = Exerciser::create(&path, cfg, None).unwrap();
+    for _ in 0..2000 {
+        if let Err(f) = ex.step() {
+            panic!("false alarm on ext4:\n{}", f.render());
+        }
+    }
+    ex.close().unwrap();
+    tb.remount().unwrap();
+    ex.reopen(Step::Remount(ex.ops_done())).unwrap();
+    ex.close().unwrap();
+    let rec = ex.take_record().unwrap();
+    assert_eq!(
+        rec.events.len(),
+        2002,
+        "set-up, 2000 operations, the remount"
+    );
+    let last = *rec.events.last().unwrap();
+    assert_eq!((last.what, last.durable), (What::Remount(2000), true));
+    let found = std::fs::read(&path).unwrap();
+    assert_eq!(found.len() as u64, ex.model().size());
+    assert_eq!(
+        judge(&rec, last.end_ns, Found::File(&found)).unwrap(),
+        Verdict::Pass {
+            durable_point: Some(What::Remount(2000)),
+            versions: 1
+        }
+    );
+    let target = found.len() as u64 / 3;
+    {
+        let f = std::fs::OpenOptions::new().write(true).open(&path).unwrap();
+        f.write_all_at(&[!found[target as usize]], target).unwrap();
+    }
+    let changed = std::fs::read(&path).unwrap();
+    let v = judge(&rec, last.end_ns, Found::File(&changed)).unwrap();
+    let m = v.failure().unwrap();
+    assert_eq!(m.class, Class::LostDurableData, "{}", m.render());
+    match &m.problem {
+        Problem::Data { offset, run, .. } => assert_eq!((*offset, *run), (target, 1)),
+        p => panic!("{p:?}"),
+    }
+    assert!(
+        m.headline()
+            .contains(&format!("1 wrong byte(s) at offset {target:#x} ({target})")),
+        "{}",
+        m.headline()
+    );
+    drop(ex);
+    tb.destroy().unwrap();
+    sb.assert_clean();
 }
