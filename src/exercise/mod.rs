@@ -14,6 +14,7 @@
 //! compared, the size checked with fstat and lseek(SEEK_END) after every operation, zeros past
 //! EOF in mapped pages) follow fsx from xfstests (`ltp/fsx.c`), so runs can be compared.
 
+pub mod crash;
 pub mod durable;
 pub mod engine;
 pub mod model;

@@ -443,11 +443,48 @@ impl Workload for Exercise {
                 "--remount-every needs a testbed fsgauge builds (--fs KIND); an existing directory cannot be remounted",
             ));
         }
+        if ctx.crash_points() {
+            return self.run_for_crash_points(ctx);
+        }
+        self.run_plain(ctx)
+    }
+}
+
+impl Exercise {
+    fn run_plain(&self, ctx: &mut RunContext) -> Result<()> {
         if let Some(r) = &self.replay {
             let log = ReplayLog::load(r)?;
             return super::replay::run_replay(self, &log, ctx);
         }
         Runner::new(self, ctx)?.run(ctx)
+    }
+
+    /// The run with a durability record of every exerciser, and the judge of crash states
+    /// made from it left in the context. The files must be in the workload directory (the
+    /// judge finds them in the crash state's).
+    fn run_for_crash_points(&self, ctx: &mut RunContext) -> Result<()> {
+        if self.file.contains('/') {
+            return Err(bad_param(
+                "file",
+                "--crash-points judges the exercisers' files in the workload directory of the crash state; give --file a name, not a path",
+            ));
+        }
+        let sink = super::durable::Sink::default();
+        let with = Exercise {
+            durable: Some(sink.clone()),
+            ..self.clone()
+        };
+        let ran = with.run_plain(ctx);
+        let names: Vec<(String, super::durable::Record)> = sink
+            .take()
+            .into_iter()
+            .map(|(w, r)| {
+                let name = self.file_path(Path::new(""), w);
+                (name.to_string_lossy().into_owned(), r)
+            })
+            .collect();
+        ctx.set_crash_verifier(super::crash::verifier(names));
+        ran
     }
 }
 

@@ -195,8 +195,10 @@ pub struct RunContext<'a> {
 /// A workload's judge of one crash state (set by the workload when crash points follow its
 /// run, see `runner::crash`): called with the cut's time (CLOCK_MONOTONIC ns: the drive had
 /// answered every request up to it, none after) and the workload's directory in the mounted
-/// state; returns what is wrong with it, each with its class (nothing: an empty list).
-pub type CrashVerifier = Box<dyn FnMut(u64, &Path) -> Vec<(CrashClass, String)> + Send>;
+/// state; returns what is wrong with it, each with its class (nothing: an empty list). An
+/// error: the state could not be judged (not a finding about it).
+pub type CrashVerifier =
+    Box<dyn FnMut(u64, &Path) -> Result<Vec<(CrashClass, String)>> + Send>;
 
 /// Takes the block-layout snapshot of a workload's tree (set by the runner under `--layout`):
 /// called with the workload root and the target.

@@ -24,7 +24,7 @@ use anyhow::Result;
 
 use crate::units::Overflow;
 
-pub use context::{ColdMode, LayoutHook, RunContext, Target};
+pub use context::{ColdMode, CrashVerifier, LayoutHook, RunContext, Target};
 
 /// A workload: a named sequence of measured phases with its parameters.
 pub trait Workload: Send + Sync {
