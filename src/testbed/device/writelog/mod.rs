@@ -40,6 +40,7 @@
 
 pub mod cut;
 pub mod overlay;
+pub mod record;
 
 use serde::{Deserialize, Serialize};
 
