@@ -15,7 +15,7 @@ use std::time::Duration;
 use super::records::{Note, Recorder};
 use super::{reply, ring, Job, Pool};
 use crate::sys::rt;
-use crate::testbed::device::model::{Dispatch, Op};
+use crate::testbed::device::model::{CacheEvent, Dispatch, Op};
 use crate::testbed::device::uring::{Incoming, Taker};
 use crate::testbed::device::writelog::record::{Timed, WriteLog};
 use crate::testbed::device::DeviceModel;
@@ -208,12 +208,7 @@ pub fn run(
                 Some(d) => {
                     due.push(Reverse((d.done_ns, d.id)));
                     taken_ids.insert(d.id, d);
-                    if model.records_cache_events() {
-                        model.take_cache_events(&mut events);
-                        for e in events.drain(..) {
-                            log.note(Timed::Cache(e));
-                        }
-                    }
+                    log_cache_events(&mut model, log, &mut events);
                 }
                 None => break,
             }
@@ -259,6 +254,16 @@ pub fn run(
             Ok(job) => take(job, &mut model, &mut waiting),
             Err(RecvTimeoutError::Disconnected) => open = false,
             Err(RecvTimeoutError::Timeout) => {}
+        }
+    }
+}
+
+/// Hands the model's cache events since the last command to the write log (when it is on).
+fn log_cache_events(model: &mut DeviceModel, log: &WriteLog, events: &mut Vec<CacheEvent>) {
+    if model.records_cache_events() {
+        model.take_cache_events(events);
+        for e in events.drain(..) {
+            log.note(Timed::Cache(e));
         }
     }
 }

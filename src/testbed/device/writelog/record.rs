@@ -416,6 +416,88 @@ impl WriteLog {
 mod tests {
     use super::*;
 
+    fn store(dir: &tempfile::TempDir) -> Store {
+        let path = dir.path().join("image");
+        std::fs::File::create(&path).unwrap();
+        Store::open(&path, 1 << 20, Some(1 << 20), &mut |m| panic!("{m}")).unwrap()
+    }
+
+    fn replied(log: &WriteLog, id: u64, at: u64) {
+        log.note(Timed::Replied(Replied {
+            id,
+            done_ns: at,
+            reply_ns: at,
+        }));
+    }
+
+    #[test]
+    fn the_log_keeps_writes_pre_images_and_replies_and_builds_a_state_from_them() {
+        let dir = tempfile::tempdir().unwrap();
+        let store = store(&dir);
+        store.write(&[9u8; 8192], 0).unwrap();
+        let log = WriteLog::default();
+        log.write(&store, 1, &[5u8; 512], 0, 0).unwrap();
+        log.start(1 << 20);
+        log.write(&store, 2, &[1u8; 4096], 0, 10).unwrap();
+        log.write(&store, 3, &[2u8; 8192], 2048, 20).unwrap();
+        log.flush(&store, 4, 30);
+        replied(&log, 99, 5);
+        for (id, at) in [(2, 15), (3, 25), (4, 35)] {
+            replied(&log, id, at);
+        }
+        let s = log.summary();
+        assert_eq!(
+            (s.writes, s.flushes, s.replied, s.outside_log),
+            (2, 1, 3, 0)
+        );
+        assert_eq!((s.write_bytes, s.undo_bytes), (4096 + 8192, 4096 + 6144));
+        assert_eq!(s.cuts[0].offset, 0);
+        assert_eq!((s.cuts[1].kind, s.cuts[1].bytes), (EntryKind::Write, 8192));
+        let info = log.set_crash(0, CrashCache::LoseAll, 0, 1 << 20).unwrap();
+        assert_eq!((info.done_ns, info.image_bytes), (15, 1 << 20));
+        let st = log.crash_state().unwrap().unwrap();
+        let mut buf = vec![0u8; 12 * 512];
+        st.read(&mut buf, 0, &|b, off| store.read(b, off)).unwrap();
+        let bytes: Vec<u8> = buf.chunks(512).map(|c| c[0]).collect();
+        // Write 2 (cut 0) shows, write 3 over sectors 4 to 19 does not: write 2's data and
+        // the pre-images do (the write before the log counts as there).
+        assert_eq!(bytes, [1, 1, 1, 1, 1, 1, 1, 1, 9, 9, 9, 9]);
+        assert_eq!(
+            info.bytes_mapped, 8192,
+            "sectors 4 to 19 from the pre-images"
+        );
+        // A write outside the log makes the state stale and refuses the next one.
+        log.stop();
+        log.write(&store, 5, &[3u8; 512], 0, 40).unwrap();
+        assert_eq!(log.crash_state().unwrap_err(), Errno::EIO);
+        let e = log
+            .set_crash(0, CrashCache::LoseAll, 0, 1 << 20)
+            .unwrap_err();
+        assert!(e.contains("written 1 times outside the write log"), "{e}");
+    }
+
+    #[test]
+    fn a_log_past_its_limit_stops_and_refuses_crash_states() {
+        let dir = tempfile::tempdir().unwrap();
+        let store = store(&dir);
+        let log = WriteLog::default();
+        log.start(ENTRY_COST + 2 * 4096 + EVENT_COST);
+        log.write(&store, 1, &[1u8; 4096], 0, 0).unwrap();
+        assert!(log.on());
+        log.write(&store, 2, &[2u8; 4096], 4096, 0).unwrap();
+        assert!(!log.on(), "the second write did not fit");
+        let mut back = [0u8; 4096];
+        store.read(&mut back, 4096).unwrap();
+        assert_eq!(back, [2u8; 4096], "the write itself is served");
+        let s = log.summary();
+        assert!(s.limit_reached && !s.on);
+        assert_eq!((s.writes, s.bytes), (1, ENTRY_COST + 2 * 4096));
+        let e = log
+            .set_crash(0, CrashCache::KeepAll, 0, 1 << 20)
+            .unwrap_err();
+        assert!(e.contains("reached its limit of"), "{e}");
+    }
+
     #[test]
     fn gaps_are_the_sectors_no_pre_image_covers() {
         let mut undo: BTreeMap<u64, Arc<[u8]>> = BTreeMap::new();
