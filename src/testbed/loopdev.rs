@@ -337,3 +337,21 @@ pub fn devices_backed_by(image: &Path) -> Vec<PathBuf> {
         })
         .collect()
 }
+
+// BLKFLSBUF: write back and drop a block device's buffer cache.
+nix::ioctl_none!(blkflsbuf, 0x12, 97);
+
+/// Drops the buffer cache of the block device at `dev` (BLKFLSBUF): what is read through it
+/// next comes from its backing file.
+pub fn flush_buffers(dev: &Path) -> Result<()> {
+    let f = File::open(dev).with_context(|| format!("opening {}", dev.display()))?;
+    // SAFETY: BLKFLSBUF takes no argument; the descriptor is open for the call's length.
+    unsafe { blkflsbuf(std::os::fd::AsRawFd::as_raw_fd(&f)) }
+        .map(|_| ())
+        .map_err(|e| {
+            anyhow::anyhow!(
+                "dropping the buffer cache of {} (BLKFLSBUF): {e}",
+                dev.display()
+            )
+        })
+}

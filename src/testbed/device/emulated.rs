@@ -4,6 +4,8 @@
 //! everything down on drop (loop device, server, mount, mount directory). Each of these is in
 //! the ledger before it is made, so `fsgauge testbed cleanup` removes what a SIGKILL left.
 
+mod crash;
+
 use std::io::{BufRead, BufReader};
 use std::os::fd::AsFd;
 use std::os::unix::net::UnixStream;
@@ -37,6 +39,8 @@ pub struct EmulatedDevice {
     mount: PathBuf,
     file: PathBuf,
     loop_dev: Option<LoopDevice>,
+    /// The loop device on the crash file ([`EmulatedDevice::attach_crash_loop`]).
+    crash_loop: Option<LoopDevice>,
     /// The disk file's identity, once the loop device is attached.
     backing: Option<FileId>,
     ledger: Ledger,
@@ -344,6 +348,7 @@ impl EmulatedDevice {
             file,
             mount,
             loop_dev: None,
+            crash_loop: None,
             backing: None,
             ledger,
         };
@@ -578,6 +583,11 @@ impl EmulatedDevice {
 
     fn teardown(&mut self) -> Vec<anyhow::Error> {
         let mut errs = Vec::new();
+        if let Some(l) = self.crash_loop.take() {
+            if let Err(e) = l.detach() {
+                errs.push(e);
+            }
+        }
         if let Some(l) = self.loop_dev.take() {
             if let Err(e) = l.detach() {
                 errs.push(e);

@@ -64,10 +64,11 @@ pub mod profile;
 pub mod server;
 pub mod stats;
 pub mod uring;
+pub mod writelog;
 
 pub use emulated::EmulatedDevice;
 pub use model::expect::{demerit, expectations, random_read_service, Expectations};
-pub use model::{Breakdown, DeviceModel, Dispatch, Op, Request};
+pub use model::{Breakdown, CacheEvent, DeviceModel, Dispatch, Op, Request};
 pub use profile::{
     load, load_ref, parse_ablations, Ablations, Kind, ModelDuring, Profile, ProfileRef, QueuePolicy,
 };

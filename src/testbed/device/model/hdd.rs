@@ -10,7 +10,7 @@
 
 use std::collections::BTreeMap;
 
-use super::{Breakdown, Op, Request, SECTOR};
+use super::{Breakdown, CacheEvent, CacheSink, Op, Request, SECTOR};
 use crate::testbed::device::profile::{Ablations, HddParams};
 
 /// A recording zone: cylinders with the same number of sectors per track.
@@ -377,6 +377,8 @@ pub struct Hdd {
     dirty_sectors: u64,
     /// Cylinders moved by the last media operation.
     last_seek: u64,
+    /// What became of each write's data, when asked for (a write log).
+    pub(super) events: CacheSink,
 }
 
 const DESTAGE_CHUNK: u64 = 2048; // sectors (1 MiB) per destage operation
@@ -404,6 +406,7 @@ impl Hdd {
             dirty: BTreeMap::new(),
             dirty_sectors: 0,
             last_seek: 0,
+            events: CacheSink::default(),
         })
     }
 
@@ -544,7 +547,12 @@ impl Hdd {
             self.dirty.insert(start + n, (len - n, since));
         }
         self.dirty_sectors -= n;
-        self.media_op(start, n, since, true);
+        let (.., end) = self.media_op(start, n, since, true);
+        self.events.push(CacheEvent::Destaged {
+            lba: start,
+            sectors: n,
+            at_ns: end.ceil() as u64,
+        });
     }
 
     fn add_dirty(&mut self, lba: u64, n: u64, t: f64) {
@@ -621,6 +629,8 @@ impl Hdd {
                     bd.link_ns = link as u64;
                     bd.cache_hit = true;
                     self.add_dirty(lba, n, d);
+                    let (id, sectors) = (req.id, n);
+                    self.events.push(CacheEvent::Cached { id, lba, sectors });
                     d
                 } else {
                     let (m, seek, rot, xfer, end) = self.media_op(lba, n, t0 + link, true);
@@ -630,6 +640,12 @@ impl Hdd {
                     bd.rotation_ns = rot as u64;
                     bd.transfer_ns = xfer as u64;
                     bd.seek_cylinders = self.last_seek;
+                    self.events.push(CacheEvent::Media {
+                        id: req.id,
+                        lba,
+                        sectors: n,
+                        at_ns: end.ceil() as u64,
+                    });
                     end
                 }
             }

@@ -81,6 +81,57 @@ impl Request {
     }
 }
 
+/// What became of a write's data inside the drive, for a write log ([`DeviceModel::record_cache_events`]):
+/// which writes went into the volatile write cache, which to the media, and when the cache's
+/// contents reached the media. Sectors are of the served image (the offset taken off).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, serde::Deserialize)]
+#[serde(tag = "event", rename_all = "snake_case")]
+pub enum CacheEvent {
+    /// Write `id` completed into the volatile write cache: lost at a power cut until destaged.
+    Cached { id: u64, lba: u64, sectors: u64 },
+    /// Write `id` went to the media itself (no write cache, cache off, FUA), finished at `at_ns`.
+    Media {
+        id: u64,
+        lba: u64,
+        sectors: u64,
+        at_ns: u64,
+    },
+    /// The cache's contents of a range went to the media, the operation finishing at `at_ns`.
+    Destaged { lba: u64, sectors: u64, at_ns: u64 },
+    /// Everything in the cache was on the media by `at_ns` (a drive that keeps no ranges for
+    /// its cache, the SSD model, at a flush).
+    AllDestaged { at_ns: u64 },
+}
+
+/// Where a model puts its [`CacheEvent`]s while they are asked for: a Vec pushed to on the
+/// model's path (no other work per request), drained by [`DeviceModel::take_cache_events`].
+#[derive(Debug, Clone, Default)]
+pub struct CacheSink {
+    on: bool,
+    events: Vec<CacheEvent>,
+}
+
+impl CacheSink {
+    /// Events to preallocate room for when recording starts.
+    const ROOM: usize = 4096;
+
+    fn set(&mut self, on: bool) {
+        self.on = on;
+        if on {
+            self.events.reserve(Self::ROOM);
+        } else {
+            self.events = Vec::new();
+        }
+    }
+
+    /// Records `e` if events are asked for.
+    pub fn push(&mut self, e: CacheEvent) {
+        if self.on {
+            self.events.push(e);
+        }
+    }
+}
+
 /// Where a request's service time went, ns. Parts may overlap (the link transfer overlaps the
 /// media transfer), so they need not add up to the service time.
 #[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Serialize)]
@@ -128,6 +179,7 @@ impl Dispatch {
 #[derive(Debug, Clone)]
 struct Ssd {
     p: SsdParams,
+    events: CacheSink,
     cache: bool,
     channels: Vec<u64>,
     pipe_free: f64,
@@ -172,6 +224,11 @@ impl Ssd {
                 };
                 self.dirty = 0.0;
                 self.dirty_at = d;
+                if self.cache {
+                    self.events.push(CacheEvent::AllDestaged {
+                        at_ns: d.ceil() as u64,
+                    });
+                }
                 bd.wait_ns += (d - s) as u64;
                 d
             }
@@ -188,12 +245,23 @@ impl Ssd {
                 bd.overhead_ns = lat as u64;
                 bd.transfer_ns = xfer as u64;
                 if req.op == Op::Write {
+                    let (lba, sectors) = (req.offset / SECTOR, req.len.div_ceil(SECTOR));
                     if self.cache && !req.fua {
                         bd.cache_hit = true;
                         self.dirty += bytes;
+                        let id = req.id;
+                        self.events.push(CacheEvent::Cached { id, lba, sectors });
                     } else {
                         let rate = self.p.write_mb_s * 1e6 / 1e9;
-                        return self.finish(ci, (d + bytes / rate).ceil() as u64, start, bd);
+                        let at_ns = (d + bytes / rate).ceil() as u64;
+                        let (id, done) = (req.id, self.finish(ci, at_ns, start, bd));
+                        self.events.push(CacheEvent::Media {
+                            id,
+                            lba,
+                            sectors,
+                            at_ns: done.0,
+                        });
+                        return done;
                     }
                 }
                 d
@@ -228,6 +296,8 @@ pub struct DeviceModel {
     offset: u64,
     capacity: u64,
     pending: Vec<(Request, u64)>,
+    /// Cache events of the engines that keep no cache (`ram`, `constant`).
+    events: CacheSink,
 }
 
 impl DeviceModel {
@@ -241,6 +311,7 @@ impl DeviceModel {
                 Params::Ssd(p) => (
                     Engine::Ssd(Ssd {
                         p: p.clone(),
+                        events: CacheSink::default(),
                         cache: p.write_cache && !abl.no_cache,
                         channels: vec![0; p.channels.max(1) as usize],
                         pipe_free: 0.0,
@@ -264,6 +335,7 @@ impl DeviceModel {
             offset: 0,
             capacity: profile.capacity_bytes,
             pending: Vec::new(),
+            events: CacheSink::default(),
         })
     }
 
@@ -293,6 +365,43 @@ impl DeviceModel {
         match &self.engine {
             Engine::Hdd(h) => Some(h),
             _ => None,
+        }
+    }
+
+    /// Starts (or stops, dropping what was not taken) recording what becomes of each write's
+    /// data in the drive ([`CacheEvent`]), for a write log.
+    pub fn record_cache_events(&mut self, on: bool) {
+        self.events.set(on);
+        match &mut self.engine {
+            Engine::Hdd(h) => h.events.set(on),
+            Engine::Ssd(s) => s.events.set(on),
+            Engine::Ram | Engine::Constant { .. } => {}
+        }
+    }
+
+    /// Whether cache events are being recorded.
+    pub fn records_cache_events(&self) -> bool {
+        self.events.on
+    }
+
+    /// Moves the cache events recorded since the last call into `into`, in the order the
+    /// model made them, in sectors of the served image (the offset taken off).
+    pub fn take_cache_events(&mut self, into: &mut Vec<CacheEvent>) {
+        let first = into.len();
+        into.append(&mut self.events.events);
+        match &mut self.engine {
+            Engine::Hdd(h) => into.append(&mut h.events.events),
+            Engine::Ssd(s) => into.append(&mut s.events.events),
+            Engine::Ram | Engine::Constant { .. } => {}
+        }
+        let off = self.offset / SECTOR;
+        for e in &mut into[first..] {
+            match e {
+                CacheEvent::Cached { lba, .. }
+                | CacheEvent::Media { lba, .. }
+                | CacheEvent::Destaged { lba, .. } => *lba = lba.saturating_sub(off),
+                CacheEvent::AllDestaged { .. } => {}
+            }
         }
     }
 
@@ -342,6 +451,14 @@ impl DeviceModel {
                 (*busy, Breakdown::default())
             }
         };
+        if req.op == Op::Write && matches!(self.engine, Engine::Ram | Engine::Constant { .. }) {
+            self.events.push(CacheEvent::Media {
+                id: req.id,
+                lba: req.offset / SECTOR,
+                sectors: req.len.div_ceil(SECTOR),
+                at_ns: done,
+            });
+        }
         Some(Dispatch {
             id: req.id,
             op: req.op,

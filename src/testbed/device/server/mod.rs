@@ -22,6 +22,7 @@
 //! memory copy, never the host disk's latency.
 
 mod args;
+mod crashfile;
 mod records;
 mod ring;
 pub mod store;
@@ -41,12 +42,15 @@ use fuser::{
     ReplyEmpty, ReplyEntry, ReplyOpen, ReplyWrite, WriteFlags,
 };
 
-use super::model::{Dispatch, Request};
+use super::model::{Dispatch, Op, Request};
 use super::stats::Snapshot;
+use super::writelog::cut::Replied;
+use super::writelog::record::{Timed, WriteLog};
 use super::DeviceModel;
 use crate::sys::rt;
 use crate::sys::{AlignedBuf, Errno};
 pub use args::{DiskArgs, ServeArgs, StoreChoice, Transport};
+pub use crashfile::CRASH_NAME;
 use records::{Note, Recorder};
 use store::Store;
 
@@ -69,6 +73,7 @@ pub const TIMING_PRIORITY: i32 = 20;
 
 const ROOT_INO: u64 = 1;
 const DISK_INO: u64 = 2;
+const CRASH_INO: u64 = 3;
 const TTL: Duration = Duration::from_secs(3600);
 
 /// Preallocated aligned buffers: taken at a request's arrival, given back after its reply.
@@ -150,6 +155,8 @@ struct DiskFs {
     /// Wakes the timing thread where it takes the ring ([`ring::prepare_taken`]): a request
     /// that still comes through /dev/fuse must not wait for the ring's next event.
     wake_ring: Option<super::uring::Waker>,
+    /// The write log, and the crash state served as the `crash` file.
+    log: Arc<WriteLog>,
 }
 
 impl DiskFs {
@@ -205,6 +212,8 @@ impl DiskFs {
             self.rec.note(Note::Unmodelled {
                 failed: job.io.is_err(),
             });
+            let now = rt::monotonic_ns();
+            note_reply(&self.log, &job.req, now, now);
             reply(job, &self.pool);
             return None;
         }
@@ -225,6 +234,7 @@ impl DiskFs {
                 failed: job.io.is_err(),
                 emulator_ns: now.saturating_sub(job.arrival_ns),
             });
+            note_reply(&self.log, &job.req, job.arrival_ns, now);
             reply(job, &self.pool);
             return None;
         }
@@ -247,6 +257,17 @@ impl DiskFs {
         if e == Errno::ENOSPC {
             self.rec.note(Note::ImageFull);
         }
+    }
+}
+
+/// Tells the write log of a write's or a flush's reply (modelled completion `done_ns`).
+fn note_reply(log: &WriteLog, req: &Request, done_ns: u64, reply_ns: u64) {
+    if req.op != Op::Read && log.on() {
+        log.note(Timed::Replied(Replied {
+            id: req.id,
+            done_ns,
+            reply_ns,
+        }));
     }
 }
 
@@ -280,6 +301,8 @@ impl Filesystem for DiskFs {
     fn lookup(&self, _req: &fuser::Request, parent: INodeNo, name: &OsStr, reply: ReplyEntry) {
         if parent.0 == ROOT_INO && name == DISK_NAME {
             reply.entry(&TTL, &self.attr(DISK_INO), Generation(0));
+        } else if parent.0 == ROOT_INO && name == CRASH_NAME {
+            reply.entry(&TTL, &self.attr(CRASH_INO), Generation(0));
         } else {
             reply.error(FuseErrno::ENOENT);
         }
@@ -293,13 +316,13 @@ impl Filesystem for DiskFs {
         reply: ReplyAttr,
     ) {
         match ino.0 {
-            ROOT_INO | DISK_INO => reply.attr(&TTL, &self.attr(ino.0)),
+            ROOT_INO | DISK_INO | CRASH_INO => reply.attr(&TTL, &self.attr(ino.0)),
             _ => reply.error(FuseErrno::ENOENT),
         }
     }
 
     fn open(&self, _req: &fuser::Request, ino: INodeNo, _flags: OpenFlags, reply: ReplyOpen) {
-        if ino.0 == DISK_INO {
+        if ino.0 == DISK_INO || ino.0 == CRASH_INO {
             reply.opened(FileHandle(0), FopenFlags::empty());
         } else {
             reply.error(FuseErrno::EISDIR);
@@ -309,7 +332,7 @@ impl Filesystem for DiskFs {
     fn read(
         &self,
         _req: &fuser::Request,
-        _ino: INodeNo,
+        ino: INodeNo,
         _fh: FileHandle,
         offset: u64,
         size: u32,
@@ -317,6 +340,9 @@ impl Filesystem for DiskFs {
         _lock_owner: Option<LockOwner>,
         reply: ReplyData,
     ) {
+        if ino.0 == CRASH_INO {
+            return self.crash_read(offset, size, reply);
+        }
         let arrival_ns = rt::monotonic_ns();
         let len = (size as usize)
             .min(MAX_REQUEST)
@@ -335,7 +361,7 @@ impl Filesystem for DiskFs {
     fn write(
         &self,
         _req: &fuser::Request,
-        _ino: INodeNo,
+        ino: INodeNo,
         _fh: FileHandle,
         offset: u64,
         data: &[u8],
@@ -344,17 +370,21 @@ impl Filesystem for DiskFs {
         _lock_owner: Option<LockOwner>,
         reply: ReplyWrite,
     ) {
+        if ino.0 == CRASH_INO {
+            return self.crash_write(offset, data, reply);
+        }
         let arrival_ns = rt::monotonic_ns();
         if offset.saturating_add(data.len() as u64) > self.size || data.len() > MAX_REQUEST {
             reply.error(FuseErrno::from_i32(libc::ENOSPC));
             return;
         }
-        let io = self.store.write(data, offset);
+        let id = self.id();
+        let io = self.log.write(&self.store, id, data, offset, arrival_ns);
         if let Err(e) = io {
             self.note_store_error(e);
         }
         self.send(Job {
-            req: Request::write(self.id(), offset, data.len() as u64),
+            req: Request::write(id, offset, data.len() as u64),
             arrival_ns,
             reply: Reply::Write(reply),
             buf: None,
@@ -377,14 +407,20 @@ impl Filesystem for DiskFs {
     fn fsync(
         &self,
         _req: &fuser::Request,
-        _ino: INodeNo,
+        ino: INodeNo,
         _fh: FileHandle,
         _datasync: bool,
         reply: ReplyEmpty,
     ) {
+        if ino.0 == CRASH_INO {
+            // A checker's disk: its writes are already where they go.
+            return reply.ok();
+        }
         let arrival_ns = rt::monotonic_ns();
+        let id = self.id();
+        self.log.flush(&self.store, id, arrival_ns);
         self.send(Job {
-            req: Request::flush(self.id()),
+            req: Request::flush(id),
             arrival_ns,
             reply: Reply::Flush(reply),
             buf: None,
@@ -395,17 +431,20 @@ impl Filesystem for DiskFs {
     fn fallocate(
         &self,
         _req: &fuser::Request,
-        _ino: INodeNo,
+        ino: INodeNo,
         _fh: FileHandle,
         offset: u64,
         length: u64,
         mode: i32,
         reply: ReplyEmpty,
     ) {
+        if ino.0 == CRASH_INO {
+            return self.crash_zero(offset, length, reply);
+        }
         // Discards (the loop device punches holes) and zeroing (the loop device's write-zeroes,
         // e.g. mkfs's inode tables): the store frees or zeroes the space; a 2005 drive had no
         // TRIM, so the model sees nothing.
-        match self.store.zero(mode, offset, length) {
+        match self.log.zero(&self.store, self.id(), mode, offset, length) {
             Ok(()) => reply.ok(),
             Err(e) => {
                 self.note_store_error(e);
@@ -497,6 +536,7 @@ pub fn serve(args: &ServeArgs) -> Result<()> {
     let (rec, stats_thread) =
         records::start(store.budget()).context("starting the stats thread")?;
     let modelled = Arc::new(AtomicBool::new(d.modelled));
+    let log = Arc::new(WriteLog::default());
     let (tx, rx) = mpsc::channel();
     let mut fs = DiskFs {
         store,
@@ -510,6 +550,7 @@ pub fn serve(args: &ServeArgs) -> Result<()> {
         rec: rec.clone(),
         ring_offer: None,
         wake_ring: None,
+        log: log.clone(),
     };
     // A disk that answers at once takes the ring on a thread per CPU; a modelled one on the
     // timing thread, which commits each reply when it is due.
@@ -526,12 +567,12 @@ pub fn serve(args: &ServeArgs) -> Result<()> {
         fs.wake_ring = ring.as_ref().map(|r| r.waker());
     }
     let timing = {
-        let rec = rec.clone();
+        let (rec, log) = (rec.clone(), log.clone());
         std::thread::Builder::new()
             .name("device-timing".into())
             .spawn(move || {
                 realtime(TIMING_PRIORITY);
-                timing::run(model, rx, rec, &pool, taken)
+                timing::run(model, rx, rec, &log, &pool, taken)
             })
             .context("starting the timing thread")?
     };
@@ -546,7 +587,7 @@ pub fn serve(args: &ServeArgs) -> Result<()> {
         out.flush()
             .context("telling the parent the device is ready")?;
     }
-    control(&rec, &modelled)?;
+    control(&rec, &modelled, &log, d.size)?;
     // Detach the mount; the session ends when the last user (a loop device) lets go.
     let _ = nix::mount::umount2(&args.mount, nix::mount::MntFlags::MNT_DETACH);
     let _ = bg.join();
@@ -603,7 +644,7 @@ fn mount(
 }
 
 /// Answers the control channel (stdin) until it closes or says `quit`.
-fn control(rec: &Recorder, modelled: &AtomicBool) -> Result<()> {
+fn control(rec: &Recorder, modelled: &AtomicBool, log: &WriteLog, size: u64) -> Result<()> {
     let stdin = std::io::stdin();
     let mut line = String::new();
     loop {
@@ -625,7 +666,10 @@ fn control(rec: &Recorder, modelled: &AtomicBool) -> Result<()> {
                 "ok".to_string()
             }
             "quit" => return Ok(()),
-            other => format!("error: unknown command {other:?}"),
+            other => match crashfile::command(log, other, size) {
+                Some(answer) => answer,
+                None => format!("error: unknown command {other:?}"),
+            },
         };
         let mut out = std::io::stdout().lock();
         if writeln!(out, "{answer}").and_then(|_| out.flush()).is_err() {

@@ -111,6 +111,7 @@ fn sibling(fs: &DiskFs, tx: Sender<Job>) -> DiskFs {
         rec: fs.rec.clone(),
         ring_offer: None,
         wake_ring: None,
+        log: fs.log.clone(),
     }
 }
 
@@ -163,7 +164,9 @@ pub(super) struct Discard {
 impl Discard {
     /// As `DiskFs::fallocate`: the store frees or zeroes, and the request is answered.
     pub(super) fn apply(self, fs: &DiskFs) {
-        let done = fs.store.zero(self.mode, self.offset, self.len);
+        let done = fs
+            .log
+            .zero(&fs.store, fs.id(), self.mode, self.offset, self.len);
         if let Err(e) = done {
             fs.note_store_error(e);
         }
@@ -219,12 +222,17 @@ pub(super) fn move_data(fs: &DiskFs, job: &mut Job) {
     job.io = match job.req.op {
         ModelOp::Read => fs.store.read(&mut token.buf()[..len], offset),
         ModelOp::Write => {
-            let io = fs.store.write(token.data(), offset);
+            let io = fs
+                .log
+                .write(&fs.store, job.req.id, token.data(), offset, job.arrival_ns);
             if let Err(e) = io {
                 fs.note_store_error(e);
             }
             io
         }
-        ModelOp::Flush => Ok(0),
+        ModelOp::Flush => {
+            fs.log.flush(&fs.store, job.req.id, job.arrival_ns);
+            Ok(0)
+        }
     };
 }

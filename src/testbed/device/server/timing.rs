@@ -15,8 +15,9 @@ use std::time::Duration;
 use super::records::{Note, Recorder};
 use super::{reply, ring, Job, Pool};
 use crate::sys::rt;
-use crate::testbed::device::model::{Dispatch, Op};
+use crate::testbed::device::model::{CacheEvent, Dispatch, Op};
 use crate::testbed::device::uring::{Incoming, Taker};
+use crate::testbed::device::writelog::record::{Timed, WriteLog};
 use crate::testbed::device::DeviceModel;
 
 /// How long before a reply is due the timing thread asks to be woken, at most and at first:
@@ -149,9 +150,12 @@ pub fn run(
     mut model: DeviceModel,
     rx: Receiver<Job>,
     rec: Recorder,
+    log: &WriteLog,
     pool: &Pool,
     taken: Option<ring::Taken>,
 ) {
+    // The model's cache events for the write log, taken after each command (room made once).
+    let mut events = Vec::with_capacity(1024);
     let mut waiting: HashMap<u64, Held> = HashMap::new();
     let mut due: BinaryHeap<Reverse<(u64, u64)>> = BinaryHeap::new();
     let mut taken_ids: HashMap<u64, Dispatch> = HashMap::new();
@@ -190,6 +194,11 @@ pub fn run(
                 Err(TryRecvError::Disconnected) => open = false,
             }
         }
+        // Requests taken since the log started (it is on before they were handed over) have
+        // their cache events recorded.
+        if model.records_cache_events() != log.on() {
+            model.record_cache_events(log.on());
+        }
         // The drive takes commands as the model frees it, on the model's time.
         while let Some(t) = model.ready_at() {
             if t > now {
@@ -199,6 +208,7 @@ pub fn run(
                 Some(d) => {
                     due.push(Reverse((d.done_ns, d.id)));
                     taken_ids.insert(d.id, d);
+                    log_cache_events(&mut model, log, &mut events);
                 }
                 None => break,
             }
@@ -217,7 +227,7 @@ pub fn run(
             let (Some(d), Some(held)) = (taken_ids.remove(&id), waiting.remove(&id)) else {
                 continue;
             };
-            answer(held, &d, &rec, pool);
+            answer(held, &d, &rec, log, pool);
         }
         if let Some(r) = &mut ring {
             if !r.taker.live() {
@@ -244,6 +254,16 @@ pub fn run(
             Ok(job) => take(job, &mut model, &mut waiting),
             Err(RecvTimeoutError::Disconnected) => open = false,
             Err(RecvTimeoutError::Timeout) => {}
+        }
+    }
+}
+
+/// Hands the model's cache events since the last command to the write log (when it is on).
+fn log_cache_events(model: &mut DeviceModel, log: &WriteLog, events: &mut Vec<CacheEvent>) {
+    if model.records_cache_events() {
+        model.take_cache_events(events);
+        for e in events.drain(..) {
+            log.note(Timed::Cache(e));
         }
     }
 }
@@ -382,13 +402,15 @@ fn next_arrival(
 }
 
 /// Replies to a request at its modelled completion; its note goes to the stats thread first.
-fn answer(held: Held, d: &Dispatch, rec: &Recorder, pool: &Pool) {
+fn answer(held: Held, d: &Dispatch, rec: &Recorder, log: &WriteLog, pool: &Pool) {
     let Held { job, intake_ns, .. } = held;
     let len = if d.op == Op::Flush { 0 } else { job.req.len };
+    let replied_ns = rt::monotonic_ns();
+    super::note_reply(log, &job.req, d.done_ns, replied_ns);
     rec.note(Note::Answered {
         d: *d,
         len,
-        replied_ns: rt::monotonic_ns(),
+        replied_ns,
         failed: job.io.is_err(),
         emulator_ns: intake_ns.saturating_sub(job.arrival_ns),
     });

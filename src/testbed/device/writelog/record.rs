@@ -1,0 +1,510 @@
+//! The server's write log (see the design note in [`super`]). The threads that move a
+//! request's data log it where they move it: a FUSE thread (or, with the FUSE ring, the
+//! timing thread, the only one that moves a ring request's data) copies a write's data and
+//! the first pre-image of its sectors under the log's lock, together with the store's write,
+//! so the log's order is the store's. The timing thread never takes that lock: it pushes
+//! replies and the model's cache events on a bounded lock-free queue, taken into the log by
+//! whoever next holds the lock (only when the queue is full does it take a lock of its own,
+//! held for a push).
+
+use std::collections::{BTreeMap, HashMap};
+use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
+use std::sync::{Arc, Mutex, MutexGuard};
+use std::time::Instant;
+
+use crossbeam_queue::ArrayQueue;
+
+use super::cut::{self, Entry, LogView, Replied};
+use super::overlay::CrashState;
+use super::{CacheEvent, CrashCache, CrashStateInfo, CutCandidate, EntryKind, LogSummary};
+use crate::sys::Errno;
+use crate::testbed::device::model::SECTOR;
+use crate::testbed::device::server::store::Store;
+
+/// What the timing thread tells the log.
+#[derive(Debug, Clone, Copy)]
+pub enum Timed {
+    Replied(Replied),
+    Cache(CacheEvent),
+}
+
+/// Replies and events the queue holds between two takes.
+const QUEUE: usize = 64 * 1024;
+/// Bytes counted for an entry beside its data, and for a reply or a cache event.
+const ENTRY_COST: u64 = 128;
+const EVENT_COST: u64 = 48;
+
+#[derive(Default)]
+struct State {
+    started: bool,
+    active: bool,
+    exceeded: bool,
+    limit: u64,
+    bytes: u64,
+    entries: Vec<Entry>,
+    ids: HashMap<u64, usize>,
+    replies: Vec<Replied>,
+    events: Vec<CacheEvent>,
+    undo: BTreeMap<u64, Arc<[u8]>>,
+    undo_bytes: u64,
+    write_bytes: u64,
+    /// Disk writes counted when the log started, and those it took since.
+    writes_at_start: u64,
+    logged_writes: u64,
+}
+
+impl State {
+    /// Counts `cost` bytes against the limit; false (and the log stopped, marked exceeded)
+    /// when they do not fit.
+    fn room(&mut self, cost: u64, on: &AtomicBool) -> bool {
+        if self.bytes.saturating_add(cost) > self.limit {
+            self.exceeded = true;
+            self.active = false;
+            on.store(false, Ordering::Release);
+            return false;
+        }
+        self.bytes += cost;
+        true
+    }
+}
+
+/// The server's write log and the crash state it serves.
+pub struct WriteLog {
+    on: AtomicBool,
+    /// Writes and zeroings of the disk since the server started, logged or not.
+    disk_writes: AtomicU64,
+    queue: ArrayQueue<Timed>,
+    overflow: Mutex<Vec<Timed>>,
+    state: Mutex<State>,
+    served: Mutex<Option<Arc<CrashState>>>,
+}
+
+impl Default for WriteLog {
+    fn default() -> Self {
+        WriteLog {
+            on: AtomicBool::new(false),
+            disk_writes: AtomicU64::new(0),
+            queue: ArrayQueue::new(QUEUE),
+            overflow: Mutex::new(Vec::new()),
+            state: Mutex::new(State::default()),
+            served: Mutex::new(None),
+        }
+    }
+}
+
+/// The sector runs of [s0, s1) that no pre-image in `undo` covers.
+fn gaps(undo: &BTreeMap<u64, Arc<[u8]>>, s0: u64, s1: u64) -> Vec<(u64, u64)> {
+    let end_of = |a: u64, d: &Arc<[u8]>| a + d.len() as u64 / SECTOR;
+    let mut at = undo
+        .range(..s0)
+        .next_back()
+        .map_or(s0, |(&a, d)| end_of(a, d).max(s0));
+    let mut out = Vec::new();
+    for (&a, d) in undo.range(s0..s1) {
+        if a > at {
+            out.push((at, a));
+        }
+        at = at.max(end_of(a, d));
+    }
+    if at < s1 {
+        out.push((at, s1));
+    }
+    out
+}
+
+impl WriteLog {
+    /// Whether requests are being logged (read on every request, without a lock).
+    pub fn on(&self) -> bool {
+        self.on.load(Ordering::Acquire)
+    }
+
+    /// Tells the log of a reply or a cache event (the timing thread's side: no wait).
+    pub fn note(&self, t: Timed) {
+        if let Err(t) = self.queue.push(t) {
+            self.overflow
+                .lock()
+                .unwrap_or_else(|p| p.into_inner())
+                .push(t);
+        }
+    }
+
+    fn lock(&self) -> MutexGuard<'_, State> {
+        let mut st = self.state.lock().unwrap_or_else(|p| p.into_inner());
+        self.take_timed(&mut st);
+        st
+    }
+
+    fn take_timed(&self, st: &mut State) {
+        while let Some(t) = self.queue.pop() {
+            self.take_one(st, t);
+        }
+        let over = std::mem::take(&mut *self.overflow.lock().unwrap_or_else(|p| p.into_inner()));
+        for t in over {
+            self.take_one(st, t);
+        }
+    }
+
+    fn take_one(&self, st: &mut State, t: Timed) {
+        if !st.started || st.exceeded || !st.room(EVENT_COST, &self.on) {
+            return;
+        }
+        match t {
+            Timed::Replied(r) if st.ids.contains_key(&r.id) => st.replies.push(r),
+            Timed::Replied(_) => st.bytes -= EVENT_COST,
+            Timed::Cache(e) => st.events.push(e),
+        }
+    }
+
+    /// Starts a new log of at most `limit` bytes (the previous one and its crash state go).
+    pub fn start(&self, limit: u64) {
+        let mut st = self.lock();
+        *st = State {
+            started: true,
+            active: true,
+            limit,
+            writes_at_start: self.disk_writes.load(Ordering::Acquire),
+            ..State::default()
+        };
+        *self.served.lock().unwrap_or_else(|p| p.into_inner()) = None;
+        self.on.store(true, Ordering::Release);
+    }
+
+    /// Stops logging; the log stays for crash states.
+    pub fn stop(&self) {
+        let mut st = self.lock();
+        st.active = false;
+        self.on.store(false, Ordering::Release);
+    }
+
+    /// Logs an entry (its pre-images read from `store` first) if there is room; the entry's
+    /// index, or None when the log is off or full.
+    fn log(&self, st: &mut State, store: &Store, mut e: Entry) -> Option<usize> {
+        if !st.active {
+            return None;
+        }
+        let (s0, s1) = (e.offset / SECTOR, (e.offset + e.len).div_ceil(SECTOR));
+        let missing = gaps(&st.undo, s0, s1);
+        let undo: u64 = missing.iter().map(|(a, b)| (b - a) * SECTOR).sum();
+        let data = e.data.as_ref().map_or(0, |d| d.len() as u64);
+        if !st.room(ENTRY_COST + data + undo, &self.on) {
+            return None;
+        }
+        for (a, b) in missing {
+            let mut pre = vec![0u8; ((b - a) * SECTOR) as usize];
+            if store.read(&mut pre, a * SECTOR).is_err() {
+                e.failed = true;
+            }
+            st.undo.insert(a, pre.into());
+        }
+        st.undo_bytes += undo;
+        st.write_bytes += data;
+        st.ids.insert(e.id, st.entries.len());
+        st.entries.push(e);
+        Some(st.entries.len() - 1)
+    }
+
+    /// Writes `data` at `offset` to `store`, logged (its data copied) when the log is on.
+    pub fn write(
+        &self,
+        store: &Store,
+        id: u64,
+        data: &[u8],
+        offset: u64,
+        arrival_ns: u64,
+    ) -> Result<usize, Errno> {
+        self.disk_writes.fetch_add(1, Ordering::AcqRel);
+        if !self.on() {
+            return store.write(data, offset);
+        }
+        let mut st = self.lock();
+        let e = Entry {
+            id,
+            kind: EntryKind::Write,
+            offset,
+            len: data.len() as u64,
+            data: Some(data.into()),
+            arrival_ns,
+            failed: false,
+        };
+        let logged = self.log(&mut st, store, e);
+        let io = store.write(data, offset);
+        if let Some(i) = logged {
+            st.logged_writes += 1;
+            st.entries[i].failed |= io.is_err();
+        }
+        io
+    }
+
+    /// Zeroes (discards) `len` bytes at `offset` of `store` (`mode` as `fallocate(2)`),
+    /// logged when the log is on; a zeroing is not modelled, so its reply is now.
+    pub fn zero(
+        &self,
+        store: &Store,
+        id: u64,
+        mode: i32,
+        offset: u64,
+        len: u64,
+    ) -> Result<(), Errno> {
+        self.disk_writes.fetch_add(1, Ordering::AcqRel);
+        if !self.on() {
+            return store.zero(mode, offset, len);
+        }
+        let now = crate::sys::rt::monotonic_ns();
+        let mut st = self.lock();
+        let e = Entry {
+            id,
+            kind: EntryKind::Zero,
+            offset,
+            len,
+            data: None,
+            arrival_ns: now,
+            failed: false,
+        };
+        let logged = self.log(&mut st, store, e);
+        let io = store.zero(mode, offset, len);
+        if let Some(i) = logged {
+            st.logged_writes += 1;
+            st.entries[i].failed |= io.is_err();
+            let r = Replied {
+                id,
+                done_ns: now,
+                reply_ns: crate::sys::rt::monotonic_ns(),
+            };
+            self.note(Timed::Replied(r));
+        }
+        io
+    }
+
+    /// Logs a cache flush arrived at `arrival_ns`.
+    pub fn flush(&self, store: &Store, id: u64, arrival_ns: u64) {
+        if !self.on() {
+            return;
+        }
+        let mut st = self.lock();
+        let e = Entry {
+            id,
+            kind: EntryKind::Flush,
+            offset: 0,
+            len: 0,
+            data: None,
+            arrival_ns,
+            failed: false,
+        };
+        self.log(&mut st, store, e);
+    }
+
+    /// The log's figures and cut candidates.
+    pub fn summary(&self) -> LogSummary {
+        let st = self.lock();
+        let count = |k: EntryKind| st.entries.iter().filter(|e| e.kind == k).count() as u64;
+        let cuts = st
+            .replies
+            .iter()
+            .enumerate()
+            .filter_map(|(i, r)| {
+                let e = &st.entries[*st.ids.get(&r.id)?];
+                Some(CutCandidate {
+                    index: i as u64,
+                    reply_ns: r.reply_ns,
+                    done_ns: r.done_ns,
+                    kind: e.kind,
+                    offset: e.offset,
+                    bytes: e.len,
+                })
+            })
+            .collect();
+        LogSummary {
+            on: st.active,
+            limit_bytes: st.limit,
+            bytes: st.bytes,
+            limit_reached: st.exceeded,
+            requests: st.entries.len() as u64,
+            writes: count(EntryKind::Write),
+            flushes: count(EntryKind::Flush),
+            fua: count(EntryKind::Fua),
+            zeroes: count(EntryKind::Zero),
+            write_bytes: st.write_bytes,
+            undo_bytes: st.undo_bytes,
+            cache_events: st.events.len() as u64,
+            replied: st.replies.len() as u64,
+            outside_log: self.outside(&st),
+            unaligned: st
+                .entries
+                .iter()
+                .filter(|e| e.offset % SECTOR != 0 || e.len % SECTOR != 0)
+                .count() as u64,
+            cuts,
+        }
+    }
+
+    fn outside(&self, st: &State) -> u64 {
+        let all = self.disk_writes.load(Ordering::Acquire) - st.writes_at_start;
+        all.saturating_sub(st.logged_writes)
+    }
+
+    /// Builds the crash state at `cut` and serves it from now on (`image_bytes`: the disk's
+    /// size, for the figures). An error says why none can be built.
+    pub fn set_crash(
+        &self,
+        cut: u64,
+        cache: CrashCache,
+        seed: u64,
+        image_bytes: u64,
+    ) -> Result<CrashStateInfo, String> {
+        let st = self.lock();
+        if !st.started {
+            return Err(
+                "no write log: start one (`log start LIMIT_BYTES`) before the writes to cut".into(),
+            );
+        }
+        if st.exceeded {
+            return Err(format!("the write log reached its limit of {} bytes and stopped there: a crash state from it would miss later writes; start it again with a larger limit", st.limit));
+        }
+        let outside = self.outside(&st);
+        if outside > 0 {
+            return Err(format!("the disk was written {outside} times outside the write log (after it stopped): the store no longer matches the log; start the log again"));
+        }
+        let view = LogView {
+            entries: &st.entries,
+            replies: &st.replies,
+            events: &st.events,
+            undo: &st.undo,
+        };
+        let t0 = Instant::now();
+        let b = cut::build(view, cut, cache, seed).map_err(|e| e.to_string())?;
+        let build_ns = t0.elapsed().as_nanos() as u64;
+        let info = CrashStateInfo {
+            cut,
+            reply_ns: b.reply_ns,
+            done_ns: b.done_ns,
+            cache,
+            seed,
+            dirty_bytes: b.dirty_bytes,
+            cache_kept_bytes: b.kept_bytes,
+            cache_lost_bytes: b.lost_bytes,
+            bytes_mapped: b.bytes_mapped,
+            zero_bytes_mapped: b.zero_bytes_mapped,
+            sectors_considered: b.sectors_considered,
+            pieces: b.overlay.pieces.len() as u64,
+            build_ns,
+            image_bytes,
+        };
+        let state = CrashState::new(b.overlay, self.disk_writes.load(Ordering::Acquire));
+        *self.served.lock().unwrap_or_else(|p| p.into_inner()) = Some(Arc::new(state));
+        Ok(info)
+    }
+
+    /// The crash state served: None before the first; Err(EIO) once the disk was written
+    /// after it was set (the store changed under it).
+    pub fn crash_state(&self) -> Result<Option<Arc<CrashState>>, Errno> {
+        let served = self
+            .served
+            .lock()
+            .unwrap_or_else(|p| p.into_inner())
+            .clone();
+        match served {
+            Some(s) if s.disk_writes_at != self.disk_writes.load(Ordering::Acquire) => {
+                Err(Errno::EIO)
+            }
+            s => Ok(s),
+        }
+    }
+}
+
+#[cfg(test)]
+#[allow(clippy::unwrap_used)]
+mod tests {
+    use super::*;
+
+    fn store(dir: &tempfile::TempDir) -> Store {
+        let path = dir.path().join("image");
+        std::fs::File::create(&path).unwrap();
+        Store::open(&path, 1 << 20, Some(1 << 20), &mut |m| panic!("{m}")).unwrap()
+    }
+
+    fn replied(log: &WriteLog, id: u64, at: u64) {
+        log.note(Timed::Replied(Replied {
+            id,
+            done_ns: at,
+            reply_ns: at,
+        }));
+    }
+
+    #[test]
+    fn the_log_keeps_writes_pre_images_and_replies_and_builds_a_state_from_them() {
+        let dir = tempfile::tempdir().unwrap();
+        let store = store(&dir);
+        store.write(&[9u8; 8192], 0).unwrap();
+        let log = WriteLog::default();
+        log.write(&store, 1, &[5u8; 512], 0, 0).unwrap();
+        log.start(1 << 20);
+        log.write(&store, 2, &[1u8; 4096], 0, 10).unwrap();
+        log.write(&store, 3, &[2u8; 8192], 2048, 20).unwrap();
+        log.flush(&store, 4, 30);
+        replied(&log, 99, 5);
+        for (id, at) in [(2, 15), (3, 25), (4, 35)] {
+            replied(&log, id, at);
+        }
+        let s = log.summary();
+        assert_eq!(
+            (s.writes, s.flushes, s.replied, s.outside_log),
+            (2, 1, 3, 0)
+        );
+        assert_eq!((s.write_bytes, s.undo_bytes), (4096 + 8192, 4096 + 6144));
+        assert_eq!(s.cuts[0].offset, 0);
+        assert_eq!((s.cuts[1].kind, s.cuts[1].bytes), (EntryKind::Write, 8192));
+        let info = log.set_crash(0, CrashCache::LoseAll, 0, 1 << 20).unwrap();
+        assert_eq!((info.done_ns, info.image_bytes), (15, 1 << 20));
+        let st = log.crash_state().unwrap().unwrap();
+        let mut buf = vec![0u8; 12 * 512];
+        st.read(&mut buf, 0, &|b, off| store.read(b, off)).unwrap();
+        let bytes: Vec<u8> = buf.chunks(512).map(|c| c[0]).collect();
+        // Write 2 (cut 0) shows, write 3 over sectors 4 to 19 does not: write 2's data and
+        // the pre-images do (the write before the log counts as there).
+        assert_eq!(bytes, [1, 1, 1, 1, 1, 1, 1, 1, 9, 9, 9, 9]);
+        assert_eq!(
+            info.bytes_mapped, 8192,
+            "sectors 4 to 19 from the pre-images"
+        );
+        // A write outside the log makes the state stale and refuses the next one.
+        log.stop();
+        log.write(&store, 5, &[3u8; 512], 0, 40).unwrap();
+        assert_eq!(log.crash_state().unwrap_err(), Errno::EIO);
+        let e = log
+            .set_crash(0, CrashCache::LoseAll, 0, 1 << 20)
+            .unwrap_err();
+        assert!(e.contains("written 1 times outside the write log"), "{e}");
+    }
+
+    #[test]
+    fn a_log_past_its_limit_stops_and_refuses_crash_states() {
+        let dir = tempfile::tempdir().unwrap();
+        let store = store(&dir);
+        let log = WriteLog::default();
+        log.start(ENTRY_COST + 2 * 4096 + EVENT_COST);
+        log.write(&store, 1, &[1u8; 4096], 0, 0).unwrap();
+        assert!(log.on());
+        log.write(&store, 2, &[2u8; 4096], 4096, 0).unwrap();
+        assert!(!log.on(), "the second write did not fit");
+        let mut back = [0u8; 4096];
+        store.read(&mut back, 4096).unwrap();
+        assert_eq!(back, [2u8; 4096], "the write itself is served");
+        let s = log.summary();
+        assert!(s.limit_reached && !s.on);
+        assert_eq!((s.writes, s.bytes), (1, ENTRY_COST + 2 * 4096));
+        let e = log
+            .set_crash(0, CrashCache::KeepAll, 0, 1 << 20)
+            .unwrap_err();
+        assert!(e.contains("reached its limit of"), "{e}");
+    }
+
+    #[test]
+    fn gaps_are_the_sectors_no_pre_image_covers() {
+        let mut undo: BTreeMap<u64, Arc<[u8]>> = BTreeMap::new();
+        undo.insert(4, vec![0u8; 4 * 512].into());
+        undo.insert(10, vec![0u8; 512].into());
+        assert_eq!(gaps(&undo, 0, 16), [(0, 4), (8, 10), (11, 16)]);
+        assert_eq!(gaps(&undo, 5, 7), []);
+        assert_eq!(gaps(&undo, 6, 9), [(8, 9)]);
+    }
+}
