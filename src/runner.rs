@@ -3,6 +3,7 @@
 //! write one result per run. Everything that can be checked is checked before anything is made.
 
 pub mod admit;
+pub mod crash;
 pub mod crashpoints;
 mod kept;
 pub mod params;
@@ -522,6 +523,7 @@ fn run_in(
     if !wl.sets_up_inside() {
         target.measuring(true)?;
     }
+    crash::start(target, &opts.crash)?;
     // The workload works through the pinned path of the directory made, never its name.
     let (root, shown) = match &cleanup_root {
         Some(g) => (g.pinned(), g.shown()),
@@ -529,7 +531,8 @@ fn run_in(
     };
     let mut ctx = RunContext::new(target, root, seed, opts.cold, opts.progress)
         .with_shown_root(shown.clone())
-        .with_coordinator(coord.clone());
+        .with_coordinator(coord.clone())
+        .with_crash_points(opts.crash.on());
     if opts.layout {
         ctx.set_layout_hook(Box::new(move |root, target| {
             let mut snap = crate::layout::snapshot(root, &target.reach())?;
@@ -542,9 +545,20 @@ fn run_in(
         Some(g) => g.explain(e),
         None => e,
     });
-    let layout = ctx.take_layout();
+    let (layout, verifier) = (ctx.take_layout(), ctx.take_crash_verifier());
     let (wl_phases, more_warnings) = ctx.into_parts();
     check_devices_after(target, &ran)?;
+    let crash = match &ran {
+        Ok(()) => crash::after(
+            target,
+            &opts.crash,
+            seed,
+            &root_name,
+            verifier,
+            opts.progress,
+        )?,
+        Err(_) => None,
+    };
     target.measuring(false)?;
     if ran.is_ok() && kept::aging_is_workload(&r) {
         ks.start = kept::save(target, &ks.keeping, ran_at, &wl_phases, layout.as_ref())?;
@@ -552,17 +566,7 @@ fn run_in(
     let mut phases = pre_phases;
     phases.extend(wl_phases);
     let layout = with_precondition(layout, pre_layout);
-    let conditions = Conditions {
-        cold: opts.cold.name().into(),
-        mem_limit: opts.mem_limit,
-        mem_limit_cgroup: mem_limit
-            .as_ref()
-            .map(|m| format!("{:?}", m.version()).to_lowercase()),
-        mem_limit_peak: mem_limit.as_ref().and_then(|m| m.peak()),
-        mem_charge: opts.mem_charge,
-        mem_charge_locked: charger.as_ref().map(|c| c.locked()),
-        mem_charge_available: charger.as_ref().map(|c| c.available_after()),
-    };
+    let conditions = conditions(opts, mem_limit.as_ref(), charger.as_ref());
     drop(charger);
     drop(mem_limit);
     drop(cleanup_root);
@@ -586,7 +590,25 @@ fn run_in(
         target, r, started, conditions, phases, layout, warnings, mpi,
     )?;
     result.testbed.aged_image = ks.start.take();
+    result.crash = crash;
     Ok(result)
+}
+
+/// The conditions a run was made under: the cold mode, the memory limit and charger.
+fn conditions(
+    opts: &RunOptions,
+    mem_limit: Option<&MemLimit>,
+    charger: Option<&MemCharger>,
+) -> Conditions {
+    Conditions {
+        cold: opts.cold.name().into(),
+        mem_limit: opts.mem_limit,
+        mem_limit_cgroup: mem_limit.map(|m| format!("{:?}", m.version()).to_lowercase()),
+        mem_limit_peak: mem_limit.and_then(|m| m.peak()),
+        mem_charge: opts.mem_charge,
+        mem_charge_locked: charger.map(|c| c.locked()),
+        mem_charge_available: charger.map(|c| c.available_after()),
+    }
 }
 
 /// After the workload (`ran`): a dead device server is the cause of whatever failed since, and

@@ -60,7 +60,9 @@ fn read_whole(dir: &Dir, name: &str, max_len: u64) -> Result<Option<Vec<u8>>> {
         Err(Errno::ENOENT) => return Ok(None),
         Err(e) => anyhow::bail!("open: {}", e.desc()),
     };
-    let cap = usize::try_from(max_len).unwrap_or(usize::MAX).saturating_add(1);
+    let cap = usize::try_from(max_len)
+        .unwrap_or(usize::MAX)
+        .saturating_add(1);
     let mut buf = vec![0u8; cap];
     let mut got = 0;
     while got < buf.len() {

@@ -28,11 +28,12 @@ crate::choice! {
 
 crate::choice! {
     /// Which part of the drive's volatile write cache a power cut leaves on the media.
-    #[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
+    #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Default)]
     pub enum CrashCache("crash cache choice") {
         /// None of it: every write not yet destaged is lost.
         LoseAll = "lose-all",
-        /// A random part (seeded): the drive may have destaged any of it.
+        /// A random part (seeded, each 4 KiB chunk kept or lost): the drive may have
+        /// destaged any of it.
         #[default]
         Random = "random",
         /// All of it: a drive whose cache survives the cut.

@@ -8,19 +8,14 @@
 use std::path::Path;
 use std::time::Instant;
 
-use anyhow::Result;
 use super::crashpoints::{Candidate, CrashArgs};
 use crate::measure::Progress;
 use crate::results::crash::{CrashClass, CrashFailure, CrashReport};
+use crate::testbed::device::writelog::EntryKind;
 use crate::testbed::Testbed;
-
-/// What a state's verifier found wrong: a class and the words that say where.
-pub type Finding = (CrashClass, String);
-
-/// A workload's judge of one crash state: given the cut's time (CLOCK_MONOTONIC ns: the
-/// drive had replied to every request up to it) and the workload's directory in the mounted
-/// state, what is wrong with it (nothing: an empty list).
-pub type Verifier = Box<dyn FnMut(u64, &Path) -> Vec<Finding> + Send>;
+use crate::workload::CrashVerifier;
+use crate::workload::Target;
+use anyhow::Result;
 
 /// Judges the crash states of `tb` after a run: `rel_root` is the workload's directory inside
 /// the filesystem, `verifier` the workload's judge, `replay(cut)` the command that checks a cut
@@ -30,7 +25,7 @@ pub fn campaign(
     args: &CrashArgs,
     seed: u64,
     rel_root: &Path,
-    mut verifier: Option<Verifier>,
+    mut verifier: Option<CrashVerifier>,
     replay: &dyn Fn(u64) -> String,
     progress: Progress,
 ) -> Result<CrashReport> {
@@ -41,7 +36,7 @@ pub fn campaign(
         .iter()
         .map(|c| Candidate {
             index: c.index,
-            flush: c.kind == "flush",
+            flush: c.kind == EntryKind::Flush,
         })
         .collect();
     let cuts = args.cuts(&cands, seed)?;
@@ -51,7 +46,7 @@ pub fn campaign(
         log_requests: log.requests,
         log_writes: log.writes,
         log_flushes: log.flushes,
-        log_bytes: log.bytes,
+        log_bytes: log.write_bytes,
         ..Default::default()
     };
     report.name_all_classes();
@@ -74,7 +69,7 @@ pub fn campaign(
             Err(e) => report.fail(fail(CrashClass::MountFailure, format!("{e:#}"))),
             Ok(root) => {
                 if let Some(v) = verifier.as_mut() {
-                    for (class, detail) in v(info.cut_ns, &root.join(rel_root)) {
+                    for (class, detail) in v(info.reply_ns, &root.join(rel_root))? {
                         report.fail(fail(class, detail));
                     }
                 }
@@ -109,6 +104,59 @@ pub fn campaign(
     Ok(report)
 }
 
+/// Starts the write log of the target's emulated disk when crash points follow the run, after
+/// a syncfs: what the drive's cache holds when the log starts counts as on its media, so the
+/// log starts with the cache flushed.
+pub fn start(target: &mut Target, args: &CrashArgs) -> Result<()> {
+    if !args.on() {
+        return Ok(());
+    }
+    let Target::Testbed(t) = target else {
+        anyhow::bail!(crate::error::bad_input(
+            "--crash-points needs a testbed fsgauge builds (--fs KIND with --device-model)"
+        ));
+    };
+    crate::sys::Dir::open(&t.reach())
+        .and_then(|d| d.syncfs())
+        .map_err(|e| anyhow::anyhow!("syncfs of {}: {}", t.mountpoint().display(), e.desc()))?;
+    t.start_crash_log(args.log_limit())
+}
+
+/// After a run that went well: its crash points judged (the run directories held on the
+/// testbed let go of it meanwhile, as across a remount). None when no crash points were asked.
+pub fn after(
+    target: &mut Target,
+    args: &CrashArgs,
+    seed: u64,
+    rel_root: &str,
+    verifier: Option<CrashVerifier>,
+    progress: Progress,
+) -> Result<Option<CrashReport>> {
+    let Target::Testbed(t) = target else {
+        return Ok(None);
+    };
+    if !args.on() {
+        return Ok(None);
+    }
+    let argv: Vec<String> = std::env::args().collect();
+    let replay = |cut| replay_command(&argv, seed, cut);
+    let (mp, reach) = (t.mountpoint().to_path_buf(), t.reach());
+    let mut report = None;
+    crate::testbed::across_remount(&mp, &reach, || {
+        report = Some(campaign(
+            t,
+            args,
+            seed,
+            Path::new(rel_root),
+            verifier,
+            &replay,
+            progress,
+        )?);
+        Ok(())
+    })?;
+    Ok(report)
+}
+
 /// The command that checks cut `cut` again: this process's command line with the crash-point
 /// and seed flags replaced by `--seed SEED --crash-at CUT`. The same seed makes the same
 /// operations; the kernel's writeback may still order the disk's requests differently, and
@@ -132,7 +180,10 @@ pub fn replay_command(argv: &[String], seed: u64, cut: u64) -> String {
             skip = true;
             continue;
         }
-        if DROP_WITH_VALUE.iter().any(|f| a.starts_with(&format!("{f}="))) {
+        if DROP_WITH_VALUE
+            .iter()
+            .any(|f| a.starts_with(&format!("{f}=")))
+        {
             continue;
         }
         out.push(shell_word(a));
@@ -149,8 +200,7 @@ pub fn replay_command(argv: &[String], seed: u64, cut: u64) -> String {
 /// `w` quoted for a POSIX shell where it needs it.
 fn shell_word(w: &str) -> String {
     if !w.is_empty()
-        && w
-            .chars()
+        && w.chars()
             .all(|c| c.is_ascii_alphanumeric() || "-_./=:,+@%".contains(c))
     {
         w.to_string()

@@ -16,7 +16,7 @@ use std::sync::Arc;
 use anyhow::{bail, Context, Result};
 
 use super::crashcheck::{self, CheckerOutcome};
-use super::device::emulated::{CrashStateInfo, LogSummary};
+use super::device::writelog::{CrashStateInfo, LogSummary};
 use super::{sys_trust, Resource, Testbed};
 use crate::results::crash::CrashCache;
 
@@ -26,8 +26,10 @@ pub struct CrashStates<'a> {
     tb: &'a mut Testbed,
     /// The crash loop device.
     dev: PathBuf,
-    /// The crash mount point, held, and its path for messages.
-    dir: Arc<std::os::fd::OwnedFd>,
+    /// The testbed's directory, held: the mount point `crash` is reached through it (a name
+    /// walked from a held parent crosses into what is mounted there, as the testbed's `mnt`).
+    home: Arc<std::os::fd::OwnedFd>,
+    /// The mount point's path, for messages.
     shown: PathBuf,
     log: LogSummary,
     mounted: bool,
@@ -72,7 +74,7 @@ impl Testbed {
             .parent()
             .map(PathBuf::from)
             .context("the testbed's mount point has no parent")?;
-        let dir = self.make_dir_in(&home, &home_path, "crash", 0o755)?;
+        self.make_dir_in(&home, &home_path, "crash", 0o755)?;
         let shown = home_path.join("crash");
         self.ledger().record(Resource::Mount {
             target: shown.clone(),
@@ -82,7 +84,7 @@ impl Testbed {
         Ok(CrashStates {
             tb: self,
             dev,
-            dir,
+            home,
             shown,
             log,
             mounted: false,
@@ -112,20 +114,20 @@ impl CrashStates<'_> {
     /// Mounts the state (the journal replays). The path reaches the mount through the held
     /// directory. An error is the kernel refusing the state: a finding, for the caller to class.
     pub fn mount(&mut self) -> Result<PathBuf> {
-        let target = sys_trust::fd_path(self.dir.as_fd(), ".");
+        let target = self.target();
         let fs = self.tb.spec.fs;
         crashcheck::mount_crash_state(fs, &self.dev, &target, &self.tb.mount_opts)
             .with_context(|| format!("mounting the crash state on {}", self.shown.display()))?;
         self.mounted = true;
-        Ok(sys_trust::fd_path(self.dir.as_fd(), "."))
+        Ok(target)
     }
 
     /// Unmounts the state.
     pub fn unmount(&mut self) -> Result<()> {
         if self.mounted {
-            let target = sys_trust::fd_path(self.dir.as_fd(), ".");
-            crashcheck::unmount_crash_state(&target)
-                .with_context(|| format!("unmounting the crash state on {}", self.shown.display()))?;
+            crashcheck::unmount_crash_state(&self.target()).with_context(|| {
+                format!("unmounting the crash state on {}", self.shown.display())
+            })?;
             self.mounted = false;
         }
         Ok(())
@@ -141,6 +143,11 @@ impl CrashStates<'_> {
     pub fn finish(mut self) -> Result<()> {
         self.unmount()?;
         self.tb.mount()
+    }
+
+    /// The mount point, reached through the held testbed directory.
+    fn target(&self) -> PathBuf {
+        sys_trust::fd_path(self.home.as_fd(), "crash")
     }
 
     fn disk(&mut self) -> Result<&mut super::EmulatedDevice> {

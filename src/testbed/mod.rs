@@ -38,6 +38,7 @@
 
 mod cache;
 pub mod crashcheck;
+pub mod crashstate;
 pub mod device;
 mod fault;
 pub mod images;

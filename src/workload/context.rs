@@ -197,8 +197,7 @@ pub struct RunContext<'a> {
 /// answered every request up to it, none after) and the workload's directory in the mounted
 /// state; returns what is wrong with it, each with its class (nothing: an empty list). An
 /// error: the state could not be judged (not a finding about it).
-pub type CrashVerifier =
-    Box<dyn FnMut(u64, &Path) -> Result<Vec<(CrashClass, String)>> + Send>;
+pub type CrashVerifier = Box<dyn FnMut(u64, &Path) -> Result<Vec<(CrashClass, String)>> + Send>;
 
 /// Takes the block-layout snapshot of a workload's tree (set by the runner under `--layout`):
 /// called with the workload root and the target.

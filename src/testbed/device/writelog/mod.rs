@@ -46,18 +46,10 @@ use serde::{Deserialize, Serialize};
 
 pub use crate::testbed::device::model::CacheEvent;
 
-crate::choice! {
-    /// What a power cut leaves of the data still dirty in the drive's volatile write cache.
-    #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
-    pub enum CrashCache("crash cache choice") {
-        /// All of it lost: the media's version of every dirty sector.
-        LoseAll = "lose-all",
-        /// Each 4 KiB chunk kept or lost by the seeded generator.
-        Random = "random",
-        /// All of it kept: the cache's newest version (a cache that survives the cut).
-        KeepAll = "keep-all",
-    }
-}
+/// What a power cut leaves of the data still dirty in the drive's volatile write cache:
+/// lose-all (the media's version of every dirty sector), random (each 4 KiB chunk kept or lost
+/// by the seeded generator) or keep-all (the cache's newest version: a cache that survives).
+pub use crate::results::crash::CrashCache;
 
 /// What a logged request was.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
