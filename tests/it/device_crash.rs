@@ -357,3 +357,90 @@ fn a_write_log_over_its_limit_says_so_and_builds_no_crash_state() {
     drop(dev);
     sb.assert_clean();
 }
+
+/// Set for the child process of the SIGKILL test: the sandbox it works in.
+const CHILD_ENV: &str = "FSGAUGE_TEST_CRASH_LOOP_CHILD";
+
+/// Not a test of its own: the child of the SIGKILL test (run only with [`CHILD_ENV`] set).
+/// Starts a device with both loop devices, says where they are, and waits to be killed.
+#[test]
+fn crash_loop_child_for_the_sigkill_test() {
+    let Some(dir) = std::env::var_os(CHILD_ENV) else {
+        return;
+    };
+    let dir = PathBuf::from(dir);
+    let image = dir.join("image");
+    std::fs::File::create(&image)
+        .unwrap()
+        .set_len(64 * MIB)
+        .unwrap();
+    let ledger = dir.join("state").join("ledger");
+    let mut dev = EmulatedDevice::start_in(Some(&ledger), PROFILE, &image, 64 * MIB, 0).unwrap();
+    dev.attach_loop().unwrap();
+    dev.start_log(MIB).unwrap();
+    let crash = dev.attach_crash_loop().unwrap();
+    // Past the test harness's capture of println!, which --nocapture does not always lift.
+    let mut out = std::io::stdout().lock();
+    writeln!(
+        out,
+        "crash-loop {} {}",
+        crash.display(),
+        dev.crash_file().display()
+    )
+    .unwrap();
+    out.flush().unwrap();
+    drop(out);
+    loop {
+        std::thread::sleep(std::time::Duration::from_secs(1));
+    }
+}
+
+#[test]
+fn testbed_cleanup_removes_the_crash_loop_a_sigkill_left() {
+    if !have_fuse() {
+        return;
+    }
+    let sb = Sandbox::new();
+    let mut child = Command::new(std::env::current_exe().unwrap())
+        .args([
+            "device_crash::crash_loop_child_for_the_sigkill_test",
+            "--exact",
+            "--nocapture",
+            "--test-threads=1",
+        ])
+        .env(CHILD_ENV, sb.path())
+        .env("CI", "")
+        .stdout(std::process::Stdio::piped())
+        .spawn()
+        .unwrap();
+    let mut out = std::io::BufReader::new(child.stdout.take().unwrap());
+    let mut line = String::new();
+    let (crash_loop, crash_file) = loop {
+        line.clear();
+        let n = std::io::BufRead::read_line(&mut out, &mut line).unwrap();
+        assert!(n > 0, "the child ended before attaching its crash loop");
+        // The harness's "test NAME ... " comes first on the same line.
+        if let Some(at) = line.find("crash-loop ") {
+            let rest = line[at + "crash-loop ".len()..].trim();
+            let (l, f) = rest.split_once(' ').unwrap();
+            break (PathBuf::from(l), PathBuf::from(f));
+        }
+    };
+    assert_eq!(
+        loops_backed_by(&crash_file).len(),
+        1,
+        "{}",
+        crash_loop.display()
+    );
+    child.kill().unwrap();
+    child.wait().unwrap();
+    let out = sb.cmd().args(["testbed", "cleanup"]).output().unwrap();
+    assert!(
+        out.status.success(),
+        "cleanup: {}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    assert_eq!(loops_backed_by(&crash_file), Vec::<String>::new());
+    assert!(!mounted(crash_file.parent().unwrap()));
+    sb.assert_clean();
+}

@@ -53,6 +53,10 @@
 //!   (it asks the daemon, so one whose disk just failed is found dead before it is reaped).
 //!   The control pipe is a socket on the daemon's stdin and stdout: a command to a dead
 //!   daemon fails with EPIPE rather than ending fsgauge by SIGPIPE.
+//! - **Power cuts.** [`writelog`]: a write log kept when asked (each write's data, flushes,
+//!   discards, replies and the model's cache events, bounded), crash states built from it as
+//!   an overlay over the store and served as a second file, `crash`, for a second loop device
+//!   ([`EmulatedDevice::attach_crash_loop`]).
 //! - **The backing store.** A write to the image that fails with ENOSPC is counted
 //!   ([`stats::Snapshot::image_full`]): the testbed names the full store, not the filesystem.
 

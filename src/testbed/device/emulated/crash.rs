@@ -73,7 +73,8 @@ impl EmulatedDevice {
     /// Serves the crash state at `cut` (an index of [`LogSummary::cuts`]) under `cache` and
     /// `seed` as the `crash` file, dropping the previous state and whatever was written to it;
     /// the crash loop device's buffer cache is dropped too, so no block of the previous state
-    /// is read through it. The disk must have stayed idle since the log's last request.
+    /// is read through it. The disk must have stayed idle since the log's last request, and
+    /// nothing may be mounted on the crash loop device while the state changes under it.
     pub fn set_crash_state(
         &mut self,
         cut: u64,

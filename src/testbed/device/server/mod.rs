@@ -16,7 +16,8 @@
 //! - the stats thread ([`records`], normal priority) keeps the counters and histograms;
 //! - the main thread (normal priority) reads the control channel (stdin): `stats` answers one
 //!   JSON [`Snapshot`] line on stdout, `ping` answers `ok`, `model on`/`model off` switch the
-//!   model; end of file (the parent closed it or died) unmounts and ends the server.
+//!   model, `log start LIMIT_BYTES`/`log stop`/`log summary` and `crash CUT CACHE SEED` drive
+//!   the write log and the `crash` file ([`crashfile`]); end of file (the parent closed it or died) unmounts and ends the server.
 //!
 //! The disk's bytes are held in memory ([`store`]): the emulator's own cost per request is a
 //! memory copy, never the host disk's latency.

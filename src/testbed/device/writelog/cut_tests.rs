@@ -28,7 +28,11 @@ struct Sim {
 
 impl Sim {
     fn new() -> Sim {
-        let p = load("deskstar-7k250").unwrap();
+        Sim::of("deskstar-7k250")
+    }
+
+    fn of(profile: &str) -> Sim {
+        let p = load(profile).unwrap();
         let mut model = DeviceModel::new(&p, &parse_ablations("").unwrap()).unwrap();
         model.record_cache_events(true);
         Sim {
@@ -308,4 +312,28 @@ fn a_cut_past_the_log_or_an_unaligned_write_is_refused() {
         build(sim.view(), 0, CrashCache::LoseAll, 0).unwrap_err(),
         CutError::Unaligned(1)
     );
+}
+
+#[test]
+fn an_ssds_cached_writes_reach_the_media_at_its_flush_and_its_fua_writes_at_once() {
+    let mut sim = Sim::of("sata-ssd");
+    let a = sim.write(1, 100, 8, 0, false);
+    let b = sim.write(2, 900, 8, a.done_ns, true);
+    let f = sim.flush(3, b.done_ns);
+    sim.write(4, 100, 8, f.done_ns, false);
+    assert!(matches!(
+        sim.events[0],
+        CacheEvent::Cached {
+            id: 1,
+            lba: 100,
+            sectors: 8
+        }
+    ));
+    assert_eq!(sim.state(1, CrashCache::LoseAll, 0, &[100, 900]), [0, 2]);
+    assert_eq!(sim.state(1, CrashCache::KeepAll, 0, &[100, 900]), [1, 2]);
+    for mode in MODES {
+        assert_eq!(sim.state(2, mode, 3, &[100, 900]), [1, 2], "{mode}");
+    }
+    assert_eq!(sim.state(3, CrashCache::LoseAll, 0, &[100]), [1]);
+    assert_eq!(sim.state(3, CrashCache::KeepAll, 0, &[100]), [4]);
 }

@@ -14,6 +14,10 @@
 //!   which writes went into the volatile write cache, which straight to the media, and every
 //!   destage of a range from the cache to the media with its model time. What was in the
 //!   drive's cache when the log started counts as on the media: start the log after a FLUSH.
+//!   A write the model said nothing of (the model switched off, `ram`) and a discard (never
+//!   modelled) count as on the media at their reply. The SSD model keeps no ranges for its
+//!   cache: its cached writes reach the media at the next flush only (its background drain
+//!   is a rate, not a place), which makes `lose-all` on an SSD pessimistic.
 //! - **A cut** is an index K in reply order (the log's cut candidates, [`LogSummary::cuts`]):
 //!   the state just after request K's reply. Every request replied after it never reached
 //!   the drive. The power is cut at K's modelled completion: a destage that had not ended by

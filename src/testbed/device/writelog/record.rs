@@ -2,10 +2,13 @@
 //! request's data log it where they move it: a FUSE thread (or, with the FUSE ring, the
 //! timing thread, the only one that moves a ring request's data) copies a write's data and
 //! the first pre-image of its sectors under the log's lock, together with the store's write,
-//! so the log's order is the store's. The timing thread never takes that lock: it pushes
-//! replies and the model's cache events on a bounded lock-free queue, taken into the log by
+//! so the log's order is the store's. For its replies and the model's cache events the timing
+//! thread takes no lock: it pushes them on a bounded lock-free queue, taken into the log by
 //! whoever next holds the lock (only when the queue is full does it take a lock of its own,
-//! held for a push).
+//! held for a push). With the FUSE ring, the timing thread moves a logged write's data under
+//! the log's lock like a FUSE thread would; the control thread holds that lock for a summary
+//! or a crash state's build (milliseconds), which the caller asks for with the disk idle.
+//! While the log is off a request costs one atomic load and, for a write, one atomic add.
 
 use std::collections::{BTreeMap, HashMap};
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
