@@ -226,10 +226,60 @@ impl RunArgs {
                 }
             }
         }
+        if !self.output.quiet {
+            for r in &results {
+                print_crash(r);
+            }
+        }
         if !self.output.quiet && outcomes.iter().any(|o| o.path.is_some()) {
             eprintln!("{}", results_in(&self.params.out.dir, outcomes.len(), ""));
         }
         Ok(())
+    }
+}
+
+/// How many failures a run's crash points show on the terminal (all are in the result).
+const CRASH_FAILURES_SHOWN: usize = 3;
+
+/// A run's crash points on stderr: the summary, then the first failures with their replay.
+pub fn print_crash(r: &RunResult) {
+    let Some(c) = &r.crash else {
+        return;
+    };
+    eprintln!(
+        "{} rep {}: {} ({:.0} states a minute, {:.1} ms to build one over a {} image)",
+        r.testbed.label,
+        r.rep,
+        c.summary(),
+        c.states_per_minute,
+        c.build_ms_mean,
+        crate::units::format_size(c.image_bytes)
+    );
+    for f in c.failures.iter().take(CRASH_FAILURES_SHOWN) {
+        eprintln!("  cut {} ({}): {}", f.cut, f.class, f.detail.trim_end());
+        eprintln!("  check it again: {}", f.replay);
+    }
+    if c.failures.len() > CRASH_FAILURES_SHOWN {
+        eprintln!(
+            "  ... {} more in the result's crash record",
+            c.failures.len() - CRASH_FAILURES_SHOWN
+        );
+    }
+}
+
+/// Exit status 1 when any run's crash points found a failure (the measured system lost what
+/// it promised), else success.
+pub fn crash_status<'a>(
+    results: impl IntoIterator<Item = &'a RunResult>,
+) -> std::process::ExitCode {
+    let failed = results
+        .into_iter()
+        .filter_map(|r| r.crash.as_ref())
+        .any(|c| !c.failures.is_empty());
+    if failed {
+        std::process::ExitCode::from(1)
+    } else {
+        std::process::ExitCode::SUCCESS
     }
 }
 

@@ -140,5 +140,7 @@ pub fn run(mut args: ExerciseArgs) -> Result<ExitCode> {
     let outcomes = crate::runner::run(&place, &args.params, &args.run.options())?;
     args.run
         .print(&outcomes, crate::exercise::report::summary_table)?;
-    Ok(ExitCode::SUCCESS)
+    Ok(super::common::crash_status(
+        outcomes.iter().map(|o| &o.result),
+    ))
 }

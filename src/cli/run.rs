@@ -242,6 +242,9 @@ pub fn run(c: RunCmd) -> Result<ExitCode> {
             for w in &r.errors {
                 eprintln!("warning: {} rep {}: {w}", r.testbed.label, r.rep);
             }
+            if !c.output.quiet {
+                super::common::print_crash(r);
+            }
         }
         if !c.output.quiet {
             let count = super::common::results_in(
@@ -259,7 +262,7 @@ pub fn run(c: RunCmd) -> Result<ExitCode> {
         return Ok(code);
     }
     crate::age::check_checkpoints_reached(&ex.results)?;
-    Ok(ExitCode::SUCCESS)
+    Ok(super::common::crash_status(&ex.results))
 }
 
 /// Says what is about to run: the quick study in words, or a plan's name, source and runs

@@ -64,6 +64,11 @@ pub struct CrashReport {
     pub log_requests: u64,
     pub log_writes: u64,
     pub log_flushes: u64,
+    /// FUA writes, and zeroings or discards (not modelled: on the media at their reply).
+    #[serde(default)]
+    pub log_fua: u64,
+    #[serde(default)]
+    pub log_zeroes: u64,
     pub log_bytes: u64,
     /// Crash states built and judged.
     pub states: u64,

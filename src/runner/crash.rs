@@ -46,6 +46,8 @@ pub fn campaign(
         log_requests: log.requests,
         log_writes: log.writes,
         log_flushes: log.flushes,
+        log_fua: log.fua,
+        log_zeroes: log.zeroes,
         log_bytes: log.write_bytes,
         ..Default::default()
     };

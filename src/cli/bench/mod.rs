@@ -169,7 +169,9 @@ fn bench(cmd: &BenchCmd, run: &RunArgs) -> Result<ExitCode> {
     if let Some(code) = crate::results::unsaved_exit() {
         return Ok(code);
     }
-    Ok(ExitCode::SUCCESS)
+    Ok(super::common::crash_status(
+        outcomes.iter().map(|o| &o.result),
+    ))
 }
 
 /// Runs a workload: on a testbed, one run per cell of its sweep, each on a fresh filesystem

@@ -5,8 +5,12 @@
 //! Every operation that started by T may have reached the disk, wholly, partly or not at all
 //! (one in flight at T counts): with L the last of them, each byte may hold its value in any
 //! of V_D, V_{D+1}, ..., V_L (a version's zeros past its size count as its bytes), and the size
-//! may be any of theirs. Nothing else: no stale bytes that D had overwritten, no foreign data,
-//! no zeros never written. Before the first durability point anything goes, even no file.
+//! may be any of theirs, or a block boundary between the smallest and the largest of them: a
+//! filesystem writes a growing file's size back as its blocks reach the disk (ext4's
+//! `i_disksize`, xfs's on-disk size at I/O completion), so a cut during that writeback finds
+//! the size at the end of the last block written, a size no version had. Nothing else: no
+//! stale bytes that D had overwritten, no foreign data, no zeros never written. Before the
+//! first durability point anything goes, even no file.
 //!
 //! How (memory and time): the model is re-run once from the start to D (kept between calls, so
 //! cuts judged in increasing order re-run each operation once), copied, and run forward from D
@@ -26,6 +30,23 @@ use super::{Event, Record, What};
 use crate::error::bad_input;
 use crate::exercise::model::Model;
 use crate::exercise::ops::Op;
+
+/// The block a filesystem writes a growing file's size back in steps of (the page size).
+const SIZE_STEP: u64 = 4096;
+
+/// Whether a crashed file's `size` is allowed by the versions' `sizes`: one of them, or a block
+/// boundary between the smallest and the largest (a size written back part-way).
+fn size_allowed(sizes: &[u64], size: u64) -> bool {
+    let (Some(&lo), Some(&hi)) = (sizes.iter().min(), sizes.iter().max()) else {
+        return false;
+    };
+    sizes.contains(&size) || (size % SIZE_STEP == 0 && lo < size && size < hi)
+}
+
+#[cfg(test)]
+pub(super) fn size_allowed_for_tests(sizes: &[u64], size: u64) -> bool {
+    size_allowed(sizes, size)
+}
 
 /// A judge for one record, reusable across crash states (its buffers and the model as of the
 /// last durable point judged are kept).
@@ -145,7 +166,7 @@ impl<'r> Judge<'r> {
             };
             return Ok(self.mismatch(cut_ns, d, vd, last, class, problem));
         }
-        if !sizes.contains(&(bytes.len() as u64)) {
+        if !size_allowed(&sizes, bytes.len() as u64) {
             let mut allowed = sizes;
             allowed.truncate(16);
             let problem = Problem::Size {

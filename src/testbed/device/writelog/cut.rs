@@ -104,8 +104,6 @@ const AFTER: u64 = u64::MAX;
 
 #[derive(Debug, Clone, Copy, Default)]
 struct Sector {
-    /// The entry (index into `entries`) whose bytes the store holds now.
-    last_entry: usize,
     /// The newest version on the media by the cut's time: (when, version).
     media: Option<(u64, u64)>,
     /// The newest version written into the cache by the cut.
@@ -133,8 +131,12 @@ impl Walk<'_> {
         if v == AFTER || at > self.cut_ns {
             return;
         }
+        // The media holds the newest version that reached it, whenever it did: a drive's cache
+        // never holds a version older than one written past it (a FUA write, a zeroing the
+        // model does not see), so a later destage of an older version is the model's quirk,
+        // not a state the drive could be in.
         if let Some(sec) = self.sectors.get_mut(&s) {
-            if sec.media.is_none_or(|m| (at, v) > m) {
+            if sec.media.is_none_or(|(_, mv)| v > mv) {
                 sec.media = Some((at, v));
             }
         }
@@ -231,10 +233,10 @@ pub fn build(log: LogView<'_>, cut: u64, cache: CrashCache, seed: u64) -> Result
         sectors: BTreeMap::new(),
         in_cache: BTreeMap::new(),
     };
-    for (i, e) in log.entries.iter().enumerate() {
+    for e in log.entries {
         if e.kind != EntryKind::Flush {
             for s in sector_span(e) {
-                w.sectors.entry(s).or_default().last_entry = i;
+                w.sectors.entry(s).or_default();
             }
         }
     }
@@ -321,10 +323,10 @@ fn choose(w: &Walk<'_>, cache: CrashCache, seed: u64) -> Built {
             }
             None => media,
         };
+        // Mapped even where the store should hold the same bytes: a write's data may reach
+        // the store after a zeroing that came later (data moves after the model has the
+        // request), so the store is no witness of the log's order.
         let entry = chosen.and_then(|v| by_version.get(&v).copied());
-        if entry == Some(sec.last_entry) {
-            continue; // the store holds it
-        }
         let source = match entry.map(|i| &w.log.entries[i]) {
             Some(e) => match &e.data {
                 Some(d) => Source::Data {
