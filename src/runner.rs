@@ -402,6 +402,7 @@ pub fn run_rep(
 
 /// Builds the target of a place: a fresh testbed, or the `--dir`.
 pub fn build_target(place: &Place, opts: &RunOptions) -> Result<Target> {
+    crash::pin_transport(&opts.crash);
     Ok(match place {
         Place::Testbed(spec) => {
             opts.progress.note(&format!(
@@ -422,6 +423,7 @@ pub fn build_target(place: &Place, opts: &RunOptions) -> Result<Target> {
 }
 
 fn run_once(r: Rep<'_>) -> Result<Outcome> {
+    crash::pin_transport(&r.opts.crash);
     // Before anything is made: a kept image is found, or the cache's room for one checked.
     let keeping = kept::keeping(&r)?;
     let started = SystemTime::now();

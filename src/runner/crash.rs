@@ -106,6 +106,16 @@ pub fn campaign(
     Ok(report)
 }
 
+/// Serves the emulated disks of a run with crash points through /dev/fuse: the server offers
+/// its crash file there only (through FUSE over io_uring the ring knows the disk file alone).
+pub fn pin_transport(args: &CrashArgs) {
+    if args.on() {
+        crate::testbed::device::emulated::set_server_transport(Some(
+            crate::testbed::device::server::Transport::Dev,
+        ));
+    }
+}
+
 /// Starts the write log of the target's emulated disk when crash points follow the run, after
 /// a syncfs: what the drive's cache holds when the log starts counts as on its media, so the
 /// log starts with the cache flushed.

@@ -15,6 +15,7 @@ mod attacks;
 mod clients_dir;
 mod clients_testbeds;
 mod code_rules;
+mod crash_points;
 mod device_crash;
 mod device_failures;
 mod device_server;

@@ -416,8 +416,14 @@ fn a_size_written_back_part_way_is_allowed_only_at_a_block_boundary_between_the_
     use super::judge::size_allowed_for_tests as allowed;
     let sizes = [168_483, 174_319, 235_622, 262_144];
     assert!(allowed(&sizes, 174_319));
-    assert!(allowed(&sizes, 176_128), "43 blocks: between, at a boundary");
-    assert!(!allowed(&sizes, 176_129), "between, but not at a block boundary");
+    assert!(
+        allowed(&sizes, 176_128),
+        "43 blocks: between, at a boundary"
+    );
+    assert!(
+        !allowed(&sizes, 176_129),
+        "between, but not at a block boundary"
+    );
     assert!(!allowed(&sizes, 163_840), "a boundary below every version");
     assert!(!allowed(&sizes, 266_240), "a boundary above every version");
     assert!(!allowed(&[], 0));
