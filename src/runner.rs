@@ -488,11 +488,7 @@ fn run_in(
         Target::Testbed(t) => t.warnings(),
         Target::Dir(_) => Vec::new(),
     };
-    let avail = target.space()?.available;
-    let need = space_needed(wl)?;
-    if need > avail {
-        return Err(no_room(target, wl, need, avail));
-    }
+    let need = room_for(target, wl)?;
     let Conditioned {
         guard: _pre_root,
         phases: pre_phases,
@@ -550,17 +546,14 @@ fn run_in(
     let (layout, verifier) = (ctx.take_layout(), ctx.take_crash_verifier());
     let (wl_phases, more_warnings) = ctx.into_parts();
     check_devices_after(target, &ran)?;
-    let crash = match &ran {
-        Ok(()) => crash::after(
-            target,
-            &opts.crash,
-            seed,
-            &root_name,
-            verifier,
-            opts.progress,
-        )?,
-        Err(_) => None,
-    };
+    let ctx_crash = (
+        ran.is_ok(),
+        seed,
+        root_name.as_str(),
+        verifier,
+        opts.progress,
+    );
+    let crash = crash::after(target, &opts.crash, crash_run)?;
     target.measuring(false)?;
     if ran.is_ok() && kept::aging_is_workload(&r) {
         ks.start = kept::save(target, &ks.keeping, ran_at, &wl_phases, layout.as_ref())?;
@@ -594,6 +587,16 @@ fn run_in(
     result.testbed.aged_image = ks.start.take();
     result.crash = crash;
     Ok(result)
+}
+
+/// The space the workload needs, refused (naming the target) where the target has less.
+fn room_for(target: &Target, wl: &dyn Workload) -> Result<u64> {
+    let avail = target.space()?.available;
+    let need = space_needed(wl)?;
+    if need > avail {
+        return Err(no_room(target, wl, need, avail));
+    }
+    Ok(need)
 }
 
 /// The conditions a run was made under: the cold mode, the memory limit and charger.

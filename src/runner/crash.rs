@@ -134,20 +134,18 @@ pub fn start(target: &mut Target, args: &CrashArgs) -> Result<()> {
     t.start_crash_log(args.log_limit())
 }
 
-/// After a run that went well: its crash points judged (the run directories held on the
+/// What the run left for its crash points: whether it went well, its seed, the workload's
+/// directory in the filesystem, the workload's judge, and the progress display.
+pub type After<'a> = (bool, u64, &'a str, Option<CrashVerifier>, Progress);
+
+/// After a run (if it went well): its crash points judged (the run directories held on the
 /// testbed let go of it meanwhile, as across a remount). None when no crash points were asked.
-pub fn after(
-    target: &mut Target,
-    args: &CrashArgs,
-    seed: u64,
-    rel_root: &str,
-    verifier: Option<CrashVerifier>,
-    progress: Progress,
-) -> Result<Option<CrashReport>> {
+pub fn after(target: &mut Target, args: &CrashArgs, run: After<'_>) -> Result<Option<CrashReport>> {
+    let (ran, seed, rel_root, verifier, progress) = run;
     let Target::Testbed(t) = target else {
         return Ok(None);
     };
-    if !args.on() {
+    if !args.on() || !ran {
         return Ok(None);
     }
     let argv: Vec<String> = std::env::args().collect();
