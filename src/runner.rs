@@ -546,7 +546,7 @@ fn run_in(
     let (layout, verifier) = (ctx.take_layout(), ctx.take_crash_verifier());
     let (wl_phases, more_warnings) = ctx.into_parts();
     check_devices_after(target, &ran)?;
-    let ctx_crash = (
+    let crash_run = (
         ran.is_ok(),
         seed,
         root_name.as_str(),
