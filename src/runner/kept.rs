@@ -109,10 +109,8 @@ pub(super) fn build(r: &Rep<'_>, keeping: &Keeping) -> Result<(Target, Option<Ag
     ));
     let t0 = Instant::now();
     let t = Testbed::create_from_image(spec, &entry.image)?;
-    let digest = t
-        .started_from()
-        .map(|c| c.digest.clone())
-        .unwrap_or_default();
+    // A kernel copy of the kept bytes: the digest taken when they were kept.
+    let digest = entry.manifest.digest.clone();
     let start = AgedStart {
         key: entry.manifest.key.clone(),
         from: "image".into(),

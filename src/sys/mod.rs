@@ -189,6 +189,20 @@ pub fn copy_range(fd: BorrowedFd<'_>, src: u64, dst: u64, len: usize) -> Result<
     count(unsafe { libc::copy_file_range(raw, &mut i, raw, &mut o, len, 0) })
 }
 
+/// `copy_file_range(2)` of up to `len` bytes at `off` of `src` to the same offset of `dst`.
+pub fn copy_between(
+    src: BorrowedFd<'_>,
+    dst: BorrowedFd<'_>,
+    off: u64,
+    len: usize,
+) -> Result<usize, Errno> {
+    let (mut i, mut o) = (off as libc::loff_t, off as libc::loff_t);
+    // SAFETY: copy_file_range(2) between two descriptors; the offsets are live locals.
+    count(unsafe {
+        libc::copy_file_range(src.as_raw_fd(), &mut i, dst.as_raw_fd(), &mut o, len, 0)
+    })
+}
+
 /// `ioctl(FICLONERANGE)`: shares `len` bytes at `src` of the file with `dst` of the same file
 /// (reflink; btrfs, xfs).
 pub fn clone_range(fd: BorrowedFd<'_>, src: u64, len: u64, dst: u64) -> Result<(), Errno> {

@@ -5,6 +5,7 @@
 //! the same contents have the same digest however sparse each one is on its host.
 
 use std::fs::File;
+use std::os::fd::AsFd;
 use std::os::unix::fs::FileExt;
 
 use anyhow::{Context, Result};
@@ -86,6 +87,40 @@ pub fn copy_image(src: &File, len: u64, dst: &File, what: &str, keep: Keep) -> R
         written,
         digest: format!("blake3:{}", hash.finalize().to_hex()),
     })
+}
+
+/// Copies the data segments of the first `len` bytes of `src` (a regular file) into `dst` (sized
+/// to `len`) with `copy_file_range`: the kernel copies (or shares, where the filesystem can),
+/// nothing passes through fsgauge, and the holes stay holes. For a start from a kept image,
+/// whose digest was taken when it was kept: a copy and a digest cost a 1G start 1.2 s here,
+/// the kernel's copy alone about 0.3 s. Returns the bytes copied.
+pub fn copy_data(src: &File, len: u64, dst: &File, what: &str) -> Result<u64> {
+    dst.set_len(len)
+        .with_context(|| format!("{what}: sizing the copy"))?;
+    let mut copied = 0u64;
+    for (start, end) in data_ranges(src, len) {
+        let mut off = start;
+        while off < end {
+            crate::signals::check()?;
+            let want = usize::try_from(end - off)
+                .unwrap_or(usize::MAX)
+                .min(1 << 30);
+            let n = match crate::sys::copy_between(src.as_fd(), dst.as_fd(), off, want) {
+                Ok(n) => n,
+                Err(crate::sys::Errno::EINTR) => continue,
+                Err(e) => anyhow::bail!(
+                    "{what}: copy_file_range of {want} bytes at {off}: {}",
+                    e.desc()
+                ),
+            };
+            if n == 0 {
+                break;
+            }
+            off += n as u64;
+            copied += n as u64;
+        }
+    }
+    Ok(copied)
 }
 
 /// The ranges of `src` below `len` that may hold data: the data segments `SEEK_DATA` and

@@ -35,7 +35,7 @@ fn human(b: u64) -> String {
     crate::units::format_bytes_human(b as f64)
 }
 
-pub use copy::{copy_image, Copied, Keep};
+pub use copy::{copy_data, copy_image, Copied, Keep};
 pub use store::{find, list, prune, save, Entry, Kept, Manifest, Prune};
 
 /// The variable that sets the cache's size limit (bytes, with a unit: `20G`).
