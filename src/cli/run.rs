@@ -228,6 +228,9 @@ pub fn run(c: RunCmd) -> Result<ExitCode> {
         if let Some(t) = crate::report::model::journal_table(&ex.results) {
             println!("{}", crate::report::table::text(&t));
         }
+        if let Some(t) = crate::report::durability::durability_table(&ex.results) {
+            println!("{}", crate::report::table::text(&t));
+        }
         let (_, _, cells) = crate::report::model::cells(&ex.results);
         for w in crate::report::model::short_phases(&ex.results, &cells) {
             eprintln!("warning: {w}");

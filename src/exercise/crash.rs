@@ -65,7 +65,10 @@ fn finding(name: &str, v: &Verdict) -> Option<(CrashClass, String)> {
         Class::LostDurableData => CrashClass::LostDurable,
         Class::ForeignData => CrashClass::Foreign,
     };
-    Some((class, format!("{name}: {}", m.render())))
+    // The record names the file by the pinned path it was reached through; the state's name
+    // is the one a reader can find.
+    let text = m.render().replace(&m.file.display().to_string(), name);
+    Some((class, text))
 }
 
 /// The whole file `name` in `dir` (None: it does not exist), read up to `max_len` bytes and one

@@ -5,6 +5,7 @@
 
 pub mod compare;
 pub mod document;
+pub mod durability;
 pub mod export;
 pub mod forest;
 pub mod metrics;

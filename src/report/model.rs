@@ -385,6 +385,9 @@ pub fn build(
     tables.push(stats_table(&cells));
     let warnings = warnings(&results, &cells);
     let findings = crate::findings::sentence::stated(&results);
+    if let Some(t) = crate::report::durability::durability_table(&results) {
+        tables.insert(0, t);
+    }
     if let Some(t) = crate::report::forest::by_disk_table(&findings) {
         tables.insert(0, t);
     }
