@@ -118,7 +118,7 @@ mod tests {
         a.crash = Some(c.clone());
         let mut b = base.clone();
         b.crash = Some(c);
-        assert!(durability_table(&[base.clone()]).is_none());
+        assert!(durability_table(std::slice::from_ref(&base)).is_none());
         let t = durability_table(&[a, b, base]).expect("a table");
         assert_eq!(t.rows.len(), 1);
         assert_eq!(&t.rows[0][5..], ["20", "2", "2", "0", "0", "0"]);
