@@ -546,13 +546,13 @@ fn run_in(
     let (layout, verifier) = (ctx.take_layout(), ctx.take_crash_verifier());
     let (wl_phases, more_warnings) = ctx.into_parts();
     check_devices_after(target, &ran)?;
-    let crash_run = (
-        ran.is_ok(),
+    let crash_run = crash::After {
+        ran: ran.is_ok(),
         seed,
-        root_name.as_str(),
+        rel_root: &root_name,
         verifier,
-        opts.progress,
-    );
+        progress: opts.progress,
+    };
     let crash = crash::after(target, &opts.crash, crash_run)?;
     target.measuring(false)?;
     if ran.is_ok() && kept::aging_is_workload(&r) {

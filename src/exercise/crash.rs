@@ -84,15 +84,8 @@ fn read_whole(dir: &Dir, name: &str, max_len: u64) -> Result<Option<Vec<u8>>> {
         .unwrap_or(usize::MAX)
         .saturating_add(1);
     let mut buf = vec![0u8; cap];
-    let mut got = 0;
-    while got < buf.len() {
-        match crate::sys::pread(f.as_fd(), &mut buf[got..], got as u64) {
-            Ok(0) => break,
-            Ok(n) => got += n,
-            Err(Errno::EINTR) => {}
-            Err(e) => anyhow::bail!("pread at {got}: {}", e.desc()),
-        }
-    }
+    let got = super::engine::pread_all(f.as_fd(), &mut buf, 0, 0)
+        .map_err(|e| anyhow::anyhow!("pread: {}", e.desc()))?;
     buf.truncate(got);
     Ok(Some(buf))
 }

@@ -903,7 +903,12 @@ fn pwrite_all(fd: BorrowedFd<'_>, mut data: &[u8], mut off: u64, flags: i32) -> 
 }
 
 /// Reads until `buf` is full or EOF; returns the bytes read.
-fn pread_all(fd: BorrowedFd<'_>, buf: &mut [u8], off: u64, flags: i32) -> Result<usize, Errno> {
+pub(super) fn pread_all(
+    fd: BorrowedFd<'_>,
+    buf: &mut [u8],
+    off: u64,
+    flags: i32,
+) -> Result<usize, Errno> {
     let mut done = 0;
     while done < buf.len() {
         let r = match sys::pread_flags(fd, &mut buf[done..], off + done as u64, flags) {

@@ -134,14 +134,28 @@ pub fn start(target: &mut Target, args: &CrashArgs) -> Result<()> {
     t.start_crash_log(args.log_limit())
 }
 
-/// What the run left for its crash points: whether it went well, its seed, the workload's
-/// directory in the filesystem, the workload's judge, and the progress display.
-pub type After<'a> = (bool, u64, &'a str, Option<CrashVerifier>, Progress);
+/// What a run leaves for its crash points.
+pub struct After<'a> {
+    /// The run went well (crash points follow only then).
+    pub ran: bool,
+    pub seed: u64,
+    /// The workload's directory inside the filesystem.
+    pub rel_root: &'a str,
+    /// The workload's judge, if it set one.
+    pub verifier: Option<CrashVerifier>,
+    pub progress: Progress,
+}
 
 /// After a run (if it went well): its crash points judged (the run directories held on the
 /// testbed let go of it meanwhile, as across a remount). None when no crash points were asked.
 pub fn after(target: &mut Target, args: &CrashArgs, run: After<'_>) -> Result<Option<CrashReport>> {
-    let (ran, seed, rel_root, verifier, progress) = run;
+    let After {
+        ran,
+        seed,
+        rel_root,
+        verifier,
+        progress,
+    } = run;
     let Target::Testbed(t) = target else {
         return Ok(None);
     };

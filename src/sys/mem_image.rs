@@ -3,7 +3,7 @@
 //! touches. The device server's store (`testbed::device::server::store`) is built on it.
 
 use std::fs::File;
-use std::os::fd::{AsFd, AsRawFd};
+use std::os::fd::AsFd;
 use std::ptr::NonNull;
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::RwLock;
@@ -87,18 +87,10 @@ impl MemImage {
     /// Copies the data extents of `file` in (SEEK_DATA / SEEK_HOLE; an unwritten or absent
     /// extent is a hole).
     fn load_extents(&self, file: &File) -> Result<()> {
-        let fd = file.as_raw_fd();
-        let mut off: u64 = 0;
         let mut buf = vec![0u8; CHUNK as usize];
-        while off < self.len {
-            // SAFETY: lseek on a descriptor this function borrows; no memory is passed.
-            let data = unsafe { libc::lseek(fd, off as libc::off_t, libc::SEEK_DATA) };
-            if data < 0 {
-                break; // ENXIO: no data after off
-            }
-            // SAFETY: as above.
-            let hole = unsafe { libc::lseek(fd, data, libc::SEEK_HOLE) };
-            let (start, end) = (data as u64, (hole.max(data) as u64).min(self.len));
+        // A file that cannot say where its data are (SEEK_DATA works on every regular file
+        // on Linux) has none loaded.
+        for (start, end) in super::data_extents(file.as_fd(), self.len).unwrap_or_default() {
             let mut at = start;
             while at < end {
                 let n = ((end - at) as usize).min(buf.len());
@@ -119,7 +111,6 @@ impl MemImage {
                 }
                 at += got as u64;
             }
-            off = end.max(start + 1);
         }
         Ok(())
     }

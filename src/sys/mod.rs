@@ -189,6 +189,34 @@ pub fn copy_range(fd: BorrowedFd<'_>, src: u64, dst: u64, len: usize) -> Result<
     count(unsafe { libc::copy_file_range(raw, &mut i, raw, &mut o, len, 0) })
 }
 
+/// The data extents of the file `fd` below `len` (`lseek` SEEK_DATA / SEEK_HOLE; holes and
+/// unwritten extents are left out), in order: the one walk of a sparse image's data. An error
+/// other than the end of the data (ENXIO): the file cannot say where its data are.
+pub fn data_extents(fd: BorrowedFd<'_>, len: u64) -> Result<Vec<(u64, u64)>, Errno> {
+    let raw = fd.as_raw_fd();
+    let mut out = Vec::new();
+    let mut off: u64 = 0;
+    while off < len {
+        // SAFETY: lseek on a borrowed descriptor; no memory is passed.
+        let data = unsafe { libc::lseek(raw, off as libc::off_t, libc::SEEK_DATA) };
+        if data < 0 {
+            match Errno::last() {
+                Errno::ENXIO => break,
+                e => return Err(e),
+            }
+        }
+        // SAFETY: as above.
+        let hole = unsafe { libc::lseek(raw, data, libc::SEEK_HOLE) };
+        let (start, end) = (data as u64, (hole.max(data) as u64).min(len));
+        if start >= len {
+            break;
+        }
+        out.push((start, end));
+        off = end.max(start + 1);
+    }
+    Ok(out)
+}
+
 /// `copy_file_range(2)` of up to `len` bytes at `off` of `src` to the same offset of `dst`.
 pub fn copy_between(
     src: BorrowedFd<'_>,

@@ -37,20 +37,18 @@ pub struct CrashStates<'a> {
 
 impl Testbed {
     /// Starts the write log of the testbed's emulated disk, holding at most `limit` bytes of
-    /// data. Refused (bad input) on a testbed without one, and with an external journal (its
-    /// own device would not be cut with the main one).
+    /// data. The runner admits crash points only where this holds (`runner::crash_admissible`
+    /// says why to the user): an emulated disk, and no external journal, whose device would
+    /// not lose power with it.
     pub fn start_crash_log(&mut self, limit: u64) -> Result<()> {
         if self.journal_device.is_some() {
-            bail!(crate::error::bad_input(
-                "crash points need the whole filesystem on the emulated disk: an external journal (--journal) lives on a device that would not lose power with it; leave --journal out"
-            ));
+            bail!("crash points on a testbed with an external journal");
         }
-        let Some(disk) = self.emulated.main.as_mut() else {
-            bail!(crate::error::bad_input(
-                "crash points need an emulated disk: its server keeps the write log and knows what its cache held; add --device-model PROFILE (e.g. deskstar-7k250)"
-            ));
-        };
-        disk.start_log(limit)
+        self.emulated
+            .main
+            .as_mut()
+            .context("the testbed has no emulated disk")?
+            .start_log(limit)
     }
 
     /// Unmounts the filesystem and prepares its crash states.

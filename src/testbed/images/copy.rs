@@ -127,33 +127,23 @@ pub fn copy_data(src: &File, len: u64, dst: &File, what: &str) -> Result<u64> {
 /// `SEEK_HOLE` find in a regular file, block-aligned, or all of it where they do not apply
 /// (a block device).
 fn data_ranges(src: &File, len: u64) -> Vec<(u64, u64)> {
-    use nix::unistd::{lseek, Whence};
-    let fd = std::os::fd::AsRawFd::as_raw_fd(src);
     let whole = vec![(0, len)];
-    let is_file = src.metadata().map(|m| m.is_file()).unwrap_or(false);
-    if !is_file {
+    if !src.metadata().map(|m| m.is_file()).unwrap_or(false) {
         return whole;
     }
-    let mut out = Vec::new();
-    let mut pos = 0i64;
-    let end = i64::try_from(len).unwrap_or(i64::MAX);
-    while pos < end {
-        let data = match lseek(fd, pos, Whence::SeekData) {
-            Ok(d) => d,
-            // ENXIO: no data at or after pos.
-            Err(nix::errno::Errno::ENXIO) => break,
-            Err(_) => return whole,
-        };
-        let hole = lseek(fd, data, Whence::SeekHole).unwrap_or(end).min(end);
-        if data >= end {
-            break;
-        }
-        let a = (data as u64) / BLOCK as u64 * BLOCK as u64;
-        let b = (hole as u64).div_ceil(BLOCK as u64) * BLOCK as u64;
-        out.push((a, b.min(len)));
-        pos = hole;
+    let block = BLOCK as u64;
+    match crate::sys::data_extents(src.as_fd(), len) {
+        Ok(extents) => extents
+            .into_iter()
+            .map(|(a, b)| {
+                (
+                    a / block * block,
+                    b.div_ceil(block).saturating_mul(block).min(len),
+                )
+            })
+            .collect(),
+        Err(_) => whole,
     }
-    out
 }
 
 #[cfg(test)]
