@@ -100,6 +100,39 @@ pub struct Outcome {
     pub path: Option<PathBuf>,
 }
 
+/// A crash by the kernel's shutdown needs a testbed fsgauge builds, of a filesystem that has
+/// the shutdown ioctl, and its checker; it replaces cuts, never joins them (a plan could name
+/// both).
+fn shutdown_admissible(place: &Place, crash: &crashpoints::CrashArgs) -> Result<()> {
+    let Place::Testbed(spec) = place else {
+        return Err(bad_input("--crash-shutdown shuts down a testbed fsgauge builds (--fs KIND), never a filesystem it did not make (--dir)"));
+    };
+    if crash.on() {
+        return Err(bad_input("--crash-shutdown replaces the cuts of --crash-points/--crash-at: give one or the other"));
+    }
+    if !crate::testbed::shutdown::supported(spec.fs) {
+        return Err(bad_input(format!(
+            "--crash-shutdown: {} has no shutdown ioctl on this kernel; use ext2/ext3/ext4 or xfs, or --crash-points on an emulated disk",
+            spec.fs
+        )));
+    }
+    checker_installed(spec, "--crash-shutdown")
+}
+
+/// The filesystem's checker is installed, or why `flag` cannot run.
+fn checker_installed(spec: &crate::testbed::TestbedSpec, flag: &str) -> Result<()> {
+    let checker = crate::testbed::crashcheck::checker_args(spec.fs, std::path::Path::new(""));
+    if crate::sys::proc::find_program(&checker[0]).is_none() {
+        return Err(bad_input(format!(
+            "{flag} on {} needs its checker `{}`, which is not installed; install {}",
+            spec.fs,
+            checker[0],
+            spec.fs.package()
+        )));
+    }
+    Ok(())
+}
+
 /// Crash points need a testbed fsgauge builds, on an emulated disk (its server keeps the
 /// write log) with no external journal (a second device would not lose power with it), the
 /// filesystem's checker, and memory for the log.
@@ -113,15 +146,7 @@ fn crash_admissible(place: &Place, crash: &crashpoints::CrashArgs) -> Result<()>
     if spec.journal.is_some() {
         return Err(bad_input("--crash-points cuts the power of the emulated disk only: an external journal (--journal) would not lose it at the same instant; leave --journal out"));
     }
-    let checker = crate::testbed::crashcheck::checker_args(spec.fs, std::path::Path::new(""));
-    if crate::sys::proc::find_program(&checker[0]).is_none() {
-        return Err(bad_input(format!(
-            "--crash-points on {} needs its checker `{}`, which is not installed; install {}",
-            spec.fs,
-            checker[0],
-            spec.fs.package()
-        )));
-    }
+    checker_installed(spec, "--crash-points")?;
     let avail = crate::sys::proc::meminfo("MemAvailable").unwrap_or(0);
     if crash.log_limit() > avail / 2 {
         return Err(bad_input(format!(
@@ -183,6 +208,9 @@ pub fn check(place: &Place, wl: &dyn Workload, opts: &RunOptions) -> Result<()> 
     }
     if opts.crash.on() {
         crash_admissible(place, &opts.crash)?;
+    }
+    if opts.crash.shutdown {
+        shutdown_admissible(place, &opts.crash)?;
     }
     // Last, so that bad input makes nothing: a results directory that cannot take the
     // result is found before the workload runs, not after.
@@ -530,7 +558,7 @@ fn run_in(
     let mut ctx = RunContext::new(target, root, seed, opts.cold, opts.progress)
         .with_shown_root(shown.clone())
         .with_coordinator(coord.clone())
-        .with_crash_points(opts.crash.on());
+        .with_crash_points(opts.crash.judged());
     if opts.layout {
         ctx.set_layout_hook(Box::new(move |root, target| {
             let mut snap = crate::layout::snapshot(root, &target.reach())?;

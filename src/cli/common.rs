@@ -246,17 +246,26 @@ pub fn print_crash(r: &RunResult) {
     let Some(c) = &r.crash else {
         return;
     };
-    eprintln!(
-        "{} rep {}: {} ({:.0} states a minute, {:.1} ms to build one over a {} image)",
-        r.testbed.label,
-        r.rep,
-        c.summary(),
-        c.states_per_minute,
-        c.build_ms_mean,
-        crate::units::format_size(c.image_bytes)
-    );
+    if c.is_shutdown() {
+        eprintln!("{} rep {}: {}", r.testbed.label, r.rep, c.summary());
+    } else {
+        eprintln!(
+            "{} rep {}: {} ({:.0} states a minute, {:.1} ms to build one over a {} image)",
+            r.testbed.label,
+            r.rep,
+            c.summary(),
+            c.states_per_minute,
+            c.build_ms_mean,
+            crate::units::format_size(c.image_bytes)
+        );
+    }
     for f in c.failures.iter().take(CRASH_FAILURES_SHOWN) {
-        eprintln!("  cut {} ({}): {}", f.cut, f.class, f.detail.trim_end());
+        let at = if c.is_shutdown() {
+            "shutdown".to_string()
+        } else {
+            format!("cut {}", f.cut)
+        };
+        eprintln!("  {at} ({}): {}", f.class, f.detail.trim_end());
         eprintln!("  check it again: {}", f.replay);
     }
     if c.failures.len() > CRASH_FAILURES_SHOWN {

@@ -83,7 +83,15 @@ pub struct CrashReport {
     pub states_per_minute: f64,
 }
 
+/// `choose` of a state made by the kernel's shutdown (`--crash-shutdown`), not by cuts.
+pub const SHUTDOWN: &str = "shutdown";
+
 impl CrashReport {
+    /// Whether the state was made by the kernel's shutdown (one state, no write log).
+    pub fn is_shutdown(&self) -> bool {
+        self.choose == SHUTDOWN
+    }
+
     /// Counts `f` under its class and keeps it.
     pub fn fail(&mut self, f: CrashFailure) {
         *self.by_class.entry(f.class.name().to_string()).or_default() += 1;
@@ -105,16 +113,19 @@ impl CrashReport {
             .filter(|(_, n)| **n > 0)
             .map(|(c, n)| format!("{n} {c}"))
             .collect();
+        let outcome = if classes.is_empty() {
+            "no failures".to_string()
+        } else {
+            format!("{} failed ({})", self.failures.len(), classes.join(", "))
+        };
+        if self.is_shutdown() {
+            return format!(
+                "the crash state of the kernel's shutdown (log not flushed): {outcome}"
+            );
+        }
         format!(
-            "{} crash states ({} cache, cuts {}): {}",
-            self.states,
-            self.cache,
-            self.choose,
-            if classes.is_empty() {
-                "no failures".to_string()
-            } else {
-                format!("{} failed ({})", self.failures.len(), classes.join(", "))
-            }
+            "{} crash states ({} cache, cuts {}): {outcome}",
+            self.states, self.cache, self.choose,
         )
     }
 }

@@ -106,6 +106,53 @@ pub fn campaign(
     Ok(report)
 }
 
+/// The one crash state the kernel's shutdown makes of `tb` at the end of a run
+/// (`--crash-shutdown`), judged as a cut's is: mounted (journal replay), compared by the
+/// workload's verifier, checked read-only. The testbed's filesystem is mounted at the end.
+fn shutdown(
+    tb: &mut Testbed,
+    rel_root: &Path,
+    mut verifier: Option<CrashVerifier>,
+    replay: &str,
+) -> Result<CrashReport> {
+    let mut report = CrashReport {
+        cache: "none (shutdown)".into(),
+        choose: crate::results::crash::SHUTDOWN.into(),
+        ..Default::default()
+    };
+    report.name_all_classes();
+    let started = Instant::now();
+    let at = tb.shut_down()?;
+    let fail = |class, detail: String| CrashFailure {
+        cut: 0,
+        class,
+        detail,
+        replay: replay.to_string(),
+    };
+    match tb.mount_after_crash() {
+        Err(e) => report.fail(fail(CrashClass::MountFailure, format!("{e:#}"))),
+        Ok(()) => {
+            if let Some(v) = verifier.as_mut() {
+                for (class, detail) in v(at, &tb.reach().join(rel_root))? {
+                    report.fail(fail(class, detail));
+                }
+            }
+        }
+    }
+    let checked = tb.check_unmounted()?;
+    if !checked.clean {
+        let words = format!(
+            "`{}` exited {}:\n{}",
+            checked.command, checked.status, checked.output
+        );
+        report.fail(fail(CrashClass::CheckerError, words));
+    }
+    report.states = 1;
+    let secs = started.elapsed().as_secs_f64();
+    report.states_per_minute = if secs > 0.0 { 60.0 / secs } else { 0.0 };
+    Ok(report)
+}
+
 /// Serves the emulated disks of a run with crash points through /dev/fuse: the server offers
 /// its crash file there only (through FUSE over io_uring the ring knows the disk file alone).
 pub fn pin_transport(args: &CrashArgs) {
@@ -159,14 +206,18 @@ pub fn after(target: &mut Target, args: &CrashArgs, run: After<'_>) -> Result<Op
     let Target::Testbed(t) = target else {
         return Ok(None);
     };
-    if !args.on() || !ran {
+    if !args.judged() || !ran {
         return Ok(None);
     }
     let argv: Vec<String> = std::env::args().collect();
-    let replay = |cut| replay_command(&argv, seed, cut);
+    let replay = |cut| replay_command(&argv, seed, (!args.shutdown).then_some(cut));
     let (mp, reach) = (t.mountpoint().to_path_buf(), t.reach());
     let mut report = None;
     crate::testbed::across_remount(&mp, &reach, || {
+        if args.shutdown {
+            report = Some(shutdown(t, Path::new(rel_root), verifier, &replay(0))?);
+            return Ok(());
+        }
         report = Some(campaign(
             t,
             args,
@@ -185,7 +236,7 @@ pub fn after(target: &mut Target, args: &CrashArgs, run: After<'_>) -> Result<Op
 /// and seed flags replaced by `--seed SEED --crash-at CUT`. The same seed makes the same
 /// operations; the kernel's writeback may still order the disk's requests differently, and
 /// then request CUT is another state (the replay says so when it has no such request).
-pub fn replay_command(argv: &[String], seed: u64, cut: u64) -> String {
+pub fn replay_command(argv: &[String], seed: u64, cut: Option<u64>) -> String {
     const DROP_WITH_VALUE: [&str; 5] = [
         "--seed",
         "--crash-points",
@@ -212,12 +263,10 @@ pub fn replay_command(argv: &[String], seed: u64, cut: u64) -> String {
         }
         out.push(shell_word(a));
     }
-    out.extend([
-        "--seed".into(),
-        seed.to_string(),
-        "--crash-at".into(),
-        cut.to_string(),
-    ]);
+    out.extend(["--seed".into(), seed.to_string()]);
+    if let Some(cut) = cut {
+        out.extend(["--crash-at".into(), cut.to_string()]);
+    }
     out.join(" ")
 }
 
@@ -255,7 +304,7 @@ mod tests {
         .map(String::from)
         .to_vec();
         assert_eq!(
-            replay_command(&argv, 5, 1234),
+            replay_command(&argv, 5, Some(1234)),
             "fsgauge exercise --fs ext4 --mount-opts data=journal,barrier=0 --label 'a b' --seed 5 --crash-at 1234"
         );
     }

@@ -75,12 +75,19 @@ pub struct CrashArgs {
     pub crash_at: Option<u64>,
     /// `--crash-log-limit`: 1 GiB unless said.
     pub crash_log_limit: Option<Size>,
+    /// `--crash-shutdown`: one state, made by the kernel's shutdown, in place of cuts.
+    pub shutdown: bool,
 }
 
 impl CrashArgs {
-    /// Whether crash points are asked for.
+    /// Whether crash points (cuts of the emulated disk's write log) are asked for.
     pub fn on(&self) -> bool {
         self.crash_points.is_some_and(|n| n > 0) || self.crash_at.is_some()
+    }
+
+    /// Whether the run's crash states are judged: cuts, or the kernel's shutdown.
+    pub fn judged(&self) -> bool {
+        self.on() || self.shutdown
     }
 
     /// How the cuts are chosen (random unless said).

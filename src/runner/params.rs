@@ -155,6 +155,19 @@ pub struct RunSettings {
     /// with a message, never checked on a partial log [default: 1G].
     #[arg(long, value_name = "SIZE", help_heading = "Crash points")]
     pub crash_log_limit: Option<Size>,
+    /// Instead of cuts of an emulated disk, end the run with a crash the kernel makes: shut
+    /// the filesystem down without flushing its log (FS_IOC_SHUTDOWN, NOLOGFLUSH: xfstests'
+    /// godown), mount it again (journal replay), and judge that one state as a cut's is
+    /// judged, then run the checker. Any testbed fsgauge builds with ext2/3/4 or xfs, with or
+    /// without an emulated disk: the disk keeps every write it completed, so this cross-checks
+    /// the emulated cuts (which also lose the drive's cache) with the kernel's own mechanism.
+    /// One state per run: vary --ops or --seed, or use --reps, for more.
+    #[arg(
+        long,
+        help_heading = "Crash points",
+        conflicts_with_all = ["crash_points", "crash_at"]
+    )]
+    pub crash_shutdown: bool,
 }
 
 /// `--reps`'s help, its default [`DEFAULT_REPS`] written in.
@@ -188,6 +201,7 @@ impl RunSettings {
             crash_cache: self.crash_cache.or(under.crash_cache),
             crash_at: self.crash_at.or(under.crash_at),
             crash_log_limit: self.crash_log_limit.or(under.crash_log_limit),
+            crash_shutdown: self.crash_shutdown || under.crash_shutdown,
         }
     }
 
@@ -199,6 +213,7 @@ impl RunSettings {
             crash_cache: self.crash_cache,
             crash_at: self.crash_at,
             crash_log_limit: self.crash_log_limit,
+            shutdown: self.crash_shutdown,
         }
     }
 }

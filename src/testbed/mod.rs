@@ -53,6 +53,7 @@ pub mod mount;
 pub mod params;
 pub mod room;
 mod rundir;
+pub mod shutdown;
 mod spec;
 
 use std::fs;

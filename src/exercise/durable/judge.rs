@@ -26,6 +26,7 @@
 use anyhow::{bail, Result};
 
 use super::verdict::{Class, Found, Mismatch, Problem, Verdict, SINCE_SHOWN};
+use super::whence::{self, Whence};
 use super::{Event, Record, What};
 use crate::error::bad_input;
 use crate::exercise::model::Model;
@@ -157,12 +158,18 @@ impl<'r> Judge<'r> {
             };
             let allowed = self.values_at(vd, last, at)?;
             let end = (at + 16).min(bytes.len());
+            let whence =
+                whence::needle(bytes, at, run as usize).map_or_else(Whence::default, |n| {
+                    let fresh = Model::new(self.rec.max_len, self.rec.max_op_len, self.rec.seed);
+                    whence::search(fresh, self.rec.max_len, &self.ops, n, last)
+                });
             let problem = Problem::Data {
                 offset: at as u64,
                 run,
                 allowed,
                 durable: self.base.range(at as u64, (end - at) as u64).to_vec(),
                 found: bytes[at..end].to_vec(),
+                whence,
             };
             return Ok(self.mismatch(cut_ns, d, vd, last, class, problem));
         }

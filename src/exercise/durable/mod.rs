@@ -27,12 +27,14 @@
 
 mod judge;
 mod verdict;
+mod whence;
 
 use std::path::PathBuf;
 use std::sync::{Arc, Mutex};
 
 pub use judge::{judge, Judge};
 pub use verdict::{Class, Found, Mismatch, Problem, Verdict};
+pub use whence::{Seen, Whence};
 
 use super::ops::{Op, OpKind};
 

@@ -122,6 +122,7 @@ fn a_corrupted_durable_byte_is_lost_durable_data_at_its_offset() {
             allowed,
             durable,
             found: f,
+            ..
         } => {
             assert_eq!((*offset, *run), (3000, 2));
             assert_eq!(allowed, &vec![v[3].0[3000]], "only the durable byte");
@@ -427,4 +428,60 @@ fn a_size_written_back_part_way_is_allowed_only_at_a_block_boundary_between_the_
     assert!(!allowed(&sizes, 163_840), "a boundary below every version");
     assert!(!allowed(&sizes, 266_240), "a boundary above every version");
     assert!(!allowed(&[], 0));
+}
+
+#[test]
+fn a_failure_says_which_operation_wrote_the_wrong_bytes_and_where() {
+    let r = basic();
+    let v = versions(&r);
+    // Stale bytes: what write 1 left at 100..132, found at 3000 after the fsync.
+    let mut found = content(&v[3]);
+    found[3000..3032].copy_from_slice(&v[1].0[100..132]);
+    let m = fail(judge(&r, 37, Found::File(&found)).unwrap());
+    let Problem::Data { whence, .. } = &m.problem else {
+        panic!("{m:?}")
+    };
+    assert_eq!(whence.searched, 32);
+    let one = Seen {
+        op: 1,
+        kind: OpKind::Write,
+        offset: 100,
+    };
+    assert!(whence.before_cut.contains(&one), "{whence:?}");
+    assert!(
+        m.render()
+            .contains("by 1 write at 0x64 (2900 lower), before the durable point"),
+        "{}",
+        m.render()
+    );
+    // Bytes of write 5, which started after the cut, cannot be on the disk.
+    let mut found = content(&v[3]);
+    found[3000..3032].copy_from_slice(&v[5].0[5000..5032]);
+    let m = fail(judge(&r, 37, Found::File(&found)).unwrap());
+    let Problem::Data { whence, .. } = &m.problem else {
+        panic!("{m:?}")
+    };
+    assert_eq!(
+        whence.after_cut,
+        Some(Seen {
+            op: 5,
+            kind: OpKind::Write,
+            offset: 5000
+        })
+    );
+    assert!(m.render().contains("after the cut (cannot be on the disk)"));
+    // Bytes no operation wrote: the disk's own.
+    let mut found = content(&v[3]);
+    for (i, b) in found[3000..3032].iter_mut().enumerate() {
+        *b = i as u8 ^ 0xa5;
+    }
+    let m = fail(judge(&r, 37, Found::File(&found)).unwrap());
+    assert!(
+        m.render().contains("by no operation of the run"),
+        "{}",
+        m.render()
+    );
+    // Too few wrong bytes, or all alike (zeros are everywhere), are not searched for.
+    assert_eq!(whence::needle(&[0u8; 64], 0, 64), None);
+    assert_eq!(whence::needle(&found, 3000, 7), None);
 }

@@ -3,6 +3,7 @@
 use std::fmt::Write as _;
 use std::path::PathBuf;
 
+use super::whence::Whence;
 use super::{Event, What};
 use crate::exercise::ops::OpKind;
 
@@ -50,6 +51,8 @@ pub enum Problem {
         durable: Vec<u8>,
         /// The crashed file's bytes from `offset` (up to 16).
         found: Vec<u8>,
+        /// Which operations of the run wrote the wrong bytes, and where.
+        whence: Whence,
     },
     /// The size is none of the allowed versions' sizes.
     Size {
@@ -143,9 +146,11 @@ impl Mismatch {
         let mut s = format!("{}\n", self.headline());
         let _ = writeln!(s, "cut at {} ns (CLOCK_MONOTONIC)", self.cut_ns);
         if let Problem::Data {
+            offset,
             allowed,
             durable,
             found,
+            whence,
             ..
         } = &self.problem
         {
@@ -158,6 +163,9 @@ impl Mismatch {
             );
             let _ = writeln!(s, "durable version: {}", hex(durable));
             let _ = writeln!(s, "found:           {}", hex(found));
+            for line in whence.lines(&self.durable_point, *offset) {
+                let _ = writeln!(s, "{line}");
+            }
         }
         let d = &self.durable_point;
         let _ = writeln!(s, "durable point: {} (ended at {} ns)", d.what, d.end_ns);
