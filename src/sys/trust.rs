@@ -71,6 +71,43 @@ pub fn open_dir_in(dir: BorrowedFd<'_>, name: &str) -> std::io::Result<OwnedFd> 
 /// Opens a directory by absolute path without following any symlink on the way
 /// (openat2 with RESOLVE_NO_SYMLINKS).
 pub fn open_dir_nofollow(path: &Path) -> std::io::Result<OwnedFd> {
+    openat2_nofollow(path, libc::O_RDONLY)
+}
+
+/// [`open_dir_nofollow`] as an O_PATH descriptor: the filesystem is not asked to open the
+/// directory, so this works on one shut down (FS_IOC_SHUTDOWN), which answers EIO otherwise.
+pub fn open_dir_path_nofollow(path: &Path) -> std::io::Result<OwnedFd> {
+    openat2_nofollow(path, libc::O_PATH)
+}
+
+/// Opens the directory `name` in the held directory `dir` as an O_PATH descriptor, not
+/// following a symlink (see [`open_dir_path_nofollow`]).
+pub fn open_dir_path_in(dir: BorrowedFd<'_>, name: &str) -> std::io::Result<OwnedFd> {
+    let fd = nix::fcntl::openat(
+        Some(dir.as_raw_fd()),
+        name,
+        nix::fcntl::OFlag::O_PATH
+            | nix::fcntl::OFlag::O_DIRECTORY
+            | nix::fcntl::OFlag::O_NOFOLLOW
+            | nix::fcntl::OFlag::O_CLOEXEC,
+        nix::sys::stat::Mode::empty(),
+    )
+    .map_err(std::io::Error::from)?;
+    // SAFETY: openat returned a new descriptor we own.
+    Ok(unsafe { OwnedFd::from_raw_fd(fd) })
+}
+
+/// The mount id of the mount an open descriptor is in, from `/proc/self/fdinfo` (statx's
+/// STATX_MNT_ID asks the filesystem, which a shut-down one answers with EIO).
+pub fn fdinfo_mnt_id(fd: BorrowedFd<'_>) -> std::io::Result<u64> {
+    let info = std::fs::read_to_string(format!("/proc/self/fdinfo/{}", fd.as_raw_fd()))?;
+    info.lines()
+        .find_map(|l| l.strip_prefix("mnt_id:"))
+        .and_then(|v| v.trim().parse().ok())
+        .ok_or_else(|| std::io::Error::other("no mnt_id in /proc/self/fdinfo"))
+}
+
+fn openat2_nofollow(path: &Path, access: libc::c_int) -> std::io::Result<OwnedFd> {
     let c = cstr(path)?;
     // struct open_how of linux/openat2.h (libc's is non-exhaustive).
     #[repr(C)]
@@ -80,7 +117,7 @@ pub fn open_dir_nofollow(path: &Path) -> std::io::Result<OwnedFd> {
         resolve: u64,
     }
     let how = OpenHow {
-        flags: (libc::O_RDONLY | libc::O_DIRECTORY | libc::O_CLOEXEC) as u64,
+        flags: (access | libc::O_DIRECTORY | libc::O_CLOEXEC) as u64,
         mode: 0,
         resolve: libc::RESOLVE_NO_SYMLINKS | libc::RESOLVE_NO_MAGICLINKS,
     };

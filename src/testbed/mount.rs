@@ -108,8 +108,27 @@ pub fn unmount_in(dir: BorrowedFd<'_>, mnt: &str, fsdev: u64) -> Result<()> {
     let target = trust::fd_path(dir, mnt);
     match fs::symlink_metadata(&target) {
         Ok(md) if md.dev() == fsdev => unmount(&target),
+        Err(e) if e.raw_os_error() == Some(libc::EIO) => {
+            let fd = trust::open_dir_path_in(dir, mnt)
+                .with_context(|| format!("opening {} (O_PATH)", target.display()))?;
+            let id = trust::fdinfo_mnt_id(fd.as_fd())
+                .with_context(|| format!("the mount id of {}", target.display()))?;
+            drop(fd);
+            if !of_device(id, fsdev) {
+                return Ok(());
+            }
+            unmount(&target)
+        }
         _ => Ok(()),
     }
+}
+
+/// Whether the mount `id` is of device `fsdev`, by the mount table alone (see
+/// [`mount_is_of`]): nothing asked of the filesystem, which a shut-down one (FS_IOC_SHUTDOWN)
+/// answers with EIO, even a stat of its root.
+fn of_device(id: u64, fsdev: u64) -> bool {
+    let dev = super::loopdev::dev_path(fsdev).unwrap_or_default();
+    mount_is_of(id, &dev, fsdev)
 }
 
 /// Unmounts every mount of the filesystem on device `fsdev` (found in /proc/self/mountinfo,
@@ -141,7 +160,9 @@ pub fn unmount_device(fsdev: u64, backing: Option<FileId>) -> Result<()> {
             continue;
         }
         let target = PathBuf::from(&m.target);
-        let fd = trust::open_dir_nofollow(&target).with_context(|| {
+        // O_PATH: a filesystem shut down (FS_IOC_SHUTDOWN) refuses every open and stat with
+        // EIO, its root's too; an O_PATH descriptor and its fdinfo ask nothing of it.
+        let fd = trust::open_dir_path_nofollow(&target).with_context(|| {
             format!(
                 "opening the mount point {} (not following symlinks)",
                 target.display()
@@ -149,8 +170,8 @@ pub fn unmount_device(fsdev: u64, backing: Option<FileId>) -> Result<()> {
         })?;
         // The mount id names the mount (the device number files report need not be the
         // filesystem's: btrfs gives each subvolume its own).
-        let (_, id) = trust::statx_dev_mnt(fd.as_fd())
-            .with_context(|| format!("statx {}", target.display()))?;
+        let id = trust::fdinfo_mnt_id(fd.as_fd())
+            .with_context(|| format!("the mount id of {}", target.display()))?;
         if id != m.id {
             anyhow::bail!(
                 "{} changed while it was being unmounted (not the mount of device {want}); run cleanup again",
