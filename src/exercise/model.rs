@@ -178,6 +178,11 @@ impl Model {
 
     /// Makes this model the same file as `other` (a model of the same run: same seed and
     /// lengths), without allocating.
+    /// The most bytes the file may hold (the model's buffer).
+    pub fn max_len(&self) -> u64 {
+        self.buf.len() as u64
+    }
+
     pub fn copy_from(&mut self, other: &Model) {
         let n = self.size.max(other.size) as usize;
         self.buf[..n].copy_from_slice(&other.buf[..n]);

@@ -25,6 +25,7 @@
 
 use anyhow::{bail, Result};
 
+use super::shift;
 use super::verdict::{Class, Found, Mismatch, Problem, Verdict, SINCE_SHOWN};
 use super::whence::{self, Whence};
 use super::{Event, Record, What};
@@ -149,6 +150,11 @@ impl<'r> Judge<'r> {
         };
         self.advance_base(vd)?;
         let sizes = self.sweep(vd, last, bytes)?;
+        if self.allowed.contains(&false) {
+            let span = (vd, last);
+            let (base, work, ops) = (&self.base, &mut self.work, &self.ops);
+            shift::allow_unshifted(base, work, ops, span, bytes, &mut self.allowed);
+        }
         if let Some(at) = self.allowed.iter().position(|&a| !a) {
             let run = self.allowed[at..].iter().take_while(|&&a| !a).count() as u64;
             let class = if self.changed[at] {

@@ -26,6 +26,7 @@
 //! The exerciser's output is the same with or without a record.
 
 mod judge;
+mod shift;
 mod verdict;
 mod whence;
 

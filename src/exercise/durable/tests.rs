@@ -485,3 +485,38 @@ fn a_failure_says_which_operation_wrote_the_wrong_bytes_and_where() {
     assert_eq!(whence::needle(&[0u8; 64], 0, 64), None);
     assert_eq!(whence::needle(&found, 3000, 7), None);
 }
+
+#[test]
+fn a_write_after_an_unsynced_shift_may_be_found_where_its_block_was_before_the_shift() {
+    // (the shift, the file before it, the write after it, where its bytes were before it)
+    for (shift, first, at, pre) in [
+        (
+            Op::new(OpKind::Insert, 0, 4096),
+            w(0, 4096),
+            4196usize,
+            100usize,
+        ),
+        (Op::new(OpKind::Collapse, 0, 4096), w(0, 8192), 100, 4196),
+    ] {
+        let r = record(&[first, Op::new(OpKind::Fsync, 0, 0), shift, w(at as u64, 50)]);
+        let v = versions(&r);
+        // The map from before the shift, with the block's newer data.
+        let mut found = content(&v[2]);
+        found[pre..pre + 50].copy_from_slice(&v[4].0[at..at + 50]);
+        assert_ne!(found, content(&v[2]));
+        let got = judge(&r, 1000, Found::File(&found)).unwrap();
+        assert!(matches!(got, Verdict::Pass { .. }), "{shift:?}: {got:?}");
+        // The same bytes anywhere else are still foreign.
+        let mut elsewhere = content(&v[2]);
+        elsewhere[1100..1150].copy_from_slice(&v[4].0[at..at + 50]);
+        let m = fail(judge(&r, 1000, Found::File(&elsewhere)).unwrap());
+        assert!(
+            matches!(m.problem, Problem::Data { offset, .. } if (1100..1150).contains(&offset)),
+            "{shift:?}: {}",
+            m.render()
+        );
+        // Before the shift started, the write's bytes cannot be there at all.
+        let m = fail(judge(&r, 27, Found::File(&found)).unwrap());
+        assert_eq!(m.class, Class::LostDurableData, "{}", m.render());
+    }
+}
