@@ -11,6 +11,11 @@
 //!
 //! On the host disk ([`FileImage`]) when memory cannot hold what is written (more than
 //! [`memory_budget`]), or when asked (`FSGAUGE_DEVICE_STORE=file`, for comparisons).
+//!
+//! Over a base ([`Store::overlay`]): a kept aged image served as it is, opened read-only and
+//! never written, every write kept in memory (a copy-on-write overlay, see
+//! [`MemImage::over`]). A chunk's first touch reads it from the base: that lateness is the
+//! server's own and is recorded as every request's is.
 
 use std::fs::{File, OpenOptions};
 use std::os::fd::AsFd;
@@ -55,6 +60,21 @@ impl Store {
                 Ok(Store::File(file))
             }
         }
+    }
+
+    /// An overlay over the image at `path` (opened read-only, never written) of `size`
+    /// bytes, holding what is written and what is read of the image in memory up to
+    /// `budget` bytes (None: the file store was asked for, which would write the image, and
+    /// is refused).
+    pub fn overlay(path: &Path, size: u64, budget: Option<u64>) -> Result<Store> {
+        let Some(budget) = budget else {
+            return Err(crate::error::bad_input(format!(
+                "an overlay over a kept image keeps the disk's writes in the server's memory, and {STORE_ENV}=file would write them to the kept image; leave {STORE_ENV} unset (or give memory:SIZE), or start the testbed from a copy of the image (--image-start copy)"
+            )));
+        };
+        let base = File::open(path)
+            .with_context(|| format!("opening the base image {} read-only", path.display()))?;
+        Ok(Store::Memory(MemImage::over(base, size, budget)?))
     }
 
     /// The most bytes the store may hold in memory; 0 for a file store.
