@@ -160,8 +160,7 @@ fn ages_then_starts_as_an_overlay(name: &str, first: &[&str], then: &[&str]) {
     );
     let cache = sb.state().join("images");
     let manifest: Value =
-        serde_json::from_slice(&std::fs::read(cache.join(format!("{key}.json"))).unwrap())
-            .unwrap();
+        serde_json::from_slice(&std::fs::read(cache.join(format!("{key}.json"))).unwrap()).unwrap();
     let base = cache.join(format!("{key}.img"));
     assert_eq!(digest_of(&base), manifest["digest"].as_str().unwrap());
 
@@ -181,10 +180,7 @@ fn ages_then_starts_as_an_overlay(name: &str, first: &[&str], then: &[&str]) {
     crate::support::assert_schema(start);
     assert_eq!(start["testbed"]["aged_image"]["from"], "image-overlay");
     assert_eq!(start["testbed"]["aged_image"]["key"], key);
-    assert_eq!(
-        start["testbed"]["aged_image"]["digest"],
-        manifest["digest"]
-    );
+    assert_eq!(start["testbed"]["aged_image"]["digest"], manifest["digest"]);
     assert_eq!(start["testbed"]["device_model"]["profile"], "ram");
     // The run wrote to its testbed; the kept image is as it was kept.
     assert_eq!(
