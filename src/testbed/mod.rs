@@ -764,7 +764,9 @@ impl Testbed {
     /// set-up left dirty at native speed. Nothing on this machine's own storage.
     pub fn measuring(&mut self, on: bool) -> Result<()> {
         let during = self.spec.device_model.as_ref().map(|m| m.during);
-        if self.emulated.main.is_none() && self.emulated.journal.is_none()
+        // Without a --device-model the main disk, if any, is the `ram` disk of an overlay
+        // start, modelled always, as a plain testbed has no phases to switch.
+        if during.is_none() && self.emulated.journal.is_none()
             || during == Some(device::ModelDuring::Always)
         {
             return Ok(());
