@@ -213,3 +213,34 @@ impl FileImage {
         crate::sys::fallocate(self.buffered.as_fd(), mode, off, len)
     }
 }
+
+#[cfg(test)]
+#[allow(clippy::unwrap_used)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn an_overlay_store_never_writes_its_base_and_refuses_the_file_store() {
+        let dir = tempfile::tempdir().unwrap();
+        let path = dir.path().join("kept.img");
+        std::fs::write(&path, vec![7u8; 2 << 20]).unwrap();
+        let e = Store::overlay(&path, 2 << 20, None).err().unwrap();
+        assert_eq!(crate::error::exit_code(&e), 2);
+        assert!(
+            e.to_string()
+                .contains("FSGAUGE_DEVICE_STORE=file would write them to the kept image"),
+            "{e}"
+        );
+        let s = Store::overlay(&path, 2 << 20, Some(4 << 20)).unwrap();
+        s.write(&[1u8; 4096], 4096).unwrap();
+        s.zero(libc::FALLOC_FL_ZERO_RANGE, 1 << 20, 8192).unwrap();
+        let mut back = [0u8; 3];
+        s.read(&mut back, 4095).unwrap();
+        assert_eq!(back, [7, 1, 1]);
+        assert_eq!(
+            std::fs::read(&path).unwrap(),
+            vec![7u8; 2 << 20],
+            "the base is as it was"
+        );
+    }
+}
