@@ -1292,7 +1292,7 @@ file_size = "64K"
         // A value unlike the default for each setting; a new flag needs one here, with the
         // other settings it needs to mean something (given to both sides and to the default).
         type Sample<'a> = (&'a str, &'a str, &'a [(&'a str, &'a str)]);
-        let samples: [Sample; 12] = [
+        let samples: [Sample; 13] = [
             ("fs_size", "320M", &[]),
             ("mkfs_opts", "-O ^extent -I 256", &[]),
             ("mount_opts", "noatime", &[]),
@@ -1305,6 +1305,7 @@ file_size = "64K"
             ("device_offset", "100G", &[("device_model", "st3500641as")]),
             ("device_model_during", "always", &[("device_model", "ram")]),
             ("journal_device_model", "ram", &[("journal", "file:8M")]),
+            ("image_start", "overlay", &[]),
         ];
         let flags_cmd =
             || crate::cli::TestbedArgs::augment_args(Command::new("bench").no_binary_name(true));

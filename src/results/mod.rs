@@ -280,9 +280,12 @@ pub struct TestbedInfo {
 pub struct AgedStart {
     /// The image cache's key of the aging.
     pub key: String,
-    /// `aged` (aged in this run, then kept) or `image` (a copy of the kept image).
+    /// `aged` (aged in this run, then kept), `image` (a copy of the kept image) or
+    /// `image-overlay` (the kept image served by a device server as a copy-on-write overlay,
+    /// never written; on a plain testbed by a `ram` disk, see `device_model`).
     pub from: String,
-    /// Seconds the aging took (`aged`), or building the testbed from the image (`image`).
+    /// Seconds the aging took (`aged`), or building the testbed from the image (`image`,
+    /// `image-overlay`): from finding the image to the mounted testbed.
     pub seconds: f64,
     /// The digest of the starting state's contents: every non-zero 4 KiB block of the
     /// filesystem's image with its offset (`sha256:HEX`).
@@ -290,10 +293,14 @@ pub struct AgedStart {
 }
 
 impl AgedStart {
-    /// "aged in X s" / "from image KEY in Y s".
+    /// `from` of a start served as an overlay over the kept image.
+    pub const OVERLAY: &'static str = "image-overlay";
+
+    /// "aged in X s" / "from image KEY in Y s" / "from image KEY (overlay) in Y s".
     pub fn describe(&self) -> String {
         match self.from.as_str() {
             "image" => format!("from image {} in {:.2} s", self.key, self.seconds),
+            Self::OVERLAY => format!("from image {} (overlay) in {:.2} s", self.key, self.seconds),
             _ => format!("aged in {:.2} s, kept as image {}", self.seconds, self.key),
         }
     }

@@ -84,6 +84,7 @@ pub(super) fn keeping(r: &Rep<'_>) -> Result<Keeping> {
         },
     )?;
     if let Some(entry) = images::find(&key.key)? {
+        check_overlay_store(spec)?;
         return Ok(Keeping::Hit {
             entry: Box::new(entry),
         });
@@ -93,6 +94,20 @@ pub(super) fn keeping(r: &Rep<'_>) -> Result<Keeping> {
         key,
         name: name.clone(),
     })
+}
+
+/// An overlay start keeps the disk's writes in the server's memory: refused (bad input,
+/// before anything is made) when the server is told to keep them in its image file
+/// (`FSGAUGE_DEVICE_STORE=file`), which would write the kept image.
+fn check_overlay_store(spec: &crate::testbed::TestbedSpec) -> Result<()> {
+    use crate::testbed::device::server::{store::STORE_ENV, StoreChoice};
+    let store = std::env::var(STORE_ENV).ok();
+    if spec.overlay_start() && store.and_then(|v| v.parse().ok()) == Some(StoreChoice::File) {
+        return Err(bad_input(format!(
+            "{STORE_ENV}=file keeps an emulated disk's bytes in its image file, but a start from a kept image is served as an overlay over the image, which must stay as it was kept; leave {STORE_ENV} unset (or memory:SIZE), or start from a copy with --image-start copy"
+        )));
+    }
+    Ok(())
 }
 
 /// Builds the target of `r`: from the kept image on a hit (timed, the copy included), else
@@ -109,11 +124,16 @@ pub(super) fn build(r: &Rep<'_>, keeping: &Keeping) -> Result<(Target, Option<Ag
     ));
     let t0 = Instant::now();
     let t = Testbed::create_from_image(spec, &entry.image)?;
-    // A kernel copy of the kept bytes: the digest taken when they were kept.
+    // A kernel copy of the kept bytes, or the kept bytes served as they are: the digest
+    // taken when they were kept.
     let digest = entry.manifest.digest.clone();
     let start = AgedStart {
         key: entry.manifest.key.clone(),
-        from: "image".into(),
+        from: if spec.overlay_start() {
+            AgedStart::OVERLAY.into()
+        } else {
+            "image".into()
+        },
         seconds: t0.elapsed().as_secs_f64(),
         digest,
     };

@@ -1,15 +1,62 @@
 //! A testbed and the aged-image cache ([`super::images`]): building one from a kept image
-//! (a copy of it in place of mkfs) and keeping one's filesystem as an image.
+//! (a copy of it in place of mkfs, or a device server serving it as a copy-on-write overlay)
+//! and keeping one's filesystem as an image.
 
 use std::fs::File;
 use std::os::fd::AsFd;
+use std::path::PathBuf;
 
 use anyhow::{Context, Result};
 
+use super::device::{self, EmulatedDevice, ModelDuring};
 use super::images::{self, Copied, Entry, ImageKey, Kept};
 use super::{sys_trust, Testbed};
 
+/// The profile that serves an overlay start of a plain testbed (one without
+/// `--device-model`): answers at once, at the server's own cost.
+const PLAIN_OVERLAY_PROFILE: &str = "ram";
+
 impl Testbed {
+    /// The kept image this testbed starts from as an overlay over it, if it does (see
+    /// [`super::TestbedSpec::overlay_start`]).
+    pub(super) fn overlay_base(&self) -> Option<PathBuf> {
+        let (base, _) = self.kept_base.as_ref()?;
+        self.spec.overlay_start().then(|| base.clone())
+    }
+
+    /// Starts the device server that serves the kept image `base` as a copy-on-write
+    /// overlay: opened read-only here, and by the server through this process's descriptor;
+    /// it never writes it, every write stays in its memory. The testbed has no image of its
+    /// own. Its disk is the `--device-model`'s, or a `ram` disk on a plain testbed.
+    pub(super) fn serve_overlay(&mut self, base: &std::path::Path) -> Result<EmulatedDevice> {
+        let f = File::open(base)
+            .with_context(|| format!("opening the kept image {} read-only", base.display()))?;
+        let (profile, offset, during) = match &self.spec.device_model {
+            Some(m) => (m.profile.clone(), m.offset, m.during),
+            None => (
+                device::ProfileRef::new(PLAIN_OVERLAY_PROFILE)?,
+                0,
+                ModelDuring::Always,
+            ),
+        };
+        let disk = device::server::DiskArgs {
+            modelled: during == ModelDuring::Always,
+            overlay: true,
+            ..device::server::DiskArgs::new(profile, PathBuf::new(), self.spec.size, offset)
+        };
+        // For messages that name the disk's image.
+        self.emulated.main_image = Some(base.to_path_buf());
+        let disk = self.serve(f, disk, "")?;
+        if let Some(b) = self.kept_base.as_mut() {
+            // Served as it is: its digest is the one taken when it was kept.
+            b.1 = Some(Copied {
+                written: 0,
+                digest: String::new(),
+            });
+        }
+        Ok(disk)
+    }
+
     /// Copies the kept image this testbed is built from, if any, into its new image `f`
     /// (before a loop device or an emulated disk's server reads it).
     pub(super) fn copy_base(&mut self, f: &File) -> Result<()> {

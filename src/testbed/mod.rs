@@ -76,8 +76,8 @@ pub use mkfs::{mkfs_command, MkfsCommand};
 pub use params::TestbedParams;
 pub use rundir::{across_remount, RunDir};
 pub use spec::{
-    default_workdir, split_words, Backing, FsKind, ImageAlloc, JournalSpec, TestbedInput,
-    TestbedSpec,
+    default_workdir, split_words, Backing, FsKind, ImageAlloc, ImageStart, JournalSpec,
+    TestbedInput, TestbedSpec,
 };
 
 use crate::error::bad_input;
@@ -356,37 +356,7 @@ impl Testbed {
         let home = self.make_dir_in(&base, &base_path, &self.name.clone(), 0o755)?;
         self.home = Some(home.clone());
 
-        let mut backing_id = None;
-        let prealloc = spec.backing == Backing::File && spec.image_alloc == ImageAlloc::Full;
-        if let Some(dev) = &spec.device {
-            self.device = dev.clone();
-            // mkfs formats the whole device: that is the testbed's size.
-            self.spec.size = device_size(dev)?;
-            use std::os::unix::fs::MetadataExt;
-            self.fsdev = fs::metadata(dev)
-                .with_context(|| format!("--device {}", dev.display()))?
-                .rdev();
-        } else if let Some(m) = &spec.device_model {
-            let (f, _) = self.make_image(&home, &home_path, "fs.img", spec.size, prealloc)?;
-            self.copy_base(&f)?;
-            let disk = self.serve(f, &m.profile, spec.size, m.offset, m.during, "")?;
-            self.emulated.main_image = Some(home_path.join("fs.img"));
-            (self.device, self.fsdev) = disk_device(&disk)?;
-            // The loop device's backing is the server's disk file, not the image under it.
-            backing_id = disk.backing();
-            self.emulated.main = Some(disk);
-        } else {
-            let made = self.make_image(&home, &home_path, "fs.img", spec.size, prealloc)?;
-            self.copy_base(&made.0)?;
-            let image = home_path.join("fs.img");
-            let (lo, id) = self.make_loop(made, image, spec.loop_direct_io)?;
-            self.device = lo.path().to_path_buf();
-            self.fsdev = lo
-                .rdev()
-                .with_context(|| format!("reading the device number of {}", lo.path().display()))?;
-            backing_id = Some(id);
-            self.loopdev = Some(lo);
-        }
+        let backing_id = self.make_main(&home, &home_path)?;
         if let Some(j) = spec.journal {
             self.set_up(SetUp::Journal, |tb| tb.make_journal(j, &home, &home_path))?;
         }
@@ -426,6 +396,58 @@ impl Testbed {
         Ok(())
     }
 
+    /// Makes the filesystem's device: the `--device`, an emulated disk's loop device, or a
+    /// loop device on a new image (a copy of the kept image the testbed is built from, if
+    /// any), or, for a start served as an overlay over a kept image, a device server on it.
+    /// Returns the file behind the loop device, for the ledger's record of the mount.
+    fn make_main(&mut self, home: &Arc<OwnedFd>, home_path: &Path) -> Result<Option<FileId>> {
+        let spec = self.spec.clone();
+        let prealloc = spec.backing == Backing::File && spec.image_alloc == ImageAlloc::Full;
+        if let Some(dev) = &spec.device {
+            self.device = dev.clone();
+            // mkfs formats the whole device: that is the testbed's size.
+            self.spec.size = device_size(dev)?;
+            use std::os::unix::fs::MetadataExt;
+            self.fsdev = fs::metadata(dev)
+                .with_context(|| format!("--device {}", dev.display()))?
+                .rdev();
+            return Ok(None);
+        }
+        let disk = if let Some(base) = self.overlay_base() {
+            self.serve_overlay(&base)?
+        } else if let Some(m) = &spec.device_model {
+            let (f, _) = self.make_image(home, home_path, "fs.img", spec.size, prealloc)?;
+            self.copy_base(&f)?;
+            self.emulated.main_image = Some(home_path.join("fs.img"));
+            let disk = device::server::DiskArgs {
+                modelled: m.during == device::ModelDuring::Always,
+                ..device::server::DiskArgs::new(
+                    m.profile.clone(),
+                    PathBuf::new(),
+                    spec.size,
+                    m.offset,
+                )
+            };
+            self.serve(f, disk, "")?
+        } else {
+            let made = self.make_image(home, home_path, "fs.img", spec.size, prealloc)?;
+            self.copy_base(&made.0)?;
+            let image = home_path.join("fs.img");
+            let (lo, id) = self.make_loop(made, image, spec.loop_direct_io)?;
+            self.device = lo.path().to_path_buf();
+            self.fsdev = lo
+                .rdev()
+                .with_context(|| format!("reading the device number of {}", lo.path().display()))?;
+            self.loopdev = Some(lo);
+            return Ok(Some(id));
+        };
+        (self.device, self.fsdev) = disk_device(&disk)?;
+        // The loop device's backing is the server's disk file, not the image under it.
+        let backing = disk.backing();
+        self.emulated.main = Some(disk);
+        Ok(backing)
+    }
+
     /// Makes the external journal's device: an image (on the RAM disk or beside the
     /// testbed's) under a loop device, or under its own emulated disk.
     fn make_journal(
@@ -456,7 +478,11 @@ impl Testbed {
                 .as_ref()
                 .map(|m| m.during)
                 .unwrap_or_default();
-            let disk = self.serve(f, p, j.size, 0, during, "journal ")?;
+            let disk = device::server::DiskArgs {
+                modelled: during == device::ModelDuring::Always,
+                ..device::server::DiskArgs::new(p.clone(), PathBuf::new(), j.size, 0)
+            };
+            let disk = self.serve(f, disk, "journal ")?;
             self.emulated.journal_image = Some(dir_path.join(&name));
             self.journal_device = Some(disk_device(&disk)?.0);
             self.emulated.journal = Some(disk);
@@ -546,28 +572,21 @@ impl Testbed {
         Ok((lo, id))
     }
 
-    /// Starts an emulated disk of `profile` serving the image `f` (the server reads it
-    /// through this process's descriptor) with a loop device on it; the model applies from
-    /// the start only when it should `always`. `role` names the disk in messages ("" or
-    /// "journal ").
+    /// Starts the emulated disk `disk` serving the image `f` (the server reads it through
+    /// this process's descriptor, whatever `disk.image` says) with a loop device on it.
+    /// `role` names the disk in messages ("" or "journal ").
     fn serve(
         &mut self,
         f: fs::File,
-        profile: &device::ProfileRef,
-        size: u64,
-        offset: u64,
-        during: device::ModelDuring,
+        mut disk: device::server::DiskArgs,
         role: &str,
     ) -> Result<EmulatedDevice> {
-        let image = device::disk::held_path(&f);
+        disk.image = device::disk::held_path(&f);
         self.emulated.images.push(f);
         let ledger_dir = self.ledger().dir().to_path_buf();
         let (disk, _) = device::disk::start(&device::emulated::Start {
             ledger_dir: Some(&ledger_dir),
-            disk: device::server::DiskArgs {
-                modelled: during == device::ModelDuring::Always,
-                ..device::server::DiskArgs::new(profile.clone(), image, size, offset)
-            },
+            disk,
             role,
         })?;
         Ok(disk)
@@ -746,7 +765,9 @@ impl Testbed {
     /// set-up left dirty at native speed. Nothing on this machine's own storage.
     pub fn measuring(&mut self, on: bool) -> Result<()> {
         let during = self.spec.device_model.as_ref().map(|m| m.during);
-        if self.emulated.main.is_none() && self.emulated.journal.is_none()
+        // Without a --device-model the main disk, if any, is the `ram` disk of an overlay
+        // start, modelled always, as a plain testbed has no phases to switch.
+        if during.is_none() && self.emulated.journal.is_none()
             || during == Some(device::ModelDuring::Always)
         {
             return Ok(());
@@ -796,12 +817,15 @@ impl Testbed {
                 .is_none()
                 .then(|| self.spec.image_alloc.to_string()),
             path: self.mountpoint.display().to_string(),
-            device_model: self
-                .emulated
-                .main
-                .as_ref()
-                .zip(self.spec.device_model.as_ref())
-                .map(|(d, m)| d.info(m.during)),
+            // A plain testbed started as an overlay is served by a `ram` disk: recorded too.
+            device_model: self.emulated.main.as_ref().map(|d| {
+                d.info(
+                    self.spec
+                        .device_model
+                        .as_ref()
+                        .map_or(device::ModelDuring::Always, |m| m.during),
+                )
+            }),
             journal_device_model: self.emulated.journal.as_ref().map(|d| {
                 d.info(
                     self.spec

@@ -20,7 +20,7 @@ use clap::{Args, Command, FromArgMatches};
 use serde::{Deserialize, Serialize};
 
 use super::device::{ModelDuring, ProfileRef};
-use super::spec::{Backing, FsKind, ImageAlloc, JournalSpec, ModelSpec, TestbedInput};
+use super::spec::{Backing, FsKind, ImageAlloc, ImageStart, JournalSpec, ModelSpec, TestbedInput};
 use crate::error::bad_param;
 use crate::units::Size;
 
@@ -108,6 +108,18 @@ pub struct TestbedParams {
     #[arg(long, value_name = "PROFILE[:ABLATIONS]")]
     #[serde(skip_serializing_if = "Option::is_none")]
     pub journal_device_model: Option<ProfileRef>,
+    /// How a run whose aging is kept in the image cache (--keep-image, [age] keep_image)
+    /// starts from the kept image: copy (its own copy of the image, under a loop device or the
+    /// emulated disk; a plain loop device measures exactly as a fresh one) or overlay (served
+    /// by the device server as a copy-on-write overlay over the kept image, which is never
+    /// written: no copy, so a start costs about a tenth; on a plain testbed the server has the
+    /// `ram` profile, and every request then costs what a `ram` disk costs, the server's own
+    /// time, recorded in the result's testbed.device_model; testbed.aged_image.from says
+    /// image-overlay). Not with --device or --journal [default: copy, overlay with
+    /// --device-model].
+    #[arg(long, value_name = "copy|overlay")]
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub image_start: Option<ImageStart>,
 }
 
 impl Default for TestbedParams {
@@ -137,6 +149,7 @@ pub fn plan_keys(field: &str) -> &'static [&'static str] {
         "device_offset" => &["device_offset"],
         "device_model_during" => &["device_model_during"],
         "journal_device_model" => &["journal_device_model"],
+        "image_start" => &["image_start"],
         _ => &[],
     }
 }
@@ -173,6 +186,7 @@ impl TestbedParams {
             loop_direct_io: self.loop_direct_io,
             device_model: self.model()?,
             journal_device_model: self.journal_device_model.clone(),
+            image_start: self.image_start,
             device,
             label,
         })

@@ -95,6 +95,19 @@ crate::choice! {
     }
 }
 
+crate::choice! {
+    /// How a testbed built from a kept aged image starts (see `testbed::images`).
+    #[derive(Debug, Clone, Copy, PartialEq, Eq)]
+    pub enum ImageStart("image start") {
+        /// From its own copy of the image (the kernel's copy_file_range), under a loop device
+        /// or the emulated disk's server.
+        Copy = "copy",
+        /// Served by a device server as a copy-on-write overlay over the kept image, which
+        /// is never written: on a plain testbed the server has the `ram` profile.
+        Overlay = "overlay",
+    }
+}
+
 /// An external journal (ext3/ext4 journal device, xfs log device) and where it lives.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
 pub struct JournalSpec {
@@ -160,6 +173,10 @@ pub struct TestbedSpec {
     /// Serve the external journal's image through an emulated disk of this profile.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub journal_device_model: Option<ProfileRef>,
+    /// How a start from a kept aged image is made (None: an overlay on an emulated disk, a
+    /// copy on a plain testbed; see [`TestbedSpec::overlay_start`]).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub image_start: Option<ImageStart>,
 }
 
 /// An image served through an emulated disk: the profile (with ablations), where the
@@ -200,6 +217,7 @@ pub struct TestbedInput {
     pub loop_direct_io: bool,
     pub device_model: Option<ModelSpec>,
     pub journal_device_model: Option<ProfileRef>,
+    pub image_start: Option<ImageStart>,
     pub device: Option<PathBuf>,
     /// The label; the filesystem kind when absent.
     pub label: Option<String>,
@@ -256,6 +274,7 @@ impl TestbedSpec {
             device,
             device_model: i.device_model,
             journal_device_model: i.journal_device_model,
+            image_start: i.image_start,
         };
         spec.validate()?;
         Ok(spec)
@@ -305,6 +324,16 @@ impl TestbedSpec {
             device: None,
             device_model: None,
             journal_device_model: None,
+            image_start: None,
+        }
+    }
+
+    /// Whether a start from a kept image is served as an overlay over it (the default on an
+    /// emulated disk, `--image-start overlay` on a plain testbed) rather than from a copy.
+    pub fn overlay_start(&self) -> bool {
+        match self.image_start {
+            Some(s) => s == ImageStart::Overlay,
+            None => self.device_model.is_some(),
         }
     }
 
@@ -412,6 +441,7 @@ impl TestbedSpec {
             ));
         }
         self.validate_models()?;
+        self.validate_image_start()?;
         // Testbed names begin with the label, and ledger names never begin with '.'.
         if self.label.is_empty()
             || self.label.starts_with('.')
@@ -429,6 +459,30 @@ impl TestbedSpec {
             ));
         }
         Ok(())
+    }
+
+    /// An overlay start serves one image fsgauge kept through a device server: not a
+    /// `--device`, not a testbed with an external journal.
+    fn validate_image_start(&self) -> anyhow::Result<()> {
+        if self.image_start != Some(ImageStart::Overlay) {
+            return Ok(());
+        }
+        let why = if let Some(dev) = &self.device {
+            format!(
+                "--device {} is formatted and measured as it is",
+                dev.display()
+            )
+        } else if let Some(j) = &self.journal {
+            format!("--journal {j} puts the journal on a second image, which the image cache does not keep")
+        } else {
+            return Ok(());
+        };
+        Err(bad_param(
+            "image_start",
+            format!(
+                "--image-start overlay serves a kept aged image through a device server, over one image file; {why}: leave out --image-start overlay (or use --image-start copy)"
+            ),
+        ))
     }
 
     /// The device model fits what it serves: an image (not a `--device`) on a loop device that

@@ -369,7 +369,7 @@ fn a_run_killed_while_keeping_its_image_leaves_nothing_cleanup_cannot_remove() {
 }
 
 /// On an emulated disk the aged state is read through the disk's server (its bytes are in
-/// the server's memory), and a run from the image serves a copy of it: the same digest.
+/// the server's memory), and a run from the image serves it as an overlay: the same digest.
 #[test]
 fn an_emulated_disk_keeps_and_starts_from_the_same_state() {
     if !have_fs("ext4") || !crate::support::have_fuse() {
@@ -406,7 +406,7 @@ fn an_emulated_disk_keeps_and_starts_from_the_same_state() {
     assert_eq!(starts.len(), 2);
     assert_eq!(
         (starts[0].from.as_str(), starts[1].from.as_str()),
-        ("aged", "image")
+        ("aged", "image-overlay")
     );
     assert_eq!(starts[0].digest, starts[1].digest);
     sb.assert_clean();

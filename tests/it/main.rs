@@ -9,6 +9,7 @@ mod age_append;
 mod age_errors;
 mod age_images;
 mod age_modes;
+mod age_overlay;
 mod age_read;
 mod age_study;
 mod attacks;

@@ -163,6 +163,7 @@ mod tests {
             loop_direct_io: true,
             device_model: None,
             journal_device_model: None,
+            image_start: None,
             device: None,
             label: None,
         })

@@ -58,6 +58,11 @@ pub struct DiskArgs {
     /// enable_uring parameter where it is off) or dev (/dev/fuse).
     #[arg(long, env = TRANSPORT_ENV)]
     pub transport: Option<Transport>,
+    /// Serve the image as the base of a copy-on-write overlay: opened read-only and never
+    /// written, every write kept in the memory store, each 1 MiB chunk read from the image
+    /// when first touched (a kept aged image, served without a copy).
+    #[arg(long)]
+    pub overlay: bool,
 }
 
 impl DiskArgs {
@@ -74,6 +79,7 @@ impl DiskArgs {
             modelled: true,
             store: None,
             transport: None,
+            overlay: false,
         }
     }
 
@@ -136,6 +142,9 @@ impl ServeArgs {
         }
         if let Some(t) = d.transport {
             argv.extend(["--transport".into(), t.to_string().into()]);
+        }
+        if d.overlay {
+            argv.push("--overlay".into());
         }
         argv
     }
@@ -244,6 +253,7 @@ mod tests {
                 modelled: false,
                 store: Some(StoreChoice::Memory(Some(16 << 20))),
                 transport: Some(Transport::Uring),
+                overlay: true,
             },
             mount: "/var/tmp/fsgauge/.fsgauge-0123".into(),
         }
@@ -257,6 +267,7 @@ mod tests {
         plain.disk.modelled = true;
         plain.disk.store = Some(StoreChoice::File);
         plain.disk.transport = Some(Transport::Dev);
+        plain.disk.overlay = false;
         assert_eq!(parse(&plain.to_argv()).expect("parses"), plain);
     }
 

@@ -530,9 +530,13 @@ pub fn serve(args: &ServeArgs) -> Result<()> {
             profile.capacity_bytes
         );
     }
-    let store = Arc::new(Store::open(&d.image, d.size, d.store_budget(), &mut |m| {
-        setup_warning(&m)
-    })?);
+    let store = Arc::new(if d.overlay {
+        Store::overlay(&d.image, d.size, d.store_budget())?
+    } else {
+        Store::open(&d.image, d.size, d.store_budget(), &mut |m| {
+            setup_warning(&m)
+        })?
+    });
     let pool = Arc::new(Pool::new(BUFFERS));
     let (rec, stats_thread) =
         records::start(store.budget()).context("starting the stats thread")?;

@@ -11,6 +11,11 @@
 //!
 //! On the host disk ([`FileImage`]) when memory cannot hold what is written (more than
 //! [`memory_budget`]), or when asked (`FSGAUGE_DEVICE_STORE=file`, for comparisons).
+//!
+//! Over a base ([`Store::overlay`]): a kept aged image served as it is, opened read-only and
+//! never written, every write kept in memory (a copy-on-write overlay, see
+//! [`MemImage::over`]). A chunk's first touch reads it from the base: that lateness is the
+//! server's own and is recorded as every request's is.
 
 use std::fs::{File, OpenOptions};
 use std::os::fd::AsFd;
@@ -55,6 +60,21 @@ impl Store {
                 Ok(Store::File(file))
             }
         }
+    }
+
+    /// An overlay over the image at `path` (opened read-only, never written) of `size`
+    /// bytes, holding what is written and what is read of the image in memory up to
+    /// `budget` bytes (None: the file store was asked for, which would write the image, and
+    /// is refused).
+    pub fn overlay(path: &Path, size: u64, budget: Option<u64>) -> Result<Store> {
+        let Some(budget) = budget else {
+            return Err(crate::error::bad_input(format!(
+                "an overlay over a kept image keeps the disk's writes in the server's memory, and {STORE_ENV}=file would write them to the kept image; leave {STORE_ENV} unset (or give memory:SIZE), or start the testbed from a copy of the image (--image-start copy)"
+            )));
+        };
+        let base = File::open(path)
+            .with_context(|| format!("opening the base image {} read-only", path.display()))?;
+        Ok(Store::Memory(MemImage::over(base, size, budget)?))
     }
 
     /// The most bytes the store may hold in memory; 0 for a file store.
@@ -191,5 +211,36 @@ impl FileImage {
             mode
         };
         crate::sys::fallocate(self.buffered.as_fd(), mode, off, len)
+    }
+}
+
+#[cfg(test)]
+#[allow(clippy::unwrap_used)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn an_overlay_store_never_writes_its_base_and_refuses_the_file_store() {
+        let dir = tempfile::tempdir().unwrap();
+        let path = dir.path().join("kept.img");
+        std::fs::write(&path, vec![7u8; 2 << 20]).unwrap();
+        let e = Store::overlay(&path, 2 << 20, None).err().unwrap();
+        assert_eq!(crate::error::exit_code(&e), 2);
+        assert!(
+            e.to_string()
+                .contains("FSGAUGE_DEVICE_STORE=file would write them to the kept image"),
+            "{e}"
+        );
+        let s = Store::overlay(&path, 2 << 20, Some(4 << 20)).unwrap();
+        s.write(&[1u8; 4096], 4096).unwrap();
+        s.zero(libc::FALLOC_FL_ZERO_RANGE, 1 << 20, 8192).unwrap();
+        let mut back = [0u8; 3];
+        s.read(&mut back, 4095).unwrap();
+        assert_eq!(back, [7, 1, 1]);
+        assert_eq!(
+            std::fs::read(&path).unwrap(),
+            vec![7u8; 2 << 20],
+            "the base is as it was"
+        );
     }
 }
