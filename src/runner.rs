@@ -544,6 +544,7 @@ fn run_in(
         None => e,
     });
     let (layout, verifier) = (ctx.take_layout(), ctx.take_crash_verifier());
+    let tally = ctx.take_crash_tally();
     let (wl_phases, more_warnings) = ctx.into_parts();
     check_devices_after(target, &ran)?;
     let crash_run = crash::After {
@@ -551,6 +552,7 @@ fn run_in(
         seed,
         rel_root: &root_name,
         verifier,
+        tally,
         progress: opts.progress,
     };
     let crash = crash::after(target, &opts.crash, crash_run)?;
