@@ -524,6 +524,35 @@ mod tests {
     }
 
     #[test]
+    fn a_crash_record_slot_names_the_file_the_worker_made_there() {
+        let c = Create {
+            files: 1000,
+            threads: 2,
+            files_per_dir: 300,
+            ..Default::default()
+        };
+        let flat = Names {
+            off: 0,
+            files: 1000,
+            per_dir: 0,
+            widths: c.widths(),
+        };
+        assert_eq!(flat.path(0), "w0/f000");
+        assert_eq!(flat.path(1999), "w1/f999");
+        let spread = Names {
+            off: 4,
+            per_dir: 300,
+            ..flat
+        };
+        let mut want = NameBuf::new();
+        want.push_str("s")
+            .push_num(2, 1)
+            .push_str("/f")
+            .push_num(601, 3);
+        assert_eq!(spread.path(1601), format!("w5/{}", want.as_str()));
+    }
+
+    #[test]
     fn refuses_zero_counts() {
         for c in [
             Create {

@@ -16,6 +16,7 @@ mod clients_dir;
 mod clients_testbeds;
 mod code_rules;
 mod crash_points;
+mod crash_trees;
 mod device_crash;
 mod device_failures;
 mod device_server;
