@@ -106,6 +106,24 @@ impl Expected {
     pub fn byte_at(&self, off: u64) -> u8 {
         self.pattern[(off % self.pattern.len() as u64) as usize]
     }
+
+    /// The first offset of `bytes` (read at `off`) below the expected size that does not hold
+    /// the expected byte: compared a pattern-long slice at a time.
+    pub fn first_diff(&self, off: u64, bytes: &[u8]) -> Option<u64> {
+        let len = self.pattern.len() as u64;
+        let bytes = &bytes[..self.size.saturating_sub(off).min(bytes.len() as u64) as usize];
+        let mut i = 0usize;
+        while i < bytes.len() {
+            let at = ((off + i as u64) % len) as usize;
+            let n = (self.pattern.len() - at).min(bytes.len() - i);
+            if bytes[i..i + n] != self.pattern[at..at + n] {
+                let j = (0..n).find(|&j| bytes[i + j] != self.pattern[at + j])?;
+                return Some(off + (i + j) as u64);
+            }
+            i += n;
+        }
+        None
+    }
 }
 
 /// The record being kept while the workload runs (shared by its workers: each writes only its
