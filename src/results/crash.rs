@@ -199,4 +199,32 @@ mod tests {
         let back: CrashReport = serde_json::from_str(&serde_json::to_string(&r).unwrap()).unwrap();
         assert_eq!(back, r);
     }
+
+    #[test]
+    fn a_tree_judge_s_count_keeps_the_fewest_and_most_files_a_state_and_shows_on_the_summary() {
+        let mut d = DurableChecked {
+            judge: "create --fsync file".into(),
+            ..Default::default()
+        };
+        for (files, removals) in [(40, 0), (7, 2), (90, 5)] {
+            d.count(files, removals);
+        }
+        assert_eq!(
+            (d.states, d.files, d.files_min, d.files_max, d.removals),
+            (3, 137, 7, 90, 7)
+        );
+        let r = CrashReport {
+            states: 3,
+            cache: "random".into(),
+            choose: "random".into(),
+            durable: Some(d),
+            ..Default::default()
+        };
+        assert_eq!(
+            r.summary(),
+            "3 crash states (random cache, cuts random): no failures; durable files checked: 7 to 90 a state, 137 in all; durable removals checked: 7 (create --fsync file)"
+        );
+        let back: CrashReport = serde_json::from_str(&serde_json::to_string(&r).unwrap()).unwrap();
+        assert_eq!(back, r);
+    }
 }
