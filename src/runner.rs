@@ -572,6 +572,7 @@ fn run_in(
         None => e,
     });
     let (layout, verifier) = (ctx.take_layout(), ctx.take_crash_verifier());
+    let tally = ctx.take_crash_tally();
     let (wl_phases, more_warnings) = ctx.into_parts();
     check_devices_after(target, &ran)?;
     let crash_run = crash::After {
@@ -579,6 +580,7 @@ fn run_in(
         seed,
         rel_root: &root_name,
         verifier,
+        tally,
         progress: opts.progress,
     };
     let crash = crash::after(target, &opts.crash, crash_run)?;

@@ -81,6 +81,53 @@ pub struct CrashReport {
     pub image_bytes: u64,
     /// States judged per minute of the campaign (build, mount, compare, unmount, checker).
     pub states_per_minute: f64,
+    /// What the judge of a tree workload (`bench create`, `tree`, `fdtree`) checked in the
+    /// states; absent for the exerciser, whose failures name what they judged.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub durable: Option<DurableChecked>,
+}
+
+/// What a tree workload's judge checked in the crash states of a run: the files it had made
+/// durable (by an fsync or a syncfs that ended before the cut), each compared whole, and the
+/// removals a finished syncfs had made durable.
+#[derive(Debug, Clone, Default, Serialize, Deserialize, PartialEq)]
+pub struct DurableChecked {
+    /// What the workload makes durable, in words (with `--fsync none`: nothing, so its states
+    /// are judged by the mount and the checker alone).
+    pub judge: String,
+    /// States the judge looked at.
+    pub states: u64,
+    /// Durable files checked (name, size and every byte), over all states.
+    pub files: u64,
+    /// The fewest and the most durable files checked in one state.
+    pub files_min: u64,
+    pub files_max: u64,
+    /// Durable removals checked (the entry must be gone), over all states.
+    pub removals: u64,
+}
+
+impl DurableChecked {
+    /// Counts one state in which `files` durable files and `removals` durable removals were
+    /// checked.
+    pub fn count(&mut self, files: u64, removals: u64) {
+        self.files_min = if self.states == 0 {
+            files
+        } else {
+            self.files_min.min(files)
+        };
+        self.files_max = self.files_max.max(files);
+        self.states += 1;
+        self.files += files;
+        self.removals += removals;
+    }
+
+    /// One clause for the summary line.
+    pub fn summary(&self) -> String {
+        format!(
+            "durable files checked: {} to {} a state, {} in all; durable removals checked: {} ({})",
+            self.files_min, self.files_max, self.files, self.removals, self.judge
+        )
+    }
 }
 
 /// `choose` of a state made by the kernel's shutdown (`--crash-shutdown`), not by cuts.
@@ -118,13 +165,17 @@ impl CrashReport {
         } else {
             format!("{} failed ({})", self.failures.len(), classes.join(", "))
         };
+        let durable = self
+            .durable
+            .as_ref()
+            .map_or_else(String::new, |d| format!("; {}", d.summary()));
         if self.is_shutdown() {
             return format!(
-                "the crash state of the kernel's shutdown (log not flushed): {outcome}"
+                "the crash state of the kernel's shutdown (log not flushed): {outcome}{durable}"
             );
         }
         format!(
-            "{} crash states ({} cache, cuts {}): {outcome}",
+            "{} crash states ({} cache, cuts {}): {outcome}{durable}",
             self.states, self.cache, self.choose,
         )
     }
@@ -155,6 +206,34 @@ mod tests {
         assert_eq!(
             r.summary(),
             "3 crash states (random cache, cuts random): 1 failed (1 lost-durable)"
+        );
+        let back: CrashReport = serde_json::from_str(&serde_json::to_string(&r).unwrap()).unwrap();
+        assert_eq!(back, r);
+    }
+
+    #[test]
+    fn a_tree_judge_s_count_keeps_the_fewest_and_most_files_a_state_and_shows_on_the_summary() {
+        let mut d = DurableChecked {
+            judge: "create --fsync file".into(),
+            ..Default::default()
+        };
+        for (files, removals) in [(40, 0), (7, 2), (90, 5)] {
+            d.count(files, removals);
+        }
+        assert_eq!(
+            (d.states, d.files, d.files_min, d.files_max, d.removals),
+            (3, 137, 7, 90, 7)
+        );
+        let r = CrashReport {
+            states: 3,
+            cache: "random".into(),
+            choose: "random".into(),
+            durable: Some(d),
+            ..Default::default()
+        };
+        assert_eq!(
+            r.summary(),
+            "3 crash states (random cache, cuts random): no failures; durable files checked: 7 to 90 a state, 137 in all; durable removals checked: 7 (create --fsync file)"
         );
         let back: CrashReport = serde_json::from_str(&serde_json::to_string(&r).unwrap()).unwrap();
         assert_eq!(back, r);

@@ -13,8 +13,8 @@ use crate::measure::Progress;
 use crate::results::crash::{CrashClass, CrashFailure, CrashReport};
 use crate::testbed::device::writelog::EntryKind;
 use crate::testbed::Testbed;
-use crate::workload::CrashVerifier;
 use crate::workload::Target;
+use crate::workload::{CrashTally, CrashVerifier};
 use anyhow::Result;
 
 /// Judges the crash states of `tb` after a run: `rel_root` is the workload's directory inside
@@ -190,6 +190,8 @@ pub struct After<'a> {
     pub rel_root: &'a str,
     /// The workload's judge, if it set one.
     pub verifier: Option<CrashVerifier>,
+    /// What the judge counts it checked, kept in the report (a tree workload's).
+    pub tally: Option<CrashTally>,
     pub progress: Progress,
 }
 
@@ -201,6 +203,7 @@ pub fn after(target: &mut Target, args: &CrashArgs, run: After<'_>) -> Result<Op
         seed,
         rel_root,
         verifier,
+        tally,
         progress,
     } = run;
     let Target::Testbed(t) = target else {
@@ -229,6 +232,13 @@ pub fn after(target: &mut Target, args: &CrashArgs, run: After<'_>) -> Result<Op
         )?);
         Ok(())
     })?;
+    if let (Some(r), Some(t)) = (report.as_mut(), tally) {
+        r.durable = Some(
+            t.lock()
+                .map_err(|_| anyhow::anyhow!("a crash judge panicked"))?
+                .clone(),
+        );
+    }
     Ok(report)
 }
 

@@ -8,7 +8,7 @@ use anyhow::{Context, Result};
 use crate::dist::Coord;
 use crate::error::bad_input;
 use crate::measure::{Devices, OpDef, PhaseMeter, Progress, Recorder, SeriesSpec};
-use crate::results::crash::CrashClass;
+use crate::results::crash::{CrashClass, DurableChecked};
 use crate::results::{PhaseResult, TestbedInfo};
 use crate::sys::statfs::Space;
 use crate::testbed::{drop_caches, SetUp, Testbed};
@@ -190,6 +190,7 @@ pub struct RunContext<'a> {
     /// durable and leaves its judge here.
     crash_points: bool,
     crash_verifier: Option<CrashVerifier>,
+    crash_tally: Option<CrashTally>,
 }
 
 /// A workload's judge of one crash state (set by the workload when crash points follow its
@@ -198,6 +199,10 @@ pub struct RunContext<'a> {
 /// state; returns what is wrong with it, each with its class (nothing: an empty list). An
 /// error: the state could not be judged (not a finding about it).
 pub type CrashVerifier = Box<dyn FnMut(u64, &Path) -> Result<Vec<(CrashClass, String)>> + Send>;
+
+/// What a workload's judge checked in the crash states, shared between the judge (which counts
+/// into it) and the crash record (which keeps it, see [`DurableChecked`]).
+pub type CrashTally = std::sync::Arc<std::sync::Mutex<DurableChecked>>;
 
 /// Takes the block-layout snapshot of a workload's tree (set by the runner under `--layout`):
 /// called with the workload root and the target.
@@ -228,6 +233,7 @@ impl<'a> RunContext<'a> {
             coord: Coord::default(),
             crash_points: false,
             crash_verifier: None,
+            crash_tally: None,
         }
     }
 
@@ -257,6 +263,16 @@ impl<'a> RunContext<'a> {
     /// The judge the workload set, if any.
     pub fn take_crash_verifier(&mut self) -> Option<CrashVerifier> {
         self.crash_verifier.take()
+    }
+
+    /// Where the workload's judge counts what it checked, for the crash record.
+    pub fn set_crash_tally(&mut self, t: CrashTally) {
+        self.crash_tally = Some(t);
+    }
+
+    /// The count the workload's judge keeps, if it keeps one.
+    pub fn take_crash_tally(&mut self) -> Option<CrashTally> {
+        self.crash_tally.take()
     }
 
     /// The run's coordinator: whether this process is one rank of several.

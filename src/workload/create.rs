@@ -20,6 +20,7 @@ use anyhow::Result;
 use rand::{RngCore, SeedableRng};
 use serde::{Deserialize, Serialize};
 
+use super::durable_tree::{self, Expected, Ledger, Naming};
 use super::fsync::{FsyncMode, FsyncModes};
 use super::names::{check_inodes, digits, timed_syncfs, NameBuf};
 use super::params;
@@ -143,15 +144,22 @@ impl Create {
         Ok(())
     }
 
+    /// The buffer every file is written from, over again (from the seed).
+    fn pattern(&self, seed: u64) -> Vec<u8> {
+        let mut buf = vec![0u8; self.block.min(self.file_size).max(1) as usize];
+        rand_chacha::ChaCha8Rng::seed_from_u64(seed).fill_bytes(&mut buf);
+        buf
+    }
+
     /// The create phase; returns how many files each worker made (all of them, unless the
-    /// phase was cut at a stonewall).
-    fn create_phase(&self, ctx: &mut RunContext) -> Result<Vec<u64>> {
+    /// phase was cut at a stonewall). With `ledger` (crash points follow), each file's fsync
+    /// (or close) and each syncfs is kept in it.
+    fn create_phase(&self, ctx: &mut RunContext, ledger: Option<&Ledger>) -> Result<Vec<u64>> {
         let root = ctx.root().to_path_buf();
         let off = ctx.worker_base(self.threads as u64);
         let (fw, sw) = self.widths();
         let (files, size, k, fsync) = (self.files, self.file_size, self.files_per_dir, self.fsync);
-        let mut buf = vec![0u8; self.block.min(size).max(1) as usize];
-        rand_chacha::ChaCha8Rng::seed_from_u64(ctx.seed()).fill_bytes(&mut buf);
+        let buf = self.pattern(ctx.seed());
         let phase = ctx.phase(
             "create",
             &CREATE_OPS,
@@ -228,9 +236,15 @@ impl Create {
                             fd.fsync()
                                 .map_err(|e| fs_error("fsync", &shown(&fname, i), e))?;
                             t = l_fsync.lap(rec, t, 0);
+                            if let Some(l) = ledger {
+                                l.made(w as u64 * files + i);
+                            }
                         }
                         fd.close()
                             .map_err(|e| fs_error("close", &shown(&fname, i), e))?;
+                        if let (Some(l), false) = (ledger, fsync == FsyncMode::File) {
+                            l.made(w as u64 * files + i);
+                        }
                         let end = l_close.lap(rec, t, 0);
                         l_create.span(rec, t0, end, 0);
                         fname.increment();
@@ -239,7 +253,11 @@ impl Create {
                 })?;
                 if fsync == FsyncMode::End {
                     let shown = wdir.display().to_string();
+                    let start = durable_tree::now();
                     timed_syncfs(rec, syncfs_op, &wfd, &shown)?;
+                    if let Some(l) = ledger {
+                        l.synced(w as u32, start);
+                    }
                 }
                 Ok(())
             },
@@ -258,8 +276,14 @@ impl Create {
         })
     }
 
-    /// Unlinks the files each worker made (`made[w]`), then the subdirectories.
-    fn remove_phase(&self, ctx: &mut RunContext, made: &[u64]) -> Result<()> {
+    /// Unlinks the files each worker made (`made[w]`), then the subdirectories; each unlink's
+    /// start kept in `ledger`.
+    fn remove_phase(
+        &self,
+        ctx: &mut RunContext,
+        made: &[u64],
+        ledger: Option<&Ledger>,
+    ) -> Result<()> {
         let root = ctx.root().to_path_buf();
         let off = ctx.worker_base(self.threads as u64);
         let (fw, sw) = self.widths();
@@ -297,6 +321,9 @@ impl Create {
                     }
                     room = room.saturating_sub(1);
                     let dir = sub.as_ref().unwrap_or(&wfd);
+                    if let Some(l) = ledger {
+                        l.removing(w as u64 * self.files + i);
+                    }
                     let t0 = rec.tick();
                     dir.unlink(fname.as_cstr(), false).map_err(|e| {
                         fs_error(
@@ -420,10 +447,50 @@ impl Workload for Create {
     fn run(&self, ctx: &mut RunContext) -> Result<()> {
         check_inodes(ctx.root(), self.inodes_needed(), "create")?;
         self.prepare(ctx)?;
-        let made = self.create_phase(ctx)?;
+        let ledger = (ctx.crash_points() && self.fsync != FsyncMode::None).then(|| {
+            Ledger::new(
+                self.total_files(),
+                self.files,
+                self.fsync == FsyncMode::File,
+            )
+        });
+        let made = self.create_phase(ctx, ledger.as_ref())?;
         ctx.layout_point()?;
         ctx.make_cold()?;
-        self.remove_phase(ctx, &made)
+        self.remove_phase(ctx, &made, ledger.as_ref())?;
+        let (fw, sw) = self.widths();
+        let naming = Names {
+            off: ctx.worker_base(self.threads as u64),
+            files: self.files,
+            per_dir: self.files_per_dir,
+            widths: (fw, sw),
+        };
+        let expected = Expected::new(self.file_size, &self.pattern(ctx.seed()));
+        let words = durable_tree::words("create", self.fsync);
+        durable_tree::leave_judge(ctx, ledger, Box::new(naming), expected, words);
+        Ok(())
+    }
+}
+
+/// The path of a create run's file from its slot (worker × files + number), for the judge of
+/// its crash states.
+struct Names {
+    off: u64,
+    files: u64,
+    per_dir: u64,
+    widths: (usize, usize),
+}
+
+impl Naming for Names {
+    fn path(&self, slot: u64) -> String {
+        let (w, i) = (slot / self.files, slot % self.files);
+        let (fw, sw) = self.widths;
+        let mut p = format!("{}/", Create::worker_dir(self.off + w));
+        if let Some(s) = i.checked_div(self.per_dir) {
+            p.push_str(&format!("s{s:0sw$}/"));
+        }
+        p.push_str(&format!("f{i:0fw$}"));
+        p
     }
 }
 
@@ -454,6 +521,35 @@ mod tests {
         assert_eq!(p["fsync"], "none");
         let back: Create = serde_json::from_value(p).unwrap();
         assert_eq!(back, c);
+    }
+
+    #[test]
+    fn a_crash_record_slot_names_the_file_the_worker_made_there() {
+        let c = Create {
+            files: 1000,
+            threads: 2,
+            files_per_dir: 300,
+            ..Default::default()
+        };
+        let flat = Names {
+            off: 0,
+            files: 1000,
+            per_dir: 0,
+            widths: c.widths(),
+        };
+        assert_eq!(flat.path(0), "w0/f000");
+        assert_eq!(flat.path(1999), "w1/f999");
+        let spread = Names {
+            off: 4,
+            per_dir: 300,
+            ..flat
+        };
+        let mut want = NameBuf::new();
+        want.push_str("s")
+            .push_num(2, 1)
+            .push_str("/f")
+            .push_num(601, 3);
+        assert_eq!(spread.path(1601), format!("w5/{}", want.as_str()));
     }
 
     #[test]

@@ -34,6 +34,7 @@ use anyhow::{Context, Result};
 use nix::errno::Errno;
 use serde::{Deserialize, Serialize};
 
+use super::durable_tree::{self, Expected, Ledger, Naming, ALL_WORKERS};
 use super::fsync::{FsyncMode, FsyncModes};
 use super::names::{
     check_inodes, digits, ensure_fds, timed_syncfs, tree_space, write_size, NameBuf, PATH_MAX,
@@ -242,14 +243,17 @@ struct Frame {
     level: u32,
     next: u64,
     via: u64,
+    /// Its number in the tree: the base is 0, child n (1..=D) of directory k is k × D + n.
+    node: u64,
 }
 
 /// What a callback failed at: the operation and the errno (the entry is in the name buffer).
 type OpFail = (&'static str, Errno);
 
-/// A callback on one directory: recorder, its descriptor, its level, a name buffer to build
-/// entry names in (left holding the failing entry's name on error).
-type Visit<'a> = dyn FnMut(&mut Recorder, &Dir, u32, &mut NameBuf) -> Result<(), OpFail> + 'a;
+/// A callback on one directory: recorder, its descriptor, its level, its number in the tree
+/// (see [`Frame`]), a name buffer to build entry names in (left holding the failing entry's
+/// name on error).
+type Visit<'a> = dyn FnMut(&mut Recorder, &Dir, u32, u64, &mut NameBuf) -> Result<(), OpFail> + 'a;
 
 fn frame_path(base: &str, stack: &[Frame], name: Option<&NameBuf>) -> String {
     let mut s = base.to_string();
@@ -343,13 +347,14 @@ impl Trees {
 
     /// Opens and walks worker `w`'s tree (see [`walk`]); with `syncfs`, then syncs its
     /// filesystem, timed as that operation (`--fsync end`).
+    /// With `ledger` (crash points follow), the syncfs is kept in it.
     fn walk_then_sync(
         &self,
         rec: &mut Recorder,
         w: usize,
         leaves: bool,
         (pre, post): (&mut Visit<'_>, &mut Visit<'_>),
-        syncfs: Option<OpId>,
+        (syncfs, ledger): (Option<OpId>, Option<&Ledger>),
     ) -> Result<()> {
         let base = self.open(w)?;
         let sync_fd = match syncfs {
@@ -362,28 +367,32 @@ impl Trees {
         };
         self.walk(rec, w, base, leaves, pre, post)?;
         if let Some((op, fd)) = sync_fd {
+            let start = durable_tree::now();
             timed_syncfs(rec, op, &fd, &self.bases[w])?;
+            if let Some(l) = ledger {
+                l.synced(w as u32, start);
+            }
         }
         Ok(())
     }
 }
 
-/// Calls `each` on the entries `count` down to 1 of a directory, each named by `name_of` in
-/// `name` first; the stop flag is checked before each entry.
+/// Calls `each` on the entries `count` down to 1 of a directory (with its number), each named
+/// by `name_of` in `name` first; the stop flag is checked before each entry.
 #[inline]
 fn each_entry(
     rec: &mut Recorder,
     count: u64,
     name: &mut NameBuf,
     name_of: impl Fn(&mut NameBuf, u64),
-    mut each: impl FnMut(&mut Recorder, &mut NameBuf) -> Result<(), OpFail>,
+    mut each: impl FnMut(&mut Recorder, &mut NameBuf, u64) -> Result<(), OpFail>,
 ) -> Result<(), OpFail> {
     for i in (1..=count).rev() {
         if rec.should_stop() {
             return Err((STOP, Errno::EINTR));
         }
         name_of(name, i);
-        each(rec, name)?;
+        each(rec, name, i)?;
     }
     Ok(())
 }
@@ -397,17 +406,18 @@ struct Removal {
 
 impl Removal {
     /// Removes the entries `count` down to 1 (named by `name_of`) from the directory `fd`,
-    /// recording each; entries already gone in a partial tree (see [`missing`]) are passed
-    /// over.
+    /// recording each (and calling `starts` with its number just before); entries already
+    /// gone in a partial tree (see [`missing`]) are passed over.
     fn remove_each(
         &self,
         rec: &mut Recorder,
         fd: &Dir,
-        count: u64,
-        name_of: impl Fn(&mut NameBuf, u64),
+        (count, name_of): (u64, impl Fn(&mut NameBuf, u64)),
         name: &mut NameBuf,
+        starts: impl Fn(u64),
     ) -> std::result::Result<(), OpFail> {
-        each_entry(rec, count, name, name_of, |rec, name| {
+        each_entry(rec, count, name, name_of, |rec, name, i| {
+            starts(i);
             let t0 = Instant::now();
             match fd.unlink(name.as_cstr(), self.dir) {
                 Ok(()) => {
@@ -444,10 +454,11 @@ fn walk(
         level: levels,
         next: dirs,
         via: 0,
+        node: 0,
     });
     if levels > 0 || leaves {
         name.clear();
-        if let Err(f) = pre(rec, &stack[0].fd, levels, &mut name) {
+        if let Err(f) = pre(rec, &stack[0].fd, levels, 0, &mut name) {
             return end(rec, f, || frame_path(base_shown, &stack, Some(&name)));
         }
     }
@@ -456,7 +467,7 @@ fn walk(
         let descend = level > 0 && next > 0 && (leaves || level > 1);
         if !descend {
             name.clear();
-            if let Err(f) = post(rec, &stack[i].fd, level, &mut name) {
+            if let Err(f) = post(rec, &stack[i].fd, level, stack[i].node, &mut name) {
                 return end(rec, f, || frame_path(base_shown, &stack, Some(&name)));
             }
             stack.pop();
@@ -478,21 +489,23 @@ fn walk(
                 ))
             }
         };
+        let node = stack[i].node.saturating_mul(dirs).saturating_add(next);
         stack.push(Frame {
             fd,
             level: level - 1,
             next: dirs,
             via: next,
+            node,
         });
         name.clear();
-        if let Err(f) = pre(rec, &stack[i + 1].fd, level - 1, &mut name) {
+        if let Err(f) = pre(rec, &stack[i + 1].fd, level - 1, node, &mut name) {
             return end(rec, f, || frame_path(base_shown, &stack, Some(&name)));
         }
     }
     Ok(())
 }
 
-fn nothing(_: &mut Recorder, _: &Dir, _: u32, _: &mut NameBuf) -> Result<(), OpFail> {
+fn nothing(_: &mut Recorder, _: &Dir, _: u32, _: u64, _: &mut NameBuf) -> Result<(), OpFail> {
     Ok(())
 }
 
@@ -633,7 +646,7 @@ impl Fdtree {
     /// Under `--fsync phase`, the phase `<name>_sync` after phase `name`: one syncfs of the
     /// filesystem, timed, with the device writes of the writeback `name` left behind; under
     /// `--fsync last`, only after the last phase (dir_remove). Nothing under the other modes.
-    fn sync_after(&self, ctx: &mut RunContext, name: &str) -> Result<()> {
+    fn sync_after(&self, ctx: &mut RunContext, name: &str, ledger: Option<&Ledger>) -> Result<()> {
         let after = match self.fsync {
             FsyncMode::Phase => true,
             FsyncMode::Last => name == DIR_REMOVE,
@@ -646,24 +659,37 @@ impl Fdtree {
         let shown = root.display().to_string();
         ctx.phase(&sync_phase_name(name), &SYNC_OPS, Some(1), 1, |_, rec| {
             let op = rec.op("syncfs");
-            timed_syncfs(rec, op, &Dir::open_path(&root)?, &shown)
+            let start = durable_tree::now();
+            timed_syncfs(rec, op, &Dir::open_path(&root)?, &shown)?;
+            if let Some(l) = ledger {
+                l.synced(ALL_WORKERS, start);
+            }
+            Ok(())
         })?;
         Ok(())
     }
 
     /// Runs phase `name` (one of the create and remove phases), then its sync phase under
-    /// `--fsync phase` (see [`Self::sync_after`]).
+    /// `--fsync phase` (see [`Self::sync_after`]); with `ledger` (crash points follow), what
+    /// they make durable is kept in it.
     fn with_sync(
         &self,
         ctx: &mut RunContext,
-        name: &str,
-        phase: fn(&Self, &mut RunContext) -> Result<()>,
+        (name, ledger): (&str, Option<&Ledger>),
+        phase: fn(&Self, &mut RunContext, Option<&Ledger>) -> Result<()>,
     ) -> Result<()> {
-        phase(self, ctx)?;
-        self.sync_after(ctx, name)
+        phase(self, ctx, ledger)?;
+        self.sync_after(ctx, name, ledger)
     }
 
-    fn dir_create(&self, ctx: &mut RunContext) -> Result<()> {
+    /// The slot of file `f` (1..=F) of directory `node` of worker `w`'s tree in the crash
+    /// record (see [`durable_tree`]).
+    fn slot(&self, w: usize, node: u64, f: u64) -> u64 {
+        let per_tree = self.dirs_per_tree().unwrap_or(0);
+        ((w as u64) * per_tree + node) * self.files_per_dir + (f - 1)
+    }
+
+    fn dir_create(&self, ctx: &mut RunContext, ledger: Option<&Ledger>) -> Result<()> {
         let d = self.dirs_per_level;
         self.own_tree_phase(
             ctx,
@@ -679,7 +705,7 @@ impl Fdtree {
                     .mkdir(name.as_cstr())
                     .map_err(|e| fs_error("mkdir", &t.bases[w], e))?;
                 rec.record(mkdir, t0, 0);
-                let mut pre = |rec: &mut Recorder, fd: &Dir, level: u32, name: &mut NameBuf| {
+                let mut pre = |rec: &mut Recorder, fd: &Dir, level: u32, _, name: &mut NameBuf| {
                     if level == 0 {
                         return Ok(());
                     }
@@ -691,14 +717,14 @@ impl Fdtree {
                     }
                     Ok(())
                 };
-                let syncfs = self.in_phase_syncfs(rec);
+                let syncfs = (self.in_phase_syncfs(rec), ledger);
                 t.walk_then_sync(rec, w, false, (&mut pre, &mut nothing), syncfs)
             },
         )?;
         Ok(())
     }
 
-    fn file_create(&self, ctx: &mut RunContext) -> Result<()> {
+    fn file_create(&self, ctx: &mut RunContext, ledger: Option<&Ledger>) -> Result<()> {
         let (nf, size) = (self.files_per_dir, self.file_size);
         let block = self.block.min(size).max(1) as usize;
         let fsync = self.fsync;
@@ -710,23 +736,29 @@ impl Fdtree {
                 let (create, write, fsync_op) =
                     (rec.op("create"), rec.op("write"), rec.op("fsync"));
                 let buf = vec![0u8; block];
-                let mut pre = |rec: &mut Recorder, fd: &Dir, level: u32, name: &mut NameBuf| {
-                    let file_name = |n: &mut NameBuf, f| file_name(n, level, f);
-                    each_entry(rec, nf, name, file_name, |rec, name| {
-                        let t0 = Instant::now();
-                        let file = fd.create(name.as_cstr()).map_err(|e| ("create", e))?;
-                        write_size(rec, write, &file, &buf, size, t0).map_err(|e| ("write", e))?;
-                        if fsync == FsyncMode::File {
-                            let t1 = Instant::now();
-                            file.fsync().map_err(|e| ("fsync", e))?;
-                            rec.record(fsync_op, t1, 0);
-                        }
-                        file.close().map_err(|e| ("close", e))?;
-                        rec.record(create, t0, 0);
-                        Ok(())
-                    })
-                };
-                let syncfs = self.in_phase_syncfs(rec);
+                let mut pre =
+                    |rec: &mut Recorder, fd: &Dir, level: u32, node, name: &mut NameBuf| {
+                        let file_name = |n: &mut NameBuf, f| file_name(n, level, f);
+                        each_entry(rec, nf, name, file_name, |rec, name, f| {
+                            let t0 = Instant::now();
+                            let file = fd.create(name.as_cstr()).map_err(|e| ("create", e))?;
+                            write_size(rec, write, &file, &buf, size, t0)
+                                .map_err(|e| ("write", e))?;
+                            if fsync == FsyncMode::File {
+                                let t1 = Instant::now();
+                                file.fsync().map_err(|e| ("fsync", e))?;
+                                rec.record(fsync_op, t1, 0);
+                            }
+                            file.close().map_err(|e| ("close", e))?;
+                            rec.record(create, t0, 0);
+                            // Whole when its fsync, else its close, returned (see durable_tree).
+                            if let Some(l) = ledger {
+                                l.made(self.slot(w, node, f));
+                            }
+                            Ok(())
+                        })
+                    };
+                let syncfs = (self.in_phase_syncfs(rec), ledger);
                 t.walk_then_sync(rec, w, true, (&mut pre, &mut nothing), syncfs)
             },
         )?;
@@ -765,9 +797,9 @@ impl Fdtree {
             |t, w, rec| {
                 let mut visit = make(rec);
                 let mut wrong: Option<(String, u64)> = None;
-                let mut pre = |rec: &mut Recorder, fd: &Dir, level: u32, name: &mut NameBuf| {
+                let mut pre = |rec: &mut Recorder, fd: &Dir, level: u32, _, name: &mut NameBuf| {
                     let file_name = |n: &mut NameBuf, f| file_name(n, level, f);
-                    each_entry(rec, nf, name, file_name, |rec, name| {
+                    each_entry(rec, nf, name, file_name, |rec, name, _| {
                         let got = visit(rec, fd, name)?;
                         if got != size && wrong.is_none() {
                             wrong = Some((name.as_str().to_string(), got));
@@ -775,7 +807,7 @@ impl Fdtree {
                         Ok(())
                     })
                 };
-                t.walk_then_sync(rec, w, true, (&mut pre, &mut nothing), None)?;
+                t.walk_then_sync(rec, w, true, (&mut pre, &mut nothing), (None, None))?;
                 if let Some((name, got)) = wrong {
                     return Err(anyhow::Error::new(SystemFailure(format!(
                         "{what}: a file named {name} below {} {verb} {got} bytes, expected {size}",
@@ -841,7 +873,7 @@ impl Fdtree {
         })
     }
 
-    fn file_remove(&self, ctx: &mut RunContext) -> Result<()> {
+    fn file_remove(&self, ctx: &mut RunContext, ledger: Option<&Ledger>) -> Result<()> {
         let nf = self.files_per_dir;
         self.own_tree_phase(
             ctx,
@@ -853,17 +885,23 @@ impl Fdtree {
                     dir: false,
                     partial: t.partial,
                 };
-                let mut pre = |rec: &mut Recorder, fd: &Dir, level: u32, name: &mut NameBuf| {
-                    entry.remove_each(rec, fd, nf, |n, f| file_name(n, level, f), name)
-                };
-                let syncfs = self.in_phase_syncfs(rec);
+                let mut pre =
+                    |rec: &mut Recorder, fd: &Dir, level: u32, node, name: &mut NameBuf| {
+                        let names = (nf, |n: &mut NameBuf, f| file_name(n, level, f));
+                        entry.remove_each(rec, fd, names, name, |f| {
+                            if let Some(l) = ledger {
+                                l.removing(self.slot(w, node, f));
+                            }
+                        })
+                    };
+                let syncfs = (self.in_phase_syncfs(rec), ledger);
                 t.walk_then_sync(rec, w, true, (&mut pre, &mut nothing), syncfs)
             },
         )?;
         Ok(())
     }
 
-    fn dir_remove(&self, ctx: &mut RunContext) -> Result<()> {
+    fn dir_remove(&self, ctx: &mut RunContext, ledger: Option<&Ledger>) -> Result<()> {
         let d = self.dirs_per_level;
         self.own_tree_phase(
             ctx,
@@ -879,11 +917,12 @@ impl Fdtree {
                     dir: true,
                     partial: t.partial,
                 };
-                let mut post = |rec: &mut Recorder, fd: &Dir, level: u32, name: &mut NameBuf| {
+                let mut post = |rec: &mut Recorder, fd: &Dir, level: u32, _, name: &mut NameBuf| {
                     if level == 0 {
                         return Ok(());
                     }
-                    entry.remove_each(rec, fd, d, |n, nd| dir_name(n, level, nd), name)
+                    let names = (d, |n: &mut NameBuf, nd| dir_name(n, level, nd));
+                    entry.remove_each(rec, fd, names, name, |_| {})
                 };
                 t.walk(rec, w, base, false, &mut nothing, &mut post)?;
                 let mut name = NameBuf::new();
@@ -898,7 +937,11 @@ impl Fdtree {
                     Err(e) => return Err(fs_error("rmdir", &t.bases[w], e)),
                 }
                 if let Some(op) = syncfs {
+                    let start = durable_tree::now();
                     timed_syncfs(rec, op, &root_fd, &t.root.display().to_string())?;
+                    if let Some(l) = ledger {
+                        l.synced(w as u32, start);
+                    }
                 }
                 Ok(())
             },
@@ -1099,12 +1142,18 @@ impl Workload for Fdtree {
 
     fn run(&self, ctx: &mut RunContext) -> Result<()> {
         self.check_place(ctx.root())?;
-        self.with_sync(ctx, DIR_CREATE, Self::dir_create)?;
+        // What the run makes durable, kept when crash points follow (see durable_tree).
+        let kept = (ctx.crash_points() && self.fsync != FsyncMode::None).then(|| {
+            let per_tree = self.dirs_per_tree().unwrap_or(0) * self.files_per_dir;
+            Ledger::new(self.total_files(), per_tree, self.fsync == FsyncMode::File)
+        });
+        let ledger = kept.as_ref();
+        self.with_sync(ctx, (DIR_CREATE, ledger), Self::dir_create)?;
         // A tree of directories only (-f 0) has no file phases: a phase of nothing would
         // time only the walk.
         let files = self.files_per_dir > 0;
         if files {
-            self.with_sync(ctx, FILE_CREATE, Self::file_create)?;
+            self.with_sync(ctx, (FILE_CREATE, ledger), Self::file_create)?;
         }
         ctx.layout_point()?;
         // Under MPI, rank 0 alone writes it (of its own tree, or of the shared directory).
@@ -1125,9 +1174,53 @@ impl Workload for Fdtree {
         }
         ctx.make_cold()?;
         if files {
-            self.with_sync(ctx, FILE_REMOVE, Self::file_remove)?;
+            self.with_sync(ctx, (FILE_REMOVE, ledger), Self::file_remove)?;
         }
-        self.with_sync(ctx, DIR_REMOVE, Self::dir_remove)
+        self.with_sync(ctx, (DIR_REMOVE, ledger), Self::dir_remove)?;
+        let naming = Names {
+            off: ctx.worker_base(self.threads as u64),
+            levels: self.levels,
+            dirs: self.dirs_per_level,
+            files: self.files_per_dir,
+            per_tree: self.dirs_per_tree().unwrap_or(0),
+        };
+        let pattern = vec![0u8; self.block.min(self.file_size).max(1) as usize];
+        let expected = Expected::new(self.file_size, &pattern);
+        let words = durable_tree::words("fdtree", self.fsync);
+        durable_tree::leave_judge(ctx, kept, Box::new(naming), expected, words);
+        Ok(())
+    }
+}
+
+/// The path of an fdtree run's file from its slot (see [`Fdtree::slot`]), for the judge of its
+/// crash states: directory `node` of worker `w`'s tree is reached from the base by the child
+/// numbers that make it (child n of directory k is k × D + n).
+struct Names {
+    off: u64,
+    levels: u32,
+    dirs: u64,
+    files: u64,
+    per_tree: u64,
+}
+
+impl Naming for Names {
+    fn path(&self, slot: u64) -> String {
+        let per_worker = (self.per_tree * self.files).max(1);
+        let (w, rest) = (slot / per_worker, slot % per_worker);
+        let (mut node, f) = (rest / self.files.max(1), rest % self.files.max(1) + 1);
+        let mut children = Vec::new();
+        while node > 0 {
+            children.push((node - 1) % self.dirs + 1);
+            node = (node - 1) / self.dirs;
+        }
+        let mut p = base_name(self.off + w);
+        let mut level = self.levels;
+        for c in children.iter().rev() {
+            let _ = write!(p, "/L{level}D{c}");
+            level = level.saturating_sub(1);
+        }
+        let _ = write!(p, "/L{level}F{f}");
+        p
     }
 }
 
@@ -1135,6 +1228,29 @@ impl Workload for Fdtree {
 #[allow(clippy::unwrap_used)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn a_crash_record_slot_names_the_file_the_walk_made_there() {
+        let f = Fdtree {
+            levels: 2,
+            dirs_per_level: 3,
+            files_per_dir: 4,
+            threads: 2,
+            ..Fdtree::default()
+        };
+        let names = Names {
+            off: 0,
+            levels: 2,
+            dirs: 3,
+            files: 4,
+            per_tree: f.dirs_per_tree().unwrap(),
+        };
+        // The base, its child 3, and that one's child 2 (node (0×3+3)×3+2 = 11).
+        assert_eq!(names.path(f.slot(0, 0, 1)), "LEVEL0.0/L2F1");
+        assert_eq!(names.path(f.slot(0, 3, 4)), "LEVEL0.0/L2D3/L1F4");
+        assert_eq!(names.path(f.slot(1, 11, 2)), "LEVEL0.1/L2D3/L1D2/L0F2");
+        assert_eq!(f.slot(1, 12, 4) + 1, f.total_files());
+    }
 
     #[test]
     fn scenarios_have_one_set_of_names() {

@@ -10,6 +10,7 @@ pub mod clients;
 mod context;
 pub mod control;
 pub mod create;
+pub mod durable_tree;
 pub mod fdtree;
 pub mod fsync;
 pub mod interleave;
@@ -24,7 +25,7 @@ use anyhow::Result;
 
 use crate::units::Overflow;
 
-pub use context::{ColdMode, CrashVerifier, LayoutHook, RunContext, Target};
+pub use context::{ColdMode, CrashTally, CrashVerifier, LayoutHook, RunContext, Target};
 
 /// A workload: a named sequence of measured phases with its parameters.
 pub trait Workload: Send + Sync {

@@ -14,6 +14,7 @@ use nix::errno::Errno;
 use rand::{RngCore, SeedableRng};
 use serde::{Deserialize, Serialize};
 
+use super::durable_tree::{self, Expected, Ledger, Naming};
 use super::fsync::{FsyncMode, FsyncModes};
 use super::names::{check_counts, timed_syncfs, tree_space, write_size};
 use super::params;
@@ -107,10 +108,18 @@ impl Tree {
         self.total_files() * self.file_size
     }
 
-    fn create_phase(&self, ctx: &mut RunContext) -> Result<()> {
-        let root = ctx.root().to_path_buf();
+    /// The buffer every file is written from, over again (from the seed).
+    fn pattern(&self, seed: u64) -> Vec<u8> {
         let mut buf = vec![0u8; self.block.min(self.file_size).max(1) as usize];
-        rand_chacha::ChaCha8Rng::seed_from_u64(ctx.seed()).fill_bytes(&mut buf);
+        rand_chacha::ChaCha8Rng::seed_from_u64(seed).fill_bytes(&mut buf);
+        buf
+    }
+
+    /// The create phase; with `ledger` (crash points follow), when each file was whole (its
+    /// close, after its fsync under `--fsync file`) and the syncfs are kept in it.
+    fn create_phase(&self, ctx: &mut RunContext, ledger: Option<&Ledger>) -> Result<()> {
+        let root = ctx.root().to_path_buf();
+        let buf = self.pattern(ctx.seed());
         let expected = self.dirs + self.total_files();
         let tree = self.clone();
         let fsync = self.fsync;
@@ -152,11 +161,18 @@ impl Tree {
                     .map_err(|(op, e)| {
                         fs_error(op, &format!("{}/{dname}/{fname}", root.display()), e)
                     })?;
+                    if let Some(l) = ledger {
+                        l.made(d * tree.files + f);
+                    }
                 }
             }
             if fsync == FsyncMode::End {
                 let shown = root.display().to_string();
+                let start = durable_tree::now();
                 timed_syncfs(rec, syncfs_op, &root_fd, &shown)?;
+                if let Some(l) = ledger {
+                    l.synced(0, start);
+                }
             }
             Ok(())
         })?;
@@ -166,16 +182,25 @@ impl Tree {
         Ok(())
     }
 
-    fn delete_phase(&self, ctx: &mut RunContext) -> Result<()> {
+    /// The delete phase; with `ledger`, its start stands for every removal's (the removal
+    /// reads directories to find what to remove), and its syncfs is kept.
+    fn delete_phase(&self, ctx: &mut RunContext, ledger: Option<&Ledger>) -> Result<()> {
         let root = ctx.root().to_path_buf();
         let expected = self.dirs + self.total_files();
         let fsync = self.fsync;
         ctx.phase("delete", &DELETE_OPS, Some(expected), 1, |_, rec| {
             let root_fd = Dir::open_path(&root)?;
+            if let Some(l) = ledger {
+                l.removing_all(0);
+            }
             remove_tree_contents(rec, &root_fd, &root.display().to_string())?;
             if fsync == FsyncMode::End {
                 let shown = root.display().to_string();
+                let start = durable_tree::now();
                 timed_syncfs(rec, rec.op("syncfs"), &root_fd, &shown)?;
+                if let Some(l) = ledger {
+                    l.synced(0, start);
+                }
             }
             Ok(())
         })?;
@@ -347,10 +372,29 @@ impl Workload for Tree {
     }
 
     fn run(&self, ctx: &mut RunContext) -> Result<()> {
-        self.create_phase(ctx)?;
+        let files = self.total_files();
+        let ledger = (ctx.crash_points() && self.fsync != FsyncMode::None)
+            .then(|| Ledger::new(files, files, self.fsync == FsyncMode::File));
+        self.create_phase(ctx, ledger.as_ref())?;
         ctx.layout_point()?;
         ctx.make_cold()?;
-        self.delete_phase(ctx)
+        self.delete_phase(ctx, ledger.as_ref())?;
+        let expected = Expected::new(self.file_size, &self.pattern(ctx.seed()));
+        let words = durable_tree::words("tree", self.fsync);
+        let naming = Box::new(Names(self.files));
+        durable_tree::leave_judge(ctx, ledger, naming, expected, words);
+        Ok(())
+    }
+}
+
+/// The path of a tree run's file from its slot (directory × files + number), for the judge of
+/// its crash states.
+struct Names(u64);
+
+impl Naming for Names {
+    fn path(&self, slot: u64) -> String {
+        let files = self.0.max(1);
+        format!("{}/{}", dir_name(slot / files), file_name(slot % files))
     }
 }
 
@@ -358,6 +402,12 @@ impl Workload for Tree {
 #[allow(clippy::unwrap_used)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn a_crash_record_slot_names_the_file_the_tree_made_there() {
+        assert_eq!(Names(10).path(0), "d00000/f0000000");
+        assert_eq!(Names(10).path(137), "d00013/f0000007");
+    }
 
     #[test]
     fn fsync_is_none_file_or_end_on_the_command_line_and_in_plans() {

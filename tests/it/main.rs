@@ -18,6 +18,7 @@ mod clients_testbeds;
 mod code_rules;
 mod crash_points;
 mod crash_shutdown;
+mod crash_trees;
 mod device_crash;
 mod device_failures;
 mod device_server;
