@@ -11,6 +11,8 @@ use anyhow::Result;
 use rand::seq::index::sample;
 use rand::SeedableRng;
 
+use super::Place;
+use crate::error::bad_input;
 use crate::results::crash::CrashCache;
 use crate::units::Size;
 
@@ -125,6 +127,77 @@ impl CrashArgs {
         let n = self.crash_points.unwrap_or(0) as usize;
         Ok(choose(cands, n, self.choice(), seed))
     }
+}
+
+/// Whether the crash states `crash` asks for can be made where the run goes (bad input
+/// otherwise, before anything is made): cuts of an emulated disk's write log, or the kernel's
+/// shutdown.
+pub(super) fn admissible(place: &Place, crash: &CrashArgs) -> Result<()> {
+    if crash.on() {
+        cuts_admissible(place, crash)?;
+    }
+    if crash.shutdown {
+        shutdown_admissible(place, crash)?;
+    }
+    Ok(())
+}
+
+/// A crash by the kernel's shutdown needs a testbed fsgauge builds, of a filesystem that has
+/// the shutdown ioctl, and its checker; it replaces cuts, never joins them (a plan could name
+/// both).
+fn shutdown_admissible(place: &Place, crash: &CrashArgs) -> Result<()> {
+    let Place::Testbed(spec) = place else {
+        return Err(bad_input("--crash-shutdown shuts down a testbed fsgauge builds (--fs KIND), never a filesystem it did not make (--dir)"));
+    };
+    if crash.on() {
+        return Err(bad_input("--crash-shutdown replaces the cuts of --crash-points/--crash-at: give one or the other"));
+    }
+    if !crate::testbed::shutdown::supported(spec.fs) {
+        return Err(bad_input(format!(
+            "--crash-shutdown: {} has no shutdown ioctl on this kernel; use ext2/ext3/ext4 or xfs, or --crash-points on an emulated disk",
+            spec.fs
+        )));
+    }
+    checker_installed(spec, "--crash-shutdown")
+}
+
+/// The filesystem's checker is installed, or why `flag` cannot run.
+fn checker_installed(spec: &crate::testbed::TestbedSpec, flag: &str) -> Result<()> {
+    let checker = crate::testbed::crashcheck::checker_args(spec.fs, std::path::Path::new(""));
+    if crate::sys::proc::find_program(&checker[0]).is_none() {
+        return Err(bad_input(format!(
+            "{flag} on {} needs its checker `{}`, which is not installed; install {}",
+            spec.fs,
+            checker[0],
+            spec.fs.package()
+        )));
+    }
+    Ok(())
+}
+
+/// Crash points need a testbed fsgauge builds, on an emulated disk (its server keeps the
+/// write log) with no external journal (a second device would not lose power with it), the
+/// filesystem's checker, and memory for the log.
+fn cuts_admissible(place: &Place, crash: &CrashArgs) -> Result<()> {
+    let Place::Testbed(spec) = place else {
+        return Err(bad_input("--crash-points needs a testbed fsgauge builds on an emulated disk: --fs KIND with --device-model PROFILE, not --dir"));
+    };
+    if spec.device_model.is_none() {
+        return Err(bad_input("--crash-points needs an emulated disk: its server keeps the write log and knows what the drive's cache held; add --device-model PROFILE (e.g. deskstar-7k250)"));
+    }
+    if spec.journal.is_some() {
+        return Err(bad_input("--crash-points cuts the power of the emulated disk only: an external journal (--journal) would not lose it at the same instant; leave --journal out"));
+    }
+    checker_installed(spec, "--crash-points")?;
+    let avail = crate::sys::proc::meminfo("MemAvailable").unwrap_or(0);
+    if crash.log_limit() > avail / 2 {
+        return Err(bad_input(format!(
+            "--crash-log-limit {} is more than half of the memory available ({}): the write log is held in memory; give a smaller limit",
+            super::format_size_round(crash.log_limit()),
+            super::format_size_round(avail)
+        )));
+    }
+    Ok(())
 }
 
 #[cfg(test)]

@@ -164,11 +164,11 @@ impl<'r> Judge<'r> {
             };
             let allowed = self.values_at(vd, last, at)?;
             let end = (at + 16).min(bytes.len());
-            let whence =
-                whence::needle(bytes, at, run as usize).map_or_else(Whence::default, |n| {
-                    let fresh = Model::new(self.rec.max_len, self.rec.max_op_len, self.rec.seed);
-                    whence::search(fresh, self.rec.max_len, &self.ops, n, last)
-                });
+            let span = whence::wrong_span(&self.allowed[at..]);
+            let whence = whence::needle(bytes, at, span).map_or_else(Whence::default, |n| {
+                let fresh = Model::new(self.rec.max_len, self.rec.max_op_len, self.rec.seed);
+                whence::search(fresh, self.rec.max_len, &self.ops, n, (vd, last))
+            });
             let problem = Problem::Data {
                 offset: at as u64,
                 run,

@@ -484,6 +484,13 @@ fn a_failure_says_which_operation_wrote_the_wrong_bytes_and_where() {
     // Too few wrong bytes, or all alike (zeros are everywhere), are not searched for.
     assert_eq!(whence::needle(&[0u8; 64], 0, 64), None);
     assert_eq!(whence::needle(&found, 3000, 7), None);
+    // A wrong run cut short by a byte that matches by chance reaches on to the next 8 right
+    // bytes in a row.
+    let mut allowed = vec![false; 40];
+    allowed[2] = true;
+    allowed[20..].iter_mut().for_each(|a| *a = true);
+    assert_eq!(whence::wrong_span(&allowed), 20);
+    assert_eq!(whence::wrong_span(&[false; 5]), 5);
 }
 
 #[test]
@@ -519,4 +526,47 @@ fn a_write_after_an_unsynced_shift_may_be_found_where_its_block_was_before_the_s
         let m = fail(judge(&r, 27, Found::File(&found)).unwrap());
         assert_eq!(m.class, Class::LostDurableData, "{}", m.render());
     }
+}
+
+#[test]
+fn stale_bytes_name_their_write_before_the_durable_point_even_when_copied_since() {
+    let copy = |dst: u64| Op {
+        dst,
+        ..Op::new(OpKind::Copy, 100, 64)
+    };
+    let r = record(&[
+        w(0, 4096),
+        Op::new(OpKind::Fsync, 0, 0),
+        copy(5000),
+        copy(6000),
+        copy(7000),
+    ]);
+    let v = versions(&r);
+    let mut found = content(&v[2]);
+    found[3000..3032].copy_from_slice(&v[1].0[100..132]);
+    let m = fail(judge(&r, 1000, Found::File(&found)).unwrap());
+    let Problem::Data { whence, .. } = &m.problem else {
+        panic!("{m:?}")
+    };
+    let ops: Vec<u64> = whence.before_cut.iter().map(|s| s.op).collect();
+    assert_eq!(
+        ops,
+        vec![3, 4, 5],
+        "the latest three: the copies\n{}",
+        m.render()
+    );
+    assert_eq!(
+        whence.before_durable,
+        Some(Seen {
+            op: 1,
+            kind: OpKind::Write,
+            offset: 100
+        })
+    );
+    assert!(
+        m.render()
+            .contains("by 1 write at 0x64 (2900 lower), before the durable point"),
+        "{}",
+        m.render()
+    );
 }

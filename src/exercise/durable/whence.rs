@@ -38,8 +38,24 @@ pub struct Whence {
     pub searched: usize,
     /// The latest places up to the cut's last operation (at most [`SHOWN`]), oldest first.
     pub before_cut: Vec<Seen>,
+    /// The latest place up to the durable point, when `before_cut` has none (the pool repeats
+    /// across writes: stale bytes may also be newer operations' bytes elsewhere).
+    pub before_durable: Option<Seen>,
     /// The first place after it, if any (bytes from after the cut cannot be on the disk).
     pub after_cut: Option<Seen>,
+}
+
+/// How far the wrong bytes that start `allowed` reach: up to the first [`NEEDLE_MIN`] allowed
+/// bytes in a row (a wrong run is often cut short by a byte that matches by chance, 1 in 256).
+pub fn wrong_span(allowed: &[bool]) -> usize {
+    let mut ok_in_a_row = 0;
+    for (i, &a) in allowed.iter().enumerate() {
+        ok_in_a_row = if a { ok_in_a_row + 1 } else { 0 };
+        if ok_in_a_row == NEEDLE_MIN {
+            return i + 1 - NEEDLE_MIN;
+        }
+    }
+    allowed.len()
 }
 
 /// The wrong bytes worth searching for: the first of the run, at most [`NEEDLE_MAX`], when
@@ -51,8 +67,15 @@ pub fn needle(found: &[u8], at: usize, run: usize) -> Option<&[u8]> {
 }
 
 /// Searches operations 1..=ops.len() (`ops[n - 1]` is operation n) of a model made by `fresh`
-/// (of a file of at most `max_len` bytes) for `needle`; `last` is the cut's last operation.
-pub fn search(fresh: Model, max_len: u64, ops: &[(Op, u64)], needle: &[u8], last: u64) -> Whence {
+/// (of a file of at most `max_len` bytes) for `needle`; `vd` is the durable point's version
+/// and `last` the cut's last operation.
+pub fn search(
+    fresh: Model,
+    max_len: u64,
+    ops: &[(Op, u64)],
+    needle: &[u8],
+    (vd, last): (u64, u64),
+) -> Whence {
     let mut m = fresh;
     let mut w = Whence {
         searched: needle.len(),
@@ -81,6 +104,9 @@ pub fn search(fresh: Model, max_len: u64, ops: &[(Op, u64)], needle: &[u8], last
             kind: op.kind,
             offset: lo + pos as u64,
         };
+        if n <= vd {
+            w.before_durable = Some(seen);
+        }
         if n <= last {
             if w.before_cut.len() == SHOWN {
                 w.before_cut.remove(0);
@@ -90,6 +116,9 @@ pub fn search(fresh: Model, max_len: u64, ops: &[(Op, u64)], needle: &[u8], last
             w.after_cut = Some(seen);
             break;
         }
+    }
+    if w.before_cut.first().is_some_and(|s| s.op <= vd) {
+        w.before_durable = None;
     }
     w
 }
@@ -121,6 +150,7 @@ impl Whence {
             "where the first {} wrong bytes were written:",
             self.searched
         )];
+        out.extend(self.before_durable.iter().map(place));
         out.extend(self.before_cut.iter().map(place));
         if let Some(s) = &self.after_cut {
             out.push(format!(
