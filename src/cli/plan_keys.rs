@@ -110,6 +110,12 @@ fn samples() -> Vec<Sample> {
             "\"64M\"".into(),
             vec![(v(&["--crash-log-limit", "lots"]), "\"lots\"".into())],
         ),
+        (
+            "crash_shutdown",
+            v(&["--crash-shutdown"]),
+            "true".into(),
+            vec![(v(&["--crash-shutdown=yes"]), "\"yes\"".into())],
+        ),
     ]
 }
 
