@@ -65,7 +65,7 @@ pub fn durability_table(results: &[RunResult]) -> Option<Table> {
         .iter()
         .filter_map(|(k, _, first)| first.as_ref().map(|f| format!("{}: {f}", k[1])))
         .collect();
-    let mut note = "crash states judged after each run (--crash-points): mounted, compared with what the workload made durable, checked read-only".to_string();
+    let mut note = "crash states judged after each run (--crash-points: cuts of the emulated disk; --crash-shutdown: the kernel's shutdown, cache none (shutdown)): mounted, compared with what the workload made durable, checked read-only".to_string();
     if !firsts.is_empty() {
         note.push_str("; the first failure of each, checked again by: ");
         note.push_str(&firsts.join("; "));
