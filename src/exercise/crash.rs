@@ -3,11 +3,10 @@
 //! durable by the cut must be there exactly, a range written since may hold any version written
 //! since, and nothing else.
 //!
-//! Testing the judge (debug builds only, as `signals::test_pause`): `FSGAUGE_CRASH_INJECT`
+//! Testing the judge ([`crate::workload::inject`], debug builds only): `FSGAUGE_CRASH_INJECT`
 //! set to `corrupt:OFFSET` flips the byte at OFFSET of each file in the mounted crash state
 //! before it is read, `truncate:SIZE` cuts each file to SIZE, and `forget` drops every second
-//! durability point from the records: a corruption or a cut of durable data must be found at
-//! its file and offset, and forgetting a promise must never make a failure.
+//! durability point from the records.
 
 use std::ffi::CString;
 use std::os::fd::AsFd;
@@ -17,6 +16,7 @@ use anyhow::{Context, Result};
 use super::durable::{judge, Class, Found, Record, Verdict};
 use crate::results::crash::CrashClass;
 use crate::sys::{Dir, Errno};
+use crate::workload::inject::Inject;
 use crate::workload::CrashVerifier;
 
 /// The judge of the crash states of a run whose exercisers left `records`, each on the file
@@ -40,7 +40,7 @@ pub fn verifier(mut records: Vec<(String, Record)>) -> CrashVerifier {
         let mut out = Vec::new();
         for (name, rec) in &records {
             if let (Some(d), Some(i)) = (&dir, inject) {
-                i.apply(d, name)?;
+                put_fault(i, d, name)?;
             }
             let bytes = match &dir {
                 Some(d) => read_whole(d, name, rec.max_len)
@@ -90,53 +90,12 @@ fn read_whole(dir: &Dir, name: &str, max_len: u64) -> Result<Option<Vec<u8>>> {
     Ok(Some(buf))
 }
 
-/// A fault the tests put into a crash state (see the module docs).
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-enum Inject {
-    Corrupt(u64),
-    Truncate(u64),
-    Forget,
-}
-
-impl Inject {
-    /// From `FSGAUGE_CRASH_INJECT`, in debug builds only.
-    fn from_env() -> Option<Inject> {
-        if !cfg!(debug_assertions) {
-            return None;
-        }
-        let v = std::env::var("FSGAUGE_CRASH_INJECT").ok()?;
-        let (kind, arg) = v.split_once(':').unwrap_or((v.as_str(), ""));
-        let n = arg.parse::<u64>().ok();
-        match kind {
-            "corrupt" => n.map(Inject::Corrupt),
-            "truncate" => n.map(Inject::Truncate),
-            "forget" => Some(Inject::Forget),
-            _ => None,
-        }
-    }
-
-    /// Puts the fault into `name` in `dir` (a file too short for it, or absent, is left).
-    fn apply(self, dir: &Dir, name: &str) -> Result<()> {
-        let c = CString::new(name).context("a file name with a NUL byte")?;
-        let fd = match crate::sys::open_at(dir.raw(), &c, libc::O_RDWR | libc::O_CLOEXEC, 0) {
-            Ok(fd) => fd,
-            Err(Errno::ENOENT) => return Ok(()),
-            Err(e) => anyhow::bail!("opening {name} to inject a fault: {}", e.desc()),
-        };
-        let f = std::fs::File::from(fd);
-        let size = f.metadata()?.len();
-        match self {
-            Inject::Corrupt(off) if off < size => {
-                let mut b = [0u8; 1];
-                crate::sys::pread(f.as_fd(), &mut b, off)
-                    .map_err(|e| anyhow::anyhow!("pread: {}", e.desc()))?;
-                b[0] ^= 0xff;
-                crate::sys::pwrite(f.as_fd(), &b, off)
-                    .map_err(|e| anyhow::anyhow!("pwrite: {}", e.desc()))?;
-            }
-            Inject::Truncate(len) if len < size => f.set_len(len)?,
-            _ => {}
-        }
-        Ok(())
+/// Puts fault `i` into `name` in `dir` (an absent file is left).
+fn put_fault(i: Inject, dir: &Dir, name: &str) -> Result<()> {
+    let c = CString::new(name).context("a file name with a NUL byte")?;
+    match crate::sys::open_at(dir.raw(), &c, libc::O_RDWR | libc::O_CLOEXEC, 0) {
+        Ok(fd) => i.apply_to(fd),
+        Err(Errno::ENOENT) => Ok(()),
+        Err(e) => anyhow::bail!("opening {name} to inject a fault: {}", e.desc()),
     }
 }

@@ -13,6 +13,7 @@ pub mod create;
 pub mod durable_tree;
 pub mod fdtree;
 pub mod fsync;
+pub mod inject;
 pub mod interleave;
 pub mod names;
 pub mod params;

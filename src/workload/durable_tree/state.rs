@@ -10,6 +10,7 @@ use anyhow::{Context, Result};
 use super::judge::{judge, Due, Found};
 use super::{Expected, Naming, Record};
 use crate::sys::{Dir, Errno};
+use crate::workload::inject::Inject;
 use crate::workload::{CrashTally, CrashVerifier};
 
 /// Files named per state in the crash record; one more line counts the rest.
@@ -54,7 +55,7 @@ pub fn verifier(
                 });
             };
             if let (true, true, Some(i)) = (present, first, inject) {
-                i.apply(d, &path)?;
+                put_fault(i, d, &path)?;
             }
             first &= !present;
             look(d, &path, &expected, &mut buf)
@@ -158,52 +159,11 @@ fn read_range(
     Ok(off)
 }
 
-/// A fault the tests put into a crash state (see the module docs of `durable_tree`).
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-enum Inject {
-    Corrupt(u64),
-    Truncate(u64),
-    Forget,
-}
-
-impl Inject {
-    /// From `FSGAUGE_CRASH_INJECT`, in debug builds only.
-    fn from_env() -> Option<Inject> {
-        if !cfg!(debug_assertions) {
-            return None;
-        }
-        let v = std::env::var("FSGAUGE_CRASH_INJECT").ok()?;
-        let (kind, arg) = v.split_once(':').unwrap_or((v.as_str(), ""));
-        let n = arg.parse::<u64>().ok();
-        match kind {
-            "corrupt" => n.map(Inject::Corrupt),
-            "truncate" => n.map(Inject::Truncate),
-            "forget" => Some(Inject::Forget),
-            _ => None,
-        }
-    }
-
-    /// Puts the fault into the file `path` below `dir` (absent, or too short for it: left).
-    fn apply(self, dir: &Dir, path: &str) -> Result<()> {
-        let fd = match open(dir, path, libc::O_RDWR) {
-            Ok(fd) => fd,
-            Err(Errno::ENOENT) => return Ok(()),
-            Err(e) => anyhow::bail!("opening {path} to inject a fault: {}", e.desc()),
-        };
-        let f = std::fs::File::from(fd);
-        let size = f.metadata()?.len();
-        match self {
-            Inject::Corrupt(off) if off < size => {
-                let mut b = [0u8; 1];
-                crate::sys::pread(f.as_fd(), &mut b, off)
-                    .map_err(|e| anyhow::anyhow!("pread: {}", e.desc()))?;
-                b[0] ^= 0xff;
-                crate::sys::pwrite(f.as_fd(), &b, off)
-                    .map_err(|e| anyhow::anyhow!("pwrite: {}", e.desc()))?;
-            }
-            Inject::Truncate(len) if len < size => f.set_len(len)?,
-            _ => {}
-        }
-        Ok(())
+/// Puts fault `i` into the file `path` below `dir` (an absent file is left).
+fn put_fault(i: Inject, dir: &Dir, path: &str) -> Result<()> {
+    match open(dir, path, libc::O_RDWR) {
+        Ok(fd) => i.apply_to(fd),
+        Err(Errno::ENOENT) => Ok(()),
+        Err(e) => anyhow::bail!("opening {path} to inject a fault: {}", e.desc()),
     }
 }
