@@ -16,6 +16,7 @@ mod attacks;
 mod clients_dir;
 mod clients_testbeds;
 mod code_rules;
+mod crash_findings;
 mod crash_points;
 mod crash_shutdown;
 mod crash_trees;
