@@ -1,5 +1,7 @@
 //! `fsgauge exercise`: the integrity exerciser's flags, the checks that need no filesystem,
-//! and the summary table.
+//! and the summary table; [`minimize`] cuts a failing crash replay down.
+
+mod minimize;
 
 use std::path::Path;
 use std::process::ExitCode;
@@ -24,6 +26,8 @@ pub struct ExerciseArgs {
     // The workload's parameters, as a plan's `[[workload]] kind = "exercise"` gives them.
     #[command(flatten)]
     pub params: Exercise,
+    #[command(flatten)]
+    pub minimize: minimize::MinimizeArgs,
 }
 
 /// True when a mount-option string asks for a read-only mount.
@@ -103,6 +107,14 @@ pub fn run(mut args: ExerciseArgs) -> Result<ExitCode> {
     // Validated as a plan's workload is, then where it is to run.
     args.params.validate()?;
     check_place(&args)?;
+    if args.minimize.minimize.is_some() {
+        return minimize::run(
+            &args.minimize,
+            args.params.replay.as_deref(),
+            args.run.params.settings.crash().judged(),
+            args.run.output.quiet,
+        );
+    }
     if let Some(r) = &args.params.replay {
         let log = ReplayLog::load(r)?;
         // The result records the seed the steps were made from.

@@ -8,7 +8,8 @@
 //! checked against an in-memory model of the file ([`model`]), from a seeded stream
 //! ([`ops`]) that a replay log reproduces exactly ([`replay`]). [`engine`] runs one
 //! exerciser; [`run`] runs several as a measured workload with remounts in between, and
-//! [`report`] says what went wrong, where, and what the file should have held.
+//! [`report`] says what went wrong, where, and what the file should have held. [`minimize`]
+//! cuts a failing log down to the steps its failure needs.
 //!
 //! The operation mix, the sizes (256 KiB files, 64 KiB operations) and the checks (every read
 //! compared, the size checked with fstat and lseek(SEEK_END) after every operation, zeros past
@@ -17,6 +18,7 @@
 pub mod crash;
 pub mod durable;
 pub mod engine;
+pub mod minimize;
 pub mod model;
 pub mod ops;
 pub mod replay;

@@ -108,12 +108,22 @@ impl Model {
     pub fn misfit(&self, op: Op) -> Option<String> {
         let (max, size) = (self.buf.len() as u64, self.size);
         let end = |a: u64| a.checked_add(op.len).filter(|&e| e <= max);
+        // As the generator makes them (`ops`): reads and copies inside the file (a mapped read
+        // past EOF would be SIGBUS), a collapse ending before EOF, an insert inside the file,
+        // and a copy's two ranges apart. A log cut by hand or by --minimize may break these.
         let ok = match op.kind {
             OpKind::Truncate => op.len <= max,
             OpKind::Fsync | OpKind::Fdatasync | OpKind::Syncfs => true,
-            OpKind::Collapse => end(op.off).is_some_and(|e| e <= size),
-            OpKind::Insert => op.off <= size && size + op.len <= max,
-            OpKind::Copy | OpKind::Clone => end(op.off).is_some() && end(op.dst).is_some(),
+            OpKind::Read | OpKind::ReadDontcache | OpKind::MapRead => {
+                end(op.off).is_some_and(|e| e <= size)
+            }
+            OpKind::Collapse => end(op.off).is_some_and(|e| e < size),
+            OpKind::Insert => op.off < size && size + op.len <= max,
+            OpKind::Copy | OpKind::Clone => {
+                end(op.off).is_some_and(|e| e <= size)
+                    && end(op.dst).is_some()
+                    && (op.off + op.len <= op.dst || op.dst + op.len <= op.off)
+            }
             _ => end(op.off).is_some(),
         };
         (!ok).then(|| {
@@ -234,6 +244,32 @@ mod tests {
         assert_eq!(m.content()[8], 0);
         m.truncate(0);
         assert!(m.buf.iter().all(|&b| b == 0), "nothing left past EOF");
+    }
+
+    #[test]
+    fn operations_a_cut_log_makes_impossible_do_not_fit() {
+        let mut m = Model::new(64, 16, 1);
+        m.write(1, 0, 20);
+        let fits = |m: &Model, kind, off, len, dst| {
+            let mut op = Op::new(kind, off, len);
+            op.dst = dst;
+            m.misfit(op).is_none()
+        };
+        // Reads inside the file fit; past EOF (a mapped one would be SIGBUS) they do not.
+        assert!(fits(&m, OpKind::MapRead, 4, 16, 0));
+        assert!(!fits(&m, OpKind::MapRead, 4, 17, 0));
+        assert!(!fits(&m, OpKind::Read, 20, 1, 0));
+        // A collapse must end before EOF, an insert start inside the file.
+        assert!(fits(&m, OpKind::Collapse, 0, 19, 0));
+        assert!(!fits(&m, OpKind::Collapse, 0, 20, 0));
+        assert!(!fits(&m, OpKind::Insert, 20, 4, 0));
+        // A copy's source inside the file, its two ranges apart.
+        assert!(fits(&m, OpKind::Copy, 0, 8, 40));
+        assert!(!fits(&m, OpKind::Copy, 16, 8, 40));
+        assert!(!fits(&m, OpKind::Clone, 0, 8, 4));
+        // Writes and truncates may reach --max-len.
+        assert!(fits(&m, OpKind::Write, 60, 4, 0));
+        assert!(!fits(&m, OpKind::Write, 60, 5, 0));
     }
 
     #[test]

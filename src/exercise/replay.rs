@@ -30,6 +30,8 @@ pub struct ReplayLog {
     /// Where it ran (filesystem, size, mount options), for replaying on the same kind.
     pub testbed: TestbedInfo,
     pub steps: Vec<Step>,
+    /// The log's `#` lines as they were, each with its newline (what a minimized log keeps).
+    pub header_lines: String,
 }
 
 impl ReplayLog {
@@ -83,12 +85,17 @@ impl ReplayLog {
         }
         let (mut seed, mut params, mut testbed) = (None, None, TestbedInfo::default());
         let mut steps = Vec::new();
+        let mut header_lines = format!("{MAGIC}\n");
         let mut expect_n = 0u64;
         for (i, line) in lines {
             let ln = i + 1;
             let line = line.trim();
             if line.is_empty() {
                 continue;
+            }
+            if line.starts_with('#') {
+                header_lines.push_str(line);
+                header_lines.push('\n');
             }
             if let Some(h) = line.strip_prefix("# ") {
                 let (key, val) = h.split_once(' ').unwrap_or((h, ""));
@@ -153,6 +160,7 @@ impl ReplayLog {
             params,
             testbed,
             steps,
+            header_lines,
         })
     }
 }

@@ -17,6 +17,7 @@ mod clients_dir;
 mod clients_testbeds;
 mod code_rules;
 mod crash_findings;
+mod crash_minimize;
 mod crash_points;
 mod crash_shutdown;
 mod crash_trees;
