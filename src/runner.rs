@@ -496,6 +496,9 @@ fn run_in(
         .with_shown_root(shown.clone())
         .with_coordinator(coord.clone())
         .with_crash_points(opts.crash.judged());
+    if let Some(s) = ks.take_series() {
+        ctx = ctx.with_kept_series(s);
+    }
     if opts.layout {
         ctx.set_layout_hook(Box::new(move |root, target| {
             let mut snap = crate::layout::snapshot(root, &target.reach())?;
@@ -509,7 +512,7 @@ fn run_in(
         None => e,
     });
     let (layout, verifier) = (ctx.take_layout(), ctx.take_crash_verifier());
-    let tally = ctx.take_crash_tally();
+    let (tally, series) = (ctx.take_crash_tally(), ctx.take_kept_series());
     let (wl_phases, more_warnings) = ctx.into_parts();
     check_devices_after(target, &ran)?;
     let crash_run = crash::After {
@@ -525,6 +528,7 @@ fn run_in(
     if ran.is_ok() && kept::aging_is_workload(&r) {
         ks.start = kept::save(target, &ks.keeping, ran_at, &wl_phases, layout.as_ref())?;
     }
+    ks.series_done(series);
     let mut phases = pre_phases;
     phases.extend(wl_phases);
     let layout = with_precondition(layout, pre_layout);
