@@ -1710,6 +1710,46 @@ file_size = "64K"
         );
     }
 
+    /// An append workload's `keep_image` is the image cache's switch for its own agings: kept
+    /// off its parameters (the cache keys and the spec hash are the workload's), false when
+    /// absent, a boolean, refused beside [age] (whose aging the runs start from) and, in
+    /// another kind's table, an unknown field of that kind.
+    #[test]
+    fn append_keep_image_is_a_switch_not_a_parameter() {
+        let append = "[[workload]]\nkind = \"append\"\nusage = [50.0]\ntree = \"2x5\"\n";
+        let plan = p(&format!("{OK}\n{append}keep_image = true\n")).unwrap();
+        let w = plan.workloads.iter().find(|w| w.kind == "append").unwrap();
+        assert!(w.keep_image);
+        assert_eq!(w.workload.params().get("keep_image"), None);
+        assert!(
+            !plan
+                .workloads
+                .iter()
+                .find(|w| w.kind == "tree")
+                .unwrap()
+                .keep_image
+        );
+        assert!(!plan.keep_image, "the plan's [age] switch stays off");
+        let plan = p(&format!("{OK}\n{append}")).unwrap();
+        assert!(!plan.workloads.iter().any(|w| w.keep_image));
+        let e = err(&format!("{OK}\n{append}keep_image = 1\n"));
+        assert!(
+            e.contains("t.toml:28:14:")
+                && e.contains("`keep_image`")
+                && e.contains("true or false"),
+            "{e}"
+        );
+        let e = err(&format!(
+            "{OK}\n{append}keep_image = true\n[age]\nusage = [20.0]\n"
+        ));
+        assert!(
+            e.contains("t.toml:28:1:") && e.contains("[age] keep_image = true instead"),
+            "{e}"
+        );
+        let e = err(&format!("{OK}keep_image = true\n"));
+        assert!(e.contains("keep_image"), "{e}");
+    }
+
     #[test]
     fn age_builds_the_age_workload_and_layout_is_taken() {
         let plan = p(&format!("{OK}\n[age]\nmode = \"fill\"\nusage = [50.0]\n")).unwrap();
