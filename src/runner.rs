@@ -495,10 +495,8 @@ fn run_in(
     let mut ctx = RunContext::new(target, root, seed, opts.cold, opts.progress)
         .with_shown_root(shown.clone())
         .with_coordinator(coord.clone())
-        .with_crash_points(opts.crash.judged());
-    if let Some(s) = ks.take_series() {
-        ctx = ctx.with_kept_series(s);
-    }
+        .with_crash_points(opts.crash.judged())
+        .with_kept_series(ks.take_series());
     if opts.layout {
         ctx.set_layout_hook(Box::new(move |root, target| {
             let mut snap = crate::layout::snapshot(root, &target.reach())?;
@@ -528,7 +526,6 @@ fn run_in(
     if ran.is_ok() && kept::aging_is_workload(&r) {
         ks.start = kept::save(target, &ks.keeping, ran_at, &wl_phases, layout.as_ref())?;
     }
-    ks.series_done(series);
     let mut phases = pre_phases;
     phases.extend(wl_phases);
     let layout = with_precondition(layout, pre_layout);
@@ -555,7 +552,7 @@ fn run_in(
     let mut result = assemble(
         target, r, started, conditions, phases, layout, warnings, mpi,
     )?;
-    result.testbed.aged_image = ks.start.take();
+    result.testbed.aged_image = ks.start.take().or(kept::first_start(series));
     result.crash = crash;
     Ok(result)
 }

@@ -54,14 +54,12 @@ impl Start {
             }
         }
     }
+}
 
-    /// The series back from the workload: the run's start is its first checkpoint's (each
-    /// checkpoint's is in the workload's record).
-    pub fn series_done(&mut self, series: Option<Series>) {
-        if let Some(s) = series {
-            self.start = s.starts.first().cloned();
-        }
-    }
+/// The start of a run whose workload kept its aging per checkpoint (`series`, back from the
+/// workload): its first checkpoint's (each checkpoint's is in the workload's record).
+pub(super) fn first_start(series: Option<Series>) -> Option<AgedStart> {
+    series.and_then(|s| s.starts.into_iter().next())
 }
 
 /// The aging of a run and the directory its tree lives in: the precondition (a plan's

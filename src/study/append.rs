@@ -151,7 +151,7 @@ impl AppendStudy {
         std::fs::create_dir(&root_a).with_context(|| format!("mkdir {}", root_a.display()))?;
         let mut ctx = RunContext::new(&mut aged, root_a, self.seed, ColdMode::Drop, progress);
         if let Some(name) = &self.keep_image {
-            ctx = ctx.with_kept_series(self.series(spec, &params, name)?);
+            ctx = ctx.with_kept_series(Some(self.series(spec, &params, name)?));
         }
         let out = run_append(&mut ctx, &params, Naming::Study)?;
         let series = ctx.take_kept_series();

@@ -242,9 +242,12 @@ impl<'a> RunContext<'a> {
         }
     }
 
-    /// The workload's aging is kept per checkpoint as `series` says.
-    pub fn with_kept_series(mut self, series: crate::testbed::images::series::Series) -> Self {
-        self.kept_series = Some(series);
+    /// The workload's aging is kept per checkpoint as `series` says (none: not kept).
+    pub fn with_kept_series(
+        mut self,
+        series: Option<crate::testbed::images::series::Series>,
+    ) -> Self {
+        self.kept_series = series;
         self
     }
 
