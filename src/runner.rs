@@ -495,7 +495,8 @@ fn run_in(
     let mut ctx = RunContext::new(target, root, seed, opts.cold, opts.progress)
         .with_shown_root(shown.clone())
         .with_coordinator(coord.clone())
-        .with_crash_points(opts.crash.judged());
+        .with_crash_points(opts.crash.judged())
+        .with_kept_series(ks.take_series());
     if opts.layout {
         ctx.set_layout_hook(Box::new(move |root, target| {
             let mut snap = crate::layout::snapshot(root, &target.reach())?;
@@ -509,7 +510,7 @@ fn run_in(
         None => e,
     });
     let (layout, verifier) = (ctx.take_layout(), ctx.take_crash_verifier());
-    let tally = ctx.take_crash_tally();
+    let (tally, series) = (ctx.take_crash_tally(), ctx.take_kept_series());
     let (wl_phases, more_warnings) = ctx.into_parts();
     check_devices_after(target, &ran)?;
     let crash_run = crash::After {
@@ -551,7 +552,7 @@ fn run_in(
     let mut result = assemble(
         target, r, started, conditions, phases, layout, warnings, mpi,
     )?;
-    result.testbed.aged_image = ks.start.take();
+    result.testbed.aged_image = ks.start.take().or(kept::first_start(series));
     result.crash = crash;
     Ok(result)
 }

@@ -26,11 +26,13 @@ use serde::{Deserialize, Serialize};
 
 use super::copy::{copy_tree, COPY_OPS};
 use super::engine::{pct_label, AgeMode, AgeParams, Ager, Checkpoint, AGE_OPS};
+use super::kept;
 use super::shape::TreeShape;
 use super::workload::{checkpoint_extra, layout_record};
 use crate::error::{bad_input, bad_param};
-use crate::measure::{Devices, PhaseMeter, Progress};
-use crate::results::{MetricDef, PhaseResult};
+use crate::measure::{PhaseMeter, Progress};
+use crate::results::{AgedStart, MetricDef, PhaseResult};
+use crate::testbed::images::series::Series;
 use crate::testbed::{Testbed, TestbedSpec};
 use crate::workload::params::{self, CommaList};
 use crate::workload::readtest::{ReadPhase, ReadTest};
@@ -260,36 +262,50 @@ struct Tree {
 /// Runs the append test in `ctx`: ages `ctx.root()` on the run's testbed, and at each checkpoint
 /// copies the tree onto a twin testbed (made from the run's testbed spec and destroyed after
 /// the checkpoint) and reads both cold. The phases go into `ctx`.
+///
+/// With a kept series in `ctx` ([`RunContext::with_kept_series`], `keep_image`), each
+/// checkpoint's aged filesystem is kept in the image cache after its aging; when the cache
+/// holds every checkpoint already, nothing ages: each checkpoint's aged tree is on a testbed
+/// built from its image (see [`super::kept`]), and the copy and the reads run as always. The
+/// series goes back into `ctx` with how each checkpoint started.
 pub fn run_append(ctx: &mut RunContext, p: &AppendParams, naming: Naming) -> Result<Outcome> {
     let spec = twin_spec(ctx.target())?;
-    let params = p.age_params();
     let reads = p.read_test();
-    let root_a = ctx.root().to_path_buf();
-    let mount_a = ctx.target().reach();
     let seed = ctx.seed();
     let progress = ctx.progress();
-    let mut ager = Ager::new(&params, &root_a, seed, progress.enabled())?;
-    ager.check_targets()?;
-    let devices_a = ctx.target().devices();
+    let mut series = ctx.take_kept_series();
+    // Started from kept images, nothing ages: no ager, which would make its tree.
+    let mut ager = if series.as_ref().is_some_and(|s| s.is_warm()) {
+        None
+    } else {
+        let a = Ager::new(&p.age_params(), ctx.root(), seed, progress.enabled())?;
+        a.check_targets()?;
+        Some(a)
+    };
     let mut out = Outcome::default();
     let mut aging_wall_before = 0.0;
-    for &pc in &p.usage {
+    for (i, &pc) in p.usage.iter().enumerate() {
         crate::signals::check()?;
         let label = pct_label(pc);
-        let (cp, mut aged) = age_to(ctx, &mut ager, pc, &devices_a, &mount_a)?;
+        let mut at = aged_at(ctx, ager.as_mut(), series.as_mut(), i, pc, &spec)?;
+        let (root_a, start) = (at.root.clone(), at.start.clone());
         let (mut twin, root_b, mut fresh) = copy_to_twin(ctx, &spec, &root_a, &label)?;
 
         progress.note(&format!(
             "  {label}%: read tests on the aged and the fresh tree"
         ));
+        let aged_target = match at.own.as_mut() {
+            Some(t) => t,
+            None => ctx.target_mut(),
+        };
         let (pa, wa) = read_tree(
-            ctx.target_mut(),
+            aged_target,
             &root_a,
             seed,
             progress,
             &reads,
             |ph| naming.read_phase("aged", &label, ph),
-            &aged.layout,
+            &at.tree.layout,
         )?;
         let (pf, wf) = read_tree(
             &mut twin,
@@ -300,33 +316,124 @@ pub fn run_append(ctx: &mut RunContext, p: &AppendParams, naming: Naming) -> Res
             |ph| naming.read_phase("fresh", &label, ph),
             &fresh.layout,
         )?;
-        aged.reads = pa;
+        at.tree.reads = pa;
         fresh.reads = pf;
+        let (cp, aged) = (&at.cp, &at.tree);
         out.rows
-            .push(row(pc, &cp, &aged, &fresh, naming, aging_wall_before));
+            .push(row(pc, cp, aged, &fresh, naming, aging_wall_before));
         aging_wall_before += aged.wall_s;
-        for ph in aged.reads.into_iter().chain(fresh.reads) {
+        for ph in at.tree.reads.drain(..).chain(fresh.reads) {
             ctx.push_phase(ph);
         }
         for w in wa.into_iter().chain(wf) {
             ctx.warn(w);
         }
-        out.checkpoints
-            .push(serde_json::json!({ "usage": pc, "aged": aged.layout, "fresh": fresh.layout }));
-        if let Target::Testbed(t) = twin {
-            t.destroy()?;
+        let mut record =
+            serde_json::json!({ "usage": pc, "aged": at.tree.layout, "fresh": fresh.layout });
+        if let Some(s) = &start {
+            record["aged_image"] = serde_json::to_value(s)?;
         }
-        if cp.enospc {
+        if let Some(b) = at.loaded {
+            record["overlay_loaded_bytes"] = serde_json::json!(b);
+        }
+        out.checkpoints.push(record);
+        for t in [Some(twin), at.own.take()].into_iter().flatten() {
+            if let Target::Testbed(t) = t {
+                t.destroy()?;
+            }
+        }
+        if let Some(m) = at.manifest.take() {
+            (out.digest, out.ops) = (m.sha256, m.ops);
+        }
+        if at.cp.enospc {
             ctx.warn(format!(
                 "ENOSPC at {:.1}% used before the {label}% checkpoint; the append test stopped there",
-                cp.usage_pct
+                at.cp.usage_pct
             ));
             break;
         }
     }
-    out.digest = ager.digest();
-    out.ops = ager.ops();
+    if let Some(a) = &ager {
+        (out.digest, out.ops) = (a.digest(), a.ops());
+    }
+    if let Some(s) = series {
+        ctx.put_kept_series(s);
+    }
     Ok(out)
+}
+
+/// The aged tree at a checkpoint: its checkpoint, the tree, where it is, the testbed it is
+/// on when that is not the run's own (started from a kept image), how its state was made
+/// with the image cache and, started from a kept image, the aging's manifest kept with it.
+struct AgedAt {
+    cp: Checkpoint,
+    tree: Tree,
+    root: PathBuf,
+    own: Option<Target>,
+    start: Option<AgedStart>,
+    /// Started from a kept image: the bytes of an overlay's base loaded before the copy.
+    loaded: Option<u64>,
+    manifest: Option<kept::Manifest>,
+}
+
+/// The aged tree at checkpoint `i` (`pc`%): aged by `ager` on the run's testbed (and kept,
+/// with a `series`), or started from its kept image when there is no ager. Its `age-P`
+/// phase (aged or kept) goes into `ctx`.
+fn aged_at(
+    ctx: &mut RunContext,
+    ager: Option<&mut Ager>,
+    series: Option<&mut Series>,
+    i: usize,
+    pc: f64,
+    spec: &TestbedSpec,
+) -> Result<AgedAt> {
+    let Some(ager) = ager else {
+        let series = series.expect("only a run started from kept images has no ager");
+        let s = kept::start(spec, series, i, ctx.progress())?;
+        series.starts.push(s.start.clone());
+        if let Some(w) = s.checkpoint.overshoot() {
+            ctx.warn(w);
+        }
+        let tree = Tree {
+            wall_s: s.phase.wall_s,
+            write_kbps: s.checkpoint.write_kbps(),
+            layout: s.layout,
+            reads: Vec::new(),
+        };
+        ctx.push_phase(s.phase);
+        return Ok(AgedAt {
+            cp: s.checkpoint,
+            tree,
+            root: s.root,
+            own: Some(s.target),
+            start: Some(s.start),
+            loaded: Some(s.loaded),
+            manifest: Some(s.manifest),
+        });
+    };
+    let mount = ctx.target().reach();
+    let (cp, tree, phase) = age_to(ctx, ager, pc, &mount)?;
+    let start = match series {
+        Some(series) => {
+            let s = kept::keep(ctx, ager, series, i, &cp, &phase, &tree.layout)?;
+            series.starts.push(s.clone());
+            Some(s)
+        }
+        None => None,
+    };
+    ctx.push_phase(phase);
+    if let Some(w) = cp.overshoot() {
+        ctx.warn(w);
+    }
+    Ok(AgedAt {
+        cp,
+        tree,
+        root: ctx.root().to_path_buf(),
+        own: None,
+        start,
+        loaded: None,
+        manifest: None,
+    })
 }
 
 /// The spec of the twin testbed: the run's own, which must be a loop testbed (a real device
@@ -344,19 +451,18 @@ fn twin_spec(target: &Target) -> Result<TestbedSpec> {
     }
 }
 
-/// Ages the run's tree to `pc`% usage as phase `age-P` (with the aged layout, pushed into
-/// `ctx`); returns the checkpoint and the aged tree.
+/// Ages the run's tree to `pc`% usage as phase `age-P` (with the aged layout); returns the
+/// checkpoint, the aged tree and the phase.
 fn age_to(
     ctx: &mut RunContext,
     ager: &mut Ager,
     pc: f64,
-    devices: &Devices,
     mount: &Path,
-) -> Result<(Checkpoint, Tree)> {
+) -> Result<(Checkpoint, Tree, PhaseResult)> {
     let meter = PhaseMeter::start(
         &format!("age-{}", pct_label(pc)),
         &AGE_OPS,
-        devices,
+        &ctx.target().devices(),
         None,
         &Progress::hidden(),
     );
@@ -366,19 +472,13 @@ fn age_to(
     let mut phase = meter.finish(vec![rec]);
     let layout = layout_record(&cp, ctx.root(), mount)?;
     phase.extra.extend(checkpoint_extra(&cp, &layout));
-    let wall_s = phase.wall_s;
-    ctx.push_phase(phase);
-    if let Some(w) = cp.overshoot() {
-        ctx.warn(w);
-    }
-    let write_kbps = cp.write_kbps();
     let tree = Tree {
         layout,
-        wall_s,
-        write_kbps,
+        wall_s: phase.wall_s,
+        write_kbps: cp.write_kbps(),
         reads: Vec::new(),
     };
-    Ok((cp, tree))
+    Ok((cp, tree, phase))
 }
 
 /// Copies the aged tree `root_a` onto a twin testbed made from `spec` for checkpoint `label`,

@@ -415,6 +415,18 @@ impl Ager {
         self.ops
     }
 
+    /// Runs `f` with the aging root let go of (an unmount of its filesystem needs every
+    /// descriptor on it closed), then opens the root again by its path (a pinned
+    /// `/proc/self/fd/N/.` path follows its directory across a remount). Until then every
+    /// operation of the ager fails (ENOTDIR), never reaching another directory.
+    pub fn without_root<T>(&mut self, f: impl FnOnce() -> Result<T>) -> Result<T> {
+        let parked = Dir::parked().context("parking the aging root")?;
+        drop(std::mem::replace(&mut self.root_fd, parked));
+        let out = f()?;
+        self.root_fd = Dir::open_path(&self.root)?;
+        Ok(out)
+    }
+
     /// The aging root.
     pub fn root(&self) -> &Path {
         &self.root

@@ -10,6 +10,7 @@
 //! * [`workload`] — the `age` workload kind (`fsgauge age`, plans): a phase per checkpoint
 //!   with its figures, plus the layout and free-space summary of each checkpoint.
 //! * [`copy`] — copying a tree onto another filesystem (the append study's `cp -R`).
+//! * [`kept`] — the append test's agings in the aged-image cache, per checkpoint.
 //! * [`append`] — the append test (aged tree vs a fresh copy on a twin filesystem, per
 //!   checkpoint): the plan kind `append` and the engine of `fsgauge study append`.
 
@@ -17,6 +18,7 @@ pub mod append;
 pub mod copy;
 pub mod dist;
 pub mod engine;
+mod kept;
 pub mod shape;
 pub mod workload;
 

@@ -57,6 +57,14 @@ pub struct AppendArgs {
         default_value = "walk,random,blockorder,stat"
     )]
     pub read_phases: CommaList<ReadPhase>,
+    /// Keep every filesystem's aging in the image cache under NAME, one image per usage
+    /// checkpoint (right after the aging step), and start from them instead of aging again
+    /// when a later run's aging is the same and every checkpoint of it is kept: the same
+    /// parameters and seed (give --seed), filesystem, size, options, device model, kernel and
+    /// fsgauge version. Each checkpoint's record in the result (layout.checkpoints[].aged_image)
+    /// says which happened, with the key and the digest of the starting state.
+    #[arg(long, value_name = "NAME")]
+    pub keep_image: Option<String>,
     #[command(flatten)]
     pub step: StepArgs,
 }
@@ -78,6 +86,7 @@ impl AppendArgs {
             prealloc: self.prealloc,
             seed,
             read_phases: self.read_phases.to_vec(),
+            keep_image: self.keep_image.clone(),
         })
     }
 }

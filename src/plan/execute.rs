@@ -582,6 +582,10 @@ impl Session<'_> {
         // The result is written here, after its phases are checked against the questions.
         let mut ropts = run_options(plan, run.testbed, None, opts.progress);
         ropts.study = Some(study);
+        if wl.keep_image {
+            // The append test keeps its own agings (the plan refuses it beside [age]).
+            ropts.keep_image = Some(plan.name.clone());
+        }
         let place = plan.place(run.testbed);
         let outcome = runner::run_rep(
             target,

@@ -207,6 +207,10 @@ pub struct PlanWorkload {
     pub given: serde_json::Value,
     pub workload: Arc<dyn Workload>,
     pub at: Location,
+    /// `keep_image = true` in an `append` workload's table: the append test's agings are
+    /// kept in the image cache, one image per usage checkpoint, and a run whose checkpoints
+    /// are all kept starts from them (see [`crate::testbed::images::series`]).
+    pub keep_image: bool,
 }
 
 impl std::fmt::Debug for PlanWorkload {

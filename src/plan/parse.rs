@@ -309,23 +309,58 @@ pub(super) fn parse_src(src: &Src, opts: &ParseOptions) -> Result<Plan> {
 }
 
 /// `[age] keep_image`: the aging is kept in the image cache and later runs of the same aging
-/// start from it (see [`crate::testbed::images`]); not a parameter of the aging itself.
+/// start from it (see [`crate::testbed::images`]); not a parameter of the aging itself. In an
+/// `append` workload's table, the same switch keeps the append test's own agings, one image
+/// per usage checkpoint ([`crate::testbed::images::series`]).
 const KEEP_IMAGE: &str = "keep_image";
+
+/// The plan kind whose own aging `keep_image` keeps.
+const APPEND: &str = "append";
+
+/// Whether `key` of a `what` table of `kind` is the image cache's switch, not a parameter.
+fn is_keep_switch(key: &str, what: &str, kind: &str) -> bool {
+    key == KEEP_IMAGE && (what == "[age]" || (what == "[[workload]]" && kind == APPEND))
+}
 
 /// The `[age] keep_image` switch: a boolean, false when absent.
 fn keep_image(src: &Src, age: Option<&RawWorkload>) -> Result<bool> {
-    let Some((_, v)) =
-        age.and_then(|a| a.get_ref().iter().find(|(k, _)| k.get_ref() == KEEP_IMAGE))
+    Ok(switch(src, age, "[age] keep_image")?.is_some_and(|(on, _)| on))
+}
+
+/// The `keep_image` switch of `table`: its value and where it is written, `None` when
+/// absent; anything but a boolean is refused at its value, as `label`.
+fn switch(
+    src: &Src,
+    table: Option<&RawWorkload>,
+    label: &str,
+) -> Result<Option<(bool, Range<usize>)>> {
+    let Some((k, v)) =
+        table.and_then(|a| a.get_ref().iter().find(|(k, _)| k.get_ref() == KEEP_IMAGE))
     else {
-        return Ok(false);
+        return Ok(None);
     };
     match v.get_ref() {
-        toml::Value::Boolean(b) => Ok(*b),
+        toml::Value::Boolean(b) => Ok(Some((*b, k.span()))),
         other => Err(src.err(
             v.span(),
-            "[age] keep_image",
+            label,
             format!("must be true or false, not {other}"),
         )),
+    }
+}
+
+/// An `append` workload's `keep_image` switch. Refused in a plan with `[age]`: its runs start
+/// from the `[age]` aging, which `[age] keep_image` keeps.
+fn append_keep_image(src: &Src, w: &RawWorkload, has_age: bool) -> Result<bool> {
+    let label = "[[workload]] append field `keep_image`";
+    match switch(src, Some(w), label)? {
+        Some((true, at)) if has_age => Err(src.err(
+            at,
+            label,
+            "keeps the append test's own agings, but this plan ages every filesystem first with [age]; keep that aging with [age] keep_image = true instead, or leave out [age]",
+        )),
+        Some((on, _)) => Ok(on),
+        None => Ok(false),
     }
 }
 
@@ -451,6 +486,9 @@ fn parse_workloads(
     for (w, label) in raw.workload.iter().zip(labels) {
         let mut pw = parse_workload(src, w, scale_f)?;
         pw.label = label;
+        if pw.kind == APPEND {
+            pw.keep_image = append_keep_image(src, w, raw.age.is_some())?;
+        }
         if fresh == Fresh::PerRun {
             workloads.extend(split_cells(src, w, pw)?);
         } else {
@@ -839,7 +877,7 @@ fn build_workload(
             k.get_ref() != "kind"
                 && k.get_ref() != "ranks"
                 && !(k.get_ref() == "label" && what == "[[workload]]")
-                && !(k.get_ref() == KEEP_IMAGE && what == "[age]")
+                && !is_keep_switch(k.get_ref(), what, kind.name)
         })
         .collect();
     let mut given = serde_json::Map::new();
@@ -918,6 +956,7 @@ fn build_workload(
         given,
         workload: Arc::from(workload),
         at: src.loc(w.span().start),
+        keep_image: false,
     })
 }
 
@@ -997,6 +1036,7 @@ fn split_cells(src: &Src, w: &RawWorkload, pw: PlanWorkload) -> Result<Vec<PlanW
                 given,
                 workload: Arc::from(cell.workload),
                 at: pw.at.clone(),
+                keep_image: pw.keep_image,
             }
         })
         .collect())
@@ -1668,6 +1708,46 @@ file_size = "64K"
             e.contains("t.toml:26:") && e.contains("keep_image") && e.contains("true or false"),
             "{e}"
         );
+    }
+
+    /// An append workload's `keep_image` is the image cache's switch for its own agings: kept
+    /// off its parameters (the cache keys and the spec hash are the workload's), false when
+    /// absent, a boolean, refused beside [age] (whose aging the runs start from) and, in
+    /// another kind's table, an unknown field of that kind.
+    #[test]
+    fn append_keep_image_is_a_switch_not_a_parameter() {
+        let append = "[[workload]]\nkind = \"append\"\nusage = [50.0]\ntree = \"2x5\"\n";
+        let plan = p(&format!("{OK}\n{append}keep_image = true\n")).unwrap();
+        let w = plan.workloads.iter().find(|w| w.kind == "append").unwrap();
+        assert!(w.keep_image);
+        assert_eq!(w.workload.params().get("keep_image"), None);
+        assert!(
+            !plan
+                .workloads
+                .iter()
+                .find(|w| w.kind == "tree")
+                .unwrap()
+                .keep_image
+        );
+        assert!(!plan.keep_image, "the plan's [age] switch stays off");
+        let plan = p(&format!("{OK}\n{append}")).unwrap();
+        assert!(!plan.workloads.iter().any(|w| w.keep_image));
+        let e = err(&format!("{OK}\n{append}keep_image = 1\n"));
+        assert!(
+            e.contains("t.toml:28:14:")
+                && e.contains("`keep_image`")
+                && e.contains("true or false"),
+            "{e}"
+        );
+        let e = err(&format!(
+            "{OK}\n{append}keep_image = true\n[age]\nusage = [20.0]\n"
+        ));
+        assert!(
+            e.contains("t.toml:28:1:") && e.contains("[age] keep_image = true instead"),
+            "{e}"
+        );
+        let e = err(&format!("{OK}keep_image = true\n"));
+        assert!(e.contains("keep_image"), "{e}");
     }
 
     #[test]

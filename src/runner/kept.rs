@@ -9,6 +9,7 @@ use anyhow::Result;
 use super::{Place, Precondition, Rep};
 use crate::error::bad_input;
 use crate::results::AgedStart;
+use crate::testbed::images::series::Series;
 use crate::testbed::images::{self, Entry, ImageKey, Kept};
 use crate::testbed::{across_remount, Testbed};
 use crate::workload::{Target, Workload};
@@ -21,6 +22,9 @@ pub(super) enum Keeping {
     Save { key: ImageKey, name: String },
     /// Start from the kept image `entry`.
     Hit { entry: Box<Entry> },
+    /// The workload's own aging, kept at each of its checkpoints (the append test): the
+    /// workload keeps and starts from the images itself, as the series says.
+    Series(Box<Series>),
 }
 
 /// The image cache in one repetition: what it does, and how the starting state was made
@@ -38,6 +42,24 @@ impl Start {
             start: None,
         }
     }
+
+    /// The series the workload keeps its aging in, handed over to it (see
+    /// [`crate::workload::RunContext::with_kept_series`]).
+    pub fn take_series(&mut self) -> Option<Series> {
+        match std::mem::replace(&mut self.keeping, Keeping::Off) {
+            Keeping::Series(s) => Some(*s),
+            other => {
+                self.keeping = other;
+                None
+            }
+        }
+    }
+}
+
+/// The start of a run whose workload kept its aging per checkpoint (`series`, back from the
+/// workload): its first checkpoint's (each checkpoint's is in the workload's record).
+pub(super) fn first_start(series: Option<Series>) -> Option<AgedStart> {
+    series.and_then(|s| s.starts.into_iter().next())
 }
 
 /// The aging of a run and the directory its tree lives in: the precondition (a plan's
@@ -68,9 +90,12 @@ pub(super) fn keeping(r: &Rep<'_>) -> Result<Keeping> {
             "--keep-image keeps a testbed's aged filesystem; with --dir there is no image to keep",
         ));
     };
+    if let (None, APPEND) = (&r.opts.precondition, r.wl.kind()) {
+        return series(r, spec, name);
+    }
     let Some((wl, tree)) = aging(r) else {
         return Err(bad_input(format!(
-            "the {} workload has no aging to keep: --keep-image / [age] keep_image apply to `fsgauge age` and plans with [age]",
+            "the {} workload has no aging to keep: --keep-image / keep_image apply to `fsgauge age`, plans with [age] and the append workload",
             r.wl.kind()
         )));
     };
@@ -81,10 +106,11 @@ pub(super) fn keeping(r: &Rep<'_>) -> Result<Keeping> {
             params: wl.params(),
             seed: r.seed,
             tree: &tree,
+            checkpoint: None,
         },
     )?;
     if let Some(entry) = images::find(&key.key)? {
-        check_overlay_store(spec)?;
+        images::check_overlay_store(spec)?;
         return Ok(Keeping::Hit {
             entry: Box::new(entry),
         });
@@ -96,18 +122,29 @@ pub(super) fn keeping(r: &Rep<'_>) -> Result<Keeping> {
     })
 }
 
-/// An overlay start keeps the disk's writes in the server's memory: refused (bad input,
-/// before anything is made) when the server is told to keep them in its image file
-/// (`FSGAUGE_DEVICE_STORE=file`), which would write the kept image.
-fn check_overlay_store(spec: &crate::testbed::TestbedSpec) -> Result<()> {
-    use crate::testbed::device::server::{store::STORE_ENV, StoreChoice};
-    let store = std::env::var(STORE_ENV).ok();
-    if spec.overlay_start() && store.and_then(|v| v.parse().ok()) == Some(StoreChoice::File) {
-        return Err(bad_input(format!(
-            "{STORE_ENV}=file keeps an emulated disk's bytes in its image file, but a start from a kept image is served as an overlay over the image, which must stay as it was kept; leave {STORE_ENV} unset (or memory:SIZE), or start from a copy with --image-start copy"
-        )));
-    }
-    Ok(())
+/// The plan kind whose aging is its measured workload, kept per checkpoint.
+const APPEND: &str = "append";
+
+/// The series of the append test's agings in repetition `r` on `spec`, kept under `name`: a
+/// key per usage checkpoint, and the kept images when the cache has every one.
+fn series(r: &Rep<'_>, spec: &crate::testbed::TestbedSpec, name: &str) -> Result<Keeping> {
+    let params = r.wl.params();
+    let usage: Vec<f64> = params
+        .get("usage")
+        .cloned()
+        .map(serde_json::from_value)
+        .transpose()?
+        .unwrap_or_default();
+    let tree = format!("fsgauge-{}", r.wl.kind());
+    let aging = images::Aging {
+        kind: r.wl.kind(),
+        params,
+        seed: r.seed,
+        tree: &tree,
+        checkpoint: None,
+    };
+    let series = Series::find(spec, &aging, &usage, name)?;
+    Ok(Keeping::Series(Box::new(series)))
 }
 
 /// Builds the target of `r`: from the kept image on a hit (timed, the copy included), else

@@ -28,6 +28,7 @@ use crate::error::bad_input;
 use crate::measure::Progress;
 use crate::results::tables::KindTables;
 use crate::results::{write_result, Conditions, RunRecord, RunResult, WorkloadInfo};
+use crate::testbed::images::{self, series::Series};
 use crate::testbed::{preflight, Testbed, TestbedSpec};
 use crate::text::{fmt_num, Table};
 use crate::workload::readtest::ReadPhase;
@@ -49,6 +50,10 @@ pub struct AppendStudy {
     pub seed: u64,
     /// Read phases run on both trees.
     pub read_phases: Vec<ReadPhase>,
+    /// Keep the agings in the image cache under this name, one image per checkpoint, and
+    /// start from them when every checkpoint is kept (`--keep-image`).
+    #[serde(default)]
+    pub keep_image: Option<String>,
 }
 
 impl AppendStudy {
@@ -78,6 +83,12 @@ impl AppendStudy {
         }
         for spec in &self.testbeds {
             preflight(spec)?;
+            // A testbed the cache cannot keep, or a cache without room, before anything ages.
+            if let Some(name) = &self.keep_image {
+                for a in &self.append {
+                    self.series(spec, &self.params(*a), name)?;
+                }
+            }
         }
         Ok(())
     }
@@ -119,16 +130,34 @@ impl AppendStudy {
         Ok(results)
     }
 
+    /// The image cache's series of the agings of `params` on `spec`, kept as `name`: the
+    /// aging of the plan kind `append` in the study's tree directory.
+    fn series(&self, spec: &TestbedSpec, params: &AppendParams, name: &str) -> Result<Series> {
+        let aging = images::Aging {
+            kind: "append",
+            params: serde_json::to_value(params)?,
+            seed: self.seed,
+            tree: TREE,
+            checkpoint: None,
+        };
+        Series::find(spec, &aging, &params.usage, name)
+    }
+
     fn run_one(&self, spec: &TestbedSpec, append: u64, progress: Progress) -> Result<RunResult> {
         let started = SystemTime::now();
         let params = self.params(append);
         let mut aged = Target::Testbed(Testbed::create(spec)?);
-        let root_a = aged.path().join("fsgauge-age");
+        let root_a = aged.path().join(TREE);
         std::fs::create_dir(&root_a).with_context(|| format!("mkdir {}", root_a.display()))?;
         let mut ctx = RunContext::new(&mut aged, root_a, self.seed, ColdMode::Drop, progress);
+        if let Some(name) = &self.keep_image {
+            ctx = ctx.with_kept_series(Some(self.series(spec, &params, name)?));
+        }
         let out = run_append(&mut ctx, &params, Naming::Study)?;
+        let series = ctx.take_kept_series();
         let (phases, warnings) = ctx.into_parts();
-        let testbed = aged.info();
+        let mut testbed = aged.info();
+        testbed.aged_image = series.and_then(|s| s.starts.first().cloned());
         let environment = Some(crate::results::Environment::collect(&testbed));
         if let Target::Testbed(t) = aged {
             t.destroy()?;
@@ -174,6 +203,9 @@ impl AppendStudy {
         }))
     }
 }
+
+/// The directory of the aged tree on each aged testbed.
+const TREE: &str = "fsgauge-age";
 
 /// The rows of a study result.
 pub fn rows_of(r: &RunResult) -> Vec<Row> {

@@ -368,6 +368,13 @@ impl Dir {
             .map(Dir)
     }
 
+    /// A stand-in that is no directory (`/dev/null`, `O_PATH`): every call relative to it
+    /// fails (ENOTDIR), so a holder that lets go of its directory for a while (across an
+    /// unmount) never works somewhere else meanwhile.
+    pub fn parked() -> Result<Dir, Errno> {
+        open(c"/dev/null", libc::O_PATH | libc::O_CLOEXEC, 0).map(Dir)
+    }
+
     /// Opens a directory by path; an error names it ([`fs_error`]).
     pub fn open_path(path: &Path) -> anyhow::Result<Dir> {
         Dir::open(path).map_err(|e| fs_error("open", &path.display().to_string(), e))

@@ -191,6 +191,10 @@ pub struct RunContext<'a> {
     crash_points: bool,
     crash_verifier: Option<CrashVerifier>,
     crash_tally: Option<CrashTally>,
+    /// The workload's own aging kept per checkpoint in the image cache (the append test with
+    /// `keep_image`): the workload takes it, fills in how each checkpoint started, and puts
+    /// it back for the run's record.
+    kept_series: Option<crate::testbed::images::series::Series>,
 }
 
 /// A workload's judge of one crash state (set by the workload when crash points follow its
@@ -234,7 +238,28 @@ impl<'a> RunContext<'a> {
             crash_points: false,
             crash_verifier: None,
             crash_tally: None,
+            kept_series: None,
         }
+    }
+
+    /// The workload's aging is kept per checkpoint as `series` says (none: not kept).
+    pub fn with_kept_series(
+        mut self,
+        series: Option<crate::testbed::images::series::Series>,
+    ) -> Self {
+        self.kept_series = series;
+        self
+    }
+
+    /// Takes the kept series (see [`Self::with_kept_series`]); the workload puts it back with
+    /// [`Self::put_kept_series`] once it has recorded the starts.
+    pub fn take_kept_series(&mut self) -> Option<crate::testbed::images::series::Series> {
+        self.kept_series.take()
+    }
+
+    /// Puts the kept series back (see [`Self::take_kept_series`]).
+    pub fn put_kept_series(&mut self, series: crate::testbed::images::series::Series) {
+        self.kept_series = Some(series);
     }
 
     /// Runs with the other processes of a job as `coord` says (alone by default).

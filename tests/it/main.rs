@@ -6,6 +6,7 @@ mod report_fixtures;
 mod support;
 
 mod age_append;
+mod age_append_kept;
 mod age_errors;
 mod age_images;
 mod age_modes;

@@ -377,6 +377,7 @@ fn every_shipped_preset_is_a_valid_plan_for_the_registered_kinds() {
                 let mut params = w.as_table().unwrap().clone();
                 params.remove("kind");
                 params.remove("label"); // the entry's label, not a parameter
+                params.remove("keep_image"); // the image cache's switch, not a parameter
                 let json = serde_json::to_value(&params).unwrap();
                 let wl = (k.build)(json)
                     .unwrap_or_else(|e| panic!("preset {} workload {kind}: {e}", p.name));

@@ -18,13 +18,18 @@ const GOLDEN: &str = "tests/golden/presets-expanded.json";
 const WORKDIR: &str = "/fsgauge-golden-workdir";
 
 fn workload(w: &PlanWorkload) -> Value {
-    json!({
+    let mut v = json!({
         "kind": w.kind,
         "label": w.label,
         "ranks": w.ranks,
         "given": w.given,
         "params": w.workload.params(),
-    })
+    });
+    // Only where it is on, so the record of every other preset stays as it was.
+    if w.keep_image {
+        v["keep_image"] = json!(true);
+    }
+    v
 }
 
 /// The plan as it runs: everything but where its entries are written (and the notes, which

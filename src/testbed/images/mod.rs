@@ -15,9 +15,11 @@
 //!
 //! * [`copy`] — the sparse block copy and the digest of an image's contents.
 //! * [`store`] — saving an entry, finding one, listing and pruning.
+//! * [`series`] — an aging kept at each of its checkpoints (the append test's).
 //! * [`snapshot`] — snapshots of a persistent testbed (`testbed snapshot`, `restore`).
 
 pub mod copy;
+pub mod series;
 pub mod snapshot;
 pub mod store;
 
@@ -63,12 +65,14 @@ pub struct ImageKey {
 }
 
 /// The aging an image is kept of: the workload's kind and parameters, its seed, and where its
-/// tree lives (`tree`: the directory name the run gives it, part of the state).
+/// tree lives (`tree`: the directory name the run gives it, part of the state); for an aging
+/// kept at each of its checkpoints ([`series`]), the checkpoint (usage, percent).
 pub struct Aging<'a> {
     pub kind: &'a str,
     pub params: serde_json::Value,
     pub seed: u64,
     pub tree: &'a str,
+    pub checkpoint: Option<f64>,
 }
 
 /// The key of `aging` on a testbed of `spec`. A `--device` or an external journal is refused:
@@ -87,8 +91,15 @@ pub fn key(spec: &TestbedSpec, aging: &Aging<'_>) -> Result<ImageKey> {
     let kernel = nix::sys::utsname::uname()
         .map(|u| u.release().to_string_lossy().into_owned())
         .unwrap_or_default();
+    let mut of_aging = serde_json::json!({
+        "kind": aging.kind, "params": aging.params, "seed": aging.seed, "tree": aging.tree,
+    });
+    // Only present when there is one, so the keys of whole agings stay as they were.
+    if let Some(pc) = aging.checkpoint {
+        of_aging["checkpoint"] = serde_json::json!(pc);
+    }
     let fields = serde_json::json!({
-        "aging": { "kind": aging.kind, "params": aging.params, "seed": aging.seed, "tree": aging.tree },
+        "aging": of_aging,
         "fs": spec.fs.name(),
         "size": spec.size,
         "mkfs_opts": spec.mkfs_opts,
@@ -102,6 +113,20 @@ pub fn key(spec: &TestbedSpec, aging: &Aging<'_>) -> Result<ImageKey> {
     let digest = Sha256::digest(serde_json::to_vec(&fields)?);
     let key = digest.iter().take(8).map(|b| format!("{b:02x}")).collect();
     Ok(ImageKey { key, fields })
+}
+
+/// An overlay start keeps the disk's writes in the server's memory: refused (bad input,
+/// before anything is made) when the server is told to keep them in its image file
+/// (`FSGAUGE_DEVICE_STORE=file`), which would write the kept image.
+pub fn check_overlay_store(spec: &TestbedSpec) -> Result<()> {
+    use crate::testbed::device::server::{store::STORE_ENV, StoreChoice};
+    let store = std::env::var(STORE_ENV).ok();
+    if spec.overlay_start() && store.and_then(|v| v.parse().ok()) == Some(StoreChoice::File) {
+        return Err(bad_input(format!(
+            "{STORE_ENV}=file keeps an emulated disk's bytes in its image file, but a start from a kept image is served as an overlay over the image, which must stay as it was kept; leave {STORE_ENV} unset (or memory:SIZE), or start from a copy with --image-start copy"
+        )));
+    }
+    Ok(())
 }
 
 /// The cache's size limit: [`LIMIT_ENV`], else a fifth of what its filesystem has free plus
@@ -176,6 +201,7 @@ mod tests {
             params: serde_json::json!({"usage": [75.0]}),
             seed,
             tree: "fsgauge-pre-age",
+            checkpoint: None,
         }
     }
 
