@@ -20,7 +20,9 @@
 //! woken and not yet run). The thread sleeps first and runs after, so the off-CPU time past
 //! the wake-up it asked for is when the machine held it off ([`HeldOff`]); a late reply whose
 //! lateness lies mostly there is counted as the machine's (`late_held_off` in the counts, see
-//! `stats::Stats::record`), the rest as the emulator's own work.
+//! `stats::Stats::record`), the rest as the emulator's own work. Interrupts taken while the
+//! thread runs count in its CPU time on a kernel without `CONFIG_IRQ_TIME_ACCOUNTING` (this
+//! one), so they count as its own work too: the split is the machine's share at least.
 
 /// The span after the wake-up a wait asked for during which the thread was still off its
 /// CPU (empty when it ran by then).
