@@ -126,6 +126,12 @@ def modelled_requests(d):
     return d["reads"] + d["writes"] + d["flushes"]
 
 
+def held_off_pct(d):
+    """Of a phase's late requests, the share the machine held the server's timing thread off
+    its CPU for (`late_held_off`, absent when none or from a binary that does not count it)."""
+    return 100.0 * d.get("late_held_off", 0) / d["late"] if d["late"] else None
+
+
 def phase_record(results_dir, name):
     """One named phase of `fsgauge bench` results (the first run that has it)."""
     for _, p, d in phases(results_dir):
@@ -136,6 +142,7 @@ def phase_record(results_dir, name):
                 "p99": d["lateness_p99_ms"],
                 "max": d["lateness_max_ms"],
                 "late_pct": 100.0 * d["late"] / req if req else None,
+                "held_off_pct": held_off_pct(d),
                 "requests": req,
                 "mb_s": p["bytes_per_s"] / 1e6,
                 "iops": p["ops_per_s"],
@@ -184,6 +191,7 @@ LAT = [
 LAT_RAM = [(k, l, f, None) for k, l, f, _ in LAT]
 CPU4K = ("cpu_us", "server CPU µs/request", "{:.1f}", ("<", 30.0, "< 30 µs per 4K request"))
 CPU = ("cpu_us", "server CPU µs/request", "{:.1f}", None)
+HELD = ("held_off_pct", "late held off CPU, %", "{:.0f}", None)
 CASES = {
     "seqwrite-1m": ("QD1 sequential 1M direct writes (deskstar-7k250, fio)", LAT + [
         CPU,
@@ -203,6 +211,10 @@ CASES = {
         ("iops", "QD32 IOPS", "{:.0f}", (">=", 100000.0, ">= 100k")),
         ("qd1_us", "QD1 4K read µs", "{:.1f}", ("<", 25.0, "< 25 µs")),
         ("qd1_cpu_us", "QD1 server CPU µs/request", "{:.1f}", ("<", 30.0, "< 30 µs per 4K request"))]),
+    "journal-dir-remove": ("journal-size-as-published's dir_remove: fdtree's deep tree (9 levels of 3, "
+                           "4 files of 4K), ext4 on the whole st3500641as, external RAM journal of 16M "
+                           "(fsgauge bench fdtree, phase dir_remove; server CPU is not in results)", LAT + [
+        HELD, ("requests", "requests", "{:.0f}", None), ("iops", "directories removed/s", "{:.0f}", None)]),
     "qd1-read-model": ("QD1 random 4K reads, whole stroke, vs the model (deskstar-7k250, devices check)", LAT + [
         ("err_pct", "error vs model %", "{:+.2f}", ("abs<", 3.0, "within 3%")),
         ("demerit_pct", "demerit %", "{:.2f}", None),
@@ -311,6 +323,18 @@ def selftest():
     rec = ram_record(check, fio)
     assert rec["late_pct"] == 25.0 and rec["p99"] == 0.6 and rec["mb_s"] == 4.0
     assert rec["cpu_us_per_mib"] == 100.0 and rec["qd1_us"] == 20.0 and rec["qd1_cpu_us"] == 12.0
+    import tempfile
+    with tempfile.TemporaryDirectory() as t:
+        d = {"reads": 90, "writes": 10, "flushes": 0, "late": 4, "late_held_off": 3,
+             "lateness_p50_ms": 0.05, "lateness_p99_ms": 0.7, "lateness_max_ms": 2.0}
+        run = {"testbed": {"label": "journal-16M"},
+               "phases": [{"name": "dir_remove", "bytes_per_s": 0.0, "ops_per_s": 5e4, "device_model": d}]}
+        json.dump(run, open(os.path.join(t, "r.json"), "w"))
+        prec = phase_record(t, "dir_remove")
+        assert prec["late_pct"] == 4.0 and prec["held_off_pct"] == 75.0 and prec["requests"] == 100, prec
+        del d["late_held_off"]
+        json.dump(run, open(os.path.join(t, "r.json"), "w"))
+        assert phase_record(t, "dir_remove")["held_off_pct"] == 0.0
     mrec = model_record(check)
     assert mrec["err_pct"] == 1.0 and mrec["late_pct"] == 10.0 and abs(mrec["iops"] - 50000.0) < 1e-6
     print("bench_device_loads.py selftest: ok")

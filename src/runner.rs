@@ -611,11 +611,12 @@ fn emulator_behind(p: &crate::results::PhaseResult) -> Option<String> {
         .find_map(|(which, d)| {
             let d = d.as_ref().filter(|d| d.fell_behind())?;
             Some(format!(
-                "phase {}: the emulated {which}disk fell behind its model (lateness p99 {:.3} ms, max {:.3} ms, over {} ms): the phase's times are too long by up to that much; run on a less loaded machine or a profile with longer service times",
+                "phase {}: the emulated {which}disk fell behind its model (lateness p99 {:.3} ms, max {:.3} ms, over {} ms{}): the phase's times are too long by up to that much; run on a less loaded machine or a profile with longer service times",
                 p.name,
                 d.lateness_p99_ms,
                 d.lateness_max_ms,
-                crate::results::device::LATE_P99_MS
+                crate::results::device::LATE_P99_MS,
+                d.why_late()
             ))
         })
 }

@@ -75,11 +75,23 @@ pub struct DiskCounts {
     /// measured phases); in no histogram.
     #[serde(default)]
     pub unmodelled: u64,
+    /// Of the late requests, those late mostly because the machine held the server's timing
+    /// thread off its CPU past the wake-up it had asked for (on a kernel without preemption,
+    /// any task running a long path in the kernel on that CPU; a halted virtual CPU its host
+    /// had not run yet); the others were late for the emulator's own work (its data copies,
+    /// the kernel's copies of the FUSE ring's requests on its thread). Absent: none (and in
+    /// results written before it was counted).
+    #[serde(default, skip_serializing_if = "is_zero")]
+    pub late_held_off: u64,
+}
+
+fn is_zero(n: &u64) -> bool {
+    *n == 0
 }
 
 impl DiskCounts {
     /// The counters as a list, in declaration order (for field-wise arithmetic).
-    fn fields(&self) -> [(&'static str, u64); 10] {
+    fn fields(&self) -> [(&'static str, u64); 11] {
         [
             ("reads", self.reads),
             ("writes", self.writes),
@@ -91,11 +103,12 @@ impl DiskCounts {
             ("errors", self.errors),
             ("early replies", self.early),
             ("unmodelled requests", self.unmodelled),
+            ("late requests held off the CPU", self.late_held_off),
         ]
     }
 
-    fn from_fields(v: [u64; 10]) -> DiskCounts {
-        let [reads, writes, flushes, bytes_read, bytes_written, cache_hits, late, errors, early, unmodelled] =
+    fn from_fields(v: [u64; 11]) -> DiskCounts {
+        let [reads, writes, flushes, bytes_read, bytes_written, cache_hits, late, errors, early, unmodelled, late_held_off] =
             v;
         DiskCounts {
             reads,
@@ -108,6 +121,7 @@ impl DiskCounts {
             errors,
             early,
             unmodelled,
+            late_held_off,
         }
     }
 
@@ -119,7 +133,7 @@ impl DiskCounts {
     /// What was counted between `earlier` and these counts; an error when a counter went
     /// down (counts of different servers, or out of order).
     pub fn since(&self, earlier: &DiskCounts) -> Result<DiskCounts, String> {
-        let mut out = [0u64; 10];
+        let mut out = [0u64; 11];
         for (o, ((what, x), (_, y))) in out
             .iter_mut()
             .zip(self.fields().into_iter().zip(earlier.fields()))
@@ -164,5 +178,42 @@ impl ModelledIo {
     /// Whether the emulator fell behind the model in this phase (lateness p99 over 0.5 ms).
     pub fn fell_behind(&self) -> bool {
         self.lateness_p99_ms > LATE_P99_MS
+    }
+
+    /// Why its late requests were late, said after a lateness warning: how many of them the
+    /// machine held the server's timing thread off its CPU for (empty when none were late).
+    pub fn why_late(&self) -> String {
+        let c = &self.counts;
+        if c.late == 0 {
+            return String::new();
+        }
+        format!(
+            "; {} of its {} late requests were late while the machine held the emulator's timing thread off its CPU (on a kernel without preemption, another task in a long kernel path on that CPU, or a halted virtual CPU), the rest for the emulator's own work",
+            c.late_held_off, c.late
+        )
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_lateness_warning_says_how_many_late_requests_were_the_machines() {
+        let mut io = ModelledIo::default();
+        assert_eq!(io.why_late(), "");
+        io.counts.late = 5;
+        io.counts.late_held_off = 4;
+        assert!(
+            io.why_late().starts_with("; 4 of its 5 late requests were late while the machine held the emulator's timing thread off its CPU"),
+            "{}",
+            io.why_late()
+        );
+        // Results written before the count existed read as none held off.
+        let old: DiskCounts = serde_json::from_str(
+            r#"{"reads":1,"writes":0,"flushes":0,"bytes_read":4096,"bytes_written":0,"cache_hits":0,"late":1,"errors":0}"#,
+        )
+        .expect("an older record");
+        assert_eq!((old.late, old.late_held_off), (1, 0));
     }
 }

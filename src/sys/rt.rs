@@ -14,6 +14,16 @@ pub fn monotonic_ns() -> u64 {
     }
 }
 
+/// CPU time of the calling thread, in nanoseconds (CLOCK_THREAD_CPUTIME_ID: the scheduler's
+/// own account of the time it ran, exact, including the time in the kernel on its behalf).
+pub fn thread_cpu_ns() -> u64 {
+    match nix::time::clock_gettime(nix::time::ClockId::CLOCK_THREAD_CPUTIME_ID) {
+        Ok(t) => t.tv_sec() as u64 * 1_000_000_000 + t.tv_nsec() as u64,
+        // A thread's own CPU clock cannot fail on Linux; 0 counts no time on the CPU.
+        Err(_) => 0,
+    }
+}
+
 /// Sleeps until CLOCK_MONOTONIC reads `deadline_ns`: an absolute `clock_nanosleep` to
 /// `spin_ns` before it (so a late wake-up of the scheduler is absorbed), then a spin.
 pub fn sleep_until(deadline_ns: u64, spin_ns: u64) {

@@ -122,6 +122,13 @@ impl Histograms {
     }
 }
 
+/// Whether a reply late by `late_ns`, `held_off_ns` of it while the machine held the server's
+/// timing thread off its CPU past the wake-up it had asked for, is the machine's: most of its
+/// lateness is.
+fn late_is_machines(late_ns: u64, held_off_ns: u64) -> bool {
+    held_off_ns > 0 && held_off_ns.saturating_mul(2) >= late_ns
+}
+
 /// The server's counters and histograms.
 #[derive(Debug, Clone, Default)]
 pub struct Stats {
@@ -133,8 +140,9 @@ pub struct Stats {
 }
 
 impl Stats {
-    /// Counts one answered request: its dispatch, its size, when the reply went out, and the
-    /// emulator's own time on it.
+    /// Counts one answered request: its dispatch, its size, when the reply went out, the
+    /// emulator's own time on it, and how much of its lateness the machine held the server's
+    /// timing thread off its CPU.
     pub fn record(
         &mut self,
         d: &Dispatch,
@@ -142,6 +150,7 @@ impl Stats {
         replied_ns: u64,
         failed: bool,
         emulator_ns: u64,
+        held_off_ns: u64,
     ) {
         let c = &mut self.counts;
         match d.op {
@@ -167,6 +176,9 @@ impl Stats {
         let late = replied_ns.saturating_sub(d.done_ns);
         if late > LATE_NS {
             c.late += 1;
+            if late_is_machines(late, held_off_ns) {
+                c.late_held_off += 1;
+            }
         }
         let h = &mut self.hist;
         h[Hist::Lateness].saturating_record(late);
@@ -333,6 +345,7 @@ mod tests {
             1_010_000,
             false,
             7_000,
+            0,
         );
         s.record(
             &dispatch(Op::Write, 0, 0, 2_000_000, true),
@@ -340,12 +353,14 @@ mod tests {
             2_600_000,
             false,
             0,
+            0,
         );
         s.record(
             &dispatch(Op::Flush, 0, 0, 3_000_000, false),
             0,
             3_000_000,
             false,
+            0,
             0,
         );
         assert_eq!(
@@ -377,6 +392,7 @@ mod tests {
             4_000,
             false,
             0,
+            0,
         );
         assert_eq!(s.hist[Hist::Lateness].max(), 0);
         assert_eq!(s.counts.late, 0);
@@ -394,6 +410,7 @@ mod tests {
             2_000_000,
             false,
             0,
+            0,
         );
         let before = s.snapshot();
         for i in 0..10 {
@@ -402,6 +419,7 @@ mod tests {
                 4096,
                 1_000 + i * 1000,
                 false,
+                0,
                 0,
             );
         }
@@ -431,6 +449,7 @@ mod tests {
                 i * 1000,
                 false,
                 0,
+                0,
             );
         }
         let d = s.snapshot().delta(&start).expect("delta");
@@ -448,6 +467,7 @@ mod tests {
                 4096,
                 i * 10_000,
                 false,
+                0,
                 0,
             );
         }
@@ -482,10 +502,60 @@ mod tests {
     }
 
     #[test]
+    fn a_late_reply_mostly_held_off_the_cpu_is_counted_as_the_machines() {
+        let mut s = Stats::default();
+        let start = s.snapshot();
+        let due = 10_000_000;
+        // 2 ms late, 1.5 ms of it with the timing thread held off its CPU: the machine's.
+        s.record(
+            &dispatch(Op::Read, 0, 0, due, false),
+            4096,
+            due + 2_000_000,
+            false,
+            0,
+            1_500_000,
+        );
+        // 2 ms late, 0.5 ms of it held off: the emulator's own work.
+        s.record(
+            &dispatch(Op::Write, 0, 0, due, true),
+            4096,
+            due + 2_000_000,
+            false,
+            0,
+            500_000,
+        );
+        // 1 ms late, exactly half held off: the machine's.
+        s.record(
+            &dispatch(Op::Read, 0, 0, due, false),
+            4096,
+            due + 1_000_000,
+            false,
+            0,
+            500_000,
+        );
+        // On time (0.2 ms, under the 0.5 ms that counts as late), all of it held off.
+        s.record(
+            &dispatch(Op::Read, 0, 0, due, false),
+            4096,
+            due + 200_000,
+            false,
+            0,
+            200_000,
+        );
+        let phase = s.snapshot().delta(&start).expect("delta");
+        assert_eq!((phase.counts.late, phase.counts.late_held_off), (3, 2));
+        let record = phase.record_of_phase();
+        assert_eq!(record.counts.late_held_off, 2);
+        let json = serde_json::to_value(&record).expect("serialises");
+        assert_eq!(json["late_held_off"], 2, "{json}");
+        assert_eq!(json["late"], 3, "{json}");
+    }
+
+    #[test]
     fn delta_refuses_snapshots_out_of_order() {
         let mut s = Stats::default();
         let empty = s.snapshot();
-        s.record(&dispatch(Op::Read, 0, 0, 1, false), 4096, 1, false, 0);
+        s.record(&dispatch(Op::Read, 0, 0, 1, false), 4096, 1, false, 0, 0);
         let later = s.snapshot();
         let e = empty.delta(&later).expect_err("out of order");
         assert!(e.contains("out of order"), "{e}");

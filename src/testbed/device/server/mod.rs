@@ -24,6 +24,7 @@
 
 mod args;
 mod crashfile;
+mod heldoff;
 mod records;
 mod ring;
 pub mod store;
@@ -234,6 +235,7 @@ impl DiskFs {
                 replied_ns: now,
                 failed: job.io.is_err(),
                 emulator_ns: now.saturating_sub(job.arrival_ns),
+                held_off_ns: 0,
             });
             note_reply(&self.log, &job.req, job.arrival_ns, now);
             reply(job, &self.pool);

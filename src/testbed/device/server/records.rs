@@ -28,14 +28,16 @@ const QUEUE: usize = 32 * 1024;
 /// What the stats thread is told.
 pub enum Note {
     /// A request answered under the model: its dispatch, its size, when the reply left, whether
-    /// its data transfer failed, and how long the emulator took from its arrival until the
-    /// model had it (the data copy and the hand-over).
+    /// its data transfer failed, how long the emulator took from its arrival until the model
+    /// had it (the data copy and the hand-over), and how much of its lateness the machine
+    /// held the timing thread off its CPU ([`super::heldoff`]).
     Answered {
         d: Dispatch,
         len: u64,
         replied_ns: u64,
         failed: bool,
         emulator_ns: u64,
+        held_off_ns: u64,
     },
     /// A request answered at native speed (the model off).
     Unmodelled { failed: bool },
@@ -119,7 +121,8 @@ fn keep(notes: &Notes, asked: &Receiver<Sender<Snapshot>>, budget: u64) {
                     replied_ns,
                     failed,
                     emulator_ns,
-                } => stats.record(&d, len, replied_ns, failed, emulator_ns),
+                    held_off_ns,
+                } => stats.record(&d, len, replied_ns, failed, emulator_ns, held_off_ns),
                 Note::Unmodelled { failed } => stats.record_unmodelled(failed),
                 Note::ImageFull => stats.image_full += 1,
             }
@@ -155,6 +158,7 @@ mod tests {
             replied_ns,
             failed: false,
             emulator_ns: 1_000,
+            held_off_ns: 0,
         }
     }
 

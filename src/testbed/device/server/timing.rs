@@ -12,6 +12,7 @@ use std::collections::{BinaryHeap, HashMap, VecDeque};
 use std::sync::mpsc::{Receiver, RecvTimeoutError, TryRecvError};
 use std::time::Duration;
 
+use super::heldoff::HeldOff;
 use super::records::{Note, Recorder};
 use super::{reply, ring, Job, Pool};
 use crate::sys::rt;
@@ -62,6 +63,30 @@ impl Lead {
         let mut r = self.recent;
         r.sort_unstable();
         self.ns = r[RECENT * 3 / 4].clamp(LEAD_MIN_NS, LEAD_MAX_NS);
+    }
+}
+
+/// What the timing thread keeps of its timed waits: the lead it wakes by, and when the
+/// machine last held it off its CPU past a wake-up it asked for ([`HeldOff`]).
+struct Watch {
+    lead: Lead,
+    held: HeldOff,
+}
+
+impl Watch {
+    /// Before a timed wait: the thread's CPU time.
+    fn before(&self) -> u64 {
+        rt::thread_cpu_ns()
+    }
+
+    /// After a timed wait entered at `entered`, asked to end at `asked`, that began with
+    /// `cpu` ns of thread CPU time: the span the machine held the thread off; the wait's end
+    /// (returned).
+    fn after(&mut self, entered: u64, asked: u64, cpu: u64) -> u64 {
+        let woke = rt::monotonic_ns();
+        let ran = rt::thread_cpu_ns().saturating_sub(cpu);
+        self.held = HeldOff::of_wait(entered, asked, woke, ran);
+        woke
     }
 }
 
@@ -160,7 +185,10 @@ pub fn run(
     let mut due: BinaryHeap<Reverse<(u64, u64)>> = BinaryHeap::new();
     let mut taken_ids: HashMap<u64, Dispatch> = HashMap::new();
     let mut open = true;
-    let mut lead = Lead::new();
+    let mut watch = Watch {
+        lead: Lead::new(),
+        held: HeldOff::default(),
+    };
     // The ring, once registered; requests come through /dev/fuse where it is not used.
     let mut ring = taken.and_then(|mut t| t.taker.begin().then_some(t));
     let mut incoming = Vec::new();
@@ -224,10 +252,10 @@ pub fn run(
                     move_until(&mut backlog, &mut waiting, &r.fs, Some(id));
                 }
             }
-            let (Some(d), Some(held)) = (taken_ids.remove(&id), waiting.remove(&id)) else {
+            let (Some(d), Some(h)) = (taken_ids.remove(&id), waiting.remove(&id)) else {
                 continue;
             };
-            answer(held, &d, &rec, log, pool);
+            answer(h, &d, &rec, log, pool, &watch.held);
         }
         if let Some(r) = &mut ring {
             if !r.taker.live() {
@@ -245,12 +273,12 @@ pub fn run(
             let arrival = taken_ids.get(&id).map_or(done, |d| d.arrival_ns);
             (done, done.saturating_sub(arrival))
         });
-        let wake = next_wake(model.ready_at(), reply, lead.ns());
+        let wake = next_wake(model.ready_at(), reply, watch.lead.ns());
         if let Some(r) = &mut ring {
-            ring_wait(&mut r.taker, wake, &mut lead, &mut incoming);
+            ring_wait(&mut r.taker, wake, &mut watch, &mut incoming);
             continue;
         }
-        match next_arrival(&rx, wake, open, &mut lead) {
+        match next_arrival(&rx, wake, open, &mut watch) {
             Ok(job) => take(job, &mut model, &mut waiting),
             Err(RecvTimeoutError::Disconnected) => open = false,
             Err(RecvTimeoutError::Timeout) => {}
@@ -334,16 +362,23 @@ fn move_one(
 /// Waits on the ring for requests until `wake` (none: until one comes), the replies made so
 /// far submitted first: asleep until the lead before it, then spinning, still taking the
 /// requests that come.
-fn ring_wait(taker: &mut Taker, wake: Option<Wake>, lead: &mut Lead, incoming: &mut Vec<Incoming>) {
+fn ring_wait(
+    taker: &mut Taker,
+    wake: Option<Wake>,
+    watch: &mut Watch,
+    incoming: &mut Vec<Incoming>,
+) {
     let now = rt::monotonic_ns();
+    watch.held = HeldOff::default();
     let failed = match wake {
         None => taker.wait(incoming, None),
         Some(Wake { at: w, lead: ahead }) if w > now + ahead => {
             let asked = w - ahead;
+            let cpu = watch.before();
             let got = taker.wait(incoming, Some(Duration::from_nanos(asked - now)));
-            let woke = rt::monotonic_ns();
+            let woke = watch.after(now, asked, cpu);
             if woke >= asked {
-                lead.woke(asked, woke);
+                watch.lead.woke(asked, woke);
             }
             got
         }
@@ -369,17 +404,20 @@ fn next_arrival(
     rx: &Receiver<Job>,
     wake: Option<Wake>,
     open: bool,
-    lead: &mut Lead,
+    watch: &mut Watch,
 ) -> Result<Job, RecvTimeoutError> {
     let now = rt::monotonic_ns();
+    watch.held = HeldOff::default();
     match wake {
         None if open => rx.recv().map_err(|_| RecvTimeoutError::Disconnected),
         None => Err(RecvTimeoutError::Disconnected),
         Some(Wake { at: w, lead: ahead }) if w > now + ahead && open => {
             let asked = w - ahead;
+            let cpu = watch.before();
             let got = rx.recv_timeout(Duration::from_nanos(asked - now));
+            let woke = watch.after(now, asked, cpu);
             if let Err(RecvTimeoutError::Timeout) = got {
-                lead.woke(asked, rt::monotonic_ns());
+                watch.lead.woke(asked, woke);
             }
             got
         }
@@ -401,9 +439,11 @@ fn next_arrival(
     }
 }
 
-/// Replies to a request at its modelled completion; its note goes to the stats thread first.
-fn answer(held: Held, d: &Dispatch, rec: &Recorder, log: &WriteLog, pool: &Pool) {
-    let Held { job, intake_ns, .. } = held;
+/// Replies to a request at its modelled completion; its note goes to the stats thread first,
+/// with how much of its lateness the machine held the thread off its CPU (`off`, the last
+/// timed wait's).
+fn answer(h: Held, d: &Dispatch, rec: &Recorder, log: &WriteLog, pool: &Pool, off: &HeldOff) {
+    let Held { job, intake_ns, .. } = h;
     let len = if d.op == Op::Flush { 0 } else { job.req.len };
     let replied_ns = rt::monotonic_ns();
     super::note_reply(log, &job.req, d.done_ns, replied_ns);
@@ -413,6 +453,7 @@ fn answer(held: Held, d: &Dispatch, rec: &Recorder, log: &WriteLog, pool: &Pool)
         replied_ns,
         failed: job.io.is_err(),
         emulator_ns: intake_ns.saturating_sub(job.arrival_ns),
+        held_off_ns: off.share(d.done_ns, replied_ns),
     });
     reply(job, pool);
 }
