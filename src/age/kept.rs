@@ -11,7 +11,6 @@
 //! every chunk before anything is measured ([`Testbed::load_overlay`]).
 
 use std::path::PathBuf;
-use std::time::Instant;
 
 use anyhow::{Context, Result};
 use serde::{Deserialize, Serialize};
@@ -21,7 +20,7 @@ use crate::measure::Progress;
 use crate::results::{AgedStart, PhaseResult};
 use crate::testbed::images::series::Series;
 use crate::testbed::images::Kept;
-use crate::testbed::{across_remount, Testbed, TestbedSpec};
+use crate::testbed::{Testbed, TestbedSpec};
 use crate::workload::{RunContext, Target};
 
 /// What a checkpoint's entry keeps besides its image and its `age-P` phase (the entry's
@@ -72,26 +71,14 @@ pub(super) fn keep(
     let Target::Testbed(t) = ctx.target_mut() else {
         anyhow::bail!("the append test keeps its agings only on a testbed it built");
     };
-    let (mp, reach) = (t.mountpoint().to_path_buf(), t.reach());
-    let mut copied = None;
-    ager.without_root(|| {
-        across_remount(&mp, &reach, || {
-            copied = Some(t.keep_image(key, kept)?.1);
-            Ok(())
-        })
-    })
-    .with_context(|| {
-        format!(
-            "keeping the aged filesystem at {}% as image {}",
-            cp.target_pct, key.key
-        )
-    })?;
-    let start = AgedStart {
-        key: key.key.clone(),
-        from: "aged".into(),
-        seconds: cp.seconds,
-        digest: copied.map(|c| c.digest).unwrap_or_default(),
-    };
+    let start = ager
+        .without_root(|| t.keep_aged(key, kept, cp.seconds))
+        .with_context(|| {
+            format!(
+                "keeping the aged filesystem at {}% as image {}",
+                cp.target_pct, key.key
+            )
+        })?;
     ctx.progress().note(&format!(
         "  {}%: {}",
         super::pct_label(cp.target_pct),
@@ -147,20 +134,7 @@ pub(super) fn start(
         .first()
         .cloned()
         .with_context(|| format!("{} was kept without its aging phase", what()))?;
-    let t0 = Instant::now();
-    let t = Testbed::create_from_image(spec, &entry.image)?;
-    let loaded = t.load_overlay()?;
-    let start = AgedStart {
-        key: entry.manifest.key.clone(),
-        from: if spec.overlay_start() {
-            AgedStart::OVERLAY.into()
-        } else {
-            "image".into()
-        },
-        seconds: t0.elapsed().as_secs_f64(),
-        // A kernel copy of the kept bytes, or the kept bytes served as they are.
-        digest: entry.manifest.digest.clone(),
-    };
+    let (t, loaded, start) = Testbed::start_from_kept(spec, entry, Testbed::load_overlay)?;
     progress.note(&format!(
         "  {}%: {}",
         super::pct_label(record.checkpoint.target_pct),

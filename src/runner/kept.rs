@@ -11,7 +11,7 @@ use crate::error::bad_input;
 use crate::results::AgedStart;
 use crate::testbed::images::series::Series;
 use crate::testbed::images::{self, Entry, ImageKey, Kept};
-use crate::testbed::{across_remount, Testbed};
+use crate::testbed::Testbed;
 use crate::workload::{Target, Workload};
 
 /// The image cache's part in one repetition.
@@ -159,21 +159,7 @@ pub(super) fn build(r: &Rep<'_>, keeping: &Keeping) -> Result<(Target, Option<Ag
         entry.manifest.key,
         spec.describe()
     ));
-    let t0 = Instant::now();
-    let t = Testbed::create_from_image(spec, &entry.image)?;
-    // A kernel copy of the kept bytes, or the kept bytes served as they are: the digest
-    // taken when they were kept.
-    let digest = entry.manifest.digest.clone();
-    let start = AgedStart {
-        key: entry.manifest.key.clone(),
-        from: if spec.overlay_start() {
-            AgedStart::OVERLAY.into()
-        } else {
-            "image".into()
-        },
-        seconds: t0.elapsed().as_secs_f64(),
-        digest,
-    };
+    let (t, (), start) = Testbed::start_from_kept(spec, entry, |_| Ok(()))?;
     r.opts.progress.note(&start.describe());
     Ok((Target::Testbed(t), Some(start)))
 }
@@ -191,28 +177,13 @@ pub(super) fn save(
         return Ok(None);
     };
     let aging_s = since.elapsed().as_secs_f64();
-    let (mp, reach) = (t.mountpoint().to_path_buf(), t.reach());
-    let mut kept = None;
-    across_remount(&mp, &reach, || {
-        let (_, copied) = t.keep_image(
-            key,
-            Kept {
-                name: name.clone(),
-                aging_s,
-                phases: phases.to_vec(),
-                layout: layout.cloned(),
-            },
-        )?;
-        kept = Some(copied);
-        Ok(())
-    })?;
-    let start = AgedStart {
-        key: key.key.clone(),
-        from: "aged".into(),
-        seconds: aging_s,
-        digest: kept.map(|c| c.digest).unwrap_or_default(),
+    let kept = Kept {
+        name: name.clone(),
+        aging_s,
+        phases: phases.to_vec(),
+        layout: layout.cloned(),
     };
-    Ok(Some(start))
+    Ok(Some(t.keep_aged(key, kept, aging_s)?))
 }
 
 /// The result of an aging (`fsgauge age`) whose filesystem is its own kept image: nothing

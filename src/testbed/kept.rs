@@ -11,6 +11,7 @@ use anyhow::{Context, Result};
 use super::device::{self, EmulatedDevice, ModelDuring};
 use super::images::{self, Copied, Entry, ImageKey, Kept};
 use super::{sys_trust, Testbed};
+use crate::results::AgedStart;
 
 /// The profile that serves an overlay start of a plain testbed (one without
 /// `--device-model`): answers at once, at the server's own cost.
@@ -55,6 +56,31 @@ impl Testbed {
             });
         }
         Ok(disk)
+    }
+
+    /// Builds a testbed of `spec` from the kept image `entry`, then runs `then` on it (e.g.
+    /// loading an overlay), and says how its starting state was made: from the image, or
+    /// from it as an overlay, in the seconds both took, with the digest taken when it was
+    /// kept (a kernel copy of the kept bytes, or the kept bytes served as they are).
+    pub fn start_from_kept<T>(
+        spec: &super::TestbedSpec,
+        entry: &Entry,
+        then: impl FnOnce(&Testbed) -> Result<T>,
+    ) -> Result<(Testbed, T, AgedStart)> {
+        let t0 = std::time::Instant::now();
+        let t = Testbed::create_from_image(spec, &entry.image)?;
+        let more = then(&t)?;
+        let start = AgedStart {
+            key: entry.manifest.key.clone(),
+            from: if spec.overlay_start() {
+                AgedStart::OVERLAY.into()
+            } else {
+                "image".into()
+            },
+            seconds: t0.elapsed().as_secs_f64(),
+            digest: entry.manifest.digest.clone(),
+        };
+        Ok((t, more, start))
     }
 
     /// Loads every chunk of the kept image into the overlay's memory when this testbed is an
@@ -115,6 +141,23 @@ impl Testbed {
     /// was built from one.
     pub fn started_from(&self) -> Option<&Copied> {
         self.kept_base.as_ref().and_then(|b| b.1.as_ref())
+    }
+
+    /// [`Testbed::keep_image`] while the run directories on the testbed let go of it
+    /// ([`super::across_remount`]), aged in `seconds`: how the run's starting state was made.
+    pub fn keep_aged(&mut self, key: &ImageKey, kept: Kept, seconds: f64) -> Result<AgedStart> {
+        let (mp, reach) = (self.mountpoint().to_path_buf(), self.reach());
+        let mut copied = None;
+        super::across_remount(&mp, &reach, || {
+            copied = Some(self.keep_image(key, kept)?.1);
+            Ok(())
+        })?;
+        Ok(AgedStart {
+            key: key.key.clone(),
+            from: "aged".into(),
+            seconds,
+            digest: copied.map(|c| c.digest).unwrap_or_default(),
+        })
     }
 
     /// Keeps the filesystem as it is now in the image cache as entry `key`: unmounted (so

@@ -159,18 +159,14 @@ fn check(replay: Option<&Path>, crash: bool, out: &Path) -> Result<PathBuf> {
             "--minimize keeps the steps a crash failure needs: give the crash the log failed with (--crash-shutdown, --crash-points N or --crash-at K)",
         ));
     }
-    let same = std::fs::canonicalize(log).ok().is_some_and(|l| {
-        out.parent()
-            .and_then(|d| {
-                std::fs::canonicalize(if d.as_os_str().is_empty() {
-                    Path::new(".")
-                } else {
-                    d
-                })
-                .ok()
-            })
-            .is_some_and(|d| out.file_name().is_some_and(|n| d.join(n) == l))
-    });
+    let dir = out
+        .parent()
+        .filter(|d| !d.as_os_str().is_empty())
+        .unwrap_or(Path::new("."));
+    let same = match (std::fs::canonicalize(log), std::fs::canonicalize(dir)) {
+        (Ok(l), Ok(d)) => out.file_name().is_some_and(|n| d.join(n) == l),
+        _ => false,
+    };
     if same {
         return Err(bad_input(format!(
             "--minimize {} is the log being cut down; write the result to another file",

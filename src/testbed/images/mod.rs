@@ -175,7 +175,8 @@ pub fn check_room(size: u64) -> Result<()> {
 mod tests {
     use super::*;
 
-    fn spec() -> TestbedSpec {
+    /// A 1G ext4 testbed's spec (the series tests' too).
+    pub(super) fn spec() -> TestbedSpec {
         TestbedSpec::build(crate::testbed::TestbedInput {
             fs: crate::testbed::FsKind::Ext4,
             size: 1 << 30,

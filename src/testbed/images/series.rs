@@ -94,27 +94,8 @@ impl Series {
 
 #[cfg(test)]
 mod tests {
+    use super::super::tests::spec;
     use super::*;
-
-    fn spec() -> TestbedSpec {
-        TestbedSpec::build(crate::testbed::TestbedInput {
-            fs: crate::testbed::FsKind::Ext4,
-            size: 64 << 20,
-            mkfs: String::new(),
-            mount: String::new(),
-            journal: None,
-            backing: crate::testbed::Backing::File,
-            image_alloc: crate::testbed::ImageAlloc::Sparse,
-            workdir: None,
-            loop_direct_io: true,
-            device_model: None,
-            journal_device_model: None,
-            image_start: None,
-            device: None,
-            label: None,
-        })
-        .expect("a valid spec")
-    }
 
     fn aging(params: serde_json::Value) -> Aging<'static> {
         Aging {
