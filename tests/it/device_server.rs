@@ -308,12 +308,20 @@ fn the_timing_thread_outranks_the_fuse_threads_and_bookkeeping_is_not_real_time(
     }
     let sb = Sandbox::new();
     let (dev, _) = start(&sb);
-    // A thread names itself once it runs (std sets the name from inside the new thread): on
-    // a busy machine the stats thread may not have run yet when the server says it is ready.
-    let named = |t: &[(String, u32, u32)]| t.iter().any(|(n, _, _)| n == "device-stats");
+    // A thread names itself once it runs (std sets the name from inside the new thread), and
+    // sets its policy after that; the FUSE session starts its workers as requests come: on a
+    // busy machine the stats thread may not have run, the timing thread may be named but not
+    // yet real-time, and one FUSE thread may be all there is when the server says it is
+    // ready. Wait (up to a minute) until all of them are there and settled.
+    let settled = |t: &[(String, u32, u32)]| {
+        t.iter().any(|(n, _, _)| n == "device-stats")
+            && t.iter().filter(|(n, _, _)| n.starts_with("fuser-")).count() >= 2
+            && t.iter()
+                .any(|(n, p, _)| n == "device-timing" && *p == libc::SCHED_FIFO as u32)
+    };
     let mut threads = thread_policies(dev.server_pid());
     let t0 = std::time::Instant::now();
-    while !named(&threads) && t0.elapsed() < std::time::Duration::from_secs(60) {
+    while !settled(&threads) && t0.elapsed() < std::time::Duration::from_secs(60) {
         std::thread::sleep(std::time::Duration::from_millis(50));
         threads = thread_policies(dev.server_pid());
     }
