@@ -587,13 +587,16 @@ fn the_device_server_takes_the_ring_where_the_kernel_offers_it() {
     let cases = [
         ("ram", Some("uring"), true, Taker::RingThreads, None),
         ("ram:constant=1ms", None, true, Taker::TimingThread, None),
+        // auto turns the kernel's switch on (root), as uring does.
         (
             "ram:constant=1ms",
             None,
             false,
-            Taker::DevFuse,
-            Some("FUSE over io_uring is off"),
+            Taker::TimingThread,
+            Some("turned on FUSE over io_uring"),
         ),
+        // dev keeps /dev/fuse, with the switch on.
+        ("ram:constant=1ms", Some("dev"), true, Taker::DevFuse, None),
         (
             "ram",
             Some("uring"),

@@ -196,11 +196,11 @@ pub const ENABLE_PARAM: &str = "/sys/module/fuse/parameters/enable_uring";
 /// How a server takes its requests.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum Transport {
-    /// FUSE over io_uring where the kernel offers it (`enable_uring` = Y), /dev/fuse where
-    /// not ([`super::ring::wanted`]).
+    /// FUSE over io_uring where the kernel has it (the module parameter `enable_uring`
+    /// turned on first where it is off, as root), /dev/fuse where not
+    /// ([`super::ring::wanted`]).
     Auto,
-    /// FUSE over io_uring ([`super::ring`]), the module parameter turned on first where it
-    /// is off (root).
+    /// As [`Transport::Auto`], but saying so where the kernel has no such parameter.
     Uring,
     /// The FUSE threads reading /dev/fuse: a `read(2)` and a `writev(2)` per request.
     Dev,
@@ -214,7 +214,7 @@ impl std::str::FromStr for Transport {
             "dev" => Ok(Transport::Dev),
             "uring" => Ok(Transport::Uring),
             _ => Err(format!(
-                "{TRANSPORT_ENV}={v:?}: give auto (FUSE over io_uring where the kernel offers it), uring (FUSE over io_uring, turning on {}) or dev (/dev/fuse)",
+                "{TRANSPORT_ENV}={v:?}: give auto (FUSE over io_uring where the kernel has it, turning on {}), uring (the same, saying so where the kernel has none) or dev (/dev/fuse)",
                 ENABLE_PARAM
             )),
         }
