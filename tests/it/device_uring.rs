@@ -756,3 +756,67 @@ fn a_testbed_on_a_modelled_disk_runs_through_the_ring() {
     assert!(d.service_ns.mean > 1e6, "a seek and a rotation each: {d:?}");
     sb.assert_clean();
 }
+
+/// fio at QD16 with mixed request sizes, then a read-back check; the mover's voluntary
+/// switches are written to `$OUT/threads`.
+const MIXED_VERIFY: &str = r#"
+set -e
+fio --name=mixed --filename="$FSGAUGE_DEVICE" --direct=1 --ioengine=libaio --iodepth=16 \
+  --rw=randwrite --bsrange=4k-1m --size=48m --verify=crc32c --verify_fatal=1 --do_verify=1 \
+  --randseed=7 --output-format=terse > "$OUT/fio" 2>&1
+dd if=/dev/urandom of="$OUT/pattern" bs=1M count=2 status=none
+dd if="$OUT/pattern" of="$FSGAUGE_DEVICE" bs=1M seek=50 oflag=direct status=none
+dd if="$OUT/pattern" of="$FSGAUGE_DEVICE" bs=4096 count=1 seek=12800 oflag=direct status=none
+dd if="$FSGAUGE_DEVICE" of="$OUT/back" bs=1M skip=50 count=2 iflag=direct status=none
+cmp "$OUT/pattern" "$OUT/back"
+for t in /proc/$FSGAUGE_SERVER_PID/task/*; do
+  echo "$(cat "$t/comm") $(sed -n 's/^voluntary_ctxt_switches:[[:space:]]*//p' "$t/status")" >> "$OUT/threads"
+done
+"#;
+
+#[test]
+fn a_modelled_disk_moves_its_large_writes_on_the_mover_and_reads_back_every_byte() {
+    if !have_fuse() || !crate::support::have_program("fio") {
+        skip("needs /dev/fuse and fio");
+        return;
+    }
+    let Some(_param) = ring_param(true) else {
+        return;
+    };
+    // A modelled disk (every request 100 µs), so the timing thread takes the ring and the
+    // writes over 16 KiB go to the mover, interleaved at QD16 with the small ones it moves
+    // itself; fio checks every block it wrote, and a 4 KiB write over the middle of a 1 MiB
+    // one reads back after it.
+    let sb = Sandbox::new();
+    let out = sb.path().join("run");
+    std::fs::create_dir(&out).unwrap();
+    let mut c = sb.cmd();
+    c.env_remove("FSGAUGE_DEVICE_TRANSPORT");
+    c.env("OUT", &out)
+        .args([
+            "devices",
+            "check",
+            "ram:constant=100us",
+            "--size",
+            "64M",
+            "--seconds",
+            "0.2",
+        ])
+        .args(["--run", MIXED_VERIFY]);
+    let done = crate::support::run_within(c, 300, "fio verify through the mover");
+    let err = String::from_utf8_lossy(&done.stderr);
+    let fio = std::fs::read_to_string(out.join("fio")).unwrap_or_default();
+    assert!(done.status.success(), "{err}\nfio: {fio}");
+    assert!(
+        !err.contains("through /dev/fuse"),
+        "through the ring: {err}"
+    );
+    let threads = std::fs::read_to_string(out.join("threads")).unwrap();
+    let mover = switches(&threads, "device-mover");
+    assert_eq!(mover.len(), 1, "one mover thread: {threads}");
+    assert!(
+        mover[0] >= 10,
+        "the mover moved the large writes: {threads}"
+    );
+    sb.assert_clean();
+}
