@@ -125,8 +125,9 @@ impl Queue {
         let ring = IoUring::<squeue::Entry128, cqueue::Entry>::builder()
             .setup_cqsize(slots.next_power_of_two() * 4)
             .build(slots.next_power_of_two() * 2)?;
-        let mut headers = AlignedBuf::zeroed(entries * HEADER_STRIDE);
-        let mut payloads = AlignedBuf::zeroed(entries * payload_size);
+        // Every page given now, before the mount: the kernel copies each request into them.
+        let mut headers = AlignedBuf::prefaulted(entries * HEADER_STRIDE);
+        let mut payloads = AlignedBuf::prefaulted(entries * payload_size);
         let headers_at = headers.as_mut_ptr();
         let payloads_at = payloads.as_mut_ptr();
         let iovs = (0..entries)
