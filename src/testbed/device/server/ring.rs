@@ -1,15 +1,15 @@
 //! The server's requests through FUSE over io_uring ([`crate::testbed::device::uring`]),
-//! the default transport (`auto`; `FSGAUGE_DEVICE_TRANSPORT=dev` keeps /dev/fuse). A data
+//! chosen with `FSGAUGE_DEVICE_TRANSPORT=uring` (`dev`, the default, keeps /dev/fuse). A data
 //! request taken from the ring goes the way a FUSE thread's does: its arrival stamped, its
-//! data moved (a read straight into the ring entry's buffer, so the reply at the modelled
-//! completion only commits; a large write by the [`super::mover`]), then to the model; the
-//! reply commits the entry ([`Reply::Ring`]).
+//! data moved at once (a read straight into the ring entry's buffer, so the reply at the
+//! modelled completion only commits), then to the model; the reply commits the entry
+//! ([`Reply::Ring`]).
 //!
 //! Who takes the ring: for a disk that answers at once (`ram`), a thread per CPU
 //! ([`prepare`]), each answering on the spot; for a modelled disk, the timing thread itself
 //! ([`prepare_taken`]): it waits on the ring until the next reply is due, takes the requests
 //! that come meanwhile and commits each reply when it is due, so a reply leaves at the time
-//! it is recorded at; only a large write's data crosses to the mover and back.
+//! it is recorded at and no request crosses between threads.
 
 use std::sync::atomic::AtomicU64;
 use std::sync::mpsc::{self, Sender};
@@ -85,7 +85,7 @@ pub(super) fn prepare_taken(fs: &DiskFs) -> Option<(Ring, Taken)> {
         ring,
         Taken {
             taker,
-            fs: Arc::new(sibling(fs, tx)),
+            fs: sibling(fs, tx),
         },
     ))
 }
@@ -93,8 +93,7 @@ pub(super) fn prepare_taken(fs: &DiskFs) -> Option<(Ring, Taken)> {
 /// The ring's side of the timing thread: what takes its requests, and the disk they go to.
 pub(super) struct Taken {
     pub taker: Taker,
-    /// Shared with the [`super::mover`] thread.
-    pub fs: Arc<DiskFs>,
+    pub fs: DiskFs,
 }
 
 fn sibling(fs: &DiskFs, tx: Sender<Job>) -> DiskFs {

@@ -8,12 +8,11 @@
 //! the entries of its maps.
 
 use std::cmp::Reverse;
-use std::collections::{BinaryHeap, HashMap};
+use std::collections::{BinaryHeap, HashMap, VecDeque};
 use std::sync::mpsc::{Receiver, RecvTimeoutError, TryRecvError};
 use std::time::Duration;
 
 use super::heldoff::HeldOff;
-use super::mover::Mover;
 use super::records::{Note, Recorder};
 use super::{reply, ring, Job, Pool};
 use crate::sys::rt;
@@ -132,24 +131,40 @@ fn next_wake(ready_at: Option<u64>, reply: Option<(u64, u64)>, lead_ns: u64) -> 
 
 /// A request the model has, with when its data had moved (its intake).
 struct Held {
-    /// None while the [`Mover`] has it.
-    job: Option<Job>,
+    job: Job,
     intake_ns: u64,
+    /// Whether its data has moved (a ring request's moves after the model has it).
+    moved: bool,
 }
 
-/// The ring the timing thread takes, and the thread that moves its large writes' data.
-struct Taking {
-    r: ring::Taken,
-    /// None where it could not start: every request's data then moves here.
-    mover: Option<Mover>,
+/// What the ring has brought in and not yet done, in the order it came: a request's data to
+/// move, or a discard to apply after every earlier request's data.
+enum Pending {
+    Data(u64),
+    Discard(ring::Discard),
 }
 
-/// Hands a request back from the mover to the map of requests the model has.
-fn moved_into(waiting: &mut HashMap<u64, Held>) -> impl FnMut(Job, u64) + '_ {
-    |job, at| {
-        if let Some(h) = waiting.get_mut(&job.req.id) {
-            h.job = Some(job);
-            h.intake_ns = at;
+/// Moves the pending ring requests' data in order, until request `until` has moved (None: all
+/// of them).
+fn move_until(
+    backlog: &mut VecDeque<Pending>,
+    waiting: &mut HashMap<u64, Held>,
+    fs: &super::DiskFs,
+    until: Option<u64>,
+) {
+    while let Some(p) = backlog.pop_front() {
+        match p {
+            Pending::Data(id) => {
+                if let Some(h) = waiting.get_mut(&id) {
+                    ring::move_data(fs, &mut h.job);
+                    h.moved = true;
+                    h.intake_ns = rt::monotonic_ns();
+                }
+                if until == Some(id) {
+                    return;
+                }
+            }
+            Pending::Discard(d) => d.apply(fs),
         }
     }
 }
@@ -175,34 +190,27 @@ pub fn run(
         held: HeldOff::default(),
     };
     // The ring, once registered; requests come through /dev/fuse where it is not used.
-    let mut ring = taken.and_then(|mut r| {
-        r.taker.begin().then(|| Taking {
-            mover: Mover::start(r.fs.clone()),
-            r,
-        })
-    });
+    let mut ring = taken.and_then(|mut t| t.taker.begin().then_some(t));
     let mut incoming = Vec::new();
+    let mut backlog: VecDeque<Pending> = VecDeque::new();
     let take = |job: Job, model: &mut DeviceModel, waiting: &mut HashMap<u64, Held>| {
         let intake_ns = rt::monotonic_ns();
         model.submit(job.req, job.arrival_ns);
         waiting.insert(
             job.req.id,
             Held {
-                job: Some(job),
+                job,
                 intake_ns,
+                moved: true,
             },
         );
     };
     loop {
         // The ring's requests taken since the last pass go to the model at once, as they
-        // arrived; a large write's data moves on the mover's thread (a burst of 1 MiB writes
-        // is milliseconds of copying and page faults, which must not hold up a reply due
-        // meanwhile), and what the mover has moved comes back.
-        if let Some(t) = &mut ring {
-            admit(t, &mut incoming, &mut model, &mut waiting);
-            if let Some(m) = &mut t.mover {
-                m.collect(&mut moved_into(&mut waiting));
-            }
+        // arrived; their data moves later, in order, between replies (a burst of 1 MiB writes
+        // is milliseconds of copying, which must not hold up a reply due meanwhile).
+        if let Some(r) = &ring {
+            admit(r, &mut incoming, &mut model, &mut waiting, &mut backlog);
         }
         let now = rt::monotonic_ns();
         // Every request handed over by now goes to the model before the drive takes its next
@@ -239,29 +247,23 @@ pub fn run(
                 break;
             }
             due.pop();
-            if let Some(m) = ring.as_mut().and_then(|t| t.mover.as_mut()) {
-                if waiting.get(&id).is_some_and(|h| h.job.is_none()) {
-                    m.until(id, &mut moved_into(&mut waiting));
+            if let Some(r) = &ring {
+                if waiting.get(&id).is_some_and(|h| !h.moved) {
+                    move_until(&mut backlog, &mut waiting, &r.fs, Some(id));
                 }
             }
-            let (
-                Some(d),
-                Some(Held {
-                    job: Some(job),
-                    intake_ns,
-                }),
-            ) = (taken_ids.remove(&id), waiting.remove(&id))
-            else {
+            let (Some(d), Some(h)) = (taken_ids.remove(&id), waiting.remove(&id)) else {
                 continue;
             };
-            answer(job, intake_ns, &d, &rec, log, pool, &watch.held);
+            answer(h, &d, &rec, log, pool, &watch.held);
         }
-        if let Some(t) = &mut ring {
-            if !t.r.taker.live() {
-                if let Some(m) = &mut t.mover {
-                    m.drain(&mut moved_into(&mut waiting));
-                }
+        if let Some(r) = &mut ring {
+            if !r.taker.live() {
+                move_until(&mut backlog, &mut waiting, &r.fs, None);
                 ring = None;
+            } else if !backlog.is_empty() {
+                move_one(r, &mut backlog, &mut waiting, &mut incoming);
+                continue;
             }
         }
         if !open && waiting.is_empty() && ring.is_none() {
@@ -272,8 +274,8 @@ pub fn run(
             (done, done.saturating_sub(arrival))
         });
         let wake = next_wake(model.ready_at(), reply, watch.lead.ns());
-        if let Some(t) = &mut ring {
-            ring_wait(&mut t.r.taker, wake, &mut watch, &mut incoming);
+        if let Some(r) = &mut ring {
+            ring_wait(&mut r.taker, wake, &mut watch, &mut incoming);
             continue;
         }
         match next_arrival(&rx, wake, open, &mut watch) {
@@ -295,50 +297,65 @@ fn log_cache_events(model: &mut DeviceModel, log: &WriteLog, events: &mut Vec<Ca
 }
 
 /// Takes the ring's requests in as they arrived (`incoming`, taken just now): each goes to the
-/// model at once, its data moved here or given to the mover (answered at once, its data moved
-/// first, where the model is off).
+/// model at once and its data into the backlog (answered at once, its data moved first,
+/// where the model is off).
 fn admit(
-    t: &mut Taking,
+    r: &ring::Taken,
     incoming: &mut Vec<Incoming>,
     model: &mut DeviceModel,
     waiting: &mut HashMap<u64, Held>,
+    backlog: &mut VecDeque<Pending>,
 ) {
     let now = rt::monotonic_ns();
-    let fs = &*t.r.fs;
     for i in incoming.drain(..) {
-        match ring::admit(fs, i, now) {
-            ring::Admitted::Job(mut job) if !fs.is_modelled() => {
-                if let Some(m) = &mut t.mover {
-                    m.drain(&mut moved_into(waiting));
-                }
-                ring::move_data(fs, &mut job);
-                let _ = fs.route(job);
+        match ring::admit(&r.fs, i, now) {
+            ring::Admitted::Job(mut job) if !r.fs.is_modelled() => {
+                move_until(backlog, waiting, &r.fs, None);
+                ring::move_data(&r.fs, &mut job);
+                let _ = r.fs.route(job);
             }
-            ring::Admitted::Job(mut job) => {
+            ring::Admitted::Job(job) => {
                 let id = job.req.id;
                 model.submit(job.req, job.arrival_ns);
-                // In its place before the mover has it: one that died hands it back at once.
-                waiting.insert(
-                    id,
-                    Held {
-                        job: None,
-                        intake_ns: 0,
-                    },
-                );
-                match &mut t.mover {
-                    Some(m) if m.wants(&job) => m.give(job, fs, &mut moved_into(waiting)),
-                    _ => {
-                        ring::move_data(fs, &mut job);
-                        moved_into(waiting)(job, rt::monotonic_ns());
-                    }
-                }
+                let held = Held {
+                    job,
+                    intake_ns: now,
+                    moved: false,
+                };
+                waiting.insert(id, held);
+                backlog.push_back(Pending::Data(id));
             }
-            ring::Admitted::Discard(d) => match &mut t.mover {
-                Some(m) if m.busy() => m.give_discard(d, fs),
-                _ => d.apply(fs),
-            },
+            ring::Admitted::Discard(d) => backlog.push_back(Pending::Discard(d)),
             ring::Admitted::Answered => {}
         }
+    }
+}
+
+/// One request's data (or discard) from the backlog, between looks at the replies due: the
+/// replies made so far leave first, and the requests come meanwhile are taken (no wait).
+fn move_one(
+    r: &mut ring::Taken,
+    backlog: &mut VecDeque<Pending>,
+    waiting: &mut HashMap<u64, Held>,
+    incoming: &mut Vec<Incoming>,
+) {
+    let first = match backlog.front() {
+        Some(Pending::Data(id)) => Some(*id),
+        _ => None,
+    };
+    if let Err(e) = r.taker.flush() {
+        eprintln!("fsgauge devices serve: submitting to the FUSE ring failed: {e}");
+    }
+    match first {
+        Some(_) => move_until(backlog, waiting, &r.fs, first),
+        None => {
+            if let Some(Pending::Discard(d)) = backlog.pop_front() {
+                d.apply(&r.fs);
+            }
+        }
+    }
+    if let Err(e) = r.taker.poll(incoming) {
+        eprintln!("fsgauge devices serve: polling the FUSE ring failed: {e}");
     }
 }
 
@@ -425,15 +442,8 @@ fn next_arrival(
 /// Replies to a request at its modelled completion; its note goes to the stats thread first,
 /// with how much of its lateness the machine held the thread off its CPU (`off`, the last
 /// timed wait's).
-fn answer(
-    job: Job,
-    intake_ns: u64,
-    d: &Dispatch,
-    rec: &Recorder,
-    log: &WriteLog,
-    pool: &Pool,
-    off: &HeldOff,
-) {
+fn answer(h: Held, d: &Dispatch, rec: &Recorder, log: &WriteLog, pool: &Pool, off: &HeldOff) {
+    let Held { job, intake_ns, .. } = h;
     let len = if d.op == Op::Flush { 0 } else { job.req.len };
     let replied_ns = rt::monotonic_ns();
     super::note_reply(log, &job.req, d.done_ns, replied_ns);
