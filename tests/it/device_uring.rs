@@ -756,3 +756,59 @@ fn a_testbed_on_a_modelled_disk_runs_through_the_ring() {
     assert!(d.service_ns.mean > 1e6, "a seek and a rotation each: {d:?}");
     sb.assert_clean();
 }
+
+
+/// fio at QD16 with mixed request sizes, then a read-back check.
+const MIXED_VERIFY: &str = r#"
+set -e
+fio --name=mixed --filename="$FSGAUGE_DEVICE" --direct=1 --ioengine=libaio --iodepth=16 \
+  --rw=randwrite --bsrange=4k-1m --size=48m --verify=crc32c --verify_fatal=1 --do_verify=1 \
+  --randseed=7 --output-format=terse > "$OUT/fio" 2>&1
+dd if=/dev/urandom of="$OUT/pattern" bs=1M count=2 status=none
+dd if="$OUT/pattern" of="$FSGAUGE_DEVICE" bs=1M seek=50 oflag=direct status=none
+dd if="$OUT/pattern" of="$FSGAUGE_DEVICE" bs=4096 count=1 seek=12928 oflag=direct status=none
+cp "$OUT/pattern" "$OUT/expect"
+dd if="$OUT/pattern" of="$OUT/expect" bs=4096 count=1 seek=128 conv=notrunc status=none
+dd if="$FSGAUGE_DEVICE" of="$OUT/back" bs=1M skip=50 count=2 iflag=direct status=none
+cmp "$OUT/expect" "$OUT/back"
+"#;
+
+#[test]
+fn a_modelled_disk_through_the_ring_reads_back_every_byte_of_mixed_writes_at_qd16() {
+    if !have_fuse() || !crate::support::have_program("fio") {
+        skip("needs /dev/fuse and fio");
+        return;
+    }
+    let Some(_param) = ring_param(true) else {
+        return;
+    };
+    // A modelled disk (every request 100 µs), so the timing thread takes the ring and moves
+    // the data of writes from 4 KiB to 1 MiB, 16 at a time, in the order they came, between
+    // its replies; fio checks every block it wrote, and a 4 KiB write over the middle of a
+    // 1 MiB one reads back after it.
+    let sb = Sandbox::new();
+    let out = sb.path().join("run");
+    std::fs::create_dir(&out).unwrap();
+    let mut c = sb.cmd();
+    c.env_remove("FSGAUGE_DEVICE_TRANSPORT");
+    c.env("OUT", &out)
+        .args([
+            "devices",
+            "check",
+            "ram:constant=100us",
+            "--size",
+            "64M",
+            "--seconds",
+            "0.2",
+        ])
+        .args(["--run", MIXED_VERIFY]);
+    let done = crate::support::run_within(c, 300, "fio verify through the ring");
+    let err = String::from_utf8_lossy(&done.stderr);
+    let fio = std::fs::read_to_string(out.join("fio")).unwrap_or_default();
+    assert!(done.status.success(), "{err}\nfio: {fio}");
+    assert!(
+        !err.contains("through /dev/fuse"),
+        "through the ring: {err}"
+    );
+    sb.assert_clean();
+}

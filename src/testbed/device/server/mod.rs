@@ -11,8 +11,10 @@
 //! - the timing thread ([`timing`], SCHED_FIFO [`TIMING_PRIORITY`]) owns the model and replies
 //!   to each request at its modelled completion; a FUSE thread copying a large write never
 //!   delays it;
-//! - with `FSGAUGE_DEVICE_TRANSPORT=uring`, one FUSE ring thread per CPU ([`ring`], SCHED_FIFO
-//!   [`FUSE_PRIORITY`], pinned) takes the data requests in the FUSE threads' stead;
+//! - through FUSE over io_uring (the default where the kernel has it, [`ring`]) the data
+//!   requests come through the ring instead: for a disk that answers at once (`ram`) one ring
+//!   thread per CPU (SCHED_FIFO [`FUSE_PRIORITY`], pinned) takes them, for a modelled disk the
+//!   timing thread itself;
 //! - the stats thread ([`records`], normal priority) keeps the counters and histograms;
 //! - the main thread (normal priority) reads the control channel (stdin): `stats` answers one
 //!   JSON [`Snapshot`] line on stdout, `ping` answers `ok`, `model on`/`model off` switch the

@@ -1,5 +1,5 @@
 //! The server's requests through FUSE over io_uring ([`crate::testbed::device::uring`]),
-//! chosen with `FSGAUGE_DEVICE_TRANSPORT=uring` (`dev`, the default, keeps /dev/fuse). A data
+//! the default transport (`auto`; `FSGAUGE_DEVICE_TRANSPORT=dev` keeps /dev/fuse). A data
 //! request taken from the ring goes the way a FUSE thread's does: its arrival stamped, its
 //! data moved at once (a read straight into the ring entry's buffer, so the reply at the
 //! modelled completion only commits), then to the model; the reply commits the entry
