@@ -757,7 +757,6 @@ fn a_testbed_on_a_modelled_disk_runs_through_the_ring() {
     sb.assert_clean();
 }
 
-
 /// fio at QD16 with mixed request sizes, then a read-back check.
 const MIXED_VERIFY: &str = r#"
 set -e
