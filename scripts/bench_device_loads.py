@@ -1,6 +1,6 @@
 #!/usr/bin/env python3
 """The arithmetic of `scripts/bench-device --loads`: one record per case, binary and repetition
-from fsgauge's and fio's JSON, and the summary (mean and 95% interval per binary, the
+from fsgauge's and fio's JSON, and the summary (geometric mean and 95% interval per binary, the
 after/before ratio with an interval from log ratios, each goal next to its figure).
 
   bench_device_loads.py fio CHECK.json FIO.json OUT.json      a `devices check --run fio` case
@@ -237,11 +237,25 @@ def met(op, x, thr):
     return {"<": x < thr, ">=": x >= thr, "abs<": abs(x) < thr}[op]
 
 
+def positive_ci(vals):
+    """A figure over repetitions with a 95% interval that keeps its sign: every value
+    positive, the geometric mean and its interval from the logs; any zero among values that
+    are never negative (a late count), the mean with the interval cut at 0; otherwise (an
+    error that may be negative) the mean and its interval."""
+    if all(v > 0 for v in vals):
+        m, ci = mean_ci([math.log(v) for v in vals])
+        return math.exp(m), (ci and (math.exp(ci[0]), math.exp(ci[1])))
+    m, ci = mean_ci(vals)
+    if ci and all(v >= 0 for v in vals):
+        ci = (max(ci[0], 0.0), ci[1])
+    return m, ci
+
+
 def cell(vals, fmt):
     vals = [v for v in vals if v is not None]
     if not vals:
         return "n/a"
-    m, ci = mean_ci(vals)
+    m, ci = positive_ci(vals)
     s = fmt.format(m)
     if ci:
         s += f" [{fmt.format(ci[0])}, {fmt.format(ci[1])}]"
@@ -270,7 +284,7 @@ def summary(records_dir, cases):
             continue
         reps = {b: by[b] for b in bins}
         ns = ", ".join(f"{b} n={sum(1 for r in reps[b].values() if r.get('ok', True))}" for b in bins)
-        lines.append(f"  ({ns}; mean [95% interval])")
+        lines.append(f"  ({ns}; geometric mean [95% interval] where every value is positive, else mean)")
         head = f"  {'':<30}" + "".join(f"{b:<28}" for b in bins)
         if len(bins) == 2:
             head += f"{'after/before':<26}"
@@ -290,7 +304,7 @@ def summary(records_dir, cases):
                 verdicts = []
                 for b in bins:
                     v = [x for x in vals[b] if x is not None]
-                    verdicts.append(f"{b} " + ("n/a" if not v else "ok" if met(op, sum(v) / len(v), thr) else "MISSED"))
+                    verdicts.append(f"{b} " + ("n/a" if not v else "ok" if met(op, positive_ci(v)[0], thr) else "MISSED"))
                 line += f"{text}: {', '.join(verdicts)}"
             lines.append(line.rstrip())
         for b in bins:
@@ -307,6 +321,14 @@ def selftest():
     m, ci = mean_ci([1.0, 2.0, 3.0])
     assert m == 2.0 and abs(ci[0] - (2 - 4.303 / math.sqrt(3))) < 1e-9, ci
     assert mean_ci([5.0]) == (5.0, None)
+    # Lateness p99 of 0.1, 0.2 and 1.4 ms: the arithmetic interval would start below zero.
+    g, gci = positive_ci([0.1, 0.2, 1.4])
+    assert abs(g - (0.1 * 0.2 * 1.4) ** (1 / 3)) < 1e-12 and 0 < gci[0] < g < gci[1], gci
+    assert mean_ci([0.1, 0.2, 1.4])[1][0] < 0
+    z, zci = positive_ci([0.0, 0.0, 3.0])
+    assert z == 1.0 and zci[0] == 0.0 and zci[1] > 3.0, zci
+    e, eci = positive_ci([-1.0, 1.0, 3.0])
+    assert e == 1.0 and eci[0] < -1.0, eci
     r, rci = ratio_ci([(1.0, 0.5), (2.0, 1.0), (4.0, 1.0)])
     assert abs(r - math.exp((math.log(0.5) * 2 + math.log(0.25)) / 3)) < 1e-12
     assert 0 < rci[0] < r < rci[1], rci
