@@ -371,6 +371,11 @@ fn crash_loop_child_for_the_sigkill_test() {
         return;
     };
     let dir = PathBuf::from(dir);
+    // Crash states need /dev/fuse (through the ring there is no crash file), and this child
+    // makes no Sandbox, which would pin it: the default transport turns the ring on.
+    fsgauge::testbed::device::emulated::set_server_transport(Some(
+        fsgauge::testbed::device::server::Transport::Dev,
+    ));
     let image = dir.join("image");
     std::fs::File::create(&image)
         .unwrap()
