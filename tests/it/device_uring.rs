@@ -556,6 +556,36 @@ done
 "#;
 
 /// Voluntary context switches of the server's threads whose names start with `prefix`.
+/// `devices check PROFILE` on a 64M disk with a 0.2 s time box, running `script` with `$OUT`
+/// a new directory of the sandbox (returned) and `FSGAUGE_DEVICE_TRANSPORT` set to
+/// `transport` (None: unset, the default `auto`).
+fn check_running(
+    sb: &Sandbox,
+    profile: &str,
+    transport: Option<&str>,
+    script: &str,
+) -> (std::process::Command, PathBuf) {
+    let out = sb.path().join("run");
+    std::fs::create_dir(&out).unwrap();
+    let mut c = sb.cmd();
+    c.env_remove("FSGAUGE_DEVICE_TRANSPORT");
+    if let Some(t) = transport {
+        c.env("FSGAUGE_DEVICE_TRANSPORT", t);
+    }
+    c.env("OUT", &out)
+        .args([
+            "devices",
+            "check",
+            profile,
+            "--size",
+            "64M",
+            "--seconds",
+            "0.2",
+        ])
+        .args(["--run", script]);
+    (c, out)
+}
+
 fn switches(threads: &str, prefix: &str) -> Vec<u64> {
     threads
         .lines()
@@ -611,24 +641,7 @@ fn the_device_server_takes_the_ring_where_the_kernel_offers_it() {
         };
         let what = format!("{profile} with {transport:?}, enable_uring {on}");
         let sb = Sandbox::new();
-        let out = sb.path().join("run");
-        std::fs::create_dir(&out).unwrap();
-        let mut c = sb.cmd();
-        c.env_remove("FSGAUGE_DEVICE_TRANSPORT");
-        if let Some(t) = transport {
-            c.env("FSGAUGE_DEVICE_TRANSPORT", t);
-        }
-        c.env("OUT", &out)
-            .args([
-                "devices",
-                "check",
-                profile,
-                "--size",
-                "64M",
-                "--seconds",
-                "0.2",
-            ])
-            .args(["--run", THREADS_AFTER_IO]);
+        let (c, out) = check_running(&sb, profile, transport, THREADS_AFTER_IO);
         let done = crate::support::run_within(c, 120, "devices check with the ring");
         let err = String::from_utf8_lossy(&done.stderr);
         assert!(done.status.success(), "{what}: {err}");
@@ -786,21 +799,7 @@ fn a_modelled_disk_through_the_ring_reads_back_every_byte_of_mixed_writes_at_qd1
     // its replies; fio checks every block it wrote, and a 4 KiB write over the middle of a
     // 1 MiB one reads back after it.
     let sb = Sandbox::new();
-    let out = sb.path().join("run");
-    std::fs::create_dir(&out).unwrap();
-    let mut c = sb.cmd();
-    c.env_remove("FSGAUGE_DEVICE_TRANSPORT");
-    c.env("OUT", &out)
-        .args([
-            "devices",
-            "check",
-            "ram:constant=100us",
-            "--size",
-            "64M",
-            "--seconds",
-            "0.2",
-        ])
-        .args(["--run", MIXED_VERIFY]);
+    let (c, out) = check_running(&sb, "ram:constant=100us", None, MIXED_VERIFY);
     let done = crate::support::run_within(c, 300, "fio verify through the ring");
     let err = String::from_utf8_lossy(&done.stderr);
     let fio = std::fs::read_to_string(out.join("fio")).unwrap_or_default();

@@ -89,11 +89,7 @@ struct Pool {
 impl Pool {
     fn new(n: usize) -> Pool {
         Pool {
-            free: Mutex::new(
-                (0..n)
-                    .map(|_| AlignedBuf::prefaulted(MAX_REQUEST))
-                    .collect(),
-            ),
+            free: Mutex::new((0..n).map(|_| AlignedBuf::zeroed(MAX_REQUEST)).collect()),
             more: Condvar::new(),
         }
     }
