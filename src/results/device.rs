@@ -37,6 +37,14 @@ pub struct DeviceModelInfo {
     /// Every parameter as the profile wrote it, with its unit and source.
     #[serde(default)]
     pub parameters: serde_json::Value,
+    /// Which transport served the disk: `ring` (FUSE over io_uring) or `dev` (/dev/fuse);
+    /// empty in results written before it was recorded.
+    #[serde(default, skip_serializing_if = "String::is_empty")]
+    pub transport: String,
+    /// The run turned the machine's `enable_uring` module parameter on (it stays on after
+    /// the run).
+    #[serde(default)]
+    pub enable_uring_set_by_run: bool,
 }
 
 /// A histogram's summary and its exact buckets.
@@ -167,6 +175,12 @@ pub struct ModelledIo {
     /// data copy and the hand-over), ns; absent from older results (none recorded).
     #[serde(default)]
     pub emulator_ns: HistogramSummary,
+    /// How far the disk's own clock fell behind the wall clock over the phase, ns (0: it kept time).
+    #[serde(default)]
+    pub pause_ns: u64,
+    /// How many times the disk's clock stopped over the phase.
+    #[serde(default)]
+    pub pauses: u64,
 }
 
 impl ModelledIo {

@@ -508,6 +508,8 @@ impl EmulatedDevice {
             offset: self.offset,
             during: during.name().to_string(),
             parameters: serde_json::to_value(&p.sourced).unwrap_or_default(),
+            transport: String::new(),
+            enable_uring_set_by_run: false,
         }
     }
 
