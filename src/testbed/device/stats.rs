@@ -129,10 +129,45 @@ fn late_is_machines(late_ns: u64, held_off_ns: u64) -> bool {
     held_off_ns > 0 && held_off_ns.saturating_mul(2) >= late_ns
 }
 
+/// How far the disk's own clock ([`super::model::clock`]) fell behind the wall, and how many
+/// times it stopped: cumulative, or a phase's as the difference of two.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Serialize, Deserialize)]
+pub struct ClockCounts {
+    #[serde(default)]
+    pub pause_ns: u64,
+    #[serde(default)]
+    pub pauses: u64,
+}
+
+impl ClockCounts {
+    /// A reply stopped the clock for `ns` (0: it was on time).
+    pub fn paused(&mut self, ns: u64) {
+        if ns > 0 {
+            self.pause_ns += ns;
+            self.pauses += 1;
+        }
+    }
+
+    /// What happened between `earlier` and these counts.
+    fn since(&self, earlier: &ClockCounts) -> Result<ClockCounts, String> {
+        let down = |what: &str, x: u64, y: u64| {
+            x.checked_sub(y).ok_or_else(|| {
+                format!("the disk clock's {what} went down from {y} to {x}: the snapshots are from different servers or out of order")
+            })
+        };
+        Ok(ClockCounts {
+            pause_ns: down("pause", self.pause_ns, earlier.pause_ns)?,
+            pauses: down("stops", self.pauses, earlier.pauses)?,
+        })
+    }
+}
+
 /// The server's counters and histograms.
 #[derive(Debug, Clone, Default)]
 pub struct Stats {
     pub counts: Counts,
+    /// The disk clock's pause.
+    pub clock: ClockCounts,
     pub hist: Histograms,
     /// Writes (and zeroings) the image's own filesystem refused with ENOSPC: the backing
     /// store is full, not the emulated disk. Not a phase figure: a run that meets one fails.
@@ -208,6 +243,7 @@ impl Stats {
     pub fn snapshot(&self) -> Snapshot {
         Snapshot {
             counts: self.counts,
+            clock: self.clock,
             histograms: self.hist.encoded(),
             image_full: self.image_full,
             memory_budget: 0,
@@ -228,8 +264,8 @@ impl Stats {
             seek_cylinders: summary(Hist::SeekCylinders),
             size_bytes: summary(Hist::Size),
             emulator_ns: summary(Hist::Emulator),
-            pause_ns: 0,
-            pauses: 0,
+            pause_ns: self.clock.pause_ns,
+            pauses: self.clock.pauses,
         }
     }
 }
@@ -254,6 +290,9 @@ fn summary(h: &LatencyHistogram) -> HistogramSummary {
 pub struct Snapshot {
     #[serde(flatten)]
     pub counts: Counts,
+    /// The disk clock's pause (absent from an older server's line: none).
+    #[serde(flatten)]
+    pub clock: ClockCounts,
     pub histograms: Vec<String>,
     /// [`Stats::image_full`] (absent from an older server's line: none).
     #[serde(default)]
@@ -269,6 +308,7 @@ impl Snapshot {
     pub fn decode(&self) -> Result<Stats, String> {
         Ok(Stats {
             counts: self.counts,
+            clock: self.clock,
             hist: Histograms::decoded(&self.histograms)?,
             image_full: self.image_full,
         })
@@ -280,6 +320,7 @@ impl Snapshot {
         let before = earlier.decode()?;
         Ok(Stats {
             counts: later.counts.since(&before.counts)?,
+            clock: later.clock.since(&before.clock)?,
             hist: later.hist.since(&before.hist)?,
             image_full: later.image_full.saturating_sub(before.image_full),
         })

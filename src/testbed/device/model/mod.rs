@@ -13,6 +13,7 @@
 //! destages. An SSD serves as many requests at once as it has channels. `ram` completes every
 //! request on arrival; `constant=DURATION` completes each after exactly that, one at a time.
 
+pub mod clock;
 pub mod expect;
 pub mod hdd;
 

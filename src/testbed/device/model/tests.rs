@@ -425,3 +425,94 @@ fn demerit_tells_the_model_from_a_flat_delay() {
     assert!(same < 0.02, "two samples of the model: {same}");
     assert!(first_order > 0.15, "flat delay: {first_order}");
 }
+
+/// A closed loop of `clients` hosts on `name`, each sending its next request a while after
+/// its last reply (its think time passing on the disk's clock, as a host that kept time would
+/// have sent it; with one client the same as on the wall, its think time coming after the stop), served as the server serves them on the disk's own clock; the reply
+/// to the k-th request leaves `stall(k)` ns after it is due (a host that cannot keep time).
+/// Returns every dispatch, on disk time, and the clock.
+fn closed_loop(
+    name: &str,
+    clients: usize,
+    requests: usize,
+    stall: impl Fn(usize) -> u64,
+) -> (Vec<Dispatch>, clock::DiskClock) {
+    let mut m = model(name, "");
+    let mut rng = ChaCha8Rng::seed_from_u64(42);
+    let mut c = clock::DiskClock::default();
+    let span = m
+        .hdd()
+        .map_or(1 << 30, |h| h.geometry().sectors() * SECTOR / 2);
+    // Each client's next arrival (disk time), or None while its request is out.
+    let mut next: Vec<Option<u64>> = (0..clients).map(|i| Some(i as u64 * 300_000)).collect();
+    let mut owner = std::collections::HashMap::new();
+    let mut due: Vec<Dispatch> = Vec::new();
+    let mut out = Vec::new();
+    let mut id = 0u64;
+    while out.len() < requests {
+        // The earliest event on the wall: an arrival, the drive's next command, a reply.
+        let arrival = (0..clients)
+            .filter_map(|i| next[i].map(|t| (c.wall(t), i)))
+            .min();
+        let ready = m.ready_at().map(|d| c.wall(d));
+        let reply = due.iter().map(|d| c.wall(d.done_ns)).min();
+        let first = [arrival.map(|a| a.0), ready, reply]
+            .into_iter()
+            .flatten()
+            .min();
+        let Some(t) = first else { break };
+        if arrival.is_some_and(|a| a.0 == t) {
+            let (at, who) = arrival.expect("an arrival");
+            let offset = rng.gen_range(0..span) / SECTOR * SECTOR;
+            let req = if rng.gen_bool(0.3) {
+                Request::write(id, offset, 64 << 10)
+            } else {
+                Request::read(id, offset, 4096)
+            };
+            m.submit(req, c.disk(at));
+            owner.insert(id, who);
+            next[who] = None;
+            id += 1;
+        } else if ready == Some(t) {
+            let d = m.next(m.ready_at().expect("ready")).expect("a command");
+            due.push(d);
+        } else {
+            let i = (0..due.len()).min_by_key(|&i| due[i].done_ns).expect("due");
+            let d = due.swap_remove(i);
+            let replied = c.wall(d.done_ns) + stall(out.len());
+            c.replied(d.done_ns, replied);
+            let who = owner[&d.id];
+            next[who] = Some(c.disk(replied) + 200_000 + (d.id % 7) * 50_000);
+            out.push(d);
+        }
+    }
+    (out, c)
+}
+
+#[test]
+fn a_stop_of_any_length_leaves_the_drive_as_it_was() {
+    for name in ["deskstar-7k250", "st3500641as"] {
+        for clients in [1, 4] {
+            let (kept, clock) = closed_loop(name, clients, 400, |_| 0);
+            assert_eq!(clock.pause_ns(), 0);
+            // Stops from 1 ns to 2 s before every third reply.
+            let (stopped, clock) = closed_loop(name, clients, 400, |k| {
+                if k % 3 == 0 {
+                    [1, 20_000, 7_000_000, 2_000_000_000][k / 3 % 4]
+                } else {
+                    0
+                }
+            });
+            assert!(clock.stops() > 100 && clock.pause_ns() > 60_000_000_000);
+            // Every request arrived, started and completed at the same disk time, and was
+            // served in the same way (seek, rotation, cache) as on a host that kept time.
+            let first = kept.iter().zip(&stopped).position(|(a, b)| a != b);
+            assert_eq!(
+                first.map(|i| (i, kept[i], stopped[i])),
+                None,
+                "{name}, {clients} clients"
+            );
+            assert_eq!(kept.len(), stopped.len());
+        }
+    }
+}

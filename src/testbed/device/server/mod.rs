@@ -29,6 +29,7 @@ mod crashfile;
 mod heldoff;
 mod records;
 mod ring;
+mod stall;
 pub mod store;
 mod timing;
 
@@ -238,6 +239,8 @@ impl DiskFs {
                 failed: job.io.is_err(),
                 emulator_ns: now.saturating_sub(job.arrival_ns),
                 held_off_ns: 0,
+                // No timing thread, no disk clock: an immediate disk keeps no time to stop.
+                paused_ns: 0,
             });
             note_reply(&self.log, &job.req, job.arrival_ns, now);
             reply(job, &self.pool);

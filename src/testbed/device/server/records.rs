@@ -30,7 +30,9 @@ pub enum Note {
     /// A request answered under the model: its dispatch, its size, when the reply left, whether
     /// its data transfer failed, how long the emulator took from its arrival until the model
     /// had it (the data copy and the hand-over), and how much of its lateness the machine
-    /// held the timing thread off its CPU ([`super::heldoff`]).
+    /// held the timing thread off its CPU ([`super::heldoff`]). `d` is on the wall clock (the
+    /// model's dispatch moved by the disk clock's pause before this reply); `paused_ns` is
+    /// how long this reply's lateness stopped the disk's clock (0: it was on time).
     Answered {
         d: Dispatch,
         len: u64,
@@ -38,6 +40,7 @@ pub enum Note {
         failed: bool,
         emulator_ns: u64,
         held_off_ns: u64,
+        paused_ns: u64,
     },
     /// A request answered at native speed (the model off).
     Unmodelled { failed: bool },
@@ -122,7 +125,11 @@ fn keep(notes: &Notes, asked: &Receiver<Sender<Snapshot>>, budget: u64) {
                     failed,
                     emulator_ns,
                     held_off_ns,
-                } => stats.record(&d, len, replied_ns, failed, emulator_ns, held_off_ns),
+                    paused_ns,
+                } => {
+                    stats.record(&d, len, replied_ns, failed, emulator_ns, held_off_ns);
+                    stats.clock.paused(paused_ns);
+                }
                 Note::Unmodelled { failed } => stats.record_unmodelled(failed),
                 Note::ImageFull => stats.image_full += 1,
             }
@@ -159,6 +166,7 @@ mod tests {
             failed: false,
             emulator_ns: 1_000,
             held_off_ns: 0,
+            paused_ns: replied_ns.saturating_sub(done_ns),
         }
     }
 
@@ -190,6 +198,10 @@ mod tests {
             (s.counts.reads, s.counts.late),
             (1000 + QUEUE as u64 + 10 + 1, 1)
         );
+        // Every late reply stopped the disk's clock for its lateness.
+        let lates = (0..1000u64).chain((0..QUEUE as u64 + 10).map(|i| i % 1000));
+        let (sum, n) = lates.fold((600_000, 1), |(s, n), l| (s + l, n + u64::from(l > 0)));
+        assert_eq!((s.clock.pause_ns, s.clock.pauses), (sum, n));
         drop(rec);
         handle.join().unwrap();
     }

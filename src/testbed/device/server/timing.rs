@@ -1,11 +1,15 @@
-//! The timing thread: it owns the [`DeviceModel`], whose clock is the monotonic clock. It
+//! The timing thread: it owns the [`DeviceModel`], whose clock is the disk's own
+//! ([`DiskClock`]: the monotonic clock less the pauses the emulator's late replies made). It
 //! takes each request as the FUSE threads hand it over (data already moved), submits it at
 //! its arrival, lets the drive take the next command when [`DeviceModel::ready_at`] comes, and
 //! replies to each request at its `done_ns` (an absolute sleep, then a short spin). It runs
 //! at a higher real-time priority than the FUSE threads, so copying data never delays a
 //! reply; it takes no lock another thread holds for long (the hand-over is a channel, the
 //! bookkeeping a note to the stats thread), does no I/O but the replies, and allocates only
-//! the entries of its maps.
+//! the entries of its maps. Every time the model gives or takes is on disk time, converted
+//! at the edge: an arrival with [`DiskClock::disk`], a wake-up with [`DiskClock::wall`]; a
+//! reply that leaves late stops the disk's clock for its lateness ([`DiskClock::replied`]),
+//! so the replies behind it are due that much later on the wall, not late.
 
 use std::cmp::Reverse;
 use std::collections::{BinaryHeap, HashMap, VecDeque};
@@ -14,8 +18,10 @@ use std::time::Duration;
 
 use super::heldoff::HeldOff;
 use super::records::{Note, Recorder};
+use super::stall::Stalls;
 use super::{reply, ring, Job, Pool};
 use crate::sys::rt;
+use crate::testbed::device::model::clock::DiskClock;
 use crate::testbed::device::model::{CacheEvent, Dispatch, Op};
 use crate::testbed::device::uring::{Incoming, Taker};
 use crate::testbed::device::writelog::record::{Timed, WriteLog};
@@ -193,31 +199,41 @@ pub fn run(
     let mut ring = taken.and_then(|mut t| t.taker.begin().then_some(t));
     let mut incoming = Vec::new();
     let mut backlog: VecDeque<Pending> = VecDeque::new();
-    let take = |job: Job, model: &mut DeviceModel, waiting: &mut HashMap<u64, Held>| {
-        let intake_ns = rt::monotonic_ns();
-        model.submit(job.req, job.arrival_ns);
-        waiting.insert(
-            job.req.id,
-            Held {
-                job,
-                intake_ns,
-                moved: true,
-            },
-        );
-    };
+    let mut clock = DiskClock::default();
+    let mut stalls = Stalls::from_env();
+    let take =
+        |job: Job, model: &mut DeviceModel, waiting: &mut HashMap<u64, Held>, clock: &DiskClock| {
+            let intake_ns = rt::monotonic_ns();
+            model.submit(job.req, clock.disk(job.arrival_ns));
+            waiting.insert(
+                job.req.id,
+                Held {
+                    job,
+                    intake_ns,
+                    moved: true,
+                },
+            );
+        };
     loop {
         // The ring's requests taken since the last pass go to the model at once, as they
         // arrived; their data moves later, in order, between replies (a burst of 1 MiB writes
         // is milliseconds of copying, which must not hold up a reply due meanwhile).
         if let Some(r) = &ring {
-            admit(r, &mut incoming, &mut model, &mut waiting, &mut backlog);
+            admit(
+                r,
+                &mut incoming,
+                &mut model,
+                &mut waiting,
+                &mut backlog,
+                &clock,
+            );
         }
-        let now = rt::monotonic_ns();
+        let now = clock.disk(rt::monotonic_ns());
         // Every request handed over by now goes to the model before the drive takes its next
         // command at any time up to now: it chooses among all that had arrived.
         while open {
             match rx.try_recv() {
-                Ok(job) => take(job, &mut model, &mut waiting),
+                Ok(job) => take(job, &mut model, &mut waiting, &clock),
                 Err(TryRecvError::Empty) => break,
                 Err(TryRecvError::Disconnected) => open = false,
             }
@@ -241,9 +257,10 @@ pub fn run(
                 None => break,
             }
         }
-        // Reply to every request whose completion has come.
+        // Reply to every request whose completion has come (on the wall: the disk's clock may
+        // have stopped at a reply before it).
         while let Some(&Reverse((done, id))) = due.peek() {
-            if done > rt::monotonic_ns() {
+            if clock.wall(done) > rt::monotonic_ns() {
                 break;
             }
             due.pop();
@@ -255,7 +272,10 @@ pub fn run(
             let (Some(d), Some(h)) = (taken_ids.remove(&id), waiting.remove(&id)) else {
                 continue;
             };
-            answer(h, &d, &rec, log, pool, &watch.held);
+            if let Some(s) = &mut stalls {
+                s.before_reply();
+            }
+            answer(h, &d, &rec, log, pool, &watch.held, &mut clock);
         }
         if let Some(r) = &mut ring {
             if !r.taker.live() {
@@ -271,15 +291,16 @@ pub fn run(
         }
         let reply = due.peek().map(|&Reverse((done, id))| {
             let arrival = taken_ids.get(&id).map_or(done, |d| d.arrival_ns);
-            (done, done.saturating_sub(arrival))
+            (clock.wall(done), done.saturating_sub(arrival))
         });
-        let wake = next_wake(model.ready_at(), reply, watch.lead.ns());
+        let ready_at = model.ready_at().map(|t| clock.wall(t));
+        let wake = next_wake(ready_at, reply, watch.lead.ns());
         if let Some(r) = &mut ring {
             ring_wait(&mut r.taker, wake, &mut watch, &mut incoming);
             continue;
         }
         match next_arrival(&rx, wake, open, &mut watch) {
-            Ok(job) => take(job, &mut model, &mut waiting),
+            Ok(job) => take(job, &mut model, &mut waiting, &clock),
             Err(RecvTimeoutError::Disconnected) => open = false,
             Err(RecvTimeoutError::Timeout) => {}
         }
@@ -305,6 +326,7 @@ fn admit(
     model: &mut DeviceModel,
     waiting: &mut HashMap<u64, Held>,
     backlog: &mut VecDeque<Pending>,
+    clock: &DiskClock,
 ) {
     let now = rt::monotonic_ns();
     for i in incoming.drain(..) {
@@ -316,7 +338,7 @@ fn admit(
             }
             ring::Admitted::Job(job) => {
                 let id = job.req.id;
-                model.submit(job.req, job.arrival_ns);
+                model.submit(job.req, clock.disk(job.arrival_ns));
                 let held = Held {
                     job,
                     intake_ns: now,
@@ -439,21 +461,39 @@ fn next_arrival(
     }
 }
 
-/// Replies to a request at its modelled completion; its note goes to the stats thread first,
-/// with how much of its lateness the machine held the thread off its CPU (`off`, the last
-/// timed wait's).
-fn answer(h: Held, d: &Dispatch, rec: &Recorder, log: &WriteLog, pool: &Pool, off: &HeldOff) {
+/// Replies to a request at its modelled completion (`d`, on disk time); its note goes to the
+/// stats thread first, on the wall clock, with how much of its lateness the machine held the
+/// thread off its CPU (`off`, the last timed wait's) and how long the reply, if late, stopped
+/// the disk's clock. The write log keeps disk time, as the model's cache events do.
+fn answer(
+    h: Held,
+    d: &Dispatch,
+    rec: &Recorder,
+    log: &WriteLog,
+    pool: &Pool,
+    off: &HeldOff,
+    clock: &mut DiskClock,
+) {
     let Held { job, intake_ns, .. } = h;
     let len = if d.op == Op::Flush { 0 } else { job.req.len };
     let replied_ns = rt::monotonic_ns();
-    super::note_reply(log, &job.req, d.done_ns, replied_ns);
+    let on_wall = clock.pause_ns();
+    let paused_ns = clock.replied(d.done_ns, replied_ns);
+    super::note_reply(log, &job.req, d.done_ns, clock.disk(replied_ns));
+    let w = Dispatch {
+        arrival_ns: d.arrival_ns + on_wall,
+        start_ns: d.start_ns + on_wall,
+        done_ns: d.done_ns + on_wall,
+        ..*d
+    };
     rec.note(Note::Answered {
-        d: *d,
+        d: w,
         len,
         replied_ns,
         failed: job.io.is_err(),
         emulator_ns: intake_ns.saturating_sub(job.arrival_ns),
-        held_off_ns: off.share(d.done_ns, replied_ns),
+        held_off_ns: off.share(w.done_ns, replied_ns),
+        paused_ns,
     });
     reply(job, pool);
 }
