@@ -136,8 +136,8 @@ pub fn lateness_warnings(check: &CheckReport) -> Vec<String> {
         .filter(|l| l.p99_ms > LATE_P99_MS)
         .map(|l| {
             format!(
-                "the emulator fell behind its model during the measurements (lateness p99 {:.3} ms, max {:.3} ms, over {LATE_P99_MS} ms): the fitted figures carry this machine's delays as well as the profile's; fit again on a quieter machine",
-                l.p99_ms, l.max_ms
+                "the emulator fell behind its model during the measurements (lateness p99 {:.3} ms, max {:.3} ms, over {LATE_P99_MS} ms; the disk's clock paused {:.3} ms in {} stops, which the request times, taken on the wall, include): the fitted figures carry this machine's delays as well as the profile's; fit again on a quieter machine",
+                l.p99_ms, l.max_ms, l.pause_ms, l.pauses
             )
         })
         .into_iter()

@@ -258,6 +258,16 @@ fn with_image(
     Ok(report)
 }
 
+/// The server's CPU per request as `--run` says it: none measured where the command made no
+/// requests (not "NaN").
+fn server_cpu_said(cpu_us: Option<f64>, requests: u64) -> String {
+    match cpu_us {
+        Some(c) => format!("server CPU {c:.1} µs per request"),
+        None if requests == 0 => "no requests, so no server CPU per request".into(),
+        None => "server CPU not measured".into(),
+    }
+}
+
 /// Runs `--run` on the emulated device `t` with the server's lateness and CPU over it.
 fn run_measured(t: &mut Target<'_>, cmd: &str) -> Result<Bench> {
     let device = t.device.clone();
@@ -266,12 +276,14 @@ fn run_measured(t: &mut Target<'_>, cmd: &str) -> Result<Bench> {
         .ok_or_else(|| anyhow!("--run on an emulated disk: its server gave no figures"))?;
     let l = s.lateness;
     eprintln!(
-        "--run: {} requests; lateness p50 {:.3} ms, p99 {:.3} ms, max {:.3} ms; server CPU {:.1} µs per request",
+        "--run: {} requests; lateness p50 {:.3} ms, p99 {:.3} ms, max {:.3} ms; the disk's clock paused {:.3} ms in {} stops; {}",
         s.requests,
         l.p50_ms,
         l.p99_ms,
         l.max_ms,
-        s.cpu_us.unwrap_or(f64::NAN)
+        l.pause_ms,
+        l.pauses,
+        server_cpu_said(s.cpu_us, s.requests)
     );
     Ok(Bench {
         name: format!("--run {}", cmd.split_whitespace().next().unwrap_or("")),
@@ -303,4 +315,22 @@ fn run_command(cmd: &str, dev: &Path, pid: Option<u32>) -> Result<()> {
         anyhow::bail!("--run {cmd:?} failed ({st})");
     }
     Ok(())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_run_without_requests_says_so_not_nan() {
+        let said = server_cpu_said(None, 0);
+        assert!(
+            !said.contains("NaN") && said.contains("no requests"),
+            "{said}"
+        );
+        assert_eq!(
+            server_cpu_said(Some(12.34), 5),
+            "server CPU 12.3 µs per request"
+        );
+    }
 }

@@ -151,6 +151,8 @@ fn check_with_lateness(p99_ms: Option<f64>) -> CheckReport {
             max_ms: 2.5,
             late: 10,
             early: 0,
+            pause_ms: 0.0,
+            pauses: 0,
         }),
         server_cpu_us_per_request: None,
         server_requests: Some(1000),

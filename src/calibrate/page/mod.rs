@@ -59,6 +59,7 @@ fn bench_row(b: &Bench) -> Vec<String> {
         opt(l.map(|l| l.p50_ms), ms),
         opt(l.map(|l| l.p99_ms), ms),
         opt(l.map(|l| l.max_ms), ms),
+        opt(l.map(|l| l.pause_ms), ms),
         opt(b.server_cpu_us_per_request, |c| format!("{c:.1}")),
     ]
 }
@@ -86,6 +87,7 @@ fn benches_table(r: &CheckReport) -> Table {
             "lateness p50 ms",
             "lateness p99 ms",
             "lateness max ms",
+            "pause ms",
             "server CPU µs/request",
         ]
         .map(String::from)
@@ -171,6 +173,8 @@ fn server_table(r: &CheckReport) -> Option<Table> {
             "lateness p99 ms",
             "lateness max ms",
             "late",
+            "pause ms",
+            "pauses",
             "server CPU µs/request",
         ]
         .map(String::from)
@@ -181,6 +185,8 @@ fn server_table(r: &CheckReport) -> Option<Table> {
             ms(l.p99_ms),
             ms(l.max_ms),
             l.late.to_string(),
+            ms(l.pause_ms),
+            l.pauses.to_string(),
             opt(r.server_cpu_us_per_request, |c| format!("{c:.1}")),
         ]],
     })
@@ -203,12 +209,14 @@ pub fn report_text(r: &CheckReport) -> String {
     s.push_str(&pairs_text(r));
     if let Some(l) = r.lateness {
         s.push_str(&format!(
-            "server: {} requests, lateness p50 {:.3} ms, p99 {:.3} ms, max {:.3} ms, {} over {LATE_P99_MS} ms{}\n",
+            "server: {} requests, lateness p50 {:.3} ms, p99 {:.3} ms, max {:.3} ms, {} over {LATE_P99_MS} ms; the disk's clock paused {:.3} ms in {} stops{}\n",
             l.requests,
             l.p50_ms,
             l.p99_ms,
             l.max_ms,
             l.late,
+            l.pause_ms,
+            l.pauses,
             r.server_cpu_us_per_request
                 .map_or(String::new(), |c| format!("; CPU {c:.1} µs per request"))
         ));

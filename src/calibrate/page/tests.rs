@@ -15,6 +15,8 @@ fn lateness(p99_ms: f64) -> Lateness {
         max_ms: 1.75,
         late: 7,
         early: 0,
+        pause_ms: 3.25,
+        pauses: 9,
     }
 }
 
@@ -126,11 +128,11 @@ fn csv_markdown_and_html_show_the_checks_tables() {
     let mut lines = csv.lines();
     assert_eq!(
         lines.next(),
-        Some("benchmark,unit,measured,modelled,error %,demerit %,requests,p50 ms,p99 ms,lateness p50 ms,lateness p99 ms,lateness max ms,server CPU µs/request")
+        Some("benchmark,unit,measured,modelled,error %,demerit %,requests,p50 ms,p99 ms,lateness p50 ms,lateness p99 ms,lateness max ms,pause ms,server CPU µs/request")
     );
     assert_eq!(
         lines.next(),
-        Some("\"QD1 random 4K read, whole stroke\",ms,13.057,12.943,+0.9,7.3,417,8.123,17.500,0.012,0.046,1.750,12.3")
+        Some("\"QD1 random 4K read, whole stroke\",ms,13.057,12.943,+0.9,7.3,417,8.123,17.500,0.012,0.046,1.750,3.250,12.3")
     );
     assert!(csv.contains("\n1234.6,3210,42,9.877,9.500,+4.0\n"), "{csv}");
     let md = rendered(&r, Format::Md);

@@ -338,6 +338,11 @@ pub struct Lateness {
     pub late: u64,
     /// Requests answered before their modelled completion (0 unless the server is broken).
     pub early: u64,
+    /// How far the disk's own clock fell behind the wall meanwhile, ms, and in how many stops.
+    #[serde(default)]
+    pub pause_ms: f64,
+    #[serde(default)]
+    pub pauses: u64,
 }
 
 impl Stats {
@@ -355,6 +360,8 @@ impl Stats {
             max_ms: ms(h.max()),
             late: self.counts.late,
             early: self.counts.early,
+            pause_ms: ms(self.clock.pause_ns),
+            pauses: self.clock.pauses,
         }
     }
 }
