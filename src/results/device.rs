@@ -167,6 +167,12 @@ pub struct ModelledIo {
     /// data copy and the hand-over), ns; absent from older results (none recorded).
     #[serde(default)]
     pub emulator_ns: HistogramSummary,
+    /// How far the disk's own clock fell behind the wall clock over the phase, ns (0: it kept time).
+    #[serde(default)]
+    pub pause_ns: u64,
+    /// How many times the disk's clock stopped over the phase.
+    #[serde(default)]
+    pub pauses: u64,
 }
 
 impl ModelledIo {

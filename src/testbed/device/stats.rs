@@ -228,6 +228,8 @@ impl Stats {
             seek_cylinders: summary(Hist::SeekCylinders),
             size_bytes: summary(Hist::Size),
             emulator_ns: summary(Hist::Emulator),
+            // The disk's own clock (h-clock) fills these.
+            ..ModelledIo::default()
         }
     }
 }
