@@ -642,6 +642,33 @@ mod tests {
         assert!(s.ends_with(", larger)."), "{s}");
     }
 
+    /// Each of the two things said first, alone: the clocks disagreeing under a small pause,
+    /// and a pause over a quarter where they agree.
+    #[test]
+    fn the_clocks_disagreeing_and_a_long_pause_are_each_said_first_on_their_own() {
+        // 15% pause: about 1.2× on the disk's clock, no change on the wall clock.
+        let rs = study([1002, 1012, 991, 1004], [1.5, 1.6, 1.4, 1.5]);
+        let f = evaluate(&question("ops_per_s"), &rs);
+        assert_eq!(f.decision, Some(Decision::Larger));
+        assert!(f.clocks_disagree() && f.large_pause().is_none());
+        let s = sentence(&f);
+        assert!(
+            s.starts_with("the disk's clock and the wall clock decide differently (larger on the disk's clock, no change on the wall clock): b has 1.1"),
+            "{s}"
+        );
+        assert!(!s.contains("stood still"), "{s}");
+        // 30% pause: larger on both clocks, said for the pause alone.
+        let rs = study([2000, 2020, 1980, 2010], [3.0, 3.1, 2.9, 3.0]);
+        let f = evaluate(&question("ops_per_s"), &rs);
+        assert!(!f.clocks_disagree());
+        let s = sentence(&f);
+        assert!(
+            s.starts_with("the emulated disk's clock stood still for 31% of a compared phase's wall time (worst: create on b, repetition 1, 3.10 s of 10.00 s): b has 2.8"),
+            "{s}"
+        );
+        assert!(s.ends_with(", larger)."), "{s}");
+    }
+
     /// Without a pause (and in results from before the disk had a clock) a finding reads as
     /// it always did, and lateness alone withholds nothing.
     #[test]

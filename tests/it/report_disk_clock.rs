@@ -141,3 +141,88 @@ fn a_paused_disk_reports_disk_time_rates_and_one_lateness_table() {
     row("wall");
     row("pause");
 }
+
+/// The tree study with a question (does b take longer to create the tree than a?) whose b
+/// runs' disk clock stood still for half of each create phase: on the wall clock b takes
+/// twice as long, on the disk's clock about as long. The finding decides on the disk's clock,
+/// says first that the clocks disagree and how long the clock stood still, and the findings
+/// table carries the wall clock's ratio beside it.
+#[test]
+fn a_finding_on_a_paused_disk_states_both_clocks_in_every_format() {
+    use crate::report_fixtures::{tree_study, write_all};
+    use fsgauge::results::device::ModelledIo;
+    use fsgauge::results::{Compares, Question, StudyInfo, DEFAULT_EPSILON};
+    let q = Question {
+        id: "create-time".into(),
+        ask: String::new(),
+        baseline: "a".into(),
+        variant: "b".into(),
+        compares: Compares::Testbeds,
+        testbed: None,
+        workload: None,
+        phase: Some("create".into()),
+        metric: "elapsed".into(),
+        filter: Default::default(),
+        published: Some(2.0),
+        source: String::new(),
+        epsilon: DEFAULT_EPSILON,
+        looks: None,
+    };
+    let mut all = tree_study();
+    for r in &mut all {
+        r.study = Some(StudyInfo {
+            plan: "t".into(),
+            workload: "tree".into(),
+            questions: vec![q.clone()],
+            scale: 1.0,
+        });
+        let b = r.testbed.label == "b";
+        for p in &mut r.phases {
+            p.device_model = Some(ModelledIo {
+                pause_ns: if b { (p.wall_s * 0.5e9) as u64 } else { 0 },
+                ..Default::default()
+            });
+        }
+    }
+    let tmp = tempfile::tempdir().unwrap();
+    let dir = tmp.path().join("results");
+    write_all(&dir, &all);
+    let json: serde_json::Value = serde_json::from_str(&report(&dir, "json")).unwrap();
+    let f = &json["findings"][0];
+    assert_eq!(f["base_values"], serde_json::json!([10.0, 12.0, 14.0]));
+    assert_eq!(f["variant_values"], serde_json::json!([10.0, 11.0, 12.0]));
+    assert_eq!(
+        f["wall"]["variant_values"],
+        serde_json::json!([20.0, 22.0, 24.0])
+    );
+    assert_eq!(f["wall"]["decision"], "larger");
+    let s = f["sentence"].as_str().unwrap();
+    assert!(
+        s.starts_with("the disk's clock and the wall clock decide differently (undecided on the disk's clock, larger on the wall clock)"),
+        "{s}"
+    );
+    assert!(
+        s.contains("; the emulated disk's clock stood still for 50% of a compared phase's wall time (worst: create on b, repetition "),
+        "{s}"
+    );
+    assert!(
+        s.contains(
+            "b has 0.923× the elapsed time of a in create, on the disk's clock: undecided (95% CI "
+        ),
+        "{s}"
+    );
+    assert!(
+        s.contains("; on the wall clock 1.85× (95% CI 1.52–2.24×, larger)"),
+        "{s}"
+    );
+    let md = report(&dir, "md");
+    assert!(md.contains(s), "the sentence in Markdown: {md}");
+    assert!(
+        md.contains("| question | baseline | variant | metric | ratio | 95% CI | wall clock | p |"),
+        "{md}"
+    );
+    let text = report(&dir, "table");
+    assert!(text.contains("wall clock"), "{text}");
+    // Nothing fell behind its model (no lateness recorded): no lateness table.
+    assert!(!text.contains(LATENESS), "{text}");
+}
