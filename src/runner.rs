@@ -546,7 +546,8 @@ fn run_in(
         return Err(e);
     }
     warnings.extend(more_warnings);
-    warnings.extend(phases.iter().filter_map(emulator_behind));
+    // Where the emulated disk fell behind its model is in the phases' records; reports and
+    // the run's output show it as one table (report::lateness), not a warning per phase.
     let (phases, warnings, mpi) = coord.gather(phases, warnings, wl.metrics())?;
 
     let mut result = assemble(
@@ -602,23 +603,6 @@ fn check_devices_after(target: &mut Target, ran: &Result<()>) -> Result<()> {
         }
     }
     Ok(())
-}
-
-/// A warning for a phase whose emulated disk could not keep up with its model.
-fn emulator_behind(p: &crate::results::PhaseResult) -> Option<String> {
-    [("", &p.device_model), ("journal ", &p.journal_device_model)]
-        .into_iter()
-        .find_map(|(which, d)| {
-            let d = d.as_ref().filter(|d| d.fell_behind())?;
-            Some(format!(
-                "phase {}: the emulated {which}disk fell behind its model (lateness p99 {:.3} ms, max {:.3} ms, over {} ms{}): the phase's times are too long by up to that much; run on a less loaded machine or a profile with longer service times",
-                p.name,
-                d.lateness_p99_ms,
-                d.lateness_max_ms,
-                crate::results::device::LATE_P99_MS,
-                d.why_late()
-            ))
-        })
 }
 
 /// What conditioning (`RunOptions::precondition`, e.g. aging) left: its directory (removed
@@ -835,26 +819,6 @@ impl RootGuard {
 #[cfg(test)]
 mod tests {
     use super::*;
-
-    /// A phase whose emulated disk replied late at p99 is warned about, naming the phase and
-    /// the figures; an on-time one and a phase on this machine's storage are not.
-    #[test]
-    fn a_phase_the_emulator_fell_behind_in_is_warned_about() {
-        use crate::results::device::ModelledIo;
-        let phase = |p99: Option<f64>| {
-            let mut p = crate::measure::PhaseTotals::new("remove").into_result(&[]);
-            p.device_model = p99.map(|p| ModelledIo {
-                lateness_p99_ms: p,
-                lateness_max_ms: 2.0 * p,
-                ..Default::default()
-            });
-            p
-        };
-        let w = emulator_behind(&phase(Some(0.8))).expect("flagged");
-        assert!(w.contains("phase remove") && w.contains("0.800 ms"), "{w}");
-        assert!(emulator_behind(&phase(Some(0.2))).is_none());
-        assert!(emulator_behind(&phase(None)).is_none());
-    }
 
     /// A `--dir` with too little room: no mkfs and no --fs-size in the message, but the
     /// directory and its free space (checked through `run_in`, the run's own check, which a

@@ -220,6 +220,7 @@ impl RunArgs {
         let results: Vec<RunResult> = outcomes.iter().map(|o| o.result.clone()).collect();
         print!("{}", render_results(&results, format, views, false)?);
         if !format.is_machine() {
+            print_lateness(&results);
             for r in &results {
                 for w in &r.errors {
                     eprintln!("warning: {w}");
@@ -362,4 +363,12 @@ pub fn with_tips(mut err: clap::Error) -> clap::Error {
         );
     }
     err
+}
+
+/// The table of phases whose emulated disk fell behind its model, after a command's results
+/// on the terminal (none when every disk kept up).
+pub fn print_lateness(results: &[RunResult]) {
+    if let Some(t) = crate::report::lateness::lateness_table(results) {
+        println!("{}", crate::report::table::text(&t));
+    }
 }

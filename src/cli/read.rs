@@ -50,7 +50,7 @@ pub fn read_table(r: &RunResult) -> String {
                 ph.name.clone(),
                 x("files").map_or("-".into(), |v| format!("{v:.0}")),
                 x("bytes").map_or("-".into(), format_bytes_human),
-                format!("{:.3}s", ph.wall_s),
+                format!("{:.3}s", ph.times().disk_s),
                 rate(x("read_kbps")),
                 rate(x("total_kbps")),
                 rate(x("meta_files_per_s").or(x("files_per_s"))),

@@ -3,6 +3,7 @@
 //! (those whose mkfs is installed), repeated, side by side; without root, on a temporary
 //! directory instead.
 
+use crate::report::lateness::is_lateness_warning;
 use std::path::{Path, PathBuf};
 use std::process::ExitCode;
 
@@ -241,8 +242,10 @@ pub fn run(c: RunCmd) -> Result<ExitCode> {
         render_results(&ex.results, c.output.format(), &views, true)?
     );
     if !c.output.format().is_machine() {
+        super::common::print_lateness(&ex.results);
         for r in &ex.results {
-            for w in &r.errors {
+            // Older results' lateness paragraphs: the table above holds their figures.
+            for w in r.errors.iter().filter(|w| !is_lateness_warning(w)) {
                 eprintln!("warning: {} rep {}: {w}", r.testbed.label, r.rep);
             }
             if !c.output.quiet {

@@ -110,6 +110,7 @@ pub fn run(cmd: StudyCmd) -> Result<ExitCode> {
             };
             print!("{}", render_results(&results, format, &views, true)?);
             if !format.is_machine() {
+                super::common::print_lateness(&results);
                 for r in &results {
                     for w in &r.errors {
                         eprintln!("warning: {}: {w}", r.testbed.label);

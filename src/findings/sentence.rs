@@ -139,8 +139,14 @@ pub fn sentence(f: &Finding) -> String {
         n.push_str(&format!(" of up to {}, sequential", l.last));
     }
     let ci = format!("95% CI {}–{}×", sig(r.low, 3), sig(r.high, 3));
+    // Figures of a phase whose disk clock stopped are on the disk's clock; say which.
+    let clock = if f.wall.is_some() {
+        ", on the disk's clock"
+    } else {
+        ""
+    };
     let head = format!(
-        "{} has {}× the {name} of {}{where_}",
+        "{} has {}× the {name} of {}{where_}{clock}",
         q.variant,
         sig(r.ratio, 3),
         q.baseline
@@ -181,23 +187,71 @@ pub fn sentence(f: &Finding) -> String {
             crate::text::format_secs_unit(t)
         ));
     }
-    if let Some(w) = f.emulator_behind.first() {
-        // Said first: a reader must not take the figures before the reason not to.
-        s = format!(
-            "the emulated disk fell behind its model in {} of the compared phases (worst: {} on {}, repetition {}, lateness p99 {} ms over {} ms), whose times are too long by up to that much, so this is not yet a finding; as measured: {s}",
-            f.emulator_behind.len(),
-            w.phase,
-            w.testbed,
-            w.rep,
-            sig(w.lateness_p99_ms, 3),
-            crate::results::device::LATE_P99_MS
-        );
+    if let Some(w) = &f.wall {
+        s.push_str(&format!("; on the wall clock {}", wall_figure(w)));
+    }
+    let warn = clock_warnings(f);
+    if !warn.is_empty() {
+        // Said first: a reader must not take the figures before what qualifies them.
+        s = format!("{}: {s}", warn.join("; "));
     }
     if let Some(p) = q.published {
         s.push_str(&format!("; published {}×: {}", sig(p, 3), f.verdict()));
     }
     s.push('.');
     s
+}
+
+/// A decision in a word: `larger`, `smaller`, `no change`, `undecided`, `not answered`.
+fn decision_word(d: Option<Decision>) -> &'static str {
+    match d {
+        Some(Decision::Larger) => "larger",
+        Some(Decision::Smaller) => "smaller",
+        Some(Decision::NoChange) => "no change",
+        Some(Decision::Undecided) => "undecided",
+        None => "not answered",
+    }
+}
+
+/// The wall clock's ratio with its interval and decision: `1.85× (95% CI 1.70–2.01×,
+/// larger)`.
+fn wall_figure(w: &super::WallFinding) -> String {
+    match w.ratio {
+        Some(r) => format!(
+            "{}× (95% CI {}–{}×, {})",
+            sig(r.ratio, 3),
+            sig(r.low, 3),
+            sig(r.high, 3),
+            decision_word(w.decision)
+        ),
+        None => "not answered".into(),
+    }
+}
+
+/// What a finding on an emulated disk says before its figures: that the two clocks decide
+/// differently, and that the disk's clock stood still for over a quarter of a compared
+/// phase's wall time.
+fn clock_warnings(f: &Finding) -> Vec<String> {
+    let mut out = Vec::new();
+    if let Some(w) = f.wall.as_ref().filter(|_| f.clocks_disagree()) {
+        out.push(format!(
+            "the disk's clock and the wall clock decide differently ({} on the disk's clock, {} on the wall clock)",
+            decision_word(f.decision),
+            decision_word(w.decision)
+        ));
+    }
+    if let Some(p) = f.large_pause() {
+        out.push(format!(
+            "the emulated disk's clock stood still for {:.0}% of a compared phase's wall time (worst: {} on {}, repetition {}, {} of {})",
+            p.share() * 100.0,
+            p.phase,
+            p.testbed,
+            p.rep,
+            crate::text::format_secs_unit(p.pause_s),
+            crate::text::format_secs_unit(p.wall_s)
+        ));
+    }
+    out
 }
 
 #[cfg(test)]

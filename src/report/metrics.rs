@@ -9,6 +9,7 @@
 
 use serde::Serialize;
 
+use crate::results::clock::Clock;
 use crate::results::metric::{self, CoreMetric, CORE};
 pub use crate::results::metric::{Better, MetricDef};
 use crate::results::{PhaseResult, RunResult};
@@ -51,11 +52,20 @@ impl Metric {
         self.def().label()
     }
 
-    /// The value in a phase.
+    /// The value in a phase: elapsed time and rates on the disk's clock on an emulated disk
+    /// (see [`PhaseResult::times`]).
     pub fn value(&self, p: &PhaseResult) -> Option<f64> {
+        self.value_on(p, Clock::Disk)
+    }
+
+    /// The value in a phase, its elapsed time and rates read on `clock`.
+    pub fn value_on(&self, p: &PhaseResult, clock: Clock) -> Option<f64> {
         match self {
-            Metric::Core(i) => (CORE[*i].get)(p),
-            Metric::Extra(d) => p.extra.get(d.key.as_ref()).copied(),
+            Metric::Core(i) => (CORE[*i].get)(p, clock),
+            Metric::Extra(d) => p
+                .extra
+                .get(d.key.as_ref())
+                .map(|&v| metric::extra_on(d, p, v, clock)),
         }
         .filter(|v| v.is_finite())
     }
@@ -85,10 +95,9 @@ pub fn present<'a>(
     let mut out: Vec<Metric> = (0..CORE.len())
         .map(Metric::Core)
         .filter(|m| {
-            phases
-                .clone()
-                .into_iter()
-                .any(|(_, p)| m.value(p).is_some())
+            let mut all = phases.clone().into_iter().map(|(_, p)| p);
+            all.any(|p| m.value(p).is_some())
+                && metric::beside_disk_time(&m.key(), phases.clone().into_iter().map(|(_, p)| p))
         })
         .collect();
     let mut extra: Vec<(&str, &RunResult)> = Vec::new();

@@ -8,6 +8,7 @@ use std::collections::BTreeMap;
 
 use serde::Serialize;
 
+use super::lateness::is_lateness_warning;
 use super::metrics::{self, Better, Metric};
 use crate::findings::sentence::Stated;
 use crate::results::tables::{Against, KindTables};
@@ -85,6 +86,7 @@ pub struct Environment {
     pub spec_hash: String,
 }
 
+pub use super::findings_table::findings_table;
 pub use crate::text::Table;
 
 /// Everything a report shows.
@@ -362,7 +364,7 @@ pub fn build(
     // In the order of the cells, as the plots are.
     against.sort_by_key(|(w, _)| workloads.iter().position(|x| x == w));
     let mut tables = vec![
-        elapsed_table(&testbeds, &workloads, &cells),
+        elapsed_table(&testbeds, &cells, any_paused(&results)),
         main_table(&testbeds, &workloads, &cells, &baseline),
     ];
     if let Some(t) = threads_table(&testbeds, &cells, &baseline) {
@@ -385,6 +387,9 @@ pub fn build(
     tables.push(stats_table(&cells));
     let warnings = warnings(&results, &cells);
     let findings = crate::findings::sentence::stated(&results);
+    if let Some(t) = crate::report::lateness::lateness_table(&results) {
+        tables.insert(0, t);
+    }
     if let Some(t) = crate::report::durability::durability_table(&results) {
         tables.insert(0, t);
     }
@@ -417,64 +422,6 @@ pub fn build(
     })
 }
 
-/// The findings as a table: one row per question with its ratio, interval, p, repetitions
-/// per side, decision and the published figure.
-pub fn findings_table(findings: &[Stated]) -> Table {
-    use crate::findings::sentence::{p_value, sig};
-    let rows = findings
-        .iter()
-        .map(|s| {
-            let f = &s.finding;
-            let q = &f.question;
-            let (ratio, ci, p) = match f.ratio {
-                Some(r) => (
-                    format!("{}×", sig(r.ratio, 3)),
-                    format!("{}–{}×", sig(r.low, 3), sig(r.high, 3)),
-                    p_value(r.p),
-                ),
-                None => ("-".into(), "-".into(), "-".into()),
-            };
-            let decision = f
-                .decision
-                .and_then(|d| serde_json::to_value(d).ok())
-                .and_then(|v| v.as_str().map(str::to_string))
-                .unwrap_or_else(|| "not answered".into());
-            vec![
-                q.id.clone(),
-                q.baseline.clone(),
-                q.variant.clone(),
-                q.metric.clone(),
-                ratio,
-                ci,
-                p,
-                match f.ratio {
-                    Some(r) if r.paired => format!("{} pairs", r.n_base),
-                    _ => format!("{} + {}", f.base_values.len(), f.variant_values.len()),
-                } + &q.looks.map_or(String::new(), |l| format!(" (≤{})", l.last)),
-                decision,
-                q.published
-                    .map_or("-".into(), |p| format!("{}×", sig(p, 3))),
-                match f.agrees {
-                    Some(_) => f.verdict().to_string(),
-                    None => "-".into(),
-                },
-            ]
-        })
-        .collect();
-    Table {
-        title: "Findings in numbers".into(),
-        label_columns: 4,
-        note: "ratio = variant / baseline of the metric's mean over repetitions, 95% interval on the log scale (positive by construction), Welch degrees of freedom, n = repetitions of baseline + variant; with n pairs (repetition k of both sides, run one after the other): the geometric mean of the per-pair ratios and the t interval of their logarithms (n − 1 degrees of freedom), so drift of the machine between repetitions cancels; n (≤N): reps = \"auto\" looked after every round up to N and stopped once decided, so the interval is the repeated one over those looks (each at the level that makes the chance of any look deciding wrongly 5%, Pocock-style, found by simulation of the t statistics) and p is scaled to it (p < 0.05 exactly when the interval excludes 1)".into(),
-        headers: [
-            "question", "baseline", "variant", "metric", "ratio", "95% CI", "p", "n", "decision",
-            "published", "agrees",
-        ]
-        .map(String::from)
-        .to_vec(),
-        rows,
-    }
-}
-
 fn find<'a>(cells: &'a [Cell], t: &str, w: &str, p: &str) -> Option<&'a Cell> {
     cells
         .iter()
@@ -493,7 +440,19 @@ fn rows_of(cells: &[Cell]) -> Vec<(String, String)> {
     rows
 }
 
-fn elapsed_table(testbeds: &[String], _workloads: &[String], cells: &[Cell]) -> Table {
+/// Whether any phase's emulated disk clock stopped: tables then say that their times and
+/// rates are on the disk's clock.
+pub fn any_paused(results: &[RunResult]) -> bool {
+    results
+        .iter()
+        .flat_map(|r| &r.phases)
+        .any(|p| p.times().paused())
+}
+
+/// What a table's note adds when some phase's disk clock stopped.
+pub const DISK_TIME_NOTE: &str = "; on an emulated disk whose clock stopped while the emulator was behind its model, times and rates are on the disk's clock (disk time = wall time − the pause), and the wall time and pause stand beside them in the statistics";
+
+fn elapsed_table(testbeds: &[String], cells: &[Cell], paused: bool) -> Table {
     let mut headers = vec!["workload".to_string(), "phase".to_string()];
     headers.extend(testbeds.iter().cloned());
     let rows = rows_of(cells)
@@ -517,7 +476,10 @@ fn elapsed_table(testbeds: &[String], _workloads: &[String], cells: &[Cell]) -> 
     Table {
         title: "Elapsed (sys) per phase".into(),
         label_columns: 2,
-        note: "seconds, mean over repetitions: wall time, and in brackets kernel CPU time, as the low-memory study tabulated its configurations".into(),
+        note: format!(
+            "seconds, mean over repetitions: wall time, and in brackets kernel CPU time, as the low-memory study tabulated its configurations{}",
+            if paused { DISK_TIME_NOTE } else { "" }
+        ),
         headers,
         rows,
     }
@@ -964,7 +926,9 @@ fn warnings(results: &[RunResult], cells: &[Cell]) -> Vec<String> {
         }
     }
     for r in results {
-        for e in &r.errors {
+        // Older runs wrote a paragraph per phase the emulator fell behind in; the lateness
+        // table holds those figures, read from the same records.
+        for e in r.errors.iter().filter(|e| !is_lateness_warning(e)) {
             w.push(format!("{} rep {}: {e}", r.testbed.label, r.rep));
         }
     }

@@ -3,6 +3,7 @@
 
 use std::fmt::Write;
 
+use crate::results::clock::Clock;
 use crate::results::RunResult;
 
 pub use crate::text::{format_ns, format_rate, render};
@@ -56,14 +57,16 @@ pub fn phase_table(results: &[RunResult]) -> String {
     let mut rows = Vec::new();
     for r in results {
         for p in &r.phases {
+            // Elapsed and rates on the disk's clock on an emulated disk.
+            let t = p.times();
             rows.push(vec![
                 r.testbed.label.clone(),
                 r.rep.to_string(),
                 p.name.clone(),
-                crate::text::elapsed_sys(p.wall_s, p.sys_s),
+                crate::text::elapsed_sys(t.disk_s, p.sys_s),
                 p.ops.to_string(),
-                format_rate(p.ops_per_s),
-                format!("{:.1}", p.bytes_per_s / 1e6),
+                format_rate(t.rate(p.ops_per_s, Clock::Disk)),
+                format!("{:.1}", t.rate(p.bytes_per_s, Clock::Disk) / 1e6),
                 format_ns(p.latency.p99_ns),
                 p.device
                     .map_or("-".into(), |d| format!("{:.1}", d.write_bytes as f64 / 1e6)),

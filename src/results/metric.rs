@@ -10,6 +10,7 @@ use std::borrow::Cow;
 
 use serde::{Deserialize, Serialize};
 
+use super::clock::Clock;
 use super::PhaseResult;
 
 /// Which way is better.
@@ -133,80 +134,126 @@ impl MetricDef {
 /// A core metric: its declaration and how to read it from any phase.
 pub struct CoreMetric {
     pub def: MetricDef,
-    /// The value of a phase; `None` when it does not apply (no bytes, no latency, no device).
-    pub get: fn(&PhaseResult) -> Option<f64>,
+    /// The value of a phase with its elapsed time and rates on a clock (see
+    /// [`PhaseResult::times`]); `None` when it does not apply (no bytes, no latency, no
+    /// device).
+    pub get: fn(&PhaseResult, Clock) -> Option<f64>,
+}
+
+impl CoreMetric {
+    /// The value of a phase as findings, tables and reports compare it: elapsed time and
+    /// rates on the disk's clock on an emulated disk (the wall clock elsewhere).
+    pub fn value(&self, p: &PhaseResult) -> Option<f64> {
+        (self.get)(p, Clock::Disk)
+    }
+}
+
+/// A workload's own figure (from a phase's `extra`, recorded over the wall time) on `clock`:
+/// a declared rate per second over the disk time, anything else as recorded.
+pub fn extra_on(def: &MetricDef, p: &PhaseResult, value: f64, clock: Clock) -> f64 {
+    if def.rate {
+        p.times().rate(value, clock)
+    } else {
+        value
+    }
 }
 
 /// Every core metric of a phase, in report order.
 pub const CORE: &[CoreMetric] = &[
     CoreMetric {
         def: MetricDef::lower("elapsed", "elapsed", "s"),
-        get: |p| Some(p.wall_s),
+        get: |p, c| Some(p.times().elapsed(c)),
     },
     CoreMetric {
         def: MetricDef::lower("sys", "sys time", "s"),
-        get: |p| Some(p.sys_s),
+        get: |p, _| Some(p.sys_s),
     },
     CoreMetric {
         def: MetricDef::lower("user", "user time", "s"),
-        get: |p| Some(p.user_s),
+        get: |p, _| Some(p.user_s),
     },
     CoreMetric {
         def: MetricDef::rate("ops_per_s", "op rate", "ops/s"),
-        get: |p| (p.ops > 0).then_some(p.ops_per_s),
+        get: |p, c| (p.ops > 0).then(|| p.times().rate(p.ops_per_s, c)),
     },
     CoreMetric {
         def: MetricDef::rate("mb_per_s", "throughput", "MB/s"),
-        get: |p| (p.bytes > 0).then_some(p.bytes_per_s / 1e6),
+        get: |p, c| (p.bytes > 0).then(|| p.times().rate(p.bytes_per_s, c) / 1e6),
     },
     CoreMetric {
         def: MetricDef::lower("lat_mean", "mean latency", "ms"),
-        get: |p| (p.latency.count > 0).then_some(p.latency.mean_ns / 1e6),
+        get: |p, _| (p.latency.count > 0).then_some(p.latency.mean_ns / 1e6),
     },
     CoreMetric {
         def: MetricDef::lower("lat_p99", "p99 latency", "ms"),
-        get: |p| (p.latency.count > 0).then_some(p.latency.p99_ns as f64 / 1e6),
+        get: |p, _| (p.latency.count > 0).then_some(p.latency.p99_ns as f64 / 1e6),
     },
     CoreMetric {
         def: MetricDef::lower("lat_max", "max latency", "ms"),
-        get: |p| (p.latency.count > 0).then_some(p.latency.max_ns as f64 / 1e6),
+        get: |p, _| (p.latency.count > 0).then_some(p.latency.max_ns as f64 / 1e6),
     },
     CoreMetric {
         def: MetricDef::lower("sched_mean", "mean latency from the scheduled time", "ms"),
-        get: |p| sched(p).map(|l| l.mean_ns / 1e6),
+        get: |p, _| sched(p).map(|l| l.mean_ns / 1e6),
     },
     CoreMetric {
         def: MetricDef::lower("sched_p99", "p99 latency from the scheduled time", "ms"),
-        get: |p| sched(p).map(|l| l.p99_ns as f64 / 1e6),
+        get: |p, _| sched(p).map(|l| l.p99_ns as f64 / 1e6),
     },
     CoreMetric {
         def: MetricDef::lower("sched_max", "max latency from the scheduled time", "ms"),
-        get: |p| sched(p).map(|l| l.max_ns as f64 / 1e6),
+        get: |p, _| sched(p).map(|l| l.max_ns as f64 / 1e6),
     },
     CoreMetric {
         def: MetricDef::lower("over_2s", "ops over 2 s", "%"),
-        get: |p| {
+        get: |p, _| {
             (p.latency.count > 0).then(|| p.latency.over_2s as f64 * 100.0 / p.latency.count as f64)
         },
     },
     CoreMetric {
         def: MetricDef::lower("dev_write_mb", "device writes", "MB"),
-        get: |p| p.device.map(|d| d.write_bytes as f64 / 1e6),
+        get: |p, _| p.device.map(|d| d.write_bytes as f64 / 1e6),
     },
     CoreMetric {
         def: MetricDef::lower("dev_read_mb", "device reads", "MB"),
-        get: |p| p.device.map(|d| d.read_bytes as f64 / 1e6),
+        get: |p, _| p.device.map(|d| d.read_bytes as f64 / 1e6),
     },
     CoreMetric {
         def: MetricDef::lower("write_amp", "write amplification", "x"),
-        get: |p| match p.device {
+        get: |p, _| match p.device {
             Some(d) if p.bytes > 0 && d.write_bytes > 0 => {
                 Some(d.write_bytes as f64 / p.bytes as f64)
             }
             _ => None,
         },
     },
+    // The wall-time figures beside the disk-time ones, on an emulated disk: shown where any
+    // phase's disk clock stopped ([`beside_disk_time`]).
+    CoreMetric {
+        def: MetricDef::lower("wall", "wall time", "s"),
+        get: |p, _| on_emulated_disk(p).then_some(p.wall_s),
+    },
+    CoreMetric {
+        def: MetricDef::count("pause", "disk clock pause", "s"),
+        get: |p, _| on_emulated_disk(p).then(|| p.times().pause_s),
+    },
 ];
+
+/// Whether a phase ran on an emulated disk (main or journal).
+fn on_emulated_disk(p: &PhaseResult) -> bool {
+    p.device_model.is_some() || p.journal_device_model.is_some()
+}
+
+/// The core metrics that stand beside the disk-time figures (wall time, the disk clock's
+/// pause): a table shows them only where some phase's disk clock stopped, so results on
+/// disks that kept time (and results from before the disk had a clock) read as before.
+pub const BESIDE_DISK_TIME: &[&str] = &["wall", "pause"];
+
+/// Whether a core metric is shown for these phases: [`BESIDE_DISK_TIME`] ones where any
+/// phase paused, every other one always (where it has a value).
+pub fn beside_disk_time<'a>(key: &str, mut phases: impl Iterator<Item = &'a PhaseResult>) -> bool {
+    !BESIDE_DISK_TIME.contains(&key) || phases.any(|p| p.times().paused())
+}
 
 /// A rate-limited phase's latency from the scheduled time (none without a rate limit).
 fn sched(p: &PhaseResult) -> Option<&crate::results::LatencySummary> {
@@ -226,7 +273,7 @@ pub fn main_metric<'a>(
 ) -> &'static CoreMetric {
     for key in ["mb_per_s", "ops_per_s"] {
         if let Some(m) = core(key) {
-            if phases.clone().into_iter().any(|p| (m.get)(p).is_some()) {
+            if phases.clone().into_iter().any(|p| m.value(p).is_some()) {
                 return m;
             }
         }

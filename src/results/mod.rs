@@ -2,6 +2,7 @@
 //! truth for every table, plot and comparison made later. Fields are only ever added within a
 //! schema version, never renamed; readers ignore fields they do not know.
 
+pub mod clock;
 pub mod crash;
 pub mod device;
 mod env;

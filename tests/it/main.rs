@@ -62,6 +62,7 @@ mod plan_resume;
 mod presets_run;
 mod rate;
 mod report_chromium;
+mod report_disk_clock;
 mod report_output;
 mod runctl;
 mod rundir_trust;

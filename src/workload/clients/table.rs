@@ -21,7 +21,11 @@ pub fn points(results: &[RunResult]) -> Vec<SweepPoint> {
                     group: "clients".into(),
                     x: n,
                     label: r.testbed.label.clone(),
-                    value: p.bytes_per_s / 1e6,
+                    // On the disk's clock on an emulated disk (PhaseResult::times).
+                    value: p
+                        .times()
+                        .rate(p.bytes_per_s, crate::results::clock::Clock::Disk)
+                        / 1e6,
                 })
             })
         })
@@ -46,9 +50,11 @@ pub fn tables(results: &[RunResult]) -> Vec<Table> {
                 r.testbed.label,
                 r.rep,
                 p.name,
-                p.bytes_per_s / 1e6,
+                p.times()
+                    .rate(p.bytes_per_s, crate::results::clock::Clock::Disk)
+                    / 1e6,
                 p.ops,
-                p.wall_s
+                p.times().disk_s
             );
             let headers = [
                 "Operation",

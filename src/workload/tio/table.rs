@@ -126,7 +126,11 @@ pub fn tio_points(results: &[RunResult]) -> Vec<SweepPoint> {
             group: format!("{} {}", c.mode.name(), format_size(c.block)),
             x: c.threads as u64,
             label: r.testbed.label.clone(),
-            value: p.bytes_per_s / 1e6,
+            // On the disk's clock on an emulated disk (PhaseResult::times).
+            value: p
+                .times()
+                .rate(p.bytes_per_s, crate::results::clock::Clock::Disk)
+                / 1e6,
         })
         .collect()
 }
@@ -182,8 +186,16 @@ pub fn sweep_tables(results: &[RunResult]) -> Vec<Table> {
                 r.testbed.label.clone(),
                 r.rep.to_string(),
                 p.name.clone(),
-                format!("{:.2}", p.bytes_per_s / 1e6),
-                format_rate(p.ops_per_s),
+                format!(
+                    "{:.2}",
+                    p.times()
+                        .rate(p.bytes_per_s, crate::results::clock::Clock::Disk)
+                        / 1e6
+                ),
+                format_rate(
+                    p.times()
+                        .rate(p.ops_per_s, crate::results::clock::Clock::Disk),
+                ),
                 if l.count > 0 {
                     format_ns(l.mean_ns as u64)
                 } else {
