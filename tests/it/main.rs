@@ -61,6 +61,7 @@ mod plan_questions;
 mod plan_resume;
 mod presets_run;
 mod rate;
+mod replay_limits;
 mod report_chromium;
 mod report_output;
 mod runctl;
