@@ -377,9 +377,8 @@ mod tests {
                 "ReadX uses handle 7",
             ),
             (
-                format!(
-                    "NTCreateX \"\\a\" 0x0 0x2 7 NT_STATUS_NO_SUCH_FILE\nFlush 7 NT_STATUS_OK\n"
-                ),
+                "NTCreateX \"\\a\" 0x0 0x2 7 NT_STATUS_NO_SUCH_FILE\nFlush 7 NT_STATUS_OK\n"
+                    .to_string(),
                 2,
                 "Flush uses handle 7",
             ),
