@@ -949,7 +949,11 @@ impl Mapping {
     fn new(fd: BorrowedFd<'_>, off: u64, len: u64, page: u64, write: bool) -> Result<Self, Errno> {
         let base = off - off % page;
         let inner = (off - base) as usize;
-        let map_len = inner + len as usize;
+        // Checked: the mapping's length goes to mmap(2), and `len` comes from a log's step.
+        let map_len = usize::try_from(len)
+            .ok()
+            .and_then(|l| l.checked_add(inner))
+            .ok_or(Errno::EOVERFLOW)?;
         // A read mapping is populated in one call (the same fault path, page by page in the
         // kernel instead of one trap per page); a write mapping faults as the copy goes, so
         // that every page takes the filesystem's page_mkwrite.
@@ -961,7 +965,7 @@ impl Mapping {
         Ok(Self {
             map: sys::mmap::Mmap::file(fd, base, map_len, access)?,
             inner,
-            len: len as usize,
+            len: map_len - inner,
             base,
         })
     }
