@@ -84,7 +84,8 @@ pub struct Exercise {
     #[serde(with = "every_or_zero")]
     pub remount_every: Option<u64>,
     /// Write a replay log per exerciser into DIR (exercise-W.log); on a mismatch also the
-    /// report and the expected file image.
+    /// report and the expected file image. DIR is checked before the run (a directory you can
+    /// write, or one that can be made, not on /proc or /sys).
     #[arg(long, value_name = "DIR")]
     pub log: Option<PathBuf>,
     /// Re-run exactly the steps of a replay log (from --log). Without --fs/--dir it runs on a

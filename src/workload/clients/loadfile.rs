@@ -12,7 +12,8 @@
 //! status the operation is expected to end with (`NT_STATUS_OK` or `0x0` for success, any other
 //! `NT_STATUS_*` for an expected failure). A leading number is a timestamp (accepted; runs go as
 //! fast as possible). Blank lines and `#` comments are skipped. Unlike dbench, which skips lines
-//! it cannot use, fsgauge refuses a malformed line and names its line number.
+//! it cannot use, fsgauge refuses a malformed line, or one using a handle that no earlier
+//! `NTCreateX` opened (or that a `Close` closed), and names its line number, before any run.
 
 use std::path::Path;
 
