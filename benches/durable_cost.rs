@@ -54,7 +54,7 @@ fn judge_cost() {
         .filter(|k| !fsgauge::exercise::durable::is_durability_point(*k))
         .collect();
     let mut gen = OpGen::new(5, &kinds, lim);
-    let mut m = Model::new(max, oplen, 9);
+    let mut m = Model::new(max, oplen, 9).expect("a model of the bench's sizes");
     let mut rec = Record::new("/x".into(), 9, max, oplen, n as usize + 1);
     rec.push(What::Setup, 0, 1);
     for i in 1..=n {

@@ -117,8 +117,12 @@ pub fn run(mut args: ExerciseArgs) -> Result<ExitCode> {
     }
     if let Some(r) = &args.params.replay {
         let log = ReplayLog::load(r)?;
-        // The result records the seed the steps were made from.
+        // The result records the seed the steps were made from, and the lengths the replay
+        // models (the header's, within the flags' limits), so that the run is admitted for
+        // the memory and space it will take.
         args.run.params.settings.seed.value.get_or_insert(log.seed);
+        args.params.max_len = log.params.max_len;
+        args.params.max_op_len = log.params.max_op_len;
         // Without a place, replay on a testbed like the recorded one.
         if args.testbed.fs.is_none() && args.testbed.dir.is_none() {
             let fs = log.testbed.fs.parse().map_err(|_| {

@@ -125,6 +125,17 @@ pub fn errno_text(e: Errno) -> String {
     format!("{e:?} ({msg})")
 }
 
+/// The scratch buffer's length: the longest read, of the whole file or of one operation, in
+/// this machine's address space.
+fn scratch_len(cfg: &Config) -> Result<usize> {
+    usize::try_from(cfg.max_len.max(cfg.max_op_len)).map_err(|_| {
+        bad_input(format!(
+            "--max-len {} does not fit this machine's address space",
+            cfg.max_len
+        ))
+    })
+}
+
 fn open_file(path: &Path, direct: bool, create: bool) -> Result<OwnedFd, Errno> {
     let c = std::ffi::CString::new(path.as_os_str().as_bytes()).map_err(|_| Errno::EINVAL)?;
     let mut flags = libc::O_RDWR | libc::O_CLOEXEC;
@@ -233,8 +244,8 @@ impl Exerciser {
         let mut ex = Self {
             path: path.to_path_buf(),
             fd: Some(fd),
-            model: Model::new(cfg.max_len, cfg.max_op_len, cfg.seed),
-            scratch: AlignedBuf::zeroed(cfg.max_len.max(cfg.max_op_len) as usize),
+            model: Model::new(cfg.max_len, cfg.max_op_len, cfg.seed)?,
+            scratch: AlignedBuf::try_zeroed(scratch_len(&cfg)?)?,
             gen: OpGen::new(cfg.seed, &[OpKind::Write], lim),
             lim,
             page,
@@ -938,7 +949,11 @@ impl Mapping {
     fn new(fd: BorrowedFd<'_>, off: u64, len: u64, page: u64, write: bool) -> Result<Self, Errno> {
         let base = off - off % page;
         let inner = (off - base) as usize;
-        let map_len = inner + len as usize;
+        // Checked: the mapping's length goes to mmap(2), and `len` comes from a log's step.
+        let map_len = usize::try_from(len)
+            .ok()
+            .and_then(|l| l.checked_add(inner))
+            .ok_or(Errno::EOVERFLOW)?;
         // A read mapping is populated in one call (the same fault path, page by page in the
         // kernel instead of one trap per page); a write mapping faults as the copy goes, so
         // that every page takes the filesystem's page_mkwrite.
@@ -950,7 +965,7 @@ impl Mapping {
         Ok(Self {
             map: sys::mmap::Mmap::file(fd, base, map_len, access)?,
             inner,
-            len: len as usize,
+            len: map_len - inner,
             base,
         })
     }

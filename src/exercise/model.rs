@@ -21,16 +21,30 @@ pub struct Model {
 }
 
 impl Model {
-    /// An empty file that may grow to `max_len`; write data is drawn from `seed`.
-    pub fn new(max_len: u64, max_op_len: u64, seed: u64) -> Self {
+    /// An empty file that may grow to `max_len`; write data is drawn from `seed`. The lengths
+    /// are the exerciser's settings, checked against their limits
+    /// ([`super::run::MAX_FILE_LEN`]) before anything runs; sizes that do not fit the
+    /// address space, or memory the allocator cannot give, are an error here, never a
+    /// wrapped size.
+    pub fn new(max_len: u64, max_op_len: u64, seed: u64) -> anyhow::Result<Self> {
         // Long enough for a write of the whole file (a replay log edited by hand may ask).
-        let mut pool = vec![0u8; (max_len.max(2 * max_op_len) + 4096) as usize];
+        let pool_len = max_op_len
+            .checked_mul(2)
+            .map(|p| p.max(max_len))
+            .and_then(|p| p.checked_add(4096))
+            .and_then(|p| usize::try_from(p).ok())
+            .ok_or_else(|| too_long(max_len, max_op_len))?;
+        let len = usize::try_from(max_len).map_err(|_| too_long(max_len, max_op_len))?;
+        let buf = AlignedBuf::try_zeroed(len)?;
+        let mut pool = Vec::new();
+        pool.try_reserve_exact(pool_len).map_err(|e| {
+            anyhow::anyhow!(
+                "the exerciser's data pool of {pool_len} bytes (for --max-op-len {max_op_len}) cannot be allocated: {e}"
+            )
+        })?;
+        pool.resize(pool_len, 0);
         rand_chacha::ChaCha8Rng::seed_from_u64(seed ^ 0xda7a_da7a_da7a_da7a).fill_bytes(&mut pool);
-        Self {
-            buf: AlignedBuf::zeroed(max_len as usize),
-            size: 0,
-            pool,
-        }
+        Ok(Self { buf, size: 0, pool })
     }
 
     /// The file's expected size.
@@ -104,33 +118,9 @@ impl Model {
     }
 
     /// Why `op` cannot be modelled on the file as it is now (only a hand-edited replay log has
-    /// such steps; the generator never makes them).
+    /// such steps; the generator never makes them): [`misfit_at`] of the model's size.
     pub fn misfit(&self, op: Op) -> Option<String> {
-        let (max, size) = (self.buf.len() as u64, self.size);
-        let end = |a: u64| a.checked_add(op.len).filter(|&e| e <= max);
-        // As the generator makes them (`ops`): reads and copies inside the file (a mapped read
-        // past EOF would be SIGBUS), a collapse ending before EOF, an insert inside the file,
-        // and a copy's two ranges apart. A log cut by hand or by --minimize may break these.
-        let ok = match op.kind {
-            OpKind::Truncate => op.len <= max,
-            OpKind::Fsync | OpKind::Fdatasync | OpKind::Syncfs => true,
-            OpKind::Read | OpKind::ReadDontcache | OpKind::MapRead => {
-                end(op.off).is_some_and(|e| e <= size)
-            }
-            OpKind::Collapse => end(op.off).is_some_and(|e| e < size),
-            OpKind::Insert => op.off < size && size + op.len <= max,
-            OpKind::Copy | OpKind::Clone => {
-                end(op.off).is_some_and(|e| e <= size)
-                    && end(op.dst).is_some()
-                    && (op.off + op.len <= op.dst || op.dst + op.len <= op.off)
-            }
-            _ => end(op.off).is_some(),
-        };
-        (!ok).then(|| {
-            format!(
-                "{op} does not fit a file of {size:#x} bytes that may grow to --max-len {max:#x}"
-            )
-        })
+        misfit_at(op, self.size, self.buf.len() as u64)
     }
 
     /// What operation number `n` does to the file, as the engine models it when it performs
@@ -200,6 +190,71 @@ impl Model {
     }
 }
 
+/// The model's lengths do not fit this machine's address space.
+fn too_long(max_len: u64, max_op_len: u64) -> anyhow::Error {
+    crate::error::bad_input(format!(
+        "--max-len {max_len} and --max-op-len {max_op_len} do not fit this machine's memory; give at most {}",
+        crate::units::format_size(super::run::MAX_FILE_LEN)
+    ))
+}
+
+/// Why `op` cannot be modelled on a file of `size` bytes that may grow to `max` bytes, if it
+/// cannot. As the generator makes them (`ops`): reads and copies inside the file (a mapped
+/// read past EOF would be SIGBUS), a collapse ending before EOF, an insert inside the file,
+/// a copy's two ranges apart, and nothing past `max`. A log cut by hand or by --minimize may
+/// break these; [`super::ReplayLog::parse`] finds them before anything runs, with
+/// [`size_after`].
+pub fn misfit_at(op: Op, size: u64, max: u64) -> Option<String> {
+    let end = |a: u64| a.checked_add(op.len).filter(|&e| e <= max);
+    let inside = |a: u64| end(a).is_some_and(|e| e <= size);
+    let why = match op.kind {
+        OpKind::Truncate => (op.len > max).then_some("it truncates past --max-len"),
+        OpKind::Fsync | OpKind::Fdatasync | OpKind::Syncfs => None,
+        OpKind::Read | OpKind::ReadDontcache | OpKind::MapRead => {
+            (!inside(op.off)).then_some("it reads past the end of the file")
+        }
+        OpKind::Collapse => end(op.off)
+            .is_none_or(|e| e >= size)
+            .then_some("a collapse must end before the end of the file"),
+        OpKind::Insert => (op.off >= size || size.checked_add(op.len).is_none_or(|e| e > max))
+            .then_some("an insert must start inside the file and leave it within --max-len"),
+        OpKind::Copy | OpKind::Clone => {
+            if !inside(op.off) {
+                Some("its source reaches past the end of the file")
+            } else if end(op.dst).is_none() {
+                Some("its destination reaches past --max-len")
+            } else if op.off < op.dst.saturating_add(op.len)
+                && op.dst < op.off.saturating_add(op.len)
+            {
+                Some("its source and destination overlap (a copy within one file needs two ranges apart)")
+            } else {
+                None
+            }
+        }
+        _ => end(op.off).is_none().then_some("it reaches past --max-len"),
+    };
+    why.map(|why| {
+        format!(
+            "{op} does not fit a file of {size:#x} bytes that may grow to --max-len {max:#x}: {why}"
+        )
+    })
+}
+
+/// The file's size after `op` on a file of `size` bytes, as [`Model::apply`] leaves it;
+/// `op` must fit ([`misfit_at`]).
+pub fn size_after(op: Op, size: u64) -> u64 {
+    let grow = |a: u64| size.max(a.saturating_add(op.len));
+    match op.kind {
+        OpKind::Write | OpKind::WriteDontcache | OpKind::MapWrite => grow(op.off),
+        OpKind::Truncate => op.len,
+        OpKind::Falloc | OpKind::Zero if !op.keep => grow(op.off),
+        OpKind::Collapse => size.saturating_sub(op.len),
+        OpKind::Insert => size.saturating_add(op.len),
+        OpKind::Copy | OpKind::Clone => grow(op.dst),
+        _ => size,
+    }
+}
+
 /// Where two byte ranges first differ: the offset (relative to the ranges) of the first byte
 /// that differs and the length of the run of differing bytes that starts there.
 pub fn first_difference(expected: &[u8], found: &[u8]) -> Option<(usize, usize)> {
@@ -222,7 +277,7 @@ mod tests {
 
     #[test]
     fn model_follows_the_semantics_of_each_operation() {
-        let mut m = Model::new(64, 16, 1);
+        let mut m = Model::new(64, 16, 1).expect("a small model");
         let w = m.write(1, 4, 8).to_vec();
         assert_eq!(m.size(), 12);
         assert_eq!(&m.content()[..4], &[0; 4]);
@@ -248,7 +303,7 @@ mod tests {
 
     #[test]
     fn operations_a_cut_log_makes_impossible_do_not_fit() {
-        let mut m = Model::new(64, 16, 1);
+        let mut m = Model::new(64, 16, 1).expect("a small model");
         m.write(1, 0, 20);
         let fits = |m: &Model, kind, off, len, dst| {
             let mut op = Op::new(kind, off, len);
@@ -272,9 +327,51 @@ mod tests {
         assert!(!fits(&m, OpKind::Write, 60, 5, 0));
     }
 
+    proptest::proptest! {
+        /// The size walk a replay log is checked with before anything runs ([`size_after`],
+        /// [`misfit_at`]) agrees with the model itself, operation after operation.
+        #[test]
+        fn the_size_walk_follows_the_model(
+            ops in proptest::collection::vec(
+                (0..OpKind::ALL.len(), 0u64..80, 0u64..40, 0u64..80, proptest::bool::ANY),
+                1..40,
+            )
+        ) {
+            let mut m = Model::new(64, 16, 1).expect("a small model");
+            let mut size = 0;
+            for (n, (k, off, len, dst, keep)) in ops.into_iter().enumerate() {
+                let mut op = Op::new(OpKind::ALL[k], off, len);
+                (op.dst, op.keep) = (dst, keep);
+                let fits = misfit_at(op, size, 64).is_none();
+                proptest::prop_assert_eq!(fits, m.misfit(op).is_none());
+                if fits {
+                    m.apply(n as u64 + 1, op);
+                    size = size_after(op, size);
+                    proptest::prop_assert_eq!(size, m.size(), "after {}", op);
+                }
+            }
+        }
+    }
+
+    #[test]
+    fn a_copy_onto_itself_says_so() {
+        let mut m = Model::new(64, 16, 1).expect("a small model");
+        m.write(1, 0, 32);
+        let mut op = Op::new(OpKind::Copy, 0, 16);
+        op.dst = 8;
+        let why = m.misfit(op).expect("overlapping ranges do not fit");
+        assert!(why.contains("source and destination overlap"), "{why}");
+    }
+
+    #[test]
+    fn lengths_past_the_address_space_are_errors() {
+        let e = Model::new(u64::MAX, u64::MAX, 1).err().expect("refused");
+        assert!(format!("{e:#}").contains("do not fit"), "{e:#}");
+    }
+
     #[test]
     fn different_writes_leave_different_bytes() {
-        let mut m = Model::new(4096, 1024, 5);
+        let mut m = Model::new(4096, 1024, 5).expect("a small model");
         let a = m.write(1, 0, 512).to_vec();
         let b = m.write(2, 0, 512).to_vec();
         assert_ne!(a, b);

@@ -10,6 +10,7 @@ use std::time::Instant;
 use anyhow::{Context, Result};
 
 use super::engine::{Config, Exerciser, Step};
+use super::model::{misfit_at, size_after};
 use super::ops::OpKind;
 use super::run::Exercise;
 use crate::error::bad_input;
@@ -87,6 +88,8 @@ impl ReplayLog {
         let mut steps = Vec::new();
         let mut header_lines = format!("{MAGIC}\n");
         let mut expect_n = 0u64;
+        // The file's size as the steps so far leave it (remounts keep it).
+        let mut size = 0u64;
         for (i, line) in lines {
             let ln = i + 1;
             let line = line.trim();
@@ -106,12 +109,7 @@ impl ReplayLog {
                                 .map_err(|e| bad(ln, format!("seed: {e}")))?,
                         )
                     }
-                    "params" => {
-                        params = Some(
-                            serde_json::from_str::<Exercise>(val)
-                                .map_err(|e| bad(ln, format!("params: {e}")))?,
-                        )
-                    }
+                    "params" => params = Some(header_params(val).map_err(|e| bad(ln, e))?),
                     "testbed" => {
                         testbed = serde_json::from_str(val)
                             .map_err(|e| bad(ln, format!("testbed: {e}")))?
@@ -149,6 +147,15 @@ impl ReplayLog {
                         format!("{op} reaches past --max-len {:#x}", p.max_len),
                     ));
                 }
+                // The steps before it leave the file at `size`: an operation that does not fit
+                // (past --max-len, a read past EOF, a copy onto itself) is the log's fault.
+                if let Some(why) = misfit_at(op, size, p.max_len) {
+                    return Err(bad(
+                        ln,
+                        format!("{why}; the log asks for what no file can do (was it cut or edited by hand?)"),
+                    ));
+                }
+                size = size_after(op, size);
             }
             steps.push(step);
         }
@@ -163,6 +170,28 @@ impl ReplayLog {
             header_lines,
         })
     }
+}
+
+/// The `# params` header: the parameters of the recorded run, under the limits the flags
+/// and a plan's fields have ([`Exercise::check_settings`], one definition of each); a header
+/// names no log to read or write. The error names the field.
+fn header_params(val: &str) -> Result<Exercise, String> {
+    let p = serde_json::from_str::<Exercise>(val).map_err(|e| format!("params: {e}"))?;
+    let named = |field: &str| format!("params field {field:?}");
+    if p.replay.is_some() || p.log.is_some() {
+        let field = if p.replay.is_some() { "replay" } else { "log" };
+        return Err(format!(
+            "{}: a log's header names no log to read or write; remove it",
+            named(field)
+        ));
+    }
+    p.check_settings().map_err(|e| {
+        let what = crate::error::bad_fields(&e)
+            .first()
+            .map_or_else(|| "params".to_string(), |f| named(f));
+        format!("{what}: {e:#}")
+    })?;
+    Ok(p)
 }
 
 /// Runs a log's steps on a fresh file at the workload's place.
@@ -273,6 +302,92 @@ mod tests {
         assert_eq!(log.params.max_len, 65536);
         assert_eq!(log.steps.len(), 3);
         assert_eq!(log.steps[2], Step::Remount(2));
+    }
+
+    fn with_params(params: &str, steps: &str) -> String {
+        let log = format!("# fsgauge exercise replay log v1\n# seed 7\n# params {params}\n{steps}");
+        format!(
+            "{:#}",
+            ReplayLog::parse(&log, Path::new("x.log")).expect_err("refused")
+        )
+    }
+
+    #[test]
+    fn a_header_obeys_the_flags_limits_and_names_its_line_and_field() {
+        // Before: loaded as written, then overflowed the heap (u64::MAX), panicked in the
+        // model, or aborted after building the testbed (2^62).
+        let max = u64::MAX;
+        for (params, field, needle) in [
+            (
+                format!(r#"{{"max_len":{max},"max_op_len":{max}}}"#),
+                "max_len",
+                "is over 16",
+            ),
+            (
+                r#"{"max_len":4611686018427387904}"#.to_string(),
+                "max_len",
+                "is over 16",
+            ),
+            (r#"{"max_len":0}"#.to_string(), "max_len", "at least 1 byte"),
+            (
+                r#"{"max_op_len":1048576}"#.to_string(),
+                "max_op_len",
+                "is larger than --max-len",
+            ),
+            (r#"{"procs":0}"#.to_string(), "procs", "1 or more"),
+            (r#"{"ops":0}"#.to_string(), "ops", "1 or more"),
+            (r#"{"file":""}"#.to_string(), "file", "not a file name"),
+            (
+                r#"{"replay":"/etc/shadow"}"#.to_string(),
+                "replay",
+                "names no log",
+            ),
+            (r#"{"log":"/proc/self"}"#.to_string(), "log", "names no log"),
+        ] {
+            let e = with_params(&params, "1 write 0x0 0x10\n");
+            assert!(
+                e.starts_with(&format!(
+                    "--replay x.log line 3: params field \"{field}\": "
+                )),
+                "{params}: {e}"
+            );
+            assert!(e.contains(needle), "{params}: {e}");
+        }
+        for params in [
+            r#"{"max_len":-1}"#,
+            r#"{"max_len":18446744073709551616}"#,
+            r#"{"procs":4294967296}"#,
+        ] {
+            let e = with_params(params, "1 write 0x0 0x10\n");
+            assert!(
+                e.starts_with("--replay x.log line 3: params: "),
+                "{params}: {e}"
+            );
+        }
+    }
+
+    #[test]
+    fn an_operation_the_file_cannot_take_is_refused_on_its_line() {
+        // An overlapping self-copy, and a read past what the steps before it wrote.
+        for (steps, needle) in [
+            (
+                "1 write 0x0 0x2000\n2 copy 0x0 0x1000 0x800\n",
+                "source and destination overlap",
+            ),
+            (
+                "1 write 0x0 0x100\nremount after 1\n2 read 0x0 0x200\n",
+                "reads past the end",
+            ),
+        ] {
+            let e = format!("{:#}", parse(steps).expect_err("refused"));
+            let line = 3 + steps.lines().count();
+            assert!(
+                e.starts_with(&format!("--replay x.log line {line}: ")),
+                "{e}"
+            );
+            assert!(e.contains(needle), "{e}");
+        }
+        parse("1 write 0x0 0x2000\n2 copy 0x0 0x1000 0x1000\n").expect("ranges apart fit");
     }
 
     #[test]

@@ -84,7 +84,8 @@ pub struct Exercise {
     #[serde(with = "every_or_zero")]
     pub remount_every: Option<u64>,
     /// Write a replay log per exerciser into DIR (exercise-W.log); on a mismatch also the
-    /// report and the expected file image.
+    /// report and the expected file image. DIR is checked before the run (a directory you can
+    /// write, or one that can be made, not on /proc or /sys).
     #[arg(long, value_name = "DIR")]
     pub log: Option<PathBuf>,
     /// Re-run exactly the steps of a replay log (from --log). Without --fs/--dir it runs on a
@@ -302,6 +303,10 @@ impl Exercise {
     }
 }
 
+/// The longest file the exerciser models (`--max-len`, a plan's `max_len`, a replay log's
+/// header): the model keeps the whole file in memory, twice.
+pub const MAX_FILE_LEN: u64 = 1 << 34;
+
 /// Exerciser `w`'s seed: the run's seed for the first, a fixed derivation for the others.
 pub fn worker_seed(seed: u64, w: u32) -> u64 {
     seed.wrapping_add(u64::from(w).wrapping_mul(0x9e37_79b9_7f4a_7c15))
@@ -317,38 +322,11 @@ const METRICS: &[MetricDef] = &[
     MetricDef::count("replayed_steps", "replayed steps", ""),
 ];
 
-impl Workload for Exercise {
-    fn metrics(&self) -> &'static [MetricDef] {
-        METRICS
-    }
-
-    fn kind(&self) -> &'static str {
-        "exercise"
-    }
-
-    fn params(&self) -> serde_json::Value {
-        serde_json::to_value(self).expect("plain struct serializes")
-    }
-
-    fn space_needed(&self) -> Result<u64, Overflow> {
-        // The file plus room for preallocation past EOF (keep-size) of one op.
-        self.max_len
-            .checked_add(self.max_op_len)
-            .and_then(|b| b.checked_add(1 << 20))
-            .and_then(|per| per.checked_mul(u64::from(self.procs.max(1))))
-            .ok_or_else(self.overflow("space estimate"))
-    }
-
-    fn memory_needed(&self) -> Result<u64, Overflow> {
-        self.max_len
-            .checked_mul(2)
-            .and_then(|b| b.checked_add(self.max_op_len.checked_mul(3)?))
-            .and_then(|b| b.checked_add(1 << 20))
-            .and_then(|per| per.checked_mul(u64::from(self.procs.max(1))))
-            .ok_or_else(self.overflow("memory estimate"))
-    }
-
-    fn validate(&self) -> Result<()> {
+impl Exercise {
+    /// The checks of the parameters alone, wherever they come from: the flags, a plan's
+    /// `[[workload]]`, and the `# params` header of a replay log ([`ReplayLog::parse`]), so
+    /// that each limit is defined once. Reads no file (a log's header names no log).
+    pub fn check_settings(&self) -> Result<()> {
         if self.procs == 0 {
             return Err(bad_param("procs", "--procs must be 1 or more"));
         }
@@ -363,12 +341,13 @@ impl Workload for Exercise {
                 "--max-len and --max-op-len must be at least 1 byte",
             ));
         }
-        if self.max_len > (1 << 34) {
+        if self.max_len > MAX_FILE_LEN {
             return Err(bad_param(
                 "max_len",
                 format!(
-                    "--max-len {} is over 16G; the model keeps the whole file in memory",
-                    crate::units::format_size(self.max_len)
+                    "--max-len {} is over {}; the model keeps the whole file in memory",
+                    crate::units::format_size(self.max_len),
+                    crate::units::format_size(MAX_FILE_LEN)
                 ),
             ));
         }
@@ -424,6 +403,49 @@ impl Workload for Exercise {
             }
         }
         self.run_control().validate(self.time)?;
+        Ok(())
+    }
+}
+
+impl Workload for Exercise {
+    fn metrics(&self) -> &'static [MetricDef] {
+        METRICS
+    }
+
+    fn kind(&self) -> &'static str {
+        "exercise"
+    }
+
+    fn params(&self) -> serde_json::Value {
+        serde_json::to_value(self).expect("plain struct serializes")
+    }
+
+    fn space_needed(&self) -> Result<u64, Overflow> {
+        // The file plus room for preallocation past EOF (keep-size) of one op.
+        self.max_len
+            .checked_add(self.max_op_len)
+            .and_then(|b| b.checked_add(1 << 20))
+            .and_then(|per| per.checked_mul(u64::from(self.procs.max(1))))
+            .ok_or_else(self.overflow("space estimate"))
+    }
+
+    fn memory_needed(&self) -> Result<u64, Overflow> {
+        self.max_len
+            .checked_mul(2)
+            .and_then(|b| b.checked_add(self.max_op_len.checked_mul(3)?))
+            .and_then(|b| b.checked_add(1 << 20))
+            .and_then(|per| per.checked_mul(u64::from(self.procs.max(1))))
+            .ok_or_else(self.overflow("memory estimate"))
+    }
+
+    fn validate(&self) -> Result<()> {
+        self.check_settings()?;
+        // Settled before any work, as --out is: a device, FIFO, file, /proc or /sys path or an
+        // unwritable place is refused now, not after the run (the directory is made when the
+        // first log is written).
+        if let Some(dir) = &self.log {
+            crate::results::check_dir_for(dir, "--log", "the replay logs")?;
+        }
         if let Some(r) = &self.replay {
             ReplayLog::load(r)?;
             if self.procs > 1 {

@@ -23,8 +23,8 @@ pub use env::{
 pub use host::HostInfo;
 pub use metric::{Better, Combine, MetricDef};
 pub use store::{
-    check_out_dir, load, load_dir, parse_result, unsaved, unsaved_exit, write_result, DirResults,
-    ResultFile, Skipped, Unsaved,
+    check_dir_for, check_out_dir, load, load_dir, parse_result, unsaved, unsaved_exit,
+    write_result, DirResults, ResultFile, Skipped, Unsaved,
 };
 pub use study::{Compares, Looks, Question, StudyInfo, DEFAULT_EPSILON};
 

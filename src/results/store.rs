@@ -85,33 +85,39 @@ fn result_name(r: &RunResult, n: u32) -> String {
 /// run refused later leaves nothing): its nearest existing ancestor is checked instead, and the
 /// directory is made when the first result is written.
 pub fn check_out_dir(dir: &Path) -> Result<()> {
+    check_dir_for(dir, "--out", "the result files")
+}
+
+/// [`check_out_dir`] for any output directory: `flag` names it in messages (`--out`,
+/// `--log`), `what` says what goes there.
+pub fn check_dir_for(dir: &Path, flag: &str, what: &str) -> Result<()> {
     let shown = dir.display();
     let c = crate::sys::chase::chase(dir, crate::sys::chase::Opts::FOLLOW)
-        .map_err(|e| bad_input(format!("--out {shown}: {e:#}")))?;
+        .map_err(|e| bad_input(format!("{flag} {shown}: {e:#}")))?;
     match (c.rest.as_slice(), c.st) {
         ([_], Some(st)) => {
             return Err(bad_input(format!(
-                "--out {shown} is {}, not a directory; give a directory for the result files",
+                "{flag} {shown} is {}, not a directory; give a directory for {what}",
                 crate::bounded::kind_of(st.st_mode)
             )))
         }
         ([_, ..], Some(_)) => {
             return Err(bad_input(format!(
-                "--out {shown} cannot be made: {} is not a directory",
+                "{flag} {shown} cannot be made: {} is not a directory",
                 c.path().display()
             )))
         }
         _ => {}
     }
-    let d = OutDir::from_chased(&c).map_err(|e| bad_input(format!("--out {shown}: {e:#}")))?;
-    if let Some(what) = d.kernel_interface() {
+    let d = OutDir::from_chased(&c).map_err(|e| bad_input(format!("{flag} {shown}: {e:#}")))?;
+    if let Some(kernel) = d.kernel_interface() {
         return Err(bad_input(format!(
-            "--out {shown} is on {what}, a kernel interface, not a place for result files; give a directory on a real filesystem"
+            "{flag} {shown} is on {kernel}, a kernel interface, not a place for {what}; give a directory on a real filesystem"
         )));
     }
     d.probe().map_err(|e| {
         bad_input(format!(
-            "--out {shown} is not writable: {e:#}; give a directory you can write (nothing was run)"
+            "{flag} {shown} is not writable: {e:#}; give a directory you can write (nothing was run)"
         ))
     })
 }

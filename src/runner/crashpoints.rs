@@ -179,11 +179,17 @@ fn checker_installed(spec: &crate::testbed::TestbedSpec, flag: &str) -> Result<(
 /// write log) with no external journal (a second device would not lose power with it), the
 /// filesystem's checker, and memory for the log.
 fn cuts_admissible(place: &Place, crash: &CrashArgs) -> Result<()> {
+    // The flag the user gave: `--crash-at K` alone is named as itself.
+    let flag = if crash.crash_points.is_some_and(|n| n > 0) {
+        "--crash-points"
+    } else {
+        "--crash-at"
+    };
     let Place::Testbed(spec) = place else {
-        return Err(bad_input("--crash-points needs a testbed fsgauge builds on an emulated disk: --fs KIND with --device-model PROFILE, not --dir"));
+        return Err(bad_input(format!("{flag} needs a testbed fsgauge builds on an emulated disk: --fs KIND with --device-model PROFILE, not --dir")));
     };
     if spec.device_model.is_none() {
-        return Err(bad_input("--crash-points needs an emulated disk: its server keeps the write log and knows what the drive's cache held; add --device-model PROFILE (e.g. deskstar-7k250)"));
+        return Err(bad_input(format!("{flag} needs an emulated disk: its server keeps the write log and knows what the drive's cache held; add --device-model PROFILE (e.g. deskstar-7k250)")));
     }
     if spec.journal.is_some() {
         return Err(bad_input("--crash-points cuts the power of the emulated disk only: an external journal (--journal) would not lose it at the same instant; leave --journal out"));

@@ -15,17 +15,53 @@ pub struct AlignedBuf {
 // SAFETY: the buffer is plain owned memory; moving it between threads is fine.
 unsafe impl Send for AlignedBuf {}
 
+/// A buffer that cannot be had: its size rounded to a page does not fit the address space
+/// (or a `Layout`), or the allocator has no memory for it.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+pub enum BufError {
+    #[error("a buffer of {0} bytes does not fit this machine's address space")]
+    TooLarge(usize),
+    #[error("no memory for a buffer of {0} bytes")]
+    NoMemory(usize),
+}
+
+/// The bytes allocated for a buffer of `len`: at least one page, a whole number of pages;
+/// `None` when that does not fit a `Layout` (so never a size that wrapped past zero).
+pub fn alloc_size(len: usize) -> Option<usize> {
+    let size = len.max(PAGE).checked_next_multiple_of(PAGE)?;
+    Layout::from_size_align(size, PAGE).ok().map(|l| l.size())
+}
+
+/// The alignment and the unit of allocation.
+const PAGE: usize = 4096;
+
 impl AlignedBuf {
-    /// `len` zero bytes (at least one page is allocated).
-    pub fn zeroed(len: usize) -> Self {
-        let layout = Layout::from_size_align(len.max(4096).next_multiple_of(4096), 4096)
-            .expect("4096 is a power of two and the size is sane");
-        // SAFETY: the layout has a non-zero size.
+    /// `len` zero bytes (at least one page is allocated), or why not: a size past the address
+    /// space or memory the allocator cannot give is an error, never a wrapped size or an
+    /// abort. Sizes from input (a replay log's lengths, a block size) come here.
+    pub fn try_zeroed(len: usize) -> Result<Self, BufError> {
+        let size = alloc_size(len).ok_or(BufError::TooLarge(len))?;
+        let layout = Layout::from_size_align(size, PAGE).map_err(|_| BufError::TooLarge(len))?;
+        // SAFETY: the layout has a non-zero size (at least one page).
         let ptr = unsafe { alloc_zeroed(layout) };
         if ptr.is_null() {
-            std::alloc::handle_alloc_error(layout);
+            return Err(BufError::NoMemory(size));
         }
-        Self { ptr, len, layout }
+        Ok(Self { ptr, len, layout })
+    }
+
+    /// [`AlignedBuf::try_zeroed`] for the fixed sizes of fsgauge's own buffers (a page, a
+    /// request, a ring's entries). Panics, naming the size, where `try_zeroed` would fail:
+    /// no input reaches this (sizes from input take `try_zeroed`), and the panic is the
+    /// bound, never a wrapped size.
+    pub fn zeroed(len: usize) -> Self {
+        match Self::try_zeroed(len) {
+            Ok(b) => b,
+            Err(BufError::NoMemory(size)) => std::alloc::handle_alloc_error(
+                Layout::from_size_align(size, PAGE).expect("made by try_zeroed"),
+            ),
+            Err(e) => panic!("AlignedBuf::zeroed: {e}"),
+        }
     }
 
     /// [`AlignedBuf::zeroed`] with every page given now: a large zeroed allocation is a
@@ -36,7 +72,7 @@ impl AlignedBuf {
     /// writes into entries not used before.
     pub fn prefaulted(len: usize) -> Self {
         let b = Self::zeroed(len);
-        for at in (0..b.layout.size()).step_by(4096) {
+        for at in (0..b.layout.size()).step_by(PAGE) {
             // SAFETY: within the allocation; a volatile write of the zero already there makes
             // the page the process's own without changing it.
             unsafe { b.ptr.add(at).write_volatile(0) };
@@ -79,6 +115,58 @@ mod tests {
         let rc = unsafe { libc::mincore(b.ptr.cast(), b.layout.size(), vec.as_mut_ptr()) };
         assert_eq!(rc, 0, "mincore: {}", std::io::Error::last_os_error());
         vec.iter().filter(|&&v| v & 1 == 1).count()
+    }
+
+    /// What an allocation size must be for a buffer of `len`: a whole number of pages, at
+    /// least one, covering `len`, less than a page more than needed.
+    fn sound(len: usize, size: usize) -> bool {
+        size % PAGE == 0 && size >= len && size >= PAGE && size - len.max(PAGE) < PAGE
+    }
+
+    proptest::proptest! {
+        /// Over every length: a size that is sound, or none (never one that wrapped: before,
+        /// `len.max(4096).next_multiple_of(4096)` gave 0 for the last 4095 lengths in a
+        /// release build, with the slice still claiming `len` bytes).
+        #[test]
+        fn every_length_gets_a_sound_size_or_none(len in proptest::num::usize::ANY) {
+            if let Some(size) = alloc_size(len) {
+                proptest::prop_assert!(sound(len, size), "{len} -> {size}");
+            } else {
+                proptest::prop_assert!(len > isize::MAX as usize - PAGE, "{len} refused");
+            }
+        }
+
+        /// The callers' ranges: the exerciser's model and scratch (up to its MAX_FILE_LEN,
+        /// 16 GiB) and tio's blocks (up to MAX_BLOCK, 1 GiB, times its queue) all get a size.
+        #[test]
+        fn the_callers_lengths_all_get_a_size(len in 0usize..=(1usize << 40)) {
+            let size = alloc_size(len);
+            proptest::prop_assert!(size.is_some_and(|s| sound(len, s)), "{len} -> {size:?}");
+        }
+
+        /// The lengths next to the top of the address space.
+        #[test]
+        fn the_top_lengths_are_refused(back in 0usize..(1 << 20)) {
+            proptest::prop_assert_eq!(alloc_size(usize::MAX - back), None);
+        }
+    }
+
+    #[test]
+    fn sizes_past_the_address_space_or_memory_are_errors_not_aborts() {
+        for len in [usize::MAX, usize::MAX - 4095, isize::MAX as usize] {
+            assert_eq!(
+                AlignedBuf::try_zeroed(len).err(),
+                Some(BufError::TooLarge(len)),
+                "{len}"
+            );
+        }
+        // 4 EiB fits a Layout but no machine's memory.
+        assert!(matches!(
+            AlignedBuf::try_zeroed(1 << 62),
+            Err(BufError::NoMemory(_))
+        ));
+        let b = AlignedBuf::try_zeroed(0).expect("one page");
+        assert_eq!((b.len(), b.layout.size()), (0, PAGE));
     }
 
     #[test]

@@ -114,7 +114,18 @@ impl Queue {
     /// Made before the mount (what can fail fails before the kernel is told of a ring);
     /// nothing is given to the kernel until [`Queue::attach`] and [`Queue::register`].
     pub fn new(qids: &[u16], each: usize, payload_size: usize) -> io::Result<Queue> {
-        let entries = qids.len() * each;
+        // Checked: the buffers below are handed to the kernel by address, so their sizes must
+        // never wrap.
+        let entries = qids
+            .len()
+            .checked_mul(each)
+            .ok_or_else(|| invalid("number of entries"))?;
+        let header_bytes = entries
+            .checked_mul(HEADER_STRIDE)
+            .ok_or_else(|| invalid("entries"))?;
+        let payload_bytes = entries
+            .checked_mul(payload_size)
+            .ok_or_else(|| invalid("payload size"))?;
         if entries == 0 {
             return Err(invalid("number of entries"));
         }
@@ -126,8 +137,8 @@ impl Queue {
             .setup_cqsize(slots.next_power_of_two() * 4)
             .build(slots.next_power_of_two() * 2)?;
         // Every page given now, before the mount: the kernel copies each request into them.
-        let mut headers = AlignedBuf::prefaulted(entries * HEADER_STRIDE);
-        let mut payloads = AlignedBuf::prefaulted(entries * payload_size);
+        let mut headers = AlignedBuf::prefaulted(header_bytes);
+        let mut payloads = AlignedBuf::prefaulted(payload_bytes);
         let headers_at = headers.as_mut_ptr();
         let payloads_at = payloads.as_mut_ptr();
         let iovs = (0..entries)

@@ -196,6 +196,30 @@ pub fn replay(data: &[u8]) {
     match ReplayLog::parse(text, Path::new("fuzz.log")) {
         Ok(log) => {
             assert!(log.steps.len() <= text.lines().count());
+            // The header obeys the flags' own limits (one definition): a loaded log's lengths
+            // are ones the command line would take, its estimates fit 64 bits, and it names
+            // no log to read or write.
+            let p = &log.params;
+            p.check_settings()
+                .unwrap_or_else(|e| panic!("a loaded header breaks a limit: {e:#}"));
+            assert!(p.max_len >= 1 && p.max_len <= fsgauge::exercise::run::MAX_FILE_LEN);
+            assert!(p.max_op_len >= 1 && p.max_op_len <= p.max_len);
+            assert!(p.replay.is_none() && p.log.is_none());
+            {
+                use fsgauge::workload::Workload;
+                assert!(p.memory_needed().is_ok() && p.space_needed().is_ok());
+            }
+            let mut size = 0;
+            for step in &log.steps {
+                let Step::Op(_, op) = step else { continue };
+                let why = fsgauge::exercise::model::misfit_at(*op, size, p.max_len);
+                assert!(
+                    why.is_none(),
+                    "a loaded log has an impossible step: {why:?}"
+                );
+                size = fsgauge::exercise::model::size_after(*op, size);
+                assert!(size <= p.max_len, "{op} leaves the file past --max-len");
+            }
             let mut n = 0;
             for step in &log.steps {
                 let Step::Op(i, op) = step else { continue };

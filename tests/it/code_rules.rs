@@ -1107,3 +1107,51 @@ fn links_and_anchors_are_read_as_github_makes_them() {
         ]
     );
 }
+
+/// The folders whose size computations feed memory handed to the kernel or to `unsafe` code
+/// (issue 41 item 2: `len.max(4096).next_multiple_of(4096)` in `AlignedBuf` wrapped to 0 in a
+/// release build, with the slice still claiming `len` bytes).
+const CHECKED_SIZES: &[&str] = &["src/sys/", "src/exercise/"];
+
+/// Rounding up to a multiple without the checked form, in the code (not comments or strings)
+/// of `src`: the lines.
+fn unchecked_rounding(src: &str) -> Vec<usize> {
+    let code = code_only(src);
+    code.lines()
+        .enumerate()
+        .filter(|(_, l)| {
+            l.match_indices("next_multiple_of(")
+                .any(|(at, _)| !l[..at].ends_with("checked_"))
+        })
+        .map(|(i, _)| i + 1)
+        .collect()
+}
+
+#[test]
+fn sizes_in_sys_and_the_exerciser_round_up_only_checked() {
+    let mut found = Vec::new();
+    for (rel, text) in sources() {
+        if CHECKED_SIZES.iter().any(|d| rel.starts_with(d)) {
+            for line in unchecked_rounding(&text) {
+                found.push(format!("{rel}:{line}"));
+            }
+        }
+    }
+    assert!(
+        found.is_empty(),
+        "next_multiple_of without checked_ (it wraps to 0 in a release build; use checked_next_multiple_of and refuse the size): {found:?}"
+    );
+}
+
+#[test]
+fn the_rounding_scanner_sees_code_and_not_comments() {
+    assert_eq!(
+        unchecked_rounding("let s = len.next_multiple_of(4096);"),
+        vec![1]
+    );
+    assert!(unchecked_rounding("let s = len.checked_next_multiple_of(4096)?;").is_empty());
+    assert!(
+        unchecked_rounding("// len.next_multiple_of(4096)\nlet a = \"next_multiple_of(\";")
+            .is_empty()
+    );
+}

@@ -16,6 +16,7 @@ use clap::Args;
 use crate::error::{bad_input, SystemFailure};
 use crate::exercise::minimize::{ddmin, log_text};
 use crate::exercise::{ReplayLog, Step};
+use crate::outfile::OutFile;
 use crate::results::crash::CrashClass;
 
 /// The minimizer's flags (part of `fsgauge exercise`).
@@ -83,10 +84,16 @@ struct Runner {
 impl Runner {
     fn classes(&mut self, steps: &[Step]) -> Result<Vec<CrashClass>> {
         crate::signals::check()?;
-        self.runs += 1;
         let log = self.scratch.path().join("candidate.log");
-        std::fs::write(&log, log_text(&self.header, steps))
-            .with_context(|| format!("writing {}", log.display()))?;
+        let text = log_text(&self.header, steps);
+        if ReplayLog::parse(&text, &log).is_err() {
+            // A cut that leaves an operation the file cannot take (a read past the end, a
+            // copy onto itself) is refused as bad input before any run: it does not fail the
+            // way the log did, and it needs no testbed to say so.
+            return Ok(Vec::new());
+        }
+        self.runs += 1;
+        std::fs::write(&log, text).with_context(|| format!("writing {}", log.display()))?;
         let out = self.scratch.path().join(format!("out-{}", self.runs));
         let child = Command::new(&self.exe)
             .args(&self.args)
@@ -147,8 +154,9 @@ impl Runner {
     }
 }
 
-/// Checks what needs no run: a log to cut, a crash to judge, and an OUT that is not the log.
-fn check(replay: Option<&Path>, crash: bool, out: &Path) -> Result<PathBuf> {
+/// Checks what needs no run: a log to cut, a crash to judge, and an OUT that is not the log
+/// and can be written (settled as every output file is, [`OutFile::resolve`]).
+fn check(replay: Option<&Path>, crash: bool, out: &Path) -> Result<(PathBuf, OutFile)> {
     let Some(log) = replay else {
         return Err(bad_input(
             "--minimize cuts down a replay log: give the failing run's log with --replay LOG (written by --log DIR)",
@@ -173,14 +181,15 @@ fn check(replay: Option<&Path>, crash: bool, out: &Path) -> Result<PathBuf> {
             out.display()
         )));
     }
-    Ok(log.to_path_buf())
+    let resolved = OutFile::resolve(out, "--minimize")?;
+    Ok((log.to_path_buf(), resolved))
 }
 
 /// Runs the minimizer for `exercise` with these flags; `crash` says whether a crash is
 /// judged, `quiet` silences the progress lines.
 pub fn run(m: &MinimizeArgs, replay: Option<&Path>, crash: bool, quiet: bool) -> Result<ExitCode> {
     let out = m.minimize.as_deref().expect("called with --minimize");
-    let log_path = check(replay, crash, out)?;
+    let (log_path, out_file) = check(replay, crash, out)?;
     let log = ReplayLog::load(&log_path)?;
     let t0 = Instant::now();
     let mut r = Runner {
@@ -230,7 +239,8 @@ pub fn run(m: &MinimizeArgs, replay: Option<&Path>, crash: bool, quiet: bool) ->
             },
         )?
     };
-    crate::atomic::write_atomic(out, log_text(&log.header_lines, &found.steps).as_bytes())
+    out_file
+        .write(log_text(&log.header_lines, &found.steps).as_bytes())
         .with_context(|| format!("--minimize {}", out.display()))?;
     note(format!(
         "{} of {} steps still fail ({class}), after {} runs in {:.0} s: {}",
@@ -292,8 +302,22 @@ mod tests {
             .to_string();
         assert!(e.contains("--replay LOG"), "{e}");
         assert_eq!(
-            check(Some(&log), true, &t.path().join("b.log")).unwrap(),
+            check(Some(&log), true, &t.path().join("b.log")).unwrap().0,
             log
         );
+        for (out, needle) in [
+            (PathBuf::from("/dev/null"), "a character device"),
+            (t.path().to_path_buf(), "is a directory"),
+            (t.path().join("missing/min.log"), "does not exist"),
+            (PathBuf::from("/sys/kernel/min.log"), "kernel interface"),
+        ] {
+            let e = check(Some(&log), true, &out).unwrap_err();
+            assert_eq!(crate::error::exit_code(&e), 2, "{e:#}");
+            assert!(
+                format!("{e:#}").contains(needle),
+                "{}: {e:#}",
+                out.display()
+            );
+        }
     }
 }

@@ -89,9 +89,9 @@ impl<'r> Judge<'r> {
         Ok(Self {
             rec,
             ops,
-            base: model(),
+            base: model()?,
             base_v: 0,
-            work: model(),
+            work: model()?,
             allowed: Vec::with_capacity(rec.max_len as usize),
             changed: Vec::with_capacity(rec.max_len as usize),
         })
@@ -113,10 +113,10 @@ impl<'r> Judge<'r> {
     /// Brings the base model to version `v`.
     fn advance_base(&mut self, v: u64) -> Result<()> {
         if self.base_v > v {
-            self.base = Model::new(self.rec.max_len, self.rec.max_op_len, self.rec.seed);
+            self.base = Model::new(self.rec.max_len, self.rec.max_op_len, self.rec.seed)?;
             self.base_v = 0;
         }
-        let mut base = std::mem::replace(&mut self.base, Model::new(0, 0, 0));
+        let mut base = std::mem::replace(&mut self.base, Model::new(0, 0, 0)?);
         let r = (self.base_v + 1..=v).try_for_each(|n| self.apply(&mut base, n));
         self.base = base;
         r?;
@@ -165,10 +165,13 @@ impl<'r> Judge<'r> {
             let allowed = self.values_at(vd, last, at)?;
             let end = (at + 16).min(bytes.len());
             let span = whence::wrong_span(&self.allowed[at..]);
-            let whence = whence::needle(bytes, at, span).map_or_else(Whence::default, |n| {
-                let fresh = Model::new(self.rec.max_len, self.rec.max_op_len, self.rec.seed);
-                whence::search(fresh, self.rec.max_len, &self.ops, n, (vd, last))
-            });
+            let whence = match whence::needle(bytes, at, span) {
+                Some(n) => {
+                    let fresh = Model::new(self.rec.max_len, self.rec.max_op_len, self.rec.seed)?;
+                    whence::search(fresh, self.rec.max_len, &self.ops, n, (vd, last))
+                }
+                None => Whence::default(),
+            };
             let problem = Problem::Data {
                 offset: at as u64,
                 run,
@@ -207,7 +210,7 @@ impl<'r> Judge<'r> {
         self.allowed.resize(found.len(), false);
         self.changed.clear();
         self.changed.resize(found.len(), false);
-        let mut work = std::mem::replace(&mut self.work, Model::new(0, 0, 0));
+        let mut work = std::mem::replace(&mut self.work, Model::new(0, 0, 0)?);
         work.copy_from(&self.base);
         let mut sizes = vec![work.size()];
         let mut r = Ok(());
@@ -241,7 +244,7 @@ impl<'r> Judge<'r> {
     /// The distinct values versions `vd..=last` hold at byte `at` (at most 16): a second run
     /// forward, made only for a failure.
     fn values_at(&mut self, vd: u64, last: u64, at: usize) -> Result<Vec<u8>> {
-        let mut work = std::mem::replace(&mut self.work, Model::new(0, 0, 0));
+        let mut work = std::mem::replace(&mut self.work, Model::new(0, 0, 0)?);
         work.copy_from(&self.base);
         let max_len = self.rec.max_len;
         let value = |m: &Model| ((at as u64) < max_len).then(|| m.range(at as u64, 1)[0]);

@@ -24,7 +24,7 @@ fn record(ops: &[Op]) -> Record {
 
 /// Every version of the file: `v[k]` after operation k (`v[0]` empty), with its size.
 fn versions(r: &Record) -> Vec<(Vec<u8>, u64)> {
-    let mut m = Model::new(r.max_len, r.max_op_len, r.seed);
+    let mut m = Model::new(r.max_len, r.max_op_len, r.seed).expect("a small model");
     let mut v = vec![(m.range(0, r.max_len).to_vec(), 0)];
     for (n, op) in r.ops() {
         m.apply(n, op);
@@ -262,7 +262,7 @@ fn generated_runs_pass_their_mixes_and_forgetting_a_durable_point_never_fails_mo
     let (mut fails, mut passes, mut rescued) = (0, 0, 0);
     for run in 0..6u64 {
         let mut gen = OpGen::new(run, &OpKind::ALL, lim);
-        let mut m = Model::new(MAX, OPLEN, 7);
+        let mut m = Model::new(MAX, OPLEN, 7).expect("a small model");
         let mut ops = Vec::new();
         for n in 1..=300 {
             let op = gen.next(m.size());
@@ -345,7 +345,7 @@ fn the_engine_records_every_operation_and_its_file_passes() {
     assert_eq!(rec.events.len(), 2001);
     assert_eq!(rec.events[0].what, What::Setup);
     assert!(rec.events[0].durable);
-    let mut m = Model::new(rec.max_len, rec.max_op_len, rec.seed);
+    let mut m = Model::new(rec.max_len, rec.max_op_len, rec.seed).expect("a small model");
     let mut kinds = std::collections::BTreeSet::new();
     for pair in rec.events.windows(2) {
         assert!(pair[0].start_ns <= pair[0].end_ns && pair[0].end_ns <= pair[1].start_ns);

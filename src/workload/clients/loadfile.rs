@@ -12,7 +12,8 @@
 //! status the operation is expected to end with (`NT_STATUS_OK` or `0x0` for success, any other
 //! `NT_STATUS_*` for an expected failure). A leading number is a timestamp (accepted; runs go as
 //! fast as possible). Blank lines and `#` comments are skipped. Unlike dbench, which skips lines
-//! it cannot use, fsgauge refuses a malformed line and names its line number.
+//! it cannot use, fsgauge refuses a malformed line, or one using a handle that no earlier
+//! `NTCreateX` opened (or that a `Close` closed), and names its line number, before any run.
 
 use std::path::Path;
 
@@ -299,7 +300,51 @@ pub fn parse(text: &str, name: &str) -> Result<Vec<Op>> {
     if !ops.iter().any(|o| o.kind != Kind::Sleep) {
         return Err(bad_input(format!("loadfile {name} has no operations")));
     }
+    check_handles(&ops)
+        .map_err(|(line, why)| bad_input(format!("loadfile {name} line {line}: {why}")))?;
     Ok(ops)
+}
+
+/// Whether `kind` acts on an open handle (its first number).
+fn uses_handle(kind: Kind) -> bool {
+    matches!(
+        kind,
+        Kind::Close
+            | Kind::Qfileinfo
+            | Kind::Sfileinfo
+            | Kind::WriteX
+            | Kind::ReadX
+            | Kind::LockX
+            | Kind::UnlockX
+            | Kind::Flush
+    )
+}
+
+/// Every handle an operation uses was opened before it by an NTCreateX expected to succeed
+/// (its third number) and not closed since: the loadfile's own fault otherwise, found before
+/// any run (a run would stop at that line as if the filesystem had failed). The line and why.
+fn check_handles(ops: &[Op]) -> Result<(), (u32, String)> {
+    let mut open: std::collections::HashMap<i64, u32> = std::collections::HashMap::new();
+    for op in ops {
+        if op.kind == Kind::NtCreateX && op.expect_ok {
+            *open.entry(op.params[2]).or_default() += 1;
+        } else if uses_handle(op.kind) {
+            let h = op.params[0];
+            let Some(n) = open.get_mut(&h).filter(|n| **n > 0) else {
+                return Err((
+                    op.line,
+                    format!(
+                        "{} uses handle {h}, which no NTCreateX before this line opened (or a Close closed); open it first or remove the line",
+                        op.kind.name()
+                    ),
+                ));
+            };
+            if op.kind == Kind::Close {
+                *n -= 1;
+            }
+        }
+    }
+    Ok(())
 }
 
 /// Reads and parses a loadfile.
@@ -317,6 +362,40 @@ pub fn load(path: &Path) -> Result<Vec<Op>> {
 #[allow(clippy::unwrap_used)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn a_handle_never_opened_is_refused_on_its_line() {
+        let open = "NTCreateX \"\\a\" 0x0 0x2 7 NT_STATUS_OK\n";
+        for (text, line, needle) in [
+            (
+                "WriteX 9 0 10 10 NT_STATUS_OK\n".to_string(),
+                1,
+                "WriteX uses handle 9",
+            ),
+            (
+                format!("{open}Close 7 NT_STATUS_OK\nReadX 7 0 1 1 NT_STATUS_OK\n"),
+                3,
+                "ReadX uses handle 7",
+            ),
+            (
+                "NTCreateX \"\\a\" 0x0 0x2 7 NT_STATUS_NO_SUCH_FILE\nFlush 7 NT_STATUS_OK\n"
+                    .to_string(),
+                2,
+                "Flush uses handle 7",
+            ),
+        ] {
+            let e = format!("{:#}", parse(&text, "l.txt").unwrap_err());
+            assert!(
+                e.starts_with(&format!("loadfile l.txt line {line}: {needle}")),
+                "{e}"
+            );
+        }
+        parse(
+            &format!("{open}WriteX 7 0 10 10 NT_STATUS_OK\nClose 7 NT_STATUS_OK\n"),
+            "l.txt",
+        )
+        .expect("opened, used, closed");
+    }
 
     #[test]
     fn parses_dbench_lines() {
