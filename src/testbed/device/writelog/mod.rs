@@ -43,6 +43,7 @@
 //!   has been written outside the log.
 
 pub mod cut;
+pub mod data;
 pub mod overlay;
 pub mod record;
 
@@ -91,12 +92,28 @@ pub struct CutCandidate {
 pub struct LogSummary {
     /// Logging now.
     pub on: bool,
-    /// The limit given at `log start`, bytes.
+    /// The limit given at `log start`: the most bytes of data and pre-images it keeps.
     pub limit_bytes: u64,
-    /// Bytes counted against it (data, pre-images, a fixed cost per entry and event).
+    /// Bytes of data and pre-images kept (the log's length in its file).
     pub bytes: u64,
-    /// The limit was reached: the log stopped there, and no crash state is built from it.
+    /// The log stopped before it was told to (its limit, its index's limit, its file failed):
+    /// no crash state is built from it.
     pub limit_reached: bool,
+    /// Why it stopped so.
+    #[serde(default)]
+    pub stopped: Option<String>,
+    /// Its bytes are in a file (the run's, beside the image) rather than in memory.
+    #[serde(default)]
+    pub in_file: bool,
+    /// What its file takes on its filesystem, bytes.
+    #[serde(default)]
+    pub file_bytes: u64,
+    /// Memory its index is counted at (a fixed cost per request, reply and cache event), and
+    /// the most it may take.
+    #[serde(default)]
+    pub index_bytes: u64,
+    #[serde(default)]
+    pub index_limit_bytes: u64,
     /// Requests logged.
     pub requests: u64,
     /// Of which writes (not FUA), flushes, FUA writes, discards and zeroings.
