@@ -31,9 +31,18 @@
 //!   are (a logged write's data, an undo pre-image, zeros); every sector it does not map reads
 //!   from the store as it is. Building one copies no byte of the image: its cost is the
 //!   sectors written during the log, and what it maps is at most the log's bytes.
-//! - **The size limit**: the log counts its data, pre-images and a fixed cost per entry
-//!   against LIMIT_BYTES. A request that would pass it stops the log and marks it exceeded:
-//!   the summary says so and no crash state is built from it (never a silently partial log).
+//! - **Where it is kept** ([`data`]): the writes' data and the pre-images in a file (the
+//!   run's `write.log` beside the image, given at `log start LIMIT_BYTES FILE`; without one,
+//!   an anonymous memory file), appended through one buffer by the thread that copies the
+//!   write into the store; only the index (entries, replies, cache events, where each one's
+//!   bytes are) is in memory. A crash state at cut K reads the data of requests up to K and
+//!   the pre-images of sectors written after it, from the file, only where the crash file is
+//!   read.
+//! - **The limits**: LIMIT_BYTES caps the log's bytes (data and pre-images), and the index is
+//!   counted at a fixed cost per entry, reply and event against [`record::INDEX_LIMIT`]. A
+//!   request that would pass either (or a write to the file that fails) stops the log and
+//!   marks it: the summary says why and no crash state is built from it (never a silently
+//!   partial log).
 //! - **Serving** ([`overlay`]): the `crash` file reads through the overlay at once (no model:
 //!   it is a checker's disk, not measured); its writes (journal replay, a checker's repair)
 //!   go to a private copy-on-write map dropped when the next crash state is set. The `disk`
