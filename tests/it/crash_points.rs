@@ -2,8 +2,9 @@
 //! loop devices, /dev/fuse, the filesystems' mkfs and checkers). A small campaign on ext4 and
 //! xfs with barriers finds nothing; ext4 with `barrier=0` on a drive that loses its write cache
 //! loses fsynced data, and keeps it when the cache survives; a corrupted or cut durable file is
-//! found at its file and offset, and forgetting promises makes no failure; bad input makes
-//! nothing.
+//! found at its file and offset, and forgetting promises makes no failure; a log several times
+//! the server's memory is kept on disk and the campaign completes; bad input (cut settings
+//! without cuts, a log limit past the free space) makes nothing.
 
 use fsgauge::results::RunResult;
 

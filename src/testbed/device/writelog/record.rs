@@ -9,6 +9,9 @@
 //! the log's lock like a FUSE thread would; the control thread holds that lock for a summary
 //! or a crash state's build (milliseconds), which the caller asks for with the disk idle.
 //! While the log is off a request costs one atomic load and, for a write, one atomic add.
+//! The copies go into the log's buffer ([`super::data`]), written out to its file by the same
+//! thread when full (one `pwrite` of 1 MiB); with the FUSE ring that thread is the timing
+//! thread, whose crash file is not served anyway (runs with crash points use /dev/fuse).
 
 use std::collections::{BTreeMap, HashMap};
 use std::fs::File;
