@@ -70,6 +70,16 @@ pub struct CrashReport {
     #[serde(default)]
     pub log_zeroes: u64,
     pub log_bytes: u64,
+    /// The write log as kept: its bytes (data and undo pre-images) in its file beside the
+    /// image, and the memory its index was counted at in the disk's server.
+    #[serde(default)]
+    pub log_file_bytes: u64,
+    #[serde(default)]
+    pub log_index_bytes: u64,
+    /// The peak resident memory of the disk's server (VmHWM) after the states were judged:
+    /// its store, its buffers and the log's index.
+    #[serde(default)]
+    pub server_peak_bytes: u64,
     /// Crash states built and judged.
     pub states: u64,
     /// Failures by class (every class named, 0 included).

@@ -49,6 +49,8 @@ pub fn campaign(
         log_fua: log.fua,
         log_zeroes: log.zeroes,
         log_bytes: log.write_bytes,
+        log_file_bytes: log.bytes,
+        log_index_bytes: log.index_bytes,
         ..Default::default()
     };
     report.name_all_classes();
@@ -91,6 +93,7 @@ pub fn campaign(
         done.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
     }
     drop(bar);
+    report.server_peak_bytes = states.server_peak_memory()?;
     let secs = started.elapsed().as_secs_f64();
     report.build_ms_mean = if report.states > 0 {
         build_ms / report.states as f64
@@ -178,7 +181,8 @@ pub fn start(target: &mut Target, args: &CrashArgs) -> Result<()> {
     crate::sys::Dir::open(&t.reach())
         .and_then(|d| d.syncfs())
         .map_err(|e| anyhow::anyhow!("syncfs of {}: {}", t.mountpoint().display(), e.desc()))?;
-    t.start_crash_log(args.log_limit())
+    t.start_crash_log(args.log_limit())?;
+    Ok(())
 }
 
 /// What a run leaves for its crash points.

@@ -75,7 +75,7 @@ pub struct CrashArgs {
     pub crash_cache: Option<CrashCache>,
     /// `--crash-at K`: the first (or only) cut.
     pub crash_at: Option<u64>,
-    /// `--crash-log-limit`: 1 GiB unless said.
+    /// `--crash-log-limit`: the most the write log keeps on disk; what fits unless said.
     pub crash_log_limit: Option<Size>,
     /// `--crash-shutdown`: one state, made by the kernel's shutdown, in place of cuts.
     pub shutdown: bool,
@@ -102,9 +102,10 @@ impl CrashArgs {
         self.crash_cache.unwrap_or_default()
     }
 
-    /// The write log's limit in bytes (1 GiB unless said).
-    pub fn log_limit(&self) -> u64 {
-        self.crash_log_limit.map_or(1 << 30, Size::bytes)
+    /// The write log's limit in bytes, if said (else what fits in the free space beside the
+    /// image, see `Testbed::start_crash_log`).
+    pub fn log_limit(&self) -> Option<u64> {
+        self.crash_log_limit.map(Size::bytes)
     }
 
     /// The cuts to check among the log's.
@@ -133,6 +134,7 @@ impl CrashArgs {
 /// otherwise, before anything is made): cuts of an emulated disk's write log, or the kernel's
 /// shutdown.
 pub(super) fn admissible(place: &Place, crash: &CrashArgs) -> Result<()> {
+    not_applying(crash)?;
     if crash.on() {
         cuts_admissible(place, crash)?;
     }
@@ -140,6 +142,25 @@ pub(super) fn admissible(place: &Place, crash: &CrashArgs) -> Result<()> {
         shutdown_admissible(place, crash)?;
     }
     Ok(())
+}
+
+/// The settings of cuts given without cuts: bad input, as every flag that does not apply.
+fn not_applying(crash: &CrashArgs) -> Result<()> {
+    if crash.on() {
+        return Ok(());
+    }
+    let given = [
+        ("--crash-cache", crash.crash_cache.is_some()),
+        ("--crash-choose", crash.crash_choose.is_some()),
+        ("--crash-log-limit", crash.crash_log_limit.is_some()),
+    ];
+    match given.iter().find(|(_, g)| *g) {
+        Some((flag, _)) => Err(bad_input(format!(
+            "{flag} (plan key `{}`) applies to crash points only: add --crash-points N (or --crash-at K), or leave {flag} out",
+            flag.trim_start_matches("--").replace('-', "_")
+        ))),
+        None => Ok(()),
+    }
 }
 
 /// A crash by the kernel's shutdown needs a testbed fsgauge builds, of a filesystem that has
@@ -177,7 +198,8 @@ fn checker_installed(spec: &crate::testbed::TestbedSpec, flag: &str) -> Result<(
 
 /// Crash points need a testbed fsgauge builds, on an emulated disk (its server keeps the
 /// write log) with no external journal (a second device would not lose power with it), the
-/// filesystem's checker, and memory for the log.
+/// filesystem's checker, and room for the log beside the image (a limit given is checked
+/// against the free space there less the image; again when the log starts).
 fn cuts_admissible(place: &Place, crash: &CrashArgs) -> Result<()> {
     // The flag the user gave: `--crash-at K` alone is named as itself.
     let flag = if crash.crash_points.is_some_and(|n| n > 0) {
@@ -195,12 +217,18 @@ fn cuts_admissible(place: &Place, crash: &CrashArgs) -> Result<()> {
         return Err(bad_input("--crash-points cuts the power of the emulated disk only: an external journal (--journal) would not lose it at the same instant; leave --journal out"));
     }
     checker_installed(spec, "--crash-points")?;
-    let avail = crate::sys::proc::meminfo("MemAvailable").unwrap_or(0);
-    if crash.log_limit() > avail / 2 {
+    let Some(limit) = crash.log_limit() else {
+        return Ok(());
+    };
+    let at = crate::testbed::room::nearest_existing(&spec.workdir);
+    let free = crate::testbed::room::free_space(&at).unwrap_or(0);
+    if limit.saturating_add(spec.size) > free {
         return Err(bad_input(format!(
-            "--crash-log-limit {} is more than half of the memory available ({}): the write log is held in memory; give a smaller limit",
-            super::format_size_round(crash.log_limit()),
-            super::format_size_round(avail)
+            "--crash-log-limit {}: the write log is kept beside the {} image in {}, which has {} free; give a smaller limit, or leave it out for what fits",
+            super::format_size_round(limit),
+            super::format_size_round(spec.size),
+            crate::testbed::room::describe(&at),
+            super::format_size_round(free)
         )));
     }
     Ok(())
@@ -299,6 +327,6 @@ mod tests {
         let a = CrashArgs::default();
         assert_eq!(a.choice(), CutChoice::Random);
         assert_eq!(a.cache(), CrashCache::Random);
-        assert_eq!(a.log_limit(), 1 << 30);
+        assert_eq!(a.log_limit(), None);
     }
 }

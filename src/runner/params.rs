@@ -151,8 +151,10 @@ pub struct RunSettings {
     /// --crash-points, that many cuts from K on.
     #[arg(long, value_name = "K", help_heading = "Crash points")]
     pub crash_at: Option<u64>,
-    /// The most data the write log keeps in memory; a run that writes more is refused part-way
-    /// with a message, never checked on a partial log [default: 1G].
+    /// The most the write log keeps on disk (writes' data and pre-images, in a file beside
+    /// the image, removed with the run; only its index is in memory); a run that writes more
+    /// is refused part-way with a message, never checked on a partial log. Checked against
+    /// the free space there [default: what fits: that free space less 256M].
     #[arg(long, value_name = "SIZE", help_heading = "Crash points")]
     pub crash_log_limit: Option<Size>,
     /// Instead of cuts of an emulated disk, end the run with a crash the kernel makes: shut

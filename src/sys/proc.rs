@@ -16,8 +16,17 @@ pub fn own_peak_rss() -> u64 {
     status_kib("VmHWM:").unwrap_or(0) * 1024
 }
 
+/// Peak resident set size of process `pid` (VmHWM), if it can be read.
+pub fn peak_rss_of(pid: u32) -> Option<u64> {
+    status_kib_of(&format!("/proc/{pid}/status"), "VmHWM:").map(|k| k * 1024)
+}
+
 fn status_kib(key: &str) -> Option<u64> {
-    let s = fs::read_to_string("/proc/self/status").ok()?;
+    status_kib_of("/proc/self/status", key)
+}
+
+fn status_kib_of(path: &str, key: &str) -> Option<u64> {
+    let s = fs::read_to_string(path).ok()?;
     s.lines()
         .find(|l| l.starts_with(key))?
         .split_whitespace()

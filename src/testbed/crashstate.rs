@@ -35,20 +35,66 @@ pub struct CrashStates<'a> {
     mounted: bool,
 }
 
+/// The write log's file in the testbed's directory, beside the image.
+pub const WRITE_LOG_NAME: &str = "write.log";
+
+/// Free space left to everything else on the filesystem holding the write log when its limit
+/// is what fits there.
+pub const WRITE_LOG_RESERVE: u64 = 256 << 20;
+
 impl Testbed {
-    /// Starts the write log of the testbed's emulated disk, holding at most `limit` bytes of
-    /// data. The runner admits crash points only where this holds (`runner::crash_admissible`
-    /// says why to the user): an emulated disk, and no external journal, whose device would
-    /// not lose power with it.
-    pub fn start_crash_log(&mut self, limit: u64) -> Result<()> {
+    /// Starts the write log of the testbed's emulated disk, kept in the file
+    /// [`WRITE_LOG_NAME`] beside the image (made and recorded in the ledger the first time,
+    /// removed with the testbed) and holding at most `limit` bytes of data and pre-images;
+    /// without a limit, what fits in the free space of its filesystem less
+    /// [`WRITE_LOG_RESERVE`]. A limit larger than that free space is refused. The runner
+    /// admits crash points only where this holds (`runner::crash_admissible` says why to the
+    /// user): an emulated disk, and no external journal, whose device would not lose power
+    /// with it. Returns the limit.
+    pub fn start_crash_log(&mut self, limit: Option<u64>) -> Result<u64> {
         if self.journal_device.is_some() {
             bail!("crash points on a testbed with an external journal");
         }
+        let home = self
+            .home
+            .clone()
+            .context("the testbed's directory is not open")?;
+        let home_path = self
+            .mountpoint
+            .parent()
+            .map(PathBuf::from)
+            .context("the testbed's mount point has no parent")?;
+        if self.emulated.write_log.is_none() {
+            let (f, made, id) = self.ledger().make_at(
+                home.as_fd(),
+                &home_path,
+                WRITE_LOG_NAME,
+                "write log ",
+                sys_trust::create_file_at,
+            )?;
+            self.hold(made, &home, WRITE_LOG_NAME, id);
+            self.emulated.write_log = Some(f);
+        }
+        let file = self
+            .emulated
+            .write_log
+            .as_ref()
+            .context("no write log file")?;
+        // What the previous log of this testbed held is free again once it is emptied.
+        file.set_len(0)
+            .with_context(|| format!("emptying {}", home_path.join(WRITE_LOG_NAME).display()))?;
+        let mut store = super::fault::BackingStore::of(home.as_fd(), &home_path);
+        // On tmpfs its room is memory too.
+        let reach = sys_trust::fd_path(home.as_fd(), "");
+        store.free = super::room::free_space(&reach).map_or(store.free, |f| f.min(store.free));
+        let limit = log_limit(limit, &store)?;
+        let held = super::device::disk::held_path(file);
         self.emulated
             .main
             .as_mut()
             .context("the testbed has no emulated disk")?
-            .start_log(limit)
+            .start_log(limit, Some(&held))?;
+        Ok(limit)
     }
 
     /// Unmounts the filesystem and prepares its crash states.
@@ -90,10 +136,31 @@ impl Testbed {
     }
 }
 
+/// The write log's limit: `asked`, if the free space of `store` holds it, or all of that free
+/// space less [`WRITE_LOG_RESERVE`].
+fn log_limit(asked: Option<u64>, store: &super::fault::BackingStore) -> Result<u64> {
+    match asked {
+        Some(l) if l > store.free => Err(crate::error::bad_input(format!(
+            "--crash-log-limit {}: the write log is kept beside the image, and {store}; give a smaller limit or free space there",
+            crate::units::format_size(l)
+        ))),
+        Some(l) => Ok(l),
+        None if store.free > 2 * WRITE_LOG_RESERVE => Ok(store.free - WRITE_LOG_RESERVE),
+        None => Err(crate::error::bad_input(format!(
+            "crash points keep the write log beside the image, and {store}: too little for a log; free space there or put --workdir on a larger filesystem"
+        ))),
+    }
+}
+
 impl CrashStates<'_> {
     /// The write log: its requests and the cuts it offers.
     pub fn log(&self) -> &LogSummary {
         &self.log
+    }
+
+    /// The peak resident memory of the disk's server so far, bytes.
+    pub fn server_peak_memory(&mut self) -> Result<u64> {
+        Ok(self.disk()?.server_peak_memory())
     }
 
     /// The testbed the states are of.

@@ -129,6 +129,9 @@ struct Emulated {
     journal: Option<EmulatedDevice>,
     /// The images the servers open through `/proc/PID/fd/N`, held for as long as they run.
     images: Vec<fs::File>,
+    /// The write log's file ([`crashstate::WRITE_LOG_NAME`]), held once made: the server
+    /// opens it through `/proc/PID/fd/N`.
+    write_log: Option<fs::File>,
     /// Where the disks' images are, for messages (a full backing store names them).
     main_image: Option<PathBuf>,
     journal_image: Option<PathBuf>,

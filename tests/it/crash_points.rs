@@ -2,8 +2,9 @@
 //! loop devices, /dev/fuse, the filesystems' mkfs and checkers). A small campaign on ext4 and
 //! xfs with barriers finds nothing; ext4 with `barrier=0` on a drive that loses its write cache
 //! loses fsynced data, and keeps it when the cache survives; a corrupted or cut durable file is
-//! found at its file and offset, and forgetting promises makes no failure; bad input makes
-//! nothing.
+//! found at its file and offset, and forgetting promises makes no failure; a log several times
+//! the server's memory is kept on disk and the campaign completes; bad input (cut settings
+//! without cuts, a log limit past the free space) makes nothing.
 
 use fsgauge::results::RunResult;
 
@@ -213,5 +214,108 @@ fn crash_points_without_an_emulated_disk_or_with_a_journal_device_are_refused() 
             "some",
         ],
         &["some"],
+    );
+}
+
+#[test]
+fn a_campaign_whose_log_outgrows_the_servers_memory_keeps_it_on_disk_and_completes() {
+    if !ready("ext4", "e2fsck") {
+        return;
+    }
+    let sb = Sandbox::new();
+    // About 300 MiB of writes onto a 64M disk: the log (data and pre-images) is several
+    // times the store and the server's memory.
+    let args = [
+        "exercise",
+        "--fs",
+        "ext4",
+        "--fs-size",
+        "64M",
+        "--device-model",
+        "deskstar-7k250",
+        "--ops",
+        "1200",
+        "--max-len",
+        "8M",
+        "--max-op-len",
+        "1M",
+        "--weights",
+        "write=10,fsync=2",
+        "--no",
+        NO,
+        "--seed",
+        "7",
+        "--crash-points",
+        "2",
+        "--quiet",
+    ];
+    let out = sb.bench(&args).output().unwrap();
+    assert_eq!(
+        out.status.code(),
+        Some(0),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    let r = sb.results().pop().expect("a result");
+    let c = r.crash.as_ref().expect("a crash record");
+    assert_eq!(c.states, 2, "{:?}", failures(&r));
+    assert!(
+        c.log_file_bytes > 250 << 20,
+        "the log kept {} bytes on disk",
+        c.log_file_bytes
+    );
+    assert!(
+        c.log_index_bytes < c.log_file_bytes / 100,
+        "only an index in memory: {} bytes for a log of {}",
+        c.log_index_bytes,
+        c.log_file_bytes
+    );
+    assert!(
+        c.server_peak_bytes > 0 && c.server_peak_bytes < c.log_file_bytes,
+        "the server peaked at {} bytes with a log of {}: the log is not in its memory",
+        c.server_peak_bytes,
+        c.log_file_bytes
+    );
+    // The log's file went with the run.
+    sb.assert_clean();
+}
+
+#[test]
+fn settings_of_cuts_without_cuts_and_a_log_limit_past_the_free_space_are_refused() {
+    let sb = Sandbox::new();
+    let dir = sb.path().join("d");
+    std::fs::create_dir(&dir).unwrap();
+    for (flag, value) in [
+        ("--crash-cache", "keep-all"),
+        ("--crash-choose", "flushes"),
+        ("--crash-log-limit", "64M"),
+    ] {
+        crate::support::refused_in_dir(
+            &sb,
+            &["exercise", "--ops", "10"],
+            &dir,
+            &[flag, value],
+            "applies to crash points only",
+        );
+    }
+    if !ready("ext4", "e2fsck") {
+        return;
+    }
+    refused(
+        &sb,
+        &[
+            "exercise",
+            "--fs",
+            "ext4",
+            "--fs-size",
+            "64M",
+            "--device-model",
+            "deskstar-7k250",
+            "--crash-points",
+            "3",
+            "--crash-log-limit",
+            "1000000T",
+        ],
+        &["--crash-log-limit", "kept beside the", "free"],
     );
 }

@@ -166,7 +166,7 @@ fn ext4_on_a_crash_state_keeps_what_it_fsynced_and_the_cache_choice_shows() {
     let mnt = sb.path().join("mnt");
     let fs = Mounted::new(&main, &mnt);
     ok("sync", &["-f", &mnt.to_string_lossy()]);
-    dev.start_log(64 * MIB).unwrap();
+    dev.start_log(64 * MIB, None).unwrap();
     let (a, b) = (random_bytes(1, 768 * 1024), random_bytes(2, 512 * 1024));
     let mut fa = std::fs::File::create(mnt.join("a")).unwrap();
     fa.write_all(&a).unwrap();
@@ -270,7 +270,7 @@ fn a_crash_state_maps_no_more_than_the_log_and_a_later_disk_write_fails_it() {
     );
     let main = dev.attach_loop().unwrap();
     write_blocks(&main, 0, 64, 0xAA);
-    dev.start_log(16 * MIB).unwrap();
+    dev.start_log(16 * MIB, None).unwrap();
     write_blocks(&main, 32, 256, 0xBB);
     let s = dev.log_summary().unwrap();
     assert!(s.write_bytes >= 256 * 4096, "{s:?}");
@@ -342,7 +342,7 @@ fn a_write_log_over_its_limit_says_so_and_builds_no_crash_state() {
     let sb = Sandbox::new();
     let mut dev = start(&sb, 64 * MIB);
     let main = dev.attach_loop().unwrap();
-    dev.start_log(64 * 1024).unwrap();
+    dev.start_log(64 * 1024, None).unwrap();
     write_blocks(&main, 0, 64, 0x11);
     let s = dev.log_summary().unwrap();
     assert!(s.limit_reached && !s.on, "{s:?}");
@@ -384,7 +384,7 @@ fn crash_loop_child_for_the_sigkill_test() {
     let ledger = dir.join("state").join("ledger");
     let mut dev = EmulatedDevice::start_in(Some(&ledger), PROFILE, &image, 64 * MIB, 0).unwrap();
     dev.attach_loop().unwrap();
-    dev.start_log(MIB).unwrap();
+    dev.start_log(MIB, None).unwrap();
     let crash = dev.attach_crash_loop().unwrap();
     // Past the test harness's capture of println!, which --nocapture does not always lift.
     let mut out = std::io::stdout().lock();

@@ -408,6 +408,11 @@ impl EmulatedDevice {
         self.child.id()
     }
 
+    /// The server's peak resident memory so far (VmHWM), bytes; 0 where it cannot be read.
+    pub fn server_peak_memory(&self) -> u64 {
+        crate::sys::proc::peak_rss_of(self.child.id()).unwrap_or(0)
+    }
+
     /// The profile served.
     pub fn profile(&self) -> &Profile {
         self.profile.profile()

@@ -45,12 +45,22 @@ impl EmulatedDevice {
         })
     }
 
-    /// Starts the server's write log, holding at most `limit` bytes (data, pre-images and a
-    /// fixed cost per entry); a log that reaches it stops and says so in its summary. A new
-    /// log replaces the previous one and its crash state. What is in the drive's cache when it
+    /// Starts the server's write log, holding at most `limit` bytes of data and pre-images,
+    /// kept in `file` (an empty regular file, which the server opens by this path: give it
+    /// as `/proc/PID/fd/N` of a file this process holds) or, without one, in the server's
+    /// memory; a log that reaches its limit stops and says so in its summary. A new log
+    /// replaces the previous one and its crash state. What is in the drive's cache when it
     /// starts counts as on the media: start it after a flush (a sync of the filesystem).
-    pub fn start_log(&mut self, limit: u64) -> Result<()> {
-        match self.ask_log(&format!("log start {limit}"))?.as_str() {
+    pub fn start_log(&mut self, limit: u64, file: Option<&Path>) -> Result<()> {
+        let command = match file {
+            Some(f) => {
+                let f = f.to_str().filter(|f| !f.contains(char::is_whitespace));
+                let f = f.context("the write log's file must have a path of words")?;
+                format!("log start {limit} {f}")
+            }
+            None => format!("log start {limit}"),
+        };
+        match self.ask_log(&command)?.as_str() {
             "ok" => Ok(()),
             a => bail!("{} answered {a:?} to log start", self.channel.what),
         }

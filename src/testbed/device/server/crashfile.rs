@@ -1,6 +1,6 @@
 //! The write log's side of the server: the `crash` file (a crash state built from the write
 //! log, see [`crate::testbed::device::writelog`]) beside `disk`, and the control commands
-//! `log start LIMIT_BYTES`, `log stop`, `log summary` and `crash CUT CACHE SEED`. The crash
+//! `log start LIMIT_BYTES [FILE]`, `log stop`, `log summary` and `crash CUT CACHE SEED`. The crash
 //! file answers at once, on the FUSE thread: no model applies to a checker's disk.
 //! (With `FSGAUGE_DEVICE_TRANSPORT=uring` the ring serves the disk file alone: there is no
 //! crash file then.)
@@ -81,13 +81,8 @@ impl DiskFs {
 pub(super) fn command(log: &WriteLog, line: &str, size: u64) -> Option<String> {
     let words: Vec<&str> = line.split_whitespace().collect();
     let answer = match words.as_slice() {
-        ["log", "start", limit] => match limit.parse::<u64>() {
-            Ok(l) if l > 0 => {
-                log.start(l);
-                "ok".to_string()
-            }
-            _ => format!("error: the write log's limit {limit:?} is not a positive number of bytes"),
-        },
+        ["log", "start", limit] => start(log, limit, None),
+        ["log", "start", limit, file] => start(log, limit, Some(file)),
         ["log", "stop"] => {
             log.stop();
             "ok".to_string()
@@ -96,11 +91,42 @@ pub(super) fn command(log: &WriteLog, line: &str, size: u64) -> Option<String> {
             .unwrap_or_else(|e| format!("error: encoding the log's summary: {e}")),
         ["crash", cut, cache, seed] => crash(log, cut, cache, seed, size),
         ["log", ..] | ["crash", ..] => format!(
-            "error: {line:?}: use `log start LIMIT_BYTES`, `log stop`, `log summary` or `crash CUT CACHE SEED`"
+            "error: {line:?}: use `log start LIMIT_BYTES [FILE]`, `log stop`, `log summary` or `crash CUT CACHE SEED`"
         ),
         _ => return None,
     };
     Some(answer)
+}
+
+/// `log start LIMIT [FILE]`: a log of at most LIMIT bytes of data and pre-images, kept in
+/// FILE (a regular file the run made for it, given as `/proc/PID/fd/N` of the process that
+/// holds it) or in memory.
+fn start(log: &WriteLog, limit: &str, file: Option<&str>) -> String {
+    let Some(limit) = limit.parse::<u64>().ok().filter(|&l| l > 0) else {
+        return format!("error: the write log's limit {limit:?} is not a positive number of bytes");
+    };
+    let file = match file.map(open_log_file).transpose() {
+        Ok(f) => f,
+        Err(e) => return format!("error: {e}"),
+    };
+    match log.start(limit, file) {
+        Ok(()) => "ok".to_string(),
+        Err(e) => format!("error: starting the write log: {e}"),
+    }
+}
+
+/// Opens the write log's file: an existing regular file, read and written.
+fn open_log_file(path: &str) -> Result<std::fs::File, String> {
+    let f = std::fs::OpenOptions::new()
+        .read(true)
+        .write(true)
+        .open(path)
+        .map_err(|e| format!("opening the write log's file {path}: {e}"))?;
+    match f.metadata() {
+        Ok(m) if m.is_file() => Ok(f),
+        Ok(_) => Err(format!("the write log's file {path} is not a regular file")),
+        Err(e) => Err(format!("stat of the write log's file {path}: {e}")),
+    }
 }
 
 fn crash(log: &WriteLog, cut: &str, cache: &str, seed: &str, size: u64) -> String {

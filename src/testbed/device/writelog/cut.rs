@@ -7,8 +7,8 @@
 //! image is read or copied.
 
 use std::collections::{BTreeMap, HashMap, HashSet};
-use std::sync::Arc;
 
+use super::data::Blob;
 use super::{CacheEvent, CrashCache, EntryKind};
 use crate::testbed::device::model::SECTOR;
 
@@ -23,8 +23,8 @@ pub struct Entry {
     pub kind: EntryKind,
     pub offset: u64,
     pub len: u64,
-    /// A write's data, as the drive received it.
-    pub data: Option<Arc<[u8]>>,
+    /// Where a write's data (as the drive received it) is in the log's bytes.
+    pub data: Option<Blob>,
     pub arrival_ns: u64,
     /// The store refused it (the request failed): no version of any sector.
     pub failed: bool,
@@ -48,15 +48,15 @@ pub struct LogView<'a> {
     pub replies: &'a [Replied],
     /// In the order the model made them.
     pub events: &'a [CacheEvent],
-    /// Undo pre-images by first sector, not overlapping.
-    pub undo: &'a BTreeMap<u64, Arc<[u8]>>,
+    /// Undo pre-images by first sector, not overlapping (where they are in the log's bytes).
+    pub undo: &'a BTreeMap<u64, Blob>,
 }
 
 /// Where a range of a crash state's bytes are.
 #[derive(Debug, Clone)]
 pub enum Source {
-    /// In `bytes` from byte `at` on (a logged write's data or an undo pre-image).
-    Data { bytes: Arc<[u8]>, at: usize },
+    /// In the log's bytes from byte `at` on (a logged write's data or an undo pre-image).
+    Data { at: u64 },
     /// Zeros (a discard).
     Zero,
 }
@@ -330,8 +330,7 @@ fn choose(w: &Walk<'_>, cache: CrashCache, seed: u64) -> Built {
         let source = match entry.map(|i| &w.log.entries[i]) {
             Some(e) => match &e.data {
                 Some(d) => Source::Data {
-                    bytes: d.clone(),
-                    at: ((s - e.offset / SECTOR) * SECTOR) as usize,
+                    at: d.at + (s - e.offset / SECTOR) * SECTOR,
                 },
                 None => Source::Zero,
             },
@@ -343,11 +342,10 @@ fn choose(w: &Walk<'_>, cache: CrashCache, seed: u64) -> Built {
 }
 
 /// The pre-image of sector `s` (zeros where none was kept: a sector past the store's end).
-fn undo_of(undo: &BTreeMap<u64, Arc<[u8]>>, s: u64) -> Source {
+fn undo_of(undo: &BTreeMap<u64, Blob>, s: u64) -> Source {
     match undo.range(..=s).next_back() {
-        Some((&first, d)) if (s - first) * SECTOR < d.len() as u64 => Source::Data {
-            bytes: d.clone(),
-            at: ((s - first) * SECTOR) as usize,
+        Some((&first, d)) if (s - first) * SECTOR < d.len => Source::Data {
+            at: d.at + (s - first) * SECTOR,
         },
         _ => Source::Zero,
     }
@@ -363,9 +361,7 @@ fn push(b: &mut Built, s: u64, source: Source) {
         let continues = first + last.sectors == s
             && match (&last.source, &source) {
                 (Source::Zero, Source::Zero) => true,
-                (Source::Data { bytes: a, at: x }, Source::Data { bytes: c, at: y }) => {
-                    Arc::ptr_eq(a, c) && *x as u64 + last.sectors * SECTOR == *y as u64
-                }
+                (Source::Data { at: x }, Source::Data { at: y }) => x + last.sectors * SECTOR == *y,
                 _ => false,
             };
         if continues {

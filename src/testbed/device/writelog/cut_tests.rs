@@ -5,12 +5,12 @@
 #![allow(clippy::unwrap_used)]
 
 use std::collections::{BTreeMap, BTreeSet};
-use std::sync::Arc;
 
 use super::*;
 use crate::sys::Errno;
 use crate::testbed::device::model::{DeviceModel, Dispatch, Request};
 use crate::testbed::device::profile::{load, parse_ablations};
+use crate::testbed::device::writelog::data::{Blob, LogData};
 use crate::testbed::device::writelog::overlay::CrashState;
 
 const MS: u64 = 1_000_000;
@@ -21,7 +21,9 @@ struct Sim {
     entries: Vec<Entry>,
     replies: Vec<Replied>,
     events: Vec<CacheEvent>,
-    undo: BTreeMap<u64, Arc<[u8]>>,
+    undo: BTreeMap<u64, Blob>,
+    /// The log's bytes (written out at each append).
+    log: LogData,
     /// The store's final content: sector → its byte (0: never written).
     store: BTreeMap<u64, u8>,
 }
@@ -41,6 +43,7 @@ impl Sim {
             replies: Vec::new(),
             events: Vec::new(),
             undo: BTreeMap::new(),
+            log: LogData::in_memory().unwrap(),
             store: BTreeMap::new(),
         }
     }
@@ -60,11 +63,13 @@ impl Sim {
     fn write(&mut self, id: u8, lba: u64, sectors: u64, at: u64, fua: bool) -> Dispatch {
         let len = sectors * SECTOR;
         for s in lba..lba + sectors {
-            self.undo
-                .entry(s)
-                .or_insert_with(|| vec![0u8; SECTOR as usize].into());
+            if !self.undo.contains_key(&s) {
+                let pre = self.append(&[0u8; SECTOR as usize]);
+                self.undo.insert(s, pre);
+            }
             self.store.insert(s, id);
         }
+        let data = self.append(&vec![id; len as usize]);
         self.entries.push(Entry {
             id: u64::from(id),
             kind: if fua {
@@ -74,13 +79,19 @@ impl Sim {
             },
             offset: lba * SECTOR,
             len,
-            data: Some(vec![id; len as usize].into()),
+            data: Some(data),
             arrival_ns: at,
             failed: false,
         });
         let mut req = Request::write(u64::from(id), lba * SECTOR, len);
         req.fua = fua;
         self.serve(req, at)
+    }
+
+    fn append(&mut self, bytes: &[u8]) -> Blob {
+        let b = self.log.append(bytes).unwrap();
+        self.log.flush().unwrap();
+        b
     }
 
     fn flush(&mut self, id: u8, at: u64) -> Dispatch {
@@ -110,7 +121,7 @@ impl Sim {
         let b = build(self.view(), cut, cache, seed).unwrap();
         assert_eq!(b.kept_bytes + b.lost_bytes, b.dirty_bytes);
         assert!(b.bytes_mapped <= self.entries.iter().map(|e| e.len).sum::<u64>() * 2);
-        let st = CrashState::new(b.overlay, 0);
+        let st = CrashState::new(b.overlay, Some(self.log.reader()), 0);
         let store = |buf: &mut [u8], off: u64| -> Result<usize, Errno> {
             for (i, c) in buf.chunks_mut(SECTOR as usize).enumerate() {
                 c.fill(*self.store.get(&(off / SECTOR + i as u64)).unwrap_or(&0));

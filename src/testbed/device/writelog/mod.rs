@@ -31,9 +31,18 @@
 //!   are (a logged write's data, an undo pre-image, zeros); every sector it does not map reads
 //!   from the store as it is. Building one copies no byte of the image: its cost is the
 //!   sectors written during the log, and what it maps is at most the log's bytes.
-//! - **The size limit**: the log counts its data, pre-images and a fixed cost per entry
-//!   against LIMIT_BYTES. A request that would pass it stops the log and marks it exceeded:
-//!   the summary says so and no crash state is built from it (never a silently partial log).
+//! - **Where it is kept** ([`data`]): the writes' data and the pre-images in a file (the
+//!   run's `write.log` beside the image, given at `log start LIMIT_BYTES FILE`; without one,
+//!   an anonymous memory file), appended through one buffer by the thread that copies the
+//!   write into the store; only the index (entries, replies, cache events, where each one's
+//!   bytes are) is in memory. A crash state at cut K reads the data of requests up to K and
+//!   the pre-images of sectors written after it, from the file, only where the crash file is
+//!   read.
+//! - **The limits**: LIMIT_BYTES caps the log's bytes (data and pre-images), and the index is
+//!   counted at a fixed cost per entry, reply and event against [`record::INDEX_LIMIT`]. A
+//!   request that would pass either (or a write to the file that fails) stops the log and
+//!   marks it: the summary says why and no crash state is built from it (never a silently
+//!   partial log).
 //! - **Serving** ([`overlay`]): the `crash` file reads through the overlay at once (no model:
 //!   it is a checker's disk, not measured); its writes (journal replay, a checker's repair)
 //!   go to a private copy-on-write map dropped when the next crash state is set. The `disk`
@@ -43,6 +52,7 @@
 //!   has been written outside the log.
 
 pub mod cut;
+pub mod data;
 pub mod overlay;
 pub mod record;
 
@@ -91,12 +101,28 @@ pub struct CutCandidate {
 pub struct LogSummary {
     /// Logging now.
     pub on: bool,
-    /// The limit given at `log start`, bytes.
+    /// The limit given at `log start`: the most bytes of data and pre-images it keeps.
     pub limit_bytes: u64,
-    /// Bytes counted against it (data, pre-images, a fixed cost per entry and event).
+    /// Bytes of data and pre-images kept (the log's length in its file).
     pub bytes: u64,
-    /// The limit was reached: the log stopped there, and no crash state is built from it.
+    /// The log stopped before it was told to (its limit, its index's limit, its file failed):
+    /// no crash state is built from it.
     pub limit_reached: bool,
+    /// Why it stopped so.
+    #[serde(default)]
+    pub stopped: Option<String>,
+    /// Its bytes are in a file (the run's, beside the image) rather than in memory.
+    #[serde(default)]
+    pub in_file: bool,
+    /// What its file takes on its filesystem, bytes.
+    #[serde(default)]
+    pub file_bytes: u64,
+    /// Memory its index is counted at (a fixed cost per request, reply and cache event), and
+    /// the most it may take.
+    #[serde(default)]
+    pub index_bytes: u64,
+    #[serde(default)]
+    pub index_limit_bytes: u64,
     /// Requests logged.
     pub requests: u64,
     /// Of which writes (not FUA), flushes, FUA writes, discards and zeroings.

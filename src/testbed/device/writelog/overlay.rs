@@ -8,6 +8,7 @@ use std::collections::BTreeMap;
 use std::sync::Mutex;
 
 use super::cut::{Overlay, Source};
+use super::data::LogReader;
 use crate::sys::Errno;
 use crate::testbed::device::model::SECTOR;
 
@@ -20,6 +21,8 @@ pub type StoreRead<'a> = &'a dyn Fn(&mut [u8], u64) -> Result<usize, Errno>;
 #[derive(Debug, Default)]
 pub struct CrashState {
     overlay: Overlay,
+    /// The log's bytes the overlay maps (None: it maps none, only zeros).
+    log: Option<LogReader>,
     /// Sectors written to the crash file since the state was set.
     cow: Mutex<BTreeMap<u64, Box<[u8]>>>,
     /// Disk writes counted when the state was set: a later one changes the store under it.
@@ -27,10 +30,12 @@ pub struct CrashState {
 }
 
 impl CrashState {
-    /// Serves `overlay` over the store as it is after `disk_writes_at` disk writes.
-    pub fn new(overlay: Overlay, disk_writes_at: u64) -> CrashState {
+    /// Serves `overlay` (whose data are in `log`) over the store as it is after
+    /// `disk_writes_at` disk writes.
+    pub fn new(overlay: Overlay, log: Option<LogReader>, disk_writes_at: u64) -> CrashState {
         CrashState {
             overlay,
+            log,
             cow: Mutex::new(BTreeMap::new()),
             disk_writes_at,
         }
@@ -73,9 +78,9 @@ impl CrashState {
                     let into = &mut buf[out(upto)];
                     match &p.source {
                         Source::Zero => into.fill(0),
-                        Source::Data { bytes, at } => {
-                            let from = at + (pos - first * SECTOR) as usize;
-                            into.copy_from_slice(&bytes[from..from + into.len()]);
+                        Source::Data { at } => {
+                            let log = self.log.as_ref().ok_or(Errno::EIO)?;
+                            log.read(into, at + (pos - first * SECTOR))?;
                         }
                     }
                     pos = upto;
@@ -118,10 +123,9 @@ impl CrashState {
 #[cfg(test)]
 #[allow(clippy::unwrap_used)]
 mod tests {
-    use std::sync::Arc;
-
     use super::*;
     use crate::testbed::device::writelog::cut::Piece;
+    use crate::testbed::device::writelog::data::LogData;
 
     #[test]
     fn reads_resolve_through_the_overlay_and_writes_stay_private() {
@@ -129,16 +133,16 @@ mod tests {
             b.fill(b'S');
             Ok(b.len())
         };
-        let data: Arc<[u8]> = vec![b'L'; 2048].into();
+        let mut log = LogData::in_memory().unwrap();
+        log.append(&[b'x'; 512]).unwrap();
+        let data = log.append(&[b'L'; 2048]).unwrap();
+        log.flush().unwrap();
         let mut overlay = Overlay::default();
         overlay.pieces.insert(
             2,
             Piece {
                 sectors: 2,
-                source: Source::Data {
-                    bytes: data,
-                    at: 512,
-                },
+                source: Source::Data { at: data.at + 512 },
             },
         );
         overlay.pieces.insert(
@@ -148,7 +152,7 @@ mod tests {
                 source: Source::Zero,
             },
         );
-        let st = CrashState::new(overlay, 0);
+        let st = CrashState::new(overlay, Some(log.reader()), 0);
         let mut buf = vec![0u8; 8 * 512];
         st.read(&mut buf, 0, &store).unwrap();
         let per_sector: Vec<u8> = buf.chunks(512).map(|c| c[0]).collect();

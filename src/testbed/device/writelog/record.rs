@@ -9,8 +9,12 @@
 //! the log's lock like a FUSE thread would; the control thread holds that lock for a summary
 //! or a crash state's build (milliseconds), which the caller asks for with the disk idle.
 //! While the log is off a request costs one atomic load and, for a write, one atomic add.
+//! The copies go into the log's buffer ([`super::data`]), written out to its file by the same
+//! thread when full (one `pwrite` of 1 MiB); with the FUSE ring that thread is the timing
+//! thread, whose crash file is not served anyway (runs with crash points use /dev/fuse).
 
 use std::collections::{BTreeMap, HashMap};
+use std::fs::File;
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::sync::{Arc, Mutex, MutexGuard};
 use std::time::Instant;
@@ -18,6 +22,7 @@ use std::time::Instant;
 use crossbeam_queue::ArrayQueue;
 
 use super::cut::{self, Entry, LogView, Replied};
+use super::data::{Blob, LogData};
 use super::overlay::CrashState;
 use super::{CacheEvent, CrashCache, CrashStateInfo, CutCandidate, EntryKind, LogSummary};
 use crate::sys::Errno;
@@ -33,22 +38,32 @@ pub enum Timed {
 
 /// Replies and events the queue holds between two takes.
 const QUEUE: usize = 64 * 1024;
-/// Bytes counted for an entry beside its data, and for a reply or a cache event.
+/// Bytes of memory counted for a request's index entry, and for a reply or a cache event.
 const ENTRY_COST: u64 = 128;
 const EVENT_COST: u64 = 48;
+/// The most memory the log's index may take (its entries, replies and cache events, counted
+/// as above): a log that would pass it stops, as at its limit. About 1.5 million requests.
+pub const INDEX_LIMIT: u64 = 256 << 20;
 
 #[derive(Default)]
 struct State {
     started: bool,
     active: bool,
-    exceeded: bool,
+    /// Why the log stopped before it was told to (its limit, its index's, its file failing):
+    /// no crash state is built from it then.
+    stopped: Option<String>,
     limit: u64,
-    bytes: u64,
+    index_limit: u64,
+    /// The log's bytes (data and pre-images) and where they are kept.
+    data: Option<LogData>,
+    in_file: bool,
+    /// Bytes of memory the index is counted at.
+    index_bytes: u64,
     entries: Vec<Entry>,
     ids: HashMap<u64, usize>,
     replies: Vec<Replied>,
     events: Vec<CacheEvent>,
-    undo: BTreeMap<u64, Arc<[u8]>>,
+    undo: BTreeMap<u64, Blob>,
     undo_bytes: u64,
     write_bytes: u64,
     /// Disk writes counted when the log started, and those it took since.
@@ -57,16 +72,36 @@ struct State {
 }
 
 impl State {
-    /// Counts `cost` bytes against the limit; false (and the log stopped, marked exceeded)
-    /// when they do not fit.
-    fn room(&mut self, cost: u64, on: &AtomicBool) -> bool {
-        if self.bytes.saturating_add(cost) > self.limit {
-            self.exceeded = true;
-            self.active = false;
-            on.store(false, Ordering::Release);
+    /// Stops the log for `why` (it no longer holds every write).
+    fn stop_for(&mut self, why: String, on: &AtomicBool) {
+        self.stopped.get_or_insert(why);
+        self.active = false;
+        on.store(false, Ordering::Release);
+    }
+
+    /// The log's bytes so far.
+    fn bytes(&self) -> u64 {
+        self.data.as_ref().map_or(0, LogData::len)
+    }
+
+    /// Counts `bytes` more of the log's bytes and `index` more of its index against their
+    /// limits; false (and the log stopped, saying why) when they do not fit.
+    fn room(&mut self, bytes: u64, index: u64, on: &AtomicBool) -> bool {
+        if self.bytes().saturating_add(bytes) > self.limit {
+            let why = format!("the write log reached its limit of {} bytes", self.limit);
+            self.stop_for(why, on);
             return false;
         }
-        self.bytes += cost;
+        if self.index_bytes.saturating_add(index) > self.index_limit {
+            let why = format!(
+                "the write log's index in memory reached its limit of {} bytes ({} requests)",
+                self.index_limit,
+                self.entries.len()
+            );
+            self.stop_for(why, on);
+            return false;
+        }
+        self.index_bytes += index;
         true
     }
 }
@@ -96,8 +131,8 @@ impl Default for WriteLog {
 }
 
 /// The sector runs of [s0, s1) that no pre-image in `undo` covers.
-fn gaps(undo: &BTreeMap<u64, Arc<[u8]>>, s0: u64, s1: u64) -> Vec<(u64, u64)> {
-    let end_of = |a: u64, d: &Arc<[u8]>| a + d.len() as u64 / SECTOR;
+fn gaps(undo: &BTreeMap<u64, Blob>, s0: u64, s1: u64) -> Vec<(u64, u64)> {
+    let end_of = |a: u64, d: &Blob| a + d.len / SECTOR;
     let mut at = undo
         .range(..s0)
         .next_back()
@@ -148,28 +183,57 @@ impl WriteLog {
     }
 
     fn take_one(&self, st: &mut State, t: Timed) {
-        if !st.started || st.exceeded || !st.room(EVENT_COST, &self.on) {
+        if !st.started || st.stopped.is_some() {
             return;
         }
         match t {
-            Timed::Replied(r) if st.ids.contains_key(&r.id) => st.replies.push(r),
-            Timed::Replied(_) => st.bytes -= EVENT_COST,
-            Timed::Cache(e) => st.events.push(e),
+            Timed::Replied(r) if st.ids.contains_key(&r.id) => {
+                if st.room(0, EVENT_COST, &self.on) {
+                    st.replies.push(r);
+                }
+            }
+            Timed::Replied(_) => {}
+            Timed::Cache(e) => {
+                if st.room(0, EVENT_COST, &self.on) {
+                    st.events.push(e);
+                }
+            }
         }
     }
 
-    /// Starts a new log of at most `limit` bytes (the previous one and its crash state go).
-    pub fn start(&self, limit: u64) {
+    /// Starts a new log of at most `limit` bytes of data and pre-images, kept in `file`
+    /// (emptied first) or, without one, in memory; the previous log and its crash state go.
+    /// Its index in memory holds at most [`INDEX_LIMIT`] bytes.
+    pub fn start(&self, limit: u64, file: Option<File>) -> std::io::Result<()> {
+        self.start_with(limit, INDEX_LIMIT, file)
+    }
+
+    /// [`WriteLog::start`] with an index limit of `index_limit` bytes.
+    pub fn start_with(
+        &self,
+        limit: u64,
+        index_limit: u64,
+        file: Option<File>,
+    ) -> std::io::Result<()> {
+        let in_file = file.is_some();
+        let data = match file {
+            Some(f) => LogData::in_file(f)?,
+            None => LogData::in_memory()?,
+        };
         let mut st = self.lock();
+        *self.served.lock().unwrap_or_else(|p| p.into_inner()) = None;
         *st = State {
             started: true,
             active: true,
             limit,
+            index_limit,
+            data: Some(data),
+            in_file,
             writes_at_start: self.disk_writes.load(Ordering::Acquire),
             ..State::default()
         };
-        *self.served.lock().unwrap_or_else(|p| p.into_inner()) = None;
         self.on.store(true, Ordering::Release);
+        Ok(())
     }
 
     /// Stops logging; the log stays for crash states.
@@ -179,31 +243,71 @@ impl WriteLog {
         self.on.store(false, Ordering::Release);
     }
 
-    /// Logs an entry (its pre-images read from `store` first) if there is room; the entry's
-    /// index, or None when the log is off or full.
-    fn log(&self, st: &mut State, store: &Store, mut e: Entry) -> Option<usize> {
+    /// Logs an entry (its pre-images read from `store` first, then `payload`, its data) if
+    /// there is room; the entry's index, or None when the log is off or full, or its file
+    /// failed.
+    fn log(
+        &self,
+        st: &mut State,
+        store: &Store,
+        mut e: Entry,
+        payload: Option<&[u8]>,
+    ) -> Option<usize> {
         if !st.active {
             return None;
         }
         let (s0, s1) = (e.offset / SECTOR, (e.offset + e.len).div_ceil(SECTOR));
         let missing = gaps(&st.undo, s0, s1);
         let undo: u64 = missing.iter().map(|(a, b)| (b - a) * SECTOR).sum();
-        let data = e.data.as_ref().map_or(0, |d| d.len() as u64);
-        if !st.room(ENTRY_COST + data + undo, &self.on) {
+        let data = payload.map_or(0, |d| d.len() as u64);
+        if !st.room(data + undo, ENTRY_COST, &self.on) {
             return None;
         }
-        for (a, b) in missing {
-            let mut pre = vec![0u8; ((b - a) * SECTOR) as usize];
-            if store.read(&mut pre, a * SECTOR).is_err() {
-                e.failed = true;
+        match self.append(st, store, &missing, payload) {
+            Ok((blob, failed)) => {
+                e.data = blob;
+                e.failed |= failed;
             }
-            st.undo.insert(a, pre.into());
+            Err(err) => {
+                let why = format!("writing the write log failed: {err}");
+                st.stop_for(why, &self.on);
+                return None;
+            }
         }
         st.undo_bytes += undo;
         st.write_bytes += data;
         st.ids.insert(e.id, st.entries.len());
         st.entries.push(e);
         Some(st.entries.len() - 1)
+    }
+
+    /// Appends the pre-images of the `missing` sector runs (read from `store`) and `payload`
+    /// to the log's bytes: where the payload is, and whether a pre-image could not be read
+    /// (kept as zeros then).
+    fn append(
+        &self,
+        st: &mut State,
+        store: &Store,
+        missing: &[(u64, u64)],
+        payload: Option<&[u8]>,
+    ) -> std::io::Result<(Option<Blob>, bool)> {
+        let Some(data) = st.data.as_mut() else {
+            return Err(std::io::Error::other("the log was not started"));
+        };
+        let mut failed = false;
+        let mut pres = Vec::with_capacity(missing.len());
+        for &(a, b) in missing {
+            let blob = data.append_with(((b - a) * SECTOR) as usize, |pre| {
+                if store.read(pre, a * SECTOR).is_err() {
+                    pre.fill(0);
+                    failed = true;
+                }
+            })?;
+            pres.push((a, blob));
+        }
+        let blob = payload.map(|p| data.append(p)).transpose()?;
+        st.undo.extend(pres);
+        Ok((blob, failed))
     }
 
     /// Writes `data` at `offset` to `store`, logged (its data copied) when the log is on.
@@ -225,11 +329,11 @@ impl WriteLog {
             kind: EntryKind::Write,
             offset,
             len: data.len() as u64,
-            data: Some(data.into()),
+            data: None,
             arrival_ns,
             failed: false,
         };
-        let logged = self.log(&mut st, store, e);
+        let logged = self.log(&mut st, store, e, Some(data));
         let io = store.write(data, offset);
         if let Some(i) = logged {
             st.logged_writes += 1;
@@ -263,7 +367,7 @@ impl WriteLog {
             arrival_ns: now,
             failed: false,
         };
-        let logged = self.log(&mut st, store, e);
+        let logged = self.log(&mut st, store, e, None);
         let io = store.zero(mode, offset, len);
         if let Some(i) = logged {
             st.logged_writes += 1;
@@ -293,7 +397,7 @@ impl WriteLog {
             arrival_ns,
             failed: false,
         };
-        self.log(&mut st, store, e);
+        self.log(&mut st, store, e, None);
     }
 
     /// The log's figures and cut candidates.
@@ -319,8 +423,13 @@ impl WriteLog {
         LogSummary {
             on: st.active,
             limit_bytes: st.limit,
-            bytes: st.bytes,
-            limit_reached: st.exceeded,
+            bytes: st.bytes(),
+            limit_reached: st.stopped.is_some(),
+            stopped: st.stopped.clone(),
+            in_file: st.in_file,
+            file_bytes: st.data.as_ref().map_or(0, LogData::allocated),
+            index_bytes: st.index_bytes,
+            index_limit_bytes: st.index_limit,
             requests: st.entries.len() as u64,
             writes: count(EntryKind::Write),
             flushes: count(EntryKind::Flush),
@@ -354,15 +463,24 @@ impl WriteLog {
         seed: u64,
         image_bytes: u64,
     ) -> Result<CrashStateInfo, String> {
-        let st = self.lock();
+        let mut st = self.lock();
         if !st.started {
             return Err(
                 "no write log: start one (`log start LIMIT_BYTES`) before the writes to cut".into(),
             );
         }
-        if st.exceeded {
-            return Err(format!("the write log reached its limit of {} bytes and stopped there: a crash state from it would miss later writes; start it again with a larger limit", st.limit));
+        if let Some(why) = &st.stopped {
+            return Err(format!("{why} and stopped there: a crash state from it would miss later writes; start it again with a larger limit (--crash-log-limit), or with more free space where it is kept"));
         }
+        let Some(data) = st.data.as_mut() else {
+            return Err("the write log has no bytes".into());
+        };
+        if let Err(e) = data.flush() {
+            let why = format!("writing the write log failed: {e}");
+            st.stop_for(why.clone(), &self.on);
+            return Err(why);
+        }
+        let reader = data.reader();
         let outside = self.outside(&st);
         if outside > 0 {
             return Err(format!("the disk was written {outside} times outside the write log (after it stopped): the store no longer matches the log; start the log again"));
@@ -392,7 +510,11 @@ impl WriteLog {
             build_ns,
             image_bytes,
         };
-        let state = CrashState::new(b.overlay, self.disk_writes.load(Ordering::Acquire));
+        let state = CrashState::new(
+            b.overlay,
+            Some(reader),
+            self.disk_writes.load(Ordering::Acquire),
+        );
         *self.served.lock().unwrap_or_else(|p| p.into_inner()) = Some(Arc::new(state));
         Ok(info)
     }
@@ -440,7 +562,7 @@ mod tests {
         store.write(&[9u8; 8192], 0).unwrap();
         let log = WriteLog::default();
         log.write(&store, 1, &[5u8; 512], 0, 0).unwrap();
-        log.start(1 << 20);
+        log.start(1 << 20, None).unwrap();
         log.write(&store, 2, &[1u8; 4096], 0, 10).unwrap();
         log.write(&store, 3, &[2u8; 8192], 2048, 20).unwrap();
         log.flush(&store, 4, 30);
@@ -485,7 +607,7 @@ mod tests {
         let dir = tempfile::tempdir().unwrap();
         let store = store(&dir);
         let log = WriteLog::default();
-        log.start(ENTRY_COST + 2 * 4096 + EVENT_COST);
+        log.start(2 * 4096 + 4096, None).unwrap();
         log.write(&store, 1, &[1u8; 4096], 0, 0).unwrap();
         assert!(log.on());
         log.write(&store, 2, &[2u8; 4096], 4096, 0).unwrap();
@@ -495,18 +617,124 @@ mod tests {
         assert_eq!(back, [2u8; 4096], "the write itself is served");
         let s = log.summary();
         assert!(s.limit_reached && !s.on);
-        assert_eq!((s.writes, s.bytes), (1, ENTRY_COST + 2 * 4096));
+        assert_eq!((s.writes, s.bytes), (1, 2 * 4096));
+        assert!(s.stopped.unwrap().contains("its limit of 12288 bytes"));
         let e = log
             .set_crash(0, CrashCache::KeepAll, 0, 1 << 20)
             .unwrap_err();
         assert!(e.contains("reached its limit of"), "{e}");
     }
 
+    /// The same requests into `log` over a store of its own: 6 MiB of overlapping writes (more
+    /// than the index takes by far), flushes and a zeroing; their replies and no model.
+    fn requests(log: &WriteLog, store: &Store) {
+        store.write(&[7u8; 1 << 20], 0).unwrap();
+        let mut id = 0;
+        for round in 0..12u64 {
+            for k in 0..4u64 {
+                id += 1;
+                let data = vec![(round * 4 + k) as u8; 128 * 1024];
+                let off = ((round * 37 + k * 300) % 1800) * 512;
+                log.write(store, id, &data, off, id).unwrap();
+                replied(log, id, id * 10);
+            }
+            id += 1;
+            if round % 5 == 4 {
+                log.zero(store, id, 0, round * 4096, 8192).unwrap();
+            } else {
+                log.flush(store, id, id);
+                replied(log, id, id * 10);
+            }
+        }
+    }
+
+    #[test]
+    fn a_log_kept_in_a_file_builds_the_same_states_as_one_in_memory_and_keeps_its_bytes_there() {
+        let dir = tempfile::tempdir().unwrap();
+        let (mem_dir, file_dir) = (dir.path().join("m"), dir.path().join("f"));
+        std::fs::create_dir(&mem_dir).unwrap();
+        std::fs::create_dir(&file_dir).unwrap();
+        let open = |d: &std::path::Path| {
+            let path = d.join("image");
+            std::fs::File::create(&path).unwrap();
+            Store::open(&path, 2 << 20, Some(2 << 20), &mut |m| panic!("{m}")).unwrap()
+        };
+        let (mem_store, file_store) = (open(&mem_dir), open(&file_dir));
+        let (in_mem, in_file) = (WriteLog::default(), WriteLog::default());
+        in_mem.start(1 << 30, None).unwrap();
+        let path = file_dir.join("write.log");
+        let file = std::fs::File::create_new(&path).unwrap();
+        // An index budget far below the log's bytes: only the index is in memory.
+        in_file.start_with(1 << 30, 64 * 1024, Some(file)).unwrap();
+        requests(&in_mem, &mem_store);
+        requests(&in_file, &file_store);
+        let (m, f) = (in_mem.summary(), in_file.summary());
+        assert!(!f.limit_reached, "{:?}", f.stopped);
+        assert!(f.in_file && !m.in_file);
+        assert!(f.bytes > 6 << 20, "{} bytes logged", f.bytes);
+        assert!(
+            f.index_bytes < 64 * 1024,
+            "{} bytes of index",
+            f.index_bytes
+        );
+        assert!(f.bytes >= 40 * f.index_bytes);
+        assert_eq!(
+            (f.cuts.len(), f.bytes, f.requests),
+            (m.cuts.len(), m.bytes, m.requests)
+        );
+        for cut in [0, 1, 17, 30, f.cuts.len() as u64 - 1] {
+            for cache in [CrashCache::LoseAll, CrashCache::KeepAll] {
+                let a = in_mem.set_crash(cut, cache, 3, 2 << 20).unwrap();
+                let b = in_file.set_crash(cut, cache, 3, 2 << 20).unwrap();
+                assert_eq!((a.bytes_mapped, a.pieces), (b.bytes_mapped, b.pieces));
+                let read = |log: &WriteLog, store: &Store| {
+                    let st = log.crash_state().unwrap().unwrap();
+                    let mut buf = vec![0u8; 2 << 20];
+                    st.read(&mut buf, 0, &|b, off| store.read(b, off)).unwrap();
+                    buf
+                };
+                assert!(
+                    read(&in_mem, &mem_store) == read(&in_file, &file_store),
+                    "cut {cut} {cache}: the states differ"
+                );
+            }
+        }
+        // The bytes are in the file, written out before the state was built.
+        assert_eq!(std::fs::metadata(&path).unwrap().len(), f.bytes);
+    }
+
+    #[test]
+    fn a_log_whose_index_outgrows_its_budget_stops_and_says_so() {
+        let dir = tempfile::tempdir().unwrap();
+        let store = store(&dir);
+        let log = WriteLog::default();
+        log.start_with(1 << 30, 3 * ENTRY_COST, None).unwrap();
+        for id in 1..=4 {
+            log.write(&store, id, &[1u8; 512], id * 512, 0).unwrap();
+        }
+        let s = log.summary();
+        assert!(s.limit_reached && !s.on && s.writes == 3, "{s:?}");
+        assert!(s
+            .stopped
+            .unwrap()
+            .contains("index in memory reached its limit"));
+        let e = log
+            .set_crash(0, CrashCache::LoseAll, 0, 1 << 20)
+            .unwrap_err();
+        assert!(e.contains("would miss later writes"), "{e}");
+    }
+
     #[test]
     fn gaps_are_the_sectors_no_pre_image_covers() {
-        let mut undo: BTreeMap<u64, Arc<[u8]>> = BTreeMap::new();
-        undo.insert(4, vec![0u8; 4 * 512].into());
-        undo.insert(10, vec![0u8; 512].into());
+        let mut undo: BTreeMap<u64, Blob> = BTreeMap::new();
+        undo.insert(
+            4,
+            Blob {
+                at: 0,
+                len: 4 * 512,
+            },
+        );
+        undo.insert(10, Blob { at: 0, len: 512 });
         assert_eq!(gaps(&undo, 0, 16), [(0, 4), (8, 10), (11, 16)]);
         assert_eq!(gaps(&undo, 5, 7), []);
         assert_eq!(gaps(&undo, 6, 9), [(8, 9)]);
