@@ -115,11 +115,7 @@ pub fn parse(text: &str, source: &str, opts: &ParseOptions) -> anyhow::Result<Pl
     match extends::resolve(&own, &presets::lookup)? {
         None => parse::parse_src(&own, opts),
         Some(r) => parse::parse_src(
-            &parse::Src {
-                name: source,
-                text: &r.text,
-                origins: Some(&r.origins),
-            },
+            &parse::Src::with_origins(source, &r.text, Some(&r.origins)),
             opts,
         ),
     }

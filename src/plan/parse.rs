@@ -2,10 +2,10 @@
 //! wrong type, a value out of range, even inside a workload's own parameters — names the file,
 //! line and column and the field, and lists what is allowed.
 
-use std::collections::BTreeMap;
+use std::collections::{BTreeMap, HashMap};
 use std::ops::Range;
 use std::path::{Path, PathBuf};
-use std::sync::Arc;
+use std::sync::{Arc, OnceLock};
 
 use anyhow::Result;
 use serde::Deserialize;
@@ -131,24 +131,51 @@ pub(super) struct Src<'a> {
     /// Where each line of `text` was written, when the text was put together from a plan and
     /// the preset it extends; `None`: every line is `name`'s own.
     pub(super) origins: Option<&'a [Origin]>,
+    /// The byte offset at which each line of `text` starts, found on first use. Every entry's
+    /// place is looked up ([`Src::loc`]); counting newlines from the top each time made reading
+    /// a plan of many entries quadratic in its size.
+    starts: OnceLock<Vec<usize>>,
 }
 
 impl<'a> Src<'a> {
     /// A plan's own text.
     pub(super) fn new(name: &'a str, text: &'a str) -> Self {
+        Self::with_origins(name, text, None)
+    }
+
+    /// A text put together from several files, `origins` saying where each line comes from.
+    pub(super) fn with_origins(
+        name: &'a str,
+        text: &'a str,
+        origins: Option<&'a [Origin]>,
+    ) -> Self {
         Src {
             name,
             text,
-            origins: None,
+            origins,
+            starts: OnceLock::new(),
         }
+    }
+
+    /// The line (from 0) that holds byte `offset`, and the offset at which that line starts:
+    /// a binary search of the lines' starts, so `O(log lines)` a lookup.
+    pub(super) fn line_of(&self, offset: usize) -> (usize, usize) {
+        let starts = self.starts.get_or_init(|| {
+            std::iter::once(0)
+                .chain(self.text.match_indices('\n').map(|(i, _)| i + 1))
+                .collect()
+        });
+        let offset = offset.min(self.text.len());
+        // starts[0] = 0 <= offset, so at least one start is at or before it.
+        let line = starts.partition_point(|&s| s <= offset) - 1;
+        (line, starts[line])
     }
 
     pub(super) fn loc(&self, offset: usize) -> Location {
         let offset = offset.min(self.text.len());
-        let before = &self.text[..offset];
-        let line = before.matches('\n').count() + 1;
-        let line_start = before.rfind('\n').map_or(0, |i| i + 1);
-        let column = before[line_start..].chars().count() + 1;
+        let (line0, line_start) = self.line_of(offset);
+        let line = line0 + 1;
+        let column = self.text[line_start..offset].chars().count() + 1;
         match self.origins.and_then(|o| o.get(line - 1).or(o.last())) {
             Some(o) => Location {
                 file: o.file.clone(),
@@ -506,9 +533,13 @@ fn parse_testbeds(
 ) -> Result<(Vec<PlanTestbed>, Vec<FieldSpans>)> {
     let mut testbeds: Vec<PlanTestbed> = Vec::new();
     let mut spans = Vec::new();
+    // Each label's entry, so that a repeated label is found without a scan of every entry.
+    let mut seen: HashMap<String, usize> = HashMap::new();
     for t in &raw.testbed {
+        crate::signals::test_pause("plan-entry");
+        crate::signals::check()?;
         let (tb, size_span) = parse_testbed(src, t, opts)?;
-        if let Some(prev) = testbeds.iter().find(|p| p.spec.label == tb.spec.label) {
+        if let Some(prev) = seen.get(&tb.spec.label).map(|&i| &testbeds[i]) {
             let span = entry(t, &["label"]).map_or(t.span(), |(_, l)| l.span());
             return Err(src.err(
                 span.clone(),
@@ -521,6 +552,7 @@ fn parse_testbeds(
             ));
         }
         spans.push(size_span);
+        seen.insert(tb.spec.label.clone(), testbeds.len());
         testbeds.push(tb);
     }
     Ok((testbeds, spans))

@@ -8,7 +8,7 @@
 //! uses ([`check_phases`]), before that result is written; the error names the question's
 //! `phase` (or, for two phases, its `baseline`) at its line and column.
 
-use std::collections::BTreeMap;
+use std::collections::{BTreeMap, HashMap};
 use std::ops::Range;
 
 use anyhow::Result;
@@ -101,8 +101,26 @@ pub(super) fn workload_labels(
             .and_then(|(_, v)| v.get_ref().as_str().map(str::to_string))
     };
     let kinds: Vec<Option<String>> = entries.iter().map(kind_of).collect();
+    // How many entries each kind has, and the running count that numbers them (`tree#2`);
+    // the labels given so far and the testbeds' labels, by name: each entry is looked up,
+    // never compared with every other, so that a plan's reading stays linear in its size.
+    let mut of_kind: HashMap<Option<&str>, usize> = HashMap::new();
+    for k in &kinds {
+        *of_kind.entry(k.as_deref()).or_default() += 1;
+    }
+    let mut numbered: HashMap<Option<&str>, usize> = HashMap::new();
+    let testbed_at: HashMap<&str, &Location> = testbed_labels
+        .iter()
+        .rev()
+        .map(|(t, at)| (t.as_str(), at))
+        .collect();
+    let mut given: HashMap<String, usize> = HashMap::new();
     let mut labels: Vec<String> = Vec::new();
     for (i, w) in entries.iter().enumerate() {
+        crate::signals::check()?;
+        let n = numbered.entry(kinds[i].as_deref()).or_default();
+        *n += 1;
+        let n = *n;
         let written = w.get_ref().iter().find(|(k, _)| k.get_ref() == "label");
         let (label, span) = match written {
             Some((_, v)) => {
@@ -124,11 +142,7 @@ pub(super) fn workload_labels(
             }
             None => {
                 let kind = kinds[i].clone().unwrap_or_default();
-                let same: Vec<usize> = (0..entries.len())
-                    .filter(|&j| kinds[j].as_deref() == Some(kind.as_str()))
-                    .collect();
-                let label = if same.len() > 1 {
-                    let n = same.iter().position(|&j| j == i).unwrap_or(0) + 1;
+                let label = if of_kind[&kinds[i].as_deref()] > 1 {
                     format!("{kind}#{n}")
                 } else {
                     kind
@@ -136,7 +150,7 @@ pub(super) fn workload_labels(
                 (label, w.span())
             }
         };
-        if let Some(j) = labels.iter().position(|l| *l == label) {
+        if let Some(&j) = given.get(&label) {
             return Err(src.err(
                 span.clone(),
                 "[[workload]] field `label`",
@@ -146,7 +160,7 @@ pub(super) fn workload_labels(
                 ),
             ));
         }
-        if let Some((_, at)) = testbed_labels.iter().find(|(t, _)| *t == label) {
+        if let Some(at) = testbed_at.get(label.as_str()) {
             return Err(src.err(
                 span.clone(),
                 "[[workload]] field `label`",
@@ -156,6 +170,7 @@ pub(super) fn workload_labels(
                 ),
             ));
         }
+        given.insert(label.clone(), i);
         labels.push(label);
     }
     Ok(labels)

@@ -164,8 +164,7 @@ impl<'a> Cut<'a> {
 
     /// The line (from 0) that holds byte `offset`.
     fn line_of(&self, offset: usize) -> usize {
-        let offset = offset.min(self.src.text.len());
-        self.src.text[..offset].matches('\n').count()
+        self.src.line_of(offset).0
     }
 
     fn line(&self, i: usize) -> Line {

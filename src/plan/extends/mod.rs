@@ -309,11 +309,7 @@ published = 0.5
 
     fn plan(text: &str) -> Result<Plan> {
         let r = resolved(text)?;
-        let src = Src {
-            name: "t.toml",
-            text: &r.text,
-            origins: Some(&r.origins),
-        };
+        let src = Src::with_origins("t.toml", &r.text, Some(&r.origins));
         let opts = ParseOptions {
             workdir: Some(std::env::temp_dir()),
             ..Default::default()
