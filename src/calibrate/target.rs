@@ -119,6 +119,7 @@ fn real(spec: &TargetSpec<'_>, opts: &CheckOptions) -> Result<CheckReport> {
 }
 
 fn emulated(spec: &TargetSpec<'_>, opts: &CheckOptions) -> Result<CheckReport> {
+    crate::testbed::device::server::transport_from_env().map_err(bad_input)?;
     let (profile, _) = load_ref(spec.target)?;
     let offset =
         parse_size(spec.offset).map_err(|e| bad_input(format!("--offset {}: {e}", spec.offset)))?;

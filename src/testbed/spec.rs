@@ -489,6 +489,14 @@ impl TestbedSpec {
     /// does direct I/O, the filesystem at its offset within the modelled disk, and a journal
     /// for a journal's model.
     fn validate_models(&self) -> anyhow::Result<()> {
+        if self.device_model.is_some() || self.journal_device_model.is_some() {
+            super::device::server::transport_from_env().map_err(|e| {
+                bad_param(
+                    "device_model",
+                    format!("{e} (the emulated disk's server takes it from the environment)"),
+                )
+            })?;
+        }
         if let Some(m) = &self.device_model {
             if let Some(dev) = &self.device {
                 return Err(bad_param(

@@ -23,6 +23,7 @@ mod crash_minimize;
 mod crash_points;
 mod crash_shutdown;
 mod crash_trees;
+mod device_clock;
 mod device_crash;
 mod device_failures;
 mod device_server;

@@ -44,6 +44,10 @@ pub struct EmulatedDevice {
     /// The disk file's identity, once the loop device is attached.
     backing: Option<FileId>,
     ledger: Ledger,
+    /// The transport the server said it serves through (`ring`, `dev`), and whether it turned
+    /// the machine's `enable_uring` on.
+    transport: String,
+    set_uring: bool,
 }
 
 impl std::fmt::Debug for EmulatedDevice {
@@ -351,6 +355,8 @@ impl EmulatedDevice {
             crash_loop: None,
             backing: None,
             ledger,
+            transport: String::new(),
+            set_uring: false,
         };
         // On an error the device is dropped: its teardown releases the entry.
         dev.wait_ready()?;
@@ -370,7 +376,12 @@ impl EmulatedDevice {
             c.replies.read_line(&mut line)
         };
         match r {
-            Ok(_) if line.trim() == "ready" => Ok(()),
+            Ok(_) if line.split_whitespace().next() == Some("ready") => {
+                let mut words = line.split_whitespace().skip(1);
+                self.transport = words.next().unwrap_or_default().to_string();
+                self.set_uring = words.next() == Some("1");
+                Ok(())
+            }
             // A server that refuses to start is a set-up failure (exit 2), not the measured
             // system failing: nothing was measured on it.
             Ok(_) => {
@@ -513,8 +524,8 @@ impl EmulatedDevice {
             offset: self.offset,
             during: during.name().to_string(),
             parameters: serde_json::to_value(&p.sourced).unwrap_or_default(),
-            transport: String::new(),
-            enable_uring_set_by_run: false,
+            transport: self.transport.clone(),
+            enable_uring_set_by_run: self.set_uring,
         }
     }
 

@@ -462,6 +462,7 @@ mod tests {
             0,
             0,
         );
+        s.clock.paused(1_999_000);
         let before = s.snapshot();
         for i in 0..10 {
             s.record(
@@ -472,6 +473,7 @@ mod tests {
                 0,
                 0,
             );
+            s.clock.paused(i * 1000);
         }
         let after = s.snapshot();
         // Round trip through JSON, as over the control pipe.
@@ -485,6 +487,11 @@ mod tests {
         // The 2 ms request of the first phase is not in the second's lateness.
         let max = d.hist[Hist::Lateness].max();
         assert!(max < 20_000, "max {max}");
+        // The disk clock's pause over the phase: its own stops only (9 late replies).
+        assert_eq!((d.clock.pause_ns, d.clock.pauses), (45_000, 9));
+        let r = d.record_of_phase();
+        assert_eq!((r.pause_ns, r.pauses), (45_000, 9));
+        assert!(before.delta(&after).is_err(), "out of order");
     }
 
     #[test]

@@ -190,6 +190,18 @@ impl fmt::Display for StoreChoice {
 /// Which transport the server uses: `auto`, `uring` or `dev`.
 pub const TRANSPORT_ENV: &str = "FSGAUGE_DEVICE_TRANSPORT";
 
+/// The transport [`TRANSPORT_ENV`] asks for (None: not set), or what is wrong with it: for
+/// whoever starts a server, to refuse a bad value before anything is made.
+pub fn transport_from_env() -> Result<Option<Transport>, String> {
+    match std::env::var(TRANSPORT_ENV) {
+        Ok(v) => v.parse().map(Some),
+        Err(std::env::VarError::NotPresent) => Ok(None),
+        Err(std::env::VarError::NotUnicode(v)) => {
+            Err(format!("{TRANSPORT_ENV}={v:?}: give auto, uring or dev"))
+        }
+    }
+}
+
 /// The module parameter that lets the kernel offer FUSE over io_uring.
 pub const ENABLE_PARAM: &str = "/sys/module/fuse/parameters/enable_uring";
 

@@ -54,7 +54,7 @@ use super::writelog::record::{Timed, WriteLog};
 use super::DeviceModel;
 use crate::sys::rt;
 use crate::sys::{AlignedBuf, Errno};
-pub use args::{DiskArgs, ServeArgs, StoreChoice, Transport};
+pub use args::{transport_from_env, DiskArgs, ServeArgs, StoreChoice, Transport};
 pub use crashfile::CRASH_NAME;
 use records::{Note, Recorder};
 use store::Store;
@@ -518,12 +518,13 @@ fn prepare_process() {
     }
 }
 
-/// Runs the server until the control pipe (stdin) closes. Prints `ready` on stdout once the
-/// disk file can be opened.
+/// Runs the server until the control pipe (stdin) closes. Prints `ready TRANSPORT SET` on
+/// stdout once the disk file can be opened: TRANSPORT `ring` or `dev`, SET 1 when this server
+/// turned the machine's `enable_uring` on (0 otherwise).
 pub fn serve(args: &ServeArgs) -> Result<()> {
     let d = &args.disk;
     prepare_process();
-    let want_ring = ring::wanted(d.transport(), &mut |m| setup_warning(m));
+    let (want_ring, set_uring) = ring::wanted(d.transport(), &mut |m| setup_warning(m));
     let (profile, abl) = (d.checked_profile()?, d.profile.ablations());
     let model = DeviceModel::new(profile, &abl)
         .map_err(|m| anyhow::anyhow!("profile {}: {m}", profile.name))?
@@ -594,8 +595,10 @@ pub fn serve(args: &ServeArgs) -> Result<()> {
     let bg = mount(fs, &profile.name, &args.mount, ring.as_mut())?;
     let _ = rt::set_normal();
     {
+        let transport = if ring.is_some() { "ring" } else { "dev" };
         let mut out = std::io::stdout().lock();
-        writeln!(out, "ready").context("telling the parent the device is ready")?;
+        writeln!(out, "ready {transport} {}", u8::from(set_uring))
+            .context("telling the parent the device is ready")?;
         out.flush()
             .context("telling the parent the device is ready")?;
     }

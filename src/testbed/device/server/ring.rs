@@ -32,24 +32,25 @@ const RING_IDS: u64 = 1 << 62;
 /// and under the studies' loads an emulated disk's replies come late (session 13's
 /// reservation-as-published: p99 2.0–17.0 ms, up to 31% of a phase's requests late, against
 /// none over 0.5 ms through the ring). `dev` keeps /dev/fuse and the switch as it is.
-pub fn wanted(transport: Transport, say: &mut dyn FnMut(&str)) -> bool {
+/// Returns whether the ring is wanted, and whether this call turned `enable_uring` on.
+pub fn wanted(transport: Transport, say: &mut dyn FnMut(&str)) -> (bool, bool) {
     let on = || {
         std::fs::read_to_string(ENABLE_PARAM)
             .map(|v| v.trim() == "Y")
             .unwrap_or(false)
     };
     match transport {
-        Transport::Dev => false,
-        Transport::Auto | Transport::Uring if on() => true,
-        Transport::Auto if !std::path::Path::new(ENABLE_PARAM).exists() => false,
+        Transport::Dev => (false, false),
+        Transport::Auto | Transport::Uring if on() => (true, false),
+        Transport::Auto if !std::path::Path::new(ENABLE_PARAM).exists() => (false, false),
         Transport::Auto | Transport::Uring => match std::fs::write(ENABLE_PARAM, "Y") {
             Ok(()) => {
                 say(&format!("turned on FUSE over io_uring ({ENABLE_PARAM} = Y, as {TRANSPORT_ENV}={transport} does; it stays on, since a server using the ring fails if it is turned off under it): through /dev/fuse an emulated disk costs the server twice the CPU a request and its replies come late under load; {TRANSPORT_ENV}=dev keeps /dev/fuse"));
-                true
+                (true, true)
             }
             Err(e) => {
                 say(&format!("FUSE over io_uring is off ({ENABLE_PARAM} = N) and could not be turned on ({e}): requests go through /dev/fuse, at about twice the server's CPU per request, and an emulated disk's replies may come late under load; as root, `echo Y > {ENABLE_PARAM}` turns it on"));
-                false
+                (false, false)
             }
         },
     }
