@@ -35,7 +35,7 @@ pub fn read_table(r: &RunResult) -> String {
         "phase",
         "files",
         "bytes",
-        "wall",
+        "elapsed",
         "read KiB/s",
         "total KiB/s",
         "stat/s",
@@ -44,16 +44,19 @@ pub fn read_table(r: &RunResult) -> String {
         .phases
         .iter()
         .map(|ph| {
+            // Elapsed and rates on the disk's clock on an emulated disk (PhaseResult::times).
+            let t = ph.times();
             let x = |k: &str| ph.extra.get(k).copied();
+            let per_s = |k: &str| x(k).map(|v| t.rate(v, crate::results::clock::Clock::Disk));
             let rate = |v: Option<f64>| v.map_or("-".into(), format_rate);
             vec![
                 ph.name.clone(),
                 x("files").map_or("-".into(), |v| format!("{v:.0}")),
                 x("bytes").map_or("-".into(), format_bytes_human),
-                format!("{:.3}s", ph.times().disk_s),
-                rate(x("read_kbps")),
-                rate(x("total_kbps")),
-                rate(x("meta_files_per_s").or(x("files_per_s"))),
+                format!("{:.3}s", t.disk_s),
+                rate(per_s("read_kbps")),
+                rate(per_s("total_kbps")),
+                rate(per_s("meta_files_per_s").or(per_s("files_per_s"))),
             ]
         })
         .collect();

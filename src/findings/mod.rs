@@ -529,16 +529,7 @@ mod tests {
     /// Repetition `rep` of testbed `tb`: a create phase of 10 s wall time doing `ops`
     /// operations on an emulated disk whose clock stopped for `pause_s`.
     fn run(tb: &str, rep: u32, ops: u64, pause_s: f64) -> RunResult {
-        let mut r: RunResult = serde_json::from_value(serde_json::json!({
-            "schema": crate::results::SCHEMA, "tool": {"name": "fsgauge", "version": "0.1.0"},
-            "host": {"hostname": "h", "kernel": "6.1", "cpus": 2, "memory": 1},
-            "testbed": crate::results::TestbedInfo::default(),
-            "workload": {"kind": "tree", "params": {}},
-            "rep": rep, "seed": 1, "started_at": "", "spec_hash": "", "conditions": {"cold": "drop"},
-            "phases": [], "errors": []
-        }))
-        .expect("a result");
-        r.testbed.label = tb.into();
+        let mut r = crate::results::clock::bare_result(tb, rep, "tree");
         r.study = Some(crate::results::StudyInfo {
             plan: "p".into(),
             workload: "w".into(),

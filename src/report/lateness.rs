@@ -130,16 +130,7 @@ mod tests {
     /// A result of testbed `tb`, repetition `rep`, with one phase `name` of 10 s wall time on
     /// an emulated disk with this lateness p99, late requests (of 1000) and pause.
     fn run(tb: &str, rep: u32, name: &str, p99_ms: f64, late: u64, pause_ns: u64) -> RunResult {
-        let mut r: RunResult = serde_json::from_value(serde_json::json!({
-            "schema": crate::results::SCHEMA, "tool": {"name": "fsgauge", "version": "0.1.0"},
-            "host": {"hostname": "h", "kernel": "6.1", "cpus": 2, "memory": 1},
-            "testbed": crate::results::TestbedInfo::default(),
-            "workload": {"kind": "tio", "params": {}},
-            "rep": rep, "seed": 1, "started_at": "", "spec_hash": "", "conditions": {"cold": "drop"},
-            "phases": [], "errors": []
-        }))
-        .expect("a result");
-        r.testbed.label = tb.into();
+        let mut r = crate::results::clock::bare_result(tb, rep, "tio");
         let mut p = crate::measure::PhaseTotals::new(name).into_result(&[]);
         p.wall_s = 10.0;
         let mut d = ModelledIo {

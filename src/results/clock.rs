@@ -97,6 +97,23 @@ impl PhaseTimes {
     }
 }
 
+/// A result of a `kind` workload on testbed `label`, repetition `rep`, with no phases: the
+/// frame unit tests of disk time hang their phases on.
+#[cfg(test)]
+pub(crate) fn bare_result(label: &str, rep: u32, kind: &str) -> super::RunResult {
+    let mut r: super::RunResult = serde_json::from_value(serde_json::json!({
+        "schema": super::SCHEMA, "tool": {"name": "fsgauge", "version": "0.1.0"},
+        "host": {"hostname": "h", "kernel": "6.1", "cpus": 2, "memory": 1},
+        "testbed": super::TestbedInfo::default(),
+        "workload": {"kind": kind, "params": {}},
+        "rep": rep, "seed": 1, "started_at": "", "spec_hash": "", "conditions": {"cold": "drop"},
+        "phases": [], "errors": []
+    }))
+    .expect("a result");
+    r.testbed.label = label.into();
+    r
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;

@@ -149,33 +149,10 @@ fn a_paused_disk_reports_disk_time_rates_and_one_lateness_table() {
 /// table carries the wall clock's ratio beside it.
 #[test]
 fn a_finding_on_a_paused_disk_states_both_clocks_in_every_format() {
-    use crate::report_fixtures::{tree_study, write_all};
+    use crate::report_fixtures::{tree_study_with_a_question, write_all};
     use fsgauge::results::device::ModelledIo;
-    use fsgauge::results::{Compares, Question, StudyInfo, DEFAULT_EPSILON};
-    let q = Question {
-        id: "create-time".into(),
-        ask: String::new(),
-        baseline: "a".into(),
-        variant: "b".into(),
-        compares: Compares::Testbeds,
-        testbed: None,
-        workload: None,
-        phase: Some("create".into()),
-        metric: "elapsed".into(),
-        filter: Default::default(),
-        published: Some(2.0),
-        source: String::new(),
-        epsilon: DEFAULT_EPSILON,
-        looks: None,
-    };
-    let mut all = tree_study();
+    let mut all = tree_study_with_a_question();
     for r in &mut all {
-        r.study = Some(StudyInfo {
-            plan: "t".into(),
-            workload: "tree".into(),
-            questions: vec![q.clone()],
-            scale: 1.0,
-        });
         let b = r.testbed.label == "b";
         for p in &mut r.phases {
             p.device_model = Some(ModelledIo {

@@ -4,7 +4,7 @@
 use std::process::Command;
 
 use crate::report_fixtures::*;
-use fsgauge::results::{Compares, DeviceDelta, Question, RunResult, StudyInfo, DEFAULT_EPSILON};
+use fsgauge::results::DeviceDelta;
 
 fn fsgauge() -> Command {
     Command::new(env!("CARGO_BIN_EXE_fsgauge"))
@@ -568,36 +568,6 @@ fn append_study_results_get_the_aged_vs_fresh_table() {
     // Mean aged read 300 KiB/s against 1200 fresh: 25%.
     assert!(row.contains("| 300.0 / 1200 | 25% |"), "{row}");
     assert!(row.contains("| 90.00 / 9.00 |"), "{row}");
-}
-
-/// The tree study with one question on it: does `b` take longer to create than `a`?
-fn tree_study_with_a_question() -> Vec<RunResult> {
-    let q = Question {
-        id: "create-time".into(),
-        ask: "Does b take longer to create the tree than a?".into(),
-        baseline: "a".into(),
-        variant: "b".into(),
-        compares: Compares::Testbeds,
-        testbed: None,
-        workload: None,
-        phase: Some("create".into()),
-        metric: "elapsed".into(),
-        filter: Default::default(),
-        published: Some(2.0),
-        source: "a made-up study".into(),
-        epsilon: DEFAULT_EPSILON,
-        looks: None,
-    };
-    let mut all = tree_study();
-    for r in &mut all {
-        r.study = Some(StudyInfo {
-            plan: "t".into(),
-            workload: "tree".into(),
-            questions: vec![q.clone()],
-            scale: 1.0,
-        });
-    }
-    all
 }
 
 #[test]

@@ -215,3 +215,34 @@ fn fnv(s: &str) -> String {
     }
     format!("{h:016x}{:048x}", 0)
 }
+
+/// The tree study with one question on it: does `b` take longer to create than `a`
+/// (published 2.0×)?
+pub fn tree_study_with_a_question() -> Vec<RunResult> {
+    let q = Question {
+        id: "create-time".into(),
+        ask: "Does b take longer to create the tree than a?".into(),
+        baseline: "a".into(),
+        variant: "b".into(),
+        compares: Compares::Testbeds,
+        testbed: None,
+        workload: None,
+        phase: Some("create".into()),
+        metric: "elapsed".into(),
+        filter: Default::default(),
+        published: Some(2.0),
+        source: "a made-up study".into(),
+        epsilon: DEFAULT_EPSILON,
+        looks: None,
+    };
+    let mut all = tree_study();
+    for r in &mut all {
+        r.study = Some(StudyInfo {
+            plan: "t".into(),
+            workload: "tree".into(),
+            questions: vec![q.clone()],
+            scale: 1.0,
+        });
+    }
+    all
+}
