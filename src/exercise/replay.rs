@@ -30,6 +30,8 @@ pub struct ReplayLog {
     pub params: Exercise,
     /// Where it ran (filesystem, size, mount options), for replaying on the same kind.
     pub testbed: TestbedInfo,
+    /// The line of the `# testbed` header (0: none), for messages about what it says.
+    pub testbed_line: usize,
     pub steps: Vec<Step>,
     /// The log's `#` lines as they were, each with its newline (what a minimized log keeps).
     pub header_lines: String,
@@ -85,6 +87,7 @@ impl ReplayLog {
             }
         }
         let (mut seed, mut params, mut testbed) = (None, None, TestbedInfo::default());
+        let mut testbed_line = 0;
         let mut steps = Vec::new();
         let mut header_lines = format!("{MAGIC}\n");
         let mut expect_n = 0u64;
@@ -112,7 +115,8 @@ impl ReplayLog {
                     "params" => params = Some(header_params(val).map_err(|e| bad(ln, e))?),
                     "testbed" => {
                         testbed = serde_json::from_str(val)
-                            .map_err(|e| bad(ln, format!("testbed: {e}")))?
+                            .map_err(|e| bad(ln, format!("testbed: {e}")))?;
+                        testbed_line = ln;
                     }
                     _ => {}
                 }
@@ -166,6 +170,7 @@ impl ReplayLog {
             seed,
             params,
             testbed,
+            testbed_line,
             steps,
             header_lines,
         })
