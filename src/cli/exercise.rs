@@ -141,6 +141,15 @@ pub fn run(mut args: ExerciseArgs) -> Result<ExitCode> {
         if args.params.file.contains('/') && args.testbed.fs.is_some() {
             args.params.file = Exercise::default().file;
         }
+        // The recorded testbed's mount options are checked as the flag's are (a read-only
+        // mount is refused before the testbed is built).
+        check_place(&args).map_err(|e| {
+            bad_input(format!(
+                "--replay {} line {}: the testbed it was recorded on: {e:#}; replay elsewhere with --fs KIND or --dir PATH",
+                r.display(),
+                log.testbed_line
+            ))
+        })?;
     }
     // A --file path with no place: run in its directory.
     if args.testbed.fs.is_none() && args.testbed.dir.is_none() && args.params.file.contains('/') {

@@ -30,6 +30,8 @@ pub struct ReplayLog {
     pub params: Exercise,
     /// Where it ran (filesystem, size, mount options), for replaying on the same kind.
     pub testbed: TestbedInfo,
+    /// The line of the `# testbed` header (0: none), for messages about what it says.
+    pub testbed_line: usize,
     pub steps: Vec<Step>,
     /// The log's `#` lines as they were, each with its newline (what a minimized log keeps).
     pub header_lines: String,
@@ -85,6 +87,7 @@ impl ReplayLog {
             }
         }
         let (mut seed, mut params, mut testbed) = (None, None, TestbedInfo::default());
+        let mut testbed_line = 0;
         let mut steps = Vec::new();
         let mut header_lines = format!("{MAGIC}\n");
         let mut expect_n = 0u64;
@@ -112,7 +115,8 @@ impl ReplayLog {
                     "params" => params = Some(header_params(val).map_err(|e| bad(ln, e))?),
                     "testbed" => {
                         testbed = serde_json::from_str(val)
-                            .map_err(|e| bad(ln, format!("testbed: {e}")))?
+                            .map_err(|e| bad(ln, format!("testbed: {e}")))?;
+                        testbed_line = ln;
                     }
                     _ => {}
                 }
@@ -133,29 +137,7 @@ impl ReplayLog {
                 let p = params
                     .as_ref()
                     .ok_or_else(|| bad(ln, "operations before the params header".into()))?;
-                // An end past 2^64 is past any --max-len (and must not wrap below it).
-                let end = if op.kind.has_dst() {
-                    op.dst.checked_add(op.len)
-                } else if op.kind == OpKind::Truncate {
-                    Some(op.len)
-                } else {
-                    op.off.checked_add(op.len)
-                };
-                if end.is_none_or(|e| e > p.max_len) || op.len > p.max_len {
-                    return Err(bad(
-                        ln,
-                        format!("{op} reaches past --max-len {:#x}", p.max_len),
-                    ));
-                }
-                // The steps before it leave the file at `size`: an operation that does not fit
-                // (past --max-len, a read past EOF, a copy onto itself) is the log's fault.
-                if let Some(why) = misfit_at(op, size, p.max_len) {
-                    return Err(bad(
-                        ln,
-                        format!("{why}; the log asks for what no file can do (was it cut or edited by hand?)"),
-                    ));
-                }
-                size = size_after(op, size);
+                size = step_fits(op, p.max_len, size).map_err(|why| bad(ln, why))?;
             }
             steps.push(step);
         }
@@ -166,10 +148,35 @@ impl ReplayLog {
             seed,
             params,
             testbed,
+            testbed_line,
             steps,
             header_lines,
         })
     }
+}
+
+/// Checks one operation of a log against the header's `--max-len` and the file the steps
+/// before it leave (`size` bytes); the size after it, or why it cannot be.
+fn step_fits(op: super::ops::Op, max_len: u64, size: u64) -> Result<u64, String> {
+    // An end past 2^64 is past any --max-len (and must not wrap below it).
+    let end = if op.kind.has_dst() {
+        op.dst.checked_add(op.len)
+    } else if op.kind == OpKind::Truncate {
+        Some(op.len)
+    } else {
+        op.off.checked_add(op.len)
+    };
+    if end.is_none_or(|e| e > max_len) || op.len > max_len {
+        return Err(format!("{op} reaches past --max-len {max_len:#x}"));
+    }
+    // An operation that does not fit the file (a read past EOF, a copy onto itself) is the
+    // log's fault.
+    if let Some(why) = misfit_at(op, size, max_len) {
+        return Err(format!(
+            "{why}; the log asks for what no file can do (was it cut or edited by hand?)"
+        ));
+    }
+    Ok(size_after(op, size))
 }
 
 /// The `# params` header: the parameters of the recorded run, under the limits the flags
