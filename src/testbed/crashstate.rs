@@ -231,3 +231,26 @@ impl Drop for CrashStates<'_> {
         }
     }
 }
+
+#[cfg(test)]
+#[allow(clippy::unwrap_used)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn the_log_limit_is_the_one_asked_where_it_fits_else_the_free_space_less_the_reserve() {
+        let mut store = super::super::fault::BackingStore::at(std::path::Path::new("/"));
+        store.free = 10 << 30;
+        assert_eq!(log_limit(Some(1 << 30), &store).unwrap(), 1 << 30);
+        assert_eq!(
+            log_limit(None, &store).unwrap(),
+            (10 << 30) - WRITE_LOG_RESERVE
+        );
+        let e = log_limit(Some(11 << 30), &store).unwrap_err();
+        assert_eq!(crate::error::exit_code(&e), 2);
+        assert!(e.to_string().contains("kept beside the image"), "{e}");
+        store.free = WRITE_LOG_RESERVE;
+        let e = log_limit(None, &store).unwrap_err();
+        assert!(e.to_string().contains("too little for a log"), "{e}");
+    }
+}
