@@ -32,6 +32,16 @@ pub const REPLAY_LIMIT: u64 = 1 << 30;
 /// The largest file-size distribution read.
 pub const DIST_LIMIT: u64 = 16 << 20;
 
+/// What reading a plan holds at once, at most, per byte of plan text ([`PLAN_LIMIT`] bytes at
+/// most): the text, its TOML tree with spans, and the plan built from it, every sweep within
+/// its caps (`registry::sweep::MAX_CELLS`, `plan::MAX_RUNS`), counted before it is expanded.
+/// `tests/fuzz_regressions` holds the reader to it.
+pub const PLAN_MEMORY_PER_BYTE: usize = 64;
+/// What reading a result holds at once, at most, per byte of result file, beside the file's
+/// bytes: the typed result, read in one pass (never a `serde_json::Value` of the document
+/// beside it). `tests/fuzz_regressions` holds the reader to it.
+pub const RESULT_MEMORY_PER_BYTE: usize = 4;
+
 /// Why a file was not read.
 #[derive(Debug, thiserror::Error)]
 pub enum ReadError {
@@ -81,7 +91,8 @@ pub fn kind_of(mode: libc::mode_t) -> &'static str {
         libc::S_IFBLK => "a block device",
         libc::S_IFSOCK => "a socket",
         libc::S_IFLNK => "a symbolic link",
-        _ => "not a regular file",
+        libc::S_IFREG => "a regular file",
+        _ => "a file of no known type",
     }
 }
 

@@ -28,7 +28,18 @@ pub enum UnitError {
     FractionalBytes(String),
     #[error("duration {0:?} is not valid; write it like 500ms, 30s, 5m, 2h or 1h30m")]
     BadDuration(String),
+    #[error("duration {0:?} is too long; give at most {MAX_DURATION_TEXT} (e.g. 30s, 10m or 2h)")]
+    DurationTooLong(String),
 }
+
+/// The longest duration a setting takes (`--time`, `--ramp`, `--interval`, `--stonewall`, a
+/// plan's `time = ...`): a week. One bound for every flag and plan key, so that no deadline
+/// computed from a setting can overflow (`18446744073709551615s` made `Instant + Duration`
+/// panic) and no setting asks for a run that never ends (`999999999999h`).
+pub const MAX_DURATION: Duration = Duration::from_secs(7 * 24 * 3600);
+
+/// [`MAX_DURATION`] as a user writes it.
+pub const MAX_DURATION_TEXT: &str = "7d (168h)";
 
 /// An estimate (space, memory, inodes, time) computed from user-given counts and sizes that
 /// does not fit in 64 bits. Estimates use checked arithmetic and return this rather than a
@@ -234,11 +245,64 @@ pub fn de_opt_seconds<'de, D: serde::Deserializer<'de>>(d: D) -> Result<Option<f
     }
     match <Option<Raw> as serde::Deserialize>::deserialize(d)? {
         None => Ok(None),
-        Some(Raw::N(n)) => Ok(Some(n)),
-        Some(Raw::S(s)) => parse_duration(&s)
+        Some(Raw::N(n)) => bounded(n, &n.to_string())
+            .map(Some)
+            .map_err(serde::de::Error::custom),
+        Some(Raw::S(s)) => parse_setting_duration(&s)
             .map(|d| Some(d.as_secs_f64()))
             .map_err(serde::de::Error::custom),
     }
+}
+
+/// `secs` (written as `text`) as a setting's duration: 0 to [`MAX_DURATION`] seconds.
+fn bounded(secs: f64, text: &str) -> Result<f64, UnitError> {
+    if !(secs.is_finite() && secs >= 0.0) {
+        return Err(UnitError::BadDuration(text.to_string()));
+    }
+    if secs > MAX_DURATION.as_secs_f64() {
+        return Err(UnitError::DurationTooLong(text.to_string()));
+    }
+    Ok(secs)
+}
+
+/// Parses the duration of a setting (`--time 30s`, a plan's `time = "5m"`), within
+/// [`MAX_DURATION`]: every flag and plan key of a run's durations reads through here.
+pub fn parse_setting_duration(text: &str) -> Result<Duration, UnitError> {
+    if let Ok(secs) = text.trim().parse::<f64>() {
+        return bounded(secs, text).map(Duration::from_secs_f64);
+    }
+    if overflows(text) {
+        // humantime refuses what overflows its own arithmetic: a duration too long.
+        return Err(UnitError::DurationTooLong(text.to_string()));
+    }
+    let d = parse_duration(text)?;
+    bounded(d.as_secs_f64(), text)?;
+    Ok(d)
+}
+
+/// The instant `secs` seconds from now: a deadline computed from a setting. Checked, so that
+/// a duration no setting should hold (see [`MAX_DURATION`]) is an error, never a panic of
+/// `Instant + Duration` nor a deadline that never comes.
+pub fn deadline_after(secs: f64) -> Result<std::time::Instant, UnitError> {
+    let text = format!("{secs}s");
+    match Duration::try_from_secs_f64(secs) {
+        Ok(d) => deadline_in(d).ok_or(UnitError::DurationTooLong(text)),
+        Err(_) if secs > 0.0 => Err(UnitError::DurationTooLong(text)),
+        Err(_) => Err(UnitError::BadDuration(text)),
+    }
+}
+
+/// `Instant::now() + d`, or `None` when that instant cannot be represented.
+pub fn deadline_in(d: Duration) -> Option<std::time::Instant> {
+    std::time::Instant::now().checked_add(d)
+}
+
+/// Whether humantime refused `text` because its number is too large.
+fn overflows(text: &str) -> bool {
+    matches!(
+        humantime::parse_duration(text.trim()),
+        Err(humantime::DurationError::NumberOverflow)
+    )
 }
 
 /// serde `deserialize_with` for sweep parameters: one value (`threads = 4`) or a list
@@ -274,6 +338,45 @@ pub fn parse_duration(text: &str) -> Result<Duration, UnitError> {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn setting_durations_stop_at_a_week_and_deadlines_are_checked() {
+        assert_eq!(
+            parse_setting_duration("7d").unwrap(),
+            Duration::from_secs(604_800)
+        );
+        assert_eq!(
+            parse_setting_duration("90").unwrap(),
+            Duration::from_secs(90)
+        );
+        for long in [
+            "18446744073709551615s",
+            "999999999999h",
+            "8d",
+            "1e30",
+            "604801",
+        ] {
+            assert_eq!(
+                parse_setting_duration(long),
+                Err(UnitError::DurationTooLong(long.to_string())),
+                "{long}"
+            );
+        }
+        assert!(matches!(
+            parse_setting_duration("-5"),
+            Err(UnitError::BadDuration(_))
+        ));
+        assert!(deadline_after(30.0).is_ok());
+        assert!(matches!(
+            deadline_after(f64::MAX),
+            Err(UnitError::DurationTooLong(_))
+        ));
+        assert!(matches!(
+            deadline_after(f64::NAN),
+            Err(UnitError::BadDuration(_))
+        ));
+        assert_eq!(deadline_in(Duration::MAX), None);
+    }
 
     #[test]
     fn sizes_parse_as_binary_multiples() {

@@ -320,7 +320,9 @@ impl Session {
     {
         self.barrier();
         let meter = start();
-        let deadline = self.opts.stonewall.map(|d| Instant::now() + d);
+        // --stonewall is bounded (units::MAX_DURATION), so its deadline is representable;
+        // were it not, there would be no stonewall rather than a panic.
+        let deadline = self.opts.stonewall.and_then(crate::units::deadline_in);
         let mut flags = Flags::default();
         let (recorders, failure) = self.run_workers(&meter, workers, &work, deadline, &mut flags);
         let walled_here = meter.stonewalled();

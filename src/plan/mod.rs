@@ -85,6 +85,7 @@
 
 mod execute;
 mod extends;
+mod limits;
 mod parse;
 pub mod presets;
 mod question;
@@ -101,6 +102,7 @@ pub use execute::{
     main_metric, matrix, run_hash, smoke, study_info, Estimate, ExecOptions, Executed, Matrix,
     PlannedRun, SMOKE_SCALE,
 };
+pub use limits::MAX_RUNS;
 #[cfg(test)]
 pub(crate) use parse::{parse_test, setting_keys, settings_of, OWN_KEYS};
 pub use parse::{Location, ParseOptions};

@@ -11,6 +11,7 @@ use anyhow::Result;
 use serde::Deserialize;
 use toml::Spanned;
 
+use super::limits::Tally;
 use super::question::{self, RawQuestion};
 use super::{
     scale, Fresh, Plan, PlanTestbed, PlanWorkload, Reps, AUTO_CV_TARGET, AUTO_MAX_REPS,
@@ -271,10 +272,11 @@ pub(super) fn parse_src(src: &Src, opts: &ParseOptions) -> Result<Plan> {
     let fresh = parse_fresh(src, &raw)?;
     require_entries(src, &raw)?;
 
-    let workloads = parse_workloads(src, &raw, fresh, scale_f)?;
+    let workloads = parse_workloads(src, &raw, fresh, scale_f, reps)?;
     let (mut testbeds, spans) = parse_testbeds(src, &raw, opts)?;
     let mut notes = Vec::new();
     for ((tb, at), raw_tb) in testbeds.iter_mut().zip(spans).zip(&raw.testbed) {
+        crate::signals::check()?;
         fit_testbed(src, tb, &at, &workloads, scale_f, &mut notes)?;
         fit_inodes(src, tb, &workloads, &mut notes)?;
         fit_memory(
@@ -501,22 +503,34 @@ fn require_entries(src: &Src, raw: &RawPlan) -> Result<()> {
 
 /// The plan's workloads, labelled, each split into its sweep's cells when every run gets a
 /// fresh testbed.
+/// The sweeps' cells and the plan's runs are counted (see [`super::limits`]) before any
+/// sweep is split.
 fn parse_workloads(
     src: &Src,
     raw: &RawPlan,
     fresh: Fresh,
     scale_f: f64,
+    reps: Reps,
 ) -> Result<Vec<PlanWorkload>> {
     let testbed_labels = testbed_labels(src, &raw.testbed);
     let labels = question::workload_labels(src, &raw.workload, &testbed_labels)?;
-    let mut workloads = Vec::new();
+    let mut tally = Tally::new(raw.testbed.len(), reps);
+    let mut built = Vec::with_capacity(raw.workload.len());
     for (w, label) in raw.workload.iter().zip(labels) {
+        crate::signals::check()?;
         let mut pw = parse_workload(src, w, scale_f)?;
         pw.label = label;
         if pw.kind == APPEND {
             pw.keep_image = append_keep_image(src, w, raw.age.is_some())?;
         }
-        if fresh == Fresh::PerRun {
+        let split = fresh == Fresh::PerRun && sweep::splits(&*pw.workload);
+        tally.add(src, w, &*pw.workload, split)?;
+        built.push((w, pw, split));
+    }
+    let mut workloads = Vec::new();
+    for (w, pw, split) in built {
+        crate::signals::check()?;
+        if split {
             workloads.extend(split_cells(src, w, pw)?);
         } else {
             workloads.push(pw);

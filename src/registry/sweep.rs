@@ -17,9 +17,46 @@ pub struct Cell {
     pub at: Vec<(&'static str, usize)>,
 }
 
+/// The most cells one sweep may have (the product of its axes' lengths), from flags and from
+/// plans alike. A sweep is counted by multiplying its axes' lengths before any cell is made:
+/// 2,000 `threads` × 2,000 `block` values are 16 KB of plan but 4,000,000 cells, which took
+/// gigabytes to expand. 10,000 cells of a second each are already close to three hours.
+pub const MAX_CELLS: u64 = 10_000;
+
+/// How many cells `wl`'s sweep has, and its axes as a product (`2000 threads × 2000 block`);
+/// `None` as the count when the product does not fit in 64 bits.
+pub fn count(wl: &dyn Workload) -> (Option<u64>, String) {
+    let params = wl.params();
+    let mut n = Some(1u64);
+    let mut product = Vec::new();
+    for &a in wl.sweep_axes() {
+        let len = params[a].as_array().map_or(1, Vec::len) as u64;
+        if len > 1 {
+            product.push(format!("{len} {a}"));
+        }
+        n = n.and_then(|n| n.checked_mul(len));
+    }
+    (n, product.join(" × "))
+}
+
+/// The number of `wl`'s cells, or why there are too many ([`MAX_CELLS`]); counted, not
+/// expanded.
+pub fn check_count(wl: &dyn Workload) -> anyhow::Result<u64> {
+    match count(wl) {
+        (Some(n), _) if n <= MAX_CELLS => Ok(n),
+        (n, product) => Err(bad_input(format!(
+            "the {} sweep has {product} = {} cells, more than the {MAX_CELLS} one sweep may have; sweep fewer values (each cell is a run, or a phase of one), or split the sweep over several runs",
+            wl.kind(),
+            n.map_or_else(|| "more than 2^64".to_string(), |n| n.to_string()),
+        ))),
+    }
+}
+
 /// The cells of `wl`'s sweep, in run order (the last axis varies fastest); one cell, the
-/// workload itself rebuilt, when it has no axis with more than one value.
+/// workload itself rebuilt, when it has no axis with more than one value. A sweep of more
+/// than [`MAX_CELLS`] cells is refused before any is made.
 pub fn cells(wl: &dyn Workload) -> anyhow::Result<Vec<Cell>> {
+    check_count(wl)?;
     let params = wl.params();
     let kind = registry::find(wl.kind())
         .ok_or_else(|| bad_input(format!("workload kind {:?} is not registered", wl.kind())))?;

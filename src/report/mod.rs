@@ -37,6 +37,8 @@ pub struct Loaded {
     /// Files that record a run already read from another file (a copy, or a path given
     /// twice): `(the file left out, the file counted)`. Each run is counted once.
     pub duplicates: Vec<(PathBuf, PathBuf)>,
+    /// `*.json` documents of the directories read that have no `schema` key: not results.
+    pub foreign: Vec<PathBuf>,
 }
 
 impl Loaded {
@@ -52,6 +54,12 @@ impl Loaded {
                     "{} records the same run as {} (a copy, or given twice); it is counted once",
                     dup.display(),
                     first.display()
+                )
+            }))
+            .chain(self.foreign.iter().map(|f| {
+                format!(
+                    "{} has no \"schema\" key, so it is not an fsgauge result and was left out (move it out of the results directory to silence this)",
+                    f.display()
                 )
             }))
             .collect()
@@ -99,13 +107,23 @@ pub fn load_results(paths: &[PathBuf]) -> Result<Loaded> {
             let dir = crate::results::load_dir(p).map_err(|e| bad_input(format!("{e:#}")))?;
             if dir.results.is_empty() {
                 return Err(bad_input(format!(
-                    "{} holds no fsgauge result files (*.json with a schema tag){}",
+                    "{} holds no fsgauge result files (*.json with a schema tag){}{}",
                     p.display(),
                     if dir.skipped.is_empty() {
                         String::new()
                     } else {
                         let list: Vec<String> = dir.skipped.iter().map(|s| s.to_string()).collect();
                         format!("; damaged: {}", list.join("; "))
+                    },
+                    if dir.foreign.is_empty() {
+                        String::new()
+                    } else {
+                        let list: Vec<String> = dir
+                            .foreign
+                            .iter()
+                            .map(|f| f.display().to_string())
+                            .collect();
+                        format!("; without a \"schema\" key: {}", list.join(", "))
                     }
                 )));
             }
@@ -113,6 +131,7 @@ pub fn load_results(paths: &[PathBuf]) -> Result<Loaded> {
                 keep(&mut out, f.path, f.result);
             }
             out.skipped.extend(dir.skipped);
+            out.foreign.extend(dir.foreign);
         } else {
             let r = load_one(p)?;
             keep(&mut out, p.clone(), r);

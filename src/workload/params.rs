@@ -36,9 +36,9 @@ pub fn size(s: &str) -> Result<u64, String> {
     crate::units::parse_size(s).map_err(|e| e.to_string())
 }
 
-/// `--time 30s`: a duration in seconds.
+/// `--time 30s`: a duration in seconds, at most [`crate::units::MAX_DURATION`].
 pub fn seconds(s: &str) -> Result<f64, String> {
-    crate::units::parse_duration(s)
+    crate::units::parse_setting_duration(s)
         .map(|d| d.as_secs_f64())
         .map_err(|e| e.to_string())
 }

@@ -99,9 +99,41 @@ pub fn plan(data: &[u8]) {
         ..Default::default()
     };
     match parse(text, "fuzz.toml", &opts) {
-        Ok(p) => assert!(!p.testbeds.is_empty() && !p.workloads.is_empty()),
+        Ok(p) => {
+            assert!(!p.testbeds.is_empty() && !p.workloads.is_empty());
+            expansion(&p);
+        }
         Err(e) => assert_located(&format!("{e:#}"), "fuzz.toml:", text),
     }
+}
+
+/// A plan that parses (its sweeps split, its `extends` merged) stays within the caps, and its
+/// matrix is exactly testbeds × workload cells × first-round repetitions, each sweep cell
+/// within the cap and holding one value on each of its axes.
+fn expansion(p: &fsgauge::plan::Plan) {
+    use fsgauge::plan::{first_round, matrix, Reps, MAX_RUNS};
+    use fsgauge::registry::sweep;
+    let reps = match p.reps {
+        Reps::Fixed(n) => u64::from(n),
+        Reps::Auto { max, .. } => u64::from(max),
+    };
+    let cells = p.workloads.len() as u64;
+    assert!(
+        (p.testbeds.len() as u64) * cells * reps <= MAX_RUNS,
+        "{} testbeds × {cells} cells × {reps} reps passed the cap",
+        p.testbeds.len()
+    );
+    for w in &p.workloads {
+        let (n, product) = sweep::count(&*w.workload);
+        assert!(n.is_some_and(|n| n <= sweep::MAX_CELLS), "{product}");
+    }
+    let m = matrix(p);
+    let usable = p.testbeds.len() - m.skipped.len();
+    assert_eq!(
+        m.runs.len() as u64,
+        usable as u64 * cells * u64::from(first_round(p)),
+        "the matrix is not testbeds × cells × repetitions"
+    );
 }
 
 /// Device profiles: an error names the file, line and column; a profile that parses builds

@@ -182,3 +182,69 @@ fn result_floats_read_back_exactly() {
     let r = fsgauge::results::parse_result(written.as_bytes(), Path::new("r.json")).unwrap();
     assert_eq!(r.phases[0].latency.mean_ns, 100441.73333333313_f64);
 }
+
+/// Issue 41, item 7: the readers keep the memory bound they state per byte of input
+/// (`fsgauge::bounded::PLAN_MEMORY_PER_BYTE`, `RESULT_MEMORY_PER_BYTE`), on inputs large
+/// enough that the bound, not a fixed allowance, is what holds: a plan of 4,000 testbeds, and
+/// a result whose time series is about 8 MB. Before, a result was read as a JSON tree, then
+/// converted (about 8× the file).
+#[test]
+fn readers_hold_their_stated_memory_per_input_byte() {
+    use fsgauge::bounded::{PLAN_MEMORY_PER_BYTE, RESULT_MEMORY_PER_BYTE};
+    let mut plan = String::new();
+    for i in 0..4000 {
+        plan.push_str(&format!(
+            "[[testbed]]\nlabel = \"t{i}\"\nfs = \"ext4\"\nfs_size = \"256M\"\n\n"
+        ));
+    }
+    plan.push_str("[[workload]]\nkind = \"tree\"\ndirs = 1\nfiles = 1\nfile_size = \"4K\"\n");
+    let opts = fsgauge::plan::ParseOptions {
+        workdir: Some(std::env::temp_dir()),
+        ..Default::default()
+    };
+    let base = LIVE.with(Cell::get);
+    PEAK.with(|p| p.set(base));
+    let parsed = fsgauge::plan::parse(&plan, "big.toml", &opts).unwrap();
+    let peak = PEAK.with(Cell::get) - base;
+    assert_eq!(parsed.testbeds.len(), 4000);
+    let per = peak / plan.len();
+    println!(
+        "plan: {peak} bytes at once for {} bytes ({per}/byte)",
+        plan.len()
+    );
+    assert!(
+        peak <= PLAN_MEMORY_PER_BYTE * plan.len(),
+        "plan: {peak} bytes for {}",
+        plan.len()
+    );
+
+    let dir = Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/fuzz_regressions/result");
+    let text = std::fs::read_to_string(dir.join("seed-tree.json")).unwrap();
+    let mut doc: serde_json::Value = serde_json::from_str(&text).unwrap();
+    let one = doc["phases"][0]["series"][0].clone();
+    let series: Vec<serde_json::Value> = (0..10_000)
+        .map(|i| {
+            let mut e = one.clone();
+            e["t"] = serde_json::json!(i as f64);
+            e
+        })
+        .collect();
+    doc["phases"][0]["series"] = serde_json::Value::Array(series);
+    let bytes = doc.to_string().into_bytes();
+    drop(doc);
+    let base = LIVE.with(Cell::get);
+    PEAK.with(|p| p.set(base));
+    let r = fsgauge::results::parse_result(&bytes, Path::new("big.json")).unwrap();
+    let peak = PEAK.with(Cell::get) - base;
+    assert_eq!(r.phases[0].series.len(), 10_000);
+    let per = peak / bytes.len();
+    println!(
+        "result: {peak} bytes at once for {} bytes ({per}/byte)",
+        bytes.len()
+    );
+    assert!(
+        peak <= RESULT_MEMORY_PER_BYTE * bytes.len(),
+        "result: {peak} bytes for {}",
+        bytes.len()
+    );
+}

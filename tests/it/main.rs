@@ -59,6 +59,7 @@ mod output_formats;
 mod output_trust;
 mod path_rules;
 mod plan_cli;
+mod plan_limits;
 mod plan_questions;
 mod plan_resume;
 mod presets_run;

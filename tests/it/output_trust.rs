@@ -185,6 +185,29 @@ fn duplicate_results_count_once_with_a_warning() {
     assert!(!doc.contains("\"n\": 3"), "compare counted the copy: {doc}");
 }
 
+/// Issue 41, item 12: `--out` naming a regular file says what is wrong — it must be a
+/// directory — where it said the file "is not a regular file".
+#[test]
+fn an_out_that_is_a_regular_file_is_told_to_be_a_directory() {
+    let sb = Sandbox::new();
+    let file = sb.path().join("results.txt");
+    std::fs::write(&file, "notes").unwrap();
+    let o = bench_tree(&sb, &sb.path().join("d"), &file, &[])
+        .output()
+        .unwrap();
+    let e = stderr(&o);
+    assert_eq!(o.status.code(), Some(2), "{e}");
+    assert!(
+        e.contains(&format!(
+            "--out {} is a regular file, not a directory: --out names the directory the result files go into",
+            file.display()
+        )),
+        "{e}"
+    );
+    assert!(!e.contains("not a regular file"), "{e}");
+    assert_eq!(std::fs::read_to_string(&file).unwrap(), "notes");
+}
+
 // Item 7: --out that cannot take results is refused before anything runs.
 #[test]
 fn an_unusable_out_is_refused_before_the_run() {

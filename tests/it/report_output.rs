@@ -402,6 +402,41 @@ fn bad_report_input_is_refused() {
     assert_eq!(e.status.code(), Some(2));
 }
 
+/// Issue 41, item 12: a JSON document without a `schema` key in a results directory is not a
+/// result, and is named in a warning rather than left out without a word (before, nothing was
+/// said); the results beside it are reported as before, and a directory of nothing else says
+/// what it held.
+#[test]
+fn a_json_file_without_a_schema_key_is_named_in_a_warning() {
+    let dir = tempfile::tempdir().unwrap();
+    let res = dir.path().join("results");
+    write_all(&res, &tree_study());
+    let stray = res.join("notes.json");
+    std::fs::write(&stray, "{\"kind\": \"notes\", \"items\": [1, 2]}").unwrap();
+    let out = fsgauge().arg("report").arg(&res).output().unwrap();
+    ok(&out);
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert!(
+        stderr.contains(&format!(
+            "{} has no \"schema\" key, so it is not an fsgauge result and was left out",
+            stray.display()
+        )),
+        "{stderr}"
+    );
+    let only = dir.path().join("only");
+    std::fs::create_dir(&only).unwrap();
+    std::fs::write(only.join("list.json"), "[1, 2, 3]").unwrap();
+    let out = fsgauge().arg("report").arg(&only).output().unwrap();
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert_eq!(out.status.code(), Some(2), "{stderr}");
+    assert!(
+        stderr.contains("holds no fsgauge result files")
+            && stderr.contains("without a \"schema\" key:")
+            && stderr.contains("list.json"),
+        "{stderr}"
+    );
+}
+
 #[test]
 fn compare_picks_testbeds_out_of_one_results_directory() {
     let dir = tempfile::tempdir().unwrap();

@@ -318,3 +318,67 @@ fn a_sparse_image_that_does_not_fit_is_not_told_to_be_sparse() {
         &["keep the image sparse (--image-alloc sparse"],
     );
 }
+
+/// Issue 41, item 6: every duration setting has one bound, a week, on the command line and in
+/// a plan. Before, `--time 18446744073709551615s` panicked adding it to an `Instant` (exit
+/// 101) and `999999999999h` was taken and ran without end.
+#[test]
+fn durations_beyond_a_week_are_refused_on_every_flag_and_plan_key() {
+    let sb = Sandbox::new();
+    let d = sb.path().join("target");
+    std::fs::create_dir(&d).unwrap();
+    let dir = d.to_str().unwrap();
+    let huge = "18446744073709551615s";
+    let long = "999999999999h";
+    let cases: [(&[&str], &str); 6] = [
+        (&["bench", "tio", "--time-based", "--time", huge], huge),
+        (&["bench", "tio", "--time-based", "--time", long], long),
+        (&["bench", "clients", "--time", huge], huge),
+        (&["bench", "tio", "--time", "2s", "--ramp", long], long),
+        (&["exercise", "--time", huge], huge),
+        (&["exercise", "--time", "8d"], "8d"),
+    ];
+    for (args, value) in cases {
+        let mut c = sb.cmd();
+        c.args(args).args(["--dir", dir, "--out"]).arg(sb.out());
+        let out = crate::support::run_within(c, 120, &format!("{args:?}"));
+        refused_clean(
+            &sb,
+            &out,
+            &format!("{args:?}"),
+            &[&format!(
+                "duration \"{value}\" is too long; give at most 7d (168h)"
+            )],
+        );
+        assert_eq!(std::fs::read_dir(&d).unwrap().count(), 0, "{args:?}");
+    }
+    // The plan's `time` has the same bound, text or number, at its line and column.
+    for (value, shown) in [
+        ("\"999999999999h\"", "999999999999h"),
+        ("1e30", "1000000000000000000000000000000"),
+    ] {
+        let p = sb.path().join("time.toml");
+        std::fs::write(
+            &p,
+            format!(
+                "[[testbed]]\nfs = \"ext4\"\nfs_size = \"1G\"\n\n[[workload]]\nkind = \"tio\"\ntime = {value}\n"
+            ),
+        )
+        .unwrap();
+        let mut c = sb.cmd();
+        c.arg("run")
+            .arg(&p)
+            .args(["--dry-run", "--workdir"])
+            .arg(sb.workdir())
+            .arg("--out")
+            .arg(sb.out());
+        let out = crate::support::run_within(c, 120, "plan time");
+        let at = format!("{}:7:", p.display());
+        refused_clean(
+            &sb,
+            &out,
+            &format!("time = {value}"),
+            &[&at, "time", &format!("\"{shown}\" is too long")],
+        );
+    }
+}

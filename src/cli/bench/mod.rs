@@ -180,6 +180,7 @@ fn bench(cmd: &BenchCmd, run: &RunArgs) -> Result<ExitCode> {
 fn run_sweep(place: &Place, whole: &dyn Workload, run: &RunArgs) -> Result<Vec<Outcome>> {
     let mut opts = run.options();
     opts.seed = Some(run.params.settings.seed.or_clock());
+    sweep::check_count(whole)?;
     if !(sweep::splits(whole) && matches!(place, Place::Testbed(_))) {
         return crate::runner::run(place, whole, &opts);
     }

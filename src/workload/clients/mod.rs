@@ -666,7 +666,10 @@ impl Clients {
             n as usize,
             |i, rec| {
                 let _pinned = self.control.pin(i)?;
-                let deadline = time.map(|t| Instant::now() + Duration::from_secs_f64(t));
+                let deadline = time
+                    .map(crate::units::deadline_after)
+                    .transpose()
+                    .map_err(|e| crate::error::bad_param("time", format!("--time: {e}")))?;
                 let mut c = Client::new(off + i, &root, rec);
                 let passes = match pace {
                     Some(pace) => {

@@ -33,7 +33,7 @@ use std::os::fd::{AsRawFd, OwnedFd};
 use std::os::unix::ffi::OsStrExt;
 use std::path::{Path, PathBuf};
 use std::str::FromStr;
-use std::time::{Duration, Instant};
+use std::time::Instant;
 
 use anyhow::{Context, Result};
 use serde::{Deserialize, Serialize};
@@ -452,11 +452,13 @@ impl Tio {
 
     /// Each thread's job in `dir`; threads are numbered from `off` (see
     /// [`RunContext::worker_base`]: under MPI with a shared directory, across ranks).
-    fn jobs(&self, cell: Cell, dir: &Path, seed: u64, create: bool, off: u64) -> Vec<Job> {
+    fn jobs(&self, cell: Cell, dir: &Path, seed: u64, create: bool, off: u64) -> Result<Vec<Job>> {
         let deadline = self
             .time
-            .map(|s| Instant::now() + Duration::from_secs_f64(s));
-        (off..off + cell.threads as u64)
+            .map(crate::units::deadline_after)
+            .transpose()
+            .map_err(|e| bad_param("time", format!("--time: {e}")))?;
+        Ok((off..off + cell.threads as u64)
             .map(|i| {
                 let (path, file_id, base) = if self.shared_file {
                     (dir.join("shared"), 0, i * self.file_size)
@@ -483,7 +485,7 @@ impl Tio {
                     time_based: self.control.time_based,
                 }
             })
-            .collect()
+            .collect())
     }
 
     fn files(&self, cell: Cell, dir: &Path, off: u64) -> Vec<PathBuf> {
@@ -498,7 +500,7 @@ impl Tio {
 
     /// Writes the files a read cell reads (untimed), in 1 MiB requests of whole blocks.
     fn setup_files(&self, cell: Cell, dir: &Path, seed: u64, off: u64) -> Result<()> {
-        let jobs = self.jobs(cell, dir, seed, true, off);
+        let jobs = self.jobs(cell, dir, seed, true, off)?;
         if self.shared_file {
             create_empty(&dir.join("shared"))?;
         }
@@ -557,7 +559,7 @@ impl Tio {
 
     /// Reads every written block back (untimed) and checks it.
     fn verify_written(&self, cell: Cell, dir: &Path, seed: u64, off: u64) -> Result<()> {
-        for mut j in self.jobs(cell, dir, seed, false, off) {
+        for mut j in self.jobs(cell, dir, seed, false, off)? {
             j.mode = Mode::Seqread;
             let fd = open_path(&j.path, libc::O_RDONLY | libc::O_CLOEXEC)
                 .map_err(|e| io_failure("open", &j.path, None, e, ""))?;
@@ -651,11 +653,11 @@ impl Tio {
         } else if self.shared_file {
             create_empty(&dir.join("shared"))?;
         }
-        Ok(if cell.mode.writes() {
+        if cell.mode.writes() {
             self.jobs(cell, dir, seed, true, off)
         } else {
             self.jobs(cell, &read_dir, seed, true, read_off)
-        })
+        }
     }
 
     /// The measured phase of a cell: every thread runs its job on `engine` (paced, probed or
@@ -688,7 +690,10 @@ impl Tio {
                 let mut job = jobs[i].clone();
                 if let Some(t) = self.control.phase_time(self.time) {
                     // The cap counts from when the workers start, not from when jobs were made.
-                    job.deadline = Some(Instant::now() + Duration::from_secs_f64(t));
+                    job.deadline = Some(
+                        crate::units::deadline_after(t)
+                            .map_err(|e| bad_param("time", format!("--time: {e}")))?,
+                    );
                 }
                 match engine {
                     Engine::Psync if pace.is_some() => {
