@@ -8,46 +8,20 @@ use std::fs::File;
 use std::os::fd::{AsFd, AsRawFd, OwnedFd};
 use std::os::unix::fs::MetadataExt;
 use std::path::{Path, PathBuf};
-use std::sync::{Arc, OnceLock};
+use std::sync::{Arc, Mutex, OnceLock};
 use std::time::{Duration, SystemTime};
 
 use nix::fcntl::{Flock, FlockArg};
 
 use anyhow::{Context, Result};
-use serde::{Deserialize, Serialize};
 
+pub use super::entry::Manifest;
 use super::{copy_image, entry, Copied, ImageKey, Keep};
 use crate::atomic::write_atomic;
 use crate::error::bad_input;
 use crate::results::PhaseResult;
 use crate::sys::trust;
 use crate::testbed::Ledger;
-
-/// What the cache knows of an entry (`KEY.json`).
-#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
-pub struct Manifest {
-    pub key: String,
-    /// The name it was kept under (`--keep-image NAME`, the plan's name).
-    pub name: String,
-    /// Everything the key hashes, in clear.
-    pub fields: serde_json::Value,
-    pub fs: String,
-    /// The filesystem's size (the image's length), bytes.
-    pub fs_size: u64,
-    /// Bytes the image takes on the cache's disk.
-    pub on_disk: u64,
-    /// RFC 3339, UTC.
-    pub created: String,
-    pub last_used: String,
-    /// The digest of the aged state's contents (see [`super::copy`]).
-    pub digest: String,
-    /// Seconds the aging took.
-    pub aging_s: f64,
-    /// The aging's phases, as its run recorded them: a run from the image reports them.
-    pub phases: Vec<PhaseResult>,
-    /// The aging's layout record, when the run recorded one.
-    pub layout: Option<serde_json::Value>,
-}
 
 /// An entry of the cache.
 #[derive(Debug, Clone)]
@@ -101,6 +75,15 @@ static FIRST_LOOK: OnceLock<SystemTime> = OnceLock::new();
 
 fn first_look() -> SystemTime {
     *FIRST_LOOK.get_or_init(SystemTime::now)
+}
+
+/// The keys this process put in place: an entry of one of them is this process's own, which
+/// a later aging of the same key (after it was found damaged) replaces.
+static PLACED: Mutex<Vec<String>> = Mutex::new(Vec::new());
+
+/// Whether this process put entry `key` in place.
+fn placed_here(key: &str) -> bool {
+    PLACED.lock().is_ok_and(|p| p.iter().any(|k| k == key))
 }
 
 /// Holds a `flock` on the cache directory while entries are put in place, read or removed,
@@ -207,9 +190,14 @@ fn place(
     json: &Path,
 ) -> Result<(Entry, bool)> {
     let _lock = lock(dir_fd, dir, true)?;
-    if let Ok(Some(e)) = open_pair(dir_fd, dir, &manifest.key) {
+    if let (Ok(Some(e)), false) = (
+        open_pair(dir_fd, dir, &manifest.key),
+        placed_here(&manifest.key),
+    ) {
+        // RFC 3339 to the second: an entry made in the second this process first looked
+        // counts as made after.
         let made = humantime::parse_rfc3339(&e.manifest.created).ok();
-        if made.is_some_and(|t| t >= first_look() - Duration::from_secs(1)) {
+        if made.is_some_and(|t| t + Duration::from_secs(1) > first_look()) {
             return Ok((e, true));
         }
     }
@@ -224,6 +212,9 @@ fn place(
     .with_context(|| format!("renaming {part} to {}", img.display()))?;
     write_atomic(json, &serde_json::to_vec_pretty(&manifest)?)
         .with_context(|| format!("writing {}", json.display()))?;
+    if let Ok(mut p) = PLACED.lock() {
+        p.push(manifest.key.clone());
+    }
     Ok((
         Entry {
             manifest,
