@@ -115,7 +115,7 @@ pub(crate) fn render(headers: &[&str], rows: &[Vec<String>]) -> String {
     out
 }
 
-pub fn run(cmd: AgeCmd) -> Result<ExitCode> {
+pub fn run(mut cmd: AgeCmd) -> Result<ExitCode> {
     if cmd.list_dists {
         for (name, about) in crate::age::dist::builtin_list() {
             println!("{name:<18} {about}");
@@ -125,6 +125,7 @@ pub fn run(cmd: AgeCmd) -> Result<ExitCode> {
     // Validated as a plan's workload is, before anything is made.
     let age = Age(cmd.params);
     age.validate()?;
+    cmd.testbed.keeps_image = cmd.keep_image.is_some();
     let place = cmd.testbed.place()?;
     if let Some(spec) = cmd.testbed.spec()? {
         age.0.check_fits(spec.size, 4096)?;

@@ -42,6 +42,10 @@ pub struct TestbedArgs {
     /// Label for tables and result files [default: the filesystem kind].
     #[arg(long)]
     pub label: Option<String>,
+    /// Whether the command keeps its aging in the image cache (`age --keep-image`): only then
+    /// does `--image-start` apply. Set by the command, never a flag.
+    #[arg(skip)]
+    pub keeps_image: bool,
     /// Run on this existing directory instead of a fresh testbed. fsgauge builds nothing there,
     /// so the testbed flags (those of its size, mkfs and mount options, journal, backing,
     /// workdir, loop device, and --device) do not apply and are refused with it.
@@ -56,6 +60,7 @@ pub struct TestbedArgs {
 impl TestbedArgs {
     /// The testbed spec, when `--fs` was given.
     pub fn spec(&self) -> Result<Option<TestbedSpec>> {
+        self.check_confirmations()?;
         let Some(fs) = self.fs else { return Ok(None) };
         TestbedSpec::build(
             self.params
@@ -64,8 +69,26 @@ impl TestbedArgs {
         .map(Some)
     }
 
+    /// Refuses flags that confirm or tune something the command does not do: `--destroy-data`
+    /// without `--device`, `--image-start overlay` without `--keep-image`.
+    fn check_confirmations(&self) -> Result<()> {
+        if self.destroy_data && self.device.is_none() {
+            return Err(bad_input(
+                "--destroy-data only confirms that the --device DEV given with it may be formatted: give --device DEV, or leave --destroy-data out",
+            ));
+        }
+        if self.params.image_start == Some(crate::testbed::ImageStart::Overlay) && !self.keeps_image
+        {
+            return Err(bad_input(
+                "--image-start overlay says how a run starts from a kept aged image, and this command keeps none: give --keep-image NAME (fsgauge age), or leave --image-start out",
+            ));
+        }
+        Ok(())
+    }
+
     /// Where to run: the testbed or the directory; one of the two is required.
     pub fn place(&self) -> Result<Place> {
+        self.check_confirmations()?;
         if let Some(spec) = self.spec()? {
             return Ok(Place::Testbed(spec));
         }

@@ -105,7 +105,18 @@ pub fn run(cmd: TestbedCmd) -> Result<ExitCode> {
             let r = cleanup(all)?;
             for n in &r.removed {
                 let missing = r.missing.iter().filter(|(m, _)| m == n).count();
-                if missing == 0 {
+                let gone: Vec<String> = r
+                    .gone
+                    .iter()
+                    .filter(|(m, _)| m == n)
+                    .map(|(_, p)| p.display().to_string())
+                    .collect();
+                if !gone.is_empty() && missing == 0 {
+                    println!(
+                        "cleaned up {n}: its run directory {} was already gone (nothing was removed there; its ledger record is dropped)",
+                        gone.join(", ")
+                    );
+                } else if missing == 0 {
                     println!("removed {n}");
                 } else {
                     println!("removed what could be found of {n}; {missing} thing(s) it made were not found (see the warnings)");

@@ -13,6 +13,26 @@ use super::images::{self, Copied, Entry, ImageKey, Kept};
 use super::{sys_trust, Testbed};
 use crate::results::AgedStart;
 
+/// The kept image a testbed is built from: its path (for messages), the descriptor its entry
+/// was checked through (what is copied or served: never opened again by path), and what the
+/// copy did once it is made.
+#[derive(Debug)]
+pub(super) struct Base {
+    path: PathBuf,
+    file: std::sync::Arc<File>,
+    copied: Option<Copied>,
+}
+
+impl Base {
+    pub(super) fn of(e: &Entry) -> Self {
+        Base {
+            path: e.image.clone(),
+            file: e.file.clone(),
+            copied: None,
+        }
+    }
+}
+
 /// The profile that serves an overlay start of a plain testbed (one without
 /// `--device-model`): answers at once, at the server's own cost.
 const PLAIN_OVERLAY_PROFILE: &str = "ram";
@@ -21,8 +41,8 @@ impl Testbed {
     /// The kept image this testbed starts from as an overlay over it, if it does (see
     /// [`super::TestbedSpec::overlay_start`]).
     pub(super) fn overlay_base(&self) -> Option<PathBuf> {
-        let (base, _) = self.kept_base.as_ref()?;
-        self.spec.overlay_start().then(|| base.clone())
+        let base = self.kept_base.as_ref()?;
+        self.spec.overlay_start().then(|| base.path.clone())
     }
 
     /// Starts the device server that serves the kept image `base` as a copy-on-write
@@ -30,8 +50,13 @@ impl Testbed {
     /// it never writes it, every write stays in its memory. The testbed has no image of its
     /// own. Its disk is the `--device-model`'s, or a `ram` disk on a plain testbed.
     pub(super) fn serve_overlay(&mut self, base: &std::path::Path) -> Result<EmulatedDevice> {
-        let f = File::open(base)
-            .with_context(|| format!("opening the kept image {} read-only", base.display()))?;
+        let f = self
+            .kept_base
+            .as_ref()
+            .context("the testbed is not built from a kept image")?
+            .file
+            .try_clone()
+            .with_context(|| format!("duplicating the descriptor of {}", base.display()))?;
         let (profile, offset, during) = match &self.spec.device_model {
             Some(m) => (m.profile.clone(), m.offset, m.during),
             None => (
@@ -50,7 +75,7 @@ impl Testbed {
         let disk = self.serve(f, disk, "")?;
         if let Some(b) = self.kept_base.as_mut() {
             // Served as it is: its digest is the one taken when it was kept.
-            b.1 = Some(Copied {
+            b.copied = Some(Copied {
                 written: 0,
                 digest: String::new(),
             });
@@ -68,7 +93,7 @@ impl Testbed {
         then: impl FnOnce(&Testbed) -> Result<T>,
     ) -> Result<(Testbed, T, AgedStart)> {
         let t0 = std::time::Instant::now();
-        let t = Testbed::create_from_image(spec, &entry.image)?;
+        let t = Testbed::create_from_image(spec, entry)?;
         let more = then(&t)?;
         let start = AgedStart {
             key: entry.manifest.key.clone(),
@@ -119,17 +144,15 @@ impl Testbed {
     /// Copies the kept image this testbed is built from, if any, into its new image `f`
     /// (before a loop device or an emulated disk's server reads it).
     pub(super) fn copy_base(&mut self, f: &File) -> Result<()> {
-        let Some((base, _)) = &self.kept_base else {
+        let Some(base) = &self.kept_base else {
             return Ok(());
         };
-        let src = File::open(base)
-            .with_context(|| format!("opening the kept image {}", base.display()))?;
-        let what = format!("copying the kept image {}", base.display());
-        let written = images::copy_data(&src, self.spec.size, f, &what)?;
+        let what = format!("copying the kept image {}", base.path.display());
+        let written = images::copy_data(&base.file, self.spec.size, f, &what)?;
         if let Some(b) = self.kept_base.as_mut() {
             // The kernel copied the kept bytes exactly: their digest is the one taken when
             // they were kept (the caller has it from the entry's manifest).
-            b.1 = Some(Copied {
+            b.copied = Some(Copied {
                 written,
                 digest: String::new(),
             });
@@ -140,7 +163,7 @@ impl Testbed {
     /// What the copy of the kept image this testbed was built from did (its digest), when it
     /// was built from one.
     pub fn started_from(&self) -> Option<&Copied> {
-        self.kept_base.as_ref().and_then(|b| b.1.as_ref())
+        self.kept_base.as_ref().and_then(|b| b.copied.as_ref())
     }
 
     /// [`Testbed::keep_image`] while the run directories on the testbed let go of it

@@ -119,7 +119,7 @@ pub struct Testbed {
     emulated: Emulated,
     /// The kept image the filesystem was copied from instead of made by mkfs, and what the
     /// copy did (see [`images`]).
-    kept_base: Option<(PathBuf, Option<images::Copied>)>,
+    kept_base: Option<kept::Base>,
 }
 
 /// A testbed's emulated disks (see [`device`]).
@@ -299,7 +299,7 @@ impl Testbed {
 
     /// Builds a testbed for one run whose filesystem is a copy of the kept image `base` (of a
     /// testbed of the same spec) instead of a new one: no mkfs, the base is only read.
-    pub fn create_from_image(spec: &TestbedSpec, base: &Path) -> Result<Self> {
+    pub fn create_from_image(spec: &TestbedSpec, base: &images::Entry) -> Result<Self> {
         let name = format!("{}-{}", spec.label, unique_suffix());
         Self::create_with(spec, &name, false, Some(base))
     }
@@ -308,7 +308,7 @@ impl Testbed {
         spec: &TestbedSpec,
         name: &str,
         persistent: bool,
-        base: Option<&Path>,
+        base: Option<&images::Entry>,
     ) -> Result<Self> {
         preflight(spec)?;
         crate::signals::check()?;
@@ -333,7 +333,7 @@ impl Testbed {
             mounted_dev: 0,
             held: Vec::new(),
             emulated: Emulated::default(),
-            kept_base: base.map(|b| (b.to_path_buf(), None)),
+            kept_base: base.map(kept::Base::of),
         };
         // On any error below, dropping `tb` releases what was made so far.
         tb.build()?;
@@ -1039,6 +1039,9 @@ pub struct CleanupReport {
     pub missing: Vec<(String, anyhow::Error)>,
     pub skipped_live: Vec<String>,
     pub failed: Vec<(String, anyhow::Error)>,
+    /// Run directories an entry recorded that were already gone (removed by someone else, or
+    /// never made): nothing was removed for them, their record is dropped. By entry.
+    pub gone: Vec<(String, PathBuf)>,
     /// Ledger files that could not be read: skipped, left for a person to look at.
     pub damaged: Vec<ledger::DamagedEntry>,
 }
@@ -1078,7 +1081,20 @@ pub fn cleanup_in(dir: &Path, all: bool) -> Result<CleanupReport> {
                 continue;
             }
         };
-        let (missing, failed) = split_missing(l.release_all_with(teardown));
+        let mut gone = Vec::new();
+        let (missing, failed) = split_missing(l.release_all_with(|r| {
+            if let Resource::RunDir { parent, name, .. } = r {
+                let p = parent.join(name);
+                if matches!(fs::symlink_metadata(&p), Err(e) if e.kind() == std::io::ErrorKind::NotFound)
+                {
+                    gone.push(p);
+                }
+            }
+            teardown(r)
+        }));
+        report
+            .gone
+            .extend(gone.into_iter().map(|p| (entry.name.clone(), p)));
         report
             .missing
             .extend(missing.into_iter().map(|e| (entry.name.clone(), e)));

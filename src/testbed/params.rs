@@ -115,8 +115,8 @@ pub struct TestbedParams {
     /// written: no copy, so a start costs about a tenth; on a plain testbed the server has the
     /// `ram` profile, and every request then costs what a `ram` disk costs, the server's own
     /// time, recorded in the result's testbed.device_model; testbed.aged_image.from says
-    /// image-overlay). Not with --device or --journal [default: copy, overlay with
-    /// --device-model].
+    /// image-overlay). Not with --device or --journal, and `overlay` only with --keep-image
+    /// [default: copy, overlay with --device-model].
     #[arg(long, value_name = "copy|overlay")]
     #[serde(skip_serializing_if = "Option::is_none")]
     pub image_start: Option<ImageStart>,

@@ -353,7 +353,7 @@ fn a_run_killed_while_keeping_its_image_leaves_nothing_cleanup_cannot_remove() {
     let part = std::fs::read_dir(sb.state().join("images"))
         .unwrap()
         .filter_map(|e| e.ok())
-        .any(|e| e.file_name().to_string_lossy().ends_with(".img.part"));
+        .any(|e| e.file_name().to_string_lossy().contains(".img.part-"));
     assert!(part, "the partial image is being written");
     child.kill().unwrap();
     child.wait().unwrap();

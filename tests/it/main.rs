@@ -14,6 +14,7 @@ mod age_overlay;
 mod age_read;
 mod age_study;
 mod attacks;
+mod attacks_cache;
 mod attacks_replay;
 mod clients_dir;
 mod clients_testbeds;

@@ -14,6 +14,13 @@ use anyhow::{Context, Result};
 const BLOCK: usize = 4096;
 /// Bytes read per call.
 const CHUNK: usize = 1 << 20;
+/// The errors of `copy_file_range` that say the kernel cannot copy between the two files.
+const CROSS: [crate::sys::Errno; 4] = [
+    crate::sys::Errno::EXDEV,
+    crate::sys::Errno::EOPNOTSUPP,
+    crate::sys::Errno::EINVAL,
+    crate::sys::Errno::ENOSYS,
+];
 /// A block of zeros, compared against (memcmp) to find the blocks to skip.
 static ZEROS: [u8; BLOCK] = [0; BLOCK];
 
@@ -43,9 +50,35 @@ pub enum Keep {
 pub fn copy_image(src: &File, len: u64, dst: &File, what: &str, keep: Keep) -> Result<Copied> {
     dst.set_len(len)
         .with_context(|| format!("{what}: sizing the copy"))?;
+    let mut written = 0u64;
+    let digest = scan(src, len, what, |bytes, at| {
+        dst.write_all_at(bytes, at)
+            .with_context(|| format!("{what}: writing {} bytes at {at}", bytes.len()))?;
+        written += bytes.len() as u64;
+        Ok(())
+    })?;
+    if keep == Keep::Durable {
+        dst.sync_all()
+            .with_context(|| format!("{what}: writing the copy to its disk"))?;
+    }
+    Ok(Copied { written, digest })
+}
+
+/// The digest [`copy_image`] gives a copy of the first `len` bytes of `src`, without copying.
+pub fn digest(src: &File, len: u64, what: &str) -> Result<String> {
+    scan(src, len, what, |_, _| Ok(()))
+}
+
+/// Reads the first `len` bytes of `src` and hands each run of non-zero blocks to `run` with
+/// its offset; returns the digest of every non-zero block with its offset.
+fn scan(
+    src: &File,
+    len: u64,
+    what: &str,
+    mut run: impl FnMut(&[u8], u64) -> Result<()>,
+) -> Result<String> {
     let mut hash = blake3::Hasher::new();
     let mut buf = vec![0u8; CHUNK];
-    let mut written = 0u64;
     for (start, end) in data_ranges(src, len) {
         let mut off = start;
         while off < end {
@@ -53,8 +86,8 @@ pub fn copy_image(src: &File, len: u64, dst: &File, what: &str, keep: Keep) -> R
             let want = usize::try_from((end - off).min(CHUNK as u64)).unwrap_or(CHUNK);
             src.read_exact_at(&mut buf[..want], off)
                 .with_context(|| format!("{what}: reading {want} bytes at {off}"))?;
-            // Runs of non-zero blocks, each written in one call.
-            let mut run: Option<usize> = None;
+            // Runs of non-zero blocks, each handed over in one call.
+            let mut first_of_run: Option<usize> = None;
             let blocks = want.div_ceil(BLOCK);
             for i in 0..=blocks {
                 let block = (i < blocks).then(|| &buf[i * BLOCK..((i + 1) * BLOCK).min(want)]);
@@ -62,16 +95,12 @@ pub fn copy_image(src: &File, len: u64, dst: &File, what: &str, keep: Keep) -> R
                     Some(b) => {
                         hash.update(&(off + (i * BLOCK) as u64).to_le_bytes());
                         hash.update(b);
-                        run.get_or_insert(i);
+                        first_of_run.get_or_insert(i);
                     }
                     None => {
-                        if let Some(first) = run.take() {
+                        if let Some(first) = first_of_run.take() {
                             let bytes = &buf[first * BLOCK..(i * BLOCK).min(want)];
-                            let at = off + (first * BLOCK) as u64;
-                            dst.write_all_at(bytes, at).with_context(|| {
-                                format!("{what}: writing {} bytes at {at}", bytes.len())
-                            })?;
-                            written += bytes.len() as u64;
+                            run(bytes, off + (first * BLOCK) as u64)?;
                         }
                     }
                 }
@@ -79,21 +108,16 @@ pub fn copy_image(src: &File, len: u64, dst: &File, what: &str, keep: Keep) -> R
             off += want as u64;
         }
     }
-    if keep == Keep::Durable {
-        dst.sync_all()
-            .with_context(|| format!("{what}: writing the copy to its disk"))?;
-    }
-    Ok(Copied {
-        written,
-        digest: format!("blake3:{}", hash.finalize().to_hex()),
-    })
+    Ok(format!("blake3:{}", hash.finalize().to_hex()))
 }
 
 /// Copies the data segments of the first `len` bytes of `src` (a regular file) into `dst` (sized
 /// to `len`) with `copy_file_range`: the kernel copies (or shares, where the filesystem can),
 /// nothing passes through fsgauge, and the holes stay holes. For a start from a kept image,
 /// whose digest was taken when it was kept: a copy and a digest cost a 1G start 1.2 s here,
-/// the kernel's copy alone about 0.3 s. Returns the bytes copied.
+/// the kernel's copy alone about 0.3 s. Where the kernel cannot copy between the two
+/// (`EXDEV` before Linux 5.19 and between some filesystems, `EOPNOTSUPP`, `EINVAL`), the
+/// non-zero blocks are copied through fsgauge ([`copy_image`]). Returns the bytes copied.
 pub fn copy_data(src: &File, len: u64, dst: &File, what: &str) -> Result<u64> {
     dst.set_len(len)
         .with_context(|| format!("{what}: sizing the copy"))?;
@@ -108,6 +132,11 @@ pub fn copy_data(src: &File, len: u64, dst: &File, what: &str) -> Result<u64> {
             let n = match crate::sys::copy_between(src.as_fd(), dst.as_fd(), off, want) {
                 Ok(n) => n,
                 Err(crate::sys::Errno::EINTR) => continue,
+                // Another filesystem (a RAM-backed testbed, a work directory on tmpfs), or
+                // one that cannot copy in the kernel: copied through fsgauge instead.
+                Err(e) if CROSS.contains(&e) => {
+                    return copy_image(src, len, dst, what, Keep::Scratch).map(|c| c.written)
+                }
                 Err(e) => anyhow::bail!(
                     "{what}: copy_file_range of {want} bytes at {off}: {}",
                     e.desc()

@@ -15,10 +15,13 @@
 //!
 //! * [`copy`] — the sparse block copy and the digest of an image's contents.
 //! * [`store`] — saving an entry, finding one, listing and pruning.
+//! * [`entry`] — the checks every read of the cache makes: its directory, its files, an
+//!   image's length and digest before use.
 //! * [`series`] — an aging kept at each of its checkpoints (the append test's).
 //! * [`snapshot`] — snapshots of a persistent testbed (`testbed snapshot`, `restore`).
 
 pub mod copy;
+pub mod entry;
 pub mod series;
 pub mod snapshot;
 pub mod store;
