@@ -767,6 +767,10 @@ fn a_testbed_on_a_modelled_disk_runs_through_the_ring() {
     assert_eq!(d.counts.unmodelled, 0, "the phase is modelled: {d:?}");
     assert_eq!(d.counts.early, 0, "no reply before its time: {d:?}");
     assert!(d.service_ns.mean > 1e6, "a seek and a rotation each: {d:?}");
+    // The result says which transport served the disk; the switch was on before the run.
+    let info = runs[0].testbed.device_model.as_ref().expect("the model");
+    assert_eq!(info.transport, "ring", "{info:?}");
+    assert!(!info.enable_uring_set_by_run, "{info:?}");
     sb.assert_clean();
 }
 
@@ -808,5 +812,47 @@ fn a_modelled_disk_through_the_ring_reads_back_every_byte_of_mixed_writes_at_qd1
         !err.contains("through /dev/fuse"),
         "through the ring: {err}"
     );
+    sb.assert_clean();
+}
+
+/// A run that turns the machine's `enable_uring` on says so in its result, with the ring as
+/// the disk's transport.
+#[test]
+fn a_result_says_the_run_turned_the_ring_on() {
+    if !have_fuse() || !crate::support::have_fs("ext4") {
+        return;
+    }
+    let Some(_param) = ring_param(false) else {
+        return;
+    };
+    let sb = Sandbox::new();
+    let mut c = sb.bench(&[
+        "bench",
+        "interleave",
+        "--fs",
+        "ext4",
+        "--fs-size",
+        "256M",
+        "--device-model",
+        "deskstar-7k250",
+        "--dirs",
+        "2",
+        "--files",
+        "5",
+        "--cold",
+        "none",
+        "--quiet",
+    ]);
+    c.env_remove("FSGAUGE_DEVICE_TRANSPORT");
+    let done = crate::support::run_within(c, 300, "a run turning the ring on");
+    assert!(
+        done.status.success(),
+        "{}",
+        String::from_utf8_lossy(&done.stderr)
+    );
+    let runs = sb.results();
+    let info = runs[0].testbed.device_model.as_ref().expect("the model");
+    assert_eq!(info.transport, "ring", "{info:?}");
+    assert!(info.enable_uring_set_by_run, "{info:?}");
     sb.assert_clean();
 }
