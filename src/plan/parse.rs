@@ -1405,8 +1405,11 @@ file_size = "64K"
             }
             args.extend(extra.iter().cloned());
             let m = flags_cmd().try_get_matches_from(args).expect("flags parse");
-            crate::cli::TestbedArgs::from_arg_matches(&m)
-                .expect("flags read")
+            let mut flags = crate::cli::TestbedArgs::from_arg_matches(&m).expect("flags read");
+            // As `age --keep-image` sets it: only a command that keeps its aging takes
+            // `--image-start overlay`, and this walk gives every flag.
+            flags.keeps_image = true;
+            flags
                 .spec()
                 .expect("a valid testbed")
                 .expect("--fs is given")

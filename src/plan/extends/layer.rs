@@ -38,7 +38,7 @@ pub(super) struct Entry {
 }
 
 impl Entry {
-    fn get(&self, key: &str) -> Option<&str> {
+    pub(super) fn get(&self, key: &str) -> Option<&str> {
         let p = self.pieces.iter().find(|p| p.key == key)?;
         p.value.as_str()
     }

@@ -140,6 +140,7 @@ fn merge(
     for (out, (((list, base_entries), own_entries), dropped)) in lists.iter_mut().zip(lists_in) {
         *out = merge_list(*list, base_entries, own_entries, dropped, src, base_name)?;
     }
+    refuse_drops_a_question_reads(src, raw, &lists[2], base_name)?;
     // The plan's name on top, where a reader looks for it.
     let mut top = merge_pieces(base_top, own.top);
     top.sort_by_key(|p| p.key != "name");
@@ -149,6 +150,41 @@ fn merge(
         age,
         lists,
     })
+}
+
+/// A testbed or workload dropped while a question kept from the preset still names it is
+/// refused at the drop, in the plan's own file (the question's line is the preset's, but the
+/// plan's drop is what left it without its entry).
+fn refuse_drops_a_question_reads(
+    src: &Src,
+    raw: &RawPlan<RawWorkload>,
+    questions: &[Entry],
+    base_name: &str,
+) -> Result<()> {
+    let [testbeds, workloads, _] = drops(raw);
+    for (list, dropped) in [(List::Testbed, testbeds), (List::Workload, workloads)] {
+        for d in dropped.map_or(&[][..], |d| d.get_ref()) {
+            let reads = |q: &&Entry| {
+                ["baseline", "variant", "testbed", "workload"]
+                    .iter()
+                    .any(|k| q.get(k) == Some(d.get_ref().as_str()))
+            };
+            if let Some(q) = questions.iter().find(reads) {
+                let name = q.get("label").unwrap_or("(unlabelled)");
+                return Err(src.err(
+                    d.span(),
+                    list.drop_key(),
+                    format!(
+                        "{base_name}'s question {name:?} still reads the {} labelled {:?}; drop the question too (drop_questions = [{name:?}]) or keep the {}",
+                        list.table(),
+                        d.get_ref(),
+                        list.table()
+                    ),
+                ));
+            }
+        }
+    }
+    Ok(())
 }
 
 /// The preset's entries of one list without those dropped, each with the plan's entry of the
