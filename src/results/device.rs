@@ -43,7 +43,7 @@ pub struct DeviceModelInfo {
     pub transport: String,
     /// The run turned the machine's `enable_uring` module parameter on (it stays on after
     /// the run).
-    #[serde(default)]
+    #[serde(default, skip_serializing_if = "std::ops::Not::not")]
     pub enable_uring_set_by_run: bool,
 }
 

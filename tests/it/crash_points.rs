@@ -2,7 +2,8 @@
 //! loop devices, /dev/fuse, the filesystems' mkfs and checkers). A small campaign on ext4 and
 //! xfs with barriers finds nothing; ext4 with `barrier=0` on a drive that loses its write cache
 //! loses fsynced data, and keeps it when the cache survives; a corrupted or cut durable file is
-//! found at its file and offset, and forgetting promises makes no failure; a log several times
+//! found at its file and offset, and forgetting promises makes no failure; a disk whose clock
+//! stops (injected stalls) is judged as one that kept time; a log several times
 //! the server's memory is kept on disk and the campaign completes; bad input (cut settings
 //! without cuts, a log limit past the free space) makes nothing.
 
@@ -30,6 +31,15 @@ fn ready(fs: &str, checker: &str) -> bool {
 /// One campaign: `fs` with `extra` flags, `points` cuts, under the debug-build fault hook
 /// `inject` (if any). Returns the result and the exit status.
 fn campaign(fs: &str, extra: &[&str], points: u32, inject: Option<&str>) -> (RunResult, i32) {
+    let env: Vec<(&str, &str)> = inject
+        .map(|i| ("FSGAUGE_CRASH_INJECT", i))
+        .into_iter()
+        .collect();
+    campaign_env(fs, extra, points, &env)
+}
+
+/// [`campaign`] with these variables set for fsgauge (and so its device server).
+fn campaign_env(fs: &str, extra: &[&str], points: u32, env: &[(&str, &str)]) -> (RunResult, i32) {
     let sb = Sandbox::new();
     let points = points.to_string();
     let mut args = vec![
@@ -58,9 +68,7 @@ fn campaign(fs: &str, extra: &[&str], points: u32, inject: Option<&str>) -> (Run
     ];
     args.extend_from_slice(extra);
     let mut c = sb.bench(&args);
-    if let Some(i) = inject {
-        c.env("FSGAUGE_CRASH_INJECT", i);
-    }
+    c.envs(env.iter().copied());
     let out = c.output().unwrap();
     let code = out.status.code().unwrap_or(-1);
     assert!(
@@ -96,6 +104,28 @@ fn a_small_campaign_with_barriers_finds_every_state_as_promised_on_ext4_and_xfs(
         assert_eq!(code, 0, "{fs}");
         assert_eq!(c.by_class.len(), 4, "every class named: {:?}", c.by_class);
     }
+}
+
+/// The disk's clock stops while the emulator is behind (here for injected stalls of 2-5 ms
+/// before a fifth of the replies): the write log stays on the wall clock the exerciser's
+/// operations are timed on, so a cut is judged against the operations it really followed and
+/// the campaign still finds every state as promised.
+#[test]
+fn a_campaign_on_a_disk_whose_clock_stops_still_finds_every_state_as_promised() {
+    if !ready("ext4", "e2fsck") {
+        return;
+    }
+    let stalls = [("FSGAUGE_DEVICE_STALLS", "2-5:20:3")];
+    let (r, code) = campaign_env("ext4", &[], 6, &stalls);
+    let paused: u64 = r
+        .phases
+        .iter()
+        .filter_map(|p| p.device_model.as_ref())
+        .map(|m| m.pause_ns)
+        .sum();
+    assert!(paused > 0, "the injected stalls stopped the disk's clock");
+    assert_eq!(failures(&r), Vec::<String>::new());
+    assert_eq!(code, 0);
 }
 
 #[test]

@@ -252,7 +252,7 @@ pub fn run(
                 Some(d) => {
                     due.push(Reverse((d.done_ns, d.id)));
                     taken_ids.insert(d.id, d);
-                    log_cache_events(&mut model, log, &mut events);
+                    log_cache_events(&mut model, log, &mut events, &clock);
                 }
                 None => break,
             }
@@ -307,13 +307,51 @@ pub fn run(
     }
 }
 
-/// Hands the model's cache events since the last command to the write log (when it is on).
-fn log_cache_events(model: &mut DeviceModel, log: &WriteLog, events: &mut Vec<CacheEvent>) {
+/// Hands the model's cache events since the last command to the write log (when it is on),
+/// their times on the wall clock (the model's are disk time; the log is judged against the
+/// exerciser's operations, timed on the wall). An event of the command just taken is at or
+/// after the clock's last stop, so the pause now maps it.
+fn log_cache_events(
+    model: &mut DeviceModel,
+    log: &WriteLog,
+    events: &mut Vec<CacheEvent>,
+    clock: &DiskClock,
+) {
     if model.records_cache_events() {
         model.take_cache_events(events);
         for e in events.drain(..) {
-            log.note(Timed::Cache(e));
+            log.note(Timed::Cache(on_wall(e, clock)));
         }
+    }
+}
+
+/// A cache event's time moved from disk time to the wall clock.
+fn on_wall(e: CacheEvent, clock: &DiskClock) -> CacheEvent {
+    match e {
+        CacheEvent::Cached { .. } => e,
+        CacheEvent::Media {
+            id,
+            lba,
+            sectors,
+            at_ns,
+        } => CacheEvent::Media {
+            id,
+            lba,
+            sectors,
+            at_ns: clock.wall(at_ns),
+        },
+        CacheEvent::Destaged {
+            lba,
+            sectors,
+            at_ns,
+        } => CacheEvent::Destaged {
+            lba,
+            sectors,
+            at_ns: clock.wall(at_ns),
+        },
+        CacheEvent::AllDestaged { at_ns } => CacheEvent::AllDestaged {
+            at_ns: clock.wall(at_ns),
+        },
     }
 }
 
@@ -464,7 +502,7 @@ fn next_arrival(
 /// Replies to a request at its modelled completion (`d`, on disk time); its note goes to the
 /// stats thread first, on the wall clock, with how much of its lateness the machine held the
 /// thread off its CPU (`off`, the last timed wait's) and how long the reply, if late, stopped
-/// the disk's clock. The write log keeps disk time, as the model's cache events do.
+/// the disk's clock. The write log keeps the wall clock (its cache events are mapped to it).
 fn answer(
     h: Held,
     d: &Dispatch,
@@ -479,7 +517,8 @@ fn answer(
     let replied_ns = rt::monotonic_ns();
     let on_wall = clock.pause_ns();
     let paused_ns = clock.replied(d.done_ns, replied_ns);
-    super::note_reply(log, &job.req, d.done_ns, clock.disk(replied_ns));
+    // The write log is on the wall clock, as the exerciser's operations it is judged against.
+    super::note_reply(log, &job.req, d.done_ns + on_wall, replied_ns);
     let w = Dispatch {
         arrival_ns: d.arrival_ns + on_wall,
         start_ns: d.start_ns + on_wall,
