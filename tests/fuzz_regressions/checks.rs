@@ -103,7 +103,19 @@ pub fn plan(data: &[u8]) {
             assert!(!p.testbeds.is_empty() && !p.workloads.is_empty());
             expansion(&p);
         }
-        Err(e) => assert_located(&format!("{e:#}"), "fuzz.toml:", text),
+        Err(e) => {
+            let msg = format!("{e:#}");
+            // A plan that extends a preset may be refused at a line of the preset (a value the
+            // plan kept from it): located inside that preset's own text.
+            let preset = msg
+                .strip_prefix("preset ")
+                .and_then(|rest| rest.split_once(':'))
+                .and_then(|(name, _)| fsgauge::plan::presets::find(name));
+            match preset {
+                Some(p) => assert_located(&msg, &format!("preset {}:", p.name), p.toml),
+                None => assert_located(&msg, "fuzz.toml:", text),
+            }
+        }
     }
 }
 
@@ -156,7 +168,19 @@ pub fn profile(data: &[u8]) {
                 panic!("profile {} parses but builds no model: {e}", p.name);
             }
         }
-        Err(e) => assert_located(&format!("{e:#}"), "fuzz.toml:", text),
+        Err(e) => {
+            let msg = format!("{e:#}");
+            // A plan that extends a preset may be refused at a line of the preset (a value the
+            // plan kept from it): located inside that preset's own text.
+            let preset = msg
+                .strip_prefix("preset ")
+                .and_then(|rest| rest.split_once(':'))
+                .and_then(|(name, _)| fsgauge::plan::presets::find(name));
+            match preset {
+                Some(p) => assert_located(&msg, &format!("preset {}:", p.name), p.toml),
+                None => assert_located(&msg, "fuzz.toml:", text),
+            }
+        }
     }
 }
 
