@@ -43,6 +43,21 @@ pub const WRITE_LOG_NAME: &str = "write.log";
 pub const WRITE_LOG_RESERVE: u64 = 256 << 20;
 
 impl Testbed {
+    /// The testbed's directory: its held descriptor and its path (the mount point's parent),
+    /// where the crash log and the crash states are made.
+    fn home_dir(&self) -> Result<(Arc<std::os::fd::OwnedFd>, PathBuf)> {
+        let home = self
+            .home
+            .clone()
+            .context("the testbed's directory is not open")?;
+        let home_path = self
+            .mountpoint
+            .parent()
+            .map(PathBuf::from)
+            .context("the testbed's mount point has no parent")?;
+        Ok((home, home_path))
+    }
+
     /// Starts the write log of the testbed's emulated disk, kept in the file
     /// [`WRITE_LOG_NAME`] beside the image (made and recorded in the ledger the first time,
     /// removed with the testbed) and holding at most `limit` bytes of data and pre-images;
@@ -55,15 +70,7 @@ impl Testbed {
         if self.journal_device.is_some() {
             bail!("crash points on a testbed with an external journal");
         }
-        let home = self
-            .home
-            .clone()
-            .context("the testbed's directory is not open")?;
-        let home_path = self
-            .mountpoint
-            .parent()
-            .map(PathBuf::from)
-            .context("the testbed's mount point has no parent")?;
+        let (home, home_path) = self.home_dir()?;
         if self.emulated.write_log.is_none() {
             let (f, made, id) = self.ledger().make_at(
                 home.as_fd(),
@@ -109,15 +116,7 @@ impl Testbed {
             .context("the testbed has no emulated disk")?;
         let log = disk.log_summary()?;
         let dev = disk.attach_crash_loop()?;
-        let home = self
-            .home
-            .clone()
-            .context("the testbed's directory is not open")?;
-        let home_path = self
-            .mountpoint
-            .parent()
-            .map(PathBuf::from)
-            .context("the testbed's mount point has no parent")?;
+        let (home, home_path) = self.home_dir()?;
         self.make_dir_in(&home, &home_path, "crash", 0o755)?;
         let shown = home_path.join("crash");
         self.ledger().record(Resource::Mount {

@@ -174,19 +174,7 @@ pub fn profile(data: &[u8]) {
                 panic!("profile {} parses but builds no model: {e}", p.name);
             }
         }
-        Err(e) => {
-            let msg = format!("{e:#}");
-            // A plan that extends a preset may be refused at a line of the preset (a value the
-            // plan kept from it): located inside that preset's own text.
-            let preset = msg
-                .strip_prefix("preset ")
-                .and_then(|rest| rest.split_once(':'))
-                .and_then(|(name, _)| fsgauge::plan::presets::find(name));
-            match preset {
-                Some(p) => assert_located(&msg, &format!("preset {}:", p.name), p.toml),
-                None => assert_located(&msg, "fuzz.toml:", text),
-            }
-        }
+        Err(e) => assert_located(&format!("{e:#}"), "fuzz.toml:", text),
     }
 }
 
