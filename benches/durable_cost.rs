@@ -6,10 +6,10 @@
 
 use std::time::Instant;
 
-use fsgauge::exercise::durable::{Found, Judge, Record, What};
-use fsgauge::exercise::model::Model;
-use fsgauge::exercise::ops::{Limits, OpGen};
-use fsgauge::exercise::{Config, Exerciser, OpKind};
+use fsgauge::workload::exercise::durable::{Found, Judge, Record, What};
+use fsgauge::workload::exercise::model::Model;
+use fsgauge::workload::exercise::ops::{Limits, OpGen};
+use fsgauge::workload::exercise::{Config, Exerciser, OpKind};
 
 const OPS: u64 = 20_000;
 
@@ -51,7 +51,7 @@ fn judge_cost() {
     };
     let kinds: Vec<OpKind> = OpKind::ALL
         .into_iter()
-        .filter(|k| !fsgauge::exercise::durable::is_durability_point(*k))
+        .filter(|k| !fsgauge::workload::exercise::durable::is_durability_point(*k))
         .collect();
     let mut gen = OpGen::new(5, &kinds, lim);
     let mut m = Model::new(max, oplen, 9).expect("a model of the bench's sizes");

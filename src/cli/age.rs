@@ -1,6 +1,6 @@
 //! `fsgauge age`: age a fresh testbed (or a directory) to usage checkpoints — fill, round-robin
 //! append or churn — and print each checkpoint's figures. Parsing and printing only; the work
-//! is in [`crate::age`].
+//! is in [`crate::workload::age`].
 
 use std::process::ExitCode;
 
@@ -8,10 +8,10 @@ use anyhow::Result;
 use clap::Args;
 
 use super::common::{RunArgs, TestbedArgs};
-use crate::age::{pct_label, Age, AgeParams};
-use crate::report::table::format_rate;
+use crate::analysis::report::table::format_rate;
+use crate::base::units::format_bytes_human;
 use crate::results::RunResult;
-use crate::units::format_bytes_human;
+use crate::workload::age::{pct_label, Age, AgeParams};
 use crate::workload::Workload;
 
 #[derive(Debug, Args)]
@@ -117,7 +117,7 @@ pub(crate) fn render(headers: &[&str], rows: &[Vec<String>]) -> String {
 
 pub fn run(mut cmd: AgeCmd) -> Result<ExitCode> {
     if cmd.list_dists {
-        for (name, about) in crate::age::dist::builtin_list() {
+        for (name, about) in crate::workload::age::dist::builtin_list() {
             println!("{name:<18} {about}");
         }
         return Ok(ExitCode::SUCCESS);
@@ -131,13 +131,13 @@ pub fn run(mut cmd: AgeCmd) -> Result<ExitCode> {
         age.0.check_fits(spec.size, 4096)?;
     }
     if let Some(name) = &cmd.keep_image {
-        crate::testbed::ledger::check_name(name)
-            .map_err(|e| crate::error::bad_input(format!("--keep-image: {e:#}")))?;
+        crate::host::ledger::check_name(name)
+            .map_err(|e| crate::base::error::bad_input(format!("--keep-image: {e:#}")))?;
     }
     let place = cmd.run.admit(place, &age)?;
     let mut opts = cmd.run.options();
     opts.keep_image = cmd.keep_image.clone();
-    let outcomes = crate::runner::run(&place, &age, &opts)?;
+    let outcomes = crate::lab::runner::run(&place, &age, &opts)?;
     cmd.run.print(&outcomes, checkpoint_table)?;
     if !cmd.run.output.silent() {
         for o in &outcomes {
@@ -162,6 +162,6 @@ pub fn run(mut cmd: AgeCmd) -> Result<ExitCode> {
         }
     }
     let results: Vec<RunResult> = outcomes.into_iter().map(|o| o.result).collect();
-    crate::age::check_checkpoints_reached(&results)?;
+    crate::workload::age::check_checkpoints_reached(&results)?;
     Ok(ExitCode::SUCCESS)
 }

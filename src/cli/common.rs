@@ -6,12 +6,12 @@ use std::path::{Path, PathBuf};
 use anyhow::Result;
 use clap::Args;
 
-use crate::error::bad_input;
-use crate::report::document::Document;
-use crate::report::output::{parse_format, render_results, OutputFormat, ResultViews};
+use crate::analysis::report::document::Document;
+use crate::analysis::report::output::{parse_format, render_results, OutputFormat, ResultViews};
+use crate::base::error::bad_input;
+use crate::lab::runner::params::{ResultsDir, RunParams, Seed};
+use crate::lab::runner::{Outcome, Place, RunOptions};
 use crate::results::RunResult;
-use crate::runner::params::{ResultsDir, RunParams, Seed};
-use crate::runner::{Outcome, Place, RunOptions};
 use crate::testbed::{FsKind, TestbedParams, TestbedSpec};
 use crate::workload::Workload;
 
@@ -147,7 +147,7 @@ pub fn declared<A: Args>(id: &str) -> clap::Arg {
 /// How a command prints what it made: `--format`, with `--json` kept as its short form, and
 /// whether it says anything besides them (`--quiet`). The only declaration of these flags:
 /// every command that prints results or progress flattens it, and renders its document
-/// through the one exporter ([`crate::report::export::render`]).
+/// through the one exporter ([`crate::analysis::report::export::render`]).
 #[derive(Debug, Args, Clone, Default)]
 pub struct OutputArgs {
     /// Print JSON on stdout instead of the table (for results: the result document, or a list
@@ -187,7 +187,7 @@ impl OutputArgs {
 
     /// Prints a document in the chosen format on stdout.
     pub fn print(&self, doc: impl Into<Document>) -> Result<()> {
-        crate::report::export::print(&doc.into(), self.format())
+        crate::analysis::report::export::print(&doc.into(), self.format())
     }
 
     /// Nothing but the results goes out: --quiet, or a format made for machines.
@@ -202,10 +202,10 @@ impl RunArgs {
             .options(self.output.silent(), self.coordinator.clone())
     }
 
-    /// The place a workload runs on, admitted as a plan's testbed is ([`crate::runner::admitted`]:
+    /// The place a workload runs on, admitted as a plan's testbed is ([`crate::lab::runner::admitted`]:
     /// an ext testbed short of inodes gets `-N`), its note printed as `run` prints a plan's.
     pub fn admit(&self, place: Place, wl: &dyn Workload) -> Result<Place> {
-        let (place, note) = crate::runner::admitted(&place, wl)?;
+        let (place, note) = crate::lab::runner::admitted(&place, wl)?;
         if let Some(n) = note {
             if !self.output.silent() && !self.coordinator.is_secondary() {
                 eprintln!("note: {n}");
@@ -280,7 +280,7 @@ pub fn print_crash(r: &RunResult) {
             c.summary(),
             c.states_per_minute,
             c.build_ms_mean,
-            crate::units::format_size(c.image_bytes)
+            crate::base::units::format_size(c.image_bytes)
         );
     }
     for f in c.failures.iter().take(CRASH_FAILURES_SHOWN) {
@@ -391,7 +391,7 @@ pub fn with_tips(mut err: clap::Error) -> clap::Error {
 /// The table of phases whose emulated disk fell behind its model, after a command's results
 /// on the terminal (none when every disk kept up).
 pub fn print_lateness(results: &[RunResult]) {
-    if let Some(t) = crate::report::lateness::lateness_table(results) {
-        println!("{}", crate::report::table::text(&t));
+    if let Some(t) = crate::analysis::report::lateness::lateness_table(results) {
+        println!("{}", crate::analysis::report::table::text(&t));
     }
 }

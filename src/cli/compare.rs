@@ -7,9 +7,9 @@ use anyhow::Result;
 use clap::Args;
 
 use super::common::OutputArgs;
-use crate::error::bad_input;
-use crate::report::compare::compare;
-use crate::report::document::Page;
+use crate::analysis::report::compare::compare;
+use crate::analysis::report::document::Page;
+use crate::base::error::bad_input;
 use crate::results::RunResult;
 
 #[derive(Debug, Args)]
@@ -38,7 +38,7 @@ pub struct CompareCmd {
 
 /// Reads one side, warning about (or, with --strict, refusing) damaged files.
 fn load_side(path: &std::path::Path, strict: bool) -> Result<Vec<RunResult>> {
-    let loaded = crate::report::load_results(&[path.to_path_buf()])?;
+    let loaded = crate::analysis::report::load_results(&[path.to_path_buf()])?;
     loaded.check_strict(strict)?;
     for w in loaded.warnings() {
         eprintln!("warning: {w}");
@@ -79,8 +79,8 @@ pub fn run(c: CompareCmd) -> Result<ExitCode> {
         "--new-testbed",
     )?;
     let (mut base, mut new) = (base, new);
-    crate::registry::declare_missing_metrics(&mut base);
-    crate::registry::declare_missing_metrics(&mut new);
+    crate::workload::registry::declare_missing_metrics(&mut base);
+    crate::workload::registry::declare_missing_metrics(&mut new);
     let cmp = compare(base, new)?;
     let page = Page::new("fsgauge compare", &cmp)?
         .preface(cmp.environment_text())

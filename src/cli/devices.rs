@@ -9,13 +9,13 @@ use anyhow::Result;
 use clap::{Args, Subcommand};
 
 use super::common::OutputArgs;
-use crate::calibrate::check::CheckOptions;
-use crate::calibrate::target::TargetSpec;
-use crate::error::bad_input;
-use crate::report::output::listing;
-use crate::runner::params::Seed;
-use crate::testbed::device::profile::{self, Kind, Params, Profile};
-use crate::testbed::device::{expectations, load_ref, Ablations, Expectations};
+use crate::analysis::report::output::listing;
+use crate::base::error::bad_input;
+use crate::device::calibrate::check::CheckOptions;
+use crate::device::calibrate::target::TargetSpec;
+use crate::device::profile::{self, Kind, Params, Profile};
+use crate::device::{expectations, load_ref, Ablations, Expectations};
+use crate::lab::runner::params::Seed;
 
 #[derive(Debug, Args)]
 pub struct DevicesCmd {
@@ -143,7 +143,7 @@ pub enum DevicesSub {
     },
     /// The emulated-device server (started by fsgauge itself, not for direct use).
     #[command(hide = true)]
-    Serve(crate::testbed::device::server::ServeArgs),
+    Serve(crate::device::server::ServeArgs),
 }
 
 /// The seed of `devices check` and `fit` when none is given: one, rather than the clock's, so
@@ -214,7 +214,7 @@ pub fn run(c: DevicesCmd) -> Result<ExitCode> {
             &output,
         ),
         DevicesSub::Serve(args) => {
-            crate::testbed::device::server::serve(&args)?;
+            crate::device::server::serve(&args)?;
             Ok(ExitCode::SUCCESS)
         }
     }
@@ -314,9 +314,9 @@ fn show_toml(reference: &str) -> Result<ExitCode> {
         Some((_, text)) => print!("{text}"),
         None => print!(
             "{}",
-            crate::bounded::read_text(
+            crate::base::bounded::read_text(
                 std::path::Path::new(&p.origin),
-                crate::bounded::PROFILE_LIMIT,
+                crate::base::bounded::PROFILE_LIMIT,
                 "device profiles",
                 "devices show --toml",
             )?

@@ -10,9 +10,9 @@ use anyhow::Result;
 use clap::Args;
 
 use super::common::{RunArgs, TestbedArgs};
-use crate::error::bad_input;
-use crate::exercise::{Exercise, ReplayLog};
-use crate::units::Size;
+use crate::base::error::bad_input;
+use crate::base::units::Size;
+use crate::workload::exercise::{Exercise, ReplayLog};
 use crate::workload::Workload;
 
 /// Random operations on a file, each verified against an in-memory model of the file (fsx
@@ -162,9 +162,9 @@ pub fn run(mut args: ExerciseArgs) -> Result<ExitCode> {
         );
     }
     let place = args.run.admit(args.testbed.place()?, &args.params)?;
-    let outcomes = crate::runner::run(&place, &args.params, &args.run.options())?;
+    let outcomes = crate::lab::runner::run(&place, &args.params, &args.run.options())?;
     args.run
-        .print(&outcomes, crate::exercise::report::summary_table)?;
+        .print(&outcomes, crate::workload::exercise::report::summary_table)?;
     Ok(super::common::crash_status(
         outcomes.iter().map(|o| &o.result),
     ))

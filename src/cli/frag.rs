@@ -11,13 +11,13 @@ use anyhow::Result;
 use clap::Args;
 
 use super::common::OutputArgs;
-use crate::error::bad_input;
+use crate::analysis::report::document::Page;
+use crate::analysis::report::output::{csv_field, md_header, md_row, OutputFormat as Format};
+use crate::base::error::bad_input;
+use crate::base::text::Table;
+use crate::base::units::format_bytes_human;
 use crate::layout::metrics::{FlagCounts, Skipped};
 use crate::layout::{self, FileLayout, FreeSpace, LayoutSummary, ScanMethod, WalkOptions};
-use crate::report::document::Page;
-use crate::report::output::{csv_field, md_header, md_row, OutputFormat as Format};
-use crate::text::Table;
-use crate::units::format_bytes_human;
 
 crate::choice! {
     /// Orders of the per-file list.
@@ -479,7 +479,7 @@ pub fn run(c: FragCmd) -> Result<ExitCode> {
         free.as_ref(),
         streamed && format == Format::Json,
     )?;
-    crate::report::export::print(&page.into(), format)?;
+    crate::analysis::report::export::print(&page.into(), format)?;
     // The output above says it in its own format; the exit status and stderr say it too, so
     // that a script that keeps only stdout or only stderr is not left guessing.
     if let (Some(Err(e)), Some(m)) = (&free, &c.free) {

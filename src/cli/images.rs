@@ -7,10 +7,10 @@ use anyhow::Result;
 use clap::Args;
 
 use super::common::OutputArgs;
-use crate::error::bad_input;
-use crate::report::output::listing;
+use crate::analysis::report::output::listing;
+use crate::base::error::bad_input;
+use crate::base::units::format_size;
 use crate::testbed::images::{self, snapshot, Prune};
-use crate::units::format_size;
 
 #[derive(Debug, Args)]
 pub struct ImagesArgs {
@@ -87,7 +87,7 @@ pub fn images(a: ImagesArgs) -> Result<ExitCode> {
 fn prune(a: &ImagesArgs) -> Result<ExitCode> {
     let which = match (&a.older_than, a.all, &a.key) {
         (Some(d), false, None) => Prune::OlderThan(
-            crate::units::parse_duration(d)
+            crate::base::units::parse_duration(d)
                 .map_err(|e| bad_input(format!("--older-than {d}: {e}")))?,
         ),
         (None, true, None) => Prune::All,
@@ -115,7 +115,7 @@ fn prune(a: &ImagesArgs) -> Result<ExitCode> {
 
 /// `testbed snapshot NAME [--as SNAP]`.
 pub fn take(name: &str, snap: Option<&str>) -> Result<ExitCode> {
-    crate::signals::install();
+    crate::base::signals::install();
     let snap = snap.unwrap_or(snapshot::DEFAULT_SNAP);
     let path = snapshot::snapshot(name, snap)?;
     println!(
@@ -127,7 +127,7 @@ pub fn take(name: &str, snap: Option<&str>) -> Result<ExitCode> {
 
 /// `testbed restore NAME [SNAP]`.
 pub fn restore(name: &str, snap: Option<&str>) -> Result<ExitCode> {
-    crate::signals::install();
+    crate::base::signals::install();
     let snap = snap.unwrap_or(snapshot::DEFAULT_SNAP);
     snapshot::restore(name, snap)?;
     println!("testbed {name} restored to snapshot {snap}");

@@ -112,7 +112,7 @@ pub enum Command {
 /// Parses the command line and runs the command.
 pub fn main() -> Result<ExitCode> {
     let cli = Cli::try_parse().unwrap_or_else(|e| common::with_tips(e).exit());
-    crate::signals::install();
+    crate::base::signals::install();
     let res = match cli.command {
         Command::Run(c) => run::run(c),
         Command::Presets(c) => presets::run(c),
@@ -128,5 +128,5 @@ pub fn main() -> Result<ExitCode> {
         Command::Devices(c) => devices::run(c),
     };
     // A signal after the command's last check still ends the process as interrupted.
-    crate::signals::conclude(res)
+    crate::base::signals::conclude(res)
 }

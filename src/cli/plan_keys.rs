@@ -8,8 +8,8 @@
 use clap::{Arg, Args, Command, CommandFactory};
 
 use crate::cli::Cli;
-use crate::plan::{parse, setting_keys, settings_of, ParseOptions, Plan, Reps, OWN_KEYS};
-use crate::runner::params::{RunSettings, Seed, DEFAULT_REPS, MAX_REPS};
+use crate::lab::plan::{parse, setting_keys, settings_of, ParseOptions, Plan, Reps, OWN_KEYS};
+use crate::lab::runner::params::{RunSettings, Seed, DEFAULT_REPS, MAX_REPS};
 use crate::workload::params::from_flags;
 use crate::workload::ColdMode;
 

@@ -6,9 +6,9 @@ use anyhow::Result;
 use clap::{Args, Subcommand};
 
 use super::common::OutputArgs;
-use crate::error::bad_input;
-use crate::plan::presets::{self, PRESETS};
-use crate::report::output::listing;
+use crate::analysis::report::output::listing;
+use crate::base::error::bad_input;
+use crate::lab::plan::presets::{self, PRESETS};
 
 /// How a plan extends a preset, after `fsgauge presets --help` and `fsgauge run --help`.
 pub const EXTENDS_HELP: &str = "\

@@ -7,13 +7,13 @@ use std::process::ExitCode;
 use anyhow::Result;
 use clap::Args;
 
+use crate::analysis::report::output::{render_results, ResultViews};
+use crate::analysis::report::table::format_rate;
+use crate::base::units::format_bytes_human;
 use crate::cli::common::StepArgs;
+use crate::lab::runner::params::Cold;
 use crate::measure::Progress;
-use crate::report::output::{render_results, ResultViews};
-use crate::report::table::format_rate;
 use crate::results::{write_result, RunResult};
-use crate::runner::params::Cold;
-use crate::units::format_bytes_human;
 use crate::workload::readtest::{in_place, ReadTest};
 
 #[derive(Debug, Args)]
@@ -71,7 +71,7 @@ pub fn run(cmd: ReadCmd) -> Result<ExitCode> {
     let seed = cmd.step.seed();
     let cold = cmd.cold.for_read();
     let (tree, test) = in_place(&cmd.path, &test, cold)?;
-    let result = crate::runner::run_in_place(
+    let result = crate::lab::runner::run_in_place(
         &tree,
         &test,
         seed,

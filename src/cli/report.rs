@@ -7,8 +7,8 @@ use anyhow::{Context, Result};
 use clap::Args;
 
 use super::common::OutputArgs;
-use crate::error::bad_input;
-use crate::report::export::Format;
+use crate::analysis::report::export::Format;
+use crate::base::error::bad_input;
 
 #[derive(Debug, Args)]
 pub struct ReportCmd {
@@ -54,22 +54,23 @@ pub fn run(c: ReportCmd) -> Result<ExitCode> {
     let target = c
         .output
         .as_deref()
-        .map(|p| crate::outfile::OutFile::resolve(p, "-o"))
+        .map(|p| crate::base::outfile::OutFile::resolve(p, "-o"))
         .transpose()?;
     if (c.svg || c.png) && target.as_ref().is_some_and(|t| t.is_stream()) {
         return Err(bad_input(
             "--svg and --png write files beside the report: give -o a file, not a stream",
         ));
     }
-    let loaded = crate::report::load_results(&c.results)?;
+    let loaded = crate::analysis::report::load_results(&c.results)?;
     loaded.check_strict(c.strict)?;
     let skipped = loaded.warnings();
     for w in &skipped {
         eprintln!("warning: {w}");
     }
     let mut results = loaded.results;
-    crate::registry::declare_missing_metrics(&mut results);
-    let mut report = crate::report::model::build(results, c.baseline.as_deref(), &kind_tables())?;
+    crate::workload::registry::declare_missing_metrics(&mut results);
+    let mut report =
+        crate::analysis::report::model::build(results, c.baseline.as_deref(), &kind_tables())?;
     // The report says itself which runs it left out, next to the n it counts per cell.
     report.warnings.splice(0..0, skipped);
     let bytes = format.exporter().report(&report)?;
@@ -93,8 +94,8 @@ pub fn run(c: ReportCmd) -> Result<ExitCode> {
 
 /// Writes every plot as SVG and/or PNG into `FILE.plots` beside the report file.
 fn write_plots(
-    report: &crate::report::model::Report,
-    target: &crate::outfile::OutFile,
+    report: &crate::analysis::report::model::Report,
+    target: &crate::base::outfile::OutFile,
     svg: bool,
     png: bool,
     quiet: bool,
@@ -104,8 +105,8 @@ fn write_plots(
             "--svg and --png write files beside the report: give -o a file, not a stream",
         ));
     };
-    let raster = png.then(crate::report::png::Rasterizer::new);
-    for p in crate::report::plots::all(report) {
+    let raster = png.then(crate::analysis::report::png::Rasterizer::new);
+    for p in crate::analysis::report::plots::all(report) {
         if svg {
             dir.replace(&format!("{}.svg", p.id), p.svg.as_bytes())?;
         }
@@ -123,7 +124,7 @@ fn write_plots(
 /// Every kind's own tables, composed here (the edge) so that the report names no kind: the
 /// workload kinds' from the registry, and the studies' that write results of their own kind.
 pub fn kind_tables() -> Vec<crate::results::tables::KindTables> {
-    let mut all = crate::registry::kind_tables();
-    all.push(crate::study::append::TABLES);
+    let mut all = crate::workload::registry::kind_tables();
+    all.push(crate::lab::study::append::TABLES);
     all
 }

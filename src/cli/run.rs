@@ -3,25 +3,25 @@
 //! (those whose mkfs is installed), repeated, side by side; without root, on a temporary
 //! directory instead.
 
-use crate::report::lateness::is_lateness_warning;
+use crate::analysis::report::lateness::is_lateness_warning;
 use std::path::{Path, PathBuf};
 use std::process::ExitCode;
 
 use anyhow::{Context, Result};
 use clap::Args;
 
+use crate::analysis::report::output::{render_results, ResultViews};
+use crate::analysis::report::table::{side_by_side, side_by_side_per_workload};
+use crate::base::error::bad_input;
+use crate::base::units::{format_bytes_human, format_size};
 use crate::cli::common::{declared, OutputArgs};
-use crate::error::bad_input;
+use crate::device::ProfileRef;
+use crate::lab::plan::{self, presets, ExecOptions, ParseOptions, Plan, Reps};
+use crate::lab::runner::params::{ResultsDir, RunParams};
+use crate::lab::runner::{Place, RunOptions};
 use crate::measure::Progress;
-use crate::plan::{self, presets, ExecOptions, ParseOptions, Plan, Reps};
-use crate::report::output::{render_results, ResultViews};
-use crate::report::table::{side_by_side, side_by_side_per_workload};
 use crate::results::RunResult;
-use crate::runner::params::{ResultsDir, RunParams};
-use crate::runner::{Place, RunOptions};
-use crate::testbed::device::ProfileRef;
 use crate::testbed::TestbedParams;
-use crate::units::{format_bytes_human, format_size};
 
 /// The question syntax, after `fsgauge run --help`.
 const QUESTIONS_HELP: &str = "\
@@ -136,8 +136,9 @@ pub fn load_plan(arg: &str, opts: &ParseOptions) -> Result<Plan> {
     // symlink_metadata, not exists(): a symlink loop or a dangling link is a plan file that
     // cannot be read (said so), not a missing one.
     if std::fs::symlink_metadata(path).is_ok() && !path.is_dir() {
-        let bytes = crate::bounded::read_regular(path, crate::bounded::PLAN_LIMIT, "plans")
-            .map_err(|e| bad_input(format!("cannot read the plan: {e}")))?;
+        let bytes =
+            crate::base::bounded::read_regular(path, crate::base::bounded::PLAN_LIMIT, "plans")
+                .map_err(|e| bad_input(format!("cannot read the plan: {e}")))?;
         let text = String::from_utf8(bytes).map_err(|e| {
             bad_input(format!(
                 "reading plan {}: not UTF-8 text (byte {}); a plan is a TOML file",
@@ -223,17 +224,17 @@ pub fn run(c: RunCmd) -> Result<ExitCode> {
         csv: None,
     };
     if !c.output.format().is_machine() {
-        if let Some(f) = crate::report::table::findings_text(&ex.results) {
+        if let Some(f) = crate::analysis::report::table::findings_text(&ex.results) {
             println!("{f}");
         }
-        if let Some(t) = crate::report::model::journal_table(&ex.results) {
-            println!("{}", crate::report::table::text(&t));
+        if let Some(t) = crate::analysis::report::model::journal_table(&ex.results) {
+            println!("{}", crate::analysis::report::table::text(&t));
         }
-        if let Some(t) = crate::report::durability::durability_table(&ex.results) {
-            println!("{}", crate::report::table::text(&t));
+        if let Some(t) = crate::analysis::report::durability::durability_table(&ex.results) {
+            println!("{}", crate::analysis::report::table::text(&t));
         }
-        let (_, _, cells) = crate::report::model::cells(&ex.results);
-        for w in crate::report::model::short_phases(&ex.results, &cells) {
+        let (_, _, cells) = crate::analysis::report::model::cells(&ex.results);
+        for w in crate::analysis::report::model::short_phases(&ex.results, &cells) {
             eprintln!("warning: {w}");
         }
     }
@@ -267,7 +268,7 @@ pub fn run(c: RunCmd) -> Result<ExitCode> {
     if let Some(code) = crate::results::unsaved_exit() {
         return Ok(code);
     }
-    crate::age::check_checkpoints_reached(&ex.results)?;
+    crate::workload::age::check_checkpoints_reached(&ex.results)?;
     Ok(super::common::crash_status(&ex.results))
 }
 
@@ -473,7 +474,7 @@ fn parse_options(c: &RunCmd) -> Result<ParseOptions> {
         workdir: c.testbeds.workdir.clone(),
         device_model: c.testbeds.device_model.clone(),
         settings: c.run.settings,
-        mem_limit: c.run.mem_limit.map(crate::units::Size::bytes),
+        mem_limit: c.run.mem_limit.map(crate::base::units::Size::bytes),
     })
 }
 
@@ -516,7 +517,7 @@ fn quick_on_temp_dir(c: &RunCmd) -> Result<ExitCode> {
         study: None,
         coordinator: Default::default(),
     };
-    let results: Vec<RunResult> = crate::runner::run(&Place::Dir(dir), wl.as_ref(), &opts)?
+    let results: Vec<RunResult> = crate::lab::runner::run(&Place::Dir(dir), wl.as_ref(), &opts)?
         .into_iter()
         .map(|o| o.result)
         .collect();

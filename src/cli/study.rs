@@ -1,18 +1,18 @@
 //! `fsgauge study NAME`: multi-testbed studies. `append` is the fragmentation project's append
-//! test. Parsing and printing only; the work is in [`crate::study`].
+//! test. Parsing and printing only; the work is in [`crate::lab::study`].
 
 use std::process::ExitCode;
 
 use anyhow::Result;
 use clap::{Args, Subcommand};
 
+use crate::analysis::report::output::{render_results, ResultViews};
+use crate::base::units::Size;
 use crate::cli::common::StepArgs;
+use crate::lab::study::append::AppendStudy;
 use crate::measure::Progress;
-use crate::report::output::{render_results, ResultViews};
 use crate::results::RunResult;
-use crate::study::append::AppendStudy;
 use crate::testbed::{FsKind, TestbedParams, TestbedSpec};
-use crate::units::Size;
 use crate::workload::params::CommaList;
 use crate::workload::readtest::ReadPhase;
 
@@ -94,7 +94,7 @@ impl AppendArgs {
 /// The study's results on the terminal: the table the append study registered with its kind
 /// (aged against fresh per testbed and usage checkpoint), the same one `fsgauge report` shows.
 pub fn study_table(results: &[RunResult]) -> String {
-    crate::text::Table::texts(&crate::study::append::TABLES.of(results))
+    crate::base::text::Table::texts(&crate::lab::study::append::TABLES.of(results))
 }
 
 pub fn run(cmd: StudyCmd) -> Result<ExitCode> {
@@ -123,7 +123,7 @@ pub fn run(cmd: StudyCmd) -> Result<ExitCode> {
                     super::common::results_in(&a.step.out.dir, results.len(), "")
                 );
             }
-            crate::age::check_checkpoints_reached(&results)?;
+            crate::workload::age::check_checkpoints_reached(&results)?;
             Ok(ExitCode::SUCCESS)
         }
     }

@@ -7,11 +7,14 @@ use anyhow::Result;
 use clap::{Args, Subcommand};
 
 use super::common::{OutputArgs, TestbedArgs};
-use crate::error::bad_input;
-use crate::report::document::Page;
-use crate::report::output::listing;
-use crate::testbed::{cleanup, destroy_by_name, ledger, Testbed};
-use crate::units::format_size;
+use crate::analysis::report::document::Page;
+use crate::analysis::report::output::listing;
+use crate::base::error::bad_input;
+use crate::base::units::format_size;
+use crate::{
+    host::ledger,
+    testbed::{cleanup, destroy_by_name, Testbed},
+};
 
 #[derive(Debug, Subcommand)]
 // One command value per process: boxing the large variant would buy nothing.
@@ -156,7 +159,7 @@ fn create(a: CreateArgs) -> Result<ExitCode> {
         bad_input("testbed create needs --fs KIND (ext2, ext3, ext4, xfs, btrfs)")
     })?;
     crate::testbed::check_persistable(&spec)?;
-    crate::signals::install();
+    crate::base::signals::install();
     let tb = match a.name {
         Some(name) => {
             ledger::check_name(&name).map_err(|e| bad_input(format!("--name: {e:#}")))?;
@@ -170,7 +173,7 @@ fn create(a: CreateArgs) -> Result<ExitCode> {
     let journal_device = tb.journal_device().map(|p| p.to_path_buf());
     let warnings = tb.warnings();
     // Stopped before it is handed over: it goes, as in any interrupted run.
-    crate::signals::check()?;
+    crate::base::signals::check()?;
     // Its name is printed before it is handed over to the ledger: whenever the testbed
     // outlives this process, its user has been told what to destroy. Printing that fails
     // (a reader closed the pipe) ends here, and the testbed goes with this process.
@@ -203,7 +206,7 @@ fn create(a: CreateArgs) -> Result<ExitCode> {
         }),
     )?
     .text(text)
-    .table(crate::text::Table {
+    .table(crate::base::text::Table {
         title: String::new(),
         label_columns: 6,
         note: String::new(),
@@ -221,15 +224,15 @@ fn create(a: CreateArgs) -> Result<ExitCode> {
     });
     {
         use std::io::Write;
-        let bytes = crate::report::export::render(&page.into(), a.out.format())?;
+        let bytes = crate::analysis::report::export::render(&page.into(), a.out.format())?;
         let mut out = std::io::stdout().lock();
         out.write_all(&bytes)
             .and_then(|()| out.flush())
             .map_err(|e| anyhow::anyhow!("printing testbed {name}: {e}; it is torn down"))?;
     }
     tb.keep()?;
-    crate::signals::test_pause("kept");
-    crate::signals::note_kept(format!(
+    crate::base::signals::test_pause("kept");
+    crate::base::signals::note_kept(format!(
         "testbed {name} was made and kept: `fsgauge testbed destroy {name}` removes it"
     ));
     for w in warnings {

@@ -1,5 +1,5 @@
 //! The coordinator of a run: how one process's phases, directories and results fit with those
-//! of the other processes of the job. Passed explicitly (in [`crate::runner::RunOptions`] and
+//! of the other processes of the job. Passed explicitly (in [`crate::lab::runner::RunOptions`] and
 //! the workload's run context), never looked up: [`Local`] is a process alone, as every run
 //! without mpirun; an MPI build's session (see `session`) is one rank of a job.
 
@@ -9,7 +9,7 @@ use std::rc::Rc;
 use anyhow::{Context, Result};
 
 use super::DistOptions;
-use crate::error::bad_input;
+use crate::base::error::bad_input;
 use crate::measure::{PhaseMeter, Recorder};
 use crate::results::{MetricDef, MpiInfo, PhaseResult};
 
@@ -72,7 +72,7 @@ pub trait Coordinator {
     /// Ends the whole job at once for a failure this rank alone saw.
     fn abort(&self, err: &anyhow::Error) -> ! {
         eprintln!("fsgauge: error: {err:#}");
-        std::process::exit(crate::error::exit_code(err) as i32)
+        std::process::exit(crate::base::error::exit_code(err) as i32)
     }
 
     /// Makes the run's directory below `parent` together with the other ranks; `None` when the
@@ -226,8 +226,8 @@ pub fn check_ramp(p: &PhaseResult) -> Result<()> {
             return Err(bad_input(format!(
                 "phase {} ended after {}, inside its --ramp {}: nothing was left to measure; use --time-based with --time D (the phase then runs the ramp plus D), more work, or a shorter --ramp",
                 p.name,
-                crate::text::format_secs_unit(t.seconds),
-                crate::text::format_secs_unit(ramp)
+                crate::base::text::format_secs_unit(t.seconds),
+                crate::base::text::format_secs_unit(ramp)
             )));
         }
     }

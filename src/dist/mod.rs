@@ -66,7 +66,7 @@ pub fn coordinator(opts: DistOptions) -> Result<Option<Rc<dyn Coordinator>>> {
     #[cfg(not(feature = "mpi"))]
     {
         if launched_by_mpirun() || opts.stonewall.is_some() || opts.read_neighbour {
-            return Err(crate::error::bad_input(
+            return Err(crate::base::error::bad_input(
                 "this fsgauge is built without MPI: --stonewall, --read-neighbour and runs under mpirun need a build with --features mpi",
             ));
         }

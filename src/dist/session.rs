@@ -25,7 +25,7 @@ use mpi::traits::*;
 
 use super::merge::{merge_phases, merge_warnings, RankReport};
 use super::{launched_by_mpirun, neighbour, Coordinator, DirMode, DistOptions, DistRoot, Work};
-use crate::error::{bad_input, exit_code, Interrupted, SystemFailure};
+use crate::base::error::{bad_input, exit_code, Interrupted, SystemFailure};
 use crate::measure::{PhaseMeter, Recorder};
 use crate::results::{MetricDef, MpiInfo, PhaseResult, RankHost};
 use anyhow::Error;
@@ -322,7 +322,10 @@ impl Session {
         let meter = start();
         // --stonewall is bounded (units::MAX_DURATION), so its deadline is representable;
         // were it not, there would be no stonewall rather than a panic.
-        let deadline = self.opts.stonewall.and_then(crate::units::deadline_in);
+        let deadline = self
+            .opts
+            .stonewall
+            .and_then(crate::base::units::deadline_in);
         let mut flags = Flags::default();
         let (recorders, failure) = self.run_workers(&meter, workers, &work, deadline, &mut flags);
         let walled_here = meter.stonewalled();

@@ -627,7 +627,7 @@ impl ExtReader {
     /// opens its block device read-only, and reads the superblock and group descriptors. The
     /// error says why the on-disk reader cannot be used.
     pub fn open(fd: BorrowedFd<'_>, st_dev: u64) -> Result<Self, String> {
-        let st = crate::sys::statfs::fstatfs(fd).map_err(|e| format!("statfs: {e}"))?;
+        let st = crate::base::sys::statfs::fstatfs(fd).map_err(|e| format!("statfs: {e}"))?;
         let magic = st.magic;
         if magic != super::sys::magic::EXT {
             return Err(format!(

@@ -230,7 +230,7 @@ pub fn freefrag_label(i: usize, block_size: u64) -> String {
     String::new()
 }
 
-use crate::sys::proc::mount_of;
+use crate::base::sys::proc::mount_of;
 
 /// Scans the free space of the filesystem mounted at (or holding) `path`.
 pub fn free_space(path: &Path) -> Result<FreeSpace> {
@@ -270,7 +270,7 @@ pub fn free_space(path: &Path) -> Result<FreeSpace> {
                 Some(libc::ENOTTY) | Some(libc::EOPNOTSUPP) | Some(libc::EINVAL)
             );
             if matches!(e.raw_os_error(), Some(libc::EPERM) | Some(libc::EACCES)) {
-                return Err(crate::error::bad_input(format!(
+                return Err(crate::base::error::bad_input(format!(
                     "reading the free space of {} needs root (GETFSMAP requires CAP_SYS_ADMIN)",
                     path.display()
                 )));
@@ -307,7 +307,7 @@ pub fn bitmap_free(
     fs_type: &str,
     block_size: u64,
 ) -> std::result::Result<FreeSpace, String> {
-    let st = crate::sys::fstat(fd)
+    let st = crate::base::sys::fstat(fd)
         .map_err(|e| format!("stat: {}", std::io::Error::from_raw_os_error(e as i32)))?;
     #[allow(clippy::unnecessary_cast)]
     let reader = super::ext::ExtReader::open(fd, st.st_dev as u64)?;
@@ -350,7 +350,7 @@ fn getfsmap_free(
 
 /// Runs e2freefrag on `device` and reads its report.
 pub fn e2freefrag(path: &Path, fs_type: &str, device: &Path) -> Result<FreeSpace> {
-    let prog = crate::sys::proc::find_program("e2freefrag").ok_or_else(|| {
+    let prog = crate::base::sys::proc::find_program("e2freefrag").ok_or_else(|| {
         anyhow::Error::new(Unsupported {
             fs: fs_type.into(),
             path: path.display().to_string(),
@@ -358,7 +358,7 @@ pub fn e2freefrag(path: &Path, fs_type: &str, device: &Path) -> Result<FreeSpace
                 .into(),
         })
     })?;
-    let out = crate::signals::output(Command::new(&prog).arg(device))
+    let out = crate::base::signals::output(Command::new(&prog).arg(device))
         .with_context(|| format!("running {} {}", prog.display(), device.display()))?;
     if !out.status.success() {
         anyhow::bail!(
@@ -400,7 +400,7 @@ impl E2freefragReport {
             let from = label
                 .split("...")
                 .next()
-                .and_then(|s| crate::units::parse_size(s).ok())
+                .and_then(|s| crate::base::units::parse_size(s).ok())
                 .unwrap_or(0);
             let idx = log2_floor(from / bs) + 1;
             histogram.push(FreeBucket {

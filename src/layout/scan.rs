@@ -65,7 +65,7 @@ impl FsRules {
         };
         let ext_extents = if magic == magic::EXT {
             #[allow(clippy::unnecessary_cast)]
-            crate::sys::fstat(std::os::fd::AsFd::as_fd(&fd))
+            crate::base::sys::fstat(std::os::fd::AsFd::as_fd(&fd))
                 .ok()
                 .and_then(|st| ext_extent_feature(st.st_dev as u64))
         } else {

@@ -182,7 +182,7 @@ pub mod magic {
 
 /// The filesystem magic and total blocks of the filesystem holding `fd`.
 pub fn fstatfs(fd: BorrowedFd<'_>) -> io::Result<(i64, u64, u64)> {
-    let st = crate::sys::statfs::fstatfs(fd)?;
+    let st = crate::base::sys::statfs::fstatfs(fd)?;
     Ok((st.magic, st.blocks, st.block_size))
 }
 

@@ -24,8 +24,8 @@ use super::ext::{ExtReader, Odd, OndiskMap};
 use super::metrics::{FileLayout, LayoutSummary, SummaryBuilder};
 use super::scan::{layout_from_ondisk, map_file, FsRules};
 use super::sys::magic;
-use crate::error::bad_input;
-use crate::sys::dirstream::{DirStream, EntryType};
+use crate::base::error::bad_input;
+use crate::base::sys::dirstream::{DirStream, EntryType};
 
 /// How a tree is walked.
 #[derive(Debug, Clone)]
@@ -156,12 +156,12 @@ fn unescape_octal(s: &str) -> Vec<u8> {
 }
 
 fn statx_follow(path: &CStr) -> io::Result<libc::statx> {
-    crate::sys::statx(libc::AT_FDCWD, path, libc::AT_NO_AUTOMOUNT, libc::STATX_INO)
+    crate::base::sys::statx(libc::AT_FDCWD, path, libc::AT_NO_AUTOMOUNT, libc::STATX_INO)
         .map_err(|e| io::Error::from_raw_os_error(e as i32))
 }
 
 fn statx_nofollow(dirfd: libc::c_int, name: &CStr) -> io::Result<libc::statx> {
-    crate::sys::statx(
+    crate::base::sys::statx(
         dirfd,
         name,
         libc::AT_SYMLINK_NOFOLLOW | libc::AT_NO_AUTOMOUNT,
@@ -308,7 +308,7 @@ pub fn scan_tree(
 /// Opens a directory or regular file for fstatfs/syncfs (never blocks on a FIFO, never follows
 /// a symlink).
 fn open_quietly(path: &CStr) -> io::Result<OwnedFd> {
-    crate::sys::open(
+    crate::base::sys::open(
         path,
         libc::O_RDONLY | libc::O_NOFOLLOW | libc::O_NONBLOCK | libc::O_CLOEXEC | libc::O_NOCTTY,
         0,
@@ -504,7 +504,7 @@ impl<'s, 'a> Worker<'s, 'a> {
             Ok(c) => c,
             Err(_) => return subdirs,
         };
-        let fd = match crate::sys::open(
+        let fd = match crate::base::sys::open(
             &c,
             libc::O_RDONLY | libc::O_DIRECTORY | libc::O_NOFOLLOW | libc::O_CLOEXEC,
             0,
@@ -679,14 +679,14 @@ impl<'s, 'a> Worker<'s, 'a> {
         // O_NONBLOCK: if the entry was replaced by a FIFO since readdir, open must not hang.
         let flags =
             libc::O_RDONLY | libc::O_NOFOLLOW | libc::O_NONBLOCK | libc::O_CLOEXEC | libc::O_NOCTTY;
-        let fd = match crate::sys::open_at(dirfd, name, flags, 0) {
+        let fd = match crate::base::sys::open_at(dirfd, name, flags, 0) {
             Ok(fd) => fd,
             Err(e) => {
                 self.count_error(path, "open", &io::Error::from_raw_os_error(e as i32));
                 return;
             }
         };
-        let st = match crate::sys::fstat(fd.as_fd()) {
+        let st = match crate::base::sys::fstat(fd.as_fd()) {
             Ok(st) => st,
             Err(e) => {
                 self.count_error(path, "stat", &io::Error::from_raw_os_error(e as i32));

@@ -14,7 +14,7 @@
 use std::sync::OnceLock;
 use std::time::{Duration, Instant};
 
-use crate::sys::cpu::rdtsc;
+use crate::base::sys::cpu::rdtsc;
 
 /// A timestamp of a [`Clock`]: TSC ticks, or nanoseconds since the clock's origin.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord)]

@@ -403,7 +403,7 @@ impl Recorder {
     /// phase was cut at a stonewall (then [`Recorder::stonewalled`] is true too).
     #[inline]
     pub fn should_stop(&self) -> bool {
-        self.stop.load(Ordering::Relaxed) || crate::signals::interrupted()
+        self.stop.load(Ordering::Relaxed) || crate::base::signals::interrupted()
     }
 
     /// True when the phase was cut at a stonewall (MPI `--stonewall`): the worker should end its
@@ -415,8 +415,8 @@ impl Recorder {
     }
 
     /// `Err(Interrupted)` once a signal arrived; call between operations.
-    pub fn check(&self) -> Result<(), crate::error::Interrupted> {
-        crate::signals::check()
+    pub fn check(&self) -> Result<(), crate::base::error::Interrupted> {
+        crate::base::signals::check()
     }
 
     /// Marks this worker as done now (its own wall time) and closes its last series interval:

@@ -157,7 +157,7 @@ impl CrashReport {
 
     /// Every class named in `by_class`, 0 where none failed.
     pub fn name_all_classes(&mut self) {
-        for c in <CrashClass as crate::choice::Choice>::all() {
+        for c in <CrashClass as crate::base::choice::Choice>::all() {
             self.by_class.entry(c.name().to_string()).or_default();
         }
     }

@@ -26,7 +26,7 @@ impl HostInfo {
                 .map(|u| u.release().to_string_lossy().into_owned())
                 .unwrap_or_default(),
             cpus: std::thread::available_parallelism().map_or(1, |n| n.get() as u32),
-            memory: crate::sys::proc::meminfo("MemTotal").unwrap_or(0),
+            memory: crate::base::sys::proc::meminfo("MemTotal").unwrap_or(0),
         }
     }
 }

@@ -120,7 +120,7 @@ impl RunResult {
             phases: r.phases,
             layout: r.layout,
             errors: r.errors,
-            tool_peak_rss: crate::sys::proc::own_peak_rss(),
+            tool_peak_rss: crate::base::sys::proc::own_peak_rss(),
             mpi: r.mpi,
             environment: r.environment,
             study: None,

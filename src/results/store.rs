@@ -7,9 +7,9 @@ use std::sync::Mutex;
 use anyhow::{bail, Context, Result};
 
 use super::{RunResult, SCHEMA};
-use crate::atomic::OutDir;
-use crate::bounded::{read_regular, ReadError, RESULT_LIMIT};
-use crate::error::bad_input;
+use crate::base::atomic::OutDir;
+use crate::base::bounded::{read_regular, ReadError, RESULT_LIMIT};
+use crate::base::error::bad_input;
 
 /// A result and where it was read from.
 #[derive(Debug, Clone)]
@@ -80,7 +80,7 @@ fn result_name(r: &RunResult, n: u32) -> String {
 
 /// Refuses a results directory that cannot hold results, before anything runs: one that is
 /// not a directory (`/dev/null`), one reached through another user's link
-/// ([`crate::sys::chase`]), one on /proc or /sys, or one where no file can be created (found by
+/// ([`crate::base::sys::chase`]), one on /proc or /sys, or one where no file can be created (found by
 /// creating a temporary file there). A directory that does not exist yet is not made here (a
 /// run refused later leaves nothing): its nearest existing ancestor is checked instead, and the
 /// directory is made when the first result is written.
@@ -92,13 +92,13 @@ pub fn check_out_dir(dir: &Path) -> Result<()> {
 /// `--log`), `what` says what goes there.
 pub fn check_dir_for(dir: &Path, flag: &str, what: &str) -> Result<()> {
     let shown = dir.display();
-    let c = crate::sys::chase::chase(dir, crate::sys::chase::Opts::FOLLOW)
+    let c = crate::base::sys::chase::chase(dir, crate::base::sys::chase::Opts::FOLLOW)
         .map_err(|e| bad_input(format!("{flag} {shown}: {e:#}")))?;
     match (c.rest.as_slice(), c.st) {
         ([_], Some(st)) => {
             return Err(bad_input(format!(
                 "{flag} {shown} is {}, not a directory: {flag} names the directory {what} go into (one per run); give a directory, or a path that does not exist yet",
-                crate::bounded::kind_of(st.st_mode)
+                crate::base::bounded::kind_of(st.st_mode)
             )))
         }
         ([_, ..], Some(_)) => {
@@ -142,7 +142,7 @@ fn fallback_dir() -> Result<OutDir> {
             )
         };
     let path = parts.iter().fold(base, |p, part| p.join(part));
-    let fd = crate::sys::trust::own_dir(&path).with_context(|| {
+    let fd = crate::base::sys::trust::own_dir(&path).with_context(|| {
         format!(
             "fsgauge keeps unsaved results only in a directory of its own user (uid {uid}) that no one else can write: {}",
             path.display()
@@ -164,8 +164,8 @@ pub fn write_result(dir: &Path, r: &RunResult) -> Result<PathBuf> {
     bytes.push(b'\n');
     // A run stopped before its result is written has no result: the file exists only for runs
     // that finished before the signal, and then it is whole (written atomically).
-    crate::signals::test_pause("result");
-    crate::signals::check()?;
+    crate::base::signals::test_pause("result");
+    crate::base::signals::check()?;
     let path = match write_into(dir, r, &bytes) {
         Ok(p) => p,
         Err(e) => {
@@ -200,8 +200,8 @@ pub fn write_result(dir: &Path, r: &RunResult) -> Result<PathBuf> {
             fb
         }
     };
-    crate::signals::note_result_written(&path, r.rep);
-    crate::signals::test_pause("result");
+    crate::base::signals::note_result_written(&path, r.rep);
+    crate::base::signals::test_pause("result");
     Ok(path)
 }
 
@@ -352,7 +352,7 @@ pub fn load_dir(dir: &Path) -> Result<DirResults> {
     let mut out = DirResults::default();
     for path in paths {
         // A directory of many large files is read promptly, and SIGINT/SIGTERM end it.
-        crate::signals::check()?;
+        crate::base::signals::check()?;
         let bytes = match read_result_bytes(&path) {
             Ok(b) => b,
             Err(e) => {

@@ -65,7 +65,7 @@ pub struct Question {
     pub epsilon: f64,
     /// Set when `reps = "auto"` looked at the question after every round and would stop once
     /// it was decided: its interval is then the repeated one over those looks
-    /// ([`crate::stats::sequential`]), valid whenever the run stopped. `None`: one look (a fixed
+    /// ([`crate::analysis::stats::sequential`]), valid whenever the run stopped. `None`: one look (a fixed
     /// number of repetitions, a smoke run, or a result from before it was recorded).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub looks: Option<Looks>,

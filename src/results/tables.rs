@@ -5,7 +5,7 @@
 //! registrations (`registry::kind_tables`) and hands them to the report.
 
 use super::RunResult;
-use crate::text::Table;
+use crate::base::text::Table;
 
 /// The tables one kind makes of its results, and the figures it is drawn as.
 #[derive(Debug, Clone, Copy)]

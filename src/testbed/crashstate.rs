@@ -15,8 +15,8 @@ use std::sync::Arc;
 
 use anyhow::{bail, Context, Result};
 
-use super::crashcheck::{self, CheckerOutcome};
 use super::device::writelog::{CrashStateInfo, LogSummary};
+use super::fsck::{self, CheckerOutcome};
 use super::{sys_trust, Resource, Testbed};
 use crate::results::crash::CrashCache;
 
@@ -139,13 +139,13 @@ impl Testbed {
 /// space less [`WRITE_LOG_RESERVE`].
 fn log_limit(asked: Option<u64>, store: &super::fault::BackingStore) -> Result<u64> {
     match asked {
-        Some(l) if l > store.free => Err(crate::error::bad_input(format!(
+        Some(l) if l > store.free => Err(crate::base::error::bad_input(format!(
             "--crash-log-limit {}: the write log is kept beside the image, and {store}; give a smaller limit or free space there",
-            crate::units::format_size(l)
+            crate::base::units::format_size(l)
         ))),
         Some(l) => Ok(l),
         None if store.free > 2 * WRITE_LOG_RESERVE => Ok(store.free - WRITE_LOG_RESERVE),
-        None => Err(crate::error::bad_input(format!(
+        None => Err(crate::base::error::bad_input(format!(
             "crash points keep the write log beside the image, and {store}: too little for a log; free space there or put --workdir on a larger filesystem"
         ))),
     }
@@ -180,7 +180,7 @@ impl CrashStates<'_> {
     pub fn mount(&mut self) -> Result<PathBuf> {
         let target = self.target();
         let fs = self.tb.spec.fs;
-        crashcheck::mount_crash_state(fs, &self.dev, &target, &self.tb.mount_opts)
+        fsck::mount_crash_state(fs, &self.dev, &target, &self.tb.mount_opts)
             .with_context(|| format!("mounting the crash state on {}", self.shown.display()))?;
         self.mounted = true;
         Ok(target)
@@ -189,7 +189,7 @@ impl CrashStates<'_> {
     /// Unmounts the state.
     pub fn unmount(&mut self) -> Result<()> {
         if self.mounted {
-            crashcheck::unmount_crash_state(&self.target()).with_context(|| {
+            fsck::unmount_crash_state(&self.target()).with_context(|| {
                 format!("unmounting the crash state on {}", self.shown.display())
             })?;
             self.mounted = false;
@@ -200,7 +200,7 @@ impl CrashStates<'_> {
     /// Unmounts the state and runs the filesystem's read-only checker on it.
     pub fn check(&mut self) -> Result<CheckerOutcome> {
         self.unmount()?;
-        crashcheck::run_checker(self.tb.spec.fs, &self.dev, None)
+        fsck::run_checker(self.tb.spec.fs, &self.dev, None)
     }
 
     /// Ends the session: the state unmounted, the testbed's filesystem mounted again.
@@ -246,7 +246,7 @@ mod tests {
             (10 << 30) - WRITE_LOG_RESERVE
         );
         let e = log_limit(Some(11 << 30), &store).unwrap_err();
-        assert_eq!(crate::error::exit_code(&e), 2);
+        assert_eq!(crate::base::error::exit_code(&e), 2);
         assert!(e.to_string().contains("kept beside the image"), "{e}");
         store.free = WRITE_LOG_RESERVE;
         let e = log_limit(None, &store).unwrap_err();

@@ -21,12 +21,12 @@ use std::path::{Path, PathBuf};
 use anyhow::Result;
 
 use super::{EmulatedDevice, ImageAlloc, Testbed};
-use crate::error::SystemFailure;
-use crate::sys::trust as sys_trust;
+use crate::base::error::SystemFailure;
+use crate::base::sys::trust as sys_trust;
 use std::os::fd::AsFd;
 
 /// A set-up step, for messages and the fault tests' stop points (`before-mkfs`, …; see
-/// [`crate::signals::test_pause`]).
+/// [`crate::base::signals::test_pause`]).
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum SetUp {
     /// Starting the journal's emulated disk.
@@ -74,7 +74,7 @@ impl Testbed {
         step: SetUp,
         f: impl FnOnce(&mut Self) -> Result<T>,
     ) -> Result<T> {
-        crate::signals::test_pause(step.point());
+        crate::base::signals::test_pause(step.point());
         let r = f(self);
         self.after_set_up(step, r)
     }
@@ -84,7 +84,7 @@ impl Testbed {
     /// failure); a failure with the backing store full names the store (exit 2), as does a
     /// step that passed while the store refused the emulated disk's writes. Otherwise `r`.
     pub fn after_set_up<T>(&mut self, step: SetUp, r: Result<T>) -> Result<T> {
-        if matches!(&r, Err(e) if crate::error::exit_code(e) >= 128) {
+        if matches!(&r, Err(e) if crate::base::error::exit_code(e) >= 128) {
             return r;
         }
         let what = step.to_string();
@@ -220,7 +220,7 @@ impl BackingStore {
         Self::from(
             nix::sys::statvfs::fstatvfs(fd),
             dir,
-            crate::sys::proc::mount_of(&sys_trust::fd_path(fd, "")),
+            crate::base::sys::proc::mount_of(&sys_trust::fd_path(fd, "")),
         )
     }
 
@@ -230,7 +230,7 @@ impl BackingStore {
         Self::from(
             nix::sys::statvfs::statvfs(dir),
             dir,
-            crate::sys::proc::mount_of(dir),
+            crate::base::sys::proc::mount_of(dir),
         )
     }
 
@@ -241,7 +241,7 @@ impl BackingStore {
     ) -> Self {
         let (free, total) = st
             .map(|st| {
-                let space = crate::sys::statfs::Space::of(&st);
+                let space = crate::base::sys::statfs::Space::of(&st);
                 (space.available, space.total)
             })
             .unwrap_or((0, 0));
@@ -268,5 +268,5 @@ impl fmt::Display for BackingStore {
 }
 
 pub(super) fn format_size_human(b: u64) -> String {
-    crate::units::format_bytes_human(b as f64)
+    crate::base::units::format_bytes_human(b as f64)
 }

@@ -123,7 +123,7 @@ impl Testbed {
             .custom_flags(libc::O_DIRECT)
             .open(&self.device)
             .with_context(|| format!("opening {} with O_DIRECT", self.device.display()))?;
-        let mut buf = crate::sys::AlignedBuf::zeroed(1 << 20);
+        let mut buf = crate::base::sys::AlignedBuf::zeroed(1 << 20);
         let mut at = 0u64;
         while at < self.spec.size {
             let n = (self.spec.size - at).min(buf.len() as u64) as usize;

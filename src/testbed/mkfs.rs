@@ -17,7 +17,7 @@ use std::process::Command;
 use anyhow::Result;
 
 use super::spec::{FsKind, TestbedSpec};
-use crate::error::bad_input;
+use crate::base::error::bad_input;
 
 /// One or two commands to run (the journal device first).
 #[derive(Debug, Clone)]
@@ -43,7 +43,7 @@ impl MkfsCommand {
 }
 
 fn run_one(args: &[String]) -> Result<()> {
-    let out = crate::signals::output(Command::new(&args[0]).args(&args[1..]))?;
+    let out = crate::base::signals::output(Command::new(&args[0]).args(&args[1..]))?;
     if out.status.success() {
         return Ok(());
     }
@@ -108,7 +108,7 @@ pub fn mkfs_command(
                 if user_block_size(&user).is_none() {
                     main.extend(["-b".into(), block.clone()]);
                 }
-                let mke2fs = crate::sys::proc::find_program("mke2fs").ok_or_else(|| {
+                let mke2fs = crate::base::sys::proc::find_program("mke2fs").ok_or_else(|| {
                     bad_input("mke2fs is not installed; apt-get install e2fsprogs")
                 })?;
                 journal = Some(vec![

@@ -8,7 +8,7 @@
 //! # What a testbed trusts
 //!
 //! fsgauge runs as root on shared machines, so it trusts only places nobody else can change
-//! (see [`crate::sys::trust`]):
+//! (see [`crate::base::sys::trust`]):
 //!
 //! - Its own directories (`/var/tmp/fsgauge`, `/dev/shm/fsgauge`, the ledger) are made 0700 by
 //!   root and never removed; an existing one owned by someone else or writable by others is
@@ -36,27 +36,22 @@
 //! parents such as /var/tmp are fine: others cannot rename root's entries there. (The part of
 //! the path above a user's own `--workdir` is theirs to change; only they are fooled by it.)
 
-mod cache;
-pub mod crashcheck;
 pub mod crashstate;
-pub mod device;
 mod fault;
+pub mod fsck;
 pub mod images;
 pub mod inodes;
 mod kept;
-pub mod ledger;
-mod locate;
-mod loopdev;
-mod memlimit;
 mod mkfs;
-pub mod mount;
 pub mod params;
 pub mod room;
-mod rundir;
 pub mod shutdown;
 mod spec;
 
 use std::fs;
+
+use crate::device;
+use crate::host::{cache, ledger, locate, loopdev, memlimit, mount, rundir, unique_suffix};
 use std::os::fd::{AsFd, OwnedFd};
 use std::os::unix::fs::OpenOptionsExt;
 use std::path::{Path, PathBuf};
@@ -64,7 +59,7 @@ use std::sync::Arc;
 
 use anyhow::{Context, Result};
 
-pub use crate::sys::proc::{meminfo, own_peak_rss, own_rss};
+pub use crate::base::sys::proc::{meminfo, own_peak_rss, own_rss};
 pub use cache::{drop_caches, syncfs};
 pub use device::EmulatedDevice;
 pub use fault::SetUp;
@@ -80,10 +75,10 @@ pub use spec::{
     TestbedInput, TestbedSpec,
 };
 
-use crate::error::bad_input;
+use crate::base::error::bad_input;
+use crate::base::sys::trust::{self as sys_trust, FileId};
+use crate::base::units::format_size;
 use crate::results::TestbedInfo;
-use crate::sys::trust::{self as sys_trust, FileId};
-use crate::units::format_size;
 
 /// A built and mounted filesystem. Torn down on drop unless made persistent.
 #[derive(Debug)]
@@ -169,7 +164,7 @@ pub fn preflight(spec: &TestbedSpec) -> Result<()> {
     }
     if spec.journal.is_some()
         && spec.fs.is_ext()
-        && crate::sys::proc::find_program("mke2fs").is_none()
+        && crate::base::sys::proc::find_program("mke2fs").is_none()
     {
         return Err(bad_input("mke2fs is not installed; install e2fsprogs"));
     }
@@ -191,7 +186,7 @@ pub fn preflight(spec: &TestbedSpec) -> Result<()> {
 pub fn check_workdir(workdir: &Path) -> Result<()> {
     let base = room::nearest_existing(workdir);
     if !base.is_dir() {
-        return Err(crate::error::bad_param("workdir", format!(
+        return Err(crate::base::error::bad_param("workdir", format!(
             "--workdir {}: {} is not a directory; give a directory for images and mount points (a missing one is created)",
             workdir.display(),
             base.display()
@@ -255,7 +250,7 @@ fn mounted_at(devnum: u64) -> Option<String> {
     let hit = info.lines().find_map(|l| {
         let f: Vec<&str> = l.split(' ').collect();
         (f.len() > 4 && nums.iter().any(|n| n == f[2]))
-            .then(|| format!("at {}", crate::sys::proc::unescape_mount_field(f[4])))
+            .then(|| format!("at {}", crate::base::sys::proc::unescape_mount_field(f[4])))
     });
     if hit.is_some() {
         return hit;
@@ -272,16 +267,6 @@ fn mounted_at(devnum: u64) -> Option<String> {
         ))
         .then(|| format!("as swap {dev}"))
     })
-}
-
-fn unique_suffix() -> String {
-    use std::sync::atomic::{AtomicU32, Ordering};
-    static N: AtomicU32 = AtomicU32::new(0);
-    format!(
-        "{}-{}",
-        std::process::id(),
-        N.fetch_add(1, Ordering::Relaxed)
-    )
 }
 
 impl Testbed {
@@ -311,7 +296,7 @@ impl Testbed {
         base: Option<&images::Entry>,
     ) -> Result<Self> {
         preflight(spec)?;
-        crate::signals::check()?;
+        crate::base::signals::check()?;
         let ledger = Ledger::begin(name, false)?;
         let mut tb = Testbed {
             name: name.to_string(),
@@ -364,7 +349,7 @@ impl Testbed {
             self.set_up(SetUp::Journal, |tb| tb.make_journal(j, &home, &home_path))?;
         }
 
-        crate::signals::check()?;
+        crate::base::signals::check()?;
         let cmd = mkfs_command(&spec, &self.device, self.journal_device.as_deref())?;
         // A copy of a kept image is the filesystem already: mkfs made it when it was aged.
         if self.kept_base.is_none() {
@@ -375,7 +360,7 @@ impl Testbed {
         self.make_dir_in(&home, &home_path, "mnt", 0o755)?;
         self.mountpoint = home_path.join("mnt");
         self.mount_opts = mkfs::mount_options(&spec, self.journal_device.as_deref());
-        crate::signals::check()?;
+        crate::base::signals::check()?;
         let (target, fsdev) = (self.mountpoint.clone(), self.fsdev);
         self.ledger().record(Resource::Mount {
             target,
@@ -383,7 +368,7 @@ impl Testbed {
             backing: backing_id,
         })?;
         self.set_up(SetUp::Mount, Self::mount)?;
-        crate::signals::test_pause("mount");
+        crate::base::signals::test_pause("mount");
         let details = serde_json::json!({
             "fs": spec.fs.name(),
             "size": self.spec.size,
@@ -885,7 +870,7 @@ impl Testbed {
     }
 
     fn teardown(&mut self) -> Vec<anyhow::Error> {
-        crate::signals::test_pause("teardown");
+        crate::base::signals::test_pause("teardown");
         let mut errors = Vec::new();
         if self.mounted {
             if let Err(e) = self.unmount() {
@@ -1012,7 +997,7 @@ pub fn destroy_by_name(name: &str) -> Result<Vec<anyhow::Error>> {
 
 /// The teardowns of the modules that record into the ledger: with them, a ledger entry of any
 /// kind of resource can be released (`testbed destroy`, `cleanup`, a testbed's own end).
-const TEARDOWNS: [ledger::Teardown<'static>; 3] = [
+pub(crate) const TEARDOWNS: [ledger::Teardown<'static>; 3] = [
     &memlimit::teardown,
     &rundir::teardown,
     &device::emulated::teardown,

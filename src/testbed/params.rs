@@ -21,8 +21,8 @@ use serde::{Deserialize, Serialize};
 
 use super::device::{ModelDuring, ProfileRef};
 use super::spec::{Backing, FsKind, ImageAlloc, ImageStart, JournalSpec, ModelSpec, TestbedInput};
-use crate::error::bad_param;
-use crate::units::Size;
+use crate::base::error::bad_param;
+use crate::base::units::Size;
 
 /// Every setting of how a testbed is built, with its default and help text.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize, Args)]
@@ -133,7 +133,7 @@ impl Default for TestbedParams {
     }
 }
 
-/// The plan key of a field named by a [`crate::error::bad_param`] of [`super::TestbedSpec`]
+/// The plan key of a field named by a [`crate::base::error::bad_param`] of [`super::TestbedSpec`]
 /// (`size`, `mkfs`, ...): the keys a plan may write it under, the flag's name first.
 pub fn plan_keys(field: &str) -> &'static [&'static str] {
     match field {

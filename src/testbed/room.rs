@@ -8,9 +8,9 @@ use std::path::{Path, PathBuf};
 
 use super::params::{SIZE_FLAG, SIZE_KEY};
 use super::spec::{default_workdir, Backing, ImageAlloc, TestbedSpec, SPARSE_MKFS};
-use crate::error::bad_param;
-use crate::sys::statfs::Space;
-use crate::units::{format_bytes_human, format_size};
+use crate::base::error::bad_param;
+use crate::base::sys::statfs::Space;
+use crate::base::units::{format_bytes_human, format_size};
 
 /// Memory left over when a RAM-backed image is as large as it may be.
 pub const RAM_MARGIN: u64 = 512 << 20;
@@ -30,7 +30,7 @@ pub fn free_space(p: &Path) -> Option<u64> {
     if !is_ram(p) {
         return Some(free);
     }
-    let mem = crate::sys::proc::meminfo("MemAvailable")?.saturating_sub(RAM_MARGIN);
+    let mem = crate::base::sys::proc::meminfo("MemAvailable")?.saturating_sub(RAM_MARGIN);
     Some(free.min(mem))
 }
 
@@ -188,9 +188,9 @@ mod tests {
         }
         // MemAvailable moves while a build runs beside the test: the room read between two
         // readings is capped by the larger of them.
-        let before = crate::sys::proc::meminfo("MemAvailable").expect("meminfo");
+        let before = crate::base::sys::proc::meminfo("MemAvailable").expect("meminfo");
         let room = free_space(shm).expect("statvfs /dev/shm");
-        let after = crate::sys::proc::meminfo("MemAvailable").expect("meminfo");
+        let after = crate::base::sys::proc::meminfo("MemAvailable").expect("meminfo");
         let mem = before.max(after);
         assert!(room <= mem.saturating_sub(RAM_MARGIN), "{room} > {mem}");
         assert!(describe(shm).contains("RAM"));
@@ -207,7 +207,7 @@ mod tests {
             spec.workdir = dir.path().to_path_buf();
             spec.image_alloc = alloc;
             let e = check(&spec, written).expect_err("does not fit");
-            assert_eq!(crate::error::bad_field(&e), Some("size"));
+            assert_eq!(crate::base::error::bad_field(&e), Some("size"));
             format!("{e:#}")
         };
         // The writes are what does not fit: a bigger filesystem or fewer writes.

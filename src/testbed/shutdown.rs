@@ -6,7 +6,7 @@
 
 use anyhow::{Context, Result};
 
-use super::crashcheck::{self, CheckerOutcome};
+use super::fsck::{self, CheckerOutcome};
 use super::Testbed;
 use crate::testbed::FsKind;
 
@@ -20,9 +20,9 @@ impl Testbed {
     /// shutdown (CLOCK_MONOTONIC ns): every operation that ended before it is judged by what
     /// it had made durable. [`Self::mount_after_crash`] then mounts the state.
     pub fn shut_down(&mut self) -> Result<u64> {
-        let dir = crate::sys::Dir::open(&self.reach())
+        let dir = crate::base::sys::Dir::open(&self.reach())
             .map_err(|e| anyhow::anyhow!("opening {}: {}", self.mountpoint.display(), e.desc()))?;
-        let at = crate::sys::rt::monotonic_ns();
+        let at = crate::base::sys::rt::monotonic_ns();
         dir.shutdown_nologflush().map_err(|e| {
             anyhow::anyhow!(
                 "shutting down {} (FS_IOC_SHUTDOWN): {}",
@@ -47,7 +47,7 @@ impl Testbed {
         if self.mounted {
             self.unmount()?;
         }
-        let out = crashcheck::run_checker(self.spec.fs, &self.device, self.journal_device())
+        let out = fsck::run_checker(self.spec.fs, &self.device, self.journal_device())
             .context("checking the filesystem after the shutdown")?;
         self.mount()?;
         Ok(out)

@@ -1,6 +1,7 @@
 //! What a testbed is made of, validated: the filesystem kind and its tools, the size, mkfs and
 //! mount options, an optional external journal, the backing (image file or RAM) or a real device.
 
+pub use crate::host::workdir::{default_workdir, Backing};
 use std::fmt;
 use std::path::{Path, PathBuf};
 use std::str::FromStr;
@@ -8,9 +9,9 @@ use std::str::FromStr;
 use serde::{Deserialize, Serialize};
 
 use super::device::{ModelDuring, ProfileRef};
-use crate::error::{bad_input, bad_param};
-use crate::sys::proc::find_program;
-use crate::units::{format_size, parse_size};
+use crate::base::error::{bad_input, bad_param};
+use crate::base::sys::proc::find_program;
+use crate::base::units::{format_size, parse_size};
 
 crate::choice! {
     /// A filesystem fsgauge can build. One place knows each kind's tools and limits.
@@ -66,18 +67,6 @@ impl FsKind {
     /// Full path of the mkfs program if it is installed.
     pub fn find_mkfs(self) -> Option<PathBuf> {
         find_program(self.mkfs_program())
-    }
-}
-
-crate::choice! {
-    /// Where the image of a testbed lives.
-    #[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
-    pub enum Backing("backing") {
-        /// An image file in the work directory, on the machine's disk.
-        #[default]
-        File = "file",
-        /// An image on tmpfs (/dev/shm): a RAM disk.
-        Ram = "ram",
     }
 }
 
@@ -193,14 +182,6 @@ pub struct ModelSpec {
 /// inode tables it zeroes on a plain loop device).
 pub const SPARSE_MKFS: u64 = 1 << 30;
 
-/// Where images go when `--workdir` is not given.
-pub fn default_workdir(backing: Backing) -> PathBuf {
-    match backing {
-        Backing::Ram => PathBuf::from("/dev/shm/fsgauge"),
-        Backing::File => PathBuf::from("/var/tmp/fsgauge"),
-    }
-}
-
 /// A testbed as the flags or a plan's `[[testbed]]` give it, before defaults are filled in.
 #[derive(Debug, Clone)]
 pub struct TestbedInput {
@@ -227,7 +208,7 @@ pub struct TestbedInput {
 /// leads only to what that user owns): mkfs must format the device the user named, not one a
 /// link planted on the way points at.
 fn resolve_device(dev: &Path) -> anyhow::Result<PathBuf> {
-    let c = crate::sys::chase::chase(dev, crate::sys::chase::Opts::FOLLOW)
+    let c = crate::base::sys::chase::chase(dev, crate::base::sys::chase::Opts::FOLLOW)
         .map_err(|e| bad_param("device", format!("--device {}: {e:#}", dev.display())))?;
     match (c.rest.len(), c.st) {
         (1, Some(_)) => Ok(c.path()),
@@ -247,7 +228,7 @@ fn resolve_device(dev: &Path) -> anyhow::Result<PathBuf> {
 
 impl TestbedSpec {
     /// The one way a spec is made from what a user wrote (flags or a plan): defaults filled in
-    /// and validated. Errors are [`crate::error::BadInput`] naming the field at fault (its plan
+    /// and validated. Errors are [`crate::base::error::BadInput`] naming the field at fault (its plan
     /// name: `size`, `mkfs`, `journal`, `label`).
     pub fn build(i: TestbedInput) -> anyhow::Result<Self> {
         let mkfs_opts =
@@ -393,7 +374,7 @@ impl TestbedSpec {
     }
 
     /// Checks what can be checked without touching the machine's devices: sizes, combinations,
-    /// option syntax. Errors are [`crate::error::BadInput`].
+    /// option syntax. Errors are [`crate::base::error::BadInput`].
     pub fn validate(&self) -> anyhow::Result<()> {
         if self.device.is_none() && self.size < self.fs.min_size() {
             return Err(bad_param(
@@ -671,8 +652,8 @@ mod tests {
 
     #[test]
     fn a_testbed_loads_its_profiles_once_and_its_servers_each_once() {
-        use crate::testbed::device::profile::LOADS;
-        use crate::testbed::device::server::{DiskArgs, ServeArgs};
+        use crate::device::profile::LOADS;
+        use crate::device::server::{DiskArgs, ServeArgs};
         use clap::{Args, FromArgMatches};
         let loads = || LOADS.with(|n| n.get());
         let start = loads();
@@ -763,7 +744,7 @@ mod tests {
         m.validate().expect("direct I/O is the default");
         m.loop_direct_io = false;
         let e = m.validate().expect_err("off under a model");
-        assert_eq!(crate::error::bad_field(&e), Some("loop_direct_io"));
+        assert_eq!(crate::base::error::bad_field(&e), Some("loop_direct_io"));
         assert!(
             e.to_string().starts_with("--loop-direct-io off: the emulated disk of --device-model ram needs its loop device to do direct I/O"),
             "{e}"

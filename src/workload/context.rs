@@ -5,12 +5,12 @@ use std::path::{Path, PathBuf};
 
 use anyhow::{Context, Result};
 
+use crate::base::error::bad_input;
+use crate::base::sys::statfs::Space;
 use crate::dist::Coord;
-use crate::error::bad_input;
 use crate::measure::{Devices, OpDef, PhaseMeter, Progress, Recorder, SeriesSpec};
 use crate::results::crash::{CrashClass, DurableChecked};
 use crate::results::{PhaseResult, TestbedInfo};
-use crate::sys::statfs::Space;
 use crate::testbed::{drop_caches, SetUp, Testbed};
 
 crate::choice! {
@@ -111,7 +111,7 @@ impl Target {
         step: SetUp,
         f: impl FnOnce(&mut Target) -> Result<T>,
     ) -> Result<T> {
-        crate::signals::test_pause(step.point());
+        crate::base::signals::test_pause(step.point());
         let r = f(self);
         match self {
             Target::Testbed(t) => t.after_set_up(step, r),
@@ -159,13 +159,13 @@ impl Target {
 
 /// The filesystem type of a path, from /proc/self/mountinfo (longest matching mount point).
 pub fn fs_type_name(p: &Path) -> String {
-    crate::sys::proc::mount_of(p)
+    crate::base::sys::proc::mount_of(p)
         .map(|(_, t, _)| t)
         .unwrap_or_else(|| "unknown".into())
 }
 
 fn mount_source(p: &Path) -> Option<String> {
-    crate::sys::proc::mount_of(p).map(|(_, _, s)| s)
+    crate::base::sys::proc::mount_of(p).map(|(_, _, s)| s)
 }
 
 /// What a workload sees while it runs.
@@ -393,7 +393,7 @@ impl<'a> RunContext<'a> {
 
     /// Makes the cache cold in a given way (a workload with its own rule, e.g. remove-cold).
     pub fn make_cold_with(&mut self, mode: ColdMode) -> Result<()> {
-        crate::signals::check()?;
+        crate::base::signals::check()?;
         self.target.cold(mode)
     }
 
@@ -416,7 +416,7 @@ impl<'a> RunContext<'a> {
     where
         F: Fn(usize, &mut Recorder) -> Result<()> + Sync,
     {
-        crate::signals::check()?;
+        crate::base::signals::check()?;
         // Under MPI all ranks start behind a barrier and end together (see `dist`).
         let coord = self.coord.clone();
         let result = coord.phase(

@@ -17,7 +17,7 @@ use nix::unistd::Pid;
 use serde::{Deserialize, Serialize};
 
 use super::rate::{self, ByteRate, RateLimit, RatePer};
-use crate::error::bad_input;
+use crate::base::error::bad_input;
 pub use crate::measure::SeriesSpec;
 use std::time::Duration;
 
@@ -69,7 +69,7 @@ pub struct RunControl {
     #[arg(long, value_name = "D", value_parser = super::params::seconds, help_heading = "Run control")]
     #[serde(
         default,
-        deserialize_with = "crate::units::de_opt_seconds",
+        deserialize_with = "crate::base::units::de_opt_seconds",
         skip_serializing_if = "Option::is_none"
     )]
     pub interval: Option<f64>,
@@ -80,7 +80,7 @@ pub struct RunControl {
     #[arg(long, value_name = "D", value_parser = super::params::seconds, help_heading = "Run control")]
     #[serde(
         default,
-        deserialize_with = "crate::units::de_opt_seconds",
+        deserialize_with = "crate::base::units::de_opt_seconds",
         skip_serializing_if = "Option::is_none"
     )]
     pub ramp: Option<f64>,
@@ -118,38 +118,38 @@ impl RunControl {
     pub fn series_spec(&self, time: Option<f64>) -> Result<SeriesSpec> {
         let interval = self.interval.unwrap_or(1.0);
         if !(0.001..=3600.0).contains(&interval) {
-            return Err(crate::error::bad_param(
+            return Err(crate::base::error::bad_param(
                 "interval",
                 format!("--interval {interval} s: give 1ms to 1h (e.g. 250ms, 1s, 10s)"),
             ));
         }
         let ramp = self.ramp.unwrap_or(0.0);
         if self.ramp.is_some() && ramp <= 0.0 {
-            return Err(crate::error::bad_param(
+            return Err(crate::base::error::bad_param(
                 "ramp",
                 format!("--ramp {ramp} s: give a warm-up longer than zero, or leave it out"),
             ));
         }
         let whole = (ramp / interval).round();
         if (ramp - whole * interval).abs() > 1e-6 * interval.max(1.0) {
-            return Err(crate::error::bad_param(
+            return Err(crate::base::error::bad_param(
                 "ramp",
                 format!(
                     "--ramp {} is not a whole number of --interval {}: the ramp ends at an interval boundary so that what it leaves out is exact; give e.g. --ramp {}",
-                    crate::text::format_secs_unit(ramp),
-                    crate::text::format_secs_unit(interval),
-                    crate::text::format_secs_unit(whole.max(1.0) * interval)
+                    crate::base::text::format_secs_unit(ramp),
+                    crate::base::text::format_secs_unit(interval),
+                    crate::base::text::format_secs_unit(whole.max(1.0) * interval)
                 ),
             ));
         }
         if let Some(t) = time.filter(|_| !self.time_based && ramp > 0.0) {
             if ramp >= t {
-                return Err(crate::error::bad_param(
+                return Err(crate::base::error::bad_param(
                     "ramp",
                     format!(
                         "--ramp {} is not shorter than --time {}: nothing would be left to measure; make the ramp shorter, or add --time-based (the phase then runs ramp + time)",
-                        crate::text::format_secs_unit(ramp),
-                        crate::text::format_secs_unit(t)
+                        crate::base::text::format_secs_unit(ramp),
+                        crate::base::text::format_secs_unit(t)
                     ),
                 ));
             }
@@ -326,7 +326,7 @@ mod tests {
         let e = CpuList(vec![CpuSet::count() - 1])
             .check()
             .expect_err("no such CPU");
-        assert!(e.is::<crate::error::BadInput>(), "{e:#}");
+        assert!(e.is::<crate::base::error::BadInput>(), "{e:#}");
         assert!(e.to_string().contains("does not exist"), "{e:#}");
     }
 

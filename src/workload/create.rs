@@ -25,11 +25,11 @@ use super::fsync::{FsyncMode, FsyncModes};
 use super::names::{check_inodes, digits, timed_syncfs, NameBuf};
 use super::params;
 use super::{RunContext, Workload};
-use crate::error::bad_param;
+use crate::base::error::bad_param;
+use crate::base::sys::{fs_error, Dir};
+use crate::base::units::{blocks_4k, Overflow};
 use crate::measure::OpDef;
 use crate::results::MetricDef;
-use crate::sys::{fs_error, Dir};
-use crate::units::{blocks_4k, Overflow};
 
 /// fs_mark-style small-file creation rate: per file open(O_CREAT), writes, optional fsync,
 /// close, each syscall timed on its own; then a remove phase (after --cold).
@@ -42,11 +42,11 @@ pub struct Create {
     pub files: u64,
     /// Size of every file (fs_mark -s).
     #[arg(long, value_name = "SIZE", default_value = "4K", value_parser = params::size)]
-    #[serde(deserialize_with = "crate::units::de_size")]
+    #[serde(deserialize_with = "crate::base::units::de_size")]
     pub file_size: u64,
     /// Size of each write(2) (fs_mark -w).
     #[arg(long, value_name = "SIZE", default_value = "1M", value_parser = params::size)]
-    #[serde(deserialize_with = "crate::units::de_size")]
+    #[serde(deserialize_with = "crate::base::units::de_size")]
     pub block: u64,
     /// Workers started together, each in its own directory w<N> (fs_mark -t); files/s is the
     /// aggregate and each worker's own figures are kept.
@@ -564,7 +564,10 @@ mod tests {
             },
         ] {
             let e = c.validate().unwrap_err();
-            assert!(e.downcast_ref::<crate::error::BadInput>().is_some(), "{e}");
+            assert!(
+                e.downcast_ref::<crate::base::error::BadInput>().is_some(),
+                "{e}"
+            );
         }
     }
 }

@@ -40,11 +40,11 @@ use super::names::{
     check_inodes, digits, ensure_fds, timed_syncfs, tree_space, write_size, NameBuf, PATH_MAX,
 };
 use super::{RunContext, Workload};
-use crate::error::{bad_input, bad_param, bad_params, SystemFailure};
+use crate::base::error::{bad_input, bad_param, bad_params, SystemFailure};
+use crate::base::sys::{fs_error, Dir};
+use crate::base::units::{Overflow, Size};
 use crate::measure::{OpDef, OpId, Recorder};
 use crate::results::{MetricDef, PhaseResult};
-use crate::sys::{fs_error, Dir};
-use crate::units::{Overflow, Size};
 
 crate::choice! {
     /// The four scenarios of the journal-size study (Linux Magazine, 2009), with fdtree's own
@@ -570,7 +570,7 @@ impl Fdtree {
             self.levels,
             self.dirs_per_level,
             self.files_per_dir,
-            crate::units::format_size(self.file_size)
+            crate::base::units::format_size(self.file_size)
         )
     }
 
@@ -971,7 +971,7 @@ impl Fdtree {
 /// Writes every entry below `root` as `d<TAB>path` or `f<TAB>size<TAB>path` lines (paths
 /// relative to `root`, in directory order), walking the disk, not the generated names.
 pub fn write_tree_list(root: &Path, out: &Path) -> Result<()> {
-    let target = crate::outfile::OutFile::resolve(out, "--tree-list")?;
+    let target = crate::base::outfile::OutFile::resolve(out, "--tree-list")?;
     let mut w = Vec::new();
     fn walk_dir(dir: &Path, rel: &Path, w: &mut impl std::io::Write) -> Result<()> {
         for ent in std::fs::read_dir(dir).with_context(|| format!("reading {}", dir.display()))? {
@@ -1254,7 +1254,7 @@ mod tests {
 
     #[test]
     fn scenarios_have_one_set_of_names() {
-        crate::choice::testing::one_set_of_names::<Scenario>();
+        crate::base::choice::testing::one_set_of_names::<Scenario>();
     }
 
     #[test]
@@ -1310,7 +1310,7 @@ mod tests {
 
     #[test]
     fn plans_name_the_metadata_workloads_like_the_flags() {
-        let find = |k| crate::registry::find(k).unwrap();
+        let find = |k| crate::workload::registry::find(k).unwrap();
         let w =
             (find("fdtree").build)(serde_json::json!({"scenario": "medium-deep", "threads": 2}))
                 .unwrap();
@@ -1337,7 +1337,7 @@ mod tests {
             let f: Fdtree = serde_json::from_value(bad.clone()).unwrap();
             let e = f.validate().expect_err(&bad.to_string());
             assert!(
-                e.downcast_ref::<crate::error::BadInput>().is_some(),
+                e.downcast_ref::<crate::base::error::BadInput>().is_some(),
                 "{bad}: {e}"
             );
         }

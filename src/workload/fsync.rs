@@ -51,13 +51,13 @@ pub struct FsyncModes {
 
 impl FsyncModes {
     /// `s` as one of the modes, or why not: an unknown name lists the modes, as
-    /// [`crate::choice`] refusals do; a mode of another workload says it does not apply here.
+    /// [`crate::base::choice`] refusals do; a mode of another workload says it does not apply here.
     pub fn parse(&self, s: &str) -> Result<FsyncMode, String> {
         let names: Vec<&str> = self.modes.iter().map(|m| m.name()).collect();
         let mode: FsyncMode = s.parse().map_err(|_| {
             format!(
                 "unknown fsync mode {s:?}; use {}",
-                crate::choice::sentence(&names)
+                crate::base::choice::sentence(&names)
             )
         })?;
         if self.modes.contains(&mode) {
@@ -66,7 +66,7 @@ impl FsyncModes {
         Err(format!(
             "fsync mode {mode} does not apply to the {} workload; use {}",
             self.workload,
-            crate::choice::sentence(&names)
+            crate::base::choice::sentence(&names)
         ))
     }
 
@@ -118,7 +118,7 @@ pub mod testing {
         P: clap::Args + clap::FromArgMatches + serde::de::DeserializeOwned,
     {
         let names: Vec<&str> = takes.modes.iter().map(|m| m.name()).collect();
-        let names = crate::choice::sentence(&names);
+        let names = crate::base::choice::sentence(&names);
         for mode in FsyncMode::ALL {
             let flags = crate::workload::params::from_flags::<P>(&["--fsync", mode.name()]);
             let plan = serde_json::from_value::<P>(serde_json::json!({ "fsync": mode.name() }));
@@ -159,7 +159,7 @@ mod tests {
 
     #[test]
     fn fsync_modes_have_one_set_of_names() {
-        crate::choice::testing::one_set_of_names::<FsyncMode>();
+        crate::base::choice::testing::one_set_of_names::<FsyncMode>();
     }
 
     #[test]

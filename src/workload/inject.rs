@@ -42,10 +42,10 @@ impl Inject {
         match self {
             Inject::Corrupt(off) if off < size => {
                 let mut b = [0u8; 1];
-                crate::sys::pread(f.as_fd(), &mut b, off)
+                crate::base::sys::pread(f.as_fd(), &mut b, off)
                     .map_err(|e| anyhow::anyhow!("pread: {}", e.desc()))?;
                 b[0] ^= 0xff;
-                crate::sys::pwrite(f.as_fd(), &b, off)
+                crate::base::sys::pwrite(f.as_fd(), &b, off)
                     .map_err(|e| anyhow::anyhow!("pwrite: {}", e.desc()))?;
             }
             Inject::Truncate(len) if len < size => f.set_len(len)?,

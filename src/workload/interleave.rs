@@ -19,11 +19,11 @@ use serde::{Deserialize, Serialize};
 use super::names::{check_counts, check_inodes, digits, tree_space, write_size, NameBuf};
 use super::tree::remove_tree_contents;
 use super::{ColdMode, RunContext, Workload};
-use crate::error::{bad_input, bad_param};
+use crate::base::error::{bad_input, bad_param};
+use crate::base::sys::{fs_error, Dir};
+use crate::base::units::Overflow;
 use crate::measure::OpDef;
 use crate::results::MetricDef;
-use crate::sys::{fs_error, Dir};
-use crate::units::Overflow;
 
 crate::choice! {
     /// The order files are created in.
@@ -55,7 +55,7 @@ pub struct Interleave {
     pub files: u64,
     /// Size of every file (the study did not say; empty by default).
     #[arg(long, value_name = "SIZE", default_value = "0", value_parser = super::params::size)]
-    #[serde(deserialize_with = "crate::units::de_size")]
+    #[serde(deserialize_with = "crate::base::units::de_size")]
     pub file_size: u64,
     /// interleaved: file 1 in every directory, then file 2 in every directory, … (the study);
     /// grouped: all files of one directory before the next.
@@ -303,7 +303,7 @@ mod tests {
 
     #[test]
     fn orders_have_one_set_of_names_and_a_refusal_that_lists_them() {
-        crate::choice::testing::one_set_of_names::<Order>();
+        crate::base::choice::testing::one_set_of_names::<Order>();
         assert_eq!(
             "random".parse::<Order>().unwrap_err(),
             "unknown order \"random\"; use interleaved or grouped"

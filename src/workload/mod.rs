@@ -6,11 +6,13 @@
 //! A workload gets a [`RunContext`]: its own directory on the target, the seed, the cold-cache
 //! rule, and [`RunContext::phase`] to run a measured phase on one or more workers.
 
+pub mod age;
 pub mod clients;
 mod context;
 pub mod control;
 pub mod create;
 pub mod durable_tree;
+pub mod exercise;
 pub mod fdtree;
 pub mod fsync;
 pub mod inject;
@@ -19,12 +21,13 @@ pub mod names;
 pub mod params;
 pub mod rate;
 pub mod readtest;
+pub mod registry;
 pub mod tio;
 pub mod tree;
 
 use anyhow::Result;
 
-use crate::units::Overflow;
+use crate::base::units::Overflow;
 
 pub use context::{ColdMode, CrashTally, CrashVerifier, LayoutHook, RunContext, Target};
 

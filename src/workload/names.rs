@@ -1,7 +1,7 @@
 //! Shared pieces of the metadata workloads (`fdtree`, `interleave`, `create`): entry names built
 //! in a stack buffer (no allocation per operation, so fsgauge measures the filesystem and not
 //! its allocator), the checks of descriptors and inodes a tree needs, and a timed `syncfs`.
-//! The syscalls themselves are [`crate::sys::Dir`]'s.
+//! The syscalls themselves are [`crate::base::sys::Dir`]'s.
 //!
 //! Names are generated from counters, never stored: memory stays flat however many entries a
 //! tree has.
@@ -13,10 +13,10 @@ use std::time::Instant;
 use anyhow::Result;
 use nix::errno::Errno;
 
-use crate::error::{bad_input, bad_param};
+use crate::base::error::{bad_input, bad_param};
+use crate::base::sys::{fs_error, Dir, File};
+use crate::base::units::blocks_4k;
 use crate::measure::{OpId, Recorder};
-use crate::sys::{fs_error, Dir, File};
-use crate::units::blocks_4k;
 
 /// Longest name a [`NameBuf`] holds (NAME_MAX is 255; the workloads' names are far shorter).
 const CAP: usize = 255;

@@ -33,12 +33,12 @@ pub(crate) fn from_flags<T: Args + FromArgMatches>(args: &[&str]) -> Result<T, c
 
 /// `--file-size 64M`: a size in bytes.
 pub fn size(s: &str) -> Result<u64, String> {
-    crate::units::parse_size(s).map_err(|e| e.to_string())
+    crate::base::units::parse_size(s).map_err(|e| e.to_string())
 }
 
-/// `--time 30s`: a duration in seconds, at most [`crate::units::MAX_DURATION`].
+/// `--time 30s`: a duration in seconds, at most [`crate::base::units::MAX_DURATION`].
 pub fn seconds(s: &str) -> Result<f64, String> {
-    crate::units::parse_setting_duration(s)
+    crate::base::units::parse_setting_duration(s)
         .map(|d| d.as_secs_f64())
         .map_err(|e| e.to_string())
 }
@@ -91,7 +91,7 @@ impl<T> CommaList<T> {
         D: serde::Deserializer<'de>,
         T: Deserialize<'de>,
     {
-        crate::units::de_one_or_many(d).map(Self)
+        crate::base::units::de_one_or_many(d).map(Self)
     }
 }
 
@@ -127,7 +127,7 @@ pub const MAX_BLOCK: u64 = 1 << 30;
 pub fn check_block(field: &'static str, bytes: u64) -> anyhow::Result<()> {
     if bytes == 0 || bytes > MAX_BLOCK {
         let flag = field.replace('_', "-");
-        return Err(crate::error::bad_param(
+        return Err(crate::base::error::bad_param(
             field,
             format!("--{flag} must be between 1 byte and 1G"),
         ));
@@ -169,10 +169,13 @@ mod tests {
         assert_eq!(*d.threads, vec![1, 4]);
         let s = from_flags::<Sweep>(&["--threads", " 8, 16 ,32"]).expect("a list");
         assert_eq!(*s.threads, vec![8, 16, 32]);
-        let sizes: CommaList<crate::units::Size> = "4K, 128K".parse().expect("sizes");
+        let sizes: CommaList<crate::base::units::Size> = "4K, 128K".parse().expect("sizes");
         assert_eq!(
             *sizes,
-            vec![crate::units::Size(4096), crate::units::Size(128 << 10)]
+            vec![
+                crate::base::units::Size(4096),
+                crate::base::units::Size(128 << 10)
+            ]
         );
         let e = from_flags::<Sweep>(&["--threads", "8,,32"]).expect_err("an empty item");
         assert!(
@@ -214,7 +217,7 @@ mod tests {
         for bytes in [0, MAX_BLOCK + 1] {
             let e = check_block("read_block", bytes).expect_err("out of range");
             assert_eq!(e.to_string(), "--read-block must be between 1 byte and 1G");
-            assert_eq!(crate::error::bad_field(&e), Some("read_block"));
+            assert_eq!(crate::base::error::bad_field(&e), Some("read_block"));
         }
     }
 }

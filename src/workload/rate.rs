@@ -29,10 +29,10 @@ use nix::sys::time::TimeSpec;
 use nix::time::{clock_gettime, clock_nanosleep, ClockId, ClockNanosleepFlags};
 use serde::{Deserialize, Serialize};
 
-use crate::error::{bad_param, bad_params};
+use crate::base::error::{bad_param, bad_params};
+use crate::base::units::{format_size, parse_size};
 use crate::measure::{Clock, Tick};
 use crate::results::{RateOutcome, WorkerRate};
-use crate::units::{format_size, parse_size};
 
 /// How long before a due time the sleep ends and the spin begins.
 pub const SPIN_NS: u64 = 50_000;
@@ -448,14 +448,14 @@ mod tests {
             ..Default::default()
         };
         let e = zero.validate().unwrap_err();
-        assert_eq!(crate::error::bad_fields(&e), ["rate_iops"]);
+        assert_eq!(crate::base::error::bad_fields(&e), ["rate_iops"]);
         assert!(e.to_string().contains("more than 0"), "{e}");
         let zero = RateLimit {
             bytes: Some(ByteRate(0)),
             ..Default::default()
         };
         assert_eq!(
-            crate::error::bad_fields(&zero.validate().unwrap_err()),
+            crate::base::error::bad_fields(&zero.validate().unwrap_err()),
             ["rate"]
         );
         let both = RateLimit {
@@ -464,7 +464,7 @@ mod tests {
             ..Default::default()
         };
         let e = both.validate().unwrap_err();
-        assert_eq!(crate::error::bad_fields(&e), ["rate_iops", "rate"]);
+        assert_eq!(crate::base::error::bad_fields(&e), ["rate_iops", "rate"]);
         assert!(RateLimit::default().validate().is_ok());
     }
 

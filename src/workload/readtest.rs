@@ -26,7 +26,7 @@ use serde::{Deserialize, Serialize};
 
 use super::params::{self, CommaList};
 use super::{RunContext, Workload};
-use crate::error::{bad_input, bad_param, SystemFailure};
+use crate::base::error::{bad_input, bad_param, SystemFailure};
 use crate::measure::{OpDef, Recorder};
 use crate::results::MetricDef;
 
@@ -61,7 +61,7 @@ pub struct ReadTest {
     pub phases: CommaList<ReadPhase>,
     /// Size of each read(2).
     #[arg(long, value_name = "SIZE", default_value = "1M", value_parser = params::size)]
-    #[serde(deserialize_with = "crate::units::de_size")]
+    #[serde(deserialize_with = "crate::base::units::de_size")]
     pub block: u64,
     /// Prefix for the phase names (the append study uses `aged-25-`).
     #[serde(skip)]
@@ -93,25 +93,31 @@ fn fail(op: &str, path: &Path, e: impl std::fmt::Display) -> anyhow::Error {
 fn read_file(path: &Path, buf: &mut [u8], rec: &mut Recorder) -> Result<(u64, Duration)> {
     let c = std::ffi::CString::new(path.as_os_str().as_bytes())
         .map_err(|_| fail("open", path, "NUL in path"))?;
-    let open = |flags| crate::sys::open(&c, flags | libc::O_RDONLY | libc::O_CLOEXEC, 0);
+    let open = |flags| crate::base::sys::open(&c, flags | libc::O_RDONLY | libc::O_CLOEXEC, 0);
     let fd = match open(libc::O_NOATIME) {
         Err(Errno::EPERM) => open(0),
         other => other,
     }
-    .map_err(|e| crate::sys::fs_error("open", &path.display().to_string(), e))?;
+    .map_err(|e| crate::base::sys::fs_error("open", &path.display().to_string(), e))?;
     let read_op = rec.op("read");
     let mut total = 0u64;
     let mut in_read = Duration::ZERO;
     loop {
         let t0 = Instant::now();
-        let n = crate::sys::read(fd.as_fd(), buf);
+        let n = crate::base::sys::read(fd.as_fd(), buf);
         let now = rec.record(read_op, t0, n.map_or(0, |n| n as u64));
         in_read += now - t0;
         let n = match n {
             Ok(0) => break,
             Ok(n) => n,
             Err(Errno::EINTR) => continue,
-            Err(e) => return Err(crate::sys::fs_error("read", &path.display().to_string(), e)),
+            Err(e) => {
+                return Err(crate::base::sys::fs_error(
+                    "read",
+                    &path.display().to_string(),
+                    e,
+                ))
+            }
         };
         total += n as u64;
     }
@@ -287,10 +293,10 @@ impl Workload for ReadTest {
         Ok(())
     }
 
-    fn memory_needed(&self) -> Result<u64, crate::units::Overflow> {
+    fn memory_needed(&self) -> Result<u64, crate::base::units::Overflow> {
         self.block
             .checked_add(16 << 20)
-            .ok_or_else(crate::units::Overflow::of(
+            .ok_or_else(crate::base::units::Overflow::of(
                 "read",
                 "memory estimate",
                 format!("--block {}", self.block),
@@ -399,7 +405,7 @@ impl Workload for ReadTest {
 }
 
 /// The read test of an existing tree (`fsgauge read PATH`), checked: the tree itself is read
-/// (no workload directory is made or removed; see [`crate::runner::run_in_place`]), so `path`
+/// (no workload directory is made or removed; see [`crate::lab::runner::run_in_place`]), so `path`
 /// must be a directory, and cold caches need root and cannot remount what fsgauge did not
 /// mount. Returns the tree's resolved path and the test set to read it.
 pub fn in_place(
@@ -443,7 +449,7 @@ mod tests {
     /// argument, not a flag.
     #[test]
     fn flags_and_plan_give_the_same_read_test() {
-        let kind = crate::registry::find("read").unwrap();
+        let kind = crate::workload::registry::find("read").unwrap();
         let flags = from_flags::<ReadTest>(&[]).unwrap();
         let plan = (kind.build)(serde_json::json!({})).unwrap().params();
         assert_eq!(flags.params(), plan);

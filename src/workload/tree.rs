@@ -19,12 +19,12 @@ use super::fsync::{FsyncMode, FsyncModes};
 use super::names::{check_counts, timed_syncfs, tree_space, write_size};
 use super::params;
 use super::{RunContext, Workload};
-use crate::error::bad_param;
+use crate::base::error::bad_param;
+use crate::base::sys::dirstream::{DirStream, EntryType};
+use crate::base::sys::{fs_error, Dir};
+use crate::base::units::Overflow;
 use crate::measure::{OpDef, Recorder};
 use crate::results::MetricDef;
-use crate::sys::dirstream::{DirStream, EntryType};
-use crate::sys::{fs_error, Dir};
-use crate::units::Overflow;
 
 /// The fsync modes of the tree: the study forced nothing out per file.
 pub const FSYNC: FsyncModes = FsyncModes {
@@ -49,11 +49,11 @@ pub struct Tree {
     pub files: u64,
     /// Size of every file.
     #[arg(long, value_name = "SIZE", default_value = "100M", value_parser = params::size)]
-    #[serde(deserialize_with = "crate::units::de_size")]
+    #[serde(deserialize_with = "crate::base::units::de_size")]
     pub file_size: u64,
     /// Size of each write(2).
     #[arg(long, value_name = "SIZE", default_value = "1M", value_parser = params::size)]
-    #[serde(deserialize_with = "crate::units::de_size")]
+    #[serde(deserialize_with = "crate::base::units::de_size")]
     pub block: u64,
     /// When written data is forced out (in both phases).
     #[arg(long, value_name = "none|file|end", default_value = "end", value_parser = FSYNC)]

@@ -54,7 +54,7 @@ fn assert_located(msg: &str, prefix: &str, text: &str) {
 /// Sizes, durations, byte rates and comma lists: a size prints back to itself, a list has one
 /// item per comma-separated field, and an error quotes the text.
 pub fn units(data: &[u8]) {
-    use fsgauge::units::{format_size, parse_duration, parse_size, Size};
+    use fsgauge::base::units::{format_size, parse_duration, parse_size, Size};
     use fsgauge::workload::params::CommaList;
     use fsgauge::workload::rate::ByteRate;
     let Ok(s) = std::str::from_utf8(data) else {
@@ -90,7 +90,7 @@ pub fn units(data: &[u8]) {
 /// Plans: an error names the file, line and column (inside the text); a plan has testbeds and
 /// workloads.
 pub fn plan(data: &[u8]) {
-    use fsgauge::plan::{parse, ParseOptions};
+    use fsgauge::lab::plan::{parse, ParseOptions};
     let Ok(text) = std::str::from_utf8(data) else {
         return;
     };
@@ -110,7 +110,7 @@ pub fn plan(data: &[u8]) {
             let preset = msg
                 .strip_prefix("preset ")
                 .and_then(|rest| rest.split_once(':'))
-                .and_then(|(name, _)| fsgauge::plan::presets::find(name));
+                .and_then(|(name, _)| fsgauge::lab::plan::presets::find(name));
             match preset {
                 Some(p) => assert_located(&msg, &format!("preset {}:", p.name), p.toml),
                 None => assert_located(&msg, "fuzz.toml:", text),
@@ -122,9 +122,9 @@ pub fn plan(data: &[u8]) {
 /// A plan that parses (its sweeps split, its `extends` merged) stays within the caps, and its
 /// matrix is exactly testbeds × workload cells × first-round repetitions, each sweep cell
 /// within the cap and holding one value on each of its axes.
-fn expansion(p: &fsgauge::plan::Plan) {
-    use fsgauge::plan::{first_round, matrix, Reps, MAX_RUNS};
-    use fsgauge::registry::sweep;
+fn expansion(p: &fsgauge::lab::plan::Plan) {
+    use fsgauge::lab::plan::{first_round, matrix, Reps, MAX_RUNS};
+    use fsgauge::workload::registry::sweep;
     let reps = match p.reps {
         Reps::Fixed(n) => u64::from(n),
         Reps::Auto { max, .. } => u64::from(max),
@@ -157,8 +157,8 @@ fn expansion(p: &fsgauge::plan::Plan) {
 /// Device profiles: an error names the file, line and column; a profile that parses builds
 /// its disk model, and its name can stand before `:ablations`.
 pub fn profile(data: &[u8]) {
-    use fsgauge::testbed::device::profile::{parse, Ablations};
-    use fsgauge::testbed::device::DeviceModel;
+    use fsgauge::device::profile::{parse, Ablations};
+    use fsgauge::device::DeviceModel;
     let Ok(text) = std::str::from_utf8(data) else {
         return;
     };
@@ -180,7 +180,7 @@ pub fn profile(data: &[u8]) {
 
 /// Ablation lists (`seek=off,constant=12ms`): what parses prints back to the same ablations.
 pub fn ablations(data: &[u8]) {
-    use fsgauge::testbed::device::profile::parse_ablations;
+    use fsgauge::device::profile::parse_ablations;
     let Ok(text) = std::str::from_utf8(data) else {
         return;
     };
@@ -237,9 +237,9 @@ pub fn loadfile(data: &[u8]) {
 /// Exerciser replay logs: an error names the log; every operation of a log that loads lies
 /// inside the `--max-len` its header declares, and operations count up from 1.
 pub fn replay(data: &[u8]) {
-    use fsgauge::exercise::engine::Step;
-    use fsgauge::exercise::ops::OpKind;
-    use fsgauge::exercise::ReplayLog;
+    use fsgauge::workload::exercise::engine::Step;
+    use fsgauge::workload::exercise::ops::OpKind;
+    use fsgauge::workload::exercise::ReplayLog;
     let Ok(text) = std::str::from_utf8(data) else {
         return;
     };
@@ -252,7 +252,7 @@ pub fn replay(data: &[u8]) {
             let p = &log.params;
             p.check_settings()
                 .unwrap_or_else(|e| panic!("a loaded header breaks a limit: {e:#}"));
-            assert!(p.max_len >= 1 && p.max_len <= fsgauge::exercise::run::MAX_FILE_LEN);
+            assert!(p.max_len >= 1 && p.max_len <= fsgauge::workload::exercise::run::MAX_FILE_LEN);
             assert!(p.max_op_len >= 1 && p.max_op_len <= p.max_len);
             assert!(p.replay.is_none() && p.log.is_none());
             {
@@ -262,12 +262,12 @@ pub fn replay(data: &[u8]) {
             let mut size = 0;
             for step in &log.steps {
                 let Step::Op(_, op) = step else { continue };
-                let why = fsgauge::exercise::model::misfit_at(*op, size, p.max_len);
+                let why = fsgauge::workload::exercise::model::misfit_at(*op, size, p.max_len);
                 assert!(
                     why.is_none(),
                     "a loaded log has an impossible step: {why:?}"
                 );
-                size = fsgauge::exercise::model::size_after(*op, size);
+                size = fsgauge::workload::exercise::model::size_after(*op, size);
                 assert!(size <= p.max_len, "{op} leaves the file past --max-len");
             }
             let mut n = 0;
@@ -325,7 +325,11 @@ pub fn result(data: &[u8]) {
         };
         let _ = fsgauge::measure::decode(&s);
     }
-    let _ = fsgauge::report::model::build(vec![r], None, &fsgauge::registry::kind_tables());
+    let _ = fsgauge::analysis::report::model::build(
+        vec![r],
+        None,
+        &fsgauge::workload::registry::kind_tables(),
+    );
 }
 
 /// Where two JSON documents first differ (a path of keys and indexes, with both values).
@@ -369,7 +373,7 @@ fn collect_hdr(v: &serde_json::Value, out: &mut Vec<String>) {
 /// Aging's size distributions: a CSV file's error names the file, and every size a table draws
 /// lies in one of its rows; a `--dist` spec that is not a path parses or is refused.
 pub fn dist(data: &[u8]) {
-    use fsgauge::age::dist::SizeDist;
+    use fsgauge::workload::age::dist::SizeDist;
     use rand::SeedableRng;
     let Ok(text) = std::str::from_utf8(data) else {
         return;

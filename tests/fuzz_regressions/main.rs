@@ -184,13 +184,13 @@ fn result_floats_read_back_exactly() {
 }
 
 /// Issue 41, item 7: the readers keep the memory bound they state per byte of input
-/// (`fsgauge::bounded::PLAN_MEMORY_PER_BYTE`, `RESULT_MEMORY_PER_BYTE`), on inputs large
+/// (`fsgauge::base::bounded::PLAN_MEMORY_PER_BYTE`, `RESULT_MEMORY_PER_BYTE`), on inputs large
 /// enough that the bound, not a fixed allowance, is what holds: a plan of 4,000 testbeds, and
 /// a result whose time series is about 8 MB. Before, a result was read as a JSON tree, then
 /// converted (about 8× the file).
 #[test]
 fn readers_hold_their_stated_memory_per_input_byte() {
-    use fsgauge::bounded::{PLAN_MEMORY_PER_BYTE, RESULT_MEMORY_PER_BYTE};
+    use fsgauge::base::bounded::{PLAN_MEMORY_PER_BYTE, RESULT_MEMORY_PER_BYTE};
     let mut plan = String::new();
     for i in 0..4000 {
         plan.push_str(&format!(
@@ -198,13 +198,13 @@ fn readers_hold_their_stated_memory_per_input_byte() {
         ));
     }
     plan.push_str("[[workload]]\nkind = \"tree\"\ndirs = 1\nfiles = 1\nfile_size = \"4K\"\n");
-    let opts = fsgauge::plan::ParseOptions {
+    let opts = fsgauge::lab::plan::ParseOptions {
         workdir: Some(std::env::temp_dir()),
         ..Default::default()
     };
     let base = LIVE.with(Cell::get);
     PEAK.with(|p| p.set(base));
-    let parsed = fsgauge::plan::parse(&plan, "big.toml", &opts).unwrap();
+    let parsed = fsgauge::lab::plan::parse(&plan, "big.toml", &opts).unwrap();
     let peak = PEAK.with(Cell::get) - base;
     assert_eq!(parsed.testbeds.len(), 4000);
     let per = peak / plan.len();

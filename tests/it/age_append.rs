@@ -96,7 +96,7 @@ fn append_runs_from_a_plan_and_answers_aged_versus_fresh() {
         assert_eq!(study.questions[0].compares, Compares::Phases);
     }
     let q = runs[0].study.as_ref().unwrap().questions[0].clone();
-    let found = fsgauge::findings::findings(&runs);
+    let found = fsgauge::analysis::findings::findings(&runs);
     assert_eq!(found.len(), 1);
     let f = &found[0];
     assert_eq!((f.base_values.len(), f.variant_values.len()), (2, 2));
@@ -107,7 +107,7 @@ fn append_runs_from_a_plan_and_answers_aged_versus_fresh() {
         metric: "extents_per_file".into(),
         ..q
     };
-    let f = fsgauge::findings::evaluate(&layout, &runs);
+    let f = fsgauge::analysis::findings::evaluate(&layout, &runs);
     assert!(f.ratio.expect("a ratio").ratio > 1.0);
     sb.assert_clean();
 }

@@ -201,9 +201,9 @@ fn the_copy_is_faithful() {
     if !have_fs("ext4") {
         return;
     }
-    use fsgauge::age::copy::{copy_tree, COPY_OPS};
-    use fsgauge::age::{AgeMode, AgeParams, Ager, TreeShape, AGE_OPS};
     use fsgauge::measure::{Devices, PhaseMeter, Progress};
+    use fsgauge::workload::age::copy::{copy_tree, COPY_OPS};
+    use fsgauge::workload::age::{AgeMode, AgeParams, Ager, TreeShape, AGE_OPS};
     let sb = Sandbox::new();
     let mut mounts = Vec::new();
     for name in ["src", "dst"] {

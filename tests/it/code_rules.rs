@@ -333,7 +333,7 @@ fn the_testbed_holds_no_calibration() {
     let up: Vec<String> = sources()
         .into_iter()
         .filter(|(rel, text)| {
-            rel.starts_with("src/testbed/") && code_only(text).contains("crate::calibrate")
+            rel.starts_with("src/testbed/") && code_only(text).contains("crate::device::calibrate")
         })
         .map(|(rel, _)| rel)
         .collect();

@@ -9,8 +9,8 @@ use std::os::unix::fs::FileExt;
 use std::path::{Path, PathBuf};
 use std::process::Command;
 
-use fsgauge::testbed::device::writelog::{CrashCache, LogSummary};
-use fsgauge::testbed::device::EmulatedDevice;
+use fsgauge::device::writelog::{CrashCache, LogSummary};
+use fsgauge::device::EmulatedDevice;
 use rand::{RngCore, SeedableRng};
 use sha2::{Digest, Sha256};
 
@@ -353,7 +353,8 @@ fn a_write_log_over_its_limit_says_so_and_builds_no_crash_state() {
     let msg = format!("{err:#}");
     assert!(msg.contains("reached its limit of 65536 bytes"), "{msg}");
     assert!(
-        err.downcast_ref::<fsgauge::error::BadInput>().is_some(),
+        err.downcast_ref::<fsgauge::base::error::BadInput>()
+            .is_some(),
         "a refusal is bad input: {msg}"
     );
     drop(dev);
@@ -373,9 +374,7 @@ fn crash_loop_child_for_the_sigkill_test() {
     let dir = PathBuf::from(dir);
     // Crash states need /dev/fuse (through the ring there is no crash file), and this child
     // makes no Sandbox, which would pin it: the default transport turns the ring on.
-    fsgauge::testbed::device::emulated::set_server_transport(Some(
-        fsgauge::testbed::device::server::Transport::Dev,
-    ));
+    fsgauge::device::emulated::set_server_transport(Some(fsgauge::device::server::Transport::Dev));
     let image = dir.join("image");
     std::fs::File::create(&image)
         .unwrap()

@@ -336,11 +336,9 @@ fn a_step_that_passed_while_the_store_refused_writes_fails_naming_the_store() {
     }
     let sb = Sandbox::new();
     let store = Tmpfs::mount(&sb.path().join("store"), "size=160M,mode=0755");
-    fsgauge::testbed::ledger::set_state_dir(Some(sb.state()));
+    fsgauge::host::ledger::set_state_dir(Some(sb.state()));
     // The disk's bytes on the host disk (by default they are held in memory).
-    fsgauge::testbed::device::emulated::set_server_store(Some(
-        fsgauge::testbed::device::server::StoreChoice::File,
-    ));
+    fsgauge::device::emulated::set_server_store(Some(fsgauge::device::server::StoreChoice::File));
     let params = TestbedParams {
         fs_size: "128M".parse().unwrap(),
         image_alloc: ImageAlloc::Sparse,
@@ -380,9 +378,9 @@ fn a_step_that_passed_while_the_store_refused_writes_fails_naming_the_store() {
     drop(f);
     std::fs::remove_file(&filler).unwrap();
     tb.destroy().unwrap();
-    fsgauge::testbed::ledger::set_state_dir(None);
-    fsgauge::testbed::device::emulated::set_server_store(None);
-    assert_eq!(fsgauge::error::exit_code(&err), 2, "{msg}");
+    fsgauge::host::ledger::set_state_dir(None);
+    fsgauge::device::emulated::set_server_store(None);
+    assert_eq!(fsgauge::base::error::exit_code(&err), 2, "{msg}");
     for needle in [
         "the backing store is full: ",
         "(tmpfs) has ",

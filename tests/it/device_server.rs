@@ -8,7 +8,7 @@ use std::os::unix::fs::OpenOptionsExt;
 use std::path::{Path, PathBuf};
 use std::time::{Duration, Instant};
 
-use fsgauge::testbed::device::{expectations, load_ref, DeviceModel, EmulatedDevice, Request};
+use fsgauge::device::{expectations, load_ref, DeviceModel, EmulatedDevice, Request};
 use rand::{Rng, SeedableRng};
 
 use crate::support::{have_fuse, Sandbox};
@@ -181,7 +181,7 @@ fn teardown_leaves_no_mount_loop_device_or_process() {
         loop_dev.display()
     );
     assert!(
-        fsgauge::testbed::ledger::process_start_time(pid).is_none(),
+        fsgauge::host::ledger::process_start_time(pid).is_none(),
         "server pid {pid} still running"
     );
     sb.assert_clean();
@@ -264,7 +264,7 @@ fn a_failed_start_leaves_no_ledger_entry() {
         msg.contains("did not start") && msg.contains("exited"),
         "{msg}"
     );
-    assert_eq!(fsgauge::error::exit_code(&e), 2, "{msg}");
+    assert_eq!(fsgauge::base::error::exit_code(&e), 2, "{msg}");
     assert_eq!(entries(&ledger), Vec::<PathBuf>::new());
 
     // Three inodes: the tmpfs's root, the ledger directory and the entry.

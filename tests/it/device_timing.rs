@@ -7,9 +7,9 @@ use std::os::fd::AsFd;
 use std::os::unix::fs::{FileExt, OpenOptionsExt};
 use std::path::Path;
 
+use fsgauge::base::sys::rt::monotonic_ns;
+use fsgauge::device::{load_ref, DeviceModel, Request};
 use fsgauge::layout::sys::{fiemap, RawExtent};
-use fsgauge::sys::rt::monotonic_ns;
-use fsgauge::testbed::device::{load_ref, DeviceModel, Request};
 use fsgauge::testbed::{drop_caches, FsKind, Testbed, TestbedParams, TestbedSpec};
 
 use crate::support::{have_fs, have_fuse, Sandbox};
@@ -82,7 +82,7 @@ fn a_fragmented_file_reads_slower_by_the_models_prediction() {
         return;
     }
     let sb = Sandbox::new();
-    fsgauge::testbed::ledger::set_state_dir(Some(sb.state()));
+    fsgauge::host::ledger::set_state_dir(Some(sb.state()));
     let params = TestbedParams {
         fs_size: "256M".parse().unwrap(),
         workdir: Some(sb.workdir()),
@@ -149,7 +149,7 @@ fn a_fragmented_file_reads_slower_by_the_models_prediction() {
     }
     tb.measuring(false).unwrap();
     tb.destroy().unwrap();
-    fsgauge::testbed::ledger::set_state_dir(None);
+    fsgauge::host::ledger::set_state_dir(None);
     // The median of three rounds: one round caught in a speed spell of the machine does not
     // decide.
     let median = |v: &mut Vec<f64>| {

@@ -16,7 +16,7 @@ use std::sync::atomic::Ordering;
 use std::sync::{Arc, Mutex, RwLock};
 use std::time::{Duration, SystemTime};
 
-use fsgauge::testbed::device::uring::{self, Counts, Disk, Incoming, Offer, Op, Ring};
+use fsgauge::device::uring::{self, Counts, Disk, Incoming, Offer, Op, Ring};
 use fsgauge::testbed::LoopDevice;
 use fuser::{
     FileAttr, FileHandle, FileType, Filesystem, FopenFlags, Generation, INodeNo, InitFlags,

@@ -13,8 +13,11 @@ use std::path::Path;
 use std::sync::Mutex;
 
 use crate::support::Sandbox;
-use fsgauge::exercise::{Config, Exerciser, FailureKind, Op, OpKind, Step};
-use fsgauge::testbed::{mount, Testbed, TestbedSpec};
+use fsgauge::workload::exercise::{Config, Exerciser, FailureKind, Op, OpKind, Step};
+use fsgauge::{
+    host::mount,
+    testbed::{Testbed, TestbedSpec},
+};
 
 fn clean_run(fs: &str, size: &str, expect_off: &[&str], extra: &[&str]) {
     if !crate::support::have_fs(fs) {
@@ -158,7 +161,7 @@ struct Unset;
 
 impl Drop for Unset {
     fn drop(&mut self) {
-        fsgauge::testbed::ledger::set_state_dir(None);
+        fsgauge::host::ledger::set_state_dir(None);
     }
 }
 
@@ -227,7 +230,7 @@ fn corruption_while_unmounted(fs: &str, size: u64) {
     let _g = LEDGER_ENV.lock().unwrap_or_else(|p| p.into_inner());
     let sb = Sandbox::new();
     // In-process: setting FSGAUGE_STATE_DIR would leak into every child other tests start.
-    fsgauge::testbed::ledger::set_state_dir(Some(sb.state()));
+    fsgauge::host::ledger::set_state_dir(Some(sb.state()));
     let _unset = Unset;
     let mut spec = TestbedSpec::new(fs.parse().unwrap(), size);
     spec.workdir = sb.workdir();
@@ -312,13 +315,13 @@ fn xfs_corruption_written_while_unmounted_is_found_at_its_offset() {
 /// mount fails it, named at its offset as lost durable data.
 #[test]
 fn ext4_file_after_a_clean_remount_passes_the_durability_judge_and_a_changed_byte_fails() {
-    use fsgauge::exercise::durable::{judge, Class, Found, Problem, Verdict, What};
+    use fsgauge::workload::exercise::durable::{judge, Class, Found, Problem, Verdict, What};
     if !crate::support::have_fs("ext4") {
         return;
     }
     let _g = LEDGER_ENV.lock().unwrap_or_else(|p| p.into_inner());
     let sb = Sandbox::new();
-    fsgauge::testbed::ledger::set_state_dir(Some(sb.state()));
+    fsgauge::host::ledger::set_state_dir(Some(sb.state()));
     let _unset = Unset;
     let mut spec = TestbedSpec::new("ext4".parse().unwrap(), 256 << 20);
     spec.workdir = sb.workdir();

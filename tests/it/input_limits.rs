@@ -5,7 +5,7 @@
 //! The command-line tests here need nothing special: the refusal comes before any testbed.
 
 use crate::support::{refused, Sandbox};
-use fsgauge::registry::find;
+use fsgauge::workload::registry::find;
 use proptest::prelude::*;
 
 #[test]

@@ -492,7 +492,7 @@ fn a_failing_worker_stops_the_phase_naming_worker_path_and_errno() {
         "{msg}"
     );
     assert_eq!(
-        fsgauge::error::exit_code(&err),
+        fsgauge::base::error::exit_code(&err),
         1,
         "a filesystem failure exits 1"
     );

@@ -4,9 +4,9 @@
 use std::path::Path;
 
 use crate::support::Sandbox;
-use fsgauge::plan::presets::PRESETS;
-use fsgauge::plan::{parse, ParseOptions};
-use fsgauge::registry;
+use fsgauge::lab::plan::presets::PRESETS;
+use fsgauge::lab::plan::{parse, ParseOptions};
+use fsgauge::workload::registry;
 
 const PLAN: &str = r#"name = "small"
 reps = 2

@@ -6,8 +6,8 @@
 
 use std::collections::BTreeMap;
 
-use fsgauge::findings;
-use fsgauge::stats::Decision;
+use fsgauge::analysis::findings;
+use fsgauge::analysis::stats::Decision;
 
 use crate::support::Sandbox;
 

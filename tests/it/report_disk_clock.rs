@@ -4,7 +4,7 @@
 //! time and pause beside them, and one lateness table in place of a paragraph per phase, in
 //! every format. Needs no root.
 
-use fsgauge::report::model::fmt_num;
+use fsgauge::analysis::report::model::fmt_num;
 
 /// The fixture with its `remove` phase's disk clock stopped for a third of its wall time and
 /// its disk late (p99 2.5 ms, 3 of 9 requests, 1 held off), and the paragraph such a run

@@ -2,7 +2,7 @@
 //! The subcommands come from the workload registry: each kind's flags are its parameter
 //! struct (`clap::Args`), so a new workload needs nothing here.
 
-use crate::report::output::{OutputFormat, ResultViews, View};
+use crate::analysis::report::output::{OutputFormat, ResultViews, View};
 use std::path::PathBuf;
 use std::process::ExitCode;
 use std::time::SystemTime;
@@ -13,11 +13,11 @@ use clap::{Arg, ArgAction, ArgMatches, Args, Command, FromArgMatches, Subcommand
 mod mpi;
 
 use super::common::{RunArgs, TestbedArgs};
-use crate::registry::sweep;
-use crate::registry::{self, WorkloadKind};
-use crate::report::table::phase_table;
+use crate::analysis::report::table::phase_table;
+use crate::lab::runner::{Outcome, Place};
 use crate::results::RunResult;
-use crate::runner::{Outcome, Place};
+use crate::workload::registry::sweep;
+use crate::workload::registry::{self, WorkloadKind};
 use crate::workload::Workload;
 
 /// `fsgauge bench KIND …`, parsed: the kind, where and how it runs, and its parameters.
@@ -151,10 +151,10 @@ fn bench(cmd: &BenchCmd, run: &RunArgs) -> Result<ExitCode> {
         run.output.format = Some(OutputFormat::Csv);
     }
     let tables = |r: &[RunResult]| match &cmd.kind.tables {
-        Some(t) => crate::text::Table::texts(&t.of(r)),
+        Some(t) => crate::base::text::Table::texts(&t.of(r)),
         None => phase_table(r),
     };
-    let table = |r: &[RunResult]| tables(r) + &crate::report::ranks::rank_text(r);
+    let table = |r: &[RunResult]| tables(r) + &crate::analysis::report::ranks::rank_text(r);
     let csv_view = b.csv.map(|f| move |r: &[RunResult]| f(r));
     run.print_views(
         &outcomes,
@@ -182,18 +182,18 @@ fn run_sweep(place: &Place, whole: &dyn Workload, run: &RunArgs) -> Result<Vec<O
     opts.seed = Some(run.params.settings.seed.or_clock());
     sweep::check_count(whole)?;
     if !(sweep::splits(whole) && matches!(place, Place::Testbed(_))) {
-        return crate::runner::run(place, whole, &opts);
+        return crate::lab::runner::run(place, whole, &opts);
     }
     let cells = sweep::cells(whole)?;
     for c in &cells {
-        crate::runner::check(place, &*c.workload, &opts)?;
+        crate::lab::runner::check(place, &*c.workload, &opts)?;
     }
     let mut out = Vec::new();
     let n = cells.len();
     for (i, c) in cells.iter().enumerate() {
         opts.progress
             .note(&format!("cell {}/{n} on a fresh filesystem", i + 1));
-        out.extend(crate::runner::run(place, &*c.workload, &opts)?);
+        out.extend(crate::lab::runner::run(place, &*c.workload, &opts)?);
     }
     Ok(out)
 }
@@ -204,8 +204,8 @@ fn write_csv(run: &RunArgs, kind: &str, csv: &str, quiet: bool) -> Result<Option
         return Ok(None);
     }
     let out = &run.params.out.dir;
-    let dir = crate::atomic::OutDir::make(out)
-        .map_err(|e| crate::error::bad_input(format!("--out {}: {e:#}", out.display())))?;
+    let dir = crate::base::atomic::OutDir::make(out)
+        .map_err(|e| crate::base::error::bad_input(format!("--out {}: {e:#}", out.display())))?;
     let secs = SystemTime::now()
         .duration_since(SystemTime::UNIX_EPOCH)
         .map(|d| d.as_secs())

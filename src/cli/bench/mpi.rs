@@ -8,9 +8,9 @@ use std::process::ExitCode;
 use anyhow::Result;
 use clap::Args;
 
+use crate::base::error::bad_input;
 use crate::cli::common::{RunArgs, TestbedArgs};
 use crate::dist::{Coord, Coordinator, DirMode, DistOptions};
-use crate::error::bad_input;
 use crate::workload::Workload;
 
 /// How the ranks of an MPI job (`mpirun -np N fsgauge bench ...`) share the work.
@@ -93,7 +93,7 @@ pub fn distributed(
             if s.rank() == 0 {
                 Err(e)
             } else {
-                crate::signals::outcome_settled();
+                crate::base::signals::outcome_settled();
                 Ok(ExitCode::SUCCESS)
             }
         }
@@ -104,7 +104,7 @@ pub fn distributed(
 /// For workloads without an MPI mode: refuses to run as several uncoordinated copies.
 pub fn refuse_under_mpirun(kind: &str) -> Result<()> {
     if crate::dist::launched_by_mpirun() {
-        let with: Vec<&str> = crate::registry::kinds()
+        let with: Vec<&str> = crate::workload::registry::kinds()
             .iter()
             .filter(|k| k.bench.is_some_and(|b| b.distributed))
             .map(|k| k.name)
@@ -125,7 +125,7 @@ fn check(
     wl: &dyn Workload,
 ) -> Result<()> {
     let place = testbed.place()?;
-    if s.size() > 1 && matches!(place, crate::runner::Place::Testbed(_)) {
+    if s.size() > 1 && matches!(place, crate::lab::runner::Place::Testbed(_)) {
         return Err(bad_input(format!(
             "under mpirun with {} ranks, give --dir PATH with a directory every rank reaches (a shared filesystem, or a testbed made with `fsgauge testbed create` on a single host); --fs builds a testbed on one host for one process",
             s.size()
@@ -137,5 +137,5 @@ fn check(
             "--read-neighbour needs 2 or more ranks (mpirun -np N with N ≥ 2)",
         ));
     }
-    crate::runner::check(&place, wl, &run.options())
+    crate::lab::runner::check(&place, wl, &run.options())
 }

@@ -7,11 +7,11 @@ use std::process::ExitCode;
 use anyhow::Result;
 
 use super::OutputArgs;
-use crate::calibrate::check::CheckOptions;
-use crate::calibrate::page;
-use crate::calibrate::target::{self, TargetSpec};
-use crate::outfile::OutFile;
-use crate::report::export::{self, Format};
+use crate::analysis::report::export::{self, Format};
+use crate::base::outfile::OutFile;
+use crate::device::calibrate::check::CheckOptions;
+use crate::device::calibrate::page;
+use crate::device::calibrate::target::{self, TargetSpec};
 
 pub fn run(
     spec: &TargetSpec<'_>,

@@ -8,10 +8,10 @@ use std::process::ExitCode;
 use anyhow::{Context, Result};
 
 use super::OutputArgs;
-use crate::calibrate::check::CheckOptions;
-use crate::calibrate::fit;
-use crate::calibrate::page::{fit_page, fit_text, report_text};
-use crate::calibrate::target::TargetSpec;
+use crate::device::calibrate::check::CheckOptions;
+use crate::device::calibrate::fit;
+use crate::device::calibrate::page::{fit_page, fit_text, report_text};
+use crate::device::calibrate::target::TargetSpec;
 
 pub fn run(
     spec: &TargetSpec<'_>,
@@ -22,7 +22,7 @@ pub fn run(
 ) -> Result<ExitCode> {
     // Where the profile goes is settled before the benchmarks run.
     let target = out_file
-        .map(|p| crate::outfile::OutFile::resolve(p, "--out"))
+        .map(|p| crate::base::outfile::OutFile::resolve(p, "--out"))
         .transpose()?;
     let report = fit::run(spec, opts, name)?;
     if let Some(t) = &target {

@@ -1,6 +1,6 @@
 //! `fsgauge exercise --replay LOG --minimize OUT` with a crash (`--crash-shutdown`,
 //! `--crash-points`, `--crash-at`): the log cut down to the steps its crash failure needs
-//! ([`crate::exercise::minimize::ddmin`]), each candidate run as a fresh `fsgauge exercise`
+//! ([`crate::workload::exercise::minimize::ddmin`]), each candidate run as a fresh `fsgauge exercise`
 //! with the same flags (its own testbed, results in a scratch directory), and the smallest
 //! log that still fails written to OUT. A kernel developer gets a handful of operations
 //! instead of thousands.
@@ -13,11 +13,11 @@ use std::time::Instant;
 use anyhow::{Context, Result};
 use clap::Args;
 
-use crate::error::{bad_input, SystemFailure};
-use crate::exercise::minimize::{ddmin, log_text};
-use crate::exercise::{ReplayLog, Step};
-use crate::outfile::OutFile;
+use crate::base::error::{bad_input, SystemFailure};
+use crate::base::outfile::OutFile;
 use crate::results::crash::CrashClass;
+use crate::workload::exercise::minimize::{ddmin, log_text};
+use crate::workload::exercise::{ReplayLog, Step};
 
 /// The minimizer's flags (part of `fsgauge exercise`).
 #[derive(Debug, Clone, Args)]
@@ -83,7 +83,7 @@ struct Runner {
 
 impl Runner {
     fn classes(&mut self, steps: &[Step]) -> Result<Vec<CrashClass>> {
-        crate::signals::check()?;
+        crate::base::signals::check()?;
         let log = self.scratch.path().join("candidate.log");
         let text = log_text(&self.header, steps);
         if ReplayLog::parse(&text, &log).is_err() {
@@ -107,7 +107,7 @@ impl Runner {
             .stderr(Stdio::piped())
             .output()
             .with_context(|| format!("running {}", self.exe.display()))?;
-        crate::signals::check()?;
+        crate::base::signals::check()?;
         match child.status.code() {
             Some(0) | Some(1) => {}
             Some(code) => {
@@ -312,7 +312,7 @@ mod tests {
             (PathBuf::from("/sys/kernel/min.log"), "kernel interface"),
         ] {
             let e = check(Some(&log), true, &out).unwrap_err();
-            assert_eq!(crate::error::exit_code(&e), 2, "{e:#}");
+            assert_eq!(crate::base::error::exit_code(&e), 2, "{e:#}");
             assert!(
                 format!("{e:#}").contains(needle),
                 "{}: {e:#}",

@@ -15,11 +15,11 @@ const BLOCK: usize = 4096;
 /// Bytes read per call.
 const CHUNK: usize = 1 << 20;
 /// The errors of `copy_file_range` that say the kernel cannot copy between the two files.
-const CROSS: [crate::sys::Errno; 4] = [
-    crate::sys::Errno::EXDEV,
-    crate::sys::Errno::EOPNOTSUPP,
-    crate::sys::Errno::EINVAL,
-    crate::sys::Errno::ENOSYS,
+const CROSS: [crate::base::sys::Errno; 4] = [
+    crate::base::sys::Errno::EXDEV,
+    crate::base::sys::Errno::EOPNOTSUPP,
+    crate::base::sys::Errno::EINVAL,
+    crate::base::sys::Errno::ENOSYS,
 ];
 /// A block of zeros, compared against (memcmp) to find the blocks to skip.
 static ZEROS: [u8; BLOCK] = [0; BLOCK];
@@ -82,7 +82,7 @@ fn scan(
     for (start, end) in data_ranges(src, len) {
         let mut off = start;
         while off < end {
-            crate::signals::check()?;
+            crate::base::signals::check()?;
             let want = usize::try_from((end - off).min(CHUNK as u64)).unwrap_or(CHUNK);
             src.read_exact_at(&mut buf[..want], off)
                 .with_context(|| format!("{what}: reading {want} bytes at {off}"))?;
@@ -125,13 +125,13 @@ pub fn copy_data(src: &File, len: u64, dst: &File, what: &str) -> Result<u64> {
     for (start, end) in data_ranges(src, len) {
         let mut off = start;
         while off < end {
-            crate::signals::check()?;
+            crate::base::signals::check()?;
             let want = usize::try_from(end - off)
                 .unwrap_or(usize::MAX)
                 .min(1 << 30);
-            let n = match crate::sys::copy_between(src.as_fd(), dst.as_fd(), off, want) {
+            let n = match crate::base::sys::copy_between(src.as_fd(), dst.as_fd(), off, want) {
                 Ok(n) => n,
-                Err(crate::sys::Errno::EINTR) => continue,
+                Err(crate::base::sys::Errno::EINTR) => continue,
                 // Another filesystem (a RAM-backed testbed, a work directory on tmpfs), or
                 // one that cannot copy in the kernel: copied through fsgauge instead.
                 Err(e) if CROSS.contains(&e) => {
@@ -161,7 +161,7 @@ fn data_ranges(src: &File, len: u64) -> Vec<(u64, u64)> {
         return whole;
     }
     let block = BLOCK as u64;
-    match crate::sys::data_extents(src.as_fd(), len) {
+    match crate::base::sys::data_extents(src.as_fd(), len) {
         Ok(extents) => extents
             .into_iter()
             .map(|(a, b)| {

@@ -24,8 +24,8 @@ use anyhow::{Context, Result};
 use super::cache_dir;
 use serde::{Deserialize, Serialize};
 
+use crate::base::sys::{trust, Errno};
 use crate::results::PhaseResult;
-use crate::sys::{trust, Errno};
 
 /// The largest manifest read (the aging's phases and layout record: tens of KiB).
 pub const MANIFEST_LIMIT: u64 = 64 << 20;
@@ -93,7 +93,7 @@ pub fn open(dir: BorrowedFd<'_>, path: &Path, name: &str, key: &str) -> Result<O
     };
     let cname = CString::new(name).context("an entry name with a NUL byte")?;
     let flags = libc::O_RDONLY | libc::O_NONBLOCK | libc::O_NOFOLLOW | libc::O_CLOEXEC;
-    let fd = match crate::sys::open_at(dir.as_raw_fd(), &cname, flags | libc::O_NOCTTY, 0) {
+    let fd = match crate::base::sys::open_at(dir.as_raw_fd(), &cname, flags | libc::O_NOCTTY, 0) {
         Ok(fd) => fd,
         Err(Errno::ENOENT) => return Ok(None),
         Err(Errno::ELOOP) => return Err(damaged("is a symbolic link".into()).into()),
@@ -108,7 +108,7 @@ pub fn open(dir: BorrowedFd<'_>, path: &Path, name: &str, key: &str) -> Result<O
     let st = trust::fstat(fd.as_fd()).with_context(|| format!("stat {}", path.display()))?;
     let euid = nix::unistd::geteuid().as_raw();
     if st.st_mode & libc::S_IFMT != libc::S_IFREG {
-        let kind = crate::bounded::kind_of(st.st_mode);
+        let kind = crate::base::bounded::kind_of(st.st_mode);
         return Err(damaged(format!("is {kind}, not a regular file")).into());
     }
     if st.st_uid != euid {

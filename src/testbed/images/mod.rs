@@ -33,11 +33,11 @@ use serde::{Deserialize, Serialize};
 use sha2::{Digest, Sha256};
 
 use super::TestbedSpec;
-use crate::error::bad_input;
-use crate::units::parse_size;
+use crate::base::error::bad_input;
+use crate::base::units::parse_size;
 
 fn human(b: u64) -> String {
-    crate::units::format_bytes_human(b as f64)
+    crate::base::units::format_bytes_human(b as f64)
 }
 
 pub use copy::{copy_data, copy_image, Copied, Keep};
@@ -122,7 +122,7 @@ pub fn key(spec: &TestbedSpec, aging: &Aging<'_>) -> Result<ImageKey> {
 /// before anything is made) when the server is told to keep them in its image file
 /// (`FSGAUGE_DEVICE_STORE=file`), which would write the kept image.
 pub fn check_overlay_store(spec: &TestbedSpec) -> Result<()> {
-    use crate::testbed::device::server::{store::STORE_ENV, StoreChoice};
+    use crate::device::server::{store::STORE_ENV, StoreChoice};
     let store = std::env::var(STORE_ENV).ok();
     if spec.overlay_start() && store.and_then(|v| v.parse().ok()) == Some(StoreChoice::File) {
         return Err(bad_input(format!(
@@ -230,6 +230,6 @@ mod tests {
         s.device = Some("/dev/loop-control".into());
         let e = key(&s, &aging(1)).expect_err("refused");
         assert!(format!("{e:#}").contains("--device"), "{e:#}");
-        assert_eq!(crate::error::exit_code(&e), 2);
+        assert_eq!(crate::base::error::exit_code(&e), 2);
     }
 }

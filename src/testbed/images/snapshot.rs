@@ -13,9 +13,12 @@ use std::path::{Path, PathBuf};
 use anyhow::{Context, Result};
 
 use super::{copy_image, Keep};
-use crate::error::bad_input;
-use crate::sys::trust::{self, FileId};
-use crate::testbed::{ledger, mount, Ledger, LoopDevice, Resource};
+use crate::base::error::bad_input;
+use crate::base::sys::trust::{self, FileId};
+use crate::{
+    host::{ledger, mount},
+    testbed::{Ledger, LoopDevice, Resource},
+};
 
 /// The snapshot name when none is given.
 pub const DEFAULT_SNAP: &str = "snap";
@@ -218,7 +221,7 @@ fn dir_fd_unlink(dir: &std::os::fd::OwnedFd, name: &str) -> Option<FileId> {
         dev: st.st_dev,
         ino: st.st_ino,
     };
-    crate::sys::unlink_at(dir.as_fd(), name, false).ok()?;
+    crate::base::sys::unlink_at(dir.as_fd(), name, false).ok()?;
     Some(id)
 }
 

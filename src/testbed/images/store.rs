@@ -17,10 +17,10 @@ use anyhow::{Context, Result};
 
 pub use super::entry::Manifest;
 use super::{copy_image, entry, Copied, ImageKey, Keep};
-use crate::atomic::write_atomic;
-use crate::error::bad_input;
+use crate::base::atomic::write_atomic;
+use crate::base::error::bad_input;
+use crate::base::sys::trust;
 use crate::results::PhaseResult;
-use crate::sys::trust;
 use crate::testbed::Ledger;
 
 /// An entry of the cache.
@@ -121,7 +121,7 @@ pub fn save(key: &ImageKey, src: &File, len: u64, kept: Kept) -> Result<(Entry, 
             return Err(e);
         }
     };
-    crate::signals::test_pause("keep-image");
+    crate::base::signals::test_pause("keep-image");
     let written = copy_image(
         src,
         len,
@@ -163,7 +163,7 @@ pub fn save(key: &ImageKey, src: &File, len: u64, kept: Kept) -> Result<(Entry, 
         Ok(p) => {
             ledger.forget(&res)?;
             if p.1 {
-                let _ = crate::sys::unlink_at(dir_fd.as_fd(), part.as_str(), false);
+                let _ = crate::base::sys::unlink_at(dir_fd.as_fd(), part.as_str(), false);
             }
             p.0
         }
@@ -320,8 +320,8 @@ fn scan() -> Result<(Vec<Entry>, Vec<String>)> {
 
 /// The names in the held directory `dir`, read through a descriptor of its own.
 fn names_in(dir: &OwnedFd) -> Result<Vec<String>> {
-    use crate::sys::dirstream::DirStream;
-    let fd = crate::sys::chase::reopen_dir(dir.as_fd())?;
+    use crate::base::sys::dirstream::DirStream;
+    let fd = crate::base::sys::chase::reopen_dir(dir.as_fd())?;
     let mut stream = DirStream::new(fd).map_err(std::io::Error::from)?;
     let mut out = Vec::new();
     while let Some(e) = stream.next_entry() {
@@ -398,8 +398,8 @@ fn prune_none(which: &Prune) -> Result<Vec<Manifest>> {
 fn remove(dir_fd: &OwnedFd, dir: &Path, key: &str) -> Result<()> {
     paths(dir, key)?;
     for name in [format!("{key}.json"), format!("{key}.img")] {
-        match crate::sys::unlink_at(dir_fd.as_fd(), name.as_str(), false) {
-            Ok(()) | Err(crate::sys::Errno::ENOENT) => {}
+        match crate::base::sys::unlink_at(dir_fd.as_fd(), name.as_str(), false) {
+            Ok(()) | Err(crate::base::sys::Errno::ENOENT) => {}
             Err(e) => anyhow::bail!("removing {}: {}", dir.join(&name).display(), e.desc()),
         }
     }

@@ -19,7 +19,7 @@ use std::path::Path;
 
 use anyhow::Result;
 
-use crate::error::bad_input;
+use crate::base::error::bad_input;
 
 /// The operation kinds, under the names dbench prints in its results table.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
@@ -349,9 +349,9 @@ fn check_handles(ops: &[Op]) -> Result<(), (u32, String)> {
 
 /// Reads and parses a loadfile.
 pub fn load(path: &Path) -> Result<Vec<Op>> {
-    let text = crate::bounded::read_text(
+    let text = crate::base::bounded::read_text(
         path,
-        crate::bounded::LOADFILE_LIMIT,
+        crate::base::bounded::LOADFILE_LIMIT,
         "loadfiles",
         "--loadfile",
     )?;

@@ -33,11 +33,11 @@ use serde::{Deserialize, Serialize};
 use super::params::CommaList;
 use super::rate::{self, Achieved, Pace, Pacer, RateUnit};
 use super::{RunContext, Workload};
-use crate::error::{bad_input, bad_param, SystemFailure};
+use crate::base::error::{bad_input, bad_param, SystemFailure};
+use crate::base::sys;
+use crate::base::units::Overflow;
 use crate::measure::{OpDef, OpId, Recorder, Tick};
 use crate::results::MetricDef;
-use crate::sys;
-use crate::units::Overflow;
 use loadfile::{Kind, Op};
 
 /// An operation stream shared by every client.
@@ -62,7 +62,7 @@ pub struct Clients {
     /// [default: 60s, or no limit with --loops].
     #[arg(long, value_name = "DURATION", value_parser = super::params::seconds, default_value = "60s",
           default_value_if("loops", clap::builder::ArgPredicate::IsPresent, None), hide_default_value = true)]
-    #[serde(deserialize_with = "crate::units::de_opt_seconds")]
+    #[serde(deserialize_with = "crate::base::units::de_opt_seconds")]
     pub time: Option<f64>,
     /// Exactly N passes over the loadfile (or mix) per client.
     #[arg(long, value_name = "N")]
@@ -248,7 +248,7 @@ impl<'a> Client<'a> {
             Kind::Qpathinfo => resolve_name(&path),
             Kind::Qfileinfo => {
                 let i = self.handle(op)?;
-                let _ = crate::sys::fstat(self.handles[i].1.as_fd());
+                let _ = crate::base::sys::fstat(self.handles[i].1.as_fd());
             }
             Kind::Qfsinfo => {
                 let _ = nix::sys::statvfs::statvfs(self.root);
@@ -298,7 +298,7 @@ impl<'a> Client<'a> {
     fn set_times(&self, op: &Op) -> Result<()> {
         let i = self.handle(op)?;
         let (_, fd, name) = &self.handles[i];
-        if let Ok(st) = crate::sys::fstat(fd.as_fd()) {
+        if let Ok(st) = crate::base::sys::fstat(fd.as_fd()) {
             use nix::sys::time::TimeVal;
             let _ = nix::sys::stat::utimes(
                 name.as_path(),
@@ -667,9 +667,9 @@ impl Clients {
             |i, rec| {
                 let _pinned = self.control.pin(i)?;
                 let deadline = time
-                    .map(crate::units::deadline_after)
+                    .map(crate::base::units::deadline_after)
                     .transpose()
-                    .map_err(|e| crate::error::bad_param("time", format!("--time: {e}")))?;
+                    .map_err(|e| crate::base::error::bad_param("time", format!("--time: {e}")))?;
                 let mut c = Client::new(off + i, &root, rec);
                 let passes = match pace {
                     Some(pace) => {
@@ -875,7 +875,7 @@ mod tests {
         .to_string();
         assert!(e.contains("--loops"), "{e}");
         assert_eq!(
-            crate::registry::sweep::cells(&Clients {
+            crate::workload::registry::sweep::cells(&Clients {
                 clients: vec![1, 4, 8].into(),
                 ..Clients::default()
             })

@@ -2,9 +2,9 @@
 //! block-reservation study tabulated dbench, and per phase dbench's own table — operation,
 //! count, mean and max latency — with percentiles added.
 
+use crate::base::text::{format_ns, Table};
 use crate::results::tables::KindTables;
 use crate::results::RunResult;
-use crate::text::{format_ns, Table};
 use crate::workload::tio::table::{sweep_tables_of, SweepPoint};
 
 fn client_count(name: &str) -> Option<u64> {

@@ -3,7 +3,7 @@
 //! crash state against it.
 //!
 //! The record holds, on CLOCK_MONOTONIC (the emulated disk's server's clock, the one a cut is
-//! timed on; [`crate::sys::rt::monotonic_ns`], as the exerciser's record):
+//! timed on; [`crate::base::sys::rt::monotonic_ns`], as the exerciser's record):
 //! - per file, when it was whole: the end of its own fsync (`--fsync file`), else the end of its
 //!   close; and when its removal (unlink) started;
 //! - every syncfs (`--fsync end|phase|last`): its start and end, and who ran it (a worker, or
@@ -53,7 +53,7 @@ pub const ALL_WORKERS: u32 = u32::MAX;
 /// Now on CLOCK_MONOTONIC, in nanoseconds (the clock a cut is timed on).
 #[inline]
 pub fn now() -> u64 {
-    crate::sys::rt::monotonic_ns()
+    crate::base::sys::rt::monotonic_ns()
 }
 
 /// One syncfs: when it started and ended, and who ran it (a worker, or [`ALL_WORKERS`]).

@@ -9,7 +9,7 @@ use anyhow::{Context, Result};
 
 use super::judge::{judge, Due, Found};
 use super::{Expected, Naming, Record};
-use crate::sys::{Dir, Errno};
+use crate::base::sys::{Dir, Errno};
 use crate::workload::inject::Inject;
 use crate::workload::{CrashTally, CrashVerifier};
 
@@ -99,7 +99,7 @@ fn look(dir: &Dir, path: &str, expected: &Expected, buf: &mut [u8]) -> Result<Fo
 /// `path` below `dir`, opened with `flags` (never following a symlink at its end).
 fn open(dir: &Dir, path: &str, flags: libc::c_int) -> Result<OwnedFd, Errno> {
     let c = CString::new(path).map_err(|_| Errno::EINVAL)?;
-    crate::sys::open_at(dir.raw(), &c, flags | libc::O_CLOEXEC | libc::O_NOFOLLOW, 0)
+    crate::base::sys::open_at(dir.raw(), &c, flags | libc::O_CLOEXEC | libc::O_NOFOLLOW, 0)
 }
 
 /// Reads the file `fd` (up to [`LONG_READ`] past the expected size) and compares it with
@@ -110,7 +110,7 @@ pub fn compare(
     expected: &Expected,
     buf: &mut [u8],
 ) -> Result<Found> {
-    let size = crate::sys::fstat(fd)
+    let size = crate::base::sys::fstat(fd)
         .map_err(|e| anyhow::anyhow!("fstat: {}", e.desc()))?
         .st_size as u64;
     let limit = size.min(expected.size.saturating_add(LONG_READ));
@@ -148,7 +148,7 @@ fn read_range(
     let mut off = 0u64;
     while off < limit {
         let want = (limit - off).min(buf.len() as u64) as usize;
-        let n = crate::sys::pread(fd, &mut buf[..want], off)
+        let n = crate::base::sys::pread(fd, &mut buf[..want], off)
             .map_err(|e| anyhow::anyhow!("pread at {off}: {}", e.desc()))?;
         if n == 0 {
             break;

@@ -41,11 +41,11 @@ use serde::{Deserialize, Serialize};
 use super::control::RunControl;
 use super::params::{self, CommaList};
 use super::{RunContext, Workload};
-use crate::error::{bad_input, bad_param, SystemFailure};
+use crate::base::error::{bad_input, bad_param, SystemFailure};
+use crate::base::sys::AlignedBuf;
+use crate::base::units::{blocks_4k, format_size, Overflow, Size};
 use crate::measure::{OpDef, OpId, Recorder};
 use crate::results::{Combine, MetricDef, PhaseResult};
-use crate::sys::AlignedBuf;
-use crate::units::{blocks_4k, format_size, Overflow, Size};
 
 pub use fiemap::{record as layout_record, LayoutRecord};
 
@@ -167,7 +167,7 @@ pub struct Tio {
     pub block: CommaList<Size>,
     /// Bytes each thread writes or reads (its own file, or its region of the shared file).
     #[arg(long, value_name = "SIZE", default_value = "64M", value_parser = params::size)]
-    #[serde(deserialize_with = "crate::units::de_size")]
+    #[serde(deserialize_with = "crate::base::units::de_size")]
     pub file_size: u64,
     /// All threads share one file, each on its own region, instead of a file per thread.
     #[arg(long)]
@@ -187,7 +187,7 @@ pub struct Tio {
     pub iodepth: u32,
     /// Cap on each cell's duration, e.g. 30s; a cell stops early when it is reached.
     #[arg(long, value_name = "DURATION", value_parser = params::seconds)]
-    #[serde(deserialize_with = "crate::units::de_opt_seconds")]
+    #[serde(deserialize_with = "crate::base::units::de_opt_seconds")]
     pub time: Option<f64>,
     /// Write seeded, self-identifying blocks and check every block read (write cells read
     /// their files back after the phase); a mismatch fails the run with exit code 1.
@@ -252,7 +252,7 @@ impl Cell {
     pub fn parse(name: &str) -> Option<Cell> {
         let mut it = name.rsplitn(3, '-');
         let t = it.next()?.strip_prefix('t')?.parse().ok()?;
-        let block = crate::units::parse_size(it.next()?).ok()?;
+        let block = crate::base::units::parse_size(it.next()?).ok()?;
         let mode = it.next()?.parse().ok()?;
         Some(Cell {
             mode,
@@ -363,7 +363,7 @@ impl Job {
 pub(crate) fn open_path(path: &Path, flags: libc::c_int) -> Result<OwnedFd, nix::errno::Errno> {
     let c = std::ffi::CString::new(path.as_os_str().as_bytes())
         .map_err(|_| nix::errno::Errno::EINVAL)?;
-    crate::sys::open(&c, flags, 0o644)
+    crate::base::sys::open(&c, flags, 0o644)
 }
 
 /// An I/O error of the filesystem under test (exit 1), naming the call, file and offset.
@@ -376,7 +376,9 @@ pub(crate) fn io_failure(
 ) -> anyhow::Error {
     let at = offset.map_or(String::new(), |o| format!(" at offset {o}"));
     let what = format!("{}{at}", path.display());
-    anyhow::Error::new(SystemFailure(crate::sys::fs_message(op, &what, e) + hint))
+    anyhow::Error::new(SystemFailure(
+        crate::base::sys::fs_message(op, &what, e) + hint,
+    ))
 }
 
 /// A verification mismatch (exit 1).
@@ -455,7 +457,7 @@ impl Tio {
     fn jobs(&self, cell: Cell, dir: &Path, seed: u64, create: bool, off: u64) -> Result<Vec<Job>> {
         let deadline = self
             .time
-            .map(crate::units::deadline_after)
+            .map(crate::base::units::deadline_after)
             .transpose()
             .map_err(|e| bad_param("time", format!("--time: {e}")))?;
         Ok((off..off + cell.threads as u64)
@@ -691,7 +693,7 @@ impl Tio {
                 if let Some(t) = self.control.phase_time(self.time) {
                     // The cap counts from when the workers start, not from when jobs were made.
                     job.deadline = Some(
-                        crate::units::deadline_after(t)
+                        crate::base::units::deadline_after(t)
                             .map_err(|e| bad_param("time", format!("--time: {e}")))?,
                     );
                 }
@@ -1075,8 +1077,8 @@ mod tests {
 
     #[test]
     fn modes_and_engines_have_one_set_of_names() {
-        crate::choice::testing::one_set_of_names::<Mode>();
-        crate::choice::testing::one_set_of_names::<Engine>();
+        crate::base::choice::testing::one_set_of_names::<Mode>();
+        crate::base::choice::testing::one_set_of_names::<Engine>();
     }
 
     #[test]
@@ -1100,7 +1102,7 @@ mod tests {
             block: vec![Size(4096), Size(128 << 10)].into(),
             ..Tio::default()
         };
-        let cells = crate::registry::sweep::cells(&t).unwrap();
+        let cells = crate::workload::registry::sweep::cells(&t).unwrap();
         assert_eq!(cells.len(), 12);
         assert!(cells.iter().all(|c| {
             let p = c.workload.params();
@@ -1108,7 +1110,7 @@ mod tests {
                 .iter()
                 .all(|a| p[*a].as_array().map(Vec::len) == Some(1))
         }));
-        assert!(crate::registry::sweep::splits(&t));
+        assert!(crate::workload::registry::sweep::splits(&t));
     }
 
     #[test]

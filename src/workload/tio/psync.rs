@@ -12,8 +12,8 @@ use nix::errno::Errno;
 
 use super::clock::{self, Stamp};
 use super::{fill_blocks, io_failure, noise, pattern, verify_failure, FsyncPolicy, Job, Ops};
+use crate::base::sys;
 use crate::measure::{Lane, Recorder, Tick};
-use crate::sys;
 
 /// Writes all of `buf` at `off`, retrying short writes and EINTR.
 pub(crate) fn pwrite_all(fd: &OwnedFd, buf: &[u8], off: u64, path: &Path) -> Result<()> {
@@ -48,12 +48,14 @@ pub(crate) fn pread_exact(fd: &OwnedFd, buf: &mut [u8], off: u64, path: &Path) -
             Err(e) => return Err(io_failure("read", path, Some(off + done as u64), e, "")),
         };
         if r == 0 {
-            return Err(anyhow::Error::new(crate::error::SystemFailure(format!(
-                "read {} at offset {}: the file ends there, {} bytes short of the block",
-                path.display(),
-                off + done as u64,
-                buf.len() - done
-            ))));
+            return Err(anyhow::Error::new(crate::base::error::SystemFailure(
+                format!(
+                    "read {} at offset {}: the file ends there, {} bytes short of the block",
+                    path.display(),
+                    off + done as u64,
+                    buf.len() - done
+                ),
+            )));
         }
         done += r;
     }
@@ -137,7 +139,7 @@ pub(crate) fn run(job: &Job, rec: &mut Recorder, ops: Ops) -> Result<()> {
 
 /// What a request loop keeps from one stretch of requests to the next.
 struct Loop {
-    buf: crate::sys::AlignedBuf,
+    buf: crate::base::sys::AlignedBuf,
     perm: Option<pattern::Permutation>,
 }
 

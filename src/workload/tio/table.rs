@@ -7,10 +7,10 @@
 use std::fmt::Write as _;
 
 use super::Cell;
+use crate::base::text::{format_ns, format_rate, Table};
+use crate::base::units::format_size;
 use crate::results::tables::KindTables;
 use crate::results::RunResult;
-use crate::text::{format_ns, format_rate, Table};
-use crate::units::format_size;
 
 /// One measured point of a sweep.
 #[derive(Debug, Clone, PartialEq)]
@@ -46,7 +46,7 @@ pub fn sweep_tables_of(points: &[SweepPoint], x_name: &str, value_name: &str) ->
         }
     }
     // The same grouping and summary as the report's cells.
-    let cells = crate::stats::summarize_groups(
+    let cells = crate::analysis::stats::summarize_groups(
         points
             .iter()
             .map(|p| ((p.group.as_str(), p.x, p.label.as_str()), p.value)),

@@ -15,9 +15,9 @@ use super::clock::Stamp;
 use super::{
     fill_blocks, io_failure, noise, pattern, psync, verify_failure, FsyncPolicy, Job, Ops,
 };
-use crate::error::SystemFailure;
+use crate::base::error::SystemFailure;
+use crate::base::sys::uring::{Op, Ring};
 use crate::measure::Recorder;
-use crate::sys::uring::{Op, Ring};
 
 /// Whether the kernel lets this process set up a ring of `depth` entries.
 pub(crate) fn kernel_check(depth: u32) -> Result<(), String> {
@@ -33,7 +33,7 @@ pub(crate) fn probe(path: &Path, direct: bool, depth: u32) -> Result<(), String>
         flags |= libc::O_DIRECT;
     }
     let fd = super::open_path(path, flags).map_err(|e| format!("opening a probe file: {e}"))?;
-    let mut buf = crate::sys::AlignedBuf::zeroed(4096);
+    let mut buf = crate::base::sys::AlignedBuf::zeroed(4096);
     noise(&mut buf, 1);
     let mut ring = Ring::new(depth, fd.as_fd(), buf, 4096)
         .map_err(|e| format!("the kernel refuses io_uring_setup ({e})"))?;

@@ -21,8 +21,8 @@ impl Sandbox {
     pub fn new() -> Self {
         static PIN: std::sync::Once = std::sync::Once::new();
         PIN.call_once(|| {
-            fsgauge::testbed::device::emulated::set_server_transport(Some(
-                fsgauge::testbed::device::server::Transport::Dev,
+            fsgauge::device::emulated::set_server_transport(Some(
+                fsgauge::device::server::Transport::Dev,
             ))
         });
         let dir = tempfile::Builder::new()

@@ -1,0 +1,1149 @@
+//! The report model: a pure function of result documents. Results are grouped into cells
+//! (testbed × workload × phase), every metric of a cell is summarised over its repetitions,
+//! and the study-style tables and the warnings are derived from the cells. Ordering is stable
+//! (results sorted by start time, testbed, workload, repetition, spec hash; labels in order of
+//! first appearance), so the same result files always give the same report, byte for byte.
+
+use std::collections::BTreeMap;
+
+use serde::Serialize;
+
+use super::lateness::is_lateness_warning;
+use super::metrics::{self, Better, Metric};
+use crate::analysis::findings::sentence::Stated;
+use crate::analysis::stats::{self, Summary};
+use crate::base::units::{format_bytes_human, format_size};
+use crate::results::tables::{Against, KindTables};
+use crate::results::{PhaseResult, RunResult};
+
+/// One metric of one cell, over the cell's repetitions.
+#[derive(Debug, Clone, Serialize)]
+pub struct CellMetric {
+    pub key: String,
+    pub name: String,
+    pub unit: String,
+    pub better: Better,
+    /// The value of each repetition, in repetition order.
+    pub values: Vec<f64>,
+    pub summary: Summary,
+    /// Harmonic mean, for rates.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub harmonic_mean: Option<f64>,
+}
+
+/// Testbed × workload × phase.
+#[derive(Debug, Clone, Serialize)]
+pub struct Cell {
+    pub testbed: String,
+    pub workload: String,
+    pub phase: String,
+    /// Thread or client count of the runs (from the parameter the workload declares as its
+    /// line axis, else the phase's worker count).
+    pub threads: u64,
+    /// What `threads` counts: the parameter the workload declares as its line axis, else
+    /// `workers`.
+    pub axis: String,
+    /// The workload label without its line axis (lines against threads join on it).
+    pub series: String,
+    /// The phase name without a sweep's thread/client suffix (see [`line_phase`]).
+    pub line_phase: String,
+    /// The key of the metric that stands for the phase.
+    pub main: String,
+    pub metrics: Vec<CellMetric>,
+}
+
+impl Cell {
+    pub fn metric(&self, key: &str) -> Option<&CellMetric> {
+        self.metrics.iter().find(|m| m.key == key)
+    }
+
+    pub fn main_metric(&self) -> Option<&CellMetric> {
+        self.metric(&self.main)
+    }
+}
+
+/// One run's environment, for the report's environment table.
+#[derive(Debug, Clone, Serialize)]
+pub struct Environment {
+    pub testbed: String,
+    pub workload: String,
+    pub rep: u32,
+    pub fs: String,
+    pub size: String,
+    pub mkfs: String,
+    pub mount: String,
+    pub journal: String,
+    pub memory_limit: String,
+    pub backing: String,
+    pub device: String,
+    pub loop_direct_io: String,
+    pub cold: String,
+    pub kernel: String,
+    pub host: String,
+    pub tool: String,
+    pub started_at: String,
+    pub seed: u64,
+    pub spec_hash: String,
+}
+
+pub use super::findings_table::findings_table;
+pub use crate::base::text::Table;
+
+/// Everything a report shows.
+#[derive(Debug, Clone, Serialize)]
+pub struct Report {
+    pub title: String,
+    pub testbeds: Vec<String>,
+    pub workloads: Vec<String>,
+    /// The testbed that percentages are against.
+    pub baseline: String,
+    pub cells: Vec<Cell>,
+    pub tables: Vec<Table>,
+    pub warnings: Vec<String>,
+    pub environment: Vec<Environment>,
+    /// The environment fields whose values differ between the runs (sysctls, kernel, mkfs
+    /// version, device queue settings, ...), each value with its testbeds: the likely
+    /// explanation of a difference, shown before the numbers.
+    #[serde(skip_serializing_if = "Vec::is_empty")]
+    pub environment_differs: Vec<crate::results::Spread>,
+    /// The answer to each question the results carry (none without questions): the report
+    /// leads with them.
+    #[serde(skip_serializing_if = "Vec::is_empty")]
+    pub findings: Vec<Stated>,
+    #[serde(skip)]
+    pub results: Vec<RunResult>,
+    /// The figures kinds registered, with the workload (label) whose cells they draw, in the
+    /// order of the cells.
+    #[serde(skip)]
+    pub against: Vec<(String, Against)>,
+}
+
+/// The label of each result's workload: its kind, plus the parameters that differ between the
+/// results of that kind (`tree files=10 file_size=8M`), so that two workloads of one kind in a
+/// study stay apart and one alone stays short. `strip` leaves those parameters out.
+pub fn workload_labels(results: &[RunResult], strip: &[&str]) -> Vec<String> {
+    labels_without(results, |_, k| strip.contains(&k))
+}
+
+/// The workload labels without each result's line axis (see [`Cell::series`]).
+fn series_labels(results: &[RunResult]) -> Vec<String> {
+    labels_without(results, |r, k| r.workload.line_axis.as_deref() == Some(k))
+}
+
+/// [`workload_labels`], leaving out the parameters `strip` says of a result.
+fn labels_without(results: &[RunResult], strip: impl Fn(&RunResult, &str) -> bool) -> Vec<String> {
+    let mut by_kind: BTreeMap<&str, Vec<&serde_json::Value>> = BTreeMap::new();
+    for r in results {
+        by_kind
+            .entry(r.workload.kind.as_str())
+            .or_default()
+            .push(&r.workload.params);
+    }
+    results
+        .iter()
+        .map(|r| {
+            let kind = r.workload.kind.as_str();
+            let all = &by_kind[kind];
+            let mut label = kind.to_string();
+            if let Some(map) = r.workload.params.as_object() {
+                for (k, v) in map {
+                    if strip(r, k) {
+                        continue;
+                    }
+                    if all.iter().any(|o| o.get(k) != Some(v)) {
+                        let shown = show_param(r.workload.is_size(k), v);
+                        label.push_str(&format!(" {k}={shown}"));
+                    }
+                }
+            }
+            label
+        })
+        .collect()
+}
+
+/// A parameter's value as a label shows it; `size`: the workload declared it a size in bytes.
+fn show_param(size: bool, v: &serde_json::Value) -> String {
+    match v {
+        serde_json::Value::Number(n) if size && n.as_u64().is_some() => {
+            format_size(n.as_u64().unwrap_or(0))
+        }
+        serde_json::Value::String(s) => s.clone(),
+        other => other.to_string(),
+    }
+}
+
+/// Thread (or client) count of a run's phase: the value of the parameter its workload declares
+/// as its line axis, else the phase's worker count.
+pub fn threads_of(r: &RunResult, p: &PhaseResult) -> u64 {
+    let axis = r.workload.line_axis.as_deref();
+    match axis.and_then(|k| r.workload.params.get(k)) {
+        Some(v) if v.as_u64().is_some() => v.as_u64().unwrap_or(1),
+        // A sweep parameter of one value (`threads = [4]`).
+        Some(serde_json::Value::Array(a)) if a.len() == 1 && a[0].as_u64().is_some() => {
+            a[0].as_u64().unwrap_or(1)
+        }
+        _ => (p.workers.len() as u64).max(1),
+    }
+}
+
+/// A phase name without the thread or client count a sweep puts at its end (`seqwrite-4K-t4`
+/// → `seqwrite-4K`, `mix-c8` → `mix`), so that cells of one sweep line up by threads.
+pub fn line_phase(phase: &str) -> String {
+    if let Some((head, tail)) = phase.rsplit_once('-') {
+        let mut chars = tail.chars();
+        if matches!(chars.next(), Some('t' | 'c'))
+            && !chars.as_str().is_empty()
+            && chars.all(|c| c.is_ascii_digit())
+        {
+            return head.to_string();
+        }
+    }
+    phase.to_string()
+}
+
+/// Puts results in the stable report order.
+pub fn sort_results(results: &mut [RunResult]) {
+    results.sort_by(|a, b| {
+        (
+            &a.started_at,
+            &a.testbed.label,
+            &a.workload.kind,
+            a.rep,
+            &a.spec_hash,
+        )
+            .cmp(&(
+                &b.started_at,
+                &b.testbed.label,
+                &b.workload.kind,
+                b.rep,
+                &b.spec_hash,
+            ))
+    });
+}
+
+fn push_unique(v: &mut Vec<String>, s: &str) {
+    if !v.iter().any(|x| x == s) {
+        v.push(s.to_string());
+    }
+}
+
+/// Groups results into cells and summarises every metric.
+pub fn cells(results: &[RunResult]) -> (Vec<String>, Vec<String>, Vec<Cell>) {
+    let labels = workload_labels(results, &[]);
+    let series = series_labels(results);
+    let mut testbeds = Vec::new();
+    let mut workloads = Vec::new();
+    for (i, r) in results.iter().enumerate() {
+        push_unique(&mut testbeds, &r.testbed.label);
+        push_unique(&mut workloads, &labels[i]);
+    }
+    // (testbed, workload, phase) -> its phases with their runs, in first-appearance order.
+    let groups = stats::group(results.iter().enumerate().flat_map(|(i, r)| {
+        let labels = &labels;
+        r.phases.iter().map(move |p| {
+            (
+                (r.testbed.label.clone(), labels[i].clone(), p.name.clone()),
+                (i, r, p),
+            )
+        })
+    }));
+    // Cells ordered by workload, then phase (first appearance), then testbed.
+    let mut phase_order: Vec<(String, String)> = Vec::new();
+    for ((_, w, p), _) in &groups {
+        let k = (w.clone(), p.clone());
+        if !phase_order.contains(&k) {
+            phase_order.push(k);
+        }
+    }
+    let mut out = Vec::new();
+    for w in &workloads {
+        for (pw, ph) in &phase_order {
+            if pw != w {
+                continue;
+            }
+            for t in &testbeds {
+                let key = (t.clone(), w.clone(), ph.clone());
+                let Some((_, members)) = groups.iter().find(|(k, _)| *k == key) else {
+                    continue;
+                };
+                let (first, r0, p0) = members[0];
+                let (threads, series) = (threads_of(r0, p0), &series[first]);
+                let phases: Vec<(&RunResult, &PhaseResult)> =
+                    members.iter().map(|&(_, r, p)| (r, p)).collect();
+                let main = metrics::main_metric(phases.iter().map(|(_, p)| *p)).key();
+                let ms = metrics::present(phases.iter().copied())
+                    .into_iter()
+                    .filter_map(|m| cell_metric(&m, &phases))
+                    .collect();
+                out.push(Cell {
+                    testbed: t.clone(),
+                    workload: w.clone(),
+                    phase: ph.clone(),
+                    threads,
+                    axis: r0
+                        .workload
+                        .line_axis
+                        .clone()
+                        .unwrap_or_else(|| "workers".into()),
+                    series: series.clone(),
+                    line_phase: line_phase(ph),
+                    main,
+                    metrics: ms,
+                });
+            }
+        }
+    }
+    (testbeds, workloads, out)
+}
+
+fn cell_metric(m: &Metric, phases: &[(&RunResult, &PhaseResult)]) -> Option<CellMetric> {
+    let values: Vec<f64> = phases.iter().filter_map(|(_, p)| m.value(p)).collect();
+    let summary = stats::summarize(&values)?;
+    let def = m.def();
+    Some(CellMetric {
+        key: m.key(),
+        name: def.name.to_string(),
+        unit: def.unit.to_string(),
+        better: def.better,
+        harmonic_mean: if def.rate {
+            stats::harmonic_mean(&values)
+        } else {
+            None
+        },
+        values,
+        summary,
+    })
+}
+
+pub use crate::base::text::fmt_num;
+
+/// `+12.3%` from base to new.
+pub fn pct_change(base: f64, new: f64) -> Option<f64> {
+    (base != 0.0).then(|| (new - base) / base.abs() * 100.0)
+}
+
+fn fmt_pct(p: Option<f64>) -> String {
+    p.map_or("-".into(), |p| format!("{p:+.1}%"))
+}
+
+/// Builds the report from results (any order; they are sorted here), with the tables each
+/// kind registered for its results (`kinds`).
+pub fn build(
+    mut results: Vec<RunResult>,
+    baseline: Option<&str>,
+    kinds: &[KindTables],
+) -> anyhow::Result<Report> {
+    if results.is_empty() {
+        return Err(crate::base::error::bad_input(
+            "no results to report on; give result files or directories holding them",
+        ));
+    }
+    sort_results(&mut results);
+    let (testbeds, workloads, cells) = cells(&results);
+    let baseline = match baseline {
+        Some(b) if testbeds.iter().any(|t| t == b) => b.to_string(),
+        Some(b) => {
+            return Err(crate::base::error::bad_input(format!(
+                "--baseline {b:?} is not a testbed of these results; testbeds: {}",
+                testbeds.join(", ")
+            )))
+        }
+        None => testbeds[0].clone(),
+    };
+    let labels = workload_labels(&results, &[]);
+    let mut against: Vec<(String, Against)> = Vec::new();
+    for (r, w) in results.iter().zip(&labels) {
+        for k in kinds.iter().filter(|k| k.kind == r.workload.kind) {
+            for a in k.against {
+                if !against.iter().any(|(w2, a2)| w2 == w && a2.x == a.x) {
+                    against.push((w.clone(), *a));
+                }
+            }
+        }
+    }
+    // In the order of the cells, as the plots are.
+    against.sort_by_key(|(w, _)| workloads.iter().position(|x| x == w));
+    let mut tables = vec![
+        elapsed_table(&testbeds, &cells, any_paused(&results)),
+        main_table(&testbeds, &workloads, &cells, &baseline),
+    ];
+    if let Some(t) = threads_table(&testbeds, &cells, &baseline) {
+        tables.push(t);
+    }
+    if let Some(t) = layout_table(&cells, &against) {
+        tables.push(t);
+    }
+    if let Some(t) = journal_table(&results) {
+        tables.push(t);
+    }
+    // The kinds' own tables (registered with each kind; the command line hands them in).
+    tables.extend(crate::results::tables::all(kinds, &results));
+    if let Some(t) = crate::analysis::report::ranks::rank_table(&results) {
+        tables.push(t);
+    }
+    if let Some(t) = crate::analysis::report::rate::rate_table(&results) {
+        tables.push(t);
+    }
+    tables.push(stats_table(&cells));
+    let warnings = warnings(&results, &cells);
+    let findings = crate::analysis::findings::sentence::stated(&results);
+    if let Some(t) = crate::analysis::report::lateness::lateness_table(&results) {
+        tables.insert(0, t);
+    }
+    if let Some(t) = crate::analysis::report::durability::durability_table(&results) {
+        tables.insert(0, t);
+    }
+    if let Some(t) = crate::analysis::report::forest::by_disk_table(&findings) {
+        tables.insert(0, t);
+    }
+    let environment = results
+        .iter()
+        .zip(&labels)
+        .map(|(r, w)| environment(r, w))
+        .collect();
+    Ok(Report {
+        title: format!(
+            "fsgauge report: {} run(s), {} testbed(s), {} workload(s)",
+            results.len(),
+            testbeds.len(),
+            workloads.len()
+        ),
+        testbeds,
+        workloads,
+        baseline,
+        cells,
+        tables,
+        warnings,
+        environment,
+        environment_differs: crate::results::env_spread(&results),
+        findings,
+        results,
+        against,
+    })
+}
+
+fn find<'a>(cells: &'a [Cell], t: &str, w: &str, p: &str) -> Option<&'a Cell> {
+    cells
+        .iter()
+        .find(|c| c.testbed == t && c.workload == w && c.phase == p)
+}
+
+/// Workload × phase rows in cell order.
+fn rows_of(cells: &[Cell]) -> Vec<(String, String)> {
+    let mut rows: Vec<(String, String)> = Vec::new();
+    for c in cells {
+        let k = (c.workload.clone(), c.phase.clone());
+        if !rows.contains(&k) {
+            rows.push(k);
+        }
+    }
+    rows
+}
+
+/// Whether any phase's emulated disk clock stopped: tables then say that their times and
+/// rates are on the disk's clock.
+pub fn any_paused(results: &[RunResult]) -> bool {
+    results
+        .iter()
+        .flat_map(|r| &r.phases)
+        .any(|p| p.times().paused())
+}
+
+/// What a table's note adds when some phase's disk clock stopped.
+pub const DISK_TIME_NOTE: &str = "; on an emulated disk whose clock stopped while the emulator was behind its model, times and rates are on the disk's clock (disk time = wall time − the pause), and the wall time and pause stand beside them in the statistics";
+
+fn elapsed_table(testbeds: &[String], cells: &[Cell], paused: bool) -> Table {
+    let mut headers = vec!["workload".to_string(), "phase".to_string()];
+    headers.extend(testbeds.iter().cloned());
+    let rows = rows_of(cells)
+        .into_iter()
+        .map(|(w, p)| {
+            let mut row = vec![w.clone(), p.clone()];
+            for t in testbeds {
+                row.push(match find(cells, t, &w, &p) {
+                    Some(c) => match (c.metric("elapsed"), c.metric("sys")) {
+                        (Some(e), Some(s)) => {
+                            crate::base::text::elapsed_sys(e.summary.mean, s.summary.mean)
+                        }
+                        _ => "-".into(),
+                    },
+                    None => "-".into(),
+                });
+            }
+            row
+        })
+        .collect();
+    Table {
+        title: "Elapsed (sys) per phase".into(),
+        label_columns: 2,
+        note: format!(
+            "seconds, mean over repetitions: wall time, and in brackets kernel CPU time, as the low-memory study tabulated its configurations{}",
+            if paused { DISK_TIME_NOTE } else { "" }
+        ),
+        headers,
+        rows,
+    }
+}
+
+fn main_table(testbeds: &[String], _w: &[String], cells: &[Cell], baseline: &str) -> Table {
+    let mut headers = vec![
+        "workload".to_string(),
+        "phase".to_string(),
+        "metric".to_string(),
+    ];
+    for t in testbeds {
+        headers.push(t.clone());
+        if t != baseline {
+            headers.push(format!("{t} vs base"));
+        }
+    }
+    let rows = rows_of(cells)
+        .into_iter()
+        .map(|(w, p)| {
+            let main = testbeds
+                .iter()
+                .find_map(|t| find(cells, t, &w, &p))
+                .map(|c| c.main.clone())
+                .unwrap_or_default();
+            let metric = Metric::core(&main).map(|m| m.label()).unwrap_or_default();
+            let base = find(cells, baseline, &w, &p)
+                .and_then(|c| c.metric(&main))
+                .map(|m| m.summary.mean);
+            let mut row = vec![w.clone(), p.clone(), metric];
+            for t in testbeds {
+                let m = find(cells, t, &w, &p).and_then(|c| c.metric(&main));
+                row.push(m.map_or("-".into(), |m| {
+                    format!(
+                        "{} ± {} (n={})",
+                        fmt_num(m.summary.mean),
+                        fmt_num(m.summary.sd),
+                        m.summary.n
+                    )
+                }));
+                if t != baseline {
+                    row.push(fmt_pct(
+                        base.zip(m).and_then(|(b, m)| pct_change(b, m.summary.mean)),
+                    ));
+                }
+            }
+            row
+        })
+        .collect();
+    Table {
+        title: "Mean ± standard deviation per configuration".into(),
+        label_columns: 3,
+        note: format!("the phase's main figure (throughput when it moved data, else operations per second), mean ± sample standard deviation over the n repetitions read, and the change against the baseline {baseline}"),
+        headers,
+        rows,
+    }
+}
+
+fn threads_table(testbeds: &[String], cells: &[Cell], baseline: &str) -> Option<Table> {
+    // (series, phase) -> thread counts seen
+    let mut lines: Vec<(String, String)> = Vec::new();
+    let mut counts: BTreeMap<(String, String), Vec<u64>> = BTreeMap::new();
+    for c in cells {
+        let k = (c.series.clone(), c.line_phase.clone());
+        if !lines.contains(&k) {
+            lines.push(k.clone());
+        }
+        let v = counts.entry(k).or_default();
+        if !v.contains(&c.threads) {
+            v.push(c.threads);
+        }
+    }
+    lines.retain(|k| counts[k].len() >= 2);
+    if lines.is_empty() {
+        return None;
+    }
+    let mut headers = vec![
+        "workload".to_string(),
+        "phase".to_string(),
+        "threads".to_string(),
+    ];
+    for t in testbeds {
+        headers.push(t.clone());
+        if t != baseline {
+            headers.push(format!("{t} vs base"));
+        }
+    }
+    let mut rows = Vec::new();
+    for (s, p) in &lines {
+        let mut ts = counts[&(s.clone(), p.clone())].clone();
+        ts.sort();
+        for n in ts {
+            let pick = |t: &str| {
+                cells
+                    .iter()
+                    .find(|c| {
+                        c.testbed == t && &c.series == s && &c.line_phase == p && c.threads == n
+                    })
+                    .and_then(|c| c.main_metric())
+            };
+            let mut row = vec![s.clone(), p.clone(), n.to_string()];
+            let base = pick(baseline).map(|m| m.summary.mean);
+            for t in testbeds {
+                let m = pick(t);
+                row.push(m.map_or("-".into(), |m| {
+                    format!("{} {}", fmt_num(m.summary.mean), m.unit)
+                }));
+                if t != baseline {
+                    row.push(fmt_pct(
+                        base.zip(m).and_then(|(b, m)| pct_change(b, m.summary.mean)),
+                    ));
+                }
+            }
+            rows.push(row);
+        }
+    }
+    Some(Table {
+        title: "Throughput by threads".into(),
+        label_columns: 2,
+        note: format!("mean of the phase's main figure at each thread (or client) count, and the change against the baseline {baseline}, as the block-reservation study tabulated tiobench"),
+        headers,
+        rows,
+    })
+}
+
+/// The size of a result's external journal (`ram:16M` → 16 MiB), when it has one.
+fn journal_size(r: &RunResult) -> Option<u64> {
+    let spec = r.testbed.journal.as_deref()?;
+    let size = spec.split_once(':').map_or(spec, |(_, s)| s);
+    crate::base::units::parse_size(size).ok().filter(|&s| s > 0)
+}
+
+/// How hard each phase worked the external journal: bytes written to the journal device as
+/// a multiple of the journal's size, mean over repetitions, one row per workload × phase and
+/// a column per testbed (a journal-size study only means something where the smallest
+/// journal is written many times over). `None` when no result has an external journal.
+pub fn journal_table(results: &[RunResult]) -> Option<Table> {
+    let labels = workload_labels(results, &[]);
+    let mut testbeds: Vec<String> = Vec::new();
+    let mut rows: Vec<(String, String)> = Vec::new();
+    let mut values: Vec<((String, String, String), Vec<f64>)> = Vec::new();
+    for (r, w) in results.iter().zip(&labels) {
+        let Some(size) = journal_size(r) else {
+            continue;
+        };
+        for p in &r.phases {
+            let Some(j) = p.journal_device else { continue };
+            if !testbeds.contains(&r.testbed.label) {
+                testbeds.push(r.testbed.label.clone());
+            }
+            let row = (w.clone(), p.name.clone());
+            if !rows.contains(&row) {
+                rows.push(row);
+            }
+            let key = (w.clone(), p.name.clone(), r.testbed.label.clone());
+            let x = j.write_bytes as f64 / size as f64;
+            match values.iter_mut().find(|(k, _)| *k == key) {
+                Some((_, xs)) => xs.push(x),
+                None => values.push((key, vec![x])),
+            }
+        }
+    }
+    if rows.is_empty() {
+        return None;
+    }
+    let mut headers = vec!["workload".to_string(), "phase".to_string()];
+    headers.extend(testbeds.iter().cloned());
+    let rows = rows
+        .into_iter()
+        .map(|(w, p)| {
+            let mut row = vec![w.clone(), p.clone()];
+            for t in &testbeds {
+                let key = (w.clone(), p.clone(), t.clone());
+                row.push(
+                    match values.iter().find(|(k, _)| *k == key).map(|(_, xs)| xs) {
+                        Some(xs) => {
+                            let mean = xs.iter().sum::<f64>() / xs.len() as f64;
+                            format!("{}×", crate::analysis::findings::sentence::sig(mean, 3))
+                        }
+                        None => "-".into(),
+                    },
+                );
+            }
+            row
+        })
+        .collect();
+    Some(Table {
+        title: "Journal writes".into(),
+        label_columns: 2,
+        note: "bytes written to the external journal device during the phase, as a multiple of the journal's size (mean over repetitions); a phase that writes less than its journal several times over cannot show what the journal's size does".into(),
+        headers,
+        rows,
+    })
+}
+
+/// The block-layout figures phases recorded (aging checkpoints, write cells of threaded I/O): one row per
+/// testbed × workload × phase, as the fragmentation study tabulated fragmentation against usage.
+///
+/// The metrics kinds draw their layout against (`against`: aging's usage) lead the figures.
+fn layout_table(cells: &[Cell], against: &[(String, Against)]) -> Option<Table> {
+    // (column header, metric keys in order of preference)
+    const LAYOUT: [(&str, &[&str]); 5] = [
+        (
+            "extents per file",
+            &["extra.extents_per_file", "extra.extents_per_file_mean"],
+        ),
+        ("layout score", &["extra.layout_score"]),
+        ("fragmentation factor", &["extra.fragmentation_factor"]),
+        ("free extents", &["extra.free_extents"]),
+        ("largest free share", &["extra.largest_free_share"]),
+    ];
+    let mut leading: Vec<(&str, &[&str])> = Vec::new();
+    for (_, a) in against {
+        if !leading.iter().any(|(h, _)| *h == a.x_desc) {
+            leading.push((a.x_desc, std::slice::from_ref(&a.x)));
+        }
+    }
+    let columns: Vec<(&str, &[&str])> = leading.into_iter().chain(LAYOUT).collect();
+    let pick = |c: &Cell, keys: &[&str]| {
+        keys.iter()
+            .find_map(|k| c.metric(k))
+            .map(|m| m.summary.mean)
+    };
+    let rows: Vec<Vec<String>> = cells
+        .iter()
+        .filter(|c| pick(c, LAYOUT[0].1).is_some() || pick(c, LAYOUT[1].1).is_some())
+        .map(|c| {
+            let mut row = vec![c.testbed.clone(), c.workload.clone(), c.phase.clone()];
+            row.extend(
+                columns
+                    .iter()
+                    .map(|(_, keys)| pick(c, keys).map_or("-".into(), fmt_num)),
+            );
+            row
+        })
+        .collect();
+    if rows.is_empty() {
+        return None;
+    }
+    let mut headers = vec![
+        "testbed".to_string(),
+        "workload".to_string(),
+        "phase".to_string(),
+    ];
+    headers.extend(columns.iter().map(|(h, _)| h.to_string()));
+    Some(Table {
+        title: "Block layout per phase".into(),
+        label_columns: 3,
+        note: "mean over repetitions of the layout recorded after the phase's writes: extents per file (physically adjacent extents merged, as filefrag counts), layout score (1 = every block follows the previous one), fragmentation factor sum(E - I) / sum(E), free-space extents; first the figure a kind draws its layout against (aging: usage, one row per checkpoint, as the fragmentation study tabulated them)".into(),
+        headers,
+        rows,
+    })
+}
+
+fn stats_table(cells: &[Cell]) -> Table {
+    let headers = [
+        "testbed",
+        "workload",
+        "phase",
+        "metric",
+        "n",
+        "mean",
+        "sd",
+        "cv",
+        "95% CI",
+        "min",
+        "median",
+        "max",
+        "harmonic mean",
+    ]
+    .map(String::from)
+    .to_vec();
+    let mut rows = Vec::new();
+    for c in cells {
+        for m in &c.metrics {
+            let s = &m.summary;
+            let name = if m.unit.is_empty() {
+                m.name.clone()
+            } else {
+                format!("{} ({})", m.name, m.unit)
+            };
+            rows.push(vec![
+                c.testbed.clone(),
+                c.workload.clone(),
+                c.phase.clone(),
+                name,
+                s.n.to_string(),
+                fmt_num(s.mean),
+                fmt_num(s.sd),
+                format!("{:.1}%", s.cv * 100.0),
+                format!("{} .. {}", fmt_num(s.ci_low), fmt_num(s.ci_high)),
+                fmt_num(s.min),
+                fmt_num(s.median),
+                fmt_num(s.max),
+                m.harmonic_mean.map_or(String::new(), fmt_num),
+            ]);
+        }
+    }
+    Table {
+        title: "Statistics per cell".into(),
+        label_columns: 4,
+        note: "testbed × workload × phase × metric over repetitions: sample standard deviation, coefficient of variation, 95% confidence interval of the mean from Student's t; harmonic mean for rates".into(),
+        headers,
+        rows,
+    }
+}
+
+/// Coefficient of variation above which a cell is flagged.
+pub const HIGH_CV: f64 = 0.10;
+
+/// A measured phase that lasts less than this measures the machine more than the filesystem.
+pub const SHORT_PHASE_S: f64 = crate::analysis::findings::SHORT_PHASE_S;
+/// What `--scale` advice aims a short phase at.
+const AIM_PHASE_S: f64 = 2.0;
+
+/// Plan runs whose phases (those the questions use, when there are questions) last less than
+/// [`SHORT_PHASE_S`] on average: one warning per workload × phase, at its shortest testbed,
+/// naming the `--scale` that would make it last about [`AIM_PHASE_S`].
+pub fn short_phases(results: &[RunResult], cells: &[Cell]) -> Vec<String> {
+    let Some(study) = results.iter().find_map(|r| r.study.as_ref()) else {
+        return Vec::new();
+    };
+    let questions = crate::analysis::findings::questions(results);
+    let asked = |phase: &str| {
+        questions.is_empty()
+            || questions.iter().any(|q| {
+                q.phase.as_deref() == Some(phase) || q.baseline == phase || q.variant == phase
+            })
+    };
+    let mut shortest: Vec<(&Cell, f64)> = Vec::new();
+    for c in cells {
+        let Some(mean) = c.metric("elapsed").map(|m| m.summary.mean) else {
+            continue;
+        };
+        if mean <= 0.0 || mean >= SHORT_PHASE_S || !asked(&c.phase) {
+            continue;
+        }
+        match shortest
+            .iter_mut()
+            .find(|(o, _)| o.workload == c.workload && o.phase == c.phase)
+        {
+            Some(slot) if mean < slot.1 => *slot = (c, mean),
+            Some(_) => {}
+            None => shortest.push((c, mean)),
+        }
+    }
+    shortest
+        .into_iter()
+        .map(|(c, mean)| {
+            let scale = study.scale * AIM_PHASE_S / mean;
+            format!(
+                "{} · {} · {}: the phase lasts {}, under {SHORT_PHASE_S} s, so it measures the machine more than the filesystem; --scale {} would make it about {AIM_PHASE_S} s",
+                c.testbed,
+                c.workload,
+                c.phase,
+                crate::base::text::format_secs_unit(mean),
+                scale_up(scale)
+            )
+        })
+        .collect()
+}
+
+/// A `--scale` rounded up: whole from 1, two significant figures below (`0.41` → `0.41`,
+/// `0.123` → `0.13`).
+fn scale_up(scale: f64) -> String {
+    if scale >= 1.0 {
+        format!("{}", scale.ceil())
+    } else {
+        let step = 10f64.powi(scale.log10().floor() as i32 - 1);
+        crate::analysis::findings::sentence::sig((scale / step).ceil() * step, 2)
+    }
+}
+
+fn warnings(results: &[RunResult], cells: &[Cell]) -> Vec<String> {
+    let mut w = Vec::new();
+    let few: Vec<String> = cells
+        .iter()
+        .filter_map(|c| c.main_metric().map(|m| (c, m.summary.n)))
+        .filter(|(_, n)| *n < 3)
+        .map(|(c, n)| format!("{} · {} · {}: {n}", c.testbed, c.workload, c.phase))
+        .collect();
+    if !few.is_empty() {
+        let shown = few.iter().take(3).cloned().collect::<Vec<_>>().join("; ");
+        w.push(format!(
+            "{} of {} cell(s) have fewer than 3 repetitions ({shown}{}), so their spread and confidence interval mean little; run with reps = 3 or more (or reps = \"auto\")",
+            few.len(),
+            cells.len(),
+            if few.len() > 3 { "; ..." } else { "" }
+        ));
+    }
+    for c in cells {
+        let Some(m) = c.main_metric() else { continue };
+        if m.summary.n >= 3 && m.summary.cv > HIGH_CV {
+            w.push(format!(
+                "{} · {} · {}: {} varies by {:.0}% between repetitions (CV over {:.0}%); use more repetitions (reps = \"auto\"), a quieter machine, or cold = \"drop\"",
+                c.testbed,
+                c.workload,
+                c.phase,
+                m.name,
+                m.summary.cv * 100.0,
+                HIGH_CV * 100.0
+            ));
+        }
+    }
+    w.extend(short_phases(results, cells));
+    let mut seen_loop = Vec::new();
+    for r in results {
+        if r.testbed.loop_direct_io == Some(false) && !seen_loop.contains(&r.testbed.label) {
+            seen_loop.push(r.testbed.label.clone());
+            w.push(format!(
+                "{}: the loop device did not use direct I/O on its image, so the host's page cache sits under the filesystem and flatters its figures; use a backing filesystem that supports O_DIRECT (or --loop-direct-io on)",
+                r.testbed.label
+            ));
+        }
+    }
+    let mut seen_cache = Vec::new();
+    for r in results {
+        let cache = r
+            .conditions
+            .mem_limit
+            .or(r.testbed.memory_limit)
+            .unwrap_or(r.host.memory);
+        for p in &r.phases {
+            // Read phases: their workload declares the operations that read file data (for
+            // results written before operations carried that declaration, as their kind
+            // declares them today: `registry::declare_missing_metrics`).
+            let read_phase = p.op_stats.values().any(|s| s.primary && s.reads);
+            let working_set = p.bytes;
+            if read_phase
+                && r.conditions.cold == "none"
+                && working_set > 0
+                && working_set < cache
+                && !seen_cache.contains(&(r.testbed.label.clone(), p.name.clone()))
+            {
+                seen_cache.push((r.testbed.label.clone(), p.name.clone()));
+                w.push(format!(
+                    "{} · {}: the working set ({}) is smaller than the memory available for the page cache ({}) and caches were not dropped, so reads may come from memory; use cold = \"drop\", a memory limit, or a larger working set",
+                    r.testbed.label,
+                    p.name,
+                    format_bytes_human(working_set as f64),
+                    format_bytes_human(cache as f64)
+                ));
+            }
+        }
+    }
+    for r in results {
+        // Older runs wrote a paragraph per phase the emulator fell behind in; the lateness
+        // table holds those figures, read from the same records.
+        for e in r.errors.iter().filter(|e| !is_lateness_warning(e)) {
+            w.push(format!("{} rep {}: {e}", r.testbed.label, r.rep));
+        }
+    }
+    w
+}
+
+fn environment(r: &RunResult, workload: &str) -> Environment {
+    let t = &r.testbed;
+    Environment {
+        testbed: t.label.clone(),
+        workload: workload.to_string(),
+        rep: r.rep,
+        fs: t.fs.clone(),
+        size: format_size(t.size),
+        mkfs: t.mkfs_args.join(" "),
+        mount: t.mount_options.clone(),
+        journal: t.journal.clone().unwrap_or_default(),
+        memory_limit: r
+            .conditions
+            .mem_limit
+            .or(t.memory_limit)
+            .map(format_size)
+            .unwrap_or_default(),
+        backing: t.backing.clone(),
+        device: t.device.clone().unwrap_or_default(),
+        loop_direct_io: t
+            .loop_direct_io
+            .map_or(String::new(), |b| if b { "on" } else { "off" }.into()),
+        cold: r.conditions.cold.clone(),
+        kernel: r.host.kernel.clone(),
+        host: format!(
+            "{} ({} CPUs, {})",
+            r.host.hostname,
+            r.host.cpus,
+            format_bytes_human(r.host.memory as f64)
+        ),
+        tool: format!("{} {}", r.tool.name, r.tool.version),
+        started_at: r.started_at.clone(),
+        seed: r.seed,
+        spec_hash: r.spec_hash.chars().take(12).collect(),
+    }
+}
+
+/// The environment as a table.
+pub fn environment_table(env: &[Environment]) -> Table {
+    let headers = [
+        "testbed",
+        "workload",
+        "rep",
+        "fs",
+        "size",
+        "mkfs",
+        "mount",
+        "journal",
+        "mem limit",
+        "backing",
+        "device",
+        "loop dio",
+        "cold",
+        "kernel",
+        "host",
+        "tool",
+        "started",
+        "seed",
+        "spec",
+    ]
+    .map(String::from)
+    .to_vec();
+    let rows = env
+        .iter()
+        .map(|e| {
+            vec![
+                e.testbed.clone(),
+                e.workload.clone(),
+                e.rep.to_string(),
+                e.fs.clone(),
+                e.size.clone(),
+                e.mkfs.clone(),
+                e.mount.clone(),
+                e.journal.clone(),
+                e.memory_limit.clone(),
+                e.backing.clone(),
+                e.device.clone(),
+                e.loop_direct_io.clone(),
+                e.cold.clone(),
+                e.kernel.clone(),
+                e.host.clone(),
+                e.tool.clone(),
+                e.started_at.clone(),
+                e.seed.to_string(),
+                e.spec_hash.clone(),
+            ]
+        })
+        .collect();
+    Table {
+        title: "Environment of every run".into(),
+        label_columns: 19,
+        note: "as recorded in each result file".into(),
+        headers,
+        rows,
+    }
+}
+
+#[cfg(test)]
+#[allow(clippy::unwrap_used)]
+mod tests {
+    use super::*;
+
+    /// A run of a workload of kind `x` with these parameters and declarations, one phase of
+    /// `workers` workers that moved `mb` MB in 1 s.
+    fn run(
+        params: serde_json::Value,
+        declared: serde_json::Value,
+        workers: u32,
+        mb: u64,
+    ) -> RunResult {
+        let mut workload = serde_json::json!({"kind": "x", "params": params});
+        if let (Some(w), Some(d)) = (workload.as_object_mut(), declared.as_object()) {
+            w.extend(d.clone());
+        }
+        let lat = serde_json::to_value(crate::results::LatencySummary::default()).unwrap();
+        let mut r: RunResult = serde_json::from_value(serde_json::json!({
+            "schema": crate::results::SCHEMA, "tool": {"name": "fsgauge", "version": "0.1.0"},
+            "host": {"hostname": "h", "kernel": "6.1", "cpus": 2, "memory": 1},
+            "testbed": crate::results::TestbedInfo::default(), "workload": workload,
+            "rep": 0, "seed": 1, "started_at": "", "spec_hash": "", "conditions": {"cold": "drop"},
+            "phases": [{"name": "write", "wall_s": 1.0, "user_s": 0.0, "sys_s": 0.0, "ops": 1,
+                "bytes": mb * 1_000_000, "ops_per_s": 1.0, "bytes_per_s": (mb * 1_000_000) as f64,
+                "latency": lat, "device": null, "series": []}],
+            "errors": []
+        }))
+        .unwrap();
+        r.phases[0].workers = (0..workers)
+            .map(|w| crate::results::WorkerSummary {
+                worker: w,
+                ..Default::default()
+            })
+            .collect();
+        r.testbed.label = "a".into();
+        r
+    }
+
+    #[test]
+    fn only_parameters_declared_sizes_show_as_sizes() {
+        let declared = serde_json::json!({"size_params": ["chunk"]});
+        let rs = [
+            run(
+                serde_json::json!({"blocksize_x": 4096, "chunk": 8192}),
+                declared.clone(),
+                1,
+                1,
+            ),
+            run(
+                serde_json::json!({"blocksize_x": 8192, "chunk": 4096}),
+                declared,
+                1,
+                1,
+            ),
+        ];
+        assert_eq!(
+            workload_labels(&rs, &[]),
+            ["x blocksize_x=4096 chunk=8K", "x blocksize_x=8192 chunk=4K"]
+        );
+    }
+
+    #[test]
+    fn the_declared_line_axis_is_the_thread_axis_whatever_its_name() {
+        let declared = serde_json::json!({"sweep_axes": ["depth"], "line_axis": "depth"});
+        let rs: Vec<RunResult> = [1, 4, 8]
+            .into_iter()
+            .map(|d| {
+                run(
+                    serde_json::json!({"depth": d, "threads": 2}),
+                    declared.clone(),
+                    3,
+                    d,
+                )
+            })
+            .collect();
+        let (_, _, cs) = cells(&rs);
+        let depths: Vec<u64> = cs.iter().map(|c| c.threads).collect();
+        assert_eq!(depths, [1, 4, 8]);
+        assert!(cs.iter().all(|c| c.series == "x"), "{cs:?}");
+        assert!(cs.iter().all(|c| c.axis == "depth"), "{cs:?}");
+        let report = build(rs.clone(), None, &[]).unwrap();
+        let t = report
+            .tables
+            .iter()
+            .find(|t| t.title == "Throughput by threads")
+            .expect("a table along the declared axis");
+        let axis: Vec<&str> = t.rows.iter().map(|r| r[2].as_str()).collect();
+        assert_eq!(axis, ["1", "4", "8"]);
+        // Without a declared axis, a parameter named `threads` is no axis: the workers count.
+        let plain: Vec<RunResult> = rs
+            .into_iter()
+            .map(|mut r| {
+                r.workload.line_axis = None;
+                r
+            })
+            .collect();
+        let (_, _, cs) = cells(&plain);
+        assert!(
+            cs.iter().all(|c| c.threads == 3 && c.axis == "workers"),
+            "{cs:?}"
+        );
+    }
+
+    #[test]
+    fn sweep_suffixes_come_off_phase_names_and_nothing_else_does() {
+        assert_eq!(line_phase("seqwrite-4K-t4"), "seqwrite-4K");
+        assert_eq!(line_phase("randread-128K-t64"), "randread-128K");
+        assert_eq!(line_phase("mix-c8"), "mix");
+        assert_eq!(line_phase("create"), "create");
+        assert_eq!(line_phase("usage-75"), "usage-75");
+        assert_eq!(line_phase("dir-t"), "dir-t");
+        assert_eq!(line_phase("file-create"), "file-create");
+    }
+}

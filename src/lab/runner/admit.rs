@@ -1,0 +1,261 @@
+//! Admission: whether a workload fits on a testbed before anything is made — its space, its
+//! inodes and its memory — decided in one place for `bench` (and every command that runs on
+//! `--fs`) and for plans, so that the same tree on the same testbed is admitted or refused
+//! alike, with the same words. A plan prefixes the refusal with where it is written
+//! (`file:line:column: fs_size: ...`); the command line prints it as it is.
+//!
+//! An ext testbed whose mkfs options say nothing about inodes gets `-N` when its default
+//! would be too few, with a note; an explicit `-N` or `-i` that is too small is refused.
+
+use std::time::SystemTime;
+
+use crate::base::error::bad_param;
+use crate::base::units::{format_bytes_human, format_size};
+use crate::testbed::inodes::{count_for, predict, Inodes, RESERVED};
+use crate::testbed::params::{SIZE_FLAG, SIZE_KEY};
+use crate::testbed::TestbedSpec;
+use crate::workload::Workload;
+
+/// Filesystems keep space for metadata and the journal: 90% of a testbed's size is usable.
+pub fn usable(size: u64) -> u64 {
+    size / 10 * 9
+}
+
+/// The testbed size (a multiple of 64M) whose usable 90% holds `need` bytes, or `None` past
+/// 2^64 bytes.
+pub fn fitting_size(need: u64) -> Option<u64> {
+    (need / 9)
+        .checked_mul(10)?
+        .checked_add(1)?
+        .checked_next_multiple_of(64 << 20)
+}
+
+/// The smallest testbed size, in whole GiB, whose 90% holds `needed` bytes, as a size to give
+/// to the testbed (computed in 128 bits: `needed` may be close to 2^64).
+fn size_to_hold(needed: u64) -> String {
+    const GIB: u128 = 1 << 30;
+    let bytes = (u128::from(needed) * 10 / 9).div_ceil(GIB).max(1) * GIB;
+    match u64::try_from(bytes) {
+        Ok(b) => format_size(b),
+        Err(_) => format!("{}G", bytes / GIB),
+    }
+}
+
+/// Refuses a workload whose space estimate is over the usable 90% of the testbed. The error
+/// is bad input at the testbed's `size`.
+pub fn space(spec: &TestbedSpec, wl: &dyn Workload) -> anyhow::Result<()> {
+    let need = wl
+        .space_needed()
+        .map_err(|e| crate::base::error::bad_input(e.to_string()))?;
+    let usable = usable(spec.size);
+    if need <= usable {
+        return Ok(());
+    }
+    Err(bad_param(
+        "size",
+        format!(
+            "the {} workload needs about {} but a {} {} testbed holds at most about {} (90% of its size); make {SIZE_FLAG} larger (at least {SIZE_FLAG} {}; in a plan, {SIZE_KEY}) or the workload smaller",
+            wl.kind(),
+            format_bytes_human(need as f64),
+            format_size(spec.size),
+            spec.fs,
+            format_bytes_human(usable as f64),
+            size_to_hold(need),
+        ),
+    ))
+}
+
+/// Makes sure the workload's files fit in the inodes the testbed's mkfs will make: adds `-N`
+/// to an ext testbed whose mkfs options say nothing about inodes when its default would be
+/// too few, and returns the note saying so; refuses (bad input at `mkfs`) an explicit `-N`
+/// or `-i` that is too small, naming the `-N` that fits.
+pub fn inodes(spec: &mut TestbedSpec, wl: &dyn Workload) -> anyhow::Result<Option<String>> {
+    let files = wl.inodes_needed();
+    let need = files.saturating_add(RESERVED);
+    let predicted = predict(spec.fs, spec.size, &spec.mkfs_opts);
+    let Some(have) = predicted.count() else {
+        return Ok(None);
+    };
+    if have >= need {
+        return Ok(None);
+    }
+    let fits = count_for(files);
+    match predicted {
+        Inodes::Default { .. } => {
+            spec.mkfs_opts
+                .extend(["-N".to_string(), fits.to_string()]);
+            Ok(Some(format!(
+                "testbed {}: mkfs would make about {have} inodes, but the {} workload makes {files}; added -N {fits}",
+                spec.label,
+                wl.kind(),
+            )))
+        }
+        _ => Err(bad_param(
+            "mkfs",
+            format!(
+                "testbed {:?} gets {have} inodes from its mkfs options ({}), but the {} workload makes {files}; use -N {fits} (or leave inodes out of mkfs and fsgauge sizes them)",
+                spec.label,
+                spec.mkfs_opts.join(" "),
+                wl.kind(),
+            ),
+        )),
+    }
+}
+
+/// Refuses a memory limit below what the workload needs for itself when fsgauge holds
+/// `tool_rss` (see [`crate::lab::runner::memory_needs_with`]). The error is bad input at
+/// `mem_limit`.
+pub fn memory(limit: u64, wl: &dyn Workload, tool_rss: u64) -> anyhow::Result<()> {
+    let needs = crate::lab::runner::memory_needs_with(wl, tool_rss)?;
+    if limit >= needs {
+        return Ok(());
+    }
+    Err(bad_param(
+        "mem_limit",
+        format!(
+            "--mem-limit {} is below what the workload itself needs ({}: about {}, fsgauge's own memory plus its buffers); give at least {} (in a plan, mem_limit) or make the workload's threads or block size smaller",
+            format_size(limit),
+            wl.kind(),
+            format_bytes_human(needs as f64),
+            format_size(needs.next_multiple_of(1 << 20))
+        ),
+    ))
+}
+
+/// Admits a workload onto a testbed: its space, then its inodes (adding `-N` where mkfs would
+/// make too few). Returns the notes to show (the `-N` added).
+pub fn testbed(spec: &mut TestbedSpec, wl: &dyn Workload) -> anyhow::Result<Vec<String>> {
+    space(spec, wl)?;
+    Ok(inodes(spec, wl)?.into_iter().collect())
+}
+
+/// A seed from the clock, for runs given none (recorded in their results).
+pub fn clock_seed() -> u64 {
+    SystemTime::now()
+        .duration_since(SystemTime::UNIX_EPOCH)
+        .map(|d| d.as_nanos() as u64)
+        .unwrap_or(0x5eed)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::lab::plan::{parse, ParseOptions};
+    use crate::lab::runner::{admitted, check, Place, RunOptions};
+    use crate::testbed::{FsKind, TestbedSpec};
+
+    /// The workload `kind` with `params`, as `bench KIND --flags` and a plan build it.
+    fn workload(kind: &str, params: serde_json::Value) -> Box<dyn Workload> {
+        let k = crate::workload::registry::find(kind).expect("a registered kind");
+        (k.build)(params).unwrap_or_else(|e| panic!("{kind}: {}", e.msg))
+    }
+
+    fn plan(fs_size: &str, workload: &str) -> String {
+        format!(
+            "[[testbed]]\nlabel = \"ext4\"\nfs = \"ext4\"\nfs_size = \"{fs_size}\"\n\n[[workload]]\n{workload}\n"
+        )
+    }
+
+    fn opts() -> ParseOptions {
+        ParseOptions {
+            scale: None,
+            workdir: Some(std::env::temp_dir()),
+            ..Default::default()
+        }
+    }
+
+    /// A tree with more files than a 1G ext4's default inodes: `bench` gets the `-N` a plan
+    /// gets, with the same note.
+    #[test]
+    fn a_tree_short_of_inodes_gets_the_same_n_from_bench_and_a_plan() {
+        let wl = workload("interleave", serde_json::json!({"dirs": 9890, "files": 14}));
+        let mut spec = TestbedSpec::new(FsKind::Ext4, 1 << 30);
+        spec.workdir = std::env::temp_dir();
+        let (place, note) = admitted(&Place::Testbed(spec), &*wl).expect("admitted");
+        let Place::Testbed(bench) = place else {
+            panic!("a testbed stays a testbed")
+        };
+        let note = note.expect("bench says it added -N");
+        assert!(note.contains("added -N"), "{note}");
+        let p = parse(
+            &plan("1G", "kind = \"interleave\"\ndirs = 9890\nfiles = 14"),
+            "t.toml",
+            &opts(),
+        )
+        .expect("the plan is admitted");
+        assert_eq!(bench.mkfs_opts, p.testbeds[0].spec.mkfs_opts);
+        assert_eq!(bench.mkfs_opts[0], "-N");
+        assert_eq!(p.notes.len(), 1);
+        assert!(p.notes[0].starts_with(&note), "{} / {note}", p.notes[0]);
+        // Admitted again (a plan's testbed when it runs), nothing more is added.
+        let (again, note) = admitted(&Place::Testbed(bench.clone()), &*wl).expect("admitted");
+        assert!(note.is_none());
+        assert!(matches!(again, Place::Testbed(s) if s.mkfs_opts == bench.mkfs_opts));
+    }
+
+    /// A tree that does not fit: `bench` and a plan refuse it with the same message (the
+    /// plan's says where, first).
+    #[test]
+    fn a_tree_that_does_not_fit_is_refused_alike_by_bench_and_a_plan() {
+        let params = serde_json::json!({"dirs": 2, "files": 3, "file_size": "64M"});
+        let wl = workload("tree", params);
+        let mut spec = TestbedSpec::new(FsKind::Ext4, 256 << 20);
+        spec.label = "ext4".into();
+        spec.workdir = std::env::temp_dir();
+        let msg = space(&spec, &*wl).expect_err("does not fit").to_string();
+        assert!(
+            msg.contains("needs about") && msg.contains("--fs-size"),
+            "{msg}"
+        );
+        let e = parse(
+            &plan(
+                "256M",
+                "kind = \"tree\"\ndirs = 2\nfiles = 3\nfile_size = \"64M\"",
+            ),
+            "t.toml",
+            &opts(),
+        )
+        .expect_err("the plan is refused");
+        let e = format!("{e:#}");
+        assert!(e.starts_with("t.toml:4:11: fs_size: "), "{e}");
+        assert!(e.contains(&msg), "{e}\n{msg}");
+        // bench's own check, as `bench tree --fs ext4 --fs-size 256M` makes it (after the
+        // checks of the machine: root and mkfs.ext4).
+        let ready = nix::unistd::geteuid().is_root() && FsKind::Ext4.find_mkfs().is_some();
+        if !ready {
+            assert!(
+                std::env::var_os("CI").is_none(),
+                "CI must run this as root with mkfs.ext4"
+            );
+            eprintln!("skipped bench's half: needs root and mkfs.ext4");
+            return;
+        }
+        let e = check(&Place::Testbed(spec), &*wl, &RunOptions::default())
+            .expect_err("bench refuses it");
+        assert_eq!(format!("{e:#}"), msg);
+    }
+
+    /// A testbed bigger than the disk under its work directory: `bench` and a plan refuse it
+    /// with the same message, before anything is made.
+    #[test]
+    fn a_testbed_bigger_than_its_disk_is_refused_alike_by_bench_and_a_plan() {
+        let wl = workload("tree", serde_json::json!({"dirs": 1, "files": 1}));
+        let mut spec = TestbedSpec::new(FsKind::Ext4, 64 << 50);
+        spec.workdir = std::env::temp_dir();
+        let msg = crate::testbed::room::check(&spec, 0)
+            .expect_err("64P is more than any disk")
+            .to_string();
+        assert!(msg.contains("free") && msg.contains("--fs-size"), "{msg}");
+        let e = parse(
+            &plan("64P", "kind = \"tree\"\ndirs = 1\nfiles = 1"),
+            "t.toml",
+            &opts(),
+        )
+        .expect_err("the plan is refused");
+        let e = format!("{e:#}");
+        assert_eq!(e, format!("t.toml:4:11: fs_size: {msg}"));
+        let e = check(&Place::Testbed(spec), &*wl, &RunOptions::default())
+            .expect_err("bench refuses it");
+        assert_eq!(format!("{e:#}"), msg);
+    }
+}

@@ -1,0 +1,847 @@
+//! The runner: for each repetition, build the target (a fresh testbed, or the `--dir`),
+//! condition it (memory limit, memory charger), run the workload, tear everything down, and
+//! write one result per run. Everything that can be checked is checked before anything is made.
+
+pub mod admit;
+mod kept;
+pub mod params;
+
+use std::path::{Path, PathBuf};
+use std::time::SystemTime;
+
+use anyhow::{Context, Result};
+
+use crate::base::error::bad_input;
+use crate::measure::Progress;
+use crate::results::{write_result, Conditions, Environment, RunRecord, RunResult, StudyInfo};
+use crate::testbed::{
+    own_rss, preflight, MemCharger, MemLimit, RunDir, SetUp, Testbed, TestbedSpec,
+};
+use crate::workload::{ColdMode, RunContext, Target, Workload};
+use kept::{Keeping, Start};
+
+/// Where runs happen.
+#[derive(Debug, Clone)]
+pub enum Place {
+    /// A fresh testbed per repetition.
+    Testbed(TestbedSpec),
+    /// An existing directory.
+    Dir(PathBuf),
+}
+
+/// How runs are repeated and conditioned, and where results go.
+#[derive(Debug, Clone)]
+pub struct RunOptions {
+    pub reps: u32,
+    /// Seed of every random choice; chosen from the clock (and recorded) when absent.
+    pub seed: Option<u64>,
+    pub cold: ColdMode,
+    pub mem_limit: Option<u64>,
+    pub mem_charge: Option<u64>,
+    /// Results directory; `None` keeps results in memory only.
+    pub out: Option<PathBuf>,
+    pub progress: Progress,
+    /// Record the block layout of the workload's tree and the free space of the target at the
+    /// workload's layout point (`--layout`), in the result's `layout` field.
+    pub layout: bool,
+    /// Crash points after the workload (`--crash-points`): off unless asked.
+    pub crash: crate::lab::crash::points::CrashArgs,
+    /// A workload run on the target before the measured one (a plan's `[age]`): its phases come
+    /// first in the result, and its tree stays for the workload to run beside.
+    pub precondition: Option<Precondition>,
+    /// Keep the aging (the precondition, or the workload when it is `age`) in the image cache
+    /// under this name, and start from the kept image when the cache has the same aging (see
+    /// [`crate::testbed::images`]); `None` ages every run.
+    pub keep_image: Option<String>,
+    /// The plan the run is part of and its questions, copied into the result (`study`); not
+    /// part of the spec hash.
+    pub study: Option<StudyInfo>,
+    /// How the run fits with the other processes of an MPI job (alone by default).
+    pub coordinator: crate::dist::Coord,
+}
+
+/// The conditioning workload of a run (see [`RunOptions::precondition`]).
+#[derive(Clone)]
+pub struct Precondition(pub std::sync::Arc<dyn Workload>);
+
+impl std::fmt::Debug for Precondition {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        write!(f, "Precondition({} {})", self.0.kind(), self.0.params())
+    }
+}
+
+impl Default for RunOptions {
+    fn default() -> Self {
+        Self {
+            reps: 1,
+            seed: None,
+            cold: ColdMode::None,
+            mem_limit: None,
+            mem_charge: None,
+            out: None,
+            progress: Progress::hidden(),
+            layout: false,
+            crash: Default::default(),
+            precondition: None,
+            keep_image: None,
+            study: None,
+            coordinator: Default::default(),
+        }
+    }
+}
+
+/// One finished run.
+#[derive(Debug, Clone)]
+pub struct Outcome {
+    pub result: RunResult,
+    /// Where the result was written.
+    pub path: Option<PathBuf>,
+}
+
+/// Checks a run request without making anything.
+pub fn check(place: &Place, wl: &dyn Workload, opts: &RunOptions) -> Result<()> {
+    wl.validate()?;
+    let need = space_needed(wl)?;
+    memory_needs(wl)?;
+    if opts.reps == 0 {
+        return Err(bad_input("--reps must be 1 or more"));
+    }
+    let root_needed =
+        opts.cold != ColdMode::None || opts.mem_limit.is_some() || opts.mem_charge.is_some();
+    if root_needed && !nix::unistd::geteuid().is_root() {
+        let what = if opts.cold != ColdMode::None {
+            "--cold drop/remount"
+        } else {
+            "--mem-limit/--mem-charge"
+        };
+        return Err(bad_input(format!(
+            "{what} needs root; run as root or leave it out"
+        )));
+    }
+    match place {
+        Place::Testbed(spec) => {
+            crate::testbed::room::check(spec, need)?;
+            preflight(spec)?;
+            admit::space(spec, wl)?;
+        }
+        Place::Dir(dir) => {
+            check_dir(dir)?;
+            if opts.cold == ColdMode::Remount {
+                return Err(bad_input("--cold remount needs a testbed fsgauge builds (--fs KIND); with --dir use --cold drop"));
+            }
+            let st = nix::sys::statvfs::statvfs(dir)
+                .with_context(|| format!("statvfs {}", dir.display()))?;
+            let avail = crate::base::sys::statfs::Space::of(&st).available;
+            if need > avail {
+                return Err(bad_input(format!(
+                    "the {} workload needs about {} but {} has {} free",
+                    wl.kind(),
+                    format_size_round(need),
+                    dir.display(),
+                    format_size_round(avail)
+                )));
+            }
+        }
+    }
+    if let Some(limit) = opts.mem_limit {
+        admit::memory(limit, wl, own_rss())?;
+    }
+    crate::lab::crash::points::admissible(place, &opts.crash)?;
+    // Last, so that bad input makes nothing: a results directory that cannot take the
+    // result is found before the workload runs, not after.
+    if let Some(out) = &opts.out {
+        crate::results::check_out_dir(out)?;
+    }
+    Ok(())
+}
+
+/// The workload's space estimate; parameters whose estimate does not fit in 64 bits are bad
+/// input, refused before anything is made.
+fn space_needed(wl: &dyn Workload) -> Result<u64> {
+    wl.space_needed().map_err(|e| bad_input(e.to_string()))
+}
+
+/// What a run of `wl` needs inside a memory limit: the workload's own estimate, fsgauge's
+/// resident memory now and a margin.
+fn memory_needs(wl: &dyn Workload) -> Result<u64> {
+    memory_needs_with(wl, own_rss())
+}
+
+/// fsgauge's own resident memory before a workload starts (about 10-13 MiB measured), for
+/// checking a plan's memory limit ahead of the run, where the checking process is not the
+/// one that will run (a test harness, say).
+pub const TOOL_RSS_ESTIMATE: u64 = 16 << 20;
+
+/// What a run of `wl` needs inside a memory limit when fsgauge itself holds `tool_rss`: the
+/// workload's own estimate, that, and an 8 MiB margin.
+pub fn memory_needs_with(wl: &dyn Workload, tool_rss: u64) -> Result<u64> {
+    let own = wl.memory_needed().map_err(|e| bad_input(e.to_string()))?;
+    own.checked_add(tool_rss + (8 << 20)).ok_or_else(|| {
+        bad_input(format!(
+            "the {} workload's memory estimate overflows 64 bits; make its counts and sizes smaller",
+            wl.kind()
+        ))
+    })
+}
+
+pub(crate) fn format_size_round(b: u64) -> String {
+    crate::base::units::format_bytes_human(b as f64)
+}
+
+/// `--dir` must exist, be a directory, and be writable.
+pub fn check_dir(dir: &Path) -> Result<()> {
+    let md =
+        std::fs::metadata(dir).map_err(|e| bad_input(format!("--dir {}: {e}", dir.display())))?;
+    if !md.is_dir() {
+        return Err(bad_input(format!(
+            "--dir {} is not a directory",
+            dir.display()
+        )));
+    }
+    nix::unistd::access(
+        dir,
+        nix::unistd::AccessFlags::W_OK | nix::unistd::AccessFlags::X_OK,
+    )
+    .map_err(|e| bad_input(format!("--dir {} is not writable: {e}", dir.display())))?;
+    Ok(())
+}
+
+/// The place a run is made on, admitted: a testbed gets the inode fitting a plan's testbed
+/// gets when the plan is read ([`admit::inodes`]; a no-op on those), and the note saying so.
+pub fn admitted(place: &Place, wl: &dyn Workload) -> Result<(Place, Option<String>)> {
+    let mut place = place.clone();
+    let note = match &mut place {
+        Place::Testbed(spec) => admit::inodes(spec, wl)?,
+        Place::Dir(_) => None,
+    };
+    Ok((place, note))
+}
+
+/// Runs a workload `opts.reps` times and returns the results (also written to `opts.out`).
+pub fn run(place: &Place, wl: &dyn Workload, opts: &RunOptions) -> Result<Vec<Outcome>> {
+    check(place, wl, opts)?;
+    let seed = opts.seed.unwrap_or_else(admit::clock_seed);
+    let (place, note) = admitted(place, wl)?;
+    if let Some(note) = note {
+        opts.progress.note(&note);
+    }
+    let place = &place;
+    let mut out = Vec::new();
+    for rep in 0..opts.reps {
+        crate::base::signals::check()?;
+        let outcome = run_once(Rep::new(place, wl, opts, seed, rep))?;
+        out.push(outcome);
+    }
+    Ok(out)
+}
+
+/// A stable hash of everything that defines a run (see [`spec`]).
+pub fn spec_hash(
+    place: &Place,
+    wl: &dyn Workload,
+    opts: &RunOptions,
+    seed: u64,
+    rep: u32,
+) -> String {
+    crate::results::spec_hash(&spec(Rep::new(place, wl, opts, seed, rep)))
+}
+
+/// One repetition of a run: where, which workload, with which options, its seed and its
+/// number.
+#[derive(Clone, Copy)]
+struct Rep<'a> {
+    place: &'a Place,
+    wl: &'a dyn Workload,
+    opts: &'a RunOptions,
+    seed: u64,
+    rep: u32,
+}
+
+impl<'a> Rep<'a> {
+    fn new(
+        place: &'a Place,
+        wl: &'a dyn Workload,
+        opts: &'a RunOptions,
+        seed: u64,
+        rep: u32,
+    ) -> Self {
+        Self {
+            place,
+            wl,
+            opts,
+            seed,
+            rep,
+        }
+    }
+}
+
+/// Everything that defines a run, as hashed into its result's `spec_hash`.
+fn spec(r: Rep<'_>) -> serde_json::Value {
+    let (place, wl, opts) = (r.place, r.wl, r.opts);
+    let place_v = match place {
+        Place::Testbed(s) => serde_json::to_value(s).unwrap_or_default(),
+        Place::Dir(p) => serde_json::json!({ "dir": p }),
+    };
+    let mut v = serde_json::json!({
+        "place": place_v,
+        "workload": { "kind": wl.kind(), "params": wl.params() },
+        "cold": opts.cold.name(),
+        "mem_limit": opts.mem_limit,
+        "mem_charge": opts.mem_charge,
+        "seed": r.seed,
+        "rep": r.rep,
+    });
+    // Only present when used, so hashes of runs without one stay as they were.
+    if let Some(Precondition(p)) = &opts.precondition {
+        v["precondition"] = serde_json::json!({ "kind": p.kind(), "params": p.params() });
+    }
+    v
+}
+
+/// Runs a workload once in an existing directory itself (`fsgauge read PATH`): no workload
+/// directory is made or removed, nothing is conditioned; one result is returned.
+pub fn run_in_place(
+    dir: &Path,
+    wl: &dyn Workload,
+    seed: u64,
+    cold: ColdMode,
+    progress: Progress,
+) -> Result<RunResult> {
+    let started = SystemTime::now();
+    let mut target = Target::Dir(dir.to_path_buf());
+    let mut ctx = RunContext::new(&mut target, dir.to_path_buf(), seed, cold, progress);
+    wl.run(&mut ctx)?;
+    let (phases, errors) = ctx.into_parts();
+    let place = Place::Dir(dir.to_path_buf());
+    let opts = RunOptions {
+        cold,
+        seed: Some(seed),
+        ..Default::default()
+    };
+    let testbed = target.info();
+    Ok(RunResult::assemble(RunRecord {
+        crash: None,
+        environment: Some(Environment::collect(&testbed)),
+        testbed,
+        workload: crate::workload::registry::workload_info(wl),
+        rep: 0,
+        seed,
+        started,
+        spec: spec(Rep::new(&place, wl, &opts, seed, 0)),
+        conditions: Conditions {
+            cold: cold.name().into(),
+            ..Default::default()
+        },
+        phases,
+        layout: None,
+        errors,
+        mpi: None,
+    }))
+}
+
+/// Runs repetition `rep` (checks first), for plans, which order runs themselves: alone on a
+/// fresh target, or on `target`, one the caller built and keeps (a plan with
+/// `fresh = "per-testbed"` runs several workloads and repetitions on one filesystem; the
+/// workload's directory is removed afterwards, the target stays).
+pub fn run_rep(
+    target: Option<&mut Target>,
+    place: &Place,
+    wl: &dyn Workload,
+    opts: &RunOptions,
+    seed: u64,
+    rep: u32,
+) -> Result<Outcome> {
+    check(place, wl, opts)?;
+    let r = Rep::new(place, wl, opts, seed, rep);
+    match target {
+        None => run_once(r),
+        // A plan's shared filesystem is aged on it as it is: the image cache is for fresh ones.
+        Some(target) => {
+            let result = run_in(target, r, SystemTime::now(), &mut Start::off())?;
+            write_outcome(result, opts)
+        }
+    }
+}
+
+/// Builds the target of a place: a fresh testbed, or the `--dir`.
+pub fn build_target(place: &Place, opts: &RunOptions) -> Result<Target> {
+    crate::lab::crash::campaign::pin_transport(&opts.crash);
+    Ok(match place {
+        Place::Testbed(spec) => {
+            opts.progress.note(&format!(
+                "building {} testbed ({})",
+                spec.label,
+                spec.describe()
+            ));
+            Target::Testbed(Testbed::create(spec)?)
+        }
+        // Reached as every user-named path is: another user's link leads only to what that
+        // user owns.
+        Place::Dir(p) => Target::Dir(
+            crate::base::sys::trust::walk(p, None)
+                .with_context(|| format!("--dir {}", p.display()))?
+                .path,
+        ),
+    })
+}
+
+fn run_once(r: Rep<'_>) -> Result<Outcome> {
+    crate::lab::crash::campaign::pin_transport(&r.opts.crash);
+    // Before anything is made: a kept image is found, or the cache's room for one checked.
+    let keeping = kept::keeping(&r)?;
+    let started = SystemTime::now();
+    let (mut target, start) = kept::build(&r, &keeping)?;
+    let mut ks = Start { keeping, start };
+    // On error the target is dropped here, which tears the testbed down.
+    let result = match (&ks.keeping, kept::aging_is_workload(&r)) {
+        // An aging started from its own kept image is done: its figures are the kept ones.
+        (Keeping::Hit { entry }, true) => kept::replay(&target, r, started, entry, ks.start)?,
+        _ => run_in(&mut target, r, started, &mut ks)?,
+    };
+    if let Target::Testbed(t) = target {
+        t.destroy()?;
+    }
+    write_outcome(result, r.opts)
+}
+
+fn write_outcome(result: RunResult, opts: &RunOptions) -> Result<Outcome> {
+    let path = match &opts.out {
+        Some(dir) => Some(write_result(dir, &result)?),
+        None => None,
+    };
+    Ok(Outcome { result, path })
+}
+
+/// The refusal when the target has less room than the workload needs: a testbed is too
+/// small after mkfs (--fs-size); a `--dir` has no mkfs and no size of fsgauge's, so its
+/// message names the directory and its free space.
+fn no_room(target: &Target, wl: &dyn Workload, need: u64, avail: u64) -> anyhow::Error {
+    match target {
+        Target::Testbed(_) => bad_input(format!(
+            "the {} workload needs about {} but the filesystem has only {} free after mkfs; make {} larger",
+            wl.kind(),
+            format_size_round(need),
+            format_size_round(avail),
+            crate::testbed::params::SIZE_FLAG
+        )),
+        Target::Dir(dir) => bad_input(format!(
+            "the {} workload needs about {} but --dir {} has only {} free; free space there, pick a directory on a filesystem with more room, or make the workload smaller",
+            wl.kind(),
+            format_size_round(need),
+            dir.display(),
+            format_size_round(avail)
+        )),
+    }
+}
+
+fn run_in(
+    target: &mut Target,
+    r: Rep<'_>,
+    started: SystemTime,
+    ks: &mut Start,
+) -> Result<RunResult> {
+    let Rep {
+        wl,
+        opts,
+        seed,
+        rep,
+        ..
+    } = r;
+    let mut warnings = match &*target {
+        Target::Testbed(t) => t.warnings(),
+        Target::Dir(_) => Vec::new(),
+    };
+    let need = room_for(target, wl)?;
+    let Conditioned {
+        guard: _pre_root,
+        phases: pre_phases,
+        layout: pre_layout,
+    } = condition(target, r, need, &mut warnings, ks)?;
+    let root_name = match &*target {
+        Target::Testbed(_) => format!("fsgauge-{}", wl.kind()),
+        Target::Dir(_) => format!("fsgauge-{}-{}-{rep}", wl.kind(), std::process::id()),
+    };
+    let root = target.path().join(&root_name);
+    // Under MPI the ranks make one directory for the run together (see `dist`).
+    let coord = opts.coordinator.clone();
+    let dist_root = coord.make_root(target.path(), wl.kind(), rep)?;
+    let root = dist_root.as_ref().map_or(root, |d| d.root.clone());
+    let cleanup_root = if dist_root.is_some() {
+        None
+    } else {
+        Some(RootGuard::make(target, &root_name).context("creating the workload directory")?)
+    };
+
+    let mem_limit = match opts.mem_limit {
+        Some(limit) => Some(MemLimit::apply(limit, memory_needs(wl)?)?),
+        None => None,
+    };
+    let charger = match opts.mem_charge {
+        Some(target_free) => Some(MemCharger::charge(target_free)?),
+        None => None,
+    };
+
+    if !wl.sets_up_inside() {
+        target.measuring(true)?;
+    }
+    crate::lab::crash::campaign::start(target, &opts.crash)?;
+    // The workload works through the pinned path of the directory made, never its name.
+    let (root, shown) = match &cleanup_root {
+        Some(g) => (g.pinned(), g.shown()),
+        None => (root.clone(), root),
+    };
+    let mut ctx = RunContext::new(target, root, seed, opts.cold, opts.progress)
+        .with_shown_root(shown.clone())
+        .with_coordinator(coord.clone())
+        .with_crash_points(opts.crash.judged())
+        .with_kept_series(ks.take_series());
+    if opts.layout {
+        ctx.set_layout_hook(Box::new(move |root, target| {
+            let mut snap = crate::layout::snapshot(root, &target.reach())?;
+            unpin(&mut snap, root, &shown);
+            Ok(snap)
+        }));
+    }
+    let ran_at = std::time::Instant::now();
+    let ran = wl.run(&mut ctx).map_err(|e| match &cleanup_root {
+        Some(g) => g.explain(e),
+        None => e,
+    });
+    let (layout, verifier) = (ctx.take_layout(), ctx.take_crash_verifier());
+    let (tally, series) = (ctx.take_crash_tally(), ctx.take_kept_series());
+    let (wl_phases, more_warnings) = ctx.into_parts();
+    check_devices_after(target, &ran)?;
+    let crash_run = crate::lab::crash::campaign::After {
+        ran: ran.is_ok(),
+        seed,
+        rel_root: &root_name,
+        verifier,
+        tally,
+        progress: opts.progress,
+    };
+    let crash = crate::lab::crash::campaign::after(target, &opts.crash, crash_run)?;
+    target.measuring(false)?;
+    if ran.is_ok() && kept::aging_is_workload(&r) {
+        ks.start = kept::save(target, &ks.keeping, ran_at, &wl_phases, layout.as_ref())?;
+    }
+    let mut phases = pre_phases;
+    phases.extend(wl_phases);
+    let layout = with_precondition(layout, pre_layout);
+    let conditions = conditions(opts, mem_limit.as_ref(), charger.as_ref());
+    drop(charger);
+    drop(mem_limit);
+    drop(cleanup_root);
+    if let Some(d) = dist_root {
+        coord.release_root(d);
+    }
+    if let Err(e) = ran {
+        // A write error of the testbed may come from the host: the store under its image full.
+        if let (Target::Testbed(t), true) = (&*target, crate::base::error::exit_code(&e) < 128) {
+            if let Some(full) = t.backing_full() {
+                return Err(anyhow::anyhow!("{full}; the run failed with: {e:#}"));
+            }
+        }
+        return Err(e);
+    }
+    warnings.extend(more_warnings);
+    // Where the emulated disk fell behind its model is in the phases' records; reports and
+    // the run's output show it as one table (report::lateness), not a warning per phase.
+    let (phases, warnings, mpi) = coord.gather(phases, warnings, wl.metrics())?;
+
+    let mut result = assemble(
+        target, r, started, conditions, phases, layout, warnings, mpi,
+    )?;
+    result.testbed.aged_image = ks.start.take().or(kept::first_start(series));
+    result.crash = crash;
+    Ok(result)
+}
+
+/// The space the workload needs, refused (naming the target) where the target has less.
+fn room_for(target: &Target, wl: &dyn Workload) -> Result<u64> {
+    let avail = target.space()?.available;
+    let need = space_needed(wl)?;
+    if need > avail {
+        return Err(no_room(target, wl, need, avail));
+    }
+    Ok(need)
+}
+
+/// The conditions a run was made under: the cold mode, the memory limit and charger.
+fn conditions(
+    opts: &RunOptions,
+    mem_limit: Option<&MemLimit>,
+    charger: Option<&MemCharger>,
+) -> Conditions {
+    Conditions {
+        cold: opts.cold.name().into(),
+        mem_limit: opts.mem_limit,
+        mem_limit_cgroup: mem_limit.map(|m| format!("{:?}", m.version()).to_lowercase()),
+        mem_limit_peak: mem_limit.and_then(|m| m.peak()),
+        mem_charge: opts.mem_charge,
+        mem_charge_locked: charger.map(|c| c.locked()),
+        mem_charge_available: charger.map(|c| c.available_after()),
+    }
+}
+
+/// After the workload (`ran`): a dead device server is the cause of whatever failed since, and
+/// fails the run (exit 1); writes the store under an emulated disk refused are lost even when
+/// nothing noticed, and fail it naming the store (exit 2).
+fn check_devices_after(target: &mut Target, ran: &Result<()>) -> Result<()> {
+    if let Err(dead) = target.check_devices() {
+        return Err(match ran {
+            Err(e) => dead.context(format!("the run failed with: {e:#}; its cause")),
+            Ok(()) => dead,
+        });
+    }
+    if let (Ok(()), Target::Testbed(t)) = (ran, &*target) {
+        if let Some(full) = t.image_store_full() {
+            return Err(anyhow::anyhow!(
+                "{full}; the workload reported no error, but writes it made were refused"
+            ));
+        }
+    }
+    Ok(())
+}
+
+/// What conditioning (`RunOptions::precondition`, e.g. aging) left: its directory (removed
+/// with the run), its phases and its layout record.
+struct Conditioned {
+    guard: Option<RootGuard>,
+    phases: Vec<crate::results::PhaseResult>,
+    layout: Option<serde_json::Value>,
+}
+
+/// Conditions the filesystem before the workload, when the run asks for it, and checks that
+/// the workload (`need` bytes) still fits afterwards.
+fn condition(
+    target: &mut Target,
+    r: Rep<'_>,
+    need: u64,
+    warnings: &mut Vec<String>,
+    ks: &mut Start,
+) -> Result<Conditioned> {
+    let (wl, opts, seed, rep) = (r.wl, r.opts, r.seed, r.rep);
+    let Some(Precondition(pre)) = &opts.precondition else {
+        return Ok(Conditioned {
+            guard: None,
+            phases: Vec::new(),
+            layout: None,
+        });
+    };
+    if let Keeping::Hit { entry } = &ks.keeping {
+        // The filesystem is the kept image of this aging: its tree is there already.
+        check_room_after(target, pre.kind(), wl, need)?;
+        return Ok(Conditioned {
+            guard: None,
+            phases: entry.manifest.phases.clone(),
+            layout: entry.manifest.layout.clone(),
+        });
+    }
+    let pre_name = match &*target {
+        Target::Testbed(_) => format!("fsgauge-pre-{}", pre.kind()),
+        Target::Dir(_) => format!("fsgauge-pre-{}-{}-{rep}", pre.kind(), std::process::id()),
+    };
+    let guard =
+        RootGuard::make(target, &pre_name).context("creating the conditioning directory")?;
+    let aging_at = std::time::Instant::now();
+    let (phases, layout, more) = target.set_up(SetUp::Conditioning, |target| {
+        let mut ctx = RunContext::new(target, guard.pinned(), seed, opts.cold, opts.progress)
+            .with_shown_root(guard.shown());
+        pre.run(&mut ctx)
+            .map_err(|e| guard.explain(e))
+            .with_context(|| format!("conditioning the filesystem with {}", pre.kind()))?;
+        ctx.make_cold()?;
+        let layout = ctx.take_layout();
+        let (phases, more) = ctx.into_parts();
+        Ok((phases, layout, more))
+    })?;
+    warnings.extend(more);
+    if let Some(s) = kept::save(target, &ks.keeping, aging_at, &phases, layout.as_ref())? {
+        ks.start = Some(s);
+    }
+    check_room_after(target, pre.kind(), wl, need)?;
+    Ok(Conditioned {
+        guard: Some(guard),
+        phases,
+        layout,
+    })
+}
+
+/// After conditioning with `pre`, the workload (`need` bytes) must still fit.
+fn check_room_after(target: &Target, pre: &str, wl: &dyn Workload, need: u64) -> Result<()> {
+    let avail = target.space()?.available;
+    if need > avail {
+        let bigger = match target {
+            Target::Testbed(_) => format!("make {} larger", crate::testbed::params::SIZE_FLAG),
+            Target::Dir(d) => format!("free space in --dir {}", d.display()),
+        };
+        return Err(bad_input(format!(
+            "after conditioning with {}, the filesystem has {} free but the {} workload needs about {}; age to a lower usage or {bigger}",
+            pre,
+            format_size_round(avail),
+            wl.kind(),
+            format_size_round(need)
+        )));
+    }
+    Ok(())
+}
+
+/// The workload's layout record, with the conditioning's under `precondition`.
+fn with_precondition(
+    layout: Option<serde_json::Value>,
+    pre: Option<serde_json::Value>,
+) -> Option<serde_json::Value> {
+    match (layout, pre) {
+        (Some(mut w), Some(p)) if w.is_object() => {
+            w["precondition"] = p;
+            Some(w)
+        }
+        (None, Some(p)) => Some(serde_json::json!({ "precondition": p })),
+        (w, _) => w,
+    }
+}
+
+/// The run's result: its testbed as it is now (with the environment read while it is still
+/// attached), the workload with every figure its phases (and the conditioning's) declare.
+#[allow(clippy::too_many_arguments)]
+fn assemble(
+    target: &Target,
+    r: Rep<'_>,
+    started: SystemTime,
+    conditions: Conditions,
+    phases: Vec<crate::results::PhaseResult>,
+    layout: Option<serde_json::Value>,
+    warnings: Vec<String>,
+    mpi: Option<crate::results::MpiInfo>,
+) -> Result<RunResult> {
+    let (wl, opts, seed, rep) = (r.wl, r.opts, r.seed, r.rep);
+    let mut testbed = target.info();
+    testbed.memory_limit = opts.mem_limit;
+    // Read after the measured phases, while the testbed is still attached.
+    let environment = Some(Environment::collect(&testbed));
+    // The conditioning phases (aging) are part of the result: their figures are declared too.
+    let mut metrics = wl.metrics().to_vec();
+    if let Some(Precondition(p)) = &opts.precondition {
+        for m in p.metrics() {
+            if !metrics.iter().any(|d| d.key == m.key) {
+                metrics.push(m.clone());
+            }
+        }
+    }
+    let mut result = RunResult::assemble(RunRecord {
+        testbed,
+        workload: {
+            let mut w = crate::workload::registry::workload_info(wl);
+            w.metrics = metrics;
+            w
+        },
+        rep,
+        seed,
+        started,
+        spec: spec(r),
+        conditions,
+        phases,
+        layout,
+        errors: warnings,
+        mpi,
+        environment,
+        crash: None,
+    });
+    result.study = opts.study.clone();
+    Ok(result)
+}
+
+/// Puts the path the user knows (`shown`) back in place of the pinned one (`/proc/self/fd/N/.`)
+/// in every string of a record (the layout's root and its worst files' paths).
+fn unpin(v: &mut serde_json::Value, pinned: &Path, shown: &Path) {
+    match v {
+        serde_json::Value::String(s) => {
+            if let Ok(rest) = Path::new(s.as_str()).strip_prefix(pinned) {
+                let real = if rest.as_os_str().is_empty() {
+                    shown.to_path_buf()
+                } else {
+                    shown.join(rest)
+                };
+                *s = real.display().to_string();
+            }
+        }
+        serde_json::Value::Array(a) => a.iter_mut().for_each(|x| unpin(x, pinned, shown)),
+        serde_json::Value::Object(o) => o.values_mut().for_each(|x| unpin(x, pinned, shown)),
+        _ => {}
+    }
+}
+
+/// A workload directory, made and removed through descriptors ([`RunDir`]) whatever happened.
+/// In a `--dir` it is recorded in the ledger (`testbed cleanup` removes it after a SIGKILL); on
+/// a testbed it goes with the testbed. Workloads reach it through [`RootGuard::pinned`] only.
+struct RootGuard {
+    dir: RunDir,
+}
+
+impl RootGuard {
+    /// Makes directory `name` in the target.
+    fn make(target: &Target, name: &str) -> Result<Self> {
+        let dir = match target {
+            Target::Dir(p) => RunDir::create(p, name, true)?,
+            // Made through the testbed's held directory: the private directory above the mount
+            // point may lie in a --workdir another user can rename.
+            Target::Testbed(t) => RunDir::create_at(&t.reach(), t.mountpoint(), name, false)?,
+        };
+        Ok(Self { dir })
+    }
+
+    /// The path workloads use: `/proc/self/fd/N/.` of the directory made.
+    fn pinned(&self) -> PathBuf {
+        self.dir.pinned().to_path_buf()
+    }
+
+    /// The path as the user knows it.
+    fn shown(&self) -> PathBuf {
+        self.dir.path().to_path_buf()
+    }
+
+    /// An error that names a path below the pinned one says which directory that is.
+    fn explain(&self, e: anyhow::Error) -> anyhow::Error {
+        let pinned = self.dir.pinned().display().to_string();
+        if format!("{e:#}").contains(&pinned) {
+            e.context(format!(
+                "{pinned} is the run directory {}",
+                self.dir.path().display()
+            ))
+        } else {
+            e
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// A `--dir` with too little room: no mkfs and no --fs-size in the message, but the
+    /// directory and its free space (checked through `run_in`, the run's own check, which a
+    /// directory filling up after `check` reaches).
+    #[test]
+    fn a_full_dir_is_named_with_its_free_space_not_fs_size() {
+        let dir = tempfile::tempdir().expect("a temporary directory");
+        let wl: crate::workload::tree::Tree = serde_json::from_value(serde_json::json!({
+            "dirs": 1, "files": 1, "file_size": "1P"
+        }))
+        .expect("tree params");
+        let place = Place::Dir(dir.path().to_path_buf());
+        let opts = RunOptions::default();
+        let mut target = Target::Dir(dir.path().to_path_buf());
+        let err = run_in(
+            &mut target,
+            Rep::new(&place, &wl, &opts, 1, 0),
+            SystemTime::now(),
+            &mut Start::off(),
+        )
+        .err()
+        .map(|e| format!("{e:#}"))
+        .unwrap_or_default();
+        assert!(err.contains(&dir.path().display().to_string()), "{err}");
+        assert!(err.contains("free"), "{err}");
+        assert!(!err.contains("mkfs") && !err.contains("--fs-size"), "{err}");
+    }
+}
