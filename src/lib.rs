@@ -1,8 +1,11 @@
 //! fsgauge: a filesystem benchmarking laboratory.
 //!
-//! The data flow (DESIGN.md): a plan or command line is expanded into run specs; the [`runner`]
-//! builds a [`testbed`] for each, runs a [`workload`] whose phases are measured by [`measure`],
-//! and writes one [`results`] document per run; [`report`] turns results into tables.
+//! The data flow (ARCHITECTURE.md): a plan or command line is expanded into runs
+//! ([`lab::plan`]); the [`lab::runner`] builds a [`testbed`] for each (with an emulated
+//! [`device`] under it when asked), runs a [`workload`] whose phases are measured by [`measure`],
+//! and writes one [`results`] document per run; [`analysis`] turns results into findings and the
+//! one document [`cli`] prints. Each folder is a layer and uses only those below it (README,
+//! "Layout of the code").
 
 pub mod analysis;
 pub mod base;

@@ -1,4 +1,4 @@
-//! The three ways a command can fail, and the exit codes they map to (DESIGN.md, command-line
+//! The three ways a command can fail, and the exit codes they map to (ARCHITECTURE.md, command-line
 //! conventions): 1 when the measured system failed (a verification mismatch, ENOSPC during a
 //! measured phase), 2 for bad input or a set-up failure, 128 + the signal's number after SIGINT (130) or
 //! SIGTERM (143), as a shell reports a process the signal killed.

@@ -1,4 +1,4 @@
-//! Fragmentation metrics of one file and of a set of files (DESIGN.md, "Fragmentation
+//! Fragmentation metrics of one file and of a set of files (ARCHITECTURE.md, "Fragmentation
 //! metrics"), computed from extent lists alone so that they can be tested on hand-made lists.
 //!
 //! * Extents (E) are counted by filefrag's rule (e2fsprogs 1.47 `filefrag_fiemap`): an extent

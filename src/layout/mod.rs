@@ -21,7 +21,7 @@
 //! * [`snapshot`]`(root, mountpoint) -> serde_json::Value` — what `--layout` stores in a run
 //!   result: `{"tree": LayoutSummary, "free_space": FreeSpace | {"error": …}}`.
 //!
-//! The metric definitions are in [`metrics`] (DESIGN.md, "Fragmentation metrics").
+//! The metric definitions are in [`metrics`] (ARCHITECTURE.md, "Fragmentation metrics").
 
 mod btrfs;
 pub mod ext;

@@ -198,7 +198,7 @@ pub struct RunContext<'a> {
 }
 
 /// A workload's judge of one crash state (set by the workload when crash points follow its
-/// run, see `runner::crash`): called with the cut's time (CLOCK_MONOTONIC ns: the drive had
+/// run, see `lab::crash`): called with the cut's time (CLOCK_MONOTONIC ns: the drive had
 /// answered every request up to it, none after) and the workload's directory in the mounted
 /// state; returns what is wrong with it, each with its class (nothing: an empty list). An
 /// error: the state could not be judged (not a finding about it).

@@ -13,7 +13,7 @@ const BENCHES: [&str; 4] = [
 
 /// `--format json` is the check itself as JSON: every benchmark with its figures, the seek
 /// curve and the server's lateness (the figures the text table shows are the same report's:
-/// src/calibrate/page.rs checks the two agree to the digit).
+/// src/device/calibrate/page.rs checks the two agree to the digit).
 #[test]
 fn check_ram_with_format_json_prints_the_check_as_json() {
     if !have_fuse() {

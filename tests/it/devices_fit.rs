@@ -8,7 +8,7 @@ use crate::support::{assert_refused, have_fuse, have_program, Sandbox};
 /// profile that loads with every fitted figure, and flags its own lateness when the emulator
 /// fell behind its model (in the JSON and at the head of the file). How close the figures come
 /// to the profile's is not asserted here, since that depends on the machine keeping real time:
-/// the fit's arithmetic is checked on the model's virtual clock (src/testbed/device/fit/tests.rs)
+/// the fit's arithmetic is checked on the model's virtual clock (src/device/fit/tests.rs)
 /// and its accuracy on this machine is stated by `scripts/bench-device`.
 #[test]
 fn fit_on_an_emulated_disk_writes_a_loadable_profile_and_flags_its_lateness() {
@@ -119,7 +119,7 @@ fn fit_on_an_emulated_disk_writes_a_loadable_profile_and_flags_its_lateness() {
 /// `devices check --json` gives the server's CPU time per request of every micro-benchmark on
 /// an emulated disk (not only of the whole check), so a script can hold each kind of request
 /// against its own CPU goal. Its size depends on the machine, so only its presence and range
-/// are asserted; the arithmetic is the unit tests' of `check::cpu_us_per_request` (src/testbed/device/check.rs).
+/// are asserted; the arithmetic is the unit tests' of `check::cpu_us_per_request` (src/device/check.rs).
 #[test]
 fn check_gives_the_server_cpu_per_request_of_each_benchmark() {
     if !have_fuse() {

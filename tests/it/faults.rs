@@ -6,7 +6,7 @@
 //!
 //! The moments are chosen two ways: at a random delay from the start, and deliberately inside
 //! the narrow windows (mkfs, mount, result writing, teardown) through fsgauge's debug-build hook
-//! `FSGAUGE_TEST_PAUSE_AT` (see `src/signals.rs`), which announces the window on stderr and
+//! `FSGAUGE_TEST_PAUSE_AT` (see `src/base/signals.rs`), which announces the window on stderr and
 //! holds it open for `FSGAUGE_TEST_PAUSE_MS`.
 //!
 //! Every try prints its seed; `FSGAUGE_FAULT_SEED=S` replays a whole sequence and

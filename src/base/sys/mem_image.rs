@@ -1,6 +1,6 @@
 //! An emulated disk's bytes in anonymous memory ([`MemImage`]), safe to share between the
 //! threads that read and write them: every access copies under the lock of the 1 MiB chunk it
-//! touches. The device server's store (`testbed::device::server::store`) is built on it.
+//! touches. The device server's store (`device::server::store`) is built on it.
 //!
 //! A memory image starts either with all the data of an image file copied in
 //! ([`MemImage::load`]), or over a base file it never writes ([`MemImage::over`]): a

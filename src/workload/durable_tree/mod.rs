@@ -1,5 +1,5 @@
 //! What a tree workload (`create`, `tree`, `fdtree`) made durable, for its crash points
-//! (`--crash-points`, see `runner::crash`): a record kept while it runs, and the judge of a
+//! (`--crash-points`, see `lab::crash`): a record kept while it runs, and the judge of a
 //! crash state against it.
 //!
 //! The record holds, on CLOCK_MONOTONIC (the emulated disk's server's clock, the one a cut is

@@ -1,4 +1,4 @@
-//! Built-in presets: one plan per seed study (DESIGN.md, studies 1–5), scaled down to run in
+//! Built-in presets: one plan per seed study (ARCHITECTURE.md, "Seed studies"; docs/, studies 1–5), scaled down to run in
 //! minutes on a 2-core machine and grown to the original sizes with `--scale`. Each is a TOML
 //! plan embedded in the binary; an as-published preset `extends` its seed preset and states
 //! only what it changes, and `fsgauge presets show NAME` prints any preset whole (resolved,
