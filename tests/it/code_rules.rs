@@ -252,7 +252,7 @@ fn sources() -> Vec<(String, String)> {
         .collect()
 }
 
-/// An emulated disk has one constructor, `testbed::device::disk::start` (server and loop
+/// An emulated disk has one constructor, `device::disk::start` (server and loop
 /// device together): nothing else starts a server or attaches its loop device, so a testbed's
 /// disks and the disk `devices check` measures are made the same way.
 #[test]
@@ -270,7 +270,7 @@ fn an_emulated_disk_is_made_in_one_place() {
     }
     assert!(
         found.is_empty(),
-        "an emulated disk made outside testbed::device::disk::start:\n{}",
+        "an emulated disk made outside device::disk::start:\n{}",
         found.join("\n")
     );
 }

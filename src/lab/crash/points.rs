@@ -1,7 +1,7 @@
 //! Where a run's crash points are cut: which requests of the emulated disk's write log
 //! a power cut comes just after.
 //!
-//! A cut is a request index in reply order (see `testbed::device`'s crash states): the drive
+//! A cut is a request index in reply order (see `device`'s crash states): the drive
 //! has answered every request up to it and none after. `random` draws N of the writes, FUA
 //! writes and flushes with the run's seed (the same seed, the same log: the same cuts);
 //! `flushes` takes the flushes (N of them spread evenly over the run when there are more),
