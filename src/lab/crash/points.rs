@@ -13,8 +13,8 @@ use rand::SeedableRng;
 
 use crate::base::error::bad_input;
 use crate::base::units::Size;
-use crate::lab::runner::Place;
 use crate::results::crash::CrashCache;
+use crate::testbed::TestbedSpec;
 
 crate::choice! {
     /// How the crash points are chosen among the log's requests.
@@ -132,14 +132,14 @@ impl CrashArgs {
 
 /// Whether the crash states `crash` asks for can be made where the run goes (bad input
 /// otherwise, before anything is made): cuts of an emulated disk's write log, or the kernel's
-/// shutdown.
-pub(crate) fn admissible(place: &Place, crash: &CrashArgs) -> Result<()> {
+/// shutdown. `testbed` is the testbed fsgauge builds for the run, `None` under `--dir`.
+pub(crate) fn admissible(testbed: Option<&TestbedSpec>, crash: &CrashArgs) -> Result<()> {
     not_applying(crash)?;
     if crash.on() {
-        cuts_admissible(place, crash)?;
+        cuts_admissible(testbed, crash)?;
     }
     if crash.shutdown {
-        shutdown_admissible(place, crash)?;
+        shutdown_admissible(testbed, crash)?;
     }
     Ok(())
 }
@@ -166,8 +166,8 @@ fn not_applying(crash: &CrashArgs) -> Result<()> {
 /// A crash by the kernel's shutdown needs a testbed fsgauge builds, of a filesystem that has
 /// the shutdown ioctl, and its checker; it replaces cuts, never joins them (a plan could name
 /// both).
-fn shutdown_admissible(place: &Place, crash: &CrashArgs) -> Result<()> {
-    let Place::Testbed(spec) = place else {
+fn shutdown_admissible(testbed: Option<&TestbedSpec>, crash: &CrashArgs) -> Result<()> {
+    let Some(spec) = testbed else {
         return Err(bad_input("--crash-shutdown shuts down a testbed fsgauge builds (--fs KIND), never a filesystem it did not make (--dir)"));
     };
     if crash.on() {
@@ -183,7 +183,7 @@ fn shutdown_admissible(place: &Place, crash: &CrashArgs) -> Result<()> {
 }
 
 /// The filesystem's checker is installed, or why `flag` cannot run.
-fn checker_installed(spec: &crate::testbed::TestbedSpec, flag: &str) -> Result<()> {
+fn checker_installed(spec: &TestbedSpec, flag: &str) -> Result<()> {
     let checker = crate::testbed::fsck::checker_args(spec.fs, std::path::Path::new(""));
     if crate::base::sys::proc::find_program(&checker[0]).is_none() {
         return Err(bad_input(format!(
@@ -200,14 +200,14 @@ fn checker_installed(spec: &crate::testbed::TestbedSpec, flag: &str) -> Result<(
 /// write log) with no external journal (a second device would not lose power with it), the
 /// filesystem's checker, and room for the log beside the image (a limit given is checked
 /// against the free space there less the image; again when the log starts).
-fn cuts_admissible(place: &Place, crash: &CrashArgs) -> Result<()> {
+fn cuts_admissible(testbed: Option<&TestbedSpec>, crash: &CrashArgs) -> Result<()> {
     // The flag the user gave: `--crash-at K` alone is named as itself.
     let flag = if crash.crash_points.is_some_and(|n| n > 0) {
         "--crash-points"
     } else {
         "--crash-at"
     };
-    let Place::Testbed(spec) = place else {
+    let Some(spec) = testbed else {
         return Err(bad_input(format!("{flag} needs a testbed fsgauge builds on an emulated disk: --fs KIND with --device-model PROFILE, not --dir")));
     };
     if spec.device_model.is_none() {
@@ -225,10 +225,10 @@ fn cuts_admissible(place: &Place, crash: &CrashArgs) -> Result<()> {
     if limit.saturating_add(spec.size) > free {
         return Err(bad_input(format!(
             "--crash-log-limit {}: the write log is kept beside the {} image in {}, which has {} free; give a smaller limit, or leave it out for what fits",
-            crate::lab::runner::format_size_round(limit),
-            crate::lab::runner::format_size_round(spec.size),
+            crate::base::units::format_bytes_human(limit as f64),
+            crate::base::units::format_bytes_human(spec.size as f64),
             crate::testbed::room::describe(&at),
-            crate::lab::runner::format_size_round(free)
+            crate::base::units::format_bytes_human(free as f64)
         )));
     }
     Ok(())

@@ -146,7 +146,11 @@ pub fn check(place: &Place, wl: &dyn Workload, opts: &RunOptions) -> Result<()> 
     if let Some(limit) = opts.mem_limit {
         admit::memory(limit, wl, own_rss())?;
     }
-    crate::lab::crash::points::admissible(place, &opts.crash)?;
+    let testbed = match place {
+        Place::Testbed(spec) => Some(spec),
+        Place::Dir(_) => None,
+    };
+    crate::lab::crash::points::admissible(testbed, &opts.crash)?;
     // Last, so that bad input makes nothing: a results directory that cannot take the
     // result is found before the workload runs, not after.
     if let Some(out) = &opts.out {
@@ -184,7 +188,7 @@ pub fn memory_needs_with(wl: &dyn Workload, tool_rss: u64) -> Result<u64> {
     })
 }
 
-pub(crate) fn format_size_round(b: u64) -> String {
+fn format_size_round(b: u64) -> String {
     crate::base::units::format_bytes_human(b as f64)
 }
 
