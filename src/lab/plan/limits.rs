@@ -6,7 +6,9 @@
 
 use anyhow::Result;
 
-use super::parse::{RawWorkload, Src};
+use std::ops::Range;
+
+use super::source::Src;
 use super::Reps;
 use crate::workload::registry::sweep;
 use crate::workload::Workload;
@@ -37,18 +39,19 @@ impl Tally {
         }
     }
 
-    /// Counts the workload entry `w` (built as `wl`): its sweep within [`sweep::MAX_CELLS`],
-    /// and the plan's runs so far within [`MAX_RUNS`]; each refusal at the entry. `split`: the
+    /// Counts the workload entry at `at` (built as `wl`): its sweep within
+    /// [`sweep::MAX_CELLS`], and the plan's runs so far within [`MAX_RUNS`]; each refusal at
+    /// the entry. `split`: the
     /// sweep's cells are runs of their own (`fresh = "per-run"`), not phases of one run.
     pub(super) fn add(
         &mut self,
         src: &Src,
-        w: &RawWorkload,
+        at: Range<usize>,
         wl: &dyn Workload,
         split: bool,
     ) -> Result<()> {
         let what = format!("[[workload]] {}", wl.kind());
-        let cells = sweep::check_count(wl).map_err(|e| src.err(w.span(), &what, e))?;
+        let cells = sweep::check_count(wl).map_err(|e| src.err(at.clone(), &what, e))?;
         self.cells = self.cells.saturating_add(if split { cells } else { 1 });
         let runs = self
             .testbeds
@@ -57,7 +60,7 @@ impl Tally {
         match runs {
             Some(n) if n <= MAX_RUNS => Ok(()),
             n => Err(src.err(
-                w.span(),
+                at,
                 &what,
                 format!(
                     "the plan makes {} testbed(s) × {} workload cell(s) up to this entry × {} repetition(s) = {} runs, more than the {MAX_RUNS} a plan may make; use fewer testbeds, sweep values or repetitions, or split the study over several plans",

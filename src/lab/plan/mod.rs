@@ -90,9 +90,16 @@ mod parse;
 pub mod presets;
 mod question;
 pub(crate) mod scale;
+mod source;
+mod testbeds;
+mod workloads;
 
 use std::sync::Arc;
 
+use std::path::PathBuf;
+
+use crate::device::ProfileRef;
+use crate::lab::runner::params::RunSettings;
 use crate::lab::runner::Place;
 use crate::testbed::TestbedSpec;
 use crate::workload::{ColdMode, Workload};
@@ -105,19 +112,19 @@ pub use execute::{
 pub use limits::MAX_RUNS;
 #[cfg(test)]
 pub(crate) use parse::{parse_test, setting_keys, settings_of, OWN_KEYS};
-pub use parse::{Location, ParseOptions};
 pub use question::{check_phases, PlanQuestion};
 pub use scale::{scale_class, ScaleClass, FIELD_SCALES};
+pub use source::Location;
 
 /// Parses and validates a plan; `source` names it in errors (a path, or `preset NAME`). A plan
 /// that `extends` a preset is merged with it first ([`extends`]), and its errors point into the
 /// file that wrote the line at fault.
 pub fn parse(text: &str, source: &str, opts: &ParseOptions) -> anyhow::Result<Plan> {
-    let own = parse::Src::new(source, text);
+    let own = source::Src::new(source, text);
     match extends::resolve(&own, &presets::lookup)? {
         None => parse::parse_src(&own, opts),
         Some(r) => parse::parse_src(
-            &parse::Src::with_origins(source, &r.text, Some(&r.origins)),
+            &source::Src::with_origins(source, &r.text, Some(&r.origins)),
             opts,
         ),
     }
@@ -126,8 +133,25 @@ pub fn parse(text: &str, source: &str, opts: &ParseOptions) -> anyhow::Result<Pl
 /// The whole plan: `text` itself, or, when it extends a preset, the plan resolved — its own
 /// opening comments on top, then every key the preset and it give, without `extends`.
 pub fn resolved_text(text: &str, source: &str) -> anyhow::Result<String> {
-    let own = parse::Src::new(source, text);
+    let own = source::Src::new(source, text);
     Ok(extends::resolve(&own, &presets::lookup)?.map_or_else(|| text.to_string(), |r| r.text))
+}
+
+/// What the command line adds to a plan.
+#[derive(Debug, Clone, Default)]
+pub struct ParseOptions {
+    /// `--scale F` (1 when absent).
+    pub scale: Option<f64>,
+    /// `--workdir DIR`: where images go, for every testbed.
+    pub workdir: Option<PathBuf>,
+    /// `--device-model PROFILE`: every testbed on this emulated disk (each keeps its
+    /// `device_offset` and `device_model_during`).
+    pub device_model: Option<ProfileRef>,
+    /// The run settings given as flags (`--reps`, `--seed`, `--cold`, `--layout`): each one
+    /// given wins over the plan's key of the same name.
+    pub settings: RunSettings,
+    /// `--mem-limit SIZE`: every testbed's memory limit, over its `mem_limit`.
+    pub mem_limit: Option<u64>,
 }
 
 /// Default target of `reps = "auto"`: stop when the run time varies by less than 5%.

@@ -15,8 +15,8 @@ use anyhow::Result;
 use serde::Deserialize;
 use toml::Spanned;
 
-use super::parse::{toml_to_json, RawWorkload, Src};
-use super::{Location, PlanTestbed, PlanWorkload};
+use super::source::{toml_to_json, Location, RawTable, Src};
+use super::{PlanTestbed, PlanWorkload};
 use crate::base::error::bad_input;
 use crate::results::metric::CORE;
 use crate::results::{Compares, Question, RunResult, DEFAULT_EPSILON};
@@ -91,10 +91,10 @@ impl PlanQuestion {
 /// not testbed labels (a question's baseline and variant must say which they name).
 pub(super) fn workload_labels(
     src: &Src,
-    entries: &[RawWorkload],
+    entries: &[RawTable],
     testbed_labels: &[(String, Location)],
 ) -> Result<Vec<String>> {
-    let kind_of = |w: &RawWorkload| -> Option<String> {
+    let kind_of = |w: &RawTable| -> Option<String> {
         w.get_ref()
             .iter()
             .find(|(k, _)| k.get_ref() == "kind")

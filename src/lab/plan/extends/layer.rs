@@ -9,7 +9,8 @@ use anyhow::Result;
 use toml::Spanned;
 
 use super::Resolved;
-use crate::lab::plan::parse::{Origin, RawPlan, RawWorkload, Src};
+use crate::lab::plan::parse::RawPlan;
+use crate::lab::plan::source::{Origin, RawTable, Src};
 use crate::testbed::params::plan_keys;
 
 /// One line of a plan and where it was written.
@@ -226,7 +227,7 @@ impl<'a> Cut<'a> {
     }
 
     /// A `[[testbed]]` (or `[age]`) table: its table line, comments and pieces.
-    fn entry(&self, t: &RawWorkload, table: &str, list: Option<List>) -> Result<Entry> {
+    fn entry(&self, t: &RawTable, table: &str, list: Option<List>) -> Result<Entry> {
         let head = self.line_of(t.span().start);
         let written: String = self.lines[head]
             .split('#')
@@ -276,7 +277,7 @@ const NOT_TOP: [&str; 8] = [
 ];
 
 /// Reads a plan file (`raw`, read from `src`) into its pieces.
-pub(super) fn read_layer(src: &Src, raw: &RawPlan<RawWorkload>) -> Result<Layer> {
+pub(super) fn read_layer(src: &Src, raw: &RawPlan<RawTable>) -> Result<Layer> {
     let cut = Cut::new(src);
     let top: BTreeMap<Spanned<String>, Spanned<toml::Value>> =
         toml::from_str(src.text).map_err(|e| src.err(e.span().unwrap_or(0..0), "", e.message()))?;

@@ -28,7 +28,8 @@ mod layer;
 use anyhow::Result;
 use toml::Spanned;
 
-use super::parse::{read_raw, Origin, RawPlan, RawWorkload, Src};
+use super::parse::{read_raw, RawPlan};
+use super::source::{Origin, RawTable, Src};
 use layer::{emit, read_layer, Entry, Layer, List, Piece, LISTS};
 
 /// A plan with its `extends` resolved: one text, and where each of its lines was written.
@@ -43,7 +44,7 @@ pub(super) type Lookup<'a> = &'a dyn Fn(&str) -> std::result::Result<(String, St
 
 /// Resolves the plan's `extends`: `None` when it has none (then it may not drop anything).
 pub(super) fn resolve(src: &Src, lookup: Lookup) -> Result<Option<Resolved>> {
-    let raw: RawPlan<RawWorkload> = read_raw(src)?;
+    let raw: RawPlan<RawTable> = read_raw(src)?;
     if raw.extends.is_none() {
         refuse_drops(src, &raw)?;
         return Ok(None);
@@ -53,7 +54,7 @@ pub(super) fn resolve(src: &Src, lookup: Lookup) -> Result<Option<Resolved>> {
 }
 
 /// Drops where nothing is extended are refused at their key.
-fn refuse_drops(src: &Src, raw: &RawPlan<RawWorkload>) -> Result<()> {
+fn refuse_drops(src: &Src, raw: &RawPlan<RawTable>) -> Result<()> {
     for (list, d) in LISTS.iter().zip(drops(raw)) {
         if let Some(d) = d {
             return Err(src.err(
@@ -78,7 +79,7 @@ fn drops<Q>(raw: &RawPlan<Q>) -> [Option<&Spanned<Vec<Spanned<String>>>>; 3] {
 /// chain up; `chain` holds the presets extended so far, to refuse a cycle.
 fn layered(
     src: &Src,
-    raw: &RawPlan<RawWorkload>,
+    raw: &RawPlan<RawTable>,
     lookup: Lookup,
     chain: &mut Vec<String>,
 ) -> Result<Layer> {
@@ -109,7 +110,7 @@ fn layered(
     })?;
     chain.push(name.clone());
     let base_src = Src::new(&base_name, &base_text);
-    let base_raw: RawPlan<RawWorkload> = read_raw(&base_src)?;
+    let base_raw: RawPlan<RawTable> = read_raw(&base_src)?;
     let base = layered(&base_src, &base_raw, lookup, chain)?;
     merge(base, own, src, raw, &base_name)
 }
@@ -119,7 +120,7 @@ fn merge(
     base: Layer,
     own: Layer,
     src: &Src,
-    raw: &RawPlan<RawWorkload>,
+    raw: &RawPlan<RawTable>,
     base_name: &str,
 ) -> Result<Layer> {
     // The plan is not the preset: its name is its own (by default its file's). cv_target and
@@ -157,7 +158,7 @@ fn merge(
 /// plan's drop is what left it without its entry).
 fn refuse_drops_a_question_reads(
     src: &Src,
-    raw: &RawPlan<RawWorkload>,
+    raw: &RawPlan<RawTable>,
     questions: &[Entry],
     base_name: &str,
 ) -> Result<()> {
@@ -274,6 +275,7 @@ fn merge_pieces(base: Vec<Piece>, own: Vec<Piece>) -> Vec<Piece> {
 mod tests {
     use super::*;
     use crate::lab::plan::parse::parse_src;
+    use crate::lab::plan::source::Src;
     use crate::lab::plan::{ParseOptions, Plan};
 
     /// The presets of these tests: `base`, and `a` and `b`, which extend each other.
@@ -359,9 +361,8 @@ published = 0.5
         format!("{e:#}")
     }
 
-    #[test]
-    fn the_plan_s_keys_replace_the_preset_s_and_entries_merge_by_label() {
-        let text = r#"# Mine: only what changes.
+    /// A plan that extends `base` and changes a little of everything.
+    const MINE: &str = r#"# Mine: only what changes.
 extends = "base"
 name = "mine"
 cold = "remount"
@@ -400,6 +401,10 @@ workload = "io"
 phase = "seqwrite-4K-t1"
 metric = "mb_per_s"
 "#;
+
+    #[test]
+    fn the_plan_s_keys_replace_the_preset_s_and_entries_merge_by_label() {
+        let text = MINE;
         let plan = plan(text).unwrap();
         // Top-level: replaced (cold), kept (reps, max_reps), new (name).
         assert_eq!((plan.name.as_str(), plan.cold.name()), ("mine", "remount"));

@@ -1,0 +1,828 @@
+//! A plan's `[[testbed]]` entries: each read through the testbed flags' own settings
+//! ([`TestbedParams`]: one name, default and parser for a key and its flag), then fitted to the
+//! plan's workloads — room on the filesystem, inodes, memory, the disk that holds the image —
+//! with every error at the key that says the value at fault.
+
+use std::collections::{BTreeMap, HashMap};
+use std::ops::Range;
+use std::path::PathBuf;
+
+use anyhow::Result;
+use toml::Spanned;
+
+use super::source::{toml_to_json, Location, RawTable, Src};
+use super::{ParseOptions, PlanTestbed, PlanWorkload};
+use crate::base::error::bad_input;
+use crate::base::units::{format_size, parse_size};
+use crate::lab::runner::admit;
+use crate::testbed::params::{plan_keys, SIZE_KEY};
+use crate::testbed::{default_workdir, Backing, FsKind, TestbedParams, TestbedSpec};
+
+/// The keys of a `[[testbed]]` that are not testbed settings ([`TestbedParams`]): which
+/// testbed it is (`fs`, `label`) and what only a plan says of it.
+const PLAN_TESTBED_KEYS: [&str; 4] = ["fs", "label", "optional", "mem_limit"];
+
+/// The entry of a table written under one of `keys` (a setting and its old names), if any.
+fn entry<'a>(
+    t: &'a RawTable,
+    keys: &[&str],
+) -> Option<(&'a Spanned<String>, &'a Spanned<toml::Value>)> {
+    t.get_ref()
+        .iter()
+        .find(|(k, _)| keys.contains(&k.get_ref().as_str()))
+}
+
+/// The plan's testbeds, read and fitted to its workloads (room, inodes, memory, the disk that
+/// holds their images; `aged`: the plan ages every filesystem first), each refusal at the key at
+/// fault; `notes` gets what fitting changed. `--mem-limit` then replaces every testbed's limit.
+pub(super) fn fitted(
+    src: &Src,
+    raw: &[RawTable],
+    opts: &ParseOptions,
+    workloads: &[PlanWorkload],
+    aged: bool,
+    notes: &mut Vec<String>,
+) -> Result<Vec<PlanTestbed>> {
+    let scale_f = opts.scale.unwrap_or(1.0);
+    let (mut testbeds, spans) = parse_testbeds(src, raw, opts)?;
+    for ((tb, at), raw_tb) in testbeds.iter_mut().zip(spans).zip(raw) {
+        crate::base::signals::check()?;
+        fit_testbed(src, tb, &at, workloads, scale_f, notes)?;
+        fit_inodes(src, tb, workloads, notes)?;
+        fit_memory(
+            src,
+            tb,
+            entry(raw_tb, &["mem_limit"]).map(|e| e.1),
+            workloads,
+        )?;
+        check_disk(src, tb, &at, written(&tb.spec, workloads, aged))?;
+    }
+    // --mem-limit replaces every testbed's limit as given, as it limits a bench run.
+    if let Some(m) = opts.mem_limit {
+        for tb in &mut testbeds {
+            tb.mem_limit = Some(m);
+        }
+    }
+    Ok(testbeds)
+}
+
+/// The plan's testbeds (labels unique), with where each one's size was given.
+fn parse_testbeds(
+    src: &Src,
+    raw: &[RawTable],
+    opts: &ParseOptions,
+) -> Result<(Vec<PlanTestbed>, Vec<FieldSpans>)> {
+    let mut testbeds: Vec<PlanTestbed> = Vec::new();
+    let mut spans = Vec::new();
+    // Each label's entry, so that a repeated label is found without a scan of every entry.
+    let mut seen: HashMap<String, usize> = HashMap::new();
+    for t in raw {
+        crate::base::signals::test_pause("plan-entry");
+        crate::base::signals::check()?;
+        let (tb, size_span) = parse_testbed(src, t, opts)?;
+        if let Some(prev) = seen.get(&tb.spec.label).map(|&i| &testbeds[i]) {
+            let span = entry(t, &["label"]).map_or(t.span(), |(_, l)| l.span());
+            return Err(src.err(
+                span.clone(),
+                "label",
+                format!(
+                    "two testbeds are labelled {:?} (the other at {}); give each [[testbed]] its own label",
+                    tb.spec.label,
+                    src.seen_from(&prev.at, span.start)
+                ),
+            ));
+        }
+        spans.push(size_span);
+        seen.insert(tb.spec.label.clone(), testbeds.len());
+        testbeds.push(tb);
+    }
+    Ok((testbeds, spans))
+}
+
+/// The label each `[[testbed]]` will have (its `label`, or its fs name) and where it is, as
+/// far as the raw entries tell; for workload labels, which must differ from them.
+pub(super) fn testbed_labels(src: &Src, raw: &[RawTable]) -> Vec<(String, Location)> {
+    raw.iter()
+        .map(|t| {
+            let label = entry(t, &["label"])
+                .or_else(|| entry(t, &["fs"]))
+                .and_then(|(_, v)| v.get_ref().as_str())
+                .unwrap_or_default()
+                .to_string();
+            (label, src.loc(t.span().start))
+        })
+        .collect()
+}
+
+/// A size written as a number of bytes or as size text (`"64M"`).
+fn size_value(src: &Src, v: &Spanned<toml::Value>, field: &str) -> Result<u64> {
+    match v.get_ref() {
+        toml::Value::Integer(n) if *n >= 0 => Ok(*n as u64),
+        toml::Value::String(s) => parse_size(s).map_err(|e| src.err(v.span(), field, e)),
+        other => Err(src.err(
+            v.span(),
+            field,
+            format!("{other} is not a size; write a byte count or size text like \"64M\""),
+        )),
+    }
+}
+
+/// Where a testbed's size and journal are written (the table when absent), and the key its
+/// size is written under (its flag's name when absent), for errors about room.
+struct FieldSpans {
+    size: Range<usize>,
+    size_key: String,
+    journal: Range<usize>,
+}
+
+/// A plan-only string of a `[[testbed]]` (`fs`, `label`).
+fn text_value<'a>(
+    src: &Src,
+    t: &'a RawTable,
+    key: &str,
+) -> Result<Option<&'a Spanned<toml::Value>>> {
+    match entry(t, &[key]) {
+        Some((_, v)) if v.get_ref().is_str() => Ok(Some(v)),
+        Some((_, v)) => Err(src.err(
+            v.span(),
+            key,
+            format!("{} is not text; write it in quotes", v.get_ref()),
+        )),
+        None => Ok(None),
+    }
+}
+
+/// Reads a `[[testbed]]`: its settings through [`TestbedParams`] (the flags' names, defaults
+/// and parsers; the old key names are aliases), with every error at the key or value at fault.
+fn parse_testbed(
+    src: &Src,
+    t: &RawTable,
+    opts: &ParseOptions,
+) -> Result<(PlanTestbed, FieldSpans)> {
+    let fs = fs_of(src, t)?;
+    let label = text_value(src, t, "label")?.and_then(|l| l.get_ref().as_str().map(String::from));
+    let (optional, mem_limit) = plan_only(src, t)?;
+    let mut params = testbed_params(src, t)?;
+    if let Some(w) = &opts.workdir {
+        params.workdir = Some(w.clone());
+    }
+    if let Some(m) = &opts.device_model {
+        params.device_model = Some(m.clone());
+    }
+    let written = |keys: &[&str]| entry(t, keys);
+    let spec = params
+        .input(fs, label, None)
+        .and_then(TestbedSpec::build)
+        .and_then(|spec| {
+            crate::testbed::check_workdir(&spec.workdir)?;
+            Ok(spec)
+        })
+        .map_err(|e| {
+            // The field the error names, where the plan writes it (the table when absent).
+            let field = crate::base::error::bad_field(&e);
+            let at = match field {
+                // A --workdir of the command line overrides the plan's; then the table is meant.
+                Some("workdir") if opts.workdir.is_some() => None,
+                Some("device_model") if opts.device_model.is_some() => None,
+                Some("label") => written(&["label"]),
+                Some(f) => written(plan_keys(f)),
+                None => None,
+            };
+            let name = at.map(|(k, _)| k.get_ref().as_str()).or(field);
+            src.err(
+                at.map_or(t.span(), |(_, v)| v.span()),
+                name.unwrap_or("testbed"),
+                format!("{e:#}"),
+            )
+        })?;
+    let size_at = written(plan_keys(SIZE_KEY));
+    Ok((
+        PlanTestbed {
+            spec,
+            mem_limit,
+            optional,
+            at: src.loc(t.span().start),
+        },
+        FieldSpans {
+            size: size_at.map_or(t.span(), |(_, v)| v.span()),
+            size_key: size_at.map_or(SIZE_KEY.to_string(), |(k, _)| k.get_ref().clone()),
+            journal: written(&["journal"]).map_or(t.span(), |(_, v)| v.span()),
+        },
+    ))
+}
+
+/// A `[[testbed]]`'s `fs`: required, and one of the filesystems fsgauge makes.
+fn fs_of(src: &Src, t: &RawTable) -> Result<FsKind> {
+    let Some(fs_v) = text_value(src, t, "fs")? else {
+        return Err(src.err(
+            t.span(),
+            "fs",
+            format!(
+                "missing field `fs` in this [[testbed]]; add fs = \"ext4\" (allowed: {})",
+                FsKind::ALL.map(|k| k.name()).join(", ")
+            ),
+        ));
+    };
+    let fs_name = fs_v.get_ref().as_str().unwrap_or_default();
+    let fs: FsKind = fs_name.parse().map_err(|_| {
+        src.err(
+            fs_v.span(),
+            "fs",
+            format!(
+                "unknown filesystem {fs_name:?}; allowed: {}",
+                FsKind::ALL.map(|k| format!("\"{}\"", k.name())).join(", ")
+            ),
+        )
+    })?;
+    Ok(fs)
+}
+
+/// What only a plan says of a testbed: whether it is `optional`, and its `mem_limit`.
+fn plan_only(src: &Src, t: &RawTable) -> Result<(bool, Option<u64>)> {
+    let optional = match entry(t, &["optional"]) {
+        None => false,
+        Some((_, v)) => v.get_ref().as_bool().ok_or_else(|| {
+            src.err(
+                v.span(),
+                "optional",
+                format!("{} is not true or false", v.get_ref()),
+            )
+        })?,
+    };
+    let mem_limit = match entry(t, &["mem_limit"]) {
+        Some((_, m)) => {
+            let v = size_value(src, m, "mem_limit")?;
+            if v < (16 << 20) {
+                return Err(src.err(
+                    m.span(),
+                    "mem_limit",
+                    format!(
+                        "{} is too small to run anything in; give 16M or more",
+                        format_size(v)
+                    ),
+                ));
+            }
+            Some(v)
+        }
+        None => None,
+    };
+    Ok((optional, mem_limit))
+}
+
+/// The testbed settings of a `[[testbed]]`: every key but [`PLAN_TESTBED_KEYS`], read as the
+/// flags read them; an unknown key fails at itself, a bad value at its value.
+fn testbed_params(src: &Src, t: &RawTable) -> Result<TestbedParams> {
+    let mut given = serde_json::Map::new();
+    for (k, v) in t.get_ref() {
+        if PLAN_TESTBED_KEYS.contains(&k.get_ref().as_str()) {
+            continue;
+        }
+        let keys = testbed_keys();
+        if !keys
+            .iter()
+            .any(|a| a == k.get_ref() || plan_keys(a).contains(&k.get_ref().as_str()))
+        {
+            return Err(src.err(
+                k.span(),
+                k.get_ref(),
+                format!(
+                    "unknown field `{}` of a [[testbed]]; allowed: {}, {} (the testbed flags' names with _ for -; the old names {} still work)",
+                    k.get_ref(),
+                    PLAN_TESTBED_KEYS.join(", "),
+                    keys.join(", "),
+                    keys.iter()
+                        .flat_map(|n| plan_keys(n).iter().skip(1))
+                        .copied()
+                        .collect::<Vec<_>>()
+                        .join(", ")
+                ),
+            ));
+        }
+        given.insert(k.get_ref().clone(), toml_to_json(v.get_ref()));
+    }
+    serde_path_to_error::deserialize::<_, TestbedParams>(serde_json::Value::Object(given)).map_err(
+        |e| {
+            let key = e.path().iter().find_map(|seg| match seg {
+                serde_path_to_error::Segment::Map { key } => Some(key.clone()),
+                _ => None,
+            });
+            let at = key.as_deref().and_then(|k| entry(t, &[k]));
+            src.err(
+                at.map_or(t.span(), |(_, v)| v.span()),
+                key.as_deref().unwrap_or("testbed"),
+                e.into_inner(),
+            )
+        },
+    )
+}
+
+/// The keys of the testbed settings: the flags' names with `_` for `-` (clap's ids).
+fn testbed_keys() -> Vec<String> {
+    let cmd = <TestbedParams as clap::Args>::augment_args(clap::Command::new("keys"));
+    cmd.get_arguments()
+        .map(|a| a.get_id().as_str().to_string())
+        .collect()
+}
+
+/// The smallest testbed `--scale` below 1 shrinks an image to, unless its mkfs needs more
+/// (xfs refuses less than 300M): small enough that a smoke run of an aging study (whose data
+/// is a share of its filesystem) takes seconds even on an emulated disk.
+const MIN_SCALED_SIZE: u64 = 64 << 20;
+
+/// Checks that every workload fits on the testbed. As written (scale 1) a testbed too small is
+/// an error at its `size`; under `--scale` testbeds grow to fit (rounded up to 64M), with a note.
+/// Below scale 1 an image testbed first shrinks with the scale (to at least
+/// [`MIN_SCALED_SIZE`], its mkfs's minimum and twice the biggest workload's estimate): a
+/// workload whose work is a share of its filesystem (aging to a usage)
+/// shrinks with it, and mkfs and the fit checks work on the smaller size.
+fn fit_testbed(
+    src: &Src,
+    tb: &mut PlanTestbed,
+    at: &FieldSpans,
+    workloads: &[PlanWorkload],
+    scale_f: f64,
+    notes: &mut Vec<String>,
+) -> Result<()> {
+    // Every workload's estimate was checked when it was parsed (an overflow is refused there).
+    let need_of = |w: &PlanWorkload| w.workload.space_needed().unwrap_or(u64::MAX);
+    let Some(big) = workloads.iter().max_by_key(|w| need_of(w)) else {
+        return Ok(());
+    };
+    let need = need_of(big);
+    if scale_f < 1.0 && tb.spec.device.is_none() {
+        // Twice the estimate: a filesystem's own metadata (inode tables, journal, directory
+        // blocks of a deep tree) is not in it, and the run's check after mkfs is exact.
+        let scaled = ((tb.spec.size as f64 * scale_f) as u64)
+            .max(MIN_SCALED_SIZE)
+            .max(tb.spec.fs.min_size())
+            .max(need.saturating_mul(2))
+            .next_multiple_of(64 << 20);
+        if scaled < tb.spec.size {
+            notes.push(format!(
+                "testbed {} shrunk from {} to {} with --scale {scale_f}",
+                tb.spec.label,
+                format_size(tb.spec.size),
+                format_size(scaled)
+            ));
+            tb.spec.size = scaled;
+        }
+    }
+    if need <= admit::usable(tb.spec.size) {
+        return Ok(());
+    }
+    if scale_f == 1.0 {
+        // As written, the plan is admitted or refused as `bench` would be on this testbed.
+        return admit::space(&tb.spec, &*big.workload).map_err(|e| {
+            src.err(
+                at.size.clone(),
+                &at.size_key,
+                format!(
+                    "testbed {:?}: {e} (the workload at {})",
+                    tb.spec.label,
+                    src.seen_from(&big.at, at.size.start)
+                ),
+            )
+        });
+    }
+    let Some(grown) = admit::fitting_size(need) else {
+        return Err(src.err(
+            at.size.clone(),
+            &at.size_key,
+            format!(
+                "the scaled workload at {} ({}) needs about {}, more than any testbed can be; use a smaller --scale",
+                src.seen_from(&big.at, at.size.start),
+                big.kind,
+                crate::base::units::format_bytes_human(need as f64)
+            ),
+        ));
+    };
+    notes.push(format!(
+        "testbed {} grown from {} to {} to fit the scaled {} workload",
+        tb.spec.label,
+        format_size(tb.spec.size),
+        format_size(grown),
+        big.kind
+    ));
+    tb.spec.size = grown;
+    Ok(())
+}
+
+/// Checks that a testbed's memory limit holds what each workload needs for itself (fsgauge's
+/// own memory plus the workload's buffers: the figure the run checks again before it starts),
+/// so a limit too small is refused at its `mem_limit` before anything is made.
+fn fit_memory(
+    src: &Src,
+    tb: &PlanTestbed,
+    limit_at: Option<&Spanned<toml::Value>>,
+    workloads: &[PlanWorkload],
+) -> Result<()> {
+    let (Some(limit), Some(at)) = (tb.mem_limit, limit_at) else {
+        return Ok(());
+    };
+    for w in workloads {
+        admit::memory(limit, &*w.workload, crate::lab::runner::TOOL_RSS_ESTIMATE).map_err(|e| {
+            src.err(
+                at.span(),
+                "mem_limit",
+                format!(
+                    "testbed {:?} is limited to {}; for the workload at {} ({}): {e}",
+                    tb.spec.label,
+                    format_size(limit),
+                    src.seen_from(&w.at, at.span().start),
+                    w.kind
+                ),
+            )
+        })?;
+    }
+    Ok(())
+}
+
+/// Checks that every workload's files fit in the inodes the testbed's mkfs will make. An ext
+/// testbed whose mkfs options say nothing about inodes gets `-N` when its default would be
+/// too few (with a note; the result's mkfs command line records it); an explicit `-N` or
+/// `-i` that is too small is refused, naming the `-N` that fits.
+fn fit_inodes(
+    src: &Src,
+    tb: &mut PlanTestbed,
+    workloads: &[PlanWorkload],
+    notes: &mut Vec<String>,
+) -> Result<()> {
+    let Some(big) = workloads.iter().max_by_key(|w| w.workload.inodes_needed()) else {
+        return Ok(());
+    };
+    match admit::inodes(&mut tb.spec, &*big.workload) {
+        Ok(note) => {
+            notes.extend(
+                note.map(|n| format!("{n} (the workload at {})", big.at.line_in(src.name))),
+            );
+            Ok(())
+        }
+        Err(e) => Err(bad_input(format!(
+            "{}: mkfs: {e} (the workload at {})",
+            tb.at,
+            big.at.line_in(&tb.at.file)
+        ))),
+    }
+}
+
+/// With `fresh = "per-testbed"` and questions, runs alternate between the testbeds (so drift
+/// hits both sides of a question alike), and every testbed's filesystem exists at once: the
+/// disk (and the RAM disk) must hold them all together.
+pub(super) fn check_disk_together(
+    src: &Src,
+    testbeds: &[PlanTestbed],
+    workloads: &[PlanWorkload],
+    aged: bool,
+    fresh_span: Option<Range<usize>>,
+) -> Result<()> {
+    let mut need: BTreeMap<PathBuf, u64> = BTreeMap::new();
+    for tb in testbeds {
+        let s = &tb.spec;
+        let mut add = |backing: Backing, bytes: u64| {
+            let base = match backing {
+                Backing::File => crate::testbed::room::nearest_existing(&s.workdir),
+                Backing::Ram => {
+                    crate::testbed::room::nearest_existing(&default_workdir(Backing::Ram))
+                }
+            };
+            let e = need.entry(base).or_default();
+            *e = e.saturating_add(bytes);
+        };
+        add(s.backing, s.image_room(written(s, workloads, aged)));
+        if let Some(j) = s.journal {
+            add(j.backing, j.size);
+        }
+    }
+    for (base, bytes) in need {
+        let Some(avail) = crate::testbed::room::free_space(&base) else {
+            continue;
+        };
+        if bytes > avail {
+            return Err(src.err(
+                fresh_span.clone().unwrap_or(0..0),
+                "fresh",
+                format!(
+                    "with questions, fresh = \"per-testbed\" keeps every testbed's filesystem at once (runs alternate between them), which needs {} in {} but it has only {} free; use fresh = \"per-run\", smaller sizes, or --workdir on a bigger filesystem",
+                    crate::base::units::format_bytes_human(bytes as f64),
+                    crate::testbed::room::describe(&base),
+                    crate::base::units::format_bytes_human(avail as f64)
+                ),
+            ));
+        }
+    }
+    Ok(())
+}
+
+/// What the plan's runs write on a testbed at most, for the room a sparse image takes: the
+/// largest workload's estimate, or the whole testbed when it is aged (aging fills it).
+fn written(spec: &TestbedSpec, workloads: &[PlanWorkload], aged: bool) -> u64 {
+    if aged {
+        return spec.size;
+    }
+    workloads
+        .iter()
+        .map(|w| w.workload.space_needed().unwrap_or(u64::MAX))
+        .max()
+        .unwrap_or(0)
+}
+
+/// Runs are made one at a time, so the disk must hold each testbed's image (and its journal
+/// image) at once: refused as the run's own check refuses it, at the key at fault.
+fn check_disk(src: &Src, tb: &PlanTestbed, at: &FieldSpans, written: u64) -> Result<()> {
+    crate::testbed::room::check(&tb.spec, written).map_err(|e| {
+        let (span, key) = match crate::base::error::bad_field(&e) {
+            Some("journal") => (at.journal.clone(), "journal"),
+            _ => (at.size.clone(), at.size_key.as_str()),
+        };
+        src.err(span, key, format!("{e:#}"))
+    })
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::lab::plan::parse::{parse_test, OK};
+    use crate::lab::plan::{parse, Plan};
+
+    fn p(text: &str) -> Result<Plan> {
+        parse_test(text, None)
+    }
+
+    fn err(text: &str) -> String {
+        format!("{:#}", p(text).expect_err("must fail"))
+    }
+
+    /// Every testbed flag, found in clap's metadata (so a new one is covered as it is added),
+    /// is the plan key of the same name with `_` for `-`: `--KEY VALUE` on the command line
+    /// and `KEY = "VALUE"` in a `[[testbed]]` give the same testbed, unlike the default one.
+    #[test]
+    fn every_testbed_flag_is_the_plan_key_of_the_same_name() {
+        use clap::{Args, Command, FromArgMatches};
+        let tmp = std::env::temp_dir().to_string_lossy().into_owned();
+        // A value unlike the default for each setting; a new flag needs one here, with the
+        // other settings it needs to mean something (given to both sides and to the default).
+        type Sample<'a> = (&'a str, &'a str, &'a [(&'a str, &'a str)]);
+        let samples: [Sample; 13] = [
+            ("fs_size", "320M", &[]),
+            ("mkfs_opts", "-O ^extent -I 256", &[]),
+            ("mount_opts", "noatime", &[]),
+            ("journal", "file:8M", &[]),
+            ("backing", "ram", &[]),
+            ("image_alloc", "sparse", &[]),
+            ("workdir", &tmp, &[]),
+            ("loop_direct_io", "off", &[]),
+            ("device_model", "deskstar-7k250:cache=off", &[]),
+            ("device_offset", "100G", &[("device_model", "st3500641as")]),
+            ("device_model_during", "always", &[("device_model", "ram")]),
+            ("journal_device_model", "ram", &[("journal", "file:8M")]),
+            ("image_start", "overlay", &[]),
+        ];
+        let flags_cmd =
+            || crate::cli::TestbedArgs::augment_args(Command::new("bench").no_binary_name(true));
+        let base = |extra: &[String]| {
+            // Small images, so that the plan's check of free space passes anywhere.
+            let mut args = vec!["--fs".to_string(), "ext4".to_string()];
+            if !extra.iter().any(|a| a == "--fs-size") {
+                args.extend(["--fs-size".to_string(), "256M".to_string()]);
+            }
+            args.extend(extra.iter().cloned());
+            let m = flags_cmd().try_get_matches_from(args).expect("flags parse");
+            let mut flags = crate::cli::TestbedArgs::from_arg_matches(&m).expect("flags read");
+            // As `age --keep-image` sets it: only a command that keeps its aging takes
+            // `--image-start overlay`, and this walk gives every flag.
+            flags.keeps_image = true;
+            flags
+                .spec()
+                .expect("a valid testbed")
+                .expect("--fs is given")
+        };
+        let params = TestbedParams::augment_args(Command::new("params"));
+        let mut walked = 0;
+        for arg in params.get_arguments() {
+            let key = arg.get_id().as_str();
+            let flag = format!(
+                "--{}",
+                arg.get_long().expect("testbed settings are long flags")
+            );
+            assert_eq!(flag.trim_start_matches("--").replace('-', "_"), key);
+            let (_, value, context) = samples
+                .iter()
+                .find(|(k, _, _)| *k == key)
+                .unwrap_or_else(|| panic!("{flag} has no sample value in this test; add one"));
+            let context_flags: Vec<String> = context
+                .iter()
+                .flat_map(|(k, v)| [format!("--{}", k.replace('_', "-")), v.to_string()])
+                .collect();
+            let context_keys: String = context
+                .iter()
+                .map(|(k, v)| format!("{k} = {v:?}\n"))
+                .collect();
+            let default = base(&context_flags);
+            let mut with = context_flags.clone();
+            with.extend([flag.clone(), value.to_string()]);
+            let from_flags = base(&with);
+            assert_ne!(from_flags, default, "{flag} {value} changes nothing");
+            let size = if key == "fs_size" {
+                ""
+            } else {
+                "fs_size = \"256M\"\n"
+            };
+            let plan = format!(
+                "[[testbed]]\nfs = \"ext4\"\n{size}{context_keys}{key} = {value:?}\n\n[[workload]]\nkind = \"tree\"\ndirs = 1\nfiles = 1\nfile_size = \"4K\"\n"
+            );
+            let from_plan = parse(&plan, "t.toml", &ParseOptions::default())
+                .unwrap_or_else(|e| panic!("{plan}: {e:#}"))
+                .testbeds
+                .remove(0)
+                .spec;
+            assert_eq!(
+                from_flags, from_plan,
+                "{flag} {value} and {key} = {value:?}"
+            );
+            walked += 1;
+        }
+        assert_eq!(walked, samples.len(), "every sample is a flag");
+    }
+
+    const INTERLEAVE: &str = "[[testbed]]\nlabel = \"e\"\nfs = \"ext4\"\nsize = \"1G\"\nMKFS\n\n[[workload]]\nkind = \"interleave\"\ndirs = 9890\nfiles = 14\n";
+
+    #[test]
+    fn an_ext_testbed_short_of_inodes_gets_enough_from_mkfs() {
+        // The inode-interleave run: 9890 dirs x 14 files = 148350 inodes on a 1G ext4,
+        // whose default is 65536.
+        let plan = p(&INTERLEAVE.replace("MKFS", "")).unwrap();
+        let opts = &plan.testbeds[0].spec.mkfs_opts;
+        let n: u64 = opts[opts.iter().position(|o| o == "-N").unwrap() + 1]
+            .parse()
+            .unwrap();
+        assert!(n >= 148350 + crate::testbed::inodes::RESERVED, "{opts:?}");
+        assert!(
+            plan.notes.iter().any(|n| n.contains("added -N")),
+            "{:?}",
+            plan.notes
+        );
+        // Enough already: nothing added.
+        let plan = p(&INTERLEAVE.replace("MKFS", "mkfs = \"-N 300000\"")).unwrap();
+        assert_eq!(plan.testbeds[0].spec.mkfs_opts, ["-N", "300000"]);
+        // Too few, explicitly: refused at the testbed, naming the -N that fits.
+        let e = err(&INTERLEAVE.replace("MKFS", "mkfs = \"-i 65536\""));
+        assert!(
+            e.starts_with("t.toml:1:1: mkfs: testbed \"e\" gets 16384 inodes"),
+            "{e}"
+        );
+        assert!(e.contains("makes 148350; use -N 164221"), "{e}");
+        // xfs makes inodes as it goes.
+        let plan = p(&INTERLEAVE.replace("ext4", "xfs").replace("MKFS", "")).unwrap();
+        assert!(plan.testbeds[0].spec.mkfs_opts.is_empty());
+    }
+
+    #[test]
+    fn testbed_problems_point_at_the_field() {
+        let e = err(&OK.replace("size = \"256M\"", "size = \"1M\""));
+        assert!(
+            e.starts_with("t.toml:9:8:") && e.contains("too small"),
+            "{e}"
+        );
+        let e = err(&OK.replace("label = \"a\"", "label = \"ext4\""));
+        assert!(e.contains("two testbeds"), "{e}");
+        // The spec's own checks name their field; the plan points at where it is written.
+        let e = err(&OK.replace("label = \"a\"", "label = \"a b\""));
+        assert!(e.starts_with("t.toml:7:9: label: testbed label"), "{e}");
+        let e = err(&OK
+            .replace("mount = \"data=writeback\"", "journal = \"ram:1M\"")
+            .replace(
+                "fs = \"ext4\"\nsize = \"256M\"",
+                "fs = \"ext2\"\nsize = \"256M\"",
+            ));
+        assert!(e.starts_with("t.toml:11:11: journal: --journal"), "{e}");
+        let e = err(&OK.replace("mkfs = \"-O ^extent\"", "mkfs = \"-O '^extent\""));
+        assert!(e.starts_with("t.toml:10:8: mkfs:"), "{e}");
+        let e = err(&OK.replace("file_size = \"64K\"", "file_size = \"100M\""));
+        assert!(
+            e.starts_with("t.toml:9:8:") && e.contains("needs about"),
+            "{e}"
+        );
+        let e = err(&OK.replace("size = \"256M\"", "size = \"64P\""));
+        assert!(e.contains("free"), "{e}");
+        let e = err(&OK.replace("mount = \"data=writeback\"", "journal = \"ram:900T\""));
+        assert!(
+            e.starts_with("t.toml:11:11:") && e.contains("RAM disk"),
+            "{e}"
+        );
+    }
+
+    /// The emulated disk's settings without one, a loop device without direct I/O under one,
+    /// and ablations that do not apply are refused at the key that says them, as the flags are.
+    #[test]
+    fn device_settings_that_do_not_apply_are_refused_at_their_key() {
+        let at = |line: &str| OK.replace("mount = \"data=writeback\"", line);
+        let e = err(&at("device_offset = \"100G\""));
+        assert!(
+            e.starts_with("t.toml:11:17: device_offset: --device-offset 100G places the filesystem on an emulated disk, but there is none: add --device-model PROFILE"),
+            "{e}"
+        );
+        let e = err(&at("device_model_during = \"always\""));
+        assert!(
+            e.starts_with("t.toml:11:23: device_model_during: --device-model-during always says when the emulated disk of --device-model applies, but there is none"),
+            "{e}"
+        );
+        let e = err(&at("device_model = \"ram\"\nloop_direct_io = false"));
+        assert!(
+            e.starts_with("t.toml:12:18: loop_direct_io: --loop-direct-io off: the emulated disk of --device-model ram needs its loop device to do direct I/O"),
+            "{e}"
+        );
+        let e = err(&at("device_model = \"ram:seek=off\""));
+        assert!(
+            e.starts_with("t.toml:11:16: device_model: ablation seek=off does not apply to ram"),
+            "{e}"
+        );
+        let e = err(&at("device_model = \"deskstar-7k250:seek=off,seek=on\""));
+        assert!(
+            e.starts_with("t.toml:11:16: device_model: ablation seek is given twice"),
+            "{e}"
+        );
+        let e = err(&at("device_model = \"deskstar-7k250:constant=99999999h\""));
+        assert!(
+            e.starts_with(
+                "t.toml:11:16: device_model: ablation constant=99999999h is out of range"
+            ) && e.contains("above 0 and at most 10s, e.g. constant=12ms"),
+            "{e}"
+        );
+        // With a disk, they apply; a disk given on the command line (`run PLAN
+        // --device-model`) is the testbed's disk, so its offset and span apply to it.
+        p(&at(
+            "device_model = \"st3500641as\"\ndevice_offset = \"100G\"",
+        ))
+        .expect("with a disk");
+        let opts = ParseOptions {
+            workdir: Some(std::env::temp_dir()),
+            device_model: Some("st3500641as".parse().expect("a profile")),
+            ..Default::default()
+        };
+        let plan = parse(&at("device_offset = \"100G\""), "t.toml", &opts).expect("--device-model");
+        let m = plan.testbeds[0].spec.device_model.clone().expect("a disk");
+        assert_eq!(m.offset, 100 << 30);
+    }
+
+    #[test]
+    fn a_memory_limit_below_the_workloads_own_need_is_refused_at_mem_limit() {
+        // 8 threads with 64M requests hold 512M of buffers: a 64M limit cannot run them.
+        let tio = OK.replace(
+            "kind = \"tree\"\ndirs = 2\nfiles = 3\nfile_size = \"64K\"",
+            "kind = \"tio\"\nthreads = [8]\nmode = [\"seqwrite\"]\nblock = \"64M\"\nfile_size = \"64M\"",
+        );
+        let big = tio.replace("size = \"256M\"", "size = \"1G\"");
+        let e = err(&big.replace("size = 268435456", "size = \"1G\""));
+        assert!(
+            e.starts_with("t.toml:12:13: mem_limit: testbed \"a\" is limited to 64M")
+                && e.contains("workload at line 18 (tio)")
+                && e.contains("give at least"),
+            "{e}"
+        );
+        // The same workload with small requests fits.
+        let small = big
+            .replace("size = 268435456", "size = \"1G\"")
+            .replace("block = \"64M\"", "block = \"4K\"");
+        assert!(
+            p(&small).is_ok(),
+            "{:#}",
+            p(&small).err().map_or(String::new(), |e| e.to_string())
+        );
+    }
+
+    #[test]
+    fn scaling_multiplies_declared_fields_and_grows_testbeds() {
+        let plan = parse_test(OK, Some(1000.0)).unwrap();
+        let params = plan.workloads[0].workload.params();
+        assert_eq!(params["files"], 3, "tree keeps its shape");
+        assert_eq!(params["dirs"], 2, "dirs keep their value");
+        assert_eq!(params["file_size"], 64000 << 10);
+        assert!(plan.testbeds[0].spec.size > 256 << 20);
+        assert!(!plan.notes.is_empty());
+    }
+
+    #[test]
+    fn scaling_down_shrinks_image_testbeds_to_the_floor_or_the_mkfs_minimum() {
+        let big = OK
+            .replace("size = \"256M\"", "size = \"6G\"")
+            .replace("size = 268435456", "size = \"6G\"");
+        // 6G x 0.05 = 307M, rounded up to 320M; x 0.002 = 12M, below the 64M floor.
+        let plan = parse_test(&big, Some(0.05)).unwrap();
+        assert!(plan.testbeds.iter().all(|t| t.spec.size == 320 << 20));
+        let plan = parse_test(&big, Some(0.002)).unwrap();
+        assert!(plan.testbeds.iter().all(|t| t.spec.size == 64 << 20));
+        assert!(
+            plan.notes
+                .iter()
+                .any(|n| n.contains("shrunk from 6G to 64M")),
+            "{:?}",
+            plan.notes
+        );
+        // xfs: not below the 300M its mkfs needs (rounded up to 320M).
+        let xfs = big.replace("fs = \"ext4\"", "fs = \"xfs\"");
+        let plan = parse_test(&xfs, Some(0.002)).unwrap();
+        assert!(plan.testbeds.iter().all(|t| t.spec.size == 320 << 20));
+        let plan = parse_test(&big, Some(0.5)).unwrap();
+        assert_eq!(plan.testbeds[0].spec.size, 3 << 30);
+    }
+}
