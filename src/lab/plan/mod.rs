@@ -21,6 +21,10 @@
 //! layout = true             # reps, seed, cold and layout are the run settings: the flags of
 //!                           #   the same names (--seed ...) declare them, and win over them
 //!
+//! [testbed_defaults]        # optional: the keys of a [[testbed]] (but label) that every
+//! fs = "ext4"               #   testbed has unless it writes them itself (`size` counts as
+//! mem_limit = "128M"        #   `fs_size`, ...); errors in them point here
+//!
 //! [[testbed]]               # one per configuration
 //! label = "ext4-noextent"   # default: the fs name; labels are unique
 //! fs = "ext4"               # ext2 | ext3 | ext4 | xfs | btrfs

@@ -37,6 +37,9 @@ pub(super) struct RawPlan<Q = Spanned<RawQuestion>> {
     cv_target: Option<Spanned<f64>>,
     max_reps: Option<Spanned<i64>>,
     fresh: Option<Spanned<String>>,
+    /// `[testbed_defaults]`: keys of a `[[testbed]]` that every testbed has unless it writes
+    /// them itself ([`testbeds::with_defaults`]).
+    pub(super) testbed_defaults: Option<RawTable>,
     #[serde(default)]
     pub(super) testbed: Vec<RawTable>,
     #[serde(default)]
@@ -51,7 +54,7 @@ pub(super) struct RawPlan<Q = Spanned<RawQuestion>> {
 
 /// The keys of a plan's top level that are the plan's own, [`RawPlan`]'s fields: the others
 /// are the run settings, which the command line also takes as flags.
-pub(crate) const OWN_KEYS: [&str; 13] = [
+pub(crate) const OWN_KEYS: [&str; 14] = [
     "extends",
     "drop_testbeds",
     "drop_workloads",
@@ -61,6 +64,7 @@ pub(crate) const OWN_KEYS: [&str; 13] = [
     "cv_target",
     "max_reps",
     "fresh",
+    "testbed_defaults",
     "testbed",
     "workload",
     "age",
@@ -87,7 +91,7 @@ pub(super) fn parse_src(src: &Src, opts: &ParseOptions) -> Result<Plan> {
     let fresh = parse_fresh(src, &raw)?;
     require_entries(src, &raw)?;
 
-    let tables = &raw.testbed;
+    let tables = &testbeds::with_defaults(src, &raw.testbed, raw.testbed_defaults.as_ref())?;
     let workloads = workloads::parse_workloads(
         src,
         &raw.workload,

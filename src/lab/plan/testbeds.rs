@@ -269,6 +269,74 @@ fn plan_only(src: &Src, t: &RawTable) -> Result<(bool, Option<u64>)> {
     Ok((optional, mem_limit))
 }
 
+/// A key of a testbed table (`table`: `a [[testbed]]`, `[testbed_defaults]`): a plan-only key,
+/// or a testbed setting under its flag's name or an old name; anything else is refused at
+/// itself, with the keys there are.
+fn check_key(src: &Src, k: &Spanned<String>, table: &str) -> Result<()> {
+    let key = k.get_ref().as_str();
+    let keys = testbed_keys();
+    if PLAN_TESTBED_KEYS.contains(&key)
+        || keys.iter().any(|a| a == key || plan_keys(a).contains(&key))
+    {
+        return Ok(());
+    }
+    Err(src.err(
+        k.span(),
+        key,
+        format!(
+            "unknown field `{key}` of {table}; allowed: {}, {} (the testbed flags' names with _ for -; the old names {} still work)",
+            PLAN_TESTBED_KEYS.join(", "),
+            keys.join(", "),
+            keys.iter()
+                .flat_map(|n| plan_keys(n).iter().skip(1))
+                .copied()
+                .collect::<Vec<_>>()
+                .join(", ")
+        ),
+    ))
+}
+
+/// The plan's `[[testbed]]` tables with its `[testbed_defaults]` under each: every key of the
+/// defaults that a testbed does not write itself (under that name or another name of the same
+/// setting) becomes the testbed's, with the place the defaults write it, so that an error in
+/// it points there. The defaults take the keys of a `[[testbed]]` but `label`, each testbed's
+/// own; an unknown key is refused at itself.
+pub(super) fn with_defaults(
+    src: &Src,
+    testbeds: &[RawTable],
+    defaults: Option<&RawTable>,
+) -> Result<Vec<RawTable>> {
+    let Some(d) = defaults else {
+        return Ok(testbeds.to_vec());
+    };
+    for k in d.get_ref().keys() {
+        if k.get_ref() == "label" {
+            return Err(src.err(
+                k.span(),
+                "label",
+                "labels are each testbed's own (no two testbeds share one): write it in each [[testbed]], not in [testbed_defaults]",
+            ));
+        }
+        check_key(src, k, "[testbed_defaults]")?;
+    }
+    let under = |t: &RawTable| {
+        let mut table = t.get_ref().clone();
+        for (k, v) in d.get_ref() {
+            let names = plan_keys(k.get_ref());
+            let own = if names.is_empty() {
+                entry(t, &[k.get_ref().as_str()])
+            } else {
+                entry(t, names)
+            };
+            if own.is_none() {
+                table.insert(k.clone(), v.clone());
+            }
+        }
+        Spanned::new(t.span(), table)
+    };
+    Ok(testbeds.iter().map(under).collect())
+}
+
 /// The testbed settings of a `[[testbed]]`: every key but [`PLAN_TESTBED_KEYS`], read as the
 /// flags read them; an unknown key fails at itself, a bad value at its value.
 fn testbed_params(src: &Src, t: &RawTable) -> Result<TestbedParams> {
@@ -277,27 +345,7 @@ fn testbed_params(src: &Src, t: &RawTable) -> Result<TestbedParams> {
         if PLAN_TESTBED_KEYS.contains(&k.get_ref().as_str()) {
             continue;
         }
-        let keys = testbed_keys();
-        if !keys
-            .iter()
-            .any(|a| a == k.get_ref() || plan_keys(a).contains(&k.get_ref().as_str()))
-        {
-            return Err(src.err(
-                k.span(),
-                k.get_ref(),
-                format!(
-                    "unknown field `{}` of a [[testbed]]; allowed: {}, {} (the testbed flags' names with _ for -; the old names {} still work)",
-                    k.get_ref(),
-                    PLAN_TESTBED_KEYS.join(", "),
-                    keys.join(", "),
-                    keys.iter()
-                        .flat_map(|n| plan_keys(n).iter().skip(1))
-                        .copied()
-                        .collect::<Vec<_>>()
-                        .join(", ")
-                ),
-            ));
-        }
+        check_key(src, k, "a [[testbed]]")?;
         given.insert(k.get_ref().clone(), toml_to_json(v.get_ref()));
     }
     serde_path_to_error::deserialize::<_, TestbedParams>(serde_json::Value::Object(given)).map_err(
@@ -824,5 +872,111 @@ mod tests {
         assert!(plan.testbeds.iter().all(|t| t.spec.size == 320 << 20));
         let plan = parse_test(&big, Some(0.5)).unwrap();
         assert_eq!(plan.testbeds[0].spec.size, 3 << 30);
+    }
+
+    /// Two testbeds that say only what differs: the defaults under each.
+    const DEFAULTS: &str = r#"[testbed_defaults]
+fs = "ext4"
+fs_size = "256M"
+mount_opts = "data=writeback"
+mem_limit = "64M"
+
+[[testbed]]
+label = "a"
+
+[[testbed]]
+label = "b"
+size = "320M"
+mount_opts = "data=ordered"
+mem_limit = "128M"
+
+[[testbed]]
+fs = "xfs"
+fs_size = "320M"
+
+[[workload]]
+kind = "tree"
+dirs = 2
+files = 3
+file_size = "64K"
+"#;
+
+    #[test]
+    fn testbed_defaults_go_under_each_testbed_whose_own_keys_win() {
+        let plan = p(DEFAULTS).unwrap();
+        let got: Vec<(&str, &str, u64, &str, Option<u64>)> = plan
+            .testbeds
+            .iter()
+            .map(|t| {
+                let s = &t.spec;
+                let fs = s.fs.name();
+                (
+                    s.label.as_str(),
+                    fs,
+                    s.size >> 20,
+                    s.mount_opts.as_str(),
+                    t.mem_limit.map(|m| m >> 20),
+                )
+            })
+            .collect();
+        assert_eq!(
+            got,
+            [
+                ("a", "ext4", 256, "data=writeback", Some(64)),
+                // `size` is `fs_size`'s old name: the testbed's own, over the default's.
+                ("b", "ext4", 320, "data=ordered", Some(128)),
+                ("xfs", "xfs", 320, "data=writeback", Some(64)),
+            ]
+        );
+        // Each testbed is where its own table is.
+        assert_eq!(plan.testbeds[1].at.line, 10);
+        // The same plan with every key written in every testbed runs the same testbeds.
+        let written = OK.replace("mount = \"data=writeback\"\n", "");
+        let a = p(&written).unwrap();
+        let b = p(&written.replace("fs = \"ext4\"\n", "").replacen(
+            "[[testbed]]",
+            "[testbed_defaults]\nfs = \"ext4\"\n\n[[testbed]]",
+            1,
+        ))
+        .unwrap();
+        let specs = |p: &Plan| {
+            p.testbeds
+                .iter()
+                .map(|t| t.spec.clone())
+                .collect::<Vec<_>>()
+        };
+        assert_eq!(specs(&a), specs(&b));
+    }
+
+    /// A default at fault is refused where the defaults write it, as a testbed's own key is.
+    #[test]
+    fn testbed_defaults_errors_point_at_the_default() {
+        let e = err(&DEFAULTS.replace("fs_size = \"256M\"\nmount", "fs_size = \"1M\"\nmount"));
+        assert!(
+            e.starts_with("t.toml:3:11: fs_size: --fs-size 1M is too small"),
+            "{e}"
+        );
+        let e = err(&DEFAULTS.replace("mem_limit = \"64M\"", "mem_limit = \"1M\""));
+        assert!(
+            e.starts_with("t.toml:5:13: mem_limit: 1M is too small"),
+            "{e}"
+        );
+        let e = err(&DEFAULTS.replace("mem_limit = \"64M\"", "mem_limits = \"64M\""));
+        assert!(
+            e.starts_with("t.toml:5:1: mem_limits: unknown field `mem_limits` of [testbed_defaults]; allowed: fs, label"),
+            "{e}"
+        );
+        let e = err(&DEFAULTS.replace("fs = \"ext4\"", "fs = \"ext5\""));
+        assert!(
+            e.starts_with("t.toml:2:6: fs: unknown filesystem \"ext5\""),
+            "{e}"
+        );
+        let e = err(&DEFAULTS.replace("fs = \"ext4\"", "label = \"all\""));
+        assert!(
+            e.starts_with("t.toml:2:1: label: labels are each testbed's own"),
+            "{e}"
+        );
+        let e = err(&DEFAULTS.replace("[testbed_defaults]", "testbed_defaults = 3"));
+        assert!(e.starts_with("t.toml:1:20:"), "{e}");
     }
 }

@@ -74,14 +74,24 @@ impl List {
 
     /// The label of each entry: as the plan's parser gives it when `effective` (a preset's
     /// entries: `kind#N` for a kind written more than once, `qN` for a question without an
-    /// id), else only as written (`label`, or `fs` / `kind`; a question's `id`).
-    pub(super) fn labels(self, entries: &[Entry], effective: bool) -> Vec<Option<String>> {
+    /// id), else only as written (`label`, or `fs` / `kind`; a question's `id`). A testbed
+    /// that writes neither `label` nor `fs` has the `fs` of `defaults` (`[testbed_defaults]`).
+    pub(super) fn labels(
+        self,
+        entries: &[Entry],
+        effective: bool,
+        defaults: Option<&Entry>,
+    ) -> Vec<Option<String>> {
         let kind = |e: &Entry| e.get("kind").map(str::to_string);
         entries
             .iter()
             .enumerate()
             .map(|(i, e)| match self {
-                List::Testbed => e.get("label").or_else(|| e.get("fs")).map(String::from),
+                List::Testbed => e
+                    .get("label")
+                    .or_else(|| e.get("fs"))
+                    .or_else(|| defaults.and_then(|d| d.get("fs")))
+                    .map(String::from),
                 List::Workload => e.get("label").map(String::from).or_else(|| {
                     let k = kind(e)?;
                     let same: Vec<usize> = (0..entries.len())
@@ -107,6 +117,8 @@ pub(super) struct Layer {
     /// The comment lines the file opens with.
     pub(super) header: Vec<Line>,
     pub(super) top: Vec<Piece>,
+    /// `[testbed_defaults]`.
+    pub(super) defaults: Option<Entry>,
     pub(super) age: Option<Entry>,
     pub(super) lists: [Vec<Entry>; 3],
 }
@@ -115,7 +127,11 @@ pub(super) struct Layer {
 pub(super) fn emit(layer: &Layer) -> Resolved {
     let mut lines: Vec<Line> = layer.header.clone();
     lines.extend(layer.top.iter().flat_map(|p| p.lines.iter().cloned()));
-    let entries = layer.age.iter().chain(layer.lists.iter().flatten());
+    let entries = layer
+        .defaults
+        .iter()
+        .chain(&layer.age)
+        .chain(layer.lists.iter().flatten());
     for e in entries {
         let first = e.comments.first().unwrap_or(&e.head);
         if !lines.is_empty() {
@@ -226,7 +242,8 @@ impl<'a> Cut<'a> {
         })
     }
 
-    /// A `[[testbed]]` (or `[age]`) table: its table line, comments and pieces.
+    /// A `[[testbed]]` (or `[age]`, `[testbed_defaults]`) table: its table line, comments and
+    /// pieces, a testbed setting's keyed by its flag's name (`list`: whose keys they are).
     fn entry(&self, t: &RawTable, table: &str, list: Option<List>) -> Result<Entry> {
         let head = self.line_of(t.span().start);
         let written: String = self.lines[head]
@@ -265,7 +282,8 @@ impl<'a> Cut<'a> {
 
 /// Keys of a plan that are not pieces of its top: its tables and what it says of the preset it
 /// extends.
-const NOT_TOP: [&str; 8] = [
+const NOT_TOP: [&str; 9] = [
+    "testbed_defaults",
     "testbed",
     "workload",
     "question",
@@ -304,6 +322,11 @@ pub(super) fn read_layer(src: &Src, raw: &RawPlan<RawTable>) -> Result<Layer> {
             .into_iter()
             .map(|(k, v)| cut.piece(k, v, k.get_ref()))
             .collect::<Result<_>>()?,
+        defaults: raw
+            .testbed_defaults
+            .as_ref()
+            .map(|d| cut.entry(d, "[testbed_defaults]", Some(List::Testbed)))
+            .transpose()?,
         age: raw
             .age
             .as_ref()

@@ -8,7 +8,8 @@
 //! - a `[[testbed]]`, `[[workload]]` or `[[question]]` with the label of one of the preset's
 //!   (testbed: `label`, else `fs`; workload: `label`, else `kind`; question: `id`) is merged
 //!   into it key by key, the plan's keys winning; the others are added after the preset's;
-//!   `[age]` is merged key by key;
+//!   `[age]` and `[testbed_defaults]` are merged key by key (the merged defaults then go under
+//!   every testbed, the preset's and the plan's, whose own keys win);
 //! - `drop_testbeds`, `drop_workloads` and `drop_questions` list the preset's entries to leave
 //!   out, by label (questions by id).
 //!
@@ -132,14 +133,18 @@ fn merge(
         .filter(|p| p.key != "name")
         .filter(|p| !(resets && ["cv_target", "max_reps"].contains(&p.key.as_str())))
         .collect();
-    let age = match (base.age, own.age) {
-        (Some(b), Some(o)) => Some(merge_entry(b, o)),
-        (b, o) => o.or(b),
-    };
+    let age = merge_table(base.age, own.age);
+    let defaults = merge_table(base.defaults, own.defaults);
     let mut lists: [Vec<Entry>; 3] = Default::default();
     let lists_in = LISTS.iter().zip(base.lists).zip(own.lists).zip(drops(raw));
     for (out, (((list, base_entries), own_entries), dropped)) in lists.iter_mut().zip(lists_in) {
-        *out = merge_list(*list, base_entries, own_entries, dropped, src, base_name)?;
+        let merging = Merging {
+            list: *list,
+            src,
+            base_name,
+            defaults: defaults.as_ref(),
+        };
+        *out = merge_list(&merging, base_entries, own_entries, dropped)?;
     }
     refuse_drops_a_question_reads(src, raw, &lists[2], base_name)?;
     // The plan's name on top, where a reader looks for it.
@@ -148,9 +153,28 @@ fn merge(
     Ok(Layer {
         header: own.header,
         top,
+        defaults,
         age,
         lists,
     })
+}
+
+/// A table of which a plan has one (`[age]`, `[testbed_defaults]`): the preset's with the
+/// plan's keys merged in, or whichever of the two there is.
+fn merge_table(base: Option<Entry>, own: Option<Entry>) -> Option<Entry> {
+    match (base, own) {
+        (Some(b), Some(o)) => Some(merge_entry(b, o)),
+        (b, o) => o.or(b),
+    }
+}
+
+/// What merging one list of entries needs: which list, the plan (for errors at its drops),
+/// the preset's name, and the merged `[testbed_defaults]` (a testbed's `fs`, for its label).
+struct Merging<'a> {
+    list: List,
+    src: &'a Src<'a>,
+    base_name: &'a str,
+    defaults: Option<&'a Entry>,
 }
 
 /// A testbed or workload dropped while a question kept from the preset still names it is
@@ -191,14 +215,18 @@ fn refuse_drops_a_question_reads(
 /// The preset's entries of one list without those dropped, each with the plan's entry of the
 /// same label merged in; then the plan's other entries.
 fn merge_list(
-    list: List,
+    m: &Merging,
     base: Vec<Entry>,
     own: Vec<Entry>,
     dropped: Option<&Spanned<Vec<Spanned<String>>>>,
-    src: &Src,
-    base_name: &str,
 ) -> Result<Vec<Entry>> {
-    let labels = list.labels(&base, true);
+    let Merging {
+        list,
+        src,
+        base_name,
+        defaults,
+    } = *m;
+    let labels = list.labels(&base, true, defaults);
     let dropped: &[Spanned<String>] = dropped.map_or(&[], |d| d.get_ref());
     for d in dropped {
         if !labels.iter().any(|l| l.as_deref() == Some(d.get_ref())) {
@@ -226,7 +254,7 @@ fn merge_list(
         .filter(|(l, _)| !dropped.iter().any(|d| l.as_deref() == Some(d.get_ref())))
         .map(|(l, e)| (l, e, false))
         .collect();
-    for (label, e) in list.labels(&own, false).into_iter().zip(own) {
+    for (label, e) in list.labels(&own, false, defaults).into_iter().zip(own) {
         // A second entry of the same label is added, for the parser to refuse as a duplicate.
         let same = out
             .iter_mut()
@@ -329,6 +357,84 @@ metric = "elapsed"
 published = 0.5
 "#;
 
+    /// A preset whose testbeds say only what differs from its `[testbed_defaults]`.
+    const DEFAULTS: &str = r#"# Defaults.
+[testbed_defaults]
+fs = "ext4"
+fs_size = "256M"
+journal = "ram:16M"
+
+[[testbed]]
+label = "one"
+
+[[testbed]]
+label = "two"
+mount_opts = "data=journal"
+
+[[workload]]
+kind = "tree"
+dirs = 2
+files = 3
+file_size = "64K"
+"#;
+
+    /// The preset's defaults, then the plan's (key by key), go under every testbed, the
+    /// preset's and the plan's; a testbed's own key wins over both; an error in a default
+    /// points at the file that wrote it.
+    #[test]
+    fn testbed_defaults_merge_through_extends() {
+        let mine = "extends = \"defaults\"\n\n[testbed_defaults]\nsize = \"320M\"\n\n[[testbed]]\nlabel = \"two\"\njournal = \"ram:32M\"\n\n[[testbed]]\nlabel = \"three\"\nmount_opts = \"noatime\"\n";
+        let merged = plan(mine).unwrap();
+        let got: Vec<(&str, u64, u64, &str)> = merged
+            .testbeds
+            .iter()
+            .map(|t| {
+                let s = &t.spec;
+                let journal = s.journal.map_or(0, |j| j.size >> 20);
+                (
+                    s.label.as_str(),
+                    s.size >> 20,
+                    journal,
+                    s.mount_opts.as_str(),
+                )
+            })
+            .collect();
+        assert_eq!(
+            got,
+            [
+                ("one", 320, 16, ""),
+                ("two", 320, 32, "data=journal"),
+                ("three", 320, 16, "noatime")
+            ]
+        );
+        let r = resolved(mine).unwrap();
+        assert_eq!(
+            r.text.matches("[testbed_defaults]").count(),
+            1,
+            "{}",
+            r.text
+        );
+        assert!(
+            r.text
+                .contains("[testbed_defaults]\nfs = \"ext4\"\nsize = \"320M\"\njournal"),
+            "{}",
+            r.text
+        );
+        // A preset's default made wrong by the plan's change is refused where the preset
+        // writes it; the plan's own default, where the plan does.
+        let e = refused("extends = \"defaults\"\n\n[[testbed]]\nlabel = \"one\"\nfs = \"ext2\"\n");
+        assert!(
+            e.starts_with("preset defaults:5:11: journal: --journal"),
+            "{e}"
+        );
+        let e = refused("extends = \"defaults\"\n\n[testbed_defaults]\nfs_size = \"1M\"\n");
+        assert!(e.starts_with("t.toml:4:11: fs_size:"), "{e}");
+        // A testbed without label or fs is named by the defaults' fs.
+        let unlabelled =
+            plan("extends = \"defaults\"\n\n[[testbed]]\nmount_opts = \"noatime\"\n").unwrap();
+        assert_eq!(unlabelled.testbeds[2].spec.label, "ext4");
+    }
+
     fn lookup(name: &str) -> std::result::Result<(String, String), String> {
         let text = match name {
             "base" => BASE,
@@ -336,7 +442,8 @@ published = 0.5
             "b" => "# b\nextends = \"a\"\nname = \"b\"\n",
             "self" => "extends = \"self\"\n",
             "broken" => "reps = 3\n[[testbed]\nfs = \"ext4\"\n",
-            _ => return Err("base, a, b, self, broken".into()),
+            "defaults" => DEFAULTS,
+            _ => return Err("base, a, b, self, broken, defaults".into()),
         };
         Ok((format!("preset {name}"), text.to_string()))
     }
@@ -583,7 +690,7 @@ metric = "mb_per_s"
     fn an_unknown_preset_and_a_cycle_are_refused_at_extends() {
         let e = refused("name = \"x\"\nextends = \"nope\"\n");
         assert!(
-            e.starts_with("t.toml:2:11: extends: no preset \"nope\"; extends names a built-in preset (base, a, b, self, broken), not a file"),
+            e.starts_with("t.toml:2:11: extends: no preset \"nope\"; extends names a built-in preset (base, a, b, self, broken, defaults), not a file"),
             "{e}"
         );
         let e = refused("extends = \"a\"\n");

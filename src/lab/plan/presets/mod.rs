@@ -317,4 +317,46 @@ mod tests {
         assert_eq!(before.len(), 2 * 6 * 3);
         assert_eq!(now, before);
     }
+
+    /// The `[[testbed]]` setting lines (labels aside) of `toml` that appear in two or more of
+    /// its testbeds: what its `[testbed_defaults]` could say once.
+    fn restated(toml: &str) -> usize {
+        let mut testbeds: Vec<Vec<&str>> = Vec::new();
+        let mut inside = false;
+        for line in toml.lines().map(str::trim) {
+            if line.starts_with('[') {
+                inside = line == "[[testbed]]";
+                if inside {
+                    testbeds.push(Vec::new());
+                }
+            } else if let Some(t) = testbeds.last_mut().filter(|_| inside) {
+                let key = line.split('=').next().unwrap_or_default().trim();
+                if line.contains('=') && !line.starts_with('#') && key != "label" {
+                    t.push(line);
+                }
+            }
+        }
+        let in_how_many = |line: &str| testbeds.iter().filter(|t| t.contains(&line)).count();
+        testbeds
+            .iter()
+            .flatten()
+            .filter(|l| in_how_many(l) >= 2)
+            .count()
+    }
+
+    /// Presets say a setting their testbeds share once, in `[testbed_defaults]`: at most 19 of
+    /// their testbeds' setting lines are restated across the testbeds of one file (119 were).
+    #[test]
+    fn presets_state_shared_testbed_settings_once() {
+        let two = "[[testbed]]\nlabel = \"a\"\nfs = \"ext4\"\n\n[[testbed]]\nlabel = \"b\"\nfs = \"ext4\" \n";
+        assert_eq!(
+            restated(two),
+            1 + 1 - 1 + 1,
+            "a line in two testbeds counts twice"
+        );
+        let per_file: Vec<(&str, usize)> =
+            PRESETS.iter().map(|p| (p.name, restated(p.toml))).collect();
+        let total: usize = per_file.iter().map(|(_, n)| n).sum();
+        assert!(total < 20, "{total} restated testbed lines: {per_file:?}");
+    }
 }
