@@ -513,7 +513,8 @@ fn a_plan_extends_a_preset_with_only_its_changes() {
     let header = &preset.toml[..preset.toml.find("\nextends").unwrap() + 1];
     assert!(shown.starts_with(header), "{shown}");
     assert!(!shown.lines().any(|l| l.starts_with("extends")), "{shown}");
-    assert!(shown.contains("\n[[testbed]]\nlabel = \"ordered-ext-dalloc\"\nfs = \"ext4\"\nfs_size = \"4G\"\nmount_opts = \"data=ordered,barrier=0\"\nmem_limit = \"96M\"\ndevice_model = \"deskstar-7k250\"\ndevice_offset = \"0\"\n"), "{shown}");
+    // The testbeds' shared settings once, the seed's defaults with the published ones over them.
+    assert!(shown.contains("\n[testbed_defaults]\nfs = \"ext4\"\nfs_size = \"4G\"\nmount_opts = \"data=ordered,barrier=0\"\nmem_limit = \"96M\"\ndevice_model = \"deskstar-7k250\"\ndevice_offset = \"0\"\n\n[[testbed]]\nlabel = \"ordered-ext-dalloc\"\n\n"), "{shown}");
     let copy = sb.path().join("copy.toml");
     std::fs::write(&copy, &shown).unwrap();
     let (from_copy, _) = dry_run_runs(&sb, copy.to_str().unwrap());
