@@ -24,6 +24,7 @@ pub mod results;
 pub mod runner;
 pub mod signals;
 pub mod stats;
+pub mod store;
 pub mod study;
 pub mod sys;
 pub mod testbed;
