@@ -55,15 +55,54 @@ pub struct AddCmd {
     pub results: Vec<PathBuf>,
     #[command(flatten)]
     pub store: StoreArg,
-    /// No notes on stderr.
-    #[arg(long, short)]
-    pub quiet: bool,
+    #[command(flatten)]
+    pub out: OutputArgs,
 }
 
 #[derive(Debug, Args)]
 pub struct StatusCmd {
     #[command(flatten)]
     pub store: StoreArg,
+    #[command(flatten)]
+    pub out: OutputArgs,
+}
+
+/// What a store command says: the store, and what it read or holds.
+#[derive(Debug, serde::Serialize)]
+struct Said {
+    store: String,
+    /// Result files read (add, rebuild).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    files: Option<usize>,
+    /// Runs that were not in the store before (add, rebuild).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    new: Option<usize>,
+    /// Files of the directories that are not results, with why.
+    #[serde(skip_serializing_if = "Vec::is_empty")]
+    skipped: Vec<String>,
+    runs: i64,
+    figures: i64,
+}
+
+impl Said {
+    fn print(&self, out: &OutputArgs) -> Result<()> {
+        let mut headers = vec!["store"];
+        let mut row = vec![self.store.clone()];
+        if let (Some(f), Some(n)) = (self.files, self.new) {
+            headers.extend(["files read", "runs new"]);
+            row.extend([f.to_string(), n.to_string()]);
+        }
+        headers.extend(["runs", "figures"]);
+        row.extend([self.runs.to_string(), self.figures.to_string()]);
+        let table = crate::text::Table {
+            title: String::new(),
+            label_columns: 1,
+            note: String::new(),
+            headers: headers.into_iter().map(String::from).collect(),
+            rows: vec![row],
+        };
+        out.print(Page::new("fsgauge store", self)?.table(table))
+    }
 }
 
 pub fn run(c: StoreCmd) -> Result<ExitCode> {
@@ -74,7 +113,15 @@ pub fn run(c: StoreCmd) -> Result<ExitCode> {
             let loc = s.store.location()?;
             let mut store = Store::open_for_reading(&loc)?;
             let (runs, figures) = store.counts()?;
-            println!("{}: {runs} runs, {figures} figures", loc.shown());
+            Said {
+                store: loc.shown(),
+                files: None,
+                new: None,
+                skipped: Vec::new(),
+                runs,
+                figures,
+            }
+            .print(&s.out)?;
             Ok(ExitCode::SUCCESS)
         }
     }
@@ -93,17 +140,21 @@ fn add(a: AddCmd, rebuild: bool) -> Result<ExitCode> {
         store.clear()?;
     }
     let added = store.add(&a.results)?;
-    for s in &added.skipped {
-        eprintln!("warning: {s}: not indexed");
+    if !a.out.format().is_machine() {
+        for s in &added.skipped {
+            eprintln!("warning: {s}: not indexed");
+        }
     }
-    if !a.quiet {
-        eprintln!(
-            "{}: {} result files read, {} runs new",
-            loc.shown(),
-            added.files,
-            added.new
-        );
+    let (runs, figures) = store.counts()?;
+    Said {
+        store: loc.shown(),
+        files: Some(added.files),
+        new: Some(added.new),
+        skipped: added.skipped,
+        runs,
+        figures,
     }
+    .print(&a.out)?;
     Ok(ExitCode::SUCCESS)
 }
 

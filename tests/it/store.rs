@@ -59,10 +59,19 @@ fn fsgauge(sb: &Sandbox, store: &str, args: &[&str]) -> std::process::Output {
     out
 }
 
-fn add(sb: &Sandbox, store: &str, dirs: &[&Path]) -> String {
-    let mut args = vec!["store", "add"];
+/// `store add --json`: files read, runs new, runs held.
+fn add(sb: &Sandbox, store: &str, dirs: &[&Path]) -> (u64, u64, u64) {
+    let mut args = vec!["store", "add", "--json"];
     args.extend(dirs.iter().map(|d| d.to_str().unwrap()));
-    String::from_utf8_lossy(&fsgauge(sb, store, &args).stderr).into_owned()
+    let j = json_of(&fsgauge(sb, store, &args));
+    let n = |k: &str| j[k].as_u64().unwrap_or_else(|| panic!("{k} in {j}"));
+    (n("files"), n("new"), n("runs"))
+}
+
+/// Runs the store holds (`store status --json`).
+fn runs_held(sb: &Sandbox, store: &str) -> u64 {
+    let j = json_of(&fsgauge(sb, store, &["store", "status", "--json"]));
+    j["runs"].as_u64().unwrap()
 }
 
 fn history(sb: &Sandbox, store: &str, filter: &str) -> serde_json::Value {
@@ -76,15 +85,9 @@ fn history(sb: &Sandbox, store: &str, filter: &str) -> serde_json::Value {
 /// The checks every backend must pass, on a store `store` of its kind.
 fn store_answers(sb: &Sandbox, store: &str) -> (serde_json::Value, serde_json::Value) {
     let (a, b) = two_kernels(sb);
-    let first = add(sb, store, &[&a, &b]);
-    assert!(
-        first.contains("10 result files read, 10 runs new"),
-        "{first}"
-    );
-    let again = add(sb, store, &[&a]);
-    assert!(again.contains("5 result files read, 0 runs new"), "{again}");
-    let status = fsgauge(sb, store, &["store", "status"]);
-    assert!(String::from_utf8_lossy(&status.stdout).contains(": 10 runs,"));
+    assert_eq!(add(sb, store, &[&a, &b]), (10, 10, 10));
+    assert_eq!(add(sb, store, &[&a]), (5, 0, 10));
+    assert_eq!(runs_held(sb, store), 10);
     let h = history(sb, store, "fs=xfs,phase=file_create");
     let groups = h["groups"].as_array().unwrap();
     assert_eq!(groups.len(), 2, "{h}");
@@ -187,12 +190,7 @@ fn two_adds_at_once_lose_nothing() {
     for mut c in children {
         assert!(c.wait().unwrap().success());
     }
-    let status = fsgauge(&sb, db.to_str().unwrap(), &["store", "status"]);
-    assert!(
-        String::from_utf8_lossy(&status.stdout).contains(": 40 runs,"),
-        "{}",
-        String::from_utf8_lossy(&status.stdout)
-    );
+    assert_eq!(runs_held(&sb, db.to_str().unwrap()), 40);
 }
 
 #[test]
@@ -348,8 +346,7 @@ fn postgres_two_adds_at_once_and_rebuild() {
     for mut c in children {
         assert!(c.wait().unwrap().success());
     }
-    let status = fsgauge(&sb, &pg.url, &["store", "status"]);
-    assert!(String::from_utf8_lossy(&status.stdout).contains(": 30 runs,"));
+    assert_eq!(runs_held(&sb, &pg.url), 30);
     let before = history(&sb, &pg.url, "phase=file_create");
     let mut args = vec!["store", "rebuild"];
     args.extend(dirs.iter().map(|d| d.to_str().unwrap()));
@@ -413,11 +410,6 @@ fn run_with_a_store_indexes_what_it_writes() {
         "{}",
         String::from_utf8_lossy(&out.stderr)
     );
-    let status = fsgauge(&sb, db.to_str().unwrap(), &["store", "status"]);
-    assert!(
-        String::from_utf8_lossy(&status.stdout).contains(": 2 runs,"),
-        "{}",
-        String::from_utf8_lossy(&status.stdout)
-    );
+    assert_eq!(runs_held(&sb, db.to_str().unwrap()), 2);
     sb.assert_clean();
 }
