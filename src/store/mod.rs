@@ -242,7 +242,9 @@ fn read_results(
     let md = std::fs::metadata(p).map_err(|e| bad_input(format!("{}: {e}", p.display())))?;
     if !md.is_dir() {
         let r = crate::results::load(p).map_err(|e| bad_input(format!("{e:#}")))?;
-        return Ok(vec![(p.to_path_buf(), r)]);
+        let mut one = vec![r];
+        crate::registry::declare_missing_metrics(&mut one);
+        return Ok(one.into_iter().map(|r| (p.to_path_buf(), r)).collect());
     }
     let dir = crate::results::load_dir(p).with_context(|| format!("{}", p.display()))?;
     skipped.extend(dir.skipped.iter().map(|s| s.to_string()));

@@ -121,6 +121,13 @@ fn sqlite_store_indexes_once_and_history_marks_the_drop() {
             .unwrap(),
     );
     assert_eq!(cmp, dirs);
+    // A report of a store query reads the runs it names.
+    let report = json_of(&fsgauge(
+        &sb,
+        db.to_str().unwrap(),
+        &["report", "store:kernel=6.8.0", "--format", "json"],
+    ));
+    assert!(report.to_string().contains("file_remove"), "{report}");
 }
 
 #[test]
