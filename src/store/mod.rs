@@ -29,9 +29,12 @@ pub use query::{key_names, Filter, Hit};
 trait Db {
     /// Runs statements in one transaction.
     fn batch(&mut self, statements: &[&str]) -> Result<()>;
+    /// Makes the tables and records the schema version, in one transaction that first waits
+    /// for any other maker and does nothing when the version is there by then (two first
+    /// adds at once make the tables once).
+    fn create(&mut self, statements: &[&str], version: &str) -> Result<()>;
     /// A `meta` value; `None` when the store has no tables yet.
     fn meta(&mut self, key: &str) -> Result<Option<String>>;
-    fn set_meta(&mut self, key: &str, value: &str) -> Result<()>;
     /// Adds runs in one transaction; returns how many were not there before.
     fn add(&mut self, runs: &[Indexed]) -> Result<usize>;
     /// Runs a query whose columns are [`Hit`]'s, in order.
@@ -178,9 +181,8 @@ impl Store {
     /// Makes the tables when missing.
     fn prepare(&mut self) -> Result<()> {
         if self.version()?.is_none() {
-            self.db.batch(schema::TABLES)?;
             self.db
-                .set_meta("schema_version", &schema::VERSION.to_string())?;
+                .create(schema::TABLES, &schema::VERSION.to_string())?;
         }
         Ok(())
     }

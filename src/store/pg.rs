@@ -50,6 +50,29 @@ impl Db for Postgres {
         Ok(())
     }
 
+    fn create(&mut self, statements: &[&str], version: &str) -> Result<()> {
+        let mut tx = self.client.transaction()?;
+        tx.batch_execute("SELECT pg_advisory_xact_lock(7444)")?;
+        let made = tx
+            .query_one("SELECT to_regclass('meta') IS NOT NULL", &[])?
+            .get::<_, bool>(0)
+            && tx
+                .query_opt("SELECT 1 FROM meta WHERE key = 'schema_version'", &[])?
+                .is_some();
+        if !made {
+            for s in statements {
+                tx.batch_execute(s)
+                    .with_context(|| format!("PostgreSQL: {}", super::sqlite::first_line(s)))?;
+            }
+            tx.execute(
+                "INSERT INTO meta (key, value) VALUES ('schema_version', $1) ON CONFLICT (key) DO NOTHING",
+                &[&version],
+            )?;
+        }
+        tx.commit()?;
+        Ok(())
+    }
+
     fn meta(&mut self, key: &str) -> Result<Option<String>> {
         let has = self
             .client
@@ -62,14 +85,6 @@ impl Db for Postgres {
             .client
             .query_opt("SELECT value FROM meta WHERE key = $1", &[&key])?;
         Ok(row.map(|r| r.get(0)))
-    }
-
-    fn set_meta(&mut self, key: &str, value: &str) -> Result<()> {
-        self.client.execute(
-            "INSERT INTO meta (key, value) VALUES ($1, $2) ON CONFLICT (key) DO UPDATE SET value = excluded.value",
-            &[&key, &value],
-        )?;
-        Ok(())
     }
 
     fn add(&mut self, runs: &[Indexed]) -> Result<usize> {

@@ -46,6 +46,36 @@ impl Db for Sqlite {
         Ok(())
     }
 
+    fn create(&mut self, statements: &[&str], version: &str) -> Result<()> {
+        // An immediate transaction holds the write lock: another maker waits, then finds the
+        // version there.
+        let tx = self
+            .conn
+            .transaction_with_behavior(rusqlite::TransactionBehavior::Immediate)?;
+        let made: bool = tx.query_row(
+            "SELECT COUNT(*) > 0 FROM sqlite_master WHERE type = 'table' AND name = 'meta'",
+            [],
+            |r| r.get(0),
+        )? && tx
+            .query_row("SELECT 1 FROM meta WHERE key = 'schema_version'", [], |r| {
+                r.get::<_, i64>(0)
+            })
+            .optional()?
+            .is_some();
+        if !made {
+            for s in statements {
+                tx.execute(s, [])
+                    .with_context(|| format!("SQLite: {}", first_line(s)))?;
+            }
+            tx.execute(
+                "INSERT INTO meta (key, value) VALUES ('schema_version', ?1) ON CONFLICT (key) DO NOTHING",
+                [version],
+            )?;
+        }
+        tx.commit()?;
+        Ok(())
+    }
+
     fn meta(&mut self, key: &str) -> Result<Option<String>> {
         let has: bool = self.conn.query_row(
             "SELECT COUNT(*) > 0 FROM sqlite_master WHERE type = 'table' AND name = 'meta'",
@@ -59,14 +89,6 @@ impl Db for Sqlite {
             .conn
             .query_row("SELECT value FROM meta WHERE key = ?1", [key], |r| r.get(0))
             .optional()?)
-    }
-
-    fn set_meta(&mut self, key: &str, value: &str) -> Result<()> {
-        self.conn.execute(
-            "INSERT INTO meta (key, value) VALUES (?1, ?2) ON CONFLICT (key) DO UPDATE SET value = excluded.value",
-            [key, value],
-        )?;
-        Ok(())
     }
 
     fn add(&mut self, runs: &[Indexed]) -> Result<usize> {
