@@ -14,9 +14,10 @@ use crate::results::RunResult;
 
 #[derive(Debug, Args)]
 pub struct CompareCmd {
-    /// The base results: a result file or a directory of them.
+    /// The base results: a result file, a directory of them, or a store query
+    /// `store:KEY=VALUE,…` (keys as `fsgauge history --where`; needs --store).
     pub base: PathBuf,
-    /// The new results: a result file or a directory of them.
+    /// The new results: a result file, a directory of them, or a store query.
     pub new: PathBuf,
     /// Use only the base results of this testbed label (so both sides can be one study's
     /// results directory).
@@ -34,11 +35,18 @@ pub struct CompareCmd {
     /// it out.
     #[arg(long)]
     pub strict: bool,
+    #[command(flatten)]
+    pub store: super::store::StoreArg,
 }
 
 /// Reads one side, warning about (or, with --strict, refusing) damaged files.
-fn load_side(path: &std::path::Path, strict: bool) -> Result<Vec<RunResult>> {
-    let loaded = crate::analysis::report::load_results(&[path.to_path_buf()])?;
+fn load_side(
+    path: &std::path::Path,
+    strict: bool,
+    store: &super::store::StoreArg,
+) -> Result<Vec<RunResult>> {
+    let paths = super::store::expand(&[path.to_path_buf()], store)?;
+    let loaded = crate::analysis::report::load_results(&paths)?;
     loaded.check_strict(strict)?;
     for w in loaded.warnings() {
         eprintln!("warning: {w}");
@@ -69,12 +77,12 @@ fn only(results: Vec<RunResult>, label: Option<&str>, flag: &str) -> Result<Vec<
 
 pub fn run(c: CompareCmd) -> Result<ExitCode> {
     let base = only(
-        load_side(&c.base, c.strict)?,
+        load_side(&c.base, c.strict, &c.store)?,
         c.base_testbed.as_deref(),
         "--base-testbed",
     )?;
     let new = only(
-        load_side(&c.new, c.strict)?,
+        load_side(&c.new, c.strict, &c.store)?,
         c.new_testbed.as_deref(),
         "--new-testbed",
     )?;

@@ -15,6 +15,7 @@ mod presets;
 mod read;
 mod report;
 mod run;
+mod store;
 mod study;
 mod testbed;
 
@@ -107,6 +108,17 @@ pub enum Command {
     /// --device-model (README, "Emulated disks"); scripts/bench-device checks the server's
     /// accuracy and cost.
     Devices(devices::DevicesCmd),
+    /// The results store: index result files in SQLite (a file; the default) or PostgreSQL
+    /// (a server a team shares), rebuild the index from the files, say what it holds.
+    ///
+    /// The result files stay the source of truth. --store PATH|URL or FSGAUGE_STORE names
+    /// the store; `fsgauge run` indexes what it writes when one is set.
+    #[command(subcommand)]
+    Store(store::StoreCmd),
+    /// One metric over kernels, fsgauge commits, versions, hosts or days, from the store, with
+    /// the changes outside the noise marked (Welch's t-test between neighbouring groups,
+    /// Holm-corrected).
+    History(store::HistoryCmd),
 }
 
 /// Parses the command line and runs the command.
@@ -126,6 +138,8 @@ pub fn main() -> Result<ExitCode> {
         Command::Read(c) => read::run(c),
         Command::Study(c) => study::run(c),
         Command::Devices(c) => devices::run(c),
+        Command::Store(c) => store::run(c),
+        Command::History(c) => store::history(c),
     };
     // A signal after the command's last check still ends the process as interrupted.
     crate::base::signals::conclude(res)

@@ -12,7 +12,8 @@ use crate::base::error::bad_input;
 
 #[derive(Debug, Args)]
 pub struct ReportCmd {
-    /// Result files, or directories of them.
+    /// Result files, directories of them, or store queries `store:KEY=VALUE,…` (keys as
+    /// `fsgauge history --where`; needs --store).
     #[arg(value_name = "RESULTS", required = true)]
     pub results: Vec<PathBuf>,
     /// Write the report here [default: stdout].
@@ -37,6 +38,8 @@ pub struct ReportCmd {
     /// it out.
     #[arg(long)]
     pub strict: bool,
+    #[command(flatten)]
+    pub store: super::store::StoreArg,
 }
 
 pub fn run(c: ReportCmd) -> Result<ExitCode> {
@@ -61,7 +64,8 @@ pub fn run(c: ReportCmd) -> Result<ExitCode> {
             "--svg and --png write files beside the report: give -o a file, not a stream",
         ));
     }
-    let loaded = crate::analysis::report::load_results(&c.results)?;
+    let paths = super::store::expand(&c.results, &c.store)?;
+    let loaded = crate::analysis::report::load_results(&paths)?;
     loaded.check_strict(c.strict)?;
     let skipped = loaded.warnings();
     for w in &skipped {

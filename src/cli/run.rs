@@ -73,6 +73,8 @@ pub struct RunCmd {
     pub run: RunParams,
     #[command(flatten)]
     pub output: OutputArgs,
+    #[command(flatten)]
+    pub store: super::store::StoreArg,
 }
 
 /// `--workdir` and `--device-model` of `run`: the testbed settings of the same names, taken as
@@ -208,6 +210,8 @@ pub fn run(c: RunCmd) -> Result<ExitCode> {
             plan.source
         )));
     }
+    // A store that cannot be opened is refused before anything runs.
+    let mut store = super::store::open_for_run(&c.store, c.dry_run)?;
     announce(&c, &plan, &m);
     let ex = plan::execute(
         &plan,
@@ -219,6 +223,7 @@ pub fn run(c: RunCmd) -> Result<ExitCode> {
             quiet: c.output.silent(),
         },
     )?;
+    super::store::index_run(store.as_mut(), &c.run.out.dir, c.output.silent());
     let views = ResultViews {
         table: &side_by_side_per_workload,
         csv: None,

@@ -72,6 +72,7 @@ mod report_output;
 mod runctl;
 mod rundir_trust;
 mod setting_limits;
+mod store;
 mod testbed_trust;
 mod tio_dir;
 mod tio_testbeds;

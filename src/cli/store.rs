@@ -1,0 +1,276 @@
+//! `fsgauge store add|rebuild|status` (the results store: an index of result files in SQLite
+//! or PostgreSQL) and `fsgauge history METRIC --where …` (one metric over kernels, commits or
+//! days, with the changes outside the noise marked).
+
+use std::path::PathBuf;
+use std::process::ExitCode;
+
+use anyhow::Result;
+use clap::{Args, Subcommand};
+
+use super::common::OutputArgs;
+use crate::analysis::report::document::Page;
+use crate::base::error::bad_input;
+use crate::lab::store::history::{self, By};
+use crate::lab::store::{Filter, Location, Store};
+
+/// `--store`, or `FSGAUGE_STORE` (exported into every job a Slurm `sbatch` submits, so one
+/// line in a job script or `~/.bashrc` points every run at the team's store).
+#[derive(Debug, Clone, Args)]
+pub struct StoreArg {
+    /// The results store: a SQLite file's path (made when missing; nothing to install or
+    /// start) or a PostgreSQL URL (postgres://USER[:PASSWORD]@HOST[:PORT]/DB). The result
+    /// files stay the source of truth; the store indexes them.
+    #[arg(long, env = "FSGAUGE_STORE", value_name = "PATH|URL")]
+    pub store: Option<String>,
+}
+
+impl StoreArg {
+    /// The store's location; a missing one is refused, saying how to give it.
+    pub fn location(&self) -> Result<Location> {
+        match &self.store {
+            Some(s) => Location::parse(s),
+            None => Err(bad_input(
+                "no store given: set --store PATH|URL or FSGAUGE_STORE (a SQLite file, e.g. fsgauge-results/store.sqlite, or postgres://USER@HOST/DB)",
+            )),
+        }
+    }
+}
+
+#[derive(Debug, Subcommand)]
+pub enum StoreCmd {
+    /// Index result files (files, or directories of them) in the store; adding a result twice
+    /// adds it once.
+    Add(AddCmd),
+    /// Drop the index and make it again from the result files alone (the files are untouched).
+    Rebuild(AddCmd),
+    /// How many runs and figures the store holds.
+    Status(StatusCmd),
+}
+
+#[derive(Debug, Args)]
+pub struct AddCmd {
+    /// Result files, or directories of them.
+    #[arg(value_name = "RESULTS", required = true)]
+    pub results: Vec<PathBuf>,
+    #[command(flatten)]
+    pub store: StoreArg,
+    #[command(flatten)]
+    pub out: OutputArgs,
+}
+
+#[derive(Debug, Args)]
+pub struct StatusCmd {
+    #[command(flatten)]
+    pub store: StoreArg,
+    #[command(flatten)]
+    pub out: OutputArgs,
+}
+
+/// What a store command says: the store, and what it read or holds.
+#[derive(Debug, serde::Serialize)]
+struct Said {
+    store: String,
+    /// Result files read (add, rebuild).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    files: Option<usize>,
+    /// Runs that were not in the store before (add, rebuild).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    new: Option<usize>,
+    /// Files of the directories that are not results, with why.
+    #[serde(skip_serializing_if = "Vec::is_empty")]
+    skipped: Vec<String>,
+    runs: i64,
+    figures: i64,
+}
+
+impl Said {
+    fn print(&self, out: &OutputArgs) -> Result<()> {
+        let mut headers = vec!["store"];
+        let mut row = vec![self.store.clone()];
+        if let (Some(f), Some(n)) = (self.files, self.new) {
+            headers.extend(["files read", "runs new"]);
+            row.extend([f.to_string(), n.to_string()]);
+        }
+        headers.extend(["runs", "figures"]);
+        row.extend([self.runs.to_string(), self.figures.to_string()]);
+        let table = crate::base::text::Table {
+            title: String::new(),
+            label_columns: 1,
+            note: String::new(),
+            headers: headers.into_iter().map(String::from).collect(),
+            rows: vec![row],
+        };
+        out.print(Page::new("fsgauge store", self)?.table(table))
+    }
+}
+
+pub fn run(c: StoreCmd) -> Result<ExitCode> {
+    match c {
+        StoreCmd::Add(a) => add(a, false),
+        StoreCmd::Rebuild(a) => add(a, true),
+        StoreCmd::Status(s) => {
+            let loc = s.store.location()?;
+            let mut store = Store::open_for_reading(&loc)?;
+            let (runs, figures) = store.counts()?;
+            Said {
+                store: loc.shown(),
+                files: None,
+                new: None,
+                skipped: Vec::new(),
+                runs,
+                figures,
+            }
+            .print(&s.out)?;
+            Ok(ExitCode::SUCCESS)
+        }
+    }
+}
+
+fn add(a: AddCmd, rebuild: bool) -> Result<ExitCode> {
+    let loc = a.store.location()?;
+    // Every path is checked before the store is touched: a typo adds nothing.
+    for p in &a.results {
+        if let Err(e) = std::fs::metadata(p) {
+            return Err(bad_input(format!("{}: {e}", p.display())));
+        }
+    }
+    let mut store = Store::open_for_writing(&loc)?;
+    if rebuild {
+        store.clear()?;
+    }
+    let added = store.add(&a.results)?;
+    if !a.out.format().is_machine() {
+        for s in &added.skipped {
+            eprintln!("warning: {s}: not indexed");
+        }
+    }
+    let (runs, figures) = store.counts()?;
+    Said {
+        store: loc.shown(),
+        files: Some(added.files),
+        new: Some(added.new),
+        skipped: added.skipped,
+        runs,
+        figures,
+    }
+    .print(&a.out)?;
+    Ok(ExitCode::SUCCESS)
+}
+
+#[derive(Debug, Args)]
+#[command(after_long_help = HISTORY_HELP)]
+pub struct HistoryCmd {
+    /// The metric: a core metric key (elapsed, sys, ops_per_s, mb_per_s, p99, ...) or one of
+    /// the workload's own figures.
+    pub metric: String,
+    /// Only runs with these values: KEY=VALUE, several comma-separated or in several
+    /// --where. Keys: fs, testbed, workload, label, plan, phase, host, kernel, cpu, commit,
+    /// version, profile, or any workload parameter (threads=8).
+    #[arg(long = "where", value_name = "KEY=VALUE,...")]
+    pub filter: Vec<String>,
+    /// What the runs are grouped by along the history.
+    #[arg(long, value_enum, default_value = "kernel")]
+    pub by: By,
+    /// The family-wise error rate of the change marks: the chance that any change marked is
+    /// not there.
+    #[arg(long, default_value_t = 0.05, value_parser = parse_alpha)]
+    pub alpha: f64,
+    #[command(flatten)]
+    pub store: StoreArg,
+    #[command(flatten)]
+    pub out: OutputArgs,
+}
+
+const HISTORY_HELP: &str = "\
+Groups are put in the order of their first run. Each group is compared with the one before by
+Welch's unequal-variance t-test; Holm's step-down correction over those comparisons keeps the
+chance of marking any change that is not there at most --alpha (family-wise error). A change
+is marked * better / worse (or changed, for a figure without a direction).
+
+Results whose file changed or vanished since it was indexed are named and left out.
+
+Example: when did file_remove ops/s drop on xfs?
+  fsgauge history ops_per_s --where fs=xfs,phase=file_remove --by kernel";
+
+fn parse_alpha(s: &str) -> Result<f64, String> {
+    match s.parse::<f64>() {
+        Ok(a) if a > 0.0 && a < 0.5 => Ok(a),
+        _ => Err(format!(
+            "{s:?}: give a probability above 0 and below 0.5, e.g. 0.05"
+        )),
+    }
+}
+
+pub fn history(c: HistoryCmd) -> Result<ExitCode> {
+    let filter = Filter::parse(&c.filter)?;
+    let loc = c.store.location()?;
+    let mut store = Store::open_for_reading(&loc)?;
+    let (hits, stale) = store.metric(&c.metric, &filter)?;
+    for s in &stale {
+        eprintln!("warning: {s}");
+    }
+    if hits.is_empty() {
+        return Err(bad_input(format!(
+            "{}: no figure in {} matches{}; keys: {}",
+            c.metric,
+            loc.shown(),
+            if c.filter.is_empty() {
+                String::new()
+            } else {
+                format!(" --where {}", c.filter.join(","))
+            },
+            crate::lab::store::key_names()
+        )));
+    }
+    let h = history::history(&hits, &c.metric, c.by, c.alpha)?;
+    let page = Page::new("fsgauge history", &h)?.table(history::table(&h));
+    c.out.print(page)?;
+    Ok(ExitCode::SUCCESS)
+}
+
+/// `compare` and `report` arguments with `store:KEY=VALUE,…` queries replaced by the result
+/// files they name (read from the files, the source of truth).
+pub fn expand(paths: &[PathBuf], store: &StoreArg) -> Result<Vec<PathBuf>> {
+    let mut out = Vec::new();
+    for p in paths {
+        match p.to_str().filter(|s| s.starts_with("store:")) {
+            Some(q) => out.extend(crate::lab::store::query_paths(q, store.store.as_deref())?),
+            None => out.push(p.clone()),
+        }
+    }
+    Ok(out)
+}
+
+/// The store `fsgauge run` indexes into, opened before anything runs so that a store that
+/// cannot be opened is refused (exit 2) with nothing made; `None` when none is set.
+pub fn open_for_run(arg: &StoreArg, dry_run: bool) -> Result<Option<Store>> {
+    if arg.store.is_none() || dry_run {
+        return Ok(None);
+    }
+    Ok(Some(Store::open_for_writing(&arg.location()?)?))
+}
+
+/// Indexes a run's results directory into its store. The result files are written already:
+/// a store that fails now is named in a warning, and the files can be added later.
+pub fn index_run(store: Option<&mut Store>, dir: &std::path::Path, quiet: bool) {
+    let Some(store) = store else {
+        return;
+    };
+    match store.add(&[dir.to_path_buf()]) {
+        Ok(a) if !quiet => eprintln!(
+            "indexed {} results ({} new) in the store {}",
+            a.files,
+            a.new,
+            store.location.shown()
+        ),
+        Ok(_) => {}
+        Err(e) => eprintln!(
+            "warning: the results could not be indexed in the store {} ({e:#}); they are in {}: add them later with fsgauge store add --store {} {}",
+            store.location.shown(),
+            dir.display(),
+            store.location.shown(),
+            dir.display()
+        ),
+    }
+}

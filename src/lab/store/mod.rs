@@ -1,0 +1,303 @@
+//! The results store: an index of result files in SQLite (one file, nothing to start; the
+//! default) or PostgreSQL (a server a team shares), with one schema and the same queries.
+//!
+//! The JSON result files stay the source of truth. The store keeps each run's identity, the
+//! file it came from (with that file's size and modification time), where and what it ran
+//! (host, kernel, CPU model, fsgauge version and commit, testbed, workload, plan) and every
+//! figure of every phase, so that a history over thousands of runs is one query instead of
+//! reading every file. `store rebuild` makes the index again from the files alone; a result
+//! whose file changed or vanished is named and left out, never served from the index.
+
+mod index;
+mod pg;
+mod query;
+mod schema;
+mod sqlite;
+
+pub mod history;
+
+use std::path::{Path, PathBuf};
+
+use anyhow::{Context, Result};
+
+use crate::base::error::bad_input;
+
+pub use index::{Indexed, RunRow};
+pub use query::{key_names, Filter, Hit};
+
+/// What a backend does; the SQL is shared ([`schema`], [`query`]).
+trait Db {
+    /// Runs statements in one transaction.
+    fn batch(&mut self, statements: &[&str]) -> Result<()>;
+    /// Makes the tables and records the schema version, in one transaction that first waits
+    /// for any other maker and does nothing when the version is there by then (two first
+    /// adds at once make the tables once).
+    fn create(&mut self, statements: &[&str], version: &str) -> Result<()>;
+    /// A `meta` value; `None` when the store has no tables yet.
+    fn meta(&mut self, key: &str) -> Result<Option<String>>;
+    /// Adds runs in one transaction; returns how many were not there before.
+    fn add(&mut self, runs: &[Indexed]) -> Result<usize>;
+    /// Runs a query whose columns are [`Hit`]'s, in order.
+    fn hits(&mut self, sql: &str, args: &[String]) -> Result<Vec<Hit>>;
+    fn count(&mut self, table: &str) -> Result<i64>;
+}
+
+/// Where a store is: `--store` / `FSGAUGE_STORE`.
+#[derive(Debug, Clone, PartialEq)]
+pub enum Location {
+    /// A SQLite file (`PATH` or `sqlite:PATH`).
+    Sqlite(PathBuf),
+    /// A PostgreSQL URL (`postgres://…`, `postgresql://…`).
+    Postgres(String),
+}
+
+impl Location {
+    pub fn parse(s: &str) -> Result<Self> {
+        if s.starts_with("postgres://") || s.starts_with("postgresql://") {
+            return Ok(Self::Postgres(s.to_string()));
+        }
+        if let Some((scheme, _)) = s.split_once("://") {
+            return Err(bad_input(format!(
+                "--store {s:?}: {scheme}:// is not a store this fsgauge knows; give a SQLite file's path (or sqlite:PATH) or a postgres://USER@HOST/DB URL"
+            )));
+        }
+        let path = s.strip_prefix("sqlite:").unwrap_or(s);
+        if path.is_empty() {
+            return Err(bad_input(
+                "--store is empty: give a SQLite file's path or a postgres://USER@HOST/DB URL",
+            ));
+        }
+        Ok(Self::Sqlite(PathBuf::from(path)))
+    }
+
+    /// The location for messages, a password left out.
+    pub fn shown(&self) -> String {
+        match self {
+            Self::Sqlite(p) => p.display().to_string(),
+            Self::Postgres(url) => redact(url),
+        }
+    }
+}
+
+/// A URL with the password of its user part replaced by `***`.
+fn redact(url: &str) -> String {
+    let Some((scheme, rest)) = url.split_once("://") else {
+        return url.to_string();
+    };
+    match rest.split_once('@') {
+        Some((user, host)) if user.contains(':') => {
+            let name = user.split(':').next().unwrap_or("");
+            format!("{scheme}://{name}:***@{host}")
+        }
+        _ => url.to_string(),
+    }
+}
+
+/// An open store.
+pub struct Store {
+    db: Box<dyn Db>,
+    pub location: Location,
+}
+
+/// What an add did.
+#[derive(Debug, Clone, Default)]
+pub struct Added {
+    /// Result files read.
+    pub files: usize,
+    /// Runs the store did not hold before.
+    pub new: usize,
+    /// Files that are not results (named with why).
+    pub skipped: Vec<String>,
+}
+
+impl Store {
+    /// Opens a store to add to: a missing SQLite file is made, the tables too.
+    pub fn open_for_writing(loc: &Location) -> Result<Self> {
+        let mut s = Self::connect(loc, true)?;
+        s.prepare()?;
+        Ok(s)
+    }
+
+    /// Opens a store to query: it must exist and hold an index of this schema version.
+    pub fn open_for_reading(loc: &Location) -> Result<Self> {
+        if let Location::Sqlite(p) = loc {
+            if !p.is_file() {
+                return Err(bad_input(format!(
+                    "--store {}: no such store; make one with: fsgauge store add --store {} RESULTS_DIR",
+                    loc.shown(),
+                    loc.shown()
+                )));
+            }
+        }
+        let mut s = Self::connect(loc, false)?;
+        match s.version()? {
+            None => Err(bad_input(format!(
+                "--store {}: holds no fsgauge index; add results with: fsgauge store add --store {} RESULTS_DIR",
+                loc.shown(),
+                loc.shown()
+            ))),
+            Some(_) => Ok(s),
+        }
+    }
+
+    fn connect(loc: &Location, create: bool) -> Result<Self> {
+        let db: Box<dyn Db> = match loc {
+            Location::Sqlite(p) => Box::new(sqlite::Sqlite::open(p, create).map_err(|e| {
+                bad_input(format!(
+                    "--store {}: cannot open it as a SQLite store: {e:#}; give a file you can write (it is made when missing)",
+                    loc.shown()
+                ))
+            })?),
+            Location::Postgres(url) => Box::new(pg::Postgres::connect(url).map_err(|e| {
+                bad_input(format!(
+                    "--store {}: cannot connect: {e:#}; check that the server runs and the URL names a user and database it accepts (postgres://USER[:PASSWORD]@HOST[:PORT]/DB)",
+                    loc.shown()
+                ))
+            })?),
+        };
+        Ok(Self {
+            db,
+            location: loc.clone(),
+        })
+    }
+
+    /// The schema version the store holds; a store of another version is refused.
+    fn version(&mut self) -> Result<Option<i64>> {
+        let Some(v) = self.db.meta("schema_version")? else {
+            return Ok(None);
+        };
+        let v: i64 = v.parse().unwrap_or(-1);
+        if v != schema::VERSION {
+            return Err(bad_input(format!(
+                "--store {}: its index is of schema version {v}; this fsgauge reads version {}: make it again with fsgauge store rebuild --store {} RESULTS_DIR...",
+                self.location.shown(),
+                schema::VERSION,
+                self.location.shown()
+            )));
+        }
+        Ok(Some(v))
+    }
+
+    /// Makes the tables when missing.
+    fn prepare(&mut self) -> Result<()> {
+        if self.version()?.is_none() {
+            self.db
+                .create(schema::TABLES, &schema::VERSION.to_string())?;
+        }
+        Ok(())
+    }
+
+    /// Drops the index and makes the tables again (the files are untouched).
+    pub fn clear(&mut self) -> Result<()> {
+        self.db.batch(schema::DROP)?;
+        self.prepare()
+    }
+
+    /// Adds the results of files and directories of them (not recursive). Adding a result
+    /// twice adds it once.
+    pub fn add(&mut self, paths: &[PathBuf]) -> Result<Added> {
+        let mut added = Added::default();
+        let mut batch: Vec<Indexed> = Vec::new();
+        for p in paths {
+            for (path, r) in read_results(p, &mut added.skipped)? {
+                crate::base::signals::check()?;
+                batch.push(index::index(&path, &r)?);
+                added.files += 1;
+                if batch.len() >= 500 {
+                    added.new += self.db.add(&batch)?;
+                    batch.clear();
+                }
+            }
+        }
+        if !batch.is_empty() {
+            added.new += self.db.add(&batch)?;
+        }
+        Ok(added)
+    }
+
+    /// Runs and figures held.
+    pub fn counts(&mut self) -> Result<(i64, i64)> {
+        Ok((self.db.count("runs")?, self.db.count("metrics")?))
+    }
+
+    /// One metric's figures under a filter, files checked ([`query::check_files`]).
+    pub fn metric(&mut self, metric: &str, f: &Filter) -> Result<(Vec<Hit>, Vec<String>)> {
+        let (sql, args) = query::metric_sql(metric, f);
+        let hits = self.db.hits(&sql, &args)?;
+        Ok(query::check_files(hits))
+    }
+
+    /// The runs under a filter, files checked.
+    pub fn runs(&mut self, f: &Filter) -> Result<(Vec<Hit>, Vec<String>)> {
+        let (sql, args) = query::runs_sql(f);
+        let hits = self.db.hits(&sql, &args)?;
+        Ok(query::check_files(hits))
+    }
+}
+
+/// The results of a file or a directory of them, with their paths; files of a directory
+/// that are not results are named in `skipped`.
+fn read_results(
+    p: &Path,
+    skipped: &mut Vec<String>,
+) -> Result<Vec<(PathBuf, crate::results::RunResult)>> {
+    let md = std::fs::metadata(p).map_err(|e| bad_input(format!("{}: {e}", p.display())))?;
+    if !md.is_dir() {
+        let r = crate::results::load(p).map_err(|e| bad_input(format!("{e:#}")))?;
+        let mut one = vec![r];
+        crate::workload::registry::declare_missing_metrics(&mut one);
+        return Ok(one.into_iter().map(|r| (p.to_path_buf(), r)).collect());
+    }
+    let dir = crate::results::load_dir(p).with_context(|| format!("{}", p.display()))?;
+    skipped.extend(dir.skipped.iter().map(|s| s.to_string()));
+    let (paths, mut results): (Vec<PathBuf>, Vec<_>) =
+        dir.results.into_iter().map(|f| (f.path, f.result)).unzip();
+    // Results written before workloads declared their figures read as reports read them.
+    crate::workload::registry::declare_missing_metrics(&mut results);
+    Ok(paths.into_iter().zip(results).collect())
+}
+
+/// The paths of the runs a query names (for `compare` and `report`): `store:KEY=VALUE,…`,
+/// against `--store`/`FSGAUGE_STORE`. Files that changed or vanished are named on stderr and
+/// left out; a query that matches nothing is refused.
+pub fn query_paths(query: &str, loc: Option<&str>) -> Result<Vec<PathBuf>> {
+    let Some(loc) = loc else {
+        return Err(bad_input(format!(
+            "{query:?} is a store query, but no store is given: set --store or FSGAUGE_STORE"
+        )));
+    };
+    let loc = Location::parse(loc)?;
+    let f = Filter::parse(&[query.trim_start_matches("store:").to_string()])?;
+    let mut store = Store::open_for_reading(&loc)?;
+    let (hits, stale) = store.runs(&f)?;
+    for s in &stale {
+        eprintln!("warning: {s}");
+    }
+    if hits.is_empty() {
+        return Err(bad_input(format!(
+            "{query}: no run in {} matches",
+            loc.shown()
+        )));
+    }
+    Ok(hits.into_iter().map(|h| PathBuf::from(h.path)).collect())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn locations_and_redaction() {
+        assert_eq!(
+            Location::parse("x.sqlite").expect("path"),
+            Location::Sqlite("x.sqlite".into())
+        );
+        assert_eq!(
+            Location::parse("sqlite:/a/b").expect("path"),
+            Location::Sqlite("/a/b".into())
+        );
+        assert!(Location::parse("mysql://x").is_err());
+        let pg = Location::parse("postgres://u:secret@h/db").expect("url");
+        assert_eq!(pg.shown(), "postgres://u:***@h/db");
+    }
+}

@@ -1,0 +1,188 @@
+//! The PostgreSQL store, for a team sharing one: the `postgres` crate (the synchronous client
+//! of rust-postgres; fsgauge has no async runtime of its own to give sqlx). The same tables
+//! and queries as SQLite ([`super::schema`]); a run's figures go in as arrays (`unnest`), one
+//! statement per table per add, so indexing thousands of results is not thousands of round
+//! trips.
+
+use anyhow::{Context, Result};
+use postgres::{Client, NoTls};
+
+use super::index::Indexed;
+use super::query::Hit;
+use super::Db;
+
+pub struct Postgres {
+    client: Client,
+}
+
+impl Postgres {
+    pub fn connect(url: &str) -> Result<Self> {
+        let client = Client::connect(url, NoTls)?;
+        Ok(Self { client })
+    }
+}
+
+/// `?` placeholders as PostgreSQL's `$1`, `$2`, … (the queries are written once, for both).
+pub fn numbered(sql: &str) -> String {
+    let mut out = String::with_capacity(sql.len() + 16);
+    let mut n = 0;
+    for c in sql.chars() {
+        if c == '?' {
+            n += 1;
+            out.push_str(&format!("${n}"));
+        } else {
+            out.push(c);
+        }
+    }
+    out
+}
+
+impl Db for Postgres {
+    fn batch(&mut self, statements: &[&str]) -> Result<()> {
+        let mut tx = self.client.transaction()?;
+        // Two first adds at once would both make the tables; the lock makes one wait.
+        tx.batch_execute("SELECT pg_advisory_xact_lock(7444)")?;
+        for s in statements {
+            tx.batch_execute(s)
+                .with_context(|| format!("PostgreSQL: {}", super::sqlite::first_line(s)))?;
+        }
+        tx.commit()?;
+        Ok(())
+    }
+
+    fn create(&mut self, statements: &[&str], version: &str) -> Result<()> {
+        let mut tx = self.client.transaction()?;
+        tx.batch_execute("SELECT pg_advisory_xact_lock(7444)")?;
+        let made = tx
+            .query_one("SELECT to_regclass('meta') IS NOT NULL", &[])?
+            .get::<_, bool>(0)
+            && tx
+                .query_opt("SELECT 1 FROM meta WHERE key = 'schema_version'", &[])?
+                .is_some();
+        if !made {
+            for s in statements {
+                tx.batch_execute(s)
+                    .with_context(|| format!("PostgreSQL: {}", super::sqlite::first_line(s)))?;
+            }
+            tx.execute(
+                "INSERT INTO meta (key, value) VALUES ('schema_version', $1) ON CONFLICT (key) DO NOTHING",
+                &[&version],
+            )?;
+        }
+        tx.commit()?;
+        Ok(())
+    }
+
+    fn meta(&mut self, key: &str) -> Result<Option<String>> {
+        let has = self
+            .client
+            .query_one("SELECT to_regclass('meta') IS NOT NULL", &[])?
+            .get::<_, bool>(0);
+        if !has {
+            return Ok(None);
+        }
+        let row = self
+            .client
+            .query_opt("SELECT value FROM meta WHERE key = $1", &[&key])?;
+        Ok(row.map(|r| r.get(0)))
+    }
+
+    fn add(&mut self, runs: &[Indexed]) -> Result<usize> {
+        let mut tx = self.client.transaction()?;
+        let mut new = 0;
+        let cols = super::schema::RUN_COLUMNS.join(", ");
+        let marks: Vec<String> = (1..=super::schema::RUN_COLUMNS.len())
+            .map(|i| format!("${i}"))
+            .collect();
+        let run = tx.prepare(&format!(
+            "INSERT INTO runs ({cols}) VALUES ({}) ON CONFLICT (run_id) DO UPDATE SET path = excluded.path, file_size = excluded.file_size, file_mtime_ns = excluded.file_mtime_ns, plan = excluded.plan, label = excluded.label RETURNING (xmax = 0)",
+            marks.join(", ")
+        ))?;
+        let (mut m_id, mut m_phase, mut m_name, mut m_value) = (vec![], vec![], vec![], vec![]);
+        let (mut p_id, mut p_key, mut p_value) = (vec![], vec![], vec![]);
+        for i in runs {
+            let r = &i.run;
+            let inserted: bool = tx
+                .query_one(
+                    &run,
+                    &[
+                        &r.run_id,
+                        &r.path,
+                        &r.file_size,
+                        &r.file_mtime_ns,
+                        &r.started_at,
+                        &r.plan,
+                        &r.label,
+                        &r.testbed,
+                        &r.fs,
+                        &r.workload,
+                        &r.rep,
+                        &r.spec_hash,
+                        &r.hostname,
+                        &r.kernel,
+                        &r.cpu_model,
+                        &r.cpus,
+                        &r.version,
+                        &r.git_commit,
+                        &r.device_profile,
+                    ],
+                )?
+                .get(0);
+            new += usize::from(inserted);
+            for (phase, m, v) in &i.metrics {
+                m_id.push(r.run_id.as_str());
+                m_phase.push(phase.as_str());
+                m_name.push(m.as_str());
+                m_value.push(*v);
+            }
+            for (k, v) in &i.params {
+                p_id.push(r.run_id.as_str());
+                p_key.push(k.as_str());
+                p_value.push(v.as_str());
+            }
+        }
+        tx.execute(
+            "INSERT INTO metrics (run_id, phase, metric, value) SELECT * FROM unnest($1::text[], $2::text[], $3::text[], $4::float8[]) ON CONFLICT DO NOTHING",
+            &[&m_id, &m_phase, &m_name, &m_value],
+        )?;
+        tx.execute(
+            "INSERT INTO params (run_id, key, value) SELECT * FROM unnest($1::text[], $2::text[], $3::text[]) ON CONFLICT DO NOTHING",
+            &[&p_id, &p_key, &p_value],
+        )?;
+        tx.commit()?;
+        Ok(new)
+    }
+
+    fn hits(&mut self, sql: &str, args: &[String]) -> Result<Vec<Hit>> {
+        let params: Vec<&(dyn postgres::types::ToSql + Sync)> = args
+            .iter()
+            .map(|a| a as &(dyn postgres::types::ToSql + Sync))
+            .collect();
+        let rows = self.client.query(&numbered(sql), &params)?;
+        Ok(rows
+            .iter()
+            .map(|r| Hit {
+                run_id: r.get(0),
+                path: r.get(1),
+                file_size: r.get(2),
+                file_mtime_ns: r.get(3),
+                started_at: r.get(4),
+                kernel: r.get(5),
+                commit: r.get(6),
+                version: r.get(7),
+                hostname: r.get(8),
+                testbed: r.get(9),
+                workload: r.get(10),
+                phase: r.get(11),
+                value: r.get(12),
+            })
+            .collect())
+    }
+
+    fn count(&mut self, table: &str) -> Result<i64> {
+        Ok(self
+            .client
+            .query_one(&format!("SELECT COUNT(*) FROM {table}"), &[])?
+            .get(0))
+    }
+}

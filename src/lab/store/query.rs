@@ -1,0 +1,198 @@
+//! Store queries: `--where KEY=VALUE,...` parsed and checked, turned into one SQL statement
+//! that both backends run; the answers are checked against the files they came from, so that a
+//! result whose file changed or vanished since it was indexed is named, never served.
+
+use anyhow::Result;
+
+use crate::base::error::bad_input;
+
+use super::schema::KEYS;
+
+/// One run (and, for a metric query, one figure) that matched.
+#[derive(Debug, Clone, PartialEq)]
+pub struct Hit {
+    pub run_id: String,
+    pub path: String,
+    pub file_size: i64,
+    pub file_mtime_ns: i64,
+    pub started_at: String,
+    pub kernel: String,
+    pub commit: Option<String>,
+    pub version: String,
+    pub hostname: String,
+    pub testbed: String,
+    pub workload: String,
+    pub phase: String,
+    pub value: Option<f64>,
+}
+
+/// `--where` conditions: (key, value), every one must hold.
+#[derive(Debug, Clone, Default, PartialEq)]
+pub struct Filter {
+    pub terms: Vec<(String, String)>,
+}
+
+impl Filter {
+    /// Parses `KEY=VALUE[,KEY=VALUE…]` items (each `--where` may hold several); a key names a
+    /// column ([`KEYS`]) or a workload parameter (`threads=8`).
+    pub fn parse(items: &[String]) -> Result<Self> {
+        let mut terms = Vec::new();
+        for item in items {
+            for part in item.split(',').filter(|p| !p.trim().is_empty()) {
+                let Some((k, v)) = part.split_once('=') else {
+                    return Err(bad_input(format!(
+                        "--where {part:?}: not KEY=VALUE; keys: {} (or a workload parameter, e.g. threads=8); e.g. --where fs=xfs,phase=file_remove",
+                        key_names()
+                    )));
+                };
+                let (k, v) = (k.trim(), v.trim());
+                if k.is_empty() || !k.chars().all(|c| c.is_ascii_alphanumeric() || c == '_') {
+                    return Err(bad_input(format!(
+                        "--where {part:?}: the key {k:?} is not a name; keys: {} (or a workload parameter)",
+                        key_names()
+                    )));
+                }
+                if terms.iter().any(|(t, _): &(String, String)| t == k) {
+                    return Err(bad_input(format!(
+                        "--where: {k} is given twice; a key takes one value"
+                    )));
+                }
+                terms.push((k.to_string(), v.to_string()));
+            }
+        }
+        Ok(Self { terms })
+    }
+
+    /// The value given for `key`.
+    pub fn get(&self, key: &str) -> Option<&str> {
+        self.terms
+            .iter()
+            .find(|(k, _)| k == key)
+            .map(|(_, v)| v.as_str())
+    }
+
+    /// The SQL conditions (`AND`-joined, `?` placeholders) and their values.
+    fn sql(&self, with_metric: bool) -> (String, Vec<String>) {
+        let mut conds = Vec::new();
+        let mut args = Vec::new();
+        for (k, v) in &self.terms {
+            match KEYS.iter().find(|(name, _, _)| name == k) {
+                Some((_, "m.phase", _)) if !with_metric => {
+                    conds.push(
+                        "EXISTS (SELECT 1 FROM metrics m WHERE m.run_id = r.run_id AND m.phase = ?)"
+                            .to_string(),
+                    );
+                    args.push(v.clone());
+                }
+                Some((_, col, _)) => {
+                    conds.push(format!("{col} = ?"));
+                    args.push(v.clone());
+                }
+                None => {
+                    conds.push(
+                        "EXISTS (SELECT 1 FROM params p WHERE p.run_id = r.run_id AND p.key = ? AND p.value = ?)"
+                            .to_string(),
+                    );
+                    args.push(k.clone());
+                    args.push(v.clone());
+                }
+            }
+        }
+        (conds.join(" AND "), args)
+    }
+}
+
+/// The column keys, for messages.
+pub fn key_names() -> String {
+    KEYS.iter()
+        .map(|(k, _, _)| *k)
+        .collect::<Vec<_>>()
+        .join(", ")
+}
+
+const HIT_COLUMNS: &str = "r.run_id, r.path, r.file_size, r.file_mtime_ns, r.started_at, r.kernel, r.git_commit, r.version, r.hostname, r.testbed, r.workload";
+
+/// The query of one metric's figures under a filter, oldest run first.
+pub fn metric_sql(metric: &str, f: &Filter) -> (String, Vec<String>) {
+    let (conds, mut args) = f.sql(true);
+    let mut sql = format!(
+        "SELECT {HIT_COLUMNS}, m.phase, m.value FROM runs r JOIN metrics m ON m.run_id = r.run_id WHERE m.metric = ?"
+    );
+    let mut all = vec![metric.to_string()];
+    all.append(&mut args);
+    if !conds.is_empty() {
+        sql.push_str(" AND ");
+        sql.push_str(&conds);
+    }
+    sql.push_str(" ORDER BY r.started_at, r.run_id, m.phase");
+    (sql, all)
+}
+
+/// The query of the runs under a filter (for `compare` and `report`), oldest first.
+pub fn runs_sql(f: &Filter) -> (String, Vec<String>) {
+    let (conds, args) = f.sql(false);
+    let mut sql = format!(
+        "SELECT {HIT_COLUMNS}, '' AS phase, CAST(NULL AS DOUBLE PRECISION) AS value FROM runs r"
+    );
+    if !conds.is_empty() {
+        sql.push_str(" WHERE ");
+        sql.push_str(&conds);
+    }
+    sql.push_str(" ORDER BY r.started_at, r.run_id");
+    (sql, args)
+}
+
+/// Splits hits into those whose file is as it was indexed and the files that changed or
+/// vanished since (each named once, with what happened).
+pub fn check_files(hits: Vec<Hit>) -> (Vec<Hit>, Vec<String>) {
+    let mut fresh = Vec::with_capacity(hits.len());
+    let mut stale: Vec<String> = Vec::new();
+    let mut seen: std::collections::HashMap<String, bool> = std::collections::HashMap::new();
+    for h in hits {
+        let ok = *seen.entry(h.path.clone()).or_insert_with(|| {
+            let now = super::index::fingerprint(std::path::Path::new(&h.path));
+            let why = match now {
+                Err(e) if e.kind() == std::io::ErrorKind::NotFound => Some("vanished"),
+                Err(_) => Some("cannot be read"),
+                Ok(f) if f != (h.file_size, h.file_mtime_ns) => Some("changed"),
+                Ok(_) => None,
+            };
+            if let Some(why) = why {
+                stale.push(format!(
+                    "{} {why} since it was indexed: left out (fsgauge store add its directory again, or store rebuild)",
+                    h.path
+                ));
+            }
+            why.is_none()
+        });
+        if ok {
+            fresh.push(h);
+        }
+    }
+    (fresh, stale)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn parses_pairs_and_refuses_malformed_ones() {
+        let f = Filter::parse(&["fs=xfs,phase=file_remove".into(), "threads=8".into()])
+            .expect("parses");
+        assert_eq!(f.get("fs"), Some("xfs"));
+        assert_eq!(f.get("threads"), Some("8"));
+        for bad in ["fs", "=x", "fs=a,fs=b", "f s=x"] {
+            assert!(Filter::parse(&[bad.into()]).is_err(), "{bad}");
+        }
+    }
+
+    #[test]
+    fn a_parameter_key_is_looked_up_in_params() {
+        let f = Filter::parse(&["threads=8,kernel=6.1".into()]).expect("parses");
+        let (sql, args) = metric_sql("ops_per_s", &f);
+        assert!(sql.contains("p.key = ? AND p.value = ?"), "{sql}");
+        assert!(sql.contains("r.kernel = ?"), "{sql}");
+        assert_eq!(args, ["ops_per_s", "threads", "8", "6.1"]);
+    }
+}

@@ -1,0 +1,99 @@
+//! The store's tables, in SQL that SQLite and PostgreSQL both read, so that one schema serves
+//! both and the same queries answer the same from either. Versioned: a store made by another
+//! schema version is refused with what to do (`fsgauge store rebuild`), never misread.
+
+/// The schema version this fsgauge writes and reads (kept in `meta`, key `schema_version`).
+pub const VERSION: i64 = 1;
+
+/// The tables, made when missing. `runs` holds one row per run (its identity,
+/// [`crate::results::RunResult::identity`], is the key, so adding a result twice adds it
+/// once), with the file it came from and that file's size and modification time, by which a
+/// file that changed or vanished since it was indexed is found. `metrics` holds every figure of
+/// every phase; `params` the workload's scalar parameters (for `--where threads=8`).
+pub const TABLES: &[&str] = &[
+    "CREATE TABLE IF NOT EXISTS meta (key TEXT PRIMARY KEY, value TEXT NOT NULL)",
+    "CREATE TABLE IF NOT EXISTS runs (
+        run_id TEXT PRIMARY KEY,
+        path TEXT NOT NULL,
+        file_size BIGINT NOT NULL,
+        file_mtime_ns BIGINT NOT NULL,
+        started_at TEXT NOT NULL,
+        plan TEXT,
+        label TEXT,
+        testbed TEXT NOT NULL,
+        fs TEXT NOT NULL,
+        workload TEXT NOT NULL,
+        rep BIGINT NOT NULL,
+        spec_hash TEXT NOT NULL,
+        hostname TEXT NOT NULL,
+        kernel TEXT NOT NULL,
+        cpu_model TEXT,
+        cpus BIGINT NOT NULL,
+        version TEXT NOT NULL,
+        git_commit TEXT,
+        device_profile TEXT
+    )",
+    "CREATE TABLE IF NOT EXISTS metrics (
+        run_id TEXT NOT NULL REFERENCES runs(run_id) ON DELETE CASCADE,
+        phase TEXT NOT NULL,
+        metric TEXT NOT NULL,
+        value DOUBLE PRECISION NOT NULL,
+        PRIMARY KEY (run_id, phase, metric)
+    )",
+    "CREATE TABLE IF NOT EXISTS params (
+        run_id TEXT NOT NULL REFERENCES runs(run_id) ON DELETE CASCADE,
+        key TEXT NOT NULL,
+        value TEXT NOT NULL,
+        PRIMARY KEY (run_id, key)
+    )",
+    "CREATE INDEX IF NOT EXISTS metrics_by_metric ON metrics (metric, phase)",
+    "CREATE INDEX IF NOT EXISTS runs_by_started ON runs (started_at)",
+];
+
+/// What `store rebuild` drops before making the tables again.
+pub const DROP: &[&str] = &[
+    "DROP TABLE IF EXISTS params",
+    "DROP TABLE IF EXISTS metrics",
+    "DROP TABLE IF EXISTS runs",
+    "DROP TABLE IF EXISTS meta",
+];
+
+/// The columns of `runs` in insert order (the index's [`super::index::RunRow`] fields).
+pub const RUN_COLUMNS: &[&str] = &[
+    "run_id",
+    "path",
+    "file_size",
+    "file_mtime_ns",
+    "started_at",
+    "plan",
+    "label",
+    "testbed",
+    "fs",
+    "workload",
+    "rep",
+    "spec_hash",
+    "hostname",
+    "kernel",
+    "cpu_model",
+    "cpus",
+    "version",
+    "git_commit",
+    "device_profile",
+];
+
+/// The `--where` keys that name a column (table alias `r` for runs, `m` for metrics), with
+/// what each means; any other key is a workload parameter.
+pub const KEYS: &[(&str, &str, &str)] = &[
+    ("fs", "r.fs", "filesystem kind (ext4, xfs, ...)"),
+    ("testbed", "r.testbed", "testbed label"),
+    ("workload", "r.workload", "workload kind"),
+    ("label", "r.label", "the plan's workload label"),
+    ("plan", "r.plan", "plan name"),
+    ("phase", "m.phase", "phase name"),
+    ("host", "r.hostname", "host name"),
+    ("kernel", "r.kernel", "kernel release (uname -r)"),
+    ("cpu", "r.cpu_model", "CPU model"),
+    ("commit", "r.git_commit", "fsgauge's git commit"),
+    ("version", "r.version", "fsgauge's version"),
+    ("profile", "r.device_profile", "emulated disk profile"),
+];

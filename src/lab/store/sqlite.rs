@@ -1,0 +1,182 @@
+//! The SQLite store: one file, the library built in (rusqlite's `bundled`), nothing to start.
+//! Writers wait for each other (WAL, a 60 s busy timeout, one immediate transaction per add),
+//! so two runs indexing into one file at once lose nothing.
+
+use std::path::Path;
+use std::time::Duration;
+
+use anyhow::{Context, Result};
+use rusqlite::{params, Connection, OpenFlags, OptionalExtension};
+
+use super::index::Indexed;
+use super::query::Hit;
+use super::Db;
+
+pub struct Sqlite {
+    conn: Connection,
+}
+
+impl Sqlite {
+    /// Opens the store at `path`; `create` makes the file when it is missing (adding), else a
+    /// missing file is an error (a query of a store that is not there).
+    pub fn open(path: &Path, create: bool) -> Result<Self> {
+        let mut flags = OpenFlags::SQLITE_OPEN_READ_WRITE | OpenFlags::SQLITE_OPEN_NO_MUTEX;
+        if create {
+            flags |= OpenFlags::SQLITE_OPEN_CREATE;
+        }
+        let conn = Connection::open_with_flags(path, flags)?;
+        conn.busy_timeout(Duration::from_secs(60))?;
+        conn.pragma_update(None, "journal_mode", "WAL")?;
+        conn.pragma_update(None, "foreign_keys", "ON")?;
+        conn.pragma_update(None, "synchronous", "NORMAL")?;
+        Ok(Self { conn })
+    }
+}
+
+impl Db for Sqlite {
+    fn batch(&mut self, statements: &[&str]) -> Result<()> {
+        let tx = self
+            .conn
+            .transaction_with_behavior(rusqlite::TransactionBehavior::Immediate)?;
+        for s in statements {
+            tx.execute(s, [])
+                .with_context(|| format!("SQLite: {}", first_line(s)))?;
+        }
+        tx.commit()?;
+        Ok(())
+    }
+
+    fn create(&mut self, statements: &[&str], version: &str) -> Result<()> {
+        // An immediate transaction holds the write lock: another maker waits, then finds the
+        // version there.
+        let tx = self
+            .conn
+            .transaction_with_behavior(rusqlite::TransactionBehavior::Immediate)?;
+        let made: bool = tx.query_row(
+            "SELECT COUNT(*) > 0 FROM sqlite_master WHERE type = 'table' AND name = 'meta'",
+            [],
+            |r| r.get(0),
+        )? && tx
+            .query_row("SELECT 1 FROM meta WHERE key = 'schema_version'", [], |r| {
+                r.get::<_, i64>(0)
+            })
+            .optional()?
+            .is_some();
+        if !made {
+            for s in statements {
+                tx.execute(s, [])
+                    .with_context(|| format!("SQLite: {}", first_line(s)))?;
+            }
+            tx.execute(
+                "INSERT INTO meta (key, value) VALUES ('schema_version', ?1) ON CONFLICT (key) DO NOTHING",
+                [version],
+            )?;
+        }
+        tx.commit()?;
+        Ok(())
+    }
+
+    fn meta(&mut self, key: &str) -> Result<Option<String>> {
+        let has: bool = self.conn.query_row(
+            "SELECT COUNT(*) > 0 FROM sqlite_master WHERE type = 'table' AND name = 'meta'",
+            [],
+            |r| r.get(0),
+        )?;
+        if !has {
+            return Ok(None);
+        }
+        Ok(self
+            .conn
+            .query_row("SELECT value FROM meta WHERE key = ?1", [key], |r| r.get(0))
+            .optional()?)
+    }
+
+    fn add(&mut self, runs: &[Indexed]) -> Result<usize> {
+        let tx = self
+            .conn
+            .transaction_with_behavior(rusqlite::TransactionBehavior::Immediate)?;
+        let mut new = 0;
+        {
+            let cols = super::schema::RUN_COLUMNS.join(", ");
+            let marks = vec!["?"; super::schema::RUN_COLUMNS.len()].join(", ");
+            let mut run = tx.prepare(&format!(
+                "INSERT INTO runs ({cols}) VALUES ({marks}) ON CONFLICT (run_id) DO UPDATE SET path = excluded.path, file_size = excluded.file_size, file_mtime_ns = excluded.file_mtime_ns, plan = excluded.plan, label = excluded.label"
+            ))?;
+            let mut known = tx.prepare("SELECT 1 FROM runs WHERE run_id = ?1")?;
+            let mut metric = tx.prepare(
+                "INSERT INTO metrics (run_id, phase, metric, value) VALUES (?1, ?2, ?3, ?4) ON CONFLICT DO NOTHING",
+            )?;
+            let mut param = tx.prepare(
+                "INSERT INTO params (run_id, key, value) VALUES (?1, ?2, ?3) ON CONFLICT DO NOTHING",
+            )?;
+            for i in runs {
+                let r = &i.run;
+                if !known.exists([&r.run_id])? {
+                    new += 1;
+                }
+                run.execute(params![
+                    r.run_id,
+                    r.path,
+                    r.file_size,
+                    r.file_mtime_ns,
+                    r.started_at,
+                    r.plan,
+                    r.label,
+                    r.testbed,
+                    r.fs,
+                    r.workload,
+                    r.rep,
+                    r.spec_hash,
+                    r.hostname,
+                    r.kernel,
+                    r.cpu_model,
+                    r.cpus,
+                    r.version,
+                    r.git_commit,
+                    r.device_profile
+                ])?;
+                for (phase, m, v) in &i.metrics {
+                    metric.execute(params![r.run_id, phase, m, v])?;
+                }
+                for (k, v) in &i.params {
+                    param.execute(params![r.run_id, k, v])?;
+                }
+            }
+        }
+        tx.commit()?;
+        Ok(new)
+    }
+
+    fn hits(&mut self, sql: &str, args: &[String]) -> Result<Vec<Hit>> {
+        let mut st = self.conn.prepare(sql)?;
+        let rows = st.query_map(rusqlite::params_from_iter(args.iter()), |r| {
+            Ok(Hit {
+                run_id: r.get(0)?,
+                path: r.get(1)?,
+                file_size: r.get(2)?,
+                file_mtime_ns: r.get(3)?,
+                started_at: r.get(4)?,
+                kernel: r.get(5)?,
+                commit: r.get(6)?,
+                version: r.get(7)?,
+                hostname: r.get(8)?,
+                testbed: r.get(9)?,
+                workload: r.get(10)?,
+                phase: r.get(11)?,
+                value: r.get(12)?,
+            })
+        })?;
+        Ok(rows.collect::<rusqlite::Result<Vec<Hit>>>()?)
+    }
+
+    fn count(&mut self, table: &str) -> Result<i64> {
+        Ok(self
+            .conn
+            .query_row(&format!("SELECT COUNT(*) FROM {table}"), [], |r| r.get(0))?)
+    }
+}
+
+/// The first line of a statement, for messages.
+pub fn first_line(s: &str) -> &str {
+    s.lines().next().unwrap_or(s)
+}

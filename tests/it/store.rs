@@ -1,0 +1,422 @@
+//! The results store: indexing result files into SQLite (always) and PostgreSQL (a server
+//! named by FSGAUGE_TEST_POSTGRES; `.ci/run` starts one), `history` with its change marks,
+//! `compare`/`report` from store queries, rebuild, files that changed or vanished, two adds at
+//! once, and `run --store`.
+
+use std::path::{Path, PathBuf};
+
+use fsgauge::results::RunResult;
+
+use crate::report_fixtures::{phase, result, write_all};
+use crate::support::{json_of, Sandbox};
+
+/// `n` runs of a tree workload on kernel `kernel` whose create phase does about `ops_per_s`
+/// (±1%, so the noise is known), started on day `day`.
+fn runs(kernel: &str, day: u32, ops_per_s: f64, n: u32) -> Vec<RunResult> {
+    (0..n)
+        .map(|rep| {
+            let wall = 10.0;
+            let ops = (ops_per_s * wall * (1.0 + 0.01 * (rep as f64 - 2.0))) as u64;
+            let mut r = result(
+                "xfs",
+                "tree",
+                serde_json::json!({"dirs": 2, "files": 10, "threads": 1}),
+                rep,
+                vec![
+                    phase("file_create", wall, 1.0, ops, 0, &[1000, 2000], &[1], 1),
+                    phase("file_remove", wall, 1.0, ops, 0, &[1000, 2000], &[1], 1),
+                ],
+            );
+            r.host.kernel = kernel.into();
+            r.testbed.fs = "xfs".into();
+            r.started_at = format!("2026-01-{day:02}T00:00:{rep:02}Z");
+            r
+        })
+        .collect()
+}
+
+/// Two kernels' results in two directories: file_create 30% slower on the second.
+fn two_kernels(sb: &Sandbox) -> (PathBuf, PathBuf) {
+    let (a, b) = (sb.path().join("k61"), sb.path().join("k68"));
+    write_all(&a, &runs("6.1.0", 1, 1000.0, 5));
+    write_all(&b, &runs("6.8.0", 2, 700.0, 5));
+    (a, b)
+}
+
+fn fsgauge(sb: &Sandbox, store: &str, args: &[&str]) -> std::process::Output {
+    let out = sb
+        .cmd()
+        .args(args)
+        .args(["--store", store])
+        .env_remove("FSGAUGE_STORE")
+        .output()
+        .unwrap();
+    assert!(
+        out.status.success(),
+        "{args:?}: {}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    out
+}
+
+/// `store add --json`: files read, runs new, runs held.
+fn add(sb: &Sandbox, store: &str, dirs: &[&Path]) -> (u64, u64, u64) {
+    let mut args = vec!["store", "add", "--json"];
+    args.extend(dirs.iter().map(|d| d.to_str().unwrap()));
+    let j = json_of(&fsgauge(sb, store, &args));
+    let n = |k: &str| j[k].as_u64().unwrap_or_else(|| panic!("{k} in {j}"));
+    (n("files"), n("new"), n("runs"))
+}
+
+/// Runs the store holds (`store status --json`).
+fn runs_held(sb: &Sandbox, store: &str) -> u64 {
+    let j = json_of(&fsgauge(sb, store, &["store", "status", "--json"]));
+    j["runs"].as_u64().unwrap()
+}
+
+fn history(sb: &Sandbox, store: &str, filter: &str) -> serde_json::Value {
+    json_of(&fsgauge(
+        sb,
+        store,
+        &["history", "ops_per_s", "--where", filter, "--json"],
+    ))
+}
+
+/// The checks every backend must pass, on a store `store` of its kind.
+fn store_answers(sb: &Sandbox, store: &str) -> (serde_json::Value, serde_json::Value) {
+    let (a, b) = two_kernels(sb);
+    assert_eq!(add(sb, store, &[&a, &b]), (10, 10, 10));
+    assert_eq!(add(sb, store, &[&a]), (5, 0, 10));
+    assert_eq!(runs_held(sb, store), 10);
+    let h = history(sb, store, "fs=xfs,phase=file_create");
+    let groups = h["groups"].as_array().unwrap();
+    assert_eq!(groups.len(), 2, "{h}");
+    assert_eq!(groups[0]["key"], "6.1.0");
+    assert_eq!(groups[1]["n"], 5);
+    assert_eq!(groups[1]["change"]["significant"], true, "{h}");
+    assert_eq!(groups[1]["change"]["verdict"], "worse", "{h}");
+    let cmp = json_of(&fsgauge(
+        sb,
+        store,
+        &[
+            "compare",
+            "store:kernel=6.1.0",
+            "store:kernel=6.8.0,phase=file_create",
+            "--json",
+        ],
+    ));
+    (h, cmp)
+}
+
+#[test]
+fn sqlite_store_indexes_once_and_history_marks_the_drop() {
+    let sb = Sandbox::new();
+    let db = sb.path().join("store.sqlite");
+    let (_, cmp) = store_answers(&sb, db.to_str().unwrap());
+    // The comparison from the store is the comparison of the two directories.
+    let dirs = json_of(
+        &sb.cmd()
+            .args(["compare", "k61", "k68", "--json"])
+            .output()
+            .unwrap(),
+    );
+    assert_eq!(cmp, dirs);
+    // A report of a store query reads the runs it names.
+    let report = json_of(&fsgauge(
+        &sb,
+        db.to_str().unwrap(),
+        &["report", "store:kernel=6.8.0", "--format", "json"],
+    ));
+    assert!(report.to_string().contains("file_remove"), "{report}");
+}
+
+#[test]
+fn rebuild_gives_the_same_answers_and_a_changed_file_is_named() {
+    let sb = Sandbox::new();
+    let db = sb.path().join("store.sqlite");
+    let db = db.to_str().unwrap();
+    let (a, b) = two_kernels(&sb);
+    add(&sb, db, &[&a, &b]);
+    let before = history(&sb, db, "phase=file_remove");
+    fsgauge(
+        &sb,
+        db,
+        &["store", "rebuild", a.to_str().unwrap(), b.to_str().unwrap()],
+    );
+    assert_eq!(history(&sb, db, "phase=file_remove"), before);
+    // One file vanishes, one changes: both are named and left out.
+    let mut files: Vec<PathBuf> = std::fs::read_dir(&b)
+        .unwrap()
+        .map(|e| e.unwrap().path())
+        .collect();
+    files.sort();
+    std::fs::remove_file(&files[0]).unwrap();
+    let mut text = std::fs::read_to_string(&files[1]).unwrap();
+    text.push(' ');
+    std::fs::write(&files[1], text).unwrap();
+    let out = fsgauge(
+        &sb,
+        db,
+        &[
+            "history",
+            "ops_per_s",
+            "--where",
+            "phase=file_remove",
+            "--json",
+        ],
+    );
+    let err = String::from_utf8_lossy(&out.stderr);
+    for (f, why) in [(&files[0], "vanished"), (&files[1], "changed")] {
+        let name = f.file_name().unwrap().to_str().unwrap();
+        assert!(
+            err.lines().any(|l| l.contains(name) && l.contains(why)),
+            "{name} {why}: {err}"
+        );
+    }
+    assert_eq!(json_of(&out)["groups"][1]["n"], 3);
+}
+
+#[test]
+fn two_adds_at_once_lose_nothing() {
+    let sb = Sandbox::new();
+    let db = sb.path().join("store.sqlite");
+    let dirs: Vec<PathBuf> = (0..4).map(|i| sb.path().join(format!("d{i}"))).collect();
+    for (i, d) in dirs.iter().enumerate() {
+        write_all(d, &runs(&format!("6.{i}.0"), i as u32 + 1, 1000.0, 10));
+    }
+    let children: Vec<_> = dirs
+        .iter()
+        .map(|d| {
+            sb.cmd()
+                .args(["store", "add", d.to_str().unwrap(), "--store"])
+                .arg(&db)
+                .spawn()
+                .unwrap()
+        })
+        .collect();
+    for mut c in children {
+        assert!(c.wait().unwrap().success());
+    }
+    assert_eq!(runs_held(&sb, db.to_str().unwrap()), 40);
+}
+
+#[test]
+fn bad_store_input_exits_2_saying_what_to_do() {
+    let sb = Sandbox::new();
+    let (a, _) = two_kernels(&sb);
+    let db = sb.path().join("store.sqlite");
+    let a = a.to_str().unwrap();
+    let cases: Vec<(Vec<String>, &str)> = vec![
+        (vec!["history".into(), "ops_per_s".into()], "no store given"),
+        (
+            vec![
+                "history".into(),
+                "ops_per_s".into(),
+                "--store".into(),
+                db.display().to_string(),
+            ],
+            "no such store",
+        ),
+        (
+            vec![
+                "store".into(),
+                "add".into(),
+                a.into(),
+                "--store".into(),
+                "postgres://nobody@127.0.0.1:1/none".into(),
+            ],
+            "cannot connect",
+        ),
+        (
+            vec![
+                "store".into(),
+                "add".into(),
+                a.into(),
+                "--store".into(),
+                "mysql://x/y".into(),
+            ],
+            "not a store",
+        ),
+        (
+            vec![
+                "history".into(),
+                "ops_per_s".into(),
+                "--where".into(),
+                "fs".into(),
+                "--store".into(),
+                db.display().to_string(),
+            ],
+            "not KEY=VALUE",
+        ),
+    ];
+    for (args, needle) in cases {
+        let out = sb
+            .cmd()
+            .args(&args)
+            .env_remove("FSGAUGE_STORE")
+            .output()
+            .unwrap();
+        let err = String::from_utf8_lossy(&out.stderr);
+        assert_eq!(out.status.code(), Some(2), "{args:?}: {err}");
+        assert!(err.contains(needle), "{args:?}: {err}");
+    }
+    // Nothing was made by the refusals.
+    assert!(!db.exists());
+    // A history of two cells names them.
+    add(&sb, db.to_str().unwrap(), &[Path::new(a)]);
+    let out = sb
+        .cmd()
+        .args(["history", "ops_per_s", "--store"])
+        .arg(&db)
+        .output()
+        .unwrap();
+    assert_eq!(out.status.code(), Some(2));
+    assert!(String::from_utf8_lossy(&out.stderr).contains("phase=file_remove"));
+}
+
+/// A PostgreSQL database of its own for one test, dropped after.
+struct PgDb {
+    admin: String,
+    name: String,
+    url: String,
+}
+
+impl PgDb {
+    fn new(tag: &str) -> Option<Self> {
+        let Some(admin) = std::env::var("FSGAUGE_TEST_POSTGRES")
+            .ok()
+            .filter(|s| !s.is_empty())
+        else {
+            crate::support::skip("needs FSGAUGE_TEST_POSTGRES (a PostgreSQL URL of a role that may create databases; .ci/run sets it)");
+            return None;
+        };
+        let name = format!("fsgauge_test_{tag}_{}", std::process::id());
+        let mut c = postgres::Client::connect(&admin, postgres::NoTls).expect("the test server");
+        for sql in [
+            format!("DROP DATABASE IF EXISTS {name}"),
+            format!("CREATE DATABASE {name}"),
+        ] {
+            c.batch_execute(&sql).expect("a test database");
+        }
+        let (base, _) = admin.rsplit_once('/').expect("a URL with a database");
+        let url = format!("{base}/{name}");
+        Some(Self { admin, name, url })
+    }
+}
+
+impl Drop for PgDb {
+    fn drop(&mut self) {
+        if let Ok(mut c) = postgres::Client::connect(&self.admin, postgres::NoTls) {
+            let _ = c.batch_execute(&format!(
+                "DROP DATABASE IF EXISTS {} WITH (FORCE)",
+                self.name
+            ));
+        }
+    }
+}
+
+#[test]
+fn postgres_answers_as_sqlite_does() {
+    let Some(pg) = PgDb::new("same") else {
+        return;
+    };
+    let (sb1, sb2) = (Sandbox::new(), Sandbox::new());
+    let db = sb1.path().join("store.sqlite");
+    let (mut h_lite, cmp_lite) = store_answers(&sb1, db.to_str().unwrap());
+    let (mut h_pg, cmp_pg) = store_answers(&sb2, &pg.url);
+    assert_eq!(cmp_lite, cmp_pg);
+    // The same figures: only the sandboxes' paths differ, and no path is in a history.
+    h_lite["groups"][0]["first"] = serde_json::Value::Null;
+    h_pg["groups"][0]["first"] = serde_json::Value::Null;
+    assert_eq!(h_lite, h_pg);
+}
+
+#[test]
+fn postgres_two_adds_at_once_and_rebuild() {
+    let Some(pg) = PgDb::new("race") else {
+        return;
+    };
+    let sb = Sandbox::new();
+    let dirs: Vec<PathBuf> = (0..3).map(|i| sb.path().join(format!("d{i}"))).collect();
+    for (i, d) in dirs.iter().enumerate() {
+        write_all(d, &runs(&format!("6.{i}.0"), i as u32 + 1, 1000.0, 10));
+    }
+    let children: Vec<_> = dirs
+        .iter()
+        .map(|d| {
+            sb.cmd()
+                .args(["store", "add", d.to_str().unwrap(), "--store", &pg.url])
+                .spawn()
+                .unwrap()
+        })
+        .collect();
+    for mut c in children {
+        assert!(c.wait().unwrap().success());
+    }
+    assert_eq!(runs_held(&sb, &pg.url), 30);
+    let before = history(&sb, &pg.url, "phase=file_create");
+    let mut args = vec!["store", "rebuild"];
+    args.extend(dirs.iter().map(|d| d.to_str().unwrap()));
+    fsgauge(&sb, &pg.url, &args);
+    assert_eq!(history(&sb, &pg.url, "phase=file_create"), before);
+}
+
+const PLAN: &str = r#"name = "stored"
+reps = 2
+
+[[testbed]]
+label = "plain"
+fs = "ext4"
+size = "256M"
+
+[[workload]]
+kind = "tree"
+dirs = 2
+files = 8
+file_size = "64K"
+"#;
+
+#[test]
+fn run_with_a_store_indexes_what_it_writes() {
+    if !crate::support::have_fs("ext4") {
+        return;
+    }
+    let sb = Sandbox::new();
+    let plan = sb.path().join("plan.toml");
+    std::fs::write(&plan, PLAN).unwrap();
+    let db = sb.path().join("store.sqlite");
+    // An unusable store is refused before anything runs.
+    let out = sb
+        .bench(&[
+            "run",
+            plan.to_str().unwrap(),
+            "--quiet",
+            "--store",
+            "postgres://x@127.0.0.1:1/y",
+        ])
+        .output()
+        .unwrap();
+    assert_eq!(
+        out.status.code(),
+        Some(2),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    assert!(!sb.out().exists() || std::fs::read_dir(sb.out()).unwrap().next().is_none());
+    let out = sb
+        .bench(&[
+            "run",
+            plan.to_str().unwrap(),
+            "--store",
+            db.to_str().unwrap(),
+        ])
+        .output()
+        .unwrap();
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    assert_eq!(runs_held(&sb, db.to_str().unwrap()), 2);
+    sb.assert_clean();
+}
