@@ -343,6 +343,29 @@ mod tests {
     }
 
     #[test]
+    fn a_disk_s_transport_and_store_are_its_settings_from_the_plan() {
+        let p: TestbedParams = toml::from_str(
+            "device_model = \"ram\"\ndevice_transport = \"dev\"\ndevice_store = \"memory:16M\"",
+        )
+        .expect("reads");
+        let i = p.input(FsKind::Ext4, None, None).expect("an input");
+        assert_eq!(i.serving.transport, Some(TransportChoice::Dev));
+        assert_eq!(i.serving.store, Some(StoreChoice::Memory(Some(16 << 20))));
+        let back: TestbedParams =
+            toml::from_str(&toml::to_string(&p).expect("writes")).expect("reads back");
+        assert_eq!(back, p);
+        let e = toml::from_str::<TestbedParams>("device_transport = \"rdma\"")
+            .expect_err("no such transport")
+            .to_string();
+        assert!(e.contains("\"rdma\": give auto"), "{e}");
+        assert_eq!(plan_keys("device_transport"), ["device_transport"]);
+        assert_eq!(plan_keys("device_store"), ["device_store"]);
+        // Without an emulated disk they serve nothing, and the environment is not read.
+        let plain = TestbedParams::default().input(FsKind::Ext4, None, None);
+        assert_eq!(plain.expect("an input").serving, Serving::default());
+    }
+
+    #[test]
     fn a_written_plan_table_reads_back() {
         let p: TestbedParams =
             toml::from_str("journal = \"ram:64M\"\nloop_direct_io = \"off\"").expect("reads");

@@ -369,6 +369,118 @@ fn answer<R: Answer>(
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::base::sys::Errno;
+    use crate::device::model::Request;
+    use crate::device::transport::Job;
+    use std::collections::VecDeque;
+    use std::sync::atomic::AtomicBool;
+    use std::sync::{Arc, Mutex};
+
+    /// What a request's answer said, in the order the answers left.
+    type Said = Arc<Mutex<Vec<(u64, Result<usize, Errno>)>>>;
+
+    struct Note {
+        id: u64,
+        said: Said,
+    }
+
+    impl Answer for Note {
+        fn answer(self, io: Result<usize, Errno>) {
+            self.said.lock().expect("not poisoned").push((self.id, io));
+        }
+    }
+
+    /// A transport that brings a burst of requests, their data not yet moved (moved by
+    /// `ready`, as the ring moves its own), then ends.
+    struct Burst {
+        to_come: VecDeque<Job<Note>>,
+        /// Ids made ready, after `begin` (0).
+        moved: Arc<Mutex<Vec<u64>>>,
+    }
+
+    impl Transport for Burst {
+        type Reply = Note;
+        fn begin(&mut self) {
+            self.moved.lock().expect("not poisoned").push(0);
+        }
+        fn take(&mut self, got: &mut Vec<Came<Note>>, _waiting: &mut Waiting<Note>) {
+            got.extend(self.to_come.drain(..).map(|job| Came { job, moved: false }));
+        }
+        fn wait(&mut self, timeout: Option<Duration>) {
+            std::thread::sleep(timeout.unwrap_or_default());
+        }
+        fn came(&mut self) -> bool {
+            !self.to_come.is_empty()
+        }
+        fn open(&self) -> bool {
+            !self.to_come.is_empty()
+        }
+        fn ready(&mut self, id: u64, waiting: &mut Waiting<Note>) {
+            let h = waiting
+                .get_mut(&id)
+                .expect("a reply is made ready while it waits");
+            assert!(!h.moved, "request {id} made ready twice");
+            h.moved = true;
+            h.job.io = Ok(h.job.req.len as usize);
+            self.moved.lock().expect("not poisoned").push(id);
+        }
+        fn serves_crash_file(&self) -> bool {
+            false
+        }
+    }
+
+    #[test]
+    fn the_timing_thread_answers_every_request_through_its_transport_after_it_is_ready() {
+        let dir = tempfile::tempdir().expect("a temporary directory");
+        let image = dir.path().join("image");
+        std::fs::File::create(&image).expect("an image");
+        let store = super::super::store::Store::open(&image, 1 << 20, Some(1 << 20), &mut |m| {
+            panic!("{m}")
+        })
+        .expect("a memory store");
+        let (rec, stats) = super::super::records::start(1 << 20).expect("the stats thread");
+        let core = Core::new(
+            Arc::new(store),
+            1 << 20,
+            false,
+            Arc::new(AtomicBool::new(true)),
+            rec,
+            Arc::new(WriteLog::default()),
+        );
+        let (profile, abl) =
+            crate::device::load_ref("deskstar-7k250:constant=200us").expect("a profile");
+        let model = DeviceModel::new(&profile, &abl).expect("a model");
+        let said = Said::default();
+        let now = rt::monotonic_ns();
+        let to_come = (1..=5u64)
+            .map(|id| Job {
+                req: Request::read(id, id * 4096, 4096),
+                arrival_ns: now,
+                reply: Note {
+                    id,
+                    said: said.clone(),
+                },
+                io: Err(Errno::EIO),
+            })
+            .collect();
+        let moved = Arc::new(Mutex::new(Vec::new()));
+        let burst = Burst {
+            to_come,
+            moved: moved.clone(),
+        };
+        run(model, burst, &core);
+        assert!(
+            !core.crash_file.load(Ordering::Acquire),
+            "the transport's word on the crash file is the server's"
+        );
+        let said = said.lock().expect("not poisoned").clone();
+        // A constant-time drive takes its commands in arrival order: each answered once, with
+        // what its data's move gave (never the EIO it came with).
+        assert_eq!(said, (1..=5).map(|id| (id, Ok(4096))).collect::<Vec<_>>());
+        assert_eq!(*moved.lock().expect("not poisoned"), vec![0, 1, 2, 3, 4, 5]);
+        drop(core);
+        stats.join().expect("the stats thread ends");
+    }
 
     #[test]
     fn a_reply_is_spun_for_only_where_the_wake_up_delay_would_show_in_its_time() {
