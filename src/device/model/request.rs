@@ -25,7 +25,7 @@ pub enum Op {
 }
 
 /// One request to the device, in bytes of the modelled disk (the testbed's offset already
-/// added, see [`DeviceModel::with_offset`]).
+/// added, see [`super::DeviceModel::with_offset`]).
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]
 pub struct Request {
     /// The caller's tag, returned in the [`Dispatch`].
@@ -72,7 +72,7 @@ impl Request {
     }
 }
 
-/// What became of a write's data inside the drive, for a write log ([`DeviceModel::record_cache_events`]):
+/// What became of a write's data inside the drive, for a write log ([`super::DeviceModel::record_cache_events`]):
 /// which writes went into the volatile write cache, which to the media, and when the cache's
 /// contents reached the media. Sectors are of the served image (the offset taken off).
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, serde::Deserialize)]
@@ -95,7 +95,7 @@ pub enum CacheEvent {
 }
 
 /// Where a model puts its [`CacheEvent`]s while they are asked for: a Vec pushed to on the
-/// model's path (no other work per request), drained by [`DeviceModel::take_cache_events`].
+/// model's path (no other work per request), drained by [`super::DeviceModel::take_cache_events`].
 #[derive(Debug, Clone, Default)]
 pub struct CacheSink {
     pub(super) on: bool,
