@@ -66,7 +66,10 @@ pub enum DevicesSub {
     /// TARGET is a profile (emulated: a server is started on a sparse image in a private
     /// directory under /var/tmp/fsgauge, as large as the profile's capacity or `--size`) or a
     /// block device `/dev/X`, read only (compared with `--profile` if given; read pairs are
-    /// then placed on its tracks and cylinders, else by bytes).
+    /// then placed on its tracks and cylinders, else by bytes). The emulated disk is served
+    /// through the transport FSGAUGE_DEVICE_TRANSPORT names (auto, uring or dev; default auto)
+    /// with its bytes where FSGAUGE_DEVICE_STORE says (memory, memory:SIZE or file; default
+    /// memory), read here and passed to the server.
     Check {
         /// A profile (name or file, with `:ablations`) or a block device /dev/X.
         target: String,

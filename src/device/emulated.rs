@@ -19,7 +19,7 @@ use std::time::{Duration, Instant};
 use anyhow::{anyhow, bail, Context, Result};
 
 use super::profile::{Kind, ModelDuring, Profile, ProfileRef};
-use super::server::{DiskArgs, ServeArgs, StoreChoice, Transport, DISK_NAME};
+use super::server::{DiskArgs, ServeArgs, DISK_NAME};
 use super::stats::Snapshot;
 use crate::base::sys::trust::{self as sys_trust, FileId};
 use crate::host::ledger::{process_start_time, Ledger, Resource};
@@ -61,26 +61,6 @@ impl std::fmt::Debug for EmulatedDevice {
 }
 
 static SERIAL: AtomicU32 = AtomicU32::new(0);
-
-/// The store the servers this process starts from now on use when their start names none;
-/// None: theirs (from the environment, `FSGAUGE_DEVICE_STORE`).
-static STORE: Mutex<Option<StoreChoice>> = Mutex::new(None);
-
-/// Sets the store of the servers this process starts (for programs and tests that compare
-/// stores or need a small memory budget without changing their environment).
-pub fn set_server_store(store: Option<StoreChoice>) {
-    *STORE.lock().unwrap_or_else(|p| p.into_inner()) = store;
-}
-
-/// The transport the servers this process starts from now on use when their start names
-/// none; None: theirs (from the environment, `FSGAUGE_DEVICE_TRANSPORT`).
-static TRANSPORT: Mutex<Option<Transport>> = Mutex::new(None);
-
-/// Sets the transport of the servers this process starts (for tests that must not share the
-/// kernel's FUSE-over-io_uring switch with other tests flipping it).
-pub fn set_server_transport(transport: Option<Transport>) {
-    *TRANSPORT.lock().unwrap_or_else(|p| p.into_inner()) = transport;
-}
 
 /// Our end of the server's control channel: commands go out (shutting it down ends the
 /// server) and its replies come back, one line each. A socket rather than a pipe, so that a
@@ -204,16 +184,10 @@ fn spawn_server(ledger: &mut Ledger, exe: &Path, disk: &DiskArgs) -> Result<Spaw
         "image": disk.image,
     }))?;
     let mount = make_mount_dir(ledger)?;
-    let mut serve = ServeArgs {
+    let serve = ServeArgs {
         disk: disk.clone(),
         mount: mount.clone(),
     };
-    if serve.disk.transport.is_none() {
-        serve.disk.transport = *TRANSPORT.lock().unwrap_or_else(|p| p.into_inner());
-    }
-    if serve.disk.store.is_none() {
-        serve.disk.store = *STORE.lock().unwrap_or_else(|p| p.into_inner());
-    }
     let mut command = Command::new(exe);
     command
         .arg0("fsgauge")

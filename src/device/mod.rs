@@ -11,10 +11,11 @@
 //!   ([`model::expect`]).
 //!
 //! # The server (design note)
-//! Built in [`server`] (the process), [`emulated`] (the library's handle, [`EmulatedDevice`]),
-//! [`uring`] (FUSE over io_uring, `FSGAUGE_DEVICE_TRANSPORT=uring`), [`stats`] (lateness
-//! and histograms, per phase by snapshot deltas). Calibration (`fsgauge devices check` and
-//! `fit`) is not here: it sits above the testbed, in the `calibrate` module above it.
+//! Built in [`server`] (the process), [`transport`] (how requests reach it: /dev/fuse or FUSE
+//! over io_uring, one seam the timing thread knows them by), [`emulated`] (the library's
+//! handle, [`EmulatedDevice`]), [`stats`] (lateness and histograms, per phase by snapshot
+//! deltas), and [`calibrate`] (`fsgauge devices check` and `fit`). A disk's transport and
+//! store are settings of the disk ([`server::Serving`]), like its profile.
 //!
 //! The model is applied by a server that fsgauge starts (for an image testbed with
 //! `device_model`, once testbeds take it; today through [`EmulatedDevice`] and
@@ -68,7 +69,7 @@ pub mod model;
 pub mod profile;
 pub mod server;
 pub mod stats;
-pub mod uring;
+pub mod transport;
 pub mod writelog;
 
 pub use emulated::EmulatedDevice;

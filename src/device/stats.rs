@@ -23,10 +23,9 @@ pub use crate::results::device::LATE_NS;
 pub use crate::results::device::DiskCounts as Counts;
 
 /// The largest value the histograms hold (10^13: about 2.8 hours in ns, any seek distance or
-/// request size). The profiles' declared ranges keep every modelled service time below it
-/// (`model::limits` tests it: the slowest flush takes 71 minutes, past measure's hour); a
-/// larger one would be recorded as this.
-pub const HISTOGRAM_MAX: u64 = 10_000_000_000_000;
+/// request size): the longest time the model gives a request ([`crate::device::model::LONGEST_NS`],
+/// past measure's hour); a larger one would be recorded as this.
+pub const HISTOGRAM_MAX: u64 = crate::device::model::LONGEST_NS;
 
 fn histogram() -> LatencyHistogram {
     histogram_up_to(HISTOGRAM_MAX)

@@ -69,6 +69,7 @@ impl Testbed {
             modelled: during == ModelDuring::Always,
             overlay: true,
             ..device::server::DiskArgs::new(profile, PathBuf::new(), self.spec.size, offset)
+                .served(self.spec.serving())
         };
         // For messages that name the disk's image.
         self.emulated.main_image = Some(base.to_path_buf());

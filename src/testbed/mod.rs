@@ -415,6 +415,7 @@ impl Testbed {
                     spec.size,
                     m.offset,
                 )
+                .served(spec.serving())
             };
             self.serve(f, disk, "")?
         } else {
@@ -469,6 +470,7 @@ impl Testbed {
             let disk = device::server::DiskArgs {
                 modelled: during == device::ModelDuring::Always,
                 ..device::server::DiskArgs::new(p.clone(), PathBuf::new(), j.size, 0)
+                    .served(spec.serving())
             };
             let disk = self.serve(f, disk, "journal ")?;
             self.emulated.journal_image = Some(dir_path.join(&name));

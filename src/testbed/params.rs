@@ -19,6 +19,7 @@ use std::path::PathBuf;
 use clap::{Args, Command, FromArgMatches};
 use serde::{Deserialize, Serialize};
 
+use super::device::server::{Serving, StoreChoice, TransportChoice, TRANSPORT_ENV};
 use super::device::{ModelDuring, ProfileRef};
 use super::spec::{Backing, FsKind, ImageAlloc, ImageStart, JournalSpec, ModelSpec, TestbedInput};
 use crate::base::error::bad_param;
@@ -120,6 +121,22 @@ pub struct TestbedParams {
     #[arg(long, value_name = "copy|overlay")]
     #[serde(skip_serializing_if = "Option::is_none")]
     pub image_start: Option<ImageStart>,
+    /// How the block requests of the testbed's emulated disks (--device-model,
+    /// --journal-device-model, --image-start overlay) reach their server: auto (FUSE over
+    /// io_uring where the kernel has it, turning on its enable_uring parameter as root;
+    /// /dev/fuse where not), uring (the same, saying so where the kernel has none) or dev
+    /// (/dev/fuse, about twice the server's CPU per request; the only way to the crash file,
+    /// so --crash-points chooses it) [default: FSGAUGE_DEVICE_TRANSPORT, else auto].
+    #[arg(long, value_name = "auto|uring|dev")]
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub device_transport: Option<TransportChoice>,
+    /// Where the testbed's emulated disks keep their bytes: memory (at most half the
+    /// machine's memory), memory:SIZE (at most SIZE; a write past it fails, naming the store)
+    /// or file (the image on the host disk, for comparisons) [default: FSGAUGE_DEVICE_STORE,
+    /// else memory].
+    #[arg(long, value_name = "memory[:SIZE]|file")]
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub device_store: Option<StoreChoice>,
 }
 
 impl Default for TestbedParams {
@@ -150,6 +167,8 @@ pub fn plan_keys(field: &str) -> &'static [&'static str] {
         "device_model_during" => &["device_model_during"],
         "journal_device_model" => &["journal_device_model"],
         "image_start" => &["image_start"],
+        "device_transport" => &["device_transport"],
+        "device_store" => &["device_store"],
         _ => &[],
     }
 }
@@ -187,9 +206,39 @@ impl TestbedParams {
             device_model: self.model()?,
             journal_device_model: self.journal_device_model.clone(),
             image_start: self.image_start,
+            serving: self.serving()?,
             device,
             label,
         })
+    }
+
+    /// How the testbed's emulated disks are served: as given, the rest from the user's
+    /// fallback in the environment ([`Serving::from_env`], read here where the testbed is
+    /// described, and only for a testbed that has an emulated disk: a bad value is refused
+    /// before anything is made).
+    fn serving(&self) -> anyhow::Result<Serving> {
+        let mine = Serving {
+            transport: self.device_transport,
+            store: self.device_store,
+        };
+        let served = self.device_model.is_some()
+            || self.journal_device_model.is_some()
+            || self.image_start == Some(ImageStart::Overlay);
+        if !served {
+            return Ok(mine);
+        }
+        let env = Serving::from_env().map_err(|e| {
+            let field = if e.starts_with(TRANSPORT_ENV) {
+                "device_transport"
+            } else {
+                "device_store"
+            };
+            bad_param(
+                field,
+                format!("{e} (the emulated disk's server takes it from the environment where the testbed does not say; give --{} instead)", field.replace('_', "-")),
+            )
+        })?;
+        Ok(mine.or(env))
     }
 
     /// The emulated disk, its place on it and when it applies. `--device-offset` and
@@ -291,6 +340,29 @@ mod tests {
                 .expect("new");
         assert_eq!(old, new);
         assert_eq!(new.fs_size.bytes(), 1 << 30);
+    }
+
+    #[test]
+    fn a_disk_s_transport_and_store_are_its_settings_from_the_plan() {
+        let p: TestbedParams = toml::from_str(
+            "device_model = \"ram\"\ndevice_transport = \"dev\"\ndevice_store = \"memory:16M\"",
+        )
+        .expect("reads");
+        let i = p.input(FsKind::Ext4, None, None).expect("an input");
+        assert_eq!(i.serving.transport, Some(TransportChoice::Dev));
+        assert_eq!(i.serving.store, Some(StoreChoice::Memory(Some(16 << 20))));
+        let back: TestbedParams =
+            toml::from_str(&toml::to_string(&p).expect("writes")).expect("reads back");
+        assert_eq!(back, p);
+        let e = toml::from_str::<TestbedParams>("device_transport = \"rdma\"")
+            .expect_err("no such transport")
+            .to_string();
+        assert!(e.contains("\"rdma\": give auto"), "{e}");
+        assert_eq!(plan_keys("device_transport"), ["device_transport"]);
+        assert_eq!(plan_keys("device_store"), ["device_store"]);
+        // Without an emulated disk they serve nothing, and the environment is not read.
+        let plain = TestbedParams::default().input(FsKind::Ext4, None, None);
+        assert_eq!(plain.expect("an input").serving, Serving::default());
     }
 
     #[test]

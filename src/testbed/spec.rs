@@ -8,6 +8,7 @@ use std::str::FromStr;
 
 use serde::{Deserialize, Serialize};
 
+use super::device::server::{Serving, StoreChoice, TransportChoice};
 use super::device::{ModelDuring, ProfileRef};
 use crate::base::error::{bad_input, bad_param};
 use crate::base::sys::proc::find_program;
@@ -166,6 +167,13 @@ pub struct TestbedSpec {
     /// copy on a plain testbed; see [`TestbedSpec::overlay_start`]).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub image_start: Option<ImageStart>,
+    /// How its emulated disks are served: their transport and store (None: the defaults).
+    /// How a disk is served, not what it is: not part of what defines a run (its spec hash),
+    /// so neither is written.
+    #[serde(skip)]
+    pub device_transport: Option<TransportChoice>,
+    #[serde(skip)]
+    pub device_store: Option<StoreChoice>,
 }
 
 /// An image served through an emulated disk: the profile (with ablations), where the
@@ -199,6 +207,8 @@ pub struct TestbedInput {
     pub device_model: Option<ModelSpec>,
     pub journal_device_model: Option<ProfileRef>,
     pub image_start: Option<ImageStart>,
+    /// How its emulated disks are served (the environment's fallback already applied).
+    pub serving: Serving,
     pub device: Option<PathBuf>,
     /// The label; the filesystem kind when absent.
     pub label: Option<String>,
@@ -256,6 +266,8 @@ impl TestbedSpec {
             device_model: i.device_model,
             journal_device_model: i.journal_device_model,
             image_start: i.image_start,
+            device_transport: i.serving.transport,
+            device_store: i.serving.store,
         };
         spec.validate()?;
         Ok(spec)
@@ -306,6 +318,16 @@ impl TestbedSpec {
             device_model: None,
             journal_device_model: None,
             image_start: None,
+            device_transport: None,
+            device_store: None,
+        }
+    }
+
+    /// How its emulated disks are served: their transport and store.
+    pub fn serving(&self) -> Serving {
+        Serving {
+            transport: self.device_transport,
+            store: self.device_store,
         }
     }
 
@@ -470,14 +492,6 @@ impl TestbedSpec {
     /// does direct I/O, the filesystem at its offset within the modelled disk, and a journal
     /// for a journal's model.
     fn validate_models(&self) -> anyhow::Result<()> {
-        if self.device_model.is_some() || self.journal_device_model.is_some() {
-            super::device::server::transport_from_env().map_err(|e| {
-                bad_param(
-                    "device_model",
-                    format!("{e} (the emulated disk's server takes it from the environment)"),
-                )
-            })?;
-        }
         if let Some(m) = &self.device_model {
             if let Some(dev) = &self.device {
                 return Err(bad_param(

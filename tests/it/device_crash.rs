@@ -27,7 +27,7 @@ fn start(sb: &Sandbox, size: u64) -> EmulatedDevice {
         .set_len(size)
         .unwrap();
     let ledger = sb.state().join("ledger");
-    EmulatedDevice::start_in(Some(&ledger), PROFILE, &image, size, 0).unwrap()
+    crate::support::start_device(&ledger, PROFILE, &image, size, 0).unwrap()
 }
 
 fn run(cmd: &str, args: &[&str]) -> std::process::Output {
@@ -372,16 +372,15 @@ fn crash_loop_child_for_the_sigkill_test() {
         return;
     };
     let dir = PathBuf::from(dir);
-    // Crash states need /dev/fuse (through the ring there is no crash file), and this child
-    // makes no Sandbox, which would pin it: the default transport turns the ring on.
-    fsgauge::device::emulated::set_server_transport(Some(fsgauge::device::server::Transport::Dev));
+    // Crash states need /dev/fuse (through the ring there is no crash file): start_device
+    // serves the disk through the tests' transport, dev.
     let image = dir.join("image");
     std::fs::File::create(&image)
         .unwrap()
         .set_len(64 * MIB)
         .unwrap();
     let ledger = dir.join("state").join("ledger");
-    let mut dev = EmulatedDevice::start_in(Some(&ledger), PROFILE, &image, 64 * MIB, 0).unwrap();
+    let mut dev = crate::support::start_device(&ledger, PROFILE, &image, 64 * MIB, 0).unwrap();
     dev.attach_loop().unwrap();
     dev.start_log(MIB, None).unwrap();
     let crash = dev.attach_crash_loop().unwrap();

@@ -14,7 +14,7 @@ use std::sync::mpsc;
 use std::time::{Duration, Instant};
 
 use crate::device_testbed::servers_of;
-use crate::support::{have_fs, have_fuse, Sandbox, Tmpfs};
+use crate::support::{have_fs, have_fuse, Sandbox, Tmpfs, TEST_TRANSPORT};
 
 /// A bound on waits for things that happen at once (a stop, a death): a hang fails the test
 /// rather than blocking the suite, and a slow machine still finishes well inside it.
@@ -337,13 +337,14 @@ fn a_step_that_passed_while_the_store_refused_writes_fails_naming_the_store() {
     let sb = Sandbox::new();
     let store = Tmpfs::mount(&sb.path().join("store"), "size=160M,mode=0755");
     fsgauge::host::ledger::set_state_dir(Some(sb.state()));
-    // The disk's bytes on the host disk (by default they are held in memory).
-    fsgauge::device::emulated::set_server_store(Some(fsgauge::device::server::StoreChoice::File));
     let params = TestbedParams {
         fs_size: "128M".parse().unwrap(),
         image_alloc: ImageAlloc::Sparse,
         workdir: Some(store.path().join("w")),
         device_model: Some("ram".parse().unwrap()),
+        device_transport: Some(TEST_TRANSPORT.parse().unwrap()),
+        // The disk's bytes on the host disk (by default they are held in memory).
+        device_store: Some(fsgauge::device::server::StoreChoice::File),
         ..TestbedParams::default()
     };
     let spec = TestbedSpec::build(params.input(FsKind::Ext4, None, None).unwrap()).unwrap();
@@ -379,7 +380,6 @@ fn a_step_that_passed_while_the_store_refused_writes_fails_naming_the_store() {
     std::fs::remove_file(&filler).unwrap();
     tb.destroy().unwrap();
     fsgauge::host::ledger::set_state_dir(None);
-    fsgauge::device::emulated::set_server_store(None);
     assert_eq!(fsgauge::base::error::exit_code(&err), 2, "{msg}");
     for needle in [
         "the backing store is full: ",

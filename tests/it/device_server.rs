@@ -25,7 +25,7 @@ fn start(sb: &Sandbox) -> (EmulatedDevice, u64) {
         .set_len(size)
         .unwrap();
     let ledger = sb.state().join("ledger");
-    let dev = EmulatedDevice::start_in(Some(&ledger), PROFILE, &image, size, 0).unwrap();
+    let dev = crate::support::start_device(&ledger, PROFILE, &image, size, 0).unwrap();
     (dev, size)
 }
 
@@ -257,7 +257,7 @@ fn a_failed_start_leaves_no_ledger_entry() {
     std::fs::File::create(&image).unwrap();
     let ledger = sb.state().join("ledger");
     let beyond = p.capacity_bytes;
-    let e = EmulatedDevice::start_in(Some(&ledger), PROFILE, &image, 1 << 20, beyond)
+    let e = crate::support::start_device(&ledger, PROFILE, &image, 1 << 20, beyond)
         .expect_err("a disk placed past the profile's end");
     let msg = format!("{e:#}");
     assert!(
@@ -271,7 +271,7 @@ fn a_failed_start_leaves_no_ledger_entry() {
     let fs =
         crate::support::Tmpfs::mount(&sb.path().join("ledgerfs"), "size=1M,nr_inodes=3,mode=0700");
     let ledger = fs.path().join("ledger");
-    let e = EmulatedDevice::start_in(Some(&ledger), PROFILE, &image, 1 << 20, 0)
+    let e = crate::support::start_device(&ledger, PROFILE, &image, 1 << 20, 0)
         .expect_err("no room in the ledger after the entry");
     let msg = format!("{e:#}");
     assert!(msg.contains("updating ledger"), "{msg}");

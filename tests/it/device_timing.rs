@@ -87,6 +87,7 @@ fn a_fragmented_file_reads_slower_by_the_models_prediction() {
         fs_size: "256M".parse().unwrap(),
         workdir: Some(sb.workdir()),
         device_model: Some(PROFILE.parse().unwrap()),
+        device_transport: Some(crate::support::TEST_TRANSPORT.parse().unwrap()),
         ..TestbedParams::default()
     };
     let spec = TestbedSpec::build(params.input(FsKind::Ext2, None, None).unwrap()).unwrap();

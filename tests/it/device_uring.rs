@@ -16,7 +16,7 @@ use std::sync::atomic::Ordering;
 use std::sync::{Arc, Mutex, RwLock};
 use std::time::{Duration, SystemTime};
 
-use fsgauge::device::uring::{self, Counts, Disk, Incoming, Offer, Op, Ring};
+use fsgauge::device::transport::ring::{self as uring, Counts, Disk, Incoming, Offer, Op, Ring};
 use fsgauge::testbed::LoopDevice;
 use fuser::{
     FileAttr, FileHandle, FileType, Filesystem, FopenFlags, Generation, INodeNo, InitFlags,
@@ -689,13 +689,15 @@ fn the_device_server_takes_the_ring_where_the_kernel_offers_it() {
     }
 }
 
+/// A transport the server does not know is refused as its flags are parsed (exit 2), whether
+/// the server is given it (`--transport`) or a command that describes a disk reads it from
+/// the user's variable (`devices check`); a server reads no environment for it.
 #[test]
 fn a_transport_the_server_does_not_know_is_refused() {
     let sb = Sandbox::new();
-    let done = sb
-        .cmd()
-        .env("FSGAUGE_DEVICE_TRANSPORT", "rdma")
-        .args([
+    let serve = |more: &[&str]| {
+        let mut c = sb.cmd();
+        c.env("FSGAUGE_DEVICE_TRANSPORT", "rdma").args([
             "devices",
             "serve",
             "--profile",
@@ -705,21 +707,42 @@ fn a_transport_the_server_does_not_know_is_refused() {
             "--offset",
             "0",
             "--image",
-        ])
-        .arg(sb.path().join("image"))
-        .arg("--mount")
-        .arg(sb.path().join("mnt"))
+        ]);
+        c.arg(sb.path().join("image"))
+            .arg("--mount")
+            .arg(sb.path().join("mnt"));
+        c.args(more);
+        c.output().unwrap()
+    };
+    let done = serve(&["--transport", "rdma"]);
+    assert_eq!(done.status.code(), Some(2), "bad input");
+    let err = String::from_utf8_lossy(&done.stderr);
+    assert!(
+        err.contains("\"rdma\": give auto")
+            && err.contains("uring")
+            && err.contains("dev (/dev/fuse)"),
+        "{err}"
+    );
+    // Without --transport the variable is not the server's: it refuses the bad store it is
+    // given, and says nothing of the transport.
+    let done = serve(&["--store", "disk"]);
+    let err = String::from_utf8_lossy(&done.stderr);
+    assert!(
+        !err.contains("rdma"),
+        "the server read the environment: {err}"
+    );
+    let done = sb
+        .quick_ram_check()
+        .env("FSGAUGE_DEVICE_TRANSPORT", "rdma")
         .output()
         .unwrap();
     assert_eq!(done.status.code(), Some(2), "bad input");
     let err = String::from_utf8_lossy(&done.stderr);
     assert!(
-        err.contains("FSGAUGE_DEVICE_TRANSPORT=\"rdma\"")
-            && err.contains("give auto")
-            && err.contains("uring")
-            && err.contains("dev (/dev/fuse)"),
+        err.contains("FSGAUGE_DEVICE_TRANSPORT=\"rdma\": give auto"),
         "{err}"
     );
+    sb.assert_clean();
 }
 
 #[test]

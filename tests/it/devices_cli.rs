@@ -216,9 +216,10 @@ fn a_user_profile_file_is_read_and_its_errors_located() {
     assert_refused(&out, "empty source", &[":11:", "channels: source is empty"]);
 }
 
-/// A store the server does not know (`FSGAUGE_DEVICE_STORE`, or `--store`) is refused as its
-/// flags are parsed, before the server sets anything up or opens its image (which does not
-/// exist here), naming the variable and the stores there are.
+/// A store the server does not know (`--store`, or `FSGAUGE_DEVICE_STORE` where a command
+/// describes its disk) is refused as it is parsed, before the server sets anything up or
+/// opens its image (which does not exist here), naming the stores there are; the server
+/// itself reads no environment for it.
 #[test]
 fn the_device_server_refuses_an_unknown_store_before_anything_else() {
     let sb = Sandbox::new();
@@ -233,6 +234,8 @@ fn the_device_server_refuses_an_unknown_store_before_anything_else() {
             "1048576",
             "--offset",
             "0",
+            "--transport",
+            "dev",
         ]);
         c.arg("--image").arg(sb.path().join("no-image"));
         c.arg("--mount").arg(sb.path().join("mnt"));
@@ -241,14 +244,31 @@ fn the_device_server_refuses_an_unknown_store_before_anything_else() {
         }
         c.output().unwrap()
     };
-    for out in [serve(None), serve(Some("disk"))] {
-        let err = String::from_utf8_lossy(&out.stderr);
-        assert_eq!(out.status.code(), Some(2), "{err}");
-        assert!(
-            err.contains("FSGAUGE_DEVICE_STORE=disk is not a store: give memory, memory:SIZE"),
-            "{err}"
-        );
-        assert!(!err.contains("no-image"), "{err}");
-    }
+    let out = serve(Some("disk"));
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert_eq!(out.status.code(), Some(2), "{err}");
+    assert!(
+        err.contains("disk is not a store: give memory, memory:SIZE"),
+        "{err}"
+    );
+    assert!(!err.contains("no-image"), "{err}");
     assert!(!sb.path().join("no-image").exists());
+    let out = serve(None);
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert!(
+        !err.contains("not a store"),
+        "the server read the environment: {err}"
+    );
+    let out = sb
+        .quick_ram_check()
+        .env("FSGAUGE_DEVICE_STORE", "disk")
+        .output()
+        .unwrap();
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert_eq!(out.status.code(), Some(2), "{err}");
+    assert!(
+        err.contains("FSGAUGE_DEVICE_STORE=disk is not a store: give memory, memory:SIZE"),
+        "{err}"
+    );
+    sb.assert_clean();
 }

@@ -23,7 +23,7 @@ use crate::base::sys::trust::{self as sys_trust, FileId};
 use crate::base::units::parse_size;
 use crate::device::emulated::Start;
 use crate::device::profile::Kind;
-use crate::device::server::DiskArgs;
+use crate::device::server::{DiskArgs, Serving};
 use crate::device::{disk, load_ref, ProfileRef};
 use crate::host::ledger::{Ledger, Resource};
 use crate::host::workdir::{default_workdir, Backing};
@@ -119,7 +119,9 @@ fn real(spec: &TargetSpec<'_>, opts: &CheckOptions) -> Result<CheckReport> {
 }
 
 fn emulated(spec: &TargetSpec<'_>, opts: &CheckOptions) -> Result<CheckReport> {
-    crate::device::server::transport_from_env().map_err(bad_input)?;
+    // How the disk is served: the user's fallback, read here where the command describes its
+    // disk (the server reads no environment).
+    let serving = Serving::from_env().map_err(bad_input)?;
     let (profile, _) = load_ref(spec.target)?;
     let offset =
         parse_size(spec.offset).map_err(|e| bad_input(format!("--offset {}: {e}", spec.offset)))?;
@@ -136,7 +138,7 @@ fn emulated(spec: &TargetSpec<'_>, opts: &CheckOptions) -> Result<CheckReport> {
         )));
     }
     let mut scratch = Scratch::make(size)?;
-    let r = with_image(spec, &scratch.image, size, offset, opts);
+    let r = with_image(spec, &scratch.image, (size, offset), serving, opts);
     let errs = scratch.release();
     let report = r?;
     if let Some(e) = errs.into_iter().next() {
@@ -227,15 +229,15 @@ impl Scratch {
 fn with_image(
     spec: &TargetSpec<'_>,
     image: &File,
-    size: u64,
-    offset: u64,
+    (size, offset): (u64, u64),
+    serving: Serving,
     opts: &CheckOptions,
 ) -> Result<CheckReport> {
     let pref = ProfileRef::new(spec.target)?;
     let (profile, abl) = (pref.profile().clone(), pref.ablations());
     let (mut dev, loop_dev) = disk::start(&Start {
         ledger_dir: None,
-        disk: DiskArgs::new(pref, disk::held_path(image), size, offset),
+        disk: DiskArgs::new(pref, disk::held_path(image), size, offset).served(serving),
         role: "",
     })?;
     check::settle();

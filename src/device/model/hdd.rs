@@ -10,8 +10,9 @@
 
 use std::collections::BTreeMap;
 
-use super::{Breakdown, CacheEvent, CacheSink, Op, Request, SECTOR};
-use crate::device::profile::{Ablations, HddParams};
+use super::params::HddParams;
+use super::request::{Breakdown, CacheEvent, CacheSink, Op, Request, SECTOR};
+use crate::device::ablation::Ablations;
 
 /// A recording zone: cylinders with the same number of sectors per track.
 #[derive(Debug, Clone)]

@@ -1,6 +1,6 @@
 //! The model's arithmetic at the edges of what the profiles' declared ranges and the ablations
 //! allow: no clock wraps, no time runs backwards, and every service time fits the server's
-//! histograms ([`HISTOGRAM_MAX`]), for any profile the parser accepts.
+//! histograms ([`LONGEST_NS`], which they are made to hold), for any profile the parser accepts.
 
 use proptest::prelude::*;
 
@@ -9,7 +9,6 @@ use super::*;
 use crate::device::profile::{
     load, parse, HddParams, ParamDecl, ParamType, SsdParams, HDD_PARAMS, SSD_PARAMS,
 };
-use crate::device::stats::HISTOGRAM_MAX;
 
 /// The declared range of a numeric parameter.
 fn range(decls: &[ParamDecl], name: &str) -> (f64, f64) {
@@ -91,8 +90,8 @@ fn serve_all(m: &mut DeviceModel, capacity: u64, reqs: &[(u8, f64, u64, u64)]) {
             "time ran backwards: {d:?}"
         );
         assert!(
-            d.service_ns() <= HISTOGRAM_MAX,
-            "{req:?} took {} ns, beyond the histograms' {HISTOGRAM_MAX}",
+            d.service_ns() <= LONGEST_NS,
+            "{req:?} took {} ns, beyond the histograms' {LONGEST_NS}",
             d.service_ns()
         );
         t = d.done_ns;
@@ -183,8 +182,8 @@ fn a_flush_of_the_largest_cache_at_the_slowest_rate_fits_the_histograms() {
         d.service_ns()
     );
     assert!(
-        d.service_ns() <= HISTOGRAM_MAX,
-        "a flush took {} ns, beyond the histograms' {HISTOGRAM_MAX}",
+        d.service_ns() <= LONGEST_NS,
+        "a flush took {} ns, beyond the histograms' {LONGEST_NS}",
         d.service_ns()
     );
 }

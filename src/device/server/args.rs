@@ -1,9 +1,11 @@
 //! The server's settings, defined once: the flags of `fsgauge devices serve`, what the parent
-//! that starts a server passes it ([`ServeArgs::to_argv`]), and what the server runs on. The
-//! two settings users choose through the environment (`FSGAUGE_DEVICE_STORE`,
-//! `FSGAUGE_DEVICE_TRANSPORT`) are flags read from it when not given, so a server started by a
-//! run takes them from the run's environment, as before, and a bad one is refused at parsing
-//! (exit 2) before anything is served.
+//! that starts a server passes it ([`ServeArgs::to_argv`]), and what the server runs on.
+//! How a disk is served ([`Serving`]: its transport and its store) is a setting of the disk
+//! like its profile, given by whoever describes the disk (a testbed's `device_transport` and
+//! `device_store`); the server reads no environment for it. The two variables users set for
+//! it (`FSGAUGE_DEVICE_TRANSPORT`, `FSGAUGE_DEVICE_STORE`) are a fallback read once where a
+//! command describes its disks ([`Serving::from_env`]), and a bad one is refused there (exit
+//! 2) before anything is made.
 
 use std::ffi::OsString;
 use std::fmt;
@@ -13,6 +15,7 @@ use anyhow::Result;
 
 use super::store::{memory_budget, STORE_ENV};
 use crate::base::error::bad_input;
+use crate::device::transport::ring::ENABLE_PARAM;
 use crate::device::{Profile, ProfileRef};
 
 /// What `fsgauge devices serve` is given.
@@ -51,13 +54,13 @@ pub struct DiskArgs {
     pub modelled: bool,
     /// Where the disk's bytes live: memory (the default: at most half the machine's memory),
     /// memory:SIZE (at most SIZE), or file (the image on the host disk, for comparisons).
-    #[arg(long, env = STORE_ENV)]
+    #[arg(long)]
     pub store: Option<StoreChoice>,
     /// How requests reach the server: auto (the default: FUSE over io_uring where the kernel
     /// offers it, /dev/fuse where not), uring (FUSE over io_uring, turning on the kernel's
     /// enable_uring parameter where it is off) or dev (/dev/fuse).
-    #[arg(long, env = TRANSPORT_ENV)]
-    pub transport: Option<Transport>,
+    #[arg(long)]
+    pub transport: Option<TransportChoice>,
     /// Serve the image as the base of a copy-on-write overlay: opened read-only and never
     /// written, every write kept in the memory store, each 1 MiB chunk read from the image
     /// when first touched (a kept aged image, served without a copy).
@@ -67,8 +70,8 @@ pub struct DiskArgs {
 
 impl DiskArgs {
     /// The settings of a disk of `size` bytes of `profile`, `offset` bytes into the modelled
-    /// disk, its bytes in `image`: modelled from the start, store and transport as the
-    /// server's environment says, and the server held to `profile` as loaded now.
+    /// disk, its bytes in `image`: modelled from the start, served the default way (see
+    /// [`DiskArgs::served`]), and the server held to `profile` as loaded now.
     pub fn new(profile: ProfileRef, image: PathBuf, size: u64, offset: u64) -> DiskArgs {
         DiskArgs {
             profile_hash: Some(profile.profile().fingerprint()),
@@ -80,6 +83,16 @@ impl DiskArgs {
             store: None,
             transport: None,
             overlay: false,
+        }
+    }
+
+    /// These settings, served as `s` says (its transport and store; the defaults where it
+    /// names none).
+    pub fn served(self, s: Serving) -> DiskArgs {
+        DiskArgs {
+            transport: s.transport,
+            store: s.store,
+            ..self
         }
     }
 
@@ -109,8 +122,8 @@ impl DiskArgs {
     }
 
     /// How the server takes its requests (auto where not given).
-    pub fn transport(&self) -> Transport {
-        self.transport.unwrap_or(Transport::Auto)
+    pub fn transport(&self) -> TransportChoice {
+        self.transport.unwrap_or(TransportChoice::Auto)
     }
 }
 
@@ -168,9 +181,9 @@ impl std::str::FromStr for StoreChoice {
             _ => match v.strip_prefix("memory:") {
                 Some(size) => crate::base::units::parse_size(size)
                     .map(|b| StoreChoice::Memory(Some(b)))
-                    .map_err(|e| format!("{STORE_ENV}={v}: {e}")),
+                    .map_err(|e| format!("{v}: {e}")),
                 None => Err(format!(
-                    "{STORE_ENV}={v} is not a store: give memory, memory:SIZE (e.g. memory:2G) or file"
+                    "{v} is not a store: give memory, memory:SIZE (e.g. memory:2G) or file"
                 )),
             },
         }
@@ -187,61 +200,104 @@ impl fmt::Display for StoreChoice {
     }
 }
 
-/// Which transport the server uses: `auto`, `uring` or `dev`.
+/// The user's fallback for the transport of the disks a command describes: `auto`, `uring`
+/// or `dev` ([`Serving::from_env`]).
 pub const TRANSPORT_ENV: &str = "FSGAUGE_DEVICE_TRANSPORT";
 
-/// The transport [`TRANSPORT_ENV`] asks for (None: not set), or what is wrong with it: for
-/// whoever starts a server, to refuse a bad value before anything is made.
-pub fn transport_from_env() -> Result<Option<Transport>, String> {
-    match std::env::var(TRANSPORT_ENV) {
-        Ok(v) => v.parse().map(Some),
-        Err(std::env::VarError::NotPresent) => Ok(None),
-        Err(std::env::VarError::NotUnicode(v)) => {
-            Err(format!("{TRANSPORT_ENV}={v:?}: give auto, uring or dev"))
+/// How a disk is served, beside what it is: its transport and its store (None: the
+/// defaults, `auto` and `memory`).
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub struct Serving {
+    pub transport: Option<TransportChoice>,
+    pub store: Option<StoreChoice>,
+}
+
+impl Serving {
+    /// The user's fallback, [`TRANSPORT_ENV`] and [`STORE_ENV`], read where a command
+    /// describes its disks (never by a server), or what is wrong with one (naming it): for
+    /// whoever starts a server, to refuse a bad value before anything is made.
+    pub fn from_env() -> Result<Serving, String> {
+        fn var<T: std::str::FromStr<Err = String>>(name: &str) -> Result<Option<T>, String> {
+            match std::env::var(name) {
+                Ok(v) => v.parse().map(Some).map_err(|e| format!("{name}={e}")),
+                Err(std::env::VarError::NotPresent) => Ok(None),
+                Err(std::env::VarError::NotUnicode(v)) => Err(format!("{name}={v:?} is not text")),
+            }
+        }
+        Ok(Serving {
+            transport: var(TRANSPORT_ENV)?,
+            store: var(STORE_ENV)?,
+        })
+    }
+
+    /// These settings, with those they lack taken from `fallback`.
+    pub fn or(self, fallback: Serving) -> Serving {
+        Serving {
+            transport: self.transport.or(fallback.transport),
+            store: self.store.or(fallback.store),
         }
     }
 }
 
-/// The module parameter that lets the kernel offer FUSE over io_uring.
-pub const ENABLE_PARAM: &str = "/sys/module/fuse/parameters/enable_uring";
-
-/// How a server takes its requests.
+/// How a server takes its requests (the transports themselves: [`crate::device::transport`]).
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub enum Transport {
+pub enum TransportChoice {
     /// FUSE over io_uring where the kernel has it (the module parameter `enable_uring`
     /// turned on first where it is off, as root), /dev/fuse where not
-    /// ([`super::ring::wanted`]).
+    /// ([`crate::device::transport::ring::taken::wanted`]).
     Auto,
-    /// As [`Transport::Auto`], but saying so where the kernel has no such parameter.
+    /// As [`TransportChoice::Auto`], but saying so where the kernel has no such parameter.
     Uring,
     /// The FUSE threads reading /dev/fuse: a `read(2)` and a `writev(2)` per request.
     Dev,
 }
 
-impl std::str::FromStr for Transport {
+impl std::str::FromStr for TransportChoice {
     type Err = String;
     fn from_str(v: &str) -> Result<Self, String> {
         match v {
-            "" | "auto" => Ok(Transport::Auto),
-            "dev" => Ok(Transport::Dev),
-            "uring" => Ok(Transport::Uring),
+            "" | "auto" => Ok(TransportChoice::Auto),
+            "dev" => Ok(TransportChoice::Dev),
+            "uring" => Ok(TransportChoice::Uring),
             _ => Err(format!(
-                "{TRANSPORT_ENV}={v:?}: give auto (FUSE over io_uring where the kernel has it, turning on {}), uring (the same, saying so where the kernel has none) or dev (/dev/fuse)",
+                "{v:?}: give auto (FUSE over io_uring where the kernel has it, turning on {}), uring (the same, saying so where the kernel has none) or dev (/dev/fuse)",
                 ENABLE_PARAM
             )),
         }
     }
 }
 
-impl fmt::Display for Transport {
+impl fmt::Display for TransportChoice {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         f.write_str(match self {
-            Transport::Auto => "auto",
-            Transport::Dev => "dev",
-            Transport::Uring => "uring",
+            TransportChoice::Auto => "auto",
+            TransportChoice::Dev => "dev",
+            TransportChoice::Uring => "uring",
         })
     }
 }
+
+/// Written in a plan (and a testbed's description) as its flag takes it: `"dev"`,
+/// `"memory:2G"`.
+macro_rules! serde_as_text {
+    ($t:ty) => {
+        impl serde::Serialize for $t {
+            fn serialize<S: serde::Serializer>(&self, s: S) -> Result<S::Ok, S::Error> {
+                s.collect_str(self)
+            }
+        }
+
+        impl<'de> serde::Deserialize<'de> for $t {
+            fn deserialize<D: serde::Deserializer<'de>>(d: D) -> Result<Self, D::Error> {
+                let text = String::deserialize(d)?;
+                text.parse().map_err(serde::de::Error::custom)
+            }
+        }
+    };
+}
+
+serde_as_text!(TransportChoice);
+serde_as_text!(StoreChoice);
 
 #[cfg(test)]
 mod tests {
@@ -264,7 +320,7 @@ mod tests {
                 offset: 100 << 30,
                 modelled: false,
                 store: Some(StoreChoice::Memory(Some(16 << 20))),
-                transport: Some(Transport::Uring),
+                transport: Some(TransportChoice::Uring),
                 overlay: true,
             },
             mount: "/var/tmp/fsgauge/.fsgauge-0123".into(),
@@ -278,7 +334,7 @@ mod tests {
         let mut plain = x.clone();
         plain.disk.modelled = true;
         plain.disk.store = Some(StoreChoice::File);
-        plain.disk.transport = Some(Transport::Dev);
+        plain.disk.transport = Some(TransportChoice::Dev);
         plain.disk.overlay = false;
         assert_eq!(parse(&plain.to_argv()).expect("parses"), plain);
     }
@@ -326,23 +382,63 @@ mod tests {
     }
 
     #[test]
-    fn a_bad_store_or_transport_is_refused_naming_its_variable() {
+    fn a_bad_store_or_transport_is_refused_naming_what_there_is() {
         let mut x = every_setting();
         x.disk.store = None;
         let mut argv = x.to_argv();
         argv.extend(["--store".into(), "disk".into()]);
         let e = parse(&argv).expect_err("no such store").to_string();
         assert!(
-            e.contains("FSGAUGE_DEVICE_STORE=disk is not a store: give memory, memory:SIZE"),
+            e.contains("disk is not a store: give memory, memory:SIZE"),
             "{e}"
         );
         let e = "memory:lots".parse::<StoreChoice>().expect_err("no size");
-        assert!(e.starts_with("FSGAUGE_DEVICE_STORE=memory:lots: "), "{e}");
-        let e = "rdma".parse::<Transport>().expect_err("no such transport");
-        assert!(
-            e.contains("FSGAUGE_DEVICE_TRANSPORT=\"rdma\": give auto"),
-            "{e}"
-        );
+        assert!(e.starts_with("memory:lots: "), "{e}");
+        let e = "rdma"
+            .parse::<TransportChoice>()
+            .expect_err("no such transport");
+        assert!(e.contains("\"rdma\": give auto"), "{e}");
         assert_eq!("memory:2M".parse(), Ok(StoreChoice::Memory(Some(2 << 20))));
+    }
+
+    #[test]
+    fn a_server_reads_no_environment_for_how_it_serves() {
+        // The variables are the command line's fallback (Serving::from_env), not the server's:
+        // a server started without --transport or --store serves the default way, whatever
+        // its environment says. (Its flags' help has no [env: ...]; a set variable would show
+        // there.)
+        let cmd = ServeArgs::augment_args(clap::Command::new("serve"));
+        for arg in cmd.get_arguments() {
+            assert!(
+                arg.get_env().is_none(),
+                "--{:?} reads the environment",
+                arg.get_long()
+            );
+        }
+    }
+
+    #[test]
+    fn serving_written_as_text_reads_back() {
+        let s: StoreChoice = serde_json::from_str("\"memory:2M\"").expect("a store");
+        assert_eq!(s, StoreChoice::Memory(Some(2 << 20)));
+        let t: TransportChoice = serde_json::from_str("\"dev\"").expect("a transport");
+        assert_eq!(serde_json::to_string(&t).expect("writes"), "\"dev\"");
+        let e = serde_json::from_str::<TransportChoice>("\"rdma\"").expect_err("no such");
+        assert!(e.to_string().contains("give auto"), "{e}");
+        let fallback = Serving {
+            transport: Some(TransportChoice::Uring),
+            store: Some(StoreChoice::File),
+        };
+        let mine = Serving {
+            transport: Some(TransportChoice::Dev),
+            store: None,
+        };
+        assert_eq!(
+            mine.or(fallback),
+            Serving {
+                transport: Some(TransportChoice::Dev),
+                store: Some(StoreChoice::File)
+            }
+        );
     }
 }

@@ -2,15 +2,19 @@
 //! log, see [`crate::device::writelog`]) beside `disk`, and the control commands
 //! `log start LIMIT_BYTES [FILE]`, `log stop`, `log summary` and `crash CUT CACHE SEED`. The crash
 //! file answers at once, on the FUSE thread: no model applies to a checker's disk.
-//! (With `FSGAUGE_DEVICE_TRANSPORT=uring` the ring serves the disk file alone: there is no
-//! crash file then.)
+//! The crash file is reached through /dev/fuse only (the ring's namespace is the disk file
+//! alone, [`crate::device::transport::Transport::serves_crash_file`]): a server on the ring
+//! refuses `crash`, and a disk with crash states is served with the transport `dev`.
 
 use fuser::{Errno as FuseErrno, ReplyData, ReplyEmpty, ReplyWrite};
 
-use super::DiskFs;
+use super::core::Core;
 use crate::base::sys::Errno;
 use crate::device::writelog::record::WriteLog;
 use crate::device::writelog::CrashCache;
+
+/// Why a server on the ring answers no `crash`.
+pub(super) const NOT_ON_THE_RING: &str = "this server takes its requests through FUSE over io_uring, whose namespace is the disk file alone: there is no crash file; serve the disk with the transport dev (a testbed's device_transport = \"dev\", which crash points choose)";
 
 /// The crash file's name in the mount.
 pub const CRASH_NAME: &str = "crash";
@@ -19,9 +23,16 @@ fn errno(e: Errno) -> FuseErrno {
     FuseErrno::from_i32(e as i32)
 }
 
-impl DiskFs {
+/// The crash file's requests, answered on the FUSE thread that took them.
+pub(super) trait CrashFile {
+    fn crash_read(&self, offset: u64, size: u32, reply: ReplyData);
+    fn crash_write(&self, offset: u64, data: &[u8], reply: ReplyWrite);
+    fn crash_zero(&self, offset: u64, len: u64, reply: ReplyEmpty);
+}
+
+impl CrashFile for Core {
     /// Reads the crash state (the disk as it is before the first one is set).
-    pub(super) fn crash_read(&self, offset: u64, size: u32, reply: ReplyData) {
+    fn crash_read(&self, offset: u64, size: u32, reply: ReplyData) {
         let len = (size as usize).min(self.size.saturating_sub(offset) as usize);
         let mut buf = vec![0u8; len];
         let store = |b: &mut [u8], off: u64| self.store.read(b, off);
@@ -38,7 +49,7 @@ impl DiskFs {
 
     /// Writes to the crash state's private copy (refused before a crash state is set: the
     /// disk itself is not the checker's to change).
-    pub(super) fn crash_write(&self, offset: u64, data: &[u8], reply: ReplyWrite) {
+    fn crash_write(&self, offset: u64, data: &[u8], reply: ReplyWrite) {
         if offset.saturating_add(data.len() as u64) > self.size {
             return reply.error(FuseErrno::from_i32(libc::ENOSPC));
         }
@@ -55,9 +66,9 @@ impl DiskFs {
     }
 
     /// A discard or zeroing of the crash file: zeros into the private copy.
-    pub(super) fn crash_zero(&self, offset: u64, len: u64, reply: ReplyEmpty) {
+    fn crash_zero(&self, offset: u64, len: u64, reply: ReplyEmpty) {
         let len = len.min(self.size.saturating_sub(offset));
-        let zeros = vec![0u8; len.min(super::MAX_REQUEST as u64) as usize];
+        let zeros = vec![0u8; len.min(crate::device::transport::MAX_REQUEST as u64) as usize];
         let store = |b: &mut [u8], off: u64| self.store.read(b, off);
         let st = match self.log.crash_state() {
             Ok(Some(st)) => st,

@@ -116,6 +116,19 @@ impl Store {
     }
 }
 
+/// The store as the write log reads and changes it.
+impl crate::device::writelog::record::Media for Store {
+    fn read(&self, buf: &mut [u8], off: u64) -> Result<usize, Errno> {
+        Store::read(self, buf, off)
+    }
+    fn write(&self, data: &[u8], off: u64) -> Result<usize, Errno> {
+        Store::write(self, data, off)
+    }
+    fn zero(&self, mode: i32, off: u64, len: u64) -> Result<(), Errno> {
+        Store::zero(self, mode, off, len)
+    }
+}
+
 /// The most bytes a memory store may hold: half the machine's memory.
 pub fn memory_budget() -> u64 {
     crate::base::sys::proc::meminfo("MemTotal").unwrap_or(0) / 2

@@ -1,6 +1,8 @@
 //! The timing thread: it owns the [`DeviceModel`], whose clock is the disk's own
-//! ([`DiskClock`]: the monotonic clock less the pauses the emulator's late replies made). It
-//! takes each request as the FUSE threads hand it over (data already moved), submits it at
+//! ([`DiskClock`]: the monotonic clock less the pauses the emulator's late replies made), and
+//! knows the requests' transport only through its seam ([`Transport`]: /dev/fuse's FUSE
+//! threads handing each request over, data moved, or the ring it takes itself). It takes
+//! each request as its transport hands it over, submits it at
 //! its arrival, lets the drive take the next command when [`DeviceModel::ready_at`] comes, and
 //! replies to each request at its `done_ns` (an absolute sleep, then a short spin). It runs
 //! at a higher real-time priority than the FUSE threads, so copying data never delays a
@@ -12,18 +14,19 @@
 //! so the replies behind it are due that much later on the wall, not late.
 
 use std::cmp::Reverse;
-use std::collections::{BinaryHeap, HashMap, VecDeque};
-use std::sync::mpsc::{Receiver, RecvTimeoutError, TryRecvError};
+use std::collections::{BinaryHeap, HashMap};
 use std::time::Duration;
 
+use std::sync::atomic::Ordering;
+
+use super::core::{note_reply, Core};
 use super::heldoff::HeldOff;
 use super::records::{Note, Recorder};
 use super::stall::Stalls;
-use super::{reply, ring, Job, Pool};
 use crate::base::sys::rt;
 use crate::device::model::clock::DiskClock;
 use crate::device::model::{CacheEvent, Dispatch, Op};
-use crate::device::uring::{Incoming, Taker};
+use crate::device::transport::{Answer, Came, Held, Transport, Waiting};
 use crate::device::writelog::record::{Timed, WriteLog};
 use crate::device::DeviceModel;
 
@@ -135,174 +138,145 @@ fn next_wake(ready_at: Option<u64>, reply: Option<(u64, u64)>, lead_ns: u64) -> 
     }
 }
 
-/// A request the model has, with when its data had moved (its intake).
-struct Held {
-    job: Job,
-    intake_ns: u64,
-    /// Whether its data has moved (a ring request's moves after the model has it).
-    moved: bool,
+/// What the timing thread keeps between its passes.
+struct Desk<R> {
+    /// The requests the model has, until their replies.
+    waiting: Waiting<R>,
+    /// Replies due, earliest first: (done, id) on disk time.
+    due: BinaryHeap<Reverse<(u64, u64)>>,
+    /// The drive's commands taken and not yet answered, by id.
+    taken: HashMap<u64, Dispatch>,
+    /// The model's cache events for the write log, taken after each command (room made once).
+    events: Vec<CacheEvent>,
+    /// What the transport handed over, for the model (room made once).
+    got: Vec<Came<R>>,
+    clock: DiskClock,
+    watch: Watch,
+    stalls: Option<Stalls>,
 }
 
-/// What the ring has brought in and not yet done, in the order it came: a request's data to
-/// move, or a discard to apply after every earlier request's data.
-enum Pending {
-    Data(u64),
-    Discard(ring::Discard),
-}
-
-/// Moves the pending ring requests' data in order, until request `until` has moved (None: all
-/// of them).
-fn move_until(
-    backlog: &mut VecDeque<Pending>,
-    waiting: &mut HashMap<u64, Held>,
-    fs: &super::DiskFs,
-    until: Option<u64>,
-) {
-    while let Some(p) = backlog.pop_front() {
-        match p {
-            Pending::Data(id) => {
-                if let Some(h) = waiting.get_mut(&id) {
-                    ring::move_data(fs, &mut h.job);
-                    h.moved = true;
-                    h.intake_ns = rt::monotonic_ns();
-                }
-                if until == Some(id) {
-                    return;
-                }
-            }
-            Pending::Discard(d) => d.apply(fs),
-        }
-    }
-}
-
-/// Runs until every FUSE thread's sender is gone, the ring (when it takes one) has ended,
-/// and every request is answered.
-pub fn run(
-    mut model: DeviceModel,
-    rx: Receiver<Job>,
-    rec: Recorder,
-    log: &WriteLog,
-    pool: &Pool,
-    taken: Option<ring::Taken>,
-) {
-    // The model's cache events for the write log, taken after each command (room made once).
-    let mut events = Vec::with_capacity(1024);
-    let mut waiting: HashMap<u64, Held> = HashMap::new();
-    let mut due: BinaryHeap<Reverse<(u64, u64)>> = BinaryHeap::new();
-    let mut taken_ids: HashMap<u64, Dispatch> = HashMap::new();
-    let mut open = true;
-    let mut watch = Watch {
-        lead: Lead::new(),
-        held: HeldOff::default(),
+/// Runs until the transport has ended and every request is answered.
+pub fn run<T: Transport>(mut model: DeviceModel, mut t: T, core: &Core) {
+    let (rec, log) = (&core.rec, &*core.log);
+    let mut desk = Desk {
+        waiting: Waiting::new(),
+        due: BinaryHeap::new(),
+        taken: HashMap::new(),
+        events: Vec::with_capacity(1024),
+        got: Vec::new(),
+        clock: DiskClock::default(),
+        watch: Watch {
+            lead: Lead::new(),
+            held: HeldOff::default(),
+        },
+        stalls: Stalls::from_env(),
     };
-    // The ring, once registered; requests come through /dev/fuse where it is not used.
-    let mut ring = taken.and_then(|mut t| t.taker.begin().then_some(t));
-    let mut incoming = Vec::new();
-    let mut backlog: VecDeque<Pending> = VecDeque::new();
-    let mut clock = DiskClock::default();
-    let mut stalls = Stalls::from_env();
-    let take =
-        |job: Job, model: &mut DeviceModel, waiting: &mut HashMap<u64, Held>, clock: &DiskClock| {
-            let intake_ns = rt::monotonic_ns();
-            model.submit(job.req, clock.disk(job.arrival_ns));
-            waiting.insert(
-                job.req.id,
-                Held {
-                    job,
-                    intake_ns,
-                    moved: true,
-                },
-            );
-        };
+    t.begin();
+    core.crash_file
+        .store(t.serves_crash_file(), Ordering::Release);
     loop {
-        // The ring's requests taken since the last pass go to the model at once, as they
-        // arrived; their data moves later, in order, between replies (a burst of 1 MiB writes
-        // is milliseconds of copying, which must not hold up a reply due meanwhile).
-        if let Some(r) = &ring {
-            admit(
-                r,
-                &mut incoming,
-                &mut model,
-                &mut waiting,
-                &mut backlog,
-                &clock,
-            );
-        }
-        let now = clock.disk(rt::monotonic_ns());
-        // Every request handed over by now goes to the model before the drive takes its next
+        // Every request come by now goes to the model before the drive takes its next
         // command at any time up to now: it chooses among all that had arrived.
-        while open {
-            match rx.try_recv() {
-                Ok(job) => take(job, &mut model, &mut waiting, &clock),
-                Err(TryRecvError::Empty) => break,
-                Err(TryRecvError::Disconnected) => open = false,
-            }
-        }
+        desk.take(&mut t, &mut model);
+        let now = desk.clock.disk(rt::monotonic_ns());
         // Requests taken since the log started (it is on before they were handed over) have
         // their cache events recorded.
         if model.records_cache_events() != log.on() {
             model.record_cache_events(log.on());
         }
-        // The drive takes commands as the model frees it, on the model's time.
+        desk.commands(&mut model, now, log);
+        desk.reply_due(&mut t, rec, log);
+        if t.work(&mut desk.waiting) {
+            continue;
+        }
+        if !t.open() && desk.waiting.is_empty() {
+            return;
+        }
+        let reply = desk.due.peek().map(|&Reverse((done, id))| {
+            let arrival = desk.taken.get(&id).map_or(done, |d| d.arrival_ns);
+            (desk.clock.wall(done), done.saturating_sub(arrival))
+        });
+        let ready_at = model.ready_at().map(|t| desk.clock.wall(t));
+        let wake = next_wake(ready_at, reply, desk.watch.lead.ns());
+        wait(&mut t, wake, &mut desk.watch);
+    }
+}
+
+impl<R: Answer> Desk<R> {
+    /// The requests the transport has taken, to the model on arrival.
+    fn take<T: Transport<Reply = R>>(&mut self, t: &mut T, model: &mut DeviceModel) {
+        t.take(&mut self.got, &mut self.waiting);
+        let now = rt::monotonic_ns();
+        for Came { job, moved } in self.got.drain(..) {
+            model.submit(job.req, self.clock.disk(job.arrival_ns));
+            let held = Held {
+                job,
+                intake_ns: now,
+                moved,
+            };
+            self.waiting.insert(held.job.req.id, held);
+        }
+    }
+
+    /// The drive takes commands as the model frees it, on the model's time, up to `now`.
+    fn commands(&mut self, model: &mut DeviceModel, now: u64, log: &WriteLog) {
         while let Some(t) = model.ready_at() {
             if t > now {
                 break;
             }
             match model.next(t) {
                 Some(d) => {
-                    due.push(Reverse((d.done_ns, d.id)));
-                    taken_ids.insert(d.id, d);
-                    log_cache_events(&mut model, log, &mut events, &clock);
+                    self.due.push(Reverse((d.done_ns, d.id)));
+                    self.taken.insert(d.id, d);
+                    log_cache_events(model, log, &mut self.events, &self.clock);
                 }
                 None => break,
             }
         }
-        // Reply to every request whose completion has come (on the wall: the disk's clock may
-        // have stopped at a reply before it).
-        while let Some(&Reverse((done, id))) = due.peek() {
-            if clock.wall(done) > rt::monotonic_ns() {
+    }
+
+    /// Replies to every request whose completion has come (on the wall: the disk's clock may
+    /// have stopped at a reply before it).
+    fn reply_due<T: Transport<Reply = R>>(&mut self, t: &mut T, rec: &Recorder, log: &WriteLog) {
+        while let Some(&Reverse((done, id))) = self.due.peek() {
+            if self.clock.wall(done) > rt::monotonic_ns() {
                 break;
             }
-            due.pop();
-            if let Some(r) = &ring {
-                if waiting.get(&id).is_some_and(|h| !h.moved) {
-                    move_until(&mut backlog, &mut waiting, &r.fs, Some(id));
-                }
-            }
-            let (Some(d), Some(h)) = (taken_ids.remove(&id), waiting.remove(&id)) else {
+            self.due.pop();
+            t.ready(id, &mut self.waiting);
+            let (Some(d), Some(h)) = (self.taken.remove(&id), self.waiting.remove(&id)) else {
                 continue;
             };
-            if let Some(s) = &mut stalls {
+            if let Some(s) = &mut self.stalls {
                 s.before_reply();
             }
-            answer(h, &d, &rec, log, pool, &watch.held, &mut clock);
+            answer(h, &d, rec, log, &self.watch.held, &mut self.clock);
         }
-        if let Some(r) = &mut ring {
-            if !r.taker.live() {
-                move_until(&mut backlog, &mut waiting, &r.fs, None);
-                ring = None;
-            } else if !backlog.is_empty() {
-                move_one(r, &mut backlog, &mut waiting, &mut incoming);
-                continue;
+    }
+}
+
+/// Waits on the transport for requests until `wake` (none: until one comes), the replies made
+/// so far sent first: asleep until the lead before it, then spinning, still taking the
+/// requests that come.
+fn wait<T: Transport>(t: &mut T, wake: Option<Wake>, watch: &mut Watch) {
+    let now = rt::monotonic_ns();
+    watch.held = HeldOff::default();
+    match wake {
+        None => t.wait(None),
+        Some(Wake { at: w, lead: ahead }) if w > now + ahead => {
+            let asked = w - ahead;
+            let cpu = watch.before();
+            t.wait(Some(Duration::from_nanos(asked - now)));
+            let woke = watch.after(now, asked, cpu);
+            if woke >= asked {
+                watch.lead.woke(asked, woke);
             }
         }
-        if !open && waiting.is_empty() && ring.is_none() {
-            return;
-        }
-        let reply = due.peek().map(|&Reverse((done, id))| {
-            let arrival = taken_ids.get(&id).map_or(done, |d| d.arrival_ns);
-            (clock.wall(done), done.saturating_sub(arrival))
-        });
-        let ready_at = model.ready_at().map(|t| clock.wall(t));
-        let wake = next_wake(ready_at, reply, watch.lead.ns());
-        if let Some(r) = &mut ring {
-            ring_wait(&mut r.taker, wake, &mut watch, &mut incoming);
-            continue;
-        }
-        match next_arrival(&rx, wake, open, &mut watch) {
-            Ok(job) => take(job, &mut model, &mut waiting, &clock),
-            Err(RecvTimeoutError::Disconnected) => open = false,
-            Err(RecvTimeoutError::Timeout) => {}
+        Some(Wake { at: w, .. }) => {
+            t.send();
+            while !t.came() && rt::monotonic_ns() < w {
+                std::hint::spin_loop();
+            }
         }
     }
 }
@@ -355,160 +329,15 @@ fn on_wall(e: CacheEvent, clock: &DiskClock) -> CacheEvent {
     }
 }
 
-/// Takes the ring's requests in as they arrived (`incoming`, taken just now): each goes to the
-/// model at once and its data into the backlog (answered at once, its data moved first,
-/// where the model is off).
-fn admit(
-    r: &ring::Taken,
-    incoming: &mut Vec<Incoming>,
-    model: &mut DeviceModel,
-    waiting: &mut HashMap<u64, Held>,
-    backlog: &mut VecDeque<Pending>,
-    clock: &DiskClock,
-) {
-    let now = rt::monotonic_ns();
-    for i in incoming.drain(..) {
-        match ring::admit(&r.fs, i, now) {
-            ring::Admitted::Job(mut job) if !r.fs.is_modelled() => {
-                move_until(backlog, waiting, &r.fs, None);
-                ring::move_data(&r.fs, &mut job);
-                let _ = r.fs.route(job);
-            }
-            ring::Admitted::Job(job) => {
-                let id = job.req.id;
-                model.submit(job.req, clock.disk(job.arrival_ns));
-                let held = Held {
-                    job,
-                    intake_ns: now,
-                    moved: false,
-                };
-                waiting.insert(id, held);
-                backlog.push_back(Pending::Data(id));
-            }
-            ring::Admitted::Discard(d) => backlog.push_back(Pending::Discard(d)),
-            ring::Admitted::Answered => {}
-        }
-    }
-}
-
-/// One request's data (or discard) from the backlog, between looks at the replies due: the
-/// replies made so far leave first, and the requests come meanwhile are taken (no wait).
-fn move_one(
-    r: &mut ring::Taken,
-    backlog: &mut VecDeque<Pending>,
-    waiting: &mut HashMap<u64, Held>,
-    incoming: &mut Vec<Incoming>,
-) {
-    let first = match backlog.front() {
-        Some(Pending::Data(id)) => Some(*id),
-        _ => None,
-    };
-    if let Err(e) = r.taker.flush() {
-        eprintln!("fsgauge devices serve: submitting to the FUSE ring failed: {e}");
-    }
-    match first {
-        Some(_) => move_until(backlog, waiting, &r.fs, first),
-        None => {
-            if let Some(Pending::Discard(d)) = backlog.pop_front() {
-                d.apply(&r.fs);
-            }
-        }
-    }
-    if let Err(e) = r.taker.poll(incoming) {
-        eprintln!("fsgauge devices serve: polling the FUSE ring failed: {e}");
-    }
-}
-
-/// Waits on the ring for requests until `wake` (none: until one comes), the replies made so
-/// far submitted first: asleep until the lead before it, then spinning, still taking the
-/// requests that come.
-fn ring_wait(
-    taker: &mut Taker,
-    wake: Option<Wake>,
-    watch: &mut Watch,
-    incoming: &mut Vec<Incoming>,
-) {
-    let now = rt::monotonic_ns();
-    watch.held = HeldOff::default();
-    let failed = match wake {
-        None => taker.wait(incoming, None),
-        Some(Wake { at: w, lead: ahead }) if w > now + ahead => {
-            let asked = w - ahead;
-            let cpu = watch.before();
-            let got = taker.wait(incoming, Some(Duration::from_nanos(asked - now)));
-            let woke = watch.after(now, asked, cpu);
-            if woke >= asked {
-                watch.lead.woke(asked, woke);
-            }
-            got
-        }
-        Some(Wake { at: w, .. }) => {
-            let mut got = taker.flush();
-            while got.is_ok() && incoming.is_empty() && rt::monotonic_ns() < w {
-                got = taker.poll(incoming);
-                std::hint::spin_loop();
-            }
-            got
-        }
-    };
-    if let Err(e) = failed {
-        // Only a dead ring fails here; its entries end with the connection.
-        eprintln!("fsgauge devices serve: waiting on the FUSE ring failed: {e}");
-        std::thread::sleep(Duration::from_millis(1));
-    }
-}
-
-/// Waits for the next request until `wake` (none: for ever): asleep until the lead before it,
-/// then spinning, still taking arrivals.
-fn next_arrival(
-    rx: &Receiver<Job>,
-    wake: Option<Wake>,
-    open: bool,
-    watch: &mut Watch,
-) -> Result<Job, RecvTimeoutError> {
-    let now = rt::monotonic_ns();
-    watch.held = HeldOff::default();
-    match wake {
-        None if open => rx.recv().map_err(|_| RecvTimeoutError::Disconnected),
-        None => Err(RecvTimeoutError::Disconnected),
-        Some(Wake { at: w, lead: ahead }) if w > now + ahead && open => {
-            let asked = w - ahead;
-            let cpu = watch.before();
-            let got = rx.recv_timeout(Duration::from_nanos(asked - now));
-            let woke = watch.after(now, asked, cpu);
-            if let Err(RecvTimeoutError::Timeout) = got {
-                watch.lead.woke(asked, woke);
-            }
-            got
-        }
-        Some(Wake { at: w, .. }) => {
-            while rt::monotonic_ns() < w {
-                if open {
-                    match rx.try_recv() {
-                        Ok(j) => return Ok(j),
-                        Err(TryRecvError::Disconnected) => {
-                            return Err(RecvTimeoutError::Disconnected)
-                        }
-                        Err(TryRecvError::Empty) => {}
-                    }
-                }
-                std::hint::spin_loop();
-            }
-            Err(RecvTimeoutError::Timeout)
-        }
-    }
-}
-
 /// Replies to a request at its modelled completion (`d`, on disk time); its note goes to the
 /// stats thread first, on the wall clock, with how much of its lateness the machine held the
 /// thread off its CPU (`off`, the last timed wait's) and how long the reply, if late, stopped
 /// the disk's clock. The write log keeps the wall clock (its cache events are mapped to it).
-fn answer(
-    h: Held,
+fn answer<R: Answer>(
+    h: Held<R>,
     d: &Dispatch,
     rec: &Recorder,
     log: &WriteLog,
-    pool: &Pool,
     off: &HeldOff,
     clock: &mut DiskClock,
 ) {
@@ -518,7 +347,7 @@ fn answer(
     let on_wall = clock.pause_ns();
     let paused_ns = clock.replied(d.done_ns, replied_ns);
     // The write log is on the wall clock, as the exerciser's operations it is judged against.
-    super::note_reply(log, &job.req, d.done_ns + on_wall, replied_ns);
+    note_reply(log, &job.req, d.done_ns + on_wall, replied_ns);
     let w = Dispatch {
         arrival_ns: d.arrival_ns + on_wall,
         start_ns: d.start_ns + on_wall,
@@ -534,12 +363,124 @@ fn answer(
         held_off_ns: off.share(w.done_ns, replied_ns),
         paused_ns,
     });
-    reply(job, pool);
+    job.answer();
 }
 
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::base::sys::Errno;
+    use crate::device::model::Request;
+    use crate::device::transport::Job;
+    use std::collections::VecDeque;
+    use std::sync::atomic::AtomicBool;
+    use std::sync::{Arc, Mutex};
+
+    /// What a request's answer said, in the order the answers left.
+    type Said = Arc<Mutex<Vec<(u64, Result<usize, Errno>)>>>;
+
+    struct Note {
+        id: u64,
+        said: Said,
+    }
+
+    impl Answer for Note {
+        fn answer(self, io: Result<usize, Errno>) {
+            self.said.lock().expect("not poisoned").push((self.id, io));
+        }
+    }
+
+    /// A transport that brings a burst of requests, their data not yet moved (moved by
+    /// `ready`, as the ring moves its own), then ends.
+    struct Burst {
+        to_come: VecDeque<Job<Note>>,
+        /// Ids made ready, after `begin` (0).
+        moved: Arc<Mutex<Vec<u64>>>,
+    }
+
+    impl Transport for Burst {
+        type Reply = Note;
+        fn begin(&mut self) {
+            self.moved.lock().expect("not poisoned").push(0);
+        }
+        fn take(&mut self, got: &mut Vec<Came<Note>>, _waiting: &mut Waiting<Note>) {
+            got.extend(self.to_come.drain(..).map(|job| Came { job, moved: false }));
+        }
+        fn wait(&mut self, timeout: Option<Duration>) {
+            std::thread::sleep(timeout.unwrap_or_default());
+        }
+        fn came(&mut self) -> bool {
+            !self.to_come.is_empty()
+        }
+        fn open(&self) -> bool {
+            !self.to_come.is_empty()
+        }
+        fn ready(&mut self, id: u64, waiting: &mut Waiting<Note>) {
+            let h = waiting
+                .get_mut(&id)
+                .expect("a reply is made ready while it waits");
+            assert!(!h.moved, "request {id} made ready twice");
+            h.moved = true;
+            h.job.io = Ok(h.job.req.len as usize);
+            self.moved.lock().expect("not poisoned").push(id);
+        }
+        fn serves_crash_file(&self) -> bool {
+            false
+        }
+    }
+
+    #[test]
+    fn the_timing_thread_answers_every_request_through_its_transport_after_it_is_ready() {
+        let dir = tempfile::tempdir().expect("a temporary directory");
+        let image = dir.path().join("image");
+        std::fs::File::create(&image).expect("an image");
+        let store = super::super::store::Store::open(&image, 1 << 20, Some(1 << 20), &mut |m| {
+            panic!("{m}")
+        })
+        .expect("a memory store");
+        let (rec, stats) = super::super::records::start(1 << 20).expect("the stats thread");
+        let core = Core::new(
+            Arc::new(store),
+            1 << 20,
+            false,
+            Arc::new(AtomicBool::new(true)),
+            rec,
+            Arc::new(WriteLog::default()),
+        );
+        let (profile, abl) =
+            crate::device::load_ref("deskstar-7k250:constant=200us").expect("a profile");
+        let model = DeviceModel::new(&profile, &abl).expect("a model");
+        let said = Said::default();
+        let now = rt::monotonic_ns();
+        let to_come = (1..=5u64)
+            .map(|id| Job {
+                req: Request::read(id, id * 4096, 4096),
+                arrival_ns: now,
+                reply: Note {
+                    id,
+                    said: said.clone(),
+                },
+                io: Err(Errno::EIO),
+            })
+            .collect();
+        let moved = Arc::new(Mutex::new(Vec::new()));
+        let burst = Burst {
+            to_come,
+            moved: moved.clone(),
+        };
+        run(model, burst, &core);
+        assert!(
+            !core.crash_file.load(Ordering::Acquire),
+            "the transport's word on the crash file is the server's"
+        );
+        let said = said.lock().expect("not poisoned").clone();
+        // A constant-time drive takes its commands in arrival order: each answered once, with
+        // what its data's move gave (never the EIO it came with).
+        assert_eq!(said, (1..=5).map(|id| (id, Ok(4096))).collect::<Vec<_>>());
+        assert_eq!(*moved.lock().expect("not poisoned"), vec![0, 1, 2, 3, 4, 5]);
+        drop(core);
+        stats.join().expect("the stats thread ends");
+    }
 
     #[test]
     fn a_reply_is_spun_for_only_where_the_wake_up_delay_would_show_in_its_time() {

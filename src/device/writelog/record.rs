@@ -27,7 +27,17 @@ use super::overlay::CrashState;
 use super::{CacheEvent, CrashCache, CrashStateInfo, CutCandidate, EntryKind, LogSummary};
 use crate::base::sys::Errno;
 use crate::device::model::SECTOR;
-use crate::device::server::store::Store;
+
+/// The disk's bytes as the log reads and changes them: the server's store
+/// (`server::store::Store`), given by the server, so that the log stays below it.
+pub trait Media {
+    /// Fills all of `buf` from `off` (past the end: zeros).
+    fn read(&self, buf: &mut [u8], off: u64) -> Result<usize, Errno>;
+    /// Writes all of `data` at `off`.
+    fn write(&self, data: &[u8], off: u64) -> Result<usize, Errno>;
+    /// Frees or zeroes `len` bytes at `off` (`mode` as `fallocate(2)`).
+    fn zero(&self, mode: i32, off: u64, len: u64) -> Result<(), Errno>;
+}
 
 /// What the timing thread tells the log.
 #[derive(Debug, Clone, Copy)]
@@ -249,7 +259,7 @@ impl WriteLog {
     fn log(
         &self,
         st: &mut State,
-        store: &Store,
+        store: &impl Media,
         mut e: Entry,
         payload: Option<&[u8]>,
     ) -> Option<usize> {
@@ -287,7 +297,7 @@ impl WriteLog {
     fn append(
         &self,
         st: &mut State,
-        store: &Store,
+        store: &impl Media,
         missing: &[(u64, u64)],
         payload: Option<&[u8]>,
     ) -> std::io::Result<(Option<Blob>, bool)> {
@@ -313,7 +323,7 @@ impl WriteLog {
     /// Writes `data` at `offset` to `store`, logged (its data copied) when the log is on.
     pub fn write(
         &self,
-        store: &Store,
+        store: &impl Media,
         id: u64,
         data: &[u8],
         offset: u64,
@@ -346,7 +356,7 @@ impl WriteLog {
     /// logged when the log is on; a zeroing is not modelled, so its reply is now.
     pub fn zero(
         &self,
-        store: &Store,
+        store: &impl Media,
         id: u64,
         mode: i32,
         offset: u64,
@@ -383,7 +393,7 @@ impl WriteLog {
     }
 
     /// Logs a cache flush arrived at `arrival_ns`.
-    pub fn flush(&self, store: &Store, id: u64, arrival_ns: u64) {
+    pub fn flush(&self, store: &impl Media, id: u64, arrival_ns: u64) {
         if !self.on() {
             return;
         }
@@ -540,11 +550,34 @@ impl WriteLog {
 #[allow(clippy::unwrap_used)]
 mod tests {
     use super::*;
+    use crate::base::sys::mem_image::MemImage;
 
-    fn store(dir: &tempfile::TempDir) -> Store {
+    /// The server's memory store, as the log sees it.
+    struct Mem(MemImage);
+
+    impl Mem {
+        fn open(path: &std::path::Path, size: u64) -> Mem {
+            let f = std::fs::File::open(path).unwrap();
+            Mem(MemImage::load(&f, size, size).unwrap())
+        }
+    }
+
+    impl Media for Mem {
+        fn read(&self, buf: &mut [u8], off: u64) -> Result<usize, Errno> {
+            self.0.read(buf, off)
+        }
+        fn write(&self, data: &[u8], off: u64) -> Result<usize, Errno> {
+            self.0.write(data, off)
+        }
+        fn zero(&self, _mode: i32, off: u64, len: u64) -> Result<(), Errno> {
+            self.0.zero(off, len)
+        }
+    }
+
+    fn store(dir: &tempfile::TempDir) -> Mem {
         let path = dir.path().join("image");
         std::fs::File::create(&path).unwrap();
-        Store::open(&path, 1 << 20, Some(1 << 20), &mut |m| panic!("{m}")).unwrap()
+        Mem::open(&path, 1 << 20)
     }
 
     fn replied(log: &WriteLog, id: u64, at: u64) {
@@ -627,7 +660,7 @@ mod tests {
 
     /// The same requests into `log` over a store of its own: 6 MiB of overlapping writes (more
     /// than the index takes by far), flushes and a zeroing; their replies and no model.
-    fn requests(log: &WriteLog, store: &Store) {
+    fn requests(log: &WriteLog, store: &Mem) {
         store.write(&[7u8; 1 << 20], 0).unwrap();
         let mut id = 0;
         for round in 0..12u64 {
@@ -657,7 +690,7 @@ mod tests {
         let open = |d: &std::path::Path| {
             let path = d.join("image");
             std::fs::File::create(&path).unwrap();
-            Store::open(&path, 2 << 20, Some(2 << 20), &mut |m| panic!("{m}")).unwrap()
+            Mem::open(&path, 2 << 20)
         };
         let (mem_store, file_store) = (open(&mem_dir), open(&file_dir));
         let (in_mem, in_file) = (WriteLog::default(), WriteLog::default());
@@ -687,7 +720,7 @@ mod tests {
                 let a = in_mem.set_crash(cut, cache, 3, 2 << 20).unwrap();
                 let b = in_file.set_crash(cut, cache, 3, 2 << 20).unwrap();
                 assert_eq!((a.bytes_mapped, a.pieces), (b.bytes_mapped, b.pieces));
-                let read = |log: &WriteLog, store: &Store| {
+                let read = |log: &WriteLog, store: &Mem| {
                     let st = log.crash_state().unwrap().unwrap();
                     let mut buf = vec![0u8; 2 << 20];
                     st.read(&mut buf, 0, &|b, off| store.read(b, off)).unwrap();

@@ -5,14 +5,16 @@
 //! judged by the mount and the checker alone), unmounted, and checked read-only by the
 //! filesystem's checker (`checker-error`). The report is the result's `crash` record.
 
+use std::borrow::Cow;
 use std::path::Path;
 use std::time::Instant;
 
 use super::points::{Candidate, CrashArgs};
+use crate::device::server::TransportChoice;
 use crate::device::writelog::EntryKind;
 use crate::measure::Progress;
 use crate::results::crash::{CrashClass, CrashFailure, CrashReport};
-use crate::testbed::Testbed;
+use crate::testbed::{Testbed, TestbedSpec};
 use crate::workload::Target;
 use crate::workload::{CrashTally, CrashVerifier};
 use anyhow::Result;
@@ -156,12 +158,17 @@ fn shutdown(
     Ok(report)
 }
 
-/// Serves the emulated disks of a run with crash points through /dev/fuse: the server offers
-/// its crash file there only (through FUSE over io_uring the ring knows the disk file alone).
-pub fn pin_transport(args: &CrashArgs) {
-    if args.on() {
-        crate::device::emulated::set_server_transport(Some(crate::device::server::Transport::Dev));
+/// The testbed of a run with crash points, its emulated disks served through /dev/fuse: the
+/// server offers its crash file there only (through FUSE over io_uring the ring knows the
+/// disk file alone). Other runs' testbeds are served as their spec says.
+pub fn pin_transport<'a>(spec: &'a TestbedSpec, args: &CrashArgs) -> Cow<'a, TestbedSpec> {
+    if !args.on() {
+        return Cow::Borrowed(spec);
     }
+    Cow::Owned(TestbedSpec {
+        device_transport: Some(TransportChoice::Dev),
+        ..spec.clone()
+    })
 }
 
 /// Starts the write log of the target's emulated disk when crash points follow the run, after

@@ -159,7 +159,8 @@ pub(super) fn build(r: &Rep<'_>, keeping: &Keeping) -> Result<(Target, Option<Ag
         entry.manifest.key,
         spec.describe()
     ));
-    let (t, (), start) = Testbed::start_from_kept(spec, entry, |_| Ok(()))?;
+    let spec = crate::lab::crash::campaign::pin_transport(spec, &r.opts.crash);
+    let (t, (), start) = Testbed::start_from_kept(&spec, entry, |_| Ok(()))?;
     r.opts.progress.note(&start.describe());
     Ok((Target::Testbed(t), Some(start)))
 }

@@ -369,7 +369,6 @@ pub fn run_rep(
 
 /// Builds the target of a place: a fresh testbed, or the `--dir`.
 pub fn build_target(place: &Place, opts: &RunOptions) -> Result<Target> {
-    crate::lab::crash::campaign::pin_transport(&opts.crash);
     Ok(match place {
         Place::Testbed(spec) => {
             opts.progress.note(&format!(
@@ -377,7 +376,8 @@ pub fn build_target(place: &Place, opts: &RunOptions) -> Result<Target> {
                 spec.label,
                 spec.describe()
             ));
-            Target::Testbed(Testbed::create(spec)?)
+            let spec = crate::lab::crash::campaign::pin_transport(spec, &opts.crash);
+            Target::Testbed(Testbed::create(&spec)?)
         }
         // Reached as every user-named path is: another user's link leads only to what that
         // user owns.
@@ -390,7 +390,6 @@ pub fn build_target(place: &Place, opts: &RunOptions) -> Result<Target> {
 }
 
 fn run_once(r: Rep<'_>) -> Result<Outcome> {
-    crate::lab::crash::campaign::pin_transport(&r.opts.crash);
     // Before anything is made: a kept image is found, or the cache's room for one checked.
     let keeping = kept::keeping(&r)?;
     let started = SystemTime::now();

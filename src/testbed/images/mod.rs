@@ -119,14 +119,13 @@ pub fn key(spec: &TestbedSpec, aging: &Aging<'_>) -> Result<ImageKey> {
 }
 
 /// An overlay start keeps the disk's writes in the server's memory: refused (bad input,
-/// before anything is made) when the server is told to keep them in its image file
-/// (`FSGAUGE_DEVICE_STORE=file`), which would write the kept image.
+/// before anything is made) when the testbed's disks keep their bytes in their image file
+/// (`device_store` file, or `FSGAUGE_DEVICE_STORE=file`), which would write the kept image.
 pub fn check_overlay_store(spec: &TestbedSpec) -> Result<()> {
     use crate::device::server::{store::STORE_ENV, StoreChoice};
-    let store = std::env::var(STORE_ENV).ok();
-    if spec.overlay_start() && store.and_then(|v| v.parse().ok()) == Some(StoreChoice::File) {
+    if spec.overlay_start() && spec.device_store == Some(StoreChoice::File) {
         return Err(bad_input(format!(
-            "{STORE_ENV}=file keeps an emulated disk's bytes in its image file, but a start from a kept image is served as an overlay over the image, which must stay as it was kept; leave {STORE_ENV} unset (or memory:SIZE), or start from a copy with --image-start copy"
+            "the store file (--device-store file, device_store = \"file\", or {STORE_ENV}=file) keeps an emulated disk's bytes in its image file, but a start from a kept image is served as an overlay over the image, which must stay as it was kept; leave the store memory (or memory:SIZE), or start from a copy with --image-start copy"
         )));
     }
     Ok(())
@@ -193,6 +192,7 @@ mod tests {
             device_model: None,
             journal_device_model: None,
             image_start: None,
+            serving: Default::default(),
             device: None,
             label: None,
         })

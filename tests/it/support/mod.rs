@@ -17,14 +17,37 @@ pub struct Sandbox {
 /// Those tests name their transport (or unset it, for `auto`) on their own commands.
 pub const TEST_TRANSPORT: &str = "dev";
 
+/// `EmulatedDevice::start_in` served through [`TEST_TRANSPORT`], for tests that start a
+/// server in their own process (a disk's transport is a setting of the disk: no test
+/// process's environment or global reaches its server).
+pub fn start_device(
+    ledger: &Path,
+    profile: &str,
+    image: &Path,
+    size: u64,
+    offset: u64,
+) -> anyhow::Result<fsgauge::device::EmulatedDevice> {
+    use fsgauge::device::emulated::{EmulatedDevice, Start};
+    use fsgauge::device::server::{DiskArgs, Serving};
+    let serving = Serving {
+        transport: Some(TEST_TRANSPORT.parse().map_err(anyhow::Error::msg)?),
+        store: None,
+    };
+    EmulatedDevice::start_with(&Start {
+        ledger_dir: Some(ledger),
+        disk: DiskArgs::new(
+            fsgauge::device::ProfileRef::new(profile)?,
+            image.to_path_buf(),
+            size,
+            offset,
+        )
+        .served(serving),
+        role: "",
+    })
+}
+
 impl Sandbox {
     pub fn new() -> Self {
-        static PIN: std::sync::Once = std::sync::Once::new();
-        PIN.call_once(|| {
-            fsgauge::device::emulated::set_server_transport(Some(
-                fsgauge::device::server::Transport::Dev,
-            ))
-        });
         let dir = tempfile::Builder::new()
             .prefix("fsgauge-test-")
             .tempdir_in("/var/tmp")

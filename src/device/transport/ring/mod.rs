@@ -1,4 +1,4 @@
-//! FUSE over io_uring for the device server: requests arrive in ring entries and replies go
+//! FUSE over io_uring for the device server ([`taken`] is the server's side of it): requests arrive in ring entries and replies go
 //! back with the next fetch, one `io_uring_enter` a batch instead of a `read(2)` and a
 //! `writev(2)` a request on /dev/fuse (Linux 6.14+, `fs/fuse/dev_uring.c`; libfuse's
 //! `lib/fuse_uring.c` is the reference server).
@@ -28,6 +28,7 @@
 //! [`Token::commit`] from any thread; [`Ring::join`] after the session's threads have ended.
 
 pub mod abi;
+pub mod taken;
 
 use std::os::fd::AsFd;
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
@@ -41,6 +42,9 @@ use fuser::{InitFlags, KernelConfig};
 use crate::base::sys::fuse_ring::{Event, Queue, Taken};
 use crate::base::sys::Errno;
 use abi::InHeader;
+
+/// The module parameter that lets the kernel offer FUSE over io_uring.
+pub const ENABLE_PARAM: &str = "/sys/module/fuse/parameters/enable_uring";
 
 /// The disk file's inode.
 pub const DISK_INO: u64 = 2;
@@ -205,7 +209,8 @@ impl Offer {
         self.cv.notify_all();
     }
 
-    fn wait(&self) -> bool {
+    /// Waits until INIT has decided; whether it asked for the ring.
+    pub fn wait(&self) -> bool {
         let mut d = match self.decided.lock() {
             Ok(g) => g,
             Err(p) => p.into_inner(),
