@@ -2,6 +2,7 @@
 //! the command-line and filesystem tests, sharing one `support` module.
 #![allow(clippy::unwrap_used)] // tests fail loudly by design
 
+mod ram_disk;
 mod report_fixtures;
 mod support;
 
