@@ -3,6 +3,7 @@
 //! [`export`] renders the model as HTML (with [`plots`]), Markdown, CSV or JSON; [`compare`]
 //! sets two groups of results against each other. [`table`] holds the terminal tables.
 
+pub mod cells;
 pub mod compare;
 pub mod document;
 pub mod durability;

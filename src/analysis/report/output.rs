@@ -7,14 +7,14 @@
 //! core metric and every figure the workloads declared, under the declared keys and units
 //! ([`crate::results::metric`]) — the same declarations the report reads.
 
-use std::fmt::Write as _;
-
 use anyhow::Result;
 
 use super::document::Page;
 use super::metrics::{self, Metric};
 use super::model::{fmt_num, workload_labels, Table};
 use crate::results::RunResult;
+
+pub use super::export::{csv_field, csv_table, md_cell, md_header, md_row};
 
 crate::choice! {
     /// An output format. Every command that prints results takes `--format` with these names.
@@ -45,51 +45,6 @@ impl OutputFormat {
 pub fn parse_format(s: &str) -> Result<OutputFormat, String> {
     s.parse()
         .map_err(|_| format!("unknown format {s:?}; use table, json, csv, md or html"))
-}
-
-/// Quotes a CSV field when it needs it (RFC 4180).
-pub fn csv_field(s: &str) -> String {
-    if s.contains([',', '"', '\n', '\r']) {
-        format!("\"{}\"", s.replace('"', "\"\""))
-    } else {
-        s.to_string()
-    }
-}
-
-/// One Markdown table cell: pipes escaped, on one line.
-pub fn md_cell(s: &str) -> String {
-    s.replace('|', "\\|").replace('\n', " ")
-}
-
-/// One Markdown table row.
-pub fn md_row<S: AsRef<str>>(cells: &[S]) -> String {
-    let cells: Vec<String> = cells.iter().map(|c| md_cell(c.as_ref())).collect();
-    format!("| {} |\n", cells.join(" | "))
-}
-
-/// A Markdown table's header and alignment lines: the first `label_columns` (at least one)
-/// aligned left, the figures right.
-pub fn md_header<S: AsRef<str>>(headers: &[S], label_columns: usize) -> String {
-    let align: Vec<&str> = (0..headers.len())
-        .map(|i| {
-            if i < label_columns.max(1) {
-                " --- "
-            } else {
-                " ---: "
-            }
-        })
-        .collect();
-    format!("{}|{}|\n", md_row(headers), align.join("|"))
-}
-
-/// A table as CSV: the header line, then one line per row.
-pub fn csv_table(t: &Table) -> String {
-    let mut out = String::new();
-    for row in std::iter::once(&t.headers).chain(&t.rows) {
-        let fields: Vec<String> = row.iter().map(|f| csv_field(f)).collect();
-        let _ = writeln!(out, "{}", fields.join(","));
-    }
-    out
 }
 
 /// One row per run × phase: the run's testbed, workload label, repetition and phase, then

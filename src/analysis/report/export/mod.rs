@@ -10,6 +10,9 @@ mod text;
 
 use anyhow::Result;
 
+pub use csv::{csv_field, csv_table};
+pub use md::{md_cell, md_header, md_row};
+
 use super::document::{Document, Page};
 use super::model::{Report, Table};
 
