@@ -632,7 +632,7 @@ impl ExtReader {
         if magic != super::sys::magic::EXT {
             return Err(format!(
                 "{}: the on-disk reader knows ext2/3/4 only",
-                super::scan::fs_name(magic)
+                super::sys::fs_name(magic)
             ));
         }
         let fsid = st.fsid;
