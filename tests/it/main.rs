@@ -20,6 +20,7 @@ mod attacks_replay;
 mod clients_dir;
 mod clients_testbeds;
 mod code_rules;
+mod code_shape;
 mod crash_findings;
 mod crash_minimize;
 mod crash_points;

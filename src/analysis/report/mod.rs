@@ -10,6 +10,7 @@ pub mod durability;
 pub mod export;
 pub mod findings_table;
 pub mod forest;
+pub mod format;
 pub mod lateness;
 pub mod metrics;
 pub mod model;

@@ -15,37 +15,7 @@ use super::model::{fmt_num, workload_labels, Table};
 use crate::results::RunResult;
 
 pub use super::export::{csv_field, csv_table, md_cell, md_header, md_row};
-
-crate::choice! {
-    /// An output format. Every command that prints results takes `--format` with these names.
-    #[derive(Debug, Clone, Copy, PartialEq, Eq)]
-    pub enum OutputFormat("format") {
-        /// Aligned text for the terminal.
-        Table = "table" | "text",
-        /// JSON: the result documents (the report model for `fsgauge report`).
-        Json = "json",
-        /// Comma-separated values, RFC 4180, with a header line.
-        Csv = "csv",
-        /// Markdown tables.
-        Md = "md" | "markdown",
-        /// One self-contained HTML page (with plots for `fsgauge report`).
-        Html = "html" | "htm",
-    }
-}
-
-impl OutputFormat {
-    /// Whether the output is for a program (no progress or notes belong beside it).
-    pub fn is_machine(self) -> bool {
-        self != Self::Table
-    }
-}
-
-/// Parses `--format` for clap's `value_parser`: every command renders its document through the
-/// one exporter, so every command offers every format.
-pub fn parse_format(s: &str) -> Result<OutputFormat, String> {
-    s.parse()
-        .map_err(|_| format!("unknown format {s:?}; use table, json, csv, md or html"))
-}
+pub use super::format::{parse_format, OutputFormat};
 
 /// One row per run × phase: the run's testbed, workload label, repetition and phase, then
 /// every metric that any phase has, core ones first (headers `key (unit)` for Markdown,

@@ -57,7 +57,7 @@ pub fn print(doc: &Document, format: Format) -> Result<()> {
 /// uses (`table` is the report's tables as terminal text; `html` one self-contained page with
 /// tables and inline SVG plots; `md` Markdown tables; `csv` the statistics per cell, one row
 /// per testbed × workload × phase × metric; `json` the whole report model).
-pub use super::output::OutputFormat as Format;
+pub use super::format::OutputFormat as Format;
 
 impl Format {
     /// The exporter of the format.
