@@ -329,37 +329,24 @@ fn announce(c: &RunCmd, plan: &Plan, m: &plan::Matrix) {
     }
 }
 
-fn print_dry_run(plan: &Plan, m: &plan::Matrix, out: &Path) -> Result<()> {
-    let existing = plan::existing_results(out)?;
-    let e = plan::estimate(plan, m, &existing)?;
-    println!(
-        "plan {} ({}): {} testbed(s) x {} workload(s), reps {}, fresh {}, cold {}, seed {}, scale {}",
-        plan.name,
-        plan.source,
-        plan.testbeds.len(),
-        plan.workloads.len(),
-        match plan.reps {
-            Reps::Fixed(n) => n.to_string(),
-            Reps::Auto { .. } if plan::smoke(plan) => format!(
-                "auto, stopping at {} (a smoke run: --scale below {})",
-                plan::first_round(plan),
-                plan::SMOKE_SCALE
-            ),
-            Reps::Auto { max, .. } if !plan.questions.is_empty() =>
-                format!("auto (3 to {max}, until every question is decided)"),
-            Reps::Auto { cv, max } => format!("auto (3 to {max}, until CV <= {cv})"),
-        },
-        plan.fresh.name(),
-        plan.cold.name(),
-        plan.seed,
-        plan.scale
-    );
-    for s in &m.skipped {
-        println!("skipped testbed {s}");
+/// The plan's repetitions as the dry run states them.
+fn reps_text(plan: &Plan) -> String {
+    match plan.reps {
+        Reps::Fixed(n) => n.to_string(),
+        Reps::Auto { .. } if plan::smoke(plan) => format!(
+            "auto, stopping at {} (a smoke run: --scale below {})",
+            plan::first_round(plan),
+            plan::SMOKE_SCALE
+        ),
+        Reps::Auto { max, .. } if !plan.questions.is_empty() => {
+            format!("auto (3 to {max}, until every question is decided)")
+        }
+        Reps::Auto { cv, max } => format!("auto (3 to {max}, until CV <= {cv})"),
     }
-    for n in &plan.notes {
-        println!("note: {n}");
-    }
+}
+
+/// The dry run's testbeds, workloads and questions, each with where the plan states it.
+fn print_testbeds_and_workloads(plan: &Plan) {
     println!("testbeds:");
     for t in &plan.testbeds {
         println!(
@@ -391,6 +378,30 @@ fn print_dry_run(plan: &Plan, m: &plan::Matrix, out: &Path) -> Result<()> {
             println!("  {:<9} {}", q.at.line_in(&plan.source), q.describe());
         }
     }
+}
+
+fn print_dry_run(plan: &Plan, m: &plan::Matrix, out: &Path) -> Result<()> {
+    let existing = plan::existing_results(out)?;
+    let e = plan::estimate(plan, m, &existing)?;
+    println!(
+        "plan {} ({}): {} testbed(s) x {} workload(s), reps {}, fresh {}, cold {}, seed {}, scale {}",
+        plan.name,
+        plan.source,
+        plan.testbeds.len(),
+        plan.workloads.len(),
+        reps_text(plan),
+        plan.fresh.name(),
+        plan.cold.name(),
+        plan.seed,
+        plan.scale
+    );
+    for s in &m.skipped {
+        println!("skipped testbed {s}");
+    }
+    for n in &plan.notes {
+        println!("note: {n}");
+    }
+    print_testbeds_and_workloads(plan);
     println!("runs (in order):");
     for (i, r) in m.runs.iter().enumerate() {
         let done = if existing.contains_key(&r.hash) {

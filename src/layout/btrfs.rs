@@ -9,7 +9,7 @@ use std::path::Path;
 
 use anyhow::{Context, Result};
 
-use super::free::{FreeHistogram, FreeSpace};
+use super::free_extents::{FreeHistogram, FreeSpace};
 use super::sys;
 
 const EXTENT_TREE: u64 = 2;

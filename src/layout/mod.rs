@@ -26,6 +26,7 @@
 mod btrfs;
 pub mod ext;
 mod free;
+mod free_extents;
 pub mod metrics;
 mod scan;
 pub mod sys;
@@ -43,7 +44,8 @@ pub use metrics::{
     file_layout, filefrag_count, summarize, FileLayout, FlagsMet, FormatRules, LayoutSummary,
     MapMethod, SummaryBuilder,
 };
-pub use scan::{fs_name, FsRules};
+pub use scan::FsRules;
+pub use sys::fs_name;
 pub use walk::{scan_tree, FileSink, ScanMethod, WalkOptions};
 
 /// The layout of one regular file (see [`FileLayout`]).

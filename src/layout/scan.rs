@@ -6,7 +6,7 @@ use std::io;
 use std::os::fd::{AsFd, BorrowedFd};
 
 use super::metrics::{file_layout, FileLayout, FormatRules, MapMethod};
-use super::sys::{self, magic, RawExtent};
+use super::sys::{self, fs_name, magic, RawExtent};
 
 /// What the scanner knows about one filesystem (one `st_dev`).
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -97,24 +97,6 @@ impl FsRules {
     /// The filesystem's short name, for messages.
     pub fn name(&self) -> &'static str {
         fs_name(self.magic)
-    }
-}
-
-/// A filesystem name for a `statfs` magic.
-pub fn fs_name(m: i64) -> &'static str {
-    match m {
-        magic::EXT => "ext2/3/4",
-        magic::XFS => "xfs",
-        magic::BTRFS => "btrfs",
-        0x0102_1994 => "tmpfs",
-        0x6969 => "nfs",
-        0x794C_7630 => "overlayfs",
-        0x6573_5546 => "fuse",
-        0x5346_544E => "ntfs",
-        0x4d44 => "vfat",
-        0x2FC1_2FC1 => "zfs",
-        0xF2F5_2010 => "f2fs",
-        _ => "unknown",
     }
 }
 

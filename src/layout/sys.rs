@@ -180,6 +180,24 @@ pub mod magic {
     pub const BTRFS: i64 = 0x9123_683E;
 }
 
+/// A filesystem name for a `statfs` magic.
+pub fn fs_name(m: i64) -> &'static str {
+    match m {
+        magic::EXT => "ext2/3/4",
+        magic::XFS => "xfs",
+        magic::BTRFS => "btrfs",
+        0x0102_1994 => "tmpfs",
+        0x6969 => "nfs",
+        0x794C_7630 => "overlayfs",
+        0x6573_5546 => "fuse",
+        0x5346_544E => "ntfs",
+        0x4d44 => "vfat",
+        0x2FC1_2FC1 => "zfs",
+        0xF2F5_2010 => "f2fs",
+        _ => "unknown",
+    }
+}
+
 /// The filesystem magic and total blocks of the filesystem holding `fd`.
 pub fn fstatfs(fd: BorrowedFd<'_>) -> io::Result<(i64, u64, u64)> {
     let st = crate::base::sys::statfs::fstatfs(fd)?;

@@ -9,7 +9,7 @@ use std::path::{Path, PathBuf};
 /// Where `unsafe` may appear: a directory (ending in `/`) or a file, relative to the crate root.
 const UNSAFE_ALLOWED: &[&str] = &["src/base/sys/", "src/layout/sys.rs", "src/host/loopdev.rs"];
 
-fn rust_files(dir: &Path, out: &mut Vec<PathBuf>) {
+pub(crate) fn rust_files(dir: &Path, out: &mut Vec<PathBuf>) {
     let entries =
         std::fs::read_dir(dir).unwrap_or_else(|e| panic!("reading {}: {e}", dir.display()));
     for entry in entries {
@@ -26,7 +26,7 @@ fn rust_files(dir: &Path, out: &mut Vec<PathBuf>) {
 
 /// `src` with comments, string literals and character literals blanked out (newlines kept, so
 /// line numbers stay right). Lifetimes and labels are left alone.
-fn code_only(src: &str) -> String {
+pub(crate) fn code_only(src: &str) -> String {
     let c: Vec<char> = src.chars().collect();
     let mut out = String::with_capacity(src.len());
     let blank = |out: &mut String, ch: char| out.push(if ch == '\n' { '\n' } else { ' ' });
@@ -235,7 +235,7 @@ fn the_allowed_list_matches_whole_files_and_directories() {
 
 /// Every `.rs` file under src/ but unit-test modules of their own (`tests.rs`), with its path
 /// relative to the crate root and its text up to its unit tests (`#[cfg(test)]`).
-fn sources() -> Vec<(String, String)> {
+pub(crate) fn sources() -> Vec<(String, String)> {
     let root = Path::new(env!("CARGO_MANIFEST_DIR"));
     let mut files = Vec::new();
     rust_files(&root.join("src"), &mut files);
@@ -521,14 +521,14 @@ fn declared_children(code: &str) -> Vec<String> {
 
 /// One file's uses: from its module to the file module each named path leads into (itself
 /// left out), with the line that names it.
-struct Uses {
+pub(crate) struct Uses {
     rel: String,
     module: Vec<String>,
     to: Vec<(Vec<String>, usize)>,
 }
 
 /// The uses of every file under src/ (up to its unit tests).
-fn file_uses() -> Vec<Uses> {
+pub(crate) fn file_uses() -> Vec<Uses> {
     let files = sources();
     let modules: Vec<Vec<String>> = files.iter().map(|(rel, _)| module_of(rel)).collect();
     files
@@ -732,7 +732,7 @@ fn a_use_up_or_sideways_is_a_breach() {
 /// files each of which uses, through the others, every other. A module using its own
 /// submodules is left out: a `mod.rs` declares and re-exports its children, and that is the
 /// module, not a circle between files.
-fn file_circles(uses: &[Uses], within: &[String]) -> Vec<Vec<String>> {
+pub(crate) fn file_circles(uses: &[Uses], within: &[String]) -> Vec<Vec<String>> {
     let inside = |m: &[String]| m.len() > within.len() && m.starts_with(within);
     let nodes: Vec<&Uses> = uses.iter().filter(|u| inside(&u.module)).collect();
     let index = |m: &[String]| nodes.iter().position(|u| u.module == m);

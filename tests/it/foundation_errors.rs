@@ -1,7 +1,7 @@
 //! Bad input gets a clear error naming what was wrong and exit code 2, and nothing is created:
 //! no image, loop device, mount, ledger entry or result file.
 
-use crate::support::{have_fs, have_root, refused, Sandbox};
+use crate::support::{have_fs, have_root, refused, skip, Sandbox};
 
 #[test]
 fn bad_sizes_are_refused_by_name() {
@@ -160,7 +160,7 @@ fn a_mounted_device_is_never_formatted() {
         .find(|l| l.split(' ').nth(1) == Some("/") && l.starts_with("/dev/"))
         .map(|l| l.split(' ').next().unwrap().to_string());
     let Some(dev) = root_dev else {
-        eprintln!("skipped: / is not on a /dev block device here");
+        skip("/ is not on a /dev block device here");
         return;
     };
     let sb = Sandbox::new();

@@ -1,7 +1,7 @@
 //! `fsgauge run` with no arguments: the built-in quick study, side by side; as a non-root user
 //! it runs on a temporary directory and says so on its first line.
 
-use crate::support::{have_fs, Sandbox};
+use crate::support::{have_fs, skip, Sandbox};
 
 #[test]
 fn quick_study_runs_every_installed_filesystem_side_by_side() {
@@ -62,7 +62,7 @@ fn quick_study_runs_every_installed_filesystem_side_by_side() {
 #[test]
 fn quick_study_as_a_normal_user_runs_on_a_temporary_directory() {
     if !nix::unistd::geteuid().is_root() {
-        eprintln!("skipped: needs root to switch to an unprivileged user");
+        skip("needs root to switch to an unprivileged user");
         return;
     }
     if !crate::support::have_program("setpriv") {

@@ -2,6 +2,7 @@
 //! the command-line and filesystem tests, sharing one `support` module.
 #![allow(clippy::unwrap_used)] // tests fail loudly by design
 
+mod ram_disk;
 mod report_fixtures;
 mod support;
 
@@ -19,6 +20,7 @@ mod attacks_replay;
 mod clients_dir;
 mod clients_testbeds;
 mod code_rules;
+mod code_shape;
 mod crash_findings;
 mod crash_minimize;
 mod crash_points;

@@ -5,7 +5,7 @@
 use std::collections::BTreeSet;
 use std::path::Path;
 
-use crate::support::{json_of, phase, refused_in_dir, Sandbox};
+use crate::support::{json_of, phase, refused_in_dir, skip, Sandbox};
 use fsgauge::measure::Progress;
 use fsgauge::workload::fdtree::{Fdtree, FdtreeSpec};
 use fsgauge::workload::{ColdMode, RunContext, Target, Workload};
@@ -276,7 +276,7 @@ fn default_counts_are_exact_on_tmpfs() {
     let sb = Sandbox::new();
     let dir = Path::new("/dev/shm");
     if !dir.is_dir() {
-        eprintln!("skipped: needs /dev/shm");
+        skip("needs /dev/shm");
         return;
     }
     let out = sb
@@ -313,7 +313,7 @@ fn a_tree_of_directories_only_has_no_file_phases() {
     let sb = Sandbox::new();
     let dir = Path::new("/dev/shm");
     if !dir.is_dir() {
-        eprintln!("skipped: needs /dev/shm");
+        skip("needs /dev/shm");
         return;
     }
     let out = sb

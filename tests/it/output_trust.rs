@@ -9,7 +9,7 @@ use std::path::{Path, PathBuf};
 use std::process::{Command, Output, Stdio};
 use std::time::Duration;
 
-use crate::support::Sandbox;
+use crate::support::{skip, Sandbox};
 
 const TREE: &[&str] = &[
     "bench",
@@ -73,14 +73,7 @@ fn is_root() -> bool {
 }
 
 fn need_root() -> bool {
-    if is_root() {
-        return true;
-    }
-    if std::env::var_os("CI").is_some() {
-        panic!("this test needs root, and CI has it");
-    }
-    eprintln!("skipped: needs root (mount, chown)");
-    false
+    is_root() || skip("needs root (mount, chown)")
 }
 
 // Item 5: three runs of the same spec within one second keep three results.

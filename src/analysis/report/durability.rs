@@ -11,7 +11,7 @@ use crate::results::RunResult;
 /// crash points.
 pub fn durability_table(results: &[RunResult]) -> Option<Table> {
     let mut rows: Vec<(Vec<String>, [u64; 6], Option<String>)> = Vec::new();
-    let labels = super::model::workload_labels(results, &[]);
+    let labels = super::cells::workload_labels(results, &[]);
     for (r, w) in results.iter().zip(labels) {
         let Some(c) = &r.crash else { continue };
         let key = vec![

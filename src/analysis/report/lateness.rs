@@ -12,7 +12,7 @@
 //! table, read from the same records.
 
 use crate::analysis::findings::sentence::sig;
-use crate::analysis::report::model::workload_labels;
+use crate::analysis::report::cells::workload_labels;
 use crate::base::text::Table;
 use crate::results::device::{ModelledIo, LATE_P99_MS};
 use crate::results::RunResult;

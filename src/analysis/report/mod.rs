@@ -3,12 +3,14 @@
 //! [`export`] renders the model as HTML (with [`plots`]), Markdown, CSV or JSON; [`compare`]
 //! sets two groups of results against each other. [`table`] holds the terminal tables.
 
+pub mod cells;
 pub mod compare;
 pub mod document;
 pub mod durability;
 pub mod export;
 pub mod findings_table;
 pub mod forest;
+pub mod format;
 pub mod lateness;
 pub mod metrics;
 pub mod model;

@@ -7,8 +7,6 @@
 //! core metric and every figure the workloads declared, under the declared keys and units
 //! ([`crate::results::metric`]) — the same declarations the report reads.
 
-use std::fmt::Write as _;
-
 use anyhow::Result;
 
 use super::document::Page;
@@ -16,81 +14,8 @@ use super::metrics::{self, Metric};
 use super::model::{fmt_num, workload_labels, Table};
 use crate::results::RunResult;
 
-crate::choice! {
-    /// An output format. Every command that prints results takes `--format` with these names.
-    #[derive(Debug, Clone, Copy, PartialEq, Eq)]
-    pub enum OutputFormat("format") {
-        /// Aligned text for the terminal.
-        Table = "table" | "text",
-        /// JSON: the result documents (the report model for `fsgauge report`).
-        Json = "json",
-        /// Comma-separated values, RFC 4180, with a header line.
-        Csv = "csv",
-        /// Markdown tables.
-        Md = "md" | "markdown",
-        /// One self-contained HTML page (with plots for `fsgauge report`).
-        Html = "html" | "htm",
-    }
-}
-
-impl OutputFormat {
-    /// Whether the output is for a program (no progress or notes belong beside it).
-    pub fn is_machine(self) -> bool {
-        self != Self::Table
-    }
-}
-
-/// Parses `--format` for clap's `value_parser`: every command renders its document through the
-/// one exporter, so every command offers every format.
-pub fn parse_format(s: &str) -> Result<OutputFormat, String> {
-    s.parse()
-        .map_err(|_| format!("unknown format {s:?}; use table, json, csv, md or html"))
-}
-
-/// Quotes a CSV field when it needs it (RFC 4180).
-pub fn csv_field(s: &str) -> String {
-    if s.contains([',', '"', '\n', '\r']) {
-        format!("\"{}\"", s.replace('"', "\"\""))
-    } else {
-        s.to_string()
-    }
-}
-
-/// One Markdown table cell: pipes escaped, on one line.
-pub fn md_cell(s: &str) -> String {
-    s.replace('|', "\\|").replace('\n', " ")
-}
-
-/// One Markdown table row.
-pub fn md_row<S: AsRef<str>>(cells: &[S]) -> String {
-    let cells: Vec<String> = cells.iter().map(|c| md_cell(c.as_ref())).collect();
-    format!("| {} |\n", cells.join(" | "))
-}
-
-/// A Markdown table's header and alignment lines: the first `label_columns` (at least one)
-/// aligned left, the figures right.
-pub fn md_header<S: AsRef<str>>(headers: &[S], label_columns: usize) -> String {
-    let align: Vec<&str> = (0..headers.len())
-        .map(|i| {
-            if i < label_columns.max(1) {
-                " --- "
-            } else {
-                " ---: "
-            }
-        })
-        .collect();
-    format!("{}|{}|\n", md_row(headers), align.join("|"))
-}
-
-/// A table as CSV: the header line, then one line per row.
-pub fn csv_table(t: &Table) -> String {
-    let mut out = String::new();
-    for row in std::iter::once(&t.headers).chain(&t.rows) {
-        let fields: Vec<String> = row.iter().map(|f| csv_field(f)).collect();
-        let _ = writeln!(out, "{}", fields.join(","));
-    }
-    out
-}
+pub use super::export::{csv_field, csv_table, md_cell, md_header, md_row};
+pub use super::format::{parse_format, OutputFormat};
 
 /// One row per run × phase: the run's testbed, workload label, repetition and phase, then
 /// every metric that any phase has, core ones first (headers `key (unit)` for Markdown,

@@ -11,7 +11,7 @@ use plotters::coord::ranged1d::AsRangedCoord;
 use plotters::prelude::*;
 use serde::Serialize;
 
-use super::model::{Cell, Report};
+use super::cells::{Cell, Report};
 use crate::measure::{decode, new_histogram};
 
 /// One figure.
@@ -223,7 +223,7 @@ fn bars(workload: &str, phase: &str, cells: &[&Cell]) -> Option<Plot> {
                 _ => String::new(),
             })
             .y_desc(clean(&unit))
-            .y_label_formatter(&|y| super::model::fmt_num(*y))
+            .y_label_formatter(&|y| crate::base::text::fmt_num(*y))
             .draw()
             .map_err(err)?;
         chart
@@ -400,7 +400,7 @@ fn line_plot(report: &Report, lines: &Lines, per_tb: &PerTestbed) -> Option<Plot
             .x_desc(&lines.x_desc)
             .x_label_formatter(&|x| {
                 if !whole {
-                    super::model::fmt_num(*x)
+                    crate::base::text::fmt_num(*x)
                 } else if x.fract() == 0.0 {
                     format!("{x:.0}")
                 } else {
@@ -408,7 +408,7 @@ fn line_plot(report: &Report, lines: &Lines, per_tb: &PerTestbed) -> Option<Plot
                 }
             })
             .y_desc(clean(&lines.y_desc))
-            .y_label_formatter(&|y| super::model::fmt_num(*y))
+            .y_label_formatter(&|y| crate::base::text::fmt_num(*y))
             .draw()
             .map_err(err)?;
         let series: Vec<(&str, Vec<(f64, f64)>)> = report
@@ -433,7 +433,7 @@ fn line_plot(report: &Report, lines: &Lines, per_tb: &PerTestbed) -> Option<Plot
 /// Log-spaced buckets from the merged HDR histogram of every repetition, per testbed: the
 /// share of operations (in %) whose latency falls in each bucket.
 fn latency(report: &Report, workload: &str, phase: &str) -> Option<Plot> {
-    let labels = super::model::workload_labels(&report.results, &[]);
+    let labels = super::cells::workload_labels(&report.results, &[]);
     let mut per_tb: Vec<(String, crate::measure::LatencyHistogram)> = Vec::new();
     for t in &report.testbeds {
         let mut h = new_histogram();
@@ -489,7 +489,7 @@ fn latency(report: &Report, workload: &str, phase: &str) -> Option<Plot> {
             .configure_mesh()
             .x_desc("latency (µs, log scale)")
             .y_desc("% of operations")
-            .x_label_formatter(&|x| super::model::fmt_num(*x))
+            .x_label_formatter(&|x| crate::base::text::fmt_num(*x))
             .draw()
             .map_err(err)?;
         draw_lines(chart, &lines, false, None)
@@ -514,7 +514,7 @@ pub(crate) fn interval_span(
 
 /// Operations per second over the phase, first repetition of each testbed.
 fn series(report: &Report, workload: &str, phase: &str) -> Option<Plot> {
-    let labels = super::model::workload_labels(&report.results, &[]);
+    let labels = super::cells::workload_labels(&report.results, &[]);
     let mut lines: Vec<(String, Vec<(f64, f64)>)> = Vec::new();
     let mut ramp = 0.0f64;
     for t in &report.testbeds {
@@ -564,7 +564,7 @@ fn series(report: &Report, workload: &str, phase: &str) -> Option<Plot> {
             .configure_mesh()
             .x_desc("seconds from phase start")
             .y_desc("ops/s")
-            .y_label_formatter(&|y| super::model::fmt_num(*y))
+            .y_label_formatter(&|y| crate::base::text::fmt_num(*y))
             .draw()
             .map_err(err)?;
         if ramp > 0.0 {
@@ -639,7 +639,7 @@ pub(crate) fn latency_lines(
 /// the p99 of each testbed, so that 4-8 lines stay readable. Log scale; the ramp shaded.
 fn latency_over_time(report: &Report, workload: &str, phase: &str) -> Option<Plot> {
     use crate::results::{PhaseResult, SeriesPoint};
-    let labels = super::model::workload_labels(&report.results, &[]);
+    let labels = super::cells::workload_labels(&report.results, &[]);
     let firsts: Vec<(&str, &PhaseResult)> = report
         .testbeds
         .iter()
@@ -704,7 +704,7 @@ fn latency_over_time(report: &Report, workload: &str, phase: &str) -> Option<Plo
             .configure_mesh()
             .x_desc("seconds from phase start")
             .y_desc("latency, ms (log)")
-            .y_label_formatter(&|y| super::model::fmt_num(*y))
+            .y_label_formatter(&|y| crate::base::text::fmt_num(*y))
             .draw()
             .map_err(err)?;
         if ramp > 0.0 {

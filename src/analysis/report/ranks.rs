@@ -3,7 +3,7 @@
 //! A straggler (a slow client, a hot metadata server shard) shows as a wide spread even when
 //! the merged rate looks fine.
 
-use crate::analysis::report::model::{fmt_num, Table};
+use crate::base::text::{fmt_num, Table};
 use crate::results::RunResult;
 
 const HEADERS: [&str; 10] = [

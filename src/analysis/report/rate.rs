@@ -3,8 +3,8 @@
 //! (due) time. Where the second is much the larger, requests queued behind a slow one: the
 //! stall a closed-loop benchmark would have hidden (coordinated omission).
 
-use crate::analysis::report::model::{fmt_num, Table};
 use crate::base::text::format_ns;
+use crate::base::text::{fmt_num, Table};
 use crate::results::{LatencySummary, PhaseResult, RunResult};
 
 const HEADERS: [&str; 12] = [

@@ -11,7 +11,7 @@ pub use crate::base::text::{format_ns, format_rate, render};
 /// [`side_by_side`] once per workload when the results hold several (each under its label,
 /// e.g. `tree file_size=8M files=10`), as it is when they hold one.
 pub fn side_by_side_per_workload(results: &[RunResult]) -> String {
-    let labels = super::model::workload_labels(results, &[]);
+    let labels = super::cells::workload_labels(results, &[]);
     let mut order: Vec<&String> = Vec::new();
     for l in &labels {
         if !order.contains(&l) {
@@ -37,7 +37,7 @@ pub fn side_by_side_per_workload(results: &[RunResult]) -> String {
 }
 
 /// A report table as terminal text: title, table, note.
-pub fn text(t: &super::model::Table) -> String {
+pub fn text(t: &crate::base::text::Table) -> String {
     t.text()
 }
 
@@ -78,7 +78,7 @@ pub fn phase_table(results: &[RunResult]) -> String {
 
 /// Phases down, testbeds across; each cell the mean "elapsed (sys)" over repetitions, and the
 /// mean ops/s beneath, as the low-memory study tabulated its configurations. The cells and
-/// their means are the report's ([`super::model::cells`]).
+/// their means are the report's ([`super::cells::cells`]).
 /// The findings of the questions the results carry, for the terminal: one sentence per
 /// question (with the question asked), then the table of numbers; `None` without questions.
 pub fn findings_text(results: &[RunResult]) -> Option<String> {
@@ -95,19 +95,19 @@ pub fn findings_text(results: &[RunResult]) -> Option<String> {
         out.push_str(&format!("    {}\n", f.sentence));
     }
     out.push('\n');
-    out.push_str(&text(&super::model::findings_table(&findings)));
+    out.push_str(&text(&super::findings_table::findings_table(&findings)));
     Some(out)
 }
 
 pub fn side_by_side(results: &[RunResult]) -> String {
-    let (labels, _, cells) = super::model::cells(results);
+    let (labels, _, cells) = super::cells::cells(results);
     let mut phases: Vec<&str> = Vec::new();
     for c in &cells {
         if !phases.contains(&c.phase.as_str()) {
             phases.push(&c.phase);
         }
     }
-    let mean = |c: &super::model::Cell, key: &str| c.metric(key).map(|m| m.summary.mean);
+    let mean = |c: &super::cells::Cell, key: &str| c.metric(key).map(|m| m.summary.mean);
     let mut headers = vec!["phase".to_string()];
     headers.extend(labels.iter().cloned());
     let mut rows = Vec::new();

@@ -30,7 +30,7 @@ use std::path::{Component, Path, PathBuf};
 
 use anyhow::{anyhow, Context, Result};
 
-use super::trust::{distrust, fstat, mkdir_at, owner_text, stat_at};
+use super::owner::{distrust, fstat, mkdir_at, owner_text, stat_at};
 use crate::base::error::bad_input;
 
 /// Links followed in one path at most (Linux's own limit is 40).

@@ -20,6 +20,7 @@ pub mod dirstream;
 pub mod fuse_ring;
 pub mod mem_image;
 pub mod mmap;
+mod owner;
 pub mod proc;
 pub mod rt;
 pub mod signal;

@@ -26,6 +26,9 @@ use std::path::{Path, PathBuf};
 
 use anyhow::{Context, Result};
 
+pub use super::owner::{distrust, fstat, mkdir_at, stat_at};
+use super::owner::{mode_text, owner_text};
+
 /// A file's identity: the device it is on and its inode number.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, serde::Serialize, serde::Deserialize)]
 pub struct FileId {
@@ -51,16 +54,6 @@ fn cstr(p: &Path) -> std::io::Result<CString> {
 
 fn last_err() -> std::io::Error {
     std::io::Error::last_os_error()
-}
-
-/// fstat(2) ([`super::fstat`], its error as an `io::Error`).
-pub fn fstat(fd: BorrowedFd<'_>) -> std::io::Result<libc::stat> {
-    super::fstat(fd).map_err(std::io::Error::from)
-}
-
-/// fstatat(2) of `name` in `dir`, not following a symlink ([`super::stat_at`]).
-pub fn stat_at(dir: BorrowedFd<'_>, name: impl AsRef<Path>) -> std::io::Result<libc::stat> {
-    super::stat_at(dir, name.as_ref()).map_err(std::io::Error::from)
 }
 
 /// Opens the directory `name` in the held directory `dir`, not following a symlink.
@@ -138,42 +131,6 @@ fn openat2_nofollow(path: &Path, access: libc::c_int) -> std::io::Result<OwnedFd
     Ok(unsafe { OwnedFd::from_raw_fd(fd as i32) })
 }
 
-pub(crate) fn mode_text(mode: u32) -> String {
-    format!("{:04o}", mode & 0o7777)
-}
-
-pub(crate) fn owner_text(uid: u32) -> String {
-    nix::unistd::User::from_uid(nix::unistd::Uid::from_raw(uid))
-        .ok()
-        .flatten()
-        .map_or_else(
-            || format!("uid {uid}"),
-            |u| format!("{} (uid {uid})", u.name),
-        )
-}
-
-/// Why a directory (by its stat) is not trusted, if it is not: owned by someone other than
-/// root and the effective user, or writable by group or others without the sticky bit.
-pub fn distrust(st: &libc::stat) -> Option<String> {
-    let euid = nix::unistd::geteuid().as_raw();
-    let mode = st.st_mode;
-    if st.st_uid != 0 && st.st_uid != euid {
-        return Some(format!(
-            "it is owned by {} (mode {})",
-            owner_text(st.st_uid),
-            mode_text(mode)
-        ));
-    }
-    if mode & 0o022 != 0 && mode & libc::S_ISVTX == 0 {
-        return Some(format!(
-            "it is writable by others (owner {}, mode {})",
-            owner_text(st.st_uid),
-            mode_text(mode)
-        ));
-    }
-    None
-}
-
 /// A directory reached by [`super::chase::chase`]: its descriptor, its real path, and whether
 /// every directory on the way is trusted (and if not, the first that is not and why).
 pub struct Walked {
@@ -247,11 +204,6 @@ pub fn own_dir(path: &Path) -> Result<OwnedFd> {
         return Err(refuse(format!("a directory above it is not safe ({why})")));
     }
     Ok(w.fd)
-}
-
-/// mkdirat(2) ([`super::mkdir_at`]).
-pub fn mkdir_at(dir: BorrowedFd<'_>, name: &Path, mode: u32) -> std::io::Result<()> {
-    super::mkdir_at(dir, name, mode as libc::mode_t).map_err(std::io::Error::from)
 }
 
 /// Makes the directory `name` in `dir` exclusively (it must not exist) and opens it without

@@ -24,9 +24,10 @@ pub mod ops;
 pub mod replay;
 pub mod report;
 pub mod run;
+pub mod spec;
 
 pub use engine::{Config, Exerciser, Step};
 pub use ops::{Op, OpKind};
 pub use replay::ReplayLog;
 pub use report::{Failure, FailureKind};
-pub use run::Exercise;
+pub use spec::Exercise;

@@ -23,7 +23,7 @@ pub struct Model {
 impl Model {
     /// An empty file that may grow to `max_len`; write data is drawn from `seed`. The lengths
     /// are the exerciser's settings, checked against their limits
-    /// ([`super::run::MAX_FILE_LEN`]) before anything runs; sizes that do not fit the
+    /// ([`super::ops::MAX_FILE_LEN`]) before anything runs; sizes that do not fit the
     /// address space, or memory the allocator cannot give, are an error here, never a
     /// wrapped size.
     pub fn new(max_len: u64, max_op_len: u64, seed: u64) -> anyhow::Result<Self> {
@@ -194,7 +194,7 @@ impl Model {
 fn too_long(max_len: u64, max_op_len: u64) -> anyhow::Error {
     crate::base::error::bad_input(format!(
         "--max-len {max_len} and --max-op-len {max_op_len} do not fit this machine's memory; give at most {}",
-        crate::base::units::format_size(super::run::MAX_FILE_LEN)
+        crate::base::units::format_size(super::ops::MAX_FILE_LEN)
     ))
 }
 

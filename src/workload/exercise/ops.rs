@@ -15,6 +15,10 @@ use std::str::FromStr;
 use rand::{RngCore, SeedableRng};
 use rand_chacha::ChaCha8Rng;
 
+/// The longest file the exerciser models (`--max-len`, a plan's `max_len`, a replay log's
+/// header): the model keeps the whole file in memory, twice.
+pub const MAX_FILE_LEN: u64 = 1 << 34;
+
 crate::choice! {
     /// A kind of operation. Its name is the one used in `--no`, logs, reports and result files;
     /// `ALL` is the report order.
@@ -296,6 +300,58 @@ impl OpGen {
             }
         }
         None
+    }
+}
+
+/// A step of a run as recorded in logs and histories: an operation with its number, or an
+/// event between operations.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Step {
+    /// Operation number `n` (from 1).
+    Op(u64, Op),
+    /// Unmount, drop caches, mount, reopen and verify the whole file, after operation `n`.
+    Remount(u64),
+    /// Close, reopen and verify the whole file after operation `n` (a replay in a directory,
+    /// where there is nothing to remount).
+    Reopen(u64),
+    /// A byte flipped behind the exerciser's back after operation `n` (fault injection for
+    /// tests of the exerciser itself).
+    Corrupt(u64, u64),
+}
+
+impl std::fmt::Display for Step {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        match self {
+            Step::Op(n, op) => write!(f, "{n} {op}"),
+            Step::Remount(n) => write!(f, "remount after {n}"),
+            Step::Reopen(n) => write!(f, "reopen after {n}"),
+            Step::Corrupt(n, off) => write!(f, "corrupt after {n} {off:#x}"),
+        }
+    }
+}
+
+impl std::str::FromStr for Step {
+    type Err = String;
+    fn from_str(s: &str) -> Result<Self, Self::Err> {
+        let s = s.trim();
+        let num = |t: &str| -> Result<u64, String> {
+            match t.strip_prefix("0x") {
+                Some(h) => u64::from_str_radix(h, 16),
+                None => t.parse(),
+            }
+            .map_err(|_| format!("{t:?} is not a number"))
+        };
+        let w: Vec<&str> = s.split_whitespace().collect();
+        match w.as_slice() {
+            ["remount", "after", n] => Ok(Step::Remount(num(n)?)),
+            ["reopen", "after", n] => Ok(Step::Reopen(num(n)?)),
+            ["corrupt", "after", n, off] => Ok(Step::Corrupt(num(n)?, num(off)?)),
+            [n, rest @ ..] if !rest.is_empty() => {
+                let op: Op = s[n.len()..].trim().parse()?;
+                Ok(Step::Op(num(n)?, op))
+            }
+            _ => Err(format!("cannot read step {s:?}")),
+        }
     }
 }
 

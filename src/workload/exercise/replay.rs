@@ -12,7 +12,7 @@ use anyhow::{Context, Result};
 use super::engine::{Config, Exerciser, Step};
 use super::model::{misfit_at, size_after};
 use super::ops::OpKind;
-use super::run::Exercise;
+use super::spec::Exercise;
 use crate::base::error::bad_input;
 use crate::results::TestbedInfo;
 use crate::workload::{ColdMode, RunContext, Target};
@@ -232,7 +232,7 @@ pub fn run_replay(wl: &Exercise, log: &ReplayLog, ctx: &mut RunContext) -> Resul
         log.steps.len(),
         log.path.display()
     ));
-    let meter = super::run::start_meter(ctx);
+    let meter = super::spec::start_meter(ctx);
     let mut rec = meter.recorder(0);
     let is_testbed = matches!(ctx.target(), Target::Testbed(_));
     let mut t = Instant::now();
@@ -275,7 +275,13 @@ pub fn run_replay(wl: &Exercise, log: &ReplayLog, ctx: &mut RunContext) -> Resul
             if let (Some(sink), Some(r)) = (&wl.durable, ex.take_record()) {
                 sink.put(0, r);
             }
-            return Err(super::run::report_failure(&f, 0, &ex, wl.log.as_deref(), 1));
+            return Err(super::spec::report_failure(
+                &f,
+                0,
+                &ex,
+                wl.log.as_deref(),
+                1,
+            ));
         }
     }
     ex.close()?;

@@ -5,8 +5,7 @@
 use std::fmt::Write as _;
 use std::path::{Path, PathBuf};
 
-use super::engine::Step;
-use super::ops::{Op, OpKind};
+use super::ops::{Op, OpKind, Step};
 use crate::base::text::{format_ns, format_rate, render};
 use crate::results::RunResult;
 

@@ -1,12 +1,33 @@
 //! CSV export: one row per testbed × workload × phase × metric with its statistics — the long
 //! form that spreadsheets and R read directly.
 
+use std::fmt::Write as _;
+
 use anyhow::Result;
 
 use super::Exporter;
 use crate::analysis::report::document::Page;
 use crate::analysis::report::model::Report;
-use crate::analysis::report::output::{csv_field as field, csv_table};
+use crate::base::text::Table;
+
+/// Quotes a CSV field when it needs it (RFC 4180).
+pub fn csv_field(s: &str) -> String {
+    if s.contains([',', '"', '\n', '\r']) {
+        format!("\"{}\"", s.replace('"', "\"\""))
+    } else {
+        s.to_string()
+    }
+}
+
+/// A table as CSV: the header line, then one line per row.
+pub fn csv_table(t: &Table) -> String {
+    let mut out = String::new();
+    for row in std::iter::once(&t.headers).chain(&t.rows) {
+        let fields: Vec<String> = row.iter().map(|f| csv_field(f)).collect();
+        let _ = writeln!(out, "{}", fields.join(","));
+    }
+    out
+}
 
 /// The CSV exporter.
 pub struct Csv;
@@ -28,12 +49,12 @@ impl Exporter for Csv {
                     .unwrap_or_default()
                     .to_string();
                 let row = [
-                    field(&c.testbed),
-                    field(&c.workload),
-                    field(&c.phase),
+                    csv_field(&c.testbed),
+                    csv_field(&c.workload),
+                    csv_field(&c.phase),
                     c.threads.to_string(),
-                    field(&m.key),
-                    field(&m.unit),
+                    csv_field(&m.key),
+                    csv_field(&m.unit),
                     better,
                     s.n.to_string(),
                     s.mean.to_string(),

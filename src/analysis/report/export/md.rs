@@ -8,7 +8,32 @@ use anyhow::Result;
 use super::Exporter;
 use crate::analysis::report::document::Page;
 use crate::analysis::report::model::{environment_table, findings_table, Report, Table};
-use crate::analysis::report::output::{md_cell, md_header, md_row};
+
+/// One Markdown table cell: pipes escaped, on one line.
+pub fn md_cell(s: &str) -> String {
+    s.replace('|', "\\|").replace('\n', " ")
+}
+
+/// One Markdown table row.
+pub fn md_row<S: AsRef<str>>(cells: &[S]) -> String {
+    let cells: Vec<String> = cells.iter().map(|c| md_cell(c.as_ref())).collect();
+    format!("| {} |\n", cells.join(" | "))
+}
+
+/// A Markdown table's header and alignment lines: the first `label_columns` (at least one)
+/// aligned left, the figures right.
+pub fn md_header<S: AsRef<str>>(headers: &[S], label_columns: usize) -> String {
+    let align: Vec<&str> = (0..headers.len())
+        .map(|i| {
+            if i < label_columns.max(1) {
+                " --- "
+            } else {
+                " ---: "
+            }
+        })
+        .collect();
+    format!("{}|{}|\n", md_row(headers), align.join("|"))
+}
 
 /// The Markdown exporter.
 pub struct Markdown;

@@ -10,6 +10,9 @@ mod text;
 
 use anyhow::Result;
 
+pub use csv::{csv_field, csv_table};
+pub use md::{md_cell, md_header, md_row};
+
 use super::document::{Document, Page};
 use super::model::{Report, Table};
 
@@ -54,7 +57,7 @@ pub fn print(doc: &Document, format: Format) -> Result<()> {
 /// uses (`table` is the report's tables as terminal text; `html` one self-contained page with
 /// tables and inline SVG plots; `md` Markdown tables; `csv` the statistics per cell, one row
 /// per testbed × workload × phase × metric; `json` the whole report model).
-pub use super::output::OutputFormat as Format;
+pub use super::format::OutputFormat as Format;
 
 impl Format {
     /// The exporter of the format.
