@@ -6,9 +6,31 @@ before a share of its replies), interleaved per repetition (plain, stalled, plai
 prints per case: its disk time (wall − the disk clock's pause; for a time-boxed phase, its
 work per disk second) with a 95% interval over the repetitions, stalled/plain of disk time
 (goal: within 3%) and of wall time (goal: at least 20% longer, so the check has teeth), and
-the pause against the stalls injected.
+the pause against the stalls injected, and the disk work each arm did (requests and flushes
+in the case's phases, mean and range), which must match for the comparison to hold.
 
-  bench_device_stalls.py BIN OUTDIR REPS STALLS CASES   (CASES: comma-separated, of CASES below)
+The kernel's timers: a stall stretches a phase's wall time, and jbd2's commit (every 5 s) and
+periodic writeback (every 5 s, of data dirty for 30 s) keep the wall: in a stretched phase they
+fire more often and write more (a tree remove measured 28–57 flushes stalled against 9–23
+plain, and about 3,500 requests against about 90 when writeback landed in it). The disk's
+clock cannot hold them back, so the cases on a filesystem that carry them (clients-4,
+tree-remove; "timers held off" below) hold them off instead, as departures from the bench
+defaults:
+  - the testbed is mounted with `commit=3600` (jbd2 commits when the workload asks: an fsync,
+    the closing syncfs, a full transaction; not on its timer);
+  - periodic writeback is off (`vm.dirty_writeback_centisecs` = 0) for each run of these
+    cases and restored after it (also on SIGTERM/SIGINT), so only the workload's own syncs
+    and the dirty thresholds (far off on this 24 GiB machine) write back;
+  - each such phase starts right after a sync: tree remove's file_remove follows
+    file_create's closing syncfs and dir_remove file_remove's, and clients-4 does a fixed
+    amount of work (`--loops 2`, about 4 s plain) rather than a wall-clock time box, which
+    would let the two arms do different work.
+The counts of requests and flushes in each arm show whether the two arms did the same work.
+
+  bench_device_stalls.py BIN OUTDIR REPS STALLS CASES [--short] [--json PATH] [--workdir DIR]
+      CASES: comma-separated, of CASES below (empty: all); --short: each case smaller (the
+      test's version, about a minute in all); --json: the per-repetition records there;
+      --workdir: the benches' testbeds there
   bench_device_stalls.py --selftest
 """
 
@@ -16,24 +38,61 @@ import glob
 import json
 import math
 import os
+import signal
 import subprocess
 import sys
 
 FS = ["--fs", "ext4", "--fs-size", "1G", "--device-model", "deskstar-7k250", "--device-offset", "0",
       "--seed", "1", "-q"]
+HOLD = ["--mount-opts", "commit=3600"]
 CASES = {
-    # name: (what, argv after the binary, how to read the result)
+    # name: (what, argv after the binary, how to read the result, timers held off,
+    #        --short: {flag: its smaller value})
     "qd1-read": ("QD1 random 4K reads (devices check deskstar-7k250), ms per read",
-                 ["devices", "check", "deskstar-7k250", "--seconds", "2", "--json", "-q"], "check"),
+                 ["devices", "check", "deskstar-7k250", "--seconds", "2", "--json", "-q"], "check", False,
+                 {"--seconds": "1"}),
     "tio-seqwrite-t8": ("tio seqwrite, 8 threads, 64K blocks, 8 x 16M, s",
                         ["bench", "tio", *FS, "--mode", "seqwrite", "--threads", "8", "--block", "64K",
-                         "--file-size", "16M", "--cold", "none"], "seqwrite"),
-    "clients-4": ("bench clients, 4 clients, 5 s: s per 1000 ops (disk time / ops)",
-                  ["bench", "clients", *FS, "--clients", "4", "--time", "5s", "--cold", "none"], "clients"),
-    "tree-remove": ("fdtree remove with syncfs (7 levels, 3 dirs, 4 files of 4K; file_remove + dir_remove), s",
-                    ["bench", "fdtree", *FS, "--levels", "7", "--dirs-per-level", "3", "--files-per-dir",
-                     "4", "--file-size", "4K", "--fsync", "end", "--cold", "none"], "remove"),
+                         "--file-size", "16M", "--cold", "none"], "seqwrite", False, {"--file-size": "2M"}),
+    "clients-4": ("bench clients, 4 clients, 2 passes of the 2,000-transaction mix each, timers held off, s",
+                  ["bench", "clients", *FS, *HOLD, "--clients", "4", "--loops", "2", "--mix-ops", "2000",
+                   "--cold", "none"], "clients", True, {"--loops": "1", "--mix-ops": "300"}),
+    "tree-remove": ("fdtree remove with syncfs (7 levels, 3 dirs, 4 files of 4K; file_remove + dir_remove), "
+                    "timers held off, s",
+                    ["bench", "fdtree", *FS, *HOLD, "--levels", "7", "--dirs-per-level", "3", "--files-per-dir",
+                     "4", "--file-size", "4K", "--fsync", "end", "--cold", "none"], "remove", True,
+                    {"--levels": "4"}),
 }
+# Periodic writeback's interval, held at 0 (off) while a `held` case runs.
+WRITEBACK = "/proc/sys/vm/dirty_writeback_centisecs"
+
+
+class WritebackHeld:
+    """Periodic writeback off for a `with` block; the value before is put back after it, and
+    on SIGTERM/SIGINT (turned into SystemExit, so the block's exit runs)."""
+
+    def __enter__(self):
+        for sig in (signal.SIGTERM, signal.SIGINT):
+            signal.signal(sig, lambda n, _f: sys.exit(128 + n))
+        with open(WRITEBACK) as f:
+            self.before = f.read().strip()
+        with open(WRITEBACK, "w") as f:
+            f.write("0")
+        return self
+
+    def __exit__(self, *_exc):
+        with open(WRITEBACK, "w") as f:
+            f.write(self.before)
+        return False
+
+
+def argv_of(case, short):
+    """The case's argv; with `short`, its --short values in place."""
+    argv = list(CASES[case][1])
+    if short:
+        for flag, value in CASES[case][4].items():
+            argv[argv.index(flag) + 1] = value
+    return argv
 
 
 def t975(df):
@@ -51,38 +110,47 @@ def mean_ci(xs):
     return m, t975(n - 1) * sd / math.sqrt(n)
 
 
+def record(wall, disk, pause_ms, stops, requests, flushes):
+    return {"wall": wall, "disk": disk, "pause_ms": pause_ms, "stops": stops, "requests": requests,
+            "flushes": flushes}
+
+
 def from_check(path):
-    """QD1 reads: (wall ms per read, disk ms per read, pause ms, stops)."""
+    """QD1 reads: wall and disk ms per read, the pause (ms) and stops, requests (no flushes)."""
     b = json.load(open(path))["benches"][0]
     lat = b["lateness"]
     n = b["requests"]
-    return b["measured"], b["measured"] - lat["pause_ms"] / n, lat["pause_ms"], lat["pauses"]
+    return record(b["measured"], b["measured"] - lat["pause_ms"] / n, lat["pause_ms"], lat["pauses"], n, 0)
 
 
-def from_results(out, prefix):
-    """The phases named `prefix...`: (wall s, disk s, pause ms, stops); time-boxed (clients):
-    per 1000 operations."""
-    wall = pause = stops = ops = 0
+def phase_is(kind, name):
+    if kind == "remove":
+        return name.endswith("_remove")
+    if kind == "clients":
+        return name.startswith("clients-")
+    return name.startswith(kind)
+
+
+def from_results(out, kind):
+    """The case's phases (of `kind`), summed: wall and disk s, pause ms, stops, requests and
+    flushes."""
+    wall = pause = stops = requests = flushes = 0
     for f in sorted(glob.glob(os.path.join(out, "*.json"))):
         for p in json.load(open(f)).get("phases", []):
             d = p.get("device_model")
-            if d and (prefix == "clients" and p["name"].startswith("clients")
-                      or prefix == "remove" and p["name"].endswith("_remove")
-                      or p["name"].startswith(prefix)):
+            if d and phase_is(kind, p["name"]):
                 wall += p["wall_s"]
                 pause += d.get("pause_ns", 0) / 1e9
                 stops += d.get("pauses", 0)
-                ops += p["ops"]
+                requests += d["reads"] + d["writes"] + d["flushes"]
+                flushes += d["flushes"]
     if wall == 0:
-        raise SystemExit(f"no phase {prefix}* with an emulated disk's record in {out}")
-    if prefix == "clients":
-        k = 1000.0 / ops
-        return wall * k, (wall - pause) * k, pause * 1e3, stops
-    return wall, wall - pause, pause * 1e3, stops
+        raise ValueError(f"no {kind} phase with an emulated disk's record in {out}")
+    return record(wall, wall - pause, pause * 1e3, stops, requests, flushes)
 
 
-def run_case(binary, case, out, stalls):
-    _, argv, kind = CASES[case]
+def run_case(binary, case, out, stalls, opts):
+    argv, kind, held = argv_of(case, opts["short"]), CASES[case][2], CASES[case][3]
     env = dict(os.environ)
     env.pop("FSGAUGE_DEVICE_STALLS", None)
     if stalls:
@@ -93,38 +161,56 @@ def run_case(binary, case, out, stalls):
             subprocess.run([binary, *argv], stdout=o, stderr=e, env=env, check=True)
         return from_check(os.path.join(out, "check.json"))
     with open(os.path.join(out, "err"), "w") as e:
-        subprocess.run([binary, *argv, "--out", os.path.join(out, "res")], stdout=subprocess.DEVNULL,
-                       stderr=e, env=env, check=True)
+        cmd = [binary, *argv, "--out", os.path.join(out, "res")]
+        if opts["workdir"]:
+            cmd += ["--workdir", opts["workdir"]]
+        if held:
+            with WritebackHeld():
+                subprocess.run(cmd, stdout=subprocess.DEVNULL, stderr=e, env=env, check=True)
+        else:
+            subprocess.run(cmd, stdout=subprocess.DEVNULL, stderr=e, env=env, check=True)
     return from_results(os.path.join(out, "res"), kind)
 
 
+def spread(xs):
+    """Mean and range of counts, e.g. "91 (88–95)"."""
+    return f"{sum(xs) / len(xs):.0f} ({min(xs)}–{max(xs)})"
+
+
 def table(rows):
-    """rows: case -> {"plain": [(wall, disk, pause, stops)], "stalled": [...]}."""
-    lines = ["case | plain disk (95% CI) | stalled disk (95% CI) | disk stalled/plain | wall stalled/plain | pause ms stalled (plain) | stops | goals"]
+    """rows: case -> {"plain": [record], "stalled": [record]}."""
+    lines = ["case | plain disk (95% CI) | stalled disk (95% CI) | disk stalled/plain | wall stalled/plain | "
+             "pause ms stalled (plain) | stops | requests plain / stalled | flushes plain / stalled | goals"]
     for case, r in rows.items():
         p, s = r["plain"], r["stalled"]
         if not p or not s:
             lines.append(f"{case} | (failed)")
             continue
-        pd, pci = mean_ci([x[1] for x in p])
-        sd, sci = mean_ci([x[1] for x in s])
-        pw, _ = mean_ci([x[0] for x in p])
-        sw, _ = mean_ci([x[0] for x in s])
+        pd, pci = mean_ci([x["disk"] for x in p])
+        sd, sci = mean_ci([x["disk"] for x in s])
+        pw, _ = mean_ci([x["wall"] for x in p])
+        sw, _ = mean_ci([x["wall"] for x in s])
         ratio, wall = sd / pd, sw / pw
         ok = ("disk within 3%: " + ("yes" if abs(ratio - 1) <= 0.03 else "NO")
               + "; wall +20%: " + ("yes" if wall >= 1.2 else "NO"))
         lines.append(
             f"{case} | {pd:.4f} ± {pci:.4f} | {sd:.4f} ± {sci:.4f} | {ratio:.3f} | {wall:.3f} | "
-            f"{mean_ci([x[2] for x in s])[0]:.1f} ({mean_ci([x[2] for x in p])[0]:.1f}) | "
-            f"{mean_ci([x[3] for x in s])[0]:.0f} | {ok}")
+            f"{mean_ci([x['pause_ms'] for x in s])[0]:.1f} ({mean_ci([x['pause_ms'] for x in p])[0]:.1f}) | "
+            f"{mean_ci([x['stops'] for x in s])[0]:.0f} | "
+            f"{spread([x['requests'] for x in p])} / {spread([x['requests'] for x in s])} | "
+            f"{spread([x['flushes'] for x in p])} / {spread([x['flushes'] for x in s])} | {ok}")
     return "\n".join(lines)
 
 
 def selftest():
-    rows = {"a": {"plain": [(10, 10, 0, 0), (10.2, 10.1, 1, 3)], "stalled": [(13, 10.05, 2950, 30), (13.1, 10.1, 3000, 31)]}}
+    rows = {"a": {"plain": [record(10, 10, 0, 0, 90, 9), record(10.2, 10.1, 1, 3, 92, 9)],
+                  "stalled": [record(13, 10.05, 2950, 30, 91, 9), record(13.1, 10.1, 3000, 31, 90, 10)]}}
     t = table(rows)
     assert "disk within 3%: yes; wall +20%: yes" in t, t
+    assert "91 (90–92) / 90 (90–91) | 9 (9–9) / 10 (9–10)" in t, t
     assert mean_ci([1.0])[1] == 0.0
+    assert argv_of("tree-remove", True)[argv_of("tree-remove", True).index("--levels") + 1] == "4"
+    assert "commit=3600" in argv_of("clients-4", False)
     print("selftest ok")
 
 
@@ -132,24 +218,34 @@ def main(argv):
     if argv[1:] == ["--selftest"]:
         return selftest()
     binary, outdir, reps, stalls, cases = argv[1:6]
+    rest = argv[6:]
+    value = lambda flag: rest[rest.index(flag) + 1] if flag in rest else None
+    opts = {"short": "--short" in rest, "workdir": value("--workdir")}
+    short, json_out = opts["short"], value("--json")
     cases = cases.split(",") if cases else list(CASES)
     for c in cases:
         if c not in CASES:
             sys.exit(f"bench-device --stalls: no case {c} (the cases: {', '.join(CASES)})")
     rows = {c: {"plain": [], "stalled": []} for c in cases}
+    failed = 0
     for rep in range(int(reps)):
         for c in cases:
             for which, s in (("plain", ""), ("stalled", stalls)):
                 out = os.path.join(outdir, f"{c}-{which}-{rep}")
                 try:
-                    rows[c][which].append(run_case(binary, c, out, s))
-                except (subprocess.CalledProcessError, SystemExit, KeyError, ValueError) as e:
+                    rows[c][which].append(run_case(binary, c, out, s, opts))
+                except (subprocess.CalledProcessError, KeyError, ValueError) as e:
+                    failed += 1
                     print(f"{c} {which} rep {rep}: failed ({e}); see {out}/err", file=sys.stderr)
         print(f"after repetition {rep + 1}:\n{table(rows)}\n", flush=True)
-    print(f"stalls {stalls}; {reps} repetitions, plain and stalled interleaved")
+    print(f"stalls {stalls}; {reps} repetitions, plain and stalled interleaved{'; short' if short else ''}")
     for c in cases:
         print(f"  {c}: {CASES[c][0]}")
     print(table(rows))
+    if json_out:
+        with open(json_out, "w") as f:
+            json.dump({"stalls": stalls, "short": short, "rows": rows}, f, indent=1)
+    sys.exit(1 if failed else 0)
 
 
 if __name__ == "__main__":
