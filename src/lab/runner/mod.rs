@@ -460,29 +460,14 @@ fn run_in(
         phases: pre_phases,
         layout: pre_layout,
     } = condition(target, r, need, &mut warnings, ks)?;
-    let root_name = match &*target {
-        Target::Testbed(_) => format!("fsgauge-{}", wl.kind()),
-        Target::Dir(_) => format!("fsgauge-{}-{}-{rep}", wl.kind(), std::process::id()),
-    };
-    let root = target.path().join(&root_name);
-    // Under MPI the ranks make one directory for the run together (see `dist`).
     let coord = opts.coordinator.clone();
-    let dist_root = coord.make_root(target.path(), wl.kind(), rep)?;
-    let root = dist_root.as_ref().map_or(root, |d| d.root.clone());
-    let cleanup_root = if dist_root.is_some() {
-        None
-    } else {
-        Some(RootGuard::make(target, &root_name).context("creating the workload directory")?)
-    };
-
-    let mem_limit = match opts.mem_limit {
-        Some(limit) => Some(MemLimit::apply(limit, memory_needs(wl)?)?),
-        None => None,
-    };
-    let charger = match opts.mem_charge {
-        Some(target_free) => Some(MemCharger::charge(target_free)?),
-        None => None,
-    };
+    let WorkRoot {
+        name: root_name,
+        root,
+        cleanup: cleanup_root,
+        dist: dist_root,
+    } = WorkRoot::make(target, wl, &coord, rep)?;
+    let (mem_limit, charger) = memory_conditions(opts, wl)?;
 
     if !wl.sets_up_inside() {
         target.measuring(true)?;
@@ -493,18 +478,7 @@ fn run_in(
         Some(g) => (g.pinned(), g.shown()),
         None => (root.clone(), root),
     };
-    let mut ctx = RunContext::new(target, root, seed, opts.cold, opts.progress)
-        .with_shown_root(shown.clone())
-        .with_coordinator(coord.clone())
-        .with_crash_points(opts.crash.judged())
-        .with_kept_series(ks.take_series());
-    if opts.layout {
-        ctx.set_layout_hook(Box::new(move |root, target| {
-            let mut snap = crate::layout::snapshot(root, &target.reach())?;
-            unpin(&mut snap, root, &shown);
-            Ok(snap)
-        }));
-    }
+    let mut ctx = run_context(target, r, root, shown, ks);
     let ran_at = std::time::Instant::now();
     let ran = wl.run(&mut ctx).map_err(|e| match &cleanup_root {
         Some(g) => g.explain(e),
@@ -538,13 +512,7 @@ fn run_in(
         coord.release_root(d);
     }
     if let Err(e) = ran {
-        // A write error of the testbed may come from the host: the store under its image full.
-        if let (Target::Testbed(t), true) = (&*target, crate::base::error::exit_code(&e) < 128) {
-            if let Some(full) = t.backing_full() {
-                return Err(anyhow::anyhow!("{full}; the run failed with: {e:#}"));
-            }
-        }
-        return Err(e);
+        return Err(with_backing_full(target, e));
     }
     warnings.extend(more_warnings);
     // Where the emulated disk fell behind its model is in the phases' records; reports and
@@ -557,6 +525,101 @@ fn run_in(
     result.testbed.aged_image = ks.start.take().or(kept::first_start(series));
     result.crash = crash;
     Ok(result)
+}
+
+/// The directory a repetition's workload runs in: made by fsgauge (and removed by its guard),
+/// or, under MPI, made by the ranks together (see `dist`) and released through the coordinator.
+struct WorkRoot {
+    /// The directory's name under the target.
+    name: String,
+    /// The directory's path (the one the ranks share under MPI).
+    root: PathBuf,
+    /// The guard removing the directory fsgauge made; `None` under MPI.
+    cleanup: Option<RootGuard>,
+    /// The directory the ranks made together; `None` outside MPI.
+    dist: Option<crate::dist::DistRoot>,
+}
+
+impl WorkRoot {
+    /// Makes repetition `rep`'s workload directory in the target: named after the workload (and,
+    /// in a `--dir`, the process and repetition), or the one the MPI ranks make together.
+    fn make(
+        target: &Target,
+        wl: &dyn Workload,
+        coord: &crate::dist::Coord,
+        rep: u32,
+    ) -> Result<Self> {
+        let name = match target {
+            Target::Testbed(_) => format!("fsgauge-{}", wl.kind()),
+            Target::Dir(_) => format!("fsgauge-{}-{}-{rep}", wl.kind(), std::process::id()),
+        };
+        let root = target.path().join(&name);
+        let dist = coord.make_root(target.path(), wl.kind(), rep)?;
+        let root = dist.as_ref().map_or(root, |d| d.root.clone());
+        let cleanup = if dist.is_some() {
+            None
+        } else {
+            Some(RootGuard::make(target, &name).context("creating the workload directory")?)
+        };
+        Ok(Self {
+            name,
+            root,
+            cleanup,
+            dist,
+        })
+    }
+}
+
+/// The memory limit and the memory charger the options ask for, applied before the workload runs.
+fn memory_conditions(
+    opts: &RunOptions,
+    wl: &dyn Workload,
+) -> Result<(Option<MemLimit>, Option<MemCharger>)> {
+    let mem_limit = match opts.mem_limit {
+        Some(limit) => Some(MemLimit::apply(limit, memory_needs(wl)?)?),
+        None => None,
+    };
+    let charger = match opts.mem_charge {
+        Some(target_free) => Some(MemCharger::charge(target_free)?),
+        None => None,
+    };
+    Ok((mem_limit, charger))
+}
+
+/// The workload's context: its (pinned) root, shown as `shown`, the run's options, the kept
+/// series, and with `--layout` a hook snapshotting the layout with the pinned root unpinned.
+fn run_context<'a>(
+    target: &'a mut Target,
+    r: Rep<'_>,
+    root: PathBuf,
+    shown: PathBuf,
+    ks: &mut Start,
+) -> RunContext<'a> {
+    let opts = r.opts;
+    let mut ctx = RunContext::new(target, root, r.seed, opts.cold, opts.progress)
+        .with_shown_root(shown.clone())
+        .with_coordinator(opts.coordinator.clone())
+        .with_crash_points(opts.crash.judged())
+        .with_kept_series(ks.take_series());
+    if opts.layout {
+        ctx.set_layout_hook(Box::new(move |root, target| {
+            let mut snap = crate::layout::snapshot(root, &target.reach())?;
+            unpin(&mut snap, root, &shown);
+            Ok(snap)
+        }));
+    }
+    ctx
+}
+
+/// A failed run's error, naming the host's store under the testbed's image where it is full:
+/// a write error of the testbed may come from there.
+fn with_backing_full(target: &Target, e: anyhow::Error) -> anyhow::Error {
+    if let (Target::Testbed(t), true) = (target, crate::base::error::exit_code(&e) < 128) {
+        if let Some(full) = t.backing_full() {
+            return anyhow::anyhow!("{full}; the run failed with: {e:#}");
+        }
+    }
+    e
 }
 
 /// The space the workload needs, refused (naming the target) where the target has less.
