@@ -16,7 +16,7 @@
 
 use std::ffi::{CString, OsStr};
 use std::fs;
-use std::os::fd::{AsFd, AsRawFd, OwnedFd, RawFd};
+use std::os::fd::{AsFd, AsRawFd, BorrowedFd, OwnedFd, RawFd};
 use std::os::unix::ffi::OsStrExt;
 use std::os::unix::fs::MetadataExt;
 use std::path::{Component, Path, PathBuf};
@@ -89,70 +89,33 @@ impl RunDir {
             .with_context(|| format!("{} holds a NUL byte", reach.display()))?;
         let pfd = crate::base::sys::open(&cparent, DIR_FLAGS, 0)
             .with_context(|| format!("opening {}", parent.display()))?;
-        let mut ledger = if record {
-            let mut l = Ledger::begin(&format!("dir-{}", super::unique_suffix()), false)?;
-            l.set_details(serde_json::json!({ "dir": path }))?;
-            Some(l)
-        } else {
-            None
-        };
         let unconfirmed = Resource::RunDir {
             parent: parent.to_path_buf(),
             name: name.to_string(),
             ino: None,
         };
-        if let Some(l) = ledger.as_mut() {
-            l.record(unconfirmed.clone())?;
-        }
-        let give_up = |ledger: Option<Ledger>, forget: bool| {
-            if let Some(mut l) = ledger {
-                if forget {
-                    let _ = l.forget(&unconfirmed);
-                }
-                for e in l.release_all_with(teardown) {
-                    eprintln!("fsgauge: warning: {e:#}");
-                }
-            }
+        let mut ledger = if record {
+            Some(record_unconfirmed(&path, &unconfirmed)?)
+        } else {
+            None
         };
-        if let Err(e) = mkdir_at(pfd.as_fd(), cname.as_c_str(), 0o700) {
+        if let Err(e) = make_dir(pfd.as_fd(), &cname, &path) {
             // Nothing was made (and a directory already there is not ours to remove).
-            give_up(ledger, true);
-            return Err(e).with_context(|| {
-                format!(
-                    "creating {}{}",
-                    path.display(),
-                    if e == Errno::EEXIST {
-                        " (something of that name is there already, not made by this run)"
-                    } else {
-                        ""
-                    }
-                )
-            });
+            give_up(ledger, &unconfirmed, true);
+            return Err(e);
         }
-        let opened = match crate::base::sys::open_at(pfd.as_raw_fd(), &cname, DIR_FLAGS, 0) {
-            Ok(fd) => check_made(fd, &path),
-            // A symlink (ELOOP, ENOTDIR with O_DIRECTORY), a file, or nothing where the
-            // directory was made a moment ago.
-            Err(e @ (Errno::ELOOP | Errno::ENOTDIR | Errno::ENOENT)) => {
-                Err(Made::Swapped(swapped(&path, &format!("{e:?} opening it"))))
-            }
-            Err(e) => Err(Made::Failed(
-                anyhow::Error::new(e)
-                    .context(format!("opening {} right after making it", path.display())),
-            )),
-        };
-        let (dir, st) = match opened {
+        let (dir, st) = match open_made(pfd.as_fd(), &cname, &path) {
             Ok(x) => x,
             Err(Made::Swapped(e)) => {
                 // What fsgauge made was moved away empty, and what has the name now is
                 // another user's: neither is for fsgauge to remove.
-                give_up(ledger, true);
+                give_up(ledger, &unconfirmed, true);
                 return Err(e);
             }
             Err(Made::Failed(e)) => {
                 // The name is not known to be ours: the ledger entry (no inode) lets cleanup
                 // remove only an empty directory.
-                give_up(ledger, false);
+                give_up(ledger, &unconfirmed, false);
                 return Err(e);
             }
         };
@@ -181,23 +144,35 @@ impl RunDir {
             ledger,
             made: Some(made),
         };
-        match fs::metadata(&this.pinned) {
-            Ok(m) if (m.dev(), m.ino()) == (this.dev, this.ino) => {}
-            _ => bail!(
-                "{} does not lead to {} (is /proc mounted?): fsgauge reaches its run directory through it",
-                this.pinned.display(),
-                this.path.display()
-            ),
-        }
+        this.check_pinned()?;
         if !record {
-            pins().push(Pin {
-                fd: this.dir.as_raw_fd(),
-                parent: this.parent_path.clone(),
-                name: this.name.clone(),
-                ino: this.ino,
-            });
+            this.pin();
         }
         Ok(this)
+    }
+
+    /// Checks that the pinned path (`/proc/self/fd/N/.`) leads to the directory made: fsgauge
+    /// reaches its run directory only through it.
+    fn check_pinned(&self) -> Result<()> {
+        match fs::metadata(&self.pinned) {
+            Ok(m) if (m.dev(), m.ino()) == (self.dev, self.ino) => Ok(()),
+            _ => bail!(
+                "{} does not lead to {} (is /proc mounted?): fsgauge reaches its run directory through it",
+                self.pinned.display(),
+                self.path.display()
+            ),
+        }
+    }
+
+    /// Keeps the unrecorded directory (one on a testbed) among the pins, by its descriptor,
+    /// parent, name and inode.
+    fn pin(&self) {
+        pins().push(Pin {
+            fd: self.dir.as_raw_fd(),
+            parent: self.parent_path.clone(),
+            name: self.name.clone(),
+            ino: self.ino,
+        });
     }
 
     /// The path as the user knows it, for messages and results.
@@ -321,6 +296,64 @@ const DIR_FLAGS: libc::c_int =
     libc::O_RDONLY | libc::O_DIRECTORY | libc::O_NOFOLLOW | libc::O_CLOEXEC;
 
 /// Why a directory just made cannot be used.
+/// Begins the ledger entry of run directory `path`, holding `unconfirmed` (its name, no
+/// inode yet) before anything is made.
+fn record_unconfirmed(path: &Path, unconfirmed: &Resource) -> Result<Ledger> {
+    let mut l = Ledger::begin(&format!("dir-{}", super::unique_suffix()), false)?;
+    l.set_details(serde_json::json!({ "dir": path }))?;
+    l.record(unconfirmed.clone())?;
+    Ok(l)
+}
+
+/// Releases the ledger of a run directory that could not be made or confirmed; with
+/// `forget`, its `unconfirmed` entry is dropped first, so that nothing is removed by name.
+fn give_up(ledger: Option<Ledger>, unconfirmed: &Resource, forget: bool) {
+    if let Some(mut l) = ledger {
+        if forget {
+            let _ = l.forget(unconfirmed);
+        }
+        for e in l.release_all_with(teardown) {
+            eprintln!("fsgauge: warning: {e:#}");
+        }
+    }
+}
+
+/// Makes directory `name` (mode 0700) in `parent`; the error names `path`, and says when
+/// something of that name was there already.
+fn make_dir(parent: BorrowedFd<'_>, name: &CString, path: &Path) -> Result<()> {
+    mkdir_at(parent, name.as_c_str(), 0o700).map_err(|e| {
+        anyhow::Error::new(e).context(format!(
+            "creating {}{}",
+            path.display(),
+            if e == Errno::EEXIST {
+                " (something of that name is there already, not made by this run)"
+            } else {
+                ""
+            }
+        ))
+    })
+}
+
+/// Opens directory `name` in `parent` right after making it, and checks it is the one made.
+fn open_made(
+    parent: BorrowedFd<'_>,
+    name: &CString,
+    path: &Path,
+) -> Result<(OwnedFd, libc::stat), Made> {
+    match crate::base::sys::open_at(parent.as_raw_fd(), name, DIR_FLAGS, 0) {
+        Ok(fd) => check_made(fd, path),
+        // A symlink (ELOOP, ENOTDIR with O_DIRECTORY), a file, or nothing where the
+        // directory was made a moment ago.
+        Err(e @ (Errno::ELOOP | Errno::ENOTDIR | Errno::ENOENT)) => {
+            Err(Made::Swapped(swapped(path, &format!("{e:?} opening it"))))
+        }
+        Err(e) => Err(Made::Failed(
+            anyhow::Error::new(e)
+                .context(format!("opening {} right after making it", path.display())),
+        )),
+    }
+}
+
 enum Made {
     /// Another user swapped something in under its name.
     Swapped(anyhow::Error),
