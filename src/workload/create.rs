@@ -16,6 +16,8 @@
 //! minimal C program doing the same syscalls (it measures about 97-98%; the rest is the
 //! recording: the bare syscall loop alone measured 99.4-100%).
 
+use std::path::Path;
+
 use anyhow::Result;
 use rand::{RngCore, SeedableRng};
 use serde::{Deserialize, Serialize};
@@ -28,8 +30,9 @@ use super::{RunContext, Workload};
 use crate::base::error::bad_param;
 use crate::base::sys::{fs_error, Dir};
 use crate::base::units::{blocks_4k, Overflow};
-use crate::measure::OpDef;
+use crate::measure::{OpDef, OpId, Recorder};
 use crate::results::MetricDef;
+use crate::results::PhaseResult;
 
 /// fs_mark-style small-file creation rate: per file open(O_CREAT), writes, optional fsync,
 /// close, each syscall timed on its own; then a remove phase (after --cold).
@@ -182,14 +185,7 @@ impl Create {
                 let mut dname = NameBuf::new();
                 let mut fname = NameBuf::new();
                 fname.push_str("f").push_num(0, fw);
-                let shown = |fname: &NameBuf, i: u64| match i.checked_div(k) {
-                    None => format!("{}/{}", wdir.display(), fname.as_str()),
-                    Some(s) => {
-                        let mut sub = NameBuf::new();
-                        sub.push_str("s").push_num(s, sw);
-                        format!("{}/{}/{}", wdir.display(), sub.as_str(), fname.as_str())
-                    }
-                };
+                let shown = |fname: &NameBuf, i: u64| shown_file(&wdir, fname, i, k, sw);
                 // Files still to go in the current subdirectory (0: open the next one).
                 let mut room = 0u64;
                 let clock = rec.clock();
@@ -251,28 +247,12 @@ impl Create {
                     Ok(())
                 })?;
                 if fsync == FsyncMode::End {
-                    let shown = wdir.display().to_string();
-                    let start = durable_tree::now();
-                    timed_syncfs(rec, syncfs_op, &wfd, &shown)?;
-                    if let Some(l) = ledger {
-                        l.synced(w as u32, start);
-                    }
+                    sync_worker_dir(rec, syncfs_op, &wfd, &wdir, w, ledger)?;
                 }
                 Ok(())
             },
         )?;
-        // Files made: every one asked for, or those done by the stonewall.
-        let made = phase.ops as f64;
-        let wall = phase.wall_s.max(1e-9);
-        phase.extra.insert("files".into(), made);
-        phase.extra.insert("files_per_s".into(), made / wall);
-        let kib = phase.bytes as f64 / 1024.0 / wall;
-        phase.extra.insert("kib_per_s".into(), kib);
-        Ok(if phase.workers.is_empty() {
-            vec![phase.ops]
-        } else {
-            phase.workers.iter().map(|w| w.ops).collect()
-        })
+        Ok(files_made(phase))
     }
 
     /// Unlinks the files each worker made (`made[w]`), then the subdirectories; each unlink's
@@ -490,6 +470,54 @@ impl Naming for Names {
         }
         p.push_str(&format!("f{i:0fw$}"));
         p
+    }
+}
+
+/// The path shown for worker directory `wdir`'s file `fname` (its `i`th): in subdirectory
+/// "s" and `i / k` (zero-padded to `sw`) where there are `k` files a subdirectory.
+fn shown_file(wdir: &Path, fname: &NameBuf, i: u64, k: u64, sw: usize) -> String {
+    match i.checked_div(k) {
+        None => format!("{}/{}", wdir.display(), fname.as_str()),
+        Some(s) => {
+            let mut sub = NameBuf::new();
+            sub.push_str("s").push_num(s, sw);
+            format!("{}/{}/{}", wdir.display(), sub.as_str(), fname.as_str())
+        }
+    }
+}
+
+/// With `--fsync end`: syncs worker `w`'s filesystem through its directory `wfd` (timed as
+/// `op`), the sync's start kept in `ledger`.
+fn sync_worker_dir(
+    rec: &mut Recorder,
+    op: OpId,
+    wfd: &Dir,
+    wdir: &Path,
+    w: usize,
+    ledger: Option<&Ledger>,
+) -> Result<()> {
+    let shown = wdir.display().to_string();
+    let start = durable_tree::now();
+    timed_syncfs(rec, op, wfd, &shown)?;
+    if let Some(l) = ledger {
+        l.synced(w as u32, start);
+    }
+    Ok(())
+}
+
+/// Adds the create phase's files, files a second and KiB a second to its figures; returns how
+/// many files each worker made (every one asked for, or those done by the stonewall).
+fn files_made(phase: &mut PhaseResult) -> Vec<u64> {
+    let made = phase.ops as f64;
+    let wall = phase.wall_s.max(1e-9);
+    phase.extra.insert("files".into(), made);
+    phase.extra.insert("files_per_s".into(), made / wall);
+    let kib = phase.bytes as f64 / 1024.0 / wall;
+    phase.extra.insert("kib_per_s".into(), kib);
+    if phase.workers.is_empty() {
+        vec![phase.ops]
+    } else {
+        phase.workers.iter().map(|w| w.ops).collect()
     }
 }
 
