@@ -111,6 +111,30 @@ struct Shared<'a> {
     mount_parents: HashSet<(u64, u64)>,
 }
 
+impl<'a> Shared<'a> {
+    /// The state the workers share: an empty queue, and (unless FIEMAP alone is used) the
+    /// directories holding mount points.
+    fn new(opts: &'a WalkOptions, sink: Option<FileSink<'a>>) -> Self {
+        Shared {
+            queue: Mutex::new(Queue {
+                jobs: Vec::new(),
+                busy: 0,
+                failed: false,
+            }),
+            ready: Condvar::new(),
+            seen: Mutex::new(HashSet::new()),
+            opts,
+            sink,
+            readers: Mutex::new(HashMap::new()),
+            mount_parents: if opts.method == ScanMethod::Fiemap {
+                HashSet::new()
+            } else {
+                mount_parents()
+            },
+        }
+    }
+}
+
 /// The (device, inode) of the directory holding each mount point of this process.
 fn mount_parents() -> HashSet<(u64, u64)> {
     let mut out = HashSet::new();
@@ -190,23 +214,7 @@ pub fn scan_tree(
     opts: &WalkOptions,
     sink: Option<FileSink<'_>>,
 ) -> Result<LayoutSummary> {
-    let shared = Shared {
-        queue: Mutex::new(Queue {
-            jobs: Vec::new(),
-            busy: 0,
-            failed: false,
-        }),
-        ready: Condvar::new(),
-        seen: Mutex::new(HashSet::new()),
-        opts,
-        sink,
-        readers: Mutex::new(HashMap::new()),
-        mount_parents: if opts.method == ScanMethod::Fiemap {
-            HashSet::new()
-        } else {
-            mount_parents()
-        },
-    };
+    let shared = Shared::new(opts, sink);
     let mut total = SummaryBuilder::new(opts.top);
     let mut worker0 = Worker::new(&shared);
     for p in paths {
@@ -215,23 +223,7 @@ pub fn scan_tree(
         let st = statx_nofollow(libc::AT_FDCWD, &c)
             .map_err(|e| bad_input(format!("{}: {e}", p.display())))?;
         let kind = kind_of(st.stx_mode as u32);
-        let mut root_reader = None;
-        if opts.method != ScanMethod::Fiemap && matches!(kind, libc::S_IFDIR | libc::S_IFREG) {
-            let r = open_quietly(&c)
-                .map_err(|e| format!("opening: {e}"))
-                .and_then(|fd| worker0.reader_for(dev_of(&st), fd.as_fd()));
-            match r {
-                Ok(r) => root_reader = Some(r),
-                // Asked for on-disk reading: say so now, before scanning, if it cannot be done.
-                Err(e) if opts.method == ScanMethod::Ondisk => {
-                    return Err(bad_input(format!(
-                        "--method ondisk: {}: {e} (--method auto falls back to FIEMAP)",
-                        p.display()
-                    )))
-                }
-                Err(_) => {}
-            }
-        }
+        let root_reader = worker0.root_reader(p, &c, &st)?;
         match kind {
             libc::S_IFDIR => {
                 let key = (dev_of(&st), st.stx_ino);
@@ -271,12 +263,26 @@ pub fn scan_tree(
             }
         }
     }
-    let threads = opts.threads.max(1);
+    for b in run_workers(&shared, worker0)? {
+        total.merge(b);
+    }
+    let mut s = total.finish();
+    s.method = opts.method.name().to_string();
+    Ok(s)
+}
+
+/// Runs `worker0` and `opts.threads - 1` more workers over the queued directories until the
+/// queue is empty; returns each worker's summary, or an error where one of them panicked.
+fn run_workers<'s, 'a>(
+    shared: &'s Shared<'a>,
+    mut worker0: Worker<'s, 'a>,
+) -> Result<Vec<SummaryBuilder>> {
+    let threads = shared.opts.threads.max(1);
     let results: Vec<SummaryBuilder> = std::thread::scope(|s| {
         let handles: Vec<_> = (1..threads)
             .map(|_| {
                 s.spawn(|| {
-                    let mut w = Worker::new(&shared);
+                    let mut w = Worker::new(shared);
                     w.run();
                     w.b
                 })
@@ -297,12 +303,7 @@ pub fn scan_tree(
     if shared.queue.lock().expect("queue lock").failed {
         anyhow::bail!("a scanning thread panicked");
     }
-    for b in results {
-        total.merge(b);
-    }
-    let mut s = total.finish();
-    s.method = opts.method.name().to_string();
-    Ok(s)
+    Ok(results)
 }
 
 /// Opens a directory or regular file for fstatfs/syncfs (never blocks on a FIFO, never follows
@@ -497,13 +498,38 @@ impl<'s, 'a> Worker<'s, 'a> {
         }
     }
 
-    /// Reads one directory; returns the subdirectories to walk.
-    fn directory(&mut self, job: &Job) -> Vec<Job> {
-        let mut subdirs = Vec::new();
-        let c = match std::ffi::CString::new(job.path.as_os_str().as_bytes()) {
-            Ok(c) => c,
-            Err(_) => return subdirs,
-        };
+    /// The on-disk reader for root path `p` (`c`, statx'ed as `st`), where the method reads
+    /// on disk and `p` is a directory or regular file; with `--method ondisk`, a reader that
+    /// cannot be had is refused now, before scanning.
+    fn root_reader(
+        &mut self,
+        p: &Path,
+        c: &CStr,
+        st: &libc::statx,
+    ) -> Result<Option<Arc<ExtReader>>> {
+        let method = self.shared.opts.method;
+        let kind = kind_of(st.stx_mode as u32);
+        if method == ScanMethod::Fiemap || !matches!(kind, libc::S_IFDIR | libc::S_IFREG) {
+            return Ok(None);
+        }
+        let r = open_quietly(c)
+            .map_err(|e| format!("opening: {e}"))
+            .and_then(|fd| self.reader_for(dev_of(st), fd.as_fd()));
+        match r {
+            Ok(r) => Ok(Some(r)),
+            Err(e) if method == ScanMethod::Ondisk => Err(bad_input(format!(
+                "--method ondisk: {}: {e} (--method auto falls back to FIEMAP)",
+                p.display()
+            ))),
+            Err(_) => Ok(None),
+        }
+    }
+
+    /// Opens directory `job` (never following a symlink): its descriptor, for *at() calls,
+    /// and a stream reading its entries from a second descriptor; `None`, the error counted,
+    /// where it cannot be opened or read.
+    fn open_directory(&mut self, job: &Job) -> Option<(OwnedFd, DirStream)> {
+        let c = std::ffi::CString::new(job.path.as_os_str().as_bytes()).ok()?;
         let fd = match crate::base::sys::open(
             &c,
             libc::O_RDONLY | libc::O_DIRECTORY | libc::O_NOFOLLOW | libc::O_CLOEXEC,
@@ -513,25 +539,33 @@ impl<'s, 'a> Worker<'s, 'a> {
             Err(e) => {
                 let e = io::Error::from_raw_os_error(e as i32);
                 self.count_error(&job.path, "opening directory", &e);
-                return subdirs;
+                return None;
             }
         };
-        let dirfd = fd.as_raw_fd();
         // A second descriptor for the stream, so `fd` stays usable for *at() calls.
         let dup = match fd.try_clone() {
             Ok(d) => d,
             Err(e) => {
                 self.count_error(&job.path, "reading directory", &e);
-                return subdirs;
+                return None;
             }
         };
-        let mut dir = match DirStream::new(dup) {
-            Ok(d) => d,
+        match DirStream::new(dup) {
+            Ok(d) => Some((fd, d)),
             Err(e) => {
                 self.count_error(&job.path, "reading directory", &io::Error::from(e));
-                return subdirs;
+                None
             }
+        }
+    }
+
+    /// Reads one directory; returns the subdirectories to walk.
+    fn directory(&mut self, job: &Job) -> Vec<Job> {
+        let mut subdirs = Vec::new();
+        let Some((fd, mut dir)) = self.open_directory(job) else {
+            return subdirs;
         };
+        let dirfd = fd.as_raw_fd();
         self.b.new_directory();
         let reader = if self.shared.opts.method == ScanMethod::Fiemap
             || self.shared.mount_parents.contains(&job.key)
