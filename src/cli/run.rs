@@ -641,10 +641,12 @@ fn quick_on_temp_dir(c: &RunCmd) -> Result<ExitCode> {
             )
         })?;
     let dir = temp.path().to_path_buf();
-    println!(
-        "not root: running the quick study on the temporary directory {} instead of fresh testbeds (run as root to build ext4/xfs/btrfs testbeds)",
-        dir.display()
-    );
+    if !c.output.format().is_machine() {
+        println!(
+            "not root: running the quick study on the temporary directory {} instead of fresh testbeds (run as root to build ext4/xfs/btrfs testbeds)",
+            dir.display()
+        );
+    }
     let opts = RunOptions {
         reps,
         // A directory is no plan's testbed: the seed and the cold mode are those of a run
