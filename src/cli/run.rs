@@ -4,15 +4,19 @@
 //! directory instead.
 
 use crate::analysis::report::lateness::is_lateness_warning;
+use std::fmt::Write as _;
 use std::path::{Path, PathBuf};
 use std::process::ExitCode;
 
 use anyhow::{Context, Result};
 use clap::Args;
+use serde::Serialize;
 
-use crate::analysis::report::output::{render_results, ResultViews};
+use crate::analysis::report::document::Page;
+use crate::analysis::report::output::{results_page, ResultViews};
 use crate::analysis::report::table::{side_by_side, side_by_side_per_workload};
 use crate::base::error::bad_input;
+use crate::base::text::Table;
 use crate::base::units::{format_bytes_human, format_size};
 use crate::cli::common::{declared, OutputArgs};
 use crate::device::ProfileRef;
@@ -193,7 +197,8 @@ pub fn run(c: RunCmd) -> Result<ExitCode> {
     };
     let m = plan::matrix(&plan);
     if c.dry_run {
-        print_dry_run(&plan, &m, &c.run.out.dir)?;
+        c.output
+            .print(dry_run_document(&plan, &m, &c.run.out.dir)?)?;
         return Ok(ExitCode::SUCCESS);
     }
     if !c.output.quiet {
@@ -229,24 +234,12 @@ pub fn run(c: RunCmd) -> Result<ExitCode> {
         csv: None,
     };
     if !c.output.format().is_machine() {
-        if let Some(f) = crate::analysis::report::table::findings_text(&ex.results) {
-            println!("{f}");
-        }
-        if let Some(t) = crate::analysis::report::model::journal_table(&ex.results) {
-            println!("{}", crate::analysis::report::table::text(&t));
-        }
-        if let Some(t) = crate::analysis::report::durability::durability_table(&ex.results) {
-            println!("{}", crate::analysis::report::table::text(&t));
-        }
         let (_, _, cells) = crate::analysis::report::model::cells(&ex.results);
         for w in crate::analysis::report::model::short_phases(&ex.results, &cells) {
             eprintln!("warning: {w}");
         }
     }
-    print!(
-        "{}",
-        render_results(&ex.results, c.output.format(), &views, true)?
-    );
+    c.output.print(results_document(&ex.results, &views)?)?;
     if !c.output.format().is_machine() {
         super::common::print_lateness(&ex.results);
         for r in &ex.results {
@@ -277,10 +270,40 @@ pub fn run(c: RunCmd) -> Result<ExitCode> {
     Ok(super::common::crash_status(&ex.results))
 }
 
+/// The run's results as one document: the findings, the journal and the durability tables
+/// come before the results table on the terminal and as tables of their own in Markdown and
+/// HTML; the JSON is the result documents (which hold their figures) and the CSV one row per
+/// run and phase.
+fn results_document(results: &[RunResult], views: &ResultViews) -> Result<Page> {
+    use crate::analysis::report::{durability, findings_table, model, table};
+    let mut page = results_page(results, views, true)?;
+    let mut text = String::new();
+    let mut tables = Vec::new();
+    if let Some(f) = table::findings_text(results) {
+        text.push_str(&f);
+        text.push('\n');
+        let stated = crate::analysis::findings::sentence::stated(results);
+        tables.push(findings_table::findings_table(&stated));
+    }
+    let more = [
+        model::journal_table(results),
+        durability::durability_table(results),
+    ];
+    for t in more.into_iter().flatten() {
+        text.push_str(&table::text(&t));
+        text.push('\n');
+        tables.push(t);
+    }
+    page.text = page.text.map(|own| text + &own);
+    tables.append(&mut page.tables);
+    page.tables = tables;
+    Ok(page)
+}
+
 /// Says what is about to run: the quick study in words, or a plan's name, source and runs
 /// (how `reps = "auto"` goes on when it does).
 fn announce(c: &RunCmd, plan: &Plan, m: &plan::Matrix) {
-    if c.plan.is_none() {
+    if c.plan.is_none() && !c.output.format().is_machine() {
         let w = &plan.workloads[0].workload.params();
         let labels: Vec<&str> = plan
             .testbeds
@@ -346,10 +369,11 @@ fn reps_text(plan: &Plan) -> String {
 }
 
 /// The dry run's testbeds, workloads and questions, each with where the plan states it.
-fn print_testbeds_and_workloads(plan: &Plan) {
-    println!("testbeds:");
+fn testbeds_and_workloads(plan: &Plan, out: &mut String) {
+    let _ = writeln!(out, "testbeds:");
     for t in &plan.testbeds {
-        println!(
+        let _ = writeln!(
+            out,
             "  {:<22} {}{}",
             t.spec.label,
             t.spec.describe(),
@@ -357,33 +381,132 @@ fn print_testbeds_and_workloads(plan: &Plan) {
                 .map_or(String::new(), |m| format!(" mem_limit={}", format_size(m)))
         );
     }
-    println!("workloads:");
+    let _ = writeln!(out, "workloads:");
     for w in &plan.workloads {
-        println!(
+        let _ = writeln!(
+            out,
             "  {:<9} {} -> {}",
             w.at.line_in(&plan.source),
             w.describe(),
             w.workload.params()
         );
         if let Some(n) = w.ranks {
-            println!(
+            let _ = writeln!(
+                out,
                 "             ranks = {n}: documentation; this plan runs it in one process; on {n} ranks run `mpirun -np {n} fsgauge bench {} --dir PATH ...` (fsgauge built with --features mpi)",
                 w.kind
             );
         }
     }
     if !plan.questions.is_empty() {
-        println!("questions (baseline -> variant, cell, metric):");
+        let _ = writeln!(out, "questions (baseline -> variant, cell, metric):");
         for q in &plan.questions {
-            println!("  {:<9} {}", q.at.line_in(&plan.source), q.describe());
+            let _ = writeln!(out, "  {:<9} {}", q.at.line_in(&plan.source), q.describe());
         }
     }
 }
 
-fn print_dry_run(plan: &Plan, m: &plan::Matrix, out: &Path) -> Result<()> {
+/// One run the dry run lists, as its JSON states it.
+#[derive(Serialize)]
+struct PlannedRun {
+    testbed: String,
+    workload: String,
+    rep: u32,
+    hash: String,
+    exists: bool,
+}
+
+/// The dry run's machine form: the plan's runs in order and what they will cost.
+#[derive(Serialize)]
+struct DryRun {
+    plan: String,
+    source: String,
+    reps: String,
+    skipped: Vec<String>,
+    notes: Vec<String>,
+    runs: Vec<PlannedRun>,
+    estimate_runs: usize,
+    estimate_max_runs: usize,
+    estimate_done: usize,
+    peak_disk_bytes: u64,
+    peak_ram_bytes: u64,
+    data_written_bytes: u64,
+    seconds: f64,
+}
+
+/// The dry run as one document: the plan, its runs in order and the estimate as terminal
+/// text, the runs as a table (Markdown, HTML, CSV) and all of it as JSON.
+fn dry_run_document(plan: &Plan, m: &plan::Matrix, out: &Path) -> Result<Page> {
     let existing = plan::existing_results(out)?;
     let e = plan::estimate(plan, m, &existing)?;
-    println!(
+    let runs: Vec<PlannedRun> = m
+        .runs
+        .iter()
+        .map(|r| PlannedRun {
+            testbed: plan.testbeds[r.testbed].spec.label.clone(),
+            workload: plan.workloads[r.workload].describe(),
+            rep: r.rep,
+            hash: r.hash.clone(),
+            exists: existing.contains_key(&r.hash),
+        })
+        .collect();
+    let data = DryRun {
+        plan: plan.name.clone(),
+        source: plan.source.clone(),
+        reps: reps_text(plan),
+        skipped: m.skipped.clone(),
+        notes: plan.notes.clone(),
+        runs,
+        estimate_runs: e.runs,
+        estimate_max_runs: e.max_runs,
+        estimate_done: e.done,
+        peak_disk_bytes: e.peak_disk,
+        peak_ram_bytes: e.peak_ram,
+        data_written_bytes: e.data_written,
+        seconds: e.seconds,
+    };
+    let rows = data
+        .runs
+        .iter()
+        .enumerate()
+        .map(|(i, r)| {
+            vec![
+                (i + 1).to_string(),
+                r.testbed.clone(),
+                r.workload.clone(),
+                r.rep.to_string(),
+                r.hash[..12].to_string(),
+                if r.exists { "yes" } else { "" }.to_string(),
+            ]
+        })
+        .collect();
+    let table = Table {
+        title: "Runs (in order)".into(),
+        label_columns: 3,
+        note: String::new(),
+        headers: ["#", "testbed", "workload", "rep", "hash", "result exists"]
+            .map(String::from)
+            .to_vec(),
+        rows,
+    };
+    Ok(
+        Page::new(format!("fsgauge run --dry-run {}", plan.name), &data)?
+            .table(table)
+            .text(dry_run_text(plan, m, &existing, &e)),
+    )
+}
+
+/// The dry run on the terminal: the plan, its testbeds, workloads, questions, runs and the
+/// estimate.
+fn dry_run_text(
+    plan: &Plan,
+    m: &plan::Matrix,
+    existing: &std::collections::HashMap<String, RunResult>,
+    e: &plan::Estimate,
+) -> String {
+    let mut out = String::new();
+    let _ = writeln!(
+        out,
         "plan {} ({}): {} testbed(s) x {} workload(s), reps {}, fresh {}, cold {}, seed {}, scale {}",
         plan.name,
         plan.source,
@@ -396,20 +519,21 @@ fn print_dry_run(plan: &Plan, m: &plan::Matrix, out: &Path) -> Result<()> {
         plan.scale
     );
     for s in &m.skipped {
-        println!("skipped testbed {s}");
+        let _ = writeln!(out, "skipped testbed {s}");
     }
     for n in &plan.notes {
-        println!("note: {n}");
+        let _ = writeln!(out, "note: {n}");
     }
-    print_testbeds_and_workloads(plan);
-    println!("runs (in order):");
+    testbeds_and_workloads(plan, &mut out);
+    let _ = writeln!(out, "runs (in order):");
     for (i, r) in m.runs.iter().enumerate() {
         let done = if existing.contains_key(&r.hash) {
             "  (result exists: --resume skips it)"
         } else {
             ""
         };
-        println!(
+        let _ = writeln!(
+            out,
             "  {:>4}  {:<22} {:<40} rep {:<3} {}{done}",
             i + 1,
             plan.testbeds[r.testbed].spec.label,
@@ -418,7 +542,13 @@ fn print_dry_run(plan: &Plan, m: &plan::Matrix, out: &Path) -> Result<()> {
             &r.hash[..12]
         );
     }
-    println!(
+    let _ = writeln!(out, "{}", estimate_text(plan, e));
+    out
+}
+
+/// The estimate line of the dry run.
+fn estimate_text(plan: &Plan, e: &plan::Estimate) -> String {
+    format!(
         "estimate: {} run(s){}, {} already done; disk at the peak {} ({}){}; data written {}; time about {} (rough: set-up plus data at 150 MB/s where no earlier run is known)",
         e.runs,
         if e.max_runs > e.runs {
@@ -440,8 +570,7 @@ fn print_dry_run(plan: &Plan, m: &plan::Matrix, out: &Path) -> Result<()> {
         },
         format_bytes_human(e.data_written as f64),
         humantime::format_duration(std::time::Duration::from_secs(e.seconds.ceil() as u64))
-    );
-    Ok(())
+    )
 }
 
 /// Where results go: `--out`, except that runs on an emulated disk given by `--device-model`
@@ -512,10 +641,12 @@ fn quick_on_temp_dir(c: &RunCmd) -> Result<ExitCode> {
             )
         })?;
     let dir = temp.path().to_path_buf();
-    println!(
-        "not root: running the quick study on the temporary directory {} instead of fresh testbeds (run as root to build ext4/xfs/btrfs testbeds)",
-        dir.display()
-    );
+    if !c.output.format().is_machine() {
+        println!(
+            "not root: running the quick study on the temporary directory {} instead of fresh testbeds (run as root to build ext4/xfs/btrfs testbeds)",
+            dir.display()
+        );
+    }
     let opts = RunOptions {
         reps,
         // A directory is no plan's testbed: the seed and the cold mode are those of a run
@@ -542,10 +673,7 @@ fn quick_on_temp_dir(c: &RunCmd) -> Result<ExitCode> {
         table: &side_by_side,
         csv: None,
     };
-    print!(
-        "{}",
-        render_results(&results, c.output.format(), &views, true)?
-    );
+    c.output.print(results_document(&results, &views)?)?;
     if !c.output.silent() {
         eprintln!(
             "{}",

@@ -615,3 +615,60 @@ fn listings_print_every_format() {
     );
     assert_eq!(json, serde_json::json!([]));
 }
+
+/// A run's findings are part of its one document: Markdown and HTML show them as a table
+/// before the results, as the terminal shows them before its table.
+#[test]
+fn run_findings_are_in_every_document_format() {
+    if !crate::support::have_fs("ext4") {
+        return;
+    }
+    let sb = Sandbox::new();
+    let plan = sb.path().join("plan.toml");
+    std::fs::write(
+        &plan,
+        r#"
+reps = 1
+[[testbed]]
+label = "plain"
+fs = "ext4"
+size = "64M"
+[[testbed]]
+label = "journal"
+fs = "ext4"
+size = "64M"
+mount = "data=journal"
+[[workload]]
+kind = "tree"
+dirs = 2
+files = 4
+file_size = "16K"
+[[question]]
+baseline = "plain"
+variant = "journal"
+phase = "create"
+metric = "dev_write_mb"
+"#,
+    )
+    .unwrap();
+    let run = |format: &str| {
+        sb.bench(&["run", plan.to_str().unwrap(), "--quiet", "--format", format])
+            .output()
+            .unwrap()
+    };
+    let text = ok(&run("table"));
+    assert!(text.starts_with("Findings\n"), "{text}");
+    let md = ok(&run("md"));
+    let findings = md
+        .find("Findings in numbers")
+        .expect("findings in Markdown");
+    assert!(
+        findings < md.find("Results per run and phase").unwrap(),
+        "{md}"
+    );
+    let html = ok(&run("html"));
+    assert!(html.contains("Findings in numbers"), "{html}");
+    let json = json_of(&run("json"));
+    assert_eq!(json.as_array().map(Vec::len), Some(2), "{json}");
+    sb.assert_clean();
+}

@@ -42,6 +42,32 @@ fn nothing_made(sb: &Sandbox) {
     sb.assert_clean();
 }
 
+/// The dry run is a document like every command's output: `--json` is its runs in order and
+/// its estimate, `--format md` its runs as a table.
+#[test]
+fn dry_run_prints_every_format() {
+    let sb = Sandbox::new();
+    let plan = write_plan(&sb, PLAN);
+    let run = |args: &[&str]| {
+        let mut all = vec!["run", plan.to_str().unwrap(), "--dry-run"];
+        all.extend_from_slice(args);
+        sb.bench(&all).output().unwrap()
+    };
+    let json = crate::support::json_of(&run(&["--json"]));
+    let runs = json["runs"].as_array().expect("the runs in order");
+    assert_eq!(runs.len(), 2 * 2, "{json}");
+    assert_eq!(runs[0]["testbed"], "plain", "{json}");
+    assert_eq!(json["estimate_runs"], 4, "{json}");
+    let md = String::from_utf8_lossy(&run(&["--format", "md"]).stdout).into_owned();
+    assert!(md.contains("### Runs (in order)"), "{md}");
+    assert_eq!(
+        md.lines().filter(|l| l.contains("| plain ")).count(),
+        2,
+        "{md}"
+    );
+    sb.assert_clean();
+}
+
 #[test]
 fn dry_run_prints_the_matrix_and_an_estimate() {
     let sb = Sandbox::new();
