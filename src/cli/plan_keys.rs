@@ -14,7 +14,7 @@ use crate::workload::params::from_flags;
 use crate::workload::ColdMode;
 
 /// Flags of `run` that a plan's top level does not take, with why.
-const COMMAND_LINE_ONLY: [(&str, &str); 12] = [
+const COMMAND_LINE_ONLY: [(&str, &str); 13] = [
     ("plan", "names the plan itself"),
     ("dry_run", "what the command does with the plan"),
     ("resume", "what the command does with the plan"),
@@ -30,6 +30,10 @@ const COMMAND_LINE_ONLY: [(&str, &str); 12] = [
     ("mem_limit", "a [[testbed]]'s mem_limit"),
     ("mem_charge", "one workload's; refused with a plan"),
     ("out", "where results go is the command's"),
+    (
+        "store",
+        "where results are indexed is the machine's (FSGAUGE_STORE), not the study's",
+    ),
     ("json", "how the command prints"),
     ("format", "how the command prints"),
     ("quiet", "how the command prints"),
