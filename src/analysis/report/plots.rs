@@ -634,13 +634,15 @@ pub(crate) fn latency_lines(
     out
 }
 
-/// Latency over time of a phase (first repetition): with one testbed its p50, p99, p99.9 and
-/// max per interval (and the p99 from the scheduled time under a rate limit); with several,
-/// the p99 of each testbed, so that 4-8 lines stay readable. Log scale; the ramp shaded.
-fn latency_over_time(report: &Report, workload: &str, phase: &str) -> Option<Plot> {
-    use crate::results::{PhaseResult, SeriesPoint};
+/// Each testbed's `phase` of `workload` in its first repetition, kept when it has at least two
+/// intervals with latency.
+fn first_phases<'a>(
+    report: &'a Report,
+    workload: &str,
+    phase: &str,
+) -> Vec<(&'a str, &'a crate::results::PhaseResult)> {
     let labels = super::cells::workload_labels(&report.results, &[]);
-    let firsts: Vec<(&str, &PhaseResult)> = report
+    report
         .testbeds
         .iter()
         .filter_map(|t| {
@@ -654,10 +656,19 @@ fn latency_over_time(report: &Report, workload: &str, phase: &str) -> Option<Plo
                 .filter(|p| p.series.iter().filter(|s| s.latency.is_some()).count() >= 2)
                 .map(|p| (t.as_str(), p))
         })
-        .collect();
+        .collect()
+}
+
+/// The lines of the latency-over-time plot (name, stretches, dashed): with one testbed its
+/// p50, p99, p99.9 and max (and, under a rate limit, the dashed p99 from the scheduled time);
+/// with several, the p99 of each.
+fn latency_plot_lines(
+    firsts: &[(&str, &crate::results::PhaseResult)],
+) -> Vec<(String, Stretches, bool)> {
+    use crate::results::SeriesPoint;
     let p99 = |s: &SeriesPoint| s.latency.as_ref().map(|l| l.p99_ns);
     let mut lines: Vec<(String, Stretches, bool)> = Vec::new();
-    if let [(_, p)] = firsts.as_slice() {
+    if let [(_, p)] = firsts {
         let pick: [(&str, Pick); 4] = [
             ("p50", |s| s.latency.as_ref().map(|l| l.p50_ns)),
             ("p99", |s| s.latency.as_ref().map(|l| l.p99_ns)),
@@ -676,10 +687,19 @@ fn latency_over_time(report: &Report, workload: &str, phase: &str) -> Option<Plo
             ));
         }
     } else {
-        for (t, p) in &firsts {
+        for (t, p) in firsts {
             lines.push((format!("{t} p99"), latency_lines(p, p99), false));
         }
     }
+    lines
+}
+
+/// Latency over time of a phase (first repetition): with one testbed its p50, p99, p99.9 and
+/// max per interval (and the p99 from the scheduled time under a rate limit); with several,
+/// the p99 of each testbed, so that 4-8 lines stay readable. Log scale; the ramp shaded.
+fn latency_over_time(report: &Report, workload: &str, phase: &str) -> Option<Plot> {
+    let firsts = first_phases(report, workload, phase);
+    let mut lines = latency_plot_lines(&firsts);
     lines.retain(|(_, l, _)| !l.is_empty());
     if lines.is_empty() {
         return None;

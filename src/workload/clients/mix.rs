@@ -78,6 +78,21 @@ pub fn program(seed: u64, shape: MixShape) -> (Vec<Op>, Vec<Op>) {
         ops: shape.ops.max(1),
     };
     let size = sizes(seed, shape.files);
+    let mut setup = setup_ops(shape, &size);
+    let mut rng = rand_chacha::ChaCha8Rng::seed_from_u64(seed ^ 0x4D4958);
+    let mut body = Vec::new();
+    for _ in 0..shape.ops {
+        let f = rng.gen_range(0..shape.files);
+        transaction(&mut body, &mut rng, f, &size, shape.dirs);
+    }
+    number_lines(&mut setup);
+    number_lines(&mut body);
+    (setup, body)
+}
+
+/// The setup phase: a fresh client directory, its `dirs` subdirectories and every file
+/// written to its size.
+fn setup_ops(shape: MixShape, size: &[i64]) -> Vec<Op> {
     let mut setup = vec![
         Op::new(Kind::Deltree, Some("/clients/client1"), None, &[]),
         Op::new(Kind::Mkdir, Some("/clients"), None, &[]),
@@ -89,95 +104,101 @@ pub fn program(seed: u64, shape: MixShape) -> (Vec<Op>, Vec<Op>) {
     for (f, &s) in size.iter().enumerate() {
         write_file(&mut setup, &file(f as u32, shape.dirs), 100, s);
     }
+    setup
+}
 
-    let mut rng = rand_chacha::ChaCha8Rng::seed_from_u64(seed ^ 0x4D4958);
-    let mut body = Vec::new();
+/// Appends one transaction on file `f` to `out`, its kind drawn by weight from `rng` (see the
+/// module doc); every kind leaves the set of files as it found it.
+fn transaction(
+    out: &mut Vec<Op>,
+    rng: &mut rand_chacha::ChaCha8Rng,
+    f: u32,
+    size: &[i64],
+    dirs: u32,
+) {
     let h = 200;
-    for _ in 0..shape.ops {
-        let f = rng.gen_range(0..shape.files);
-        let p = file(f, shape.dirs);
-        let s = size[f as usize];
-        let open = |out: &mut Vec<Op>| {
-            out.push(Op::new(Kind::NtCreateX, Some(&p), None, &[0, FILE_OPEN, h]));
-        };
-        let close = |out: &mut Vec<Op>| out.push(Op::new(Kind::Close, None, None, &[h]));
-        match rng.gen_range(0..100) {
-            0..=44 => {
-                open(&mut body);
-                let mut off = 0;
-                while off < s {
-                    let n = CHUNK.min(s - off);
-                    body.push(Op::new(Kind::ReadX, None, None, &[h, off, n, n]));
-                    off += n;
-                }
-                close(&mut body);
+    let p = file(f, dirs);
+    let s = size[f as usize];
+    let open = |out: &mut Vec<Op>| {
+        out.push(Op::new(Kind::NtCreateX, Some(&p), None, &[0, FILE_OPEN, h]));
+    };
+    let close = |out: &mut Vec<Op>| out.push(Op::new(Kind::Close, None, None, &[h]));
+    match rng.gen_range(0..100) {
+        0..=44 => {
+            open(out);
+            let mut off = 0;
+            while off < s {
+                let n = CHUNK.min(s - off);
+                out.push(Op::new(Kind::ReadX, None, None, &[h, off, n, n]));
+                off += n;
             }
-            45..=59 => {
-                open(&mut body);
-                for _ in 0..rng.gen_range(1..=4) {
-                    let n = 4096.min(s);
-                    let off = rng.gen_range(0..=(s - n) / 512) * 512;
-                    body.push(Op::new(Kind::WriteX, None, None, &[h, off, n, n]));
-                }
-                close(&mut body);
-            }
-            60..=69 => {
-                let tmp = format!("{}/tmp{:03}", dir(f % shape.dirs), rng.gen_range(0..1000));
-                let ts = size[rng.gen_range(0..size.len())];
-                write_file(&mut body, &tmp, h + 1, ts);
-                body.push(Op::new(Kind::Qpathinfo, Some(&tmp), None, &[1004]));
-                body.push(Op::new(Kind::Unlink, Some(&tmp), None, &[0x6]));
-            }
-            70..=81 => {
-                body.push(Op::new(Kind::Qpathinfo, Some(&p), None, &[1004]));
-                open(&mut body);
-                body.push(Op::new(Kind::Qfileinfo, None, None, &[h, 1004]));
-                body.push(Op::new(Kind::Sfileinfo, None, None, &[h, 1004]));
-                close(&mut body);
-            }
-            82..=86 => {
-                let pat = format!("{}/*", dir(f % shape.dirs));
-                body.push(Op::new(Kind::Find, Some(&pat), None, &[260, 1366, 0]));
-            }
-            87..=90 => {
-                open(&mut body);
-                let n = 4096.min(s);
-                body.push(Op::new(Kind::WriteX, None, None, &[h, 0, n, n]));
-                body.push(Op::new(Kind::Flush, None, None, &[h]));
-                close(&mut body);
-            }
-            91..=94 => {
-                let other = format!("{p}.ren");
-                body.push(Op::new(Kind::Rename, Some(&p), Some(&other), &[]));
-                body.push(Op::new(Kind::Rename, Some(&other), Some(&p), &[]));
-            }
-            95..=96 => {
-                open(&mut body);
-                body.push(Op::new(Kind::LockX, None, None, &[h, 0, 1]));
-                body.push(Op::new(Kind::UnlockX, None, None, &[h, 0, 1]));
-                close(&mut body);
-            }
-            97..=98 => {
-                let d = format!("{}/sub{:02}", dir(f % shape.dirs), rng.gen_range(0..100));
-                body.push(Op::new(
-                    Kind::NtCreateX,
-                    Some(&d),
-                    None,
-                    &[DIRECTORY, 2, h + 2],
-                ));
-                body.push(Op::new(Kind::Close, None, None, &[h + 2]));
-                body.push(Op::new(Kind::Rmdir, Some(&d), None, &[]));
-            }
-            _ => body.push(Op::new(Kind::Qfsinfo, None, None, &[259])),
+            close(out);
         }
+        45..=59 => {
+            open(out);
+            for _ in 0..rng.gen_range(1..=4) {
+                let n = 4096.min(s);
+                let off = rng.gen_range(0..=(s - n) / 512) * 512;
+                out.push(Op::new(Kind::WriteX, None, None, &[h, off, n, n]));
+            }
+            close(out);
+        }
+        60..=69 => {
+            let tmp = format!("{}/tmp{:03}", dir(f % dirs), rng.gen_range(0..1000));
+            let ts = size[rng.gen_range(0..size.len())];
+            write_file(out, &tmp, h + 1, ts);
+            out.push(Op::new(Kind::Qpathinfo, Some(&tmp), None, &[1004]));
+            out.push(Op::new(Kind::Unlink, Some(&tmp), None, &[0x6]));
+        }
+        70..=81 => {
+            out.push(Op::new(Kind::Qpathinfo, Some(&p), None, &[1004]));
+            open(out);
+            out.push(Op::new(Kind::Qfileinfo, None, None, &[h, 1004]));
+            out.push(Op::new(Kind::Sfileinfo, None, None, &[h, 1004]));
+            close(out);
+        }
+        82..=86 => {
+            let pat = format!("{}/*", dir(f % dirs));
+            out.push(Op::new(Kind::Find, Some(&pat), None, &[260, 1366, 0]));
+        }
+        87..=90 => {
+            open(out);
+            let n = 4096.min(s);
+            out.push(Op::new(Kind::WriteX, None, None, &[h, 0, n, n]));
+            out.push(Op::new(Kind::Flush, None, None, &[h]));
+            close(out);
+        }
+        91..=94 => {
+            let other = format!("{p}.ren");
+            out.push(Op::new(Kind::Rename, Some(&p), Some(&other), &[]));
+            out.push(Op::new(Kind::Rename, Some(&other), Some(&p), &[]));
+        }
+        95..=96 => {
+            open(out);
+            out.push(Op::new(Kind::LockX, None, None, &[h, 0, 1]));
+            out.push(Op::new(Kind::UnlockX, None, None, &[h, 0, 1]));
+            close(out);
+        }
+        97..=98 => {
+            let d = format!("{}/sub{:02}", dir(f % dirs), rng.gen_range(0..100));
+            out.push(Op::new(
+                Kind::NtCreateX,
+                Some(&d),
+                None,
+                &[DIRECTORY, 2, h + 2],
+            ));
+            out.push(Op::new(Kind::Close, None, None, &[h + 2]));
+            out.push(Op::new(Kind::Rmdir, Some(&d), None, &[]));
+        }
+        _ => out.push(Op::new(Kind::Qfsinfo, None, None, &[259])),
     }
-    for (i, op) in setup.iter_mut().enumerate() {
+}
+
+/// Numbers the operations from 1, as lines of a loadfile are.
+fn number_lines(ops: &mut [Op]) {
+    for (i, op) in ops.iter_mut().enumerate() {
         op.line = i as u32 + 1;
     }
-    for (i, op) in body.iter_mut().enumerate() {
-        op.line = i as u32 + 1;
-    }
-    (setup, body)
 }
 
 #[cfg(test)]

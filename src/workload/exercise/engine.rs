@@ -119,6 +119,80 @@ fn plain_variant(k: OpKind) -> Option<OpKind> {
     }
 }
 
+/// Refuses a path that exists and is not a regular file (a directory, a symlink, a device).
+fn refuse_non_file(path: &Path) -> Result<()> {
+    if let Ok(md) = std::fs::symlink_metadata(path) {
+        if !md.file_type().is_file() {
+            return Err(bad_input(format!(
+                "{} exists and is not a regular file; the exerciser needs a regular file it may overwrite",
+                path.display()
+            )));
+        }
+    }
+    Ok(())
+}
+
+/// Opens (creating or truncating) the exerciser's file, turning the refusals a user can fix
+/// (read-only filesystem, no O_DIRECT, a directory) into bad-input errors.
+fn open_target(path: &Path, direct: bool) -> Result<OwnedFd> {
+    open_file(path, direct, true).map_err(|e| match e {
+        Errno::EROFS => bad_input(format!(
+            "{} is on a read-only filesystem; the exerciser writes, so it needs a writable one",
+            path.display()
+        )),
+        Errno::EINVAL if direct => bad_input(format!(
+            "the filesystem of {} does not support O_DIRECT; leave out --direct",
+            path.display()
+        )),
+        Errno::EISDIR => bad_input(format!(
+            "{} is a directory, not a regular file",
+            path.display()
+        )),
+        e => anyhow::anyhow!(
+            "opening {} for the exerciser: {}",
+            path.display(),
+            errno_text(e)
+        ),
+    })
+}
+
+/// Checks that the opened file is a regular one and returns its block size (at least 512).
+fn regular_file_block(fd: BorrowedFd<'_>, path: &Path) -> Result<u64> {
+    let st = crate::base::sys::fstat(fd)
+        .map_err(|e| anyhow::anyhow!("fstat {}: {}", path.display(), e))?;
+    if st.st_mode & libc::S_IFMT != libc::S_IFREG {
+        return Err(bad_input(format!(
+            "{} is not a regular file",
+            path.display()
+        )));
+    }
+    Ok((st.st_blksize as u64).max(512))
+}
+
+/// With `--direct`, refuses a `--max-len` or `--max-op-len` that is not a multiple of the
+/// file's block size, suggesting one that is.
+fn check_direct_lengths(path: &Path, cfg: &Config, block: u64) -> Result<()> {
+    for (flag, v) in [("--max-len", cfg.max_len), ("--max-op-len", cfg.max_op_len)] {
+        if v % block != 0 {
+            return Err(bad_input(format!(
+                "{flag} {v} is not a multiple of the block size of {} ({block} bytes); with --direct every offset and length must be, e.g. {flag} {}",
+                path.display(),
+                (v / block).max(1) * block
+            )));
+        }
+    }
+    Ok(())
+}
+
+/// The system's page size, at least 4 KiB (4 KiB when it cannot be read).
+fn page_size() -> u64 {
+    nix::unistd::sysconf(nix::unistd::SysconfVar::PAGE_SIZE)
+        .ok()
+        .flatten()
+        .unwrap_or(4096)
+        .max(4096) as u64
+}
+
 /// Errors that mean "this filesystem does not do that" (fsx's list, plus EINVAL for probes
 /// made with well-formed arguments).
 fn unsupported(e: Errno) -> bool {
@@ -132,52 +206,11 @@ impl Exerciser {
     /// Creates (or truncates) the file, probes which operations the filesystem supports and
     /// turns the others off. `log` receives every step as a line (the replay log).
     pub fn create(path: &Path, cfg: Config, log: Option<File>) -> Result<Self> {
-        if let Ok(md) = std::fs::symlink_metadata(path) {
-            if !md.file_type().is_file() {
-                return Err(bad_input(format!(
-                    "{} exists and is not a regular file; the exerciser needs a regular file it may overwrite",
-                    path.display()
-                )));
-            }
-        }
-        let fd = open_file(path, cfg.direct, true).map_err(|e| match e {
-            Errno::EROFS => bad_input(format!(
-                "{} is on a read-only filesystem; the exerciser writes, so it needs a writable one",
-                path.display()
-            )),
-            Errno::EINVAL if cfg.direct => bad_input(format!(
-                "the filesystem of {} does not support O_DIRECT; leave out --direct",
-                path.display()
-            )),
-            Errno::EISDIR => bad_input(format!(
-                "{} is a directory, not a regular file",
-                path.display()
-            )),
-            e => anyhow::anyhow!(
-                "opening {} for the exerciser: {}",
-                path.display(),
-                errno_text(e)
-            ),
-        })?;
-        let st = crate::base::sys::fstat(fd.as_fd())
-            .map_err(|e| anyhow::anyhow!("fstat {}: {}", path.display(), e))?;
-        if st.st_mode & libc::S_IFMT != libc::S_IFREG {
-            return Err(bad_input(format!(
-                "{} is not a regular file",
-                path.display()
-            )));
-        }
-        let block = (st.st_blksize as u64).max(512);
+        refuse_non_file(path)?;
+        let fd = open_target(path, cfg.direct)?;
+        let block = regular_file_block(fd.as_fd(), path)?;
         if cfg.direct {
-            for (flag, v) in [("--max-len", cfg.max_len), ("--max-op-len", cfg.max_op_len)] {
-                if v % block != 0 {
-                    return Err(bad_input(format!(
-                        "{flag} {v} is not a multiple of the block size of {} ({block} bytes); with --direct every offset and length must be, e.g. {flag} {}",
-                        path.display(),
-                        (v / block).max(1) * block
-                    )));
-                }
-            }
+            check_direct_lengths(path, &cfg, block)?;
         }
         let lim = Limits {
             max_len: cfg.max_len,
@@ -185,11 +218,6 @@ impl Exerciser {
             align: if cfg.direct { block } else { 1 },
             block,
         };
-        let page = nix::unistd::sysconf(nix::unistd::SysconfVar::PAGE_SIZE)
-            .ok()
-            .flatten()
-            .unwrap_or(4096)
-            .max(4096) as u64;
         let mut ex = Self {
             path: path.to_path_buf(),
             fd: Some(fd),
@@ -197,7 +225,7 @@ impl Exerciser {
             scratch: AlignedBuf::try_zeroed(scratch_len(&cfg)?)?,
             gen: OpGen::new(cfg.seed, &[OpKind::Write], lim),
             lim,
-            page,
+            page: page_size(),
             n: 0,
             history: std::collections::VecDeque::with_capacity(HISTORY),
             log: log.map(|f| BufWriter::with_capacity(1 << 16, f)),
@@ -211,18 +239,26 @@ impl Exerciser {
         if let Some(capacity) = ex.cfg.record {
             ex.durable_setup(capacity)?;
         }
-        let slots: Vec<OpKind> = ex
-            .cfg
+        let slots = ex.mix_slots();
+        ex.gen = OpGen::new(ex.cfg.seed, &slots, lim);
+        Ok(ex)
+    }
+
+    /// The generator's slots after probing: each asked-for kind repeated by its weight, with
+    /// kinds that cannot run here replaced by their plain variant, and a write added when the
+    /// mix has none.
+    fn mix_slots(&self) -> Vec<OpKind> {
+        self.cfg
             .kinds
             .iter()
             .filter_map(|&(k, w)| {
                 // As fsx does, the mapped and dontcache variants that cannot run here become
                 // plain reads and writes, so the mix keeps its proportions.
-                if ex.enabled.contains(&k) {
+                if self.enabled.contains(&k) {
                     Some((k, w))
                 } else {
                     plain_variant(k)
-                        .filter(|p| ex.enabled.contains(p))
+                        .filter(|p| self.enabled.contains(p))
                         .map(|p| (p, w))
                 }
             })
@@ -230,15 +266,14 @@ impl Exerciser {
             .chain(
                 // Writes stay on even when asked out of the mix by weight: the generator's
                 // fallback needs them, and without them nothing is verified.
-                (!ex.cfg
+                (!self
+                    .cfg
                     .kinds
                     .iter()
                     .any(|(k, w)| *k == OpKind::Write && *w > 0))
                 .then_some(OpKind::Write),
             )
-            .collect();
-        ex.gen = OpGen::new(ex.cfg.seed, &slots, lim);
-        Ok(ex)
+            .collect()
     }
 
     /// Makes the probed, empty file durable (fsync of the file and of its directory) and starts

@@ -285,29 +285,20 @@ impl Runner {
         });
         drop(bar);
         let mut phase = meter.finish(recorders);
-        phase
-            .extra
-            .insert("remounts".into(), remounts.load(Ordering::Relaxed) as f64);
-        phase.extra.insert(
-            "full_verifications".into(),
-            verifies.load(Ordering::Relaxed) as f64,
-        );
-        phase.extra.insert("procs".into(), procs as f64);
-        phase.extra.insert(
-            "kinds_turned_off".into(),
-            exercisers[0].kinds().1.len() as f64,
-        );
-        phase.extra.insert("seed".into(), seed as f64);
-        for (w, ex) in exercisers.iter_mut().enumerate() {
-            // Files are closed already after a remount round; closing twice is a no-op.
-            if let Err(e) = ex.close() {
-                let mut g = other_error.lock().unwrap_or_else(|p| p.into_inner());
-                g.get_or_insert(e);
-            }
-            if let (Some(sink), Some(r)) = (&durable, ex.take_record()) {
-                sink.put(w as u32, r);
-            }
+        let extra = [
+            ("remounts", remounts.load(Ordering::Relaxed) as f64),
+            (
+                "full_verifications",
+                verifies.load(Ordering::Relaxed) as f64,
+            ),
+            ("procs", procs as f64),
+            ("kinds_turned_off", exercisers[0].kinds().1.len() as f64),
+            ("seed", seed as f64),
+        ];
+        for (name, v) in extra {
+            phase.extra.insert(name.into(), v);
         }
+        close_all(&mut exercisers, durable.as_ref(), &other_error);
         if let Some((w, f)) = failure.into_inner().unwrap_or_else(|p| p.into_inner()) {
             return Err(report_failure(
                 &f,
@@ -322,6 +313,25 @@ impl Runner {
         }
         ctx.push_checked(phase)?;
         Ok(())
+    }
+}
+
+/// Closes every exerciser's file (keeping the first error in `other_error`) and hands each
+/// durability record to `durable`.
+fn close_all(
+    exercisers: &mut [Exerciser],
+    durable: Option<&super::durable::Sink>,
+    other_error: &Mutex<Option<anyhow::Error>>,
+) {
+    for (w, ex) in exercisers.iter_mut().enumerate() {
+        // Files are closed already after a remount round; closing twice is a no-op.
+        if let Err(e) = ex.close() {
+            let mut g = other_error.lock().unwrap_or_else(|p| p.into_inner());
+            g.get_or_insert(e);
+        }
+        if let (Some(sink), Some(r)) = (durable, ex.take_record()) {
+            sink.put(w as u32, r);
+        }
     }
 }
 
@@ -412,18 +422,7 @@ fn worker(
                 sh.fail(w, f);
                 break;
             }
-            let bytes = match op.kind {
-                OpKind::Read
-                | OpKind::Write
-                | OpKind::ReadDontcache
-                | OpKind::WriteDontcache
-                | OpKind::MapRead
-                | OpKind::MapWrite
-                | OpKind::Copy
-                | OpKind::Clone => op.len,
-                _ => 0,
-            };
-            t = rec.record(ids[op.kind.index()], t, bytes);
+            t = rec.record(ids[op.kind.index()], t, data_bytes(&op));
             if let Some(live) = sh.live {
                 live.by_kind[op.kind.index()].fetch_add(1, Ordering::Relaxed);
             }
@@ -489,6 +488,22 @@ fn worker(
     }
     if let Err(e) = ex.flush_log() {
         sh.error(e);
+    }
+}
+
+/// The bytes an operation moves, as recorded: its length for reads, writes, copies and clones,
+/// 0 for the others.
+fn data_bytes(op: &super::ops::Op) -> u64 {
+    match op.kind {
+        OpKind::Read
+        | OpKind::Write
+        | OpKind::ReadDontcache
+        | OpKind::WriteDontcache
+        | OpKind::MapRead
+        | OpKind::MapWrite
+        | OpKind::Copy
+        | OpKind::Clone => op.len,
+        _ => 0,
     }
 }
 

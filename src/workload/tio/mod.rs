@@ -20,6 +20,7 @@
 //! ([`pattern`]) and checks every block read; a mismatch fails the run (exit 1) naming the
 //! file, the offset, what was expected and what was found.
 
+mod checks;
 mod clock;
 mod fiemap;
 mod paced;
@@ -886,114 +887,18 @@ impl Workload for Tio {
 
     fn validate(&self) -> Result<()> {
         self.control.validate(self.time)?;
-        if self.latency_probe && (self.engine != Engine::Psync || !self.latency) {
-            return Err(bad_param(
-                "latency_probe",
-                "--latency-probe works with --engine psync and latency recording on",
-            ));
-        }
-        if self.control.rate().is_set() {
-            let flag = if self.control.rate_iops.is_some() {
-                "rate_iops"
-            } else {
-                "rate"
-            };
-            let clash = if self.engine != Engine::Psync {
-                Some("--engine psync (one request in flight per thread)")
-            } else if !self.latency {
-                Some("latency recording on (leave out --no-latency)")
-            } else if self.latency_probe {
-                Some("no --latency-probe")
-            } else {
-                None
-            };
-            if let Some(needs) = clash {
-                return Err(bad_param(
-                    flag,
-                    format!("--{} limits work with {needs}", flag.replace('_', "-")),
-                ));
-            }
-        }
-        if self.threads.is_empty() || self.mode.is_empty() || self.block.is_empty() {
-            let field = match (self.threads.is_empty(), self.mode.is_empty()) {
-                (true, _) => "threads",
-                (_, true) => "mode",
-                _ => "block",
-            };
-            return Err(bad_param(
-                field,
-                "--threads, --mode and --block need at least one value each",
-            ));
-        }
-        if let Some(&t) = self.threads.iter().find(|&&t| t == 0 || t > 4096) {
-            return Err(bad_param(
-                "threads",
-                format!("--threads {t}: use 1 to 4096 threads"),
-            ));
-        }
+        self.check_latency_and_rate()?;
+        self.check_sweep_values()?;
         for b in &self.block {
-            let b = b.bytes();
-            if b < 512 || b % 512 != 0 {
-                return Err(bad_param(
-                    "block",
-                    format!(
-                        "--block {}: a block must be a multiple of 512 bytes (e.g. 4K, 128K)",
-                        format_size(b)
-                    ),
-                ));
-            }
-            if b > (64 << 20) {
-                return Err(bad_param(
-                    "block",
-                    format!("--block {}: at most 64M per request", format_size(b)),
-                ));
-            }
-            if b > self.file_size {
-                return Err(bad_param("block", format!(
-                    "--block {} is larger than --file-size {}; each thread needs at least one block",
-                    format_size(b),
-                    format_size(self.file_size)
-                )));
-            }
-            if self.file_size % b != 0 {
-                return Err(bad_param(
-                    "file_size",
-                    format!(
-                        "--file-size {} is not a whole number of {} blocks",
-                        format_size(self.file_size),
-                        format_size(b)
-                    ),
-                ));
-            }
+            self.check_block(b.bytes())?;
         }
-        if self.iodepth == 0 || self.iodepth > 4096 {
-            return Err(bad_param(
-                "iodepth",
-                format!("--iodepth {}: use 1 to 4096", self.iodepth),
-            ));
-        }
-        if self.engine == Engine::Psync && self.iodepth > 1 {
-            return Err(bad_param(
-                "iodepth",
-                format!(
-                "--iodepth {} needs --engine io_uring (psync has one request in flight per thread)",
-                self.iodepth
-            ),
-            ));
-        }
+        self.check_iodepth()?;
         if let Some(t) = self.time {
             if t.is_nan() || t <= 0.0 {
                 return Err(bad_param("time", "--time must be more than 0s"));
             }
         }
-        if self.engine == Engine::IoUring && !self.engine_fallback {
-            if let Err(e) = uring::kernel_check(self.iodepth) {
-                return Err(bad_param("engine", format!(
-                    "--engine io_uring: {e}; use --engine psync, or add --engine-fallback to use psync when io_uring is refused"
-                )));
-            }
-        }
-        Ok(())
+        self.check_engine()
     }
 
     fn space_needed(&self) -> Result<u64, Overflow> {

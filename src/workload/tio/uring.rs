@@ -67,15 +67,8 @@ impl psync::IoLoop for Uring {
         let (job, rec, lane, ops, fd) = (io.job, io.rec, io.lane, io.ops, io.fd);
         let depth = job.iodepth.max(1) as usize;
         let block = job.block as usize;
-        let mut bufs = job.buffer(depth);
         let writes = job.mode.writes();
-        if writes && !job.verify {
-            noise(&mut bufs, job.seed ^ job.file_id);
-        }
-        // The ring owns the buffers: a slot in flight cannot be touched, and dropping the ring
-        // waits for every request (never dropping buffers the kernel may still write into).
-        let mut ring = Ring::new(depth as u32, fd.as_fd(), bufs, block)
-            .map_err(|e| ring_failure("io_uring_setup for", &job.path, e))?;
+        let mut ring = job_ring(job, fd, depth)?;
         let perm = job.permutation();
         let blocks = job.blocks();
         // Time-based: requests go on around the file (same order) until the deadline stops them.
@@ -164,6 +157,19 @@ impl psync::IoLoop for Uring {
         }
         Ok(())
     }
+}
+
+/// Sets up the job's ring of `depth` entries on `fd`, with one buffer per slot (filled with
+/// noise for writes that are not verified). The ring owns the buffers: a slot in flight cannot
+/// be touched, and dropping the ring waits for every request (never dropping buffers the
+/// kernel may still write into).
+fn job_ring<'fd>(job: &Job, fd: &'fd OwnedFd, depth: usize) -> Result<Ring<'fd>> {
+    let mut bufs = job.buffer(depth);
+    if job.mode.writes() && !job.verify {
+        noise(&mut bufs, job.seed ^ job.file_id);
+    }
+    Ring::new(depth as u32, fd.as_fd(), bufs, job.block as usize)
+        .map_err(|e| ring_failure("io_uring_setup for", &job.path, e))
 }
 
 /// The ring's own call `what` (on `path`) failing: the measured system's failure.
