@@ -610,7 +610,7 @@ mod tests {
         // A value unlike the default for each setting; a new flag needs one here, with the
         // other settings it needs to mean something (given to both sides and to the default).
         type Sample<'a> = (&'a str, &'a str, &'a [(&'a str, &'a str)]);
-        let samples: [Sample; 13] = [
+        let samples: [Sample; 15] = [
             ("fs_size", "320M", &[]),
             ("mkfs_opts", "-O ^extent -I 256", &[]),
             ("mount_opts", "noatime", &[]),
@@ -623,6 +623,8 @@ mod tests {
             ("device_offset", "100G", &[("device_model", "st3500641as")]),
             ("device_model_during", "always", &[("device_model", "ram")]),
             ("journal_device_model", "ram", &[("journal", "file:8M")]),
+            ("device_transport", "dev", &[("device_model", "ram")]),
+            ("device_store", "file", &[("device_model", "ram")]),
             ("image_start", "overlay", &[]),
         ];
         let flags_cmd =
