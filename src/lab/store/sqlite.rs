@@ -25,11 +25,32 @@ impl Sqlite {
             flags |= OpenFlags::SQLITE_OPEN_CREATE;
         }
         let conn = Connection::open_with_flags(path, flags)?;
-        conn.busy_timeout(Duration::from_secs(60))?;
-        conn.pragma_update(None, "journal_mode", "WAL")?;
+        conn.busy_timeout(BUSY)?;
+        wal(&conn)?;
         conn.pragma_update(None, "foreign_keys", "ON")?;
         conn.pragma_update(None, "synchronous", "NORMAL")?;
         Ok(Self { conn })
+    }
+}
+
+/// How long a writer waits for another.
+const BUSY: Duration = Duration::from_secs(60);
+
+/// Puts the store in WAL mode. Switching a new file's journal mode takes its exclusive lock,
+/// and SQLite answers BUSY at once there instead of calling the busy handler (it could
+/// deadlock otherwise), so two first adds at once retry it for as long as a writer waits.
+fn wal(conn: &Connection) -> Result<()> {
+    let start = std::time::Instant::now();
+    loop {
+        match conn.pragma_update(None, "journal_mode", "WAL") {
+            Ok(()) => return Ok(()),
+            Err(rusqlite::Error::SqliteFailure(e, _))
+                if e.code == rusqlite::ErrorCode::DatabaseBusy && start.elapsed() < BUSY =>
+            {
+                std::thread::sleep(Duration::from_millis(10));
+            }
+            Err(e) => return Err(e.into()),
+        }
     }
 }
 
