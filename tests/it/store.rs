@@ -337,7 +337,10 @@ fn postgres_two_adds_at_once_and_rebuild() {
         return;
     };
     let sb = Sandbox::new();
-    let dirs: Vec<PathBuf> = (0..3).map(|i| sb.path().join(format!("d{i}"))).collect();
+    // Six first adds into an empty database at once: each makes the tables, the others wait
+    // or insert (CI once met "deadlock detected" between a first add's indexes and another's
+    // inserts with three).
+    let dirs: Vec<PathBuf> = (0..6).map(|i| sb.path().join(format!("d{i}"))).collect();
     for (i, d) in dirs.iter().enumerate() {
         write_all(d, &runs(&format!("6.{i}.0"), i as u32 + 1, 1000.0, 10));
     }
@@ -353,7 +356,7 @@ fn postgres_two_adds_at_once_and_rebuild() {
     for mut c in children {
         assert!(c.wait().unwrap().success());
     }
-    assert_eq!(runs_held(&sb, &pg.url), 30);
+    assert_eq!(runs_held(&sb, &pg.url), 60);
     let before = history(&sb, &pg.url, "phase=file_create");
     let mut args = vec!["store", "rebuild"];
     args.extend(dirs.iter().map(|d| d.to_str().unwrap()));

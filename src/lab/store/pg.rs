@@ -15,10 +15,33 @@ pub struct Postgres {
     client: Client,
 }
 
+/// The advisory lock that orders schema changes against adds. Making or dropping the tables
+/// holds it alone; every add holds it shared. Without it, a first add making the indexes
+/// (a share lock on each table in turn) and another add already inserting (row locks on
+/// `runs`, then `metrics`) wait for each other, and PostgreSQL kills one: "deadlock detected".
+const SCHEMA_LOCK: i64 = 7444;
+
 impl Postgres {
     pub fn connect(url: &str) -> Result<Self> {
         let client = Client::connect(url, NoTls)?;
         Ok(Self { client })
+    }
+
+    /// Runs `f` holding [`SCHEMA_LOCK`] alone. The lock is a session lock taken *before* the
+    /// transaction starts, so every statement of `f` sees what the adds before it committed
+    /// (a lock taken inside the transaction would leave its first look at the catalog
+    /// older than the wait). It is given back whether `f` succeeds or not; a connection that
+    /// drops gives it back too.
+    fn with_schema_lock<T>(&mut self, f: impl FnOnce(&mut Client) -> Result<T>) -> Result<T> {
+        self.client
+            .execute("SELECT pg_advisory_lock($1)", &[&SCHEMA_LOCK])?;
+        let out = f(&mut self.client);
+        let unlocked = self
+            .client
+            .execute("SELECT pg_advisory_unlock($1)", &[&SCHEMA_LOCK]);
+        let out = out?;
+        unlocked?;
+        Ok(out)
     }
 }
 
@@ -39,38 +62,40 @@ pub fn numbered(sql: &str) -> String {
 
 impl Db for Postgres {
     fn batch(&mut self, statements: &[&str]) -> Result<()> {
-        let mut tx = self.client.transaction()?;
-        // Two first adds at once would both make the tables; the lock makes one wait.
-        tx.batch_execute("SELECT pg_advisory_xact_lock(7444)")?;
-        for s in statements {
-            tx.batch_execute(s)
-                .with_context(|| format!("PostgreSQL: {}", super::sqlite::first_line(s)))?;
-        }
-        tx.commit()?;
-        Ok(())
-    }
-
-    fn create(&mut self, statements: &[&str], version: &str) -> Result<()> {
-        let mut tx = self.client.transaction()?;
-        tx.batch_execute("SELECT pg_advisory_xact_lock(7444)")?;
-        let made = tx
-            .query_one("SELECT to_regclass('meta') IS NOT NULL", &[])?
-            .get::<_, bool>(0)
-            && tx
-                .query_opt("SELECT 1 FROM meta WHERE key = 'schema_version'", &[])?
-                .is_some();
-        if !made {
+        self.with_schema_lock(|client| {
+            let mut tx = client.transaction()?;
             for s in statements {
                 tx.batch_execute(s)
                     .with_context(|| format!("PostgreSQL: {}", super::sqlite::first_line(s)))?;
             }
-            tx.execute(
-                "INSERT INTO meta (key, value) VALUES ('schema_version', $1) ON CONFLICT (key) DO NOTHING",
-                &[&version],
-            )?;
-        }
-        tx.commit()?;
-        Ok(())
+            tx.commit()?;
+            Ok(())
+        })
+    }
+
+    fn create(&mut self, statements: &[&str], version: &str) -> Result<()> {
+        self.with_schema_lock(|client| {
+            let mut tx = client.transaction()?;
+            let made = tx
+                .query_one("SELECT to_regclass('meta') IS NOT NULL", &[])?
+                .get::<_, bool>(0)
+                && tx
+                    .query_opt("SELECT 1 FROM meta WHERE key = 'schema_version'", &[])?
+                    .is_some();
+            if !made {
+                for s in statements {
+                    tx.batch_execute(s).with_context(|| {
+                        format!("PostgreSQL: {}", super::sqlite::first_line(s))
+                    })?;
+                }
+                tx.execute(
+                    "INSERT INTO meta (key, value) VALUES ('schema_version', $1) ON CONFLICT (key) DO NOTHING",
+                    &[&version],
+                )?;
+            }
+            tx.commit()?;
+            Ok(())
+        })
     }
 
     fn meta(&mut self, key: &str) -> Result<Option<String>> {
@@ -89,6 +114,8 @@ impl Db for Postgres {
 
     fn add(&mut self, runs: &[Indexed]) -> Result<usize> {
         let mut tx = self.client.transaction()?;
+        // Shared: adds run side by side, but never beside a schema change (see SCHEMA_LOCK).
+        tx.execute("SELECT pg_advisory_xact_lock_shared($1)", &[&SCHEMA_LOCK])?;
         let mut new = 0;
         let cols = super::schema::RUN_COLUMNS.join(", ");
         let marks: Vec<String> = (1..=super::schema::RUN_COLUMNS.len())
