@@ -151,6 +151,7 @@ mod tests {
             first_done_s: None,
             stonewall_s: None,
             ranks: Vec::new(),
+            foreign_cache_drops: 0,
         }
     }
 

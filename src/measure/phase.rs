@@ -60,6 +60,8 @@ pub struct PhaseMeter {
     /// Set when the phase is cut at a stonewall: workers end their work early, without error.
     wall: Arc<AtomicBool>,
     bar: Option<PhaseBar>,
+    /// Counts the cache drops of other processes over the phase.
+    drops: crate::host::cache::DropMark,
 }
 
 impl PhaseMeter {
@@ -82,6 +84,7 @@ impl PhaseMeter {
         let begin = |p: &Option<Probe>| p.as_ref().and_then(|p| p.begin().ok());
         let model_end = (begin(&devices.model), begin(&devices.journal_model));
         let cpu0 = CpuTimes::now();
+        let drops = crate::host::cache::DropMark::now();
         let start = Instant::now();
         let clock = clock.with_origin(start);
         let start_tick = clock.now();
@@ -101,6 +104,7 @@ impl PhaseMeter {
             stop: Arc::new(AtomicBool::new(false)),
             wall: Arc::new(AtomicBool::new(false)),
             bar,
+            drops,
         }
     }
 
@@ -154,6 +158,7 @@ impl PhaseMeter {
     pub fn finish(self, mut recorders: Vec<Recorder>) -> PhaseResult {
         let wall = self.start.elapsed();
         let cpu = CpuTimes::now().since(self.cpu0);
+        let foreign_cache_drops = self.drops.foreign_since();
         // A phase the model did not apply to (set-up while it is off) has no record.
         let end = |e: Option<PhaseEnd>| {
             e.and_then(|f| f().ok())
@@ -183,7 +188,9 @@ impl PhaseMeter {
         }
         let ramp = self.series.ramp_intervals as usize;
         totals.cut_ramp(ramp, self.series.ramp().as_secs_f64());
-        totals.into_result(&[])
+        let mut out = totals.into_result(&[]);
+        out.foreign_cache_drops = out.foreign_cache_drops.max(foreign_cache_drops);
+        out
     }
 }
 

@@ -268,6 +268,9 @@ pub struct PhaseTotals {
     extras: Vec<(BTreeMap<String, f64>, f64)>,
     stonewall_s: Option<f64>,
     ranks: Vec<RankPhase>,
+    /// Cache drops by other processes that any part saw (the most of them: ranks of one
+    /// machine see the same drops).
+    foreign_cache_drops: u64,
 }
 
 /// Where this machine's devices are filed in [`PhaseTotals`] (ranks file theirs by host name).
@@ -419,6 +422,7 @@ impl PhaseTotals {
         t.workers = p.workers.clone();
         t.extras = vec![(p.extra.clone(), p.wall_s)];
         t.stonewall_s = p.stonewall_s;
+        t.foreign_cache_drops = p.foreign_cache_drops;
         let mut latency = p.latency.clone();
         latency.hdr.clear();
         t.ranks.push(RankPhase {
@@ -468,6 +472,7 @@ impl PhaseTotals {
         self.merge_numbered(o);
         self.extras.extend(o.extras.iter().cloned());
         self.stonewall_s = self.stonewall_s.or(o.stonewall_s);
+        self.foreign_cache_drops = self.foreign_cache_drops.max(o.foreign_cache_drops);
         self.ranks.extend(o.ranks.iter().cloned());
     }
 
@@ -628,6 +633,7 @@ impl PhaseTotals {
             first_done_s: self.first_done_s,
             stonewall_s: self.stonewall_s,
             ranks: self.ranks,
+            foreign_cache_drops: self.foreign_cache_drops,
         };
         out.extra = combine_extras(&self.extras, &out, metrics);
         out

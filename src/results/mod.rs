@@ -104,6 +104,25 @@ pub struct RunRecord {
 }
 
 impl RunResult {
+    /// Why a run's figures measure a neighbour too: another process dropped the kernel's caches
+    /// (`drop_caches`) during one of its phases, so the phase read back what it had cached and
+    /// wrote what the drop's `sync` forced out. A plan's run is made again (`lab::plan::execute`);
+    /// a bench run says so.
+    pub fn disturbed(&self) -> Option<String> {
+        let hit: Vec<String> = self
+            .phases
+            .iter()
+            .filter(|p| p.foreign_cache_drops > 0)
+            .map(|p| format!("{} ({}×)", p.name, p.foreign_cache_drops))
+            .collect();
+        (!hit.is_empty()).then(|| {
+            format!(
+                "another process dropped the kernel's caches during phase {}",
+                hit.join(", ")
+            )
+        })
+    }
+
     /// The one place a result document is put together.
     pub fn assemble(r: RunRecord) -> Self {
         let result = RunResult {
@@ -451,6 +470,15 @@ pub struct PhaseResult {
     /// MPI runs: each rank's own figures.
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     pub ranks: Vec<RankPhase>,
+    /// How often *another* process dropped the kernel's caches (`/proc/sys/vm/drop_caches`)
+    /// while the phase ran: its figures then measure that neighbour too. The run is made
+    /// again (see `lab::plan::execute`); absent when none.
+    #[serde(default, skip_serializing_if = "is_zero")]
+    pub foreign_cache_drops: u64,
+}
+
+fn is_zero(n: &u64) -> bool {
+    *n == 0
 }
 
 /// Latency percentiles of a set of operations, from an HDR histogram (1 ns to 1 h, 3

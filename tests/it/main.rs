@@ -36,6 +36,7 @@ mod device_uring;
 mod devices_check;
 mod devices_cli;
 mod devices_fit;
+mod disturbed;
 mod exercise_cli;
 mod exercise_fs;
 mod faults;

@@ -630,6 +630,16 @@ fn warnings(results: &[RunResult], cells: &[Cell]) -> Vec<String> {
         }
     }
     for r in results {
+        if let Some(why) = r.disturbed() {
+            w.push(format!(
+                "{} · {} rep {}: {why}, so its figures measure that process too (the run was made 3 times and disturbed each time); find what drops the caches on this machine and run it again",
+                r.testbed.label,
+                r.workload.kind,
+                r.rep
+            ));
+        }
+    }
+    for r in results {
         // Older runs wrote a paragraph per phase the emulator fell behind in; the lateness
         // table holds those figures, read from the same records.
         for e in r.errors.iter().filter(|e| !is_lateness_warning(e)) {

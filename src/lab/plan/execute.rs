@@ -321,6 +321,13 @@ fn existing_files(dir: &Path) -> Result<HashMap<String, ResultFile>> {
     Ok(out)
 }
 
+/// How often a run whose phases another process disturbed is made (the first time included).
+const DISTURBED_ATTEMPTS: u32 = 3;
+
+/// Where the results of disturbed runs are kept, inside the results directory (no result
+/// loader reads a subdirectory, so they are out of every table and finding).
+pub const DISTURBED_DIR: &str = "disturbed";
+
 /// Under `--resume`, a `*.json` of the results directory that is not a usable result (damaged,
 /// or of another schema) is renamed to `NAME.damaged` with a warning: its run is made again,
 /// and the file no longer stops `report` on that directory. Nothing is deleted.
@@ -587,19 +594,44 @@ impl Session<'_> {
             ropts.keep_image = Some(plan.name.clone());
         }
         let place = plan.place(run.testbed);
-        let outcome = runner::run_rep(
-            target,
-            &place,
-            wl.workload.as_ref(),
-            &ropts,
-            plan.seed,
-            run.rep,
-        )
-        .with_context(|| format!("run {what}"))?;
-        check_phases(&plan.questions, &outcome.result)?;
-        crate::results::write_result(&opts.out, &outcome.result)?;
+        let mut target = target;
+        let mut attempt = 1;
+        let result = loop {
+            let outcome = runner::run_rep(
+                target.as_deref_mut(),
+                &place,
+                wl.workload.as_ref(),
+                &ropts,
+                plan.seed,
+                run.rep,
+            )
+            .with_context(|| format!("run {what}"))?;
+            check_phases(&plan.questions, &outcome.result)?;
+            match outcome.result.disturbed() {
+                Some(why) if attempt < DISTURBED_ATTEMPTS => {
+                    let kept = crate::results::write_result(
+                        &opts.out.join(DISTURBED_DIR),
+                        &outcome.result,
+                    )?;
+                    eprintln!(
+                        "warning: {what}: {why}; the run is made again (attempt {} of {DISTURBED_ATTEMPTS}), its result kept as {}",
+                        attempt + 1,
+                        kept.display()
+                    );
+                    attempt += 1;
+                }
+                Some(why) => {
+                    eprintln!(
+                        "warning: {what}: {why}, in each of {DISTURBED_ATTEMPTS} attempts; the last is kept as the result (find what drops the caches on this machine: another benchmark or test suite)"
+                    );
+                    break outcome.result;
+                }
+                None => break outcome.result,
+            }
+        };
+        crate::results::write_result(&opts.out, &result)?;
         self.ex.ran += 1;
-        Ok(outcome.result)
+        Ok(result)
     }
 
     /// Per testbed (fresh = "per-testbed" with questions): every testbed's filesystem, built at

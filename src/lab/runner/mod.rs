@@ -234,6 +234,9 @@ pub fn run(place: &Place, wl: &dyn Workload, opts: &RunOptions) -> Result<Vec<Ou
     for rep in 0..opts.reps {
         crate::base::signals::check()?;
         let outcome = run_once(Rep::new(place, wl, opts, seed, rep))?;
+        if let Some(why) = outcome.result.disturbed() {
+            eprintln!("warning: rep {rep}: {why}: its figures measure that process too; run it again when the machine is yours");
+        }
         out.push(outcome);
     }
     Ok(out)

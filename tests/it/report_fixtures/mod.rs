@@ -75,6 +75,7 @@ pub fn phase(
         first_done_s: None,
         stonewall_s: None,
         ranks: Vec::new(),
+        foreign_cache_drops: 0,
     }
 }
 

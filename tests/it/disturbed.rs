@@ -1,0 +1,128 @@
+//! A run whose phase another process disturbed by dropping the kernel's caches
+//! (`drop_caches`, as every `cold = "drop"` benchmark does) is made again, and its result is
+//! kept aside, out of every table and finding. The foreign drop is injected with the debug
+//! hook `FSGAUGE_TEST_FOREIGN_DROPS` (a real drop would empty the caches of the tests beside).
+//! Needs root, loop devices and mkfs.ext4.
+
+use std::path::Path;
+
+use crate::support::Sandbox;
+
+const PLAN: &str = r#"name = "disturbed"
+reps = 1
+
+[[testbed]]
+label = "plain"
+fs = "ext4"
+size = "256M"
+
+[[workload]]
+kind = "tree"
+dirs = 2
+files = 8
+file_size = "64K"
+"#;
+
+fn jsons(dir: &Path) -> Vec<String> {
+    let mut out: Vec<String> = std::fs::read_dir(dir)
+        .map(|rd| {
+            rd.filter_map(|e| e.ok())
+                .map(|e| e.file_name().to_string_lossy().into_owned())
+                .filter(|n| n.ends_with(".json") && !n.starts_with('.'))
+                .collect()
+        })
+        .unwrap_or_default();
+    out.sort();
+    out
+}
+
+fn run_plan(sb: &Sandbox, drops: &str) -> (String, std::path::PathBuf) {
+    let plan = sb.path().join("plan.toml");
+    std::fs::write(&plan, PLAN).unwrap();
+    let out = sb.path().join("results");
+    let o = sb
+        .cmd()
+        .args(["run", plan.to_str().unwrap(), "--quiet", "--out"])
+        .arg(&out)
+        .env("FSGAUGE_TEST_FOREIGN_DROPS", drops)
+        .output()
+        .unwrap();
+    let stderr = String::from_utf8_lossy(&o.stderr).into_owned();
+    assert!(o.status.success(), "{stderr}");
+    (stderr, out)
+}
+
+fn drops_in(path: &Path) -> Vec<u64> {
+    let v: serde_json::Value = serde_json::from_slice(&std::fs::read(path).unwrap()).unwrap();
+    v["phases"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|p| p["foreign_cache_drops"].as_u64().unwrap_or(0))
+        .collect()
+}
+
+#[test]
+fn a_run_another_process_disturbed_is_made_again_and_kept_aside() {
+    if !crate::support::have_fs("ext4") {
+        return;
+    }
+    let sb = Sandbox::new();
+    // The first phase of the first attempt sees one foreign drop; the second attempt none.
+    let (stderr, out) = run_plan(&sb, "1");
+    assert!(
+        stderr.contains("another process dropped the kernel's caches during phase")
+            && stderr.contains("the run is made again (attempt 2 of 3)"),
+        "{stderr}"
+    );
+    let kept = jsons(&out);
+    assert_eq!(kept.len(), 1, "{kept:?}");
+    assert!(drops_in(&out.join(&kept[0])).iter().all(|&d| d == 0));
+    let aside = jsons(&out.join("disturbed"));
+    assert_eq!(aside.len(), 1, "{aside:?}");
+    assert_eq!(drops_in(&out.join("disturbed").join(&aside[0]))[0], 1);
+    // The set-aside run is out of the report: it reads one run.
+    let o = sb
+        .cmd()
+        .args(["report", out.to_str().unwrap(), "--json"])
+        .output()
+        .unwrap();
+    assert!(o.status.success(), "{}", String::from_utf8_lossy(&o.stderr));
+}
+
+#[test]
+fn a_run_disturbed_every_time_keeps_its_last_attempt_and_says_so() {
+    if !crate::support::have_fs("ext4") {
+        return;
+    }
+    let sb = Sandbox::new();
+    let (stderr, out) = run_plan(&sb, "1000");
+    assert!(stderr.contains("in each of 3 attempts"), "{stderr}");
+    assert_eq!(jsons(&out).len(), 1);
+    assert_eq!(jsons(&out.join("disturbed")).len(), 2);
+    assert!(drops_in(&out.join(&jsons(&out)[0])).iter().all(|&d| d == 1));
+    // The report names the run that stayed disturbed.
+    let o = sb
+        .cmd()
+        .args(["report", out.to_str().unwrap()])
+        .output()
+        .unwrap();
+    let text =
+        String::from_utf8_lossy(&o.stdout).into_owned() + &String::from_utf8_lossy(&o.stderr);
+    assert!(
+        text.contains("plain · tree rep 0: another process dropped the kernel's caches"),
+        "{text}"
+    );
+}
+
+#[test]
+fn an_undisturbed_run_is_made_once() {
+    if !crate::support::have_fs("ext4") {
+        return;
+    }
+    let sb = Sandbox::new();
+    let (stderr, out) = run_plan(&sb, "0");
+    assert!(!stderr.contains("dropped the kernel's caches"), "{stderr}");
+    assert_eq!(jsons(&out).len(), 1);
+    assert!(!out.join("disturbed").exists());
+}
