@@ -244,3 +244,25 @@ fn fit_help_says_what_it_measures_how_long_and_what_to_do_with_it() {
         assert!(help.contains(n), "help lacks {n:?}:\n{help}");
     }
 }
+
+/// The stall table's arithmetic (`scripts/bench_device_stalls.py`: the goals' verdicts, the
+/// paired interval of stalled/plain on the log scale) passes its own checks.
+#[test]
+fn bench_device_stalls_arithmetic_passes_its_selftest() {
+    if !have_program("python3") {
+        return;
+    }
+    let script =
+        std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("scripts/bench_device_stalls.py");
+    let out = std::process::Command::new("python3")
+        .arg(&script)
+        .arg("--selftest")
+        .output()
+        .unwrap();
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    assert_eq!(String::from_utf8_lossy(&out.stdout).trim(), "selftest ok");
+}
