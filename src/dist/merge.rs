@@ -152,6 +152,7 @@ mod tests {
             stonewall_s: None,
             ranks: Vec::new(),
             foreign_cache_drops: 0,
+            host_load: None,
         }
     }
 

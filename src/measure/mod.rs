@@ -10,6 +10,7 @@
 
 mod clock;
 mod diskstats;
+mod hostload;
 mod latency;
 mod phase;
 pub mod progress;
@@ -20,6 +21,7 @@ mod totals;
 
 pub use clock::{Clock, Tick};
 pub use diskstats::{Devices, DiskStat, ModelProbe, PhaseEnd, Probe};
+pub use hostload::LoadMark;
 pub use latency::{
     decode, decode_text, encode, histogram_up_to, new_histogram, summarize, FastHistogram,
     LatencyHistogram,

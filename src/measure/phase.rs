@@ -62,6 +62,8 @@ pub struct PhaseMeter {
     bar: Option<PhaseBar>,
     /// Counts the cache drops of other processes over the phase.
     drops: crate::host::cache::DropMark,
+    /// The machine's steal and CPU pressure at the start.
+    load: super::hostload::LoadMark,
 }
 
 impl PhaseMeter {
@@ -85,6 +87,7 @@ impl PhaseMeter {
         let model_end = (begin(&devices.model), begin(&devices.journal_model));
         let cpu0 = CpuTimes::now();
         let drops = crate::host::cache::DropMark::now();
+        let load = super::hostload::LoadMark::now();
         let start = Instant::now();
         let clock = clock.with_origin(start);
         let start_tick = clock.now();
@@ -105,6 +108,7 @@ impl PhaseMeter {
             wall: Arc::new(AtomicBool::new(false)),
             bar,
             drops,
+            load,
         }
     }
 
@@ -159,6 +163,7 @@ impl PhaseMeter {
         let wall = self.start.elapsed();
         let cpu = CpuTimes::now().since(self.cpu0);
         let foreign_cache_drops = self.drops.foreign_since();
+        let host_load = self.load.since();
         // A phase the model did not apply to (set-up while it is off) has no record.
         let end = |e: Option<PhaseEnd>| {
             e.and_then(|f| f().ok())
@@ -190,6 +195,7 @@ impl PhaseMeter {
         totals.cut_ramp(ramp, self.series.ramp().as_secs_f64());
         let mut out = totals.into_result(&[]);
         out.foreign_cache_drops = out.foreign_cache_drops.max(foreign_cache_drops);
+        out.host_load = host_load;
         out
     }
 }

@@ -271,6 +271,8 @@ pub struct PhaseTotals {
     /// Cache drops by other processes that any part saw (the most of them: ranks of one
     /// machine see the same drops).
     foreign_cache_drops: u64,
+    /// The machine's load, of the first part that had it (ranks of one machine share it).
+    host_load: Option<crate::results::HostLoad>,
 }
 
 /// Where this machine's devices are filed in [`PhaseTotals`] (ranks file theirs by host name).
@@ -423,6 +425,7 @@ impl PhaseTotals {
         t.extras = vec![(p.extra.clone(), p.wall_s)];
         t.stonewall_s = p.stonewall_s;
         t.foreign_cache_drops = p.foreign_cache_drops;
+        t.host_load = p.host_load;
         let mut latency = p.latency.clone();
         latency.hdr.clear();
         t.ranks.push(RankPhase {
@@ -473,6 +476,7 @@ impl PhaseTotals {
         self.extras.extend(o.extras.iter().cloned());
         self.stonewall_s = self.stonewall_s.or(o.stonewall_s);
         self.foreign_cache_drops = self.foreign_cache_drops.max(o.foreign_cache_drops);
+        self.host_load = self.host_load.or(o.host_load);
         self.ranks.extend(o.ranks.iter().cloned());
     }
 
@@ -634,6 +638,7 @@ impl PhaseTotals {
             stonewall_s: self.stonewall_s,
             ranks: self.ranks,
             foreign_cache_drops: self.foreign_cache_drops,
+            host_load: self.host_load,
         };
         out.extra = combine_extras(&self.extras, &out, metrics);
         out

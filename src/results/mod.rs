@@ -475,6 +475,22 @@ pub struct PhaseResult {
     /// again (see `lab::plan::execute`); absent when none.
     #[serde(default, skip_serializing_if = "is_zero")]
     pub foreign_cache_drops: u64,
+    /// What the machine did beside the phase: CPU steal and CPU pressure (absent in results
+    /// written before fsgauge recorded them, and where the kernel tells neither).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub host_load: Option<HostLoad>,
+}
+
+/// The machine's load over a phase, as shares (0–1).
+#[derive(Debug, Clone, Copy, Serialize, Deserialize, PartialEq, Default)]
+pub struct HostLoad {
+    /// Of all CPU time of all CPUs, the share the hypervisor stole (`/proc/stat` steal).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub steal: Option<f64>,
+    /// Of the phase's wall time, the share in which some runnable task waited for a CPU
+    /// (`/proc/pressure/cpu` `some`; fsgauge's own threads count too).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub cpu_pressure: Option<f64>,
 }
 
 fn is_zero(n: &u64) -> bool {

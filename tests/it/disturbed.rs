@@ -1,7 +1,9 @@
-//! A run whose phase another process disturbed by dropping the kernel's caches
+//! What the machine's neighbours did to a run. A run whose phase another process disturbed by dropping the kernel's caches
 //! (`drop_caches`, as every `cold = "drop"` benchmark does) is made again, and its result is
 //! kept aside, out of every table and finding. The foreign drop is injected with the debug
 //! hook `FSGAUGE_TEST_FOREIGN_DROPS` (a real drop would empty the caches of the tests beside).
+//! Every phase records the machine's CPU steal and CPU pressure, and the report's environment
+//! table states them per run.
 //! Needs root, loop devices and mkfs.ext4.
 
 use std::path::Path;
@@ -125,4 +127,33 @@ fn an_undisturbed_run_is_made_once() {
     assert!(!stderr.contains("dropped the kernel's caches"), "{stderr}");
     assert_eq!(jsons(&out).len(), 1);
     assert!(!out.join("disturbed").exists());
+}
+
+#[test]
+fn every_phase_records_the_machines_steal_and_cpu_pressure_and_the_report_states_them() {
+    if !crate::support::have_fs("ext4") {
+        return;
+    }
+    let sb = Sandbox::new();
+    let (_, out) = run_plan(&sb, "0");
+    let name = &jsons(&out)[0];
+    let v: serde_json::Value =
+        serde_json::from_slice(&std::fs::read(out.join(name)).unwrap()).unwrap();
+    for p in v["phases"].as_array().unwrap() {
+        let load = &p["host_load"];
+        let steal = load["steal"].as_f64().expect("steal from /proc/stat");
+        assert!((0.0..=1.0).contains(&steal), "{load}");
+        if std::path::Path::new("/proc/pressure/cpu").exists() {
+            let pressure = load["cpu_pressure"].as_f64().expect("PSI");
+            assert!((0.0..=1.0).contains(&pressure), "{load}");
+        }
+    }
+    let o = sb
+        .cmd()
+        .args(["report", out.to_str().unwrap()])
+        .output()
+        .unwrap();
+    let text = String::from_utf8_lossy(&o.stdout);
+    assert!(text.contains("machine load"), "{text}");
+    assert!(text.contains("steal "), "{text}");
 }

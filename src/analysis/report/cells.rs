@@ -82,6 +82,10 @@ pub struct Environment {
     pub started_at: String,
     pub seed: u64,
     pub spec_hash: String,
+    /// The machine's CPU steal and CPU pressure over the run's measured phases (wall-time
+    /// weighted); empty for results that do not record them.
+    #[serde(skip_serializing_if = "String::is_empty")]
+    pub machine_load: String,
 }
 
 /// Everything a report shows.

@@ -683,7 +683,38 @@ fn environment(r: &RunResult, workload: &str) -> Environment {
         started_at: r.started_at.clone(),
         seed: r.seed,
         spec_hash: r.spec_hash.chars().take(12).collect(),
+        machine_load: machine_load(r),
     }
+}
+
+/// "steal 0.1%, CPU pressure 12%": the wall-time weighted means over the run's phases that
+/// recorded them; empty when none did.
+fn machine_load(r: &RunResult) -> String {
+    let mean = |f: &dyn Fn(&crate::results::HostLoad) -> Option<f64>| {
+        let (mut sum, mut wall) = (0.0, 0.0);
+        for p in &r.phases {
+            if let Some(v) = p.host_load.as_ref().and_then(f) {
+                sum += v * p.wall_s;
+                wall += p.wall_s;
+            }
+        }
+        (wall > 0.0).then(|| sum / wall)
+    };
+    let pct = |v: f64| {
+        if v > 0.0 && v < 0.001 {
+            format!("{:.2}%", v * 100.0)
+        } else {
+            format!("{:.1}%", v * 100.0)
+        }
+    };
+    [
+        mean(&|l| l.steal).map(|v| format!("steal {}", pct(v))),
+        mean(&|l| l.cpu_pressure).map(|v| format!("CPU pressure {}", pct(v))),
+    ]
+    .into_iter()
+    .flatten()
+    .collect::<Vec<_>>()
+    .join(", ")
 }
 
 /// The environment as a table.
@@ -711,6 +742,12 @@ pub fn environment_table(env: &[Environment]) -> Table {
     ]
     .map(String::from)
     .to_vec();
+    // Results written before fsgauge recorded the machine's load keep their table as it was.
+    let loaded = env.iter().any(|e| !e.machine_load.is_empty());
+    let mut headers = headers;
+    if loaded {
+        headers.push("machine load".into());
+    }
     let rows = env
         .iter()
         .map(|e| {
@@ -735,12 +772,19 @@ pub fn environment_table(env: &[Environment]) -> Table {
                 e.seed.to_string(),
                 e.spec_hash.clone(),
             ]
+            .into_iter()
+            .chain(loaded.then(|| e.machine_load.clone()))
+            .collect()
         })
         .collect();
     Table {
         title: "Environment of every run".into(),
-        label_columns: 19,
-        note: "as recorded in each result file".into(),
+        label_columns: if loaded { 20 } else { 19 },
+        note: if loaded {
+            "as recorded in each result file; machine load: the share of all CPU time the hypervisor stole and of the wall time some task waited for a CPU, over the measured phases".into()
+        } else {
+            "as recorded in each result file".into()
+        },
         headers,
         rows,
     }
