@@ -62,6 +62,13 @@ pub fn submit(c: &RunCmd, on: &On) -> Result<ExitCode> {
     // machines like this one.
     plan::check(&fp.plan, &fp.matrix)?;
     crate::results::check_out_dir(&fp.out)?;
+    if fp.out.to_string_lossy().contains('%') {
+        // sbatch reads % in the log's path as a pattern (%j, %a, ...).
+        return Err(bad_input(format!(
+            "--out {}: a results directory for --on slurm cannot have '%' in its path (sbatch reads it as a pattern); choose another",
+            fp.out.display()
+        )));
+    }
     let record = Fleet::load(&fp.out)?;
     if record.is_some() && !c.resume {
         return Err(bad_input(format!(
@@ -73,13 +80,16 @@ pub fn submit(c: &RunCmd, on: &On) -> Result<ExitCode> {
     slurm::check_tools()?;
     slurm::check_partition(partition.as_deref())?;
     let blocks = fleet::blocks(&fp.matrix, fp.plan.reps.max());
+    let args = script::task_args(&std::env::args_os().collect::<Vec<_>>());
     let mut record = record.unwrap_or_else(|| Fleet {
         plan: c.plan.clone().unwrap_or_else(|| "quick".into()),
         seed: fp.plan.seed,
+        args: Vec::new(),
         blocks: blocks.clone(),
         jobs: Vec::new(),
     });
     record.blocks = blocks;
+    record.args = args.iter().map(|a| script::quote(a)).collect();
     let to_run = blocks_to_submit(&fp.out, &record, c.resume)?;
     announce(c, &fp, &record, &to_run);
     if to_run.is_empty() {
@@ -90,26 +100,20 @@ pub fn submit(c: &RunCmd, on: &On) -> Result<ExitCode> {
         return finish(c, &fp, &record);
     }
     let logs = fp.out.join(fleet::LOGS);
-    let text = script::text(
-        &slurm::own_binary()?,
-        &script::task_args(&std::env::args_os().collect::<Vec<_>>()),
-        &fp.out,
-        &logs,
-        &fp.plan.name,
-    );
-    let mut args = slurm::sbatch_args(
+    let text = script::text(&slurm::own_binary()?, &args, &fp.out, &logs, &fp.plan.name);
+    let mut opts = slurm::sbatch_args(
         &fleet::array_spec(&to_run, c.machines),
         partition.as_deref(),
     );
     let cwd = std::env::current_dir().context("the submitting directory")?;
-    args.push(format!("--chdir={}", cwd.display()));
-    args.push(format!("--output={}/block-%a-job-%A.out", logs.display()));
-    slurm::test_submit(&text, &args)?;
+    opts.push(format!("--chdir={}", cwd.display()));
+    opts.push(format!("--output={}/block-%a-job-%A.out", logs.display()));
+    slurm::test_submit(&text, &opts)?;
     // Checked: from here on things are made.
     std::fs::create_dir_all(&logs).with_context(|| format!("creating {}", logs.display()))?;
     let script_path = fp.out.join(fleet::SCRIPT);
     crate::base::atomic::write_atomic(&script_path, text.as_bytes())?;
-    let id = slurm::submit(&script_path, &args)?;
+    let id = slurm::submit(&script_path, &opts)?;
     record.jobs.push(fleet::Job {
         id: id.clone(),
         blocks: to_run.clone(),
@@ -181,8 +185,8 @@ fn finish(c: &RunCmd, fp: &FleetPlan, record: &Fleet) -> Result<ExitCode> {
                 .map_or("JOB".to_string(), |j| j.id.clone());
             eprintln!("follow it:      fsgauge status {dir}");
             eprintln!(
-                "after a failure or scancel: fsgauge run {} --on ... --resume --out {dir}",
-                record.plan
+                "after a failure or scancel: {}",
+                record.resume_command(&fp.out)
             );
             eprintln!("stop it:        scancel {job}");
             eprintln!("when done:      fsgauge report {dir} -o report.html");
@@ -201,12 +205,13 @@ fn finish(c: &RunCmd, fp: &FleetPlan, record: &Fleet) -> Result<ExitCode> {
         return Ok(code);
     }
     eprintln!(
-        "error: {} of {} block(s) did not finish: {}; logs in {}/{}; run again with --resume to resubmit them",
+        "error: {} of {} block(s) did not finish: {}; logs in {}/{}; resubmit them with: {}",
         unfinished.len(),
         st.len(),
         unfinished.join("; "),
         dir,
-        fleet::LOGS
+        fleet::LOGS,
+        record.resume_command(&fp.out)
     );
     Ok(ExitCode::from(1))
 }
@@ -344,5 +349,14 @@ pub fn status(c: StatusCmd) -> Result<ExitCode> {
         );
     }
     println!("total: {} block(s): {}", st.len(), totals_text(&st));
+    let stopped = st
+        .iter()
+        .any(|s| matches!(s.state, status::State::Failed | status::State::Cancelled));
+    if stopped {
+        println!(
+            "resubmit the failed and cancelled blocks: {}",
+            record.resume_command(&c.dir)
+        );
+    }
     Ok(ExitCode::SUCCESS)
 }

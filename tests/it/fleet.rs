@@ -257,6 +257,16 @@ fn a_cancelled_block_is_resubmitted_alone_and_finished_blocks_stay_untouched() {
     );
     let before = files(&dir);
     assert_eq!(before.len(), 4, "blocks 0 and 1: two runs each");
+    let text = sb
+        .cmd()
+        .args(["status", dir.to_str().unwrap()])
+        .output()
+        .unwrap();
+    let text = String::from_utf8_lossy(&text.stdout);
+    assert!(
+        text.contains("2 done, 1 cancelled") && text.contains("--on slurm --resume --out"),
+        "{text}"
+    );
 
     assert_ok(&submit(&["--resume", "--wait"]), "the resubmission");
     let record: serde_json::Value =

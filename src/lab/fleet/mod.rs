@@ -59,6 +59,15 @@ impl std::str::FromStr for On {
     }
 }
 
+impl std::fmt::Display for On {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        match self {
+            On::Slurm { partition: None } => write!(f, "slurm"),
+            On::Slurm { partition: Some(p) } => write!(f, "slurm:{p}"),
+        }
+    }
+}
+
 fn valid_partition(p: &str) -> bool {
     !p.is_empty()
         && p.len() <= 64
@@ -87,6 +96,10 @@ pub struct Job {
 pub struct Fleet {
     pub plan: String,
     pub seed: u64,
+    /// The arguments every task repeats (the submitting command's, but for the submission's
+    /// own flags), as the shell would take them back.
+    #[serde(default)]
+    pub args: Vec<String>,
     pub blocks: Vec<Block>,
     pub jobs: Vec<Job>,
 }
@@ -118,6 +131,19 @@ impl Fleet {
         bytes.push(b'\n');
         crate::base::atomic::write_atomic(&dir.join(RECORD), &bytes)
             .with_context(|| format!("writing {}", dir.join(RECORD).display()))
+    }
+
+    /// The command that resubmits what is neither done nor queued.
+    pub fn resume_command(&self, dir: &Path) -> String {
+        let on = match self.jobs.last().and_then(|j| j.partition.as_ref()) {
+            Some(p) => format!("slurm:{p}"),
+            None => "slurm".into(),
+        };
+        format!(
+            "fsgauge {} --on {on} --resume --out {}",
+            self.args.join(" "),
+            script::quote(dir.as_os_str())
+        )
     }
 
     /// The job that ran (or will run) `block` last.
