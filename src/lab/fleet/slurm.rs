@@ -128,22 +128,24 @@ pub fn submit(script: &Path, args: &[String]) -> Result<String> {
 }
 
 /// The state of each task (block) of array `job` that Slurm knows: from `sacct` when Slurm
-/// keeps accounting, else the queue (`squeue`) and the controller's memory of finished jobs
-/// (`scontrol show job`, MinJobAge). States are Slurm's words (PENDING, RUNNING, COMPLETED,
+/// keeps accounting, else from the controller's memory of finished jobs (`scontrol show job`,
+/// MinJobAge); the queue (`squeue`) has the last word on pending and running tasks. States are Slurm's words (PENDING, RUNNING, COMPLETED,
 /// FAILED, CANCELLED, ...).
 pub fn task_states(job: &str) -> Result<BTreeMap<u32, String>> {
-    if let Ok(Ok(out)) = output(
+    let mut states = match output(
         Command::new("sacct").args(["-j", job, "--format=JobID,State", "-P", "-n"]),
         None,
     ) {
-        return Ok(parse_sacct(job, &out));
-    }
-    let mut states = BTreeMap::new();
-    if let Ok(out) = output(
-        Command::new("scontrol").args(["show", "job", "-o", job]),
-        None,
-    )? {
-        states.extend(parse_scontrol(&out));
+        Ok(Ok(out)) => parse_sacct(job, &out),
+        _ => BTreeMap::new(),
+    };
+    if states.is_empty() {
+        if let Ok(out) = output(
+            Command::new("scontrol").args(["show", "job", "-o", job]),
+            None,
+        )? {
+            states.extend(parse_scontrol(&out));
+        }
     }
     // The queue last: it is the newest word on pending and running tasks.
     let queued = output(
