@@ -243,6 +243,10 @@ fn a_cancelled_block_is_resubmitted_alone_and_finished_blocks_stay_untouched() {
         serde_json::from_slice(&std::fs::read(dir.join("fleet.json")).unwrap()).unwrap();
     let job = record["jobs"][0]["id"].as_str().unwrap().to_string();
     assert_eq!(record["jobs"][0]["blocks"], serde_json::json!([0, 1, 2]));
+    // Every block is queued, running or done: a --resume now would run one twice.
+    let again = submit(&["--resume"]);
+    assert_ok(&again, "a resume while the array is queued");
+    assert!(String::from_utf8_lossy(&again.stderr).contains("nothing to submit"));
     let out = Command::new("scancel")
         .arg(format!("{job}_2"))
         .output()
