@@ -7,6 +7,7 @@ pub mod common;
 mod compare;
 mod devices;
 mod exercise;
+mod fleet;
 mod frag;
 mod images;
 #[cfg(test)]
@@ -119,6 +120,11 @@ pub enum Command {
     /// the changes outside the noise marked (Welch's t-test between neighbouring groups,
     /// Holm-corrected).
     History(store::HistoryCmd),
+    /// Where a plan submitted with `run --on slurm` stands: each block (one repetition of every
+    /// configuration, one array task) pending, running, done, failed or cancelled, from its
+    /// result files and Slurm (sacct, or squeue and scontrol without accounting), and the
+    /// totals. Resubmit what failed or was cancelled with `run PLAN --on slurm --resume --out DIR`.
+    Status(fleet::StatusCmd),
 }
 
 /// Parses the command line and runs the command.
@@ -127,6 +133,7 @@ pub fn main() -> Result<ExitCode> {
     crate::base::signals::install();
     let res = match cli.command {
         Command::Run(c) => run::run(c),
+        Command::Status(c) => fleet::status(c),
         Command::Presets(c) => presets::run(c),
         Command::Report(c) => report::run(c),
         Command::Compare(c) => compare::run(c),

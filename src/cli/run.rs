@@ -79,6 +79,25 @@ pub struct RunCmd {
     pub output: OutputArgs,
     #[command(flatten)]
     pub store: super::store::StoreArg,
+    /// Run the plan on a cluster instead of here: `slurm` (Slurm's default partition) or
+    /// `slurm:PARTITION`. One job array is submitted; task K runs block K (repetition K of every
+    /// configuration, on one machine, so each comparison is paired within a machine). --out
+    /// must be on a filesystem every node sees (and so must the plan file and the directory
+    /// you submit from: tasks run there). sbatch's SBATCH_* environment variables (time limit,
+    /// account, ...) apply. Then `fsgauge status DIR`; rerun with --resume to resubmit the
+    /// blocks that failed or were cancelled.
+    #[arg(long, value_name = "slurm[:PARTITION]", conflicts_with = "dry_run")]
+    pub on: Option<crate::lab::fleet::On>,
+    /// With --on: at most N machines (array tasks) at once (sbatch --array=...%N).
+    #[arg(long, value_name = "N", requires = "on")]
+    pub machines: Option<u32>,
+    /// With --on: stay until the array ends, with a progress bar, then print the findings as a
+    /// local run does (Ctrl-C stops waiting, not the array).
+    #[arg(long, requires = "on")]
+    pub wait: bool,
+    /// Run block K of a plan submitted with --on (what each array task runs).
+    #[arg(long, value_name = "K", hide = true, conflicts_with_all = ["on", "dry_run"])]
+    pub block: Option<u32>,
 }
 
 /// `--workdir` and `--device-model` of `run`: the testbed settings of the same names, taken as
@@ -181,6 +200,12 @@ pub fn load_plan(arg: &str, opts: &ParseOptions) -> Result<Plan> {
 }
 
 pub fn run(c: RunCmd) -> Result<ExitCode> {
+    if let Some(on) = c.on.clone() {
+        return super::fleet::submit(&c, &on);
+    }
+    if let Some(k) = c.block {
+        return super::fleet::block(&c, k);
+    }
     let root = nix::unistd::geteuid().is_root();
     if c.plan.is_none() && !root && !c.dry_run {
         return quick_on_temp_dir(&c);
@@ -229,20 +254,31 @@ pub fn run(c: RunCmd) -> Result<ExitCode> {
         },
     )?;
     super::store::index_run(store.as_mut(), &c.run.out.dir, c.output.silent());
+    show_results(&c, &ex.results, ex.ran, ex.reused)
+}
+
+/// The end of a plan's run: the findings and tables of `results` (`ran` made now, `reused`
+/// found from before), the warnings, where the results are, and the exit status.
+pub(super) fn show_results(
+    c: &RunCmd,
+    results: &[RunResult],
+    ran: usize,
+    reused: usize,
+) -> Result<ExitCode> {
     let views = ResultViews {
         table: &side_by_side_per_workload,
         csv: None,
     };
     if !c.output.format().is_machine() {
-        let (_, _, cells) = crate::analysis::report::model::cells(&ex.results);
-        for w in crate::analysis::report::model::short_phases(&ex.results, &cells) {
+        let (_, _, cells) = crate::analysis::report::model::cells(results);
+        for w in crate::analysis::report::model::short_phases(results, &cells) {
             eprintln!("warning: {w}");
         }
     }
-    c.output.print(results_document(&ex.results, &views)?)?;
+    c.output.print(results_document(results, &views)?)?;
     if !c.output.format().is_machine() {
-        super::common::print_lateness(&ex.results);
-        for r in &ex.results {
+        super::common::print_lateness(results);
+        for r in results {
             // Older results' lateness paragraphs: the table above holds their figures.
             for w in r.errors.iter().filter(|w| !is_lateness_warning(w)) {
                 eprintln!("warning: {} rep {}: {w}", r.testbed.label, r.rep);
@@ -254,8 +290,8 @@ pub fn run(c: RunCmd) -> Result<ExitCode> {
         if !c.output.quiet {
             let count = super::common::results_in(
                 &c.run.out.dir,
-                ex.results.len(),
-                &format!(" ({} run now, {} found from before)", ex.ran, ex.reused),
+                results.len(),
+                &format!(" ({} run now, {} found from before)", ran, reused),
             );
             eprintln!(
                 "{count}; make a report with: fsgauge report {} -o report.html",
@@ -266,15 +302,15 @@ pub fn run(c: RunCmd) -> Result<ExitCode> {
     if let Some(code) = crate::results::unsaved_exit() {
         return Ok(code);
     }
-    crate::workload::age::check_checkpoints_reached(&ex.results)?;
-    Ok(super::common::crash_status(&ex.results))
+    crate::workload::age::check_checkpoints_reached(results)?;
+    Ok(super::common::crash_status(results))
 }
 
 /// The run's results as one document: the findings, the journal and the durability tables
 /// come before the results table on the terminal and as tables of their own in Markdown and
 /// HTML; the JSON is the result documents (which hold their figures) and the CSV one row per
 /// run and phase.
-fn results_document(results: &[RunResult], views: &ResultViews) -> Result<Page> {
+pub(super) fn results_document(results: &[RunResult], views: &ResultViews) -> Result<Page> {
     use crate::analysis::report::{durability, findings_table, model, table};
     let mut page = results_page(results, views, true)?;
     let mut text = String::new();
@@ -576,7 +612,7 @@ fn estimate_text(plan: &Plan, e: &plan::Estimate) -> String {
 /// Where results go: `--out`, except that runs on an emulated disk given by `--device-model`
 /// go to `fsgauge-results-PROFILE` when `--out` was left at its default, so that they do not
 /// mix with runs of the same plan on other disks (a report pools results by testbed label).
-fn results_dir(out: &Path, disk: Option<&ProfileRef>) -> PathBuf {
+pub(super) fn results_dir(out: &Path, disk: Option<&ProfileRef>) -> PathBuf {
     match disk {
         Some(d) if out == default_out() => {
             // A profile file's stem; ablations keep their words, in characters a name takes.
@@ -608,7 +644,7 @@ fn default_out() -> PathBuf {
 
 /// What the command line gives a plan: each flag given wins over the plan's key of the same
 /// name (the plan's parser applies them).
-fn parse_options(c: &RunCmd) -> Result<ParseOptions> {
+pub(super) fn parse_options(c: &RunCmd) -> Result<ParseOptions> {
     if c.run.mem_charge.is_some() {
         return Err(bad_input(
             "--mem-charge applies to one workload (bench, age, exercise); a plan's runs are limited with --mem-limit or a testbed's mem_limit",

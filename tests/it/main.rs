@@ -42,6 +42,7 @@ mod exercise_fs;
 mod faults;
 mod flag_conflicts;
 mod flag_definitions;
+mod fleet;
 mod foundation_errors;
 mod foundation_memory;
 mod foundation_run;

@@ -542,6 +542,39 @@ pub fn execute(plan: &Plan, m: &Matrix, opts: &ExecOptions) -> Result<Executed> 
     Ok(ex)
 }
 
+/// Runs block `block` of a plan spread over machines (`run --on slurm`): repetition `block` of
+/// every run of the matrix `m`, in its order, on this machine, so that each comparison is paired
+/// within one machine. Runs whose result exists in `opts.out` are never made again (a block
+/// resubmitted after a cancel finishes what was left). The plan's repetitions are fixed (see
+/// [`crate::lab::fleet`]): no further rounds follow.
+pub fn execute_block(plan: &Plan, m: &Matrix, block: u32, opts: &ExecOptions) -> Result<Executed> {
+    let runs: Vec<PlannedRun> = m.runs.iter().filter(|r| r.rep == block).cloned().collect();
+    let m = Matrix {
+        runs,
+        skipped: m.skipped.clone(),
+    };
+    check(plan, &m)?;
+    crate::results::check_out_dir(&opts.out)?;
+    set_aside_damaged(&opts.out)?;
+    let mut s = Session {
+        plan,
+        opts,
+        existing: existing_files(&opts.out)?,
+        total_hint: m.runs.len(),
+        counter: 0,
+        ex: Executed::default(),
+        by_cell: BTreeMap::new(),
+    };
+    // Interleaved within the block whatever the plan's order: one round is one block.
+    s.run_interleaved(&Matrix {
+        runs: m.runs.clone(),
+        skipped: Vec::new(),
+    })?;
+    let mut ex = s.ex;
+    ex.results = s.by_cell.into_values().flatten().collect();
+    Ok(ex)
+}
+
 /// The state of one [`execute`]: the results found under `--resume`, the runs counted so far,
 /// and the results of each (testbed, workload) cell.
 struct Session<'a> {

@@ -109,9 +109,9 @@ use crate::testbed::TestbedSpec;
 use crate::workload::{ColdMode, Workload};
 
 pub use execute::{
-    cells_to_repeat, check, estimate, execute, existing_results, first_round, interleaved,
-    main_metric, matrix, run_hash, smoke, study_info, Estimate, ExecOptions, Executed, Matrix,
-    PlannedRun, SMOKE_SCALE,
+    cells_to_repeat, check, estimate, execute, execute_block, existing_results, first_round,
+    interleaved, main_metric, matrix, run_hash, smoke, study_info, Estimate, ExecOptions, Executed,
+    Matrix, PlannedRun, SMOKE_SCALE,
 };
 pub use limits::MAX_RUNS;
 #[cfg(test)]
