@@ -88,6 +88,7 @@
 //! checkpoints are phases of the run's result.
 
 mod execute;
+mod existing;
 mod extends;
 mod limits;
 mod parse;
