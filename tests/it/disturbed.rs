@@ -141,8 +141,13 @@ fn every_phase_records_the_machines_steal_and_cpu_pressure_and_the_report_states
         serde_json::from_slice(&std::fs::read(out.join(name)).unwrap()).unwrap();
     for p in v["phases"].as_array().unwrap() {
         let load = &p["host_load"];
-        let steal = load["steal"].as_f64().expect("steal from /proc/stat");
-        assert!((0.0..=1.0).contains(&steal), "{load}");
+        assert!(load.is_object(), "{p}");
+        // /proc/stat counts in ticks of 10 ms per CPU: a phase shorter than a few of them may
+        // see none, and then its steal is not known (absent, never a made-up 0).
+        if p["wall_s"].as_f64().unwrap() > 0.1 {
+            let steal = load["steal"].as_f64().expect("steal from /proc/stat");
+            assert!((0.0..=1.0).contains(&steal), "{load}");
+        }
         if std::path::Path::new("/proc/pressure/cpu").exists() {
             let pressure = load["cpu_pressure"].as_f64().expect("PSI");
             assert!((0.0..=1.0).contains(&pressure), "{load}");
