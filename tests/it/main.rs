@@ -39,6 +39,7 @@ mod devices_fit;
 mod exercise_cli;
 mod exercise_fs;
 mod faults;
+mod findings_machines;
 mod flag_conflicts;
 mod flag_definitions;
 mod foundation_errors;
