@@ -152,7 +152,7 @@ impl Exporter for Html {
         Ok(out.into_bytes())
     }
 
-    /// One self-contained page: the title, the preface, every table.
+    /// One self-contained page: the title, the preface, every figure, every table.
     fn page(&self, page: &Page) -> Result<Vec<u8>> {
         let mut out = String::new();
         let _ = write!(
@@ -163,6 +163,15 @@ impl Exporter for Html {
         );
         if !page.preface.is_empty() {
             let _ = writeln!(out, "<pre>{}</pre>", esc(&page.preface));
+        }
+        for p in &page.plots {
+            let _ = write!(
+                out,
+                "<figure class=\"plot\" id=\"{}\">\n{}\n<figcaption>{}</figcaption>\n</figure>\n",
+                esc(&p.id),
+                p.svg.trim_end(),
+                esc(&p.title)
+            );
         }
         for t in &page.tables {
             table(&mut out, t);
