@@ -150,6 +150,14 @@ fn machines_with_the_same_effect_pool_without_a_warning() {
     let text = report(&dirs, "table");
     assert!(text.contains("create-time · node3"), "{text}");
     assert!(text.contains("15 pairs on 3 machines"), "{text}");
+    // The forest plot: the pooled row, then a lighter row per machine.
+    let html = report(&dirs, "html");
+    assert!(html.contains(">create-time · 3 machines<"), "{html}");
+    assert_eq!(
+        html.matches("<g class=\"row machine\">").count(),
+        3,
+        "{html}"
+    );
 }
 
 /// (b) Two machines agree that b takes 1.5× as long, a third has the opposite (b at 0.67×):
@@ -241,5 +249,41 @@ fn pairs_are_formed_within_machines_so_offsets_cancel() {
         naive_width > 3.0 * width(&fu),
         "naive {naive_width} against pooled {}",
         width(&fu)
+    );
+}
+
+/// A Slurm array that gave each of three machines one round (repetition k on node k): one
+/// pair per machine, so the machines are the replicates — the pooled ratio is the paired one
+/// over the three pairs, and the sentence says their agreement is not tested.
+#[test]
+fn one_round_per_machine_pools_the_machines_as_replicates() {
+    let tmp = tempfile::tempdir().unwrap();
+    let nodes = [
+        machine("node0", 1.0, 1.5),
+        machine("node1", 1.4, 1.5),
+        machine("node2", 0.7, 1.5),
+    ];
+    let dirs: Vec<PathBuf> = nodes
+        .iter()
+        .enumerate()
+        .map(|(i, m)| {
+            let dir = tmp.path().join(m.host);
+            let round: Vec<RunResult> = runs(m, 0)
+                .into_iter()
+                .filter(|r| r.rep == i as u32)
+                .collect();
+            write_all(&dir, &round);
+            dir
+        })
+        .collect();
+    let f = finding(&dirs);
+    assert_eq!(f["ratio"]["n_base"], 3, "{f}");
+    assert!((f64_at(&f["ratio"], "ratio") - 1.5).abs() < 0.03, "{f}");
+    assert!(f["pooled"].get("p_heterogeneity").is_none(), "{f}");
+    let s = f["sentence"].as_str().unwrap();
+    assert!(s.contains("n = 3 pairs on 3 machines"), "{s}");
+    assert!(
+        s.contains("one pair per machine, so the machines are the replicates"),
+        "{s}"
     );
 }

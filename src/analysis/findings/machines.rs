@@ -33,10 +33,13 @@ pub struct MachineRatio {
 pub struct Pooled {
     /// Each machine's ratio, in the order first seen.
     pub machines: Vec<MachineRatio>,
-    /// The F statistic of the machine term on the pairs' log ratios.
-    pub f: f64,
+    /// The F statistic of the machine term on the pairs' log ratios; absent with one pair
+    /// per machine (then the machines are the replicates and their agreement is not tested).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub f: Option<f64>,
     /// Its p-value: below 0.05, the machines disagree beyond their noise.
-    pub p_heterogeneity: f64,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub p_heterogeneity: Option<f64>,
     /// The machines that disagree (empty when they agree).
     pub disagreeing: Vec<String>,
     /// Runs left out: without a partner of the same repetition on the same machine.

@@ -227,6 +227,9 @@ fn by_machine(p: &super::machines::Pooled) -> String {
         })
         .collect();
     let mut s = format!("; by machine (pairs within each): {}", each.join(", "));
+    if p.p_heterogeneity.is_none() {
+        s.push_str("; one pair per machine, so the machines are the replicates and whether they disagree is not tested");
+    }
     if p.unpaired > 0 {
         s.push_str(&format!(
             "; {} run{} without a partner of the same repetition on the same machine left out",
@@ -260,7 +263,7 @@ fn machines_disagree(p: &super::machines::Pooled) -> Option<String> {
     Some(format!(
         "the machines disagree beyond their intervals ({}, F test of the machine, {}): {} against the machines' median {}×, so the pooled ratio averages machines that differ",
         p.disagreeing.join(" and "),
-        p_value(p.p_heterogeneity),
+        p.p_heterogeneity.map_or_else(|| "-".into(), p_value),
         named.join(", "),
         sig(p.median(), 3)
     ))

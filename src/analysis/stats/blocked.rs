@@ -42,10 +42,11 @@ pub struct Blocked {
     pub ratio: Ratio,
     /// Each machine's ratio with its interval from the pooled within-machine variance.
     pub machines: Vec<(String, Ratio)>,
-    /// The F statistic of the machine term on the log ratios.
-    pub f: f64,
+    /// The F statistic of the machine term on the log ratios; `None` with one pair per
+    /// machine (no variance within machines to test it against).
+    pub f: Option<f64>,
     /// Its p-value (F on k − 1 and N − k degrees of freedom).
-    pub p_heterogeneity: f64,
+    pub p_heterogeneity: Option<f64>,
     /// The machines named as disagreeing when `p_heterogeneity` < 0.05: those whose interval
     /// lies wholly off the median of the machines' ratios (or, where none does, the one
     /// furthest from it); empty when they agree.
@@ -56,7 +57,12 @@ pub struct Blocked {
 pub const HETEROGENEITY_ALPHA: f64 = 0.05;
 
 /// The pooled ratio of pairs in blocks (machines) at `level`, each block's ratio, and the test
-/// of their agreement. Needs two blocks or more and more pairs than blocks.
+/// of their agreement. Needs two blocks or more. With one pair per machine (a Slurm array
+/// that gave each machine one round) there is no variance within machines: the machines are
+/// then the replicates, and the pooled ratio is the paired one over their pairs (a t interval
+/// over the machines' log ratios, k − 1 degrees of freedom, which holds the machines'
+/// disagreement as noise); each machine's interval is its log ratio ± t·s of that spread, and
+/// their agreement is not tested.
 pub fn blocked_pairs(blocks: &[Block], level: f64) -> Result<Blocked, RatioError> {
     let blocks: Vec<Block> = blocks.iter().copied().filter(|b| !b.1.is_empty()).collect();
     if blocks.len() < 2 {
@@ -65,7 +71,31 @@ pub fn blocked_pairs(blocks: &[Block], level: f64) -> Result<Blocked, RatioError
             n: blocks.len(),
         });
     }
+    if blocks.iter().all(|b| b.1.len() == 1) {
+        return one_pair_each(&blocks, level);
+    }
     fit(&blocks, level)
+}
+
+/// [`blocked_pairs`] where every machine has one pair: the machines are the replicates.
+fn one_pair_each(blocks: &[Block], level: f64) -> Result<Blocked, RatioError> {
+    let all: Vec<(f64, f64)> = blocks.iter().map(|b| b.1[0]).collect();
+    let ratio = super::paired_with_level(&all, level)?;
+    let logs: Vec<f64> = all.iter().map(|&(b, v)| v.ln() - b.ln()).collect();
+    let mean = logs.iter().sum::<f64>() / logs.len() as f64;
+    let s = (logs.iter().map(|d| (d - mean).powi(2)).sum::<f64>() / ratio.df).sqrt();
+    let machines = blocks
+        .iter()
+        .zip(&logs)
+        .map(|((name, _), &d)| (name.to_string(), interval(d, s, ratio.df, level, 1)))
+        .collect();
+    Ok(Blocked {
+        ratio,
+        machines,
+        f: None,
+        p_heterogeneity: None,
+        disagreeing: Vec::new(),
+    })
 }
 
 /// The fixed-block model over non-empty blocks (one block is the paired analysis).
@@ -141,8 +171,8 @@ fn fit(blocks: &[Block], level: f64) -> Result<Blocked, RatioError> {
     Ok(Blocked {
         ratio,
         machines,
-        f,
-        p_heterogeneity,
+        f: (k > 1).then_some(f),
+        p_heterogeneity: (k > 1).then_some(p_heterogeneity),
         disagreeing,
     })
 }
@@ -228,8 +258,11 @@ mod tests {
         assert!(close(r.ratio.high.ln(), 0.12474210, 1e-6), "{r:?}");
         assert!(close(r.ratio.p, 5.007920e-06, 1e-3), "{}", r.ratio.p);
         // F = 9.956229 on 2 and 6 degrees of freedom, p = 0.012414.
-        assert!(close(r.f, 9.956229, 1e-6), "{}", r.f);
-        assert!(close(r.p_heterogeneity, 0.012414, 1e-3), "{r:?}");
+        assert!(close(r.f.expect("F"), 9.956229, 1e-6), "{r:?}");
+        assert!(
+            close(r.p_heterogeneity.expect("p"), 0.012414, 1e-3),
+            "{r:?}"
+        );
         // Machine b: 0.15, 95% CI 0.12130742 .. 0.17869258; c: 0.07, 0.03485890 .. 0.10514110.
         let (name, mb) = &r.machines[1];
         assert_eq!(name, "b");
@@ -252,8 +285,11 @@ mod tests {
         // F = 0.287846 on 1 and 5 degrees of freedom, p = 0.614606.
         assert!(close(r.ratio.low.ln(), 0.08828272, 1e-6), "{r:?}");
         assert!(close(r.ratio.high.ln(), 0.12421728, 1e-6), "{r:?}");
-        assert!(close(r.f, 0.287846, 1e-5), "{}", r.f);
-        assert!(close(r.p_heterogeneity, 0.614606, 1e-4), "{r:?}");
+        assert!(close(r.f.expect("F"), 0.287846, 1e-5), "{r:?}");
+        assert!(
+            close(r.p_heterogeneity.expect("p"), 0.614606, 1e-4),
+            "{r:?}"
+        );
         assert!(r.disagreeing.is_empty());
         for (_, m) in &r.machines {
             assert!(m.low < r.ratio.ratio && r.ratio.ratio < m.high, "{r:?}");
@@ -262,7 +298,7 @@ mod tests {
 
     /// One machine alone is the paired analysis: the fixed-block model generalises it.
     #[test]
-    fn one_machine_is_the_paired_ratio_and_too_few_are_refused() {
+    fn one_machine_is_the_paired_ratio_and_one_pair_per_machine_makes_machines_replicates() {
         let a = pairs(&[0.10, 0.12, 0.08, 0.11]);
         let p = paired_ratio(&a).expect("paired");
         let one = fit(&[("a", &a)], 0.95).expect("one block");
@@ -272,8 +308,17 @@ mod tests {
             blocked_pairs(&[("a", &a), ("b", &[])], 0.95).is_err(),
             "one machine with pairs is not pooled"
         );
-        let single = pairs(&[0.1]);
-        assert!(blocked_pairs(&[("a", &single), ("b", &single)], 0.95).is_err());
+        // One pair on each of three machines: the paired interval over the machines (scipy:
+        // mean 0.1, sd 0.05, t(0.975, 2) = 4.302653: 0.1 ± 0.124207), no test of agreement.
+        let (x, y, z) = (pairs(&[0.05]), pairs(&[0.1]), pairs(&[0.15]));
+        let r = blocked_pairs(&[("x", &x), ("y", &y), ("z", &z)], 0.95).expect("replicates");
+        assert!(close(r.ratio.low.ln(), 0.1 - 0.124207, 1e-4), "{r:?}");
+        assert!(close(r.ratio.high.ln(), 0.1 + 0.124207, 1e-5), "{r:?}");
+        assert_eq!((r.f, r.p_heterogeneity), (None, None));
+        assert!(r.disagreeing.is_empty());
+        // x: its own log ratio ± t · s, s = 0.05 the spread of the three.
+        let rx = &r.machines[0].1;
+        assert!(close(rx.high.ln(), 0.05 + 4.302653 * 0.05, 1e-5), "{rx:?}");
         let bad = [(0.0, 1.0), (1.0, 1.0)];
         assert!(blocked_pairs(&[("a", &a), ("b", &bad)], 0.95).is_err());
     }
