@@ -287,3 +287,46 @@ fn one_round_per_machine_pools_the_machines_as_replicates() {
         "{s}"
     );
 }
+
+/// Where a compared phase's disk clock stopped, the findings table has its wall-clock column:
+/// each machine's row keeps its cells under the right headers (a `-` under `wall clock`, its
+/// p under `p`).
+#[test]
+fn machine_rows_line_up_with_the_wall_clock_column() {
+    let tmp = tempfile::tempdir().unwrap();
+    let dirs: Vec<PathBuf> = [machine("node1", 1.0, 1.5), machine("node2", 1.2, 1.5)]
+        .iter()
+        .enumerate()
+        .map(|(i, m)| {
+            let mut rs = runs(m, i);
+            for r in &mut rs {
+                let b = r.testbed.label == "b";
+                for p in &mut r.phases {
+                    p.device_model = Some(fsgauge::results::device::ModelledIo {
+                        pause_ns: if b { (p.wall_s * 0.1e9) as u64 } else { 0 },
+                        ..Default::default()
+                    });
+                }
+            }
+            let dir = tmp.path().join(m.host);
+            write_all(&dir, &rs);
+            dir
+        })
+        .collect();
+    let md = report(&dirs, "md");
+    let header = "| question | baseline | variant | metric | ratio | 95% CI | wall clock | p | n | decision | published | agrees |";
+    assert!(md.contains(header), "{md}");
+    let row = md
+        .lines()
+        .find(|l| l.starts_with("| create-time · node2 |"))
+        .unwrap_or_else(|| panic!("node2's row: {md}"));
+    let cells: Vec<&str> = row.trim_matches('|').split(" | ").map(str::trim).collect();
+    assert_eq!(cells.len(), 12, "{row}");
+    assert_eq!((cells[6], cells[8]), ("-", "5 pairs"), "{row}");
+    assert!(cells[7].starts_with("p "), "{row}");
+    let pooled = md
+        .lines()
+        .find(|l| l.starts_with("| create-time |"))
+        .unwrap_or_else(|| panic!("the pooled row: {md}"));
+    assert!(pooled.contains("| 10 pairs on 2 machines |"), "{pooled}");
+}

@@ -99,11 +99,11 @@ fn with_machine_rows(mut t: Table, findings: &[Stated]) -> Table {
                 row[3].clone(),
                 format!("{}×", sig(r.ratio, 3)),
                 format!("{}–{}×", sig(r.low, 3), sig(r.high, 3)),
-                p_value(r.p),
             ];
             if wall {
                 cells.push("-".into());
             }
+            cells.push(p_value(r.p));
             cells.push(format!("{} pairs", r.n_base));
             let mut decision = serde_json::to_value(r.decide(s.finding.question.epsilon))
                 .ok()
