@@ -7,7 +7,7 @@ use std::path::{Path, PathBuf};
 use fsgauge::analysis::stats::ratio_of_means;
 use fsgauge::results::*;
 
-use crate::report_fixtures::{phase, result, write_all};
+use crate::report_fixtures::{create_time_question, phase, result, write_all};
 
 /// Log-noise of the variant's run in repetition k (the pair's own noise), rotated per machine.
 const NOISE: [f64; 5] = [0.010, -0.015, 0.020, -0.005, 0.0];
@@ -24,22 +24,7 @@ struct Machine {
 /// create the tree than a?": a's create takes 10 s × the machine's offset × a drift of the
 /// repetition shared by both runs of the pair, b's that × the effect × its own noise.
 fn runs(m: &Machine, index: usize) -> Vec<RunResult> {
-    let q = Question {
-        id: "create-time".into(),
-        ask: String::new(),
-        baseline: "a".into(),
-        variant: "b".into(),
-        compares: Compares::Testbeds,
-        testbed: None,
-        workload: None,
-        phase: Some("create".into()),
-        metric: "elapsed".into(),
-        filter: Default::default(),
-        published: None,
-        source: String::new(),
-        epsilon: DEFAULT_EPSILON,
-        looks: None,
-    };
+    let q = create_time_question();
     let mut out = Vec::new();
     for rep in 0..5u32 {
         let drift = 1.0 + 0.1 * ((rep as f64) * 1.7 + index as f64).sin();

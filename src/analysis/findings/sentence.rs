@@ -216,11 +216,9 @@ fn by_machine(p: &super::machines::Pooled) -> String {
         .iter()
         .map(|m| {
             format!(
-                "{} {}× ({}–{}×, {} pair{})",
+                "{} {}, {} pair{})",
                 m.host,
-                sig(m.ratio.ratio, 3),
-                sig(m.ratio.low, 3),
-                sig(m.ratio.high, 3),
+                machine_figure(m),
                 m.ratio.n_base,
                 if m.ratio.n_base == 1 { "" } else { "s" }
             )
@@ -240,6 +238,16 @@ fn by_machine(p: &super::machines::Pooled) -> String {
     s
 }
 
+/// A machine's ratio and interval, the bracket left open: `1.50× (1.48–1.52×`.
+fn machine_figure(m: &super::machines::MachineRatio) -> String {
+    format!(
+        "{}× ({}–{}×",
+        sig(m.ratio.ratio, 3),
+        sig(m.ratio.low, 3),
+        sig(m.ratio.high, 3)
+    )
+}
+
 /// What a pooled finding says first when its machines disagree beyond their intervals: which
 /// machines, against the machines' median.
 fn machines_disagree(p: &super::machines::Pooled) -> Option<String> {
@@ -250,15 +258,7 @@ fn machines_disagree(p: &super::machines::Pooled) -> Option<String> {
         .machines
         .iter()
         .filter(|m| p.disagreeing.contains(&m.host))
-        .map(|m| {
-            format!(
-                "{} has {}× ({}–{}×)",
-                m.host,
-                sig(m.ratio.ratio, 3),
-                sig(m.ratio.low, 3),
-                sig(m.ratio.high, 3)
-            )
-        })
+        .map(|m| format!("{} has {})", m.host, machine_figure(m)))
         .collect();
     Some(format!(
         "the machines disagree beyond their intervals ({}, F test of the machine, {}): {} against the machines' median {}×, so the pooled ratio averages machines that differ",

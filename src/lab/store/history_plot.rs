@@ -8,6 +8,7 @@
 use std::fmt::Write;
 
 use super::history::{Group, History};
+use crate::analysis::report::export::esc;
 use crate::analysis::report::plots::Plot;
 use crate::base::text::fmt_num;
 
@@ -17,14 +18,6 @@ const LEFT: f64 = 80.0;
 const RIGHT: f64 = 20.0;
 const TOP: f64 = 40.0;
 const BOTTOM: f64 = 80.0;
-
-/// Text safe inside SVG.
-fn esc(s: &str) -> String {
-    s.replace('&', "&amp;")
-        .replace('<', "&lt;")
-        .replace('>', "&gt;")
-        .replace('"', "&quot;")
-}
 
 /// A step of 1, 2 or 5 × 10^k giving about five ticks over `span`.
 fn tick_step(span: f64) -> f64 {
