@@ -189,9 +189,12 @@ chance of marking any change that is not there at most --alpha (family-wise erro
 is marked * better / worse (or changed, for a figure without a direction).
 
 Results whose file changed or vanished since it was indexed are named and left out.
+--format html draws the history above its table: each group's mean with its 95% interval, and
+a triangle over each change outside the noise.
 
 Example: when did file_remove ops/s drop on xfs?
-  fsgauge history ops_per_s --where fs=xfs,phase=file_remove --by kernel";
+  fsgauge history ops_per_s --where fs=xfs,phase=file_remove --by kernel
+  fsgauge history ops_per_s --where fs=xfs,phase=file_remove --format html > history.html";
 
 fn parse_alpha(s: &str) -> Result<f64, String> {
     match s.parse::<f64>() {
@@ -224,7 +227,9 @@ pub fn history(c: HistoryCmd) -> Result<ExitCode> {
         )));
     }
     let h = history::history(&hits, &c.metric, c.by, c.alpha)?;
-    let page = Page::new("fsgauge history", &h)?.table(history::table(&h));
+    let page = Page::new("fsgauge history", &h)?
+        .plot(crate::lab::store::history_plot::plot(&h))
+        .table(history::table(&h));
     c.out.print(page)?;
     Ok(ExitCode::SUCCESS)
 }

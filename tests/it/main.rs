@@ -40,6 +40,7 @@ mod disturbed;
 mod exercise_cli;
 mod exercise_fs;
 mod faults;
+mod findings_machines;
 mod flag_conflicts;
 mod flag_definitions;
 mod fleet;

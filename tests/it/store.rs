@@ -423,3 +423,42 @@ fn run_with_a_store_indexes_what_it_writes() {
     assert_eq!(runs_held(&sb, db.to_str().unwrap()), 2);
     sb.assert_clean();
 }
+
+/// `history --format html` draws the history: one point per kernel with its interval, and
+/// one change mark, on the second kernel (30% slower, flagged `* worse`).
+#[test]
+fn history_html_draws_one_point_per_group_and_marks_the_flagged_change() {
+    let sb = Sandbox::new();
+    let db = sb.path().join("store.sqlite");
+    let db = db.to_str().unwrap();
+    let (a, b) = two_kernels(&sb);
+    add(&sb, db, &[&a, &b]);
+    let out = fsgauge(
+        &sb,
+        db,
+        &[
+            "history",
+            "ops_per_s",
+            "--where",
+            "fs=xfs,phase=file_create",
+            "--format",
+            "html",
+        ],
+    );
+    let html = String::from_utf8_lossy(&out.stdout);
+    let svg = &html[html.find("<svg").expect("an inline SVG")..html.find("</svg>").unwrap()];
+    assert_eq!(svg.matches("class=\"point\"").count(), 2, "{svg}");
+    assert_eq!(svg.matches("class=\"interval\"").count(), 2, "{svg}");
+    let marks: Vec<&str> = svg
+        .lines()
+        .filter(|l| l.contains("class=\"change\""))
+        .collect();
+    assert_eq!(marks.len(), 1, "{svg}");
+    assert!(
+        marks[0].contains("data-group=\"1\"") && marks[0].contains("6.8.0"),
+        "{svg}"
+    );
+    assert!(marks[0].contains("<title>worse -30.0%"), "{svg}");
+    // The table follows the figure, as before.
+    assert!(html.find("</svg>") < html.find("<table>"), "{html}");
+}

@@ -17,6 +17,7 @@
 //! clock stood still for over a quarter of its wall time. The emulator's lateness stays in
 //! the record ([`Finding::emulator_behind`]) and withholds nothing.
 
+pub mod machines;
 pub mod sentence;
 
 use serde::{Deserialize, Serialize};
@@ -71,6 +72,11 @@ pub struct Finding {
     /// never pooled: each disk has a finding of its own.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub device: Option<String>,
+    /// Where the results come from two machines or more: each machine's ratio, and whether
+    /// they agree; `ratio` is then the pooled one, pairs formed within each machine
+    /// ([`machines`]). Absent for one machine.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub pooled: Option<machines::Pooled>,
 }
 
 /// The disk a result ran on: its emulated disk's profile reference, or none for this
@@ -360,9 +366,13 @@ fn value_in(q: &Question, r: &RunResult, phase: &str, clock: Clock) -> Option<f6
 /// (repetition, value) of each side of a question, its metric read on `clock`.
 type Sides = (Vec<(u32, f64)>, Vec<(u32, f64)>);
 
-fn sides(q: &Question, results: &[RunResult], clock: Clock) -> Sides {
+fn sides<'a>(
+    q: &Question,
+    results: impl IntoIterator<Item = &'a RunResult>,
+    clock: Clock,
+) -> Sides {
     let (mut base, mut variant) = (Vec::new(), Vec::new());
-    for r in results.iter().filter(|r| in_cell(q, r)) {
+    for r in results.into_iter().filter(|r| in_cell(q, r)) {
         let rep = r.rep;
         let at = |phase: &str| value_in(q, r, phase, clock).map(|v| (rep, v));
         match (q.compares, label(q, r), q.phase.as_deref()) {
@@ -386,12 +396,36 @@ fn ratio_of(q: &Question, (base, variant): &Sides) -> Result<Ratio, String> {
         Some(p) => paired_with_level(&p, level),
         None => ratio_with_level(&values(base), &values(variant), level),
     }
-    .map(|r| Ratio {
-        // On the same scale as the interval: p < 0.05 exactly when it excludes 1.
+    .map(|r| on_level_scale(r, level))
+    .map_err(|e| e.to_string())
+}
+
+/// A ratio whose p is on the same scale as its interval: p < 0.05 exactly when the interval
+/// at `level` excludes 1.
+fn on_level_scale(r: Ratio, level: f64) -> Ratio {
+    Ratio {
         p: (r.p * FAMILY_ALPHA / (1.0 - level)).min(1.0),
         ..r
-    })
-    .map_err(|e| e.to_string())
+    }
+}
+
+/// The question's ratio on `clock`: pooled over machines, pairs within each, when its
+/// results come from two machines or more; otherwise as for one machine ([`ratio_of`]).
+fn ratio_on(
+    q: &Question,
+    results: &[RunResult],
+    clock: Clock,
+) -> (Sides, Result<Ratio, String>, Option<machines::Pooled>) {
+    let on = sides(q, results, clock);
+    let level = confidence_level(q);
+    match machines::pooled(q, results, clock, level) {
+        Some(Ok((r, p))) => (on, Ok(on_level_scale(r, level)), Some(p)),
+        Some(Err(e)) => (on, Err(e), None),
+        None => {
+            let r = ratio_of(q, &on);
+            (on, r, None)
+        }
+    }
 }
 
 /// The finding of one question over a set of results (results of other plans, testbeds or
@@ -399,16 +433,16 @@ fn ratio_of(q: &Question, (base, variant): &Sides) -> Result<Ratio, String> {
 /// when any compared phase's disk clock stopped.
 pub fn evaluate(q: &Question, results: &[RunResult]) -> Finding {
     let (unit, better) = metric_decl(q, results);
-    let on_disk = sides(q, results, Clock::Disk);
-    let (ratio, problem) = match ratio_of(q, &on_disk) {
+    let (on_disk, ratio, pooled) = ratio_on(q, results, Clock::Disk);
+    let (ratio, problem) = match ratio {
         Ok(r) => (Some(r), None),
         Err(e) => (None, Some(e)),
     };
     let decision = ratio.map(|r| r.decide(q.epsilon));
     let paused = paused_phases(q, results);
     let wall = (!paused.is_empty()).then(|| {
-        let on_wall = sides(q, results, Clock::Wall);
-        let ratio = ratio_of(q, &on_wall).ok();
+        let (on_wall, ratio, _) = ratio_on(q, results, Clock::Wall);
+        let ratio = ratio.ok();
         WallFinding {
             base_values: values(&on_wall.0),
             variant_values: values(&on_wall.1),
@@ -431,6 +465,7 @@ pub fn evaluate(q: &Question, results: &[RunResult]) -> Finding {
         paused,
         wall,
         device: None,
+        pooled,
     }
 }
 

@@ -129,7 +129,9 @@ pub fn sentence(f: &Finding) -> String {
             f.variant_values.len()
         );
     };
-    let mut n = if r.paired {
+    let mut n = if let Some(p) = &f.pooled {
+        format!("n = {} pairs on {} machines", r.n_base, p.machines.len())
+    } else if r.paired {
         format!("n = {} pairs", r.n_base)
     } else {
         format!("n = {} + {}", r.n_base, r.n_variant)
@@ -190,7 +192,11 @@ pub fn sentence(f: &Finding) -> String {
     if let Some(w) = &f.wall {
         s.push_str(&format!("; on the wall clock {}", wall_figure(w)));
     }
-    let warn = clock_warnings(f);
+    if let Some(p) = &f.pooled {
+        s.push_str(&by_machine(p));
+    }
+    let mut warn = clock_warnings(f);
+    warn.extend(f.pooled.as_ref().and_then(machines_disagree));
     if !warn.is_empty() {
         // Said first: a reader must not take the figures before what qualifies them.
         s = format!("{}: {s}", warn.join("; "));
@@ -200,6 +206,67 @@ pub fn sentence(f: &Finding) -> String {
     }
     s.push('.');
     s
+}
+
+/// Each machine's ratio after a pooled finding: `; by machine: node1 1.31× (1.22–1.40×, 4
+/// pairs), node2 …`, and the runs left out without a partner on their machine.
+fn by_machine(p: &super::machines::Pooled) -> String {
+    let each: Vec<String> = p
+        .machines
+        .iter()
+        .map(|m| {
+            format!(
+                "{} {}, {} pair{})",
+                m.host,
+                machine_figure(m),
+                m.ratio.n_base,
+                if m.ratio.n_base == 1 { "" } else { "s" }
+            )
+        })
+        .collect();
+    let mut s = format!("; by machine (pairs within each): {}", each.join(", "));
+    if p.p_heterogeneity.is_none() {
+        s.push_str("; one pair per machine, so the machines are the replicates and whether they disagree is not tested");
+    }
+    if p.unpaired > 0 {
+        s.push_str(&format!(
+            "; {} run{} without a partner of the same repetition on the same machine left out",
+            p.unpaired,
+            if p.unpaired == 1 { "" } else { "s" }
+        ));
+    }
+    s
+}
+
+/// A machine's ratio and interval, the bracket left open: `1.50× (1.48–1.52×`.
+fn machine_figure(m: &super::machines::MachineRatio) -> String {
+    format!(
+        "{}× ({}–{}×",
+        sig(m.ratio.ratio, 3),
+        sig(m.ratio.low, 3),
+        sig(m.ratio.high, 3)
+    )
+}
+
+/// What a pooled finding says first when its machines disagree beyond their intervals: which
+/// machines, against the machines' median.
+fn machines_disagree(p: &super::machines::Pooled) -> Option<String> {
+    if !p.disagree() {
+        return None;
+    }
+    let named: Vec<String> = p
+        .machines
+        .iter()
+        .filter(|m| p.disagreeing.contains(&m.host))
+        .map(|m| format!("{} has {})", m.host, machine_figure(m)))
+        .collect();
+    Some(format!(
+        "the machines disagree beyond their intervals ({}, F test of the machine, {}): {} against the machines' median {}×, so the pooled ratio averages machines that differ",
+        p.disagreeing.join(" and "),
+        p.p_heterogeneity.map_or_else(|| "-".into(), p_value),
+        named.join(", "),
+        sig(p.median(), 3)
+    ))
 }
 
 /// A decision in a word: `larger`, `smaller`, `no change`, `undecided`, `not answered`.

@@ -41,6 +41,9 @@ pub struct Page {
     /// Text shown before the tables on the terminal, in Markdown and in HTML (not in CSV or
     /// JSON): e.g. how the two sides of a comparison differ.
     pub preface: String,
+    /// Figures drawn inline before the tables in HTML (the other formats carry their
+    /// figures as tables): e.g. a history's points and change marks.
+    pub plots: Vec<super::plots::Plot>,
 }
 
 impl Page {
@@ -74,6 +77,12 @@ impl Page {
     /// With the command's own CSV.
     pub fn csv(mut self, csv: Option<String>) -> Self {
         self.csv = csv;
+        self
+    }
+
+    /// With this figure (HTML draws it before the tables).
+    pub fn plot(mut self, p: Option<super::plots::Plot>) -> Self {
+        self.plots.extend(p);
         self
     }
 

@@ -62,7 +62,63 @@ pub fn findings_table(findings: &[Stated]) -> Table {
         .to_vec(),
         rows,
     };
-    with_wall_column(table, findings)
+    with_machine_rows(with_wall_column(table, findings), findings)
+}
+
+/// The findings table with a row per machine under each finding pooled over machines (the
+/// finding's own row then states the pooled ratio and `N pairs on k machines`); unchanged
+/// when every finding's results come from one machine.
+fn with_machine_rows(mut t: Table, findings: &[Stated]) -> Table {
+    use crate::analysis::findings::sentence::{p_value, sig};
+    if findings.iter().all(|s| s.finding.pooled.is_none()) {
+        return t;
+    }
+    let wall = t.headers.iter().any(|h| h == "wall clock");
+    let mut rows = Vec::new();
+    for (mut row, s) in std::mem::take(&mut t.rows).into_iter().zip(findings) {
+        let Some(p) = &s.finding.pooled else {
+            rows.push(row);
+            continue;
+        };
+        let at_n = if wall { 8 } else { 7 };
+        row[at_n] = format!("{} on {} machines", row[at_n], p.machines.len());
+        if p.disagree() {
+            row[at_n + 1] = format!(
+                "{}, machines disagree: {}",
+                row[at_n + 1],
+                p.disagreeing.join(", ")
+            );
+        }
+        rows.push(row.clone());
+        for m in &p.machines {
+            let r = m.ratio;
+            let mut cells = vec![
+                format!("{} · {}", s.finding.question.id, m.host),
+                row[1].clone(),
+                row[2].clone(),
+                row[3].clone(),
+                format!("{}×", sig(r.ratio, 3)),
+                format!("{}–{}×", sig(r.low, 3), sig(r.high, 3)),
+            ];
+            if wall {
+                cells.push("-".into());
+            }
+            cells.push(p_value(r.p));
+            cells.push(format!("{} pairs", r.n_base));
+            let mut decision = serde_json::to_value(r.decide(s.finding.question.epsilon))
+                .ok()
+                .and_then(|v| v.as_str().map(str::to_string))
+                .unwrap_or_default();
+            if p.disagreeing.contains(&m.host) {
+                decision.push_str(", disagrees");
+            }
+            cells.extend([decision, "-".into(), "-".into()]);
+            rows.push(cells);
+        }
+    }
+    t.rows = rows;
+    t.note.push_str("; QUESTION · HOST: where the results come from several machines, pairs are formed within each machine (repetition k of both sides on one host), each machine's ratio is shown under the pooled one, its interval from the variance within machines pooled over all pairs (N − k degrees of freedom); the pooled ratio is exp of the unweighted mean of the machines' mean log ratios (the machine a fixed block); the machines disagree where the F test of the machine term gives p < 0.05, and those whose interval lies off the machines' median are named");
+    t
 }
 
 /// The findings table with the wall clock's ratio beside the interval, when any finding's

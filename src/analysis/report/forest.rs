@@ -96,13 +96,47 @@ fn esc(s: &str) -> String {
         .replace('"', "&quot;")
 }
 
-/// The forest plot of the findings with a ratio: one row per question and disk.
+/// One row of the forest plot: its label, ratio, the published figure, and whether it is one
+/// machine's ratio under a pooled finding (drawn lighter, without the published figure).
+struct Row {
+    label: String,
+    ratio: crate::analysis::stats::Ratio,
+    published: Option<f64>,
+    machine: bool,
+}
+
+/// The rows: one per question and disk, and under a finding pooled over machines one per
+/// machine.
+fn rows(findings: &[Stated]) -> Vec<Row> {
+    let mut out = Vec::new();
+    for f in findings.iter().map(|s| &s.finding) {
+        let Some(ratio) = f.ratio else { continue };
+        let place = match &f.pooled {
+            Some(p) => format!("{} machines", p.machines.len()),
+            None => device_name(f.device.as_deref()).to_string(),
+        };
+        out.push(Row {
+            label: format!("{} · {place}", f.question.id),
+            ratio,
+            published: f.question.published,
+            machine: false,
+        });
+        for m in f.pooled.iter().flat_map(|p| &p.machines) {
+            out.push(Row {
+                label: format!("{} · {}", f.question.id, m.host),
+                ratio: m.ratio,
+                published: None,
+                machine: true,
+            });
+        }
+    }
+    out
+}
+
+/// The forest plot of the findings with a ratio: one row per question and disk (and machine,
+/// where a finding pools several).
 pub fn forest(findings: &[Stated]) -> Option<Plot> {
-    let rows: Vec<&Finding> = findings
-        .iter()
-        .map(|s| &s.finding)
-        .filter(|f| f.ratio.is_some())
-        .collect();
+    let rows = rows(findings);
     if rows.is_empty() {
         return None;
     }
@@ -110,10 +144,10 @@ pub fn forest(findings: &[Stated]) -> Option<Plot> {
     let mut lo = 1.0f64;
     let mut hi = 1.0f64;
     for f in &rows {
-        let r = f.ratio?;
+        let r = f.ratio;
         lo = lo.min(r.low);
         hi = hi.max(r.high);
-        if let Some(p) = f.question.published {
+        if let Some(p) = f.published {
             lo = lo.min(p);
             hi = hi.max(p);
         }
@@ -151,15 +185,20 @@ pub fn forest(findings: &[Stated]) -> Option<Plot> {
         h - BOTTOM
     );
     for (i, f) in rows.iter().enumerate() {
-        let r = f.ratio?;
+        let r = f.ratio;
         let y = TOP + ROW * (i as f64 + 0.5);
-        let label = format!("{} · {}", f.question.id, device_name(f.device.as_deref()));
+        let label = &f.label;
+        let (class, colour) = if f.machine {
+            ("row machine", "#56B4E9")
+        } else {
+            ("row", "#0072B2")
+        };
         let _ = writeln!(
             svg,
-            "<g class=\"row\"><text x=\"{:.1}\" y=\"{:.1}\" text-anchor=\"end\">{}</text><line class=\"interval\" x1=\"{:.1}\" x2=\"{:.1}\" y1=\"{y:.1}\" y2=\"{y:.1}\" stroke=\"#0072B2\" stroke-width=\"2\"/><circle class=\"ratio\" cx=\"{:.1}\" cy=\"{y:.1}\" r=\"4\" fill=\"#0072B2\"><title>{}× ({}–{})</title></circle>",
+            "<g class=\"{class}\"><text x=\"{:.1}\" y=\"{:.1}\" text-anchor=\"end\">{}</text><line class=\"interval\" x1=\"{:.1}\" x2=\"{:.1}\" y1=\"{y:.1}\" y2=\"{y:.1}\" stroke=\"{colour}\" stroke-width=\"2\"/><circle class=\"ratio\" cx=\"{:.1}\" cy=\"{y:.1}\" r=\"4\" fill=\"{colour}\"><title>{}× ({}–{})</title></circle>",
             LEFT - 8.0,
             y + 4.0,
-            esc(&label),
+            esc(label),
             x(r.low),
             x(r.high),
             x(r.ratio),
@@ -167,7 +206,7 @@ pub fn forest(findings: &[Stated]) -> Option<Plot> {
             sig(r.low, 3),
             sig(r.high, 3)
         );
-        if let Some(p) = f.question.published {
+        if let Some(p) = f.published {
             let (px, s) = (x(p), 5.0);
             let _ = write!(
                 svg,

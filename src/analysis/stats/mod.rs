@@ -9,6 +9,7 @@
 //! mmtests do, because repeated benchmark runs of different configurations rarely share a
 //! variance.
 
+pub mod blocked;
 mod ratio;
 pub mod sequential;
 

@@ -115,7 +115,7 @@ pub fn ratio_with_level(base: &[f64], variant: &[f64], level: f64) -> Result<Rat
 
 /// The interval exp(ln R ± t·se) at `level` and the two-sided p of "ln R = 0", from the same t
 /// statistic on `df` degrees of freedom (so the interval excludes 1 exactly when p < 1 − level).
-fn log_interval(ln_ratio: f64, se: f64, df: f64, level: f64) -> (f64, f64, f64) {
+pub(super) fn log_interval(ln_ratio: f64, se: f64, df: f64, level: f64) -> (f64, f64, f64) {
     let t = t_quantile(0.5 + level / 2.0, df);
     let p = match StudentsT::new(0.0, 1.0, df) {
         Ok(dist) => (2.0 * (1.0 - dist.cdf((ln_ratio / se).abs()))).clamp(0.0, 1.0),

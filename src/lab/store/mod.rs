@@ -15,6 +15,7 @@ mod schema;
 mod sqlite;
 
 pub mod history;
+pub mod history_plot;
 
 use std::path::{Path, PathBuf};
 

@@ -218,12 +218,11 @@ fn fnv(s: &str) -> String {
     format!("{h:016x}{:048x}", 0)
 }
 
-/// The tree study with one question on it: does `b` take longer to create than `a`
-/// (published 2.0×)?
-pub fn tree_study_with_a_question() -> Vec<RunResult> {
-    let q = Question {
+/// The question "create-time": the elapsed time of phase `create`, testbed `b` against `a`.
+pub fn create_time_question() -> Question {
+    Question {
         id: "create-time".into(),
-        ask: "Does b take longer to create the tree than a?".into(),
+        ask: String::new(),
         baseline: "a".into(),
         variant: "b".into(),
         compares: Compares::Testbeds,
@@ -232,10 +231,21 @@ pub fn tree_study_with_a_question() -> Vec<RunResult> {
         phase: Some("create".into()),
         metric: "elapsed".into(),
         filter: Default::default(),
-        published: Some(2.0),
-        source: "a made-up study".into(),
+        published: None,
+        source: String::new(),
         epsilon: DEFAULT_EPSILON,
         looks: None,
+    }
+}
+
+/// The tree study with one question on it: does `b` take longer to create than `a`
+/// (published 2.0×)?
+pub fn tree_study_with_a_question() -> Vec<RunResult> {
+    let q = Question {
+        ask: "Does b take longer to create the tree than a?".into(),
+        published: Some(2.0),
+        source: "a made-up study".into(),
+        ..create_time_question()
     };
     let mut all = tree_study();
     for r in &mut all {

@@ -65,6 +65,19 @@ fn table(out: &mut String, t: &Table) {
     out.push_str("</table></div>\n");
 }
 
+/// A plot as an inline figure: its SVG (from the `<svg` element on, without an XML
+/// declaration) and its caption.
+fn figure(out: &mut String, p: &plots::Plot) {
+    let svg = p.svg.find("<svg").map_or(p.svg.as_str(), |i| &p.svg[i..]);
+    let _ = write!(
+        out,
+        "<figure class=\"plot\" id=\"{}\">\n{}\n<figcaption>{}</figcaption>\n</figure>\n",
+        esc(&p.id),
+        svg.trim_end(),
+        esc(&p.title)
+    );
+}
+
 impl Exporter for Html {
     fn extension(&self) -> &'static str {
         "html"
@@ -111,13 +124,7 @@ impl Exporter for Html {
             }
             out.push_str("</ul>\n");
             if let Some(p) = crate::analysis::report::forest::forest(&report.findings) {
-                let _ = write!(
-                    out,
-                    "<figure class=\"plot\" id=\"{}\">\n{}\n<figcaption>{}</figcaption>\n</figure>\n",
-                    esc(&p.id),
-                    p.svg.trim_end(),
-                    esc(&p.title)
-                );
+                figure(&mut out, &p);
             }
             table(&mut out, &findings_table(&report.findings));
         }
@@ -137,14 +144,7 @@ impl Exporter for Html {
         }
         out.push_str("<h2>Plots</h2>\n");
         for p in plots::all(report) {
-            let svg = p.svg.find("<svg").map_or(p.svg.as_str(), |i| &p.svg[i..]);
-            let _ = write!(
-                out,
-                "<figure class=\"plot\" id=\"{}\">\n{}\n<figcaption>{}</figcaption>\n</figure>\n",
-                esc(&p.id),
-                svg.trim_end(),
-                esc(&p.title)
-            );
+            figure(&mut out, &p);
         }
         out.push_str("<h2>Environment</h2>\n");
         table(&mut out, &environment_table(&report.environment));
@@ -152,7 +152,7 @@ impl Exporter for Html {
         Ok(out.into_bytes())
     }
 
-    /// One self-contained page: the title, the preface, every table.
+    /// One self-contained page: the title, the preface, every figure, every table.
     fn page(&self, page: &Page) -> Result<Vec<u8>> {
         let mut out = String::new();
         let _ = write!(
@@ -163,6 +163,9 @@ impl Exporter for Html {
         );
         if !page.preface.is_empty() {
             let _ = writeln!(out, "<pre>{}</pre>", esc(&page.preface));
+        }
+        for p in &page.plots {
+            figure(&mut out, p);
         }
         for t in &page.tables {
             table(&mut out, t);

@@ -11,6 +11,7 @@ mod text;
 use anyhow::Result;
 
 pub use csv::{csv_field, csv_table};
+pub use html::esc;
 pub use md::{md_cell, md_header, md_row};
 
 use super::document::{Document, Page};
