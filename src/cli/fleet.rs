@@ -307,12 +307,11 @@ pub struct StatusCmd {
     /// The results directory of a plan submitted with `run --on slurm`.
     #[arg(value_name = "DIR")]
     pub dir: PathBuf,
-    /// Print the blocks as JSON.
-    #[arg(long)]
-    pub json: bool,
+    #[command(flatten)]
+    pub out: super::common::OutputArgs,
 }
 
-/// Prints each block's state and the totals.
+/// Prints each block's state and the totals (`--json`: the blocks as a list).
 pub fn status(c: StatusCmd) -> Result<ExitCode> {
     let record = Fleet::load(&c.dir)?.ok_or_else(|| {
         bad_input(format!(
@@ -322,41 +321,51 @@ pub fn status(c: StatusCmd) -> Result<ExitCode> {
         ))
     })?;
     let st = status::of(&c.dir, &record)?;
-    if c.json {
-        println!("{}", serde_json::to_string_pretty(&st)?);
-        return Ok(ExitCode::SUCCESS);
-    }
     let jobs: Vec<&str> = record.jobs.iter().map(|j| j.id.as_str()).collect();
-    println!(
-        "plan {} (seed {}), job array(s) {}",
-        record.plan,
-        record.seed,
-        jobs.join(", ")
-    );
-    println!(
-        "{:>5}  {:<9}  {:>9}  {:<10}  slurm / marker",
-        "block", "state", "runs", "task"
-    );
-    for s in &st {
-        println!(
-            "{:>5}  {:<9}  {:>4}/{:<4}  {:<10}  {}",
-            s.block,
-            s.state.name(),
-            s.done,
-            s.runs,
-            s.task.as_deref().unwrap_or("-"),
-            s.said
-        );
-    }
-    println!("total: {} block(s): {}", st.len(), totals_text(&st));
     let stopped = st
         .iter()
         .any(|s| matches!(s.state, status::State::Failed | status::State::Cancelled));
+    let mut note = format!("total: {} block(s): {}", st.len(), totals_text(&st));
     if stopped {
-        println!(
-            "resubmit the failed and cancelled blocks: {}",
+        note.push_str(&format!(
+            "; resubmit the failed and cancelled blocks: {}",
             record.resume_command(&c.dir)
-        );
+        ));
     }
+    let table = crate::base::text::Table {
+        title: format!(
+            "plan {} (seed {}), job array(s) {}",
+            record.plan,
+            record.seed,
+            jobs.join(", ")
+        ),
+        label_columns: 1,
+        note,
+        headers: [
+            "block",
+            "state",
+            "runs done",
+            "runs",
+            "task",
+            "slurm / marker",
+        ]
+        .map(String::from)
+        .to_vec(),
+        rows: st
+            .iter()
+            .map(|s| {
+                vec![
+                    s.block.to_string(),
+                    s.state.name().to_string(),
+                    s.done.to_string(),
+                    s.runs.to_string(),
+                    s.task.clone().unwrap_or_else(|| "-".into()),
+                    s.said.clone(),
+                ]
+            })
+            .collect(),
+    };
+    c.out
+        .print(crate::analysis::report::document::Page::new("fsgauge status", &st)?.table(table))?;
     Ok(ExitCode::SUCCESS)
 }
