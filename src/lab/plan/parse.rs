@@ -89,7 +89,12 @@ fn plan_of(src: &Src, opts: &ParseOptions) -> Result<Plan> {
         )));
     }
 
-    let age = workloads::parse_age(src, raw.age.as_ref(), scale_f)?;
+    // Where each entry is: all that the plan's parts keep of its text, located here once
+    // (`[testbed_defaults]` keeps each testbed's place).
+    let testbeds_at = src.places(&raw.testbed);
+    let workloads_at = src.places(&raw.workload);
+    let age_at = raw.age.as_ref().map(|a| (a, src.loc(a.span().start)));
+    let age = workloads::parse_age(age_at, scale_f)?;
     let keep_image = workloads::keep_image(raw.age.as_ref())?;
     // The command line's flags over the plan's keys: the one place they meet.
     let given = opts.settings.over(own);
@@ -99,16 +104,24 @@ fn plan_of(src: &Src, opts: &ParseOptions) -> Result<Plan> {
 
     let tables = &testbeds::with_defaults(&raw.testbed, raw.testbed_defaults.as_ref())?;
     let workloads = workloads::parse_workloads(
-        src,
         &raw.workload,
-        &testbeds::testbed_labels(src, tables),
+        &workloads_at,
+        &testbeds::testbed_labels(tables, &testbeds_at),
         age.is_some(),
         fresh,
         scale_f,
         reps,
     )?;
     let mut notes = Vec::new();
-    let testbeds = testbeds::fitted(src, tables, opts, &workloads, age.is_some(), &mut notes)?;
+    let testbeds = testbeds::fitted(
+        tables,
+        &testbeds_at,
+        src.name,
+        opts,
+        &workloads,
+        age.is_some(),
+        &mut notes,
+    )?;
 
     let questions = question::resolve(src, &raw.question, &testbeds, &workloads, age.as_ref())?;
     if fresh == Fresh::PerTestbed && !questions.is_empty() {
@@ -152,8 +165,7 @@ fn plan_of(src: &Src, opts: &ParseOptions) -> Result<Plan> {
     })
 }
 
-/// The plan's TOML as its raw tables, a syntax or type error at its line and column (located
-/// here: `extends` reads a preset's text with it too).
+/// The plan's TOML as its raw tables; a syntax or type error a fault at its place.
 pub(super) fn read_raw<Q: serde::de::DeserializeOwned>(src: &Src) -> Result<RawPlan<Q>> {
     toml::from_str(src.text).map_err(|e| {
         let span = e.span().unwrap_or(0..0);
@@ -165,7 +177,7 @@ pub(super) fn read_raw<Q: serde::de::DeserializeOwned>(src: &Src) -> Result<RawP
             msg.push_str(&question::missing_field_hint(&msg));
         }
         let field = src.key_at(span.start).unwrap_or_default();
-        src.err(span, &field, msg)
+        fault(span, &field, msg)
     })
 }
 
@@ -347,8 +359,9 @@ file_size = "64K"
 #[cfg(test)]
 pub(crate) fn settings_of(text: &str) -> Result<RunSettings> {
     let src = Src::new("t.toml", text);
-    let raw: RawPlan = read_raw(&src)?;
-    read_settings(&src, &raw).map_err(|e| src.locate(e))
+    read_raw(&src)
+        .and_then(|raw: RawPlan| read_settings(&src, &raw))
+        .map_err(|e| src.locate(e))
 }
 
 #[cfg(test)]

@@ -2,8 +2,10 @@
 //! `preset NAME`), where each line was written when the text was put together from a plan and
 //! the preset it extends, places in it ([`Location`]) and errors at those places (`file:line:
 //! column: field: message`) — and the raw tables TOML gives for its entries. Everything else of
-//! the plan reads from here and nothing here reads the rest, so that every part of a plan
-//! (testbeds, workloads, questions, the caps, `extends`) locates its errors one way.
+//! the plan reads from here and nothing here reads the rest. The parts of a plan (testbeds,
+//! workloads, questions, the caps, `extends`) return a [`Fault`] at a span of the text and never
+//! locate it themselves: the entry point that holds the text ([`Src::locate`]: the plan's parse,
+//! `extends` for a plan and each preset it reads) turns it into the error at its place, once.
 
 use std::collections::BTreeMap;
 use std::ops::Range;
@@ -115,14 +117,10 @@ impl<'a> Src<'a> {
         }
     }
 
-    /// `file:line:col: field: message`, as bad input.
-    pub(super) fn err(
-        &self,
-        span: Range<usize>,
-        field: &str,
-        msg: impl std::fmt::Display,
-    ) -> anyhow::Error {
-        self.locate(fault(span, field, msg))
+    /// Where each of `tables` starts: the entries' places, which the plan keeps (for messages
+    /// that point from one entry to another, and for a question's cell).
+    pub(super) fn places(&self, tables: &[RawTable]) -> Vec<Location> {
+        tables.iter().map(|t| self.loc(t.span().start)).collect()
     }
 
     /// `e` with its [`Fault`], if it carries one, put at its place in this text (`file:line:

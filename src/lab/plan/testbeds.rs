@@ -10,7 +10,7 @@ use std::path::PathBuf;
 use anyhow::Result;
 use toml::Spanned;
 
-use super::source::{fault, fault_naming, toml_to_json, Location, RawTable, Src};
+use super::source::{fault, fault_naming, toml_to_json, Location, RawTable};
 use super::{ParseOptions, PlanTestbed, PlanWorkload};
 use crate::base::error::bad_input;
 use crate::base::units::{format_size, parse_size};
@@ -35,24 +35,26 @@ fn entry<'a>(
 /// The plan's testbeds, read and fitted to its workloads (room, inodes, memory, the disk that
 /// holds their images; `aged`: the plan ages every filesystem first), each refusal at the key at
 /// fault; `notes` gets what fitting changed. `--mem-limit` then replaces every testbed's limit.
+/// `places`: where each of the tables `raw` is; `plan_file`: the plan's (a path, or `preset
+/// NAME`), for notes.
 pub(super) fn fitted(
-    src: &Src,
     raw: &[RawTable],
+    places: &[Location],
+    plan_file: &str,
     opts: &ParseOptions,
     workloads: &[PlanWorkload],
     aged: bool,
     notes: &mut Vec<String>,
 ) -> Result<Vec<PlanTestbed>> {
     let scale_f = opts.scale.unwrap_or(1.0);
-    // Where each entry is: the one thing of the plan's text the testbeds keep.
-    let places = raw.iter().map(|t| src.loc(t.span().start));
-    let (mut testbeds, spans) = parse_testbeds(raw.iter().zip(places), opts)?;
+    let (mut testbeds, spans) = parse_testbeds(raw.iter().zip(places.iter().cloned()), opts)?;
     for ((tb, at), raw_tb) in testbeds.iter_mut().zip(spans).zip(raw) {
         crate::base::signals::check()?;
         fit_testbed(tb, &at, workloads, scale_f, notes)?;
-        fit_inodes(src.name, tb, workloads, notes)?;
+        fit_inodes(plan_file, tb, workloads, notes)?;
         fit_memory(tb, entry(raw_tb, &["mem_limit"]).map(|e| e.1), workloads)?;
-        check_disk(tb, &at, written(&tb.spec, workloads, aged))?;
+        let writes = written(&tb.spec, workloads, aged);
+        check_disk(tb, &at, writes)?;
     }
     // --mem-limit replaces every testbed's limit as given, as it limits a bench run.
     if let Some(m) = opts.mem_limit {
@@ -94,15 +96,16 @@ fn parse_testbeds<'a>(
 
 /// The label each `[[testbed]]` will have (its `label`, or its fs name) and where it is, as
 /// far as the raw entries tell; for workload labels, which must differ from them.
-pub(super) fn testbed_labels(src: &Src, raw: &[RawTable]) -> Vec<(String, Location)> {
+pub(super) fn testbed_labels(raw: &[RawTable], places: &[Location]) -> Vec<(String, Location)> {
     raw.iter()
-        .map(|t| {
+        .zip(places)
+        .map(|(t, at)| {
             let label = entry(t, &["label"])
                 .or_else(|| entry(t, &["fs"]))
                 .and_then(|(_, v)| v.get_ref().as_str())
                 .unwrap_or_default()
                 .to_string();
-            (label, src.loc(t.span().start))
+            (label, at.clone())
         })
         .collect()
 }
@@ -506,6 +509,7 @@ pub(super) fn check_disk_together(
     let mut need: BTreeMap<PathBuf, u64> = BTreeMap::new();
     for tb in testbeds {
         let s = &tb.spec;
+        let image = s.image_room(written(s, workloads, aged));
         let mut add = |backing: Backing, bytes: u64| {
             let base = match backing {
                 Backing::File => crate::testbed::room::nearest_existing(&s.workdir),
@@ -516,7 +520,7 @@ pub(super) fn check_disk_together(
             let e = need.entry(base).or_default();
             *e = e.saturating_add(bytes);
         };
-        add(s.backing, s.image_room(written(s, workloads, aged)));
+        add(s.backing, image);
         if let Some(j) = s.journal {
             add(j.backing, j.size);
         }

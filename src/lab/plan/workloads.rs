@@ -11,7 +11,7 @@ use toml::Spanned;
 
 use super::limits::Tally;
 use super::question;
-use super::source::{fault, toml_to_json, Location, RawTable, Src};
+use super::source::{fault, toml_to_json, Location, RawTable};
 use super::{scale, Fresh, PlanWorkload, Reps};
 use crate::workload::registry::{self, sweep};
 use crate::workload::Workload;
@@ -74,35 +74,33 @@ fn append_keep_image(w: &RawTable, has_age: bool) -> Result<bool> {
 /// sweep is split.
 /// `[age]`: the parameters of the `age` workload, run on each run's filesystem before its
 /// workload (the workload then finds the filesystem aged).
+/// `age`: the table and where it is.
 pub(super) fn parse_age(
-    src: &Src,
-    age: Option<&RawTable>,
+    age: Option<(&RawTable, Location)>,
     scale_f: f64,
 ) -> Result<Option<PlanWorkload>> {
-    let Some(a) = age else {
+    let Some((a, at)) = age else {
         return Ok(None);
     };
     let kind = registry::find("age").expect("the age workload is registered");
-    build_workload(a, src.loc(a.span().start), kind, scale_f, "[age]").map(Some)
+    build_workload(a, at, kind, scale_f, "[age]").map(Some)
 }
 
 /// `testbeds` are the labels of the plan's `[[testbed]]` tables and where they are (workload
 /// labels must differ from them; their count counts runs); `aged`: the plan has an `[age]`.
 pub(super) fn parse_workloads(
-    src: &Src,
     raw: &[RawTable],
+    places: &[Location],
     testbeds: &[(String, Location)],
     aged: bool,
     fresh: Fresh,
     scale_f: f64,
     reps: Reps,
 ) -> Result<Vec<PlanWorkload>> {
-    // Where each entry is: the one thing of the plan's text the workloads keep.
-    let places: Vec<Location> = raw.iter().map(|w| src.loc(w.span().start)).collect();
-    let labels = question::workload_labels(raw, &places, testbeds)?;
+    let labels = question::workload_labels(raw, places, testbeds)?;
     let mut tally = Tally::new(testbeds.len(), reps);
     let mut built = Vec::with_capacity(raw.len());
-    for ((w, label), at) in raw.iter().zip(labels).zip(places) {
+    for ((w, label), at) in raw.iter().zip(labels).zip(places.iter().cloned()) {
         crate::base::signals::check()?;
         let mut pw = parse_workload(w, at, scale_f)?;
         pw.label = label;
