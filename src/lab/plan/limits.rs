@@ -8,7 +8,7 @@ use anyhow::Result;
 
 use std::ops::Range;
 
-use super::source::Src;
+use super::source::fault;
 use super::Reps;
 use crate::workload::registry::sweep;
 use crate::workload::Workload;
@@ -43,15 +43,9 @@ impl Tally {
     /// [`sweep::MAX_CELLS`], and the plan's runs so far within [`MAX_RUNS`]; each refusal at
     /// the entry. `split`: the
     /// sweep's cells are runs of their own (`fresh = "per-run"`), not phases of one run.
-    pub(super) fn add(
-        &mut self,
-        src: &Src,
-        at: Range<usize>,
-        wl: &dyn Workload,
-        split: bool,
-    ) -> Result<()> {
+    pub(super) fn add(&mut self, at: Range<usize>, wl: &dyn Workload, split: bool) -> Result<()> {
         let what = format!("[[workload]] {}", wl.kind());
-        let cells = sweep::check_count(wl).map_err(|e| src.err(at.clone(), &what, e))?;
+        let cells = sweep::check_count(wl).map_err(|e| fault(at.clone(), &what, e))?;
         self.cells = self.cells.saturating_add(if split { cells } else { 1 });
         let runs = self
             .testbeds
@@ -59,7 +53,7 @@ impl Tally {
             .and_then(|n| n.checked_mul(self.reps));
         match runs {
             Some(n) if n <= MAX_RUNS => Ok(()),
-            n => Err(src.err(
+            n => Err(fault(
                 at,
                 &what,
                 format!(

@@ -13,7 +13,7 @@ use serde::Deserialize;
 use toml::Spanned;
 
 use super::question::{self, RawQuestion};
-use super::source::{toml_to_json, RawTable, Src};
+use super::source::{fault, toml_to_json, RawTable, Src};
 use super::{testbeds, workloads};
 use super::{Fresh, ParseOptions, Plan, Reps, AUTO_CV_TARGET, AUTO_MAX_REPS, AUTO_MIN_REPS};
 use crate::base::error::bad_input;
@@ -71,8 +71,14 @@ pub(crate) const OWN_KEYS: [&str; 14] = [
     "question",
 ];
 
-/// Parses and validates a plan whose `extends` is resolved (see [`super::parse`]).
+/// Parses and validates a plan whose `extends` is resolved (see [`super::parse`]): the one
+/// place its parts' faults are located in its text ([`Src::locate`]).
 pub(super) fn parse_src(src: &Src, opts: &ParseOptions) -> Result<Plan> {
+    plan_of(src, opts).map_err(|e| src.locate(e))
+}
+
+/// The plan `src` holds; a fault in it unlocated.
+fn plan_of(src: &Src, opts: &ParseOptions) -> Result<Plan> {
     let raw: RawPlan = read_raw(src)?;
     let own = read_settings(src, &raw)?;
     let source = src.name;
@@ -83,31 +89,43 @@ pub(super) fn parse_src(src: &Src, opts: &ParseOptions) -> Result<Plan> {
         )));
     }
 
-    let age = workloads::parse_age(src, raw.age.as_ref(), scale_f)?;
-    let keep_image = workloads::keep_image(src, raw.age.as_ref())?;
+    // Where each entry is: all that the plan's parts keep of its text, located here once
+    // (`[testbed_defaults]` keeps each testbed's place).
+    let testbeds_at = src.places(&raw.testbed);
+    let workloads_at = src.places(&raw.workload);
+    let age_at = raw.age.as_ref().map(|a| (a, src.loc(a.span().start)));
+    let age = workloads::parse_age(age_at, scale_f)?;
+    let keep_image = workloads::keep_image(raw.age.as_ref())?;
     // The command line's flags over the plan's keys: the one place they meet.
     let given = opts.settings.over(own);
-    let reps = parse_reps(src, &raw, own.reps, given.reps)?;
-    let fresh = parse_fresh(src, &raw)?;
-    require_entries(src, &raw)?;
+    let reps = parse_reps(&raw, own.reps, given.reps)?;
+    let fresh = parse_fresh(&raw)?;
+    require_entries(src.name, &raw)?;
 
-    let tables = &testbeds::with_defaults(src, &raw.testbed, raw.testbed_defaults.as_ref())?;
+    let tables = &testbeds::with_defaults(&raw.testbed, raw.testbed_defaults.as_ref())?;
     let workloads = workloads::parse_workloads(
-        src,
         &raw.workload,
-        tables,
+        &workloads_at,
+        &testbeds::testbed_labels(tables, &testbeds_at),
         age.is_some(),
         fresh,
         scale_f,
         reps,
     )?;
     let mut notes = Vec::new();
-    let testbeds = testbeds::fitted(src, tables, opts, &workloads, age.is_some(), &mut notes)?;
+    let testbeds = testbeds::fitted(
+        tables,
+        &testbeds_at,
+        src.name,
+        opts,
+        &workloads,
+        age.is_some(),
+        &mut notes,
+    )?;
 
     let questions = question::resolve(src, &raw.question, &testbeds, &workloads, age.as_ref())?;
     if fresh == Fresh::PerTestbed && !questions.is_empty() {
         testbeds::check_disk_together(
-            src,
             &testbeds,
             &workloads,
             age.is_some(),
@@ -147,7 +165,7 @@ pub(super) fn parse_src(src: &Src, opts: &ParseOptions) -> Result<Plan> {
     })
 }
 
-/// The plan's TOML as its raw tables, a syntax or type error at its line and column.
+/// The plan's TOML as its raw tables; a syntax or type error a fault at its place.
 pub(super) fn read_raw<Q: serde::de::DeserializeOwned>(src: &Src) -> Result<RawPlan<Q>> {
     toml::from_str(src.text).map_err(|e| {
         let span = e.span().unwrap_or(0..0);
@@ -159,17 +177,17 @@ pub(super) fn read_raw<Q: serde::de::DeserializeOwned>(src: &Src) -> Result<RawP
             msg.push_str(&question::missing_field_hint(&msg));
         }
         let field = src.key_at(span.start).unwrap_or_default();
-        src.err(span, &field, msg)
+        fault(span, &field, msg)
     })
 }
 
 /// The plan's `fresh`, [`Fresh::PerRun`] when it names none.
-fn parse_fresh(src: &Src, raw: &RawPlan) -> Result<Fresh> {
+fn parse_fresh(raw: &RawPlan) -> Result<Fresh> {
     let Some(s) = &raw.fresh else {
         return Ok(Fresh::PerRun);
     };
     s.get_ref().parse::<Fresh>().map_err(|_| {
-        src.err(
+        fault(
             s.span(),
             "fresh",
             format!(
@@ -191,14 +209,14 @@ fn read_settings<Q>(src: &Src, raw: &RawPlan<Q>) -> Result<RunSettings> {
     }
     // Where each key is written: serde's flatten keeps the values but not their places.
     let top: BTreeMap<Spanned<String>, Spanned<toml::Value>> =
-        toml::from_str(src.text).map_err(|e| src.err(e.span().unwrap_or(0..0), "", e.message()))?;
+        toml::from_str(src.text).map_err(|e| fault(e.span().unwrap_or(0..0), "", e.message()))?;
     let at = |key: &str| top.iter().find(|(k, _)| k.get_ref() == key);
     let keys = setting_keys();
     if let Some(k) = raw.settings.keys().find(|k| !keys.contains(k)) {
         let quoted = |ks: &mut dyn Iterator<Item = &str>| {
             ks.map(|k| format!("`{k}`")).collect::<Vec<_>>().join(", ")
         };
-        return Err(src.err(
+        return Err(fault(
             at(k).map_or(0..0, |(k, _)| k.span()),
             k,
             format!(
@@ -220,7 +238,7 @@ fn read_settings<Q>(src: &Src, raw: &RawPlan<Q>) -> Result<RunSettings> {
                 _ => None,
             });
             let span = key.as_deref().and_then(at).map_or(0..0, |(_, v)| v.span());
-            src.err(span, key.as_deref().unwrap_or(""), e.into_inner())
+            fault(span, key.as_deref().unwrap_or(""), e.into_inner())
         },
     )
 }
@@ -234,10 +252,10 @@ pub(crate) fn setting_keys() -> Vec<String> {
 }
 
 /// A plan needs at least one `[[workload]]` and one `[[testbed]]`.
-fn require_entries(src: &Src, raw: &RawPlan) -> Result<()> {
+fn require_entries(plan_file: &str, raw: &RawPlan) -> Result<()> {
     // At the top of the plan's own file: with `extends`, the text's first line may be the
     // preset's, but what is missing is missing from the plan (its drop_* left nothing).
-    let err = |field: &str, msg: String| bad_input(format!("{}:1:1: {field}: {msg}", src.name));
+    let err = |field: &str, msg: String| bad_input(format!("{plan_file}:1:1: {field}: {msg}"));
     if raw.workload.is_empty() {
         return Err(err(
             "workload",
@@ -260,19 +278,14 @@ fn require_entries(src: &Src, raw: &RawPlan) -> Result<()> {
 /// The reps of the plan's runs: `given`, the plan's `own` with the command line's `--reps`
 /// over it ([`RunSettings::over`]); `cv_target` and `max_reps` go with the plan's own
 /// `reps = "auto"`.
-fn parse_reps(
-    src: &Src,
-    raw: &RawPlan,
-    own: Option<RepsSetting>,
-    given: Option<RepsSetting>,
-) -> Result<Reps> {
+fn parse_reps(raw: &RawPlan, own: Option<RepsSetting>, given: Option<RepsSetting>) -> Result<Reps> {
     if own != Some(RepsSetting::Auto) {
         for (what, span) in [
             ("cv_target", raw.cv_target.as_ref().map(|c| c.span())),
             ("max_reps", raw.max_reps.as_ref().map(|c| c.span())),
         ] {
             if let Some(span) = span {
-                return Err(src.err(
+                return Err(fault(
                     span,
                     what,
                     "only applies with reps = \"auto\"; remove it or set reps = \"auto\"",
@@ -294,7 +307,7 @@ fn parse_reps(
     if let Some(c) = &raw.cv_target {
         cv = *c.get_ref();
         if !(cv > 0.0 && cv < 1.0) {
-            return Err(src.err(
+            return Err(fault(
                 c.span(),
                 "cv_target",
                 format!("{cv} is out of range; give a fraction between 0 and 1, e.g. 0.05 for 5%"),
@@ -304,7 +317,7 @@ fn parse_reps(
     if let Some(m) = &raw.max_reps {
         let v = *m.get_ref();
         if !(i64::from(AUTO_MIN_REPS)..=i64::from(MAX_REPS)).contains(&v) {
-            return Err(src.err(
+            return Err(fault(
                 m.span(),
                 "max_reps",
                 format!("{v} is out of range; give {AUTO_MIN_REPS} to {MAX_REPS}"),
@@ -346,8 +359,9 @@ file_size = "64K"
 #[cfg(test)]
 pub(crate) fn settings_of(text: &str) -> Result<RunSettings> {
     let src = Src::new("t.toml", text);
-    let raw: RawPlan = read_raw(&src)?;
-    read_settings(&src, &raw)
+    read_raw(&src)
+        .and_then(|raw: RawPlan| read_settings(&src, &raw))
+        .map_err(|e| src.locate(e))
 }
 
 #[cfg(test)]
@@ -360,18 +374,27 @@ pub(crate) fn parse_test(text: &str, scale: Option<f64>) -> Result<Plan> {
     super::parse(text, "t.toml", &opts)
 }
 
+/// The plan tests' two shorthands, shared by the tests of every part of the plan.
 #[cfg(test)]
-mod tests {
-    use super::*;
-    use crate::workload::ColdMode;
+pub(crate) mod testing {
+    use super::{parse_test, Plan, Result};
 
-    fn p(text: &str) -> Result<Plan> {
+    /// The plan `text` (the file `t.toml`), as written.
+    pub(crate) fn p(text: &str) -> Result<Plan> {
         parse_test(text, None)
     }
 
-    fn err(text: &str) -> String {
-        format!("{:#}", p(text).expect_err("must fail"))
+    /// The whole message with which the plan `text` is refused.
+    pub(crate) fn err(text: &str) -> String {
+        format!("{:#}", p(text).expect_err("must be refused"))
     }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::testing::{err, p};
+    use super::*;
+    use crate::workload::ColdMode;
 
     #[test]
     fn a_good_plan_parses_with_defaults() {

@@ -15,7 +15,7 @@ use anyhow::Result;
 use serde::Deserialize;
 use toml::Spanned;
 
-use super::source::{toml_to_json, Location, RawTable, Src};
+use super::source::{fault, fault_naming, toml_to_json, Location, RawTable, Src};
 use super::{PlanTestbed, PlanWorkload};
 use crate::base::error::bad_input;
 use crate::results::metric::CORE;
@@ -90,8 +90,8 @@ impl PlanQuestion {
 /// the entries of that kind) when the kind appears more than once. Labels are unique and are
 /// not testbed labels (a question's baseline and variant must say which they name).
 pub(super) fn workload_labels(
-    src: &Src,
     entries: &[RawTable],
+    places: &[Location],
     testbed_labels: &[(String, Location)],
 ) -> Result<Vec<String>> {
     let kind_of = |w: &RawTable| -> Option<String> {
@@ -125,14 +125,14 @@ pub(super) fn workload_labels(
         let (label, span) = match written {
             Some((_, v)) => {
                 let Some(text) = v.get_ref().as_str() else {
-                    return Err(src.err(
+                    return Err(fault(
                         v.span(),
                         "[[workload]] field `label`",
                         "must be a string naming the entry, e.g. label = \"deep-4K\"",
                     ));
                 };
                 if text.trim().is_empty() || text.chars().any(char::is_control) {
-                    return Err(src.err(
+                    return Err(fault(
                         v.span(),
                         "[[workload]] field `label`",
                         format!("{text:?} is not a usable label; give a short name without control characters, e.g. label = \"deep-4K\""),
@@ -151,23 +151,27 @@ pub(super) fn workload_labels(
             }
         };
         if let Some(&j) = given.get(&label) {
-            return Err(src.err(
-                span.clone(),
+            return Err(fault_naming(
+                span,
                 "[[workload]] field `label`",
-                format!(
-                    "two workloads are labelled {label:?} (the other at {}); give each [[workload]] its own label = \"...\"",
-                    src.seen_from(&src.loc(entries[j].span().start), span.start)
-                ),
+                &places[j],
+                move |other| {
+                    format!(
+                    "two workloads are labelled {label:?} (the other at {other}); give each [[workload]] its own label = \"...\""
+                )
+                },
             ));
         }
         if let Some(at) = testbed_at.get(label.as_str()) {
-            return Err(src.err(
-                span.clone(),
+            return Err(fault_naming(
+                span,
                 "[[workload]] field `label`",
-                format!(
-                    "{label:?} is also the label of the testbed at {}; a question's baseline and variant must name one or the other: give this [[workload]] another label = \"...\"",
-                    src.seen_from(at, span.start)
-                ),
+                at,
+                move |other| {
+                    format!(
+                    "{label:?} is also the label of the testbed at {other}; a question's baseline and variant must name one or the other: give this [[workload]] another label = \"...\""
+                )
+                },
             ));
         }
         given.insert(label.clone(), i);
@@ -234,14 +238,16 @@ pub(super) fn resolve(
         let q = resolve_one(src, rq, i, testbeds, workloads, age)?;
         let id_span = rq.get_ref().id.as_ref().map_or(rq.span(), |s| s.span());
         if let Some((_, at)) = ids.iter().find(|(id, _)| *id == q.question.id) {
-            return Err(src.err(
-                id_span.clone(),
+            let id = q.question.id.clone();
+            return Err(fault_naming(
+                id_span,
                 "[[question]] field `id`",
-                format!(
-                    "two questions have the id {:?} (the other at {}); give each [[question]] its own id = \"...\" (ids default to q1, q2, ... by position)",
-                    q.question.id,
-                    src.seen_from(at, id_span.start)
-                ),
+                at,
+                move |other| {
+                    format!(
+                    "two questions have the id {id:?} (the other at {other}); give each [[question]] its own id = \"...\" (ids default to q1, q2, ... by position)"
+                )
+                },
             ));
         }
         ids.push((q.question.id.clone(), q.at.clone()));
@@ -259,7 +265,7 @@ fn resolve_one(
     age: Option<&PlanWorkload>,
 ) -> Result<PlanQuestion> {
     let r = rq.get_ref();
-    let q = Resolver::new(src, rq, index, testbeds, workloads)?;
+    let q = Resolver::new(rq, index, testbeds, workloads)?;
     let compares = q.compares()?;
     let testbed = q.coordinate(&q.testbeds, &r.testbed, compares)?;
     let workload = q.coordinate(&q.workloads, &r.workload, compares)?;
@@ -313,7 +319,6 @@ impl Side<'_> {
 /// One `[[question]]` being resolved: each derived value of the question has its own method,
 /// in the order `resolve_one` calls them (a later one may use what an earlier one returned).
 struct Resolver<'p> {
-    src: &'p Src<'p>,
     rq: &'p Spanned<RawQuestion>,
     id: String,
     testbeds: Side<'p>,
@@ -326,7 +331,6 @@ type Entries<'p> = Vec<(&'p str, Vec<&'p PlanWorkload>)>;
 impl<'p> Resolver<'p> {
     /// The question's id (`q1`, `q2`, ... by position unless given) and the plan's labels.
     fn new(
-        src: &'p Src<'p>,
         rq: &'p Spanned<RawQuestion>,
         index: usize,
         testbeds: &'p [PlanTestbed],
@@ -338,7 +342,7 @@ impl<'p> Resolver<'p> {
                 .map_or_else(|| format!("q{}", index + 1), |s| s.get_ref().clone());
         if id.trim().is_empty() {
             let span = r.id.as_ref().map_or(rq.span(), |s| s.span());
-            return Err(src.err(
+            return Err(fault(
                 span,
                 "[[question]] field `id`",
                 "is empty; give a short name, e.g. id = \"dir-remove\"",
@@ -351,7 +355,6 @@ impl<'p> Resolver<'p> {
             }
         }
         Ok(Self {
-            src,
             rq,
             id,
             testbeds: Side {
@@ -373,7 +376,7 @@ impl<'p> Resolver<'p> {
 
     /// The error of field `name` of this question, at `span`.
     fn err(&self, span: Range<usize>, name: &str, msg: String) -> anyhow::Error {
-        self.src.err(
+        fault(
             span,
             &format!("[[question]] {} field `{name}`", self.id),
             msg,
@@ -753,7 +756,7 @@ pub fn check_phases(questions: &[PlanQuestion], r: &RunResult) -> Result<()> {
 #[cfg(test)]
 #[allow(clippy::unwrap_used)]
 mod tests {
-    use crate::lab::plan::{parse_test, Plan};
+    use crate::lab::plan::parse::testing::{err, p};
     use crate::results::Compares;
 
     /// Two testbeds, two workloads (a tree, and a tio sweep labelled "io"), one question on
@@ -791,14 +794,6 @@ workload = "tree"
 phase = "create"
 metric = "ops_per_s"
 "#;
-
-    fn p(text: &str) -> anyhow::Result<Plan> {
-        parse_test(text, None)
-    }
-
-    fn err(text: &str) -> String {
-        format!("{:#}", p(text).expect_err("must be refused"))
-    }
 
     /// Asserts the error starts at `at` and says `what`.
     fn refused(text: &str, at: &str, what: &str) {

@@ -2,8 +2,10 @@
 //! `preset NAME`), where each line was written when the text was put together from a plan and
 //! the preset it extends, places in it ([`Location`]) and errors at those places (`file:line:
 //! column: field: message`) — and the raw tables TOML gives for its entries. Everything else of
-//! the plan reads from here and nothing here reads the rest, so that every part of a plan
-//! (testbeds, workloads, questions, the caps, `extends`) locates its errors one way.
+//! the plan reads from here and nothing here reads the rest. The parts of a plan (testbeds,
+//! workloads, questions, the caps, `extends`) return a [`Fault`] at a span of the text and never
+//! locate it themselves: the entry point that holds the text ([`Src::locate`]: the plan's parse,
+//! `extends` for a plan and each preset it reads) turns it into the error at its place, once.
 
 use std::collections::BTreeMap;
 use std::ops::Range;
@@ -115,25 +117,27 @@ impl<'a> Src<'a> {
         }
     }
 
-    /// `file:line:col: field: message`, as bad input.
-    pub(super) fn err(
-        &self,
-        span: Range<usize>,
-        field: &str,
-        msg: impl std::fmt::Display,
-    ) -> anyhow::Error {
-        let at = self.loc(span.start);
-        if field.is_empty() {
-            bad_input(format!("{at}: {msg}"))
-        } else {
-            bad_input(format!("{at}: {field}: {msg}"))
-        }
+    /// Where each of `tables` starts: the entries' places, which the plan keeps (for messages
+    /// that point from one entry to another, and for a question's cell).
+    pub(super) fn places(&self, tables: &[RawTable]) -> Vec<Location> {
+        tables.iter().map(|t| self.loc(t.span().start)).collect()
     }
 
-    /// `line N` of `at`, as a message about the place at `offset` names it (with its file when
-    /// that is another: a plan and the preset it extends).
-    pub(super) fn seen_from(&self, at: &Location, offset: usize) -> String {
-        at.line_in(&self.loc(offset).file)
+    /// `e` with its [`Fault`], if it carries one, put at its place in this text (`file:line:
+    /// col: field: message`, as bad input); any other error as it is. Each entry point of the
+    /// plan's parts calls it once on what its checks return.
+    pub(super) fn locate(&self, e: anyhow::Error) -> anyhow::Error {
+        let f = match e.downcast::<Fault>() {
+            Ok(f) => f,
+            Err(e) => return e,
+        };
+        let at = self.loc(f.span.start);
+        let msg = f.said.text(&at.file);
+        if f.field.is_empty() {
+            bad_input(format!("{at}: {msg}"))
+        } else {
+            bad_input(format!("{}: {}: {msg}", at, f.field))
+        }
     }
 
     /// The key written at the start of the line holding `offset` (`size = ...` → `size`).
@@ -149,6 +153,81 @@ impl<'a> Src<'a> {
                 .all(|c| c.is_ascii_alphanumeric() || "_-.".contains(c)))
         .then(|| key.to_string())
     }
+}
+
+/// A fault found in a plan's text before it is located: the bytes at fault, the field and what
+/// is wrong. The checks of testbeds, workloads, questions and `extends` return it (inside an
+/// `anyhow::Error`) instead of reaching back here for each place; the entry point that read the
+/// text locates it once ([`Src::locate`]), so a plan's errors still read `file:line:col:
+/// field: message`.
+#[derive(Debug)]
+pub(super) struct Fault {
+    span: Range<usize>,
+    field: String,
+    said: Said,
+}
+
+/// What a [`Fault`] says: a text, or a text that names another entry's line, which is written
+/// as `line N`, or `line N of preset NAME` when the entry is in another file than the fault.
+enum Said {
+    Text(String),
+    Naming(Box<dyn Fn(&str) -> String + Send + Sync>),
+}
+
+impl Said {
+    /// The message, for a fault in the file `here`.
+    fn text(&self, here: &str) -> String {
+        match self {
+            Said::Text(t) => t.clone(),
+            Said::Naming(f) => f(here),
+        }
+    }
+}
+
+impl std::fmt::Debug for Said {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str(&self.text("?"))
+    }
+}
+
+impl std::fmt::Display for Fault {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        // Unlocated: only a check's own tests see it so.
+        write!(
+            f,
+            "bytes {:?}: {}: {}",
+            self.span,
+            self.field,
+            self.said.text("?")
+        )
+    }
+}
+
+impl std::error::Error for Fault {}
+
+/// A fault at `span` of the plan's text about `field` (empty: none): `msg`.
+pub(super) fn fault(span: Range<usize>, field: &str, msg: impl std::fmt::Display) -> anyhow::Error {
+    anyhow::Error::new(Fault {
+        span,
+        field: field.to_string(),
+        said: Said::Text(msg.to_string()),
+    })
+}
+
+/// A fault whose message names another entry's place: `msg` gets that place as the fault's own
+/// file names it ([`Location::line_in`]).
+pub(super) fn fault_naming(
+    span: Range<usize>,
+    field: &str,
+    other: &Location,
+    msg: impl Fn(String) -> String + Send + Sync + 'static,
+) -> anyhow::Error {
+    let other = other.clone();
+    anyhow::Error::new(Fault {
+        span,
+        field: field.to_string(),
+        said: Said::Naming(Box::new(move |here| msg(other.line_in(here)))),
+    })
 }
 
 /// A table of a plan (a `[[testbed]]`, `[[workload]]`, `[age]`, ...) as TOML gives it: every
@@ -168,5 +247,49 @@ pub(super) fn toml_to_json(v: &toml::Value) -> serde_json::Value {
                 .map(|(k, v)| (k.clone(), toml_to_json(v)))
                 .collect(),
         ),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// A plan that extends a preset: its first line is the preset's, its second the plan's.
+    fn joined<'a>(origins: &'a [Origin]) -> Src<'a> {
+        Src::with_origins("t.toml", "a = 1\nb = 2\n", Some(origins))
+    }
+
+    #[test]
+    fn a_fault_is_located_once_where_its_text_was_written() {
+        let origins = [
+            Origin {
+                file: Arc::from("preset base"),
+                line: 7,
+            },
+            Origin {
+                file: Arc::from("t.toml"),
+                line: 3,
+            },
+        ];
+        let src = joined(&origins);
+        let e = src.locate(fault(10..11, "b", "is wrong"));
+        assert_eq!(format!("{e:#}"), "t.toml:3:5: b: is wrong");
+        let bad = |e: &anyhow::Error| e.chain().any(|c| c.is::<crate::base::error::BadInput>());
+        assert!(bad(&e), "{e:#}");
+        let e = src.locate(fault(0..1, "", "no field"));
+        assert_eq!(format!("{e:#}"), "preset base:7:1: no field");
+        // Another entry's line, as the fault's own file names it.
+        let other = src.loc(6);
+        let naming = |span| fault_naming(span, "a", &other, |at| format!("the other at {at}"));
+        let e = src.locate(naming(6..7));
+        assert_eq!(format!("{e:#}"), "t.toml:3:1: a: the other at line 3");
+        let e = src.locate(naming(0..1));
+        assert_eq!(
+            format!("{e:#}"),
+            "preset base:7:1: a: the other at line 3 of t.toml"
+        );
+        // Any other error passes as it is.
+        let e = src.locate(anyhow::anyhow!("not a fault"));
+        assert_eq!(format!("{e:#}"), "not a fault");
     }
 }

@@ -10,7 +10,7 @@ use std::path::PathBuf;
 use anyhow::Result;
 use toml::Spanned;
 
-use super::source::{toml_to_json, Location, RawTable, Src};
+use super::source::{fault, fault_naming, toml_to_json, Location, RawTable};
 use super::{ParseOptions, PlanTestbed, PlanWorkload};
 use crate::base::error::bad_input;
 use crate::base::units::{format_size, parse_size};
@@ -35,27 +35,26 @@ fn entry<'a>(
 /// The plan's testbeds, read and fitted to its workloads (room, inodes, memory, the disk that
 /// holds their images; `aged`: the plan ages every filesystem first), each refusal at the key at
 /// fault; `notes` gets what fitting changed. `--mem-limit` then replaces every testbed's limit.
+/// `places`: where each of the tables `raw` is; `plan_file`: the plan's (a path, or `preset
+/// NAME`), for notes.
 pub(super) fn fitted(
-    src: &Src,
     raw: &[RawTable],
+    places: &[Location],
+    plan_file: &str,
     opts: &ParseOptions,
     workloads: &[PlanWorkload],
     aged: bool,
     notes: &mut Vec<String>,
 ) -> Result<Vec<PlanTestbed>> {
     let scale_f = opts.scale.unwrap_or(1.0);
-    let (mut testbeds, spans) = parse_testbeds(src, raw, opts)?;
+    let (mut testbeds, spans) = parse_testbeds(raw.iter().zip(places.iter().cloned()), opts)?;
     for ((tb, at), raw_tb) in testbeds.iter_mut().zip(spans).zip(raw) {
         crate::base::signals::check()?;
-        fit_testbed(src, tb, &at, workloads, scale_f, notes)?;
-        fit_inodes(src, tb, workloads, notes)?;
-        fit_memory(
-            src,
-            tb,
-            entry(raw_tb, &["mem_limit"]).map(|e| e.1),
-            workloads,
-        )?;
-        check_disk(src, tb, &at, written(&tb.spec, workloads, aged))?;
+        fit_testbed(tb, &at, workloads, scale_f, notes)?;
+        fit_inodes(plan_file, tb, workloads, notes)?;
+        fit_memory(tb, entry(raw_tb, &["mem_limit"]).map(|e| e.1), workloads)?;
+        let writes = written(&tb.spec, workloads, aged);
+        check_disk(tb, &at, writes)?;
     }
     // --mem-limit replaces every testbed's limit as given, as it limits a bench run.
     if let Some(m) = opts.mem_limit {
@@ -67,30 +66,26 @@ pub(super) fn fitted(
 }
 
 /// The plan's testbeds (labels unique), with where each one's size was given.
-fn parse_testbeds(
-    src: &Src,
-    raw: &[RawTable],
+fn parse_testbeds<'a>(
+    raw: impl Iterator<Item = (&'a RawTable, Location)>,
     opts: &ParseOptions,
 ) -> Result<(Vec<PlanTestbed>, Vec<FieldSpans>)> {
     let mut testbeds: Vec<PlanTestbed> = Vec::new();
     let mut spans = Vec::new();
     // Each label's entry, so that a repeated label is found without a scan of every entry.
     let mut seen: HashMap<String, usize> = HashMap::new();
-    for t in raw {
+    for (t, at) in raw {
         crate::base::signals::test_pause("plan-entry");
         crate::base::signals::check()?;
-        let (tb, size_span) = parse_testbed(src, t, opts)?;
+        let (tb, size_span) = parse_testbed(t, at, opts)?;
         if let Some(prev) = seen.get(&tb.spec.label).map(|&i| &testbeds[i]) {
             let span = entry(t, &["label"]).map_or(t.span(), |(_, l)| l.span());
-            return Err(src.err(
-                span.clone(),
-                "label",
+            let label = tb.spec.label.clone();
+            return Err(fault_naming(span, "label", &prev.at, move |other| {
                 format!(
-                    "two testbeds are labelled {:?} (the other at {}); give each [[testbed]] its own label",
-                    tb.spec.label,
-                    src.seen_from(&prev.at, span.start)
-                ),
-            ));
+                    "two testbeds are labelled {label:?} (the other at {other}); give each [[testbed]] its own label"
+                )
+            }));
         }
         spans.push(size_span);
         seen.insert(tb.spec.label.clone(), testbeds.len());
@@ -101,25 +96,26 @@ fn parse_testbeds(
 
 /// The label each `[[testbed]]` will have (its `label`, or its fs name) and where it is, as
 /// far as the raw entries tell; for workload labels, which must differ from them.
-pub(super) fn testbed_labels(src: &Src, raw: &[RawTable]) -> Vec<(String, Location)> {
+pub(super) fn testbed_labels(raw: &[RawTable], places: &[Location]) -> Vec<(String, Location)> {
     raw.iter()
-        .map(|t| {
+        .zip(places)
+        .map(|(t, at)| {
             let label = entry(t, &["label"])
                 .or_else(|| entry(t, &["fs"]))
                 .and_then(|(_, v)| v.get_ref().as_str())
                 .unwrap_or_default()
                 .to_string();
-            (label, src.loc(t.span().start))
+            (label, at.clone())
         })
         .collect()
 }
 
 /// A size written as a number of bytes or as size text (`"64M"`).
-fn size_value(src: &Src, v: &Spanned<toml::Value>, field: &str) -> Result<u64> {
+fn size_value(v: &Spanned<toml::Value>, field: &str) -> Result<u64> {
     match v.get_ref() {
         toml::Value::Integer(n) if *n >= 0 => Ok(*n as u64),
-        toml::Value::String(s) => parse_size(s).map_err(|e| src.err(v.span(), field, e)),
-        other => Err(src.err(
+        toml::Value::String(s) => parse_size(s).map_err(|e| fault(v.span(), field, e)),
+        other => Err(fault(
             v.span(),
             field,
             format!("{other} is not a size; write a byte count or size text like \"64M\""),
@@ -136,14 +132,10 @@ struct FieldSpans {
 }
 
 /// A plan-only string of a `[[testbed]]` (`fs`, `label`).
-fn text_value<'a>(
-    src: &Src,
-    t: &'a RawTable,
-    key: &str,
-) -> Result<Option<&'a Spanned<toml::Value>>> {
+fn text_value<'a>(t: &'a RawTable, key: &str) -> Result<Option<&'a Spanned<toml::Value>>> {
     match entry(t, &[key]) {
         Some((_, v)) if v.get_ref().is_str() => Ok(Some(v)),
-        Some((_, v)) => Err(src.err(
+        Some((_, v)) => Err(fault(
             v.span(),
             key,
             format!("{} is not text; write it in quotes", v.get_ref()),
@@ -155,14 +147,14 @@ fn text_value<'a>(
 /// Reads a `[[testbed]]`: its settings through [`TestbedParams`] (the flags' names, defaults
 /// and parsers; the old key names are aliases), with every error at the key or value at fault.
 fn parse_testbed(
-    src: &Src,
     t: &RawTable,
+    at: Location,
     opts: &ParseOptions,
 ) -> Result<(PlanTestbed, FieldSpans)> {
-    let fs = fs_of(src, t)?;
-    let label = text_value(src, t, "label")?.and_then(|l| l.get_ref().as_str().map(String::from));
-    let (optional, mem_limit) = plan_only(src, t)?;
-    let mut params = testbed_params(src, t)?;
+    let fs = fs_of(t)?;
+    let label = text_value(t, "label")?.and_then(|l| l.get_ref().as_str().map(String::from));
+    let (optional, mem_limit) = plan_only(t)?;
+    let mut params = testbed_params(t)?;
     if let Some(w) = &opts.workdir {
         params.workdir = Some(w.clone());
     }
@@ -189,7 +181,7 @@ fn parse_testbed(
                 None => None,
             };
             let name = at.map(|(k, _)| k.get_ref().as_str()).or(field);
-            src.err(
+            fault(
                 at.map_or(t.span(), |(_, v)| v.span()),
                 name.unwrap_or("testbed"),
                 format!("{e:#}"),
@@ -201,7 +193,7 @@ fn parse_testbed(
             spec,
             mem_limit,
             optional,
-            at: src.loc(t.span().start),
+            at,
         },
         FieldSpans {
             size: size_at.map_or(t.span(), |(_, v)| v.span()),
@@ -212,9 +204,9 @@ fn parse_testbed(
 }
 
 /// A `[[testbed]]`'s `fs`: required, and one of the filesystems fsgauge makes.
-fn fs_of(src: &Src, t: &RawTable) -> Result<FsKind> {
-    let Some(fs_v) = text_value(src, t, "fs")? else {
-        return Err(src.err(
+fn fs_of(t: &RawTable) -> Result<FsKind> {
+    let Some(fs_v) = text_value(t, "fs")? else {
+        return Err(fault(
             t.span(),
             "fs",
             format!(
@@ -225,7 +217,7 @@ fn fs_of(src: &Src, t: &RawTable) -> Result<FsKind> {
     };
     let fs_name = fs_v.get_ref().as_str().unwrap_or_default();
     let fs: FsKind = fs_name.parse().map_err(|_| {
-        src.err(
+        fault(
             fs_v.span(),
             "fs",
             format!(
@@ -238,11 +230,11 @@ fn fs_of(src: &Src, t: &RawTable) -> Result<FsKind> {
 }
 
 /// What only a plan says of a testbed: whether it is `optional`, and its `mem_limit`.
-fn plan_only(src: &Src, t: &RawTable) -> Result<(bool, Option<u64>)> {
+fn plan_only(t: &RawTable) -> Result<(bool, Option<u64>)> {
     let optional = match entry(t, &["optional"]) {
         None => false,
         Some((_, v)) => v.get_ref().as_bool().ok_or_else(|| {
-            src.err(
+            fault(
                 v.span(),
                 "optional",
                 format!("{} is not true or false", v.get_ref()),
@@ -251,9 +243,9 @@ fn plan_only(src: &Src, t: &RawTable) -> Result<(bool, Option<u64>)> {
     };
     let mem_limit = match entry(t, &["mem_limit"]) {
         Some((_, m)) => {
-            let v = size_value(src, m, "mem_limit")?;
+            let v = size_value(m, "mem_limit")?;
             if v < (16 << 20) {
-                return Err(src.err(
+                return Err(fault(
                     m.span(),
                     "mem_limit",
                     format!(
@@ -272,7 +264,7 @@ fn plan_only(src: &Src, t: &RawTable) -> Result<(bool, Option<u64>)> {
 /// A key of a testbed table (`table`: `a [[testbed]]`, `[testbed_defaults]`): a plan-only key,
 /// or a testbed setting under its flag's name or an old name; anything else is refused at
 /// itself, with the keys there are.
-fn check_key(src: &Src, k: &Spanned<String>, table: &str) -> Result<()> {
+fn check_key(k: &Spanned<String>, table: &str) -> Result<()> {
     let key = k.get_ref().as_str();
     let keys = testbed_keys();
     if PLAN_TESTBED_KEYS.contains(&key)
@@ -280,7 +272,7 @@ fn check_key(src: &Src, k: &Spanned<String>, table: &str) -> Result<()> {
     {
         return Ok(());
     }
-    Err(src.err(
+    Err(fault(
         k.span(),
         key,
         format!(
@@ -302,7 +294,6 @@ fn check_key(src: &Src, k: &Spanned<String>, table: &str) -> Result<()> {
 /// it points there. The defaults take the keys of a `[[testbed]]` but `label`, each testbed's
 /// own; an unknown key is refused at itself.
 pub(super) fn with_defaults(
-    src: &Src,
     testbeds: &[RawTable],
     defaults: Option<&RawTable>,
 ) -> Result<Vec<RawTable>> {
@@ -311,13 +302,13 @@ pub(super) fn with_defaults(
     };
     for k in d.get_ref().keys() {
         if k.get_ref() == "label" {
-            return Err(src.err(
+            return Err(fault(
                 k.span(),
                 "label",
                 "labels are each testbed's own (no two testbeds share one): write it in each [[testbed]], not in [testbed_defaults]",
             ));
         }
-        check_key(src, k, "[testbed_defaults]")?;
+        check_key(k, "[testbed_defaults]")?;
     }
     let under = |t: &RawTable| {
         let mut table = t.get_ref().clone();
@@ -339,13 +330,13 @@ pub(super) fn with_defaults(
 
 /// The testbed settings of a `[[testbed]]`: every key but [`PLAN_TESTBED_KEYS`], read as the
 /// flags read them; an unknown key fails at itself, a bad value at its value.
-fn testbed_params(src: &Src, t: &RawTable) -> Result<TestbedParams> {
+fn testbed_params(t: &RawTable) -> Result<TestbedParams> {
     let mut given = serde_json::Map::new();
     for (k, v) in t.get_ref() {
         if PLAN_TESTBED_KEYS.contains(&k.get_ref().as_str()) {
             continue;
         }
-        check_key(src, k, "a [[testbed]]")?;
+        check_key(k, "a [[testbed]]")?;
         given.insert(k.get_ref().clone(), toml_to_json(v.get_ref()));
     }
     serde_path_to_error::deserialize::<_, TestbedParams>(serde_json::Value::Object(given)).map_err(
@@ -355,7 +346,7 @@ fn testbed_params(src: &Src, t: &RawTable) -> Result<TestbedParams> {
                 _ => None,
             });
             let at = key.as_deref().and_then(|k| entry(t, &[k]));
-            src.err(
+            fault(
                 at.map_or(t.span(), |(_, v)| v.span()),
                 key.as_deref().unwrap_or("testbed"),
                 e.into_inner(),
@@ -384,7 +375,6 @@ const MIN_SCALED_SIZE: u64 = 64 << 20;
 /// workload whose work is a share of its filesystem (aging to a usage)
 /// shrinks with it, and mkfs and the fit checks work on the smaller size.
 fn fit_testbed(
-    src: &Src,
     tb: &mut PlanTestbed,
     at: &FieldSpans,
     workloads: &[PlanWorkload],
@@ -421,27 +411,26 @@ fn fit_testbed(
     if scale_f == 1.0 {
         // As written, the plan is admitted or refused as `bench` would be on this testbed.
         return admit::space(&tb.spec, &*big.workload).map_err(|e| {
-            src.err(
-                at.size.clone(),
-                &at.size_key,
-                format!(
-                    "testbed {:?}: {e} (the workload at {})",
-                    tb.spec.label,
-                    src.seen_from(&big.at, at.size.start)
-                ),
-            )
+            let (label, e) = (tb.spec.label.clone(), e.to_string());
+            fault_naming(at.size.clone(), &at.size_key, &big.at, move |w| {
+                format!("testbed {label:?}: {e} (the workload at {w})")
+            })
         });
     }
     let Some(grown) = admit::fitting_size(need) else {
-        return Err(src.err(
+        let (kind, need) = (
+            big.kind,
+            crate::base::units::format_bytes_human(need as f64),
+        );
+        return Err(fault_naming(
             at.size.clone(),
             &at.size_key,
-            format!(
-                "the scaled workload at {} ({}) needs about {}, more than any testbed can be; use a smaller --scale",
-                src.seen_from(&big.at, at.size.start),
-                big.kind,
-                crate::base::units::format_bytes_human(need as f64)
-            ),
+            &big.at,
+            move |w| {
+                format!(
+                "the scaled workload at {w} ({kind}) needs about {need}, more than any testbed can be; use a smaller --scale"
+            )
+            },
         ));
     };
     notes.push(format!(
@@ -459,7 +448,6 @@ fn fit_testbed(
 /// own memory plus the workload's buffers: the figure the run checks again before it starts),
 /// so a limit too small is refused at its `mem_limit` before anything is made.
 fn fit_memory(
-    src: &Src,
     tb: &PlanTestbed,
     limit_at: Option<&Spanned<toml::Value>>,
     workloads: &[PlanWorkload],
@@ -469,17 +457,13 @@ fn fit_memory(
     };
     for w in workloads {
         admit::memory(limit, &*w.workload, crate::lab::runner::TOOL_RSS_ESTIMATE).map_err(|e| {
-            src.err(
-                at.span(),
-                "mem_limit",
+            let (label, kind, e) = (tb.spec.label.clone(), w.kind, e.to_string());
+            let limit = format_size(limit);
+            fault_naming(at.span(), "mem_limit", &w.at, move |wl| {
                 format!(
-                    "testbed {:?} is limited to {}; for the workload at {} ({}): {e}",
-                    tb.spec.label,
-                    format_size(limit),
-                    src.seen_from(&w.at, at.span().start),
-                    w.kind
-                ),
-            )
+                    "testbed {label:?} is limited to {limit}; for the workload at {wl} ({kind}): {e}"
+                )
+            })
         })?;
     }
     Ok(())
@@ -490,7 +474,7 @@ fn fit_memory(
 /// too few (with a note; the result's mkfs command line records it); an explicit `-N` or
 /// `-i` that is too small is refused, naming the `-N` that fits.
 fn fit_inodes(
-    src: &Src,
+    plan_file: &str,
     tb: &mut PlanTestbed,
     workloads: &[PlanWorkload],
     notes: &mut Vec<String>,
@@ -501,7 +485,7 @@ fn fit_inodes(
     match admit::inodes(&mut tb.spec, &*big.workload) {
         Ok(note) => {
             notes.extend(
-                note.map(|n| format!("{n} (the workload at {})", big.at.line_in(src.name))),
+                note.map(|n| format!("{n} (the workload at {})", big.at.line_in(plan_file))),
             );
             Ok(())
         }
@@ -517,7 +501,6 @@ fn fit_inodes(
 /// hits both sides of a question alike), and every testbed's filesystem exists at once: the
 /// disk (and the RAM disk) must hold them all together.
 pub(super) fn check_disk_together(
-    src: &Src,
     testbeds: &[PlanTestbed],
     workloads: &[PlanWorkload],
     aged: bool,
@@ -526,6 +509,7 @@ pub(super) fn check_disk_together(
     let mut need: BTreeMap<PathBuf, u64> = BTreeMap::new();
     for tb in testbeds {
         let s = &tb.spec;
+        let image = s.image_room(written(s, workloads, aged));
         let mut add = |backing: Backing, bytes: u64| {
             let base = match backing {
                 Backing::File => crate::testbed::room::nearest_existing(&s.workdir),
@@ -536,7 +520,7 @@ pub(super) fn check_disk_together(
             let e = need.entry(base).or_default();
             *e = e.saturating_add(bytes);
         };
-        add(s.backing, s.image_room(written(s, workloads, aged)));
+        add(s.backing, image);
         if let Some(j) = s.journal {
             add(j.backing, j.size);
         }
@@ -546,7 +530,7 @@ pub(super) fn check_disk_together(
             continue;
         };
         if bytes > avail {
-            return Err(src.err(
+            return Err(fault(
                 fresh_span.clone().unwrap_or(0..0),
                 "fresh",
                 format!(
@@ -576,29 +560,22 @@ fn written(spec: &TestbedSpec, workloads: &[PlanWorkload], aged: bool) -> u64 {
 
 /// Runs are made one at a time, so the disk must hold each testbed's image (and its journal
 /// image) at once: refused as the run's own check refuses it, at the key at fault.
-fn check_disk(src: &Src, tb: &PlanTestbed, at: &FieldSpans, written: u64) -> Result<()> {
+fn check_disk(tb: &PlanTestbed, at: &FieldSpans, written: u64) -> Result<()> {
     crate::testbed::room::check(&tb.spec, written).map_err(|e| {
         let (span, key) = match crate::base::error::bad_field(&e) {
             Some("journal") => (at.journal.clone(), "journal"),
             _ => (at.size.clone(), at.size_key.as_str()),
         };
-        src.err(span, key, format!("{e:#}"))
+        fault(span, key, format!("{e:#}"))
     })
 }
 
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::lab::plan::parse::testing::{err, p};
     use crate::lab::plan::parse::{parse_test, OK};
     use crate::lab::plan::{parse, Plan};
-
-    fn p(text: &str) -> Result<Plan> {
-        parse_test(text, None)
-    }
-
-    fn err(text: &str) -> String {
-        format!("{:#}", p(text).expect_err("must fail"))
-    }
 
     /// Every testbed flag, found in clap's metadata (so a new one is covered as it is added),
     /// is the plan key of the same name with `_` for `-`: `--KEY VALUE` on the command line

@@ -11,8 +11,7 @@ use toml::Spanned;
 
 use super::limits::Tally;
 use super::question;
-use super::source::{toml_to_json, RawTable, Src};
-use super::testbeds::testbed_labels;
+use super::source::{fault, toml_to_json, Location, RawTable};
 use super::{scale, Fresh, PlanWorkload, Reps};
 use crate::workload::registry::{self, sweep};
 use crate::workload::Workload;
@@ -32,17 +31,13 @@ fn is_keep_switch(key: &str, what: &str, kind: &str) -> bool {
 }
 
 /// The `[age] keep_image` switch: a boolean, false when absent.
-pub(super) fn keep_image(src: &Src, age: Option<&RawTable>) -> Result<bool> {
-    Ok(switch(src, age, "[age] keep_image")?.is_some_and(|(on, _)| on))
+pub(super) fn keep_image(age: Option<&RawTable>) -> Result<bool> {
+    Ok(switch(age, "[age] keep_image")?.is_some_and(|(on, _)| on))
 }
 
 /// The `keep_image` switch of `table`: its value and where it is written, `None` when
 /// absent; anything but a boolean is refused at its value, as `label`.
-fn switch(
-    src: &Src,
-    table: Option<&RawTable>,
-    label: &str,
-) -> Result<Option<(bool, Range<usize>)>> {
+fn switch(table: Option<&RawTable>, label: &str) -> Result<Option<(bool, Range<usize>)>> {
     let Some((k, v)) =
         table.and_then(|a| a.get_ref().iter().find(|(k, _)| k.get_ref() == KEEP_IMAGE))
     else {
@@ -50,7 +45,7 @@ fn switch(
     };
     match v.get_ref() {
         toml::Value::Boolean(b) => Ok(Some((*b, k.span()))),
-        other => Err(src.err(
+        other => Err(fault(
             v.span(),
             label,
             format!("must be true or false, not {other}"),
@@ -60,10 +55,10 @@ fn switch(
 
 /// An `append` workload's `keep_image` switch. Refused in a plan with `[age]`: its runs start
 /// from the `[age]` aging, which `[age] keep_image` keeps.
-fn append_keep_image(src: &Src, w: &RawTable, has_age: bool) -> Result<bool> {
+fn append_keep_image(w: &RawTable, has_age: bool) -> Result<bool> {
     let label = "[[workload]] append field `keep_image`";
-    match switch(src, Some(w), label)? {
-        Some((true, at)) if has_age => Err(src.err(
+    match switch(Some(w), label)? {
+        Some((true, at)) if has_age => Err(fault(
             at,
             label,
             "keeps the append test's own agings, but this plan ages every filesystem first with [age]; keep that aging with [age] keep_image = true instead, or leave out [age]",
@@ -79,49 +74,48 @@ fn append_keep_image(src: &Src, w: &RawTable, has_age: bool) -> Result<bool> {
 /// sweep is split.
 /// `[age]`: the parameters of the `age` workload, run on each run's filesystem before its
 /// workload (the workload then finds the filesystem aged).
+/// `age`: the table and where it is.
 pub(super) fn parse_age(
-    src: &Src,
-    age: Option<&RawTable>,
+    age: Option<(&RawTable, Location)>,
     scale_f: f64,
 ) -> Result<Option<PlanWorkload>> {
-    let Some(a) = age else {
+    let Some((a, at)) = age else {
         return Ok(None);
     };
     let kind = registry::find("age").expect("the age workload is registered");
-    build_workload(src, a, kind, scale_f, "[age]").map(Some)
+    build_workload(a, at, kind, scale_f, "[age]").map(Some)
 }
 
-/// `testbeds` are the plan's `[[testbed]]` tables (for their labels, which workload labels must
-/// differ from, and their count); `aged`: the plan has an `[age]`.
+/// `testbeds` are the labels of the plan's `[[testbed]]` tables and where they are (workload
+/// labels must differ from them; their count counts runs); `aged`: the plan has an `[age]`.
 pub(super) fn parse_workloads(
-    src: &Src,
     raw: &[RawTable],
-    testbeds: &[RawTable],
+    places: &[Location],
+    testbeds: &[(String, Location)],
     aged: bool,
     fresh: Fresh,
     scale_f: f64,
     reps: Reps,
 ) -> Result<Vec<PlanWorkload>> {
-    let testbed_labels = testbed_labels(src, testbeds);
-    let labels = question::workload_labels(src, raw, &testbed_labels)?;
+    let labels = question::workload_labels(raw, places, testbeds)?;
     let mut tally = Tally::new(testbeds.len(), reps);
     let mut built = Vec::with_capacity(raw.len());
-    for (w, label) in raw.iter().zip(labels) {
+    for ((w, label), at) in raw.iter().zip(labels).zip(places.iter().cloned()) {
         crate::base::signals::check()?;
-        let mut pw = parse_workload(src, w, scale_f)?;
+        let mut pw = parse_workload(w, at, scale_f)?;
         pw.label = label;
         if pw.kind == APPEND {
-            pw.keep_image = append_keep_image(src, w, aged)?;
+            pw.keep_image = append_keep_image(w, aged)?;
         }
         let split = fresh == Fresh::PerRun && sweep::splits(&*pw.workload);
-        tally.add(src, w.span(), &*pw.workload, split)?;
+        tally.add(w.span(), &*pw.workload, split)?;
         built.push((w, pw, split));
     }
     let mut workloads = Vec::new();
     for (w, pw, split) in built {
         crate::base::signals::check()?;
         if split {
-            workloads.extend(split_cells(src, w, pw)?);
+            workloads.extend(split_cells(w, pw)?);
         } else {
             workloads.push(pw);
         }
@@ -137,10 +131,10 @@ pub(super) fn kind_names() -> String {
         .join(", ")
 }
 
-fn parse_workload(src: &Src, w: &RawTable, scale_f: f64) -> Result<PlanWorkload> {
+fn parse_workload(w: &RawTable, at: Location, scale_f: f64) -> Result<PlanWorkload> {
     let table = w.get_ref();
     let Some((_, kind_v)) = table.iter().find(|(k, _)| k.get_ref() == "kind") else {
-        return Err(src.err(
+        return Err(fault(
             w.span(),
             "kind",
             format!(
@@ -150,14 +144,14 @@ fn parse_workload(src: &Src, w: &RawTable, scale_f: f64) -> Result<PlanWorkload>
         ));
     };
     let toml::Value::String(kind_name) = kind_v.get_ref() else {
-        return Err(src.err(
+        return Err(fault(
             kind_v.span(),
             "kind",
             format!("must be a string naming a workload kind: {}", kind_names()),
         ));
     };
     let Some(kind) = registry::find(kind_name) else {
-        return Err(src.err(
+        return Err(fault(
             kind_v.span(),
             "kind",
             format!(
@@ -170,20 +164,20 @@ fn parse_workload(src: &Src, w: &RawTable, scale_f: f64) -> Result<PlanWorkload>
             ),
         ));
     };
-    build_workload(src, w, kind, scale_f, "[[workload]]")
+    build_workload(w, at, kind, scale_f, "[[workload]]")
 }
 
 /// Builds a workload of `kind` from a table's fields (`kind` itself skipped), with errors that
 /// point at the field; `what` names the table in messages (`[[workload]]`, `[age]`).
 fn build_workload(
-    src: &Src,
     w: &RawTable,
+    place: Location,
     kind: &'static registry::WorkloadKind,
     scale_f: f64,
     what: &str,
 ) -> Result<PlanWorkload> {
     let table = w.get_ref();
-    let ranks = ranks(src, w, kind, what)?;
+    let ranks = ranks(w, kind, what)?;
     // `label` names a [[workload]] entry for questions and results; it is not a parameter.
     let fields: Vec<(&Spanned<String>, &Spanned<toml::Value>)> = table
         .iter()
@@ -218,7 +212,7 @@ fn build_workload(
         }
     };
     if kind.name == "exercise" {
-        check_exercise_file(src, &fields, &field_label)?;
+        check_exercise_file(&fields, &field_label)?;
     }
     let workload: Box<dyn Workload> = match (kind.build)(scaled) {
         Ok(w) => w,
@@ -229,7 +223,7 @@ fn build_workload(
                 .as_deref()
                 .is_some_and(|f| !kind_fields(kind).contains(&f.to_string()));
             let (span, label) = at(e.field.as_deref(), key);
-            return Err(src.err(span, &label, format!("{}{scaled_note}", e.msg)));
+            return Err(fault(span, &label, format!("{}{scaled_note}", e.msg)));
         }
     };
     if let Err(e) = workload.validate() {
@@ -242,14 +236,14 @@ fn build_workload(
                 .iter()
                 .find_map(|f| fields.iter().find(|(k, _)| k.get_ref() == f))
                 .map_or_else(|| w.span(), |(_, v)| v.span());
-            return Err(src.err(
+            return Err(fault(
                 span,
                 &format!("{what} {} fields {}", kind.name, names.join(" and ")),
                 format!("{e}{scaled_note}"),
             ));
         }
         let (span, label) = at(crate::base::error::bad_field(&e), false);
-        return Err(src.err(span, &label, format!("{e}{scaled_note}")));
+        return Err(fault(span, &label, format!("{e}{scaled_note}")));
     }
     // Estimates over 64 bits are refused here, at the workload's table, so nothing later (the
     // testbed fit, --dry-run's estimate, the runs) sees a wrapped figure.
@@ -257,7 +251,7 @@ fn build_workload(
         .space_needed()
         .and_then(|_| workload.memory_needed())
     {
-        return Err(src.err(
+        return Err(fault(
             w.span(),
             &format!("{what} {}", kind.name),
             format!("{e}{scaled_note}"),
@@ -269,25 +263,20 @@ fn build_workload(
         ranks,
         given,
         workload: Arc::from(workload),
-        at: src.loc(w.span().start),
+        at: place,
         keep_image: false,
     })
 }
 
 /// `ranks` of a workload's table: it documents the MPI job the workload is meant for and is not
 /// a workload parameter; a whole number from 1 to 1,000,000 when given.
-fn ranks(
-    src: &Src,
-    w: &RawTable,
-    kind: &'static registry::WorkloadKind,
-    what: &str,
-) -> Result<Option<u32>> {
+fn ranks(w: &RawTable, kind: &'static registry::WorkloadKind, what: &str) -> Result<Option<u32>> {
     let Some((k, v)) = w.get_ref().iter().find(|(k, _)| k.get_ref() == "ranks") else {
         return Ok(None);
     };
     match v.get_ref().as_integer() {
         Some(n) if (1..=1_000_000).contains(&n) => Ok(Some(n as u32)),
-        _ => Err(src.err(
+        _ => Err(fault(
             v.span(),
             &format!("{what} {} field `{}`", kind.name, k.get_ref()),
             "must be a whole number of MPI ranks, 1 or more (e.g. ranks = 16)",
@@ -298,7 +287,6 @@ fn ranks(
 /// A plan's workloads run on its testbeds: the exerciser's `file` is a name on the testbed,
 /// never a path on the host (as `fsgauge exercise --fs` refuses one).
 fn check_exercise_file(
-    src: &Src,
     fields: &[(&Spanned<String>, &Spanned<toml::Value>)],
     field_label: &dyn Fn(&str) -> String,
 ) -> Result<()> {
@@ -306,7 +294,7 @@ fn check_exercise_file(
         return Ok(());
     };
     match v.get_ref() {
-        toml::Value::String(f) if f.contains('/') => Err(src.err(
+        toml::Value::String(f) if f.contains('/') => Err(fault(
             k.span(),
             &field_label(k.get_ref()),
             format!(
@@ -320,12 +308,12 @@ fn check_exercise_file(
 /// With `fresh = "per-run"`, a workload whose sweep has several cells becomes one entry per
 /// cell, so that each cell runs on its own fresh testbed with its own result, as
 /// `fsgauge bench KIND --fs` runs it. Each cell's `given` shows its own value on every axis.
-fn split_cells(src: &Src, w: &RawTable, pw: PlanWorkload) -> Result<Vec<PlanWorkload>> {
+fn split_cells(w: &RawTable, pw: PlanWorkload) -> Result<Vec<PlanWorkload>> {
     if !sweep::splits(&*pw.workload) {
         return Ok(vec![pw]);
     }
     let cells = sweep::cells(&*pw.workload)
-        .map_err(|e| src.err(w.span(), &format!("[[workload]] {}", pw.kind), e))?;
+        .map_err(|e| fault(w.span(), &format!("[[workload]] {}", pw.kind), e))?;
     Ok(cells
         .into_iter()
         .map(|cell| {
@@ -366,17 +354,8 @@ fn kind_fields(kind: &registry::WorkloadKind) -> Vec<String> {
 
 #[cfg(test)]
 mod tests {
-    use super::*;
-    use crate::lab::plan::parse::{parse_test, OK};
-    use crate::lab::plan::Plan;
-
-    fn p(text: &str) -> Result<Plan> {
-        parse_test(text, None)
-    }
-
-    fn err(text: &str) -> String {
-        format!("{:#}", p(text).expect_err("must fail"))
-    }
+    use crate::lab::plan::parse::testing::{err, p};
+    use crate::lab::plan::parse::OK;
 
     #[test]
     fn workload_parameter_errors_point_inside_the_workload() {

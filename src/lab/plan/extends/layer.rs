@@ -10,7 +10,7 @@ use toml::Spanned;
 
 use super::Resolved;
 use crate::lab::plan::parse::RawPlan;
-use crate::lab::plan::source::{Origin, RawTable, Src};
+use crate::lab::plan::source::{fault, Origin, RawTable, Src};
 use crate::testbed::params::plan_keys;
 
 /// One line of a plan and where it was written.
@@ -227,7 +227,7 @@ impl<'a> Cut<'a> {
             .ok()
             .is_some_and(|t| t.len() == 1 && t.get(key.get_ref()) == Some(value.get_ref()));
         if !alone {
-            return Err(self.src.err(
+            return Err(fault(
                 key.span(),
                 key.get_ref(),
                 "a plan that extends a preset, or is extended, is merged line by line: write each key as key = value on lines of its own (not as a dotted key or a [sub-table])",
@@ -254,7 +254,7 @@ impl<'a> Cut<'a> {
             .filter(|c| !c.is_whitespace())
             .collect();
         if written != table {
-            return Err(self.src.err(
+            return Err(fault(
                 t.span(),
                 table,
                 format!("a plan that extends a preset, or is extended, is merged line by line: write each entry under a {table} line of its own, not inline"),
@@ -298,7 +298,7 @@ const NOT_TOP: [&str; 9] = [
 pub(super) fn read_layer(src: &Src, raw: &RawPlan<RawTable>) -> Result<Layer> {
     let cut = Cut::new(src);
     let top: BTreeMap<Spanned<String>, Spanned<toml::Value>> =
-        toml::from_str(src.text).map_err(|e| src.err(e.span().unwrap_or(0..0), "", e.message()))?;
+        toml::from_str(src.text).map_err(|e| fault(e.span().unwrap_or(0..0), "", e.message()))?;
     let mut top: Vec<_> = top
         .iter()
         .filter(|(k, _)| !NOT_TOP.contains(&k.get_ref().as_str()))

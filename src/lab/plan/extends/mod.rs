@@ -30,7 +30,7 @@ use anyhow::Result;
 use toml::Spanned;
 
 use super::parse::{read_raw, RawPlan};
-use super::source::{Origin, RawTable, Src};
+use super::source::{fault, Origin, RawTable, Src};
 use layer::{emit, read_layer, Entry, Layer, List, Piece, LISTS};
 
 /// A plan with its `extends` resolved: one text, and where each of its lines was written.
@@ -44,21 +44,22 @@ pub(super) struct Resolved {
 pub(super) type Lookup<'a> = &'a dyn Fn(&str) -> std::result::Result<(String, String), String>;
 
 /// Resolves the plan's `extends`: `None` when it has none (then it may not drop anything).
+/// A fault is located here, in the plan's text, or where a preset's text is read.
 pub(super) fn resolve(src: &Src, lookup: Lookup) -> Result<Option<Resolved>> {
-    let raw: RawPlan<RawTable> = read_raw(src)?;
-    if raw.extends.is_none() {
-        refuse_drops(src, &raw)?;
-        return Ok(None);
-    }
-    let layer = layered(src, &raw, lookup, &mut Vec::new())?;
-    Ok(Some(emit(&layer)))
+    let layer = read_raw(src).and_then(|raw: RawPlan<RawTable>| {
+        if raw.extends.is_none() {
+            return refuse_drops(&raw).map(|()| None);
+        }
+        layered(src, &raw, lookup, &mut Vec::new()).map(Some)
+    });
+    Ok(layer.map_err(|e| src.locate(e))?.map(|l| emit(&l)))
 }
 
 /// Drops where nothing is extended are refused at their key.
-fn refuse_drops(src: &Src, raw: &RawPlan<RawTable>) -> Result<()> {
+fn refuse_drops(raw: &RawPlan<RawTable>) -> Result<()> {
     for (list, d) in LISTS.iter().zip(drops(raw)) {
         if let Some(d) = d {
-            return Err(src.err(
+            return Err(fault(
                 d.span(),
                 list.drop_key(),
                 "leaves out entries of the preset a plan extends, but this plan extends none; add extends = \"PRESET\" or remove it",
@@ -86,12 +87,12 @@ fn layered(
 ) -> Result<Layer> {
     let own = read_layer(src, raw)?;
     let Some(ext) = &raw.extends else {
-        refuse_drops(src, raw)?;
+        refuse_drops(raw)?;
         return Ok(own);
     };
     let name = ext.get_ref();
     if chain.contains(name) {
-        return Err(src.err(
+        return Err(fault(
             ext.span(),
             "extends",
             format!(
@@ -101,7 +102,7 @@ fn layered(
         ));
     }
     let (base_name, base_text) = lookup(name).map_err(|names| {
-        src.err(
+        fault(
             ext.span(),
             "extends",
             format!(
@@ -111,19 +112,15 @@ fn layered(
     })?;
     chain.push(name.clone());
     let base_src = Src::new(&base_name, &base_text);
-    let base_raw: RawPlan<RawTable> = read_raw(&base_src)?;
-    let base = layered(&base_src, &base_raw, lookup, chain)?;
-    merge(base, own, src, raw, &base_name)
+    // The preset's faults are located in its own text.
+    let base = read_raw(&base_src)
+        .and_then(|base_raw: RawPlan<RawTable>| layered(&base_src, &base_raw, lookup, chain))
+        .map_err(|e| base_src.locate(e))?;
+    merge(base, own, raw, &base_name)
 }
 
 /// The preset's layer with the plan's changes.
-fn merge(
-    base: Layer,
-    own: Layer,
-    src: &Src,
-    raw: &RawPlan<RawTable>,
-    base_name: &str,
-) -> Result<Layer> {
+fn merge(base: Layer, own: Layer, raw: &RawPlan<RawTable>, base_name: &str) -> Result<Layer> {
     // The plan is not the preset: its name is its own (by default its file's). cv_target and
     // max_reps go with the preset's reps = "auto": a plan that sets reps sets them.
     let resets = own.top.iter().any(|p| p.key == "reps");
@@ -140,13 +137,12 @@ fn merge(
     for (out, (((list, base_entries), own_entries), dropped)) in lists.iter_mut().zip(lists_in) {
         let merging = Merging {
             list: *list,
-            src,
             base_name,
             defaults: defaults.as_ref(),
         };
         *out = merge_list(&merging, base_entries, own_entries, dropped)?;
     }
-    refuse_drops_a_question_reads(src, raw, &lists[2], base_name)?;
+    refuse_drops_a_question_reads(raw, &lists[2], base_name)?;
     // The plan's name on top, where a reader looks for it.
     let mut top = merge_pieces(base_top, own.top);
     top.sort_by_key(|p| p.key != "name");
@@ -172,7 +168,6 @@ fn merge_table(base: Option<Entry>, own: Option<Entry>) -> Option<Entry> {
 /// the preset's name, and the merged `[testbed_defaults]` (a testbed's `fs`, for its label).
 struct Merging<'a> {
     list: List,
-    src: &'a Src<'a>,
     base_name: &'a str,
     defaults: Option<&'a Entry>,
 }
@@ -181,7 +176,6 @@ struct Merging<'a> {
 /// refused at the drop, in the plan's own file (the question's line is the preset's, but the
 /// plan's drop is what left it without its entry).
 fn refuse_drops_a_question_reads(
-    src: &Src,
     raw: &RawPlan<RawTable>,
     questions: &[Entry],
     base_name: &str,
@@ -196,7 +190,7 @@ fn refuse_drops_a_question_reads(
             };
             if let Some(q) = questions.iter().find(reads) {
                 let name = q.get("label").unwrap_or("(unlabelled)");
-                return Err(src.err(
+                return Err(fault(
                     d.span(),
                     list.drop_key(),
                     format!(
@@ -222,7 +216,6 @@ fn merge_list(
 ) -> Result<Vec<Entry>> {
     let Merging {
         list,
-        src,
         base_name,
         defaults,
     } = *m;
@@ -230,7 +223,7 @@ fn merge_list(
     let dropped: &[Spanned<String>] = dropped.map_or(&[], |d| d.get_ref());
     for d in dropped {
         if !labels.iter().any(|l| l.as_deref() == Some(d.get_ref())) {
-            return Err(src.err(
+            return Err(fault(
                 d.span(),
                 list.drop_key(),
                 format!(
