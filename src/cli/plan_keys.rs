@@ -37,8 +37,14 @@ const COMMAND_LINE_ONLY: [(&str, &str); 17] = [
     ("json", "how the command prints"),
     ("format", "how the command prints"),
     ("quiet", "how the command prints"),
-    ("on", "where the plan runs (a Slurm array) is the lab's, not the study's"),
-    ("machines", "how many machines an array takes at once is the lab's"),
+    (
+        "on",
+        "where the plan runs (a Slurm array) is the lab's, not the study's",
+    ),
+    (
+        "machines",
+        "how many machines an array takes at once is the lab's",
+    ),
     ("wait", "what the command does with the plan"),
     ("block", "one task of an array: the array's own"),
 ];

@@ -188,8 +188,13 @@ fn refuse_drops_a_question_reads(
                     .iter()
                     .any(|k| q.get(k) == Some(d.get_ref().as_str()))
             };
-            if let Some(q) = questions.iter().find(reads) {
-                let name = q.get("label").unwrap_or("(unlabelled)");
+            if let Some((i, q)) = questions.iter().enumerate().find(|(_, q)| reads(q)) {
+                // A question is named by its id, as drop_questions takes it (`qN`, its place
+                // among the preset's questions, when it has none).
+                let name = q
+                    .get("id")
+                    .map(String::from)
+                    .unwrap_or_else(|| format!("q{}", i + 1));
                 return Err(fault(
                     d.span(),
                     list.drop_key(),
@@ -724,6 +729,22 @@ metric = "mb_per_s"
             format!("{e:#}").starts_with("t.toml:3:17: drop_testbeds: leaves out entries of the preset a plan extends, but this plan extends none"),
             "{e:#}"
         );
+    }
+
+    #[test]
+    fn dropping_a_testbed_a_question_reads_names_the_question_as_drop_questions_takes_it() {
+        let e = refused("extends = \"base\"\ndrop_testbeds = [\"one\"]\n");
+        assert!(
+            e.contains("base's question \"q-create\" still reads the testbed labelled \"one\"; drop the question too (drop_questions = [\"q-create\"])"),
+            "{e}"
+        );
+        // The advice, followed, is taken.
+        let plan = plan(
+            "extends = \"base\"\ndrop_testbeds = [\"one\"]\ndrop_questions = [\"q-create\"]\n",
+        )
+        .unwrap();
+        assert!(plan.questions.is_empty());
+        assert_eq!(plan.testbeds.len(), 2);
     }
 
     #[test]
