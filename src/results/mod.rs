@@ -78,6 +78,10 @@ pub struct RunResult {
     /// class, each failure's replay command.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub crash: Option<crash::CrashReport>,
+    /// Why the earlier attempts of this run were set aside, one line each (a plan's run that
+    /// another process disturbed is made again: see [`RunResult::disturbed`]).
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub set_aside: Vec<String>,
 }
 
 /// What a run produced and what defined it; [`RunResult::assemble`] adds what every result
@@ -106,8 +110,8 @@ pub struct RunRecord {
 impl RunResult {
     /// Why a run's figures measure a neighbour too: another process dropped the kernel's caches
     /// (`drop_caches`) during one of its phases, so the phase read back what it had cached and
-    /// wrote what the drop's `sync` forced out. A plan's run is made again (`lab::plan::execute`);
-    /// a bench run says so.
+    /// wrote what the drop's `sync` forced out. A plan's run is made again (`lab::plan::execute`),
+    /// what was set aside said in [`RunResult::set_aside`]; a bench run says so.
     pub fn disturbed(&self) -> Option<String> {
         let hit: Vec<String> = self
             .phases
@@ -144,6 +148,7 @@ impl RunResult {
             environment: r.environment,
             study: None,
             crash: r.crash,
+            set_aside: Vec::new(),
         };
         // Every figure a workload records is declared next to its operations (so reports read
         // its unit and direction); the integration tests run every workload in debug builds.

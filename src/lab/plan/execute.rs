@@ -11,7 +11,7 @@ use std::path::PathBuf;
 use anyhow::{Context, Result};
 
 pub use super::existing::existing_results;
-use super::existing::{existing_files, set_aside_damaged, DISTURBED_ATTEMPTS, DISTURBED_DIR};
+use super::existing::{existing_files, set_aside_damaged, DISTURBED_ATTEMPTS};
 use super::{check_phases, Fresh, Plan, Reps};
 use crate::analysis::findings;
 use crate::base::error::bad_input;
@@ -550,8 +550,8 @@ impl Session<'_> {
         }
         let place = plan.place(run.testbed);
         let mut target = target;
-        let mut attempt = 1;
-        let result = loop {
+        let mut set_aside = Vec::new();
+        let mut result = loop {
             let outcome = runner::run_rep(
                 target.as_deref_mut(),
                 &place,
@@ -562,18 +562,17 @@ impl Session<'_> {
             )
             .with_context(|| format!("run {what}"))?;
             check_phases(&plan.questions, &outcome.result)?;
+            let attempt = set_aside.len() as u32 + 1;
             match outcome.result.disturbed() {
                 Some(why) if attempt < DISTURBED_ATTEMPTS => {
-                    let kept = crate::results::write_result(
-                        &opts.out.join(DISTURBED_DIR),
-                        &outcome.result,
-                    )?;
                     eprintln!(
-                        "warning: {what}: {why}; the run is made again (attempt {} of {DISTURBED_ATTEMPTS}), its result kept as {}",
-                        attempt + 1,
-                        kept.display()
+                        "warning: {what}: {why}; the run is made again (attempt {} of {DISTURBED_ATTEMPTS})",
+                        attempt + 1
                     );
-                    attempt += 1;
+                    set_aside.push(format!(
+                        "attempt {attempt}, started {}: {why}",
+                        outcome.result.started_at
+                    ));
                 }
                 Some(why) => {
                     eprintln!(
@@ -584,6 +583,7 @@ impl Session<'_> {
                 None => break outcome.result,
             }
         };
+        result.set_aside = set_aside;
         crate::results::write_result(&opts.out, &result)?;
         self.ex.ran += 1;
         Ok(result)

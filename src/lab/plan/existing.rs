@@ -1,6 +1,6 @@
 //! What a results directory already holds when a plan runs: the results it reuses (by spec
 //! hash, under `--resume` and for the blocks of a Slurm array), the damaged files it sets
-//! aside, and where the runs another process disturbed are kept.
+//! aside, and how often a run another process disturbed is made.
 
 use std::collections::HashMap;
 use std::path::Path;
@@ -33,10 +33,6 @@ pub(super) fn existing_files(dir: &Path) -> Result<HashMap<String, ResultFile>> 
 
 /// How often a run whose phases another process disturbed is made (the first time included).
 pub(super) const DISTURBED_ATTEMPTS: u32 = 3;
-
-/// Where the results of disturbed runs are kept, inside the results directory (no result
-/// loader reads a subdirectory, so they are out of every table and finding).
-pub const DISTURBED_DIR: &str = "disturbed";
 
 /// Under `--resume`, a `*.json` of the results directory that is not a usable result (damaged,
 /// or of another schema) is renamed to `NAME.damaged` with a warning: its run is made again,

@@ -142,6 +142,7 @@ pub fn result(
         environment: None,
         study: None,
         crash: None,
+        set_aside: Vec::new(),
     }
 }
 
