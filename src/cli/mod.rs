@@ -132,7 +132,12 @@ pub fn main() -> Result<ExitCode> {
     let cli = Cli::try_parse().unwrap_or_else(|e| common::with_tips(e).exit());
     crate::base::signals::install();
     let res = match cli.command {
-        Command::Run(c) => run::run(c),
+        // A plan over a Slurm array (`--on`) or one block of it (`--block`) is the fleet's.
+        Command::Run(c) => match (c.on.clone(), c.block) {
+            (Some(on), _) => fleet::submit(&c, &on),
+            (None, Some(k)) => fleet::block(&c, k),
+            (None, None) => run::run(c),
+        },
         Command::Status(c) => fleet::status(c),
         Command::Presets(c) => presets::run(c),
         Command::Report(c) => report::run(c),

@@ -199,13 +199,8 @@ pub fn load_plan(arg: &str, opts: &ParseOptions) -> Result<Plan> {
     )))
 }
 
+/// `run` on this machine, in this process (`--on` and `--block` go to [`super::fleet`]).
 pub fn run(c: RunCmd) -> Result<ExitCode> {
-    if let Some(on) = c.on.clone() {
-        return super::fleet::submit(&c, &on);
-    }
-    if let Some(k) = c.block {
-        return super::fleet::block(&c, k);
-    }
     let root = nix::unistd::geteuid().is_root();
     if c.plan.is_none() && !root && !c.dry_run {
         return quick_on_temp_dir(&c);
