@@ -8,6 +8,7 @@ mod compare;
 mod devices;
 mod exercise;
 mod fleet;
+mod fleet_mpirun;
 mod frag;
 mod images;
 #[cfg(test)]
