@@ -82,6 +82,7 @@ pub fn launch(c: &RunCmd, hostfile: Option<&Path>) -> Result<ExitCode> {
         hostfile: hostfile.as_deref(),
         cwd: &cwd,
         root: nix::unistd::geteuid().is_root(),
+        env: mpirun::own_env(),
     }
     .argv();
     // Checked: from here on things are made.

@@ -69,6 +69,42 @@ fn two_mpirun_ranks_make_the_runs_of_a_one_process_run() {
 }
 
 #[test]
+fn a_hostfile_of_one_host_runs_every_block_on_its_one_rank() {
+    if !have_mpirun() {
+        return;
+    }
+    let sb = Sandbox::new();
+    let plan = write_plan(&sb, "mpi-hostfile");
+    let hosts = sb.path().join("hosts");
+    std::fs::write(&hosts, "# this machine only\nlocalhost slots=1\n").unwrap();
+    let dir = sb.path().join("ranks");
+    let out = sb
+        .cmd()
+        .args(["run", plan.to_str().unwrap(), "--on"])
+        .arg(format!("mpirun:{}", hosts.display()))
+        .arg("--out")
+        .arg(&dir)
+        .output()
+        .unwrap();
+    assert_ok(&out, "the mpirun run");
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert!(
+        err.contains("on 1 mpirun rank(s) over the hosts of"),
+        "{err}"
+    );
+    assert!(
+        err.contains("block 2 of 3 on") && err.contains("(rank 0 of 1)"),
+        "{err}"
+    );
+    let rec = record(&dir);
+    assert_eq!(rec["hostfile"], hosts.to_str().unwrap());
+    assert_eq!(results(&dir).len(), 6);
+    let st = status(&sb, &dir);
+    assert!(st.values().all(|(s, n)| s == "done" && *n == 2), "{st:?}");
+    sb.assert_clean();
+}
+
+#[test]
 fn resume_after_mpirun_remakes_only_the_missing_block() {
     if !have_mpirun() {
         return;

@@ -79,6 +79,9 @@ pub struct Launch<'a> {
     pub hostfile: Option<&'a Path>,
     pub cwd: &'a Path,
     pub root: bool,
+    /// Environment variables to export to every rank (`-x NAME`; local ranks inherit them
+    /// anyway, ranks on other hosts only so).
+    pub env: Vec<String>,
 }
 
 impl Launch<'_> {
@@ -96,6 +99,9 @@ impl Launch<'_> {
         }
         v.extend(["--bind-to".into(), "none".into()]);
         v.extend(["--wdir".into(), self.cwd.as_os_str().to_owned()]);
+        for name in &self.env {
+            v.extend(["-x".into(), name.into()]);
+        }
         v.push(self.binary.as_os_str().to_owned());
         v.extend(self.args.iter().cloned());
         v.push("--blocks-by-rank".into());
@@ -104,6 +110,17 @@ impl Launch<'_> {
         v.push(self.out.as_os_str().to_owned());
         v
     }
+}
+
+/// The names of this process's `FSGAUGE_*` variables (the state directory, the store, ...),
+/// for [`Launch::env`].
+pub fn own_env() -> Vec<String> {
+    let mut names: Vec<String> = std::env::vars_os()
+        .filter_map(|(k, _)| k.into_string().ok())
+        .filter(|k| k.starts_with("FSGAUGE_"))
+        .collect();
+    names.sort();
+    names
 }
 
 /// `0,2,5`.
@@ -177,6 +194,7 @@ mod tests {
             hostfile: Some(Path::new("/h")),
             cwd: Path::new("/w"),
             root: true,
+            env: vec!["FSGAUGE_STORE".into()],
         };
         let v: Vec<String> = l
             .argv()
@@ -185,7 +203,7 @@ mod tests {
             .collect();
         assert_eq!(
             v.join(" "),
-            "--allow-run-as-root -np 2 --map-by node --hostfile /h --bind-to none --wdir /w /bin/fsgauge run p.toml --blocks-by-rank 0,2 --out /r"
+            "--allow-run-as-root -np 2 --map-by node --hostfile /h --bind-to none --wdir /w -x FSGAUGE_STORE /bin/fsgauge run p.toml --blocks-by-rank 0,2 --out /r"
         );
     }
 }
