@@ -339,7 +339,11 @@ pub fn status(c: StatusCmd) -> Result<ExitCode> {
     let mut note = format!("total: {} block(s): {}", st.len(), totals_text(&st));
     if stopped {
         note.push_str(&format!(
-            "; resubmit the failed and cancelled blocks: {}",
+            "; {}: {}",
+            match record.launcher {
+                fleet::Launcher::Slurm => "resubmit the failed and cancelled blocks",
+                fleet::Launcher::Mpirun => "run the missing blocks again",
+            },
             record.resume_command(&c.dir)
         ));
     }

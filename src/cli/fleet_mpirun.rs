@@ -8,6 +8,7 @@
 use std::ffi::OsString;
 use std::path::Path;
 use std::process::{Command, ExitCode};
+use std::time::Duration;
 
 use anyhow::{Context, Result};
 
@@ -98,12 +99,32 @@ pub fn launch(c: &RunCmd, hostfile: Option<&Path>) -> Result<ExitCode> {
     finish(c, &fp, &record, (before, ok))
 }
 
-/// Runs mpirun to its end; false when it (a rank) failed.
+/// Runs mpirun to its end; false when it (a rank) failed. A SIGINT or SIGTERM that reaches
+/// this process alone is passed on to mpirun, which passes it on to the ranks: they unwind
+/// through their testbed guards, and the blocks they did not finish stay missing.
 fn run_mpirun(tool: &Path, argv: &[OsString]) -> Result<bool> {
-    let status = Command::new(tool)
+    let mut child = Command::new(tool)
         .args(argv)
-        .status()
+        .spawn()
         .with_context(|| format!("running {}", tool.display()))?;
+    let mut passed_on = false;
+    let status = loop {
+        if let Some(st) = child
+            .try_wait()
+            .with_context(|| format!("waiting for {}", tool.display()))?
+        {
+            break st;
+        }
+        if crate::base::signals::interrupted() && !passed_on {
+            passed_on = true;
+            // mpirun may have just ended on its own; then there is nobody to tell.
+            let _ = nix::sys::signal::kill(
+                nix::unistd::Pid::from_raw(child.id() as i32),
+                nix::sys::signal::Signal::SIGTERM,
+            );
+        }
+        std::thread::sleep(Duration::from_millis(50));
+    };
     if !status.success() {
         eprintln!("error: mpirun ended with {status}");
     }
@@ -138,6 +159,7 @@ fn announce(c: &RunCmd, fp: &FleetPlan, record: &Fleet, to_run: &[u32], ranks: u
 
 /// The findings of the results there are, and the blocks still missing, with the command
 /// that runs them; `before`: the results found before mpirun, and whether mpirun succeeded.
+/// Stopped by a signal: only the missing blocks, then the interruption (exit 130/143).
 fn finish(
     c: &RunCmd,
     fp: &FleetPlan,
@@ -145,26 +167,33 @@ fn finish(
     (before, mpirun_ok): (usize, bool),
 ) -> Result<ExitCode> {
     let st = status::of(&fp.out, record)?;
-    let results = results_of(&fp.out, record)?;
-    let reused = before.min(results.len());
-    let code = show_results(c, &results, results.len() - reused, reused)?;
     let missing: Vec<String> = st
         .iter()
         .filter(|s| s.state != status::State::Done)
         .map(|s| format!("block {} ({})", s.block, s.said))
         .collect();
+    let say_missing = || {
+        if !missing.is_empty() {
+            eprintln!(
+                "error: {} of {} block(s) did not finish: {}; run them again with: {}",
+                missing.len(),
+                st.len(),
+                missing.join("; "),
+                record.resume_command(&fp.out)
+            );
+        }
+    };
+    if crate::base::signals::interrupted() {
+        say_missing();
+        crate::base::signals::check()?;
+    }
+    let results = results_of(&fp.out, record)?;
+    let reused = before.min(results.len());
+    let code = show_results(c, &results, results.len() - reused, reused)?;
     if missing.is_empty() && mpirun_ok {
         return Ok(code);
     }
-    if !missing.is_empty() {
-        eprintln!(
-            "error: {} of {} block(s) did not finish: {}; run them again with: {}",
-            missing.len(),
-            st.len(),
-            missing.join("; "),
-            record.resume_command(&fp.out)
-        );
-    }
+    say_missing();
     Ok(ExitCode::from(1))
 }
 
