@@ -1,7 +1,7 @@
 //! `fsgauge run PLAN --on slurm[:PARTITION]` (submit one job array, one block per task),
 //! `--resume` (resubmit only the blocks not done and not queued), `--wait` (a progress bar
 //! until the array ends, then the findings), the hidden `run PLAN --block K` each task runs,
-//! and `fsgauge status DIR`. Everything that can be refused is refused before the results
+//! and `fsgauge status DIR` (of an mpirun run too: `--on mpirun` is in `fleet_mpirun`). Everything that can be refused is refused before the results
 //! directory is made or anything submitted.
 
 use std::path::{Path, PathBuf};

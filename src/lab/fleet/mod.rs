@@ -3,6 +3,8 @@
 //! comparison of the plan stays paired within a machine. Slurm's own tools do the scheduling
 //! (`sbatch --array`, `squeue`/`sacct`, `scancel`); fsgauge keeps only the record of what it
 //! submitted (`fleet.json` in the results directory) and reads progress from the result files.
+//! Where there is no Slurm, one Open MPI `mpirun` runs the blocks over its ranks, one per host
+//! ([`mpirun`]); the record then says so, and a block is done or missing.
 //!
 //! A block is done when every run of it has its result in the results directory (the same
 //! spec hashes a one-process run of the plan makes); anything else is read from Slurm. A

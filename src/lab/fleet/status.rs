@@ -156,6 +156,33 @@ mod tests {
     }
 
     #[test]
+    fn an_mpirun_block_without_its_results_is_missing_whatever_its_job() {
+        let d = tempfile::tempdir().expect("a temporary directory");
+        let fleet = Fleet {
+            plan: "p.toml".into(),
+            seed: 1,
+            launcher: super::super::Launcher::Mpirun,
+            hostfile: None,
+            args: Vec::new(),
+            blocks: vec![super::super::Block {
+                block: 0,
+                runs: vec!["h0".into(), "h1".into()],
+            }],
+            jobs: vec![super::super::Job {
+                id: "mpirun-1".into(),
+                blocks: vec![0],
+                partition: None,
+                submitted_at: "2026-11-29T00:00:00Z".into(),
+            }],
+        };
+        let st = of(d.path(), &fleet).expect("status");
+        assert_eq!(st[0].state, State::Missing);
+        assert_eq!(st[0].said, "2 of 2 result(s) missing");
+        assert_eq!(st[0].task, None);
+        assert!(!st[0].state.active());
+    }
+
+    #[test]
     fn exit_markers_say_cancelled_or_failed() {
         let d = tempfile::tempdir().expect("a temporary directory");
         std::fs::create_dir(d.path().join(LOGS)).expect("logs");
