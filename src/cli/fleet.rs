@@ -1,7 +1,7 @@
 //! `fsgauge run PLAN --on slurm[:PARTITION]` (submit one job array, one block per task),
 //! `--resume` (resubmit only the blocks not done and not queued), `--wait` (a progress bar
 //! until the array ends, then the findings), the hidden `run PLAN --block K` each task runs,
-//! and `fsgauge status DIR`. Everything that can be refused is refused before the results
+//! and `fsgauge status DIR` (of an mpirun run too: `--on mpirun` is in `fleet_mpirun`). Everything that can be refused is refused before the results
 //! directory is made or anything submitted.
 
 use std::path::{Path, PathBuf};
@@ -20,14 +20,14 @@ use crate::results::RunResult;
 
 /// The plan as every block of a fleet sees it: read as a local run reads it, its repetitions
 /// fixed (see [`fleet::fix_reps`]), with its matrix and its results directory.
-struct FleetPlan {
-    plan: Plan,
-    matrix: plan::Matrix,
-    note: Option<String>,
-    out: PathBuf,
+pub(super) struct FleetPlan {
+    pub plan: Plan,
+    pub matrix: plan::Matrix,
+    pub note: Option<String>,
+    pub out: PathBuf,
 }
 
-fn fleet_plan(c: &RunCmd) -> Result<FleetPlan> {
+pub(super) fn fleet_plan(c: &RunCmd) -> Result<FleetPlan> {
     let mut plan = load_plan(c.plan.as_deref().unwrap_or("quick"), &parse_options(c)?)?;
     let note = fleet::fix_reps(&mut plan);
     let matrix = plan::matrix(&plan);
@@ -51,7 +51,10 @@ fn fleet_plan(c: &RunCmd) -> Result<FleetPlan> {
 
 /// `run PLAN --on slurm`: checks everything, then submits the blocks to run as one array.
 pub fn submit(c: &RunCmd, on: &On) -> Result<ExitCode> {
-    let On::Slurm { partition } = on;
+    let partition = match on {
+        On::Slurm { partition } => partition,
+        On::Mpirun { hostfile } => return super::fleet_mpirun::launch(c, hostfile.as_deref()),
+    };
     if c.machines == Some(0) {
         return Err(bad_input(
             "--machines 0: an array needs at least one machine at a time; give --machines N with N >= 1, or leave it out to take as many as Slurm gives",
@@ -77,6 +80,9 @@ pub fn submit(c: &RunCmd, on: &On) -> Result<ExitCode> {
             fleet::RECORD
         )));
     }
+    if let Some(r) = &record {
+        r.same_launcher(fleet::Launcher::Slurm, &fp.out)?;
+    }
     slurm::check_tools()?;
     slurm::check_partition(partition.as_deref())?;
     let blocks = fleet::blocks(&fp.matrix, fp.plan.reps.max());
@@ -84,6 +90,8 @@ pub fn submit(c: &RunCmd, on: &On) -> Result<ExitCode> {
     let mut record = record.unwrap_or_else(|| Fleet {
         plan: c.plan.clone().unwrap_or_else(|| "quick".into()),
         seed: fp.plan.seed,
+        launcher: fleet::Launcher::Slurm,
+        hostfile: None,
         args: Vec::new(),
         blocks: blocks.clone(),
         jobs: Vec::new(),
@@ -249,7 +257,7 @@ fn wait(c: &RunCmd, fp: &FleetPlan, record: &Fleet) -> Result<Vec<status::BlockS
 }
 
 /// The plan's results in the directory, block by block.
-fn results_of(out: &Path, record: &Fleet) -> Result<Vec<RunResult>> {
+pub(super) fn results_of(out: &Path, record: &Fleet) -> Result<Vec<RunResult>> {
     let mut have = plan::existing_results(out)?;
     Ok(record
         .blocks
@@ -259,7 +267,7 @@ fn results_of(out: &Path, record: &Fleet) -> Result<Vec<RunResult>> {
         .collect())
 }
 
-fn totals_text(st: &[status::BlockStatus]) -> String {
+pub(super) fn totals_text(st: &[status::BlockStatus]) -> String {
     status::totals(st)
         .into_iter()
         .map(|(s, n)| format!("{n} {}", s.name()))
@@ -304,7 +312,7 @@ pub fn block(c: &RunCmd, k: u32) -> Result<ExitCode> {
 /// `fsgauge status DIR`.
 #[derive(Debug, Args)]
 pub struct StatusCmd {
-    /// The results directory of a plan submitted with `run --on slurm`.
+    /// The results directory of a plan run with `run --on slurm` or `run --on mpirun`.
     #[arg(value_name = "DIR")]
     pub dir: PathBuf,
     #[command(flatten)]
@@ -315,30 +323,45 @@ pub struct StatusCmd {
 pub fn status(c: StatusCmd) -> Result<ExitCode> {
     let record = Fleet::load(&c.dir)?.ok_or_else(|| {
         bad_input(format!(
-            "{} has no {}: it is not the results directory of a run submitted with --on slurm",
+            "{} has no {}: it is not the results directory of a run submitted with --on slurm or --on mpirun",
             c.dir.display(),
             fleet::RECORD
         ))
     })?;
     let st = status::of(&c.dir, &record)?;
     let jobs: Vec<&str> = record.jobs.iter().map(|j| j.id.as_str()).collect();
-    let stopped = st
-        .iter()
-        .any(|s| matches!(s.state, status::State::Failed | status::State::Cancelled));
+    let stopped = st.iter().any(|s| {
+        matches!(
+            s.state,
+            status::State::Failed | status::State::Cancelled | status::State::Missing
+        )
+    });
     let mut note = format!("total: {} block(s): {}", st.len(), totals_text(&st));
     if stopped {
         note.push_str(&format!(
-            "; resubmit the failed and cancelled blocks: {}",
+            "; {}: {}",
+            match record.launcher {
+                fleet::Launcher::Slurm => "resubmit the failed and cancelled blocks",
+                fleet::Launcher::Mpirun => "run the missing blocks again",
+            },
             record.resume_command(&c.dir)
         ));
     }
     let table = crate::base::text::Table {
-        title: format!(
-            "plan {} (seed {}), job array(s) {}",
-            record.plan,
-            record.seed,
-            jobs.join(", ")
-        ),
+        title: match record.launcher {
+            fleet::Launcher::Slurm => format!(
+                "plan {} (seed {}), job array(s) {}",
+                record.plan,
+                record.seed,
+                jobs.join(", ")
+            ),
+            fleet::Launcher::Mpirun => format!(
+                "plan {} (seed {}), run with mpirun {} time(s)",
+                record.plan,
+                record.seed,
+                jobs.len()
+            ),
+        },
         label_columns: 1,
         note,
         headers: [
@@ -347,7 +370,10 @@ pub fn status(c: StatusCmd) -> Result<ExitCode> {
             "runs done",
             "runs",
             "task",
-            "slurm / marker",
+            match record.launcher {
+                fleet::Launcher::Slurm => "slurm / marker",
+                fleet::Launcher::Mpirun => "results",
+            },
         ]
         .map(String::from)
         .to_vec(),

@@ -8,6 +8,7 @@ mod compare;
 mod devices;
 mod exercise;
 mod fleet;
+mod fleet_mpirun;
 mod frag;
 mod images;
 #[cfg(test)]
@@ -133,10 +134,11 @@ pub fn main() -> Result<ExitCode> {
     crate::base::signals::install();
     let res = match cli.command {
         // A plan over a Slurm array (`--on`) or one block of it (`--block`) is the fleet's.
-        Command::Run(c) => match (c.on.clone(), c.block) {
-            (Some(on), _) => fleet::submit(&c, &on),
-            (None, Some(k)) => fleet::block(&c, k),
-            (None, None) => run::run(c),
+        Command::Run(c) => match (c.on.clone(), c.block, c.blocks_by_rank.clone()) {
+            (Some(on), _, _) => fleet::submit(&c, &on),
+            (None, Some(k), _) => fleet::block(&c, k),
+            (None, None, Some(list)) => fleet_mpirun::rank(&c, &list),
+            (None, None, None) => run::run(c),
         },
         Command::Status(c) => fleet::status(c),
         Command::Presets(c) => presets::run(c),

@@ -14,7 +14,7 @@ use crate::workload::params::from_flags;
 use crate::workload::ColdMode;
 
 /// Flags of `run` that a plan's top level does not take, with why.
-const COMMAND_LINE_ONLY: [(&str, &str); 17] = [
+const COMMAND_LINE_ONLY: [(&str, &str); 18] = [
     ("plan", "names the plan itself"),
     ("dry_run", "what the command does with the plan"),
     ("resume", "what the command does with the plan"),
@@ -39,7 +39,7 @@ const COMMAND_LINE_ONLY: [(&str, &str); 17] = [
     ("quiet", "how the command prints"),
     (
         "on",
-        "where the plan runs (a Slurm array) is the lab's, not the study's",
+        "where the plan runs (a Slurm array, mpirun ranks) is the lab's, not the study's",
     ),
     (
         "machines",
@@ -47,6 +47,10 @@ const COMMAND_LINE_ONLY: [(&str, &str); 17] = [
     ),
     ("wait", "what the command does with the plan"),
     ("block", "one task of an array: the array's own"),
+    (
+        "blocks_by_rank",
+        "one rank of --on mpirun: the launch's own",
+    ),
 ];
 
 /// A workload and a testbed, so that a plan's top level is all a test varies.

@@ -79,25 +79,36 @@ pub struct RunCmd {
     pub output: OutputArgs,
     #[command(flatten)]
     pub store: super::store::StoreArg,
-    /// Run the plan on a cluster instead of here: `slurm` (Slurm's default partition) or
-    /// `slurm:PARTITION`. One job array is submitted; task K runs block K (repetition K of every
-    /// configuration, on one machine, so each comparison is paired within a machine). --out
-    /// must be on a filesystem every node sees (and so must the plan file and the directory
-    /// you submit from: tasks run there). sbatch's SBATCH_* environment variables (time limit,
-    /// account, ...) apply. Then `fsgauge status DIR`; rerun with --resume to resubmit the
-    /// blocks that failed or were cancelled.
-    #[arg(long, value_name = "slurm[:PARTITION]", conflicts_with = "dry_run")]
+    /// Run the plan on a cluster instead of here, block K being repetition K of every
+    /// configuration, on one machine, so each comparison is paired within a machine.
+    /// `slurm` (Slurm's default partition) or `slurm:PARTITION`: one job array is submitted;
+    /// task K runs block K; sbatch's SBATCH_* environment variables (time limit, account, ...)
+    /// apply. `mpirun` (ranks on this machine) or `mpirun:HOSTFILE` (Open MPI's hostfile, one
+    /// rank per host): one mpirun runs the blocks over its ranks and this command waits for it.
+    /// --out must be on a filesystem every node sees (and so must the plan file and the
+    /// directory you submit from: tasks run there). Then `fsgauge status DIR`; rerun with
+    /// --resume to run again only the blocks without all their results.
+    #[arg(
+        long,
+        value_name = "slurm[:PARTITION]|mpirun[:HOSTFILE]",
+        conflicts_with = "dry_run"
+    )]
     pub on: Option<crate::lab::fleet::On>,
-    /// With --on: at most N machines (array tasks) at once (sbatch --array=...%N).
+    /// With --on slurm: at most N machines (array tasks) at once (sbatch --array=...%N).
+    /// With --on mpirun: N ranks (default: the hostfile's hosts, else 1).
     #[arg(long, value_name = "N", requires = "on")]
     pub machines: Option<u32>,
-    /// With --on: stay until the array ends, with a progress bar, then print the findings as a
-    /// local run does (Ctrl-C stops waiting, not the array).
+    /// With --on slurm: stay until the array ends, with a progress bar, then print the findings
+    /// as a local run does (Ctrl-C stops waiting, not the array). --on mpirun always waits.
     #[arg(long, requires = "on")]
     pub wait: bool,
     /// Run block K of a plan submitted with --on (what each array task runs).
     #[arg(long, value_name = "K", hide = true, conflicts_with_all = ["on", "dry_run"])]
     pub block: Option<u32>,
+    /// Run, as rank r of N under mpirun, the r-th, (r+N)-th, ... block of LIST (what each
+    /// rank of --on mpirun runs).
+    #[arg(long, value_name = "LIST", hide = true, conflicts_with_all = ["on", "dry_run", "block"])]
+    pub blocks_by_rank: Option<String>,
 }
 
 /// `--workdir` and `--device-model` of `run`: the testbed settings of the same names, taken as
@@ -199,7 +210,8 @@ pub fn load_plan(arg: &str, opts: &ParseOptions) -> Result<Plan> {
     )))
 }
 
-/// `run` on this machine, in this process (`--on` and `--block` go to [`super::fleet`]).
+/// `run` on this machine, in this process (`--on`, `--block` and `--blocks-by-rank` go to
+/// [`super::fleet`] and [`super::fleet_mpirun`]).
 pub fn run(c: RunCmd) -> Result<ExitCode> {
     let root = nix::unistd::geteuid().is_root();
     if c.plan.is_none() && !root && !c.dry_run {

@@ -67,14 +67,14 @@ fn have_slurm() -> bool {
 }
 
 /// The plan written into the sandbox, under a name of its own (the array's job name).
-fn write_plan(sb: &Sandbox, name: &str) -> PathBuf {
+pub(crate) fn write_plan(sb: &Sandbox, name: &str) -> PathBuf {
     let path = sb.path().join(format!("{name}.toml"));
     std::fs::write(&path, plan(name)).unwrap();
     path
 }
 
 /// `fsgauge status DIR --json`: block -> (state, results present).
-fn status(sb: &Sandbox, dir: &Path) -> BTreeMap<u64, (String, u64)> {
+pub(crate) fn status(sb: &Sandbox, dir: &Path) -> BTreeMap<u64, (String, u64)> {
     let out = sb
         .cmd()
         .args(["status", dir.to_str().unwrap(), "--json"])
@@ -102,7 +102,7 @@ fn status(sb: &Sandbox, dir: &Path) -> BTreeMap<u64, (String, u64)> {
 }
 
 /// Result files of a directory: name -> (modification time, bytes).
-fn files(dir: &Path) -> BTreeMap<String, (SystemTime, Vec<u8>)> {
+pub(crate) fn files(dir: &Path) -> BTreeMap<String, (SystemTime, Vec<u8>)> {
     std::fs::read_dir(dir)
         .unwrap()
         .filter_map(|e| e.ok())
@@ -120,7 +120,7 @@ fn files(dir: &Path) -> BTreeMap<String, (SystemTime, Vec<u8>)> {
         .collect()
 }
 
-fn results(dir: &Path) -> Vec<fsgauge::results::RunResult> {
+pub(crate) fn results(dir: &Path) -> Vec<fsgauge::results::RunResult> {
     fsgauge::results::load_dir(dir)
         .unwrap()
         .results
@@ -138,7 +138,7 @@ fn queued(name: &str) -> String {
     String::from_utf8_lossy(&out.stdout).trim().to_string()
 }
 
-fn assert_ok(out: &std::process::Output, what: &str) {
+pub(crate) fn assert_ok(out: &std::process::Output, what: &str) {
     assert!(
         out.status.success(),
         "{what}: {:?}\n{}\n{}",

@@ -44,6 +44,7 @@ mod findings_machines;
 mod flag_conflicts;
 mod flag_definitions;
 mod fleet;
+mod fleet_mpi;
 mod foundation_errors;
 mod foundation_memory;
 mod foundation_run;

@@ -3,6 +3,8 @@
 //! comparison of the plan stays paired within a machine. Slurm's own tools do the scheduling
 //! (`sbatch --array`, `squeue`/`sacct`, `scancel`); fsgauge keeps only the record of what it
 //! submitted (`fleet.json` in the results directory) and reads progress from the result files.
+//! Where there is no Slurm, one Open MPI `mpirun` runs the blocks over its ranks, one per host
+//! ([`mpirun`]); the record then says so, and a block is done or missing.
 //!
 //! A block is done when every run of it has its result in the results directory (the same
 //! spec hashes a one-process run of the plan makes); anything else is read from Slurm. A
@@ -10,6 +12,7 @@
 //! queued or running; a block task skips the runs whose result exists, so nothing finished is
 //! made twice.
 
+pub mod mpirun;
 pub mod script;
 pub mod slurm;
 pub mod status;
@@ -29,11 +32,14 @@ pub const SCRIPT: &str = "fleet.sbatch";
 /// The directory of the tasks' logs and exit markers in the results directory.
 pub const LOGS: &str = "fleet-logs";
 
-/// Where a plan runs: `--on slurm[:PARTITION]`.
+/// Where a plan runs: `--on slurm[:PARTITION]` or `--on mpirun[:HOSTFILE]`.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub enum On {
     /// A Slurm job array; the partition when one is named (else Slurm's default).
     Slurm { partition: Option<String> },
+    /// One `mpirun` whose ranks (one per host of the hostfile, else on this machine) run the
+    /// blocks between them.
+    Mpirun { hostfile: Option<PathBuf> },
 }
 
 impl std::str::FromStr for On {
@@ -49,11 +55,15 @@ impl std::str::FromStr for On {
             ("slurm", Some(p)) => Err(format!(
                 "{p:?} is not a Slurm partition name (letters, digits, '-', '_', '.'); give --on slurm:PARTITION as `sinfo -s` lists them, or --on slurm for the default partition"
             )),
-            ("mpirun", _) => Err(
-                "--on mpirun is not built yet; run a plan's workload over MPI ranks with `mpirun -np N fsgauge bench KIND --dir PATH` (fsgauge built with --features mpi), or use --on slurm".into(),
+            ("mpirun", None) => Ok(On::Mpirun { hostfile: None }),
+            ("mpirun", Some(h)) if !h.is_empty() => Ok(On::Mpirun {
+                hostfile: Some(PathBuf::from(h)),
+            }),
+            ("mpirun", Some(_)) => Err(
+                "--on mpirun: needs a hostfile's path after the colon; give --on mpirun:HOSTFILE, or --on mpirun for ranks on this machine".into(),
             ),
             _ => Err(format!(
-                "{s:?} is not a place to run on; give --on slurm (the default partition) or --on slurm:PARTITION"
+                "{s:?} is not a place to run on; give --on slurm (the default partition), --on slurm:PARTITION, --on mpirun (ranks on this machine) or --on mpirun:HOSTFILE (one rank per host)"
             )),
         }
     }
@@ -64,6 +74,8 @@ impl std::fmt::Display for On {
         match self {
             On::Slurm { partition: None } => write!(f, "slurm"),
             On::Slurm { partition: Some(p) } => write!(f, "slurm:{p}"),
+            On::Mpirun { hostfile: None } => write!(f, "mpirun"),
+            On::Mpirun { hostfile: Some(h) } => write!(f, "mpirun:{}", h.display()),
         }
     }
 }
@@ -91,11 +103,28 @@ pub struct Job {
     pub submitted_at: String,
 }
 
-/// `fleet.json`: the plan, its blocks and every array submitted for them, newest last.
+/// Who starts the blocks of a fleet run.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "lowercase")]
+pub enum Launcher {
+    /// A Slurm job array (records written before mpirun existed have no launcher: Slurm).
+    #[default]
+    Slurm,
+    /// One `mpirun` the submitting process waits for: a block is done or missing, no queue.
+    Mpirun,
+}
+
+/// `fleet.json`: the plan, its blocks and every array submitted (or mpirun launched) for them,
+/// newest last.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 pub struct Fleet {
     pub plan: String,
     pub seed: u64,
+    #[serde(default)]
+    pub launcher: Launcher,
+    /// With mpirun: the hostfile (absolute) when one was given.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub hostfile: Option<PathBuf>,
     /// The arguments every task repeats (the submitting command's, but for the submission's
     /// own flags), as the shell would take them back.
     #[serde(default)]
@@ -135,15 +164,37 @@ impl Fleet {
 
     /// The command that resubmits what is neither done nor queued.
     pub fn resume_command(&self, dir: &Path) -> String {
-        let on = match self.jobs.last().and_then(|j| j.partition.as_ref()) {
-            Some(p) => format!("slurm:{p}"),
-            None => "slurm".into(),
+        let partition = self.jobs.last().and_then(|j| j.partition.as_ref());
+        let on = match (self.launcher, partition, &self.hostfile) {
+            (Launcher::Slurm, Some(p), _) => format!("slurm:{p}"),
+            (Launcher::Slurm, None, _) => "slurm".into(),
+            (Launcher::Mpirun, _, Some(h)) => {
+                script::quote(std::ffi::OsStr::new(&format!("mpirun:{}", h.display())))
+            }
+            (Launcher::Mpirun, _, None) => "mpirun".into(),
         };
         format!(
             "fsgauge {} --on {on} --resume --out {}",
             self.args.join(" "),
             script::quote(dir.as_os_str())
         )
+    }
+
+    /// Refuses to continue a run with another launcher than the one that began it (a Slurm
+    /// array may still hold blocks mpirun would run twice).
+    pub fn same_launcher(&self, launcher: Launcher, dir: &Path) -> Result<()> {
+        if self.launcher == launcher {
+            return Ok(());
+        }
+        Err(bad_input(format!(
+            "{} was begun with --on {}; continue it with: {}",
+            dir.display(),
+            match self.launcher {
+                Launcher::Slurm => "slurm",
+                Launcher::Mpirun => "mpirun",
+            },
+            self.resume_command(dir)
+        )))
     }
 
     /// The job that ran (or will run) `block` last.
@@ -227,7 +278,18 @@ mod tests {
             let e = bad.parse::<On>().unwrap_err();
             assert!(e.contains("slurm"), "{bad}: {e}");
         }
-        assert!("mpirun".parse::<On>().unwrap_err().contains("not built"));
+        assert_eq!(
+            "mpirun".parse::<On>().unwrap(),
+            On::Mpirun { hostfile: None }
+        );
+        assert_eq!(
+            "mpirun:/etc/hosts here".parse::<On>().unwrap(),
+            On::Mpirun {
+                hostfile: Some("/etc/hosts here".into())
+            }
+        );
+        assert!("mpirun:".parse::<On>().unwrap_err().contains("HOSTFILE"));
+        assert!("nonsense".parse::<On>().unwrap_err().contains("mpirun"));
     }
 
     #[test]

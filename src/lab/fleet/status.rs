@@ -1,6 +1,7 @@
 //! Where each block of a fleet run stands: done when all its results are in the results
 //! directory (whatever Slurm says), otherwise as Slurm reports its latest task, or, where Slurm
-//! no longer remembers the task, as the batch script's exit marker says.
+//! no longer remembers the task, as the batch script's exit marker says. A block launched with
+//! mpirun has no queue to ask: it is done or missing.
 
 use std::collections::{BTreeMap, HashSet};
 use std::path::Path;
@@ -19,6 +20,8 @@ pub enum State {
     Done,
     Failed,
     Cancelled,
+    /// mpirun's blocks without all their results (mpirun has no queue: nothing is pending).
+    Missing,
 }
 
 impl State {
@@ -29,6 +32,7 @@ impl State {
             State::Done => "done",
             State::Failed => "failed",
             State::Cancelled => "cancelled",
+            State::Missing => "missing",
         }
     }
 
@@ -62,9 +66,20 @@ pub fn of(dir: &Path, fleet: &Fleet) -> Result<Vec<BlockStatus>> {
     for b in &fleet.blocks {
         let done = b.runs.iter().filter(|h| have.contains(*h)).count();
         let job = fleet.last_job_of(b.block);
-        let task = job.map(|j| format!("{}_{}", j.id, b.block));
+        let task = job
+            .filter(|_| fleet.launcher == super::Launcher::Slurm)
+            .map(|j| format!("{}_{}", j.id, b.block));
         let (state, said) = if done == b.runs.len() {
             (State::Done, "all results present".to_string())
+        } else if fleet.launcher == super::Launcher::Mpirun {
+            (
+                State::Missing,
+                format!(
+                    "{} of {} result(s) missing",
+                    b.runs.len() - done,
+                    b.runs.len()
+                ),
+            )
         } else if let Some(j) = job {
             if !by_job.contains_key(&j.id) {
                 by_job.insert(j.id.clone(), slurm::task_states(&j.id)?);
@@ -138,6 +153,33 @@ mod tests {
         assert_eq!(from_slurm("CANCELLED"), State::Cancelled);
         assert_eq!(from_slurm("COMPLETED"), State::Failed);
         assert_eq!(from_slurm("TIMEOUT"), State::Failed);
+    }
+
+    #[test]
+    fn an_mpirun_block_without_its_results_is_missing_whatever_its_job() {
+        let d = tempfile::tempdir().expect("a temporary directory");
+        let fleet = Fleet {
+            plan: "p.toml".into(),
+            seed: 1,
+            launcher: super::super::Launcher::Mpirun,
+            hostfile: None,
+            args: Vec::new(),
+            blocks: vec![super::super::Block {
+                block: 0,
+                runs: vec!["h0".into(), "h1".into()],
+            }],
+            jobs: vec![super::super::Job {
+                id: "mpirun-1".into(),
+                blocks: vec![0],
+                partition: None,
+                submitted_at: "2026-11-29T00:00:00Z".into(),
+            }],
+        };
+        let st = of(d.path(), &fleet).expect("status");
+        assert_eq!(st[0].state, State::Missing);
+        assert_eq!(st[0].said, "2 of 2 result(s) missing");
+        assert_eq!(st[0].task, None);
+        assert!(!st[0].state.active());
     }
 
     #[test]
