@@ -13,7 +13,7 @@ use clap::Args;
 
 use super::run::{load_plan, parse_options, results_dir, show_results, RunCmd};
 use crate::base::error::bad_input;
-use crate::lab::fleet::{self, script, slurm, status, Fleet, On};
+use crate::lab::fleet::{self, script, slurm, status, Fleet};
 use crate::lab::plan::{self, ExecOptions, Plan};
 use crate::measure::Progress;
 use crate::results::RunResult;
@@ -49,12 +49,9 @@ pub(super) fn fleet_plan(c: &RunCmd) -> Result<FleetPlan> {
     })
 }
 
-/// `run PLAN --on slurm`: checks everything, then submits the blocks to run as one array.
-pub fn submit(c: &RunCmd, on: &On) -> Result<ExitCode> {
-    let partition = match on {
-        On::Slurm { partition } => partition,
-        On::Mpirun { hostfile } => return super::fleet_mpirun::launch(c, hostfile.as_deref()),
-    };
+/// `run PLAN --on slurm[:PARTITION]`: checks everything, then submits the blocks to run as
+/// one array.
+pub fn submit(c: &RunCmd, partition: &Option<String>) -> Result<ExitCode> {
     if c.machines == Some(0) {
         return Err(bad_input(
             "--machines 0: an array needs at least one machine at a time; give --machines N with N >= 1, or leave it out to take as many as Slurm gives",

@@ -135,7 +135,12 @@ pub fn main() -> Result<ExitCode> {
     let res = match cli.command {
         // A plan over a Slurm array (`--on`) or one block of it (`--block`) is the fleet's.
         Command::Run(c) => match (c.on.clone(), c.block, c.blocks_by_rank.clone()) {
-            (Some(on), _, _) => fleet::submit(&c, &on),
+            (Some(crate::lab::fleet::On::Slurm { partition }), _, _) => {
+                fleet::submit(&c, &partition)
+            }
+            (Some(crate::lab::fleet::On::Mpirun { hostfile }), _, _) => {
+                fleet_mpirun::launch(&c, hostfile.as_deref())
+            }
             (None, Some(k), _) => fleet::block(&c, k),
             (None, None, Some(list)) => fleet_mpirun::rank(&c, &list),
             (None, None, None) => run::run(c),
