@@ -250,6 +250,7 @@ def selftest():
     assert "disk within 3%: yes; wall +20%: yes" in t, t
     assert "91 (90–92) / 90 (90–91) | 9 (9–9) / 10 (9–10)" in t, t
     assert mean_ci([1.0])[1] == 0.0
+    assert machine_line((0.0, 10, 1000, 0), (2.0, 12, 2000, 1_000_000)) == "steal 0.20%, CPU pressure 'some' 50%"
     assert "| 1.002 [0.971, 1.035] |" in t, t
     lo, hi = paired_ci([1.0, 2.0, 4.0], [1.1, 2.2, 4.4])
     assert abs(lo - 1.1) < 1e-9 and abs(hi - 1.1) < 1e-9, (lo, hi)
@@ -258,9 +259,36 @@ def selftest():
     print("selftest ok")
 
 
+def machine_mark():
+    """(seconds, steal ticks, all ticks, CPU pressure `some` µs) now; None where unreadable."""
+    import time
+    try:
+        f = [int(x) for x in open("/proc/stat").readline().split()[1:9]]
+        steal, total = f[7], sum(f)
+    except (OSError, ValueError, IndexError):
+        steal = total = None
+    try:
+        some = next(l for l in open("/proc/pressure/cpu") if l.startswith("some "))
+        psi = int(some.split("total=")[1])
+    except (OSError, StopIteration, ValueError, IndexError):
+        psi = None
+    return time.monotonic(), steal, total, psi
+
+
+def machine_line(a, b):
+    """"steal 0.07%, CPU pressure 91%" over [a, b]."""
+    parts = []
+    if a[1] is not None and b[1] is not None and b[2] > a[2]:
+        parts.append(f"steal {100 * (b[1] - a[1]) / (b[2] - a[2]):.2f}%")
+    if a[3] is not None and b[3] is not None and b[0] > a[0]:
+        parts.append(f"CPU pressure 'some' {100 * (b[3] - a[3]) / 1e6 / (b[0] - a[0]):.0f}%")
+    return ", ".join(parts) or "not readable"
+
+
 def main(argv):
     if argv[1:] == ["--selftest"]:
         return selftest()
+    start = machine_mark()
     binary, outdir, reps, stalls, cases = argv[1:6]
     rest = argv[6:]
     value = lambda flag: rest[rest.index(flag) + 1] if flag in rest else None
@@ -283,6 +311,7 @@ def main(argv):
                     print(f"{c} {which} rep {rep}: failed ({e}); see {out}/err", file=sys.stderr)
         print(f"after repetition {rep + 1}:\n{table(rows)}\n", flush=True)
     print(f"stalls {stalls}; {reps} repetitions, plain and stalled interleaved{'; short' if short else ''}")
+    print(f"the machine over the table: {machine_line(start, machine_mark())}")
     for c in cases:
         print(f"  {c}: {CASES[c][0]}")
     print(table(rows))
