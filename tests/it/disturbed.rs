@@ -39,8 +39,12 @@ fn jsons(dir: &Path) -> Vec<String> {
 }
 
 fn run_plan(sb: &Sandbox, drops: &str) -> (String, std::path::PathBuf) {
+    run_plan_text(sb, PLAN, drops)
+}
+
+fn run_plan_text(sb: &Sandbox, text: &str, drops: &str) -> (String, std::path::PathBuf) {
     let plan = sb.path().join("plan.toml");
-    std::fs::write(&plan, PLAN).unwrap();
+    std::fs::write(&plan, text).unwrap();
     let out = sb.path().join("results");
     let o = sb
         .cmd()
@@ -121,6 +125,31 @@ fn a_run_disturbed_every_time_keeps_its_last_attempt_and_says_so() {
         text.contains("plain · tree rep 0: another process dropped the kernel's caches"),
         "{text}"
     );
+}
+
+/// A run on a filesystem the plan keeps between runs would leave its files for the next
+/// attempt: it is kept as it was made, with the warning, and the report names it.
+#[test]
+fn a_disturbed_run_on_a_kept_filesystem_is_kept_and_named() {
+    if !crate::support::have_fs("ext4") {
+        return;
+    }
+    let sb = Sandbox::new();
+    let text = PLAN.replace("reps = 1\n", "reps = 1\nfresh = \"per-testbed\"\n");
+    let (stderr, out) = run_plan_text(&sb, &text, "1");
+    assert!(
+        stderr.contains("the run is kept (it ages, or its filesystem is kept between runs"),
+        "{stderr}"
+    );
+    assert!(!stderr.contains("made again"), "{stderr}");
+    assert_eq!(jsons(&out).len(), 1);
+    let o = sb
+        .cmd()
+        .args(["report", out.to_str().unwrap()])
+        .output()
+        .unwrap();
+    let text = String::from_utf8_lossy(&o.stdout).into_owned();
+    assert!(text.contains("(it was made once)"), "{text}");
 }
 
 #[test]

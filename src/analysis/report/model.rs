@@ -631,8 +631,12 @@ fn warnings(results: &[RunResult], cells: &[Cell]) -> Vec<String> {
     }
     for r in results {
         if let Some(why) = r.disturbed() {
+            let made = match r.set_aside.len() {
+                0 => "it was made once".to_string(),
+                n => format!("it was made {} times and disturbed each time", n + 1),
+            };
             w.push(format!(
-                "{} · {} rep {}: {why}, so its figures measure that process too (the run was made 3 times and disturbed each time); find what drops the caches on this machine and run it again",
+                "{} · {} rep {}: {why}, so its figures measure that process too ({made}); find what drops the caches on this machine and run it again",
                 r.testbed.label,
                 r.workload.kind,
                 r.rep

@@ -549,6 +549,11 @@ impl Session<'_> {
             ropts.keep_image = Some(plan.name.clone());
         }
         let place = plan.place(run.testbed);
+        // Only a run that starts from nothing of an earlier attempt's can be made again as the
+        // same experiment: not one on a filesystem the plan keeps between runs (the attempt
+        // would leave its files there), nor one that ages (a second attempt would start from
+        // the image the first made).
+        let remakeable = target.is_none() && !wl.keep_image && plan.age.is_none();
         let mut target = target;
         let mut set_aside = Vec::new();
         let mut result = loop {
@@ -564,6 +569,12 @@ impl Session<'_> {
             check_phases(&plan.questions, &outcome.result)?;
             let attempt = set_aside.len() as u32 + 1;
             match outcome.result.disturbed() {
+                Some(why) if !remakeable => {
+                    eprintln!(
+                        "warning: {what}: {why}; the run is kept (it ages, or its filesystem is kept between runs, so another attempt would not be the same experiment)"
+                    );
+                    break outcome.result;
+                }
                 Some(why) if attempt < DISTURBED_ATTEMPTS => {
                     eprintln!(
                         "warning: {what}: {why}; the run is made again (attempt {} of {DISTURBED_ATTEMPTS})",
