@@ -475,8 +475,10 @@ pub struct PhaseResult {
     /// MPI runs: each rank's own figures.
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     pub ranks: Vec<RankPhase>,
-    /// How often *another* process dropped the kernel's caches (`/proc/sys/vm/drop_caches`)
-    /// while the phase ran: its figures then measure that neighbour too. The run is made
+    /// How often *another* process dropped one of the kernel's caches
+    /// (`/proc/sys/vm/drop_caches`) while the phase ran, counted as the kernel counts them: the
+    /// page cache and the slab each once, so one `echo 3` is 2. Its figures then measure that
+    /// neighbour too. The run is made
     /// again (see `lab::plan::execute`); absent when none.
     #[serde(default, skip_serializing_if = "is_zero")]
     pub foreign_cache_drops: u64,
