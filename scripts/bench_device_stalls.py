@@ -52,6 +52,8 @@ import signal
 import subprocess
 import sys
 
+from bench_device_loads import ratio_ci
+
 FS = ["--fs", "ext4", "--fs-size", "1G", "--device-model", "deskstar-7k250", "--device-offset", "0",
       "--seed", "1", "-q"]
 HOLD = ["--mount-opts", "commit=3600"]
@@ -126,15 +128,10 @@ def record(wall, disk, pause_ms, stops, requests, flushes, disturbed=0):
 
 
 def paired_ci(plain, stalled):
-    """The 95% interval of stalled/plain from the paired ratios (geometric mean, t on logs)."""
-    logs = [math.log(s / p) for p, s in zip(plain, stalled) if p > 0 and s > 0]
-    n = len(logs)
-    if n < 2:
-        return None
-    m = sum(logs) / n
-    sd = math.sqrt(sum((x - m) ** 2 for x in logs) / (n - 1))
-    h = t975(n - 1) * sd / math.sqrt(n)
-    return math.exp(m - h), math.exp(m + h)
+    """The 95% interval of stalled/plain from the paired ratios (geometric mean, t on logs):
+    bench_device_loads.py's ratio_ci, over (plain, stalled) pairs."""
+    r = ratio_ci(list(zip(plain, stalled)))
+    return r[1] if r else None
 
 
 def from_check(path):

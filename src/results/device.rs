@@ -93,7 +93,7 @@ pub struct DiskCounts {
     pub late_held_off: u64,
 }
 
-fn is_zero(n: &u64) -> bool {
+pub(super) fn is_zero(n: &u64) -> bool {
     *n == 0
 }
 

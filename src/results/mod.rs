@@ -480,7 +480,7 @@ pub struct PhaseResult {
     /// page cache and the slab each once, so one `echo 3` is 2. Its figures then measure that
     /// neighbour too. The run is made
     /// again (see `lab::plan::execute`); absent when none.
-    #[serde(default, skip_serializing_if = "is_zero")]
+    #[serde(default, skip_serializing_if = "device::is_zero")]
     pub foreign_cache_drops: u64,
     /// What the machine did beside the phase: CPU steal and CPU pressure (absent in results
     /// written before fsgauge recorded them, and where the kernel tells neither).
@@ -498,10 +498,6 @@ pub struct HostLoad {
     /// (`/proc/pressure/cpu` `some`; fsgauge's own threads count too).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub cpu_pressure: Option<f64>,
-}
-
-fn is_zero(n: &u64) -> bool {
-    *n == 0
 }
 
 /// Latency percentiles of a set of operations, from an HDR histogram (1 ns to 1 h, 3

@@ -169,11 +169,19 @@ fn bench_device_loads_arithmetic_passes_its_selftest() {
     if !have_program("python3") {
         return;
     }
-    let script =
-        std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("scripts/bench_device_loads.py");
+    assert_selftest(
+        "scripts/bench_device_loads.py",
+        "selftest",
+        "bench_device_loads.py selftest: ok",
+    );
+}
+
+/// Runs a bench script's own checks (`python3 SCRIPT ARG`) and wants `said` as all it prints.
+fn assert_selftest(script: &str, arg: &str, said: &str) {
+    let script = std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join(script);
     let out = std::process::Command::new("python3")
         .arg(&script)
-        .arg("selftest")
+        .arg(arg)
         .output()
         .unwrap();
     assert!(
@@ -181,10 +189,7 @@ fn bench_device_loads_arithmetic_passes_its_selftest() {
         "{}",
         String::from_utf8_lossy(&out.stderr)
     );
-    assert_eq!(
-        String::from_utf8_lossy(&out.stdout).trim(),
-        "bench_device_loads.py selftest: ok"
-    );
+    assert_eq!(String::from_utf8_lossy(&out.stdout).trim(), said);
 }
 
 #[test]
@@ -252,17 +257,9 @@ fn bench_device_stalls_arithmetic_passes_its_selftest() {
     if !have_program("python3") {
         return;
     }
-    let script =
-        std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("scripts/bench_device_stalls.py");
-    let out = std::process::Command::new("python3")
-        .arg(&script)
-        .arg("--selftest")
-        .output()
-        .unwrap();
-    assert!(
-        out.status.success(),
-        "{}",
-        String::from_utf8_lossy(&out.stderr)
+    assert_selftest(
+        "scripts/bench_device_stalls.py",
+        "--selftest",
+        "selftest ok",
     );
-    assert_eq!(String::from_utf8_lossy(&out.stdout).trim(), "selftest ok");
 }

@@ -161,6 +161,13 @@ fn findings(rs: &[fsgauge::results::RunResult]) -> BTreeMap<String, (f64, f64, f
         .collect()
 }
 
+/// A run set as (testbed, rep, spec hash): what two ways of running one plan must share.
+pub fn runs(rs: &[fsgauge::results::RunResult]) -> BTreeSet<(String, u32, String)> {
+    rs.iter()
+        .map(|r| (r.testbed.label.clone(), r.rep, r.spec_hash.clone()))
+        .collect()
+}
+
 #[test]
 fn an_array_of_three_blocks_makes_the_results_and_findings_of_a_one_process_run() {
     if !have_slurm() {
@@ -185,13 +192,8 @@ fn an_array_of_three_blocks_makes_the_results_and_findings_of_a_one_process_run(
     assert_ok(&out, "the array");
     assert!(array.join("fleet.sbatch").is_file() && array.join("fleet.json").is_file());
     let (a, b) = (results(&local), results(&array));
-    let hashes = |rs: &[fsgauge::results::RunResult]| -> BTreeSet<(String, u32, String)> {
-        rs.iter()
-            .map(|r| (r.testbed.label.clone(), r.rep, r.spec_hash.clone()))
-            .collect()
-    };
     assert_eq!(a.len(), 6);
-    assert_eq!(hashes(&a), hashes(&b), "the same runs, by spec hash");
+    assert_eq!(runs(&a), runs(&b), "the same runs, by spec hash");
     // Both answer every question from the same pairs. Whether the two ratios agree within
     // their intervals is a measurement of a busy machine, not a test (no test may fail
     // because the machine is busy): the closing note states it for the quick preset.

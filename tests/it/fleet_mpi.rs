@@ -4,10 +4,9 @@
 //! untouched; bad input is refused before anything is made. Needs root, mkfs.ext4 and `mpirun`
 //! (openmpi-bin); otherwise skipped (failed under CI).
 
-use std::collections::BTreeSet;
 use std::path::Path;
 
-use crate::fleet::{assert_ok, files, results, status, write_plan};
+use crate::fleet::{assert_ok, files, results, runs, status, write_plan};
 use crate::support::Sandbox;
 
 fn have_mpirun() -> bool {
@@ -22,12 +21,6 @@ fn launch(sb: &Sandbox, plan: &Path, dir: &Path, more: &[&str]) -> std::process:
         .args(more)
         .output()
         .unwrap()
-}
-
-fn runs(rs: &[fsgauge::results::RunResult]) -> BTreeSet<(String, u32, String)> {
-    rs.iter()
-        .map(|r| (r.testbed.label.clone(), r.rep, r.spec_hash.clone()))
-        .collect()
 }
 
 fn record(dir: &Path) -> serde_json::Value {
