@@ -55,6 +55,10 @@ pub enum Resource {
     },
     /// A cgroup directory (v1 or v2).
     Cgroup { path: PathBuf },
+    /// A hold on the host's dirty-page thresholds (see [`super::dirty`]) by the process `pid`
+    /// that started at `start`.
+    #[serde(rename = "dirty-hold")]
+    DirtyHold { pid: u32, start: u64 },
     /// A run's directory `fsgauge-…` directly inside a user's `--dir`, removed with its
     /// contents, but only after the checks of `rundir::remove`: `ino` is the inode
     /// fsgauge's `mkdir` made (absent while not yet confirmed: then only an empty one goes).
@@ -123,9 +127,10 @@ impl Resource {
             } => super::mount::unmount_device(*dev, *backing)
                 .with_context(|| format!("unmounting the testbed mounted at {}", target.display())),
             Resource::Mount { target, .. } => super::mount::unmount(target),
-            Resource::Cgroup { .. } | Resource::RunDir { .. } | Resource::DeviceServer { .. } => {
-                Err(NoTeardown(self.describe()).into())
-            }
+            Resource::Cgroup { .. }
+            | Resource::DirtyHold { .. }
+            | Resource::RunDir { .. }
+            | Resource::DeviceServer { .. } => Err(NoTeardown(self.describe()).into()),
         }
     }
 
@@ -136,6 +141,10 @@ impl Resource {
             Resource::Loop { image, .. } => format!("loop device of {}", image.display()),
             Resource::Mount { target, .. } => format!("mount at {}", target.display()),
             Resource::Cgroup { path } => format!("cgroup {}", path.display()),
+            Resource::DirtyHold { pid, .. } => format!(
+                "the dirty-page thresholds process {pid} held ({})",
+                super::dirty::state_file().display()
+            ),
             Resource::RunDir { parent, name, .. } => {
                 format!("run directory {}", parent.join(name).display())
             }

@@ -13,7 +13,8 @@ use std::time::Duration;
 use anyhow::{bail, Context, Result};
 use serde::Serialize;
 
-use super::ledger::{Ledger, Resource};
+use super::dirty::{DirtyHold, DirtyLimits, Host};
+use super::ledger::{process_start_time, Ledger, Resource};
 use crate::base::error::bad_input;
 use crate::base::units::format_size;
 
@@ -37,6 +38,8 @@ pub struct MemLimit {
     /// Where the process came from, to go back to.
     origin: PathBuf,
     limit: u64,
+    /// On cgroup v1: the host's dirty thresholds, held at the limit's share for the run.
+    dirty: Option<DirtyHold>,
     ledger: Option<Ledger>,
 }
 
@@ -129,19 +132,41 @@ impl MemLimit {
             write(&path.join("cgroup.procs"), &std::process::id().to_string())
         })();
         // On failure, dropping `this` moves us back and removes the cgroup.
-        let this = Self {
+        let mut this = Self {
             path,
             version,
             origin,
             limit,
+            dirty: None,
             ledger: Some(ledger),
         };
         made?;
+        if version == CgroupVersion::V1 {
+            this.hold_dirty_thresholds()?;
+        }
         Ok(this)
     }
 
     pub fn limit(&self) -> u64 {
         self.limit
+    }
+
+    /// cgroup v1 does not throttle a cgroup's dirty pages against its limit (see
+    /// [`super::dirty`]): the host's thresholds are held at the limit's share while the run
+    /// lives in the cgroup. Recorded in the ledger first, so a killed run's hold is given back.
+    fn hold_dirty_thresholds(&mut self) -> Result<()> {
+        let pid = std::process::id();
+        let start = process_start_time(pid).context("reading this process's start time")?;
+        if let Some(ledger) = self.ledger.as_mut() {
+            ledger.record(Resource::DirtyHold { pid, start })?;
+        }
+        self.dirty = Some(DirtyHold::take(Host::system(), self.limit)?);
+        Ok(())
+    }
+
+    /// The dirty-page thresholds held for the run (cgroup v1 only).
+    pub fn dirty_limits(&self) -> Option<DirtyLimits> {
+        self.dirty.as_ref().map(DirtyHold::limits)
     }
 
     pub fn version(&self) -> CgroupVersion {
@@ -170,6 +195,8 @@ impl MemLimit {
             &self.origin.join("cgroup.procs"),
             &std::process::id().to_string(),
         );
+        // Given back here; the ledger's entry for it then finds nothing left to give.
+        drop(self.dirty.take());
         if let Some(mut ledger) = self.ledger.take() {
             for e in ledger.release_all_with(teardown) {
                 eprintln!("warning: {e:#}");
@@ -188,6 +215,7 @@ impl Drop for MemLimit {
 pub fn teardown(r: &Resource) -> Option<Result<()>> {
     match r {
         Resource::Cgroup { path } => Some(remove_cgroup(path)),
+        Resource::DirtyHold { pid, start } => Some(super::dirty::leave_dead(*pid, *start)),
         _ => None,
     }
 }

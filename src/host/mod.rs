@@ -4,6 +4,7 @@
 //! them; the ledger releases each kind through the teardown of the module that made it.
 
 pub mod cache;
+pub mod dirty;
 pub mod ledger;
 pub mod locate;
 pub mod loopdev;

@@ -396,6 +396,14 @@ pub struct Conditions {
     pub mem_limit_cgroup: Option<String>,
     /// Peak memory of the cgroup (page cache included), bytes.
     pub mem_limit_peak: Option<u64>,
+    /// On cgroup v1, which does not throttle a cgroup's dirty pages against its limit: the
+    /// host's `vm.dirty_bytes` held at 20% of the limit for the run, as a machine with that
+    /// much memory has it (`host::dirty`). None on v2, where the kernel does this per cgroup.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub mem_limit_dirty_bytes: Option<u64>,
+    /// With it: `vm.dirty_background_bytes`, 10% of the limit.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub mem_limit_dirty_background_bytes: Option<u64>,
     /// Memory charger target: free memory left, bytes.
     pub mem_charge: Option<u64>,
     /// Bytes the charger locked.

@@ -138,8 +138,27 @@ fn sigkill_leftovers_are_removed_by_cleanup() {
     }
     let sb = Sandbox::new();
     let mut child = start_long_run(&sb);
+    // On cgroup v1 the run holds the host's dirty-page thresholds (host::dirty).
+    let v1 = memory_cgroup_is_v1();
+    if v1 {
+        let t0 = Instant::now();
+        while !dirty_holders().is_some_and(|h| h.contains(&child.id())) {
+            assert!(
+                t0.elapsed() < Duration::from_secs(30),
+                "a run limited on cgroup v1 never held the dirty thresholds: {:?}",
+                dirty_holders()
+            );
+            std::thread::sleep(Duration::from_millis(20));
+        }
+    }
     child.kill().unwrap();
     child.wait().unwrap();
+    if v1 {
+        assert!(
+            dirty_holders().is_some_and(|h| h.contains(&child.id())),
+            "a SIGKILL leaves the hold on the dirty thresholds behind"
+        );
+    }
     let left = leaks_under(sb.path());
     assert!(
         !left.is_empty(),
@@ -168,4 +187,37 @@ fn sigkill_leftovers_are_removed_by_cleanup() {
         shm.iter().all(|n| !n.to_string_lossy().contains(&pid)),
         "{shm:?}"
     );
+    // The killed run's hold on the dirty thresholds was given back.
+    assert!(
+        !dirty_holders().is_some_and(|h| h.contains(&child.id())),
+        "{:?}",
+        dirty_holders()
+    );
+}
+
+/// Whether `--mem-limit` goes through cgroup v1 here: no cgroup2 hierarchy offers the memory
+/// controller, and v1's is mounted (as `host::memlimit` chooses).
+fn memory_cgroup_is_v1() -> bool {
+    let v2 = ["/sys/fs/cgroup/unified", "/sys/fs/cgroup"]
+        .iter()
+        .any(|r| {
+            std::fs::read_to_string(format!("{r}/cgroup.controllers"))
+                .is_ok_and(|s| s.split_whitespace().any(|c| c == "memory"))
+        });
+    !v2 && std::path::Path::new("/sys/fs/cgroup/memory/memory.limit_in_bytes").exists()
+}
+
+/// The processes that hold the host's dirty-page thresholds (`/run/fsgauge/dirty-limits.json`);
+/// `None` when nobody does.
+fn dirty_holders() -> Option<Vec<u32>> {
+    let bytes = std::fs::read("/run/fsgauge/dirty-limits.json").ok()?;
+    let doc: serde_json::Value = serde_json::from_slice(&bytes).expect("the holders file is JSON");
+    Some(
+        doc["holders"]
+            .as_array()
+            .expect("a holders list")
+            .iter()
+            .map(|h| h["pid"].as_u64().expect("a pid") as u32)
+            .collect(),
+    )
 }

@@ -325,6 +325,18 @@ fn memory_limit_runs_inside_a_cgroup_and_removes_it() {
         .as_u64()
         .expect("the cgroup reports its peak");
     assert!(peak <= 48 << 20, "peak {peak} over the limit");
+    // cgroup v1 does not throttle a cgroup's dirty pages; the run held the host's thresholds
+    // at the kernel's default shares of its limit. v2 throttles per cgroup: nothing is held.
+    let (dirty, background) = (
+        &c["mem_limit_dirty_bytes"],
+        &c["mem_limit_dirty_background_bytes"],
+    );
+    if c["mem_limit_cgroup"] == "v1" {
+        assert_eq!(dirty, (48u64 << 20) / 100 * 20, "{c}");
+        assert_eq!(background, (48u64 << 20) / 100 * 10, "{c}");
+    } else {
+        assert!(dirty.is_null() && background.is_null(), "{c}");
+    }
     // 128 MiB of data went through a 48 MiB cgroup: the page cache was kept inside the limit.
     assert_eq!(phase(&doc, "create")["bytes"], 2 * 4 * (16u64 << 20));
     let pid_tag = "fsgauge-";

@@ -641,11 +641,14 @@ fn conditions(
     mem_limit: Option<&MemLimit>,
     charger: Option<&MemCharger>,
 ) -> Conditions {
+    let dirty = mem_limit.and_then(|m| m.dirty_limits());
     Conditions {
         cold: opts.cold.name().into(),
         mem_limit: opts.mem_limit,
         mem_limit_cgroup: mem_limit.map(|m| format!("{:?}", m.version()).to_lowercase()),
         mem_limit_peak: mem_limit.and_then(|m| m.peak()),
+        mem_limit_dirty_bytes: dirty.map(|d| d.dirty_bytes),
+        mem_limit_dirty_background_bytes: dirty.map(|d| d.background_bytes),
         mem_charge: opts.mem_charge,
         mem_charge_locked: charger.map(|c| c.locked()),
         mem_charge_available: charger.map(|c| c.available_after()),
