@@ -300,6 +300,7 @@ pub fn block(c: &RunCmd, k: u32) -> Result<ExitCode> {
             resume: true,
             progress: Progress::new(c.output.silent()),
             quiet: c.output.silent(),
+            attempts: c.attempts,
         },
     )?;
     super::store::index_run(store.as_mut(), &fp.out, c.output.silent());

@@ -225,6 +225,7 @@ pub fn rank(c: &RunCmd, list: &str) -> Result<ExitCode> {
                 // Several ranks share the terminal: no bars.
                 progress: Progress::new(true),
                 quiet: c.output.silent(),
+                attempts: c.attempts,
             },
         )?;
     }

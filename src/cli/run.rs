@@ -66,6 +66,12 @@ pub struct RunCmd {
     /// that was stopped continues where it was.
     #[arg(long)]
     pub resume: bool,
+    /// How many times a run is made when another process drops the kernel's caches during
+    /// one of its phases (a benchmark or test suite beside it): 1 keeps the first attempt
+    /// with a warning; the attempts set aside are named in the result (`set_aside`).
+    #[arg(long, value_name = "N", default_value_t = plan::DISTURBED_ATTEMPTS,
+          value_parser = clap::value_parser!(u32).range(1..=10))]
+    pub attempts: u32,
     /// Multiply the plan's counts and file sizes by F (testbeds grow to fit).
     #[arg(long, value_name = "F")]
     pub scale: Option<f64>,
@@ -258,6 +264,7 @@ pub fn run(c: RunCmd) -> Result<ExitCode> {
             resume: c.resume,
             progress: Progress::new(c.output.silent()),
             quiet: c.output.silent(),
+            attempts: c.attempts,
         },
     )?;
     super::store::index_run(store.as_mut(), &c.run.out.dir, c.output.silent());

@@ -43,6 +43,15 @@ fn run_plan(sb: &Sandbox, drops: &str) -> (String, std::path::PathBuf) {
 }
 
 fn run_plan_text(sb: &Sandbox, text: &str, drops: &str) -> (String, std::path::PathBuf) {
+    run_plan_with(sb, text, drops, &[])
+}
+
+fn run_plan_with(
+    sb: &Sandbox,
+    text: &str,
+    drops: &str,
+    extra: &[&str],
+) -> (String, std::path::PathBuf) {
     let plan = sb.path().join("plan.toml");
     std::fs::write(&plan, text).unwrap();
     let out = sb.path().join("results");
@@ -50,6 +59,7 @@ fn run_plan_text(sb: &Sandbox, text: &str, drops: &str) -> (String, std::path::P
         .cmd()
         .args(["run", plan.to_str().unwrap(), "--quiet", "--out"])
         .arg(&out)
+        .args(extra)
         .env("FSGAUGE_TEST_FOREIGN_DROPS", drops)
         .output()
         .unwrap();
@@ -125,6 +135,48 @@ fn a_run_disturbed_every_time_keeps_its_last_attempt_and_says_so() {
         text.contains("plain · tree rep 0: another process dropped the kernel's caches"),
         "{text}"
     );
+}
+
+/// `--attempts N` sets how many times a disturbed run is made; 1 keeps the first with the
+/// warning (a test suite beside the run, where a remake would only be disturbed again).
+#[test]
+fn attempts_sets_how_often_a_disturbed_run_is_made() {
+    if !crate::support::have_fs("ext4") {
+        return;
+    }
+    let sb = Sandbox::new();
+    let (stderr, out) = run_plan_with(&sb, PLAN, "1000", &["--attempts", "1"]);
+    assert!(
+        stderr.contains("the run is kept (--attempts 1)"),
+        "{stderr}"
+    );
+    assert!(!stderr.contains("made again"), "{stderr}");
+    let path = out.join(&jsons(&out)[0]);
+    let v: serde_json::Value = serde_json::from_slice(&std::fs::read(&path).unwrap()).unwrap();
+    assert_eq!(v["set_aside"].as_array().map_or(0, Vec::len), 0, "{v}");
+    let sb = Sandbox::new();
+    let (stderr, out) = run_plan_with(&sb, PLAN, "1000", &["--attempts", "2"]);
+    assert!(stderr.contains("in each of 2 attempts"), "{stderr}");
+    let path = out.join(&jsons(&out)[0]);
+    let v: serde_json::Value = serde_json::from_slice(&std::fs::read(&path).unwrap()).unwrap();
+    assert_eq!(v["set_aside"].as_array().map(Vec::len), Some(1));
+    // Out of range: refused before anything is made.
+    let plan = sb.path().join("plan.toml");
+    for bad in ["0", "11", "x"] {
+        let o = sb
+            .cmd()
+            .args(["run", plan.to_str().unwrap(), "--attempts", bad, "--out"])
+            .arg(sb.path().join("refused"))
+            .output()
+            .unwrap();
+        assert_eq!(o.status.code(), Some(2), "--attempts {bad}");
+        assert!(
+            String::from_utf8_lossy(&o.stderr).contains("--attempts"),
+            "{}",
+            String::from_utf8_lossy(&o.stderr)
+        );
+        assert!(!sb.path().join("refused").exists());
+    }
 }
 
 /// A run on a filesystem the plan keeps between runs would leave its files for the next

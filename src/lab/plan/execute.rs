@@ -11,7 +11,7 @@ use std::path::PathBuf;
 use anyhow::{Context, Result};
 
 pub use super::existing::existing_results;
-use super::existing::{existing_files, set_aside_damaged, DISTURBED_ATTEMPTS};
+use super::existing::{existing_files, set_aside_damaged};
 use super::{check_phases, Fresh, Plan, Reps};
 use crate::analysis::findings;
 use crate::base::error::bad_input;
@@ -288,6 +288,9 @@ pub struct ExecOptions {
     pub progress: Progress,
     /// No per-run lines on stderr.
     pub quiet: bool,
+    /// How many times a run disturbed by another process's cache drop is made (1 or more;
+    /// [`super::DISTURBED_ATTEMPTS`] by default): the last attempt is kept.
+    pub attempts: u32,
 }
 
 /// What a plan run produced.
@@ -556,6 +559,7 @@ impl Session<'_> {
         let remakeable = target.is_none() && !wl.keep_image && plan.age.is_none();
         let mut target = target;
         let mut set_aside = Vec::new();
+        let attempts = opts.attempts.max(1);
         let mut result = loop {
             let outcome = runner::run_rep(
                 target.as_deref_mut(),
@@ -575,9 +579,9 @@ impl Session<'_> {
                     );
                     break outcome.result;
                 }
-                Some(why) if attempt < DISTURBED_ATTEMPTS => {
+                Some(why) if attempt < attempts => {
                     eprintln!(
-                        "warning: {what}: {why}; the run is made again (attempt {} of {DISTURBED_ATTEMPTS})",
+                        "warning: {what}: {why}; the run is made again (attempt {} of {attempts})",
                         attempt + 1
                     );
                     set_aside.push(format!(
@@ -585,9 +589,13 @@ impl Session<'_> {
                         outcome.result.started_at
                     ));
                 }
+                Some(why) if attempts == 1 => {
+                    eprintln!("warning: {what}: {why}; the run is kept (--attempts 1)");
+                    break outcome.result;
+                }
                 Some(why) => {
                     eprintln!(
-                        "warning: {what}: {why}, in each of {DISTURBED_ATTEMPTS} attempts; the last is kept as the result (find what drops the caches on this machine: another benchmark or test suite)"
+                        "warning: {what}: {why}, in each of {attempts} attempts; the last is kept as the result (find what drops the caches on this machine: another benchmark or test suite)"
                     );
                     break outcome.result;
                 }

@@ -32,7 +32,7 @@ pub(super) fn existing_files(dir: &Path) -> Result<HashMap<String, ResultFile>> 
 }
 
 /// How often a run whose phases another process disturbed is made (the first time included).
-pub(super) const DISTURBED_ATTEMPTS: u32 = 3;
+pub const DISTURBED_ATTEMPTS: u32 = 3;
 
 /// Under `--resume`, a `*.json` of the results directory that is not a usable result (damaged,
 /// or of another schema) is renamed to `NAME.damaged` with a warning: its run is made again,

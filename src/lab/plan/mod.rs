@@ -114,6 +114,7 @@ pub use execute::{
     interleaved, main_metric, matrix, run_hash, smoke, study_info, Estimate, ExecOptions, Executed,
     Matrix, PlannedRun, SMOKE_SCALE,
 };
+pub use existing::DISTURBED_ATTEMPTS;
 pub use limits::MAX_RUNS;
 #[cfg(test)]
 pub(crate) use parse::{parse_test, setting_keys, settings_of, OWN_KEYS};
