@@ -160,7 +160,14 @@ impl MemLimit {
         if let Some(ledger) = self.ledger.as_mut() {
             ledger.record(Resource::DirtyHold { pid, start })?;
         }
-        self.dirty = Some(DirtyHold::take(Host::system(), self.limit)?);
+        // Where the host's sysctls cannot be written (a container's read-only /proc/sys), the
+        // run goes on as before, warned; its result then records no thresholds.
+        match DirtyHold::take(Host::system(), self.limit) {
+            Ok(hold) => self.dirty = Some(hold),
+            Err(e) => eprintln!(
+                "fsgauge: warning: cgroup v1 does not throttle the run's dirty pages against its --mem-limit, and holding the host's dirty thresholds failed ({e:#}); a small limit may end in the OOM killer"
+            ),
+        }
         Ok(())
     }
 
