@@ -15,7 +15,7 @@ use anyhow::Result;
 use serde::Deserialize;
 use toml::Spanned;
 
-use super::source::{fault, fault_naming, toml_to_json, Location, RawTable, Src};
+use super::source::{fault, fault_naming, toml_to_json, Location, RawTable};
 use super::{PlanTestbed, PlanWorkload};
 use crate::base::error::bad_input;
 use crate::results::metric::CORE;
@@ -224,18 +224,36 @@ fn unwrap_one(v: &serde_json::Value) -> &serde_json::Value {
     }
 }
 
-/// Resolves every `[[question]]` against the plan's testbeds and workloads (with their labels).
+/// Where a `[[question]]`'s phase is written, as an offset in the plan's text: its `phase`, or
+/// its `baseline` when it has none (then it compares two phases; any other question without
+/// a phase is refused).
+pub(super) fn phase_offset(rq: &Spanned<RawQuestion>) -> usize {
+    let r = rq.get_ref();
+    r.phase
+        .as_ref()
+        .map_or(r.baseline.span(), |p| p.span())
+        .start
+}
+
+/// Where a `[[question]]` is written: the table, and its phase ([`phase_offset`]).
+pub(super) struct QuestionAt {
+    pub(super) at: Location,
+    pub(super) phase_at: Location,
+}
+
+/// Resolves every `[[question]]` (written at `at`) against the plan's testbeds and workloads
+/// (with their labels).
 pub(super) fn resolve(
-    src: &Src,
     raw: &[Spanned<RawQuestion>],
+    at: &[QuestionAt],
     testbeds: &[PlanTestbed],
     workloads: &[PlanWorkload],
     age: Option<&PlanWorkload>,
 ) -> Result<Vec<PlanQuestion>> {
     let mut out: Vec<PlanQuestion> = Vec::new();
     let mut ids: Vec<(String, Location)> = Vec::new();
-    for (i, rq) in raw.iter().enumerate() {
-        let q = resolve_one(src, rq, i, testbeds, workloads, age)?;
+    for ((i, rq), q_at) in raw.iter().enumerate().zip(at) {
+        let q = resolve_one(rq, q_at, i, testbeds, workloads, age)?;
         let id_span = rq.get_ref().id.as_ref().map_or(rq.span(), |s| s.span());
         if let Some((_, at)) = ids.iter().find(|(id, _)| *id == q.question.id) {
             let id = q.question.id.clone();
@@ -257,8 +275,8 @@ pub(super) fn resolve(
 }
 
 fn resolve_one(
-    src: &Src,
     rq: &Spanned<RawQuestion>,
+    at: &QuestionAt,
     index: usize,
     testbeds: &[PlanTestbed],
     workloads: &[PlanWorkload],
@@ -269,7 +287,7 @@ fn resolve_one(
     let compares = q.compares()?;
     let testbed = q.coordinate(&q.testbeds, &r.testbed, compares)?;
     let workload = q.coordinate(&q.workloads, &r.workload, compares)?;
-    let (phase, phase_span) = q.phase(compares)?;
+    let phase = q.phase(compares)?;
     let entries = q.entries(compares, workload.as_deref(), workloads);
     let metric = q.metric(&entries, age)?;
     let filter = q.filter(&entries)?;
@@ -294,8 +312,8 @@ fn resolve_one(
             // Set for the run by `plan::questions_as_run`, which knows the repetitions.
             looks: None,
         },
-        at: src.loc(rq.span().start),
-        phase_at: src.loc(phase_span.start),
+        at: at.at.clone(),
+        phase_at: at.phase_at.clone(),
     })
 }
 
@@ -498,9 +516,9 @@ impl<'p> Resolver<'p> {
         }
     }
 
-    /// The phase whose metric is compared (none when baseline and variant are phases), and
-    /// where it is written.
-    fn phase(&self, compares: Compares) -> Result<(Option<String>, Range<usize>)> {
+    /// The phase whose metric is compared (none when baseline and variant are phases; where
+    /// it is written is [`phase_offset`]).
+    fn phase(&self, compares: Compares) -> Result<Option<String>> {
         let r = self.rq.get_ref();
         match (&r.phase, compares) {
             (Some(p), Compares::Phases) => Err(self.err(
@@ -508,13 +526,13 @@ impl<'p> Resolver<'p> {
                 "phase",
                 "baseline and variant are phases already; remove phase = ...".into(),
             )),
-            (None, Compares::Phases) => Ok((None, r.baseline.span())),
+            (None, Compares::Phases) => Ok(None),
             (Some(p), _) if p.get_ref().trim().is_empty() => Err(self.err(
                 p.span(),
                 "phase",
                 "is empty; name a phase of the workload, e.g. phase = \"create\"".into(),
             )),
-            (Some(p), _) => Ok((Some(p.get_ref().clone()), p.span())),
+            (Some(p), _) => Ok(Some(p.get_ref().clone())),
             (None, _) => Err(self.err(
                 self.rq.span(),
                 "phase",

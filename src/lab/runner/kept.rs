@@ -11,7 +11,6 @@ use crate::base::error::bad_input;
 use crate::results::AgedStart;
 use crate::testbed::images::series::Series;
 use crate::testbed::images::{self, Entry, ImageKey, Kept};
-use crate::testbed::Testbed;
 use crate::workload::{Target, Workload};
 
 /// The image cache's part in one repetition.
@@ -147,22 +146,14 @@ fn series(r: &Rep<'_>, spec: &crate::testbed::TestbedSpec, name: &str) -> Result
     Ok(Keeping::Series(Box::new(series)))
 }
 
-/// Builds the target of `r`: from the kept image on a hit (timed, the copy included), else
-/// as usual. Returns the target and, on a hit, how its state was made.
-pub(super) fn build(r: &Rep<'_>, keeping: &Keeping) -> Result<(Target, Option<AgedStart>)> {
-    let (Keeping::Hit { entry }, Place::Testbed(spec)) = (keeping, r.place) else {
-        return Ok((super::build_target(r.place, r.opts)?, None));
-    };
-    r.opts.progress.note(&format!(
-        "building {} testbed from kept image {} ({})",
-        spec.label,
-        entry.manifest.key,
-        spec.describe()
-    ));
-    let spec = crate::lab::crash::campaign::pin_transport(spec, &r.opts.crash);
-    let (t, (), start) = Testbed::start_from_kept(&spec, entry, |_| Ok(()))?;
-    r.opts.progress.note(&start.describe());
-    Ok((Target::Testbed(t), Some(start)))
+impl Keeping {
+    /// The kept image the target is built from, on a hit.
+    pub fn hit(&self) -> Option<&Entry> {
+        match self {
+            Keeping::Hit { entry } => Some(entry),
+            _ => None,
+        }
+    }
 }
 
 /// Keeps the target's aged filesystem (after an aging begun at `since`, with `phases` and
@@ -185,31 +176,4 @@ pub(super) fn save(
         layout: layout.cloned(),
     };
     Ok(Some(t.keep_aged(key, kept, aging_s)?))
-}
-
-/// The result of an aging (`fsgauge age`) whose filesystem is its own kept image: nothing
-/// runs, the phases and layout are those kept with the image, the testbed is the copy.
-pub(super) fn replay(
-    target: &Target,
-    r: Rep<'_>,
-    started: std::time::SystemTime,
-    entry: &Entry,
-    start: Option<AgedStart>,
-) -> Result<crate::results::RunResult> {
-    let conditions = crate::results::Conditions {
-        cold: r.opts.cold.name().into(),
-        ..Default::default()
-    };
-    let mut result = super::assemble(
-        target,
-        r,
-        started,
-        conditions,
-        entry.manifest.phases.clone(),
-        entry.manifest.layout.clone(),
-        Vec::new(),
-        None,
-    )?;
-    result.testbed.aged_image = start;
-    Ok(result)
 }
