@@ -219,12 +219,12 @@ pub fn run(c: RunCmd) -> Result<ExitCode> {
     if c.plan.is_none() && !root && !c.dry_run {
         return quick_on_temp_dir(&c, &opts);
     }
+    // A plan's results go where `--out` and `--device-model` say, from here on.
+    let out = results_dir(&c.run.out.dir, c.testbeds.device_model.as_ref());
     let plan = load_plan(c.plan.as_deref().unwrap_or("quick"), &opts)?;
     let c = RunCmd {
         run: RunParams {
-            out: ResultsDir {
-                dir: results_dir(&c.run.out.dir, c.testbeds.device_model.as_ref()),
-            },
+            out: ResultsDir { dir: out },
             ..c.run
         },
         ..c

@@ -149,24 +149,26 @@ pub fn matrix(plan: &Plan) -> Matrix {
         })
         .collect();
     let reps = first_round(plan);
-    let mut runs = Vec::new();
+    let workloads = plan.workloads.len();
+    // (testbed, workload, rep) in the order the runs are made.
+    let mut order = Vec::new();
     if interleaved(plan) {
         for rep in 0..reps {
             for &t in &usable {
-                for w in 0..plan.workloads.len() {
-                    runs.push(planned(plan, t, w, rep));
-                }
+                order.extend((0..workloads).map(|w| (t, w, rep)));
             }
         }
     } else {
         for &t in &usable {
-            for w in 0..plan.workloads.len() {
-                for rep in 0..reps {
-                    runs.push(planned(plan, t, w, rep));
-                }
+            for w in 0..workloads {
+                order.extend((0..reps).map(|rep| (t, w, rep)));
             }
         }
     }
+    let runs = order
+        .into_iter()
+        .map(|(t, w, rep)| planned(plan, t, w, rep))
+        .collect();
     Matrix { runs, skipped }
 }
 
@@ -621,18 +623,17 @@ impl Session<'_> {
         let mut round = m.runs.clone();
         while !round.is_empty() {
             for run in &round {
-                let r = if self.plan.fresh == Fresh::PerRun || self.existing.contains_key(&run.hash)
-                {
-                    self.one(run, None)?
-                } else {
-                    let target = match targets.entry(run.testbed) {
-                        std::collections::btree_map::Entry::Occupied(o) => o.into_mut(),
-                        std::collections::btree_map::Entry::Vacant(v) => {
-                            v.insert(self.build(run.testbed)?)
-                        }
-                    };
-                    self.one(run, Some(target))?
+                // The testbed's filesystem when the plan keeps one and the run is made now.
+                let shared =
+                    self.plan.fresh != Fresh::PerRun && !self.existing.contains_key(&run.hash);
+                let target = match targets.entry(run.testbed) {
+                    _ if !shared => None,
+                    std::collections::btree_map::Entry::Occupied(o) => Some(o.into_mut()),
+                    std::collections::btree_map::Entry::Vacant(v) => {
+                        Some(v.insert(self.build(run.testbed)?))
+                    }
                 };
+                let r = self.one(run, target)?;
                 self.by_cell
                     .entry((run.testbed, run.workload))
                     .or_default()

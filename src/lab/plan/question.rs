@@ -8,14 +8,14 @@
 //! uses ([`check_phases`]), before that result is written; the error names the question's
 //! `phase` (or, for two phases, its `baseline`) at its line and column.
 
-use std::collections::{BTreeMap, HashMap};
+use std::collections::BTreeMap;
 use std::ops::Range;
 
 use anyhow::Result;
 use serde::Deserialize;
 use toml::Spanned;
 
-use super::source::{fault, fault_naming, toml_to_json, Location, RawTable};
+use super::source::{fault, fault_naming, toml_to_json, Location};
 use super::{PlanTestbed, PlanWorkload};
 use crate::base::error::bad_input;
 use crate::results::metric::CORE;
@@ -84,100 +84,6 @@ impl PlanQuestion {
         }
         s
     }
-}
-
-/// The label of every `[[workload]]` entry: its `label`, or its kind, with `#N` (1-based among
-/// the entries of that kind) when the kind appears more than once. Labels are unique and are
-/// not testbed labels (a question's baseline and variant must say which they name).
-pub(super) fn workload_labels(
-    entries: &[RawTable],
-    places: &[Location],
-    testbed_labels: &[(String, Location)],
-) -> Result<Vec<String>> {
-    let kind_of = |w: &RawTable| -> Option<String> {
-        w.get_ref()
-            .iter()
-            .find(|(k, _)| k.get_ref() == "kind")
-            .and_then(|(_, v)| v.get_ref().as_str().map(str::to_string))
-    };
-    let kinds: Vec<Option<String>> = entries.iter().map(kind_of).collect();
-    // How many entries each kind has, and the running count that numbers them (`tree#2`);
-    // the labels given so far and the testbeds' labels, by name: each entry is looked up,
-    // never compared with every other, so that a plan's reading stays linear in its size.
-    let mut of_kind: HashMap<Option<&str>, usize> = HashMap::new();
-    for k in &kinds {
-        *of_kind.entry(k.as_deref()).or_default() += 1;
-    }
-    let mut numbered: HashMap<Option<&str>, usize> = HashMap::new();
-    let testbed_at: HashMap<&str, &Location> = testbed_labels
-        .iter()
-        .rev()
-        .map(|(t, at)| (t.as_str(), at))
-        .collect();
-    let mut given: HashMap<String, usize> = HashMap::new();
-    let mut labels: Vec<String> = Vec::new();
-    for (i, w) in entries.iter().enumerate() {
-        crate::base::signals::check()?;
-        let n = numbered.entry(kinds[i].as_deref()).or_default();
-        *n += 1;
-        let n = *n;
-        let written = w.get_ref().iter().find(|(k, _)| k.get_ref() == "label");
-        let (label, span) = match written {
-            Some((_, v)) => {
-                let Some(text) = v.get_ref().as_str() else {
-                    return Err(fault(
-                        v.span(),
-                        "[[workload]] field `label`",
-                        "must be a string naming the entry, e.g. label = \"deep-4K\"",
-                    ));
-                };
-                if text.trim().is_empty() || text.chars().any(char::is_control) {
-                    return Err(fault(
-                        v.span(),
-                        "[[workload]] field `label`",
-                        format!("{text:?} is not a usable label; give a short name without control characters, e.g. label = \"deep-4K\""),
-                    ));
-                }
-                (text.to_string(), v.span())
-            }
-            None => {
-                let kind = kinds[i].clone().unwrap_or_default();
-                let label = if of_kind[&kinds[i].as_deref()] > 1 {
-                    format!("{kind}#{n}")
-                } else {
-                    kind
-                };
-                (label, w.span())
-            }
-        };
-        if let Some(&j) = given.get(&label) {
-            return Err(fault_naming(
-                span,
-                "[[workload]] field `label`",
-                &places[j],
-                move |other| {
-                    format!(
-                    "two workloads are labelled {label:?} (the other at {other}); give each [[workload]] its own label = \"...\""
-                )
-                },
-            ));
-        }
-        if let Some(at) = testbed_at.get(label.as_str()) {
-            return Err(fault_naming(
-                span,
-                "[[workload]] field `label`",
-                at,
-                move |other| {
-                    format!(
-                    "{label:?} is also the label of the testbed at {other}; a question's baseline and variant must name one or the other: give this [[workload]] another label = \"...\""
-                )
-                },
-            ));
-        }
-        given.insert(label.clone(), i);
-        labels.push(label);
-    }
-    Ok(labels)
 }
 
 /// What to add when TOML reports a required field of a `[[question]]` missing.

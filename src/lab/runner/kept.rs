@@ -177,3 +177,31 @@ pub(super) fn save(
     };
     Ok(Some(t.keep_aged(key, kept, aging_s)?))
 }
+
+/// The result of an aging (`fsgauge age`) whose filesystem is its own kept image: nothing
+/// runs, the phases and layout are those kept with the image, the testbed is the copy.
+pub(super) fn replay(
+    target: &Target,
+    r: Rep<'_>,
+    started: std::time::SystemTime,
+    entry: &Entry,
+    start: Option<AgedStart>,
+) -> Result<crate::results::RunResult> {
+    let conditions = crate::results::Conditions {
+        cold: r.opts.cold.name().into(),
+        ..Default::default()
+    };
+    let (phases, layout) = (entry.manifest.phases.clone(), entry.manifest.layout.clone());
+    let mut result = super::record::assemble(
+        target,
+        r,
+        started,
+        conditions,
+        phases,
+        layout,
+        Vec::new(),
+        None,
+    )?;
+    result.testbed.aged_image = start;
+    Ok(result)
+}

@@ -5,6 +5,8 @@
 pub mod admit;
 mod kept;
 pub mod params;
+mod record;
+mod target;
 
 use std::path::{Path, PathBuf};
 use std::time::SystemTime;
@@ -13,13 +15,14 @@ use anyhow::{Context, Result};
 
 use crate::base::error::bad_input;
 use crate::measure::Progress;
-use crate::results::{
-    write_result, AgedStart, Conditions, Environment, RunRecord, RunResult, StudyInfo,
-};
-use crate::testbed::{MemCharger, MemLimit, RunDir, SetUp, Testbed, TestbedSpec};
+use crate::results::{Conditions, Environment, RunRecord, RunResult, StudyInfo};
+use crate::testbed::{MemCharger, MemLimit, RunDir, SetUp, TestbedSpec};
 use crate::workload::{ColdMode, RunContext, Target, Workload};
 pub use admit::{admitted, check, check_dir};
 use kept::{Keeping, Start};
+use record::{assemble, conditions, spec, unpin, with_precondition, write_outcome};
+pub use target::build_target;
+use target::OnTarget;
 
 /// Where runs happen.
 #[derive(Debug, Clone)]
@@ -165,29 +168,6 @@ impl<'a> Rep<'a> {
     }
 }
 
-/// Everything that defines a run, as hashed into its result's `spec_hash`.
-fn spec(r: Rep<'_>) -> serde_json::Value {
-    let (place, wl, opts) = (r.place, r.wl, r.opts);
-    let place_v = match place {
-        Place::Testbed(s) => serde_json::to_value(s).unwrap_or_default(),
-        Place::Dir(p) => serde_json::json!({ "dir": p }),
-    };
-    let mut v = serde_json::json!({
-        "place": place_v,
-        "workload": { "kind": wl.kind(), "params": wl.params() },
-        "cold": opts.cold.name(),
-        "mem_limit": opts.mem_limit,
-        "mem_charge": opts.mem_charge,
-        "seed": r.seed,
-        "rep": r.rep,
-    });
-    // Only present when used, so hashes of runs without one stay as they were.
-    if let Some(Precondition(p)) = &opts.precondition {
-        v["precondition"] = serde_json::json!({ "kind": p.kind(), "params": p.params() });
-    }
-    v
-}
-
 /// Runs a workload once in an existing directory itself (`fsgauge read PATH`): no workload
 /// directory is made or removed, nothing is conditioned; one result is returned.
 pub fn run_in_place(
@@ -245,75 +225,6 @@ pub fn run_rep(
     run_once(Rep::new(place, wl, opts, seed, rep), target)
 }
 
-/// Builds the target of a place: a fresh testbed, or the `--dir`.
-pub fn build_target(place: &Place, opts: &RunOptions) -> Result<Target> {
-    Ok(build(place, opts, None)?.0)
-}
-
-/// Builds the target of a place: a fresh testbed (from the kept image `kept`, timed with the
-/// copy, when there is one: then with how its state was made), or the `--dir`.
-fn build(
-    place: &Place,
-    opts: &RunOptions,
-    kept: Option<&crate::testbed::images::Entry>,
-) -> Result<(Target, Option<AgedStart>)> {
-    Ok(match place {
-        Place::Testbed(spec) => {
-            let from = kept.map_or(String::new(), |e| {
-                format!(" from kept image {}", e.manifest.key)
-            });
-            opts.progress.note(&format!(
-                "building {} testbed{from} ({})",
-                spec.label,
-                spec.describe()
-            ));
-            let spec = crate::lab::crash::campaign::pin_transport(spec, &opts.crash);
-            match kept {
-                Some(entry) => {
-                    let (t, (), start) = Testbed::start_from_kept(&spec, entry, |_| Ok(()))?;
-                    opts.progress.note(&start.describe());
-                    (Target::Testbed(t), Some(start))
-                }
-                None => (Target::Testbed(Testbed::create(&spec)?), None),
-            }
-        }
-        // Reached as every user-named path is: another user's link leads only to what that
-        // user owns.
-        Place::Dir(p) => {
-            let dir = crate::base::sys::trust::walk(p, None)
-                .with_context(|| format!("--dir {}", p.display()))?;
-            (Target::Dir(dir.path), None)
-        }
-    })
-}
-
-/// The target a repetition runs on: built for it (and torn down after it), or one the caller
-/// built and keeps.
-enum OnTarget<'a> {
-    Own(Box<Target>),
-    Shared(&'a mut Target),
-}
-
-impl OnTarget<'_> {
-    fn get(&mut self) -> &mut Target {
-        match self {
-            OnTarget::Own(t) => t.as_mut(),
-            OnTarget::Shared(t) => t,
-        }
-    }
-
-    /// Tears down a testbed built for the repetition (on error it is dropped, which does too).
-    fn done(self) -> Result<()> {
-        match self {
-            OnTarget::Own(t) => match *t {
-                Target::Testbed(t) => t.destroy(),
-                Target::Dir(_) => Ok(()),
-            },
-            OnTarget::Shared(_) => Ok(()),
-        }
-    }
-}
-
 /// Runs repetition `r` on `shared`, or alone on a fresh target.
 fn run_once(r: Rep<'_>, shared: Option<&mut Target>) -> Result<Outcome> {
     let (mut on, mut ks, started) = match shared {
@@ -323,7 +234,7 @@ fn run_once(r: Rep<'_>, shared: Option<&mut Target>) -> Result<Outcome> {
             // Before anything is made: a kept image is found, or the cache's room for one checked.
             let keeping = kept::keeping(&r)?;
             let started = SystemTime::now();
-            let (target, start) = build(r.place, r.opts, keeping.hit())?;
+            let (target, start) = target::build(r.place, r.opts, keeping.hit())?;
             (
                 OnTarget::Own(Box::new(target)),
                 Start { keeping, start },
@@ -333,47 +244,13 @@ fn run_once(r: Rep<'_>, shared: Option<&mut Target>) -> Result<Outcome> {
     };
     let result = match (&ks.keeping, kept::aging_is_workload(&r)) {
         // An aging started from its own kept image is done: its figures are the kept ones.
-        (Keeping::Hit { entry }, true) => replay(on.get(), r, started, entry, ks.start.take())?,
+        (Keeping::Hit { entry }, true) => {
+            kept::replay(on.get(), r, started, entry, ks.start.take())?
+        }
         _ => run_in(on.get(), r, started, &mut ks)?,
     };
     on.done()?;
     write_outcome(result, r.opts)
-}
-
-/// The result of an aging (`fsgauge age`) whose filesystem is its own kept image: nothing
-/// runs, the phases and layout are those kept with the image, the testbed is the copy.
-fn replay(
-    target: &Target,
-    r: Rep<'_>,
-    started: SystemTime,
-    entry: &crate::testbed::images::Entry,
-    start: Option<AgedStart>,
-) -> Result<RunResult> {
-    let conditions = Conditions {
-        cold: r.opts.cold.name().into(),
-        ..Default::default()
-    };
-    let (phases, layout) = (entry.manifest.phases.clone(), entry.manifest.layout.clone());
-    let mut result = assemble(
-        target,
-        r,
-        started,
-        conditions,
-        phases,
-        layout,
-        Vec::new(),
-        None,
-    )?;
-    result.testbed.aged_image = start;
-    Ok(result)
-}
-
-fn write_outcome(result: RunResult, opts: &RunOptions) -> Result<Outcome> {
-    let path = match &opts.out {
-        Some(dir) => Some(write_result(dir, &result)?),
-        None => None,
-    };
-    Ok(Outcome { result, path })
 }
 
 /// Where, and when, the room for a workload is found short.
@@ -618,23 +495,6 @@ fn with_backing_full(target: &Target, e: anyhow::Error) -> anyhow::Error {
     e
 }
 
-/// The conditions a run was made under: the cold mode, the memory limit and charger.
-fn conditions(
-    opts: &RunOptions,
-    mem_limit: Option<&MemLimit>,
-    charger: Option<&MemCharger>,
-) -> Conditions {
-    Conditions {
-        cold: opts.cold.name().into(),
-        mem_limit: opts.mem_limit,
-        mem_limit_cgroup: mem_limit.map(|m| format!("{:?}", m.version()).to_lowercase()),
-        mem_limit_peak: mem_limit.and_then(|m| m.peak()),
-        mem_charge: opts.mem_charge,
-        mem_charge_locked: charger.map(|c| c.locked()),
-        mem_charge_available: charger.map(|c| c.available_after()),
-    }
-}
-
 /// After the workload (`ran`): a dead device server is the cause of whatever failed since, and
 /// fails the run (exit 1); writes the store under an emulated disk refused are lost even when
 /// nothing noticed, and fail it naming the store (exit 2).
@@ -717,92 +577,6 @@ fn condition(
         phases,
         layout,
     })
-}
-
-/// The workload's layout record, with the conditioning's under `precondition`.
-fn with_precondition(
-    layout: Option<serde_json::Value>,
-    pre: Option<serde_json::Value>,
-) -> Option<serde_json::Value> {
-    match (layout, pre) {
-        (Some(mut w), Some(p)) if w.is_object() => {
-            w["precondition"] = p;
-            Some(w)
-        }
-        (None, Some(p)) => Some(serde_json::json!({ "precondition": p })),
-        (w, _) => w,
-    }
-}
-
-/// The run's result: its testbed as it is now (with the environment read while it is still
-/// attached), the workload with every figure its phases (and the conditioning's) declare.
-#[allow(clippy::too_many_arguments)]
-fn assemble(
-    target: &Target,
-    r: Rep<'_>,
-    started: SystemTime,
-    conditions: Conditions,
-    phases: Vec<crate::results::PhaseResult>,
-    layout: Option<serde_json::Value>,
-    warnings: Vec<String>,
-    mpi: Option<crate::results::MpiInfo>,
-) -> Result<RunResult> {
-    let (wl, opts, seed, rep) = (r.wl, r.opts, r.seed, r.rep);
-    let mut testbed = target.info();
-    testbed.memory_limit = opts.mem_limit;
-    // Read after the measured phases, while the testbed is still attached.
-    let environment = Some(Environment::collect(&testbed));
-    // The conditioning phases (aging) are part of the result: their figures are declared too.
-    let mut metrics = wl.metrics().to_vec();
-    if let Some(Precondition(p)) = &opts.precondition {
-        for m in p.metrics() {
-            if !metrics.iter().any(|d| d.key == m.key) {
-                metrics.push(m.clone());
-            }
-        }
-    }
-    let spec = spec(r);
-    let mut result = RunResult::assemble(RunRecord {
-        testbed,
-        workload: {
-            let mut w = crate::workload::registry::workload_info(wl);
-            w.metrics = metrics;
-            w
-        },
-        rep,
-        seed,
-        started,
-        spec,
-        conditions,
-        phases,
-        layout,
-        errors: warnings,
-        mpi,
-        environment,
-        crash: None,
-    });
-    result.study = opts.study.clone();
-    Ok(result)
-}
-
-/// Puts the path the user knows (`shown`) back in place of the pinned one (`/proc/self/fd/N/.`)
-/// in every string of a record (the layout's root and its worst files' paths).
-fn unpin(v: &mut serde_json::Value, pinned: &Path, shown: &Path) {
-    match v {
-        serde_json::Value::String(s) => {
-            if let Ok(rest) = Path::new(s.as_str()).strip_prefix(pinned) {
-                let real = if rest.as_os_str().is_empty() {
-                    shown.to_path_buf()
-                } else {
-                    shown.join(rest)
-                };
-                *s = real.display().to_string();
-            }
-        }
-        serde_json::Value::Array(a) => a.iter_mut().for_each(|x| unpin(x, pinned, shown)),
-        serde_json::Value::Object(o) => o.values_mut().for_each(|x| unpin(x, pinned, shown)),
-        _ => {}
-    }
 }
 
 /// A workload directory, made and removed through descriptors ([`RunDir`]) whatever happened.
