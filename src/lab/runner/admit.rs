@@ -12,7 +12,7 @@ use std::time::SystemTime;
 
 use anyhow::{Context, Result};
 
-use super::{Place, RunOptions};
+use super::request::{Place, RunOptions};
 use crate::base::error::{bad_input, bad_param};
 use crate::base::units::{format_bytes_human, format_size};
 use crate::testbed::inodes::{count_for, predict, Inodes, RESERVED};

@@ -6,7 +6,7 @@ use std::time::Instant;
 
 use anyhow::Result;
 
-use super::{Place, Precondition, Rep};
+use super::request::{Place, Precondition, Rep};
 use crate::base::error::bad_input;
 use crate::results::AgedStart;
 use crate::testbed::images::series::Series;

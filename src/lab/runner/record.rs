@@ -7,7 +7,7 @@ use std::time::SystemTime;
 
 use anyhow::Result;
 
-use super::{Outcome, Place, Precondition, Rep, RunOptions};
+use super::request::{Outcome, Place, Precondition, Rep, RunOptions};
 use crate::results::{write_result, Conditions, Environment, RunRecord, RunResult};
 use crate::testbed::{MemCharger, MemLimit};
 use crate::workload::Target;

@@ -4,7 +4,7 @@
 
 use anyhow::{Context, Result};
 
-use super::{Place, RunOptions};
+use super::request::{Place, RunOptions};
 use crate::results::AgedStart;
 use crate::testbed::images::Entry;
 use crate::testbed::Testbed;
