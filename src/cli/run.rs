@@ -219,16 +219,18 @@ pub fn load_plan(arg: &str, opts: &ParseOptions) -> Result<Plan> {
 /// `run` on this machine, in this process (`--on`, `--block` and `--blocks-by-rank` go to
 /// [`super::fleet`] and [`super::fleet_mpirun`]).
 pub fn run(c: RunCmd) -> Result<ExitCode> {
+    // What the command line gives the plan, read once: the quick study and a plan take it alike.
+    let opts = parse_options(&c)?;
     let root = nix::unistd::geteuid().is_root();
     if c.plan.is_none() && !root && !c.dry_run {
-        return quick_on_temp_dir(&c);
+        return quick_on_temp_dir(&c, &opts);
     }
-    let plan = load_plan(c.plan.as_deref().unwrap_or("quick"), &parse_options(&c)?)?;
+    // A plan's results go where `--out` and `--device-model` say, from here on.
+    let out = results_dir(&c.run.out.dir, c.testbeds.device_model.as_ref());
+    let plan = load_plan(c.plan.as_deref().unwrap_or("quick"), &opts)?;
     let c = RunCmd {
         run: RunParams {
-            out: ResultsDir {
-                dir: results_dir(&c.run.out.dir, c.testbeds.device_model.as_ref()),
-            },
+            out: ResultsDir { dir: out },
             ..c.run
         },
         ..c
@@ -539,10 +541,11 @@ fn dry_run_document(plan: &Plan, m: &plan::Matrix, out: &Path) -> Result<Page> {
             .to_vec(),
         rows,
     };
+    let text = dry_run_text(plan, m, &existing, &e);
     Ok(
         Page::new(format!("fsgauge run --dry-run {}", plan.name), &data)?
             .table(table)
-            .text(dry_run_text(plan, m, &existing, &e)),
+            .text(text),
     )
 }
 
@@ -674,9 +677,9 @@ pub(super) fn parse_options(c: &RunCmd) -> Result<ParseOptions> {
 }
 
 /// Without root there are no testbeds: the quick study's workload on a temporary directory.
-fn quick_on_temp_dir(c: &RunCmd) -> Result<ExitCode> {
+fn quick_on_temp_dir(c: &RunCmd, opts: &ParseOptions) -> Result<ExitCode> {
     let preset = presets::find("quick").context("the quick preset is built in")?;
-    let plan = plan::parse(preset.toml, &preset.source(), &parse_options(c)?)?;
+    let plan = plan::parse(preset.toml, &preset.source(), opts)?;
     let wl = plan.workloads[0].workload.clone();
     let reps = plan.reps.initial();
     // Made exclusively, mode 0700, under an unpredictable name: another user of the shared

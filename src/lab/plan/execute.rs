@@ -15,7 +15,7 @@ use super::existing::{existing_files, set_aside_damaged};
 use super::{check_phases, Fresh, Plan, Reps};
 use crate::analysis::findings;
 use crate::base::error::bad_input;
-use crate::lab::runner::{self, RunOptions};
+use crate::lab::runner::{self, Place, RunOptions};
 use crate::measure::Progress;
 use crate::results::{Question, ResultFile, RunResult, StudyInfo};
 use crate::workload::Target;
@@ -41,30 +41,36 @@ pub struct Matrix {
     pub skipped: Vec<String>,
 }
 
-/// The run options of every run on a testbed (one repetition at a time).
-pub fn run_options(
-    plan: &Plan,
-    testbed: usize,
-    out: Option<PathBuf>,
-    progress: Progress,
-) -> RunOptions {
-    RunOptions {
-        reps: 1,
-        seed: Some(plan.seed),
-        cold: plan.cold,
-        mem_limit: plan.testbeds[testbed].mem_limit,
-        mem_charge: None,
-        out,
-        progress,
-        layout: plan.layout,
-        crash: plan.crash,
-        precondition: plan
-            .age
-            .as_ref()
-            .map(|a| crate::lab::runner::Precondition(a.workload.clone())),
-        keep_image: plan.keep_image.then(|| plan.name.clone()),
-        study: None,
-        coordinator: Default::default(),
+/// A testbed of the plan as the runner takes it: where its runs are made and their options
+/// (one repetition at a time; the plan's run writes the results), built once for each use.
+pub struct OnTestbed {
+    pub place: Place,
+    pub opts: RunOptions,
+}
+
+/// Testbed `testbed` of the plan as the runner takes it.
+pub fn on_testbed(plan: &Plan, testbed: usize, progress: Progress) -> OnTestbed {
+    let tb = &plan.testbeds[testbed];
+    OnTestbed {
+        place: Place::Testbed(tb.spec.clone()),
+        opts: RunOptions {
+            reps: 1,
+            seed: Some(plan.seed),
+            cold: plan.cold,
+            mem_limit: tb.mem_limit,
+            mem_charge: None,
+            out: None,
+            progress,
+            layout: plan.layout,
+            crash: plan.crash,
+            precondition: plan
+                .age
+                .as_ref()
+                .map(|a| crate::lab::runner::Precondition(a.workload.clone())),
+            keep_image: plan.keep_image.then(|| plan.name.clone()),
+            study: None,
+            coordinator: Default::default(),
+        },
     }
 }
 
@@ -103,11 +109,11 @@ pub fn questions_as_run(plan: &Plan) -> Vec<Question> {
 
 /// The hash of one run, as the runner records it.
 pub fn run_hash(plan: &Plan, testbed: usize, workload: usize, rep: u32) -> String {
-    let opts = run_options(plan, testbed, None, Progress::hidden());
+    let on = on_testbed(plan, testbed, Progress::hidden());
     runner::spec_hash(
-        &plan.place(testbed),
+        &on.place,
         plan.workloads[workload].workload.as_ref(),
-        &opts,
+        &on.opts,
         plan.seed,
         rep,
     )
@@ -143,24 +149,26 @@ pub fn matrix(plan: &Plan) -> Matrix {
         })
         .collect();
     let reps = first_round(plan);
-    let mut runs = Vec::new();
+    let workloads = plan.workloads.len();
+    // (testbed, workload, rep) in the order the runs are made.
+    let mut order = Vec::new();
     if interleaved(plan) {
         for rep in 0..reps {
             for &t in &usable {
-                for w in 0..plan.workloads.len() {
-                    runs.push(planned(plan, t, w, rep));
-                }
+                order.extend((0..workloads).map(|w| (t, w, rep)));
             }
         }
     } else {
         for &t in &usable {
-            for w in 0..plan.workloads.len() {
-                for rep in 0..reps {
-                    runs.push(planned(plan, t, w, rep));
-                }
+            for w in 0..workloads {
+                order.extend((0..reps).map(|rep| (t, w, rep)));
             }
         }
     }
+    let runs = order
+        .into_iter()
+        .map(|(t, w, rep)| planned(plan, t, w, rep))
+        .collect();
     Matrix { runs, skipped }
 }
 
@@ -314,8 +322,8 @@ pub fn check(plan: &Plan, m: &Matrix) -> Result<()> {
         }
         let tb = &plan.testbeds[r.testbed];
         let wl = &plan.workloads[r.workload];
-        let opts = run_options(plan, r.testbed, None, Progress::hidden());
-        runner::check(&plan.place(r.testbed), wl.workload.as_ref(), &opts).map_err(|e| {
+        let on = on_testbed(plan, r.testbed, Progress::hidden());
+        runner::admit::check(&on.place, wl.workload.as_ref(), &on.opts).map_err(|e| {
             let msg = format!(
                 "{}: testbed {:?} with the {} workload at {}: {e:#}",
                 tb.at,
@@ -513,6 +521,12 @@ struct Session<'a> {
 }
 
 impl Session<'_> {
+    /// Builds testbed `testbed`'s filesystem, kept by the caller for several runs.
+    fn build(&self, testbed: usize) -> Result<Target> {
+        let on = on_testbed(self.plan, testbed, self.opts.progress);
+        runner::build_target(&on.place, &on.opts)
+    }
+
     /// One run: reused if a result of it exists (its study brought up to date), otherwise made
     /// on `target` (or a filesystem of its own when none) and written.
     fn one(&mut self, run: &PlannedRun, target: Option<&mut Target>) -> Result<RunResult> {
@@ -545,13 +559,15 @@ impl Session<'_> {
             eprintln!("{what}");
         }
         // The result is written here, after its phases are checked against the questions.
-        let mut ropts = run_options(plan, run.testbed, None, opts.progress);
+        let OnTestbed {
+            place,
+            opts: mut ropts,
+        } = on_testbed(plan, run.testbed, opts.progress);
         ropts.study = Some(study);
         if wl.keep_image {
             // The append test keeps its own agings (the plan refuses it beside [age]).
             ropts.keep_image = Some(plan.name.clone());
         }
-        let place = plan.place(run.testbed);
         // Only a run that starts from nothing of an earlier attempt's can be made again as the
         // same experiment: not one on a filesystem the plan keeps between runs (the attempt
         // would leave its files there), nor one that ages (a second attempt would start from
@@ -615,20 +631,17 @@ impl Session<'_> {
         let mut round = m.runs.clone();
         while !round.is_empty() {
             for run in &round {
-                let r = if self.plan.fresh == Fresh::PerRun || self.existing.contains_key(&run.hash)
-                {
-                    self.one(run, None)?
-                } else {
-                    let target = match targets.entry(run.testbed) {
-                        std::collections::btree_map::Entry::Occupied(o) => o.into_mut(),
-                        std::collections::btree_map::Entry::Vacant(v) => {
-                            let ropts =
-                                run_options(self.plan, run.testbed, None, self.opts.progress);
-                            v.insert(runner::build_target(&self.plan.place(run.testbed), &ropts)?)
-                        }
-                    };
-                    self.one(run, Some(target))?
+                // The testbed's filesystem when the plan keeps one and the run is made now.
+                let shared =
+                    self.plan.fresh != Fresh::PerRun && !self.existing.contains_key(&run.hash);
+                let target = match targets.entry(run.testbed) {
+                    _ if !shared => None,
+                    std::collections::btree_map::Entry::Occupied(o) => Some(o.into_mut()),
+                    std::collections::btree_map::Entry::Vacant(v) => {
+                        Some(v.insert(self.build(run.testbed)?))
+                    }
                 };
+                let r = self.one(run, target)?;
                 self.by_cell
                     .entry((run.testbed, run.workload))
                     .or_default()
@@ -651,7 +664,6 @@ impl Session<'_> {
         let mut groups: Vec<usize> = m.runs.iter().map(|r| r.testbed).collect();
         groups.dedup();
         for t in groups {
-            let place = plan.place(t);
             let mut target: Option<Target> = None;
             for w in 0..plan.workloads.len() {
                 let mut rep = 0;
@@ -667,8 +679,7 @@ impl Session<'_> {
                         self.one(&run, None)?
                     } else {
                         if target.is_none() {
-                            let ropts = run_options(plan, t, None, self.opts.progress);
-                            target = Some(runner::build_target(&place, &ropts)?);
+                            target = Some(self.build(t)?);
                         }
                         self.one(&run, target.as_mut())?
                     };

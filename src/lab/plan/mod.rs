@@ -105,7 +105,6 @@ use std::path::PathBuf;
 
 use crate::device::ProfileRef;
 use crate::lab::runner::params::RunSettings;
-use crate::lab::runner::Place;
 use crate::testbed::TestbedSpec;
 use crate::workload::{ColdMode, Workload};
 
@@ -298,11 +297,4 @@ pub struct Plan {
     pub keep_image: bool,
     /// `[[question]]`s, resolved: what the study asks (see [`crate::results::Question`]).
     pub questions: Vec<PlanQuestion>,
-}
-
-impl Plan {
-    /// Where a testbed runs.
-    pub fn place(&self, testbed: usize) -> Place {
-        Place::Testbed(self.testbeds[testbed].spec.clone())
-    }
 }

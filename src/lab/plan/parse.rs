@@ -93,6 +93,14 @@ fn plan_of(src: &Src, opts: &ParseOptions) -> Result<Plan> {
     // (`[testbed_defaults]` keeps each testbed's place).
     let testbeds_at = src.places(&raw.testbed);
     let workloads_at = src.places(&raw.workload);
+    let questions_at: Vec<_> = raw
+        .question
+        .iter()
+        .map(|q| question::QuestionAt {
+            at: src.loc(q.span().start),
+            phase_at: src.loc(question::phase_offset(q)),
+        })
+        .collect();
     let age_at = raw.age.as_ref().map(|a| (a, src.loc(a.span().start)));
     let age = workloads::parse_age(age_at, scale_f)?;
     let keep_image = workloads::keep_image(raw.age.as_ref())?;
@@ -123,7 +131,13 @@ fn plan_of(src: &Src, opts: &ParseOptions) -> Result<Plan> {
         &mut notes,
     )?;
 
-    let questions = question::resolve(src, &raw.question, &testbeds, &workloads, age.as_ref())?;
+    let questions = question::resolve(
+        &raw.question,
+        &questions_at,
+        &testbeds,
+        &workloads,
+        age.as_ref(),
+    )?;
     if fresh == Fresh::PerTestbed && !questions.is_empty() {
         testbeds::check_disk_together(
             &testbeds,

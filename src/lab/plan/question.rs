@@ -8,14 +8,14 @@
 //! uses ([`check_phases`]), before that result is written; the error names the question's
 //! `phase` (or, for two phases, its `baseline`) at its line and column.
 
-use std::collections::{BTreeMap, HashMap};
+use std::collections::BTreeMap;
 use std::ops::Range;
 
 use anyhow::Result;
 use serde::Deserialize;
 use toml::Spanned;
 
-use super::source::{fault, fault_naming, toml_to_json, Location, RawTable, Src};
+use super::source::{fault, fault_naming, toml_to_json, Location};
 use super::{PlanTestbed, PlanWorkload};
 use crate::base::error::bad_input;
 use crate::results::metric::CORE;
@@ -86,100 +86,6 @@ impl PlanQuestion {
     }
 }
 
-/// The label of every `[[workload]]` entry: its `label`, or its kind, with `#N` (1-based among
-/// the entries of that kind) when the kind appears more than once. Labels are unique and are
-/// not testbed labels (a question's baseline and variant must say which they name).
-pub(super) fn workload_labels(
-    entries: &[RawTable],
-    places: &[Location],
-    testbed_labels: &[(String, Location)],
-) -> Result<Vec<String>> {
-    let kind_of = |w: &RawTable| -> Option<String> {
-        w.get_ref()
-            .iter()
-            .find(|(k, _)| k.get_ref() == "kind")
-            .and_then(|(_, v)| v.get_ref().as_str().map(str::to_string))
-    };
-    let kinds: Vec<Option<String>> = entries.iter().map(kind_of).collect();
-    // How many entries each kind has, and the running count that numbers them (`tree#2`);
-    // the labels given so far and the testbeds' labels, by name: each entry is looked up,
-    // never compared with every other, so that a plan's reading stays linear in its size.
-    let mut of_kind: HashMap<Option<&str>, usize> = HashMap::new();
-    for k in &kinds {
-        *of_kind.entry(k.as_deref()).or_default() += 1;
-    }
-    let mut numbered: HashMap<Option<&str>, usize> = HashMap::new();
-    let testbed_at: HashMap<&str, &Location> = testbed_labels
-        .iter()
-        .rev()
-        .map(|(t, at)| (t.as_str(), at))
-        .collect();
-    let mut given: HashMap<String, usize> = HashMap::new();
-    let mut labels: Vec<String> = Vec::new();
-    for (i, w) in entries.iter().enumerate() {
-        crate::base::signals::check()?;
-        let n = numbered.entry(kinds[i].as_deref()).or_default();
-        *n += 1;
-        let n = *n;
-        let written = w.get_ref().iter().find(|(k, _)| k.get_ref() == "label");
-        let (label, span) = match written {
-            Some((_, v)) => {
-                let Some(text) = v.get_ref().as_str() else {
-                    return Err(fault(
-                        v.span(),
-                        "[[workload]] field `label`",
-                        "must be a string naming the entry, e.g. label = \"deep-4K\"",
-                    ));
-                };
-                if text.trim().is_empty() || text.chars().any(char::is_control) {
-                    return Err(fault(
-                        v.span(),
-                        "[[workload]] field `label`",
-                        format!("{text:?} is not a usable label; give a short name without control characters, e.g. label = \"deep-4K\""),
-                    ));
-                }
-                (text.to_string(), v.span())
-            }
-            None => {
-                let kind = kinds[i].clone().unwrap_or_default();
-                let label = if of_kind[&kinds[i].as_deref()] > 1 {
-                    format!("{kind}#{n}")
-                } else {
-                    kind
-                };
-                (label, w.span())
-            }
-        };
-        if let Some(&j) = given.get(&label) {
-            return Err(fault_naming(
-                span,
-                "[[workload]] field `label`",
-                &places[j],
-                move |other| {
-                    format!(
-                    "two workloads are labelled {label:?} (the other at {other}); give each [[workload]] its own label = \"...\""
-                )
-                },
-            ));
-        }
-        if let Some(at) = testbed_at.get(label.as_str()) {
-            return Err(fault_naming(
-                span,
-                "[[workload]] field `label`",
-                at,
-                move |other| {
-                    format!(
-                    "{label:?} is also the label of the testbed at {other}; a question's baseline and variant must name one or the other: give this [[workload]] another label = \"...\""
-                )
-                },
-            ));
-        }
-        given.insert(label.clone(), i);
-        labels.push(label);
-    }
-    Ok(labels)
-}
-
 /// What to add when TOML reports a required field of a `[[question]]` missing.
 pub(super) fn missing_field_hint(msg: &str) -> String {
     let hint = if msg.contains("missing field `metric`") {
@@ -224,18 +130,36 @@ fn unwrap_one(v: &serde_json::Value) -> &serde_json::Value {
     }
 }
 
-/// Resolves every `[[question]]` against the plan's testbeds and workloads (with their labels).
+/// Where a `[[question]]`'s phase is written, as an offset in the plan's text: its `phase`, or
+/// its `baseline` when it has none (then it compares two phases; any other question without
+/// a phase is refused).
+pub(super) fn phase_offset(rq: &Spanned<RawQuestion>) -> usize {
+    let r = rq.get_ref();
+    r.phase
+        .as_ref()
+        .map_or(r.baseline.span(), |p| p.span())
+        .start
+}
+
+/// Where a `[[question]]` is written: the table, and its phase ([`phase_offset`]).
+pub(super) struct QuestionAt {
+    pub(super) at: Location,
+    pub(super) phase_at: Location,
+}
+
+/// Resolves every `[[question]]` (written at `at`) against the plan's testbeds and workloads
+/// (with their labels).
 pub(super) fn resolve(
-    src: &Src,
     raw: &[Spanned<RawQuestion>],
+    at: &[QuestionAt],
     testbeds: &[PlanTestbed],
     workloads: &[PlanWorkload],
     age: Option<&PlanWorkload>,
 ) -> Result<Vec<PlanQuestion>> {
     let mut out: Vec<PlanQuestion> = Vec::new();
     let mut ids: Vec<(String, Location)> = Vec::new();
-    for (i, rq) in raw.iter().enumerate() {
-        let q = resolve_one(src, rq, i, testbeds, workloads, age)?;
+    for ((i, rq), q_at) in raw.iter().enumerate().zip(at) {
+        let q = resolve_one(rq, q_at, i, testbeds, workloads, age)?;
         let id_span = rq.get_ref().id.as_ref().map_or(rq.span(), |s| s.span());
         if let Some((_, at)) = ids.iter().find(|(id, _)| *id == q.question.id) {
             let id = q.question.id.clone();
@@ -257,8 +181,8 @@ pub(super) fn resolve(
 }
 
 fn resolve_one(
-    src: &Src,
     rq: &Spanned<RawQuestion>,
+    at: &QuestionAt,
     index: usize,
     testbeds: &[PlanTestbed],
     workloads: &[PlanWorkload],
@@ -269,7 +193,7 @@ fn resolve_one(
     let compares = q.compares()?;
     let testbed = q.coordinate(&q.testbeds, &r.testbed, compares)?;
     let workload = q.coordinate(&q.workloads, &r.workload, compares)?;
-    let (phase, phase_span) = q.phase(compares)?;
+    let phase = q.phase(compares)?;
     let entries = q.entries(compares, workload.as_deref(), workloads);
     let metric = q.metric(&entries, age)?;
     let filter = q.filter(&entries)?;
@@ -294,8 +218,8 @@ fn resolve_one(
             // Set for the run by `plan::questions_as_run`, which knows the repetitions.
             looks: None,
         },
-        at: src.loc(rq.span().start),
-        phase_at: src.loc(phase_span.start),
+        at: at.at.clone(),
+        phase_at: at.phase_at.clone(),
     })
 }
 
@@ -498,9 +422,9 @@ impl<'p> Resolver<'p> {
         }
     }
 
-    /// The phase whose metric is compared (none when baseline and variant are phases), and
-    /// where it is written.
-    fn phase(&self, compares: Compares) -> Result<(Option<String>, Range<usize>)> {
+    /// The phase whose metric is compared (none when baseline and variant are phases; where
+    /// it is written is [`phase_offset`]).
+    fn phase(&self, compares: Compares) -> Result<Option<String>> {
         let r = self.rq.get_ref();
         match (&r.phase, compares) {
             (Some(p), Compares::Phases) => Err(self.err(
@@ -508,13 +432,13 @@ impl<'p> Resolver<'p> {
                 "phase",
                 "baseline and variant are phases already; remove phase = ...".into(),
             )),
-            (None, Compares::Phases) => Ok((None, r.baseline.span())),
+            (None, Compares::Phases) => Ok(None),
             (Some(p), _) if p.get_ref().trim().is_empty() => Err(self.err(
                 p.span(),
                 "phase",
                 "is empty; name a phase of the workload, e.g. phase = \"create\"".into(),
             )),
-            (Some(p), _) => Ok((Some(p.get_ref().clone()), p.span())),
+            (Some(p), _) => Ok(Some(p.get_ref().clone())),
             (None, _) => Err(self.err(
                 self.rq.span(),
                 "phase",

@@ -456,7 +456,7 @@ fn fit_memory(
         return Ok(());
     };
     for w in workloads {
-        admit::memory(limit, &*w.workload, crate::lab::runner::TOOL_RSS_ESTIMATE).map_err(|e| {
+        admit::memory(limit, &*w.workload, admit::TOOL_RSS_ESTIMATE).map_err(|e| {
             let (label, kind, e) = (tb.spec.label.clone(), w.kind, e.to_string());
             let limit = format_size(limit);
             fault_naming(at.span(), "mem_limit", &w.at, move |wl| {

@@ -3,6 +3,7 @@
 //! counted against the plan's caps and split into its sweep's cells when each cell is a run
 //! of its own, with every error at the parameter at fault.
 
+use std::collections::HashMap;
 use std::ops::Range;
 use std::sync::Arc;
 
@@ -10,8 +11,7 @@ use anyhow::Result;
 use toml::Spanned;
 
 use super::limits::Tally;
-use super::question;
-use super::source::{fault, toml_to_json, Location, RawTable};
+use super::source::{fault, fault_naming, toml_to_json, Location, RawTable};
 use super::{scale, Fresh, PlanWorkload, Reps};
 use crate::workload::registry::{self, sweep};
 use crate::workload::Workload;
@@ -86,6 +86,100 @@ pub(super) fn parse_age(
     build_workload(a, at, kind, scale_f, "[age]").map(Some)
 }
 
+/// The label of every `[[workload]]` entry: its `label`, or its kind, with `#N` (1-based among
+/// the entries of that kind) when the kind appears more than once. Labels are unique and are
+/// not testbed labels (a question's baseline and variant must say which they name).
+fn workload_labels(
+    entries: &[RawTable],
+    places: &[Location],
+    testbed_labels: &[(String, Location)],
+) -> Result<Vec<String>> {
+    let kind_of = |w: &RawTable| -> Option<String> {
+        w.get_ref()
+            .iter()
+            .find(|(k, _)| k.get_ref() == "kind")
+            .and_then(|(_, v)| v.get_ref().as_str().map(str::to_string))
+    };
+    let kinds: Vec<Option<String>> = entries.iter().map(kind_of).collect();
+    // How many entries each kind has, and the running count that numbers them (`tree#2`);
+    // the labels given so far and the testbeds' labels, by name: each entry is looked up,
+    // never compared with every other, so that a plan's reading stays linear in its size.
+    let mut of_kind: HashMap<Option<&str>, usize> = HashMap::new();
+    for k in &kinds {
+        *of_kind.entry(k.as_deref()).or_default() += 1;
+    }
+    let mut numbered: HashMap<Option<&str>, usize> = HashMap::new();
+    let testbed_at: HashMap<&str, &Location> = testbed_labels
+        .iter()
+        .rev()
+        .map(|(t, at)| (t.as_str(), at))
+        .collect();
+    let mut given: HashMap<String, usize> = HashMap::new();
+    let mut labels: Vec<String> = Vec::new();
+    for (i, w) in entries.iter().enumerate() {
+        crate::base::signals::check()?;
+        let n = numbered.entry(kinds[i].as_deref()).or_default();
+        *n += 1;
+        let n = *n;
+        let written = w.get_ref().iter().find(|(k, _)| k.get_ref() == "label");
+        let (label, span) = match written {
+            Some((_, v)) => {
+                let Some(text) = v.get_ref().as_str() else {
+                    return Err(fault(
+                        v.span(),
+                        "[[workload]] field `label`",
+                        "must be a string naming the entry, e.g. label = \"deep-4K\"",
+                    ));
+                };
+                if text.trim().is_empty() || text.chars().any(char::is_control) {
+                    return Err(fault(
+                        v.span(),
+                        "[[workload]] field `label`",
+                        format!("{text:?} is not a usable label; give a short name without control characters, e.g. label = \"deep-4K\""),
+                    ));
+                }
+                (text.to_string(), v.span())
+            }
+            None => {
+                let kind = kinds[i].clone().unwrap_or_default();
+                let label = if of_kind[&kinds[i].as_deref()] > 1 {
+                    format!("{kind}#{n}")
+                } else {
+                    kind
+                };
+                (label, w.span())
+            }
+        };
+        if let Some(&j) = given.get(&label) {
+            return Err(fault_naming(
+                span,
+                "[[workload]] field `label`",
+                &places[j],
+                move |other| {
+                    format!(
+                    "two workloads are labelled {label:?} (the other at {other}); give each [[workload]] its own label = \"...\""
+                )
+                },
+            ));
+        }
+        if let Some(at) = testbed_at.get(label.as_str()) {
+            return Err(fault_naming(
+                span,
+                "[[workload]] field `label`",
+                at,
+                move |other| {
+                    format!(
+                    "{label:?} is also the label of the testbed at {other}; a question's baseline and variant must name one or the other: give this [[workload]] another label = \"...\""
+                )
+                },
+            ));
+        }
+        given.insert(label.clone(), i);
+        labels.push(label);
+    }
+    Ok(labels)
+}
+
 /// `testbeds` are the labels of the plan's `[[testbed]]` tables and where they are (workload
 /// labels must differ from them; their count counts runs); `aged`: the plan has an `[age]`.
 pub(super) fn parse_workloads(
@@ -97,7 +191,7 @@ pub(super) fn parse_workloads(
     scale_f: f64,
     reps: Reps,
 ) -> Result<Vec<PlanWorkload>> {
-    let labels = question::workload_labels(raw, places, testbeds)?;
+    let labels = workload_labels(raw, places, testbeds)?;
     let mut tally = Tally::new(testbeds.len(), reps);
     let mut built = Vec::with_capacity(raw.len());
     for ((w, label), at) in raw.iter().zip(labels).zip(places.iter().cloned()) {

@@ -7,14 +7,18 @@
 //! An ext testbed whose mkfs options say nothing about inodes gets `-N` when its default
 //! would be too few, with a note; an explicit `-N` or `-i` that is too small is refused.
 
+use std::path::Path;
 use std::time::SystemTime;
 
-use crate::base::error::bad_param;
+use anyhow::{Context, Result};
+
+use super::request::{Place, RunOptions};
+use crate::base::error::{bad_input, bad_param};
 use crate::base::units::{format_bytes_human, format_size};
 use crate::testbed::inodes::{count_for, predict, Inodes, RESERVED};
 use crate::testbed::params::{SIZE_FLAG, SIZE_KEY};
-use crate::testbed::TestbedSpec;
-use crate::workload::Workload;
+use crate::testbed::{own_rss, preflight, TestbedSpec};
+use crate::workload::{ColdMode, Workload};
 
 /// Filesystems keep space for metadata and the journal: 90% of a testbed's size is usable.
 pub fn usable(size: u64) -> u64 {
@@ -44,9 +48,7 @@ fn size_to_hold(needed: u64) -> String {
 /// Refuses a workload whose space estimate is over the usable 90% of the testbed. The error
 /// is bad input at the testbed's `size`.
 pub fn space(spec: &TestbedSpec, wl: &dyn Workload) -> anyhow::Result<()> {
-    let need = wl
-        .space_needed()
-        .map_err(|e| crate::base::error::bad_input(e.to_string()))?;
+    let need = wl.space_needed().map_err(|e| bad_input(e.to_string()))?;
     let usable = usable(spec.size);
     if need <= usable {
         return Ok(());
@@ -102,11 +104,27 @@ pub fn inodes(spec: &mut TestbedSpec, wl: &dyn Workload) -> anyhow::Result<Optio
     }
 }
 
+/// fsgauge's own resident memory before a workload starts (about 10-13 MiB measured), for
+/// checking a plan's memory limit ahead of the run, where the checking process is not the
+/// one that will run (a test harness, say).
+pub const TOOL_RSS_ESTIMATE: u64 = 16 << 20;
+
+/// What a run of `wl` needs inside a memory limit when fsgauge itself holds `tool_rss`: the
+/// workload's own estimate, that, and an 8 MiB margin.
+pub fn memory_needs_with(wl: &dyn Workload, tool_rss: u64) -> anyhow::Result<u64> {
+    let own = wl.memory_needed().map_err(|e| bad_input(e.to_string()))?;
+    own.checked_add(tool_rss + (8 << 20)).ok_or_else(|| {
+        bad_input(format!(
+            "the {} workload's memory estimate overflows 64 bits; make its counts and sizes smaller",
+            wl.kind()
+        ))
+    })
+}
+
 /// Refuses a memory limit below what the workload needs for itself when fsgauge holds
-/// `tool_rss` (see [`crate::lab::runner::memory_needs_with`]). The error is bad input at
-/// `mem_limit`.
+/// `tool_rss` (see [`memory_needs_with`]). The error is bad input at `mem_limit`.
 pub fn memory(limit: u64, wl: &dyn Workload, tool_rss: u64) -> anyhow::Result<()> {
-    let needs = crate::lab::runner::memory_needs_with(wl, tool_rss)?;
+    let needs = memory_needs_with(wl, tool_rss)?;
     if limit >= needs {
         return Ok(());
     }
@@ -127,6 +145,108 @@ pub fn memory(limit: u64, wl: &dyn Workload, tool_rss: u64) -> anyhow::Result<()
 pub fn testbed(spec: &mut TestbedSpec, wl: &dyn Workload) -> anyhow::Result<Vec<String>> {
     space(spec, wl)?;
     Ok(inodes(spec, wl)?.into_iter().collect())
+}
+
+/// Checks a run request without making anything.
+pub fn check(place: &Place, wl: &dyn Workload, opts: &RunOptions) -> Result<()> {
+    wl.validate()?;
+    let need = space_needed(wl)?;
+    memory_needs(wl)?;
+    if opts.reps == 0 {
+        return Err(bad_input("--reps must be 1 or more"));
+    }
+    let root_needed =
+        opts.cold != ColdMode::None || opts.mem_limit.is_some() || opts.mem_charge.is_some();
+    if root_needed && !nix::unistd::geteuid().is_root() {
+        let what = if opts.cold != ColdMode::None {
+            "--cold drop/remount"
+        } else {
+            "--mem-limit/--mem-charge"
+        };
+        return Err(bad_input(format!(
+            "{what} needs root; run as root or leave it out"
+        )));
+    }
+    match place {
+        Place::Testbed(spec) => {
+            crate::testbed::room::check(spec, need)?;
+            preflight(spec)?;
+            space(spec, wl)?;
+        }
+        Place::Dir(dir) => {
+            check_dir(dir)?;
+            if opts.cold == ColdMode::Remount {
+                return Err(bad_input("--cold remount needs a testbed fsgauge builds (--fs KIND); with --dir use --cold drop"));
+            }
+            let st = nix::sys::statvfs::statvfs(dir)
+                .with_context(|| format!("statvfs {}", dir.display()))?;
+            let avail = crate::base::sys::statfs::Space::of(&st).available;
+            if need > avail {
+                return Err(bad_input(format!(
+                    "the {} workload needs about {} but {} has {} free",
+                    wl.kind(),
+                    format_bytes_human(need as f64),
+                    dir.display(),
+                    format_bytes_human(avail as f64)
+                )));
+            }
+        }
+    }
+    if let Some(limit) = opts.mem_limit {
+        memory(limit, wl, own_rss())?;
+    }
+    let testbed = match place {
+        Place::Testbed(spec) => Some(spec),
+        Place::Dir(_) => None,
+    };
+    crate::lab::crash::points::admissible(testbed, &opts.crash)?;
+    // Last, so that bad input makes nothing: a results directory that cannot take the
+    // result is found before the workload runs, not after.
+    if let Some(out) = &opts.out {
+        crate::results::check_out_dir(out)?;
+    }
+    Ok(())
+}
+
+/// The workload's space estimate; parameters whose estimate does not fit in 64 bits are bad
+/// input, refused before anything is made.
+pub(super) fn space_needed(wl: &dyn Workload) -> Result<u64> {
+    wl.space_needed().map_err(|e| bad_input(e.to_string()))
+}
+
+/// What a run of `wl` needs inside a memory limit: the workload's own estimate, fsgauge's
+/// resident memory now and a margin.
+pub(super) fn memory_needs(wl: &dyn Workload) -> Result<u64> {
+    memory_needs_with(wl, own_rss())
+}
+
+/// `--dir` must exist, be a directory, and be writable.
+pub fn check_dir(dir: &Path) -> Result<()> {
+    let md =
+        std::fs::metadata(dir).map_err(|e| bad_input(format!("--dir {}: {e}", dir.display())))?;
+    if !md.is_dir() {
+        return Err(bad_input(format!(
+            "--dir {} is not a directory",
+            dir.display()
+        )));
+    }
+    nix::unistd::access(
+        dir,
+        nix::unistd::AccessFlags::W_OK | nix::unistd::AccessFlags::X_OK,
+    )
+    .map_err(|e| bad_input(format!("--dir {} is not writable: {e}", dir.display())))?;
+    Ok(())
+}
+
+/// The place a run is made on, admitted: a testbed gets the inode fitting a plan's testbed
+/// gets when the plan is read ([`inodes`]; a no-op on those), and the note saying so.
+pub fn admitted(place: &Place, wl: &dyn Workload) -> Result<(Place, Option<String>)> {
+    let mut place = place.clone();
+    let note = match &mut place {
+        Place::Testbed(spec) => inodes(spec, wl)?,
+        Place::Dir(_) => None,
+    };
+    Ok((place, note))
 }
 
 /// A seed from the clock, for runs given none (recorded in their results).

@@ -6,12 +6,11 @@ use std::time::Instant;
 
 use anyhow::Result;
 
-use super::{Place, Precondition, Rep};
+use super::request::{Place, Precondition, Rep};
 use crate::base::error::bad_input;
 use crate::results::AgedStart;
 use crate::testbed::images::series::Series;
 use crate::testbed::images::{self, Entry, ImageKey, Kept};
-use crate::testbed::Testbed;
 use crate::workload::{Target, Workload};
 
 /// The image cache's part in one repetition.
@@ -147,22 +146,14 @@ fn series(r: &Rep<'_>, spec: &crate::testbed::TestbedSpec, name: &str) -> Result
     Ok(Keeping::Series(Box::new(series)))
 }
 
-/// Builds the target of `r`: from the kept image on a hit (timed, the copy included), else
-/// as usual. Returns the target and, on a hit, how its state was made.
-pub(super) fn build(r: &Rep<'_>, keeping: &Keeping) -> Result<(Target, Option<AgedStart>)> {
-    let (Keeping::Hit { entry }, Place::Testbed(spec)) = (keeping, r.place) else {
-        return Ok((super::build_target(r.place, r.opts)?, None));
-    };
-    r.opts.progress.note(&format!(
-        "building {} testbed from kept image {} ({})",
-        spec.label,
-        entry.manifest.key,
-        spec.describe()
-    ));
-    let spec = crate::lab::crash::campaign::pin_transport(spec, &r.opts.crash);
-    let (t, (), start) = Testbed::start_from_kept(&spec, entry, |_| Ok(()))?;
-    r.opts.progress.note(&start.describe());
-    Ok((Target::Testbed(t), Some(start)))
+impl Keeping {
+    /// The kept image the target is built from, on a hit.
+    pub fn hit(&self) -> Option<&Entry> {
+        match self {
+            Keeping::Hit { entry } => Some(entry),
+            _ => None,
+        }
+    }
 }
 
 /// Keeps the target's aged filesystem (after an aging begun at `since`, with `phases` and
@@ -200,13 +191,14 @@ pub(super) fn replay(
         cold: r.opts.cold.name().into(),
         ..Default::default()
     };
-    let mut result = super::assemble(
+    let (phases, layout) = (entry.manifest.phases.clone(), entry.manifest.layout.clone());
+    let mut result = super::record::assemble(
         target,
         r,
         started,
         conditions,
-        entry.manifest.phases.clone(),
-        entry.manifest.layout.clone(),
+        phases,
+        layout,
         Vec::new(),
         None,
     )?;

@@ -5,6 +5,9 @@
 pub mod admit;
 mod kept;
 pub mod params;
+mod record;
+mod request;
+mod target;
 
 use std::path::{Path, PathBuf};
 use std::time::SystemTime;
@@ -13,217 +16,24 @@ use anyhow::{Context, Result};
 
 use crate::base::error::bad_input;
 use crate::measure::Progress;
-use crate::results::{write_result, Conditions, Environment, RunRecord, RunResult, StudyInfo};
-use crate::testbed::{
-    own_rss, preflight, MemCharger, MemLimit, RunDir, SetUp, Testbed, TestbedSpec,
-};
+use crate::results::{Conditions, Environment, RunRecord, RunResult};
+use crate::testbed::{MemCharger, MemLimit, RunDir, SetUp};
 use crate::workload::{ColdMode, RunContext, Target, Workload};
+pub use admit::{admitted, check, check_dir};
 use kept::{Keeping, Start};
-
-/// Where runs happen.
-#[derive(Debug, Clone)]
-pub enum Place {
-    /// A fresh testbed per repetition.
-    Testbed(TestbedSpec),
-    /// An existing directory.
-    Dir(PathBuf),
-}
-
-/// How runs are repeated and conditioned, and where results go.
-#[derive(Debug, Clone)]
-pub struct RunOptions {
-    pub reps: u32,
-    /// Seed of every random choice; chosen from the clock (and recorded) when absent.
-    pub seed: Option<u64>,
-    pub cold: ColdMode,
-    pub mem_limit: Option<u64>,
-    pub mem_charge: Option<u64>,
-    /// Results directory; `None` keeps results in memory only.
-    pub out: Option<PathBuf>,
-    pub progress: Progress,
-    /// Record the block layout of the workload's tree and the free space of the target at the
-    /// workload's layout point (`--layout`), in the result's `layout` field.
-    pub layout: bool,
-    /// Crash points after the workload (`--crash-points`): off unless asked.
-    pub crash: crate::lab::crash::points::CrashArgs,
-    /// A workload run on the target before the measured one (a plan's `[age]`): its phases come
-    /// first in the result, and its tree stays for the workload to run beside.
-    pub precondition: Option<Precondition>,
-    /// Keep the aging (the precondition, or the workload when it is `age`) in the image cache
-    /// under this name, and start from the kept image when the cache has the same aging (see
-    /// [`crate::testbed::images`]); `None` ages every run.
-    pub keep_image: Option<String>,
-    /// The plan the run is part of and its questions, copied into the result (`study`); not
-    /// part of the spec hash.
-    pub study: Option<StudyInfo>,
-    /// How the run fits with the other processes of an MPI job (alone by default).
-    pub coordinator: crate::dist::Coord,
-}
-
-/// The conditioning workload of a run (see [`RunOptions::precondition`]).
-#[derive(Clone)]
-pub struct Precondition(pub std::sync::Arc<dyn Workload>);
-
-impl std::fmt::Debug for Precondition {
-    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        write!(f, "Precondition({} {})", self.0.kind(), self.0.params())
-    }
-}
-
-impl Default for RunOptions {
-    fn default() -> Self {
-        Self {
-            reps: 1,
-            seed: None,
-            cold: ColdMode::None,
-            mem_limit: None,
-            mem_charge: None,
-            out: None,
-            progress: Progress::hidden(),
-            layout: false,
-            crash: Default::default(),
-            precondition: None,
-            keep_image: None,
-            study: None,
-            coordinator: Default::default(),
-        }
-    }
-}
-
-/// One finished run.
-#[derive(Debug, Clone)]
-pub struct Outcome {
-    pub result: RunResult,
-    /// Where the result was written.
-    pub path: Option<PathBuf>,
-}
-
-/// Checks a run request without making anything.
-pub fn check(place: &Place, wl: &dyn Workload, opts: &RunOptions) -> Result<()> {
-    wl.validate()?;
-    let need = space_needed(wl)?;
-    memory_needs(wl)?;
-    if opts.reps == 0 {
-        return Err(bad_input("--reps must be 1 or more"));
-    }
-    let root_needed =
-        opts.cold != ColdMode::None || opts.mem_limit.is_some() || opts.mem_charge.is_some();
-    if root_needed && !nix::unistd::geteuid().is_root() {
-        let what = if opts.cold != ColdMode::None {
-            "--cold drop/remount"
-        } else {
-            "--mem-limit/--mem-charge"
-        };
-        return Err(bad_input(format!(
-            "{what} needs root; run as root or leave it out"
-        )));
-    }
-    match place {
-        Place::Testbed(spec) => {
-            crate::testbed::room::check(spec, need)?;
-            preflight(spec)?;
-            admit::space(spec, wl)?;
-        }
-        Place::Dir(dir) => {
-            check_dir(dir)?;
-            if opts.cold == ColdMode::Remount {
-                return Err(bad_input("--cold remount needs a testbed fsgauge builds (--fs KIND); with --dir use --cold drop"));
-            }
-            let st = nix::sys::statvfs::statvfs(dir)
-                .with_context(|| format!("statvfs {}", dir.display()))?;
-            let avail = crate::base::sys::statfs::Space::of(&st).available;
-            if need > avail {
-                return Err(bad_input(format!(
-                    "the {} workload needs about {} but {} has {} free",
-                    wl.kind(),
-                    format_size_round(need),
-                    dir.display(),
-                    format_size_round(avail)
-                )));
-            }
-        }
-    }
-    if let Some(limit) = opts.mem_limit {
-        admit::memory(limit, wl, own_rss())?;
-    }
-    let testbed = match place {
-        Place::Testbed(spec) => Some(spec),
-        Place::Dir(_) => None,
-    };
-    crate::lab::crash::points::admissible(testbed, &opts.crash)?;
-    // Last, so that bad input makes nothing: a results directory that cannot take the
-    // result is found before the workload runs, not after.
-    if let Some(out) = &opts.out {
-        crate::results::check_out_dir(out)?;
-    }
-    Ok(())
-}
-
-/// The workload's space estimate; parameters whose estimate does not fit in 64 bits are bad
-/// input, refused before anything is made.
-fn space_needed(wl: &dyn Workload) -> Result<u64> {
-    wl.space_needed().map_err(|e| bad_input(e.to_string()))
-}
-
-/// What a run of `wl` needs inside a memory limit: the workload's own estimate, fsgauge's
-/// resident memory now and a margin.
-fn memory_needs(wl: &dyn Workload) -> Result<u64> {
-    memory_needs_with(wl, own_rss())
-}
-
-/// fsgauge's own resident memory before a workload starts (about 10-13 MiB measured), for
-/// checking a plan's memory limit ahead of the run, where the checking process is not the
-/// one that will run (a test harness, say).
-pub const TOOL_RSS_ESTIMATE: u64 = 16 << 20;
-
-/// What a run of `wl` needs inside a memory limit when fsgauge itself holds `tool_rss`: the
-/// workload's own estimate, that, and an 8 MiB margin.
-pub fn memory_needs_with(wl: &dyn Workload, tool_rss: u64) -> Result<u64> {
-    let own = wl.memory_needed().map_err(|e| bad_input(e.to_string()))?;
-    own.checked_add(tool_rss + (8 << 20)).ok_or_else(|| {
-        bad_input(format!(
-            "the {} workload's memory estimate overflows 64 bits; make its counts and sizes smaller",
-            wl.kind()
-        ))
-    })
-}
+use record::{assemble, conditions, spec, unpin, with_precondition, write_outcome};
+use request::Rep;
+pub use request::{Outcome, Place, Precondition, RunOptions};
+pub use target::build_target;
+use target::OnTarget;
 
 fn format_size_round(b: u64) -> String {
     crate::base::units::format_bytes_human(b as f64)
 }
 
-/// `--dir` must exist, be a directory, and be writable.
-pub fn check_dir(dir: &Path) -> Result<()> {
-    let md =
-        std::fs::metadata(dir).map_err(|e| bad_input(format!("--dir {}: {e}", dir.display())))?;
-    if !md.is_dir() {
-        return Err(bad_input(format!(
-            "--dir {} is not a directory",
-            dir.display()
-        )));
-    }
-    nix::unistd::access(
-        dir,
-        nix::unistd::AccessFlags::W_OK | nix::unistd::AccessFlags::X_OK,
-    )
-    .map_err(|e| bad_input(format!("--dir {} is not writable: {e}", dir.display())))?;
-    Ok(())
-}
-
-/// The place a run is made on, admitted: a testbed gets the inode fitting a plan's testbed
-/// gets when the plan is read ([`admit::inodes`]; a no-op on those), and the note saying so.
-pub fn admitted(place: &Place, wl: &dyn Workload) -> Result<(Place, Option<String>)> {
-    let mut place = place.clone();
-    let note = match &mut place {
-        Place::Testbed(spec) => admit::inodes(spec, wl)?,
-        Place::Dir(_) => None,
-    };
-    Ok((place, note))
-}
-
 /// Runs a workload `opts.reps` times and returns the results (also written to `opts.out`).
 pub fn run(place: &Place, wl: &dyn Workload, opts: &RunOptions) -> Result<Vec<Outcome>> {
-    check(place, wl, opts)?;
+    admit::check(place, wl, opts)?;
     let seed = opts.seed.unwrap_or_else(admit::clock_seed);
     let (place, note) = admitted(place, wl)?;
     if let Some(note) = note {
@@ -233,7 +43,7 @@ pub fn run(place: &Place, wl: &dyn Workload, opts: &RunOptions) -> Result<Vec<Ou
     let mut out = Vec::new();
     for rep in 0..opts.reps {
         crate::base::signals::check()?;
-        let outcome = run_once(Rep::new(place, wl, opts, seed, rep))?;
+        let outcome = run_once(Rep::new(place, wl, opts, seed, rep), None)?;
         if let Some(why) = outcome.result.disturbed() {
             eprintln!("warning: rep {rep}: {why}: its figures measure that process too; run it again when the machine is yours");
         }
@@ -250,59 +60,8 @@ pub fn spec_hash(
     seed: u64,
     rep: u32,
 ) -> String {
-    crate::results::spec_hash(&spec(Rep::new(place, wl, opts, seed, rep)))
-}
-
-/// One repetition of a run: where, which workload, with which options, its seed and its
-/// number.
-#[derive(Clone, Copy)]
-struct Rep<'a> {
-    place: &'a Place,
-    wl: &'a dyn Workload,
-    opts: &'a RunOptions,
-    seed: u64,
-    rep: u32,
-}
-
-impl<'a> Rep<'a> {
-    fn new(
-        place: &'a Place,
-        wl: &'a dyn Workload,
-        opts: &'a RunOptions,
-        seed: u64,
-        rep: u32,
-    ) -> Self {
-        Self {
-            place,
-            wl,
-            opts,
-            seed,
-            rep,
-        }
-    }
-}
-
-/// Everything that defines a run, as hashed into its result's `spec_hash`.
-fn spec(r: Rep<'_>) -> serde_json::Value {
-    let (place, wl, opts) = (r.place, r.wl, r.opts);
-    let place_v = match place {
-        Place::Testbed(s) => serde_json::to_value(s).unwrap_or_default(),
-        Place::Dir(p) => serde_json::json!({ "dir": p }),
-    };
-    let mut v = serde_json::json!({
-        "place": place_v,
-        "workload": { "kind": wl.kind(), "params": wl.params() },
-        "cold": opts.cold.name(),
-        "mem_limit": opts.mem_limit,
-        "mem_charge": opts.mem_charge,
-        "seed": r.seed,
-        "rep": r.rep,
-    });
-    // Only present when used, so hashes of runs without one stay as they were.
-    if let Some(Precondition(p)) = &opts.precondition {
-        v["precondition"] = serde_json::json!({ "kind": p.kind(), "params": p.params() });
-    }
-    v
+    let spec = spec(Rep::new(place, wl, opts, seed, rep));
+    crate::results::spec_hash(&spec)
 }
 
 /// Runs a workload once in an existing directory itself (`fsgauge read PATH`): no workload
@@ -358,86 +117,92 @@ pub fn run_rep(
     seed: u64,
     rep: u32,
 ) -> Result<Outcome> {
-    check(place, wl, opts)?;
-    let r = Rep::new(place, wl, opts, seed, rep);
-    match target {
-        None => run_once(r),
+    admit::check(place, wl, opts)?;
+    run_once(Rep::new(place, wl, opts, seed, rep), target)
+}
+
+/// Runs repetition `r` on `shared`, or alone on a fresh target.
+fn run_once(r: Rep<'_>, shared: Option<&mut Target>) -> Result<Outcome> {
+    let (mut on, mut ks, started) = match shared {
         // A plan's shared filesystem is aged on it as it is: the image cache is for fresh ones.
-        Some(target) => {
-            let result = run_in(target, r, SystemTime::now(), &mut Start::off())?;
-            write_outcome(result, opts)
+        Some(t) => (OnTarget::Shared(t), Start::off(), SystemTime::now()),
+        None => {
+            // Before anything is made: a kept image is found, or the cache's room for one checked.
+            let keeping = kept::keeping(&r)?;
+            let started = SystemTime::now();
+            let (target, start) = target::build(r.place, r.opts, keeping.hit())?;
+            (
+                OnTarget::Own(Box::new(target)),
+                Start { keeping, start },
+                started,
+            )
         }
-    }
-}
-
-/// Builds the target of a place: a fresh testbed, or the `--dir`.
-pub fn build_target(place: &Place, opts: &RunOptions) -> Result<Target> {
-    Ok(match place {
-        Place::Testbed(spec) => {
-            opts.progress.note(&format!(
-                "building {} testbed ({})",
-                spec.label,
-                spec.describe()
-            ));
-            let spec = crate::lab::crash::campaign::pin_transport(spec, &opts.crash);
-            Target::Testbed(Testbed::create(&spec)?)
-        }
-        // Reached as every user-named path is: another user's link leads only to what that
-        // user owns.
-        Place::Dir(p) => Target::Dir(
-            crate::base::sys::trust::walk(p, None)
-                .with_context(|| format!("--dir {}", p.display()))?
-                .path,
-        ),
-    })
-}
-
-fn run_once(r: Rep<'_>) -> Result<Outcome> {
-    // Before anything is made: a kept image is found, or the cache's room for one checked.
-    let keeping = kept::keeping(&r)?;
-    let started = SystemTime::now();
-    let (mut target, start) = kept::build(&r, &keeping)?;
-    let mut ks = Start { keeping, start };
-    // On error the target is dropped here, which tears the testbed down.
+    };
     let result = match (&ks.keeping, kept::aging_is_workload(&r)) {
         // An aging started from its own kept image is done: its figures are the kept ones.
-        (Keeping::Hit { entry }, true) => kept::replay(&target, r, started, entry, ks.start)?,
-        _ => run_in(&mut target, r, started, &mut ks)?,
+        (Keeping::Hit { entry }, true) => {
+            kept::replay(on.get(), r, started, entry, ks.start.take())?
+        }
+        _ => run_in(on.get(), r, started, &mut ks)?,
     };
-    if let Target::Testbed(t) = target {
-        t.destroy()?;
-    }
+    on.done()?;
     write_outcome(result, r.opts)
 }
 
-fn write_outcome(result: RunResult, opts: &RunOptions) -> Result<Outcome> {
-    let path = match &opts.out {
-        Some(dir) => Some(write_result(dir, &result)?),
-        None => None,
-    };
-    Ok(Outcome { result, path })
+/// Where, and when, the room for a workload is found short.
+enum Room<'a> {
+    /// The target as built: a testbed after mkfs, or the `--dir`.
+    Built(&'a Target),
+    /// The target after conditioning with the named workload.
+    Conditioned(&'a Target, &'a str),
 }
 
-/// The refusal when the target has less room than the workload needs: a testbed is too
-/// small after mkfs (--fs-size); a `--dir` has no mkfs and no size of fsgauge's, so its
-/// message names the directory and its free space.
-fn no_room(target: &Target, wl: &dyn Workload, need: u64, avail: u64) -> anyhow::Error {
-    match target {
-        Target::Testbed(_) => bad_input(format!(
-            "the {} workload needs about {} but the filesystem has only {} free after mkfs; make {} larger",
-            wl.kind(),
-            format_size_round(need),
-            format_size_round(avail),
+/// The refusal when the target has less room (`avail`) than the workload needs (`need`): a
+/// testbed is too small after mkfs (--fs-size); a `--dir` has no mkfs and no size of fsgauge's,
+/// so its message names the directory and its free space; after conditioning, the usage aged
+/// to is part of the cause.
+fn no_room(at: Room<'_>, wl: &dyn Workload, need: u64, avail: u64) -> anyhow::Error {
+    let (kind, need, free) = (wl.kind(), format_size_round(need), format_size_round(avail));
+    bad_input(match at {
+        Room::Built(Target::Testbed(_)) => format!(
+            "the {kind} workload needs about {need} but the filesystem has only {free} free after mkfs; make {} larger",
             crate::testbed::params::SIZE_FLAG
-        )),
-        Target::Dir(dir) => bad_input(format!(
-            "the {} workload needs about {} but --dir {} has only {} free; free space there, pick a directory on a filesystem with more room, or make the workload smaller",
-            wl.kind(),
-            format_size_round(need),
-            dir.display(),
-            format_size_round(avail)
-        )),
+        ),
+        Room::Built(Target::Dir(dir)) => format!(
+            "the {kind} workload needs about {need} but --dir {} has only {free} free; free space there, pick a directory on a filesystem with more room, or make the workload smaller",
+            dir.display()
+        ),
+        Room::Conditioned(target, pre) => {
+            let bigger = match target {
+                Target::Testbed(_) => {
+                    format!("make {} larger", crate::testbed::params::SIZE_FLAG)
+                }
+                Target::Dir(d) => format!("free space in --dir {}", d.display()),
+            };
+            format!(
+                "after conditioning with {pre}, the filesystem has {free} free but the {kind} workload needs about {need}; age to a lower usage or {bigger}"
+            )
+        }
+    })
+}
+
+/// The room on the target for the workload's `need` bytes (after conditioning with
+/// `conditioned_with`, when it was), refused where it has less.
+fn room(
+    target: &Target,
+    conditioned_with: Option<&str>,
+    wl: &dyn Workload,
+    need: u64,
+) -> Result<()> {
+    let avail = target.space()?.available;
+    if need <= avail {
+        return Ok(());
     }
+    let at = match conditioned_with {
+        Some(pre) => Room::Conditioned(target, pre),
+        None => Room::Built(target),
+    };
+    Err(no_room(at, wl, need, avail))
 }
 
 fn run_in(
@@ -457,7 +222,8 @@ fn run_in(
         Target::Testbed(t) => t.warnings(),
         Target::Dir(_) => Vec::new(),
     };
-    let need = room_for(target, wl)?;
+    let need = admit::space_needed(wl)?;
+    room(target, None, wl, need)?;
     let Conditioned {
         guard: _pre_root,
         phases: pre_phases,
@@ -579,7 +345,7 @@ fn memory_conditions(
     wl: &dyn Workload,
 ) -> Result<(Option<MemLimit>, Option<MemCharger>)> {
     let mem_limit = match opts.mem_limit {
-        Some(limit) => Some(MemLimit::apply(limit, memory_needs(wl)?)?),
+        Some(limit) => Some(MemLimit::apply(limit, admit::memory_needs(wl)?)?),
         None => None,
     };
     let charger = match opts.mem_charge {
@@ -623,36 +389,6 @@ fn with_backing_full(target: &Target, e: anyhow::Error) -> anyhow::Error {
         }
     }
     e
-}
-
-/// The space the workload needs, refused (naming the target) where the target has less.
-fn room_for(target: &Target, wl: &dyn Workload) -> Result<u64> {
-    let avail = target.space()?.available;
-    let need = space_needed(wl)?;
-    if need > avail {
-        return Err(no_room(target, wl, need, avail));
-    }
-    Ok(need)
-}
-
-/// The conditions a run was made under: the cold mode, the memory limit and charger.
-fn conditions(
-    opts: &RunOptions,
-    mem_limit: Option<&MemLimit>,
-    charger: Option<&MemCharger>,
-) -> Conditions {
-    let dirty = mem_limit.and_then(|m| m.dirty_limits());
-    Conditions {
-        cold: opts.cold.name().into(),
-        mem_limit: opts.mem_limit,
-        mem_limit_cgroup: mem_limit.map(|m| format!("{:?}", m.version()).to_lowercase()),
-        mem_limit_peak: mem_limit.and_then(|m| m.peak()),
-        mem_limit_dirty_bytes: dirty.map(|d| d.dirty_bytes),
-        mem_limit_dirty_background_bytes: dirty.map(|d| d.background_bytes),
-        mem_charge: opts.mem_charge,
-        mem_charge_locked: charger.map(|c| c.locked()),
-        mem_charge_available: charger.map(|c| c.available_after()),
-    }
 }
 
 /// After the workload (`ran`): a dead device server is the cause of whatever failed since, and
@@ -702,7 +438,7 @@ fn condition(
     };
     if let Keeping::Hit { entry } = &ks.keeping {
         // The filesystem is the kept image of this aging: its tree is there already.
-        check_room_after(target, pre.kind(), wl, need)?;
+        room(target, Some(pre.kind()), wl, need)?;
         return Ok(Conditioned {
             guard: None,
             phases: entry.manifest.phases.clone(),
@@ -731,116 +467,12 @@ fn condition(
     if let Some(s) = kept::save(target, &ks.keeping, aging_at, &phases, layout.as_ref())? {
         ks.start = Some(s);
     }
-    check_room_after(target, pre.kind(), wl, need)?;
+    room(target, Some(pre.kind()), wl, need)?;
     Ok(Conditioned {
         guard: Some(guard),
         phases,
         layout,
     })
-}
-
-/// After conditioning with `pre`, the workload (`need` bytes) must still fit.
-fn check_room_after(target: &Target, pre: &str, wl: &dyn Workload, need: u64) -> Result<()> {
-    let avail = target.space()?.available;
-    if need > avail {
-        let bigger = match target {
-            Target::Testbed(_) => format!("make {} larger", crate::testbed::params::SIZE_FLAG),
-            Target::Dir(d) => format!("free space in --dir {}", d.display()),
-        };
-        return Err(bad_input(format!(
-            "after conditioning with {}, the filesystem has {} free but the {} workload needs about {}; age to a lower usage or {bigger}",
-            pre,
-            format_size_round(avail),
-            wl.kind(),
-            format_size_round(need)
-        )));
-    }
-    Ok(())
-}
-
-/// The workload's layout record, with the conditioning's under `precondition`.
-fn with_precondition(
-    layout: Option<serde_json::Value>,
-    pre: Option<serde_json::Value>,
-) -> Option<serde_json::Value> {
-    match (layout, pre) {
-        (Some(mut w), Some(p)) if w.is_object() => {
-            w["precondition"] = p;
-            Some(w)
-        }
-        (None, Some(p)) => Some(serde_json::json!({ "precondition": p })),
-        (w, _) => w,
-    }
-}
-
-/// The run's result: its testbed as it is now (with the environment read while it is still
-/// attached), the workload with every figure its phases (and the conditioning's) declare.
-#[allow(clippy::too_many_arguments)]
-fn assemble(
-    target: &Target,
-    r: Rep<'_>,
-    started: SystemTime,
-    conditions: Conditions,
-    phases: Vec<crate::results::PhaseResult>,
-    layout: Option<serde_json::Value>,
-    warnings: Vec<String>,
-    mpi: Option<crate::results::MpiInfo>,
-) -> Result<RunResult> {
-    let (wl, opts, seed, rep) = (r.wl, r.opts, r.seed, r.rep);
-    let mut testbed = target.info();
-    testbed.memory_limit = opts.mem_limit;
-    // Read after the measured phases, while the testbed is still attached.
-    let environment = Some(Environment::collect(&testbed));
-    // The conditioning phases (aging) are part of the result: their figures are declared too.
-    let mut metrics = wl.metrics().to_vec();
-    if let Some(Precondition(p)) = &opts.precondition {
-        for m in p.metrics() {
-            if !metrics.iter().any(|d| d.key == m.key) {
-                metrics.push(m.clone());
-            }
-        }
-    }
-    let mut result = RunResult::assemble(RunRecord {
-        testbed,
-        workload: {
-            let mut w = crate::workload::registry::workload_info(wl);
-            w.metrics = metrics;
-            w
-        },
-        rep,
-        seed,
-        started,
-        spec: spec(r),
-        conditions,
-        phases,
-        layout,
-        errors: warnings,
-        mpi,
-        environment,
-        crash: None,
-    });
-    result.study = opts.study.clone();
-    Ok(result)
-}
-
-/// Puts the path the user knows (`shown`) back in place of the pinned one (`/proc/self/fd/N/.`)
-/// in every string of a record (the layout's root and its worst files' paths).
-fn unpin(v: &mut serde_json::Value, pinned: &Path, shown: &Path) {
-    match v {
-        serde_json::Value::String(s) => {
-            if let Ok(rest) = Path::new(s.as_str()).strip_prefix(pinned) {
-                let real = if rest.as_os_str().is_empty() {
-                    shown.to_path_buf()
-                } else {
-                    shown.join(rest)
-                };
-                *s = real.display().to_string();
-            }
-        }
-        serde_json::Value::Array(a) => a.iter_mut().for_each(|x| unpin(x, pinned, shown)),
-        serde_json::Value::Object(o) => o.values_mut().for_each(|x| unpin(x, pinned, shown)),
-        _ => {}
-    }
 }
 
 /// A workload directory, made and removed through descriptors ([`RunDir`]) whatever happened.
