@@ -14,10 +14,14 @@ use crate::workload::params::from_flags;
 use crate::workload::ColdMode;
 
 /// Flags of `run` that a plan's top level does not take, with why.
-const COMMAND_LINE_ONLY: [(&str, &str); 18] = [
+const COMMAND_LINE_ONLY: [(&str, &str); 19] = [
     ("plan", "names the plan itself"),
     ("dry_run", "what the command does with the plan"),
     ("resume", "what the command does with the plan"),
+    (
+        "attempts",
+        "how often a run the machine's neighbours disturbed is remade is the machine's, not the study's",
+    ),
     ("scale", "the size the plan is run at, chosen per run of it"),
     (
         "workdir",
