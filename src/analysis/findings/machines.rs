@@ -93,7 +93,7 @@ fn machines<'a>(
 }
 
 /// Repetition k of both sides, where each side has it once.
-fn pair_up(base: &[(u32, f64)], variant: &[(u32, f64)]) -> Vec<(f64, f64)> {
+pub(crate) fn pair_up(base: &[(u32, f64)], variant: &[(u32, f64)]) -> Vec<(f64, f64)> {
     let once = |side: &[(u32, f64)], rep: u32| {
         let mut it = side.iter().filter(|(r, _)| *r == rep);
         match (it.next(), it.next()) {
