@@ -12,6 +12,7 @@ use super::common::OutputArgs;
 use crate::analysis::report::document::Page;
 use crate::base::error::bad_input;
 use crate::lab::store::history::{self, By};
+use crate::lab::store::history_sketch::{self, Charset};
 use crate::lab::store::{Filter, Location, Store};
 
 /// `--store`, or `FSGAUGE_STORE` (exported into every job a Slurm `sbatch` submits, so one
@@ -176,6 +177,10 @@ pub struct HistoryCmd {
     /// not there.
     #[arg(long, default_value_t = 0.05, value_parser = parse_alpha)]
     pub alpha: f64,
+    /// Draw the history's bars on the terminal and in Markdown with ASCII (`|--o--|`) instead
+    /// of box-drawing characters (`├──●──┤`).
+    #[arg(long)]
+    pub ascii: bool,
     #[command(flatten)]
     pub store: StoreArg,
     #[command(flatten)]
@@ -189,8 +194,10 @@ chance of marking any change that is not there at most --alpha (family-wise erro
 is marked * better / worse (or changed, for a figure without a direction).
 
 Results whose file changed or vanished since it was indexed are named and left out.
---format html draws the history above its table: each group's mean with its 95% interval, and
-a triangle over each change outside the noise.
+The terminal and --format md draw the history above its table in text: a row per group with
+its mean and its 95% interval as a bar on one scale (├──●──┤; --ascii: |--o--|), each change
+outside the noise flagged as in the table (* worse). --format html draws it as SVG: each
+group's mean with its 95% interval, and a triangle over each change outside the noise.
 
 Example: when did file_remove ops/s drop on xfs?
   fsgauge history ops_per_s --where fs=xfs,phase=file_remove --by kernel
@@ -229,6 +236,14 @@ pub fn history(c: HistoryCmd) -> Result<ExitCode> {
     let h = history::history(&hits, &c.metric, c.by, c.alpha)?;
     let page = Page::new("fsgauge history", &h)?
         .plot(crate::lab::store::history_plot::plot(&h))
+        .sketch(history_sketch::sketch(
+            &h,
+            if c.ascii {
+                Charset::Ascii
+            } else {
+                Charset::Unicode
+            },
+        ))
         .table(history::table(&h));
     c.out.print(page)?;
     Ok(ExitCode::SUCCESS)

@@ -16,6 +16,7 @@ mod sqlite;
 
 pub mod history;
 pub mod history_plot;
+pub mod history_sketch;
 
 use std::path::{Path, PathBuf};
 
