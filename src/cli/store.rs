@@ -167,7 +167,9 @@ pub struct HistoryCmd {
     pub metric: String,
     /// Only runs with these values: KEY=VALUE, several comma-separated or in several
     /// --where. Keys: fs, testbed, workload, label, plan, phase, host, kernel, cpu, commit,
-    /// version, profile, or any workload parameter (threads=8).
+    /// version, profile, foreign_cache_drops and set_aside (counts: =0 leaves out the runs
+    /// something disturbed), steal_below and pressure_below (a share 0–1: only runs whose
+    /// every phase had less CPU steal / pressure), or any workload parameter (threads=8).
     #[arg(long = "where", value_name = "KEY=VALUE,...")]
     pub filter: Vec<String>,
     /// What the runs are grouped by along the history.

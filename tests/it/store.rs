@@ -30,9 +30,30 @@ fn runs(kernel: &str, day: u32, ops_per_s: f64, n: u32) -> Vec<RunResult> {
             r.host.kernel = kernel.into();
             r.testbed.fs = "xfs".into();
             r.started_at = format!("2026-01-{day:02}T00:00:{rep:02}Z");
+            disturb(&mut r);
             r
         })
         .collect()
+}
+
+/// What the machine did beside a run, by its repetition: CPU steal of 1% × (rep + 1) in
+/// file_create (half that in file_remove), CPU pressure 10% but for the last rep (not told);
+/// rep 3 saw another process drop the caches twice, and rep 4 was kept after one attempt was
+/// set aside.
+fn disturb(r: &mut RunResult) {
+    let rep = r.rep;
+    for (i, p) in r.phases.iter_mut().enumerate() {
+        p.host_load = Some(fsgauge::results::HostLoad {
+            steal: Some(0.01 * f64::from(rep + 1) / (i as f64 + 1.0)),
+            cpu_pressure: (rep < 4).then_some(0.1),
+        });
+        if rep == 3 && i == 0 {
+            p.foreign_cache_drops = 2;
+        }
+    }
+    if rep == 4 {
+        r.set_aside = vec!["attempt 1: another process dropped the kernel's caches".into()];
+    }
 }
 
 /// Two kernels' results in two directories: file_create 30% slower on the second.
@@ -95,6 +116,22 @@ fn store_answers(sb: &Sandbox, store: &str) -> (serde_json::Value, serde_json::V
     assert_eq!(groups[1]["n"], 5);
     assert_eq!(groups[1]["change"]["significant"], true, "{h}");
     assert_eq!(groups[1]["change"]["verdict"], "worse", "{h}");
+    // The store keeps what disturbed each run: the most of any phase, counted per group.
+    assert_eq!(
+        groups[1]["load"],
+        serde_json::json!({"steal": 0.05, "cpu_pressure": 0.1, "disturbed": 1, "set_aside": 1}),
+        "{h}"
+    );
+    // ...and a history can leave out the disturbed runs, and those of a loaded machine.
+    let quiet = history(
+        sb,
+        store,
+        "phase=file_create,foreign_cache_drops=0,set_aside=0",
+    );
+    assert_eq!(quiet["groups"][1]["n"], 3, "{quiet}");
+    let calm = history(sb, store, "phase=file_create,steal_below=0.035");
+    assert_eq!(calm["groups"][1]["n"], 3, "{calm}");
+    assert_eq!(calm["groups"][1]["load"]["steal"], 0.03, "{calm}");
     let cmp = json_of(&fsgauge(
         sb,
         store,
@@ -461,4 +498,73 @@ fn history_html_draws_one_point_per_group_and_marks_the_flagged_change() {
     assert!(marks[0].contains("<title>worse -30.0%"), "{svg}");
     // The table follows the figure, as before.
     assert!(html.find("</svg>") < html.find("<table>"), "{html}");
+}
+
+/// The columns schema version 2 added to `runs`.
+const V2_COLUMNS: [&str; 4] = ["steal", "cpu_pressure", "foreign_cache_drops", "set_aside"];
+
+/// Indexes two kernels' results, turns the store back into one of schema version 1 (before it
+/// kept what disturbed a run) by `downgrade`, and checks that the next query migrates it once:
+/// the columns made again and filled from the files, a note said, the same answers as before.
+fn migrates(sb: &Sandbox, store: &str, downgrade: impl Fn()) {
+    let (a, b) = two_kernels(sb);
+    add(sb, store, &[&a, &b]);
+    let before = history(sb, store, "phase=file_create");
+    downgrade();
+    let out = fsgauge(
+        sb,
+        store,
+        &[
+            "history",
+            "ops_per_s",
+            "--where",
+            "phase=file_create",
+            "--json",
+        ],
+    );
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert!(
+        err.contains("was of schema version 1; brought to version 2")
+            && err.contains("of 10 runs read from their files"),
+        "{err}"
+    );
+    assert_eq!(json_of(&out), before);
+    let again = fsgauge(sb, store, &["store", "status", "--json"]);
+    assert!(!String::from_utf8_lossy(&again.stderr).contains("brought to"));
+    assert_eq!(add(sb, store, &[&a]), (5, 0, 10));
+}
+
+#[test]
+fn a_version_1_sqlite_store_is_migrated() {
+    let sb = Sandbox::new();
+    let db = sb.path().join("store.sqlite");
+    migrates(&sb, db.to_str().unwrap(), || {
+        let c = rusqlite::Connection::open(&db).unwrap();
+        for col in V2_COLUMNS {
+            c.execute(&format!("ALTER TABLE runs DROP COLUMN {col}"), [])
+                .unwrap();
+        }
+        c.execute(
+            "UPDATE meta SET value = '1' WHERE key = 'schema_version'",
+            [],
+        )
+        .unwrap();
+    });
+}
+
+#[test]
+fn a_version_1_postgres_store_is_migrated() {
+    let Some(pg) = PgDb::new("migrate") else {
+        return;
+    };
+    let sb = Sandbox::new();
+    migrates(&sb, &pg.url, || {
+        let mut c = postgres::Client::connect(&pg.url, postgres::NoTls).unwrap();
+        for col in V2_COLUMNS {
+            c.batch_execute(&format!("ALTER TABLE runs DROP COLUMN {col}"))
+                .unwrap();
+        }
+        c.batch_execute("UPDATE meta SET value = '1' WHERE key = 'schema_version'")
+            .unwrap();
+    });
 }
