@@ -276,10 +276,29 @@ pub fn open_for_run(arg: &StoreArg, dry_run: bool) -> Result<Option<Store>> {
 /// Indexes a run's results directory into its store. The result files are written already:
 /// a store that fails now is named in a warning, and the files can be added later.
 pub fn index_run(store: Option<&mut Store>, dir: &std::path::Path, quiet: bool) {
+    index_paths(store, &[dir.to_path_buf()], dir, quiet);
+}
+
+/// Indexes the result files a command without a plan wrote (`bench`, `run` as a user), not
+/// the rest of their directory, as [`index_run`] does.
+pub fn index_written(
+    store: Option<&mut Store>,
+    outcomes: &[crate::lab::runner::Outcome],
+    dir: &std::path::Path,
+    quiet: bool,
+) {
+    let paths: Vec<PathBuf> = outcomes.iter().filter_map(|o| o.path.clone()).collect();
+    if !paths.is_empty() {
+        index_paths(store, &paths, dir, quiet);
+    }
+}
+
+/// Indexes `paths` (result files or directories of them, in `dir`) into the store.
+fn index_paths(store: Option<&mut Store>, paths: &[PathBuf], dir: &std::path::Path, quiet: bool) {
     let Some(store) = store else {
         return;
     };
-    match store.add(&[dir.to_path_buf()]) {
+    match store.add(paths) {
         Ok(a) if !quiet => eprintln!(
             "indexed {} results ({} new) in the store {}",
             a.files,

@@ -568,3 +568,82 @@ fn a_version_1_postgres_store_is_migrated() {
             .unwrap();
     });
 }
+
+/// `bench` indexes the results it writes into `--store`, as `run` with a plan does (it had no
+/// `--store`, and `FSGAUGE_STORE` was not read), and refuses a store it cannot open before
+/// anything runs.
+#[test]
+fn bench_indexes_what_it_writes() {
+    let sb = Sandbox::new();
+    let dir = sb.path().join("bench-dir");
+    std::fs::create_dir(&dir).unwrap();
+    let db = sb.path().join("store.sqlite");
+    let bench = |store: &str| {
+        sb.bench(&["bench", "create", "--dir", dir.to_str().unwrap()])
+            .args(["--files", "50", "--reps", "2", "--quiet"])
+            .env("FSGAUGE_STORE", store)
+            .output()
+            .unwrap()
+    };
+    let out = bench("postgres://x@127.0.0.1:1/y");
+    assert_eq!(out.status.code(), Some(2), "{out:?}");
+    assert!(!sb.out().exists() || std::fs::read_dir(sb.out()).unwrap().next().is_none());
+    let out = bench(db.to_str().unwrap());
+    assert!(out.status.success(), "{out:?}");
+    assert_eq!(runs_held(&sb, db.to_str().unwrap()), 2);
+    // Only what it wrote: a result of another run in the same directory is not indexed.
+    write_all(&sb.out(), &runs("6.1.0", 1, 1000.0, 1));
+    assert!(bench(db.to_str().unwrap()).status.success());
+    assert_eq!(runs_held(&sb, db.to_str().unwrap()), 4);
+}
+
+/// `run` without a plan as a user (the quick study on a temporary directory) indexes what it
+/// writes, as a root plan run does (it returned before the store was opened).
+#[test]
+fn run_as_a_user_indexes_what_it_writes() {
+    if !nix::unistd::geteuid().is_root() {
+        crate::support::skip("needs root to switch to an unprivileged user");
+        return;
+    }
+    if !crate::support::have_program("setpriv") {
+        return;
+    }
+    let sb = Sandbox::new();
+    let out_dir = sb.path().join("nobody-results");
+    std::fs::create_dir(&out_dir).unwrap();
+    nix::unistd::chown(
+        &out_dir,
+        Some(nix::unistd::Uid::from_raw(65534)),
+        Some(nix::unistd::Gid::from_raw(65534)),
+    )
+    .unwrap();
+    // The checkout may sit below a directory only root can enter: run a copy of the binary.
+    let bin = sb.path().join("fsgauge-copy");
+    std::fs::copy(env!("CARGO_BIN_EXE_fsgauge"), &bin).unwrap();
+    use std::os::unix::fs::PermissionsExt;
+    std::fs::set_permissions(sb.path(), std::fs::Permissions::from_mode(0o755)).unwrap();
+    std::fs::set_permissions(&bin, std::fs::Permissions::from_mode(0o755)).unwrap();
+    let db = out_dir.join("store.sqlite");
+    let out = std::process::Command::new("setpriv")
+        .args([
+            "--reuid=65534",
+            "--regid=65534",
+            "--clear-groups",
+            "env",
+            "HOME=/tmp",
+        ])
+        .arg(&bin)
+        .args(["run", "--reps", "1", "--out"])
+        .arg(&out_dir)
+        .arg("--store")
+        .arg(&db)
+        .output()
+        .unwrap();
+    assert!(out.status.success(), "{out:?}");
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert!(
+        err.contains("indexed 1 results (1 new) in the store"),
+        "{err}"
+    );
+    assert_eq!(runs_held(&sb, db.to_str().unwrap()), 1);
+}
