@@ -383,6 +383,10 @@ fn compare_over_machines_pools_pairs_within_each_machine() {
         row["machines"]["pooled"]["disagreeing"],
         serde_json::json!([])
     );
+    // The test is the pooled ratio's, so the machines' offsets are not its noise.
+    assert_eq!(row["p_value"], row["ratio"]["p"], "{row}");
+    assert!(f64_at(&row, "p_value") < 1e-6, "{row}");
+    assert_eq!(row["verdict"], "worse", "{row}");
     // Offsets of 0.6× to 1.6× cancel within the pairs: far narrower than one sample's.
     let naive = ratio_of_means(&[10.0, 16.0, 6.0], &[15.0, 24.0, 9.0]).unwrap();
     assert!(f64_at(&row["ratio"], "high") / pooled < naive.high / naive.ratio);

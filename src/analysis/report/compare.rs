@@ -98,10 +98,14 @@ pub fn compare(mut base: Vec<RunResult>, mut new: Vec<RunResult>) -> anyhow::Res
                 Some((r, m)) => (Some(r), Some(m)),
                 None => (ratio_of_means(&bm.values, &nm.values).ok(), None),
             };
-            let p = w.map(|w| w.p);
+            // Over machines, the test and the direction are the pooled ratio's (pairs within
+            // each machine); Welch's over all runs would count the machines' offsets as noise.
+            let pooled = ratio.filter(|r| machines.is_some() && r.p.is_finite());
+            let p = pooled.map_or(w.map(|w| w.p), |r| Some(r.p));
             let change = pct_change(bm.summary.mean, nm.summary.mean);
+            let direction = pooled.map_or(change, |r| Some((r.ratio - 1.0) * 100.0));
             let significant = p.is_some_and(|p| p < 0.05);
-            let verdict = match (bm.better, change) {
+            let verdict = match (bm.better, direction) {
                 (Better::Neither, _) | (_, None) => "-".to_string(),
                 _ if !significant => "same".to_string(),
                 (Better::Higher, Some(c)) => if c > 0.0 { "better" } else { "worse" }.to_string(),

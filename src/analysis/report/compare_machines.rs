@@ -120,4 +120,4 @@ fn figures(base: &CellMetric, new: &CellMetric, host: &str) -> Option<MachineFig
 }
 
 /// What the comparison's note adds when a row was pooled over machines.
-pub const NOTE: &str = "; a row over several machines: its ratio is made of pairs within each machine (repetition k of both sides on one host) pooled over the machines (the machine a blocking factor; n pairs on k machines), each machine's own ratio in the rows under it (\"disagrees\": beyond the intervals, by the F test of the machine); p stays Welch's over all the runs";
+pub const NOTE: &str = "; a row over several machines: its ratio is made of pairs within each machine (repetition k of both sides on one host) pooled over the machines (the machine a blocking factor; n pairs on k machines), each machine's own ratio in the rows under it (\"disagrees\": beyond the intervals, by the F test of the machine); its p and verdict are the pooled ratio's, not Welch's over all the runs (which counts the machines' offsets as noise)";
