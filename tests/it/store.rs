@@ -601,38 +601,12 @@ fn bench_indexes_what_it_writes() {
 /// writes, as a root plan run does (it returned before the store was opened).
 #[test]
 fn run_as_a_user_indexes_what_it_writes() {
-    if !nix::unistd::geteuid().is_root() {
-        crate::support::skip("needs root to switch to an unprivileged user");
-        return;
-    }
-    if !crate::support::have_program("setpriv") {
-        return;
-    }
     let sb = Sandbox::new();
-    let out_dir = sb.path().join("nobody-results");
-    std::fs::create_dir(&out_dir).unwrap();
-    nix::unistd::chown(
-        &out_dir,
-        Some(nix::unistd::Uid::from_raw(65534)),
-        Some(nix::unistd::Gid::from_raw(65534)),
-    )
-    .unwrap();
-    // The checkout may sit below a directory only root can enter: run a copy of the binary.
-    let bin = sb.path().join("fsgauge-copy");
-    std::fs::copy(env!("CARGO_BIN_EXE_fsgauge"), &bin).unwrap();
-    use std::os::unix::fs::PermissionsExt;
-    std::fs::set_permissions(sb.path(), std::fs::Permissions::from_mode(0o755)).unwrap();
-    std::fs::set_permissions(&bin, std::fs::Permissions::from_mode(0o755)).unwrap();
+    let Some((out_dir, mut nobody)) = crate::support::as_nobody(&sb) else {
+        return;
+    };
     let db = out_dir.join("store.sqlite");
-    let out = std::process::Command::new("setpriv")
-        .args([
-            "--reuid=65534",
-            "--regid=65534",
-            "--clear-groups",
-            "env",
-            "HOME=/tmp",
-        ])
-        .arg(&bin)
+    let out = nobody
         .args(["run", "--reps", "1", "--out"])
         .arg(&out_dir)
         .arg("--store")

@@ -79,24 +79,16 @@ pub fn pooled(base: &CellMetric, new: &CellMetric) -> Option<(Ratio, Machines)> 
         .collect();
     let pairs: usize = paired.iter().map(|p| p.1.len()).sum();
     let blocks: Vec<Block> = paired.iter().map(|(h, p)| (*h, p.as_slice())).collect();
-    let b = blocked_pairs(&blocks, 0.95).ok()?;
-    let figures = b
+    let (ratio, pooled) = Pooled::of(
+        blocked_pairs(&blocks, 0.95).ok()?,
+        base.values.len() + new.values.len() - 2 * pairs,
+    );
+    let figures = pooled
         .machines
         .iter()
-        .map(|(host, _)| figures(base, new, host))
+        .map(|m| figures(base, new, &m.host))
         .collect::<Option<Vec<_>>>()?;
-    let pooled = Pooled {
-        machines: b
-            .machines
-            .into_iter()
-            .map(|(host, ratio)| MachineRatio { host, ratio })
-            .collect(),
-        f: b.f,
-        p_heterogeneity: b.p_heterogeneity,
-        disagreeing: b.disagreeing,
-        unpaired: base.values.len() + new.values.len() - 2 * pairs,
-    };
-    Some((b.ratio, Machines { pooled, figures }))
+    Some((ratio, Machines { pooled, figures }))
 }
 
 /// One host's means and deviations of both sides.
