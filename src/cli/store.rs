@@ -136,10 +136,11 @@ fn add(a: AddCmd, rebuild: bool) -> Result<ExitCode> {
             return Err(bad_input(format!("{}: {e}", p.display())));
         }
     }
-    let mut store = Store::open_for_writing(&loc)?;
-    if rebuild {
-        store.clear()?;
-    }
+    let mut store = if rebuild {
+        Store::open_for_rebuild(&loc)?
+    } else {
+        Store::open_for_writing(&loc)?
+    };
     let added = store.add(&a.results)?;
     if !a.out.format().is_machine() {
         for s in &added.skipped {

@@ -621,3 +621,39 @@ fn run_as_a_user_indexes_what_it_writes() {
     );
     assert_eq!(runs_held(&sb, db.to_str().unwrap()), 1);
 }
+
+/// A store of a schema version this fsgauge cannot read is refused, saying to rebuild it, and
+/// `store rebuild` then remakes it (it opened the store as any add does, and was refused too).
+#[test]
+fn rebuild_remakes_a_store_of_another_version() {
+    let sb = Sandbox::new();
+    let db = sb.path().join("store.sqlite");
+    let store = db.to_str().unwrap();
+    let (a, b) = two_kernels(&sb);
+    add(&sb, store, &[&a, &b]);
+    let before = history(&sb, store, "phase=file_create");
+    rusqlite::Connection::open(&db)
+        .unwrap()
+        .execute(
+            "UPDATE meta SET value = '99' WHERE key = 'schema_version'",
+            [],
+        )
+        .unwrap();
+    let out = sb
+        .cmd()
+        .args(["history", "ops_per_s", "--store", store])
+        .env_remove("FSGAUGE_STORE")
+        .output()
+        .unwrap();
+    assert_eq!(out.status.code(), Some(2), "{out:?}");
+    assert!(
+        String::from_utf8_lossy(&out.stderr).contains("schema version 99; this fsgauge reads version 2: make it again with fsgauge store rebuild"),
+        "{out:?}"
+    );
+    fsgauge(
+        &sb,
+        store,
+        &["store", "rebuild", a.to_str().unwrap(), b.to_str().unwrap()],
+    );
+    assert_eq!(history(&sb, store, "phase=file_create"), before);
+}

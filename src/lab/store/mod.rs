@@ -124,6 +124,16 @@ impl Store {
         Ok(s)
     }
 
+    /// Opens a store to make again (`store rebuild`): its index is dropped and made anew
+    /// whatever schema version it holds, without migrating it first (a store of a version this
+    /// fsgauge does not read is what rebuild is for).
+    pub fn open_for_rebuild(loc: &Location) -> Result<Self> {
+        let mut s = Self::connect(loc, true)?;
+        s.db.batch(schema::DROP)?;
+        s.db.create(schema::TABLES, &schema::VERSION.to_string())?;
+        Ok(s)
+    }
+
     /// Opens a store to query: it must exist and hold an index of this schema version.
     pub fn open_for_reading(loc: &Location) -> Result<Self> {
         if let Location::Sqlite(p) = loc {
@@ -255,12 +265,6 @@ impl Store {
                 .create(schema::TABLES, &schema::VERSION.to_string())?;
         }
         Ok(())
-    }
-
-    /// Drops the index and makes the tables again (the files are untouched).
-    pub fn clear(&mut self) -> Result<()> {
-        self.db.batch(schema::DROP)?;
-        self.prepare()
     }
 
     /// Adds the results of files and directories of them (not recursive). Adding a result
