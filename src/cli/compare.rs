@@ -91,7 +91,7 @@ pub fn run(c: CompareCmd) -> Result<ExitCode> {
     crate::workload::registry::declare_missing_metrics(&mut new);
     let cmp = compare(base, new)?;
     let page = Page::new("fsgauge compare", &cmp)?
-        .preface(cmp.environment_text())
+        .preface(cmp.environment_text() + &cmp.machines_text())
         .table(cmp.table())
         .csv(Some(cmp.csv()));
     c.out.print(page)?;

@@ -682,6 +682,8 @@ fn quick_on_temp_dir(c: &RunCmd, opts: &ParseOptions) -> Result<ExitCode> {
     let plan = plan::parse(preset.toml, &preset.source(), opts)?;
     let wl = plan.workloads[0].workload.clone();
     let reps = plan.reps.initial();
+    // A store that cannot be opened is refused before anything is made.
+    let mut store = super::store::open_for_run(&c.store, false)?;
     // Made exclusively, mode 0700, under an unpredictable name: another user of the shared
     // temporary directory cannot plant it beforehand. Removed (it only) on drop.
     let temp = tempfile::Builder::new()
@@ -717,11 +719,10 @@ fn quick_on_temp_dir(c: &RunCmd, opts: &ParseOptions) -> Result<ExitCode> {
         study: None,
         coordinator: Default::default(),
     };
-    let results: Vec<RunResult> = crate::lab::runner::run(&Place::Dir(dir), wl.as_ref(), &opts)?
-        .into_iter()
-        .map(|o| o.result)
-        .collect();
+    let outcomes = crate::lab::runner::run(&Place::Dir(dir), wl.as_ref(), &opts)?;
     drop(temp);
+    super::store::index_written(store.as_mut(), &outcomes, &c.run.out.dir, c.output.silent());
+    let results: Vec<RunResult> = outcomes.into_iter().map(|o| o.result).collect();
     let views = ResultViews {
         table: &side_by_side,
         csv: None,

@@ -12,6 +12,7 @@ use super::common::OutputArgs;
 use crate::analysis::report::document::Page;
 use crate::base::error::bad_input;
 use crate::lab::store::history::{self, By};
+use crate::lab::store::history_sketch::{self, Charset};
 use crate::lab::store::{Filter, Location, Store};
 
 /// `--store`, or `FSGAUGE_STORE` (exported into every job a Slurm `sbatch` submits, so one
@@ -135,10 +136,11 @@ fn add(a: AddCmd, rebuild: bool) -> Result<ExitCode> {
             return Err(bad_input(format!("{}: {e}", p.display())));
         }
     }
-    let mut store = Store::open_for_writing(&loc)?;
-    if rebuild {
-        store.clear()?;
-    }
+    let mut store = if rebuild {
+        Store::open_for_rebuild(&loc)?
+    } else {
+        Store::open_for_writing(&loc)?
+    };
     let added = store.add(&a.results)?;
     if !a.out.format().is_machine() {
         for s in &added.skipped {
@@ -166,7 +168,9 @@ pub struct HistoryCmd {
     pub metric: String,
     /// Only runs with these values: KEY=VALUE, several comma-separated or in several
     /// --where. Keys: fs, testbed, workload, label, plan, phase, host, kernel, cpu, commit,
-    /// version, profile, or any workload parameter (threads=8).
+    /// version, profile, foreign_cache_drops and set_aside (counts: =0 leaves out the runs
+    /// something disturbed), steal_below and pressure_below (a share 0–1: only runs whose
+    /// every phase had less CPU steal / pressure), or any workload parameter (threads=8).
     #[arg(long = "where", value_name = "KEY=VALUE,...")]
     pub filter: Vec<String>,
     /// What the runs are grouped by along the history.
@@ -176,6 +180,10 @@ pub struct HistoryCmd {
     /// not there.
     #[arg(long, default_value_t = 0.05, value_parser = parse_alpha)]
     pub alpha: f64,
+    /// Draw the history's bars on the terminal and in Markdown with ASCII (`|--o--|`) instead
+    /// of box-drawing characters (`├──●──┤`).
+    #[arg(long)]
+    pub ascii: bool,
     #[command(flatten)]
     pub store: StoreArg,
     #[command(flatten)]
@@ -189,8 +197,10 @@ chance of marking any change that is not there at most --alpha (family-wise erro
 is marked * better / worse (or changed, for a figure without a direction).
 
 Results whose file changed or vanished since it was indexed are named and left out.
---format html draws the history above its table: each group's mean with its 95% interval, and
-a triangle over each change outside the noise.
+The terminal and --format md draw the history above its table in text: a row per group with
+its mean and its 95% interval as a bar on one scale (├──●──┤; --ascii: |--o--|), each change
+outside the noise flagged as in the table (* worse). --format html draws it as SVG: each
+group's mean with its 95% interval, and a triangle over each change outside the noise.
 
 Example: when did file_remove ops/s drop on xfs?
   fsgauge history ops_per_s --where fs=xfs,phase=file_remove --by kernel
@@ -229,6 +239,14 @@ pub fn history(c: HistoryCmd) -> Result<ExitCode> {
     let h = history::history(&hits, &c.metric, c.by, c.alpha)?;
     let page = Page::new("fsgauge history", &h)?
         .plot(crate::lab::store::history_plot::plot(&h))
+        .sketch(history_sketch::sketch(
+            &h,
+            if c.ascii {
+                Charset::Ascii
+            } else {
+                Charset::Unicode
+            },
+        ))
         .table(history::table(&h));
     c.out.print(page)?;
     Ok(ExitCode::SUCCESS)
@@ -259,10 +277,29 @@ pub fn open_for_run(arg: &StoreArg, dry_run: bool) -> Result<Option<Store>> {
 /// Indexes a run's results directory into its store. The result files are written already:
 /// a store that fails now is named in a warning, and the files can be added later.
 pub fn index_run(store: Option<&mut Store>, dir: &std::path::Path, quiet: bool) {
+    index_paths(store, &[dir.to_path_buf()], dir, quiet);
+}
+
+/// Indexes the result files a command without a plan wrote (`bench`, `run` as a user), not
+/// the rest of their directory, as [`index_run`] does.
+pub fn index_written(
+    store: Option<&mut Store>,
+    outcomes: &[crate::lab::runner::Outcome],
+    dir: &std::path::Path,
+    quiet: bool,
+) {
+    let paths: Vec<PathBuf> = outcomes.iter().filter_map(|o| o.path.clone()).collect();
+    if !paths.is_empty() {
+        index_paths(store, &paths, dir, quiet);
+    }
+}
+
+/// Indexes `paths` (result files or directories of them, in `dir`) into the store.
+fn index_paths(store: Option<&mut Store>, paths: &[PathBuf], dir: &std::path::Path, quiet: bool) {
     let Some(store) = store else {
         return;
     };
-    match store.add(&[dir.to_path_buf()]) {
+    match store.add(paths) {
         Ok(a) if !quiet => eprintln!(
             "indexed {} results ({} new) in the store {}",
             a.files,

@@ -315,3 +315,116 @@ fn machine_rows_line_up_with_the_wall_clock_column() {
         .unwrap_or_else(|| panic!("the pooled row: {md}"));
     assert!(pooled.contains("| 10 pairs on 2 machines |"), "{pooled}");
 }
+
+/// The runs of one testbed label of every machine, written into `dir` (one side of a
+/// `compare`).
+fn write_side(dir: &Path, machines: &[Machine], label: &str) -> PathBuf {
+    for (i, m) in machines.iter().enumerate() {
+        let side: Vec<RunResult> = runs(m, i)
+            .into_iter()
+            .filter(|r| r.testbed.label == label)
+            .collect();
+        write_all(dir, &side);
+    }
+    dir.to_path_buf()
+}
+
+/// `fsgauge compare BASE NEW --format FORMAT`.
+fn compare(base: &Path, new: &Path, format: &str) -> String {
+    let out = std::process::Command::new(env!("CARGO_BIN_EXE_fsgauge"))
+        .arg("compare")
+        .args([base, new])
+        .args(["--format", format])
+        .output()
+        .unwrap();
+    assert!(out.status.success(), "compare {format}: {out:?}");
+    String::from_utf8_lossy(&out.stdout).into_owned()
+}
+
+/// The create phase's wall-time row of `compare --format json`.
+fn create_row(json: &str) -> serde_json::Value {
+    let v: serde_json::Value = serde_json::from_str(json).unwrap();
+    v["rows"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .find(|r| r["phase"] == "create" && r["unit"] == "s" && r["better"] == "lower")
+        .unwrap_or_else(|| panic!("no create time row: {v}"))
+        .clone()
+}
+
+/// `compare` over three machines with the same effect pools like a finding: pairs within each
+/// machine, each machine's ratio with its interval (all holding the pooled one), the pooled
+/// ratio of 15 pairs, no disagreement; the table has a row per machine.
+#[test]
+fn compare_over_machines_pools_pairs_within_each_machine() {
+    let tmp = tempfile::tempdir().unwrap();
+    let ms = [
+        machine("node1", 1.0, 1.5),
+        machine("node2", 1.6, 1.5),
+        machine("node3", 0.6, 1.5),
+    ];
+    let base = write_side(&tmp.path().join("base"), &ms, "a");
+    let new = write_side(&tmp.path().join("new"), &ms, "b");
+    let row = create_row(&compare(&base, &new, "json"));
+    let pooled = f64_at(&row["ratio"], "ratio");
+    assert!((pooled - 1.5).abs() < 0.02, "{row}");
+    assert_eq!(row["ratio"]["n_base"], 15, "{row}");
+    let machines = row["machines"]["pooled"]["machines"].as_array().unwrap();
+    assert_eq!(machines.len(), 3, "{row}");
+    for m in machines {
+        let r = &m["ratio"];
+        assert!(
+            f64_at(r, "low") < pooled && pooled < f64_at(r, "high"),
+            "{row}"
+        );
+    }
+    assert_eq!(
+        row["machines"]["pooled"]["disagreeing"],
+        serde_json::json!([])
+    );
+    // The test is the pooled ratio's, so the machines' offsets are not its noise.
+    assert_eq!(row["p_value"], row["ratio"]["p"], "{row}");
+    assert!(f64_at(&row, "p_value") < 1e-6, "{row}");
+    assert_eq!(row["verdict"], "worse", "{row}");
+    // Offsets of 0.6× to 1.6× cancel within the pairs: far narrower than one sample's.
+    let naive = ratio_of_means(&[10.0, 16.0, 6.0], &[15.0, 24.0, 9.0]).unwrap();
+    assert!(f64_at(&row["ratio"], "high") / pooled < naive.high / naive.ratio);
+    let text = compare(&base, &new, "table");
+    assert!(text.contains("15 pairs on 3 machines"), "{text}");
+    assert!(text.contains("a → b · node3"), "{text}");
+    assert!(!text.contains("disagree beyond"), "{text}");
+    let csv = compare(&base, &new, "csv");
+    assert!(csv.contains("\na → b · node2,tree,create,"), "{csv}");
+}
+
+/// `compare` says first which machine disagrees, and marks it in its row.
+#[test]
+fn compare_names_the_machine_that_disagrees() {
+    let tmp = tempfile::tempdir().unwrap();
+    let ms = [
+        machine("node1", 1.0, 1.5),
+        machine("node2", 1.2, 1.5),
+        machine("node3", 0.9, 1.0 / 1.5),
+    ];
+    let base = write_side(&tmp.path().join("base"), &ms, "a");
+    let new = write_side(&tmp.path().join("new"), &ms, "b");
+    let row = create_row(&compare(&base, &new, "json"));
+    assert_eq!(
+        row["machines"]["pooled"]["disagreeing"],
+        serde_json::json!(["node3"]),
+        "{row}"
+    );
+    let md = compare(&base, &new, "md");
+    assert!(
+        md.contains("warning: a → b / tree / create ") && md.contains(": the machines disagree beyond their intervals (node3, F test of the machine, p < 0.001): node3 has 0.66"),
+        "{md}"
+    );
+    assert!(md.contains(", machines disagree: node3 |"), "{md}");
+    assert!(md.contains("| disagrees |"), "{md}");
+    // One machine: no pooling (the row is the one compare always made).
+    let one = write_side(&tmp.path().join("one-a"), &ms[..1], "a");
+    let one_new = write_side(&tmp.path().join("one-b"), &ms[..1], "b");
+    let row = create_row(&compare(&one, &one_new, "json"));
+    assert!(row.get("machines").is_none(), "{row}");
+}

@@ -1,7 +1,7 @@
 //! `fsgauge run` with no arguments: the built-in quick study, side by side; as a non-root user
 //! it runs on a temporary directory and says so on its first line.
 
-use crate::support::{have_fs, skip, Sandbox};
+use crate::support::{have_fs, Sandbox};
 
 #[test]
 fn quick_study_runs_every_installed_filesystem_side_by_side() {
@@ -61,38 +61,11 @@ fn quick_study_runs_every_installed_filesystem_side_by_side() {
 
 #[test]
 fn quick_study_as_a_normal_user_runs_on_a_temporary_directory() {
-    if !nix::unistd::geteuid().is_root() {
-        skip("needs root to switch to an unprivileged user");
-        return;
-    }
-    if !crate::support::have_program("setpriv") {
-        return;
-    }
     let sb = Sandbox::new();
-    let out_dir = sb.path().join("nobody-results");
-    // The sandbox is root's; give the unprivileged user a place to write results.
-    std::fs::create_dir(&out_dir).unwrap();
-    nix::unistd::chown(
-        &out_dir,
-        Some(nix::unistd::Uid::from_raw(65534)),
-        Some(nix::unistd::Gid::from_raw(65534)),
-    )
-    .unwrap();
-    // The checkout may sit below a directory only root can enter: run a copy of the binary.
-    let bin = sb.path().join("fsgauge-copy");
-    std::fs::copy(env!("CARGO_BIN_EXE_fsgauge"), &bin).unwrap();
-    use std::os::unix::fs::PermissionsExt;
-    std::fs::set_permissions(sb.path(), std::fs::Permissions::from_mode(0o755)).unwrap();
-    std::fs::set_permissions(&bin, std::fs::Permissions::from_mode(0o755)).unwrap();
-    let out = std::process::Command::new("setpriv")
-        .args([
-            "--reuid=65534",
-            "--regid=65534",
-            "--clear-groups",
-            "env",
-            "HOME=/tmp",
-        ])
-        .arg(&bin)
+    let Some((out_dir, mut nobody)) = crate::support::as_nobody(&sb) else {
+        return;
+    };
+    let out = nobody
         .args(["run", "--reps", "1", "--out"])
         .arg(&out_dir)
         .output()

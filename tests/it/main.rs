@@ -51,6 +51,7 @@ mod foundation_run;
 mod foundation_signals;
 mod foundation_testbed;
 mod foundation_tree;
+mod history_text;
 mod input_limits;
 mod layout_filefrag;
 mod layout_free;

@@ -30,9 +30,30 @@ fn runs(kernel: &str, day: u32, ops_per_s: f64, n: u32) -> Vec<RunResult> {
             r.host.kernel = kernel.into();
             r.testbed.fs = "xfs".into();
             r.started_at = format!("2026-01-{day:02}T00:00:{rep:02}Z");
+            disturb(&mut r);
             r
         })
         .collect()
+}
+
+/// What the machine did beside a run, by its repetition: CPU steal of 1% × (rep + 1) in
+/// file_create (half that in file_remove), CPU pressure 10% but for the last rep (not told);
+/// rep 3 saw another process drop the caches twice, and rep 4 was kept after one attempt was
+/// set aside.
+fn disturb(r: &mut RunResult) {
+    let rep = r.rep;
+    for (i, p) in r.phases.iter_mut().enumerate() {
+        p.host_load = Some(fsgauge::results::HostLoad {
+            steal: Some(0.01 * f64::from(rep + 1) / (i as f64 + 1.0)),
+            cpu_pressure: (rep < 4).then_some(0.1),
+        });
+        if rep == 3 && i == 0 {
+            p.foreign_cache_drops = 2;
+        }
+    }
+    if rep == 4 {
+        r.set_aside = vec!["attempt 1: another process dropped the kernel's caches".into()];
+    }
 }
 
 /// Two kernels' results in two directories: file_create 30% slower on the second.
@@ -95,6 +116,22 @@ fn store_answers(sb: &Sandbox, store: &str) -> (serde_json::Value, serde_json::V
     assert_eq!(groups[1]["n"], 5);
     assert_eq!(groups[1]["change"]["significant"], true, "{h}");
     assert_eq!(groups[1]["change"]["verdict"], "worse", "{h}");
+    // The store keeps what disturbed each run: the most of any phase, counted per group.
+    assert_eq!(
+        groups[1]["load"],
+        serde_json::json!({"steal": 0.05, "cpu_pressure": 0.1, "disturbed": 1, "set_aside": 1}),
+        "{h}"
+    );
+    // ...and a history can leave out the disturbed runs, and those of a loaded machine.
+    let quiet = history(
+        sb,
+        store,
+        "phase=file_create,foreign_cache_drops=0,set_aside=0",
+    );
+    assert_eq!(quiet["groups"][1]["n"], 3, "{quiet}");
+    let calm = history(sb, store, "phase=file_create,steal_below=0.035");
+    assert_eq!(calm["groups"][1]["n"], 3, "{calm}");
+    assert_eq!(calm["groups"][1]["load"]["steal"], 0.03, "{calm}");
     let cmp = json_of(&fsgauge(
         sb,
         store,
@@ -461,4 +498,162 @@ fn history_html_draws_one_point_per_group_and_marks_the_flagged_change() {
     assert!(marks[0].contains("<title>worse -30.0%"), "{svg}");
     // The table follows the figure, as before.
     assert!(html.find("</svg>") < html.find("<table>"), "{html}");
+}
+
+/// The columns schema version 2 added to `runs`.
+const V2_COLUMNS: [&str; 4] = ["steal", "cpu_pressure", "foreign_cache_drops", "set_aside"];
+
+/// Indexes two kernels' results, turns the store back into one of schema version 1 (before it
+/// kept what disturbed a run) by `downgrade`, and checks that the next query migrates it once:
+/// the columns made again and filled from the files, a note said, the same answers as before.
+fn migrates(sb: &Sandbox, store: &str, downgrade: impl Fn()) {
+    let (a, b) = two_kernels(sb);
+    add(sb, store, &[&a, &b]);
+    let before = history(sb, store, "phase=file_create");
+    downgrade();
+    let out = fsgauge(
+        sb,
+        store,
+        &[
+            "history",
+            "ops_per_s",
+            "--where",
+            "phase=file_create",
+            "--json",
+        ],
+    );
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert!(
+        err.contains("was of schema version 1; brought to version 2")
+            && err.contains("of 10 runs read from their files"),
+        "{err}"
+    );
+    assert_eq!(json_of(&out), before);
+    let again = fsgauge(sb, store, &["store", "status", "--json"]);
+    assert!(!String::from_utf8_lossy(&again.stderr).contains("brought to"));
+    assert_eq!(add(sb, store, &[&a]), (5, 0, 10));
+}
+
+#[test]
+fn a_version_1_sqlite_store_is_migrated() {
+    let sb = Sandbox::new();
+    let db = sb.path().join("store.sqlite");
+    migrates(&sb, db.to_str().unwrap(), || {
+        let c = rusqlite::Connection::open(&db).unwrap();
+        for col in V2_COLUMNS {
+            c.execute(&format!("ALTER TABLE runs DROP COLUMN {col}"), [])
+                .unwrap();
+        }
+        c.execute(
+            "UPDATE meta SET value = '1' WHERE key = 'schema_version'",
+            [],
+        )
+        .unwrap();
+    });
+}
+
+#[test]
+fn a_version_1_postgres_store_is_migrated() {
+    let Some(pg) = PgDb::new("migrate") else {
+        return;
+    };
+    let sb = Sandbox::new();
+    migrates(&sb, &pg.url, || {
+        let mut c = postgres::Client::connect(&pg.url, postgres::NoTls).unwrap();
+        for col in V2_COLUMNS {
+            c.batch_execute(&format!("ALTER TABLE runs DROP COLUMN {col}"))
+                .unwrap();
+        }
+        c.batch_execute("UPDATE meta SET value = '1' WHERE key = 'schema_version'")
+            .unwrap();
+    });
+}
+
+/// `bench` indexes the results it writes into `--store`, as `run` with a plan does (it had no
+/// `--store`, and `FSGAUGE_STORE` was not read), and refuses a store it cannot open before
+/// anything runs.
+#[test]
+fn bench_indexes_what_it_writes() {
+    let sb = Sandbox::new();
+    let dir = sb.path().join("bench-dir");
+    std::fs::create_dir(&dir).unwrap();
+    let db = sb.path().join("store.sqlite");
+    let bench = |store: &str| {
+        sb.bench(&["bench", "create", "--dir", dir.to_str().unwrap()])
+            .args(["--files", "50", "--reps", "2", "--quiet"])
+            .env("FSGAUGE_STORE", store)
+            .output()
+            .unwrap()
+    };
+    let out = bench("postgres://x@127.0.0.1:1/y");
+    assert_eq!(out.status.code(), Some(2), "{out:?}");
+    assert!(!sb.out().exists() || std::fs::read_dir(sb.out()).unwrap().next().is_none());
+    let out = bench(db.to_str().unwrap());
+    assert!(out.status.success(), "{out:?}");
+    assert_eq!(runs_held(&sb, db.to_str().unwrap()), 2);
+    // Only what it wrote: a result of another run in the same directory is not indexed.
+    write_all(&sb.out(), &runs("6.1.0", 1, 1000.0, 1));
+    assert!(bench(db.to_str().unwrap()).status.success());
+    assert_eq!(runs_held(&sb, db.to_str().unwrap()), 4);
+}
+
+/// `run` without a plan as a user (the quick study on a temporary directory) indexes what it
+/// writes, as a root plan run does (it returned before the store was opened).
+#[test]
+fn run_as_a_user_indexes_what_it_writes() {
+    let sb = Sandbox::new();
+    let Some((out_dir, mut nobody)) = crate::support::as_nobody(&sb) else {
+        return;
+    };
+    let db = out_dir.join("store.sqlite");
+    let out = nobody
+        .args(["run", "--reps", "1", "--out"])
+        .arg(&out_dir)
+        .arg("--store")
+        .arg(&db)
+        .output()
+        .unwrap();
+    assert!(out.status.success(), "{out:?}");
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert!(
+        err.contains("indexed 1 results (1 new) in the store"),
+        "{err}"
+    );
+    assert_eq!(runs_held(&sb, db.to_str().unwrap()), 1);
+}
+
+/// A store of a schema version this fsgauge cannot read is refused, saying to rebuild it, and
+/// `store rebuild` then remakes it (it opened the store as any add does, and was refused too).
+#[test]
+fn rebuild_remakes_a_store_of_another_version() {
+    let sb = Sandbox::new();
+    let db = sb.path().join("store.sqlite");
+    let store = db.to_str().unwrap();
+    let (a, b) = two_kernels(&sb);
+    add(&sb, store, &[&a, &b]);
+    let before = history(&sb, store, "phase=file_create");
+    rusqlite::Connection::open(&db)
+        .unwrap()
+        .execute(
+            "UPDATE meta SET value = '99' WHERE key = 'schema_version'",
+            [],
+        )
+        .unwrap();
+    let out = sb
+        .cmd()
+        .args(["history", "ops_per_s", "--store", store])
+        .env_remove("FSGAUGE_STORE")
+        .output()
+        .unwrap();
+    assert_eq!(out.status.code(), Some(2), "{out:?}");
+    assert!(
+        String::from_utf8_lossy(&out.stderr).contains("schema version 99; this fsgauge reads version 2: make it again with fsgauge store rebuild"),
+        "{out:?}"
+    );
+    fsgauge(
+        &sb,
+        store,
+        &["store", "rebuild", a.to_str().unwrap(), b.to_str().unwrap()],
+    );
+    assert_eq!(history(&sb, store, "phase=file_create"), before);
 }

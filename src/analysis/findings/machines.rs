@@ -13,7 +13,7 @@
 use serde::{Deserialize, Serialize};
 
 use super::sides;
-use crate::analysis::stats::blocked::{blocked_pairs, Block};
+use crate::analysis::stats::blocked::{blocked_pairs, Block, Blocked};
 use crate::analysis::stats::Ratio;
 use crate::results::clock::Clock;
 use crate::results::{Question, RunResult};
@@ -52,6 +52,22 @@ fn is_zero(n: &usize) -> bool {
 }
 
 impl Pooled {
+    /// The pooled ratio of a fit, and how it was pooled (`unpaired` runs left out).
+    pub fn of(b: Blocked, unpaired: usize) -> (Ratio, Self) {
+        let pooled = Pooled {
+            machines: b
+                .machines
+                .into_iter()
+                .map(|(host, ratio)| MachineRatio { host, ratio })
+                .collect(),
+            f: b.f,
+            p_heterogeneity: b.p_heterogeneity,
+            disagreeing: b.disagreeing,
+            unpaired,
+        };
+        (b.ratio, pooled)
+    }
+
     /// Whether the machines disagree beyond their intervals.
     pub fn disagree(&self) -> bool {
         !self.disagreeing.is_empty()
@@ -93,7 +109,7 @@ fn machines<'a>(
 }
 
 /// Repetition k of both sides, where each side has it once.
-fn pair_up(base: &[(u32, f64)], variant: &[(u32, f64)]) -> Vec<(f64, f64)> {
+pub(crate) fn pair_up(base: &[(u32, f64)], variant: &[(u32, f64)]) -> Vec<(f64, f64)> {
     let once = |side: &[(u32, f64)], rep: u32| {
         let mut it = side.iter().filter(|(r, _)| *r == rep);
         match (it.next(), it.next()) {
@@ -133,20 +149,7 @@ pub(super) fn pooled(
     let blocks: Vec<Block> = paired.iter().map(|(h, p)| (*h, p.as_slice())).collect();
     Some(
         blocked_pairs(&blocks, level)
-            .map(|b| {
-                let pooled = Pooled {
-                    machines: b
-                        .machines
-                        .into_iter()
-                        .map(|(host, ratio)| MachineRatio { host, ratio })
-                        .collect(),
-                    f: b.f,
-                    p_heterogeneity: b.p_heterogeneity,
-                    disagreeing: b.disagreeing,
-                    unpaired,
-                };
-                (b.ratio, pooled)
-            })
+            .map(|b| Pooled::of(b, unpaired))
             .map_err(|e| {
                 format!(
                     "{e}: runs on {} machines pair only within a machine (repetition k of both sides on one host)",

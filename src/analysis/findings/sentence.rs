@@ -250,7 +250,7 @@ fn machine_figure(m: &super::machines::MachineRatio) -> String {
 
 /// What a pooled finding says first when its machines disagree beyond their intervals: which
 /// machines, against the machines' median.
-fn machines_disagree(p: &super::machines::Pooled) -> Option<String> {
+pub(crate) fn machines_disagree(p: &super::machines::Pooled) -> Option<String> {
     if !p.disagree() {
         return None;
     }

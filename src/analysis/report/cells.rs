@@ -23,6 +23,10 @@ pub struct CellMetric {
     pub better: Better,
     /// The value of each repetition, in repetition order.
     pub values: Vec<f64>,
+    /// The host and repetition of each value (beside `values`): `compare` pairs within a
+    /// machine by them.
+    #[serde(skip)]
+    pub origins: Vec<(String, u32)>,
     pub summary: Summary,
     /// Harmonic mean, for rates.
     #[serde(skip_serializing_if = "Option::is_none")]
@@ -296,7 +300,10 @@ pub fn cells(results: &[RunResult]) -> (Vec<String>, Vec<String>, Vec<Cell>) {
 }
 
 fn cell_metric(m: &Metric, phases: &[(&RunResult, &PhaseResult)]) -> Option<CellMetric> {
-    let values: Vec<f64> = phases.iter().filter_map(|(_, p)| m.value(p)).collect();
+    let (values, origins): (Vec<f64>, Vec<(String, u32)>) = phases
+        .iter()
+        .filter_map(|(r, p)| Some((m.value(p)?, (r.host.hostname.clone(), r.rep))))
+        .unzip();
     let summary = stats::summarize(&values)?;
     let def = m.def();
     Some(CellMetric {
@@ -310,6 +317,7 @@ fn cell_metric(m: &Metric, phases: &[(&RunResult, &PhaseResult)]) -> Option<Cell
             None
         },
         values,
+        origins,
         summary,
     })
 }

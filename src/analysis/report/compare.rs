@@ -8,10 +8,11 @@
 
 use serde::Serialize;
 
+use super::compare_machines::{self, Machines};
 use super::metrics::Better;
 use super::model::{cells, fmt_num, pct_change, sort_results, Cell, Table};
 use super::output::csv_table;
-use crate::analysis::findings::sentence::sig;
+use crate::analysis::findings::sentence::{machines_disagree, sig};
 use crate::analysis::stats::{ratio_of_means, significance_mark, welch};
 use crate::results::{env_diff, Difference, RunResult};
 
@@ -40,8 +41,13 @@ pub struct Row {
     pub verdict: String,
     /// new / base of the means with its 95% interval on the log scale (positive by
     /// construction); absent when a side has fewer than two values or a non-positive one.
+    /// Over several machines (each with both sides), `ratio` is the pooled one of pairs
+    /// within each machine, and this says how, with each machine's ratio
+    /// ([`super::compare_machines`]).
     #[serde(skip_serializing_if = "Option::is_none")]
     pub ratio: Option<crate::analysis::stats::Ratio>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub machines: Option<Machines>,
 }
 
 /// The comparison.
@@ -88,11 +94,18 @@ pub fn compare(mut base: Vec<RunResult>, mut new: Vec<RunResult>) -> anyhow::Res
                 continue;
             };
             let w = welch(&bm.values, &nm.values);
-            let ratio = ratio_of_means(&bm.values, &nm.values).ok();
-            let p = w.map(|w| w.p);
+            let (ratio, machines) = match compare_machines::pooled(bm, nm) {
+                Some((r, m)) => (Some(r), Some(m)),
+                None => (ratio_of_means(&bm.values, &nm.values).ok(), None),
+            };
+            // Over machines, the test and the direction are the pooled ratio's (pairs within
+            // each machine); Welch's over all runs would count the machines' offsets as noise.
+            let pooled = ratio.filter(|r| machines.is_some() && r.p.is_finite());
+            let p = pooled.map_or(w.map(|w| w.p), |r| Some(r.p));
             let change = pct_change(bm.summary.mean, nm.summary.mean);
+            let direction = pooled.map_or(change, |r| Some((r.ratio - 1.0) * 100.0));
             let significant = p.is_some_and(|p| p < 0.05);
-            let verdict = match (bm.better, change) {
+            let verdict = match (bm.better, direction) {
                 (Better::Neither, _) | (_, None) => "-".to_string(),
                 _ if !significant => "same".to_string(),
                 (Better::Higher, Some(c)) => if c > 0.0 { "better" } else { "worse" }.to_string(),
@@ -120,6 +133,7 @@ pub fn compare(mut base: Vec<RunResult>, mut new: Vec<RunResult>) -> anyhow::Res
                 significance: p.map_or(String::new(), |p| significance_mark(p).to_string()),
                 verdict,
                 ratio,
+                machines,
             });
         }
     }
@@ -142,6 +156,29 @@ impl Comparison {
     /// "these runs differ in: …", one field a line; empty when the environments agree.
     pub fn environment_text(&self) -> String {
         crate::results::differ_text(&self.environment)
+    }
+
+    /// A warning per row whose machines disagree beyond their intervals, said before the
+    /// numbers (the pooled ratio then averages machines that differ); empty otherwise.
+    pub fn machines_text(&self) -> String {
+        let mut s = String::new();
+        for r in &self.rows {
+            let Some(w) = r
+                .machines
+                .as_ref()
+                .and_then(|m| machines_disagree(&m.pooled))
+            else {
+                continue;
+            };
+            s.push_str(&format!(
+                "warning: {} / {} / {} {}: {w}\n",
+                r.testbed, r.workload, r.phase, r.metric
+            ));
+        }
+        if !s.is_empty() {
+            s.push('\n');
+        }
+        s
     }
 
     /// Every row with its figures at full precision, as CSV.
@@ -173,8 +210,8 @@ impl Comparison {
         let rows = self
             .rows
             .iter()
-            .map(|r| {
-                vec![
+            .flat_map(|r| {
+                let mut out = vec![vec![
                     r.testbed.clone(),
                     r.workload.clone(),
                     r.phase.clone(),
@@ -199,7 +236,9 @@ impl Comparison {
                     opt(r.ratio.map(|x| x.ratio)),
                     opt(r.ratio.map(|x| x.low)),
                     opt(r.ratio.map(|x| x.high)),
-                ]
+                ]];
+                out.extend(machine_csv_rows(r));
+                out
             })
             .collect();
         csv_table(&Table {
@@ -228,53 +267,137 @@ impl Comparison {
         ]
         .map(String::from)
         .to_vec();
-        let rows = self
-            .rows
-            .iter()
-            .map(|r| {
-                let metric = if r.unit.is_empty() {
-                    r.metric.clone()
-                } else {
-                    format!("{} ({})", r.metric, r.unit)
-                };
-                vec![
-                    r.testbed.clone(),
-                    r.workload.clone(),
-                    r.phase.clone(),
-                    metric,
-                    format!(
-                        "{} ± {} (n={})",
-                        fmt_num(r.base_mean),
-                        fmt_num(r.base_sd),
-                        r.base_n
-                    ),
-                    format!(
-                        "{} ± {} (n={})",
-                        fmt_num(r.new_mean),
-                        fmt_num(r.new_sd),
-                        r.new_n
-                    ),
-                    r.change_pct.map_or("-".into(), |c| format!("{c:+.1}%")),
-                    r.ratio.map_or("-".into(), |x| {
-                        format!(
-                            "{}× ({}–{})",
-                            sig(x.ratio, 3),
-                            sig(x.low, 3),
-                            sig(x.high, 3)
-                        )
-                    }),
-                    r.p_value.map_or("-".into(), |p| format!("{p:.4}")),
-                    r.significance.clone(),
-                    r.verdict.clone(),
-                ]
-            })
-            .collect();
+        let rows = self.rows.iter().flat_map(table_rows).collect();
+        let mut note = "mean ± sample standard deviation; ratio: new / base of the means with its 95% interval on the log scale (never below 0); p: two-sided Welch's t-test; *** p<0.001, ** p<0.01, * p<0.05; better/worse by each metric's direction, \"same\" when not significant at 5%".to_string();
+        if self.rows.iter().any(|r| r.machines.is_some()) {
+            note.push_str(compare_machines::NOTE);
+        }
         Table {
             title: "Comparison".into(),
             label_columns: 4,
-            note: "mean ± sample standard deviation; ratio: new / base of the means with its 95% interval on the log scale (never below 0); p: two-sided Welch's t-test; *** p<0.001, ** p<0.01, * p<0.05; better/worse by each metric's direction, \"same\" when not significant at 5%".into(),
+            note,
             headers,
             rows,
         }
     }
+}
+
+/// `mean ± sd (n=N)`.
+fn figure(mean: f64, sd: f64, n: usize) -> String {
+    format!("{} ± {} (n={n})", fmt_num(mean), fmt_num(sd))
+}
+
+/// `1.5× (1.45–1.55)`.
+fn ratio_text(x: &crate::analysis::stats::Ratio) -> String {
+    format!(
+        "{}× ({}–{})",
+        sig(x.ratio, 3),
+        sig(x.low, 3),
+        sig(x.high, 3)
+    )
+}
+
+/// A row of the table, and under a row pooled over machines one row per machine.
+fn table_rows(r: &Row) -> Vec<Vec<String>> {
+    let metric = if r.unit.is_empty() {
+        r.metric.clone()
+    } else {
+        format!("{} ({})", r.metric, r.unit)
+    };
+    let mut ratio = r.ratio.as_ref().map_or("-".into(), ratio_text);
+    let mut verdict = r.verdict.clone();
+    if let (Some(m), Some(x)) = (&r.machines, &r.ratio) {
+        ratio.push_str(&format!(
+            ", {} pairs on {} machines",
+            x.n_base,
+            m.pooled.machines.len()
+        ));
+        if m.pooled.disagree() {
+            verdict.push_str(&format!(
+                ", machines disagree: {}",
+                m.pooled.disagreeing.join(", ")
+            ));
+        }
+    }
+    let mut out = vec![vec![
+        r.testbed.clone(),
+        r.workload.clone(),
+        r.phase.clone(),
+        metric.clone(),
+        figure(r.base_mean, r.base_sd, r.base_n),
+        figure(r.new_mean, r.new_sd, r.new_n),
+        r.change_pct.map_or("-".into(), |c| format!("{c:+.1}%")),
+        ratio,
+        r.p_value.map_or("-".into(), |p| format!("{p:.4}")),
+        r.significance.clone(),
+        verdict,
+    ]];
+    for (f, m) in r.machines.iter().flat_map(|m| m.each()) {
+        let disagrees = r
+            .machines
+            .as_ref()
+            .is_some_and(|x| x.pooled.disagreeing.contains(&f.host));
+        out.push(vec![
+            format!("{} · {}", r.testbed, f.host),
+            r.workload.clone(),
+            r.phase.clone(),
+            metric.clone(),
+            figure(f.base_mean, f.base_sd, f.base_n),
+            figure(f.new_mean, f.new_sd, f.new_n),
+            pct_change(f.base_mean, f.new_mean).map_or("-".into(), |c| format!("{c:+.1}%")),
+            format!(
+                "{}, {} pair{}",
+                ratio_text(&m.ratio),
+                m.ratio.n_base,
+                if m.ratio.n_base == 1 { "" } else { "s" }
+            ),
+            "-".into(),
+            String::new(),
+            if disagrees { "disagrees" } else { "" }.into(),
+        ]);
+    }
+    out
+}
+
+/// Under a row pooled over machines, one CSV line per machine: its figures and its ratio
+/// (no p: the machines' agreement is the pooled row's).
+fn machine_csv_rows(r: &Row) -> Vec<Vec<String>> {
+    let Some(m) = &r.machines else {
+        return Vec::new();
+    };
+    m.each()
+        .map(|(f, x)| {
+            let better = match r.better {
+                Better::Higher => "higher",
+                Better::Lower => "lower",
+                Better::Neither => "neither",
+            };
+            vec![
+                format!("{} · {}", r.testbed, f.host),
+                r.workload.clone(),
+                r.phase.clone(),
+                r.metric.clone(),
+                r.unit.clone(),
+                better.to_string(),
+                f.base_n.to_string(),
+                f.base_mean.to_string(),
+                f.base_sd.to_string(),
+                f.new_n.to_string(),
+                f.new_mean.to_string(),
+                f.new_sd.to_string(),
+                pct_change(f.base_mean, f.new_mean).map_or(String::new(), |c| c.to_string()),
+                String::new(),
+                String::new(),
+                if m.pooled.disagreeing.contains(&f.host) {
+                    "disagrees"
+                } else {
+                    ""
+                }
+                .to_string(),
+                x.ratio.ratio.to_string(),
+                x.ratio.low.to_string(),
+                x.ratio.high.to_string(),
+            ]
+        })
+        .collect()
 }

@@ -44,6 +44,9 @@ pub struct Page {
     /// Figures drawn inline before the tables in HTML (the other formats carry their
     /// figures as tables): e.g. a history's points and change marks.
     pub plots: Vec<super::plots::Plot>,
+    /// A figure drawn in text, shown before the tables on the terminal and in Markdown (in a
+    /// code block); HTML draws `plots` instead: e.g. a history's intervals as bars.
+    pub sketch: String,
 }
 
 impl Page {
@@ -83,6 +86,12 @@ impl Page {
     /// With this figure (HTML draws it before the tables).
     pub fn plot(mut self, p: Option<super::plots::Plot>) -> Self {
         self.plots.extend(p);
+        self
+    }
+
+    /// With this figure in text (the terminal and Markdown show it before the tables).
+    pub fn sketch(mut self, sketch: String) -> Self {
+        self.sketch = sketch;
         self
     }
 

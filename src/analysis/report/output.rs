@@ -98,6 +98,7 @@ pub fn results_page(results: &[RunResult], views: &ResultViews, json_list: bool)
         tables: vec![phase_rows(results, false)],
         preface: String::new(),
         plots: Vec::new(),
+        sketch: String::new(),
     })
 }
 

@@ -30,6 +30,8 @@ pub struct BenchCmd {
     csv: bool,
     /// The MPI flags, for distributed kinds in a build with MPI.
     mpi: Option<mpi::MpiArgs>,
+    /// `--store` / `FSGAUGE_STORE`: the store the results are indexed into.
+    store: super::store::StoreArg,
 }
 
 impl std::fmt::Debug for BenchCmd {
@@ -51,7 +53,8 @@ fn benchable() -> impl Iterator<Item = (&'static WorkloadKind, &'static registry
 
 fn subcommand(kind: &'static WorkloadKind, b: &registry::Bench) -> Command {
     let cmd = Command::new(kind.name).about(kind.about);
-    let cmd = RunArgs::augment_args(TestbedArgs::augment_args(cmd));
+    let cmd =
+        super::store::StoreArg::augment_args(RunArgs::augment_args(TestbedArgs::augment_args(cmd)));
     let mut cmd = (b.args)(cmd);
     if b.csv.is_some() {
         cmd = cmd.arg(
@@ -93,6 +96,7 @@ impl FromArgMatches for BenchCmd {
             } else {
                 None
             },
+            store: super::store::StoreArg::from_arg_matches(sub)?,
         })
     }
 
@@ -142,8 +146,21 @@ fn bench(cmd: &BenchCmd, run: &RunArgs) -> Result<ExitCode> {
         .bench
         .as_ref()
         .expect("bench kinds have bench hooks");
+    // A store that cannot be opened is refused before anything runs; only the process that
+    // writes the results indexes them.
+    let mut store = if run.coordinator.is_secondary() {
+        None
+    } else {
+        super::store::open_for_run(&cmd.store, false)?
+    };
     let place = run.admit(cmd.testbed.place()?, &*cmd.workload)?;
     let outcomes = run_sweep(&place, &*cmd.workload, run)?;
+    super::store::index_written(
+        store.as_mut(),
+        &outcomes,
+        &run.params.out.dir,
+        run.output.silent(),
+    );
     let results: Vec<RunResult> = outcomes.iter().map(|o| o.result.clone()).collect();
     // --csv is short for --format csv (a sweep's CSV is its own columns).
     let mut run = run.clone();

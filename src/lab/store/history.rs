@@ -59,6 +59,69 @@ pub struct Group {
     pub ci_high: f64,
     /// Against the group before; absent for the first.
     pub change: Option<Change>,
+    /// What disturbed the group's runs ([`Load`]).
+    pub load: Load,
+}
+
+/// What the machine did beside a group's runs, as the store has it per run.
+#[derive(Debug, Clone, Default, PartialEq, Serialize)]
+pub struct Load {
+    /// The most CPU steal of any run (its largest phase; a share 0–1); absent where no run
+    /// tells it.
+    pub steal: Option<f64>,
+    /// The most CPU pressure of any run, as `steal`.
+    pub cpu_pressure: Option<f64>,
+    /// Runs during whose phases another process dropped the kernel's caches.
+    pub disturbed: usize,
+    /// Attempts set aside (disturbed, made again) before the group's runs were kept.
+    pub set_aside: i64,
+    /// Runs the store knows neither of (indexed before it kept them, their file gone since).
+    #[serde(skip_serializing_if = "is_zero")]
+    pub unknown: usize,
+}
+
+fn is_zero(n: &usize) -> bool {
+    *n == 0
+}
+
+impl Load {
+    fn of(hits: &[&Hit]) -> Self {
+        let most = |f: fn(&Hit) -> Option<f64>| {
+            hits.iter()
+                .filter_map(|h| f(h))
+                .filter(|v| v.is_finite())
+                .reduce(f64::max)
+        };
+        Load {
+            steal: most(|h| h.steal),
+            cpu_pressure: most(|h| h.cpu_pressure),
+            disturbed: hits
+                .iter()
+                .filter(|h| h.foreign_cache_drops.is_some_and(|n| n > 0))
+                .count(),
+            set_aside: hits.iter().filter_map(|h| h.set_aside).sum(),
+            unknown: hits
+                .iter()
+                .filter(|h| h.foreign_cache_drops.is_none() || h.set_aside.is_none())
+                .count(),
+        }
+    }
+
+    /// `steal 0.2%, psi 3.1%, 1 disturbed, 2 set aside` for the table's column.
+    fn text(&self) -> String {
+        let pct = |x: Option<f64>| x.map_or("-".into(), |v| format!("{:.1}%", v * 100.0));
+        let mut s = format!("{} / {}", pct(self.steal), pct(self.cpu_pressure));
+        if self.disturbed > 0 {
+            s.push_str(&format!(", {} disturbed", self.disturbed));
+        }
+        if self.set_aside > 0 {
+            s.push_str(&format!(", {} set aside", self.set_aside));
+        }
+        if self.unknown > 0 {
+            s.push_str(&format!(", {} unknown", self.unknown));
+        }
+        s
+    }
 }
 
 /// A group against the one before it.
@@ -92,19 +155,22 @@ pub struct History {
 /// The history of the figures in `hits` (one metric, oldest first).
 pub fn history(hits: &[Hit], metric: &str, by: By, alpha: f64) -> Result<History> {
     let cell = one_cell(hits, metric)?;
-    let mut keys: Vec<(String, String, Vec<f64>)> = Vec::new();
+    let mut keys: Vec<(String, String, Vec<f64>, Vec<&Hit>)> = Vec::new();
     for h in hits {
         let k = by.key(h);
         let v = h.value.unwrap_or(f64::NAN);
-        match keys.iter_mut().find(|(g, _, _)| *g == k) {
-            Some((_, _, xs)) => xs.push(v),
-            None => keys.push((k, h.started_at.clone(), vec![v])),
+        match keys.iter_mut().find(|(g, _, _, _)| *g == k) {
+            Some((_, _, xs, hs)) => {
+                xs.push(v);
+                hs.push(h);
+            }
+            None => keys.push((k, h.started_at.clone(), vec![v], vec![h])),
         }
     }
     let better = crate::results::metric::core(metric).map(|c| c.def.better);
     let mut groups: Vec<Group> = Vec::new();
     let mut ps: Vec<(usize, f64)> = Vec::new();
-    for (i, (key, first, xs)) in keys.iter().enumerate() {
+    for (i, (key, first, xs, hs)) in keys.iter().enumerate() {
         let s = summarize(xs).ok_or_else(|| {
             bad_input(format!(
                 "{metric}: the group {key} has a figure that is not a number"
@@ -134,6 +200,7 @@ pub fn history(hits: &[Hit], metric: &str, by: By, alpha: f64) -> Result<History
             ci_low: s.ci_low,
             ci_high: s.ci_high,
             change,
+            load: Load::of(hs),
         });
     }
     for (i, adj) in holm(&ps) {
@@ -240,6 +307,7 @@ pub fn table(h: &History) -> crate::base::text::Table {
                         String::new()
                     }
                 }),
+                g.load.text(),
             ]
         })
         .collect();
@@ -257,7 +325,7 @@ pub fn table(h: &History) -> crate::base::text::Table {
         ),
         label_columns: 2,
         note: format!(
-            "mean and 95% interval per group; * marks a change outside the noise: {}, alpha = {}",
+            "mean and 95% interval per group; steal / psi: the most CPU steal and CPU pressure of any run of the group (its largest phase), with its runs another process's cache drops disturbed and the attempts set aside before them; * marks a change outside the noise: {}, alpha = {}",
             METHOD, h.alpha
         ),
         headers: [
@@ -270,6 +338,7 @@ pub fn table(h: &History) -> crate::base::text::Table {
             "p",
             "p (Holm)",
             "change",
+            "steal / psi",
         ]
         .map(String::from)
         .to_vec(),

@@ -176,6 +176,7 @@ mod tests {
             sd: 1.0,
             ci_low: mean - 1.0,
             ci_high: mean + 1.0,
+            load: Default::default(),
             change: change.map(|(ratio, significant, verdict)| Change {
                 ratio,
                 p: Some(0.5),

@@ -8,7 +8,7 @@ use std::path::Path;
 use anyhow::{Context, Result};
 
 use crate::results::clock::Clock;
-use crate::results::{metric, RunResult};
+use crate::results::{metric, HostLoad, RunResult};
 
 /// One run's row of the `runs` table (columns in [`super::schema::RUN_COLUMNS`] order).
 #[derive(Debug, Clone, PartialEq)]
@@ -32,6 +32,14 @@ pub struct RunRow {
     pub version: String,
     pub git_commit: Option<String>,
     pub device_profile: Option<String>,
+    /// The machine's CPU steal, the most of any phase (a share 0–1); `None` where not told.
+    pub steal: Option<f64>,
+    /// CPU pressure (`some`), the most of any phase (a share 0–1); `None` where not told.
+    pub cpu_pressure: Option<f64>,
+    /// Other processes' cache drops during the phases, summed.
+    pub foreign_cache_drops: i64,
+    /// Attempts set aside (disturbed) before this one was kept.
+    pub set_aside: i64,
 }
 
 /// A result file as the store indexes it.
@@ -81,12 +89,30 @@ pub fn index(path: &Path, r: &RunResult) -> Result<Indexed> {
             .map(|e| e.build.commit.clone())
             .filter(|s| !s.is_empty()),
         device_profile: r.testbed.device_model.as_ref().map(|d| d.profile.clone()),
+        steal: most(r, |l| l.steal),
+        cpu_pressure: most(r, |l| l.cpu_pressure),
+        foreign_cache_drops: r
+            .phases
+            .iter()
+            .map(|p| i64::try_from(p.foreign_cache_drops).unwrap_or(i64::MAX))
+            .fold(0i64, i64::saturating_add),
+        set_aside: i64::try_from(r.set_aside.len()).unwrap_or(i64::MAX),
     };
     Ok(Indexed {
         run,
         metrics: figures(r),
         params: params(&r.workload.params),
     })
+}
+
+/// The most of one share of the machine's load over the run's phases; `None` when no phase
+/// tells it.
+fn most(r: &RunResult, share: impl Fn(&HostLoad) -> Option<f64>) -> Option<f64> {
+    r.phases
+        .iter()
+        .filter_map(|p| p.host_load.as_ref().and_then(&share))
+        .filter(|v| v.is_finite())
+        .reduce(f64::max)
 }
 
 /// Every figure of every phase: the core metrics as findings read them (elapsed time and

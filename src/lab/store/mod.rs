@@ -16,6 +16,7 @@ mod sqlite;
 
 pub mod history;
 pub mod history_plot;
+pub mod history_sketch;
 
 use std::path::{Path, PathBuf};
 
@@ -34,6 +35,10 @@ trait Db {
     /// for any other maker and does nothing when the version is there by then (two first
     /// adds at once make the tables once).
     fn create(&mut self, statements: &[&str], version: &str) -> Result<()>;
+    /// Brings a store of schema version `from` to `from + 1` by `statements`, in one
+    /// transaction that first waits for any other writer and does nothing when the version is
+    /// not `from` by then (two migrations at once change the tables once); whether it did.
+    fn migrate(&mut self, from: i64, statements: &[&str]) -> Result<bool>;
     /// A `meta` value; `None` when the store has no tables yet.
     fn meta(&mut self, key: &str) -> Result<Option<String>>;
     /// Adds runs in one transaction; returns how many were not there before.
@@ -119,6 +124,16 @@ impl Store {
         Ok(s)
     }
 
+    /// Opens a store to make again (`store rebuild`): its index is dropped and made anew
+    /// whatever schema version it holds, without migrating it first (a store of a version this
+    /// fsgauge does not read is what rebuild is for).
+    pub fn open_for_rebuild(loc: &Location) -> Result<Self> {
+        let mut s = Self::connect(loc, true)?;
+        s.db.batch(schema::DROP)?;
+        s.db.create(schema::TABLES, &schema::VERSION.to_string())?;
+        Ok(s)
+    }
+
     /// Opens a store to query: it must exist and hold an index of this schema version.
     pub fn open_for_reading(loc: &Location) -> Result<Self> {
         if let Location::Sqlite(p) = loc {
@@ -162,12 +177,17 @@ impl Store {
         })
     }
 
-    /// The schema version the store holds; a store of another version is refused.
+    /// The schema version the store holds, an older one migrated
+    /// ([`schema::MIGRATIONS`]); a store of a version this fsgauge cannot bring to its own is
+    /// refused.
     fn version(&mut self) -> Result<Option<i64>> {
         let Some(v) = self.db.meta("schema_version")? else {
             return Ok(None);
         };
-        let v: i64 = v.parse().unwrap_or(-1);
+        let mut v: i64 = v.parse().unwrap_or(-1);
+        if v != schema::VERSION && self.migrate(v)? {
+            v = schema::VERSION;
+        }
         if v != schema::VERSION {
             return Err(bad_input(format!(
                 "--store {}: its index is of schema version {v}; this fsgauge reads version {}: make it again with fsgauge store rebuild --store {} RESULTS_DIR...",
@@ -179,6 +199,65 @@ impl Store {
         Ok(Some(v))
     }
 
+    /// Brings a store of version `from` to this fsgauge's, then fills what the new version
+    /// keeps from the result files (a run whose file changed or vanished keeps it unknown);
+    /// false when no migration leads from `from`.
+    fn migrate(&mut self, from: i64) -> Result<bool> {
+        let mut v = from;
+        let mut changed = false;
+        for (old, statements) in schema::MIGRATIONS {
+            if v == *old {
+                changed |= self.db.migrate(*old, statements)?;
+                v = old + 1;
+            }
+        }
+        if v != schema::VERSION {
+            return Ok(false);
+        }
+        if changed {
+            let (n, unread) = self.refill()?;
+            eprintln!(
+                "note: the store {} was of schema version {from}; brought to version {}, the machine's load and the disturbed attempts of {n} runs read from their files{}",
+                self.location.shown(),
+                schema::VERSION,
+                if unread == 0 {
+                    String::new()
+                } else {
+                    format!(" ({unread} files changed, vanished or unreadable: their runs keep them unknown until fsgauge store rebuild)")
+                }
+            );
+        }
+        Ok(true)
+    }
+
+    /// Indexes again every run whose file is as it was indexed (a migration's new columns);
+    /// (runs read, files that could not be).
+    fn refill(&mut self) -> Result<(usize, usize)> {
+        let (fresh, stale) = self.runs(&Filter::default())?;
+        let mut paths: Vec<String> = fresh.into_iter().map(|h| h.path).collect();
+        paths.sort();
+        paths.dedup();
+        let (mut read, mut unread) = (0, stale.len());
+        let mut batch: Vec<Indexed> = Vec::new();
+        for p in paths {
+            let p = PathBuf::from(p);
+            match crate::results::load(&p).and_then(|r| index::index(&p, &r)) {
+                Ok(i) => batch.push(i),
+                Err(_) => unread += 1,
+            }
+            if batch.len() >= 500 {
+                read += batch.len();
+                self.db.add(&batch)?;
+                batch.clear();
+            }
+        }
+        read += batch.len();
+        if !batch.is_empty() {
+            self.db.add(&batch)?;
+        }
+        Ok((read, unread))
+    }
+
     /// Makes the tables when missing.
     fn prepare(&mut self) -> Result<()> {
         if self.version()?.is_none() {
@@ -186,12 +265,6 @@ impl Store {
                 .create(schema::TABLES, &schema::VERSION.to_string())?;
         }
         Ok(())
-    }
-
-    /// Drops the index and makes the tables again (the files are untouched).
-    pub fn clear(&mut self) -> Result<()> {
-        self.db.batch(schema::DROP)?;
-        self.prepare()
     }
 
     /// Adds the results of files and directories of them (not recursive). Adding a result

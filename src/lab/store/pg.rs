@@ -98,6 +98,28 @@ impl Db for Postgres {
         })
     }
 
+    fn migrate(&mut self, from: i64, statements: &[&str]) -> Result<bool> {
+        self.with_schema_lock(|client| {
+            let mut tx = client.transaction()?;
+            let now: Option<String> = tx
+                .query_opt("SELECT value FROM meta WHERE key = 'schema_version'", &[])?
+                .map(|r| r.get(0));
+            if now.as_deref() != Some(from.to_string().as_str()) {
+                return Ok(false);
+            }
+            for s in statements {
+                tx.batch_execute(s)
+                    .with_context(|| format!("PostgreSQL: {}", super::sqlite::first_line(s)))?;
+            }
+            tx.execute(
+                "UPDATE meta SET value = $1 WHERE key = 'schema_version'",
+                &[&(from + 1).to_string()],
+            )?;
+            tx.commit()?;
+            Ok(true)
+        })
+    }
+
     fn meta(&mut self, key: &str) -> Result<Option<String>> {
         let has = self
             .client
@@ -117,13 +139,9 @@ impl Db for Postgres {
         // Shared: adds run side by side, but never beside a schema change (see SCHEMA_LOCK).
         tx.execute("SELECT pg_advisory_xact_lock_shared($1)", &[&SCHEMA_LOCK])?;
         let mut new = 0;
-        let cols = super::schema::RUN_COLUMNS.join(", ");
-        let marks: Vec<String> = (1..=super::schema::RUN_COLUMNS.len())
-            .map(|i| format!("${i}"))
-            .collect();
         let run = tx.prepare(&format!(
-            "INSERT INTO runs ({cols}) VALUES ({}) ON CONFLICT (run_id) DO UPDATE SET path = excluded.path, file_size = excluded.file_size, file_mtime_ns = excluded.file_mtime_ns, plan = excluded.plan, label = excluded.label RETURNING (xmax = 0)",
-            marks.join(", ")
+            "{} RETURNING (xmax = 0)",
+            numbered(&super::schema::upsert_run())
         ))?;
         let (mut m_id, mut m_phase, mut m_name, mut m_value) = (vec![], vec![], vec![], vec![]);
         let (mut p_id, mut p_key, mut p_value) = (vec![], vec![], vec![]);
@@ -152,6 +170,10 @@ impl Db for Postgres {
                         &r.version,
                         &r.git_commit,
                         &r.device_profile,
+                        &r.steal,
+                        &r.cpu_pressure,
+                        &r.foreign_cache_drops,
+                        &r.set_aside,
                     ],
                 )?
                 .get(0);
@@ -202,6 +224,10 @@ impl Db for Postgres {
                 workload: r.get(10),
                 phase: r.get(11),
                 value: r.get(12),
+                steal: r.get(13),
+                cpu_pressure: r.get(14),
+                foreign_cache_drops: r.get(15),
+                set_aside: r.get(16),
             })
             .collect())
     }

@@ -6,7 +6,7 @@ use anyhow::Result;
 
 use crate::base::error::bad_input;
 
-use super::schema::KEYS;
+use super::schema::{BELOW, KEYS};
 
 /// One run (and, for a metric query, one figure) that matched.
 #[derive(Debug, Clone, PartialEq)]
@@ -24,6 +24,12 @@ pub struct Hit {
     pub workload: String,
     pub phase: String,
     pub value: Option<f64>,
+    /// The machine's CPU steal and CPU pressure (the most of any phase), the other
+    /// processes' cache drops and the attempts set aside: `None` where not known.
+    pub steal: Option<f64>,
+    pub cpu_pressure: Option<f64>,
+    pub foreign_cache_drops: Option<i64>,
+    pub set_aside: Option<i64>,
 }
 
 /// `--where` conditions: (key, value), every one must hold.
@@ -57,7 +63,7 @@ impl Filter {
                         "--where: {k} is given twice; a key takes one value"
                     )));
                 }
-                terms.push((k.to_string(), v.to_string()));
+                terms.push((k.to_string(), checked_value(part, k, v)?));
             }
         }
         Ok(Self { terms })
@@ -76,7 +82,17 @@ impl Filter {
         let mut conds = Vec::new();
         let mut args = Vec::new();
         for (k, v) in &self.terms {
+            if let Some((_, col, _)) = BELOW.iter().find(|(name, _, _)| name == k) {
+                // Bound as text and cast in SQL: both backends take every value as text.
+                conds.push(format!("{col} < CAST(CAST(? AS TEXT) AS DOUBLE PRECISION)"));
+                args.push(v.clone());
+                continue;
+            }
             match KEYS.iter().find(|(name, _, _)| name == k) {
+                Some((name, col, _)) if COUNTS.contains(name) => {
+                    conds.push(format!("CAST({col} AS TEXT) = ?"));
+                    args.push(v.clone());
+                }
                 Some((_, "m.phase", _)) if !with_metric => {
                     conds.push(
                         "EXISTS (SELECT 1 FROM metrics m WHERE m.run_id = r.run_id AND m.phase = ?)"
@@ -102,9 +118,31 @@ impl Filter {
     }
 }
 
+/// The keys whose column is a count: their value must be a whole number.
+const COUNTS: &[&str] = &["foreign_cache_drops", "set_aside"];
+
+/// The value of a count key as the store writes it (`007` is `7`), of a bound as given; a
+/// value that is not a number where one is needed is refused.
+fn checked_value(part: &str, k: &str, v: &str) -> Result<String> {
+    if COUNTS.contains(&k) {
+        return v.parse::<u64>().map(|n| n.to_string()).map_err(|_| {
+            bad_input(format!(
+                "--where {part:?}: {k} counts, so give a whole number (e.g. {k}=0 for runs nothing disturbed)"
+            ))
+        });
+    }
+    if BELOW.iter().any(|(name, _, _)| *name == k) && !v.parse::<f64>().is_ok_and(f64::is_finite) {
+        return Err(bad_input(format!(
+            "--where {part:?}: {k} bounds a share of the machine's time, so give a number (e.g. {k}=0.05 for under 5%)"
+        )));
+    }
+    Ok(v.to_string())
+}
+
 /// The column keys, for messages.
 pub fn key_names() -> String {
     KEYS.iter()
+        .chain(BELOW)
         .map(|(k, _, _)| *k)
         .collect::<Vec<_>>()
         .join(", ")
@@ -112,11 +150,14 @@ pub fn key_names() -> String {
 
 const HIT_COLUMNS: &str = "r.run_id, r.path, r.file_size, r.file_mtime_ns, r.started_at, r.kernel, r.git_commit, r.version, r.hostname, r.testbed, r.workload";
 
+/// What disturbed a run, after the phase and value of [`HIT_COLUMNS`].
+const LOAD_COLUMNS: &str = "r.steal, r.cpu_pressure, r.foreign_cache_drops, r.set_aside";
+
 /// The query of one metric's figures under a filter, oldest run first.
 pub fn metric_sql(metric: &str, f: &Filter) -> (String, Vec<String>) {
     let (conds, mut args) = f.sql(true);
     let mut sql = format!(
-        "SELECT {HIT_COLUMNS}, m.phase, m.value FROM runs r JOIN metrics m ON m.run_id = r.run_id WHERE m.metric = ?"
+        "SELECT {HIT_COLUMNS}, m.phase, m.value, {LOAD_COLUMNS} FROM runs r JOIN metrics m ON m.run_id = r.run_id WHERE m.metric = ?"
     );
     let mut all = vec![metric.to_string()];
     all.append(&mut args);
@@ -132,7 +173,7 @@ pub fn metric_sql(metric: &str, f: &Filter) -> (String, Vec<String>) {
 pub fn runs_sql(f: &Filter) -> (String, Vec<String>) {
     let (conds, args) = f.sql(false);
     let mut sql = format!(
-        "SELECT {HIT_COLUMNS}, '' AS phase, CAST(NULL AS DOUBLE PRECISION) AS value FROM runs r"
+        "SELECT {HIT_COLUMNS}, '' AS phase, CAST(NULL AS DOUBLE PRECISION) AS value, {LOAD_COLUMNS} FROM runs r"
     );
     if !conds.is_empty() {
         sql.push_str(" WHERE ");
@@ -182,7 +223,14 @@ mod tests {
             .expect("parses");
         assert_eq!(f.get("fs"), Some("xfs"));
         assert_eq!(f.get("threads"), Some("8"));
-        for bad in ["fs", "=x", "fs=a,fs=b", "f s=x"] {
+        for bad in [
+            "fs",
+            "=x",
+            "fs=a,fs=b",
+            "f s=x",
+            "set_aside=x",
+            "steal_below=much",
+        ] {
             assert!(Filter::parse(&[bad.into()]).is_err(), "{bad}");
         }
     }
@@ -194,5 +242,17 @@ mod tests {
         assert!(sql.contains("p.key = ? AND p.value = ?"), "{sql}");
         assert!(sql.contains("r.kernel = ?"), "{sql}");
         assert_eq!(args, ["ops_per_s", "threads", "8", "6.1"]);
+    }
+
+    #[test]
+    fn load_keys_compare_as_text_and_bound_from_above() {
+        let f = Filter::parse(&["set_aside=00,steal_below=0.05".into()]).expect("parses");
+        let (sql, args) = metric_sql("ops_per_s", &f);
+        assert!(sql.contains("CAST(r.set_aside AS TEXT) = ?"), "{sql}");
+        assert!(
+            sql.contains("r.steal < CAST(CAST(? AS TEXT) AS DOUBLE PRECISION)"),
+            "{sql}"
+        );
+        assert_eq!(args, ["ops_per_s", "0", "0.05"]);
     }
 }

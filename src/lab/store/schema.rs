@@ -3,12 +3,29 @@
 //! schema version is refused with what to do (`fsgauge store rebuild`), never misread.
 
 /// The schema version this fsgauge writes and reads (kept in `meta`, key `schema_version`).
-pub const VERSION: i64 = 1;
+pub const VERSION: i64 = 2;
+
+/// What a store of an older version is brought to this one by: (from, statements), each in
+/// one transaction with the version's change ([`super::Store`] then fills the new columns
+/// from the files). Version 2 added the machine's load and the disturbed attempts to `runs`;
+/// a run whose file is gone keeps NULL there (not known).
+pub const MIGRATIONS: &[(i64, &[&str])] = &[(
+    1,
+    &[
+        "ALTER TABLE runs ADD COLUMN steal DOUBLE PRECISION",
+        "ALTER TABLE runs ADD COLUMN cpu_pressure DOUBLE PRECISION",
+        "ALTER TABLE runs ADD COLUMN foreign_cache_drops BIGINT",
+        "ALTER TABLE runs ADD COLUMN set_aside BIGINT",
+    ],
+)];
 
 /// The tables, made when missing. `runs` holds one row per run (its identity,
 /// [`crate::results::RunResult::identity`], is the key, so adding a result twice adds it
 /// once), with the file it came from and that file's size and modification time, by which a
-/// file that changed or vanished since it was indexed is found. `metrics` holds every figure of
+/// file that changed or vanished since it was indexed is found, and what disturbed it: the
+/// machine's CPU steal and CPU pressure (shares 0–1, the most of any of its phases; NULL where
+/// the result does not tell), the other processes' cache drops during its phases (summed) and
+/// the attempts set aside before it (counted). `metrics` holds every figure of
 /// every phase; `params` the workload's scalar parameters (for `--where threads=8`).
 pub const TABLES: &[&str] = &[
     "CREATE TABLE IF NOT EXISTS meta (key TEXT PRIMARY KEY, value TEXT NOT NULL)",
@@ -31,7 +48,11 @@ pub const TABLES: &[&str] = &[
         cpus BIGINT NOT NULL,
         version TEXT NOT NULL,
         git_commit TEXT,
-        device_profile TEXT
+        device_profile TEXT,
+        steal DOUBLE PRECISION,
+        cpu_pressure DOUBLE PRECISION,
+        foreign_cache_drops BIGINT,
+        set_aside BIGINT
     )",
     "CREATE TABLE IF NOT EXISTS metrics (
         run_id TEXT NOT NULL REFERENCES runs(run_id) ON DELETE CASCADE,
@@ -79,7 +100,39 @@ pub const RUN_COLUMNS: &[&str] = &[
     "version",
     "git_commit",
     "device_profile",
+    "steal",
+    "cpu_pressure",
+    "foreign_cache_drops",
+    "set_aside",
 ];
+
+/// The columns an add that finds the run there already sets again (what the file may say
+/// anew: where it is now, and what older indexing did not keep).
+pub const UPDATED_COLUMNS: &[&str] = &[
+    "path",
+    "file_size",
+    "file_mtime_ns",
+    "plan",
+    "label",
+    "steal",
+    "cpu_pressure",
+    "foreign_cache_drops",
+    "set_aside",
+];
+
+/// The upsert of one run (`?` placeholders; PostgreSQL numbers them).
+pub fn upsert_run() -> String {
+    let cols = RUN_COLUMNS.join(", ");
+    let marks = vec!["?"; RUN_COLUMNS.len()].join(", ");
+    let set: Vec<String> = UPDATED_COLUMNS
+        .iter()
+        .map(|c| format!("{c} = excluded.{c}"))
+        .collect();
+    format!(
+        "INSERT INTO runs ({cols}) VALUES ({marks}) ON CONFLICT (run_id) DO UPDATE SET {}",
+        set.join(", ")
+    )
+}
 
 /// The `--where` keys that name a column (table alias `r` for runs, `m` for metrics), with
 /// what each means; any other key is a workload parameter.
@@ -96,4 +149,29 @@ pub const KEYS: &[(&str, &str, &str)] = &[
     ("commit", "r.git_commit", "fsgauge's git commit"),
     ("version", "r.version", "fsgauge's version"),
     ("profile", "r.device_profile", "emulated disk profile"),
+    (
+        "foreign_cache_drops",
+        "r.foreign_cache_drops",
+        "other processes' cache drops during the run's phases (0: undisturbed)",
+    ),
+    (
+        "set_aside",
+        "r.set_aside",
+        "attempts set aside (disturbed) before the run was kept",
+    ),
+];
+
+/// The `--where` keys that bound a share of the machine's load from above: the run's value
+/// must be below the one given (runs that do not tell it are left out).
+pub const BELOW: &[(&str, &str, &str)] = &[
+    (
+        "steal_below",
+        "r.steal",
+        "CPU steal below this share (0–1) in every phase",
+    ),
+    (
+        "pressure_below",
+        "r.cpu_pressure",
+        "CPU pressure below this share (0–1) in every phase",
+    ),
 ];

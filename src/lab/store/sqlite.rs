@@ -97,6 +97,32 @@ impl Db for Sqlite {
         Ok(())
     }
 
+    fn migrate(&mut self, from: i64, statements: &[&str]) -> Result<bool> {
+        let tx = self
+            .conn
+            .transaction_with_behavior(rusqlite::TransactionBehavior::Immediate)?;
+        let now: Option<String> = tx
+            .query_row(
+                "SELECT value FROM meta WHERE key = 'schema_version'",
+                [],
+                |r| r.get(0),
+            )
+            .optional()?;
+        if now.as_deref() != Some(from.to_string().as_str()) {
+            return Ok(false);
+        }
+        for s in statements {
+            tx.execute(s, [])
+                .with_context(|| format!("SQLite: {}", first_line(s)))?;
+        }
+        tx.execute(
+            "UPDATE meta SET value = ?1 WHERE key = 'schema_version'",
+            [(from + 1).to_string()],
+        )?;
+        tx.commit()?;
+        Ok(true)
+    }
+
     fn meta(&mut self, key: &str) -> Result<Option<String>> {
         let has: bool = self.conn.query_row(
             "SELECT COUNT(*) > 0 FROM sqlite_master WHERE type = 'table' AND name = 'meta'",
@@ -118,11 +144,7 @@ impl Db for Sqlite {
             .transaction_with_behavior(rusqlite::TransactionBehavior::Immediate)?;
         let mut new = 0;
         {
-            let cols = super::schema::RUN_COLUMNS.join(", ");
-            let marks = vec!["?"; super::schema::RUN_COLUMNS.len()].join(", ");
-            let mut run = tx.prepare(&format!(
-                "INSERT INTO runs ({cols}) VALUES ({marks}) ON CONFLICT (run_id) DO UPDATE SET path = excluded.path, file_size = excluded.file_size, file_mtime_ns = excluded.file_mtime_ns, plan = excluded.plan, label = excluded.label"
-            ))?;
+            let mut run = tx.prepare(&super::schema::upsert_run())?;
             let mut known = tx.prepare("SELECT 1 FROM runs WHERE run_id = ?1")?;
             let mut metric = tx.prepare(
                 "INSERT INTO metrics (run_id, phase, metric, value) VALUES (?1, ?2, ?3, ?4) ON CONFLICT DO NOTHING",
@@ -154,7 +176,11 @@ impl Db for Sqlite {
                     r.cpus,
                     r.version,
                     r.git_commit,
-                    r.device_profile
+                    r.device_profile,
+                    r.steal,
+                    r.cpu_pressure,
+                    r.foreign_cache_drops,
+                    r.set_aside
                 ])?;
                 for (phase, m, v) in &i.metrics {
                     metric.execute(params![r.run_id, phase, m, v])?;
@@ -185,6 +211,10 @@ impl Db for Sqlite {
                 workload: r.get(10)?,
                 phase: r.get(11)?,
                 value: r.get(12)?,
+                steal: r.get(13)?,
+                cpu_pressure: r.get(14)?,
+                foreign_cache_drops: r.get(15)?,
+                set_aside: r.get(16)?,
             })
         })?;
         Ok(rows.collect::<rusqlite::Result<Vec<Hit>>>()?)

@@ -487,3 +487,41 @@ pub fn quiet_enough(p: &Option<Pressure>, what: &str) -> bool {
     }
     true
 }
+
+/// `fsgauge` as the unprivileged user nobody (`setpriv`, a copy of the binary in the sandbox,
+/// as the checkout may sit below a directory only root can enter), with a directory of the
+/// sandbox nobody may write (`nobody-results`); `None` (skipped, a failure under CI) when
+/// this is not root or setpriv is missing.
+pub fn as_nobody(sb: &Sandbox) -> Option<(PathBuf, Command)> {
+    use std::os::unix::fs::PermissionsExt;
+    if !nix_is_root() {
+        skip("needs root to switch to an unprivileged user");
+        return None;
+    }
+    if !have_program("setpriv") {
+        return None;
+    }
+    let out_dir = sb.path().join("nobody-results");
+    std::fs::create_dir(&out_dir).expect("nobody's results directory");
+    nix::unistd::chown(
+        &out_dir,
+        Some(nix::unistd::Uid::from_raw(65534)),
+        Some(nix::unistd::Gid::from_raw(65534)),
+    )
+    .expect("chown to nobody");
+    let bin = sb.path().join("fsgauge-copy");
+    std::fs::copy(env!("CARGO_BIN_EXE_fsgauge"), &bin).expect("a copy of fsgauge");
+    std::fs::set_permissions(sb.path(), std::fs::Permissions::from_mode(0o755))
+        .expect("sandbox mode");
+    std::fs::set_permissions(&bin, std::fs::Permissions::from_mode(0o755)).expect("binary mode");
+    let mut cmd = Command::new("setpriv");
+    cmd.args([
+        "--reuid=65534",
+        "--regid=65534",
+        "--clear-groups",
+        "env",
+        "HOME=/tmp",
+    ])
+    .arg(&bin);
+    Some((out_dir, cmd))
+}

@@ -106,6 +106,9 @@ impl Exporter for Markdown {
     /// a larger document).
     fn page(&self, page: &Page) -> Result<Vec<u8>> {
         let mut out = page.preface.clone();
+        if !page.sketch.is_empty() {
+            out.push_str(&format!("```text\n{}\n```\n\n", page.sketch.trim_end()));
+        }
         // A bare table (a listing, no title or note) ends at its last row; a blank line
         // separates tables.
         let tables: Vec<String> = page

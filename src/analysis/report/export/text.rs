@@ -59,6 +59,7 @@ impl Exporter for Text {
     /// between them.
     fn page(&self, page: &Page) -> Result<Vec<u8>> {
         let mut out = page.preface.clone();
+        out.push_str(&page.sketch);
         match &page.text {
             Some(t) => out.push_str(t),
             None => {
