@@ -10,10 +10,10 @@ use super::clock::Clock;
 use super::{CpuWait, PhaseResult};
 
 /// The share of a phase's thread time spent waiting for a CPU from which a report says so:
-/// 5%. On a quiet 2-core machine of this kind a one-thread phase waits 0.1–1% of its time
-/// (the other core is free), so 5% is never the machine's normal state; and it is the
-/// half-width of the tightest intervals findings give on it (journal-size's file-remove,
-/// 5.77–6.36×), so a wait above it can move a ratio outside its own interval.
+/// 5%. It is the half-width of the tightest intervals findings give on this kind of machine
+/// (journal-size's file-remove on a quiet machine, 5.77–6.36×, ±5%): a wait over it can by
+/// itself move a phase's time, and so a ratio, out of its own interval, while a smaller one
+/// moves it by less than the interval can resolve.
 pub const NOTABLE_CPU_WAIT: f64 = 0.05;
 
 impl CpuWait {
