@@ -153,6 +153,7 @@ mod tests {
             ranks: Vec::new(),
             foreign_cache_drops: 0,
             host_load: None,
+            cpu_wait: None,
         }
     }
 

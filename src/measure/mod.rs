@@ -16,6 +16,7 @@ mod phase;
 pub mod progress;
 mod recorder;
 mod rusage;
+mod schedstat;
 mod scheduled;
 mod totals;
 
@@ -30,4 +31,5 @@ pub use phase::{run_workers, PhaseMeter, SeriesSpec};
 pub use progress::Progress;
 pub use recorder::{Lane, OpDef, OpId, Recorder};
 pub use rusage::CpuTimes;
+pub use schedstat::{SchedMark, TaskSched};
 pub use totals::{LatencyTotals, PhaseTotals, Probes};

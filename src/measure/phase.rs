@@ -64,6 +64,8 @@ pub struct PhaseMeter {
     drops: crate::host::cache::DropMark,
     /// The machine's steal and CPU pressure at the start.
     load: super::hostload::LoadMark,
+    /// The scheduler's counters of this process's threads at the start.
+    sched: super::schedstat::SchedMark,
 }
 
 impl PhaseMeter {
@@ -88,6 +90,7 @@ impl PhaseMeter {
         let cpu0 = CpuTimes::now();
         let drops = crate::host::cache::DropMark::now();
         let load = super::hostload::LoadMark::now();
+        let sched = super::schedstat::SchedMark::now();
         let start = Instant::now();
         let clock = clock.with_origin(start);
         let start_tick = clock.now();
@@ -109,6 +112,7 @@ impl PhaseMeter {
             bar,
             drops,
             load,
+            sched,
         }
     }
 
@@ -196,6 +200,9 @@ impl PhaseMeter {
         let mut out = totals.into_result(&[]);
         out.foreign_cache_drops = out.foreign_cache_drops.max(foreign_cache_drops);
         out.host_load = host_load;
+        out.cpu_wait = self
+            .sched
+            .since(recorders.iter().filter_map(|r| r.sched_end));
         out
     }
 }
@@ -313,6 +320,42 @@ mod tests {
         assert!((4000..4100).contains(&l3.p50_ns), "{}", l3.p50_ns);
     }
 
+    /// Work that stays on a CPU for a while.
+    fn spin() {
+        let mut x = 0u64;
+        for i in 0..2_000_000u64 {
+            x = x.wrapping_mul(31).wrapping_add(std::hint::black_box(i));
+        }
+        std::hint::black_box(x);
+    }
+
+    #[test]
+    fn the_wait_counts_each_worker_thread_once_even_after_it_has_exited() {
+        for n in [1usize, 3] {
+            let m = meter();
+            let rs = run_workers(&m, n, |_, _| {
+                spin();
+                Ok(())
+            })
+            .unwrap();
+            let tids: Vec<i32> = rs.iter().map(|r| r.sched_end.unwrap().0).collect();
+            let p = m.finish(rs);
+            let w = p.cpu_wait.expect("recorded");
+            assert_eq!(w.threads as usize, n, "{w:?}");
+            let me = crate::measure::schedstat::this_thread().unwrap().0;
+            // One worker runs on the calling thread; several on threads of their own, which
+            // had exited (joined) before the phase ended.
+            assert_eq!(tids.contains(&me), n == 1, "{tids:?}");
+            // No thread is on a CPU or waiting for one longer than the phase lasted.
+            let budget = (p.wall_s * n as f64 * 1e9) as u64 + 10_000_000;
+            assert!(
+                w.on_cpu_ns + w.run_delay_ns <= budget,
+                "{w:?} in {} s",
+                p.wall_s
+            );
+        }
+    }
+
     #[test]
     fn scheduled_latency_is_kept_per_kind_phase_and_second_and_only_when_recorded() {
         // Without a rate limit nothing is there.
@@ -427,6 +470,12 @@ mod snapshot {
             "every phase records the machine's load"
         );
         p.host_load = None;
+        // The same for the threads' run-queue wait: its accounting is checked below.
+        assert!(
+            p.cpu_wait.is_some(),
+            "every phase records its threads' wait"
+        );
+        p.cpu_wait = None;
         p
     }
 

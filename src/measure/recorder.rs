@@ -112,6 +112,9 @@ pub struct Recorder {
     unflushed: u64,
     last_flush: Instant,
     pub(crate) finished: Option<Duration>,
+    /// The scheduler's counters of the thread that finished this recorder, read on that
+    /// thread at its first [`Recorder::finish`] (before a worker thread is joined).
+    pub(crate) sched_end: Option<(i32, super::schedstat::TaskSched)>,
 }
 
 /// The stop flags a phase shares with its workers' recorders.
@@ -173,6 +176,7 @@ impl Recorder {
             unflushed: 0,
             last_flush: origin,
             finished: None,
+            sched_end: None,
         }
     }
 
@@ -424,6 +428,7 @@ impl Recorder {
     pub fn finish(&mut self) {
         if self.finished.is_none() {
             self.finished = Some(self.origin.elapsed());
+            self.sched_end = super::schedstat::this_thread();
             for slot in self.ops.iter_mut().filter(|s| s.def.primary) {
                 close_interval(
                     &mut self.intervals,

@@ -273,6 +273,8 @@ pub struct PhaseTotals {
     foreign_cache_drops: u64,
     /// The machine's load, of the first part that had it (ranks of one machine share it).
     host_load: Option<crate::results::HostLoad>,
+    /// The run-queue wait of the parts' threads, added up (ranks are processes of their own).
+    cpu_wait: Option<crate::results::CpuWait>,
 }
 
 /// Where this machine's devices are filed in [`PhaseTotals`] (ranks file theirs by host name).
@@ -283,6 +285,20 @@ fn rate(n: f64, secs: f64) -> f64 {
         n / secs
     } else {
         0.0
+    }
+}
+
+fn add_wait(
+    a: Option<crate::results::CpuWait>,
+    b: Option<crate::results::CpuWait>,
+) -> Option<crate::results::CpuWait> {
+    match (a, b) {
+        (Some(a), Some(b)) => Some(crate::results::CpuWait {
+            run_delay_ns: a.run_delay_ns + b.run_delay_ns,
+            on_cpu_ns: a.on_cpu_ns + b.on_cpu_ns,
+            threads: a.threads + b.threads,
+        }),
+        (a, b) => a.or(b),
     }
 }
 
@@ -426,6 +442,7 @@ impl PhaseTotals {
         t.stonewall_s = p.stonewall_s;
         t.foreign_cache_drops = p.foreign_cache_drops;
         t.host_load = p.host_load;
+        t.cpu_wait = p.cpu_wait;
         let mut latency = p.latency.clone();
         latency.hdr.clear();
         t.ranks.push(RankPhase {
@@ -477,6 +494,7 @@ impl PhaseTotals {
         self.stonewall_s = self.stonewall_s.or(o.stonewall_s);
         self.foreign_cache_drops = self.foreign_cache_drops.max(o.foreign_cache_drops);
         self.host_load = self.host_load.or(o.host_load);
+        self.cpu_wait = add_wait(self.cpu_wait, o.cpu_wait);
         self.ranks.extend(o.ranks.iter().cloned());
     }
 
@@ -639,6 +657,7 @@ impl PhaseTotals {
             ranks: self.ranks,
             foreign_cache_drops: self.foreign_cache_drops,
             host_load: self.host_load,
+            cpu_wait: self.cpu_wait,
         };
         out.extra = combine_extras(&self.extras, &out, metrics);
         out

@@ -237,7 +237,46 @@ pub const CORE: &[CoreMetric] = &[
         def: MetricDef::count("pause", "disk clock pause", "s"),
         get: |p, _| on_emulated_disk(p).then(|| p.times().pause_s),
     },
+    // What the phase's threads waited for a CPU, and a one-thread phase's time and op rate
+    // without that wait (see `cpuwait`): shown where some phase waited over
+    // NOTABLE_CPU_WAIT ([`beside_cpu_wait`]). Beside elapsed time, never in its place.
+    CoreMetric {
+        def: MetricDef::count("runq_wait", "run-queue wait", "%"),
+        get: |p, _| p.cpu_wait_share().map(|s| s * 100.0),
+    },
+    CoreMetric {
+        def: MetricDef::lower("elapsed_less_runq", "elapsed less run-queue wait", "s"),
+        get: |p, c| p.elapsed_less_runq(c),
+    },
+    CoreMetric {
+        def: MetricDef::rate(
+            "ops_per_s_less_runq",
+            "op rate less run-queue wait",
+            "ops/s",
+        ),
+        get: |p, c| {
+            let less = p.elapsed_less_runq(c)?;
+            let t = p.times();
+            (p.ops > 0).then(|| t.rate(p.ops_per_s, c) * t.elapsed(c) / less)
+        },
+    },
 ];
+
+/// The core metrics of the run-queue wait: a table shows them only where some phase's
+/// threads waited for a CPU over [`super::cpuwait::NOTABLE_CPU_WAIT`] of their time, so
+/// results of a machine that gave the phases their CPU (and results from before fsgauge
+/// recorded the wait) read as before.
+pub const BESIDE_CPU_WAIT: &[&str] = &["runq_wait", "elapsed_less_runq", "ops_per_s_less_runq"];
+
+/// Whether a core metric is shown for these phases: [`BESIDE_CPU_WAIT`] ones where any
+/// phase waited over the threshold, every other one always (where it has a value).
+pub fn beside_cpu_wait<'a>(key: &str, mut phases: impl Iterator<Item = &'a PhaseResult>) -> bool {
+    !BESIDE_CPU_WAIT.contains(&key)
+        || phases.any(|p| {
+            p.cpu_wait_share()
+                .is_some_and(|s| s > super::cpuwait::NOTABLE_CPU_WAIT)
+        })
+}
 
 /// Whether a phase ran on an emulated disk (main or journal).
 fn on_emulated_disk(p: &PhaseResult) -> bool {
@@ -310,5 +349,33 @@ mod tests {
         );
         let back: MetricDef = serde_json::from_value(v).unwrap();
         assert_eq!(back, d);
+    }
+
+    #[test]
+    fn the_run_queue_figures_show_only_where_a_phase_waited_over_the_threshold() {
+        let mut p = crate::measure::PhaseTotals::new("p").into_result(&[]);
+        (p.wall_s, p.ops, p.ops_per_s) = (10.0, 1000, 100.0);
+        assert!(!beside_cpu_wait("runq_wait", std::iter::once(&p)));
+        assert!(beside_cpu_wait("elapsed", std::iter::once(&p)));
+        let value = |p: &PhaseResult, key: &str| core(key).and_then(|m| m.value(p));
+        assert_eq!(value(&p, "elapsed_less_runq"), None);
+        p.cpu_wait = Some(crate::results::CpuWait {
+            run_delay_ns: 400_000_000,
+            on_cpu_ns: 9_000_000_000,
+            threads: 1,
+        });
+        // 4%: recorded and readable, not shown.
+        assert!(!beside_cpu_wait("elapsed_less_runq", std::iter::once(&p)));
+        assert_eq!(value(&p, "runq_wait"), Some(4.0));
+        assert_eq!(value(&p, "elapsed_less_runq"), Some(9.6));
+        let rate = value(&p, "ops_per_s_less_runq").unwrap();
+        assert!((rate - 1000.0 / 9.6).abs() < 1e-9, "{rate}");
+        // Elapsed time stays as measured.
+        assert_eq!(value(&p, "elapsed"), Some(10.0));
+        p.cpu_wait = p.cpu_wait.map(|w| crate::results::CpuWait {
+            run_delay_ns: 600_000_000,
+            ..w
+        });
+        assert!(beside_cpu_wait("ops_per_s_less_runq", std::iter::once(&p)));
     }
 }

@@ -3,6 +3,7 @@
 //! schema version, never renamed; readers ignore fields they do not know.
 
 pub mod clock;
+pub mod cpuwait;
 pub mod crash;
 pub mod device;
 mod env;
@@ -494,6 +495,22 @@ pub struct PhaseResult {
     /// written before fsgauge recorded them, and where the kernel tells neither).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub host_load: Option<HostLoad>,
+    /// How long the threads that did the phase's work were on a CPU and how long they were
+    /// runnable but waited for one (absent in results written before fsgauge recorded it).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub cpu_wait: Option<CpuWait>,
+}
+
+/// The scheduler's account of a phase's own threads (`/proc/self/task/*/schedstat`), summed
+/// over the threads that did its work.
+#[derive(Debug, Clone, Copy, Serialize, Deserialize, PartialEq, Eq, Default)]
+pub struct CpuWait {
+    /// Time runnable, waiting on a run queue for a CPU, nanoseconds.
+    pub run_delay_ns: u64,
+    /// Time on a CPU, nanoseconds.
+    pub on_cpu_ns: u64,
+    /// How many threads did the phase's work.
+    pub threads: u32,
 }
 
 /// The machine's load over a phase, as shares (0–1).

@@ -17,6 +17,7 @@
 //! clock stood still for over a quarter of its wall time. The emulator's lateness stays in
 //! the record ([`Finding::emulator_behind`]) and withholds nothing.
 
+pub mod cpuwait;
 pub mod machines;
 pub mod sentence;
 
@@ -77,6 +78,11 @@ pub struct Finding {
     /// ([`machines`]). Absent for one machine.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub pooled: Option<machines::Pooled>,
+    /// For a question that times its phases (elapsed time or a rate): how long each side's
+    /// compared phases waited for a CPU ([`cpuwait`]); empty otherwise, and in results from
+    /// before fsgauge recorded it.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub cpu_wait: Vec<cpuwait::SideWait>,
 }
 
 /// The disk a result ran on: its emulated disk's profile reference, or none for this
@@ -168,9 +174,7 @@ impl Finding {
     /// measure the machine (scheduling, caches, timer) more than the filesystem. Counted
     /// figures (bytes written, extents) of a short phase are not affected.
     pub fn too_short(&self) -> bool {
-        let u = self.unit.as_str();
-        let timed = matches!(u, "s" | "ms" | "µs" | "us") || u.ends_with("/s");
-        timed && self.phase_s.is_some_and(|t| t < SHORT_PHASE_S)
+        timed(&self.unit) && self.phase_s.is_some_and(|t| t < SHORT_PHASE_S)
     }
 
     /// Whether the disk's clock and the wall clock decide the question differently.
@@ -197,6 +201,11 @@ impl Finding {
             None => !self.base_values.is_empty() && !self.variant_values.is_empty(),
         }
     }
+}
+
+/// Whether a metric of this unit times its phase: a time, or a rate per second.
+fn timed(unit: &str) -> bool {
+    matches!(unit, "s" | "ms" | "µs" | "us") || unit.ends_with("/s")
 }
 
 /// The per-look confidence level of a question's interval: 95%, or the repeated interval's
@@ -452,7 +461,7 @@ pub fn evaluate(q: &Question, results: &[RunResult]) -> Finding {
     });
     Finding {
         question: q.clone(),
-        unit,
+        unit: unit.clone(),
         better,
         base_values: values(&on_disk.0),
         variant_values: values(&on_disk.1),
@@ -466,6 +475,11 @@ pub fn evaluate(q: &Question, results: &[RunResult]) -> Finding {
         wall,
         device: None,
         pooled,
+        cpu_wait: if timed(&unit) {
+            cpuwait::side_waits(q, results)
+        } else {
+            Vec::new()
+        },
     }
 }
 

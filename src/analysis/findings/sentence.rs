@@ -295,11 +295,12 @@ fn wall_figure(w: &super::WallFinding) -> String {
     }
 }
 
-/// What a finding on an emulated disk says before its figures: that the two clocks decide
+/// What a finding says before its figures: on an emulated disk, that the two clocks decide
 /// differently, and that the disk's clock stood still for over a quarter of a compared
-/// phase's wall time.
+/// phase's wall time; anywhere, that a side's phases waited for a CPU over the threshold
+/// ([`super::cpuwait`]).
 fn clock_warnings(f: &Finding) -> Vec<String> {
-    let mut out = Vec::new();
+    let mut out: Vec<String> = super::cpuwait::warning(&f.cpu_wait).into_iter().collect();
     if let Some(w) = f.wall.as_ref().filter(|_| f.clocks_disagree()) {
         out.push(format!(
             "the disk's clock and the wall clock decide differently ({} on the disk's clock, {} on the wall clock)",

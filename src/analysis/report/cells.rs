@@ -90,6 +90,10 @@ pub struct Environment {
     /// weighted); empty for results that do not record them.
     #[serde(skip_serializing_if = "String::is_empty")]
     pub machine_load: String,
+    /// The share of the run's measured phases' thread time that fsgauge's own threads spent
+    /// runnable but waiting for a CPU (`4.2%`); empty for results that do not record it.
+    #[serde(skip_serializing_if = "String::is_empty")]
+    pub cpu_wait: String,
 }
 
 /// Everything a report shows.

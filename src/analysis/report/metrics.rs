@@ -98,6 +98,7 @@ pub fn present<'a>(
             let mut all = phases.clone().into_iter().map(|(_, p)| p);
             all.any(|p| m.value(p).is_some())
                 && metric::beside_disk_time(&m.key(), phases.clone().into_iter().map(|(_, p)| p))
+                && metric::beside_cpu_wait(&m.key(), phases.clone().into_iter().map(|(_, p)| p))
         })
         .collect();
     let mut extra: Vec<(&str, &RunResult)> = Vec::new();

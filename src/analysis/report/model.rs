@@ -688,7 +688,31 @@ fn environment(r: &RunResult, workload: &str) -> Environment {
         seed: r.seed,
         spec_hash: r.spec_hash.chars().take(12).collect(),
         machine_load: machine_load(r),
+        cpu_wait: cpu_wait(r),
     }
+}
+
+/// "4.2%": of the thread time of the run's phases that recorded it (threads × wall time,
+/// added up), the share fsgauge's threads waited for a CPU; empty when none recorded it.
+fn cpu_wait(r: &RunResult) -> String {
+    let (mut wait_s, mut thread_s) = (0.0, 0.0);
+    for w in r
+        .phases
+        .iter()
+        .filter_map(|p| p.cpu_wait.map(|w| (w, p.wall_s)))
+    {
+        wait_s += w.0.run_delay_s();
+        thread_s += w.1 * w.0.threads as f64;
+    }
+    if thread_s <= 0.0 {
+        return String::new();
+    }
+    let share = wait_s / thread_s * 100.0;
+    let mut s = format!("{share:.1}%");
+    if share > crate::results::cpuwait::NOTABLE_CPU_WAIT * 100.0 {
+        s.push_str(" (the machine slowed the run)");
+    }
+    s
 }
 
 /// "steal 0.1%, CPU pressure 12%": the wall-time weighted means over the run's phases that
@@ -748,9 +772,13 @@ pub fn environment_table(env: &[Environment]) -> Table {
     .to_vec();
     // Results written before fsgauge recorded the machine's load keep their table as it was.
     let loaded = env.iter().any(|e| !e.machine_load.is_empty());
+    let waited = env.iter().any(|e| !e.cpu_wait.is_empty());
     let mut headers = headers;
     if loaded {
         headers.push("machine load".into());
+    }
+    if waited {
+        headers.push("CPU wait".into());
     }
     let rows = env
         .iter()
@@ -778,17 +806,24 @@ pub fn environment_table(env: &[Environment]) -> Table {
             ]
             .into_iter()
             .chain(loaded.then(|| e.machine_load.clone()))
+            .chain(waited.then(|| e.cpu_wait.clone()))
             .collect()
         })
         .collect();
+    let mut note = String::from("as recorded in each result file");
+    if loaded {
+        note.push_str("; machine load: the share of all CPU time the hypervisor stole and of the wall time some task waited for a CPU, over the measured phases");
+    }
+    if waited {
+        note.push_str(&format!(
+            "; CPU wait: the share of the measured phases' thread time (threads × wall time) fsgauge's own threads were runnable but waited for a CPU, from their schedstat; over {:.0}% the machine, not the filesystem, slowed the run",
+            crate::results::cpuwait::NOTABLE_CPU_WAIT * 100.0
+        ));
+    }
     Table {
         title: "Environment of every run".into(),
-        label_columns: if loaded { 20 } else { 19 },
-        note: if loaded {
-            "as recorded in each result file; machine load: the share of all CPU time the hypervisor stole and of the wall time some task waited for a CPU, over the measured phases".into()
-        } else {
-            "as recorded in each result file".into()
-        },
+        label_columns: 19 + loaded as usize + waited as usize,
+        note,
         headers,
         rows,
     }
@@ -907,5 +942,31 @@ mod tests {
         assert_eq!(line_phase("usage-75"), "usage-75");
         assert_eq!(line_phase("dir-t"), "dir-t");
         assert_eq!(line_phase("file-create"), "file-create");
+    }
+
+    #[test]
+    fn the_environment_states_the_cpu_wait_beside_the_machine_load_only_where_recorded() {
+        let wait = |run_delay_ns| crate::results::CpuWait {
+            run_delay_ns,
+            on_cpu_ns: 0,
+            threads: 1,
+        };
+        let old = run(serde_json::json!({}), serde_json::json!({}), 1, 1);
+        let t = environment_table(&[environment(&old, "x")]);
+        assert!(
+            !t.headers.iter().any(|h| h == "CPU wait"),
+            "{:?}",
+            t.headers
+        );
+        assert_eq!(t.note, "as recorded in each result file");
+        let (mut quiet, mut busy) = (old.clone(), old);
+        quiet.phases[0].cpu_wait = Some(wait(10_000_000));
+        busy.phases[0].cpu_wait = Some(wait(250_000_000));
+        let t = environment_table(&[environment(&quiet, "x"), environment(&busy, "x")]);
+        assert_eq!(t.headers.last().map(String::as_str), Some("CPU wait"));
+        assert_eq!(t.label_columns, t.headers.len());
+        let cells: Vec<&str> = t.rows.iter().map(|r| r[r.len() - 1].as_str()).collect();
+        assert_eq!(cells, ["1.0%", "25.0% (the machine slowed the run)"]);
+        assert!(t.note.contains("; CPU wait: "), "{}", t.note);
     }
 }

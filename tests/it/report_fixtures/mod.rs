@@ -77,6 +77,7 @@ pub fn phase(
         ranks: Vec::new(),
         foreign_cache_drops: 0,
         host_load: None,
+        cpu_wait: None,
     }
 }
 
