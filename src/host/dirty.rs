@@ -294,11 +294,6 @@ pub fn leave_dead(pid: u32, start: u64) -> Result<()> {
     Host::system().leave(pid, start)
 }
 
-/// The file a hold is kept in, for messages.
-pub fn state_file() -> PathBuf {
-    Host::system().state.join(STATE_FILE)
-}
-
 #[cfg(test)]
 mod tests {
     use super::*;

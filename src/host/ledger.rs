@@ -141,10 +141,9 @@ impl Resource {
             Resource::Loop { image, .. } => format!("loop device of {}", image.display()),
             Resource::Mount { target, .. } => format!("mount at {}", target.display()),
             Resource::Cgroup { path } => format!("cgroup {}", path.display()),
-            Resource::DirtyHold { pid, .. } => format!(
-                "the dirty-page thresholds process {pid} held ({})",
-                super::dirty::state_file().display()
-            ),
+            Resource::DirtyHold { pid, .. } => {
+                format!("the host's dirty-page thresholds process {pid} held")
+            }
             Resource::RunDir { parent, name, .. } => {
                 format!("run directory {}", parent.join(name).display())
             }
