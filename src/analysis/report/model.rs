@@ -710,7 +710,19 @@ fn cpu_wait(r: &RunResult) -> String {
     let share = wait_s / thread_s * 100.0;
     let mut s = format!("{share:.1}%");
     if share > crate::results::cpuwait::NOTABLE_CPU_WAIT * 100.0 {
-        s.push_str(" (the machine slowed the run)");
+        // A phase with more threads than CPUs queues behind itself: not the machine's alone.
+        let most = r
+            .phases
+            .iter()
+            .filter_map(|p| p.cpu_wait)
+            .map(|w| w.threads)
+            .max();
+        match most {
+            Some(t) if t > r.host.cpus.max(1) => {
+                s.push_str(&format!(" ({t} threads on {} CPUs)", r.host.cpus.max(1)))
+            }
+            _ => s.push_str(" (the machine slowed the run)"),
+        }
     }
     s
 }
@@ -968,5 +980,16 @@ mod tests {
         let cells: Vec<&str> = t.rows.iter().map(|r| r[r.len() - 1].as_str()).collect();
         assert_eq!(cells, ["1.0%", "25.0% (the machine slowed the run)"]);
         assert!(t.note.contains("; CPU wait: "), "{}", t.note);
+        // More threads than CPUs queue behind each other: said as such, not as the machine.
+        let mut own = busy.clone();
+        own.host.cpus = 2;
+        own.phases[0].cpu_wait = Some(crate::results::CpuWait {
+            run_delay_ns: 2_000_000_000,
+            on_cpu_ns: 0,
+            threads: 8,
+        });
+        let t = environment_table(&[environment(&own, "x")]);
+        let cell = &t.rows[0][t.rows[0].len() - 1];
+        assert!(cell.ends_with("% (8 threads on 2 CPUs)"), "{cell}");
     }
 }
