@@ -221,14 +221,9 @@ impl Host {
         }
     }
 
-    /// Adds this process's hold of `limits` and applies the strictest hold.
-    fn take(&self, limits: DirtyLimits) -> Result<Holder> {
-        let pid = std::process::id();
-        let me = Holder {
-            pid,
-            start: process_start_time(pid).context("reading this process's start time")?,
-            limits,
-        };
+    /// Adds the hold of `limits` by process `(pid, start)` and applies the strictest hold.
+    fn take(&self, limits: DirtyLimits, (pid, start): (u32, u64)) -> Result<Holder> {
+        let me = Holder { pid, start, limits };
         self.with_state(|old| {
             let mut s = match old {
                 Some(s) => s,
@@ -264,20 +259,23 @@ pub struct DirtyHold {
     me: Holder,
 }
 
+/// This process and its start time: the holder a hold is taken for (and the ledger records).
+pub fn this_process() -> Result<(u32, u64)> {
+    let pid = std::process::id();
+    let start = process_start_time(pid).context("reading this process's start time")?;
+    Ok((pid, start))
+}
+
 impl DirtyHold {
-    /// Holds the thresholds of a machine with `limit` bytes of memory on `host`.
-    pub fn take(host: Host, limit: u64) -> Result<Self> {
-        let me = host.take(DirtyLimits::for_limit(limit))?;
+    /// Holds the thresholds of a machine with `limit` bytes of memory on `host`, for the
+    /// process `me` ([`this_process`]).
+    pub fn take(host: Host, limit: u64, me: (u32, u64)) -> Result<Self> {
+        let me = host.take(DirtyLimits::for_limit(limit), me)?;
         Ok(Self { host, me })
     }
 
     pub fn limits(&self) -> DirtyLimits {
         self.me.limits
-    }
-
-    /// The process and its start time, for the ledger.
-    pub fn holder(&self) -> (u32, u64) {
-        (self.me.pid, self.me.start)
     }
 }
 
@@ -338,7 +336,8 @@ mod tests {
     #[test]
     fn a_hold_sets_the_thresholds_and_its_end_restores_the_hosts() {
         let f = fake();
-        let hold = DirtyHold::take(f.host.clone(), 96 << 20).expect("take");
+        let hold =
+            DirtyHold::take(f.host.clone(), 96 << 20, this_process().expect("me")).expect("take");
         assert_eq!(get(&f.host, "dirty_bytes"), hold.limits().dirty_bytes);
         assert_eq!(
             get(&f.host, "dirty_background_bytes"),
@@ -375,7 +374,8 @@ mod tests {
                 Ok((f.host.settle(s)?, ()))
             })
             .expect("other holds");
-        let hold = DirtyHold::take(f.host.clone(), 512 << 20).expect("take");
+        let hold =
+            DirtyHold::take(f.host.clone(), 512 << 20, this_process().expect("me")).expect("take");
         assert_eq!(get(&f.host, "dirty_bytes"), small.dirty_bytes, "strictest");
         drop(hold);
         // The other holder is still alive: its limits stay.

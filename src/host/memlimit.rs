@@ -14,7 +14,7 @@ use anyhow::{bail, Context, Result};
 use serde::Serialize;
 
 use super::dirty::{DirtyHold, DirtyLimits, Host};
-use super::ledger::{process_start_time, Ledger, Resource};
+use super::ledger::{Ledger, Resource};
 use crate::base::error::bad_input;
 use crate::base::units::format_size;
 
@@ -155,14 +155,16 @@ impl MemLimit {
     /// [`super::dirty`]): the host's thresholds are held at the limit's share while the run
     /// lives in the cgroup. Recorded in the ledger first, so a killed run's hold is given back.
     fn hold_dirty_thresholds(&mut self) -> Result<()> {
-        let pid = std::process::id();
-        let start = process_start_time(pid).context("reading this process's start time")?;
+        let me = super::dirty::this_process()?;
         if let Some(ledger) = self.ledger.as_mut() {
-            ledger.record(Resource::DirtyHold { pid, start })?;
+            ledger.record(Resource::DirtyHold {
+                pid: me.0,
+                start: me.1,
+            })?;
         }
         // Where the host's sysctls cannot be written (a container's read-only /proc/sys), the
         // run goes on as before, warned; its result then records no thresholds.
-        match DirtyHold::take(Host::system(), self.limit) {
+        match DirtyHold::take(Host::system(), self.limit, me) {
             Ok(hold) => self.dirty = Some(hold),
             Err(e) => eprintln!(
                 "fsgauge: warning: cgroup v1 does not throttle the run's dirty pages against its --mem-limit, and holding the host's dirty thresholds failed ({e:#}); a small limit may end in the OOM killer"
