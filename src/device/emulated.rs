@@ -4,6 +4,7 @@
 //! everything down on drop (loop device, server, mount, mount directory). Each of these is in
 //! the ledger before it is made, so `fsgauge testbed cleanup` removes what a SIGKILL left.
 
+pub(crate) mod argv;
 mod crash;
 
 use std::io::{BufRead, BufReader};
@@ -19,7 +20,7 @@ use std::time::{Duration, Instant};
 use anyhow::{anyhow, bail, Context, Result};
 
 use super::profile::{Kind, ModelDuring, Profile, ProfileRef};
-use super::server::{DiskArgs, ServeArgs, DISK_NAME};
+use super::server::{DiskSettings, ServeArgs, DISK_NAME};
 use super::stats::Snapshot;
 use crate::base::sys::trust::{self as sys_trust, FileId};
 use crate::host::ledger::{process_start_time, Ledger, Resource};
@@ -165,34 +166,44 @@ fn make_mount_dir(ledger: &mut Ledger) -> Result<PathBuf> {
 pub struct Start<'a> {
     /// The ledger directory to record it in (default: the state directory's ledger).
     pub ledger_dir: Option<&'a Path>,
-    /// The disk to serve: the server's settings but its mount, which the start makes. Its
-    /// model applies from the start when `modelled` (else: native speed until
-    /// [`EmulatedDevice::set_modelled`]).
-    pub disk: DiskArgs,
+    /// The disk to serve, as its describer gave it. Its model applies from the start when
+    /// `modelled` (else: native speed until [`EmulatedDevice::set_modelled`]).
+    pub disk: DiskSettings,
+    /// The image holding the disk's bytes: [`super::disk::held_path`] of one this process
+    /// holds, or a path in a directory only root can change.
+    pub image: PathBuf,
     /// What the disk is to the testbed, for messages: "" (its disk) or "journal ".
     pub role: &'a str,
 }
 
-/// Starts `fsgauge devices serve` for `disk`, recording what it makes in `ledger` first: the
-/// mount directory, then the server. Its stdin and stdout are its control channel. On an
+/// Starts `fsgauge devices serve` for `disk` on `image`, recording what it makes in `ledger`
+/// first: the mount directory, then the server. Its stdin and stdout are its control channel.
+/// The server is held to the profile as this process loaded it (its fingerprint). On an
 /// error nothing of it runs any more, and what it recorded is still in `ledger` for the
 /// caller to release.
-fn spawn_server(ledger: &mut Ledger, exe: &Path, disk: &DiskArgs) -> Result<Spawned> {
+fn spawn_server(
+    ledger: &mut Ledger,
+    exe: &Path,
+    disk: &DiskSettings,
+    image: &Path,
+) -> Result<Spawned> {
     ledger.set_details(serde_json::json!({
         "kind": "emulated device",
         "profile": disk.profile.as_str(),
-        "image": disk.image,
+        "image": image,
     }))?;
     let mount = make_mount_dir(ledger)?;
     let serve = ServeArgs {
         disk: disk.clone(),
+        profile_hash: Some(disk.profile.profile().fingerprint()),
+        image: image.to_path_buf(),
         mount: mount.clone(),
     };
     let mut command = Command::new(exe);
     command
         .arg0("fsgauge")
         .args(["devices", "serve"])
-        .args(serve.to_argv());
+        .args(argv::server_argv(&serve));
     static SAID: std::sync::atomic::AtomicBool = std::sync::atomic::AtomicBool::new(false);
     if SAID.swap(true, Ordering::Relaxed) {
         command.env(super::server::QUIET_SETUP_ENV, "1");
@@ -258,12 +269,8 @@ impl EmulatedDevice {
     ) -> Result<Self> {
         Self::start_with(&Start {
             ledger_dir,
-            disk: DiskArgs::new(
-                ProfileRef::new(profile_ref)?,
-                image.to_path_buf(),
-                size,
-                offset,
-            ),
+            disk: DiskSettings::new(ProfileRef::new(profile_ref)?, size, offset),
+            image: image.to_path_buf(),
             role: "",
         })
     }
@@ -272,13 +279,15 @@ impl EmulatedDevice {
     /// `/proc/PID/fd/N` (a descriptor this process holds) is opened by the server through it,
     /// never by a name.
     pub fn start_with(start: &Start<'_>) -> Result<Self> {
-        let mut disk = start.disk.clone();
-        if !disk.image.starts_with("/proc") {
-            disk.image = disk
+        let disk = start.disk.clone();
+        let image = if start.image.starts_with("/proc") {
+            start.image.clone()
+        } else {
+            start
                 .image
                 .canonicalize()
-                .with_context(|| format!("device image {}", disk.image.display()))?;
-        }
+                .with_context(|| format!("device image {}", start.image.display()))?
+        };
         let exe = server_executable()?;
         let n = SERIAL.fetch_add(1, Ordering::Relaxed);
         let name = format!("device-{}-{n}", std::process::id());
@@ -293,7 +302,7 @@ impl EmulatedDevice {
             commands,
             replies,
             mount,
-        } = match spawn_server(&mut ledger, &exe, &disk) {
+        } = match spawn_server(&mut ledger, &exe, &disk, &image) {
             Ok(made) => made,
             Err(e) => {
                 for left in ledger.release_all_with(teardown) {

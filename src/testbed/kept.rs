@@ -8,7 +8,7 @@ use std::path::PathBuf;
 
 use anyhow::{Context, Result};
 
-use super::device::{self, EmulatedDevice, ModelDuring};
+use super::device::{self, EmulatedDevice};
 use super::images::{self, Copied, Entry, ImageKey, Kept};
 use super::{sys_trust, Testbed};
 use crate::results::AgedStart;
@@ -57,20 +57,9 @@ impl Testbed {
             .file
             .try_clone()
             .with_context(|| format!("duplicating the descriptor of {}", base.display()))?;
-        let (profile, offset, during) = match &self.spec.device_model {
-            Some(m) => (m.profile.clone(), m.offset, m.during),
-            None => (
-                device::ProfileRef::new(PLAIN_OVERLAY_PROFILE)?,
-                0,
-                ModelDuring::Always,
-            ),
-        };
-        let disk = device::server::DiskArgs {
-            modelled: during == ModelDuring::Always,
-            overlay: true,
-            ..device::server::DiskArgs::new(profile, PathBuf::new(), self.spec.size, offset)
-                .served(self.spec.serving())
-        };
+        let disk = self
+            .spec
+            .overlay_disk(&device::ProfileRef::new(PLAIN_OVERLAY_PROFILE)?);
         // For messages that name the disk's image.
         self.emulated.main_image = Some(base.to_path_buf());
         let disk = self.serve(f, disk, "")?;

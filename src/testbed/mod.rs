@@ -403,20 +403,10 @@ impl Testbed {
         }
         let disk = if let Some(base) = self.overlay_base() {
             self.serve_overlay(&base)?
-        } else if let Some(m) = &spec.device_model {
+        } else if let Some(disk) = spec.disk() {
             let (f, _) = self.make_image(home, home_path, "fs.img", spec.size, prealloc)?;
             self.copy_base(&f)?;
             self.emulated.main_image = Some(home_path.join("fs.img"));
-            let disk = device::server::DiskArgs {
-                modelled: m.during == device::ModelDuring::Always,
-                ..device::server::DiskArgs::new(
-                    m.profile.clone(),
-                    PathBuf::new(),
-                    spec.size,
-                    m.offset,
-                )
-                .served(spec.serving())
-            };
             self.serve(f, disk, "")?
         } else {
             let made = self.make_image(home, home_path, "fs.img", spec.size, prealloc)?;
@@ -459,19 +449,9 @@ impl Testbed {
                 "journal.img".to_string(),
             ),
         };
-        if let Some(p) = &spec.journal_device_model {
+        if let Some(disk) = spec.journal_disk() {
             let (f, _) =
                 self.make_image(&dir, &dir_path, &name, j.size, j.backing == Backing::File)?;
-            let during = spec
-                .device_model
-                .as_ref()
-                .map(|m| m.during)
-                .unwrap_or_default();
-            let disk = device::server::DiskArgs {
-                modelled: during == device::ModelDuring::Always,
-                ..device::server::DiskArgs::new(p.clone(), PathBuf::new(), j.size, 0)
-                    .served(spec.serving())
-            };
             let disk = self.serve(f, disk, "journal ")?;
             self.emulated.journal_image = Some(dir_path.join(&name));
             self.journal_device = Some(disk_device(&disk)?.0);
@@ -563,20 +543,21 @@ impl Testbed {
     }
 
     /// Starts the emulated disk `disk` serving the image `f` (the server reads it through
-    /// this process's descriptor, whatever `disk.image` says) with a loop device on it.
-    /// `role` names the disk in messages ("" or "journal ").
+    /// this process's descriptor) with a loop device on it. `role` names the disk in
+    /// messages ("" or "journal ").
     fn serve(
         &mut self,
         f: fs::File,
-        mut disk: device::server::DiskArgs,
+        disk: device::server::DiskSettings,
         role: &str,
     ) -> Result<EmulatedDevice> {
-        disk.image = device::disk::held_path(&f);
+        let image = device::disk::held_path(&f);
         self.emulated.images.push(f);
         let ledger_dir = self.ledger().dir().to_path_buf();
         let (disk, _) = device::disk::start(&device::emulated::Start {
             ledger_dir: Some(&ledger_dir),
             disk,
+            image,
             role,
         })?;
         Ok(disk)

@@ -8,7 +8,7 @@ use std::str::FromStr;
 
 use serde::{Deserialize, Serialize};
 
-use super::device::server::{Serving, StoreChoice, TransportChoice};
+use super::device::server::{DiskSettings, Misfit, Serving, StoreChoice, TransportChoice};
 use super::device::{ModelDuring, ProfileRef};
 use crate::base::error::{bad_input, bad_param};
 use crate::base::sys::proc::find_program;
@@ -331,6 +331,47 @@ impl TestbedSpec {
         }
     }
 
+    /// The emulated disk under the filesystem (`--device-model`), as the device wing takes
+    /// it: its profile, the filesystem's place on it, how it is served, and whether the model
+    /// applies from the start (`device_model_during`).
+    pub fn disk(&self) -> Option<DiskSettings> {
+        let m = self.device_model.as_ref()?;
+        Some(self.disk_of(m.profile.clone(), self.size, m.offset))
+    }
+
+    /// The emulated disk of the external journal (`--journal-device-model`): at the start of
+    /// its profile, modelled when the main disk's model applies.
+    pub fn journal_disk(&self) -> Option<DiskSettings> {
+        let (p, j) = (self.journal_device_model.as_ref()?, self.journal.as_ref()?);
+        Some(self.disk_of(p.clone(), j.size, 0))
+    }
+
+    /// The disk that serves a kept image as a copy-on-write overlay under the filesystem:
+    /// the `--device-model`'s, or `plain` (a `ram` disk) on a plain testbed.
+    /// The plain testbed's disk is modelled from the start (`ram` answers at once anyway).
+    pub fn overlay_disk(&self, plain: &ProfileRef) -> DiskSettings {
+        let disk = self.disk().unwrap_or_else(|| {
+            DiskSettings::new(plain.clone(), self.size, 0).served(self.serving())
+        });
+        DiskSettings {
+            overlay: true,
+            ..disk
+        }
+    }
+
+    /// A disk of `profile` serving `size` bytes at `offset`, served and modelled as this
+    /// testbed's disks are.
+    fn disk_of(&self, profile: ProfileRef, size: u64, offset: u64) -> DiskSettings {
+        let during = self
+            .device_model
+            .as_ref()
+            .map_or_else(ModelDuring::default, |m| m.during);
+        DiskSettings {
+            modelled: during == ModelDuring::Always,
+            ..DiskSettings::new(profile, size, offset).served(self.serving())
+        }
+    }
+
     /// Whether a start from a kept image is served as an overlay over it (the default on an
     /// emulated disk, `--image-start overlay` on a plain testbed) rather than from a copy.
     pub fn overlay_start(&self) -> bool {
@@ -512,24 +553,25 @@ impl TestbedSpec {
                     ),
                 ));
             }
-            let profile = m.profile.profile();
-            let model = super::device::DeviceModel::new(profile, &m.profile.ablations())
-                .map_err(|e| {
+            let disk = self.disk().expect("a disk: it has a device model");
+            disk.model().map_err(|misfit| match misfit {
+                Misfit::Profile(e) => {
                     bad_param("device_model", format!("--device-model {}: {e}", m.profile))
-                })?
-                .with_offset(m.offset);
-            if !model.fits(self.size) {
-                return Err(bad_param(
-                    "device_offset",
-                    format!(
-                        "the filesystem ({}) at --device-offset {} does not fit on {} ({}); make --device-offset or --fs-size smaller",
-                        format_size(self.size),
-                        format_size(m.offset),
-                        profile.name,
-                        format_size(profile.capacity_bytes)
-                    ),
-                ));
-            }
+                }
+                Misfit::TooLarge => {
+                    let profile = m.profile.profile();
+                    bad_param(
+                        "device_offset",
+                        format!(
+                            "the filesystem ({}) at --device-offset {} does not fit on {} ({}); make --device-offset or --fs-size smaller",
+                            format_size(self.size),
+                            format_size(m.offset),
+                            profile.name,
+                            format_size(profile.capacity_bytes)
+                        ),
+                    )
+                }
+            })?;
         }
         if let Some(p) = &self.journal_device_model {
             let Some(j) = &self.journal else {
@@ -540,24 +582,27 @@ impl TestbedSpec {
                     ),
                 ));
             };
-            let profile = p.profile();
-            let model = super::device::DeviceModel::new(profile, &p.ablations()).map_err(|e| {
-                bad_param(
+            let disk = self
+                .journal_disk()
+                .expect("a disk: it has a journal's model");
+            disk.model().map_err(|misfit| match misfit {
+                Misfit::Profile(e) => bad_param(
                     "journal_device_model",
                     format!("--journal-device-model {p}: {e}"),
-                )
+                ),
+                Misfit::TooLarge => {
+                    let profile = p.profile();
+                    bad_param(
+                        "journal_device_model",
+                        format!(
+                            "the journal ({}) does not fit on {} ({}); give a larger profile or a smaller --journal",
+                            format_size(j.size),
+                            profile.name,
+                            format_size(profile.capacity_bytes)
+                        ),
+                    )
+                }
             })?;
-            if !model.fits(j.size) {
-                return Err(bad_param(
-                    "journal_device_model",
-                    format!(
-                        "the journal ({}) does not fit on {} ({}); give a larger profile or a smaller --journal",
-                        format_size(j.size),
-                        profile.name,
-                        format_size(profile.capacity_bytes)
-                    ),
-                ));
-            }
         }
         Ok(())
     }
@@ -664,36 +709,49 @@ mod tests {
         assert_eq!(TestbedSpec::new(FsKind::Ext4, G).image_room(0), G);
     }
 
-    #[test]
-    fn a_testbed_loads_its_profiles_once_and_its_servers_each_once() {
-        use crate::device::profile::LOADS;
-        use crate::device::server::{DiskArgs, ServeArgs};
-        use clap::{Args, FromArgMatches};
-        let loads = || LOADS.with(|n| n.get());
-        let start = loads();
-        // As a flag or a plan key gives it.
+    /// A testbed on an emulated disk, as a plan gives it: deskstar-7k250 without seeks, the
+    /// filesystem 100G in, modelled in the measured phases, through /dev/fuse from a file
+    /// store, with an external journal on a `ram` disk.
+    fn on_a_disk() -> (TestbedSpec, ProfileRef) {
         let disk: ProfileRef = "deskstar-7k250:seek=off".parse().unwrap();
         let mut spec = TestbedSpec::new(FsKind::Ext4, 1 << 30);
         spec.device_model = Some(ModelSpec {
             profile: disk.clone(),
-            offset: 0,
+            offset: 100 << 30,
             during: ModelDuring::Phases,
         });
         spec.journal = Some("file:64M".parse().unwrap());
         spec.journal_device_model = Some("ram".parse().unwrap());
+        spec.device_transport = Some(TransportChoice::Dev);
+        spec.device_store = Some(StoreChoice::File);
+        (spec, disk)
+    }
+
+    #[test]
+    fn a_testbed_loads_its_profiles_once_and_its_servers_each_once() {
+        use crate::device::emulated::argv::server_argv;
+        use crate::device::profile::LOADS;
+        use crate::device::server::ServeArgs;
+        use clap::{Args, FromArgMatches};
+        let loads = || LOADS.with(|n| n.get());
+        let start = loads();
+        // As a flag or a plan key gives it.
+        let (spec, disk) = on_a_disk();
         assert_eq!(
             loads() - start,
             2,
             "each reference is loaded as it is parsed"
         );
         spec.validate().unwrap();
-        // What the testbed gives the parent that starts the server, and its server's argv.
+        // What the testbed gives the device wing, and its server's argv.
         let serve = ServeArgs {
-            disk: DiskArgs::new(disk, "/proc/1/fd/3".into(), 1 << 30, 0),
+            disk: spec.disk().expect("a disk"),
+            profile_hash: Some(disk.profile().fingerprint()),
+            image: "/proc/1/fd/3".into(),
             mount: "/var/tmp/fsgauge/.fsgauge-0".into(),
         };
         assert_eq!(serve.disk.profile.profile().name, "deskstar-7k250");
-        let argv = serve.to_argv();
+        let argv = server_argv(&serve);
         assert_eq!(
             loads() - start,
             2,
@@ -704,6 +762,104 @@ mod tests {
         let parsed = ServeArgs::from_arg_matches(&cmd.get_matches_from(argv)).unwrap();
         assert_eq!(parsed.disk.profile.ablations().to_string(), "seek=off");
         assert_eq!(loads() - start, 3);
+    }
+
+    /// The testbed hands the device wing one value per disk, and the server decodes that same
+    /// value: profile, offset, size, whether modelled from the start, overlay, transport and
+    /// store, all as the spec says them.
+    #[test]
+    fn a_testbeds_disks_are_the_settings_their_servers_decode() {
+        use crate::device::emulated::argv::server_argv;
+        use crate::device::server::{DiskSettings, ServeArgs, Serving};
+        use clap::{Args, FromArgMatches};
+        let decoded = |d: &DiskSettings| {
+            let serve = ServeArgs {
+                disk: d.clone(),
+                profile_hash: None,
+                image: "/proc/1/fd/3".into(),
+                mount: "/var/tmp/fsgauge/.fsgauge-0".into(),
+            };
+            let cmd = ServeArgs::augment_args(clap::Command::new("serve").no_binary_name(true));
+            ServeArgs::from_arg_matches(&cmd.get_matches_from(server_argv(&serve)))
+                .unwrap()
+                .disk
+        };
+        let (mut spec, disk) = on_a_disk();
+        let served = Serving {
+            transport: Some(TransportChoice::Dev),
+            store: Some(StoreChoice::File),
+        };
+        let main = spec.disk().expect("a disk");
+        assert_eq!(
+            main,
+            DiskSettings {
+                profile: disk.clone(),
+                size: 1 << 30,
+                offset: 100 << 30,
+                modelled: false,
+                overlay: false,
+                serving: served,
+            }
+        );
+        assert_eq!(decoded(&main), main);
+        let journal = spec.journal_disk().expect("a journal's disk");
+        assert_eq!(
+            (journal.profile.as_str(), journal.size, journal.offset),
+            ("ram", 64 << 20, 0)
+        );
+        assert_eq!((journal.modelled, journal.serving), (false, served));
+        assert_eq!(decoded(&journal), journal);
+        let plain: ProfileRef = "ram".parse().unwrap();
+        let over = spec.overlay_disk(&plain);
+        assert!(over.overlay && over.profile == disk && over.offset == 100 << 30);
+        assert_eq!(decoded(&over), over);
+        // Modelled from the start: every disk of the testbed, the journal's too.
+        spec.device_model.as_mut().expect("a model").during = ModelDuring::Always;
+        assert!(spec.disk().expect("a disk").modelled && spec.journal_disk().expect("j").modelled);
+        // A plain testbed's overlay is a `ram` disk modelled from the start, served the same.
+        let mut bare = TestbedSpec::new(FsKind::Ext4, 1 << 30);
+        bare.device_transport = Some(TransportChoice::Dev);
+        assert_eq!(bare.disk(), None);
+        let over = bare.overlay_disk(&plain);
+        assert_eq!(
+            (
+                over.profile.as_str(),
+                over.offset,
+                over.modelled,
+                over.overlay
+            ),
+            ("ram", 0, true, true)
+        );
+        assert_eq!(over.serving.transport, Some(TransportChoice::Dev));
+    }
+
+    /// Whether the filesystem fits on its disk is the rule the server applies too: the
+    /// testbed refuses, at `device_offset` and in its own words, exactly the disks whose
+    /// settings make no model.
+    #[test]
+    fn a_disk_too_small_is_refused_by_the_servers_rule_in_the_testbeds_words() {
+        use crate::device::server::Misfit;
+        let (mut spec, _) = on_a_disk();
+        let cap = spec
+            .disk()
+            .expect("a disk")
+            .profile
+            .profile()
+            .capacity_bytes;
+        spec.device_model.as_mut().expect("a model").offset = cap - (1 << 30);
+        spec.validate().expect("ends at the last byte");
+        assert!(spec.disk().expect("a disk").model().is_ok());
+        spec.device_model.as_mut().expect("a model").offset = cap - (1 << 30) + 4096;
+        let e = spec.validate().expect_err("one block past the end");
+        assert_eq!(
+            spec.disk().expect("a disk").model().err(),
+            Some(Misfit::TooLarge)
+        );
+        assert_eq!(crate::base::error::bad_field(&e), Some("device_offset"));
+        assert_eq!(
+            e.to_string(),
+            "the filesystem (1G) at --device-offset 243150012K does not fit on deskstar-7k250 (244198584K); make --device-offset or --fs-size smaller"
+        );
     }
 
     #[test]

@@ -23,7 +23,7 @@ use crate::base::sys::trust::{self as sys_trust, FileId};
 use crate::base::units::parse_size;
 use crate::device::emulated::Start;
 use crate::device::profile::Kind;
-use crate::device::server::{DiskArgs, Serving};
+use crate::device::server::{DiskSettings, Serving};
 use crate::device::{disk, load_ref, ProfileRef};
 use crate::host::ledger::{Ledger, Resource};
 use crate::host::workdir::{default_workdir, Backing};
@@ -237,7 +237,8 @@ fn with_image(
     let (profile, abl) = (pref.profile().clone(), pref.ablations());
     let (mut dev, loop_dev) = disk::start(&Start {
         ledger_dir: None,
-        disk: DiskArgs::new(pref, disk::held_path(image), size, offset).served(serving),
+        disk: DiskSettings::new(pref, size, offset).served(serving),
+        image: disk::held_path(image),
         role: "",
     })?;
     check::settle();

@@ -1,5 +1,11 @@
-//! The server's settings, defined once: the flags of `fsgauge devices serve`, what the parent
-//! that starts a server passes it ([`ServeArgs::to_argv`]), and what the server runs on.
+//! The server's settings, defined once: the emulated disk as whoever describes it hands it to
+//! the device wing ([`DiskSettings`]: what the disk is, how it is served, whether its model
+//! applies from the start), and what `fsgauge devices serve` decodes ([`ServeArgs`]: those
+//! settings, plus the image the parent holds, the fingerprint of the profile it loaded, and
+//! where to mount). The parent side writes them as the server's argv
+//! ([`crate::device::emulated`]); the server only reads them back. Whether the modelled disk
+//! holds the image is one rule ([`DiskSettings::model`]), asked by the testbed before
+//! anything is made and by the server as it builds the model it runs.
 //! How a disk is served ([`Serving`]: its transport and its store) is a setting of the disk
 //! like its profile, given by whoever describes the disk (a testbed's `device_transport` and
 //! `device_store`); the server reads no environment for it. The two variables users set for
@@ -7,7 +13,6 @@
 //! command describes its disks ([`Serving::from_env`]), and a bad one is refused there (exit
 //! 2) before anything is made.
 
-use std::ffi::OsString;
 use std::fmt;
 use std::path::PathBuf;
 
@@ -16,25 +21,14 @@ use anyhow::Result;
 use super::store::{memory_budget, STORE_ENV};
 use crate::base::error::bad_input;
 use crate::device::transport::ring::ENABLE_PARAM;
-use crate::device::{Profile, ProfileRef};
+use crate::device::{DeviceModel, Profile, ProfileRef};
 
-/// What `fsgauge devices serve` is given.
+/// What `fsgauge devices serve` is given: the disk's settings, and what the parent that
+/// starts the server adds to them.
 #[derive(Debug, Clone, PartialEq, Eq, clap::Args)]
 pub struct ServeArgs {
     #[command(flatten)]
-    pub disk: DiskArgs,
-    /// An empty directory to mount on.
-    #[arg(long)]
-    pub mount: PathBuf,
-}
-
-/// The emulated disk a server serves: all of [`ServeArgs`] but where it is mounted (which
-/// the parent makes when it starts the server).
-#[derive(Debug, Clone, PartialEq, Eq, clap::Args)]
-pub struct DiskArgs {
-    /// The profile (name or file, with ablations), loaded when parsed.
-    #[arg(long)]
-    pub profile: ProfileRef,
+    pub disk: DiskSettings,
     /// The profile's fingerprint as the process that starts the server loaded it: a server
     /// that loads another (its file changed since) refuses to serve it.
     #[arg(long)]
@@ -42,6 +36,19 @@ pub struct DiskArgs {
     /// The image holding the bytes; it must lie in a directory only root can change.
     #[arg(long)]
     pub image: PathBuf,
+    /// An empty directory to mount on.
+    #[arg(long)]
+    pub mount: PathBuf,
+}
+
+/// An emulated disk, the one value its describer (a testbed, `devices check`) hands the
+/// device wing: the profile and the image's place on it, how it is served, and whether its
+/// model applies from the start. The server decodes the same settings.
+#[derive(Debug, Clone, PartialEq, Eq, clap::Args)]
+pub struct DiskSettings {
+    /// The profile (name or file, with ablations), loaded when parsed.
+    #[arg(long)]
+    pub profile: ProfileRef,
     /// The emulated disk's size in bytes.
     #[arg(long)]
     pub size: u64,
@@ -52,70 +59,62 @@ pub struct DiskArgs {
     /// pipe): set-up at native speed, measured phases modelled.
     #[arg(long = "model-off", action = clap::ArgAction::SetFalse)]
     pub modelled: bool,
-    /// Where the disk's bytes live: memory (the default: at most half the machine's memory),
-    /// memory:SIZE (at most SIZE), or file (the image on the host disk, for comparisons).
-    #[arg(long)]
-    pub store: Option<StoreChoice>,
-    /// How requests reach the server: auto (the default: FUSE over io_uring where the kernel
-    /// offers it, /dev/fuse where not), uring (FUSE over io_uring, turning on the kernel's
-    /// enable_uring parameter where it is off) or dev (/dev/fuse).
-    #[arg(long)]
-    pub transport: Option<TransportChoice>,
     /// Serve the image as the base of a copy-on-write overlay: opened read-only and never
     /// written, every write kept in the memory store, each 1 MiB chunk read from the image
     /// when first touched (a kept aged image, served without a copy).
     #[arg(long)]
     pub overlay: bool,
+    #[command(flatten)]
+    pub serving: Serving,
 }
 
-impl DiskArgs {
-    /// The settings of a disk of `size` bytes of `profile`, `offset` bytes into the modelled
-    /// disk, its bytes in `image`: modelled from the start, served the default way (see
-    /// [`DiskArgs::served`]), and the server held to `profile` as loaded now.
-    pub fn new(profile: ProfileRef, image: PathBuf, size: u64, offset: u64) -> DiskArgs {
-        DiskArgs {
-            profile_hash: Some(profile.profile().fingerprint()),
+/// Why a modelled disk cannot serve an image ([`DiskSettings::model`]); each side that asks
+/// says it in its own words.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum Misfit {
+    /// The profile with its ablations makes no model (the model's own words).
+    Profile(String),
+    /// The image, at its offset, runs past the modelled disk's capacity.
+    TooLarge,
+}
+
+impl DiskSettings {
+    /// A disk of `size` bytes of `profile`, `offset` bytes into the modelled disk: modelled
+    /// from the start and served the default way (see [`DiskSettings::served`]).
+    pub fn new(profile: ProfileRef, size: u64, offset: u64) -> DiskSettings {
+        DiskSettings {
             profile,
-            image,
             size,
             offset,
             modelled: true,
-            store: None,
-            transport: None,
             overlay: false,
+            serving: Serving::default(),
         }
     }
 
     /// These settings, served as `s` says (its transport and store; the defaults where it
     /// names none).
-    pub fn served(self, s: Serving) -> DiskArgs {
-        DiskArgs {
-            transport: s.transport,
-            store: s.store,
-            ..self
-        }
+    pub fn served(self, s: Serving) -> DiskSettings {
+        DiskSettings { serving: s, ..self }
     }
 
-    /// The profile to serve: the one the starting process loaded. The server gets it by its
-    /// reference and loads it again in its own process (the same program resolves a name
-    /// to the same built-in profile, and the reference is what a result and the ledger
-    /// record); a profile file edited in between would make the server model another disk
-    /// than the result records, so its fingerprint must be the one the parent saw.
-    pub fn checked_profile(&self) -> Result<&Profile> {
-        let p = self.profile.profile();
-        match &self.profile_hash {
-            Some(h) if *h != p.fingerprint() => Err(bad_input(format!(
-                "the device profile {} ({}) is not the one this run loaded: its parameters changed since; leave the profile file alone while a run uses it, and run again",
-                self.profile,
-                p.origin
-            ))),
-            _ => Ok(p),
+    /// The model of this disk, placed at its offset, or why it cannot serve the image: the
+    /// one rule that the describer checks before anything is made and the server applies
+    /// as it builds the model it runs.
+    pub fn model(&self) -> Result<DeviceModel, Misfit> {
+        let model = DeviceModel::new(self.profile.profile(), &self.profile.ablations())
+            .map_err(Misfit::Profile)?
+            .with_offset(self.offset);
+        if model.fits(self.size) {
+            Ok(model)
+        } else {
+            Err(Misfit::TooLarge)
         }
     }
 
     /// The memory budget of the store asked for; None for the file.
     pub fn store_budget(&self) -> Option<u64> {
-        match self.store.unwrap_or(StoreChoice::Memory(None)) {
+        match self.serving.store.unwrap_or(StoreChoice::Memory(None)) {
             StoreChoice::Memory(budget) => Some(budget.unwrap_or_else(memory_budget)),
             StoreChoice::File => None,
         }
@@ -123,43 +122,26 @@ impl DiskArgs {
 
     /// How the server takes its requests (auto where not given).
     pub fn transport(&self) -> TransportChoice {
-        self.transport.unwrap_or(TransportChoice::Auto)
+        self.serving.transport.unwrap_or(TransportChoice::Auto)
     }
 }
 
 impl ServeArgs {
-    /// The arguments after `fsgauge devices serve` that give the server these settings
-    /// (parsing them gives these settings back).
-    pub fn to_argv(&self) -> Vec<OsString> {
-        let d = &self.disk;
-        let mut argv: Vec<OsString> = vec![
-            "--profile".into(),
-            d.profile.as_str().into(),
-            "--image".into(),
-            d.image.clone().into(),
-            "--size".into(),
-            d.size.to_string().into(),
-            "--offset".into(),
-            d.offset.to_string().into(),
-            "--mount".into(),
-            self.mount.clone().into(),
-        ];
-        if let Some(h) = &d.profile_hash {
-            argv.extend(["--profile-hash".into(), h.into()]);
+    /// The profile to serve: the one the starting process loaded. The server gets it by its
+    /// reference and loads it again in its own process (the same program resolves a name
+    /// to the same built-in profile, and the reference is what a result and the ledger
+    /// record); a profile file edited in between would make the server model another disk
+    /// than the result records, so its fingerprint must be the one the parent saw.
+    pub fn checked_profile(&self) -> Result<&Profile> {
+        let p = self.disk.profile.profile();
+        match &self.profile_hash {
+            Some(h) if *h != p.fingerprint() => Err(bad_input(format!(
+                "the device profile {} ({}) is not the one this run loaded: its parameters changed since; leave the profile file alone while a run uses it, and run again",
+                self.disk.profile,
+                p.origin
+            ))),
+            _ => Ok(p),
         }
-        if !d.modelled {
-            argv.push("--model-off".into());
-        }
-        if let Some(s) = d.store {
-            argv.extend(["--store".into(), s.to_string().into()]);
-        }
-        if let Some(t) = d.transport {
-            argv.extend(["--transport".into(), t.to_string().into()]);
-        }
-        if d.overlay {
-            argv.push("--overlay".into());
-        }
-        argv
     }
 }
 
@@ -206,9 +188,16 @@ pub const TRANSPORT_ENV: &str = "FSGAUGE_DEVICE_TRANSPORT";
 
 /// How a disk is served, beside what it is: its transport and its store (None: the
 /// defaults, `auto` and `memory`).
-#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, clap::Args)]
 pub struct Serving {
+    /// How requests reach the server: auto (the default: FUSE over io_uring where the kernel
+    /// offers it, /dev/fuse where not), uring (FUSE over io_uring, turning on the kernel's
+    /// enable_uring parameter where it is off) or dev (/dev/fuse).
+    #[arg(long)]
     pub transport: Option<TransportChoice>,
+    /// Where the disk's bytes live: memory (the default: at most half the machine's memory),
+    /// memory:SIZE (at most SIZE), or file (the image on the host disk, for comparisons).
+    #[arg(long)]
     pub store: Option<StoreChoice>,
 }
 
@@ -302,92 +291,11 @@ serde_as_text!(StoreChoice);
 #[cfg(test)]
 mod tests {
     use super::*;
-    use clap::{Args, FromArgMatches};
-
-    /// `devices serve`'s flags alone, parsed as the subcommand parses them.
-    fn parse(argv: &[OsString]) -> Result<ServeArgs, clap::Error> {
-        let cmd = ServeArgs::augment_args(clap::Command::new("serve").no_binary_name(true));
-        ServeArgs::from_arg_matches(&cmd.try_get_matches_from(argv)?)
-    }
-
-    fn every_setting() -> ServeArgs {
-        ServeArgs {
-            disk: DiskArgs {
-                profile: "deskstar-7k250:seek=off".parse().expect("a profile"),
-                profile_hash: Some("5eed".into()),
-                image: "/proc/1/fd/7".into(),
-                size: 1 << 30,
-                offset: 100 << 30,
-                modelled: false,
-                store: Some(StoreChoice::Memory(Some(16 << 20))),
-                transport: Some(TransportChoice::Uring),
-                overlay: true,
-            },
-            mount: "/var/tmp/fsgauge/.fsgauge-0123".into(),
-        }
-    }
-
-    #[test]
-    fn the_argv_parses_back_to_the_settings() {
-        let x = every_setting();
-        assert_eq!(parse(&x.to_argv()).expect("parses"), x);
-        let mut plain = x.clone();
-        plain.disk.modelled = true;
-        plain.disk.store = Some(StoreChoice::File);
-        plain.disk.transport = Some(TransportChoice::Dev);
-        plain.disk.overlay = false;
-        assert_eq!(parse(&plain.to_argv()).expect("parses"), plain);
-    }
-
-    #[test]
-    fn the_argv_gives_every_flag_of_devices_serve() {
-        let cmd = ServeArgs::augment_args(clap::Command::new("serve"));
-        let argv = every_setting().to_argv();
-        for arg in cmd.get_arguments() {
-            let Some(long) = arg.get_long() else { continue };
-            let flag = OsString::from(format!("--{long}"));
-            assert!(argv.contains(&flag), "--{long} is not in {argv:?}");
-        }
-    }
-
-    #[test]
-    fn a_server_refuses_a_profile_file_changed_since_its_parent_loaded_it() {
-        let dir = tempfile::tempdir().expect("a temporary directory");
-        let file = dir.path().join("mine.toml");
-        let text = crate::device::profile::BUILTIN
-            .iter()
-            .find(|(n, _)| *n == "deskstar-7k250")
-            .expect("built in")
-            .1;
-        std::fs::write(&file, text).expect("written");
-        let reference = file.to_str().expect("a UTF-8 path").parse().expect("loads");
-        let serve = ServeArgs {
-            disk: DiskArgs::new(reference, "/proc/1/fd/3".into(), 1 << 30, 0),
-            mount: "/var/tmp/fsgauge/.fsgauge-0".into(),
-        };
-        let unchanged = parse(&serve.to_argv()).expect("parses");
-        assert_eq!(
-            unchanged.disk.checked_profile().expect("the same").name,
-            "deskstar-7k250"
-        );
-        std::fs::write(&file, text.replace("7200", "5400")).expect("edited");
-        let changed = parse(&serve.to_argv()).expect("parses");
-        let e = changed.disk.checked_profile().expect_err("another disk");
-        assert_eq!(crate::base::error::exit_code(&e), 2);
-        assert!(
-            e.to_string()
-                .contains("is not the one this run loaded: its parameters changed"),
-            "{e}"
-        );
-    }
+    use clap::Args;
 
     #[test]
     fn a_bad_store_or_transport_is_refused_naming_what_there_is() {
-        let mut x = every_setting();
-        x.disk.store = None;
-        let mut argv = x.to_argv();
-        argv.extend(["--store".into(), "disk".into()]);
-        let e = parse(&argv).expect_err("no such store").to_string();
+        let e = "disk".parse::<StoreChoice>().expect_err("no such store");
         assert!(
             e.contains("disk is not a store: give memory, memory:SIZE"),
             "{e}"
@@ -399,6 +307,28 @@ mod tests {
             .expect_err("no such transport");
         assert!(e.contains("\"rdma\": give auto"), "{e}");
         assert_eq!("memory:2M".parse(), Ok(StoreChoice::Memory(Some(2 << 20))));
+    }
+
+    /// The one rule of whether a disk serves an image: the profile with its ablations makes a
+    /// model, and the image at its offset ends within the modelled disk (`ram` holds any).
+    #[test]
+    fn a_disk_holds_the_image_only_within_its_capacity() {
+        let disk = |p: &str, size: u64, offset: u64| {
+            DiskSettings::new(p.parse().expect("a profile"), size, offset)
+        };
+        let cap = disk("st3500641as", 0, 0).profile.profile().capacity_bytes;
+        assert!(disk("st3500641as", cap, 0).model().is_ok());
+        assert_eq!(
+            disk("st3500641as", cap - (1 << 30), 1 << 30)
+                .model()
+                .map(|_| ()),
+            Ok(())
+        );
+        assert_eq!(
+            disk("st3500641as", cap, 1).model().map(|_| ()),
+            Err(Misfit::TooLarge)
+        );
+        assert!(disk("ram", u64::MAX / 2, u64::MAX / 2).model().is_ok());
     }
 
     #[test]

@@ -42,7 +42,7 @@ use std::sync::mpsc;
 use std::sync::{Arc, Mutex};
 use std::time::SystemTime;
 
-use anyhow::{bail, Context, Result};
+use anyhow::{Context, Result};
 use fuser::MountOption;
 
 use super::stats::Snapshot;
@@ -53,7 +53,9 @@ pub use super::transport::{DISK_NAME, MAX_REQUEST};
 use super::writelog::record::WriteLog;
 use super::DeviceModel;
 use crate::base::sys::rt;
-pub use args::{DiskArgs, ServeArgs, Serving, StoreChoice, TransportChoice, TRANSPORT_ENV};
+pub use args::{
+    DiskSettings, Misfit, ServeArgs, Serving, StoreChoice, TransportChoice, TRANSPORT_ENV,
+};
 pub use crashfile::CRASH_NAME;
 use fuse::DiskFs;
 use records::Recorder;
@@ -115,11 +117,11 @@ pub fn serve(args: &ServeArgs) -> Result<()> {
     let d = &args.disk;
     prepare_process();
     let (want_ring, set_uring) = taken::wanted(d.transport(), &mut |m| setup_warning(m));
-    let (model, immediate) = model_of(d)?;
+    let (model, immediate) = model_of(args)?;
     let store = Arc::new(if d.overlay {
-        Store::overlay(&d.image, d.size, d.store_budget())?
+        Store::overlay(&args.image, d.size, d.store_budget())?
     } else {
-        Store::open(&d.image, d.size, d.store_budget(), &mut |m| {
+        Store::open(&args.image, d.size, d.store_budget(), &mut |m| {
             setup_warning(&m)
         })?
     });
@@ -189,23 +191,23 @@ pub fn serve(args: &ServeArgs) -> Result<()> {
     Ok(())
 }
 
-/// The model of the disk `d` describes, placed at its offset, and whether it answers every
-/// request at once (`ram`, no constant time): refused where the image does not fit on it.
-fn model_of(d: &DiskArgs) -> Result<(DeviceModel, bool)> {
-    let (profile, abl) = (d.checked_profile()?, d.profile.ablations());
-    let model = DeviceModel::new(profile, &abl)
-        .map_err(|m| anyhow::anyhow!("profile {}: {m}", profile.name))?
-        .with_offset(d.offset);
-    if !model.fits(d.size) {
-        bail!(
+/// The model of the disk `args` describes, placed at its offset, and whether it answers every
+/// request at once (`ram`, no constant time): the settings as decoded, held to the profile
+/// the parent loaded, through the same rule the parent checked them by
+/// ([`DiskSettings::model`]); refused where the image does not fit on it.
+fn model_of(args: &ServeArgs) -> Result<(DeviceModel, bool)> {
+    let (d, profile) = (&args.disk, args.checked_profile()?);
+    let model = d.model().map_err(|misfit| match misfit {
+        Misfit::Profile(m) => anyhow::anyhow!("profile {}: {m}", profile.name),
+        Misfit::TooLarge => anyhow::anyhow!(
             "an image of {} bytes at offset {} does not fit on {} ({} bytes); give a smaller size or offset",
             d.size,
             d.offset,
             profile.name,
             profile.capacity_bytes
-        );
-    }
-    let immediate = profile.kind == super::Kind::Ram && abl.constant_ns.is_none();
+        ),
+    })?;
+    let immediate = profile.kind == super::Kind::Ram && d.profile.ablations().constant_ns.is_none();
     Ok((model, immediate))
 }
 
@@ -305,5 +307,38 @@ fn control(core: &core::Core) -> Result<()> {
         if writeln!(out, "{answer}").and_then(|_| out.flush()).is_err() {
             return Ok(());
         }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// The server builds its model by the rule the testbed checked ([`DiskSettings::model`]),
+    /// and refuses a disk that does not hold its image in its own words (a `devices serve`
+    /// started by hand is told of its flags).
+    #[test]
+    fn the_server_refuses_an_image_past_its_disk_in_its_own_words() {
+        let profile: crate::device::ProfileRef = "st3500641as".parse().expect("a profile");
+        let cap = profile.profile().capacity_bytes;
+        let args = |offset: u64| ServeArgs {
+            disk: DiskSettings::new(profile.clone(), 1 << 30, offset),
+            profile_hash: Some(profile.profile().fingerprint()),
+            image: "/proc/1/fd/3".into(),
+            mount: "/var/tmp/fsgauge/.fsgauge-0".into(),
+        };
+        let (_, immediate) = model_of(&args(cap - (1 << 30))).expect("ends at the last byte");
+        assert!(!immediate);
+        let e = model_of(&args(cap - (1 << 30) + 1)).expect_err("one byte past the end");
+        assert_eq!(
+            e.to_string(),
+            format!("an image of 1073741824 bytes at offset {} does not fit on st3500641as ({cap} bytes); give a smaller size or offset", cap - (1 << 30) + 1)
+        );
+        let ram = ServeArgs {
+            disk: DiskSettings::new("ram".parse().expect("a profile"), u64::MAX / 2, 0),
+            profile_hash: None,
+            ..args(0)
+        };
+        assert!(model_of(&ram).expect("ram holds any image").1);
     }
 }

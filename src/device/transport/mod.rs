@@ -14,7 +14,7 @@
 //! The timing thread sees a transport only through [`Transport`]: take the requests come,
 //! wait for more until a deadline, do the transport's own work between replies, and send the
 //! replies ([`Answer`]). Which transport a disk uses is a setting of the disk
-//! ([`crate::device::server::DiskArgs::transport`]), chosen where the disk is described (a
+//! ([`crate::device::server::DiskSettings::transport`]), chosen where the disk is described (a
 //! testbed's `device_transport`, `devices check --transport`).
 
 pub mod dev;

@@ -28,20 +28,16 @@ pub fn start_device(
     offset: u64,
 ) -> anyhow::Result<fsgauge::device::EmulatedDevice> {
     use fsgauge::device::emulated::{EmulatedDevice, Start};
-    use fsgauge::device::server::{DiskArgs, Serving};
+    use fsgauge::device::server::{DiskSettings, Serving};
     let serving = Serving {
         transport: Some(TEST_TRANSPORT.parse().map_err(anyhow::Error::msg)?),
         store: None,
     };
     EmulatedDevice::start_with(&Start {
         ledger_dir: Some(ledger),
-        disk: DiskArgs::new(
-            fsgauge::device::ProfileRef::new(profile)?,
-            image.to_path_buf(),
-            size,
-            offset,
-        )
-        .served(serving),
+        disk: DiskSettings::new(fsgauge::device::ProfileRef::new(profile)?, size, offset)
+            .served(serving),
+        image: image.to_path_buf(),
         role: "",
     })
 }
