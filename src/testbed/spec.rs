@@ -324,7 +324,7 @@ impl TestbedSpec {
     }
 
     /// How its emulated disks are served: their transport and store.
-    pub fn serving(&self) -> Serving {
+    fn serving(&self) -> Serving {
         Serving {
             transport: self.device_transport,
             store: self.device_store,
