@@ -28,7 +28,7 @@ pub(super) struct FleetPlan {
 }
 
 pub(super) fn fleet_plan(c: &RunCmd) -> Result<FleetPlan> {
-    let mut plan = load_plan(c.plan.as_deref().unwrap_or("quick"), &parse_options(c)?)?;
+    let mut plan = load_plan(c.plan.as_deref(), &parse_options(c)?)?;
     let note = fleet::fix_reps(&mut plan);
     let matrix = plan::matrix(&plan);
     if matrix.runs.is_empty() {
