@@ -264,12 +264,7 @@ pub fn run(c: RunCmd) -> Result<ExitCode> {
             eprintln!("note: {n}");
         }
     }
-    if m.runs.is_empty() {
-        return Err(bad_input(format!(
-            "{}: no testbed of the plan can be built here (every optional testbed's mkfs is missing)",
-            plan.source
-        )));
-    }
+    runnable(&plan, &m)?;
     // A store that cannot be opened is refused before anything runs.
     let mut store = super::store::open_for_run(&c.store, c.dry_run)?;
     announce(&c, &plan, &m);
@@ -365,6 +360,18 @@ pub(super) fn results_document(results: &[RunResult], views: &ResultViews) -> Re
     tables.append(&mut page.tables);
     page.tables = tables;
     Ok(page)
+}
+
+/// Refuses a plan of which no run can be made here: every testbed was optional and its mkfs
+/// is missing (a dry run still lists them).
+pub(super) fn runnable(plan: &Plan, m: &plan::Matrix) -> Result<()> {
+    if m.runs.is_empty() {
+        return Err(bad_input(format!(
+            "{}: no testbed of the plan can be built here (every optional testbed's mkfs is missing)",
+            plan.source
+        )));
+    }
+    Ok(())
 }
 
 /// Says what is about to run: the quick study in words, or a plan's name, source and runs
