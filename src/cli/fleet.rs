@@ -11,7 +11,7 @@ use std::time::Duration;
 use anyhow::{Context, Result};
 use clap::Args;
 
-use super::run::{load_plan, parse_options, results_dir, show_results, RunCmd};
+use super::run::{load_plan, parse_options, results_dir, runnable, show_results, RunCmd};
 use crate::base::error::bad_input;
 use crate::lab::fleet::{self, script, slurm, status, Fleet};
 use crate::lab::plan::{self, ExecOptions, Plan};
@@ -28,15 +28,10 @@ pub(super) struct FleetPlan {
 }
 
 pub(super) fn fleet_plan(c: &RunCmd) -> Result<FleetPlan> {
-    let mut plan = load_plan(c.plan.as_deref().unwrap_or("quick"), &parse_options(c)?)?;
+    let mut plan = load_plan(c.plan.as_deref(), &parse_options(c)?)?;
     let note = fleet::fix_reps(&mut plan);
     let matrix = plan::matrix(&plan);
-    if matrix.runs.is_empty() {
-        return Err(bad_input(format!(
-            "{}: no testbed of the plan can be built here (every optional testbed's mkfs is missing)",
-            plan.source
-        )));
-    }
+    runnable(&plan, &matrix)?;
     let out = fleet::absolute(&results_dir(
         &c.run.out.dir,
         c.testbeds.device_model.as_ref(),

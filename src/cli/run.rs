@@ -4,6 +4,7 @@
 //! directory instead.
 
 use crate::analysis::report::lateness::is_lateness_warning;
+use std::borrow::Cow;
 use std::fmt::Write as _;
 use std::path::{Path, PathBuf};
 use std::process::ExitCode;
@@ -160,60 +161,74 @@ impl Args for PlanTestbeds {
     }
 }
 
-/// Reads a plan from a file, or a preset by name. A directory is never a plan: a preset's name
-/// is taken as the preset even where a directory of that name (its results, say) is here.
-pub fn load_plan(arg: &str, opts: &ParseOptions) -> Result<Plan> {
+/// Reads the plan `arg` names, the quick preset when none (see [`plan_text`]).
+pub fn load_plan(arg: Option<&str>, opts: &ParseOptions) -> Result<Plan> {
+    let (text, name) = plan_text(arg)?;
+    plan::parse(&text, &name, opts)
+}
+
+/// The text of the plan `arg` names and its name in errors (a path, or `preset NAME`): a plan
+/// file's, else a preset's; any other argument is refused before anything is parsed. No
+/// argument is the quick preset, whatever files are here. A directory is never a plan: a
+/// preset's name is taken as the preset even where a directory of that name (its results, say)
+/// is here.
+fn plan_text(arg: Option<&str>) -> Result<(Cow<'static, str>, String)> {
+    let Some(arg) = arg else {
+        let quick = presets::find("quick").context("the quick preset is built in")?;
+        return Ok((quick.toml.into(), quick.source()));
+    };
     let path = Path::new(arg);
-    if path.is_dir() && presets::find(arg).is_none() {
-        return Err(bad_input(format!(
-            "{} is a directory, not a plan; give a plan file (TOML) or a preset name ({})",
-            path.display(),
-            presets::PRESETS
-                .iter()
-                .map(|p| p.name)
-                .collect::<Vec<_>>()
-                .join(", ")
-        )));
-    }
     // symlink_metadata, not exists(): a symlink loop or a dangling link is a plan file that
     // cannot be read (said so), not a missing one.
     if std::fs::symlink_metadata(path).is_ok() && !path.is_dir() {
-        let bytes =
-            crate::base::bounded::read_regular(path, crate::base::bounded::PLAN_LIMIT, "plans")
-                .map_err(|e| bad_input(format!("cannot read the plan: {e}")))?;
-        let text = String::from_utf8(bytes).map_err(|e| {
-            bad_input(format!(
-                "reading plan {}: not UTF-8 text (byte {}); a plan is a TOML file",
-                path.display(),
-                e.utf8_error().valid_up_to()
-            ))
-        })?;
-        return plan::parse(&text, &path.display().to_string(), opts);
+        return Ok((read_plan_file(path)?.into(), path.display().to_string()));
     }
-    if let Some(p) = presets::find(arg) {
-        let missing = p.missing_kinds();
-        if !missing.is_empty() {
-            return Err(bad_input(format!(
-                "preset {} needs the workload kind(s) {} which this build does not have; runnable presets: {}",
-                p.name,
-                missing.join(", "),
-                presets::runnable()
-                    .iter()
-                    .map(|p| p.name)
-                    .collect::<Vec<_>>()
-                    .join(", ")
-            )));
+    match presets::find(arg) {
+        Some(p) => {
+            let missing = p.missing_kinds();
+            if !missing.is_empty() {
+                return Err(bad_input(format!(
+                    "preset {} needs the workload kind(s) {} which this build does not have; runnable presets: {}",
+                    p.name,
+                    missing.join(", "),
+                    preset_names(presets::runnable())
+                )));
+            }
+            Ok((p.toml.into(), p.source()))
         }
-        return plan::parse(p.toml, &p.source(), opts);
+        None if path.is_dir() => Err(bad_input(format!(
+            "{} is a directory, not a plan; give a plan file (TOML) or a preset name ({})",
+            path.display(),
+            preset_names(presets::PRESETS)
+        ))),
+        None => Err(bad_input(format!(
+            "{arg}: no such plan file, and no preset of that name (presets: {})",
+            preset_names(presets::PRESETS)
+        ))),
     }
-    Err(bad_input(format!(
-        "{arg}: no such plan file, and no preset of that name (presets: {})",
-        presets::PRESETS
-            .iter()
-            .map(|p| p.name)
-            .collect::<Vec<_>>()
-            .join(", ")
-    )))
+}
+
+/// A plan file's text: a regular file of at most [`PLAN_LIMIT`](crate::base::bounded::PLAN_LIMIT)
+/// bytes, read as UTF-8.
+fn read_plan_file(path: &Path) -> Result<String> {
+    let bytes = crate::base::bounded::read_regular(path, crate::base::bounded::PLAN_LIMIT, "plans")
+        .map_err(|e| bad_input(format!("cannot read the plan: {e}")))?;
+    String::from_utf8(bytes).map_err(|e| {
+        bad_input(format!(
+            "reading plan {}: not UTF-8 text (byte {}); a plan is a TOML file",
+            path.display(),
+            e.utf8_error().valid_up_to()
+        ))
+    })
+}
+
+/// The presets' names, for a message that lists them.
+fn preset_names<'a>(presets: impl IntoIterator<Item = &'a presets::Preset>) -> String {
+    presets
+        .into_iter()
+        .map(|p| p.name)
+        .collect::<Vec<_>>()
+        .join(", ")
 }
 
 /// `run` on this machine, in this process (`--on`, `--block` and `--blocks-by-rank` go to
@@ -227,7 +242,7 @@ pub fn run(c: RunCmd) -> Result<ExitCode> {
     }
     // A plan's results go where `--out` and `--device-model` say, from here on.
     let out = results_dir(&c.run.out.dir, c.testbeds.device_model.as_ref());
-    let plan = load_plan(c.plan.as_deref().unwrap_or("quick"), &opts)?;
+    let plan = load_plan(c.plan.as_deref(), &opts)?;
     let c = RunCmd {
         run: RunParams {
             out: ResultsDir { dir: out },
@@ -249,12 +264,7 @@ pub fn run(c: RunCmd) -> Result<ExitCode> {
             eprintln!("note: {n}");
         }
     }
-    if m.runs.is_empty() {
-        return Err(bad_input(format!(
-            "{}: no testbed of the plan can be built here (every optional testbed's mkfs is missing)",
-            plan.source
-        )));
-    }
+    runnable(&plan, &m)?;
     // A store that cannot be opened is refused before anything runs.
     let mut store = super::store::open_for_run(&c.store, c.dry_run)?;
     announce(&c, &plan, &m);
@@ -350,6 +360,18 @@ pub(super) fn results_document(results: &[RunResult], views: &ResultViews) -> Re
     tables.append(&mut page.tables);
     page.tables = tables;
     Ok(page)
+}
+
+/// Refuses a plan of which no run can be made here: every testbed was optional and its mkfs
+/// is missing (a dry run still lists them).
+pub(super) fn runnable(plan: &Plan, m: &plan::Matrix) -> Result<()> {
+    if m.runs.is_empty() {
+        return Err(bad_input(format!(
+            "{}: no testbed of the plan can be built here (every optional testbed's mkfs is missing)",
+            plan.source
+        )));
+    }
+    Ok(())
 }
 
 /// Says what is about to run: the quick study in words, or a plan's name, source and runs
@@ -678,8 +700,7 @@ pub(super) fn parse_options(c: &RunCmd) -> Result<ParseOptions> {
 
 /// Without root there are no testbeds: the quick study's workload on a temporary directory.
 fn quick_on_temp_dir(c: &RunCmd, opts: &ParseOptions) -> Result<ExitCode> {
-    let preset = presets::find("quick").context("the quick preset is built in")?;
-    let plan = plan::parse(preset.toml, &preset.source(), opts)?;
+    let plan = load_plan(None, opts)?;
     let wl = plan.workloads[0].workload.clone();
     let reps = plan.reps.initial();
     // A store that cannot be opened is refused before anything is made.

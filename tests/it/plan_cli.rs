@@ -376,6 +376,27 @@ fn a_directory_named_like_a_preset_runs_the_preset() {
     );
 }
 
+/// `run` without a plan runs the quick preset, even where a file named `quick` is here (it was
+/// read as the plan).
+#[test]
+fn run_without_a_plan_runs_the_quick_preset_whatever_files_are_here() {
+    let sb = Sandbox::new();
+    let here = sb.path().join("here");
+    std::fs::create_dir_all(&here).unwrap();
+    std::fs::write(here.join("quick"), "not a plan [").unwrap();
+    let out = sb
+        .cmd()
+        .current_dir(&here)
+        .args(["run", "--dry-run"])
+        .output()
+        .unwrap();
+    let said = [&out.stdout, &out.stderr].map(|b| String::from_utf8_lossy(b).into_owned());
+    assert!(
+        out.status.success() && said[0].starts_with("plan quick (preset quick)"),
+        "{said:?}"
+    );
+}
+
 /// Every shipped preset parses; its workloads are checked against the registry where their
 /// kind exists, and the rest of the plan (testbeds, reps, cold...) is validated with those
 /// workloads left out.
