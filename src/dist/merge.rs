@@ -152,6 +152,7 @@ mod tests {
             stonewall_s: None,
             ranks: Vec::new(),
             foreign_cache_drops: 0,
+            writeback_changed: None,
             host_load: None,
             cpu_wait: None,
         }

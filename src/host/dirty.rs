@@ -271,6 +271,7 @@ impl DirtyHold {
     /// process `me` ([`this_process`]).
     pub fn take(host: Host, limit: u64, me: (u32, u64)) -> Result<Self> {
         let me = host.take(DirtyLimits::for_limit(limit), me)?;
+        super::writeback::set_held(Some(me.limits));
         Ok(Self { host, me })
     }
 
@@ -281,6 +282,7 @@ impl DirtyHold {
 
 impl Drop for DirtyHold {
     fn drop(&mut self) {
+        super::writeback::set_held(None);
         if let Err(e) = self.host.leave(self.me.pid, self.me.start) {
             eprintln!("fsgauge: warning: giving back the host's dirty-page thresholds: {e:#}");
         }

@@ -1,6 +1,7 @@
 //! The machine's resources a run takes and gives back: the cleanup ledger and where its entries
 //! are found again (`ledger`, `locate`), loop devices, mounts, the page cache (`cache`), memory
-//! cgroups (`memlimit`) and run directories (`rundir`). Testbeds and emulated disks are built on
+//! cgroups (`memlimit`), the dirty-page thresholds (`dirty`) and whether another process changed
+//! them during a phase (`writeback`), and run directories (`rundir`). Testbeds and emulated disks are built on
 //! them; the ledger releases each kind through the teardown of the module that made it.
 
 pub mod cache;
@@ -12,6 +13,7 @@ pub mod memlimit;
 pub mod mount;
 pub mod rundir;
 pub mod workdir;
+pub mod writeback;
 
 /// A suffix no other testbed, run directory or server of this machine has: the process and a
 /// counter.

@@ -62,6 +62,8 @@ pub struct PhaseMeter {
     bar: Option<PhaseBar>,
     /// Counts the cache drops of other processes over the phase.
     drops: crate::host::cache::DropMark,
+    /// The host's writeback settings at the start, to see another process change them.
+    writeback: crate::host::writeback::WritebackMark,
     /// The machine's steal and CPU pressure at the start.
     load: super::hostload::LoadMark,
     /// The scheduler's counters of this process's threads at the start.
@@ -89,6 +91,7 @@ impl PhaseMeter {
         let model_end = (begin(&devices.model), begin(&devices.journal_model));
         let cpu0 = CpuTimes::now();
         let drops = crate::host::cache::DropMark::now();
+        let writeback = crate::host::writeback::WritebackMark::now();
         let load = super::hostload::LoadMark::now();
         let sched = super::schedstat::SchedMark::now();
         let start = Instant::now();
@@ -111,6 +114,7 @@ impl PhaseMeter {
             wall: Arc::new(AtomicBool::new(false)),
             bar,
             drops,
+            writeback,
             load,
             sched,
         }
@@ -167,6 +171,7 @@ impl PhaseMeter {
         let wall = self.start.elapsed();
         let cpu = CpuTimes::now().since(self.cpu0);
         let foreign_cache_drops = self.drops.foreign_since();
+        let writeback_changed = self.writeback.changes_since();
         let host_load = self.load.since();
         // A phase the model did not apply to (set-up while it is off) has no record.
         let end = |e: Option<PhaseEnd>| {
@@ -200,6 +205,7 @@ impl PhaseMeter {
         let mut out = totals.into_result(&[]);
         out.foreign_cache_drops = out.foreign_cache_drops.max(foreign_cache_drops);
         out.host_load = host_load;
+        out.writeback_changed = out.writeback_changed.or(writeback_changed);
         out.cpu_wait = self
             .sched
             .since(recorders.iter().filter_map(|r| r.sched_end));

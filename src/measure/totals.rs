@@ -271,6 +271,8 @@ pub struct PhaseTotals {
     /// Cache drops by other processes that any part saw (the most of them: ranks of one
     /// machine see the same drops).
     foreign_cache_drops: u64,
+    /// Another process's change of the host's writeback settings, of the first part that saw one.
+    writeback_changed: Option<String>,
     /// The machine's load, of the first part that had it (ranks of one machine share it).
     host_load: Option<crate::results::HostLoad>,
     /// The run-queue wait of the parts' threads, added up (ranks are processes of their own).
@@ -441,6 +443,7 @@ impl PhaseTotals {
         t.extras = vec![(p.extra.clone(), p.wall_s)];
         t.stonewall_s = p.stonewall_s;
         t.foreign_cache_drops = p.foreign_cache_drops;
+        t.writeback_changed = p.writeback_changed.clone();
         t.host_load = p.host_load;
         t.cpu_wait = p.cpu_wait;
         let mut latency = p.latency.clone();
@@ -493,6 +496,9 @@ impl PhaseTotals {
         self.extras.extend(o.extras.iter().cloned());
         self.stonewall_s = self.stonewall_s.or(o.stonewall_s);
         self.foreign_cache_drops = self.foreign_cache_drops.max(o.foreign_cache_drops);
+        if self.writeback_changed.is_none() {
+            self.writeback_changed = o.writeback_changed.clone();
+        }
         self.host_load = self.host_load.or(o.host_load);
         self.cpu_wait = add_wait(self.cpu_wait, o.cpu_wait);
         self.ranks.extend(o.ranks.iter().cloned());
@@ -656,6 +662,7 @@ impl PhaseTotals {
             stonewall_s: self.stonewall_s,
             ranks: self.ranks,
             foreign_cache_drops: self.foreign_cache_drops,
+            writeback_changed: self.writeback_changed,
             host_load: self.host_load,
             cpu_wait: self.cpu_wait,
         };

@@ -111,7 +111,8 @@ pub struct RunRecord {
 impl RunResult {
     /// Why a run's figures measure a neighbour too: another process dropped the kernel's caches
     /// (`drop_caches`) during one of its phases, so the phase read back what it had cached and
-    /// wrote what the drop's `sync` forced out. A plan's run is made again (`lab::plan::execute`),
+    /// wrote what the drop's `sync` forced out, or changed the host's writeback settings
+    /// (`PhaseResult::writeback_changed`). A plan's run is made again (`lab::plan::execute`),
     /// what was set aside said in [`RunResult::set_aside`]; a bench run says so.
     pub fn disturbed(&self) -> Option<String> {
         let hit: Vec<String> = self
@@ -120,12 +121,19 @@ impl RunResult {
             .filter(|p| p.foreign_cache_drops > 0)
             .map(|p| format!("{} ({}×)", p.name, p.foreign_cache_drops))
             .collect();
-        (!hit.is_empty()).then(|| {
+        let drops = (!hit.is_empty()).then(|| {
             format!(
                 "another process dropped the kernel's caches during phase {}",
                 hit.join(", ")
             )
-        })
+        });
+        let settings = self.phases.iter().filter_map(|p| {
+            p.writeback_changed
+                .as_ref()
+                .map(|w| format!("{} (phase {})", w, p.name))
+        });
+        let all: Vec<String> = drops.into_iter().chain(settings).collect();
+        (!all.is_empty()).then(|| all.join("; "))
     }
 
     /// The one place a result document is put together.
@@ -491,6 +499,11 @@ pub struct PhaseResult {
     /// again (see `lab::plan::execute`); absent when none.
     #[serde(default, skip_serializing_if = "device::is_zero")]
     pub foreign_cache_drops: u64,
+    /// What another process changed of the host's writeback settings (`vm.dirty_*`) while the
+    /// phase ran, in words (`host::writeback`): its figures then measure that process too,
+    /// and the run is made again as after a foreign cache drop; absent when nothing.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub writeback_changed: Option<String>,
     /// What the machine did beside the phase: CPU steal and CPU pressure (absent in results
     /// written before fsgauge recorded them, and where the kernel tells neither).
     #[serde(default, skip_serializing_if = "Option::is_none")]

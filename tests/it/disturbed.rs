@@ -1,7 +1,9 @@
-//! What the machine's neighbours did to a run. A run whose phase another process disturbed by dropping the kernel's caches
-//! (`drop_caches`, as every `cold = "drop"` benchmark does) is made again, and its result is
-//! kept aside, out of every table and finding. The foreign drop is injected with the debug
-//! hook `FSGAUGE_TEST_FOREIGN_DROPS` (a real drop would empty the caches of the tests beside).
+//! What the machine's neighbours did to a run. A run whose phase another process disturbed by
+//! dropping the kernel's caches (`drop_caches`, as every `cold = "drop"` benchmark does) or by
+//! changing the host's writeback settings (`vm.dirty_*`) is made again, and its result is kept
+//! aside, out of every table and finding. Both are injected with debug hooks,
+//! `FSGAUGE_TEST_FOREIGN_DROPS` and `FSGAUGE_TEST_WRITEBACK_CHANGES` (a real drop would empty
+//! the caches of the tests beside, a real change their writeback).
 //! Every phase records the machine's CPU steal and CPU pressure, and the report's environment
 //! table states them per run.
 //! Needs root, loop devices and mkfs.ext4.
@@ -108,6 +110,50 @@ fn a_run_another_process_disturbed_is_made_again_and_kept_aside() {
             && line.contains("(1×)"),
         "{line}"
     );
+}
+
+/// Another process that changes the host's writeback settings during a phase (a benchmark
+/// turning periodic writeback off; another memory-limited run's dirty thresholds) disturbs the
+/// run as a cache drop does: it is made again and the first attempt is set aside, naming the
+/// setting. Injected with the debug hook `FSGAUGE_TEST_WRITEBACK_CHANGES`.
+#[test]
+fn a_run_whose_writeback_settings_another_process_changed_is_made_again() {
+    if !crate::support::have_fs("ext4") {
+        return;
+    }
+    let sb = Sandbox::new();
+    let plan = sb.path().join("plan.toml");
+    std::fs::write(&plan, PLAN).unwrap();
+    let out = sb.path().join("results");
+    let o = sb
+        .cmd()
+        .args(["run", plan.to_str().unwrap(), "--quiet", "--out"])
+        .arg(&out)
+        .env("FSGAUGE_TEST_WRITEBACK_CHANGES", "1")
+        .output()
+        .unwrap();
+    let stderr = String::from_utf8_lossy(&o.stderr).into_owned();
+    assert!(o.status.success(), "{stderr}");
+    let said = "another process changed the host's writeback settings during the phase (vm.dirty_writeback_centisecs 500 → 0)";
+    assert!(
+        stderr.contains(said) && stderr.contains("the run is made again (attempt 2 of 3)"),
+        "{stderr}"
+    );
+    let kept = jsons(&out);
+    assert_eq!(kept.len(), 1, "{kept:?}");
+    let v: serde_json::Value =
+        serde_json::from_slice(&std::fs::read(out.join(&kept[0])).unwrap()).unwrap();
+    assert!(
+        v["phases"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .all(|p| p.get("writeback_changed").is_none()),
+        "{v}"
+    );
+    let aside = v["set_aside"].as_array().expect("set_aside");
+    assert_eq!(aside.len(), 1, "{aside:?}");
+    assert!(aside[0].as_str().unwrap().contains(said), "{aside:?}");
 }
 
 #[test]

@@ -636,7 +636,7 @@ fn warnings(results: &[RunResult], cells: &[Cell]) -> Vec<String> {
                 n => format!("it was made {} times and disturbed each time", n + 1),
             };
             w.push(format!(
-                "{} · {} rep {}: {why}, so its figures measure that process too ({made}); find what drops the caches on this machine and run it again",
+                "{} · {} rep {}: {why}, so its figures measure that process too ({made}); find what disturbs this machine (another benchmark or test suite) and run it again",
                 r.testbed.label,
                 r.workload.kind,
                 r.rep

@@ -611,7 +611,7 @@ impl Session<'_> {
                 }
                 Some(why) => {
                     eprintln!(
-                        "warning: {what}: {why}, in each of {attempts} attempts; the last is kept as the result (find what drops the caches on this machine: another benchmark or test suite)"
+                        "warning: {what}: {why}, in each of {attempts} attempts; the last is kept as the result (find what disturbs this machine: another benchmark or test suite)"
                     );
                     break outcome.result;
                 }

@@ -76,6 +76,7 @@ pub fn phase(
         stonewall_s: None,
         ranks: Vec::new(),
         foreign_cache_drops: 0,
+        writeback_changed: None,
         host_load: None,
         cpu_wait: None,
     }
