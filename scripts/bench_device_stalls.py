@@ -7,7 +7,23 @@ prints per case: its disk time (wall − the disk clock's pause; for a time-boxe
 work per disk second) with a 95% interval over the repetitions, stalled/plain of disk time
 (goal: within 3%) and of wall time (goal: at least 20% longer, so the check has teeth), and
 the pause against the stalls injected, and the disk work each arm did (requests and flushes
-in the case's phases, mean and range), which must match for the comparison to hold.
+in the case's phases, mean and range), which must match for the comparison to hold, and the
+drive's own busy time (its modelled service summed over the phases), stalled/plain and the
+plain arm's spread.
+
+What the spread is: the same requests keep the drive busy for a different time in each
+repetition, in either arm: its write cache's destaging and its rotation depend on when, to the
+microsecond, each request came. tio seqwrite t8 (216 requests, 134 MB, the drive busy for 99%
+of the disk time) measured busy 2.24–2.36 s over 5 plain repetitions and 2.24–2.33 s stalled,
+the two arms' means 0.1% apart; clients-4 7.94–8.81 s. That spread (±2–4% a repetition) is
+what moves stalled/plain of disk time from table to table, and a run of 5 pairs has a 95%
+interval of about ±3.5% for it: read a ratio off 1 by about its interval against the busy
+column before suspecting the clock.
+
+The stall holds one reply, not the server's intake: the held timing thread still takes the
+requests that come meanwhile, at their arrival (a ring request is stamped when the timing
+thread takes it; taken only after the stall, it would be mapped to the stop's start, and the
+host's work during the stall would cost no disk time).
 
 The kernel's timers: a stall stretches a phase's wall time, and jbd2's commit (every 5 s) and
 periodic writeback (every 5 s, of data dirty for 30 s) keep the wall: in a stretched phase they
@@ -26,6 +42,13 @@ defaults:
     amount of work (`--loops 2`, about 4 s plain) rather than a wall-clock time box, which
     would let the two arms do different work.
 The counts of requests and flushes in each arm show whether the two arms did the same work.
+
+The dirty thresholds (vm.dirty_*bytes, vm.dirty_*ratio) are the machine's: another process may
+set them (a lowmem study's run holds 10/20 MB), and under small ones balance_dirty_pages paces
+the writers on the wall clock, which a stall changes, so the arms no longer do the same work
+(stalled tio seqwrite t8 at 10/20 MB: 465 requests and 16 flushes against 441 and 8). The
+thresholds are recorded with each repetition, printed under the table, and a repetition during
+which they changed is made again (as one during which another process dropped the caches).
 
 Other processes: a repetition during whose phases another process dropped the kernel's caches
 (the result's `foreign_cache_drops`; a test suite or benchmark beside) is made again, up to 3
@@ -122,9 +145,9 @@ def mean_ci(xs):
     return m, t975(n - 1) * sd / math.sqrt(n)
 
 
-def record(wall, disk, pause_ms, stops, requests, flushes, disturbed=0):
+def record(wall, disk, pause_ms, stops, requests, flushes, disturbed=0, busy=None):
     return {"wall": wall, "disk": disk, "pause_ms": pause_ms, "stops": stops, "requests": requests,
-            "flushes": flushes, "disturbed": disturbed}
+            "flushes": flushes, "disturbed": disturbed, "busy": busy}
 
 
 def paired_ci(plain, stalled):
@@ -153,7 +176,7 @@ def phase_is(kind, name):
 def from_results(out, kind):
     """The case's phases (of `kind`), summed: wall and disk s, pause ms, stops, requests and
     flushes."""
-    wall = pause = stops = requests = flushes = disturbed = 0
+    wall = pause = stops = requests = flushes = disturbed = busy = 0
     for f in sorted(glob.glob(os.path.join(out, "*.json"))):
         for p in json.load(open(f)).get("phases", []):
             d = p.get("device_model")
@@ -164,25 +187,61 @@ def from_results(out, kind):
                 stops += d.get("pauses", 0)
                 requests += d["reads"] + d["writes"] + d["flushes"]
                 flushes += d["flushes"]
+                s = d.get("service_ns") or {}
+                busy += s.get("count", 0) * s.get("mean", 0.0) / 1e9
     if wall == 0:
         raise ValueError(f"no {kind} phase with an emulated disk's record in {out}")
-    return record(wall, wall - pause, pause * 1e3, stops, requests, flushes, disturbed)
+    return record(wall, wall - pause, pause * 1e3, stops, requests, flushes, disturbed, busy)
 
 
 ATTEMPTS = 3
 
 
+# The machine-wide dirty thresholds: another process (a lowmem study's run holds 10/20 MB)
+# may set them while a table runs; under small ones balance_dirty_pages throttles the writers
+# at a pace it measures on the wall clock, which a stall changes (a stalled tio seqwrite t8
+# wrote 465 requests and 16 flushes against 441 and 8, disk time 1.14x plain, at 10/20 MB).
+DIRTY = ["dirty_background_bytes", "dirty_bytes", "dirty_background_ratio", "dirty_ratio"]
+
+
+def dirty_now():
+    """The dirty thresholds now, e.g. "dirty_background_bytes=0 dirty_bytes=0 ..."."""
+    try:
+        return " ".join(f"{k}={open('/proc/sys/vm/' + k).read().strip()}" for k in DIRTY)
+    except OSError as e:
+        return f"unreadable ({e})"
+
+
 def run_case(binary, case, out, stalls, opts):
-    """One repetition of a case, made again (up to ATTEMPTS) while another process disturbs it."""
+    """One repetition of a case, made again (up to ATTEMPTS) while another process disturbs
+    it: drops the kernel's caches, or changes the dirty thresholds."""
     for attempt in range(1, ATTEMPTS + 1):
+        before = dirty_now()
         r = run_once(binary, case, out, stalls, opts)
-        if not r["disturbed"] or attempt == ATTEMPTS:
+        after = dirty_now()
+        r["dirty"] = before if before == after else f"{before} -> {after}"
+        if not r["disturbed"] and before == after or attempt == ATTEMPTS:
             return r
         aside = f"{out}.disturbed-{attempt}"
         os.rename(out, aside)
-        print(f"{os.path.basename(out)}: another process dropped the kernel's caches during it "
-              f"({r['disturbed']}x); made again, kept as {aside}", file=sys.stderr)
+        why = (f"dropped the kernel's caches during it ({r['disturbed']}x)" if r["disturbed"]
+               else f"changed the dirty thresholds during it ({r['dirty']})")
+        print(f"{os.path.basename(out)}: another process {why}; made again, kept as {aside}",
+              file=sys.stderr)
     return r
+
+
+def dirty_lines(rows):
+    """The dirty thresholds each case's repetitions ran under, with how many of each arm."""
+    lines = []
+    for case, r in rows.items():
+        seen = {}
+        for which in ("plain", "stalled"):
+            for x in r[which]:
+                seen.setdefault(x.get("dirty", "not recorded"), {"plain": 0, "stalled": 0})[which] += 1
+        for d, n in seen.items():
+            lines.append(f"  {case}: {d} ({n['plain']} plain, {n['stalled']} stalled)")
+    return "\n".join(lines)
 
 
 def run_once(binary, case, out, stalls, opts):
@@ -216,7 +275,8 @@ def spread(xs):
 def table(rows):
     """rows: case -> {"plain": [record], "stalled": [record]}."""
     lines = ["case | plain disk (95% CI) | stalled disk (95% CI) | disk stalled/plain [95% CI] | wall stalled/plain | "
-             "pause ms stalled (plain) | stops | requests plain / stalled | flushes plain / stalled | goals"]
+             "pause ms stalled (plain) | stops | requests plain / stalled | flushes plain / stalled | "
+             "drive busy stalled/plain (plain's spread) | goals"]
     for case, r in rows.items():
         p, s = r["plain"], r["stalled"]
         if not p or not s:
@@ -236,8 +296,22 @@ def table(rows):
             f"{mean_ci([x['pause_ms'] for x in s])[0]:.1f} ({mean_ci([x['pause_ms'] for x in p])[0]:.1f}) | "
             f"{mean_ci([x['stops'] for x in s])[0]:.0f} | "
             f"{spread([x['requests'] for x in p])} / {spread([x['requests'] for x in s])} | "
-            f"{spread([x['flushes'] for x in p])} / {spread([x['flushes'] for x in s])} | {ok}")
+            f"{spread([x['flushes'] for x in p])} / {spread([x['flushes'] for x in s])} | {busy_column(p, s)} | {ok}")
     return "\n".join(lines)
+
+
+def busy_column(plain, stalled):
+    """The drive's modelled service time summed over the case's phases, stalled/plain of the
+    arms' means, and the plain arm's coefficient of variation: how much of the disk time's
+    spread is the drive's own (its write cache's destaging and rotation depend on when each
+    request came, to the microsecond, so the same requests take a different time each
+    repetition), which no clock removes. "—" where the case has no such record."""
+    bp, bs = [x.get("busy") for x in plain], [x.get("busy") for x in stalled]
+    if None in bp or None in bs or not all(bp):
+        return "—"
+    m, _ = mean_ci(bp)
+    sd = math.sqrt(sum((x - m) ** 2 for x in bp) / (len(bp) - 1)) if len(bp) > 1 else 0.0
+    return f"{mean_ci(bs)[0] / m:.3f} (±{100 * sd / m:.1f}%)"
 
 
 def selftest():
@@ -249,10 +323,17 @@ def selftest():
     assert mean_ci([1.0])[1] == 0.0
     assert machine_line((0.0, 10, 1000, 0), (2.0, 12, 2000, 1_000_000)) == "steal 0.20%, CPU pressure 'some' 50%"
     assert "| 1.002 [0.971, 1.035] |" in t, t
+    assert "| — | disk within" in t, t
+    b = [record(10, 10, 0, 0, 90, 9, busy=9.0), record(10, 10, 0, 0, 90, 9, busy=11.0)]
+    assert busy_column(b, [record(13, 10, 3000, 30, 90, 9, busy=10.5)] * 2) == "1.050 (±14.1%)"
     lo, hi = paired_ci([1.0, 2.0, 4.0], [1.1, 2.2, 4.4])
     assert abs(lo - 1.1) < 1e-9 and abs(hi - 1.1) < 1e-9, (lo, hi)
     assert argv_of("tree-remove", True)[argv_of("tree-remove", True).index("--levels") + 1] == "4"
     assert "commit=3600" in argv_of("clients-4", False)
+    rows["a"]["plain"][0]["dirty"] = "dirty_bytes=0"
+    assert dirty_lines(rows) == ("  a: dirty_bytes=0 (1 plain, 0 stalled)\n"
+                                 "  a: not recorded (1 plain, 2 stalled)"), dirty_lines(rows)
+    assert dirty_now().startswith("dirty_background_bytes=") or dirty_now().startswith("unreadable")
     print("selftest ok")
 
 
@@ -312,6 +393,7 @@ def main(argv):
     for c in cases:
         print(f"  {c}: {CASES[c][0]}")
     print(table(rows))
+    print(f"dirty thresholds (vm.*) the repetitions ran under:\n{dirty_lines(rows)}")
     if json_out:
         with open(json_out, "w") as f:
             json.dump({"stalls": stalls, "short": short, "rows": rows}, f, indent=1)
