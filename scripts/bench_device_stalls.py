@@ -253,7 +253,7 @@ def run_once(binary, case, out, stalls, opts):
     os.makedirs(out, exist_ok=True)
     if kind == "check":
         with open(os.path.join(out, "check.json"), "w") as o, open(os.path.join(out, "err"), "w") as e:
-            subprocess.run([binary, *argv], stdout=o, stderr=e, env=env, check=True)
+            run_child([binary, *argv], stdout=o, stderr=e, env=env)
         return from_check(os.path.join(out, "check.json"))
     with open(os.path.join(out, "err"), "w") as e:
         cmd = [binary, *argv, "--out", os.path.join(out, "res")]
@@ -261,10 +261,30 @@ def run_once(binary, case, out, stalls, opts):
             cmd += ["--workdir", opts["workdir"]]
         if held:
             with WritebackHeld():
-                subprocess.run(cmd, stdout=subprocess.DEVNULL, stderr=e, env=env, check=True)
+                run_child(cmd, stdout=subprocess.DEVNULL, stderr=e, env=env)
         else:
-            subprocess.run(cmd, stdout=subprocess.DEVNULL, stderr=e, env=env, check=True)
+            run_child(cmd, stdout=subprocess.DEVNULL, stderr=e, env=env)
     return from_results(os.path.join(out, "res"), kind)
+
+
+def run_child(cmd, **kw):
+    """Runs fsgauge to its end (CalledProcessError when it failed). When this script is
+    stopped meanwhile (SIGTERM/SIGINT, made SystemExit by WritebackHeld, or ^C), fsgauge gets a
+    SIGTERM and is waited for, so that it takes its testbed down (subprocess.run would SIGKILL
+    it, leaving its mount, loop device and disk server behind)."""
+    p = subprocess.Popen(cmd, **kw)
+    try:
+        rc = p.wait()
+    except BaseException:
+        p.send_signal(signal.SIGTERM)
+        try:
+            p.wait(timeout=120)
+        except subprocess.TimeoutExpired:
+            p.kill()
+            p.wait()
+        raise
+    if rc:
+        raise subprocess.CalledProcessError(rc, cmd)
 
 
 def spread(xs):
