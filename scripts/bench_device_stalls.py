@@ -18,7 +18,12 @@ of the disk time) measured busy 2.24–2.36 s over 5 plain repetitions and 2.24�
 the two arms' means 0.1% apart; clients-4 7.94–8.81 s. That spread (±2–4% a repetition) is
 what moves stalled/plain of disk time from table to table, and a run of 5 pairs has a 95%
 interval of about ±3.5% for it: read a ratio off 1 by about its interval against the busy
-column before suspecting the clock.
+column before suspecting the clock. The idle column is the rest of the disk time: the drive
+waiting on the host (the workload's CPU work, its threads held off their CPU), which the
+disk's clock does not take out. On this shared 2-CPU machine a repetition of either arm now
+and then has its writers held off for 0.4–0.6 s (tio seqwrite t8, idle 0.44–0.64 s against
+0.01–0.07 s, CPU pressure 76–80%), which moves that pair's ratio by 20% and the mean of 5–7
+pairs by 3–4%.
 
 The stall holds one reply, not the server's intake: the held timing thread still takes the
 requests that come meanwhile, at their arrival (a ring request is stamped when the timing
@@ -67,6 +72,7 @@ geometric mean's t interval on the log scale, so it stays positive.
   bench_device_stalls.py --selftest
 """
 
+import fcntl
 import glob
 import json
 import math
@@ -102,13 +108,22 @@ CASES = {
 WRITEBACK = "/proc/sys/vm/dirty_writeback_centisecs"
 
 
+# Held blocks of every table on the machine take turns: two overlapping ones (a table and the
+# test's short one) would each put back what they found, and the later could put back the
+# other's 0, leaving periodic writeback off (it did, once).
+WRITEBACK_LOCK = "/run/fsgauge-bench-stalls-writeback.lock"
+
+
 class WritebackHeld:
     """Periodic writeback off for a `with` block; the value before is put back after it, and
-    on SIGTERM/SIGINT (turned into SystemExit, so the block's exit runs)."""
+    on SIGTERM/SIGINT (turned into SystemExit, so the block's exit runs). One such block at a
+    time on the machine (WRITEBACK_LOCK)."""
 
     def __enter__(self):
         for sig in (signal.SIGTERM, signal.SIGINT):
             signal.signal(sig, lambda n, _f: sys.exit(128 + n))
+        self.lock = open(WRITEBACK_LOCK, "w")
+        fcntl.flock(self.lock, fcntl.LOCK_EX)
         with open(WRITEBACK) as f:
             self.before = f.read().strip()
         with open(WRITEBACK, "w") as f:
@@ -116,8 +131,11 @@ class WritebackHeld:
         return self
 
     def __exit__(self, *_exc):
-        with open(WRITEBACK, "w") as f:
-            f.write(self.before)
+        try:
+            with open(WRITEBACK, "w") as f:
+                f.write(self.before)
+        finally:
+            self.lock.close()
         return False
 
 
@@ -296,7 +314,7 @@ def table(rows):
     """rows: case -> {"plain": [record], "stalled": [record]}."""
     lines = ["case | plain disk (95% CI) | stalled disk (95% CI) | disk stalled/plain [95% CI] | wall stalled/plain | "
              "pause ms stalled (plain) | stops | requests plain / stalled | flushes plain / stalled | "
-             "drive busy stalled/plain (plain's spread) | goals"]
+             "drive busy stalled/plain (plain's spread); idle plain / stalled | goals"]
     for case, r in rows.items():
         p, s = r["plain"], r["stalled"]
         if not p or not s:
@@ -325,13 +343,16 @@ def busy_column(plain, stalled):
     arms' means, and the plain arm's coefficient of variation: how much of the disk time's
     spread is the drive's own (its write cache's destaging and rotation depend on when each
     request came, to the microsecond, so the same requests take a different time each
-    repetition), which no clock removes. "—" where the case has no such record."""
+    repetition), which no clock removes; and the disk time the drive sat idle, waiting on the
+    host (plain / stalled means: the workload's own CPU work and its threads held off their
+    CPU, which the disk's clock does not take out). "—" where the case has no such record."""
     bp, bs = [x.get("busy") for x in plain], [x.get("busy") for x in stalled]
     if None in bp or None in bs or not all(bp):
         return "—"
     m, _ = mean_ci(bp)
     sd = math.sqrt(sum((x - m) ** 2 for x in bp) / (len(bp) - 1)) if len(bp) > 1 else 0.0
-    return f"{mean_ci(bs)[0] / m:.3f} (±{100 * sd / m:.1f}%)"
+    idle = [mean_ci([x["disk"] - x["busy"] for x in arm])[0] for arm in (plain, stalled)]
+    return f"{mean_ci(bs)[0] / m:.3f} (±{100 * sd / m:.1f}%); idle {idle[0]:.3f} / {idle[1]:.3f}"
 
 
 def selftest():
@@ -345,7 +366,7 @@ def selftest():
     assert "| 1.002 [0.971, 1.035] |" in t, t
     assert "| — | disk within" in t, t
     b = [record(10, 10, 0, 0, 90, 9, busy=9.0), record(10, 10, 0, 0, 90, 9, busy=11.0)]
-    assert busy_column(b, [record(13, 10, 3000, 30, 90, 9, busy=10.5)] * 2) == "1.050 (±14.1%)"
+    assert busy_column(b, [record(13, 10, 3000, 30, 90, 9, busy=10.5)] * 2) == "1.050 (±14.1%); idle 0.000 / -0.500"
     lo, hi = paired_ci([1.0, 2.0, 4.0], [1.1, 2.2, 4.4])
     assert abs(lo - 1.1) < 1e-9 and abs(hi - 1.1) < 1e-9, (lo, hi)
     assert argv_of("tree-remove", True)[argv_of("tree-remove", True).index("--levels") + 1] == "4"
