@@ -7,7 +7,28 @@ prints per case: its disk time (wall − the disk clock's pause; for a time-boxe
 work per disk second) with a 95% interval over the repetitions, stalled/plain of disk time
 (goal: within 3%) and of wall time (goal: at least 20% longer, so the check has teeth), and
 the pause against the stalls injected, and the disk work each arm did (requests and flushes
-in the case's phases, mean and range), which must match for the comparison to hold.
+in the case's phases, mean and range), which must match for the comparison to hold, and the
+drive's own busy time (its modelled service summed over the phases), stalled/plain and the
+plain arm's spread.
+
+What the spread is: the same requests keep the drive busy for a different time in each
+repetition, in either arm: its write cache's destaging and its rotation depend on when, to the
+microsecond, each request came. tio seqwrite t8 (216 requests, 134 MB, the drive busy for 99%
+of the disk time) measured busy 2.24–2.36 s over 5 plain repetitions and 2.24–2.33 s stalled,
+the two arms' means 0.1% apart; clients-4 7.94–8.81 s. That spread (±2–4% a repetition) is
+what moves stalled/plain of disk time from table to table, and a run of 5 pairs has a 95%
+interval of about ±3.5% for it: read a ratio off 1 by about its interval against the busy
+column before suspecting the clock. The idle column is the rest of the disk time: the drive
+waiting on the host (the workload's CPU work, its threads held off their CPU), which the
+disk's clock does not take out. On this shared 2-CPU machine a repetition of either arm now
+and then has its writers held off for 0.4–0.6 s (tio seqwrite t8, idle 0.44–0.64 s against
+0.01–0.07 s, CPU pressure 76–80%), which moves that pair's ratio by 20% and the mean of 5–7
+pairs by 3–4%.
+
+The stall holds one reply, not the server's intake: the held timing thread still takes the
+requests that come meanwhile, at their arrival (a ring request is stamped when the timing
+thread takes it; taken only after the stall, it would be mapped to the stop's start, and the
+host's work during the stall would cost no disk time).
 
 The kernel's timers: a stall stretches a phase's wall time, and jbd2's commit (every 5 s) and
 periodic writeback (every 5 s, of data dirty for 30 s) keep the wall: in a stretched phase they
@@ -27,6 +48,13 @@ defaults:
     would let the two arms do different work.
 The counts of requests and flushes in each arm show whether the two arms did the same work.
 
+The dirty thresholds (vm.dirty_*bytes, vm.dirty_*ratio) are the machine's: another process may
+set them (a lowmem study's run holds 10/20 MB), and under small ones balance_dirty_pages paces
+the writers on the wall clock, which a stall changes, so the arms no longer do the same work
+(stalled tio seqwrite t8 at 10/20 MB: 465 requests and 16 flushes against 441 and 8). The
+thresholds are recorded with each repetition, printed under the table, and a repetition during
+which they changed is made again (as one during which another process dropped the caches).
+
 Other processes: a repetition during whose phases another process dropped the kernel's caches
 (the result's `foreign_cache_drops`; a test suite or benchmark beside) is made again, up to 3
 times, its output kept as OUT.disturbed-N: such a drop makes the phase read back its metadata
@@ -44,6 +72,7 @@ geometric mean's t interval on the log scale, so it stays positive.
   bench_device_stalls.py --selftest
 """
 
+import fcntl
 import glob
 import json
 import math
@@ -79,13 +108,22 @@ CASES = {
 WRITEBACK = "/proc/sys/vm/dirty_writeback_centisecs"
 
 
+# Held blocks of every table on the machine take turns: two overlapping ones (a table and the
+# test's short one) would each put back what they found, and the later could put back the
+# other's 0, leaving periodic writeback off (it did, once).
+WRITEBACK_LOCK = "/run/fsgauge-bench-stalls-writeback.lock"
+
+
 class WritebackHeld:
     """Periodic writeback off for a `with` block; the value before is put back after it, and
-    on SIGTERM/SIGINT (turned into SystemExit, so the block's exit runs)."""
+    on SIGTERM/SIGINT (turned into SystemExit, so the block's exit runs). One such block at a
+    time on the machine (WRITEBACK_LOCK)."""
 
     def __enter__(self):
         for sig in (signal.SIGTERM, signal.SIGINT):
             signal.signal(sig, lambda n, _f: sys.exit(128 + n))
+        self.lock = open(WRITEBACK_LOCK, "w")
+        fcntl.flock(self.lock, fcntl.LOCK_EX)
         with open(WRITEBACK) as f:
             self.before = f.read().strip()
         with open(WRITEBACK, "w") as f:
@@ -93,8 +131,11 @@ class WritebackHeld:
         return self
 
     def __exit__(self, *_exc):
-        with open(WRITEBACK, "w") as f:
-            f.write(self.before)
+        try:
+            with open(WRITEBACK, "w") as f:
+                f.write(self.before)
+        finally:
+            self.lock.close()
         return False
 
 
@@ -122,9 +163,9 @@ def mean_ci(xs):
     return m, t975(n - 1) * sd / math.sqrt(n)
 
 
-def record(wall, disk, pause_ms, stops, requests, flushes, disturbed=0):
+def record(wall, disk, pause_ms, stops, requests, flushes, disturbed=0, busy=None):
     return {"wall": wall, "disk": disk, "pause_ms": pause_ms, "stops": stops, "requests": requests,
-            "flushes": flushes, "disturbed": disturbed}
+            "flushes": flushes, "disturbed": disturbed, "busy": busy}
 
 
 def paired_ci(plain, stalled):
@@ -153,7 +194,7 @@ def phase_is(kind, name):
 def from_results(out, kind):
     """The case's phases (of `kind`), summed: wall and disk s, pause ms, stops, requests and
     flushes."""
-    wall = pause = stops = requests = flushes = disturbed = 0
+    wall = pause = stops = requests = flushes = disturbed = busy = 0
     for f in sorted(glob.glob(os.path.join(out, "*.json"))):
         for p in json.load(open(f)).get("phases", []):
             d = p.get("device_model")
@@ -164,25 +205,61 @@ def from_results(out, kind):
                 stops += d.get("pauses", 0)
                 requests += d["reads"] + d["writes"] + d["flushes"]
                 flushes += d["flushes"]
+                s = d.get("service_ns") or {}
+                busy += s.get("count", 0) * s.get("mean", 0.0) / 1e9
     if wall == 0:
         raise ValueError(f"no {kind} phase with an emulated disk's record in {out}")
-    return record(wall, wall - pause, pause * 1e3, stops, requests, flushes, disturbed)
+    return record(wall, wall - pause, pause * 1e3, stops, requests, flushes, disturbed, busy)
 
 
 ATTEMPTS = 3
 
 
+# The machine-wide dirty thresholds: another process (a lowmem study's run holds 10/20 MB)
+# may set them while a table runs; under small ones balance_dirty_pages throttles the writers
+# at a pace it measures on the wall clock, which a stall changes (a stalled tio seqwrite t8
+# wrote 465 requests and 16 flushes against 441 and 8, disk time 1.14x plain, at 10/20 MB).
+DIRTY = ["dirty_background_bytes", "dirty_bytes", "dirty_background_ratio", "dirty_ratio"]
+
+
+def dirty_now():
+    """The dirty thresholds now, e.g. "dirty_background_bytes=0 dirty_bytes=0 ..."."""
+    try:
+        return " ".join(f"{k}={open('/proc/sys/vm/' + k).read().strip()}" for k in DIRTY)
+    except OSError as e:
+        return f"unreadable ({e})"
+
+
 def run_case(binary, case, out, stalls, opts):
-    """One repetition of a case, made again (up to ATTEMPTS) while another process disturbs it."""
+    """One repetition of a case, made again (up to ATTEMPTS) while another process disturbs
+    it: drops the kernel's caches, or changes the dirty thresholds."""
     for attempt in range(1, ATTEMPTS + 1):
+        before = dirty_now()
         r = run_once(binary, case, out, stalls, opts)
-        if not r["disturbed"] or attempt == ATTEMPTS:
+        after = dirty_now()
+        r["dirty"] = before if before == after else f"{before} -> {after}"
+        if not r["disturbed"] and before == after or attempt == ATTEMPTS:
             return r
         aside = f"{out}.disturbed-{attempt}"
         os.rename(out, aside)
-        print(f"{os.path.basename(out)}: another process dropped the kernel's caches during it "
-              f"({r['disturbed']}x); made again, kept as {aside}", file=sys.stderr)
+        why = (f"dropped the kernel's caches during it ({r['disturbed']}x)" if r["disturbed"]
+               else f"changed the dirty thresholds during it ({r['dirty']})")
+        print(f"{os.path.basename(out)}: another process {why}; made again, kept as {aside}",
+              file=sys.stderr)
     return r
+
+
+def dirty_lines(rows):
+    """The dirty thresholds each case's repetitions ran under, with how many of each arm."""
+    lines = []
+    for case, r in rows.items():
+        seen = {}
+        for which in ("plain", "stalled"):
+            for x in r[which]:
+                seen.setdefault(x.get("dirty", "not recorded"), {"plain": 0, "stalled": 0})[which] += 1
+        for d, n in seen.items():
+            lines.append(f"  {case}: {d} ({n['plain']} plain, {n['stalled']} stalled)")
+    return "\n".join(lines)
 
 
 def run_once(binary, case, out, stalls, opts):
@@ -194,7 +271,7 @@ def run_once(binary, case, out, stalls, opts):
     os.makedirs(out, exist_ok=True)
     if kind == "check":
         with open(os.path.join(out, "check.json"), "w") as o, open(os.path.join(out, "err"), "w") as e:
-            subprocess.run([binary, *argv], stdout=o, stderr=e, env=env, check=True)
+            run_child([binary, *argv], stdout=o, stderr=e, env=env)
         return from_check(os.path.join(out, "check.json"))
     with open(os.path.join(out, "err"), "w") as e:
         cmd = [binary, *argv, "--out", os.path.join(out, "res")]
@@ -202,10 +279,30 @@ def run_once(binary, case, out, stalls, opts):
             cmd += ["--workdir", opts["workdir"]]
         if held:
             with WritebackHeld():
-                subprocess.run(cmd, stdout=subprocess.DEVNULL, stderr=e, env=env, check=True)
+                run_child(cmd, stdout=subprocess.DEVNULL, stderr=e, env=env)
         else:
-            subprocess.run(cmd, stdout=subprocess.DEVNULL, stderr=e, env=env, check=True)
+            run_child(cmd, stdout=subprocess.DEVNULL, stderr=e, env=env)
     return from_results(os.path.join(out, "res"), kind)
+
+
+def run_child(cmd, **kw):
+    """Runs fsgauge to its end (CalledProcessError when it failed). When this script is
+    stopped meanwhile (SIGTERM/SIGINT, made SystemExit by WritebackHeld, or ^C), fsgauge gets a
+    SIGTERM and is waited for, so that it takes its testbed down (subprocess.run would SIGKILL
+    it, leaving its mount, loop device and disk server behind)."""
+    p = subprocess.Popen(cmd, **kw)
+    try:
+        rc = p.wait()
+    except BaseException:
+        p.send_signal(signal.SIGTERM)
+        try:
+            p.wait(timeout=120)
+        except subprocess.TimeoutExpired:
+            p.kill()
+            p.wait()
+        raise
+    if rc:
+        raise subprocess.CalledProcessError(rc, cmd)
 
 
 def spread(xs):
@@ -216,7 +313,8 @@ def spread(xs):
 def table(rows):
     """rows: case -> {"plain": [record], "stalled": [record]}."""
     lines = ["case | plain disk (95% CI) | stalled disk (95% CI) | disk stalled/plain [95% CI] | wall stalled/plain | "
-             "pause ms stalled (plain) | stops | requests plain / stalled | flushes plain / stalled | goals"]
+             "pause ms stalled (plain) | stops | requests plain / stalled | flushes plain / stalled | "
+             "drive busy stalled/plain (plain's spread); idle plain / stalled | goals"]
     for case, r in rows.items():
         p, s = r["plain"], r["stalled"]
         if not p or not s:
@@ -236,8 +334,25 @@ def table(rows):
             f"{mean_ci([x['pause_ms'] for x in s])[0]:.1f} ({mean_ci([x['pause_ms'] for x in p])[0]:.1f}) | "
             f"{mean_ci([x['stops'] for x in s])[0]:.0f} | "
             f"{spread([x['requests'] for x in p])} / {spread([x['requests'] for x in s])} | "
-            f"{spread([x['flushes'] for x in p])} / {spread([x['flushes'] for x in s])} | {ok}")
+            f"{spread([x['flushes'] for x in p])} / {spread([x['flushes'] for x in s])} | {busy_column(p, s)} | {ok}")
     return "\n".join(lines)
+
+
+def busy_column(plain, stalled):
+    """The drive's modelled service time summed over the case's phases, stalled/plain of the
+    arms' means, and the plain arm's coefficient of variation: how much of the disk time's
+    spread is the drive's own (its write cache's destaging and rotation depend on when each
+    request came, to the microsecond, so the same requests take a different time each
+    repetition), which no clock removes; and the disk time the drive sat idle, waiting on the
+    host (plain / stalled means: the workload's own CPU work and its threads held off their
+    CPU, which the disk's clock does not take out). "—" where the case has no such record."""
+    bp, bs = [x.get("busy") for x in plain], [x.get("busy") for x in stalled]
+    if None in bp or None in bs or not all(bp):
+        return "—"
+    m, _ = mean_ci(bp)
+    sd = math.sqrt(sum((x - m) ** 2 for x in bp) / (len(bp) - 1)) if len(bp) > 1 else 0.0
+    idle = [mean_ci([x["disk"] - x["busy"] for x in arm])[0] for arm in (plain, stalled)]
+    return f"{mean_ci(bs)[0] / m:.3f} (±{100 * sd / m:.1f}%); idle {idle[0]:.3f} / {idle[1]:.3f}"
 
 
 def selftest():
@@ -249,10 +364,17 @@ def selftest():
     assert mean_ci([1.0])[1] == 0.0
     assert machine_line((0.0, 10, 1000, 0), (2.0, 12, 2000, 1_000_000)) == "steal 0.20%, CPU pressure 'some' 50%"
     assert "| 1.002 [0.971, 1.035] |" in t, t
+    assert "| — | disk within" in t, t
+    b = [record(10, 10, 0, 0, 90, 9, busy=9.0), record(10, 10, 0, 0, 90, 9, busy=11.0)]
+    assert busy_column(b, [record(13, 10, 3000, 30, 90, 9, busy=10.5)] * 2) == "1.050 (±14.1%); idle 0.000 / -0.500"
     lo, hi = paired_ci([1.0, 2.0, 4.0], [1.1, 2.2, 4.4])
     assert abs(lo - 1.1) < 1e-9 and abs(hi - 1.1) < 1e-9, (lo, hi)
     assert argv_of("tree-remove", True)[argv_of("tree-remove", True).index("--levels") + 1] == "4"
     assert "commit=3600" in argv_of("clients-4", False)
+    rows["a"]["plain"][0]["dirty"] = "dirty_bytes=0"
+    assert dirty_lines(rows) == ("  a: dirty_bytes=0 (1 plain, 0 stalled)\n"
+                                 "  a: not recorded (1 plain, 2 stalled)"), dirty_lines(rows)
+    assert dirty_now().startswith("dirty_background_bytes=") or dirty_now().startswith("unreadable")
     print("selftest ok")
 
 
@@ -312,6 +434,7 @@ def main(argv):
     for c in cases:
         print(f"  {c}: {CASES[c][0]}")
     print(table(rows))
+    print(f"dirty thresholds (vm.*) the repetitions ran under:\n{dirty_lines(rows)}")
     if json_out:
         with open(json_out, "w") as f:
             json.dump({"stalls": stalls, "short": short, "rows": rows}, f, indent=1)

@@ -17,7 +17,10 @@
 //!
 //! A request's arrival is mapped to disk time as a host that kept time would have sent it:
 //! `arrival − P(arrival)`, with `P(arrival)` the pause of the stops that had ended by then
-//! ("the pause so far"). A request that comes after a late reply (the host reacting to it)
+//! ("the pause so far"), which the thread that stamps the arrival reads with it, from the
+//! pause the timing thread publishes before each late reply leaves ([`DiskClock::arrival`]):
+//! exact however many stops end before the model has the request (a FUSE thread held off
+//! its CPU with a request while a deep queue's replies go out). A request that comes after a late reply (the host reacting to it)
 //! comes as long after the reply's disk time as it did after the reply on the wall. One that
 //! comes during a stop cannot depend on the reply being held (it has not left): another
 //! thread of the host, running on its own, sent it as long after its own last reply as on a
@@ -36,28 +39,14 @@
 //! which is 0 where every reply was on time, and a phase's disk time (wall − its pause) is
 //! what the modelled drive would have taken as far as the phase waited on it.
 //!
-//! Cost: O(1) per request (a comparison and an addition per reply; an arrival is mapped
-//! against the last [`HISTORY`] stops at most), no system call, no allocation.
-
-/// Stops remembered to map arrivals taken in after them (an arrival is normally taken within
-/// a stop or two of its coming).
-pub const HISTORY: usize = 8;
-
-/// One stop of the disk's clock: wall times `[from, until)`, and the pause once it ended.
-#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
-struct Stop {
-    from: u64,
-    until: u64,
-    pause_after: u64,
-}
+//! Cost: O(1) per request (a comparison and an addition per reply, a subtraction per
+//! arrival, one u64 carried with each request in flight), no system call, no allocation.
 
 /// The disk's clock against the wall clock (both ns on the monotonic clock).
 #[derive(Debug, Clone, Default)]
 pub struct DiskClock {
     pause_ns: u64,
     stops: u64,
-    /// The last stops, the latest at `(stops − 1) % HISTORY`.
-    recent: [Stop; HISTORY],
 }
 
 impl DiskClock {
@@ -76,20 +65,16 @@ impl DiskClock {
         disk.saturating_add(self.pause_ns)
     }
 
-    /// The disk time of an arrival at wall time `wall` (now or a moment ago): `wall` less the
-    /// pause of the stops ended by then, as far as the last [`HISTORY`] stops tell (an
-    /// arrival from before them is mapped with the pause before the oldest).
+    /// Disk time now, at wall time `wall` (at or after the last stop's end).
     pub fn disk(&self, wall: u64) -> u64 {
-        let known = (self.stops as usize).min(HISTORY);
-        let mut pause = self.pause_ns;
-        for back in 0..known {
-            let s = self.recent[(self.stops as usize - 1 - back) % HISTORY];
-            if wall >= s.until {
-                break;
-            }
-            pause = s.pause_after - (s.until - s.from);
-        }
-        wall.saturating_sub(pause)
+        wall.saturating_sub(self.pause_ns)
+    }
+
+    /// The disk time of an arrival at wall time `wall`, when the pause was `pause_then`
+    /// (the stops ended by then; a request that came during a stop has the pause before it,
+    /// and lands in the disk's future by as long as it came after the stop began).
+    pub fn arrival(wall: u64, pause_then: u64) -> u64 {
+        wall.saturating_sub(pause_then)
     }
 
     /// A reply due at disk time `done` left at wall time `replied`: when it was late, the
@@ -101,11 +86,6 @@ impl DiskClock {
         }
         let late = replied - due;
         self.pause_ns += late;
-        self.recent[self.stops as usize % HISTORY] = Stop {
-            from: due,
-            until: replied,
-            pause_after: self.pause_ns,
-        };
         self.stops += 1;
         late
     }
@@ -119,6 +99,7 @@ mod tests {
     fn a_clock_that_never_stopped_is_the_wall() {
         let mut c = DiskClock::default();
         assert_eq!((c.disk(123), c.wall(123)), (123, 123));
+        assert_eq!(DiskClock::arrival(123, c.pause_ns()), 123);
         assert_eq!(c.replied(1_000, 1_000), 0);
         assert_eq!(c.replied(2_000, 1_500), 0, "an early reply stops nothing");
         assert_eq!((c.pause_ns(), c.stops()), (0, 0));
@@ -130,9 +111,9 @@ mod tests {
         assert_eq!(c.replied(10_000, 15_000), 5_000);
         assert_eq!((c.pause_ns(), c.stops()), (5_000, 1));
         // Arrivals before the stop or during it (sent by a thread the late reply had not
-        // reached yet): the pause before it; after it: 5 µs behind.
-        assert_eq!(c.disk(9_000), 9_000);
-        assert_eq!(c.disk(12_000), 12_000);
+        // reached yet) carry the pause before it; after it: 5 µs behind.
+        assert_eq!(DiskClock::arrival(9_000, 0), 9_000);
+        assert_eq!(DiskClock::arrival(12_000, 0), 12_000);
         assert_eq!(c.disk(15_000), 10_000);
         assert_eq!(c.disk(16_000), 11_000);
         // A completion at disk 12 µs is due at wall 17 µs; replied then, it stops nothing.
@@ -140,15 +121,22 @@ mod tests {
         assert_eq!(c.replied(12_000, 17_000), 0);
         assert_eq!(c.replied(20_000, 30_000), 5_000);
         assert_eq!((c.pause_ns(), c.stops()), (10_000, 2));
-        assert_eq!(c.disk(26_000), 21_000);
-        assert_eq!(c.disk(13_000), 13_000);
         assert_eq!(c.disk(31_000), 21_000);
-        // Past the remembered stops: the pause before the oldest of them.
-        for i in 0..HISTORY as u64 {
+    }
+
+    #[test]
+    fn an_arrival_keeps_its_pause_however_many_stops_end_before_it_is_mapped() {
+        // A request comes at wall 13 µs, after one stop of 5 µs, and is held (a FUSE thread
+        // off its CPU) while 20 more replies go out late, each stopping the clock.
+        let mut c = DiskClock::default();
+        c.replied(10_000, 15_000);
+        let (came, pause_then) = (16_000, c.pause_ns());
+        for i in 0..20u64 {
             let done = c.disk(100_000 + i * 10_000);
-            c.replied(done, c.wall(done) + 1_000);
+            assert_eq!(c.replied(done, c.wall(done) + 1_000), 1_000);
         }
-        assert_eq!(c.pause_ns(), 10_000 + HISTORY as u64 * 1_000);
-        assert_eq!(c.disk(40_000), 30_000, "before the last HISTORY stops");
+        assert_eq!((c.pause_ns(), c.stops()), (25_000, 21));
+        // Its disk time is 11 µs whenever it is mapped: the stops after it do not move it.
+        assert_eq!(DiskClock::arrival(came, pause_then), 11_000);
     }
 }

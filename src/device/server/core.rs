@@ -32,6 +32,9 @@ pub(crate) struct Core {
     /// Whether the crash file can be reached through the transport the disk's requests take
     /// (set by the timing thread once its transport has begun).
     pub crash_file: AtomicBool,
+    /// The disk clock's pause, ns, as the timing thread published it after its last stop:
+    /// read with each arrival ([`Core::arrived`]).
+    pub pause_ns: AtomicU64,
     next_id: AtomicU64,
 }
 
@@ -52,8 +55,21 @@ impl Core {
             rec,
             log,
             crash_file: AtomicBool::new(true),
+            pause_ns: AtomicU64::new(0),
             next_id: AtomicU64::new(1),
         }
+    }
+
+    /// A request comes now: its arrival on the monotonic clock, and the disk clock's pause
+    /// then. The timing thread publishes a stop's pause before its late reply leaves, so a
+    /// request sent in answer to that reply always sees it; one that sees the pause before
+    /// it came during the stop, or in the nanoseconds after, from a thread not waiting on
+    /// the reply, and lands in the disk's future as the clock's definition puts it. The
+    /// pause is read first, so a stop published between the two reads is never taken for
+    /// an arrival before it.
+    pub fn arrived(&self) -> (u64, u64) {
+        let pause_ns = self.pause_ns.load(Ordering::Acquire);
+        (rt::monotonic_ns(), pause_ns)
     }
 
     /// Answers `job` at once where the model does not apply (switched off, or a disk that

@@ -18,7 +18,6 @@ use fuser::{
 use super::core::Core;
 use super::crashfile::{CrashFile, CRASH_NAME};
 use super::MAX_BACKGROUND;
-use crate::base::sys::rt;
 use crate::base::sys::Errno;
 use crate::device::model::Request;
 use crate::device::transport::dev::{DevReply, Pool};
@@ -151,7 +150,7 @@ impl Filesystem for DiskFs {
         if ino.0 == CRASH_INO {
             return self.core.crash_read(offset, size, reply);
         }
-        let arrival_ns = rt::monotonic_ns();
+        let (arrival_ns, pause_ns) = self.core.arrived();
         let len = (size as usize)
             .min(MAX_REQUEST)
             .min(self.core.size.saturating_sub(offset) as usize);
@@ -160,6 +159,7 @@ impl Filesystem for DiskFs {
         self.send(Job {
             req: Request::read(self.core.id(), offset, len as u64),
             arrival_ns,
+            pause_ns,
             reply: DevReply::Read(reply, buf),
             io,
         });
@@ -180,7 +180,7 @@ impl Filesystem for DiskFs {
         if ino.0 == CRASH_INO {
             return self.core.crash_write(offset, data, reply);
         }
-        let arrival_ns = rt::monotonic_ns();
+        let (arrival_ns, pause_ns) = self.core.arrived();
         if offset.saturating_add(data.len() as u64) > self.core.size || data.len() > MAX_REQUEST {
             reply.error(FuseErrno::from_i32(libc::ENOSPC));
             return;
@@ -190,6 +190,7 @@ impl Filesystem for DiskFs {
         self.send(Job {
             req: Request::write(id, offset, data.len() as u64),
             arrival_ns,
+            pause_ns,
             reply: DevReply::Write(reply),
             io,
         });
@@ -219,12 +220,13 @@ impl Filesystem for DiskFs {
             // A checker's disk: its writes are already where they go.
             return reply.ok();
         }
-        let arrival_ns = rt::monotonic_ns();
+        let (arrival_ns, pause_ns) = self.core.arrived();
         let id = self.core.id();
         self.core.flush(id, arrival_ns);
         self.send(Job {
             req: Request::flush(id),
             arrival_ns,
+            pause_ns,
             reply: DevReply::Flush(reply),
             io: Ok(0),
         });

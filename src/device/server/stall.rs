@@ -1,10 +1,10 @@
 //! Injected stalls, a test hook for the disk's own clock ([`crate::device::model::clock`]):
 //! `FSGAUGE_DEVICE_STALLS=MS:PERCENT:SEED` (read once when the server starts) holds the timing
-//! thread asleep for MS milliseconds (or `MIN-MAX`, uniform) before PERCENT% of its replies,
-//! chosen by a generator seeded with SEED: a host that cannot keep time, on demand, to show
-//! that a phase's disk time does not depend on it.
-
-use std::time::Duration;
+//! thread for MS milliseconds (or `MIN-MAX`, uniform) before PERCENT% of its replies, chosen
+//! by a generator seeded with SEED: a host that cannot keep time, on demand, to show that a
+//! phase's disk time does not depend on it. The held thread still takes the requests that
+//! come, at their arrival (the timing loop's `Desk::stall`): the stall is one late reply,
+//! as the clock defines it, not a lost record of when the others came.
 
 use rand::{Rng, SeedableRng};
 use rand_chacha::ChaCha8Rng;
@@ -85,14 +85,6 @@ impl Stalls {
         self.count += 1;
         self.total_ns += ns;
         ns
-    }
-
-    /// Stalls before a reply, if this one is chosen.
-    pub fn before_reply(&mut self) {
-        let ns = self.next_ns();
-        if ns > 0 {
-            std::thread::sleep(Duration::from_nanos(ns));
-        }
     }
 }
 

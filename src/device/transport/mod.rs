@@ -44,6 +44,10 @@ pub struct Job<R> {
     pub req: Request,
     /// When it came, on the monotonic clock.
     pub arrival_ns: u64,
+    /// The disk clock's pause when it came (the stops ended by then, as the timing thread
+    /// last published it: [`crate::device::server::core::Core::arrived`]): the arrival's
+    /// disk time is `arrival_ns − pause_ns`, however many stops end before the model has it.
+    pub pause_ns: u64,
     pub reply: R,
     /// Bytes transferred with the store, or its error (once its data has moved).
     pub io: Result<usize, Errno>,

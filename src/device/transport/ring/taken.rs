@@ -224,6 +224,7 @@ impl Transport for RingTransport {
                 job: Job {
                     req: job.req,
                     arrival_ns: job.arrival_ns,
+                    pause_ns: job.pause_ns,
                     reply: RingReply::Dev(job.reply),
                     io: job.io,
                 },
@@ -348,10 +349,14 @@ fn admit(core: &Core, ids: &AtomicU64, r: Incoming, arrival_ns: u64) -> Admitted
         token,
     } = r;
     let id = ids.fetch_add(1, Ordering::Relaxed);
+    // Taken by the timing thread (or a disk's own ring thread, with no clock to stop): the
+    // pause it published is its clock's now.
+    let pause_ns = core.pause_ns.load(Ordering::Acquire);
     let job = |req: Request, token| {
         Admitted::Job(Job {
             req,
             arrival_ns,
+            pause_ns,
             reply: RingReply::Entry(token),
             io: Ok(0),
         })
