@@ -1,4 +1,4 @@
-//! `fsgauge store add|rebuild|status` (the results store: an index of result files in SQLite
+//! `fsgauge store add|rebuild|status|migrate` (the results store: an index of result files in SQLite
 //! or PostgreSQL) and `fsgauge history METRIC --where …` (one metric over kernels, commits or
 //! days, with the changes outside the noise marked).
 
@@ -47,6 +47,10 @@ pub enum StoreCmd {
     Rebuild(AddCmd),
     /// How many runs and figures the store holds.
     Status(StatusCmd),
+    /// Bring a store of an older schema version to this fsgauge's, in place (queries never
+    /// change a store, so they refuse an older one and name this command); what the new
+    /// version keeps is read from the result files again.
+    Migrate(StatusCmd),
 }
 
 #[derive(Debug, Args)]
@@ -110,22 +114,37 @@ pub fn run(c: StoreCmd) -> Result<ExitCode> {
     match c {
         StoreCmd::Add(a) => add(a, false),
         StoreCmd::Rebuild(a) => add(a, true),
-        StoreCmd::Status(s) => {
-            let loc = s.store.location()?;
-            let mut store = Store::open_for_reading(&loc)?;
-            let (runs, figures) = store.counts()?;
-            Said {
-                store: loc.shown(),
-                files: None,
-                new: None,
-                skipped: Vec::new(),
-                runs,
-                figures,
-            }
-            .print(&s.out)?;
-            Ok(ExitCode::SUCCESS)
-        }
+        StoreCmd::Status(s) => status(s, false),
+        StoreCmd::Migrate(s) => status(s, true),
     }
+}
+
+/// `store status`, and `store migrate` (which says the same once the store is migrated).
+fn status(s: StatusCmd, migrate: bool) -> Result<ExitCode> {
+    let loc = s.store.location()?;
+    let mut store = if migrate {
+        let (store, from) = Store::open_for_migrating(&loc)?;
+        if from.is_none() && !s.out.format().is_machine() {
+            eprintln!(
+                "the store {} is at this fsgauge's schema version already: nothing to migrate",
+                loc.shown()
+            );
+        }
+        store
+    } else {
+        Store::open_for_reading(&loc)?
+    };
+    let (runs, figures) = store.counts()?;
+    Said {
+        store: loc.shown(),
+        files: None,
+        new: None,
+        skipped: Vec::new(),
+        runs,
+        figures,
+    }
+    .print(&s.out)?;
+    Ok(ExitCode::SUCCESS)
 }
 
 fn add(a: AddCmd, rebuild: bool) -> Result<ExitCode> {

@@ -504,52 +504,88 @@ fn history_html_draws_one_point_per_group_and_marks_the_flagged_change() {
 const V2_COLUMNS: [&str; 4] = ["steal", "cpu_pressure", "foreign_cache_drops", "set_aside"];
 
 /// Indexes two kernels' results, turns the store back into one of schema version 1 (before it
-/// kept what disturbed a run) by `downgrade`, and checks that the next query migrates it once:
-/// the columns made again and filled from the files, a note said, the same answers as before.
+/// kept what disturbed a run) by `downgrade`, and checks that a query refuses it untouched
+/// (exit 2, naming `store migrate`), that `store migrate` migrates it once (the columns made
+/// again and filled from the files, a note said) and that it then answers as before.
 fn migrates(sb: &Sandbox, store: &str, downgrade: impl Fn()) {
     let (a, b) = two_kernels(sb);
     add(sb, store, &[&a, &b]);
     let before = history(sb, store, "phase=file_create");
     downgrade();
-    let out = fsgauge(
-        sb,
-        store,
-        &[
-            "history",
-            "ops_per_s",
-            "--where",
-            "phase=file_create",
-            "--json",
-        ],
-    );
+    let refused = sb
+        .cmd()
+        .args(["history", "ops_per_s", "--where", "phase=file_create"])
+        .args(["--store", store])
+        .env_remove("FSGAUGE_STORE")
+        .output()
+        .unwrap();
+    assert_refused_as_old(&refused, &shown(store));
+    let out = fsgauge(sb, store, &["store", "migrate", "--json"]);
     let err = String::from_utf8_lossy(&out.stderr);
     assert!(
-        err.contains("was of schema version 1; brought to version 2")
+        err.contains("was of schema version 1; brought to version")
             && err.contains("of 10 runs read from their files"),
         "{err}"
     );
-    assert_eq!(json_of(&out), before);
-    let again = fsgauge(sb, store, &["store", "status", "--json"]);
-    assert!(!String::from_utf8_lossy(&again.stderr).contains("brought to"));
+    assert_eq!(history(sb, store, "phase=file_create"), before);
+    let again = fsgauge(sb, store, &["store", "migrate"]);
+    assert!(
+        String::from_utf8_lossy(&again.stderr).contains("nothing to migrate"),
+        "{again:?}"
+    );
     assert_eq!(add(sb, store, &[&a]), (5, 0, 10));
+}
+
+/// A store as messages show it (a URL's password left out).
+fn shown(store: &str) -> String {
+    fsgauge::lab::store::Location::parse(store)
+        .expect("a store")
+        .shown()
+}
+
+/// A query of a version 1 store was refused with exit 2, naming the store, its version and
+/// the command that migrates it.
+fn assert_refused_as_old(out: &std::process::Output, shown: &str) {
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert_eq!(out.status.code(), Some(2), "{err}");
+    assert!(
+        err.contains(&format!(
+            "--store {shown}: its index is of schema version 1"
+        )) && err.contains(&format!("fsgauge store migrate --store {shown}")),
+        "{err}"
+    );
+}
+
+/// Turns a SQLite store back into one of schema version 1.
+fn downgrade_sqlite(db: &Path) {
+    let c = rusqlite::Connection::open(db).unwrap();
+    for col in V2_COLUMNS {
+        c.execute(&format!("ALTER TABLE runs DROP COLUMN {col}"), [])
+            .unwrap();
+    }
+    c.execute(
+        "UPDATE meta SET value = '1' WHERE key = 'schema_version'",
+        [],
+    )
+    .unwrap();
+}
+
+/// Turns a PostgreSQL store back into one of schema version 1.
+fn downgrade_postgres(url: &str) {
+    let mut c = postgres::Client::connect(url, postgres::NoTls).unwrap();
+    for col in V2_COLUMNS {
+        c.batch_execute(&format!("ALTER TABLE runs DROP COLUMN {col}"))
+            .unwrap();
+    }
+    c.batch_execute("UPDATE meta SET value = '1' WHERE key = 'schema_version'")
+        .unwrap();
 }
 
 #[test]
 fn a_version_1_sqlite_store_is_migrated() {
     let sb = Sandbox::new();
     let db = sb.path().join("store.sqlite");
-    migrates(&sb, db.to_str().unwrap(), || {
-        let c = rusqlite::Connection::open(&db).unwrap();
-        for col in V2_COLUMNS {
-            c.execute(&format!("ALTER TABLE runs DROP COLUMN {col}"), [])
-                .unwrap();
-        }
-        c.execute(
-            "UPDATE meta SET value = '1' WHERE key = 'schema_version'",
-            [],
-        )
-        .unwrap();
-    });
+    migrates(&sb, db.to_str().unwrap(), || downgrade_sqlite(&db));
 }
 
 #[test]
@@ -558,15 +594,186 @@ fn a_version_1_postgres_store_is_migrated() {
         return;
     };
     let sb = Sandbox::new();
-    migrates(&sb, &pg.url, || {
-        let mut c = postgres::Client::connect(&pg.url, postgres::NoTls).unwrap();
-        for col in V2_COLUMNS {
-            c.batch_execute(&format!("ALTER TABLE runs DROP COLUMN {col}"))
-                .unwrap();
-        }
-        c.batch_execute("UPDATE meta SET value = '1' WHERE key = 'schema_version'")
-            .unwrap();
+    migrates(&sb, &pg.url, || downgrade_postgres(&pg.url));
+}
+
+/// A reader's queries (`reader` runs fsgauge with those arguments against the store, as one
+/// that may not write it) answer as the writer's on a store of this schema version; on one
+/// of version 1 they are refused, the store left as it was, until the writer migrates it.
+/// `grant` lets the reader read the tables there are.
+fn read_only_queries(
+    sb: &Sandbox,
+    store: &str,
+    reader_store: &str,
+    reader: impl Fn(&[&str]) -> std::process::Output,
+    grant: impl Fn(),
+    downgrade: impl Fn(),
+) {
+    let (a, b) = two_kernels(sb);
+    add(sb, store, &[&a, &b]);
+    grant();
+    let ok = |args: &[&str]| {
+        let out = reader(args);
+        assert!(out.status.success(), "{args:?}: {out:?}");
+        json_of(&out)
+    };
+    let q = [
+        "history",
+        "ops_per_s",
+        "--where",
+        "phase=file_create",
+        "--json",
+    ];
+    let before = history(sb, store, "phase=file_create");
+    assert_eq!(ok(&q), before);
+    let cmp = [
+        "compare",
+        "store:kernel=6.1.0",
+        "store:kernel=6.8.0",
+        "--json",
+    ];
+    assert_eq!(ok(&cmp), json_of(&fsgauge(sb, store, &cmp)));
+    assert_eq!(ok(&["store", "status", "--json"])["runs"], 10);
+    downgrade();
+    assert_refused_as_old(&reader(&q), &shown(reader_store));
+    assert_refused_as_old(&reader(&cmp), &shown(reader_store));
+    let out = fsgauge(sb, store, &["store", "migrate"]);
+    assert!(
+        String::from_utf8_lossy(&out.stderr).contains("was of schema version 1"),
+        "the refused queries left the store as it was: {out:?}"
+    );
+    grant();
+    assert_eq!(ok(&q), before);
+}
+
+/// A SQLite store of mode 0444, in a directory the reader may not write, answers an
+/// unprivileged user's queries.
+#[test]
+fn a_read_only_sqlite_store_answers_queries_and_is_never_written() {
+    use std::os::unix::fs::PermissionsExt;
+    let sb = Sandbox::new();
+    let Some((_, _)) = crate::support::as_nobody(&sb) else {
+        return;
+    };
+    let dir = sb.path().join("shared");
+    std::fs::create_dir(&dir).unwrap();
+    std::fs::set_permissions(&dir, std::fs::Permissions::from_mode(0o755)).unwrap();
+    let db = dir.join("store.sqlite");
+    let store = db.to_str().unwrap();
+    let bin = sb.path().join("fsgauge-copy");
+    let reader = |args: &[&str]| {
+        std::process::Command::new("setpriv")
+            .args(["--reuid=65534", "--regid=65534", "--clear-groups"])
+            .args(["env", "HOME=/tmp"])
+            .arg(&bin)
+            .args(args)
+            .args(["--store", store])
+            .env_remove("FSGAUGE_STORE")
+            .output()
+            .unwrap()
+    };
+    let read_only =
+        || std::fs::set_permissions(&db, std::fs::Permissions::from_mode(0o444)).unwrap();
+    read_only_queries(&sb, store, store, reader, read_only, || {
+        downgrade_sqlite(&db);
+        read_only();
+        eprintln!(
+            "DEBUG {:?}",
+            std::fs::read_dir(&dir)
+                .unwrap()
+                .map(|e| e.unwrap().file_name())
+                .collect::<Vec<_>>()
+        );
     });
+    let names: Vec<_> = std::fs::read_dir(&dir)
+        .unwrap()
+        .map(|e| e.unwrap().file_name())
+        .collect();
+    assert_eq!(names, ["store.sqlite"], "nothing left beside the store");
+}
+
+/// A PostgreSQL role that may only SELECT (made for the test, dropped after).
+struct PgReader {
+    admin: String,
+    role: String,
+    url: String,
+}
+
+impl PgReader {
+    fn new(pg: &PgDb) -> Self {
+        let role = format!("{}_reader", pg.name);
+        let (scheme, rest) = pg.url.split_once("://").unwrap();
+        let (_, host) = rest.split_once('@').unwrap();
+        let url = format!("{scheme}://{role}:reader@{host}");
+        let mut c = postgres::Client::connect(&pg.url, postgres::NoTls).unwrap();
+        c.batch_execute(&format!(
+            "DROP ROLE IF EXISTS {role}; CREATE ROLE {role} LOGIN PASSWORD 'reader'; GRANT CONNECT ON DATABASE {} TO {role}",
+            pg.name
+        ))
+        .unwrap();
+        Self {
+            admin: pg.url.clone(),
+            role,
+            url,
+        }
+    }
+
+    /// SELECT on every table there is now.
+    fn grant(&self) {
+        let mut c = postgres::Client::connect(&self.admin, postgres::NoTls).unwrap();
+        c.batch_execute(&format!(
+            "GRANT SELECT ON ALL TABLES IN SCHEMA public TO {}",
+            self.role
+        ))
+        .unwrap();
+    }
+}
+
+impl Drop for PgReader {
+    fn drop(&mut self) {
+        if let Ok(mut c) = postgres::Client::connect(&self.admin, postgres::NoTls) {
+            // Its grants go first (DROP OWNED would need membership of the role).
+            let (role, db) = (
+                &self.role,
+                self.admin.rsplit('/').next().unwrap_or_default(),
+            );
+            for sql in [
+                format!("REVOKE ALL ON ALL TABLES IN SCHEMA public FROM {role}"),
+                format!("REVOKE ALL ON DATABASE {db} FROM {role}"),
+                format!("DROP ROLE IF EXISTS {role}"),
+            ] {
+                if let Err(e) = c.batch_execute(&sql) {
+                    eprintln!("{sql}: {e}");
+                }
+            }
+        }
+    }
+}
+
+/// A PostgreSQL role granted only SELECT answers queries as the writer does.
+#[test]
+fn a_read_only_postgres_role_answers_queries_and_is_never_written() {
+    let Some(pg) = PgDb::new("readonly") else {
+        return;
+    };
+    let ro = PgReader::new(&pg);
+    let sb = Sandbox::new();
+    let reader = |args: &[&str]| {
+        sb.cmd()
+            .args(args)
+            .args(["--store", &ro.url])
+            .env_remove("FSGAUGE_STORE")
+            .output()
+            .unwrap()
+    };
+    read_only_queries(
+        &sb,
+        &pg.url,
+        &ro.url,
+        reader,
+        || ro.grant(),
+        || downgrade_postgres(&pg.url),
+    );
 }
 
 /// `bench` indexes the results it writes into `--store`, as `run` with a plan does (it had no
