@@ -299,8 +299,8 @@ pub fn index_run(store: Option<&mut Store>, dir: &std::path::Path, quiet: bool) 
     index_paths(store, &[dir.to_path_buf()], dir, quiet);
 }
 
-/// Indexes the result files a command without a plan wrote (`bench`, `run` as a user), not
-/// the rest of their directory, as [`index_run`] does.
+/// Indexes the result files a command without a plan wrote (`bench`, `run` as a user, `age`,
+/// `exercise`), not the rest of their directory, as [`index_run`] does.
 pub fn index_written(
     store: Option<&mut Store>,
     outcomes: &[crate::lab::runner::Outcome],
@@ -308,9 +308,47 @@ pub fn index_written(
     quiet: bool,
 ) {
     let paths: Vec<PathBuf> = outcomes.iter().filter_map(|o| o.path.clone()).collect();
+    index_files(store, &paths, dir, quiet);
+}
+
+/// Indexes result files a command wrote into `dir` (`read`, `study append`, and through
+/// [`index_written`] every command without a plan): the one way they reach the store.
+pub fn index_files(
+    store: Option<&mut Store>,
+    paths: &[PathBuf],
+    dir: &std::path::Path,
+    quiet: bool,
+) {
     if !paths.is_empty() {
-        index_paths(store, &paths, dir, quiet);
+        index_paths(store, paths, dir, quiet);
     }
+}
+
+/// The files of `dir` that hold `results`, for a command that wrote them without saying where
+/// (`study append`): those modified since `since` (when it started), read and matched by each
+/// result's identity, so that another run's results in the same directory are not taken.
+pub fn written_since(
+    dir: &std::path::Path,
+    since: std::time::SystemTime,
+    results: &[crate::results::RunResult],
+) -> Vec<PathBuf> {
+    let wanted: std::collections::HashSet<String> = results.iter().map(|r| r.identity()).collect();
+    let Ok(entries) = std::fs::read_dir(dir) else {
+        return Vec::new();
+    };
+    let mut found: Vec<PathBuf> = entries
+        .filter_map(|e| e.ok())
+        .map(|e| e.path())
+        .filter(|p| p.extension().is_some_and(|x| x == "json"))
+        .filter(|p| {
+            std::fs::metadata(p)
+                .and_then(|m| m.modified())
+                .is_ok_and(|t| t >= since)
+        })
+        .filter(|p| crate::results::load(p).is_ok_and(|r| wanted.contains(&r.identity())))
+        .collect();
+    found.sort();
+    found
 }
 
 /// Indexes `paths` (result files or directories of them, in `dir`) into the store.

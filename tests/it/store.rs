@@ -864,3 +864,125 @@ fn rebuild_remakes_a_store_of_another_version() {
     );
     assert_eq!(history(&sb, store, "phase=file_create"), before);
 }
+
+/// `read`, `age`, `study append` and `exercise` index the results they write into `--store`,
+/// as `run` and `bench` do: each refuses a store it cannot open before anything runs, then
+/// indexes what it wrote and nothing else of its `--out` (a result of another run there stays
+/// out). A command whose place needs a filesystem this machine cannot make skips.
+#[test]
+fn every_command_that_writes_results_indexes_them() {
+    let tree = |sb: &Sandbox| {
+        let t = sb.path().join("tree");
+        std::fs::create_dir_all(t.join("d")).unwrap();
+        for i in 0..8 {
+            std::fs::write(t.join("d").join(format!("f{i}")), vec![7u8; 9000]).unwrap();
+        }
+        t.to_str().unwrap().to_string()
+    };
+    let exercised = |sb: &Sandbox| {
+        let d = sb.path().join("ex");
+        std::fs::create_dir_all(&d).unwrap();
+        d.to_str().unwrap().to_string()
+    };
+    type Args = Box<dyn Fn(&Sandbox) -> Vec<String>>;
+    let cases: Vec<(&str, Option<&str>, Args)> = vec![
+        (
+            "read",
+            None,
+            Box::new(move |sb| vec!["read".into(), tree(sb), "--cold".into(), "none".into()]),
+        ),
+        (
+            "exercise",
+            None,
+            Box::new(move |sb| {
+                ["exercise", "--ops", "200", "--dir"]
+                    .map(String::from)
+                    .into_iter()
+                    .chain([exercised(sb)])
+                    .collect()
+            }),
+        ),
+        (
+            "age",
+            Some("ext4"),
+            Box::new(|_| {
+                [
+                    "age",
+                    "--fs",
+                    "ext4",
+                    "--fs-size",
+                    "128M",
+                    "--usage",
+                    "5",
+                    "--seed",
+                    "1",
+                ]
+                .map(String::from)
+                .to_vec()
+            }),
+        ),
+        (
+            "study append",
+            Some("ext4"),
+            Box::new(|sb| {
+                [
+                    "study",
+                    "append",
+                    "--backing",
+                    "ram",
+                    "--fs",
+                    "ext4",
+                    "--fs-size",
+                    "64M",
+                    "--usage",
+                    "20",
+                    "--files",
+                    "20",
+                    "--read-phases",
+                    "walk",
+                    "--workdir",
+                ]
+                .map(String::from)
+                .into_iter()
+                .chain([sb.workdir().to_str().unwrap().to_string()])
+                .collect()
+            }),
+        ),
+    ];
+    for (name, fs, args) in cases {
+        if fs.is_some_and(|fs| !crate::support::have_fs(fs)) {
+            continue;
+        }
+        let sb = Sandbox::new();
+        let db = sb.path().join("store.sqlite");
+        let args = args(&sb);
+        let go = |store: &str| {
+            sb.cmd()
+                .args(&args)
+                .arg("--out")
+                .arg(sb.out())
+                .args(["--quiet", "--store", store])
+                .env_remove("FSGAUGE_STORE")
+                .output()
+                .unwrap()
+        };
+        write_all(&sb.out(), &runs("6.1.0", 1, 1000.0, 1));
+        let out = go("postgres://x@127.0.0.1:1/y");
+        assert_eq!(out.status.code(), Some(2), "{name}: {out:?}");
+        assert_eq!(
+            std::fs::read_dir(sb.out()).unwrap().count(),
+            1,
+            "{name}: nothing made"
+        );
+        let out = go(db.to_str().unwrap());
+        assert!(out.status.success(), "{name}: {out:?}");
+        let written = std::fs::read_dir(sb.out()).unwrap().count() as u64 - 1;
+        assert!(written > 0, "{name} wrote results");
+        assert_eq!(
+            runs_held(&sb, db.to_str().unwrap()),
+            written,
+            "{name}: {out:?}"
+        );
+        sb.assert_clean();
+    }
+}
