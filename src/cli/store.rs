@@ -188,8 +188,8 @@ pub struct HistoryCmd {
     /// Only runs with these values: KEY=VALUE, several comma-separated or in several
     /// --where. Keys: fs, testbed, workload, label, plan, phase, host, kernel, cpu, commit,
     /// version, profile, foreign_cache_drops and set_aside (counts: =0 leaves out the runs
-    /// something disturbed), steal_below and pressure_below (a share 0–1: only runs whose
-    /// every phase had less CPU steal / pressure), or any workload parameter (threads=8).
+    /// something disturbed), steal_below and pressure_below (a share 0–1: only figures whose
+    /// phase had less CPU steal / pressure), or any workload parameter (threads=8).
     #[arg(long = "where", value_name = "KEY=VALUE,...")]
     pub filter: Vec<String>,
     /// What the runs are grouped by along the history.

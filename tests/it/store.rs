@@ -132,6 +132,12 @@ fn store_answers(sb: &Sandbox, store: &str) -> (serde_json::Value, serde_json::V
     let calm = history(sb, store, "phase=file_create,steal_below=0.035");
     assert_eq!(calm["groups"][1]["n"], 3, "{calm}");
     assert_eq!(calm["groups"][1]["load"]["steal"], 0.03, "{calm}");
+    // A phase's history shows and filters that phase's load, not the run's most: file_remove
+    // had half file_create's steal, so every run of it is under 3.5%.
+    let remove = history(sb, store, "phase=file_remove,steal_below=0.035");
+    assert_eq!(remove["groups"][1]["n"], 5, "{remove}");
+    assert_eq!(remove["groups"][1]["load"]["steal"], 0.025, "{remove}");
+    assert_eq!(remove["groups"][1]["load"]["cpu_pressure"], 0.1, "{remove}");
     let cmp = json_of(&fsgauge(
         sb,
         store,
@@ -503,14 +509,16 @@ fn history_html_draws_one_point_per_group_and_marks_the_flagged_change() {
 /// The columns schema version 2 added to `runs`.
 const V2_COLUMNS: [&str; 4] = ["steal", "cpu_pressure", "foreign_cache_drops", "set_aside"];
 
-/// Indexes two kernels' results, turns the store back into one of schema version 1 (before it
-/// kept what disturbed a run) by `downgrade`, and checks that a query refuses it untouched
-/// (exit 2, naming `store migrate`), that `store migrate` migrates it once (the columns made
-/// again and filled from the files, a note said) and that it then answers as before.
-fn migrates(sb: &Sandbox, store: &str, downgrade: impl Fn()) {
+/// Indexes two kernels' results, turns the store back into one of schema version `from` (1:
+/// before it kept what disturbed a run; 2: before it kept each phase's load) by `downgrade`,
+/// and checks that a query refuses it untouched (exit 2, naming `store migrate`), that
+/// `store migrate` migrates it once (the tables made again and filled from the files, a note
+/// said) and that it then answers as before, each phase's load included.
+fn migrates(sb: &Sandbox, store: &str, from: u32, downgrade: impl Fn()) {
     let (a, b) = two_kernels(sb);
     add(sb, store, &[&a, &b]);
     let before = history(sb, store, "phase=file_create");
+    let remove = history(sb, store, "phase=file_remove");
     downgrade();
     let refused = sb
         .cmd()
@@ -519,15 +527,18 @@ fn migrates(sb: &Sandbox, store: &str, downgrade: impl Fn()) {
         .env_remove("FSGAUGE_STORE")
         .output()
         .unwrap();
-    assert_refused_as_old(&refused, &shown(store));
+    assert_refused_as_old(&refused, &shown(store), from);
     let out = fsgauge(sb, store, &["store", "migrate", "--json"]);
     let err = String::from_utf8_lossy(&out.stderr);
     assert!(
-        err.contains("was of schema version 1; brought to version")
-            && err.contains("of 10 runs read from their files"),
+        err.contains(&format!("was of schema version {from}; brought to version 3"))
+            && err.contains("of 10 runs (the machine's load, each phase's, and the disturbed attempts) read from their files"),
         "{err}"
     );
     assert_eq!(history(sb, store, "phase=file_create"), before);
+    // Each phase's load is read again from the files too.
+    assert_eq!(history(sb, store, "phase=file_remove"), remove);
+    assert_eq!(remove["groups"][1]["load"]["steal"], 0.025, "{remove}");
     let again = fsgauge(sb, store, &["store", "migrate"]);
     assert!(
         String::from_utf8_lossy(&again.stderr).contains("nothing to migrate"),
@@ -543,58 +554,68 @@ fn shown(store: &str) -> String {
         .shown()
 }
 
-/// A query of a version 1 store was refused with exit 2, naming the store, its version and
+/// A query of a store of an older version was refused with exit 2, naming the store, its version and
 /// the command that migrates it.
-fn assert_refused_as_old(out: &std::process::Output, shown: &str) {
+fn assert_refused_as_old(out: &std::process::Output, shown: &str, version: u32) {
     let err = String::from_utf8_lossy(&out.stderr);
     assert_eq!(out.status.code(), Some(2), "{err}");
     assert!(
         err.contains(&format!(
-            "--store {shown}: its index is of schema version 1"
+            "--store {shown}: its index is of schema version {version}"
         )) && err.contains(&format!("fsgauge store migrate --store {shown}")),
         "{err}"
     );
 }
 
-/// Turns a SQLite store back into one of schema version 1.
-fn downgrade_sqlite(db: &Path) {
+/// The statements that turn a store back into one of schema version `to` (1 or 2): version 3's
+/// `phases` dropped, and for 1 version 2's columns.
+fn downgrade(to: u32) -> Vec<String> {
+    let mut sql = vec!["DROP TABLE phases".to_string()];
+    if to == 1 {
+        sql.extend(V2_COLUMNS.map(|c| format!("ALTER TABLE runs DROP COLUMN {c}")));
+    }
+    sql.push(format!(
+        "UPDATE meta SET value = '{to}' WHERE key = 'schema_version'"
+    ));
+    sql
+}
+
+/// Turns a SQLite store back into one of schema version `to`.
+fn downgrade_sqlite(db: &Path, to: u32) {
     let c = rusqlite::Connection::open(db).unwrap();
-    for col in V2_COLUMNS {
-        c.execute(&format!("ALTER TABLE runs DROP COLUMN {col}"), [])
-            .unwrap();
+    for sql in downgrade(to) {
+        c.execute(&sql, []).unwrap();
     }
-    c.execute(
-        "UPDATE meta SET value = '1' WHERE key = 'schema_version'",
-        [],
-    )
-    .unwrap();
 }
 
-/// Turns a PostgreSQL store back into one of schema version 1.
-fn downgrade_postgres(url: &str) {
+/// Turns a PostgreSQL store back into one of schema version `to`.
+fn downgrade_postgres(url: &str, to: u32) {
     let mut c = postgres::Client::connect(url, postgres::NoTls).unwrap();
-    for col in V2_COLUMNS {
-        c.batch_execute(&format!("ALTER TABLE runs DROP COLUMN {col}"))
-            .unwrap();
+    for sql in downgrade(to) {
+        c.batch_execute(&sql).unwrap();
     }
-    c.batch_execute("UPDATE meta SET value = '1' WHERE key = 'schema_version'")
-        .unwrap();
 }
 
 #[test]
-fn a_version_1_sqlite_store_is_migrated() {
-    let sb = Sandbox::new();
-    let db = sb.path().join("store.sqlite");
-    migrates(&sb, db.to_str().unwrap(), || downgrade_sqlite(&db));
+fn stores_of_versions_1_and_2_are_migrated_on_sqlite() {
+    for from in [1, 2] {
+        let sb = Sandbox::new();
+        let db = sb.path().join("store.sqlite");
+        migrates(&sb, db.to_str().unwrap(), from, || {
+            downgrade_sqlite(&db, from)
+        });
+    }
 }
 
 #[test]
-fn a_version_1_postgres_store_is_migrated() {
-    let Some(pg) = PgDb::new("migrate") else {
-        return;
-    };
-    let sb = Sandbox::new();
-    migrates(&sb, &pg.url, || downgrade_postgres(&pg.url));
+fn stores_of_versions_1_and_2_are_migrated_on_postgres() {
+    for from in [1, 2] {
+        let Some(pg) = PgDb::new(&format!("migrate{from}")) else {
+            return;
+        };
+        let sb = Sandbox::new();
+        migrates(&sb, &pg.url, from, || downgrade_postgres(&pg.url, from));
+    }
 }
 
 /// A reader's queries (`reader` runs fsgauge with those arguments against the store, as one
@@ -635,8 +656,8 @@ fn read_only_queries(
     assert_eq!(ok(&cmp), json_of(&fsgauge(sb, store, &cmp)));
     assert_eq!(ok(&["store", "status", "--json"])["runs"], 10);
     downgrade();
-    assert_refused_as_old(&reader(&q), &shown(reader_store));
-    assert_refused_as_old(&reader(&cmp), &shown(reader_store));
+    assert_refused_as_old(&reader(&q), &shown(reader_store), 1);
+    assert_refused_as_old(&reader(&cmp), &shown(reader_store), 1);
     let out = fsgauge(sb, store, &["store", "migrate"]);
     assert!(
         String::from_utf8_lossy(&out.stderr).contains("was of schema version 1"),
@@ -675,7 +696,7 @@ fn a_read_only_sqlite_store_answers_queries_and_is_never_written() {
     let read_only =
         || std::fs::set_permissions(&db, std::fs::Permissions::from_mode(0o444)).unwrap();
     read_only_queries(&sb, store, store, reader, read_only, || {
-        downgrade_sqlite(&db);
+        downgrade_sqlite(&db, 1);
         read_only();
         eprintln!(
             "DEBUG {:?}",
@@ -772,7 +793,7 @@ fn a_read_only_postgres_role_answers_queries_and_is_never_written() {
         &ro.url,
         reader,
         || ro.grant(),
-        || downgrade_postgres(&pg.url),
+        || downgrade_postgres(&pg.url, 1),
     );
 }
 
@@ -854,7 +875,7 @@ fn rebuild_remakes_a_store_of_another_version() {
         .unwrap();
     assert_eq!(out.status.code(), Some(2), "{out:?}");
     assert!(
-        String::from_utf8_lossy(&out.stderr).contains("schema version 99; this fsgauge reads version 2: make it again with fsgauge store rebuild"),
+        String::from_utf8_lossy(&out.stderr).contains("schema version 99; this fsgauge reads version 3: make it again with fsgauge store rebuild"),
         "{out:?}"
     );
     fsgauge(

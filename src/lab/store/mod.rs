@@ -260,7 +260,7 @@ impl Store {
         if changed {
             let (n, unread) = self.refill()?;
             eprintln!(
-                "note: the store {} was of schema version {from}; brought to version {}, the machine's load and the disturbed attempts of {n} runs read from their files{}",
+                "note: the store {} was of schema version {from}; brought to version {}, what it keeps of {n} runs (the machine's load, each phase's, and the disturbed attempts) read from their files{}",
                 self.location.shown(),
                 schema::VERSION,
                 if unread == 0 {

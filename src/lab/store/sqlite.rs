@@ -214,6 +214,9 @@ impl Db for Sqlite {
             let mut metric = tx.prepare(
                 "INSERT INTO metrics (run_id, phase, metric, value) VALUES (?1, ?2, ?3, ?4) ON CONFLICT DO NOTHING",
             )?;
+            let mut phase = tx.prepare(
+                "INSERT INTO phases (run_id, phase, steal, cpu_pressure) VALUES (?1, ?2, ?3, ?4) ON CONFLICT (run_id, phase) DO UPDATE SET steal = excluded.steal, cpu_pressure = excluded.cpu_pressure",
+            )?;
             let mut param = tx.prepare(
                 "INSERT INTO params (run_id, key, value) VALUES (?1, ?2, ?3) ON CONFLICT DO NOTHING",
             )?;
@@ -249,6 +252,9 @@ impl Db for Sqlite {
                 ])?;
                 for (phase, m, v) in &i.metrics {
                     metric.execute(params![r.run_id, phase, m, v])?;
+                }
+                for (name, steal, pressure) in &i.phases {
+                    phase.execute(params![r.run_id, name, steal, pressure])?;
                 }
                 for (k, v) in &i.params {
                     param.execute(params![r.run_id, k, v])?;
