@@ -36,6 +36,8 @@ pub struct AgeCmd {
     /// Print the built-in distributions with their parameters and exit.
     #[arg(long, help_heading = "Aging")]
     pub list_dists: bool,
+    #[command(flatten)]
+    pub store: super::store::StoreArg,
 }
 
 /// The checkpoint table of aging results.
@@ -134,10 +136,18 @@ pub fn run(mut cmd: AgeCmd) -> Result<ExitCode> {
         crate::host::ledger::check_name(name)
             .map_err(|e| crate::base::error::bad_input(format!("--keep-image: {e:#}")))?;
     }
+    // Only the process that writes the results indexes them.
+    let mut store = if cmd.run.coordinator.is_secondary() {
+        None
+    } else {
+        super::store::open_for_run(&cmd.store, false)?
+    };
     let place = cmd.run.admit(place, &age)?;
     let mut opts = cmd.run.options();
     opts.keep_image = cmd.keep_image.clone();
     let outcomes = crate::lab::runner::run(&place, &age, &opts)?;
+    let quiet = cmd.run.output.silent();
+    super::store::index_written(store.as_mut(), &outcomes, &cmd.run.params.out.dir, quiet);
     cmd.run.print(&outcomes, checkpoint_table)?;
     if !cmd.run.output.silent() {
         for o in &outcomes {

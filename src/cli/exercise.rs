@@ -28,6 +28,8 @@ pub struct ExerciseArgs {
     pub params: Exercise,
     #[command(flatten)]
     pub minimize: minimize::MinimizeArgs,
+    #[command(flatten)]
+    pub store: super::store::StoreArg,
 }
 
 /// True when a mount-option string asks for a read-only mount.
@@ -161,8 +163,16 @@ pub fn run(mut args: ExerciseArgs) -> Result<ExitCode> {
                 .to_path_buf(),
         );
     }
+    // Only the process that writes the results indexes them.
+    let mut store = if args.run.coordinator.is_secondary() {
+        None
+    } else {
+        super::store::open_for_run(&args.store, false)?
+    };
     let place = args.run.admit(args.testbed.place()?, &args.params)?;
     let outcomes = crate::lab::runner::run(&place, &args.params, &args.run.options())?;
+    let quiet = args.run.output.silent();
+    super::store::index_written(store.as_mut(), &outcomes, &args.run.params.out.dir, quiet);
     args.run
         .print(&outcomes, crate::workload::exercise::report::summary_table)?;
     Ok(super::common::crash_status(

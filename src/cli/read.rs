@@ -27,6 +27,8 @@ pub struct ReadCmd {
     pub cold: Cold,
     #[command(flatten)]
     pub step: StepArgs,
+    #[command(flatten)]
+    pub store: super::store::StoreArg,
 }
 
 /// The read table: one row per phase.
@@ -71,6 +73,7 @@ pub fn run(cmd: ReadCmd) -> Result<ExitCode> {
     let seed = cmd.step.seed();
     let cold = cmd.cold.for_read();
     let (tree, test) = in_place(&cmd.path, &test, cold)?;
+    let mut store = super::store::open_for_run(&cmd.store, false)?;
     let result = crate::lab::runner::run_in_place(
         &tree,
         &test,
@@ -79,6 +82,13 @@ pub fn run(cmd: ReadCmd) -> Result<ExitCode> {
         Progress::new(cmd.step.output.silent()),
     )?;
     let file = write_result(&cmd.step.out.dir, &result)?;
+    let quiet = cmd.step.output.silent();
+    super::store::index_files(
+        store.as_mut(),
+        std::slice::from_ref(&file),
+        &cmd.step.out.dir,
+        quiet,
+    );
     let format = cmd.step.output.format();
     let views = ResultViews {
         table: &|r: &[RunResult]| r.iter().map(read_table).collect(),

@@ -1,4 +1,4 @@
-//! `fsgauge store add|rebuild|status` (the results store: an index of result files in SQLite
+//! `fsgauge store add|rebuild|status|migrate` (the results store: an index of result files in SQLite
 //! or PostgreSQL) and `fsgauge history METRIC --where …` (one metric over kernels, commits or
 //! days, with the changes outside the noise marked).
 
@@ -47,6 +47,10 @@ pub enum StoreCmd {
     Rebuild(AddCmd),
     /// How many runs and figures the store holds.
     Status(StatusCmd),
+    /// Bring a store of an older schema version to this fsgauge's, in place (queries never
+    /// change a store, so they refuse an older one and name this command); what the new
+    /// version keeps is read from the result files again.
+    Migrate(StatusCmd),
 }
 
 #[derive(Debug, Args)]
@@ -110,22 +114,37 @@ pub fn run(c: StoreCmd) -> Result<ExitCode> {
     match c {
         StoreCmd::Add(a) => add(a, false),
         StoreCmd::Rebuild(a) => add(a, true),
-        StoreCmd::Status(s) => {
-            let loc = s.store.location()?;
-            let mut store = Store::open_for_reading(&loc)?;
-            let (runs, figures) = store.counts()?;
-            Said {
-                store: loc.shown(),
-                files: None,
-                new: None,
-                skipped: Vec::new(),
-                runs,
-                figures,
-            }
-            .print(&s.out)?;
-            Ok(ExitCode::SUCCESS)
-        }
+        StoreCmd::Status(s) => status(s, false),
+        StoreCmd::Migrate(s) => status(s, true),
     }
+}
+
+/// `store status`, and `store migrate` (which says the same once the store is migrated).
+fn status(s: StatusCmd, migrate: bool) -> Result<ExitCode> {
+    let loc = s.store.location()?;
+    let mut store = if migrate {
+        let (store, from) = Store::open_for_migrating(&loc)?;
+        if from.is_none() && !s.out.format().is_machine() {
+            eprintln!(
+                "the store {} is at this fsgauge's schema version already: nothing to migrate",
+                loc.shown()
+            );
+        }
+        store
+    } else {
+        Store::open_for_reading(&loc)?
+    };
+    let (runs, figures) = store.counts()?;
+    Said {
+        store: loc.shown(),
+        files: None,
+        new: None,
+        skipped: Vec::new(),
+        runs,
+        figures,
+    }
+    .print(&s.out)?;
+    Ok(ExitCode::SUCCESS)
 }
 
 fn add(a: AddCmd, rebuild: bool) -> Result<ExitCode> {
@@ -169,8 +188,8 @@ pub struct HistoryCmd {
     /// Only runs with these values: KEY=VALUE, several comma-separated or in several
     /// --where. Keys: fs, testbed, workload, label, plan, phase, host, kernel, cpu, commit,
     /// version, profile, foreign_cache_drops and set_aside (counts: =0 leaves out the runs
-    /// something disturbed), steal_below and pressure_below (a share 0–1: only runs whose
-    /// every phase had less CPU steal / pressure), or any workload parameter (threads=8).
+    /// something disturbed), steal_below and pressure_below (a share 0–1: only figures whose
+    /// phase had less CPU steal / pressure), or any workload parameter (threads=8).
     #[arg(long = "where", value_name = "KEY=VALUE,...")]
     pub filter: Vec<String>,
     /// What the runs are grouped by along the history.
@@ -280,8 +299,8 @@ pub fn index_run(store: Option<&mut Store>, dir: &std::path::Path, quiet: bool) 
     index_paths(store, &[dir.to_path_buf()], dir, quiet);
 }
 
-/// Indexes the result files a command without a plan wrote (`bench`, `run` as a user), not
-/// the rest of their directory, as [`index_run`] does.
+/// Indexes the result files a command without a plan wrote (`bench`, `run` as a user, `age`,
+/// `exercise`), not the rest of their directory, as [`index_run`] does.
 pub fn index_written(
     store: Option<&mut Store>,
     outcomes: &[crate::lab::runner::Outcome],
@@ -289,9 +308,47 @@ pub fn index_written(
     quiet: bool,
 ) {
     let paths: Vec<PathBuf> = outcomes.iter().filter_map(|o| o.path.clone()).collect();
+    index_files(store, &paths, dir, quiet);
+}
+
+/// Indexes result files a command wrote into `dir` (`read`, `study append`, and through
+/// [`index_written`] every command without a plan): the one way they reach the store.
+pub fn index_files(
+    store: Option<&mut Store>,
+    paths: &[PathBuf],
+    dir: &std::path::Path,
+    quiet: bool,
+) {
     if !paths.is_empty() {
-        index_paths(store, &paths, dir, quiet);
+        index_paths(store, paths, dir, quiet);
     }
+}
+
+/// The files of `dir` that hold `results`, for a command that wrote them without saying where
+/// (`study append`): those modified since `since` (when it started), read and matched by each
+/// result's identity, so that another run's results in the same directory are not taken.
+pub fn written_since(
+    dir: &std::path::Path,
+    since: std::time::SystemTime,
+    results: &[crate::results::RunResult],
+) -> Vec<PathBuf> {
+    let wanted: std::collections::HashSet<String> = results.iter().map(|r| r.identity()).collect();
+    let Ok(entries) = std::fs::read_dir(dir) else {
+        return Vec::new();
+    };
+    let mut found: Vec<PathBuf> = entries
+        .filter_map(|e| e.ok())
+        .map(|e| e.path())
+        .filter(|p| p.extension().is_some_and(|x| x == "json"))
+        .filter(|p| {
+            std::fs::metadata(p)
+                .and_then(|m| m.modified())
+                .is_ok_and(|t| t >= since)
+        })
+        .filter(|p| crate::results::load(p).is_ok_and(|r| wanted.contains(&r.identity())))
+        .collect();
+    found.sort();
+    found
 }
 
 /// Indexes `paths` (result files or directories of them, in `dir`) into the store.

@@ -415,11 +415,31 @@ fn compare_names_the_machine_that_disagrees() {
         serde_json::json!(["node3"]),
         "{row}"
     );
+    // One warning for the comparison, first, naming the machine and every figure it
+    // disagrees in (it was one a figure, the same sentence repeated).
     let md = compare(&base, &new, "md");
+    let warnings: Vec<&str> = md.lines().filter(|l| l.contains("warning:")).collect();
+    assert_eq!(warnings.len(), 1, "{md}");
+    let all: serde_json::Value = serde_json::from_str(&compare(&base, &new, "json")).unwrap();
+    let figures: Vec<&str> = all["rows"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .filter(|r| r["machines"]["pooled"]["disagreeing"] == serde_json::json!(["node3"]))
+        .map(|r| r["metric"].as_str().unwrap())
+        .collect();
+    assert!(figures.len() > 1, "{all}");
+    let w = warnings[0];
     assert!(
-        md.contains("warning: a → b / tree / create ") && md.contains(": the machines disagree beyond their intervals (node3, F test of the machine, p < 0.001): node3 has 0.66"),
-        "{md}"
+        w.starts_with(&format!(
+            "warning: the machines disagree beyond their intervals (F test of the machine, p < 0.05) in {} figures: node3 (a → b / tree / create: ",
+            figures.len()
+        )),
+        "{w}"
     );
+    for f in &figures {
+        assert!(w.contains(&format!(" {f}")), "{f} in {w}");
+    }
     assert!(md.contains(", machines disagree: node3 |"), "{md}");
     assert!(md.contains("| disagrees |"), "{md}");
     // One machine: no pooling (the row is the one compare always made).

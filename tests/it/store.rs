@@ -132,6 +132,12 @@ fn store_answers(sb: &Sandbox, store: &str) -> (serde_json::Value, serde_json::V
     let calm = history(sb, store, "phase=file_create,steal_below=0.035");
     assert_eq!(calm["groups"][1]["n"], 3, "{calm}");
     assert_eq!(calm["groups"][1]["load"]["steal"], 0.03, "{calm}");
+    // A phase's history shows and filters that phase's load, not the run's most: file_remove
+    // had half file_create's steal, so every run of it is under 3.5%.
+    let remove = history(sb, store, "phase=file_remove,steal_below=0.035");
+    assert_eq!(remove["groups"][1]["n"], 5, "{remove}");
+    assert_eq!(remove["groups"][1]["load"]["steal"], 0.025, "{remove}");
+    assert_eq!(remove["groups"][1]["load"]["cpu_pressure"], 0.1, "{remove}");
     let cmp = json_of(&fsgauge(
         sb,
         store,
@@ -503,70 +509,292 @@ fn history_html_draws_one_point_per_group_and_marks_the_flagged_change() {
 /// The columns schema version 2 added to `runs`.
 const V2_COLUMNS: [&str; 4] = ["steal", "cpu_pressure", "foreign_cache_drops", "set_aside"];
 
-/// Indexes two kernels' results, turns the store back into one of schema version 1 (before it
-/// kept what disturbed a run) by `downgrade`, and checks that the next query migrates it once:
-/// the columns made again and filled from the files, a note said, the same answers as before.
-fn migrates(sb: &Sandbox, store: &str, downgrade: impl Fn()) {
+/// Indexes two kernels' results, turns the store back into one of schema version `from` (1:
+/// before it kept what disturbed a run; 2: before it kept each phase's load) by `downgrade`,
+/// and checks that a query refuses it untouched (exit 2, naming `store migrate`), that
+/// `store migrate` migrates it once (the tables made again and filled from the files, a note
+/// said) and that it then answers as before, each phase's load included.
+fn migrates(sb: &Sandbox, store: &str, from: u32, downgrade: impl Fn()) {
     let (a, b) = two_kernels(sb);
     add(sb, store, &[&a, &b]);
     let before = history(sb, store, "phase=file_create");
+    let remove = history(sb, store, "phase=file_remove");
     downgrade();
-    let out = fsgauge(
-        sb,
-        store,
-        &[
-            "history",
-            "ops_per_s",
-            "--where",
-            "phase=file_create",
-            "--json",
-        ],
-    );
+    let refused = sb
+        .cmd()
+        .args(["history", "ops_per_s", "--where", "phase=file_create"])
+        .args(["--store", store])
+        .env_remove("FSGAUGE_STORE")
+        .output()
+        .unwrap();
+    assert_refused_as_old(&refused, &shown(store), from);
+    let out = fsgauge(sb, store, &["store", "migrate", "--json"]);
     let err = String::from_utf8_lossy(&out.stderr);
     assert!(
-        err.contains("was of schema version 1; brought to version 2")
-            && err.contains("of 10 runs read from their files"),
+        err.contains(&format!("was of schema version {from}; brought to version 3"))
+            && err.contains("of 10 runs (the machine's load, each phase's, and the disturbed attempts) read from their files"),
         "{err}"
     );
-    assert_eq!(json_of(&out), before);
-    let again = fsgauge(sb, store, &["store", "status", "--json"]);
-    assert!(!String::from_utf8_lossy(&again.stderr).contains("brought to"));
+    assert_eq!(history(sb, store, "phase=file_create"), before);
+    // Each phase's load is read again from the files too.
+    assert_eq!(history(sb, store, "phase=file_remove"), remove);
+    assert_eq!(remove["groups"][1]["load"]["steal"], 0.025, "{remove}");
+    let again = fsgauge(sb, store, &["store", "migrate"]);
+    assert!(
+        String::from_utf8_lossy(&again.stderr).contains("nothing to migrate"),
+        "{again:?}"
+    );
     assert_eq!(add(sb, store, &[&a]), (5, 0, 10));
 }
 
-#[test]
-fn a_version_1_sqlite_store_is_migrated() {
-    let sb = Sandbox::new();
-    let db = sb.path().join("store.sqlite");
-    migrates(&sb, db.to_str().unwrap(), || {
-        let c = rusqlite::Connection::open(&db).unwrap();
-        for col in V2_COLUMNS {
-            c.execute(&format!("ALTER TABLE runs DROP COLUMN {col}"), [])
-                .unwrap();
-        }
-        c.execute(
-            "UPDATE meta SET value = '1' WHERE key = 'schema_version'",
-            [],
-        )
-        .unwrap();
-    });
+/// A store as messages show it (a URL's password left out).
+fn shown(store: &str) -> String {
+    fsgauge::lab::store::Location::parse(store)
+        .expect("a store")
+        .shown()
+}
+
+/// A query of a store of an older version was refused with exit 2, naming the store, its version and
+/// the command that migrates it.
+fn assert_refused_as_old(out: &std::process::Output, shown: &str, version: u32) {
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert_eq!(out.status.code(), Some(2), "{err}");
+    assert!(
+        err.contains(&format!(
+            "--store {shown}: its index is of schema version {version}"
+        )) && err.contains(&format!("fsgauge store migrate --store {shown}")),
+        "{err}"
+    );
+}
+
+/// The statements that turn a store back into one of schema version `to` (1 or 2): version 3's
+/// `phases` dropped, and for 1 version 2's columns.
+fn downgrade(to: u32) -> Vec<String> {
+    let mut sql = vec!["DROP TABLE phases".to_string()];
+    if to == 1 {
+        sql.extend(V2_COLUMNS.map(|c| format!("ALTER TABLE runs DROP COLUMN {c}")));
+    }
+    sql.push(format!(
+        "UPDATE meta SET value = '{to}' WHERE key = 'schema_version'"
+    ));
+    sql
+}
+
+/// Turns a SQLite store back into one of schema version `to`.
+fn downgrade_sqlite(db: &Path, to: u32) {
+    let c = rusqlite::Connection::open(db).unwrap();
+    for sql in downgrade(to) {
+        c.execute(&sql, []).unwrap();
+    }
+}
+
+/// Turns a PostgreSQL store back into one of schema version `to`.
+fn downgrade_postgres(url: &str, to: u32) {
+    let mut c = postgres::Client::connect(url, postgres::NoTls).unwrap();
+    for sql in downgrade(to) {
+        c.batch_execute(&sql).unwrap();
+    }
 }
 
 #[test]
-fn a_version_1_postgres_store_is_migrated() {
-    let Some(pg) = PgDb::new("migrate") else {
+fn stores_of_versions_1_and_2_are_migrated_on_sqlite() {
+    for from in [1, 2] {
+        let sb = Sandbox::new();
+        let db = sb.path().join("store.sqlite");
+        migrates(&sb, db.to_str().unwrap(), from, || {
+            downgrade_sqlite(&db, from)
+        });
+    }
+}
+
+#[test]
+fn stores_of_versions_1_and_2_are_migrated_on_postgres() {
+    for from in [1, 2] {
+        let Some(pg) = PgDb::new(&format!("migrate{from}")) else {
+            return;
+        };
+        let sb = Sandbox::new();
+        migrates(&sb, &pg.url, from, || downgrade_postgres(&pg.url, from));
+    }
+}
+
+/// A reader's queries (`reader` runs fsgauge with those arguments against the store, as one
+/// that may not write it) answer as the writer's on a store of this schema version; on one
+/// of version 1 they are refused, the store left as it was, until the writer migrates it.
+/// `grant` lets the reader read the tables there are.
+fn read_only_queries(
+    sb: &Sandbox,
+    store: &str,
+    reader_store: &str,
+    reader: impl Fn(&[&str]) -> std::process::Output,
+    grant: impl Fn(),
+    downgrade: impl Fn(),
+) {
+    let (a, b) = two_kernels(sb);
+    add(sb, store, &[&a, &b]);
+    grant();
+    let ok = |args: &[&str]| {
+        let out = reader(args);
+        assert!(out.status.success(), "{args:?}: {out:?}");
+        json_of(&out)
+    };
+    let q = [
+        "history",
+        "ops_per_s",
+        "--where",
+        "phase=file_create",
+        "--json",
+    ];
+    let before = history(sb, store, "phase=file_create");
+    assert_eq!(ok(&q), before);
+    let cmp = [
+        "compare",
+        "store:kernel=6.1.0",
+        "store:kernel=6.8.0",
+        "--json",
+    ];
+    assert_eq!(ok(&cmp), json_of(&fsgauge(sb, store, &cmp)));
+    assert_eq!(ok(&["store", "status", "--json"])["runs"], 10);
+    downgrade();
+    assert_refused_as_old(&reader(&q), &shown(reader_store), 1);
+    assert_refused_as_old(&reader(&cmp), &shown(reader_store), 1);
+    let out = fsgauge(sb, store, &["store", "migrate"]);
+    assert!(
+        String::from_utf8_lossy(&out.stderr).contains("was of schema version 1"),
+        "the refused queries left the store as it was: {out:?}"
+    );
+    grant();
+    assert_eq!(ok(&q), before);
+}
+
+/// A SQLite store of mode 0444, in a directory the reader may not write, answers an
+/// unprivileged user's queries.
+#[test]
+fn a_read_only_sqlite_store_answers_queries_and_is_never_written() {
+    use std::os::unix::fs::PermissionsExt;
+    let sb = Sandbox::new();
+    let Some((_, _)) = crate::support::as_nobody(&sb) else {
         return;
     };
-    let sb = Sandbox::new();
-    migrates(&sb, &pg.url, || {
-        let mut c = postgres::Client::connect(&pg.url, postgres::NoTls).unwrap();
-        for col in V2_COLUMNS {
-            c.batch_execute(&format!("ALTER TABLE runs DROP COLUMN {col}"))
-                .unwrap();
-        }
-        c.batch_execute("UPDATE meta SET value = '1' WHERE key = 'schema_version'")
-            .unwrap();
+    let dir = sb.path().join("shared");
+    std::fs::create_dir(&dir).unwrap();
+    std::fs::set_permissions(&dir, std::fs::Permissions::from_mode(0o755)).unwrap();
+    let db = dir.join("store.sqlite");
+    let store = db.to_str().unwrap();
+    let bin = sb.path().join("fsgauge-copy");
+    let reader = |args: &[&str]| {
+        std::process::Command::new("setpriv")
+            .args(["--reuid=65534", "--regid=65534", "--clear-groups"])
+            .args(["env", "HOME=/tmp"])
+            .arg(&bin)
+            .args(args)
+            .args(["--store", store])
+            .env_remove("FSGAUGE_STORE")
+            .output()
+            .unwrap()
+    };
+    let read_only =
+        || std::fs::set_permissions(&db, std::fs::Permissions::from_mode(0o444)).unwrap();
+    read_only_queries(&sb, store, store, reader, read_only, || {
+        downgrade_sqlite(&db, 1);
+        read_only();
+        eprintln!(
+            "DEBUG {:?}",
+            std::fs::read_dir(&dir)
+                .unwrap()
+                .map(|e| e.unwrap().file_name())
+                .collect::<Vec<_>>()
+        );
     });
+    let names: Vec<_> = std::fs::read_dir(&dir)
+        .unwrap()
+        .map(|e| e.unwrap().file_name())
+        .collect();
+    assert_eq!(names, ["store.sqlite"], "nothing left beside the store");
+}
+
+/// A PostgreSQL role that may only SELECT (made for the test, dropped after).
+struct PgReader {
+    admin: String,
+    role: String,
+    url: String,
+}
+
+impl PgReader {
+    fn new(pg: &PgDb) -> Self {
+        let role = format!("{}_reader", pg.name);
+        let (scheme, rest) = pg.url.split_once("://").unwrap();
+        let (_, host) = rest.split_once('@').unwrap();
+        let url = format!("{scheme}://{role}:reader@{host}");
+        let mut c = postgres::Client::connect(&pg.url, postgres::NoTls).unwrap();
+        c.batch_execute(&format!(
+            "DROP ROLE IF EXISTS {role}; CREATE ROLE {role} LOGIN PASSWORD 'reader'; GRANT CONNECT ON DATABASE {} TO {role}",
+            pg.name
+        ))
+        .unwrap();
+        Self {
+            admin: pg.url.clone(),
+            role,
+            url,
+        }
+    }
+
+    /// SELECT on every table there is now.
+    fn grant(&self) {
+        let mut c = postgres::Client::connect(&self.admin, postgres::NoTls).unwrap();
+        c.batch_execute(&format!(
+            "GRANT SELECT ON ALL TABLES IN SCHEMA public TO {}",
+            self.role
+        ))
+        .unwrap();
+    }
+}
+
+impl Drop for PgReader {
+    fn drop(&mut self) {
+        if let Ok(mut c) = postgres::Client::connect(&self.admin, postgres::NoTls) {
+            // Its grants go first (DROP OWNED would need membership of the role).
+            let (role, db) = (
+                &self.role,
+                self.admin.rsplit('/').next().unwrap_or_default(),
+            );
+            for sql in [
+                format!("REVOKE ALL ON ALL TABLES IN SCHEMA public FROM {role}"),
+                format!("REVOKE ALL ON DATABASE {db} FROM {role}"),
+                format!("DROP ROLE IF EXISTS {role}"),
+            ] {
+                if let Err(e) = c.batch_execute(&sql) {
+                    eprintln!("{sql}: {e}");
+                }
+            }
+        }
+    }
+}
+
+/// A PostgreSQL role granted only SELECT answers queries as the writer does.
+#[test]
+fn a_read_only_postgres_role_answers_queries_and_is_never_written() {
+    let Some(pg) = PgDb::new("readonly") else {
+        return;
+    };
+    let ro = PgReader::new(&pg);
+    let sb = Sandbox::new();
+    let reader = |args: &[&str]| {
+        sb.cmd()
+            .args(args)
+            .args(["--store", &ro.url])
+            .env_remove("FSGAUGE_STORE")
+            .output()
+            .unwrap()
+    };
+    read_only_queries(
+        &sb,
+        &pg.url,
+        &ro.url,
+        reader,
+        || ro.grant(),
+        || downgrade_postgres(&pg.url, 1),
+    );
 }
 
 /// `bench` indexes the results it writes into `--store`, as `run` with a plan does (it had no
@@ -647,7 +875,7 @@ fn rebuild_remakes_a_store_of_another_version() {
         .unwrap();
     assert_eq!(out.status.code(), Some(2), "{out:?}");
     assert!(
-        String::from_utf8_lossy(&out.stderr).contains("schema version 99; this fsgauge reads version 2: make it again with fsgauge store rebuild"),
+        String::from_utf8_lossy(&out.stderr).contains("schema version 99; this fsgauge reads version 3: make it again with fsgauge store rebuild"),
         "{out:?}"
     );
     fsgauge(
@@ -656,4 +884,126 @@ fn rebuild_remakes_a_store_of_another_version() {
         &["store", "rebuild", a.to_str().unwrap(), b.to_str().unwrap()],
     );
     assert_eq!(history(&sb, store, "phase=file_create"), before);
+}
+
+/// `read`, `age`, `study append` and `exercise` index the results they write into `--store`,
+/// as `run` and `bench` do: each refuses a store it cannot open before anything runs, then
+/// indexes what it wrote and nothing else of its `--out` (a result of another run there stays
+/// out). A command whose place needs a filesystem this machine cannot make skips.
+#[test]
+fn every_command_that_writes_results_indexes_them() {
+    let tree = |sb: &Sandbox| {
+        let t = sb.path().join("tree");
+        std::fs::create_dir_all(t.join("d")).unwrap();
+        for i in 0..8 {
+            std::fs::write(t.join("d").join(format!("f{i}")), vec![7u8; 9000]).unwrap();
+        }
+        t.to_str().unwrap().to_string()
+    };
+    let exercised = |sb: &Sandbox| {
+        let d = sb.path().join("ex");
+        std::fs::create_dir_all(&d).unwrap();
+        d.to_str().unwrap().to_string()
+    };
+    type Args = Box<dyn Fn(&Sandbox) -> Vec<String>>;
+    let cases: Vec<(&str, Option<&str>, Args)> = vec![
+        (
+            "read",
+            None,
+            Box::new(move |sb| vec!["read".into(), tree(sb), "--cold".into(), "none".into()]),
+        ),
+        (
+            "exercise",
+            None,
+            Box::new(move |sb| {
+                ["exercise", "--ops", "200", "--dir"]
+                    .map(String::from)
+                    .into_iter()
+                    .chain([exercised(sb)])
+                    .collect()
+            }),
+        ),
+        (
+            "age",
+            Some("ext4"),
+            Box::new(|_| {
+                [
+                    "age",
+                    "--fs",
+                    "ext4",
+                    "--fs-size",
+                    "128M",
+                    "--usage",
+                    "5",
+                    "--seed",
+                    "1",
+                ]
+                .map(String::from)
+                .to_vec()
+            }),
+        ),
+        (
+            "study append",
+            Some("ext4"),
+            Box::new(|sb| {
+                [
+                    "study",
+                    "append",
+                    "--backing",
+                    "ram",
+                    "--fs",
+                    "ext4",
+                    "--fs-size",
+                    "64M",
+                    "--usage",
+                    "20",
+                    "--files",
+                    "20",
+                    "--read-phases",
+                    "walk",
+                    "--workdir",
+                ]
+                .map(String::from)
+                .into_iter()
+                .chain([sb.workdir().to_str().unwrap().to_string()])
+                .collect()
+            }),
+        ),
+    ];
+    for (name, fs, args) in cases {
+        if fs.is_some_and(|fs| !crate::support::have_fs(fs)) {
+            continue;
+        }
+        let sb = Sandbox::new();
+        let db = sb.path().join("store.sqlite");
+        let args = args(&sb);
+        let go = |store: &str| {
+            sb.cmd()
+                .args(&args)
+                .arg("--out")
+                .arg(sb.out())
+                .args(["--quiet", "--store", store])
+                .env_remove("FSGAUGE_STORE")
+                .output()
+                .unwrap()
+        };
+        write_all(&sb.out(), &runs("6.1.0", 1, 1000.0, 1));
+        let out = go("postgres://x@127.0.0.1:1/y");
+        assert_eq!(out.status.code(), Some(2), "{name}: {out:?}");
+        assert_eq!(
+            std::fs::read_dir(sb.out()).unwrap().count(),
+            1,
+            "{name}: nothing made"
+        );
+        let out = go(db.to_str().unwrap());
+        assert!(out.status.success(), "{name}: {out:?}");
+        let written = std::fs::read_dir(sb.out()).unwrap().count() as u64 - 1;
+        assert!(written > 0, "{name} wrote results");
+        assert_eq!(
+            runs_held(&sb, db.to_str().unwrap()),
+            written,
+            "{name}: {out:?}"
+        );
+        sb.assert_clean();
+    }
 }

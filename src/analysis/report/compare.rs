@@ -12,7 +12,7 @@ use super::compare_machines::{self, Machines};
 use super::metrics::Better;
 use super::model::{cells, fmt_num, pct_change, sort_results, Cell, Table};
 use super::output::csv_table;
-use crate::analysis::findings::sentence::{machines_disagree, sig};
+use crate::analysis::findings::sentence::sig;
 use crate::analysis::stats::{ratio_of_means, significance_mark, welch};
 use crate::results::{env_diff, Difference, RunResult};
 
@@ -152,33 +152,69 @@ pub fn compare(mut base: Vec<RunResult>, mut new: Vec<RunResult>) -> anyhow::Res
     })
 }
 
+/// Figures named by (testbed / workload / phase, metric).
+type Figures<'a> = Vec<(String, &'a str)>;
+
+/// Figures as `place: metric, metric; place: metric`, the metrics of one place together.
+fn by_place(figures: &[(String, &str)]) -> String {
+    let mut out: Vec<(String, Vec<&str>)> = Vec::new();
+    for (place, metric) in figures {
+        match out.iter_mut().find(|(p, _)| p == place) {
+            Some((_, ms)) => ms.push(metric),
+            None => out.push((place.clone(), vec![metric])),
+        }
+    }
+    out.iter()
+        .map(|(p, ms)| format!("{p}: {}", ms.join(", ")))
+        .collect::<Vec<_>>()
+        .join("; ")
+}
+
 impl Comparison {
     /// "these runs differ in: …", one field a line; empty when the environments agree.
     pub fn environment_text(&self) -> String {
         crate::results::differ_text(&self.environment)
     }
 
-    /// A warning per row whose machines disagree beyond their intervals, said before the
-    /// numbers (the pooled ratio then averages machines that differ); empty otherwise.
+    /// One warning, said before the numbers, naming every figure whose machines disagree
+    /// beyond their intervals and the machines that do (the pooled ratio of each then
+    /// averages machines that differ; each such row says `disagrees` under it); empty when
+    /// they agree everywhere. One, not one per figure: a machine that differs usually does in
+    /// every figure of a phase (its time, rate and latency move together), and a warning a
+    /// figure buried the table under the same sentence repeated.
     pub fn machines_text(&self) -> String {
-        let mut s = String::new();
+        // (disagreeing machines, [(testbed / workload / phase, metric)]), in row order.
+        let mut groups: Vec<(&[String], Figures)> = Vec::new();
         for r in &self.rows {
-            let Some(w) = r
+            let Some(p) = r
                 .machines
                 .as_ref()
-                .and_then(|m| machines_disagree(&m.pooled))
+                .map(|m| &m.pooled)
+                .filter(|p| p.disagree())
             else {
                 continue;
             };
-            s.push_str(&format!(
-                "warning: {} / {} / {} {}: {w}\n",
-                r.testbed, r.workload, r.phase, r.metric
-            ));
+            let place = format!("{} / {} / {}", r.testbed, r.workload, r.phase);
+            let who = p.disagreeing.as_slice();
+            match groups.iter_mut().find(|(w, _)| *w == who) {
+                Some((_, figures)) => figures.push((place, &r.metric)),
+                None => groups.push((who, vec![(place, &r.metric)])),
+            }
         }
-        if !s.is_empty() {
-            s.push('\n');
+        if groups.is_empty() {
+            return String::new();
         }
-        s
+        let n: usize = groups.iter().map(|(_, f)| f.len()).sum();
+        let said: Vec<String> = groups
+            .iter()
+            .map(|(who, figures)| format!("{} ({})", who.join(" and "), by_place(figures)))
+            .collect();
+        format!(
+            "warning: the machines disagree beyond their intervals (F test of the machine, p < {}) in {n} figure{}: {}; the pooled ratio of each averages machines that differ (their rows say disagrees)\n\n",
+            crate::analysis::stats::blocked::HETEROGENEITY_ALPHA,
+            if n == 1 { "" } else { "s" },
+            said.join("; ")
+        )
     }
 
     /// Every row with its figures at full precision, as CSV.

@@ -66,7 +66,7 @@ pub struct Group {
 /// What the machine did beside a group's runs, as the store has it per run.
 #[derive(Debug, Clone, Default, PartialEq, Serialize)]
 pub struct Load {
-    /// The most CPU steal of any run (its largest phase; a share 0–1); absent where no run
+    /// The most CPU steal of any run in the figures' phase (a share 0–1); absent where no run
     /// tells it.
     pub steal: Option<f64>,
     /// The most CPU pressure of any run, as `steal`.
@@ -325,7 +325,7 @@ pub fn table(h: &History) -> crate::base::text::Table {
         ),
         label_columns: 2,
         note: format!(
-            "mean and 95% interval per group; steal / psi: the most CPU steal and CPU pressure of any run of the group (its largest phase), with its runs another process's cache drops disturbed and the attempts set aside before them; * marks a change outside the noise: {}, alpha = {}",
+            "mean and 95% interval per group; steal / psi: the most CPU steal and CPU pressure of any run of the group in the phase of its figures, with its runs another process's cache drops disturbed and the attempts set aside before them; * marks a change outside the noise: {}, alpha = {}",
             METHOD, h.alpha
         ),
         headers: [

@@ -42,12 +42,17 @@ pub struct RunRow {
     pub set_aside: i64,
 }
 
+/// One phase's row of the `phases` table: (phase, CPU steal, CPU pressure).
+pub type PhaseLoad = (String, Option<f64>, Option<f64>);
+
 /// A result file as the store indexes it.
 #[derive(Debug, Clone)]
 pub struct Indexed {
     pub run: RunRow,
     /// (phase, metric, value)
     pub metrics: Vec<(String, String, f64)>,
+    /// Each phase's load: (phase, CPU steal, CPU pressure), shares 0–1 where told.
+    pub phases: Vec<PhaseLoad>,
     /// (parameter, value as text)
     pub params: Vec<(String, String)>,
 }
@@ -101,6 +106,7 @@ pub fn index(path: &Path, r: &RunResult) -> Result<Indexed> {
     Ok(Indexed {
         run,
         metrics: figures(r),
+        phases: phase_loads(r),
         params: params(&r.workload.params),
     })
 }
@@ -113,6 +119,26 @@ fn most(r: &RunResult, share: impl Fn(&HostLoad) -> Option<f64>) -> Option<f64> 
         .filter_map(|p| p.host_load.as_ref().and_then(&share))
         .filter(|v| v.is_finite())
         .reduce(f64::max)
+}
+
+/// Each phase's CPU steal and CPU pressure, as its `host_load` tells them (a share that is not
+/// a number is not known).
+fn phase_loads(r: &RunResult) -> Vec<PhaseLoad> {
+    let finite = |v: Option<f64>| v.filter(|v| v.is_finite());
+    let mut out: Vec<PhaseLoad> = Vec::new();
+    for p in &r.phases {
+        // Phase names are a run's own; one row each (the first, should a name repeat).
+        if out.iter().any(|(name, _, _)| name == &p.name) {
+            continue;
+        }
+        let load = p.host_load.as_ref();
+        out.push((
+            p.name.clone(),
+            finite(load.and_then(|l| l.steal)),
+            finite(load.and_then(|l| l.cpu_pressure)),
+        ));
+    }
+    out
 }
 
 /// Every figure of every phase: the core metrics as findings read them (elapsed time and

@@ -26,6 +26,7 @@ use crate::base::error::bad_input;
 
 pub use index::{Indexed, RunRow};
 pub use query::{key_names, Filter, Hit};
+use sqlite::Mode;
 
 /// What a backend does; the SQL is shared ([`schema`], [`query`]).
 trait Db {
@@ -117,9 +118,10 @@ pub struct Added {
 }
 
 impl Store {
-    /// Opens a store to add to: a missing SQLite file is made, the tables too.
+    /// Opens a store to add to: a missing SQLite file is made, the tables too; a store of an
+    /// older schema version is migrated first (adding writes anyway).
     pub fn open_for_writing(loc: &Location) -> Result<Self> {
-        let mut s = Self::connect(loc, true)?;
+        let mut s = Self::connect(loc, Mode::Create)?;
         s.prepare()?;
         Ok(s)
     }
@@ -128,14 +130,45 @@ impl Store {
     /// whatever schema version it holds, without migrating it first (a store of a version this
     /// fsgauge does not read is what rebuild is for).
     pub fn open_for_rebuild(loc: &Location) -> Result<Self> {
-        let mut s = Self::connect(loc, true)?;
+        let mut s = Self::connect(loc, Mode::Create)?;
         s.db.batch(schema::DROP)?;
         s.db.create(schema::TABLES, &schema::VERSION.to_string())?;
         Ok(s)
     }
 
-    /// Opens a store to query: it must exist and hold an index of this schema version.
+    /// Opens a store to query: it must exist and hold an index of this schema version. A
+    /// query never writes (a read-only role or file answers as any other), so a store of an
+    /// older version is refused, untouched, naming the command that migrates it.
     pub fn open_for_reading(loc: &Location) -> Result<Self> {
+        let mut s = Self::open_existing(loc, Mode::Read)?;
+        match s.stored_version()? {
+            Some(schema::VERSION) => Ok(s),
+            Some(v) if migratable(v) => Err(bad_input(format!(
+                "--store {}: its index is of schema version {v}; this fsgauge reads version {}, and a query does not change a store: bring it to version {} with fsgauge store migrate --store {} (as a user that may write it; it reads the result files again), or make it again with fsgauge store rebuild --store {} RESULTS_DIR...",
+                loc.shown(),
+                schema::VERSION,
+                schema::VERSION,
+                loc.shown(),
+                loc.shown()
+            ))),
+            Some(v) => Err(s.unreadable(v)),
+            None => Err(no_index(loc)),
+        }
+    }
+
+    /// Opens a store to bring to this fsgauge's schema version (`store migrate`); the version
+    /// it was of when it had to be migrated.
+    pub fn open_for_migrating(loc: &Location) -> Result<(Self, Option<i64>)> {
+        let mut s = Self::open_existing(loc, Mode::Write)?;
+        let from = s.stored_version()?;
+        match s.version()? {
+            None => Err(no_index(loc)),
+            Some(_) => Ok((s, from.filter(|v| *v != schema::VERSION))),
+        }
+    }
+
+    /// Opens a store that must be there already (a SQLite file that is missing is named).
+    fn open_existing(loc: &Location, mode: Mode) -> Result<Self> {
         if let Location::Sqlite(p) = loc {
             if !p.is_file() {
                 return Err(bad_input(format!(
@@ -145,23 +178,20 @@ impl Store {
                 )));
             }
         }
-        let mut s = Self::connect(loc, false)?;
-        match s.version()? {
-            None => Err(bad_input(format!(
-                "--store {}: holds no fsgauge index; add results with: fsgauge store add --store {} RESULTS_DIR",
-                loc.shown(),
-                loc.shown()
-            ))),
-            Some(_) => Ok(s),
-        }
+        Self::connect(loc, mode)
     }
 
-    fn connect(loc: &Location, create: bool) -> Result<Self> {
+    fn connect(loc: &Location, mode: Mode) -> Result<Self> {
         let db: Box<dyn Db> = match loc {
-            Location::Sqlite(p) => Box::new(sqlite::Sqlite::open(p, create).map_err(|e| {
+            Location::Sqlite(p) => Box::new(sqlite::Sqlite::open(p, mode).map_err(|e| {
                 bad_input(format!(
-                    "--store {}: cannot open it as a SQLite store: {e:#}; give a file you can write (it is made when missing)",
-                    loc.shown()
+                    "--store {}: cannot open it as a SQLite store: {e:#}; give a file you can {}",
+                    loc.shown(),
+                    if mode == Mode::Read {
+                        "read"
+                    } else {
+                        "write (it is made when missing)"
+                    }
                 ))
             })?),
             Location::Postgres(url) => Box::new(pg::Postgres::connect(url).map_err(|e| {
@@ -177,26 +207,39 @@ impl Store {
         })
     }
 
+    /// The schema version the store holds, as it is (-1 when not a number); `None` when it
+    /// has no tables yet.
+    fn stored_version(&mut self) -> Result<Option<i64>> {
+        Ok(self
+            .db
+            .meta("schema_version")?
+            .map(|v| v.parse().unwrap_or(-1)))
+    }
+
     /// The schema version the store holds, an older one migrated
     /// ([`schema::MIGRATIONS`]); a store of a version this fsgauge cannot bring to its own is
     /// refused.
     fn version(&mut self) -> Result<Option<i64>> {
-        let Some(v) = self.db.meta("schema_version")? else {
+        let Some(mut v) = self.stored_version()? else {
             return Ok(None);
         };
-        let mut v: i64 = v.parse().unwrap_or(-1);
         if v != schema::VERSION && self.migrate(v)? {
             v = schema::VERSION;
         }
         if v != schema::VERSION {
-            return Err(bad_input(format!(
-                "--store {}: its index is of schema version {v}; this fsgauge reads version {}: make it again with fsgauge store rebuild --store {} RESULTS_DIR...",
-                self.location.shown(),
-                schema::VERSION,
-                self.location.shown()
-            )));
+            return Err(self.unreadable(v));
         }
         Ok(Some(v))
+    }
+
+    /// The refusal of a store of a version no migration leads from.
+    fn unreadable(&self, v: i64) -> anyhow::Error {
+        bad_input(format!(
+            "--store {}: its index is of schema version {v}; this fsgauge reads version {}: make it again with fsgauge store rebuild --store {} RESULTS_DIR...",
+            self.location.shown(),
+            schema::VERSION,
+            self.location.shown()
+        ))
     }
 
     /// Brings a store of version `from` to this fsgauge's, then fills what the new version
@@ -217,7 +260,7 @@ impl Store {
         if changed {
             let (n, unread) = self.refill()?;
             eprintln!(
-                "note: the store {} was of schema version {from}; brought to version {}, the machine's load and the disturbed attempts of {n} runs read from their files{}",
+                "note: the store {} was of schema version {from}; brought to version {}, what it keeps of {n} runs (the machine's load, each phase's, and the disturbed attempts) read from their files{}",
                 self.location.shown(),
                 schema::VERSION,
                 if unread == 0 {
@@ -307,6 +350,22 @@ impl Store {
         let hits = self.db.hits(&sql, &args)?;
         Ok(query::check_files(hits))
     }
+}
+
+/// Whether a migration leads from schema version `v` to this fsgauge's.
+fn migratable(v: i64) -> bool {
+    schema::MIGRATIONS
+        .first()
+        .is_some_and(|(first, _)| (*first..schema::VERSION).contains(&v))
+}
+
+/// The refusal of a store that holds no index.
+fn no_index(loc: &Location) -> anyhow::Error {
+    bad_input(format!(
+        "--store {}: holds no fsgauge index; add results with: fsgauge store add --store {} RESULTS_DIR",
+        loc.shown(),
+        loc.shown()
+    ))
 }
 
 /// The results of a file or a directory of them, with their paths; files of a directory

@@ -145,6 +145,8 @@ impl Db for Postgres {
         ))?;
         let (mut m_id, mut m_phase, mut m_name, mut m_value) = (vec![], vec![], vec![], vec![]);
         let (mut p_id, mut p_key, mut p_value) = (vec![], vec![], vec![]);
+        let (mut ph_id, mut ph_name, mut ph_steal, mut ph_pressure) =
+            (vec![], vec![], vec![], vec![]);
         for i in runs {
             let r = &i.run;
             let inserted: bool = tx
@@ -184,6 +186,12 @@ impl Db for Postgres {
                 m_name.push(m.as_str());
                 m_value.push(*v);
             }
+            for (name, steal, pressure) in &i.phases {
+                ph_id.push(r.run_id.as_str());
+                ph_name.push(name.as_str());
+                ph_steal.push(*steal);
+                ph_pressure.push(*pressure);
+            }
             for (k, v) in &i.params {
                 p_id.push(r.run_id.as_str());
                 p_key.push(k.as_str());
@@ -193,6 +201,10 @@ impl Db for Postgres {
         tx.execute(
             "INSERT INTO metrics (run_id, phase, metric, value) SELECT * FROM unnest($1::text[], $2::text[], $3::text[], $4::float8[]) ON CONFLICT DO NOTHING",
             &[&m_id, &m_phase, &m_name, &m_value],
+        )?;
+        tx.execute(
+            "INSERT INTO phases (run_id, phase, steal, cpu_pressure) SELECT * FROM unnest($1::text[], $2::text[], $3::float8[], $4::float8[]) ON CONFLICT (run_id, phase) DO UPDATE SET steal = excluded.steal, cpu_pressure = excluded.cpu_pressure",
+            &[&ph_id, &ph_name, &ph_steal, &ph_pressure],
         )?;
         tx.execute(
             "INSERT INTO params (run_id, key, value) SELECT * FROM unnest($1::text[], $2::text[], $3::text[]) ON CONFLICT DO NOTHING",

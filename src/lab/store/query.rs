@@ -24,7 +24,8 @@ pub struct Hit {
     pub workload: String,
     pub phase: String,
     pub value: Option<f64>,
-    /// The machine's CPU steal and CPU pressure (the most of any phase), the other
+    /// The machine's CPU steal and CPU pressure (of the figure's phase in a metric's
+    /// history; of a run, the most of any phase), the other
     /// processes' cache drops and the attempts set aside: `None` where not known.
     pub steal: Option<f64>,
     pub cpu_pressure: Option<f64>,
@@ -83,8 +84,11 @@ impl Filter {
         let mut args = Vec::new();
         for (k, v) in &self.terms {
             if let Some((_, col, _)) = BELOW.iter().find(|(name, _, _)| name == k) {
+                let table = if with_metric { "ph" } else { "r" };
                 // Bound as text and cast in SQL: both backends take every value as text.
-                conds.push(format!("{col} < CAST(CAST(? AS TEXT) AS DOUBLE PRECISION)"));
+                conds.push(format!(
+                    "{table}.{col} < CAST(CAST(? AS TEXT) AS DOUBLE PRECISION)"
+                ));
                 args.push(v.clone());
                 continue;
             }
@@ -153,11 +157,15 @@ const HIT_COLUMNS: &str = "r.run_id, r.path, r.file_size, r.file_mtime_ns, r.sta
 /// What disturbed a run, after the phase and value of [`HIT_COLUMNS`].
 const LOAD_COLUMNS: &str = "r.steal, r.cpu_pressure, r.foreign_cache_drops, r.set_aside";
 
-/// The query of one metric's figures under a filter, oldest run first.
+/// What disturbed a figure: its phase's load, then the run's cache drops and attempts.
+const PHASE_LOAD_COLUMNS: &str = "ph.steal, ph.cpu_pressure, r.foreign_cache_drops, r.set_aside";
+
+/// The query of one metric's figures under a filter, oldest run first, each with its
+/// phase's load.
 pub fn metric_sql(metric: &str, f: &Filter) -> (String, Vec<String>) {
     let (conds, mut args) = f.sql(true);
     let mut sql = format!(
-        "SELECT {HIT_COLUMNS}, m.phase, m.value, {LOAD_COLUMNS} FROM runs r JOIN metrics m ON m.run_id = r.run_id WHERE m.metric = ?"
+        "SELECT {HIT_COLUMNS}, m.phase, m.value, {PHASE_LOAD_COLUMNS} FROM runs r JOIN metrics m ON m.run_id = r.run_id LEFT JOIN phases ph ON ph.run_id = m.run_id AND ph.phase = m.phase WHERE m.metric = ?"
     );
     let mut all = vec![metric.to_string()];
     all.append(&mut args);
@@ -250,7 +258,7 @@ mod tests {
         let (sql, args) = metric_sql("ops_per_s", &f);
         assert!(sql.contains("CAST(r.set_aside AS TEXT) = ?"), "{sql}");
         assert!(
-            sql.contains("r.steal < CAST(CAST(? AS TEXT) AS DOUBLE PRECISION)"),
+            sql.contains("ph.steal < CAST(CAST(? AS TEXT) AS DOUBLE PRECISION)"),
             "{sql}"
         );
         assert_eq!(args, ["ops_per_s", "0", "0.05"]);

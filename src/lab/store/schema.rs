@@ -3,21 +3,36 @@
 //! schema version is refused with what to do (`fsgauge store rebuild`), never misread.
 
 /// The schema version this fsgauge writes and reads (kept in `meta`, key `schema_version`).
-pub const VERSION: i64 = 2;
+pub const VERSION: i64 = 3;
 
 /// What a store of an older version is brought to this one by: (from, statements), each in
 /// one transaction with the version's change ([`super::Store`] then fills the new columns
 /// from the files). Version 2 added the machine's load and the disturbed attempts to `runs`;
-/// a run whose file is gone keeps NULL there (not known).
-pub const MIGRATIONS: &[(i64, &[&str])] = &[(
-    1,
-    &[
-        "ALTER TABLE runs ADD COLUMN steal DOUBLE PRECISION",
-        "ALTER TABLE runs ADD COLUMN cpu_pressure DOUBLE PRECISION",
-        "ALTER TABLE runs ADD COLUMN foreign_cache_drops BIGINT",
-        "ALTER TABLE runs ADD COLUMN set_aside BIGINT",
-    ],
-)];
+/// a run whose file is gone keeps NULL there (not known). Version 3 added `phases`, each
+/// phase's load (a run whose file is gone has no rows there: not known).
+pub const MIGRATIONS: &[(i64, &[&str])] = &[
+    (
+        1,
+        &[
+            "ALTER TABLE runs ADD COLUMN steal DOUBLE PRECISION",
+            "ALTER TABLE runs ADD COLUMN cpu_pressure DOUBLE PRECISION",
+            "ALTER TABLE runs ADD COLUMN foreign_cache_drops BIGINT",
+            "ALTER TABLE runs ADD COLUMN set_aside BIGINT",
+        ],
+    ),
+    (2, &[PHASES]),
+];
+
+/// Each phase's load: the machine's CPU steal and CPU pressure during it (shares 0–1, from its
+/// `host_load`; NULL where the result does not tell), beside the phase's figures in `metrics`,
+/// so that a history of one phase shows and filters that phase's load, not the run's worst.
+const PHASES: &str = "CREATE TABLE IF NOT EXISTS phases (
+        run_id TEXT NOT NULL REFERENCES runs(run_id) ON DELETE CASCADE,
+        phase TEXT NOT NULL,
+        steal DOUBLE PRECISION,
+        cpu_pressure DOUBLE PRECISION,
+        PRIMARY KEY (run_id, phase)
+    )";
 
 /// The tables, made when missing. `runs` holds one row per run (its identity,
 /// [`crate::results::RunResult::identity`], is the key, so adding a result twice adds it
@@ -26,7 +41,8 @@ pub const MIGRATIONS: &[(i64, &[&str])] = &[(
 /// machine's CPU steal and CPU pressure (shares 0–1, the most of any of its phases; NULL where
 /// the result does not tell), the other processes' cache drops during its phases (summed) and
 /// the attempts set aside before it (counted). `metrics` holds every figure of
-/// every phase; `params` the workload's scalar parameters (for `--where threads=8`).
+/// every phase; `phases` each phase's load ([`PHASES`]); `params` the workload's scalar
+/// parameters (for `--where threads=8`).
 pub const TABLES: &[&str] = &[
     "CREATE TABLE IF NOT EXISTS meta (key TEXT PRIMARY KEY, value TEXT NOT NULL)",
     "CREATE TABLE IF NOT EXISTS runs (
@@ -61,6 +77,7 @@ pub const TABLES: &[&str] = &[
         value DOUBLE PRECISION NOT NULL,
         PRIMARY KEY (run_id, phase, metric)
     )",
+    PHASES,
     "CREATE TABLE IF NOT EXISTS params (
         run_id TEXT NOT NULL REFERENCES runs(run_id) ON DELETE CASCADE,
         key TEXT NOT NULL,
@@ -74,6 +91,7 @@ pub const TABLES: &[&str] = &[
 /// What `store rebuild` drops before making the tables again.
 pub const DROP: &[&str] = &[
     "DROP TABLE IF EXISTS params",
+    "DROP TABLE IF EXISTS phases",
     "DROP TABLE IF EXISTS metrics",
     "DROP TABLE IF EXISTS runs",
     "DROP TABLE IF EXISTS meta",
@@ -163,15 +181,17 @@ pub const KEYS: &[(&str, &str, &str)] = &[
 
 /// The `--where` keys that bound a share of the machine's load from above: the run's value
 /// must be below the one given (runs that do not tell it are left out).
+/// In a metric's history the bound is the figure's phase's load (`ph`, [`PHASES`]); in a
+/// query of runs (`compare store:…`), the run's most of any phase.
 pub const BELOW: &[(&str, &str, &str)] = &[
     (
         "steal_below",
-        "r.steal",
-        "CPU steal below this share (0–1) in every phase",
+        "steal",
+        "CPU steal below this share (0–1) in the figure's phase (of runs: in every phase)",
     ),
     (
         "pressure_below",
-        "r.cpu_pressure",
-        "CPU pressure below this share (0–1) in every phase",
+        "cpu_pressure",
+        "CPU pressure below this share (0–1) in the figure's phase (of runs: in every phase)",
     ),
 ];

@@ -17,20 +17,85 @@ pub struct Sqlite {
 }
 
 impl Sqlite {
-    /// Opens the store at `path`; `create` makes the file when it is missing (adding), else a
-    /// missing file is an error (a query of a store that is not there).
-    pub fn open(path: &Path, create: bool) -> Result<Self> {
-        let mut flags = OpenFlags::SQLITE_OPEN_READ_WRITE | OpenFlags::SQLITE_OPEN_NO_MUTEX;
-        if create {
-            flags |= OpenFlags::SQLITE_OPEN_CREATE;
-        }
-        let conn = Connection::open_with_flags(path, flags)?;
+    /// Opens the store at `path` as `mode` says. A query opens it read-only and writes
+    /// nothing (not even the journal mode), so a store a reader may not write, or a file of
+    /// mode 0444, answers as any other.
+    pub fn open(path: &Path, mode: Mode) -> Result<Self> {
+        let flags = OpenFlags::SQLITE_OPEN_NO_MUTEX
+            | match mode {
+                Mode::Read => OpenFlags::SQLITE_OPEN_READ_ONLY,
+                Mode::Write => OpenFlags::SQLITE_OPEN_READ_WRITE,
+                Mode::Create => OpenFlags::SQLITE_OPEN_READ_WRITE | OpenFlags::SQLITE_OPEN_CREATE,
+            };
+        let mut conn = Connection::open_with_flags(path, flags)?;
         conn.busy_timeout(BUSY)?;
-        wal(&conn)?;
+        if mode == Mode::Read {
+            conn = readable(conn, path)?;
+        } else {
+            wal(&conn)?;
+        }
         conn.pragma_update(None, "foreign_keys", "ON")?;
         conn.pragma_update(None, "synchronous", "NORMAL")?;
         Ok(Self { conn })
     }
+}
+
+/// A read-only connection that can read the store. A WAL store needs its `-shm` file beside
+/// it, which the last writer removed on closing and a reader who may not write the directory
+/// cannot make: SQLite then refuses to read at all. Such a store is opened as immutable
+/// instead, but only when no `-wal` file is beside it (no writer holds it open, and nothing
+/// committed waits in a log that immutable reading would not see).
+fn readable(conn: Connection, path: &Path) -> Result<Connection> {
+    let probe = conn.query_row("SELECT COUNT(*) FROM sqlite_master", [], |r| {
+        r.get::<_, i64>(0)
+    });
+    let Err(rusqlite::Error::SqliteFailure(e, _)) = &probe else {
+        probe?;
+        return Ok(conn);
+    };
+    let no_shm = [READONLY_CANTINIT, READONLY_DIRECTORY].contains(&e.extended_code);
+    let mut wal_file = path.as_os_str().to_owned();
+    wal_file.push("-wal");
+    if !no_shm || Path::new(&wal_file).exists() {
+        probe?;
+        return Ok(conn);
+    }
+    drop(conn);
+    let uri = format!("file:{}?immutable=1", uri_path(path));
+    let conn = Connection::open_with_flags(
+        uri,
+        OpenFlags::SQLITE_OPEN_READ_ONLY
+            | OpenFlags::SQLITE_OPEN_URI
+            | OpenFlags::SQLITE_OPEN_NO_MUTEX,
+    )?;
+    Ok(conn)
+}
+
+/// SQLITE_READONLY_CANTINIT and SQLITE_READONLY_DIRECTORY: a read-only connection could not
+/// make the WAL's shared-memory file.
+const READONLY_CANTINIT: std::ffi::c_int = 8 | (5 << 8);
+const READONLY_DIRECTORY: std::ffi::c_int = 8 | (6 << 8);
+
+/// A path as a SQLite URI's path: `%`, `?` and `#` escaped, made absolute.
+fn uri_path(path: &Path) -> String {
+    let abs = std::path::absolute(path).unwrap_or_else(|_| path.to_path_buf());
+    let mut out = String::new();
+    for c in abs.to_string_lossy().chars() {
+        match c {
+            '%' | '?' | '#' => out.push_str(&format!("%{:02X}", c as u32)),
+            c => out.push(c),
+        }
+    }
+    out
+}
+
+/// How a store is opened: to query it, to write a store that is there, or to write one made
+/// when missing.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Mode {
+    Read,
+    Write,
+    Create,
 }
 
 /// How long a writer waits for another.
@@ -149,6 +214,9 @@ impl Db for Sqlite {
             let mut metric = tx.prepare(
                 "INSERT INTO metrics (run_id, phase, metric, value) VALUES (?1, ?2, ?3, ?4) ON CONFLICT DO NOTHING",
             )?;
+            let mut phase = tx.prepare(
+                "INSERT INTO phases (run_id, phase, steal, cpu_pressure) VALUES (?1, ?2, ?3, ?4) ON CONFLICT (run_id, phase) DO UPDATE SET steal = excluded.steal, cpu_pressure = excluded.cpu_pressure",
+            )?;
             let mut param = tx.prepare(
                 "INSERT INTO params (run_id, key, value) VALUES (?1, ?2, ?3) ON CONFLICT DO NOTHING",
             )?;
@@ -184,6 +252,9 @@ impl Db for Sqlite {
                 ])?;
                 for (phase, m, v) in &i.metrics {
                     metric.execute(params![r.run_id, phase, m, v])?;
+                }
+                for (name, steal, pressure) in &i.phases {
+                    phase.execute(params![r.run_id, name, steal, pressure])?;
                 }
                 for (k, v) in &i.params {
                     param.execute(params![r.run_id, k, v])?;
