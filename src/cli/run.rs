@@ -165,11 +165,12 @@ impl Args for PlanTestbeds {
 /// Reads the plan `arg` names, the quick preset when none (see [`plan_text`]); an argument
 /// that names no plan to read is refused here, as bad input.
 pub fn load_plan(arg: Option<&str>, opts: &ParseOptions) -> Result<Plan> {
-    let (text, name) = plan_text(arg).map_err(|e| bad_input(e.to_string()))?;
+    let (text, name) = plan_text(arg).map_err(|e| e.refused())?;
     plan::parse(&text, &name, opts)
 }
 
-/// Why the argument of `run` names no plan that can be read.
+/// Why `run` has no plan to run: its argument names none that can be read, or no run of the
+/// plan can be made here. Each is bad input ([`NoPlan::refused`]).
 #[derive(Debug, thiserror::Error)]
 enum NoPlan {
     #[error("cannot read the plan: {0}")]
@@ -190,6 +191,15 @@ enum NoPlan {
         preset_names(presets::PRESETS)
     )]
     Unknown { arg: String },
+    #[error("{plan}: no testbed of the plan can be built here (every optional testbed's mkfs is missing)")]
+    NothingRunnable { plan: String },
+}
+
+impl NoPlan {
+    /// The refusal as bad input.
+    fn refused(self) -> anyhow::Error {
+        bad_input(self.to_string())
+    }
 }
 
 /// The text of the plan `arg` names and its name in errors (a path, or `preset NAME`): a plan
@@ -260,6 +270,8 @@ pub fn run(c: RunCmd) -> Result<ExitCode> {
     // A plan's results go where `--out` and `--device-model` say, from here on.
     let out = results_dir(&c.run.out.dir, c.testbeds.device_model.as_ref());
     let plan = load_plan(c.plan.as_deref(), &opts)?;
+    // A store that cannot be opened is refused before anything runs.
+    let mut store = super::store::open_for_run(&c.store, c.dry_run)?;
     let c = RunCmd {
         run: RunParams {
             out: ResultsDir { dir: out },
@@ -282,8 +294,6 @@ pub fn run(c: RunCmd) -> Result<ExitCode> {
         }
     }
     runnable(&plan, &m)?;
-    // A store that cannot be opened is refused before anything runs.
-    let mut store = super::store::open_for_run(&c.store, c.dry_run)?;
     announce(&c, &plan, &m);
     let ex = plan::execute(
         &plan,
@@ -383,10 +393,10 @@ pub(super) fn results_document(results: &[RunResult], views: &ResultViews) -> Re
 /// is missing (a dry run still lists them).
 pub(super) fn runnable(plan: &Plan, m: &plan::Matrix) -> Result<()> {
     if m.runs.is_empty() {
-        return Err(bad_input(format!(
-            "{}: no testbed of the plan can be built here (every optional testbed's mkfs is missing)",
-            plan.source
-        )));
+        return Err(NoPlan::NothingRunnable {
+            plan: plan.source.clone(),
+        }
+        .refused());
     }
     Ok(())
 }
