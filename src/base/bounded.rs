@@ -199,7 +199,10 @@ fn open_input(path: &Path) -> Result<std::os::fd::OwnedFd, ReadError> {
         }
     };
     let dir_uid = crate::base::sys::chase::owner_of(c.dir.as_fd()).map_err(refused)?;
-    check_input_owner(path, &st, dir_uid).map_err(refused)?;
+    check_input_owner(path, &st, dir_uid).map_err(|e| ReadError::Refused {
+        path: path.to_path_buf(),
+        msg: e.to_string(),
+    })?;
     let cname = CString::new(name.as_bytes()).map_err(|_| ReadError::Open {
         path: path.to_path_buf(),
         errno: Errno::EINVAL,

@@ -16,6 +16,7 @@ use serde::Serialize;
 use crate::analysis::report::document::Page;
 use crate::analysis::report::output::{results_page, ResultViews};
 use crate::analysis::report::table::{side_by_side, side_by_side_per_workload};
+use crate::base::bounded::ReadError;
 use crate::base::error::bad_input;
 use crate::base::text::Table;
 use crate::base::units::{format_bytes_human, format_size};
@@ -161,10 +162,44 @@ impl Args for PlanTestbeds {
     }
 }
 
-/// Reads the plan `arg` names, the quick preset when none (see [`plan_text`]).
+/// Reads the plan `arg` names, the quick preset when none (see [`plan_text`]); an argument
+/// that names no plan to read is refused here, as bad input.
 pub fn load_plan(arg: Option<&str>, opts: &ParseOptions) -> Result<Plan> {
-    let (text, name) = plan_text(arg)?;
+    let (text, name) = plan_text(arg).map_err(|e| e.refused())?;
     plan::parse(&text, &name, opts)
+}
+
+/// Why `run` has no plan to run: its argument names none that can be read, or no run of the
+/// plan can be made here. Each is bad input ([`NoPlan::refused`]).
+#[derive(Debug, thiserror::Error)]
+enum NoPlan {
+    #[error("cannot read the plan: {0}")]
+    Unreadable(#[from] ReadError),
+    #[error("reading plan {}: not UTF-8 text (byte {at}); a plan is a TOML file", .path.display())]
+    NotText { path: PathBuf, at: usize },
+    #[error("preset {name} needs the workload kind(s) {} which this build does not have; runnable presets: {}",
+        .missing.join(", "), preset_names(presets::runnable()))]
+    MissingKinds {
+        name: &'static str,
+        missing: Vec<String>,
+    },
+    #[error("{} is a directory, not a plan; give a plan file (TOML) or a preset name ({})",
+        .path.display(), preset_names(presets::PRESETS))]
+    Directory { path: PathBuf },
+    #[error(
+        "{arg}: no such plan file, and no preset of that name (presets: {})",
+        preset_names(presets::PRESETS)
+    )]
+    Unknown { arg: String },
+    #[error("{plan}: no testbed of the plan can be built here (every optional testbed's mkfs is missing)")]
+    NothingRunnable { plan: String },
+}
+
+impl NoPlan {
+    /// The refusal as bad input.
+    fn refused(self) -> anyhow::Error {
+        bad_input(self.to_string())
+    }
 }
 
 /// The text of the plan `arg` names and its name in errors (a path, or `preset NAME`): a plan
@@ -172,9 +207,9 @@ pub fn load_plan(arg: Option<&str>, opts: &ParseOptions) -> Result<Plan> {
 /// argument is the quick preset, whatever files are here. A directory is never a plan: a
 /// preset's name is taken as the preset even where a directory of that name (its results, say)
 /// is here.
-fn plan_text(arg: Option<&str>) -> Result<(Cow<'static, str>, String)> {
+fn plan_text(arg: Option<&str>) -> Result<(Cow<'static, str>, String), NoPlan> {
     let Some(arg) = arg else {
-        let quick = presets::find("quick").context("the quick preset is built in")?;
+        let quick = presets::find("quick").expect("the quick preset is built in");
         return Ok((quick.toml.into(), quick.source()));
     };
     let path = Path::new(arg);
@@ -187,38 +222,30 @@ fn plan_text(arg: Option<&str>) -> Result<(Cow<'static, str>, String)> {
         Some(p) => {
             let missing = p.missing_kinds();
             if !missing.is_empty() {
-                return Err(bad_input(format!(
-                    "preset {} needs the workload kind(s) {} which this build does not have; runnable presets: {}",
-                    p.name,
-                    missing.join(", "),
-                    preset_names(presets::runnable())
-                )));
+                return Err(NoPlan::MissingKinds {
+                    name: p.name,
+                    missing,
+                });
             }
             Ok((p.toml.into(), p.source()))
         }
-        None if path.is_dir() => Err(bad_input(format!(
-            "{} is a directory, not a plan; give a plan file (TOML) or a preset name ({})",
-            path.display(),
-            preset_names(presets::PRESETS)
-        ))),
-        None => Err(bad_input(format!(
-            "{arg}: no such plan file, and no preset of that name (presets: {})",
-            preset_names(presets::PRESETS)
-        ))),
+        None if path.is_dir() => Err(NoPlan::Directory {
+            path: path.to_path_buf(),
+        }),
+        None => Err(NoPlan::Unknown {
+            arg: arg.to_string(),
+        }),
     }
 }
 
 /// A plan file's text: a regular file of at most [`PLAN_LIMIT`](crate::base::bounded::PLAN_LIMIT)
 /// bytes, read as UTF-8.
-fn read_plan_file(path: &Path) -> Result<String> {
-    let bytes = crate::base::bounded::read_regular(path, crate::base::bounded::PLAN_LIMIT, "plans")
-        .map_err(|e| bad_input(format!("cannot read the plan: {e}")))?;
-    String::from_utf8(bytes).map_err(|e| {
-        bad_input(format!(
-            "reading plan {}: not UTF-8 text (byte {}); a plan is a TOML file",
-            path.display(),
-            e.utf8_error().valid_up_to()
-        ))
+fn read_plan_file(path: &Path) -> Result<String, NoPlan> {
+    let bytes =
+        crate::base::bounded::read_regular(path, crate::base::bounded::PLAN_LIMIT, "plans")?;
+    String::from_utf8(bytes).map_err(|e| NoPlan::NotText {
+        path: path.to_path_buf(),
+        at: e.utf8_error().valid_up_to(),
     })
 }
 
@@ -243,6 +270,8 @@ pub fn run(c: RunCmd) -> Result<ExitCode> {
     // A plan's results go where `--out` and `--device-model` say, from here on.
     let out = results_dir(&c.run.out.dir, c.testbeds.device_model.as_ref());
     let plan = load_plan(c.plan.as_deref(), &opts)?;
+    // A store that cannot be opened is refused before anything runs.
+    let mut store = super::store::open_for_run(&c.store, c.dry_run)?;
     let c = RunCmd {
         run: RunParams {
             out: ResultsDir { dir: out },
@@ -265,8 +294,6 @@ pub fn run(c: RunCmd) -> Result<ExitCode> {
         }
     }
     runnable(&plan, &m)?;
-    // A store that cannot be opened is refused before anything runs.
-    let mut store = super::store::open_for_run(&c.store, c.dry_run)?;
     announce(&c, &plan, &m);
     let ex = plan::execute(
         &plan,
@@ -366,10 +393,10 @@ pub(super) fn results_document(results: &[RunResult], views: &ResultViews) -> Re
 /// is missing (a dry run still lists them).
 pub(super) fn runnable(plan: &Plan, m: &plan::Matrix) -> Result<()> {
     if m.runs.is_empty() {
-        return Err(bad_input(format!(
-            "{}: no testbed of the plan can be built here (every optional testbed's mkfs is missing)",
-            plan.source
-        )));
+        return Err(NoPlan::NothingRunnable {
+            plan: plan.source.clone(),
+        }
+        .refused());
     }
     Ok(())
 }

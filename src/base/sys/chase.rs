@@ -351,18 +351,37 @@ fn open_child(top: &Node, step: &Step, here: PathBuf) -> Result<Node> {
 /// Refuses a file to read (stat `st`, at `path`) found in a directory owned by an unprivileged
 /// user (`dir_uid`) when it is someone else's with more than one link: with
 /// `fs.protected_hardlinks` = 0 such a link is another name for a file that user could not
-/// read.
-pub fn check_input_owner(path: &Path, st: &libc::stat, dir_uid: u32) -> Result<()> {
+/// read. The refusal is the reader's to report ([`crate::base::bounded`] makes it its own).
+pub fn check_input_owner(
+    path: &Path,
+    st: &libc::stat,
+    dir_uid: u32,
+) -> std::result::Result<(), ForeignLink> {
     if !trusted_uid(dir_uid) && st.st_uid != dir_uid && st.st_nlink > 1 {
-        return Err(bad_input(format!(
-            "{} is a file of {} with {} links in a directory of {}: it may be another user's hard link to a file they cannot read; copy it somewhere of your own",
-            path.display(),
-            owner_text(st.st_uid),
-            st.st_nlink,
-            owner_text(dir_uid)
-        )));
+        return Err(ForeignLink {
+            path: path.to_path_buf(),
+            uid: st.st_uid,
+            links: st.st_nlink,
+            dir_uid,
+        });
     }
     Ok(())
+}
+
+/// A file to read that may be another user's hard link to a file they cannot read (see
+/// [`check_input_owner`]).
+#[derive(Debug, thiserror::Error)]
+#[error(
+    "{} is a file of {} with {links} links in a directory of {}: it may be another user's hard link to a file they cannot read; copy it somewhere of your own",
+    .path.display(),
+    owner_text(*.uid),
+    owner_text(*.dir_uid)
+)]
+pub struct ForeignLink {
+    path: PathBuf,
+    uid: u32,
+    links: libc::nlink_t,
+    dir_uid: u32,
 }
 
 /// The owner of the directory an `O_PATH` descriptor names.

@@ -13,7 +13,7 @@ use serde::Deserialize;
 use toml::Spanned;
 
 use super::question::{self, RawQuestion};
-use super::source::{fault, toml_to_json, RawTable, Src};
+use super::source::{fault, fault_at_key, toml_to_json, RawTable, Src};
 use super::{testbeds, workloads};
 use super::{Fresh, ParseOptions, Plan, Reps, AUTO_CV_TARGET, AUTO_MAX_REPS, AUTO_MIN_REPS};
 use crate::base::error::bad_input;
@@ -79,7 +79,7 @@ pub(super) fn parse_src(src: &Src, opts: &ParseOptions) -> Result<Plan> {
 
 /// The plan `src` holds; a fault in it unlocated.
 fn plan_of(src: &Src, opts: &ParseOptions) -> Result<Plan> {
-    let raw: RawPlan = read_raw(src)?;
+    let raw: RawPlan = read_raw(src.text)?;
     let own = read_settings(src, &raw)?;
     let source = src.name;
     let scale_f = opts.scale.unwrap_or(1.0);
@@ -179,19 +179,19 @@ fn plan_of(src: &Src, opts: &ParseOptions) -> Result<Plan> {
     })
 }
 
-/// The plan's TOML as its raw tables; a syntax or type error a fault at its place.
-pub(super) fn read_raw<Q: serde::de::DeserializeOwned>(src: &Src) -> Result<RawPlan<Q>> {
-    toml::from_str(src.text).map_err(|e| {
+/// The plan's TOML as its raw tables; a syntax or type error a fault at its place (about the
+/// key written there).
+pub(super) fn read_raw<Q: serde::de::DeserializeOwned>(text: &str) -> Result<RawPlan<Q>> {
+    toml::from_str(text).map_err(|e| {
         let span = e.span().unwrap_or(0..0);
         let mut msg = e.message().trim().replace('\n', " ");
-        if src.text[span.start.min(src.text.len())..]
+        if text[span.start.min(text.len())..]
             .trim_start()
             .starts_with("[[question]]")
         {
             msg.push_str(&question::missing_field_hint(&msg));
         }
-        let field = src.key_at(span.start).unwrap_or_default();
-        fault(span, &field, msg)
+        fault_at_key(span, msg)
     })
 }
 
@@ -373,7 +373,7 @@ file_size = "64K"
 #[cfg(test)]
 pub(crate) fn settings_of(text: &str) -> Result<RunSettings> {
     let src = Src::new("t.toml", text);
-    read_raw(&src)
+    read_raw(src.text)
         .and_then(|raw: RawPlan| read_settings(&src, &raw))
         .map_err(|e| src.locate(e))
 }

@@ -133,10 +133,14 @@ impl<'a> Src<'a> {
         };
         let at = self.loc(f.span.start);
         let msg = f.said.text(&at.file);
-        if f.field.is_empty() {
+        let field = match f.field {
+            Some(field) => field,
+            None => self.key_at(f.span.start).unwrap_or_default(),
+        };
+        if field.is_empty() {
             bad_input(format!("{at}: {msg}"))
         } else {
-            bad_input(format!("{}: {}: {msg}", at, f.field))
+            bad_input(format!("{at}: {field}: {msg}"))
         }
     }
 
@@ -163,7 +167,9 @@ impl<'a> Src<'a> {
 #[derive(Debug)]
 pub(super) struct Fault {
     span: Range<usize>,
-    field: String,
+    /// The field at fault (empty: none); `None`: the key written on the span's line, which
+    /// [`Src::locate`] reads there (TOML's own errors name no field).
+    field: Option<String>,
     said: Said,
 }
 
@@ -197,7 +203,7 @@ impl std::fmt::Display for Fault {
             f,
             "bytes {:?}: {}: {}",
             self.span,
-            self.field,
+            self.field.as_deref().unwrap_or("?"),
             self.said.text("?")
         )
     }
@@ -209,7 +215,17 @@ impl std::error::Error for Fault {}
 pub(super) fn fault(span: Range<usize>, field: &str, msg: impl std::fmt::Display) -> anyhow::Error {
     anyhow::Error::new(Fault {
         span,
-        field: field.to_string(),
+        field: Some(field.to_string()),
+        said: Said::Text(msg.to_string()),
+    })
+}
+
+/// A fault at `span` about the key written on its line, if any (a syntax or type error TOML
+/// found there): `msg`.
+pub(super) fn fault_at_key(span: Range<usize>, msg: impl std::fmt::Display) -> anyhow::Error {
+    anyhow::Error::new(Fault {
+        span,
+        field: None,
         said: Said::Text(msg.to_string()),
     })
 }
@@ -225,7 +241,7 @@ pub(super) fn fault_naming(
     let other = other.clone();
     anyhow::Error::new(Fault {
         span,
-        field: field.to_string(),
+        field: Some(field.to_string()),
         said: Said::Naming(Box::new(move |here| msg(other.line_in(here)))),
     })
 }

@@ -14,7 +14,7 @@ use anyhow::{Context, Result};
 
 use super::request::{Place, RunOptions};
 use crate::base::error::{bad_input, bad_param};
-use crate::base::units::{format_bytes_human, format_size};
+use crate::base::units::{format_bytes_human, format_size, Overflow};
 use crate::testbed::inodes::{count_for, predict, Inodes, RESERVED};
 use crate::testbed::params::{SIZE_FLAG, SIZE_KEY};
 use crate::testbed::{own_rss, preflight, TestbedSpec};
@@ -109,35 +109,61 @@ pub fn inodes(spec: &mut TestbedSpec, wl: &dyn Workload) -> anyhow::Result<Optio
 /// one that will run (a test harness, say).
 pub const TOOL_RSS_ESTIMATE: u64 = 16 << 20;
 
+/// Why a memory limit cannot take a workload, or its need cannot be told: said in one place,
+/// for the run's check (bad input, [`refused`]) and a plan's testbed (a fault at its
+/// `mem_limit`).
+#[derive(Debug, thiserror::Error)]
+pub enum MemoryRefusal {
+    /// The workload's own estimate overflows.
+    #[error(transparent)]
+    Estimate(#[from] Overflow),
+    /// Its estimate with fsgauge's own memory overflows.
+    #[error("the {kind} workload's memory estimate overflows 64 bits; make its counts and sizes smaller")]
+    Overflows { kind: &'static str },
+    /// The limit is below the need.
+    #[error(
+        "--mem-limit {} is below what the workload itself needs ({kind}: about {}, fsgauge's own memory plus its buffers); give at least {} (in a plan, mem_limit) or make the workload's threads or block size smaller",
+        format_size(*.limit),
+        format_bytes_human(*.needs as f64),
+        format_size(.needs.next_multiple_of(1 << 20))
+    )]
+    Below {
+        limit: u64,
+        kind: &'static str,
+        needs: u64,
+    },
+}
+
+impl MemoryRefusal {
+    /// The refusal as bad input (at `mem_limit` when the limit is below the need).
+    pub fn refused(self) -> anyhow::Error {
+        match self {
+            MemoryRefusal::Below { .. } => bad_param("mem_limit", self.to_string()),
+            _ => bad_input(self.to_string()),
+        }
+    }
+}
+
 /// What a run of `wl` needs inside a memory limit when fsgauge itself holds `tool_rss`: the
 /// workload's own estimate, that, and an 8 MiB margin.
-pub fn memory_needs_with(wl: &dyn Workload, tool_rss: u64) -> anyhow::Result<u64> {
-    let own = wl.memory_needed().map_err(|e| bad_input(e.to_string()))?;
-    own.checked_add(tool_rss + (8 << 20)).ok_or_else(|| {
-        bad_input(format!(
-            "the {} workload's memory estimate overflows 64 bits; make its counts and sizes smaller",
-            wl.kind()
-        ))
-    })
+pub fn memory_needs_with(wl: &dyn Workload, tool_rss: u64) -> Result<u64, MemoryRefusal> {
+    let own = wl.memory_needed()?;
+    own.checked_add(tool_rss + (8 << 20))
+        .ok_or(MemoryRefusal::Overflows { kind: wl.kind() })
 }
 
 /// Refuses a memory limit below what the workload needs for itself when fsgauge holds
-/// `tool_rss` (see [`memory_needs_with`]). The error is bad input at `mem_limit`.
-pub fn memory(limit: u64, wl: &dyn Workload, tool_rss: u64) -> anyhow::Result<()> {
+/// `tool_rss` (see [`memory_needs_with`]).
+pub fn memory(limit: u64, wl: &dyn Workload, tool_rss: u64) -> Result<(), MemoryRefusal> {
     let needs = memory_needs_with(wl, tool_rss)?;
     if limit >= needs {
         return Ok(());
     }
-    Err(bad_param(
-        "mem_limit",
-        format!(
-            "--mem-limit {} is below what the workload itself needs ({}: about {}, fsgauge's own memory plus its buffers); give at least {} (in a plan, mem_limit) or make the workload's threads or block size smaller",
-            format_size(limit),
-            wl.kind(),
-            format_bytes_human(needs as f64),
-            format_size(needs.next_multiple_of(1 << 20))
-        ),
-    ))
+    Err(MemoryRefusal::Below {
+        limit,
+        kind: wl.kind(),
+        needs,
+    })
 }
 
 /// Admits a workload onto a testbed: its space, then its inodes (adding `-N` where mkfs would
@@ -151,7 +177,7 @@ pub fn testbed(spec: &mut TestbedSpec, wl: &dyn Workload) -> anyhow::Result<Vec<
 pub fn check(place: &Place, wl: &dyn Workload, opts: &RunOptions) -> Result<()> {
     wl.validate()?;
     let need = space_needed(wl)?;
-    memory_needs(wl)?;
+    memory_needs(wl).map_err(MemoryRefusal::refused)?;
     if opts.reps == 0 {
         return Err(bad_input("--reps must be 1 or more"));
     }
@@ -193,7 +219,7 @@ pub fn check(place: &Place, wl: &dyn Workload, opts: &RunOptions) -> Result<()> 
         }
     }
     if let Some(limit) = opts.mem_limit {
-        memory(limit, wl, own_rss())?;
+        memory(limit, wl, own_rss()).map_err(MemoryRefusal::refused)?;
     }
     let testbed = match place {
         Place::Testbed(spec) => Some(spec),
@@ -216,7 +242,7 @@ pub(super) fn space_needed(wl: &dyn Workload) -> Result<u64> {
 
 /// What a run of `wl` needs inside a memory limit: the workload's own estimate, fsgauge's
 /// resident memory now and a margin.
-pub(super) fn memory_needs(wl: &dyn Workload) -> Result<u64> {
+pub(super) fn memory_needs(wl: &dyn Workload) -> Result<u64, MemoryRefusal> {
     memory_needs_with(wl, own_rss())
 }
 

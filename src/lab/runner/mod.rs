@@ -345,7 +345,10 @@ fn memory_conditions(
     wl: &dyn Workload,
 ) -> Result<(Option<MemLimit>, Option<MemCharger>)> {
     let mem_limit = match opts.mem_limit {
-        Some(limit) => Some(MemLimit::apply(limit, admit::memory_needs(wl)?)?),
+        Some(limit) => Some(MemLimit::apply(
+            limit,
+            admit::memory_needs(wl).map_err(admit::MemoryRefusal::refused)?,
+        )?),
         None => None,
     };
     let charger = match opts.mem_charge {

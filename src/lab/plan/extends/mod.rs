@@ -46,7 +46,7 @@ pub(super) type Lookup<'a> = &'a dyn Fn(&str) -> std::result::Result<(String, St
 /// Resolves the plan's `extends`: `None` when it has none (then it may not drop anything).
 /// A fault is located here, in the plan's text, or where a preset's text is read.
 pub(super) fn resolve(src: &Src, lookup: Lookup) -> Result<Option<Resolved>> {
-    let layer = read_raw(src).and_then(|raw: RawPlan<RawTable>| {
+    let layer = read_raw(src.text).and_then(|raw: RawPlan<RawTable>| {
         if raw.extends.is_none() {
             return refuse_drops(&raw).map(|()| None);
         }
@@ -113,7 +113,7 @@ fn layered(
     chain.push(name.clone());
     let base_src = Src::new(&base_name, &base_text);
     // The preset's faults are located in its own text.
-    let base = read_raw(&base_src)
+    let base = read_raw(base_src.text)
         .and_then(|base_raw: RawPlan<RawTable>| layered(&base_src, &base_raw, lookup, chain))
         .map_err(|e| base_src.locate(e))?;
     merge(base, own, raw, &base_name)
