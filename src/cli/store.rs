@@ -324,33 +324,6 @@ pub fn index_files(
     }
 }
 
-/// The files of `dir` that hold `results`, for a command that wrote them without saying where
-/// (`study append`): those modified since `since` (when it started), read and matched by each
-/// result's identity, so that another run's results in the same directory are not taken.
-pub fn written_since(
-    dir: &std::path::Path,
-    since: std::time::SystemTime,
-    results: &[crate::results::RunResult],
-) -> Vec<PathBuf> {
-    let wanted: std::collections::HashSet<String> = results.iter().map(|r| r.identity()).collect();
-    let Ok(entries) = std::fs::read_dir(dir) else {
-        return Vec::new();
-    };
-    let mut found: Vec<PathBuf> = entries
-        .filter_map(|e| e.ok())
-        .map(|e| e.path())
-        .filter(|p| p.extension().is_some_and(|x| x == "json"))
-        .filter(|p| {
-            std::fs::metadata(p)
-                .and_then(|m| m.modified())
-                .is_ok_and(|t| t >= since)
-        })
-        .filter(|p| crate::results::load(p).is_ok_and(|r| wanted.contains(&r.identity())))
-        .collect();
-    found.sort();
-    found
-}
-
 /// Indexes `paths` (result files or directories of them, in `dir`) into the store.
 fn index_paths(store: Option<&mut Store>, paths: &[PathBuf], dir: &std::path::Path, quiet: bool) {
     let Some(store) = store else {

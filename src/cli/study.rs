@@ -105,11 +105,8 @@ pub fn run(cmd: StudyCmd) -> Result<ExitCode> {
             let study = a.study()?;
             let format = a.step.output.format();
             let mut store = super::store::open_for_run(&a.store, false)?;
-            // A second early: a file's time is the kernel's coarse clock, a tick behind.
-            let since = std::time::SystemTime::now() - std::time::Duration::from_secs(1);
             let dir = &a.step.out.dir;
-            let results = study.run(Some(dir), Progress::new(a.step.output.silent()))?;
-            let written = super::store::written_since(dir, since, &results);
+            let (results, written) = study.run(Some(dir), Progress::new(a.step.output.silent()))?;
             super::store::index_files(store.as_mut(), &written, dir, a.step.output.silent());
             let views = ResultViews {
                 table: &study_table,

@@ -108,9 +108,15 @@ impl AppendStudy {
     }
 
     /// Runs the study; one result per testbed and append size, written to `out` if given.
-    pub fn run(&self, out: Option<&Path>, progress: Progress) -> Result<Vec<RunResult>> {
+    /// Returns the results and the files written (for the results store).
+    pub fn run(
+        &self,
+        out: Option<&Path>,
+        progress: Progress,
+    ) -> Result<(Vec<RunResult>, Vec<std::path::PathBuf>)> {
         self.check()?;
         let mut results = Vec::new();
+        let mut written = Vec::new();
         for spec in &self.testbeds {
             for &append in &self.append {
                 crate::base::signals::check()?;
@@ -122,12 +128,12 @@ impl AppendStudy {
                 ));
                 let r = self.run_one(spec, append, progress)?;
                 if let Some(dir) = out {
-                    write_result(dir, &r)?;
+                    written.push(write_result(dir, &r)?);
                 }
                 results.push(r);
             }
         }
-        Ok(results)
+        Ok((results, written))
     }
 
     /// The image cache's series of the agings of `params` on `spec`, kept as `name`: the
