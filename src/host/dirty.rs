@@ -252,6 +252,19 @@ impl Host {
     }
 }
 
+/// The thresholds this process holds, while it holds them (`host::writeback` tells another
+/// process's stricter hold from this one).
+static HELD: std::sync::Mutex<Option<DirtyLimits>> = std::sync::Mutex::new(None);
+
+fn set_held(l: Option<DirtyLimits>) {
+    *HELD.lock().unwrap_or_else(|e| e.into_inner()) = l;
+}
+
+/// The thresholds this process holds now (`None`: it holds none).
+pub fn held_limits() -> Option<DirtyLimits> {
+    *HELD.lock().unwrap_or_else(|e| e.into_inner())
+}
+
 /// This process's hold on the host's dirty thresholds, given up on drop.
 #[derive(Debug)]
 pub struct DirtyHold {
@@ -271,7 +284,7 @@ impl DirtyHold {
     /// process `me` ([`this_process`]).
     pub fn take(host: Host, limit: u64, me: (u32, u64)) -> Result<Self> {
         let me = host.take(DirtyLimits::for_limit(limit), me)?;
-        super::writeback::set_held(Some(me.limits));
+        set_held(Some(me.limits));
         Ok(Self { host, me })
     }
 
@@ -282,7 +295,7 @@ impl DirtyHold {
 
 impl Drop for DirtyHold {
     fn drop(&mut self) {
-        super::writeback::set_held(None);
+        set_held(None);
         if let Err(e) = self.host.leave(self.me.pid, self.me.start) {
             eprintln!("fsgauge: warning: giving back the host's dirty-page thresholds: {e:#}");
         }

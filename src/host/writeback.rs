@@ -16,9 +16,8 @@
 //! phase is not seen.
 
 use std::path::{Path, PathBuf};
-use std::sync::Mutex;
 
-use super::dirty::DirtyLimits;
+use super::dirty::{held_limits as held, DirtyLimits};
 
 /// The settings read, by their names under `/proc/sys/vm`.
 const KNOBS: [&str; 6] = [
@@ -29,18 +28,6 @@ const KNOBS: [&str; 6] = [
     "dirty_writeback_centisecs",
     "dirty_expire_centisecs",
 ];
-
-/// The thresholds this process holds (`host::dirty::DirtyHold`), while it holds them.
-static HELD: Mutex<Option<DirtyLimits>> = Mutex::new(None);
-
-/// Records the thresholds this process now holds (`None`: none).
-pub fn set_held(l: Option<DirtyLimits>) {
-    *HELD.lock().unwrap_or_else(|e| e.into_inner()) = l;
-}
-
-fn held() -> Option<DirtyLimits> {
-    *HELD.lock().unwrap_or_else(|e| e.into_inner())
-}
 
 /// The settings at one moment; a setting that cannot be read is left out (`None`).
 #[derive(Debug, Clone, PartialEq, Eq)]
