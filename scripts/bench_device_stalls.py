@@ -16,14 +16,37 @@ repetition, in either arm: its write cache's destaging and its rotation depend o
 microsecond, each request came. tio seqwrite t8 (216 requests, 134 MB, the drive busy for 99%
 of the disk time) measured busy 2.24–2.36 s over 5 plain repetitions and 2.24–2.33 s stalled,
 the two arms' means 0.1% apart; clients-4 7.94–8.81 s. That spread (±2–4% a repetition) is
-what moves stalled/plain of disk time from table to table, and a run of 5 pairs has a 95%
-interval of about ±3.5% for it: read a ratio off 1 by about its interval against the busy
-column before suspecting the clock. The idle column is the rest of the disk time: the drive
+what moves stalled/plain of disk time from table to table, and a run of 5 pairs had a 95%
+interval of about ±3.5% for it at those sizes: read a ratio off 1 by about its interval
+against the busy column before suspecting the clock. The idle column is the rest of the disk time: the drive
 waiting on the host (the workload's CPU work, its threads held off their CPU), which the
 disk's clock does not take out. On this shared 2-CPU machine a repetition of either arm now
 and then has its writers held off for 0.4–0.6 s (tio seqwrite t8, idle 0.44–0.64 s against
 0.01–0.07 s, CPU pressure 76–80%), which moves that pair's ratio by 20% and the mean of 5–7
 pairs by 3–4%.
+
+The sizes, a departure from the first stall tables' (tio seqwrite t8 wrote 8 x 16M, 2.3 s of
+disk time; clients-4 made 2 passes, 8.7 s): tio seqwrite t8 now writes 8 x 64M (844 requests,
+about 9.3 s) and clients-4 makes 4 passes of its mix (about 4,400 requests, 17.4 s); --short
+keeps the small sizes. The cases still measure what the issue names (tio seqwrite, 8 threads,
+64K blocks; 4 clients of the same mix) and each pair still compares the same requests. Why,
+and what it bought, measured (coefficient of variation within an arm, pooled over arms;
+repetitions 10% off their arm's median request count left out; old size: the 6 tables of
+/work/wt/h-stall-runs, 5-7 pairs each; new: session 24's second stall tables):
+  - A host hold-off is diluted: a repetition whose writers the host held off for 0.5 s moved
+    a 2.3 s phase's disk time by 20%, a 9.3 s one's by 5%. tio seqwrite t8's disk-time CV,
+    plain / stalled: 5.9% / 3.4% at 8 x 16M, 2.7% / 2.0% at 8 x 64M; clients-4's 3.1% / 2.3%
+    at 2 passes, 1.2% / 1.3% at 4.
+  - The drive's own busy-time spread did not shrink as 1/sqrt(size) for tio seqwrite t8:
+    2.2% / 1.3% at 8 x 16M, 2.2% / 1.5% at 8 x 64M (1/sqrt(4) predicted 1.1% / 0.6%). It is
+    not the sum of independent per-request draws but a few whole repetitions whose drive
+    works 3-5% longer (9.38-9.67 s against 9.10-9.27 s for the other 11 of 14); each of the
+    three also had the drive idle on the host for 0.15-0.21 s (as had 4 of the 11), so a
+    hold-off's gap may change how the eight streams meet the write cache (not shown).
+    clients-4's busy CV went 3.3% / 3.5% -> 2.3% / 2.8% (1/sqrt(2) predicted 2.3% / 2.4%).
+So 7 pairs read tio seqwrite t8's stalled/plain to about ±3% (the hold-offs diluted, the
+drive's tail not), and clients-4's to about ±1.7% when no repetition is disturbed; a longer
+clients phase meets more of other processes' cache drops (below), which remain its main miss.
 
 The stall holds one reply, not the server's intake: the held timing thread still takes the
 requests that come meanwhile, at their arrival (a ring request is stamped when the timing
@@ -44,8 +67,8 @@ defaults:
     and the dirty thresholds (far off on this 24 GiB machine) write back;
   - each such phase starts right after a sync: tree remove's file_remove follows
     file_create's closing syncfs and dir_remove file_remove's, and clients-4 does a fixed
-    amount of work (`--loops 2`, about 4 s plain) rather than a wall-clock time box, which
-    would let the two arms do different work.
+    amount of work (`--loops 4`, about 17 s of disk time plain) rather than a wall-clock time
+    box, which would let the two arms do different work.
 The counts of requests and flushes in each arm show whether the two arms did the same work.
 
 The dirty thresholds (vm.dirty_*bytes, vm.dirty_*ratio) are the machine's: another process may
@@ -92,11 +115,11 @@ CASES = {
     "qd1-read": ("QD1 random 4K reads (devices check deskstar-7k250), ms per read",
                  ["devices", "check", "deskstar-7k250", "--seconds", "2", "--json", "-q"], "check", False,
                  {"--seconds": "1"}),
-    "tio-seqwrite-t8": ("tio seqwrite, 8 threads, 64K blocks, 8 x 16M, s",
+    "tio-seqwrite-t8": ("tio seqwrite, 8 threads, 64K blocks, 8 x 64M, s",
                         ["bench", "tio", *FS, "--mode", "seqwrite", "--threads", "8", "--block", "64K",
-                         "--file-size", "16M", "--cold", "none"], "seqwrite", False, {"--file-size": "2M"}),
-    "clients-4": ("bench clients, 4 clients, 2 passes of the 2,000-transaction mix each, timers held off, s",
-                  ["bench", "clients", *FS, *HOLD, "--clients", "4", "--loops", "2", "--mix-ops", "2000",
+                         "--file-size", "64M", "--cold", "none"], "seqwrite", False, {"--file-size": "2M"}),
+    "clients-4": ("bench clients, 4 clients, 4 passes of the 2,000-transaction mix each, timers held off, s",
+                  ["bench", "clients", *FS, *HOLD, "--clients", "4", "--loops", "4", "--mix-ops", "2000",
                    "--cold", "none"], "clients", True, {"--loops": "1", "--mix-ops": "300"}),
     "tree-remove": ("fdtree remove with syncfs (7 levels, 3 dirs, 4 files of 4K; file_remove + dir_remove), "
                     "timers held off, s",
@@ -371,6 +394,12 @@ def selftest():
     assert abs(lo - 1.1) < 1e-9 and abs(hi - 1.1) < 1e-9, (lo, hi)
     assert argv_of("tree-remove", True)[argv_of("tree-remove", True).index("--levels") + 1] == "4"
     assert "commit=3600" in argv_of("clients-4", False)
+    # Phases long enough for the drive's own spread to average out; the test's --short small.
+    for case, flag, full, short in (("tio-seqwrite-t8", "--file-size", "64M", "2M"),
+                                    ("clients-4", "--loops", "4", "1")):
+        for s, want in ((False, full), (True, short)):
+            a = argv_of(case, s)
+            assert a[a.index(flag) + 1] == want, (case, s, a)
     rows["a"]["plain"][0]["dirty"] = "dirty_bytes=0"
     assert dirty_lines(rows) == ("  a: dirty_bytes=0 (1 plain, 0 stalled)\n"
                                  "  a: not recorded (1 plain, 2 stalled)"), dirty_lines(rows)
