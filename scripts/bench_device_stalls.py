@@ -32,7 +32,7 @@ keeps the small sizes. The cases still measure what the issue names (tio seqwrit
 64K blocks; 4 clients of the same mix) and each pair still compares the same requests. Why,
 and what it bought, measured (coefficient of variation within an arm, pooled over arms;
 repetitions 10% off their arm's median request count left out; old size: the 6 tables of
-/work/wt/h-stall-runs, 5-7 pairs each; new: session 24's second stall tables):
+/work/wt/h-stall-runs, 5-7 pairs each; new: the first of session 24's second tables, 7 pairs):
   - A host hold-off is diluted: a repetition whose writers the host held off for 0.5 s moved
     a 2.3 s phase's disk time by 20%, a 9.3 s one's by 5%. tio seqwrite t8's disk-time CV,
     plain / stalled: 5.9% / 3.4% at 8 x 16M, 2.7% / 2.0% at 8 x 64M; clients-4's 3.1% / 2.3%
@@ -40,13 +40,18 @@ repetitions 10% off their arm's median request count left out; old size: the 6 t
   - The drive's own busy-time spread did not shrink as 1/sqrt(size) for tio seqwrite t8:
     2.2% / 1.3% at 8 x 16M, 2.2% / 1.5% at 8 x 64M (1/sqrt(4) predicted 1.1% / 0.6%). It is
     not the sum of independent per-request draws but a few whole repetitions whose drive
-    works 3-5% longer (9.38-9.67 s against 9.10-9.27 s for the other 11 of 14); each of the
-    three also had the drive idle on the host for 0.15-0.21 s (as had 4 of the 11), so a
-    hold-off's gap may change how the eight streams meet the write cache (not shown).
+    works 3-5% longer (9.38-9.67 s against 9.10-9.27 s for the other 11 of 14). Those three
+    had the drive idle on the host 0.15-0.21 s (as had 4 of the 11), but over the 72 old-size
+    repetitions a repetition's busy excess did not track its idle share (correlation 0.00):
+    what makes a whole repetition's drive slower is not found.
     clients-4's busy CV went 3.3% / 3.5% -> 2.3% / 2.8% (1/sqrt(2) predicted 2.3% / 2.4%).
 So 7 pairs read tio seqwrite t8's stalled/plain to about ±3% (the hold-offs diluted, the
 drive's tail not), and clients-4's to about ±1.7% when no repetition is disturbed; a longer
 clients phase meets more of other processes' cache drops (below), which remain its main miss.
+No guard remakes a repetition whose writers the host held off (as one with foreign cache
+drops is): at 8 x 64M no tio repetition of 20 had the drive idle more than 0.23 s (2.4% of its
+disk time), the busy-time tail does not track the idle share, and clients-4's idle (5-8.5%) is
+mostly its own CPU work, so no one share of disk time tells a hold-off from the workload.
 
 The stall holds one reply, not the server's intake: the held timing thread still takes the
 requests that come meanwhile, at their arrival (a ring request is stamped when the timing
