@@ -1340,7 +1340,7 @@ fn a_planted_var_tmp_fsgauge_link_is_refused() {
     let victim = sb.path().join("victim");
     std::fs::create_dir(&victim).unwrap();
     let state = sb.path().join("state");
-    let exe = env!("CARGO_BIN_EXE_fsgauge");
+    let exe = crate::support::exe_outside_var_tmp(sb.path());
     let protected = std::fs::read_to_string("/proc/sys/fs/protected_symlinks").unwrap_or_default();
     eprintln!("fs.protected_symlinks = {}", protected.trim());
     for cmd in [

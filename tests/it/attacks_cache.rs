@@ -205,7 +205,7 @@ fn a_cache_planted_in_a_shared_state_dir_is_refused() {
         let mode = if p.is_dir() { 0o755 } else { 0o644 };
         std::fs::set_permissions(p, std::fs::Permissions::from_mode(mode)).unwrap();
     }
-    let exe = env!("CARGO_BIN_EXE_fsgauge");
+    let exe = crate::support::exe_outside_var_tmp(t.path());
     let plant = format!(
         "mkdir /var/tmp/images && truncate -s 64M /var/tmp/images/{key}.img && \
          mkfs.ext4 -q -L PWNED /var/tmp/images/{key}.img && \

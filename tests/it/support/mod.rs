@@ -246,6 +246,21 @@ pub fn have_fs(kind: &str) -> bool {
     true
 }
 
+/// The fsgauge binary at a path that a private mount namespace with a /var/tmp of its own
+/// still sees: the built one, or, when the checkout is under /var/tmp (which the namespace's
+/// tmpfs hides), a copy of it in `dir` (a directory outside /var/tmp).
+pub fn exe_outside_var_tmp(dir: &Path) -> String {
+    let exe = Path::new(env!("CARGO_BIN_EXE_fsgauge"));
+    let real = std::fs::canonicalize(exe).expect("the fsgauge binary");
+    let var_tmp = std::fs::canonicalize("/var/tmp").unwrap_or_else(|_| "/var/tmp".into());
+    if !real.starts_with(&var_tmp) {
+        return exe.display().to_string();
+    }
+    let copy = dir.join("fsgauge");
+    std::fs::copy(&real, &copy).expect("copying fsgauge out of /var/tmp");
+    copy.display().to_string()
+}
+
 /// True when a program is on PATH; otherwise skips (or fails under CI).
 pub fn have_program(name: &str) -> bool {
     let found = std::env::var_os("PATH")
