@@ -54,6 +54,16 @@ fn run_plan_with(
     drops: &str,
     extra: &[&str],
 ) -> (String, std::path::PathBuf) {
+    run_plan_env(sb, text, ("FSGAUGE_TEST_FOREIGN_DROPS", drops), extra)
+}
+
+/// Runs `text` as a plan with the debug hook `hook` (name, value) set; asserts it succeeded.
+fn run_plan_env(
+    sb: &Sandbox,
+    text: &str,
+    hook: (&str, &str),
+    extra: &[&str],
+) -> (String, std::path::PathBuf) {
     let plan = sb.path().join("plan.toml");
     std::fs::write(&plan, text).unwrap();
     let out = sb.path().join("results");
@@ -62,7 +72,7 @@ fn run_plan_with(
         .args(["run", plan.to_str().unwrap(), "--quiet", "--out"])
         .arg(&out)
         .args(extra)
-        .env("FSGAUGE_TEST_FOREIGN_DROPS", drops)
+        .env(hook.0, hook.1)
         .output()
         .unwrap();
     let stderr = String::from_utf8_lossy(&o.stderr).into_owned();
@@ -122,18 +132,7 @@ fn a_run_whose_writeback_settings_another_process_changed_is_made_again() {
         return;
     }
     let sb = Sandbox::new();
-    let plan = sb.path().join("plan.toml");
-    std::fs::write(&plan, PLAN).unwrap();
-    let out = sb.path().join("results");
-    let o = sb
-        .cmd()
-        .args(["run", plan.to_str().unwrap(), "--quiet", "--out"])
-        .arg(&out)
-        .env("FSGAUGE_TEST_WRITEBACK_CHANGES", "1")
-        .output()
-        .unwrap();
-    let stderr = String::from_utf8_lossy(&o.stderr).into_owned();
-    assert!(o.status.success(), "{stderr}");
+    let (stderr, out) = run_plan_env(&sb, PLAN, ("FSGAUGE_TEST_WRITEBACK_CHANGES", "1"), &[]);
     let said = "another process changed the host's writeback settings during the phase (vm.dirty_writeback_centisecs 500 → 0)";
     assert!(
         stderr.contains(said) && stderr.contains("the run is made again (attempt 2 of 3)"),
