@@ -136,12 +136,7 @@ pub fn run(mut cmd: AgeCmd) -> Result<ExitCode> {
         crate::host::ledger::check_name(name)
             .map_err(|e| crate::base::error::bad_input(format!("--keep-image: {e:#}")))?;
     }
-    // Only the process that writes the results indexes them.
-    let mut store = if cmd.run.coordinator.is_secondary() {
-        None
-    } else {
-        super::store::open_for_run(&cmd.store, false)?
-    };
+    let mut store = cmd.run.store(&cmd.store)?;
     let place = cmd.run.admit(place, &age)?;
     let mut opts = cmd.run.options();
     opts.keep_image = cmd.keep_image.clone();

@@ -163,12 +163,7 @@ pub fn run(mut args: ExerciseArgs) -> Result<ExitCode> {
                 .to_path_buf(),
         );
     }
-    // Only the process that writes the results indexes them.
-    let mut store = if args.run.coordinator.is_secondary() {
-        None
-    } else {
-        super::store::open_for_run(&args.store, false)?
-    };
+    let mut store = args.run.store(&args.store)?;
     let place = args.run.admit(args.testbed.place()?, &args.params)?;
     let outcomes = crate::lab::runner::run(&place, &args.params, &args.run.options())?;
     let quiet = args.run.output.silent();

@@ -148,11 +148,7 @@ fn bench(cmd: &BenchCmd, run: &RunArgs) -> Result<ExitCode> {
         .expect("bench kinds have bench hooks");
     // A store that cannot be opened is refused before anything runs; only the process that
     // writes the results indexes them.
-    let mut store = if run.coordinator.is_secondary() {
-        None
-    } else {
-        super::store::open_for_run(&cmd.store, false)?
-    };
+    let mut store = run.store(&cmd.store)?;
     let place = run.admit(cmd.testbed.place()?, &*cmd.workload)?;
     let outcomes = run_sweep(&place, &*cmd.workload, run)?;
     super::store::index_written(
