@@ -728,7 +728,9 @@ fn cpu_wait(r: &RunResult) -> String {
 }
 
 /// "steal 0.1%, CPU pressure 12%": the wall-time weighted means over the run's phases that
-/// recorded them; empty when none did.
+/// recorded them; empty when no phase recorded either. Steal is counted in `/proc/stat`'s 10 ms
+/// ticks: a run whose phases each passed between two ticks has none, said as "steal unknown"
+/// beside its pressure rather than left out.
 fn machine_load(r: &RunResult) -> String {
     let mean = |f: &dyn Fn(&crate::results::HostLoad) -> Option<f64>| {
         let (mut sum, mut wall) = (0.0, 0.0);
@@ -747,14 +749,18 @@ fn machine_load(r: &RunResult) -> String {
             format!("{:.1}%", v * 100.0)
         }
     };
-    [
-        mean(&|l| l.steal).map(|v| format!("steal {}", pct(v))),
-        mean(&|l| l.cpu_pressure).map(|v| format!("CPU pressure {}", pct(v))),
-    ]
-    .into_iter()
-    .flatten()
-    .collect::<Vec<_>>()
-    .join(", ")
+    let pressure = mean(&|l| l.cpu_pressure).map(|v| format!("CPU pressure {}", pct(v)));
+    let steal = match mean(&|l| l.steal) {
+        Some(v) => Some(format!("steal {}", pct(v))),
+        None => pressure
+            .is_some()
+            .then(|| "steal unknown (phases under a 10 ms tick)".to_string()),
+    };
+    [steal, pressure]
+        .into_iter()
+        .flatten()
+        .collect::<Vec<_>>()
+        .join(", ")
 }
 
 /// The environment as a table.
@@ -954,6 +960,27 @@ mod tests {
         assert_eq!(line_phase("usage-75"), "usage-75");
         assert_eq!(line_phase("dir-t"), "dir-t");
         assert_eq!(line_phase("file-create"), "file-create");
+    }
+
+    #[test]
+    fn a_steal_no_phase_could_count_is_said_unknown_never_left_out() {
+        let load = |steal, cpu_pressure| {
+            Some(crate::results::HostLoad {
+                steal,
+                cpu_pressure,
+            })
+        };
+        let mut r = run(serde_json::json!({}), serde_json::json!({}), 1, 1);
+        assert_eq!(machine_load(&r), "");
+        r.phases[0].host_load = load(Some(0.002), Some(0.125));
+        assert_eq!(machine_load(&r), "steal 0.2%, CPU pressure 12.5%");
+        r.phases[0].host_load = load(None, Some(0.125));
+        assert_eq!(
+            machine_load(&r),
+            "steal unknown (phases under a 10 ms tick), CPU pressure 12.5%"
+        );
+        r.phases[0].host_load = load(Some(0.0005), None);
+        assert_eq!(machine_load(&r), "steal 0.05%");
     }
 
     #[test]
