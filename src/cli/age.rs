@@ -136,7 +136,7 @@ pub fn run(mut cmd: AgeCmd) -> Result<ExitCode> {
         crate::host::ledger::check_name(name)
             .map_err(|e| crate::base::error::bad_input(format!("--keep-image: {e:#}")))?;
     }
-    let mut store = cmd.run.store(&cmd.store)?;
+    let mut store = cmd.store.open_for(&cmd.run)?;
     let place = cmd.run.admit(place, &age)?;
     let mut opts = cmd.run.options();
     opts.keep_image = cmd.keep_image.clone();

@@ -197,16 +197,6 @@ impl OutputArgs {
 }
 
 impl RunArgs {
-    /// The store the results are indexed into, opened before anything runs so that one that
-    /// cannot be opened is refused (exit 2) with nothing made; `None` when none is set, and on
-    /// an MPI rank other than the one that writes the results.
-    pub fn store(&self, arg: &super::store::StoreArg) -> Result<Option<crate::lab::store::Store>> {
-        if self.coordinator.is_secondary() {
-            return Ok(None);
-        }
-        super::store::open_for_run(arg, false)
-    }
-
     pub fn options(&self) -> RunOptions {
         self.params
             .options(self.output.silent(), self.coordinator.clone())

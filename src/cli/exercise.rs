@@ -163,7 +163,7 @@ pub fn run(mut args: ExerciseArgs) -> Result<ExitCode> {
                 .to_path_buf(),
         );
     }
-    let mut store = args.run.store(&args.store)?;
+    let mut store = args.store.open_for(&args.run)?;
     let place = args.run.admit(args.testbed.place()?, &args.params)?;
     let outcomes = crate::lab::runner::run(&place, &args.params, &args.run.options())?;
     let quiet = args.run.output.silent();

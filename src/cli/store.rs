@@ -8,7 +8,7 @@ use std::process::ExitCode;
 use anyhow::Result;
 use clap::{Args, Subcommand};
 
-use super::common::OutputArgs;
+use super::common::{OutputArgs, RunArgs};
 use crate::analysis::report::document::Page;
 use crate::base::error::bad_input;
 use crate::lab::store::history::{self, By};
@@ -291,6 +291,18 @@ pub fn open_for_run(arg: &StoreArg, dry_run: bool) -> Result<Option<Store>> {
         return Ok(None);
     }
     Ok(Some(Store::open_for_writing(&arg.location()?)?))
+}
+
+impl StoreArg {
+    /// The store a command's results are indexed into, opened before anything runs so that
+    /// one that cannot be opened is refused (exit 2) with nothing made; `None` when none is
+    /// set, and on an MPI rank other than the one that writes the results.
+    pub fn open_for(&self, run: &RunArgs) -> Result<Option<Store>> {
+        if run.coordinator.is_secondary() {
+            return Ok(None);
+        }
+        open_for_run(self, false)
+    }
 }
 
 /// Indexes a run's results directory into its store. The result files are written already:

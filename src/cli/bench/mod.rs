@@ -148,7 +148,7 @@ fn bench(cmd: &BenchCmd, run: &RunArgs) -> Result<ExitCode> {
         .expect("bench kinds have bench hooks");
     // A store that cannot be opened is refused before anything runs; only the process that
     // writes the results indexes them.
-    let mut store = run.store(&cmd.store)?;
+    let mut store = cmd.store.open_for(run)?;
     let place = run.admit(cmd.testbed.place()?, &*cmd.workload)?;
     let outcomes = run_sweep(&place, &*cmd.workload, run)?;
     super::store::index_written(
