@@ -8,7 +8,7 @@ use anyhow::Result;
 
 use std::ops::Range;
 
-use super::source::fault;
+use super::fault::fault;
 use super::Reps;
 use crate::workload::registry::sweep;
 use crate::workload::Workload;

@@ -90,10 +90,13 @@
 mod execute;
 mod existing;
 mod extends;
+mod fault;
+mod fit;
 mod limits;
 mod parse;
 pub mod presets;
 mod question;
+mod room;
 pub(crate) mod scale;
 mod source;
 mod testbeds;
@@ -114,12 +117,12 @@ pub use execute::{
     Matrix, PlannedRun, SMOKE_SCALE,
 };
 pub use existing::DISTURBED_ATTEMPTS;
+pub use fault::Location;
 pub use limits::MAX_RUNS;
 #[cfg(test)]
 pub(crate) use parse::{parse_test, setting_keys, settings_of, OWN_KEYS};
 pub use question::{check_phases, PlanQuestion};
 pub use scale::{scale_class, ScaleClass, FIELD_SCALES};
-pub use source::Location;
 
 /// Parses and validates a plan; `source` names it in errors (a path, or `preset NAME`). A plan
 /// that `extends` a preset is merged with it first ([`extends`]), and its errors point into the

@@ -2,8 +2,8 @@
 //! wrong type, a value out of range, even inside a workload's own parameters — names the file,
 //! line and column and the field, and lists what is allowed. This file reads the plan's top
 //! level (its own keys and the run settings) and puts the plan together; its testbeds are read
-//! in [`super::testbeds`], its workloads in [`super::workloads`], its questions in
-//! [`super::question`].
+//! in [`super::testbeds`] and fitted to its workloads in [`super::fit`], its workloads are read
+//! in [`super::workloads`], its questions in [`super::question`].
 
 use std::collections::BTreeMap;
 use std::path::Path;
@@ -12,9 +12,10 @@ use anyhow::Result;
 use serde::Deserialize;
 use toml::Spanned;
 
+use super::fault::{fault, fault_at_key};
 use super::question::{self, RawQuestion};
-use super::source::{fault, fault_at_key, toml_to_json, RawTable, Src};
-use super::{testbeds, workloads};
+use super::source::{toml_to_json, RawTable, Src};
+use super::{fit, room, testbeds, workloads};
 use super::{Fresh, ParseOptions, Plan, Reps, AUTO_CV_TARGET, AUTO_MAX_REPS, AUTO_MIN_REPS};
 use crate::base::error::bad_input;
 use crate::lab::runner::params::{RepsSetting, RunSettings, DEFAULT_REPS, MAX_REPS};
@@ -111,21 +112,22 @@ fn plan_of(src: &Src, opts: &ParseOptions) -> Result<Plan> {
     require_entries(src.name, &raw)?;
 
     let tables = &testbeds::with_defaults(&raw.testbed, raw.testbed_defaults.as_ref())?;
+    let labels = testbeds::testbed_labels(tables, &testbeds_at);
     let workloads = workloads::parse_workloads(
         &raw.workload,
         &workloads_at,
-        &testbeds::testbed_labels(tables, &testbeds_at),
+        &labels,
         age.is_some(),
         fresh,
         scale_f,
         reps,
     )?;
+    let read = testbeds::parse_testbeds(tables, &testbeds_at, opts)?;
     let mut notes = Vec::new();
-    let testbeds = testbeds::fitted(
-        tables,
-        &testbeds_at,
+    let testbeds = fit::fitted(
+        read,
         src.name,
-        opts,
+        (scale_f, opts.mem_limit),
         &workloads,
         age.is_some(),
         &mut notes,
@@ -139,7 +141,7 @@ fn plan_of(src: &Src, opts: &ParseOptions) -> Result<Plan> {
         age.as_ref(),
     )?;
     if fresh == Fresh::PerTestbed && !questions.is_empty() {
-        testbeds::check_disk_together(
+        room::check_disk_together(
             &testbeds,
             &workloads,
             age.is_some(),

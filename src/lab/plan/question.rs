@@ -15,7 +15,8 @@ use anyhow::Result;
 use serde::Deserialize;
 use toml::Spanned;
 
-use super::source::{fault, fault_naming, toml_to_json, Location};
+use super::fault::{fault, fault_naming, Location};
+use super::source::toml_to_json;
 use super::{PlanTestbed, PlanWorkload};
 use crate::base::error::bad_input;
 use crate::results::metric::CORE;

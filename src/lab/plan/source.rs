@@ -1,34 +1,17 @@
-//! The bottom of `plan/`: a plan's text as its parser reads it — the file it is in (a path, or
-//! `preset NAME`), where each line was written when the text was put together from a plan and
-//! the preset it extends, places in it ([`Location`]) and errors at those places (`file:line:
-//! column: field: message`) — and the raw tables TOML gives for its entries. Everything else of
-//! the plan reads from here and nothing here reads the rest. The parts of a plan (testbeds,
-//! workloads, questions, the caps, `extends`) return a [`Fault`] at a span of the text and never
-//! locate it themselves: the entry point that holds the text ([`Src::locate`]: the plan's parse,
-//! `extends` for a plan and each preset it reads) turns it into the error at its place, once.
+//! A plan's text as its parser reads it — the file it is in (a path, or `preset NAME`), where
+//! each line was written when the text was put together from a plan and the preset it extends
+//! — and the raw tables TOML gives for its entries. It turns the places and faults of
+//! [`super::fault`] into errors at their places ([`Src::locate`]: called once by each entry
+//! point that holds a text — the plan's parse, `extends` for a plan and each preset it reads).
+//! Nothing here reads the rest of the plan but `fault`.
 
 use std::collections::BTreeMap;
-use std::ops::Range;
 use std::sync::{Arc, OnceLock};
 
 use toml::Spanned;
 
+use super::fault::{Fault, Location};
 use crate::base::error::bad_input;
-
-/// A place in a plan: the file (a path, or `preset NAME`) and the line and column, both from
-/// 1. A plan that extends a preset has entries written in the preset: their places name it.
-#[derive(Debug, Clone, PartialEq, Eq, Default)]
-pub struct Location {
-    pub file: Arc<str>,
-    pub line: usize,
-    pub column: usize,
-}
-
-impl std::fmt::Display for Location {
-    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        write!(f, "{}:{}:{}", self.file, self.line, self.column)
-    }
-}
 
 /// Where a line of a plan put together from a plan and the preset it extends was written.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -37,18 +20,6 @@ pub(super) struct Origin {
     pub(super) file: Arc<str>,
     /// Its line there, from 1.
     pub(super) line: usize,
-}
-
-impl Location {
-    /// `line 14`, or `line 14 of preset lowmem` when it is not in the file `here` (the file of
-    /// the message's own place, or the plan's): how one entry of a plan points at another.
-    pub fn line_in(&self, here: &str) -> String {
-        if *self.file == *here {
-            format!("line {}", self.line)
-        } else {
-            format!("line {} of {}", self.line, self.file)
-        }
-    }
 }
 
 /// The plan text and its name, for locating errors.
@@ -159,93 +130,6 @@ impl<'a> Src<'a> {
     }
 }
 
-/// A fault found in a plan's text before it is located: the bytes at fault, the field and what
-/// is wrong. The checks of testbeds, workloads, questions and `extends` return it (inside an
-/// `anyhow::Error`) instead of reaching back here for each place; the entry point that read the
-/// text locates it once ([`Src::locate`]), so a plan's errors still read `file:line:col:
-/// field: message`.
-#[derive(Debug)]
-pub(super) struct Fault {
-    span: Range<usize>,
-    /// The field at fault (empty: none); `None`: the key written on the span's line, which
-    /// [`Src::locate`] reads there (TOML's own errors name no field).
-    field: Option<String>,
-    said: Said,
-}
-
-/// What a [`Fault`] says: a text, or a text that names another entry's line, which is written
-/// as `line N`, or `line N of preset NAME` when the entry is in another file than the fault.
-enum Said {
-    Text(String),
-    Naming(Box<dyn Fn(&str) -> String + Send + Sync>),
-}
-
-impl Said {
-    /// The message, for a fault in the file `here`.
-    fn text(&self, here: &str) -> String {
-        match self {
-            Said::Text(t) => t.clone(),
-            Said::Naming(f) => f(here),
-        }
-    }
-}
-
-impl std::fmt::Debug for Said {
-    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        f.write_str(&self.text("?"))
-    }
-}
-
-impl std::fmt::Display for Fault {
-    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        // Unlocated: only a check's own tests see it so.
-        write!(
-            f,
-            "bytes {:?}: {}: {}",
-            self.span,
-            self.field.as_deref().unwrap_or("?"),
-            self.said.text("?")
-        )
-    }
-}
-
-impl std::error::Error for Fault {}
-
-/// A fault at `span` of the plan's text about `field` (empty: none): `msg`.
-pub(super) fn fault(span: Range<usize>, field: &str, msg: impl std::fmt::Display) -> anyhow::Error {
-    anyhow::Error::new(Fault {
-        span,
-        field: Some(field.to_string()),
-        said: Said::Text(msg.to_string()),
-    })
-}
-
-/// A fault at `span` about the key written on its line, if any (a syntax or type error TOML
-/// found there): `msg`.
-pub(super) fn fault_at_key(span: Range<usize>, msg: impl std::fmt::Display) -> anyhow::Error {
-    anyhow::Error::new(Fault {
-        span,
-        field: None,
-        said: Said::Text(msg.to_string()),
-    })
-}
-
-/// A fault whose message names another entry's place: `msg` gets that place as the fault's own
-/// file names it ([`Location::line_in`]).
-pub(super) fn fault_naming(
-    span: Range<usize>,
-    field: &str,
-    other: &Location,
-    msg: impl Fn(String) -> String + Send + Sync + 'static,
-) -> anyhow::Error {
-    let other = other.clone();
-    anyhow::Error::new(Fault {
-        span,
-        field: Some(field.to_string()),
-        said: Said::Naming(Box::new(move |here| msg(other.line_in(here)))),
-    })
-}
-
 /// A table of a plan (a `[[testbed]]`, `[[workload]]`, `[age]`, ...) as TOML gives it: every
 /// key and value with where it is written.
 pub(super) type RawTable = Spanned<BTreeMap<Spanned<String>, Spanned<toml::Value>>>;
@@ -268,6 +152,7 @@ pub(super) fn toml_to_json(v: &toml::Value) -> serde_json::Value {
 
 #[cfg(test)]
 mod tests {
+    use super::super::fault::{fault, fault_naming};
     use super::*;
 
     /// A plan that extends a preset: its first line is the preset's, its second the plan's.

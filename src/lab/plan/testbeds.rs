@@ -1,22 +1,20 @@
 //! A plan's `[[testbed]]` entries: each read through the testbed flags' own settings
-//! ([`TestbedParams`]: one name, default and parser for a key and its flag), then fitted to the
-//! plan's workloads — room on the filesystem, inodes, memory, the disk that holds the image —
-//! with every error at the key that says the value at fault.
+//! ([`TestbedParams`]: one name, default and parser for a key and its flag), with every error
+//! at the key that says the value at fault, and with where each field is written for
+//! [`super::fit`], which fits them to the plan's workloads.
 
-use std::collections::{BTreeMap, HashMap};
+use std::collections::HashMap;
 use std::ops::Range;
-use std::path::PathBuf;
 
 use anyhow::Result;
 use toml::Spanned;
 
-use super::source::{fault, fault_naming, toml_to_json, Location, RawTable};
-use super::{ParseOptions, PlanTestbed, PlanWorkload};
-use crate::base::error::bad_input;
+use super::fault::{fault, fault_naming, Location};
+use super::source::{toml_to_json, RawTable};
+use super::{ParseOptions, PlanTestbed};
 use crate::base::units::{format_size, parse_size};
-use crate::lab::runner::admit;
 use crate::testbed::params::{plan_keys, SIZE_KEY};
-use crate::testbed::{default_workdir, Backing, FsKind, TestbedParams, TestbedSpec};
+use crate::testbed::{FsKind, TestbedParams, TestbedSpec};
 
 /// The keys of a `[[testbed]]` that are not testbed settings ([`TestbedParams`]): which
 /// testbed it is (`fs`, `label`) and what only a plan says of it.
@@ -32,49 +30,18 @@ fn entry<'a>(
         .find(|(k, _)| keys.contains(&k.get_ref().as_str()))
 }
 
-/// The plan's testbeds, read and fitted to its workloads (room, inodes, memory, the disk that
-/// holds their images; `aged`: the plan ages every filesystem first), each refusal at the key at
-/// fault; `notes` gets what fitting changed. `--mem-limit` then replaces every testbed's limit.
-/// `places`: where each of the tables `raw` is; `plan_file`: the plan's (a path, or `preset
-/// NAME`), for notes.
-pub(super) fn fitted(
+/// The plan's testbeds as written (labels unique), with where each one's fields are, for
+/// [`super::fit::fitted`].
+pub(super) fn parse_testbeds(
     raw: &[RawTable],
     places: &[Location],
-    plan_file: &str,
-    opts: &ParseOptions,
-    workloads: &[PlanWorkload],
-    aged: bool,
-    notes: &mut Vec<String>,
-) -> Result<Vec<PlanTestbed>> {
-    let scale_f = opts.scale.unwrap_or(1.0);
-    let (mut testbeds, spans) = parse_testbeds(raw.iter().zip(places.iter().cloned()), opts)?;
-    for ((tb, at), raw_tb) in testbeds.iter_mut().zip(spans).zip(raw) {
-        crate::base::signals::check()?;
-        fit_testbed(tb, &at, workloads, scale_f, notes)?;
-        fit_inodes(plan_file, tb, workloads, notes)?;
-        fit_memory(tb, entry(raw_tb, &["mem_limit"]).map(|e| e.1), workloads)?;
-        let writes = written(&tb.spec, workloads, aged);
-        check_disk(tb, &at, writes)?;
-    }
-    // --mem-limit replaces every testbed's limit as given, as it limits a bench run.
-    if let Some(m) = opts.mem_limit {
-        for tb in &mut testbeds {
-            tb.mem_limit = Some(m);
-        }
-    }
-    Ok(testbeds)
-}
-
-/// The plan's testbeds (labels unique), with where each one's size was given.
-fn parse_testbeds<'a>(
-    raw: impl Iterator<Item = (&'a RawTable, Location)>,
     opts: &ParseOptions,
 ) -> Result<(Vec<PlanTestbed>, Vec<FieldSpans>)> {
     let mut testbeds: Vec<PlanTestbed> = Vec::new();
     let mut spans = Vec::new();
     // Each label's entry, so that a repeated label is found without a scan of every entry.
     let mut seen: HashMap<String, usize> = HashMap::new();
-    for (t, at) in raw {
+    for (t, at) in raw.iter().zip(places.iter().cloned()) {
         crate::base::signals::test_pause("plan-entry");
         crate::base::signals::check()?;
         let (tb, size_span) = parse_testbed(t, at, opts)?;
@@ -123,12 +90,15 @@ fn size_value(v: &Spanned<toml::Value>, field: &str) -> Result<u64> {
     }
 }
 
-/// Where a testbed's size and journal are written (the table when absent), and the key its
-/// size is written under (its flag's name when absent), for errors about room.
-struct FieldSpans {
-    size: Range<usize>,
-    size_key: String,
-    journal: Range<usize>,
+/// Where a testbed's size and journal are written (the table when absent), the key its size is
+/// written under (its flag's name when absent), and where its memory limit is, for errors
+/// about room and memory.
+pub(super) struct FieldSpans {
+    pub(super) size: Range<usize>,
+    pub(super) size_key: String,
+    pub(super) journal: Range<usize>,
+    /// Where `mem_limit` is written, if it is.
+    pub(super) mem_limit: Option<Range<usize>>,
 }
 
 /// A plan-only string of a `[[testbed]]` (`fs`, `label`).
@@ -199,6 +169,7 @@ fn parse_testbed(
             size: size_at.map_or(t.span(), |(_, v)| v.span()),
             size_key: size_at.map_or(SIZE_KEY.to_string(), |(k, _)| k.get_ref().clone()),
             journal: written(&["journal"]).map_or(t.span(), |(_, v)| v.span()),
+            mem_limit: written(&["mem_limit"]).map(|(_, v)| v.span()),
         },
     ))
 }
@@ -361,213 +332,6 @@ fn testbed_keys() -> Vec<String> {
     cmd.get_arguments()
         .map(|a| a.get_id().as_str().to_string())
         .collect()
-}
-
-/// The smallest testbed `--scale` below 1 shrinks an image to, unless its mkfs needs more
-/// (xfs refuses less than 300M): small enough that a smoke run of an aging study (whose data
-/// is a share of its filesystem) takes seconds even on an emulated disk.
-const MIN_SCALED_SIZE: u64 = 64 << 20;
-
-/// Checks that every workload fits on the testbed. As written (scale 1) a testbed too small is
-/// an error at its `size`; under `--scale` testbeds grow to fit (rounded up to 64M), with a note.
-/// Below scale 1 an image testbed first shrinks with the scale (to at least
-/// [`MIN_SCALED_SIZE`], its mkfs's minimum and twice the biggest workload's estimate): a
-/// workload whose work is a share of its filesystem (aging to a usage)
-/// shrinks with it, and mkfs and the fit checks work on the smaller size.
-fn fit_testbed(
-    tb: &mut PlanTestbed,
-    at: &FieldSpans,
-    workloads: &[PlanWorkload],
-    scale_f: f64,
-    notes: &mut Vec<String>,
-) -> Result<()> {
-    // Every workload's estimate was checked when it was parsed (an overflow is refused there).
-    let need_of = |w: &PlanWorkload| w.workload.space_needed().unwrap_or(u64::MAX);
-    let Some(big) = workloads.iter().max_by_key(|w| need_of(w)) else {
-        return Ok(());
-    };
-    let need = need_of(big);
-    if scale_f < 1.0 && tb.spec.device.is_none() {
-        // Twice the estimate: a filesystem's own metadata (inode tables, journal, directory
-        // blocks of a deep tree) is not in it, and the run's check after mkfs is exact.
-        let scaled = ((tb.spec.size as f64 * scale_f) as u64)
-            .max(MIN_SCALED_SIZE)
-            .max(tb.spec.fs.min_size())
-            .max(need.saturating_mul(2))
-            .next_multiple_of(64 << 20);
-        if scaled < tb.spec.size {
-            notes.push(format!(
-                "testbed {} shrunk from {} to {} with --scale {scale_f}",
-                tb.spec.label,
-                format_size(tb.spec.size),
-                format_size(scaled)
-            ));
-            tb.spec.size = scaled;
-        }
-    }
-    if need <= admit::usable(tb.spec.size) {
-        return Ok(());
-    }
-    if scale_f == 1.0 {
-        // As written, the plan is admitted or refused as `bench` would be on this testbed.
-        return admit::space(&tb.spec, &*big.workload).map_err(|e| {
-            let (label, e) = (tb.spec.label.clone(), e.to_string());
-            fault_naming(at.size.clone(), &at.size_key, &big.at, move |w| {
-                format!("testbed {label:?}: {e} (the workload at {w})")
-            })
-        });
-    }
-    let Some(grown) = admit::fitting_size(need) else {
-        let (kind, need) = (
-            big.kind,
-            crate::base::units::format_bytes_human(need as f64),
-        );
-        return Err(fault_naming(
-            at.size.clone(),
-            &at.size_key,
-            &big.at,
-            move |w| {
-                format!(
-                "the scaled workload at {w} ({kind}) needs about {need}, more than any testbed can be; use a smaller --scale"
-            )
-            },
-        ));
-    };
-    notes.push(format!(
-        "testbed {} grown from {} to {} to fit the scaled {} workload",
-        tb.spec.label,
-        format_size(tb.spec.size),
-        format_size(grown),
-        big.kind
-    ));
-    tb.spec.size = grown;
-    Ok(())
-}
-
-/// Checks that a testbed's memory limit holds what each workload needs for itself (fsgauge's
-/// own memory plus the workload's buffers: the figure the run checks again before it starts),
-/// so a limit too small is refused at its `mem_limit` before anything is made.
-fn fit_memory(
-    tb: &PlanTestbed,
-    limit_at: Option<&Spanned<toml::Value>>,
-    workloads: &[PlanWorkload],
-) -> Result<()> {
-    let (Some(limit), Some(at)) = (tb.mem_limit, limit_at) else {
-        return Ok(());
-    };
-    for w in workloads {
-        admit::memory(limit, &*w.workload, admit::TOOL_RSS_ESTIMATE).map_err(|e| {
-            let (label, kind, e) = (tb.spec.label.clone(), w.kind, e.to_string());
-            let limit = format_size(limit);
-            fault_naming(at.span(), "mem_limit", &w.at, move |wl| {
-                format!(
-                    "testbed {label:?} is limited to {limit}; for the workload at {wl} ({kind}): {e}"
-                )
-            })
-        })?;
-    }
-    Ok(())
-}
-
-/// Checks that every workload's files fit in the inodes the testbed's mkfs will make. An ext
-/// testbed whose mkfs options say nothing about inodes gets `-N` when its default would be
-/// too few (with a note; the result's mkfs command line records it); an explicit `-N` or
-/// `-i` that is too small is refused, naming the `-N` that fits.
-fn fit_inodes(
-    plan_file: &str,
-    tb: &mut PlanTestbed,
-    workloads: &[PlanWorkload],
-    notes: &mut Vec<String>,
-) -> Result<()> {
-    let Some(big) = workloads.iter().max_by_key(|w| w.workload.inodes_needed()) else {
-        return Ok(());
-    };
-    match admit::inodes(&mut tb.spec, &*big.workload) {
-        Ok(note) => {
-            notes.extend(
-                note.map(|n| format!("{n} (the workload at {})", big.at.line_in(plan_file))),
-            );
-            Ok(())
-        }
-        Err(e) => Err(bad_input(format!(
-            "{}: mkfs: {e} (the workload at {})",
-            tb.at,
-            big.at.line_in(&tb.at.file)
-        ))),
-    }
-}
-
-/// With `fresh = "per-testbed"` and questions, runs alternate between the testbeds (so drift
-/// hits both sides of a question alike), and every testbed's filesystem exists at once: the
-/// disk (and the RAM disk) must hold them all together.
-pub(super) fn check_disk_together(
-    testbeds: &[PlanTestbed],
-    workloads: &[PlanWorkload],
-    aged: bool,
-    fresh_span: Option<Range<usize>>,
-) -> Result<()> {
-    let mut need: BTreeMap<PathBuf, u64> = BTreeMap::new();
-    for tb in testbeds {
-        let s = &tb.spec;
-        let image = s.image_room(written(s, workloads, aged));
-        let mut add = |backing: Backing, bytes: u64| {
-            let base = match backing {
-                Backing::File => crate::testbed::room::nearest_existing(&s.workdir),
-                Backing::Ram => {
-                    crate::testbed::room::nearest_existing(&default_workdir(Backing::Ram))
-                }
-            };
-            let e = need.entry(base).or_default();
-            *e = e.saturating_add(bytes);
-        };
-        add(s.backing, image);
-        if let Some(j) = s.journal {
-            add(j.backing, j.size);
-        }
-    }
-    for (base, bytes) in need {
-        let Some(avail) = crate::testbed::room::free_space(&base) else {
-            continue;
-        };
-        if bytes > avail {
-            return Err(fault(
-                fresh_span.clone().unwrap_or(0..0),
-                "fresh",
-                format!(
-                    "with questions, fresh = \"per-testbed\" keeps every testbed's filesystem at once (runs alternate between them), which needs {} in {} but it has only {} free; use fresh = \"per-run\", smaller sizes, or --workdir on a bigger filesystem",
-                    crate::base::units::format_bytes_human(bytes as f64),
-                    crate::testbed::room::describe(&base),
-                    crate::base::units::format_bytes_human(avail as f64)
-                ),
-            ));
-        }
-    }
-    Ok(())
-}
-
-/// What the plan's runs write on a testbed at most, for the room a sparse image takes: the
-/// largest workload's estimate, or the whole testbed when it is aged (aging fills it).
-fn written(spec: &TestbedSpec, workloads: &[PlanWorkload], aged: bool) -> u64 {
-    if aged {
-        return spec.size;
-    }
-    workloads
-        .iter()
-        .map(|w| w.workload.space_needed().unwrap_or(u64::MAX))
-        .max()
-        .unwrap_or(0)
-}
-
-/// Runs are made one at a time, so the disk must hold each testbed's image (and its journal
-/// image) at once: refused as the run's own check refuses it, at the key at fault.
-fn check_disk(tb: &PlanTestbed, at: &FieldSpans, written: u64) -> Result<()> {
-    crate::testbed::room::check(&tb.spec, written).map_err(|e| {
-        let (span, key) = match crate::base::error::bad_field(&e) {
-            Some("journal") => (at.journal.clone(), "journal"),
-            _ => (at.size.clone(), at.size_key.as_str()),
-        };
-        fault(span, key, format!("{e:#}"))
-    })
 }
 
 #[cfg(test)]

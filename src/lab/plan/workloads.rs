@@ -10,8 +10,9 @@ use std::sync::Arc;
 use anyhow::Result;
 use toml::Spanned;
 
+use super::fault::{fault, fault_naming, Location};
 use super::limits::Tally;
-use super::source::{fault, fault_naming, toml_to_json, Location, RawTable};
+use super::source::{toml_to_json, RawTable};
 use super::{scale, Fresh, PlanWorkload, Reps};
 use crate::workload::registry::{self, sweep};
 use crate::workload::Workload;

@@ -9,8 +9,9 @@ use anyhow::Result;
 use toml::Spanned;
 
 use super::Resolved;
+use crate::lab::plan::fault::fault;
 use crate::lab::plan::parse::RawPlan;
-use crate::lab::plan::source::{fault, Origin, RawTable, Src};
+use crate::lab::plan::source::{Origin, RawTable, Src};
 use crate::testbed::params::plan_keys;
 
 /// One line of a plan and where it was written.

@@ -29,8 +29,9 @@ mod layer;
 use anyhow::Result;
 use toml::Spanned;
 
+use super::fault::fault;
 use super::parse::{read_raw, RawPlan};
-use super::source::{fault, Origin, RawTable, Src};
+use super::source::{Origin, RawTable, Src};
 use layer::{emit, read_layer, Entry, Layer, List, Piece, LISTS};
 
 /// A plan with its `extends` resolved: one text, and where each of its lines was written.
