@@ -1,7 +1,8 @@
 //! The machine's resources a run takes and gives back: the cleanup ledger and where its entries
 //! are found again (`ledger`, `locate`), loop devices, mounts, the page cache (`cache`), memory
 //! cgroups (`memlimit`), the dirty-page thresholds (`dirty`) and whether another process changed
-//! them during a phase (`writeback`), and run directories (`rundir`). Testbeds and emulated disks are built on
+//! them during a phase (`writeback`), the run's CPU priority (`priority`), and run directories
+//! (`rundir`). Testbeds and emulated disks are built on
 //! them; the ledger releases each kind through the teardown of the module that made it.
 
 pub mod cache;
@@ -11,6 +12,7 @@ pub mod locate;
 pub mod loopdev;
 pub mod memlimit;
 pub mod mount;
+pub mod priority;
 pub mod rundir;
 pub mod workdir;
 pub mod writeback;

@@ -63,6 +63,11 @@ pub struct Environment {
     pub kernel_cmdline: String,
     /// The fsgauge build.
     pub build: BuildInfo,
+    /// The nice the run's threads had: -20, which a run takes from the default 0 so that other
+    /// work on the machine takes less of its CPU, or the one it was started under. Absent in
+    /// results written before fsgauge recorded it (they ran at the nice they were started at).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub nice: Option<i32>,
 }
 
 /// Settings of one block device's request queue (/sys/block/DEV/queue).
@@ -166,6 +171,15 @@ impl Environment {
             modules,
             kernel_cmdline: read_trim(root.join("proc/cmdline")).unwrap_or_default(),
             build: BuildInfo::current(),
+            nice: None,
+        }
+    }
+
+    /// With the nice the run's threads had.
+    pub fn with_nice(self, nice: i32) -> Self {
+        Self {
+            nice: Some(nice),
+            ..self
         }
     }
 }

@@ -5,7 +5,7 @@
 //! `FSGAUGE_TEST_FOREIGN_DROPS` and `FSGAUGE_TEST_WRITEBACK_CHANGES` (a real drop would empty
 //! the caches of the tests beside, a real change their writeback).
 //! Every phase records the machine's CPU steal and CPU pressure, and the report's environment
-//! table states them per run.
+//! table states them per run. A run takes nice -20 so that its neighbours take less of its CPU.
 //! Needs root, loop devices and mkfs.ext4.
 
 use std::path::Path;
@@ -247,6 +247,46 @@ fn a_disturbed_run_on_a_kept_filesystem_is_kept_and_named() {
         .unwrap();
     let text = String::from_utf8_lossy(&o.stdout).into_owned();
     assert!(text.contains("(it was made once)"), "{text}");
+}
+
+/// The nice recorded in the result of [`PLAN`] run at the nice `start`.
+fn nice_of_a_run(sb: &Sandbox, start: i32) -> i64 {
+    use std::os::unix::process::CommandExt;
+    let plan = sb.path().join("plan.toml");
+    std::fs::write(&plan, PLAN).unwrap();
+    let out = sb.path().join("results");
+    let mut c = sb.cmd();
+    c.args(["run", plan.to_str().unwrap(), "--quiet", "--out"])
+        .arg(&out)
+        .env("FSGAUGE_TEST_FOREIGN_DROPS", "0");
+    // SAFETY: only setpriority, async-signal-safe, between fork and exec.
+    unsafe {
+        c.pre_exec(move || {
+            if libc::setpriority(libc::PRIO_PROCESS, 0, start) == 0 {
+                Ok(())
+            } else {
+                Err(std::io::Error::last_os_error())
+            }
+        });
+    }
+    let o = c.output().unwrap();
+    assert!(o.status.success(), "{}", String::from_utf8_lossy(&o.stderr));
+    let v: serde_json::Value =
+        serde_json::from_slice(&std::fs::read(out.join(&jsons(&out)[0])).unwrap()).unwrap();
+    v["environment"]["nice"]
+        .as_i64()
+        .unwrap_or_else(|| panic!("no nice in {}", v["environment"]))
+}
+
+/// A run takes nice -20 from the default 0, so that a build or a test suite beside it takes
+/// less of the CPU its threads want, and records it; one started under another nice keeps it.
+#[test]
+fn a_run_takes_nice_minus_20_from_0_and_keeps_a_nice_it_was_started_under() {
+    if !crate::support::have_fs("ext4") {
+        return;
+    }
+    assert_eq!(nice_of_a_run(&Sandbox::new(), 0), -20);
+    assert_eq!(nice_of_a_run(&Sandbox::new(), 5), 5);
 }
 
 #[test]

@@ -73,6 +73,7 @@ pub fn run_in_place(
     cold: ColdMode,
     progress: Progress,
 ) -> Result<RunResult> {
+    crate::host::priority::take_for_run();
     let started = SystemTime::now();
     let mut target = Target::Dir(dir.to_path_buf());
     let mut ctx = RunContext::new(&mut target, dir.to_path_buf(), seed, cold, progress);
@@ -87,7 +88,9 @@ pub fn run_in_place(
     let testbed = target.info();
     Ok(RunResult::assemble(RunRecord {
         crash: None,
-        environment: Some(Environment::collect(&testbed)),
+        environment: Some(
+            Environment::collect(&testbed).with_nice(crate::host::priority::current()),
+        ),
         testbed,
         workload: crate::workload::registry::workload_info(wl),
         rep: 0,
@@ -123,6 +126,8 @@ pub fn run_rep(
 
 /// Runs repetition `r` on `shared`, or alone on a fresh target.
 fn run_once(r: Rep<'_>, shared: Option<&mut Target>) -> Result<Outcome> {
+    // Before the testbed and the workload's threads: they inherit it (see host::priority).
+    crate::host::priority::take_for_run();
     let (mut on, mut ks, started) = match shared {
         // A plan's shared filesystem is aged on it as it is: the image cache is for fresh ones.
         Some(t) => (OnTarget::Shared(t), Start::off(), SystemTime::now()),

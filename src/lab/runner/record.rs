@@ -87,7 +87,8 @@ pub(super) fn assemble(
     let mut testbed = target.info();
     testbed.memory_limit = opts.mem_limit;
     // Read after the measured phases, while the testbed is still attached.
-    let environment = Some(Environment::collect(&testbed));
+    let environment =
+        Some(Environment::collect(&testbed).with_nice(crate::host::priority::current()));
     // The conditioning phases (aging) are part of the result: their figures are declared too.
     let mut metrics = wl.metrics().to_vec();
     if let Some(Precondition(p)) = &opts.precondition {

@@ -1,0 +1,72 @@
+//! The CPU priority of a run's threads. On a machine shared with other work (a build, a
+//! neighbour's test suite) a workload thread that waits for a CPU makes its phase longer though
+//! neither the filesystem nor the disk did anything: the emulated disk's clock stops for the
+//! emulator's lateness, not for the workload's wait. So a run takes nice -20, as `fio
+//! --nice=-20` or `nice -n -20 fio` would (CFS then gives a thread of the run about 87 times the
+//! share of a thread at the default nice 0), before it builds its testbed: every thread it
+//! starts after that (workers, mkfs, the emulated disk's server) inherits it. A run started
+//! under `nice -n N` with N other than 0 keeps N: the engineer chose it. Kernel threads
+//! (writeback, the journal) keep their own priority. The nice each run had is in its result
+//! ([`crate::results::Environment::nice`]).
+
+/// The nice a run takes when it starts at the default 0.
+pub const RUN_NICE: i32 = -20;
+
+/// Takes [`RUN_NICE`] for the calling thread (and the threads it starts after) when it is at
+/// the default nice 0 and the kernel allows it (root, or `CAP_SYS_NICE`); returns the nice in
+/// effect. A refusal is no error: the run goes on at its nice, which its result records.
+pub fn take_for_run() -> i32 {
+    let now = current();
+    if now != 0 {
+        return now;
+    }
+    // SAFETY: setpriority with PRIO_PROCESS and who = 0 changes only the calling thread's nice
+    // (Linux keeps one per thread); no memory is passed.
+    let rc = unsafe { libc::setpriority(libc::PRIO_PROCESS, 0, RUN_NICE) };
+    if rc == 0 {
+        RUN_NICE
+    } else {
+        current()
+    }
+}
+
+/// The calling thread's nice.
+pub fn current() -> i32 {
+    // getpriority returns the nice itself on Linux's libc wrapper (-20..19); -1 is also a valid
+    // nice, so errno tells a failure, which cannot happen for the calling thread.
+    // SAFETY: getpriority with PRIO_PROCESS and who = 0 reads the calling thread's nice.
+    unsafe { libc::getpriority(libc::PRIO_PROCESS, 0) }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_run_takes_minus_20_from_0_and_keeps_a_nice_it_was_given() {
+        // In a thread of its own: the test harness's threads keep theirs.
+        std::thread::spawn(|| {
+            let start = current();
+            let got = take_for_run();
+            if start != 0 {
+                assert_eq!(got, start, "a nice other than 0 is kept");
+                return;
+            }
+            // SAFETY: geteuid takes nothing and cannot fail.
+            let root = unsafe { libc::geteuid() } == 0;
+            if root {
+                assert_eq!(got, RUN_NICE);
+                assert_eq!(current(), RUN_NICE);
+                // A thread started now inherits it.
+                let child = std::thread::spawn(current).join().unwrap();
+                assert_eq!(child, RUN_NICE);
+            } else {
+                assert_eq!(got, current(), "what is in effect, taken or not");
+            }
+            // Started again: the nice it has now is kept.
+            assert_eq!(take_for_run(), got);
+        })
+        .join()
+        .unwrap();
+    }
+}
