@@ -9,6 +9,8 @@
 //! (writeback, the journal) keep their own priority. The nice each run had is in its result
 //! ([`crate::results::Environment::nice`]).
 
+use crate::base::sys::rt;
+
 /// The nice a run takes when it starts at the default 0.
 pub const RUN_NICE: i32 = -20;
 
@@ -16,26 +18,19 @@ pub const RUN_NICE: i32 = -20;
 /// the default nice 0 and the kernel allows it (root, or `CAP_SYS_NICE`); returns the nice in
 /// effect. A refusal is no error: the run goes on at its nice, which its result records.
 pub fn take_for_run() -> i32 {
-    let now = current();
+    let now = rt::nice();
     if now != 0 {
         return now;
     }
-    // SAFETY: setpriority with PRIO_PROCESS and who = 0 changes only the calling thread's nice
-    // (Linux keeps one per thread); no memory is passed.
-    let rc = unsafe { libc::setpriority(libc::PRIO_PROCESS, 0, RUN_NICE) };
-    if rc == 0 {
-        RUN_NICE
-    } else {
-        current()
+    match rt::set_nice(RUN_NICE) {
+        Ok(()) => RUN_NICE,
+        Err(_) => rt::nice(),
     }
 }
 
 /// The calling thread's nice.
 pub fn current() -> i32 {
-    // getpriority returns the nice itself on Linux's libc wrapper (-20..19); -1 is also a valid
-    // nice, so errno tells a failure, which cannot happen for the calling thread.
-    // SAFETY: getpriority with PRIO_PROCESS and who = 0 reads the calling thread's nice.
-    unsafe { libc::getpriority(libc::PRIO_PROCESS, 0) }
+    rt::nice()
 }
 
 #[cfg(test)]
@@ -52,9 +47,7 @@ mod tests {
                 assert_eq!(got, start, "a nice other than 0 is kept");
                 return;
             }
-            // SAFETY: geteuid takes nothing and cannot fail.
-            let root = unsafe { libc::geteuid() } == 0;
-            if root {
+            if nix::unistd::geteuid().is_root() {
                 assert_eq!(got, RUN_NICE);
                 assert_eq!(current(), RUN_NICE);
                 // A thread started now inherits it.

@@ -104,6 +104,26 @@ pub fn set_realtime(priority: i32) -> Result<(), Errno> {
     }
 }
 
+/// The calling thread's nice (-20 to 19; Linux keeps one per thread).
+pub fn nice() -> i32 {
+    // SAFETY: getpriority with PRIO_PROCESS and who = 0 reads the calling thread's nice; no
+    // memory is passed. It cannot fail for the calling thread, so -1 is a nice, not an error.
+    unsafe { libc::getpriority(libc::PRIO_PROCESS, 0) }
+}
+
+/// Sets the calling thread's nice to `n`; threads it starts after inherit it. Lowering it
+/// below the current one needs root or `CAP_SYS_NICE`.
+pub fn set_nice(n: i32) -> Result<(), Errno> {
+    // SAFETY: setpriority with PRIO_PROCESS and who = 0 changes only the calling thread's
+    // nice; no memory is passed.
+    let rc = unsafe { libc::setpriority(libc::PRIO_PROCESS, 0, n) };
+    if rc < 0 {
+        Err(Errno::last())
+    } else {
+        Ok(())
+    }
+}
+
 /// Puts the calling thread back under the normal scheduler (SCHED_OTHER).
 pub fn set_normal() -> Result<(), Errno> {
     let param = libc::sched_param { sched_priority: 0 };
