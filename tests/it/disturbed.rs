@@ -57,6 +57,25 @@ fn run_plan_with(
     run_plan_env(sb, text, ("FSGAUGE_TEST_FOREIGN_DROPS", drops), extra)
 }
 
+/// `fsgauge run` of `text`, written as the sandbox's plan, into its `results` (returned beside
+/// the command), with the debug hook `hook` (name, value) set and `extra` arguments.
+fn plan_command(
+    sb: &Sandbox,
+    text: &str,
+    hook: (&str, &str),
+    extra: &[&str],
+) -> (std::process::Command, std::path::PathBuf) {
+    let plan = sb.path().join("plan.toml");
+    std::fs::write(&plan, text).unwrap();
+    let out = sb.path().join("results");
+    let mut c = sb.cmd();
+    c.args(["run", plan.to_str().unwrap(), "--quiet", "--out"])
+        .arg(&out)
+        .args(extra)
+        .env(hook.0, hook.1);
+    (c, out)
+}
+
 /// Runs `text` as a plan with the debug hook `hook` (name, value) set; asserts it succeeded.
 fn run_plan_env(
     sb: &Sandbox,
@@ -64,17 +83,8 @@ fn run_plan_env(
     hook: (&str, &str),
     extra: &[&str],
 ) -> (String, std::path::PathBuf) {
-    let plan = sb.path().join("plan.toml");
-    std::fs::write(&plan, text).unwrap();
-    let out = sb.path().join("results");
-    let o = sb
-        .cmd()
-        .args(["run", plan.to_str().unwrap(), "--quiet", "--out"])
-        .arg(&out)
-        .args(extra)
-        .env(hook.0, hook.1)
-        .output()
-        .unwrap();
+    let (mut c, out) = plan_command(sb, text, hook, extra);
+    let o = c.output().unwrap();
     let stderr = String::from_utf8_lossy(&o.stderr).into_owned();
     assert!(o.status.success(), "{stderr}");
     (stderr, out)
@@ -252,13 +262,7 @@ fn a_disturbed_run_on_a_kept_filesystem_is_kept_and_named() {
 /// The nice recorded in the result of [`PLAN`] run at the nice `start`.
 fn nice_of_a_run(sb: &Sandbox, start: i32) -> i64 {
     use std::os::unix::process::CommandExt;
-    let plan = sb.path().join("plan.toml");
-    std::fs::write(&plan, PLAN).unwrap();
-    let out = sb.path().join("results");
-    let mut c = sb.cmd();
-    c.args(["run", plan.to_str().unwrap(), "--quiet", "--out"])
-        .arg(&out)
-        .env("FSGAUGE_TEST_FOREIGN_DROPS", "0");
+    let (mut c, out) = plan_command(sb, PLAN, ("FSGAUGE_TEST_FOREIGN_DROPS", "0"), &[]);
     // SAFETY: only setpriority, async-signal-safe, between fork and exec.
     unsafe {
         c.pre_exec(move || {
