@@ -47,7 +47,8 @@ pub fn split_options(opts: &str) -> (MsFlags, String) {
     (flags, data.join(","))
 }
 
-/// Mounts `dev` on `target`. On failure the error carries the kernel's log lines.
+/// Mounts `dev` on `target`. On failure the error carries the kernel's log lines. The
+/// filesystem's journal threads take the caller's raised nice ([`super::priority`]).
 pub fn mount(dev: &Path, target: &Path, fstype: &str, opts: &str) -> Result<()> {
     let (flags, data) = split_options(opts);
     let mut kmsg = KmsgTail::open();
@@ -63,7 +64,10 @@ pub fn mount(dev: &Path, target: &Path, fstype: &str, opts: &str) -> Result<()> 
         },
     );
     match res {
-        Ok(()) => Ok(()),
+        Ok(()) => {
+            super::priority::share_with_fs_threads(dev);
+            Ok(())
+        }
         Err(errno) => {
             let said = kmsg.as_mut().map(|k| k.read_new()).unwrap_or_default();
             let hint = if said.is_empty() {

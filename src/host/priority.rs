@@ -5,10 +5,21 @@
 //! --nice=-20` or `nice -n -20 fio` would (CFS then gives a thread of the run about 87 times the
 //! share of a thread at the default nice 0), before it builds its testbed: every thread it
 //! starts after that (workers, mkfs, the emulated disk's server) inherits it. A run started
-//! under `nice -n N` with N other than 0 keeps N: the engineer chose it. Kernel threads
-//! (writeback, the journal) keep their own priority. The nice each run had is in its result
-//! ([`crate::results::Environment::nice`]).
+//! under `nice -n N` with N other than 0 keeps N: the engineer chose it.
+//!
+//! A phase also waits on the kernel threads of the testbed's filesystem: ext4 commits its
+//! journal in `jbd2/loopN-8`, XFS pushes its log tail in `xfsaild/loopN`. Under load, a journal
+//! commit that waits for a CPU lengthens every operation waiting on it (a small journal's
+//! removes most). So each mount by a run at a raised priority gives that filesystem's threads
+//! the run's nice ([`share_with_fs_threads`]); they are the testbed's own and end with its
+//! unmount, so nothing is given back. Shared kernel threads (writeback's workers, the loop
+//! device's, btrfs's, which are not named by device) keep theirs. The nice each run had is in
+//! its result ([`crate::results::Environment::nice`]), with its filesystem threads' nice
+//! (`kernel_threads`).
 
+use std::path::Path;
+
+use crate::base::sys::proc::{fs_threads, KernelThread};
 use crate::base::sys::rt;
 
 /// The nice a run takes when it starts at the default 0.
@@ -31,6 +42,27 @@ pub fn take_for_run() -> i32 {
 /// The calling thread's nice.
 pub fn current() -> i32 {
     rt::nice()
+}
+
+/// Gives the kernel threads of the filesystem just mounted from block device `dev`
+/// (`/dev/loop3`) the calling thread's nice when that is raised (below 0, as a run's is); a
+/// nice of 0 or above leaves them. Returns the threads as they are after (a refusal leaves a
+/// thread's nice as it was, which the result records).
+pub fn share_with_fs_threads(dev: &Path) -> Vec<KernelThread> {
+    let Some(name) = dev.file_name().and_then(|n| n.to_str()) else {
+        return Vec::new();
+    };
+    let proc = Path::new("/proc");
+    let nice = current();
+    if nice >= 0 {
+        return fs_threads(proc, name);
+    }
+    for t in fs_threads(proc, name) {
+        if t.nice != nice {
+            let _ = rt::set_nice_of(t.tid, nice);
+        }
+    }
+    fs_threads(proc, name)
 }
 
 #[cfg(test)]

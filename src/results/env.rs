@@ -68,6 +68,11 @@ pub struct Environment {
     /// results written before fsgauge recorded it (they ran at the nice they were started at).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub nice: Option<i32>,
+    /// The kernel threads of the testbed's filesystem by name (`jbd2/loop3-8`,
+    /// `xfsaild/loop3`) and their nice while the run held it: a run at a raised nice gives them
+    /// its own. Empty without a block device, on btrfs, and in results written before.
+    #[serde(default, skip_serializing_if = "BTreeMap::is_empty")]
+    pub kernel_threads: BTreeMap<String, i32>,
 }
 
 /// Settings of one block device's request queue (/sys/block/DEV/queue).
@@ -172,6 +177,13 @@ impl Environment {
             kernel_cmdline: read_trim(root.join("proc/cmdline")).unwrap_or_default(),
             build: BuildInfo::current(),
             nice: None,
+            kernel_threads: dev_name
+                .as_deref()
+                .map(|n| crate::base::sys::proc::fs_threads(&root.join("proc"), n))
+                .unwrap_or_default()
+                .into_iter()
+                .map(|t| (t.name, t.nice))
+                .collect(),
         }
     }
 

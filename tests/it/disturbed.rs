@@ -259,8 +259,8 @@ fn a_disturbed_run_on_a_kept_filesystem_is_kept_and_named() {
     assert!(text.contains("(it was made once)"), "{text}");
 }
 
-/// The nice recorded in the result of [`PLAN`] run at the nice `start`.
-fn nice_of_a_run(sb: &Sandbox, start: i32) -> i64 {
+/// The nice a run started under `start` recorded, and its filesystem's kernel threads'.
+fn nice_of_a_run(sb: &Sandbox, start: i32) -> (i64, serde_json::Value) {
     use std::os::unix::process::CommandExt;
     let (mut c, out) = plan_command(sb, PLAN, ("FSGAUGE_TEST_FOREIGN_DROPS", "0"), &[]);
     // SAFETY: only setpriority, async-signal-safe, between fork and exec.
@@ -277,20 +277,42 @@ fn nice_of_a_run(sb: &Sandbox, start: i32) -> i64 {
     assert!(o.status.success(), "{}", String::from_utf8_lossy(&o.stderr));
     let v: serde_json::Value =
         serde_json::from_slice(&std::fs::read(out.join(&jsons(&out)[0])).unwrap()).unwrap();
-    v["environment"]["nice"]
+    let env = &v["environment"];
+    let nice = env["nice"]
         .as_i64()
-        .unwrap_or_else(|| panic!("no nice in {}", v["environment"]))
+        .unwrap_or_else(|| panic!("no nice in {env}"));
+    (nice, env["kernel_threads"].clone())
+}
+
+/// The one journal thread (`jbd2/loopN-8`) in a result's `kernel_threads`, and its nice.
+fn journal_thread_nice(threads: &serde_json::Value) -> i64 {
+    let m = threads
+        .as_object()
+        .unwrap_or_else(|| panic!("no kernel threads recorded: {threads}"));
+    assert_eq!(m.len(), 1, "ext4 has one journal thread: {threads}");
+    let (name, nice) = m.iter().next().unwrap();
+    assert!(
+        name.starts_with("jbd2/loop") && name.ends_with("-8"),
+        "{name}"
+    );
+    nice.as_i64().unwrap()
 }
 
 /// A run takes nice -20 from the default 0, so that a build or a test suite beside it takes
 /// less of the CPU its threads want, and records it; one started under another nice keeps it.
+/// The testbed's journal thread takes the run's raised nice, and keeps the default 0 when the
+/// run's nice is not raised.
 #[test]
 fn a_run_takes_nice_minus_20_from_0_and_keeps_a_nice_it_was_started_under() {
     if !crate::support::have_fs("ext4") {
         return;
     }
-    assert_eq!(nice_of_a_run(&Sandbox::new(), 0), -20);
-    assert_eq!(nice_of_a_run(&Sandbox::new(), 5), 5);
+    let (nice, threads) = nice_of_a_run(&Sandbox::new(), 0);
+    assert_eq!(nice, -20);
+    assert_eq!(journal_thread_nice(&threads), -20);
+    let (nice, threads) = nice_of_a_run(&Sandbox::new(), 5);
+    assert_eq!(nice, 5);
+    assert_eq!(journal_thread_nice(&threads), 0);
 }
 
 #[test]

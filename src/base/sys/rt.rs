@@ -124,6 +124,20 @@ pub fn set_nice(n: i32) -> Result<(), Errno> {
     }
 }
 
+/// Sets the nice of thread `tid` (a kernel thread's pid is its thread id) to `n`: root or
+/// `CAP_SYS_NICE` for another user's thread or a lower nice.
+pub fn set_nice_of(tid: u32, n: i32) -> Result<(), Errno> {
+    let who = libc::id_t::from(tid);
+    // SAFETY: setpriority with PRIO_PROCESS changes the nice of one thread `who`; no memory is
+    // passed. A thread that is gone is ESRCH, an error returned.
+    let rc = unsafe { libc::setpriority(libc::PRIO_PROCESS, who, n) };
+    if rc < 0 {
+        Err(Errno::last())
+    } else {
+        Ok(())
+    }
+}
+
 /// Puts the calling thread back under the normal scheduler (SCHED_OTHER).
 pub fn set_normal() -> Result<(), Errno> {
     let param = libc::sched_param { sched_priority: 0 };
