@@ -481,7 +481,18 @@ impl EmulatedDevice {
     /// native speed, counted as unmodelled): set-up outside the measured phases.
     pub fn set_modelled(&mut self, on: bool) -> Result<()> {
         self.check()?;
-        let command = if on { "model on" } else { "model off" };
+        self.command(if on { "model on" } else { "model off" })
+    }
+
+    /// Stops (`true`) or restarts the disk's clock between phases, while the host does
+    /// fsgauge's own work (a cache drop): the drive does nothing meanwhile, and a request
+    /// that comes ends the hold (the server's `hold`).
+    pub fn hold_clock(&mut self, on: bool) -> Result<()> {
+        self.command(if on { "clock hold" } else { "clock run" })
+    }
+
+    /// Sends a control command that answers `ok`.
+    fn command(&mut self, command: &str) -> Result<()> {
         match self.channel.ask(command) {
             Ok(a) if a == "ok" => Ok(()),
             Ok(a) => bail!("{} answered {a:?} to {command:?}", self.channel.what),

@@ -143,7 +143,8 @@ impl Target {
     pub fn cold(&mut self, mode: ColdMode) -> Result<()> {
         match (mode, self) {
             (ColdMode::None, _) => Ok(()),
-            (ColdMode::Drop, _) => drop_caches(),
+            (ColdMode::Drop, Target::Testbed(t)) => t.drop_caches_on_held_clocks(),
+            (ColdMode::Drop, Target::Dir(_)) => drop_caches(),
             // The run directories held open on the testbed let go of it meanwhile.
             (ColdMode::Remount, Target::Testbed(t)) => {
                 let (mp, reach) = (t.mountpoint().to_path_buf(), t.reach());

@@ -409,3 +409,68 @@ fn written_data_reads_back_and_a_discard_zeroes_it() {
     drop(dev);
     sb.assert_clean();
 }
+
+/// Between phases a run holds the disk's clock while the host drops its caches (`clock hold`
+/// … `clock run`, [`EmulatedDevice::hold_clock`]): the drive does nothing meanwhile. 64
+/// blocks written without a flush, 64 MiB apart, wait in the drive's write cache, which
+/// needs a seek and part of a revolution for each to destage them (about half a second).
+/// Read back 1.5 s later, from the last (the drive destages in elevator order up from its
+/// heads, so a read going up meets the destage at every block), many are still hits in that
+/// cache when the clock was held all that time (the hold begins a few milliseconds after the
+/// last write), and none when it was not. The counts are the server's own, so a busy machine
+/// changes nothing here.
+#[test]
+fn a_held_clock_keeps_the_drives_write_cache_as_it_was() {
+    if !have_fuse() {
+        return;
+    }
+    const BLOCKS: u64 = 64;
+    let sb = Sandbox::new();
+    let (mut dev, _) = start(&sb);
+    let loop_dev = dev.attach_loop().unwrap();
+    let f = OpenOptions::new()
+        .read(true)
+        .write(true)
+        .custom_flags(libc::O_DIRECT)
+        .open(&loop_dev)
+        .unwrap();
+    let mut buf = aligned(2 * 4096);
+    let shift = buf.as_ptr().align_offset(4096);
+    buf[shift..shift + 4096].fill(7);
+    // Whatever udev reads of a new device comes first.
+    std::thread::sleep(Duration::from_millis(500));
+    let hits_after_idle = |dev: &mut EmulatedDevice, base: u64, hold: bool| -> u64 {
+        let at = |i: u64| base + i * (64 << 20);
+        for i in 0..BLOCKS {
+            std::os::unix::fs::FileExt::write_all_at(&f, &buf[shift..shift + 4096], at(i)).unwrap();
+        }
+        if hold {
+            dev.hold_clock(true).unwrap();
+        }
+        std::thread::sleep(Duration::from_millis(1500));
+        if hold {
+            dev.hold_clock(false).unwrap();
+        }
+        let before = dev.stats().unwrap().counts.cache_hits;
+        let mut back = aligned(2 * 4096);
+        let s = back.as_ptr().align_offset(4096);
+        for i in (0..BLOCKS).rev() {
+            std::os::unix::fs::FileExt::read_exact_at(&f, &mut back[s..s + 4096], at(i)).unwrap();
+            assert_eq!(back[s], 7, "the data read back");
+        }
+        dev.stats().unwrap().counts.cache_hits - before
+    };
+    assert_eq!(
+        hits_after_idle(&mut dev, 1 << 20, false),
+        0,
+        "1.5 s of an idle drive destages them all"
+    );
+    let held = hits_after_idle(&mut dev, 2 << 20, true);
+    assert!(
+        held >= 8,
+        "held, the drive kept them in its write cache: {held} of {BLOCKS} hits"
+    );
+    drop(f);
+    drop(dev);
+    sb.assert_clean();
+}
