@@ -481,23 +481,32 @@ impl EmulatedDevice {
     /// native speed, counted as unmodelled): set-up outside the measured phases.
     pub fn set_modelled(&mut self, on: bool) -> Result<()> {
         self.check()?;
-        self.command(if on { "model on" } else { "model off" })
-    }
-
-    /// Stops (`true`) or restarts the disk's clock between phases, while the host does
-    /// fsgauge's own work (a cache drop): the drive does nothing meanwhile, and a request
-    /// that comes ends the hold (the server's `hold`).
-    pub fn hold_clock(&mut self, on: bool) -> Result<()> {
-        self.command(if on { "clock hold" } else { "clock run" })
-    }
-
-    /// Sends a control command that answers `ok`.
-    fn command(&mut self, command: &str) -> Result<()> {
+        let command = if on { "model on" } else { "model off" };
         match self.channel.ask(command) {
             Ok(a) if a == "ok" => Ok(()),
             Ok(a) => bail!("{} answered {a:?} to {command:?}", self.channel.what),
             Err(e) => Err(self.died().context(format!("{e:#}"))),
         }
+    }
+
+    /// Lets the drive finish its write cache before a cold phase: a cache flush through its
+    /// loop device (fsync on the block device: FLUSH, which the loop device passes on as an
+    /// fsync of its backing file, the server as the drive's flush), answered once the drive
+    /// has destaged everything. The drive then starts the phase idle, whatever the host did
+    /// meanwhile (see [`crate::testbed::Testbed::drop_caches_and_settle_disks`]). Nothing
+    /// without a loop device.
+    pub fn settle(&mut self) -> Result<()> {
+        let Some(dev) = self.loop_device().map(Path::to_path_buf) else {
+            return Ok(());
+        };
+        self.check()?;
+        let f = std::fs::File::open(&dev).with_context(|| format!("opening {}", dev.display()))?;
+        let flushed = f
+            .sync_all()
+            .with_context(|| format!("flushing the write cache of {}", dev.display()));
+        // A server that died fails the flush: say so first.
+        self.check()?;
+        flushed
     }
 
     /// The per-phase probe of this device, for [`crate::measure::Devices`].

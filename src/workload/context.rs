@@ -143,7 +143,7 @@ impl Target {
     pub fn cold(&mut self, mode: ColdMode) -> Result<()> {
         match (mode, self) {
             (ColdMode::None, _) => Ok(()),
-            (ColdMode::Drop, Target::Testbed(t)) => t.drop_caches_on_held_clocks(),
+            (ColdMode::Drop, Target::Testbed(t)) => t.drop_caches_and_settle_disks(),
             (ColdMode::Drop, Target::Dir(_)) => drop_caches(),
             // The run directories held open on the testbed let go of it meanwhile.
             (ColdMode::Remount, Target::Testbed(t)) => {

@@ -410,17 +410,15 @@ fn written_data_reads_back_and_a_discard_zeroes_it() {
     sb.assert_clean();
 }
 
-/// Between phases a run holds the disk's clock while the host drops its caches (`clock hold`
-/// … `clock run`, [`EmulatedDevice::hold_clock`]): the drive does nothing meanwhile. 64
-/// blocks written without a flush, 64 MiB apart, wait in the drive's write cache, which
-/// needs a seek and part of a revolution for each to destage them (about half a second).
-/// Read back 1.5 s later, from the last (the drive destages in elevator order up from its
-/// heads, so a read going up meets the destage at every block), many are still hits in that
-/// cache when the clock was held all that time (the hold begins a few milliseconds after the
-/// last write), and none when it was not. The counts are the server's own, so a busy machine
-/// changes nothing here.
+/// Before a cold phase the run lets each emulated drive finish its write cache
+/// ([`EmulatedDevice::settle`], a flush through its loop device), so that the phase starts on
+/// an idle drive however long the host's cache drop took. 64 blocks written without a flush,
+/// 64 MiB apart, wait in the drive's write cache (about half a second of seeks to destage):
+/// read back at once, from the last (the drive destages in elevator order up from its heads,
+/// so a read going up meets the destage at every block), many are hits in that cache; after
+/// a settle, none is. The counts are the server's own, so a busy machine changes nothing.
 #[test]
-fn a_held_clock_keeps_the_drives_write_cache_as_it_was() {
+fn settling_a_drive_empties_its_write_cache() {
     if !have_fuse() {
         return;
     }
@@ -439,17 +437,13 @@ fn a_held_clock_keeps_the_drives_write_cache_as_it_was() {
     buf[shift..shift + 4096].fill(7);
     // Whatever udev reads of a new device comes first.
     std::thread::sleep(Duration::from_millis(500));
-    let hits_after_idle = |dev: &mut EmulatedDevice, base: u64, hold: bool| -> u64 {
+    let hits_read_back = |dev: &mut EmulatedDevice, base: u64, settle: bool| -> u64 {
         let at = |i: u64| base + i * (64 << 20);
         for i in 0..BLOCKS {
             std::os::unix::fs::FileExt::write_all_at(&f, &buf[shift..shift + 4096], at(i)).unwrap();
         }
-        if hold {
-            dev.hold_clock(true).unwrap();
-        }
-        std::thread::sleep(Duration::from_millis(1500));
-        if hold {
-            dev.hold_clock(false).unwrap();
+        if settle {
+            dev.settle().unwrap();
         }
         let before = dev.stats().unwrap().counts.cache_hits;
         let mut back = aligned(2 * 4096);
@@ -460,15 +454,15 @@ fn a_held_clock_keeps_the_drives_write_cache_as_it_was() {
         }
         dev.stats().unwrap().counts.cache_hits - before
     };
-    assert_eq!(
-        hits_after_idle(&mut dev, 1 << 20, false),
-        0,
-        "1.5 s of an idle drive destages them all"
-    );
-    let held = hits_after_idle(&mut dev, 2 << 20, true);
+    let at_once = hits_read_back(&mut dev, 1 << 20, false);
     assert!(
-        held >= 8,
-        "held, the drive kept them in its write cache: {held} of {BLOCKS} hits"
+        at_once >= 8,
+        "read at once, the drive still held them: {at_once} of {BLOCKS} hits"
+    );
+    assert_eq!(
+        hits_read_back(&mut dev, 2 << 20, true),
+        0,
+        "settled, the drive has destaged them all"
     );
     drop(f);
     drop(dev);

@@ -77,13 +77,6 @@ impl DiskClock {
         wall.saturating_sub(pause_then)
     }
 
-    /// fsgauge held the clock for `ns` between phases ([`crate::device::server`]'s `clock
-    /// hold`): the drive did nothing meanwhile, so the clock is `ns` further behind the wall.
-    /// Not a stop: no reply was late.
-    pub fn hold(&mut self, ns: u64) {
-        self.pause_ns += ns;
-    }
-
     /// A reply due at disk time `done` left at wall time `replied`: when it was late, the
     /// clock stood still from its due time until then. Returns the pause it added (0: none).
     pub fn replied(&mut self, done: u64, replied: u64) -> u64 {

@@ -35,8 +35,6 @@ pub(crate) struct Core {
     /// The disk clock's pause, ns, as the timing thread published it after its last stop:
     /// read with each arrival ([`Core::arrived`]).
     pub pause_ns: AtomicU64,
-    /// The clock held between phases by the control channel (`clock hold`, `clock run`).
-    pub hold: super::hold::Hold,
     next_id: AtomicU64,
 }
 
@@ -58,7 +56,6 @@ impl Core {
             log,
             crash_file: AtomicBool::new(true),
             pause_ns: AtomicU64::new(0),
-            hold: Default::default(),
             next_id: AtomicU64::new(1),
         }
     }

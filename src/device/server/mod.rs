@@ -20,8 +20,7 @@
 //! - the stats thread ([`records`], normal priority) keeps the counters and histograms;
 //! - the main thread (normal priority) reads the control channel (stdin): `stats` answers one
 //!   JSON [`Snapshot`] line on stdout, `ping` answers `ok`, `model on`/`model off` switch the
-//!   model, `clock hold`/`clock run` stop and restart the disk's clock between phases
-//!   ([`hold`]), `log start LIMIT_BYTES`/`log stop`/`log summary` and `crash CUT CACHE SEED` drive
+//!   model, `log start LIMIT_BYTES`/`log stop`/`log summary` and `crash CUT CACHE SEED` drive
 //!   the write log and the `crash` file ([`crashfile`]); end of file (the parent closed it or died) unmounts and ends the server.
 //!
 //! The disk's bytes are held in memory ([`store`]): the emulator's own cost per request is a
@@ -32,7 +31,6 @@ pub(crate) mod core;
 mod crashfile;
 mod fuse;
 mod heldoff;
-mod hold;
 mod records;
 mod stall;
 pub mod store;
@@ -294,16 +292,6 @@ fn control(core: &core::Core) -> Result<()> {
             "model on" | "model off" => {
                 core.modelled
                     .store(line.trim() == "model on", Ordering::Release);
-                "ok".to_string()
-            }
-            // A drive that answers on arrival (`ram`) has no clock to hold.
-            "clock hold" | "clock run" if core.immediate => "ok".to_string(),
-            "clock hold" => {
-                core.hold.begin();
-                "ok".to_string()
-            }
-            "clock run" => {
-                core.hold.run();
                 "ok".to_string()
             }
             "quit" => return Ok(()),

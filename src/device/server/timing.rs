@@ -11,9 +11,7 @@
 //! the entries of its maps. Every time the model gives or takes is on disk time, converted
 //! at the edge: an arrival with [`DiskClock::disk`], a wake-up with [`DiskClock::wall`]; a
 //! reply that leaves late stops the disk's clock for its lateness ([`DiskClock::replied`]),
-//! so the replies behind it are due that much later on the wall, not late. While fsgauge holds
-//! the clock between phases ([`super::hold`]) the drive takes no command and no reply leaves;
-//! the hold's length joins the pause when it ends.
+//! so the replies behind it are due that much later on the wall, not late.
 
 use std::cmp::Reverse;
 use std::collections::{BinaryHeap, HashMap};
@@ -23,7 +21,6 @@ use std::sync::atomic::Ordering;
 
 use super::core::{note_reply, Core};
 use super::heldoff::HeldOff;
-use super::hold::{Ended, HOLD_POLL_NS};
 use super::records::Note;
 use super::stall::Stalls;
 use crate::base::sys::rt;
@@ -154,8 +151,6 @@ struct Desk<R> {
     /// What the transport handed over, for the model (room made once).
     got: Vec<Came<R>>,
     clock: DiskClock,
-    /// The last hold of the clock, for the requests stamped before it took it in.
-    held: Option<Ended>,
     watch: Watch,
     stalls: Option<Stalls>,
 }
@@ -170,7 +165,6 @@ pub fn run<T: Transport>(mut model: DeviceModel, mut t: T, core: &Core) {
         events: Vec::with_capacity(1024),
         got: Vec::new(),
         clock: DiskClock::default(),
-        held: None,
         watch: Watch {
             lead: Lead::new(),
             held: HeldOff::default(),
@@ -183,12 +177,7 @@ pub fn run<T: Transport>(mut model: DeviceModel, mut t: T, core: &Core) {
     loop {
         // Every request come by now goes to the model before the drive takes its next
         // command at any time up to now: it chooses among all that had arrived.
-        desk.take(&mut t, &mut model, core);
-        if core.hold.on() {
-            // Held between phases: the drive does nothing until the hold ends.
-            t.wait(Some(Duration::from_nanos(HOLD_POLL_NS)));
-            continue;
-        }
+        desk.take(&mut t, &mut model);
         let now = desk.clock.disk(rt::monotonic_ns());
         // Requests taken since the log started (it is on before they were handed over) have
         // their cache events recorded.
@@ -214,24 +203,12 @@ pub fn run<T: Transport>(mut model: DeviceModel, mut t: T, core: &Core) {
 }
 
 impl<R: Answer> Desk<R> {
-    /// The requests the transport has taken, to the model on arrival. A hold of the clock
-    /// ends here, at the first of them or where `clock run` asked ([`super::hold`]).
-    fn take<T: Transport<Reply = R>>(&mut self, t: &mut T, model: &mut DeviceModel, core: &Core) {
+    /// The requests the transport has taken, to the model on arrival.
+    fn take<T: Transport<Reply = R>>(&mut self, t: &mut T, model: &mut DeviceModel) {
         t.take(&mut self.got, &mut self.waiting);
-        let first = self.got.iter().map(|c| c.job.arrival_ns).min();
-        if let Some(e) = core.hold.end(first, self.clock.pause_ns()) {
-            self.clock.hold(e.len());
-            core.pause_ns
-                .store(self.clock.pause_ns(), Ordering::Release);
-            self.held = Some(e);
-        }
         let now = rt::monotonic_ns();
         for Came { job, moved } in self.got.drain(..) {
-            let arrival = match &self.held {
-                Some(e) => e.arrival(job.arrival_ns, job.pause_ns),
-                None => DiskClock::arrival(job.arrival_ns, job.pause_ns),
-            };
-            model.submit(job.req, arrival);
+            model.submit(job.req, DiskClock::arrival(job.arrival_ns, job.pause_ns));
             let held = Held {
                 job,
                 intake_ns: now,
@@ -277,7 +254,7 @@ impl<R: Answer> Desk<R> {
             };
             let stall_ns = self.stalls.as_mut().map_or(0, Stalls::next_ns);
             if stall_ns > 0 {
-                self.stall(t, model, core, stall_ns);
+                self.stall(t, model, stall_ns);
             }
             answer(h, &d, core, &self.watch.held, &mut self.clock);
         }
@@ -295,13 +272,7 @@ impl<R: Answer> Desk<R> {
     /// (tio seqwrite at 8 threads: 0.944 of plain in one table). Taken at their arrival, they
     /// land where the clock's definition puts them: as long after the stop's start as they
     /// came after it, in the disk's future until the stop ends.
-    fn stall<T: Transport<Reply = R>>(
-        &mut self,
-        t: &mut T,
-        model: &mut DeviceModel,
-        core: &Core,
-        ns: u64,
-    ) {
+    fn stall<T: Transport<Reply = R>>(&mut self, t: &mut T, model: &mut DeviceModel, ns: u64) {
         let until = rt::monotonic_ns().saturating_add(ns);
         loop {
             let now = rt::monotonic_ns();
@@ -309,7 +280,7 @@ impl<R: Answer> Desk<R> {
                 return;
             }
             t.wait(Some(Duration::from_nanos(until - now)));
-            self.take(t, model, core);
+            self.take(t, model);
         }
     }
 }
@@ -629,7 +600,6 @@ mod tests {
             events: Vec::new(),
             got: Vec::new(),
             clock: DiskClock::default(),
-            held: None,
             watch: Watch {
                 lead: Lead::new(),
                 held: HeldOff::default(),
@@ -637,7 +607,7 @@ mod tests {
             // Every reply stalled 5 ms.
             stalls: Some("5:100:1".parse().expect("valid stalls")),
         };
-        desk.take(&mut t, &mut model, &core);
+        desk.take(&mut t, &mut model);
         let now = desk.clock.disk(rt::monotonic_ns());
         desk.commands(&mut model, now + 1_000_000, &core.log);
         let &Reverse((done, _)) = desk.due.peek().expect("request 1 taken by the drive");
