@@ -29,6 +29,19 @@ fn start(sb: &Sandbox) -> (EmulatedDevice, u64) {
     (dev, size)
 }
 
+/// A device started in `sb` with its loop device attached and opened for direct I/O.
+fn start_direct(sb: &Sandbox) -> (EmulatedDevice, std::fs::File) {
+    let (mut dev, _) = start(sb);
+    let loop_dev = dev.attach_loop().unwrap();
+    let f = OpenOptions::new()
+        .read(true)
+        .write(true)
+        .custom_flags(libc::O_DIRECT)
+        .open(&loop_dev)
+        .unwrap();
+    (dev, f)
+}
+
 fn aligned(len: usize) -> Vec<u8> {
     // O_DIRECT wants 4096-aligned memory: over-allocate and slice.
     vec![0u8; len + 4096]
@@ -360,14 +373,7 @@ fn written_data_reads_back_and_a_discard_zeroes_it() {
         return;
     }
     let sb = Sandbox::new();
-    let (mut dev, _) = start(&sb);
-    let loop_dev = dev.attach_loop().unwrap();
-    let f = OpenOptions::new()
-        .read(true)
-        .write(true)
-        .custom_flags(libc::O_DIRECT)
-        .open(&loop_dev)
-        .unwrap();
+    let (dev, f) = start_direct(&sb);
     let len = 3 << 20;
     let mut buf = aligned(len);
     let shift = buf.as_ptr().align_offset(4096);
@@ -424,14 +430,7 @@ fn settling_a_drive_empties_its_write_cache() {
     }
     const BLOCKS: u64 = 64;
     let sb = Sandbox::new();
-    let (mut dev, _) = start(&sb);
-    let loop_dev = dev.attach_loop().unwrap();
-    let f = OpenOptions::new()
-        .read(true)
-        .write(true)
-        .custom_flags(libc::O_DIRECT)
-        .open(&loop_dev)
-        .unwrap();
+    let (mut dev, f) = start_direct(&sb);
     let mut buf = aligned(2 * 4096);
     let shift = buf.as_ptr().align_offset(4096);
     buf[shift..shift + 4096].fill(7);
