@@ -19,7 +19,7 @@
 
 use std::path::Path;
 
-use crate::base::sys::proc::{fs_threads, KernelThread};
+use crate::base::sys::proc::fs_threads;
 use crate::base::sys::rt;
 
 /// The nice a run takes when it starts at the default 0.
@@ -46,23 +46,22 @@ pub fn current() -> i32 {
 
 /// Gives the kernel threads of the filesystem just mounted from block device `dev`
 /// (`/dev/loop3`) the calling thread's nice when that is raised (below 0, as a run's is); a
-/// nice of 0 or above leaves them. Returns the threads as they are after (a refusal leaves a
-/// thread's nice as it was, which the result records).
-pub fn share_with_fs_threads(dev: &Path) -> Vec<KernelThread> {
-    let Some(name) = dev.file_name().and_then(|n| n.to_str()) else {
-        return Vec::new();
-    };
-    let proc = Path::new("/proc");
+/// nice of 0 or above leaves them, and /proc is not read. A refusal leaves a thread's nice as
+/// it was, which the result records ([`crate::results::Environment::kernel_threads`]).
+pub fn share_with_fs_threads(dev: &Path) {
     let nice = current();
-    if nice >= 0 {
-        return fs_threads(proc, name);
-    }
-    for t in fs_threads(proc, name) {
+    let Some(name) = dev
+        .file_name()
+        .and_then(|n| n.to_str())
+        .filter(|_| nice < 0)
+    else {
+        return;
+    };
+    for t in fs_threads(Path::new("/proc"), name) {
         if t.nice != nice {
             let _ = rt::set_nice_of(t.tid, nice);
         }
     }
-    fs_threads(proc, name)
 }
 
 #[cfg(test)]

@@ -116,7 +116,7 @@ const PF_KTHREAD: u64 = 0x0020_0000;
 /// journal on: ext3's and ext4's journal thread (`jbd2/loop3-8`, the journal in inode 8) and
 /// XFS's log-tail pusher (`xfsaild/loop3`). Btrfs names its threads without the device
 /// (`btrfs-transacti`), so they cannot be told from another btrfs's and are not among them.
-pub fn fs_thread_names(dev: &str) -> [String; 2] {
+fn fs_thread_names(dev: &str) -> [String; 2] {
     [format!("jbd2/{dev}-8"), format!("xfsaild/{dev}")]
 }
 
