@@ -8,6 +8,7 @@ use clap::Args;
 
 use super::common::OutputArgs;
 use crate::analysis::report::compare::compare;
+use crate::analysis::report::compare_findings::compare_findings;
 use crate::analysis::report::document::Page;
 use crate::base::error::bad_input;
 use crate::results::RunResult;
@@ -26,6 +27,14 @@ pub struct CompareCmd {
     /// Use only the new results of this testbed label.
     #[arg(long, value_name = "LABEL")]
     pub new_testbed: Option<String>,
+    /// Compare the two sets' findings instead of their metrics: do two runs of one study
+    /// (another kernel, another machine, the same machine beside a build) reach the same
+    /// answers? Per question and disk: both ratios with their 95% intervals and decisions,
+    /// whether the new ratio lies inside the base's interval, and new / base of the two
+    /// ratios with its 95% interval ("agree" when it holds 1). Each finding is decided as
+    /// `report` decides it, on the disk's clock on an emulated disk.
+    #[arg(long, conflicts_with_all = ["base_testbed", "new_testbed"])]
+    pub findings: bool,
     /// --format: table (terminal), json (every row with its figures), csv (one line per row,
     /// full precision), md or html.
     #[command(flatten)]
@@ -89,6 +98,16 @@ pub fn run(c: CompareCmd) -> Result<ExitCode> {
     let (mut base, mut new) = (base, new);
     crate::workload::registry::declare_missing_metrics(&mut base);
     crate::workload::registry::declare_missing_metrics(&mut new);
+    if c.findings {
+        let cmp = compare_findings(&base, &new)?;
+        let preface = crate::results::differ_text(&cmp.environment) + &cmp.summary_text();
+        let page = Page::new("fsgauge compare --findings", &cmp)?
+            .preface(preface)
+            .table(cmp.table())
+            .csv(Some(cmp.csv()));
+        c.out.print(page)?;
+        return Ok(ExitCode::SUCCESS);
+    }
     let cmp = compare(base, new)?;
     let page = Page::new("fsgauge compare", &cmp)?
         .preface(cmp.environment_text() + &cmp.machines_text())

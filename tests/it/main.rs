@@ -21,6 +21,7 @@ mod clients_dir;
 mod clients_testbeds;
 mod code_rules;
 mod code_shape;
+mod compare_findings;
 mod cpu_wait;
 mod crash_findings;
 mod crash_minimize;

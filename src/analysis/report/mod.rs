@@ -5,6 +5,7 @@
 
 pub mod cells;
 pub mod compare;
+pub mod compare_findings;
 pub mod compare_machines;
 pub mod document;
 pub mod durability;

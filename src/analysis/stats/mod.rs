@@ -14,7 +14,8 @@ mod ratio;
 pub mod sequential;
 
 pub use ratio::{
-    paired_ratio, paired_with_level, ratio_of_means, ratio_with_level, Decision, Ratio, RatioError,
+    paired_ratio, paired_with_level, ratio_of_means, ratio_of_ratios, ratio_with_level, Decision,
+    Ratio, RatioError,
 };
 
 use serde::Serialize;

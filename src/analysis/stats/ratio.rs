@@ -170,6 +170,51 @@ pub fn paired_with_level(pairs: &[(f64, f64)], level: f64) -> Result<Ratio, Rati
     })
 }
 
+/// The standard error of a ratio's logarithm, recovered from its interval at `level`:
+/// (ln high − ln low) / 2t. Zero for an exact ratio.
+fn log_se(r: &Ratio, level: f64) -> f64 {
+    if r.high <= r.low {
+        return 0.0;
+    }
+    (r.high.ln() - r.low.ln()) / (2.0 * t_quantile(0.5 + level / 2.0, r.df))
+}
+
+/// Whether two experiments found the same ratio: `new.ratio / base.ratio` with its 95%
+/// interval, from each ratio's own interval (`base_level`, `new_level`: the levels they were
+/// made at) and degrees of freedom. The two are independent samples (two runs of a study,
+/// on two machines or under two conditions), so the standard errors of their logarithms add
+/// and the degrees of freedom are Welch–Satterthwaite's; the interval holds 1 when the two
+/// agree within their noise. This asks less than "the new ratio lies inside the base's
+/// interval": that interval is for the base's own mean, and a second run of the same
+/// experiment lands outside it about as often as not when both have few repetitions.
+pub fn ratio_of_ratios(base: &Ratio, new: &Ratio, base_level: f64, new_level: f64) -> Ratio {
+    let (sb, sn) = (log_se(base, base_level), log_se(new, new_level));
+    let ln_ratio = new.ratio.ln() - base.ratio.ln();
+    let ratio = new.ratio / base.ratio;
+    let se2 = sb * sb + sn * sn;
+    let df = match (sb > 0.0, sn > 0.0) {
+        (true, true) => se2 * se2 / (sb.powi(4) / base.df + sn.powi(4) / new.df),
+        (true, false) => base.df,
+        (false, true) => new.df,
+        (false, false) => base.df + new.df,
+    };
+    let (low, high, p) = if se2 == 0.0 {
+        (ratio, ratio, if ln_ratio == 0.0 { 1.0 } else { 0.0 })
+    } else {
+        log_interval(ln_ratio, se2.sqrt(), df, 0.95)
+    };
+    Ratio {
+        ratio,
+        low,
+        high,
+        p,
+        df,
+        n_base: base.n_base.min(base.n_variant),
+        n_variant: new.n_base.min(new.n_variant),
+        paired: false,
+    }
+}
+
 /// What an interval says about "is there a change?", for `reps = "auto"` and for the sentence
 /// of a finding.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
@@ -342,6 +387,73 @@ mod tests {
                 );
             }
         }
+    }
+
+    /// Two independent paired experiments with the same true ratio (a study run twice, with
+    /// different noise and repetitions): the interval of their ratio of ratios holds 1 about
+    /// 95% of the time; with a true ratio of ratios of 1.3 it holds 1.3 as often and rejects 1
+    /// nearly always. A second run's ratio inside the first's interval happens far less often
+    /// than 95%, which is why the comparison of findings states both.
+    #[test]
+    fn the_ratio_of_two_experiments_ratios_covers_95_percent() {
+        let mut rng = ChaCha8Rng::seed_from_u64(20261130);
+        let mut inside = 0u32;
+        for &(shift, n1, n2, cv1, cv2) in
+            &[(1.0, 4usize, 10usize, 0.05, 0.15), (1.3, 5, 8, 0.08, 0.08)]
+        {
+            let mut tally = Coverage::new(shift);
+            for _ in 0..DRAWS {
+                let mut run = |n: usize, cv: f64, r: f64| {
+                    let pairs: Vec<(f64, f64)> = (0..n)
+                        .map(|_| {
+                            let drift = normal(&mut rng, 1.0, 0.2).max(0.2);
+                            let b = 100.0 * drift * normal(&mut rng, 1.0, cv);
+                            let v = 100.0 * r * drift * normal(&mut rng, 1.0, cv);
+                            (b, v)
+                        })
+                        .collect();
+                    paired_ratio(&pairs).unwrap()
+                };
+                let (a, b) = (run(n1, cv1, 2.0), run(n2, cv2, 2.0 * shift));
+                let rr = ratio_of_ratios(&a, &b, 0.95, 0.95);
+                tally.add(&rr);
+                if shift == 1.0 && a.low <= b.ratio && b.ratio <= a.high {
+                    inside += 1;
+                }
+            }
+            let rejected = tally.check(&format!("shift={shift} n={n1},{n2}"));
+            if shift != 1.0 {
+                assert!(rejected > 0.9, "power {rejected}");
+            }
+        }
+        let inside = inside as f64 / DRAWS as f64;
+        assert!(inside < 0.85, "inside the first's interval: {inside}");
+    }
+
+    #[test]
+    fn the_ratio_of_exact_ratios_is_exact() {
+        let exact = |r: f64| Ratio {
+            ratio: r,
+            low: r,
+            high: r,
+            p: 0.0,
+            df: 2.0,
+            n_base: 3,
+            n_variant: 3,
+            paired: true,
+        };
+        let same = ratio_of_ratios(&exact(2.0), &exact(2.0), 0.95, 0.95);
+        assert_eq!(
+            (same.low, same.ratio, same.high, same.p),
+            (1.0, 1.0, 1.0, 1.0)
+        );
+        let other = ratio_of_ratios(&exact(2.0), &exact(3.0), 0.95, 0.95);
+        assert_eq!((other.ratio, other.p), (1.5, 0.0));
+        // One side exact: the interval is the other's, moved.
+        let noisy = paired_ratio(&[(1.0, 2.0), (1.0, 2.2), (1.0, 1.9)]).unwrap();
+        let r = ratio_of_ratios(&exact(2.0), &noisy, 0.95, 0.95);
+        assert!((r.low - noisy.low / 2.0).abs() < 1e-9, "{r:?} {noisy:?}");
+        assert!((r.high - noisy.high / 2.0).abs() < 1e-9, "{r:?} {noisy:?}");
     }
 
     #[test]
