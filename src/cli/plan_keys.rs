@@ -138,6 +138,16 @@ fn samples() -> Vec<Sample> {
             "true".into(),
             vec![(v(&["--crash-shutdown=yes"]), "\"yes\"".into())],
         ),
+        (
+            "dirty_expire",
+            v(&["--dirty-expire", "5min"]),
+            "\"300s\"".into(),
+            vec![
+                (v(&["--dirty-expire", "0.5s"]), "0.5".into()),
+                (v(&["--dirty-expire", "2d"]), "\"2d\"".into()),
+                (v(&["--dirty-expire", "soon"]), "\"soon\"".into()),
+            ],
+        ),
     ]
 }
 

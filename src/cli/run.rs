@@ -620,6 +620,14 @@ fn dry_run_text(
         plan.seed,
         plan.scale
     );
+    if let Some(e) = plan.dirty_expire {
+        let _ = writeln!(
+            out,
+            "the host's vm.dirty_expire_centisecs is held at {} ({} s) for each run, and given back after",
+            e.centisecs,
+            e.secs()
+        );
+    }
     for s in &m.skipped {
         let _ = writeln!(out, "skipped testbed {s}");
     }
@@ -762,6 +770,7 @@ fn quick_on_temp_dir(c: &RunCmd, opts: &ParseOptions) -> Result<ExitCode> {
         progress: Progress::new(c.output.silent()),
         layout: plan.layout,
         crash: Default::default(),
+        dirty_expire: None,
         precondition: None,
         keep_image: None,
         study: None,

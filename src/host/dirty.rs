@@ -20,6 +20,11 @@
 //! the host's values. A holder that died without leaving (SIGKILL, the OOM killer) is dropped by
 //! the next fsgauge that takes or leaves a hold, and by `testbed cleanup` through the run's
 //! ledger entry. `/run` is emptied at boot, as the sysctls are reset.
+//!
+//! The same file keeps a second kind of hold, on `vm.dirty_expire_centisecs` (how old dirty
+//! data must be before the periodic writeback writes it), which a run asks for with
+//! `--dirty-expire` / a plan's `dirty_expire` ([`ExpireHold`]): the longest hold applies,
+//! and the host's value comes back with the last. A process may hold both.
 
 use std::fs::{self, File};
 use std::path::{Path, PathBuf};
@@ -28,7 +33,7 @@ use anyhow::{Context, Result};
 use nix::fcntl::{Flock, FlockArg};
 use serde::{Deserialize, Serialize};
 
-use super::ledger::process_start_time;
+use super::ledger::{process_start_time, Ledger, Resource};
 use crate::base::atomic::OutDir;
 use crate::base::sys::trust;
 
@@ -75,20 +80,34 @@ struct HostValues {
     dirty_bytes: u64,
     dirty_background_ratio: u64,
     dirty_background_bytes: u64,
+    /// `dirty_expire_centisecs` (absent in a state file of an fsgauge before expire holds: it
+    /// then held none, and the host's is read when the first is taken).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    dirty_expire_centisecs: Option<u64>,
 }
 
-/// One process's hold.
+const EXPIRE: &str = "dirty_expire_centisecs";
+
+/// One process's hold: the dirty thresholds of its memory limit, an expiry, or both.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
 struct Holder {
     pid: u32,
     /// Start time (clock ticks since boot): a reused pid is not taken for the holder.
     start: u64,
-    limits: DirtyLimits,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    limits: Option<DirtyLimits>,
+    /// `vm.dirty_expire_centisecs` held ([`ExpireHold`]).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    expire_centisecs: Option<u64>,
 }
 
 impl Holder {
     fn alive(&self) -> bool {
         process_start_time(self.pid) == Some(self.start)
+    }
+
+    fn holds_anything(&self) -> bool {
+        self.limits.is_some() || self.expire_centisecs.is_some()
     }
 }
 
@@ -142,6 +161,7 @@ impl Host {
             dirty_bytes: self.read("dirty_bytes")?,
             dirty_background_ratio: self.read("dirty_background_ratio")?,
             dirty_background_bytes: self.read("dirty_background_bytes")?,
+            dirty_expire_centisecs: Some(self.read(EXPIRE)?),
         })
     }
 
@@ -201,29 +221,41 @@ impl Host {
         Ok(out)
     }
 
-    /// Applies the strictest of the live holders' limits, or the host's values when none is left.
+    /// Applies the strictest of the live holders' limits and the longest of their expiries,
+    /// the host's value of each that no one holds; the host's values all when none is left.
     fn settle(&self, mut s: State) -> Result<Option<State>> {
-        s.holders.retain(Holder::alive);
+        s.holders.retain(|h| h.alive() && h.holds_anything());
+        if s.holders.is_empty() {
+            self.restore(&s.host)?;
+            self.restore_expire(&s.host)?;
+            return Ok(None);
+        }
         match s
             .holders
             .iter()
-            .map(|h| h.limits)
+            .filter_map(|h| h.limits)
             .reduce(DirtyLimits::stricter)
         {
-            Some(l) => {
-                self.set(l)?;
-                Ok(Some(s))
-            }
-            None => {
-                self.restore(&s.host)?;
-                Ok(None)
-            }
+            Some(l) => self.set(l)?,
+            None => self.restore(&s.host)?,
+        }
+        match s.holders.iter().filter_map(|h| h.expire_centisecs).max() {
+            Some(cs) => self.write(EXPIRE, cs)?,
+            None => self.restore_expire(&s.host)?,
+        }
+        Ok(Some(s))
+    }
+
+    fn restore_expire(&self, h: &HostValues) -> Result<()> {
+        match h.dirty_expire_centisecs {
+            Some(cs) => self.write(EXPIRE, cs),
+            None => Ok(()),
         }
     }
 
-    /// Adds the hold of `limits` by process `(pid, start)` and applies the strictest hold.
-    fn take(&self, limits: DirtyLimits, (pid, start): (u32, u64)) -> Result<Holder> {
-        let me = Holder { pid, start, limits };
+    /// Sets this process's part of its hold with `part` (a new holder when it holds nothing
+    /// yet) and applies what all the holds together say.
+    fn take(&self, (pid, start): (u32, u64), part: impl FnOnce(&mut Holder)) -> Result<()> {
         self.with_state(|old| {
             let mut s = match old {
                 Some(s) => s,
@@ -233,21 +265,52 @@ impl Host {
                     holders: Vec::new(),
                 },
             };
-            s.holders.retain(|h| h.pid != me.pid);
-            s.holders.push(me.clone());
-            Ok((self.settle(s)?, me.clone()))
+            if s.host.dirty_expire_centisecs.is_none() {
+                s.host.dirty_expire_centisecs = Some(self.read(EXPIRE)?);
+            }
+            // A holder of a reused pid is another process: its hold goes.
+            s.holders.retain(|h| h.pid != pid || h.start == start);
+            let i = match s.holders.iter().position(|h| h.pid == pid) {
+                Some(i) => i,
+                None => {
+                    s.holders.push(Holder {
+                        pid,
+                        start,
+                        limits: None,
+                        expire_centisecs: None,
+                    });
+                    s.holders.len() - 1
+                }
+            };
+            part(&mut s.holders[i]);
+            Ok((self.settle(s)?, ()))
         })
     }
 
-    /// Drops the hold of process `pid` (started at `start`) and of every holder that died; the
-    /// host's values come back with the last.
-    pub fn leave(&self, pid: u32, start: u64) -> Result<()> {
+    /// Gives up `part` of the hold of process `pid` (started at `start`), and drops every
+    /// holder that died; the host's values come back with the last.
+    fn leave_part(&self, pid: u32, start: u64, part: impl Fn(&mut Holder)) -> Result<()> {
         self.with_state(|old| match old {
             None => Ok((None, ())),
             Some(mut s) => {
-                s.holders.retain(|h| !(h.pid == pid && h.start == start));
+                for h in s
+                    .holders
+                    .iter_mut()
+                    .filter(|h| h.pid == pid && h.start == start)
+                {
+                    part(h);
+                }
                 Ok((self.settle(s)?, ()))
             }
+        })
+    }
+
+    /// Drops the whole hold of process `pid` (started at `start`) and of every holder that
+    /// died; the host's values come back with the last.
+    pub fn leave(&self, pid: u32, start: u64) -> Result<()> {
+        self.leave_part(pid, start, |h| {
+            h.limits = None;
+            h.expire_centisecs = None;
         })
     }
 }
@@ -269,7 +332,9 @@ pub fn held_limits() -> Option<DirtyLimits> {
 #[derive(Debug)]
 pub struct DirtyHold {
     host: Host,
-    me: Holder,
+    pid: u32,
+    start: u64,
+    limits: DirtyLimits,
 }
 
 /// This process and its start time: the holder a hold is taken for (and the ledger records).
@@ -282,22 +347,110 @@ pub fn this_process() -> Result<(u32, u64)> {
 impl DirtyHold {
     /// Holds the thresholds of a machine with `limit` bytes of memory on `host`, for the
     /// process `me` ([`this_process`]).
-    pub fn take(host: Host, limit: u64, me: (u32, u64)) -> Result<Self> {
-        let me = host.take(DirtyLimits::for_limit(limit), me)?;
-        set_held(Some(me.limits));
-        Ok(Self { host, me })
+    pub fn take(host: Host, limit: u64, (pid, start): (u32, u64)) -> Result<Self> {
+        let limits = DirtyLimits::for_limit(limit);
+        host.take((pid, start), |h| h.limits = Some(limits))?;
+        set_held(Some(limits));
+        Ok(Self {
+            host,
+            pid,
+            start,
+            limits,
+        })
     }
 
     pub fn limits(&self) -> DirtyLimits {
-        self.me.limits
+        self.limits
     }
 }
 
 impl Drop for DirtyHold {
     fn drop(&mut self) {
         set_held(None);
-        if let Err(e) = self.host.leave(self.me.pid, self.me.start) {
+        if let Err(e) = self
+            .host
+            .leave_part(self.pid, self.start, |h| h.limits = None)
+        {
             eprintln!("fsgauge: warning: giving back the host's dirty-page thresholds: {e:#}");
+        }
+    }
+}
+
+/// This process's hold on the host's `vm.dirty_expire_centisecs`, given up on drop.
+///
+/// The kernel's periodic writeback writes an inode's dirty pages once the inode has been
+/// dirty for that long (30 s by default), counted in wall time from its first dirtying: for a
+/// filesystem's metadata, that of the block device's inode, dirtied by the run's first
+/// write. A workload whose phases end near that age meets the writeback inside one phase on
+/// one machine and after it on a slower or busier one. A run that asks for an expiry holds
+/// it, so that every run meets the same writeback whatever the machine's pace.
+#[derive(Debug)]
+pub struct ExpireHold {
+    host: Host,
+    pid: u32,
+    start: u64,
+    centisecs: u64,
+    /// The run's ledger entry for the hold, where one was made ([`Self::for_run`]).
+    ledger: Option<Ledger>,
+}
+
+impl ExpireHold {
+    /// A run's hold at `centisecs` on this machine: recorded in a ledger entry first, so that
+    /// a killed run's hold is given back by the next fsgauge that takes or leaves a hold, and
+    /// by `testbed cleanup`.
+    pub fn for_run(centisecs: u64) -> Result<Self> {
+        let me = this_process()?;
+        let mut ledger = Ledger::begin(&format!("dirty-expire-{}-{}", me.0, me.1), false)?;
+        ledger.record(Resource::DirtyHold {
+            pid: me.0,
+            start: me.1,
+        })?;
+        match Self::take(Host::system(), centisecs, me) {
+            Ok(mut hold) => {
+                hold.ledger = Some(ledger);
+                Ok(hold)
+            }
+            Err(e) => {
+                ledger.release_all_with(|_| Some(Ok(())));
+                Err(e)
+            }
+        }
+    }
+
+    /// Holds the expiry at `centisecs` on `host` for the process `me` ([`this_process`]);
+    /// where another process holds a longer one, that one applies.
+    pub fn take(host: Host, centisecs: u64, (pid, start): (u32, u64)) -> Result<Self> {
+        host.take((pid, start), |h| h.expire_centisecs = Some(centisecs))?;
+        Ok(Self {
+            host,
+            pid,
+            start,
+            centisecs,
+            ledger: None,
+        })
+    }
+
+    /// The expiry this hold asked for.
+    pub fn centisecs(&self) -> u64 {
+        self.centisecs
+    }
+}
+
+impl Drop for ExpireHold {
+    fn drop(&mut self) {
+        if let Err(e) = self
+            .host
+            .leave_part(self.pid, self.start, |h| h.expire_centisecs = None)
+        {
+            eprintln!("fsgauge: warning: giving back the host's dirty-data expiry: {e:#}");
+            // The ledger entry stays for `testbed cleanup`.
+            return;
+        }
+        if let Some(mut ledger) = self.ledger.take() {
+            // Given back above: the entry has nothing left to release.
+            for e in ledger.release_all_with(|_| Some(Ok(()))) {
+                eprintln!("fsgauge: warning: {e:#}");
+            }
         }
     }
 }
@@ -325,6 +478,7 @@ mod tests {
             ("dirty_bytes", 0),
             ("dirty_background_ratio", 10),
             ("dirty_background_bytes", 0),
+            (EXPIRE, 3000),
         ] {
             fs::write(sysctl.join(n), format!("{v}\n")).expect("write sysctl");
         }
@@ -377,7 +531,8 @@ mod tests {
         let other = Holder {
             pid: parent,
             start: process_start_time(parent).expect("parent start"),
-            limits: small,
+            limits: Some(small),
+            expire_centisecs: None,
         };
         f.host
             .with_state(|_| {
@@ -419,10 +574,12 @@ mod tests {
                     holders: vec![Holder {
                         pid,
                         start,
-                        limits: DirtyLimits::for_limit(64 << 20),
+                        limits: Some(DirtyLimits::for_limit(64 << 20)),
+                        expire_centisecs: Some(60000),
                     }],
                 };
-                f.host.set(s.holders[0].limits)?;
+                f.host.set(DirtyLimits::for_limit(64 << 20))?;
+                f.host.write(EXPIRE, 60000)?;
                 Ok((Some(s), ()))
             })
             .expect("a dead holder's state");
@@ -430,6 +587,62 @@ mod tests {
         // Anyone's leave (here: a pid that holds nothing) drops the dead and restores.
         f.host.leave(0, 0).expect("leave");
         assert_eq!(get(&f.host, "dirty_ratio"), 20);
+        assert_eq!(get(&f.host, EXPIRE), 3000, "the host's expiry back");
+        assert!(!f.host.state.join(STATE_FILE).exists());
+    }
+
+    /// An expiry hold sets the host's expiry and gives it back; the thresholds are untouched.
+    /// A process holding both keeps the expiry when its thresholds go, and the longest of two
+    /// processes' expiries applies while both hold.
+    #[test]
+    fn an_expiry_hold_sets_the_longest_and_the_last_to_leave_restores() {
+        let f = fake();
+        let me = this_process().expect("me");
+        let expire = ExpireHold::take(f.host.clone(), 30_000, me).expect("expire");
+        assert_eq!((get(&f.host, EXPIRE), expire.centisecs()), (30_000, 30_000));
+        assert_eq!(
+            get(&f.host, "dirty_bytes"),
+            0,
+            "the thresholds are the host's"
+        );
+        let dirty = DirtyHold::take(f.host.clone(), 96 << 20, me).expect("dirty");
+        assert_eq!(get(&f.host, "dirty_bytes"), dirty.limits().dirty_bytes);
+        drop(dirty);
+        assert_eq!(get(&f.host, "dirty_ratio"), 20, "the thresholds back");
+        assert_eq!(get(&f.host, EXPIRE), 30_000, "the expiry still held");
+        // Another live process (this test's parent) holds a longer expiry: it applies, and
+        // stays after this process leaves.
+        let parent = nix::unistd::getppid().as_raw() as u32;
+        let other = (parent, process_start_time(parent).expect("parent start"));
+        f.host
+            .take(other, |h| h.expire_centisecs = Some(60_000))
+            .expect("other holds");
+        assert_eq!(get(&f.host, EXPIRE), 60_000, "the longest");
+        drop(expire);
+        assert_eq!(get(&f.host, EXPIRE), 60_000);
+        f.host.leave(other.0, other.1).expect("leave");
+        assert_eq!(get(&f.host, EXPIRE), 3000, "the host's expiry back");
+        assert!(!f.host.state.join(STATE_FILE).exists());
+    }
+
+    /// A state file written before expiry holds (no expiry in it) is read, and the host's
+    /// expiry is recorded when the first expiry hold is taken.
+    #[test]
+    fn a_state_file_without_expiry_is_read_and_completed() {
+        let f = fake();
+        let parent = nix::unistd::getppid().as_raw() as u32;
+        let start = process_start_time(parent).expect("parent start");
+        let old = format!(
+            r#"{{"version":1,"host":{{"dirty_ratio":20,"dirty_bytes":0,"dirty_background_ratio":10,"dirty_background_bytes":0}},"holders":[{{"pid":{parent},"start":{start},"limits":{{"dirty_bytes":1048576,"background_bytes":1048576}}}}]}}"#
+        );
+        fs::create_dir_all(&f.host.state).expect("state dir");
+        fs::write(f.host.state.join(STATE_FILE), old).expect("old state");
+        let hold =
+            ExpireHold::take(f.host.clone(), 12_000, this_process().expect("me")).expect("expire");
+        assert_eq!(get(&f.host, EXPIRE), 12_000);
+        drop(hold);
+        assert_eq!(get(&f.host, EXPIRE), 3000, "the host's expiry back");
+        f.host.leave(parent, start).expect("leave");
         assert!(!f.host.state.join(STATE_FILE).exists());
     }
 }

@@ -420,6 +420,11 @@ pub struct Conditions {
     /// MemAvailable right after the charger finished locking, bytes.
     #[serde(default)]
     pub mem_charge_available: Option<u64>,
+    /// `--dirty-expire` / a plan's `dirty_expire`: the host's `vm.dirty_expire_centisecs`
+    /// held for the run, in seconds (`host::dirty::ExpireHold`); absent when the host's
+    /// applied (the environment records the value either way).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub dirty_expire_s: Option<f64>,
 }
 
 /// One measured phase.

@@ -288,6 +288,59 @@ fn dir_mode_runs_without_a_testbed_and_leaves_the_directory_as_it_was() {
     assert_eq!(left, vec![std::ffi::OsString::from("keep.txt")]);
 }
 
+/// `--dirty-expire` holds the host's expiry of dirty data for the run: the run's environment
+/// records the held value, its conditions the setting, and the host's value is back after,
+/// with no ledger entry left.
+#[test]
+fn a_run_holds_the_dirty_expiry_it_asks_for_and_gives_it_back() {
+    if !have_fs("ext4") {
+        return;
+    }
+    const EXPIRE: &str = "/proc/sys/vm/dirty_expire_centisecs";
+    let before = std::fs::read_to_string(EXPIRE).expect("the host's expiry");
+    // Unlike the host's, whatever it is.
+    let asked: u64 = if before.trim() == "9100" { 9200 } else { 9100 };
+    let sb = Sandbox::new();
+    let out = sb
+        .bench(&[
+            "bench",
+            "tree",
+            "--fs",
+            "ext4",
+            "--fs-size",
+            "256M",
+            "--dirty-expire",
+            &format!("{}s", asked / 100),
+            "--dirs",
+            "2",
+            "--files",
+            "4",
+            "--file-size",
+            "64K",
+            "--json",
+        ])
+        .output()
+        .unwrap();
+    let doc = json_of(&out);
+    assert_eq!(
+        doc["conditions"]["dirty_expire_s"],
+        (asked / 100) as f64,
+        "{}",
+        doc["conditions"]
+    );
+    assert_eq!(
+        doc["environment"]["sysctl"]["vm.dirty_expire_centisecs"],
+        asked.to_string(),
+        "the run ran under the held expiry"
+    );
+    assert_eq!(
+        std::fs::read_to_string(EXPIRE).expect("the host's expiry"),
+        before,
+        "the host's expiry back"
+    );
+    sb.assert_clean();
+}
+
 #[test]
 fn memory_limit_runs_inside_a_cgroup_and_removes_it() {
     if !have_fs("ext4") {

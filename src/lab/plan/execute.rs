@@ -63,6 +63,7 @@ pub fn on_testbed(plan: &Plan, testbed: usize, progress: Progress) -> OnTestbed 
             progress,
             layout: plan.layout,
             crash: plan.crash,
+            dirty_expire: plan.dirty_expire,
             precondition: plan
                 .age
                 .as_ref()

@@ -293,6 +293,8 @@ pub struct Plan {
     pub layout: bool,
     /// Crash points after each run (`crash_points = N`, ...; see `fsgauge run --help`).
     pub crash: crate::lab::crash::points::CrashArgs,
+    /// The host's expiry of dirty data held for each run (`dirty_expire = "5min"`).
+    pub dirty_expire: Option<crate::lab::runner::params::DirtyExpire>,
     /// `[age]`: aging run on each run's filesystem before its workload.
     pub age: Option<PlanWorkload>,
     /// `[age] keep_image = true`: the aging is kept in the image cache, and every run whose

@@ -175,6 +175,7 @@ fn plan_of(src: &Src, opts: &ParseOptions) -> Result<Plan> {
         notes,
         layout: given.layout,
         crash: given.crash(),
+        dirty_expire: given.dirty_expire,
         age,
         keep_image,
         questions,

@@ -181,11 +181,15 @@ pub fn check(place: &Place, wl: &dyn Workload, opts: &RunOptions) -> Result<()> 
     if opts.reps == 0 {
         return Err(bad_input("--reps must be 1 or more"));
     }
-    let root_needed =
-        opts.cold != ColdMode::None || opts.mem_limit.is_some() || opts.mem_charge.is_some();
+    let root_needed = opts.cold != ColdMode::None
+        || opts.mem_limit.is_some()
+        || opts.mem_charge.is_some()
+        || opts.dirty_expire.is_some();
     if root_needed && !nix::unistd::geteuid().is_root() {
         let what = if opts.cold != ColdMode::None {
             "--cold drop/remount"
+        } else if opts.dirty_expire.is_some() {
+            "--dirty-expire (it writes vm.dirty_expire_centisecs)"
         } else {
             "--mem-limit/--mem-charge"
         };

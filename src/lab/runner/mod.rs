@@ -241,6 +241,8 @@ fn run_in(
         cleanup: cleanup_root,
         dist: dist_root,
     } = WorkRoot::make(target, wl, &coord, rep)?;
+    // Held until the run ends, its result written (see host::dirty::ExpireHold).
+    let _expire = hold_expire(opts)?;
     let (mem_limit, charger) = memory_conditions(opts, wl)?;
 
     if !wl.sets_up_inside() {
@@ -342,6 +344,16 @@ impl WorkRoot {
             dist,
         })
     }
+}
+
+/// The host's expiry of dirty data held for the run, when the options ask for one.
+fn hold_expire(opts: &RunOptions) -> Result<Option<crate::host::dirty::ExpireHold>> {
+    opts.dirty_expire
+        .map(|e| {
+            crate::host::dirty::ExpireHold::for_run(e.centisecs)
+                .context("holding the host's vm.dirty_expire_centisecs (--dirty-expire)")
+        })
+        .transpose()
 }
 
 /// The memory limit and the memory charger the options ask for, applied before the workload runs.

@@ -170,6 +170,87 @@ pub struct RunSettings {
         conflicts_with_all = ["crash_points", "crash_at"]
     )]
     pub crash_shutdown: bool,
+    /// Hold the host's vm.dirty_expire_centisecs at this for each run and give the host's
+    /// value back after (e.g. 5min; 1s to 24h): the age at which the kernel's periodic
+    /// writeback writes dirty data, 30 s by default, counted in wall time from the first
+    /// write. Phases that end near that age meet the writeback in one phase on one machine
+    /// and in the next on a slower or busier one; an expiry longer than the run keeps it out
+    /// of every run's phases alike. Recorded in the result (conditions.dirty_expire_s);
+    /// needs root [default: the host's]
+    #[arg(long, value_name = "DURATION", value_parser = dirty_expire)]
+    #[serde(deserialize_with = "dirty_expire_key")]
+    pub dirty_expire: Option<DirtyExpire>,
+}
+
+/// An expiry of dirty data to hold for a run (`--dirty-expire`), in the kernel's unit.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct DirtyExpire {
+    pub centisecs: u64,
+}
+
+impl DirtyExpire {
+    /// The shortest expiry a run may hold.
+    pub const MIN_S: u64 = 1;
+    /// The longest: a day.
+    pub const MAX_S: u64 = 24 * 3600;
+
+    fn of_secs(secs: f64, shown: &str) -> Result<Self, String> {
+        if !(secs.is_finite() && (Self::MIN_S as f64..=Self::MAX_S as f64).contains(&secs)) {
+            return Err(format!(
+                "{shown} is out of range; give an expiry from {}s to 24h, e.g. 5min",
+                Self::MIN_S
+            ));
+        }
+        Ok(Self {
+            centisecs: (secs * 100.0).round() as u64,
+        })
+    }
+
+    /// Seconds, as the result records them.
+    pub fn secs(self) -> f64 {
+        self.centisecs as f64 / 100.0
+    }
+}
+
+impl Serialize for DirtyExpire {
+    fn serialize<S: serde::Serializer>(&self, s: S) -> Result<S::Ok, S::Error> {
+        s.serialize_f64(self.secs())
+    }
+}
+
+/// `--dirty-expire DURATION`: `5min`, `300s`, or seconds.
+fn dirty_expire(text: &str) -> Result<DirtyExpire, String> {
+    let d = crate::base::units::parse_setting_duration(text).map_err(|_| {
+        format!(
+            "{text:?} is not a duration; give an expiry from 1s to 24h, e.g. --dirty-expire 5min"
+        )
+    })?;
+    DirtyExpire::of_secs(d.as_secs_f64(), &format!("{text:?}"))
+}
+
+/// A plan's `dirty_expire = "5min"` (or seconds), refused in the flag's words.
+fn dirty_expire_key<'de, D: serde::Deserializer<'de>>(
+    d: D,
+) -> Result<Option<DirtyExpire>, D::Error> {
+    #[derive(Deserialize)]
+    #[serde(untagged)]
+    enum Raw {
+        N(f64),
+        S(String),
+    }
+    match Option::<Raw>::deserialize(d)? {
+        None => Ok(None),
+        Some(Raw::N(n)) => DirtyExpire::of_secs(n, &n.to_string())
+            .map(Some)
+            .map_err(serde::de::Error::custom),
+        Some(Raw::S(s)) => dirty_expire(&s).map(Some).map_err(serde::de::Error::custom),
+    }
+}
+
+impl<'de> Deserialize<'de> for DirtyExpire {
+    fn deserialize<D: serde::Deserializer<'de>>(d: D) -> Result<Self, D::Error> {
+        dirty_expire_key(d)?.ok_or_else(|| serde::de::Error::custom("an expiry"))
+    }
 }
 
 /// `--reps`'s help, its default [`DEFAULT_REPS`] written in.
@@ -204,6 +285,7 @@ impl RunSettings {
             crash_at: self.crash_at.or(under.crash_at),
             crash_log_limit: self.crash_log_limit.or(under.crash_log_limit),
             crash_shutdown: self.crash_shutdown || under.crash_shutdown,
+            dirty_expire: self.dirty_expire.or(under.dirty_expire),
         }
     }
 
@@ -274,6 +356,7 @@ impl RunParams {
             progress: Progress::new(silent || coordinator.is_secondary()),
             layout: self.settings.layout,
             crash: self.settings.crash(),
+            dirty_expire: self.settings.dirty_expire,
             precondition: None,
             keep_image: None,
             study: None,

@@ -29,6 +29,9 @@ pub(super) fn spec(r: Rep<'_>) -> serde_json::Value {
         "rep": r.rep,
     });
     // Only present when used, so hashes of runs without one stay as they were.
+    if let Some(e) = opts.dirty_expire {
+        v["dirty_expire_s"] = serde_json::json!(e.secs());
+    }
     if let Some(Precondition(p)) = &opts.precondition {
         v["precondition"] = serde_json::json!({ "kind": p.kind(), "params": p.params() });
     }
@@ -52,6 +55,7 @@ pub(super) fn conditions(
         mem_charge: opts.mem_charge,
         mem_charge_locked: charger.map(|c| c.locked()),
         mem_charge_available: charger.map(|c| c.available_after()),
+        dirty_expire_s: opts.dirty_expire.map(|d| d.secs()),
     }
 }
 

@@ -36,6 +36,9 @@ pub struct RunOptions {
     pub layout: bool,
     /// Crash points after the workload (`--crash-points`): off unless asked.
     pub crash: crate::lab::crash::points::CrashArgs,
+    /// `--dirty-expire`: the host's expiry of dirty data held for each run (see
+    /// [`crate::host::dirty::ExpireHold`]); `None` leaves the host's.
+    pub dirty_expire: Option<super::params::DirtyExpire>,
     /// A workload run on the target before the measured one (a plan's `[age]`): its phases come
     /// first in the result, and its tree stays for the workload to run beside.
     pub precondition: Option<Precondition>,
@@ -72,6 +75,7 @@ impl Default for RunOptions {
             progress: Progress::hidden(),
             layout: false,
             crash: Default::default(),
+            dirty_expire: None,
             precondition: None,
             keep_image: None,
             study: None,
