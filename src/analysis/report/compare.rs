@@ -324,7 +324,7 @@ fn figure(mean: f64, sd: f64, n: usize) -> String {
 }
 
 /// `1.5× (1.45–1.55)`.
-fn ratio_text(x: &crate::analysis::stats::Ratio) -> String {
+pub(super) fn ratio_text(x: &crate::analysis::stats::Ratio) -> String {
     format!(
         "{}× ({}–{})",
         sig(x.ratio, 3),

@@ -18,6 +18,9 @@ use crate::analysis::findings::{confidence_level, device_name, findings, Finding
 use crate::analysis::stats::{ratio_of_ratios, Decision, Ratio};
 use crate::base::error::bad_input;
 use crate::base::text::Table;
+
+use super::compare::ratio_text;
+use super::findings_table::decision_name as decision_text;
 use crate::results::{env_diff, Difference, RunResult};
 
 /// One side's answer to a question.
@@ -170,21 +173,10 @@ fn row(b: &Finding, n: &Finding) -> Row {
     }
 }
 
-fn decision_text(d: Option<Decision>) -> String {
-    d.and_then(|d| serde_json::to_value(d).ok())
-        .and_then(|v| v.as_str().map(str::to_string))
-        .unwrap_or_else(|| "not answered".into())
-}
-
 /// `1.5× (1.45–1.55)`, or the problem.
 fn ratio_cell(s: &Side) -> String {
     match &s.ratio {
-        Some(r) => format!(
-            "{}× ({}–{})",
-            sig(r.ratio, 3),
-            sig(r.low, 3),
-            sig(r.high, 3)
-        ),
+        Some(r) => ratio_text(r),
         None => s.problem.clone().unwrap_or_else(|| "-".into()),
     }
 }
@@ -228,13 +220,7 @@ impl FindingsComparison {
             .filter(|r| r.agree == Some(false))
             .map(|r| {
                 let x = r.new_over_base.expect("agree is set with a ratio");
-                format!(
-                    "{}: new / base {}× ({}–{})",
-                    name(r),
-                    sig(x.ratio, 3),
-                    sig(x.low, 3),
-                    sig(x.high, 3)
-                )
+                format!("{}: new / base {}", name(r), ratio_text(&x))
             })
             .collect();
         if !disagree.is_empty() {
@@ -267,14 +253,7 @@ impl FindingsComparison {
                     decision_text(r.new.decision),
                     pairs(&r.new),
                     yes_no(r.inside),
-                    r.new_over_base.map_or("-".into(), |x| {
-                        format!(
-                            "{}× ({}–{})",
-                            sig(x.ratio, 3),
-                            sig(x.low, 3),
-                            sig(x.high, 3)
-                        )
-                    }),
+                    r.new_over_base.as_ref().map_or("-".into(), ratio_text),
                     yes_no(r.agree),
                 ]
             })

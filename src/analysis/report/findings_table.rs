@@ -6,6 +6,13 @@
 use crate::analysis::findings::sentence::Stated;
 use crate::base::text::Table;
 
+/// A decision as results write it (`larger`, `no-change`, ...), or `not answered`.
+pub fn decision_name(d: Option<crate::analysis::stats::Decision>) -> String {
+    d.and_then(|d| serde_json::to_value(d).ok())
+        .and_then(|v| v.as_str().map(str::to_string))
+        .unwrap_or_else(|| "not answered".into())
+}
+
 /// The findings as a table: one row per question with its ratio, interval, p, repetitions
 /// per side, decision and the published figure.
 pub fn findings_table(findings: &[Stated]) -> Table {
@@ -23,11 +30,7 @@ pub fn findings_table(findings: &[Stated]) -> Table {
                 ),
                 None => ("-".into(), "-".into(), "-".into()),
             };
-            let decision = f
-                .decision
-                .and_then(|d| serde_json::to_value(d).ok())
-                .and_then(|v| v.as_str().map(str::to_string))
-                .unwrap_or_else(|| "not answered".into());
+            let decision = decision_name(f.decision);
             vec![
                 q.id.clone(),
                 q.baseline.clone(),

@@ -247,12 +247,6 @@ fn dirty_expire_key<'de, D: serde::Deserializer<'de>>(
     }
 }
 
-impl<'de> Deserialize<'de> for DirtyExpire {
-    fn deserialize<D: serde::Deserializer<'de>>(d: D) -> Result<Self, D::Error> {
-        dirty_expire_key(d)?.ok_or_else(|| serde::de::Error::custom("an expiry"))
-    }
-}
-
 /// `--reps`'s help, its default [`DEFAULT_REPS`] written in.
 fn reps_help() -> String {
     format!(
